@@ -1,0 +1,75 @@
+"""Model specifications: what a model needs and how fast it serves on a slice (pure values)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Isolation(StrEnum):
+    """How much a model may share a GPU: STRICT -> MIG or exclusive, TRUSTED -> MPS, NONE -> time-slicing."""
+
+    STRICT = "strict"
+    TRUSTED = "trusted"
+    NONE = "none"
+
+
+class Engine(StrEnum):
+    TRITON = "triton"
+    VLLM = "vllm"
+
+
+class SharingMode(StrEnum):
+    EXCLUSIVE = "exclusive"
+    MIG = "mig"
+    MPS = "mps"
+    TIME_SLICING = "time_sliced"
+
+
+@dataclass(frozen=True, slots=True)
+class ProfilePoint:
+    """Throughput of one replica (segment) of a model on one slice shape, within its latency SLO."""
+
+    product: str
+    compute_slices: int  # MIG size in g; 0 = whole GPU
+    batch_size: int
+    mps_processes: int
+    throughput_rps: float
+    latency_ms: float
+    memory_mib: int
+
+
+@dataclass(frozen=True, slots=True)
+class ColdStart:
+    """Model load + warm-up on a node that is already up, as p50/p90 seconds."""
+
+    p50_s: float
+    p90_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    name: str
+    tenant: str
+    isolation: Isolation
+    engine: Engine
+    latency_slo_ms: float
+    profile: tuple[ProfilePoint, ...]
+    cold_start: ColdStart
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("model name must not be empty")
+        if self.latency_slo_ms <= 0:
+            raise ValueError(f"model {self.name!r}: latency_slo_ms must be > 0")
+        if not self.profile:
+            raise ValueError(f"model {self.name!r}: profile must list at least one point")
+        for point in self.profile:
+            if point.throughput_rps <= 0:
+                raise ValueError(f"model {self.name!r}: profile throughput_rps must be > 0")
+
+    def best_point(self) -> ProfilePoint:
+        """The profile point with the highest throughput that meets 0.45 x the latency SLO."""
+        eligible = [p for p in self.profile if p.latency_ms <= 0.45 * self.latency_slo_ms]
+        candidates = eligible or list(self.profile)
+        return max(candidates, key=lambda p: (p.throughput_rps, -p.compute_slices))

@@ -1,0 +1,76 @@
+"""What the control plane sees of the world at one instant (pure values)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedGpu:
+    index: int
+    product: str
+    memory_mib: int
+    mig_capable: bool
+    mig_layout: tuple[str, ...] = ()  # MIG profiles present, e.g. ("3g.40gb", "2g.20gb")
+    sharing: str = "exclusive"
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedNode:
+    name: str
+    pool: str
+    product: str
+    ready: bool
+    cpu_milli: int
+    memory_mib: int
+    gpus: tuple[ObservedGpu, ...]
+    cordoned: bool = False
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedPool:
+    """A node pool of one GPU product: nodes ready, nodes still provisioning, its size target."""
+
+    name: str
+    product: str
+    gpus_per_node: int
+    nodes_ready: int
+    nodes_pending: int
+    target_nodes: int
+
+    @property
+    def gpus_ready(self) -> int:
+        return self.nodes_ready * self.gpus_per_node
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedModel:
+    """Replicas of one model and the load it sees now."""
+
+    name: str
+    replicas_ready: int
+    replicas_pending: int
+    replicas_target: int
+    demand_rps: float
+    capacity_rps: float
+
+
+@dataclass(frozen=True, slots=True)
+class ObservedState:
+    synced_at: datetime
+    pools: tuple[ObservedPool, ...]
+    nodes: tuple[ObservedNode, ...]
+    models: tuple[ObservedModel, ...]
+    synced: bool = True
+    notes: tuple[str, ...] = field(default=())
+
+    def pool(self, name: str) -> ObservedPool | None:
+        return next((p for p in self.pools if p.name == name), None)
+
+    def model(self, name: str) -> ObservedModel | None:
+        return next((m for m in self.models if m.name == name), None)
+
+    def gpus_ready(self) -> int:
+        return sum(p.gpus_ready for p in self.pools)

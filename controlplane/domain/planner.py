@@ -1,0 +1,51 @@
+"""Planner: diff observed against desired through the guards -> an ordered Plan (pure)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from controlplane.domain.actions import Action, ScaleNodePool, SetReplicas, SkippedAction
+from controlplane.domain.desired import DesiredState
+from controlplane.domain.guards import GuardLimits, GuardMemory, stabilize, with_history
+from controlplane.domain.observed import ObservedState
+from controlplane.domain.plan import Plan
+
+
+def plan(
+    observed: ObservedState,
+    desired: DesiredState,
+    memory: GuardMemory,
+    pool_limits: GuardLimits,
+    replica_limits: GuardLimits,
+    now: datetime,
+) -> tuple[Plan, GuardMemory]:
+    """Pool scale-ups first, then replica changes, then pool scale-downs; absolute targets only."""
+    ups: list[Action] = []
+    downs: list[Action] = []
+    replicas: list[Action] = []
+    skipped: list[SkippedAction] = []
+    for target in desired.pools:
+        seen = observed.pool(target.target)
+        current = seen.target_nodes if seen else 0
+        decision, history = stabilize(f"pool/{target.target}", current, target.value,
+                                      memory.for_target(f"pool/{target.target}"), pool_limits, now)
+        memory = with_history(memory, f"pool/{target.target}", history)
+        if decision.reason:
+            skipped.append(SkippedAction(target.target, target.value, decision.allowed,
+                                         decision.reason))
+        if decision.allowed != current:
+            action = ScaleNodePool(target.target, current, decision.allowed, target.reason)
+            (ups if decision.allowed > current else downs).append(action)
+    for target in desired.replicas:
+        seen_model = observed.model(target.target)
+        current = seen_model.replicas_target if seen_model else 0
+        key = f"model/{target.target}"
+        decision, history = stabilize(key, current, target.value, memory.for_target(key),
+                                      replica_limits, now)
+        memory = with_history(memory, key, history)
+        if decision.reason:
+            skipped.append(SkippedAction(target.target, target.value, decision.allowed,
+                                         decision.reason))
+        if decision.allowed != current:
+            replicas.append(SetReplicas(target.target, current, decision.allowed, target.reason))
+    return Plan(now, (*ups, *replicas, *downs), tuple(skipped)), memory

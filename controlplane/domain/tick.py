@@ -1,0 +1,35 @@
+"""TickReport: everything one reconcile tick saw, decided and did (pure value, stored as-is)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from controlplane.domain.actions import ActionOutcome
+from controlplane.domain.demand import Demand
+from controlplane.domain.guards import GuardMemory
+from controlplane.domain.observed import ObservedState
+from controlplane.domain.placement import FleetPlacement
+from controlplane.domain.plan import Plan
+
+
+class TickStatus(StrEnum):
+    APPLIED = "applied"
+    DRY_RUN = "dry_run"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class TickReport:
+    started_at: datetime
+    finished_at: datetime
+    status: TickStatus
+    reason: str
+    observed: ObservedState
+    demands: tuple[Demand, ...]
+    placement: FleetPlacement | None
+    plan: Plan | None
+    outcomes: tuple[ActionOutcome, ...]
+    guard_memory: GuardMemory

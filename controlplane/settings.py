@@ -1,0 +1,203 @@
+"""Settings: one typed root per process (pydantic-settings), env prefix ``HEADROOM_``, nested groups
+with ``__`` as delimiter (``HEADROOM_RECONCILE__INTERVAL_S=15``), and an optional YAML file.
+
+Precedence: explicit overrides > environment > YAML file > defaults. Unknown keys are errors.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+_YAML_FILE: ContextVar[Path | None] = ContextVar("headroom_yaml_file", default=None)
+
+
+class Group(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DbSettings(Group):
+    url: str = Field("sqlite:///headroom.db", description="SQLAlchemy URL: sqlite:///FILE or "
+                     "postgresql+psycopg://user@host:5432/db")
+    connect_timeout_s: float = Field(5.0, gt=0, description="timeout of the first connection")
+
+
+class ReconcileSettings(Group):
+    interval_s: float = Field(30.0, gt=0, description="seconds between reconcile ticks")
+    max_staleness_s: float = Field(120.0, gt=0, description="skip a tick on an older snapshot")
+    target_utilization: float = Field(0.8, gt=0, le=1, description="provision need / this")
+    lookahead_s: float = Field(600.0, ge=0, description="forecast window covered: provision + load")
+    max_forecast_age_s: float = Field(1800.0, gt=0, description="older forecasts count as stale")
+    stale_headroom: float = Field(1.3, ge=1, description="multiplier on observed load w/o forecast")
+
+
+class ForecastSettings(Group):
+    interval_s: float = Field(300.0, gt=0, description="seconds between forecast refreshes")
+    horizon_s: int = Field(1200, gt=0, description="how far ahead to forecast")
+    step_s: int = Field(60, gt=0, description="resampling step of the rate series")
+    history_s: int = Field(7 * 86400, gt=0, description="history fed to the forecaster")
+    method: str = Field("auto", description="forecaster name from the registry, or auto")
+
+
+class SafetySettings(Group):
+    dry_run: bool = Field(False, description="plan and record, never apply")
+    max_node_step: int = Field(4, ge=1, description="max nodes added/removed per pool per tick")
+    max_replica_step: int = Field(8, ge=1, description="max replicas changed per model per tick")
+    scale_down_stabilization_s: float = Field(300.0, ge=0, description="HPA-style window")
+    cluster_gpu_budget: int | None = Field(None, ge=0, description="max GPUs in the whole fleet")
+
+
+class PoolSettings(Group):
+    name: str
+    product: str
+    gpus_per_node: int = Field(8, ge=1)
+    min_nodes: int = Field(0, ge=0)
+    max_nodes: int = Field(16, ge=0)
+    price_per_gpu_hour: float = Field(..., ge=0, description="USD per GPU-hour")
+
+    @model_validator(mode="after")
+    def _min_below_max(self) -> PoolSettings:
+        if self.min_nodes > self.max_nodes:
+            raise ValueError(f"pool {self.name}: min_nodes > max_nodes")
+        return self
+
+
+def _default_pools() -> list[PoolSettings]:
+    # On-demand list prices per GPU-hour (REFERENCE.md §10.1, 2025-26): p4de/8, p5 after the
+    # June 2025 cut /8, g6.xlarge.
+    return [
+        PoolSettings(name="a100-80gb", product="A100-80GB", gpus_per_node=8, max_nodes=8,
+                     price_per_gpu_hour=5.12),
+        PoolSettings(name="h100-80gb", product="H100-80GB", gpus_per_node=8, max_nodes=4,
+                     price_per_gpu_hour=6.88),
+        PoolSettings(name="l4", product="L4", gpus_per_node=4, max_nodes=8,
+                     price_per_gpu_hour=0.80),
+    ]
+
+
+class SimSettings(Group):
+    seed: int = Field(7, description="seed of traffic and cold-start draws")
+    step_s: float = Field(10.0, gt=0, description="virtual seconds per simulation step")
+    history_s: int = Field(86400, ge=0, description="synthetic history backfilled on a new store")
+    node_provision_s: tuple[float, float] = Field((60.0, 180.0), description="uniform min,max")
+    image_pull_s: tuple[float, float] = Field((30.0, 120.0))
+    weight_load_s: tuple[float, float] = Field((5.0, 60.0))
+    warmup_s: tuple[float, float] = Field((10.0, 30.0))
+    warm_node_start_s: float = Field(8.0, ge=0, description="replica start on a warm node")
+
+    @model_validator(mode="after")
+    def _ranges_ordered(self) -> SimSettings:
+        for name in ("node_provision_s", "image_pull_s", "weight_load_s", "warmup_s"):
+            low, high = getattr(self, name)
+            if low < 0 or high < low:
+                raise ValueError(f"{name} must be 0 <= min <= max, got ({low}, {high})")
+        return self
+
+
+class PlacementSettings(Group):
+    listen: str = Field("127.0.0.1:50051", description="host:port of the gRPC placement API")
+
+
+class DashboardSettings(Group):
+    address: str = Field("127.0.0.1")
+    port: int = Field(8501, ge=0, le=65535)
+
+
+class PrometheusSettings(Group):
+    url: str | None = Field(None, description="base URL of Prometheus, e.g. http://127.0.0.1:9090")
+    timeout_s: float = Field(10.0, gt=0)
+
+
+class KubernetesSettings(Group):
+    kubeconfig: str | None = Field(None, description="path; None = in-cluster or ~/.kube/config")
+    namespace: str = Field("headroom")
+    field_manager: str = Field("headroom")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="HEADROOM_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    backend: Literal["sim", "kubernetes"] = Field("sim", description="cluster backend")
+    db: DbSettings = DbSettings()
+    reconcile: ReconcileSettings = ReconcileSettings()
+    forecast: ForecastSettings = ForecastSettings()
+    safety: SafetySettings = SafetySettings()
+    pools: list[PoolSettings] = Field(default_factory=_default_pools)
+    sim: SimSettings = SimSettings()
+    placement: PlacementSettings = PlacementSettings()
+    dashboard: DashboardSettings = DashboardSettings()
+    prometheus: PrometheusSettings = PrometheusSettings()
+    k8s: KubernetesSettings = KubernetesSettings()
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> Settings:
+        if self.forecast.horizon_s < self.forecast.step_s:
+            raise ValueError("forecast.horizon_s must be >= forecast.step_s")
+        if self.reconcile.max_staleness_s < self.reconcile.interval_s:
+            raise ValueError("reconcile.max_staleness_s must be >= reconcile.interval_s")
+        names = [p.name for p in self.pools]
+        if len(names) != len(set(names)):
+            raise ValueError("pools: names must be unique")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        yaml_file = _YAML_FILE.get()
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if yaml_file is not None:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=yaml_file))
+        return tuple(sources)
+
+
+class ConfigError(Exception):
+    """Bad configuration; the message is one line naming the field or file."""
+
+
+def _describe(error: ValidationError, origin: str) -> str:
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "(root)"
+    message = first["msg"]
+    if first["type"] == "extra_forbidden":
+        message = "unknown key"
+    more = f" (+{error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    return f"{origin}: {field}: {message}{more}"
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build settings from defaults, an optional YAML file, the environment and overrides."""
+    origin = str(config_file) if config_file else "configuration"
+    if config_file is not None and not config_file.is_file():
+        raise ConfigError(f"{config_file}: no such config file")
+    token = _YAML_FILE.set(config_file)
+    try:
+        return Settings(**overrides)
+    except ValidationError as error:
+        raise ConfigError(_describe(error, origin)) from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{origin}:{where}: {problem}") from None
+    except (ValueError, OSError) as error:
+        raise ConfigError(f"{origin}: {str(error).splitlines()[0]}") from None
+    finally:
+        _YAML_FILE.reset(token)

@@ -1,0 +1,76 @@
+"""JSON codecs for the values stored as documents (observed state, guard memory, forecasts)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from controlplane.domain.guards import GuardMemory, Recommendation
+from controlplane.domain.models import ColdStart, Engine, Isolation, ModelSpec, ProfilePoint
+from controlplane.domain.observed import (
+    ObservedGpu,
+    ObservedModel,
+    ObservedNode,
+    ObservedPool,
+    ObservedState,
+)
+
+
+def _default(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+def observed_to_json(observed: ObservedState) -> str:
+    return json.dumps(asdict(observed), default=_default, separators=(",", ":"))
+
+
+def observed_from_json(text: str) -> ObservedState:
+    raw: dict[str, Any] = json.loads(text)
+    nodes = tuple(
+        ObservedNode(**{**n, "gpus": tuple(ObservedGpu(**{**g, "mig_layout": tuple(g["mig_layout"])})
+                                           for g in n["gpus"]),
+                        "labels": tuple(tuple(kv) for kv in n.get("labels", ()))})
+        for n in raw["nodes"]
+    )
+    return ObservedState(
+        synced_at=datetime.fromisoformat(raw["synced_at"]),
+        pools=tuple(ObservedPool(**p) for p in raw["pools"]),
+        nodes=nodes,
+        models=tuple(ObservedModel(**m) for m in raw["models"]),
+        synced=raw.get("synced", True),
+        notes=tuple(raw.get("notes", ())),
+    )
+
+
+def guard_memory_to_json(memory: GuardMemory) -> str:
+    return json.dumps(
+        [[target, [[r.at.isoformat(), r.value] for r in history]]
+         for target, history in memory.history],
+        separators=(",", ":"),
+    )
+
+
+def guard_memory_from_json(text: str) -> GuardMemory:
+    raw: list[list[Any]] = json.loads(text)
+    return GuardMemory(history=tuple(
+        (target, tuple(Recommendation(datetime.fromisoformat(at), int(v)) for at, v in history))
+        for target, history in raw
+    ))
+
+
+def profile_to_json(profile: tuple[ProfilePoint, ...]) -> str:
+    return json.dumps([asdict(p) for p in profile], separators=(",", ":"))
+
+
+def spec_from_columns(name: str, tenant: str, isolation: str, engine: str, latency_slo_ms: float,
+                      cold_p50_s: float, cold_p90_s: float, profile_json: str) -> ModelSpec:
+    return ModelSpec(
+        name=name, tenant=tenant, isolation=Isolation(isolation), engine=Engine(engine),
+        latency_slo_ms=latency_slo_ms,
+        profile=tuple(ProfilePoint(**p) for p in json.loads(profile_json)),
+        cold_start=ColdStart(cold_p50_s, cold_p90_s),
+    )

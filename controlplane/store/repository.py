@@ -1,0 +1,251 @@
+"""Store: the SQL repository every part of Headroom reads and writes through.
+
+Each write is one transaction: a tick report (tick, plan, actions, outcomes, placements) lands
+whole or not at all, so a crash never leaves half a decision behind.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import Engine, func
+from sqlmodel import Session, col, delete, select
+
+from controlplane.domain.desired import PoolSpec
+from controlplane.domain.guards import GuardMemory
+from controlplane.domain.models import ModelSpec
+from controlplane.domain.observed import ObservedState
+from controlplane.domain.tick import TickReport, TickStatus
+from controlplane.store import codec
+from controlplane.store.engine import make_engine, upgrade
+from controlplane.store.tables import (
+    ActionRecord,
+    ForecastRecord,
+    GpuPriceRecord,
+    GpuRecord,
+    ModelRecord,
+    NodeRecord,
+    ObservationRecord,
+    OutcomeRecord,
+    PlacementRecord,
+    PlanRecord,
+    TickRecord,
+)
+from forecaster.types import Forecast, TrafficSeries
+
+PRICE_SOURCE = "REFERENCE.md §10.1 on-demand list prices"
+PRICE_AS_OF = "2026-06"
+
+
+def as_utc(value: datetime) -> datetime:
+    """SQLite hands back naive datetimes; every time in Headroom is UTC."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Store:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def open(cls, url: str, connect_timeout_s: float = 5.0, migrate: bool = False) -> Store:
+        store = cls(make_engine(url, connect_timeout_s))
+        if migrate:
+            upgrade(store.engine)
+        return store
+
+    def session(self) -> Session:
+        return Session(self.engine, expire_on_commit=False)
+
+    # -- models and prices ---------------------------------------------------------------
+    def upsert_models(self, specs: Iterable[ModelSpec]) -> None:
+        with self.session() as session:
+            for spec in specs:
+                session.merge(ModelRecord(
+                    name=spec.name, tenant=spec.tenant, isolation=spec.isolation.value,
+                    engine=spec.engine.value, latency_slo_ms=spec.latency_slo_ms,
+                    cold_start_p50_s=spec.cold_start.p50_s, cold_start_p90_s=spec.cold_start.p90_s,
+                    profile_json=codec.profile_to_json(spec.profile)))
+            session.commit()
+
+    def model_specs(self) -> list[ModelSpec]:
+        with self.session() as session:
+            rows = session.exec(select(ModelRecord).order_by(col(ModelRecord.name))).all()
+        return [codec.spec_from_columns(r.name, r.tenant, r.isolation, r.engine, r.latency_slo_ms,
+                                        r.cold_start_p50_s, r.cold_start_p90_s, r.profile_json)
+                for r in rows]
+
+    def model_names(self) -> list[str]:
+        with self.session() as session:
+            return list(session.exec(select(ModelRecord.name).order_by(col(ModelRecord.name))))
+
+    def upsert_prices(self, pools: Iterable[PoolSpec]) -> None:
+        with self.session() as session:
+            for pool in pools:
+                session.merge(GpuPriceRecord(product=pool.product,
+                                             price_per_gpu_hour=pool.price_per_gpu_hour,
+                                             source=PRICE_SOURCE, as_of=PRICE_AS_OF))
+            session.commit()
+
+    # -- observations and inventory ------------------------------------------------------
+    def save_observed(self, observed: ObservedState) -> None:
+        """Inventory snapshot (replaces nodes and GPUs) plus one observation row per model."""
+        with self.session() as session:
+            session.exec(delete(GpuRecord))
+            session.exec(delete(NodeRecord))
+            for node in observed.nodes:
+                session.add(NodeRecord(name=node.name, pool=node.pool, product=node.product,
+                                       ready=node.ready, cordoned=node.cordoned,
+                                       cpu_milli=node.cpu_milli, memory_mib=node.memory_mib,
+                                       updated_at=observed.synced_at))
+                for gpu in node.gpus:
+                    session.add(GpuRecord(node=node.name, index=gpu.index, product=gpu.product,
+                                          memory_mib=gpu.memory_mib, mig_capable=gpu.mig_capable,
+                                          sharing=gpu.sharing, mig_layout=",".join(gpu.mig_layout)))
+            for model in observed.models:
+                session.add(ObservationRecord(model=model.name, at=observed.synced_at,
+                                              demand_rps=model.demand_rps,
+                                              capacity_rps=model.capacity_rps,
+                                              replicas_ready=model.replicas_ready))
+            session.commit()
+
+    def save_observations(self, rows: Sequence[tuple[str, datetime, float]]) -> None:
+        """Bulk history rows (model, at, demand_rps), e.g. a backfilled synthetic day."""
+        with self.session() as session:
+            session.add_all([ObservationRecord(model=m, at=at, demand_rps=rps, capacity_rps=0.0,
+                                               replicas_ready=0) for m, at, rps in rows])
+            session.commit()
+
+    def rate_history(self, model: str, since_at: datetime, until_at: datetime,
+                     step_s: int) -> TrafficSeries:
+        """Observed demand of one model as a regular series: mean per step, NaN where no data."""
+        start_at = as_utc(since_at)
+        steps = max(0, math.ceil((as_utc(until_at) - start_at).total_seconds() / step_s))
+        sums = [0.0] * steps
+        counts = [0] * steps
+        with self.session() as session:
+            rows = session.exec(
+                select(ObservationRecord.at, ObservationRecord.demand_rps)
+                .where(ObservationRecord.model == model)
+                .where(col(ObservationRecord.at) >= since_at)
+                .where(col(ObservationRecord.at) < until_at)).all()
+        for at, rps in rows:
+            i = int((as_utc(at) - start_at).total_seconds() // step_s)
+            if 0 <= i < steps:
+                sums[i] += rps
+                counts[i] += 1
+        values = tuple(s / c if c else math.nan for s, c in zip(sums, counts, strict=True))
+        return TrafficSeries(series_id=model, step_s=step_s, start_at=start_at, values=values)
+
+    def last_observed(self) -> ObservedState | None:
+        with self.session() as session:
+            row = session.exec(select(TickRecord.observed_json)
+                               .order_by(col(TickRecord.id).desc()).limit(1)).first()
+        return codec.observed_from_json(row) if row else None
+
+    # -- forecasts ------------------------------------------------------------------------
+    def save_forecasts(self, forecasts: Sequence[Forecast], computed_at: datetime) -> None:
+        with self.session() as session:
+            session.add_all([ForecastRecord(
+                model=f.series_id, computed_at=computed_at, origin_at=f.origin_at, step_s=f.step_s,
+                p50_json=json.dumps(list(f.p50)), p90_json=json.dumps(list(f.p90)),
+                method=f.method, fallback_reason=f.fallback_reason, backtest_wape=f.backtest_wape,
+            ) for f in forecasts])
+            session.commit()
+
+    def latest_forecasts(self) -> dict[str, Forecast]:
+        newest = (select(ForecastRecord.model, func.max(ForecastRecord.id).label("id"))
+                  .group_by(col(ForecastRecord.model)).subquery())
+        with self.session() as session:
+            rows = session.exec(select(ForecastRecord).join(
+                newest, col(ForecastRecord.id) == newest.c.id)).all()
+        return {r.model: Forecast(
+            series_id=r.model, origin_at=as_utc(r.origin_at), step_s=r.step_s,
+            p50=tuple(json.loads(r.p50_json)), p90=tuple(json.loads(r.p90_json)),
+            method=r.method, fallback_reason=r.fallback_reason, backtest_wape=r.backtest_wape,
+        ) for r in rows}
+
+    # -- decisions ------------------------------------------------------------------------
+    def save_tick(self, report: TickReport) -> int:
+        with self.session() as session:
+            tick = TickRecord(
+                started_at=report.started_at, finished_at=report.finished_at,
+                status=report.status.value, reason=report.reason,
+                gpus_ready=report.observed.gpus_ready(),
+                demand_rps=sum(m.demand_rps for m in report.observed.models),
+                capacity_rps=sum(m.capacity_rps for m in report.observed.models),
+                observed_json=codec.observed_to_json(report.observed),
+                guard_memory_json=codec.guard_memory_to_json(report.guard_memory))
+            session.add(tick)
+            session.flush()
+            assert tick.id is not None
+            if report.plan is not None and report.placement is not None:
+                self._add_plan(session, tick.id, report)
+            session.commit()
+            return tick.id
+
+    @staticmethod
+    def _add_plan(session: Session, tick_id: int, report: TickReport) -> None:
+        assert report.plan is not None and report.placement is not None
+        placement = report.placement
+        plan_row = PlanRecord(
+            tick_id=tick_id, created_at=report.plan.created_at, revision=placement.revision,
+            dry_run=report.status is TickStatus.DRY_RUN, cost_per_hour=placement.cost_per_hour,
+            gpus_placed=sum(len(ids) for _, ids in placement.gpu_ids_by_product),
+            warm_gpus=sum(w.gpus for w in placement.warm_pools),
+            unplaced_json=json.dumps(list(placement.unplaced)), rendered=report.plan.render())
+        session.add(plan_row)
+        session.flush()
+        assert plan_row.id is not None
+        outcomes = {o.target: o for o in report.outcomes}
+        for ordinal, action in enumerate(report.plan.actions):
+            row = ActionRecord(
+                plan_id=plan_row.id, ordinal=ordinal, kind=action.kind, target=action.target,
+                from_value=action.from_value, to_value=action.to_value, reason=action.reason)
+            session.add(row)
+            session.flush()
+            outcome = outcomes.get(action.target)
+            if outcome is not None and row.id is not None:
+                session.add(OutcomeRecord(action_id=row.id, ok=outcome.ok,
+                                          retryable=outcome.retryable, message=outcome.message,
+                                          applied_at=report.finished_at))
+        for ordinal, skip in enumerate(report.plan.skipped, start=len(report.plan.actions)):
+            session.add(ActionRecord(plan_id=plan_row.id, ordinal=ordinal, kind="skipped",
+                                     target=skip.target, from_value=skip.kept,
+                                     to_value=skip.wanted, reason=skip.reason, skipped=True))
+        session.add_all([PlacementRecord(
+            plan_id=plan_row.id, model=s.model, gpu_id=s.gpu_id, product=s.product, mode=s.mode,
+            mig_profile=s.mig_profile, mig_start=s.mig_start, compute_slices=s.compute_slices,
+            throughput_rps=s.throughput_rps) for s in placement.segments])
+
+    def last_guard_memory(self) -> GuardMemory:
+        with self.session() as session:
+            row = session.exec(select(TickRecord.guard_memory_json)
+                               .order_by(col(TickRecord.id).desc()).limit(1)).first()
+        return codec.guard_memory_from_json(row) if row else GuardMemory()
+
+    def last_tick_at(self) -> datetime | None:
+        with self.session() as session:
+            row = session.exec(select(func.max(TickRecord.started_at))).first()
+        return as_utc(row) if row else None
+
+    def counts(self) -> dict[str, int]:
+        with self.session() as session:
+            return {
+                "ticks": session.exec(select(func.count()).select_from(TickRecord)).one(),
+                "plans": session.exec(select(func.count()).select_from(PlanRecord)).one(),
+                "placements": session.exec(select(func.count()).select_from(PlacementRecord)).one(),
+                "actions": session.exec(select(func.count()).select_from(ActionRecord)).one(),
+                "forecasts": session.exec(select(func.count()).select_from(ForecastRecord)).one(),
+            }
+
+    def prune_observations(self, before_at: datetime) -> None:
+        with self.session() as session:
+            session.exec(delete(ObservationRecord).where(col(ObservationRecord.at) < before_at))
+            session.commit()
+
+
+def history_window(now: datetime, history_s: int) -> tuple[datetime, datetime]:
+    return now - timedelta(seconds=history_s), now

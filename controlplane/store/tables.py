@@ -1,0 +1,151 @@
+"""SQLModel tables: models, GPU inventory, forecasts, observations, placements, the audit trail
+(ticks -> plans -> actions -> outcomes) and GPU prices. Times are stored as UTC."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Column, DateTime, Index, Text
+from sqlmodel import Field, SQLModel
+
+
+def _utc_column(index: bool = False) -> Column[datetime]:
+    return Column(DateTime(timezone=True), nullable=False, index=index)
+
+
+class ModelRecord(SQLModel, table=True):
+    __tablename__ = "models"
+    name: str = Field(primary_key=True, max_length=200)
+    tenant: str = Field(max_length=100, index=True)
+    isolation: str = Field(max_length=16)  # strict | trusted | none
+    engine: str = Field(max_length=16)  # triton | vllm
+    latency_slo_ms: float
+    cold_start_p50_s: float
+    cold_start_p90_s: float
+    profile_json: str = Field(sa_column=Column(Text, nullable=False))
+
+
+class NodeRecord(SQLModel, table=True):
+    __tablename__ = "nodes"
+    name: str = Field(primary_key=True, max_length=200)
+    pool: str = Field(max_length=100, index=True)
+    product: str = Field(max_length=64)
+    ready: bool
+    cordoned: bool = False
+    cpu_milli: int
+    memory_mib: int
+    updated_at: datetime = Field(sa_column=_utc_column())
+
+
+class GpuRecord(SQLModel, table=True):
+    __tablename__ = "gpus"
+    node: str = Field(primary_key=True, max_length=200)
+    index: int = Field(primary_key=True)
+    product: str = Field(max_length=64, index=True)
+    memory_mib: int
+    mig_capable: bool
+    sharing: str = Field(max_length=16)  # exclusive | mig | mps | time_sliced
+    mig_layout: str = Field(default="", max_length=200)  # comma-separated MIG profiles
+
+
+class ObservationRecord(SQLModel, table=True):
+    """Per-model load and capacity at one instant (the forecaster's history in the demo)."""
+
+    __tablename__ = "observations"
+    __table_args__ = (Index("ix_observations_model_at", "model", "at"),)
+    id: int | None = Field(default=None, primary_key=True)
+    model: str = Field(max_length=200)
+    at: datetime = Field(sa_column=_utc_column())
+    demand_rps: float
+    capacity_rps: float
+    replicas_ready: int
+
+
+class ForecastRecord(SQLModel, table=True):
+    __tablename__ = "forecasts"
+    __table_args__ = (Index("ix_forecasts_model_computed", "model", "computed_at"),)
+    id: int | None = Field(default=None, primary_key=True)
+    model: str = Field(max_length=200)
+    computed_at: datetime = Field(sa_column=_utc_column())
+    origin_at: datetime = Field(sa_column=_utc_column())
+    step_s: int
+    p50_json: str = Field(sa_column=Column(Text, nullable=False))
+    p90_json: str = Field(sa_column=Column(Text, nullable=False))
+    method: str = Field(max_length=64)
+    fallback_reason: str = Field(default="", max_length=200)
+    backtest_wape: float | None = None
+
+
+class TickRecord(SQLModel, table=True):
+    __tablename__ = "ticks"
+    id: int | None = Field(default=None, primary_key=True)
+    started_at: datetime = Field(sa_column=_utc_column(index=True))
+    finished_at: datetime = Field(sa_column=_utc_column())
+    status: str = Field(max_length=16)  # applied | dry_run | skipped | failed
+    reason: str = Field(default="", max_length=200)
+    gpus_ready: int = 0
+    demand_rps: float = 0.0
+    capacity_rps: float = 0.0
+    observed_json: str = Field(sa_column=Column(Text, nullable=False))
+    guard_memory_json: str = Field(sa_column=Column(Text, nullable=False))
+
+
+class PlanRecord(SQLModel, table=True):
+    __tablename__ = "plans"
+    id: int | None = Field(default=None, primary_key=True)
+    tick_id: int = Field(foreign_key="ticks.id", index=True)
+    created_at: datetime = Field(sa_column=_utc_column())
+    revision: int
+    dry_run: bool
+    cost_per_hour: float
+    gpus_placed: int
+    warm_gpus: int
+    unplaced_json: str = Field(sa_column=Column(Text, nullable=False))
+    rendered: str = Field(sa_column=Column(Text, nullable=False))
+
+
+class ActionRecord(SQLModel, table=True):
+    __tablename__ = "actions"
+    id: int | None = Field(default=None, primary_key=True)
+    plan_id: int = Field(foreign_key="plans.id", index=True)
+    ordinal: int
+    kind: str = Field(max_length=32)  # scale_node_pool | set_replicas | skipped ...
+    target: str = Field(max_length=200)
+    from_value: int
+    to_value: int
+    reason: str = Field(max_length=200)
+    skipped: bool = False
+
+
+class OutcomeRecord(SQLModel, table=True):
+    __tablename__ = "outcomes"
+    id: int | None = Field(default=None, primary_key=True)
+    action_id: int = Field(foreign_key="actions.id", index=True)
+    ok: bool
+    retryable: bool
+    message: str = Field(sa_column=Column(Text, nullable=False))
+    applied_at: datetime = Field(sa_column=_utc_column())
+
+
+class PlacementRecord(SQLModel, table=True):
+    """Segments of the plan of a tick: one row per replica slice."""
+
+    __tablename__ = "placements"
+    id: int | None = Field(default=None, primary_key=True)
+    plan_id: int = Field(foreign_key="plans.id", index=True)
+    model: str = Field(max_length=200, index=True)
+    gpu_id: str = Field(max_length=200)
+    product: str = Field(max_length=64)
+    mode: str = Field(max_length=16)
+    mig_profile: str = Field(default="", max_length=32)
+    mig_start: int = 0
+    compute_slices: int = 0
+    throughput_rps: float = 0.0
+
+
+class GpuPriceRecord(SQLModel, table=True):
+    __tablename__ = "gpu_prices"
+    product: str = Field(primary_key=True, max_length=64)
+    price_per_gpu_hour: float
+    source: str = Field(max_length=200)
+    as_of: str = Field(max_length=32)
