@@ -66,6 +66,10 @@ class ForecastReader(Protocol):
 
 
 class DecisionStore(Protocol):
+    def save_observed(self, observed: ObservedState) -> None:
+        """Persist the inventory and one load observation per model (forecast history)."""
+        ...
+
     def save_tick(self, report: TickReport) -> int:
         """Persist a tick report (plan, actions, outcomes) atomically; returns the tick id."""
         ...

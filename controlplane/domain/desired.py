@@ -45,9 +45,10 @@ def desired_state(
         nodes = min(pool.max_nodes, max(pool.min_nodes, nodes))
         reason = f"placement_{placed}_gpus_warm_{warm}"
         pool_targets.append(DesiredTarget(pool.name, nodes, reason))
+    unplaced = {entry.split(":", 1)[0].strip() for entry in placement.unplaced}
     replica_targets = [
         DesiredTarget(d.model, placement.replicas_for(d.model),
-                      "unplaced" if d.model in placement.unplaced else d.reason)
+                      "unplaced" if d.model in unplaced else d.reason)
         for d in demands
     ]
     return DesiredState(tuple(pool_targets), tuple(replica_targets))

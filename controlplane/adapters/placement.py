@@ -1,0 +1,89 @@
+"""Placement clients: the control plane's view of the scheduler, in-process or over gRPC.
+
+Both speak the fixed proto messages (``headroom.v1``); conversion to and from the control plane's
+domain values lives here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from controlplane.domain.demand import Demand
+from controlplane.domain.desired import PoolSpec
+from controlplane.domain.models import Isolation, ModelSpec
+from controlplane.domain.observed import ObservedState
+from controlplane.domain.placement import FleetPlacement, PlacedSegment, WarmGpus
+from protos.headroom.v1 import placement_pb2 as pb
+
+_ISOLATION = {Isolation.STRICT: pb.STRICT, Isolation.TRUSTED: pb.TRUSTED, Isolation.NONE: pb.NONE}
+_MODE = {pb.EXCLUSIVE: "exclusive", pb.MIG: "mig", pb.MPS: "mps", pb.TIME_SLICING: "time_sliced",
+         pb.SHARING_MODE_UNSPECIFIED: "unspecified"}
+
+
+class FleetPlanner(Protocol):
+    """What both the in-process engine and a gRPC stub offer (proto in, proto out)."""
+
+    def sync_inventory(self, request: pb.SyncInventoryRequest) -> pb.SyncInventoryResponse: ...
+
+    def plan_fleet(self, request: pb.PlanFleetRequest) -> pb.FleetPlan: ...
+
+
+def inventory_request(observed: ObservedState) -> pb.SyncInventoryRequest:
+    return pb.SyncInventoryRequest(nodes=[
+        pb.Node(name=n.name, cpu_milli=n.cpu_milli, memory_mib=n.memory_mib, pool=n.pool,
+                labels=dict(n.labels),
+                gpus=[pb.Gpu(index=g.index, product=g.product, memory_mib=g.memory_mib,
+                             mig_capable=g.mig_capable) for g in n.gpus])
+        for n in observed.nodes if n.ready and not n.cordoned
+    ])
+
+
+def plan_request(demands: Sequence[Demand], specs: Sequence[ModelSpec],
+                 pools: Sequence[PoolSpec]) -> pb.PlanFleetRequest:
+    by_name = {s.name: s for s in specs}
+    models = []
+    for demand in demands:
+        spec = by_name[demand.model]
+        models.append(pb.ModelDemand(
+            model=spec.name, tenant=spec.tenant, isolation=_ISOLATION[spec.isolation],
+            rate_rps=demand.rate_rps, latency_slo_ms=spec.latency_slo_ms,
+            cold_start_s=spec.cold_start.p90_s,
+            profile=[pb.ProfilePoint(product=p.product, compute_slices=p.compute_slices,
+                                     batch_size=p.batch_size, mps_processes=p.mps_processes,
+                                     throughput_rps=p.throughput_rps, latency_ms=p.latency_ms,
+                                     memory_mib=p.memory_mib) for p in spec.profile]))
+    return pb.PlanFleetRequest(models=models, pools=[
+        pb.GpuPool(product=p.product, max_gpus=p.max_nodes * p.gpus_per_node,
+                   price_per_gpu_hour=p.price_per_gpu_hour) for p in pools])
+
+
+def placement_from(plan: pb.FleetPlan) -> FleetPlacement:
+    segments = []
+    ids: dict[str, list[str]] = {}
+    for gpu in plan.gpus:
+        if gpu.segments:
+            ids.setdefault(gpu.product, []).append(gpu.gpu_id)
+        segments.extend(PlacedSegment(
+            model=s.model, gpu_id=gpu.gpu_id, product=gpu.product, mode=_MODE.get(s.mode, "?"),
+            mig_profile=s.mig_profile, mig_start=s.mig_start, compute_slices=s.compute_slices,
+            throughput_rps=s.throughput_rps) for s in gpu.segments)
+    return FleetPlacement(
+        revision=plan.revision, segments=tuple(segments),
+        gpu_ids_by_product=tuple((p, tuple(v)) for p, v in sorted(ids.items())),
+        warm_pools=tuple(WarmGpus(w.product, w.gpus, w.reason) for w in plan.warm_pools),
+        cost_per_hour=plan.cost_per_hour, unplaced=tuple(plan.unplaced))
+
+
+class LocalPlacementClient:
+    """PlacementClient that calls the scheduler in-process (simulator, demo, tests)."""
+
+    def __init__(self, planner: FleetPlanner) -> None:
+        self._planner = planner
+
+    def sync_inventory(self, observed: ObservedState) -> None:
+        self._planner.sync_inventory(inventory_request(observed))
+
+    def plan_fleet(self, demands: Sequence[Demand], specs: Sequence[ModelSpec],
+                   pools: Sequence[PoolSpec]) -> FleetPlacement:
+        return placement_from(self._planner.plan_fleet(plan_request(demands, specs, pools)))

@@ -1,0 +1,51 @@
+"""`headroom placement ...`: the placement gRPC server alone (in-memory state)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+
+import typer
+
+from scheduler.server import create_server, stop
+
+app = typer.Typer(help="Placement API: online placement and fleet plans over gRPC.",
+                  no_args_is_help=True)
+
+
+@app.callback()
+def _placement() -> None:
+    """Placement API: online placement and fleet plans over gRPC."""
+
+
+@app.command()
+def serve(
+    listen: str = typer.Option("127.0.0.1:50051", "--listen",
+                               help="HOST:PORT to bind; port 0 picks a free port."),
+    workers: int = typer.Option(16, "--workers", min=1, help="gRPC worker threads."),
+    grace_s: float = typer.Option(5.0, "--grace-s", min=0.0,
+                                  help="Seconds in-flight calls get on shutdown."),
+) -> None:
+    """Serve the placement gRPC API with an in-memory engine until SIGINT/SIGTERM."""
+    try:
+        server, port = create_server(listen, max_workers=workers)
+    except (OSError, RuntimeError) as exc:
+        typer.echo(f"error: cannot listen on {listen}: {exc}", err=True)
+        raise typer.Exit(code=1) from exc
+    host = listen.rsplit(":", 1)[0] if ":" in listen else listen
+    typer.echo(f"placement API listening on {host}:{port}", nl=True)
+    done = threading.Event()
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        done.set()
+
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while not done.wait(0.5):
+            pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        stop(server, grace_s)
+        typer.echo("placement API stopped")

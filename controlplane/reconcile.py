@@ -1,0 +1,122 @@
+"""One reconcile tick: observe -> forecast -> demand -> place -> desire -> plan -> apply -> record.
+
+Level-triggered: every tick recomputes from the full snapshot and sets absolute targets, so running
+it twice is harmless and a crash at any point is repaired by the next tick.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from controlplane.domain.actions import ActionOutcome, ScaleNodePool
+from controlplane.domain.demand import DemandPolicy, demand_from
+from controlplane.domain.desired import PoolSpec, desired_state
+from controlplane.domain.errors import TransientError
+from controlplane.domain.guards import GuardLimits
+from controlplane.domain.models import ModelSpec
+from controlplane.domain.observed import ObservedState
+from controlplane.domain.plan import Plan
+from controlplane.domain.planner import plan as make_plan
+from controlplane.domain.tick import TickReport, TickStatus
+from controlplane.ports import (
+    Clock,
+    ClusterReader,
+    DecisionStore,
+    ForecastReader,
+    NodePoolActuator,
+    PlacementClient,
+    ReplicaActuator,
+)
+
+log = logging.getLogger("headroom.reconcile")
+
+SNAPSHOT_STALE = "snapshot_stale"
+SNAPSHOT_UNSYNCED = "snapshot_unsynced"
+SOURCE_UNREACHABLE = "source_unreachable"
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileConfig:
+    specs: tuple[ModelSpec, ...]
+    pools: tuple[PoolSpec, ...]
+    demand: DemandPolicy
+    pool_limits: GuardLimits
+    replica_limits: GuardLimits
+    max_staleness_s: float
+    dry_run: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileDeps:
+    clock: Clock
+    reader: ClusterReader
+    node_pools: NodePoolActuator
+    replicas: ReplicaActuator
+    placement: PlacementClient
+    forecasts: ForecastReader
+    decisions: DecisionStore
+
+
+def _skipped(deps: ReconcileDeps, observed: ObservedState, reason: str) -> TickReport:
+    now = deps.clock.now()
+    log.info("tick.skipped", extra={"reason": reason})
+    return TickReport(now, now, TickStatus.SKIPPED, reason, observed, (), None, None, (),
+                      deps.decisions.last_guard_memory())
+
+
+def _apply(deps: ReconcileDeps, plan: Plan) -> tuple[ActionOutcome, ...]:
+    outcomes = []
+    for action in plan.actions:
+        try:
+            if isinstance(action, ScaleNodePool):
+                outcome = deps.node_pools.set_size(action.pool, action.to_nodes)
+            else:
+                outcome = deps.replicas.set_replicas(action.model, action.to_replicas)
+        except TransientError as error:
+            outcome = ActionOutcome(action.target, False, str(error), retryable=True)
+        log.info("action.applied" if outcome.ok else "action.failed", extra=action.to_log())
+        outcomes.append(outcome)
+    return tuple(outcomes)
+
+
+def reconcile_once(deps: ReconcileDeps, config: ReconcileConfig) -> TickReport:
+    started_at = deps.clock.now()
+    try:
+        observed = deps.reader.snapshot()
+    except TransientError as error:
+        empty = ObservedState(started_at, (), (), (), synced=False, notes=(str(error),))
+        report = _skipped(deps, empty, SOURCE_UNREACHABLE)
+        deps.decisions.save_tick(report)
+        return report
+    if not observed.synced:
+        report = _skipped(deps, observed, SNAPSHOT_UNSYNCED)
+    elif (started_at - observed.synced_at).total_seconds() > config.max_staleness_s:
+        report = _skipped(deps, observed, SNAPSHOT_STALE)
+    else:
+        deps.decisions.save_observed(observed)
+        report = _decide_and_apply(deps, config, observed, started_at)
+    deps.decisions.save_tick(report)
+    return report
+
+
+def _decide_and_apply(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState,
+                      started_at: datetime) -> TickReport:
+    now = started_at
+    demands = demand_from(config.specs, deps.forecasts.latest_forecasts(), observed,
+                          config.demand, now)
+    deps.placement.sync_inventory(observed)
+    placement = deps.placement.plan_fleet(demands, config.specs, config.pools)
+    desired = desired_state(placement, config.pools, demands)
+    memory = deps.decisions.last_guard_memory()
+    plan, memory = make_plan(observed, desired, memory, config.pool_limits, config.replica_limits,
+                             now)
+    log.info("plan.created", extra={"actions": len(plan.actions), "skipped": len(plan.skipped)})
+    outcomes: tuple[ActionOutcome, ...] = ()
+    status = TickStatus.DRY_RUN
+    if not config.dry_run:
+        outcomes = _apply(deps, plan)
+        status = TickStatus.APPLIED
+    return TickReport(now, deps.clock.now(), status, "", observed, demands, placement, plan,
+                      outcomes, memory)

@@ -1,0 +1,164 @@
+"""Wiring of one process: settings -> store, clock, cluster, placement engine, reconcile deps.
+
+``SimRuntime`` runs the real core against the simulated fleet on a virtual clock. It is what
+``headroom demo`` drives (as fast as possible, or paced by APScheduler jobs).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from controlplane.adapters.placement import LocalPlacementClient
+from controlplane.domain.demand import DemandPolicy
+from controlplane.domain.desired import PoolSpec
+from controlplane.domain.guards import GuardLimits
+from controlplane.domain.models import ModelSpec
+from controlplane.domain.tick import TickReport
+from controlplane.reconcile import ReconcileConfig, ReconcileDeps, reconcile_once
+from controlplane.settings import Settings
+from controlplane.sim import traffic
+from controlplane.sim.catalog import DEMO_MODELS, DEMO_TRAFFIC
+from controlplane.sim.clock import VirtualClock
+from controlplane.sim.cluster import SimCluster
+from controlplane.store import Store
+from forecaster.api import forecast
+from forecaster.types import Forecast
+from scheduler.engine import PlacementEngine
+
+log = logging.getLogger("headroom.runtime")
+
+
+def pool_specs(settings: Settings) -> tuple[PoolSpec, ...]:
+    return tuple(PoolSpec(p.name, p.product, p.gpus_per_node, p.min_nodes, p.max_nodes,
+                          p.price_per_gpu_hour) for p in settings.pools)
+
+
+def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> ReconcileConfig:
+    r, s = settings.reconcile, settings.safety
+    return ReconcileConfig(
+        specs=specs,
+        pools=pool_specs(settings),
+        demand=DemandPolicy(target_utilization=r.target_utilization, lookahead_s=r.lookahead_s,
+                            max_forecast_age_s=r.max_forecast_age_s,
+                            stale_headroom=r.stale_headroom),
+        pool_limits=GuardLimits(max_step=s.max_node_step,
+                                stabilization_s=s.scale_down_stabilization_s),
+        replica_limits=GuardLimits(max_step=s.max_replica_step,
+                                   stabilization_s=s.scale_down_stabilization_s),
+        max_staleness_s=r.max_staleness_s,
+        dry_run=s.dry_run,
+    )
+
+
+def refresh_forecasts(store: Store, models: list[str], now: datetime,
+                      settings: Settings) -> list[Forecast]:
+    """Forecast every model from its stored history and store the result."""
+    since_at = now - timedelta(seconds=settings.forecast.history_s)
+    results = [forecast(store.rate_history(m, since_at, now, settings.forecast.step_s),
+                        settings.forecast.horizon_s, settings.forecast.method) for m in models]
+    store.save_forecasts(results, computed_at=now)
+    return results
+
+
+@dataclass(slots=True)
+class ServedTally:
+    """Demand and served request-seconds, and model-seconds short of capacity."""
+
+    demand_rs: float = 0.0
+    served_rs: float = 0.0
+    model_s: float = 0.0
+    short_model_s: float = 0.0
+
+    @property
+    def served_share(self) -> float:
+        return self.served_rs / self.demand_rs if self.demand_rs else 1.0
+
+
+class SimRuntime:
+    def __init__(self, settings: Settings, store: Store, start_at: datetime,
+                 engine: PlacementEngine | None = None) -> None:
+        self.settings = settings
+        self.store = store
+        self.clock = VirtualClock(start_at)
+        self.specs = DEMO_MODELS
+        self.engine = engine or PlacementEngine()
+        shapes = {t.model: t for t in DEMO_TRAFFIC}
+        seed = settings.sim.seed
+        self.cluster = SimCluster(pool_specs(settings), self.specs,
+                                  lambda m, at: traffic.rate_rps(shapes[m], seed, at),
+                                  settings.sim, start_at)
+        self.deps = ReconcileDeps(clock=self.clock, reader=self.cluster, node_pools=self.cluster,
+                                  replicas=self.cluster,
+                                  placement=LocalPlacementClient(self.engine),
+                                  forecasts=store, decisions=store)
+        self.config = reconcile_config(settings, self.specs)
+        self.tally = ServedTally()
+        self.ticks = 0
+        self.lock = threading.RLock()
+        self._next_tick_at = start_at
+        self._next_forecast_at = start_at
+
+    @classmethod
+    def open(cls, settings: Settings, store: Store, wall_now: datetime,
+             engine: PlacementEngine | None = None) -> SimRuntime:
+        """Start on a new store (backfilling synthetic history) or resume where it stopped."""
+        store.upsert_models(DEMO_MODELS)
+        store.upsert_prices(pool_specs(settings))
+        last_at = store.last_tick_at()
+        if last_at is None:
+            start_at = wall_now.replace(second=0, microsecond=0)
+            rows = traffic.history(list(DEMO_TRAFFIC), settings.sim.seed, start_at,
+                                   settings.sim.history_s, settings.forecast.step_s)
+            store.save_observations(rows)
+            return cls(settings, store, start_at, engine)
+        runtime = cls(settings, store, last_at + timedelta(seconds=settings.reconcile.interval_s),
+                      engine)
+        observed = store.last_observed()
+        if observed is not None:
+            runtime.cluster.restore(observed)
+        log.info("demo.resumed", extra={"at": last_at.isoformat()})
+        return runtime
+
+    def tick(self) -> TickReport:
+        with self.lock:
+            report = reconcile_once(self.deps, self.config)
+            self.ticks += 1
+            return report
+
+    def refresh_forecasts(self) -> list[Forecast]:
+        with self.lock:
+            return refresh_forecasts(self.store, [s.name for s in self.specs], self.clock.now(),
+                                     self.settings)
+
+    def advance(self, seconds: float, run_jobs: bool = True) -> None:
+        """Move virtual time forward in sim steps; run due forecast and reconcile jobs if asked."""
+        step_s = self.settings.sim.step_s
+        remaining_s = seconds
+        while remaining_s > 1e-9:
+            dt_s = min(step_s, remaining_s)
+            remaining_s -= dt_s
+            with self.lock:
+                now = self.clock.advance(dt_s)
+                self.cluster.step(now)
+                self._account(dt_s)
+            if run_jobs:
+                self.run_due_jobs(now)
+
+    def run_due_jobs(self, now: datetime) -> None:
+        if now >= self._next_forecast_at:
+            self.refresh_forecasts()
+            self._next_forecast_at = now + timedelta(seconds=self.settings.forecast.interval_s)
+        if now >= self._next_tick_at:
+            self.tick()
+            self._next_tick_at = now + timedelta(seconds=self.settings.reconcile.interval_s)
+
+    def _account(self, dt_s: float) -> None:
+        for model in self.cluster.snapshot().models:
+            self.tally.demand_rs += model.demand_rps * dt_s
+            self.tally.served_rs += min(model.demand_rps, model.capacity_rps) * dt_s
+            self.tally.model_s += dt_s
+            if model.capacity_rps < model.demand_rps:
+                self.tally.short_model_s += dt_s

@@ -1,0 +1,220 @@
+"""SimCluster: a behavioural model of a GPU cluster (ClusterReader + node-pool and replica actuators).
+
+Nodes take a sampled provisioning time before they are ready; a replica needs a GPU share on a ready
+node of its product, then a sampled cold start (image pull on a node that never ran the model, weight
+load, warm-up; a few seconds on a node that already has image and weights). Every node is billed
+from the moment it is requested. Time only moves through ``step(now)``.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from controlplane.domain.actions import ActionOutcome
+from controlplane.domain.desired import PoolSpec
+from controlplane.domain.models import ModelSpec
+from controlplane.domain.observed import (
+    ObservedGpu,
+    ObservedModel,
+    ObservedNode,
+    ObservedPool,
+    ObservedState,
+)
+from controlplane.settings import SimSettings
+
+GPU_FACTS: dict[str, tuple[int, bool]] = {  # product -> (memory MiB, MIG-capable)
+    "A100-80GB": (81920, True), "A100-40GB": (40960, True), "H100-80GB": (81559, True),
+    "H200-141GB": (143771, True), "L4": (23034, False), "L40S": (46068, False), "T4": (15360, False),
+}
+
+
+@dataclass(slots=True)
+class _Node:
+    name: str
+    pool: str
+    created_at: datetime
+    ready_at: datetime
+    warm_models: set[str] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class _Replica:
+    model: str
+    node: str | None = None
+    ready_at: datetime | None = None
+
+
+def replica_share(spec: ModelSpec) -> float:
+    """Fraction of one GPU a replica holds: a MIG slice is g/7, an MPS process 1/processes."""
+    point = spec.best_point()
+    if point.compute_slices:
+        return point.compute_slices / 7
+    return 1.0 / max(1, point.mps_processes) if point.mps_processes > 1 else 1.0
+
+
+class SimCluster:
+    def __init__(self, pools: Sequence[PoolSpec], specs: Sequence[ModelSpec],
+                 demand_rps: Callable[[str, datetime], float], settings: SimSettings,
+                 now: datetime) -> None:
+        self._pools = {p.name: p for p in pools}
+        self._specs = {s.name: s for s in specs}
+        self._demand_rps = demand_rps
+        self._settings = settings
+        self._rng = random.Random(settings.seed)
+        self._now = now
+        self._nodes: list[_Node] = []
+        self._targets: dict[str, int] = {p.name: p.min_nodes for p in pools}
+        self._replicas: dict[str, list[_Replica]] = {s.name: [] for s in specs}
+        self._serial = 0
+        self._gpu_seconds = 0.0
+        self._lock = threading.RLock()
+        for pool in pools:
+            self._resize(pool.name, pool.min_nodes, ready=True)
+
+    # -- world model ----------------------------------------------------------------------
+    def _sample(self, bounds: tuple[float, float]) -> float:
+        return self._rng.uniform(*bounds)
+
+    def _resize(self, pool: str, nodes: int, ready: bool = False) -> None:
+        mine = [n for n in self._nodes if n.pool == pool]
+        for _ in range(nodes - len(mine)):
+            self._serial += 1
+            delay_s = 0.0 if ready else self._sample(self._settings.node_provision_s)
+            self._nodes.append(_Node(f"{pool}-{self._serial:04d}", pool, self._now,
+                                     self._now + timedelta(seconds=delay_s)))
+        if nodes < len(mine):
+            # Remove nodes still provisioning first, then the newest ready ones.
+            victims = sorted(mine, key=lambda n: (n.ready_at <= self._now, n.created_at),
+                             reverse=False)[: len(mine) - nodes]
+            gone = {n.name for n in victims}
+            self._nodes = [n for n in self._nodes if n.name not in gone]
+            for replicas in self._replicas.values():
+                for r in replicas:
+                    if r.node in gone:
+                        r.node, r.ready_at = None, None
+        self._targets[pool] = nodes
+
+    def _pool_of_product(self, product: str) -> str | None:
+        return next((p.name for p in self._pools.values() if p.product == product), None)
+
+    def _free_share(self, node: _Node) -> float:
+        used = sum(replica_share(self._specs[m]) for m, rs in self._replicas.items()
+                   for r in rs if r.node == node.name)
+        return self._pools[node.pool].gpus_per_node - used
+
+    def _bind_pending(self) -> None:
+        for model, replicas in self._replicas.items():
+            spec = self._specs[model]
+            share = replica_share(spec)
+            pool = self._pool_of_product(spec.best_point().product)
+            for replica in replicas:
+                if replica.node is not None or pool is None:
+                    continue
+                ready_nodes = [n for n in self._nodes if n.pool == pool and n.ready_at <= self._now]
+                # Prefer nodes that already ran this model (image and weights cached).
+                ready_nodes.sort(key=lambda n: (model not in n.warm_models, n.name))
+                node = next((n for n in ready_nodes if self._free_share(n) >= share - 1e-9), None)
+                if node is None:
+                    break
+                replica.node = node.name
+                replica.ready_at = self._now + timedelta(seconds=self._start_s(node, model))
+                node.warm_models.add(model)
+
+    def _start_s(self, node: _Node, model: str) -> float:
+        if model in node.warm_models:
+            return self._settings.warm_node_start_s
+        return (self._sample(self._settings.image_pull_s) + self._sample(
+            self._settings.weight_load_s) + self._sample(self._settings.warmup_s))
+
+    def step(self, now: datetime) -> None:
+        """Advance the world to ``now``: bill nodes, finish provisioning, bind and start replicas."""
+        with self._lock:
+            dt_s = max(0.0, (now - self._now).total_seconds())
+            self._gpu_seconds += dt_s * sum(self._pools[n.pool].gpus_per_node for n in self._nodes)
+            self._now = now
+            self._bind_pending()
+
+    # -- ports: ClusterReader, NodePoolActuator, ReplicaActuator ----------------------------
+    def snapshot(self) -> ObservedState:
+        with self._lock:
+            return ObservedState(synced_at=self._now, pools=self._observed_pools(),
+                                 nodes=self._observed_nodes(), models=self._observed_models())
+
+    def _observed_pools(self) -> tuple[ObservedPool, ...]:
+        out = []
+        for pool in self._pools.values():
+            mine = [n for n in self._nodes if n.pool == pool.name]
+            ready = sum(1 for n in mine if n.ready_at <= self._now)
+            out.append(ObservedPool(pool.name, pool.product, pool.gpus_per_node, ready,
+                                    len(mine) - ready, self._targets[pool.name]))
+        return tuple(out)
+
+    def _observed_nodes(self) -> tuple[ObservedNode, ...]:
+        out = []
+        for node in self._nodes:
+            pool = self._pools[node.pool]
+            memory_mib, mig = GPU_FACTS.get(pool.product, (0, False))
+            gpus = tuple(ObservedGpu(i, pool.product, memory_mib, mig)
+                         for i in range(pool.gpus_per_node))
+            out.append(ObservedNode(node.name, node.pool, pool.product, node.ready_at <= self._now,
+                                    pool.gpus_per_node * 16_000, pool.gpus_per_node * 120_000,
+                                    gpus))
+        return tuple(out)
+
+    def _observed_models(self) -> tuple[ObservedModel, ...]:
+        out = []
+        for model, replicas in self._replicas.items():
+            ready = sum(1 for r in replicas if r.ready_at is not None and r.ready_at <= self._now)
+            rps = self._specs[model].best_point().throughput_rps
+            out.append(ObservedModel(model, ready, len(replicas) - ready, len(replicas),
+                                     self._demand_rps(model, self._now), ready * rps))
+        return tuple(out)
+
+    def set_size(self, pool: str, nodes: int) -> ActionOutcome:
+        with self._lock:
+            if pool not in self._pools:
+                return ActionOutcome(pool, False, f"unknown pool {pool}")
+            if nodes < 0:
+                return ActionOutcome(pool, False, f"negative size {nodes}")
+            self._resize(pool, nodes)
+            return ActionOutcome(pool, True, f"pool {pool} target {nodes} nodes")
+
+    def set_replicas(self, model: str, replicas: int) -> ActionOutcome:
+        with self._lock:
+            if model not in self._replicas:
+                return ActionOutcome(model, False, f"unknown model {model}")
+            current = self._replicas[model]
+            if replicas < len(current):
+                # Scale down pending replicas first, then the newest ready ones.
+                current.sort(key=lambda r: (r.ready_at is not None, r.ready_at or self._now))
+                del current[: len(current) - replicas]
+            current.extend(_Replica(model) for _ in range(replicas - len(current)))
+            self._bind_pending()
+            return ActionOutcome(model, True, f"model {model} target {replicas} replicas")
+
+    # -- accounting and resume --------------------------------------------------------------
+    @property
+    def gpu_hours(self) -> float:
+        return self._gpu_seconds / 3600
+
+    def restore(self, observed: ObservedState) -> None:
+        """Resume from a stored snapshot: pools at their targets (ready), replicas warm."""
+        with self._lock:
+            for pool in observed.pools:
+                if pool.name in self._pools:
+                    self._resize(pool.name, pool.target_nodes, ready=True)
+            for node in self._nodes:
+                node.warm_models.update(self._replicas)
+            for model in observed.models:
+                if model.name in self._replicas:
+                    self._replicas[model.name] = [_Replica(model.name)
+                                                  for _ in range(model.replicas_target)]
+            self._bind_pending()
+            for replicas in self._replicas.values():
+                for r in replicas:
+                    if r.node is not None:
+                        r.ready_at = self._now
