@@ -70,7 +70,7 @@ class SimCluster:
         self._targets: dict[str, int] = {p.name: p.min_nodes for p in pools}
         self._replicas: dict[str, list[_Replica]] = {s.name: [] for s in specs}
         self._serial = 0
-        self._gpu_seconds = 0.0
+        self._gpu_seconds_by_pool: dict[str, float] = {p.name: 0.0 for p in pools}
         self._lock = threading.RLock()
         for pool in pools:
             self._resize(pool.name, pool.min_nodes, ready=True)
@@ -134,7 +134,8 @@ class SimCluster:
         """Advance the world to ``now``: bill nodes, finish provisioning, bind and start replicas."""
         with self._lock:
             dt_s = max(0.0, (now - self._now).total_seconds())
-            self._gpu_seconds += dt_s * sum(self._pools[n.pool].gpus_per_node for n in self._nodes)
+            for node in self._nodes:
+                self._gpu_seconds_by_pool[node.pool] += dt_s * self._pools[node.pool].gpus_per_node
             self._now = now
             self._bind_pending()
 
@@ -199,7 +200,11 @@ class SimCluster:
     # -- accounting and resume --------------------------------------------------------------
     @property
     def gpu_hours(self) -> float:
-        return self._gpu_seconds / 3600
+        return sum(self._gpu_seconds_by_pool.values()) / 3600
+
+    def cost_usd(self, price_per_gpu_hour_by_pool: dict[str, float]) -> float:
+        return sum(seconds / 3600 * price_per_gpu_hour_by_pool.get(pool, 0.0)
+                   for pool, seconds in self._gpu_seconds_by_pool.items())
 
     def restore(self, observed: ObservedState) -> None:
         """Resume from a stored snapshot: pools at their targets (ready), replicas warm."""

@@ -1,0 +1,182 @@
+"""``headroom``: the command line (Typer + Rich). Errors are one line naming the field, file or
+URL at fault, with exit code 2; never a traceback for bad input."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from controlplane.cli.placement import app as placement_app
+from controlplane.logsetup import setup_logging
+from controlplane.settings import ConfigError, Settings, load_settings
+from controlplane.store import Store, StoreUnavailable, downgrade, upgrade
+
+app = typer.Typer(help="Headroom: forecast, pack and actuate GPU inference fleets.",
+                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+app.add_typer(placement_app, name="placement")
+
+console = Console(stderr=True)
+ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file",
+                                                   exists=False, dir_okay=False)]
+
+
+class UsageError(Exception):
+    """A one-line error for the user (exit code 2)."""
+
+
+def _wall_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _settings(config: Path | None, **overrides: object) -> Settings:
+    return load_settings(config, **{k: v for k, v in overrides.items() if v is not None})
+
+
+@db_app.command("upgrade")
+def db_upgrade(config: ConfigOption = None,
+               revision: Annotated[str, typer.Argument(help="target revision")] = "head") -> None:
+    """Apply Alembic migrations up to REVISION (default: head)."""
+    settings = _settings(config)
+    store = Store.open(settings.db.url, settings.db.connect_timeout_s)
+    upgrade(store.engine, revision)
+    console.print(f"database {settings.db.url} upgraded to {revision}")
+
+
+@db_app.command("downgrade")
+def db_downgrade(revision: Annotated[str, typer.Argument(help="target revision, e.g. base")],
+                 config: ConfigOption = None) -> None:
+    """Revert Alembic migrations down to REVISION."""
+    settings = _settings(config)
+    store = Store.open(settings.db.url, settings.db.connect_timeout_s)
+    downgrade(store.engine, revision)
+    console.print(f"database {settings.db.url} downgraded to {revision}")
+
+
+@app.command()
+def demo(
+    minutes: Annotated[float | None, typer.Option(help="simulated minutes to run, then stop",
+                                                  min=0)] = None,
+    speed: Annotated[float, typer.Option(help="simulated seconds per wall second", min=0.1)] = 30.0,
+    no_dashboard: Annotated[bool, typer.Option("--no-dashboard",
+                                               help="do not start the dashboard")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON summary")] = False,
+    db: Annotated[Path, typer.Option(help="SQLite file of the demo store")] = Path(
+        ".headroom/demo.db"),
+    config: ConfigOption = None,
+) -> None:
+    """Everything embedded: SQLite, simulated GPU fleet, forecasts, placement API, reconcile jobs,
+    dashboard. With --minutes N --no-dashboard it runs N simulated minutes as fast as it can."""
+    from controlplane.demo import Demo
+
+    db_url = os.environ.get("HEADROOM_DB__URL") or f"sqlite:///{db.resolve()}"
+    settings = _settings(config, db={"url": db_url})
+    setup_logging(logging.INFO, log_file=Path(".headroom/demo.log"))
+    runner = Demo(settings, _wall_now())
+    signal.signal(signal.SIGTERM, lambda *_: runner.request_stop())
+    try:
+        grpc_address = runner.start_grpc()
+        if not json_out:
+            console.print(f"[bold]Headroom demo[/] store {settings.db.url}")
+            console.print(f"placement API (gRPC) on {grpc_address}")
+        if no_dashboard and minutes is not None:
+            _run_fast(runner, minutes, quiet=json_out)
+        else:
+            if not no_dashboard:
+                url = runner.start_dashboard()
+                if not json_out:
+                    console.print(f"dashboard on {url}")
+            if not json_out:
+                console.print("Ctrl-C stops the demo cleanly.")
+            _run_live(runner, speed, minutes, quiet=json_out)
+    except KeyboardInterrupt:
+        runner.request_stop()
+    finally:
+        runner.shutdown()
+    summary = runner.summary()
+    if json_out:
+        typer.echo(json.dumps(summary.as_dict()))
+    else:
+        console.print(
+            f"stopped after {summary.sim_minutes:.0f} simulated minutes: {summary.ticks} ticks, "
+            f"{summary.placements} placements, {summary.gpus} GPUs, served "
+            f"{100 * summary.served_share:.2f}% of demand, {summary.gpu_hours:.1f} GPU-hours "
+            f"(${summary.cost_usd:,.0f})")
+
+
+def _run_fast(runner: object, minutes: float, quiet: bool) -> None:
+    from controlplane.demo import Demo
+
+    assert isinstance(runner, Demo)
+    with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.completed:.0f}/"
+                  "{task.total:.0f} min"), TimeElapsedColumn(), console=console,
+                  disable=quiet) as progress:
+        task = progress.add_task("sim", total=int(minutes))
+        runner.run_fast(minutes, on_minute=lambda m: progress.update(task, completed=m))
+
+
+def _run_live(runner: object, speed: float, minutes: float | None, quiet: bool) -> None:
+    from controlplane.demo import Demo
+
+    assert isinstance(runner, Demo)
+    with console.status("starting", spinner="dots") as status:
+        def show() -> None:
+            if quiet:
+                return
+            s = runner.summary()
+            status.update(f"sim {s.sim_minutes:6.1f} min | ticks {s.ticks} | GPUs {s.gpus} | "
+                          f"served {100 * s.served_share:.2f}% | {s.gpu_hours:.1f} GPU-h")
+        runner.run_live(speed, minutes, on_second=show)
+
+
+@app.command()
+def serve(
+    config: Annotated[Path, typer.Option("--config", "-c", help="YAML settings file")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="plan and record, never apply")] = False,
+) -> None:
+    """Production: reconcile jobs + gRPC placement API against the configured backend."""
+    from controlplane.serve import run_serve
+
+    settings = _settings(config)
+    if dry_run:
+        settings = settings.model_copy(update={"safety": settings.safety.model_copy(
+            update={"dry_run": True})})
+    setup_logging(logging.INFO)
+    run_serve(settings, console)
+
+
+@app.command()
+def dashboard(config: ConfigOption = None,
+              port: Annotated[int | None, typer.Option(help="port to serve on")] = None,
+              address: Annotated[str | None, typer.Option(help="address to bind")] = None) -> None:
+    """The Streamlit dashboard over the configured store (read-only)."""
+    from controlplane.demo import dashboard_command
+
+    settings = _settings(config)
+    Store.open(settings.db.url, settings.db.connect_timeout_s)  # fail fast, one line
+    address = address or settings.dashboard.address
+    port = port if port is not None else settings.dashboard.port
+    console.print(f"dashboard on http://{address}:{port} (store {settings.db.url})")
+    env = {**os.environ, "HEADROOM_DB__URL": settings.db.url}
+    raise typer.Exit(subprocess.call(dashboard_command(address, port), env=env))
+
+
+def main() -> None:
+    """Console-script entry: map expected errors to one line and exit code 2."""
+    try:
+        app()
+    except (ConfigError, StoreUnavailable, UsageError) as error:
+        console.print(f"[red]error:[/] {error}", highlight=False, soft_wrap=True)
+        sys.exit(2)

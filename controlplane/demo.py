@@ -1,0 +1,171 @@
+"""``headroom demo``: the whole loop embedded — SQLite, simulated fleet, forecasts, placement API,
+reconcile jobs and the dashboard — either paced by APScheduler or run as fast as possible."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import grpc
+
+from controlplane.jobs import build_scheduler
+from controlplane.runtime import SimRuntime
+from controlplane.settings import Settings
+from controlplane.store import Store
+from scheduler.engine import PlacementEngine
+from scheduler.server import create_server, stop
+
+DASHBOARD_APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
+
+
+@dataclass(frozen=True, slots=True)
+class DemoSummary:
+    ticks: int
+    sim_minutes: float
+    models: int
+    gpus: int
+    gpus_peak: int
+    placements: int
+    forecasts: int
+    served_share: float
+    short_model_minutes_pct: float
+    gpu_hours: float
+    cost_usd: float
+    wall_s: float
+    grpc_address: str
+    dashboard_url: str | None
+    db_url: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+class Demo:
+    def __init__(self, settings: Settings, wall_now: datetime) -> None:
+        self.settings = settings
+        self.store = Store.open(settings.db.url, settings.db.connect_timeout_s, migrate=True)
+        self._counts_at_start = self.store.counts()
+        self.engine = PlacementEngine()
+        self.runtime = SimRuntime.open(settings, self.store, wall_now, self.engine)
+        self.sim_start_at = self.runtime.clock.now()
+        self.gpus_peak = 0
+        self.server: grpc.Server | None = None
+        self.grpc_address = ""
+        self.dashboard: subprocess.Popen[bytes] | None = None
+        self.dashboard_url: str | None = None
+        self._wall_start_s = time.monotonic()
+        self._stop = threading.Event()
+
+    # -- services ----------------------------------------------------------------------------
+    def start_grpc(self) -> str:
+        host, _, port = self.settings.placement.listen.rpartition(":")
+        try:
+            self.server, bound = create_server(self.settings.placement.listen, self.engine)
+        except RuntimeError:  # port taken: take a free one rather than fail the demo
+            self.server, bound = create_server(f"{host}:0", self.engine)
+        self.grpc_address = f"{host}:{bound}"
+        return self.grpc_address
+
+    def start_dashboard(self) -> str:
+        address, port = self.settings.dashboard.address, self.settings.dashboard.port
+        env = {**os.environ, "HEADROOM_DB__URL": self.settings.db.url}
+        self.dashboard = subprocess.Popen(
+            dashboard_command(address, port), env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.dashboard_url = f"http://{address}:{port}"
+        return self.dashboard_url
+
+    # -- running -----------------------------------------------------------------------------
+    def run_fast(self, minutes: float, on_minute: Callable[[int], None] | None = None) -> None:
+        """Run ``minutes`` simulated minutes as fast as the core allows."""
+        for minute in range(int(minutes)):
+            if self._stop.is_set():
+                break
+            self.runtime.advance(60.0)
+            self._track_peak()
+            if on_minute:
+                on_minute(minute + 1)
+        if minutes % 1:
+            self.runtime.advance((minutes % 1) * 60)
+
+    def run_live(self, speed: float, minutes: float | None,
+                 on_second: Callable[[], None] | None = None) -> None:
+        """Pace virtual time at ``speed`` x wall time with APScheduler jobs until stopped."""
+        runtime = self.runtime
+        sim_step_wall_s = 0.5
+        jobs = {
+            "sim.advance": (lambda: (runtime.advance(speed * sim_step_wall_s, run_jobs=False),
+                                     self._track_peak()), sim_step_wall_s),
+            "forecast": (runtime.refresh_forecasts, self.settings.forecast.interval_s / speed),
+            "reconcile": (runtime.tick, self.settings.reconcile.interval_s / speed),
+        }
+        scheduler = build_scheduler(jobs, start_at=None)
+        runtime.refresh_forecasts()
+        runtime.tick()
+        scheduler.start()
+        try:
+            while not self._stop.wait(1.0):
+                if on_second:
+                    on_second()
+                if minutes is not None and self.sim_minutes() >= minutes:
+                    break
+        finally:
+            scheduler.shutdown(wait=True)
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def shutdown(self) -> None:
+        if self.server is not None:
+            stop(self.server, grace_s=2.0)
+        if self.dashboard is not None:
+            self.dashboard.terminate()
+            try:
+                self.dashboard.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.dashboard.kill()
+
+    # -- reporting ---------------------------------------------------------------------------
+    def _track_peak(self) -> None:
+        self.gpus_peak = max(self.gpus_peak, self.runtime.cluster.snapshot().gpus_ready())
+
+    def sim_minutes(self) -> float:
+        return (self.runtime.clock.now() - self.sim_start_at).total_seconds() / 60
+
+    def summary(self) -> DemoSummary:
+        counts = self.store.counts()
+        tally = self.runtime.tally
+        snapshot = self.runtime.cluster.snapshot()
+        price = {p.name: p.price_per_gpu_hour for p in self.settings.pools}
+        return DemoSummary(
+            ticks=counts["ticks"] - self._counts_at_start["ticks"],
+            sim_minutes=round(self.sim_minutes(), 2),
+            models=len(self.runtime.specs),
+            gpus=snapshot.gpus_ready(),
+            gpus_peak=self.gpus_peak,
+            placements=counts["placements"] - self._counts_at_start["placements"],
+            forecasts=counts["forecasts"] - self._counts_at_start["forecasts"],
+            served_share=round(tally.served_share, 5),
+            short_model_minutes_pct=round(
+                100 * tally.short_model_s / tally.model_s if tally.model_s else 0.0, 3),
+            gpu_hours=round(self.runtime.cluster.gpu_hours, 3),
+            cost_usd=round(self.runtime.cluster.cost_usd(price), 2),
+            wall_s=round(time.monotonic() - self._wall_start_s, 2),
+            grpc_address=self.grpc_address,
+            dashboard_url=self.dashboard_url,
+            db_url=self.settings.db.url,
+        )
+
+
+def dashboard_command(address: str, port: int) -> list[str]:
+    return [sys.executable, "-m", "streamlit", "run", str(DASHBOARD_APP),
+            "--server.address", address, "--server.port", str(port),
+            "--server.headless", "true", "--browser.gatherUsageStats", "false",
+            "--global.developmentMode", "false"]

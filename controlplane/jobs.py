@@ -1,0 +1,32 @@
+"""APScheduler wiring: stable job ids, one instance per job, coalesced misfires, errors logged.
+
+A job that raises is logged with its traceback and the scheduler keeps running (STYLE.md 3.7 #8).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from apscheduler.events import EVENT_JOB_ERROR, JobExecutionEvent
+from apscheduler.schedulers.background import BackgroundScheduler
+
+log = logging.getLogger("headroom.jobs")
+
+
+def _on_error(event: JobExecutionEvent) -> None:
+    log.error("job.failed", extra={"job_id": event.job_id, "error": repr(event.exception)},
+              exc_info=(type(event.exception), event.exception, event.exception.__traceback__))
+
+
+def build_scheduler(jobs: dict[str, tuple[Callable[[], object], float]],
+                    start_at: datetime | None = None) -> BackgroundScheduler:
+    """A scheduler with one interval job per id: ``{"reconcile": (fn, every_s), ...}``."""
+    scheduler = BackgroundScheduler(timezone="UTC")
+    scheduler.add_listener(_on_error, EVENT_JOB_ERROR)
+    for job_id, (func, every_s) in jobs.items():
+        scheduler.add_job(func, "interval", seconds=every_s, id=job_id, name=job_id,
+                          max_instances=1, coalesce=True, misfire_grace_time=max(1, int(every_s)),
+                          replace_existing=True, next_run_time=start_at)
+    return scheduler

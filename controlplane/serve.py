@@ -1,0 +1,58 @@
+"""``headroom serve``: reconcile + forecast jobs and the gRPC placement API, paced by wall time.
+
+With ``backend: sim`` the simulated fleet runs in real time (useful to try a config); with
+``backend: kubernetes`` the Kubernetes adapters actuate (leader only) while every replica serves
+the placement API.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+from rich.console import Console
+
+from controlplane.jobs import build_scheduler
+from controlplane.runtime import SimRuntime
+from controlplane.settings import Settings
+from controlplane.store import Store
+from scheduler.engine import PlacementEngine
+from scheduler.server import create_server, stop
+
+
+class ServeError(Exception):
+    """A one-line startup error (exit code 2)."""
+
+
+def run_serve(settings: Settings, console: Console) -> None:
+    store = Store.open(settings.db.url, settings.db.connect_timeout_s, migrate=True)
+    engine = PlacementEngine()
+    if settings.backend != "sim":
+        from controlplane.serve_k8s import run_serve_k8s
+
+        run_serve_k8s(settings, store, engine, console)
+        return
+    from controlplane.adapters.clock import WallClock
+
+    runtime = SimRuntime.open(settings, store, WallClock().now(), engine)
+    server, port = create_server(settings.placement.listen, engine)
+    host = settings.placement.listen.rpartition(":")[0]
+    console.print(f"placement API (gRPC) on {host}:{port}; backend sim; "
+                  f"dry_run={settings.safety.dry_run}")
+    stop_event = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop_event.set())
+    scheduler = build_scheduler({
+        "sim.advance": (lambda: runtime.advance(1.0, run_jobs=False), 1.0),
+        "forecast": (runtime.refresh_forecasts, settings.forecast.interval_s),
+        "reconcile": (runtime.tick, settings.reconcile.interval_s),
+    })
+    runtime.refresh_forecasts()
+    scheduler.start()
+    try:
+        while not stop_event.wait(1.0):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        scheduler.shutdown(wait=True)
+        stop(server, grace_s=2.0)
