@@ -1,0 +1,135 @@
+"""Conversion between the generated protobuf messages and domain values (no decisions)."""
+
+from __future__ import annotations
+
+from protos.headroom.v1 import placement_pb2 as pb
+from scheduler.domain.cluster import product_key
+from scheduler.domain.errors import InvalidArgument
+from scheduler.domain.fleet_types import (
+    FleetPlan,
+    FleetRequest,
+    GpuPool,
+    ModelDemand,
+    ProfilePoint,
+)
+from scheduler.domain.model import (
+    WHOLE_GPU_MILLI,
+    Binding,
+    GpuSpec,
+    Isolation,
+    NodeSpec,
+    SharingMode,
+    WorkloadSpec,
+)
+from scheduler.domain.validate import validate_workload
+
+_ISOLATION: dict[int, Isolation] = {
+    pb.ISOLATION_UNSPECIFIED: Isolation.UNSPECIFIED,
+    pb.STRICT: Isolation.STRICT,
+    pb.TRUSTED: Isolation.TRUSTED,
+    pb.NONE: Isolation.NONE,
+}
+_MODE_TO_PB = {
+    SharingMode.EXCLUSIVE: pb.EXCLUSIVE,
+    SharingMode.MIG: pb.MIG,
+    SharingMode.MPS: pb.MPS,
+    SharingMode.TIME_SLICING: pb.TIME_SLICING,
+}
+
+
+def isolation_from_pb(value: int, field: str) -> Isolation:
+    iso = _ISOLATION.get(int(value))
+    if iso is None:
+        raise InvalidArgument(field, f"unknown Isolation value {value}")
+    return iso
+
+
+def nodes_from_pb(request: pb.SyncInventoryRequest) -> list[NodeSpec]:
+    return [
+        NodeSpec(
+            name=n.name, cpu_milli=n.cpu_milli, memory_mib=n.memory_mib,
+            gpus=tuple(GpuSpec(g.index, g.product, g.memory_mib, g.mig_capable) for g in n.gpus),
+            labels=tuple(sorted(n.labels.items())), pool=n.pool,
+        )
+        for n in request.nodes
+    ]
+
+
+def workload_from_pb(request: pb.PlaceRequest) -> WorkloadSpec:
+    """Validate and normalise a PlaceRequest; raises InvalidArgument naming the field."""
+    for k, product in enumerate(request.gpu_products):
+        if not product.strip():
+            raise InvalidArgument(f"gpu_products[{k}]", "must not be empty")
+    num_gpu = request.num_gpu
+    raw = request.gpu_milli
+    if num_gpu > 1 or (num_gpu >= 1 and raw in (0, WHOLE_GPU_MILLI)):
+        milli = WHOLE_GPU_MILLI
+    elif num_gpu == 1:
+        milli = raw
+    else:
+        milli = 0
+    spec = WorkloadSpec(
+        workload_id=request.workload_id, model=request.model, tenant=request.tenant,
+        cpu_milli=request.cpu_milli, memory_mib=request.memory_mib, num_gpu=num_gpu,
+        gpu_milli=milli, gpu_memory_mib=request.gpu_memory_mib,
+        gpu_products=frozenset(product_key(p) for p in request.gpu_products),
+        isolation=isolation_from_pb(request.isolation, "isolation"),
+    )
+    validate_workload(spec, raw)
+    return spec
+
+
+def binding_to_pb(binding: Binding) -> pb.Binding:
+    return pb.Binding(
+        workload_id=binding.workload_id, node=binding.node, gpu_indices=list(binding.gpu_indices),
+        mode=_MODE_TO_PB[binding.mode] if binding.mode is not None else pb.SHARING_MODE_UNSPECIFIED,
+        mig_profile=binding.mig_profile, gpu_milli=binding.gpu_milli, reason=binding.reason,
+    )
+
+
+def fleet_request_from_pb(request: pb.PlanFleetRequest) -> FleetRequest:
+    models = tuple(
+        ModelDemand(
+            model=m.model, tenant=m.tenant,
+            isolation=isolation_from_pb(m.isolation, f"models[{i}].isolation"),
+            rate_rps=m.rate_rps, latency_slo_ms=m.latency_slo_ms,
+            profile=tuple(ProfilePoint(p.product, p.compute_slices, p.batch_size, p.mps_processes,
+                                       p.throughput_rps, p.latency_ms, p.memory_mib)
+                          for p in m.profile),
+            cold_start_s=m.cold_start_s,
+        )
+        for i, m in enumerate(request.models)
+    )
+    pools = tuple(GpuPool(p.product, p.max_gpus, p.price_per_gpu_hour) for p in request.pools)
+    return FleetRequest(models, pools)
+
+
+def fleet_plan_to_pb(plan: FleetPlan) -> pb.FleetPlan:
+    return pb.FleetPlan(
+        revision=plan.revision,
+        gpus=[pb.GpuAssignment(
+            gpu_id=a.gpu_id, product=a.product,
+            segments=[pb.Segment(
+                model=s.model, mode=_MODE_TO_PB[s.mode], mig_profile=s.mig_profile,
+                mig_start=s.mig_start, compute_slices=s.compute_slices, batch_size=s.batch_size,
+                mps_processes=s.mps_processes, throughput_rps=s.throughput_rps,
+                latency_ms=s.latency_ms) for s in a.segments]) for a in plan.gpus],
+        warm_pools=[pb.WarmPool(product=w.product, gpus=w.gpus, reason=w.reason)
+                    for w in plan.warm_pools],
+        cost_per_hour=plan.cost_per_hour, unplaced=list(plan.unplaced),
+    )
+
+
+def fleet_plan_from_pb(plan: pb.FleetPlan) -> FleetPlan:
+    from scheduler.domain.fleet_types import GpuAssignment, Segment, WarmPool
+
+    modes = {v: k for k, v in _MODE_TO_PB.items()}
+    return FleetPlan(
+        revision=plan.revision,
+        gpus=tuple(GpuAssignment(a.gpu_id, a.product, tuple(
+            Segment(s.model, modes.get(s.mode, SharingMode.EXCLUSIVE), s.mig_profile,
+                    s.mig_start, s.compute_slices, s.batch_size, s.mps_processes,
+                    s.throughput_rps, s.latency_ms) for s in a.segments)) for a in plan.gpus),
+        warm_pools=tuple(WarmPool(w.product, w.gpus, w.reason) for w in plan.warm_pools),
+        cost_per_hour=plan.cost_per_hour, unplaced=tuple(plan.unplaced),
+    )

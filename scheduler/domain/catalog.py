@@ -1,0 +1,140 @@
+"""GPU catalog: memory, MIG capability and MIG profile tables (pure data, REFERENCE.md §1).
+
+Placements are on the memory-slice axis: a profile occupies ``memory_slices`` consecutive
+memory slices starting at one of ``starts``. Compute shares of MIG instances are expressed in
+thousandths of the GPU, rounded down, so that a full layout never sums above 1000.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIB_PER_GB = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class MigProfile:
+    """One GPU-instance profile of a MIG-capable product (e.g. ``3g.40gb`` at start 0 or 4)."""
+
+    name: str
+    compute_slices: int
+    memory_slices: int
+    starts: tuple[int, ...]
+    max_count: int
+    memory_mib: int
+    media_extension: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProduct:
+    """A GPU model: memory, MIG geometry and an indicative on-demand price."""
+
+    name: str
+    memory_mib: int  # 0 = undisclosed
+    compute_slices: int = 0  # 0 = not MIG-capable
+    memory_slices: int = 0
+    mig_profiles: tuple[MigProfile, ...] = ()
+    aliases: tuple[str, ...] = ()
+    price_per_gpu_hour: float = 0.0
+
+    @property
+    def mig_capable(self) -> bool:
+        return bool(self.mig_profiles)
+
+    def profile(self, name: str) -> MigProfile | None:
+        """The MIG profile called ``name`` (exact NVIDIA spelling), or None."""
+        for p in self.mig_profiles:
+            if p.name == name:
+                return p
+        return None
+
+    def standard_profile(self, compute_slices: int) -> MigProfile | None:
+        """The basic (single memory width, no media extension) profile of a compute size."""
+        for p in self.mig_profiles:
+            if p.compute_slices == compute_slices and not p.media_extension:
+                return p
+        return None
+
+    def mig_milli(self, compute_slices: int) -> int:
+        """Compute share of an instance of ``compute_slices`` in thousandths (rounded down)."""
+        if self.compute_slices <= 0:
+            return 0
+        return compute_slices * 1000 // self.compute_slices
+
+
+def _seven_slice(memory_gb: int, names: tuple[str, str, str, str, str, str]) -> tuple[
+        MigProfile, ...]:
+    """Profiles of an A100/H100/H200/B200-class part: 7 compute and 8 memory slices.
+
+    ``names`` = (1g, 1g double-memory, 2g, 3g, 4g, 7g) profile names.
+    """
+    per_slice = memory_gb * MIB_PER_GB // 8
+    one, one_wide, two, three, four, seven = names
+    return (
+        MigProfile(one, 1, 1, (0, 1, 2, 3, 4, 5, 6), 7, per_slice),
+        MigProfile(one + "+me", 1, 1, (0, 1, 2, 3, 4, 5, 6), 1, per_slice, media_extension=True),
+        MigProfile(one_wide, 1, 2, (0, 2, 4, 6), 4, 2 * per_slice),
+        MigProfile(two, 2, 2, (0, 2, 4), 3, 2 * per_slice),
+        MigProfile(three, 3, 4, (0, 4), 2, 4 * per_slice),
+        MigProfile(four, 4, 4, (0,), 1, 4 * per_slice),
+        MigProfile(seven, 7, 8, (0,), 1, 8 * per_slice),
+    )
+
+
+_A30_SLICE_MIB = 6 * MIB_PER_GB
+_A30_PROFILES = (
+    MigProfile("1g.6gb", 1, 1, (0, 1, 2, 3), 4, _A30_SLICE_MIB),
+    MigProfile("1g.6gb+me", 1, 1, (0, 1, 2, 3), 1, _A30_SLICE_MIB, media_extension=True),
+    MigProfile("2g.12gb", 2, 2, (0, 2), 2, 2 * _A30_SLICE_MIB),
+    MigProfile("2g.12gb+me", 2, 2, (0, 2), 1, 2 * _A30_SLICE_MIB, media_extension=True),
+    MigProfile("4g.24gb", 4, 4, (0,), 1, 4 * _A30_SLICE_MIB),
+)
+
+
+def _mig(name: str, memory_gb: int, names: tuple[str, str, str, str, str, str],
+         aliases: tuple[str, ...], price: float) -> GpuProduct:
+    return GpuProduct(name, memory_gb * MIB_PER_GB, 7, 8, _seven_slice(memory_gb, names),
+                      aliases, price)
+
+
+PRODUCTS: tuple[GpuProduct, ...] = (
+    _mig("A100-40GB", 40, ("1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
+         ("A100", "A100-SXM4-40GB", "A100-PCIE-40GB", "NVIDIA-A100-SXM4-40GB"), 3.67),
+    _mig("A100-80GB", 80, ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
+         ("A100-SXM4-80GB", "A100-PCIE-80GB", "A100-80GB-PCIE", "NVIDIA-A100-SXM4-80GB"), 5.07),
+    GpuProduct("A30", 24 * MIB_PER_GB, 4, 4, _A30_PROFILES, ("A30-24GB", "NVIDIA-A30"), 1.5),
+    _mig("H100-80GB", 80, ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
+         ("H100", "H100-SXM5-80GB", "H100-PCIE-80GB", "NVIDIA-H100-80GB-HBM3"), 6.9),
+    _mig("H100-94GB", 94, ("1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"),
+         ("H100-NVL", "H100-94GB-NVL", "NVIDIA-H100-NVL"), 7.5),
+    _mig("H200-141GB", 141, ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
+         ("H200", "H200-SXM-141GB", "H200-NVL", "NVIDIA-H200"), 5.41),
+    _mig("B200", 180, ("1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"),
+         ("B200-180GB", "NVIDIA-B200"), 8.0),
+    GpuProduct("L4", 24 * MIB_PER_GB, aliases=("NVIDIA-L4", "L4-24GB"), price_per_gpu_hour=0.8),
+    GpuProduct("L40S", 48 * MIB_PER_GB, aliases=("NVIDIA-L40S", "L40S-48GB"),
+               price_per_gpu_hour=1.86),
+    GpuProduct("A10", 23028, aliases=("NVIDIA-A10", "A10-24GB"), price_per_gpu_hour=1.0),
+    GpuProduct("A10G", 23028, aliases=("NVIDIA-A10G", "A10G-24GB"), price_per_gpu_hour=1.006),
+    GpuProduct("T4", 15360, aliases=("Tesla-T4", "NVIDIA-T4", "T4-16GB"), price_per_gpu_hour=0.35),
+    GpuProduct("V100-16GB", 16 * MIB_PER_GB, aliases=("V100M16", "V100-SXM2-16GB", "V100"),
+               price_per_gpu_hour=2.48),
+    GpuProduct("V100-32GB", 32 * MIB_PER_GB, aliases=("V100M32", "V100-SXM2-32GB"),
+               price_per_gpu_hour=3.06),
+    # Products of the Alibaba openb trace (cluster-trace-gpu-v2023); G1-G3 are undisclosed.
+    GpuProduct("P100", 16 * MIB_PER_GB, aliases=("Tesla-P100", "P100-16GB"),
+               price_per_gpu_hour=1.46),
+    GpuProduct("G1", 0),
+    GpuProduct("G2", 0),
+    GpuProduct("G3", 0),
+)
+
+_BY_KEY: dict[str, GpuProduct] = {}
+for _p in PRODUCTS:
+    for _key in (_p.name, *_p.aliases):
+        _BY_KEY[_key.lower()] = _p
+
+
+def lookup(product: str) -> GpuProduct | None:
+    """The catalog entry for a product name or alias (case-insensitive), or None."""
+    return _BY_KEY.get(product.strip().lower())

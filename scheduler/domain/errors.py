@@ -1,0 +1,41 @@
+"""Typed domain errors of the placement engine.
+
+The gRPC servicer maps them to status codes: ``InvalidArgument`` -> INVALID_ARGUMENT,
+``Infeasible`` -> RESOURCE_EXHAUSTED, ``AlreadyExists`` -> ALREADY_EXISTS. The message always
+carries the field or reason so a caller can act on it.
+"""
+
+from __future__ import annotations
+
+
+class PlacementError(Exception):
+    """Base class of every error the placement domain raises on purpose."""
+
+
+class InvalidArgument(PlacementError):
+    """A request is malformed; ``field`` names the offending field (dotted path)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class Infeasible(PlacementError):
+    """A well-formed request cannot be satisfied with the current inventory.
+
+    ``reason`` is a lowercase snake_case code; ``detail`` is a human-readable explanation.
+    """
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class AlreadyExists(PlacementError):
+    """A workload with this id is already bound; Place is not applied twice."""
+
+    def __init__(self, workload_id: str) -> None:
+        super().__init__(f"workload_id {workload_id!r} is already bound")
+        self.workload_id = workload_id

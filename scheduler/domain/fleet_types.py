@@ -1,0 +1,85 @@
+"""Value types of the batch fleet plan (PlanFleet)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler.domain.model import Isolation, SharingMode
+
+#: DESIGN.md: a segment may serve a model only if its profiled latency <= 0.45 x the SLO.
+SLO_LATENCY_FRACTION = 0.45
+
+
+@dataclass(frozen=True, slots=True)
+class ProfilePoint:
+    """Measured behaviour of one segment shape: a MIG size (0 = whole GPU) x batch x MPS."""
+
+    product: str
+    compute_slices: int
+    batch_size: int
+    mps_processes: int
+    throughput_rps: float  # what one segment of this shape serves
+    latency_ms: float
+    memory_mib: int = 0  # 0 = not stated
+
+
+@dataclass(frozen=True, slots=True)
+class ModelDemand:
+    model: str
+    tenant: str
+    isolation: Isolation
+    rate_rps: float
+    latency_slo_ms: float
+    profile: tuple[ProfilePoint, ...]
+    cold_start_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class GpuPool:
+    product: str
+    max_gpus: int
+    price_per_gpu_hour: float
+
+
+@dataclass(frozen=True, slots=True)
+class FleetRequest:
+    models: tuple[ModelDemand, ...]
+    pools: tuple[GpuPool, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One model replica on a GPU: a MIG instance (or the whole GPU) with its MPS processes."""
+
+    model: str
+    mode: SharingMode
+    mig_profile: str
+    mig_start: int
+    compute_slices: int
+    batch_size: int
+    mps_processes: int
+    throughput_rps: float
+    latency_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class GpuAssignment:
+    gpu_id: str
+    product: str
+    segments: tuple[Segment, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WarmPool:
+    product: str
+    gpus: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class FleetPlan:
+    revision: int
+    gpus: tuple[GpuAssignment, ...]
+    warm_pools: tuple[WarmPool, ...]
+    cost_per_hour: float
+    unplaced: tuple[str, ...]  # "model: reason_code (detail)"

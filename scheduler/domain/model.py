@@ -1,0 +1,95 @@
+"""Value types of the online placement domain (frozen, hashable, no I/O)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+WHOLE_GPU_MILLI = 1000
+
+
+class SharingMode(StrEnum):
+    """How a binding shares its GPU(s)."""
+
+    EXCLUSIVE = "exclusive"
+    MIG = "mig"
+    MPS = "mps"
+    TIME_SLICING = "time_slicing"
+
+
+class Isolation(StrEnum):
+    """What a workload demands from its neighbours on a GPU."""
+
+    UNSPECIFIED = "unspecified"
+    STRICT = "strict"  # multi-tenant with SLA: MIG or a whole GPU
+    TRUSTED = "trusted"  # may share through MPS
+    NONE = "none"  # dev/batch: time-slicing allowed
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSpec:
+    """One physical GPU of a node as reported by the inventory."""
+
+    index: int
+    product: str
+    memory_mib: int  # 0 = unknown (the catalog may know it)
+    mig_capable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """One node of the inventory."""
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    gpus: tuple[GpuSpec, ...]
+    labels: tuple[tuple[str, str], ...] = ()
+    pool: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSpec:
+    """A validated Place request.
+
+    ``gpu_milli`` is the per-GPU compute share: 1000 for whole-GPU and multi-GPU workloads (a
+    request with ``gpu_milli`` 0 and ``num_gpu`` >= 1 wants whole GPUs), 0 for CPU-only ones.
+    """
+
+    workload_id: str
+    model: str
+    tenant: str
+    cpu_milli: int
+    memory_mib: int
+    num_gpu: int
+    gpu_milli: int
+    gpu_memory_mib: int  # per GPU; 0 = not stated
+    gpu_products: frozenset[str]  # empty = any product
+    isolation: Isolation
+
+    @property
+    def is_share(self) -> bool:
+        """True for a fraction of one GPU."""
+        return self.num_gpu == 1 and 0 < self.gpu_milli < WHOLE_GPU_MILLI
+
+    @property
+    def is_whole(self) -> bool:
+        """True for one or more whole GPUs."""
+        return self.num_gpu >= 1 and self.gpu_milli == WHOLE_GPU_MILLI
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """Where a workload runs: node, GPU indices, sharing mode and granted share."""
+
+    workload_id: str
+    node: str
+    gpu_indices: tuple[int, ...]
+    mode: SharingMode | None  # None for CPU-only workloads
+    mig_profile: str
+    gpu_milli: int  # granted per-GPU share (1000 = whole GPU; 0 for CPU-only)
+    reason: str
+    gpu_memory_mib: int = 0  # per-GPU memory charged
+    mig_start: int = -1  # memory-slice start of the MIG instance, -1 when not MIG
+    cpu_milli: int = 0
+    memory_mib: int = 0

@@ -1,0 +1,46 @@
+"""Sharing-mode choice per workload (DESIGN.md "Sharing mode choice").
+
+isolation STRICT -> a MIG instance (on a MIG-capable GPU) or a whole GPU (EXCLUSIVE);
+TRUSTED -> MPS on a whole GPU (or on a MIG slice in fleet plans); NONE -> time-slicing.
+UNSPECIFIED is treated as NONE for shares. Whole-GPU and multi-GPU workloads are EXCLUSIVE.
+GPU memory is never oversubscribed in any mode: the packer charges memory per GPU.
+"""
+
+from __future__ import annotations
+
+from scheduler.domain.catalog import GpuProduct, MigProfile
+from scheduler.domain.model import Isolation, SharingMode, WorkloadSpec
+
+#: CUDA MPS serves at most 48 clients per GPU; we cap time-sliced replicas the same way.
+MAX_CLIENTS_PER_GPU = 48
+
+
+def share_mode(isolation: Isolation) -> SharingMode:
+    """The sharing mode of a fractional-GPU workload on a GPU without MIG."""
+    if isolation is Isolation.STRICT:
+        return SharingMode.EXCLUSIVE
+    if isolation is Isolation.TRUSTED:
+        return SharingMode.MPS
+    return SharingMode.TIME_SLICING
+
+
+def mig_profile_for(product: GpuProduct, gpu_milli: int, gpu_memory_mib: int) -> MigProfile | None:
+    """The smallest basic MIG profile of ``product`` whose compute share covers ``gpu_milli``
+    and whose memory covers ``gpu_memory_mib``; None when not MIG-capable or nothing fits."""
+    best: MigProfile | None = None
+    for prof in product.mig_profiles:
+        if prof.media_extension:
+            continue
+        if product.mig_milli(prof.compute_slices) < gpu_milli:
+            continue
+        if gpu_memory_mib > prof.memory_mib:
+            continue
+        key = (prof.compute_slices, prof.memory_slices)
+        if best is None or key < (best.compute_slices, best.memory_slices):
+            best = prof
+    return best
+
+
+def wants_mig(spec: WorkloadSpec) -> bool:
+    """STRICT fractional workloads prefer a MIG instance where the GPU supports it."""
+    return spec.isolation is Isolation.STRICT and spec.is_share

@@ -1,0 +1,62 @@
+"""Validation of inventory and Place requests: every error names its field."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduler.domain.errors import InvalidArgument
+from scheduler.domain.model import WHOLE_GPU_MILLI, NodeSpec, WorkloadSpec
+
+MAX_GPUS_PER_NODE = 64
+
+
+def validate_nodes(nodes: Sequence[NodeSpec]) -> None:
+    """Raise InvalidArgument for a malformed inventory snapshot."""
+    seen: set[str] = set()
+    for i, node in enumerate(nodes):
+        where = f"nodes[{i}]"
+        if not node.name:
+            raise InvalidArgument(f"{where}.name", "must not be empty")
+        if node.name in seen:
+            raise InvalidArgument(f"{where}.name", f"duplicate node name {node.name!r}")
+        seen.add(node.name)
+        if node.cpu_milli < 0:
+            raise InvalidArgument(f"{where}.cpu_milli", f"must be >= 0, got {node.cpu_milli}")
+        if node.memory_mib < 0:
+            raise InvalidArgument(f"{where}.memory_mib", f"must be >= 0, got {node.memory_mib}")
+        if len(node.gpus) > MAX_GPUS_PER_NODE:
+            raise InvalidArgument(f"{where}.gpus", f"at most {MAX_GPUS_PER_NODE} GPUs per node")
+        indices: set[int] = set()
+        for k, gpu in enumerate(node.gpus):
+            gwhere = f"{where}.gpus[{k}]"
+            if gpu.index < 0:
+                raise InvalidArgument(f"{gwhere}.index", f"must be >= 0, got {gpu.index}")
+            if gpu.index in indices:
+                raise InvalidArgument(f"{gwhere}.index", f"duplicate GPU index {gpu.index}")
+            indices.add(gpu.index)
+            if not gpu.product:
+                raise InvalidArgument(f"{gwhere}.product", "must not be empty")
+            if gpu.memory_mib < 0:
+                raise InvalidArgument(f"{gwhere}.memory_mib", f"must be >= 0, got {gpu.memory_mib}")
+
+
+def validate_workload(spec: WorkloadSpec, raw_gpu_milli: int) -> None:
+    """Raise InvalidArgument for a malformed Place request (``raw_gpu_milli`` as sent)."""
+    if not spec.workload_id:
+        raise InvalidArgument("workload_id", "must not be empty")
+    if spec.cpu_milli < 0:
+        raise InvalidArgument("cpu_milli", f"must be >= 0, got {spec.cpu_milli}")
+    if spec.memory_mib < 0:
+        raise InvalidArgument("memory_mib", f"must be >= 0, got {spec.memory_mib}")
+    if spec.num_gpu < 0:
+        raise InvalidArgument("num_gpu", f"must be >= 0, got {spec.num_gpu}")
+    if spec.num_gpu > MAX_GPUS_PER_NODE:
+        raise InvalidArgument("num_gpu", f"must be <= {MAX_GPUS_PER_NODE}, got {spec.num_gpu}")
+    if not 0 <= raw_gpu_milli <= WHOLE_GPU_MILLI:
+        raise InvalidArgument("gpu_milli", f"must be in [0, 1000], got {raw_gpu_milli}")
+    if spec.num_gpu == 0 and raw_gpu_milli > 0:
+        raise InvalidArgument("gpu_milli", "must be 0 when num_gpu is 0")
+    if spec.gpu_memory_mib < 0:
+        raise InvalidArgument("gpu_memory_mib", f"must be >= 0, got {spec.gpu_memory_mib}")
+    if spec.num_gpu == 0 and spec.gpu_memory_mib > 0:
+        raise InvalidArgument("gpu_memory_mib", "must be 0 when num_gpu is 0")

@@ -1,0 +1,104 @@
+"""PlacementEngine: thread-safe, in-memory placement state behind the gRPC API.
+
+Methods take and return the generated proto messages so the control plane can call the engine
+in-process with the same messages the gRPC API uses. Errors are the typed domain exceptions of
+``scheduler.domain.errors``; nothing is half-applied when one is raised.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from protos.headroom.v1 import placement_pb2 as pb
+from scheduler import convert
+from scheduler.domain.cluster import Cluster
+from scheduler.domain.errors import AlreadyExists
+from scheduler.domain.fleet import plan_fleet
+from scheduler.domain.fleet_types import FleetPlan
+from scheduler.domain.policy import choose
+from scheduler.domain.validate import validate_nodes
+
+
+class PlacementEngine:
+    """Inventory, bindings and the current fleet plan (with its revision), under one lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._plan_changed = threading.Condition(self._lock)
+        self._cluster = Cluster(())
+        self._plan = FleetPlan(0, (), (), 0.0, ())
+
+    # ---------------------------------------------------------------- online placement
+    def sync_inventory(self, request: pb.SyncInventoryRequest) -> pb.SyncInventoryResponse:
+        """Replace the inventory with a full snapshot; bindings on nodes and GPUs that still
+        exist are kept (re-applied), the others are dropped. Idempotent."""
+        nodes = convert.nodes_from_pb(request)
+        validate_nodes(nodes)
+        fresh = Cluster(nodes)
+        with self._lock:
+            for binding in list(self._cluster.bindings.values()):
+                fresh.readopt(binding)
+            self._cluster = fresh
+            return pb.SyncInventoryResponse(nodes=len(nodes), gpus=fresh.gpu_count)
+
+    def place(self, request: pb.PlaceRequest) -> pb.PlaceResponse:
+        """Bind one workload; raises InvalidArgument, AlreadyExists or Infeasible."""
+        spec = convert.workload_from_pb(request)
+        with self._lock:
+            if spec.workload_id in self._cluster.bindings:
+                raise AlreadyExists(spec.workload_id)
+            choice = choose(self._cluster, spec)
+            binding = self._cluster.apply(spec, choice)
+        return pb.PlaceResponse(binding=convert.binding_to_pb(binding))
+
+    def release(self, request: pb.ReleaseRequest) -> pb.ReleaseResponse:
+        """Free a workload's resources; unknown ids are fine (idempotent)."""
+        with self._lock:
+            self._cluster.release(request.workload_id)
+        return pb.ReleaseResponse()
+
+    def binding(self, workload_id: str) -> pb.Binding | None:
+        """The current binding of a workload, or None."""
+        with self._lock:
+            found = self._cluster.bindings.get(workload_id)
+        return convert.binding_to_pb(found) if found is not None else None
+
+    # ---------------------------------------------------------------- fleet plan
+    def plan_fleet(self, request: pb.PlanFleetRequest, previous: pb.FleetPlan | None = None,
+                   time_limit_s: float | None = None) -> pb.FleetPlan:
+        """Compute a fleet plan, store it as the current plan with revision + 1 and return it.
+
+        ``previous`` (default: the current plan) is the layout to stay close to: plans that
+        re-lay out fewer GPUs are preferred. ``time_limit_s`` bounds the solver (e.g. the
+        caller's remaining deadline).
+        """
+        fleet_request = convert.fleet_request_from_pb(request)
+        with self._lock:
+            prior = convert.fleet_plan_from_pb(previous) if previous is not None else self._plan
+            revision = self._plan.revision + 1
+        del prior, time_limit_s
+        plan = plan_fleet(fleet_request, revision)
+        with self._lock:
+            revision = self._plan.revision + 1
+            plan = FleetPlan(revision, plan.gpus, plan.warm_pools, plan.cost_per_hour,
+                             plan.unplaced)
+            self._plan = plan
+            self._plan_changed.notify_all()
+        return convert.fleet_plan_to_pb(plan)
+
+    def get_plan(self) -> pb.FleetPlan:
+        with self._lock:
+            return convert.fleet_plan_to_pb(self._plan)
+
+    def wait_for_plan(self, after_revision: int, timeout_s: float | None = None
+                      ) -> pb.FleetPlan | None:
+        """The current plan once its revision is > ``after_revision``; None on timeout."""
+        with self._plan_changed:
+            ready = self._plan_changed.wait_for(lambda: self._plan.revision > after_revision,
+                                                timeout=timeout_s)
+            return convert.fleet_plan_to_pb(self._plan) if ready else None
+
+    @property
+    def plan_revision(self) -> int:
+        with self._lock:
+            return self._plan.revision

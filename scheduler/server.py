@@ -1,0 +1,65 @@
+"""gRPC server for the Placement service: health, reflection, graceful shutdown."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from protos.headroom.v1 import placement_pb2 as pb
+from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
+from scheduler.engine import PlacementEngine
+from scheduler.service import PlacementServicer
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Placement"].full_name
+#: Worker threads: the GIL serialises Python work, so a few more than the 2 cores keep the
+#: C-core busy while WatchPlan streams hold their own threads.
+DEFAULT_WORKERS = 16
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+_SERVICERS: dict[int, tuple[PlacementServicer, health.HealthServicer]] = {}
+
+
+def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None = None,
+                  extra_servicers: Sequence[Callable[[grpc.Server], None]] = (),
+                  max_workers: int = DEFAULT_WORKERS) -> tuple[grpc.Server, int]:
+    """Build, bind and start the server; returns (server, bound port).
+
+    ``extra_servicers`` are callables that register more services (e.g. KEDA's external
+    scaler) on the server before it starts.
+    """
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="placement"),
+        options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                 ("grpc.so_reuseport", 0)],
+    )
+    servicer = PlacementServicer(engine or PlacementEngine())
+    pb_grpc.add_PlacementServicer_to_server(servicer, server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    for register in extra_servicers:
+        register(server)
+    names = [SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME]
+    reflection.enable_server_reflection(names, server)
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"cannot bind the placement server to {address}")
+    server.start()
+    for name in ("", SERVICE_NAME):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    _SERVICERS[id(server)] = (servicer, health_servicer)
+    return server, port
+
+
+def stop(server: grpc.Server, grace_s: float = 5.0) -> None:
+    """Graceful stop: report NOT_SERVING, end WatchPlan streams, let in-flight calls finish."""
+    servicer, health_servicer = _SERVICERS.pop(id(server), (None, None))
+    if health_servicer is not None:
+        health_servicer.enter_graceful_shutdown()
+    if servicer is not None:
+        servicer.stopping.set()
+    server.stop(grace_s).wait()

@@ -1,0 +1,70 @@
+"""Thin gRPC servicer: proto in, engine call, proto out; domain errors -> status codes."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import grpc
+
+from protos.headroom.v1 import placement_pb2 as pb
+from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
+from scheduler.domain.errors import AlreadyExists, Infeasible, InvalidArgument
+from scheduler.engine import PlacementEngine
+
+T = TypeVar("T")
+
+#: How often a WatchPlan stream re-checks that its client and the server are still there.
+WATCH_POLL_S = 0.5
+
+
+def call_engine(context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
+    """Run ``fn`` and translate domain errors into gRPC status codes (aborts the RPC)."""
+    try:
+        return fn()
+    except InvalidArgument as exc:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+    except AlreadyExists as exc:
+        context.abort(grpc.StatusCode.ALREADY_EXISTS, str(exc))
+    except Infeasible as exc:
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+
+
+class PlacementServicer(pb_grpc.PlacementServicer):
+    """The Placement service of DESIGN.md over a PlacementEngine."""
+
+    def __init__(self, engine: PlacementEngine) -> None:
+        self.engine = engine
+        self.stopping = threading.Event()
+
+    def SyncInventory(self, request: pb.SyncInventoryRequest,
+                      context: grpc.ServicerContext) -> pb.SyncInventoryResponse:
+        return call_engine(context, lambda: self.engine.sync_inventory(request))
+
+    def Place(self, request: pb.PlaceRequest, context: grpc.ServicerContext) -> pb.PlaceResponse:
+        return call_engine(context, lambda: self.engine.place(request))
+
+    def Release(self, request: pb.ReleaseRequest,
+                context: grpc.ServicerContext) -> pb.ReleaseResponse:
+        return call_engine(context, lambda: self.engine.release(request))
+
+    def PlanFleet(self, request: pb.PlanFleetRequest,
+                  context: grpc.ServicerContext) -> pb.FleetPlan:
+        remaining_s = context.time_remaining()
+        return call_engine(context, lambda: self.engine.plan_fleet(
+            request, time_limit_s=remaining_s))
+
+    def GetPlan(self, request: pb.GetPlanRequest, context: grpc.ServicerContext) -> pb.FleetPlan:
+        return self.engine.get_plan()
+
+    def WatchPlan(self, request: pb.WatchPlanRequest,
+                  context: grpc.ServicerContext) -> Iterator[pb.FleetPlan]:
+        """Stream every plan whose revision is above the last one sent, until cancelled."""
+        after = request.after_revision
+        while context.is_active() and not self.stopping.is_set():
+            plan = self.engine.wait_for_plan(after, timeout_s=WATCH_POLL_S)
+            if plan is None:
+                continue
+            after = plan.revision
+            yield plan
