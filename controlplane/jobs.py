@@ -26,7 +26,9 @@ def build_scheduler(jobs: dict[str, tuple[Callable[[], object], float]],
     scheduler = BackgroundScheduler(timezone="UTC")
     scheduler.add_listener(_on_error, EVENT_JOB_ERROR)
     for job_id, (func, every_s) in jobs.items():
+        # APScheduler 3 reads next_run_time=None as "paused": pass it only when given.
+        timing = {"next_run_time": start_at} if start_at is not None else {}
         scheduler.add_job(func, "interval", seconds=every_s, id=job_id, name=job_id,
                           max_instances=1, coalesce=True, misfire_grace_time=max(1, int(every_s)),
-                          replace_existing=True, next_run_time=start_at)
+                          replace_existing=True, **timing)
     return scheduler

@@ -1,0 +1,123 @@
+"""`headroom demo` as a user runs it: scripted JSON runs, live services, kill -9 and resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import grpc
+import pytest
+
+from controlplane.store import Store
+from protos.headroom.v1 import placement_pb2 as pb
+from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
+
+HEADROOM = [sys.executable, "-c", "from controlplane.cli import main; main()"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_")}
+    env["HEADROOM_PLACEMENT__LISTEN"] = f"127.0.0.1:{_free_port()}"
+    return {**env, **extra}
+
+
+def test_scripted_demo_prints_one_json_summary_with_ticks_and_placements(tmp_path: Path) -> None:
+    done = subprocess.run([*HEADROOM, "demo", "--minutes", "120", "--no-dashboard", "--json"],
+                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["ticks"] > 0 and summary["placements"] > 0
+    assert summary["models"] == 6 and summary["gpus"] > 0
+    assert summary["sim_minutes"] == 120
+    assert 0.9 < summary["served_share"] <= 1.0
+    assert summary["grpc_address"].startswith("127.0.0.1:")
+
+
+@pytest.mark.parametrize(("args", "env_extra", "expected"), [
+    (["--config", "bad.yaml"], {}, "bad.yaml: mystery: unknown key"),
+    ([], {"HEADROOM_RECONCILE__INTERVAL_S": "-3"},
+     "reconcile.interval_s: Input should be greater than 0"),
+    ([], {"HEADROOM_DB__URL": "postgresql://nobody@127.0.0.1:1/none"},
+     "cannot reach database postgresql+psycopg://nobody@127.0.0.1:1/none"),
+], ids=["unknown key", "negative interval", "unreachable database"])
+def test_bad_configuration_exits_2_with_one_line_and_no_traceback(
+        tmp_path: Path, args: list[str], env_extra: dict[str, str], expected: str) -> None:
+    (tmp_path / "bad.yaml").write_text("mystery: 1\n")
+    done = subprocess.run([*HEADROOM, "demo", "--minutes", "1", "--no-dashboard", "--json", *args],
+                          cwd=tmp_path, env=_env(**env_extra), capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2
+    assert expected in done.stderr.replace("\n", "")
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def _wait_for(predicate: object, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if predicate():  # type: ignore[operator]
+                return
+        except Exception:  # noqa: BLE001 - the service may not be up yet
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"condition not met within {timeout_s} s")
+
+
+def test_kill_9_then_restart_resumes_with_earlier_decisions_visible(tmp_path: Path) -> None:
+    db = tmp_path / ".headroom" / "demo.db"
+    live = subprocess.Popen([*HEADROOM, "demo", "--no-dashboard", "--speed", "600"],
+                            cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: db.exists() and Store.open(f"sqlite:///{db}").counts()["plans"] >= 5,
+                  90)
+    finally:
+        live.send_signal(signal.SIGKILL)
+        live.wait(timeout=10)
+    store = Store.open(f"sqlite:///{db}")
+    before = store.counts()
+    last_at = store.last_tick_at()
+    done = subprocess.run([*HEADROOM, "demo", "--minutes", "10", "--no-dashboard", "--json"],
+                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    after = store.counts()
+    assert after["plans"] >= before["plans"] + json.loads(done.stdout)["ticks"] - 1
+    assert after["ticks"] > before["ticks"]
+    new_last_at = store.last_tick_at()
+    assert last_at is not None and new_last_at is not None and new_last_at > last_at
+
+
+def test_live_demo_serves_grpc_and_dashboard_on_loopback_and_stops_on_ctrl_c(
+        tmp_path: Path) -> None:
+    grpc_port, dash_port = _free_port(), _free_port()
+    env = _env(HEADROOM_PLACEMENT__LISTEN=f"127.0.0.1:{grpc_port}",
+               HEADROOM_DASHBOARD__PORT=str(dash_port))
+    live = subprocess.Popen([*HEADROOM, "demo", "--speed", "120"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+        stub = pb_grpc.PlacementStub(channel)
+        _wait_for(lambda: stub.GetPlan(pb.GetPlanRequest(), timeout=2).revision > 0, 60)
+        plan = stub.GetPlan(pb.GetPlanRequest(), timeout=2)
+        assert plan.gpus and plan.cost_per_hour > 0
+        health = f"http://127.0.0.1:{dash_port}/_stcore/health"
+        _wait_for(lambda: urllib.request.urlopen(health, timeout=2).read() == b"ok", 60)
+        channel.close()
+    finally:
+        live.send_signal(signal.SIGINT)
+        _, stderr = live.communicate(timeout=60)
+    assert live.returncode == 0, stderr
+    assert "Traceback" not in stderr

@@ -1,0 +1,60 @@
+"""Planner and desired state: ordered absolute targets, idempotent once the world matches."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from controlplane.domain.actions import ScaleNodePool, SetReplicas
+from controlplane.domain.demand import Demand
+from controlplane.domain.desired import DesiredState, DesiredTarget, PoolSpec, desired_state
+from controlplane.domain.guards import GuardLimits, GuardMemory
+from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
+from controlplane.domain.placement import FleetPlacement, PlacedSegment, WarmGpus
+from controlplane.domain.planner import plan
+
+T0 = datetime(2026, 1, 5, tzinfo=UTC)
+LIMITS = GuardLimits(max_step=4, stabilization_s=300)
+POOLS = (PoolSpec("a100", "A100-80GB", 8, 0, 4, 5.0), PoolSpec("l4", "L4", 4, 1, 8, 0.8))
+
+
+def _observed(a100_nodes: int, l4_nodes: int, replicas: int) -> ObservedState:
+    return ObservedState(T0, (ObservedPool("a100", "A100-80GB", 8, a100_nodes, 0, a100_nodes),
+                              ObservedPool("l4", "L4", 4, l4_nodes, 0, l4_nodes)), (),
+                         (ObservedModel("m", replicas, 0, replicas, 10.0, 10.0),))
+
+
+def test_desired_state_rounds_placed_and_warm_gpus_up_to_whole_nodes() -> None:
+    segments = tuple(PlacedSegment("m", f"A100-80GB-{i}", "A100-80GB", "mig", "3g.40gb", 4, 3, 40)
+                     for i in range(9))
+    placement = FleetPlacement(1, segments, (("A100-80GB", tuple(s.gpu_id for s in segments)),),
+                               (WarmGpus("A100-80GB", 2, "p90"),), 46.0, ())
+    desired = desired_state(placement, POOLS, (Demand("m", 300, 200, 250, "forecast_p90"),))
+    assert desired.pools[0] == DesiredTarget("a100", 2, "placement_9_gpus_warm_2")
+    assert desired.pools[1].value == 1  # min_nodes holds an empty pool
+    assert desired.replicas[0] == DesiredTarget("m", 9, "forecast_p90")
+
+
+def test_plan_orders_pool_scale_up_before_replicas() -> None:
+    desired = DesiredState((DesiredTarget("a100", 2, "r"), DesiredTarget("l4", 1, "r")),
+                           (DesiredTarget("m", 6, "r"),))
+    made, _ = plan(_observed(0, 1, 2), desired, GuardMemory(), LIMITS, LIMITS, T0)
+    assert made.actions == (ScaleNodePool("a100", 0, 2, "r"), SetReplicas("m", 2, 6, "r"))
+
+
+def test_plan_is_a_noop_once_the_world_matches_the_desired_state() -> None:
+    desired = DesiredState((DesiredTarget("a100", 2, "r"), DesiredTarget("l4", 1, "r")),
+                           (DesiredTarget("m", 6, "r"),))
+    first, memory = plan(_observed(0, 1, 2), desired, GuardMemory(), LIMITS, LIMITS, T0)
+    assert not first.is_noop
+    second, _ = plan(_observed(2, 1, 6), desired, memory, LIMITS, LIMITS, T0)
+    assert second.is_noop and second.render() == "no changes"
+
+
+def test_scale_down_of_a_pool_is_held_and_reported_as_skipped() -> None:
+    desired = DesiredState((DesiredTarget("a100", 1, "r"), DesiredTarget("l4", 1, "r")), ())
+    _, memory = plan(_observed(3, 1, 0), DesiredState((DesiredTarget("a100", 3, "r"),), ()),
+                     GuardMemory(), LIMITS, LIMITS, T0)
+    made, _ = plan(_observed(3, 1, 0), desired, memory, LIMITS, LIMITS, T0)
+    assert made.is_noop
+    assert [s.reason for s in made.skipped] == ["scale_down_stabilization"]
+    assert "skip a100 wanted 1, kept 3" in made.render()

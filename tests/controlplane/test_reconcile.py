@@ -1,0 +1,63 @@
+"""The reconcile tick end to end: real core, simulated fleet, in-process placement, SQLite store."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from controlplane.domain.errors import TransientError
+from controlplane.domain.observed import ObservedState
+from controlplane.domain.tick import TickStatus
+from controlplane.reconcile import SOURCE_UNREACHABLE, ReconcileDeps, reconcile_once
+from controlplane.runtime import SimRuntime
+from controlplane.settings import load_settings
+from controlplane.store import Store
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+
+class UnreachableReader:
+    def snapshot(self) -> ObservedState:
+        raise TransientError("apiserver: connection refused")
+
+
+def _runtime(url: str, dry_run: bool = False) -> SimRuntime:
+    settings = load_settings(db={"url": url}, safety={"dry_run": dry_run},
+                             sim={"history_s": 6 * 3600})
+    return SimRuntime.open(settings, Store.open(url, migrate=True), T0)
+
+
+def test_three_simulated_hours_serve_the_demand_and_record_every_tick(sqlite_url: str) -> None:
+    runtime = _runtime(sqlite_url)
+    runtime.advance(3 * 3600)
+    counts = runtime.store.counts()
+    assert counts["ticks"] == runtime.ticks == 3 * 3600 // 30
+    assert counts["plans"] == counts["ticks"] and counts["placements"] > 0
+    assert runtime.tally.served_share > 0.95
+    assert runtime.cluster.snapshot().gpus_ready() > 0
+
+
+def test_a_second_tick_on_an_unchanged_world_plans_nothing(sqlite_url: str) -> None:
+    runtime = _runtime(sqlite_url)
+    runtime.advance(3600)
+    first = runtime.tick()
+    second = runtime.tick()
+    assert first.plan is not None and second.plan is not None
+    assert second.plan.is_noop, second.plan.render()
+
+
+def test_dry_run_records_plans_but_leaves_the_fleet_untouched(sqlite_url: str) -> None:
+    runtime = _runtime(sqlite_url, dry_run=True)
+    report = runtime.tick()
+    assert report.status is TickStatus.DRY_RUN and report.plan is not None
+    assert report.plan.actions and not report.outcomes
+    assert runtime.cluster.snapshot().gpus_ready() == 0
+    assert runtime.store.counts()["plans"] == 1
+
+
+def test_an_unreachable_cluster_skips_the_tick_with_a_reason(sqlite_url: str) -> None:
+    runtime = _runtime(sqlite_url)
+    deps = ReconcileDeps(runtime.clock, UnreachableReader(), runtime.cluster, runtime.cluster,
+                         runtime.deps.placement, runtime.store, runtime.store)
+    report = reconcile_once(deps, runtime.config)
+    assert report.status is TickStatus.SKIPPED and report.reason == SOURCE_UNREACHABLE
+    assert runtime.store.counts()["ticks"] == 1 and runtime.store.counts()["plans"] == 0

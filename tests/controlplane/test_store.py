@@ -1,0 +1,93 @@
+"""The store on SQLite and PostgreSQL: migrations up and down, and round trips of every record."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import inspect
+
+from controlplane.domain.actions import ActionOutcome, ScaleNodePool, SetReplicas, SkippedAction
+from controlplane.domain.demand import Demand
+from controlplane.domain.guards import GuardMemory, Recommendation
+from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
+from controlplane.domain.placement import FleetPlacement, PlacedSegment, WarmGpus
+from controlplane.domain.plan import Plan
+from controlplane.domain.tick import TickReport, TickStatus
+from controlplane.sim.catalog import DEMO_MODELS
+from controlplane.store import Store, StoreUnavailable, downgrade, upgrade
+from forecaster.types import Forecast
+
+T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+TABLES = {"models", "nodes", "gpus", "observations", "forecasts", "ticks", "plans", "actions",
+          "outcomes", "placements", "gpu_prices"}
+
+
+def _report() -> TickReport:
+    observed = ObservedState(T0, (ObservedPool("l4", "L4", 4, 1, 1, 2),), (),
+                             (ObservedModel("bert-embed", 2, 1, 3, 500.0, 600.0),))
+    placement = FleetPlacement(
+        revision=7,
+        segments=(PlacedSegment("bert-embed", "L4-0", "L4", "exclusive", "", 0, 0, 300.0),),
+        gpu_ids_by_product=(("L4", ("L4-0",)),), warm_pools=(WarmGpus("L4", 1, "p90"),),
+        cost_per_hour=1.6, unplaced=())
+    plan = Plan(T0, (ScaleNodePool("l4", 1, 2, "placement"), SetReplicas("bert-embed", 2, 3, "p90")),
+                (SkippedAction("l4", 5, 2, "max_step"),))
+    memory = GuardMemory((("pool/l4", (Recommendation(T0, 2),)),))
+    return TickReport(T0, T0 + timedelta(seconds=1), TickStatus.APPLIED, "", observed,
+                      (Demand("bert-embed", 600.0, 500.0, 480.0, "forecast_p90"),), placement, plan,
+                      (ActionOutcome("l4", True, "ok"), ActionOutcome("bert-embed", True, "ok")),
+                      memory)
+
+
+def test_migrations_create_every_table_and_downgrade_removes_them(store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    assert TABLES <= set(inspect(store.engine).get_table_names())
+    downgrade(store.engine, "base")
+    assert not TABLES & set(inspect(store.engine).get_table_names())
+    upgrade(store.engine)
+    assert TABLES <= set(inspect(store.engine).get_table_names())
+
+
+def test_tick_report_lands_whole_with_plan_actions_outcomes_and_placements(store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    tick_id = store.save_tick(_report())
+    assert tick_id >= 1
+    counts = store.counts()
+    assert counts["ticks"] == 1 and counts["plans"] == 1 and counts["placements"] == 1
+    assert counts["actions"] == 3  # two actions + one skipped change
+    assert store.last_guard_memory().for_target("pool/l4") == (Recommendation(T0, 2),)
+    assert store.last_observed() == _report().observed
+    assert store.last_tick_at() == T0
+
+
+def test_models_and_forecasts_round_trip(store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    store.upsert_models(DEMO_MODELS)
+    store.upsert_models(DEMO_MODELS)  # idempotent
+    assert store.model_specs() == sorted(DEMO_MODELS, key=lambda s: s.name)
+    older = Forecast("bert-embed", T0, 60, (1.0, 2.0), (1.5, 2.5), "persistence")
+    newer = Forecast("bert-embed", T0 + timedelta(minutes=5), 60, (3.0,), (4.0,), "hybrid",
+                     "short_history", 0.12)
+    store.save_forecasts([older], computed_at=T0)
+    store.save_forecasts([newer], computed_at=T0 + timedelta(minutes=5))
+    assert store.latest_forecasts() == {"bert-embed": newer}
+
+
+def test_rate_history_averages_per_step_and_marks_gaps_as_missing(store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    store.save_observations([("m", T0, 10.0), ("m", T0 + timedelta(seconds=30), 20.0),
+                             ("m", T0 + timedelta(minutes=2), 40.0), ("other", T0, 99.0)])
+    series = store.rate_history("m", T0, T0 + timedelta(minutes=3), 60)
+    assert series.values[0] == 15.0
+    assert math.isnan(series.values[1])
+    assert series.values[2] == 40.0
+    assert series.start_at == T0
+
+
+def test_unreachable_database_names_the_url_without_password() -> None:
+    with pytest.raises(StoreUnavailable) as caught:
+        Store.open("postgresql://alice:secret@127.0.0.1:1/nowhere", connect_timeout_s=1)
+    assert "postgresql+psycopg://alice@127.0.0.1:1/nowhere" in str(caught.value)
+    assert "secret" not in str(caught.value)
