@@ -65,7 +65,7 @@ class Demo:
 
     # -- services ----------------------------------------------------------------------------
     def start_grpc(self) -> str:
-        host, _, port = self.settings.placement.listen.rpartition(":")
+        host, _, _port = self.settings.placement.listen.rpartition(":")
         try:
             self.server, bound = create_server(self.settings.placement.listen, self.engine)
         except RuntimeError:  # port taken: take a free one rather than fail the demo
@@ -100,9 +100,12 @@ class Demo:
         """Pace virtual time at ``speed`` x wall time with APScheduler jobs until stopped."""
         runtime = self.runtime
         sim_step_wall_s = 0.5
-        jobs = {
-            "sim.advance": (lambda: (runtime.advance(speed * sim_step_wall_s, run_jobs=False),
-                                     self._track_peak()), sim_step_wall_s),
+        def advance_sim() -> None:
+            runtime.advance(speed * sim_step_wall_s, run_jobs=False)
+            self._track_peak()
+
+        jobs: dict[str, tuple[Callable[[], object], float]] = {
+            "sim.advance": (advance_sim, sim_step_wall_s),
             "forecast": (runtime.refresh_forecasts, self.settings.forecast.interval_s / speed),
             "reconcile": (runtime.tick, self.settings.reconcile.interval_s / speed),
         }

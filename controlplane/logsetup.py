@@ -27,8 +27,8 @@ class JsonFormatter(logging.Formatter):
 def setup_logging(level: int = logging.INFO, log_file: Path | None = None) -> None:
     """JSON events to ``log_file`` (or stderr); silence chatty third-party loggers in one place."""
     root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
+    for existing in list(root.handlers):
+        root.removeHandler(existing)
     handler: logging.Handler
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)

@@ -28,10 +28,7 @@ def run_serve(settings: Settings, console: Console) -> None:
     store = Store.open(settings.db.url, settings.db.connect_timeout_s, migrate=True)
     engine = PlacementEngine()
     if settings.backend != "sim":
-        from controlplane.serve_k8s import run_serve_k8s
-
-        run_serve_k8s(settings, store, engine, console)
-        return
+        raise ServeError(f"backend {settings.backend}: no actuation adapters are wired yet")
     from controlplane.adapters.clock import WallClock
 
     runtime = SimRuntime.open(settings, store, WallClock().now(), engine)

@@ -59,7 +59,7 @@ def plan_request(demands: Sequence[Demand], specs: Sequence[ModelSpec],
 
 
 def placement_from(plan: pb.FleetPlan) -> FleetPlacement:
-    segments = []
+    segments: list[PlacedSegment] = []
     ids: dict[str, list[str]] = {}
     for gpu in plan.gpus:
         if gpu.segments:

@@ -9,7 +9,7 @@ import os
 import signal
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -17,8 +17,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from controlplane.adapters.clock import WallClock
 from controlplane.cli.placement import app as placement_app
 from controlplane.logsetup import setup_logging
+from controlplane.serve import ServeError
 from controlplane.settings import ConfigError, Settings, load_settings
 from controlplane.store import Store, StoreUnavailable, downgrade, upgrade
 
@@ -38,7 +40,7 @@ class UsageError(Exception):
 
 
 def _wall_now() -> datetime:
-    return datetime.now(UTC)
+    return WallClock().now()
 
 
 def _settings(config: Path | None, **overrides: object) -> Settings:
@@ -144,7 +146,8 @@ def _run_live(runner: object, speed: float, minutes: float | None, quiet: bool) 
 @app.command()
 def serve(
     config: Annotated[Path, typer.Option("--config", "-c", help="YAML settings file")],
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="plan and record, never apply")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run",
+                                          help="plan and record, never apply")] = False,
 ) -> None:
     """Production: reconcile jobs + gRPC placement API against the configured backend."""
     from controlplane.serve import run_serve
@@ -177,6 +180,6 @@ def main() -> None:
     """Console-script entry: map expected errors to one line and exit code 2."""
     try:
         app()
-    except (ConfigError, StoreUnavailable, UsageError) as error:
+    except (ConfigError, StoreUnavailable, UsageError, ServeError) as error:
         console.print(f"[red]error:[/] {error}", highlight=False, soft_wrap=True)
         sys.exit(2)

@@ -1,8 +1,9 @@
-"""SimCluster: a behavioural model of a GPU cluster (ClusterReader + node-pool and replica actuators).
+"""SimCluster: a behavioural model of a GPU cluster (reader + node-pool and replica actuators).
 
-Nodes take a sampled provisioning time before they are ready; a replica needs a GPU share on a ready
-node of its product, then a sampled cold start (image pull on a node that never ran the model, weight
-load, warm-up; a few seconds on a node that already has image and weights). Every node is billed
+Nodes take a sampled provisioning time before they are ready; a replica needs a GPU share on a
+ready node of its product, then a sampled cold start (image pull on a node that never ran the
+model, weight load, warm-up; a few seconds on a node that already has image and weights). Every
+node is billed
 from the moment it is requested. Time only moves through ``step(now)``.
 """
 
@@ -28,7 +29,8 @@ from controlplane.settings import SimSettings
 
 GPU_FACTS: dict[str, tuple[int, bool]] = {  # product -> (memory MiB, MIG-capable)
     "A100-80GB": (81920, True), "A100-40GB": (40960, True), "H100-80GB": (81559, True),
-    "H200-141GB": (143771, True), "L4": (23034, False), "L40S": (46068, False), "T4": (15360, False),
+    "H200-141GB": (143771, True), "L4": (23034, False), "L40S": (46068, False),
+    "T4": (15360, False),
 }
 
 
@@ -131,11 +133,12 @@ class SimCluster:
             self._settings.weight_load_s) + self._sample(self._settings.warmup_s))
 
     def step(self, now: datetime) -> None:
-        """Advance the world to ``now``: bill nodes, finish provisioning, bind and start replicas."""
+        """Advance to ``now``: bill nodes, finish provisioning, bind and start replicas."""
         with self._lock:
             dt_s = max(0.0, (now - self._now).total_seconds())
             for node in self._nodes:
-                self._gpu_seconds_by_pool[node.pool] += dt_s * self._pools[node.pool].gpus_per_node
+                gpus = self._pools[node.pool].gpus_per_node
+                self._gpu_seconds_by_pool[node.pool] += dt_s * gpus
             self._now = now
             self._bind_pending()
 

@@ -30,9 +30,11 @@ def observed_to_json(observed: ObservedState) -> str:
 
 def observed_from_json(text: str) -> ObservedState:
     raw: dict[str, Any] = json.loads(text)
+    def gpu(g: dict[str, Any]) -> ObservedGpu:
+        return ObservedGpu(**{**g, "mig_layout": tuple(g["mig_layout"])})
+
     nodes = tuple(
-        ObservedNode(**{**n, "gpus": tuple(ObservedGpu(**{**g, "mig_layout": tuple(g["mig_layout"])})
-                                           for g in n["gpus"]),
+        ObservedNode(**{**n, "gpus": tuple(gpu(g) for g in n["gpus"]),
                         "labels": tuple(tuple(kv) for kv in n.get("labels", ()))})
         for n in raw["nodes"]
     )

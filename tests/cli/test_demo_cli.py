@@ -70,7 +70,7 @@ def _wait_for(predicate: object, timeout_s: float) -> None:
         try:
             if predicate():  # type: ignore[operator]
                 return
-        except Exception:  # noqa: BLE001 - the service may not be up yet
+        except Exception:
             pass
         time.sleep(0.3)
     raise AssertionError(f"condition not met within {timeout_s} s")

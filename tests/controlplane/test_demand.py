@@ -1,4 +1,4 @@
-"""Demand: forecast p90 over the lookahead, never below the observed load; stale forecasts fall back."""
+"""Demand: forecast p90 over the lookahead, never below the observed load; stale ones fall back."""
 
 from __future__ import annotations
 

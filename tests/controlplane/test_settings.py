@@ -41,5 +41,5 @@ def test_bad_configuration_is_one_line_naming_the_field(tmp_path: Path, yaml_tex
 
 
 def test_a_missing_config_file_is_named() -> None:
-    with pytest.raises(ConfigError, match="nope.yaml: no such config file"):
+    with pytest.raises(ConfigError, match=r"nope\.yaml: no such config file"):
         load_settings(Path("/nonexistent/nope.yaml"))
