@@ -3,35 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import socket
 import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import grpc
 import pytest
+from clihelpers import HEADROOM, _env, _free_port, _wait_for
 
 from controlplane.store import Store
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
-
-HEADROOM = [sys.executable, "-c", "from controlplane.cli import main; main()"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_")}
-    env["HEADROOM_PLACEMENT__LISTEN"] = f"127.0.0.1:{_free_port()}"
-    return {**env, **extra}
 
 
 def test_scripted_demo_prints_one_json_summary_with_ticks_and_placements(tmp_path: Path) -> None:
@@ -62,18 +45,6 @@ def test_bad_configuration_exits_2_with_one_line_and_no_traceback(
     assert done.returncode == 2
     assert expected in done.stderr.replace("\n", "")
     assert "Traceback" not in done.stderr and done.stdout == ""
-
-
-def _wait_for(predicate: object, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if predicate():  # type: ignore[operator]
-                return
-        except Exception:
-            pass
-        time.sleep(0.3)
-    raise AssertionError(f"condition not met within {timeout_s} s")
 
 
 def test_kill_9_then_restart_resumes_with_earlier_decisions_visible(tmp_path: Path) -> None:

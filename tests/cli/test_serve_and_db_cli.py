@@ -1,0 +1,72 @@
+"""`headroom serve` and `headroom db` as an operator runs them."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import grpc
+from clihelpers import HEADROOM, _env, _free_port, _wait_for
+from sqlalchemy import create_engine, inspect
+
+from protos.headroom.v1 import placement_pb2 as pb
+from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
+
+
+def test_db_upgrade_then_downgrade_on_postgresql(tmp_path: Path, postgres_url: str) -> None:
+    env = _env(HEADROOM_DB__URL=postgres_url)
+    up = subprocess.run([*HEADROOM, "db", "upgrade"], env=env, capture_output=True, text=True,
+                        timeout=120)
+    assert up.returncode == 0, up.stderr
+    engine = create_engine(postgres_url)
+    assert {"ticks", "plans", "forecasts"} <= set(inspect(engine).get_table_names())
+    down = subprocess.run([*HEADROOM, "db", "downgrade", "base"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert down.returncode == 0, down.stderr
+    assert "ticks" not in set(inspect(engine).get_table_names())
+    engine.dispose()
+
+
+def test_serve_with_the_sim_backend_runs_ticks_serves_grpc_and_stops_on_sigterm(
+        tmp_path: Path) -> None:
+    port = _free_port()
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f"backend: sim\ndb:\n  url: sqlite:///{tmp_path / 'serve.db'}\n"
+                      f"placement:\n  listen: 127.0.0.1:{port}\nreconcile:\n  interval_s: 1\n"
+                      "  max_staleness_s: 30\nsim:\n  history_s: 3600\n")
+    env = _env(HEADROOM_PLACEMENT__LISTEN=f"127.0.0.1:{port}")  # the env beats the YAML file
+    proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(config)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stub = pb_grpc.PlacementStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+        _wait_for(lambda: stub.GetPlan(pb.GetPlanRequest(), timeout=2).revision >= 1, 60)
+        assert stub.GetPlan(pb.GetPlanRequest(), timeout=2).gpus
+    finally:
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr
+
+
+def test_serve_dry_run_records_plans_without_applying(tmp_path: Path) -> None:
+    from controlplane.store import Store
+
+    port = _free_port()
+    db = tmp_path / "dry.db"
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f"db:\n  url: sqlite:///{db}\nplacement:\n  listen: 127.0.0.1:{port}\n"
+                      "reconcile:\n  interval_s: 1\n  max_staleness_s: 30\n"
+                      "sim:\n  history_s: 3600\n")
+    proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(config), "--dry-run"],
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: db.exists() and Store.open(f"sqlite:///{db}").counts()["plans"] >= 2, 60)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    store = Store.open(f"sqlite:///{db}")
+    observed = store.last_observed()
+    assert observed is not None and observed.gpus_ready() == 0  # nothing was applied
