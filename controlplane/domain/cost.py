@@ -1,0 +1,270 @@
+"""Cost model (pure): GPU prices, each GPU's price split by slice share to models and tenants,
+idle vs warm-pool vs serving dollars, accrual over time, daily totals and cost per 1M requests.
+
+Convention (stated in the UI): a MIG slice costs ``compute slices / total compute slices`` of its
+GPU (g/7 on A100/H100/H200-class parts, g/4 on 4-slice parts). Segments without a MIG slice (a
+whole GPU, MPS shares, time-slices) split what is left of the GPU evenly, the way the device plugin
+splits MPS and time-sliced GPUs evenly. Any part of a billed GPU that no segment holds is idle,
+unless the plan holds that GPU as warm pool.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+DEFAULT_COMPUTE_SLICES = 7
+COMPUTE_SLICES: Mapping[str, int] = {"A30-24GB": 4, "A30": 4, "RTX-PRO-6000": 4}
+
+
+class CostCategory(StrEnum):
+    SERVING = "serving"
+    WARM = "warm"
+    IDLE = "idle"
+
+
+IDLE_MODEL = "__idle__"  # OpenCost's name for unallocated capacity
+WARM_MODEL = "__warm__"
+
+
+class PriceError(ValueError):
+    """A price that cannot be used; the message names the product and the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuPrice:
+    product: str
+    usd_per_gpu_hour: float
+    source: str
+    as_of: str
+
+    def __post_init__(self) -> None:
+        if not self.product:
+            raise PriceError("gpu price: product must not be empty")
+        if not math.isfinite(self.usd_per_gpu_hour) or self.usd_per_gpu_hour < 0:
+            raise PriceError(f"gpu price {self.product}: usd_per_gpu_hour must be a finite "
+                             f"number >= 0, got {self.usd_per_gpu_hour!r}")
+
+
+_REF = "REFERENCE.md §10.1"
+DEFAULT_PRICES: tuple[GpuPrice, ...] = (
+    GpuPrice("T4", 0.53, f"{_REF}: AWS g4dn.xlarge on-demand (from memory, re-check)", "2024-25"),
+    GpuPrice("A10G", 1.006, f"{_REF}: AWS g5.xlarge on-demand", "2026"),
+    GpuPrice("L4", 0.80, f"{_REF}: AWS g6.xlarge on-demand (from memory, re-check)", "2024-25"),
+    GpuPrice("L40S", 1.86, f"{_REF}: AWS g6e.xlarge on-demand (from memory, re-check)", "2024-25"),
+    GpuPrice("A100-40GB", 4.10, f"{_REF}: AWS p4d.24xlarge / 8, before the 2025 cut", "2024-25"),
+    GpuPrice("A100-80GB", 5.12, f"{_REF}: AWS p4de.24xlarge / 8 on-demand", "2024-25"),
+    GpuPrice("H100-80GB", 6.88, f"{_REF}: AWS p5.48xlarge / 8 after the June 2025 cut", "2025-06"),
+    GpuPrice("H200-141GB", 5.408, f"{_REF}: AWS EC2 Capacity Blocks (p5e)", "2025"),
+)
+FALLBACK_USD_PER_GPU_HOUR = 0.95
+FALLBACK_SOURCE = "OpenCost custom-pricing default GPU price (REFERENCE.md §10.2)"
+
+
+@dataclass(frozen=True, slots=True)
+class PriceTable:
+    """Prices per GPU product; later entries override earlier ones (defaults < configured)."""
+
+    prices: tuple[GpuPrice, ...] = DEFAULT_PRICES
+
+    def with_overrides(self, overrides: Iterable[GpuPrice]) -> PriceTable:
+        merged = {p.product: p for p in self.prices}
+        merged.update({p.product: p for p in overrides})
+        return PriceTable(tuple(merged.values()))
+
+    def price_of(self, product: str) -> GpuPrice:
+        """The product's price, or OpenCost's default GPU price marked as a fallback."""
+        for price in reversed(self.prices):
+            if price.product == product:
+                return price
+        return GpuPrice(product, FALLBACK_USD_PER_GPU_HOUR, FALLBACK_SOURCE, "2024-10")
+
+
+@dataclass(frozen=True, slots=True)
+class SliceUse:
+    """One placed segment (replica) on a GPU; ``compute_slices`` 0 = no MIG slice."""
+
+    model: str
+    tenant: str
+    compute_slices: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUsage:
+    """What a GPU holds; ``gpus`` counts identical GPUs (same product and layout)."""
+
+    product: str
+    segments: tuple[SliceUse, ...]
+    gpus: int = 1
+
+
+def total_compute_slices(product: str) -> int:
+    return COMPUTE_SLICES.get(product, DEFAULT_COMPUTE_SLICES)
+
+
+def slice_shares(segments: Sequence[SliceUse], total_slices: int) -> tuple[float, ...]:
+    """Fraction of one GPU each segment holds. Shares are >= 0 and sum to at most 1: MIG slices
+    at g/total (scaled down if an invalid layout claims more than the GPU), the rest split evenly
+    among the segments without a MIG slice."""
+    mig = [max(0, s.compute_slices) / total_slices for s in segments]
+    mig_sum = sum(mig)
+    scale = 1.0 / mig_sum if mig_sum > 1.0 else 1.0
+    whole = sum(1 for s in segments if s.compute_slices <= 0)
+    rest_each = max(0.0, 1.0 - mig_sum * scale) / whole if whole else 0.0
+    return tuple(m * scale if s.compute_slices > 0 else rest_each
+                 for s, m in zip(segments, mig, strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class CostLine:
+    """Dollars per hour of one (category, product, tenant, model) at one instant."""
+
+    category: CostCategory
+    product: str
+    tenant: str
+    model: str
+    gpus: float  # GPU-equivalents
+    usd_per_hour: float
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSnapshot:
+    """The fleet at one instant: GPUs billed and warm per product, and what the plan placed."""
+
+    at: datetime
+    billed_gpus: Mapping[str, int]
+    warm_gpus: Mapping[str, int]
+    placed: tuple[GpuUsage, ...]
+
+
+def _merge(lines: Iterable[CostLine]) -> tuple[CostLine, ...]:
+    gpus: dict[tuple[CostCategory, str, str, str], float] = defaultdict(float)
+    usd: dict[tuple[CostCategory, str, str, str], float] = defaultdict(float)
+    for line in lines:
+        key = (line.category, line.product, line.tenant, line.model)
+        gpus[key] += line.gpus
+        usd[key] += line.usd_per_hour
+    return tuple(CostLine(*key, gpus[key], usd[key]) for key in sorted(gpus))
+
+
+def split_gpu(usage: GpuUsage, price: GpuPrice) -> tuple[CostLine, ...]:
+    """The price of ``usage.gpus`` identical GPUs split into serving lines and the idle rest."""
+    shares = slice_shares(usage.segments, total_compute_slices(usage.product))
+    rate = price.usd_per_gpu_hour * usage.gpus
+    lines = [CostLine(CostCategory.SERVING, usage.product, seg.tenant, seg.model,
+                      share * usage.gpus, share * rate)
+             for seg, share in zip(usage.segments, shares, strict=True)]
+    idle = max(0.0, 1.0 - sum(shares))
+    if idle > 1e-12:
+        lines.append(CostLine(CostCategory.IDLE, usage.product, IDLE_MODEL, IDLE_MODEL,
+                              idle * usage.gpus, idle * rate))
+    return tuple(lines)
+
+
+def fleet_cost_rate(snapshot: FleetSnapshot, prices: PriceTable) -> tuple[CostLine, ...]:
+    """Every billed GPU's $/h, split into serving (by slice share), warm pool and idle.
+
+    A product's cost basis is max(billed, placed) GPUs: a plan never places on GPUs nobody pays
+    for, so a larger placed count means the billing snapshot lags. Warm GPUs come out of the
+    unplaced ones; whatever is neither placed nor warm is idle."""
+    lines: list[CostLine] = []
+    placed_count: dict[str, int] = defaultdict(int)
+    for usage in snapshot.placed:
+        placed_count[usage.product] += usage.gpus
+        lines.extend(split_gpu(usage, prices.price_of(usage.product)))
+    products = set(snapshot.billed_gpus) | set(placed_count) | set(snapshot.warm_gpus)
+    for product in sorted(products):
+        unplaced = max(0, max(snapshot.billed_gpus.get(product, 0), placed_count[product])
+                       - placed_count[product])
+        warm = min(unplaced, max(0, snapshot.warm_gpus.get(product, 0)))
+        rate = prices.price_of(product).usd_per_gpu_hour
+        if warm:
+            lines.append(CostLine(CostCategory.WARM, product, WARM_MODEL, WARM_MODEL,
+                                  float(warm), warm * rate))
+        if unplaced - warm:
+            lines.append(CostLine(CostCategory.IDLE, product, IDLE_MODEL, IDLE_MODEL,
+                                  float(unplaced - warm), (unplaced - warm) * rate))
+    return _merge(lines)
+
+
+def attribute_warm(total_warm: int, unplaced: Mapping[str, int]) -> dict[str, int]:
+    """Spread a plan's warm-pool GPU count over products with unplaced GPUs, in proportion to
+    them (largest remainder; ties by product name). Used when only the total is recorded."""
+    capacity = {p: n for p, n in unplaced.items() if n > 0}
+    pool = sum(capacity.values())
+    if total_warm <= 0 or pool <= 0:
+        return {}
+    take = min(total_warm, pool)
+    exact = {p: take * n / pool for p, n in capacity.items()}
+    out = {p: math.floor(x) for p, x in exact.items()}
+    order = sorted(capacity, key=lambda p: (-(exact[p] - out[p]), p))
+    for product in order[: take - sum(out.values())]:
+        out[product] += 1
+    return {p: n for p, n in out.items() if n}
+
+
+def billed_rate(snapshot: FleetSnapshot, prices: PriceTable) -> float:
+    """$/h of the GPUs the fleet pays for (what ``fleet_cost_rate`` lines must sum to)."""
+    placed: dict[str, int] = defaultdict(int)
+    for usage in snapshot.placed:
+        placed[usage.product] += usage.gpus
+    products = set(snapshot.billed_gpus) | set(placed)
+    return sum(prices.price_of(p).usd_per_gpu_hour
+               * max(snapshot.billed_gpus.get(p, 0), placed[p]) for p in products)
+
+
+@dataclass(frozen=True, slots=True)
+class CostAccrual:
+    """Dollars and GPU-hours of one cost line accrued within one UTC day."""
+
+    day: str  # YYYY-MM-DD (UTC)
+    start_at: datetime
+    end_at: datetime
+    category: CostCategory
+    product: str
+    tenant: str
+    model: str
+    gpu_hours: float
+    usd: float
+
+
+def _day_pieces(start_at: datetime, end_at: datetime) -> Iterable[tuple[datetime, datetime]]:
+    cursor = start_at
+    while cursor < end_at:
+        midnight = (cursor + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+        piece_end = min(end_at, midnight)
+        yield cursor, piece_end
+        cursor = piece_end
+
+
+def accrue(samples: Sequence[tuple[datetime, Sequence[CostLine]]],
+           until_at: datetime) -> tuple[CostAccrual, ...]:
+    """Integrate step-wise rates: each sample's lines hold until the next sample (the last one
+    until ``until_at``); results are split at UTC midnight and summed per day and line."""
+    ordered = sorted(samples, key=lambda s: s[0])
+    totals: dict[tuple[str, CostCategory, str, str, str], list[float]] = {}
+    spans: dict[str, list[datetime]] = {}
+    for i, (at, lines) in enumerate(ordered):
+        end_at = ordered[i + 1][0] if i + 1 < len(ordered) else until_at
+        for piece_start, piece_end in _day_pieces(at, end_at):
+            day = piece_start.date().isoformat()
+            span = spans.setdefault(day, [piece_start, piece_end])
+            span[0], span[1] = min(span[0], piece_start), max(span[1], piece_end)
+            hours = (piece_end - piece_start).total_seconds() / 3600
+            for line in lines:
+                acc = totals.setdefault((day, line.category, line.product, line.tenant,
+                                         line.model), [0.0, 0.0])
+                acc[0] += line.gpus * hours
+                acc[1] += line.usd_per_hour * hours
+    return tuple(CostAccrual(day, spans[day][0], spans[day][1], category, product, tenant, model,
+                             acc[0], acc[1])
+                 for (day, category, product, tenant, model), acc in sorted(totals.items()))
+
+
+def cost_per_million(usd: float, requests: float) -> float | None:
+    """Dollars per 1M requests, or None when nothing was served."""
+    return usd / requests * 1e6 if requests > 0 else None
