@@ -1,0 +1,129 @@
+"""Showback CSV in OpenCost's allocation export layout (``pkg/costmodel/csv_export.go``): the
+same leading columns (Date, Namespace, ControllerKind, ControllerName, Pod, Container, Labels,
+usage averages, GPUs, costs, TotalCost) so the file merges with an OpenCost export, then
+Headroom's own columns (GPUHours, GPUProduct, Category, Requests, CostPer1MRequests).
+
+Mapping: a serving line is namespace = tenant, controller = the model's deployment; warm-pool GPUs
+are placeholder capacity in Headroom's namespace (``warm-pool-<product>``); idle GPUs are
+OpenCost's ``__idle__``. Labels carry ``headroom_io_*`` keys in OpenCost's sanitised form.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import Engine
+
+from controlplane import cost_reader
+from controlplane.domain.cost import (
+    IDLE_MODEL,
+    CostAccrual,
+    CostCategory,
+    PriceTable,
+    accrue,
+    cost_per_million,
+    fleet_cost_rate,
+)
+
+OPENCOST_COLUMNS = (
+    "Date", "Namespace", "ControllerKind", "ControllerName", "Pod", "Container", "Labels",
+    "CPUCoreUsageAverage", "CPUCoreRequestAverage", "RAMBytesUsageAverage",
+    "RAMBytesRequestAverage", "NetworkReceiveBytes", "NetworkTransferBytes", "GPUs", "PVBytes",
+    "CPUCost", "RAMCost", "NetworkCost", "PVCost", "GPUCost", "TotalCost",
+)
+HEADROOM_COLUMNS = ("GPUHours", "GPUProduct", "Category", "Requests", "CostPer1MRequests")
+COLUMNS = OPENCOST_COLUMNS + HEADROOM_COLUMNS
+_ZERO_COLUMNS = (*OPENCOST_COLUMNS[7:13], "PVBytes", "CPUCost", "RAMCost", "NetworkCost",
+                 "PVCost")
+
+
+def _fmt(value: float) -> str:
+    return repr(round(value, 6))
+
+
+def allocation_identity(accrual: CostAccrual, warm_namespace: str) -> tuple[str, str, str]:
+    """(Namespace, ControllerKind, ControllerName) of a cost line, OpenCost-style."""
+    if accrual.category is CostCategory.SERVING:
+        return accrual.tenant, "deployment", accrual.model
+    if accrual.category is CostCategory.WARM:
+        return warm_namespace, "deployment", f"warm-pool-{accrual.product.lower()}"
+    return IDLE_MODEL, "", IDLE_MODEL
+
+
+def opencost_rows(accruals: Sequence[CostAccrual], requests: Mapping[tuple[str, str], float],
+                  warm_namespace: str = "headroom") -> list[dict[str, str]]:
+    """One row per day and cost line; ``requests`` maps (day, model) to requests served."""
+    rows = []
+    for a in accruals:
+        namespace, kind, controller = allocation_identity(a, warm_namespace)
+        hours = (a.end_at - a.start_at).total_seconds() / 3600
+        labels = {"headroom_io_category": a.category.value, "headroom_io_gpu_product": a.product}
+        served: float | None = None
+        if a.category is CostCategory.SERVING:
+            labels |= {"app": a.model, "headroom_io_model": a.model, "headroom_io_tenant": a.tenant}
+            served = requests.get((a.day, a.model))
+        per_million = cost_per_million(a.usd, served) if served is not None else None
+        row = dict.fromkeys(_ZERO_COLUMNS, "0")
+        row |= {
+            "Date": a.day, "Namespace": namespace, "ControllerKind": kind,
+            "ControllerName": controller, "Pod": "", "Container": "",
+            "Labels": json.dumps(labels, sort_keys=True, separators=(",", ":")),
+            "GPUs": _fmt(a.gpu_hours / hours if hours > 0 else 0.0),
+            "GPUCost": _fmt(a.usd), "TotalCost": _fmt(a.usd),
+            "GPUHours": _fmt(a.gpu_hours), "GPUProduct": a.product, "Category": a.category.value,
+            "Requests": "" if served is None else _fmt(served),
+            "CostPer1MRequests": "" if per_million is None else _fmt(per_million),
+        }
+        rows.append(row)
+    return rows
+
+
+def csv_text(rows: Iterable[Mapping[str, str]]) -> str:
+    """The rows as CSV text with the OpenCost + Headroom header."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def write_csv(rows: Sequence[Mapping[str, str]], path: Path) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(csv_text(rows), encoding="utf-8")
+    return len(rows)
+
+
+@dataclass(frozen=True, slots=True)
+class Showback:
+    accruals: tuple[CostAccrual, ...]
+    requests: dict[tuple[str, str], float]  # (day, model) -> requests served
+    samples: int
+
+
+def showback(engine: Engine, prices: PriceTable, since_at: datetime, until_at: datetime,
+             step_s: float = 60.0) -> Showback:
+    """Accrued cost per day and line over [since_at, until_at), sampling the plan in force every
+    ``step_s`` seconds, and requests served per day and model."""
+    ticks = cost_reader.planned_ticks(engine, since_at, until_at)
+    samples = cost_reader.sample_ticks(ticks, since_at, until_at - timedelta(microseconds=1),
+                                       step_s)
+    tenant_of = cost_reader.tenants(engine)
+    snaps = cost_reader.snapshots(engine, samples, tenant_of)
+    accruals = accrue([(s.at, fleet_cost_rate(s, prices)) for s in snaps], until_at)
+    requests: dict[tuple[str, str], float] = defaultdict(float)
+    days = sorted({a.day for a in accruals})
+    for day in days:
+        day_start = max(since_at, datetime.fromisoformat(day).replace(tzinfo=since_at.tzinfo))
+        day_end = min(until_at, day_start.replace(hour=0, minute=0, second=0, microsecond=0)
+                      + timedelta(days=1))
+        for model, served in cost_reader.served_requests(engine, sorted(tenant_of), day_start,
+                                                         day_end).items():
+            requests[(day, model)] += served.served_requests
+    return Showback(accruals, dict(requests), len(samples))
