@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 @dataclass(frozen=True, slots=True)
 class TrafficSeries:
-    """Request rate of one series at a fixed step. ``values[i]`` is the rate at ``start_at + i*step``."""
+    """Request rate of one series at a fixed step: ``values[i]`` is at ``start_at + i*step``."""
 
     series_id: str
     step_s: int
@@ -43,7 +43,7 @@ class TrafficSeries:
 
 @dataclass(frozen=True, slots=True)
 class Forecast:
-    """Forecast of one series from ``origin_at`` on: ``p50[i]``/``p90[i]`` at ``origin_at + i*step``."""
+    """Forecast from ``origin_at`` on: ``p50[i]``/``p90[i]`` at ``origin_at + i*step``."""
 
     series_id: str
     origin_at: datetime

@@ -7,7 +7,7 @@ from enum import StrEnum
 
 
 class Isolation(StrEnum):
-    """How much a model may share a GPU: STRICT -> MIG or exclusive, TRUSTED -> MPS, NONE -> time-slicing."""
+    """Sharing allowed: STRICT -> MIG or exclusive, TRUSTED -> MPS, NONE -> time-slicing."""
 
     STRICT = "strict"
     TRUSTED = "trusted"
