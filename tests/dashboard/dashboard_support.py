@@ -24,9 +24,11 @@ class Seeded:
     sim_cost_usd: float
 
 
-def seed_store(url: str, hours: float, start_at: datetime = SEED_START_AT) -> SimRuntime:
+def seed_store(url: str, hours: float, start_at: datetime = SEED_START_AT,
+               dry_run: bool = False) -> SimRuntime:
     """Run the real reconcile core on the simulated fleet for ``hours`` simulated hours."""
-    settings = load_settings(db={"url": url}, sim={"history_s": 6 * 3600})
+    settings = load_settings(db={"url": url}, sim={"history_s": 6 * 3600},
+                             safety={"dry_run": dry_run})
     store = Store.open(url, migrate=True)
     runtime = SimRuntime.open(settings, store, start_at)
     runtime.advance(hours * 3600)

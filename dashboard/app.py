@@ -1,0 +1,40 @@
+"""Headroom dashboard: a read-only Streamlit multipage app over the store.
+
+Run by ``headroom dashboard`` / ``headroom demo`` as ``streamlit run dashboard/app.py`` with the
+store URL in ``HEADROOM_DB__URL``. Pages live in ``dashboard/views/`` (not ``pages/``, which
+Streamlit would also list on its own).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+# `streamlit run` puts this folder, not the repository, on sys.path; without an installed
+# distribution, make the `dashboard` and `controlplane` packages importable.
+if importlib.util.find_spec("controlplane") is None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import streamlit as st
+
+PAGES = (
+    ("views/overview.py", "Overview", "overview", ":material/dashboard:"),
+    ("views/fleet.py", "Fleet", "fleet", ":material/memory:"),
+    ("views/models.py", "Models", "models", ":material/show_chart:"),
+    ("views/cost.py", "Cost", "cost", ":material/payments:"),
+    ("views/decisions.py", "Decisions", "decisions", ":material/rule:"),
+    ("views/whatif.py", "What-if", "what-if", ":material/compare_arrows:"),
+)
+
+
+def main() -> None:
+    st.set_page_config(page_title="Headroom", page_icon=":material/memory:", layout="wide")
+    here = Path(__file__).resolve().parent
+    pages = [st.Page(str(here / path), title=title, url_path=slug, icon=icon,
+                     default=(slug == "overview"))
+             for path, title, slug, icon in PAGES]
+    st.navigation(pages).run()
+
+
+main()

@@ -1,0 +1,87 @@
+"""Cost views for the pages: the cost model (``controlplane.domain.cost``) applied to snapshots
+read from the store, as DataFrames. Cached with the same TTL as the queries."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime, timedelta
+
+import pandas as pd
+import streamlit as st
+
+from controlplane import cost_export, cost_reader
+from controlplane.domain.cost import CostAccrual, CostCategory, CostLine, accrue, fleet_cost_rate
+from dashboard import queries as q
+from dashboard.context import TTL_S, engine_for
+
+CONVENTION = ("A MIG slice costs compute slices / 7 of its GPU (g/4 on 4-slice parts); MPS and "
+              "time-sliced replicas split the rest of a GPU evenly; unheld parts of billed GPUs "
+              "are idle unless the plan keeps them as warm pool.")
+
+
+def lines_frame(lines: tuple[CostLine, ...]) -> pd.DataFrame:
+    frame = pd.DataFrame([asdict(line) for line in lines],
+                         columns=["category", "product", "tenant", "model", "gpus",
+                                  "usd_per_hour"])
+    frame["category"] = frame["category"].astype(str)
+    return frame
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def cost_now(url: str) -> pd.DataFrame:
+    """Cost lines ($/h) of the plan in force at the newest tick."""
+    engine = engine_for(url)
+    tick = q.last_tick(url)
+    if tick is None:
+        return lines_frame(())
+    ticks = cost_reader.planned_ticks(engine, tick.started_at, tick.started_at)
+    samples = cost_reader.sample_ticks(ticks, tick.started_at, tick.started_at, 1.0)
+    snaps = cost_reader.snapshots(engine, samples, cost_reader.tenants(engine))
+    if not snaps:
+        return lines_frame(())
+    return lines_frame(fleet_cost_rate(snaps[0], q.prices(url)))
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def cost_window(url: str, since_at: datetime, until_at: datetime,
+                step_s: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(rates over time, accruals per day and line) for the window, sampling every step_s."""
+    engine = engine_for(url)
+    ticks = cost_reader.planned_ticks(engine, since_at, until_at)
+    samples = cost_reader.sample_ticks(ticks, since_at, until_at, step_s)
+    snaps = cost_reader.snapshots(engine, samples, cost_reader.tenants(engine))
+    table = q.prices(url)
+    rated = [(s.at, fleet_cost_rate(s, table)) for s in snaps]
+    held = [*rated, (until_at, rated[-1][1])] if rated and rated[-1][0] < until_at else rated
+    rates = pd.DataFrame(
+        [(at, line.category.value, line.usd_per_hour) for at, lines in held for line in lines],
+        columns=["at", "category", "usd_per_hour"])
+    rates = rates.groupby(["at", "category"], as_index=False)["usd_per_hour"].sum()
+    return rates, accruals_frame(accrue(rated, until_at))
+
+
+def accruals_frame(accruals: tuple[CostAccrual, ...]) -> pd.DataFrame:
+    frame = pd.DataFrame([asdict(a) for a in accruals],
+                         columns=["day", "start_at", "end_at", "category", "product", "tenant",
+                                  "model", "gpu_hours", "usd"])
+    frame["category"] = frame["category"].astype(str)
+    return frame
+
+
+def export_csv(url: str, accruals: pd.DataFrame, since_at: datetime,
+               until_at: datetime) -> str:
+    """The window's showback as OpenCost-layout CSV text (requests per day and model included)."""
+    items = tuple(CostAccrual(r.day, r.start_at, r.end_at, _category(r.category), r.product,
+                              r.tenant, r.model, r.gpu_hours, r.usd)
+                  for r in accruals.itertuples(index=False))
+    requests: dict[tuple[str, str], float] = {}
+    for day in sorted({a.day for a in items}):
+        day_start = max(since_at, datetime.fromisoformat(day).replace(tzinfo=since_at.tzinfo))
+        day_end = min(until_at, day_start.replace(hour=0, minute=0, second=0) + timedelta(days=1))
+        for row in q.served(url, day_start, day_end).itertuples(index=False):
+            requests[(day, row.model)] = row.served_requests
+    return cost_export.csv_text(cost_export.opencost_rows(items, requests))
+
+
+def _category(value: object) -> CostCategory:
+    return CostCategory(str(value))

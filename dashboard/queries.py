@@ -1,0 +1,236 @@
+"""Read models over the store, cached with a TTL (``st.cache_data``). Every function takes the
+store URL first, so the cache is per store. Times are UTC; "now" on a page is the store's clock
+(the newest tick), which is virtual time in the demo."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import pandas as pd
+import streamlit as st
+from sqlalchemy import Select, and_, func, select
+
+from controlplane import cost_reader
+from controlplane.cost_reader import as_utc, table
+from controlplane.domain.cost import PriceTable
+from dashboard.context import TTL_S, engine_for
+
+
+def _frame(url: str, query: Select[tuple[object, ...]], columns: list[str]) -> pd.DataFrame:
+    with engine_for(url).connect() as connection:
+        rows = [tuple(r) for r in connection.execute(query)]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _utc(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    for column in columns:
+        frame[column] = pd.to_datetime(frame[column], utc=True)
+    return frame
+
+
+@dataclass(frozen=True, slots=True)
+class LastTick:
+    tick_id: int
+    started_at: datetime
+    status: str
+    reason: str
+    gpus_ready: int
+    demand_rps: float
+    capacity_rps: float
+    billed_gpus: dict[str, int]
+    ticks: int
+    first_at: datetime
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def last_tick(url: str) -> LastTick | None:
+    ticks = table("ticks")
+    with engine_for(url).connect() as connection:
+        row = connection.execute(select(
+            ticks.c.id, ticks.c.started_at, ticks.c.status, ticks.c.reason, ticks.c.gpus_ready,
+            ticks.c.demand_rps, ticks.c.capacity_rps, ticks.c.observed_json)
+            .order_by(ticks.c.id.desc()).limit(1)).first()
+        count, first_at = connection.execute(
+            select(func.count(), func.min(ticks.c.started_at))).one()
+    if row is None:
+        return None
+    return LastTick(int(row[0]), as_utc(row[1]), str(row[2]), str(row[3]), int(row[4]),
+                    float(row[5]), float(row[6]), cost_reader.billed_from_observed(row[7]),
+                    int(count), as_utc(first_at))
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSummary:
+    plan_id: int
+    tick_id: int
+    created_at: datetime
+    revision: int
+    dry_run: bool
+    gpus_placed: int
+    warm_gpus: int
+    unplaced: tuple[str, ...]
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def latest_plan(url: str) -> PlanSummary | None:
+    plans = table("plans")
+    with engine_for(url).connect() as connection:
+        row = connection.execute(select(
+            plans.c.id, plans.c.tick_id, plans.c.created_at, plans.c.revision, plans.c.dry_run,
+            plans.c.gpus_placed, plans.c.warm_gpus, plans.c.unplaced_json)
+            .order_by(plans.c.id.desc()).limit(1)).first()
+    if row is None:
+        return None
+    return PlanSummary(int(row[0]), int(row[1]), as_utc(row[2]), int(row[3]), bool(row[4]),
+                       int(row[5]), int(row[6]), tuple(json.loads(row[7])))
+
+
+@st.cache_data(ttl=3600, show_spinner=False)
+def plan_placements(url: str, plan_id: int) -> pd.DataFrame:
+    """Segments of one plan (plans never change once written, hence the long TTL)."""
+    p = table("placements")
+    cols = ["model", "gpu_id", "product", "mode", "mig_profile", "mig_start", "compute_slices",
+            "throughput_rps"]
+    return _frame(url, select(*(p.c[c] for c in cols)).where(p.c.plan_id == plan_id)
+                  .order_by(p.c.gpu_id, p.c.mig_start), cols)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def inventory(url: str) -> pd.DataFrame:
+    gpus, nodes = table("gpus"), table("nodes")
+    cols = ["node", "index", "product", "memory_mib", "mig_capable", "sharing", "mig_layout",
+            "pool", "ready", "cordoned"]
+    query = (select(gpus.c.node, gpus.c.index, gpus.c.product, gpus.c.memory_mib,
+                    gpus.c.mig_capable, gpus.c.sharing, gpus.c.mig_layout, nodes.c.pool,
+                    nodes.c.ready, nodes.c.cordoned)
+             .select_from(gpus.join(nodes, nodes.c.name == gpus.c.node, isouter=True))
+             .order_by(gpus.c.node, gpus.c.index))
+    return _frame(url, query, cols)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def models(url: str) -> pd.DataFrame:
+    m = table("models")
+    cols = ["name", "tenant", "isolation", "engine", "latency_slo_ms", "cold_start_p50_s",
+            "cold_start_p90_s"]
+    return _frame(url, select(*(m.c[c] for c in cols)).order_by(m.c.name), cols)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def latest_observations(url: str, at: datetime) -> pd.DataFrame:
+    """The newest observation per model within 10 minutes before ``at``."""
+    o = table("observations")
+    names = list(models(url)["name"])
+    cols = ["model", "at", "demand_rps", "capacity_rps", "replicas_ready"]
+    frame = _frame(url, select(*(o.c[c] for c in cols)).where(and_(
+        o.c.model.in_(names), o.c.at >= at - timedelta(minutes=10), o.c.at <= at)), cols)
+    frame = _utc(frame, "at").sort_values("at")
+    return frame.groupby("model", as_index=False).last()
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def model_history(url: str, model: str, since_at: datetime, until_at: datetime) -> pd.DataFrame:
+    o = table("observations")
+    cols = ["at", "demand_rps", "capacity_rps", "replicas_ready"]
+    query = (select(*(o.c[c] for c in cols))
+             .where(and_(o.c.model == model, o.c.at >= since_at, o.c.at <= until_at))
+             .order_by(o.c.at))
+    return _utc(_frame(url, query, cols), "at")
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def forecast_history(url: str, model: str, since_at: datetime, until_at: datetime
+                     ) -> pd.DataFrame:
+    """Forecasts of one model computed in the window (p50/p90 as lists per row)."""
+    f = table("forecasts")
+    cols = ["computed_at", "origin_at", "step_s", "p50_json", "p90_json", "method",
+            "fallback_reason", "backtest_wape"]
+    query = (select(*(f.c[c] for c in cols))
+             .where(and_(f.c.model == model, f.c.computed_at >= since_at,
+                         f.c.computed_at <= until_at))
+             .order_by(f.c.computed_at))
+    frame = _utc(_frame(url, query, cols), "computed_at", "origin_at")
+    frame["p50"] = [json.loads(v) for v in frame.pop("p50_json")]
+    frame["p90"] = [json.loads(v) for v in frame.pop("p90_json")]
+    return frame
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def latest_forecast_meta(url: str) -> pd.DataFrame:
+    """Method, fallback reason and backtest WAPE of each model's newest forecast."""
+    f = table("forecasts")
+    newest = select(func.max(f.c.id).label("id")).group_by(f.c.model).subquery()
+    cols = ["model", "computed_at", "method", "fallback_reason", "backtest_wape"]
+    query = select(*(f.c[c] for c in cols)).join(newest, newest.c.id == f.c.id)
+    return _utc(_frame(url, query, cols), "computed_at")
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def fleet_timeline(url: str, since_at: datetime, until_at: datetime) -> pd.DataFrame:
+    """Per tick: status, GPUs ready, fleet demand and capacity, the plan's placed and warm GPUs."""
+    t, p = table("ticks"), table("plans")
+    cols = ["at", "status", "gpus_ready", "demand_rps", "capacity_rps", "gpus_placed",
+            "warm_gpus"]
+    query = (select(t.c.started_at, t.c.status, t.c.gpus_ready, t.c.demand_rps, t.c.capacity_rps,
+                    p.c.gpus_placed, p.c.warm_gpus)
+             .select_from(t.join(p, p.c.tick_id == t.c.id, isouter=True))
+             .where(and_(t.c.started_at >= since_at, t.c.started_at <= until_at))
+             .order_by(t.c.started_at))
+    return _utc(_frame(url, query, cols), "at")
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def prices(url: str) -> PriceTable:
+    return cost_reader.price_table(engine_for(url))
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def served(url: str, since_at: datetime, until_at: datetime) -> pd.DataFrame:
+    names = list(models(url)["name"])
+    result = cost_reader.served_requests(engine_for(url), names, since_at, until_at)
+    return pd.DataFrame([(s.model, s.demand_requests, s.served_requests, s.observations,
+                          s.short_observations) for s in result.values()],
+                        columns=["model", "demand_requests", "served_requests", "observations",
+                                 "short_observations"])
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def recent_plans(url: str, limit: int, with_actions_only: bool, dry_run_only: bool
+                 ) -> pd.DataFrame:
+    """The newest plans with their tick's status, newest first."""
+    p, t, a = table("plans"), table("ticks"), table("actions")
+    query = (select(p.c.id, p.c.created_at, p.c.revision, p.c.dry_run, p.c.gpus_placed,
+                    p.c.warm_gpus, p.c.unplaced_json, p.c.rendered, t.c.status, t.c.reason)
+             .select_from(p.join(t, t.c.id == p.c.tick_id)))
+    if with_actions_only:  # plans with at least one action that is not held back by a guard
+        query = query.where(p.c.id.in_(select(a.c.plan_id).where(a.c.skipped.is_(False))))
+    if dry_run_only:
+        query = query.where(p.c.dry_run.is_(True))
+    cols = ["plan_id", "created_at", "revision", "dry_run", "gpus_placed", "warm_gpus",
+            "unplaced_json", "rendered", "status", "reason"]
+    return _utc(_frame(url, query.order_by(p.c.id.desc()).limit(limit), cols), "created_at")
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def plan_actions(url: str, plan_ids: tuple[int, ...]) -> pd.DataFrame:
+    """Actions of the given plans with their outcomes (skipped actions have none)."""
+    a, o = table("actions"), table("outcomes")
+    query = (select(a.c.plan_id, a.c.ordinal, a.c.kind, a.c.target, a.c.from_value,
+                    a.c.to_value, a.c.reason, a.c.skipped, o.c.ok, o.c.retryable, o.c.message)
+             .select_from(a.join(o, o.c.action_id == a.c.id, isouter=True))
+             .where(a.c.plan_id.in_(list(plan_ids))).order_by(a.c.plan_id, a.c.ordinal))
+    cols = ["plan_id", "ordinal", "kind", "target", "from_value", "to_value", "reason", "skipped",
+            "ok", "retryable", "message"]
+    return _frame(url, query, cols)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def tick_outcomes(url: str, since_at: datetime, until_at: datetime) -> pd.DataFrame:
+    """Ticks per status and reason in the window."""
+    t = table("ticks")
+    query = (select(t.c.status, t.c.reason, func.count())
+             .where(and_(t.c.started_at >= since_at, t.c.started_at <= until_at))
+             .group_by(t.c.status, t.c.reason))
+    return _frame(url, query, ["status", "reason", "ticks"])

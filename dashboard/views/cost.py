@@ -1,0 +1,98 @@
+"""Cost: showback per tenant and model; idle vs warm vs serving; daily totals; CSV export."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from controlplane.domain.cost import cost_per_million
+from dashboard import costing, widgets
+from dashboard import queries as q
+from dashboard.context import store_url
+
+WINDOWS = {"24 h": timedelta(hours=24), "7 d": timedelta(days=7)}
+STEPS_MIN = {"15 min": 15, "60 min": 60}
+CATEGORY_COLOURS = alt.Scale(domain=["serving", "warm", "idle"],
+                             range=["#54a24b", "#f58518", "#bab0ac"])
+
+
+def showback(accruals: pd.DataFrame, served: pd.DataFrame, key: str) -> pd.DataFrame:
+    serving = accruals[accruals["category"] == "serving"]
+    frame = serving.groupby(key, as_index=False).agg(usd=("usd", "sum"),
+                                                     gpu_hours=("gpu_hours", "sum"))
+    if key == "model":
+        frame = frame.merge(served[["model", "served_requests"]], on="model", how="left")
+        frame["$ per 1M requests"] = [cost_per_million(u, r) if pd.notna(r) else None
+                                      for u, r in zip(frame["usd"], frame["served_requests"],
+                                                      strict=True)]
+    total = float(frame["usd"].sum())
+    frame["share %"] = 100 * frame["usd"] / total if total else 0.0
+    return frame.sort_values("usd", ascending=False).round(3)
+
+
+def main() -> None:
+    url = store_url()
+    tick = widgets.require_tick(url)
+    widgets.store_clock(tick)
+    c1, c2 = st.columns(2)
+    window = WINDOWS[c1.radio("Window", list(WINDOWS), index=1, horizontal=True)]
+    step_min = STEPS_MIN[c2.radio("Sampling step", list(STEPS_MIN), index=1, horizontal=True)]
+    until_at = tick.started_at
+    since_at = max(tick.first_at, until_at - window)
+    rates, accruals = costing.cost_window(url, since_at, until_at, step_min * 60.0)
+    served = q.served(url, since_at, until_at)
+    if accruals.empty:
+        st.info("No plan in this window yet.")
+        return
+    total = float(accruals["usd"].sum())
+    by_cat = accruals.groupby("category")["usd"].sum()
+    cols = st.columns(5)
+    cols[0].metric("Total", widgets.usd(total),
+                   f"{(until_at - since_at) / timedelta(hours=1):.1f} h", delta_color="off")
+    for col, category in zip(cols[1:4], ("serving", "warm", "idle"), strict=True):
+        value = float(by_cat.get(category, 0.0))
+        col.metric(category.capitalize(), widgets.usd(value),
+                   f"{100 * value / total:.1f}%" if total else None, delta_color="off")
+    cols[4].metric("$ per 1M requests", widgets.usd(cost_per_million(
+        total, float(served["served_requests"].sum()))), help="all dollars / requests served")
+    st.caption(f"{costing.CONVENTION} The plan in force is sampled every {step_min} min and "
+               "held until the next sample.")
+
+    left, right = st.columns(2)
+    with left:
+        st.subheader("$ / h over time")
+        st.altair_chart(alt.Chart(rates).mark_area(interpolate="step-after").encode(
+            x=alt.X("at:T", title=None), y=alt.Y("usd_per_hour:Q", title="$ / h", stack=True),
+            color=alt.Color("category:N", scale=CATEGORY_COLOURS)).properties(height=240),
+            width="stretch")
+    with right:
+        st.subheader("Daily totals")
+        daily = accruals.groupby(["day", "category"], as_index=False)["usd"].sum()
+        st.altair_chart(alt.Chart(daily).mark_bar().encode(
+            x=alt.X("day:N", title=None), y=alt.Y("usd:Q", title="$"),
+            color=alt.Color("category:N", scale=CATEGORY_COLOURS),
+            tooltip=["day", "category", alt.Tooltip("usd:Q", format=",.2f")])
+            .properties(height=240), width="stretch")
+
+    tenants, models = st.columns([2, 3])
+    with tenants:
+        st.subheader("Showback per tenant")
+        st.dataframe(showback(accruals, served, "tenant"), hide_index=True, width="stretch")
+    with models:
+        st.subheader("Showback per model")
+        st.dataframe(showback(accruals, served, "model"), hide_index=True, width="stretch",
+                     height=300)
+    st.download_button(
+        "Download showback CSV (OpenCost allocation layout)",
+        data=lambda: costing.export_csv(url, accruals, since_at, until_at),
+        file_name=f"headroom-showback-{since_at:%Y%m%d}-{until_at:%Y%m%d}.csv",
+        mime="text/csv")
+    st.subheader("GPU prices")
+    widgets.price_sources(q.prices(url), sorted(set(accruals["product"])))
+
+
+st.title("Cost")
+main()

@@ -1,0 +1,83 @@
+"""Decisions: plan diffs with reasons, action outcomes, dry-run plans."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import queries as q
+from dashboard import widgets
+from dashboard.context import TTL_S, store_url
+
+
+def action_rows(actions: pd.DataFrame) -> pd.DataFrame:
+    """Actions as a diff: target from → to with the reason and what applying it did."""
+    rows = []
+    for r in actions.itertuples(index=False):
+        if r.skipped:
+            outcome = "held back by a guard"
+        elif pd.isna(r.ok):
+            outcome = "not applied (dry run)"
+        else:
+            outcome = ("ok" if r.ok else "failed, will retry" if r.retryable else "failed")
+        rows.append({"action": "skip" if r.skipped else r.kind, "target": r.target,
+                     "change": f"{r.from_value} → {r.to_value}",
+                     "reason": r.reason, "outcome": outcome,
+                     "message": "" if pd.isna(r.message) else r.message})
+    return pd.DataFrame(rows, columns=["action", "target", "change", "reason", "outcome",
+                                       "message"])
+
+
+@st.fragment(run_every=TTL_S)
+def decisions(limit: int, with_actions_only: bool, dry_run_only: bool) -> None:
+    url = store_url()
+    tick = widgets.require_tick(url)
+    widgets.store_clock(tick)
+    statuses = q.tick_outcomes(url, tick.started_at - timedelta(hours=24), tick.started_at)
+    cols = st.columns(4)
+    for col, status in zip(cols, ("applied", "dry_run", "skipped", "failed"), strict=True):
+        col.metric(f"Ticks {status.replace('_', '-')} (24 h)",
+                   int(statuses.loc[statuses["status"] == status, "ticks"].sum()))
+    skipped = statuses[(statuses["status"] != "applied") & (statuses["reason"] != "")]
+    if not skipped.empty:
+        st.dataframe(skipped, hide_index=True)
+
+    plans = q.recent_plans(url, limit, with_actions_only, dry_run_only)
+    if plans.empty:
+        st.info("No plan matches these filters yet.")
+        return
+    actions = q.plan_actions(url, tuple(int(p) for p in plans["plan_id"]))
+    st.subheader("Actions in these plans, newest first")
+    flat = actions.merge(plans[["plan_id", "created_at"]], on="plan_id").sort_values(
+        ["created_at", "ordinal"], ascending=[False, True])
+    table = action_rows(flat)
+    table.insert(0, "at", list(flat["created_at"].dt.strftime("%m-%d %H:%M:%S")))
+    st.dataframe(table, hide_index=True, width="stretch", height=260)
+    st.subheader("Plan diffs")
+    for index, plan in enumerate(plans.itertuples(index=False)):
+        mine = actions[actions["plan_id"] == plan.plan_id]
+        applied = int((~mine["skipped"].astype(bool)).sum())
+        held = int(mine["skipped"].astype(bool).sum())
+        failed = int((mine["ok"] == False).sum())  # noqa: E712  (NaN = no outcome)
+        title = (f"{plan.created_at:%Y-%m-%d %H:%M:%S} · revision {plan.revision} · "
+                 f"{applied} action(s), {held} held back"
+                 f"{f', {failed} failed' if failed else ''}"
+                 f"{' · DRY RUN' if plan.dry_run else ''}")
+        with st.expander(title, expanded=index == 0):
+            st.code(plan.rendered or "(no change)", language=None)
+            st.dataframe(action_rows(mine), hide_index=True, width="stretch")
+            unplaced = json.loads(plan.unplaced_json)
+            st.caption(f"{plan.gpus_placed} GPUs placed, {plan.warm_gpus} warm; tick status "
+                       f"{plan.status}{f' ({plan.reason})' if plan.reason else ''}"
+                       f"{'; unplaced: ' + '; '.join(unplaced) if unplaced else ''}")
+
+
+st.title("Decisions")
+c1, c2, c3 = st.columns(3)
+decisions(limit=int(c1.selectbox("Plans shown", (20, 50, 100), index=0)),
+          with_actions_only=c2.toggle("Only plans that change something", value=True,
+                                      help="at least one action not held back by a guard"),
+          dry_run_only=c3.toggle("Only dry-run plans", value=False))

@@ -1,0 +1,93 @@
+"""Fleet: every GPU with its product and layout; MIG slices drawn to scale, coloured by model,
+MPS and time-slice shares split evenly."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from dashboard import queries as q
+from dashboard import widgets
+from dashboard.context import store_url
+from dashboard.layout import Placed, gpu_rects
+
+GPUS_PER_PAGE = 40
+LEGEND_MAX_MODELS = 24
+
+
+def layout_frame(placements: pd.DataFrame) -> pd.DataFrame:
+    rows: list[dict[str, object]] = []
+    for (gpu_id, product), group in placements.groupby(["gpu_id", "product"], sort=False):
+        segments = [Placed(r.model, r.mode, r.mig_profile, int(r.mig_start),
+                           int(r.compute_slices)) for r in group.itertuples(index=False)]
+        rows.extend({"gpu": gpu_id, "product": product, "model": rect.model, "x0": rect.x0,
+                     "x1": rect.x1, "slice": rect.label,
+                     "share": f"{100 * (rect.x1 - rect.x0):.0f}% of the GPU"}
+                    for rect in gpu_rects(str(product), segments))
+    return pd.DataFrame(rows, columns=["gpu", "product", "model", "x0", "x1", "slice", "share"])
+
+
+def layout_chart(rects: pd.DataFrame, show_legend: bool) -> alt.LayerChart:
+    legend = alt.Legend(title="model", orient="right") if show_legend else None
+    base = alt.Chart(rects).encode(y=alt.Y("gpu:N", sort=None, title=None,
+                                           scale=alt.Scale(paddingInner=0.25)))
+    bars = base.mark_bar(stroke="white", strokeWidth=1.5).encode(
+        x=alt.X("x0:Q", scale=alt.Scale(domain=[0, 1]),
+                axis=alt.Axis(values=[i / 8 for i in range(9)], labelExpr="round(datum.value * 8)",
+                              title="memory slice (MIG placement axis; 8 = the whole GPU)")),
+        x2="x1:Q", color=alt.Color("model:N", legend=legend),
+        tooltip=["gpu", "product", "model", "slice", "share"])
+    text = base.mark_text(align="left", dx=3, color="white", fontSize=10).encode(
+        x="x0:Q", text="slice:N")
+    chart: alt.LayerChart = (bars + text).properties(height=alt.Step(28))
+    return chart
+
+
+def main() -> None:
+    url = store_url()
+    tick = widgets.require_tick(url)
+    widgets.store_clock(tick)
+    plan = q.latest_plan(url)
+    inventory = q.inventory(url)
+    placements = (q.plan_placements(url, plan.plan_id) if plan is not None
+                  else q.plan_placements(url, -1))
+    placed = placements.groupby("product")["gpu_id"].nunique()
+    ready = inventory[inventory["ready"].fillna(False).astype(bool)].groupby("product").size()
+    summary = pd.DataFrame({
+        "billed GPUs": pd.Series(tick.billed_gpus, dtype="int64"),
+        "ready GPUs": ready, "GPUs in plan": placed}).fillna(0).astype(int)
+    summary["idle ready GPUs"] = (summary["ready GPUs"] - summary["GPUs in plan"]).clip(lower=0)
+    cols = st.columns(len(summary) or 1)
+    for col, (product, row) in zip(cols, summary.iterrows(), strict=False):
+        col.metric(str(product), f"{row['GPUs in plan']} / {row['ready GPUs']} in use",
+                   f"{row['idle ready GPUs']} idle", delta_color="off")
+    st.dataframe(summary.rename_axis("GPU product").reset_index(), hide_index=True)
+
+    st.subheader("Planned layouts")
+    if plan is None or placements.empty:
+        st.info("The newest plan places nothing yet.")
+    else:
+        st.caption(f"Plan revision {plan.revision} at {plan.created_at:%Y-%m-%d %H:%M:%S} UTC"
+                   f"{' (dry run)' if plan.dry_run else ''}: {plan.gpus_placed} GPUs placed, "
+                   f"{plan.warm_gpus} warm. MIG instances sit at their memory-slice start; "
+                   "MPS/time-slice replicas split their GPU (or slice) evenly.")
+        products = sorted(placements["product"].unique())
+        left, right = st.columns([2, 3])
+        product = left.selectbox("GPU product", products, index=0)
+        gpu_ids = list(dict.fromkeys(placements.loc[placements["product"] == product, "gpu_id"]))
+        pages = max(1, -(-len(gpu_ids) // GPUS_PER_PAGE))
+        page = right.number_input(f"page (of {pages}, {GPUS_PER_PAGE} GPUs each)", 1, pages, 1)
+        shown = gpu_ids[(page - 1) * GPUS_PER_PAGE: page * GPUS_PER_PAGE]
+        rects = layout_frame(placements[placements["gpu_id"].isin(shown)])
+        st.altair_chart(layout_chart(rects, rects["model"].nunique() <= LEGEND_MAX_MODELS),
+                        width="stretch")
+    if plan is not None and plan.unplaced:
+        st.warning("Unplaced: " + "; ".join(plan.unplaced))
+
+    st.subheader("Inventory (observed)")
+    st.dataframe(inventory, hide_index=True, width="stretch", height=320)
+
+
+st.title("Fleet")
+main()

@@ -1,0 +1,136 @@
+"""Models: forecast p50/p90 band vs actual demand, ready capacity, replicas, warm pool and recent
+forecast error, per model; and every model at a glance."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from dashboard import queries as q
+from dashboard import widgets
+from dashboard.context import store_url
+
+WINDOWS = {"6 h": timedelta(hours=6), "24 h": timedelta(hours=24), "7 d": timedelta(days=7)}
+LEADS_MIN = (1, 5, 10, 15, 20)
+
+
+def forecast_at_lead(forecasts: pd.DataFrame, lead_min: int) -> pd.DataFrame:
+    """Each stored forecast's p50/p90 for the point ``lead_min`` after its last observation."""
+    rows = []
+    for r in forecasts.itertuples(index=False):
+        step_s = int(r.step_s)
+        i = round(lead_min * 60 / step_s) - 1
+        if 0 <= i < len(r.p50):
+            rows.append((r.origin_at + timedelta(seconds=i * step_s), r.p50[i], r.p90[i]))
+    return pd.DataFrame(rows, columns=["at", "p50", "p90"])
+
+
+def latest_path(forecasts: pd.DataFrame) -> pd.DataFrame:
+    if forecasts.empty:
+        return pd.DataFrame(columns=["at", "p50", "p90"])
+    last = forecasts.iloc[-1]
+    return pd.DataFrame({"at": [last.origin_at + timedelta(seconds=i * int(last.step_s))
+                                for i in range(len(last.p50))],
+                         "p50": last.p50, "p90": last.p90})
+
+
+def forecast_error(band: pd.DataFrame, actual: pd.DataFrame) -> dict[str, float] | None:
+    """WAPE of p50, p90 coverage and bias against the minute-mean actual demand."""
+    if band.empty or actual.empty:
+        return None
+    minute = actual.set_index("at")["demand_rps"].resample("1min").mean().dropna()
+    joined = band.assign(at=band["at"].dt.floor("1min")).join(minute.rename("actual"), on="at")
+    joined = joined.dropna(subset=["actual"])
+    total = float(joined["actual"].sum())
+    if joined.empty or total <= 0:
+        return None
+    return {"pairs": float(len(joined)),
+            "wape_pct": 100 * float((joined["actual"] - joined["p50"]).abs().sum()) / total,
+            "coverage_pct": 100 * float((joined["actual"] <= joined["p90"]).mean()),
+            "bias_pct": 100 * float((joined["p50"] - joined["actual"]).sum()) / total}
+
+
+def demand_chart(actual: pd.DataFrame, band: pd.DataFrame, path: pd.DataFrame) -> alt.LayerChart:
+    x = alt.X("at:T", title=None)
+    area = alt.Chart(band).mark_area(opacity=0.25, color="#4c78a8").encode(
+        x=x, y=alt.Y("p50:Q", title="requests / s"), y2="p90:Q")
+    p50 = alt.Chart(band).mark_line(color="#4c78a8", strokeDash=[4, 2]).encode(x=x, y="p50:Q")
+    future = alt.Chart(path).mark_area(opacity=0.45, color="#f58518").encode(x=x, y="p50:Q",
+                                                                              y2="p90:Q")
+    lines = actual.melt(id_vars="at", value_vars=["demand_rps", "capacity_rps"],
+                        var_name="series", value_name="rps")
+    observed = alt.Chart(lines).mark_line().encode(
+        x=x, y="rps:Q", color=alt.Color("series:N", title=None,
+                                        scale=alt.Scale(domain=["demand_rps", "capacity_rps"],
+                                                        range=["#222222", "#54a24b"])))
+    chart: alt.LayerChart = (area + p50 + future + observed).properties(height=300)
+    return chart
+
+
+def overview_table(url: str, tick: q.LastTick) -> pd.DataFrame:
+    models = q.models(url)
+    latest = q.latest_observations(url, tick.started_at)
+    meta = q.latest_forecast_meta(url)
+    frame = models.merge(latest, left_on="name", right_on="model", how="left").merge(
+        meta, left_on="name", right_on="model", how="left", suffixes=("", "_f"))
+    return frame[["name", "tenant", "isolation", "demand_rps", "capacity_rps", "replicas_ready",
+                  "method", "fallback_reason", "backtest_wape"]].round(2)
+
+
+def main() -> None:
+    url = store_url()
+    tick = widgets.require_tick(url)
+    widgets.store_clock(tick)
+    table = overview_table(url, tick)
+    names = list(table.sort_values("demand_rps", ascending=False)["name"])
+    if not names:
+        st.info("No models in the store yet.")
+        return
+    c1, c2, c3 = st.columns([3, 1, 1])
+    model = c1.selectbox("Model", names, index=0)
+    window = WINDOWS[c2.radio("Window", list(WINDOWS), index=1, horizontal=True)]
+    lead_min = c3.selectbox("Forecast lead (min)", LEADS_MIN, index=len(LEADS_MIN) - 1)
+    until_at = tick.started_at
+    since_at = max(tick.first_at, until_at - window)
+    actual = q.model_history(url, model, since_at, until_at)
+    forecasts = q.forecast_history(url, model, since_at - timedelta(hours=1), until_at)
+    band = forecast_at_lead(forecasts, lead_min)
+    band = band[band["at"] >= since_at]
+    error = forecast_error(band, actual)
+
+    cols = st.columns(5)
+    now = actual.iloc[-1] if not actual.empty else None
+    cols[0].metric("Demand now", f"{now.demand_rps:,.1f} rps" if now is not None else "n/a")
+    cols[1].metric("Ready capacity", f"{now.capacity_rps:,.1f} rps" if now is not None else "n/a")
+    cols[2].metric("Ready replicas", int(now.replicas_ready) if now is not None else "n/a")
+    cols[3].metric(f"WAPE p50 @ {lead_min} min", f"{error['wape_pct']:.1f}%" if error else "n/a",
+                   f"bias {error['bias_pct']:+.1f}%" if error else None, delta_color="off")
+    cols[4].metric("p90 coverage", f"{error['coverage_pct']:.0f}%" if error else "n/a",
+                   f"{error['pairs']:.0f} pairs" if error else None, delta_color="off")
+
+    st.subheader(f"{model}: demand, capacity and the {lead_min}-minute-ahead forecast band")
+    st.altair_chart(demand_chart(actual, band, latest_path(forecasts)), width="stretch")
+    st.caption("Blue band: p50–p90 of the forecasts made for each point; orange: the newest "
+               "forecast's path; black: observed demand; green: ready capacity.")
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Ready replicas")
+        st.altair_chart(alt.Chart(actual).mark_line(interpolate="step-after").encode(
+            x=alt.X("at:T", title=None), y=alt.Y("replicas_ready:Q", title="replicas"))
+            .properties(height=180), width="stretch")
+    with right:
+        st.subheader("Warm pool (fleet, GPUs held by the plan)")
+        fleet = q.fleet_timeline(url, since_at, until_at)
+        st.altair_chart(alt.Chart(fleet).mark_line(interpolate="step-after").encode(
+            x=alt.X("at:T", title=None),
+            y=alt.Y("warm_gpus:Q", title="warm GPUs", axis=alt.Axis(format="d")))
+            .properties(height=180), width="stretch")
+    st.subheader("All models")
+    st.dataframe(table, hide_index=True, width="stretch", height=320)
+
+
+st.title("Models")
+main()

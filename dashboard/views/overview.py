@@ -1,0 +1,101 @@
+"""Overview: fleet GPU utilization, $/h now, cost per 1M requests, SLO status, last tick."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from controlplane.domain.cost import cost_per_million
+from dashboard import costing, widgets
+from dashboard import queries as q
+from dashboard.context import TTL_S, store_url
+
+WINDOW = timedelta(hours=24)
+COST_STEP_S = 900.0
+
+
+def gpus_by_product(tick: q.LastTick, lines: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for product in sorted(set(tick.billed_gpus) | set(lines["product"])):
+        mine = lines[lines["product"] == product]
+        by_cat = mine.groupby("category")["gpus"].sum()
+        rows.append({"GPU product": product, "billed GPUs": tick.billed_gpus.get(product, 0),
+                     "serving (GPU-eq)": round(float(by_cat.get("serving", 0.0)), 2),
+                     "warm pool": round(float(by_cat.get("warm", 0.0)), 2),
+                     "idle (GPU-eq)": round(float(by_cat.get("idle", 0.0)), 2),
+                     "$ / h": round(float(mine["usd_per_hour"].sum()), 2)})
+    return pd.DataFrame(rows)
+
+
+def slo_table(url: str, tick: q.LastTick) -> pd.DataFrame:
+    latest = q.latest_observations(url, tick.started_at)
+    last_hour = q.served(url, tick.started_at - timedelta(hours=1), tick.started_at)
+    frame = latest.merge(last_hour, on="model", how="left").fillna({"short_observations": 0,
+                                                                    "observations": 0})
+    frame["status"] = ["short" if c < d else "ok"
+                       for c, d in zip(frame["capacity_rps"], frame["demand_rps"], strict=True)]
+    frame["short % (1 h)"] = (100 * frame["short_observations"]
+                              / frame["observations"].where(frame["observations"] > 0)).round(1)
+    return frame[["model", "status", "demand_rps", "capacity_rps", "replicas_ready",
+                  "short % (1 h)"]].round(1)
+
+
+@st.fragment(run_every=TTL_S)
+def overview() -> None:
+    url = store_url()
+    tick = widgets.require_tick(url)
+    lines = costing.cost_now(url)
+    since_at = max(tick.first_at, tick.started_at - WINDOW)
+    _, accruals = costing.cost_window(url, since_at, tick.started_at, COST_STEP_S)
+    served = q.served(url, since_at, tick.started_at)
+    slo = slo_table(url, tick)
+
+    serving = float(lines.loc[lines["category"] == "serving", "gpus"].sum())
+    billed = sum(tick.billed_gpus.values())
+    per_million = cost_per_million(float(accruals["usd"].sum()),
+                                   float(served["served_requests"].sum()))
+    shorts = int((slo["status"] == "short").sum())
+    cols = st.columns(6)
+    cols[0].metric("GPU allocation", f"{100 * serving / billed:.0f}%" if billed else "n/a",
+                   help="GPU-equivalents held by serving replicas / GPUs billed")
+    cols[1].metric("Load on capacity", f"{100 * tick.demand_rps / tick.capacity_rps:.0f}%"
+                   if tick.capacity_rps else "n/a", help="fleet demand / ready capacity")
+    cols[2].metric("$ / h now", widgets.usd(float(lines["usd_per_hour"].sum())),
+                   help=f"{billed} GPUs billed (ready + provisioning)")
+    cols[3].metric("$ per 1M requests", widgets.usd(per_million),
+                   help=f"last {(tick.started_at - since_at) / timedelta(hours=1):.0f} h: "
+                        "all GPU dollars (idle and warm included) / requests served")
+    cols[4].metric("SLO (capacity ≥ demand)",
+                   "all ok" if shorts == 0 else f"{shorts} short", f"{len(slo)} models",
+                   delta_color="off")
+    cols[5].metric("Last tick", f"{tick.started_at:%H:%M:%S}", f"{tick.status} {tick.reason}",
+                   delta_color="off", help=widgets.age_text(tick.started_at))
+    widgets.store_clock(tick)
+
+    left, right = st.columns([3, 2])
+    with left:
+        st.subheader("Fleet over the last 24 h")
+        timeline = q.fleet_timeline(url, since_at, tick.started_at)
+        long = timeline.melt(id_vars="at", value_vars=["demand_rps", "capacity_rps"],
+                             var_name="series", value_name="rps")
+        st.altair_chart(alt.Chart(long).mark_line().encode(
+            x=alt.X("at:T", title=None), y=alt.Y("rps:Q", title="requests / s"),
+            color=alt.Color("series:N", title=None)).properties(height=220), width="stretch")
+        gpus = timeline.melt(id_vars="at", value_vars=["gpus_ready", "gpus_placed", "warm_gpus"],
+                             var_name="series", value_name="gpus")
+        st.altair_chart(alt.Chart(gpus).mark_line(interpolate="step-after").encode(
+            x=alt.X("at:T", title=None), y=alt.Y("gpus:Q", title="GPUs"),
+            color=alt.Color("series:N", title=None)).properties(height=180), width="stretch")
+    with right:
+        st.subheader("GPUs by product")
+        st.dataframe(gpus_by_product(tick, lines), hide_index=True, width="stretch")
+        st.subheader("SLO status")
+        st.dataframe(slo.sort_values(["status", "short % (1 h)"], ascending=[False, False]),
+                     hide_index=True, width="stretch", height=300)
+
+
+st.title("Overview")
+overview()

@@ -1,0 +1,113 @@
+"""What-if: open ``headroom simulate`` results and compare policies' dollars against short
+minutes (one timeline CSV per policy, or one CSV with a ``policy`` column)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Protocol
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from controlplane.domain.cost import PriceTable
+from dashboard import whatif
+
+
+class Upload(Protocol):
+    name: str
+
+    def getvalue(self) -> bytes: ...
+
+
+def collect_sources(uploads: list[Upload], paths_text: str) -> list[tuple[str, bytes]]:
+    """(name, bytes) of every uploaded file and every path (a folder means its *.csv/*.json)."""
+    sources = [(f.name, f.getvalue()) for f in uploads]
+    for raw in paths_text.replace(",", "\n").splitlines():
+        path = Path(raw.strip()).expanduser()
+        if not raw.strip():
+            continue
+        if path.is_dir():
+            files = sorted([*path.glob("*.csv"), *path.glob("*.json")])
+        elif path.is_file():
+            files = [path]
+        else:
+            st.error(f"{path}: no such file or folder")
+            continue
+        sources.extend((str(p), p.read_bytes()) for p in files)
+    return sources
+
+
+def price_input() -> float:
+    table = PriceTable()
+    products = [p.product for p in table.prices]
+    left, right = st.columns(2)
+    choice = left.selectbox("Price the billed GPUs as", [*products, "custom"],
+                            index=products.index("A100-80GB"))
+    if choice == "custom":
+        return float(right.number_input("$ per GPU-hour", min_value=0.0, value=1.0, step=0.1))
+    price = table.price_of(choice)
+    right.metric("$ per GPU-hour", f"${price.usd_per_gpu_hour:,.3f}", price.source,
+                 delta_color="off")
+    return price.usd_per_gpu_hour
+
+
+def comparison(outcomes: list[whatif.PolicyOutcome]) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "policy": o.label, "$": round(o.usd, 2), "GPU-hours": round(o.gpu_hours, 2),
+        "short minutes": o.short_minutes, "short model-minutes": o.short_model_minutes,
+        "short model-minutes %": round(o.short_model_minutes_pct, 2),
+        "shortfall % of demand": round(100 * o.shortfall_requests / o.demand_requests, 3)
+        if o.demand_requests else 0.0,
+        "minutes": o.minutes, "gpus_billed read as": o.billing} for o in outcomes])
+
+
+def main() -> None:
+    st.caption("A model-minute is short when ready replicas x per-replica throughput < demand; "
+               "a minute is short when any model is. GPU-hours = GPUs billed per minute / 60 "
+               "(as ../shared/bench/sim_score.py counts them).")
+    uploads = st.file_uploader("Timeline CSVs (and optional --json summaries)",
+                               type=["csv", "json"], accept_multiple_files=True) or []
+    paths_text = st.text_area("…or paths to files or folders (one per line)", height=70)
+    usd_per_gpu_hour = price_input()
+    sources = collect_sources(list(uploads), paths_text)
+    if not sources:
+        st.info("Open one timeline per policy, e.g. `headroom simulate --policy predictive "
+                "--timeline-out predictive.csv ...` and the same for reactive and static.")
+        return
+    outcomes, series, reported = [], [], {}
+    for name, data in sources:
+        if name.endswith(".json"):
+            try:
+                reported[name] = json.loads(data)
+            except json.JSONDecodeError as error:
+                st.error(f"{name}: not JSON ({error})")
+            continue
+        try:
+            timelines = whatif.read_timelines(data, name)
+        except whatif.TimelineError as error:
+            st.error(str(error))
+            continue
+        for label, frame in timelines.items():
+            outcomes.append(whatif.summarize(label, frame, usd_per_gpu_hour))
+            series.append(whatif.minute_series(label, frame))
+    if outcomes:
+        table = comparison(outcomes)
+        st.subheader("Dollars against short minutes")
+        st.altair_chart(alt.Chart(table).mark_circle(size=160).encode(
+            x=alt.X("short minutes:Q"), y=alt.Y("$:Q"), color="policy:N",
+            tooltip=list(table.columns)).properties(height=280), width="stretch")
+        st.dataframe(table, hide_index=True, width="stretch")
+        minutes = pd.concat(series, ignore_index=True)
+        st.subheader("GPUs billed per minute")
+        st.altair_chart(alt.Chart(minutes).mark_line(interpolate="step-after").encode(
+            x=alt.X("minute:Q"), y=alt.Y("gpus_billed:Q", title="GPUs billed"), color="policy:N")
+            .properties(height=220), width="stretch")
+    for name, document in reported.items():
+        with st.expander(f"Reported summary: {name} (as the product printed it)"):
+            st.json(document)
+
+
+st.title("What-if")
+main()

@@ -1,0 +1,140 @@
+"""What-if: read ``headroom simulate`` timelines and compare policies' dollars against short
+minutes. Definitions match ``../shared/bench/sim_score.py``: a model-minute is short when
+ready_replicas x per_replica_rps < demand_rps; a minute is short when any model is; GPU-hours are
+gpus_billed per minute / 60 (taken once per minute when every row of a minute carries the same
+fleet-wide value, else summed over models)."""
+
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+REQUIRED = ("minute", "model", "demand_rps", "ready_replicas", "per_replica_rps", "gpus_billed")
+NUMERIC = REQUIRED[2:]
+EPS = 1e-9
+
+
+class TimelineError(ValueError):
+    """A timeline that cannot be read; the message names the file, line or column."""
+
+
+def _bad_line(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0]) + 2  # 1-based, after the header
+
+
+def read_timelines(data: bytes, name: str) -> dict[str, pd.DataFrame]:
+    """Parse and validate one CSV; a ``policy`` column splits it into one timeline per policy,
+    otherwise the file name (without extension) labels it."""
+    try:
+        frame = pd.read_csv(io.BytesIO(data), dtype={"model": str}, keep_default_na=False,
+                            na_values=[""])
+    except (ValueError, UnicodeDecodeError) as error:
+        raise TimelineError(f"{name}: not a CSV file ({error})") from None
+    missing = [c for c in REQUIRED if c not in frame.columns]
+    if missing:
+        raise TimelineError(f"{name}: missing column(s) {', '.join(missing)}; expected "
+                            f"{','.join(REQUIRED)}[,gpu_per_replica]")
+    if frame.empty:
+        raise TimelineError(f"{name}: no rows")
+    for column in NUMERIC:
+        values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
+        bad = ~np.isfinite(values) | (values < 0)
+        if bad.any():
+            line = _bad_line(bad)
+            raise TimelineError(f"{name}: line {line}: {column} must be a finite number >= 0, "
+                                f"got {frame[column].iloc[line - 2]!r}")
+        frame[column] = values
+    empty = (frame["model"].isna() | (frame["model"].astype(str).str.strip() == "")).to_numpy()
+    if empty.any():
+        raise TimelineError(f"{name}: line {_bad_line(empty)}: empty model")
+    frame["minute"] = _minutes(frame["minute"], name)
+    label = Path(name).stem
+    if "policy" in frame.columns:
+        return {str(p): _checked(g.drop(columns="policy"), f"{name} (policy {p})")
+                for p, g in frame.groupby("policy", sort=False)}
+    return {label: _checked(frame, name)}
+
+
+def _minutes(column: pd.Series, name: str) -> pd.Series:
+    numeric = pd.to_numeric(column, errors="coerce")
+    if numeric.notna().all():
+        fractional = (numeric != numeric.round()).to_numpy()
+        if fractional.any():
+            raise TimelineError(f"{name}: line {_bad_line(fractional)}: minute "
+                                f"{column.iloc[_bad_line(fractional) - 2]!r} is not whole")
+        return numeric.astype(np.int64)
+    try:
+        stamps = pd.to_datetime(column, utc=True, format="mixed")
+    except (ValueError, TypeError):
+        raise TimelineError(f"{name}: column minute is neither whole numbers nor "
+                            "timestamps") from None
+    return (stamps - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(minutes=1)
+
+
+def _checked(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    duplicated = frame.duplicated(["minute", "model"]).to_numpy()
+    if duplicated.any():
+        raise TimelineError(f"{name}: line {_bad_line(duplicated)}: a second row for the same "
+                            "minute and model")
+    return frame.sort_values(["minute", "model"]).reset_index(drop=True)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyOutcome:
+    label: str
+    minutes: int
+    model_minutes: int
+    short_model_minutes: int
+    short_minutes: int
+    demand_requests: float
+    shortfall_requests: float
+    gpu_hours: float
+    usd: float
+    billing: str  # "fleet" or "per-model"
+
+    @property
+    def short_model_minutes_pct(self) -> float:
+        return 100.0 * self.short_model_minutes / self.model_minutes if self.model_minutes else 0.0
+
+
+def short_rows(frame: pd.DataFrame) -> pd.Series:
+    capacity = frame["ready_replicas"] * frame["per_replica_rps"]
+    return capacity < frame["demand_rps"] * (1 - EPS) - EPS
+
+
+def billed_per_minute(frame: pd.DataFrame) -> tuple[pd.Series, str]:
+    """GPUs billed per minute and how the column was read."""
+    by_minute = frame.groupby("minute")["gpus_billed"]
+    if frame["model"].nunique() < 2 or bool((by_minute.nunique() == 1).all()):
+        return by_minute.first(), "fleet"
+    return by_minute.sum(), "per-model"
+
+
+def summarize(label: str, frame: pd.DataFrame, usd_per_gpu_hour: float) -> PolicyOutcome:
+    if not math.isfinite(usd_per_gpu_hour) or usd_per_gpu_hour < 0:
+        raise TimelineError(f"price: usd_per_gpu_hour must be >= 0, got {usd_per_gpu_hour!r}")
+    short = short_rows(frame)
+    capacity = frame["ready_replicas"] * frame["per_replica_rps"]
+    deficit = (frame["demand_rps"] - capacity).clip(lower=0).where(short, 0.0)
+    billed, billing = billed_per_minute(frame)
+    gpu_hours = float(billed.sum()) / 60.0
+    return PolicyOutcome(
+        label=label, minutes=int(frame["minute"].nunique()), model_minutes=len(frame),
+        short_model_minutes=int(short.sum()),
+        short_minutes=int(short.groupby(frame["minute"]).any().sum()),
+        demand_requests=float(frame["demand_rps"].sum()) * 60.0,
+        shortfall_requests=float(deficit.sum()) * 60.0,
+        gpu_hours=gpu_hours, usd=gpu_hours * usd_per_gpu_hour, billing=billing)
+
+
+def minute_series(label: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """Per minute: GPUs billed and models short, for the policy comparison chart."""
+    billed, _ = billed_per_minute(frame)
+    shorts = short_rows(frame).groupby(frame["minute"]).sum()
+    return pd.DataFrame({"policy": label, "minute": billed.index, "gpus_billed": billed.values,
+                         "models_short": shorts.reindex(billed.index).values})

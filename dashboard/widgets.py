@@ -1,0 +1,58 @@
+"""Small presentation helpers shared by the pages."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import streamlit as st
+
+from controlplane.adapters.clock import WallClock
+from controlplane.domain.cost import PriceTable
+from dashboard import queries as q
+
+
+def usd(value: float | None, digits: int = 2) -> str:
+    return "n/a" if value is None else f"${value:,.{digits}f}"
+
+
+def age_text(at: datetime) -> str:
+    """How long ago ``at`` was on the wall clock; the demo's virtual clock may run ahead."""
+    age_s = (WallClock().now() - at).total_seconds()
+    if age_s < -1:
+        return f"{_span(-age_s)} ahead of wall time (simulated clock)"
+    return f"{_span(age_s)} ago"
+
+
+def _span(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def require_tick(url: str) -> q.LastTick:
+    """The newest tick, or stop the page with a hint when the store has none yet."""
+    tick = q.last_tick(url)
+    if tick is None:
+        st.info("No reconcile tick in the store yet. Start `headroom demo` or `headroom serve`; "
+                "this page refreshes on its own.")
+        st.stop()
+        raise RuntimeError("unreachable")  # st.stop() raises
+    return tick
+
+
+def store_clock(tick: q.LastTick) -> None:
+    st.caption(f"Store clock: last tick {tick.started_at:%Y-%m-%d %H:%M:%S} UTC "
+               f"({age_text(tick.started_at)}), {tick.ticks:,} ticks since "
+               f"{tick.first_at:%Y-%m-%d %H:%M} UTC. Read-only; cached for a few seconds.")
+
+
+def price_sources(table: PriceTable, products: list[str]) -> None:
+    rows = [table.price_of(p) for p in sorted(products)]
+    st.dataframe(
+        [{"GPU product": p.product, "$ per GPU-hour": p.usd_per_gpu_hour, "source": p.source,
+          "as of": p.as_of} for p in rows],
+        hide_index=True, width="stretch")

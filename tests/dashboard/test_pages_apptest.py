@@ -1,0 +1,180 @@
+"""Every page of the dashboard rendered by Streamlit's AppTest over a store the real core filled."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dashboard_support import Seeded, seed_store, write_timeline
+from streamlit.testing.v1 import AppTest
+
+from controlplane import cost_reader
+from controlplane.domain.cost import fleet_cost_rate
+from controlplane.store import Store
+from controlplane.store.engine import make_engine
+
+APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
+Page = Callable[[str], AppTest]
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: str(m.value) for m in at.metric}
+
+
+def action_table(at: AppTest) -> Any:
+    """The Decisions page's flat table of actions (the one with an `at` column)."""
+    return next(d.value for d in at.dataframe if "at" in d.value.columns)
+
+
+def no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+@pytest.fixture
+def page(dashboard_env: str) -> Page:
+    def open_page(path: str) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=120).run()
+        if path != "views/overview.py":
+            at.switch_page(path).run()
+        no_exception(at)
+        return at
+    return open_page
+
+
+def test_overview_shows_dollars_per_hour_of_the_newest_plan(page: Page, seeded: Seeded) -> None:
+    at = page("views/overview.py")
+    engine = make_engine(seeded.url)
+    ticks = cost_reader.planned_ticks(engine, seeded.end_at - timedelta(hours=1), seeded.end_at)
+    (snapshot,) = cost_reader.snapshots(engine, [(ticks[-1].at, ticks[-1])],
+                                        cost_reader.tenants(engine))
+    usd = sum(x.usd_per_hour for x in fleet_cost_rate(snapshot, cost_reader.price_table(engine)))
+    shown = metrics(at)
+    assert shown["$ / h now"] == f"${usd:,.2f}"
+    assert shown["GPU allocation"].endswith("%")
+    assert shown["$ per 1M requests"].startswith("$")
+    assert shown["SLO (capacity ≥ demand)"] in {"all ok"} | {f"{n} short" for n in range(1, 7)}
+    assert [t.value for t in at.title] == ["Overview"]
+    products = set(at.dataframe[0].value["GPU product"])
+    assert products == {"A100-80GB", "H100-80GB", "L4"}
+
+
+def test_fleet_lists_every_gpu_and_draws_the_planned_layouts(page: Page, seeded: Seeded) -> None:
+    at = page("views/fleet.py")
+    assert {"A100-80GB", "H100-80GB", "L4"} <= set(metrics(at))
+    with make_engine(seeded.url).connect() as connection:
+        gpus = connection.exec_driver_sql("SELECT count(*) FROM gpus").scalar()
+    inventory = at.dataframe[-1].value
+    assert len(inventory) == gpus
+    assert at.get("vega_lite_chart"), "the layout chart is missing"
+    at.selectbox[0].set_value("L4").run()
+    no_exception(at)
+
+
+def test_models_page_switches_models_and_forecast_leads(page: Page) -> None:
+    at = page("views/models.py")
+    names = at.selectbox[0].options
+    assert len(names) == 6
+    assert metrics(at)["WAPE p50 @ 20 min"].endswith("%")
+    at.selectbox[0].set_value("llama-3-70b").run()
+    at.selectbox[1].set_value(5).run()
+    no_exception(at)
+    assert "WAPE p50 @ 5 min" in metrics(at)
+    at.radio[0].set_value("6 h").run()
+    no_exception(at)
+
+
+def test_cost_page_splits_serving_warm_and_idle_and_offers_the_csv(page: Page) -> None:
+    at = page("views/cost.py")
+    shown = metrics(at)
+    total = _usd(shown["Total"])
+    parts = sum(_usd(shown[k]) for k in ("Serving", "Warm", "Idle"))
+    assert total > 0
+    assert parts == pytest.approx(total, abs=0.05)
+    assert at.get("download_button"), "the CSV download button is missing"
+    tenants = at.dataframe[0].value
+    assert set(tenants["tenant"]) == {"acme", "globex", "initech"}
+    at.radio[0].set_value("24 h").run()
+    at.radio[1].set_value("15 min").run()
+    no_exception(at)
+
+
+def test_decisions_page_shows_plan_diffs_with_reasons_and_outcomes(page: Page) -> None:
+    at = page("views/decisions.py")
+    assert at.expander, "no plan shown"
+    actions = action_table(at)
+    assert set(actions["outcome"]) <= {"ok", "held back by a guard", "failed",
+                                       "failed, will retry", "not applied (dry run)"}
+    assert all(actions["reason"].astype(bool))
+    at.toggle[1].set_value(True).run()
+    no_exception(at)
+    assert any("No plan matches" in i.value for i in at.info)
+
+
+def test_dry_run_plans_are_marked_and_never_applied(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'dry.db'}"
+    seed_store(url, 0.5, dry_run=True)
+    monkeypatch.setenv("HEADROOM_DB__URL", url)
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("views/decisions.py").run()
+    no_exception(at)
+    at.toggle[1].set_value(True).run()
+    no_exception(at)
+    assert at.expander and all("DRY RUN" in e.label for e in at.expander)
+    flat = action_table(at)
+    assert set(flat["outcome"]) <= {"not applied (dry run)", "held back by a guard"}
+    assert "not applied (dry run)" in set(flat["outcome"])
+
+
+def test_what_if_compares_policies_dollars_against_short_minutes(
+        page: Page, tmp_path: Path) -> None:
+    write_timeline(tmp_path / "reactive.csv", minutes=30, replicas=3, gpus_billed=4)
+    write_timeline(tmp_path / "static.csv", minutes=30, replicas=6, gpus_billed=8)
+    at = page("views/whatif.py")
+    at.text_area[0].set_value(str(tmp_path)).run()
+    no_exception(at)
+    table = at.dataframe[0].value.set_index("policy")
+    assert table.loc["reactive", "short minutes"] == 20
+    assert table.loc["static", "short minutes"] == 0
+    price = 5.12  # A100-80GB default
+    assert table.loc["static", "$"] == pytest.approx(round(30 * 8 / 60 * price, 2))
+    assert table.loc["reactive", "GPU-hours"] == pytest.approx(2.0)
+
+
+def test_a_bad_timeline_is_reported_by_line_not_by_traceback(page: Page, tmp_path: Path) -> None:
+    bad = tmp_path / "broken.csv"
+    bad.write_text("minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed\n"
+                   "0,a,1,1,1,1\n1,a,oops,1,1,1\n")
+    at = page("views/whatif.py")
+    at.text_area[0].set_value(str(bad)).run()
+    no_exception(at)
+    assert any("broken.csv: line 3: demand_rps" in e.value for e in at.error)
+
+
+@pytest.mark.parametrize("path", ["views/overview.py", "views/fleet.py", "views/models.py",
+                                  "views/cost.py", "views/decisions.py"])
+def test_a_store_without_ticks_shows_a_hint_instead_of_an_error(
+        path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    Store.open(url, migrate=True)
+    monkeypatch.setenv("HEADROOM_DB__URL", url)
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page(path).run()
+    no_exception(at)
+    assert any("No reconcile tick" in i.value for i in at.info)
+
+
+def test_a_store_without_the_schema_says_how_to_create_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEADROOM_DB__URL", f"sqlite:///{tmp_path / 'blank.db'}")
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    no_exception(at)
+    assert any("headroom db upgrade" in i.value for i in at.info)
+
+
+def _usd(text: str) -> float:
+    return float(text.replace("$", "").replace(",", ""))
+

@@ -1,0 +1,64 @@
+"""What-if: reading `headroom simulate` timelines and comparing policies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from dashboard_support import write_timeline
+
+from dashboard import whatif
+
+
+def test_a_policy_short_after_a_demand_step_counts_short_minutes_and_dollars(
+        tmp_path: Path) -> None:
+    # chat: 3 replicas x 40 rps = 120 rps; demand 100 for 10 min, then 200 for 20 min -> short
+    path = write_timeline(tmp_path / "reactive.csv", minutes=30, replicas=3, gpus_billed=4)
+    (label, frame), = whatif.read_timelines(path.read_bytes(), path.name).items()
+    outcome = whatif.summarize(label, frame, usd_per_gpu_hour=5.0)
+    assert label == "reactive"
+    assert outcome.short_minutes == 20
+    assert outcome.short_model_minutes == 20
+    assert outcome.model_minutes == 60
+    assert outcome.billing == "fleet"
+    assert outcome.gpu_hours == pytest.approx(30 * 4 / 60)
+    assert outcome.usd == pytest.approx(10.0)
+    assert outcome.shortfall_requests == pytest.approx(20 * 80 * 60)
+
+
+def test_a_policy_column_splits_one_file_into_policies(tmp_path: Path) -> None:
+    text = ("policy,minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed\n"
+            "static,0,m,10,1,20,2\nstatic,1,m,10,1,20,2\npredictive,0,m,10,1,20,1\n")
+    timelines = whatif.read_timelines(text.encode(), "both.csv")
+    assert sorted(timelines) == ["predictive", "static"]
+    assert whatif.summarize("static", timelines["static"], 1.0).gpu_hours == pytest.approx(4 / 60)
+
+
+def test_values_that_differ_within_a_minute_are_summed_per_model(tmp_path: Path) -> None:
+    text = ("minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed\n"
+            "0,a,1,1,1,2\n0,b,1,1,1,3\n")
+    frame = whatif.read_timelines(text.encode(), "x.csv")["x"]
+    assert whatif.summarize("x", frame, 1.0).gpu_hours == pytest.approx(5 / 60)
+
+
+def test_timestamps_in_the_minute_column_are_read_as_minutes() -> None:
+    text = ("minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed\n"
+            "2026-03-02T00:00:00Z,a,1,1,1,1\n2026-03-02T00:01:00Z,a,1,1,1,1\n")
+    frame = whatif.read_timelines(text.encode(), "t.csv")["t"]
+    assert list(frame["minute"].diff().dropna()) == [1]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("minute,model,demand_rps\n0,a,1\n", r"bad\.csv: missing column\(s\) ready_replicas"),
+    ("minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed\n0,a,1,1,1,1\n"
+     "1,a,-3,1,1,1\n", r"bad\.csv: line 3: demand_rps must be a finite number >= 0"),
+    ("minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed\n0,,1,1,1,1\n",
+     r"bad\.csv: line 2: empty model"),
+    ("minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed\n0,a,1,1,1,1\n"
+     "0,a,1,1,1,1\n", r"bad\.csv: line 3: a second row"),
+    ("minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed\n0.5,a,1,1,1,1\n",
+     r"bad\.csv: line 2: minute"),
+], ids=["missing column", "negative demand", "empty model", "duplicate minute", "half minute"])
+def test_bad_timelines_are_rejected_naming_file_line_and_column(text: str, message: str) -> None:
+    with pytest.raises(whatif.TimelineError, match=message):
+        whatif.read_timelines(text.encode(), "bad.csv")
