@@ -1,26 +1,79 @@
 """The forecaster's entry point for the control plane: one call, one ``Forecast``.
 
-The foundation ships persistence only; the forecaster issue replaces the internals (Prophet,
-ensembles, fallbacks) behind this same signature.
+``forecast(series, horizon_s, method="auto")`` returns p50/p90 for the steps
+``series.end_at, end_at + step, ..., end_at + horizon - step`` (``ceil(horizon / step)`` values),
+the method actually used, why it fell back (``fallback_reason``, empty when it did not) and the
+method's recent held-out WAPE in percent (``backtest_wape``). It never returns a silent zero: a
+series without observations gets zeros *with* ``fallback_reason="no_observations"``.
 """
 
 from __future__ import annotations
 
+import logging
+import math
+
+import numpy as np
+
+from forecaster.errors import UnknownMethodError
+from forecaster.features import History
+from forecaster.models import Predictions
+from forecaster.registry import get_forecaster
+from forecaster.settings import DEFAULT_SETTINGS, ForecasterSettings
 from forecaster.types import Forecast, TrafficSeries
 
+log = logging.getLogger("headroom.forecaster")
 
-def forecast(series: TrafficSeries, horizon_s: int, method: str = "auto") -> Forecast:
-    """Forecast ``series`` for ``horizon_s`` after its last point (persistence: next = last)."""
-    steps = max(1, horizon_s // series.step_s)
-    last = series.last_observed()
-    level = 0.0 if last is None else max(0.0, last)
-    reason = "no_observations" if last is None else ""
-    return Forecast(
-        series_id=series.series_id,
-        origin_at=series.end_at,
-        step_s=series.step_s,
-        p50=(level,) * steps,
-        p90=(level * 1.2,) * steps,
-        method="persistence",
-        fallback_reason=reason,
-    )
+
+def n_targets(horizon_s: int, step_s: int) -> int:
+    """Steps per forecast: enough to reach ``horizon_s`` after the last observation."""
+    return max(1, math.ceil(horizon_s / step_s))
+
+
+def forecast(series: TrafficSeries, horizon_s: int, method: str = "auto",
+             settings: ForecasterSettings = DEFAULT_SETTINGS) -> Forecast:
+    """Forecast ``series`` from its end for ``horizon_s`` (see the module docstring)."""
+    steps = n_targets(horizon_s, series.step_s)
+    h = History.of(series)
+    origin = np.array([h.size], dtype=np.int64)
+    last = float(h.last_before(origin)[0]) if h.size else math.nan
+    if not math.isfinite(last):
+        return _constant(series, steps, 0.0, "no_observations")
+    forecaster = get_forecaster(method, settings)  # unknown names raise UnknownMethodError
+    try:
+        pred = forecaster.predict(h, origin, steps)
+        _check_finite(pred)
+    except UnknownMethodError:
+        raise
+    except Exception as exc:  # a fit failure falls back per model, with the reason recorded
+        log.warning("series %r: %s failed (%s: %s); using persistence", series.series_id,
+                    method, type(exc).__name__, exc)
+        return _constant(series, steps, last, f"fit_failed:{type(exc).__name__}")
+    reason = pred.reason[0] or _staleness(h, series.step_s)
+    wape = float(pred.backtest_wape[0])
+    return Forecast(series_id=series.series_id, origin_at=series.end_at, step_s=series.step_s,
+                    p50=tuple(float(x) for x in pred.p50[0]),
+                    p90=tuple(float(x) for x in pred.p90[0]),
+                    method=pred.method[0], fallback_reason=reason,
+                    backtest_wape=wape if math.isfinite(wape) else None,
+                    diagnostics={"observed_points": float(series.observed_count()),
+                                 "last_observed_age_s": _age_s(h, series.step_s)})
+
+
+def _constant(series: TrafficSeries, steps: int, level: float, reason: str) -> Forecast:
+    return Forecast(series_id=series.series_id, origin_at=series.end_at, step_s=series.step_s,
+                    p50=(level,) * steps, p90=(level,) * steps, method="persistence",
+                    fallback_reason=reason)
+
+
+def _check_finite(pred: Predictions) -> None:
+    if not (np.all(np.isfinite(pred.p50)) and np.all(np.isfinite(pred.p90))):
+        raise FloatingPointError("non-finite forecast")
+
+
+def _age_s(h: History, step_s: int) -> float:
+    valid = np.flatnonzero(np.isfinite(h.values))
+    return float((h.size - 1 - valid[-1]) * step_s) if valid.size else math.inf
+
+
+def _staleness(h: History, step_s: int) -> str:
+    return "stale_observations" if _age_s(h, step_s) > max(3600, 3 * step_s) else ""

@@ -1,0 +1,167 @@
+"""Causal features of a regular series for direct multi-step forecasting (pure numpy/pandas).
+
+A forecast *origin* ``o`` is an index: the model may use ``values[:o]`` only. For lead ``k``
+(steps after the last observation ``o - 1``) the target is index ``o - 1 + k``. Every feature
+below reads indices ``< o`` only, which the tests check by perturbing the future.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from forecaster.prepare import start_epoch_ns, values_array
+from forecaster.seasonal import SeasonalCurve
+from forecaster.types import TrafficSeries
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+#: Level features; the seasonal pair is appended when a seasonal curve is available.
+FEATURES = ("last", "mean3", "hour_mean", "last_plus_days", "mean3_plus_days", "day_ago",
+            "week_ago", "ewma")
+SEASONAL_FEATURES = ("last_plus_season", "mean3_plus_season")
+SEASON_DAYS = 7
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class History:
+    """A regular series as arrays, with the running sums every feature needs."""
+
+    series_id: str
+    values: FloatArray
+    step_s: int
+    start_ns: int  # exact time of index 0 (Unix ns)
+    last: FloatArray  # last valid value at index <= i (NaN before the first)
+    csum: FloatArray  # csum[i] = sum of valid values before index i
+    ccount: FloatArray
+    ewma: FloatArray  # EWMA (alpha 0.5) of valid non-zero values up to index i
+
+    @classmethod
+    def of(cls, series: TrafficSeries) -> History:
+        return cls.from_array(series.series_id, values_array(series), series.step_s,
+                              start_epoch_ns(series))
+
+    @classmethod
+    def from_array(cls, series_id: str, values: FloatArray, step_s: int,
+                   start_ns: int) -> History:
+        valid = np.isfinite(values)
+        pos = np.where(valid, np.arange(values.size), -1)
+        last_pos = np.maximum.accumulate(pos) if values.size else pos
+        last = np.where(last_pos >= 0, values[np.maximum(last_pos, 0)], np.nan)
+        csum = np.concatenate([[0.0], np.cumsum(np.where(valid, values, 0.0))])
+        ccount = np.concatenate([[0.0], np.cumsum(valid.astype(np.float64))])
+        # zeros are skipped: scrape gaps that arrive as zeros must not drag this level down
+        nonzero = np.where(values != 0, values, np.nan)
+        ewma = pd.Series(nonzero).ewm(alpha=0.5, ignore_na=True).mean().to_numpy(np.float64)
+        return cls(series_id, values, step_s, start_ns, last, csum, ccount, ewma)
+
+    @property
+    def start_s(self) -> float:
+        return self.start_ns / 1e9
+
+    def times_ns(self, idx: IntArray) -> IntArray:
+        """Exact Unix-ns times of indices (for output files)."""
+        return np.asarray(self.start_ns + np.asarray(idx, dtype=np.int64) * self.step_s * 10**9)
+
+    @property
+    def size(self) -> int:
+        return int(self.values.size)
+
+    def steps(self, seconds: int) -> int | None:
+        """``seconds`` in whole steps, or None when the step does not divide it."""
+        return seconds // self.step_s if seconds % self.step_s == 0 else None
+
+    def index_at(self, epoch_s: float) -> int:
+        """First index whose time is >= ``epoch_s`` (data before it = indices below it)."""
+        return int(np.ceil((epoch_s - self.start_s) / self.step_s - 1e-9))
+
+    def time_of(self, idx: IntArray | int) -> FloatArray:
+        return np.asarray(self.start_s + np.asarray(idx, dtype=np.float64) * self.step_s)
+
+    def window_mean(self, end: IntArray, width: int) -> FloatArray:
+        """Mean of the valid values in indices (end - width, end]; NaN when there are none."""
+        hi = np.clip(end + 1, 0, self.size)
+        lo = np.clip(hi - width, 0, self.size)
+        cnt = self.ccount[hi] - self.ccount[lo]
+        tot = self.csum[hi] - self.csum[lo]
+        return np.where(cnt > 0, tot / np.maximum(cnt, 1.0), np.nan)
+
+    def at(self, idx: IntArray) -> FloatArray:
+        ok = (idx >= 0) & (idx < self.size)
+        return np.where(ok, self.values[np.clip(idx, 0, max(self.size - 1, 0))], np.nan)
+
+    def last_before(self, origins: IntArray) -> FloatArray:
+        """The last valid value before each origin (NaN when there is none)."""
+        j = origins - 1
+        ok = (j >= 0) & (j < self.size)
+        return np.where(ok, self.last[np.clip(j, 0, max(self.size - 1, 0))], np.nan)
+
+
+def feature_matrix(h: History, origins: IntArray, lead: int,
+                   curve: SeasonalCurve | None = None) -> FloatArray:
+    """Rows = origins, columns = FEATURES (+ SEASONAL_FEATURES with a curve)."""
+    j = origins - 1
+    t = j + lead
+    last = h.last_before(origins)
+    mean3 = _or(h.window_mean(j, 3), last)
+    hour = _or(h.window_mean(j, max(1, 3600 // h.step_s)), last)
+    cols = [last, mean3, hour, *_daily(h, j, t, lead, last, mean3),
+            _or(_lagged(h, t, h.steps(86_400), origins), last),
+            _or(_lagged(h, t, h.steps(7 * 86_400), origins), last),
+            _or(h.ewma[np.clip(j, 0, max(h.size - 1, 0))] if h.size else last, last)]
+    if curve is not None:
+        s_t = curve.evaluate(h.time_of(t))
+        s_j = curve.evaluate(h.time_of(j))
+        s_j3 = (s_j + curve.evaluate(h.time_of(j - 1)) + curve.evaluate(h.time_of(j - 2))) / 3.0
+        cols += [last + s_t - s_j, mean3 + s_t - s_j3]
+    return np.column_stack(cols)
+
+
+def level_scale(h: History, origins: IntArray) -> FloatArray:
+    """Typical level before each origin (trailing-day mean, else hour mean, else last)."""
+    j = origins - 1
+    last = h.last_before(origins)
+    hour = _or(h.window_mean(j, max(1, 3600 // h.step_s)), last)
+    day = _or(h.window_mean(j, max(1, 86_400 // h.step_s)), hour)
+    return np.nan_to_num(day, nan=0.0)
+
+
+def _daily(h: History, j: IntArray, t: IntArray, lead: int, last: FloatArray,
+           mean3: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Latest level plus the change seen over the same clock interval on the last days."""
+    day = h.steps(86_400)
+    if day is None or day <= lead + 1:
+        return last, mean3
+    point: list[FloatArray] = []
+    smooth: list[FloatArray] = []
+    for d in range(1, SEASON_DAYS + 1):
+        a, b = t - d * day, j - d * day
+        point.append(h.at(a) - h.at(b))
+        smooth.append(_mean3_at(h, a + 1) - _mean3_at(h, b))  # centred on a; a + 1 < origin
+    return (last + _nanmean_or_zero(point), mean3 + _nanmean_or_zero(smooth))
+
+
+def _mean3_at(h: History, end: IntArray) -> FloatArray:
+    return h.window_mean(end, 3)
+
+
+def _lagged(h: History, t: IntArray, period: int | None, origins: IntArray) -> FloatArray:
+    if period is None:
+        return np.full(t.size, np.nan)
+    src = t - period
+    return np.where(src < origins, h.at(src), np.nan)
+
+
+def _nanmean_or_zero(parts: list[FloatArray]) -> FloatArray:
+    stack = np.column_stack(parts)
+    cnt = np.sum(np.isfinite(stack), axis=1)
+    tot = np.nansum(stack, axis=1)
+    return np.where(cnt > 0, tot / np.maximum(cnt, 1), 0.0)
+
+
+def _or(primary: FloatArray, fallback: FloatArray) -> FloatArray:
+    return np.where(np.isfinite(primary), primary, fallback)

@@ -1,0 +1,139 @@
+"""Pure data preparation: irregular samples -> a regular ``TrafficSeries``.
+
+Rules (documented fallbacks, never silent zeros):
+
+* the step is the most common spacing of the timestamps (ties: the smaller), unless given;
+* timestamps out of order are sorted (reported as ``unsorted``); exact duplicates are an error
+  naming the series and the timestamp;
+* several samples in one step are averaged; a step with no sample is a gap (NaN), never zero;
+* non-finite values become gaps; negative rates are clipped to zero (counted).
+
+Clipping is point-wise on purpose: anything computed over the whole series (a global outlier
+threshold, say) would let later data change earlier forecasts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import numpy.typing as npt
+
+from forecaster.errors import InputError, SeriesError
+from forecaster.types import TrafficSeries
+
+NS_PER_S = 1_000_000_000
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*(ms|s|sec|m|min|h|d)?\s*$", re.IGNORECASE)
+_UNIT_S = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningReport:
+    """What preparation changed in one series (shown to the user as warnings)."""
+
+    series_id: str
+    samples: int
+    unsorted: bool
+    nonfinite: int
+    negatives_clipped: int
+    merged: int  # samples averaged into a step that already had one
+    gaps: int  # steps with no sample
+
+    def warnings(self) -> list[str]:
+        out = []
+        if self.unsorted:
+            out.append("timestamps were out of order (sorted)")
+        if self.nonfinite:
+            out.append(f"{self.nonfinite} non-numeric/NaN value(s) treated as missing")
+        if self.negatives_clipped:
+            out.append(f"{self.negatives_clipped} negative value(s) clipped to 0")
+        if self.merged:
+            out.append(f"{self.merged} sample(s) averaged into an occupied step")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    series: TrafficSeries
+    report: CleaningReport
+
+
+def parse_duration_s(text: str, what: str = "duration") -> int:
+    """'20m', '1200s', '1h', '7d', '90' (seconds) -> whole seconds (> 0)."""
+    match = _DURATION.match(text or "")
+    if not match:
+        raise InputError(f"{what} {text!r}: give a number with a unit, e.g. 20m, 1200s, 1h, 7d")
+    seconds = float(match.group(1)) * _UNIT_S[(match.group(2) or "s").lower()]
+    if seconds < 1 or seconds != int(seconds):
+        raise InputError(f"{what} {text!r} must be a whole number of seconds >= 1")
+    return int(seconds)
+
+
+def infer_step_s(series_id: str, times_ns: IntArray) -> int:
+    """The most common positive spacing of the timestamps, in whole seconds."""
+    diffs = np.diff(np.unique(times_ns))
+    if diffs.size == 0:
+        raise SeriesError(series_id, "fewer than two distinct timestamps; cannot infer its step")
+    vals, counts = np.unique(diffs, return_counts=True)
+    step_ns = int(vals[np.flatnonzero(counts == counts.max())[0]])
+    if step_ns % NS_PER_S:
+        raise SeriesError(series_id, f"sampling step {step_ns / NS_PER_S:g}s is not a whole "
+                                     "number of seconds")
+    return step_ns // NS_PER_S
+
+
+def regularize(series_id: str, times_ns: IntArray, values: FloatArray,
+               step_s: int | None = None) -> Prepared:
+    """Samples (any order) -> a regular series starting at the first timestamp."""
+    if times_ns.size != values.size:
+        raise SeriesError(series_id, "timestamps and values differ in length")
+    if times_ns.size == 0:
+        raise SeriesError(series_id, "no rows")
+    order = np.argsort(times_ns, kind="stable")
+    unsorted = bool(np.any(order != np.arange(order.size)))
+    t, v = times_ns[order], np.asarray(values, dtype=np.float64)[order]
+    dup = np.flatnonzero(np.diff(t) == 0)
+    if dup.size:
+        at = datetime.fromtimestamp(int(t[dup[0]]) / NS_PER_S, tz=UTC)
+        raise SeriesError(series_id, f"duplicate timestamp {at.isoformat()} "
+                                     f"({dup.size} duplicate(s))")
+    step = step_s if step_s is not None else (infer_step_s(series_id, t) if t.size > 1 else 60)
+    if step <= 0:
+        raise SeriesError(series_id, f"step must be > 0 s, got {step}")
+    finite = np.isfinite(v)
+    negatives = int(np.sum(finite & (v < 0)))
+    v = np.where(finite, np.maximum(v, 0.0), np.nan)
+    start_ns = int(t[0])
+    idx = np.rint((t - start_ns) / (step * NS_PER_S)).astype(np.int64)
+    n = int(idx[-1]) + 1
+    sums = np.zeros(n)
+    counts = np.zeros(n, dtype=np.int64)
+    ok = np.isfinite(v)
+    np.add.at(sums, idx[ok], v[ok])
+    np.add.at(counts, idx[ok], 1)
+    occupied = np.bincount(idx, minlength=n)
+    out = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    start_at = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=start_ns // 1000)
+    series = TrafficSeries(series_id=series_id, step_s=step, start_at=start_at,
+                           values=tuple(out.tolist()))
+    report = CleaningReport(series_id=series_id, samples=int(t.size), unsorted=unsorted,
+                            nonfinite=int(np.sum(~finite)), negatives_clipped=negatives,
+                            merged=int(np.sum(np.maximum(occupied - 1, 0))),
+                            gaps=int(np.sum(occupied == 0)))
+    return Prepared(series=series, report=report)
+
+
+def values_array(series: TrafficSeries) -> FloatArray:
+    """The series' values as a float array (NaN = missing)."""
+    return np.asarray(series.values, dtype=np.float64)
+
+
+def start_epoch_ns(series: TrafficSeries) -> int:
+    """Exact Unix time of the first value in ns (datetimes carry microseconds)."""
+    delta = series.start_at - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta // timedelta(microseconds=1)) * 1000

@@ -1,0 +1,73 @@
+"""Forecasters by name. Prophet-backed ones are loaded lazily by module name, so importing the
+registry (and everything that imports it: the API, the control plane) never imports Prophet;
+only ``forecaster.prophet_backend`` does, and only when a Prophet method is first used."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from forecaster.errors import UnknownMethodError
+from forecaster.models import BASELINE_FEATURES, BaselineForecaster, Forecaster
+from forecaster.settings import DEFAULT_SETTINGS, ForecasterSettings
+from forecaster.stacking import SeasonalBackend, StackingForecaster
+
+PROPHET_MODULE = "forecaster.prophet_backend"
+
+#: name -> one-line description (shown by ``headroom forecast backtest --help``)
+METHODS: dict[str, str] = {
+    "auto": "hybrid with the per-model guard: falls back to the best naive baseline when it "
+            "did worse recently or history is short (the default)",
+    "hybrid": "median regression stacking recent-level features and Prophet's daily/weekly "
+              "shape (no guard)",
+    "level": "the same stacking without Prophet (level and same-time-yesterday features only)",
+    "prophet": "plain Prophet (trend + daily/weekly seasonality), for comparison",
+    "persistence": "next = last observation",
+    "hour_mean": "mean of the last hour",
+    "seasonal_naive": "value one day before the target (persistence when unknown)",
+}
+
+
+def _prophet() -> Any:
+    return importlib.import_module(PROPHET_MODULE)
+
+
+def _seasonal(settings: ForecasterSettings) -> SeasonalBackend:
+    backend: SeasonalBackend = _prophet().ProphetSeasonal(settings)
+    return backend
+
+
+def _plain_prophet(settings: ForecasterSettings) -> Forecaster:
+    model: Forecaster = _prophet().ProphetForecaster(settings)
+    return model
+
+
+def _baseline(name: str) -> Callable[[ForecasterSettings], Forecaster]:
+    def make(settings: ForecasterSettings) -> Forecaster:
+        return BaselineForecaster(name, BASELINE_FEATURES[name], settings)
+
+    return make
+
+
+_FACTORIES: dict[str, Callable[[ForecasterSettings], Forecaster]] = {
+    "auto": lambda s: StackingForecaster("hybrid", _seasonal(s), guard=True, settings=s),
+    "hybrid": lambda s: StackingForecaster("hybrid", _seasonal(s), guard=False, settings=s),
+    "level": lambda s: StackingForecaster("level", None, guard=True, settings=s),
+    "prophet": _plain_prophet,
+    **{name: _baseline(name) for name in BASELINE_FEATURES},
+}
+
+_INSTANCES: dict[tuple[str, ForecasterSettings], Forecaster] = {}
+
+
+def get_forecaster(method: str, settings: ForecasterSettings = DEFAULT_SETTINGS) -> Forecaster:
+    """The (process-wide, cached) forecaster for ``method``; its fit cache lives with it."""
+    factory = _FACTORIES.get(method)
+    if factory is None:
+        raise UnknownMethodError(f"unknown forecast method {method!r}; choose one of "
+                                 f"{', '.join(METHODS)}")
+    key = (method, settings)
+    if key not in _INSTANCES:
+        _INSTANCES[key] = factory(settings)
+    return _INSTANCES[key]

@@ -1,0 +1,1 @@
+"""Where traffic series come from: CSV traces (``replay``) and Prometheus (``prometheus``)."""

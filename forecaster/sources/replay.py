@@ -1,0 +1,116 @@
+"""CSV traces -> series (tests, the backtest CLI, the forecast job's ``--csv`` source).
+
+A long CSV: one row per (time, series) with a value column; without a series column the whole
+file is one series named after the value column. Times are ISO text (naive = UTC) or numbers in
+``time_unit``. Bad input raises ``InputError``/``SeriesError`` naming the file, column, line or
+series; non-numeric values are missing data (counted), never zeros.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from forecaster.errors import InputError, SeriesError
+from forecaster.prepare import Prepared, regularize
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+TIME_UNITS_NS = {"s": 10**9, "ms": 10**6, "min": 60 * 10**9, "h": 3600 * 10**9}
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class RawSeries:
+    series_id: str
+    times_ns: IntArray
+    values: FloatArray
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Trace:
+    path: Path
+    series: tuple[RawSeries, ...]
+    time_unit: str | None  # None: ISO timestamps; else the unit of a numeric time column
+
+    def format_times(self, times_ns: IntArray) -> list[str]:
+        """Times in the file's own convention (ISO UTC text, or numbers in ``time_unit``)."""
+        if self.time_unit is None:
+            whole = bool(np.all(times_ns % 10**9 == 0))
+            text = np.datetime_as_string(times_ns.astype("datetime64[ns]"),
+                                         unit="s" if whole else "us")
+            return [t.replace("T", " ") for t in text.tolist()]
+        per = TIME_UNITS_NS[self.time_unit]
+        if bool(np.all(times_ns % per == 0)):
+            return [str(int(x)) for x in (times_ns // per).tolist()]
+        return [repr(float(x)) for x in (times_ns / per).tolist()]
+
+
+def read_trace(path: Path, time_col: str, value_col: str, series_col: str | None = None,
+               time_unit: str | None = None, only: list[str] | None = None) -> Trace:
+    frame = _read(path)
+    needed = [time_col, value_col] + ([series_col] if series_col else [])
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise InputError(f"{path}: no column {missing[0]!r} (found: {', '.join(frame.columns)})")
+    if frame.empty:
+        raise InputError(f"{path}: no data rows")
+    times = _times_ns(frame[time_col], time_unit, f"{path}: column {time_col!r}")
+    values = pd.to_numeric(frame[value_col], errors="coerce").to_numpy(np.float64)
+    names = (frame[series_col].astype(str).to_numpy() if series_col
+             else np.full(len(frame), value_col, dtype=object))
+    wanted = list(pd.unique(names)) if only is None else only
+    unknown = [s for s in wanted if s not in set(names.tolist())]
+    if unknown:
+        raise InputError(f"{path}: series {unknown[0]!r} not found in column {series_col!r}")
+    out = [RawSeries(str(n), times[names == n], values[names == n]) for n in wanted]
+    return Trace(path, tuple(out), time_unit)
+
+
+def prepare_all(trace: Trace) -> tuple[list[Prepared], list[SeriesError]]:
+    """Regularize every series; a broken series is reported, the others carry on."""
+    ok: list[Prepared] = []
+    bad: list[SeriesError] = []
+    for raw in trace.series:
+        try:
+            if not np.any(np.isfinite(raw.values)):
+                raise SeriesError(raw.series_id, "no numeric values")
+            if raw.times_ns.size < 2:
+                raise SeriesError(raw.series_id, "fewer than two rows")
+            ok.append(regularize(raw.series_id, raw.times_ns, raw.values))
+        except SeriesError as exc:
+            bad.append(exc)
+    return ok, bad
+
+
+def _read(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise InputError(f"{path}: file not found")
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError as exc:
+        raise InputError(f"{path}: empty file") from exc
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from exc
+
+
+def _times_ns(col: pd.Series, unit: str | None, what: str) -> IntArray:
+    if unit is not None and unit not in TIME_UNITS_NS:
+        raise InputError(f"time unit {unit!r}: choose one of {', '.join(TIME_UNITS_NS)}")
+    if pd.api.types.is_numeric_dtype(col):
+        if unit is None:
+            raise InputError(f"{what} is numeric; give its unit with --time-unit "
+                             f"({', '.join(TIME_UNITS_NS)})")
+        if col.isna().any():
+            raise InputError(f"{what}: empty timestamp at line {int(col.isna().argmax()) + 2}")
+        return np.asarray(np.rint(col.to_numpy(np.float64) * TIME_UNITS_NS[unit]), np.int64)
+    parsed = pd.to_datetime(col, utc=True, format="mixed", errors="coerce")
+    if parsed.isna().any():
+        row = int(parsed.isna().to_numpy().argmax())
+        raise InputError(f"{what}: empty or invalid timestamp at line {row + 2}: "
+                         f"{str(col.iloc[row])!r}")
+    return np.asarray(parsed.dt.tz_convert(None).astype("datetime64[ns]").to_numpy()
+                      .astype(np.int64))

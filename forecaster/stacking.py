@@ -1,0 +1,150 @@
+"""The hybrid forecaster: a median (quantile) regression that stacks level features (last value,
+short means, EWMA, same-time-yesterday deltas, seasonal naive) and, when a seasonal backend is
+given, Prophet's daily/weekly shape applied to the latest level.
+
+Per anchor: fit on the pairs whose targets fall in the training window before the anchor; with
+``guard`` on, first refit on all but the last ``validation_s`` and compare that model's WAPE on
+the held-out pairs with the naive baselines; fall back to the best baseline when the model is
+worse by more than ``guard_margin`` (reason ``worse_than_baseline``). Too little history falls
+back to the baseline that did best on what there is (reason ``short_history``).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from forecaster.calibrate import training_origins
+from forecaster.features import FEATURES, SEASONAL_FEATURES, History, feature_matrix
+from forecaster.models import (
+    BASELINE_FEATURES,
+    AnchoredForecaster,
+    Fitted,
+    LinearFit,
+    baseline_fit,
+)
+from forecaster.quantreg import quantile_regression
+from forecaster.seasonal import SeasonalCurve
+from forecaster.settings import DEFAULT_SETTINGS, ForecasterSettings
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+class SeasonalBackend(Protocol):
+    """Fits a seasonal shape on data before an anchor (Prophet in production)."""
+
+    def curve_at(self, h: History, anchor_s: float) -> SeasonalCurve:
+        """The shape fitted on data before the latest seasonal anchor <= ``anchor_s``.
+        Raises ``SeasonalFitError`` when it cannot fit (too little data, optimizer failure)."""
+        ...
+
+
+class SeasonalFitError(Exception):
+    """The seasonal backend could not fit (the level model carries on without it)."""
+
+
+class StackingForecaster(AnchoredForecaster):
+    def __init__(self, name: str, seasonal: SeasonalBackend | None = None, guard: bool = True,
+                 settings: ForecasterSettings = DEFAULT_SETTINGS) -> None:
+        super().__init__(settings)
+        self.name = name
+        self.seasonal = seasonal
+        self.guard = guard
+
+    def fit(self, h: History, anchor_s: float, leads: tuple[int, ...]) -> Fitted:
+        s = self.settings
+        curve, reason = None, ""
+        if self.seasonal is not None:
+            try:
+                curve = self.seasonal.curve_at(h, anchor_s)
+            except SeasonalFitError:
+                reason = "seasonal_fit_failed"
+        width = len(FEATURES) + (len(SEASONAL_FEATURES) if curve is not None else 0)
+        head = leads[-1]
+        rows = training_origins(h, anchor_s, head, s.train_window_s, s.max_train_rows)
+        if rows.size < s.min_train_rows:
+            name, wape = best_baseline(h, anchor_s, head, s)
+            fit = baseline_fit(BASELINE_FEATURES[name], leads, name, "short_history", curve, width)
+            fit.backtest_wape = wape
+            return fit
+        wape, fallback = self._validate(h, anchor_s, head, curve, reason)
+        if fallback is not None:
+            return fallback_fit(fallback, leads, curve, width, wape)
+        coefs = {}
+        for k in leads:
+            origins = training_origins(h, anchor_s, k, s.train_window_s, s.max_train_rows)
+            coefs[k] = _median_fit(h, origins, k, curve)
+        return LinearFit(coefs, curve, self.name, reason, wape)
+
+    def _validate(self, h: History, anchor_s: float, lead: int, curve: SeasonalCurve | None,
+                  reason: str) -> tuple[float, str | None]:
+        """(recent WAPE % of the chosen method, baseline to fall back to or None)."""
+        s = self.settings
+        split_s = anchor_s - s.validation_s
+        fit_rows = training_origins(h, split_s, lead, s.train_window_s - s.validation_s,
+                                    s.max_train_rows)
+        val_rows = training_origins(h, anchor_s, lead, s.validation_s, s.max_train_rows)
+        if fit_rows.size < s.min_train_rows or val_rows.size < s.min_baseline_pairs:
+            return float("nan"), None
+        y = h.values[val_rows - 1 + lead]
+        denom = float(np.sum(np.abs(y)))
+        if denom <= 0:
+            return float("nan"), None
+        coef = _median_fit(h, fit_rows, lead, curve)
+        x = _design(h, val_rows, lead, curve)
+        model_wape = 100 * float(np.sum(np.abs(y - np.maximum(x @ coef, 0.0)))) / denom
+        base = baseline_wapes(h, val_rows, lead, y, denom)
+        best = min(base, key=lambda k: base[k])
+        if self.guard and model_wape > base[best] * (1 + s.guard_margin):
+            return base[best], best
+        return model_wape, None
+
+
+def fallback_fit(name: str, leads: tuple[int, ...], curve: SeasonalCurve | None, width: int,
+                 wape: float) -> LinearFit:
+    fit = baseline_fit(BASELINE_FEATURES[name], leads, name, "worse_than_baseline", curve, width)
+    fit.backtest_wape = wape
+    return fit
+
+
+def baseline_wapes(h: History, origins: IntArray, lead: int, y: FloatArray,
+                   denom: float) -> dict[str, float]:
+    x = feature_matrix(h, origins, lead)
+    return {name: 100 * float(np.nansum(np.abs(y - x[:, FEATURES.index(col)]))) / denom
+            for name, col in BASELINE_FEATURES.items()}
+
+
+def best_baseline(h: History, anchor_s: float, lead: int,
+                  s: ForecasterSettings) -> tuple[str, float]:
+    """The baseline with the lowest WAPE on the pairs before the anchor (persistence if none)."""
+    rows = training_origins(h, anchor_s, lead, s.train_window_s, s.max_train_rows)
+    rows = rows[np.isfinite(h.last_before(rows))]
+    if rows.size < s.min_baseline_pairs:
+        return "persistence", float("nan")
+    y = h.values[rows - 1 + lead]
+    denom = float(np.sum(np.abs(y)))
+    if denom <= 0:
+        return "persistence", float("nan")
+    wapes = baseline_wapes(h, rows, lead, y, denom)
+    best = min(wapes, key=lambda k: wapes[k])
+    return best, wapes[best]
+
+
+def _design(h: History, origins: IntArray, lead: int, curve: SeasonalCurve | None) -> FloatArray:
+    x = feature_matrix(h, origins, lead, curve)
+    return np.column_stack([x, np.ones(origins.size)])
+
+
+def _median_fit(h: History, origins: IntArray, lead: int,
+                curve: SeasonalCurve | None) -> FloatArray:
+    x = _design(h, origins, lead, curve)
+    y = h.values[origins - 1 + lead]
+    ok = np.all(np.isfinite(x), axis=1) & np.isfinite(y)
+    if ok.sum() < x.shape[1]:
+        coef = np.zeros(x.shape[1])
+        coef[FEATURES.index("last")] = 1.0
+        return coef
+    return quantile_regression(x[ok], y[ok], 0.5)
