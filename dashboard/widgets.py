@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import altair as alt
 import streamlit as st
 
 from controlplane.adapters.clock import WallClock
@@ -56,3 +57,9 @@ def price_sources(table: PriceTable, products: list[str]) -> None:
         [{"GPU product": p.product, "$ per GPU-hour": p.usd_per_gpu_hour, "source": p.source,
           "as of": p.as_of} for p in rows],
         hide_index=True, width="stretch")
+
+
+def time_x() -> alt.X:
+    """The time axis of every chart, in UTC whatever the browser's time zone."""
+    return alt.X("at:T", title="UTC", scale=alt.Scale(type="utc"),
+                 axis=alt.Axis(format="%m-%d %H:%M", labelOverlap=True))

@@ -165,21 +165,31 @@ def split_gpu(usage: GpuUsage, price: GpuPrice) -> tuple[CostLine, ...]:
     return tuple(lines)
 
 
+def _scaled(line: CostLine, factor: float) -> CostLine:
+    return CostLine(line.category, line.product, line.tenant, line.model, line.gpus * factor,
+                    line.usd_per_hour * factor)
+
+
 def fleet_cost_rate(snapshot: FleetSnapshot, prices: PriceTable) -> tuple[CostLine, ...]:
     """Every billed GPU's $/h, split into serving (by slice share), warm pool and idle.
 
-    A product's cost basis is max(billed, placed) GPUs: a plan never places on GPUs nobody pays
-    for, so a larger placed count means the billing snapshot lags. Warm GPUs come out of the
-    unplaced ones; whatever is neither placed nor warm is idle."""
+    Lines always sum to the bill (billed GPUs x price). The plan describes the desired fleet,
+    so during a scale-up it may place more GPUs of a product than are billed yet: the billed
+    GPUs are then split in the plan's proportions. Warm GPUs come out of the billed GPUs the plan
+    leaves unplaced; whatever is neither placed nor warm is idle."""
     lines: list[CostLine] = []
+    placed_lines: dict[str, list[CostLine]] = defaultdict(list)
     placed_count: dict[str, int] = defaultdict(int)
     for usage in snapshot.placed:
         placed_count[usage.product] += usage.gpus
-        lines.extend(split_gpu(usage, prices.price_of(usage.product)))
+        placed_lines[usage.product].extend(split_gpu(usage, prices.price_of(usage.product)))
     products = set(snapshot.billed_gpus) | set(placed_count) | set(snapshot.warm_gpus)
     for product in sorted(products):
-        unplaced = max(0, max(snapshot.billed_gpus.get(product, 0), placed_count[product])
-                       - placed_count[product])
+        billed = max(0, snapshot.billed_gpus.get(product, 0))
+        placed = placed_count[product]
+        factor = min(1.0, billed / placed) if placed else 1.0
+        lines.extend(_scaled(line, factor) for line in placed_lines[product])
+        unplaced = max(0, billed - placed)
         warm = min(unplaced, max(0, snapshot.warm_gpus.get(product, 0)))
         rate = prices.price_of(product).usd_per_gpu_hour
         if warm:
@@ -208,13 +218,9 @@ def attribute_warm(total_warm: int, unplaced: Mapping[str, int]) -> dict[str, in
 
 
 def billed_rate(snapshot: FleetSnapshot, prices: PriceTable) -> float:
-    """$/h of the GPUs the fleet pays for (what ``fleet_cost_rate`` lines must sum to)."""
-    placed: dict[str, int] = defaultdict(int)
-    for usage in snapshot.placed:
-        placed[usage.product] += usage.gpus
-    products = set(snapshot.billed_gpus) | set(placed)
-    return sum(prices.price_of(p).usd_per_gpu_hour
-               * max(snapshot.billed_gpus.get(p, 0), placed[p]) for p in products)
+    """$/h of the GPUs the fleet pays for (what ``fleet_cost_rate`` lines sum to)."""
+    return sum(prices.price_of(p).usd_per_gpu_hour * max(0, n)
+               for p, n in snapshot.billed_gpus.items())
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,7 +65,7 @@ def main() -> None:
     with left:
         st.subheader("$ / h over time")
         st.altair_chart(alt.Chart(rates).mark_area(interpolate="step-after").encode(
-            x=alt.X("at:T", title=None), y=alt.Y("usd_per_hour:Q", title="$ / h", stack=True),
+            x=widgets.time_x(), y=alt.Y("usd_per_hour:Q", title="$ / h", stack=True),
             color=alt.Color("category:N", scale=CATEGORY_COLOURS)).properties(height=240),
             width="stretch")
     with right:

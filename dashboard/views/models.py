@@ -54,7 +54,7 @@ def forecast_error(band: pd.DataFrame, actual: pd.DataFrame) -> dict[str, float]
 
 
 def demand_chart(actual: pd.DataFrame, band: pd.DataFrame, path: pd.DataFrame) -> alt.LayerChart:
-    x = alt.X("at:T", title=None)
+    x = widgets.time_x()
     area = alt.Chart(band).mark_area(opacity=0.25, color="#4c78a8").encode(
         x=x, y=alt.Y("p50:Q", title="requests / s"), y2="p90:Q")
     p50 = alt.Chart(band).mark_line(color="#4c78a8", strokeDash=[4, 2]).encode(x=x, y="p50:Q")
@@ -119,13 +119,13 @@ def main() -> None:
     with left:
         st.subheader("Ready replicas")
         st.altair_chart(alt.Chart(actual).mark_line(interpolate="step-after").encode(
-            x=alt.X("at:T", title=None), y=alt.Y("replicas_ready:Q", title="replicas"))
+            x=widgets.time_x(), y=alt.Y("replicas_ready:Q", title="replicas"))
             .properties(height=180), width="stretch")
     with right:
         st.subheader("Warm pool (fleet, GPUs held by the plan)")
         fleet = q.fleet_timeline(url, since_at, until_at)
         st.altair_chart(alt.Chart(fleet).mark_line(interpolate="step-after").encode(
-            x=alt.X("at:T", title=None),
+            x=widgets.time_x(),
             y=alt.Y("warm_gpus:Q", title="warm GPUs", axis=alt.Axis(format="d")))
             .properties(height=180), width="stretch")
     st.subheader("All models")

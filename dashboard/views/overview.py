@@ -82,12 +82,12 @@ def overview() -> None:
         long = timeline.melt(id_vars="at", value_vars=["demand_rps", "capacity_rps"],
                              var_name="series", value_name="rps")
         st.altair_chart(alt.Chart(long).mark_line().encode(
-            x=alt.X("at:T", title=None), y=alt.Y("rps:Q", title="requests / s"),
+            x=widgets.time_x(), y=alt.Y("rps:Q", title="requests / s"),
             color=alt.Color("series:N", title=None)).properties(height=220), width="stretch")
         gpus = timeline.melt(id_vars="at", value_vars=["gpus_ready", "gpus_placed", "warm_gpus"],
                              var_name="series", value_name="gpus")
         st.altair_chart(alt.Chart(gpus).mark_line(interpolate="step-after").encode(
-            x=alt.X("at:T", title=None), y=alt.Y("gpus:Q", title="GPUs"),
+            x=widgets.time_x(), y=alt.Y("gpus:Q", title="GPUs"),
             color=alt.Color("series:N", title=None)).properties(height=180), width="stretch")
     with right:
         st.subheader("GPUs by product")

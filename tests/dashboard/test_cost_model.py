@@ -78,10 +78,14 @@ def test_unplaced_billed_gpus_are_warm_up_to_the_warm_pool_and_idle_beyond() -> 
                                  CostCategory.IDLE: 14.0})
 
 
-def test_a_plan_ahead_of_billing_is_costed_on_the_placed_gpus() -> None:
-    snapshot = FleetSnapshot(T0, {"A100-80GB": 1}, {},
-                             (GpuUsage("A100-80GB", (SliceUse("m", "t", 7),), gpus=3),))
-    assert sum(x.usd_per_hour for x in fleet_cost_rate(snapshot, PriceTable((A100,)))) == 21.0
+def test_a_plan_ahead_of_billing_splits_only_the_billed_gpus_in_its_proportions() -> None:
+    snapshot = FleetSnapshot(T0, {"A100-80GB": 2}, {}, (
+        GpuUsage("A100-80GB", (SliceUse("a", "t", 7),), gpus=3),
+        GpuUsage("A100-80GB", (SliceUse("b", "t", 7),), gpus=1)))
+    lines = {x.model: x for x in fleet_cost_rate(snapshot, PriceTable((A100,)))}
+    assert lines["a"].usd_per_hour == pytest.approx(10.5)
+    assert lines["b"].usd_per_hour == pytest.approx(3.5)
+    assert lines["a"].gpus == pytest.approx(1.5)
 
 
 def test_configured_prices_override_defaults_and_unknown_products_fall_back_visibly() -> None:

@@ -1,0 +1,111 @@
+"""Drive Debian's headless Chromium over the DevTools protocol (CDP, websockets on 127.0.0.1).
+
+Small on purpose: start Chromium with a private profile, open a URL, evaluate JavaScript, wait
+for a condition, take a full-page screenshot. No downloads, no network beyond 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import websocket
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage", "--hide-scrollbars", "--mute-audio")
+
+
+class Browser:
+    def __init__(self, profile_dir: Path, width: int = 1440, height: int = 1000) -> None:
+        profile_dir.mkdir(parents=True, exist_ok=True)
+        (profile_dir / "DevToolsActivePort").unlink(missing_ok=True)  # left by an earlier run
+        self.process = subprocess.Popen(
+            [CHROMIUM, *FLAGS, f"--user-data-dir={profile_dir}", "--remote-debugging-port=0",
+             "--remote-debugging-address=127.0.0.1", f"--window-size={width},{height}",
+             "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            port = self._devtools_port(profile_dir / "DevToolsActivePort")
+            targets = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list",
+                                                        timeout=10).read())
+            page = next(t for t in targets if t.get("type") == "page")
+            self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=30,
+                                                  suppress_origin=True)
+        except BaseException:
+            self._stop_process()
+            raise
+        self._id = 0
+        self.call("Page.enable")
+        self.call("Runtime.enable")
+        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                  deviceScaleFactor=1, mobile=False)
+
+    def _devtools_port(self, marker: Path, timeout_s: float = 30.0) -> int:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if marker.is_file() and marker.read_text().strip():
+                return int(marker.read_text().splitlines()[0])
+            if self.process.poll() is not None:
+                raise RuntimeError(f"chromium exited with code {self.process.returncode}")
+            time.sleep(0.1)
+        raise TimeoutError("chromium did not open its DevTools port")
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self._id += 1
+        self.ws.send(json.dumps({"id": self._id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.ws.recv())
+            if message.get("id") == self._id:
+                if "error" in message:
+                    raise RuntimeError(f"{method}: {message['error']}")
+                result: dict[str, Any] = message.get("result", {})
+                return result
+
+    def open(self, url: str) -> None:
+        self.call("Page.navigate", url=url)
+
+    def evaluate(self, expression: str) -> Any:
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        return result.get("result", {}).get("value")
+
+    def wait_for(self, expression: str, timeout_s: float, poll_s: float = 0.25) -> bool:
+        """Poll a JavaScript expression until it is truthy; False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.evaluate(expression):
+                return True
+            time.sleep(poll_s)
+        return False
+
+    def screenshot(self, path: Path) -> Path:
+        height = int(self.evaluate("document.documentElement.scrollHeight") or 1000)
+        main = self.evaluate("(() => { const m = document.querySelector("
+                             "'[data-testid=\"stMain\"]'); return m ? m.scrollHeight : 0; })()")
+        height = max(height, int(main or 0), 800)
+        self.call("Emulation.setDeviceMetricsOverride", width=1440, height=min(height, 6000),
+                  deviceScaleFactor=1, mobile=False)
+        time.sleep(0.5)
+        shot = self.call("Page.captureScreenshot", format="png")
+        path.write_bytes(base64.b64decode(shot["data"]))
+        return path
+
+    def close(self) -> None:
+        try:
+            self.ws.close()
+        finally:
+            self._stop_process()
+
+    def _stop_process(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)

@@ -1,0 +1,164 @@
+"""Headless Chromium loads every page of a running `headroom dashboard` (and of `headroom demo`),
+waits for the render, asserts there is no exception box, and saves screenshots."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dashboard_browser import Browser
+from dashboard_support import REPO_ROOT, free_port
+
+pytestmark = pytest.mark.browser
+
+HEADROOM = [sys.executable, "-c", "from controlplane.cli import main; main()"]
+PAGES = [("", "Overview"), ("fleet", "Fleet"), ("models", "Models"), ("cost", "Cost"),
+         ("decisions", "Decisions"), ("what-if", "What-if")]
+RENDERED = """(() => {
+  const h1 = document.querySelector('h1');
+  const running = document.querySelector('[data-testid="stStatusWidget"]');
+  const skeleton = document.querySelector('[data-testid="stSkeleton"]');
+  return !!h1 && h1.innerText.trim() === %r && !running && !skeleton;
+})()"""
+CHARTS_DRAWN = """(() => {
+  const charts = document.querySelectorAll('[data-testid="stVegaLiteChart"]');
+  return Array.from(charts).every(c => c.querySelector('canvas, svg'));
+})()"""
+PROBLEMS = """(() => {
+  const text = document.body.innerText;
+  return {exceptions: document.querySelectorAll('[data-testid="stException"]').length,
+          traceback: text.includes('Traceback'), notFound: text.includes('Page not found'),
+          errors: Array.from(document.querySelectorAll('[data-testid="stAlertContentError"]'))
+                       .map(e => e.innerText)};
+})()"""
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    return {**env, **extra}
+
+
+def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"the process exited with code {process.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"{url} did not become healthy within {timeout_s} s")
+
+
+def stop_group(process: subprocess.Popen[bytes]) -> None:
+    """Stop the process we started and its children (its own session), by its id."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Browser]:
+    chromium = Browser(tmp_path / "chromium-profile")
+    try:
+        yield chromium
+    finally:
+        chromium.close()
+
+
+def test_every_page_of_headroom_dashboard_renders_without_an_exception(
+        seeded_url: str, tmp_path: Path, browser: Browser) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [*HEADROOM, "dashboard", "--address", "127.0.0.1", "--port", str(port)],
+        env=child_env(HEADROOM_DB__URL=seeded_url), cwd=tmp_path, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    try:
+        wait_healthy(url, process, timeout_s=60)
+        for slug, title in PAGES:
+            browser.open(f"{url}/{slug}")
+            assert browser.wait_for(RENDERED % title, timeout_s=60), f"{title} never rendered"
+            assert browser.wait_for(CHARTS_DRAWN, timeout_s=20), f"{title}: charts not drawn"
+            problems = browser.evaluate(PROBLEMS)
+            browser.screenshot(shots / f"{slug or 'overview'}.png")
+            assert problems == {"exceptions": 0, "traceback": False, "notFound": False,
+                                "errors": []}, f"{title}: {problems}"
+    finally:
+        stop_group(process)
+    saved = sorted(p.name for p in shots.glob("*.png"))
+    assert saved == sorted(f"{slug or 'overview'}.png" for slug, _ in PAGES)
+    assert all((shots / name).stat().st_size > 10_000 for name in saved)
+    print(f"screenshots in {shots}")
+
+
+def test_headroom_demo_shows_live_data_within_30_seconds_of_start(
+        tmp_path: Path, browser: Browser) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    started_s = time.monotonic()
+    process = subprocess.Popen(
+        [*HEADROOM, "demo", "--db", str(tmp_path / "demo.db"), "--speed", "30"],
+        env=child_env(HEADROOM_DASHBOARD__PORT=str(port),
+                      HEADROOM_PLACEMENT__LISTEN="127.0.0.1:0"),
+        cwd=tmp_path, start_new_session=True, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    live = """(() => {
+      const metrics = Array.from(document.querySelectorAll('[data-testid="stMetric"]'))
+                           .map(m => m.innerText);
+      const tick = metrics.find(t => t.startsWith('Last tick'));
+      const cost = metrics.find(t => t.startsWith('$ / h now'));
+      return !!tick && /\\d\\d:\\d\\d:\\d\\d/.test(tick) && !!cost && /\\$\\d/.test(cost);
+    })()"""
+    try:
+        wait_healthy(url, process, timeout_s=30)
+        browser.open(url)
+        remaining_s = 30 - (time.monotonic() - started_s)
+        shown = browser.wait_for(live, timeout_s=max(0.0, remaining_s), poll_s=0.5)
+        elapsed_s = time.monotonic() - started_s
+        browser.screenshot(tmp_path / "demo-overview.png")
+        assert shown, f"no live data on the Overview {elapsed_s:.1f} s after `headroom demo`"
+        assert elapsed_s <= 30.0
+        assert browser.evaluate(PROBLEMS)["exceptions"] == 0
+    finally:
+        stop_group(process)
+
+
+def test_the_probe_sees_an_exception_box_when_a_page_raises(tmp_path: Path,
+                                                            browser: Browser) -> None:
+    """Negative control: the checks above would notice a page that fails."""
+    script = tmp_path / "broken_app.py"
+    script.write_text("import streamlit as st\nst.title('Broken')\n"
+                      "raise RuntimeError('deliberate failure')\n")
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(script), "--server.address", "127.0.0.1",
+         "--server.port", str(port), "--server.headless", "true",
+         "--browser.gatherUsageStats", "false"],
+        env=child_env(), cwd=tmp_path, start_new_session=True, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", process, timeout_s=60)
+        browser.open(f"http://127.0.0.1:{port}/")
+        assert browser.wait_for(RENDERED % "Broken", timeout_s=60)
+        assert browser.wait_for(
+            "document.querySelectorAll('[data-testid=\"stException\"]').length > 0", 20)
+        assert browser.evaluate(PROBLEMS)["exceptions"] >= 1
+    finally:
+        stop_group(process)
