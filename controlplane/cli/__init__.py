@@ -18,6 +18,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from controlplane.adapters.clock import WallClock
+from controlplane.cli.cost import app as cost_app
+from controlplane.cli.forecast import app as forecast_app
 from controlplane.cli.placement import app as placement_app
 from controlplane.logsetup import setup_logging
 from controlplane.serve import ServeError
@@ -29,6 +31,8 @@ app = typer.Typer(help="Headroom: forecast, pack and actuate GPU inference fleet
 db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(placement_app, name="placement")
+app.add_typer(forecast_app, name="forecast")
+app.add_typer(cost_app, name="cost")
 
 console = Console(stderr=True)
 ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file",
