@@ -11,9 +11,12 @@ from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.demand import Demand
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.guards import GuardMemory
+from controlplane.domain.mig_layout import NodeMigLayout
+from controlplane.domain.mig_relayout import MigRelayout
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.placement import FleetPlacement
+from controlplane.domain.sharing_config import SharingLayout
 from controlplane.domain.tick import TickReport
 from forecaster.types import Forecast
 
@@ -76,4 +79,61 @@ class DecisionStore(Protocol):
 
     def last_guard_memory(self) -> GuardMemory:
         """Guard memory stored with the newest tick, or empty."""
+        ...
+
+
+class SharingActuator(Protocol):
+    def apply_sharing(self, node: str, layout: SharingLayout) -> ActionOutcome:
+        """Absolute target (MPS / time-slicing replicas, or exclusive); idempotent. An unknown
+        node, or MPS on a MIG-enabled node, is a non-retryable failed outcome."""
+        ...
+
+
+class MigRelayoutActuator(Protocol):
+    def start_relayout(self, node: str, layout: NodeMigLayout, reason: str) -> ActionOutcome:
+        """Begin a persisted, resumable re-layout of ``node`` (returns at once). Starting the
+        same target twice is a no-op; a node already at the layout is ok without a relayout."""
+        ...
+
+    def advance(self) -> tuple[MigRelayout, ...]:
+        """Move every active relayout on as far as the cluster allows now; returns them."""
+        ...
+
+
+class RelayoutStore(Protocol):
+    def save_relayout(self, relayout: MigRelayout) -> None:
+        """Persist one relayout step (insert or update by id), atomically."""
+        ...
+
+    def active_relayouts(self) -> tuple[MigRelayout, ...]:
+        """Relayouts not in a terminal phase, oldest first."""
+        ...
+
+    def relayouts_of(self, node: str) -> tuple[MigRelayout, ...]:
+        """Every relayout of one node, oldest first."""
+        ...
+
+
+class LeaderElector(Protocol):
+    def try_acquire_or_renew(self, now: datetime) -> bool:
+        """Take or keep leadership; True when this replica may actuate until the renew
+        deadline. Losing a write race (HTTP 409) or an unreachable API is False."""
+        ...
+
+    def is_leader(self, now: datetime) -> bool:
+        """Still within the renew deadline of the last successful acquire or renew."""
+        ...
+
+    def release(self) -> None:
+        """Step down so another replica takes over at once (no-op when not leader)."""
+        ...
+
+
+class ModelLoader(Protocol):
+    def load_model(self, model: str) -> ActionOutcome:
+        """Load (or reload) a model on an inference server; idempotent."""
+        ...
+
+    def unload_model(self, model: str) -> ActionOutcome:
+        """Unload a model; unloading a model that is not loaded is ok."""
         ...

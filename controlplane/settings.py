@@ -122,6 +122,42 @@ class KubernetesSettings(Group):
     kubeconfig: str | None = Field(None, description="path; None = in-cluster or ~/.kube/config")
     namespace: str = Field("headroom")
     field_manager: str = Field("headroom")
+    request_timeout_s: float = Field(10.0, gt=0, description="timeout of one API request")
+    model_label: str = Field("headroom.dev/model", description="label on Triton/vLLM "
+                             "Deployments and StatefulSets naming the model they serve")
+    workload_namespaces: list[str] = Field(default_factory=list, description="namespaces of "
+                                           "model workloads; empty = all namespaces")
+    nodepool_names: dict[str, str] = Field(default_factory=dict, description="pool -> Karpenter "
+                                           "NodePool name (default: the pool name)")
+    placeholder_priority_class: str = Field("headroom-warm-placeholder", description="low "
+                                            "PriorityClass of the warm-capacity placeholder pods")
+    placeholder_image: str = Field("registry.k8s.io/pause:3.10")
+    gpu_operator_namespace: str = Field("gpu-operator", description="namespace of the GPU "
+                                        "Operator's MIG manager and device plugin ConfigMaps")
+    mig_config_map: str = Field("headroom-mig-parted-config", description="mig-parted "
+                                "ConfigMap (key config.yaml) the MIG manager is pointed at")
+    device_plugin_config_map: str = Field("headroom-device-plugin-config", description=
+                                          "device-plugin ConfigMap (one key per named config)")
+    mig_strategy: Literal["single", "mixed"] = Field("mixed", description="device plugin "
+                                                     "MIG strategy (mixed for custom layouts)")
+    lease_name: str = Field("headroom-leader", description="coordination.k8s.io/v1 Lease")
+    lease_duration_s: int = Field(15, ge=1, description="followers wait this long")
+    renew_deadline_s: float = Field(10.0, gt=0, description="a leader stops acting this long "
+                                    "after its last successful renew (< lease_duration_s)")
+    identity: str | None = Field(None, description="leader election identity; None = "
+                                 "hostname + process id")
+    surge_timeout_s: float = Field(900.0, gt=0, description="MIG relayout: wait for surge "
+                                   "capacity before giving up (nothing disrupted yet)")
+    drain_timeout_s: float = Field(3600.0, gt=0, description="MIG relayout: give up draining "
+                                   "(uncordon, alert) after this long; never forces evictions")
+    mig_timeout_s: float = Field(900.0, gt=0, description="MIG relayout: wait this long for "
+                                 "nvidia.com/mig.config.state=success before rolling back")
+
+    @model_validator(mode="after")
+    def _lease_timing(self) -> KubernetesSettings:
+        if self.renew_deadline_s >= self.lease_duration_s:
+            raise ValueError("k8s.renew_deadline_s must be < k8s.lease_duration_s")
+        return self
 
 
 class Settings(BaseSettings):

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from controlplane.domain.mig_layout import NodeMigLayout, config_name
+from controlplane.domain.sharing_config import SharingLayout
+
 
 @dataclass(frozen=True, slots=True)
 class ScaleNodePool:
@@ -63,6 +66,73 @@ class SetReplicas:
 
 
 Action = ScaleNodePool | SetReplicas
+
+
+@dataclass(frozen=True, slots=True)
+class ApplySharing:
+    """Share a node's GPUs through the device plugin (MPS / time-slicing) or make them exclusive.
+    ``from_value``/``to_value`` are clients per GPU."""
+
+    node: str
+    from_layout: SharingLayout
+    to_layout: SharingLayout
+    reason: str
+    kind: Literal["apply_sharing"] = "apply_sharing"
+
+    @property
+    def target(self) -> str:
+        return self.node
+
+    @property
+    def from_value(self) -> int:
+        return self.from_layout.replicas
+
+    @property
+    def to_value(self) -> int:
+        return self.to_layout.replicas
+
+    def render(self) -> str:
+        return (f"node {self.node} sharing {self.from_layout.describe()}→"
+                f"{self.to_layout.describe()} ({self.reason})")
+
+    def to_log(self) -> dict[str, object]:
+        return {"kind": self.kind, "node": self.node, "from": self.from_layout.describe(),
+                "to": self.to_layout.describe(), "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class RelayoutMig:
+    """Re-lay out a node's MIG instances (a drain: surge, cordon, evict, relabel, uncordon).
+    ``from_value``/``to_value`` count MIG instances per GPU, summed over device groups."""
+
+    node: str
+    from_layout: NodeMigLayout
+    to_layout: NodeMigLayout
+    reason: str
+    kind: Literal["relayout_mig"] = "relayout_mig"
+
+    @property
+    def target(self) -> str:
+        return self.node
+
+    @property
+    def from_value(self) -> int:
+        return self.from_layout.instance_count()
+
+    @property
+    def to_value(self) -> int:
+        return self.to_layout.instance_count()
+
+    def render(self) -> str:
+        return (f"node {self.node} MIG {self.from_layout.describe()}→"
+                f"{self.to_layout.describe()} ({self.reason})")
+
+    def to_log(self) -> dict[str, object]:
+        return {"kind": self.kind, "node": self.node, "from": config_name(self.from_layout),
+                "to": config_name(self.to_layout), "reason": self.reason}
+
+
+NodeAction = ApplySharing | RelayoutMig
 
 
 @dataclass(frozen=True, slots=True)

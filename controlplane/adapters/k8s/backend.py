@@ -1,0 +1,114 @@
+"""Wiring of the Kubernetes backend: one API client, the reader, the actuators (gated on the
+leader Lease) and the elector. ``headroom serve`` with ``backend: kubernetes`` builds this.
+
+    backend = build_k8s_backend(settings, clock, SqlRelayoutStore(store.engine))
+    every tick:
+        leading = backend.elector.try_acquire_or_renew(clock.now())
+        reconcile_once(ReconcileDeps(..., reader=backend.reader,
+                                     node_pools=backend.node_pools,
+                                     replicas=backend.replicas, ...), config)
+        if leading: backend.mig.advance()        # moves MIG relayouts on
+    on shutdown: backend.elector.release()
+
+Followers still read and serve; their gated actuators answer ``not_leader`` (retryable) and
+write nothing. With ``safety.dry_run`` every write is recorded (``backend.planned_writes()``)
+instead of sent, and the replica neither takes nor contends for the Lease.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kubernetes import client, config
+
+from controlplane.adapters.k8s.api import KubeApi, PlannedWrite
+from controlplane.adapters.k8s.executor import Actuators
+from controlplane.adapters.k8s.leader import DryRunElector, K8sLeaseElector, LeaderGated
+from controlplane.adapters.k8s.mig import K8sMigRelayoutActuator, surge_floors
+from controlplane.adapters.k8s.node_pools import K8sNodePoolActuator
+from controlplane.adapters.k8s.reader import K8sClusterReader, LoadSource
+from controlplane.adapters.k8s.replicas import K8sReplicaActuator
+from controlplane.adapters.k8s.sharing import K8sSharingActuator
+from controlplane.domain.desired import PoolSpec
+from controlplane.domain.lease import LeaseTiming
+from controlplane.domain.mig_relayout import RelayoutPolicy
+from controlplane.ports import Clock, LeaderElector, RelayoutStore
+from controlplane.settings import KubernetesSettings, Settings
+
+
+@dataclass(frozen=True, slots=True)
+class K8sBackend:
+    api: KubeApi
+    reader: K8sClusterReader
+    node_pools: LeaderGated
+    replicas: LeaderGated
+    sharing: LeaderGated
+    mig: LeaderGated
+    elector: LeaderElector
+    relayouts: RelayoutStore
+
+    @property
+    def actuators(self) -> Actuators:
+        return Actuators(self.node_pools, self.replicas, self.sharing, self.mig)
+
+    def planned_writes(self) -> tuple[PlannedWrite, ...]:
+        """What a dry run would have written, in order."""
+        return self.api.planned_writes()
+
+
+_load_kube_config: Callable[..., None] = config.load_kube_config
+_load_incluster_config: Callable[..., None] = config.load_incluster_config
+
+
+def api_client_from(settings: KubernetesSettings) -> client.ApiClient:
+    """In-cluster config when running in a pod, else the kubeconfig (settings or default)."""
+    configuration = client.Configuration()
+    if settings.kubeconfig:
+        _load_kube_config(config_file=settings.kubeconfig, client_configuration=configuration)
+    else:
+        try:
+            _load_incluster_config(client_configuration=configuration)
+        except config.ConfigException:
+            _load_kube_config(client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+def pool_specs(settings: Settings) -> tuple[PoolSpec, ...]:
+    return tuple(PoolSpec(p.name, p.product, p.gpus_per_node, p.min_nodes, p.max_nodes,
+                          p.price_per_gpu_hour) for p in settings.pools)
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def build_k8s_backend(settings: Settings, clock: Clock, relayouts: RelayoutStore, *,
+                      api_client: client.ApiClient | None = None, identity: str | None = None,
+                      load: LoadSource | None = None,
+                      pools: Sequence[PoolSpec] | None = None,
+                      api: KubeApi | None = None) -> K8sBackend:
+    """``api`` (or ``api_client``) overrides the client built from ``settings.k8s``."""
+    k8s = settings.k8s
+    dry_run = settings.safety.dry_run
+    if api is None:
+        api = KubeApi(api_client or api_client_from(k8s), k8s.field_manager,
+                      k8s.request_timeout_s, dry_run=dry_run)
+    pool_list = tuple(pools) if pools is not None else pool_specs(settings)
+    reader = K8sClusterReader(api, k8s, pool_list, clock, load)
+    node_pools = K8sNodePoolActuator(api, k8s, pool_list, lambda: surge_floors(relayouts))
+    policy = RelayoutPolicy(k8s.surge_timeout_s, k8s.drain_timeout_s, k8s.mig_timeout_s)
+    mig = K8sMigRelayoutActuator(api, k8s, pool_list, reader, node_pools, relayouts, clock,
+                                 policy)
+    elector: LeaderElector
+    if dry_run:
+        elector = DryRunElector()
+    else:
+        elector = K8sLeaseElector(api, k8s.namespace, k8s.lease_name,
+                                  identity or k8s.identity or default_identity(),
+                                  LeaseTiming(k8s.lease_duration_s, k8s.renew_deadline_s))
+    gated = LeaderGated(elector, clock, node_pools, K8sReplicaActuator(api, k8s),
+                        K8sSharingActuator(api, k8s), mig)
+    return K8sBackend(api, reader, gated, gated, gated, gated, elector, relayouts)

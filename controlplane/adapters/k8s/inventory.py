@@ -1,0 +1,223 @@
+"""One pass over the cluster: nodes (GPU Feature Discovery labels), pods (GPU requests), model
+workloads (Deployments/StatefulSets labelled with the model), disruption budgets, Karpenter
+NodePools and the MIG manager's configs. The only place that parses Kubernetes objects."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from controlplane.adapters.k8s import names as n
+from controlplane.adapters.k8s.api import KubeApi, NotFoundError
+from controlplane.adapters.k8s.manifests import mig_parted_configs
+from controlplane.adapters.k8s.quantity import count, parse_quantity
+from controlplane.domain.desired import PoolSpec
+from controlplane.domain.mig_layout import NodeMigLayout, builtin_layout, layout_from_entries
+from controlplane.settings import KubernetesSettings
+from scheduler.domain.catalog import lookup
+
+JsonObject = dict[str, Any]
+_FAMILIES = ("A100", "H100", "H200", "B200", "L40S", "L4", "T4", "A10G", "A10", "A30", "V100")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    name: str
+    labels: dict[str, str]
+    ready: bool
+    unschedulable: bool
+    allocatable: dict[str, str]
+    product: str
+    pool: str  # "" when no configured pool matches
+    gpu_count: int
+    gpu_memory_mib: int
+    mig_capable: bool
+
+    @property
+    def mig_config(self) -> str:
+        return self.labels.get(n.MIG_CONFIG, "")
+
+    @property
+    def mig_state(self) -> str:
+        return self.labels.get(n.MIG_CONFIG_STATE, "")
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    namespace: str
+    name: str
+    node: str
+    phase: str
+    ready: bool
+    labels: dict[str, str]
+    gpu_requests: dict[str, int]
+    daemon: bool  # owned by a DaemonSet (a drain leaves it)
+    mirror: bool  # a static pod's mirror (a drain leaves it)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadInfo:
+    kind: str  # Deployment | StatefulSet
+    namespace: str
+    name: str
+    model: str
+    replicas: int
+    ready: int
+    selector: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetInfo:
+    namespace: str
+    name: str
+    disruptions_allowed: int
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    nodes: tuple[NodeInfo, ...]
+    pods: tuple[PodInfo, ...]
+    workloads: tuple[WorkloadInfo, ...]
+    budgets: tuple[BudgetInfo, ...]
+    nodepools: dict[str, JsonObject]
+    mig_configs: dict[str, list[dict[str, object]]]
+    notes: tuple[str, ...] = field(default=())
+
+    def node(self, name: str) -> NodeInfo | None:
+        return next((node for node in self.nodes if node.name == name), None)
+
+    def pods_on(self, node: str) -> tuple[PodInfo, ...]:
+        return tuple(p for p in self.pods if p.node == node)
+
+    def layout_of(self, node: NodeInfo) -> NodeMigLayout | None:
+        """The MIG layout the node's ``nvidia.com/mig.config`` label names, if known."""
+        if not node.mig_config:
+            return None
+        entries = self.mig_configs.get(node.mig_config)
+        if entries is not None:
+            return layout_from_entries(node.product, entries)
+        return builtin_layout(node.product, node.mig_config)
+
+
+def normalize_product(raw: str, memory_mib: int) -> str:
+    """GFD's ``nvidia.com/gpu.product`` (e.g. NVIDIA-A100-SXM4-80GB, Tesla-T4, or a MIG/SHARED
+    variant) -> the catalog's product name; the raw value when unknown."""
+    base = raw.removesuffix("-SHARED").split("-MIG-", 1)[0]
+    for candidate in (base, base.removeprefix("NVIDIA-").removeprefix("Tesla-")):
+        product = lookup(candidate)
+        if product is not None:
+            return product.name
+    tokens = base.upper().replace("_", "-").split("-")
+    family = next((f for f in _FAMILIES if f in tokens), None)
+    if family is None:
+        return base
+    sized = next((t for t in tokens if t.endswith("GB") and t[:-2].isdigit()), None)
+    if sized is None and memory_mib:
+        sized = f"{round(memory_mib / 1024)}GB"
+    for candidate in ([f"{family}-{sized}"] if sized else []) + [family]:
+        product = lookup(candidate)
+        if product is not None:
+            return product.name
+    return base
+
+
+def _is_ready(conditions: list[JsonObject]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def parse_node(obj: JsonObject, pools: Sequence[PoolSpec], nodepools: dict[str, str]) -> NodeInfo:
+    labels = dict(obj["metadata"].get("labels") or {})
+    status = obj.get("status") or {}
+    allocatable = {k: str(v) for k, v in (status.get("allocatable") or {}).items()}
+    capacity = status.get("capacity") or {}
+    raw_memory = labels.get(n.GPU_MEMORY, "")
+    memory = int(raw_memory) if raw_memory.isdigit() else 0
+    raw_product = labels.get(n.GPU_PRODUCT, "")
+    product = normalize_product(raw_product, memory) if raw_product else ""
+    gpus = labels.get(n.GPU_COUNT, "")
+    gpu_count = int(gpus) if gpus.isdigit() else count(capacity.get(n.GPU_RESOURCE, 0))
+    catalog = lookup(product) if product else None
+    pool = nodepools.get(labels.get(n.KARPENTER_NODEPOOL, ""), "") or labels.get(n.POOL_LABEL, "")
+    if pool not in {p.name for p in pools}:
+        pool = next((p.name for p in pools if product and (
+            p.product == product or normalize_product(p.product, 0) == product)), "")
+    return NodeInfo(
+        name=obj["metadata"]["name"], labels=labels,
+        ready=_is_ready(status.get("conditions") or []),
+        unschedulable=bool((obj.get("spec") or {}).get("unschedulable")),
+        allocatable=allocatable,
+        product=product, pool=pool, gpu_count=gpu_count,
+        gpu_memory_mib=memory or (catalog.memory_mib if catalog else 0),
+        mig_capable=labels.get(n.MIG_CAPABLE) == "true" or bool(catalog and catalog.mig_capable))
+
+
+def parse_pod(obj: JsonObject) -> PodInfo:
+    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    requests: dict[str, int] = {}
+    for container in spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        for resource, quantity in wanted.items():
+            if n.is_gpu_resource(resource):
+                requests[resource] = requests.get(resource, 0) + count(quantity)
+    owners = meta.get("ownerReferences") or []
+    return PodInfo(
+        namespace=meta.get("namespace", ""), name=meta["name"], node=spec.get("nodeName", ""),
+        phase=status.get("phase", "Pending"), ready=_is_ready(status.get("conditions") or []),
+        labels=dict(meta.get("labels") or {}), gpu_requests=requests,
+        daemon=any(o.get("kind") == "DaemonSet" for o in owners),
+        mirror="kubernetes.io/config.mirror" in (meta.get("annotations") or {}))
+
+
+def parse_workload(obj: JsonObject, kind: str, model_label: str) -> WorkloadInfo:
+    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    model = (meta.get("annotations") or {}).get(n.MODEL_NAME_ANNOTATION) or (
+        meta.get("labels") or {}).get(model_label, "")
+    return WorkloadInfo(kind, meta.get("namespace", ""), meta["name"], model,
+                        int(spec.get("replicas", 1)), int(status.get("readyReplicas") or 0),
+                        dict((spec.get("selector") or {}).get("matchLabels") or {}))
+
+
+def fetch_inventory(api: KubeApi, settings: KubernetesSettings,
+                    pools: Sequence[PoolSpec]) -> Inventory:
+    """Read everything a snapshot needs. Raises TransientError when the API is unreachable."""
+    notes: list[str] = []
+    try:
+        nodepool_objs = {o["metadata"]["name"]: o for o in api.list("karpenter.sh/v1", "NodePool")}
+    except NotFoundError:
+        nodepool_objs = {}
+        notes.append("karpenter NodePool API not found: pool targets come from node counts")
+    by_nodepool = {settings.nodepool_names.get(p.name, p.name): p.name for p in pools}
+    nodes = tuple(parse_node(o, pools, by_nodepool) for o in api.list("v1", "Node"))
+    pods = tuple(parse_pod(o) for o in api.list(
+        "v1", "Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed"))
+    workloads: list[WorkloadInfo] = []
+    for namespace in settings.workload_namespaces or [""]:
+        for kind in ("Deployment", "StatefulSet"):
+            workloads.extend(parse_workload(o, kind, settings.model_label) for o in api.list(
+                "apps/v1", kind, namespace, label_selector=settings.model_label))
+    budgets = tuple(
+        BudgetInfo(o["metadata"].get("namespace", ""), o["metadata"]["name"],
+                   int((o.get("status") or {}).get("disruptionsAllowed") or 0))
+        for o in api.list("policy/v1", "PodDisruptionBudget"))
+    notes.extend(f"pdb {b.namespace}/{b.name} allows no disruption now" for b in budgets
+                 if b.disruptions_allowed <= 0)
+    mig_configs: dict[str, list[dict[str, object]]] = {}
+    config = api.read("v1", "ConfigMap", settings.mig_config_map, settings.gpu_operator_namespace)
+    if config is not None:
+        try:
+            mig_configs = mig_parted_configs((config.get("data") or {}).get(n.MIG_PARTED_KEY, ""))
+        except ValueError as error:
+            notes.append(f"configmap {settings.mig_config_map}: {error}")
+    return Inventory(nodes, pods, tuple(workloads), budgets, nodepool_objs, mig_configs,
+                     tuple(notes))
+
+
+def free_gpu_resources(node: NodeInfo, pods: Sequence[PodInfo]) -> dict[str, int]:
+    """Allocatable minus requested, per GPU-like resource."""
+    free = {r: int(parse_quantity(q)) for r, q in node.allocatable.items() if n.is_gpu_resource(r)}
+    for pod in pods:
+        for resource, quantity in pod.gpu_requests.items():
+            free[resource] = free.get(resource, 0) - quantity
+    return free

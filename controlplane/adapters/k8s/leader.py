@@ -1,0 +1,183 @@
+"""Leader election with a ``coordination.k8s.io/v1`` Lease, and actuators that only act while
+this replica leads. Every replica serves the gRPC API and reads the cluster; only the leader
+writes. Lease writes are guarded by ``resourceVersion``: losing the race (409) means "not
+leader" (REFERENCE.md §8.4). Decisions are pure (domain/lease.py); ``now`` is injected."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from controlplane.adapters.k8s.api import KubeApi
+from controlplane.adapters.k8s.outcomes import failed
+from controlplane.domain.actions import ActionOutcome
+from controlplane.domain.errors import PermanentError, TransientError
+from controlplane.domain.lease import (
+    LeaseRecord,
+    LeaseSighting,
+    LeaseTiming,
+    LeaseVerdict,
+    decide_lease,
+    leads_until,
+    released,
+)
+from controlplane.domain.mig_layout import NodeMigLayout
+from controlplane.domain.mig_relayout import MigRelayout
+from controlplane.domain.sharing_config import SharingLayout
+from controlplane.ports import (
+    Clock,
+    LeaderElector,
+    MigRelayoutActuator,
+    NodePoolActuator,
+    ReplicaActuator,
+    SharingActuator,
+)
+
+log = logging.getLogger("headroom.k8s.leader")
+MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+NOT_LEADER = "not_leader: another replica actuates"
+
+
+def format_micro_time(at: datetime) -> str:
+    return at.astimezone(UTC).strftime(MICRO_TIME)
+
+
+def parse_micro_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    normalized = text.replace("Z", "+00:00")
+    return datetime.fromisoformat(normalized).astimezone(UTC)
+
+
+def lease_from_object(obj: dict[str, Any]) -> LeaseRecord:
+    spec = obj.get("spec") or {}
+    return LeaseRecord(holder=spec.get("holderIdentity") or "",
+                       lease_duration_s=int(spec.get("leaseDurationSeconds") or 0),
+                       acquire_at=parse_micro_time(spec.get("acquireTime")),
+                       renew_at=parse_micro_time(spec.get("renewTime")),
+                       transitions=int(spec.get("leaseTransitions") or 0),
+                       resource_version=obj["metadata"].get("resourceVersion", ""))
+
+
+def lease_object(name: str, namespace: str, record: LeaseRecord) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if record.resource_version:
+        meta["resourceVersion"] = record.resource_version
+    spec: dict[str, Any] = {"holderIdentity": record.holder,
+                            "leaseDurationSeconds": record.lease_duration_s,
+                            "leaseTransitions": record.transitions}
+    if record.acquire_at is not None:
+        spec["acquireTime"] = format_micro_time(record.acquire_at)
+    if record.renew_at is not None:
+        spec["renewTime"] = format_micro_time(record.renew_at)
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
+            "spec": spec}
+
+
+class K8sLeaseElector:
+    def __init__(self, api: KubeApi, namespace: str, name: str, identity: str,
+                 timing: LeaseTiming) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.timing = timing
+        self._sighting: LeaseSighting | None = None
+        self._renewed_at: datetime | None = None
+
+    def try_acquire_or_renew(self, now: datetime) -> bool:
+        try:
+            obj = self.api.read("coordination.k8s.io/v1", "Lease", self.name, self.namespace)
+            current = lease_from_object(obj) if obj is not None else None
+            decision = decide_lease(current, self._sighting, self.identity, now, self.timing)
+            self._sighting = decision.sighting
+            if decision.record is None:
+                self._renewed_at = None
+                return False
+            body = lease_object(self.name, self.namespace, decision.record)
+            if decision.verdict is LeaseVerdict.CREATE:
+                self.api.create(body)
+            else:
+                self.api.replace(body)
+        except (TransientError, PermanentError) as error:  # incl. 409: someone else won
+            log.info("leader.lost_race", extra={"identity": self.identity, "error": str(error)})
+            self._renewed_at = None
+            return False
+        if decision.verdict is not LeaseVerdict.RENEW:
+            log.info("leader.acquired", extra={"identity": self.identity,
+                                               "verdict": decision.verdict.value})
+        self._renewed_at = now
+        return True
+
+    def is_leader(self, now: datetime) -> bool:
+        return self._renewed_at is not None and now < leads_until(self._renewed_at, self.timing)
+
+    def release(self) -> None:
+        if self._renewed_at is None:
+            return
+        renewed_at, self._renewed_at = self._renewed_at, None
+        try:
+            obj = self.api.read("coordination.k8s.io/v1", "Lease", self.name, self.namespace)
+            if obj is None:
+                return
+            current = lease_from_object(obj)
+            if current.holder == self.identity:
+                self.api.replace(lease_object(self.name, self.namespace,
+                                              released(current, renewed_at)))
+        except (TransientError, PermanentError) as error:
+            log.info("leader.release_failed", extra={"error": str(error)})
+
+
+class DryRunElector:
+    """A dry-run replica writes nothing, so it neither holds nor contends for the Lease; its
+    actuators only record what they would write."""
+
+    def try_acquire_or_renew(self, now: datetime) -> bool:
+        return True
+
+    def is_leader(self, now: datetime) -> bool:
+        return True
+
+    def release(self) -> None:
+        return
+
+
+class LeaderGated:
+    """Actuators that refuse to write (retryable ``not_leader``) unless this replica leads."""
+
+    def __init__(self, elector: LeaderElector, clock: Clock, node_pools: NodePoolActuator,
+                 replicas: ReplicaActuator, sharing: SharingActuator,
+                 mig: MigRelayoutActuator) -> None:
+        self.elector = elector
+        self.clock = clock
+        self._node_pools, self._replicas = node_pools, replicas
+        self._sharing, self._mig = sharing, mig
+
+    def _leads(self) -> bool:
+        return self.elector.is_leader(self.clock.now())
+
+    def set_size(self, pool: str, nodes: int) -> ActionOutcome:
+        if not self._leads():
+            return failed(pool, NOT_LEADER, retryable=True)
+        return self._node_pools.set_size(pool, nodes)
+
+    def set_replicas(self, model: str, replicas: int) -> ActionOutcome:
+        if not self._leads():
+            return failed(model, NOT_LEADER, retryable=True)
+        return self._replicas.set_replicas(model, replicas)
+
+    def apply_sharing(self, node: str, layout: SharingLayout) -> ActionOutcome:
+        if not self._leads():
+            return failed(node, NOT_LEADER, retryable=True)
+        return self._sharing.apply_sharing(node, layout)
+
+    def start_relayout(self, node: str, layout: NodeMigLayout, reason: str) -> ActionOutcome:
+        if not self._leads():
+            return failed(node, NOT_LEADER, retryable=True)
+        return self._mig.start_relayout(node, layout, reason)
+
+    def advance(self) -> tuple[MigRelayout, ...]:
+        if not self._leads():
+            return ()
+        return self._mig.advance()

@@ -1,0 +1,107 @@
+"""The objects Headroom writes, built as plain dicts (applied server-side, schema-valid)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from controlplane.adapters.k8s.names import (
+    GPU_RESOURCE,
+    KARPENTER_NODEPOOL,
+    MANAGED_BY,
+    MIG_PARTED_KEY,
+    POOL_LABEL,
+    TARGET_NODES_ANNOTATION,
+    WARM_POOL_LABEL,
+    placeholder_name,
+)
+from controlplane.domain.mig_layout import NodeMigLayout, mig_parted_entries
+from controlplane.domain.sharing_config import SharingLayout, device_plugin_config
+
+JsonObject = dict[str, Any]
+PLACEHOLDER_PRIORITY = -10
+
+
+def placeholder_priority_class(name: str) -> JsonObject:
+    """Low priority, never preempts: real workloads evict placeholders, not the reverse."""
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name, "labels": dict([MANAGED_BY])},
+            "value": PLACEHOLDER_PRIORITY, "globalDefault": False, "preemptionPolicy": "Never",
+            "description": "Headroom warm-capacity placeholders: preempted by any real workload"}
+
+
+def placeholder_deployment(pool: str, nodepool: str, gpus_per_node: int, replicas: int,
+                           namespace: str, priority_class: str, image: str) -> JsonObject:
+    """One pause pod per wanted node, each asking for a whole node's GPUs. Real pods preempt
+    them; pending placeholders make the autoscaler keep (or bring) the node up."""
+    labels = {WARM_POOL_LABEL: pool}
+    gpus = str(gpus_per_node)
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": placeholder_name(pool), "namespace": namespace,
+                     "labels": {**labels, POOL_LABEL: pool, MANAGED_BY[0]: MANAGED_BY[1]}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "priorityClassName": priority_class,
+                    "terminationGracePeriodSeconds": 0,
+                    "automountServiceAccountToken": False,
+                    "nodeSelector": {KARPENTER_NODEPOOL: nodepool},
+                    "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists",
+                                     "effect": "NoSchedule"}],
+                    "containers": [{
+                        "name": "pause", "image": image,
+                        "resources": {"requests": {GPU_RESOURCE: gpus, "cpu": "10m",
+                                                   "memory": "16Mi"},
+                                      "limits": {GPU_RESOURCE: gpus, "memory": "16Mi"}},
+                    }],
+                },
+            },
+        },
+    }
+
+
+def nodepool_size(nodepool: str, nodes: int, gpus_per_node: int) -> JsonObject:
+    """The part of a Karpenter NodePool Headroom owns: its GPU limit and the target size."""
+    return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
+            "metadata": {"name": nodepool, "annotations": {TARGET_NODES_ANNOTATION: str(nodes)}},
+            "spec": {"limits": {GPU_RESOURCE: str(nodes * gpus_per_node)}}}
+
+
+def config_map(name: str, namespace: str, data: dict[str, str],
+               resource_version: str = "") -> JsonObject:
+    meta: JsonObject = {"name": name, "namespace": namespace, "labels": dict([MANAGED_BY])}
+    if resource_version:
+        meta["resourceVersion"] = resource_version
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+
+
+def device_plugin_entry(layout: SharingLayout, mig_strategy: str) -> str:
+    return yaml.safe_dump(device_plugin_config(layout, mig_strategy), sort_keys=False)
+
+
+def mig_parted_document(configs: dict[str, list[dict[str, object]]]) -> str:
+    return yaml.safe_dump({"version": "v1", "mig-configs": configs}, sort_keys=True)
+
+
+def mig_parted_configs(text: str) -> dict[str, list[dict[str, object]]]:
+    """Parse a ``config.yaml`` value; raise ValueError naming the problem."""
+    try:
+        raw = yaml.safe_load(text or "") or {}
+    except yaml.YAMLError as error:
+        raise ValueError(f"{MIG_PARTED_KEY}: invalid YAML: {error}") from None
+    configs = raw.get("mig-configs") if isinstance(raw, dict) else None
+    if configs is None:
+        return {}
+    if not isinstance(configs, dict):
+        raise ValueError(f"{MIG_PARTED_KEY}: mig-configs must be a map")
+    return {str(k): list(v or []) for k, v in configs.items()}
+
+
+def with_mig_configs(current: dict[str, list[dict[str, object]]],
+                     layouts: dict[str, NodeMigLayout]) -> dict[str, list[dict[str, object]]]:
+    return {**current, **{name: mig_parted_entries(layout) for name, layout in layouts.items()}}

@@ -1,0 +1,182 @@
+"""K8sMigRelayoutActuator: runs the MIG relayout state machine (domain/mig_relayout.py) against
+the cluster: each step reads the node, its pods and its pool, decides, runs the effects, then
+persists the step. Only the leader should call ``advance``; see leader.py."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from controlplane.adapters.k8s import names as n
+from controlplane.adapters.k8s.api import KubeApi, NotFoundError, PlannedWrite, ThrottledError
+from controlplane.adapters.k8s.configmaps import ensure_mig_configs
+from controlplane.adapters.k8s.inventory import Inventory, free_gpu_resources
+from controlplane.adapters.k8s.node_pools import K8sNodePoolActuator
+from controlplane.adapters.k8s.outcomes import failed
+from controlplane.adapters.k8s.reader import K8sClusterReader, target_nodes
+from controlplane.domain.actions import ActionOutcome
+from controlplane.domain.desired import PoolSpec
+from controlplane.domain.errors import PermanentError, TransientError
+from controlplane.domain.mig_layout import NodeMigLayout, config_name, layout_problems
+from controlplane.domain.mig_relayout import (
+    Effect,
+    Evict,
+    LabelMigConfig,
+    MigRelayout,
+    NodeCapacity,
+    PodOnNode,
+    RelayoutPolicy,
+    RelayoutView,
+    ScalePool,
+    SetUnschedulable,
+    WriteMigConfig,
+    start_relayout,
+    step_relayout,
+    with_blocked_evictions,
+)
+from controlplane.ports import Clock, RelayoutStore
+from controlplane.settings import KubernetesSettings
+
+log = logging.getLogger("headroom.k8s.mig")
+MAX_STEPS_PER_ADVANCE = 12
+
+
+def relayout_view(inventory: Inventory, relayout: MigRelayout, pool: PoolSpec,
+                  nodepool_name: str) -> RelayoutView:
+    node = inventory.node(relayout.node)
+    if node is None:
+        return RelayoutView(False, False, "", "", (), (), 0, pool.gpus_per_node)
+    pods = tuple(
+        PodOnNode(p.namespace, p.name, tuple(sorted(p.gpu_requests.items())))
+        for p in inventory.pods_on(node.name) if not p.daemon and not p.mirror)
+    others = tuple(
+        NodeCapacity(o.name, o.ready and not o.unschedulable,
+                     tuple(sorted(free_gpu_resources(o, inventory.pods_on(o.name)).items())))
+        for o in inventory.nodes if o.pool == relayout.pool and o.name != node.name)
+    registered = sum(1 for o in inventory.nodes if o.pool == relayout.pool)
+    target = target_nodes(pool, inventory.nodepools.get(nodepool_name), registered)
+    return RelayoutView(True, node.unschedulable, node.mig_config, node.mig_state, pods, others,
+                        target, pool.gpus_per_node)
+
+
+def surge_floors(store: RelayoutStore) -> Mapping[str, int]:
+    """Pool size floors held by active relayouts (their surge capacity)."""
+    floors: dict[str, int] = {}
+    for r in store.active_relayouts():
+        if r.surge_nodes:
+            floors[r.pool] = max(floors.get(r.pool, 0), r.surge_nodes)
+    return floors
+
+
+class K8sMigRelayoutActuator:
+    def __init__(self, api: KubeApi, settings: KubernetesSettings, pools: Sequence[PoolSpec],
+                 reader: K8sClusterReader, node_pools: K8sNodePoolActuator,
+                 store: RelayoutStore, clock: Clock, policy: RelayoutPolicy) -> None:
+        self.api = api
+        self.settings = settings
+        self.pools = {p.name: p for p in pools}
+        self.reader = reader
+        self.node_pools = node_pools
+        self.store = store
+        self.clock = clock
+        self.policy = policy
+
+    def surge_floors(self) -> Mapping[str, int]:
+        return surge_floors(self.store)
+
+    # -- start -------------------------------------------------------------------------------
+    def start_relayout(self, node: str, layout: NodeMigLayout, reason: str) -> ActionOutcome:
+        problems = layout_problems(layout)
+        if problems:
+            return failed(node, "; ".join(problems))
+        try:
+            return self._start(node, layout, reason)
+        except TransientError as error:
+            return failed(node, str(error), retryable=True)
+
+    def _start(self, node: str, layout: NodeMigLayout, reason: str) -> ActionOutcome:
+        inventory = self.reader.inventory()
+        info = inventory.node(node)
+        if info is None or not info.pool:
+            return failed(node, f"unknown node {node} (or not in a configured pool)")
+        target = config_name(layout)
+        active = self.store.active_relayouts()
+        mine = next((r for r in active if r.node == node), None)
+        if mine is not None:
+            if mine.to_config == target:
+                return ActionOutcome(node, True, f"relayout to {target} in progress ({mine.phase})")
+            return failed(node, f"relayout_in_progress: {mine.to_config} ({mine.phase})", True)
+        if any(r.pool == info.pool for r in active):
+            return failed(node, f"pool_relayout_in_progress: one node of {info.pool} at a time",
+                          retryable=True)
+        if info.mig_config == target and info.mig_state == "success":
+            return ActionOutcome(node, True, f"node {node} already at {target}")
+        if info.labels.get(n.SHARING_STRATEGY) == "mps":
+            return failed(node, f"node {node} shares GPUs with MPS; set it exclusive first")
+        relayout = start_relayout(node, info.pool, info.mig_config or "all-disabled", target,
+                                  layout, self.clock.now(), self.policy, reason)
+        if self.api.dry_run:
+            self.api.note(PlannedWrite("relayout", "v1", "Node", node, "",
+                                          {"from": relayout.from_config, "to": target}))
+            return ActionOutcome(node, True, f"dry run: would re-lay out {node} to {target}")
+        self.store.save_relayout(relayout)
+        log.info("relayout.started", extra={"node": node, "to": target, "reason": reason})
+        return ActionOutcome(node, True, f"relayout of {node} to {target} started")
+
+    # -- advance -----------------------------------------------------------------------------
+    def advance(self) -> tuple[MigRelayout, ...]:
+        if self.api.dry_run:
+            return self.store.active_relayouts()
+        return tuple(self._advance_one(r) for r in self.store.active_relayouts())
+
+    def _advance_one(self, relayout: MigRelayout) -> MigRelayout:
+        pool = self.pools.get(relayout.pool)
+        if pool is None:
+            return relayout
+        nodepool = self.node_pools.nodepool_name(pool.name)
+        for _ in range(MAX_STEPS_PER_ADVANCE):
+            view = relayout_view(self.reader.inventory(), relayout, pool, nodepool)
+            step = step_relayout(relayout, view, self.clock.now(), self.policy)
+            try:
+                blocked = self._run(step.effects, relayout)
+            except (TransientError, PermanentError) as error:
+                waiting = replace(relayout, wait_reason=f"effect_failed: {error}")
+                self.store.save_relayout(waiting)
+                return waiting
+            following = with_blocked_evictions(step.relayout, blocked)
+            self.store.save_relayout(following)
+            if following.phase == relayout.phase or not following.is_active:
+                if following.alert and not following.is_active:
+                    log.warning("relayout.alert", extra={"node": following.node,
+                                                         "phase": following.phase.value,
+                                                         "alert": following.alert})
+                return following
+            relayout = following
+        return relayout
+
+    def _run(self, effects: Sequence[Effect], relayout: MigRelayout) -> tuple[str, ...]:
+        blocked: list[str] = []
+        for effect in effects:
+            if isinstance(effect, ScalePool):
+                outcome = self.node_pools.set_size(effect.pool, effect.nodes)
+                if not outcome.ok:
+                    raise TransientError(outcome.message)
+            elif isinstance(effect, SetUnschedulable):
+                self.api.merge_patch("v1", "Node", effect.node, {
+                    "spec": {"unschedulable": True if effect.unschedulable else None}})
+            elif isinstance(effect, Evict):
+                try:
+                    self.api.evict(effect.name, effect.namespace)
+                except ThrottledError:
+                    blocked.append(f"{effect.namespace}/{effect.name}")
+                except NotFoundError:
+                    continue
+            elif isinstance(effect, WriteMigConfig):
+                ensure_mig_configs(self.api, self.settings.mig_config_map,
+                                   self.settings.gpu_operator_namespace, effect.name,
+                                   effect.layout, relayout.from_config)
+            elif isinstance(effect, LabelMigConfig):
+                self.api.merge_patch("v1", "Node", effect.node, {"metadata": {"labels": {
+                    n.MIG_CONFIG: effect.config, n.MIG_CONFIG_STATE: None}}})
+        return tuple(blocked)

@@ -1,0 +1,50 @@
+"""Label keys, annotations and object names Headroom reads and writes (REFERENCE.md §1.7,
+§2, §3)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+# GPU Feature Discovery / GPU Operator / device plugin (NVIDIA's spelling).
+GPU_PRODUCT = "nvidia.com/gpu.product"
+GPU_COUNT = "nvidia.com/gpu.count"
+GPU_MEMORY = "nvidia.com/gpu.memory"  # MiB
+MIG_CAPABLE = "nvidia.com/mig.capable"
+MIG_CONFIG = "nvidia.com/mig.config"
+MIG_CONFIG_STATE = "nvidia.com/mig.config.state"
+SHARING_STRATEGY = "nvidia.com/gpu.sharing-strategy"
+DEVICE_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
+GPU_RESOURCE = "nvidia.com/gpu"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+MIG_PARTED_KEY = "config.yaml"
+
+# Karpenter and Headroom's own.
+KARPENTER_NODEPOOL = "karpenter.sh/nodepool"
+POOL_LABEL = "headroom.dev/pool"
+WARM_POOL_LABEL = "headroom.dev/warm-pool"
+MODEL_NAME_ANNOTATION = "headroom.dev/model-name"
+TARGET_NODES_ANNOTATION = "headroom.dev/target-nodes"
+MANAGED_BY = ("app.kubernetes.io/managed-by", "headroom")
+KEPT_LABEL_PREFIXES = ("nvidia.com/", "karpenter.sh/", "headroom.dev/",
+                       "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone")
+
+_LABEL_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def label_value(text: str) -> str:
+    """A valid label value for any string (model names may hold '/'): invalid runs become '.',
+    ends are trimmed to alphanumerics, long values keep a hash suffix."""
+    value = _LABEL_CHARS.sub(".", text).strip("-_.")
+    if len(value) > 63:
+        digest = hashlib.sha1(text.encode()).hexdigest()[:10]
+        value = value[:52].rstrip("-_.") + "-" + digest
+    return value
+
+
+def placeholder_name(pool: str) -> str:
+    return f"headroom-warm-{pool}"
+
+
+def is_gpu_resource(resource: str) -> bool:
+    return resource == GPU_RESOURCE or resource.startswith(MIG_RESOURCE_PREFIX)

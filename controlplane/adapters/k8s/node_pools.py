@@ -1,0 +1,68 @@
+"""K8sNodePoolActuator: a pool's size as warm capacity Karpenter (or Cluster Autoscaler) honours.
+
+``set_size(pool, nodes)`` writes two absolute targets with server-side apply:
+- the Karpenter NodePool's ``spec.limits["nvidia.com/gpu"] = nodes x gpus_per_node`` (so the
+  pool never grows past the target) and the annotation ``headroom.dev/target-nodes``;
+- a Deployment of ``nodes`` low-priority pause pods (PriorityClass value -10, never preempting),
+  each asking for a whole node's GPUs on that NodePool. Real pods preempt placeholders; pending
+  placeholders make the autoscaler bring nodes up to the limit, and consolidation removes nodes
+  no pod needs once the target drops.
+A running MIG relayout may hold a floor (its surge capacity): the applied size is never below it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from controlplane.adapters.k8s.api import KubeApi
+from controlplane.adapters.k8s.manifests import (
+    nodepool_size,
+    placeholder_deployment,
+    placeholder_priority_class,
+)
+from controlplane.adapters.k8s.outcomes import failed, outcome_of
+from controlplane.domain.actions import ActionOutcome
+from controlplane.domain.desired import PoolSpec
+from controlplane.domain.errors import PermanentError
+from controlplane.settings import KubernetesSettings
+
+Floors = Callable[[], Mapping[str, int]]
+
+
+def no_floors() -> Mapping[str, int]:
+    return {}
+
+
+class K8sNodePoolActuator:
+    def __init__(self, api: KubeApi, settings: KubernetesSettings, pools: Sequence[PoolSpec],
+                 floors: Floors = no_floors) -> None:
+        self.api = api
+        self.settings = settings
+        self.pools = {p.name: p for p in pools}
+        self.floors = floors
+
+    def nodepool_name(self, pool: str) -> str:
+        return self.settings.nodepool_names.get(pool, pool)
+
+    def _apply_size(self, pool: PoolSpec, requested: int, floor: int) -> str:
+        nodes = max(requested, floor)
+        nodepool = self.nodepool_name(pool.name)
+        if self.api.read("karpenter.sh/v1", "NodePool", nodepool) is None:
+            raise PermanentError(f"pool {pool.name}: Karpenter NodePool {nodepool} not found")
+        self.api.apply(placeholder_priority_class(self.settings.placeholder_priority_class))
+        self.api.apply(nodepool_size(nodepool, nodes, pool.gpus_per_node))
+        self.api.apply(placeholder_deployment(
+            pool.name, nodepool, pool.gpus_per_node, nodes, self.settings.namespace,
+            self.settings.placeholder_priority_class, self.settings.placeholder_image))
+        held = f" (held at the relayout surge floor {floor})" if floor > requested else ""
+        return f"pool {pool.name} target {nodes} nodes{held}"
+
+    def set_size(self, pool: str, nodes: int) -> ActionOutcome:
+        """Absolute target; idempotent. Unknown pool or missing NodePool: non-retryable."""
+        spec = self.pools.get(pool)
+        if spec is None:
+            return failed(pool, f"unknown pool {pool}")
+        if nodes < 0:
+            return failed(pool, f"negative size {nodes}")
+        floor = self.floors().get(pool, 0)
+        return outcome_of(pool, lambda: self._apply_size(spec, nodes, floor))

@@ -1,0 +1,115 @@
+"""K8sClusterReader: the cluster as the same ObservedState the simulator produces."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from controlplane.adapters.k8s import names as n
+from controlplane.adapters.k8s.api import KubeApi
+from controlplane.adapters.k8s.inventory import Inventory, NodeInfo, fetch_inventory
+from controlplane.adapters.k8s.quantity import count, cpu_milli, memory_mib
+from controlplane.domain.desired import PoolSpec
+from controlplane.domain.models import SharingMode
+from controlplane.domain.observed import (
+    ObservedGpu,
+    ObservedModel,
+    ObservedNode,
+    ObservedPool,
+    ObservedState,
+)
+from controlplane.domain.sharing_config import mode_from_strategy
+from controlplane.ports import Clock
+from controlplane.settings import KubernetesSettings
+
+# model -> (demand_rps, capacity_rps), e.g. from Prometheus; None = no metrics.
+LoadSource = Callable[[str], tuple[float, float]]
+
+
+def observed_node(node: NodeInfo, inventory: Inventory) -> ObservedNode:
+    layout = inventory.layout_of(node)
+    strategy_mode = mode_from_strategy(node.labels.get(n.SHARING_STRATEGY, "none"))
+    gpus = []
+    for index in range(node.gpu_count):
+        profiles = layout.profiles_of(index) if layout is not None else ()
+        sharing = SharingMode.MIG if profiles else strategy_mode
+        gpus.append(ObservedGpu(index, node.product, node.gpu_memory_mib, node.mig_capable,
+                                profiles, sharing.value))
+    kept = tuple(sorted((k, v) for k, v in node.labels.items()
+                        if k.startswith(n.KEPT_LABEL_PREFIXES)))
+    return ObservedNode(node.name, node.pool, node.product, node.ready,
+                        cpu_milli(node.allocatable.get("cpu", 0)),
+                        memory_mib(node.allocatable.get("memory", 0)), tuple(gpus),
+                        node.unschedulable, kept)
+
+
+def target_nodes(pool: PoolSpec, nodepool: dict[str, object] | None, registered: int) -> int:
+    if not nodepool:
+        return registered
+    meta = nodepool.get("metadata")
+    annotations = (meta.get("annotations") if isinstance(meta, dict) else None) or {}
+    target = annotations.get(n.TARGET_NODES_ANNOTATION, "")
+    if isinstance(target, str) and target.isdigit():
+        return int(target)
+    spec = nodepool.get("spec")
+    limits = (spec.get("limits") if isinstance(spec, dict) else None) or {}
+    if n.GPU_RESOURCE in limits:
+        return count(limits[n.GPU_RESOURCE]) // max(1, pool.gpus_per_node)
+    return registered
+
+
+def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: KubernetesSettings,
+                  load: LoadSource | None, now: datetime) -> ObservedState:
+    notes = list(inventory.notes)
+    nodes = []
+    for node in inventory.nodes:
+        if not node.product:
+            continue
+        if not node.pool:
+            notes.append(f"node {node.name}: no configured pool for GPU product {node.product}")
+            continue
+        nodes.append(observed_node(node, inventory))
+        if node.mig_config and node.mig_state not in ("", "success"):
+            notes.append(f"node {node.name}: mig.config={node.mig_config} "
+                         f"state={node.mig_state}")
+    observed_pools = []
+    for pool in pools:
+        mine = [node for node in nodes if node.pool == pool.name]
+        ready = sum(1 for node in mine if node.ready)
+        nodepool = inventory.nodepools.get(settings.nodepool_names.get(pool.name, pool.name))
+        observed_pools.append(ObservedPool(pool.name, pool.product, pool.gpus_per_node, ready,
+                                           len(mine) - ready,
+                                           target_nodes(pool, nodepool, len(mine))))
+    by_model: dict[str, list[int]] = {}
+    for workload in inventory.workloads:
+        if workload.model:
+            totals = by_model.setdefault(workload.model, [0, 0])
+            totals[0] += workload.replicas
+            totals[1] += workload.ready
+    models = []
+    for model, (target, ready) in sorted(by_model.items()):
+        demand_rps, capacity_rps = load(model) if load is not None else (0.0, 0.0)
+        models.append(ObservedModel(model, ready, max(0, target - ready), target, demand_rps,
+                                    capacity_rps))
+    if load is None and models:
+        notes.append("no load source: demand_rps and capacity_rps are 0")
+    return ObservedState(now, tuple(observed_pools), tuple(nodes), tuple(models),
+                         notes=tuple(notes))
+
+
+class K8sClusterReader:
+    def __init__(self, api: KubeApi, settings: KubernetesSettings, pools: Sequence[PoolSpec],
+                 clock: Clock, load: LoadSource | None = None) -> None:
+        self.api = api
+        self.settings = settings
+        self.pools = tuple(pools)
+        self.clock = clock
+        self.load = load
+
+    def inventory(self) -> Inventory:
+        return fetch_inventory(self.api, self.settings, self.pools)
+
+    def snapshot(self) -> ObservedState:
+        """Raises TransientError when the API server cannot be reached."""
+        return observed_from(self.inventory(), self.pools, self.settings, self.load,
+                             self.clock.now())

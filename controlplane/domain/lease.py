@@ -1,0 +1,93 @@
+"""Leader election over a ``coordination.k8s.io/v1`` Lease: who may act, decided purely.
+
+As in client-go, expiry is judged on the follower's own clock: a lease counts as expired when the
+follower has seen the same record (holder, renew time, resourceVersion) unchanged for a full
+lease duration. Clock offsets between replicas therefore do not matter, only clock rates.
+A leader considers itself leader only until ``renew_deadline_s`` after its last successful write,
+which is shorter than the lease duration, so two replicas never both act.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    holder: str  # "" = released
+    lease_duration_s: int
+    acquire_at: datetime | None
+    renew_at: datetime | None
+    transitions: int
+    resource_version: str = ""
+
+    @property
+    def key(self) -> tuple[str, datetime | None, str]:
+        return (self.holder, self.renew_at, self.resource_version)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseSighting:
+    """The record this replica last saw and when it first saw it (on its own clock)."""
+
+    key: tuple[str, datetime | None, str]
+    seen_at: datetime
+
+
+class LeaseVerdict(StrEnum):
+    CREATE = "create"
+    RENEW = "renew"
+    TAKE_OVER = "take_over"
+    FOLLOW = "follow"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseDecision:
+    verdict: LeaseVerdict
+    record: LeaseRecord | None  # what to write (None when following)
+    sighting: LeaseSighting | None
+
+    @property
+    def writes(self) -> bool:
+        return self.record is not None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseTiming:
+    lease_duration_s: int = 15
+    renew_deadline_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.lease_duration_s < 1:
+            raise ValueError("lease_duration_s must be >= 1")
+        if not 0 < self.renew_deadline_s < self.lease_duration_s:
+            raise ValueError("renew_deadline_s must be > 0 and < lease_duration_s")
+
+
+def decide_lease(current: LeaseRecord | None, sighting: LeaseSighting | None, identity: str,
+                 now: datetime, timing: LeaseTiming) -> LeaseDecision:
+    if current is None:
+        created = LeaseRecord(identity, timing.lease_duration_s, now, now, 0)
+        return LeaseDecision(LeaseVerdict.CREATE, created, None)
+    if sighting is None or sighting.key != current.key:
+        sighting = LeaseSighting(current.key, now)
+    if current.holder == identity:
+        renewed = replace(current, renew_at=now, lease_duration_s=timing.lease_duration_s)
+        return LeaseDecision(LeaseVerdict.RENEW, renewed, sighting)
+    expired_at = sighting.seen_at + timedelta(seconds=current.lease_duration_s)
+    if not current.holder or now >= expired_at:
+        taken = LeaseRecord(identity, timing.lease_duration_s, now, now, current.transitions + 1,
+                            current.resource_version)
+        return LeaseDecision(LeaseVerdict.TAKE_OVER, taken, sighting)
+    return LeaseDecision(LeaseVerdict.FOLLOW, None, sighting)
+
+
+def released(current: LeaseRecord, now: datetime) -> LeaseRecord:
+    """The record a leader writes when it steps down: no holder, so others take over at once."""
+    return replace(current, holder="", lease_duration_s=1, renew_at=now)
+
+
+def leads_until(renewed_at: datetime, timing: LeaseTiming) -> datetime:
+    return renewed_at + timedelta(seconds=timing.renew_deadline_s)

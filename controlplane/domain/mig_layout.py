@@ -1,0 +1,166 @@
+"""MIG layouts of a node as the GPU Operator's MIG manager sees them (pure values).
+
+A node layout is a list of device groups, each one mig-parted entry (REFERENCE.md §1.7):
+``{devices: all | [0, 1], mig-enabled: bool, mig-devices: {profile: count}}``. A layout has a
+deterministic config name, used as the value of the ``nvidia.com/mig.config`` node label.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from scheduler.domain.catalog import lookup
+from scheduler.domain.mig import solve_layout
+
+CONFIG_PREFIX = "headroom-"
+ALL_DISABLED = "all-disabled"
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+# mig-parted's "all-balanced" per memory class (REFERENCE.md §1.7).
+_BALANCED = {
+    "A100-40GB": ("3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"),
+    "A100-80GB": ("3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"),
+    "H100-80GB": ("3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"),
+    "H100-94GB": ("3g.47gb", "2g.24gb", "1g.12gb", "1g.12gb"),
+    "H200-141GB": ("3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb"),
+    "B200": ("3g.90gb", "2g.45gb", "1g.23gb", "1g.23gb"),
+    "A30": ("2g.12gb", "1g.6gb", "1g.6gb"),
+}
+
+
+class InvalidLayout(ValueError):
+    """A layout the product cannot hold; the message names the product and profiles."""
+
+
+def _order(profile: str) -> tuple[int, str]:
+    size = profile.split("g.", 1)[0]
+    return (-int(size) if size.isdigit() else 0, profile)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceGroupLayout:
+    """One mig-parted entry: the same MIG instances on each GPU of ``devices``."""
+
+    devices: tuple[int, ...] = ()  # GPU indices; () = all GPUs of the node
+    profiles: tuple[str, ...] = ()  # instances per GPU, e.g. ("3g.40gb", "1g.10gb", "1g.10gb")
+    mig_enabled: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "profiles", tuple(sorted(self.profiles, key=_order)))
+        object.__setattr__(self, "devices", tuple(sorted(set(self.devices))))
+
+    def applies_to(self, gpu_index: int) -> bool:
+        return not self.devices or gpu_index in self.devices
+
+    def counts(self) -> dict[str, int]:
+        return dict(sorted(Counter(self.profiles).items(), key=lambda kv: _order(kv[0])))
+
+    def describe(self) -> str:
+        if not self.mig_enabled:
+            return "mig off"
+        counts = self.counts()
+        return " + ".join(f"{n} x {p}" if n > 1 else p for p, n in counts.items()) or "mig on"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeMigLayout:
+    product: str
+    groups: tuple[DeviceGroupLayout, ...]
+
+    def profiles_of(self, gpu_index: int) -> tuple[str, ...]:
+        group = next((g for g in self.groups if g.applies_to(gpu_index)), None)
+        return group.profiles if group is not None and group.mig_enabled else ()
+
+    def is_mig_enabled(self) -> bool:
+        return any(g.mig_enabled for g in self.groups)
+
+    def instance_count(self) -> int:
+        return sum(len(g.profiles) for g in self.groups if g.mig_enabled)
+
+    def describe(self) -> str:
+        parts = [g.describe() if not g.devices else f"gpus {list(g.devices)}: {g.describe()}"
+                 for g in self.groups]
+        return "; ".join(parts) or "mig off"
+
+
+def uniform(product: str, profiles: tuple[str, ...]) -> NodeMigLayout:
+    """Every GPU of the node with the same instances."""
+    return NodeMigLayout(product, (DeviceGroupLayout((), profiles, True),))
+
+
+def layout_problems(layout: NodeMigLayout) -> list[str]:
+    """Why the product cannot hold ``layout`` (empty when it can)."""
+    product = lookup(layout.product)
+    if product is None:
+        return [f"unknown GPU product {layout.product!r}"]
+    problems = []
+    for group in layout.groups:
+        if not group.mig_enabled:
+            continue
+        if not product.mig_capable:
+            problems.append(f"{product.name} is not MIG-capable")
+            continue
+        profiles = [product.profile(p) for p in group.profiles]
+        unknown = [name for name, p in zip(group.profiles, profiles, strict=True) if p is None]
+        if unknown:
+            problems.append(f"{product.name} has no MIG profile {', '.join(unknown)}")
+        elif solve_layout(product, [p for p in profiles if p is not None]) is None:
+            problems.append(f"{group.describe()} is not a valid MIG geometry on {product.name}")
+    return problems
+
+
+def config_name(layout: NodeMigLayout) -> str:
+    """Deterministic mig-parted config name; readable when short, hashed otherwise."""
+    if all(not g.mig_enabled for g in layout.groups):
+        return ALL_DISABLED
+    if len(layout.groups) == 1 and not layout.groups[0].devices:
+        counts = layout.groups[0].counts()
+        readable = CONFIG_PREFIX + "-".join(f"{n}x{p}" for p, n in counts.items())
+        if len(readable) <= 63 and _LABEL_VALUE.match(readable):
+            return readable
+    digest = hashlib.sha1(repr(layout.groups).encode()).hexdigest()[:12]
+    return f"{CONFIG_PREFIX}mig-{digest}"
+
+
+def mig_parted_entries(layout: NodeMigLayout) -> list[dict[str, object]]:
+    """The ``mig-configs.<name>`` list for mig-parted's ``config.yaml``."""
+    entries: list[dict[str, object]] = []
+    for group in layout.groups:
+        entry: dict[str, object] = {"devices": list(group.devices) if group.devices else "all",
+                                    "mig-enabled": group.mig_enabled}
+        if group.mig_enabled:
+            entry["mig-devices"] = group.counts()
+        entries.append(entry)
+    return entries
+
+
+def layout_from_entries(product: str, entries: list[dict[str, object]]) -> NodeMigLayout:
+    """Parse a mig-parted config entry list back into a layout (inverse of the above)."""
+    groups = []
+    for entry in entries:
+        devices = entry.get("devices", "all")
+        indices = tuple(int(d) for d in devices) if isinstance(devices, list) else ()
+        counts = entry.get("mig-devices")
+        profiles = tuple(str(p) for p, n in counts.items() for _ in range(int(str(n)))
+                         ) if isinstance(counts, dict) else ()
+        groups.append(DeviceGroupLayout(indices, profiles, bool(entry.get("mig-enabled", True))))
+    return NodeMigLayout(product, tuple(groups))
+
+
+def builtin_layout(product: str, name: str) -> NodeMigLayout | None:
+    """Layouts of mig-parted's default configs: all-disabled, all-enabled, all-balanced and
+    all-<profile> (as many instances of the profile as fit)."""
+    if name == ALL_DISABLED:
+        return NodeMigLayout(product, (DeviceGroupLayout((), (), False),))
+    if name == "all-enabled":
+        return uniform(product, ())
+    catalog = lookup(product)
+    if name == "all-balanced" and catalog is not None and catalog.name in _BALANCED:
+        return uniform(product, _BALANCED[catalog.name])
+    if name.startswith("all-") and catalog is not None:
+        profile = catalog.profile(name[4:])
+        if profile is not None:
+            return uniform(product, (profile.name,) * profile.max_count)
+    return None

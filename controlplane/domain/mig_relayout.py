@@ -1,0 +1,307 @@
+"""Safe MIG re-layout of one node as a persisted state machine (pure).
+
+    surge -> cordon -> drain -> relabel -> await_mig -> done
+                                              | failed / timeout
+                                              v
+                                 rollback -> await_rollback -> rolled_back   (alert)
+                                                  | failed / timeout
+                                                  v
+                                                failed                      (alert, stays cordoned)
+
+``step_relayout(relayout, view, now, policy)`` looks at what the cluster shows now and returns the
+next relayout value plus the idempotent effects to run. The executor runs the effects, then
+persists the value; a crash anywhere in between is harmless because every phase re-derives its
+effects from the observed view (a cordoned node is not cordoned again, a node already labelled
+is not relabelled). Evictions only go through the Eviction API: a disruption budget that says
+"not now" makes the relayout wait with a recorded reason, never forces it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from controlplane.domain.mig_layout import NodeMigLayout
+
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+class RelayoutPhase(StrEnum):
+    SURGE = "surge"
+    CORDON = "cordon"
+    DRAIN = "drain"
+    RELABEL = "relabel"
+    AWAIT_MIG = "await_mig"
+    ROLLBACK = "rollback"
+    AWAIT_ROLLBACK = "await_rollback"
+    DONE = "done"
+    ROLLED_BACK = "rolled_back"
+    ABORTED = "aborted"
+    FAILED = "failed"
+
+
+TERMINAL = frozenset({RelayoutPhase.DONE, RelayoutPhase.ROLLED_BACK, RelayoutPhase.ABORTED,
+                      RelayoutPhase.FAILED})
+
+
+@dataclass(frozen=True, slots=True)
+class RelayoutPolicy:
+    surge_timeout_s: float = 900.0
+    drain_timeout_s: float = 3600.0
+    mig_timeout_s: float = 900.0
+
+    def timeout_s(self, phase: RelayoutPhase) -> float | None:
+        return {RelayoutPhase.SURGE: self.surge_timeout_s,
+                RelayoutPhase.DRAIN: self.drain_timeout_s,
+                RelayoutPhase.AWAIT_MIG: self.mig_timeout_s,
+                RelayoutPhase.AWAIT_ROLLBACK: self.mig_timeout_s}.get(phase)
+
+
+@dataclass(frozen=True, slots=True)
+class MigRelayout:
+    relayout_id: str
+    node: str
+    pool: str
+    from_config: str
+    to_config: str
+    to_layout: NodeMigLayout
+    phase: RelayoutPhase
+    started_at: datetime
+    updated_at: datetime
+    deadline_at: datetime | None = None
+    surge_nodes: int = 0  # pool size floor while the relayout runs; 0 = no surge asked
+    wait_reason: str = ""
+    alert: str = ""
+    reason: str = ""
+
+    @property
+    def is_active(self) -> bool:
+        return self.phase not in TERMINAL
+
+
+@dataclass(frozen=True, slots=True)
+class PodOnNode:
+    namespace: str
+    name: str
+    requests: tuple[tuple[str, int], ...] = ()  # GPU-like extended resources only
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCapacity:
+    name: str
+    schedulable: bool  # ready and not cordoned
+    free: tuple[tuple[str, int], ...]  # allocatable minus requested, per GPU-like resource
+
+
+@dataclass(frozen=True, slots=True)
+class RelayoutView:
+    node_exists: bool
+    cordoned: bool
+    mig_config: str
+    mig_state: str  # pending | rebooting | success | failed | "" (unset)
+    pods: tuple[PodOnNode, ...]  # pods a drain must evict (no DaemonSet or mirror pods)
+    others: tuple[NodeCapacity, ...]  # the other nodes of the pool
+    pool_target_nodes: int
+    gpus_per_node: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScalePool:
+    pool: str
+    nodes: int
+
+
+@dataclass(frozen=True, slots=True)
+class SetUnschedulable:
+    node: str
+    unschedulable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Evict:
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class WriteMigConfig:
+    name: str
+    layout: NodeMigLayout
+
+
+@dataclass(frozen=True, slots=True)
+class LabelMigConfig:
+    """Set ``nvidia.com/mig.config`` and clear ``nvidia.com/mig.config.state`` so that only the
+    MIG manager's next report counts."""
+
+    node: str
+    config: str
+
+
+Effect = ScalePool | SetUnschedulable | Evict | WriteMigConfig | LabelMigConfig
+
+
+@dataclass(frozen=True, slots=True)
+class RelayoutStep:
+    relayout: MigRelayout
+    effects: tuple[Effect, ...] = ()
+
+
+def start_relayout(node: str, pool: str, from_config: str, to_config: str,
+                   to_layout: NodeMigLayout, now: datetime, policy: RelayoutPolicy,
+                   reason: str) -> MigRelayout:
+    first = MigRelayout(f"{node}@{now:%Y%m%dT%H%M%S}", node, pool, from_config, to_config,
+                        to_layout, RelayoutPhase.SURGE, now, now, reason=reason)
+    return _enter(first, RelayoutPhase.SURGE, now, policy)
+
+
+def _enter(r: MigRelayout, phase: RelayoutPhase, now: datetime, policy: RelayoutPolicy,
+           alert: str | None = None) -> MigRelayout:
+    timeout_s = policy.timeout_s(phase)
+    deadline = now + timedelta(seconds=timeout_s) if timeout_s is not None else None
+    return replace(r, phase=phase, updated_at=now, deadline_at=deadline, wait_reason="",
+                   alert=r.alert if alert is None else alert)
+
+
+def _wait(r: MigRelayout, now: datetime, reason: str) -> MigRelayout:
+    return replace(r, updated_at=now, wait_reason=reason)
+
+
+def _expired(r: MigRelayout, now: datetime) -> bool:
+    return r.deadline_at is not None and now >= r.deadline_at
+
+
+def gpu_equivalent(resource: str, quantity: int) -> float:
+    """GPUs a request occupies: whole GPUs, or compute slices / 7 for a MIG instance."""
+    if resource.startswith(MIG_RESOURCE_PREFIX):
+        size = resource[len(MIG_RESOURCE_PREFIX):].split("g.", 1)[0]
+        return quantity * (int(size) / 7 if size.isdigit() else 1.0)
+    return float(quantity)
+
+
+def capacity_shortfall(view: RelayoutView) -> dict[str, int]:
+    """GPU-like resources the node's pods need that the pool's other nodes cannot take now."""
+    need: Counter[str] = Counter()
+    for pod in view.pods:
+        for resource, quantity in pod.requests:
+            need[resource] += quantity
+    spare: Counter[str] = Counter()
+    for other in view.others:
+        if other.schedulable:
+            for resource, quantity in other.free:
+                spare[resource] += max(0, quantity)
+    return {r: n - spare[r] for r, n in sorted(need.items()) if n > spare[r]}
+
+
+def step_relayout(r: MigRelayout, view: RelayoutView, now: datetime,
+                  policy: RelayoutPolicy) -> RelayoutStep:
+    if not r.is_active:
+        return RelayoutStep(r)
+    if not view.node_exists:
+        return RelayoutStep(_enter(r, RelayoutPhase.ABORTED, now, policy, alert="node_gone"))
+    handler = _HANDLERS[r.phase]
+    return handler(r, view, now, policy)
+
+
+def _surge(r: MigRelayout, view: RelayoutView, now: datetime,
+           policy: RelayoutPolicy) -> RelayoutStep:
+    short = capacity_shortfall(view)
+    if not short:
+        return RelayoutStep(_enter(r, RelayoutPhase.CORDON, now, policy))
+    if _expired(r, now):
+        return RelayoutStep(_enter(r, RelayoutPhase.ABORTED, now, policy,
+                                   alert="surge_timeout: " + _format(short)))
+    surge_nodes = r.surge_nodes
+    if surge_nodes == 0:
+        gpus = sum(gpu_equivalent(res, n) for res, n in short.items())
+        surge_nodes = view.pool_target_nodes + max(1, math.ceil(
+            gpus / max(1, view.gpus_per_node) - 1e-9))
+    effects: tuple[Effect, ...] = ()
+    if view.pool_target_nodes < surge_nodes:
+        effects = (ScalePool(r.pool, surge_nodes),)
+    waiting = replace(_wait(r, now, "surge_pending: short " + _format(short)),
+                      surge_nodes=surge_nodes)
+    return RelayoutStep(waiting, effects)
+
+
+def _cordon(r: MigRelayout, view: RelayoutView, now: datetime,
+            policy: RelayoutPolicy) -> RelayoutStep:
+    if view.cordoned:
+        return RelayoutStep(_enter(r, RelayoutPhase.DRAIN, now, policy))
+    return RelayoutStep(_wait(r, now, "cordoning"), (SetUnschedulable(r.node, True),))
+
+
+def _drain(r: MigRelayout, view: RelayoutView, now: datetime,
+           policy: RelayoutPolicy) -> RelayoutStep:
+    if not view.pods:
+        return RelayoutStep(_enter(r, RelayoutPhase.RELABEL, now, policy))
+    left = ", ".join(f"{p.namespace}/{p.name}" for p in view.pods)
+    if _expired(r, now):
+        return RelayoutStep(_enter(r, RelayoutPhase.ABORTED, now, policy,
+                                   alert=f"drain_timeout: {left} still running"),
+                            (SetUnschedulable(r.node, False),))
+    evictions = tuple(Evict(p.namespace, p.name) for p in view.pods)
+    return RelayoutStep(_wait(r, now, f"draining: {left}"), evictions)
+
+
+def _relabel(r: MigRelayout, view: RelayoutView, now: datetime,
+             policy: RelayoutPolicy) -> RelayoutStep:
+    effects: list[Effect] = [WriteMigConfig(r.to_config, r.to_layout)]
+    if view.mig_config != r.to_config:
+        effects.append(LabelMigConfig(r.node, r.to_config))
+    return RelayoutStep(_enter(r, RelayoutPhase.AWAIT_MIG, now, policy), tuple(effects))
+
+
+def _await_mig(r: MigRelayout, view: RelayoutView, now: datetime,
+               policy: RelayoutPolicy) -> RelayoutStep:
+    if view.mig_config != r.to_config:
+        return RelayoutStep(_enter(r, RelayoutPhase.FAILED, now, policy,
+                                   alert=f"mig_label_changed: {view.mig_config!r}"))
+    if view.mig_state == "success":
+        effects = (SetUnschedulable(r.node, False),) if view.cordoned else ()
+        return RelayoutStep(_enter(r, RelayoutPhase.DONE, now, policy), effects)
+    if view.mig_state == "failed" or _expired(r, now):
+        cause = "mig_config_failed" if view.mig_state == "failed" else "mig_config_timeout"
+        return RelayoutStep(_enter(r, RelayoutPhase.ROLLBACK, now, policy, alert=cause))
+    return RelayoutStep(_wait(r, now, f"awaiting_mig_manager: state={view.mig_state or 'unset'}"))
+
+
+def _rollback(r: MigRelayout, view: RelayoutView, now: datetime,
+              policy: RelayoutPolicy) -> RelayoutStep:
+    effects = (LabelMigConfig(r.node, r.from_config),) if view.mig_config != r.from_config else ()
+    return RelayoutStep(_enter(r, RelayoutPhase.AWAIT_ROLLBACK, now, policy, alert=r.alert),
+                        effects)
+
+
+def _await_rollback(r: MigRelayout, view: RelayoutView, now: datetime,
+                    policy: RelayoutPolicy) -> RelayoutStep:
+    if view.mig_config == r.from_config and view.mig_state == "success":
+        effects = (SetUnschedulable(r.node, False),) if view.cordoned else ()
+        return RelayoutStep(_enter(r, RelayoutPhase.ROLLED_BACK, now, policy, alert=r.alert),
+                            effects)
+    if view.mig_state == "failed" or _expired(r, now) or view.mig_config != r.from_config:
+        return RelayoutStep(_enter(r, RelayoutPhase.FAILED, now, policy,
+                                   alert=f"{r.alert}; rollback_failed"))
+    return RelayoutStep(_wait(r, now, f"awaiting_rollback: state={view.mig_state or 'unset'}"))
+
+
+_HANDLERS = {
+    RelayoutPhase.SURGE: _surge, RelayoutPhase.CORDON: _cordon, RelayoutPhase.DRAIN: _drain,
+    RelayoutPhase.RELABEL: _relabel, RelayoutPhase.AWAIT_MIG: _await_mig,
+    RelayoutPhase.ROLLBACK: _rollback, RelayoutPhase.AWAIT_ROLLBACK: _await_rollback,
+}
+
+
+def with_blocked_evictions(r: MigRelayout, blocked: tuple[str, ...]) -> MigRelayout:
+    """Record why a drain waits: the pods whose eviction a disruption budget refused (429)."""
+    if not blocked:
+        return r
+    return replace(r, wait_reason="eviction_blocked_by_pdb: " + ", ".join(blocked))
+
+
+def _format(short: dict[str, int]) -> str:
+    return ", ".join(f"{r}={n}" for r, n in short.items())

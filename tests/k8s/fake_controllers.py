@@ -1,0 +1,105 @@
+"""Controllers the API test server does not run, played by tests: NVIDIA's MIG manager and a
+ReplicaSet controller + scheduler that puts evicted replicas back on a node with room."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import yaml
+from apiserver import ApiServer
+from k8s_builders import GPU_OPERATOR_NS, gpu_pod
+
+from controlplane.domain.mig_layout import builtin_layout
+
+MIG_CONFIG = "nvidia.com/mig.config"
+MIG_STATE = "nvidia.com/mig.config.state"
+
+
+class FakeMigManager:
+    """On a node whose ``nvidia.com/mig.config`` has no state yet: report ``pending``, and on the
+    next call the outcome for that config (``success`` by default; ``failed``; or ``pending``
+    forever). Like the real one it needs the config in its ConfigMap and refuses to run under
+    user GPU pods (recorded in ``violations``)."""
+
+    def __init__(self, server: ApiServer, outcomes: dict[str, str] | None = None,
+                 config_map: str = "headroom-mig-parted-config") -> None:
+        self.server = server
+        self.outcomes = outcomes or {}
+        self.config_map = config_map
+        self.applied: list[tuple[str, str]] = []
+        self.violations: list[str] = []
+
+    def _known(self, product: str, config: str) -> bool:
+        stored = self.server.find("v1", "ConfigMap", self.config_map, GPU_OPERATOR_NS)
+        text = (stored or {}).get("data", {}).get("config.yaml", "")
+        configs = (yaml.safe_load(text) or {}).get("mig-configs", {}) if text else {}
+        return config in configs or builtin_layout(product, config) is not None
+
+    def react(self) -> None:
+        for node in self.server.list("v1", "Node"):
+            labels = node["metadata"].get("labels") or {}
+            config, state = labels.get(MIG_CONFIG), labels.get(MIG_STATE, "")
+            name = node["metadata"]["name"]
+            if config is None:
+                continue
+            if not state:
+                self._label(name, "pending")
+            elif state == "pending":
+                outcome = self.outcomes.get(config, "success")
+                if outcome == "success" and not self._known("A100-80GB", config):
+                    outcome = "failed"
+                busy = self._user_gpu_pods(name)
+                if outcome == "success" and busy:
+                    self.violations.append(f"{name}: reconfigured under {busy}")
+                if outcome != "pending":
+                    self._label(name, outcome)
+                    self.applied.append((name, f"{config}:{outcome}"))
+
+    def _user_gpu_pods(self, node: str) -> list[str]:
+        return [p["metadata"]["name"] for p in self.server.list("v1", "Pod")
+                if p["spec"].get("nodeName") == node and not any(
+                    ref["kind"] == "DaemonSet" for ref in p["metadata"].get("ownerReferences")
+                    or [])]
+
+    def _label(self, node: str, state: str) -> None:
+        self.server.update("v1", "Node", node, {"metadata": {"labels": {MIG_STATE: state}}},
+                           manager="nvidia-mig-manager")
+
+
+class FakeReplicaController:
+    """Keeps ``replicas`` Ready pods labelled ``app=<app>``, placing new ones on schedulable
+    nodes with a free ``nvidia.com/mig-1g.10gb`` slice (scheduler + ReplicaSet + kubelet)."""
+
+    def __init__(self, server: ApiServer, app: str, replicas: int, namespace: str = "models"
+                 ) -> None:
+        self.server, self.app, self.replicas, self.namespace = server, app, replicas, namespace
+        self._serial = itertools.count(100)
+
+    def _free_node(self) -> str | None:
+        pods = self.server.list("v1", "Pod")
+        for node in self.server.list("v1", "Node"):
+            if node["spec"].get("unschedulable"):
+                continue
+            allocatable = node["status"].get("allocatable", {})
+            slots = int(allocatable.get("nvidia.com/mig-1g.10gb", 0))
+            used = sum(1 for p in pods if p["spec"].get("nodeName") == node["metadata"]["name"]
+                       and "nvidia.com/mig-1g.10gb" in _requests(p))
+            if slots > used:
+                return str(node["metadata"]["name"])
+        return None
+
+    def react(self) -> None:
+        mine = [p for p in self.server.list("v1", "Pod", self.namespace)
+                if (p["metadata"].get("labels") or {}).get("app") == self.app]
+        for _ in range(self.replicas - len(mine)):
+            node = self._free_node()
+            if node is None:
+                return
+            self.server.seed(gpu_pod(f"{self.app}-{next(self._serial)}", node,
+                                     namespace=self.namespace, labels={"app": self.app},
+                                     owner_kind="Deployment", owner_name=self.app))
+
+
+def _requests(pod: dict[str, Any]) -> dict[str, Any]:
+    return pod["spec"]["containers"][0].get("resources", {}).get("requests", {})

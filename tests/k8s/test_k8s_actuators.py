@@ -1,0 +1,171 @@
+"""Replica, node-pool and sharing actuators against the API test server: absolute, idempotent,
+schema-valid writes under one field manager; errors mapped onto retryable or not."""
+
+from __future__ import annotations
+
+import yaml
+from apiserver import ApiServer, validate_object
+from k8s_builders import (
+    GPU_OPERATOR_NS,
+    HEADROOM_NS,
+    MODELS_NS,
+    gpu_node,
+    model_deployment,
+    nodepool,
+)
+from k8s_harness import make_backend
+
+from controlplane.domain.models import SharingMode
+from controlplane.domain.sharing_config import SharingLayout
+from controlplane.sim.clock import VirtualClock
+
+
+def leading(server: ApiServer, clock: VirtualClock, **k8s: object):  # type: ignore[no-untyped-def]
+    backend = make_backend(server, clock, **k8s)
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    return backend
+
+
+def test_set_replicas_scales_the_labelled_workload_absolutely_and_idempotently(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(model_deployment("language/m-large", replicas=1))
+    backend = leading(apiserver, clock)
+    first = backend.replicas.set_replicas("language/m-large", 4)
+    assert first.ok and "Deployment models/language-m-large" in first.message
+    version = apiserver.get("apps/v1", "Deployment", "language-m-large", MODELS_NS)[
+        "metadata"]["resourceVersion"]
+    again = backend.replicas.set_replicas("language/m-large", 4)
+    stored = apiserver.get("apps/v1", "Deployment", "language-m-large", MODELS_NS)
+    assert again.ok and stored["spec"]["replicas"] == 4
+    assert stored["metadata"]["resourceVersion"] == version  # the second write changed nothing
+    scale_writes = [r for r in apiserver.writes() if r.path.endswith("/scale")]
+    assert {r.field_manager for r in scale_writes} == {"headroom"}
+    assert {r.content_type for r in scale_writes} == {"application/merge-patch+json"}
+
+
+def test_set_replicas_reaches_statefulsets_and_scales_to_zero(apiserver: ApiServer,
+                                                              clock: VirtualClock) -> None:
+    apiserver.seed(model_deployment("llm", replicas=2, kind="StatefulSet", engine="vllm"))
+    assert leading(apiserver, clock).replicas.set_replicas("llm", 0).ok
+    assert apiserver.get("apps/v1", "StatefulSet", "llm", MODELS_NS)["spec"]["replicas"] == 0
+
+
+def test_unknown_or_ambiguous_models_fail_without_retry(apiserver: ApiServer,
+                                                        clock: VirtualClock) -> None:
+    backend = leading(apiserver, clock)
+    unknown = backend.replicas.set_replicas("nope", 2)
+    assert not unknown.ok and not unknown.retryable and "unknown model nope" in unknown.message
+    apiserver.seed(model_deployment("twin", name="twin-a"))
+    apiserver.seed(model_deployment("twin", name="twin-b"))
+    twin = backend.replicas.set_replicas("twin", 2)
+    assert not twin.ok and not twin.retryable and "several workloads" in twin.message
+
+
+def test_a_conflict_is_retryable_and_leaves_the_object_alone(apiserver: ApiServer,
+                                                             clock: VirtualClock) -> None:
+    apiserver.seed(model_deployment("m", replicas=1))
+    backend = leading(apiserver, clock)
+    apiserver.inject_fault("PATCH", "/deployments/m/scale", 409)
+    outcome = backend.replicas.set_replicas("m", 3)
+    assert not outcome.ok and outcome.retryable and outcome.message.startswith("conflict")
+    assert apiserver.get("apps/v1", "Deployment", "m", MODELS_NS)["spec"]["replicas"] == 1
+    assert backend.replicas.set_replicas("m", 3).ok  # the next tick succeeds
+
+
+def test_set_size_writes_nodepool_limits_and_placeholder_pods(apiserver: ApiServer,
+                                                              clock: VirtualClock) -> None:
+    apiserver.seed(nodepool("a100-80gb", limits={"cpu": "1000"}))
+    outcome = leading(apiserver, clock).node_pools.set_size("a100-80gb", 3)
+    assert outcome.ok, outcome.message
+    pool = apiserver.get("karpenter.sh/v1", "NodePool", "a100-80gb")
+    assert pool["spec"]["limits"] == {"cpu": "1000", "nvidia.com/gpu": "24"}
+    assert pool["metadata"]["annotations"]["headroom.dev/target-nodes"] == "3"
+    assert pool["spec"]["template"]["spec"]["nodeClassRef"]["name"] == "gpu"  # untouched
+    placeholder = apiserver.get("apps/v1", "Deployment", "headroom-warm-a100-80gb", HEADROOM_NS)
+    template = placeholder["spec"]["template"]["spec"]
+    assert placeholder["spec"]["replicas"] == 3
+    assert template["priorityClassName"] == "headroom-warm-placeholder"
+    assert template["nodeSelector"] == {"karpenter.sh/nodepool": "a100-80gb"}
+    assert template["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    priority = apiserver.get("scheduling.k8s.io/v1", "PriorityClass", "headroom-warm-placeholder")
+    assert priority["value"] < 0 and priority["preemptionPolicy"] == "Never"
+    for obj in (pool, placeholder, priority):
+        validate_object(obj)
+
+
+def test_set_size_down_to_zero_and_back_is_absolute(apiserver: ApiServer,
+                                                    clock: VirtualClock) -> None:
+    apiserver.seed(nodepool("l4", gpu_name="l4"))
+    backend = leading(apiserver, clock)
+    for nodes in (2, 0, 2):
+        assert backend.node_pools.set_size("l4", nodes).ok
+        assert backend.reader.snapshot().pool("l4").target_nodes == nodes  # type: ignore[union-attr]
+    limits = apiserver.get("karpenter.sh/v1", "NodePool", "l4")["spec"]["limits"]
+    assert limits == {"nvidia.com/gpu": "8"}
+
+
+def test_unknown_pools_and_missing_nodepools_fail_without_retry(apiserver: ApiServer,
+                                                                clock: VirtualClock) -> None:
+    backend = leading(apiserver, clock)
+    unknown = backend.node_pools.set_size("tpu", 1)
+    assert not unknown.ok and not unknown.retryable
+    missing = backend.node_pools.set_size("a100-80gb", 1)
+    assert not missing.ok and not missing.retryable and "NodePool a100-80gb not found" in (
+        missing.message)
+    assert backend.node_pools.set_size("a100-80gb", -1).ok is False
+
+
+def test_switching_a_node_to_mps_writes_the_device_plugin_config_and_label(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(gpu_node("l4-1", product="NVIDIA-L4", gpus=4, nodepool="l4"))
+    backend = leading(apiserver, clock)
+    outcome = backend.sharing.apply_sharing("l4-1", SharingLayout(SharingMode.MPS, 4))
+    assert outcome.ok, outcome.message
+    node = apiserver.get("v1", "Node", "l4-1")
+    assert node["metadata"]["labels"]["nvidia.com/device-plugin.config"] == "headroom-mps-4"
+    data = apiserver.get("v1", "ConfigMap", "headroom-device-plugin-config", GPU_OPERATOR_NS)[
+        "data"]
+    assert yaml.safe_load(data["headroom-mps-4"])["sharing"]["mps"]["resources"] == [
+        {"name": "nvidia.com/gpu", "replicas": 4}]
+    assert backend.sharing.apply_sharing("l4-1", SharingLayout(SharingMode.TIME_SLICING, 8)).ok
+    data = apiserver.get("v1", "ConfigMap", "headroom-device-plugin-config", GPU_OPERATOR_NS)[
+        "data"]
+    assert set(data) == {"headroom-mps-4", "headroom-time-slicing-8"}  # earlier configs kept
+
+
+def test_mps_is_refused_on_a_mig_node(apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(gpu_node("a100-1", mig_config="all-1g.10gb"))
+    outcome = leading(apiserver, clock).sharing.apply_sharing(
+        "a100-1", SharingLayout(SharingMode.MPS, 4))
+    assert not outcome.ok and not outcome.retryable and "mps_not_on_mig" in outcome.message
+    assert "nvidia.com/device-plugin.config" not in apiserver.get("v1", "Node", "a100-1")[
+        "metadata"]["labels"]
+
+
+def test_dry_run_records_every_write_and_sends_none(apiserver: ApiServer,
+                                                    clock: VirtualClock) -> None:
+    apiserver.seed(nodepool("a100-80gb"))
+    apiserver.seed(model_deployment("m"))
+    apiserver.seed(gpu_node("l4-1", product="NVIDIA-L4", gpus=4, nodepool="l4"))
+    backend = make_backend(apiserver, clock, dry_run=True)
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    assert backend.node_pools.set_size("a100-80gb", 2).ok
+    assert backend.replicas.set_replicas("m", 5).ok
+    assert backend.sharing.apply_sharing("l4-1", SharingLayout(SharingMode.MPS, 2)).ok
+    assert apiserver.writes() == []
+    planned = [w.render() for w in backend.planned_writes()]
+    assert any(p.startswith("apply NodePool a100-80gb") and '"nvidia.com/gpu": "16"' in p
+               for p in planned)
+    assert any(p.startswith("scale Deployment models/m") for p in planned)
+    assert any(p.startswith("merge_patch Node l4-1") for p in planned)
+
+
+def test_followers_do_not_write(apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(model_deployment("m"))
+    leader = leading(apiserver, clock)
+    follower = make_backend(apiserver, clock, identity="headroom-1")
+    assert not follower.elector.try_acquire_or_renew(clock.now())
+    outcome = follower.replicas.set_replicas("m", 9)
+    assert not outcome.ok and outcome.retryable and outcome.message.startswith("not_leader")
+    assert apiserver.get("apps/v1", "Deployment", "m", MODELS_NS)["spec"]["replicas"] == 1
+    assert leader.replicas.set_replicas("m", 2).ok

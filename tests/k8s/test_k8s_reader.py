@@ -1,0 +1,140 @@
+"""K8sClusterReader: Kubernetes objects -> the same ObservedState the simulator produces."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from apiserver import ApiServer
+from k8s_builders import (
+    GPU_OPERATOR_NS,
+    gpu_node,
+    gpu_pod,
+    model_deployment,
+    nodepool,
+    pdb,
+)
+from k8s_harness import START_AT, make_backend
+
+from controlplane.adapters.k8s.inventory import free_gpu_resources, normalize_product
+from controlplane.domain.errors import TransientError
+from controlplane.sim.clock import VirtualClock
+
+
+def seed_fleet(server: ApiServer) -> None:
+    server.seed(nodepool("a100-80gb", limits={"nvidia.com/gpu": "24"}))
+    server.seed(nodepool("l4", gpu_name="l4"))
+    server.seed(gpu_node("a100-1", mig_config="all-1g.10gb", gpus=1,
+                         allocatable={"nvidia.com/mig-1g.10gb": "7"}))
+    server.seed(gpu_node("a100-2", ready=False))
+    server.seed(gpu_node("l4-1", product="NVIDIA-L4", gpus=4, nodepool="l4", sharing="mps"))
+    server.seed(gpu_node("cpu-1", product="", gpus=0, nodepool="cpu", allocatable={}))
+    server.seed(model_deployment("language/m-large", replicas=3, ready=2))
+    server.seed(model_deployment("vision/resnet", replicas=2, ready=2, kind="StatefulSet",
+                                 engine="vllm"))
+    server.seed(gpu_pod("m-large-0", "a100-1", labels={"app": "language.m-large"}))
+
+
+def test_snapshot_maps_nodes_pools_and_models(apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed_fleet(apiserver)
+    observed = make_backend(apiserver, clock).reader.snapshot()
+    assert observed.synced and observed.synced_at == START_AT
+    a100 = observed.pool("a100-80gb")
+    assert a100 is not None
+    assert (a100.product, a100.nodes_ready, a100.nodes_pending, a100.target_nodes) == (
+        "A100-80GB", 1, 1, 3)  # target from the NodePool's GPU limit: 24 / 8
+    l4 = observed.pool("l4")
+    assert l4 is not None and (l4.nodes_ready, l4.target_nodes) == (1, 1)
+    assert sorted(n.name for n in observed.nodes) == ["a100-1", "a100-2", "l4-1"]
+    large = observed.model("language/m-large")
+    assert large is not None
+    assert (large.replicas_target, large.replicas_ready, large.replicas_pending) == (3, 2, 1)
+    resnet = observed.model("vision/resnet")
+    assert resnet is not None and resnet.replicas_target == 2
+
+
+def test_gpus_carry_mig_layout_and_sharing_mode(apiserver: ApiServer,
+                                                clock: VirtualClock) -> None:
+    seed_fleet(apiserver)
+    observed = make_backend(apiserver, clock).reader.snapshot()
+    nodes = {n.name: n for n in observed.nodes}
+    mig_gpu = nodes["a100-1"].gpus[0]
+    assert mig_gpu.sharing == "mig" and mig_gpu.mig_layout == ("1g.10gb",) * 7
+    assert mig_gpu.product == "A100-80GB" and mig_gpu.memory_mib == 80 * 1024
+    assert {g.sharing for g in nodes["l4-1"].gpus} == {"mps"}
+    assert len(nodes["a100-2"].gpus) == 8 and not nodes["a100-2"].ready
+    assert ("nvidia.com/mig.config", "all-1g.10gb") in nodes["a100-1"].labels
+
+
+def test_headroom_mig_configs_are_read_from_the_mig_parted_configmap(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    document = {"version": "v1", "mig-configs": {"headroom-custom": [
+        {"devices": [0], "mig-enabled": True, "mig-devices": {"3g.40gb": 2}},
+        {"devices": [1], "mig-enabled": False}]}}
+    apiserver.seed({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "headroom-mig-parted-config",
+                                 "namespace": GPU_OPERATOR_NS},
+                    "data": {"config.yaml": yaml.safe_dump(document)}})
+    apiserver.seed(nodepool("a100-80gb"))
+    apiserver.seed(gpu_node("a100-1", gpus=2, mig_config="headroom-custom"))
+    node = make_backend(apiserver, clock).reader.snapshot().nodes[0]
+    assert node.gpus[0].mig_layout == ("3g.40gb", "3g.40gb") and node.gpus[0].sharing == "mig"
+    assert node.gpus[1].mig_layout == () and node.gpus[1].sharing == "exclusive"
+
+
+def test_budgets_that_allow_no_disruption_and_pending_mig_changes_are_noted(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed_fleet(apiserver)
+    apiserver.seed(pdb("m-large", {"app": "language.m-large"}, min_available=1))
+    apiserver.seed(gpu_node("a100-3", mig_config="all-balanced", mig_state="pending"))
+    notes = make_backend(apiserver, clock).reader.snapshot().notes
+    assert "pdb models/m-large allows no disruption now" in notes
+    assert "node a100-3: mig.config=all-balanced state=pending" in notes
+    assert "no load source: demand_rps and capacity_rps are 0" in notes
+
+
+def test_without_karpenter_targets_fall_back_to_node_counts(apiserver: ApiServer,
+                                                             clock: VirtualClock) -> None:
+    apiserver.seed(gpu_node("a100-1"))
+    apiserver.inject_fault("GET", "/apis/karpenter.sh/v1/nodepools", 404)
+    observed = make_backend(apiserver, clock).reader.snapshot()
+    pool = observed.pool("a100-80gb")
+    assert pool is not None and pool.target_nodes == 1
+    assert any("NodePool API not found" in note for note in observed.notes)
+
+
+def test_an_unreachable_api_server_is_a_transient_error(apiserver: ApiServer,
+                                                        clock: VirtualClock) -> None:
+    backend = make_backend(apiserver, clock, request_timeout_s=2)
+    apiserver.stop()
+    with pytest.raises(TransientError, match="unreachable"):
+        backend.reader.snapshot()
+
+
+def test_a_server_error_is_a_transient_error(apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.inject_fault("GET", "/api/v1/nodes", 503)
+    with pytest.raises(TransientError, match="HTTP 503"):
+        make_backend(apiserver, clock).reader.snapshot()
+
+
+def test_free_gpu_resources_subtract_pod_requests(apiserver: ApiServer,
+                                                  clock: VirtualClock) -> None:
+    seed_fleet(apiserver)
+    inventory = make_backend(apiserver, clock).reader.inventory()
+    node = inventory.node("a100-1")
+    assert node is not None
+    assert free_gpu_resources(node, inventory.pods_on("a100-1")) == {"nvidia.com/mig-1g.10gb": 6}
+
+
+@pytest.mark.parametrize(("label", "memory_mib", "product"), [
+    ("NVIDIA-A100-SXM4-80GB", 0, "A100-80GB"),
+    ("NVIDIA-A100-SXM4-40GB", 0, "A100-40GB"),
+    ("NVIDIA-A100-80GB-PCIe", 81920, "A100-80GB"),
+    ("NVIDIA-H100-80GB-HBM3", 0, "H100-80GB"),
+    ("NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", 0, "A100-80GB"),
+    ("Tesla-T4-SHARED", 0, "T4"),
+    ("NVIDIA-L4", 0, "L4"),
+    ("Mystery-GPU", 0, "Mystery-GPU"),
+])
+def test_gfd_product_labels_map_onto_catalog_products(label: str, memory_mib: int,
+                                                      product: str) -> None:
+    assert normalize_product(label, memory_mib) == product

@@ -1,0 +1,165 @@
+"""MIG relayouts against the API test server, with a fake MIG manager and ReplicaSet controller:
+surge, cordon, evict through the Eviction API only, relabel, wait for success, uncordon; roll
+back on failure or timeout; wait (never force) when a disruption budget says no."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import yaml
+from apiserver import ApiServer
+from fake_controllers import FakeMigManager, FakeReplicaController
+from k8s_builders import GPU_OPERATOR_NS, HEADROOM_NS, MODELS_NS, gpu_node
+from relayout_scenario import FROM, SLICE, TARGET, TO, relayout_actuator, seed
+
+from controlplane.adapters.k8s.mig import K8sMigRelayoutActuator
+from controlplane.domain.mig_layout import uniform
+from controlplane.domain.mig_relayout import MigRelayout, RelayoutPhase
+from controlplane.sim.clock import VirtualClock
+from controlplane.store.relayout import MemoryRelayoutStore
+
+
+class Controller(Protocol):
+    def react(self) -> None: ...
+
+
+def run(actuator: K8sMigRelayoutActuator, clock: VirtualClock, *controllers: Controller,
+        ticks: int = 20) -> list[MigRelayout]:
+    """Reconcile ticks 30 s apart: advance relayouts, then let the controllers act."""
+    seen: list[MigRelayout] = []
+    for _ in range(ticks):
+        clock.advance(30)
+        seen.extend(actuator.advance())
+        for controller in controllers:
+            controller.react()
+        if not actuator.store.active_relayouts():
+            break
+    return seen
+
+
+def node_labels(server: ApiServer, name: str) -> dict[str, str]:
+    return dict(server.get("v1", "Node", name)["metadata"]["labels"])
+
+
+def pod_names(server: ApiServer) -> set[str]:
+    return {p["metadata"]["name"] for p in server.list("v1", "Pod")}
+
+
+def test_relayout_drains_through_evictions_relabels_and_uncordons(apiserver: ApiServer,
+                                                                  clock: VirtualClock) -> None:
+    seed(apiserver)
+    store = MemoryRelayoutStore()
+    actuator = relayout_actuator(apiserver, clock, store)
+    mig_manager = FakeMigManager(apiserver)
+    replicas = FakeReplicaController(apiserver, "m", replicas=3)
+    started = actuator.start_relayout("a100-1", TARGET, "placement_wants_3g")
+    assert started.ok, started.message
+    seen = run(actuator, clock, mig_manager, replicas)
+    final = store.relayouts_of("a100-1")[-1]
+    assert final.phase is RelayoutPhase.DONE and final.alert == ""
+    labels = node_labels(apiserver, "a100-1")
+    assert (labels["nvidia.com/mig.config"], labels["nvidia.com/mig.config.state"]) == (
+        TO, "success")
+    assert not apiserver.get("v1", "Node", "a100-1")["spec"].get("unschedulable")
+    assert {"m-0", "m-1"}.isdisjoint(pod_names(apiserver))
+    assert "nvidia-device-plugin-a100-1" in pod_names(apiserver)  # DaemonSet pods stay
+    assert mig_manager.violations == [] and mig_manager.applied == [("a100-1", f"{TO}:success")]
+    assert any(r.wait_reason.startswith("eviction_blocked_by_pdb") for r in seen)
+    assert [r.method for r in apiserver.writes() if "/pods/" in r.path] == ["POST"] * len(
+        [r for r in apiserver.writes() if r.path.endswith("/eviction")])
+    config = yaml.safe_load(apiserver.get("v1", "ConfigMap", "headroom-mig-parted-config",
+                                          GPU_OPERATOR_NS)["data"]["config.yaml"])
+    assert config["mig-configs"][TO] == [{"devices": "all", "mig-enabled": True, "mig-devices": {
+        "3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]
+    assert FROM in config["mig-configs"]  # the rollback target stays resolvable
+
+
+def test_a_budget_that_forbids_eviction_makes_the_relayout_wait_and_never_forces(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed(apiserver, budget={"min_available": 3})
+    store = MemoryRelayoutStore()
+    actuator = relayout_actuator(apiserver, clock, store)
+    assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
+    run(actuator, clock, FakeMigManager(apiserver), ticks=8)
+    waiting = store.relayouts_of("a100-1")[-1]
+    assert waiting.phase is RelayoutPhase.DRAIN
+    assert waiting.wait_reason == "eviction_blocked_by_pdb: models/m-0, models/m-1"
+    assert {"m-0", "m-1", "m-2"} <= pod_names(apiserver)
+    evictions = [r for r in apiserver.writes() if r.path.endswith("/eviction")]
+    assert len(evictions) == 7 * 2 and {r.status for r in evictions} == {429}  # tick 1 cordons
+    assert not [r for r in apiserver.writes() if r.method == "DELETE"]
+    assert node_labels(apiserver, "a100-1")["nvidia.com/mig.config"] == FROM
+    apiserver.delete("policy/v1", "PodDisruptionBudget", "m", MODELS_NS)
+    run(actuator, clock, FakeMigManager(apiserver))
+    assert store.relayouts_of("a100-1")[-1].phase is RelayoutPhase.DONE
+
+
+def test_surge_capacity_comes_first_and_holds_the_pool_size(apiserver: ApiServer,
+                                                            clock: VirtualClock) -> None:
+    seed(apiserver, spare_slots=1)  # a100-2's one slot is taken by m-2
+    store = MemoryRelayoutStore()
+    actuator = relayout_actuator(apiserver, clock, store)
+    assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
+    run(actuator, clock, ticks=2)
+    waiting = store.relayouts_of("a100-1")[-1]
+    assert waiting.phase is RelayoutPhase.SURGE and waiting.surge_nodes == 3
+    assert waiting.wait_reason == f"surge_pending: short {SLICE}=2"
+    assert not apiserver.get("v1", "Node", "a100-1")["spec"].get("unschedulable")
+    placeholder = apiserver.get("apps/v1", "Deployment", "headroom-warm-a100-80gb", HEADROOM_NS)
+    assert placeholder["spec"]["replicas"] == 3
+    held = actuator.node_pools.set_size("a100-80gb", 1)  # the planner wants to shrink
+    assert held.ok and "surge floor 3" in held.message
+    apiserver.seed(gpu_node("a100-3", gpus=1, mig_config=FROM, allocatable={SLICE: "7"}))
+    run(actuator, clock, FakeMigManager(apiserver), FakeReplicaController(apiserver, "m", 3))
+    assert store.relayouts_of("a100-1")[-1].phase is RelayoutPhase.DONE
+    assert "surge floor" not in actuator.node_pools.set_size("a100-80gb", 1).message
+
+
+def test_a_failed_mig_config_rolls_back_uncordons_and_alerts(apiserver: ApiServer,
+                                                             clock: VirtualClock) -> None:
+    seed(apiserver)
+    store = MemoryRelayoutStore()
+    actuator = relayout_actuator(apiserver, clock, store)
+    assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
+    run(actuator, clock, FakeMigManager(apiserver, {TO: "failed"}),
+        FakeReplicaController(apiserver, "m", 3))
+    final = store.relayouts_of("a100-1")[-1]
+    assert final.phase is RelayoutPhase.ROLLED_BACK and final.alert == "mig_config_failed"
+    labels = node_labels(apiserver, "a100-1")
+    assert (labels["nvidia.com/mig.config"], labels["nvidia.com/mig.config.state"]) == (
+        FROM, "success")
+    assert not apiserver.get("v1", "Node", "a100-1")["spec"].get("unschedulable")
+
+
+def test_a_mig_manager_that_never_finishes_times_out_into_a_rollback(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed(apiserver)
+    store = MemoryRelayoutStore()
+    actuator = relayout_actuator(apiserver, clock, store)
+    assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
+    run(actuator, clock, FakeMigManager(apiserver, {TO: "pending"}),
+        FakeReplicaController(apiserver, "m", 3))
+    final = store.relayouts_of("a100-1")[-1]
+    assert final.phase is RelayoutPhase.ROLLED_BACK and final.alert == "mig_config_timeout"
+
+
+def test_starting_refuses_invalid_busy_and_mps_nodes_and_skips_applied_layouts(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed(apiserver)
+    apiserver.seed(gpu_node("a100-3", gpus=1, mig_config=TO))
+    apiserver.seed(gpu_node("a100-4", gpus=1, sharing="mps", nodepool="a100-80gb"))
+    store = MemoryRelayoutStore()
+    actuator = relayout_actuator(apiserver, clock, store)
+    invalid = actuator.start_relayout("a100-1", uniform("A100-80GB", ("4g.40gb", "4g.40gb")), "x")
+    assert not invalid.ok and not invalid.retryable and "not a valid MIG geometry" in (
+        invalid.message)
+    assert actuator.start_relayout("a100-3", TARGET, "x").message == f"node a100-3 already at {TO}"
+    mps = actuator.start_relayout("a100-4", TARGET, "x")
+    assert not mps.ok and "MPS" in mps.message
+    assert actuator.start_relayout("a100-1", TARGET, "x").ok
+    assert "in progress" in actuator.start_relayout("a100-1", TARGET, "x").message
+    busy = actuator.start_relayout("a100-2", TARGET, "x")
+    assert not busy.ok and busy.retryable and busy.message.startswith("pool_relayout_in_progress")
+    assert len(store.active_relayouts()) == 1
+    unknown = actuator.start_relayout("ghost", TARGET, "x")
+    assert not unknown.ok and "unknown node ghost" in unknown.message

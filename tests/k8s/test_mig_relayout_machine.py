@@ -1,0 +1,163 @@
+"""The MIG relayout state machine, decided purely from observed views."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from controlplane.domain.mig_layout import uniform
+from controlplane.domain.mig_relayout import (
+    Evict,
+    LabelMigConfig,
+    MigRelayout,
+    NodeCapacity,
+    PodOnNode,
+    RelayoutPhase,
+    RelayoutPolicy,
+    RelayoutView,
+    ScalePool,
+    SetUnschedulable,
+    WriteMigConfig,
+    capacity_shortfall,
+    gpu_equivalent,
+    start_relayout,
+    step_relayout,
+    with_blocked_evictions,
+)
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+POLICY = RelayoutPolicy(surge_timeout_s=600, drain_timeout_s=1200, mig_timeout_s=300)
+LAYOUT = uniform("A100-80GB", ("3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"))
+TO = "headroom-1x3g.40gb-1x2g.20gb-2x1g.10gb"
+SLICE = "nvidia.com/mig-1g.10gb"
+POD = PodOnNode("models", "m-0", ((SLICE, 1),))
+
+
+def view(*, cordoned: bool = False, config: str = "all-1g.10gb", state: str = "success",
+         pods: tuple[PodOnNode, ...] = (POD,), spare: int = 3, target: int = 2,
+         exists: bool = True) -> RelayoutView:
+    other = NodeCapacity("a100-2", True, ((SLICE, spare),))
+    return RelayoutView(exists, cordoned, config, state, pods, (other,), target, 8)
+
+
+def fresh() -> MigRelayout:
+    return start_relayout("a100-1", "a100-80gb", "all-1g.10gb", TO, LAYOUT, T0, POLICY, "plan")
+
+
+def test_happy_path_cordons_drains_relabels_and_uncordons() -> None:
+    r = fresh()
+    assert r.phase is RelayoutPhase.SURGE and r.deadline_at == T0 + timedelta(seconds=600)
+    step = step_relayout(r, view(), T0, POLICY)
+    assert step.relayout.phase is RelayoutPhase.CORDON and step.effects == ()
+    step = step_relayout(step.relayout, view(), T0, POLICY)
+    assert step.effects == (SetUnschedulable("a100-1", True),)
+    assert step.relayout.phase is RelayoutPhase.CORDON  # until the node shows it
+    step = step_relayout(step.relayout, view(cordoned=True), T0, POLICY)
+    assert step.relayout.phase is RelayoutPhase.DRAIN
+    step = step_relayout(step.relayout, view(cordoned=True), T0, POLICY)
+    assert step.effects == (Evict("models", "m-0"),)
+    step = step_relayout(step.relayout, view(cordoned=True, pods=()), T0, POLICY)
+    assert step.relayout.phase is RelayoutPhase.RELABEL
+    step = step_relayout(step.relayout, view(cordoned=True, pods=()), T0, POLICY)
+    assert step.effects == (WriteMigConfig(TO, LAYOUT), LabelMigConfig("a100-1", TO))
+    assert step.relayout.phase is RelayoutPhase.AWAIT_MIG
+    waiting = step_relayout(step.relayout, view(cordoned=True, pods=(), config=TO, state=""),
+                            T0, POLICY)
+    assert waiting.relayout.wait_reason == "awaiting_mig_manager: state=unset"
+    done = step_relayout(waiting.relayout, view(cordoned=True, pods=(), config=TO), T0, POLICY)
+    assert done.relayout.phase is RelayoutPhase.DONE
+    assert done.effects == (SetUnschedulable("a100-1", False),)
+    assert not done.relayout.is_active and done.relayout.alert == ""
+
+
+def test_missing_capacity_asks_for_surge_nodes_before_any_disruption() -> None:
+    short = view(pods=(POD, replace(POD, name="m-1")), spare=1, target=2)
+    assert capacity_shortfall(short) == {SLICE: 1}
+    step = step_relayout(fresh(), short, T0, POLICY)
+    assert step.relayout.phase is RelayoutPhase.SURGE
+    assert step.effects == (ScalePool("a100-80gb", 3),)
+    assert step.relayout.surge_nodes == 3
+    assert step.relayout.wait_reason == f"surge_pending: short {SLICE}=1"
+    again = step_relayout(step.relayout, replace(short, pool_target_nodes=3), T0, POLICY)
+    assert again.effects == () and again.relayout.surge_nodes == 3
+    ready = step_relayout(again.relayout, view(spare=2, target=3,
+                                               pods=(POD, replace(POD, name="m-1"))), T0, POLICY)
+    assert ready.relayout.phase is RelayoutPhase.CORDON
+
+
+def test_surge_that_never_arrives_aborts_without_touching_the_node() -> None:
+    short = view(spare=0)
+    step = step_relayout(fresh(), short, T0 + timedelta(seconds=601), POLICY)
+    assert step.relayout.phase is RelayoutPhase.ABORTED and step.effects == ()
+    assert step.relayout.alert.startswith("surge_timeout")
+
+
+def test_a_blocked_eviction_waits_with_its_reason_and_a_drain_timeout_gives_back_the_node(
+) -> None:
+    draining = replace(fresh(), phase=RelayoutPhase.DRAIN,
+                       deadline_at=T0 + timedelta(seconds=1200))
+    step = step_relayout(draining, view(cordoned=True), T0, POLICY)
+    blocked = with_blocked_evictions(step.relayout, ("models/m-0",))
+    assert blocked.phase is RelayoutPhase.DRAIN
+    assert blocked.wait_reason == "eviction_blocked_by_pdb: models/m-0"
+    late = step_relayout(blocked, view(cordoned=True), T0 + timedelta(seconds=1201), POLICY)
+    assert late.relayout.phase is RelayoutPhase.ABORTED
+    assert late.effects == (SetUnschedulable("a100-1", False),)
+    assert late.relayout.alert == "drain_timeout: models/m-0 still running"
+
+
+def test_a_failed_mig_config_rolls_back_then_uncordons_and_alerts() -> None:
+    awaiting = replace(fresh(), phase=RelayoutPhase.AWAIT_MIG,
+                       deadline_at=T0 + timedelta(seconds=300))
+    failed = step_relayout(awaiting, view(cordoned=True, pods=(), config=TO, state="failed"),
+                           T0, POLICY)
+    assert failed.relayout.phase is RelayoutPhase.ROLLBACK
+    back = step_relayout(failed.relayout, view(cordoned=True, pods=(), config=TO,
+                                               state="failed"), T0, POLICY)
+    assert back.effects == (LabelMigConfig("a100-1", "all-1g.10gb"),)
+    assert back.relayout.phase is RelayoutPhase.AWAIT_ROLLBACK
+    restored = step_relayout(back.relayout, view(cordoned=True, pods=()), T0, POLICY)
+    assert restored.relayout.phase is RelayoutPhase.ROLLED_BACK
+    assert restored.effects == (SetUnschedulable("a100-1", False),)
+    assert restored.relayout.alert == "mig_config_failed"
+
+
+def test_a_mig_manager_that_never_answers_times_out_into_rollback() -> None:
+    awaiting = replace(fresh(), phase=RelayoutPhase.AWAIT_MIG,
+                       deadline_at=T0 + timedelta(seconds=300))
+    late = step_relayout(awaiting, view(cordoned=True, pods=(), config=TO, state="pending"),
+                         T0 + timedelta(seconds=300), POLICY)
+    assert late.relayout.phase is RelayoutPhase.ROLLBACK
+    assert late.relayout.alert == "mig_config_timeout"
+
+
+def test_a_failed_rollback_keeps_the_node_cordoned() -> None:
+    rolling = replace(fresh(), phase=RelayoutPhase.AWAIT_ROLLBACK, alert="mig_config_failed",
+                      deadline_at=T0 + timedelta(seconds=300))
+    step = step_relayout(rolling, view(cordoned=True, pods=(), state="failed"), T0, POLICY)
+    assert step.relayout.phase is RelayoutPhase.FAILED and step.effects == ()
+    assert step.relayout.alert == "mig_config_failed; rollback_failed"
+
+
+def test_a_node_that_disappears_aborts_the_relayout() -> None:
+    step = step_relayout(fresh(), view(exists=False), T0, POLICY)
+    assert step.relayout.phase is RelayoutPhase.ABORTED and step.relayout.alert == "node_gone"
+
+
+def test_resuming_a_phase_whose_effect_already_happened_does_not_repeat_it() -> None:
+    relabel = replace(fresh(), phase=RelayoutPhase.RELABEL)
+    step = step_relayout(relabel, view(cordoned=True, pods=(), config=TO, state="success"),
+                         T0, POLICY)
+    assert step.effects == (WriteMigConfig(TO, LAYOUT),)  # no second label write
+    done = step_relayout(step.relayout, view(cordoned=True, pods=(), config=TO), T0, POLICY)
+    assert done.relayout.phase is RelayoutPhase.DONE
+
+
+def test_terminal_relayouts_do_nothing() -> None:
+    finished = replace(fresh(), phase=RelayoutPhase.DONE)
+    assert step_relayout(finished, view(), T0, POLICY).effects == ()
+
+
+def test_gpu_equivalents_count_mig_slices_as_sevenths() -> None:
+    assert gpu_equivalent("nvidia.com/mig-3g.40gb", 2) == 6 / 7
+    assert gpu_equivalent("nvidia.com/gpu", 2) == 2.0
