@@ -169,3 +169,31 @@ def test_followers_do_not_write(apiserver: ApiServer, clock: VirtualClock) -> No
     assert not outcome.ok and outcome.retryable and outcome.message.startswith("not_leader")
     assert apiserver.get("apps/v1", "Deployment", "m", MODELS_NS)["spec"]["replicas"] == 1
     assert leader.replicas.set_replicas("m", 2).ok
+
+
+def test_a_concurrent_configmap_change_is_a_retryable_conflict(apiserver: ApiServer,
+                                                               clock: VirtualClock) -> None:
+    apiserver.seed(gpu_node("l4-1", product="NVIDIA-L4", gpus=4, nodepool="l4"))
+    backend = leading(apiserver, clock)
+    assert backend.sharing.apply_sharing("l4-1", SharingLayout(SharingMode.MPS, 2)).ok
+    config = apiserver.get("v1", "ConfigMap", "headroom-device-plugin-config", GPU_OPERATOR_NS)
+    stale = config["metadata"]["resourceVersion"]
+    apiserver.update("v1", "ConfigMap", "headroom-device-plugin-config",
+                     {"data": {"default": "version: v1\n"}}, GPU_OPERATOR_NS, manager="helm")
+    conflicted = apply_with_version(backend, stale)
+    assert not conflicted.ok and conflicted.retryable and "conflict" in conflicted.message
+    retried = backend.sharing.apply_sharing("l4-1", SharingLayout(SharingMode.MPS, 3))
+    assert retried.ok  # re-read on the next tick: the other writer's key survives
+    data = apiserver.get("v1", "ConfigMap", "headroom-device-plugin-config", GPU_OPERATOR_NS)[
+        "data"]
+    assert set(data) == {"default", "headroom-mps-2", "headroom-mps-3"}
+
+
+def apply_with_version(backend, version: str):  # type: ignore[no-untyped-def]
+    """An apply that read the ConfigMap before someone else changed it."""
+    from controlplane.adapters.k8s.manifests import config_map
+    from controlplane.adapters.k8s.outcomes import outcome_of
+
+    stale = config_map("headroom-device-plugin-config", GPU_OPERATOR_NS,
+                       {"headroom-mps-2": "x"}, version)
+    return outcome_of("l4-1", lambda: str(backend.api.apply(stale)))

@@ -226,3 +226,53 @@ def test_server_validation_agrees_with_kubernetes_validate(mutation: str) -> Non
     except Invalid:
         server_valid = False
     assert server_valid == expected_valid == (mutation == "valid")
+
+
+def test_strategic_merge_merges_containers_by_name_and_json_patch_tests_values(
+        apiserver: ApiServer, kube: client.ApiClient) -> None:
+    apps = client.AppsV1Api(kube)
+    apiserver.seed(model_deployment("m"))
+    patch = {"spec": {"template": {"spec": {"containers": [
+        {"name": "sidecar", "image": "example.com/sidecar:1"}]}}}}
+    apps.patch_namespaced_deployment("m", MODELS_NS, patch, _preload_content=False)
+    containers = apiserver.get("apps/v1", "Deployment", "m", MODELS_NS)["spec"]["template"][
+        "spec"]["containers"]
+    assert [c["name"] for c in containers] == ["triton", "sidecar"]
+    guard = [{"op": "test", "path": "/spec/replicas", "value": 7},
+             {"op": "replace", "path": "/spec/replicas", "value": 9}]
+    code, _ = _status_of(lambda: apps.patch_namespaced_deployment(
+        "m", MODELS_NS, guard, _content_type="application/json-patch+json"))
+    assert code == 422
+    guard[0]["value"] = 1
+    apps.patch_namespaced_deployment("m", MODELS_NS, guard,
+                                     _content_type="application/json-patch+json",
+                                     _preload_content=False)
+    assert apiserver.get("apps/v1", "Deployment", "m", MODELS_NS)["spec"]["replicas"] == 9
+
+
+def test_set_based_label_selectors(apiserver: ApiServer, kube: client.ApiClient) -> None:
+    for name, pool, product in (("a", "a100-80gb", "NVIDIA-A100-SXM4-80GB"),
+                                ("b", "l4", "NVIDIA-L4"), ("c", "h100", "NVIDIA-H100-80GB-HBM3")):
+        apiserver.seed(gpu_node(name, nodepool=pool, product=product))
+    core = client.CoreV1Api(kube)
+
+    def names(selector: str) -> list[str]:
+        listed = _data(core.list_node(label_selector=selector, _preload_content=False))
+        return [n["metadata"]["name"] for n in listed["items"]]
+
+    assert names("karpenter.sh/nodepool in (l4,h100)") == ["b", "c"]
+    assert names("karpenter.sh/nodepool notin (l4),nvidia.com/mig.capable") == ["a", "c"]
+    assert names("!nvidia.com/mig.capable") == ["b"]
+
+
+def test_a_merge_patch_carrying_a_stale_resource_version_conflicts(
+        apiserver: ApiServer, kube: client.ApiClient) -> None:
+    apiserver.seed(gpu_node("a1"))
+    core = client.CoreV1Api(kube)
+    stale = apiserver.get("v1", "Node", "a1")["metadata"]["resourceVersion"]
+    core.patch_node("a1", {"metadata": {"labels": {"x": "1"}}}, _content_type=MERGE,
+                    _preload_content=False)
+    code, _ = _status_of(lambda: core.patch_node(
+        "a1", {"metadata": {"labels": {"x": "2"}, "resourceVersion": stale}},
+        _content_type=MERGE))
+    assert code == 409

@@ -163,3 +163,13 @@ def test_starting_refuses_invalid_busy_and_mps_nodes_and_skips_applied_layouts(
     assert len(store.active_relayouts()) == 1
     unknown = actuator.start_relayout("ghost", TARGET, "x")
     assert not unknown.ok and "unknown node ghost" in unknown.message
+
+
+def test_a_node_whose_mig_change_is_still_running_is_not_started(apiserver: ApiServer,
+                                                                 clock: VirtualClock) -> None:
+    seed(apiserver)
+    apiserver.seed(gpu_node("a100-5", gpus=1, mig_config="all-balanced", mig_state="pending"))
+    outcome = relayout_actuator(apiserver, clock, MemoryRelayoutStore()).start_relayout(
+        "a100-5", TARGET, "x")
+    assert not outcome.ok and outcome.retryable
+    assert outcome.message == "mig_change_in_progress: all-balanced is pending"

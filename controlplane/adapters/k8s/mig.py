@@ -112,6 +112,9 @@ class K8sMigRelayoutActuator:
                           retryable=True)
         if info.mig_config == target and info.mig_state == "success":
             return ActionOutcome(node, True, f"node {node} already at {target}")
+        if info.mig_state in ("pending", "rebooting"):
+            return failed(node, f"mig_change_in_progress: {info.mig_config} is {info.mig_state}",
+                          retryable=True)
         if info.labels.get(n.SHARING_STRATEGY) == "mps":
             return failed(node, f"node {node} shares GPUs with MPS; set it exclusive first")
         relayout = start_relayout(node, info.pool, info.mig_config or "all-disabled", target,
