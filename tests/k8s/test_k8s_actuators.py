@@ -15,12 +15,16 @@ from k8s_builders import (
 )
 from k8s_harness import make_backend
 
+from controlplane.adapters.k8s.backend import K8sBackend
+from controlplane.adapters.k8s.manifests import config_map
+from controlplane.adapters.k8s.outcomes import outcome_of
+from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.models import SharingMode
 from controlplane.domain.sharing_config import SharingLayout
 from controlplane.sim.clock import VirtualClock
 
 
-def leading(server: ApiServer, clock: VirtualClock, **k8s: object):  # type: ignore[no-untyped-def]
+def leading(server: ApiServer, clock: VirtualClock, **k8s: object) -> K8sBackend:
     backend = make_backend(server, clock, **k8s)
     assert backend.elector.try_acquire_or_renew(clock.now())
     return backend
@@ -99,7 +103,8 @@ def test_set_size_down_to_zero_and_back_is_absolute(apiserver: ApiServer,
     backend = leading(apiserver, clock)
     for nodes in (2, 0, 2):
         assert backend.node_pools.set_size("l4", nodes).ok
-        assert backend.reader.snapshot().pool("l4").target_nodes == nodes  # type: ignore[union-attr]
+        pool = backend.reader.snapshot().pool("l4")
+        assert pool is not None and pool.target_nodes == nodes
     limits = apiserver.get("karpenter.sh/v1", "NodePool", "l4")["spec"]["limits"]
     assert limits == {"nvidia.com/gpu": "8"}
 
@@ -189,11 +194,8 @@ def test_a_concurrent_configmap_change_is_a_retryable_conflict(apiserver: ApiSer
     assert set(data) == {"default", "headroom-mps-2", "headroom-mps-3"}
 
 
-def apply_with_version(backend, version: str):  # type: ignore[no-untyped-def]
+def apply_with_version(backend: K8sBackend, version: str) -> ActionOutcome:
     """An apply that read the ConfigMap before someone else changed it."""
-    from controlplane.adapters.k8s.manifests import config_map
-    from controlplane.adapters.k8s.outcomes import outcome_of
-
     stale = config_map("headroom-device-plugin-config", GPU_OPERATOR_NS,
                        {"headroom-mps-2": "x"}, version)
     return outcome_of("l4-1", lambda: str(backend.api.apply(stale)))

@@ -108,7 +108,9 @@ def test_device_plugin_config_follows_the_documented_schema() -> None:
                    "sharing": {"mps": {"renameByDefault": False, "resources": [
                        {"name": "nvidia.com/gpu", "replicas": 4}]}}}
     sliced = device_plugin_config(SharingLayout(SharingMode.TIME_SLICING, 8), "none")
-    assert sliced["sharing"]["timeSlicing"]["failRequestsGreaterThanOne"] is True  # type: ignore[index]
+    assert sliced["sharing"] == {"timeSlicing": {
+        "renameByDefault": False, "failRequestsGreaterThanOne": True,
+        "resources": [{"name": "nvidia.com/gpu", "replicas": 8}]}}
     assert "sharing" not in device_plugin_config(SharingLayout(SharingMode.EXCLUSIVE), "none")
 
 

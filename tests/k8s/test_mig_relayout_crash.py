@@ -27,7 +27,8 @@ class SimulatedCrash(BaseException):
 
 class Fuse:
     def __init__(self, blow_at: int | None) -> None:
-        self.blow_at, self.count, self.steps = blow_at, 0, []  # type: ignore[var-annotated]
+        self.blow_at, self.count = blow_at, 0
+        self.steps: list[str] = []
 
     def step(self, what: str) -> None:
         self.count += 1
