@@ -27,8 +27,14 @@ class ServeError(Exception):
 def run_serve(settings: Settings, console: Console) -> None:
     store = Store.open(settings.db.url, settings.db.connect_timeout_s, migrate=True)
     engine = PlacementEngine()
-    if settings.backend != "sim":
-        raise ServeError(f"backend {settings.backend}: no actuation adapters are wired yet")
+    if settings.backend == "kubernetes":
+        from controlplane.serve_k8s import NoModelsError, run_serve_k8s
+
+        try:
+            run_serve_k8s(settings, store, engine, console)
+        except NoModelsError as error:
+            raise ServeError(str(error)) from None
+        return
     from controlplane.adapters.clock import WallClock
 
     runtime = SimRuntime.open(settings, store, WallClock().now(), engine)

@@ -1,0 +1,81 @@
+"""``headroom serve`` with ``backend: kubernetes``: every replica serves the placement API and
+keeps the inventory; only the Lease holder reconciles, forecasts and moves MIG re-layouts on."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+from rich.console import Console
+
+from controlplane.adapters.clock import WallClock
+from controlplane.adapters.k8s.backend import build_k8s_backend
+from controlplane.adapters.placement import LocalPlacementClient
+from controlplane.jobs import build_scheduler
+from controlplane.reconcile import ReconcileDeps, reconcile_once
+from controlplane.runtime import reconcile_config, refresh_forecasts
+from controlplane.settings import Settings
+from controlplane.store import Store
+from controlplane.store.relayout import SqlRelayoutStore
+from scheduler.engine import PlacementEngine
+from scheduler.server import create_server, stop
+
+log = logging.getLogger("headroom.serve")
+
+
+class NoModelsError(Exception):
+    """The store lists no models to manage."""
+
+
+def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
+                  console: Console) -> None:
+    specs = tuple(store.model_specs())
+    if not specs:
+        raise NoModelsError(f"{settings.db.url}: the store lists no models; add them to the "
+                            "models table before serving")
+    clock = WallClock()
+    backend = build_k8s_backend(settings, clock, SqlRelayoutStore(store.engine))
+    placement = LocalPlacementClient(engine)
+    deps = ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
+                         replicas=backend.replicas, placement=placement, forecasts=store,
+                         decisions=store)
+    config = reconcile_config(settings, specs)
+
+    def keep_lease() -> None:
+        backend.elector.try_acquire_or_renew(clock.now())
+
+    def tick() -> None:
+        if not backend.elector.is_leader(clock.now()):
+            placement.sync_inventory(backend.reader.snapshot())  # followers still serve Place
+            log.info("tick.follower")
+            return
+        reconcile_once(deps, config)
+        backend.mig.advance()
+
+    def forecast() -> None:
+        if backend.elector.is_leader(clock.now()):
+            refresh_forecasts(store, [s.name for s in specs], clock.now(), settings)
+
+    server, port = create_server(settings.placement.listen, engine)
+    host = settings.placement.listen.rpartition(":")[0]
+    console.print(f"placement API (gRPC) on {host}:{port}; backend kubernetes; "
+                  f"dry_run={settings.safety.dry_run}")
+    stop_event = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop_event.set())
+    keep_lease()
+    scheduler = build_scheduler({
+        "leader": (keep_lease, settings.k8s.renew_deadline_s / 3),
+        "forecast": (forecast, settings.forecast.interval_s),
+        "reconcile": (tick, settings.reconcile.interval_s),
+    })
+    scheduler.start()
+    try:
+        while not stop_event.wait(1.0):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        scheduler.shutdown(wait=True)
+        backend.elector.release()
+        stop(server, grace_s=2.0)

@@ -1,0 +1,80 @@
+"""`headroom serve` with `backend: kubernetes` against the API test server: it takes the Lease,
+reconciles and records plans, and hands the Lease back on SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from apiserver import ApiServer
+from kubernetes import client
+from serve_apiserver import kubeconfig
+
+from controlplane.sim.catalog import DEMO_MODELS
+from controlplane.store import Store
+
+HEADROOM = [sys.executable, "-c", "from controlplane.cli import main; main()"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _config(tmp_path: Path, apiserver: ApiServer, db_url: str) -> Path:
+    kube = tmp_path / "kubeconfig"
+    kube.write_text(yaml.safe_dump(kubeconfig(apiserver.url)))
+    config = tmp_path / "headroom.yaml"
+    config.write_text(yaml.safe_dump({
+        "backend": "kubernetes",
+        "db": {"url": db_url},
+        "placement": {"listen": f"127.0.0.1:{_free_port()}"},
+        "reconcile": {"interval_s": 1, "max_staleness_s": 30},
+        "k8s": {"kubeconfig": str(kube), "identity": "serve-test"},
+    }))
+    return config
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_")}
+
+
+def test_serve_takes_the_lease_records_plans_and_releases_on_sigterm(
+        tmp_path: Path, apiserver: ApiServer, kube: client.ApiClient) -> None:
+    db_url = f"sqlite:///{tmp_path / 'serve.db'}"
+    store = Store.open(db_url, migrate=True)
+    store.upsert_models(DEMO_MODELS)
+    proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(_config(tmp_path, apiserver,
+                                                                          db_url))],
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    leases = client.CoordinationV1Api(kube)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and store.counts()["plans"] < 2:
+            time.sleep(0.5)
+        assert store.counts()["plans"] >= 2
+        lease = leases.read_namespaced_lease("headroom-leader", "headroom")
+        assert lease.spec.holder_identity == "serve-test"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    released = leases.read_namespaced_lease("headroom-leader", "headroom")
+    assert released.spec.holder_identity in (None, "")
+
+
+def test_serve_refuses_an_empty_model_list_with_one_line(tmp_path: Path,
+                                                        apiserver: ApiServer) -> None:
+    db_url = f"sqlite:///{tmp_path / 'empty.db'}"
+    done = subprocess.run([*HEADROOM, "serve", "--config", str(_config(tmp_path, apiserver,
+                                                                       db_url))],
+                          env=_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "the store lists no models" in done.stderr and "Traceback" not in done.stderr
