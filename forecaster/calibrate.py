@@ -42,7 +42,7 @@ def interpolate_leads(by_lead: dict[int, FloatArray], n_targets: int) -> FloatAr
     return out
 
 
-def training_origins(h: History, anchor_s: float, lead: int, window_s: int,
+def training_origins(h: History, anchor_s: float, lead: int, window_s: float,
                      max_rows: int | None = None, until_s: float | None = None) -> IntArray:
     """Origins whose lead-``lead`` target lies in [anchor - window, until) with until <= anchor,
     with an observed target; thinned evenly (counting back from the newest) to ``max_rows``."""

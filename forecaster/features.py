@@ -22,7 +22,7 @@ IntArray = npt.NDArray[np.int64]
 
 #: Level features; the seasonal pair is appended when a seasonal curve is available.
 FEATURES = ("last", "mean3", "hour_mean", "last_plus_days", "mean3_plus_days", "day_ago",
-            "week_ago", "ewma")
+            "week_ago", "ewma", "hour_plus_days")
 SEASONAL_FEATURES = ("last_plus_season", "mean3_plus_season")
 SEASON_DAYS = 7
 
@@ -112,7 +112,8 @@ def feature_matrix(h: History, origins: IntArray, lead: int,
     cols = [last, mean3, hour, *_daily(h, j, t, lead, last, mean3),
             _or(_lagged(h, t, h.steps(86_400), origins), last),
             _or(_lagged(h, t, h.steps(7 * 86_400), origins), last),
-            _or(h.ewma[np.clip(j, 0, max(h.size - 1, 0))] if h.size else last, last)]
+            _or(h.ewma[np.clip(j, 0, max(h.size - 1, 0))] if h.size else last, last),
+            _hour_plus_days(h, j, t, lead, hour)]
     if curve is not None:
         s_t = curve.evaluate(h.time_of(t))
         s_j = curve.evaluate(h.time_of(j))
@@ -145,6 +146,18 @@ def _daily(h: History, j: IntArray, t: IntArray, lead: int, last: FloatArray,
     return (last + _nanmean_or_zero(point), mean3 + _nanmean_or_zero(smooth))
 
 
+def _hour_plus_days(h: History, j: IntArray, t: IntArray, lead: int,
+                    hour: FloatArray) -> FloatArray:
+    """Hour mean plus how the level moved from that hour to the target time on recent days."""
+    day = h.steps(86_400)
+    if day is None or day <= lead + 1:
+        return hour
+    width = max(1, 3600 // h.step_s)
+    parts = [_mean3_at(h, t - d * day + 1) - h.window_mean(j - d * day, width)
+             for d in range(1, SEASON_DAYS + 1)]
+    return hour + _nanmean_or_zero(parts)
+
+
 def _mean3_at(h: History, end: IntArray) -> FloatArray:
     return h.window_mean(end, 3)
 
@@ -165,3 +178,4 @@ def _nanmean_or_zero(parts: list[FloatArray]) -> FloatArray:
 
 def _or(primary: FloatArray, fallback: FloatArray) -> FloatArray:
     return np.where(np.isfinite(primary), primary, fallback)
+

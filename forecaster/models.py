@@ -119,17 +119,31 @@ class AnchoredForecaster(ABC):
 
     def _fitted(self, h: History, anchor_s: float,
                 leads: tuple[int, ...]) -> tuple[Fitted, dict[int, float]]:
-        key = (self.name, h.series_id, h.step_s, anchor_s, leads, fingerprint(h, anchor_s))
-        hit = self._cache.get(key)
+        key = self.entry_key(h, anchor_s, leads)
+        hit = self.get_entry(key)
         if hit is not None:
-            self._cache.move_to_end(key)
             return hit
         fitted = self.fit(h, anchor_s, leads)
         q90 = calibrate_leads(h, anchor_s, leads, fitted.point, self.settings)
+        self.put_entry(key, fitted, q90)
+        return fitted, q90
+
+    def anchor_for(self, h: History, origin: int) -> float:
+        return float(anchor_times(h, np.array([origin], dtype=np.int64), self.period_s())[0])
+
+    def entry_key(self, h: History, anchor_s: float, leads: tuple[int, ...]) -> tuple[object, ...]:
+        return (self.name, h.series_id, h.step_s, anchor_s, leads, fingerprint(h, anchor_s))
+
+    def get_entry(self, key: tuple[object, ...]) -> tuple[Fitted, dict[int, float]] | None:
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+        return hit
+
+    def put_entry(self, key: tuple[object, ...], fitted: Fitted, q90: dict[int, float]) -> None:
         self._cache[key] = (fitted, q90)
         while len(self._cache) > self.settings.cache_entries:
             self._cache.popitem(last=False)
-        return fitted, q90
 
 
 class BaselineForecaster(AnchoredForecaster):

@@ -10,6 +10,7 @@ from typing import Any
 
 from forecaster.errors import UnknownMethodError
 from forecaster.models import BASELINE_FEATURES, BaselineForecaster, Forecaster
+from forecaster.seasonal_chain import SeasonalChain
 from forecaster.settings import DEFAULT_SETTINGS, ForecasterSettings
 from forecaster.stacking import SeasonalBackend, StackingForecaster
 
@@ -34,8 +35,7 @@ def _prophet() -> Any:
 
 
 def _seasonal(settings: ForecasterSettings) -> SeasonalBackend:
-    backend: SeasonalBackend = _prophet().ProphetSeasonal(settings)
-    return backend
+    return SeasonalChain(settings, PROPHET_MODULE)
 
 
 def _plain_prophet(settings: ForecasterSettings) -> Forecaster:
@@ -71,3 +71,12 @@ def get_forecaster(method: str, settings: ForecasterSettings = DEFAULT_SETTINGS)
     if key not in _INSTANCES:
         _INSTANCES[key] = factory(settings)
     return _INSTANCES[key]
+
+
+def register(name: str, factory: Callable[[ForecasterSettings], Forecaster],
+             description: str) -> None:
+    """Add (or replace) a forecaster by name, e.g. a site-specific model."""
+    _FACTORIES[name] = factory
+    METHODS[name] = description
+    for key in [k for k in _INSTANCES if k[0] == name]:
+        del _INSTANCES[key]

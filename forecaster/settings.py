@@ -24,6 +24,7 @@ class ForecasterSettings:
     refit_period_s: int = 6 * 3600
     seasonal_period_s: int = DAY_S
     warm_chain_s: int = WEEK_S  # Prophet warm-start chains restart cold at these boundaries
+    replay_chain: bool = True  # no stored previous fit: replay the chain (else fit cold)
     train_window_s: int = 28 * DAY_S
     seasonal_window_s: int = 28 * DAY_S
     seasonal_step_s: int = 1800  # Prophet fits on data averaged to at least this step
@@ -33,7 +34,7 @@ class ForecasterSettings:
     min_seasonal_points: int = 96
     min_baseline_pairs: int = 12
     guard_margin: float = 0.25  # fall back when recent WAPE > best baseline x (1 + margin)
-    p90_level: float = 0.92  # residual quantile used for p90 (corrects in-sample optimism)
+    p90_level: float = 0.90  # quantile of recent residuals used for p90
     max_train_rows: int = 4000
     cache_entries: int = 4096
 

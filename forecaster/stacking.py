@@ -83,10 +83,11 @@ class StackingForecaster(AnchoredForecaster):
                   reason: str) -> tuple[float, str | None]:
         """(recent WAPE % of the chosen method, baseline to fall back to or None)."""
         s = self.settings
-        split_s = anchor_s - s.validation_s
-        fit_rows = training_origins(h, split_s, lead, s.train_window_s - s.validation_s,
+        valid_s = validation_window_s(h, anchor_s, s)
+        split_s = anchor_s - valid_s
+        fit_rows = training_origins(h, split_s, lead, s.train_window_s - valid_s,
                                     s.max_train_rows)
-        val_rows = training_origins(h, anchor_s, lead, s.validation_s, s.max_train_rows)
+        val_rows = training_origins(h, anchor_s, lead, valid_s, s.max_train_rows)
         if fit_rows.size < s.min_train_rows or val_rows.size < s.min_baseline_pairs:
             return float("nan"), None
         y = h.values[val_rows - 1 + lead]
@@ -101,6 +102,15 @@ class StackingForecaster(AnchoredForecaster):
         if self.guard and model_wape > base[best] * (1 + s.guard_margin):
             return base[best], best
         return model_wape, None
+
+
+def validation_window_s(h: History, anchor_s: float, s: ForecasterSettings) -> float:
+    """``validation_s``, or a quarter of the history before the anchor when that is shorter."""
+    valid = np.flatnonzero(np.isfinite(h.values[:max(0, min(h.index_at(anchor_s), h.size))]))
+    if valid.size == 0:
+        return float(s.validation_s)
+    span_s = min(anchor_s - float(h.time_of(int(valid[0]))), float(s.train_window_s))
+    return min(float(s.validation_s), span_s / 4)
 
 
 def fallback_fit(name: str, leads: tuple[int, ...], curve: SeasonalCurve | None, width: int,

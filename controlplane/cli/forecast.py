@@ -24,12 +24,16 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from controlplane.adapters.clock import WallClock
+from controlplane.forecast_job import HistorySource, JobConfig, JobReport, Shard, run_job
+from controlplane.settings import ConfigError, load_settings
+from controlplane.store import Store, StoreUnavailable
 from forecaster.backtest import BacktestTask, SeriesBacktest, run_all
 from forecaster.errors import ForecasterError, InputError
 from forecaster.features import History
 from forecaster.prepare import parse_duration_s
 from forecaster.registry import METHODS
-from forecaster.sources.replay import Trace, prepare_all, read_trace
+from forecaster.sources.replay import CsvSource, Trace, prepare_all, read_trace
 
 app = typer.Typer(help="Traffic forecasts: backtests and the refresh job.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -181,3 +185,150 @@ def table(doc: dict[str, Any]) -> Table:
 
 def _f(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+@app.command("run")
+def run(
+    config: Annotated[Path | None, typer.Option("--config", "-c",
+                                                help="YAML settings (store URL, forecast)")] = None,
+    store_url: Annotated[str | None, typer.Option("--store", help="SQL store URL (default: "
+                                                  "settings db.url)")] = None,
+    prometheus_url: Annotated[str | None, typer.Option("--prometheus-url",
+                                                       help="read rates from Prometheus")] = None,
+    metric: Annotated[str, typer.Option(help="Prometheus preset: triton or vllm")] = "triton",
+    query: Annotated[str | None, typer.Option(help="PromQL with a {model} placeholder")] = None,
+    models: Annotated[str | None, typer.Option(help="comma-separated model names "
+                                               "(default: all the source knows)")] = None,
+    csv: Annotated[Path | None, typer.Option("--csv", help="read rates from a CSV trace")] = None,
+    time_col: Annotated[str, typer.Option("--time-col")] = "ts",
+    value_col: Annotated[str, typer.Option("--value-col")] = "rate_rps",
+    series_col: Annotated[str | None, typer.Option("--series-col")] = "model",
+    time_unit: Annotated[str | None, typer.Option("--time-unit")] = None,
+    shard: Annotated[str, typer.Option(help="INDEX/COUNT of a sharded fleet, e.g. "
+                                       "$(JOB_COMPLETION_INDEX)/8")] = "0/1",
+    workers: Annotated[int, typer.Option(min=1, help="worker processes")] = 2,
+    method: Annotated[str | None, typer.Option(help="forecaster (default: settings)")] = None,
+    horizon: Annotated[str | None, typer.Option(help="e.g. 20m (default: settings)")] = None,
+    step: Annotated[str | None, typer.Option(help="e.g. 60s (default: settings)")] = None,
+    history: Annotated[str | None, typer.Option(help="e.g. 7d (default: settings)")] = None,
+    state_dir: Annotated[Path | None, typer.Option("--state-dir", help="fitted state kept "
+                                                   "between runs")] = Path(
+        ".headroom/forecaster-state"),
+    at: Annotated[str | None, typer.Option(help="forecast origin (ISO UTC; default: now, or "
+                                           "the end of --csv)")] = None,
+    no_store: Annotated[bool, typer.Option("--no-store", help="do not save forecasts")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+) -> None:
+    """Refresh forecasts for every model (or one shard) and store them."""
+    try:
+        settings = load_settings(config)
+        fs = settings.forecast
+        job = JobConfig(
+            horizon_s=parse_duration_s(horizon, "--horizon") if horizon else fs.horizon_s,
+            step_s=parse_duration_s(step, "--step") if step else fs.step_s,
+            history_s=parse_duration_s(history, "--history") if history else fs.history_s,
+            method=method or fs.method, workers=workers, shard=Shard.parse(shard),
+            state_dir=state_dir)
+        if job.method not in METHODS:
+            raise InputError(f"--method {job.method!r}: choose one of {', '.join(METHODS)}")
+        source, now = _source(prometheus_url, metric, query, models, csv, time_col, value_col,
+                              series_col, time_unit, store_url or settings.db.url, at)
+        sink = None if no_store else Store.open(store_url or settings.db.url,
+                                                settings.db.connect_timeout_s)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=err) as progress:
+            bars: dict[str, Any] = {}
+
+            def on_progress(stage: str, done: int, total: int) -> None:
+                if stage not in bars:
+                    bars[stage] = progress.add_task(stage, total=total)
+                progress.update(bars[stage], completed=done)
+
+            report_ = run_job(source, sink, now, job, on_progress)
+    except (ForecasterError, ConfigError, StoreUnavailable, ValueError) as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from exc
+    doc = job_doc(report_, stored=not no_store)
+    if json_out:
+        sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
+    else:
+        Console().print(job_table(report_))
+        err.print(f"{len(report_.forecasts)} forecast(s) in {report_.wall_s:.1f} s "
+                  f"(fetch {report_.fetch_s:.1f}, compute {report_.compute_s:.1f}, "
+                  f"store {report_.store_s:.1f}); refits {report_.refits}, reused "
+                  f"{report_.reused}; failed {len(report_.failed)}", highlight=False)
+    for model, why in report_.failed.items():
+        err.print(f"[yellow]warning:[/] model {model!r}: {why}", highlight=False, soft_wrap=True)
+    if report_.failed:
+        raise typer.Exit(1)
+
+
+def _source(prometheus_url: str | None, metric: str, query: str | None, models: str | None,
+            csv: Path | None, time_col: str, value_col: str, series_col: str | None,
+            time_unit: str | None, store_url: str, at: str | None) -> tuple[HistorySource, Any]:
+    """The history source and the forecast origin ('now')."""
+    wanted = [m.strip() for m in models.split(",") if m.strip()] if models else None
+    if prometheus_url and csv:
+        raise InputError("give either --prometheus-url or --csv, not both")
+    now = _parse_at(at) if at else None
+    if csv is not None:
+        trace = read_trace(csv, time_col, value_col, series_col, time_unit, wanted)
+        source = CsvSource(trace)
+        end = pd.Timestamp(source.end_ns(), tz="UTC").to_pydatetime()
+        return source, now or end
+    if prometheus_url:
+        from forecaster.sources.prometheus import PrometheusSource
+
+        return (PrometheusSource(prometheus_url, metric, query, wanted),
+                now or WallClock().now())
+    store = Store.open(store_url)
+    return (_Only(store, wanted) if wanted else store), now or WallClock().now()
+
+
+class _Only:
+    """A store restricted to some models."""
+
+    def __init__(self, store: Store, models: list[str]) -> None:
+        self.store, self.models = store, models
+
+    def model_names(self) -> list[str]:
+        return [m for m in self.store.model_names() if m in self.models]
+
+    def rate_history(self, model: str, since_at: Any, until_at: Any, step_s: int) -> Any:
+        return self.store.rate_history(model, since_at, until_at, step_s)
+
+
+def _parse_at(text: str) -> Any:
+    try:
+        stamp = pd.Timestamp(text)
+    except ValueError as exc:
+        raise InputError(f"--at {text!r}: not an ISO timestamp") from exc
+    return (stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")) \
+        .to_pydatetime()
+
+
+def job_doc(r: JobReport, stored: bool) -> dict[str, Any]:
+    return {
+        "ok": not r.failed, "computed_at": r.computed_at.isoformat(),
+        "shard": f"{r.shard.index}/{r.shard.count}", "models": r.models,
+        "forecasts": len(r.forecasts), "stored": stored and bool(r.forecasts),
+        "failed": r.failed, "refits": r.refits, "reused_state": r.reused,
+        "methods": r.methods, "fallbacks": r.fallbacks,
+        "timing_s": {"fetch": round(r.fetch_s, 3), "compute": round(r.compute_s, 3),
+                     "store": round(r.store_s, 3), "wall": round(r.wall_s, 3)},
+        "per_model": {f.series_id: {"method": f.method, "fallback_reason": f.fallback_reason,
+                                    "backtest_wape": f.backtest_wape,
+                                    "p50_last": f.p50[-1] if f.p50 else None,
+                                    "p90_max": f.p90_max()} for f in r.forecasts},
+    }
+
+
+def job_table(r: JobReport) -> Table:
+    t = Table(title=f"forecasts at {r.computed_at.isoformat()} (shard {r.shard.index}/"
+                    f"{r.shard.count})")
+    for col in ("model", "method", "fallback", "p50 @ horizon", "p90 max", "recent WAPE %"):
+        t.add_column(col)
+    for f in r.forecasts:
+        t.add_row(f.series_id, f.method, f.fallback_reason or "-", _f(f.p50[-1], 2),
+                  _f(f.p90_max(), 2), _f(f.backtest_wape))
+    return t

@@ -9,6 +9,7 @@ series; non-numeric values are missing data (counted), never zeros.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import pandas as pd
 
 from forecaster.errors import InputError, SeriesError
 from forecaster.prepare import Prepared, regularize
+from forecaster.types import TrafficSeries
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -86,6 +88,27 @@ def prepare_all(trace: Trace) -> tuple[list[Prepared], list[SeriesError]]:
     return ok, bad
 
 
+_UNIT_NAMES = {"minute": "min", "minutes": "min", "min": "min", "second": "s", "seconds": "s",
+               "sec": "s", "s": "s", "ms": "ms", "millis": "ms", "milliseconds": "ms",
+               "hour": "h", "hours": "h", "h": "h"}
+
+
+def infer_time_unit(name: str, col: pd.Series) -> str | None:
+    """Unit of a numeric time column without ``--time-unit`` (documented fallback): from the
+    column name (minute/second/ms/hour, also as a suffix like ``t_min``), else Unix seconds or
+    milliseconds by magnitude; None when it cannot tell."""
+    key = name.strip().lower()
+    for word, unit in _UNIT_NAMES.items():
+        if key == word or key.endswith("_" + word):
+            return unit
+    top = float(col.abs().max()) if col.notna().any() else 0.0
+    if 1e9 <= top < 1e11:
+        return "s"
+    if 1e12 <= top < 1e14:
+        return "ms"
+    return None
+
+
 def _read(path: Path) -> pd.DataFrame:
     if not path.is_file():
         raise InputError(f"{path}: file not found")
@@ -101,6 +124,7 @@ def _times_ns(col: pd.Series, unit: str | None, what: str) -> IntArray:
     if unit is not None and unit not in TIME_UNITS_NS:
         raise InputError(f"time unit {unit!r}: choose one of {', '.join(TIME_UNITS_NS)}")
     if pd.api.types.is_numeric_dtype(col):
+        unit = unit or infer_time_unit(str(col.name), col)
         if unit is None:
             raise InputError(f"{what} is numeric; give its unit with --time-unit "
                              f"({', '.join(TIME_UNITS_NS)})")
@@ -114,3 +138,41 @@ def _times_ns(col: pd.Series, unit: str | None, what: str) -> IntArray:
                          f"{str(col.iloc[row])!r}")
     return np.asarray(parsed.dt.tz_convert(None).astype("datetime64[ns]").to_numpy()
                       .astype(np.int64))
+
+
+class CsvSource:
+    """``HistorySource`` over a trace: the rows of a model in [since, until) on a step grid."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self._by_id = {s.series_id: s for s in trace.series}
+
+    def model_names(self) -> list[str]:
+        return list(self._by_id)
+
+    def end_ns(self) -> int:
+        """Just after the newest row of the trace (the natural 'now' of a replay)."""
+        last = max(int(s.times_ns.max()) for s in self.trace.series)
+        return last + 1
+
+    def rate_history(self, model: str, since_at: datetime, until_at: datetime,
+                     step_s: int) -> TrafficSeries:
+        raw = self._by_id.get(model)
+        if raw is None:
+            raise SeriesError(model, f"not in {self.trace.path}")
+        lo, hi = _ns(since_at), _ns(until_at)
+        steps = max(0, -(-(hi - lo) // (step_s * 10**9)))
+        inside = (raw.times_ns >= lo) & (raw.times_ns < hi) & np.isfinite(raw.values)
+        idx = (raw.times_ns[inside] - lo) // (step_s * 10**9)
+        sums = np.bincount(idx, weights=np.maximum(raw.values[inside], 0.0), minlength=steps)
+        counts = np.bincount(idx, minlength=steps)
+        values = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)[:steps]
+        if not np.any(np.isfinite(values)):
+            raise SeriesError(model, f"{self.trace.path} has no values between "
+                                     f"{since_at.isoformat()} and {until_at.isoformat()}")
+        return TrafficSeries(series_id=model, step_s=step_s, start_at=since_at,
+                             values=tuple(values.tolist()))
+
+
+def _ns(at: datetime) -> int:
+    return (at - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) * 1000

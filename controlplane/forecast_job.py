@@ -1,0 +1,207 @@
+"""The forecast refresh job: forecast every model (or one shard of them) and store the results.
+
+    models = source.model_names() filtered by the shard  ->  fetch each history (parent process)
+      -> forecast in a process pool (one task per model; per-model fallback inside)
+      -> store all forecasts at once (sink.save_forecasts)
+
+Sharding (``Shard.parse("2/8")``) is by a stable hash of the model name, so a Kubernetes Indexed
+Job with ``--shard $(JOB_COMPLETION_INDEX)/N`` splits a fleet without coordination. With a state
+directory, each model's fitted state survives between runs: a run refits only the models whose
+refit anchor has passed (anchors are staggered per model), the others reuse their stored fit.
+
+Fallbacks are per model and recorded in ``Forecast.fallback_reason``: ``short_history``,
+``worse_than_baseline``, ``seasonal_fit_failed`` (level model without Prophet), ``fit_failed:<E>``
+(persistence), ``no_observations``. A model whose history cannot be fetched gets no forecast
+(never a made-up zero) and is listed in the report; the control plane then treats its last
+forecast as stale.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Protocol
+
+from forecaster.api import forecast, n_targets
+from forecaster.calibrate import fitted_leads
+from forecaster.errors import ForecasterError
+from forecaster.features import History
+from forecaster.persist import export_state, import_state, load_state, save_state, state_path
+from forecaster.registry import get_forecaster
+from forecaster.settings import DEFAULT_SETTINGS, ForecasterSettings
+from forecaster.types import Forecast, TrafficSeries
+
+log = logging.getLogger("headroom.forecast_job")
+
+#: the job's forecaster settings: without stored state, Prophet fits cold instead of replaying
+#: the week's warm-start chain (the backtest replays it; results agree to optimizer tolerance)
+JOB_SETTINGS = replace(DEFAULT_SETTINGS, replay_chain=False)
+
+
+class HistorySource(Protocol):
+    """Where per-model request rates come from (store, Prometheus, CSV)."""
+
+    def model_names(self) -> list[str]: ...
+
+    def rate_history(self, model: str, since_at: datetime, until_at: datetime,
+                     step_s: int) -> TrafficSeries: ...
+
+
+class ForecastSink(Protocol):
+    def save_forecasts(self, forecasts: Sequence[Forecast], computed_at: datetime) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    index: int = 0
+    count: int = 1
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """'i/N' with 0 <= i < N."""
+        try:
+            i, n = (int(part) for part in text.split("/"))
+        except ValueError as exc:
+            raise ValueError(f"--shard {text!r}: expected INDEX/COUNT, e.g. 0/4") from exc
+        if n < 1 or not 0 <= i < n:
+            raise ValueError(f"--shard {text!r}: need 0 <= INDEX < COUNT")
+        return cls(i, n)
+
+    def owns(self, model: str) -> bool:
+        return zlib.crc32(model.encode()) % self.count == self.index
+
+
+@dataclass(frozen=True, slots=True)
+class JobConfig:
+    horizon_s: int = 1200
+    step_s: int = 60
+    history_s: int = 7 * 86_400
+    method: str = "auto"
+    workers: int = 1
+    shard: Shard = Shard()
+    state_dir: Path | None = None
+    settings: ForecasterSettings = JOB_SETTINGS
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTask:
+    series: TrafficSeries
+    horizon_s: int
+    method: str
+    settings: ForecasterSettings
+    state_dir: Path | None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResult:
+    forecast: Forecast
+    compute_s: float
+    state_reused: bool
+
+
+@dataclass(frozen=True, slots=True)
+class JobReport:
+    computed_at: datetime
+    shard: Shard
+    models: int
+    forecasts: tuple[Forecast, ...]
+    failed: dict[str, str]  # model -> why no forecast was made (history not available)
+    fetch_s: float
+    compute_s: float
+    store_s: float
+    wall_s: float
+    refits: int
+    reused: int
+    methods: dict[str, int] = field(default_factory=dict)
+    fallbacks: dict[str, int] = field(default_factory=dict)
+
+
+def compute_one(task: ModelTask) -> ModelResult:
+    """Forecast one model (runs in a worker process); loads/saves its fitted state."""
+    started = time.perf_counter()
+    h = History.of(task.series)
+    model = get_forecaster(task.method, task.settings)
+    path = state_path(task.state_dir, task.series.series_id, task.method) \
+        if task.state_dir else None
+    reused = False
+    if path is not None:
+        reused = import_state(model, h, load_state(path)) > 0
+    made = forecast(task.series, task.horizon_s, task.method, task.settings)
+    if path is not None:
+        leads = fitted_leads(n_targets(task.horizon_s, task.series.step_s))
+        try:
+            save_state(path, export_state(model, h, h.size, leads))
+        except OSError as exc:
+            log.warning("cannot write forecaster state %s: %s", path, exc)
+    return ModelResult(made, time.perf_counter() - started, reused)
+
+
+def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, config: JobConfig,
+            on_progress: Callable[[str, int, int], None] | None = None) -> JobReport:
+    """Fetch, forecast and store every model of the shard (``sink=None``: do not store)."""
+    wall = time.perf_counter()
+    until_at = floor_time(now, config.step_s)
+    since_at = until_at - timedelta(seconds=config.history_s)
+    models = [m for m in source.model_names() if config.shard.owns(m)]
+    tasks: list[ModelTask] = []
+    failed: dict[str, str] = {}
+    fetch = time.perf_counter()
+    for i, model in enumerate(models):
+        try:
+            series = source.rate_history(model, since_at, until_at, config.step_s)
+            tasks.append(ModelTask(series, config.horizon_s, config.method, config.settings,
+                                   config.state_dir))
+        except (ForecasterError, OSError, ValueError) as exc:
+            failed[model] = f"history unavailable: {exc}"
+        if on_progress:
+            on_progress("fetch", i + 1, len(models))
+    fetch_s = time.perf_counter() - fetch
+    compute = time.perf_counter()
+    results = _compute_all(tasks, config.workers, on_progress)
+    compute_s = time.perf_counter() - compute
+    forecasts = tuple(r.forecast for r in results)
+    store = time.perf_counter()
+    if sink is not None and forecasts:
+        sink.save_forecasts(forecasts, computed_at=now)
+    store_s = time.perf_counter() - store
+    reused = sum(r.state_reused for r in results)
+    return JobReport(
+        computed_at=now, shard=config.shard, models=len(models), forecasts=forecasts,
+        failed=failed, fetch_s=fetch_s, compute_s=compute_s, store_s=store_s,
+        wall_s=time.perf_counter() - wall, refits=len(results) - reused, reused=reused,
+        methods=dict(Counter(f.method for f in forecasts)),
+        fallbacks=dict(Counter(f.fallback_reason for f in forecasts if f.fallback_reason)))
+
+
+def _compute_all(tasks: list[ModelTask], workers: int,
+                 on_progress: Callable[[str, int, int], None] | None) -> list[ModelResult]:
+    out: dict[int, ModelResult] = {}
+    if workers <= 1 or len(tasks) <= 1:
+        for i, task in enumerate(tasks):
+            out[i] = compute_one(task)
+            if on_progress:
+                on_progress("forecast", i + 1, len(tasks))
+        return [out[i] for i in range(len(tasks))]
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx) as pool:
+        futures = {pool.submit(compute_one, t): i for i, t in enumerate(tasks)}
+        for n, fut in enumerate(as_completed(futures), start=1):
+            out[futures[fut]] = fut.result()
+            if on_progress:
+                on_progress("forecast", n, len(tasks))
+    return [out[i] for i in range(len(tasks))]
+
+
+def floor_time(at: datetime, step_s: int) -> datetime:
+    """``at`` rounded down to a multiple of ``step_s`` (UTC epoch grid)."""
+    epoch = datetime(1970, 1, 1, tzinfo=at.tzinfo)
+    seconds = int((at - epoch).total_seconds())
+    return epoch + timedelta(seconds=seconds - seconds % step_s)

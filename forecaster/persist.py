@@ -1,0 +1,113 @@
+"""Fitted state as JSON (versioned), so a one-shot job process reuses yesterday's work.
+
+A state file holds, for one series, the level model fitted at its current anchor (coefficients
+per lead, p90 calibration, the method/fallback chosen, the seasonal curve) and the latest Prophet
+fit (curve + warm-start parameters). On load, an entry is used only when its anchor is the one
+the forecaster needs *and* the data before that anchor is unchanged (same fingerprint);
+otherwise the forecaster refits, warm-starting Prophet from the stored parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from forecaster.features import History
+from forecaster.models import AnchoredForecaster, LinearFit, fingerprint
+from forecaster.seasonal import SeasonalCurve
+
+STATE_VERSION = 1
+
+
+def state_path(state_dir: Path, series_id: str, method: str) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", series_id)[:100]
+    return state_dir / f"{safe}.{abs(hash_id(series_id)):08x}.{method}.json"
+
+
+def hash_id(text: str) -> int:
+    return zlib.crc32(text.encode())
+
+
+def export_state(model: object, h: History, origin: int, leads: tuple[int, ...]) -> dict[str, Any]:
+    """The entries ``model`` used for a forecast at ``origin`` (empty dict when none)."""
+    doc: dict[str, Any] = {"version": STATE_VERSION, "series_id": h.series_id,
+                           "step_s": h.step_s}
+    if not isinstance(model, AnchoredForecaster):
+        return doc
+    anchor = model.anchor_for(h, origin)
+    hit = model.get_entry(model.entry_key(h, anchor, leads))
+    fit = hit[0] if hit is not None else None
+    if hit is not None and isinstance(fit, LinearFit):
+        q90 = hit[1]
+        doc["level"] = {"anchor_s": anchor, "fingerprint": fingerprint(h, anchor),
+                        "leads": list(leads), "coefs": {str(k): v.tolist()
+                                                        for k, v in fit.coefs.items()},
+                        "curve": fit.curve.to_json() if fit.curve else None,
+                        "method": fit.method, "reason": fit.reason,
+                        "backtest_wape": _num(fit.backtest_wape),
+                        "q90": {str(k): v for k, v in q90.items()}}
+    seasonal = getattr(model, "seasonal", None)
+    if seasonal is not None and hasattr(seasonal, "seasonal_anchor"):
+        day = seasonal.seasonal_anchor(h.series_id, anchor)
+        fit_s = seasonal.cached(h, day)
+        if fit_s is not None:
+            doc["seasonal"] = {"anchor_s": day, "fingerprint": fingerprint(h, day),
+                               "curve": fit_s.curve.to_json(), "params": fit_s.params}
+    return doc
+
+
+def import_state(model: object, h: History, doc: dict[str, Any]) -> int:
+    """Load matching entries into ``model``'s caches; returns how many were usable."""
+    if (doc.get("version") != STATE_VERSION or doc.get("series_id") != h.series_id
+            or doc.get("step_s") != h.step_s or not isinstance(model, AnchoredForecaster)):
+        return 0
+    used = 0
+    level = doc.get("level")
+    if isinstance(level, dict) and fingerprint(h, level["anchor_s"]) == level["fingerprint"]:
+        leads = tuple(int(k) for k in level["leads"])
+        curve = SeasonalCurve.from_json(level["curve"]) if level.get("curve") else None
+        fit = LinearFit({int(k): np.asarray(v, dtype=np.float64)
+                         for k, v in level["coefs"].items()}, curve, level["method"],
+                        level["reason"], _float(level.get("backtest_wape")))
+        q90 = {int(k): float(v) for k, v in level["q90"].items()}
+        model.put_entry(model.entry_key(h, float(level["anchor_s"]), leads), fit, q90)
+        used += 1
+    seasonal = getattr(model, "seasonal", None)
+    season = doc.get("seasonal")
+    if seasonal is not None and isinstance(season, dict) and hasattr(seasonal, "restore") \
+            and fingerprint(h, season["anchor_s"]) == season["fingerprint"]:
+        seasonal.restore(h, float(season["anchor_s"]), SeasonalCurve.from_json(season["curve"]),
+                         season["params"])
+        used += 1
+    return used
+
+
+def load_state(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def save_state(path: Path, doc: dict[str, Any]) -> None:
+    """Write atomically (temp file + rename), so a killed job never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc, allow_nan=False))
+    tmp.replace(path)
+
+
+def _num(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _float(value: object) -> float:
+    return float(value) if isinstance(value, int | float) else float("nan")

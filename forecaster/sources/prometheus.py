@@ -1,0 +1,135 @@
+"""Per-model request rates from Prometheus range queries (prometheus-api-client).
+
+Presets: ``triton`` (``nv_inference_request_success``, label ``model``), ``vllm``
+(``vllm:request_success_total``, label ``model_name``), or any PromQL with a ``{model}``
+placeholder. Long ranges are split into chunks below Prometheus' 11,000-points-per-series
+limit. Samples land on the query grid; a step without a sample is a gap (NaN), never zero.
+Failures raise ``SourceError`` naming the URL, model and query: unreachable, rejected query,
+or no data.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import requests
+from prometheus_api_client import PrometheusConnect
+from prometheus_api_client.exceptions import PrometheusApiClientException
+
+from forecaster.errors import SourceError
+from forecaster.types import TrafficSeries
+
+MAX_POINTS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    metric: str
+    label: str
+
+    def query(self, model: str, window: str) -> str:
+        return f'sum(rate({self.metric}{{{self.label}="{escape(model)}"}}[{window}]))'
+
+
+PRESETS = {
+    "triton": Preset("nv_inference_request_success", "model"),
+    "vllm": Preset("vllm:request_success_total", "model_name"),
+}
+
+
+def escape(value: str) -> str:
+    """A PromQL double-quoted label value."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+class PrometheusSource:
+    """``HistorySource`` over Prometheus: ``rate_history(model, since, until, step)``."""
+
+    def __init__(self, url: str, preset: str = "triton", query: str | None = None,
+                 models: list[str] | None = None, rate_window: str = "2m",
+                 timeout_s: float = 10.0) -> None:
+        if query is None and preset not in PRESETS:
+            raise SourceError(f"unknown metric preset {preset!r}; choose one of "
+                              f"{', '.join(PRESETS)} or give a PromQL query with {{model}}")
+        if query is not None and "{model}" not in query:
+            raise SourceError(f"PromQL {query!r} has no {{model}} placeholder")
+        self.url = url.rstrip("/")
+        self.preset = PRESETS.get(preset)
+        self.query_template = query
+        self.models = models
+        self.rate_window = rate_window
+        self.timeout_s = timeout_s
+        self.client = PrometheusConnect(url=self.url, disable_ssl=True, timeout=int(timeout_s))
+
+    def query_for(self, model: str) -> str:
+        if self.query_template is not None:
+            return self.query_template.replace("{model}", escape(model))
+        assert self.preset is not None
+        return self.preset.query(model, self.rate_window)
+
+    def model_names(self) -> list[str]:
+        """The configured models, else the preset metric's label values."""
+        if self.models is not None:
+            return list(self.models)
+        if self.preset is None:
+            raise SourceError("a custom PromQL query needs an explicit model list (--models)")
+        try:
+            names = self.client.get_label_values(self.preset.label,
+                                                 params={"match[]": self.preset.metric})
+        except (requests.RequestException, PrometheusApiClientException) as exc:
+            raise SourceError(f"Prometheus at {self.url} is unreachable or refused the "
+                              f"label query: {_short(exc)}") from exc
+        if not names:
+            raise SourceError(f"Prometheus at {self.url} has no series of "
+                              f"{self.preset.metric!r}; nothing to forecast")
+        return sorted(str(n) for n in names)
+
+    def rate_history(self, model: str, since_at: datetime, until_at: datetime,
+                     step_s: int) -> TrafficSeries:
+        """Values on the grid since_at, since_at + step, ... (< until_at)."""
+        steps = max(0, math.ceil((until_at - since_at).total_seconds() / step_s))
+        values = [math.nan] * steps
+        query = self.query_for(model)
+        seen = 0
+        for lo in range(0, steps, MAX_POINTS):
+            hi = min(steps, lo + MAX_POINTS)
+            start = since_at + timedelta(seconds=lo * step_s)
+            end = since_at + timedelta(seconds=(hi - 1) * step_s)
+            for ts, value in self._range(model, query, start, end, step_s):
+                i = round((ts - since_at.timestamp()) / step_s)
+                if 0 <= i < steps and math.isfinite(value):
+                    values[i] = max(0.0, value) if math.isnan(values[i]) else values[i] + value
+                    seen += 1
+        if seen == 0:
+            raise SourceError(f"Prometheus at {self.url} returned no data for model {model!r} "
+                              f"between {since_at.isoformat()} and {until_at.isoformat()} "
+                              f"(query {query})")
+        return TrafficSeries(series_id=model, step_s=step_s, start_at=since_at,
+                             values=tuple(values))
+
+    def _range(self, model: str, query: str, start: datetime, end: datetime,
+               step_s: int) -> list[tuple[float, float]]:
+        try:
+            result = self.client.custom_query_range(query, start_time=start, end_time=end,
+                                                    step=f"{step_s}s")
+        except requests.RequestException as exc:
+            raise SourceError(f"Prometheus at {self.url} is unreachable ({_short(exc)}); "
+                              f"no history for model {model!r}") from exc
+        except PrometheusApiClientException as exc:
+            raise SourceError(f"Prometheus at {self.url} rejected the query for model "
+                              f"{model!r}: {query} ({_short(exc)})") from exc
+        out: list[tuple[float, float]] = []
+        for series in result or []:
+            for ts, raw in series.get("values", []):
+                try:
+                    out.append((float(ts), float(raw)))
+                except (TypeError, ValueError):
+                    continue
+        return out
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text[:300]

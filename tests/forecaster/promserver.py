@@ -1,0 +1,87 @@
+"""A real Prometheus for tests: backfill OpenMetrics with promtool, start the Debian binary on a
+free 127.0.0.1 port with a temporary TSDB, stop it afterwards."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+
+
+@dataclass(frozen=True)
+class Family:
+    """One metric family: name, labels per series and (unix seconds, value) samples each."""
+
+    name: str
+    series: dict[str, Sequence[tuple[float, float]]]  # label text, e.g. 'model="m1"' -> samples
+
+
+def openmetrics(families: Sequence[Family]) -> str:
+    lines: list[str] = []
+    for fam in families:
+        lines.append(f"# TYPE {fam.name} unknown")
+        for labels, samples in fam.series.items():
+            lines += [f"{fam.name}{{{labels}}} {v!r} {t:.3f}" for t, v in samples]
+    lines.append("# EOF")
+    return "\n".join(lines) + "\n"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def prometheus(tmp: Path, families: Sequence[Family]) -> Iterator[str]:
+    """Backfilled Prometheus; yields its base URL."""
+    data = tmp / "tsdb"
+    data.mkdir(parents=True)
+    source = tmp / "backfill.om"
+    source.write_text(openmetrics(families))
+    subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(source),
+                    str(data)], check=True, capture_output=True, timeout=120)
+    config = tmp / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 15s\n")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={data}",
+         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=3650d",
+         "--log.level=warn"],
+        stdout=subprocess.DEVNULL, stderr=(tmp / "prometheus.log").open("w"))
+    try:
+        wait_ready(url, proc)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"prometheus exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"prometheus at {url} not ready within {timeout_s} s")
