@@ -1,19 +1,68 @@
-"""Demand: how much capacity each model needs over the next cold-start window (pure)."""
+"""Demand: how much capacity each model needs over the next cold-start window (pure).
+
+Three policies share this one function, chosen by ``DemandPolicy.mode``:
+
+* ``predictive`` (Headroom): the forecast's upper quantile (p90 by default; other quantiles are
+  read off a lognormal through p50 and p90) over the lookahead, never below what the model sees
+  now. When the observed load runs above that (a burst the forecast missed), a reactive fast path
+  provisions observed x ``stale_headroom`` at once, like Knative's panic mode.
+* ``reactive`` (KEDA/HPA-like): observed load / target utilization, forecasts ignored.
+* ``static``: the configured peak per model, whatever happens.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import pairwise
+from statistics import NormalDist
 
-from controlplane.domain.models import ModelSpec
+from controlplane.domain.models import ModelSpec, ProfilePoint
 from controlplane.domain.observed import ObservedState
 from forecaster.types import Forecast
 
 STALE_FORECAST = "stale_forecast"
 NO_FORECAST = "no_forecast"
 FORECAST_P90 = "forecast_p90"
+FORECAST_QUANTILE = "forecast_upper_quantile"
 OBSERVED_ABOVE_FORECAST = "observed_above_forecast"
+OBSERVED_LOAD = "observed_load"
+STATIC_PEAK = "static_peak"
+NO_STATIC_PEAK = "no_static_peak"
+
+PREDICTIVE = "predictive"
+REACTIVE = "reactive"
+STATIC = "static"
+MODES = (PREDICTIVE, REACTIVE, STATIC)
+#: Demand reasons whose inputs were not fresh: a scale-down should not act on them.
+STALE_REASONS = frozenset({STALE_FORECAST, NO_FORECAST, NO_STATIC_PEAK})
+
+_Z90 = NormalDist().inv_cdf(0.9)
+#: Quantiles at which a calibrated forecast carries ratios to p50 in its diagnostics
+#: (``upper_ratio_q0.99`` ...), learned from its recent errors (``controlplane.autoscaling``).
+CALIBRATION_GRID = (0.5, 0.8, 0.9, 0.95, 0.975, 0.99, 0.995)
+_RATIO_PREFIX = "upper_ratio_q"
+
+
+def ratio_key(quantile: float) -> str:
+    return f"{_RATIO_PREFIX}{quantile:g}"
+
+
+def calibrated_ratio(diagnostics: Mapping[str, float], quantile: float) -> float | None:
+    """Ratio to p50 at ``quantile`` from a forecast's calibration (linear between grid points,
+    clamped at the ends); None when the forecast carries none."""
+    points = [(q, diagnostics[ratio_key(q)]) for q in CALIBRATION_GRID
+              if ratio_key(q) in diagnostics]
+    if len(points) < 2:
+        return None
+    if quantile <= points[0][0]:
+        return points[0][1]
+    for (q0, r0), (q1, r1) in pairwise(points):
+        if quantile <= q1:
+            return r0 + (r1 - r0) * (quantile - q0) / (q1 - q0)
+    return points[-1][1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +71,20 @@ class DemandPolicy:
     lookahead_s: float  # window of the forecast to cover (provisioning + cold start)
     max_forecast_age_s: float
     stale_headroom: float  # multiplier on observed load when there is no usable forecast
+    mode: str = PREDICTIVE
+    upper_quantile: float = 0.9  # quantile of the forecast to provision for (predictive)
+    static_rps: tuple[tuple[str, float], ...] = ()  # peak per model (static)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"demand policy mode must be one of {MODES}, got {self.mode!r}")
+        if not 0 < self.target_utilization <= 1:
+            raise ValueError("target_utilization must be in (0, 1]")
+        if not 0.5 <= self.upper_quantile < 1:
+            raise ValueError("upper_quantile must be in [0.5, 1)")
+
+    def static_peak(self, model: str) -> float | None:
+        return next((rps for name, rps in self.static_rps if name == model), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,19 +94,88 @@ class Demand:
     observed_rps: float
     forecast_p90_rps: float
     reason: str
+    forecast_upper_rps: float = 0.0  # the upper quantile the predictive policy covered
+
+    @property
+    def is_fresh(self) -> bool:
+        return self.reason not in STALE_REASONS
 
 
-def _window_p90(forecast: Forecast, now: datetime, lookahead_s: float) -> float:
-    """Highest p90 among forecast steps from now to now + lookahead (the origin may be in the past)."""
-    values: list[float] = []
-    for i, p90 in enumerate(forecast.p90):
+def upper_quantile(p50: float, p90: float, quantile: float) -> float:
+    """The ``quantile`` of a lognormal through ``p50`` and ``p90``.
+
+    Falls back to a straight line through 0 and p90 when p50 is 0, and to p90 when the two do not
+    spread (p90 <= p50). Quantile 0.9 returns p90 exactly.
+    """
+    p50, p90 = max(0.0, p50), max(0.0, p90)
+    if quantile == 0.9 or p90 <= p50:
+        return max(p50, p90)
+    ratio = NormalDist().inv_cdf(quantile) / _Z90
+    if p50 <= 0:
+        return max(0.0, p90 * ratio)
+    return float(p50 * (p90 / p50) ** ratio)
+
+
+def overlapping_steps(forecast: Forecast, now: datetime, window_s: float) -> list[int]:
+    """Indices of the forecast steps that overlap [now, now + window_s]."""
+    out = []
+    for i in range(len(forecast.p90)):
         at = forecast.origin_at + timedelta(seconds=i * forecast.step_s)
         if at + timedelta(seconds=forecast.step_s) <= now:
             continue
-        if at > now + timedelta(seconds=lookahead_s):
+        if at > now + timedelta(seconds=window_s):
             break
-        values.append(p90)
-    return max(values, default=forecast.p90[-1] if forecast.p90 else 0.0)
+        out.append(i)
+    return out
+
+
+def step_quantile(forecast: Forecast, step: int, quantile: float) -> float:
+    """``quantile`` of one forecast step: from the forecast's calibrated ratios when it carries
+    them (and p50 > 0), else from the lognormal through its p50 and p90."""
+    p50 = forecast.p50[step]
+    ratio = calibrated_ratio(forecast.diagnostics, quantile) if p50 > 0 else None
+    if ratio is not None:
+        return p50 * ratio
+    return upper_quantile(p50, forecast.p90[step], quantile)
+
+
+def window_quantile(forecast: Forecast, now: datetime, window_s: float,
+                    quantile: float = 0.9) -> float | None:
+    """Highest ``quantile`` among the forecast steps overlapping [now, now + window_s]; None when
+    no step overlaps (the whole forecast lies before now or after the window)."""
+    steps = overlapping_steps(forecast, now, window_s)
+    if not steps:
+        return None
+    return max(step_quantile(forecast, i, quantile) for i in steps)
+
+
+def _window_p90(forecast: Forecast, now: datetime, lookahead_s: float) -> float:
+    """Highest p90 among forecast steps from now to now + lookahead (origin may be in the past)."""
+    found = window_quantile(forecast, now, lookahead_s, 0.9)
+    if found is not None:
+        return found
+    return forecast.p90[-1] if forecast.p90 else 0.0
+
+
+def _predictive(forecast: Forecast | None, observed_rps: float, policy: DemandPolicy,
+                now: datetime) -> tuple[float, float, float, str]:
+    """(need, p90, upper, reason) of the predictive policy."""
+    if forecast is None:
+        return observed_rps * policy.stale_headroom, 0.0, 0.0, NO_FORECAST
+    if (now - forecast.origin_at).total_seconds() > policy.max_forecast_age_s:
+        return observed_rps * policy.stale_headroom, 0.0, 0.0, STALE_FORECAST
+    p90 = _window_p90(forecast, now, policy.lookahead_s)
+    if policy.upper_quantile == 0.9:
+        upper, reason = p90, FORECAST_P90
+    else:
+        found = window_quantile(forecast, now, policy.lookahead_s, policy.upper_quantile)
+        # A forecast that starts after the window says nothing about it: the load seen now is
+        # the best estimate of the next moments.
+        upper = observed_rps if found is None else found
+        reason = FORECAST_QUANTILE
+    if upper >= observed_rps:
+        return upper, p90, upper, reason
+    return observed_rps * policy.stale_headroom, p90, upper, OBSERVED_ABOVE_FORECAST
 
 
 def demand_for(
@@ -53,21 +185,23 @@ def demand_for(
     policy: DemandPolicy,
     now: datetime,
 ) -> Demand:
-    """Capacity a model needs: forecast p90 over the lookahead, never below what it sees now."""
-    if forecast is None:
-        need, p90, reason = observed_rps * policy.stale_headroom, 0.0, NO_FORECAST
-    elif (now - forecast.origin_at).total_seconds() > policy.max_forecast_age_s:
-        need, p90, reason = observed_rps * policy.stale_headroom, 0.0, STALE_FORECAST
+    """Capacity a model needs under the policy's mode (see the module docstring)."""
+    p90 = upper = 0.0
+    if policy.mode == REACTIVE:
+        need, reason = observed_rps, OBSERVED_LOAD
+    elif policy.mode == STATIC:
+        peak = policy.static_peak(spec.name)
+        need, reason = (observed_rps * policy.stale_headroom, NO_STATIC_PEAK) if peak is None \
+            else (max(peak, observed_rps), STATIC_PEAK)
     else:
-        p90 = _window_p90(forecast, now, policy.lookahead_s)
-        need, reason = (p90, FORECAST_P90) if p90 >= observed_rps else (
-            observed_rps * policy.stale_headroom, OBSERVED_ABOVE_FORECAST)
+        need, p90, upper, reason = _predictive(forecast, observed_rps, policy, now)
     return Demand(
         model=spec.name,
         rate_rps=need / policy.target_utilization,
         observed_rps=observed_rps,
         forecast_p90_rps=p90,
         reason=reason,
+        forecast_upper_rps=upper,
     )
 
 
@@ -84,3 +218,31 @@ def demand_from(
         out.append(demand_for(spec, forecasts.get(spec.name), seen.demand_rps if seen else 0.0,
                               policy, now))
     return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class SliceReplicas:
+    """Replicas of one model on one slice type (GPU product x MIG size / MPS share / whole GPU)."""
+
+    model: str
+    point: ProfilePoint
+    replicas: int
+
+    @property
+    def capacity_rps(self) -> float:
+        return self.replicas * self.point.throughput_rps
+
+
+def replicas_for(rate_rps: float, throughput_rps: float) -> int:
+    """Whole replicas of ``throughput_rps`` each that serve ``rate_rps`` (0 for no demand)."""
+    if throughput_rps <= 0:
+        raise ValueError(f"throughput_rps must be > 0, got {throughput_rps}")
+    if rate_rps <= 0:
+        return 0
+    return max(1, math.ceil(rate_rps / throughput_rps - 1e-9))
+
+
+def slice_replicas(demand: Demand, spec: ModelSpec) -> SliceReplicas:
+    """Replicas on the model's best slice type (highest throughput within 0.45 x its SLO)."""
+    point = spec.best_point()
+    return SliceReplicas(spec.name, point, replicas_for(demand.rate_rps, point.throughput_rps))

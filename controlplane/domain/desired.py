@@ -31,12 +31,20 @@ class DesiredTarget:
 class DesiredState:
     pools: tuple[DesiredTarget, ...]
     replicas: tuple[DesiredTarget, ...]
+    stale: tuple[str, ...] = ()  # targets computed from stale inputs: never scaled down
+
+    def is_fresh(self, target: str) -> bool:
+        return target not in self.stale
 
 
 def desired_state(
     placement: FleetPlacement, pools: Sequence[PoolSpec], demands: Sequence[Demand]
 ) -> DesiredState:
-    """Nodes to hold the placed GPUs plus warm GPUs; one replica per placed segment."""
+    """Nodes to hold the placed GPUs plus warm GPUs; one replica per placed segment.
+
+    A model whose demand came from stale inputs is marked stale, and so is every pool that holds
+    one of its segments: the planner will not scale those down.
+    """
     pool_targets = []
     for pool in pools:
         placed = placement.gpus_for(pool.product)
@@ -51,4 +59,7 @@ def desired_state(
                       "unplaced" if d.model in unplaced else d.reason)
         for d in demands
     ]
-    return DesiredState(tuple(pool_targets), tuple(replica_targets))
+    stale_models = {d.model for d in demands if not d.is_fresh}
+    stale_products = {s.product for s in placement.segments if s.model in stale_models}
+    stale = (*sorted(stale_models), *(p.name for p in pools if p.product in stale_products))
+    return DesiredState(tuple(pool_targets), tuple(replica_targets), stale)

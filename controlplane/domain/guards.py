@@ -2,7 +2,15 @@
 
 Scale-up is immediate but limited to ``max_step`` per tick; scale-down takes the highest
 recommendation seen during the stabilization window (Kubernetes HPA's scale-down behaviour) and is
-limited to ``max_step`` too. Budgets clamp the result.
+limited to ``max_step`` too. Budgets clamp the result. Optional guards, all off by default:
+
+* hysteresis (``tolerance``): a change within ``tolerance`` x current is ignored (HPA's 10 %);
+* fresh data: a scale-down computed from stale inputs is held (``fresh=False``);
+* cooldown (``cooldown_s``): no scale-down until this long after the last scale-up;
+* disruption budget: at most ``disruption_budget`` units removed per ``disruption_window_s``.
+
+Order: hysteresis, stabilization window, fresh data, cooldown, max step, disruption budget,
+budget. Each decision carries the reason of the last guard that changed it.
 """
 
 from __future__ import annotations
@@ -13,6 +21,10 @@ from datetime import datetime, timedelta
 MAX_STEP = "max_step"
 STABILIZATION_WINDOW = "scale_down_stabilization"
 BUDGET = "budget_exhausted"
+TOLERANCE = "within_tolerance"
+STALE_DATA = "stale_data_hold"
+COOLDOWN = "cooldown_active"
+DISRUPTION_BUDGET = "disruption_budget"
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,13 +34,25 @@ class Recommendation:
 
 
 @dataclass(frozen=True, slots=True)
+class Change:
+    """A change that was allowed: ``delta`` units (signed) at ``at``."""
+
+    at: datetime
+    delta: int
+
+
+@dataclass(frozen=True, slots=True)
 class GuardMemory:
-    """Recent recommendations per target (pool or model), oldest first."""
+    """Recent recommendations per target (pool or model), oldest first, and recent changes."""
 
     history: tuple[tuple[str, tuple[Recommendation, ...]], ...] = ()
+    changes: tuple[tuple[str, tuple[Change, ...]], ...] = ()
 
     def for_target(self, target: str) -> tuple[Recommendation, ...]:
         return next((h for t, h in self.history if t == target), ())
+
+    def changes_for(self, target: str) -> tuple[Change, ...]:
+        return next((c for t, c in self.changes if t == target), ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +60,18 @@ class GuardLimits:
     max_step: int
     stabilization_s: float
     budget: int | None = None
+    tolerance: float = 0.0
+    cooldown_s: float = 0.0
+    disruption_budget: int | None = None
+    disruption_window_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        if self.max_step < 1:
+            raise ValueError("max_step must be >= 1")
+        if self.stabilization_s < 0 or self.cooldown_s < 0 or self.disruption_window_s < 0:
+            raise ValueError("guard windows must be >= 0 s")
+        if not 0 <= self.tolerance < 1:
+            raise ValueError("tolerance must be in [0, 1)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,24 +92,72 @@ def stabilize(
     now: datetime,
 ) -> tuple[GuardDecision, tuple[Recommendation, ...]]:
     """Decide the value to apply for one target, returning the decision and the new memory."""
-    horizon = now - timedelta(seconds=limits.stabilization_s)
-    kept = tuple(r for r in memory if r.at >= horizon) + (Recommendation(now, wanted),)
+    decision, history, _ = guard(target, current, wanted, memory, (), limits, now)
+    return decision, history
+
+
+def _held_down(wanted: int, current: int, kept: tuple[Recommendation, ...],
+               changes: tuple[Change, ...], limits: GuardLimits, now: datetime,
+               fresh: bool) -> tuple[int, str]:
+    """The scale-down guards: stabilization window, fresh data, cooldown."""
     allowed, reason = wanted, ""
-    if wanted < current:
-        floor = max(r.value for r in kept)
-        if floor > wanted:
-            allowed, reason = min(current, floor), STABILIZATION_WINDOW
+    floor = max(r.value for r in kept)
+    if floor > wanted:
+        allowed, reason = min(current, floor), STABILIZATION_WINDOW
+    if allowed < current and not fresh:
+        allowed, reason = current, STALE_DATA
+    last_up = max((c.at for c in changes if c.delta > 0), default=None)
+    if (allowed < current and last_up is not None
+            and (now - last_up).total_seconds() < limits.cooldown_s):
+        allowed, reason = current, COOLDOWN
+    return allowed, reason
+
+
+def guard(
+    target: str,
+    current: int,
+    wanted: int,
+    memory: tuple[Recommendation, ...],
+    changes: tuple[Change, ...],
+    limits: GuardLimits,
+    now: datetime,
+    fresh: bool = True,
+) -> tuple[GuardDecision, tuple[Recommendation, ...], tuple[Change, ...]]:
+    """All guards for one target: (decision, new recommendation memory, new change memory)."""
+    horizon = now - timedelta(seconds=limits.stabilization_s)
+    kept = (*(r for r in memory if r.at >= horizon), Recommendation(now, wanted))
+    allowed, reason = wanted, ""
+    if wanted != current and abs(wanted - current) <= limits.tolerance * current:
+        allowed, reason = current, TOLERANCE
+    elif wanted < current:
+        allowed, reason = _held_down(wanted, current, kept, changes, limits, now, fresh)
     if allowed > current + limits.max_step:
         allowed, reason = current + limits.max_step, MAX_STEP
     elif allowed < current - limits.max_step:
         allowed, reason = current - limits.max_step, MAX_STEP
+    keep_s = max(limits.disruption_window_s, limits.cooldown_s)
+    recent = tuple(c for c in changes if c.at >= now - timedelta(seconds=keep_s))
+    if allowed < current and limits.disruption_budget is not None:
+        window_start = now - timedelta(seconds=limits.disruption_window_s)
+        removed = -sum(c.delta for c in recent if c.delta < 0 and c.at >= window_start)
+        room = max(0, limits.disruption_budget - removed)
+        if current - allowed > room:
+            allowed, reason = current - room, DISRUPTION_BUDGET
     if limits.budget is not None and allowed > limits.budget:
         allowed, reason = max(limits.budget, min(current, limits.budget)), BUDGET
-    return GuardDecision(target, current, wanted, allowed, reason), kept
+    if allowed != current:
+        recent = (*recent, Change(now, allowed - current))
+    return GuardDecision(target, current, wanted, allowed, reason), kept, recent
 
 
 def with_history(
     memory: GuardMemory, target: str, history: tuple[Recommendation, ...]
 ) -> GuardMemory:
     others = tuple((t, h) for t, h in memory.history if t != target)
-    return GuardMemory(history=(*others, (target, history)))
+    return GuardMemory(history=(*others, (target, history)), changes=memory.changes)
+
+
+def with_changes(memory: GuardMemory, target: str, changes: tuple[Change, ...]) -> GuardMemory:
+    others = tuple((t, c) for t, c in memory.changes if t != target)
+    kept = (*others, (target, changes)) if changes else others
+    return GuardMemory(history=memory.history, changes=kept)

@@ -5,10 +5,28 @@ from __future__ import annotations
 from datetime import datetime
 
 from controlplane.domain.actions import Action, ScaleNodePool, SetReplicas, SkippedAction
-from controlplane.domain.desired import DesiredState
-from controlplane.domain.guards import GuardLimits, GuardMemory, stabilize, with_history
+from controlplane.domain.desired import DesiredState, DesiredTarget
+from controlplane.domain.guards import (
+    GuardDecision,
+    GuardLimits,
+    GuardMemory,
+    guard,
+    with_changes,
+    with_history,
+)
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.plan import Plan
+
+
+def _guarded(key: str, current: int, target: DesiredTarget, memory: GuardMemory,
+             limits: GuardLimits, now: datetime, fresh: bool
+             ) -> tuple[GuardDecision, GuardMemory, SkippedAction | None]:
+    decision, history, changes = guard(key, current, target.value, memory.for_target(key),
+                                       memory.changes_for(key), limits, now, fresh)
+    memory = with_changes(with_history(memory, key, history), key, changes)
+    skipped = (SkippedAction(target.target, target.value, decision.allowed, decision.reason)
+               if decision.reason else None)
+    return decision, memory, skipped
 
 
 def plan(
@@ -27,25 +45,20 @@ def plan(
     for target in desired.pools:
         seen = observed.pool(target.target)
         current = seen.target_nodes if seen else 0
-        decision, history = stabilize(f"pool/{target.target}", current, target.value,
-                                      memory.for_target(f"pool/{target.target}"), pool_limits, now)
-        memory = with_history(memory, f"pool/{target.target}", history)
-        if decision.reason:
-            skipped.append(SkippedAction(target.target, target.value, decision.allowed,
-                                         decision.reason))
+        decision, memory, skip = _guarded(f"pool/{target.target}", current, target, memory,
+                                          pool_limits, now, desired.is_fresh(target.target))
+        if skip:
+            skipped.append(skip)
         if decision.allowed != current:
             action = ScaleNodePool(target.target, current, decision.allowed, target.reason)
             (ups if decision.allowed > current else downs).append(action)
     for target in desired.replicas:
         seen_model = observed.model(target.target)
         current = seen_model.replicas_target if seen_model else 0
-        key = f"model/{target.target}"
-        decision, history = stabilize(key, current, target.value, memory.for_target(key),
-                                      replica_limits, now)
-        memory = with_history(memory, key, history)
-        if decision.reason:
-            skipped.append(SkippedAction(target.target, target.value, decision.allowed,
-                                         decision.reason))
+        decision, memory, skip = _guarded(f"model/{target.target}", current, target, memory,
+                                          replica_limits, now, desired.is_fresh(target.target))
+        if skip:
+            skipped.append(skip)
         if decision.allowed != current:
             replicas.append(SetReplicas(target.target, current, decision.allowed, target.reason))
     return Plan(now, (*ups, *replicas, *downs), tuple(skipped)), memory
