@@ -1,0 +1,74 @@
+"""Calibrating the forecast's upper tail from its own recent errors (pure).
+
+A forecaster's p90 says little about its 99th percentile: traffic jumps have heavier tails than a
+lognormal through p50 and p90, and they cluster (a volatile hour is followed by a volatile hour).
+The warm-pool ladder needs those high quantiles, so it learns them the conformal way, scaled by
+volatility: it keeps the recent errors ``log(actual / p50) / sigma`` of forecasts whose target has
+since been observed, ``sigma`` being the series' recent volatility when the forecast was made
+(mean absolute log change over the last steps), and reads the quantile ``q`` of a new forecast as
+``p50 x exp(z_q x sigma_now)``. ``calibrated`` attaches these ratios to a forecast
+(``Forecast.diagnostics["upper_ratio_q<q>"]``); ``controlplane.domain.demand.step_quantile`` uses
+them when present. Only targets already observed enter, so nothing looks ahead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from itertools import pairwise
+
+from controlplane.domain.demand import CALIBRATION_GRID, ratio_key
+from forecaster.types import Forecast, TrafficSeries
+
+#: Volatility never counts as less than this (a flat series would otherwise divide by ~0).
+MIN_SIGMA = 0.01
+
+
+def recent_volatility(series: TrafficSeries, steps: int = 12) -> float:
+    """Mean absolute log change over the last ``steps`` steps (zeros and gaps skipped)."""
+    values = [v for v in series.values[-(steps + 1):] if v > 0 and math.isfinite(v)]
+    changes = [abs(math.log(b / a)) for a, b in pairwise(values)]
+    return max(MIN_SIGMA, sum(changes) / len(changes)) if changes else MIN_SIGMA
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastErrors:
+    """Recent volatility-scaled errors log(actual / p50) / sigma of one model, oldest first."""
+
+    scaled_errors: tuple[float, ...] = ()
+    max_size: int = 4032
+    min_count: int = 48
+
+    def observe(self, predicted_p50: float, actual: float, sigma: float = 1.0) -> ForecastErrors:
+        """Add one error; zero or missing values (collection gaps) carry no ratio: skipped."""
+        if not (predicted_p50 > 0 and actual > 0) or not math.isfinite(actual / predicted_p50):
+            return self
+        error = math.log(actual / predicted_p50) / max(MIN_SIGMA, sigma)
+        return replace(self, scaled_errors=(*self.scaled_errors, error)[-self.max_size:])
+
+    def ratios(self, sigma: float = 1.0,
+               grid: Sequence[float] = CALIBRATION_GRID) -> dict[float, float] | None:
+        """Quantiles of actual / p50 on ``grid`` at volatility ``sigma``; None until
+        ``min_count`` errors were seen."""
+        if len(self.scaled_errors) < self.min_count:
+            return None
+        ordered = sorted(self.scaled_errors)
+        out = {}
+        for q in grid:
+            pos = q * (len(ordered) - 1)
+            low = math.floor(pos)
+            high = min(low + 1, len(ordered) - 1)
+            z = ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+            out[q] = math.exp(z * max(MIN_SIGMA, sigma))
+        return out
+
+
+def calibrated(forecast: Forecast, errors: ForecastErrors, sigma: float = 1.0) -> Forecast:
+    """``forecast`` with its upper-tail ratios at volatility ``sigma`` attached, or unchanged
+    while errors are few."""
+    ratios = errors.ratios(sigma)
+    if ratios is None:
+        return forecast
+    extra = {ratio_key(q): r for q, r in ratios.items()}
+    return replace(forecast, diagnostics={**forecast.diagnostics, **extra})

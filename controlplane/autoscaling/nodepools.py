@@ -1,0 +1,46 @@
+"""Node pools: desired nodes per GPU product from the placement plus warm pools (pure).
+
+``desired_state`` rounds placed and warm GPUs up to whole nodes within each pool's min/max; this
+module adds the cluster-wide GPU budget on top, taking whole nodes away from the pool with the
+most GPUs first, and says so in the target's reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from controlplane.domain.demand import Demand
+from controlplane.domain.desired import DesiredState, PoolSpec, desired_state
+from controlplane.domain.placement import FleetPlacement
+
+CLUSTER_GPU_BUDGET = "cluster_gpu_budget"
+
+
+def clamp_nodes_to_budget(desired: DesiredState, pools: Sequence[PoolSpec],
+                          cluster_gpu_budget: int | None) -> DesiredState:
+    """Remove whole nodes until the fleet's GPUs fit the budget (pools never below min_nodes)."""
+    if cluster_gpu_budget is None:
+        return desired
+    specs = {p.name: p for p in pools}
+    targets = {t.target: t for t in desired.pools}
+
+    def total() -> int:
+        return sum(t.value * specs[name].gpus_per_node for name, t in targets.items())
+
+    while total() > cluster_gpu_budget:
+        shrinkable = [n for n, t in targets.items() if t.value > specs[n].min_nodes]
+        if not shrinkable:
+            break
+        name = max(shrinkable, key=lambda n: (targets[n].value * specs[n].gpus_per_node, n))
+        target = targets[name]
+        targets[name] = replace(target, value=target.value - 1, reason=CLUSTER_GPU_BUDGET)
+    return replace(desired, pools=tuple(targets[t.target] for t in desired.pools))
+
+
+def node_pool_targets(placement: FleetPlacement, pools: Sequence[PoolSpec],
+                      demands: Sequence[Demand], cluster_gpu_budget: int | None = None
+                      ) -> DesiredState:
+    """Desired nodes per pool (placed + warm GPUs, whole nodes, budget) and replicas per model."""
+    return clamp_nodes_to_budget(desired_state(placement, pools, demands), pools,
+                                 cluster_gpu_budget)

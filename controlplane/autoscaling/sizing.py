@@ -1,0 +1,146 @@
+"""Sizing without PlanFleet: replicas per model -> GPUs per product, warm GPUs, budgets (pure).
+
+Used when the models give per-replica throughput and GPU share directly (``headroom simulate``).
+Replicas of one shape pack ``floor(1 / share)`` to a GPU; the partly filled GPUs of different
+models are then combined first-fit decreasing. The result is a ``FleetPlacement``, the same value
+the scheduler's PlanFleet returns, so ``desired_state`` and the planner treat both alike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from controlplane.domain.placement import FleetPlacement, PlacedSegment, WarmGpus
+
+TENANT_BUDGET = "tenant_gpu_budget"
+CLUSTER_BUDGET = "cluster_gpu_budget"
+_EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaShape:
+    model: str
+    tenant: str
+    product: str
+    gpu_share: float  # fraction of one GPU a replica occupies; whole numbers > 1: GPUs on one node
+    per_replica_rps: float
+    idle_gpu_fraction: float = 1.0  # share of gpu_share an idle (loaded, unrouted) replica keeps
+
+    def __post_init__(self) -> None:
+        if self.gpu_share <= 0 or (self.gpu_share > 1 and self.gpu_share != int(self.gpu_share)):
+            raise ValueError(f"model {self.model!r}: gpu_share must be in (0, 1] or whole GPUs")
+        if self.per_replica_rps <= 0:
+            raise ValueError(f"model {self.model!r}: per_replica_rps must be > 0")
+        if not 0 <= self.idle_gpu_fraction <= 1:
+            raise ValueError(f"model {self.model!r}: idle_gpu_fraction must be in [0, 1]")
+
+    @property
+    def per_gpu(self) -> int:
+        """Replicas that share one GPU (1 for whole-GPU and multi-GPU replicas)."""
+        return max(1, math.floor(1 / self.gpu_share + _EPS))
+
+    @property
+    def whole_gpus(self) -> int:
+        """GPUs one replica takes when it needs more than one (else 1)."""
+        return max(1, round(self.gpu_share)) if self.gpu_share > 1 else 1
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """Replicas one model should have per rung of the warm-pool ladder."""
+
+    model: str
+    hot: int
+    idle: int = 0
+    cached: int = 0
+    reason: str = ""
+
+    def gpus(self, shape: ReplicaShape) -> float:
+        return shape.gpu_share * (self.hot + self.idle * shape.idle_gpu_fraction + self.cached)
+
+
+def _trim(request: ModelRequest) -> ModelRequest | None:
+    """One unit less, cheapest rung to lose first (cached, then idle, then hot)."""
+    for rung in ("cached", "idle", "hot"):
+        if getattr(request, rung) > 0:
+            return replace(request, **{rung: getattr(request, rung) - 1})
+    return None
+
+
+def _clamp(requests: dict[str, ModelRequest], shapes: Mapping[str, ReplicaShape],
+           members: Sequence[str], budget_gpus: float, reason: str) -> None:
+    while sum(requests[m].gpus(shapes[m]) for m in members) > budget_gpus + _EPS:
+        largest = max(members, key=lambda m: (requests[m].gpus(shapes[m]), m))
+        trimmed = _trim(requests[largest])
+        if trimmed is None:
+            return
+        requests[largest] = replace(trimmed, reason=reason)
+
+
+def apply_gpu_budgets(
+    requests: Sequence[ModelRequest],
+    shapes: Mapping[str, ReplicaShape],
+    tenant_budgets: Mapping[str, float],
+    cluster_budget_gpus: float | None,
+) -> tuple[ModelRequest, ...]:
+    """Trim requests to each tenant's GPU budget, then to the cluster's: warm rungs go first,
+    always from the model holding the most GPUs; trimmed requests carry the budget reason."""
+    by_model = {r.model: r for r in requests}
+    for tenant, budget in sorted(tenant_budgets.items()):
+        members = [m for m in by_model if shapes[m].tenant == tenant]
+        _clamp(by_model, shapes, members, budget, f"{TENANT_BUDGET}:{tenant}")
+    if cluster_budget_gpus is not None:
+        _clamp(by_model, shapes, list(by_model), cluster_budget_gpus, CLUSTER_BUDGET)
+    return tuple(by_model[r.model] for r in requests)
+
+
+def pack_gpus(shapes: Sequence[ReplicaShape], counts: Sequence[int]) -> list[list[int]]:
+    """GPUs of one product as lists of indices into ``shapes``: one entry per replica on the GPU
+    it starts on; a replica of k whole GPUs is followed by k - 1 empty GPUs."""
+    gpus: list[list[int]] = []
+    partial: list[tuple[float, int, int]] = []  # (share, shape index, replicas)
+    for i, (shape, count) in enumerate(zip(shapes, counts, strict=True)):
+        if shape.whole_gpus > 1:
+            for _ in range(count):
+                gpus.extend([[i], *([] for _ in range(shape.whole_gpus - 1))])
+            continue
+        full, rest = divmod(count, shape.per_gpu)
+        gpus.extend([i] * shape.per_gpu for _ in range(full))
+        if rest:
+            partial.append((shape.gpu_share, i, rest))
+    free: list[float] = []
+    first_partial = len(gpus)
+    for share, i, rest in sorted(partial, reverse=True):
+        for _ in range(rest):
+            slot = next((g for g, room in enumerate(free) if room >= share - _EPS), None)
+            if slot is None:
+                free.append(1.0)
+                gpus.append([])
+                slot = len(free) - 1
+            free[slot] -= share
+            gpus[first_partial + slot].append(i)
+    return gpus
+
+
+def fleet_placement(requests: Sequence[ModelRequest], shapes: Mapping[str, ReplicaShape],
+                    revision: int = 0) -> FleetPlacement:
+    """Hot replicas as placed segments on numbered GPUs; idle and cached rungs as warm GPUs."""
+    segments: list[PlacedSegment] = []
+    ids: list[tuple[str, tuple[str, ...]]] = []
+    warm: list[WarmGpus] = []
+    for product in sorted({shapes[r.model].product for r in requests}):
+        mine = [r for r in requests if shapes[r.model].product == product]
+        mine_shapes = [shapes[r.model] for r in mine]
+        gpus = pack_gpus(mine_shapes, [r.hot for r in mine])
+        gpu_ids = tuple(f"{product}-{g}" for g in range(len(gpus)))
+        for gpu_id, members in zip(gpu_ids, gpus, strict=True):
+            segments.extend(PlacedSegment(mine_shapes[i].model, gpu_id, product, "sized", "", 0, 0,
+                                          mine_shapes[i].per_replica_rps) for i in members)
+        ids.append((product, gpu_ids))
+        warm_share = sum(r.gpus(s) - r.hot * s.gpu_share for r, s in zip(mine, mine_shapes,
+                                                                           strict=True))
+        if warm_share > _EPS:
+            warm.append(WarmGpus(product, math.ceil(warm_share - _EPS), "warm_pool_ladder"))
+    return FleetPlacement(revision, tuple(segments), tuple(ids), tuple(warm), 0.0, ())

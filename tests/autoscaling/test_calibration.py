@@ -1,0 +1,70 @@
+"""Upper-tail calibration from the forecast's own recent errors (no look-ahead)."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+import pytest
+
+from controlplane.autoscaling.calibration import (
+    MIN_SIGMA,
+    ForecastErrors,
+    calibrated,
+    recent_volatility,
+)
+from controlplane.domain.demand import calibrated_ratio, step_quantile
+from forecaster.types import Forecast, TrafficSeries
+
+T0 = datetime(2026, 1, 5, tzinfo=UTC)
+
+
+def test_no_ratios_until_enough_errors_were_seen() -> None:
+    errors = ForecastErrors(min_count=5)
+    for _ in range(4):
+        errors = errors.observe(10.0, 12.0)
+    forecast = Forecast("m", T0, 60, (10.0,), (12.0,), "t")
+    assert errors.ratios() is None and calibrated(forecast, errors) is forecast
+
+
+def test_zero_or_missing_values_carry_no_error() -> None:
+    errors = ForecastErrors().observe(0.0, 10.0).observe(10.0, 0.0).observe(10.0, float("nan"))
+    assert errors.scaled_errors == ()
+
+
+def test_the_window_keeps_only_the_newest_errors() -> None:
+    errors = ForecastErrors(max_size=3, min_count=1)
+    for actual in (10.0, 20.0, 30.0, 40.0):
+        errors = errors.observe(10.0, actual)
+    ratios = errors.ratios(grid=(0.5,))
+    assert ratios is not None and ratios[0.5] == pytest.approx(3.0)
+
+
+def test_a_calibrated_forecast_reads_its_quantiles_off_the_errors() -> None:
+    errors = ForecastErrors(min_count=10)
+    for i in range(100):
+        errors = errors.observe(100.0, 100.0 + i)  # ratios 1.00 .. 1.99, uniform
+    tuned = calibrated(Forecast("m", T0, 60, (50.0,), (55.0,), "t"), errors)
+    assert calibrated_ratio(tuned.diagnostics, 0.5) == pytest.approx(1.495, abs=0.01)
+    assert step_quantile(tuned, 0, 0.95) == pytest.approx(50.0 * 1.94, rel=0.01)
+    assert step_quantile(tuned, 0, 0.999) == pytest.approx(50.0 * calibrated_ratio(
+        tuned.diagnostics, 0.995), rel=1e-9)  # clamped at the top of the grid
+
+
+def test_errors_are_scaled_by_the_volatility_when_the_forecast_was_made() -> None:
+    errors = ForecastErrors(min_count=10)
+    for i in range(50):
+        errors = errors.observe(100.0, 100.0 * (1.2 if i % 2 else 1.0), sigma=0.1)
+    calm, wild = errors.ratios(sigma=0.05), errors.ratios(sigma=0.2)
+    assert calm is not None and wild is not None
+    assert calm[0.95] == pytest.approx(1.2 ** 0.5, rel=1e-6)
+    assert wild[0.95] == pytest.approx(1.2 ** 2, rel=1e-6)
+
+
+def test_recent_volatility_is_the_mean_absolute_log_change() -> None:
+    flat = TrafficSeries("m", 600, T0, (10.0,) * 20)
+    jumpy = TrafficSeries("m", 600, T0, (10.0, 20.0) * 10)
+    with_gaps = TrafficSeries("m", 600, T0, (10.0, 0.0, float("nan"), 20.0))
+    assert recent_volatility(flat) == MIN_SIGMA
+    assert recent_volatility(jumpy) == pytest.approx(math.log(2))
+    assert recent_volatility(with_gaps) == pytest.approx(math.log(2))

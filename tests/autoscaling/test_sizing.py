@@ -1,0 +1,79 @@
+"""Sizing from per-replica profiles: replicas pack onto GPUs, warm rungs become warm GPUs, and
+tenant and cluster GPU budgets trim warm rungs before serving replicas."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controlplane.autoscaling.nodepools import CLUSTER_GPU_BUDGET, clamp_nodes_to_budget
+from controlplane.autoscaling.sizing import (
+    CLUSTER_BUDGET,
+    ModelRequest,
+    ReplicaShape,
+    apply_gpu_budgets,
+    fleet_placement,
+    pack_gpus,
+)
+from controlplane.domain.desired import DesiredState, DesiredTarget, PoolSpec
+
+LARGE = ReplicaShape("large", "acme", "A100-80GB", 1.0, 2.0)
+HALF = ReplicaShape("half", "acme", "A100-80GB", 0.5, 40.0, idle_gpu_fraction=0.5)
+THIRD = ReplicaShape("third", "globex", "A100-80GB", 3 / 7, 20.0)
+PAIR = ReplicaShape("pair", "globex", "H100-80GB", 2.0, 9.0)
+SHAPES = {s.model: s for s in (LARGE, HALF, THIRD, PAIR)}
+
+
+def test_whole_half_and_multi_gpu_replicas_pack_as_expected() -> None:
+    assert len(pack_gpus([LARGE], [3])) == 3
+    assert len(pack_gpus([HALF], [5])) == 3
+    assert len(pack_gpus([THIRD], [5])) == 3  # two 3g slices per GPU, one slice stranded
+    assert len(pack_gpus([PAIR], [2])) == 4
+    assert len(pack_gpus([HALF, THIRD], [1, 1])) == 1  # partly filled GPUs are shared
+
+
+@given(counts=st.lists(st.integers(0, 30), min_size=3, max_size=3))
+def test_packing_never_overfills_a_gpu_and_places_every_replica(counts: list[int]) -> None:
+    shapes = [LARGE, HALF, THIRD]
+    gpus = pack_gpus(shapes, counts)
+    for members in gpus:
+        assert sum(shapes[i].gpu_share for i in members) <= 1 + 1e-9
+    for i, count in enumerate(counts):
+        assert sum(members.count(i) for members in gpus) == count
+
+
+def test_placement_counts_hot_replicas_as_segments_and_warm_rungs_as_warm_gpus() -> None:
+    requests = (ModelRequest("large", hot=3, cached=2), ModelRequest("half", hot=3, idle=2))
+    placement = fleet_placement(requests, SHAPES)
+    assert placement.replicas_for("large") == 3 and placement.replicas_for("half") == 3
+    assert placement.gpus_for("A100-80GB") == 5  # 3 whole + 2 for three halves
+    assert placement.warm_gpus_for("A100-80GB") == 3  # 2 cached + 2 idle x 0.5 x 0.5, rounded up
+
+
+def test_a_tenant_budget_trims_warm_rungs_first_then_serving_replicas() -> None:
+    requests = [ModelRequest("large", hot=4, cached=3), ModelRequest("half", hot=2, idle=2)]
+    trimmed = apply_gpu_budgets(requests, SHAPES, {"acme": 6.0}, None)
+    by_model = {r.model: r for r in trimmed}
+    assert by_model["large"].hot == 4 and by_model["large"].cached < 3
+    assert sum(r.gpus(SHAPES[r.model]) for r in trimmed) <= 6.0
+    tight = apply_gpu_budgets(requests, SHAPES, {"acme": 2.0}, None)
+    assert sum(r.gpus(SHAPES[r.model]) for r in tight) <= 2.0
+    assert all(r.reason == "tenant_gpu_budget:acme" for r in tight)
+
+
+def test_the_cluster_budget_applies_across_tenants() -> None:
+    requests = [ModelRequest("large", hot=4), ModelRequest("third", hot=7)]
+    trimmed = apply_gpu_budgets(requests, SHAPES, {}, 5.0)
+    assert sum(r.gpus(SHAPES[r.model]) for r in trimmed) <= 5.0
+    assert {r.reason for r in trimmed} <= {CLUSTER_BUDGET, ""}
+
+
+def test_node_targets_shrink_to_the_cluster_gpu_budget_but_never_below_min_nodes() -> None:
+    pools = (PoolSpec("a100", "A100-80GB", 8, 1, 10, 5.0), PoolSpec("l4", "L4", 4, 2, 10, 0.8))
+    desired = DesiredState((DesiredTarget("a100", 5, "r"), DesiredTarget("l4", 4, "r")), ())
+    clamped = clamp_nodes_to_budget(desired, pools, 30)
+    values = {t.target: t.value for t in clamped.pools}
+    assert values["a100"] * 8 + values["l4"] * 4 <= 30
+    assert values["l4"] >= 2 and clamped.pools[0].reason == CLUSTER_GPU_BUDGET
+    floor = clamp_nodes_to_budget(desired, pools, 0)
+    assert {t.target: t.value for t in floor.pools} == {"a100": 1, "l4": 2}
