@@ -1,0 +1,124 @@
+"""``headroom simulate``: replay per-model demand through the real core on a simulated fleet.
+
+``simulate_command`` is registered by the root CLI as the top-level command. Timelines: with one
+``--policy``, ``--timeline-out T.csv`` is written as given; with several, one file per policy,
+``T.<policy>.csv`` (``T.predictive.csv``, ``T.reactive.csv``, ...), and a side-by-side table.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from controlplane.simulation.config import (
+    ModelsFileError,
+    load_models_file,
+    parse_cold_start_option,
+)
+from controlplane.simulation.engine import SimOptions
+from controlplane.simulation.runner import PolicyKnobs, simulate
+from controlplane.simulation.trace import TraceError, load_trace
+from forecaster.errors import UnknownMethodError
+
+_err = Console(stderr=True)
+
+
+def _fail(message: str) -> typer.Exit:
+    _err.print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code=2)
+
+
+def _table(summaries: list[dict[str, Any]]) -> Table:
+    table = Table(title="headroom simulate", title_justify="left")
+    for column in ("policy", "model-min", "short", "short %", "min any short", "shortfall %",
+                   "GPU-h", "GPU-h / LB", "cost $"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for s in summaries:
+        ratio = s["gpu_hours_over_lower_bound"]
+        table.add_row(s["policy"], f"{s['model_minutes']:,}", f"{s['short_model_minutes']:,}",
+                      f"{s['short_model_minutes_pct']:.3f}", f"{s['minutes_any_short']:,}",
+                      f"{s['shortfall_pct_of_demand']:.4f}", f"{s['gpu_hours']:,.1f}",
+                      "-" if ratio is None else f"{ratio:.3f}", f"{s['cost_usd']:,.0f}")
+    return table
+
+
+def simulate_command(
+    trace: Annotated[Path, typer.Option("--trace", help="demand CSV: time, model, rate",
+                                        dir_okay=False)],
+    models: Annotated[Path, typer.Option("--models", help="models YAML (DESIGN.md format)",
+                                         dir_okay=False)],
+    timeline_out: Annotated[Path, typer.Option(
+        "--timeline-out", help="timeline CSV; with several policies T.csv -> T.<policy>.csv",
+        dir_okay=False)],
+    policy: Annotated[list[str] | None, typer.Option(
+        "--policy", help="predictive | reactive | static; repeat for a side-by-side table")
+    ] = None,
+    time_col: Annotated[str, typer.Option("--time-col")] = "ts",
+    series_col: Annotated[str, typer.Option("--series-col", help="'' for a single series")
+                          ] = "model",
+    value_col: Annotated[str, typer.Option("--value-col")] = "rate_rps",
+    cold_start: Annotated[str | None, typer.Option(
+        "--cold-start", help="override every model's cold start: a CSV of load latencies "
+        "(column value, ms) or p50=S,p90=S in seconds")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    seed: Annotated[int, typer.Option(help="seed of cold-start and provisioning draws")] = 1,
+    value_unit: Annotated[str, typer.Option(
+        "--value-unit", help="rps | rpm | per-step (a count per trace step)")] = "rps",
+    time_unit: Annotated[str | None, typer.Option(
+        "--time-unit", help="s | ms | min | h, for a numeric time column")] = None,
+    fill_gaps: Annotated[str, typer.Option(
+        "--fill-gaps", help="none (refuse gaps) | hold (last value) | zero")] = "none",
+    forecast_method: Annotated[str, typer.Option(
+        "--forecast-method", help="forecaster method (forecaster registry)")] = "auto",
+    forecast_interval_s: Annotated[float, typer.Option(
+        "--forecast-interval-s", help="simulated seconds between forecast refreshes")] = 300.0,
+    tick_s: Annotated[float, typer.Option("--tick-s", help="reconcile interval (divides 60)")
+                      ] = 30.0,
+    shortfall_cost_ratio: Annotated[float, typer.Option(
+        "--shortfall-cost-ratio", help="predictive: price of one replica-hour of unserved "
+        "demand / price of a replica-hour")] = 5.0,
+    reactive_target: Annotated[float, typer.Option(
+        "--reactive-target", help="reactive: target utilization")] = 0.8,
+) -> None:
+    """Replay per-model demand through the real core and the simulated fleet (sampled cold
+    starts); write the per-minute timeline and print short model-minutes, GPU-hours and cost."""
+    names = policy or ["predictive"]
+    try:
+        override = parse_cold_start_option(cold_start) if cold_start else None
+        config = load_models_file(models, override)
+        replayed = load_trace(trace, time_col=time_col, series_col=series_col or None,
+                              value_col=value_col, models=[m.name for m in config.models],
+                              value_unit=value_unit, fill_gaps=fill_gaps, time_unit=time_unit,
+                              single_series=config.models[0].name)
+        options = SimOptions(tick_s=tick_s, forecast_interval_s=forecast_interval_s,
+                             forecast_method=forecast_method, seed=seed)
+        knobs = PolicyKnobs(shortfall_cost_ratio=shortfall_cost_ratio,
+                            reactive_target_utilization=reactive_target)
+        with Progress(TextColumn("{task.description}"), BarColumn(),
+                      TextColumn("{task.completed:,.0f}/{task.total:,.0f} min"),
+                      TimeElapsedColumn(), console=_err, transient=True) as progress:
+            tasks = {n: progress.add_task(f"simulating {n}", total=replayed.minutes)
+                     for n in names}
+            result = simulate(replayed, config, names, timeline_out, options, knobs,
+                              lambda n, m: progress.update(tasks[n], completed=m + 1))
+    except (ModelsFileError, TraceError, UnknownMethodError, ValueError) as error:
+        raise _fail(str(error)) from None
+    except OSError as error:
+        raise _fail(f"{error.filename or timeline_out}: {error.strerror}") from None
+    if json_out:
+        typer.echo(json.dumps({
+            "ok": True, "trace": str(trace), "models": str(models),
+            "minutes": replayed.minutes, "trace_step_s": replayed.step_s,
+            "filled_gap_minutes": dict(replayed.filled), "seed": seed,
+            "timelines": {k: str(v) for k, v in result.timelines.items()},
+            "policies": {s["policy"]: s for s in result.summaries}}, indent=2))
+        return
+    Console(width=max(130, Console().width)).print(_table(list(result.summaries)))
+    for name, path in result.timelines.items():
+        typer.echo(f"timeline {name}: {path}")

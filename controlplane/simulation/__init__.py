@@ -1,0 +1,1 @@
+"""``headroom simulate``: replay per-model demand through the real core on a simulated fleet."""

@@ -1,0 +1,251 @@
+"""The models file of ``headroom simulate`` (YAML, DESIGN.md; extra keys allowed) -> typed config.
+
+Errors name the file, the model and the field: ``M.yaml: models[1] (language/m-small):
+per_replica_rps: must be > 0, got -3``. A models file never loads half: it is valid or refused.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from controlplane.autoscaling.distribution import Durations
+from controlplane.autoscaling.sizing import ReplicaShape
+from controlplane.domain.models import Isolation
+
+#: On-demand list prices, USD per GPU-hour (REFERENCE.md §10.1, 2025-26; the defaults of
+#: ``controlplane.settings`` where it has them). Override with ``fleet.prices``.
+DEFAULT_PRICES: dict[str, float] = {
+    "A100-80GB": 5.12, "A100-40GB": 4.10, "H100-80GB": 6.88, "H200-141GB": 7.0, "L4": 0.80,
+    "L40S": 1.86, "T4": 0.53, "A10G": 1.006,
+}
+
+
+class ModelsFileError(ValueError):
+    """A models file that cannot be used; the message names file, model and field."""
+
+
+class _Loose(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class _Quantiles(_Loose):
+    p50: float = Field(gt=0)
+    p90: float = Field(gt=0)
+
+
+class _ColdStart(_Loose):
+    samples_ms_csv: str | None = None
+    p50_s: float | None = Field(None, gt=0)
+    p90_s: float | None = Field(None, gt=0)
+    cached_max_s: float = Field(10.0, gt=0, description="loads up to this are the cached mode")
+
+
+class _Model(_Loose):
+    name: str = Field(min_length=1)
+    gpu_product: str = Field(min_length=1)
+    per_replica_rps: float
+    gpu_per_replica: float
+    isolation: str = "TRUSTED"
+    tenant: str = "default"
+    cold_start: _ColdStart
+    idle_gpu_fraction: float = Field(1.0, ge=0, le=1)
+
+    @field_validator("per_replica_rps")
+    @classmethod
+    def _positive_rps(cls, value: float) -> float:
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError(f"must be > 0, got {value}")
+        return value
+
+    @field_validator("gpu_per_replica")
+    @classmethod
+    def _possible_share(cls, value: float) -> float:
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError(f"must be > 0, got {value}")
+        if value > 1 and abs(value - round(value)) > 1e-9:
+            raise ValueError(f"above 1 must be a whole number of GPUs, got {value}")
+        return value
+
+    @field_validator("isolation")
+    @classmethod
+    def _known_isolation(cls, value: str) -> str:
+        if value.upper() not in ("STRICT", "TRUSTED", "NONE"):
+            raise ValueError(f"must be STRICT, TRUSTED or NONE, got {value!r}")
+        return value.upper()
+
+
+class _Fleet(_Loose):
+    node_provision_s: _Quantiles = _Quantiles(p50=120, p90=240)
+    gpus_per_node: int = Field(8, ge=1)
+    max_nodes: int = Field(10_000, ge=1, description="per GPU product")
+    cached_start_s: _Quantiles = _Quantiles(p50=3, p90=5)
+    idle_wake_s: float = Field(2.0, ge=0)
+    prices: dict[str, float] = Field(default_factory=dict)
+    cluster_gpu_budget: int | None = Field(None, ge=0)
+    tenant_gpu_budgets: dict[str, float] = Field(default_factory=dict)
+
+
+class _File(_Loose):
+    models: list[_Model] = Field(min_length=1)
+    fleet: _Fleet = _Fleet()
+
+
+@dataclass(frozen=True, slots=True)
+class ColdStartModel:
+    """Model load + warm-up on a node that is up: with image and weights cached, or not."""
+
+    cached: Durations
+    uncached: Durations
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class SimModel:
+    shape: ReplicaShape
+    isolation: Isolation
+    cold_start: ColdStartModel
+
+    @property
+    def name(self) -> str:
+        return self.shape.model
+
+
+@dataclass(frozen=True, slots=True)
+class FleetConfig:
+    node_provision: Durations
+    gpus_per_node: int
+    max_nodes: int
+    idle_wake_s: float
+    prices: Mapping[str, float]
+    cluster_gpu_budget: int | None = None
+    tenant_gpu_budgets: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    models: tuple[SimModel, ...]
+    fleet: FleetConfig
+    source: str
+
+    def model(self, name: str) -> SimModel:
+        return next(m for m in self.models if m.name == name)
+
+
+def _where(raw: dict[str, Any], loc: tuple[int | str, ...]) -> str:
+    if len(loc) >= 2 and loc[0] == "models" and isinstance(loc[1], int):
+        models = raw.get("models") or []
+        name = models[loc[1]].get("name") if loc[1] < len(models) and isinstance(
+            models[loc[1]], dict) else None
+        rest = ".".join(str(p) for p in loc[2:]) or "(model)"
+        return f"models[{loc[1]}]" + (f" ({name})" if name else "") + f": {rest}"
+    return ".".join(str(p) for p in loc) or "(root)"
+
+
+def _read_samples(path: Path, origin: str) -> Durations:
+    if not path.is_file():
+        raise ModelsFileError(f"{origin}: samples_ms_csv: no such file {path}")
+    frame = pd.read_csv(path)
+    if "value" not in frame.columns:
+        raise ModelsFileError(f"{origin}: samples_ms_csv: {path} has no column 'value' "
+                              f"(found {list(frame.columns)})")
+    values = pd.to_numeric(frame["value"], errors="coerce")
+    bad = values.isna() | (values <= 0)
+    if bad.any():
+        line = int(bad.to_numpy().nonzero()[0][0]) + 2
+        raise ModelsFileError(f"{origin}: samples_ms_csv: {path} line {line}: value must be a "
+                              f"number > 0 (ms), got {frame['value'].iloc[line - 2]!r}")
+    return Durations.of(float(v) / 1000 for v in values)
+
+
+def cold_start_from(spec: _ColdStart, base_dir: Path, cached_default: Durations,
+                    origin: str) -> ColdStartModel:
+    """Empirical samples split at ``cached_max_s`` into the cached and the uncached mode, or a
+    lognormal through p50/p90 for uncached starts with the fleet's cached start."""
+    if spec.samples_ms_csv:
+        path = (base_dir / spec.samples_ms_csv).resolve()
+        samples = _read_samples(path, origin)
+        fast, slow = samples.split(spec.cached_max_s)
+        return ColdStartModel(fast or cached_default, slow or samples, str(path))
+    if spec.p50_s is None or spec.p90_s is None:
+        raise ModelsFileError(f"{origin}: cold_start: give samples_ms_csv or both p50_s and p90_s")
+    if spec.p90_s < spec.p50_s:
+        raise ModelsFileError(f"{origin}: cold_start: p90_s ({spec.p90_s}) < p50_s ({spec.p50_s})")
+    return ColdStartModel(cached_default, Durations.lognormal(spec.p50_s, spec.p90_s),
+                          f"lognormal p50={spec.p50_s}s p90={spec.p90_s}s")
+
+
+def _sim_model(index: int, model: _Model, fleet: _Fleet, base_dir: Path, cached: Durations,
+               source: str) -> SimModel:
+    origin = f"{source}: models[{index}] ({model.name})"
+    if model.gpu_per_replica > fleet.gpus_per_node:
+        raise ModelsFileError(f"{origin}: gpu_per_replica: {model.gpu_per_replica} GPUs do not fit "
+                              f"a node of fleet.gpus_per_node={fleet.gpus_per_node}")
+    if model.gpu_product not in {**DEFAULT_PRICES, **fleet.prices}:
+        raise ModelsFileError(f"{origin}: gpu_product: no price for {model.gpu_product!r}; set "
+                              "fleet.prices")
+    shape = ReplicaShape(model.name, model.tenant, model.gpu_product, model.gpu_per_replica,
+                         model.per_replica_rps, model.idle_gpu_fraction)
+    return SimModel(shape, Isolation(model.isolation.lower()),
+                    cold_start_from(model.cold_start, base_dir, cached, origin))
+
+
+def load_models_file(path: Path, cold_start_override: _ColdStart | None = None) -> SimConfig:
+    """Parse and check a models file; ``cold_start_override`` replaces every model's cold start."""
+    if not path.is_file():
+        raise ModelsFileError(f"{path}: no such models file")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ModelsFileError(f"{path}:{where}: invalid YAML") from None
+    if not isinstance(raw, dict):
+        raise ModelsFileError(f"{path}: expected a mapping with 'models' and 'fleet'")
+    try:
+        parsed = _File.model_validate(raw)
+    except ValidationError as error:
+        first = error.errors()[0]
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise ModelsFileError(f"{path}: {_where(raw, tuple(first['loc']))}: {msg}") from None
+    names = [m.name for m in parsed.models]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ModelsFileError(f"{path}: models: duplicate name(s) {dupes}")
+    fleet = parsed.fleet
+    if fleet.node_provision_s.p90 < fleet.node_provision_s.p50:
+        raise ModelsFileError(f"{path}: fleet.node_provision_s: p90 < p50")
+    cached = Durations.lognormal(fleet.cached_start_s.p50, fleet.cached_start_s.p90)
+    models = tuple(
+        _sim_model(i, m if cold_start_override is None else m.model_copy(
+            update={"cold_start": cold_start_override}), fleet, path.parent, cached, str(path))
+        for i, m in enumerate(parsed.models))
+    return SimConfig(models, FleetConfig(
+        node_provision=Durations.lognormal(fleet.node_provision_s.p50, fleet.node_provision_s.p90),
+        gpus_per_node=fleet.gpus_per_node, max_nodes=fleet.max_nodes,
+        idle_wake_s=fleet.idle_wake_s, prices={**DEFAULT_PRICES, **fleet.prices},
+        cluster_gpu_budget=fleet.cluster_gpu_budget,
+        tenant_gpu_budgets=dict(fleet.tenant_gpu_budgets)), str(path))
+
+
+def parse_cold_start_option(value: str) -> _ColdStart:
+    """``--cold-start``: a CSV of load latencies (column ``value``, ms) or ``p50=22,p90=39`` (s)."""
+    if "=" not in value:
+        return _ColdStart(samples_ms_csv=str(Path(value).resolve()))
+    parts: dict[str, float] = {}
+    for item in value.split(","):
+        key, _, number = item.partition("=")
+        try:
+            parts[key.strip()] = float(number)
+        except ValueError:
+            raise ModelsFileError(f"--cold-start: {item!r} is not KEY=SECONDS") from None
+    if set(parts) != {"p50", "p90"}:
+        raise ModelsFileError(f"--cold-start: expected p50=S,p90=S, got {value!r}")
+    return _ColdStart(p50_s=parts["p50"], p90_s=parts["p90"])

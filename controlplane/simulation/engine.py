@@ -1,0 +1,268 @@
+"""The replay engine: one policy over one trace on the simulated fleet, minute by minute.
+
+Every ``tick_s`` the engine moves the fleet's clock, refreshes forecasts when due (through
+``forecaster.api.forecast``, from data before now only), asks the pure core for a decision and
+applies it: node pools and replicas through the same ports the reconcile loop uses, then the idle
+rung. Each minute yields one row per model for the timeline.
+
+``ready_replicas`` of a minute counts the replicas that served during the *whole* minute: the
+fewest ready at its start or right after any of its ticks (between ticks replicas only become
+ready). A replica that wakes a few seconds into a minute does not count for that minute.
+``gpus_billed`` is the fleet's GPUs (all node pools, warm capacity and nodes still provisioning
+included), time-averaged over the minute.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from controlplane.autoscaling.calibration import ForecastErrors, calibrated, recent_volatility
+from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, decide
+from controlplane.autoscaling.policies import ScalingPolicy, ladder_rungs
+from controlplane.domain.actions import ScaleNodePool
+from controlplane.domain.desired import PoolSpec
+from controlplane.domain.guards import GuardMemory
+from controlplane.domain.models import ColdStart, Engine, ModelSpec, ProfilePoint
+from controlplane.simulation.config import SimConfig, SimModel
+from controlplane.simulation.fleet import SimFleet
+from controlplane.simulation.replay import DemandReplay
+from forecaster.api import forecast
+from forecaster.types import Forecast
+
+
+@dataclass(frozen=True, slots=True)
+class SimOptions:
+    tick_s: float = 30.0
+    forecast_interval_s: float = 300.0
+    forecast_horizon_s: int = 1200
+    forecast_history_s: int = 7 * 86400
+    forecast_method: str = "auto"
+    seed: int = 1
+    observe_window_s: float = 30.0  # the fleet's load metric: rate over the last this many s
+
+    def __post_init__(self) -> None:
+        if self.tick_s <= 0 or 60 % self.tick_s:
+            raise ValueError(f"tick_s must divide a minute, got {self.tick_s}")
+        if self.forecast_interval_s < 60:
+            raise ValueError("forecast_interval_s must be >= 60")
+        if not 0 < self.observe_window_s <= 600:
+            raise ValueError("observe_window_s must be in (0, 600]")
+
+
+@dataclass(frozen=True, slots=True)
+class MinuteRow:
+    minute_at: datetime
+    model: str
+    demand_rps: float
+    ready_replicas: int
+    idle_replicas: int
+    per_replica_rps: float
+    gpu_per_replica: float
+    gpus_billed: float
+
+
+@dataclass(slots=True)
+class RunStats:
+    ticks: int = 0
+    actions: int = 0
+    forecasts: int = 0
+    forecast_methods: Counter[str] = field(default_factory=Counter)
+    demand_reasons: Counter[str] = field(default_factory=Counter)
+    skipped_reasons: Counter[str] = field(default_factory=Counter)
+    gpu_hours_by_product: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyRun:
+    policy: str
+    rows: tuple[MinuteRow, ...]
+    stats: RunStats
+    seed: int
+
+
+def pool_specs(config: SimConfig) -> tuple[PoolSpec, ...]:
+    products = sorted({m.shape.product for m in config.models})
+    fleet = config.fleet
+    return tuple(PoolSpec(p.lower(), p, fleet.gpus_per_node, 0, fleet.max_nodes,
+                          fleet.prices[p]) for p in products)
+
+
+def fleet_models(config: SimConfig) -> tuple[FleetModel, ...]:
+    out = []
+    for m in config.models:
+        shape = m.shape
+        price = config.fleet.prices[shape.product] * shape.gpu_share
+        cold_p90_s = (config.fleet.node_provision.quantile(0.9)
+                      + m.cold_start.uncached.quantile(0.9))
+        rungs = ladder_rungs(price, shape.idle_gpu_fraction, config.fleet.idle_wake_s,
+                             m.cold_start.cached.quantile(0.9), cold_p90_s)
+        out.append(FleetModel(_spec(m), shape, rungs, price))
+    return tuple(out)
+
+
+def cold_wake_s(config: SimConfig) -> float:
+    """Time a new node needs to serve: provisioning p90 + the slowest model's uncached load p90."""
+    return config.fleet.node_provision.quantile(0.9) + max(
+        m.cold_start.uncached.quantile(0.9) for m in config.models)
+
+
+def _spec(model: SimModel) -> ModelSpec:
+    shape = model.shape
+    slices = round(shape.gpu_share * 7) if abs(shape.gpu_share * 7 - round(
+        shape.gpu_share * 7)) < 1e-3 and shape.gpu_share < 1 else 0
+    point = ProfilePoint(shape.product, slices, 1, 1, shape.per_replica_rps, 0.0, 0)
+    cold = model.cold_start.uncached
+    return ModelSpec(shape.model, shape.tenant, model.isolation, Engine.VLLM, 1000.0, (point,),
+                     ColdStart(cold.quantile(0.5), cold.quantile(0.9)))
+
+
+class ForecastCache:
+    """Forecasts per (model, minute) of one replay and options. They depend only on the trace
+    (and the calibration only on earlier forecasts and the trace), so every policy and seed
+    replays the same ones: the first run computes them, the others reuse them."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[str, int], Forecast] = {}
+
+    def get(self, model: str, minute: int) -> Forecast | None:
+        return self._made.get((model, minute))
+
+    def put(self, model: str, minute: int, made: Forecast) -> None:
+        self._made[(model, minute)] = made
+
+
+class _Run:
+    def __init__(self, replay: DemandReplay, config: SimConfig, policy: ScalingPolicy,
+                 options: SimOptions, cache: ForecastCache | None = None) -> None:
+        self.cache = cache if cache is not None else ForecastCache()
+        self.replay, self.config, self.policy, self.options = replay, config, policy, options
+        self.start_at = replay.trace.start_at
+        self.pools = pool_specs(config)
+        self.models = fleet_models(config)
+        self.budgets = Budgets(tuple(sorted(config.fleet.tenant_gpu_budgets.items())),
+                               config.fleet.cluster_gpu_budget)
+        self.fleet = SimFleet(config, self.pools, replay.observed_rps, self.start_at,
+                              options.seed)
+        self.memory = GuardMemory()
+        self.forecasts: dict[str, Forecast] = {}
+        self.errors: dict[str, ForecastErrors] = {m.spec.name: ForecastErrors()
+                                                  for m in self.models}
+        self.pending: dict[str, list[tuple[int, int, float, float]]] = {
+            m.spec.name: [] for m in self.models}
+        self.stats = RunStats()
+        self.forecast_step_s = max(60, replay.trace.step_s // 60 * 60)
+
+    def at(self, t_s: float) -> datetime:
+        return self.start_at + timedelta(seconds=t_s)
+
+    def refresh_forecasts(self, t_s: float) -> None:
+        """Score earlier forecasts whose first step is now observed, then forecast again from
+        the minutes before now and attach the calibrated upper tail."""
+        minute = int(t_s // 60)
+        for m in self.models:
+            name = m.spec.name
+            known = self.cache.get(name, minute)
+            if known is not None:
+                self.forecasts[name] = known
+                self.stats.forecasts += 1
+                self.stats.forecast_methods[known.method] += 1
+                continue
+            self.score_pending(name, minute)
+            series = self.replay.history(name, minute, self.forecast_step_s,
+                                         self.options.forecast_history_s)
+            if series is None:
+                continue
+            made = forecast(series, self.options.forecast_horizon_s, self.options.forecast_method)
+            sigma = recent_volatility(series)
+            self.forecasts[name] = calibrated(made, self.errors[name], sigma)
+            self.cache.put(name, minute, self.forecasts[name])
+            first = round((made.origin_at - self.start_at).total_seconds() / 60)
+            if made.p50:
+                self.pending[name].append((first, first + made.step_s // 60, made.p50[0], sigma))
+            self.stats.forecasts += 1
+            self.stats.forecast_methods[made.method] += 1
+
+    def score_pending(self, name: str, minute: int) -> None:
+        keep = []
+        for first, end, p50, sigma in self.pending[name]:
+            if end <= minute:
+                actual = self.replay.mean_rate(name, first, end)
+                self.errors[name] = self.errors[name].observe(p50, actual, sigma)
+            else:
+                keep.append((first, end, p50, sigma))
+        self.pending[name] = keep
+
+    def decide(self, t_s: float) -> TickDecision:
+        decision = decide(self.fleet.snapshot(), self.forecasts, self.models, self.pools,
+                          self.policy, self.budgets, self.memory, self.at(t_s))
+        self.memory = decision.memory
+        self.stats.ticks += 1
+        self.stats.demand_reasons.update(d.reason for d in decision.demands)
+        self.stats.skipped_reasons.update(s.reason for s in decision.plan.skipped)
+        return decision
+
+    def apply(self, decision: TickDecision) -> None:
+        for action in decision.plan.actions:
+            if isinstance(action, ScaleNodePool):
+                outcome = self.fleet.set_size(action.pool, action.to_nodes)
+            else:
+                outcome = self.fleet.set_replicas(action.model, action.to_replicas)
+            if not outcome.ok:
+                raise RuntimeError(f"simulated fleet refused {action.render()}: {outcome.message}")
+            self.stats.actions += 1
+        if self.policy.ladder is not None:
+            for model, idle in decision.idle_targets().items():
+                self.fleet.set_idle_replicas(model, idle)
+
+    def start(self) -> None:
+        """The fleet starts as the policy wants it for the first minute, ready and cached."""
+        first = self.decide(0.0)
+        self.fleet.materialize({t.target: t.value for t in first.desired.pools},
+                               {t.target: t.value for t in first.desired.replicas})
+        if self.policy.ladder is not None:
+            for model, idle in first.idle_targets().items():
+                self.fleet.set_idle_replicas(model, idle)
+
+
+def run_policy(replay: DemandReplay, config: SimConfig, policy: ScalingPolicy,
+               options: SimOptions, on_minute: Callable[[int], None] | None = None,
+               cache: ForecastCache | None = None) -> PolicyRun:
+    """Replay the whole trace under ``policy``; ``cache`` shares forecasts between runs."""
+    run = _Run(replay, config, policy, options, cache)
+    run.start()
+    names = [m.spec.name for m in run.models]
+    shapes = {m.spec.name: m.shape for m in run.models}
+    ticks_per_minute = round(60 / options.tick_s)
+    next_forecast_s = 60.0
+    rows: list[MinuteRow] = []
+    for minute in range(replay.trace.minutes):
+        gpu_s = 0.0
+        fewest = dict.fromkeys(names, math.inf)
+        for k in range(ticks_per_minute):
+            t_s = minute * 60 + k * options.tick_s
+            run.fleet.advance(t_s)
+            for name in names:
+                fewest[name] = min(fewest[name], run.fleet.ready_replicas(name))
+            if t_s >= next_forecast_s:
+                run.refresh_forecasts(t_s)
+                next_forecast_s += options.forecast_interval_s
+            run.apply(run.decide(t_s))
+            for name in names:
+                fewest[name] = min(fewest[name], run.fleet.ready_replicas(name))
+            gpu_s += run.fleet.billed_gpus() * options.tick_s
+            for pool in run.pools:
+                hours = run.stats.gpu_hours_by_product
+                hours[pool.product] = hours.get(pool.product, 0.0) + (
+                    run.fleet.billed_gpus(pool.name) * options.tick_s / 3600)
+        minute_at = replay.trace.minute_at(minute)
+        for name in names:
+            rows.append(MinuteRow(minute_at, name, replay.rate(name, minute), int(fewest[name]),
+                                  run.fleet.idle_replicas(name), shapes[name].per_replica_rps,
+                                  shapes[name].gpu_share, gpu_s / 60))
+        if on_minute is not None:
+            on_minute(minute)
+    return PolicyRun(policy.name, tuple(rows), run.stats, options.seed)

@@ -1,0 +1,183 @@
+"""The demand trace of ``headroom simulate``: a long CSV (time, model, rate) -> per-minute rates.
+
+Steps coarser than a minute are held constant within the step; finer steps are averaged into
+minutes. Bad input is refused with the file, line, model and column at fault: unknown or missing
+models, gaps in a model's series (unless ``fill_gaps`` says how to fill them), negative or
+non-numeric rates, duplicate rows. No model is ever dropped silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+VALUE_UNITS = {"rps": 1.0, "rpm": 1 / 60}  # plus "per-step": a count per trace step
+FILL_GAPS = ("none", "hold", "zero")
+TIME_UNITS = {"s": 1, "ms": 1e-3, "min": 60, "h": 3600}
+
+
+class TraceError(ValueError):
+    """A trace that cannot be replayed; the message names file, line, model and column."""
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    start_at: datetime  # the first minute
+    step_s: int  # the trace's own step (most common spacing)
+    rates_rps: Mapping[str, np.ndarray]  # per model, one rate per minute from start_at
+    source: str
+    filled: Mapping[str, int]  # per model, minutes filled in a gap (fill_gaps != none)
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(self.rates_rps)
+
+    @property
+    def minutes(self) -> int:
+        return len(next(iter(self.rates_rps.values())))
+
+    def minute_at(self, minute: int) -> datetime:
+        return self.start_at + timedelta(minutes=minute)
+
+    def peak_rps(self, model: str) -> float:
+        return float(self.rates_rps[model].max())
+
+
+def _times(frame: pd.DataFrame, col: str, path: Path, time_unit: str | None) -> pd.Series:
+    raw = frame[col]
+    numeric = pd.to_numeric(raw, errors="coerce")
+    if time_unit is not None:
+        bad = numeric.isna()
+        if bad.any():
+            line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
+            raise TraceError(f"{path}: line {line}: column {col!r}: {raw.iloc[line - 2]!r} is not "
+                             f"a number of {time_unit}")
+        seconds = numeric.astype(float) * TIME_UNITS[time_unit]
+        return pd.to_datetime(seconds, unit="s", utc=True)
+    if numeric.notna().all():
+        raise TraceError(f"{path}: column {col!r} is numeric: pass --time-unit s|ms|min|h")
+    parsed = pd.to_datetime(raw, utc=True, errors="coerce", format="mixed")
+    bad = parsed.isna()
+    if bad.any():
+        line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
+        raise TraceError(f"{path}: line {line}: column {col!r}: {raw.iloc[line - 2]!r} is not a "
+                         "timestamp")
+    return parsed
+
+
+def _read(path: Path, time_col: str, series_col: str | None, value_col: str) -> pd.DataFrame:
+    if not path.is_file():
+        raise TraceError(f"{path}: no such trace file")
+    try:
+        frame = pd.read_csv(path, dtype={series_col: str} if series_col else None)
+    except (pd.errors.ParserError, UnicodeDecodeError) as error:
+        raise TraceError(f"{path}: not a readable CSV ({str(error).splitlines()[0]})") from None
+    wanted = [c for c in (time_col, series_col, value_col) if c]
+    missing = [c for c in wanted if c not in frame.columns]
+    if missing:
+        raise TraceError(f"{path}: missing column(s) {missing}; found {list(frame.columns)}")
+    if frame.empty:
+        raise TraceError(f"{path}: no rows")
+    return frame
+
+
+def _rates(frame: pd.DataFrame, value_col: str, series: pd.Series, path: Path) -> pd.Series:
+    values = pd.to_numeric(frame[value_col], errors="coerce")
+    bad = values.isna() | ~np.isfinite(values.fillna(0)) | (values < 0)
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise TraceError(f"{path}: line {row + 2}: model {series.iloc[row]!r}: {value_col} must "
+                         f"be a finite number >= 0, got {frame[value_col].iloc[row]!r}")
+    return values.astype(float)
+
+
+def _step_s(times: pd.Series, series: pd.Series) -> int:
+    seconds = (times - times.min()).dt.total_seconds()
+    diffs = [round(d) for _, t in seconds.groupby(series) for d in np.diff(np.sort(t.to_numpy()))
+             if d > 0]
+    if not diffs:
+        return 60
+    values, counts = np.unique(diffs, return_counts=True)
+    return int(values[np.argmax(counts)])
+
+
+def load_trace(path: Path, *, time_col: str = "ts", series_col: str | None = "model",
+               value_col: str = "rate_rps", models: Sequence[str] = (),
+               value_unit: str = "rps", fill_gaps: str = "none",
+               time_unit: str | None = None, single_series: str = "default") -> Trace:
+    """Read a trace. ``models`` (from the models file) must match the trace's models exactly."""
+    if fill_gaps not in FILL_GAPS:
+        raise TraceError(f"fill_gaps must be one of {FILL_GAPS}, got {fill_gaps!r}")
+    if value_unit not in (*VALUE_UNITS, "per-step"):
+        raise TraceError(f"value unit must be rps, rpm or per-step, got {value_unit!r}")
+    frame = _read(path, time_col, series_col, value_col)
+    series = (frame[series_col].astype(str) if series_col
+              else pd.Series([single_series] * len(frame)))
+    times = _times(frame, time_col, path, time_unit)
+    rates = _rates(frame, value_col, series, path)
+    dup = pd.DataFrame({"t": times, "m": series}).duplicated()
+    if dup.any():
+        row = int(np.flatnonzero(dup.to_numpy())[0])
+        raise TraceError(f"{path}: line {row + 2}: second row for model {series.iloc[row]!r} at "
+                         f"{times.iloc[row]}")
+    known = set(models)
+    if known:
+        for name in sorted(set(series) - known):
+            line = int(np.flatnonzero((series == name).to_numpy())[0]) + 2
+            raise TraceError(f"{path}: line {line}: model {name!r} is not in the models file "
+                             f"(models: {sorted(known)})")
+        for name in sorted(known - set(series)):
+            raise TraceError(f"{path}: model {name!r} of the models file has no rows in the trace")
+    step_s = _step_s(times, series)
+    if step_s < 60 and 60 % step_s:
+        raise TraceError(f"{path}: step of {step_s}s does not divide a minute")
+    if step_s >= 60 and step_s % 60:
+        raise TraceError(f"{path}: step of {step_s}s is not a whole number of minutes")
+    rates = rates / step_s if value_unit == "per-step" else rates * VALUE_UNITS[value_unit]
+    return _to_minutes(path, times, series, rates, step_s, fill_gaps,
+                       tuple(models) or tuple(sorted(set(series))))
+
+
+def _to_minutes(path: Path, times: pd.Series, series: pd.Series, rates: pd.Series, step_s: int,
+                fill_gaps: str, order: tuple[str, ...]) -> Trace:
+    start = times.min().floor("min")
+    grid_s = max(step_s, 60)
+    end = times.max().floor("min") + pd.Timedelta(seconds=grid_s)
+    minutes = int((end - start).total_seconds() // 60)
+    out: dict[str, np.ndarray] = {}
+    filled: dict[str, int] = {}
+    for name in order:
+        mask = (series == name).to_numpy()
+        t = times[mask]
+        offsets_s = ((t - start).dt.total_seconds()).to_numpy()
+        if step_s >= 60 and np.any(np.abs(offsets_s % step_s) > 1e-6):
+            row = int(np.flatnonzero(mask)[np.flatnonzero(np.abs(offsets_s % step_s) > 1e-6)[0]])
+            raise TraceError(f"{path}: line {row + 2}: model {name!r}: time {times.iloc[row]} is "
+                             f"off the trace's {step_s}s grid")
+        minute_idx = (offsets_s // 60).astype(int)
+        per_minute = pd.Series(rates[mask].to_numpy()).groupby(minute_idx).mean()
+        values = np.full(minutes, np.nan)
+        per_step = grid_s // 60
+        for m, rate in per_minute.items():
+            values[int(m): int(m) + per_step] = rate
+        gaps = np.isnan(values)
+        if gaps.any():
+            first = int(np.flatnonzero(gaps)[0])
+            if fill_gaps == "none":
+                raise TraceError(
+                    f"{path}: model {name!r}: no data for {int(gaps.sum())} minute(s), first at "
+                    f"{(start + pd.Timedelta(minutes=first)).isoformat()}; pass --fill-gaps "
+                    "hold or zero to replay anyway")
+            filled[name] = int(gaps.sum())
+            if fill_gaps == "zero":
+                values[gaps] = 0.0
+            else:
+                values = pd.Series(values).ffill().bfill().to_numpy()
+        out[name] = values
+    start_at = start.to_pydatetime().astimezone(UTC)
+    return Trace(start_at, step_s, out, str(path), filled)

@@ -1,0 +1,126 @@
+"""``headroom simulate`` end to end: timelines per the DESIGN.md contract, one per policy, a
+summary that matches the rows, and bad input refused with the file, model and field named."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.autoscaling.simulate_support import MODELS_YAML, cli_app, write_models, write_trace
+
+COLUMNS = ["minute", "model", "demand_rps", "ready_replicas", "per_replica_rps",
+           "gpu_per_replica", "gpus_billed"]
+FAST = ["--forecast-method", "persistence"]
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli_app(), list(args))
+    return result.exit_code, result.output
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_three_policies_write_one_contract_timeline_each_and_a_matching_summary(
+        tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "trace.csv")
+    models = write_models(tmp_path / "models.yaml")
+    code, out = _run("--trace", str(trace), "--models", str(models), "--policy", "predictive",
+                     "--policy", "reactive", "--policy", "static", "--timeline-out",
+                     str(tmp_path / "T.csv"), "--json", *FAST)
+    assert code == 0, out
+    doc = json.loads(out)
+    assert set(doc["timelines"]) == {"predictive", "reactive", "static"}
+    for policy in ("predictive", "reactive", "static"):
+        path = tmp_path / f"T.{policy}.csv"
+        assert doc["timelines"][policy] == str(path)
+        with path.open() as handle:
+            assert next(csv.reader(handle)) == COLUMNS
+        rows = _rows(path)
+        assert len(rows) == 36 * 10 * 2  # one row per minute and model
+        by_minute: dict[str, set[str]] = {}
+        for row in rows:
+            by_minute.setdefault(row["minute"], set()).add(row["gpus_billed"])
+        assert all(len(values) == 1 for values in by_minute.values())  # fleet-wide column
+        short = sum(1 for r in rows if int(r["ready_replicas"]) * float(r["per_replica_rps"])
+                    < float(r["demand_rps"]) - 1e-9)
+        summary = doc["policies"][policy]
+        assert summary["short_model_minutes"] == short
+        gpu_hours = sum(float(v.pop()) for v in by_minute.values()) / 60
+        assert summary["gpu_hours"] == pytest.approx(gpu_hours, rel=1e-4)
+    static = doc["policies"]["static"]
+    assert static["short_model_minutes"] == 0
+    # the peak: 126 rps of chat/large (63 GPUs) + 1260 rps of chat/small (16 GPUs) = 10 nodes
+    assert static["gpu_hours"] == pytest.approx(10 * 8 * 6)
+    assert doc["policies"]["reactive"]["gpu_hours"] < static["gpu_hours"]
+
+
+def test_one_policy_writes_the_timeline_where_asked_and_prints_a_table(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "trace.csv", steps=6)
+    models = write_models(tmp_path / "models.yaml")
+    out_path = tmp_path / "out" / "timeline.csv"
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(out_path), *FAST)
+    assert code == 0, out
+    assert len(_rows(out_path)) == 6 * 10 * 2
+    assert "predictive" in out and "GPU-h / LB" in out
+
+
+@pytest.mark.parametrize(("tweak", "models_text", "extra", "message"), [
+    ({("chat/other", 0): "5"}, None, [], "line 4: model 'chat/other' is not in the models file"),
+    ({("chat/small", 3): "skip"}, None, [], "model 'chat/small': no data for 10 minute(s)"),
+    ({("chat/large", 2): "-4"}, None, [], "model 'chat/large': rate_rps must be a finite"),
+    ({("chat/large", 2): "lots"}, None, [], "rate_rps must be a finite number >= 0, got 'lots'"),
+    (None, MODELS_YAML.replace("per_replica_rps: 2.0", "per_replica_rps: 0"), [],
+     "models[0] (chat/large): per_replica_rps: must be > 0, got 0.0"),
+    (None, MODELS_YAML.replace("gpu_per_replica: 0.5", "gpu_per_replica: 1.5"), [],
+     "models[1] (chat/small): gpu_per_replica: above 1 must be a whole number of GPUs"),
+    (None, MODELS_YAML.replace("gpu_per_replica: 1.0", "gpu_per_replica: 16"), [],
+     "models[0] (chat/large): gpu_per_replica: 16.0 GPUs do not fit a node"),
+    (None, MODELS_YAML.replace("cold_start: {p50_s: 22, p90_s: 39}\n  - name: chat/small",
+                               "cold_start: {p50_s: 22}\n  - name: chat/small"), [],
+     "models[0] (chat/large): cold_start: give samples_ms_csv or both p50_s and p90_s"),
+    (None, MODELS_YAML.replace("p50_s: 22, p90_s: 39}\n  - name",
+                               "p50_s: 39, p90_s: 22}\n  - name"),
+     [], "models[0] (chat/large): cold_start: p90_s (22.0) < p50_s (39.0)"),
+    (None, MODELS_YAML.replace("A100-80GB\n    per_replica_rps: 2.0",
+                               "B300\n    per_replica_rps: 2.0"),
+     [], "models[0] (chat/large): gpu_product: no price for 'B300'"),
+    (None, MODELS_YAML.replace("fleet:", "  - name: chat/unused\n    gpu_product: L4\n"
+                               "    per_replica_rps: 1\n    gpu_per_replica: 1\n"
+                               "    cold_start: {p50_s: 5, p90_s: 9}\nfleet:"), [],
+     "model 'chat/unused' of the models file has no rows in the trace"),
+    (None, None, ["--policy", "clairvoyant"], "--policy must be one of"),
+    (None, None, ["--forecast-method", "crystal-ball"], "unknown forecast method"),
+], ids=["unknown model", "gap", "negative rate", "non-numeric rate", "zero throughput",
+        "fractional multi-gpu", "replica larger than a node", "missing p90", "p90 below p50",
+        "unpriced product", "model without traffic", "unknown policy", "unknown method"])
+def test_bad_input_is_refused_naming_the_model_and_field(
+        tmp_path: Path, tweak: dict[tuple[str, int], str] | None, models_text: str | None,
+        extra: list[str], message: str) -> None:
+    models_in_trace = ("chat/large", "chat/small", "chat/other") if tweak and (
+        "chat/other", 0) in tweak else ("chat/large", "chat/small")
+    trace = write_trace(tmp_path / "trace.csv", steps=6, models=models_in_trace, tweak=tweak)
+    models = write_models(tmp_path / "models.yaml", models_text or MODELS_YAML)
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), *FAST, *extra)
+    assert code == 2
+    assert message in " ".join(out.split())
+    assert not (tmp_path / "T.csv").exists()
+
+
+def test_gaps_can_be_held_and_are_reported(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "trace.csv", steps=6, tweak={("chat/small", 3): "skip"})
+    models = write_models(tmp_path / "models.yaml")
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), "--fill-gaps", "hold", "--json", *FAST)
+    assert code == 0, out
+    assert json.loads(out)["filled_gap_minutes"] == {"chat/small": 10}
+    rows = [r for r in _rows(tmp_path / "T.csv") if r["model"] == "chat/small"]
+    assert rows[35]["demand_rps"] == rows[25]["demand_rps"]  # step 3 holds step 2's rate
