@@ -1,0 +1,178 @@
+"""KEDA external scaler on Headroom's forecasts (``externalscaler.ExternalScaler``, REFERENCE.md
+§7.2), served by the placement gRPC server so ScaledObjects can scale on forecasts, not on load.
+
+Trigger metadata (KEDA forwards all of it as ``scalerMetadata``):
+
+* ``model`` (required): the model whose forecast drives the ScaledObject;
+* ``targetRps``: requests/s one replica should take; default from the model's profile
+  (per-replica throughput x target utilization), when the servicer was given one;
+* ``lookaheadSeconds`` (default: the servicer's, e.g. provisioning + cold start): window of the
+  forecast to cover; ``quantile`` (default 0.9): which upper quantile of it.
+
+``GetMetrics`` returns the highest forecast quantile over the lookahead, ``GetMetricSpec`` the
+per-replica target, so KEDA's HPA asks for ``ceil(forecast / target)`` replicas. ``IsActive`` is
+true while that forecast is above zero. ``StreamIsActive`` and ``StreamMetricSpec`` send the
+current answer at once and then whenever it changes (polling the forecast store). A missing
+forecast is NOT_FOUND, a stale one FAILED_PRECONDITION (KEDA then applies its fallback), bad
+metadata INVALID_ARGUMENT naming the key.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+import grpc
+
+from controlplane.domain.demand import step_quantile, window_quantile
+from controlplane.ports import Clock, ForecastReader
+from protos.externalscaler import externalscaler_pb2 as pb
+from protos.externalscaler import externalscaler_pb2_grpc as pb_grpc
+
+
+class ScalerError(Exception):
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class ScalerQuery:
+    model: str
+    target_rps: float
+    lookahead_s: float
+    quantile: float
+    metric_name: str
+
+
+def _number(metadata: Mapping[str, str], key: str, default: float | None) -> float:
+    raw = metadata.get(key)
+    if raw is None or raw == "":
+        if default is None:
+            raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"scalerMetadata.{key} is required")
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"scalerMetadata.{key}: {raw!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"scalerMetadata.{key} must be > 0, got {raw!r}")
+    return value
+
+
+class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
+    def __init__(self, forecasts: ForecastReader, clock: Clock, *, lookahead_s: float = 600.0,
+                 max_forecast_age_s: float = 1800.0,
+                 target_rps: Mapping[str, float] | None = None, poll_s: float = 5.0,
+                 stopping: threading.Event | None = None) -> None:
+        self._forecasts = forecasts
+        self._clock = clock
+        self._lookahead_s = lookahead_s
+        self._max_age_s = max_forecast_age_s
+        self._targets = dict(target_rps or {})
+        self._poll_s = poll_s
+        self.stopping = stopping or threading.Event()
+
+    # -- queries ------------------------------------------------------------------------------
+    def query(self, ref: pb.ScaledObjectRef) -> ScalerQuery:
+        metadata = dict(ref.scalerMetadata)
+        model = metadata.get("model", "").strip()
+        if not model:
+            raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT, "scalerMetadata.model is required")
+        target = _number(metadata, "targetRps", self._targets.get(model))
+        lookahead = _number(metadata, "lookaheadSeconds", self._lookahead_s)
+        quantile = _number(metadata, "quantile", 0.9)
+        if not 0.5 <= quantile < 1:
+            raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"scalerMetadata.quantile must be in [0.5, 1), got {quantile}")
+        name = "headroom-" + re.sub(r"[^a-z0-9-]+", "-", model.lower()).strip("-")
+        return ScalerQuery(model, target, lookahead, quantile, name)
+
+    def forecast_rps(self, query: ScalerQuery) -> float:
+        """The highest forecast quantile over [now, now + lookahead] for the model."""
+        made = self._forecasts.latest_forecasts().get(query.model)
+        if made is None:
+            raise ScalerError(grpc.StatusCode.NOT_FOUND, f"no forecast for model {query.model!r}")
+        now = self._clock.now()
+        age_s = (now - made.origin_at).total_seconds()
+        if age_s > self._max_age_s:
+            raise ScalerError(grpc.StatusCode.FAILED_PRECONDITION,
+                              f"forecast for model {query.model!r} is {age_s:.0f}s old "
+                              f"(limit {self._max_age_s:.0f}s)")
+        found = window_quantile(made, now, query.lookahead_s, query.quantile)
+        if found is None:  # the forecast starts after the window: its first step is the best
+            found = step_quantile(made, 0, query.quantile) if made.p50 else 0.0
+        return max(0.0, found)
+
+    def _spec(self, query: ScalerQuery) -> pb.GetMetricSpecResponse:
+        return pb.GetMetricSpecResponse(metricSpecs=[pb.MetricSpec(
+            metricName=query.metric_name, targetSize=max(1, round(query.target_rps)),
+            targetSizeFloat=query.target_rps)])
+
+    # -- RPCs ---------------------------------------------------------------------------------
+    def _call(self, context: grpc.ServicerContext, fn: Callable[[], object]) -> object:
+        try:
+            return fn()
+        except ScalerError as error:
+            context.abort(error.code, str(error))
+            raise  # abort raises; this line is never reached
+
+    def IsActive(self, request: pb.ScaledObjectRef,
+                 context: grpc.ServicerContext) -> pb.IsActiveResponse:
+        result = self._call(context, lambda: self.forecast_rps(self.query(request)) > 0)
+        return pb.IsActiveResponse(result=bool(result))
+
+    def GetMetricSpec(self, request: pb.ScaledObjectRef,
+                      context: grpc.ServicerContext) -> pb.GetMetricSpecResponse:
+        spec = self._call(context, lambda: self._spec(self.query(request)))
+        assert isinstance(spec, pb.GetMetricSpecResponse)
+        return spec
+
+    def GetMetrics(self, request: pb.GetMetricsRequest,
+                   context: grpc.ServicerContext) -> pb.GetMetricsResponse:
+        query = self._call(context, lambda: self.query(request.scaledObjectRef))
+        assert isinstance(query, ScalerQuery)
+        value = self._call(context, lambda: self.forecast_rps(query))
+        assert isinstance(value, float)
+        return pb.GetMetricsResponse(metricValues=[pb.MetricValue(
+            metricName=request.metricName or query.metric_name,
+            metricValue=math.ceil(value), metricValueFloat=value)])
+
+    def _poll(self, context: grpc.ServicerContext, read: Callable[[], object]) -> Iterator[object]:
+        """The current answer at once, then each change, until the call or server ends."""
+        last: object = None
+        first = True
+        while context.is_active() and not self.stopping.is_set():
+            current = self._call(context, read)
+            if first or current != last:
+                yield current
+                first, last = False, current
+            self.stopping.wait(self._poll_s)
+
+    def StreamIsActive(self, request: pb.ScaledObjectRef,
+                       context: grpc.ServicerContext) -> Iterator[pb.IsActiveResponse]:
+        query = self._call(context, lambda: self.query(request))
+        assert isinstance(query, ScalerQuery)
+        for active in self._poll(context, lambda: self.forecast_rps(query) > 0):
+            yield pb.IsActiveResponse(result=bool(active))
+
+    def StreamMetricSpec(self, request: pb.ScaledObjectRef,
+                         context: grpc.ServicerContext) -> Iterator[pb.GetMetricSpecResponse]:
+        query = self._call(context, lambda: self.query(request))
+        assert isinstance(query, ScalerQuery)
+        for spec in self._poll(context, lambda: self._spec(query)):
+            assert isinstance(spec, pb.GetMetricSpecResponse)
+            yield spec
+
+
+def keda_registrar(servicer: KedaScalerServicer) -> Callable[[grpc.Server], None]:
+    """For ``scheduler.server.create_server(..., extra_servicers=[keda_registrar(s)])``."""
+    def register(server: grpc.Server) -> None:
+        pb_grpc.add_ExternalScalerServicer_to_server(servicer, server)
+    return register

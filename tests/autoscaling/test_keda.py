@@ -1,0 +1,129 @@
+"""KEDA external scaler over a real gRPC channel: metrics are the forecast's upper quantile over
+the lookahead, the spec is the per-replica target, activity follows the forecast."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime, timedelta
+
+import grpc
+import pytest
+
+from controlplane.adapters.keda import KedaScalerServicer, keda_registrar
+from controlplane.sim.clock import VirtualClock
+from forecaster.types import Forecast
+from protos.externalscaler import externalscaler_pb2 as pb
+from protos.externalscaler import externalscaler_pb2_grpc as pb_grpc
+from scheduler.server import create_server, stop
+
+T0 = datetime(2026, 1, 5, 12, tzinfo=UTC)
+
+
+class MemoryForecasts:
+    def __init__(self) -> None:
+        self.by_model: dict[str, Forecast] = {}
+        self.lock = threading.Lock()
+
+    def latest_forecasts(self) -> Mapping[str, Forecast]:
+        with self.lock:
+            return dict(self.by_model)
+
+
+def _forecast(model: str, p90: tuple[float, ...], origin_at: datetime = T0) -> Forecast:
+    return Forecast(model, origin_at, 60, tuple(v / 1.2 for v in p90), p90, "test")
+
+
+Scaler = tuple[pb_grpc.ExternalScalerStub, MemoryForecasts, KedaScalerServicer]
+
+
+@pytest.fixture
+def scaler() -> Iterator[Scaler]:
+    forecasts = MemoryForecasts()
+    servicer = KedaScalerServicer(forecasts, VirtualClock(T0), lookahead_s=180,
+                                  target_rps={"llama": 40.0}, poll_s=0.05)
+    server, port = create_server("127.0.0.1:0", extra_servicers=[keda_registrar(servicer)])
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        yield pb_grpc.ExternalScalerStub(channel), forecasts, servicer
+    finally:
+        servicer.stopping.set()
+        channel.close()
+        stop(server, 0)
+
+
+def _ref(**metadata: str) -> pb.ScaledObjectRef:
+    return pb.ScaledObjectRef(name="llama", namespace="serving", scalerMetadata=metadata)
+
+
+def test_metrics_are_the_highest_p90_inside_the_lookahead(scaler: Scaler) -> None:
+    stub, forecasts, _ = scaler
+    forecasts.by_model["llama"] = _forecast("llama", (100.0, 160.0, 120.0, 110.0, 900.0))
+    reply = stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=_ref(model="llama"),
+                                                 metricName="headroom-llama"))
+    (value,) = reply.metricValues
+    assert value.metricName == "headroom-llama"
+    assert value.metricValueFloat == pytest.approx(160.0)  # 900 at +4 min is past the 3 minutes
+    assert value.metricValue == 160
+
+
+def test_metadata_can_ask_for_a_longer_window_and_a_higher_quantile(scaler: Scaler) -> None:
+    stub, forecasts, _ = scaler
+    forecasts.by_model["llama"] = _forecast("llama", (100.0, 160.0, 120.0, 110.0, 900.0))
+    wide = stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=_ref(
+        model="llama", lookaheadSeconds="300"))).metricValues[0].metricValueFloat
+    high = stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=_ref(
+        model="llama", quantile="0.99"))).metricValues[0].metricValueFloat
+    assert wide == pytest.approx(900.0)
+    assert high > 160.0
+
+
+def test_the_spec_is_the_per_replica_target_from_metadata_or_the_profile(scaler: Scaler) -> None:
+    stub, _, _ = scaler
+    from_profile = stub.GetMetricSpec(_ref(model="llama")).metricSpecs[0]
+    from_metadata = stub.GetMetricSpec(_ref(model="llama", targetRps="12.5")).metricSpecs[0]
+    assert (from_profile.metricName, from_profile.targetSizeFloat) == ("headroom-llama", 40.0)
+    assert from_metadata.targetSizeFloat == 12.5 and from_metadata.targetSize == 12
+
+
+def test_a_model_is_active_only_while_its_forecast_is_above_zero(scaler: Scaler) -> None:
+    stub, forecasts, _ = scaler
+    forecasts.by_model["llama"] = _forecast("llama", (0.0, 0.0, 0.0))
+    assert stub.IsActive(_ref(model="llama")).result is False
+    forecasts.by_model["llama"] = _forecast("llama", (0.0, 3.0, 0.0))
+    assert stub.IsActive(_ref(model="llama")).result is True
+
+
+@pytest.mark.parametrize(("metadata", "code", "text"), [
+    ({}, grpc.StatusCode.INVALID_ARGUMENT, "scalerMetadata.model"),
+    ({"model": "llama", "targetRps": "fast"}, grpc.StatusCode.INVALID_ARGUMENT,
+     "scalerMetadata.targetRps"),
+    ({"model": "mistral"}, grpc.StatusCode.INVALID_ARGUMENT, "scalerMetadata.targetRps"),
+    ({"model": "mistral", "targetRps": "5"}, grpc.StatusCode.NOT_FOUND, "no forecast"),
+    ({"model": "old", "targetRps": "5"}, grpc.StatusCode.FAILED_PRECONDITION, "old"),
+], ids=["no model", "bad target", "no target known", "no forecast", "stale forecast"])
+def test_bad_metadata_and_missing_or_stale_forecasts_are_named_errors(
+        scaler: Scaler, metadata: dict[str, str], code: grpc.StatusCode, text: str) -> None:
+    stub, forecasts, _ = scaler
+    forecasts.by_model["old"] = _forecast("old", (5.0,), T0 - timedelta(hours=2))
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=_ref(**metadata)))
+    assert caught.value.code() == code and text in (caught.value.details() or "")
+
+
+def test_stream_is_active_sends_the_current_state_then_each_change(scaler: Scaler) -> None:
+    stub, forecasts, _ = scaler
+    forecasts.by_model["llama"] = _forecast("llama", (0.0, 0.0))
+    stream = stub.StreamIsActive(_ref(model="llama"), timeout=10)
+    assert next(stream).result is False
+    with forecasts.lock:
+        forecasts.by_model["llama"] = _forecast("llama", (7.0, 7.0))
+    assert next(stream).result is True
+    stream.cancel()
+
+
+def test_stream_metric_spec_sends_the_spec_at_once(scaler: Scaler) -> None:
+    stub, _, _ = scaler
+    stream = stub.StreamMetricSpec(_ref(model="llama"), timeout=10)
+    assert next(stream).metricSpecs[0].targetSizeFloat == 40.0
+    stream.cancel()
