@@ -48,8 +48,7 @@ class Dataset:
 
 def datasets() -> list[Dataset]:
     out = [
-        Dataset("servegen_llm_10min.csv", "ts", "rate_rps", "model",
-                scoring_variants=((), ("--zero-as-missing",))),
+        Dataset("servegen_llm_10min.csv", "ts", "rate_rps", "model"),
         Dataset("lora_sd_10min.csv", "ts", "requests_per_10min", "model"),
         Dataset("lora_sd_total_1min.csv", "ts", "rpm"),
         Dataset("genTD26_qps_1min.csv", "ts_utc_anon", "total_qps"),
@@ -67,7 +66,8 @@ def headroom_command() -> str:
                            check=False)
     if probe.returncode == 0:
         return "headroom"
-    return f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).with_name('cli_entry.py')))}"
+    entry = Path(__file__).with_name("cli_entry.py")
+    return f"{shlex.quote(sys.executable)} {shlex.quote(str(entry))}"
 
 
 def judge(ds: Dataset, cmd: str, variant: tuple[str, ...], run: bool,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import typer  # noqa: E402
+import typer
 
-from controlplane.cli.forecast import app as forecast_app  # noqa: E402
+from controlplane.cli.forecast import app as forecast_app
 
 root = typer.Typer(add_completion=False)
 root.add_typer(forecast_app, name="forecast")

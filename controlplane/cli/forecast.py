@@ -232,7 +232,8 @@ def run(
         if job.method not in METHODS:
             raise InputError(f"--method {job.method!r}: choose one of {', '.join(METHODS)}")
         source, now = _source(prometheus_url, metric, query, models, csv, time_col, value_col,
-                              series_col, time_unit, store_url or settings.db.url, at)
+                              series_col, time_unit, store_url or settings.db.url, at,
+                              job.step_s)
         sink = None if no_store else Store.open(store_url or settings.db.url,
                                                 settings.db.connect_timeout_s)
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -265,8 +266,10 @@ def run(
 
 def _source(prometheus_url: str | None, metric: str, query: str | None, models: str | None,
             csv: Path | None, time_col: str, value_col: str, series_col: str | None,
-            time_unit: str | None, store_url: str, at: str | None) -> tuple[HistorySource, Any]:
-    """The history source and the forecast origin ('now')."""
+            time_unit: str | None, store_url: str, at: str | None,
+            step_s: int) -> tuple[HistorySource, Any]:
+    """The history source and the forecast origin ('now'; for a CSV: one step after its last
+    row, so the last row is part of the history)."""
     wanted = [m.strip() for m in models.split(",") if m.strip()] if models else None
     if prometheus_url and csv:
         raise InputError("give either --prometheus-url or --csv, not both")
@@ -274,7 +277,7 @@ def _source(prometheus_url: str | None, metric: str, query: str | None, models: 
     if csv is not None:
         trace = read_trace(csv, time_col, value_col, series_col, time_unit, wanted)
         source = CsvSource(trace)
-        end = pd.Timestamp(source.end_ns(), tz="UTC").to_pydatetime()
+        end = pd.Timestamp(source.last_ns() + step_s * 10**9, tz="UTC").to_pydatetime()
         return source, now or end
     if prometheus_url:
         from forecaster.sources.prometheus import PrometheusSource

@@ -60,7 +60,7 @@ def read_trace(path: Path, time_col: str, value_col: str, series_col: str | None
         raise InputError(f"{path}: no column {missing[0]!r} (found: {', '.join(frame.columns)})")
     if frame.empty:
         raise InputError(f"{path}: no data rows")
-    times = _times_ns(frame[time_col], time_unit, f"{path}: column {time_col!r}")
+    times, unit = _times_ns(frame[time_col], time_unit, f"{path}: column {time_col!r}")
     values = pd.to_numeric(frame[value_col], errors="coerce").to_numpy(np.float64)
     names = (frame[series_col].astype(str).to_numpy() if series_col
              else np.full(len(frame), value_col, dtype=object))
@@ -69,7 +69,7 @@ def read_trace(path: Path, time_col: str, value_col: str, series_col: str | None
     if unknown:
         raise InputError(f"{path}: series {unknown[0]!r} not found in column {series_col!r}")
     out = [RawSeries(str(n), times[names == n], values[names == n]) for n in wanted]
-    return Trace(path, tuple(out), time_unit)
+    return Trace(path, tuple(out), unit)
 
 
 def prepare_all(trace: Trace) -> tuple[list[Prepared], list[SeriesError]]:
@@ -120,7 +120,8 @@ def _read(path: Path) -> pd.DataFrame:
         raise InputError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from exc
 
 
-def _times_ns(col: pd.Series, unit: str | None, what: str) -> IntArray:
+def _times_ns(col: pd.Series, unit: str | None, what: str) -> tuple[IntArray, str | None]:
+    """Unix-ns times and the unit of a numeric column (None for ISO text)."""
     if unit is not None and unit not in TIME_UNITS_NS:
         raise InputError(f"time unit {unit!r}: choose one of {', '.join(TIME_UNITS_NS)}")
     if pd.api.types.is_numeric_dtype(col):
@@ -130,14 +131,14 @@ def _times_ns(col: pd.Series, unit: str | None, what: str) -> IntArray:
                              f"({', '.join(TIME_UNITS_NS)})")
         if col.isna().any():
             raise InputError(f"{what}: empty timestamp at line {int(col.isna().argmax()) + 2}")
-        return np.asarray(np.rint(col.to_numpy(np.float64) * TIME_UNITS_NS[unit]), np.int64)
+        return np.asarray(np.rint(col.to_numpy(np.float64) * TIME_UNITS_NS[unit]), np.int64), unit
     parsed = pd.to_datetime(col, utc=True, format="mixed", errors="coerce")
     if parsed.isna().any():
         row = int(parsed.isna().to_numpy().argmax())
         raise InputError(f"{what}: empty or invalid timestamp at line {row + 2}: "
                          f"{str(col.iloc[row])!r}")
     return np.asarray(parsed.dt.tz_convert(None).astype("datetime64[ns]").to_numpy()
-                      .astype(np.int64))
+                      .astype(np.int64)), None
 
 
 class CsvSource:
@@ -150,10 +151,9 @@ class CsvSource:
     def model_names(self) -> list[str]:
         return list(self._by_id)
 
-    def end_ns(self) -> int:
-        """Just after the newest row of the trace (the natural 'now' of a replay)."""
-        last = max(int(s.times_ns.max()) for s in self.trace.series)
-        return last + 1
+    def last_ns(self) -> int:
+        """Time of the newest row of the trace."""
+        return max(int(s.times_ns.max()) for s in self.trace.series)
 
     def rate_history(self, model: str, since_at: datetime, until_at: datetime,
                      step_s: int) -> TrafficSeries:

@@ -1,0 +1,144 @@
+"""``headroom forecast backtest``: the DESIGN.md predictions contract and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from controlplane.cli.forecast import app
+from tests.forecaster.builders import diurnal, long_csv, write_csv
+
+runner = CliRunner()
+
+
+def backtest(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["backtest", "--workers", "1", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def two_models(tmp_path: Path) -> Path:
+    return long_csv(tmp_path / "trace.csv", {"a": diurnal(3, 600, seed=1),
+                                             "b": diurnal(3, 600, seed=2, level=40)}, 600)
+
+
+def test_predictions_follow_the_contract(two_models: Path, tmp_path: Path) -> None:
+    out = tmp_path / "pred.csv"
+    code, stdout, _ = backtest("--csv", str(two_models), "--time-col", "ts", "--value-col",
+                               "rate_rps", "--series-col", "model", "--horizon", "20m",
+                               "--test-fraction", "0.3", "--predictions-out", str(out),
+                               "--method", "level", "--json")
+    assert code == 0
+    pred = pd.read_csv(out)
+    assert list(pred.columns) == ["series", "origin", "target", "yhat", "p90"]
+    a = pred[pred["series"] == "a"]
+    origins = pd.to_datetime(a["origin"]).drop_duplicates()
+    assert len(origins) == round(432 * 0.3)  # one origin per step in the last 30%
+    assert (origins.diff().dropna() == pd.Timedelta("10min")).all()
+    lead = pd.to_datetime(a["target"]) - pd.to_datetime(a["origin"])
+    assert sorted(lead.unique()) == [pd.Timedelta(0), pd.Timedelta("10min")]
+    assert pd.to_datetime(a["origin"]).max() == pd.Timestamp("2025-03-05 23:50:00")
+    assert (pred["p90"] >= pred["yhat"]).all() and (pred["yhat"] >= 0).all()
+    doc = json.loads(stdout)
+    assert doc["series"]["a"]["origins"] == 130
+    assert doc["series"]["a"]["best_baseline"] in ("persistence", "hour_mean", "seasonal_naive")
+
+
+def test_one_minute_data_gets_twenty_steps_and_thirty_minute_data_one(tmp_path: Path) -> None:
+    for step, expected in ((60, 20), (1800, 1)):
+        path = long_csv(tmp_path / f"s{step}.csv", {"m": diurnal(2, step)}, step)
+        out = tmp_path / f"p{step}.csv"
+        code, _, _ = backtest("--csv", str(path), "--time-col", "ts", "--value-col", "rate_rps",
+                              "--series-col", "model", "--predictions-out", str(out),
+                              "--method", "persistence")
+        assert code == 0
+        pred = pd.read_csv(out)
+        assert pred.groupby("origin").size().unique().tolist() == [expected]
+        if step == 1800:
+            assert (pred["origin"] == pred["target"]).all()
+
+
+def test_numeric_minutes_are_read_and_written_back_as_minutes(tmp_path: Path) -> None:
+    values = diurnal(1, 60)
+    path = write_csv(tmp_path / "mc.csv", {"minute": list(range(values.size)),
+                                           "rpm": [round(v, 2) for v in values]})
+    out = tmp_path / "p.csv"
+    code, _, _ = backtest("--csv", str(path), "--time-col", "minute", "--value-col", "rpm",
+                          "--predictions-out", str(out), "--method", "persistence")
+    assert code == 0
+    pred = pd.read_csv(out)
+    assert pred["series"].unique().tolist() == ["rpm"]
+    assert pred["origin"].min() == values.size - round(values.size * 0.3)
+    assert (pred["target"] - pred["origin"]).max() == 19
+
+
+def test_out_of_order_rows_are_sorted_with_a_warning(tmp_path: Path) -> None:
+    path = long_csv(tmp_path / "t.csv", {"a": diurnal(1, 600)}, 600)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], *reversed(lines[1:])]) + "\n")
+    code, _, stderr = backtest("--csv", str(path), "--time-col", "ts", "--value-col",
+                               "rate_rps", "--series-col", "model", "--predictions-out",
+                               str(tmp_path / "p.csv"), "--method", "persistence")
+    assert code == 0
+    assert "series 'a': timestamps were out of order (sorted)" in stderr
+
+
+@pytest.mark.parametrize(("content", "args", "message"), [
+    ("ts,model,rate\n2025-01-01 00:00:00,a,1\n", ["--value-col", "rate_rps"],
+     "no column 'rate_rps' (found: ts, model, rate)"),
+    ("ts,model,rate_rps\n2025-01-01 00:00:00,a,1\n2025-01-01 00:00:00,a,2\n"
+     "2025-01-01 00:10:00,a,2\n", [], "series 'a': duplicate timestamp 2025-01-01T00:00:00"),
+    ("ts,model,rate_rps\n2025-01-01 00:00:00,a,1\nyesterday,a,2\n", [],
+     "column 'ts': empty or invalid timestamp at line 3: 'yesterday'"),
+    ("", [], "empty file"),
+    ("ts,model,rate_rps\n1,a,1\n2,a,2\n", [], "is numeric; give its unit with --time-unit"),
+    ("ts,model,rate_rps\n2025-01-01 00:00:00,a,x\n2025-01-01 00:10:00,a,y\n", [],
+     "series 'a': no numeric values"),
+])
+def test_bad_input_is_one_line_naming_the_problem(tmp_path: Path, content: str,
+                                                  args: list[str], message: str) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text(content)
+    base = ["--csv", str(path), "--time-col", "ts", "--value-col", "rate_rps", "--series-col",
+            "model", "--predictions-out", str(tmp_path / "p.csv")]
+    code, stdout, stderr = backtest(*base, *args)
+    assert code == 2
+    assert message in stderr.replace("\n", "")
+    assert "Traceback" not in stderr + stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--horizon", "soon"], "--horizon 'soon'"),
+    (["--test-fraction", "1.5"], "--test-fraction 1.5: must be in (0, 1)"),
+    (["--method", "magic"], "--method 'magic': choose one of"),
+])
+def test_bad_options_exit_2_with_the_option_named(two_models: Path, tmp_path: Path,
+                                                 args: list[str], message: str) -> None:
+    code, _, stderr = backtest("--csv", str(two_models), "--time-col", "ts", "--value-col",
+                               "rate_rps", "--series-col", "model", "--predictions-out",
+                               str(tmp_path / "p.csv"), *args)
+    assert code == 2
+    assert message in stderr.replace("\n", "")
+
+
+def test_a_missing_file_is_named(tmp_path: Path) -> None:
+    code, _, stderr = backtest("--csv", str(tmp_path / "nope.csv"), "--time-col", "ts",
+                               "--value-col", "v", "--predictions-out", str(tmp_path / "p.csv"))
+    assert code == 2
+    assert "nope.csv: file not found" in stderr.replace("\n", "")
+
+
+def test_a_constant_series_is_forecast_as_that_constant(tmp_path: Path) -> None:
+    path = long_csv(tmp_path / "c.csv", {"flat": np.full(432, 7.0)}, 600)
+    out = tmp_path / "p.csv"
+    code, _, _ = backtest("--csv", str(path), "--time-col", "ts", "--value-col", "rate_rps",
+                          "--series-col", "model", "--predictions-out", str(out),
+                          "--method", "level")
+    assert code == 0
+    pred = pd.read_csv(out)
+    assert np.allclose(pred["yhat"], 7.0) and np.allclose(pred["p90"], 7.0)

@@ -1,0 +1,125 @@
+"""The forecast job against the real SQL store (SQLite here; PostgreSQL with -m postgres)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from controlplane.cli.forecast import app
+from controlplane.forecast_job import JobConfig, Shard, run_job
+from controlplane.sim.catalog import DEMO_MODELS
+from controlplane.store import Store
+from forecaster.types import TrafficSeries
+from tests.forecaster.builders import diurnal, long_csv
+
+NOW = datetime(2025, 3, 6, 12, 0, tzinfo=UTC)
+MODELS = [m.name for m in DEMO_MODELS]
+
+
+def filled_store(url: str, days: float = 2.0) -> Store:
+    store = Store.open(url, migrate=True)
+    store.upsert_models(DEMO_MODELS)
+    rows = []
+    for k, name in enumerate(MODELS):
+        values = diurnal(days, 60, seed=k, level=20 + 10 * k)
+        start = NOW - timedelta(seconds=values.size * 60)
+        rows += [(name, start + timedelta(minutes=i), float(v)) for i, v in enumerate(values)]
+    store.save_observations(rows)
+    return store
+
+
+def test_job_forecasts_every_model_and_stores_them(store_url: str, tmp_path: Path) -> None:
+    store = filled_store(store_url)
+    config = JobConfig(method="level", history_s=2 * 86_400, state_dir=tmp_path / "state")
+    report = run_job(store, store, NOW, config)
+    assert report.models == len(MODELS) and not report.failed
+    latest = store.latest_forecasts()
+    assert sorted(latest) == sorted(MODELS)
+    for made in latest.values():
+        assert made.origin_at == NOW and len(made.p50) == 20
+        assert made.method in ("level", "persistence", "hour_mean", "seasonal_naive")
+        assert all(p90 >= p50 >= 0 for p50, p90 in zip(made.p50, made.p90, strict=True))
+
+
+def test_shards_split_the_fleet_without_overlap(sqlite_url: str) -> None:
+    store = filled_store(sqlite_url, days=0.5)
+    seen: list[str] = []
+    for i in range(3):
+        config = JobConfig(method="persistence", history_s=43_200, shard=Shard(i, 3))
+        seen += [f.series_id for f in run_job(store, None, NOW, config).forecasts]
+    assert sorted(seen) == sorted(MODELS)
+
+
+def test_shard_text_is_validated() -> None:
+    assert Shard.parse("2/8") == Shard(2, 8)
+    for bad in ("8/8", "x/2", "1", "-1/2"):
+        with pytest.raises(ValueError, match="--shard"):
+            Shard.parse(bad)
+
+
+def test_a_second_run_reuses_the_stored_fits(sqlite_url: str, tmp_path: Path) -> None:
+    store = filled_store(sqlite_url)
+    config = JobConfig(method="level", history_s=2 * 86_400, state_dir=tmp_path / "state",
+                       workers=2)
+    first = run_job(store, None, NOW, config)
+    second = run_job(store, None, NOW + timedelta(minutes=5), config)
+    assert first.reused == 0 and first.refits == len(MODELS)
+    assert second.reused == len(MODELS) and second.refits == 0
+    assert len(list((tmp_path / "state").glob("*.json"))) == len(MODELS)
+
+
+class _HalfBroken:
+    """A source that cannot produce one model's history."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def model_names(self) -> list[str]:
+        return self.store.model_names()
+
+    def rate_history(self, model: str, since_at: datetime, until_at: datetime,
+                     step_s: int) -> TrafficSeries:
+        if model == MODELS[0]:
+            raise ValueError(f"no samples for {model}")
+        return self.store.rate_history(model, since_at, until_at, step_s)
+
+
+def test_a_model_without_history_is_reported_not_zero_filled(sqlite_url: str) -> None:
+    store = filled_store(sqlite_url, days=0.5)
+    report = run_job(_HalfBroken(store), store, NOW, JobConfig(method="persistence",
+                                                                history_s=43_200))
+    assert set(report.failed) == {MODELS[0]}
+    assert "no samples" in report.failed[MODELS[0]]
+    assert MODELS[0] not in store.latest_forecasts()
+    assert len(store.latest_forecasts()) == len(MODELS) - 1
+
+
+def test_forecast_run_cli_reads_a_csv_and_stores_forecasts(sqlite_url: str,
+                                                           tmp_path: Path) -> None:
+    Store.open(sqlite_url, migrate=True)
+    trace = long_csv(tmp_path / "t.csv", {"x": diurnal(3, 600), "y": diurnal(3, 600, seed=5)},
+                     600)
+    result = CliRunner().invoke(app, [
+        "run", "--csv", str(trace), "--store", sqlite_url, "--step", "10m", "--history", "3d",
+        "--method", "level", "--workers", "1", "--state-dir", str(tmp_path / "s"), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["forecasts"] == 2 and doc["stored"]
+    stored = Store.open(sqlite_url).latest_forecasts()
+    assert sorted(stored) == ["x", "y"]
+    assert stored["x"].step_s == 600 and len(stored["x"].p50) == 2
+    assert stored["x"].origin_at == datetime(2025, 3, 6, tzinfo=UTC)  # one step after the end
+    assert np.isfinite(stored["x"].p90_max())
+
+
+def test_forecast_run_rejects_a_bad_shard(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["run", "--shard", "3/2", "--no-store",
+                                      "--csv", str(long_csv(tmp_path / "t.csv",
+                                                            {"x": diurnal(1, 600)}, 600))])
+    assert result.exit_code == 2
+    assert "--shard '3/2': need 0 <= INDEX < COUNT" in result.stderr

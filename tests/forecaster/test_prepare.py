@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from forecaster.errors import InputError, SeriesError
+from forecaster.prepare import infer_step_s, parse_duration_s, regularize
+
+S = 10**9
+
+
+def test_missing_steps_become_gaps_not_zeros() -> None:
+    times = np.array([0, 60, 180, 240], dtype=np.int64) * S
+    prepared = regularize("m", times, np.array([1.0, 2.0, 4.0, 5.0]))
+    assert prepared.series.step_s == 60
+    assert math.isnan(prepared.series.values[2])
+    assert prepared.series.values[3] == 4.0
+    assert prepared.report.gaps == 1
+
+
+def test_duplicate_timestamp_names_series_and_time() -> None:
+    times = np.array([0, 60, 60, 120], dtype=np.int64) * S
+    with pytest.raises(SeriesError, match=r"series 'llm-a': duplicate timestamp 1970-01-01T00:01"):
+        regularize("llm-a", times, np.ones(4))
+
+
+def test_out_of_order_rows_are_sorted_and_reported() -> None:
+    times = np.array([120, 0, 60], dtype=np.int64) * S
+    prepared = regularize("m", times, np.array([3.0, 1.0, 2.0]))
+    assert prepared.series.values == (1.0, 2.0, 3.0)
+    assert prepared.report.unsorted
+    assert "out of order" in prepared.report.warnings()[0]
+
+
+def test_negative_values_are_clipped_and_nan_is_missing() -> None:
+    times = np.arange(4, dtype=np.int64) * 60 * S
+    prepared = regularize("m", times, np.array([1.0, -5.0, np.nan, np.inf]))
+    assert prepared.series.values[1] == 0.0
+    assert math.isnan(prepared.series.values[2]) and math.isnan(prepared.series.values[3])
+    assert prepared.report.negatives_clipped == 1
+    assert prepared.report.nonfinite == 2
+
+
+def test_samples_within_one_step_are_averaged() -> None:
+    times = np.array([0, 60, 61, 120], dtype=np.int64) * S
+    prepared = regularize("m", times, np.array([1.0, 2.0, 4.0, 5.0]), step_s=60)
+    assert prepared.series.values == (1.0, 3.0, 5.0)
+    assert prepared.report.merged == 1
+
+
+def test_step_is_the_most_common_spacing() -> None:
+    times = np.array([0, 300, 600, 1200, 1500], dtype=np.int64) * S
+    assert infer_step_s("m", times) == 300
+
+
+def test_a_single_timestamp_has_no_step() -> None:
+    with pytest.raises(SeriesError, match="fewer than two distinct timestamps"):
+        infer_step_s("m", np.array([5], dtype=np.int64))
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("20m", 1200), ("1200s", 1200), ("1h", 3600),
+                                               ("7d", 604800), ("90", 90), ("0.5h", 1800)])
+def test_durations_parse_to_seconds(text: str, seconds: int) -> None:
+    assert parse_duration_s(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "-5m", "10ms", "1.5s"])
+def test_bad_durations_say_what_is_expected(text: str) -> None:
+    with pytest.raises(InputError, match="--horizon"):
+        parse_duration_s(text, "--horizon")

@@ -1,0 +1,131 @@
+"""The Prometheus source against a real Prometheus (Debian package) with backfilled history."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from controlplane.cli.forecast import app
+from forecaster.errors import SourceError
+from forecaster.sources.prometheus import PrometheusSource
+from tests.forecaster.promserver import Family, free_port, prometheus
+
+pytestmark = pytest.mark.prometheus
+END = int(time.time()) // 3600 * 3600 - 3600  # whole hour, an hour ago
+START = END - 12 * 3600
+GAP = (START + 6 * 3600, START + 7 * 3600)  # no samples for an hour
+
+
+def true_rate(model: str, t: float) -> float:
+    base = 20.0 if model == "m1" else 5.0
+    return base * (1 + 0.5 * math.sin(2 * math.pi * t / 86_400))
+
+
+def counter(model: str, interval_s: int = 15) -> list[tuple[float, float]]:
+    total, out = 0.0, []
+    for t in range(START, END + 1, interval_s):
+        total += true_rate(model, t) * interval_s
+        out.append((float(t), total))
+    return out
+
+
+def gauge(model: str) -> list[tuple[float, float]]:
+    return [(float(t), round(true_rate(model, t), 3)) for t in range(START, END + 1, 60)
+            if not GAP[0] <= t < GAP[1]]
+
+
+@pytest.fixture(scope="module")
+def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    families = [
+        Family("nv_inference_request_success",
+               {'model="m1",version="1"': counter("m1"), 'model="m2",version="1"': counter("m2")}),
+        Family("vllm:request_success_total", {'model_name="llama"': counter("m1")}),
+        Family("headroom_test_rate", {'model="m1"': gauge("m1"), 'model="m2"': gauge("m2")}),
+    ]
+    with prometheus(tmp_path_factory.mktemp("prom"), families) as url:
+        yield url
+
+
+def at(t: int) -> datetime:
+    return datetime.fromtimestamp(t, UTC)
+
+
+def test_custom_query_returns_the_backfilled_values_on_the_step_grid(prom_url: str) -> None:
+    src = PrometheusSource(prom_url, query='headroom_test_rate{model="{model}"}',
+                           models=["m1", "m2"])
+    s = src.rate_history("m2", at(START), at(START + 3600), 60)
+    assert s.step_s == 60 and len(s.values) == 60
+    assert s.values[0] == pytest.approx(round(true_rate("m2", START), 3))
+    assert s.values[59] == pytest.approx(round(true_rate("m2", START + 59 * 60), 3))
+
+
+def test_a_gap_in_prometheus_is_missing_data_not_zero(prom_url: str) -> None:
+    src = PrometheusSource(prom_url, query='headroom_test_rate{model="{model}"}', models=["m1"])
+    s = src.rate_history("m1", at(GAP[0] - 600), at(GAP[1] + 600), 60)
+    inside = s.values[20:50]  # 10..40 minutes into the gap (past the 5-minute lookback)
+    assert all(math.isnan(v) for v in inside)
+    assert not any(v == 0.0 for v in s.values)
+
+
+def test_triton_preset_discovers_models_and_reads_their_request_rate(prom_url: str) -> None:
+    src = PrometheusSource(prom_url, preset="triton")
+    assert src.model_names() == ["m1", "m2"]
+    s = src.rate_history("m1", at(END - 3600), at(END), 60)
+    for i in (10, 30, 59):
+        t = END - 3600 + i * 60
+        assert s.values[i] == pytest.approx(true_rate("m1", t), rel=0.02)
+
+
+def test_vllm_preset_reads_the_vllm_counter(prom_url: str) -> None:
+    s = PrometheusSource(prom_url, preset="vllm").rate_history("llama", at(END - 600), at(END),
+                                                               60)
+    assert s.values[-1] == pytest.approx(true_rate("m1", END - 60), rel=0.02)
+
+
+def test_a_model_without_data_is_named_in_the_error(prom_url: str) -> None:
+    src = PrometheusSource(prom_url, preset="triton")
+    with pytest.raises(SourceError, match="returned no data for model 'ghost'"):
+        src.rate_history("ghost", at(END - 3600), at(END), 60)
+
+
+def test_a_rejected_query_is_reported_with_the_query(prom_url: str) -> None:
+    src = PrometheusSource(prom_url, query="sum(rate(x{model=\"{model}\"}[oops]))", models=["m1"])
+    with pytest.raises(SourceError, match="rejected the query for model 'm1'"):
+        src.rate_history("m1", at(END - 3600), at(END), 60)
+
+
+def test_a_prometheus_that_is_down_is_named_in_the_error() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    src = PrometheusSource(url, preset="triton", timeout_s=2)
+    with pytest.raises(SourceError, match=f"Prometheus at {url} is unreachable"):
+        src.model_names()
+
+
+def test_forecast_run_reads_prometheus_and_forecasts_every_model(prom_url: str,
+                                                                 tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, [
+        "run", "--prometheus-url", prom_url, "--metric", "triton", "--no-store", "--json",
+        "--method", "level", "--step", "60s", "--history", "11h", "--workers", "1",
+        "--at", at(END).isoformat(), "--state-dir", str(tmp_path / "state")])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["forecasts"] == 2 and doc["failed"] == {}
+    m1 = doc["per_model"]["m1"]
+    assert m1["method"] in ("level", "persistence", "hour_mean")
+    assert m1["p50_last"] == pytest.approx(true_rate("m1", END + 1200), rel=0.1)
+
+
+def test_forecast_run_with_prometheus_down_exits_2_with_one_line(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    result = CliRunner().invoke(app, ["run", "--prometheus-url", url, "--no-store",
+                                      "--state-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert f"Prometheus at {url} is unreachable" in result.output
+    assert "Traceback" not in result.output
