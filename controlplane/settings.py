@@ -104,6 +104,33 @@ class SimSettings(Group):
         return self
 
 
+class AutoscalingSettings(Group):
+    """Predictive autoscaling (controlplane.autoscaling) and the KEDA external scaler."""
+
+    policy: Literal["predictive", "reactive", "static"] = Field(
+        "predictive", description="demand policy: forecast quantile, observed load, or the peak")
+    shortfall_cost_ratio: float = Field(5.0, gt=1, description="price of a replica-hour of "
+                                        "unserved demand / price of a replica-hour; sets the "
+                                        "warm-pool quantiles (newsvendor)")
+    reaction_s: float = Field(60.0, gt=0, description="time to notice a change and act "
+                              "(reconcile interval + metric window)")
+    keep_s: float = Field(240.0, ge=0, description="warm GPUs also cover this much longer: a "
+                          "node released and needed back would bill its provisioning again")
+    idle_wake_s: float = Field(2.0, ge=0, description="wake time of a loaded-but-idle replica "
+                               "(vLLM sleep, Triton loaded but unrouted)")
+    node_stabilization_s: float = Field(120.0, ge=0, description="predictive: node scale-down "
+                                        "waits this long on fresh data")
+    reactive_target_utilization: float = Field(0.8, gt=0, le=1, description="reactive: target "
+                                               "utilization (KEDA/HPA)")
+    calibration_errors: int = Field(4032, ge=10, description="recent forecast errors kept to "
+                                    "calibrate the upper tail")
+    tenant_gpu_budgets: dict[str, float] = Field(default_factory=dict, description="tenant -> "
+                                                 "max GPUs its models may hold (warm included)")
+    keda_lookahead_s: float = Field(600.0, gt=0, description="KEDA scaler: forecast window "
+                                    "GetMetrics covers (provisioning + cold start)")
+    keda_poll_s: float = Field(5.0, gt=0, description="KEDA scaler: stream re-read interval")
+
+
 class PlacementSettings(Group):
     listen: str = Field("127.0.0.1:50051", description="host:port of the gRPC placement API")
 
@@ -173,6 +200,7 @@ class Settings(BaseSettings):
     pools: list[PoolSettings] = Field(default_factory=_default_pools)
     sim: SimSettings = SimSettings()
     placement: PlacementSettings = PlacementSettings()
+    autoscaling: AutoscalingSettings = AutoscalingSettings()
     dashboard: DashboardSettings = DashboardSettings()
     prometheus: PrometheusSettings = PrometheusSettings()
     k8s: KubernetesSettings = KubernetesSettings()

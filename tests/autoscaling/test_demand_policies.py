@@ -116,3 +116,18 @@ def test_replicas_round_up_and_no_demand_needs_none() -> None:
     demand = demand_for(SPEC, None, 100.0, _policy(mode="reactive"), T0)
     placed = slice_replicas(demand, SPEC)
     assert placed.capacity_rps >= 100.0 and placed.point == SPEC.best_point()
+
+
+def test_settings_choose_the_policy_and_its_knobs() -> None:
+    from controlplane.autoscaling.from_settings import policy_from_settings
+    from controlplane.settings import load_settings
+
+    predictive = policy_from_settings(load_settings(autoscaling={"shortfall_cost_ratio": 10}),
+                                      cold_wake_s=300)
+    reactive = policy_from_settings(load_settings(autoscaling={
+        "policy": "reactive", "reactive_target_utilization": 0.7}), cold_wake_s=300)
+    assert predictive.ladder is not None and predictive.ladder.shortfall_cost_ratio == 10
+    assert predictive.demand.upper_quantile > 0.9
+    assert reactive.ladder is None and reactive.demand.target_utilization == 0.7
+    with pytest.raises(ValueError, match="peak"):
+        policy_from_settings(load_settings(autoscaling={"policy": "static"}), cold_wake_s=300)

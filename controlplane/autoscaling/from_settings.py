@@ -1,0 +1,38 @@
+"""The scaling policy the configured settings ask for (``Settings.autoscaling``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from controlplane.autoscaling.policies import (
+    ScalingPolicy,
+    predictive_policy,
+    reactive_policy,
+    static_policy,
+)
+from controlplane.settings import Settings
+
+
+def policy_from_settings(settings: Settings, cold_wake_s: float,
+                         peak_rps: Mapping[str, float] | None = None) -> ScalingPolicy:
+    """``cold_wake_s``: time a new node needs to serve (provisioning p90 + model load p90);
+    ``peak_rps``: per model, for the static policy."""
+    auto, reconcile, safety = settings.autoscaling, settings.reconcile, settings.safety
+    if auto.policy == "reactive":
+        return reactive_policy(target_utilization=auto.reactive_target_utilization,
+                               replica_stabilization_s=safety.scale_down_stabilization_s,
+                               max_node_step=safety.max_node_step,
+                               max_replica_step=safety.max_replica_step)
+    if auto.policy == "static":
+        if not peak_rps:
+            raise ValueError("autoscaling.policy static needs the peak rate of every model")
+        return static_policy(peak_rps)
+    return predictive_policy(cold_wake_s=cold_wake_s, keep_s=auto.keep_s,
+                             reaction_s=auto.reaction_s,
+                             shortfall_cost_ratio=auto.shortfall_cost_ratio,
+                             idle_wake_s=auto.idle_wake_s,
+                             max_forecast_age_s=reconcile.max_forecast_age_s,
+                             stale_headroom=reconcile.stale_headroom,
+                             node_stabilization_s=auto.node_stabilization_s,
+                             max_node_step=safety.max_node_step,
+                             max_replica_step=safety.max_replica_step)
