@@ -10,12 +10,29 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from sqlalchemy import Engine, Table, and_, case, func, select
+import numpy as np
+import pandas as pd
+from sqlalchemy import (
+    JSON,
+    ColumnElement,
+    Engine,
+    Select,
+    String,
+    Table,
+    Text,
+    and_,
+    case,
+    cast,
+    func,
+    select,
+    type_coerce,
+)
 from sqlmodel import SQLModel
 
 import controlplane.store.tables  # noqa: F401  (registers the tables in the metadata)
@@ -37,6 +54,10 @@ def as_utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+def parse_at(value: datetime | str) -> datetime:
+    return as_utc(value if isinstance(value, datetime) else datetime.fromisoformat(value))
+
+
 @dataclass(frozen=True, slots=True)
 class PlannedTick:
     tick_id: int
@@ -49,7 +70,10 @@ class PlannedTick:
 def planned_ticks(engine: Engine, since_at: datetime, until_at: datetime) -> list[PlannedTick]:
     """Ticks that produced a plan in [since_at, until_at], plus the last one before since_at."""
     ticks, plans = table("ticks"), table("plans")
-    cols = (ticks.c.id, plans.c.id, ticks.c.started_at, plans.c.dry_run, plans.c.warm_gpus)
+    # type_coerce: SQLite hands back the stored text, parsed below much faster than by the
+    # DateTime result processor; other drivers hand back datetimes.
+    cols = (ticks.c.id, plans.c.id, type_coerce(ticks.c.started_at, String), plans.c.dry_run,
+            plans.c.warm_gpus)
     joined = ticks.join(plans, plans.c.tick_id == ticks.c.id)
     inside = (select(*cols).select_from(joined)
               .where(and_(ticks.c.started_at >= since_at, ticks.c.started_at <= until_at))
@@ -58,7 +82,8 @@ def planned_ticks(engine: Engine, since_at: datetime, until_at: datetime) -> lis
               .order_by(ticks.c.started_at.desc()).limit(1))
     with engine.connect() as connection:
         rows = list(connection.execute(before)) + list(connection.execute(inside))
-    return [PlannedTick(int(r[0]), int(r[1]), as_utc(r[2]), bool(r[3]), int(r[4])) for r in rows]
+    return [PlannedTick(int(r[0]), int(r[1]), parse_at(r[2]), bool(r[3]), int(r[4]))
+            for r in rows]
 
 
 def sample_ticks(ticks: Sequence[PlannedTick], since_at: datetime, until_at: datetime,
@@ -83,71 +108,158 @@ def tenants(engine: Engine) -> dict[str, str]:
             select(models.c.name, models.c.tenant))}
 
 
-def billed_gpus(engine: Engine, tick_ids: Iterable[int]) -> dict[int, dict[str, int]]:
-    """GPUs billed per product at each tick, from the pools of its observed snapshot."""
+@dataclass(frozen=True, slots=True)
+class TickFacts:
+    """From one tick's observed snapshot: GPUs billed per product (ready + provisioning nodes x
+    GPUs per node) and each model's demand and ready capacity (requests/s)."""
+
+    billed_gpus: dict[str, int]
+    demand_rps: dict[str, float]
+    capacity_rps: dict[str, float]
+
+    def served_rps(self) -> dict[str, float]:
+        return {m: min(d, self.capacity_rps.get(m, 0.0)) for m, d in self.demand_rps.items()}
+
+
+def tick_facts(engine: Engine, tick_ids: Iterable[int]) -> dict[int, TickFacts]:
+    """Facts of the given ticks. Only the pools and models parts of the (large) observed
+    document are extracted, in the database where it can (SQLite json_extract, PostgreSQL ->)."""
     ticks = table("ticks")
-    out: dict[int, dict[str, int]] = {}
-    ids = sorted(set(tick_ids))
+    document = ticks.c.observed_json
+    dialect = engine.dialect.name
+    parts: tuple[ColumnElement[Any], ColumnElement[Any]] = (document, document)
+    if dialect == "sqlite":
+        parts = (func.json_extract(document, "$.pools"), func.json_extract(document, "$.models"))
+    elif dialect == "postgresql":
+        as_json = cast(document, JSON)
+        parts = (cast(as_json["pools"], Text), cast(as_json["models"], Text))
+    out: dict[int, TickFacts] = {}
     with engine.connect() as connection:
-        for chunk in _chunks(ids, 200):
-            for tick_id, observed_json in connection.execute(
-                    select(ticks.c.id, ticks.c.observed_json).where(ticks.c.id.in_(chunk))):
-                out[int(tick_id)] = billed_from_observed(observed_json)
+        for chunk in _chunks(sorted(set(tick_ids)), 500):
+            query = select(ticks.c.id, *parts).where(ticks.c.id.in_(chunk))
+            for tick_id, pools_json, models_json in connection.execute(query):
+                out[int(tick_id)] = facts_from_parts(pools_json, models_json)
     return out
 
 
-def billed_from_observed(observed_json: str) -> dict[str, int]:
-    pools = json.loads(observed_json).get("pools", [])
+def _listed(text_or_document: str | None, key: str) -> list[dict[str, Any]]:
+    if not text_or_document:
+        return []
+    value = json.loads(text_or_document)
+    listed: list[dict[str, Any]] = value.get(key, []) if isinstance(value, dict) else value
+    return listed
+
+
+def facts_from_parts(pools_json: str | None, models_json: str | None) -> TickFacts:
     billed: dict[str, int] = defaultdict(int)
-    for pool in pools:
+    for pool in _listed(pools_json, "pools"):
         nodes = int(pool.get("nodes_ready", 0)) + int(pool.get("nodes_pending", 0))
         billed[str(pool["product"])] += nodes * int(pool.get("gpus_per_node", 0))
-    return dict(billed)
+    models = _listed(models_json, "models")
+    return TickFacts(dict(billed), {str(m["name"]): float(m["demand_rps"]) for m in models},
+                     {str(m["name"]): float(m["capacity_rps"]) for m in models})
+
+
+def facts_from_observed(observed_json: str) -> TickFacts:
+    return facts_from_parts(observed_json, observed_json)
+
+
+def _fetch_int_keyed(engine: Engine, query: Select[Any]) -> list[tuple[Any, ...]]:
+    """Rows of a query whose only parameters are integers, through the driver's own cursor
+    (skips per-row result processing; literal integers are safe to inline)."""
+    sql = str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
+    connection = engine.raw_connection()
+    try:
+        cursor = connection.cursor()
+        cursor.execute(sql)
+        return [tuple(row) for row in cursor.fetchall()]
+    finally:
+        connection.close()
+
+
+_HASH_SEED = 0x5EED
 
 
 def placed_usage(engine: Engine, plan_ids: Iterable[int],
                  tenant_of: Mapping[str, str]) -> dict[int, tuple[GpuUsage, ...]]:
-    """Each plan's GPUs, grouped into identical layouts (product + segments) with counts."""
+    """Each plan's GPUs, grouped into identical layouts (product + segments) with counts.
+
+    Vectorised: a GPU's layout is the multiset of its (model, compute slices) segments, keyed by
+    two independent 64-bit sums of random codes per segment (order-free; a collision needs both
+    to agree); segments are read back for one GPU per distinct layout only."""
     placements = table("placements")
-    layouts: dict[tuple[int, str], list[tuple[str, int, int]]] = defaultdict(list)
-    product_of: dict[tuple[int, str], str] = {}
-    ids = sorted(set(plan_ids))
-    query_cols = (placements.c.plan_id, placements.c.gpu_id, placements.c.product,
-                  placements.c.model, placements.c.compute_slices, func.count())
-    with engine.connect() as connection:
-        for chunk in _chunks(ids, 200):
-            query = (select(*query_cols).where(placements.c.plan_id.in_(chunk))
-                     .group_by(*query_cols[:5]))
-            for plan_id, gpu_id, product, model, slices, count in connection.execute(query):
-                key = (int(plan_id), str(gpu_id))
-                layouts[key].append((str(model), int(slices), int(count)))
-                product_of[key] = str(product)
-    counted: dict[int, Counter[tuple[str, tuple[tuple[str, int, int], ...]]]] = defaultdict(
-        Counter)
-    for key, segments in layouts.items():
-        counted[key[0]][(product_of[key], tuple(sorted(segments)))] += 1
-    return {plan_id: tuple(
-        GpuUsage(product, tuple(SliceUse(m, tenant_of.get(m, "unknown"), s)
-                                for m, s, n in segments for _ in range(n)), gpus)
-        for (product, segments), gpus in sorted(layouts_of.items()))
-        for plan_id, layouts_of in counted.items()}
+    columns = (placements.c.plan_id, placements.c.gpu_id, placements.c.product,
+               placements.c.model, placements.c.compute_slices)
+    rows: list[tuple[Any, ...]] = []
+    for chunk in _chunks(sorted(set(plan_ids)), 500):
+        rows.extend(_fetch_int_keyed(engine, select(*columns)
+                                     .where(placements.c.plan_id.in_(chunk))
+                                     .order_by(placements.c.plan_id, placements.c.gpu_id)))
+    if not rows:
+        return {}
+    plan_col, gpu_col, product_col, model_col, slices_col = zip(*rows, strict=True)
+    plan = np.asarray(plan_col, dtype=np.int64)
+    gpu = np.asarray(gpu_col, dtype=object)
+    slices = np.clip(np.asarray(slices_col, dtype=np.int64), 0, 63)
+    model_code, models = pd.factorize(np.asarray(model_col, dtype=object))
+    product_code, products = pd.factorize(np.asarray(product_col, dtype=object))
+    starts = np.flatnonzero(np.r_[True, (plan[1:] != plan[:-1]) | (gpu[1:] != gpu[:-1])])
+    ends = np.r_[starts[1:], len(plan)]
+    segment = model_code.astype(np.int64) * 64 + slices
+    codes = np.random.default_rng(_HASH_SEED).integers(
+        0, 2**63, size=(2, int(segment.max()) + 1), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        keys = [np.add.reduceat(codes[i][segment], starts).view(np.int64) for i in (0, 1)]
+    per_gpu = np.stack([plan[starts], product_code[starts], keys[0], keys[1]], axis=1)
+    layouts, first, counts = np.unique(per_gpu, axis=0, return_index=True, return_counts=True)
+    shapes: dict[tuple[int, int, int], tuple[SliceUse, ...]] = {}
+    out: dict[int, list[GpuUsage]] = defaultdict(list)
+    for (plan_id, product, k0, k1), gpu_at, count in zip(
+            layouts.tolist(), first.tolist(), counts.tolist(), strict=True):
+        shape = shapes.get((product, k0, k1))
+        if shape is None:
+            lo, hi = int(starts[gpu_at]), int(ends[gpu_at])
+            shape = tuple(sorted(
+                (SliceUse(str(m), tenant_of.get(str(m), "unknown"), int(s))
+                 for m, s in zip(models[model_code[lo:hi]], slices[lo:hi], strict=True)),
+                key=lambda u: (u.model, u.compute_slices)))
+            shapes[(product, k0, k1)] = shape
+        out[plan_id].append(GpuUsage(str(products[product]), shape, count))
+    return {plan_id: tuple(usages) for plan_id, usages in out.items()}
 
 
-def snapshots(engine: Engine, samples: Sequence[tuple[datetime, PlannedTick]],
-              tenant_of: Mapping[str, str]) -> list[FleetSnapshot]:
-    """Fleet snapshots at the sampled instants (billed GPUs, warm pool, placed layouts)."""
-    billed = billed_gpus(engine, (t.tick_id for _, t in samples))
-    placed = placed_usage(engine, (t.plan_id for _, t in samples), tenant_of)
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """The fleet at one sampled instant, and the load each model saw then."""
+
+    snapshot: FleetSnapshot
+    served_rps: dict[str, float]
+    demand_rps: dict[str, float]
+
+
+def samples_at(engine: Engine, picks: Sequence[tuple[datetime, PlannedTick]],
+               tenant_of: Mapping[str, str]) -> list[Sample]:
+    """Fleet snapshots (billed GPUs, warm pool, placed layouts) and per-model load at the
+    sampled instants."""
+    facts = tick_facts(engine, (t.tick_id for _, t in picks))
+    placed = placed_usage(engine, (t.plan_id for _, t in picks), tenant_of)
     out = []
-    for at, tick in samples:
+    for at, tick in picks:
         usage = placed.get(tick.plan_id, ())
-        billed_now = billed.get(tick.tick_id, {})
+        fact = facts.get(tick.tick_id, TickFacts({}, {}, {}))
         placed_count: dict[str, int] = defaultdict(int)
         for u in usage:
             placed_count[u.product] += u.gpus
-        unplaced = {p: max(0, n - placed_count[p]) for p, n in billed_now.items()}
-        out.append(FleetSnapshot(at, billed_now, attribute_warm(tick.warm_gpus, unplaced), usage))
+        unplaced = {p: max(0, n - placed_count[p]) for p, n in fact.billed_gpus.items()}
+        snapshot = FleetSnapshot(at, fact.billed_gpus,
+                                 attribute_warm(tick.warm_gpus, unplaced), usage)
+        out.append(Sample(snapshot, fact.served_rps(), fact.demand_rps))
     return out
+
+
+def snapshots(engine: Engine, picks: Sequence[tuple[datetime, PlannedTick]],
+              tenant_of: Mapping[str, str]) -> list[FleetSnapshot]:
+    return [s.snapshot for s in samples_at(engine, picks, tenant_of)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,12 @@ if importlib.util.find_spec("controlplane") is None:
 
 import streamlit as st
 
+# Import what the pages share once, when the server handles its first request, rather than on
+# the first visit of each page (pandas, altair, SQLAlchemy and the store tables take seconds).
+import dashboard.costing
+import dashboard.queries
+import dashboard.widgets  # noqa: F401
+
 PAGES = (
     ("views/overview.py", "Overview", "overview", ":material/dashboard:"),
     ("views/fleet.py", "Fleet", "fleet", ":material/memory:"),

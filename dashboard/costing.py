@@ -3,14 +3,21 @@ read from the store, as DataFrames. Cached with the same TTL as the queries."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import pandas as pd
 import streamlit as st
 
 from controlplane import cost_export, cost_reader
-from controlplane.domain.cost import CostAccrual, CostCategory, CostLine, accrue, fleet_cost_rate
+from controlplane.domain.cost import (
+    CostAccrual,
+    CostCategory,
+    CostLine,
+    accrue,
+    accrue_requests,
+    fleet_cost_rate,
+)
 from dashboard import queries as q
 from dashboard.context import TTL_S, engine_for
 
@@ -20,7 +27,8 @@ CONVENTION = ("A MIG slice costs compute slices / 7 of its GPU (g/4 on 4-slice p
 
 
 def lines_frame(lines: tuple[CostLine, ...]) -> pd.DataFrame:
-    frame = pd.DataFrame([asdict(line) for line in lines],
+    frame = pd.DataFrame([(x.category, x.product, x.tenant, x.model, x.gpus, x.usd_per_hour)
+                          for x in lines],
                          columns=["category", "product", "tenant", "model", "gpus",
                                   "usd_per_hour"])
     frame["category"] = frame["category"].astype(str)
@@ -35,33 +43,46 @@ def cost_now(url: str) -> pd.DataFrame:
     if tick is None:
         return lines_frame(())
     ticks = cost_reader.planned_ticks(engine, tick.started_at, tick.started_at)
-    samples = cost_reader.sample_ticks(ticks, tick.started_at, tick.started_at, 1.0)
-    snaps = cost_reader.snapshots(engine, samples, cost_reader.tenants(engine))
+    picks = cost_reader.sample_ticks(ticks, tick.started_at, tick.started_at, 1.0)
+    snaps = cost_reader.snapshots(engine, picks, cost_reader.tenants(engine))
     if not snaps:
         return lines_frame(())
     return lines_frame(fleet_cost_rate(snaps[0], q.prices(url)))
 
 
+@dataclass(frozen=True, slots=True)
+class CostWindow:
+    rates: pd.DataFrame  # at, category, usd_per_hour (held until the next sample)
+    accruals: pd.DataFrame  # per day and cost line: gpu_hours, usd
+    requests: pd.DataFrame  # per model: served_requests, demand_requests (same sampling)
+    samples: int
+
+
 @st.cache_data(ttl=TTL_S, show_spinner=False)
-def cost_window(url: str, since_at: datetime, until_at: datetime,
-                step_s: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(rates over time, accruals per day and line) for the window, sampling every step_s."""
+def cost_window(url: str, since_at: datetime, until_at: datetime, step_s: float) -> CostWindow:
+    """Cost and requests over the window, sampling the plan in force every step_s seconds;
+    dollars and requests are held the same way, so $ per 1M requests compares like with like."""
     engine = engine_for(url)
     ticks = cost_reader.planned_ticks(engine, since_at, until_at)
-    samples = cost_reader.sample_ticks(ticks, since_at, until_at, step_s)
-    snaps = cost_reader.snapshots(engine, samples, cost_reader.tenants(engine))
+    picks = cost_reader.sample_ticks(ticks, since_at, until_at, step_s)
+    samples = cost_reader.samples_at(engine, picks, cost_reader.tenants(engine))
     table = q.prices(url)
-    rated = [(s.at, fleet_cost_rate(s, table)) for s in snaps]
+    rated = [(s.snapshot.at, fleet_cost_rate(s.snapshot, table)) for s in samples]
     held = [*rated, (until_at, rated[-1][1])] if rated and rated[-1][0] < until_at else rated
     rates = pd.DataFrame(
         [(at, line.category.value, line.usd_per_hour) for at, lines in held for line in lines],
         columns=["at", "category", "usd_per_hour"])
     rates = rates.groupby(["at", "category"], as_index=False)["usd_per_hour"].sum()
-    return rates, accruals_frame(accrue(rated, until_at))
+    served = accrue_requests([(s.snapshot.at, s.served_rps) for s in samples], until_at)
+    demand = accrue_requests([(s.snapshot.at, s.demand_rps) for s in samples], until_at)
+    requests = pd.DataFrame([(m, served.get(m, 0.0), demand[m]) for m in sorted(demand)],
+                            columns=["model", "served_requests", "demand_requests"])
+    return CostWindow(rates, accruals_frame(accrue(rated, until_at)), requests, len(samples))
 
 
 def accruals_frame(accruals: tuple[CostAccrual, ...]) -> pd.DataFrame:
-    frame = pd.DataFrame([asdict(a) for a in accruals],
+    frame = pd.DataFrame([(a.day, a.start_at, a.end_at, a.category, a.product, a.tenant,
+                           a.model, a.gpu_hours, a.usd) for a in accruals],
                          columns=["day", "start_at", "end_at", "category", "product", "tenant",
                                   "model", "gpu_hours", "usd"])
     frame["category"] = frame["category"].astype(str)

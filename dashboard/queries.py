@@ -56,9 +56,9 @@ def last_tick(url: str) -> LastTick | None:
             select(func.count(), func.min(ticks.c.started_at))).one()
     if row is None:
         return None
+    billed = cost_reader.facts_from_observed(row[7]).billed_gpus
     return LastTick(int(row[0]), as_utc(row[1]), str(row[2]), str(row[3]), int(row[4]),
-                    float(row[5]), float(row[6]), cost_reader.billed_from_observed(row[7]),
-                    int(count), as_utc(first_at))
+                    float(row[5]), float(row[6]), billed, int(count), as_utc(first_at))
 
 
 @dataclass(frozen=True, slots=True)

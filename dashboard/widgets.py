@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
+from typing import Literal, TypedDict
 
 import altair as alt
 import streamlit as st
@@ -63,3 +65,22 @@ def time_x() -> alt.X:
     """The time axis of every chart, in UTC whatever the browser's time zone."""
     return alt.X("at:T", title="UTC", scale=alt.Scale(type="utc"),
                  axis=alt.Axis(format="%m-%d %H:%M", labelOverlap=True))
+
+
+def page_timer() -> float:
+    return time.perf_counter()
+
+
+def footer(started: float) -> None:
+    """The last element of every page: how long the page took (also the sign, for browser
+    tests and the benchmark, that the page finished rendering)."""
+    st.caption(f"Rendered in {time.perf_counter() - started:.2f} s · read-only view of the store",
+               help="Headroom dashboard")
+
+
+class _NoteDelta(TypedDict):
+    delta_color: Literal["off"]
+    delta_arrow: Literal["off"]
+
+
+INFO_DELTA: _NoteDelta = {"delta_color": "off", "delta_arrow": "off"}  # a note, not a trend

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from functools import lru_cache
 
 DEFAULT_COMPUTE_SLICES = 7
 COMPUTE_SLICES: Mapping[str, int] = {"A30-24GB": 4, "A30": 4, "RTX-PRO-6000": 4}
@@ -141,64 +142,72 @@ class FleetSnapshot:
     placed: tuple[GpuUsage, ...]
 
 
-def _merge(lines: Iterable[CostLine]) -> tuple[CostLine, ...]:
-    gpus: dict[tuple[CostCategory, str, str, str], float] = defaultdict(float)
-    usd: dict[tuple[CostCategory, str, str, str], float] = defaultdict(float)
-    for line in lines:
-        key = (line.category, line.product, line.tenant, line.model)
-        gpus[key] += line.gpus
-        usd[key] += line.usd_per_hour
-    return tuple(CostLine(*key, gpus[key], usd[key]) for key in sorted(gpus))
+_LineKey = tuple[CostCategory, str, str, str]
+
+
+def _merged(totals: Mapping[_LineKey, list[float]]) -> tuple[CostLine, ...]:
+    return tuple(CostLine(*key, acc[0], acc[1]) for key, acc in sorted(totals.items()))
+
+
+@lru_cache(maxsize=65536)
+def _one_gpu(product: str, segments: tuple[SliceUse, ...], price: GpuPrice
+             ) -> tuple[tuple[_LineKey, float], ...]:
+    """(line key, share of the GPU) for one GPU of a layout; memoised, as fleets repeat a few
+    layouts on many GPUs and across many snapshots."""
+    shares = slice_shares(segments, total_compute_slices(product))
+    out = [((CostCategory.SERVING, product, seg.tenant, seg.model), share)
+           for seg, share in zip(segments, shares, strict=True)]
+    idle = max(0.0, 1.0 - sum(shares))
+    if idle > 1e-12:
+        out.append(((CostCategory.IDLE, product, IDLE_MODEL, IDLE_MODEL), idle))
+    return tuple(out)
+
+
+def _add(totals: dict[_LineKey, list[float]], usage: GpuUsage, price: GpuPrice,
+         factor: float = 1.0) -> None:
+    gpus = usage.gpus * factor
+    for key, share in _one_gpu(usage.product, usage.segments, price):
+        acc = totals.setdefault(key, [0.0, 0.0])
+        acc[0] += share * gpus
+        acc[1] += share * gpus * price.usd_per_gpu_hour
 
 
 def split_gpu(usage: GpuUsage, price: GpuPrice) -> tuple[CostLine, ...]:
     """The price of ``usage.gpus`` identical GPUs split into serving lines and the idle rest."""
-    shares = slice_shares(usage.segments, total_compute_slices(usage.product))
-    rate = price.usd_per_gpu_hour * usage.gpus
-    lines = [CostLine(CostCategory.SERVING, usage.product, seg.tenant, seg.model,
-                      share * usage.gpus, share * rate)
-             for seg, share in zip(usage.segments, shares, strict=True)]
-    idle = max(0.0, 1.0 - sum(shares))
-    if idle > 1e-12:
-        lines.append(CostLine(CostCategory.IDLE, usage.product, IDLE_MODEL, IDLE_MODEL,
-                              idle * usage.gpus, idle * rate))
-    return tuple(lines)
-
-
-def _scaled(line: CostLine, factor: float) -> CostLine:
-    return CostLine(line.category, line.product, line.tenant, line.model, line.gpus * factor,
-                    line.usd_per_hour * factor)
+    totals: dict[_LineKey, list[float]] = {}
+    _add(totals, usage, price)
+    return _merged(totals)
 
 
 def fleet_cost_rate(snapshot: FleetSnapshot, prices: PriceTable) -> tuple[CostLine, ...]:
-    """Every billed GPU's $/h, split into serving (by slice share), warm pool and idle.
+    """Every billed GPU's $/h, split into serving (by slice share), warm pool and idle, one line
+    per (category, product, tenant, model).
 
     Lines always sum to the bill (billed GPUs x price). The plan describes the desired fleet,
     so during a scale-up it may place more GPUs of a product than are billed yet: the billed
     GPUs are then split in the plan's proportions. Warm GPUs come out of the billed GPUs the plan
     leaves unplaced; whatever is neither placed nor warm is idle."""
-    lines: list[CostLine] = []
-    placed_lines: dict[str, list[CostLine]] = defaultdict(list)
     placed_count: dict[str, int] = defaultdict(int)
     for usage in snapshot.placed:
         placed_count[usage.product] += usage.gpus
-        placed_lines[usage.product].extend(split_gpu(usage, prices.price_of(usage.product)))
+    factor: dict[str, float] = {}
+    totals: dict[_LineKey, list[float]] = {}
     products = set(snapshot.billed_gpus) | set(placed_count) | set(snapshot.warm_gpus)
     for product in sorted(products):
         billed = max(0, snapshot.billed_gpus.get(product, 0))
         placed = placed_count[product]
-        factor = min(1.0, billed / placed) if placed else 1.0
-        lines.extend(_scaled(line, factor) for line in placed_lines[product])
+        factor[product] = min(1.0, billed / placed) if placed else 1.0
         unplaced = max(0, billed - placed)
         warm = min(unplaced, max(0, snapshot.warm_gpus.get(product, 0)))
         rate = prices.price_of(product).usd_per_gpu_hour
         if warm:
-            lines.append(CostLine(CostCategory.WARM, product, WARM_MODEL, WARM_MODEL,
-                                  float(warm), warm * rate))
+            totals[(CostCategory.WARM, product, WARM_MODEL, WARM_MODEL)] = [warm, warm * rate]
         if unplaced - warm:
-            lines.append(CostLine(CostCategory.IDLE, product, IDLE_MODEL, IDLE_MODEL,
-                                  float(unplaced - warm), (unplaced - warm) * rate))
-    return _merge(lines)
+            idle = [float(unplaced - warm), (unplaced - warm) * rate]
+            totals[(CostCategory.IDLE, product, IDLE_MODEL, IDLE_MODEL)] = idle
+    for usage in snapshot.placed:
+        _add(totals, usage, prices.price_of(usage.product), factor[usage.product])
+    return _merged(totals)
 
 
 def attribute_warm(total_warm: int, unplaced: Mapping[str, int]) -> dict[str, int]:
@@ -269,6 +278,20 @@ def accrue(samples: Sequence[tuple[datetime, Sequence[CostLine]]],
     return tuple(CostAccrual(day, spans[day][0], spans[day][1], category, product, tenant, model,
                              acc[0], acc[1])
                  for (day, category, product, tenant, model), acc in sorted(totals.items()))
+
+
+def accrue_requests(samples: Sequence[tuple[datetime, Mapping[str, float]]],
+                    until_at: datetime) -> dict[str, float]:
+    """Requests per model from sampled rates (requests/s), each held until the next sample (the
+    last one until ``until_at``), the same way ``accrue`` holds dollars."""
+    ordered = sorted(samples, key=lambda s: s[0])
+    totals: dict[str, float] = defaultdict(float)
+    for i, (at, rates) in enumerate(ordered):
+        end_at = ordered[i + 1][0] if i + 1 < len(ordered) else until_at
+        held_s = max(0.0, (end_at - at).total_seconds())
+        for model, rps in rates.items():
+            totals[model] += max(0.0, rps) * held_s
+    return dict(totals)
 
 
 def cost_per_million(usd: float, requests: float) -> float | None:

@@ -14,7 +14,7 @@ from dashboard import queries as q
 from dashboard.context import store_url
 
 WINDOWS = {"24 h": timedelta(hours=24), "7 d": timedelta(days=7)}
-STEPS_MIN = {"15 min": 15, "60 min": 60}
+STEPS_MIN = {"15 min": 15, "60 min": 60, "120 min": 120}
 CATEGORY_COLOURS = alt.Scale(domain=["serving", "warm", "idle"],
                              range=["#54a24b", "#f58518", "#bab0ac"])
 
@@ -39,11 +39,11 @@ def main() -> None:
     widgets.store_clock(tick)
     c1, c2 = st.columns(2)
     window = WINDOWS[c1.radio("Window", list(WINDOWS), index=1, horizontal=True)]
-    step_min = STEPS_MIN[c2.radio("Sampling step", list(STEPS_MIN), index=1, horizontal=True)]
+    step_min = STEPS_MIN[c2.radio("Sampling step", list(STEPS_MIN), index=2, horizontal=True)]
     until_at = tick.started_at
     since_at = max(tick.first_at, until_at - window)
-    rates, accruals = costing.cost_window(url, since_at, until_at, step_min * 60.0)
-    served = q.served(url, since_at, until_at)
+    window_cost = costing.cost_window(url, since_at, until_at, step_min * 60.0)
+    rates, accruals, served = window_cost.rates, window_cost.accruals, window_cost.requests
     if accruals.empty:
         st.info("No plan in this window yet.")
         return
@@ -51,15 +51,16 @@ def main() -> None:
     by_cat = accruals.groupby("category")["usd"].sum()
     cols = st.columns(5)
     cols[0].metric("Total", widgets.usd(total),
-                   f"{(until_at - since_at) / timedelta(hours=1):.1f} h", delta_color="off")
+                   f"{(until_at - since_at) / timedelta(hours=1):.1f} h", **widgets.INFO_DELTA)
     for col, category in zip(cols[1:4], ("serving", "warm", "idle"), strict=True):
         value = float(by_cat.get(category, 0.0))
         col.metric(category.capitalize(), widgets.usd(value),
-                   f"{100 * value / total:.1f}%" if total else None, delta_color="off")
+                   f"{100 * value / total:.1f}%" if total else None, **widgets.INFO_DELTA)
     cols[4].metric("$ per 1M requests", widgets.usd(cost_per_million(
         total, float(served["served_requests"].sum()))), help="all dollars / requests served")
-    st.caption(f"{costing.CONVENTION} The plan in force is sampled every {step_min} min and "
-               "held until the next sample.")
+    st.caption(f"{costing.CONVENTION} The plan in force and each model's load are sampled "
+               f"every {step_min} min ({window_cost.samples} samples) and held until the next "
+               "sample; the CSV counts requests exactly.")
 
     left, right = st.columns(2)
     with left:
@@ -94,5 +95,7 @@ def main() -> None:
     widgets.price_sources(q.prices(url), sorted(set(accruals["product"])))
 
 
+started = widgets.page_timer()
 st.title("Cost")
 main()
+widgets.footer(started)

@@ -68,16 +68,20 @@ def decisions(limit: int, with_actions_only: bool, dry_run_only: bool) -> None:
                  f"{' · DRY RUN' if plan.dry_run else ''}")
         with st.expander(title, expanded=index == 0):
             st.code(plan.rendered or "(no change)", language=None)
-            st.dataframe(action_rows(mine), hide_index=True, width="stretch")
+            outcomes = action_rows(mine)["outcome"].value_counts()
+            st.caption("Outcomes: " + (", ".join(f"{n} {o}" for o, n in outcomes.items())
+                                       or "none"))
             unplaced = json.loads(plan.unplaced_json)
             st.caption(f"{plan.gpus_placed} GPUs placed, {plan.warm_gpus} warm; tick status "
                        f"{plan.status}{f' ({plan.reason})' if plan.reason else ''}"
                        f"{'; unplaced: ' + '; '.join(unplaced) if unplaced else ''}")
 
 
+started = widgets.page_timer()
 st.title("Decisions")
 c1, c2, c3 = st.columns(3)
 decisions(limit=int(c1.selectbox("Plans shown", (20, 50, 100), index=0)),
           with_actions_only=c2.toggle("Only plans that change something", value=True,
                                       help="at least one action not held back by a guard"),
           dry_run_only=c3.toggle("Only dry-run plans", value=False))
+widgets.footer(started)

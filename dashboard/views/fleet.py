@@ -61,7 +61,7 @@ def main() -> None:
     cols = st.columns(len(summary) or 1)
     for col, (product, row) in zip(cols, summary.iterrows(), strict=False):
         col.metric(str(product), f"{row['GPUs in plan']} / {row['ready GPUs']} in use",
-                   f"{row['idle ready GPUs']} idle", delta_color="off")
+                   f"{row['idle ready GPUs']} idle", **widgets.INFO_DELTA)
     st.dataframe(summary.rename_axis("GPU product").reset_index(), hide_index=True)
 
     st.subheader("Planned layouts")
@@ -89,5 +89,7 @@ def main() -> None:
     st.dataframe(inventory, hide_index=True, width="stretch", height=320)
 
 
+started = widgets.page_timer()
 st.title("Fleet")
 main()
+widgets.footer(started)

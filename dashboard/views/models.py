@@ -107,9 +107,9 @@ def main() -> None:
     cols[1].metric("Ready capacity", f"{now.capacity_rps:,.1f} rps" if now is not None else "n/a")
     cols[2].metric("Ready replicas", int(now.replicas_ready) if now is not None else "n/a")
     cols[3].metric(f"WAPE p50 @ {lead_min} min", f"{error['wape_pct']:.1f}%" if error else "n/a",
-                   f"bias {error['bias_pct']:+.1f}%" if error else None, delta_color="off")
+                   f"bias {error['bias_pct']:+.1f}%" if error else None, **widgets.INFO_DELTA)
     cols[4].metric("p90 coverage", f"{error['coverage_pct']:.0f}%" if error else "n/a",
-                   f"{error['pairs']:.0f} pairs" if error else None, delta_color="off")
+                   f"{error['pairs']:.0f} pairs" if error else None, **widgets.INFO_DELTA)
 
     st.subheader(f"{model}: demand, capacity and the {lead_min}-minute-ahead forecast band")
     st.altair_chart(demand_chart(actual, band, latest_path(forecasts)), width="stretch")
@@ -132,5 +132,7 @@ def main() -> None:
     st.dataframe(table, hide_index=True, width="stretch", height=320)
 
 
+started = widgets.page_timer()
 st.title("Models")
 main()
+widgets.footer(started)

@@ -14,7 +14,7 @@ from dashboard import queries as q
 from dashboard.context import TTL_S, store_url
 
 WINDOW = timedelta(hours=24)
-COST_STEP_S = 900.0
+COST_STEP_S = 3600.0
 
 
 def gpus_by_product(tick: q.LastTick, lines: pd.DataFrame) -> pd.DataFrame:
@@ -49,8 +49,8 @@ def overview() -> None:
     tick = widgets.require_tick(url)
     lines = costing.cost_now(url)
     since_at = max(tick.first_at, tick.started_at - WINDOW)
-    _, accruals = costing.cost_window(url, since_at, tick.started_at, COST_STEP_S)
-    served = q.served(url, since_at, tick.started_at)
+    window_cost = costing.cost_window(url, since_at, tick.started_at, COST_STEP_S)
+    accruals, served = window_cost.accruals, window_cost.requests
     slo = slo_table(url, tick)
 
     serving = float(lines.loc[lines["category"] == "serving", "gpus"].sum())
@@ -70,9 +70,9 @@ def overview() -> None:
                         "all GPU dollars (idle and warm included) / requests served")
     cols[4].metric("SLO (capacity ≥ demand)",
                    "all ok" if shorts == 0 else f"{shorts} short", f"{len(slo)} models",
-                   delta_color="off")
+                   **widgets.INFO_DELTA)
     cols[5].metric("Last tick", f"{tick.started_at:%H:%M:%S}", f"{tick.status} {tick.reason}",
-                   delta_color="off", help=widgets.age_text(tick.started_at))
+                   **widgets.INFO_DELTA, help=widgets.age_text(tick.started_at))
     widgets.store_clock(tick)
 
     left, right = st.columns([3, 2])
@@ -97,5 +97,7 @@ def overview() -> None:
                      hide_index=True, width="stretch", height=300)
 
 
+started = widgets.page_timer()
 st.title("Overview")
 overview()
+widgets.footer(started)

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from controlplane.domain.cost import PriceTable
-from dashboard import whatif
+from dashboard import whatif, widgets
 
 
 class Upload(Protocol):
@@ -49,7 +49,7 @@ def price_input() -> float:
         return float(right.number_input("$ per GPU-hour", min_value=0.0, value=1.0, step=0.1))
     price = table.price_of(choice)
     right.metric("$ per GPU-hour", f"${price.usd_per_gpu_hour:,.3f}", price.source,
-                 delta_color="off")
+                 **widgets.INFO_DELTA)
     return price.usd_per_gpu_hour
 
 
@@ -109,5 +109,7 @@ def main() -> None:
             st.json(document)
 
 
+started = widgets.page_timer()
 st.title("What-if")
 main()
+widgets.footer(started)

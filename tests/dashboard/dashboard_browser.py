@@ -22,6 +22,29 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-dev-shm-usage", "--hide-scrollbars", "--mute-audio")
 
 
+# JavaScript probes of a Streamlit page: rendered (the title shown, the page's closing
+# "Rendered in" caption present, the script idle), every Vega-Lite chart drawn, and anything
+# that went wrong.
+RENDERED = """(() => {
+  const h1 = document.querySelector('h1');
+  const done = Array.from(document.querySelectorAll('[data-testid="stCaptionContainer"]'))
+                    .some(c => c.innerText.startsWith('Rendered in'));
+  const running = document.querySelector('[data-testid="stStatusWidget"]');
+  return !!h1 && h1.innerText.trim() === %r && done && !running;
+})()"""
+CHARTS_DRAWN = """(() => {
+  const charts = document.querySelectorAll('[data-testid="stVegaLiteChart"]');
+  return Array.from(charts).every(c => c.querySelector('canvas, svg'));
+})()"""
+PROBLEMS = """(() => {
+  const text = document.body.innerText;
+  return {exceptions: document.querySelectorAll('[data-testid="stException"]').length,
+          traceback: text.includes('Traceback'), notFound: text.includes('Page not found'),
+          errors: Array.from(document.querySelectorAll('[data-testid="stAlertContentError"]'))
+                       .map(e => e.innerText)};
+})()"""
+
+
 class Browser:
     def __init__(self, profile_dir: Path, width: int = 1440, height: int = 1000) -> None:
         profile_dir.mkdir(parents=True, exist_ok=True)
@@ -69,6 +92,10 @@ class Browser:
                 return result
 
     def open(self, url: str) -> None:
+        """Navigate to ``url`` from a blank page, so nothing of the previous page lingers."""
+        self.call("Page.navigate", url="about:blank")
+        self.wait_for("location.href === 'about:blank' && document.readyState === 'complete'",
+                      timeout_s=10, poll_s=0.02)
         self.call("Page.navigate", url=url)
 
     def evaluate(self, expression: str) -> Any:

@@ -57,9 +57,9 @@ def test_an_invalid_layout_claiming_more_than_the_gpu_is_scaled_to_one_gpu() -> 
 
 def test_four_slice_products_price_a_slice_at_a_quarter() -> None:
     usage = GpuUsage("A30-24GB", (SliceUse("m", "t", 1),))
-    (serving, idle) = split_gpu(usage, GpuPrice("A30-24GB", 4.0, "test", "2026"))
-    assert serving.usd_per_hour == pytest.approx(1.0)
-    assert idle.usd_per_hour == pytest.approx(3.0)
+    usd = {x.category: x.usd_per_hour for x in split_gpu(usage, GpuPrice("A30-24GB", 4.0, "t",
+                                                                           "2026"))}
+    assert usd == pytest.approx({CostCategory.SERVING: 1.0, CostCategory.IDLE: 3.0})
 
 
 def test_identical_gpus_are_priced_by_their_count() -> None:
