@@ -23,6 +23,7 @@ from forecaster.calibrate import calibrate_leads, fitted_leads, interpolate_lead
 from forecaster.features import FEATURES, History, feature_matrix, level_scale
 from forecaster.seasonal import SeasonalCurve
 from forecaster.settings import DEFAULT_SETTINGS, ForecasterSettings
+from forecaster.threads import single_threaded_blas
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -95,7 +96,10 @@ class AnchoredForecaster(ABC):
         return self.settings.refit_period_s
 
     def predict(self, h: History, origins: IntArray, n_targets: int) -> Predictions:
-        origins = np.asarray(origins, dtype=np.int64)
+        with single_threaded_blas():
+            return self._predict(h, np.asarray(origins, dtype=np.int64), n_targets)
+
+    def _predict(self, h: History, origins: IntArray, n_targets: int) -> Predictions:
         leads = fitted_leads(n_targets)
         anchors = anchor_times(h, origins, self.period_s())
         p50 = np.zeros((origins.size, n_targets))

@@ -13,27 +13,42 @@ import numpy.typing as npt
 FloatArray = npt.NDArray[np.float64]
 
 
-def quantile_regression(x: FloatArray, y: FloatArray, q: float = 0.5, iterations: int = 100,
-                        tol: float = 1e-9, eps_rel: float = 1e-3) -> FloatArray:
-    """Coefficients ``b`` minimising the pinball loss at quantile ``q`` (deterministic)."""
+def quantile_regression(x: FloatArray, y: FloatArray, q: float = 0.5, iterations: int = 60,
+                        tol: float = 1e-6, eps_rel: float = 1e-3,
+                        start: FloatArray | None = None) -> FloatArray:
+    """Coefficients ``b`` minimising the pinball loss at quantile ``q`` (deterministic).
+
+    Stops when an iteration improves the loss by less than ``tol`` (relative), or after
+    ``iterations``; ``start`` (e.g. the fit of a neighbouring lead) saves iterations.
+    """
     if x.ndim != 2 or x.shape[0] != y.size:
         raise ValueError(f"quantile_regression: X {x.shape} does not match y ({y.size})")
     if not 0.0 < q < 1.0:
         raise ValueError(f"quantile_regression: q must be in (0, 1), got {q}")
     p = x.shape[1]
     ridge = np.eye(p)
-    b = _solve(x.T @ x, x.T @ y, ridge)
+    b = start.copy() if start is not None and start.shape == (p,) else \
+        _solve(x.T @ x, x.T @ y, ridge)
     eps = eps_rel * float(np.mean(np.abs(y))) + 1e-12
+    r = y - x @ b
+    loss = _pinball(r, q)
+    best, best_loss = b, loss
     for _ in range(iterations):
-        r = y - x @ b
         w = np.where(r >= 0, q, 1.0 - q) / np.maximum(np.abs(r), eps)
         xtw = x.T * w
-        b_new = _solve(xtw @ x, xtw @ y, ridge)
-        done = float(np.max(np.abs(b_new - b))) <= tol * (1.0 + float(np.max(np.abs(b))))
-        b = b_new
-        if done:
+        b = _solve(xtw @ x, xtw @ y, ridge)
+        r = y - x @ b
+        new_loss = _pinball(r, q)
+        if new_loss < best_loss:
+            best, best_loss = b, new_loss
+        if loss - new_loss <= tol * max(loss, 1e-300):
             break
-    return b
+        loss = new_loss
+    return best
+
+
+def _pinball(r: FloatArray, q: float) -> float:
+    return float(np.sum(np.maximum(q * r, (q - 1.0) * r)))
 
 
 def _solve(a: FloatArray, rhs: FloatArray, ridge: FloatArray) -> FloatArray:

@@ -70,18 +70,19 @@ class StackingForecaster(AnchoredForecaster):
             fit = baseline_fit(BASELINE_FEATURES[name], leads, name, "short_history", curve, width)
             fit.backtest_wape = wape
             return fit
-        wape, fallback = self._validate(h, anchor_s, head, curve, reason)
+        wape, fallback, previous = self._validate(h, anchor_s, head, curve, reason)
         if fallback is not None:
             return fallback_fit(fallback, leads, curve, width, wape)
-        coefs = {}
-        for k in leads:
+        coefs: dict[int, FloatArray] = {}
+        for k in reversed(leads):  # the headline lead first; each fit warm-starts the next
             origins = training_origins(h, anchor_s, k, s.train_window_s, s.max_train_rows)
-            coefs[k] = _median_fit(h, origins, k, curve)
+            coefs[k] = previous = _median_fit(h, origins, k, curve, previous)
         return LinearFit(coefs, curve, self.name, reason, wape)
 
     def _validate(self, h: History, anchor_s: float, lead: int, curve: SeasonalCurve | None,
-                  reason: str) -> tuple[float, str | None]:
-        """(recent WAPE % of the chosen method, baseline to fall back to or None)."""
+                  reason: str) -> tuple[float, str | None, FloatArray | None]:
+        """(recent WAPE % of the chosen method, baseline to fall back to or None, the
+        held-out model's coefficients)."""
         s = self.settings
         valid_s = validation_window_s(h, anchor_s, s)
         split_s = anchor_s - valid_s
@@ -89,19 +90,19 @@ class StackingForecaster(AnchoredForecaster):
                                     s.max_train_rows)
         val_rows = training_origins(h, anchor_s, lead, valid_s, s.max_train_rows)
         if fit_rows.size < s.min_train_rows or val_rows.size < s.min_baseline_pairs:
-            return float("nan"), None
+            return float("nan"), None, None
         y = h.values[val_rows - 1 + lead]
         denom = float(np.sum(np.abs(y)))
         if denom <= 0:
-            return float("nan"), None
+            return float("nan"), None, None
         coef = _median_fit(h, fit_rows, lead, curve)
         x = _design(h, val_rows, lead, curve)
         model_wape = 100 * float(np.sum(np.abs(y - np.maximum(x @ coef, 0.0)))) / denom
         base = baseline_wapes(h, val_rows, lead, y, denom)
         best = min(base, key=lambda k: base[k])
         if self.guard and model_wape > base[best] * (1 + s.guard_margin):
-            return base[best], best
-        return model_wape, None
+            return base[best], best, coef
+        return model_wape, None, coef
 
 
 def validation_window_s(h: History, anchor_s: float, s: ForecasterSettings) -> float:
@@ -148,8 +149,8 @@ def _design(h: History, origins: IntArray, lead: int, curve: SeasonalCurve | Non
     return np.column_stack([x, np.ones(origins.size)])
 
 
-def _median_fit(h: History, origins: IntArray, lead: int,
-                curve: SeasonalCurve | None) -> FloatArray:
+def _median_fit(h: History, origins: IntArray, lead: int, curve: SeasonalCurve | None,
+                start: FloatArray | None = None) -> FloatArray:
     x = _design(h, origins, lead, curve)
     y = h.values[origins - 1 + lead]
     ok = np.all(np.isfinite(x), axis=1) & np.isfinite(y)
@@ -157,4 +158,4 @@ def _median_fit(h: History, origins: IntArray, lead: int,
         coef = np.zeros(x.shape[1])
         coef[FEATURES.index("last")] = 1.0
         return coef
-    return quantile_regression(x[ok], y[ok], 0.5)
+    return quantile_regression(x[ok], y[ok], 0.5, start=start)
