@@ -109,15 +109,16 @@ def feature_matrix(h: History, origins: IntArray, lead: int,
     last = h.last_before(origins)
     mean3 = _or(h.window_mean(j, 3), last)
     hour = _or(h.window_mean(j, max(1, 3600 // h.step_s)), last)
-    cols = [last, mean3, hour, *_daily(h, j, t, lead, last, mean3),
-            _or(_lagged(h, t, h.steps(86_400), origins), last),
-            _or(_lagged(h, t, h.steps(7 * 86_400), origins), last),
-            _or(h.ewma[np.clip(j, 0, max(h.size - 1, 0))] if h.size else last, last),
-            _hour_plus_days(h, j, t, lead, hour)]
+    plus_last, plus_mean3, plus_hour = _daily(h, j, t, lead, last, mean3, hour)
+    day_ago = _or(_lagged(h, t, h.steps(86_400), origins), last)
+    week_ago = _or(_lagged(h, t, h.steps(7 * 86_400), origins), last)
+    ewma = _or(h.ewma[np.clip(j, 0, max(h.size - 1, 0))] if h.size else last, last)
+    cols = [last, mean3, hour, plus_last, plus_mean3, day_ago, week_ago, ewma, plus_hour]
     if curve is not None:
-        s_t = curve.evaluate(h.time_of(t))
-        s_j = curve.evaluate(h.time_of(j))
-        s_j3 = (s_j + curve.evaluate(h.time_of(j - 1)) + curve.evaluate(h.time_of(j - 2))) / 3.0
+        n = origins.size
+        s = curve.evaluate(h.time_of(np.concatenate([t, j, j - 1, j - 2])))
+        s_t, s_j = s[:n], s[n:2 * n]
+        s_j3 = (s_j + s[2 * n:3 * n] + s[3 * n:]) / 3.0
         cols += [last + s_t - s_j, mean3 + s_t - s_j3]
     return np.column_stack(cols)
 
@@ -132,30 +133,22 @@ def level_scale(h: History, origins: IntArray) -> FloatArray:
 
 
 def _daily(h: History, j: IntArray, t: IntArray, lead: int, last: FloatArray,
-           mean3: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Latest level plus the change seen over the same clock interval on the last days."""
+           mean3: FloatArray, hour: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Latest level (last, 3-step mean, hour mean) plus the change seen from the same clock time
+    to the target's clock time on each of the last days (averaged over the days with data)."""
     day = h.steps(86_400)
     if day is None or day <= lead + 1:
-        return last, mean3
-    point: list[FloatArray] = []
-    smooth: list[FloatArray] = []
+        return last, mean3, hour
+    width = max(1, 3600 // h.step_s)
+    point, smooth, hourly = [], [], []
     for d in range(1, SEASON_DAYS + 1):
         a, b = t - d * day, j - d * day
+        centred = _mean3_at(h, a + 1)  # centred on a; a + 1 < origin
         point.append(h.at(a) - h.at(b))
-        smooth.append(_mean3_at(h, a + 1) - _mean3_at(h, b))  # centred on a; a + 1 < origin
-    return (last + _nanmean_or_zero(point), mean3 + _nanmean_or_zero(smooth))
-
-
-def _hour_plus_days(h: History, j: IntArray, t: IntArray, lead: int,
-                    hour: FloatArray) -> FloatArray:
-    """Hour mean plus how the level moved from that hour to the target time on recent days."""
-    day = h.steps(86_400)
-    if day is None or day <= lead + 1:
-        return hour
-    width = max(1, 3600 // h.step_s)
-    parts = [_mean3_at(h, t - d * day + 1) - h.window_mean(j - d * day, width)
-             for d in range(1, SEASON_DAYS + 1)]
-    return hour + _nanmean_or_zero(parts)
+        smooth.append(centred - _mean3_at(h, b))
+        hourly.append(centred - h.window_mean(b, width))
+    return (last + _nanmean_or_zero(point), mean3 + _nanmean_or_zero(smooth),
+            hour + _nanmean_or_zero(hourly))
 
 
 def _mean3_at(h: History, end: IntArray) -> FloatArray:
