@@ -114,6 +114,7 @@ def test_headroom_demo_shows_live_data_within_30_seconds_of_start(
         shown = browser.wait_for(live, timeout_s=max(0.0, remaining_s), poll_s=0.5)
         elapsed_s = time.monotonic() - started_s
         browser.screenshot(tmp_path / "demo-overview.png")
+        print(f"live data on the Overview {elapsed_s:.1f} s after `headroom demo` started")
         assert shown, f"no live data on the Overview {elapsed_s:.1f} s after `headroom demo`"
         assert elapsed_s <= 30.0
         assert browser.evaluate(PROBLEMS)["exceptions"] == 0

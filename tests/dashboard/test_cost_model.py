@@ -20,6 +20,7 @@ from controlplane.domain.cost import (
     PriceTable,
     SliceUse,
     accrue,
+    accrue_requests,
     attribute_warm,
     billed_rate,
     cost_per_million,
@@ -120,6 +121,12 @@ def test_accrual_holds_each_rate_until_the_next_sample_and_splits_at_midnight() 
         {"2026-03-02": 3.0, "2026-03-03": 4.0})
 
 
+def test_requests_are_held_between_samples_like_dollars() -> None:
+    samples = [(T0, {"a": 10.0}), (T0 + timedelta(minutes=30), {"a": 20.0, "b": 1.0})]
+    requests = accrue_requests(samples, T0 + timedelta(hours=1))
+    assert requests == pytest.approx({"a": 10 * 1800 + 20 * 1800, "b": 1800.0})
+
+
 def test_cost_per_million_requests_is_none_without_requests() -> None:
     assert cost_per_million(10.0, 0.0) is None
     assert cost_per_million(10.0, 2_000_000) == pytest.approx(5.0)
@@ -177,3 +184,14 @@ def test_accrued_dollars_equal_rate_times_time_held(offsets_min: list[int], gpus
     until_at = T0 + timedelta(hours=49)
     hours = (until_at - samples[0][0]).total_seconds() / 3600
     assert sum(a.usd for a in accrue(samples, until_at)) == pytest.approx(7.0 * gpus * hours)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=0, max_value=40),
+       st.dictionaries(st.sampled_from(["A100-80GB", "H100-80GB", "L4", "T4"]),
+                       st.integers(min_value=0, max_value=20)))
+def test_warm_attribution_never_exceeds_the_unplaced_gpus(total: int,
+                                                           unplaced: dict[str, int]) -> None:
+    warm = attribute_warm(total, unplaced)
+    assert sum(warm.values()) == min(total, sum(unplaced.values()))
+    assert all(0 < n <= unplaced[p] for p, n in warm.items())
