@@ -166,13 +166,15 @@ def seed(url: str, n_models: int, days: float, seed_value: int) -> dict[str, int
               "forecasts": 0}
     with store.engine.begin() as connection:
         seed_static(connection, models)
-    action_id = 0
+    action_id, nodes_now = 0, {}
     for day_start in range(0, minutes, 1440):
         with store.engine.begin() as connection:
             day = range(day_start, min(minutes, day_start + 1440))
-            action_id = seed_day(connection, models, demand, needed, ready, day, start_at,
-                                 fragments, counts, action_id)
+            action_id, nodes_now = seed_day(connection, models, demand, needed, ready, day,
+                                            start_at, fragments, counts, action_id)
         print(f"  day {day_start // 1440 + 1}: {counts}", file=sys.stderr)
+    with store.engine.begin() as connection:
+        seed_inventory(connection, nodes_now)
     return counts
 
 
@@ -192,22 +194,29 @@ def seed_static(connection: Connection, models: list[Model]) -> None:
         {"product": p[1], "price_per_gpu_hour": p[4],
          "source": "REFERENCE.md §10.1 on-demand list prices", "as_of": "2026-06"}
         for p in POOLS])
+
+
+def seed_inventory(connection: Connection, nodes_by_pool: dict[str, int]) -> None:
+    """The newest observed inventory (the store keeps only the latest snapshot of it)."""
+    pools = [p for p in POOLS if nodes_by_pool.get(p[0], 0) > 0]
     connection.execute(insert(table("nodes")), [
         {"name": f"{p[0]}-{n:04d}", "pool": p[0], "product": p[1], "ready": True,
          "cordoned": False, "cpu_milli": p[2] * 16000, "memory_mib": p[2] * 120000,
-         "updated_at": END_AT} for p in POOLS for n in range(1, p[3] + 1)])
+         "updated_at": END_AT} for p in pools for n in range(1, nodes_by_pool[p[0]] + 1)])
     connection.execute(insert(table("gpus")), [
         {"node": f"{p[0]}-{n:04d}", "index": i, "product": p[1], "memory_mib": p[6],
          "mig_capable": p[5], "sharing": "exclusive", "mig_layout": ""}
-        for p in POOLS for n in range(1, p[3] + 1) for i in range(p[2])])
+        for p in pools for n in range(1, nodes_by_pool[p[0]] + 1) for i in range(p[2])])
 
 
 def seed_day(connection: Connection, models: list[Model], demand: np.ndarray,
              needed: np.ndarray, ready: np.ndarray, day: range, start_at: datetime,
-             fragments: dict[str, list[str]], counts: dict[str, int], action_id: int) -> int:
+             fragments: dict[str, list[str]], counts: dict[str, int], action_id: int
+             ) -> tuple[int, dict[str, int]]:
     observations: list[tuple[object, ...]] = []
     placements: list[tuple[object, ...]] = []
     ticks, plans, actions, outcomes, forecasts = ([] for _ in range(5))
+    nodes_now: dict[str, int] = {}
     rps = np.array([m.rps for m in models])
     for minute in day:
         at = start_at + timedelta(minutes=minute)
@@ -219,6 +228,7 @@ def seed_day(connection: Connection, models: list[Model], demand: np.ndarray,
         pools_json, nodes_json, billed = [], [], 0
         for name, product, gpn, max_nodes, *_ in POOLS:
             target = min(max_nodes, math.ceil((used[product] + warm / 3) / gpn))
+            nodes_now[name] = target
             pools_json.append({"name": name, "product": product, "gpus_per_node": gpn,
                                "nodes_ready": target, "nodes_pending": 0,
                                "target_nodes": target})
@@ -281,7 +291,7 @@ def seed_day(connection: Connection, models: list[Model], demand: np.ndarray,
         "compute_slices, throughput_rps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", placements)
     counts["observations"] += len(observations)
     counts["placements"] += len(placements)
-    return action_id
+    return action_id, nodes_now
 
 
 def main() -> None:

@@ -3,6 +3,8 @@ MPS and time-slice shares split evenly."""
 
 from __future__ import annotations
 
+import re
+
 import altair as alt
 import pandas as pd
 import streamlit as st
@@ -14,6 +16,12 @@ from dashboard.layout import Placed, gpu_rects
 
 GPUS_PER_PAGE = 40
 LEGEND_MAX_MODELS = 24
+
+
+def natural_key(gpu_id: str) -> tuple[tuple[int, int, str], ...]:
+    """A100-80GB/2 before A100-80GB/10 (numbers compare as numbers, text as text)."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
+                 for part in re.split(r"(\d+)", gpu_id))
 
 
 def layout_frame(placements: pd.DataFrame) -> pd.DataFrame:
@@ -75,7 +83,8 @@ def main() -> None:
         products = sorted(placements["product"].unique())
         left, right = st.columns([2, 3])
         product = left.selectbox("GPU product", products, index=0)
-        gpu_ids = list(dict.fromkeys(placements.loc[placements["product"] == product, "gpu_id"]))
+        gpu_ids = sorted(set(placements.loc[placements["product"] == product, "gpu_id"]),
+                         key=natural_key)
         pages = max(1, -(-len(gpu_ids) // GPUS_PER_PAGE))
         page = right.number_input(f"page (of {pages}, {GPUS_PER_PAGE} GPUs each)", 1, pages, 1)
         shown = gpu_ids[(page - 1) * GPUS_PER_PAGE: page * GPUS_PER_PAGE]
