@@ -17,6 +17,7 @@ from controlplane.domain.desired import PoolSpec
 from controlplane.domain.guards import GuardLimits
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.tick import TickReport
+from controlplane.forecast_job import JobConfig, run_job
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps, reconcile_once
 from controlplane.settings import Settings
 from controlplane.sim import traffic
@@ -24,7 +25,6 @@ from controlplane.sim.catalog import DEMO_MODELS, DEMO_TRAFFIC
 from controlplane.sim.clock import VirtualClock
 from controlplane.sim.cluster import SimCluster
 from controlplane.store import Store
-from forecaster.api import forecast
 from forecaster.types import Forecast
 from scheduler.engine import PlacementEngine
 
@@ -53,14 +53,11 @@ def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> Reconc
     )
 
 
-def refresh_forecasts(store: Store, models: list[str], now: datetime,
-                      settings: Settings) -> list[Forecast]:
-    """Forecast every model from its stored history and store the result."""
-    since_at = now - timedelta(seconds=settings.forecast.history_s)
-    results = [forecast(store.rate_history(m, since_at, now, settings.forecast.step_s),
-                        settings.forecast.horizon_s, settings.forecast.method) for m in models]
-    store.save_forecasts(results, computed_at=now)
-    return results
+def refresh_forecasts(store: Store, now: datetime, settings: Settings) -> list[Forecast]:
+    """Forecast every model of the store from its stored history (the forecast job) and store it."""
+    config = JobConfig(horizon_s=settings.forecast.horizon_s, step_s=settings.forecast.step_s,
+                       history_s=settings.forecast.history_s, method=settings.forecast.method)
+    return list(run_job(store, store, now, config).forecasts)
 
 
 @dataclass(slots=True)
@@ -130,8 +127,7 @@ class SimRuntime:
 
     def refresh_forecasts(self) -> list[Forecast]:
         with self.lock:
-            return refresh_forecasts(self.store, [s.name for s in self.specs], self.clock.now(),
-                                     self.settings)
+            return refresh_forecasts(self.store, self.clock.now(), self.settings)
 
     def advance(self, seconds: float, run_jobs: bool = True) -> None:
         """Move virtual time forward in sim steps; run due forecast and reconcile jobs if asked."""

@@ -55,7 +55,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
 
     def forecast() -> None:
         if backend.elector.is_leader(clock.now()):
-            refresh_forecasts(store, [s.name for s in specs], clock.now(), settings)
+            refresh_forecasts(store, clock.now(), settings)
 
     server, port = create_server(settings.placement.listen, engine)
     host = settings.placement.listen.rpartition(":")[0]

@@ -88,7 +88,8 @@ def _default_pools() -> list[PoolSettings]:
 class SimSettings(Group):
     seed: int = Field(7, description="seed of traffic and cold-start draws")
     step_s: float = Field(10.0, gt=0, description="virtual seconds per simulation step")
-    history_s: int = Field(86400, ge=0, description="synthetic history backfilled on a new store")
+    history_s: int = Field(3 * 86400, ge=0, description="synthetic history backfilled on a new "
+                           "store (days of it let the forecaster fit daily seasonality)")
     node_provision_s: tuple[float, float] = Field((60.0, 180.0), description="uniform min,max")
     image_pull_s: tuple[float, float] = Field((30.0, 120.0))
     weight_load_s: tuple[float, float] = Field((5.0, 60.0))
