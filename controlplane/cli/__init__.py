@@ -21,6 +21,7 @@ from controlplane.adapters.clock import WallClock
 from controlplane.cli.cost import app as cost_app
 from controlplane.cli.forecast import app as forecast_app
 from controlplane.cli.placement import app as placement_app
+from controlplane.cli.simulate import simulate_command
 from controlplane.logsetup import setup_logging
 from controlplane.serve import ServeError
 from controlplane.settings import ConfigError, Settings, load_settings
@@ -33,6 +34,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(placement_app, name="placement")
 app.add_typer(forecast_app, name="forecast")
 app.add_typer(cost_app, name="cost")
+app.command("simulate")(simulate_command)
 
 console = Console(stderr=True)
 ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file",
