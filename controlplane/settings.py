@@ -110,7 +110,7 @@ class AutoscalingSettings(Group):
 
     policy: Literal["predictive", "reactive", "static"] = Field(
         "predictive", description="demand policy: forecast quantile, observed load, or the peak")
-    shortfall_cost_ratio: float = Field(5.0, gt=1, description="price of a replica-hour of "
+    shortfall_cost_ratio: float = Field(4.0, gt=1, description="price of a replica-hour of "
                                         "unserved demand / price of a replica-hour; sets the "
                                         "warm-pool quantiles (newsvendor)")
     reaction_s: float = Field(60.0, gt=0, description="time to notice a change and act "

@@ -8,8 +8,8 @@ same demand -> sizing -> desired state -> guards -> planner functions.
 Prices are relative: ``shortfall_cost_ratio`` says what one replica's worth of unserved demand
 costs per hour, as a multiple of what the replica costs. The newsvendor quantile of a rung is then
 ``1 - rung idle cost x reaction / (ratio x replica cost x (reaction + next rung's wake))``
-(``controlplane.autoscaling.ladder``): with 5, a 60 s reaction and a 5.7-minute cold start, warm
-GPUs cover the forecast's 96.5th percentile of the next minutes.
+(``controlplane.autoscaling.ladder``): with 4, a 60 s reaction and a 5.7-minute cold start, warm
+GPUs cover the forecast's 95.6th percentile of the next minutes.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def ladder_rungs(replica_usd_per_h: float, idle_gpu_fraction: float, idle_wake_s
 
 def predictive_policy(*, cold_wake_s: float = 300.0, keep_s: float = 240.0,
                       reaction_s: float = 60.0,
-                      shortfall_cost_ratio: float = 5.0,
+                      shortfall_cost_ratio: float = 4.0,
                       idle_wake_s: float = 2.0, target_utilization: float = 1.0,
                       max_forecast_age_s: float = 1800.0, stale_headroom: float = 1.3,
                       replica_stabilization_s: float = 60.0,

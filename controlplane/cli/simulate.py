@@ -82,7 +82,7 @@ def simulate_command(
                       ] = 30.0,
     shortfall_cost_ratio: Annotated[float, typer.Option(
         "--shortfall-cost-ratio", help="predictive: price of one replica-hour of unserved "
-        "demand / price of a replica-hour")] = 5.0,
+        "demand / price of a replica-hour")] = 4.0,
     reactive_target: Annotated[float, typer.Option(
         "--reactive-target", help="reactive: target utilization")] = 0.8,
 ) -> None:

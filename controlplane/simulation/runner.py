@@ -31,7 +31,7 @@ from controlplane.simulation.trace import Trace
 class PolicyKnobs:
     """The one knob per policy a user turns most (the rest keep their documented defaults)."""
 
-    shortfall_cost_ratio: float = 5.0  # predictive: unserved replica-hour / replica-hour price
+    shortfall_cost_ratio: float = 4.0  # predictive: unserved replica-hour / replica-hour price
     reactive_target_utilization: float = 0.8  # reactive: KEDA/HPA target
     static_target_utilization: float = 1.0  # static: peak / this
 

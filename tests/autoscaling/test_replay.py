@@ -7,13 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from simulate_support import write_models, write_trace
 
 from controlplane.simulation.config import load_models_file
 from controlplane.simulation.engine import PolicyRun, SimOptions, run_policy
 from controlplane.simulation.replay import DemandReplay
 from controlplane.simulation.runner import PolicyKnobs, build_policy
 from controlplane.simulation.trace import Trace, load_trace
-from tests.autoscaling.simulate_support import write_models, write_trace
 
 OPTIONS = SimOptions(forecast_method="persistence", seed=3)
 

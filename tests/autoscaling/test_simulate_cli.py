@@ -8,9 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
+from simulate_support import MODELS_YAML, cli_app, write_models, write_trace
 from typer.testing import CliRunner
-
-from tests.autoscaling.simulate_support import MODELS_YAML, cli_app, write_models, write_trace
 
 COLUMNS = ["minute", "model", "demand_rps", "ready_replicas", "per_replica_rps",
            "gpu_per_replica", "gpus_billed"]
