@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from controlplane.domain.actions import ActionOutcome
@@ -39,32 +38,7 @@ from controlplane.domain.observed import (
     ObservedState,
 )
 from controlplane.simulation.config import SimConfig, SimModel
-
-_EPS = 1e-9
-
-
-@dataclass(slots=True, eq=False)
-class _Node:
-    name: str
-    pool: str
-    requested_s: float
-    ready_s: float
-    free: list[float]  # free share per GPU
-    cached_s: dict[str, float] = field(default_factory=dict)  # model -> weights on disk from
-    draining: bool = False
-
-    def used(self) -> float:
-        return len(self.free) - sum(self.free)
-
-
-@dataclass(slots=True, eq=False)
-class _Replica:
-    model: str
-    node: _Node | None = None
-    gpus: tuple[int, ...] = ()
-    held: float = 0.0  # share held on each of its GPUs
-    ready_s: float | None = None  # serves (hot) or is loaded (idle) from then on
-    successor: _Replica | None = None  # its replacement while its node drains
+from controlplane.simulation.nodes import EPS, SimNode, SimReplica, gpu_slots, removal_order
 
 
 class SimFleet:
@@ -81,9 +55,9 @@ class SimFleet:
         self._rng = random.Random(seed)
         self._now_s = 0.0
         self._serial = 0
-        self._nodes: dict[str, list[_Node]] = {p.name: [] for p in pools}  # incl. draining
-        self._hot: dict[str, list[_Replica]] = {m.name: [] for m in config.models}
-        self._idle: dict[str, list[_Replica]] = {m.name: [] for m in config.models}
+        self._nodes: dict[str, list[SimNode]] = {p.name: [] for p in pools}  # incl. draining
+        self._hot: dict[str, list[SimReplica]] = {m.name: [] for m in config.models}
+        self._idle: dict[str, list[SimReplica]] = {m.name: [] for m in config.models}
         self._idle_target: dict[str, int] = {m.name: 0 for m in config.models}
         self._node_cache: tuple[ObservedNode, ...] | None = None
         self._next_ready_s = float("inf")
@@ -112,33 +86,25 @@ class SimFleet:
             keep = min(shape.gpu_share, 1.0) * shape.idle_gpu_fraction
             for r in replicas:
                 if r.node is not None and r.ready_s is not None and r.ready_s <= self._now_s \
-                        and r.held > keep + _EPS:
+                        and r.held > keep + EPS:
                     self._release(r, r.held - keep)
 
     # -- placement on GPUs --------------------------------------------------------------------
-    def _draw(self, model: SimModel, node: _Node) -> float:
+    def _draw(self, model: SimModel, node: SimNode) -> float:
         cached_at = node.cached_s.get(model.name, float("inf"))
         wait_s = max(0.0, cached_at - self._now_s)
         return wait_s + model.cold_start.cached.draw(self._rng.random())
 
-    def _slots(self, node: _Node, model: SimModel) -> tuple[int, ...] | None:
-        share = model.shape.gpu_share
-        if share > 1:
-            whole = [i for i, f in enumerate(node.free) if f >= 1 - _EPS]
-            return tuple(whole[: round(share)]) if len(whole) >= round(share) else None
-        fitting = [(f, i) for i, f in enumerate(node.free) if f >= share - _EPS]
-        return (min(fitting)[1],) if fitting else None
-
-    def _bind(self, replica: _Replica) -> bool:
+    def _bind(self, replica: SimReplica) -> bool:
         """First fit over the pool's ready nodes (oldest first), preferring nodes that already
         hold the model's weights; best fit among a node's GPUs."""
         model = self._models[replica.model]
-        need = min(model.shape.gpu_share, 1.0) - _EPS
-        found: tuple[_Node, tuple[int, ...]] | None = None
+        need = min(model.shape.gpu_share, 1.0) - EPS
+        found: tuple[SimNode, tuple[int, ...]] | None = None
         for node in self._nodes[self._pool_of[replica.model]]:
             if node.ready_s > self._now_s or node.draining or max(node.free) < need:
                 continue
-            slots = self._slots(node, model)
+            slots = gpu_slots(node, model.shape.gpu_share)
             if slots is None:
                 continue
             if node.cached_s.get(model.name, float("inf")) <= self._now_s:
@@ -156,7 +122,7 @@ class SimFleet:
         replica.ready_s = self._now_s + self._draw(model, node)
         return True
 
-    def _release(self, replica: _Replica, amount: float | None = None) -> None:
+    def _release(self, replica: SimReplica, amount: float | None = None) -> None:
         if replica.successor is not None:
             self._release(replica.successor)
             replica.successor = None
@@ -193,7 +159,7 @@ class SimFleet:
                 if replica.node is None or not replica.node.draining:
                     continue
                 if replica.successor is None:
-                    fresh = _Replica(model)
+                    fresh = SimReplica(model)
                     if self._bind(fresh):
                         replica.successor = fresh
                 successor = replica.successor
@@ -207,12 +173,12 @@ class SimFleet:
         if unbound:
             self._bind_pending()
         for pool, nodes in self._nodes.items():
-            kept = [n for n in nodes if not (n.draining and n.used() <= _EPS)]
+            kept = [n for n in nodes if not (n.draining and n.used() <= EPS)]
             if len(kept) != len(nodes):
                 self._nodes[pool] = kept
                 self._node_cache = None
 
-    def _leaves(self, replica: _Replica) -> bool:
+    def _leaves(self, replica: SimReplica) -> bool:
         """An idle replica on a draining node stops at once."""
         if replica.node is not None and replica.node.draining:
             self._release(replica)
@@ -220,7 +186,7 @@ class SimFleet:
         return False
 
     # -- ports ----------------------------------------------------------------------------------
-    def _active(self, pool: str) -> list[_Node]:
+    def _active(self, pool: str) -> list[SimNode]:
         return [n for n in self._nodes[pool] if not n.draining]
 
     def set_size(self, pool: str, nodes: int) -> ActionOutcome:
@@ -241,8 +207,8 @@ class SimFleet:
                                                          if n.ready_s > self._now_s])
         return ActionOutcome(pool, True, f"pool {pool} target {nodes} nodes")
 
-    def _new_node(self, pool: str, spec: PoolSpec, ready_s: float) -> _Node:
-        node = _Node(f"{pool}-{self._serial:05d}", pool, self._now_s, ready_s,
+    def _new_node(self, pool: str, spec: PoolSpec, ready_s: float) -> SimNode:
+        node = SimNode(f"{pool}-{self._serial:05d}", pool, self._now_s, ready_s,
                      [1.0] * spec.gpus_per_node)
         for model in self._models.values():
             if self._pool_of[model.name] == pool:
@@ -250,7 +216,7 @@ class SimFleet:
                     self._rng.random())
         return node
 
-    def _remove_nodes(self, pool: str, active: list[_Node], count: int) -> None:
+    def _remove_nodes(self, pool: str, active: list[SimNode], count: int) -> None:
         """Nodes still provisioning go at once (newest first); ready ones drain, emptiest first."""
         order = sorted(active, key=lambda n: (n.ready_s <= self._now_s, n.used(), -n.requested_s))
         for node in order[:count]:
@@ -259,19 +225,8 @@ class SimFleet:
                              if not (n.draining and n.ready_s > self._now_s)]
         self._bind_all()
 
-    def _victims(self, replicas: list[_Replica], count: int) -> list[_Replica]:
-        """Unbound first, then still loading (newest first), then ready ones: those on draining
-        nodes, then those that would leave their GPU(s) empty, emptiest nodes first."""
-        def key(r: _Replica) -> tuple[int, float, float]:
-            if r.node is None:
-                return (0, 0.0, 0.0)
-            if r.ready_s is not None and r.ready_s > self._now_s:
-                return (1, -r.ready_s, 0.0)
-            if r.node.draining:
-                return (2, 0.0, 0.0)
-            shared = sum(1.0 - r.node.free[i] - r.held for i in r.gpus) > _EPS
-            return (3 + int(shared), r.node.used(), -(r.ready_s or 0.0))
-        return sorted(replicas, key=key)[:count]
+    def _victims(self, replicas: list[SimReplica], count: int) -> list[SimReplica]:
+        return sorted(replicas, key=lambda r: removal_order(r, self._now_s))[:count]
 
     def set_replicas(self, model: str, replicas: int) -> ActionOutcome:
         if model not in self._hot:
@@ -281,7 +236,7 @@ class SimFleet:
         hot = self._hot[model]
         if replicas > len(hot):
             self._wake(model, replicas - len(hot))
-            hot.extend(_Replica(model) for _ in range(replicas - len(hot)))
+            hot.extend(SimReplica(model) for _ in range(replicas - len(hot)))
             self._bind_all()
         elif replicas < len(hot):
             for victim in self._victims(hot, len(hot) - replicas):
@@ -297,7 +252,7 @@ class SimFleet:
             if wanted <= 0 or replica.node is None or replica.node.draining:
                 continue
             extra = share - replica.held
-            if any(replica.node.free[i] < extra - _EPS for i in replica.gpus):
+            if any(replica.node.free[i] < extra - EPS for i in replica.gpus):
                 continue
             for i in replica.gpus:
                 replica.node.free[i] -= extra
@@ -308,7 +263,7 @@ class SimFleet:
             self._hot[model].append(replica)
             wanted -= 1
 
-    def _retire(self, model: str, replica: _Replica) -> None:
+    def _retire(self, model: str, replica: SimReplica) -> None:
         """A hot replica leaves service: it stays loaded as idle if the idle target has room (or
         takes the place of an idle one still unbound or loading), else it stops."""
         loaded = replica.ready_s is not None and replica.ready_s <= self._now_s
@@ -341,7 +296,7 @@ class SimFleet:
                 idle.remove(victim)
                 self._release(victim)
         elif len(idle) < replicas:
-            idle.extend(_Replica(model) for _ in range(replicas - len(idle)))
+            idle.extend(SimReplica(model) for _ in range(replicas - len(idle)))
             self._bind_all()
         return ActionOutcome(model, True, f"model {model} idle target {replicas}")
 
