@@ -36,15 +36,15 @@ def layout_frame(placements: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["gpu", "product", "model", "x0", "x1", "slice", "share"])
 
 
-def layout_chart(rects: pd.DataFrame, show_legend: bool) -> alt.LayerChart:
+def layout_chart(rects: pd.DataFrame, order: list[str], show_legend: bool) -> alt.LayerChart:
     legend = alt.Legend(title="model", orient="right") if show_legend else None
-    base = alt.Chart(rects).encode(y=alt.Y("gpu:N", sort=None, title=None,
+    base = alt.Chart(rects).encode(y=alt.Y("gpu:N", sort=order, title=None,
                                            scale=alt.Scale(paddingInner=0.25)))
     bars = base.mark_bar(stroke="white", strokeWidth=1.5).encode(
         x=alt.X("x0:Q", scale=alt.Scale(domain=[0, 1]),
                 axis=alt.Axis(values=[i / 8 for i in range(9)], labelExpr="round(datum.value * 8)",
                               title="memory slice (MIG placement axis; 8 = the whole GPU)")),
-        x2="x1:Q", color=alt.Color("model:N", legend=legend),
+        x2="x1:Q", color=alt.Color("model:N", legend=legend, scale=alt.Scale(scheme="tableau20")),
         tooltip=["gpu", "product", "model", "slice", "share"])
     text = base.mark_text(align="left", dx=3, color="white", fontSize=10).encode(
         x="x0:Q", text="slice:N")
@@ -89,7 +89,7 @@ def main() -> None:
         page = right.number_input(f"page (of {pages}, {GPUS_PER_PAGE} GPUs each)", 1, pages, 1)
         shown = gpu_ids[(page - 1) * GPUS_PER_PAGE: page * GPUS_PER_PAGE]
         rects = layout_frame(placements[placements["gpu_id"].isin(shown)])
-        st.altair_chart(layout_chart(rects, rects["model"].nunique() <= LEGEND_MAX_MODELS),
+        st.altair_chart(layout_chart(rects, shown, rects["model"].nunique() <= LEGEND_MAX_MODELS),
                         width="stretch")
     if plan is not None and plan.unplaced:
         st.warning("Unplaced: " + "; ".join(plan.unplaced))
