@@ -104,7 +104,8 @@ class ModelTask:
 class ModelResult:
     forecast: Forecast
     compute_s: float
-    state_reused: bool
+    refit: bool  # the level model was fitted in this run (not taken from stored state)
+    seasonal_fits: int  # Prophet fits in this run
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +119,9 @@ class JobReport:
     compute_s: float
     store_s: float
     wall_s: float
-    refits: int
-    reused: int
+    refits: int  # models whose level model was fitted in this run
+    reused: int  # models served from stored state
+    seasonal_fits: int = 0  # Prophet fits in this run
     methods: dict[str, int] = field(default_factory=dict)
     fallbacks: dict[str, int] = field(default_factory=dict)
 
@@ -131,9 +133,11 @@ def compute_one(task: ModelTask) -> ModelResult:
     model = get_forecaster(task.method, task.settings)
     path = state_path(task.state_dir, task.series.series_id, task.method) \
         if task.state_dir else None
-    reused = False
     if path is not None:
-        reused = import_state(model, h, load_state(path)) > 0
+        import_state(model, h, load_state(path))
+    fits = getattr(model, "fits_done", 0)
+    chain = getattr(model, "seasonal", None)
+    seasonal = getattr(chain, "fits_done", 0)
     made = forecast(task.series, task.horizon_s, task.method, task.settings)
     if path is not None:
         leads = fitted_leads(n_targets(task.horizon_s, task.series.step_s))
@@ -141,7 +145,9 @@ def compute_one(task: ModelTask) -> ModelResult:
             save_state(path, export_state(model, h, h.size, leads))
         except OSError as exc:
             log.warning("cannot write forecaster state %s: %s", path, exc)
-    return ModelResult(made, time.perf_counter() - started, reused)
+    return ModelResult(made, time.perf_counter() - started,
+                       getattr(model, "fits_done", 0) > fits,
+                       getattr(chain, "fits_done", 0) - seasonal)
 
 
 def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, config: JobConfig,
@@ -172,11 +178,12 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
     if sink is not None and forecasts:
         sink.save_forecasts(forecasts, computed_at=now)
     store_s = time.perf_counter() - store
-    reused = sum(r.state_reused for r in results)
+    refits = sum(r.refit for r in results)
     return JobReport(
         computed_at=now, shard=config.shard, models=len(models), forecasts=forecasts,
         failed=failed, fetch_s=fetch_s, compute_s=compute_s, store_s=store_s,
-        wall_s=time.perf_counter() - wall, refits=len(results) - reused, reused=reused,
+        wall_s=time.perf_counter() - wall, refits=refits, reused=len(results) - refits,
+        seasonal_fits=sum(r.seasonal_fits for r in results),
         methods=dict(Counter(f.method for f in forecasts)),
         fallbacks=dict(Counter(f.fallback_reason for f in forecasts if f.fallback_reason)))
 

@@ -87,6 +87,7 @@ class AnchoredForecaster(ABC):
         self.settings = settings
         self._cache: OrderedDict[tuple[object, ...], tuple[Fitted, dict[int, float]]] = \
             OrderedDict()
+        self.fits_done = 0  # fits computed (not served from the cache or stored state)
 
     @abstractmethod
     def fit(self, h: History, anchor_s: float, leads: tuple[int, ...]) -> Fitted:
@@ -129,6 +130,7 @@ class AnchoredForecaster(ABC):
             return hit
         fitted = self.fit(h, anchor_s, leads)
         q90 = calibrate_leads(h, anchor_s, leads, fitted.point, self.settings)
+        self.fits_done += 1
         self.put_entry(key, fitted, q90)
         return fitted, q90
 

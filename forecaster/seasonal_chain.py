@@ -29,6 +29,7 @@ from forecaster.settings import DEFAULT_SETTINGS, ForecasterSettings
 from forecaster.stacking import SeasonalFitError
 
 FITTER_MODULE = "forecaster.prophet_backend"
+MIN_SPAN_DAYS = 2.0
 Params = dict[str, Any]
 log = logging.getLogger("headroom.forecaster")
 
@@ -63,9 +64,15 @@ class SeasonalChain:
         return float(np.floor((anchor_s - off) / self.period) * self.period + off)
 
     def fit_at(self, h: History, anchor_s: float) -> SeasonalFit:
-        fit = self._resolve(h, self.seasonal_anchor(h.series_id, anchor_s), depth=0)
+        day = self.seasonal_anchor(h.series_id, anchor_s)
+        fit = self._resolve(h, day, depth=0)
         if fit is None:
-            raise SeasonalFitError(f"series {h.series_id!r}: not enough data for a seasonal fit")
+            frame = training_frame(h, day, self.settings)
+            short = frame is None or span_days(frame) < MIN_SPAN_DAYS
+            raise SeasonalFitError(
+                f"series {h.series_id!r}: " + ("under two days of data for a seasonal fit"
+                                               if short else "the seasonal fit failed"),
+                "seasonal_short_history" if short else "seasonal_fit_failed")
         return fit
 
     def key(self, h: History, day: float) -> tuple[object, ...]:
@@ -89,7 +96,7 @@ class SeasonalChain:
             prev = self._resolve(h, day - self.period, depth + 1)
         frame = training_frame(h, day, self.settings)
         fit = None
-        if frame is not None:
+        if frame is not None and span_days(frame) >= MIN_SPAN_DAYS:
             try:
                 fit = self._fitter().fit_prophet(frame, day, prev.params if prev else None)
                 self.fits_done += 1
@@ -131,3 +138,7 @@ def training_frame(h: History, anchor_s: float, s: ForecasterSettings) -> pd.Dat
         return None
     ds = pd.to_datetime(np.floor(centres[ok]).astype(np.int64), unit="s")
     return pd.DataFrame({"ds": ds, "y": mean[ok]})
+
+
+def span_days(frame: pd.DataFrame) -> float:
+    return float((frame["ds"].iloc[-1] - frame["ds"].iloc[0]).total_seconds()) / 86_400

@@ -43,7 +43,14 @@ class SeasonalBackend(Protocol):
 
 
 class SeasonalFitError(Exception):
-    """The seasonal backend could not fit (the level model carries on without it)."""
+    """The seasonal backend could not fit (the level model carries on without it).
+
+    ``reason`` is ``seasonal_short_history`` (under two days of data before the anchor) or
+    ``seasonal_fit_failed`` (the optimizer failed)."""
+
+    def __init__(self, message: str, reason: str = "seasonal_fit_failed") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class StackingForecaster(AnchoredForecaster):
@@ -60,8 +67,8 @@ class StackingForecaster(AnchoredForecaster):
         if self.seasonal is not None:
             try:
                 curve = self.seasonal.curve_at(h, anchor_s)
-            except SeasonalFitError:
-                reason = "seasonal_fit_failed"
+            except SeasonalFitError as exc:
+                reason = exc.reason
         width = len(FEATURES) + (len(SEASONAL_FEATURES) if curve is not None else 0)
         head = leads[-1]
         rows = training_origins(h, anchor_s, head, s.train_window_s, s.max_train_rows)

@@ -316,6 +316,7 @@ def job_doc(r: JobReport, stored: bool) -> dict[str, Any]:
         "shard": f"{r.shard.index}/{r.shard.count}", "models": r.models,
         "forecasts": len(r.forecasts), "stored": stored and bool(r.forecasts),
         "failed": r.failed, "refits": r.refits, "reused_state": r.reused,
+        "seasonal_fits": r.seasonal_fits,
         "methods": r.methods, "fallbacks": r.fallbacks,
         "timing_s": {"fetch": round(r.fetch_s, 3), "compute": round(r.compute_s, 3),
                      "store": round(r.store_s, 3), "wall": round(r.wall_s, 3)},

@@ -21,13 +21,13 @@ NOW = datetime(2025, 3, 6, 12, 0, tzinfo=UTC)
 MODELS = [m.name for m in DEMO_MODELS]
 
 
-def filled_store(url: str, days: float = 2.0) -> Store:
+def filled_store(url: str, days: float = 2.0, now: datetime = NOW) -> Store:
     store = Store.open(url, migrate=True)
     store.upsert_models(DEMO_MODELS)
     rows = []
     for k, name in enumerate(MODELS):
         values = diurnal(days, 60, seed=k, level=20 + 10 * k)
-        start = NOW - timedelta(seconds=values.size * 60)
+        start = now - timedelta(seconds=values.size * 60)
         rows += [(name, start + timedelta(minutes=i), float(v)) for i, v in enumerate(values)]
     store.save_observations(rows)
     return store
@@ -63,11 +63,12 @@ def test_shard_text_is_validated() -> None:
 
 
 def test_a_second_run_reuses_the_stored_fits(sqlite_url: str, tmp_path: Path) -> None:
-    store = filled_store(sqlite_url)
+    now = NOW + timedelta(days=3)  # data no other test has fitted in this process
+    store = filled_store(sqlite_url, now=now)
     config = JobConfig(method="level", history_s=2 * 86_400, state_dir=tmp_path / "state",
                        workers=2)
-    first = run_job(store, None, NOW, config)
-    second = run_job(store, None, NOW + timedelta(minutes=5), config)
+    first = run_job(store, None, now, config)
+    second = run_job(store, None, now + timedelta(minutes=1), config)
     assert first.reused == 0 and first.refits == len(MODELS)
     assert second.reused == len(MODELS) and second.refits == 0
     assert len(list((tmp_path / "state").glob("*.json"))) == len(MODELS)
