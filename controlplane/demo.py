@@ -171,4 +171,4 @@ def dashboard_command(address: str, port: int) -> list[str]:
     return [sys.executable, "-m", "streamlit", "run", str(DASHBOARD_APP),
             "--server.address", address, "--server.port", str(port),
             "--server.headless", "true", "--browser.gatherUsageStats", "false",
-            "--global.developmentMode", "false"]
+            "--global.developmentMode", "false", "--server.fileWatcherType", "none"]

@@ -58,7 +58,8 @@ class SetReplicas:
         return self.to_replicas
 
     def render(self) -> str:
-        return f"model {self.model} replicas {self.from_replicas}→{self.to_replicas} ({self.reason})"
+        change = f"{self.from_replicas}→{self.to_replicas}"
+        return f"model {self.model} replicas {change} ({self.reason})"
 
     def to_log(self) -> dict[str, object]:
         return {"kind": self.kind, "model": self.model, "from": self.from_replicas,

@@ -8,7 +8,6 @@ Create Date: 2026-11-30 13:00:00
 from __future__ import annotations
 
 import sqlalchemy as sa
-import sqlmodel
 from alembic import op
 
 revision = '0002'
@@ -20,14 +19,14 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         'mig_relayouts',
-        sa.Column('relayout_id', sqlmodel.sql.sqltypes.AutoString(length=200), nullable=False),
-        sa.Column('node', sqlmodel.sql.sqltypes.AutoString(length=200), nullable=False),
-        sa.Column('pool', sqlmodel.sql.sqltypes.AutoString(length=100), nullable=False),
-        sa.Column('product', sqlmodel.sql.sqltypes.AutoString(length=64), nullable=False),
-        sa.Column('from_config', sqlmodel.sql.sqltypes.AutoString(length=100), nullable=False),
-        sa.Column('to_config', sqlmodel.sql.sqltypes.AutoString(length=100), nullable=False),
+        sa.Column('relayout_id', sa.String(length=200), nullable=False),
+        sa.Column('node', sa.String(length=200), nullable=False),
+        sa.Column('pool', sa.String(length=100), nullable=False),
+        sa.Column('product', sa.String(length=64), nullable=False),
+        sa.Column('from_config', sa.String(length=100), nullable=False),
+        sa.Column('to_config', sa.String(length=100), nullable=False),
         sa.Column('to_layout_json', sa.Text(), nullable=False),
-        sa.Column('phase', sqlmodel.sql.sqltypes.AutoString(length=32), nullable=False),
+        sa.Column('phase', sa.String(length=32), nullable=False),
         sa.Column('active', sa.Boolean(), nullable=False),
         sa.Column('started_at', sa.DateTime(timezone=True), nullable=False),
         sa.Column('updated_at', sa.DateTime(timezone=True), nullable=False),
@@ -35,7 +34,7 @@ def upgrade() -> None:
         sa.Column('surge_nodes', sa.Integer(), nullable=False),
         sa.Column('wait_reason', sa.Text(), nullable=False),
         sa.Column('alert', sa.Text(), nullable=False),
-        sa.Column('reason', sqlmodel.sql.sqltypes.AutoString(length=200), nullable=False),
+        sa.Column('reason', sa.String(length=200), nullable=False),
         sa.PrimaryKeyConstraint('relayout_id'),
     )
     with op.batch_alter_table('mig_relayouts', schema=None) as batch_op:
