@@ -81,10 +81,23 @@ def trace_for(days: float | None) -> Path:
     return path
 
 
-def simulate(trace: Path, out: Path, seed: int, method: str, extra: list[str]) -> dict[str, Any]:
+def simulate(trace: Path, out: Path, seed: int, method: str, extra: list[str],
+             reuse: bool = False) -> dict[str, Any]:
+    """Run ``headroom simulate`` (or, with ``reuse``, take the report of an identical earlier
+    run whose timelines are still there)."""
     cmd = [*simulate_cmd(), "--trace", str(trace), "--models", str(MODELS), "--timeline-out",
            str(out), "--seed", str(seed), "--forecast-method", method, "--json", *extra]
-    return run(cmd, f"simulate {' '.join(extra)} seed {seed}")
+    saved = out.with_suffix(".product.json")
+    if reuse and saved.is_file():
+        doc: dict[str, Any] = json.loads(saved.read_text())
+        if doc.get("_cmd") == cmd[len(simulate_cmd()):] and all(
+                Path(p).is_file() for p in doc["timelines"].values()):
+            print(f"  reusing {saved.relative_to(REPO)}", file=sys.stderr)
+            return doc
+    doc = run(cmd, f"simulate {' '.join(extra)} seed {seed}")
+    doc["_cmd"] = cmd[len(simulate_cmd()):]
+    saved.write_text(json.dumps(doc, indent=2))
+    return doc
 
 
 def row(label: str, judged: dict[str, Any]) -> dict[str, Any]:
@@ -135,6 +148,8 @@ def main() -> None:
                         help="forecaster method for the predictive policy (default: persistence, "
                              "the best naive baseline on ServeGen; 'auto' gets its own row)")
     parser.add_argument("--no-frontier", action="store_true")
+    parser.add_argument("--reuse", action="store_true",
+                        help="reuse timelines of identical earlier runs (after an interruption)")
     args = parser.parse_args()
     missing = [p for p in (TRACE, COLDSTART, JUDGE) if not p.is_file()]
     if missing:
@@ -148,7 +163,7 @@ def main() -> None:
     for seed in seeds:
         base = OUT / f"seed{seed}" / "T.csv"
         product = simulate(trace, base, seed, args.forecast_method,
-                           [a for p in POLICIES for a in ("--policy", p)])
+                           [a for p in POLICIES for a in ("--policy", p)], args.reuse)
         judged = judge({p: base.with_name(f"T.{p}.csv") for p in POLICIES}, "reactive")
         docs["product_reported"][f"seed{seed}"] = product
         docs["judge"][f"seed{seed}"] = judged
@@ -162,11 +177,12 @@ def main() -> None:
         for policy, flag, value in FRONTIER:
             label = f"{policy}@{value}"
             path = OUT / "frontier" / f"{policy}_{value}.csv"
-            simulate(trace, path, seed, args.forecast_method, ["--policy", policy, flag, value])
+            simulate(trace, path, seed, args.forecast_method, ["--policy", policy, flag, value],
+                     args.reuse)
             timelines[label] = path
         if args.forecast_method != "auto":
             path = OUT / "frontier" / "predictive_auto.csv"
-            simulate(trace, path, seed, "auto", ["--policy", "predictive"])
+            simulate(trace, path, seed, "auto", ["--policy", "predictive"], args.reuse)
             timelines["predictive@4 (auto forecasts)"] = path
         judged = judge(timelines, "reactive@0.8")
         docs["judge"]["frontier"] = judged

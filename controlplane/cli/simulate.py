@@ -22,9 +22,10 @@ from controlplane.simulation.config import (
     parse_cold_start_option,
 )
 from controlplane.simulation.engine import SimOptions
-from controlplane.simulation.runner import PolicyKnobs, simulate
+from controlplane.simulation.runner import PolicyKnobs, check_policies, simulate
 from controlplane.simulation.trace import TraceError, load_trace
 from forecaster.errors import UnknownMethodError
+from forecaster.registry import get_forecaster
 
 _err = Console(stderr=True)
 
@@ -89,7 +90,7 @@ def simulate_command(
     """Replay per-model demand through the real core and the simulated fleet (sampled cold
     starts); write the per-minute timeline and print short model-minutes, GPU-hours and cost."""
     names = policy or ["predictive"]
-    try:
+    try:  # everything the user gave is checked before the first simulated minute
         override = parse_cold_start_option(cold_start) if cold_start else None
         config = load_models_file(models, override)
         replayed = load_trace(trace, time_col=time_col, series_col=series_col or None,
@@ -100,6 +101,11 @@ def simulate_command(
                              forecast_method=forecast_method, seed=seed)
         knobs = PolicyKnobs(shortfall_cost_ratio=shortfall_cost_ratio,
                             reactive_target_utilization=reactive_target)
+        check_policies(names, replayed, config, knobs, options)
+        get_forecaster(forecast_method)
+    except (ModelsFileError, TraceError, UnknownMethodError, ValueError) as error:
+        raise _fail(str(error)) from None
+    try:
         with Progress(TextColumn("{task.description}"), BarColumn(),
                       TextColumn("{task.completed:,.0f}/{task.total:,.0f} min"),
                       TimeElapsedColumn(), console=_err, transient=True) as progress:
@@ -107,8 +113,6 @@ def simulate_command(
                      for n in names}
             result = simulate(replayed, config, names, timeline_out, options, knobs,
                               lambda n, m: progress.update(tasks[n], completed=m + 1))
-    except (ModelsFileError, TraceError, UnknownMethodError, ValueError) as error:
-        raise _fail(str(error)) from None
     except OSError as error:
         raise _fail(f"{error.filename or timeline_out}: {error.strerror}") from None
     if json_out:

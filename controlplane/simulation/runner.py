@@ -51,6 +51,15 @@ def build_policy(name: str, trace: Trace, config: SimConfig, knobs: PolicyKnobs,
     raise ValueError(f"--policy must be one of {', '.join(POLICY_NAMES)}, got {name!r}")
 
 
+def check_policies(names: Sequence[str], trace: Trace, config: SimConfig, knobs: PolicyKnobs,
+                   options: SimOptions) -> None:
+    """Refuse unknown or repeated policy names and knobs out of range (ValueError)."""
+    if len(set(names)) != len(names):
+        raise ValueError(f"--policy given twice: {list(names)}")
+    for name in names:
+        build_policy(name, trace, config, knobs, options)
+
+
 @dataclass(frozen=True, slots=True)
 class SimulationResult:
     runs: tuple[PolicyRun, ...]
@@ -62,8 +71,7 @@ def simulate(trace: Trace, config: SimConfig, policies: Sequence[str], timeline_
              options: SimOptions, knobs: PolicyKnobs,
              on_minute: Callable[[str, int], None] | None = None) -> SimulationResult:
     """Replay ``trace`` once per policy (forecasts shared) and write one timeline per policy."""
-    if len(set(policies)) != len(policies):
-        raise ValueError(f"--policy given twice: {list(policies)}")
+    check_policies(policies, trace, config, knobs, options)
     built = [build_policy(p, trace, config, knobs, options) for p in policies]
     replay = DemandReplay(trace, options.observe_window_s)
     paths = timeline_paths(timeline_out, list(policies))
