@@ -11,21 +11,20 @@ import threading
 
 from protos.headroom.v1 import placement_pb2 as pb
 from scheduler import convert
-from scheduler.domain.cluster import Cluster
-from scheduler.domain.errors import AlreadyExists
 from scheduler.domain.fleet import plan_fleet
 from scheduler.domain.fleet_types import FleetPlan
-from scheduler.domain.policy import choose
+from scheduler.domain.placer import OnlinePlacer
+from scheduler.domain.scoring import ScoreWeights
 from scheduler.domain.validate import validate_nodes
 
 
 class PlacementEngine:
     """Inventory, bindings and the current fleet plan (with its revision), under one lock."""
 
-    def __init__(self) -> None:
+    def __init__(self, weights: ScoreWeights | None = None) -> None:
         self._lock = threading.Lock()
         self._plan_changed = threading.Condition(self._lock)
-        self._cluster = Cluster(())
+        self._placer = OnlinePlacer((), weights)
         self._plan = FleetPlan(0, (), (), 0.0, ())
 
     # ---------------------------------------------------------------- online placement
@@ -34,33 +33,27 @@ class PlacementEngine:
         exist are kept (re-applied), the others are dropped. Idempotent."""
         nodes = convert.nodes_from_pb(request)
         validate_nodes(nodes)
-        fresh = Cluster(nodes)
         with self._lock:
-            for binding in list(self._cluster.bindings.values()):
-                fresh.readopt(binding)
-            self._cluster = fresh
-            return pb.SyncInventoryResponse(nodes=len(nodes), gpus=fresh.gpu_count)
+            self._placer = self._placer.resynced(nodes)
+            return pb.SyncInventoryResponse(nodes=len(nodes), gpus=self._placer.cluster.gpu_count)
 
     def place(self, request: pb.PlaceRequest) -> pb.PlaceResponse:
         """Bind one workload; raises InvalidArgument, AlreadyExists or Infeasible."""
         spec = convert.workload_from_pb(request)
         with self._lock:
-            if spec.workload_id in self._cluster.bindings:
-                raise AlreadyExists(spec.workload_id)
-            choice = choose(self._cluster, spec)
-            binding = self._cluster.apply(spec, choice)
+            binding = self._placer.place(spec)
         return pb.PlaceResponse(binding=convert.binding_to_pb(binding))
 
     def release(self, request: pb.ReleaseRequest) -> pb.ReleaseResponse:
         """Free a workload's resources; unknown ids are fine (idempotent)."""
         with self._lock:
-            self._cluster.release(request.workload_id)
+            self._placer.release(request.workload_id)
         return pb.ReleaseResponse()
 
     def binding(self, workload_id: str) -> pb.Binding | None:
         """The current binding of a workload, or None."""
         with self._lock:
-            found = self._cluster.bindings.get(workload_id)
+            found = self._placer.cluster.bindings.get(workload_id)
         return convert.binding_to_pb(found) if found is not None else None
 
     # ---------------------------------------------------------------- fleet plan

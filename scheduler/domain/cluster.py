@@ -1,266 +1,246 @@
-"""In-memory, indexed view of the inventory and its bindings for online placement.
+"""In-memory, indexed state of the inventory and its bindings for online placement.
 
-The cluster is mutable (the engine owns it under a lock) but does no I/O: every decision is a
-deterministic function of the inventory, the bindings and the request.
+The state is held in numpy arrays (one row per node, one column per GPU slot) so the scoring
+of every candidate node is a handful of vectorised operations. It is mutable (the engine owns it
+under a lock) but does no I/O: every decision is a function of inventory, bindings and request.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
 
 from scheduler.domain import catalog
 from scheduler.domain.catalog import GpuProduct
-from scheduler.domain.errors import AlreadyExists, Infeasible
-from scheduler.domain.mig import MigInstance, free_start
+from scheduler.domain.errors import AlreadyExists
+from scheduler.domain.mig import MigInstance
 from scheduler.domain.model import (
     WHOLE_GPU_MILLI,
     Binding,
-    Isolation,
     NodeSpec,
     SharingMode,
-    WorkloadSpec,
 )
-from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU, mig_profile_for, share_mode
+from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+#: Mode codes of the per-GPU ``mode`` array (0 = idle, no sharing mode set yet).
+MODE_CODE: dict[SharingMode, int] = {
+    SharingMode.EXCLUSIVE: 1, SharingMode.MIG: 2, SharingMode.MPS: 3, SharingMode.TIME_SLICING: 4,
+}
+#: GPU memory of a GPU whose size is unknown: large enough never to bind.
+UNKNOWN_MEMORY_MIB = 1 << 40
 
 
 def product_key(product: str) -> str:
-    """Canonical product key: the catalog name when known, else the lowercased string."""
+    """Canonical product key: the catalog name when known, else the stripped, lowercased text."""
     known = catalog.lookup(product)
     return known.name.lower() if known is not None else product.strip().lower()
 
 
-@dataclass(slots=True)
-class GpuSlot:
-    """Mutable accounting of one GPU."""
-
-    index: int
-    product: str
-    key: str
-    known: GpuProduct | None
-    memory_mib: int  # 0 = unknown
-    mig_capable: bool
-    free_milli: int = WHOLE_GPU_MILLI
-    free_memory_mib: int = 0
-    mode: SharingMode | None = None
-    clients: int = 0
-    mig: dict[str, MigInstance] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class NodeSlot:
-    """Mutable accounting of one node."""
-
-    spec: NodeSpec
-    cpu_free: int
-    mem_free: int
-    gpus: list[GpuSlot]
-
-
 @dataclass(frozen=True, slots=True)
 class Choice:
-    """A candidate placement: node position, GPU positions, mode, MIG profile, share."""
+    """A candidate placement: node row, GPU columns, mode, granted share, MIG instance."""
 
     node: int
     gpus: tuple[int, ...]
     mode: SharingMode | None
     gpu_milli: int
-    gpu_memory_mib: int
+    gpu_memory_mib: int  # per GPU
     mig_profile: str = ""
     mig_start: int = -1
     reason: str = ""
-
-
-def make_slots(nodes: Sequence[NodeSpec]) -> list[NodeSlot]:
-    slots: list[NodeSlot] = []
-    for node in nodes:
-        gpus: list[GpuSlot] = []
-        for g in sorted(node.gpus, key=lambda x: x.index):
-            known = catalog.lookup(g.product)
-            memory = g.memory_mib or (known.memory_mib if known is not None else 0)
-            mig_ok = g.mig_capable and known is not None and known.mig_capable
-            gpus.append(GpuSlot(g.index, g.product, product_key(g.product), known, memory,
-                                mig_ok, free_memory_mib=memory))
-        slots.append(NodeSlot(node, node.cpu_milli, node.memory_mib, gpus))
-    return slots
-
-
-def gpu_memory_need(spec: WorkloadSpec, gpu: GpuSlot, milli: int) -> int | None:
-    """GPU memory to charge on ``gpu``: the stated amount, else a proportional share of a GPU
-    whose memory is known; None when the GPU cannot guarantee the stated memory."""
-    if gpu.memory_mib <= 0:
-        return None if spec.gpu_memory_mib > 0 else 0
-    if spec.gpu_memory_mib > 0:
-        return spec.gpu_memory_mib
-    return gpu.memory_mib * milli // WHOLE_GPU_MILLI
+    waste_delta: float | None = None  # expected-waste increase of the node, when scored
 
 
 class Cluster:
-    """Nodes, GPUs and bindings; ``place`` and ``release`` keep the accounting exact."""
+    """Nodes, GPUs and bindings; ``apply`` and ``release`` keep the accounting exact."""
 
     def __init__(self, nodes: Sequence[NodeSpec]) -> None:
-        self.slots = make_slots(nodes)
-        self.position = {s.spec.name: i for i, s in enumerate(self.slots)}
+        self.nodes = tuple(nodes)
+        n = len(self.nodes)
+        width = max((len(x.gpus) for x in self.nodes), default=0) or 1
+        self.width = width
+        self.position = {x.name: i for i, x in enumerate(self.nodes)}
+        self.cpu_free: IntArray = np.array([x.cpu_milli for x in self.nodes], dtype=np.int64)
+        self.mem_free: IntArray = np.array([x.memory_mib for x in self.nodes], dtype=np.int64)
+        # Per GPU slot; a slot without a GPU has free milli -1 so that nothing ever fits there.
+        self.free: IntArray = np.full((n, width), -1, dtype=np.int64)
+        self.exists: BoolArray = np.zeros((n, width), dtype=bool)
+        self.mode: IntArray = np.zeros((n, width), dtype=np.int64)
+        self.clients: IntArray = np.zeros((n, width), dtype=np.int64)
+        self.gmem_total: IntArray = np.zeros((n, width), dtype=np.int64)
+        self.gmem_free: IntArray = np.zeros((n, width), dtype=np.int64)
+        self.gmem_known: BoolArray = np.zeros((n, width), dtype=bool)
+        self.mig_capable: BoolArray = np.zeros((n, width), dtype=bool)
+        self.product_id: IntArray = np.full((n, width), -1, dtype=np.int64)
+        self.gpu_index: IntArray = np.full((n, width), -1, dtype=np.int64)
+        self.products: list[str] = []  # product keys by id
+        self.known: list[GpuProduct | None] = []
+        self.mig: dict[tuple[int, int], dict[str, MigInstance]] = {}
         self.bindings: dict[str, Binding] = {}
+        self._product_masks: dict[frozenset[str], BoolArray] = {}
+        ids: dict[str, int] = {}
+        for i, node in enumerate(self.nodes):
+            for j, gpu in enumerate(sorted(node.gpus, key=lambda g: g.index)):
+                key = product_key(gpu.product)
+                if key not in ids:
+                    ids[key] = len(self.products)
+                    self.products.append(key)
+                    self.known.append(catalog.lookup(gpu.product))
+                known = self.known[ids[key]]
+                memory = gpu.memory_mib or (known.memory_mib if known is not None else 0)
+                self.free[i, j] = WHOLE_GPU_MILLI
+                self.exists[i, j] = True
+                self.product_id[i, j] = ids[key]
+                self.gpu_index[i, j] = gpu.index
+                self.gmem_known[i, j] = memory > 0
+                self.gmem_total[i, j] = memory if memory > 0 else UNKNOWN_MEMORY_MIB
+                self.gmem_free[i, j] = self.gmem_total[i, j]
+                self.mig_capable[i, j] = bool(gpu.mig_capable and known is not None
+                                              and known.mig_capable)
+        self.gpu_count = int(self.exists.sum())
+        # Per node aggregates and per GPU share capacity, kept in step by _refresh_node.
+        self.total: IntArray = np.maximum(self.free, 0).sum(axis=1)
+        self.idle: IntArray = (self.free == WHOLE_GPU_MILLI).sum(axis=1)
+        self.share_cap: dict[int, IntArray] = {
+            MODE_CODE[m]: np.full((n, width), -1, dtype=np.int64)
+            for m in (SharingMode.MPS, SharingMode.TIME_SLICING)}
+        for i in range(n):
+            self._refresh_node(i)
 
-    @property
-    def gpu_count(self) -> int:
-        return sum(len(s.gpus) for s in self.slots)
+    def _refresh_node(self, node: int) -> None:
+        """Recompute the aggregates of one node after its GPUs changed."""
+        free = self.free[node].tolist()
+        self.total[node] = sum(f for f in free if f > 0)
+        self.idle[node] = sum(1 for f in free if f == WHOLE_GPU_MILLI)
+        for col in range(len(free)):
+            self._refresh_share_cap(node, col)
 
-    # ------------------------------------------------------------------ candidates
-    def _allowed(self, spec: WorkloadSpec, gpu: GpuSlot) -> bool:
-        return not spec.gpu_products or gpu.key in spec.gpu_products
+    def _refresh_share_cap(self, node: int, col: int) -> None:
+        """Share capacity of one GPU per sharing mode: the largest share (milli) it can take,
+        limited by free compute and by the proportional memory it would be charged; -1 when
+        the GPU cannot take a share in that mode."""
+        if not self.exists[node, col] or self.clients[node, col] >= MAX_CLIENTS_PER_GPU:
+            for arr in self.share_cap.values():
+                arr[node, col] = -1
+            return
+        cap = int(self.free[node, col])
+        if self.gmem_known[node, col]:
+            total_mem = int(self.gmem_total[node, col])
+            free_mem = int(self.gmem_free[node, col])
+            # largest d with total_mem * d // 1000 <= free_mem
+            cap = min(cap, ((free_mem + 1) * WHOLE_GPU_MILLI + total_mem - 1) // total_mem - 1)
+        mode = int(self.mode[node, col])
+        for code, arr in self.share_cap.items():
+            arr[node, col] = cap if mode in (0, code) else -1
 
-    def share_choices(self, spec: WorkloadSpec, node: int) -> list[Choice]:
-        """Every GPU of ``node`` that can host the fractional workload ``spec``."""
-        out: list[Choice] = []
-        for pos, gpu in enumerate(self.slots[node].gpus):
-            if not self._allowed(spec, gpu):
-                continue
-            choice = self._share_on(spec, node, pos, gpu)
-            if choice is not None:
-                out.append(choice)
-        return out
+    # ------------------------------------------------------------------ lookups
+    def product_mask(self, products: frozenset[str]) -> BoolArray:
+        """GPU slots whose product is one of ``products`` (all existing GPUs when empty)."""
+        mask = self._product_masks.get(products)
+        if mask is None:
+            if products:
+                wanted = [k for k, p in enumerate(self.products) if p in products]
+                mask = np.isin(self.product_id, wanted) & self.exists
+            else:
+                mask = self.exists.copy()
+            self._product_masks[products] = mask
+        return mask
 
-    def _share_on(self, spec: WorkloadSpec, node: int, pos: int, gpu: GpuSlot) -> Choice | None:
-        mode = share_mode(spec.isolation)
-        if mode is SharingMode.EXCLUSIVE:
-            if gpu.mig_capable and gpu.known is not None and gpu.mode in (None, SharingMode.MIG):
-                return self._mig_on(spec, node, pos, gpu, gpu.known)
-            return self._whole_on(spec, node, pos, gpu, "strict_isolation_exclusive")
-        if gpu.mode not in (None, mode) or gpu.clients >= MAX_CLIENTS_PER_GPU:
-            return None
-        if gpu.free_milli < spec.gpu_milli:
-            return None
-        need = gpu_memory_need(spec, gpu, spec.gpu_milli)
-        if need is None or (gpu.memory_mib > 0 and need > gpu.free_memory_mib):
-            return None
-        return Choice(node, (pos,), mode, spec.gpu_milli, need, reason=f"{mode.value}_share")
+    def product_of(self, node: int, gpu: int) -> GpuProduct | None:
+        return self.known[int(self.product_id[node, gpu])]
 
-    def _mig_on(self, spec: WorkloadSpec, node: int, pos: int, gpu: GpuSlot,
-                product: GpuProduct) -> Choice | None:
-        prof = mig_profile_for(product, spec.gpu_milli, spec.gpu_memory_mib)
-        if prof is None:
-            return self._whole_on(spec, node, pos, gpu, "strict_isolation_exclusive")
-        start = free_start(product, list(gpu.mig.values()), prof)
-        if start is None:
-            return None
-        milli = product.mig_milli(prof.compute_slices)
-        return Choice(node, (pos,), SharingMode.MIG, milli, prof.memory_mib, prof.name, start,
-                      "strict_isolation_mig")
-
-    def _whole_on(self, spec: WorkloadSpec, node: int, pos: int, gpu: GpuSlot,
-                  reason: str) -> Choice | None:
-        if gpu.mode is not None or gpu.free_milli < WHOLE_GPU_MILLI:
-            return None
-        if gpu.memory_mib <= 0 and spec.gpu_memory_mib > 0:
-            return None
-        if gpu.memory_mib > 0 and spec.gpu_memory_mib > gpu.memory_mib:
-            return None
-        return Choice(node, (pos,), SharingMode.EXCLUSIVE, WHOLE_GPU_MILLI, gpu.memory_mib,
-                      reason=reason)
-
-    def whole_free(self, spec: WorkloadSpec, node: int) -> list[int]:
-        """Positions of completely free GPUs of ``node`` that ``spec`` may use."""
-        out: list[int] = []
-        for pos, gpu in enumerate(self.slots[node].gpus):
-            if gpu.mode is not None or gpu.free_milli < WHOLE_GPU_MILLI:
-                continue
-            if not self._allowed(spec, gpu):
-                continue
-            if spec.gpu_memory_mib > 0 and (gpu.memory_mib <= 0
-                                            or spec.gpu_memory_mib > gpu.memory_mib):
-                continue
-            out.append(pos)
-        return out
-
-    def fits_host(self, spec: WorkloadSpec, node: int) -> bool:
-        slot = self.slots[node]
-        return slot.cpu_free >= spec.cpu_milli and slot.mem_free >= spec.memory_mib
+    def mig_layout(self, node: int, gpu: int) -> list[MigInstance]:
+        return list(self.mig.get((node, gpu), {}).values())
 
     # ------------------------------------------------------------------ apply
-    def apply(self, spec: WorkloadSpec, choice: Choice) -> Binding:
-        if spec.workload_id in self.bindings:
-            raise AlreadyExists(spec.workload_id)
-        slot = self.slots[choice.node]
-        slot.cpu_free -= spec.cpu_milli
-        slot.mem_free -= spec.memory_mib
-        indices: list[int] = []
-        for pos in choice.gpus:
-            gpu = slot.gpus[pos]
-            indices.append(gpu.index)
-            gpu.free_milli -= choice.gpu_milli
-            gpu.free_memory_mib -= (gpu.memory_mib if choice.mode is SharingMode.EXCLUSIVE
-                                    else choice.gpu_memory_mib)
-            gpu.clients += 1
-            gpu.mode = choice.mode
-            if choice.mode is SharingMode.MIG and gpu.known is not None:
-                prof = gpu.known.profile(choice.mig_profile)
+    def apply(self, workload_id: str, cpu_milli: int, memory_mib: int, choice: Choice) -> Binding:
+        """Charge ``choice`` to the state and record the binding."""
+        if workload_id in self.bindings:
+            raise AlreadyExists(workload_id)
+        node = choice.node
+        self.cpu_free[node] -= cpu_milli
+        self.mem_free[node] -= memory_mib
+        code = MODE_CODE[choice.mode] if choice.mode is not None else 0
+        for g in choice.gpus:
+            self.free[node, g] -= choice.gpu_milli
+            charge = (self.gmem_total[node, g] if choice.mode is SharingMode.EXCLUSIVE
+                      else choice.gpu_memory_mib)
+            self.gmem_free[node, g] -= charge
+            self.clients[node, g] += 1
+            self.mode[node, g] = code
+            if choice.mode is SharingMode.MIG:
+                product = self.product_of(node, g)
+                prof = product.profile(choice.mig_profile) if product is not None else None
                 if prof is not None:
-                    gpu.mig[spec.workload_id] = MigInstance(prof, choice.mig_start)
-        binding = Binding(spec.workload_id, slot.spec.name, tuple(indices), choice.mode,
-                          choice.mig_profile, choice.gpu_milli, choice.reason,
-                          choice.gpu_memory_mib, choice.mig_start, spec.cpu_milli,
-                          spec.memory_mib)
-        self.bindings[spec.workload_id] = binding
+                    self.mig.setdefault((node, g), {})[workload_id] = MigInstance(
+                        prof, choice.mig_start)
+        self._refresh_node(node)
+        binding = Binding(
+            workload_id, self.nodes[node].name,
+            tuple(int(self.gpu_index[node, g]) for g in choice.gpus), choice.mode,
+            choice.mig_profile, choice.gpu_milli, choice.reason, choice.gpu_memory_mib,
+            choice.mig_start, cpu_milli, memory_mib)
+        self.bindings[workload_id] = binding
         return binding
 
-    def readopt(self, binding: Binding) -> bool:
-        """Re-apply a binding from an earlier inventory; False (dropped) when its node or GPUs
-        are gone or no longer have room."""
-        node = self.position.get(binding.node)
-        if node is None:
-            return False
-        slot = self.slots[node]
-        by_index = {g.index: pos for pos, g in enumerate(slot.gpus)}
-        if any(i not in by_index for i in binding.gpu_indices):
-            return False
-        if slot.cpu_free < binding.cpu_milli or slot.mem_free < binding.memory_mib:
-            return False
-        positions = tuple(by_index[i] for i in binding.gpu_indices)
-        for pos in positions:
-            gpu = slot.gpus[pos]
-            if gpu.free_milli < binding.gpu_milli or gpu.mode not in (None, binding.mode):
-                return False
-        spec = WorkloadSpec(binding.workload_id, "", "", binding.cpu_milli, binding.memory_mib,
-                            len(positions), binding.gpu_milli, 0, frozenset(),
-                            Isolation.UNSPECIFIED)
-        self.apply(spec, Choice(node, positions, binding.mode, binding.gpu_milli,
-                                binding.gpu_memory_mib, binding.mig_profile, binding.mig_start,
-                                binding.reason))
-        return True
+    def columns_of(self, node: int, gpu_indices: Sequence[int]) -> tuple[int, ...] | None:
+        """GPU columns of ``node`` for GPU indices; None when one does not exist."""
+        row = self.gpu_index[node]
+        out: list[int] = []
+        for idx in gpu_indices:
+            hits = np.flatnonzero(row == idx)
+            if hits.size == 0:
+                return None
+            out.append(int(hits[0]))
+        return tuple(out)
 
     def release(self, workload_id: str) -> Binding | None:
         """Give a binding's resources back; None when the id is unknown (idempotent)."""
         binding = self.bindings.pop(workload_id, None)
         if binding is None:
             return None
-        slot = self.slots[self.position[binding.node]]
-        slot.cpu_free += binding.cpu_milli
-        slot.mem_free += binding.memory_mib
-        by_index = {g.index: g for g in slot.gpus}
-        for idx in binding.gpu_indices:
-            gpu = by_index[idx]
-            gpu.clients -= 1
-            gpu.mig.pop(workload_id, None)
-            if gpu.clients == 0:
-                gpu.mode = None
-                gpu.free_milli = WHOLE_GPU_MILLI
-                gpu.free_memory_mib = gpu.memory_mib
+        node = self.position[binding.node]
+        self.cpu_free[node] += binding.cpu_milli
+        self.mem_free[node] += binding.memory_mib
+        for g in self.columns_of(node, binding.gpu_indices) or ():
+            self.clients[node, g] -= 1
+            layout = self.mig.get((node, g))
+            if layout is not None:
+                layout.pop(workload_id, None)
+                if not layout:
+                    del self.mig[(node, g)]
+            if self.clients[node, g] == 0:
+                self.mode[node, g] = 0
+                self.free[node, g] = WHOLE_GPU_MILLI
+                self.gmem_free[node, g] = self.gmem_total[node, g]
             else:
-                gpu.free_milli += binding.gpu_milli
-                gpu.free_memory_mib += binding.gpu_memory_mib
+                self.free[node, g] += binding.gpu_milli
+                self.gmem_free[node, g] += binding.gpu_memory_mib
+        self._refresh_node(node)
         return binding
 
-
-def infeasible(spec: WorkloadSpec) -> Infeasible:
-    """The error for a workload no node can host, with the dominant reason."""
-    if spec.num_gpu == 0:
-        return Infeasible("insufficient_cpu_or_memory",
-                          f"no node has {spec.cpu_milli} CPU milli and {spec.memory_mib} MiB free")
-    what = (f"{spec.num_gpu} whole GPU(s)" if spec.is_whole
-            else f"a {spec.gpu_milli}-milli GPU share")
-    products = ",".join(sorted(spec.gpu_products)) or "any product"
-    return Infeasible("no_node_fits",
-                      f"no node has {what} ({products}) with {spec.cpu_milli} CPU milli and "
-                      f"{spec.memory_mib} MiB free")
+    def readopt(self, binding: Binding) -> bool:
+        """Re-apply a binding from an earlier inventory; False (dropped) when its node or GPUs
+        are gone or no longer have room for it."""
+        node = self.position.get(binding.node)
+        if node is None:
+            return False
+        cols = self.columns_of(node, binding.gpu_indices)
+        if cols is None:
+            return False
+        if self.cpu_free[node] < binding.cpu_milli or self.mem_free[node] < binding.memory_mib:
+            return False
+        code = MODE_CODE[binding.mode] if binding.mode is not None else 0
+        for g in cols:
+            if self.free[node, g] < binding.gpu_milli or self.mode[node, g] not in (0, code):
+                return False
+        self.apply(binding.workload_id, binding.cpu_milli, binding.memory_mib,
+                   Choice(node, cols, binding.mode, binding.gpu_milli, binding.gpu_memory_mib,
+                          binding.mig_profile, binding.mig_start, binding.reason))
+        return True

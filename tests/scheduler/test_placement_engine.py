@@ -43,7 +43,7 @@ def test_infeasible_workload_is_rejected_with_a_reason() -> None:
     eng = two_node_engine()
     with pytest.raises(Infeasible) as err:
         eng.place(make_place("big", num_gpu=3))
-    assert err.value.reason == "no_node_fits"
+    assert err.value.reason == "no_idle_gpus"
 
 
 def test_malformed_request_names_the_field() -> None:

@@ -51,7 +51,7 @@ def test_infeasible_place_is_resource_exhausted_with_reason(stub: pb_grpc.Placem
     with pytest.raises(grpc.RpcError) as err:
         stub.Place(make_place("w1", num_gpu=4), timeout=5)
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert "no_node_fits" in (err.value.details() or "")
+    assert "no_idle_gpus" in (err.value.details() or "")
 
 
 @pytest.mark.parametrize("request_, field", [

@@ -1,0 +1,85 @@
+"""OnlinePlacer: the inventory, the learned demand and the scores kept in step (no I/O, no lock;
+the engine serialises calls)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduler.domain.cluster import Cluster
+from scheduler.domain.demand_model import DemandModel
+from scheduler.domain.errors import AlreadyExists
+from scheduler.domain.model import Binding, NodeSpec, SharingMode, WorkloadSpec
+from scheduler.domain.policy import ScoreCache, Scorer, choose
+from scheduler.domain.scoring import NodeCache, ScoreTables, ScoreWeights
+
+
+class OnlinePlacer:
+    """Place and release workloads on one inventory snapshot."""
+
+    def __init__(self, nodes: Sequence[NodeSpec], weights: ScoreWeights | None = None,
+                 demand: DemandModel | None = None) -> None:
+        self.cluster = Cluster(nodes)
+        self.demand = demand or DemandModel()
+        self.weights = weights or ScoreWeights()
+        tables = ScoreTables(self.demand.snapshot(), self.cluster.width)
+        self._scorer = Scorer(tables, self._new_cache(tables), self.weights,
+                              ScoreCache(len(self.cluster.nodes)))
+
+    def _new_cache(self, tables: ScoreTables) -> NodeCache:
+        c = self.cluster
+        return NodeCache(tables, c.free, c.cpu_free, c.mem_free, self.weights.stranding)
+
+    def resynced(self, nodes: Sequence[NodeSpec]) -> OnlinePlacer:
+        """A placer for a new inventory snapshot that keeps the learned demand and every
+        binding whose node and GPUs still exist and still have room (others are dropped)."""
+        fresh = OnlinePlacer(nodes, self.weights, self.demand)
+        for binding in self.cluster.bindings.values():
+            if fresh.cluster.readopt(binding):
+                fresh._refresh_node(fresh.cluster.position[binding.node])
+        return fresh
+
+    def place(self, spec: WorkloadSpec) -> Binding:
+        """Bind ``spec``; raises AlreadyExists or Infeasible (state unchanged then)."""
+        if spec.workload_id in self.cluster.bindings:
+            raise AlreadyExists(spec.workload_id)
+        self.demand.observe(spec)
+        scorer = self._current_scorer()
+        choice = choose(self.cluster, spec, scorer)
+        shared_gpu_free = (int(self.cluster.free[choice.node, choice.gpus[0]])
+                           if choice.mode in (SharingMode.MPS, SharingMode.TIME_SLICING) else -1)
+        binding = self.cluster.apply(spec.workload_id, spec.cpu_milli, spec.memory_mib, choice)
+        if choice.waste_delta is None:
+            self._refresh_node(choice.node)
+        else:  # the scoring pass already computed the node's new waste and fragments
+            scorer.cache.placed(scorer.tables, choice.node, choice.waste_delta,
+                                shared_gpu_free, spec.gpu_milli)
+            scorer.scores.touch(choice.node)
+        return binding
+
+    def release(self, workload_id: str) -> Binding | None:
+        """Free a workload's resources; None when the id is unknown (idempotent)."""
+        binding = self.cluster.release(workload_id)
+        if binding is not None:
+            self._refresh_node(self.cluster.position[binding.node])
+        return binding
+
+    def _refresh_node(self, node: int) -> None:
+        scorer, c = self._scorer, self.cluster
+        scorer.cache.update(scorer.tables, node, c.free, c.cpu_free, c.mem_free)
+        scorer.scores.touch(node)
+
+    def _current_scorer(self) -> Scorer:
+        scorer = self._scorer
+        snapshot = self.demand.snapshot()
+        if snapshot.version == scorer.tables.snapshot.version:
+            return scorer
+        tables = ScoreTables(snapshot, self.cluster.width)
+        cache = scorer.cache
+        c = self.cluster
+        if cache.shape_key != snapshot.shape_key:
+            cache = self._new_cache(tables)
+        else:
+            cache.reweigh(tables, c.free, c.cpu_free, c.mem_free)
+        scorer.scores.clear()
+        self._scorer = Scorer(tables, cache, self.weights, scorer.scores)
+        return self._scorer
