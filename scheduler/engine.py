@@ -8,24 +8,34 @@ in-process with the same messages the gRPC API uses. Errors are the typed domain
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 from protos.headroom.v1 import placement_pb2 as pb
 from scheduler import convert
-from scheduler.domain.fleet import plan_fleet
+from scheduler.domain.fleet import DEFAULT_TIME_LIMIT_S, plan_fleet
 from scheduler.domain.fleet_types import FleetPlan
+from scheduler.domain.milp import MilpSolver
 from scheduler.domain.placer import OnlinePlacer
 from scheduler.domain.scoring import ScoreWeights
-from scheduler.domain.validate import validate_nodes
+from scheduler.domain.validate import validate_fleet_request, validate_nodes
+from scheduler.highs import HighsSolver
+
+#: Share of the caller's remaining deadline the fleet solver may use.
+DEADLINE_SHARE = 0.8
 
 
 class PlacementEngine:
     """Inventory, bindings and the current fleet plan (with its revision), under one lock."""
 
-    def __init__(self, weights: ScoreWeights | None = None) -> None:
+    def __init__(self, weights: ScoreWeights | None = None,
+                 solver: MilpSolver | None = None,
+                 plan_time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> None:
         self._lock = threading.Lock()
         self._plan_changed = threading.Condition(self._lock)
         self._placer = OnlinePlacer((), weights)
         self._plan = FleetPlan(0, (), (), 0.0, ())
+        self._solver: MilpSolver = solver or HighsSolver()
+        self._plan_time_limit_s = plan_time_limit_s
 
     # ---------------------------------------------------------------- online placement
     def sync_inventory(self, request: pb.SyncInventoryRequest) -> pb.SyncInventoryResponse:
@@ -66,15 +76,16 @@ class PlacementEngine:
         caller's remaining deadline).
         """
         fleet_request = convert.fleet_request_from_pb(request)
+        validate_fleet_request(fleet_request)
         with self._lock:
             prior = convert.fleet_plan_from_pb(previous) if previous is not None else self._plan
-            revision = self._plan.revision + 1
-        del prior, time_limit_s
-        plan = plan_fleet(fleet_request, revision)
-        with self._lock:
-            revision = self._plan.revision + 1
-            plan = FleetPlan(revision, plan.gpus, plan.warm_pools, plan.cost_per_hour,
-                             plan.unplaced)
+        limit = self._plan_time_limit_s
+        if time_limit_s is not None:
+            limit = max(0.05, min(limit, DEADLINE_SHARE * time_limit_s))
+        outcome = plan_fleet(fleet_request, 0, prior if prior.gpus else None, self._solver,
+                             limit)
+        with self._plan_changed:
+            plan = replace(outcome.plan, revision=self._plan.revision + 1)
             self._plan = plan
             self._plan_changed.notify_all()
         return convert.fleet_plan_to_pb(plan)

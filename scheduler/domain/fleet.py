@@ -1,124 +1,178 @@
-"""Batch fleet planning (PlanFleet): segments per model, packed onto GPUs with valid MIG
-geometry. Greedy first version: best throughput per compute slice, first-fit decreasing."""
+"""Batch fleet planning (PlanFleet): choose segments per model and pack them onto the fewest /
+cheapest GPUs with valid MIG geometry, preferring to keep the previous plan's GPU layouts.
+
+The packing is a small integer program over *layouts* (multisets of segment sizes with a valid
+MIG geometry) solved through the ``MilpSolver`` port; a first-fit-decreasing greedy is the
+fallback when no solver is given or it finds nothing in time:
+
+    minimise   sum price x GPUs + tiny x (new GPUs)  + big x (unplaced models)
+    subject to segments of size g on pool p   <= instances of size g the chosen layouts offer
+               sum throughput of a model's segments >= its rate (unless it is left unplaced)
+               GPUs of a pool <= its max_gpus
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from scheduler.domain import catalog
-from scheduler.domain.catalog import GpuProduct
-from scheduler.domain.fleet_types import (
-    SLO_LATENCY_FRACTION,
-    FleetPlan,
-    FleetRequest,
-    GpuAssignment,
-    ModelDemand,
-    ProfilePoint,
-    Segment,
+from scheduler.domain.cluster import product_key
+from scheduler.domain.fleet_greedy import pack_greedy
+from scheduler.domain.fleet_layout import Packing, PriorGpu, lay_out, prior_gpus
+from scheduler.domain.fleet_options import (
+    WHOLE,
+    PoolInfo,
+    SegmentOption,
+    options_for,
+    pool_infos,
 )
-from scheduler.domain.mig import MigInstance, free_start
-from scheduler.domain.model import Isolation, SharingMode
+from scheduler.domain.fleet_types import FleetPlan, FleetRequest, GpuAssignment
+from scheduler.domain.milp import Milp, MilpSolver
+from scheduler.domain.warm_pool import ServedModel, size_warm_pools
+
+DEFAULT_TIME_LIMIT_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
-class Option:
-    """A usable segment shape for a model on a product."""
-
-    model: str
-    product: str
-    point: ProfilePoint
-    slices: int  # compute slices it occupies (whole GPU = all)
+class PlanOutcome:
+    plan: FleetPlan
+    solver_used: str  # "milp", "milp_time_limited", "greedy"
+    relaid_out: int  # GPUs of the previous plan whose layout changed
 
 
-def options_for(demand: ModelDemand, products: dict[str, GpuProduct | None]) -> list[Option]:
-    limit = SLO_LATENCY_FRACTION * demand.latency_slo_ms
-    out: list[Option] = []
-    for point in demand.profile:
-        if point.throughput_rps <= 0 or point.latency_ms <= 0 or point.latency_ms > limit:
-            continue
-        for name, known in products.items():
-            if catalog.lookup(point.product) is not known or (known is None and
-                                                            point.product != name):
-                continue
-            full = known.compute_slices if known is not None and known.mig_capable else 0
-            if point.compute_slices == 0 or point.compute_slices == full:
-                out.append(Option(demand.model, name, point, full or 1))
-            elif known is not None and known.standard_profile(point.compute_slices) is not None:
-                out.append(Option(demand.model, name, point, point.compute_slices))
-    return out
-
-
-def segment_mode(demand: ModelDemand, point: ProfilePoint, whole: bool) -> SharingMode:
-    if point.mps_processes > 1 and demand.isolation is not Isolation.STRICT:
-        return SharingMode.MPS
-    return SharingMode.EXCLUSIVE if whole else SharingMode.MIG
-
-
-def plan_fleet(request: FleetRequest, revision: int) -> FleetPlan:
-    products = {p.product: catalog.lookup(p.product) for p in request.pools}
-    prices = {p.product: p.price_per_gpu_hour for p in request.pools}
-    limits = {p.product: p.max_gpus for p in request.pools}
+def plan_fleet(request: FleetRequest, revision: int, previous: FleetPlan | None = None,
+               solver: MilpSolver | None = None,
+               time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> PlanOutcome:
+    """A fleet plan for ``request`` (pure; the solver is the only collaborator)."""
+    pools = pool_infos(request.pools)
+    options: dict[str, list[SegmentOption]] = {}
     unplaced: list[str] = []
-    wanted: list[tuple[Option, ModelDemand]] = []
     for demand in request.models:
-        opts = options_for(demand, products)
-        if not opts:
-            unplaced.append(f"{demand.model}: no_profile_meets_slo")
+        opts = options_for(demand, pools)
+        if demand.rate_rps <= 0:
             continue
-        best = max(opts, key=lambda o: (o.point.throughput_rps / o.slices, -prices[o.product]))
-        count = math.ceil(demand.rate_rps / best.point.throughput_rps - 1e-9)
-        wanted.extend((best, demand) for _ in range(max(count, 1)))
-    wanted.sort(key=lambda od: (-od[0].slices, od[1].model))
-    gpus: list[tuple[str, str, list[tuple[MigInstance, Segment]]]] = []
-    for opt, demand in wanted:
-        known = products[opt.product]
-        placed = False
-        for gid, product, segs in gpus:
-            if product != opt.product or known is None or not known.mig_capable:
-                continue
-            if opt.slices >= known.compute_slices:
-                continue
-            prof = known.standard_profile(opt.slices)
-            if prof is None:
-                continue
-            start = free_start(known, [m for m, _ in segs], prof)
-            if start is None:
-                continue
-            segs.append((MigInstance(prof, start), _segment(demand, opt, prof.name, start)))
-            placed = True
-            del gid
-            break
-        if placed:
-            continue
-        if sum(1 for g in gpus if g[1] == opt.product) >= limits[opt.product]:
-            unplaced.append(f"{demand.model}: pool_max_gpus")
-            continue
-        gid = f"{opt.product}/{len(gpus)}"
-        if known is not None and known.mig_capable and opt.slices < known.compute_slices:
-            prof = known.standard_profile(opt.slices)
-            assert prof is not None
-            start = free_start(known, [], prof) or 0
-            gpus.append((gid, opt.product, [(MigInstance(prof, start),
-                                             _segment(demand, opt, prof.name, start))]))
+        if opts:
+            options[demand.model] = opts
         else:
-            whole = known.standard_profile(known.compute_slices) if known is not None else None
-            name = whole.name if whole is not None else ""
-            inst = [(MigInstance(whole, 0), _segment(demand, opt, name, 0))] if whole else []
-            gpus.append((gid, opt.product, inst or [(MigInstance(_dummy(), 0),
-                                                     _segment(demand, opt, "", 0))]))
-    assignments = tuple(GpuAssignment(gid, product, tuple(s for _, s in segs))
-                        for gid, product, segs in gpus)
-    cost = sum(prices[a.product] for a in assignments)
-    return FleetPlan(revision, assignments, (), cost, tuple(dict.fromkeys(unplaced)))
+            unplaced.append(f"{demand.model}: {_why_no_option(demand.profile, pools)}")
+    priors = prior_gpus(previous, pools)
+    rates = {d.model: d.rate_rps for d in request.models}
+    packing: Packing | None = None
+    used = "greedy"
+    if solver is not None and options:
+        problem, decode = _build_milp(pools, options, rates, priors)
+        result = solver.solve(problem, time_limit_s)
+        if result is not None:
+            packing = decode(result.values)
+            used = "milp" if result.optimal else "milp_time_limited"
+    if packing is None:
+        packing = pack_greedy(pools, options, rates)
+    for model in sorted(packing.unplaced):
+        unplaced.append(f"{model}: pool_max_gpus (not enough GPUs in the pools to serve it)")
+    isolation = {d.model: d.isolation for d in request.models}
+    gpus, relaid = lay_out(pools, packing, priors, isolation)
+    served = _served(request, pools, gpus)
+    room: dict[str, int] = {}
+    for info in pools:
+        in_use = sum(1 for g in gpus if g.product == info.name)
+        room[info.name] = room.get(info.name, 0) + info.pool.max_gpus - in_use
+    warm = size_warm_pools(served, room)
+    price = {info.name: info.pool.price_per_gpu_hour for info in pools}
+    cost = sum(price.get(g.product, 0.0) for g in gpus) + sum(
+        price.get(w.product, 0.0) * w.gpus for w in warm)
+    plan = FleetPlan(revision, tuple(gpus), tuple(warm), round(cost, 6), tuple(unplaced))
+    return PlanOutcome(plan, used, relaid)
 
 
-def _dummy() -> catalog.MigProfile:
-    return catalog.MigProfile("", 0, 0, (0,), 1, 0)
+def _why_no_option(profile: Sequence[object], pools: Sequence[PoolInfo]) -> str:
+    if not profile:
+        return "no_profile (the model has no profile points)"
+    products = {product_key(p.name) for p in pools}
+    if not any(product_key(getattr(pt, "product", "")) in products for pt in profile):
+        return "no_pool_for_profile (no pool offers a product the model was profiled on)"
+    return ("no_profile_meets_slo (no profiled shape has latency <= 0.45 x latency_slo_ms "
+            "on a pool product with enough memory)")
 
 
-def _segment(demand: ModelDemand, opt: Option, profile: str, start: int) -> Segment:
-    p = opt.point
-    whole = opt.slices >= 7 or p.compute_slices == 0
-    return Segment(demand.model, segment_mode(demand, p, whole), profile, start, p.compute_slices,
-                   p.batch_size, p.mps_processes, p.throughput_rps, p.latency_ms)
+def _build_milp(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption]],
+                rates: dict[str, float], priors: Sequence[PriorGpu]
+                ) -> tuple[Milp, Callable[[Sequence[float]], Packing]]:
+    """The integer program and a function that turns its solution into a Packing."""
+    m = Milp()
+    top_price = max((p.pool.price_per_gpu_hour for p in pools), default=0.0)
+    unit = max(top_price, 1.0)
+    gpu_eps = 1e-3 * unit  # prefer fewer GPUs among equally priced plans
+    new_eps = 1e-4 * unit  # prefer keeping the previous plan's layouts
+    big = 10.0 * sum((p.pool.price_per_gpu_hour + 1.0) * max(p.pool.max_gpus, 0)
+                     for p in pools) + 1.0
+    layout_vars: list[tuple[int, tuple[int, ...], int]] = []
+    for k, info in enumerate(pools):
+        for layout in info.layouts:
+            var = m.var(f"x[{info.name},{layout}]", info.pool.price_per_gpu_hour + gpu_eps
+                        + new_eps, upper=max(info.pool.max_gpus, 0))
+            layout_vars.append((k, layout, var))
+    keep_vars = [m.var(f"keep[{g.gpu_id}]", pools[g.pool].pool.price_per_gpu_hour + gpu_eps,
+                       upper=1) for g in priors]
+    seg_vars: list[tuple[SegmentOption, int]] = []
+    for model in sorted(options):
+        for opt in options[model]:
+            cap = math.ceil(rates[model] / opt.point.throughput_rps - 1e-9)
+            seg_vars.append((opt, m.var(f"n[{model},{opt.pool},{opt.size}]", 0.0, upper=cap)))
+    skip_vars = {model: m.var(f"u[{model}]", big, upper=1) for model in sorted(options)}
+    sizes = sorted({(o.pool, o.size) for o, _ in seg_vars})
+    for pool, size in sizes:
+        row: dict[int, float] = {v: 1.0 for o, v in seg_vars if (o.pool, o.size) == (pool, size)}
+        for k, layout, var in layout_vars:
+            if k == pool and layout.count(size):
+                row[var] = -float(layout.count(size))
+        for g, var in zip(priors, keep_vars, strict=True):
+            if g.pool == pool and g.sizes.count(size):
+                row[var] = -float(g.sizes.count(size))
+        m.row(row, upper=0.0)
+    for model in sorted(options):
+        row = {v: o.point.throughput_rps for o, v in seg_vars if o.model == model}
+        row[skip_vars[model]] = rates[model]
+        m.row(row, lower=rates[model])
+    for k, info in enumerate(pools):
+        row = {var: 1.0 for kk, _, var in layout_vars if kk == k}
+        row.update({var: 1.0 for g, var in zip(priors, keep_vars, strict=True) if g.pool == k})
+        m.row(row, upper=float(max(info.pool.max_gpus, 0)))
+
+    def decode(values: Sequence[float]) -> Packing:
+        def count(var: int) -> int:
+            return round(values[var])
+
+        layouts = [(k, layout, count(var)) for k, layout, var in layout_vars if count(var)]
+        kept = tuple(g.gpu_id for g, var in zip(priors, keep_vars, strict=True) if count(var))
+        segments = [(o, count(v)) for o, v in seg_vars if count(v)]
+        skipped = {model for model, var in skip_vars.items() if count(var)}
+        segments = [(o, c) for o, c in segments if o.model not in skipped]
+        return Packing(tuple(layouts), kept, tuple(segments), frozenset(skipped))
+
+    return m, decode
+
+
+def _served(request: FleetRequest, pools: Sequence[PoolInfo],
+            gpus: Sequence[GpuAssignment]) -> list[ServedModel]:
+    """Per model and pool: capacity and throughput per GPU of the plan's segments."""
+    capacity: dict[tuple[str, str], float] = {}
+    slices: dict[tuple[str, str], int] = {}
+    for gpu in gpus:
+        info = next(p for p in pools if p.name == gpu.product)
+        for seg in gpu.segments:
+            key = (seg.model, gpu.product)
+            capacity[key] = capacity.get(key, 0.0) + seg.throughput_rps
+            slices[key] = slices.get(key, 0) + info.slices(seg.compute_slices)
+    cold = {d.model: d.cold_start_s for d in request.models}
+    rate = {d.model: d.rate_rps for d in request.models}
+    total: dict[str, float] = {}
+    for (model, _), cap in capacity.items():
+        total[model] = total.get(model, 0.0) + cap
+    out: list[ServedModel] = []
+    for (model, product), cap in sorted(capacity.items()):
+        info = next(p for p in pools if p.name == product)
+        per_gpu = cap / slices[(model, product)] * info.slices(WHOLE)
+        share = rate[model] * cap / total[model]  # the part of the rate this pool serves
+        out.append(ServedModel(model, product, share, cap, per_gpu, cold[model]))
+    return out

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from scheduler.domain.errors import InvalidArgument
+from scheduler.domain.fleet_types import FleetRequest
 from scheduler.domain.model import WHOLE_GPU_MILLI, NodeSpec, WorkloadSpec
 
 MAX_GPUS_PER_NODE = 64
@@ -60,3 +62,60 @@ def validate_workload(spec: WorkloadSpec, raw_gpu_milli: int) -> None:
         raise InvalidArgument("gpu_memory_mib", f"must be >= 0, got {spec.gpu_memory_mib}")
     if spec.num_gpu == 0 and spec.gpu_memory_mib > 0:
         raise InvalidArgument("gpu_memory_mib", "must be 0 when num_gpu is 0")
+
+
+def _finite(value: float) -> bool:
+    return math.isfinite(value)
+
+
+def validate_fleet_request(request: FleetRequest) -> None:
+    """Raise InvalidArgument for a malformed PlanFleet request."""
+    seen: set[str] = set()
+    for i, m in enumerate(request.models):
+        where = f"models[{i}]"
+        if not m.model:
+            raise InvalidArgument(f"{where}.model", "must not be empty")
+        if m.model in seen:
+            raise InvalidArgument(f"{where}.model", f"duplicate model {m.model!r}")
+        seen.add(m.model)
+        if not _finite(m.rate_rps) or m.rate_rps < 0:
+            raise InvalidArgument(f"{where}.rate_rps", f"must be a finite number >= 0, got "
+                                                       f"{m.rate_rps}")
+        if not _finite(m.latency_slo_ms) or m.latency_slo_ms <= 0:
+            raise InvalidArgument(f"{where}.latency_slo_ms",
+                                  f"must be a finite number > 0, got {m.latency_slo_ms}")
+        if not _finite(m.cold_start_s) or m.cold_start_s < 0:
+            raise InvalidArgument(f"{where}.cold_start_s",
+                                  f"must be a finite number >= 0, got {m.cold_start_s}")
+        for j, p in enumerate(m.profile):
+            pw = f"{where}.profile[{j}]"
+            if not p.product.strip():
+                raise InvalidArgument(f"{pw}.product", "must not be empty")
+            if p.compute_slices < 0:
+                raise InvalidArgument(f"{pw}.compute_slices", f"must be >= 0, got "
+                                                              f"{p.compute_slices}")
+            if p.batch_size < 1:
+                raise InvalidArgument(f"{pw}.batch_size", f"must be >= 1, got {p.batch_size}")
+            if p.mps_processes < 1:
+                raise InvalidArgument(f"{pw}.mps_processes",
+                                      f"must be >= 1, got {p.mps_processes}")
+            for name, value in (("throughput_rps", p.throughput_rps),
+                                ("latency_ms", p.latency_ms)):
+                if not _finite(value) or value < 0:
+                    raise InvalidArgument(f"{pw}.{name}", f"must be a finite number >= 0, got "
+                                                          f"{value}")
+            if p.memory_mib < 0:
+                raise InvalidArgument(f"{pw}.memory_mib", f"must be >= 0, got {p.memory_mib}")
+    products: set[str] = set()
+    for i, pool in enumerate(request.pools):
+        where = f"pools[{i}]"
+        if not pool.product.strip():
+            raise InvalidArgument(f"{where}.product", "must not be empty")
+        if pool.product in products:
+            raise InvalidArgument(f"{where}.product", f"duplicate pool {pool.product!r}")
+        products.add(pool.product)
+        if pool.max_gpus < 0:
+            raise InvalidArgument(f"{where}.max_gpus", f"must be >= 0, got {pool.max_gpus}")
+        if not _finite(pool.price_per_gpu_hour) or pool.price_per_gpu_hour < 0:
+            raise InvalidArgument(f"{where}.price_per_gpu_hour",
+                                  f"must be a finite number >= 0, got {pool.price_per_gpu_hour}")

@@ -1,0 +1,161 @@
+"""Turn a packing (how many GPUs of which layout, how many segments of which shape) into
+concrete GPUs with MIG starts and segments, reusing the previous plan where it can."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scheduler.domain.catalog import MigProfile
+from scheduler.domain.cluster import product_key
+from scheduler.domain.fleet_options import WHOLE, PoolInfo, SegmentOption
+from scheduler.domain.fleet_types import FleetPlan, GpuAssignment, Segment
+from scheduler.domain.mig import MigInstance, is_valid_layout, solve_layout
+from scheduler.domain.model import Isolation, SharingMode
+
+
+@dataclass(frozen=True, slots=True)
+class PriorGpu:
+    """A GPU of the previous plan whose layout is valid on one of the request's pools."""
+
+    gpu_id: str
+    pool: int
+    sizes: tuple[int, ...]  # descending
+    instances: tuple[tuple[int, int, str], ...]  # (size, start, model)
+
+
+@dataclass(frozen=True, slots=True)
+class Packing:
+    """What the solver (or the greedy fallback) decided."""
+
+    layouts: tuple[tuple[int, tuple[int, ...], int], ...]  # (pool, layout, new GPUs)
+    kept: tuple[str, ...]  # previous GPU ids kept with their layout
+    segments: tuple[tuple[SegmentOption, int], ...]  # (shape, count)
+    unplaced: frozenset[str]
+
+
+def prior_gpus(previous: FleetPlan | None, pools: Sequence[PoolInfo]) -> list[PriorGpu]:
+    """Previous GPUs that could be kept as they are (valid layout on a requested pool)."""
+    if previous is None:
+        return []
+    keys = [product_key(p.name) for p in pools]
+    out: list[PriorGpu] = []
+    for gpu in sorted(previous.gpus, key=lambda g: g.gpu_id):
+        if not gpu.segments or product_key(gpu.product) not in keys:
+            continue
+        k = keys.index(product_key(gpu.product))
+        inst = tuple(sorted((s.compute_slices, s.mig_start, s.model) for s in gpu.segments))
+        if not _valid(pools[k], [(size, start) for size, start, _ in inst]):
+            continue
+        sizes = tuple(sorted((size for size, _, _ in inst), reverse=True))
+        if sizes not in pools[k].layouts:
+            continue
+        out.append(PriorGpu(gpu.gpu_id, k, sizes, inst))
+    return out
+
+
+def _valid(info: PoolInfo, instances: Sequence[tuple[int, int]]) -> bool:
+    if any(size == WHOLE for size, _ in instances):
+        return len(instances) == 1 and instances[0][1] == 0
+    if info.known is None:
+        return False
+    layout: list[MigInstance] = []
+    for size, start in instances:
+        prof = info.profile(size)
+        if prof is None:
+            return False
+        layout.append(MigInstance(prof, start))
+    return is_valid_layout(info.known, layout)
+
+
+@dataclass(slots=True)
+class _Gpu:
+    gpu_id: str
+    instances: list[tuple[int, int]]  # (size, start)
+    before: dict[tuple[int, int], str]  # (size, start) -> model in the previous plan
+    segments: list[Segment]
+
+
+def lay_out(pools: Sequence[PoolInfo], packing: Packing, priors: Sequence[PriorGpu],
+            isolation: dict[str, Isolation]) -> tuple[list[GpuAssignment], int]:
+    """Concrete GPUs for ``packing``; also returns how many previous GPUs were re-laid out."""
+    out: list[GpuAssignment] = []
+    relaid = 0
+    taken_ids = {g.gpu_id for g in priors}
+    for k, info in enumerate(pools):
+        mine = [g for g in priors if g.pool == k]
+        kept = [g for g in mine if g.gpu_id in packing.kept]
+        reusable = [g for g in mine if g.gpu_id not in packing.kept]
+        gpus = [_Gpu(g.gpu_id, [(s, st) for s, st, _ in g.instances],
+                     {(s, st): m for s, st, m in g.instances}, []) for g in kept]
+        fresh = 0
+        for pool, layout, count in packing.layouts:
+            if pool != k:
+                continue
+            starts = _starts(info, layout)
+            for _ in range(count):
+                if reusable:
+                    old = reusable.pop(0)
+                    relaid += 1
+                    before = {(s, st): m for s, st, m in old.instances}
+                    gpu_id = old.gpu_id
+                else:
+                    before = {}
+                    while f"{info.name}/{fresh}" in taken_ids:
+                        fresh += 1
+                    gpu_id = f"{info.name}/{fresh}"
+                    taken_ids.add(gpu_id)
+                gpus.append(_Gpu(gpu_id, list(zip(layout, starts, strict=True)), before, []))
+        _fill(info, gpus, [(o, c) for o, c in packing.segments if o.pool == k], isolation)
+        out.extend(GpuAssignment(g.gpu_id, info.name, tuple(g.segments))
+                   for g in gpus if g.segments)
+    return out, relaid
+
+
+def _starts(info: PoolInfo, layout: tuple[int, ...]) -> list[int]:
+    if layout == (WHOLE,) or info.known is None:
+        return [0] * len(layout)
+    profiles: list[MigProfile] = []
+    for size in layout:
+        prof = info.profile(size)
+        assert prof is not None, f"{size}g is not a {info.name} profile"
+        profiles.append(prof)
+    starts = solve_layout(info.known, profiles)
+    assert starts is not None, f"{layout} has no valid geometry on {info.name}"
+    return starts
+
+
+def _fill(info: PoolInfo, gpus: list[_Gpu], wanted: Sequence[tuple[SegmentOption, int]],
+          isolation: dict[str, Isolation]) -> None:
+    """Put the wanted segments into the GPUs' instances: an instance keeps the model it had
+    in the previous plan when that model still wants a segment of its size."""
+    need = {(o.model, o.size): c for o, c in wanted}
+    option = {(o.model, o.size): o for o, _ in wanted}
+    free: list[tuple[int, int, int]] = []  # (gpu, size, start) still empty
+    for g, gpu in enumerate(gpus):
+        for size, start in gpu.instances:
+            model = gpu.before.get((size, start))
+            if model is not None and need.get((model, size), 0) > 0:
+                need[(model, size)] -= 1
+                gpu.segments.append(_segment(info, option[(model, size)], start, isolation))
+            else:
+                free.append((g, size, start))
+    for key in sorted(need):
+        model, size = key
+        for slot in [s for s in free if s[1] == size][: need[key]]:
+            free.remove(slot)
+            gpus[slot[0]].segments.append(_segment(info, option[key], slot[2], isolation))
+
+
+def _segment(info: PoolInfo, opt: SegmentOption, start: int,
+             isolation: dict[str, Isolation]) -> Segment:
+    point = opt.point
+    prof = info.profile(opt.size)
+    strict = isolation.get(opt.model) is Isolation.STRICT
+    if point.mps_processes > 1 and not strict:
+        mode = SharingMode.MPS
+    else:
+        mode = SharingMode.EXCLUSIVE if opt.size == WHOLE else SharingMode.MIG
+    return Segment(opt.model, mode, prof.name if prof is not None else "", start,
+                   point.compute_slices, point.batch_size, point.mps_processes,
+                   point.throughput_rps, point.latency_ms)
