@@ -104,6 +104,11 @@ class Cluster:
                 self.mig_capable[i, j] = bool(gpu.mig_capable and known is not None
                                               and known.mig_capable)
         self.gpu_count = int(self.exists.sum())
+        # Every change of a node gives it a new state id; releasing the last change restores
+        # the previous id, so caches keyed by state id stay valid across Place/Release pairs.
+        self.state_id: IntArray = np.arange(n, dtype=np.int64)
+        self._next_state = n
+        self._undo_state: dict[str, tuple[int, int]] = {}
         # Per node aggregates and per GPU share capacity, kept in step by _refresh_node.
         self.total: IntArray = np.maximum(self.free, 0).sum(axis=1)
         self.idle: IntArray = (self.free == WHOLE_GPU_MILLI).sum(axis=1)
@@ -113,12 +118,12 @@ class Cluster:
         for i in range(n):
             self._refresh_node(i)
 
-    def _refresh_node(self, node: int) -> None:
-        """Recompute the aggregates of one node after its GPUs changed."""
+    def _refresh_node(self, node: int, cols: Sequence[int] | None = None) -> None:
+        """Recompute the aggregates of one node after GPUs ``cols`` (default: all) changed."""
         free = self.free[node].tolist()
         self.total[node] = sum(f for f in free if f > 0)
         self.idle[node] = sum(1 for f in free if f == WHOLE_GPU_MILLI)
-        for col in range(len(free)):
+        for col in range(len(free)) if cols is None else cols:
             self._refresh_share_cap(node, col)
 
     def _refresh_share_cap(self, node: int, col: int) -> None:
@@ -180,7 +185,11 @@ class Cluster:
                 if prof is not None:
                     self.mig.setdefault((node, g), {})[workload_id] = MigInstance(
                         prof, choice.mig_start)
-        self._refresh_node(node)
+        self._refresh_node(node, choice.gpus)
+        before = int(self.state_id[node])
+        self.state_id[node] = self._next_state
+        self._undo_state[workload_id] = (before, self._next_state)
+        self._next_state += 1
         binding = Binding(
             workload_id, self.nodes[node].name,
             tuple(int(self.gpu_index[node, g]) for g in choice.gpus), choice.mode,
@@ -205,10 +214,12 @@ class Cluster:
         binding = self.bindings.pop(workload_id, None)
         if binding is None:
             return None
+        before, after = self._undo_state.pop(workload_id)
         node = self.position[binding.node]
         self.cpu_free[node] += binding.cpu_milli
         self.mem_free[node] += binding.memory_mib
-        for g in self.columns_of(node, binding.gpu_indices) or ():
+        cols = self.columns_of(node, binding.gpu_indices) or ()
+        for g in cols:
             self.clients[node, g] -= 1
             layout = self.mig.get((node, g))
             if layout is not None:
@@ -222,8 +233,17 @@ class Cluster:
             else:
                 self.free[node, g] += binding.gpu_milli
                 self.gmem_free[node, g] += binding.gpu_memory_mib
-        self._refresh_node(node)
+        self._refresh_node(node, cols)
+        if self.state_id[node] == after:  # nothing else changed the node since: as before
+            self.state_id[node] = before
+        else:
+            self.state_id[node] = self._next_state
+            self._next_state += 1
         return binding
+
+    def restored(self, node: int, state: int) -> bool:
+        """True when ``node`` is back in the state with id ``state``."""
+        return bool(self.state_id[node] == state)
 
     def readopt(self, binding: Binding) -> bool:
         """Re-apply a binding from an earlier inventory; False (dropped) when its node or GPUs

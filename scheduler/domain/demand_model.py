@@ -58,7 +58,7 @@ class DemandSnapshot:
 class DemandModel:
     """Running statistics of workload shapes; the snapshot is rebuilt every few requests."""
 
-    def __init__(self, refresh_every: int = 128) -> None:
+    def __init__(self, refresh_every: int = 1024) -> None:
         self.refresh_every = refresh_every
         self._count: dict[tuple[int, int], float] = {}
         self._cpu: dict[tuple[int, int], float] = {}
@@ -82,6 +82,7 @@ class DemandModel:
                 for k in table:
                     table[k] *= DECAY_FACTOR
         self._since_refresh += 1
+        # Early on the picture changes fast: refresh at 1, 2, 4, ... requests, then regularly.
         early = self._seen < self.refresh_every and (self._seen & (self._seen - 1)) == 0
         if early or self._since_refresh >= self.refresh_every:
             self._since_refresh = 0

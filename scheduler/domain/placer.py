@@ -10,7 +10,7 @@ from scheduler.domain.demand_model import DemandModel
 from scheduler.domain.errors import AlreadyExists
 from scheduler.domain.model import Binding, NodeSpec, SharingMode, WorkloadSpec
 from scheduler.domain.policy import ScoreCache, Scorer, choose
-from scheduler.domain.scoring import NodeCache, ScoreTables, ScoreWeights
+from scheduler.domain.scoring import FloatArray, NodeCache, ScoreTables, ScoreWeights
 
 
 class OnlinePlacer:
@@ -22,8 +22,9 @@ class OnlinePlacer:
         self.demand = demand or DemandModel()
         self.weights = weights or ScoreWeights()
         tables = ScoreTables(self.demand.snapshot(), self.cluster.width)
-        self._scorer = Scorer(tables, self._new_cache(tables), self.weights,
-                              ScoreCache(len(self.cluster.nodes)))
+        self._scorer = Scorer(tables, self._new_cache(tables), self.weights, ScoreCache())
+        # Per binding: what its node's cached waste was before, to restore it on Release.
+        self._undo: dict[str, tuple[int, int, float, FloatArray, float]] = {}
 
     def _new_cache(self, tables: ScoreTables) -> NodeCache:
         c = self.cluster
@@ -45,28 +46,38 @@ class OnlinePlacer:
         self.demand.observe(spec)
         scorer = self._current_scorer()
         choice = choose(self.cluster, spec, scorer)
-        shared_gpu_free = (int(self.cluster.free[choice.node, choice.gpus[0]])
+        node, cache = choice.node, scorer.cache
+        shared_gpu_free = (int(self.cluster.free[node, choice.gpus[0]])
                            if choice.mode in (SharingMode.MPS, SharingMode.TIME_SLICING) else -1)
+        undo = (scorer.tables.snapshot.version, int(self.cluster.state_id[node]),
+                float(cache.waste[node]), cache.per_shape[node].copy(), float(cache.mean[node]))
         binding = self.cluster.apply(spec.workload_id, spec.cpu_milli, spec.memory_mib, choice)
+        self._undo[spec.workload_id] = undo
         if choice.waste_delta is None:
-            self._refresh_node(choice.node)
+            self._refresh_node(node)
         else:  # the scoring pass already computed the node's new waste and fragments
-            scorer.cache.placed(scorer.tables, choice.node, choice.waste_delta,
-                                shared_gpu_free, spec.gpu_milli)
-            scorer.scores.touch(choice.node)
+            cache.placed(scorer.tables, node, choice.waste_delta, shared_gpu_free,
+                         spec.gpu_milli)
         return binding
 
     def release(self, workload_id: str) -> Binding | None:
         """Free a workload's resources; None when the id is unknown (idempotent)."""
         binding = self.cluster.release(workload_id)
-        if binding is not None:
-            self._refresh_node(self.cluster.position[binding.node])
+        if binding is None:
+            return None
+        node = self.cluster.position[binding.node]
+        undo = self._undo.pop(workload_id, None)
+        scorer = self._scorer
+        if (undo is not None and undo[0] == scorer.tables.snapshot.version
+                and self.cluster.restored(node, undo[1])):
+            scorer.cache.restore(node, undo[2], undo[3], undo[4])
+        else:
+            self._refresh_node(node)
         return binding
 
     def _refresh_node(self, node: int) -> None:
         scorer, c = self._scorer, self.cluster
         scorer.cache.update(scorer.tables, node, c.free, c.cpu_free, c.mem_free)
-        scorer.scores.touch(node)
 
     def _current_scorer(self) -> Scorer:
         scorer = self._scorer

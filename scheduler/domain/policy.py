@@ -21,11 +21,22 @@ from scheduler.domain.cluster import MODE_CODE, BoolArray, Choice, Cluster, IntA
 from scheduler.domain.errors import Infeasible
 from scheduler.domain.mig import free_start
 from scheduler.domain.model import WHOLE_GPU_MILLI, SharingMode, WorkloadSpec
-from scheduler.domain.scoring import FloatArray, NodeCache, ScoreTables, ScoreWeights, exact_waste
+from scheduler.domain.scoring import (
+    FloatArray,
+    NodeCache,
+    ScoreTables,
+    ScoreWeights,
+    shortfall,
+    waste_after,
+    waste_scalar,
+    weighted_waste,
+)
 from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU, mig_profile_for, share_mode
 
 #: Shapes whose scores are kept (least recently used ones are dropped first).
 MAX_CACHED_SHAPES = 256
+#: Up to this many stale nodes are scored with plain Python instead of numpy.
+FEW_ROWS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,28 +54,19 @@ class Shape:
 
 @dataclass(slots=True)
 class _Scores:
-    """Cached per-node score (inf = does not fit) and GPU column of one shape."""
+    """Cached per-node score (inf = does not fit) and GPU column of one shape, with the node
+    state ids they were computed for."""
 
     delta: FloatArray
     col: IntArray
-    synced_at: int
+    state: IntArray
 
 
 @dataclass(slots=True)
 class ScoreCache:
-    """Per-shape node scores, invalidated per node by a change clock."""
+    """Per-shape node scores; a node's score is stale when its state id changed."""
 
-    nodes: int
-    clock: int = 0
-    changed_at: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     entries: OrderedDict[Shape, _Scores] = field(default_factory=OrderedDict)
-
-    def __post_init__(self) -> None:
-        self.changed_at = np.zeros(self.nodes, dtype=np.int64)
-
-    def touch(self, node: int) -> None:
-        self.clock += 1
-        self.changed_at[node] = self.clock
 
     def clear(self) -> None:
         self.entries.clear()
@@ -116,19 +118,21 @@ def _synced_scores(cluster: Cluster, shape: Shape, scorer: Scorer) -> _Scores:
     entry = cache.entries.get(shape)
     n = len(cluster.nodes)
     if entry is None:
-        entry = _Scores(np.full(n, np.inf), np.full(n, -1, dtype=np.int64), -1)
+        entry = _Scores(np.full(n, np.inf), np.full(n, -1, dtype=np.int64),
+                        np.full(n, -1, dtype=np.int64))
         cache.entries[shape] = entry
         if len(cache.entries) > MAX_CACHED_SHAPES:
             cache.entries.popitem(last=False)
         stale = np.arange(n)
     else:
         cache.entries.move_to_end(shape)
-        stale = np.flatnonzero(cache.changed_at > entry.synced_at)
+        stale = np.flatnonzero(entry.state != cluster.state_id)
     if stale.size:
-        delta, col = _score_rows(cluster, stale, shape, scorer)
+        score = _score_few if stale.size <= FEW_ROWS else _score_rows
+        delta, col = score(cluster, stale, shape, scorer)
         entry.delta[stale] = delta
         entry.col[stale] = col
-    entry.synced_at = cache.clock
+        entry.state[stale] = cluster.state_id[stale]
     return entry
 
 
@@ -138,57 +142,119 @@ def _score_rows(cluster: Cluster, rows: IntArray, shape: Shape,
     shares, the GPU column it would take."""
     delta = np.full(rows.size, np.inf)
     col = np.full(rows.size, -1, dtype=np.int64)
-    host = np.flatnonzero((cluster.cpu_free[rows] >= shape.cpu_milli)
-                          & (cluster.mem_free[rows] >= shape.memory_mib))
-    if host.size == 0:
-        return delta, col
-    nodes = rows[host]
-    total = cluster.total[nodes]
-    idle = cluster.idle[nodes]
-    cpu = cluster.cpu_free[nodes] - shape.cpu_milli
-    mem = cluster.mem_free[nodes] - shape.memory_mib
-    before = scorer.cache.waste[nodes]
-    per_shape = scorer.cache.per_shape[nodes]
-    tables, stranding = scorer.tables, scorer.weights.stranding
-    if shape.mode is None:
-        delta[host] = exact_waste(tables, total, cpu, mem, per_shape, idle,
-                                  total - WHOLE_GPU_MILLI * idle, stranding) - before
-        return delta, col
+    cpu = cluster.cpu_free[rows] - shape.cpu_milli
+    mem = cluster.mem_free[rows] - shape.memory_mib
+    host = (cpu >= 0) & (mem >= 0)
+    if not host.all():
+        keep = np.flatnonzero(host)
+        if keep.size == 0:
+            return delta, col
+        rows, cpu, mem = rows[keep], cpu[keep], mem[keep]
+    else:
+        keep = np.arange(rows.size)
+    tables, stranding, cache = scorer.tables, scorer.weights.stranding, scorer.cache
+    total = cluster.total[rows]
+    idle = cluster.idle[rows]
     if shape.mode is SharingMode.EXCLUSIVE:
-        count = shape.num_gpu
-        fits = np.flatnonzero(_idle_ok(cluster, nodes, shape).sum(axis=1) >= count)
-        left = total[fits] - WHOLE_GPU_MILLI * count
-        idle_left = idle[fits] - count
-        delta[host[fits]] = exact_waste(
-            tables, left, cpu[fits], mem[fits], per_shape[fits], idle_left,
-            left - WHOLE_GPU_MILLI * idle_left, stranding) - before[fits]
+        fits = np.flatnonzero(_idle_ok(cluster, rows, shape).sum(axis=1) >= shape.num_gpu)
+        if fits.size < rows.size:
+            rows, cpu, mem, keep = rows[fits], cpu[fits], mem[fits], keep[fits]
+            total, idle = total[fits], idle[fits]
+        taken = WHOLE_GPU_MILLI * shape.num_gpu
+        left, idle_left = total - taken, idle - shape.num_gpu
+        delta[keep] = waste_after(tables, left, cpu, mem, cache.per_shape[rows], idle_left,
+                                  left - WHOLE_GPU_MILLI * idle_left,
+                                  stranding) - cache.waste[rows]
+        return delta, col
+    if shape.mode is None:
+        delta[keep] = waste_after(tables, total, cpu, mem, cache.per_shape[rows], idle,
+                                  total - WHOLE_GPU_MILLI * idle, stranding) - cache.waste[rows]
         return delta, col
     milli = shape.gpu_milli
-    ok = _share_ok(cluster, nodes, shape)
-    free = cluster.free[nodes]
+    ok = _share_ok(cluster, rows, shape)
+    free = cluster.free[rows]
     table, mean_delta = tables.delta(milli)
     is_idle = free == WHOLE_GPU_MILLI
     # Two candidates per node: its best partially used GPU (by fragment change) and an idle GPU.
-    on_partial = np.where(ok & ~is_idle, mean_delta[free], np.inf)
-    part_col = np.argmin(on_partial, axis=1)
-    n = nodes.size
-    has_part = np.isfinite(on_partial[np.arange(n), part_col])
+    partial_ok = ok & ~is_idle
     idle_ok = ok & is_idle
+    part_col = np.where(partial_ok, mean_delta[free], np.inf).argmin(axis=1)
+    picked = np.arange(rows.size)
+    has_part = partial_ok[picked, part_col]
     has_idle = idle_ok.any(axis=1)
     left = total - milli
     partial = total - WHOLE_GPU_MILLI * idle
-    frag_part = per_shape + table[free[np.arange(n), part_col]]
-    frag_idle = per_shape + table[WHOLE_GPU_MILLI]
-    both = exact_waste(
-        tables, np.concatenate((left, left)), np.concatenate((cpu, cpu)),
-        np.concatenate((mem, mem)), np.concatenate((frag_part, frag_idle)),
-        np.concatenate((idle, idle - 1)),
-        np.concatenate((partial - milli, partial + WHOLE_GPU_MILLI - milli)), stranding)
-    score_part = np.where(has_part, both[:n] - before, np.inf)
-    score_idle = np.where(has_idle, both[n:] - before, np.inf)
-    take_part = score_part <= score_idle
-    delta[host] = np.where(take_part, score_part, score_idle)
-    col[host] = np.where(take_part, part_col, np.argmax(idle_ok, axis=1))
+    per_shape = cache.per_shape[rows]
+    base, stranded = shortfall(tables, left, cpu, mem, stranding)
+    before = cache.waste[rows]
+    on_part = weighted_waste(tables, base, left, per_shape + table[free[picked, part_col]], idle,
+                         partial - milli) + stranded - before
+    on_idle = weighted_waste(tables, base, left, per_shape + table[WHOLE_GPU_MILLI], idle - 1,
+                         partial + WHOLE_GPU_MILLI - milli) + stranded - before
+    on_part[~has_part] = np.inf
+    on_idle[~has_idle] = np.inf
+    take_part = on_part <= on_idle
+    delta[keep] = np.where(take_part, on_part, on_idle)
+    col[keep] = np.where(take_part, part_col, idle_ok.argmax(axis=1))
+    return delta, col
+
+
+def _score_few(cluster: Cluster, rows: IntArray, shape: Shape,
+               scorer: Scorer) -> tuple[FloatArray, IntArray]:
+    """``_score_rows`` for a few nodes with plain Python numbers (same decisions)."""
+    tables, stranding, cache = scorer.tables, scorer.weights.stranding, scorer.cache
+    delta = np.full(rows.size, np.inf)
+    col = np.full(rows.size, -1, dtype=np.int64)
+    products = (cluster.product_mask(shape.gpu_products) if shape.gpu_products else None)
+    for k, node in enumerate(rows.tolist()):
+        cpu = int(cluster.cpu_free[node]) - shape.cpu_milli
+        mem = int(cluster.mem_free[node]) - shape.memory_mib
+        if cpu < 0 or mem < 0:
+            continue
+        total, idle = int(cluster.total[node]), int(cluster.idle[node])
+        partial = total - WHOLE_GPU_MILLI * idle
+        before = float(cache.waste[node])
+        frag = cache.per_shape[node]
+        if shape.mode is None:
+            delta[k] = waste_scalar(tables, total, cpu, mem, frag.tolist(), idle, partial,
+                                    stranding) - before
+            continue
+        if shape.mode is SharingMode.EXCLUSIVE:
+            if int(_idle_ok(cluster, rows[k:k + 1], shape).sum()) < shape.num_gpu:
+                continue
+            left, idle_left = total - WHOLE_GPU_MILLI * shape.num_gpu, idle - shape.num_gpu
+            delta[k] = waste_scalar(tables, left, cpu, mem, frag.tolist(), idle_left,
+                                    left - WHOLE_GPU_MILLI * idle_left, stranding) - before
+            continue
+        milli = shape.gpu_milli
+        ok = _share_ok(cluster, rows[k:k + 1], shape)[0].tolist()
+        if products is not None:
+            ok = [a and b for a, b in zip(ok, products[node].tolist(), strict=True)]
+        table, mean_delta = tables.delta(milli)
+        free = cluster.free[node].tolist()
+        part_col, idle_col, part_best = -1, -1, np.inf
+        for g, (fits, a) in enumerate(zip(ok, free, strict=True)):
+            if not fits:
+                continue
+            if a == WHOLE_GPU_MILLI:
+                if idle_col < 0:
+                    idle_col = g
+            elif mean_delta[a] < part_best:
+                part_best, part_col = float(mean_delta[a]), g
+        left = total - milli
+        best, best_col = np.inf, -1
+        if part_col >= 0:
+            moved = (frag + table[free[part_col]]).tolist()
+            best = waste_scalar(tables, left, cpu, mem, moved, idle, partial - milli,
+                                stranding) - before
+            best_col = part_col
+        if idle_col >= 0:
+            moved = (frag + table[WHOLE_GPU_MILLI]).tolist()
+            score = waste_scalar(tables, left, cpu, mem, moved, idle - 1,
+                                 partial + WHOLE_GPU_MILLI - milli, stranding) - before
+            if score < best:
+                best, best_col = score, idle_col
+        delta[k], col[k] = best, best_col
     return delta, col
 
 

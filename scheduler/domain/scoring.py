@@ -63,6 +63,12 @@ class ScoreTables:
         self.frag = np.vstack([np.where(below, MILLI_AXIS[:, None], 0).astype(np.float64),
                                np.zeros((1, share.size))])
         self._deltas: dict[int, tuple[FloatArray, FloatArray]] = {}
+        # Python-list copies for the scalar path (a few nodes at a time).
+        self.scalar = list(zip(self.weight.tolist(), self.inv_cpu.tolist(),
+                               self.inv_mem.tolist(), strict=True))
+        self.whole_index = {int(c): int(k) for c, k in zip(self.whole_cols.tolist(),
+                                                           self.whole_gpus.tolist(),
+                                                           strict=True)}
 
     def delta(self, milli: int) -> tuple[FloatArray, FloatArray]:
         """(per-shape, weighted) change of a GPU's share fragment when ``milli`` is taken from
@@ -92,9 +98,8 @@ class NodeCache:
                per_shape: FloatArray) -> FloatArray:
         total = np.maximum(free, 0).sum(axis=1)
         idle = (free == WHOLE_GPU_MILLI).sum(axis=1)
-        return exact_waste(tables, total.astype(np.float64), cpu.astype(np.float64),
-                           mem.astype(np.float64), per_shape, idle,
-                           (total - WHOLE_GPU_MILLI * idle).astype(np.float64), self.stranding)
+        return waste_after(tables, total, cpu, mem, per_shape.copy(), idle,
+                           total - WHOLE_GPU_MILLI * idle, self.stranding)
 
     def reweigh(self, tables: ScoreTables, free: IntArray, cpu: IntArray,
                 mem: IntArray) -> None:
@@ -112,6 +117,12 @@ class NodeCache:
             self.per_shape[node] += per_shape[shared_gpu_free]
             self.mean[node] += mean[shared_gpu_free]
 
+    def restore(self, node: int, waste: float, per_shape: FloatArray, mean: float) -> None:
+        """Put back a node's values saved before a placement that was then released."""
+        self.waste[node] = waste
+        self.per_shape[node] = per_shape
+        self.mean[node] = mean
+
     def update(self, tables: ScoreTables, node: int, free: IntArray, cpu: IntArray,
                mem: IntArray) -> None:
         """Recompute one node (``free`` etc. are the cluster's full arrays)."""
@@ -122,23 +133,57 @@ class NodeCache:
         self.waste[node] = self._waste(tables, free[sl], cpu[sl], mem[sl], row[None, :])[0]
 
 
-def exact_waste(tables: ScoreTables, free: IntArray, cpu: IntArray, mem: IntArray,
-                share_frag: FloatArray, idle: IntArray, partial: IntArray,
-                stranding: float) -> FloatArray:
-    """Per-shape waste (module docstring) of K node states; ``share_frag`` is K x shapes with
-    the share fragments (its whole-shape columns are ignored)."""
-    free_col = free[:, None]
+def shortfall(tables: ScoreTables, free: IntArray, cpu: IntArray, mem: IntArray,
+          stranding: float) -> tuple[FloatArray, FloatArray]:
+    """Per shape, the GPU that CPU/memory cannot cover (K x shapes), and the weighted stranded
+    GPU of the average shape (K)."""
     cap = np.minimum(cpu[:, None] * tables.inv_cpu, mem[:, None] * tables.inv_mem)
-    per_shape = np.subtract(free_col, cap, out=cap)
-    if tables.whole_cols.size:
-        frag = share_frag.copy()
-        enough = idle[:, None] >= tables.whole_gpus
-        frag[:, tables.whole_cols] = np.where(enough, partial[:, None], free_col)
-    else:
-        frag = share_frag
-    np.maximum(per_shape, frag, out=per_shape)
-    np.minimum(per_shape, free_col, out=per_shape)
+    short: FloatArray = np.subtract(free[:, None], cap, out=cap)
     stranded = free - np.minimum(cpu * tables.mean_inv_cpu, mem * tables.mean_inv_mem)
     np.clip(stranded, 0.0, free, out=stranded)
-    waste: FloatArray = per_shape @ tables.weight + stranding * stranded
+    stranded *= stranding
+    return short, stranded
+
+
+def weighted_waste(tables: ScoreTables, short: FloatArray, free: IntArray, share_frag: FloatArray,
+               idle: IntArray, partial: IntArray) -> FloatArray:
+    """Weighted per-shape waste given the shortfall and the share fragments (K x shapes; its
+    whole-shape columns are overwritten)."""
+    if tables.whole_cols.size:
+        enough = idle[:, None] >= tables.whole_gpus
+        share_frag[:, tables.whole_cols] = np.where(enough, partial[:, None], free[:, None])
+    per_shape = np.maximum(short, share_frag, out=share_frag)
+    np.minimum(per_shape, free[:, None], out=per_shape)
+    waste: FloatArray = per_shape @ tables.weight
     return waste
+
+
+def waste_after(tables: ScoreTables, free: IntArray, cpu: IntArray, mem: IntArray,
+                share_frag: FloatArray, idle: IntArray, partial: IntArray,
+                stranding: float) -> FloatArray:
+    """Per-shape waste (module docstring) of K node states; ``share_frag`` (K x shapes) holds
+    the share fragments and is used as scratch space."""
+    short, stranded = shortfall(tables, free, cpu, mem, stranding)
+    return weighted_waste(tables, short, free, share_frag, idle, partial) + stranded
+
+
+def waste_scalar(tables: ScoreTables, free: int, cpu: int, mem: int, share_frag: list[float],
+                 idle: int, partial: int, stranding: float) -> float:
+    """``waste_after`` for one node state with plain Python numbers (cheaper than numpy for a
+    few nodes). ``share_frag`` holds the share fragments per shape."""
+    whole = tables.whole_index
+    total = 0.0
+    for t, (w, inv_cpu, inv_mem) in enumerate(tables.scalar):
+        frag = share_frag[t]
+        if t in whole:
+            frag = partial if idle >= whole[t] else free
+        cap = cpu * inv_cpu
+        alt = mem * inv_mem
+        short = free - (alt if alt < cap else cap)
+        x = frag if frag > short else short
+        total += w * (x if x < free else free)
+    cap = cpu * tables.mean_inv_cpu
+    alt = mem * tables.mean_inv_mem
+    stranded = free - (alt if alt < cap else cap)
+    stranded = 0.0 if stranded < 0 else (free if stranded > free else stranded)
+    return total + stranding * stranded
