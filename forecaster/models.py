@@ -113,12 +113,16 @@ class AnchoredForecaster(ABC):
             fitted, q90 = self._fitted(h, float(anchor_s), leads)
             o = origins[rows]
             points = {k: np.maximum(fitted.point(h, o, k), 0.0) for k in leads}
+            unseen = ~np.isfinite(h.last_before(o))  # nothing observed yet: explicit zeros
+            for k in leads:
+                points[k][unseen] = 0.0
             scale = level_scale(h, o)
             uppers = {k: points[k] + max(q90[k], 0.0) * (points[k] + scale) for k in leads}
             p50[rows] = interpolate_leads(points, n_targets)
             p90[rows] = np.maximum(interpolate_leads(uppers, n_targets), p50[rows])
-            for i in rows:
-                method[i], reason[i] = fitted.method or self.name, fitted.reason
+            for i, blind in zip(rows, unseen, strict=True):
+                method[i] = "persistence" if blind else (fitted.method or self.name)
+                reason[i] = "no_observations" if blind else fitted.reason
             wape[rows] = fitted.backtest_wape
         return Predictions(p50, p90, tuple(method), tuple(reason), wape)
 

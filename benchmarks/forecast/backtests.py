@@ -107,17 +107,22 @@ def main() -> int:
         return 0
     OUT.mkdir(parents=True, exist_ok=True)
     cmd = headroom_command()
-    rows: list[dict[str, Any]] = []
     docs: dict[str, Any] = {}
+    if args.only and RESULTS.is_file():  # re-run some datasets, keep the others' results
+        docs = json.loads(RESULTS.read_text()).get("judge", {})
     for ds in datasets():
         if args.only and not any(s in ds.name for s in args.only.split(",")):
             continue
         for i, variant in enumerate(ds.scoring_variants):
             key = ds.name + ("" if not variant else " " + " ".join(variant))
             print(f"== {key}", file=sys.stderr, flush=True)
-            doc = judge(ds, cmd, variant, run=i == 0, leak=not args.no_leak_check)
-            docs[key] = doc
-            rows += table_rows(key, ds, doc)
+            docs[key] = judge(ds, cmd, variant, run=i == 0, leak=not args.no_leak_check)
+    rows: list[dict[str, Any]] = []
+    for ds in datasets():
+        for variant in ds.scoring_variants:
+            key = ds.name + ("" if not variant else " " + " ".join(variant))
+            if key in docs:
+                rows += table_rows(key, ds, docs[key])
     print_table(rows)
     summary = summarise(rows)
     print(json.dumps(summary, indent=2), file=sys.stderr)

@@ -131,3 +131,12 @@ def test_refit_anchors_are_staggered_per_series() -> None:
     assert len(anchors) > 1
     assert all(START.timestamp() + 400 * 600 - x <= timedelta(hours=6).total_seconds()
                for x in anchors)
+
+
+def test_origins_before_the_first_observation_get_explicit_zeros() -> None:
+    values = diurnal(2, 600, seed=3)
+    values[:50] = np.nan
+    pred = get_forecaster("level").predict(history(values, 600, "late"), np.arange(1, 80), 2)
+    assert np.all(np.isfinite(pred.p50)) and np.all(np.isfinite(pred.p90))
+    assert pred.reason[0] == "no_observations" and pred.p50[0, 0] == 0.0
+    assert pred.reason[60] != "no_observations"
