@@ -17,18 +17,26 @@ T = TypeVar("T")
 
 #: How often a WatchPlan stream re-checks that its client and the server are still there.
 WATCH_POLL_S = 0.5
+_EMPTY_PLACE = pb.PlaceResponse()
 
 
-def call_engine(context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
-    """Run ``fn`` and translate domain errors into gRPC status codes (aborts the RPC)."""
+def call_engine(context: grpc.ServicerContext, fn: Callable[[], T], empty: T) -> T:
+    """Run ``fn`` and translate domain errors into gRPC status codes.
+
+    The status is set on the context and ``empty`` is returned (gRPC then sends the status
+    without the message); this is cheaper than ``context.abort``, which raises.
+    """
     try:
         return fn()
     except InvalidArgument as exc:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        code, details = grpc.StatusCode.INVALID_ARGUMENT, str(exc)
     except AlreadyExists as exc:
-        context.abort(grpc.StatusCode.ALREADY_EXISTS, str(exc))
+        code, details = grpc.StatusCode.ALREADY_EXISTS, str(exc)
     except Infeasible as exc:
-        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        code, details = grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)
+    context.set_code(code)
+    context.set_details(details)
+    return empty
 
 
 class PlacementServicer(pb_grpc.PlacementServicer):
@@ -40,20 +48,21 @@ class PlacementServicer(pb_grpc.PlacementServicer):
 
     def SyncInventory(self, request: pb.SyncInventoryRequest,
                       context: grpc.ServicerContext) -> pb.SyncInventoryResponse:
-        return call_engine(context, lambda: self.engine.sync_inventory(request))
+        return call_engine(context, lambda: self.engine.sync_inventory(request),
+                           pb.SyncInventoryResponse())
 
     def Place(self, request: pb.PlaceRequest, context: grpc.ServicerContext) -> pb.PlaceResponse:
-        return call_engine(context, lambda: self.engine.place(request))
+        return call_engine(context, lambda: self.engine.place(request), _EMPTY_PLACE)
 
     def Release(self, request: pb.ReleaseRequest,
                 context: grpc.ServicerContext) -> pb.ReleaseResponse:
-        return call_engine(context, lambda: self.engine.release(request))
+        return call_engine(context, lambda: self.engine.release(request), pb.ReleaseResponse())
 
     def PlanFleet(self, request: pb.PlanFleetRequest,
                   context: grpc.ServicerContext) -> pb.FleetPlan:
         remaining_s = context.time_remaining()
         return call_engine(context, lambda: self.engine.plan_fleet(
-            request, time_limit_s=remaining_s))
+            request, time_limit_s=remaining_s), pb.FleetPlan())
 
     def GetPlan(self, request: pb.GetPlanRequest, context: grpc.ServicerContext) -> pb.FleetPlan:
         return self.engine.get_plan()

@@ -58,7 +58,7 @@ class DemandSnapshot:
 class DemandModel:
     """Running statistics of workload shapes; the snapshot is rebuilt every few requests."""
 
-    def __init__(self, refresh_every: int = 1024) -> None:
+    def __init__(self, refresh_every: int = 4096) -> None:
         self.refresh_every = refresh_every
         self._count: dict[tuple[int, int], float] = {}
         self._cpu: dict[tuple[int, int], float] = {}

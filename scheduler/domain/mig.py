@@ -148,19 +148,16 @@ def solve_layout(product: GpuProduct, profiles: Sequence[MigProfile]) -> list[in
 
 
 def valid_size_mixes(product: GpuProduct) -> tuple[tuple[int, ...], ...]:
-    """Every multiset of basic compute sizes (descending tuples) with a valid layout."""
-    basic = [p for p in product.mig_profiles
-             if not p.media_extension and p.memory_slices <= max(1, p.compute_slices) * 2
-             and product.standard_profile(p.compute_slices) is p]
-    sizes = sorted({p.compute_slices for p in basic})
-    mixes: list[tuple[int, ...]] = []
+    """Every multiset of basic instance sizes (descending tuples) with a valid layout; 37 on
+    7-slice GPUs (REFERENCE.md §1.4), 9 on A30."""
+    sizes = sorted({p.compute_slices for p in product.mig_profiles if not p.media_extension})
+    mixes: set[tuple[int, ...]] = set()
     for n in range(1, product.compute_slices + 1):
         for combo in combinations_with_replacement(sizes, n):
             if sum(combo) > product.compute_slices:
                 continue
-            profs = [product.standard_profile(g) for g in combo]
-            if any(p is None for p in profs):
-                continue
-            if solve_layout(product, [p for p in profs if p is not None]) is not None:
-                mixes.append(tuple(sorted(combo, reverse=True)))
-    return tuple(sorted(set(mixes)))
+            profiles = [product.standard_profile(g) for g in combo]
+            basic = [p for p in profiles if p is not None]
+            if len(basic) == len(combo) and solve_layout(product, basic) is not None:
+                mixes.add(tuple(sorted(combo, reverse=True)))
+    return tuple(sorted(mixes))

@@ -91,6 +91,5 @@ class OnlinePlacer:
             cache = self._new_cache(tables)
         else:
             cache.reweigh(tables, c.free, c.cpu_free, c.mem_free)
-        scorer.scores.clear()
         self._scorer = Scorer(tables, cache, self.weights, scorer.scores)
         return self._scorer

@@ -7,7 +7,8 @@ request always give the same answer.
 Scoring every node for every request would cost nodes x workload shapes. Requests repeat a
 small set of shapes (GPUs, milli, CPU, memory, products, mode) and each placement changes one
 node, so the per-node scores of a shape are cached and only nodes that changed since the shape
-was last scored are rescored (``ScoreCache``). A new demand snapshot clears the cache.
+was last scored are rescored (``ScoreCache``). After a new demand snapshot the cached scores
+are refreshed a slice per request (``ROLLING_RESCORE``); whether a node fits never goes stale.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU, mig_profile_for, share
 MAX_CACHED_SHAPES = 256
 #: Up to this many stale nodes are scored with plain Python instead of numpy.
 FEW_ROWS = 3
+#: After a new demand snapshot, each request rescores at most this many nodes whose score is
+#: from an older snapshot (besides the nodes that changed), spreading the rescore over requests.
+ROLLING_RESCORE = 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,11 +59,12 @@ class Shape:
 @dataclass(slots=True)
 class _Scores:
     """Cached per-node score (inf = does not fit) and GPU column of one shape, with the node
-    state ids they were computed for."""
+    state ids and the demand-snapshot versions they were computed for."""
 
     delta: FloatArray
     col: IntArray
     state: IntArray
+    version: IntArray
 
 
 @dataclass(slots=True)
@@ -117,9 +122,10 @@ def _synced_scores(cluster: Cluster, shape: Shape, scorer: Scorer) -> _Scores:
     cache = scorer.scores
     entry = cache.entries.get(shape)
     n = len(cluster.nodes)
+    version = scorer.tables.snapshot.version
     if entry is None:
         entry = _Scores(np.full(n, np.inf), np.full(n, -1, dtype=np.int64),
-                        np.full(n, -1, dtype=np.int64))
+                        np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64))
         cache.entries[shape] = entry
         if len(cache.entries) > MAX_CACHED_SHAPES:
             cache.entries.popitem(last=False)
@@ -127,12 +133,16 @@ def _synced_scores(cluster: Cluster, shape: Shape, scorer: Scorer) -> _Scores:
     else:
         cache.entries.move_to_end(shape)
         stale = np.flatnonzero(entry.state != cluster.state_id)
+        old = np.flatnonzero(entry.version != version)
+        if old.size:  # feasibility is still right; refresh the values a slice at a time
+            stale = np.union1d(stale, old[:ROLLING_RESCORE])
     if stale.size:
         score = _score_few if stale.size <= FEW_ROWS else _score_rows
         delta, col = score(cluster, stale, shape, scorer)
         entry.delta[stale] = delta
         entry.col[stale] = col
         entry.state[stale] = cluster.state_id[stale]
+        entry.version[stale] = version
     return entry
 
 

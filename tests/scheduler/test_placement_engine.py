@@ -70,3 +70,39 @@ def test_gpu_products_restrict_the_node() -> None:
         nodes=[make_node("t4"), make_node("v100", product="V100M32", gpu_memory_mib=32768)]))
     binding = eng.place(make_place("v", products=["V100M32"])).binding
     assert binding.node == "v100"
+
+
+def _plan_request(rate: float = 250.0) -> pb.PlanFleetRequest:
+    points = [pb.ProfilePoint(product="A100-80GB", compute_slices=g, batch_size=8,
+                              mps_processes=1, throughput_rps=100.0 * g, latency_ms=10.0)
+              for g in (1, 2, 3, 4, 7)]
+    return pb.PlanFleetRequest(
+        models=[pb.ModelDemand(model="a", tenant="t", isolation=pb.TRUSTED, rate_rps=rate,
+                               latency_slo_ms=100.0, profile=points)],
+        pools=[pb.GpuPool(product="A100-80GB", max_gpus=10, price_per_gpu_hour=4.0)])
+
+
+def test_plan_fleet_keeps_the_layout_of_a_given_previous_plan() -> None:
+    eng = PlacementEngine()
+    previous = pb.FleetPlan(gpus=[pb.GpuAssignment(
+        gpu_id="node-7/gpu-3", product="A100-80GB",
+        segments=[pb.Segment(model="a", mode=pb.MIG, mig_profile="3g.40gb", mig_start=4,
+                             compute_slices=3, batch_size=8, mps_processes=1,
+                             throughput_rps=300.0, latency_ms=10.0)])])
+    plan = eng.plan_fleet(_plan_request(), previous=previous)
+    assert [g.gpu_id for g in plan.gpus] == ["node-7/gpu-3"]
+    assert plan.gpus[0].segments[0].mig_start == 4 and plan.revision == 1
+
+
+def test_plan_fleet_honours_a_short_time_limit() -> None:
+    eng = PlacementEngine()
+    plan = eng.plan_fleet(_plan_request(), time_limit_s=0.2)
+    assert plan.gpus and not plan.unplaced
+
+
+def test_waiting_for_a_newer_plan_times_out_or_returns_it() -> None:
+    eng = PlacementEngine()
+    assert eng.wait_for_plan(0, timeout_s=0.05) is None
+    eng.plan_fleet(_plan_request())
+    found = eng.wait_for_plan(0, timeout_s=0.05)
+    assert found is not None and found.revision == 1 == eng.plan_revision

@@ -81,3 +81,95 @@ def test_health_service_reports_serving() -> None:
     finally:
         channel.close()
         stop(server, grace_s=1.0)
+
+
+def _plan_request() -> pb.PlanFleetRequest:
+    points = [pb.ProfilePoint(product="A100-80GB", compute_slices=g, batch_size=8,
+                              mps_processes=1, throughput_rps=100.0 * g, latency_ms=10.0)
+              for g in (1, 2, 3, 4, 7)]
+    return pb.PlanFleetRequest(
+        models=[pb.ModelDemand(model="a", tenant="t", isolation=pb.TRUSTED, rate_rps=250.0,
+                               latency_slo_ms=100.0, profile=points),
+                pb.ModelDemand(model="b", tenant="t", isolation=pb.STRICT, rate_rps=380.0,
+                               latency_slo_ms=100.0, profile=points, cold_start_s=30.0)],
+        pools=[pb.GpuPool(product="A100-80GB", max_gpus=10, price_per_gpu_hour=4.0)])
+
+
+def test_plan_fleet_stores_the_plan_with_a_new_revision(stub: pb_grpc.PlacementStub) -> None:
+    assert stub.GetPlan(pb.GetPlanRequest(), timeout=5).revision == 0
+    plan = stub.PlanFleet(_plan_request(), timeout=30)
+    assert plan.revision == 1 and not plan.unplaced
+    assert sum(s.throughput_rps for g in plan.gpus for s in g.segments if s.model == "b") >= 380
+    assert stub.GetPlan(pb.GetPlanRequest(), timeout=5) == plan
+    assert stub.PlanFleet(_plan_request(), timeout=30).revision == 2
+
+
+def test_watch_plan_streams_every_newer_plan(stub: pb_grpc.PlacementStub) -> None:
+    stream = stub.WatchPlan(pb.WatchPlanRequest(after_revision=0), timeout=30)
+    stub.PlanFleet(_plan_request(), timeout=30)
+    assert next(stream).revision == 1
+    stub.PlanFleet(_plan_request(), timeout=30)
+    assert next(stream).revision == 2
+    stream.cancel()
+
+
+def test_malformed_plan_request_names_the_field(stub: pb_grpc.PlacementStub) -> None:
+    bad = _plan_request()
+    bad.models[1].latency_slo_ms = 0
+    with pytest.raises(grpc.RpcError) as err:
+        stub.PlanFleet(bad, timeout=10)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (err.value.details() or "").startswith("models[1].latency_slo_ms")
+
+
+def test_malformed_inventory_names_the_field(stub: pb_grpc.PlacementStub) -> None:
+    nodes = [make_node("n0"), make_node("n0")]
+    with pytest.raises(grpc.RpcError) as err:
+        stub.SyncInventory(pb.SyncInventoryRequest(nodes=nodes), timeout=5)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (err.value.details() or "").startswith("nodes[1].name")
+
+
+def test_reflection_lists_the_placement_service() -> None:
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    server, port = create_server("127.0.0.1:0")
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        request = reflection_pb2.ServerReflectionRequest(list_services="")
+        (answer,) = list(stub.ServerReflectionInfo(iter([request]), timeout=5))
+        names = {s.name for s in answer.list_services_response.service}
+        assert "headroom.v1.Placement" in names and "grpc.health.v1.Health" in names
+    finally:
+        channel.close()
+        stop(server, grace_s=1.0)
+
+
+def test_graceful_stop_ends_open_watch_streams_and_reports_not_serving() -> None:
+    server, port = create_server("127.0.0.1:0")
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        stream = pb_grpc.PlacementStub(channel).WatchPlan(pb.WatchPlanRequest(), timeout=30)
+        health = health_pb2_grpc.HealthStub(channel)
+        health.Check(health_pb2.HealthCheckRequest(), timeout=5)
+        stop(server, grace_s=5.0)
+        assert list(stream) == []  # the stream ended cleanly, no plan was ever made
+    finally:
+        channel.close()
+
+
+def test_extra_servicers_are_registered_on_the_same_server() -> None:
+    from protos.externalscaler import externalscaler_pb2_grpc as keda
+
+    registered: list[grpc.Server] = []
+
+    def register(server: grpc.Server) -> None:
+        registered.append(server)
+        keda.add_ExternalScalerServicer_to_server(keda.ExternalScalerServicer(), server)
+
+    server, port = create_server("127.0.0.1:0", extra_servicers=[register])
+    try:
+        assert registered == [server] and port > 0
+    finally:
+        stop(server, grace_s=1.0)

@@ -1,0 +1,68 @@
+"""Builders and a plan checker shared by the PlanFleet tests."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from scheduler.domain import catalog
+from scheduler.domain.fleet_types import (
+    SLO_LATENCY_FRACTION,
+    FleetPlan,
+    FleetRequest,
+    GpuPool,
+    ModelDemand,
+    ProfilePoint,
+)
+from scheduler.domain.mig import MigInstance, layout_violations
+from scheduler.domain.model import Isolation
+
+
+def points(product: str, per_slice_rps: float, latency_ms: float = 10.0,
+           sizes: tuple[int, ...] = (1, 2, 3, 4, 7)) -> tuple[ProfilePoint, ...]:
+    return tuple(ProfilePoint(product, g, 8, 1, per_slice_rps * g * (1.1 if g == 7 else 1.0),
+                              latency_ms) for g in sizes)
+
+
+def demand(model: str, rate: float, per_slice: float, product: str = "A100-80GB",
+           slo_ms: float = 100.0, isolation: Isolation = Isolation.TRUSTED,
+           cold_start_s: float = 0.0, latency_ms: float = 10.0) -> ModelDemand:
+    return ModelDemand(model, "t", isolation, rate, slo_ms,
+                       points(product, per_slice, latency_ms), cold_start_s)
+
+
+def request(*models: ModelDemand, pools: tuple[GpuPool, ...] = (
+        GpuPool("A100-80GB", 100, 4.0),)) -> FleetRequest:
+    return FleetRequest(tuple(models), pools)
+
+
+def check_plan(plan: FleetPlan, req: FleetRequest) -> dict[str, float]:
+    """Assert the contract of DESIGN.md on ``plan``; returns the capacity per model."""
+    by_model = {m.model: m for m in req.models}
+    capacity: dict[str, float] = defaultdict(float)
+    ids = [g.gpu_id for g in plan.gpus]
+    assert len(ids) == len(set(ids)), "duplicate gpu_id"
+    for gpu in plan.gpus:
+        known = catalog.lookup(gpu.product)
+        mig = [s for s in gpu.segments if s.compute_slices]
+        if len(mig) < len(gpu.segments):
+            assert len(gpu.segments) == 1, "a whole-GPU segment must be alone"
+        if mig:
+            assert known is not None
+            layout = []
+            for s in mig:
+                prof = known.profile(s.mig_profile)
+                assert prof is not None and prof.compute_slices == s.compute_slices
+                layout.append(MigInstance(prof, s.mig_start))
+            assert not layout_violations(known, layout), layout_violations(known, layout)
+        for s in gpu.segments:
+            demand = by_model[s.model]
+            assert s.latency_ms <= SLO_LATENCY_FRACTION * demand.latency_slo_ms
+            assert any(p.compute_slices == s.compute_slices and p.batch_size == s.batch_size
+                       and p.mps_processes == s.mps_processes
+                       and p.throughput_rps == s.throughput_rps for p in demand.profile)
+            capacity[s.model] += s.throughput_rps
+    placed = {u.split(":", 1)[0] for u in plan.unplaced}
+    for m in req.models:
+        if m.model not in placed and m.rate_rps > 0:
+            assert capacity[m.model] >= m.rate_rps - 1e-9, f"{m.model} under capacity"
+    return dict(capacity)

@@ -1,0 +1,124 @@
+"""PlanFleet: segments, MIG geometry, fewest GPUs, re-layouts, warm pools, fallbacks."""
+
+from __future__ import annotations
+
+from fleet_builders import check_plan, demand, request
+
+from scheduler.domain.fleet import plan_fleet
+from scheduler.domain.fleet_types import GpuPool, ModelDemand, ProfilePoint
+from scheduler.domain.model import Isolation
+from scheduler.highs import HighsSolver
+
+SOLVER = HighsSolver()
+
+
+def test_small_models_share_one_gpu_through_mig_instances() -> None:
+    req = request(demand("a", 90, 100), demand("b", 250, 100), demand("c", 180, 100))
+    out = plan_fleet(req, 1, solver=SOLVER)
+    check_plan(out.plan, req)
+    assert len(out.plan.gpus) == 1 and out.solver_used == "milp"
+    assert out.plan.cost_per_hour == 4.0 and out.plan.unplaced == ()
+
+
+def test_the_plan_uses_the_fewest_gpus_a_valid_geometry_allows() -> None:
+    # a needs 4 slices of throughput, b needs 3: exactly one GPU (7 slices), fully used
+    req = request(demand("a", 390, 100), demand("b", 290, 100))
+    out = plan_fleet(req, 1, solver=SOLVER)
+    check_plan(out.plan, req)
+    assert len(out.plan.gpus) == 1
+    assert sum(s.compute_slices for s in out.plan.gpus[0].segments) == 7
+
+
+def test_two_three_g_instances_strand_a_slice_so_a_third_model_needs_another_gpu() -> None:
+    only_3g = tuple(ProfilePoint("A100-80GB", 3, 8, 1, 300.0, 10.0) for _ in range(1))
+    models = [ModelDemand(f"m{k}", "t", Isolation.TRUSTED, 250.0, 100.0, only_3g, 0.0)
+              for k in range(3)]
+    out = plan_fleet(request(*models), 1, solver=SOLVER)
+    check_plan(out.plan, request(*models))
+    assert len(out.plan.gpus) == 2
+
+
+def test_the_latency_rule_excludes_slow_shapes() -> None:
+    slow = ModelDemand("slow", "t", Isolation.TRUSTED, 10.0, 20.0,
+                       (ProfilePoint("A100-80GB", 1, 1, 1, 100.0, 10.0),), 0.0)
+    out = plan_fleet(request(slow), 1, solver=SOLVER)
+    assert out.plan.gpus == () and out.plan.unplaced[0].startswith("slow: no_profile_meets_slo")
+
+
+def test_a_model_profiled_on_a_product_without_a_pool_is_unplaced_with_the_reason() -> None:
+    req = request(demand("x", 10, 100, product="H100-80GB"))
+    out = plan_fleet(req, 1, solver=SOLVER)
+    assert out.plan.unplaced == ("x: no_pool_for_profile (no pool offers a product the model "
+                                 "was profiled on)",)
+
+
+def test_pool_limits_leave_models_unplaced_instead_of_overbooking() -> None:
+    req = request(demand("big", 2000, 100), demand("small", 50, 100),
+                  pools=(GpuPool("A100-80GB", 1, 4.0),))
+    out = plan_fleet(req, 1, solver=SOLVER)
+    check_plan(out.plan, req)
+    assert len(out.plan.gpus) <= 1
+    assert any(u.startswith("big: pool_max_gpus") for u in out.plan.unplaced)
+
+
+def test_cheaper_pools_win_when_both_can_serve() -> None:
+    models = (ModelDemand("m", "t", Isolation.NONE, 100.0, 100.0,
+                          (ProfilePoint("L4", 0, 8, 1, 120.0, 10.0),
+                           ProfilePoint("A100-80GB", 0, 8, 1, 400.0, 10.0)), 0.0),)
+    req = request(*models, pools=(GpuPool("A100-80GB", 10, 4.0), GpuPool("L4", 10, 0.8)))
+    out = plan_fleet(req, 1, solver=SOLVER)
+    check_plan(out.plan, req)
+    assert [g.product for g in out.plan.gpus] == ["L4"] and out.plan.cost_per_hour == 0.8
+
+
+def test_replanning_the_same_demand_relays_out_no_gpu() -> None:
+    req = request(demand("a", 900, 100), demand("b", 700, 100), demand("c", 300, 100))
+    first = plan_fleet(req, 1, solver=SOLVER)
+    second = plan_fleet(req, 2, previous=first.plan, solver=SOLVER)
+    check_plan(second.plan, req)
+    assert second.relaid_out == 0
+    assert {g.gpu_id: g.segments for g in first.plan.gpus} == {
+        g.gpu_id: g.segments for g in second.plan.gpus}
+
+
+def test_a_small_change_keeps_the_other_gpus_layouts() -> None:
+    base = [demand(f"m{k}", 600, 100) for k in range(5)]
+    first = plan_fleet(request(*base), 1, solver=SOLVER)
+    grown = [*base[:4], demand("m4", 1300, 100)]
+    second = plan_fleet(request(*grown), 2, previous=first.plan, solver=SOLVER)
+    check_plan(second.plan, request(*grown))
+    before = {g.gpu_id: sorted((s.compute_slices, s.mig_start) for s in g.segments)
+              for g in first.plan.gpus}
+    after = {g.gpu_id: sorted((s.compute_slices, s.mig_start) for s in g.segments)
+             for g in second.plan.gpus}
+    unchanged = [gid for gid in before if after.get(gid) == before[gid]]
+    assert len(unchanged) >= len(before) - 1
+
+
+def test_greedy_fallback_without_a_solver_is_still_valid() -> None:
+    req = request(demand("a", 900, 100), demand("b", 250, 100), demand("c", 1800, 100))
+    out = plan_fleet(req, 1, solver=None)
+    check_plan(out.plan, req)
+    assert out.solver_used == "greedy" and out.plan.unplaced == ()
+
+
+def test_warm_pools_cover_the_rise_during_a_cold_start() -> None:
+    req = request(demand("a", 1000, 100, cold_start_s=120.0))
+    out = plan_fleet(req, 1, solver=SOLVER)
+    (warm,) = out.plan.warm_pools
+    assert warm.product == "A100-80GB" and warm.gpus >= 1
+    assert warm.reason.startswith("p90_demand_rise_during_cold_start")
+    assert out.plan.cost_per_hour == 4.0 * (len(out.plan.gpus) + warm.gpus)
+
+
+def test_strict_models_get_mig_instances_not_mps() -> None:
+    strict = ModelDemand("s", "t", Isolation.STRICT, 100.0, 100.0,
+                         (ProfilePoint("A100-80GB", 2, 8, 2, 150.0, 10.0),), 0.0)
+    out = plan_fleet(request(strict), 1, solver=SOLVER)
+    (seg,) = out.plan.gpus[0].segments
+    assert seg.mode.value == "mig" and seg.mig_profile == "2g.20gb"
+
+
+def test_plans_are_deterministic() -> None:
+    req = request(*(demand(f"m{k}", 150 * (k + 1), 90 + k) for k in range(8)))
+    assert plan_fleet(req, 1, solver=SOLVER) == plan_fleet(req, 1, solver=SOLVER)

@@ -1,0 +1,157 @@
+"""Online placement decisions of the OnlinePlacer (domain level, no gRPC)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.domain.errors import AlreadyExists, Infeasible
+from scheduler.domain.model import GpuSpec, Isolation, NodeSpec, SharingMode, WorkloadSpec
+from scheduler.domain.placer import OnlinePlacer
+
+
+def node(name: str, gpus: int = 2, product: str = "T4", cpu: int = 32_000,
+         mem: int = 131_072, gpu_mem: int = 0, mig: bool = False) -> NodeSpec:
+    return NodeSpec(name, cpu, mem, tuple(GpuSpec(i, product, gpu_mem, mig)
+                                          for i in range(gpus)))
+
+
+def work(wid: str, gpus: int = 1, milli: int = 1000, cpu: int = 1000, mem: int = 1024,
+         gpu_mem: int = 0, products: frozenset[str] = frozenset(),
+         isolation: Isolation = Isolation.UNSPECIFIED) -> WorkloadSpec:
+    return WorkloadSpec(wid, "m", "t", cpu, mem, gpus, milli, gpu_mem, products, isolation)
+
+
+def test_cpu_only_work_goes_where_cpu_is_not_needed_by_gpus() -> None:
+    placer = OnlinePlacer([node("gpu-dense", gpus=8, product="G2", cpu=48_000),
+                           node("cpu-rich", gpus=2, product="T4", cpu=104_000)])
+    for k in range(20):  # teach the placer that GPU work needs ~6 cores per GPU
+        placer.demand.observe(work(f"seen{k}", cpu=6000))
+    binding = placer.place(work("cpu", gpus=0, milli=0, cpu=16_000))
+    assert binding.node == "cpu-rich" and binding.gpu_indices == ()
+
+
+def test_a_share_fills_the_gpu_where_it_leaves_the_smallest_fragment() -> None:
+    placer = OnlinePlacer([node("n0", gpus=2)])
+    for k in range(10):
+        placer.demand.observe(work(f"seen{k}", milli=500))
+        placer.demand.observe(work(f"seen-w{k}"))
+    first = placer.place(work("a", milli=500))
+    second = placer.place(work("b", milli=500))
+    assert first.gpu_indices == second.gpu_indices  # 500 + 500 fill one GPU, one stays idle
+    whole = placer.place(work("c"))
+    assert whole.gpu_indices != first.gpu_indices and whole.gpu_milli == 1000
+
+
+def test_multi_gpu_work_gets_distinct_idle_gpus_on_one_node() -> None:
+    placer = OnlinePlacer([node("small", gpus=2), node("big", gpus=8, product="G2")])
+    binding = placer.place(work("x", gpus=4))
+    assert binding.node == "big" and len(set(binding.gpu_indices)) == 4
+    assert binding.mode is SharingMode.EXCLUSIVE
+
+
+def test_strict_share_gets_a_mig_instance_on_a_mig_capable_gpu() -> None:
+    placer = OnlinePlacer([node("a100", gpus=1, product="A100-80GB", mig=True)])
+    binding = placer.place(work("s", milli=250, isolation=Isolation.STRICT))
+    assert binding.mode is SharingMode.MIG and binding.mig_profile == "2g.20gb"
+    assert binding.gpu_milli >= 250
+    other = placer.place(work("s2", milli=400, isolation=Isolation.STRICT))
+    assert other.mig_profile == "3g.40gb" and other.mig_start == 4
+
+
+def test_strict_share_without_mig_gets_a_whole_gpu() -> None:
+    placer = OnlinePlacer([node("t4", gpus=1)])
+    binding = placer.place(work("s", milli=100, isolation=Isolation.STRICT))
+    assert binding.mode is SharingMode.EXCLUSIVE and binding.gpu_milli == 1000
+    with pytest.raises(Infeasible):
+        placer.place(work("t", milli=100))
+
+
+def test_mps_and_time_slicing_never_share_a_gpu() -> None:
+    placer = OnlinePlacer([node("n", gpus=1)])
+    placer.place(work("trusted", milli=300, isolation=Isolation.TRUSTED))
+    with pytest.raises(Infeasible) as err:
+        placer.place(work("batch", milli=300, isolation=Isolation.NONE))
+    assert err.value.reason == "no_gpu_share_fits"
+    assert placer.place(work("trusted2", milli=300, isolation=Isolation.TRUSTED)).mode \
+        is SharingMode.MPS
+
+
+def test_stated_gpu_memory_is_never_oversubscribed() -> None:
+    placer = OnlinePlacer([node("t4", gpus=1, gpu_mem=15_360)])
+    placer.place(work("a", milli=100, gpu_mem=10_000))
+    with pytest.raises(Infeasible):
+        placer.place(work("b", milli=100, gpu_mem=6_000))
+    placer.place(work("c", milli=100, gpu_mem=5_000))
+
+
+def test_a_share_without_stated_memory_is_charged_its_share_of_gpu_memory() -> None:
+    placer = OnlinePlacer([node("t4", gpus=1, gpu_mem=15_360)])
+    placer.place(work("big", milli=100, gpu_mem=12_000))
+    with pytest.raises(Infeasible):  # 300 milli = 4608 MiB > the 3360 MiB left
+        placer.place(work("share", milli=300))
+    assert placer.place(work("small", milli=200)).gpu_milli == 200
+
+
+def test_stated_memory_needs_a_gpu_whose_memory_is_known() -> None:
+    placer = OnlinePlacer([node("g2", gpus=1, product="G2")])
+    with pytest.raises(Infeasible):
+        placer.place(work("a", milli=100, gpu_mem=1000))
+
+
+def test_gpu_products_restrict_the_choice() -> None:
+    placer = OnlinePlacer([node("t4"), node("v100", product="V100M32")])
+    assert placer.place(work("v", products=frozenset({"v100-32gb"}))).node == "v100"
+    with pytest.raises(Infeasible) as err:
+        placer.place(work("x", products=frozenset({"h100-80gb"})))
+    assert err.value.reason == "no_allowed_gpu_product"
+
+
+def test_cpu_and_memory_limits_are_reasons() -> None:
+    placer = OnlinePlacer([node("n", cpu=4000)])
+    with pytest.raises(Infeasible) as err:
+        placer.place(work("x", cpu=8000))
+    assert err.value.reason == "insufficient_cpu_or_memory"
+
+
+def test_duplicate_ids_are_rejected_and_nothing_changes() -> None:
+    placer = OnlinePlacer([node("n")])
+    placer.place(work("a"))
+    with pytest.raises(AlreadyExists):
+        placer.place(work("a"))
+    assert len(placer.cluster.bindings) == 1
+
+
+def test_release_is_idempotent_and_restores_capacity() -> None:
+    placer = OnlinePlacer([node("n", gpus=1)])
+    placer.place(work("a", milli=600))
+    assert placer.release("a") is not None
+    assert placer.release("a") is None
+    assert placer.place(work("b")).gpu_milli == 1000
+
+
+def test_resync_keeps_bindings_that_still_fit_and_drops_the_rest() -> None:
+    placer = OnlinePlacer([node("n0"), node("n1")])
+    a = placer.place(work("a"))
+    placer.place(work("b"))
+    placer.place(work("c"))
+    fresh = placer.resynced([node(a.node)])
+    kept = set(fresh.cluster.bindings)
+    assert "a" in kept and all(fresh.cluster.bindings[w].node == a.node for w in kept)
+
+
+def test_same_inventory_and_requests_give_the_same_bindings() -> None:
+    def run() -> list[tuple[str, tuple[int, ...]]]:
+        placer = OnlinePlacer([node(f"n{i}", gpus=4, cpu=48_000) for i in range(6)])
+        out = []
+        for k in range(40):
+            gpus = (1 + k % 2) if k % 5 else 0
+            milli = 0 if gpus == 0 else (250 if gpus == 1 and k % 3 == 0 else 1000)
+            spec = work(f"w{k}", gpus=gpus, milli=milli, cpu=2000 + 500 * (k % 7))
+            try:
+                b = placer.place(spec)
+                out.append((b.node, b.gpu_indices))
+            except Infeasible:
+                out.append(("-", ()))
+        return out
+
+    assert run() == run()

@@ -1,0 +1,43 @@
+"""`headroom placement serve`: prints the bound address, serves, stops cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_serve_prints_its_address_and_stops_on_sigterm() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from controlplane.cli.placement import app; app()", "serve",
+         "--listen", "127.0.0.1:0"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        assert line.startswith("placement API listening on 127.0.0.1:")
+        addr = line.rsplit(" ", 1)[-1]
+        with grpc.insecure_channel(addr) as channel:
+            status = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service="headroom.v1.Placement"), timeout=10)
+            assert status.status == health_pb2.HealthCheckResponse.SERVING
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0 and "placement API stopped" in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_serve_reports_an_address_it_cannot_bind() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", "from controlplane.cli.placement import app; app()", "serve",
+         "--listen", "256.0.0.1:1"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "cannot listen on 256.0.0.1:1" in proc.stderr
