@@ -22,6 +22,8 @@ from controlplane.cli.cost import app as cost_app
 from controlplane.cli.forecast import app as forecast_app
 from controlplane.cli.placement import app as placement_app
 from controlplane.cli.simulate import simulate_command
+from controlplane.cli.streams import stdout_to_stderr
+from controlplane.demo import Demo
 from controlplane.logsetup import setup_logging
 from controlplane.serve import ServeError
 from controlplane.settings import ConfigError, Settings, load_settings
@@ -87,11 +89,24 @@ def demo(
 ) -> None:
     """Everything embedded: SQLite, simulated GPU fleet, forecasts, placement API, reconcile jobs,
     dashboard. With --minutes N --no-dashboard it runs N simulated minutes as fast as it can."""
-    from controlplane.demo import Demo
-
     db_url = os.environ.get("HEADROOM_DB__URL") or f"sqlite:///{db.resolve()}"
     settings = _settings(config, db={"url": db_url})
     setup_logging(logging.INFO, log_file=Path(".headroom/demo.log"))
+    with stdout_to_stderr(enabled=json_out):
+        runner = _run_demo(settings, minutes, speed, no_dashboard, json_out)
+    summary = runner.summary()
+    if json_out:
+        typer.echo(json.dumps(summary.as_dict()))
+    else:
+        console.print(
+            f"stopped after {summary.sim_minutes:.0f} simulated minutes: {summary.ticks} ticks, "
+            f"{summary.placements} placements, {summary.gpus} GPUs, served "
+            f"{100 * summary.served_share:.2f}% of demand, {summary.gpu_hours:.1f} GPU-hours "
+            f"(${summary.cost_usd:,.0f})")
+
+
+def _run_demo(settings: Settings, minutes: float | None, speed: float, no_dashboard: bool,
+              json_out: bool) -> Demo:
     runner = Demo(settings, _wall_now())
     signal.signal(signal.SIGTERM, lambda *_: runner.request_stop())
     try:
@@ -113,21 +128,10 @@ def demo(
         runner.request_stop()
     finally:
         runner.shutdown()
-    summary = runner.summary()
-    if json_out:
-        typer.echo(json.dumps(summary.as_dict()))
-    else:
-        console.print(
-            f"stopped after {summary.sim_minutes:.0f} simulated minutes: {summary.ticks} ticks, "
-            f"{summary.placements} placements, {summary.gpus} GPUs, served "
-            f"{100 * summary.served_share:.2f}% of demand, {summary.gpu_hours:.1f} GPU-hours "
-            f"(${summary.cost_usd:,.0f})")
+    return runner
 
 
-def _run_fast(runner: object, minutes: float, quiet: bool) -> None:
-    from controlplane.demo import Demo
-
-    assert isinstance(runner, Demo)
+def _run_fast(runner: Demo, minutes: float, quiet: bool) -> None:
     with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.completed:.0f}/"
                   "{task.total:.0f} min"), TimeElapsedColumn(), console=console,
                   disable=quiet) as progress:
@@ -135,10 +139,7 @@ def _run_fast(runner: object, minutes: float, quiet: bool) -> None:
         runner.run_fast(minutes, on_minute=lambda m: progress.update(task, completed=m))
 
 
-def _run_live(runner: object, speed: float, minutes: float | None, quiet: bool) -> None:
-    from controlplane.demo import Demo
-
-    assert isinstance(runner, Demo)
+def _run_live(runner: Demo, speed: float, minutes: float | None, quiet: bool) -> None:
     with console.status("starting", spinner="dots") as status:
         def show() -> None:
             if quiet:

@@ -1,0 +1,25 @@
+"""Keep stdout for the one JSON document: native libraries (e.g. HiGHS's banner) write to fd 1."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def stdout_to_stderr(enabled: bool = True) -> Iterator[None]:
+    """Send everything written to fd 1 (Python and C alike) to stderr until the block ends."""
+    if not enabled:
+        yield
+        return
+    sys.stdout.flush()
+    saved_fd = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved_fd, 1)
+        os.close(saved_fd)
