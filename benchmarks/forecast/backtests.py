@@ -128,9 +128,30 @@ def main() -> int:
     print(json.dumps(summary, indent=2), file=sys.stderr)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"benchmark": "forecast backtests", "command": cmd,
-                                   "rows": rows, "summary": summary, "judge": docs}, indent=1))
+                                   "rows": rows, "summary": summary,
+                                   "judge": {k: compact(v) for k, v in docs.items()}}, indent=1))
     print(f"wrote {RESULTS}", file=sys.stderr)
     return 0
+
+
+SERIES_KEYS = ("pairs_scored", "product", "baselines", "best_baseline",
+               "wape_ratio_vs_best_baseline", "persistence_p90")
+
+
+def compact(doc: dict[str, Any]) -> dict[str, Any]:
+    """The judge's document without its per-series diagnostics (kept small in the repo)."""
+    out = {k: doc[k] for k in ("ok", "error", "judge_exit", "judge_wall_s", "summary", "pooled",
+                               "leak_check", "determinism_check", "series_not_scored")
+           if k in doc}
+    if "run" in doc:
+        out["run"] = {k: doc["run"].get(k) for k in ("command", "wall_s", "json_output_ok")}
+    if "series" in doc:
+        out["series"] = {name: {**{k: s.get(k) for k in SERIES_KEYS},
+                                "all_pairs": {"wape_ratio_vs_best_baseline": s.get(
+                                    "all_pairs", {}).get("wape_ratio_vs_best_baseline")},
+                                "headline": s.get("checks", s).get("headline")}
+                         for name, s in doc["series"].items()}
+    return out
 
 
 def table_rows(key: str, ds: Dataset, doc: dict[str, Any]) -> list[dict[str, Any]]:
