@@ -34,7 +34,7 @@ class ForecasterSettings:
     min_seasonal_points: int = 96
     min_baseline_pairs: int = 12
     guard_margin: float = 0.25  # fall back when recent WAPE > best baseline x (1 + margin)
-    p90_level: float = 0.90  # quantile of recent residuals used for p90
+    p90_level: float = 0.91  # quantile of recent residuals used for p90 (dev traces: ~0.90)
     max_train_rows: int = 4000
     cache_entries: int = 4096
 
