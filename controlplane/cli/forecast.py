@@ -23,11 +23,13 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.adapters.clock import WallClock
 from controlplane.forecast_job import HistorySource, JobConfig, JobReport, Shard, run_job
 from controlplane.settings import ConfigError, load_settings
 from controlplane.store import Store, StoreUnavailable
+from controlplane.store.engine import redact
 from forecaster.backtest import BacktestTask, SeriesBacktest, run_all
 from forecaster.errors import ForecasterError, InputError
 from forecaster.features import History
@@ -248,6 +250,12 @@ def run(
             report_ = run_job(source, sink, now, job, on_progress)
     except (ForecasterError, ConfigError, StoreUnavailable, ValueError) as exc:
         err.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from exc
+    except SQLAlchemyError as exc:
+        first = str(exc.orig if hasattr(exc, "orig") and exc.orig else exc).splitlines()[0]
+        err.print(f"[red]error:[/] store {redact(store_url or settings.db.url)}: {first} "
+                  "(is the schema created? run `headroom db upgrade`)", highlight=False,
+                  soft_wrap=True)
         raise typer.Exit(2) from exc
     doc = job_doc(report_, stored=not no_store)
     if json_out:

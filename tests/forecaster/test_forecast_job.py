@@ -124,3 +124,10 @@ def test_forecast_run_rejects_a_bad_shard(tmp_path: Path) -> None:
                                                             {"x": diurnal(1, 600)}, 600))])
     assert result.exit_code == 2
     assert "--shard '3/2': need 0 <= INDEX < COUNT" in result.stderr
+
+
+def test_forecast_run_on_a_store_without_schema_says_how_to_fix_it(sqlite_url: str) -> None:
+    result = CliRunner().invoke(app, ["run", "--store", sqlite_url, "--no-store"])
+    assert result.exit_code == 2
+    assert "no such table" in result.stderr and "headroom db upgrade" in result.stderr
+    assert "Traceback" not in result.output
