@@ -50,10 +50,18 @@ def simulate_cmd() -> list[str]:
             "simulate_command as f; typer.run(f)"]
 
 
-def run(cmd: list[str], what: str) -> dict[str, Any]:
+def run(cmd: list[str], what: str, attempts: int = 6) -> dict[str, Any]:
+    """Run one command that prints a JSON document. The working tree is shared with engineers
+    mid-edit: a failure to even import is retried after a minute (a few times)."""
     started = time.monotonic()
     print(f"  {what} ...", file=sys.stderr, flush=True)
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=False)
+    while done.returncode != 0 and attempts > 1 and any(
+            e in done.stderr for e in ("ImportError", "ModuleNotFoundError")):
+        print(f"  {what}: import failed (tree mid-edit?), retrying in 60 s", file=sys.stderr)
+        time.sleep(60)
+        attempts -= 1
+        done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{what} failed ({done.returncode}): {done.stderr.strip()[-2000:]}\n"
                          f"command: {shlex.join(cmd)}")
@@ -63,7 +71,7 @@ def run(cmd: list[str], what: str) -> dict[str, Any]:
 
 
 def judge(timelines: dict[str, Path], baseline: str) -> dict[str, Any]:
-    cmd = [sys.executable, str(JUDGE), "--baseline", baseline]
+    cmd = [sys.executable, str(JUDGE), "--baseline", baseline, "--gpus-billed", "fleet"]
     for label, path in timelines.items():
         cmd += ["--timeline", str(path), "--label", label]
     return run(cmd, f"judge {', '.join(timelines)}")
