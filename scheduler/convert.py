@@ -29,6 +29,7 @@ _ISOLATION: dict[int, Isolation] = {
     pb.TRUSTED: Isolation.TRUSTED,
     pb.NONE: Isolation.NONE,
 }
+_NO_PRODUCTS: frozenset[str] = frozenset()
 _MODE_TO_PB = {
     SharingMode.EXCLUSIVE: pb.EXCLUSIVE,
     SharingMode.MIG: pb.MIG,
@@ -56,8 +57,13 @@ def nodes_from_pb(request: pb.SyncInventoryRequest) -> list[NodeSpec]:
 
 
 def workload_from_pb(request: pb.PlaceRequest) -> WorkloadSpec:
-    """Validate and normalise a PlaceRequest; raises InvalidArgument naming the field."""
-    for k, product in enumerate(request.gpu_products):
+    """Validate and normalise a PlaceRequest; raises InvalidArgument naming the field.
+
+    ``gpu_milli`` becomes 1000 for multi-GPU requests and for ``gpu_milli`` 0 with GPUs (whole
+    GPUs), stays the share for one GPU, and is 0 for CPU-only requests.
+    """
+    products = request.gpu_products
+    for k, product in enumerate(products):
         if not product.strip():
             raise InvalidArgument(f"gpu_products[{k}]", "must not be empty")
     num_gpu = request.num_gpu
@@ -68,13 +74,13 @@ def workload_from_pb(request: pb.PlaceRequest) -> WorkloadSpec:
         milli = raw
     else:
         milli = 0
+    iso = _ISOLATION.get(request.isolation)
+    if iso is None:
+        raise InvalidArgument("isolation", f"unknown Isolation value {request.isolation}")
     spec = WorkloadSpec(
-        workload_id=request.workload_id, model=request.model, tenant=request.tenant,
-        cpu_milli=request.cpu_milli, memory_mib=request.memory_mib, num_gpu=num_gpu,
-        gpu_milli=milli, gpu_memory_mib=request.gpu_memory_mib,
-        gpu_products=frozenset(product_key(p) for p in request.gpu_products),
-        isolation=isolation_from_pb(request.isolation, "isolation"),
-    )
+        request.workload_id, request.model, request.tenant, request.cpu_milli,
+        request.memory_mib, num_gpu, milli, request.gpu_memory_mib,
+        frozenset(product_key(p) for p in products) if products else _NO_PRODUCTS, iso)
     validate_workload(spec, raw)
     return spec
 

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from protos.headroom.v1 import placement_pb2 as pb
 from scheduler import convert
+from scheduler.domain.errors import InvalidArgument
 from scheduler.domain.fleet import DEFAULT_TIME_LIMIT_S, plan_fleet
 from scheduler.domain.fleet_types import FleetPlan
 from scheduler.domain.milp import MilpSolver
@@ -56,6 +57,8 @@ class PlacementEngine:
 
     def release(self, request: pb.ReleaseRequest) -> pb.ReleaseResponse:
         """Free a workload's resources; unknown ids are fine (idempotent)."""
+        if not request.workload_id:
+            raise InvalidArgument("workload_id", "must not be empty")
         with self._lock:
             self._placer.release(request.workload_id)
         return pb.ReleaseResponse()

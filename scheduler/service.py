@@ -71,6 +71,10 @@ class PlacementServicer(pb_grpc.PlacementServicer):
                   context: grpc.ServicerContext) -> Iterator[pb.FleetPlan]:
         """Stream every plan whose revision is above the last one sent, until cancelled."""
         after = request.after_revision
+        if after < 0:
+            context.set_code(grpc.StatusCode.INVALID_ARGUMENT)
+            context.set_details(f"after_revision: must be >= 0, got {after}")
+            return
         while context.is_active() and not self.stopping.is_set():
             plan = self.engine.wait_for_plan(after, timeout_s=WATCH_POLL_S)
             if plan is None:

@@ -109,6 +109,7 @@ class Cluster:
         self.state_id: IntArray = np.arange(n, dtype=np.int64)
         self._next_state = n
         self._undo_state: dict[str, tuple[int, int]] = {}
+        self._columns: dict[str, tuple[int, ...]] = {}  # GPU columns of each binding
         # Per node aggregates and per GPU share capacity, kept in step by _refresh_node.
         self.total: IntArray = np.maximum(self.free, 0).sum(axis=1)
         self.idle: IntArray = (self.free == WHOLE_GPU_MILLI).sum(axis=1)
@@ -130,17 +131,17 @@ class Cluster:
         """Share capacity of one GPU per sharing mode: the largest share (milli) it can take,
         limited by free compute and by the proportional memory it would be charged; -1 when
         the GPU cannot take a share in that mode."""
-        if not self.exists[node, col] or self.clients[node, col] >= MAX_CLIENTS_PER_GPU:
+        if not self.exists.item(node, col) or self.clients.item(node, col) >= MAX_CLIENTS_PER_GPU:
             for arr in self.share_cap.values():
                 arr[node, col] = -1
             return
-        cap = int(self.free[node, col])
-        if self.gmem_known[node, col]:
-            total_mem = int(self.gmem_total[node, col])
-            free_mem = int(self.gmem_free[node, col])
+        cap = self.free.item(node, col)
+        if self.gmem_known.item(node, col):
+            total_mem = self.gmem_total.item(node, col)
+            free_mem = self.gmem_free.item(node, col)
             # largest d with total_mem * d // 1000 <= free_mem
             cap = min(cap, ((free_mem + 1) * WHOLE_GPU_MILLI + total_mem - 1) // total_mem - 1)
-        mode = int(self.mode[node, col])
+        mode = self.mode.item(node, col)
         for code, arr in self.share_cap.items():
             arr[node, col] = cap if mode in (0, code) else -1
 
@@ -190,6 +191,7 @@ class Cluster:
         self.state_id[node] = self._next_state
         self._undo_state[workload_id] = (before, self._next_state)
         self._next_state += 1
+        self._columns[workload_id] = choice.gpus
         binding = Binding(
             workload_id, self.nodes[node].name,
             tuple(int(self.gpu_index[node, g]) for g in choice.gpus), choice.mode,
@@ -218,7 +220,7 @@ class Cluster:
         node = self.position[binding.node]
         self.cpu_free[node] += binding.cpu_milli
         self.mem_free[node] += binding.memory_mib
-        cols = self.columns_of(node, binding.gpu_indices) or ()
+        cols = self._columns.pop(workload_id)
         for g in cols:
             self.clients[node, g] -= 1
             layout = self.mig.get((node, g))

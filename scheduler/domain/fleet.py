@@ -117,7 +117,7 @@ def _build_milp(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption
     seg_vars: list[tuple[SegmentOption, int]] = []
     for model in sorted(options):
         for opt in options[model]:
-            cap = math.ceil(rates[model] / opt.point.throughput_rps - 1e-9)
+            cap = max(1, math.ceil(rates[model] / opt.point.throughput_rps - 1e-9))
             seg_vars.append((opt, m.var(f"n[{model},{opt.pool},{opt.size}]", 0.0, upper=cap)))
     skip_vars = {model: m.var(f"u[{model}]", big, upper=1) for model in sorted(options)}
     sizes = sorted({(o.pool, o.size) for o, _ in seg_vars})

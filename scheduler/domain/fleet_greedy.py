@@ -21,7 +21,7 @@ def pack_greedy(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption
             return (-per_slice, price, o.pool, o.size)
 
         best = min(options[model], key=value)
-        chosen[model] = (best, math.ceil(rates[model] / best.point.throughput_rps - 1e-9))
+        chosen[model] = (best, max(1, math.ceil(rates[model] / best.point.throughput_rps - 1e-9)))
     bins: list[tuple[int, list[int]]] = []  # (pool, sizes)
     unplaced: set[str] = set()
     order = sorted(chosen, key=lambda m: (-pools[chosen[m][0].pool].slices(chosen[m][0].size)

@@ -99,9 +99,9 @@ def choose(cluster: Cluster, spec: WorkloadSpec, scorer: Scorer) -> Choice:
                   spec.gpu_memory_mib, spec.gpu_products, mode)
     scores = _synced_scores(cluster, shape, scorer)
     node = int(np.argmin(scores.delta))
-    if not np.isfinite(scores.delta[node]):
+    score = scores.delta.item(node)
+    if score == np.inf:
         raise _why_not(cluster, spec, shape)
-    score = float(scores.delta[node])
     if spec.num_gpu == 0:
         return Choice(node, (), None, 0, 0, reason="cpu_only", waste_delta=score)
     if mode is SharingMode.EXCLUSIVE:
@@ -112,7 +112,7 @@ def choose(cluster: Cluster, spec: WorkloadSpec, scorer: Scorer) -> Choice:
         return Choice(node, cols, SharingMode.EXCLUSIVE, WHOLE_GPU_MILLI, 0, reason=reason,
                       waste_delta=score)
     assert mode is not None
-    col = int(scores.col[node])
+    col = scores.col.item(node)
     return Choice(node, (col,), mode, spec.gpu_milli,
                   share_memory_charge(cluster, node, col, spec), reason=f"{mode.value}_share",
                   waste_delta=score)

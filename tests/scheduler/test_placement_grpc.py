@@ -173,3 +173,14 @@ def test_extra_servicers_are_registered_on_the_same_server() -> None:
         assert registered == [server] and port > 0
     finally:
         stop(server, grace_s=1.0)
+
+
+def test_release_and_watch_reject_malformed_requests(stub: pb_grpc.PlacementStub) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Release(pb.ReleaseRequest(workload_id=""), timeout=5)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (err.value.details() or "").startswith("workload_id")
+    with pytest.raises(grpc.RpcError) as err:
+        list(stub.WatchPlan(pb.WatchPlanRequest(after_revision=-1), timeout=5))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (err.value.details() or "").startswith("after_revision")
