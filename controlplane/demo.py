@@ -15,8 +15,9 @@ from pathlib import Path
 
 import grpc
 
+from controlplane.adapters.keda import keda_registrar
 from controlplane.jobs import build_scheduler
-from controlplane.runtime import SimRuntime
+from controlplane.runtime import SimRuntime, keda_servicer
 from controlplane.settings import Settings
 from controlplane.store import Store
 from scheduler.engine import PlacementEngine
@@ -55,6 +56,7 @@ class Demo:
         self.engine = PlacementEngine()
         self.runtime = SimRuntime.open(settings, self.store, wall_now, self.engine)
         self.sim_start_at = self.runtime.clock.now()
+        self.keda = keda_servicer(settings, self.store, self.runtime.clock, self.runtime.specs)
         self.gpus_peak = 0
         self.server: grpc.Server | None = None
         self.grpc_address = ""
@@ -65,11 +67,13 @@ class Demo:
 
     # -- services ----------------------------------------------------------------------------
     def start_grpc(self) -> str:
-        host, _, _port = self.settings.placement.listen.rpartition(":")
+        """Placement API plus KEDA's external scaler on the demo's forecasts."""
+        host = self.settings.placement.listen.rpartition(":")[0]
+        extra = [keda_registrar(self.keda)]
         try:
-            self.server, bound = create_server(self.settings.placement.listen, self.engine)
+            self.server, bound = create_server(self.settings.placement.listen, self.engine, extra)
         except RuntimeError:  # port taken: take a free one rather than fail the demo
-            self.server, bound = create_server(f"{host}:0", self.engine)
+            self.server, bound = create_server(f"{host}:0", self.engine, extra)
         self.grpc_address = f"{host}:{bound}"
         return self.grpc_address
 
@@ -126,6 +130,7 @@ class Demo:
         self._stop.set()
 
     def shutdown(self) -> None:
+        self.keda.stopping.set()
         if self.server is not None:
             stop(self.server, grace_s=2.0)
         if self.dashboard is not None:

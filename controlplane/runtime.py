@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from controlplane.adapters.keda import KedaScalerServicer
 from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.domain.demand import DemandPolicy
 from controlplane.domain.desired import PoolSpec
@@ -18,6 +19,7 @@ from controlplane.domain.guards import GuardLimits
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.tick import TickReport
 from controlplane.forecast_job import JobConfig, run_job
+from controlplane.ports import Clock
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps, reconcile_once
 from controlplane.settings import Settings
 from controlplane.sim import traffic
@@ -34,6 +36,16 @@ log = logging.getLogger("headroom.runtime")
 def pool_specs(settings: Settings) -> tuple[PoolSpec, ...]:
     return tuple(PoolSpec(p.name, p.product, p.gpus_per_node, p.min_nodes, p.max_nodes,
                           p.price_per_gpu_hour) for p in settings.pools)
+
+
+def keda_servicer(settings: Settings, store: Store, clock: Clock,
+                  specs: tuple[ModelSpec, ...]) -> KedaScalerServicer:
+    """KEDA's external scaler on the stored forecasts; the target is one replica's share."""
+    target_rps = {s.name: s.best_point().throughput_rps * settings.reconcile.target_utilization
+                  for s in specs}
+    return KedaScalerServicer(store, clock, lookahead_s=settings.autoscaling.keda_lookahead_s,
+                              max_forecast_age_s=settings.reconcile.max_forecast_age_s,
+                              target_rps=target_rps)
 
 
 def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> ReconcileConfig:

@@ -12,8 +12,9 @@ import threading
 
 from rich.console import Console
 
+from controlplane.adapters.keda import keda_registrar
 from controlplane.jobs import build_scheduler
-from controlplane.runtime import SimRuntime
+from controlplane.runtime import SimRuntime, keda_servicer
 from controlplane.settings import Settings
 from controlplane.store import Store
 from scheduler.engine import PlacementEngine
@@ -38,7 +39,8 @@ def run_serve(settings: Settings, console: Console) -> None:
     from controlplane.adapters.clock import WallClock
 
     runtime = SimRuntime.open(settings, store, WallClock().now(), engine)
-    server, port = create_server(settings.placement.listen, engine)
+    keda = keda_servicer(settings, store, runtime.clock, runtime.specs)
+    server, port = create_server(settings.placement.listen, engine, [keda_registrar(keda)])
     host = settings.placement.listen.rpartition(":")[0]
     console.print(f"placement API (gRPC) on {host}:{port}; backend sim; "
                   f"dry_run={settings.safety.dry_run}")
@@ -58,4 +60,5 @@ def run_serve(settings: Settings, console: Console) -> None:
         pass
     finally:
         scheduler.shutdown(wait=True)
+        keda.stopping.set()
         stop(server, grace_s=2.0)

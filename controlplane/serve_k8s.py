@@ -11,10 +11,11 @@ from rich.console import Console
 
 from controlplane.adapters.clock import WallClock
 from controlplane.adapters.k8s.backend import build_k8s_backend
+from controlplane.adapters.keda import keda_registrar
 from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.jobs import build_scheduler
 from controlplane.reconcile import ReconcileDeps, reconcile_once
-from controlplane.runtime import reconcile_config, refresh_forecasts
+from controlplane.runtime import keda_servicer, reconcile_config, refresh_forecasts
 from controlplane.settings import Settings
 from controlplane.store import Store
 from controlplane.store.relayout import SqlRelayoutStore
@@ -57,7 +58,8 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
         if backend.elector.is_leader(clock.now()):
             refresh_forecasts(store, clock.now(), settings)
 
-    server, port = create_server(settings.placement.listen, engine)
+    keda = keda_servicer(settings, store, clock, specs)
+    server, port = create_server(settings.placement.listen, engine, [keda_registrar(keda)])
     host = settings.placement.listen.rpartition(":")[0]
     console.print(f"placement API (gRPC) on {host}:{port}; backend kubernetes; "
                   f"dry_run={settings.safety.dry_run}")
@@ -78,4 +80,5 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     finally:
         scheduler.shutdown(wait=True)
         backend.elector.release()
+        keda.stopping.set()
         stop(server, grace_s=2.0)

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from controlplane.domain.guards import GuardMemory, Recommendation
+from controlplane.domain.guards import Change, GuardMemory, Recommendation
 from controlplane.domain.models import ColdStart, Engine, Isolation, ModelSpec, ProfilePoint
 from controlplane.domain.observed import (
     ObservedGpu,
@@ -49,19 +49,28 @@ def observed_from_json(text: str) -> ObservedState:
 
 
 def guard_memory_to_json(memory: GuardMemory) -> str:
-    return json.dumps(
-        [[target, [[r.at.isoformat(), r.value] for r in history]]
-         for target, history in memory.history],
-        separators=(",", ":"),
-    )
+    """Recommendations and allowed changes per target (cooldowns and disruption budgets)."""
+    return json.dumps({
+        "history": [[target, [[r.at.isoformat(), r.value] for r in history]]
+                    for target, history in memory.history],
+        "changes": [[target, [[c.at.isoformat(), c.delta] for c in changes]]
+                    for target, changes in memory.changes],
+    }, separators=(",", ":"))
 
 
 def guard_memory_from_json(text: str) -> GuardMemory:
-    raw: list[list[Any]] = json.loads(text)
-    return GuardMemory(history=tuple(
-        (target, tuple(Recommendation(datetime.fromisoformat(at), int(v)) for at, v in history))
-        for target, history in raw
-    ))
+    raw: dict[str, list[list[Any]]] | list[list[Any]] = json.loads(text)
+    if isinstance(raw, list):  # written before changes were stored
+        raw = {"history": raw, "changes": []}
+    return GuardMemory(
+        history=tuple(
+            (target, tuple(Recommendation(datetime.fromisoformat(at), int(v))
+                           for at, v in history))
+            for target, history in raw["history"]),
+        changes=tuple(
+            (target, tuple(Change(datetime.fromisoformat(at), int(d)) for at, d in changes))
+            for target, changes in raw.get("changes", [])),
+    )
 
 
 def profile_to_json(profile: tuple[ProfilePoint, ...]) -> str:

@@ -13,6 +13,8 @@ import pytest
 from clihelpers import HEADROOM, _env, _free_port, _wait_for
 
 from controlplane.store import Store
+from protos.externalscaler import externalscaler_pb2 as es
+from protos.externalscaler import externalscaler_pb2_grpc as es_grpc
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 
@@ -84,6 +86,11 @@ def test_live_demo_serves_grpc_and_dashboard_on_loopback_and_stops_on_ctrl_c(
         _wait_for(lambda: stub.GetPlan(pb.GetPlanRequest(), timeout=2).revision > 0, 60)
         plan = stub.GetPlan(pb.GetPlanRequest(), timeout=2)
         assert plan.gpus and plan.cost_per_hour > 0
+        keda = es_grpc.ExternalScalerStub(channel)
+        ref = es.ScaledObjectRef(name="bert", namespace="models",
+                                 scalerMetadata={"model": "bert-embed"})
+        metrics = keda.GetMetrics(es.GetMetricsRequest(scaledObjectRef=ref), timeout=5)
+        assert metrics.metricValues[0].metricValueFloat > 0  # forecast p90 of the demo model
         health = f"http://127.0.0.1:{dash_port}/_stcore/health"
         _wait_for(lambda: urllib.request.urlopen(health, timeout=2).read() == b"ok", 60)
         channel.close()

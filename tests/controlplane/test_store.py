@@ -91,3 +91,15 @@ def test_unreachable_database_names_the_url_without_password() -> None:
         Store.open("postgresql://alice:secret@127.0.0.1:1/nowhere", connect_timeout_s=1)
     assert "postgresql+psycopg://alice@127.0.0.1:1/nowhere" in str(caught.value)
     assert "secret" not in str(caught.value)
+
+
+def test_guard_memory_keeps_recent_changes_for_cooldowns_across_restarts(store_url: str) -> None:
+    from dataclasses import replace
+
+    from controlplane.domain.guards import Change
+
+    memory = GuardMemory((("pool/l4", (Recommendation(T0, 2),)),),
+                         (("pool/l4", (Change(T0, 1), Change(T0 + timedelta(seconds=30), -1))),))
+    store = Store.open(store_url, migrate=True)
+    store.save_tick(replace(_report(), guard_memory=memory))
+    assert store.last_guard_memory() == memory
