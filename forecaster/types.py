@@ -43,7 +43,12 @@ class TrafficSeries:
 
 @dataclass(frozen=True, slots=True)
 class Forecast:
-    """Forecast from ``origin_at`` on: ``p50[i]``/``p90[i]`` at ``origin_at + i*step``."""
+    """Forecast from ``origin_at`` on: ``p50[i]``/``p90[i]`` at ``origin_at + i*step``.
+
+    ``method`` is the method actually used (a baseline when the model was replaced),
+    ``fallback_reason`` says why (empty when it was not), ``backtest_wape`` is that method's
+    WAPE in percent on the most recent held-out pairs (None when there were too few).
+    """
 
     series_id: str
     origin_at: datetime
