@@ -15,17 +15,22 @@ from scheduler.engine import PlacementEngine
 from scheduler.service import PlacementServicer
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Placement"].full_name
-#: Worker threads: the GIL serialises Python work, so a few more than the 2 cores keep the
-#: C-core busy while WatchPlan streams hold their own threads.
+#: Worker threads of the default pool (PlanFleet, WatchPlan streams, health, reflection and
+#: extra services such as KEDA's scaler, whose streams each hold a thread).
 DEFAULT_WORKERS = 16
+#: Worker threads for Place/Release/SyncInventory/GetPlan: few, so they do not fight over the
+#: GIL on a 2-core machine.
+FAST_WORKERS = 2
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
-_SERVICERS: dict[int, tuple[PlacementServicer, health.HealthServicer]] = {}
+_SERVICERS: dict[int, tuple[PlacementServicer, health.HealthServicer,
+                            futures.ThreadPoolExecutor]] = {}
 
 
 def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None = None,
                   extra_servicers: Sequence[Callable[[grpc.Server], None]] = (),
-                  max_workers: int = DEFAULT_WORKERS) -> tuple[grpc.Server, int]:
+                  max_workers: int = DEFAULT_WORKERS,
+                  fast_workers: int = FAST_WORKERS) -> tuple[grpc.Server, int]:
     """Build, bind and start the server; returns (server, bound port).
 
     ``extra_servicers`` are callables that register more services (e.g. KEDA's external
@@ -37,7 +42,9 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
                  ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                  ("grpc.so_reuseport", 0)],
     )
-    servicer = PlacementServicer(engine or PlacementEngine())
+    fast_pool = futures.ThreadPoolExecutor(max_workers=fast_workers,
+                                           thread_name_prefix="placement-fast")
+    servicer = PlacementServicer(engine or PlacementEngine(), fast_pool)
     pb_grpc.add_PlacementServicer_to_server(servicer, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -51,15 +58,17 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
     server.start()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    _SERVICERS[id(server)] = (servicer, health_servicer)
+    _SERVICERS[id(server)] = (servicer, health_servicer, fast_pool)
     return server, port
 
 
 def stop(server: grpc.Server, grace_s: float = 5.0) -> None:
     """Graceful stop: report NOT_SERVING, end WatchPlan streams, let in-flight calls finish."""
-    servicer, health_servicer = _SERVICERS.pop(id(server), (None, None))
-    if health_servicer is not None:
+    found = _SERVICERS.pop(id(server), None)
+    if found is not None:
+        servicer, health_servicer, _ = found
         health_servicer.enter_graceful_shutdown()
-    if servicer is not None:
         servicer.stopping.set()
     server.stop(grace_s).wait()
+    if found is not None:
+        found[2].shutdown(wait=True)

@@ -23,13 +23,16 @@ def _placement() -> None:
 def serve(
     listen: str = typer.Option("127.0.0.1:50051", "--listen",
                                help="HOST:PORT to bind; port 0 picks a free port."),
-    workers: int = typer.Option(16, "--workers", min=1, help="gRPC worker threads."),
+    workers: int = typer.Option(16, "--workers", min=1,
+                                help="Threads for PlanFleet, WatchPlan streams and other calls."),
+    fast_workers: int = typer.Option(2, "--fast-workers", min=1,
+                                     help="Threads for Place, Release, SyncInventory, GetPlan."),
     grace_s: float = typer.Option(5.0, "--grace-s", min=0.0,
                                   help="Seconds in-flight calls get on shutdown."),
 ) -> None:
     """Serve the placement gRPC API with an in-memory engine until SIGINT/SIGTERM."""
     try:
-        server, port = create_server(listen, max_workers=workers)
+        server, port = create_server(listen, max_workers=workers, fast_workers=fast_workers)
     except (OSError, RuntimeError) as exc:
         typer.echo(f"error: cannot listen on {listen}: {exc}", err=True)
         raise typer.Exit(code=1) from exc
