@@ -6,6 +6,8 @@ A job that raises is logged with its traceback and the scheduler keeps running (
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 from collections.abc import Callable
 from datetime import datetime
 
@@ -32,3 +34,18 @@ def build_scheduler(jobs: dict[str, tuple[Callable[[], object], float]],
                           max_instances=1, coalesce=True, misfire_grace_time=max(1, int(every_s)),
                           replace_existing=True, **timing)
     return scheduler
+
+
+def run_until_stopped(scheduler: BackgroundScheduler, on_stop: Callable[[], None]) -> None:
+    """Start the jobs and block until SIGTERM or Ctrl-C; then stop the jobs and call ``on_stop``."""
+    stop_event = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop_event.set())
+    scheduler.start()
+    try:
+        while not stop_event.wait(1.0):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        scheduler.shutdown(wait=True)
+        on_stop()

@@ -7,13 +7,10 @@ the placement API.
 
 from __future__ import annotations
 
-import signal
-import threading
-
 from rich.console import Console
 
 from controlplane.adapters.keda import keda_registrar
-from controlplane.jobs import build_scheduler
+from controlplane.jobs import build_scheduler, run_until_stopped
 from controlplane.runtime import SimRuntime, keda_servicer
 from controlplane.settings import Settings
 from controlplane.store import Store
@@ -44,21 +41,15 @@ def run_serve(settings: Settings, console: Console) -> None:
     host = settings.placement.listen.rpartition(":")[0]
     console.print(f"placement API (gRPC) on {host}:{port}; backend sim; "
                   f"dry_run={settings.safety.dry_run}")
-    stop_event = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop_event.set())
     scheduler = build_scheduler({
         "sim.advance": (lambda: runtime.advance(1.0, run_jobs=False), 1.0),
         "forecast": (runtime.refresh_forecasts, settings.forecast.interval_s),
         "reconcile": (runtime.tick, settings.reconcile.interval_s),
     })
     runtime.refresh_forecasts()
-    scheduler.start()
-    try:
-        while not stop_event.wait(1.0):
-            pass
-    except KeyboardInterrupt:
-        pass
-    finally:
-        scheduler.shutdown(wait=True)
+
+    def on_stop() -> None:
         keda.stopping.set()
         stop(server, grace_s=2.0)
+
+    run_until_stopped(scheduler, on_stop)

@@ -4,8 +4,6 @@ keeps the inventory; only the Lease holder reconciles, forecasts and moves MIG r
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 
 from rich.console import Console
 
@@ -13,7 +11,7 @@ from controlplane.adapters.clock import WallClock
 from controlplane.adapters.k8s.backend import build_k8s_backend
 from controlplane.adapters.keda import keda_registrar
 from controlplane.adapters.placement import LocalPlacementClient
-from controlplane.jobs import build_scheduler
+from controlplane.jobs import build_scheduler, run_until_stopped
 from controlplane.reconcile import ReconcileDeps, reconcile_once
 from controlplane.runtime import keda_servicer, reconcile_config, refresh_forecasts
 from controlplane.settings import Settings
@@ -63,22 +61,16 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     host = settings.placement.listen.rpartition(":")[0]
     console.print(f"placement API (gRPC) on {host}:{port}; backend kubernetes; "
                   f"dry_run={settings.safety.dry_run}")
-    stop_event = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop_event.set())
     keep_lease()
     scheduler = build_scheduler({
         "leader": (keep_lease, settings.k8s.renew_deadline_s / 3),
         "forecast": (forecast, settings.forecast.interval_s),
         "reconcile": (tick, settings.reconcile.interval_s),
     })
-    scheduler.start()
-    try:
-        while not stop_event.wait(1.0):
-            pass
-    except KeyboardInterrupt:
-        pass
-    finally:
-        scheduler.shutdown(wait=True)
+
+    def on_stop() -> None:
         backend.elector.release()
         keda.stopping.set()
         stop(server, grace_s=2.0)
+
+    run_until_stopped(scheduler, on_stop)
