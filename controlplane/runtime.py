@@ -14,14 +14,13 @@ from datetime import datetime, timedelta
 from controlplane.adapters.keda import KedaScalerServicer
 from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.domain.demand import DemandPolicy
-from controlplane.domain.desired import PoolSpec
 from controlplane.domain.guards import GuardLimits
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.tick import TickReport
 from controlplane.forecast_job import JobConfig, run_job
 from controlplane.ports import Clock
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps, reconcile_once
-from controlplane.settings import Settings
+from controlplane.settings import Settings, pool_specs
 from controlplane.sim import traffic
 from controlplane.sim.catalog import DEMO_MODELS, DEMO_TRAFFIC
 from controlplane.sim.clock import VirtualClock
@@ -31,11 +30,6 @@ from forecaster.types import Forecast
 from scheduler.engine import PlacementEngine
 
 log = logging.getLogger("headroom.runtime")
-
-
-def pool_specs(settings: Settings) -> tuple[PoolSpec, ...]:
-    return tuple(PoolSpec(p.name, p.product, p.gpus_per_node, p.min_nodes, p.max_nodes,
-                          p.price_per_gpu_hour) for p in settings.pools)
 
 
 def keda_servicer(settings: Settings, store: Store, clock: Clock,

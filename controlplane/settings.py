@@ -19,6 +19,8 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from controlplane.domain.desired import PoolSpec
+
 _YAML_FILE: ContextVar[Path | None] = ContextVar("headroom_yaml_file", default=None)
 
 
@@ -266,3 +268,9 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         raise ConfigError(f"{origin}: {str(error).splitlines()[0]}") from None
     finally:
         _YAML_FILE.reset(token)
+
+
+def pool_specs(settings: Settings) -> tuple[PoolSpec, ...]:
+    """The configured node pools as domain values."""
+    return tuple(PoolSpec(p.name, p.product, p.gpus_per_node, p.min_nodes, p.max_nodes,
+                          p.price_per_gpu_hour) for p in settings.pools)

@@ -11,13 +11,13 @@ from k8s_builders import gpu_node, gpu_pod, k8s_settings, model_deployment, node
 from k8s_harness import client_for
 
 from controlplane.adapters.k8s.api import KubeApi
-from controlplane.adapters.k8s.backend import pool_specs
 from controlplane.adapters.k8s.mig import K8sMigRelayoutActuator, surge_floors
 from controlplane.adapters.k8s.node_pools import K8sNodePoolActuator
 from controlplane.adapters.k8s.reader import K8sClusterReader
 from controlplane.domain.mig_layout import uniform
 from controlplane.domain.mig_relayout import RelayoutPolicy
 from controlplane.ports import Clock, RelayoutStore
+from controlplane.settings import pool_specs
 
 TARGET = uniform("A100-80GB", ("3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"))
 TO = "headroom-1x3g.40gb-1x2g.20gb-2x1g.10gb"

@@ -36,7 +36,7 @@ from controlplane.domain.desired import PoolSpec
 from controlplane.domain.lease import LeaseTiming
 from controlplane.domain.mig_relayout import RelayoutPolicy
 from controlplane.ports import Clock, LeaderElector, RelayoutStore
-from controlplane.settings import KubernetesSettings, Settings
+from controlplane.settings import KubernetesSettings, Settings, pool_specs
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,11 +74,6 @@ def api_client_from(settings: KubernetesSettings) -> client.ApiClient:
         except config.ConfigException:
             _load_kube_config(client_configuration=configuration)
     return client.ApiClient(configuration)
-
-
-def pool_specs(settings: Settings) -> tuple[PoolSpec, ...]:
-    return tuple(PoolSpec(p.name, p.product, p.gpus_per_node, p.min_nodes, p.max_nodes,
-                          p.price_per_gpu_hour) for p in settings.pools)
 
 
 def default_identity() -> str:
