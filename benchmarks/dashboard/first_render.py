@@ -28,7 +28,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -41,7 +40,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "dashboard"))  # the CDP client shared with the tests
 
-from dashboard_browser import CHARTS_DRAWN, PROBLEMS, RENDERED, Browser  # noqa: E402
+from dashboard_browser import CHARTS_DRAWN, PROBLEMS, RENDERED, Browser, stop_group  # noqa: E402
 
 APP = REPO / "dashboard" / "app.py"
 PAGES = [("", "Overview", "overview.py"), ("fleet", "Fleet", "fleet.py"),
@@ -86,18 +85,8 @@ def start_server(url: str, port: int, log: Path) -> subprocess.Popen[bytes]:
                 return process
         except OSError:
             time.sleep(0.2)
-    stop(process)
+    stop_group(process)
     raise SystemExit(f"streamlit did not start; see {log}")
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 def timed_render(browser: Browser, url: str, title: str) -> tuple[float, dict[str, object]]:
@@ -129,7 +118,7 @@ def browser_times(url: str, work: Path) -> dict[str, dict[str, object]]:
             cold_s, _ = timed_render(browser, page_url.format(port=port), title)
         finally:
             browser.close()
-            stop(server)
+            stop_group(server)
         # 2. page first render: a fresh server has served one other page (imports done, this
         #    page's queries uncached); then a reload with the caches filled
         port = free_port()
@@ -142,7 +131,7 @@ def browser_times(url: str, work: Path) -> dict[str, dict[str, object]]:
             browser.screenshot(work / f"{slug or 'overview'}.png")
         finally:
             browser.close()
-            stop(server)
+            stop_group(server)
         out[title] = {"browser_first_s": round(first_s, 3), "browser_reload_s": round(warm_s, 3),
                       "browser_cold_process_s": round(cold_s, 3), "problems": problems}
         print(f"  {title:10s} first {first_s:6.2f} s  reload {warm_s:6.2f} s  cold process "

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import signal
 import subprocess
 import time
 import urllib.request
@@ -136,3 +138,14 @@ class Browser:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(timeout=10)
+
+
+def stop_group(process: subprocess.Popen[bytes]) -> None:
+    """Stop the process we started and its children (its own session), by its id."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)

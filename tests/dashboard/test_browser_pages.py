@@ -4,7 +4,6 @@ waits for the render, asserts there is no exception box, and saves screenshots."
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dashboard_browser import CHARTS_DRAWN, PROBLEMS, RENDERED, Browser
+from dashboard_browser import CHARTS_DRAWN, PROBLEMS, RENDERED, Browser, stop_group
 from dashboard_support import REPO_ROOT, free_port
 
 pytestmark = pytest.mark.browser
@@ -39,17 +38,6 @@ def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float) -
         except OSError:
             time.sleep(0.2)
     raise AssertionError(f"{url} did not become healthy within {timeout_s} s")
-
-
-def stop_group(process: subprocess.Popen[bytes]) -> None:
-    """Stop the process we started and its children (its own session), by its id."""
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
 
 
 @pytest.fixture
