@@ -8,11 +8,20 @@ import numpy as np
 from scheduler.domain.milp import INF, Milp, MilpResult
 
 
+class _QuietHighs(highspy.Highs):
+    """``highspy.Highs`` that never prints HiGHS's banner: its constructor enables callbacks,
+    which writes the log header unless ``output_flag`` is already off."""
+
+    def enableCallbacks(self) -> None:
+        self.setOptionValue("output_flag", False)
+        super().enableCallbacks()  # type: ignore[no-untyped-call]
+
+
 class HighsSolver:
     """Solve fleet-planning MILPs with HiGHS."""
 
     def solve(self, problem: Milp, time_limit_s: float) -> MilpResult | None:
-        h = highspy.Highs()  # type: ignore[no-untyped-call]
+        h = _QuietHighs()  # type: ignore[no-untyped-call]
         h.silent()
         h.setOptionValue("time_limit", max(0.05, float(time_limit_s)))
         h.setOptionValue("threads", 1)

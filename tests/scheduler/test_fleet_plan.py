@@ -122,3 +122,12 @@ def test_strict_models_get_mig_instances_not_mps() -> None:
 def test_plans_are_deterministic() -> None:
     req = request(*(demand(f"m{k}", 150 * (k + 1), 90 + k) for k in range(8)))
     assert plan_fleet(req, 1, solver=SOLVER) == plan_fleet(req, 1, solver=SOLVER)
+
+
+def test_the_solver_prints_nothing_to_stdout(capfd) -> None:  # type: ignore[no-untyped-def]
+    req = request(demand("a", 90, 100), demand("b", 250, 100))
+    capfd.readouterr()
+    out = plan_fleet(req, 1, solver=HighsSolver())
+    assert out.solver_used == "milp"
+    captured = capfd.readouterr()
+    assert captured.out == "" and "HiGHS" not in captured.err
