@@ -1,5 +1,9 @@
 """One reconcile tick: observe -> forecast -> demand -> place -> desire -> plan -> apply -> record.
 
+Demand, replicas and warm pools come from the autoscaling core (``controlplane.autoscaling``: the
+policy of ``settings.autoscaling``, its warm-pool ladder, GPU budgets and guards), the same core
+``headroom simulate`` measures; the scheduler's PlanFleet places the hot replicas.
+
 Level-triggered: every tick recomputes from the full snapshot and sets absolute targets, so running
 it twice is harmless and a crash at any point is repaired by the next tick.
 """
@@ -10,15 +14,15 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
+from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, settle, size
+from controlplane.autoscaling.live import placement_demands, with_ladder_warm
+from controlplane.autoscaling.policies import ScalingPolicy
 from controlplane.domain.actions import ActionOutcome, ScaleNodePool
-from controlplane.domain.demand import DemandPolicy, demand_from
-from controlplane.domain.desired import PoolSpec, desired_state
+from controlplane.domain.desired import PoolSpec
 from controlplane.domain.errors import TransientError
-from controlplane.domain.guards import GuardLimits
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.plan import Plan
-from controlplane.domain.planner import plan as make_plan
 from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.ports import (
     Clock,
@@ -39,13 +43,16 @@ SOURCE_UNREACHABLE = "source_unreachable"
 
 @dataclass(frozen=True, slots=True)
 class ReconcileConfig:
-    specs: tuple[ModelSpec, ...]
+    models: tuple[FleetModel, ...]  # spec, replica shape and ladder rungs per model
     pools: tuple[PoolSpec, ...]
-    demand: DemandPolicy
-    pool_limits: GuardLimits
-    replica_limits: GuardLimits
+    policy: ScalingPolicy
+    budgets: Budgets
     max_staleness_s: float
     dry_run: bool
+
+    @property
+    def specs(self) -> tuple[ModelSpec, ...]:
+        return tuple(m.spec for m in self.models)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,22 +108,29 @@ def reconcile_once(deps: ReconcileDeps, config: ReconcileConfig) -> TickReport:
     return report
 
 
+def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState,
+           now: datetime) -> TickDecision:
+    """The core's sizing, PlanFleet for the hot replicas, the ladder's warm GPUs, the guards."""
+    sizing = size(observed, deps.forecasts.latest_forecasts(), config.models, config.policy,
+                  config.budgets, now)
+    deps.placement.sync_inventory(observed)
+    placed = deps.placement.plan_fleet(placement_demands(sizing, config.models), config.specs,
+                                       config.pools)
+    placement = with_ladder_warm(placed, sizing, {m.spec.name: m.shape for m in config.models})
+    return settle(observed, sizing, placement, config.pools, config.policy, config.budgets,
+                  deps.decisions.last_guard_memory(), now)
+
+
 def _decide_and_apply(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState,
                       started_at: datetime) -> TickReport:
     now = started_at
-    demands = demand_from(config.specs, deps.forecasts.latest_forecasts(), observed,
-                          config.demand, now)
-    deps.placement.sync_inventory(observed)
-    placement = deps.placement.plan_fleet(demands, config.specs, config.pools)
-    desired = desired_state(placement, config.pools, demands)
-    memory = deps.decisions.last_guard_memory()
-    plan, memory = make_plan(observed, desired, memory, config.pool_limits, config.replica_limits,
-                             now)
+    decision = decide(deps, config, observed, now)
+    plan = decision.plan
     log.info("plan.created", extra={"actions": len(plan.actions), "skipped": len(plan.skipped)})
     outcomes: tuple[ActionOutcome, ...] = ()
     status = TickStatus.DRY_RUN
     if not config.dry_run:
         outcomes = _apply(deps, plan)
         status = TickStatus.APPLIED
-    return TickReport(now, deps.clock.now(), status, "", observed, demands, placement, plan,
-                      outcomes, memory)
+    return TickReport(now, deps.clock.now(), status, "", observed, decision.demands,
+                      decision.placement, plan, outcomes, decision.memory)

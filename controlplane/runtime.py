@@ -13,8 +13,9 @@ from datetime import datetime, timedelta
 
 from controlplane.adapters.keda import KedaScalerServicer
 from controlplane.adapters.placement import LocalPlacementClient
-from controlplane.domain.demand import DemandPolicy
-from controlplane.domain.guards import GuardLimits
+from controlplane.autoscaling.core import Budgets
+from controlplane.autoscaling.from_settings import policy_from_settings
+from controlplane.autoscaling.live import cold_wake_s, live_models
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.tick import TickReport
 from controlplane.forecast_job import JobConfig, run_job
@@ -43,19 +44,17 @@ def keda_servicer(settings: Settings, store: Store, clock: Clock,
 
 
 def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> ReconcileConfig:
-    r, s = settings.reconcile, settings.safety
+    """The reconcile loop runs the autoscaling core with the policy of ``settings.autoscaling``."""
+    auto, pools = settings.autoscaling, pool_specs(settings)
     return ReconcileConfig(
-        specs=specs,
-        pools=pool_specs(settings),
-        demand=DemandPolicy(target_utilization=r.target_utilization, lookahead_s=r.lookahead_s,
-                            max_forecast_age_s=r.max_forecast_age_s,
-                            stale_headroom=r.stale_headroom),
-        pool_limits=GuardLimits(max_step=s.max_node_step,
-                                stabilization_s=s.scale_down_stabilization_s),
-        replica_limits=GuardLimits(max_step=s.max_replica_step,
-                                   stabilization_s=s.scale_down_stabilization_s),
-        max_staleness_s=r.max_staleness_s,
-        dry_run=s.dry_run,
+        models=live_models(specs, pools, auto.node_provision_p90_s, auto.cached_start_p90_s),
+        pools=pools,
+        policy=policy_from_settings(settings, cold_wake_s(specs, auto.node_provision_p90_s),
+                                    next_wake_s=auto.cached_start_p90_s),
+        budgets=Budgets(tuple(sorted(auto.tenant_gpu_budgets.items())),
+                        settings.safety.cluster_gpu_budget),
+        max_staleness_s=settings.reconcile.max_staleness_s,
+        dry_run=settings.safety.dry_run,
     )
 
 

@@ -123,6 +123,10 @@ class AutoscalingSettings(Group):
                                "(vLLM sleep, Triton loaded but unrouted)")
     node_stabilization_s: float = Field(120.0, ge=0, description="predictive: node scale-down "
                                         "waits this long on fresh data")
+    node_provision_p90_s: float = Field(240.0, ge=0, description="reconcile loop: p90 time "
+                                        "until a requested GPU node is ready (the cold rung)")
+    cached_start_p90_s: float = Field(10.0, ge=0, description="reconcile loop: p90 start of a "
+                                      "replica on a node that holds its image and weights")
     reactive_target_utilization: float = Field(0.8, gt=0, le=1, description="reactive: target "
                                                "utilization (KEDA/HPA)")
     calibration_errors: int = Field(4032, ge=10, description="recent forecast errors kept to "

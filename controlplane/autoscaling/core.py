@@ -1,10 +1,12 @@
 """One autoscaling decision, pure: observed state + forecasts -> plan and ladder targets.
 
-The steps are the reconcile tick's, through the same domain functions: ``demand_from`` (policy
-mode, forecast quantile, fast path) -> replicas per model -> warm-pool ladder (predictive only) ->
-GPU budgets -> a ``FleetPlacement`` (sized from per-replica profiles instead of PlanFleet) ->
-``desired_state`` + cluster budget -> ``planner.plan`` through the guards. The caller applies the
-plan's actions and the idle-rung targets.
+The steps, through the same domain functions: ``size`` (``demand_from``: policy mode, forecast
+quantile, fast path -> replicas per model -> warm-pool ladder (predictive only) -> GPU budgets),
+a ``FleetPlacement`` of the hot replicas plus the ladder's warm GPUs, then ``settle``
+(``desired_state`` + cluster budget -> ``planner.plan`` through the guards). ``decide`` sizes the
+placement from per-replica profiles (``headroom simulate``); the reconcile loop (demo, serve)
+asks the scheduler's PlanFleet for the hot replicas instead (``controlplane.autoscaling.live``).
+The caller applies the plan's actions and the idle-rung targets.
 """
 
 from __future__ import annotations
@@ -74,22 +76,31 @@ def _ladder(model: FleetModel, policy: ScalingPolicy, forecast: Forecast | None,
             observed_rps: float, hot: int, now: datetime) -> ModelLadder | None:
     if policy.ladder is None:
         return None
-    ladder_policy = policy.ladder.ladder_policy(model.replica_usd_per_h,
-                                                model.shape.per_replica_rps)
-    return size_ladder(model.spec.name, forecast, observed_rps, now, model.shape.per_replica_rps,
-                       hot, model.rungs, ladder_policy)
+    # A replica counts for what it serves at the policy's target utilization, on every rung.
+    unit_rps = model.shape.per_replica_rps * policy.demand.target_utilization
+    ladder_policy = policy.ladder.ladder_policy(model.replica_usd_per_h, unit_rps)
+    return size_ladder(model.spec.name, forecast, observed_rps, now, unit_rps, hot, model.rungs,
+                       ladder_policy)
 
 
-def decide(
+@dataclass(frozen=True, slots=True)
+class Sizing:
+    """The policy's demand, ladders and replicas per rung (GPU budgets applied)."""
+
+    demands: tuple[Demand, ...]
+    ladders: tuple[ModelLadder, ...]
+    requests: tuple[ModelRequest, ...]
+
+
+def size(
     observed: ObservedState,
     forecasts: Mapping[str, Forecast],
     models: Sequence[FleetModel],
-    pools: Sequence[PoolSpec],
     policy: ScalingPolicy,
     budgets: Budgets,
-    memory: GuardMemory,
     now: datetime,
-) -> TickDecision:
+) -> Sizing:
+    """Demand -> hot replicas -> warm-pool ladder (predictive only) -> GPU budgets."""
     specs = [m.spec for m in models]
     demands = demand_from(specs, forecasts, observed, policy.demand, now)
     ladders: list[ModelLadder] = []
@@ -106,8 +117,40 @@ def decide(
             cached=ladder.replicas(Rung.CACHED) if ladder else 0))
     shapes = {m.shape.model: m.shape for m in models}
     trimmed = apply_gpu_budgets(requests, shapes, dict(budgets.tenant_gpus), budgets.cluster_gpus)
-    placement = _placement(trimmed, tuple(m.shape for m in models))
-    desired = node_pool_targets(placement, pools, demands, budgets.cluster_gpus)
+    return Sizing(demands, tuple(ladders), trimmed)
+
+
+def settle(
+    observed: ObservedState,
+    sizing: Sizing,
+    placement: FleetPlacement,
+    pools: Sequence[PoolSpec],
+    policy: ScalingPolicy,
+    budgets: Budgets,
+    memory: GuardMemory,
+    now: datetime,
+) -> TickDecision:
+    """Placement (hot replicas placed, ladder warm GPUs) -> desired nodes and replicas within
+    the cluster budget -> a plan through the policy's guards."""
+    desired = node_pool_targets(placement, pools, sizing.demands, budgets.cluster_gpus)
     made, memory = make_plan(observed, desired, memory, policy.pool_limits,
                              policy.replica_limits, now)
-    return TickDecision(demands, tuple(ladders), trimmed, placement, desired, made, memory)
+    return TickDecision(sizing.demands, sizing.ladders, sizing.requests, placement, desired,
+                        made, memory)
+
+
+def decide(
+    observed: ObservedState,
+    forecasts: Mapping[str, Forecast],
+    models: Sequence[FleetModel],
+    pools: Sequence[PoolSpec],
+    policy: ScalingPolicy,
+    budgets: Budgets,
+    memory: GuardMemory,
+    now: datetime,
+) -> TickDecision:
+    """One decision with the placement sized from per-replica profiles (``headroom simulate``).
+    The reconcile loop runs ``size`` and ``settle`` around the scheduler's PlanFleet instead."""
+    sizing = size(observed, forecasts, models, policy, budgets, now)
+    placement = _placement(sizing.requests, tuple(m.shape for m in models))
+    return settle(observed, sizing, placement, pools, policy, budgets, memory, now)

@@ -14,9 +14,12 @@ from controlplane.settings import Settings
 
 
 def policy_from_settings(settings: Settings, cold_wake_s: float,
-                         peak_rps: Mapping[str, float] | None = None) -> ScalingPolicy:
+                         peak_rps: Mapping[str, float] | None = None,
+                         next_wake_s: float | None = None) -> ScalingPolicy:
     """``cold_wake_s``: time a new node needs to serve (provisioning p90 + model load p90);
-    ``peak_rps``: per model, for the static policy."""
+    ``peak_rps``: per model, for the static policy; ``next_wake_s``: wake time of the rung
+    after hot (default ``autoscaling.idle_wake_s``; the reconcile loop, which keeps no idle
+    replicas, passes the start on a warm node)."""
     auto, reconcile, safety = settings.autoscaling, settings.reconcile, settings.safety
     if auto.policy == "reactive":
         return reactive_policy(target_utilization=auto.reactive_target_utilization,
@@ -29,8 +32,10 @@ def policy_from_settings(settings: Settings, cold_wake_s: float,
         return static_policy(peak_rps)
     return predictive_policy(cold_wake_s=cold_wake_s, keep_s=auto.keep_s,
                              reaction_s=auto.reaction_s,
+                             target_utilization=reconcile.target_utilization,
                              shortfall_cost_ratio=auto.shortfall_cost_ratio,
-                             idle_wake_s=auto.idle_wake_s,
+                             idle_wake_s=auto.idle_wake_s if next_wake_s is None
+                             else next_wake_s,
                              max_forecast_age_s=reconcile.max_forecast_age_s,
                              stale_headroom=reconcile.stale_headroom,
                              node_stabilization_s=auto.node_stabilization_s,

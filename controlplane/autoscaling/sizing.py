@@ -16,6 +16,7 @@ from controlplane.domain.placement import FleetPlacement, PlacedSegment, WarmGpu
 
 TENANT_BUDGET = "tenant_gpu_budget"
 CLUSTER_BUDGET = "cluster_gpu_budget"
+WARM_POOL_LADDER = "warm_pool_ladder"
 _EPS = 1e-9
 
 
@@ -129,7 +130,6 @@ def fleet_placement(requests: Sequence[ModelRequest], shapes: Mapping[str, Repli
     """Hot replicas as placed segments on numbered GPUs; idle and cached rungs as warm GPUs."""
     segments: list[PlacedSegment] = []
     ids: list[tuple[str, tuple[str, ...]]] = []
-    warm: list[WarmGpus] = []
     for product in sorted({shapes[r.model].product for r in requests}):
         mine = [r for r in requests if shapes[r.model].product == product]
         mine_shapes = [shapes[r.model] for r in mine]
@@ -139,8 +139,17 @@ def fleet_placement(requests: Sequence[ModelRequest], shapes: Mapping[str, Repli
             segments.extend(PlacedSegment(mine_shapes[i].model, gpu_id, product, "sized", "", 0, 0,
                                           mine_shapes[i].per_replica_rps) for i in members)
         ids.append((product, gpu_ids))
-        warm_share = sum(r.gpus(s) - r.hot * s.gpu_share for r, s in zip(mine, mine_shapes,
-                                                                           strict=True))
-        if warm_share > _EPS:
-            warm.append(WarmGpus(product, math.ceil(warm_share - _EPS), "warm_pool_ladder"))
-    return FleetPlacement(revision, tuple(segments), tuple(ids), tuple(warm), 0.0, ())
+    return FleetPlacement(revision, tuple(segments), tuple(ids), warm_gpus(requests, shapes),
+                          0.0, ())
+
+
+def warm_gpus(requests: Sequence[ModelRequest], shapes: Mapping[str, ReplicaShape]
+              ) -> tuple[WarmGpus, ...]:
+    """Whole GPUs per product that hold the idle and cached rungs (warm capacity)."""
+    warm: list[WarmGpus] = []
+    for product in sorted({shapes[r.model].product for r in requests}):
+        share = sum(r.gpus(shapes[r.model]) - r.hot * shapes[r.model].gpu_share
+                    for r in requests if shapes[r.model].product == product)
+        if share > _EPS:
+            warm.append(WarmGpus(product, math.ceil(share - _EPS), WARM_POOL_LADDER))
+    return tuple(warm)

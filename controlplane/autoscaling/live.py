@@ -1,0 +1,73 @@
+"""The autoscaling core for the reconcile loop (``headroom demo`` / ``serve``), pure.
+
+The live loop places replicas with the scheduler's PlanFleet (MIG geometry, MPS, time-slicing),
+so it runs the core in two halves around it: ``core.size`` decides the hot replicas and the
+warm-pool ladder, PlanFleet places exactly the hot replicas (``placement_demands``), and the
+warm GPUs come from the ladder (``with_ladder_warm``), not from the scheduler's own heuristic,
+before ``core.settle`` turns them into node targets and a guarded plan.
+
+The live backends have no actuator for loaded-but-idle replicas, so a live model's ladder has
+three rungs: hot, cached (warm GPU share on a node that is up; a start there is the fast mode of
+the cold start) and cold (a new node: provisioning + the model's load).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from controlplane.autoscaling.core import FleetModel, Sizing
+from controlplane.autoscaling.ladder import Rung, RungSpec
+from controlplane.autoscaling.sizing import ReplicaShape, warm_gpus
+from controlplane.domain.demand import Demand
+from controlplane.domain.desired import PoolSpec
+from controlplane.domain.models import ModelSpec
+from controlplane.domain.placement import FleetPlacement
+
+
+def gpu_share(spec: ModelSpec) -> float:
+    """Fraction of one GPU a replica holds on its best slice: a MIG slice is g/7, an MPS
+    process 1/processes, else the whole GPU."""
+    point = spec.best_point()
+    if point.compute_slices:
+        return point.compute_slices / 7
+    return 1.0 / point.mps_processes if point.mps_processes > 1 else 1.0
+
+
+def live_models(specs: Sequence[ModelSpec], pools: Sequence[PoolSpec],
+                node_provision_p90_s: float, cached_start_p90_s: float
+                ) -> tuple[FleetModel, ...]:
+    """One ``FleetModel`` per spec: its best profile point as the replica shape, the price of
+    its GPU share on its product's pool, and the three live rungs."""
+    price_by_product = {p.product: p.price_per_gpu_hour for p in pools}
+    out = []
+    for spec in specs:
+        point = spec.best_point()
+        share = gpu_share(spec)
+        price = price_by_product.get(point.product, 0.0) * share
+        shape = ReplicaShape(spec.name, spec.tenant, point.product, share, point.throughput_rps)
+        rungs = (RungSpec(Rung.HOT, 0.0, price),
+                 RungSpec(Rung.CACHED, cached_start_p90_s, price),
+                 RungSpec(Rung.COLD, node_provision_p90_s + spec.cold_start.p90_s, 0.0))
+        out.append(FleetModel(spec, shape, rungs, price))
+    return tuple(out)
+
+
+def cold_wake_s(specs: Sequence[ModelSpec], node_provision_p90_s: float) -> float:
+    """Time a new node needs to serve: provisioning p90 + the slowest model's load p90."""
+    return node_provision_p90_s + max((s.cold_start.p90_s for s in specs), default=0.0)
+
+
+def placement_demands(sizing: Sizing, models: Sequence[FleetModel]) -> tuple[Demand, ...]:
+    """The demands to ask PlanFleet for: each model's policy demand, capped at the hot replicas
+    the core kept (a GPU budget may have trimmed them)."""
+    rps = {m.spec.name: m.shape.per_replica_rps for m in models}
+    hot = {r.model: r.hot for r in sizing.requests}
+    return tuple(replace(d, rate_rps=min(d.rate_rps, hot[d.model] * rps[d.model]))
+                 for d in sizing.demands)
+
+
+def with_ladder_warm(placement: FleetPlacement, sizing: Sizing,
+                     shapes: Mapping[str, ReplicaShape]) -> FleetPlacement:
+    """``placement`` with its warm GPUs replaced by the ladder's (idle and cached rungs)."""
+    return replace(placement, warm_pools=warm_gpus(sizing.requests, shapes))
