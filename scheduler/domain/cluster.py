@@ -34,6 +34,8 @@ MODE_CODE: dict[SharingMode, int] = {
 }
 #: GPU memory of a GPU whose size is unknown: large enough never to bind.
 UNKNOWN_MEMORY_MIB = 1 << 40
+#: Length at which the change log is emptied (and a new epoch begins).
+MAX_CHANGE_LOG = 1 << 16
 
 
 def product_key(product: str) -> str:
@@ -108,6 +110,11 @@ class Cluster:
         # the previous id, so caches keyed by state id stay valid across Place/Release pairs.
         self.state_id: IntArray = np.arange(n, dtype=np.int64)
         self._next_state = n
+        # Rows whose state id changed, in order, so a cache can find what changed since it
+        # last looked without comparing every node; ``log_epoch`` counts the times the log was
+        # emptied (a cache that saw another epoch compares every node once).
+        self.change_log: list[int] = []
+        self.log_epoch = 0
         self._undo_state: dict[str, tuple[int, int]] = {}
         self._columns: dict[str, tuple[int, ...]] = {}  # GPU columns of each binding
         # Per node aggregates and per GPU share capacity, kept in step by _refresh_node.
@@ -191,6 +198,7 @@ class Cluster:
         self.state_id[node] = self._next_state
         self._undo_state[workload_id] = (before, self._next_state)
         self._next_state += 1
+        self._logged(node)
         self._columns[workload_id] = choice.gpus
         binding = Binding(
             workload_id, self.nodes[node].name,
@@ -241,7 +249,15 @@ class Cluster:
         else:
             self.state_id[node] = self._next_state
             self._next_state += 1
+        self._logged(node)
         return binding
+
+    def _logged(self, node: int) -> None:
+        log = self.change_log
+        if len(log) >= MAX_CHANGE_LOG:
+            log.clear()
+            self.log_epoch += 1
+        log.append(node)
 
     def restored(self, node: int, state: int) -> bool:
         """True when ``node`` is back in the state with id ``state``."""

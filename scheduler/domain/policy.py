@@ -38,6 +38,9 @@ from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU, mig_profile_for, share
 MAX_CACHED_SHAPES = 256
 #: Up to this many stale nodes are scored with plain Python instead of numpy.
 FEW_ROWS = 3
+#: Up to this many logged node changes are checked one by one instead of comparing the state
+#: of every node (and the best node is then updated from the rescored ones).
+FEW_CHANGES = 64
 #: After a new demand snapshot, each request rescores at most this many nodes whose score is
 #: from an older snapshot (besides the nodes that changed), spreading the rescore over requests.
 ROLLING_RESCORE = 128
@@ -59,12 +62,18 @@ class Shape:
 @dataclass(slots=True)
 class _Scores:
     """Cached per-node score (inf = does not fit) and GPU column of one shape, with the node
-    state ids and the demand-snapshot versions they were computed for."""
+    state ids and the demand-snapshot versions they were computed for; where the cluster's
+    change log stood at the last pass (``epoch``, ``seen``), the snapshot version every node
+    has been rescored for (-1 while some are older) and the best node (-1: not known)."""
 
     delta: FloatArray
     col: IntArray
     state: IntArray
     version: IntArray
+    epoch: int = -1
+    seen: int = 0
+    all_version: int = -1
+    best: int = -1
 
 
 @dataclass(slots=True)
@@ -98,7 +107,7 @@ def choose(cluster: Cluster, spec: WorkloadSpec, scorer: Scorer) -> Choice:
     shape = Shape(spec.num_gpu, spec.gpu_milli, spec.cpu_milli, spec.memory_mib,
                   spec.gpu_memory_mib, spec.gpu_products, mode)
     scores = _synced_scores(cluster, shape, scorer)
-    node = int(np.argmin(scores.delta))
+    node = scores.best
     score = scores.delta.item(node)
     if score == np.inf:
         raise _why_not(cluster, spec, shape)
@@ -119,6 +128,9 @@ def choose(cluster: Cluster, spec: WorkloadSpec, scorer: Scorer) -> Choice:
 
 
 def _synced_scores(cluster: Cluster, shape: Shape, scorer: Scorer) -> _Scores:
+    """The shape's cached scores with every node that changed since the last pass rescored
+    (and, after a new demand snapshot, a slice of the nodes scored for an older one), and its
+    best node: the lowest score, ties to the lowest row."""
     cache = scorer.scores
     entry = cache.entries.get(shape)
     n = len(cluster.nodes)
@@ -132,10 +144,14 @@ def _synced_scores(cluster: Cluster, shape: Shape, scorer: Scorer) -> _Scores:
         stale = np.arange(n)
     else:
         cache.entries.move_to_end(shape)
-        stale = np.flatnonzero(entry.state != cluster.state_id)
-        old = np.flatnonzero(entry.version != version)
-        if old.size:  # feasibility is still right; refresh the values a slice at a time
-            stale = np.union1d(stale, old[:ROLLING_RESCORE])
+        stale = _changed_rows(cluster, entry)
+        if entry.all_version != version:
+            old = np.flatnonzero(entry.version != version)
+            if old.size:  # feasibility is still right; refresh the values a slice at a time
+                stale = np.union1d(stale, old[:ROLLING_RESCORE])
+            if old.size <= ROLLING_RESCORE:
+                entry.all_version = version
+    entry.epoch, entry.seen = cluster.log_epoch, len(cluster.change_log)
     if stale.size:
         score = _score_few if stale.size <= FEW_ROWS else _score_rows
         delta, col = score(cluster, stale, shape, scorer)
@@ -143,7 +159,37 @@ def _synced_scores(cluster: Cluster, shape: Shape, scorer: Scorer) -> _Scores:
         entry.col[stale] = col
         entry.state[stale] = cluster.state_id[stale]
         entry.version[stale] = version
+        entry.best = _best_after(entry, stale)
+    elif entry.best < 0:
+        entry.best = int(np.argmin(entry.delta))
     return entry
+
+
+def _changed_rows(cluster: Cluster, entry: _Scores) -> IntArray:
+    """Rows whose state id differs from the one ``entry`` was scored for: read from the
+    cluster's change log when few changes happened since the last pass (no pass over every
+    node), else by comparing every row."""
+    log = cluster.change_log
+    if entry.epoch == cluster.log_epoch and len(log) - entry.seen <= FEW_CHANGES:
+        state, now = entry.state, cluster.state_id
+        rows = sorted({r for r in log[entry.seen:] if state.item(r) != now.item(r)})
+        return np.array(rows, dtype=np.int64)
+    return np.flatnonzero(entry.state != cluster.state_id)
+
+
+def _best_after(entry: _Scores, rescored: IntArray) -> int:
+    """The best row once ``rescored`` rows got new scores: the previous best stays best among
+    the others, so only the few rescored rows need a look (ties to the lowest row)."""
+    best = entry.best
+    if best < 0 or rescored.size > FEW_CHANGES or best in rescored.tolist():
+        return int(np.argmin(entry.delta))
+    delta = entry.delta
+    best_score = delta.item(best)
+    for row in rescored.tolist():
+        score = delta.item(row)
+        if score < best_score or (score == best_score and row < best):
+            best, best_score = row, score
+    return best
 
 
 def _score_rows(cluster: Cluster, rows: IntArray, shape: Shape,

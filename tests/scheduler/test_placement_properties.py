@@ -8,7 +8,7 @@ from collections import defaultdict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.domain import catalog
+from scheduler.domain import catalog, cluster
 from scheduler.domain.errors import Infeasible
 from scheduler.domain.mig import MigInstance, layout_violations
 from scheduler.domain.model import (
@@ -58,8 +58,24 @@ def scenario(draw: st.DrawFn) -> tuple[list[NodeSpec], list[tuple[str, object]]]
     return nodes, ops
 
 
+@st.composite
+def repeated_shapes(draw: st.DrawFn) -> tuple[list[NodeSpec], list[tuple[str, object]]]:
+    """Like ``scenario`` but with requests of a few shapes only, so cached scores are reused."""
+    nodes = draw(nodes_st)
+    shapes = draw(st.lists(workload(0), min_size=1, max_size=3))
+    ops: list[tuple[str, object]] = []
+    for k in range(draw(st.integers(1, 60))):
+        if k and draw(st.integers(0, 2)) == 0:
+            ops.append(("release", f"w{draw(st.integers(0, k - 1))}"))
+        else:
+            ops.append(("place", WorkloadSpec(f"w{k}", *_fields(draw(st.sampled_from(shapes))))))
+    return nodes, ops
+
+
 def run(nodes: list[NodeSpec], ops: list[tuple[str, object]],
-        check: bool) -> list[Binding | None]:
+        check: bool, score_afresh: bool = False) -> list[Binding | None]:
+    """Apply ``ops``; with ``score_afresh`` every Place scores every node from scratch (the
+    cached per-shape scores are dropped first)."""
     placer = OnlinePlacer(nodes)
     asked: dict[str, WorkloadSpec] = {}
     out: list[Binding | None] = []
@@ -70,6 +86,8 @@ def run(nodes: list[NodeSpec], ops: list[tuple[str, object]],
             out.append(None)
         else:
             assert isinstance(arg, WorkloadSpec)
+            if score_afresh:
+                placer._scorer.scores.clear()
             try:
                 out.append(placer.place(arg))
                 asked[arg.workload_id] = arg
@@ -153,6 +171,21 @@ def test_no_binding_oversubscribes_cpu_memory_gpu_compute_or_gpu_memory(
 def test_same_input_gives_the_same_output(
         case: tuple[list[NodeSpec], list[tuple[str, object]]]) -> None:
     assert run(*case, check=False) == run(*case, check=False)
+
+
+@FAST
+@given(repeated_shapes(), st.sampled_from([1, 2, 5, cluster.MAX_CHANGE_LOG]))
+def test_cached_scores_choose_what_scoring_every_node_afresh_would(
+        case: tuple[list[NodeSpec], list[tuple[str, object]]], log_size: int) -> None:
+    # Small clusters: every node scored for an older demand snapshot is rescored at once, so
+    # the cache (change log, incremental best node) must reproduce a full scoring exactly,
+    # also when the change log is emptied every few changes.
+    saved = cluster.MAX_CHANGE_LOG
+    cluster.MAX_CHANGE_LOG = log_size
+    try:
+        assert run(*case, check=False) == run(*case, check=False, score_afresh=True)
+    finally:
+        cluster.MAX_CHANGE_LOG = saved
 
 
 @FAST
