@@ -7,6 +7,7 @@ below reads indices ``< o`` only, which the tests check by perturbing the future
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,7 @@ class History:
     csum: FloatArray  # csum[i] = sum of valid values before index i
     ccount: FloatArray
     ewma: FloatArray  # EWMA (alpha 0.5) of valid non-zero values up to index i
+    trailing: dict[int, FloatArray]  # width -> window_mean(i, width) at every index i
 
     @classmethod
     def of(cls, series: TrafficSeries) -> History:
@@ -57,7 +59,10 @@ class History:
         # zeros are skipped: scrape gaps that arrive as zeros must not drag this level down
         nonzero = np.where(values != 0, values, np.nan)
         ewma = pd.Series(nonzero).ewm(alpha=0.5, ignore_na=True).mean().to_numpy(np.float64)
-        return cls(series_id, values, step_s, start_ns, last, csum, ccount, ewma)
+        idx = np.arange(values.size)
+        trailing = {w: _window_mean(csum, ccount, idx, w, values.size)
+                    for w in {3, max(1, 3600 // step_s)}}
+        return cls(series_id, values, step_s, start_ns, last, csum, ccount, ewma, trailing)
 
     @property
     def start_s(self) -> float:
@@ -83,12 +88,12 @@ class History:
         return np.asarray(self.start_s + np.asarray(idx, dtype=np.float64) * self.step_s)
 
     def window_mean(self, end: IntArray, width: int) -> FloatArray:
-        """Mean of the valid values in indices (end - width, end]; NaN when there are none."""
-        hi = np.clip(end + 1, 0, self.size)
-        lo = np.clip(hi - width, 0, self.size)
-        cnt = self.ccount[hi] - self.ccount[lo]
-        tot = self.csum[hi] - self.csum[lo]
-        return np.where(cnt > 0, tot / np.maximum(cnt, 1.0), np.nan)
+        """Mean of the valid values in indices (end - width, end]; NaN when there are none.
+        The 3-step and hourly means are looked up in ``trailing`` (same numbers, fewer ops)."""
+        table = self.trailing.get(width)
+        if table is not None and end.size and int(end.max()) < self.size:
+            return np.where(end >= 0, table[np.maximum(end, 0)], np.nan)
+        return _window_mean(self.csum, self.ccount, end, width, self.size)
 
     def at(self, idx: IntArray) -> FloatArray:
         ok = (idx >= 0) & (idx < self.size)
@@ -116,11 +121,38 @@ def feature_matrix(h: History, origins: IntArray, lead: int,
     cols = [last, mean3, hour, plus_last, plus_mean3, day_ago, week_ago, ewma, plus_hour]
     if curve is not None:
         n = origins.size
-        s = curve.evaluate(h.time_of(np.concatenate([t, j, j - 1, j - 2])))
+        s = _curve_at(h, curve, np.concatenate([t, j, j - 1, j - 2]))
         s_t, s_j = s[:n], s[n:2 * n]
         s_j3 = (s_j + s[2 * n:3 * n] + s[3 * n:]) / 3.0
         cols += [last + s_t - s_j, mean3 + s_t - s_j3]
     return np.column_stack(cols)
+
+
+#: (curve, start_ns, step_s) -> (first index, the curve at that index and on): one fit evaluates
+#: its curve on the same index range for every lead, its validation and its calibration
+_CURVE_MEMO: OrderedDict[tuple[SeasonalCurve, int, int], tuple[int, FloatArray]] = OrderedDict()
+_CURVE_MEMO_ENTRIES = 8
+
+
+def _curve_at(h: History, curve: SeasonalCurve, idx: IntArray) -> FloatArray:
+    """The curve at indices ``idx`` (a pure function of the curve and the index times)."""
+    if idx.size == 0:
+        return np.zeros(0)
+    lo, hi = int(idx.min()), int(idx.max())
+    if hi - lo + 1 >= 4 * idx.size:  # a few scattered points: evaluate just those
+        return curve.evaluate(h.time_of(idx))
+    key = (curve, h.start_ns, h.step_s)
+    hit = _CURVE_MEMO.get(key)
+    if hit is not None and hit[0] <= lo and hi < hit[0] + hit[1].size:
+        _CURVE_MEMO.move_to_end(key)
+        return hit[1][idx - hit[0]]
+    if hit is not None:  # extend the cached span rather than thrash between two ranges
+        lo, hi = min(lo, hit[0]), max(hi, hit[0] + hit[1].size - 1)
+    values = curve.evaluate(h.time_of(np.arange(lo, hi + 1)))
+    _CURVE_MEMO[key] = (lo, values)
+    while len(_CURVE_MEMO) > _CURVE_MEMO_ENTRIES:
+        _CURVE_MEMO.popitem(last=False)
+    return values[idx - lo]
 
 
 def level_scale(h: History, origins: IntArray) -> FloatArray:
@@ -140,19 +172,14 @@ def _daily(h: History, j: IntArray, t: IntArray, lead: int, last: FloatArray,
     if day is None or day <= lead + 1:
         return last, mean3, hour
     width = max(1, 3600 // h.step_s)
-    point, smooth, hourly = [], [], []
-    for d in range(1, SEASON_DAYS + 1):
-        a, b = t - d * day, j - d * day
-        centred = _mean3_at(h, a + 1)  # centred on a; a + 1 < origin
-        point.append(h.at(a) - h.at(b))
-        smooth.append(centred - _mean3_at(h, b))
-        hourly.append(centred - h.window_mean(b, width))
+    days_ago = np.arange(1, SEASON_DAYS + 1) * day  # one column per day back
+    a, b = t[:, None] - days_ago, j[:, None] - days_ago
+    centred = h.window_mean(a + 1, 3)  # centred on a; a + 1 < origin
+    point = h.at(a) - h.at(b)
+    smooth = centred - h.window_mean(b, 3)
+    hourly = centred - h.window_mean(b, width)
     return (last + _nanmean_or_zero(point), mean3 + _nanmean_or_zero(smooth),
             hour + _nanmean_or_zero(hourly))
-
-
-def _mean3_at(h: History, end: IntArray) -> FloatArray:
-    return h.window_mean(end, 3)
 
 
 def _lagged(h: History, t: IntArray, period: int | None, origins: IntArray) -> FloatArray:
@@ -162,8 +189,17 @@ def _lagged(h: History, t: IntArray, period: int | None, origins: IntArray) -> F
     return np.where(src < origins, h.at(src), np.nan)
 
 
-def _nanmean_or_zero(parts: list[FloatArray]) -> FloatArray:
-    stack = np.column_stack(parts)
+def _window_mean(csum: FloatArray, ccount: FloatArray, end: IntArray, width: int,
+                 size: int) -> FloatArray:
+    hi = np.clip(end + 1, 0, size)
+    lo = np.clip(hi - width, 0, size)
+    cnt = ccount[hi] - ccount[lo]
+    tot = csum[hi] - csum[lo]
+    return np.where(cnt > 0, tot / np.maximum(cnt, 1.0), np.nan)
+
+
+def _nanmean_or_zero(stack: FloatArray) -> FloatArray:
+    """Row means of the finite entries (0 for a row without any)."""
     cnt = np.sum(np.isfinite(stack), axis=1)
     tot = np.nansum(stack, axis=1)
     return np.where(cnt > 0, tot / np.maximum(cnt, 1), 0.0)

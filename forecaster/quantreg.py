@@ -33,9 +33,10 @@ def quantile_regression(x: FloatArray, y: FloatArray, q: float = 0.5, iterations
     r = y - x @ b
     loss = _pinball(r, q)
     best, best_loss = b, loss
+    xt = np.ascontiguousarray(x.T)  # row-major X^T: the weighted products below are faster
     for _ in range(iterations):
         w = np.where(r >= 0, q, 1.0 - q) / np.maximum(np.abs(r), eps)
-        xtw = x.T * w
+        xtw = xt * w
         b = _solve(xtw @ x, xtw @ y, ridge)
         r = y - x @ b
         new_loss = _pinball(r, q)

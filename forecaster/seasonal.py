@@ -30,8 +30,10 @@ class SeasonalCurve:
 
     def evaluate(self, epoch_s: FloatArray) -> FloatArray:
         """Seasonal component (in the series' units) at the given Unix times."""
-        out = fourier_matrix(epoch_s, self.terms) @ np.asarray(self.beta) * self.y_scale
-        return np.asarray(out, dtype=np.float64)
+        # row by row (not a BLAS product): a time's value never depends on the other times
+        # evaluated with it, so cached spans and single points agree bit for bit
+        terms = fourier_matrix(epoch_s, self.terms) * np.asarray(self.beta)
+        return np.asarray(terms.sum(axis=1) * self.y_scale, dtype=np.float64)
 
     def to_json(self) -> dict[str, object]:
         return {"terms": [list(t) for t in self.terms], "beta": list(self.beta),

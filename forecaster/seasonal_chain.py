@@ -1,7 +1,7 @@
 """Seasonal fits per anchor with warm-start chains, independent of the fitting library.
 
 Prophet carries the daily/weekly shape. It is refitted once per seasonal anchor (daily by default,
-per-series offset) on data before the anchor, averaged to ``seasonal_step_s`` (a fit costs
+per-series offset) on data before the anchor, averaged to ``seasonal_step_s`` (a cold fit costs
 ~0.1 s). Each refit is *warm-started* from the previous anchor's parameters; chains restart cold
 at ``warm_chain_s`` boundaries. Without a cached previous fit, a backtest replays the chain from
 its start (``replay_chain``), so a fit depends only on data before its anchor; the job instead

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -85,16 +86,26 @@ class MemorySource:
 def tick(label: str, source: MemorySource, store: Store, at: datetime, config: JobConfig,
          ) -> dict[str, Any]:
     print(f"-- {label} tick at {at.isoformat()} ...", file=sys.stderr, flush=True)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), cpu_s()
     report: JobReport = run_job(source, store, at, config)
-    wall = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - started, cpu_s() - cpu
     return {"tick": label, "at": at.isoformat(), "models": report.models,
             "forecasts": len(report.forecasts), "failed": len(report.failed),
-            "wall_s": round(wall, 2), "fetch_s": round(report.fetch_s, 2),
+            "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+            "load_average_at_end": os.getloadavg(), "fetch_s": round(report.fetch_s, 2),
             "compute_s": round(report.compute_s, 2), "store_s": round(report.store_s, 2),
             "refits": report.refits, "reused_state": report.reused,
             "seasonal_fits": report.seasonal_fits,
             "methods": report.methods, "fallbacks": report.fallbacks}
+
+
+def cpu_s() -> float:
+    """CPU seconds (user + system) of this process and its finished children: the job, its
+    worker processes and their CmdStan optimizer runs. Unlike the wall time, this barely
+    depends on what else the machine is running."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def main() -> int:
@@ -114,10 +125,11 @@ def main() -> int:
         rows.append(tick("cold", source, store, NOW, config))
         rows.append(tick("steady", source, store, NOW + timedelta(minutes=5), config))
         rows.append(tick("refit", source, store, NOW + timedelta(hours=6, minutes=5), config))
-    print(f"{'tick':8s} {'wall s':>7s} {'fetch':>6s} {'compute':>8s} {'store':>6s} "
-          f"{'refits':>6s} {'reused':>6s} {'prophet':>7s}  methods")
+    print(f"{'tick':8s} {'wall s':>7s} {'cpu s':>7s} {'load':>5s} {'fetch':>6s} {'compute':>8s} "
+          f"{'store':>6s} {'refits':>6s} {'reused':>6s} {'prophet':>7s}  methods")
     for r in rows:
-        print(f"{r['tick']:8s} {r['wall_s']:7.1f} {r['fetch_s']:6.1f} {r['compute_s']:8.1f} "
+        print(f"{r['tick']:8s} {r['wall_s']:7.1f} {r['cpu_s']:7.1f} "
+              f"{r['load_average_at_end'][0]:5.1f} {r['fetch_s']:6.1f} {r['compute_s']:8.1f} "
               f"{r['store_s']:6.1f} {r['refits']:6d} {r['reused_state']:6d} "
               f"{r['seasonal_fits']:7d}  {r['methods']}")
     doc = {"benchmark": "forecast refresh", "series": args.series,
