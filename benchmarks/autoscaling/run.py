@@ -8,7 +8,10 @@ For each seed, ``headroom simulate`` replays the trace (14 days x 2 models, 10-m
 for each minute) with ``--policy predictive --policy reactive --policy static``; the judge reads
 the three timelines and computes short model-minutes, shortfall and GPU-hours (against the
 perfect-foresight lower bound). A frontier on seed 1 adds predictive at other shortfall prices
-and reactive at other target utilizations, so the policies can be compared at equal cost.
+and reactive at other target utilizations, so the policies can be compared at equal cost, and
+the predictive policy fed ORACLE forecasts (the trace's own future, ``--oracle-forecast``; a
+benchmark-only measurement of the floor that node granularity, whole replicas and cold starts
+leave, never a product setting).
 Cold starts: GenTD26 base-model load latencies (``../shared/data/coldstart``), node provisioning
 p50 120 s / p90 240 s. Data: Alibaba ServeGen (Apache-2.0), Alibaba GenTD26 (research use).
 
@@ -38,6 +41,7 @@ MODELS = Path(__file__).with_name("servegen_models.yaml")
 OUT = REPO / "benchmarks" / "autoscaling" / "out"
 RESULTS = REPO / "benchmarks" / "results" / "autoscaling.json"
 POLICIES = ("predictive", "reactive", "static")
+ORACLE_LABEL = "predictive@4 ORACLE (benchmark only)"
 FRONTIER = ([("predictive", "--shortfall-cost-ratio", v) for v in ("3", "5", "10")]
             + [("reactive", "--reactive-target", v) for v in ("0.6", "0.7", "0.9")])
 
@@ -156,6 +160,9 @@ def main() -> None:
                         help="forecaster method for the predictive policy (default: persistence, "
                              "the best naive baseline on ServeGen; 'auto' gets its own row)")
     parser.add_argument("--no-frontier", action="store_true")
+    parser.add_argument("--skip-auto", action="store_true",
+                        help="leave out the frontier row with the forecaster's auto method "
+                             "(the slowest run)")
     parser.add_argument("--reuse", action="store_true",
                         help="reuse timelines of identical earlier runs (after an interruption)")
     args = parser.parse_args()
@@ -188,7 +195,13 @@ def main() -> None:
             simulate(trace, path, seed, args.forecast_method, ["--policy", policy, flag, value],
                      args.reuse)
             timelines[label] = path
-        if args.forecast_method != "auto":
+        # BENCHMARK ONLY: the same predictive policy with perfect-foresight forecasts (the
+        # trace's own future), the floor node granularity, whole replicas and cold starts leave.
+        path = OUT / "frontier" / "predictive_oracle.csv"
+        simulate(trace, path, seed, args.forecast_method,
+                 ["--policy", "predictive", "--oracle-forecast"], args.reuse)
+        timelines[ORACLE_LABEL] = path
+        if args.forecast_method != "auto" and not args.skip_auto:
             path = OUT / "frontier" / "predictive_auto.csv"
             simulate(trace, path, seed, "auto", ["--policy", "predictive"], args.reuse)
             timelines["predictive@4 (auto forecasts)"] = path

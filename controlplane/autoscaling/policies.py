@@ -71,18 +71,21 @@ def predictive_policy(*, cold_wake_s: float = 300.0, keep_s: float = 240.0,
                       max_forecast_age_s: float = 1800.0, stale_headroom: float = 1.3,
                       replica_stabilization_s: float = 60.0,
                       node_stabilization_s: float = 120.0, max_node_step: int = 16,
-                      max_replica_step: int = 200) -> ScalingPolicy:
+                      max_replica_step: int = 200, observed_lag_s: float = 0.0
+                      ) -> ScalingPolicy:
     """Headroom: the ladder keeps idle and cached (warm GPU) capacity for the windows until the
     next rung could serve; hot replicas cover, over the next ``reaction_s`` + idle wake, the same
     quantile as the warm GPUs (a warm GPU costs the same whether a replica runs on it or not), so
     a rise the forecast expects is served from its first minute. ``cold_wake_s`` is the time a
     new node needs to serve (provisioning p90 + model load p90). Nodes scale down only after a
-    stabilization window on fresh data."""
+    stabilization window on fresh data. ``observed_lag_s``: the load metric's window; a load
+    the forecast expected over it (a predicted fall) does not trigger the fast path."""
     ladder = LadderSettings(reaction_s, shortfall_cost_ratio, idle_wake_s, keep_s)
     demand = DemandPolicy(target_utilization=target_utilization,
                           lookahead_s=reaction_s + idle_wake_s,
                           max_forecast_age_s=max_forecast_age_s, stale_headroom=stale_headroom,
-                          mode=PREDICTIVE, upper_quantile=ladder.warm_quantile(cold_wake_s))
+                          mode=PREDICTIVE, upper_quantile=ladder.warm_quantile(cold_wake_s),
+                          observed_lag_s=observed_lag_s)
     return ScalingPolicy(
         PREDICTIVE, demand,
         replica_limits=GuardLimits(max_step=max_replica_step,

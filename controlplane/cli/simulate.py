@@ -86,6 +86,10 @@ def simulate_command(
         "demand / price of a replica-hour")] = 4.0,
     reactive_target: Annotated[float, typer.Option(
         "--reactive-target", help="reactive: target utilization")] = 0.8,
+    oracle_forecast: Annotated[bool, typer.Option(
+        "--oracle-forecast", hidden=True, help="BENCHMARK ONLY: forecasts read from the trace's "
+        "own future (perfect foresight), to measure the floor node granularity, whole replicas "
+        "and cold starts impose")] = False,
 ) -> None:
     """Replay per-model demand through the real core and the simulated fleet (sampled cold
     starts); write the per-minute timeline and print short model-minutes, GPU-hours and cost."""
@@ -98,7 +102,8 @@ def simulate_command(
                               value_unit=value_unit, fill_gaps=fill_gaps, time_unit=time_unit,
                               single_series=config.models[0].name)
         options = SimOptions(tick_s=tick_s, forecast_interval_s=forecast_interval_s,
-                             forecast_method=forecast_method, seed=seed)
+                             forecast_method=forecast_method, seed=seed,
+                             oracle_forecast=oracle_forecast)
         knobs = PolicyKnobs(shortfall_cost_ratio=shortfall_cost_ratio,
                             reactive_target_utilization=reactive_target)
         check_policies(names, replayed, config, knobs, options)

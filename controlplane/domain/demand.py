@@ -4,8 +4,9 @@ Three policies share this one function, chosen by ``DemandPolicy.mode``:
 
 * ``predictive`` (Headroom): the forecast's upper quantile (p90 by default; other quantiles are
   read off a lognormal through p50 and p90) over the lookahead, never below what the model sees
-  now. When the observed load runs above that (a burst the forecast missed), a reactive fast path
-  provisions observed x ``stale_headroom`` at once, like Knative's panic mode.
+  now. When the observed load runs above that (a burst the forecast missed, not a fall it
+  predicted for the coming moments), a reactive fast path provisions observed x
+  ``stale_headroom`` at once, like Knative's panic mode.
 * ``reactive`` (KEDA/HPA-like): observed load / target utilization, forecasts ignored.
 * ``static``: the configured peak per model, whatever happens.
 """
@@ -74,6 +75,7 @@ class DemandPolicy:
     mode: str = PREDICTIVE
     upper_quantile: float = 0.9  # quantile of the forecast to provision for (predictive)
     static_rps: tuple[tuple[str, float], ...] = ()  # peak per model (static)
+    observed_lag_s: float = 0.0  # the load metric's window: observed load is [now - this, now)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -173,9 +175,20 @@ def _predictive(forecast: Forecast | None, observed_rps: float, policy: DemandPo
         # the best estimate of the next moments.
         upper = observed_rps if found is None else found
         reason = FORECAST_QUANTILE
-    if upper >= observed_rps:
+    if upper >= observed_rps or _forecast_saw(forecast, observed_rps, policy, now):
         return upper, p90, upper, reason
     return observed_rps * policy.stale_headroom, p90, upper, OBSERVED_ABOVE_FORECAST
+
+
+def _forecast_saw(forecast: Forecast, observed_rps: float, policy: DemandPolicy,
+                  now: datetime) -> bool:
+    """Whether the forecast expected the load seen over the metric's window (a fall it
+    predicted, not a burst it missed): then the fast path stays off."""
+    if policy.observed_lag_s <= 0:
+        return False
+    seen = window_quantile(forecast, now - timedelta(seconds=policy.observed_lag_s),
+                           policy.observed_lag_s, policy.upper_quantile)
+    return seen is not None and seen >= observed_rps
 
 
 def demand_for(

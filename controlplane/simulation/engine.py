@@ -33,6 +33,9 @@ from controlplane.simulation.replay import DemandReplay
 from forecaster.api import forecast
 from forecaster.types import Forecast
 
+#: Method name of the benchmark-only perfect-foresight forecasts (``SimOptions.oracle_forecast``).
+ORACLE = "oracle_perfect_foresight"
+
 
 @dataclass(frozen=True, slots=True)
 class SimOptions:
@@ -43,6 +46,10 @@ class SimOptions:
     forecast_method: str = "auto"
     seed: int = 1
     observe_window_s: float = 30.0  # the fleet's load metric: rate over the last this many s
+    #: BENCHMARK ONLY, never a default: forecasts are the trace's own future (p50 = p90 = the
+    #: true rate of every coming minute). Measures the floor that node granularity, whole
+    #: replicas and cold starts leave for a policy that knows the future exactly.
+    oracle_forecast: bool = False
 
     def __post_init__(self) -> None:
         if self.tick_s <= 0 or 60 % self.tick_s:
@@ -176,7 +183,9 @@ class _Run:
                                          self.options.forecast_history_s)
             if series is None:
                 continue
-            made = forecast(series, self.options.forecast_horizon_s, self.options.forecast_method)
+            made = (self.oracle(name, minute) if self.options.oracle_forecast
+                    else forecast(series, self.options.forecast_horizon_s,
+                                  self.options.forecast_method))
             sigma = recent_volatility(series)
             self.forecasts[name] = calibrated(made, self.errors[name], sigma)
             self.cache.put(name, minute, self.forecasts[name])
@@ -185,6 +194,12 @@ class _Run:
                 self.pending[name].append((first, first + made.step_s // 60, made.p50[0], sigma))
             self.stats.forecasts += 1
             self.stats.forecast_methods[made.method] += 1
+
+    def oracle(self, name: str, minute: int) -> Forecast:
+        """Benchmark only: the true rate of each minute of the horizon (perfect foresight)."""
+        steps = range(minute, minute + max(1, self.options.forecast_horizon_s // 60))
+        future = tuple(self.replay.rate(name, m) for m in steps)
+        return Forecast(name, self.at(minute * 60.0), 60, future, future, ORACLE)
 
     def score_pending(self, name: str, minute: int) -> None:
         keep = []

@@ -42,7 +42,8 @@ def build_policy(name: str, trace: Trace, config: SimConfig, knobs: PolicyKnobs,
         return predictive_policy(cold_wake_s=cold_wake_s(config),
                                  reaction_s=options.tick_s + options.observe_window_s,
                                  shortfall_cost_ratio=knobs.shortfall_cost_ratio,
-                                 idle_wake_s=config.fleet.idle_wake_s)
+                                 idle_wake_s=config.fleet.idle_wake_s,
+                                 observed_lag_s=options.observe_window_s)
     if name == "reactive":
         return reactive_policy(target_utilization=knobs.reactive_target_utilization)
     if name == "static":

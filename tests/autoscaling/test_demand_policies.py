@@ -80,6 +80,15 @@ def test_the_fast_path_takes_over_when_load_runs_above_the_forecast() -> None:
     assert demand.reason == OBSERVED_ABOVE_FORECAST and demand.rate_rps == 60.0
 
 
+def test_a_fall_the_forecast_predicted_does_not_trigger_the_fast_path() -> None:
+    falling = _forecast((40, 10, 10), (40, 10, 10), origin_at=T0 - timedelta(minutes=1))
+    policy = _policy(upper_quantile=0.95, lookahead_s=30, observed_lag_s=30)
+    demand = demand_for(SPEC, falling, 40.0, policy, T0 + timedelta(seconds=5))
+    assert demand.reason == FORECAST_QUANTILE and demand.rate_rps == 10.0
+    missed = demand_for(SPEC, falling, 55.0, policy, T0 + timedelta(seconds=5))
+    assert missed.reason == OBSERVED_ABOVE_FORECAST and missed.rate_rps == 55.0 * 1.5
+
+
 def test_reactive_demand_ignores_forecasts_and_divides_by_the_target() -> None:
     demand = demand_for(SPEC, _forecast((900,), (1000,)), 40.0,
                         _policy(mode="reactive", target_utilization=0.8), T0)

@@ -3,6 +3,7 @@ before m (forecasts, calibration and observed load alike), and a seed replays th
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 from simulate_support import write_models, write_trace
 
 from controlplane.simulation.config import load_models_file
-from controlplane.simulation.engine import PolicyRun, SimOptions, run_policy
+from controlplane.simulation.engine import ORACLE, PolicyRun, SimOptions, run_policy
 from controlplane.simulation.replay import DemandReplay
 from controlplane.simulation.runner import PolicyKnobs, build_policy
 from controlplane.simulation.trace import Trace, load_trace
@@ -50,3 +51,19 @@ def test_the_same_seed_replays_the_same_timeline(tmp_path: Path) -> None:
     trace = _trace(tmp_path)
     first, second = _replay(tmp_path, "predictive", trace), _replay(tmp_path, "predictive", trace)
     assert first.rows == second.rows
+
+
+def test_oracle_forecasts_are_benchmark_only_and_see_the_future_the_causal_ones_do_not(
+        tmp_path: Path) -> None:
+    assert SimOptions().oracle_forecast is False
+    trace = load_trace(write_trace(tmp_path / "jump.csv", steps=24,
+                                   tweak={("chat/large", 15): "400"}))  # 5 x, unforeseeable
+    config = load_models_file(write_models(tmp_path / "models.yaml"))
+    oracle = replace(OPTIONS, oracle_forecast=True)
+    built = build_policy("predictive", trace, config, PolicyKnobs(), oracle)
+    foreseen = run_policy(DemandReplay(trace, oracle.observe_window_s), config, built, oracle)
+    causal = _replay(tmp_path, "predictive", trace)
+    assert set(foreseen.stats.forecast_methods) == {ORACLE}
+    short = [sum(r.ready_replicas * r.per_replica_rps < r.demand_rps for r in run.rows)
+             for run in (foreseen, causal)]
+    assert short[0] == 0 < short[1]
