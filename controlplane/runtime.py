@@ -50,6 +50,7 @@ def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> Reconc
         models=live_models(specs, pools, auto.node_provision_p90_s, auto.cached_start_p90_s),
         pools=pools,
         policy=policy_from_settings(settings, cold_wake_s(specs, auto.node_provision_p90_s),
+                                    peak_rps=auto.static_peak_rps,
                                     next_wake_s=auto.cached_start_p90_s),
         budgets=Budgets(tuple(sorted(auto.tenant_gpu_budgets.items())),
                         settings.safety.cluster_gpu_budget),

@@ -133,9 +133,18 @@ class AutoscalingSettings(Group):
                                     "calibrate the upper tail")
     tenant_gpu_budgets: dict[str, float] = Field(default_factory=dict, description="tenant -> "
                                                  "max GPUs its models may hold (warm included)")
+    static_peak_rps: dict[str, float] = Field(default_factory=dict, description="static: model "
+                                              "-> peak rps to provision all the time")
     keda_lookahead_s: float = Field(600.0, gt=0, description="KEDA scaler: forecast window "
                                     "GetMetrics covers (provisioning + cold start)")
     keda_poll_s: float = Field(5.0, gt=0, description="KEDA scaler: stream re-read interval")
+
+    @model_validator(mode="after")
+    def _static_has_peaks(self) -> AutoscalingSettings:
+        if self.policy == "static" and not self.static_peak_rps:
+            raise ValueError("autoscaling.static_peak_rps: policy static needs the peak rps of "
+                             "every model")
+        return self
 
 
 class PlacementSettings(Group):

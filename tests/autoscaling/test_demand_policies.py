@@ -129,7 +129,7 @@ def test_replicas_round_up_and_no_demand_needs_none() -> None:
 
 def test_settings_choose_the_policy_and_its_knobs() -> None:
     from controlplane.autoscaling.from_settings import policy_from_settings
-    from controlplane.settings import load_settings
+    from controlplane.settings import ConfigError, load_settings
 
     predictive = policy_from_settings(load_settings(autoscaling={"shortfall_cost_ratio": 10}),
                                       cold_wake_s=300)
@@ -138,5 +138,12 @@ def test_settings_choose_the_policy_and_its_knobs() -> None:
     assert predictive.ladder is not None and predictive.ladder.shortfall_cost_ratio == 10
     assert predictive.demand.upper_quantile > 0.9
     assert reactive.ladder is None and reactive.demand.target_utilization == 0.7
+    with pytest.raises(ConfigError, match="static_peak_rps"):
+        load_settings(autoscaling={"policy": "static"})
+    settings = load_settings(autoscaling={"policy": "static",
+                                          "static_peak_rps": {SPEC.name: 90.0}})
     with pytest.raises(ValueError, match="peak"):
-        policy_from_settings(load_settings(autoscaling={"policy": "static"}), cold_wake_s=300)
+        policy_from_settings(settings, cold_wake_s=300)
+    static = policy_from_settings(settings, cold_wake_s=300,
+                                  peak_rps=settings.autoscaling.static_peak_rps)
+    assert static.demand.static_peak(SPEC.name) == 90.0
