@@ -138,7 +138,7 @@ def compute_one(task: ModelTask) -> ModelResult:
     fits = getattr(model, "fits_done", 0)
     chain = getattr(model, "seasonal", None)
     seasonal = getattr(chain, "fits_done", 0)
-    made = forecast(task.series, task.horizon_s, task.method, task.settings)
+    made = forecast(task.series, task.horizon_s, task.method, task.settings, history=h)
     if path is not None:
         leads = fitted_leads(n_targets(task.horizon_s, task.series.step_s))
         try:

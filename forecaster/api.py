@@ -30,10 +30,12 @@ def n_targets(horizon_s: int, step_s: int) -> int:
 
 
 def forecast(series: TrafficSeries, horizon_s: int, method: str = "auto",
-             settings: ForecasterSettings = DEFAULT_SETTINGS) -> Forecast:
-    """Forecast ``series`` from its end for ``horizon_s`` (see the module docstring)."""
+             settings: ForecasterSettings = DEFAULT_SETTINGS,
+             history: History | None = None) -> Forecast:
+    """Forecast ``series`` from its end for ``horizon_s`` (see the module docstring).
+    ``history`` is ``History.of(series)`` when the caller already built it."""
     steps = n_targets(horizon_s, series.step_s)
-    h = History.of(series)
+    h = history if history is not None else History.of(series)
     origin = np.array([h.size], dtype=np.int64)
     last = float(h.last_before(origin)[0]) if h.size else math.nan
     if not math.isfinite(last):
@@ -55,7 +57,7 @@ def forecast(series: TrafficSeries, horizon_s: int, method: str = "auto",
                     p90=tuple(float(x) for x in pred.p90[0]),
                     method=pred.method[0], fallback_reason=reason,
                     backtest_wape=wape if math.isfinite(wape) else None,
-                    diagnostics={"observed_points": float(series.observed_count()),
+                    diagnostics={"observed_points": float(h.ccount[-1]),
                                  "last_observed_age_s": _age_s(h, series.step_s)})
 
 
