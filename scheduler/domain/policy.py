@@ -98,6 +98,8 @@ class Scorer:
 
 def choose(cluster: Cluster, spec: WorkloadSpec, scorer: Scorer) -> Choice:
     """The best feasible placement of ``spec``; raises Infeasible with a reason otherwise."""
+    if not cluster.nodes:
+        raise Infeasible("no_inventory", "the inventory has no node (SyncInventory first)")
     mode = None if spec.num_gpu == 0 else (
         SharingMode.EXCLUSIVE if spec.is_whole else share_mode(spec.isolation))
     if mode is SharingMode.EXCLUSIVE and spec.is_share:  # STRICT: a MIG instance if possible

@@ -46,6 +46,14 @@ def test_infeasible_workload_is_rejected_with_a_reason() -> None:
     assert err.value.reason == "no_idle_gpus"
 
 
+def test_a_place_before_any_inventory_is_infeasible_with_the_reason() -> None:
+    eng = PlacementEngine()
+    for spec in (make_place("gpu"), make_place("cpu", num_gpu=0, gpu_milli=0)):
+        with pytest.raises(Infeasible) as err:
+            eng.place(spec)
+        assert err.value.reason == "no_inventory"
+
+
 def test_malformed_request_names_the_field() -> None:
     eng = two_node_engine()
     with pytest.raises(InvalidArgument) as err:
