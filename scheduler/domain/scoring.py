@@ -125,12 +125,17 @@ class NodeCache:
 
     def update(self, tables: ScoreTables, node: int, free: IntArray, cpu: IntArray,
                mem: IntArray) -> None:
-        """Recompute one node (``free`` etc. are the cluster's full arrays)."""
+        """Recompute one node (``free`` etc. are the cluster's full arrays); its waste with
+        plain Python numbers, cheaper than numpy for one node."""
         row = tables.frag[free[node]].sum(axis=0)
         self.per_shape[node] = row
         self.mean[node] = row @ tables.weight
-        sl = slice(node, node + 1)
-        self.waste[node] = self._waste(tables, free[sl], cpu[sl], mem[sl], row[None, :])[0]
+        gpus = free[node].tolist()
+        total = sum(f for f in gpus if f > 0)
+        idle = sum(1 for f in gpus if f == WHOLE_GPU_MILLI)
+        self.waste[node] = waste_scalar(tables, total, int(cpu[node]), int(mem[node]),
+                                        row.tolist(), idle, total - WHOLE_GPU_MILLI * idle,
+                                        self.stranding)
 
 
 def shortfall(tables: ScoreTables, free: IntArray, cpu: IntArray, mem: IntArray,
