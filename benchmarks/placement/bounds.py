@@ -3,18 +3,25 @@
 **openb: an upper bound on GPU allocation** for any placer that places every arrival that fits
 (the judge's feasibility: a node with the CPU, memory and an idle GPU / a GPU with the share
 free), on the judge's exact arrival sequence (``openb_replay.build_arrivals``). Nothing is
-released, so free CPU, memory and GPU milli only shrink. Take a share size ``m`` > 500 milli (two
-never share a GPU; the ``1000 - m`` left beside one only fits shares <= ``1000 - m``):
+released, so free CPU, memory and GPU milli only shrink. Call a share of more than 500 milli
+(and no product restriction) *big*: two never share a GPU, and the ``1000 - b`` milli beside a
+big share ``b`` only fit smaller shares (a *hole*).
 
-* if every ``m``-share is placed, each sits on its own GPU, and at the end those GPUs still have
-  ``(1000 - m) x count - (all milli of shares <= 1000 - m)`` free at least;
-* otherwise let ``e`` be the first rejected ``m``-share: at that moment no node had a GPU with
-  ``m`` free together with ``e``'s CPU and memory, so from then on no pod that needs a GPU with
-  >= ``m`` free (whole-GPU pods and shares >= ``m``) and at least ``e``'s CPU and memory can be
-  placed; what can still be placed is the rest; and the ``m``-shares before ``e`` were all placed
-  (first case's argument for them).
+* If every big share is placed, each sits on its own GPU, and at the end the free milli is at
+  least the holes' total minus the most that the small shares of the whole sequence can fill of
+  them (an integer program over fill patterns; its linear relaxation when not solved to
+  optimality, which only loosens the bound).
+* Otherwise let ``e`` be the first rejected big share: at that moment no node had a GPU with
+  ``e``'s milli free together with ``e``'s CPU and memory, so from then on no pod that needs a
+  GPU with at least that much free (whole-GPU pods included) and at least ``e``'s CPU and memory
+  can be placed; what can still be placed is the rest. The big shares before ``e`` were all
+  placed, so their holes (minus the most small shares can fill) stay free. The hole bound only
+  grows with more holes, so it is computed every ``HOLE_GRID`` big shares and the last grid
+  point at or before ``e`` is used.
 
-The bound is the largest over these cases, then the smallest over ``m``.
+The bound is the largest over these cases. Any set of big share sizes can play the role of
+"big" (a first rejection only counts within the set), so the result is the smallest bound over
+every set of sizes.
 
 **ParvaGPU: a lower bound on GPUs.** Every segment is one MIG instance of a measured profile
 row (1, 2, 3, 4 or 7 compute slices) whose profiled latency is <= 0.45 x the model's SLO,
@@ -28,13 +35,16 @@ the fewest slices per model is an exact unbounded-knapsack minimum.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
+IntArray = npt.NDArray[np.int64]
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO.parent / "shared" / "bench"
 OPENB = REPO.parent / "shared" / "data" / "packing" / "openb"
@@ -44,11 +54,14 @@ SEED = 42  # openb_replay's default sampling seed
 #: the judge's tolerances (parvagpu_check.REL_TOL)
 REL_TOL = 1e-9
 GPU_SLICES = 7
+#: the hole bound is computed every this many big shares (it only grows with more holes)
+HOLE_GRID = 5
+#: HiGHS's relative MIP gap in scheduler.highs
+MIP_GAP = 1e-6
 
 
-def allocation_bound_pct(trace: str, arrive: float) -> tuple[float, int]:
-    """Upper bound (% of cluster GPU milli) on allocation at ``arrive`` and the share size
-    that gives it."""
+def allocation_bound_pct(trace: str, arrive: float) -> float:
+    """Upper bound (% of cluster GPU milli) on allocation at ``arrive`` (module docstring)."""
     import openb_replay as judge  # type: ignore[import-not-found]  # ../shared/bench
 
     inv = judge.load_nodes(OPENB / "openb_node_list_gpu_node.csv")
@@ -62,20 +75,88 @@ def allocation_bound_pct(trace: str, arrive: float) -> tuple[float, int]:
     cpu = np.array([p.cpu_milli for p in seq], dtype=np.int64)
     mem = np.array([p.memory_mib for p in seq], dtype=np.int64)
     free_products = np.array([not p.gpu_products for p in seq])
-    best: tuple[float, int] = (100.0 * min(int(demand.sum()), cap) / cap, 0)
-    for m in sorted({int(s) for s in share if WHOLE // 2 < s < WHOLE}):
-        hole = WHOLE - m
-        fillers = int(share[(share > 0) & (share <= hole)].sum())
-        rows = np.flatnonzero((share == m) & free_products)
-        worst = min(int(demand.sum()), cap - (hole * rows.size - fillers))  # all placed
-        for j, r in enumerate(rows.tolist()):
-            later = np.arange(demand.size) > r
-            blocked = later & (gpu_milli >= m) & (cpu >= cpu[r]) & (mem >= mem[r])
-            placeable = int(demand[:r].sum()) + int(demand[later & ~blocked].sum())
-            worst = max(worst, min(placeable, cap - (hole * j - fillers)))
-        if 100.0 * worst / cap < best[0]:
-            best = (100.0 * worst / cap, m)
-    return best
+    candidates = (share > WHOLE // 2) & (share < WHOLE) & free_products
+    sizes = sorted({int(v) for v in share[candidates]})
+    bounds = [100.0 * min(int(demand.sum()), cap) / cap]
+    for n in range(1, len(sizes) + 1):
+        for chosen in itertools.combinations(sizes, n):
+            big = np.flatnonzero(candidates & np.isin(share, chosen))
+            bounds.append(_bound_for(big, demand, share, gpu_milli, cpu, mem, cap))
+    return float(min(bounds))
+
+
+def _bound_for(big: IntArray, demand: IntArray, share: IntArray, gpu_milli: IntArray,
+               cpu: IntArray, mem: IntArray, cap: int) -> float:
+    """The bound of the module docstring with the big shares ``big`` (arrival rows)."""
+    widest = WHOLE - int(share[big].min()) if big.size else 0
+    small = share[(share > 0) & (share <= widest)]
+    items = {int(v): int(c) for v, c in zip(*np.unique(small, return_counts=True), strict=True)}
+
+    def hole_bound(first: int) -> int:
+        """Free milli left at least by the holes of the first ``first`` big shares."""
+        holes: dict[int, int] = {}
+        for b in share[big[:first]].tolist():
+            holes[WHOLE - b] = holes.get(WHOLE - b, 0) + 1
+        return sum(h * n for h, n in holes.items()) - most_filled(holes, items)
+
+    total = int(demand.sum())
+    worst = min(total, cap - hole_bound(big.size))  # every big share placed
+    grid = {k: hole_bound(k) for k in range(0, big.size, HOLE_GRID)}
+    for j, r in enumerate(big.tolist()):
+        later = np.arange(demand.size) > r
+        blocked = later & (gpu_milli >= share[r]) & (cpu >= cpu[r]) & (mem >= mem[r])
+        placeable = int(demand[:r].sum()) + int(demand[later & ~blocked].sum())
+        worst = max(worst, min(placeable, cap - grid[j - j % HOLE_GRID]))
+    return 100.0 * worst / cap
+
+
+def most_filled(holes: dict[int, int], items: dict[int, int],
+                time_limit_s: float = 20.0) -> int:
+    """The most milli that shares of sizes ``items`` (size -> count) can fill of ``holes``
+    (size -> count), each hole holding shares that sum to at most its size: an integer program
+    over fill patterns, or its linear relaxation (an upper bound) when not proven optimal."""
+    from scheduler.domain.milp import Milp
+    from scheduler.highs import HighsSolver
+
+    sizes = sorted(items)
+    problem = Milp()
+    fills: list[int] = []
+    use: dict[int, dict[int, float]] = {s: {} for s in sizes}
+    for hole, count in sorted(holes.items()):
+        chosen = []
+        for pattern in _patterns(hole, [s for s in sizes if s <= hole]):
+            if not pattern:
+                continue
+            var = problem.var(f"h{hole}:{pattern}", -float(sum(pattern)))
+            fills.append(sum(pattern))
+            chosen.append(var)
+            for s in set(pattern):
+                use[s][var] = float(pattern.count(s))
+        if chosen:
+            problem.row(dict.fromkeys(chosen, 1.0), upper=float(count))
+    for s in sizes:
+        if use[s]:
+            problem.row(use[s], upper=float(items[s]))
+    if not fills:
+        return 0
+    solver = HighsSolver()
+    found = solver.solve(problem, time_limit_s)
+    if found is None or not found.optimal:
+        problem.integer = [False] * len(problem.integer)
+        found = solver.solve(problem, time_limit_s)
+        assert found is not None and found.optimal
+    # HiGHS proves optimality within a relative gap of 1e-6: allow for it (and for rounding).
+    best = sum(f * x for f, x in zip(fills, found.values, strict=True))
+    return math.ceil(best * (1 + MIP_GAP)) + 1
+
+
+def _patterns(room: int, sizes: list[int]) -> list[tuple[int, ...]]:
+    """Every multiset (non-increasing tuple) of ``sizes`` summing to at most ``room``."""
+    out: list[tuple[int, ...]] = [()]
+    for k, s in enumerate(sizes):
+        if s <= room:
+            out += [(s, *rest) for rest in _patterns(room - s, sizes[k:])]
+    return out
 
 
 def parvagpu_bounds() -> dict[str, dict[str, Any]]:
@@ -119,9 +200,9 @@ def main() -> int:
         return 0
     sys.path.insert(0, str(BENCH))
     for trace in args.traces.split(","):
-        pct, m = allocation_bound_pct(trace, args.arrive)
-        print(f"openb {trace}: allocation at {args.arrive:.0%} <= {pct:.3f}% for any placer "
-              f"that places every arrival that fits (share size {m})")
+        pct = allocation_bound_pct(trace, args.arrive)
+        print(f"openb {trace}: allocation at {args.arrive:.0%} <= {pct:.4f}% for any placer "
+              "that places every arrival that fits")
     bounds = parvagpu_bounds()
     for scenario, b in bounds.items():
         print(f"ParvaGPU {scenario}: >= {b['slices']} compute slices, so >= "
