@@ -164,6 +164,15 @@ def _synced_scores(cluster: Cluster, shape: Shape, scorer: Scorer) -> _Scores:
         entry.best = _best_after(entry, stale)
     elif entry.best < 0:
         entry.best = int(np.argmin(entry.delta))
+    # The best node must be scored for the current snapshot: rescore it until it is.
+    while entry.version.item(entry.best) != version and entry.delta.item(entry.best) != np.inf:
+        row = np.array([entry.best], dtype=np.int64)
+        delta, col = _score_few(cluster, row, shape, scorer)
+        entry.delta[row] = delta
+        entry.col[row] = col
+        entry.state[row] = cluster.state_id[row]
+        entry.version[row] = version
+        entry.best = int(np.argmin(entry.delta))
     return entry
 
 
