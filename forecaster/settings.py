@@ -32,7 +32,7 @@ class ForecasterSettings:
     validation_s: int = 2 * DAY_S
     calibration_s: int = 3 * DAY_S
     min_train_rows: int = 96
-    min_seasonal_points: int = 48  # two days of hourly means
+    min_seasonal_points: int = 96  # hourly means: four days before Prophet joins in
     min_baseline_pairs: int = 12
     guard_margin: float = 0.25  # fall back when recent WAPE > best baseline x (1 + margin)
     p90_level: float = 0.91  # quantile of recent residuals used for p90 (dev traces: ~0.90)
