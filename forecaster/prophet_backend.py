@@ -11,7 +11,11 @@ cmdstanpy's logging is silenced here.
 from __future__ import annotations
 
 import logging
+import tempfile
+from collections import OrderedDict
+from copy import deepcopy
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,6 +34,8 @@ for _name in ("cmdstanpy", "prophet", "prophet.plot", "prophet.models"):
     logging.getLogger(_name).propagate = False
 
 from prophet import Prophet  # noqa: E402  (after silencing its import-time logging)
+from prophet.models import CmdStanPyBackend  # noqa: E402
+from stanio.json import dump_stan_json  # noqa: E402
 
 logging.getLogger("cmdstanpy").disabled = True
 
@@ -43,7 +49,7 @@ def fit_prophet(frame: pd.DataFrame, anchor_s: float, init: Params | None) -> Se
     if span_days < 2:
         raise ValueError("less than two days of data")
     changepoints = min(25, max(1, len(frame) // 20))
-    model = Prophet(growth="linear", yearly_seasonality=False,
+    model = _Prophet(growth="linear", yearly_seasonality=False,
                     daily_seasonality=DAILY_ORDER, weekly_seasonality=(
                         WEEKLY_ORDER if span_days >= 14 else False),
                     uncertainty_samples=0, n_changepoints=changepoints)
@@ -58,6 +64,69 @@ def fit_prophet(frame: pd.DataFrame, anchor_s: float, init: Params | None) -> Se
     beta = tuple(float(b) for b in np.ravel(model.params["beta"][0]))
     curve = SeasonalCurve(terms=terms, beta=beta, y_scale=float(model.y_scale or 1.0))
     return SeasonalFit(anchor_s, model, curve, warm_start_params(model))
+
+
+class _Backend(CmdStanPyBackend):
+    """Prophet's CmdStanPy backend (the same optimizer calls, Newton fallback included) with
+    the data and inits JSON written in one C-encoded ``json.dumps`` of numpy arrays, not number
+    by number through Python lists and the pure-Python incremental encoder: the same text
+    reaches CmdStan (``stanio.json.write_stan_json`` produces it too), ~10 ms less per fit."""
+
+    def fit(self, stan_init: dict[str, Any], stan_data: dict[str, Any],
+            **kwargs: Any) -> OrderedDict[str, FloatArray]:
+        if "inits" not in kwargs and "init" in kwargs:
+            stan_init = self.sanitize_custom_inits(stan_init, kwargs.pop("init"))
+        init_doc = {"k": stan_init["k"], "m": stan_init["m"],
+                    "sigma_obs": stan_init["sigma_obs"],
+                    "delta": np.asarray(stan_init["delta"]), "beta": np.asarray(stan_init["beta"])}
+        data_doc = {name: stan_data[name] for name in ("T", "S", "K", "tau", "trend_indicator",
+                                                       "sigmas")}
+        for name in ("y", "t", "cap", "t_change", "s_a", "s_m", "X"):
+            data_doc[name] = np.asarray(stan_data[name])
+        with tempfile.TemporaryDirectory(prefix="headroom-prophet-") as tmp:
+            data_path, init_path = Path(tmp) / "data.json", Path(tmp) / "init.json"
+            data_path.write_text(dump_stan_json(data_doc))
+            init_path.write_text(dump_stan_json(init_doc))
+            args: dict[str, Any] = {"data": str(data_path), "inits": str(init_path),
+                                    "iter": int(1e4),
+                                    "algorithm": "Newton" if int(data_doc["T"]) < 100
+                                    else "LBFGS"}
+            args.update(kwargs)
+            try:
+                self.stan_fit = self.model.optimize(**args)
+            except RuntimeError:
+                if not self.newton_fallback or args["algorithm"] == "Newton":
+                    raise
+                args["algorithm"] = "Newton"
+                self.stan_fit = self.model.optimize(**args)
+        params = self.stan_to_dict_numpy(self.stan_fit.column_names,
+                                         self.stan_fit.optimized_params_np)
+        return OrderedDict((name, value.reshape((1, -1))) for name, value in params.items())
+
+
+#: (feature columns, modes) -> Prophet's component indicator matrix and the completed modes:
+#: the same for every fit with the same seasonalities (a pandas crosstab, ~10 ms, per fit)
+_COMPONENTS: dict[tuple[object, ...], tuple[pd.DataFrame, Any]] = {}
+
+
+class _Prophet(Prophet):
+    """Prophet with the backend above and its component matrix memoised (same numbers)."""
+
+    def _load_stan_backend(self, stan_backend: str | None) -> None:
+        self.stan_backend = _Backend()
+
+    def regressor_column_matrix(self, seasonal_features: pd.DataFrame,
+                                modes: Any) -> tuple[pd.DataFrame, Any]:
+        if (self.train_component_cols is not None or self.extra_regressors
+                or self.train_holiday_names is not None):
+            return super().regressor_column_matrix(seasonal_features, modes)
+        key = (tuple(seasonal_features.columns), self.holidays_mode,
+               *(tuple(modes[m]) for m in sorted(modes)))
+        hit = _COMPONENTS.get(key)
+        if hit is None:
+            hit = super().regressor_column_matrix(seasonal_features, deepcopy(modes))
+            _COMPONENTS[key] = hit
+        return hit[0].copy(), deepcopy(hit[1])
 
 
 def warm_start_params(model: Any) -> Params:

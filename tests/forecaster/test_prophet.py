@@ -35,6 +35,30 @@ def test_stored_fourier_coefficients_reproduce_prophets_seasonal_component() -> 
     np.testing.assert_allclose(fit.curve.evaluate(epoch_s), predicted, rtol=1e-9, atol=1e-9)
 
 
+def test_the_faster_prophet_setup_fits_exactly_what_stock_prophet_fits() -> None:
+    from prophet import Prophet
+
+    backend = importlib.import_module("forecaster.prophet_backend")
+    h = history(diurnal(16, STEP, seed=3), STEP)  # two weeks: daily + weekly seasonality
+    anchor_s = h.start_s + 16 * 86_400
+    frame = training_frame(h, anchor_s, ForecasterSettings())
+    assert frame is not None
+    shorter = frame.iloc[:-1].reset_index(drop=True)  # same changepoints: a warm start
+    assert len(shorter) // 20 == len(frame) // 20
+    cold = backend.fit_prophet(frame, anchor_s, None)
+    warm = backend.fit_prophet(shorter, anchor_s, cold.params)
+    for fit, data, init in ((cold, frame, None), (warm, shorter, cold.params)):
+        stock = Prophet(**{k: getattr(fit.model, k) for k in (
+            "growth", "yearly_seasonality", "daily_seasonality", "weekly_seasonality",
+            "uncertainty_samples", "n_changepoints")})
+        kwargs = {"seed": 0} | ({"init": {k: np.asarray(v, dtype=float) if isinstance(v, list)
+                                          else v for k, v in init.items()}} if init else {})
+        stock.fit(data, **kwargs)
+        assert backend.warm_start_params(stock) == fit.params  # bit for bit
+        pd.testing.assert_frame_equal(stock.train_component_cols,
+                                      fit.model.train_component_cols)
+
+
 def test_hybrid_forecast_depends_only_on_data_before_its_origin() -> None:
     values = diurnal(6, STEP, seed=9)
     origin = 270  # day 5.6: the origin's seasonal fit sits inside a warm-start chain
