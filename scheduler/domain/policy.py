@@ -18,9 +18,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler.domain.cluster import MODE_CODE, BoolArray, Choice, Cluster, IntArray
+from scheduler.domain.cluster import Choice, Cluster, IntArray
 from scheduler.domain.errors import Infeasible
-from scheduler.domain.mig import free_start
+from scheduler.domain.fits import (
+    Shape,
+    idle_fits,
+    mig_choice,
+    share_fits,
+    share_memory_charge,
+    why_not,
+)
 from scheduler.domain.model import WHOLE_GPU_MILLI, SharingMode, WorkloadSpec
 from scheduler.domain.scoring import (
     FloatArray,
@@ -32,7 +39,7 @@ from scheduler.domain.scoring import (
     waste_scalar,
     weighted_waste,
 )
-from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU, mig_profile_for, share_mode
+from scheduler.domain.sharing import share_mode
 
 #: Shapes whose scores are kept (least recently used ones are dropped first).
 MAX_CACHED_SHAPES = 256
@@ -44,19 +51,6 @@ FEW_CHANGES = 64
 #: After a new demand snapshot, each request rescores at most this many nodes whose score is
 #: from an older snapshot (besides the nodes that changed), spreading the rescore over requests.
 ROLLING_RESCORE = 128
-
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """Everything about a request that the choice of node depends on."""
-
-    num_gpu: int
-    gpu_milli: int
-    cpu_milli: int
-    memory_mib: int
-    gpu_memory_mib: int
-    gpu_products: frozenset[str]
-    mode: SharingMode | None  # None for CPU-only
 
 
 @dataclass(slots=True)
@@ -103,7 +97,7 @@ def choose(cluster: Cluster, spec: WorkloadSpec, scorer: Scorer) -> Choice:
     mode = None if spec.num_gpu == 0 else (
         SharingMode.EXCLUSIVE if spec.is_whole else share_mode(spec.isolation))
     if mode is SharingMode.EXCLUSIVE and spec.is_share:  # STRICT: a MIG instance if possible
-        mig = _mig(cluster, spec)
+        mig = mig_choice(cluster, spec)
         if mig is not None:
             return mig
     shape = Shape(spec.num_gpu, spec.gpu_milli, spec.cpu_milli, spec.memory_mib,
@@ -112,12 +106,12 @@ def choose(cluster: Cluster, spec: WorkloadSpec, scorer: Scorer) -> Choice:
     node = scores.best
     score = scores.delta.item(node)
     if score == np.inf:
-        raise _why_not(cluster, spec, shape)
+        raise why_not(cluster, spec, shape)
     if spec.num_gpu == 0:
         return Choice(node, (), None, 0, 0, reason="cpu_only", waste_delta=score)
     if mode is SharingMode.EXCLUSIVE:
         count = spec.num_gpu
-        idle = _idle_ok(cluster, np.array([node]), shape)[0]
+        idle = idle_fits(cluster, np.array([node]), shape)[0]
         cols = tuple(int(c) for c in np.flatnonzero(idle)[:count])
         reason = "exclusive_gpus" if spec.is_whole else "strict_isolation_exclusive"
         return Choice(node, cols, SharingMode.EXCLUSIVE, WHOLE_GPU_MILLI, 0, reason=reason,
@@ -223,7 +217,7 @@ def _score_rows(cluster: Cluster, rows: IntArray, shape: Shape,
     total = cluster.total[rows]
     idle = cluster.idle[rows]
     if shape.mode is SharingMode.EXCLUSIVE:
-        fits = np.flatnonzero(_idle_ok(cluster, rows, shape).sum(axis=1) >= shape.num_gpu)
+        fits = np.flatnonzero(idle_fits(cluster, rows, shape).sum(axis=1) >= shape.num_gpu)
         if fits.size < rows.size:
             rows, cpu, mem, keep = rows[fits], cpu[fits], mem[fits], keep[fits]
             total, idle = total[fits], idle[fits]
@@ -238,7 +232,7 @@ def _score_rows(cluster: Cluster, rows: IntArray, shape: Shape,
                                   total - WHOLE_GPU_MILLI * idle, stranding) - cache.waste[rows]
         return delta, col
     milli = shape.gpu_milli
-    ok = _share_ok(cluster, rows, shape)
+    ok = share_fits(cluster, rows, shape)
     free = cluster.free[rows]
     table, mean_delta = tables.delta(milli)
     is_idle = free == WHOLE_GPU_MILLI
@@ -287,14 +281,14 @@ def _score_few(cluster: Cluster, rows: IntArray, shape: Shape,
                                     stranding) - before
             continue
         if shape.mode is SharingMode.EXCLUSIVE:
-            if int(_idle_ok(cluster, rows[k:k + 1], shape).sum()) < shape.num_gpu:
+            if int(idle_fits(cluster, rows[k:k + 1], shape).sum()) < shape.num_gpu:
                 continue
             left, idle_left = total - WHOLE_GPU_MILLI * shape.num_gpu, idle - shape.num_gpu
             delta[k] = waste_scalar(tables, left, cpu, mem, frag.tolist(), idle_left,
                                     left - WHOLE_GPU_MILLI * idle_left, stranding) - before
             continue
         milli = shape.gpu_milli
-        ok = _share_ok(cluster, rows[k:k + 1], shape)[0].tolist()
+        ok = share_fits(cluster, rows[k:k + 1], shape)[0].tolist()
         if products is not None:
             ok = [a and b for a, b in zip(ok, products[node].tolist(), strict=True)]
         table, mean_delta = tables.delta(milli)
@@ -323,92 +317,3 @@ def _score_few(cluster: Cluster, rows: IntArray, shape: Shape,
                 best, best_col = score, idle_col
         delta[k], col[k] = best, best_col
     return delta, col
-
-
-def _idle_ok(cluster: Cluster, nodes: IntArray, shape: Shape) -> BoolArray:
-    """Idle GPUs of ``nodes`` that the (exclusive) shape may take."""
-    ok = cluster.free[nodes] == WHOLE_GPU_MILLI
-    if shape.gpu_products:
-        ok &= cluster.product_mask(shape.gpu_products)[nodes]
-    if shape.gpu_memory_mib > 0:
-        ok &= cluster.gmem_known[nodes] & (cluster.gmem_total[nodes] >= shape.gpu_memory_mib)
-    result: BoolArray = ok
-    return result
-
-
-def _share_ok(cluster: Cluster, nodes: IntArray, shape: Shape) -> BoolArray:
-    """GPUs of ``nodes`` that can take the share (mode, client limit, compute, memory)."""
-    assert shape.mode is not None
-    milli = shape.gpu_milli
-    if shape.gpu_memory_mib > 0:  # stated memory: checked against the GPU's free memory
-        mode = cluster.mode[nodes]
-        ok = ((cluster.free[nodes] >= milli) & cluster.gmem_known[nodes]
-              & (cluster.gmem_free[nodes] >= shape.gpu_memory_mib)
-              & ((mode == 0) | (mode == MODE_CODE[shape.mode]))
-              & (cluster.clients[nodes] < MAX_CLIENTS_PER_GPU))
-    else:  # compute share and its proportional memory (Cluster.share_cap)
-        ok = cluster.share_cap[MODE_CODE[shape.mode]][nodes] >= milli
-    if shape.gpu_products:
-        ok &= cluster.product_mask(shape.gpu_products)[nodes]
-    result: BoolArray = ok
-    return result
-
-
-def share_memory_charge(cluster: Cluster, node: int, col: int, spec: WorkloadSpec) -> int:
-    """GPU memory a share is charged on a GPU: the stated amount, else its compute share of
-    the GPU's memory (0 when the GPU's memory is unknown)."""
-    if spec.gpu_memory_mib > 0:
-        return spec.gpu_memory_mib
-    if not cluster.gmem_known[node, col]:
-        return 0
-    return int(cluster.gmem_total[node, col]) * spec.gpu_milli // WHOLE_GPU_MILLI
-
-
-def _why_not(cluster: Cluster, spec: WorkloadSpec, shape: Shape) -> Infeasible:
-    """The dominant reason why no node fits ``spec``."""
-    host = (cluster.cpu_free >= spec.cpu_milli) & (cluster.mem_free >= spec.memory_mib)
-    if not host.any():
-        return Infeasible("insufficient_cpu_or_memory",
-                          f"no node has {spec.cpu_milli} CPU milli and {spec.memory_mib} MiB "
-                          "memory free")
-    if spec.num_gpu and not cluster.product_mask(spec.gpu_products)[host].any():
-        return Infeasible("no_allowed_gpu_product",
-                          f"no node with enough CPU and memory has a GPU of "
-                          f"{sorted(spec.gpu_products) or 'any product'}")
-    where = f"on a node with {spec.cpu_milli} CPU milli and {spec.memory_mib} MiB memory free"
-    if shape.mode is SharingMode.EXCLUSIVE:
-        count = spec.num_gpu if spec.is_whole else 1
-        return Infeasible("no_idle_gpus",
-                          f"no {count} idle GPU(s) of the allowed products {where}")
-    assert shape.mode is not None
-    return Infeasible("no_gpu_share_fits",
-                      f"no GPU of the allowed products has {spec.gpu_milli} milli free in "
-                      f"{shape.mode.value} mode {where}")
-
-
-def _mig(cluster: Cluster, spec: WorkloadSpec) -> Choice | None:
-    """A MIG instance for a STRICT share on a MIG-capable GPU: pack GPUs already in MIG mode
-    first, then the one with the least free compute left; None when no MIG GPU fits."""
-    host = (cluster.cpu_free >= spec.cpu_milli) & (cluster.mem_free >= spec.memory_mib)
-    cand = (cluster.product_mask(spec.gpu_products) & cluster.mig_capable & host[:, None]
-            & ((cluster.mode == 0) | (cluster.mode == MODE_CODE[SharingMode.MIG])))
-    best: tuple[tuple[int, int, int, int], Choice] | None = None
-    for node, col in zip(*(a.tolist() for a in np.nonzero(cand)), strict=True):
-        product = cluster.product_of(node, col)
-        if product is None:
-            continue
-        prof = mig_profile_for(product, spec.gpu_milli, spec.gpu_memory_mib)
-        if prof is None:
-            continue
-        milli = product.mig_milli(prof.compute_slices)
-        if cluster.free[node, col] < milli:
-            continue
-        start = free_start(product, cluster.mig_layout(node, col), prof)
-        if start is None:
-            continue
-        in_mig = int(cluster.mode[node, col] == MODE_CODE[SharingMode.MIG])
-        key = (-in_mig, int(cluster.free[node, col]) - milli, node, col)
-        if best is None or key < best[0]:
-            best = (key, Choice(node, (col,), SharingMode.MIG, milli, prof.memory_mib,
-                                prof.name, start, "strict_isolation_mig"))
-    return best[1] if best is not None else None

@@ -1,0 +1,118 @@
+"""Whether a request fits: the request's shape, which GPUs can take it (whole or shared), a
+STRICT share's MIG instance, and the dominant reason when nothing fits. Pure functions of the
+cluster arrays; the scoring of the feasible candidates is ``policy``'s."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.domain.cluster import MODE_CODE, BoolArray, Choice, Cluster, IntArray
+from scheduler.domain.errors import Infeasible
+from scheduler.domain.mig import free_start
+from scheduler.domain.model import WHOLE_GPU_MILLI, SharingMode, WorkloadSpec
+from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU, mig_profile_for
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """Everything about a request that the choice of node depends on."""
+
+    num_gpu: int
+    gpu_milli: int
+    cpu_milli: int
+    memory_mib: int
+    gpu_memory_mib: int
+    gpu_products: frozenset[str]
+    mode: SharingMode | None  # None for CPU-only
+
+
+
+def idle_fits(cluster: Cluster, nodes: IntArray, shape: Shape) -> BoolArray:
+    """Idle GPUs of ``nodes`` that the (exclusive) shape may take."""
+    ok = cluster.free[nodes] == WHOLE_GPU_MILLI
+    if shape.gpu_products:
+        ok &= cluster.product_mask(shape.gpu_products)[nodes]
+    if shape.gpu_memory_mib > 0:
+        ok &= cluster.gmem_known[nodes] & (cluster.gmem_total[nodes] >= shape.gpu_memory_mib)
+    result: BoolArray = ok
+    return result
+
+
+def share_fits(cluster: Cluster, nodes: IntArray, shape: Shape) -> BoolArray:
+    """GPUs of ``nodes`` that can take the share (mode, client limit, compute, memory)."""
+    assert shape.mode is not None
+    milli = shape.gpu_milli
+    if shape.gpu_memory_mib > 0:  # stated memory: checked against the GPU's free memory
+        mode = cluster.mode[nodes]
+        ok = ((cluster.free[nodes] >= milli) & cluster.gmem_known[nodes]
+              & (cluster.gmem_free[nodes] >= shape.gpu_memory_mib)
+              & ((mode == 0) | (mode == MODE_CODE[shape.mode]))
+              & (cluster.clients[nodes] < MAX_CLIENTS_PER_GPU))
+    else:  # compute share and its proportional memory (Cluster.share_cap)
+        ok = cluster.share_cap[MODE_CODE[shape.mode]][nodes] >= milli
+    if shape.gpu_products:
+        ok &= cluster.product_mask(shape.gpu_products)[nodes]
+    result: BoolArray = ok
+    return result
+
+
+def share_memory_charge(cluster: Cluster, node: int, col: int, spec: WorkloadSpec) -> int:
+    """GPU memory a share is charged on a GPU: the stated amount, else its compute share of
+    the GPU's memory (0 when the GPU's memory is unknown)."""
+    if spec.gpu_memory_mib > 0:
+        return spec.gpu_memory_mib
+    if not cluster.gmem_known[node, col]:
+        return 0
+    return int(cluster.gmem_total[node, col]) * spec.gpu_milli // WHOLE_GPU_MILLI
+
+
+def why_not(cluster: Cluster, spec: WorkloadSpec, shape: Shape) -> Infeasible:
+    """The dominant reason why no node fits ``spec``."""
+    host = (cluster.cpu_free >= spec.cpu_milli) & (cluster.mem_free >= spec.memory_mib)
+    if not host.any():
+        return Infeasible("insufficient_cpu_or_memory",
+                          f"no node has {spec.cpu_milli} CPU milli and {spec.memory_mib} MiB "
+                          "memory free")
+    if spec.num_gpu and not cluster.product_mask(spec.gpu_products)[host].any():
+        return Infeasible("no_allowed_gpu_product",
+                          f"no node with enough CPU and memory has a GPU of "
+                          f"{sorted(spec.gpu_products) or 'any product'}")
+    where = f"on a node with {spec.cpu_milli} CPU milli and {spec.memory_mib} MiB memory free"
+    if shape.mode is SharingMode.EXCLUSIVE:
+        count = spec.num_gpu if spec.is_whole else 1
+        return Infeasible("no_idle_gpus",
+                          f"no {count} idle GPU(s) of the allowed products {where}")
+    assert shape.mode is not None
+    return Infeasible("no_gpu_share_fits",
+                      f"no GPU of the allowed products has {spec.gpu_milli} milli free in "
+                      f"{shape.mode.value} mode {where}")
+
+
+def mig_choice(cluster: Cluster, spec: WorkloadSpec) -> Choice | None:
+    """A MIG instance for a STRICT share on a MIG-capable GPU: pack GPUs already in MIG mode
+    first, then the one with the least free compute left; None when no MIG GPU fits."""
+    host = (cluster.cpu_free >= spec.cpu_milli) & (cluster.mem_free >= spec.memory_mib)
+    cand = (cluster.product_mask(spec.gpu_products) & cluster.mig_capable & host[:, None]
+            & ((cluster.mode == 0) | (cluster.mode == MODE_CODE[SharingMode.MIG])))
+    best: tuple[tuple[int, int, int, int], Choice] | None = None
+    for node, col in zip(*(a.tolist() for a in np.nonzero(cand)), strict=True):
+        product = cluster.product_of(node, col)
+        if product is None:
+            continue
+        prof = mig_profile_for(product, spec.gpu_milli, spec.gpu_memory_mib)
+        if prof is None:
+            continue
+        milli = product.mig_milli(prof.compute_slices)
+        if cluster.free[node, col] < milli:
+            continue
+        start = free_start(product, cluster.mig_layout(node, col), prof)
+        if start is None:
+            continue
+        in_mig = int(cluster.mode[node, col] == MODE_CODE[SharingMode.MIG])
+        key = (-in_mig, int(cluster.free[node, col]) - milli, node, col)
+        if best is None or key < best[0]:
+            best = (key, Choice(node, (col,), SharingMode.MIG, milli, prof.memory_mib,
+                                prof.name, start, "strict_isolation_mig"))
+    return best[1] if best is not None else None
