@@ -36,7 +36,8 @@ class ForecasterSettings:
     min_baseline_pairs: int = 12
     guard_margin: float = 0.25  # fall back when recent WAPE > best baseline x (1 + margin)
     p90_level: float = 0.91  # quantile of recent residuals used for p90 (dev traces: ~0.90)
-    max_train_rows: int = 4000
+    max_train_rows: int = 4000  # training rows of a window, thinned evenly to at most this
+    max_fit_rows: int = 3000  # the median-regression fits use the newest this many of them
     cache_entries: int = 4096
 
     def __post_init__(self) -> None:
@@ -44,6 +45,8 @@ class ForecasterSettings:
                      "seasonal_window_s", "seasonal_step_s", "validation_s", "calibration_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"ForecasterSettings.{name} must be > 0")
+        if self.max_fit_rows < 1:
+            raise ValueError("ForecasterSettings.max_fit_rows must be >= 1")
         if not 0.5 <= self.p90_level < 1.0:
             raise ValueError("ForecasterSettings.p90_level must be in [0.5, 1)")
         if self.guard_margin < 0:

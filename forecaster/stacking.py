@@ -2,7 +2,9 @@
 short means, EWMA, same-time-yesterday deltas, seasonal naive) and, when a seasonal backend is
 given, Prophet's daily/weekly shape applied to the latest level.
 
-Per anchor: fit on the pairs whose targets fall in the training window before the anchor; with
+Per anchor: fit on the pairs whose targets fall in the training window before the anchor (its
+rows thinned evenly to ``max_train_rows``, of which the fits use the newest ``max_fit_rows``: on a
+7-day 1-minute history, its last ~6 days: recent data is what a level model needs); with
 ``guard`` on, first refit on all but the last ``validation_s`` and compare that model's WAPE on
 the held-out pairs with the naive baselines; fall back to the best baseline when the model is
 worse by more than ``guard_margin`` (reason ``worse_than_baseline``). Too little history falls
@@ -83,7 +85,7 @@ class StackingForecaster(AnchoredForecaster):
         coefs: dict[int, FloatArray] = {}
         for k in reversed(leads):  # the headline lead first; each fit warm-starts the next
             origins = training_origins(h, anchor_s, k, s.train_window_s, s.max_train_rows)
-            coefs[k] = previous = _median_fit(h, origins, k, curve, previous)
+            coefs[k] = previous = _median_fit(h, origins[-s.max_fit_rows:], k, curve, previous)
         return LinearFit(coefs, curve, self.name, reason, wape)
 
     def _validate(self, h: History, anchor_s: float, lead: int, curve: SeasonalCurve | None,
@@ -102,7 +104,7 @@ class StackingForecaster(AnchoredForecaster):
         denom = float(np.sum(np.abs(y)))
         if denom <= 0:
             return float("nan"), None, None
-        coef = _median_fit(h, fit_rows, lead, curve)
+        coef = _median_fit(h, fit_rows[-s.max_fit_rows:], lead, curve)
         x = _design(h, val_rows, lead, curve)
         model_wape = 100 * float(np.sum(np.abs(y - np.maximum(x @ coef, 0.0)))) / denom
         base = baseline_wapes(h, val_rows, lead, y, denom)

@@ -9,7 +9,7 @@ import pytest
 from forecaster.api import forecast
 from forecaster.errors import UnknownMethodError
 from forecaster.features import History
-from forecaster.models import Predictions
+from forecaster.models import LinearFit, Predictions
 from forecaster.registry import get_forecaster, register
 from forecaster.settings import ForecasterSettings
 from forecaster.stacking import StackingForecaster
@@ -64,6 +64,27 @@ def test_short_history_falls_back_to_a_baseline_with_the_reason() -> None:
     fit = StackingForecaster("level").fit(h, START.timestamp() + 3600, (1, 2, 4, 8, 16, 20))
     assert fit.reason == "short_history"
     assert fit.method in ("persistence", "hour_mean", "seasonal_naive")
+
+
+def test_on_a_long_history_the_level_model_fits_only_its_newest_training_rows() -> None:
+    values = diurnal(20, 300, seed=4)
+    changed = values.copy()
+    changed[:6 * 288] *= 3.0  # the first six days: older than anything the newest rows see
+    anchor_s = START.timestamp() + 20 * 86_400
+    leads = (1, 3, 4)
+
+    def coefs(data: np.ndarray, fit_rows: int) -> list[np.ndarray]:
+        settings = ForecasterSettings(max_fit_rows=fit_rows)
+        fit = StackingForecaster("level", settings=settings).fit(
+            history(data, 300), anchor_s, leads)
+        assert isinstance(fit, LinearFit) and fit.reason == ""
+        return [fit.coefs[k] for k in leads]
+
+    # the same up to the rounding of running sums over the changed values
+    for before, after in zip(coefs(values, 500), coefs(changed, 500), strict=True):
+        np.testing.assert_allclose(before, after, rtol=1e-7, atol=1e-9)
+    unbounded = zip(coefs(values, 4000), coefs(changed, 4000), strict=True)
+    assert any(not np.allclose(before, after, rtol=1e-4) for before, after in unbounded)
 
 
 def test_a_model_that_did_worse_than_a_baseline_recently_is_replaced() -> None:
