@@ -37,7 +37,7 @@ class ForecasterSettings:
     guard_margin: float = 0.25  # fall back when recent WAPE > best baseline x (1 + margin)
     p90_level: float = 0.91  # quantile of recent residuals used for p90 (dev traces: ~0.90)
     max_train_rows: int = 4000  # training rows of a window, thinned evenly to at most this
-    max_fit_rows: int = 3000  # the median-regression fits use the newest this many of them
+    max_fit_rows: int = 2500  # the median-regression fits use the newest this many of them
     cache_entries: int = 4096
 
     def __post_init__(self) -> None:

@@ -4,7 +4,7 @@ given, Prophet's daily/weekly shape applied to the latest level.
 
 Per anchor: fit on the pairs whose targets fall in the training window before the anchor (its
 rows thinned evenly to ``max_train_rows``, of which the fits use the newest ``max_fit_rows``: on a
-7-day 1-minute history, its last ~6 days: recent data is what a level model needs); with
+7-day 1-minute history, its last ~5 days: recent data is what a level model needs); with
 ``guard`` on, first refit on all but the last ``validation_s`` and compare that model's WAPE on
 the held-out pairs with the naive baselines; fall back to the best baseline when the model is
 worse by more than ``guard_margin`` (reason ``worse_than_baseline``). Too little history falls
