@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
+from controlplane.autoscaling.issued import IssuedForecast
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.demand import Demand
 from controlplane.domain.desired import PoolSpec
@@ -18,7 +19,7 @@ from controlplane.domain.observed import ObservedState
 from controlplane.domain.placement import FleetPlacement
 from controlplane.domain.sharing_config import SharingLayout
 from controlplane.domain.tick import TickReport
-from forecaster.types import Forecast
+from forecaster.types import Forecast, TrafficSeries
 
 
 class Clock(Protocol):
@@ -65,6 +66,35 @@ class PlacementClient(Protocol):
 class ForecastReader(Protocol):
     def latest_forecasts(self) -> Mapping[str, Forecast]:
         """Newest stored forecast per model."""
+        ...
+
+
+class RateHistory(Protocol):
+    def rate_history(self, model: str, since_at: datetime, until_at: datetime,
+                     step_s: int) -> TrafficSeries:
+        """Observed demand of one model in [since_at, until_at): mean per step, NaN where
+        nothing was observed."""
+        ...
+
+
+class ForecastLedger(Protocol):
+    """The first step of every forecast the reconcile loop acted on, and its outcome."""
+
+    def record_issued(self, issued: Sequence[IssuedForecast]) -> None:
+        """Store each record whose (model, target_at) is not stored yet; a stored one is kept
+        as it is."""
+        ...
+
+    def record_scored(self, scored: Sequence[IssuedForecast]) -> None:
+        """Store the observed rate of each record not scored yet; a scored one is kept."""
+        ...
+
+    def issued_since(self, since_at: datetime) -> tuple[IssuedForecast, ...]:
+        """Records with target_at >= since_at, oldest first."""
+        ...
+
+    def prune_issued(self, before_at: datetime) -> int:
+        """Delete records with target_at < before_at; returns how many went."""
         ...
 
 

@@ -2,7 +2,9 @@
 
 Demand, replicas and warm pools come from the autoscaling core (``controlplane.autoscaling``: the
 policy of ``settings.autoscaling``, its warm-pool ladder, GPU budgets and guards), the same core
-``headroom simulate`` measures; the scheduler's PlanFleet places the hot replicas.
+``headroom simulate`` measures; the scheduler's PlanFleet places the hot replicas. The forecasts'
+upper tails are calibrated from their own recent errors, as in the simulator, from records kept
+in the store (``controlplane.forecast_calibration``).
 
 Level-triggered: every tick recomputes from the full snapshot and sets absolute targets, so running
 it twice is harmless and a crash at any point is repaired by the next tick.
@@ -24,13 +26,16 @@ from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.plan import Plan
 from controlplane.domain.tick import TickReport, TickStatus
+from controlplane.forecast_calibration import CalibrationConfig, calibrated_latest
 from controlplane.ports import (
     Clock,
     ClusterReader,
     DecisionStore,
+    ForecastLedger,
     ForecastReader,
     NodePoolActuator,
     PlacementClient,
+    RateHistory,
     ReplicaActuator,
 )
 
@@ -49,6 +54,7 @@ class ReconcileConfig:
     budgets: Budgets
     max_staleness_s: float
     dry_run: bool
+    calibration: CalibrationConfig
 
     @property
     def specs(self) -> tuple[ModelSpec, ...]:
@@ -64,6 +70,8 @@ class ReconcileDeps:
     placement: PlacementClient
     forecasts: ForecastReader
     decisions: DecisionStore
+    history: RateHistory  # observed demand: volatility and outcomes of issued forecasts
+    ledger: ForecastLedger  # issued forecasts and their outcomes (calibration)
 
 
 def _skipped(deps: ReconcileDeps, observed: ObservedState, reason: str) -> TickReport:
@@ -110,9 +118,11 @@ def reconcile_once(deps: ReconcileDeps, config: ReconcileConfig) -> TickReport:
 
 def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState,
            now: datetime) -> TickDecision:
-    """The core's sizing, PlanFleet for the hot replicas, the ladder's warm GPUs, the guards."""
-    sizing = size(observed, deps.forecasts.latest_forecasts(), config.models, config.policy,
-                  config.budgets, now)
+    """Calibrated forecasts, the core's sizing, PlanFleet for the hot replicas, the ladder's
+    warm GPUs, the guards."""
+    forecasts = calibrated_latest(deps.forecasts.latest_forecasts(), deps.ledger, deps.history,
+                                  config.calibration, now)
+    sizing = size(observed, forecasts, config.models, config.policy, config.budgets, now)
     deps.placement.sync_inventory(observed)
     placed = deps.placement.plan_fleet(placement_demands(sizing, config.models), config.specs,
                                        config.pools)

@@ -18,6 +18,7 @@ from controlplane.autoscaling.from_settings import policy_from_settings
 from controlplane.autoscaling.live import cold_wake_s, live_models
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.tick import TickReport
+from controlplane.forecast_calibration import CalibrationConfig
 from controlplane.forecast_job import JobConfig, run_job
 from controlplane.ports import Clock
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps, reconcile_once
@@ -27,6 +28,7 @@ from controlplane.sim.catalog import DEMO_MODELS, DEMO_TRAFFIC
 from controlplane.sim.clock import VirtualClock
 from controlplane.sim.cluster import SimCluster
 from controlplane.store import Store
+from controlplane.store.ledger import SqlForecastLedger
 from forecaster.types import Forecast
 from scheduler.engine import PlacementEngine
 
@@ -56,6 +58,7 @@ def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> Reconc
                         settings.safety.cluster_gpu_budget),
         max_staleness_s=settings.reconcile.max_staleness_s,
         dry_run=settings.safety.dry_run,
+        calibration=CalibrationConfig(auto.calibration_window_s, auto.calibration_errors),
     )
 
 
@@ -96,7 +99,8 @@ class SimRuntime:
         self.deps = ReconcileDeps(clock=self.clock, reader=self.cluster, node_pools=self.cluster,
                                   replicas=self.cluster,
                                   placement=LocalPlacementClient(self.engine),
-                                  forecasts=store, decisions=store)
+                                  forecasts=store, decisions=store, history=store,
+                                  ledger=SqlForecastLedger(store.engine))
         self.config = reconcile_config(settings, self.specs)
         self.tally = ServedTally()
         self.ticks = 0

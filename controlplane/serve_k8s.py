@@ -16,6 +16,7 @@ from controlplane.reconcile import ReconcileDeps, reconcile_once
 from controlplane.runtime import keda_servicer, reconcile_config, refresh_forecasts
 from controlplane.settings import Settings
 from controlplane.store import Store
+from controlplane.store.ledger import SqlForecastLedger
 from controlplane.store.relayout import SqlRelayoutStore
 from scheduler.engine import PlacementEngine
 from scheduler.server import create_server, stop
@@ -38,7 +39,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     placement = LocalPlacementClient(engine)
     deps = ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
                          replicas=backend.replicas, placement=placement, forecasts=store,
-                         decisions=store)
+                         decisions=store, history=store, ledger=SqlForecastLedger(store.engine))
     config = reconcile_config(settings, specs)
 
     def keep_lease() -> None:

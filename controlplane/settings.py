@@ -19,6 +19,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from controlplane.autoscaling.calibration import MIN_ERRORS
 from controlplane.domain.desired import PoolSpec
 
 _YAML_FILE: ContextVar[Path | None] = ContextVar("headroom_yaml_file", default=None)
@@ -131,6 +132,9 @@ class AutoscalingSettings(Group):
                                                "utilization (KEDA/HPA)")
     calibration_errors: int = Field(4032, ge=10, description="recent forecast errors kept to "
                                     "calibrate the upper tail")
+    calibration_window_s: float = Field(14 * 86400, gt=0, description="reconcile loop: issued "
+                                        "forecasts and their errors are kept this long in the "
+                                        "store, then pruned")
     tenant_gpu_budgets: dict[str, float] = Field(default_factory=dict, description="tenant -> "
                                                  "max GPUs its models may hold (warm included)")
     static_peak_rps: dict[str, float] = Field(default_factory=dict, description="static: model "
@@ -227,6 +231,13 @@ class Settings(BaseSettings):
             raise ValueError("forecast.horizon_s must be >= forecast.step_s")
         if self.reconcile.max_staleness_s < self.reconcile.interval_s:
             raise ValueError("reconcile.max_staleness_s must be >= reconcile.interval_s")
+        holds = self.autoscaling.calibration_window_s / self.forecast.interval_s
+        if holds < MIN_ERRORS:
+            raise ValueError(
+                f"autoscaling.calibration_window_s ({self.autoscaling.calibration_window_s:g} s) "
+                f"holds {holds:g} forecast refreshes (forecast.interval_s = "
+                f"{self.forecast.interval_s:g} s); the upper tail is calibrated from "
+                f"{MIN_ERRORS} errors, so it must be >= {MIN_ERRORS * self.forecast.interval_s:g}")
         names = [p.name for p in self.pools]
         if len(names) != len(set(names)):
             raise ValueError("pools: names must be unique")

@@ -14,7 +14,7 @@ them when present. Only targets already observed enter, so nothing looks ahead.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
@@ -23,13 +23,24 @@ from forecaster.types import Forecast, TrafficSeries
 
 #: Volatility never counts as less than this (a flat series would otherwise divide by ~0).
 MIN_SIGMA = 0.01
+#: Steps of history the volatility of a forecast's origin is measured over.
+VOLATILITY_STEPS = 12
+#: Errors seen before the tail is calibrated (fewer: the forecast's own p90 shape is used).
+MIN_ERRORS = 48
 
 
-def recent_volatility(series: TrafficSeries, steps: int = 12) -> float:
+def recent_volatility(series: TrafficSeries, steps: int = VOLATILITY_STEPS) -> float:
     """Mean absolute log change over the last ``steps`` steps (zeros and gaps skipped)."""
     values = [v for v in series.values[-(steps + 1):] if v > 0 and math.isfinite(v)]
     changes = [abs(math.log(b / a)) for a, b in pairwise(values)]
     return max(MIN_SIGMA, sum(changes) / len(changes)) if changes else MIN_SIGMA
+
+
+def scaled_error(predicted_p50: float, actual: float, sigma: float = 1.0) -> float | None:
+    """log(actual / p50) / sigma; None for zero or missing values (collection gaps)."""
+    if not (predicted_p50 > 0 and actual > 0) or not math.isfinite(actual / predicted_p50):
+        return None
+    return math.log(actual / predicted_p50) / max(MIN_SIGMA, sigma)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,14 +49,19 @@ class ForecastErrors:
 
     scaled_errors: tuple[float, ...] = ()
     max_size: int = 4032
-    min_count: int = 48
+    min_count: int = MIN_ERRORS
 
     def observe(self, predicted_p50: float, actual: float, sigma: float = 1.0) -> ForecastErrors:
         """Add one error; zero or missing values (collection gaps) carry no ratio: skipped."""
-        if not (predicted_p50 > 0 and actual > 0) or not math.isfinite(actual / predicted_p50):
+        error = scaled_error(predicted_p50, actual, sigma)
+        if error is None:
             return self
-        error = math.log(actual / predicted_p50) / max(MIN_SIGMA, sigma)
         return replace(self, scaled_errors=(*self.scaled_errors, error)[-self.max_size:])
+
+    def observe_all(self, observed: Iterable[tuple[float, float, float]]) -> ForecastErrors:
+        """``observe`` each (predicted_p50, actual, sigma) in order, in one step."""
+        errors = [e for e in (scaled_error(*o) for o in observed) if e is not None]
+        return replace(self, scaled_errors=(*self.scaled_errors, *errors)[-self.max_size:])
 
     def ratios(self, sigma: float = 1.0,
                grid: Sequence[float] = CALIBRATION_GRID) -> dict[float, float] | None:

@@ -1,11 +1,12 @@
 """SQLModel tables: models, GPU inventory, forecasts, observations, placements, the audit trail
-(ticks -> plans -> actions -> outcomes) and GPU prices. Times are stored as UTC."""
+(ticks -> plans -> actions -> outcomes), GPU prices and the issued forecasts the live loop
+calibrates from. Times are stored as UTC."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Column, DateTime, Index, Text
+from sqlalchemy import Column, DateTime, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 
@@ -74,6 +75,24 @@ class ForecastRecord(SQLModel, table=True):
     method: str = Field(max_length=64)
     fallback_reason: str = Field(default="", max_length=200)
     backtest_wape: float | None = None
+
+
+class IssuedForecastRecord(SQLModel, table=True):
+    """The first step of one forecast the reconcile loop acted on, and, once the step has
+    passed, the mean observed rate over it (``controlplane.autoscaling.issued``)."""
+
+    __tablename__ = "issued_forecasts"
+    __table_args__ = (UniqueConstraint("model", "target_at", name="uq_issued_forecasts_model_at"),)
+    id: int | None = Field(default=None, primary_key=True)
+    model: str = Field(max_length=200)
+    target_at: datetime = Field(sa_column=_utc_column(index=True))
+    step_s: int
+    p50_rps: float
+    p90_rps: float
+    sigma: float
+    observed_rps: float | None = None
+    scored_at: datetime | None = Field(
+        default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
 
 
 class TickRecord(SQLModel, table=True):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from controlplane.domain.errors import TransientError
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.tick import TickStatus
-from controlplane.reconcile import SOURCE_UNREACHABLE, ReconcileDeps, reconcile_once
+from controlplane.reconcile import SOURCE_UNREACHABLE, reconcile_once
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store
@@ -56,8 +57,7 @@ def test_dry_run_records_plans_but_leaves_the_fleet_untouched(sqlite_url: str) -
 
 def test_an_unreachable_cluster_skips_the_tick_with_a_reason(sqlite_url: str) -> None:
     runtime = _runtime(sqlite_url)
-    deps = ReconcileDeps(runtime.clock, UnreachableReader(), runtime.cluster, runtime.cluster,
-                         runtime.deps.placement, runtime.store, runtime.store)
+    deps = replace(runtime.deps, reader=UnreachableReader())
     report = reconcile_once(deps, runtime.config)
     assert report.status is TickStatus.SKIPPED and report.reason == SOURCE_UNREACHABLE
     assert runtime.store.counts()["ticks"] == 1 and runtime.store.counts()["plans"] == 0

@@ -27,8 +27,14 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
      "pools.0: Value error, pool a: min_nodes > max_nodes"),
     ("forecast:\n  horizon_s: 30\n  step_s: 60\n", "forecast.horizon_s must be >= forecast.step_s"),
     ("reconcile: [1,\n", "line 2"),
+    ("autoscaling:\n  calibration_window_s: 0\n",
+     "autoscaling.calibration_window_s: Input should be greater than 0"),
+    ("autoscaling:\n  calibration_window_s: 3600\n",
+     "autoscaling.calibration_window_s (3600 s) holds 12 forecast refreshes (forecast.interval_s "
+     "= 300 s); the upper tail is calibrated from 48 errors, so it must be >= 14400"),
 ], ids=["negative interval", "misspelt key", "unknown top-level key", "pool bounds",
-        "cross-field horizon", "broken yaml"])
+        "cross-field horizon", "broken yaml", "calibration window zero",
+        "calibration window too short to calibrate"])
 def test_bad_configuration_is_one_line_naming_the_field(tmp_path: Path, yaml_text: str,
                                                         expected: str) -> None:
     config = tmp_path / "bad.yaml"

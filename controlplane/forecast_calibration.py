@@ -1,0 +1,63 @@
+"""The reconcile loop's forecast calibration: the shell around ``autoscaling.issued``.
+
+Each tick, before sizing, with ``now`` passed in:
+
+    prune records older than the window -> score the due ones from the observed history
+      -> record the first step of each new forecast, with the series' volatility at its origin
+      -> calibrate the latest forecasts from the stored records (pure)
+
+Everything lives in the store (``ForecastLedger``), nothing in memory, so a restarted process
+calibrates as the stopped one did, and a tick that runs twice changes nothing the second time.
+The history is the one the forecast job fits on (the store's observations).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from controlplane.autoscaling.calibration import VOLATILITY_STEPS, recent_volatility
+from controlplane.autoscaling.issued import (
+    IssuedForecast,
+    calibrated_forecasts,
+    issued,
+    unrecorded,
+)
+from controlplane.ports import ForecastLedger, RateHistory
+from forecaster.types import Forecast
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationConfig:
+    window_s: float  # records older than this are pruned (settings.autoscaling)
+    max_errors: int  # newest errors kept (ForecastErrors.max_size)
+
+
+def observed_mean_rps(history: RateHistory, record: IssuedForecast) -> float | None:
+    """Mean observed rate over the record's step; None when nothing was observed."""
+    series = history.rate_history(record.model, record.target_at, record.end_at, record.step_s)
+    values = [v for v in series.values if math.isfinite(v)]
+    return sum(values) / len(values) if values else None
+
+
+def volatility_at(history: RateHistory, forecast: Forecast) -> float:
+    """``recent_volatility`` of the series the forecast was made from, up to its origin."""
+    since_at = forecast.origin_at - timedelta(seconds=forecast.step_s * (VOLATILITY_STEPS + 1))
+    return recent_volatility(history.rate_history(forecast.series_id, since_at,
+                                                  forecast.origin_at, forecast.step_s))
+
+
+def calibrated_latest(forecasts: Mapping[str, Forecast], ledger: ForecastLedger,
+                      history: RateHistory, config: CalibrationConfig,
+                      now: datetime) -> dict[str, Forecast]:
+    """Score, record and prune the ledger; the latest forecasts with calibrated upper tails."""
+    since_at = now - timedelta(seconds=config.window_s)
+    ledger.prune_issued(since_at)
+    records = ledger.issued_since(since_at)
+    ledger.record_scored(tuple(r.scored(observed_mean_rps(history, r), now)
+                               for r in records if r.is_due(now)))
+    new = (issued(f, volatility_at(history, f)) for f in unrecorded(forecasts, records, since_at))
+    ledger.record_issued(tuple(r for r in new if r is not None))
+    return calibrated_forecasts(forecasts, ledger.issued_since(since_at), config.max_errors)

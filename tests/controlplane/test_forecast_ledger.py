@@ -1,0 +1,63 @@
+"""Issued forecasts persist in the SQL store (SQLite and PostgreSQL) and its migrations."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import inspect
+
+from controlplane.autoscaling.issued import IssuedForecast
+from controlplane.store import Store, downgrade, upgrade
+from controlplane.store.ledger import SqlForecastLedger
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+def _record(model: str, minute: int, p50: float = 10.0) -> IssuedForecast:
+    return IssuedForecast(model, T0 + timedelta(minutes=minute), 60, p50, p50 * 1.2, 0.05)
+
+
+def test_issued_forecasts_round_trip_oldest_first(store_url: str) -> None:
+    ledger = SqlForecastLedger(Store.open(store_url, migrate=True).engine)
+    later, earlier, other = _record("a", 5), _record("a", 0), _record("b", 0, p50=3.5)
+    ledger.record_issued([later, earlier, other])
+    assert ledger.issued_since(T0) == (earlier, other, later)
+    assert ledger.issued_since(T0 + timedelta(minutes=1)) == (later,)
+
+
+def test_recording_a_forecast_twice_keeps_the_first_record(store_url: str) -> None:
+    ledger = SqlForecastLedger(Store.open(store_url, migrate=True).engine)
+    first = _record("a", 0)
+    ledger.record_issued([first])
+    ledger.record_issued([_record("a", 0, p50=99.0), _record("a", 1)])
+    assert ledger.issued_since(T0) == (first, _record("a", 1))
+
+
+def test_a_scored_record_is_never_scored_again(store_url: str) -> None:
+    ledger = SqlForecastLedger(Store.open(store_url, migrate=True).engine)
+    ledger.record_issued([_record("a", 0), _record("a", 1)])
+    scored_at = T0 + timedelta(minutes=2)
+    first = _record("a", 0).scored(12.5, scored_at)
+    gap = _record("a", 1).scored(None, scored_at)
+    ledger.record_scored([first, gap])
+    ledger.record_scored([_record("a", 0).scored(50.0, scored_at + timedelta(minutes=1))])
+    assert ledger.issued_since(T0) == (first, gap)
+
+
+def test_pruning_drops_the_records_older_than_the_window(store_url: str) -> None:
+    ledger = SqlForecastLedger(Store.open(store_url, migrate=True).engine)
+    ledger.record_issued([_record("a", m) for m in range(5)])
+    assert ledger.prune_issued(T0 + timedelta(minutes=3)) == 3
+    assert [r.target_at for r in ledger.issued_since(T0)] == [
+        T0 + timedelta(minutes=3), T0 + timedelta(minutes=4)]
+    assert ledger.prune_issued(T0 + timedelta(minutes=3)) == 0
+
+
+def test_the_issued_forecasts_table_migrates_up_and_down(store_url: str) -> None:
+    engine = Store.open(store_url, migrate=True).engine
+    assert "issued_forecasts" in inspect(engine).get_table_names()
+    downgrade(engine, "0002")
+    assert "issued_forecasts" not in inspect(engine).get_table_names()
+    assert "mig_relayouts" in inspect(engine).get_table_names()
+    upgrade(engine)
+    assert "issued_forecasts" in inspect(engine).get_table_names()

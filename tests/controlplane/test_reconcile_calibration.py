@@ -1,0 +1,151 @@
+"""The reconcile loop calibrates its forecasts' upper tails from their own errors, as the
+simulator does, from records in the store: a restart rebuilds them and a re-run tick counts
+each error once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from controlplane.autoscaling.calibration import MIN_ERRORS
+from controlplane.autoscaling.core import TickDecision
+from controlplane.autoscaling.issued import errors_from
+from controlplane.domain.demand import ratio_key
+from controlplane.forecast_calibration import calibrated_latest
+from controlplane.reconcile import decide
+from controlplane.runtime import SimRuntime
+from controlplane.settings import load_settings
+from controlplane.store import Store
+from controlplane.store.ledger import SqlForecastLedger
+from forecaster.types import Forecast
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+MODEL = "llama-3-70b"  # whole H100s, the only model on the H100 pool
+
+
+class Forecasts:
+    """One forecast of MODEL per minute, flat at ``fraction`` x the load seen now."""
+
+    def __init__(self, runtime: SimRuntime, fraction: float) -> None:
+        self.runtime, self.fraction = runtime, fraction
+
+    def latest_forecasts(self) -> Mapping[str, Forecast]:
+        seen = self.runtime.cluster.snapshot().model(MODEL)
+        assert seen is not None
+        origin_at = self.runtime.clock.now().replace(second=0, microsecond=0)
+        level = seen.demand_rps * self.fraction
+        return {MODEL: Forecast(MODEL, origin_at, 60, (level,) * 20, (level * 1.05,) * 20, "t")}
+
+
+def _runtime(url: str) -> SimRuntime:
+    settings = load_settings(db={"url": url}, sim={"history_s": 6 * 3600})
+    return SimRuntime.open(settings, Store.open(url, migrate=True), T0)
+
+
+def _undershot(runtime: SimRuntime, minutes: int = MIN_ERRORS + 4,
+               forecasts: Forecasts | None = None) -> SimRuntime:
+    """``minutes`` of ticks on ``forecasts`` (default: a third of the load that came)."""
+    runtime.deps = replace(runtime.deps, forecasts=forecasts or Forecasts(runtime, 1 / 3))
+    for _ in range(2 * minutes):
+        runtime.advance(30, run_jobs=False)
+        runtime.tick()
+    return runtime
+
+
+def _next_decision(runtime: SimRuntime, ledger: SqlForecastLedger | None = None) -> TickDecision:
+    """What the next tick decides on a forecast that is right now (with ``ledger``'s records)."""
+    deps = replace(runtime.deps, forecasts=Forecasts(runtime, fraction=1.0),
+                   ledger=ledger or runtime.deps.ledger)
+    return decide(deps, runtime.config, runtime.cluster.snapshot(), runtime.clock.now())
+
+
+def _warm_gpus(decision: TickDecision) -> int:
+    return sum(w.gpus for w in decision.placement.warm_pools if w.product == "H100-80GB")
+
+
+def _hot(decision: TickDecision) -> int:
+    return next(r.hot for r in decision.requests if r.model == MODEL)
+
+
+def _empty_ledger(tmp_path: Path) -> SqlForecastLedger:
+    return SqlForecastLedger(Store.open(f"sqlite:///{tmp_path / 'empty.db'}",
+                                        migrate=True).engine)
+
+
+def _scored_of(runtime: SimRuntime) -> int:
+    ledger = SqlForecastLedger(runtime.store.engine)
+    return len(errors_from([r for r in ledger.issued_since(T0) if r.model == MODEL],
+                           runtime.config.calibration.max_errors).scaled_errors)
+
+
+def test_a_model_whose_forecasts_kept_undershooting_gets_more_hot_replicas_on_the_next_tick(
+        tmp_path: Path) -> None:
+    runtime = _undershot(_runtime(f"sqlite:///{tmp_path / 'a.db'}"))
+    assert _scored_of(runtime) >= MIN_ERRORS
+    calibrated = _next_decision(runtime)
+    forgetful = _next_decision(runtime, _empty_ledger(tmp_path))  # same fleet, no errors
+    demand = next(d for d in calibrated.demands if d.model == MODEL)
+    assert demand.reason == "forecast_upper_quantile"
+    assert demand.forecast_upper_rps > 2.5 * demand.observed_rps
+    assert _hot(calibrated) > 2 * _hot(forgetful)
+
+
+def test_a_model_whose_forecasts_were_right_gets_no_more_than_without_calibration(
+        tmp_path: Path) -> None:
+    runtime = _runtime(f"sqlite:///{tmp_path / 'a.db'}")
+    _undershot(runtime, forecasts=Forecasts(runtime, fraction=1.0))
+    assert _scored_of(runtime) >= MIN_ERRORS
+    calibrated = _next_decision(runtime)
+    forgetful = _next_decision(runtime, _empty_ledger(tmp_path))
+    assert _hot(calibrated) <= _hot(forgetful)
+    assert _warm_gpus(calibrated) <= _warm_gpus(forgetful)
+
+
+def test_calibration_survives_a_restart_rebuilt_from_the_store(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    stopped = _undershot(_runtime(url))
+    now = stopped.clock.now()
+    forecasts = Forecasts(stopped, fraction=1.0).latest_forecasts()
+    before = calibrated_latest(forecasts, stopped.deps.ledger, stopped.deps.history,
+                               stopped.config.calibration, now)[MODEL]
+    assert ratio_key(0.99) in before.diagnostics
+
+    restarted = SimRuntime.open(stopped.settings, Store.open(url, migrate=True), T0)
+    assert restarted.clock.now() > now  # resumed after its last tick, nothing kept in memory
+    after = calibrated_latest(forecasts, restarted.deps.ledger, restarted.deps.history,
+                              restarted.config.calibration, now)[MODEL]
+    assert after == before
+    assert _hot(_next_decision(restarted)) > 2 * _hot(_next_decision(restarted,
+                                                                    _empty_ledger(tmp_path)))
+
+
+def test_a_re_run_tick_records_each_error_once(tmp_path: Path) -> None:
+    runtime = _undershot(_runtime(f"sqlite:///{tmp_path / 'a.db'}"), minutes=10)
+    ledger = SqlForecastLedger(runtime.store.engine)
+    runtime.advance(60, run_jobs=False)
+    runtime.tick()
+    once = ledger.issued_since(T0)
+    errors = _scored_of(runtime)
+    runtime.tick()  # the same tick again: same clock, same snapshot, same forecast
+    assert ledger.issued_since(T0) == once
+    assert _scored_of(runtime) == errors
+    runtime.advance(60, run_jobs=False)
+    runtime.tick()
+    runtime.tick()
+    assert len(ledger.issued_since(T0)) == len(once) + 1
+    assert _scored_of(runtime) == errors + 1
+
+
+def test_records_older_than_the_calibration_window_are_pruned(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    settings = load_settings(db={"url": url}, sim={"history_s": 6 * 3600},
+                             forecast={"interval_s": 60},
+                             autoscaling={"calibration_window_s": MIN_ERRORS * 60})
+    runtime = SimRuntime.open(settings, Store.open(url, migrate=True), T0)
+    _undershot(runtime, minutes=MIN_ERRORS + 10)
+    kept = SqlForecastLedger(runtime.store.engine).issued_since(T0)
+    oldest_at = runtime.clock.now() - timedelta(seconds=MIN_ERRORS * 60)
+    assert kept and min(r.target_at for r in kept) >= oldest_at
+    assert len(kept) <= MIN_ERRORS + 1
