@@ -21,7 +21,7 @@ class OnlinePlacer:
         self.cluster = Cluster(nodes)
         self.demand = demand or DemandModel()
         self.weights = weights or ScoreWeights()
-        tables = ScoreTables(self.demand.snapshot(), self.cluster.width)
+        tables = ScoreTables(self.demand.snapshot(), self.cluster.width, self.weights)
         self._scorer = Scorer(tables, self._new_cache(tables), self.weights, ScoreCache())
         # Per binding: what its node's cached waste was before, to restore it on Release.
         self._undo: dict[str, tuple[int, int, float, FloatArray, float]] = {}
@@ -50,7 +50,7 @@ class OnlinePlacer:
         shared_gpu_free = (int(self.cluster.free[node, choice.gpus[0]])
                            if choice.mode in (SharingMode.MPS, SharingMode.TIME_SLICING) else -1)
         undo = (scorer.tables.snapshot.version, int(self.cluster.state_id[node]),
-                float(cache.waste[node]), cache.per_shape[node].copy(), float(cache.mean[node]))
+                float(cache.waste[node]), cache.per_shape[node].copy(), float(cache.resid[node]))
         binding = self.cluster.apply(spec.workload_id, spec.cpu_milli, spec.memory_mib, choice)
         self._undo[spec.workload_id] = undo
         if choice.waste_delta is None:
@@ -84,7 +84,7 @@ class OnlinePlacer:
         snapshot = self.demand.snapshot()
         if snapshot.version == scorer.tables.snapshot.version:
             return scorer
-        tables = ScoreTables(snapshot, self.cluster.width)
+        tables = ScoreTables(snapshot, self.cluster.width, self.weights)
         cache = scorer.cache
         c = self.cluster
         if cache.shape_key != snapshot.shape_key:

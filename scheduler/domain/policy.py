@@ -225,21 +225,24 @@ def _score_rows(cluster: Cluster, rows: IntArray, shape: Shape,
         left, idle_left = total - taken, idle - shape.num_gpu
         delta[keep] = waste_after(tables, left, cpu, mem, cache.per_shape[rows], idle_left,
                                   left - WHOLE_GPU_MILLI * idle_left,
-                                  stranding) - cache.waste[rows]
+                                  stranding) + cache.resid[rows] - cache.waste[rows]
         return delta, col
     if shape.mode is None:
         delta[keep] = waste_after(tables, total, cpu, mem, cache.per_shape[rows], idle,
-                                  total - WHOLE_GPU_MILLI * idle, stranding) - cache.waste[rows]
+                                  total - WHOLE_GPU_MILLI * idle,
+                                  stranding) + cache.resid[rows] - cache.waste[rows]
         return delta, col
     milli = shape.gpu_milli
     ok = share_fits(cluster, rows, shape)
     free = cluster.free[rows]
-    table, mean_delta = tables.delta(milli)
+    table, gpu_key = tables.delta(milli)
+    change = tables.residual_change(milli)
     is_idle = free == WHOLE_GPU_MILLI
-    # Two candidates per node: its best partially used GPU (by fragment change) and an idle GPU.
+    # Two candidates per node: its best partially used GPU (by fragment and residual change)
+    # and an idle GPU.
     partial_ok = ok & ~is_idle
     idle_ok = ok & is_idle
-    part_col = np.where(partial_ok, mean_delta[free], np.inf).argmin(axis=1)
+    part_col = np.where(partial_ok, gpu_key[free], np.inf).argmin(axis=1)
     picked = np.arange(rows.size)
     has_part = partial_ok[picked, part_col]
     has_idle = idle_ok.any(axis=1)
@@ -247,11 +250,13 @@ def _score_rows(cluster: Cluster, rows: IntArray, shape: Shape,
     partial = total - WHOLE_GPU_MILLI * idle
     per_shape = cache.per_shape[rows]
     base, stranded = shortfall(tables, left, cpu, mem, stranding)
-    before = cache.waste[rows]
-    on_part = weighted_waste(tables, base, left, per_shape + table[free[picked, part_col]], idle,
-                         partial - milli) + stranded - before
-    on_idle = weighted_waste(tables, base, left, per_shape + table[WHOLE_GPU_MILLI], idle - 1,
-                         partial + WHOLE_GPU_MILLI - milli) + stranded - before
+    before = cache.waste[rows] - cache.resid[rows]  # the residual is added back by ``change``
+    part_free = free[picked, part_col]
+    on_part = (weighted_waste(tables, base, left, per_shape + table[part_free], idle,
+                              partial - milli) + stranded + change[part_free] - before)
+    on_idle = (weighted_waste(tables, base, left, per_shape + table[WHOLE_GPU_MILLI], idle - 1,
+                              partial + WHOLE_GPU_MILLI - milli)
+               + stranded + change[WHOLE_GPU_MILLI] - before)
     on_part[~has_part] = np.inf
     on_idle[~has_idle] = np.inf
     take_part = on_part <= on_idle
@@ -274,7 +279,7 @@ def _score_few(cluster: Cluster, rows: IntArray, shape: Shape,
             continue
         total, idle = int(cluster.total[node]), int(cluster.idle[node])
         partial = total - WHOLE_GPU_MILLI * idle
-        before = float(cache.waste[node])
+        before = float(cache.waste[node]) - float(cache.resid[node])
         frag = cache.per_shape[node]
         if shape.mode is None:
             delta[k] = waste_scalar(tables, total, cpu, mem, frag.tolist(), idle, partial,
@@ -291,7 +296,8 @@ def _score_few(cluster: Cluster, rows: IntArray, shape: Shape,
         ok = share_fits(cluster, rows[k:k + 1], shape)[0].tolist()
         if products is not None:
             ok = [a and b for a, b in zip(ok, products[node].tolist(), strict=True)]
-        table, mean_delta = tables.delta(milli)
+        table, gpu_key = tables.delta(milli)
+        resid = tables.residual_list
         free = cluster.free[node].tolist()
         part_col, idle_col, part_best = -1, -1, np.inf
         for g, (fits, a) in enumerate(zip(ok, free, strict=True)):
@@ -300,19 +306,21 @@ def _score_few(cluster: Cluster, rows: IntArray, shape: Shape,
             if a == WHOLE_GPU_MILLI:
                 if idle_col < 0:
                     idle_col = g
-            elif mean_delta[a] < part_best:
-                part_best, part_col = float(mean_delta[a]), g
+            elif gpu_key[a] < part_best:
+                part_best, part_col = float(gpu_key[a]), g
         left = total - milli
         best, best_col = np.inf, -1
         if part_col >= 0:
-            moved = (frag + table[free[part_col]]).tolist()
+            a = free[part_col]
+            moved = (frag + table[a]).tolist()
             best = waste_scalar(tables, left, cpu, mem, moved, idle, partial - milli,
-                                stranding) - before
+                                stranding) + resid[a - milli] - resid[a] - before
             best_col = part_col
         if idle_col >= 0:
             moved = (frag + table[WHOLE_GPU_MILLI]).tolist()
             score = waste_scalar(tables, left, cpu, mem, moved, idle - 1,
-                                 partial + WHOLE_GPU_MILLI - milli, stranding) - before
+                                 partial + WHOLE_GPU_MILLI - milli,
+                                 stranding) + resid[WHOLE_GPU_MILLI - milli] - before
             if score < best:
                 best, best_col = score, idle_col
         delta[k], col[k] = best, best_col

@@ -11,9 +11,10 @@ shape ``t`` the placer has seen (``DemandSnapshot``), the node's free GPU ``G`` 
 
 waste_t = min(G, max(F_t, G - C / cpu_t, G - M / mem_t)), and the node's waste is the
 frequency-weighted sum over shapes plus ``stranding`` x the same stranded amount for the
-average shape. A placement is scored by how much it raises the waste of its node. This steers
-CPU-heavy and CPU-only work to CPU-rich nodes, keeps CPU on GPU-dense nodes for GPU work and
-fills GPU fragments with the shares that fit them.
+average shape, plus ``residual`` x the milli of its partly used GPUs that the common share
+sizes cannot fill (``residual``). A placement is scored by how much it raises the waste of
+its node. This steers CPU-heavy and CPU-only work to CPU-rich nodes, keeps CPU on GPU-dense
+nodes for GPU work and fills GPU fragments with the shares that close them best.
 
 Scoring a node costs one pass over the shapes; ``policy`` caches the scores per request shape
 and rescores only nodes that changed.
@@ -28,6 +29,7 @@ import numpy.typing as npt
 
 from scheduler.domain.demand_model import DemandSnapshot
 from scheduler.domain.model import WHOLE_GPU_MILLI
+from scheduler.domain.residual import common_sizes, residual_milli
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -38,17 +40,26 @@ MILLI_AXIS = np.arange(WHOLE_GPU_MILLI + 1, dtype=np.int64)
 @dataclass(frozen=True, slots=True)
 class ScoreWeights:
     """Knobs of the online score: ``stranding`` weighs the stranded GPU of the average shape on
-    top of the per-shape waste."""
+    top of the per-shape waste; ``residual`` weighs the milli of partly used GPUs that the share
+    sizes with at least ``fill_share`` of the share requests cannot fill."""
 
     stranding: float = 1.5
+    residual: float = 5.0
+    fill_share: float = 0.03
 
 
 class ScoreTables:
     """Lookup tables for one demand snapshot."""
 
-    def __init__(self, snapshot: DemandSnapshot, max_gpus: int) -> None:
+    def __init__(self, snapshot: DemandSnapshot, max_gpus: int,
+                 weights: ScoreWeights | None = None) -> None:
         self.snapshot = snapshot
         share = snapshot.is_share
+        knobs = weights or ScoreWeights()
+        sizes = common_sizes(snapshot.milli, snapshot.weight, share, knobs.fill_share)
+        # residual[a]: weighted residual of a GPU with ``a`` milli free (index -1: no GPU).
+        self.residual: FloatArray = knobs.residual * residual_milli(sizes).astype(np.float64)
+        self.residual_list: list[float] = self.residual.tolist()
         self.share = share
         self.whole_cols = np.flatnonzero(~share)
         self.whole_gpus = snapshot.gpus[~share]
@@ -71,28 +82,36 @@ class ScoreTables:
                                                            strict=True)}
 
     def delta(self, milli: int) -> tuple[FloatArray, FloatArray]:
-        """(per-shape, weighted) change of a GPU's share fragment when ``milli`` is taken from
-        it, indexed by its free milli before (rows below ``milli`` are meaningless)."""
+        """Change of a GPU when ``milli`` is taken from it, indexed by its free milli before
+        (rows below ``milli`` are meaningless): its share fragment per shape, and its weighted
+        fragment plus its residual (the key that picks among a node's partly used GPUs)."""
         found = self._deltas.get(milli)
         if found is None:
             after = np.append(np.clip(MILLI_AXIS - milli, 0, None), -1)
             per_shape = self.frag[after] - self.frag
-            found = (per_shape, per_shape @ self.weight)
+            found = (per_shape, per_shape @ self.weight + self.residual_change(milli))
             self._deltas[milli] = found
         return found
 
+    def residual_change(self, milli: int) -> FloatArray:
+        """Change of a GPU's residual when ``milli`` is taken from it, by free milli before."""
+        after = np.append(np.clip(MILLI_AXIS - milli, 0, None), -1)
+        change: FloatArray = self.residual[after] - self.residual
+        return change
+
 
 class NodeCache:
-    """Per node: the share fragment of its GPUs for every shape, their weighted mean and the
-    node's exact waste now. Kept in step with the cluster by ``update`` after every change."""
+    """Per node: the share fragment of its GPUs for every shape, their weighted residual and
+    the node's exact waste now (residual included). Kept in step with the cluster by
+    ``update`` after every change."""
 
     def __init__(self, tables: ScoreTables, free: IntArray, cpu: IntArray, mem: IntArray,
                  stranding: float) -> None:
         self.shape_key = tables.snapshot.shape_key
         self.stranding = stranding
         self.per_shape = tables.frag[free].sum(axis=1)
-        self.mean = self.per_shape @ tables.weight
-        self.waste = self._waste(tables, free, cpu, mem, self.per_shape)
+        self.resid: FloatArray = tables.residual[free].sum(axis=1)
+        self.waste = self._waste(tables, free, cpu, mem, self.per_shape) + self.resid
 
     def _waste(self, tables: ScoreTables, free: IntArray, cpu: IntArray, mem: IntArray,
                per_shape: FloatArray) -> FloatArray:
@@ -103,9 +122,9 @@ class NodeCache:
 
     def reweigh(self, tables: ScoreTables, free: IntArray, cpu: IntArray,
                 mem: IntArray) -> None:
-        """New weights and ratios for the same shapes."""
-        self.mean = self.per_shape @ tables.weight
-        self.waste = self._waste(tables, free, cpu, mem, self.per_shape)
+        """New weights, ratios and common sizes for the same shapes."""
+        self.resid = tables.residual[free].sum(axis=1)
+        self.waste = self._waste(tables, free, cpu, mem, self.per_shape) + self.resid
 
     def placed(self, tables: ScoreTables, node: int, waste_delta: float, shared_gpu_free: int,
                milli: int) -> None:
@@ -113,15 +132,16 @@ class NodeCache:
         ``milli`` landed on a GPU that had ``shared_gpu_free`` free (-1: no share)."""
         self.waste[node] += waste_delta
         if shared_gpu_free >= 0:
-            per_shape, mean = tables.delta(milli)
+            per_shape, _ = tables.delta(milli)
             self.per_shape[node] += per_shape[shared_gpu_free]
-            self.mean[node] += mean[shared_gpu_free]
+            self.resid[node] += (tables.residual_list[shared_gpu_free - milli]
+                                 - tables.residual_list[shared_gpu_free])
 
-    def restore(self, node: int, waste: float, per_shape: FloatArray, mean: float) -> None:
+    def restore(self, node: int, waste: float, per_shape: FloatArray, resid: float) -> None:
         """Put back a node's values saved before a placement that was then released."""
         self.waste[node] = waste
         self.per_shape[node] = per_shape
-        self.mean[node] = mean
+        self.resid[node] = resid
 
     def update(self, tables: ScoreTables, node: int, free: IntArray, cpu: IntArray,
                mem: IntArray) -> None:
@@ -129,13 +149,14 @@ class NodeCache:
         plain Python numbers, cheaper than numpy for one node."""
         row = tables.frag[free[node]].sum(axis=0)
         self.per_shape[node] = row
-        self.mean[node] = row @ tables.weight
         gpus = free[node].tolist()
+        resid = sum(tables.residual_list[f] for f in gpus)
+        self.resid[node] = resid
         total = sum(f for f in gpus if f > 0)
         idle = sum(1 for f in gpus if f == WHOLE_GPU_MILLI)
         self.waste[node] = waste_scalar(tables, total, int(cpu[node]), int(mem[node]),
                                         row.tolist(), idle, total - WHOLE_GPU_MILLI * idle,
-                                        self.stranding)
+                                        self.stranding) + resid
 
 
 def shortfall(tables: ScoreTables, free: IntArray, cpu: IntArray, mem: IntArray,
