@@ -74,6 +74,7 @@ class ScoreTables:
         self.frag = np.vstack([np.where(below, MILLI_AXIS[:, None], 0).astype(np.float64),
                                np.zeros((1, share.size))])
         self._deltas: dict[int, tuple[FloatArray, FloatArray]] = {}
+        self._changes: dict[int, FloatArray] = {}
         # Python-list copies for the scalar path (a few nodes at a time).
         self.scalar = list(zip(self.weight.tolist(), self.inv_cpu.tolist(),
                                self.inv_mem.tolist(), strict=True))
@@ -95,9 +96,12 @@ class ScoreTables:
 
     def residual_change(self, milli: int) -> FloatArray:
         """Change of a GPU's residual when ``milli`` is taken from it, by free milli before."""
-        after = np.append(np.clip(MILLI_AXIS - milli, 0, None), -1)
-        change: FloatArray = self.residual[after] - self.residual
-        return change
+        found = self._changes.get(milli)
+        if found is None:
+            after = np.append(np.clip(MILLI_AXIS - milli, 0, None), -1)
+            found = self.residual[after] - self.residual
+            self._changes[milli] = found
+        return found
 
 
 class NodeCache:
