@@ -6,13 +6,15 @@ nothing, so a tick that runs twice (or two processes that race) count each error
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, update
+from sqlalchemy import Engine, Table, func, update
+from sqlalchemy import select as select_columns
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import Session, SQLModel, col, delete, select
+from sqlmodel import Session, SQLModel, col, delete
 
 from controlplane.autoscaling.issued import IssuedForecast
 from controlplane.store.repository import as_utc
@@ -21,10 +23,8 @@ from controlplane.store.tables import IssuedForecastRecord
 _COLUMNS = ("model", "target_at", "step_s", "p50_rps", "p90_rps", "sigma")
 
 
-def _from_record(row: IssuedForecastRecord) -> IssuedForecast:
-    return IssuedForecast(row.model, as_utc(row.target_at), row.step_s, row.p50_rps, row.p90_rps,
-                          row.sigma, row.observed_rps,
-                          None if row.scored_at is None else as_utc(row.scored_at))
+def _table() -> Table:
+    return SQLModel.metadata.tables[IssuedForecastRecord.__tablename__]
 
 
 class SqlForecastLedger:
@@ -32,11 +32,14 @@ class SqlForecastLedger:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._mark: tuple[Any, ...] = ()
+        self._records: tuple[IssuedForecast, ...] = ()
+        self._target_ats: list[datetime] = []
 
     def _insert(self) -> Any:
-        table = SQLModel.metadata.tables["issued_forecasts"]
         dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
-        return dialect.insert(table).on_conflict_do_nothing(index_elements=["model", "target_at"])
+        return dialect.insert(_table()).on_conflict_do_nothing(
+            index_elements=["model", "target_at"])
 
     def record_issued(self, issued: Sequence[IssuedForecast]) -> None:
         if not issued:
@@ -57,12 +60,24 @@ class SqlForecastLedger:
             session.commit()
 
     def issued_since(self, since_at: datetime) -> tuple[IssuedForecast, ...]:
+        """Served from a copy of the table, read again whenever (rows, newest id, scored rows)
+        changed: records are only inserted, scored once or pruned, so that mark sees every
+        write of any process; a full window is ~4,000 records per model."""
+        c = _table().c
         with Session(self.engine) as session:
-            rows = session.exec(select(IssuedForecastRecord)
-                                .where(col(IssuedForecastRecord.target_at) >= since_at)
-                                .order_by(col(IssuedForecastRecord.target_at),
-                                          col(IssuedForecastRecord.model))).all()
-            return tuple(_from_record(r) for r in rows)
+            mark = tuple(session.execute(select_columns(
+                func.count(), func.max(c.id), func.count(c.scored_at))).one())
+            if mark != self._mark:
+                rows = session.execute(select_columns(
+                    c.model, c.target_at, c.step_s, c.p50_rps, c.p90_rps, c.sigma,
+                    c.observed_rps, c.scored_at).order_by(c.target_at, c.model)).all()
+                self._records = tuple(IssuedForecast(
+                    model, as_utc(target_at), step_s, p50, p90, sigma, observed,
+                    None if scored_at is None else as_utc(scored_at))
+                    for model, target_at, step_s, p50, p90, sigma, observed, scored_at in rows)
+                self._target_ats = [r.target_at for r in self._records]
+                self._mark = mark
+        return self._records[bisect.bisect_left(self._target_ats, since_at):]
 
     def prune_issued(self, before_at: datetime) -> int:
         with Session(self.engine) as session:

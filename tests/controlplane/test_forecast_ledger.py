@@ -61,3 +61,18 @@ def test_the_issued_forecasts_table_migrates_up_and_down(store_url: str) -> None
     assert "mig_relayouts" in inspect(engine).get_table_names()
     upgrade(engine)
     assert "issued_forecasts" in inspect(engine).get_table_names()
+
+
+def test_a_ledger_sees_what_another_process_recorded_scored_and_pruned(store_url: str) -> None:
+    engine = Store.open(store_url, migrate=True).engine
+    reader, writer = SqlForecastLedger(engine), SqlForecastLedger(engine)
+    reader.record_issued([_record("a", 0)])
+    assert reader.issued_since(T0) == (_record("a", 0),)
+    writer.record_issued([_record("a", 1)])
+    assert reader.issued_since(T0) == (_record("a", 0), _record("a", 1))
+    scored = _record("a", 0).scored(9.0, T0 + timedelta(minutes=2))
+    writer.record_scored([scored])
+    assert reader.issued_since(T0) == (scored, _record("a", 1))
+    writer.prune_issued(T0 + timedelta(minutes=1))
+    writer.record_issued([_record("a", 2)])  # as many rows as before the prune
+    assert reader.issued_since(T0) == (_record("a", 1), _record("a", 2))
