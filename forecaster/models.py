@@ -56,6 +56,7 @@ class Fitted(ABC):
     method: str = ""
     reason: str = ""
     backtest_wape: float = float("nan")
+    q90: dict[int, float] | None = None  # the fit's own p90 margins (else calibrated in-sample)
 
     @abstractmethod
     def point(self, h: History, origins: IntArray, lead: int) -> FloatArray:
@@ -133,7 +134,8 @@ class AnchoredForecaster(ABC):
         if hit is not None:
             return hit
         fitted = self.fit(h, anchor_s, leads)
-        q90 = calibrate_leads(h, anchor_s, leads, fitted.point, self.settings)
+        q90 = fitted.q90 if fitted.q90 is not None else \
+            calibrate_leads(h, anchor_s, leads, fitted.point, self.settings)
         self.fits_done += 1
         self.put_entry(key, fitted, q90)
         return fitted, q90

@@ -1,7 +1,8 @@
 """Fitted state as JSON (versioned), so a one-shot job process reuses yesterday's work.
 
 A state file holds, for one series, the level model fitted at its current anchor (coefficients
-per lead, p90 calibration, the method/fallback chosen, the seasonal curve) and the latest Prophet
+per lead, p90 calibration, the method/fallback chosen, the seasonal curve) or the boosted model
+(its trees per lead as arrays, ``forecaster.trees``; ~150 KB per lead), and the latest Prophet
 fit (curve + warm-start parameters). On load, an entry is used only when its anchor is the one
 the forecaster needs *and* the data before that anchor is unchanged (same fingerprint);
 otherwise the forecaster refits, warm-starting Prophet from the stored parameters.
@@ -19,9 +20,11 @@ from typing import Any
 
 import numpy as np
 
+from forecaster.boosted import BoostedFit
 from forecaster.features import History
 from forecaster.models import AnchoredForecaster, LinearFit, fingerprint
 from forecaster.seasonal import SeasonalCurve
+from forecaster.trees import Trees
 
 STATE_VERSION = 1
 
@@ -44,6 +47,13 @@ def export_state(model: object, h: History, origin: int, leads: tuple[int, ...])
     anchor = model.anchor_for(h, origin)
     hit = model.get_entry(model.entry_key(h, anchor, leads))
     fit = hit[0] if hit is not None else None
+    if hit is not None and isinstance(fit, BoostedFit):
+        doc["boosted"] = {"anchor_s": anchor, "fingerprint": fingerprint(h, anchor),
+                          "leads": list(leads),
+                          "trees": {str(k): v.to_json() for k, v in fit.models.items()},
+                          "method": fit.method, "reason": fit.reason,
+                          "backtest_wape": _num(fit.backtest_wape),
+                          "q90": {str(k): v for k, v in hit[1].items()}}
     if hit is not None and isinstance(fit, LinearFit):
         q90 = hit[1]
         doc["level"] = {"anchor_s": anchor, "fingerprint": fingerprint(h, anchor),
@@ -78,6 +88,15 @@ def import_state(model: object, h: History, doc: dict[str, Any]) -> int:
                         level["reason"], _float(level.get("backtest_wape")))
         q90 = {int(k): float(v) for k, v in level["q90"].items()}
         model.put_entry(model.entry_key(h, float(level["anchor_s"]), leads), fit, q90)
+        used += 1
+    boosted = doc.get("boosted")
+    if isinstance(boosted, dict) and fingerprint(h, boosted["anchor_s"]) == boosted["fingerprint"]:
+        leads = tuple(int(k) for k in boosted["leads"])
+        q90 = {int(k): float(v) for k, v in boosted["q90"].items()}
+        b_fit = BoostedFit({int(k): Trees.from_json(v) for k, v in boosted["trees"].items()},
+                           q90, boosted["method"], boosted["reason"],
+                           _float(boosted.get("backtest_wape")))
+        model.put_entry(model.entry_key(h, float(boosted["anchor_s"]), leads), b_fit, q90)
         used += 1
     seasonal = getattr(model, "seasonal", None)
     season = doc.get("seasonal")

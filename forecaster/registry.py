@@ -21,7 +21,8 @@ METHODS: dict[str, str] = {
     "auto": "hybrid with the per-model guard: falls back to the best naive baseline when it "
             "did worse recently or history is short (the default)",
     "hybrid": "median regression stacking recent-level features and Prophet's daily/weekly "
-              "shape (no guard)",
+              "shape; on dense series of 10-minute steps or coarser, a boosted median model of "
+              "the log-ratio to the recent level instead (no guard)",
     "level": "the same stacking without Prophet (level and same-time-yesterday features only)",
     "prophet": "plain Prophet (trend + daily/weekly seasonality), for comparison",
     "persistence": "next = last observation",

@@ -39,6 +39,9 @@ class ForecasterSettings:
     max_train_rows: int = 4000  # training rows of a window, thinned evenly to at most this
     max_fit_rows: int = 2500  # the median-regression fits use the newest this many of them
     cache_entries: int = 4096
+    boosted_min_step_s: int = 600  # the boosted model (forecaster.boosted) serves steps this
+    #  coarse or coarser (the headline is <= 2 steps ahead) ...
+    boosted_max_zero_share: float = 0.85  # ... whose training window has fewer zeros than this
 
     def __post_init__(self) -> None:
         for name in ("refit_period_s", "seasonal_period_s", "warm_chain_s", "train_window_s",
@@ -49,6 +52,8 @@ class ForecasterSettings:
             raise ValueError("ForecasterSettings.max_fit_rows must be >= 1")
         if not 0.5 <= self.p90_level < 1.0:
             raise ValueError("ForecasterSettings.p90_level must be in [0.5, 1)")
+        if not 0.0 <= self.boosted_max_zero_share <= 1.0:
+            raise ValueError("ForecasterSettings.boosted_max_zero_share must be in [0, 1]")
         if self.guard_margin < 0:
             raise ValueError("ForecasterSettings.guard_margin must be >= 0")
 

@@ -1,6 +1,8 @@
 """The hybrid forecaster: a median (quantile) regression that stacks level features (last value,
 short means, EWMA, same-time-yesterday deltas, seasonal naive) and, when a seasonal backend is
-given, Prophet's daily/weekly shape applied to the latest level.
+given, Prophet's daily/weekly shape applied to the latest level. With a seasonal backend, coarse
+dense series (``forecaster.boosted.eligible``: steps of 10 minutes or more) use the boosted
+model instead, under the same guard.
 
 Per anchor: fit on the pairs whose targets fall in the training window before the anchor (its
 rows thinned evenly to ``max_train_rows``, of which the fits use the newest ``max_fit_rows``: on a
@@ -18,6 +20,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from forecaster.boosted import eligible, fit_boosted
 from forecaster.calibrate import training_origins
 from forecaster.features import FEATURES, SEASONAL_FEATURES, History, feature_matrix
 from forecaster.models import (
@@ -65,6 +68,10 @@ class StackingForecaster(AnchoredForecaster):
 
     def fit(self, h: History, anchor_s: float, leads: tuple[int, ...]) -> Fitted:
         s = self.settings
+        if self.seasonal is not None and eligible(h, anchor_s, s):
+            boosted = self._boosted(h, anchor_s, leads)
+            if boosted is not None:
+                return boosted
         curve, reason = None, ""
         if self.seasonal is not None:
             try:
@@ -87,6 +94,23 @@ class StackingForecaster(AnchoredForecaster):
             origins = training_origins(h, anchor_s, k, s.train_window_s, s.max_train_rows)
             coefs[k] = previous = _median_fit(h, origins[-s.max_fit_rows:], k, curve, previous)
         return LinearFit(coefs, curve, self.name, reason, wape)
+
+    def _boosted(self, h: History, anchor_s: float, leads: tuple[int, ...]) -> Fitted | None:
+        """The boosted model, guarded like the hybrid against the baselines on the held-out
+        window; None when it has too little data (the hybrid carries on)."""
+        s = self.settings
+        valid_s = validation_window_s(h, anchor_s, s)
+        fit = fit_boosted(h, anchor_s, leads, s, valid_s)
+        if fit is None or not np.isfinite(fit.backtest_wape):
+            return None
+        head = leads[-1]
+        val_rows = training_origins(h, anchor_s, head, valid_s, s.max_train_rows)
+        y = h.values[val_rows - 1 + head]
+        base = baseline_wapes(h, val_rows, head, y, float(np.sum(np.abs(y))))
+        best = min(base, key=lambda k: base[k])
+        if self.guard and fit.backtest_wape > base[best] * (1 + s.guard_margin):
+            return fallback_fit(best, leads, None, len(FEATURES), base[best])
+        return fit
 
     def _validate(self, h: History, anchor_s: float, lead: int, curve: SeasonalCurve | None,
                   reason: str) -> tuple[float, str | None, FloatArray | None]:
