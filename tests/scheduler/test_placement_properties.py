@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections import defaultdict
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,7 @@ from scheduler.domain.model import (
     WorkloadSpec,
 )
 from scheduler.domain.placer import OnlinePlacer
+from scheduler.domain.scoring import NodeCache
 
 PRODUCTS = [("T4", 15_360, False), ("G2", 0, False), ("A100-80GB", 81_920, True)]
 
@@ -214,3 +216,23 @@ def _fields(spec: WorkloadSpec) -> tuple[str, str, int, int, int, int, int, froz
                                          Isolation]:
     return (spec.model, spec.tenant, spec.cpu_milli, spec.memory_mib, spec.num_gpu,
             spec.gpu_milli, spec.gpu_memory_mib, spec.gpu_products, spec.isolation)
+
+
+@FAST
+@given(scenario())
+def test_the_kept_node_waste_and_residual_equal_a_fresh_computation(
+        case: tuple[list[NodeSpec], list[tuple[str, object]]]) -> None:
+    nodes, ops = case
+    placer = OnlinePlacer(nodes)
+    for op, arg in ops:
+        if op == "release":
+            assert isinstance(arg, str)
+            placer.release(arg)
+        else:
+            assert isinstance(arg, WorkloadSpec)
+            with contextlib.suppress(Infeasible):
+                placer.place(arg)
+    scorer, c = placer._current_scorer(), placer.cluster
+    fresh = NodeCache(scorer.tables, c.free, c.cpu_free, c.mem_free, placer.weights.stranding)
+    assert np.allclose(scorer.cache.resid, fresh.resid)
+    assert np.allclose(scorer.cache.waste, fresh.waste, rtol=1e-9, atol=1e-6)
