@@ -38,6 +38,8 @@ LAGS = 6  # log-ratio of each of the last six observations to the level
 VOLATILITY_STEPS = 12  # std of the last twelve log-changes
 DAYS_BACK = (1, 2, 7)
 MIN_BOOSTED_ROWS = 200
+#: under this share of zeros in the training window, a zero is a dropout (``zeros_as_gaps``)
+DROPOUT_ZERO_SHARE = 0.05
 #: chosen on the dev split (first 70 % of each series): 50 trees of <= 15 leaves, >= 40 rows
 #: (100 trees at learning rate 0.08 scored the same within 0.006, at twice the fit time)
 PARAMS: dict[str, Any] = {"loss": "quantile", "quantile": 0.5, "max_iter": 50,
@@ -55,33 +57,45 @@ class BoostedFit(Fitted):
     reason: str = ""
     backtest_wape: float = float("nan")
     rows: dict[int, int] = field(default_factory=dict)  # training rows per lead
+    zeros_as_gaps: bool = False
 
     def point(self, h: History, origins: IntArray, lead: int) -> FloatArray:
-        return boosted_point(self.models[lead], h, origins, lead)
+        return boosted_point(self.models[lead], h, origins, lead, self.zeros_as_gaps)
 
 
 def eligible(h: History, anchor_s: float, s: ForecasterSettings) -> bool:
     """Coarse step and mostly non-zero values in the training window before the anchor."""
     if h.step_s < s.boosted_min_step_s:
         return False
-    hi = min(h.index_at(anchor_s), h.size)
-    lo = max(0, h.index_at(anchor_s - s.train_window_s))
-    seen = h.values[lo:max(lo, hi)]
-    seen = seen[np.isfinite(seen)]
+    seen = _window(h, anchor_s, s)
     return seen.size >= MIN_BOOSTED_ROWS and float(np.mean(seen == 0)) < s.boosted_max_zero_share
 
 
-def boosted_features(h: History, origins: IntArray, lead: int) -> tuple[FloatArray, FloatArray]:
-    """(features, log1p(level)) per origin, from values before each origin only."""
+def _window(h: History, anchor_s: float, s: ForecasterSettings) -> FloatArray:
+    """The observed values of the training window before the anchor."""
+    hi = min(h.index_at(anchor_s), h.size)
+    lo = max(0, h.index_at(anchor_s - s.train_window_s))
+    seen = h.values[lo:max(lo, hi)]
+    return np.asarray(seen[np.isfinite(seen)])
+
+
+def boosted_features(h: History, origins: IntArray, lead: int,
+                     zeros_as_gaps: bool = False) -> tuple[FloatArray, FloatArray]:
+    """(features, log1p(level)) per origin, from values before each origin only. With
+    ``zeros_as_gaps`` the recent values (level, lags, volatility) skip zeros, as the EWMA
+    feature does: in an otherwise dense series a zero is a dropout, not the new level."""
     j = origins - 1
     t = j + lead
-    last = h.last_before(origins)
-    hour = h.window_mean(j, max(1, 3600 // h.step_s))
-    log_level = np.log1p(np.maximum(np.where(np.isfinite(hour), hour, last), 0.0))
-    cols = [log_level]
-    recent = np.column_stack([_log_seen(h, j - i, origins)
-                              for i in range(max(LAGS, VOLATILITY_STEPS + 1))])
-    cols += [recent[:, i] - log_level for i in range(LAGS)]
+    width = max(1, 3600 // h.step_s)
+    raw = np.column_stack([np.where(j - i < origins, h.at(j - i), np.nan)
+                           for i in range(max(LAGS, VOLATILITY_STEPS + 1, width))])
+    if zeros_as_gaps:
+        raw = np.where(raw == 0, np.nan, raw)
+    hour = _row_mean(raw[:, :width])
+    log_level = np.log1p(np.maximum(np.where(np.isfinite(hour), hour,
+                                             h.last_before(origins)), 0.0))
+    recent = np.log1p(np.maximum(raw, 0.0))
+    cols = [log_level] + [recent[:, i] - log_level for i in range(LAGS)]
     day = h.steps(86_400)
     for d in DAYS_BACK:
         if day is None:
@@ -95,8 +109,9 @@ def boosted_features(h: History, origins: IntArray, lead: int) -> tuple[FloatArr
     return np.nan_to_num(np.column_stack(cols), nan=0.0), log_level
 
 
-def boosted_point(model: Trees, h: History, origins: IntArray, lead: int) -> FloatArray:
-    x, log_level = boosted_features(h, origins, lead)
+def boosted_point(model: Trees, h: History, origins: IntArray, lead: int,
+                  zeros_as_gaps: bool = False) -> FloatArray:
+    x, log_level = boosted_features(h, origins, lead, zeros_as_gaps)
     point = np.expm1(log_level + model.predict(x))
     return np.asarray(np.where(np.isfinite(point), np.maximum(point, 0.0), np.nan))
 
@@ -109,26 +124,30 @@ def fit_boosted(h: History, anchor_s: float, leads: tuple[int, ...], s: Forecast
     q90: dict[int, float] = {}
     rows: dict[int, int] = {}
     wape = float("nan")
+    seen = _window(h, anchor_s, s)
+    gaps = seen.size > 0 and float(np.mean(seen == 0)) < DROPOUT_ZERO_SHARE
     for k in leads:
         fit_rows = training_origins(h, anchor_s - valid_s, k, s.train_window_s - valid_s,
                                     s.max_train_rows)
         val_rows = training_origins(h, anchor_s, k, valid_s, s.max_train_rows)
-        held_out = _fit(h, fit_rows, k)
-        final = _fit(h, training_origins(h, anchor_s, k, s.train_window_s, s.max_train_rows), k)
+        held_out = _fit(h, fit_rows, k, gaps)
+        final = _fit(h, training_origins(h, anchor_s, k, s.train_window_s, s.max_train_rows), k,
+                     gaps)
         if held_out is None or final is None or val_rows.size < s.min_baseline_pairs:
             return None
         y = h.values[val_rows - 1 + k]
-        p = boosted_point(held_out[0], h, val_rows, k)
+        p = boosted_point(held_out[0], h, val_rows, k, gaps)
         q90[k] = _margin(y, p, level_scale(h, val_rows), s.p90_level)
         denom = float(np.sum(np.abs(y)))
         if k == leads[-1] and denom > 0:
             wape = 100 * float(np.nansum(np.abs(y - p))) / denom
         models[k], rows[k] = final[0], final[1]
-    return BoostedFit(models, q90, backtest_wape=wape, rows=rows)
+    return BoostedFit(models, q90, backtest_wape=wape, rows=rows, zeros_as_gaps=gaps)
 
 
-def _fit(h: History, origins: IntArray, lead: int) -> tuple[Trees, int] | None:
-    x, log_level = boosted_features(h, origins, lead)
+def _fit(h: History, origins: IntArray, lead: int,
+         zeros_as_gaps: bool) -> tuple[Trees, int] | None:
+    x, log_level = boosted_features(h, origins, lead, zeros_as_gaps)
     y = np.log1p(np.maximum(h.values[origins - 1 + lead], 0.0)) - log_level
     ok = np.isfinite(y)
     if ok.sum() < MIN_BOOSTED_ROWS:
@@ -152,6 +171,14 @@ def _log_seen(h: History, idx: IntArray, origins: IntArray) -> FloatArray:
     """log1p of the value at ``idx`` where it precedes the origin (NaN otherwise)."""
     v = np.where(idx < origins, h.at(idx), np.nan)
     return np.asarray(np.log1p(np.maximum(v, 0.0)))
+
+
+def _row_mean(d: FloatArray) -> FloatArray:
+    """Mean of each row's finite entries (NaN for rows with none)."""
+    ok = np.isfinite(d)
+    n = ok.sum(axis=1)
+    return np.asarray(np.where(n > 0, np.where(ok, d, 0.0).sum(axis=1) / np.maximum(n, 1),
+                               np.nan))
 
 
 def _row_std(d: FloatArray) -> FloatArray:

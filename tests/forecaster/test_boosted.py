@@ -142,3 +142,19 @@ def test_the_registry_auto_method_uses_the_boosted_model_on_ten_minute_traffic()
                                           np.array([8 * DAY // STEP - 1]), 2)
     assert pred.method == ("boosted",)
     assert np.isfinite(pred.backtest_wape[0])
+
+
+def test_in_a_dense_series_a_dropout_to_zero_does_not_drag_the_recent_level_down() -> None:
+    values = diurnal(8, STEP, seed=6)
+    dropped = values.copy()
+    dropped[1000] = 0.0  # one scrape that arrived as a zero
+    origins = np.array([1001])
+    plain, level = boosted_features(history(values, STEP), origins, 2, zeros_as_gaps=True)
+    gap, gap_level = boosted_features(history(dropped, STEP), origins, 2, zeros_as_gaps=True)
+    raw, raw_level = boosted_features(history(dropped, STEP), origins, 2)
+    assert abs(gap_level[0] - level[0]) < 0.05  # the hour's other values carry the level
+    assert raw_level[0] < level[0] - 0.1  # counted as a value, the zero pulls the mean down
+    assert gap[0, 1] == 0.0 and raw[0, 1] < -3  # the last lag: no change vs a collapse
+    np.testing.assert_array_equal(plain[0, -2:], gap[0, -2:])  # the calendar is unchanged
+    fit = auto().fit(history(dropped, STEP), history(dropped, STEP).start_s + 8 * DAY, (1, 2))
+    assert isinstance(fit, BoostedFit) and fit.zeros_as_gaps
