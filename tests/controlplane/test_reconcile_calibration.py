@@ -103,16 +103,16 @@ def test_a_model_whose_forecasts_were_right_gets_no_more_than_without_calibratio
     assert _warm_gpus(calibrated) <= _warm_gpus(forgetful)
 
 
-def test_calibration_survives_a_restart_rebuilt_from_the_store(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'a.db'}"
-    stopped = _undershot(_runtime(url))
+def test_calibration_survives_a_restart_rebuilt_from_the_store(store_url: str,
+                                                               tmp_path: Path) -> None:
+    stopped = _undershot(_runtime(store_url))
     now = stopped.clock.now()
     forecasts = Forecasts(stopped, fraction=1.0).latest_forecasts()
     before = calibrated_latest(forecasts, stopped.deps.ledger, stopped.deps.history,
                                stopped.config.calibration, now)[MODEL]
     assert ratio_key(0.99) in before.diagnostics
 
-    restarted = SimRuntime.open(stopped.settings, Store.open(url, migrate=True), T0)
+    restarted = SimRuntime.open(stopped.settings, Store.open(store_url, migrate=True), T0)
     assert restarted.clock.now() > now  # resumed after its last tick, nothing kept in memory
     after = calibrated_latest(forecasts, restarted.deps.ledger, restarted.deps.history,
                               restarted.config.calibration, now)[MODEL]
@@ -121,8 +121,8 @@ def test_calibration_survives_a_restart_rebuilt_from_the_store(tmp_path: Path) -
                                                                     _empty_ledger(tmp_path)))
 
 
-def test_a_re_run_tick_records_each_error_once(tmp_path: Path) -> None:
-    runtime = _undershot(_runtime(f"sqlite:///{tmp_path / 'a.db'}"), minutes=10)
+def test_a_re_run_tick_records_each_error_once(store_url: str) -> None:
+    runtime = _undershot(_runtime(store_url), minutes=10)
     ledger = SqlForecastLedger(runtime.store.engine)
     runtime.advance(60, run_jobs=False)
     runtime.tick()
