@@ -231,13 +231,13 @@ class Settings(BaseSettings):
             raise ValueError("forecast.horizon_s must be >= forecast.step_s")
         if self.reconcile.max_staleness_s < self.reconcile.interval_s:
             raise ValueError("reconcile.max_staleness_s must be >= reconcile.interval_s")
-        holds = self.autoscaling.calibration_window_s / self.forecast.interval_s
-        if holds < MIN_ERRORS:
+        window_s, refresh_s = self.autoscaling.calibration_window_s, self.forecast.interval_s
+        if window_s < MIN_ERRORS * refresh_s:
             raise ValueError(
-                f"autoscaling.calibration_window_s ({self.autoscaling.calibration_window_s:g} s) "
-                f"holds {holds:g} forecast refreshes (forecast.interval_s = "
-                f"{self.forecast.interval_s:g} s); the upper tail is calibrated from "
-                f"{MIN_ERRORS} errors, so it must be >= {MIN_ERRORS * self.forecast.interval_s:g}")
+                f"autoscaling.calibration_window_s ({window_s:g} s) holds "
+                f"{window_s / refresh_s:g} forecast refreshes (forecast.interval_s = "
+                f"{refresh_s:g} s); the upper tail is calibrated from {MIN_ERRORS} errors, "
+                f"so it must be >= {MIN_ERRORS * refresh_s:g} s")
         names = [p.name for p in self.pools]
         if len(names) != len(set(names)):
             raise ValueError("pools: names must be unique")

@@ -31,7 +31,7 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
      "autoscaling.calibration_window_s: Input should be greater than 0"),
     ("autoscaling:\n  calibration_window_s: 3600\n",
      "autoscaling.calibration_window_s (3600 s) holds 12 forecast refreshes (forecast.interval_s "
-     "= 300 s); the upper tail is calibrated from 48 errors, so it must be >= 14400"),
+     "= 300 s); the upper tail is calibrated from 48 errors, so it must be >= 14400 s"),
 ], ids=["negative interval", "misspelt key", "unknown top-level key", "pool bounds",
         "cross-field horizon", "broken yaml", "calibration window zero",
         "calibration window too short to calibrate"])
