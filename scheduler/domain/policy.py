@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler.domain.cluster import Choice, Cluster, IntArray
+from scheduler.domain.cluster import MODE_CODE, Choice, Cluster, IntArray
 from scheduler.domain.errors import Infeasible
 from scheduler.domain.fits import (
     Shape,
@@ -44,7 +44,7 @@ from scheduler.domain.sharing import share_mode
 #: Shapes whose scores are kept (least recently used ones are dropped first).
 MAX_CACHED_SHAPES = 256
 #: Up to this many stale nodes are scored with plain Python instead of numpy.
-FEW_ROWS = 3
+FEW_ROWS = 10
 #: Up to this many logged node changes are checked one by one instead of comparing the state
 #: of every node (and the best node is then updated from the rescored ones).
 FEW_CHANGES = 64
@@ -160,11 +160,9 @@ def _synced_scores(cluster: Cluster, shape: Shape, scorer: Scorer) -> _Scores:
         entry.best = int(np.argmin(entry.delta))
     # The best node must be scored for the current snapshot: rescore it until it is.
     while entry.version.item(entry.best) != version and entry.delta.item(entry.best) != np.inf:
-        row = np.array([entry.best], dtype=np.int64)
-        delta, col = _score_few(cluster, row, shape, scorer)
-        entry.delta[row] = delta
-        entry.col[row] = col
-        entry.state[row] = cluster.state_id[row]
+        row = entry.best
+        entry.delta[row], entry.col[row] = _score_node(cluster, row, shape, scorer)
+        entry.state[row] = cluster.state_id.item(row)
         entry.version[row] = version
         entry.best = int(np.argmin(entry.delta))
     return entry
@@ -268,60 +266,67 @@ def _score_rows(cluster: Cluster, rows: IntArray, shape: Shape,
 def _score_few(cluster: Cluster, rows: IntArray, shape: Shape,
                scorer: Scorer) -> tuple[FloatArray, IntArray]:
     """``_score_rows`` for a few nodes with plain Python numbers (same decisions)."""
+    scored = [_score_node(cluster, node, shape, scorer) for node in rows.tolist()]
+    return (np.array([d for d, _ in scored], dtype=np.float64),
+            np.array([c for _, c in scored], dtype=np.int64))
+
+
+def _score_node(cluster: Cluster, node: int, shape: Shape, scorer: Scorer) -> tuple[float, int]:
+    """Score of placing ``shape`` on one node (inf where it does not fit) and, for shares, the
+    GPU column it would take (-1 otherwise): ``_score_rows`` for one row, in plain Python."""
+    cpu = cluster.cpu_free.item(node) - shape.cpu_milli
+    mem = cluster.mem_free.item(node) - shape.memory_mib
+    if cpu < 0 or mem < 0:
+        return np.inf, -1
     tables, stranding, cache = scorer.tables, scorer.weights.stranding, scorer.cache
-    delta = np.full(rows.size, np.inf)
-    col = np.full(rows.size, -1, dtype=np.int64)
-    products = (cluster.product_mask(shape.gpu_products) if shape.gpu_products else None)
-    for k, node in enumerate(rows.tolist()):
-        cpu = int(cluster.cpu_free[node]) - shape.cpu_milli
-        mem = int(cluster.mem_free[node]) - shape.memory_mib
-        if cpu < 0 or mem < 0:
+    total, idle = cluster.total.item(node), cluster.idle.item(node)
+    partial = total - WHOLE_GPU_MILLI * idle
+    before = cache.waste.item(node) - cache.resid.item(node)
+    frag = cache.per_shape[node]
+    if shape.mode is None:
+        return waste_scalar(tables, total, cpu, mem, frag.tolist(), idle, partial,
+                            stranding) - before, -1
+    # Without a product or GPU-memory filter an exclusive shape fits on the node's idle GPUs
+    # and a compute share on the GPUs whose share capacity covers it: read them directly.
+    plain = not shape.gpu_products and shape.gpu_memory_mib <= 0
+    rows = np.array([node], dtype=np.int64)
+    if shape.mode is SharingMode.EXCLUSIVE:
+        fitting = idle if plain else int(idle_fits(cluster, rows, shape).sum())
+        if fitting < shape.num_gpu:
+            return np.inf, -1
+        left, idle_left = total - WHOLE_GPU_MILLI * shape.num_gpu, idle - shape.num_gpu
+        return waste_scalar(tables, left, cpu, mem, frag.tolist(), idle_left,
+                            left - WHOLE_GPU_MILLI * idle_left, stranding) - before, -1
+    milli = shape.gpu_milli
+    if plain:
+        ok = [cap >= milli for cap in cluster.share_cap[MODE_CODE[shape.mode]][node].tolist()]
+    else:
+        ok = share_fits(cluster, rows, shape)[0].tolist()
+    table, gpu_key = tables.delta(milli)
+    resid = tables.residual_list
+    free = cluster.free[node].tolist()
+    part_col, idle_col, part_best = -1, -1, np.inf
+    for g, (fits, a) in enumerate(zip(ok, free, strict=True)):
+        if not fits:
             continue
-        total, idle = int(cluster.total[node]), int(cluster.idle[node])
-        partial = total - WHOLE_GPU_MILLI * idle
-        before = float(cache.waste[node]) - float(cache.resid[node])
-        frag = cache.per_shape[node]
-        if shape.mode is None:
-            delta[k] = waste_scalar(tables, total, cpu, mem, frag.tolist(), idle, partial,
-                                    stranding) - before
-            continue
-        if shape.mode is SharingMode.EXCLUSIVE:
-            if int(idle_fits(cluster, rows[k:k + 1], shape).sum()) < shape.num_gpu:
-                continue
-            left, idle_left = total - WHOLE_GPU_MILLI * shape.num_gpu, idle - shape.num_gpu
-            delta[k] = waste_scalar(tables, left, cpu, mem, frag.tolist(), idle_left,
-                                    left - WHOLE_GPU_MILLI * idle_left, stranding) - before
-            continue
-        milli = shape.gpu_milli
-        ok = share_fits(cluster, rows[k:k + 1], shape)[0].tolist()
-        if products is not None:
-            ok = [a and b for a, b in zip(ok, products[node].tolist(), strict=True)]
-        table, gpu_key = tables.delta(milli)
-        resid = tables.residual_list
-        free = cluster.free[node].tolist()
-        part_col, idle_col, part_best = -1, -1, np.inf
-        for g, (fits, a) in enumerate(zip(ok, free, strict=True)):
-            if not fits:
-                continue
-            if a == WHOLE_GPU_MILLI:
-                if idle_col < 0:
-                    idle_col = g
-            elif gpu_key[a] < part_best:
-                part_best, part_col = float(gpu_key[a]), g
-        left = total - milli
-        best, best_col = np.inf, -1
-        if part_col >= 0:
-            a = free[part_col]
-            moved = (frag + table[a]).tolist()
-            best = waste_scalar(tables, left, cpu, mem, moved, idle, partial - milli,
-                                stranding) + resid[a - milli] - resid[a] - before
-            best_col = part_col
-        if idle_col >= 0:
-            moved = (frag + table[WHOLE_GPU_MILLI]).tolist()
-            score = waste_scalar(tables, left, cpu, mem, moved, idle - 1,
-                                 partial + WHOLE_GPU_MILLI - milli,
-                                 stranding) + resid[WHOLE_GPU_MILLI - milli] - before
-            if score < best:
-                best, best_col = score, idle_col
-        delta[k], col[k] = best, best_col
-    return delta, col
+        if a == WHOLE_GPU_MILLI:
+            if idle_col < 0:
+                idle_col = g
+        elif gpu_key[a] < part_best:
+            part_best, part_col = float(gpu_key[a]), g
+    left = total - milli
+    best, best_col = np.inf, -1
+    if part_col >= 0:
+        a = free[part_col]
+        moved = (frag + table[a]).tolist()
+        best = waste_scalar(tables, left, cpu, mem, moved, idle, partial - milli,
+                            stranding) + resid[a - milli] - resid[a] - before
+        best_col = part_col
+    if idle_col >= 0:
+        moved = (frag + table[WHOLE_GPU_MILLI]).tolist()
+        score = waste_scalar(tables, left, cpu, mem, moved, idle - 1,
+                             partial + WHOLE_GPU_MILLI - milli,
+                             stranding) + resid[WHOLE_GPU_MILLI - milli] - before
+        if score < best:
+            best, best_col = score, idle_col
+    return best, best_col

@@ -75,12 +75,11 @@ class ScoreTables:
                                np.zeros((1, share.size))])
         self._deltas: dict[int, tuple[FloatArray, FloatArray]] = {}
         self._changes: dict[int, FloatArray] = {}
-        # Python-list copies for the scalar path (a few nodes at a time).
-        self.scalar = list(zip(self.weight.tolist(), self.inv_cpu.tolist(),
-                               self.inv_mem.tolist(), strict=True))
-        self.whole_index = {int(c): int(k) for c, k in zip(self.whole_cols.tolist(),
-                                                           self.whole_gpus.tolist(),
-                                                           strict=True)}
+        # Python-list copies for the scalar path (a few nodes at a time): per shape its weight,
+        # inverse CPU and memory ratios and, for whole-GPU shapes, their GPU count (0: share).
+        whole_gpus = dict(zip(self.whole_cols.tolist(), self.whole_gpus.tolist(), strict=True))
+        self.scalar = [(w, c, m, int(whole_gpus.get(t, 0))) for t, (w, c, m) in enumerate(zip(
+            self.weight.tolist(), self.inv_cpu.tolist(), self.inv_mem.tolist(), strict=True))]
 
     def delta(self, milli: int) -> tuple[FloatArray, FloatArray]:
         """Change of a GPU when ``milli`` is taken from it, indexed by its free milli before
@@ -201,12 +200,10 @@ def waste_scalar(tables: ScoreTables, free: int, cpu: int, mem: int, share_frag:
                  idle: int, partial: int, stranding: float) -> float:
     """``waste_after`` for one node state with plain Python numbers (cheaper than numpy for a
     few nodes). ``share_frag`` holds the share fragments per shape."""
-    whole = tables.whole_index
     total = 0.0
-    for t, (w, inv_cpu, inv_mem) in enumerate(tables.scalar):
-        frag = share_frag[t]
-        if t in whole:
-            frag = partial if idle >= whole[t] else free
+    for frag, (w, inv_cpu, inv_mem, gpus) in zip(share_frag, tables.scalar, strict=True):
+        if gpus:
+            frag = partial if idle >= gpus else free
         cap = cpu * inv_cpu
         alt = mem * inv_mem
         short = free - (alt if alt < cap else cap)
