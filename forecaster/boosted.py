@@ -34,7 +34,7 @@ from forecaster.trees import Trees
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
-LAGS = 6  # log-ratio of each of the last six observations to the level
+LAGS = 12  # log-ratio of each of the last twelve observations to the level
 VOLATILITY_STEPS = 12  # std of the last twelve log-changes
 DAYS_BACK = (1, 2, 7)
 MIN_BOOSTED_ROWS = 200
