@@ -11,9 +11,10 @@ forecast in a process pool with stored state, store into a real SQLite store) in
             staggered anchors this load is spread over 6 hours in production; it is the worst
             case of one tick if all anchors coincided.
 
-    python benchmarks/forecast/refresh.py [--series 1000] [--workers 2]
+    python benchmarks/forecast/refresh.py [--series 1000] [--workers 2] [--step-s 60]
 
-Writes benchmarks/results/forecast_refresh.json.
+Writes benchmarks/results/forecast_refresh.json (``--step-s 600``: 10-minute series, which the
+boosted model serves: forecast_refresh_10min.json).
 """
 
 from __future__ import annotations
@@ -45,23 +46,25 @@ EXTRA_S = 6 * 3600 + 600  # data beyond NOW for the later ticks
 RESULTS = REPO / "benchmarks" / "results" / "forecast_refresh.json"
 
 
-def synthetic(n: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Diurnal + weekly shape, wandering level, noise and bursts; some sparse, some gappy."""
+def synthetic(n: int, seed: int = 0, step_s: int = STEP_S) -> dict[str, np.ndarray]:
+    """Diurnal + weekly shape, wandering level, noise and bursts; some sparse, some gappy
+    (requests per step; the 1-minute defaults scale with the step)."""
     rng = np.random.default_rng(seed)
-    steps = (HISTORY_S + EXTRA_S) // STEP_S
-    t = np.arange(steps) * STEP_S
+    steps = (HISTORY_S + EXTRA_S) // step_s
+    per = step_s // STEP_S
+    t = np.arange(steps) * step_s
     out: dict[str, np.ndarray] = {}
     for i in range(n):
         level = rng.lognormal(3, 1.2)
         phase = rng.uniform(0, 2 * np.pi)
         day = 1 + rng.uniform(0.2, 0.7) * np.sin(2 * np.pi * t / 86_400 + phase)
         week = 1 + 0.15 * np.sin(2 * np.pi * t / (7 * 86_400))
-        wander = np.exp(np.cumsum(rng.normal(0, 0.003, steps)))
-        bursts = 1 + (rng.random(steps) < 0.002) * rng.uniform(1, 4, steps)
-        rate = level * day * week * wander * bursts
-        values = rng.poisson(np.maximum(rate, 0) * 1.0).astype(float)  # requests per minute
-        if i % 10 == 0:
-            values[rng.integers(0, steps - 300):][:120] = np.nan  # a two-hour scrape gap
+        wander = np.exp(np.cumsum(rng.normal(0, 0.003 * np.sqrt(per), steps)))
+        bursts = 1 + (rng.random(steps) < 0.002 * per) * rng.uniform(1, 4, steps)
+        rate = level * per * day * week * wander * bursts
+        values = rng.poisson(np.maximum(rate, 0) * 1.0).astype(float)  # requests per step
+        if i % 10 == 0:  # a two-hour scrape gap
+            values[rng.integers(0, steps - 300 // per):][:120 // per] = np.nan
         out[f"model-{i:04d}"] = values
     return out
 
@@ -69,8 +72,9 @@ def synthetic(n: int, seed: int = 0) -> dict[str, np.ndarray]:
 class MemorySource:
     """In-memory histories (what a source returns), sliced to the requested window."""
 
-    def __init__(self, data: dict[str, np.ndarray]) -> None:
+    def __init__(self, data: dict[str, np.ndarray], step_s: int = STEP_S) -> None:
         self.data = data
+        self.step_s = step_s
         self.start = NOW - timedelta(seconds=HISTORY_S)
 
     def model_names(self) -> list[str]:
@@ -78,9 +82,10 @@ class MemorySource:
 
     def rate_history(self, model: str, since_at: datetime, until_at: datetime,
                      step_s: int) -> TrafficSeries:
-        lo = int((since_at - self.start).total_seconds()) // STEP_S
-        hi = int((until_at - self.start).total_seconds()) // STEP_S
-        return TrafficSeries(model, STEP_S, since_at, tuple(self.data[model][lo:hi].tolist()))
+        lo = int((since_at - self.start).total_seconds()) // self.step_s
+        hi = int((until_at - self.start).total_seconds()) // self.step_s
+        return TrafficSeries(model, self.step_s, since_at,
+                             tuple(self.data[model][lo:hi].tolist()))
 
 
 def tick(label: str, source: MemorySource, store: Store, at: datetime, config: JobConfig,
@@ -112,15 +117,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--series", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--step-s", type=int, default=STEP_S, choices=(STEP_S, 600))
     args = ap.parse_args()
     t0 = time.perf_counter()
-    data = synthetic(args.series)
+    data = synthetic(args.series, step_s=args.step_s)
     gen_s = time.perf_counter() - t0
-    source = MemorySource(data)
+    source = MemorySource(data, args.step_s)
     rows = []
     with tempfile.TemporaryDirectory(prefix="headroom-refresh-") as tmp:
         store = Store.open(f"sqlite:///{tmp}/bench.db", migrate=True)
-        config = JobConfig(horizon_s=1200, step_s=STEP_S, history_s=HISTORY_S, method="auto",
+        config = JobConfig(horizon_s=1200, step_s=args.step_s, history_s=HISTORY_S, method="auto",
                            workers=args.workers, state_dir=Path(tmp) / "state")
         rows.append(tick("cold", source, store, NOW, config))
         rows.append(tick("steady", source, store, NOW + timedelta(minutes=5), config))
@@ -133,12 +139,14 @@ def main() -> int:
               f"{r['store_s']:6.1f} {r['refits']:6d} {r['reused_state']:6d} "
               f"{r['seasonal_fits']:7d}  {r['methods']}")
     doc = {"benchmark": "forecast refresh", "series": args.series,
-           "history": "7 days at 1 minute (10,080 points)", "workers": args.workers,
+           "history": f"7 days at {args.step_s} s ({HISTORY_S // args.step_s:,} points)",
+           "workers": args.workers,
            "cpus": os.cpu_count(), "load_average_at_end": os.getloadavg(),
            "generate_s": round(gen_s, 1), "target_s": 60, "ticks": rows}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(doc, indent=1))
-    print(f"wrote {RESULTS}", file=sys.stderr)
+    out = RESULTS if args.step_s == STEP_S else RESULTS.with_name("forecast_refresh_10min.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1))
+    print(f"wrote {out}", file=sys.stderr)
     return 0
 
 
