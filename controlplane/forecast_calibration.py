@@ -14,6 +14,7 @@ The history is the one the forecast job fits on (the store's observations).
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -25,7 +26,7 @@ from controlplane.autoscaling.issued import (
     issued,
     unrecorded,
 )
-from controlplane.ports import ForecastLedger, RateHistory
+from controlplane.ports import Clock, ForecastLedger, ForecastReader, RateHistory
 from forecaster.types import Forecast
 
 
@@ -64,3 +65,26 @@ def calibrated_latest(forecasts: Mapping[str, Forecast], ledger: ForecastLedger,
         ledger.record_issued(new)
         records = ledger.issued_since(since_at)
     return calibrated_forecasts(forecasts, records, config.max_errors)
+
+
+class CalibratedForecasts:
+    """A ForecastReader whose forecasts carry the upper tails the reconcile loop calibrated from
+    its own errors: what KEDA's external scaler serves, so a ScaledObject scales on the same
+    tails as the loop. Read-only (the reconcile tick records, scores and prunes the ledger); a
+    forecast the loop has not recorded yet is returned as it is. Safe to call from several
+    threads (the ledger's cached copy is read under a lock)."""
+
+    def __init__(self, forecasts: ForecastReader, ledger: ForecastLedger, clock: Clock,
+                 config: CalibrationConfig) -> None:
+        self._forecasts = forecasts
+        self._ledger = ledger
+        self._clock = clock
+        self._config = config
+        self._lock = threading.Lock()
+
+    def latest_forecasts(self) -> dict[str, Forecast]:
+        since_at = self._clock.now() - timedelta(seconds=self._config.window_s)
+        with self._lock:
+            records = self._ledger.issued_since(since_at)
+        return calibrated_forecasts(self._forecasts.latest_forecasts(), records,
+                                    self._config.max_errors)

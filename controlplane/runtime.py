@@ -18,7 +18,7 @@ from controlplane.autoscaling.from_settings import policy_from_settings
 from controlplane.autoscaling.live import cold_wake_s, live_models
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.tick import TickReport
-from controlplane.forecast_calibration import CalibrationConfig
+from controlplane.forecast_calibration import CalibratedForecasts, CalibrationConfig
 from controlplane.forecast_job import JobConfig, run_job
 from controlplane.ports import Clock
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps, reconcile_once
@@ -37,10 +37,13 @@ log = logging.getLogger("headroom.runtime")
 
 def keda_servicer(settings: Settings, store: Store, clock: Clock,
                   specs: tuple[ModelSpec, ...]) -> KedaScalerServicer:
-    """KEDA's external scaler on the stored forecasts; the target is one replica's share."""
+    """KEDA's external scaler on the stored forecasts, with the upper tails the reconcile loop
+    calibrated from its own errors; the target is one replica's share."""
     target_rps = {s.name: s.best_point().throughput_rps * settings.reconcile.target_utilization
                   for s in specs}
-    return KedaScalerServicer(store, clock, lookahead_s=settings.autoscaling.keda_lookahead_s,
+    forecasts = CalibratedForecasts(store, SqlForecastLedger(store.engine), clock,
+                                    calibration_config(settings))
+    return KedaScalerServicer(forecasts, clock, lookahead_s=settings.autoscaling.keda_lookahead_s,
                               max_forecast_age_s=settings.reconcile.max_forecast_age_s,
                               target_rps=target_rps)
 
@@ -58,8 +61,13 @@ def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> Reconc
                         settings.safety.cluster_gpu_budget),
         max_staleness_s=settings.reconcile.max_staleness_s,
         dry_run=settings.safety.dry_run,
-        calibration=CalibrationConfig(auto.calibration_window_s, auto.calibration_errors),
+        calibration=calibration_config(settings),
     )
+
+
+def calibration_config(settings: Settings) -> CalibrationConfig:
+    auto = settings.autoscaling
+    return CalibrationConfig(auto.calibration_window_s, auto.calibration_errors)
 
 
 def refresh_forecasts(store: Store, now: datetime, settings: Settings) -> list[Forecast]:

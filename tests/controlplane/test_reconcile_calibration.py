@@ -1,6 +1,6 @@
 """The reconcile loop calibrates its forecasts' upper tails from their own errors, as the
-simulator does, from records in the store: a restart rebuilds them and a re-run tick counts
-each error once."""
+simulator does, from records in the store: a restart rebuilds them, a re-run tick counts
+each error once, and KEDA's scaler serves the same calibrated tails."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from controlplane.adapters.keda import KedaScalerServicer, ScalerQuery
 from controlplane.autoscaling.calibration import MIN_ERRORS
 from controlplane.autoscaling.core import TickDecision
 from controlplane.autoscaling.issued import errors_from
 from controlplane.domain.demand import ratio_key
-from controlplane.forecast_calibration import calibrated_latest
+from controlplane.forecast_calibration import CalibratedForecasts, calibrated_latest
+from controlplane.ports import ForecastReader
 from controlplane.reconcile import decide
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
@@ -149,3 +151,27 @@ def test_records_older_than_the_calibration_window_are_pruned(tmp_path: Path) ->
     oldest_at = runtime.clock.now() - timedelta(seconds=MIN_ERRORS * 60)
     assert kept and min(r.target_at for r in kept) >= oldest_at
     assert len(kept) <= MIN_ERRORS + 1
+
+
+def _keda_rps(forecasts: ForecastReader, runtime: SimRuntime, quantile: float) -> float:
+    query = ScalerQuery(MODEL, target_rps=1.0, lookahead_s=600, quantile=quantile,
+                        metric_name="headroom-llama")
+    return KedaScalerServicer(forecasts, runtime.clock).forecast_rps(query)
+
+
+def test_keda_serves_the_upper_tail_the_loop_calibrated_from_its_errors(tmp_path: Path) -> None:
+    runtime = _undershot(_runtime(f"sqlite:///{tmp_path / 'a.db'}"))
+    raw = runtime.deps.forecasts  # a third of the load that came, every minute
+    calibrated = CalibratedForecasts(raw, SqlForecastLedger(runtime.store.engine), runtime.clock,
+                                     runtime.config.calibration)
+    for quantile in (0.9, 0.99):
+        assert _keda_rps(calibrated, runtime, quantile) > 2 * _keda_rps(raw, runtime, quantile)
+
+
+def test_keda_serves_a_forecast_the_loop_has_not_recorded_as_it_is(tmp_path: Path) -> None:
+    runtime = _undershot(_runtime(f"sqlite:///{tmp_path / 'a.db'}"), minutes=5)
+    raw = runtime.deps.forecasts
+    calibrated = CalibratedForecasts(raw, _empty_ledger(tmp_path), runtime.clock,
+                                     runtime.config.calibration)
+    assert calibrated.latest_forecasts() == dict(raw.latest_forecasts())
+    assert _keda_rps(calibrated, runtime, 0.9) == _keda_rps(raw, runtime, 0.9)
