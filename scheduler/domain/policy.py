@@ -265,7 +265,8 @@ def _score_rows(cluster: Cluster, rows: IntArray, shape: Shape,
 
 def _score_few(cluster: Cluster, rows: IntArray, shape: Shape,
                scorer: Scorer) -> tuple[FloatArray, IntArray]:
-    """``_score_rows`` for a few nodes with plain Python numbers (same decisions)."""
+    """``_score_rows`` for a few nodes with plain Python numbers (the same score; the sums can
+    differ from numpy's in the last bits, which only matters for exact ties)."""
     scored = [_score_node(cluster, node, shape, scorer) for node in rows.tolist()]
     return (np.array([d for d, _ in scored], dtype=np.float64),
             np.array([c for _, c in scored], dtype=np.int64))
@@ -289,9 +290,9 @@ def _score_node(cluster: Cluster, node: int, shape: Shape, scorer: Scorer) -> tu
     # Without a product or GPU-memory filter an exclusive shape fits on the node's idle GPUs
     # and a compute share on the GPUs whose share capacity covers it: read them directly.
     plain = not shape.gpu_products and shape.gpu_memory_mib <= 0
-    rows = np.array([node], dtype=np.int64)
     if shape.mode is SharingMode.EXCLUSIVE:
-        fitting = idle if plain else int(idle_fits(cluster, rows, shape).sum())
+        fitting = idle if plain else int(
+            idle_fits(cluster, np.array([node], dtype=np.int64), shape).sum())
         if fitting < shape.num_gpu:
             return np.inf, -1
         left, idle_left = total - WHOLE_GPU_MILLI * shape.num_gpu, idle - shape.num_gpu
@@ -301,7 +302,7 @@ def _score_node(cluster: Cluster, node: int, shape: Shape, scorer: Scorer) -> tu
     if plain:
         ok = [cap >= milli for cap in cluster.share_cap[MODE_CODE[shape.mode]][node].tolist()]
     else:
-        ok = share_fits(cluster, rows, shape)[0].tolist()
+        ok = share_fits(cluster, np.array([node], dtype=np.int64), shape)[0].tolist()
     table, gpu_key = tables.delta(milli)
     resid = tables.residual_list
     free = cluster.free[node].tolist()
