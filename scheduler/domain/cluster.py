@@ -36,6 +36,8 @@ MODE_CODE: dict[SharingMode, int] = {
 UNKNOWN_MEMORY_MIB = 1 << 40
 #: Length at which the change log is emptied (and a new epoch begins).
 MAX_CHANGE_LOG = 1 << 16
+#: Node contents remembered for their state ids (the memory is emptied past this many).
+MAX_STATE_IDS = 1 << 20
 
 
 def product_key(product: str) -> str:
@@ -106,16 +108,19 @@ class Cluster:
                 self.mig_capable[i, j] = bool(gpu.mig_capable and known is not None
                                               and known.mig_capable)
         self.gpu_count = int(self.exists.sum())
-        # Every change of a node gives it a new state id; releasing the last change restores
-        # the previous id, so caches keyed by state id stay valid across Place/Release pairs.
-        self.state_id: IntArray = np.arange(n, dtype=np.int64)
-        self._next_state = n
+        # A node's state id names its contents (free CPU, memory, GPU milli, GPU memory,
+        # clients and modes): a node that comes back to contents it had before gets the id it
+        # had then, so caches keyed by state id stay valid across Place/Release pairs in any
+        # order. Ids are interned in ``_state_ids`` (emptied past MAX_STATE_IDS; ids are never
+        # reused, a forgotten contents just gets a new one).
+        self.state_id: IntArray = np.zeros(n, dtype=np.int64)
+        self._state_ids: dict[tuple[int, int, int, bytes, bytes, bytes, bytes], int] = {}
+        self._next_state = 0
         # Rows whose state id changed, in order, so a cache can find what changed since it
         # last looked without comparing every node; ``log_epoch`` counts the times the log was
         # emptied (a cache that saw another epoch compares every node once).
         self.change_log: list[int] = []
         self.log_epoch = 0
-        self._undo_state: dict[str, tuple[int, int]] = {}
         self._columns: dict[str, tuple[int, ...]] = {}  # GPU columns of each binding
         # Per node aggregates and per GPU share capacity, kept in step by _refresh_node.
         self.total: IntArray = np.maximum(self.free, 0).sum(axis=1)
@@ -125,6 +130,7 @@ class Cluster:
             for m in (SharingMode.MPS, SharingMode.TIME_SLICING)}
         for i in range(n):
             self._refresh_node(i)
+            self.state_id[i] = self._contents_id(i)
 
     def _refresh_node(self, node: int, cols: Sequence[int] | None = None) -> None:
         """Recompute the aggregates of one node after GPUs ``cols`` (default: all) changed."""
@@ -194,11 +200,7 @@ class Cluster:
                     self.mig.setdefault((node, g), {})[workload_id] = MigInstance(
                         prof, choice.mig_start)
         self._refresh_node(node, choice.gpus)
-        before = int(self.state_id[node])
-        self.state_id[node] = self._next_state
-        self._undo_state[workload_id] = (before, self._next_state)
-        self._next_state += 1
-        self._logged(node)
+        self._changed(node)
         self._columns[workload_id] = choice.gpus
         binding = Binding(
             workload_id, self.nodes[node].name,
@@ -224,7 +226,6 @@ class Cluster:
         binding = self.bindings.pop(workload_id, None)
         if binding is None:
             return None
-        before, after = self._undo_state.pop(workload_id)
         node = self.position[binding.node]
         self.cpu_free[node] += binding.cpu_milli
         self.mem_free[node] += binding.memory_mib
@@ -244,15 +245,25 @@ class Cluster:
                 self.free[node, g] += binding.gpu_milli
                 self.gmem_free[node, g] += binding.gpu_memory_mib
         self._refresh_node(node, cols)
-        if self.state_id[node] == after:  # nothing else changed the node since: as before
-            self.state_id[node] = before
-        else:
-            self.state_id[node] = self._next_state
-            self._next_state += 1
-        self._logged(node)
+        self._changed(node)
         return binding
 
-    def _logged(self, node: int) -> None:
+    def _contents_id(self, node: int) -> int:
+        """The state id of the node's current contents (a new id for contents not seen)."""
+        key = (node, self.cpu_free.item(node), self.mem_free.item(node),
+               self.free[node].tobytes(), self.gmem_free[node].tobytes(),
+               self.clients[node].tobytes(), self.mode[node].tobytes())
+        found = self._state_ids.get(key)
+        if found is None:
+            if len(self._state_ids) >= MAX_STATE_IDS:
+                self._state_ids.clear()
+            found = self._state_ids[key] = self._next_state
+            self._next_state += 1
+        return found
+
+    def _changed(self, node: int) -> None:
+        """Give a node that changed the id of its new contents and log the change."""
+        self.state_id[node] = self._contents_id(node)
         log = self.change_log
         if len(log) >= MAX_CHANGE_LOG:
             log.clear()

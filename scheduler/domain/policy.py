@@ -48,6 +48,8 @@ FEW_ROWS = 10
 #: Up to this many logged node changes are checked one by one instead of comparing the state
 #: of every node (and the best node is then updated from the rescored ones).
 FEW_CHANGES = 64
+#: Scores remembered per shape by node state id (the memo is emptied past this many).
+MAX_MEMO = 1 << 14
 #: After a new demand snapshot, each request rescores at most this many nodes whose score is
 #: from an older snapshot (besides the nodes that changed), spreading the rescore over requests.
 ROLLING_RESCORE = 128
@@ -68,6 +70,10 @@ class _Scores:
     seen: int = 0
     all_version: int = -1
     best: int = -1
+    #: Score and column by node state id, for the snapshot ``memo_version``: a node that
+    #: returns to contents it had (a Place then its Release) is looked up, not rescored.
+    memo: dict[int, tuple[float, int]] = field(default_factory=dict)
+    memo_version: int = -1
 
 
 @dataclass(slots=True)
@@ -149,8 +155,10 @@ def _synced_scores(cluster: Cluster, shape: Shape, scorer: Scorer) -> _Scores:
                 entry.all_version = version
     entry.epoch, entry.seen = cluster.log_epoch, len(cluster.change_log)
     if stale.size:
-        score = _score_few if stale.size <= FEW_ROWS else _score_rows
-        delta, col = score(cluster, stale, shape, scorer)
+        if stale.size <= FEW_ROWS:
+            delta, col = _score_few(cluster, stale, shape, scorer, _memo(entry, version))
+        else:
+            delta, col = _score_rows(cluster, stale, shape, scorer)
         entry.delta[stale] = delta
         entry.col[stale] = col
         entry.state[stale] = cluster.state_id[stale]
@@ -166,6 +174,14 @@ def _synced_scores(cluster: Cluster, shape: Shape, scorer: Scorer) -> _Scores:
         entry.version[row] = version
         entry.best = int(np.argmin(entry.delta))
     return entry
+
+
+def _memo(entry: _Scores, version: int) -> dict[int, tuple[float, int]]:
+    """The entry's memo of scores by state id, emptied for a new snapshot or when full."""
+    if entry.memo_version != version or len(entry.memo) >= MAX_MEMO:
+        entry.memo.clear()
+        entry.memo_version = version
+    return entry.memo
 
 
 def _changed_rows(cluster: Cluster, entry: _Scores) -> IntArray:
@@ -263,11 +279,19 @@ def _score_rows(cluster: Cluster, rows: IntArray, shape: Shape,
     return delta, col
 
 
-def _score_few(cluster: Cluster, rows: IntArray, shape: Shape,
-               scorer: Scorer) -> tuple[FloatArray, IntArray]:
+def _score_few(cluster: Cluster, rows: IntArray, shape: Shape, scorer: Scorer,
+               memo: dict[int, tuple[float, int]]) -> tuple[FloatArray, IntArray]:
     """``_score_rows`` for a few nodes with plain Python numbers (the same score; the sums can
-    differ from numpy's in the last bits, which only matters for exact ties)."""
-    scored = [_score_node(cluster, node, shape, scorer) for node in rows.tolist()]
+    differ from numpy's in the last bits, which only matters for exact ties), each looked up
+    in ``memo`` by the node's state id first and remembered there."""
+    scored = []
+    state_id = cluster.state_id
+    for node in rows.tolist():
+        sid = state_id.item(node)
+        found = memo.get(sid)
+        if found is None:
+            found = memo[sid] = _score_node(cluster, node, shape, scorer)
+        scored.append(found)
     return (np.array([d for d, _ in scored], dtype=np.float64),
             np.array([c for _, c in scored], dtype=np.int64))
 

@@ -155,3 +155,43 @@ def test_same_inventory_and_requests_give_the_same_bindings() -> None:
         return out
 
     assert run() == run()
+
+
+def test_a_node_back_to_contents_it_had_gets_the_state_id_it_had_in_any_release_order() -> None:
+    placer = OnlinePlacer([node("n", gpus=2)])
+    c = placer.cluster
+    start = int(c.state_id[0])
+    placer.place(work("a", milli=300))
+    placer.place(work("b", milli=200))
+    assert int(c.state_id[0]) != start
+    placer.release("a")  # not the last change: the node's contents are new
+    placer.release("b")
+    assert int(c.state_id[0]) == start
+
+
+def test_place_release_pairs_in_any_order_reuse_remembered_scores(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import scheduler.domain.policy as policy
+
+    placer = OnlinePlacer([node(f"n{i}", gpus=4) for i in range(4)])
+    probes = [work(f"p{k}", milli=100) for k in range(3)]
+
+    def cycle(tag: str) -> list[tuple[str, tuple[int, ...]]]:
+        out = []
+        for p in probes:
+            b = placer.place(work(f"{tag}-{p.workload_id}", milli=100))
+            out.append((b.node, b.gpu_indices))
+        for p in (probes[1], probes[0], probes[2]):  # not in reverse order
+            placer.release(f"{tag}-{p.workload_id}")
+        return out
+
+    for k in range(5):  # early on the demand snapshot is rebuilt at 1, 2, 4, ... 16 requests
+        cycle(f"warm{k}")
+    first = cycle("first")  # requests 16-18; the next rebuild is at 32
+    calls = []
+    real = policy._score_node
+    monkeypatch.setattr(policy, "_score_node",
+                        lambda *a: calls.append(a[1]) or real(*a))
+    again = cycle("again")
+    assert again == first
+    assert calls == []
