@@ -2,7 +2,7 @@
 
 A state file holds, for one series, the level model fitted at its current anchor (coefficients
 per lead, p90 calibration, the method/fallback chosen, the seasonal curve) or the boosted model
-(its trees per lead as arrays, ``forecaster.trees``; ~150 KB per lead), and the latest Prophet
+(its bag of trees per lead as arrays, ``forecaster.trees``), and the latest Prophet
 fit (curve + warm-start parameters). On load, an entry is used only when its anchor is the one
 the forecaster needs *and* the data before that anchor is unchanged (same fingerprint);
 otherwise the forecaster refits, warm-starting Prophet from the stored parameters.
@@ -24,7 +24,7 @@ from forecaster.boosted import BoostedFit
 from forecaster.features import History
 from forecaster.models import AnchoredForecaster, LinearFit, fingerprint
 from forecaster.seasonal import SeasonalCurve
-from forecaster.trees import Trees
+from forecaster.trees import Bag
 
 STATE_VERSION = 1
 
@@ -94,7 +94,7 @@ def import_state(model: object, h: History, doc: dict[str, Any]) -> int:
     if isinstance(boosted, dict) and fingerprint(h, boosted["anchor_s"]) == boosted["fingerprint"]:
         leads = tuple(int(k) for k in boosted["leads"])
         q90 = {int(k): float(v) for k, v in boosted["q90"].items()}
-        b_fit = BoostedFit({int(k): Trees.from_json(v) for k, v in boosted["trees"].items()},
+        b_fit = BoostedFit({int(k): Bag.from_json(v) for k, v in boosted["trees"].items()},
                            q90, boosted["method"], boosted["reason"],
                            _float(boosted.get("backtest_wape")),
                            zeros_as_gaps=bool(boosted.get("zeros_as_gaps", False)))

@@ -5,7 +5,8 @@ stored as JSON with the rest of a model's state (``forecaster.persist``).
 iteration, numeric features): its baseline and, per node, the split feature and threshold
 (``x <= threshold`` goes left, NaN goes where the tree sends missing values), children and leaf
 value. ``predict`` walks every tree at once, level by level; it equals the regressor's own
-``predict`` up to the order of the floating-point sum (a test checks it).
+``predict`` up to the order of the floating-point sum (a test checks it). ``Bag`` is the mean of
+several such ensembles fitted to the same features (bagging: ``forecaster.boosted``).
 """
 
 from __future__ import annotations
@@ -79,3 +80,26 @@ class Trees:
                    leaf=np.asarray(doc["leaf"], dtype=bool),
                    missing_left=np.asarray(doc["missing_left"], dtype=bool),
                    depth=int(doc["depth"]))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Bag:
+    """Tree ensembles fitted to the same features (different seeds); predicts their mean."""
+
+    members: tuple[Trees, ...]
+
+    def predict(self, x: FloatArray) -> FloatArray:
+        total = self.members[0].predict(x)
+        for member in self.members[1:]:
+            total = total + member.predict(x)
+        return np.asarray(total / len(self.members), dtype=np.float64)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"members": [m.to_json() for m in self.members]}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Bag:
+        """Also reads one ``Trees`` document (state stored before bagging) as a bag of one."""
+        if "members" not in doc:
+            return cls((Trees.from_json(doc),))
+        return cls(tuple(Trees.from_json(m) for m in doc["members"]))

@@ -8,12 +8,12 @@ import json
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingRegressor
 
-from forecaster.boosted import PARAMS, BoostedFit, boosted_features, eligible
+from forecaster.boosted import BAG_SEEDS, PARAMS, BoostedFit, boosted_features, eligible
 from forecaster.persist import export_state, import_state
 from forecaster.registry import get_forecaster
 from forecaster.settings import ForecasterSettings
 from forecaster.stacking import StackingForecaster
-from forecaster.trees import Trees
+from forecaster.trees import Bag, Trees
 from tests.forecaster.builders import diurnal, history
 
 STEP = 600
@@ -36,13 +36,53 @@ def test_tree_arrays_predict_what_the_fitted_regressor_predicts() -> None:
     x = rng.normal(size=(600, 5))
     y = x[:, 0] - 2 * x[:, 1] * (x[:, 2] > 0) + rng.normal(0, 0.1, 600)
     x[rng.random(x.shape) < 0.05] = np.nan  # missing values follow the fitted branch
-    model = HistGradientBoostingRegressor(**PARAMS).fit(x, y)
+    model = HistGradientBoostingRegressor(**PARAMS, random_state=0).fit(x, y)
     trees = Trees.from_sklearn(model)
     probe = rng.normal(size=(300, 5))
     probe[rng.random(probe.shape) < 0.05] = np.nan
     np.testing.assert_allclose(trees.predict(probe), model.predict(probe), rtol=0, atol=1e-12)
     stored = Trees.from_json(json.loads(json.dumps(trees.to_json())))
     np.testing.assert_array_equal(stored.predict(probe), trees.predict(probe))
+
+
+def test_a_bag_predicts_the_mean_of_its_fitted_regressors_and_stores_them_all() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(600, 5))
+    y = x[:, 0] - 2 * x[:, 1] * (x[:, 2] > 0) + rng.normal(0, 0.1, 600)
+    models = [HistGradientBoostingRegressor(**PARAMS, random_state=seed).fit(x, y)
+              for seed in BAG_SEEDS]
+    bag = Bag(tuple(Trees.from_sklearn(m) for m in models))
+    probe = rng.normal(size=(300, 5))
+    each = np.stack([m.predict(probe) for m in models])
+    assert float(np.ptp(each, axis=0).max()) > 1e-3  # the seeds pick different features
+    np.testing.assert_allclose(bag.predict(probe), each.mean(axis=0), rtol=0, atol=1e-12)
+    stored = Bag.from_json(json.loads(json.dumps(bag.to_json())))
+    assert len(stored.members) == len(BAG_SEEDS)
+    np.testing.assert_array_equal(stored.predict(probe), bag.predict(probe))
+
+
+def test_trees_stored_before_bagging_load_as_a_bag_of_one_with_the_same_predictions() -> None:
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(400, 4))
+    y = x[:, 0] + rng.normal(0, 0.1, 400)
+    trees = Trees.from_sklearn(HistGradientBoostingRegressor(**PARAMS, random_state=0).fit(x, y))
+    old = Bag.from_json(json.loads(json.dumps(trees.to_json())))
+    assert len(old.members) == 1
+    np.testing.assert_array_equal(old.predict(x), trees.predict(x))
+
+
+def test_a_boosted_forecast_is_the_mean_of_its_members_log_ratios_to_the_level() -> None:
+    h = history(diurnal(8, STEP, seed=3), STEP)
+    fit = auto().fit(h, h.start_s + 8 * DAY, (1, 2))
+    assert isinstance(fit, BoostedFit)
+    origins = np.arange(h.size - 200, h.size)
+    for lead in (1, 2):
+        assert len(fit.models[lead].members) == len(BAG_SEEDS) == 3
+        x, log_level = boosted_features(h, origins, lead, fit.zeros_as_gaps)
+        each = np.stack([m.predict(x) for m in fit.models[lead].members])
+        assert float(np.ptp(each, axis=0).max()) > 1e-3
+        np.testing.assert_allclose(fit.point(h, origins, lead),
+                                   np.expm1(log_level + each.mean(axis=0)), rtol=1e-12)
 
 
 def test_boosted_features_read_only_values_before_each_origin() -> None:
@@ -114,6 +154,7 @@ def test_a_stored_boosted_fit_serves_the_next_run_without_refitting() -> None:
     before = first.predict(h, origin, 2)
     doc = json.loads(json.dumps(export_state(first, h, h.size, (1, 2))))
     assert doc["boosted"]["method"] == "boosted" and set(doc["boosted"]["trees"]) == {"1", "2"}
+    assert all(len(t["members"]) == len(BAG_SEEDS) for t in doc["boosted"]["trees"].values())
     fresh = auto()
     assert import_state(fresh, h, doc) == 1
     after = fresh.predict(h, origin, 2)
