@@ -20,6 +20,7 @@ from pydantic_settings import (
 )
 
 from controlplane.autoscaling.calibration import MIN_ERRORS
+from controlplane.autoscaling.policies import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
 from controlplane.domain.desired import PoolSpec
 
 _YAML_FILE: ContextVar[Path | None] = ContextVar("headroom_yaml_file", default=None)
@@ -113,9 +114,13 @@ class AutoscalingSettings(Group):
 
     policy: Literal["predictive", "reactive", "static"] = Field(
         "predictive", description="demand policy: forecast quantile, observed load, or the peak")
-    shortfall_cost_ratio: float = Field(4.0, gt=1, description="price of a replica-hour of "
-                                        "unserved demand / price of a replica-hour; sets the "
-                                        "warm-pool quantiles (newsvendor)")
+    shortfall_cost_ratio: float = Field(
+        SHORTFALL_COST_RATIO, gt=1, description="price of a replica-hour of unserved demand / "
+        "price of a replica-hour; sets the warm-pool quantiles (newsvendor)")
+    short_minute_cost_ratio: float = Field(
+        SHORT_MINUTE_COST_RATIO, ge=0, description="price of one short model-minute in "
+        "replica-hours: hot replicas hold the quantile of the next forecast step this price pays "
+        "for, per model (0: no hot headroom)")
     reaction_s: float = Field(60.0, gt=0, description="time to notice a change and act "
                               "(reconcile interval + metric window)")
     keep_s: float = Field(240.0, ge=0, description="warm GPUs also cover this much longer: a "

@@ -12,10 +12,11 @@ The caller applies the plan's actions and the idle-rung targets.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 
+from controlplane.autoscaling.headroom import next_step_headroom
 from controlplane.autoscaling.ladder import ModelLadder, Rung, RungSpec, size_ladder
 from controlplane.autoscaling.nodepools import node_pool_targets
 from controlplane.autoscaling.policies import ScalingPolicy
@@ -25,7 +26,14 @@ from controlplane.autoscaling.sizing import (
     apply_gpu_budgets,
     fleet_placement,
 )
-from controlplane.domain.demand import Demand, demand_from, replicas_for
+from controlplane.domain.demand import (
+    FORECAST_P90,
+    FORECAST_QUANTILE,
+    HOT_HEADROOM,
+    Demand,
+    demand_from,
+    replicas_for,
+)
 from controlplane.domain.desired import DesiredState, PoolSpec
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.models import ModelSpec
@@ -34,6 +42,9 @@ from controlplane.domain.placement import FleetPlacement
 from controlplane.domain.plan import Plan
 from controlplane.domain.planner import plan as make_plan
 from forecaster.types import Forecast
+
+#: Demand reasons that come from a fresh forecast (headroom applies to these only).
+FORECAST_REASONS = frozenset({FORECAST_P90, FORECAST_QUANTILE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,19 +116,39 @@ def size(
     demands = demand_from(specs, forecasts, observed, policy.demand, now)
     ladders: list[ModelLadder] = []
     requests: list[ModelRequest] = []
+    sized: list[Demand] = []
     for model, demand in zip(models, demands, strict=True):
+        demand = _with_headroom(demand, model, policy, forecasts.get(model.spec.name), now)
         hot = replicas_for(demand.rate_rps, model.shape.per_replica_rps)
         ladder = _ladder(model, policy, forecasts.get(model.spec.name), demand.observed_rps,
                          hot, now)
         if ladder is not None:
             ladders.append(ladder)
+        sized.append(demand)
         requests.append(ModelRequest(
             model.spec.name, hot,
             idle=ladder.replicas(Rung.IDLE) if ladder else 0,
             cached=ladder.replicas(Rung.CACHED) if ladder else 0))
     shapes = {m.shape.model: m.shape for m in models}
     trimmed = apply_gpu_budgets(requests, shapes, dict(budgets.tenant_gpus), budgets.cluster_gpus)
-    return Sizing(demands, tuple(ladders), trimmed)
+    return Sizing(tuple(sized), tuple(ladders), trimmed)
+
+
+def _with_headroom(demand: Demand, model: FleetModel, policy: ScalingPolicy,
+                   forecast: Forecast | None, now: datetime) -> Demand:
+    """``demand`` raised to the hot headroom over the next forecast step when the policy prices
+    short minutes and the forecast is fresh (reason ``HOT_HEADROOM`` when it raised it)."""
+    ladder = policy.ladder
+    if (ladder is None or ladder.short_minute_cost_ratio <= 0 or forecast is None
+            or demand.reason not in FORECAST_REASONS):
+        return demand
+    util = policy.demand.target_utilization
+    found = next_step_headroom(forecast, now, model.shape.per_replica_rps * util,
+                               ladder.short_minute_cost_ratio)
+    if found is None or found.rps / util <= demand.rate_rps:
+        return demand
+    return replace(demand, rate_rps=found.rps / util, reason=HOT_HEADROOM,
+                   forecast_upper_rps=found.rps)
 
 
 def settle(

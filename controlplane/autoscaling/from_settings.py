@@ -34,6 +34,7 @@ def policy_from_settings(settings: Settings, cold_wake_s: float,
                              reaction_s=auto.reaction_s,
                              target_utilization=reconcile.target_utilization,
                              shortfall_cost_ratio=auto.shortfall_cost_ratio,
+                             short_minute_cost_ratio=auto.short_minute_cost_ratio,
                              idle_wake_s=auto.idle_wake_s if next_wake_s is None
                              else next_wake_s,
                              max_forecast_age_s=reconcile.max_forecast_age_s,

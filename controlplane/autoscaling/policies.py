@@ -8,8 +8,14 @@ same demand -> sizing -> desired state -> guards -> planner functions.
 Prices are relative: ``shortfall_cost_ratio`` says what one replica's worth of unserved demand
 costs per hour, as a multiple of what the replica costs. The newsvendor quantile of a rung is then
 ``1 - rung idle cost x reaction / (ratio x replica cost x (reaction + next rung's wake))``
-(``controlplane.autoscaling.ladder``): with 4, a 60 s reaction and a 5.7-minute cold start, warm
-GPUs cover the forecast's 95.6th percentile of the next minutes.
+(``controlplane.autoscaling.ladder``): with 1.5, a 60 s reaction and a 5.7-minute cold start, warm
+GPUs cover the forecast's 88th percentile of the next minutes. ``short_minute_cost_ratio`` prices
+a short model-minute (in replica-hours): the hot replicas then also cover the quantile of the
+next forecast step that price pays for, per model (``controlplane.autoscaling.headroom``). Since
+a minute counts as short as soon as a rise outruns the hot replicas, however fast the warm rungs
+wake, that headroom carries the first-minute risk and the warm rungs the rest of a rise: on the
+ServeGen benchmark the pair (1.5, 80) has ~30 % fewer short model-minutes than the ladder alone
+at its former ratio 4, at the same GPU-hours (benchmarks/autoscaling/README.md).
 """
 
 from __future__ import annotations
@@ -22,6 +28,10 @@ from controlplane.domain.demand import PREDICTIVE, REACTIVE, STATIC, DemandPolic
 from controlplane.domain.guards import GuardLimits
 
 POLICY_NAMES = (PREDICTIVE, REACTIVE, STATIC)
+#: Default price of one short model-minute, in replica-hours (hot headroom, ``headroom``).
+SHORT_MINUTE_COST_RATIO = 80.0
+#: Default price of a replica-hour of unserved demand, in replica-hours (the ladder's rungs).
+SHORTFALL_COST_RATIO = 1.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,10 +40,15 @@ class LadderSettings:
     shortfall_cost_ratio: float  # unserved replica-hour / replica-hour price
     idle_wake_s: float  # wake of a loaded-but-idle replica (vLLM sleep level 1, Triton load)
     keep_s: float = 0.0  # warm GPUs also cover this much longer: a node's provisioning time
+    #: price of one short model-minute in replica-hours; > 0: hot replicas hold headroom over
+    #: the next forecast step (``controlplane.autoscaling.headroom``), 0: no headroom
+    short_minute_cost_ratio: float = 0.0
 
     def __post_init__(self) -> None:
         if self.shortfall_cost_ratio <= 1:
             raise ValueError("shortfall_cost_ratio must be > 1 (else nothing is worth keeping)")
+        if self.short_minute_cost_ratio < 0:
+            raise ValueError("short_minute_cost_ratio must be >= 0")
 
     def ladder_policy(self, replica_usd_per_h: float, per_replica_rps: float) -> LadderPolicy:
         price = max(replica_usd_per_h, 1e-9) * self.shortfall_cost_ratio / per_replica_rps
@@ -66,12 +81,13 @@ def ladder_rungs(replica_usd_per_h: float, idle_gpu_fraction: float, idle_wake_s
 
 def predictive_policy(*, cold_wake_s: float = 300.0, keep_s: float = 240.0,
                       reaction_s: float = 60.0,
-                      shortfall_cost_ratio: float = 4.0,
+                      shortfall_cost_ratio: float = SHORTFALL_COST_RATIO,
                       idle_wake_s: float = 2.0, target_utilization: float = 1.0,
                       max_forecast_age_s: float = 1800.0, stale_headroom: float = 1.3,
                       replica_stabilization_s: float = 60.0,
                       node_stabilization_s: float = 120.0, max_node_step: int = 16,
-                      max_replica_step: int = 200, observed_lag_s: float = 0.0
+                      max_replica_step: int = 200, observed_lag_s: float = 0.0,
+                      short_minute_cost_ratio: float = SHORT_MINUTE_COST_RATIO
                       ) -> ScalingPolicy:
     """Headroom: the ladder keeps idle and cached (warm GPU) capacity for the windows until the
     next rung could serve; hot replicas cover, over the next ``reaction_s`` + idle wake, the same
@@ -79,8 +95,11 @@ def predictive_policy(*, cold_wake_s: float = 300.0, keep_s: float = 240.0,
     a rise the forecast expects is served from its first minute. ``cold_wake_s`` is the time a
     new node needs to serve (provisioning p90 + model load p90). Nodes scale down only after a
     stabilization window on fresh data. ``observed_lag_s``: the load metric's window; a load
-    the forecast expected over it (a predicted fall) does not trigger the fast path."""
-    ladder = LadderSettings(reaction_s, shortfall_cost_ratio, idle_wake_s, keep_s)
+    the forecast expected over it (a predicted fall) does not trigger the fast path.
+    ``short_minute_cost_ratio`` > 0: hot replicas also cover the next forecast step's quantile
+    chosen per model at that price of a short model-minute (``headroom``)."""
+    ladder = LadderSettings(reaction_s, shortfall_cost_ratio, idle_wake_s, keep_s,
+                            short_minute_cost_ratio)
     demand = DemandPolicy(target_utilization=target_utilization,
                           lookahead_s=reaction_s + idle_wake_s,
                           max_forecast_age_s=max_forecast_age_s, stale_headroom=stale_headroom,

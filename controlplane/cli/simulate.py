@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from controlplane.autoscaling.policies import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
 from controlplane.simulation.config import (
     ModelsFileError,
     load_models_file,
@@ -83,7 +84,11 @@ def simulate_command(
                       ] = 30.0,
     shortfall_cost_ratio: Annotated[float, typer.Option(
         "--shortfall-cost-ratio", help="predictive: price of one replica-hour of unserved "
-        "demand / price of a replica-hour")] = 4.0,
+        "demand / price of a replica-hour")] = SHORTFALL_COST_RATIO,
+    short_minute_cost_ratio: Annotated[float, typer.Option(
+        "--short-minute-cost-ratio", help="predictive: price of one short model-minute in "
+        "replica-hours; hot replicas hold the next forecast step's quantile that this price "
+        "pays for, per model (0: no headroom)")] = SHORT_MINUTE_COST_RATIO,
     reactive_target: Annotated[float, typer.Option(
         "--reactive-target", help="reactive: target utilization")] = 0.8,
     oracle_forecast: Annotated[bool, typer.Option(
@@ -105,6 +110,7 @@ def simulate_command(
                              forecast_method=forecast_method, seed=seed,
                              oracle_forecast=oracle_forecast)
         knobs = PolicyKnobs(shortfall_cost_ratio=shortfall_cost_ratio,
+                            short_minute_cost_ratio=short_minute_cost_ratio,
                             reactive_target_utilization=reactive_target)
         check_policies(names, replayed, config, knobs, options)
         get_forecaster(forecast_method)

@@ -29,6 +29,7 @@ NO_FORECAST = "no_forecast"
 FORECAST_P90 = "forecast_p90"
 FORECAST_QUANTILE = "forecast_upper_quantile"
 OBSERVED_ABOVE_FORECAST = "observed_above_forecast"
+HOT_HEADROOM = "hot_headroom"  # raised to the next step's quantile (controlplane.autoscaling)
 OBSERVED_LOAD = "observed_load"
 STATIC_PEAK = "static_peak"
 NO_STATIC_PEAK = "no_static_peak"

@@ -9,6 +9,8 @@ from typing import Any
 
 from controlplane.autoscaling.policies import (
     POLICY_NAMES,
+    SHORT_MINUTE_COST_RATIO,
+    SHORTFALL_COST_RATIO,
     ScalingPolicy,
     predictive_policy,
     reactive_policy,
@@ -31,7 +33,9 @@ from controlplane.simulation.trace import Trace
 class PolicyKnobs:
     """The one knob per policy a user turns most (the rest keep their documented defaults)."""
 
-    shortfall_cost_ratio: float = 4.0  # predictive: unserved replica-hour / replica-hour price
+    #: predictive: unserved replica-hour / replica-hour price
+    shortfall_cost_ratio: float = SHORTFALL_COST_RATIO
+    short_minute_cost_ratio: float = SHORT_MINUTE_COST_RATIO  # predictive: hot headroom price
     reactive_target_utilization: float = 0.8  # reactive: KEDA/HPA target
     static_target_utilization: float = 1.0  # static: peak / this
 
@@ -43,7 +47,8 @@ def build_policy(name: str, trace: Trace, config: SimConfig, knobs: PolicyKnobs,
                                  reaction_s=options.tick_s + options.observe_window_s,
                                  shortfall_cost_ratio=knobs.shortfall_cost_ratio,
                                  idle_wake_s=config.fleet.idle_wake_s,
-                                 observed_lag_s=options.observe_window_s)
+                                 observed_lag_s=options.observe_window_s,
+                                 short_minute_cost_ratio=knobs.short_minute_cost_ratio)
     if name == "reactive":
         return reactive_policy(target_utilization=knobs.reactive_target_utilization)
     if name == "static":

@@ -131,11 +131,14 @@ def test_settings_choose_the_policy_and_its_knobs() -> None:
     from controlplane.autoscaling.from_settings import policy_from_settings
     from controlplane.settings import ConfigError, load_settings
 
-    predictive = policy_from_settings(load_settings(autoscaling={"shortfall_cost_ratio": 10}),
-                                      cold_wake_s=300)
+    predictive = policy_from_settings(load_settings(autoscaling={
+        "shortfall_cost_ratio": 10, "short_minute_cost_ratio": 25}), cold_wake_s=300)
     reactive = policy_from_settings(load_settings(autoscaling={
         "policy": "reactive", "reactive_target_utilization": 0.7}), cold_wake_s=300)
     assert predictive.ladder is not None and predictive.ladder.shortfall_cost_ratio == 10
+    assert predictive.ladder.short_minute_cost_ratio == 25
+    with pytest.raises(ConfigError, match="short_minute_cost_ratio"):
+        load_settings(autoscaling={"short_minute_cost_ratio": -1})
     assert predictive.demand.upper_quantile > 0.9
     assert reactive.ladder is None and reactive.demand.target_utilization == 0.7
     with pytest.raises(ConfigError, match="static_peak_rps"):
