@@ -118,10 +118,10 @@ def size(
     requests: list[ModelRequest] = []
     sized: list[Demand] = []
     for model, demand in zip(models, demands, strict=True):
-        demand = _with_headroom(demand, model, policy, forecasts.get(model.spec.name), now)
+        forecast = forecasts.get(model.spec.name)
+        demand = _with_headroom(demand, model, policy, forecast, now)
         hot = replicas_for(demand.rate_rps, model.shape.per_replica_rps)
-        ladder = _ladder(model, policy, forecasts.get(model.spec.name), demand.observed_rps,
-                         hot, now)
+        ladder = _ladder(model, policy, forecast, demand.observed_rps, hot, now)
         if ladder is not None:
             ladders.append(ladder)
         sized.append(demand)
@@ -139,8 +139,7 @@ def _with_headroom(demand: Demand, model: FleetModel, policy: ScalingPolicy,
     """``demand`` raised to the hot headroom over the next forecast step when the policy prices
     short minutes and the forecast is fresh (reason ``HOT_HEADROOM`` when it raised it)."""
     ladder = policy.ladder
-    if (ladder is None or ladder.short_minute_cost_ratio <= 0 or forecast is None
-            or demand.reason not in FORECAST_REASONS):
+    if ladder is None or forecast is None or demand.reason not in FORECAST_REASONS:
         return demand
     util = policy.demand.target_utilization
     found = next_step_headroom(forecast, now, model.shape.per_replica_rps * util,

@@ -10,9 +10,10 @@ makes the hot replicas also cover an upper quantile ``q`` of the forecast over t
 (``short_minute_cost_ratio``, in replica-hours): over one forecast step, holding the quantile
 costs ``replicas x (ratio_q - 1) x step`` replica-hours above the median, and a step above it
 costs about one short minute, with probability ``1 - q``. The ratio ``ratio_q`` = quantile / p50
-comes from the forecast's calibrated errors (``upper_ratio_q*`` diagnostics) when it has them,
-else from a lognormal through its p50 and p90. A model with few replicas buys a high quantile
-cheaply; a large one holds a lower quantile, since each point of it costs many GPUs.
+is the step's own (``controlplane.domain.demand.step_quantile``: the forecast's calibrated
+errors when it has them, else a lognormal through its p50 and p90). A model with few replicas
+buys a high quantile cheaply; a large one holds a lower quantile, since each point of it costs
+many GPUs.
 """
 
 from __future__ import annotations
@@ -20,12 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from controlplane.domain.demand import (
-    calibrated_ratio,
-    overlapping_steps,
-    step_quantile,
-    upper_quantile,
-)
+from controlplane.domain.demand import overlapping_steps, step_quantile
 from forecaster.types import Forecast
 
 #: Quantiles headroom chooses from.
@@ -63,14 +59,10 @@ def next_step_headroom(forecast: Forecast, now: datetime, unit_rps: float,
     if not steps:
         return None
     step = max(steps, key=lambda i: forecast.p50[i])
-    p50, p90 = forecast.p50[step], forecast.p90[step]
+    p50 = forecast.p50[step]
     if p50 <= 0:
         return None
-    ratios = {q: _ratio(forecast, p50, p90, q) for q in QUANTILES}
+    ratios = {q: step_quantile(forecast, step, q) / p50 for q in QUANTILES}
     q = best_quantile(ratios, p50 / unit_rps, forecast.step_s, short_minute_cost_ratio)
     return Headroom(q, max(step_quantile(forecast, i, q) for i in steps))
 
-
-def _ratio(forecast: Forecast, p50: float, p90: float, q: float) -> float:
-    found = calibrated_ratio(forecast.diagnostics, q)
-    return found if found is not None else upper_quantile(p50, p90, q) / p50
