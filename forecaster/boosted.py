@@ -28,7 +28,8 @@ import numpy as np
 import numpy.typing as npt
 
 from forecaster.calibrate import DEFAULT_Q90, MIN_CALIBRATION_ROWS, training_origins
-from forecaster.features import History, level_scale
+from forecaster.features import History, level_scale, log_seen, row_mean
+from forecaster.hourly import hourly_columns, hourly_signal
 from forecaster.models import Fitted
 from forecaster.settings import ForecasterSettings
 from forecaster.threads import single_threaded_openmp
@@ -64,9 +65,11 @@ class BoostedFit(Fitted):
     backtest_wape: float = float("nan")
     rows: dict[int, int] = field(default_factory=dict)  # training rows per lead
     zeros_as_gaps: bool = False
+    hourly: bool = False  # the hourly-phase features are on (``forecaster.hourly``)
 
     def point(self, h: History, origins: IntArray, lead: int) -> FloatArray:
-        return boosted_point(self.models[lead], h, origins, lead, self.zeros_as_gaps)
+        return boosted_point(self.models[lead], h, origins, lead, self.zeros_as_gaps,
+                             self.hourly)
 
 
 def eligible(h: History, anchor_s: float, s: ForecasterSettings) -> bool:
@@ -85,11 +88,12 @@ def _window(h: History, anchor_s: float, s: ForecasterSettings) -> FloatArray:
     return np.asarray(seen[np.isfinite(seen)])
 
 
-def boosted_features(h: History, origins: IntArray, lead: int,
-                     zeros_as_gaps: bool = False) -> tuple[FloatArray, FloatArray]:
+def boosted_features(h: History, origins: IntArray, lead: int, zeros_as_gaps: bool = False,
+                     hourly: bool = False) -> tuple[FloatArray, FloatArray]:
     """(features, log1p(level)) per origin, from values before each origin only. With
     ``zeros_as_gaps`` the recent values (level, lags, volatility) skip zeros, as the EWMA
-    feature does: in an otherwise dense series a zero is a dropout, not the new level."""
+    feature does: in an otherwise dense series a zero is a dropout, not the new level. With
+    ``hourly`` the hourly-phase columns of ``forecaster.hourly`` come last."""
     j = origins - 1
     t = j + lead
     width = max(1, 3600 // h.step_s)
@@ -97,7 +101,7 @@ def boosted_features(h: History, origins: IntArray, lead: int,
                            for i in range(max(LAGS, VOLATILITY_STEPS + 1, width))])
     if zeros_as_gaps:
         raw = np.where(raw == 0, np.nan, raw)
-    hour = _row_mean(raw[:, :width])
+    hour = row_mean(raw[:, :width])
     log_level = np.log1p(np.maximum(np.where(np.isfinite(hour), hour,
                                              h.last_before(origins)), 0.0))
     recent = np.log1p(np.maximum(raw, 0.0))
@@ -107,17 +111,19 @@ def boosted_features(h: History, origins: IntArray, lead: int,
         if day is None:
             cols += [np.full(origins.size, np.nan)] * 2
             continue
-        then = _log_seen(h, t - d * day, origins)
-        cols += [then - _log_seen(h, j - d * day, origins), then - log_level]
+        then = log_seen(h, t - d * day, origins)
+        cols += [then - log_seen(h, j - d * day, origins), then - log_level]
     cols.append(_row_std(np.diff(recent[:, :VOLATILITY_STEPS + 1], axis=1)))
     target_s = h.time_of(t)
     cols += [(target_s % 86_400) / 3600.0, (np.floor(target_s / 86_400) + 4) % 7]
+    if hourly:
+        cols += hourly_columns(h, j, t, origins)
     return np.nan_to_num(np.column_stack(cols), nan=0.0), log_level
 
 
 def boosted_point(model: Bag, h: History, origins: IntArray, lead: int,
-                  zeros_as_gaps: bool = False) -> FloatArray:
-    x, log_level = boosted_features(h, origins, lead, zeros_as_gaps)
+                  zeros_as_gaps: bool = False, hourly: bool = False) -> FloatArray:
+    x, log_level = boosted_features(h, origins, lead, zeros_as_gaps, hourly)
     point = np.expm1(log_level + model.predict(x))
     return np.asarray(np.where(np.isfinite(point), np.maximum(point, 0.0), np.nan))
 
@@ -132,28 +138,30 @@ def fit_boosted(h: History, anchor_s: float, leads: tuple[int, ...], s: Forecast
     wape = float("nan")
     seen = _window(h, anchor_s, s)
     gaps = seen.size > 0 and float(np.mean(seen == 0)) < DROPOUT_ZERO_SHARE
+    hourly = hourly_signal(h, training_origins(h, anchor_s, leads[-1], valid_s), leads[-1])
     for k in leads:
         fit_rows = training_origins(h, anchor_s - valid_s, k, s.train_window_s - valid_s,
                                     s.max_train_rows)
         val_rows = training_origins(h, anchor_s, k, valid_s, s.max_train_rows)
-        held_out = _fit(h, fit_rows, k, gaps)
+        held_out = _fit(h, fit_rows, k, gaps, hourly)
         final = _fit(h, training_origins(h, anchor_s, k, s.train_window_s, s.max_train_rows), k,
-                     gaps)
+                     gaps, hourly)
         if held_out is None or final is None or val_rows.size < s.min_baseline_pairs:
             return None
         y = h.values[val_rows - 1 + k]
-        p = boosted_point(held_out[0], h, val_rows, k, gaps)
+        p = boosted_point(held_out[0], h, val_rows, k, gaps, hourly)
         q90[k] = _margin(y, p, level_scale(h, val_rows), s.p90_level)
         denom = float(np.sum(np.abs(y)))
         if k == leads[-1] and denom > 0:
             wape = 100 * float(np.nansum(np.abs(y - p))) / denom
         models[k], rows[k] = final[0], final[1]
-    return BoostedFit(models, q90, backtest_wape=wape, rows=rows, zeros_as_gaps=gaps)
+    return BoostedFit(models, q90, backtest_wape=wape, rows=rows, zeros_as_gaps=gaps,
+                      hourly=hourly)
 
 
-def _fit(h: History, origins: IntArray, lead: int,
-         zeros_as_gaps: bool) -> tuple[Bag, int] | None:
-    x, log_level = boosted_features(h, origins, lead, zeros_as_gaps)
+def _fit(h: History, origins: IntArray, lead: int, zeros_as_gaps: bool,
+         hourly: bool) -> tuple[Bag, int] | None:
+    x, log_level = boosted_features(h, origins, lead, zeros_as_gaps, hourly)
     y = np.log1p(np.maximum(h.values[origins - 1 + lead], 0.0)) - log_level
     ok = np.isfinite(y)
     if ok.sum() < MIN_BOOSTED_ROWS:
@@ -175,20 +183,6 @@ def _margin(y: FloatArray, p: FloatArray, scale: FloatArray, level: float) -> fl
     if ok.sum() < MIN_CALIBRATION_ROWS:
         return DEFAULT_Q90
     return float(np.quantile((y[ok] - p[ok]) / denom[ok], level))
-
-
-def _log_seen(h: History, idx: IntArray, origins: IntArray) -> FloatArray:
-    """log1p of the value at ``idx`` where it precedes the origin (NaN otherwise)."""
-    v = np.where(idx < origins, h.at(idx), np.nan)
-    return np.asarray(np.log1p(np.maximum(v, 0.0)))
-
-
-def _row_mean(d: FloatArray) -> FloatArray:
-    """Mean of each row's finite entries (NaN for rows with none)."""
-    ok = np.isfinite(d)
-    n = ok.sum(axis=1)
-    return np.asarray(np.where(n > 0, np.where(ok, d, 0.0).sum(axis=1) / np.maximum(n, 1),
-                               np.nan))
 
 
 def _row_std(d: FloatArray) -> FloatArray:

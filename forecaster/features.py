@@ -208,3 +208,16 @@ def _nanmean_or_zero(stack: FloatArray) -> FloatArray:
 def _or(primary: FloatArray, fallback: FloatArray) -> FloatArray:
     return np.where(np.isfinite(primary), primary, fallback)
 
+
+def log_seen(h: History, idx: IntArray, origins: IntArray) -> FloatArray:
+    """log1p of the value at ``idx`` where it precedes the origin (NaN otherwise)."""
+    v = np.where(idx < origins, h.at(idx), np.nan)
+    return np.asarray(np.log1p(np.maximum(v, 0.0)))
+
+
+def row_mean(d: FloatArray) -> FloatArray:
+    """Mean of each row's finite entries (NaN for rows with none)."""
+    ok = np.isfinite(d)
+    n = ok.sum(axis=1)
+    return np.asarray(np.where(n > 0, np.where(ok, d, 0.0).sum(axis=1) / np.maximum(n, 1),
+                               np.nan))

@@ -54,6 +54,7 @@ def export_state(model: object, h: History, origin: int, leads: tuple[int, ...])
                           "method": fit.method, "reason": fit.reason,
                           "backtest_wape": _num(fit.backtest_wape),
                           "zeros_as_gaps": fit.zeros_as_gaps,
+                          "hourly": fit.hourly,
                           "q90": {str(k): v for k, v in hit[1].items()}}
     if hit is not None and isinstance(fit, LinearFit):
         q90 = hit[1]
@@ -97,7 +98,8 @@ def import_state(model: object, h: History, doc: dict[str, Any]) -> int:
         b_fit = BoostedFit({int(k): Bag.from_json(v) for k, v in boosted["trees"].items()},
                            q90, boosted["method"], boosted["reason"],
                            _float(boosted.get("backtest_wape")),
-                           zeros_as_gaps=bool(boosted.get("zeros_as_gaps", False)))
+                           zeros_as_gaps=bool(boosted.get("zeros_as_gaps", False)),
+                           hourly=bool(boosted.get("hourly", False)))
         model.put_entry(model.entry_key(h, float(boosted["anchor_s"]), leads), b_fit, q90)
         used += 1
     seasonal = getattr(model, "seasonal", None)
