@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from forecaster.features import History
+from forecaster.stacking import StackingForecaster
 from forecaster.types import TrafficSeries
 
 START = datetime(2025, 3, 3, tzinfo=UTC)  # a Monday
@@ -54,3 +55,15 @@ def long_csv(path: Path, models: dict[str, npt.NDArray[np.float64]], step_s: int
             model.append(name)
             rate.append(round(float(v), 4))
     return write_csv(path, {"ts": ts, "model": model, "rate_rps": rate})
+
+
+class NoSeason:
+    """A seasonal backend that must not be asked: the boosted model replaces Prophet there."""
+
+    def curve_at(self, h: object, anchor_s: float) -> object:
+        raise AssertionError("the boosted path fitted a seasonal curve")
+
+
+def boosted_auto() -> StackingForecaster:
+    """The guarded hybrid forecaster, which takes the boosted model on coarse dense series."""
+    return StackingForecaster("hybrid", NoSeason(), guard=True)  # type: ignore[arg-type]

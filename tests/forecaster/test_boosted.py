@@ -14,21 +14,12 @@ from forecaster.registry import get_forecaster
 from forecaster.settings import ForecasterSettings
 from forecaster.stacking import StackingForecaster
 from forecaster.trees import Bag, Trees
-from tests.forecaster.builders import diurnal, history
+from tests.forecaster.builders import NoSeason, diurnal, history
+from tests.forecaster.builders import boosted_auto as auto
 
 STEP = 600
 DAY = 86_400
 
-
-class NoSeason:
-    """A seasonal backend that must not be asked: the boosted model replaces Prophet here."""
-
-    def curve_at(self, h: object, anchor_s: float) -> object:
-        raise AssertionError("the boosted path fitted a seasonal curve")
-
-
-def auto() -> StackingForecaster:
-    return StackingForecaster("hybrid", NoSeason(), guard=True)  # type: ignore[arg-type]
 
 
 def test_tree_arrays_predict_what_the_fitted_regressor_predicts() -> None:

@@ -11,20 +11,11 @@ from forecaster.boosted import BoostedFit, boosted_features
 from forecaster.calibrate import training_origins
 from forecaster.hourly import HOURS_MEAN, hourly_columns, hourly_signal
 from forecaster.persist import export_state, import_state
-from forecaster.stacking import StackingForecaster
+from tests.forecaster.builders import boosted_auto as auto
 from tests.forecaster.builders import diurnal, history
 
 STEP = 600
 DAY = 86_400
-
-
-class NoSeason:
-    def curve_at(self, h: object, anchor_s: float) -> object:
-        raise AssertionError("the boosted path fitted a seasonal curve")
-
-
-def auto() -> StackingForecaster:
-    return StackingForecaster("hybrid", NoSeason(), guard=True)  # type: ignore[arg-type]
 
 
 def with_bursts(days: int, from_day: int, seed: int = 0) -> np.ndarray:
