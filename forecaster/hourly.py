@@ -2,7 +2,7 @@
 
 Production traffic can carry an hourly rhythm, e.g. a batch client that sends a burst from :30 to
 :50 every hour (ServeGen's m-large grows one in its last five days: the log-change into the :30
-step averages +0.18 to +0.36 a day from day 10, against +0.01 on the days before). Persistence
+step averages +0.18 to +0.36 a day from day 10, against -0.06 to +0.02 on days 1-9). Persistence
 then misses every burst. The change from the last observation to the target, seen at the same
 phase of the previous hours, predicts it.
 
