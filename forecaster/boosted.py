@@ -5,11 +5,12 @@ linear level model barely beats persistence there. This model learns the log-rat
 to the last hour's mean directly (``log1p(y_t) - log1p(level)``), per lead, with a
 ``HistGradientBoostingRegressor(loss="quantile", quantile=0.5)`` on log-ratio lags, the change
 seen from the same clock time 1, 2 and 7 days ago, recent volatility and the target's hour and
-weekday. The median of the log-ratio maps back to the median of the value. Each fit is a bag of
-``len(BAG_SEEDS)`` such models that differ only in their seed (every split chooses among a random
-70 % of the features); the forecast uses the mean of their log-ratios (variance reduction for a
-model trained on ~1,400 rows). scikit-learn fits; the fitted trees are kept as arrays
-(``forecaster.trees``), which predict and are stored.
+weekday (plus, while an hourly rhythm is detected, the hourly-phase columns of
+``forecaster.hourly``). The median of the log-ratio maps back to the median of the value.
+Each fit is a bag of ``len(BAG_SEEDS)`` such models that differ only in their seed (every split
+chooses among a random 70 % of the features); the forecast uses the mean of their log-ratios
+(variance reduction for a model trained on ~1,400 rows). scikit-learn fits; the fitted trees are
+kept as arrays (``forecaster.trees``), which predict and are stored.
 
 Per anchor and lead it fits twice: on the data before the validation window (the held-out WAPE
 for the guard, and the p90 margin from those out-of-sample residuals) and on all data before the
