@@ -8,6 +8,10 @@ table compares Headroom with the FGD authors' anchors (FGD, BestFit) and ParvaGP
 
     python benchmarks/placement/run.py [--traces default,cpu250] [--skip-parvagpu]
                                         [--concurrency 8] [--load-seconds 10]
+                                        [--server-cpus auto|none|LIST]
+
+The server is started with ``--cpus`` (``auto``: the last CPU this process may use; ``none``:
+not pinned), as an operator would pin a latency-sensitive server; the results record it.
 
 Writes benchmarks/results/placement.json. Skips with a message when ../shared is absent.
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import subprocess
 import sys
 import time
@@ -39,12 +44,28 @@ TARGET_P99_MS = 5.0
 SERVER_START_TIMEOUT_S = 60.0
 
 
+#: ``--cpus`` of every server started (None: not pinned); set by ``main``
+SERVER_CPUS: str | None = None
+
+
+def server_cpus(choice: str) -> str | None:
+    """``--server-cpus``: ``auto`` = the last CPU this process may use, ``none`` = no pinning,
+    else a CPU list passed through."""
+    if choice == "none":
+        return None
+    if choice == "auto":
+        return str(max(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else None
+    return choice
+
+
 class Server:
-    """``headroom placement serve --listen 127.0.0.1:0`` in a subprocess."""
+    """``headroom placement serve --listen 127.0.0.1:0 [--cpus ...]`` in a subprocess."""
 
     def __init__(self) -> None:
         cmd = [sys.executable, "-c", "from controlplane.cli import main; main()",
                "placement", "serve", "--listen", "127.0.0.1:0"]
+        if SERVER_CPUS is not None:
+            cmd += ["--cpus", SERVER_CPUS]
         self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
@@ -154,13 +175,18 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=8,
                         help="load phase on the default trace (1 = none)")
     parser.add_argument("--load-seconds", type=float, default=10.0)
+    parser.add_argument("--server-cpus", default="auto",
+                        help="the server's --cpus: auto (the last usable CPU), none, or a list")
     args = parser.parse_args()
+    global SERVER_CPUS
+    SERVER_CPUS = server_cpus(args.server_cpus)
     if not (BENCH.is_dir() and OPENB.is_dir()):
         print(f"skipped: {SHARED} (judges and data) is absent")
         return 0
     anchors = load_anchors()
     traces = args.traces.split(",") if args.traces else dev_traces()
-    results: dict[str, Any] = {"benchmark": "placement", "traces": {}, "parvagpu": None,
+    results: dict[str, Any] = {"benchmark": "placement", "server_cpus": SERVER_CPUS,
+                               "traces": {}, "parvagpu": None,
                                "targets": {"default_alloc_at_130_pct": TARGET_DEFAULT_AT_130,
                                            "place_calls_per_s": TARGET_CALLS_PER_S,
                                            "place_p99_ms": TARGET_P99_MS,
@@ -219,7 +245,8 @@ def main() -> int:
                      "yes" if pv.get("valid") else "NO", None])
         print_table("PlanFleet on the ParvaGPU scenarios (GPUs used)",
                     ["scenario", "ParvaGPU", "Headroom", "valid", "plan s"], prow)
-    print(f"\nwrote {RESULTS.relative_to(REPO)}")
+    print(f"\nserver pinned to CPU(s): {SERVER_CPUS or 'not pinned'}")
+    print(f"wrote {RESULTS.relative_to(REPO)}")
     return 0
 
 

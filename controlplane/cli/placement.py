@@ -8,6 +8,7 @@ from types import FrameType
 
 import typer
 
+from scheduler.affinity import parse_cpu_list, pin_process
 from scheduler.server import create_server, stop
 
 app = typer.Typer(help="Placement API: online placement and fleet plans over gRPC.",
@@ -29,8 +30,19 @@ def serve(
                                      help="Threads for Place, Release, SyncInventory, GetPlan."),
     grace_s: float = typer.Option(5.0, "--grace-s", min=0.0,
                                   help="Seconds in-flight calls get on shutdown."),
+    cpus: str | None = typer.Option(
+        None, "--cpus", metavar="LIST",
+        help="Pin the server to these CPUs (Linux list: 1, 0-3, 0,2-3). One core keeps the "
+             "engine's working set in its caches: faster Place with one call in flight."),
 ) -> None:
     """Serve the placement gRPC API with an in-memory engine until SIGINT/SIGTERM."""
+    if cpus is not None:
+        try:
+            pinned = pin_process(parse_cpu_list(cpus))
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--cpus") from exc
+        typer.echo(f"placement API pinned to CPU(s) {','.join(map(str, sorted(pinned)))}",
+                   err=True)
     try:
         server, port = create_server(listen, max_workers=workers, fast_workers=fast_workers)
     except (OSError, RuntimeError) as exc:

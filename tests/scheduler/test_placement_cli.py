@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -41,3 +42,44 @@ def test_serve_reports_an_address_it_cannot_bind() -> None:
         [sys.executable, "-c", "from controlplane.cli.placement import app; app()", "serve",
          "--listen", "256.0.0.1:1"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "cannot listen on 256.0.0.1:1" in proc.stderr
+
+
+def _allowed_cpus(pid: int) -> set[str]:
+    """Cpus_allowed_list of every thread of ``pid``."""
+    tasks = Path(f"/proc/{pid}/task")
+    return {line.split(":", 1)[1].strip()
+            for task in tasks.iterdir()
+            for line in (task / "status").read_text().splitlines()
+            if line.startswith("Cpus_allowed_list:")}
+
+
+def test_serve_with_cpus_pins_every_server_thread_to_them() -> None:
+    cpu = max(os.sched_getaffinity(0))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from controlplane.cli.placement import app; app()", "serve",
+         "--listen", "127.0.0.1:0", "--cpus", str(cpu)], cwd=REPO, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        assert line.startswith("placement API listening on 127.0.0.1:")
+        with grpc.insecure_channel(line.rsplit(" ", 1)[-1]) as channel:
+            health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
+        assert _allowed_cpus(proc.pid) == {str(cpu)}
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0 and f"pinned to CPU(s) {cpu}" in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_serve_refuses_cpus_it_may_not_use_naming_the_option() -> None:
+    cpu = max(os.sched_getaffinity(0)) + 1
+    proc = subprocess.run(
+        [sys.executable, "-c", "from controlplane.cli.placement import app; app()", "serve",
+         "--listen", "127.0.0.1:0", "--cpus", f"0,{cpu}"], cwd=REPO, capture_output=True,
+        text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "--cpus" in proc.stderr and f"[{cpu}] not among" in proc.stderr
