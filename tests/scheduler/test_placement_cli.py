@@ -45,12 +45,16 @@ def test_serve_reports_an_address_it_cannot_bind() -> None:
 
 
 def _allowed_cpus(pid: int) -> set[str]:
-    """Cpus_allowed_list of every thread of ``pid``."""
-    tasks = Path(f"/proc/{pid}/task")
-    return {line.split(":", 1)[1].strip()
-            for task in tasks.iterdir()
-            for line in (task / "status").read_text().splitlines()
-            if line.startswith("Cpus_allowed_list:")}
+    """Cpus_allowed_list of every thread of ``pid`` (a thread that ends meanwhile is skipped)."""
+    found = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except FileNotFoundError:
+            continue
+        found.update(line.split(":", 1)[1].strip() for line in status.splitlines()
+                     if line.startswith("Cpus_allowed_list:"))
+    return found
 
 
 def test_serve_with_cpus_pins_every_server_thread_to_them() -> None:
