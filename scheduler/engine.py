@@ -109,3 +109,9 @@ class PlacementEngine:
     def plan_revision(self) -> int:
         with self._lock:
             return self._plan.revision
+
+    def counts(self) -> tuple[int, int, int]:
+        """(workloads bound, GPUs in the inventory, fleet plan revision), read together."""
+        with self._lock:
+            cluster = self._placer.cluster
+            return len(cluster.bindings), cluster.gpu_count, self._plan.revision

@@ -12,6 +12,7 @@ from grpc_reflection.v1alpha import reflection
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 from scheduler.engine import PlacementEngine
+from scheduler.metrics import PlacementMetrics
 from scheduler.service import PlacementServicer
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Placement"].full_name
@@ -30,11 +31,13 @@ _SERVICERS: dict[int, tuple[PlacementServicer, health.HealthServicer,
 def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None = None,
                   extra_servicers: Sequence[Callable[[grpc.Server], None]] = (),
                   max_workers: int = DEFAULT_WORKERS,
-                  fast_workers: int = FAST_WORKERS) -> tuple[grpc.Server, int]:
+                  fast_workers: int = FAST_WORKERS,
+                  metrics: PlacementMetrics | None = None) -> tuple[grpc.Server, int]:
     """Build, bind and start the server; returns (server, bound port).
 
     ``extra_servicers`` are callables that register more services (e.g. KEDA's external
-    scaler) on the server before it starts.
+    scaler) on the server before it starts. ``metrics`` counts and times every Place, Release,
+    SyncInventory and PlanFleet call and reads its gauges from the engine.
     """
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="placement"),
@@ -44,7 +47,10 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
     )
     fast_pool = futures.ThreadPoolExecutor(max_workers=fast_workers,
                                            thread_name_prefix="placement-fast")
-    servicer = PlacementServicer(engine or PlacementEngine(), fast_pool)
+    engine = engine or PlacementEngine()
+    if metrics is not None:
+        metrics.read_from(engine.counts)
+    servicer = PlacementServicer(engine, fast_pool, metrics)
     pb_grpc.add_PlacementServicer_to_server(servicer, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

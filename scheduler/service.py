@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any, TypeVar
@@ -13,6 +14,7 @@ from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 from scheduler.domain.errors import AlreadyExists, Infeasible, InvalidArgument
 from scheduler.engine import PlacementEngine
+from scheduler.metrics import PlacementMetrics
 
 T = TypeVar("T")
 
@@ -21,20 +23,29 @@ WATCH_POLL_S = 0.5
 _EMPTY_PLACE = pb.PlaceResponse()
 
 
-def call_engine(context: grpc.ServicerContext, fn: Callable[[], T], empty: T) -> T:
+def call_engine(context: grpc.ServicerContext, fn: Callable[[], T], empty: T,
+                metrics: PlacementMetrics | None = None, method: str = "") -> T:
     """Run ``fn`` and translate domain errors into gRPC status codes.
 
     The status is set on the context and ``empty`` is returned (gRPC then sends the status
-    without the message); this is cheaper than ``context.abort``, which raises.
+    without the message); this is cheaper than ``context.abort``, which raises. With
+    ``metrics``, the call is counted under ``method`` with its code and engine time.
     """
+    started = time.perf_counter()
+    reason = None
     try:
-        return fn()
+        result = fn()
+        if metrics is not None:
+            metrics.observe(method, "OK", time.perf_counter() - started)
+        return result
     except InvalidArgument as exc:
         code, details = grpc.StatusCode.INVALID_ARGUMENT, str(exc)
     except AlreadyExists as exc:
         code, details = grpc.StatusCode.ALREADY_EXISTS, str(exc)
     except Infeasible as exc:
-        code, details = grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc)
+        code, details, reason = grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc), exc.reason
+    if metrics is not None:
+        metrics.observe(method, code.name, time.perf_counter() - started, reason)
     context.set_code(code)
     context.set_details(details)
     return empty
@@ -54,8 +65,10 @@ class PlacementServicer(pb_grpc.PlacementServicer):
     """
 
     def __init__(self, engine: PlacementEngine,
-                 fast_pool: futures.ThreadPoolExecutor | None = None) -> None:
+                 fast_pool: futures.ThreadPoolExecutor | None = None,
+                 metrics: PlacementMetrics | None = None) -> None:
         self.engine = engine
+        self.metrics = metrics
         self.stopping = threading.Event()
         if fast_pool is not None:
             for name in FAST_METHODS:
@@ -64,20 +77,22 @@ class PlacementServicer(pb_grpc.PlacementServicer):
     def SyncInventory(self, request: pb.SyncInventoryRequest,
                       context: grpc.ServicerContext) -> pb.SyncInventoryResponse:
         return call_engine(context, lambda: self.engine.sync_inventory(request),
-                           pb.SyncInventoryResponse())
+                           pb.SyncInventoryResponse(), self.metrics, "SyncInventory")
 
     def Place(self, request: pb.PlaceRequest, context: grpc.ServicerContext) -> pb.PlaceResponse:
-        return call_engine(context, lambda: self.engine.place(request), _EMPTY_PLACE)
+        return call_engine(context, lambda: self.engine.place(request), _EMPTY_PLACE,
+                           self.metrics, "Place")
 
     def Release(self, request: pb.ReleaseRequest,
                 context: grpc.ServicerContext) -> pb.ReleaseResponse:
-        return call_engine(context, lambda: self.engine.release(request), pb.ReleaseResponse())
+        return call_engine(context, lambda: self.engine.release(request), pb.ReleaseResponse(),
+                           self.metrics, "Release")
 
     def PlanFleet(self, request: pb.PlanFleetRequest,
                   context: grpc.ServicerContext) -> pb.FleetPlan:
         remaining_s = context.time_remaining()
         return call_engine(context, lambda: self.engine.plan_fleet(
-            request, time_limit_s=remaining_s), pb.FleetPlan())
+            request, time_limit_s=remaining_s), pb.FleetPlan(), self.metrics, "PlanFleet")
 
     def GetPlan(self, request: pb.GetPlanRequest, context: grpc.ServicerContext) -> pb.FleetPlan:
         return self.engine.get_plan()

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -87,3 +88,35 @@ def test_serve_refuses_cpus_it_may_not_use_naming_the_option() -> None:
         text=True, timeout=60)
     assert proc.returncode == 2
     assert "--cpus" in proc.stderr and f"[{cpu}] not among" in proc.stderr
+
+
+def test_serve_with_metrics_listen_serves_prometheus_metrics_until_stopped() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from controlplane.cli.placement import app; app()", "serve",
+         "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"], cwd=REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("placement API listening on 127.0.0.1:")
+        line = proc.stdout.readline().strip()
+        assert line.startswith("metrics on http://127.0.0.1:") and line.endswith("/metrics")
+        with urllib.request.urlopen(line.rsplit(" ", 1)[-1], timeout=10) as response:
+            text = response.read().decode()
+        assert "headroom_placement_bindings 0.0" in text
+        assert "headroom_placement_inventory_gpus 0.0" in text
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0 and "placement API stopped" in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_serve_refuses_a_metrics_address_it_cannot_serve_naming_the_option() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", "from controlplane.cli.placement import app; app()", "serve",
+         "--listen", "127.0.0.1:0", "--metrics-listen", "9464"], cwd=REPO, capture_output=True,
+        text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "--metrics-listen" in proc.stderr and "expected HOST:PORT" in proc.stderr

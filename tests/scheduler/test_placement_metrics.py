@@ -1,0 +1,74 @@
+"""Prometheus metrics of the placement API: real gRPC calls on 127.0.0.1, then a real scrape
+of /metrics over HTTP, parsed with prometheus-client's own parser."""
+
+from __future__ import annotations
+
+import urllib.request
+
+import grpc
+import pytest
+from placement_builders import make_node, make_place
+from prometheus_client.parser import text_string_to_metric_families
+
+from protos.headroom.v1 import placement_pb2 as pb
+from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
+from scheduler.metrics import PlacementMetrics, serve_metrics
+from scheduler.server import create_server, stop
+
+
+def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_scraped_metrics_count_calls_by_code_refusals_by_reason_and_read_the_engine() -> None:
+    metrics = PlacementMetrics()
+    server, port = create_server("127.0.0.1:0", metrics=metrics)
+    stop_metrics, metrics_port = serve_metrics(metrics, "127.0.0.1:0")
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = pb_grpc.PlacementStub(channel)
+            stub.SyncInventory(pb.SyncInventoryRequest(nodes=[make_node("n0"), make_node("n1")]),
+                               timeout=5)
+            stub.Place(make_place("w1"), timeout=5)
+            stub.Place(make_place("w2"), timeout=5)
+            for request in (make_place("w1"), make_place("w3", num_gpu=4)):
+                with pytest.raises(grpc.RpcError):
+                    stub.Place(request, timeout=5)
+            stub.Release(pb.ReleaseRequest(workload_id="w2"), timeout=5)
+        seen = _scrape(metrics_port)
+    finally:
+        stop_metrics()
+        stop(server, grace_s=1.0)
+
+    def calls(method: str, code: str) -> float:
+        return seen[("headroom_placement_requests_total", (("code", code), ("method", method)))]
+
+    assert calls("Place", "OK") == 2
+    assert calls("Place", "ALREADY_EXISTS") == 1
+    assert calls("Place", "RESOURCE_EXHAUSTED") == 1
+    assert calls("Release", "OK") == 1 and calls("SyncInventory", "OK") == 1
+    assert seen[("headroom_placement_rejections_total", (("reason", "no_idle_gpus"),))] == 1
+    assert seen[("headroom_placement_request_seconds_count", (("method", "Place"),))] == 4
+    assert seen[("headroom_placement_request_seconds_sum", (("method", "Place"),))] > 0
+    assert seen[("headroom_placement_bindings", ())] == 1
+    assert seen[("headroom_placement_inventory_gpus", ())] == 4
+    assert seen[("headroom_fleet_plan_revision", ())] == 0
+
+
+@pytest.mark.parametrize("listen", ["9464", "127.0.0.1:", "127.0.0.1:http", ":9464",
+                                    "127.0.0.1:70000"])
+def test_a_metrics_address_that_is_not_host_and_port_is_refused_naming_it(listen: str) -> None:
+    with pytest.raises(ValueError, match="expected HOST:PORT"):
+        serve_metrics(PlacementMetrics(), listen)
+
+
+def test_two_servers_in_one_process_keep_separate_metrics() -> None:
+    first, second = PlacementMetrics(), PlacementMetrics()
+    first.observe("Place", "OK", 0.001)
+    assert first.registry.get_sample_value("headroom_placement_requests_total",
+                                           {"method": "Place", "code": "OK"}) == 1
+    assert second.registry.get_sample_value("headroom_placement_requests_total",
+                                            {"method": "Place", "code": "OK"}) is None
