@@ -11,11 +11,11 @@ from rich.console import Console
 
 from controlplane.adapters.keda import keda_registrar
 from controlplane.jobs import build_scheduler, run_until_stopped
+from controlplane.placement_api import start_placement_api
 from controlplane.runtime import SimRuntime, keda_servicer
 from controlplane.settings import Settings
 from controlplane.store import Store
 from scheduler.engine import PlacementEngine
-from scheduler.server import create_server, stop
 
 
 class ServeError(Exception):
@@ -37,10 +37,7 @@ def run_serve(settings: Settings, console: Console) -> None:
 
     runtime = SimRuntime.open(settings, store, WallClock().now(), engine)
     keda = keda_servicer(settings, store, runtime.clock, runtime.specs)
-    server, port = create_server(settings.placement.listen, engine, [keda_registrar(keda)])
-    host = settings.placement.listen.rpartition(":")[0]
-    console.print(f"placement API (gRPC) on {host}:{port}; backend sim; "
-                  f"dry_run={settings.safety.dry_run}")
+    stop_api = start_placement_api(settings, engine, [keda_registrar(keda)], console)
     scheduler = build_scheduler({
         "sim.advance": (lambda: runtime.advance(1.0, run_jobs=False), 1.0),
         "forecast": (runtime.refresh_forecasts, settings.forecast.interval_s),
@@ -50,6 +47,6 @@ def run_serve(settings: Settings, console: Console) -> None:
 
     def on_stop() -> None:
         keda.stopping.set()
-        stop(server, grace_s=2.0)
+        stop_api()
 
     run_until_stopped(scheduler, on_stop)

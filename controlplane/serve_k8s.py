@@ -12,6 +12,7 @@ from controlplane.adapters.k8s.backend import build_k8s_backend
 from controlplane.adapters.keda import keda_registrar
 from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.jobs import build_scheduler, run_until_stopped
+from controlplane.placement_api import start_placement_api
 from controlplane.reconcile import ReconcileDeps, reconcile_once
 from controlplane.runtime import keda_servicer, reconcile_config, refresh_forecasts
 from controlplane.settings import Settings
@@ -19,7 +20,6 @@ from controlplane.store import Store
 from controlplane.store.ledger import SqlForecastLedger
 from controlplane.store.relayout import SqlRelayoutStore
 from scheduler.engine import PlacementEngine
-from scheduler.server import create_server, stop
 
 log = logging.getLogger("headroom.serve")
 
@@ -58,10 +58,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
             refresh_forecasts(store, clock.now(), settings)
 
     keda = keda_servicer(settings, store, clock, specs)
-    server, port = create_server(settings.placement.listen, engine, [keda_registrar(keda)])
-    host = settings.placement.listen.rpartition(":")[0]
-    console.print(f"placement API (gRPC) on {host}:{port}; backend kubernetes; "
-                  f"dry_run={settings.safety.dry_run}")
+    stop_api = start_placement_api(settings, engine, [keda_registrar(keda)], console)
     keep_lease()
     scheduler = build_scheduler({
         "leader": (keep_lease, settings.k8s.renew_deadline_s / 3),
@@ -72,6 +69,6 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     def on_stop() -> None:
         backend.elector.release()
         keda.stopping.set()
-        stop(server, grace_s=2.0)
+        stop_api()
 
     run_until_stopped(scheduler, on_stop)

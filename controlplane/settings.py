@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -22,6 +29,7 @@ from pydantic_settings import (
 from controlplane.autoscaling.calibration import MIN_ERRORS
 from controlplane.autoscaling.policies import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
 from controlplane.domain.desired import PoolSpec
+from scheduler.metrics import host_and_port
 
 _YAML_FILE: ContextVar[Path | None] = ContextVar("headroom_yaml_file", default=None)
 
@@ -158,6 +166,15 @@ class AutoscalingSettings(Group):
 
 class PlacementSettings(Group):
     listen: str = Field("127.0.0.1:50051", description="host:port of the gRPC placement API")
+    metrics_listen: str | None = Field(
+        None, description="host:port serving the placement API's Prometheus /metrics; None = off")
+
+    @field_validator("metrics_listen")
+    @classmethod
+    def _host_and_port(cls, value: str | None) -> str | None:
+        if value is not None:
+            host_and_port(value)
+        return value
 
 
 class DashboardSettings(Group):

@@ -65,13 +65,19 @@ def serve_metrics(metrics: PlacementMetrics, listen: str) -> tuple[Callable[[], 
     """Serve ``/metrics`` on ``listen`` (HOST:PORT; port 0 picks a free one) in a daemon
     thread; returns what stops it (and frees the port) and the bound port. ValueError for a
     malformed address, OSError when it cannot bind."""
-    host, sep, port = listen.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"{listen!r}: expected HOST:PORT")
-    server, _ = start_http_server(int(port), addr=host, registry=metrics.registry)
+    host, port = host_and_port(listen)
+    server, _ = start_http_server(port, addr=host, registry=metrics.registry)
 
     def stop() -> None:
         server.shutdown()
         server.server_close()
 
     return stop, int(server.server_address[1])
+
+
+def host_and_port(listen: str) -> tuple[str, int]:
+    """(host, port) of ``HOST:PORT``; ValueError naming the address otherwise."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"{listen!r}: expected HOST:PORT (port 0: a free port)")
+    return host, int(port)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import grpc
 from clihelpers import HEADROOM, _env, _free_port, _wait_for
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, inspect
 
 from protos.headroom.v1 import placement_pb2 as pb
@@ -31,10 +33,11 @@ def test_db_upgrade_then_downgrade_on_postgresql(tmp_path: Path, postgres_url: s
 
 def test_serve_with_the_sim_backend_runs_ticks_serves_grpc_and_stops_on_sigterm(
         tmp_path: Path) -> None:
-    port = _free_port()
+    port, metrics_port = _free_port(), _free_port()
     config = tmp_path / "headroom.yaml"
     config.write_text(f"backend: sim\ndb:\n  url: sqlite:///{tmp_path / 'serve.db'}\n"
-                      f"placement:\n  listen: 127.0.0.1:{port}\nreconcile:\n  interval_s: 1\n"
+                      f"placement:\n  listen: 127.0.0.1:{port}\n"
+                      f"  metrics_listen: 127.0.0.1:{metrics_port}\nreconcile:\n  interval_s: 1\n"
                       "  max_staleness_s: 30\nsim:\n  history_s: 3600\n")
     env = _env(HEADROOM_PLACEMENT__LISTEN=f"127.0.0.1:{port}")  # the env beats the YAML file
     proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(config)], env=env,
@@ -43,6 +46,12 @@ def test_serve_with_the_sim_backend_runs_ticks_serves_grpc_and_stops_on_sigterm(
         stub = pb_grpc.PlacementStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
         _wait_for(lambda: stub.GetPlan(pb.GetPlanRequest(), timeout=2).revision >= 1, 60)
         assert stub.GetPlan(pb.GetPlanRequest(), timeout=2).gpus
+        url = f"http://127.0.0.1:{metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            scraped = {s.name: s.value for family in text_string_to_metric_families(
+                response.read().decode()) for s in family.samples}
+        assert scraped["headroom_fleet_plan_revision"] >= 1  # read from the serving engine
+        assert "headroom_placement_inventory_gpus" in scraped  # the sim's nodes are still coming
     finally:
         time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)

@@ -32,9 +32,11 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
     ("autoscaling:\n  calibration_window_s: 3600\n",
      "autoscaling.calibration_window_s (3600 s) holds 12 forecast refreshes (forecast.interval_s "
      "= 300 s); the upper tail is calibrated from 48 errors, so it must be >= 14400 s"),
+    ("placement:\n  metrics_listen: '9464'\n",
+     "placement.metrics_listen: Value error, '9464': expected HOST:PORT"),
 ], ids=["negative interval", "misspelt key", "unknown top-level key", "pool bounds",
         "cross-field horizon", "broken yaml", "calibration window zero",
-        "calibration window too short to calibrate"])
+        "calibration window too short to calibrate", "metrics address without a host"])
 def test_bad_configuration_is_one_line_naming_the_field(tmp_path: Path, yaml_text: str,
                                                         expected: str) -> None:
     config = tmp_path / "bad.yaml"

@@ -46,6 +46,7 @@ def test_the_settings_file_loads_as_a_kubernetes_backend(tmp_path: Path) -> None
     settings = load_settings(config)
     assert settings.backend == "kubernetes"
     assert settings.placement.listen == "0.0.0.0:50051"
+    assert settings.placement.metrics_listen == "0.0.0.0:9464"
     assert settings.k8s.renew_deadline_s < settings.k8s.lease_duration_s
     assert {p.name for p in settings.pools} == {"a100-80gb", "l4"}
 
@@ -55,7 +56,9 @@ def test_two_replicas_and_services_that_reach_their_named_ports() -> None:
     assert deployment["spec"]["replicas"] == 2
     pod = deployment["spec"]["template"]
     ports = {p["name"]: p["containerPort"] for c in pod["spec"]["containers"] for p in c["ports"]}
-    assert ports == {"grpc": 50051, "dashboard": 8501}
+    assert ports == {"grpc": 50051, "metrics": 9464, "dashboard": 8501}
+    scrape = pod["metadata"]["annotations"]
+    assert scrape["prometheus.io/scrape"] == "true" and scrape["prometheus.io/port"] == "9464"
     assert pod["spec"]["serviceAccountName"] == "headroom"
     for name, port in (("headroom-grpc", "grpc"), ("headroom-dashboard", "dashboard")):
         service = find("Service", name)
