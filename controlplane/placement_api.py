@@ -10,7 +10,7 @@ from rich.console import Console
 
 from controlplane.settings import Settings
 from scheduler.engine import PlacementEngine
-from scheduler.metrics import PlacementMetrics, serve_metrics
+from scheduler.metrics import PlacementMetrics, exposed_metrics
 from scheduler.server import create_server, stop
 
 
@@ -18,11 +18,10 @@ def start_placement_api(settings: Settings, engine: PlacementEngine,
                         extra_servicers: Sequence[Callable[[grpc.Server], None]],
                         console: Console) -> Callable[[], None]:
     """Serve the placement API (and /metrics when configured); returns what stops both."""
-    metrics, stop_metrics, url = None, _nothing, ""
+    metrics: PlacementMetrics | None = None
+    stop_metrics, url = _nothing, ""
     if settings.placement.metrics_listen:
-        metrics = PlacementMetrics()
-        stop_metrics, metrics_port = serve_metrics(metrics, settings.placement.metrics_listen)
-        url = f"http://{settings.placement.metrics_listen.rpartition(':')[0]}:{metrics_port}/metrics"
+        metrics, stop_metrics, url = exposed_metrics(settings.placement.metrics_listen)
     try:
         server, port = create_server(settings.placement.listen, engine, extra_servicers,
                                      metrics=metrics)

@@ -75,6 +75,13 @@ def serve_metrics(metrics: PlacementMetrics, listen: str) -> tuple[Callable[[], 
     return stop, int(server.server_address[1])
 
 
+def exposed_metrics(listen: str) -> tuple[PlacementMetrics, Callable[[], None], str]:
+    """New metrics served on ``listen``: (metrics, what stops their server, their URL)."""
+    metrics = PlacementMetrics()
+    stop, port = serve_metrics(metrics, listen)
+    return metrics, stop, f"http://{host_and_port(listen)[0]}:{port}/metrics"
+
+
 def host_and_port(listen: str) -> tuple[str, int]:
     """(host, port) of ``HOST:PORT``; ValueError naming the address otherwise."""
     host, sep, port = listen.rpartition(":")

@@ -10,7 +10,7 @@ from types import FrameType
 import typer
 
 from scheduler.affinity import parse_cpu_list, pin_process
-from scheduler.metrics import PlacementMetrics, serve_metrics
+from scheduler.metrics import PlacementMetrics, exposed_metrics
 from scheduler.server import create_server, stop
 
 app = typer.Typer(help="Placement API: online placement and fleet plans over gRPC.",
@@ -86,10 +86,8 @@ def _metrics(listen: str | None) -> tuple[PlacementMetrics | None, Callable[[], 
     without the option. Refused naming the option when the address cannot be served."""
     if listen is None:
         return None, lambda: None, ""
-    metrics = PlacementMetrics()
     try:
-        stop_metrics, port = serve_metrics(metrics, listen)
+        return exposed_metrics(listen)
     except (OSError, ValueError) as exc:
         raise typer.BadParameter(f"cannot serve metrics on {listen}: {exc}",
                                  param_hint="--metrics-listen") from exc
-    return metrics, stop_metrics, f"http://{listen.rpartition(':')[0]}:{port}/metrics"
