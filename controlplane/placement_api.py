@@ -1,5 +1,5 @@
 """Starting the gRPC placement API of ``headroom serve`` (both backends), with its Prometheus
-metrics when ``placement.metrics_listen`` is set."""
+metrics and the reconcile loop's when ``placement.metrics_listen`` is set."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 import grpc
 from rich.console import Console
 
+from controlplane.metrics import ControlPlaneMetrics
 from controlplane.settings import Settings
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics, exposed_metrics
@@ -16,8 +17,9 @@ from scheduler.server import create_server, stop
 
 def start_placement_api(settings: Settings, engine: PlacementEngine,
                         extra_servicers: Sequence[Callable[[grpc.Server], None]],
-                        console: Console) -> Callable[[], None]:
-    """Serve the placement API (and /metrics when configured); returns what stops both."""
+                        console: Console) -> tuple[Callable[[], None], ControlPlaneMetrics | None]:
+    """Serve the placement API (and /metrics when configured); returns what stops both and,
+    with metrics on, the reconcile loop's metrics on the same registry."""
     metrics: PlacementMetrics | None = None
     stop_metrics, url = _nothing, ""
     if settings.placement.metrics_listen:
@@ -38,7 +40,7 @@ def start_placement_api(settings: Settings, engine: PlacementEngine,
         stop(server, grace_s=2.0)
         stop_metrics()
 
-    return stop_all
+    return stop_all, ControlPlaneMetrics(metrics.registry) if metrics is not None else None
 
 
 def _nothing() -> None:

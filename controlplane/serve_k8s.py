@@ -50,7 +50,9 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
             placement.sync_inventory(backend.reader.snapshot())  # followers still serve Place
             log.info("tick.follower")
             return
-        reconcile_once(deps, config)
+        report = reconcile_once(deps, config)
+        if metrics is not None:  # set below, before the scheduler runs this
+            metrics.record(report)
         backend.mig.advance()
 
     def forecast() -> None:
@@ -58,7 +60,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
             refresh_forecasts(store, clock.now(), settings)
 
     keda = keda_servicer(settings, store, clock, specs)
-    stop_api = start_placement_api(settings, engine, [keda_registrar(keda)], console)
+    stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda)], console)
     keep_lease()
     scheduler = build_scheduler({
         "leader": (keep_lease, settings.k8s.renew_deadline_s / 3),

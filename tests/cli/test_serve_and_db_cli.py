@@ -52,6 +52,7 @@ def test_serve_with_the_sim_backend_runs_ticks_serves_grpc_and_stops_on_sigterm(
                 response.read().decode()) for s in family.samples}
         assert scraped["headroom_fleet_plan_revision"] >= 1  # read from the serving engine
         assert "headroom_placement_inventory_gpus" in scraped  # the sim's nodes are still coming
+        assert scraped["headroom_reconcile_ticks_total"] >= 1  # the loop's metrics, same endpoint
     finally:
         time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)

@@ -3,42 +3,19 @@
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import inspect
+from tick_builders import T0, sample_tick_report
 
-from controlplane.domain.actions import ActionOutcome, ScaleNodePool, SetReplicas, SkippedAction
-from controlplane.domain.demand import Demand
 from controlplane.domain.guards import GuardMemory, Recommendation
-from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
-from controlplane.domain.placement import FleetPlacement, PlacedSegment, WarmGpus
-from controlplane.domain.plan import Plan
-from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store, StoreUnavailable, downgrade, upgrade
 from forecaster.types import Forecast
 
-T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 TABLES = {"models", "nodes", "gpus", "observations", "forecasts", "ticks", "plans", "actions",
           "outcomes", "placements", "gpu_prices"}
-
-
-def _report() -> TickReport:
-    observed = ObservedState(T0, (ObservedPool("l4", "L4", 4, 1, 1, 2),), (),
-                             (ObservedModel("bert-embed", 2, 1, 3, 500.0, 600.0),))
-    placement = FleetPlacement(
-        revision=7,
-        segments=(PlacedSegment("bert-embed", "L4-0", "L4", "exclusive", "", 0, 0, 300.0),),
-        gpu_ids_by_product=(("L4", ("L4-0",)),), warm_pools=(WarmGpus("L4", 1, "p90"),),
-        cost_per_hour=1.6, unplaced=())
-    actions = (ScaleNodePool("l4", 1, 2, "placement"), SetReplicas("bert-embed", 2, 3, "p90"))
-    plan = Plan(T0, actions, (SkippedAction("l4", 5, 2, "max_step"),))
-    memory = GuardMemory((("pool/l4", (Recommendation(T0, 2),)),))
-    return TickReport(T0, T0 + timedelta(seconds=1), TickStatus.APPLIED, "", observed,
-                      (Demand("bert-embed", 600.0, 500.0, 480.0, "forecast_p90"),), placement, plan,
-                      (ActionOutcome("l4", True, "ok"), ActionOutcome("bert-embed", True, "ok")),
-                      memory)
 
 
 def test_migrations_create_every_table_and_downgrade_removes_them(store_url: str) -> None:
@@ -52,13 +29,13 @@ def test_migrations_create_every_table_and_downgrade_removes_them(store_url: str
 
 def test_tick_report_lands_whole_with_plan_actions_outcomes_and_placements(store_url: str) -> None:
     store = Store.open(store_url, migrate=True)
-    tick_id = store.save_tick(_report())
+    tick_id = store.save_tick(sample_tick_report())
     assert tick_id >= 1
     counts = store.counts()
     assert counts["ticks"] == 1 and counts["plans"] == 1 and counts["placements"] == 1
     assert counts["actions"] == 3  # two actions + one skipped change
     assert store.last_guard_memory().for_target("pool/l4") == (Recommendation(T0, 2),)
-    assert store.last_observed() == _report().observed
+    assert store.last_observed() == sample_tick_report().observed
     assert store.last_tick_at() == T0
 
 
@@ -101,5 +78,5 @@ def test_guard_memory_keeps_recent_changes_for_cooldowns_across_restarts(store_u
     memory = GuardMemory((("pool/l4", (Recommendation(T0, 2),)),),
                          (("pool/l4", (Change(T0, 1), Change(T0 + timedelta(seconds=30), -1))),))
     store = Store.open(store_url, migrate=True)
-    store.save_tick(replace(_report(), guard_memory=memory))
+    store.save_tick(replace(sample_tick_report(), guard_memory=memory))
     assert store.last_guard_memory() == memory

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import yaml
@@ -28,14 +29,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _config(tmp_path: Path, apiserver: ApiServer, db_url: str) -> Path:
+def _config(tmp_path: Path, apiserver: ApiServer, db_url: str, metrics_port: int = 0) -> Path:
     kube = tmp_path / "kubeconfig"
     kube.write_text(yaml.safe_dump(kubeconfig(apiserver.url)))
     config = tmp_path / "headroom.yaml"
     config.write_text(yaml.safe_dump({
         "backend": "kubernetes",
         "db": {"url": db_url},
-        "placement": {"listen": f"127.0.0.1:{_free_port()}"},
+        "placement": {"listen": f"127.0.0.1:{_free_port()}",
+                      "metrics_listen": f"127.0.0.1:{metrics_port}"},
         "reconcile": {"interval_s": 1, "max_staleness_s": 30},
         "k8s": {"kubeconfig": str(kube), "identity": "serve-test"},
     }))
@@ -51,9 +53,10 @@ def test_serve_takes_the_lease_records_plans_and_releases_on_sigterm(
     db_url = f"sqlite:///{tmp_path / 'serve.db'}"
     store = Store.open(db_url, migrate=True)
     store.upsert_models(DEMO_MODELS)
-    proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(_config(tmp_path, apiserver,
-                                                                          db_url))],
-                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    metrics_port = _free_port()
+    proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(_config(
+        tmp_path, apiserver, db_url, metrics_port))], env=_env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
     leases = client.CoordinationV1Api(kube)
     try:
         deadline = time.monotonic() + 60
@@ -62,6 +65,11 @@ def test_serve_takes_the_lease_records_plans_and_releases_on_sigterm(
         assert store.counts()["plans"] >= 2
         lease = leases.read_namespaced_lease("headroom-leader", "headroom")
         assert lease.spec.holder_identity == "serve-test"
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                    timeout=10) as response:
+            scraped = response.read().decode()
+        # the leader's ticks, recorded on the placement API's metrics endpoint
+        assert 'headroom_reconcile_ticks_total{status="applied"}' in scraped
     finally:
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)

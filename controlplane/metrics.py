@@ -1,0 +1,64 @@
+"""Prometheus metrics of the reconcile loop (prometheus-client), from each tick's report.
+
+``headroom serve`` records every ``TickReport`` here, on the registry that already serves the
+placement API's metrics (``placement.metrics_listen``), so one ``/metrics`` shows both: ticks by
+status and their wall time, the actions planned by kind and those held back by a guard, applied
+actions that failed, and, as of the last tick that observed the fleet, each model's load,
+capacity and provisioned demand and each pool's nodes (ready, pending, target).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from controlplane.domain.tick import TickReport
+
+#: A tick is a few milliseconds on the simulator, seconds against a large cluster.
+TICK_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class ControlPlaneMetrics:
+    """Reconcile-loop metrics on ``registry``; ``record`` takes one tick's report."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.ticks = Counter("headroom_reconcile_ticks", "Reconcile ticks by status.",
+                             ["status"], registry=registry)
+        self.tick_seconds = Histogram("headroom_reconcile_tick_seconds",
+                                      "Wall time of one reconcile tick.", buckets=TICK_BUCKETS_S,
+                                      registry=registry)
+        self.actions = Counter("headroom_plan_actions", "Actions planned, by kind.", ["kind"],
+                               registry=registry)
+        self.held = Counter("headroom_plan_actions_held", "Changes a guard held back, by reason.",
+                            ["reason"], registry=registry)
+        self.failures = Counter("headroom_action_failures", "Applied actions that failed, by "
+                                "whether a retry may help.", ["retryable"], registry=registry)
+        self.model_rps = Gauge("headroom_model_rps", "Per model as of the last observing tick: "
+                               "observed load, ready capacity and the capacity provisioned for.",
+                               ["model", "kind"], registry=registry)
+        self.pool_nodes = Gauge("headroom_pool_nodes", "Nodes per pool as of the last observing "
+                                "tick.", ["pool", "state"], registry=registry)
+
+    def record(self, report: TickReport) -> None:
+        """Count one tick; refresh the per-model and per-pool gauges when it observed the fleet."""
+        self.ticks.labels(report.status.value).inc()
+        self.tick_seconds.observe(max(0.0, (report.finished_at - report.started_at)
+                                      .total_seconds()))
+        if report.plan is not None:
+            for action in report.plan.actions:
+                self.actions.labels(action.kind).inc()
+            for held in report.plan.skipped:
+                self.held.labels(held.reason).inc()
+        for outcome in report.outcomes:
+            if not outcome.ok:
+                self.failures.labels(str(outcome.retryable).lower()).inc()
+        if not report.observed.synced:
+            return
+        for model in report.observed.models:
+            self.model_rps.labels(model.name, "observed").set(model.demand_rps)
+            self.model_rps.labels(model.name, "capacity").set(model.capacity_rps)
+        for demand in report.demands:
+            self.model_rps.labels(demand.model, "provisioned").set(demand.rate_rps)
+        for pool in report.observed.pools:
+            for state, nodes in (("ready", pool.nodes_ready), ("pending", pool.nodes_pending),
+                                 ("target", pool.target_nodes)):
+                self.pool_nodes.labels(pool.name, state).set(nodes)

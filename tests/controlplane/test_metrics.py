@@ -1,0 +1,51 @@
+"""The reconcile loop's Prometheus metrics, read back from their registry."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from prometheus_client import CollectorRegistry
+from tick_builders import sample_tick_report
+
+from controlplane.domain.actions import ActionOutcome
+from controlplane.domain.tick import TickStatus
+from controlplane.metrics import ControlPlaneMetrics
+
+
+def test_a_tick_is_counted_with_its_actions_held_changes_and_the_fleet_it_observed() -> None:
+    registry = CollectorRegistry()
+    ControlPlaneMetrics(registry).record(sample_tick_report())
+
+    def value(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, labels)
+
+    assert value("headroom_reconcile_ticks_total", status="applied") == 1
+    assert value("headroom_reconcile_tick_seconds_count") == 1
+    assert value("headroom_reconcile_tick_seconds_sum") == 1.0
+    assert value("headroom_plan_actions_total", kind="scale_node_pool") == 1
+    assert value("headroom_plan_actions_total", kind="set_replicas") == 1
+    assert value("headroom_plan_actions_held_total", reason="max_step") == 1
+    assert value("headroom_action_failures_total", retryable="false") is None
+    assert value("headroom_model_rps", model="bert-embed", kind="observed") == 500
+    assert value("headroom_model_rps", model="bert-embed", kind="capacity") == 600
+    assert value("headroom_model_rps", model="bert-embed", kind="provisioned") == 600
+    assert value("headroom_pool_nodes", pool="l4", state="ready") == 1
+    assert value("headroom_pool_nodes", pool="l4", state="pending") == 1
+    assert value("headroom_pool_nodes", pool="l4", state="target") == 2
+
+
+def test_a_skipped_tick_on_an_unsynced_snapshot_leaves_the_fleet_gauges_as_they_were() -> None:
+    registry = CollectorRegistry()
+    metrics = ControlPlaneMetrics(registry)
+    report = sample_tick_report()
+    metrics.record(report)
+    stale = replace(report.observed, synced=False, models=(), pools=())
+    failed = (ActionOutcome("l4", False, "conflict", retryable=True),)
+    metrics.record(replace(report, status=TickStatus.SKIPPED, observed=stale, plan=None,
+                           demands=(), outcomes=failed))
+    assert registry.get_sample_value("headroom_reconcile_ticks_total", {"status": "skipped"}) == 1
+    assert registry.get_sample_value("headroom_action_failures_total",
+                                     {"retryable": "true"}) == 1
+    assert registry.get_sample_value("headroom_plan_actions_total",
+                                     {"kind": "set_replicas"}) == 1
+    assert registry.get_sample_value("headroom_pool_nodes", {"pool": "l4", "state": "ready"}) == 1
