@@ -43,16 +43,22 @@ def free_port() -> int:
 
 
 @contextmanager
-def prometheus(tmp: Path, families: Sequence[Family]) -> Iterator[str]:
-    """Backfilled Prometheus; yields its base URL."""
+def prometheus(tmp: Path, families: Sequence[Family],
+               scrape: Sequence[str] = ()) -> Iterator[str]:
+    """Prometheus backfilled with ``families`` and scraping the ``scrape`` targets (HOST:PORT,
+    every second); yields its base URL."""
     data = tmp / "tsdb"
     data.mkdir(parents=True)
-    source = tmp / "backfill.om"
-    source.write_text(openmetrics(families))
-    subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(source),
-                    str(data)], check=True, capture_output=True, timeout=120)
+    if families:
+        source = tmp / "backfill.om"
+        source.write_text(openmetrics(families))
+        subprocess.run([PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(source),
+                        str(data)], check=True, capture_output=True, timeout=120)
     config = tmp / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 15s\n")
+    jobs = "".join(f"  - job_name: target{i}\n    scrape_interval: 1s\n    static_configs:\n"
+                   f"      - targets: ['{target}']\n" for i, target in enumerate(scrape))
+    config.write_text("global:\n  scrape_interval: 15s\n"
+                      + (f"scrape_configs:\n{jobs}" if jobs else ""))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(

@@ -3,17 +3,21 @@ of /metrics over HTTP, parsed with prometheus-client's own parser."""
 
 from __future__ import annotations
 
+import time
 import urllib.request
+from pathlib import Path
 
 import grpc
 import pytest
 from placement_builders import make_node, make_place
+from prometheus_api_client import PrometheusConnect
 from prometheus_client.parser import text_string_to_metric_families
 
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 from scheduler.metrics import PlacementMetrics, serve_metrics
 from scheduler.server import create_server, stop
+from tests.forecaster.promserver import prometheus
 
 
 def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -72,3 +76,30 @@ def test_two_servers_in_one_process_keep_separate_metrics() -> None:
                                            {"method": "Place", "code": "OK"}) == 1
     assert second.registry.get_sample_value("headroom_placement_requests_total",
                                             {"method": "Place", "code": "OK"}) is None
+
+
+@pytest.mark.prometheus
+def test_a_real_prometheus_scrapes_the_placement_metrics(tmp_path: Path) -> None:
+    metrics = PlacementMetrics()
+    server, port = create_server("127.0.0.1:0", metrics=metrics)
+    stop_metrics, metrics_port = serve_metrics(metrics, "127.0.0.1:0")
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = pb_grpc.PlacementStub(channel)
+            stub.SyncInventory(pb.SyncInventoryRequest(nodes=[make_node("n0")]), timeout=5)
+            for name in ("w1", "w2"):
+                stub.Place(make_place(name), timeout=5)
+        with prometheus(tmp_path, (), scrape=[f"127.0.0.1:{metrics_port}"]) as url:
+            prom = PrometheusConnect(url=url, disable_ssl=True)
+            query = 'headroom_placement_requests_total{method="Place",code="OK"}'
+            deadline = time.monotonic() + 60
+            found: list[dict[str, object]] = []
+            while time.monotonic() < deadline and not found:
+                found = prom.custom_query(query)
+                time.sleep(0.5)
+            assert found and float(found[0]["value"][1]) == 2  # type: ignore[index]
+            bound = prom.custom_query("headroom_placement_bindings")
+            assert float(bound[0]["value"][1]) == 2
+    finally:
+        stop_metrics()
+        stop(server, grace_s=1.0)
