@@ -17,10 +17,12 @@ import grpc
 
 from controlplane.adapters.keda import keda_registrar
 from controlplane.jobs import build_scheduler
+from controlplane.metrics import ControlPlaneMetrics
 from controlplane.runtime import SimRuntime, keda_servicer
 from controlplane.settings import Settings
 from controlplane.store import Store
 from scheduler.engine import PlacementEngine
+from scheduler.metrics import exposed_metrics
 from scheduler.server import create_server, stop
 
 DASHBOARD_APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
@@ -62,18 +64,27 @@ class Demo:
         self.grpc_address = ""
         self.dashboard: subprocess.Popen[bytes] | None = None
         self.dashboard_url: str | None = None
+        self.metrics_url = ""
+        self._stop_metrics: Callable[[], None] = lambda: None
         self._wall_start_s = time.monotonic()
         self._stop = threading.Event()
 
     # -- services ----------------------------------------------------------------------------
     def start_grpc(self) -> str:
-        """Placement API plus KEDA's external scaler on the demo's forecasts."""
+        """Placement API plus KEDA's external scaler on the demo's forecasts (and, with
+        ``placement.metrics_listen``, the placement API's and the loop's Prometheus metrics)."""
         host = self.settings.placement.listen.rpartition(":")[0]
         extra = [keda_registrar(self.keda)]
+        metrics = None
+        if self.settings.placement.metrics_listen:
+            metrics, self._stop_metrics, self.metrics_url = exposed_metrics(
+                self.settings.placement.metrics_listen)
+            self.runtime.on_tick = ControlPlaneMetrics(metrics.registry).record
         try:
-            self.server, bound = create_server(self.settings.placement.listen, self.engine, extra)
+            self.server, bound = create_server(self.settings.placement.listen, self.engine, extra,
+                                               metrics=metrics)
         except RuntimeError:  # port taken: take a free one rather than fail the demo
-            self.server, bound = create_server(f"{host}:0", self.engine, extra)
+            self.server, bound = create_server(f"{host}:0", self.engine, extra, metrics=metrics)
         self.grpc_address = f"{host}:{bound}"
         return self.grpc_address
 
@@ -133,6 +144,7 @@ class Demo:
         self.keda.stopping.set()
         if self.server is not None:
             stop(self.server, grace_s=2.0)
+        self._stop_metrics()
         if self.dashboard is not None:
             self.dashboard.terminate()
             try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -112,6 +113,8 @@ class SimRuntime:
         self.config = reconcile_config(settings, self.specs)
         self.tally = ServedTally()
         self.ticks = 0
+        #: called with every tick's report (e.g. ``ControlPlaneMetrics.record``)
+        self.on_tick: Callable[[TickReport], None] | None = None
         self.lock = threading.RLock()
         self._next_tick_at = start_at
         self._next_forecast_at = start_at
@@ -141,7 +144,9 @@ class SimRuntime:
         with self.lock:
             report = reconcile_once(self.deps, self.config)
             self.ticks += 1
-            return report
+        if self.on_tick is not None:
+            self.on_tick(report)
+        return report
 
     def refresh_forecasts(self) -> list[Forecast]:
         with self.lock:

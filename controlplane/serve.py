@@ -38,16 +38,11 @@ def run_serve(settings: Settings, console: Console) -> None:
     runtime = SimRuntime.open(settings, store, WallClock().now(), engine)
     keda = keda_servicer(settings, store, runtime.clock, runtime.specs)
     stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda)], console)
-
-    def reconcile() -> None:
-        report = runtime.tick()
-        if metrics is not None:
-            metrics.record(report)
-
+    runtime.on_tick = metrics.record if metrics is not None else None
     scheduler = build_scheduler({
         "sim.advance": (lambda: runtime.advance(1.0, run_jobs=False), 1.0),
         "forecast": (runtime.refresh_forecasts, settings.forecast.interval_s),
-        "reconcile": (reconcile, settings.reconcile.interval_s),
+        "reconcile": (runtime.tick, settings.reconcile.interval_s),
     })
     runtime.refresh_forecasts()
 

@@ -167,7 +167,8 @@ class AutoscalingSettings(Group):
 class PlacementSettings(Group):
     listen: str = Field("127.0.0.1:50051", description="host:port of the gRPC placement API")
     metrics_listen: str | None = Field(
-        None, description="host:port serving the placement API's Prometheus /metrics; None = off")
+        None, description="host:port of Prometheus /metrics (placement API and reconcile loop) "
+        "for headroom serve and demo; None = off")
 
     @field_validator("metrics_listen")
     @classmethod

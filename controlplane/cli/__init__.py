@@ -114,6 +114,8 @@ def _run_demo(settings: Settings, minutes: float | None, speed: float, no_dashbo
         if not json_out:
             console.print(f"[bold]Headroom demo[/] store {settings.db.url}")
             console.print(f"placement API (gRPC) on {grpc_address}")
+            if runner.metrics_url:
+                console.print(f"metrics on {runner.metrics_url}")
         if no_dashboard and minutes is not None:
             _run_fast(runner, minutes, quiet=json_out)
         else:

@@ -75,9 +75,10 @@ def test_kill_9_then_restart_resumes_with_earlier_decisions_visible(tmp_path: Pa
 
 def test_live_demo_serves_grpc_and_dashboard_on_loopback_and_stops_on_ctrl_c(
         tmp_path: Path) -> None:
-    grpc_port, dash_port = _free_port(), _free_port()
+    grpc_port, dash_port, metrics_port = _free_port(), _free_port(), _free_port()
     env = _env(HEADROOM_PLACEMENT__LISTEN=f"127.0.0.1:{grpc_port}",
-               HEADROOM_DASHBOARD__PORT=str(dash_port))
+               HEADROOM_DASHBOARD__PORT=str(dash_port),
+               HEADROOM_PLACEMENT__METRICS_LISTEN=f"127.0.0.1:{metrics_port}")
     live = subprocess.Popen([*HEADROOM, "demo", "--speed", "120"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -93,6 +94,11 @@ def test_live_demo_serves_grpc_and_dashboard_on_loopback_and_stops_on_ctrl_c(
         assert metrics.metricValues[0].metricValueFloat > 0  # forecast p90 of the demo model
         health = f"http://127.0.0.1:{dash_port}/_stcore/health"
         _wait_for(lambda: urllib.request.urlopen(health, timeout=2).read() == b"ok", 60)
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                    timeout=10) as response:
+            scraped = response.read().decode()
+        assert 'headroom_reconcile_ticks_total{status="applied"}' in scraped
+        assert "headroom_fleet_plan_revision" in scraped
         channel.close()
     finally:
         live.send_signal(signal.SIGINT)
