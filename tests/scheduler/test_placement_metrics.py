@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -27,25 +28,33 @@ def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
-def test_scraped_metrics_count_calls_by_code_refusals_by_reason_and_read_the_engine() -> None:
+@pytest.fixture
+def served() -> Iterator[tuple[pb_grpc.PlacementStub, int]]:
+    """A placement server with metrics on 127.0.0.1: its stub and the /metrics port."""
     metrics = PlacementMetrics()
     server, port = create_server("127.0.0.1:0", metrics=metrics)
     stop_metrics, metrics_port = serve_metrics(metrics, "127.0.0.1:0")
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     try:
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            stub = pb_grpc.PlacementStub(channel)
-            stub.SyncInventory(pb.SyncInventoryRequest(nodes=[make_node("n0"), make_node("n1")]),
-                               timeout=5)
-            stub.Place(make_place("w1"), timeout=5)
-            stub.Place(make_place("w2"), timeout=5)
-            for request in (make_place("w1"), make_place("w3", num_gpu=4)):
-                with pytest.raises(grpc.RpcError):
-                    stub.Place(request, timeout=5)
-            stub.Release(pb.ReleaseRequest(workload_id="w2"), timeout=5)
-        seen = _scrape(metrics_port)
+        yield pb_grpc.PlacementStub(channel), metrics_port
     finally:
+        channel.close()
         stop_metrics()
         stop(server, grace_s=1.0)
+
+
+def test_scraped_metrics_count_calls_by_code_refusals_by_reason_and_read_the_engine(
+        served: tuple[pb_grpc.PlacementStub, int]) -> None:
+    stub, metrics_port = served
+    stub.SyncInventory(pb.SyncInventoryRequest(nodes=[make_node("n0"), make_node("n1")]),
+                       timeout=5)
+    stub.Place(make_place("w1"), timeout=5)
+    stub.Place(make_place("w2"), timeout=5)
+    for request in (make_place("w1"), make_place("w3", num_gpu=4)):
+        with pytest.raises(grpc.RpcError):
+            stub.Place(request, timeout=5)
+    stub.Release(pb.ReleaseRequest(workload_id="w2"), timeout=5)
+    seen = _scrape(metrics_port)
 
     def calls(method: str, code: str) -> float:
         return seen[("headroom_placement_requests_total", (("code", code), ("method", method)))]
@@ -79,27 +88,20 @@ def test_two_servers_in_one_process_keep_separate_metrics() -> None:
 
 
 @pytest.mark.prometheus
-def test_a_real_prometheus_scrapes_the_placement_metrics(tmp_path: Path) -> None:
-    metrics = PlacementMetrics()
-    server, port = create_server("127.0.0.1:0", metrics=metrics)
-    stop_metrics, metrics_port = serve_metrics(metrics, "127.0.0.1:0")
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            stub = pb_grpc.PlacementStub(channel)
-            stub.SyncInventory(pb.SyncInventoryRequest(nodes=[make_node("n0")]), timeout=5)
-            for name in ("w1", "w2"):
-                stub.Place(make_place(name), timeout=5)
-        with prometheus(tmp_path, (), scrape=[f"127.0.0.1:{metrics_port}"]) as url:
-            prom = PrometheusConnect(url=url, disable_ssl=True)
-            query = 'headroom_placement_requests_total{method="Place",code="OK"}'
-            deadline = time.monotonic() + 60
-            found: list[dict[str, object]] = []
-            while time.monotonic() < deadline and not found:
-                found = prom.custom_query(query)
-                time.sleep(0.5)
-            assert found and float(found[0]["value"][1]) == 2  # type: ignore[index]
-            bound = prom.custom_query("headroom_placement_bindings")
-            assert float(bound[0]["value"][1]) == 2
-    finally:
-        stop_metrics()
-        stop(server, grace_s=1.0)
+def test_a_real_prometheus_scrapes_the_placement_metrics(
+        tmp_path: Path, served: tuple[pb_grpc.PlacementStub, int]) -> None:
+    stub, metrics_port = served
+    stub.SyncInventory(pb.SyncInventoryRequest(nodes=[make_node("n0")]), timeout=5)
+    for name in ("w1", "w2"):
+        stub.Place(make_place(name), timeout=5)
+    with prometheus(tmp_path, (), scrape=[f"127.0.0.1:{metrics_port}"]) as url:
+        prom = PrometheusConnect(url=url, disable_ssl=True)
+        query = 'headroom_placement_requests_total{method="Place",code="OK"}'
+        deadline = time.monotonic() + 60
+        found: list[dict[str, object]] = []
+        while time.monotonic() < deadline and not found:
+            found = prom.custom_query(query)
+            time.sleep(0.5)
+        assert found and float(found[0]["value"][1]) == 2  # type: ignore[index]
+        bound = prom.custom_query("headroom_placement_bindings")
+        assert float(bound[0]["value"][1]) == 2
