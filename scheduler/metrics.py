@@ -2,9 +2,9 @@
 
 What an operator watches on the placement server: calls per method and gRPC status code, the
 engine's time per call (server side, without the transport), Place refusals by their reason code
-(the ``Infeasible`` reasons: ``no_fit``, ``no_inventory``, ...), and, read from the engine at
-scrape time (nothing on the hot path), the workloads bound, the GPUs in the inventory and the
-fleet plan's revision. ``serve_metrics`` exposes the registry on ``/metrics`` over HTTP.
+(the ``Infeasible`` reasons: ``no_idle_gpus``, ``no_gpu_share_fits``, ...), and, read from the
+engine at scrape time (nothing on the hot path), the workloads bound, the GPUs in the inventory
+and the fleet plan's revision. ``serve_metrics`` exposes the registry on ``/metrics`` over HTTP.
 """
 
 from __future__ import annotations
