@@ -17,12 +17,11 @@ import grpc
 
 from controlplane.adapters.keda import keda_registrar
 from controlplane.jobs import build_scheduler
-from controlplane.metrics import ControlPlaneMetrics
+from controlplane.placement_api import served_metrics
 from controlplane.runtime import SimRuntime, keda_servicer
 from controlplane.settings import Settings
 from controlplane.store import Store
 from scheduler.engine import PlacementEngine
-from scheduler.metrics import exposed_metrics
 from scheduler.server import create_server, stop
 
 DASHBOARD_APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
@@ -75,11 +74,10 @@ class Demo:
         ``placement.metrics_listen``, the placement API's and the loop's Prometheus metrics)."""
         host = self.settings.placement.listen.rpartition(":")[0]
         extra = [keda_registrar(self.keda)]
-        metrics = None
-        if self.settings.placement.metrics_listen:
-            metrics, self._stop_metrics, self.metrics_url = exposed_metrics(
-                self.settings.placement.metrics_listen)
-            self.runtime.on_tick = ControlPlaneMetrics(metrics.registry).record
+        served = served_metrics(self.settings)
+        self._stop_metrics, self.metrics_url = served.stop, served.url
+        self.runtime.on_tick = served.loop.record if served.loop is not None else None
+        metrics = served.placement
         try:
             self.server, bound = create_server(self.settings.placement.listen, self.engine, extra,
                                                metrics=metrics)

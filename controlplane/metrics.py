@@ -1,10 +1,10 @@
 """Prometheus metrics of the reconcile loop (prometheus-client), from each tick's report.
 
-``headroom serve`` records every ``TickReport`` here, on the registry that already serves the
-placement API's metrics (``placement.metrics_listen``), so one ``/metrics`` shows both: ticks by
-status and their wall time, the actions planned by kind and those held back by a guard, applied
-actions that failed, and, as of the last tick that observed the fleet, each model's load,
-capacity and provisioned demand and each pool's nodes (ready, pending, target).
+``headroom serve`` and ``headroom demo`` record every ``TickReport`` here, on the registry that
+already serves the placement API's metrics (``placement.metrics_listen``), so one ``/metrics``
+shows both: ticks by status and their wall time, the actions planned by kind and those held back
+by a guard, applied actions that failed, and, as of the last tick that observed the fleet, each
+model's load, capacity and provisioned demand and each pool's nodes (ready, pending, target).
 """
 
 from __future__ import annotations

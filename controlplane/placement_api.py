@@ -1,9 +1,11 @@
 """Starting the gRPC placement API of ``headroom serve`` (both backends), with its Prometheus
-metrics and the reconcile loop's when ``placement.metrics_listen`` is set."""
+metrics and the reconcile loop's when ``placement.metrics_listen`` is set (``served_metrics``,
+also used by ``headroom demo``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import grpc
 from rich.console import Console
@@ -15,32 +17,49 @@ from scheduler.metrics import PlacementMetrics, exposed_metrics
 from scheduler.server import create_server, stop
 
 
+@dataclass(frozen=True, slots=True)
+class ServedMetrics:
+    """The placement API's and the reconcile loop's metrics on one served registry (both None
+    when ``placement.metrics_listen`` is unset), what stops their server, and its URL."""
+
+    placement: PlacementMetrics | None
+    loop: ControlPlaneMetrics | None
+    stop: Callable[[], None]
+    url: str
+
+
+def served_metrics(settings: Settings) -> ServedMetrics:
+    """Metrics served on ``placement.metrics_listen``, or none."""
+    listen = settings.placement.metrics_listen
+    if not listen:
+        return ServedMetrics(None, None, _nothing, "")
+    metrics, stop_metrics, url = exposed_metrics(listen)
+    return ServedMetrics(metrics, ControlPlaneMetrics(metrics.registry), stop_metrics, url)
+
+
 def start_placement_api(settings: Settings, engine: PlacementEngine,
                         extra_servicers: Sequence[Callable[[grpc.Server], None]],
                         console: Console) -> tuple[Callable[[], None], ControlPlaneMetrics | None]:
     """Serve the placement API (and /metrics when configured); returns what stops both and,
     with metrics on, the reconcile loop's metrics on the same registry."""
-    metrics: PlacementMetrics | None = None
-    stop_metrics, url = _nothing, ""
-    if settings.placement.metrics_listen:
-        metrics, stop_metrics, url = exposed_metrics(settings.placement.metrics_listen)
+    metrics = served_metrics(settings)
     try:
         server, port = create_server(settings.placement.listen, engine, extra_servicers,
-                                     metrics=metrics)
+                                     metrics=metrics.placement)
     except BaseException:
-        stop_metrics()
+        metrics.stop()
         raise
     host = settings.placement.listen.rpartition(":")[0]
     console.print(f"placement API (gRPC) on {host}:{port}; backend {settings.backend}; "
                   f"dry_run={settings.safety.dry_run}")
-    if url:
-        console.print(f"placement API metrics on {url}")
+    if metrics.url:
+        console.print(f"placement API metrics on {metrics.url}")
 
     def stop_all() -> None:
         stop(server, grace_s=2.0)
-        stop_metrics()
+        metrics.stop()
 
-    return stop_all, ControlPlaneMetrics(metrics.registry) if metrics is not None else None
+    return stop_all, metrics.loop
 
 
 def _nothing() -> None:
