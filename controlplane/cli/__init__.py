@@ -87,8 +87,10 @@ def demo(
         ".headroom/demo.db"),
     config: ConfigOption = None,
 ) -> None:
-    """Everything embedded: SQLite, simulated GPU fleet, forecasts, placement API, reconcile jobs,
-    dashboard. With --minutes N --no-dashboard it runs N simulated minutes as fast as it can."""
+    """Everything embedded, on a simulated GPU fleet and SQLite.
+
+    Forecasts, the placement API, the reconcile jobs and the dashboard run on a simulated fleet
+    over SQLite. With --minutes N --no-dashboard it runs N simulated minutes as fast as it can."""
     db_url = os.environ.get("HEADROOM_DB__URL") or f"sqlite:///{db.resolve()}"
     settings = _settings(config, db={"url": db_url})
     setup_logging(logging.INFO, log_file=Path(".headroom/demo.log"))

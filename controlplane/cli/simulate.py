@@ -96,8 +96,10 @@ def simulate_command(
         "own future (perfect foresight), to measure the floor node granularity, whole replicas "
         "and cold starts impose")] = False,
 ) -> None:
-    """Replay per-model demand through the real core and the simulated fleet (sampled cold
-    starts); write the per-minute timeline and print short model-minutes, GPU-hours and cost."""
+    """Replay per-model demand through the real core and a simulated fleet.
+
+    Cold starts are sampled; the per-minute timeline is written, and short model-minutes,
+    GPU-hours and cost are printed (a side-by-side table for several policies)."""
     names = policy or ["predictive"]
     try:  # everything the user gave is checked before the first simulated minute
         override = parse_cold_start_option(cold_start) if cold_start else None
