@@ -13,11 +13,10 @@ chooses among a random 70 % of the features); the forecast uses the mean of thei
 kept as arrays (``forecaster.trees``), which predict and are stored.
 
 Per anchor and lead it fits twice: on the data before the validation window (the held-out WAPE
-for the guard, and the p90 margin from those out-of-sample residuals; one bag member suffices
-there) and on all data before the anchor (the forecasts: the whole bag). It is used only where
-it paid on the dev split (``benchmarks/forecast/README.md``): steps of at least
-``boosted_min_step_s`` and fewer than ``boosted_max_zero_share`` zeros in the training window
-(sparse counts did worse).
+for the guard, and the p90 margin from those out-of-sample residuals) and on all data before the
+anchor (the forecasts). It is used only where it paid on the dev split
+(``benchmarks/forecast/README.md``): steps of at least ``boosted_min_step_s`` and fewer than
+``boosted_max_zero_share`` zeros in the training window (sparse counts did worse).
 """
 
 from __future__ import annotations
@@ -54,9 +53,6 @@ PARAMS: dict[str, Any] = {"loss": "quantile", "quantile": 0.5, "max_iter": 50,
                           "early_stopping": False, "max_features": 0.7}
 #: one model per seed, averaged (dev split: three beat one; five scored the same as three)
 BAG_SEEDS = (0, 1, 2)
-#: the held-out fit (the guard's WAPE and the p90 margin, never a forecast) is one member: a
-#: third of its cost, and its residuals are those of a slightly weaker model (a wider margin)
-HELD_OUT_SEEDS = BAG_SEEDS[:1]
 
 
 @dataclass(slots=True)
@@ -148,7 +144,7 @@ def fit_boosted(h: History, anchor_s: float, leads: tuple[int, ...], s: Forecast
         fit_rows = training_origins(h, anchor_s - valid_s, k, s.train_window_s - valid_s,
                                     s.max_train_rows)
         val_rows = training_origins(h, anchor_s, k, valid_s, s.max_train_rows)
-        held_out = _fit(h, fit_rows, k, gaps, hourly, HELD_OUT_SEEDS)
+        held_out = _fit(h, fit_rows, k, gaps, hourly)
         final = _fit(h, training_origins(h, anchor_s, k, s.train_window_s, s.max_train_rows), k,
                      gaps, hourly)
         if held_out is None or final is None or val_rows.size < s.min_baseline_pairs:
@@ -164,8 +160,8 @@ def fit_boosted(h: History, anchor_s: float, leads: tuple[int, ...], s: Forecast
                       hourly=hourly)
 
 
-def _fit(h: History, origins: IntArray, lead: int, zeros_as_gaps: bool, hourly: bool,
-         seeds: tuple[int, ...] = BAG_SEEDS) -> tuple[Bag, int] | None:
+def _fit(h: History, origins: IntArray, lead: int, zeros_as_gaps: bool,
+         hourly: bool) -> tuple[Bag, int] | None:
     x, log_level = boosted_features(h, origins, lead, zeros_as_gaps, hourly)
     y = np.log1p(np.maximum(h.values[origins - 1 + lead], 0.0)) - log_level
     ok = np.isfinite(y)
@@ -174,7 +170,7 @@ def _fit(h: History, origins: IntArray, lead: int, zeros_as_gaps: bool, hourly: 
     regressor = importlib.import_module("sklearn.ensemble").HistGradientBoostingRegressor
     members = []
     with single_threaded_openmp():
-        for seed in seeds:
+        for seed in BAG_SEEDS:
             model = regressor(**PARAMS, random_state=seed)
             model.fit(x[ok], y[ok])
             members.append(Trees.from_sklearn(model))

@@ -4,10 +4,8 @@ stored, and that it learns what the level model cannot (a few small scikit-learn
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import numpy as np
-import pytest
 from sklearn.ensemble import HistGradientBoostingRegressor
 
 from forecaster.boosted import BAG_SEEDS, PARAMS, BoostedFit, boosted_features, eligible
@@ -76,24 +74,6 @@ def test_a_boosted_forecast_is_the_mean_of_its_members_log_ratios_to_the_level()
         assert float(np.ptp(each, axis=0).max()) > 1e-3
         np.testing.assert_allclose(fit.point(h, origins, lead),
                                    np.expm1(log_level + each.mean(axis=0)), rtol=1e-12)
-
-
-def test_the_held_out_fit_is_one_member_and_only_the_forecasting_fit_is_a_bag(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    seeds: list[int] = []
-    fit_regressor = HistGradientBoostingRegressor.fit
-
-    def counting_fit(self: HistGradientBoostingRegressor, *args: Any, **kwargs: Any) -> Any:
-        seeds.append(self.random_state)
-        return fit_regressor(self, *args, **kwargs)
-
-    monkeypatch.setattr(HistGradientBoostingRegressor, "fit", counting_fit)
-    h = history(diurnal(8, STEP, seed=3), STEP)
-    fit = auto().fit(h, h.start_s + 8 * DAY, (1, 2))
-    assert isinstance(fit, BoostedFit)
-    # per lead: one held-out model (the first member's seed), then the bag of three
-    assert seeds == [0, 0, 1, 2, 0, 0, 1, 2]
-    assert fit.q90 is not None and all(np.isfinite(fit.q90[lead]) for lead in (1, 2))
 
 
 def test_boosted_features_read_only_values_before_each_origin() -> None:
