@@ -8,11 +8,12 @@ in-process with the same messages the gRPC API uses. Errors are the typed domain
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 
 from protos.headroom.v1 import placement_pb2 as pb
 from scheduler import convert
-from scheduler.domain.errors import InvalidArgument
+from scheduler.domain.errors import CallerGone, InvalidArgument
 from scheduler.domain.fleet import DEFAULT_TIME_LIMIT_S, plan_fleet
 from scheduler.domain.fleet_types import FleetPlan
 from scheduler.domain.milp import MilpSolver
@@ -71,12 +72,14 @@ class PlacementEngine:
 
     # ---------------------------------------------------------------- fleet plan
     def plan_fleet(self, request: pb.PlanFleetRequest, previous: pb.FleetPlan | None = None,
-                   time_limit_s: float | None = None) -> pb.FleetPlan:
+                   time_limit_s: float | None = None,
+                   still_wanted: Callable[[], bool] | None = None) -> pb.FleetPlan:
         """Compute a fleet plan, store it as the current plan with revision + 1 and return it.
 
         ``previous`` (default: the current plan) is the layout to stay close to: plans that
         re-lay out fewer GPUs are preferred. ``time_limit_s`` bounds the solver (e.g. the
-        caller's remaining deadline).
+        caller's remaining deadline). When ``still_wanted`` returns False once the plan is
+        computed (the caller's deadline passed), nothing is stored and CallerGone is raised.
         """
         fleet_request = convert.fleet_request_from_pb(request)
         validate_fleet_request(fleet_request)
@@ -88,6 +91,8 @@ class PlacementEngine:
         outcome = plan_fleet(fleet_request, 0, prior if prior.gpus else None, self._solver,
                              limit)
         with self._plan_changed:
+            if still_wanted is not None and not still_wanted():
+                raise CallerGone("the fleet plan was computed but not stored")
             plan = replace(outcome.plan, revision=self._plan.revision + 1)
             self._plan = plan
             self._plan_changed.notify_all()

@@ -12,7 +12,7 @@ import grpc
 
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
-from scheduler.domain.errors import AlreadyExists, Infeasible, InvalidArgument
+from scheduler.domain.errors import AlreadyExists, CallerGone, Infeasible, InvalidArgument
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics
 
@@ -44,6 +44,8 @@ def call_engine(context: grpc.ServicerContext, fn: Callable[[], T], empty: T,
         code, details = grpc.StatusCode.ALREADY_EXISTS, str(exc)
     except Infeasible as exc:
         code, details, reason = grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc), exc.reason
+    except CallerGone as exc:
+        code, details = grpc.StatusCode.CANCELLED, str(exc)
     if metrics is not None:
         metrics.observe(method, code.name, time.perf_counter() - started, reason)
     context.set_code(code)
@@ -92,7 +94,8 @@ class PlacementServicer(pb_grpc.PlacementServicer):
                   context: grpc.ServicerContext) -> pb.FleetPlan:
         remaining_s = context.time_remaining()
         return call_engine(context, lambda: self.engine.plan_fleet(
-            request, time_limit_s=remaining_s), pb.FleetPlan(), self.metrics, "PlanFleet")
+            request, time_limit_s=remaining_s, still_wanted=context.is_active), pb.FleetPlan(),
+            self.metrics, "PlanFleet")
 
     def GetPlan(self, request: pb.GetPlanRequest, context: grpc.ServicerContext) -> pb.FleetPlan:
         return self.engine.get_plan()

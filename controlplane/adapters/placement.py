@@ -15,6 +15,7 @@ from controlplane.domain.models import Isolation, ModelSpec
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.placement import FleetPlacement, PlacedSegment, WarmGpus
 from protos.headroom.v1 import placement_pb2 as pb
+from scheduler.domain.validate import MAX_POOL_GPUS
 
 _ISOLATION = {Isolation.STRICT: pb.STRICT, Isolation.TRUSTED: pb.TRUSTED, Isolation.NONE: pb.NONE}
 _MODE = {pb.EXCLUSIVE: "exclusive", pb.MIG: "mig", pb.MPS: "mps", pb.TIME_SLICING: "time_sliced",
@@ -54,7 +55,7 @@ def plan_request(demands: Sequence[Demand], specs: Sequence[ModelSpec],
                                      throughput_rps=p.throughput_rps, latency_ms=p.latency_ms,
                                      memory_mib=p.memory_mib) for p in spec.profile]))
     return pb.PlanFleetRequest(models=models, pools=[
-        pb.GpuPool(product=p.product, max_gpus=p.max_nodes * p.gpus_per_node,
+        pb.GpuPool(product=p.product, max_gpus=min(p.max_nodes * p.gpus_per_node, MAX_POOL_GPUS),
                    price_per_gpu_hour=p.price_per_gpu_hour) for p in pools])
 
 

@@ -1,7 +1,8 @@
 """Typed domain errors of the placement engine.
 
 The gRPC servicer maps them to status codes: ``InvalidArgument`` -> INVALID_ARGUMENT,
-``Infeasible`` -> RESOURCE_EXHAUSTED, ``AlreadyExists`` -> ALREADY_EXISTS. The message always
+``Infeasible`` -> RESOURCE_EXHAUSTED, ``AlreadyExists`` -> ALREADY_EXISTS, ``CallerGone`` ->
+CANCELLED. The message always
 carries the field or reason so a caller can act on it.
 """
 
@@ -39,3 +40,11 @@ class AlreadyExists(PlacementError):
     def __init__(self, workload_id: str) -> None:
         super().__init__(f"workload_id {workload_id!r} is already bound")
         self.workload_id = workload_id
+
+
+class CallerGone(PlacementError):
+    """The caller gave up (deadline passed or cancelled) before the result was stored; nothing
+    was changed."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"the caller is gone (deadline passed or cancelled): {what}")

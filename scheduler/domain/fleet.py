@@ -27,11 +27,15 @@ from scheduler.domain.fleet_options import (
     options_for,
     pool_infos,
 )
-from scheduler.domain.fleet_types import FleetPlan, FleetRequest, GpuAssignment
+from scheduler.domain.fleet_types import FleetPlan, FleetRequest, GpuAssignment, ProfilePoint
 from scheduler.domain.milp import Milp, MilpSolver
 from scheduler.domain.warm_pool import ServedModel, size_warm_pools
 
 DEFAULT_TIME_LIMIT_S = 10.0
+#: Cap of a coverage coefficient (throughput / rate) in the integer program: bigger values only
+#: say that one segment covers the rate many times over, and solvers reject huge coefficients.
+MAX_COVER = 1e6
+POOL_TOO_SMALL = "pool_max_gpus (not enough GPUs in the pools to serve it)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +53,14 @@ def plan_fleet(request: FleetRequest, revision: int, previous: FleetPlan | None 
     options: dict[str, list[SegmentOption]] = {}
     unplaced: list[str] = []
     for demand in request.models:
-        opts = options_for(demand, pools)
         if demand.rate_rps <= 0:
             continue
+        usable = options_for(demand, pools)
+        opts = [o for o in usable if _pool_can_hold(pools[o.pool], o, demand.rate_rps)]
         if opts:
             options[demand.model] = opts
+        elif usable:
+            unplaced.append(f"{demand.model}: {POOL_TOO_SMALL}")
         else:
             unplaced.append(f"{demand.model}: {_why_no_option(demand.profile, pools)}")
     priors = prior_gpus(previous, pools)
@@ -68,8 +75,9 @@ def plan_fleet(request: FleetRequest, revision: int, previous: FleetPlan | None 
             used = "milp" if result.optimal else "milp_time_limited"
     if packing is None:
         packing = pack_greedy(pools, options, rates)
-    for model in sorted(packing.unplaced):
-        unplaced.append(f"{model}: pool_max_gpus (not enough GPUs in the pools to serve it)")
+    planned = {model: rates[model] for model in options}
+    for model in sorted(set(packing.unplaced) | _short_of_rate(packing, planned)):
+        unplaced.append(f"{model}: {POOL_TOO_SMALL}")
     isolation = {d.model: d.isolation for d in request.models}
     gpus, relaid = lay_out(pools, packing, priors, isolation)
     served = _served(request, pools, gpus)
@@ -85,9 +93,30 @@ def plan_fleet(request: FleetRequest, revision: int, previous: FleetPlan | None 
     return PlanOutcome(plan, used, relaid)
 
 
-def _why_no_option(profile: Sequence[object], pools: Sequence[PoolInfo]) -> str:
+def _pool_can_hold(info: PoolInfo, option: SegmentOption, rate_rps: float) -> bool:
+    """Whether the segments ``option`` needs for ``rate_rps`` fit in the pool at all (this
+    also bounds the plan's size, whatever the rate and throughput)."""
+    per_gpu = max(layout.count(option.size) for layout in info.layouts)
+    needed = rate_rps / option.point.throughput_rps
+    return math.isfinite(needed) and needed <= per_gpu * max(info.pool.max_gpus, 0)
+
+
+def _short_of_rate(packing: Packing, rates: dict[str, float]) -> set[str]:
+    """Models given to the packer that it neither marked unplaced nor served at their rate:
+    never expected, but a plan must not drop a model silently."""
+    capacity: dict[str, float] = {}
+    for option, count in packing.segments:
+        capacity[option.model] = (capacity.get(option.model, 0.0)
+                                  + count * option.point.throughput_rps)
+    return {model for model, rate in rates.items()
+            if model not in packing.unplaced and capacity.get(model, 0.0) < rate * (1 - 1e-9)}
+
+
+def _why_no_option(profile: Sequence[ProfilePoint], pools: Sequence[PoolInfo]) -> str:
     if not profile:
         return "no_profile (the model has no profile points)"
+    if all(p.throughput_rps <= 0 for p in profile):
+        return "no_profile_serves (every profiled shape has throughput 0)"
     products = {product_key(p.name) for p in pools}
     if not any(product_key(getattr(pt, "product", "")) in products for pt in profile):
         return "no_pool_for_profile (no pool offers a product the model was profiled on)"
@@ -131,9 +160,12 @@ def _build_milp(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption
                 row[var] = -float(g.sizes.count(size))
         m.row(row, upper=0.0)
     for model in sorted(options):
-        row = {v: o.point.throughput_rps for o, v in seg_vars if o.model == model}
-        row[skip_vars[model]] = rates[model]
-        m.row(row, lower=rates[model])
+        # sum(throughput x n) + rate x u >= rate, divided by the rate so that any rate is well
+        # scaled for the solver (a coefficient far above 1 means one segment covers the rate)
+        row = {v: min(MAX_COVER, o.point.throughput_rps / rates[model])
+               for o, v in seg_vars if o.model == model}
+        row[skip_vars[model]] = 1.0
+        m.row(row, lower=1.0)
     for k, info in enumerate(pools):
         row = {var: 1.0 for kk, _, var in layout_vars if kk == k}
         row.update({var: 1.0 for g, var in zip(priors, keep_vars, strict=True) if g.pool == k})

@@ -5,11 +5,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from scheduler.domain import catalog
+from scheduler.domain.cluster import product_key
 from scheduler.domain.errors import InvalidArgument
-from scheduler.domain.fleet_types import FleetRequest
+from scheduler.domain.fleet_types import FleetRequest, ProfilePoint
 from scheduler.domain.model import WHOLE_GPU_MILLI, NodeSpec, WorkloadSpec
 
 MAX_GPUS_PER_NODE = 64
+#: A PlanFleet pool may offer at most this many GPUs (the plan is built GPU by GPU).
+MAX_POOL_GPUS = 100_000
+#: Prices above this per GPU-hour are taken for a unit mistake (costs must stay finite).
+MAX_PRICE_PER_GPU_HOUR = 1e6
 
 
 def validate_nodes(nodes: Sequence[NodeSpec]) -> None:
@@ -17,8 +23,8 @@ def validate_nodes(nodes: Sequence[NodeSpec]) -> None:
     seen: set[str] = set()
     for i, node in enumerate(nodes):
         where = f"nodes[{i}]"
-        if not node.name:
-            raise InvalidArgument(f"{where}.name", "must not be empty")
+        if not node.name.strip():
+            raise InvalidArgument(f"{where}.name", "must not be empty or blank")
         if node.name in seen:
             raise InvalidArgument(f"{where}.name", f"duplicate node name {node.name!r}")
         seen.add(node.name)
@@ -36,8 +42,8 @@ def validate_nodes(nodes: Sequence[NodeSpec]) -> None:
             if gpu.index in indices:
                 raise InvalidArgument(f"{gwhere}.index", f"duplicate GPU index {gpu.index}")
             indices.add(gpu.index)
-            if not gpu.product:
-                raise InvalidArgument(f"{gwhere}.product", "must not be empty")
+            if not gpu.product.strip():
+                raise InvalidArgument(f"{gwhere}.product", "must not be empty or blank")
             if gpu.memory_mib < 0:
                 raise InvalidArgument(f"{gwhere}.memory_mib", f"must be >= 0, got {gpu.memory_mib}")
 
@@ -91,9 +97,7 @@ def validate_fleet_request(request: FleetRequest) -> None:
             pw = f"{where}.profile[{j}]"
             if not p.product.strip():
                 raise InvalidArgument(f"{pw}.product", "must not be empty")
-            if p.compute_slices < 0:
-                raise InvalidArgument(f"{pw}.compute_slices", f"must be >= 0, got "
-                                                              f"{p.compute_slices}")
+            _check_slices(p, f"{pw}.compute_slices")
             if p.batch_size < 1:
                 raise InvalidArgument(f"{pw}.batch_size", f"must be >= 1, got {p.batch_size}")
             if p.mps_processes < 1:
@@ -111,11 +115,32 @@ def validate_fleet_request(request: FleetRequest) -> None:
         where = f"pools[{i}]"
         if not pool.product.strip():
             raise InvalidArgument(f"{where}.product", "must not be empty")
-        if pool.product in products:
+        key = product_key(pool.product)
+        if key in products:
             raise InvalidArgument(f"{where}.product", f"duplicate pool {pool.product!r}")
-        products.add(pool.product)
-        if pool.max_gpus < 0:
-            raise InvalidArgument(f"{where}.max_gpus", f"must be >= 0, got {pool.max_gpus}")
-        if not _finite(pool.price_per_gpu_hour) or pool.price_per_gpu_hour < 0:
+        products.add(key)
+        if not 0 <= pool.max_gpus <= MAX_POOL_GPUS:
+            raise InvalidArgument(f"{where}.max_gpus",
+                                  f"must be in [0, {MAX_POOL_GPUS}], got {pool.max_gpus}")
+        price = pool.price_per_gpu_hour
+        if not _finite(price) or not 0 <= price <= MAX_PRICE_PER_GPU_HOUR:
             raise InvalidArgument(f"{where}.price_per_gpu_hour",
-                                  f"must be a finite number >= 0, got {pool.price_per_gpu_hour}")
+                                  f"must be a finite number in [0, {MAX_PRICE_PER_GPU_HOUR:g}], "
+                                  f"got {price}")
+
+
+def _check_slices(point: ProfilePoint, field: str) -> None:
+    """0 (a whole GPU) or a MIG instance size the product offers, where the catalog knows it."""
+    slices = point.compute_slices
+    if slices < 0:
+        raise InvalidArgument(field, f"must be >= 0, got {slices}")
+    known = catalog.lookup(point.product)
+    if slices == 0 or known is None:
+        return
+    if not known.mig_capable:
+        raise InvalidArgument(field, f"{known.name} has no MIG: must be 0 (a whole GPU), got "
+                                     f"{slices}")
+    if known.standard_profile(slices) is None:
+        sizes = sorted({q.compute_slices for q in known.mig_profiles})
+        raise InvalidArgument(field, f"{known.name} has no MIG instance of {slices} compute "
+                                     f"slices (sizes: {sizes})")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fleet_builders import check_plan, demand, request
 
-from scheduler.domain.fleet import plan_fleet
+from scheduler.domain.fleet import POOL_TOO_SMALL, plan_fleet
 from scheduler.domain.fleet_types import GpuPool, ModelDemand, ProfilePoint
 from scheduler.domain.model import Isolation
 from scheduler.highs import HighsSolver
@@ -131,3 +131,39 @@ def test_the_solver_prints_nothing_to_stdout(capfd) -> None:  # type: ignore[no-
     assert out.solver_used == "milp"
     captured = capfd.readouterr()
     assert captured.out == "" and "HiGHS" not in captured.err
+
+
+def test_a_rate_no_pool_could_hold_is_unplaced_at_once_whatever_the_numbers() -> None:
+    tiny = (ProfilePoint("A100-80GB", 7, 1, 1, 1e-10, 10.0),)
+    models = (ModelDemand("overflow", "t", Isolation.NONE, 1e300, 100.0, tiny, 0.0),
+              ModelDemand("slow", "t", Isolation.NONE, 1.0, 100.0,
+                          (ProfilePoint("A100-80GB", 1, 1, 1, 1e-7, 10.0),), 0.0))
+    req = request(*models, pools=(GpuPool("A100-80GB", 100_000, 4.0),))
+    for solver in (SOLVER, None):
+        out = plan_fleet(req, 1, solver=solver)
+        assert out.plan.gpus == ()
+        assert sorted(out.plan.unplaced) == ["overflow: " + POOL_TOO_SMALL,
+                                             "slow: " + POOL_TOO_SMALL]
+
+
+def test_huge_and_tiny_rates_that_one_segment_covers_are_planned_not_dropped() -> None:
+    models = (ModelDemand("huge", "t", Isolation.NONE, 1e15, 100.0,
+                          (ProfilePoint("A100-80GB", 7, 1, 1, 1e15, 10.0),), 0.0),
+              ModelDemand("tiny", "t", Isolation.NONE, 1e-300, 100.0,
+                          (ProfilePoint("A100-80GB", 7, 1, 1, 50.0, 10.0),), 0.0),
+              ModelDemand("many", "t", Isolation.NONE, 1e15, 100.0,
+                          (ProfilePoint("A100-80GB", 7, 1, 1, 1e14, 10.0),), 0.0))
+    req = request(*models, pools=(GpuPool("A100-80GB", 16, 4.0),))
+    for solver in (SOLVER, None):
+        out = plan_fleet(req, 1, solver=solver)
+        capacity = check_plan(out.plan, req)
+        assert out.plan.unplaced == ()
+        assert capacity["huge"] >= 1e15 and capacity["tiny"] == 50.0
+        assert capacity["many"] >= 1e15 and len(out.plan.gpus) == 12
+
+
+def test_a_model_whose_profile_serves_nothing_says_so() -> None:
+    zero = (ProfilePoint("A100-80GB", 7, 1, 1, 0.0, 10.0),)
+    out = plan_fleet(request(ModelDemand("z", "t", Isolation.NONE, 5.0, 100.0, zero, 0.0)), 1,
+                     solver=SOLVER)
+    assert out.plan.unplaced == ("z: no_profile_serves (every profiled shape has throughput 0)",)

@@ -6,7 +6,7 @@ import pytest
 from placement_builders import make_node, make_place, two_node_engine
 
 from protos.headroom.v1 import placement_pb2 as pb
-from scheduler.domain.errors import AlreadyExists, Infeasible, InvalidArgument
+from scheduler.domain.errors import AlreadyExists, CallerGone, Infeasible, InvalidArgument
 from scheduler.engine import PlacementEngine
 
 
@@ -114,3 +114,17 @@ def test_waiting_for_a_newer_plan_times_out_or_returns_it() -> None:
     eng.plan_fleet(_plan_request())
     found = eng.wait_for_plan(0, timeout_s=0.05)
     assert found is not None and found.revision == 1 == eng.plan_revision
+
+
+def test_a_fleet_plan_the_caller_no_longer_wants_is_not_stored() -> None:
+    engine = PlacementEngine()
+    request = pb.PlanFleetRequest(
+        models=[pb.ModelDemand(model="m", tenant="t", isolation=pb.TRUSTED, rate_rps=50.0,
+                               latency_slo_ms=100.0, profile=[pb.ProfilePoint(
+                                   product="A100-80GB", compute_slices=7, batch_size=1,
+                                   mps_processes=1, throughput_rps=100.0, latency_ms=10.0)])],
+        pools=[pb.GpuPool(product="A100-80GB", max_gpus=2, price_per_gpu_hour=4.0)])
+    with pytest.raises(CallerGone):
+        engine.plan_fleet(request, still_wanted=lambda: False)
+    assert engine.plan_revision == 0 and engine.get_plan().gpus == []
+    assert engine.plan_fleet(request, still_wanted=lambda: True).revision == 1

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -12,17 +10,6 @@ from placement_builders import make_node, make_place
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 from scheduler.server import create_server, stop
-
-
-@pytest.fixture
-def stub() -> Iterator[pb_grpc.PlacementStub]:
-    server, port = create_server("127.0.0.1:0")
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    try:
-        yield pb_grpc.PlacementStub(channel)
-    finally:
-        channel.close()
-        stop(server, grace_s=1.0)
 
 
 def _sync(stub: pb_grpc.PlacementStub) -> None:

@@ -1,0 +1,89 @@
+"""Malformed and extreme requests to the placement server: INVALID_ARGUMENT naming the field,
+or a plan that says why a model is unplaced; a caller that gave up changes nothing."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import pytest
+from placement_builders import make_node
+
+from protos.headroom.v1 import placement_pb2 as pb
+from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
+
+
+def _model(name: str, rate_rps: float, throughput_rps: float = 100.0, slices: int = 7,
+           product: str = "A100-80GB") -> pb.ModelDemand:
+    point = pb.ProfilePoint(product=product, compute_slices=slices, batch_size=1,
+                            mps_processes=1, throughput_rps=throughput_rps, latency_ms=10.0)
+    return pb.ModelDemand(model=name, tenant="t", isolation=pb.TRUSTED, rate_rps=rate_rps,
+                          latency_slo_ms=100.0, profile=[point])
+
+
+def _plan(*models: pb.ModelDemand, max_gpus: int = 8, price: float = 4.0,
+          pools: tuple[str, ...] = ("A100-80GB",)) -> pb.PlanFleetRequest:
+    return pb.PlanFleetRequest(models=list(models), pools=[
+        pb.GpuPool(product=p, max_gpus=max_gpus, price_per_gpu_hour=price) for p in pools])
+
+
+def _refused(call: object, request: object) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as err:
+        call(request, timeout=10)  # type: ignore[operator]
+    return err.value
+
+
+@pytest.mark.parametrize(("request_", "field"), [
+    (_plan(_model("m", 10.0, slices=5)), "models[0].profile[0].compute_slices"),
+    (_plan(_model("m", 10.0, slices=3, product="T4"), pools=("T4",)),
+     "models[0].profile[0].compute_slices"),
+    (_plan(_model("m", 10.0), pools=("A100-80GB", "a100-80gb")), "pools[1].product"),
+    (_plan(_model("m", 10.0), max_gpus=2_147_483_647), "pools[0].max_gpus"),
+    (_plan(_model("m", 10.0), price=1e308), "pools[0].price_per_gpu_hour"),
+])
+def test_a_malformed_plan_request_is_refused_naming_the_field(
+        stub: pb_grpc.PlacementStub, request_: pb.PlanFleetRequest, field: str) -> None:
+    err = _refused(stub.PlanFleet, request_)
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (err.details() or "").startswith(field + ":")
+    assert stub.GetPlan(pb.GetPlanRequest(), timeout=5).revision == 0
+
+
+def test_rates_no_pool_can_hold_are_unplaced_and_huge_ones_one_segment_covers_are_served(
+        stub: pb_grpc.PlacementStub) -> None:
+    plan = stub.PlanFleet(_plan(_model("overflow", 1e300, throughput_rps=1e-10),
+                                _model("slow", 1.0, throughput_rps=1e-7),
+                                _model("huge", 1e15, throughput_rps=1e15)), timeout=30)
+    assert sorted(u.split(":")[0] for u in plan.unplaced) == ["overflow", "slow"]
+    assert all("pool_max_gpus" in u for u in plan.unplaced)
+    assert [s.model for g in plan.gpus for s in g.segments] == ["huge"]
+
+
+def test_blank_names_in_an_inventory_are_refused_and_the_previous_one_stays(
+        stub: pb_grpc.PlacementStub) -> None:
+    stub.SyncInventory(pb.SyncInventoryRequest(nodes=[make_node("n0")]), timeout=5)
+    blank_node = make_node("   ")
+    blank_product = make_node("n1")
+    blank_product.gpus[1].product = " "
+    for nodes, field in (([make_node("n0"), blank_node], "nodes[1].name"),
+                         ([blank_product], "nodes[0].gpus[1].product")):
+        err = _refused(stub.SyncInventory, pb.SyncInventoryRequest(nodes=nodes))
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert (err.details() or "").startswith(field + ":")
+    placed = stub.Place(pb.PlaceRequest(workload_id="w", model="m", tenant="t", cpu_milli=100,
+                                        memory_mib=100, num_gpu=1, gpu_milli=1000), timeout=5)
+    assert placed.binding.node == "n0"
+
+
+def test_a_plan_whose_caller_gave_up_is_not_stored(stub: pb_grpc.PlacementStub) -> None:
+    # 150 models: ~50 ms of planning here, past the callers' deadlines (the request arrives
+    # in time, so the server plans it and only then finds the caller gone)
+    slow = _plan(*(_model(f"m{k}", 150.0 + 37 * k, throughput_rps=100.0 * (1 + k % 3),
+                          slices=(1, 2, 3)[k % 3]) for k in range(150)), max_gpus=1000)
+    for timeout_s in (0.01, 0.02):
+        with pytest.raises(grpc.RpcError) as err:
+            stub.PlanFleet(slow, timeout=timeout_s)
+        assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    time.sleep(2.0)  # the server finishes the abandoned plans meanwhile
+    assert stub.GetPlan(pb.GetPlanRequest(), timeout=5).revision == 0
+    assert stub.PlanFleet(slow, timeout=60).revision == 1
