@@ -79,6 +79,13 @@ def why_not(cluster: Cluster, spec: WorkloadSpec, shape: Shape) -> Infeasible:
         return Infeasible("no_allowed_gpu_product",
                           f"no node with enough CPU and memory has a GPU of "
                           f"{sorted(spec.gpu_products) or 'any product'}")
+    if spec.num_gpu and spec.gpu_memory_mib > 0:
+        allowed = cluster.product_mask(spec.gpu_products)[host]
+        big = ~cluster.gmem_known[host] | (cluster.gmem_total[host] >= spec.gpu_memory_mib)
+        if not (allowed & big).any():
+            return Infeasible("insufficient_gpu_memory",
+                              f"no GPU of the allowed products has {spec.gpu_memory_mib} MiB "
+                              "of memory")
     where = f"on a node with {spec.cpu_milli} CPU milli and {spec.memory_mib} MiB memory free"
     if shape.mode is SharingMode.EXCLUSIVE:
         count = spec.num_gpu if spec.is_whole else 1

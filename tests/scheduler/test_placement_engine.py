@@ -46,6 +46,15 @@ def test_infeasible_workload_is_rejected_with_a_reason() -> None:
     assert err.value.reason == "no_idle_gpus"
 
 
+def test_a_place_asking_more_gpu_memory_than_any_gpu_has_says_so() -> None:
+    eng = two_node_engine()
+    for milli in (1000, 500):
+        with pytest.raises(Infeasible) as err:
+            eng.place(make_place(f"w{milli}", gpu_milli=milli, gpu_memory_mib=1_000_000))
+        assert err.value.reason == "insufficient_gpu_memory"
+        assert "1000000 MiB" in str(err.value)
+
+
 def test_a_place_before_any_inventory_is_infeasible_with_the_reason() -> None:
     eng = PlacementEngine()
     for spec in (make_place("gpu"), make_place("cpu", num_gpu=0, gpu_milli=0)):
