@@ -70,7 +70,9 @@ class SafetySettings(Group):
 
 
 class PoolSettings(Group):
-    name: str
+    # the Karpenter NodePool's name and, after "headroom-warm-", the placeholder Deployment's:
+    # a DNS-1123 label (lowercase letters, digits and '-') short enough for both
+    name: str = Field(..., pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=49)
     product: str
     gpus_per_node: int = Field(8, ge=1)
     min_nodes: int = Field(0, ge=0)

@@ -34,9 +34,14 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
      "= 300 s); the upper tail is calibrated from 48 errors, so it must be >= 14400 s"),
     ("placement:\n  metrics_listen: '9464'\n",
      "placement.metrics_listen: Value error, '9464': expected HOST:PORT"),
+    ("pools:\n  - {name: GPU_Pool, product: L4, price_per_gpu_hour: 1}\n",
+     "pools.0.name: String should match pattern"),
+    ("pools:\n  - {name: " + "a" * 50 + ", product: L4, price_per_gpu_hour: 1}\n",
+     "pools.0.name: String should have at most 49 characters"),
 ], ids=["negative interval", "misspelt key", "unknown top-level key", "pool bounds",
         "cross-field horizon", "broken yaml", "calibration window zero",
-        "calibration window too short to calibrate", "metrics address without a host"])
+        "calibration window too short to calibrate", "metrics address without a host",
+        "pool name not a DNS label", "pool name too long for its placeholder"])
 def test_bad_configuration_is_one_line_naming_the_field(tmp_path: Path, yaml_text: str,
                                                         expected: str) -> None:
     config = tmp_path / "bad.yaml"
