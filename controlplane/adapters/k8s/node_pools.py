@@ -8,6 +8,10 @@
   placeholders make the autoscaler bring nodes up to the limit, and consolidation removes nodes
   no pod needs once the target drops.
 A running MIG relayout may hold a floor (its surge capacity): the applied size is never below it.
+
+The NodePool is written last: the reader takes a pool's size from its annotation, so the annotation
+only moves once every other write has succeeded. A write that fails leaves the old size observed,
+and the next tick plans (and writes) the whole target again.
 """
 
 from __future__ import annotations
@@ -50,10 +54,10 @@ class K8sNodePoolActuator:
         if self.api.read("karpenter.sh/v1", "NodePool", nodepool) is None:
             raise PermanentError(f"pool {pool.name}: Karpenter NodePool {nodepool} not found")
         self.api.apply(placeholder_priority_class(self.settings.placeholder_priority_class))
-        self.api.apply(nodepool_size(nodepool, nodes, pool.gpus_per_node))
         self.api.apply(placeholder_deployment(
             pool.name, nodepool, pool.gpus_per_node, nodes, self.settings.namespace,
             self.settings.placeholder_priority_class, self.settings.placeholder_image))
+        self.api.apply(nodepool_size(nodepool, nodes, pool.gpus_per_node))  # the commit point
         held = f" (held at the relayout surge floor {floor})" if floor > requested else ""
         return f"pool {pool.name} target {nodes} nodes{held}"
 

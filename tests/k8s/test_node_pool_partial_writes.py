@@ -1,0 +1,67 @@
+"""A pool resize that fails half-way leaves the old size observed, so the next tick plans and
+writes the whole target again (the NodePool annotation is the commit point, written last)."""
+
+from __future__ import annotations
+
+import pytest
+from apiserver import ApiServer
+from k8s_builders import HEADROOM_NS, nodepool
+from k8s_harness import make_backend
+
+from controlplane.adapters.k8s.backend import K8sBackend
+from controlplane.domain.actions import ScaleNodePool
+from controlplane.domain.desired import DesiredState, DesiredTarget
+from controlplane.domain.guards import GuardLimits, GuardMemory
+from controlplane.domain.planner import plan
+from controlplane.sim.clock import VirtualClock
+
+PLACEHOLDERS = "headroom-warm-l4"
+
+
+def leading_l4(server: ApiServer, clock: VirtualClock) -> K8sBackend:
+    server.seed(nodepool("l4", gpu_name="l4"))
+    backend = make_backend(server, clock)
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    assert backend.node_pools.set_size("l4", 1).ok
+    return backend
+
+
+def next_tick_actions(backend: K8sBackend, clock: VirtualClock, nodes: int
+                      ) -> tuple[ScaleNodePool, ...]:
+    limits = GuardLimits(max_step=4, stabilization_s=0.0)
+    desired = DesiredState((DesiredTarget("l4", nodes, "test"),), ())
+    planned, _ = plan(backend.reader.snapshot(), desired, GuardMemory(), limits, limits,
+                      clock.now())
+    return tuple(a for a in planned.actions if isinstance(a, ScaleNodePool))
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("PATCH", f"/deployments/{PLACEHOLDERS}"),
+    ("PATCH", "/nodepools/l4"),
+    ("PATCH", "/priorityclasses/"),
+])
+def test_a_failed_write_leaves_the_old_size_observed_and_the_next_tick_completes_it(
+        apiserver: ApiServer, clock: VirtualClock, method: str, path: str) -> None:
+    backend = leading_l4(apiserver, clock)
+    apiserver.inject_fault(method, path, 503)
+    first = backend.node_pools.set_size("l4", 3)
+    assert not first.ok and first.retryable
+    observed = backend.reader.snapshot().pool("l4")
+    assert observed is not None and observed.target_nodes == 1
+    actions = next_tick_actions(backend, clock, 3)
+    assert [(a.from_nodes, a.to_nodes) for a in actions] == [(1, 3)]
+    assert backend.node_pools.set_size("l4", actions[0].to_nodes).ok
+    placeholder = apiserver.get("apps/v1", "Deployment", PLACEHOLDERS, HEADROOM_NS)
+    assert placeholder["spec"]["replicas"] == 3
+    limits = apiserver.get("karpenter.sh/v1", "NodePool", "l4")["spec"]["limits"]
+    assert limits == {"nvidia.com/gpu": "12"}
+    assert next_tick_actions(backend, clock, 3) == ()
+
+
+def test_a_completed_resize_is_observed_at_its_target_with_its_placeholders(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    backend = leading_l4(apiserver, clock)
+    assert backend.node_pools.set_size("l4", 2).ok
+    placeholder = apiserver.get("apps/v1", "Deployment", PLACEHOLDERS, HEADROOM_NS)
+    assert placeholder["spec"]["replicas"] == 2
+    assert next_tick_actions(backend, clock, 2) == ()
