@@ -139,14 +139,17 @@ class K8sMigRelayoutActuator:
             return relayout
         nodepool = self.node_pools.nodepool_name(pool.name)
         for _ in range(MAX_STEPS_PER_ADVANCE):
-            view = relayout_view(self.reader.inventory(), relayout, pool, nodepool)
+            try:
+                view = relayout_view(self.reader.inventory(), relayout, pool, nodepool)
+            except (TransientError, PermanentError) as error:  # 5xx, unreachable, 403: wait
+                log.warning("relayout.observe_failed", extra={"node": relayout.node,
+                                                              "error": str(error)})
+                return self._waiting(relayout, f"observe_failed: {error}")
             step = step_relayout(relayout, view, self.clock.now(), self.policy)
             try:
                 blocked = self._run(step.effects, relayout)
             except (TransientError, PermanentError) as error:
-                waiting = replace(relayout, wait_reason=f"effect_failed: {error}")
-                self.store.save_relayout(waiting)
-                return waiting
+                return self._waiting(relayout, f"effect_failed: {error}")
             following = with_blocked_evictions(step.relayout, blocked)
             self.store.save_relayout(following)
             if following.phase == relayout.phase or not following.is_active:
@@ -157,6 +160,12 @@ class K8sMigRelayoutActuator:
                 return following
             relayout = following
         return relayout
+
+    def _waiting(self, relayout: MigRelayout, reason: str) -> MigRelayout:
+        """The relayout stays in its phase; the next advance retries the step."""
+        waiting = replace(relayout, wait_reason=reason)
+        self.store.save_relayout(waiting)
+        return waiting
 
     def _run(self, effects: Sequence[Effect], relayout: MigRelayout) -> tuple[str, ...]:
         blocked: list[str] = []

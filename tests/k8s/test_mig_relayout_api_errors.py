@@ -1,0 +1,69 @@
+"""A relayout that cannot observe the cluster (5xx, unreachable, forbidden) waits in its phase,
+says why, and resumes on a later advance: ``advance`` never raises an API error."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from apiserver import ApiServer
+from fake_controllers import FakeMigManager, FakeReplicaController
+from kubernetes import client
+from relayout_scenario import TARGET, relayout_actuator, seed
+
+from controlplane.adapters.k8s.api import KubeApi
+from controlplane.adapters.k8s.mig import K8sMigRelayoutActuator
+from controlplane.domain.mig_relayout import RelayoutPhase
+from controlplane.sim.clock import VirtualClock
+from controlplane.store.relayout import MemoryRelayoutStore
+
+
+def started(apiserver: ApiServer, clock: VirtualClock) -> K8sMigRelayoutActuator:
+    seed(apiserver)
+    actuator = relayout_actuator(apiserver, clock, MemoryRelayoutStore())
+    assert actuator.start_relayout("a100-1", TARGET, "test").ok
+    return actuator
+
+
+@pytest.mark.parametrize(("path", "code", "said"), [
+    ("/api/v1/nodes", 503, "HTTP 503"),
+    ("/poddisruptionbudgets", 403, "HTTP 403"),
+])
+def test_an_unobservable_cluster_leaves_the_relayout_waiting_with_the_api_error(
+        apiserver: ApiServer, clock: VirtualClock, caplog: pytest.LogCaptureFixture,
+        path: str, code: int, said: str) -> None:
+    actuator = started(apiserver, clock)
+    apiserver.inject_fault("GET", path, code, times=1)
+    clock.advance(30)
+    with caplog.at_level(logging.WARNING, logger="headroom.k8s.mig"):
+        (waiting,) = actuator.advance()
+    assert waiting.phase is RelayoutPhase.SURGE
+    assert waiting.wait_reason.startswith("observe_failed: ") and said in waiting.wait_reason
+    assert actuator.store.active_relayouts() == (waiting,)
+    warnings = [r for r in caplog.records if r.getMessage() == "relayout.observe_failed"]
+    assert len(warnings) == 1 and warnings[0].levelname == "WARNING"
+    assert warnings[0].exc_info is None
+
+
+def test_an_unreachable_api_server_does_not_escape_advance(apiserver: ApiServer,
+                                                           clock: VirtualClock) -> None:
+    actuator = started(apiserver, clock)
+    nowhere = client.ApiClient(client.Configuration(host="http://127.0.0.1:9"))
+    actuator.reader.api = KubeApi(nowhere, "headroom", timeout_s=0.5)
+    clock.advance(30)
+    (waiting,) = actuator.advance()
+    assert "kubernetes API unreachable" in waiting.wait_reason
+
+
+def test_a_relayout_resumes_and_finishes_once_the_api_answers_again(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    actuator = started(apiserver, clock)
+    apiserver.inject_fault("GET", "/api/v1/nodes", 503, times=3)
+    mig_manager = FakeMigManager(apiserver)
+    replicas = FakeReplicaController(apiserver, "m", replicas=3)
+    for _ in range(20):
+        clock.advance(30)
+        actuator.advance()
+        mig_manager.react()
+        replicas.react()
+    assert actuator.store.relayouts_of("a100-1")[-1].phase is RelayoutPhase.DONE
