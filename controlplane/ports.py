@@ -34,8 +34,9 @@ class Clock(Protocol):
 
 class ClusterReader(Protocol):
     def snapshot(self) -> ObservedState:
-        """The full observed state. Raises ``TransientError`` when the source is unreachable;
-        returns ``synced=False`` when it is reachable but not yet consistent."""
+        """The full observed state. Raises ``TransientError`` when the source is unreachable,
+        ``PermanentError`` when it refuses the read (e.g. 403: missing RBAC); returns
+        ``synced=False`` when it is reachable but not yet consistent."""
         ...
 
 

@@ -21,7 +21,7 @@ from controlplane.autoscaling.live import placement_demands, with_ladder_warm
 from controlplane.autoscaling.policies import ScalingPolicy
 from controlplane.domain.actions import ActionOutcome, ScaleNodePool
 from controlplane.domain.desired import PoolSpec
-from controlplane.domain.errors import TransientError
+from controlplane.domain.errors import PermanentError, TransientError
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.plan import Plan
@@ -44,6 +44,7 @@ log = logging.getLogger("headroom.reconcile")
 SNAPSHOT_STALE = "snapshot_stale"
 SNAPSHOT_UNSYNCED = "snapshot_unsynced"
 SOURCE_UNREACHABLE = "source_unreachable"
+SOURCE_REJECTED = "source_rejected"  # e.g. 403: the reader lacks RBAC to list the fleet
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,20 @@ def _skipped(deps: ReconcileDeps, observed: ObservedState, reason: str) -> TickR
                       deps.decisions.last_guard_memory())
 
 
+def _unobserved(deps: ReconcileDeps, started_at: datetime, error: Exception) -> TickReport:
+    """The fleet could not be read: an unreachable API skips the tick, a rejected read (403,
+    404, ...) fails it; both name the API error and leave the fleet untouched."""
+    transient = isinstance(error, TransientError)
+    status = TickStatus.SKIPPED if transient else TickStatus.FAILED
+    reason = SOURCE_UNREACHABLE if transient else SOURCE_REJECTED
+    log.log(logging.WARNING if transient else logging.ERROR, f"tick.{status.value}",
+            extra={"reason": reason, "error": str(error)})
+    now = deps.clock.now()
+    empty = ObservedState(started_at, (), (), (), synced=False, notes=(str(error),))
+    return TickReport(now, now, status, reason, empty, (), None, None, (),
+                      deps.decisions.last_guard_memory())
+
+
 def _apply(deps: ReconcileDeps, plan: Plan) -> tuple[ActionOutcome, ...]:
     outcomes = []
     for action in plan.actions:
@@ -100,9 +115,8 @@ def reconcile_once(deps: ReconcileDeps, config: ReconcileConfig) -> TickReport:
     started_at = deps.clock.now()
     try:
         observed = deps.reader.snapshot()
-    except TransientError as error:
-        empty = ObservedState(started_at, (), (), (), synced=False, notes=(str(error),))
-        report = _skipped(deps, empty, SOURCE_UNREACHABLE)
+    except (TransientError, PermanentError) as error:
+        report = _unobserved(deps, started_at, error)
         deps.decisions.save_tick(report)
         return report
     if not observed.synced:

@@ -11,8 +11,10 @@ from controlplane.adapters.clock import WallClock
 from controlplane.adapters.k8s.backend import build_k8s_backend
 from controlplane.adapters.keda import keda_registrar
 from controlplane.adapters.placement import LocalPlacementClient
+from controlplane.domain.errors import PermanentError, TransientError
 from controlplane.jobs import build_scheduler, run_until_stopped
 from controlplane.placement_api import start_placement_api
+from controlplane.ports import ClusterReader, PlacementClient
 from controlplane.reconcile import ReconcileDeps, reconcile_once
 from controlplane.runtime import keda_servicer, reconcile_config, refresh_forecasts
 from controlplane.settings import Settings
@@ -26,6 +28,21 @@ log = logging.getLogger("headroom.serve")
 
 class NoModelsError(Exception):
     """The store lists no models to manage."""
+
+
+def follow(reader: ClusterReader, placement: PlacementClient) -> bool:
+    """A follower's tick: keep the placement inventory fresh (followers still serve Place). An
+    API error is logged on one line (warning if transient, error if rejected, e.g. 403) and the
+    last inventory kept; False when the fleet could not be read."""
+    try:
+        observed = reader.snapshot()
+    except (TransientError, PermanentError) as error:
+        level = logging.WARNING if isinstance(error, TransientError) else logging.ERROR
+        log.log(level, "tick.follower_unobserved", extra={"error": str(error)})
+        return False
+    placement.sync_inventory(observed)
+    log.info("tick.follower")
+    return True
 
 
 def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
@@ -47,8 +64,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
 
     def tick() -> None:
         if not backend.elector.is_leader(clock.now()):
-            placement.sync_inventory(backend.reader.snapshot())  # followers still serve Place
-            log.info("tick.follower")
+            follow(backend.reader, placement)
             return
         report = reconcile_once(deps, config)
         if metrics is not None:  # set below, before the scheduler runs this

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from controlplane.domain.errors import TransientError
+import pytest
+
+from controlplane.domain.errors import PermanentError, TransientError
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.tick import TickStatus
-from controlplane.reconcile import SOURCE_UNREACHABLE, reconcile_once
+from controlplane.reconcile import SOURCE_REJECTED, SOURCE_UNREACHABLE, reconcile_once
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store
@@ -19,6 +22,11 @@ T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 class UnreachableReader:
     def snapshot(self) -> ObservedState:
         raise TransientError("apiserver: connection refused")
+
+
+class ForbiddenReader:
+    def snapshot(self) -> ObservedState:
+        raise PermanentError("HTTP 403: nodes is forbidden")
 
 
 def _runtime(url: str, dry_run: bool = False) -> SimRuntime:
@@ -61,3 +69,31 @@ def test_an_unreachable_cluster_skips_the_tick_with_a_reason(sqlite_url: str) ->
     report = reconcile_once(deps, runtime.config)
     assert report.status is TickStatus.SKIPPED and report.reason == SOURCE_UNREACHABLE
     assert runtime.store.counts()["ticks"] == 1 and runtime.store.counts()["plans"] == 0
+
+
+def test_a_forbidden_read_records_a_failed_tick_naming_the_api_error(
+        sqlite_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    runtime = _runtime(sqlite_url)
+    deps = replace(runtime.deps, reader=ForbiddenReader())
+    with caplog.at_level(logging.INFO, logger="headroom.reconcile"):
+        first = reconcile_once(deps, runtime.config)
+        second = reconcile_once(deps, runtime.config)
+    for report in (first, second):
+        assert report.status is TickStatus.FAILED and report.reason == SOURCE_REJECTED
+        assert report.observed.notes == ("HTTP 403: nodes is forbidden",)
+        assert report.plan is None and report.outcomes == ()
+    assert runtime.store.counts()["ticks"] == 2 and runtime.store.counts()["plans"] == 0
+    failed = [r for r in caplog.records if r.getMessage() == "tick.failed"]
+    assert [(r.levelname, r.__dict__["error"], r.exc_info) for r in failed] == [
+        ("ERROR", "HTTP 403: nodes is forbidden", None)] * 2
+
+
+def test_an_unreachable_cluster_is_logged_as_a_warning_naming_the_error(
+        sqlite_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    runtime = _runtime(sqlite_url)
+    deps = replace(runtime.deps, reader=UnreachableReader())
+    with caplog.at_level(logging.INFO, logger="headroom.reconcile"):
+        reconcile_once(deps, runtime.config)
+    skipped = [r for r in caplog.records if r.getMessage() == "tick.skipped"]
+    assert [(r.levelname, r.__dict__["error"]) for r in skipped] == [
+        ("WARNING", "apiserver: connection refused")]

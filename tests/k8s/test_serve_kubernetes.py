@@ -10,13 +10,17 @@ import subprocess
 import sys
 import time
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 import yaml
 from apiserver import ApiServer
 from kubernetes import client
 from serve_apiserver import kubeconfig
 
+from controlplane.adapters.k8s.leader import lease_object
+from controlplane.domain.lease import LeaseRecord
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
 
@@ -86,3 +90,38 @@ def test_serve_refuses_an_empty_model_list_with_one_line(tmp_path: Path,
                           env=_env(), capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "the store lists no models" in done.stderr and "Traceback" not in done.stderr
+
+
+def _forbidden_node_lists(apiserver: ApiServer) -> int:
+    return sum(1 for r in apiserver.requests
+               if r.method == "GET" and r.path == "/api/v1/nodes" and r.status == 403)
+
+
+@pytest.mark.parametrize("role", ["leader", "follower"])
+def test_serve_keeps_ticking_with_one_line_errors_when_rbac_forbids_listing_nodes(
+        tmp_path: Path, apiserver: ApiServer, role: str) -> None:
+    db_url = f"sqlite:///{tmp_path / 'forbidden.db'}"
+    store = Store.open(db_url, migrate=True)
+    store.upsert_models(DEMO_MODELS)
+    if role == "follower":  # another replica holds the Lease for the whole test
+        now = datetime.now(UTC)
+        apiserver.seed(lease_object("headroom-leader", "headroom",
+                                    LeaseRecord("other", 3600, now, now, 1, "")))
+    apiserver.inject_fault("GET", "/api/v1/nodes", 403, times=100_000)
+    proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(_config(
+        tmp_path, apiserver, db_url))], env=_env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _forbidden_node_lists(apiserver) < 3:
+            time.sleep(0.2)
+        assert proc.poll() is None and _forbidden_node_lists(apiserver) >= 3
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr and "HTTP 403" in stderr, stderr
+    event = "tick.failed" if role == "leader" else "tick.follower_unobserved"
+    assert f'"event": "{event}"' in stderr, stderr
+    ticks = store.counts()["ticks"]
+    assert (ticks >= 2 and store.counts()["plans"] == 0) if role == "leader" else ticks == 0

@@ -110,6 +110,7 @@ class K8sClusterReader:
         return fetch_inventory(self.api, self.settings, self.pools)
 
     def snapshot(self) -> ObservedState:
-        """Raises TransientError when the API server cannot be reached."""
+        """Raises TransientError when the API server cannot be reached, PermanentError when it
+        refuses a read (e.g. 403: the service account lacks RBAC)."""
         return observed_from(self.inventory(), self.pools, self.settings, self.load,
                              self.clock.now())
