@@ -3,10 +3,12 @@ clock, against one API server: exactly one actuates at any time, across a takeov
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+import pytest
 from apiserver import ApiServer
 from k8s_builders import HEADROOM_NS, MODELS_NS, model_deployment
 from k8s_harness import START_AT, make_backend
@@ -120,3 +122,34 @@ def test_an_unreachable_api_means_not_leader(apiserver: ApiServer) -> None:
     a.clock.advance(STEP_S)
     assert not a.backend.elector.try_acquire_or_renew(a.clock.now())
     assert not a.backend.elector.is_leader(a.clock.now())
+
+
+def lease_log(apiserver: ApiServer, caplog: pytest.LogCaptureFixture, method: str, path: str,
+              code: int) -> list[tuple[str, str, str]]:
+    """One acquisition attempt against a fault: the leader logger's (level, event, error)."""
+    a, _ = two_replicas(apiserver)
+    apiserver.inject_fault(method, path, code)
+    with caplog.at_level(logging.DEBUG, logger="headroom.k8s.leader"):
+        assert not a.backend.elector.try_acquire_or_renew(a.clock.now())
+    return [(r.levelname, r.getMessage(), r.__dict__.get("error", ""))
+            for r in caplog.records if r.name == "headroom.k8s.leader"]
+
+
+def test_a_conflicting_lease_write_is_a_lost_race_at_info(
+        apiserver: ApiServer, caplog: pytest.LogCaptureFixture) -> None:
+    records = lease_log(apiserver, caplog, "POST", "/leases", 409)
+    assert [(level, event) for level, event, _ in records] == [("INFO", "leader.lost_race")]
+
+
+@pytest.mark.parametrize(("method", "path", "code", "level"), [
+    ("POST", "/leases", 403, "ERROR"),  # the service account may not create Leases
+    ("POST", "/leases", 404, "ERROR"),  # the namespace does not exist
+    ("POST", "/leases", 422, "ERROR"),
+    ("GET", "/leases/headroom-leader", 503, "WARNING"),
+])
+def test_any_other_lease_error_is_logged_loudly_with_its_status(
+        apiserver: ApiServer, caplog: pytest.LogCaptureFixture, method: str, path: str,
+        code: int, level: str) -> None:
+    records = lease_log(apiserver, caplog, method, path, code)
+    assert [(lvl, event) for lvl, event, _ in records] == [(level, "leader.lease_failed")]
+    assert records[0][2].startswith(f"HTTP {code}: injected fault {code}")

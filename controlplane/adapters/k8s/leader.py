@@ -12,7 +12,7 @@ from typing import Any
 from controlplane.adapters.k8s.api import KubeApi
 from controlplane.adapters.k8s.outcomes import failed
 from controlplane.domain.actions import ActionOutcome
-from controlplane.domain.errors import PermanentError, TransientError
+from controlplane.domain.errors import ConflictError, PermanentError, TransientError
 from controlplane.domain.lease import (
     LeaseRecord,
     LeaseSighting,
@@ -100,8 +100,15 @@ class K8sLeaseElector:
                 self.api.create(body)
             else:
                 self.api.replace(body)
-        except (TransientError, PermanentError) as error:  # incl. 409: someone else won
+        except ConflictError as error:  # 409: another replica wrote the Lease first
             log.info("leader.lost_race", extra={"identity": self.identity, "error": str(error)})
+            self._renewed_at = None
+            return False
+        except (TransientError, PermanentError) as error:  # 403 RBAC, 404 namespace, 422, 5xx
+            level = logging.WARNING if isinstance(error, TransientError) else logging.ERROR
+            log.log(level, "leader.lease_failed", extra={"identity": self.identity,
+                                                         "lease": f"{self.namespace}/{self.name}",
+                                                         "error": str(error)})
             self._renewed_at = None
             return False
         if decision.verdict is not LeaseVerdict.RENEW:
