@@ -26,11 +26,12 @@ def run_serve(settings: Settings, console: Console) -> None:
     store = Store.open(settings.db.url, settings.db.connect_timeout_s, migrate=True)
     engine = PlacementEngine()
     if settings.backend == "kubernetes":
+        from controlplane.adapters.k8s.backend import KubeconfigError
         from controlplane.serve_k8s import NoModelsError, run_serve_k8s
 
         try:
             run_serve_k8s(settings, store, engine, console)
-        except NoModelsError as error:
+        except (NoModelsError, KubeconfigError) as error:
             raise ServeError(str(error)) from None
         return
     from controlplane.adapters.clock import WallClock

@@ -125,3 +125,19 @@ def test_serve_keeps_ticking_with_one_line_errors_when_rbac_forbids_listing_node
     assert f'"event": "{event}"' in stderr, stderr
     ticks = store.counts()["ticks"]
     assert (ticks >= 2 and store.counts()["plans"] == 0) if role == "leader" else ticks == 0
+
+
+def test_serve_reports_a_missing_kubeconfig_on_one_line(tmp_path: Path,
+                                                       apiserver: ApiServer) -> None:
+    db_url = f"sqlite:///{tmp_path / 'kube.db'}"
+    Store.open(db_url, migrate=True).upsert_models(DEMO_MODELS)
+    config = _config(tmp_path, apiserver, db_url)
+    settings = yaml.safe_load(config.read_text())
+    missing = tmp_path / "no-such-kubeconfig"
+    settings["k8s"]["kubeconfig"] = str(missing)
+    config.write_text(yaml.safe_dump(settings))
+    done = subprocess.run([*HEADROOM, "serve", "--config", str(config)], env=_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"kubeconfig {missing} (k8s.kubeconfig)" in " ".join(done.stderr.split())

@@ -22,6 +22,7 @@ import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import yaml
 from kubernetes import client, config
 
 from controlplane.adapters.k8s.api import KubeApi, PlannedWrite
@@ -61,19 +62,42 @@ class K8sBackend:
 
 _load_kube_config: Callable[..., None] = config.load_kube_config
 _load_incluster_config: Callable[..., None] = config.load_incluster_config
+# Missing, unreadable, not YAML, or not shaped like a kubeconfig (the loader indexes it blindly).
+_BAD_KUBECONFIG = (config.ConfigException, yaml.YAMLError, OSError, TypeError, KeyError,
+                   ValueError, AttributeError)
+
+
+class KubeconfigError(Exception):
+    """No usable Kubernetes client configuration; the message names the file and the setting."""
 
 
 def api_client_from(settings: KubernetesSettings) -> client.ApiClient:
-    """In-cluster config when running in a pod, else the kubeconfig (settings or default)."""
+    """In-cluster config when running in a pod, else the kubeconfig (settings or default).
+    Raises KubeconfigError when neither can be loaded."""
     configuration = client.Configuration()
     if settings.kubeconfig:
-        _load_kube_config(config_file=settings.kubeconfig, client_configuration=configuration)
-    else:
         try:
-            _load_incluster_config(client_configuration=configuration)
-        except config.ConfigException:
+            _load_kube_config(config_file=settings.kubeconfig, client_configuration=configuration)
+        except _BAD_KUBECONFIG as error:
+            raise KubeconfigError(f"kubeconfig {settings.kubeconfig} (k8s.kubeconfig): "
+                                  f"{_one_line(error)}") from None
+        return client.ApiClient(configuration)
+    try:
+        _load_incluster_config(client_configuration=configuration)
+    except config.ConfigException as not_in_pod:
+        default = os.environ.get("KUBECONFIG") or "~/.kube/config"
+        try:
             _load_kube_config(client_configuration=configuration)
+        except _BAD_KUBECONFIG as error:
+            raise KubeconfigError(
+                f"no Kubernetes config: not in a pod ({_one_line(not_in_pod)}) and kubeconfig "
+                f"{default} (KUBECONFIG, or set k8s.kubeconfig): {_one_line(error)}") from None
     return client.ApiClient(configuration)
+
+
+def _one_line(error: Exception) -> str:
+    text = " ".join(str(error).split())
+    return text or type(error).__name__
 
 
 def default_identity() -> str:
