@@ -54,6 +54,9 @@ class CleaningReport:
             out.append(f"{self.negatives_clipped} negative value(s) clipped to 0")
         if self.merged:
             out.append(f"{self.merged} sample(s) averaged into an occupied step")
+        if self.gaps:
+            out.append(f"{self.gaps} step(s) without a sample: missing data, not zeros (no "
+                       "forecast is scored where the actual is missing)")
         return out
 
 

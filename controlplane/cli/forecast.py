@@ -26,6 +26,8 @@ from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.adapters.clock import WallClock
+from controlplane.cli.backtest_notes import unscored_notes
+from controlplane.cli.paths import check_output_path, write_atomically
 from controlplane.forecast_job import HistorySource, JobConfig, JobReport, Shard, run_job
 from controlplane.settings import ConfigError, load_settings
 from controlplane.store import Store, StoreUnavailable
@@ -77,6 +79,7 @@ def backtest(
         if not 0 < test_fraction < 1:
             raise InputError(f"--test-fraction {test_fraction}: must be in (0, 1)")
         horizon_s = parse_duration_s(horizon, "--horizon")
+        check_output_path(predictions_out, "--predictions-out", {"--csv": csv})
         trace = read_trace(csv, time_col, value_col, series_col, time_unit, series)
         prepared, bad = prepare_all(trace)
         if bad:
@@ -94,6 +97,9 @@ def backtest(
     rows = write_predictions(predictions_out, trace, results)
     doc = report(results, csv, method, horizon_s, test_fraction, predictions_out, rows,
                  time.perf_counter() - started)
+    for name, entry in doc["series"].items():
+        for note in entry["notes"]:
+            err.print(f"warning: {csv}: series {name!r}: {note}", highlight=False)
     if json_out:
         sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
     else:
@@ -130,10 +136,9 @@ def write_predictions(path: Path, trace: Trace, results: list[SeriesBacktest]) -
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["series", "origin", "target", "yhat", "p90"])
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        out.to_csv(path, index=False)
+        write_atomically(path, lambda tmp: out.to_csv(tmp, index=False))
     except OSError as exc:
-        err.print(f"[red]error:[/] cannot write {path}: {exc.strerror}", highlight=False)
+        err.print(f"[red]error:[/] cannot write {path}: {exc.strerror or exc}", highlight=False)
         raise typer.Exit(2) from exc
     return len(out)
 
@@ -149,6 +154,7 @@ def report(results: list[SeriesBacktest], csv: Path, method: str, horizon_s: int
         ratio = (product.wape / wapes[best] if best and product.wape is not None
                  and wapes[best] > 0 else None)
         per[r.history.series_id] = {
+            "notes": unscored_notes(r, horizon_s, product.pairs),
             "step_s": r.history.step_s, "origins": int(r.origins.size),
             "targets_per_origin": r.n_targets, "headline_lead_s": r.n_targets * r.history.step_s,
             "product": product.as_dict(),

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from controlplane.cli.forecast import app
+from controlplane.cli.paths import write_atomically
 from tests.forecaster.builders import diurnal, long_csv, write_csv
 
 runner = CliRunner()
@@ -142,3 +143,70 @@ def test_a_constant_series_is_forecast_as_that_constant(tmp_path: Path) -> None:
     assert code == 0
     pred = pd.read_csv(out)
     assert np.allclose(pred["yhat"], 7.0) and np.allclose(pred["p90"], 7.0)
+
+
+def test_the_predictions_file_may_not_be_the_input_and_the_input_stays_intact(
+        two_models: Path, tmp_path: Path) -> None:
+    before = two_models.read_bytes()
+    for out in (two_models, tmp_path / "sub" / ".." / two_models.name):
+        code, _, stderr = backtest("--csv", str(two_models), "--time-col", "ts", "--value-col",
+                                   "rate_rps", "--series-col", "model", "--predictions-out",
+                                   str(out), "--method", "persistence")
+        assert code == 2
+        assert "is the input file of --csv" in stderr.replace("\n", "")
+    assert two_models.read_bytes() == before
+
+
+def test_a_predictions_path_under_a_file_is_refused_before_any_work(
+        two_models: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_work(*_: object) -> None:
+        raise AssertionError("the backtest ran")
+
+    monkeypatch.setattr("controlplane.cli.forecast.run_all", no_work)
+    code, _, stderr = backtest("--csv", str(two_models), "--time-col", "ts", "--value-col",
+                               "rate_rps", "--series-col", "model", "--predictions-out",
+                               str(two_models / "p.csv"))
+    assert code == 2
+    assert "a parent of it is a file, not a directory" in stderr.replace("\n", "")
+
+
+def test_a_failed_write_leaves_the_previous_file_whole_and_no_temporary_behind(
+        tmp_path: Path) -> None:
+    path = tmp_path / "pred.csv"
+    path.write_text("series,origin,target,yhat,p90\na,1,1,1.0,2.0\n")
+
+    def half_then_full_disk(tmp: Path) -> None:
+        tmp.write_text("series,origin,tar")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        write_atomically(path, half_then_full_disk)
+    assert path.read_text() == "series,origin,target,yhat,p90\na,1,1,1.0,2.0\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pred.csv"]
+    write_atomically(path, lambda tmp: tmp.write_text("new\n"))
+    assert path.read_text() == "new\n" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "pred.csv"]
+
+
+def test_gaps_an_off_step_horizon_and_unscored_series_are_explained(tmp_path: Path) -> None:
+    path = long_csv(tmp_path / "g.csv", {"a": diurnal(3, 600)}, 600)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:201] + lines[261:]) + "\n")  # ten hours without a row
+    code, stdout, stderr = backtest("--csv", str(path), "--time-col", "ts", "--value-col",
+                                    "rate_rps", "--series-col", "model", "--predictions-out",
+                                    str(tmp_path / "p.csv"), "--method", "persistence",
+                                    "--horizon", "25m", "--json")
+    assert code == 0
+    text = " ".join(stderr.split())  # the console wraps long lines
+    assert "series 'a': 60 step(s) without a sample: missing data, not zeros" in text
+    assert "--horizon 1500 s is not a whole number of this series' steps (600 s): " \
+           "the headline lead is 1800 s" in text
+    code, stdout, stderr = backtest("--csv", str(path), "--time-col", "ts", "--value-col",
+                                    "rate_rps", "--series-col", "model", "--predictions-out",
+                                    str(tmp_path / "p.csv"), "--method", "persistence",
+                                    "--horizon", "7d", "--test-fraction", "0.05", "--json")
+    assert code == 0
+    note = json.loads(stdout)["series"]["a"]["notes"]
+    assert len(note) == 1 and note[0].startswith("none of the 22 origin(s) has an actual "
+                                                 "604800 s after its last observation")
+    assert "series 'a': none of the 22 origin(s)" in " ".join(stderr.split())
