@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from controlplane.simulation.cells import shown
+
 VALUE_UNITS = {"rps": 1.0, "rpm": 1 / 60}  # plus "per-step": a count per trace step
 FILL_GAPS = ("none", "hold", "zero")
 TIME_UNITS = {"s": 1, "ms": 1e-3, "min": 60, "h": 3600}
@@ -55,8 +57,8 @@ def _times(frame: pd.DataFrame, col: str, path: Path, time_unit: str | None) -> 
         bad = numeric.isna()
         if bad.any():
             line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
-            raise TraceError(f"{path}: line {line}: column {col!r}: {raw.iloc[line - 2]!r} is not "
-                             f"a number of {time_unit}")
+            raise TraceError(f"{path}: line {line}: column {col!r}: {shown(raw.iloc[line - 2])} is "
+                             f"not a number of {time_unit}")
         seconds = numeric.astype(float) * TIME_UNITS[time_unit]
         return pd.to_datetime(seconds, unit="s", utc=True)
     if numeric.notna().all():
@@ -65,19 +67,22 @@ def _times(frame: pd.DataFrame, col: str, path: Path, time_unit: str | None) -> 
     bad = parsed.isna()
     if bad.any():
         line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
-        raise TraceError(f"{path}: line {line}: column {col!r}: {raw.iloc[line - 2]!r} is not a "
-                         "timestamp")
+        raise TraceError(f"{path}: line {line}: column {col!r}: {shown(raw.iloc[line - 2])} is not "
+                         "a timestamp")
     return parsed
 
 
 def _read(path: Path, time_col: str, series_col: str | None, value_col: str) -> pd.DataFrame:
     if not path.is_file():
         raise TraceError(f"{path}: no such trace file")
+    wanted = [c for c in (time_col, series_col, value_col) if c]
     try:
         frame = pd.read_csv(path, dtype={series_col: str} if series_col else None)
+    except pd.errors.EmptyDataError:
+        raise TraceError(f"{path}: empty file: expected a header with columns {wanted} "
+                         "and rows") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as error:
         raise TraceError(f"{path}: not a readable CSV ({str(error).splitlines()[0]})") from None
-    wanted = [c for c in (time_col, series_col, value_col) if c]
     missing = [c for c in wanted if c not in frame.columns]
     if missing:
         raise TraceError(f"{path}: missing column(s) {missing}; found {list(frame.columns)}")
@@ -86,13 +91,22 @@ def _read(path: Path, time_col: str, series_col: str | None, value_col: str) -> 
     return frame
 
 
+def _series(frame: pd.DataFrame, col: str, path: Path) -> pd.Series:
+    names = frame[col]
+    empty = names.isna() | (names.astype(str).str.strip() == "")
+    if empty.any():
+        line = int(np.flatnonzero(empty.to_numpy())[0]) + 2
+        raise TraceError(f"{path}: line {line}: column {col!r} is empty")
+    return names.astype(str)
+
+
 def _rates(frame: pd.DataFrame, value_col: str, series: pd.Series, path: Path) -> pd.Series:
     values = pd.to_numeric(frame[value_col], errors="coerce")
     bad = values.isna() | ~np.isfinite(values.fillna(0)) | (values < 0)
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
         raise TraceError(f"{path}: line {row + 2}: model {series.iloc[row]!r}: {value_col} must "
-                         f"be a finite number >= 0, got {frame[value_col].iloc[row]!r}")
+                         f"be a finite number >= 0, got {shown(frame[value_col].iloc[row])}")
     return values.astype(float)
 
 
@@ -112,11 +126,13 @@ def load_trace(path: Path, *, time_col: str = "ts", series_col: str | None = "mo
                time_unit: str | None = None, single_series: str = "default") -> Trace:
     """Read a trace. ``models`` (from the models file) must match the trace's models exactly."""
     if fill_gaps not in FILL_GAPS:
-        raise TraceError(f"fill_gaps must be one of {FILL_GAPS}, got {fill_gaps!r}")
+        raise TraceError(f"--fill-gaps must be one of {', '.join(FILL_GAPS)}, got {fill_gaps!r}")
     if value_unit not in (*VALUE_UNITS, "per-step"):
-        raise TraceError(f"value unit must be rps, rpm or per-step, got {value_unit!r}")
+        raise TraceError(f"--value-unit must be rps, rpm or per-step, got {value_unit!r}")
+    if time_unit is not None and time_unit not in TIME_UNITS:
+        raise TraceError(f"--time-unit must be one of {', '.join(TIME_UNITS)}, got {time_unit!r}")
     frame = _read(path, time_col, series_col, value_col)
-    series = (frame[series_col].astype(str) if series_col
+    series = (_series(frame, series_col, path) if series_col
               else pd.Series([single_series] * len(frame)))
     times = _times(frame, time_col, path, time_unit)
     rates = _rates(frame, value_col, series, path)

@@ -123,3 +123,35 @@ def test_gaps_can_be_held_and_are_reported(tmp_path: Path) -> None:
     assert json.loads(out)["filled_gap_minutes"] == {"chat/small": 10}
     rows = [r for r in _rows(tmp_path / "T.csv") if r["model"] == "chat/small"]
     assert rows[35]["demand_rps"] == rows[25]["demand_rps"]  # step 3 holds step 2's rate
+
+
+def _one_line_refusal(code: int, out: str) -> str:
+    """A refusal is exit 2 and one line (no traceback); returned with whitespace collapsed."""
+    assert code == 2, out
+    assert "Traceback" not in out
+    assert len(out.strip().splitlines()) == 1, out
+    return " ".join(out.split())
+
+
+@pytest.mark.parametrize(("trace_text", "extra", "message"), [
+    ("ts,model,rate_rps\n2025-01-01 00:00:00,chat/large,5\n2025-01-01 00:10:00,,5\n", [],
+     "trace.csv: line 3: column 'model' is empty"),
+    ("", [], "trace.csv: empty file: expected a header with columns ['ts', 'model', 'rate_rps']"),
+    ("ts,model,rate_rps\n0,chat/large,5\n", ["--time-unit", "weeks"],
+     "--time-unit must be one of s, ms, min, h, got 'weeks'"),
+    ("ts,model,rate_rps\n2025-01-01 00:00:00,chat/large,-1.0\n", [],
+     "line 2: model 'chat/large': rate_rps must be a finite number >= 0, got -1.0"),
+    ("ts,model,rate_rps\n2025-01-01 00:00:00,chat/large,\n", [],
+     "rate_rps must be a finite number >= 0, got an empty cell (or NaN)"),
+], ids=["empty model cell", "empty file", "unknown time unit", "negative rate as a number",
+        "empty rate cell"])
+def test_a_malformed_trace_is_one_line_naming_the_file_line_and_column(
+        tmp_path: Path, trace_text: str, extra: list[str], message: str) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text(trace_text)
+    models = write_models(tmp_path / "models.yaml")
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), *FAST, *extra)
+    assert message in _one_line_refusal(code, out)
+    assert "np." not in out
+    assert not (tmp_path / "T.csv").exists()
