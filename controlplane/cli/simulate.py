@@ -24,6 +24,7 @@ from controlplane.simulation.config import (
 )
 from controlplane.simulation.engine import SimOptions
 from controlplane.simulation.runner import PolicyKnobs, check_policies, simulate
+from controlplane.simulation.timeline import check_not_inputs, timeline_paths
 from controlplane.simulation.trace import TraceError, load_trace
 from forecaster.errors import UnknownMethodError
 from forecaster.registry import get_forecaster
@@ -115,6 +116,10 @@ def simulate_command(
                             short_minute_cost_ratio=short_minute_cost_ratio,
                             reactive_target_utilization=reactive_target)
         check_policies(names, replayed, config, knobs, options)
+        check_not_inputs(timeline_out, timeline_paths(timeline_out, names), {
+            "--trace": trace, "--models": models,
+            **{f"cold-start samples ({m.name})": m.cold_start.samples_csv
+               for m in config.models if m.cold_start.samples_csv is not None}})
         get_forecaster(forecast_method)
     except (ModelsFileError, TraceError, UnknownMethodError, ValueError) as error:
         raise _fail(str(error)) from None

@@ -105,6 +105,7 @@ class ColdStartModel:
     cached: Durations
     uncached: Durations
     source: str
+    samples_csv: Path | None = None  # the file the samples came from, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +174,7 @@ def cold_start_from(spec: _ColdStart, base_dir: Path, cached_default: Durations,
         path = (base_dir / spec.samples_ms_csv).resolve()
         samples = _read_samples(path, origin)
         fast, slow = samples.split(spec.cached_max_s)
-        return ColdStartModel(fast or cached_default, slow or samples, str(path))
+        return ColdStartModel(fast or cached_default, slow or samples, str(path), path)
     if spec.p50_s is None or spec.p90_s is None:
         raise ModelsFileError(f"{origin}: cold_start: give samples_ms_csv or both p50_s and p90_s")
     if spec.p90_s < spec.p50_s:

@@ -10,7 +10,7 @@ rows.
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,26 @@ def timeline_paths(out: Path, policies: Sequence[str]) -> dict[str, Path]:
     if len(policies) == 1:
         return {policies[0]: out}
     return {p: out.with_name(f"{out.stem}.{p}{out.suffix or '.csv'}") for p in policies}
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return a.samefile(b)  # hard links
+    except OSError:
+        return False
+
+
+def check_not_inputs(out: Path, paths: Mapping[str, Path], inputs: Mapping[str, Path]) -> None:
+    """Refuse (ValueError) a timeline path that is one of the ``inputs`` (label -> file), before
+    anything is written: a run never overwrites its own trace or models file."""
+    for path in paths.values():
+        for label, given in inputs.items():
+            if _same_file(path, given):
+                writes = "" if path == out else f" writes {path}, which"
+                raise ValueError(f"--timeline-out {out}{writes} is the {label} file {given}; "
+                                 "refusing to overwrite an input, write the timeline elsewhere")
 
 
 def write_timeline(path: Path, run: PolicyRun) -> None:

@@ -155,3 +155,27 @@ def test_a_malformed_trace_is_one_line_naming_the_file_line_and_column(
     assert message in _one_line_refusal(code, out)
     assert "np." not in out
     assert not (tmp_path / "T.csv").exists()
+
+
+@pytest.mark.parametrize(("out_name", "policies", "input_flag"), [
+    ("trace.csv", ["predictive"], "--trace"),
+    ("models.yaml", ["static"], "--models"),
+    ("trace.csv", ["predictive", "static"], "--trace"),  # T.static.csv = trace.static.csv
+], ids=["the trace", "the models file", "a per-policy timeline"])
+def test_a_timeline_that_would_overwrite_an_input_is_refused_before_anything_is_written(
+        tmp_path: Path, out_name: str, policies: list[str], input_flag: str) -> None:
+    trace = write_trace(tmp_path / "trace.csv", steps=6)
+    models = write_models(tmp_path / "models.yaml")
+    if len(policies) > 1:  # the trace is named like the second policy's timeline
+        trace = write_trace(tmp_path / "trace.static.csv", steps=6)
+    before = {p: p.read_bytes() for p in (trace, models)}
+    flags = [arg for p in policies for arg in ("--policy", p)]
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / out_name), *flags, *FAST)
+    message = _one_line_refusal(code, out)
+    assert f"--timeline-out {tmp_path / out_name}" in message
+    given = trace if input_flag == "--trace" else models
+    assert f"is the {input_flag} file {given}" in message
+    assert {p: p.read_bytes() for p in (trace, models)} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        {"trace.csv", "models.yaml", trace.name})
