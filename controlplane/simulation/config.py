@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from controlplane.autoscaling.distribution import Durations
 from controlplane.autoscaling.sizing import ReplicaShape
 from controlplane.domain.models import Isolation
+from controlplane.simulation.cells import shown
 
 #: On-demand list prices, USD per GPU-hour (REFERENCE.md §10.1, 2025-26; the defaults of
 #: ``controlplane.settings`` where it has them). Override with ``fleet.prices``.
@@ -26,6 +28,9 @@ DEFAULT_PRICES: dict[str, float] = {
     "A100-80GB": 5.12, "A100-40GB": 4.10, "H100-80GB": 6.88, "H200-141GB": 7.0, "L4": 0.80,
     "L40S": 1.86, "T4": 0.53, "A10G": 1.006,
 }
+
+
+OPTION = "--cold-start"  # where a cold-start override comes from (it replaces every model's)
 
 
 class ModelsFileError(ValueError):
@@ -150,41 +155,52 @@ def _where(raw: dict[str, Any], loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc) or "(root)"
 
 
-def _read_samples(path: Path, origin: str) -> Durations:
+def _read_samples(path: Path, where: str) -> Durations:
+    """Load latencies (column ``value``, ms) -> seconds; ``where`` names the field at fault."""
     if not path.is_file():
-        raise ModelsFileError(f"{origin}: samples_ms_csv: no such file {path}")
-    frame = pd.read_csv(path)
+        raise ModelsFileError(f"{where}: no such file {path}")
+    try:
+        frame = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise ModelsFileError(f"{where}: {path}: empty file: expected a column 'value' of load "
+                              "latencies (ms)") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as error:
+        raise ModelsFileError(f"{where}: {path}: not a readable CSV "
+                              f"({str(error).splitlines()[0]})") from None
     if "value" not in frame.columns:
-        raise ModelsFileError(f"{origin}: samples_ms_csv: {path} has no column 'value' "
+        raise ModelsFileError(f"{where}: {path} has no column 'value' "
                               f"(found {list(frame.columns)})")
+    if frame.empty:
+        raise ModelsFileError(f"{where}: {path}: no samples: column 'value' has no rows")
     values = pd.to_numeric(frame["value"], errors="coerce")
-    bad = values.isna() | (values <= 0)
+    bad = values.isna() | ~np.isfinite(values.fillna(0)) | (values <= 0)
     if bad.any():
         line = int(bad.to_numpy().nonzero()[0][0]) + 2
-        raise ModelsFileError(f"{origin}: samples_ms_csv: {path} line {line}: value must be a "
-                              f"number > 0 (ms), got {frame['value'].iloc[line - 2]!r}")
+        raise ModelsFileError(f"{where}: {path} line {line}: value must be a finite number > 0 "
+                              f"(ms), got {shown(frame['value'].iloc[line - 2])}")
     return Durations.of(float(v) / 1000 for v in values)
 
 
 def cold_start_from(spec: _ColdStart, base_dir: Path, cached_default: Durations,
-                    origin: str) -> ColdStartModel:
+                    where: str) -> ColdStartModel:
     """Empirical samples split at ``cached_max_s`` into the cached and the uncached mode, or a
-    lognormal through p50/p90 for uncached starts with the fleet's cached start."""
+    lognormal through p50/p90 for uncached starts with the fleet's cached start. ``where`` names
+    the spec in errors (``M.yaml: models[0] (a): cold_start`` or ``--cold-start``)."""
     if spec.samples_ms_csv:
         path = (base_dir / spec.samples_ms_csv).resolve()
-        samples = _read_samples(path, origin)
+        samples = _read_samples(path, where if where == OPTION else f"{where}.samples_ms_csv")
         fast, slow = samples.split(spec.cached_max_s)
         return ColdStartModel(fast or cached_default, slow or samples, str(path), path)
     if spec.p50_s is None or spec.p90_s is None:
-        raise ModelsFileError(f"{origin}: cold_start: give samples_ms_csv or both p50_s and p90_s")
+        raise ModelsFileError(f"{where}: give samples_ms_csv or both p50_s and p90_s")
     if spec.p90_s < spec.p50_s:
-        raise ModelsFileError(f"{origin}: cold_start: p90_s ({spec.p90_s}) < p50_s ({spec.p50_s})")
+        raise ModelsFileError(f"{where}: p90_s ({spec.p90_s}) < p50_s ({spec.p50_s})")
     return ColdStartModel(cached_default, Durations.lognormal(spec.p50_s, spec.p90_s),
                           f"lognormal p50={spec.p50_s}s p90={spec.p90_s}s")
 
 
 def _sim_model(index: int, model: _Model, fleet: _Fleet, base_dir: Path, cached: Durations,
-               source: str) -> SimModel:
+               source: str, cold_start_override: _ColdStart | None) -> SimModel:
     origin = f"{source}: models[{index}] ({model.name})"
     if model.gpu_per_replica > fleet.gpus_per_node:
         raise ModelsFileError(f"{origin}: gpu_per_replica: {model.gpu_per_replica} GPUs do not fit "
@@ -194,8 +210,10 @@ def _sim_model(index: int, model: _Model, fleet: _Fleet, base_dir: Path, cached:
                               "fleet.prices")
     shape = ReplicaShape(model.name, model.tenant, model.gpu_product, model.gpu_per_replica,
                          model.per_replica_rps, model.idle_gpu_fraction)
-    return SimModel(shape, Isolation(model.isolation.lower()),
-                    cold_start_from(model.cold_start, base_dir, cached, origin))
+    cold_start = (cold_start_from(model.cold_start, base_dir, cached, f"{origin}: cold_start")
+                  if cold_start_override is None else
+                  cold_start_from(cold_start_override, base_dir, cached, OPTION))
+    return SimModel(shape, Isolation(model.isolation.lower()), cold_start)
 
 
 def load_models_file(path: Path, cold_start_override: _ColdStart | None = None) -> SimConfig:
@@ -224,10 +242,8 @@ def load_models_file(path: Path, cold_start_override: _ColdStart | None = None) 
     if fleet.node_provision_s.p90 < fleet.node_provision_s.p50:
         raise ModelsFileError(f"{path}: fleet.node_provision_s: p90 < p50")
     cached = Durations.lognormal(fleet.cached_start_s.p50, fleet.cached_start_s.p90)
-    models = tuple(
-        _sim_model(i, m if cold_start_override is None else m.model_copy(
-            update={"cold_start": cold_start_override}), fleet, path.parent, cached, str(path))
-        for i, m in enumerate(parsed.models))
+    models = tuple(_sim_model(i, m, fleet, path.parent, cached, str(path), cold_start_override)
+                   for i, m in enumerate(parsed.models))
     return SimConfig(models, FleetConfig(
         node_provision=Durations.lognormal(fleet.node_provision_s.p50, fleet.node_provision_s.p90),
         gpus_per_node=fleet.gpus_per_node, max_nodes=fleet.max_nodes,
@@ -246,7 +262,13 @@ def parse_cold_start_option(value: str) -> _ColdStart:
         try:
             parts[key.strip()] = float(number)
         except ValueError:
-            raise ModelsFileError(f"--cold-start: {item!r} is not KEY=SECONDS") from None
+            raise ModelsFileError(f"{OPTION}: {item!r} is not KEY=SECONDS") from None
     if set(parts) != {"p50", "p90"}:
-        raise ModelsFileError(f"--cold-start: expected p50=S,p90=S, got {value!r}")
+        raise ModelsFileError(f"{OPTION}: expected p50=S,p90=S, got {value!r}")
+    for key in ("p50", "p90"):
+        if not math.isfinite(parts[key]) or parts[key] <= 0:
+            raise ModelsFileError(f"{OPTION}: {key} must be a finite number of seconds > 0, got "
+                                  f"{parts[key]}")
+    if parts["p90"] < parts["p50"]:
+        raise ModelsFileError(f"{OPTION}: p90 ({parts['p90']}) < p50 ({parts['p50']})")
     return _ColdStart(p50_s=parts["p50"], p90_s=parts["p90"])

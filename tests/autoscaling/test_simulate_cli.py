@@ -179,3 +179,66 @@ def test_a_timeline_that_would_overwrite_an_input_is_refused_before_anything_is_
     assert {p: p.read_bytes() for p in (trace, models)} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         {"trace.csv", "models.yaml", trace.name})
+
+
+SAMPLES_MODELS = MODELS_YAML.replace("cold_start: {p50_s: 22, p90_s: 39}\nfleet:",
+                                     "cold_start: {samples_ms_csv: samples.csv}\nfleet:")
+
+
+@pytest.mark.parametrize(("samples_text", "message"), [
+    ("", "models.yaml: models[1] (chat/small): cold_start.samples_ms_csv: {samples}: empty file"),
+    ("value\n", "models.yaml: models[1] (chat/small): cold_start.samples_ms_csv: {samples}: no "
+     "samples"),
+    ("value\n2000\n-5\n", "models[1] (chat/small): cold_start.samples_ms_csv: {samples} line 3: "
+     "value must be a finite number > 0 (ms), got -5"),
+], ids=["empty file", "header only", "negative sample"])
+def test_bad_cold_start_samples_name_the_models_file_model_field_and_samples_file(
+        tmp_path: Path, samples_text: str, message: str) -> None:
+    samples = tmp_path / "samples.csv"
+    samples.write_text(samples_text)
+    assert "samples_ms_csv: samples.csv" in SAMPLES_MODELS
+    trace = write_trace(tmp_path / "trace.csv", steps=6)
+    models = write_models(tmp_path / "models.yaml", SAMPLES_MODELS)
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), *FAST)
+    assert message.format(samples=samples) in _one_line_refusal(code, out)
+    assert not (tmp_path / "T.csv").exists()
+
+
+@pytest.mark.parametrize(("option", "samples_text", "message"), [
+    ("p50=30,p90=5", None, "error: --cold-start: p90 (5.0) < p50 (30.0)"),
+    ("p50=-3,p90=5", None, "error: --cold-start: p50 must be a finite number of seconds > 0, "
+     "got -3.0"),
+    ("p50=nan,p90=5", None, "error: --cold-start: p50 must be a finite number of seconds > 0"),
+    ("{tmp}/missing.csv", None, "error: --cold-start: no such file {tmp}/missing.csv"),
+    ("{tmp}/samples.csv", "", "error: --cold-start: {tmp}/samples.csv: empty file"),
+    ("{tmp}/samples.csv", "value\n", "error: --cold-start: {tmp}/samples.csv: no samples"),
+], ids=["p90 below p50", "negative p50", "nan p50", "missing file", "empty file",
+        "header only"])
+def test_a_bad_cold_start_option_is_named_as_the_option_not_as_the_models_file(
+        tmp_path: Path, option: str, samples_text: str | None, message: str) -> None:
+    if samples_text is not None:
+        (tmp_path / "samples.csv").write_text(samples_text)
+    trace = write_trace(tmp_path / "trace.csv", steps=6)
+    models = write_models(tmp_path / "models.yaml")
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), "--cold-start", option.format(tmp=tmp_path),
+                     *FAST)
+    shown = _one_line_refusal(code, out)
+    assert message.format(tmp=tmp_path) in shown
+    assert "models.yaml" not in shown and "pydantic" not in shown
+    assert not (tmp_path / "T.csv").exists()
+
+
+@pytest.mark.parametrize("via_option", [False, True], ids=["models file", "--cold-start"])
+def test_valid_cold_start_samples_replay_from_the_models_file_or_the_option(
+        tmp_path: Path, via_option: bool) -> None:
+    (tmp_path / "samples.csv").write_text("value\n2500\n4000\n31000\n45000\n")
+    trace = write_trace(tmp_path / "trace.csv", steps=6)
+    models = write_models(tmp_path / "models.yaml", MODELS_YAML if via_option else SAMPLES_MODELS)
+    extra = ["--cold-start", str(tmp_path / "samples.csv")] if via_option else []
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), "--json", *FAST, *extra)
+    assert code == 0, out
+    assert json.loads(out)["minutes"] == 60
+    assert len(_rows(tmp_path / "T.csv")) == 6 * 10 * 2
