@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
@@ -41,16 +41,23 @@ class _Loose(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
 
+#: seconds, finite and > 0 (``.inf`` in YAML is refused, naming the field)
+_Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+#: a price (USD per GPU-hour) or a GPU budget: finite and >= 0
+_NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
 class _Quantiles(_Loose):
-    p50: float = Field(gt=0)
-    p90: float = Field(gt=0)
+    p50: _Seconds
+    p90: _Seconds
 
 
 class _ColdStart(_Loose):
     samples_ms_csv: str | None = None
-    p50_s: float | None = Field(None, gt=0)
-    p90_s: float | None = Field(None, gt=0)
-    cached_max_s: float = Field(10.0, gt=0, description="loads up to this are the cached mode")
+    p50_s: _Seconds | None = None
+    p90_s: _Seconds | None = None
+    cached_max_s: float = Field(10.0, gt=0, allow_inf_nan=False,
+                                description="loads up to this are the cached mode")
 
 
 class _Model(_Loose):
@@ -92,10 +99,10 @@ class _Fleet(_Loose):
     gpus_per_node: int = Field(8, ge=1)
     max_nodes: int = Field(10_000, ge=1, description="per GPU product")
     cached_start_s: _Quantiles = _Quantiles(p50=3, p90=5)
-    idle_wake_s: float = Field(2.0, ge=0)
-    prices: dict[str, float] = Field(default_factory=dict)
+    idle_wake_s: float = Field(2.0, ge=0, allow_inf_nan=False)
+    prices: dict[str, _NonNegative] = Field(default_factory=dict)  # USD per GPU-hour
     cluster_gpu_budget: int | None = Field(None, ge=0)
-    tenant_gpu_budgets: dict[str, float] = Field(default_factory=dict)
+    tenant_gpu_budgets: dict[str, _NonNegative] = Field(default_factory=dict)  # GPUs
 
 
 class _File(_Loose):
@@ -233,14 +240,19 @@ def load_models_file(path: Path, cold_start_override: _ColdStart | None = None) 
     except ValidationError as error:
         first = error.errors()[0]
         msg = str(first["msg"]).removeprefix("Value error, ")
+        if first["type"] != "value_error" and isinstance(first.get("input"), int | float):
+            msg += f", got {first['input']}"
         raise ModelsFileError(f"{path}: {_where(raw, tuple(first['loc']))}: {msg}") from None
     names = [m.name for m in parsed.models]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ModelsFileError(f"{path}: models: duplicate name(s) {dupes}")
     fleet = parsed.fleet
-    if fleet.node_provision_s.p90 < fleet.node_provision_s.p50:
-        raise ModelsFileError(f"{path}: fleet.node_provision_s: p90 < p50")
+    for name, quantiles in (("node_provision_s", fleet.node_provision_s),
+                            ("cached_start_s", fleet.cached_start_s)):
+        if quantiles.p90 < quantiles.p50:
+            raise ModelsFileError(f"{path}: fleet.{name}: p90 ({quantiles.p90}) < p50 "
+                                  f"({quantiles.p50})")
     cached = Durations.lognormal(fleet.cached_start_s.p50, fleet.cached_start_s.p90)
     models = tuple(_sim_model(i, m, fleet, path.parent, cached, str(path), cold_start_override)
                    for i, m in enumerate(parsed.models))

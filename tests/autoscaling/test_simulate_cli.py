@@ -242,3 +242,28 @@ def test_valid_cold_start_samples_replay_from_the_models_file_or_the_option(
     assert code == 0, out
     assert json.loads(out)["minutes"] == 60
     assert len(_rows(tmp_path / "T.csv")) == 6 * 10 * 2
+
+
+@pytest.mark.parametrize(("fleet_lines", "message"), [
+    ("  node_provision_s: {p50: 120, p90: .inf}\n",
+     "models.yaml: fleet.node_provision_s.p90: Input should be a finite number"),
+    ("  node_provision_s: {p50: 240, p90: 120}\n",
+     "models.yaml: fleet.node_provision_s: p90 (120.0) < p50 (240.0)"),
+    ("  cached_start_s: {p50: 5, p90: 3}\n",
+     "models.yaml: fleet.cached_start_s: p90 (3.0) < p50 (5.0)"),
+    ("  prices: {A100-80GB: -5}\n",
+     "models.yaml: fleet.prices.A100-80GB: Input should be greater than or equal to 0, got -5"),
+    ("  tenant_gpu_budgets: {acme: -3}\n",
+     "models.yaml: fleet.tenant_gpu_budgets.acme: Input should be greater than or equal to 0, "
+     "got -3"),
+], ids=["infinite provisioning p90", "provisioning p90 below p50", "cached start p90 below p50",
+        "negative price", "negative tenant budget"])
+def test_impossible_fleet_settings_are_refused_naming_the_field_and_key(
+        tmp_path: Path, fleet_lines: str, message: str) -> None:
+    text = MODELS_YAML.replace("  node_provision_s: {p50: 120, p90: 240}\n", "") + fleet_lines
+    trace = write_trace(tmp_path / "trace.csv", steps=6)
+    models = write_models(tmp_path / "models.yaml", text)
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), *FAST)
+    assert message in _one_line_refusal(code, out)
+    assert not (tmp_path / "T.csv").exists()
