@@ -21,6 +21,7 @@ from controlplane.autoscaling.distribution import Durations
 from controlplane.autoscaling.sizing import ReplicaShape
 from controlplane.domain.models import Isolation
 from controlplane.simulation.cells import shown
+from scheduler.domain.catalog import lookup
 
 #: On-demand list prices, USD per GPU-hour (REFERENCE.md §10.1, 2025-26; the defaults of
 #: ``controlplane.settings`` where it has them). Override with ``fleet.prices``.
@@ -206,9 +207,42 @@ def cold_start_from(spec: _ColdStart, base_dir: Path, cached_default: Durations,
                           f"lognormal p50={spec.p50_s}s p90={spec.p90_s}s")
 
 
+#: how far a STRICT share may be from k/n of a GPU and still mean that MIG instance (0.14 = 1/7)
+_MIG_SHARE_TOLERANCE = 0.005
+
+
+def mig_shares(gpu_product: str) -> tuple[tuple[int, int], ...]:
+    """The fractional GPU shares ``(k, n)`` = k/n of a GPU that a MIG instance of the product
+    gives (A100: 1/7, 2/7, 3/7, 4/7); none for a product without MIG or not in the catalog."""
+    product = lookup(gpu_product)
+    if product is None or not product.mig_capable:
+        return ()
+    slices = sorted({p.compute_slices for p in product.mig_profiles
+                     if p.compute_slices < product.compute_slices})
+    return tuple((k, product.compute_slices) for k in slices)
+
+
+def _check_strict_share(model: _Model, origin: str) -> None:
+    """STRICT isolation is a whole GPU or a MIG instance: a share must be one of the product's."""
+    share = model.gpu_per_replica
+    if model.isolation != "STRICT" or share >= 1:
+        return
+    shares = mig_shares(model.gpu_product)
+    if any(abs(share - k / n) <= _MIG_SHARE_TOLERANCE for k, n in shares):
+        return
+    if not shares:
+        raise ModelsFileError(f"{origin}: gpu_per_replica: a STRICT replica is whole GPUs (1, 2, "
+                              f"...) as {model.gpu_product} has no MIG instances, got {share}")
+    valid = ", ".join(f"{k}/{n} ({k / n:.3f})" for k, n in shares)
+    raise ModelsFileError(f"{origin}: gpu_per_replica: a STRICT replica is whole GPUs (1, 2, ...) "
+                          f"or a MIG instance of {model.gpu_product}: {valid} of a GPU, "
+                          f"got {share}")
+
+
 def _sim_model(index: int, model: _Model, fleet: _Fleet, base_dir: Path, cached: Durations,
                source: str, cold_start_override: _ColdStart | None) -> SimModel:
     origin = f"{source}: models[{index}] ({model.name})"
+    _check_strict_share(model, origin)
     if model.gpu_per_replica > fleet.gpus_per_node:
         raise ModelsFileError(f"{origin}: gpu_per_replica: {model.gpu_per_replica} GPUs do not fit "
                               f"a node of fleet.gpus_per_node={fleet.gpus_per_node}")

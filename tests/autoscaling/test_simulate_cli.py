@@ -267,3 +267,46 @@ def test_impossible_fleet_settings_are_refused_naming_the_field_and_key(
                      str(tmp_path / "T.csv"), *FAST)
     assert message in _one_line_refusal(code, out)
     assert not (tmp_path / "T.csv").exists()
+
+
+def _strict_small(share: str, product: str = "A100-80GB") -> str:
+    """MODELS_YAML with chat/small STRICT at ``share`` of a ``product`` GPU."""
+    return MODELS_YAML.replace(
+        "gpu_product: A100-80GB\n    per_replica_rps: 40.0\n    gpu_per_replica: 0.5\n"
+        "    isolation: TRUSTED",
+        f"gpu_product: {product}\n    per_replica_rps: 40.0\n    gpu_per_replica: {share}\n"
+        "    isolation: STRICT")
+
+
+@pytest.mark.parametrize(("share", "product", "message"), [
+    ("0.5", "A100-80GB", "models[1] (chat/small): gpu_per_replica: a STRICT replica is whole GPUs "
+     "(1, 2, ...) or a MIG instance of A100-80GB: 1/7 (0.143), 2/7 (0.286), 3/7 (0.429), "
+     "4/7 (0.571) of a GPU, got 0.5"),
+    ("0.75", "A30", "or a MIG instance of A30: 1/4 (0.250), 2/4 (0.500) of a GPU, got 0.75"),
+    ("0.5", "L4", "models[1] (chat/small): gpu_per_replica: a STRICT replica is whole GPUs "
+     "(1, 2, ...) as L4 has no MIG instances, got 0.5"),
+], ids=["half an A100", "three quarters of an A30", "half an L4 (no MIG)"])
+def test_a_strict_share_that_is_no_mig_instance_of_its_product_is_refused(
+        tmp_path: Path, share: str, product: str, message: str) -> None:
+    assert _strict_small(share, product) != MODELS_YAML
+    trace = write_trace(tmp_path / "trace.csv", steps=6)
+    models = write_models(tmp_path / "models.yaml", _strict_small(share, product))
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), *FAST)
+    assert message in _one_line_refusal(code, out)
+    assert not (tmp_path / "T.csv").exists()
+
+
+@pytest.mark.parametrize(("share", "product"), [
+    ("0.142857", "A100-80GB"), ("0.43", "H100-80GB"), ("0.5", "A30"), ("1", "L4"),
+], ids=["1/7 of an A100", "3/7 of an H100 (rounded)", "2/4 of an A30", "a whole L4"])
+def test_a_strict_share_that_is_a_mig_instance_or_whole_gpus_replays(
+        tmp_path: Path, share: str, product: str) -> None:
+    trace = write_trace(tmp_path / "trace.csv", steps=6)
+    text = _strict_small(share, product) + "  prices: {A30: 1.5}\n"  # A30 has no default
+    models = write_models(tmp_path / "models.yaml", text)
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), "--policy", "static", *FAST)
+    assert code == 0, out
+    shares = {r["gpu_per_replica"] for r in _rows(tmp_path / "T.csv") if r["model"] == "chat/small"}
+    assert shares == {f"{float(share):.6g}"}
