@@ -52,10 +52,13 @@ class SimOptions:
     oracle_forecast: bool = False
 
     def __post_init__(self) -> None:
-        if self.tick_s <= 0 or 60 % self.tick_s:
-            raise ValueError(f"tick_s must divide a minute, got {self.tick_s}")
-        if self.forecast_interval_s < 60:
-            raise ValueError("forecast_interval_s must be >= 60")
+        ticks_per_minute = 60 / self.tick_s if math.isfinite(self.tick_s) and self.tick_s > 0 else 0
+        if ticks_per_minute < 1 or abs(ticks_per_minute - round(ticks_per_minute)) > 1e-9 * (
+                ticks_per_minute):  # 60 / 0.1 is 600 ticks; float 60 % 0.1 is not 0
+            raise ValueError(f"--tick-s must divide a minute into whole ticks (60 / tick_s a whole "
+                             f"number: 60, 30, 15, 1, 0.5, 0.1, ...), got {self.tick_s}")
+        if not self.forecast_interval_s >= 60:  # NaN too
+            raise ValueError(f"--forecast-interval-s must be >= 60, got {self.forecast_interval_s}")
         if not 0 < self.observe_window_s <= 600:
             raise ValueError("observe_window_s must be in (0, 600]")
 

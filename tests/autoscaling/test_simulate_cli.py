@@ -310,3 +310,23 @@ def test_a_strict_share_that_is_a_mig_instance_or_whole_gpus_replays(
     assert code == 0, out
     shares = {r["gpu_per_replica"] for r in _rows(tmp_path / "T.csv") if r["model"] == "chat/small"}
     assert shares == {f"{float(share):.6g}"}
+
+
+@pytest.mark.parametrize("tick_s", ["7", "45", "120", "0", "-30", "nan"])
+def test_a_tick_that_does_not_divide_a_minute_into_whole_ticks_is_refused(
+        tmp_path: Path, tick_s: str) -> None:
+    trace = write_trace(tmp_path / "trace.csv", steps=6)
+    models = write_models(tmp_path / "models.yaml")
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), "--tick-s", tick_s, *FAST)
+    assert (f"--tick-s must divide a minute into whole ticks (60 / tick_s a whole number: 60, "
+            f"30, 15, 1, 0.5, 0.1, ...), got {float(tick_s)}") in _one_line_refusal(code, out)
+
+
+def test_a_tenth_of_a_second_tick_divides_a_minute_and_replays(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "trace.csv", steps=2)
+    models = write_models(tmp_path / "models.yaml")
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), "--tick-s", "0.1", "--policy", "static", *FAST)
+    assert code == 0, out
+    assert len(_rows(tmp_path / "T.csv")) == 2 * 10 * 2  # 20 minutes of 600 ticks, 2 models
