@@ -274,7 +274,8 @@ def load_models_file(path: Path, cold_start_override: _ColdStart | None = None) 
     except ValidationError as error:
         first = error.errors()[0]
         msg = str(first["msg"]).removeprefix("Value error, ")
-        if first["type"] != "value_error" and isinstance(first.get("input"), int | float):
+        if (first["type"] != "value_error" and "got" not in msg
+                and isinstance(first.get("input"), int | float)):
             msg += f", got {first['input']}"
         raise ModelsFileError(f"{path}: {_where(raw, tuple(first['loc']))}: {msg}") from None
     names = [m.name for m in parsed.models]

@@ -256,16 +256,22 @@ def test_valid_cold_start_samples_replay_from_the_models_file_or_the_option(
     ("  tenant_gpu_budgets: {acme: -3}\n",
      "models.yaml: fleet.tenant_gpu_budgets.acme: Input should be greater than or equal to 0, "
      "got -3"),
+    ("  gpus_per_node: 2.5\n", "models.yaml: fleet.gpus_per_node: Input should be a valid "
+     "integer, got a number with a fractional part"),
 ], ids=["infinite provisioning p90", "provisioning p90 below p50", "cached start p90 below p50",
-        "negative price", "negative tenant budget"])
+        "negative price", "negative tenant budget", "fractional gpus per node"])
 def test_impossible_fleet_settings_are_refused_naming_the_field_and_key(
         tmp_path: Path, fleet_lines: str, message: str) -> None:
-    text = MODELS_YAML.replace("  node_provision_s: {p50: 120, p90: 240}\n", "") + fleet_lines
+    text = MODELS_YAML.replace("  node_provision_s: {p50: 120, p90: 240}\n", "").replace(
+        "  gpus_per_node: 8\n", "" if "gpus_per_node" in fleet_lines else "  gpus_per_node: 8\n"
+    ) + fleet_lines
     trace = write_trace(tmp_path / "trace.csv", steps=6)
     models = write_models(tmp_path / "models.yaml", text)
     code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
                      str(tmp_path / "T.csv"), *FAST)
-    assert message in _one_line_refusal(code, out)
+    shown = _one_line_refusal(code, out)
+    assert message in shown
+    assert shown.count(" got ") <= 1  # the value given, at most once
     assert not (tmp_path / "T.csv").exists()
 
 
