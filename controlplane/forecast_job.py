@@ -14,6 +14,9 @@ Fallbacks are per model and recorded in ``Forecast.fallback_reason``: ``short_hi
 (persistence), ``no_observations``. A model whose history cannot be fetched gets no forecast
 (never a made-up zero) and is listed in the report; the control plane then treats its last
 forecast as stale.
+
+Warnings are per model too (``JobReport.warnings``): what the source cleaned (a source with
+``read_history`` reports e.g. ``3 negative value(s) clipped to 0``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from forecaster.api import forecast, n_targets
 from forecaster.calibrate import fitted_leads
@@ -37,7 +40,7 @@ from forecaster.features import History
 from forecaster.persist import export_state, import_state, load_state, save_state, state_path
 from forecaster.registry import get_forecaster
 from forecaster.settings import DEFAULT_SETTINGS, ForecasterSettings
-from forecaster.types import Forecast, TrafficSeries
+from forecaster.types import Forecast, SourcedSeries, TrafficSeries
 
 log = logging.getLogger("headroom.forecast_job")
 
@@ -53,6 +56,14 @@ class HistorySource(Protocol):
 
     def rate_history(self, model: str, since_at: datetime, until_at: datetime,
                      step_s: int) -> TrafficSeries: ...
+
+
+@runtime_checkable
+class ReportingHistorySource(Protocol):
+    """A source that also says what it cleaned in a model's history (CSV, Prometheus)."""
+
+    def read_history(self, model: str, since_at: datetime, until_at: datetime,
+                     step_s: int) -> SourcedSeries: ...
 
 
 class ForecastSink(Protocol):
@@ -124,6 +135,7 @@ class JobReport:
     seasonal_fits: int = 0  # Prophet fits in this run
     methods: dict[str, int] = field(default_factory=dict)
     fallbacks: dict[str, int] = field(default_factory=dict)
+    warnings: dict[str, tuple[str, ...]] = field(default_factory=dict)  # model -> warnings
 
 
 def compute_one(task: ModelTask) -> ModelResult:
@@ -159,12 +171,15 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
     models = [m for m in source.model_names() if config.shard.owns(m)]
     tasks: list[ModelTask] = []
     failed: dict[str, str] = {}
+    warnings: dict[str, tuple[str, ...]] = {}
     fetch = time.perf_counter()
     for i, model in enumerate(models):
         try:
-            series = source.rate_history(model, since_at, until_at, config.step_s)
-            tasks.append(ModelTask(series, config.horizon_s, config.method, config.settings,
+            got = _fetch(source, model, since_at, until_at, config.step_s)
+            tasks.append(ModelTask(got.series, config.horizon_s, config.method, config.settings,
                                    config.state_dir))
+            if got.warnings:
+                warnings[model] = got.warnings
         except (ForecasterError, OSError, ValueError) as exc:
             failed[model] = f"history unavailable: {exc}"
         if on_progress:
@@ -185,7 +200,15 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
         wall_s=time.perf_counter() - wall, refits=refits, reused=len(results) - refits,
         seasonal_fits=sum(r.seasonal_fits for r in results),
         methods=dict(Counter(f.method for f in forecasts)),
-        fallbacks=dict(Counter(f.fallback_reason for f in forecasts if f.fallback_reason)))
+        fallbacks=dict(Counter(f.fallback_reason for f in forecasts if f.fallback_reason)),
+        warnings=warnings)
+
+
+def _fetch(source: HistorySource, model: str, since_at: datetime, until_at: datetime,
+           step_s: int) -> SourcedSeries:
+    if isinstance(source, ReportingHistorySource):
+        return source.read_history(model, since_at, until_at, step_s)
+    return SourcedSeries(source.rate_history(model, since_at, until_at, step_s))
 
 
 def _compute_all(tasks: list[ModelTask], workers: int,

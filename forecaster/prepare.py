@@ -90,6 +90,16 @@ def infer_step_s(series_id: str, times_ns: IntArray) -> int:
     return step_ns // NS_PER_S
 
 
+def duplicate_timestamps(series_id: str, sorted_ns: IntArray) -> SeriesError | None:
+    """The error naming the first repeated timestamp of sorted times (None when all differ)."""
+    dup = np.flatnonzero(np.diff(sorted_ns) == 0)
+    if not dup.size:
+        return None
+    at = datetime.fromtimestamp(int(sorted_ns[dup[0]]) / NS_PER_S, tz=UTC)
+    return SeriesError(series_id, f"duplicate timestamp {at.isoformat()} "
+                                  f"({dup.size} duplicate(s))")
+
+
 def regularize(series_id: str, times_ns: IntArray, values: FloatArray,
                step_s: int | None = None) -> Prepared:
     """Samples (any order) -> a regular series starting at the first timestamp."""
@@ -100,11 +110,9 @@ def regularize(series_id: str, times_ns: IntArray, values: FloatArray,
     order = np.argsort(times_ns, kind="stable")
     unsorted = bool(np.any(order != np.arange(order.size)))
     t, v = times_ns[order], np.asarray(values, dtype=np.float64)[order]
-    dup = np.flatnonzero(np.diff(t) == 0)
-    if dup.size:
-        at = datetime.fromtimestamp(int(t[dup[0]]) / NS_PER_S, tz=UTC)
-        raise SeriesError(series_id, f"duplicate timestamp {at.isoformat()} "
-                                     f"({dup.size} duplicate(s))")
+    duplicate = duplicate_timestamps(series_id, t)
+    if duplicate is not None:
+        raise duplicate
     step = step_s if step_s is not None else (infer_step_s(series_id, t) if t.size > 1 else 60)
     if step <= 0:
         raise SeriesError(series_id, f"step must be > 0 s, got {step}")

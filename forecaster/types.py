@@ -42,6 +42,15 @@ class TrafficSeries:
 
 
 @dataclass(frozen=True, slots=True)
+class SourcedSeries:
+    """A series as a history source read it, with what the source cleaned or noticed on the way
+    (one line each, e.g. ``3 negative value(s) clipped to 0``; empty when nothing)."""
+
+    series: TrafficSeries
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Forecast:
     """Forecast from ``origin_at`` on: ``p50[i]``/``p90[i]`` at ``origin_at + i*step``.
 

@@ -227,7 +227,13 @@ def run(
     no_store: Annotated[bool, typer.Option("--no-store", help="do not save forecasts")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
 ) -> None:
-    """Refresh forecasts for every model (or one shard) and store them."""
+    """Refresh forecasts for every model (or one shard) and store them.
+
+    Bad input is reported per model, never a silent zero: a CSV with a repeated timestamp is
+    refused (exit 2); NaN/text, negative and out-of-order CSV rows are warnings per model
+    (stderr, and per_model.warnings with --json); a model without one usable sample gets no
+    forecast and is listed as failed (exit 1).
+    """
     try:
         settings = load_settings(config)
         fs = settings.forecast
@@ -272,6 +278,10 @@ def run(
                   f"(fetch {report_.fetch_s:.1f}, compute {report_.compute_s:.1f}, "
                   f"store {report_.store_s:.1f}); refits {report_.refits}, reused "
                   f"{report_.reused}; failed {len(report_.failed)}", highlight=False)
+    for model, notes in report_.warnings.items():
+        for note in notes:
+            err.print(f"[yellow]warning:[/] model {model!r}: {note}", highlight=False,
+                      soft_wrap=True)
     for model, why in report_.failed.items():
         err.print(f"[yellow]warning:[/] model {model!r}: {why}", highlight=False, soft_wrap=True)
     if report_.failed:
@@ -337,16 +347,20 @@ def job_doc(r: JobReport, stored: bool) -> dict[str, Any]:
         "per_model": {f.series_id: {"method": f.method, "fallback_reason": f.fallback_reason,
                                     "backtest_wape": f.backtest_wape,
                                     "p50_last": f.p50[-1] if f.p50 else None,
-                                    "p90_max": f.p90_max()} for f in r.forecasts},
+                                    "p90_max": f.p90_max(),
+                                    "warnings": list(r.warnings.get(f.series_id, ()))}
+                      for f in r.forecasts},
     }
 
 
 def job_table(r: JobReport) -> Table:
     t = Table(title=f"forecasts at {r.computed_at.isoformat()} (shard {r.shard.index}/"
                     f"{r.shard.count})")
-    for col in ("model", "method", "fallback", "p50 @ horizon", "p90 max", "recent WAPE %"):
+    for col in ("model", "method", "fallback", "p50 @ horizon", "p90 max", "recent WAPE %",
+                "warnings"):
         t.add_column(col)
     for f in r.forecasts:
         t.add_row(f.series_id, f.method, f.fallback_reason or "-", _f(f.p50[-1], 2),
-                  _f(f.p90_max(), 2), _f(f.backtest_wape))
+                  _f(f.p90_max(), 2), _f(f.backtest_wape),
+                  str(len(r.warnings[f.series_id])) if f.series_id in r.warnings else "-")
     return t

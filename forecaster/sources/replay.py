@@ -8,7 +8,7 @@ series; non-numeric values are missing data (counted), never zeros.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,8 +17,8 @@ import numpy.typing as npt
 import pandas as pd
 
 from forecaster.errors import InputError, SeriesError
-from forecaster.prepare import Prepared, regularize
-from forecaster.types import TrafficSeries
+from forecaster.prepare import CleaningReport, Prepared, duplicate_timestamps, regularize
+from forecaster.types import SourcedSeries, TrafficSeries
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -142,11 +142,22 @@ def _times_ns(col: pd.Series, unit: str | None, what: str) -> tuple[IntArray, st
 
 
 class CsvSource:
-    """``HistorySource`` over a trace: the rows of a model in [since, until) on a step grid."""
+    """``HistorySource`` over a trace: the rows of a model in [since, until) on a step grid.
+
+    Same rules as the backtest: a repeated timestamp in any series refuses the whole file
+    (``InputError`` naming the file, series and timestamp); in the requested window, rows out of
+    order are sorted, NaN/text values are missing, negative values are clipped to 0, each counted
+    in ``read_history``'s warnings. A window without one finite, non-negative value is a
+    ``SeriesError``, never a zero series.
+    """
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
         self._by_id = {s.series_id: s for s in trace.series}
+        for raw in trace.series:
+            duplicate = duplicate_timestamps(raw.series_id, np.sort(raw.times_ns))
+            if duplicate is not None:
+                raise InputError(f"{trace.path}: {duplicate}")
 
     def model_names(self) -> list[str]:
         return list(self._by_id)
@@ -157,21 +168,35 @@ class CsvSource:
 
     def rate_history(self, model: str, since_at: datetime, until_at: datetime,
                      step_s: int) -> TrafficSeries:
+        return self.read_history(model, since_at, until_at, step_s).series
+
+    def read_history(self, model: str, since_at: datetime, until_at: datetime,
+                     step_s: int) -> SourcedSeries:
+        """The model's mean value per step in [since_at, until_at) and the cleaning warnings."""
         raw = self._by_id.get(model)
         if raw is None:
             raise SeriesError(model, f"not in {self.trace.path}")
         lo, hi = _ns(since_at), _ns(until_at)
         steps = max(0, -(-(hi - lo) // (step_s * 10**9)))
-        inside = (raw.times_ns >= lo) & (raw.times_ns < hi) & np.isfinite(raw.values)
-        idx = (raw.times_ns[inside] - lo) // (step_s * 10**9)
-        sums = np.bincount(idx, weights=np.maximum(raw.values[inside], 0.0), minlength=steps)
+        window = (raw.times_ns >= lo) & (raw.times_ns < hi)
+        times, values = raw.times_ns[window], raw.values[window]
+        finite = np.isfinite(values)
+        cleaning = CleaningReport(
+            series_id=model, samples=int(times.size), unsorted=bool(np.any(np.diff(times) < 0)),
+            nonfinite=int(np.sum(~finite)), negatives_clipped=int(np.sum(finite & (values < 0))),
+            merged=0, gaps=0)
+        if not np.any(finite & (values >= 0)):
+            found = "; ".join(replace(cleaning, unsorted=False).warnings()) or "no rows"
+            raise SeriesError(model, f"{self.trace.path} has no usable (finite, non-negative) "
+                                     f"value between {since_at.isoformat()} and "
+                                     f"{until_at.isoformat()} ({found})")
+        idx = (times[finite] - lo) // (step_s * 10**9)
+        sums = np.bincount(idx, weights=np.maximum(values[finite], 0.0), minlength=steps)
         counts = np.bincount(idx, minlength=steps)
-        values = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)[:steps]
-        if not np.any(np.isfinite(values)):
-            raise SeriesError(model, f"{self.trace.path} has no values between "
-                                     f"{since_at.isoformat()} and {until_at.isoformat()}")
-        return TrafficSeries(series_id=model, step_s=step_s, start_at=since_at,
-                             values=tuple(values.tolist()))
+        means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)[:steps]
+        series = TrafficSeries(series_id=model, step_s=step_s, start_at=since_at,
+                               values=tuple(means.tolist()))
+        return SourcedSeries(series, tuple(cleaning.warnings()))
 
 
 def _ns(at: datetime) -> int:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import Result
 from typer.testing import CliRunner
 
 from controlplane.cli.forecast import app
@@ -131,3 +132,75 @@ def test_forecast_run_on_a_store_without_schema_says_how_to_fix_it(sqlite_url: s
     assert result.exit_code == 2
     assert "no such table" in result.stderr and "headroom db upgrade" in result.stderr
     assert "Traceback" not in result.output
+
+
+def _run_csv(path: Path, tmp_path: Path, *extra: str) -> Result:
+    return CliRunner().invoke(app, [
+        "run", "--csv", str(path), "--no-store", "--step", "10m", "--history", "3d",
+        "--method", "persistence", "--workers", "1", "--state-dir", str(tmp_path / "s"),
+        *extra])
+
+
+def _dirty_csv(path: Path) -> Path:
+    """Model 'x' clean; 'y' with a NaN, a text value, a negative value and two swapped rows."""
+    trace = long_csv(path, {"x": diurnal(2, 600), "y": diurnal(2, 600, seed=5)}, 600)
+    lines = trace.read_text().splitlines()
+    y = [i for i, line in enumerate(lines) if ",y," in line]
+    for k, bad in zip(y[10:13], ("nan", "busy", "-4.5"), strict=True):
+        lines[k] = lines[k].rsplit(",", 1)[0] + "," + bad
+    lines[y[20]], lines[y[21]] = lines[y[21]], lines[y[20]]
+    trace.write_text("\n".join(lines) + "\n")
+    return trace
+
+
+def test_forecast_run_refuses_a_csv_with_a_duplicate_timestamp_naming_file_series_and_time(
+        tmp_path: Path) -> None:
+    trace = long_csv(tmp_path / "t.csv", {"x": diurnal(1, 600), "y": diurnal(1, 600)}, 600)
+    lines = trace.read_text().splitlines()
+    y = [line for line in lines if ",y," in line]
+    trace.write_text("\n".join([*lines, y[5]]) + "\n")
+    result = _run_csv(trace, tmp_path)
+    assert result.exit_code == 2
+    assert (f"{trace}: series 'y': duplicate timestamp 2025-03-03T00:50:00+00:00 "
+            "(1 duplicate(s))") in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_forecast_run_reports_every_cleaned_csv_row_as_a_warning_of_its_model(
+        tmp_path: Path) -> None:
+    result = _run_csv(_dirty_csv(tmp_path / "t.csv"), tmp_path, "--json")
+    assert result.exit_code == 0, result.output
+    per_model = json.loads(result.stdout)["per_model"]
+    assert per_model["x"]["warnings"] == []
+    assert per_model["y"]["warnings"] == ["timestamps were out of order (sorted)",
+                                          "2 non-numeric/NaN value(s) treated as missing",
+                                          "1 negative value(s) clipped to 0"]
+    assert "warning: model 'y': 1 negative value(s) clipped to 0" in result.stderr
+
+
+def test_forecast_run_shows_csv_cleaning_warnings_beside_the_table(tmp_path: Path) -> None:
+    result = _run_csv(_dirty_csv(tmp_path / "t.csv"), tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "warning: model 'y': 2 non-numeric/NaN value(s) treated as missing" in result.stderr
+    assert "model 'x'" not in result.stderr
+
+
+def test_a_clean_csv_forecasts_the_same_with_or_without_a_dirty_neighbour(
+        tmp_path: Path) -> None:
+    clean = long_csv(tmp_path / "c.csv", {"x": diurnal(2, 600)}, 600)
+    alone = json.loads(_run_csv(clean, tmp_path, "--json").stdout)["per_model"]["x"]
+    beside = json.loads(_run_csv(_dirty_csv(tmp_path / "d.csv"), tmp_path,
+                                 "--json").stdout)["per_model"]["x"]
+    assert alone == beside
+
+
+def test_a_csv_model_with_only_negative_values_fails_instead_of_forecasting_zero(
+        tmp_path: Path) -> None:
+    trace = long_csv(tmp_path / "t.csv", {"x": diurnal(1, 600), "neg": -diurnal(1, 600)}, 600)
+    result = _run_csv(trace, tmp_path, "--json")
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert list(doc["per_model"]) == ["x"]
+    assert "no usable (finite, non-negative) value" in doc["failed"]["neg"]
+    assert "144 negative value(s) clipped to 0" in doc["failed"]["neg"]
+
