@@ -16,7 +16,9 @@ Fallbacks are per model and recorded in ``Forecast.fallback_reason``: ``short_hi
 forecast as stale.
 
 Warnings are per model too (``JobReport.warnings``): what the source cleaned (a source with
-``read_history`` reports e.g. ``3 negative value(s) clipped to 0``).
+``read_history`` reports e.g. ``3 negative value(s) clipped to 0``), and ``stale_history`` when
+the newest observation is more than ``stale_after_s(step)`` = max(1 h, 3 steps) older than the
+forecast time -- the same limit behind the forecaster's ``stale_observations`` fallback.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from forecaster.api import forecast, n_targets
+import numpy as np
+
+from forecaster.api import forecast, n_targets, stale_after_s
 from forecaster.calibrate import fitted_leads
 from forecaster.errors import ForecasterError
 from forecaster.features import History
@@ -178,8 +182,9 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
             got = _fetch(source, model, since_at, until_at, config.step_s)
             tasks.append(ModelTask(got.series, config.horizon_s, config.method, config.settings,
                                    config.state_dir))
-            if got.warnings:
-                warnings[model] = got.warnings
+            stale = stale_history(got.series, now)
+            if got.warnings or stale:
+                warnings[model] = got.warnings + ((stale,) if stale else ())
         except (ForecasterError, OSError, ValueError) as exc:
             failed[model] = f"history unavailable: {exc}"
         if on_progress:
@@ -209,6 +214,23 @@ def _fetch(source: HistorySource, model: str, since_at: datetime, until_at: date
     if isinstance(source, ReportingHistorySource):
         return source.read_history(model, since_at, until_at, step_s)
     return SourcedSeries(source.rate_history(model, since_at, until_at, step_s))
+
+
+def stale_history(series: TrafficSeries, now: datetime) -> str:
+    """``stale_history: ...`` when the newest observation of ``series`` is more than
+    ``stale_after_s(step)`` before ``now`` (or there is none), else ''."""
+    values = np.asarray(series.values, dtype=np.float64)
+    observed = np.flatnonzero(np.isfinite(values))
+    if not observed.size:
+        return (f"stale_history: no sample between {series.start_at.isoformat()} and "
+                f"{series.end_at.isoformat()}")
+    last_at = series.start_at + timedelta(seconds=int(observed[-1]) * series.step_s)
+    age_s = (now - last_at).total_seconds()
+    limit_s = stale_after_s(series.step_s)
+    if age_s <= limit_s:
+        return ""
+    return (f"stale_history: last sample {age_s / 3600:.1f} h before the forecast time "
+            f"(at {last_at.isoformat()}; limit {limit_s / 3600:g} h)")
 
 
 def _compute_all(tasks: list[ModelTask], workers: int,

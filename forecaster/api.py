@@ -77,5 +77,10 @@ def _age_s(h: History, step_s: int) -> float:
     return float((h.size - 1 - valid[-1]) * step_s) if valid.size else math.inf
 
 
+def stale_after_s(step_s: int) -> int:
+    """Age of the newest observation beyond which a series is stale: max(1 h, 3 steps)."""
+    return max(3600, 3 * step_s)
+
+
 def _staleness(h: History, step_s: int) -> str:
-    return "stale_observations" if _age_s(h, step_s) > max(3600, 3 * step_s) else ""
+    return "stale_observations" if _age_s(h, step_s) > stale_after_s(step_s) else ""

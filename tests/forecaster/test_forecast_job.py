@@ -16,7 +16,7 @@ from controlplane.forecast_job import JobConfig, Shard, run_job
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
 from forecaster.types import TrafficSeries
-from tests.forecaster.builders import diurnal, long_csv
+from tests.forecaster.builders import START, diurnal, long_csv
 
 NOW = datetime(2025, 3, 6, 12, 0, tzinfo=UTC)
 MODELS = [m.name for m in DEMO_MODELS]
@@ -204,3 +204,32 @@ def test_a_csv_model_with_only_negative_values_fails_instead_of_forecasting_zero
     assert "no usable (finite, non-negative) value" in doc["failed"]["neg"]
     assert "144 negative value(s) clipped to 0" in doc["failed"]["neg"]
 
+
+def test_a_csv_series_that_ended_72_hours_before_the_origin_is_flagged_stale(
+        tmp_path: Path) -> None:
+    trace = long_csv(tmp_path / "t.csv", {"x": diurnal(2, 600)}, 600)
+    at = (START + timedelta(days=2) + timedelta(hours=72)).isoformat()
+    result = _run_csv(trace, tmp_path, "--history", "7d", "--at", at, "--json")
+    assert result.exit_code == 0, result.output
+    warnings = json.loads(result.stdout)["per_model"]["x"]["warnings"]
+    assert len(warnings) == 1
+    assert warnings[0].startswith("stale_history: last sample 72.2 h before the forecast time")
+    assert "warning: model 'x': stale_history" in result.stderr
+
+
+def test_a_csv_read_up_to_its_last_row_is_not_stale(tmp_path: Path) -> None:
+    trace = long_csv(tmp_path / "t.csv", {"x": diurnal(2, 600)}, 600)
+    doc = json.loads(_run_csv(trace, tmp_path, "--json").stdout)
+    assert doc["per_model"]["x"]["warnings"] == []
+
+
+def test_a_store_model_whose_data_stopped_days_ago_is_flagged_stale(sqlite_url: str) -> None:
+    store = filled_store(sqlite_url, days=0.5)
+    later = NOW + timedelta(days=3)
+    report = run_job(store, None, later, JobConfig(method="persistence", history_s=5 * 86_400))
+    assert sorted(report.warnings) == sorted(MODELS)
+    assert all(w == ("stale_history: last sample 72.0 h before the forecast time "
+                     f"(at {(NOW - timedelta(minutes=1)).isoformat()}; limit 1 h)",)
+               for w in report.warnings.values())
+    fresh = run_job(store, None, NOW, JobConfig(method="persistence", history_s=43_200))
+    assert fresh.warnings == {}
