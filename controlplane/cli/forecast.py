@@ -230,10 +230,10 @@ def run(
     """Refresh forecasts for every model (or one shard) and store them.
 
     Bad input is reported per model, never a silent zero: a CSV with a repeated timestamp is
-    refused (exit 2); NaN/text, negative and out-of-order CSV rows, and a newest sample more
-    than max(1 h, 3 steps) before the forecast time (stale_history) are warnings per model
-    (stderr, and per_model.warnings with --json); a model without one usable sample gets no
-    forecast and is listed as failed (exit 1).
+    refused (exit 2); NaN/text, negative and out-of-order rows, negative Prometheus values, and
+    a newest sample more than max(1 h, 3 steps) before the forecast time (stale_history) are
+    warnings per model (stderr, and per_model.warnings with --json); a model without one usable
+    sample gets no forecast and is listed as failed (exit 1).
     """
     try:
         settings = load_settings(config)

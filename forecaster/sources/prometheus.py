@@ -5,7 +5,8 @@ Presets: ``triton`` (``nv_inference_request_success``, label ``model``), ``vllm`
 placeholder. Long ranges are split into chunks below Prometheus' 11,000-points-per-series
 limit. Samples land on the query grid; a step without a sample is a gap (NaN), never zero.
 Failures raise ``SourceError`` naming the URL, model and query: unreachable, rejected query,
-or no data.
+no data, or no usable value (every sample NaN or negative). Negative step values are clipped to
+0 and NaN/Inf samples are gaps, both counted in ``read_history``'s warnings.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 
 from forecaster.errors import SourceError
-from forecaster.types import TrafficSeries
+from forecaster.types import SourcedSeries, TrafficSeries
 
 MAX_POINTS = 10_000
 
@@ -88,26 +89,45 @@ class PrometheusSource:
 
     def rate_history(self, model: str, since_at: datetime, until_at: datetime,
                      step_s: int) -> TrafficSeries:
-        """Values on the grid since_at, since_at + step, ... (< until_at)."""
+        return self.read_history(model, since_at, until_at, step_s).series
+
+    def read_history(self, model: str, since_at: datetime, until_at: datetime,
+                     step_s: int) -> SourcedSeries:
+        """Values on the grid since_at, since_at + step, ... (< until_at) and what was cleaned:
+        the samples of one step are summed (several series), NaN/Inf samples are missing and a
+        negative step value is clipped to 0, both counted in the warnings. A range without one
+        usable (finite, non-negative) value raises ``SourceError``, never a zero series."""
         steps = max(0, math.ceil((until_at - since_at).total_seconds() / step_s))
-        values = [math.nan] * steps
+        sums = [math.nan] * steps
         query = self.query_for(model)
-        seen = 0
+        nonfinite = 0
         for lo in range(0, steps, MAX_POINTS):
             hi = min(steps, lo + MAX_POINTS)
             start = since_at + timedelta(seconds=lo * step_s)
             end = since_at + timedelta(seconds=(hi - 1) * step_s)
             for ts, value in self._range(model, query, start, end, step_s):
                 i = round((ts - since_at.timestamp()) / step_s)
-                if 0 <= i < steps and math.isfinite(value):
-                    values[i] = max(0.0, value) if math.isnan(values[i]) else values[i] + value
-                    seen += 1
-        if seen == 0:
+                if not 0 <= i < steps:
+                    continue
+                if not math.isfinite(value):
+                    nonfinite += 1
+                    continue
+                sums[i] = value if math.isnan(sums[i]) else sums[i] + value
+        clipped = sum(1 for v in sums if v < 0)
+        values = tuple(max(0.0, v) if not math.isnan(v) else v for v in sums)
+        problems = [f"{n} {what}" for n, what in ((clipped, "negative value(s) clipped to 0"),
+                                                 (nonfinite, "NaN/Inf sample(s) treated as "
+                                                             "missing")) if n]
+        window = f"between {since_at.isoformat()} and {until_at.isoformat()}"
+        if all(math.isnan(v) for v in sums) and not nonfinite:
             raise SourceError(f"Prometheus at {self.url} returned no data for model {model!r} "
-                              f"between {since_at.isoformat()} and {until_at.isoformat()} "
-                              f"(query {query})")
-        return TrafficSeries(series_id=model, step_s=step_s, start_at=since_at,
-                             values=tuple(values))
+                              f"{window} (query {query})")
+        if clipped == sum(1 for v in sums if not math.isnan(v)):
+            raise SourceError(f"Prometheus at {self.url} returned no usable (finite, "
+                              f"non-negative) value for model {model!r} {window}: "
+                              f"{'; '.join(problems)} (query {query})")
+        series = TrafficSeries(series_id=model, step_s=step_s, start_at=since_at, values=values)
+        return SourcedSeries(series, tuple(problems))
 
     def _range(self, model: str, query: str, start: datetime, end: datetime,
                step_s: int) -> list[tuple[float, float]]:

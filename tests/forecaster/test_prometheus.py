@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -41,13 +42,20 @@ def gauge(model: str) -> list[tuple[float, float]]:
             if not GAP[0] <= t < GAP[1]]
 
 
+def dip() -> list[tuple[float, float]]:
+    """m2's gauge with the last three samples of the first hour negative."""
+    return [(t, -1.0 if START + 57 * 60 <= t < START + 3600 else v) for t, v in gauge("m2")]
+
+
 @pytest.fixture(scope="module")
 def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     families = [
         Family("nv_inference_request_success",
                {'model="m1",version="1"': counter("m1"), 'model="m2",version="1"': counter("m2")}),
         Family("vllm:request_success_total", {'model_name="llama"': counter("m1")}),
-        Family("headroom_test_rate", {'model="m1"': gauge("m1"), 'model="m2"': gauge("m2")}),
+        Family("headroom_test_rate", {'model="m1"': gauge("m1"), 'model="m2"': gauge("m2"),
+                                      'model="neg"': [(t, -v) for t, v in gauge("m1")],
+                                      'model="dip"': dip()}),
     ]
     with prometheus(tmp_path_factory.mktemp("prom"), families) as url:
         yield url
@@ -129,3 +137,42 @@ def test_forecast_run_with_prometheus_down_exits_2_with_one_line(tmp_path: Path)
     assert result.exit_code == 2
     assert f"Prometheus at {url} is unreachable" in result.output
     assert "Traceback" not in result.output
+
+
+GAUGE = 'headroom_test_rate{model="{model}"}'
+
+
+def test_negative_samples_are_clipped_with_a_warning_naming_how_many(prom_url: str) -> None:
+    src = PrometheusSource(prom_url, query=GAUGE, models=["dip"])
+    got = src.read_history("dip", at(START), at(START + 3600), 60)
+    assert got.warnings == ("3 negative value(s) clipped to 0",)
+    assert got.series.values[57:] == (0.0, 0.0, 0.0)
+    assert got.series.values[56] == pytest.approx(round(true_rate("m2", START + 56 * 60), 3))
+
+
+def test_forecast_run_gives_a_model_with_only_negative_samples_no_forecast_not_a_zero(
+        prom_url: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, [
+        "run", "--prometheus-url", prom_url, "--query", GAUGE, "--models", "neg,m1",
+        "--no-store", "--json", "--method", "persistence", "--history", "2h", "--workers", "1",
+        "--at", at(END).isoformat(), "--state-dir", str(tmp_path / "state")])
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert list(doc["per_model"]) == ["m1"] and doc["per_model"]["m1"]["warnings"] == []
+    assert "returned no usable (finite, non-negative) value for model 'neg'" in \
+        doc["failed"]["neg"]
+    assert "negative value(s) clipped to 0" in doc["failed"]["neg"]
+    assert "warning: model 'neg'" in result.stderr
+
+
+def test_forecast_run_flags_a_model_whose_data_ended_three_days_ago_as_stale(
+        prom_url: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, [
+        "run", "--prometheus-url", prom_url, "--query", GAUGE, "--models", "m2",
+        "--no-store", "--json", "--method", "persistence", "--history", "4d", "--workers", "1",
+        "--at", at(END + 72 * 3600).isoformat(), "--state-dir", str(tmp_path / "state")])
+    assert result.exit_code == 0, result.output
+    (warning,) = json.loads(result.stdout)["per_model"]["m2"]["warnings"]
+    assert re.fullmatch(r"stale_history: last sample 7[12]\.\d h before the forecast time "
+                        r"\(at .*; limit 1 h\)", warning), warning
+    assert "warning: model 'm2': stale_history: last sample" in result.stderr
