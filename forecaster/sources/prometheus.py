@@ -5,8 +5,9 @@ Presets: ``triton`` (``nv_inference_request_success``, label ``model``), ``vllm`
 placeholder. Long ranges are split into chunks below Prometheus' 11,000-points-per-series
 limit. Samples land on the query grid; a step without a sample is a gap (NaN), never zero.
 Failures raise ``SourceError`` naming the URL, model and query: unreachable, rejected query,
-no data, or no usable value (every sample NaN or negative). Negative step values are clipped to
-0 and NaN/Inf samples are gaps, both counted in ``read_history``'s warnings.
+unexpected response (not JSON, or not the shape the Prometheus API documents), no data, or no
+usable value (every sample NaN or negative). Negative step values are clipped to 0 and NaN/Inf
+samples are gaps, both counted in ``read_history``'s warnings.
 """
 
 from __future__ import annotations
@@ -76,16 +77,23 @@ class PrometheusSource:
             return list(self.models)
         if self.preset is None:
             raise SourceError("a custom PromQL query needs an explicit model list (--models)")
+        endpoint = f"{self.url}/api/v1/label/{self.preset.label}/values"
         try:
-            names = self.client.get_label_values(self.preset.label,
-                                                 params={"match[]": self.preset.metric})
+            names: object = self.client.get_label_values(self.preset.label,
+                                                         params={"match[]": self.preset.metric})
+        except (requests.JSONDecodeError, KeyError, TypeError) as exc:
+            raise SourceError(f"Prometheus at {self.url}: unexpected response to the label query "
+                              f"{endpoint} ({_not_api(exc)})") from exc
         except (requests.RequestException, PrometheusApiClientException) as exc:
             raise SourceError(f"Prometheus at {self.url} is unreachable or refused the "
                               f"label query: {_short(exc)}") from exc
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise SourceError(f"Prometheus at {self.url}: unexpected response to the label query "
+                              f"{endpoint} (expected a list of names, got {_shape(names)})")
         if not names:
             raise SourceError(f"Prometheus at {self.url} has no series of "
                               f"{self.preset.metric!r}; nothing to forecast")
-        return sorted(str(n) for n in names)
+        return sorted(names)
 
     def rate_history(self, model: str, since_at: datetime, until_at: datetime,
                      step_s: int) -> TrafficSeries:
@@ -132,22 +140,65 @@ class PrometheusSource:
     def _range(self, model: str, query: str, start: datetime, end: datetime,
                step_s: int) -> list[tuple[float, float]]:
         try:
-            result = self.client.custom_query_range(query, start_time=start, end_time=end,
-                                                    step=f"{step_s}s")
+            result: object = self.client.custom_query_range(query, start_time=start,
+                                                            end_time=end, step=f"{step_s}s")
+        except (requests.JSONDecodeError, KeyError, TypeError) as exc:
+            raise SourceError(f"Prometheus at {self.url}: unexpected response to the range "
+                              f"query for model {model!r} ({_not_api(exc)}): {query}") from exc
         except requests.RequestException as exc:
             raise SourceError(f"Prometheus at {self.url} is unreachable ({_short(exc)}); "
                               f"no history for model {model!r}") from exc
         except PrometheusApiClientException as exc:
             raise SourceError(f"Prometheus at {self.url} rejected the query for model "
                               f"{model!r}: {query} ({_short(exc)})") from exc
-        out: list[tuple[float, float]] = []
-        for series in result or []:
-            for ts, raw in series.get("values", []):
-                try:
-                    out.append((float(ts), float(raw)))
-                except (TypeError, ValueError):
-                    continue
-        return out
+        try:
+            return matrix_samples(result)
+        except ValueError as exc:
+            raise SourceError(f"Prometheus at {self.url}: unexpected response to the range "
+                              f"query for model {model!r} ({exc}): {query}") from exc
+
+
+def matrix_samples(result: object) -> list[tuple[float, float]]:
+    """(unix seconds, value) of every sample of a range query's ``data.result`` (a list of
+    ``{"metric": ..., "values": [[ts, "value"], ...]}``); ``"NaN"``/``"+Inf"`` stay non-finite.
+    Anything else raises ``ValueError`` saying what was wrong."""
+    if result is None:
+        return []
+    if not isinstance(result, list):
+        raise ValueError(f"result is {_shape(result)}, expected a list of series")
+    out: list[tuple[float, float]] = []
+    for series in result:
+        if not isinstance(series, dict):
+            raise ValueError(f"a series is {_shape(series)}, expected an object")
+        values = series.get("values", [])
+        if not isinstance(values, list):
+            raise ValueError(f"a series' values are {_shape(values)}, expected a list of "
+                             "[time, value] pairs")
+        for point in values:
+            if not isinstance(point, list | tuple) or len(point) != 2:
+                raise ValueError(f"sample {_clip(point)} is not a [time, value] pair")
+            ts, raw = point
+            try:
+                out.append((float(ts), float(raw)))
+            except (TypeError, ValueError):
+                raise ValueError(f"sample {_clip(point)} is not a number") from None
+    return out
+
+
+def _not_api(exc: Exception) -> str:
+    if isinstance(exc, requests.JSONDecodeError):
+        return f"not JSON: {_short(exc)}"
+    return f"not a Prometheus API reply: {type(exc).__name__} {_short(exc)}"
+
+
+def _shape(value: object) -> str:
+    kinds = {dict: "a JSON object", list: "a JSON list", str: "a string", type(None): "null"}
+    return f"{kinds.get(type(value), type(value).__name__)} {_clip(value)}"
+
+
+def _clip(value: object, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _short(exc: BaseException) -> str:

@@ -1,0 +1,194 @@
+"""The Prometheus source against a tiny local HTTP server that answers 200 with bodies a real
+Prometheus never sends: each is a one-line ``unexpected response`` naming the URL and query,
+never "unreachable", a Python error text or invented model names."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from controlplane.cli.forecast import app
+from forecaster.errors import SourceError
+from forecaster.sources.prometheus import PrometheusSource
+
+UNTIL = datetime(2025, 3, 6, 12, 0, tzinfo=UTC)
+SINCE = UNTIL - timedelta(hours=1)
+
+
+class FakePrometheus:
+    """Answers every label query with ``labels`` and every range query with ``matrix``
+    (raw bytes, or anything JSON-serialisable), always with status 200."""
+
+    def __init__(self) -> None:
+        self.labels: Any = {"status": "success", "data": ["m1"]}
+        self.matrix: Any = {"status": "success", "data": {"resultType": "matrix", "result": []}}
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def do_GET(self) -> None:
+                self.reply()
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.reply()
+
+            def reply(self) -> None:
+                payload = fake.labels if "/api/v1/label/" in self.path else fake.matrix
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def serve_values(self, values: Any) -> None:
+        self.matrix = {"status": "success",
+                       "data": {"resultType": "matrix", "result": [{"metric": {},
+                                                                    "values": values}]}}
+
+
+@pytest.fixture
+def fake() -> Iterator[FakePrometheus]:
+    server = FakePrometheus()
+    try:
+        yield server
+    finally:
+        server.httpd.shutdown()
+        server.httpd.server_close()
+
+
+def grid(value: str, n: int = 60) -> list[list[object]]:
+    return [[SINCE.timestamp() + 60 * i, value] for i in range(n)]
+
+
+def read(fake: FakePrometheus) -> SourceError:
+    src = PrometheusSource(fake.url, preset="triton", models=["m1"], timeout_s=5)
+    with pytest.raises(SourceError) as caught:
+        src.rate_history("m1", SINCE, UNTIL, 60)
+    return caught.value
+
+
+def test_a_label_reply_that_is_an_object_is_an_unexpected_response_not_model_names(
+        fake: FakePrometheus) -> None:
+    fake.labels = {"status": "success", "data": {"resultType": "matrix", "result": []}}
+    with pytest.raises(SourceError) as caught:
+        PrometheusSource(fake.url, preset="triton").model_names()
+    message = str(caught.value)
+    assert message.startswith(f"Prometheus at {fake.url}: unexpected response to the label "
+                              f"query {fake.url}/api/v1/label/model/values (expected a list of "
+                              "names, got a JSON object")
+    assert "\n" not in message
+
+
+def test_forecast_run_with_an_object_for_label_values_exits_2_without_inventing_models(
+        fake: FakePrometheus, tmp_path: Path) -> None:
+    fake.labels = {"status": "success", "data": {"resultType": "matrix", "result": []}}
+    result = CliRunner().invoke(app, ["run", "--prometheus-url", fake.url, "--no-store",
+                                      "--json", "--state-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "unexpected response to the label query" in result.stderr
+    assert result.stdout == "" and "Traceback" not in result.output
+
+
+def test_a_non_json_label_reply_is_an_unexpected_response_not_unreachable(
+        fake: FakePrometheus) -> None:
+    fake.labels = b"<html>hello, not json"
+    with pytest.raises(SourceError, match=r"unexpected response to the label query .* \(not "
+                                          r"JSON: Expecting value") as caught:
+        PrometheusSource(fake.url, preset="triton").model_names()
+    assert "unreachable" not in str(caught.value)
+
+
+def test_a_non_json_range_reply_is_an_unexpected_response_naming_the_query(
+        fake: FakePrometheus) -> None:
+    fake.matrix = b"<html>hello, not json"
+    message = str(read(fake))
+    assert message.startswith(f"Prometheus at {fake.url}: unexpected response to the range "
+                              "query for model 'm1' (not JSON")
+    assert message.endswith('sum(rate(nv_inference_request_success{model="m1"}[2m]))')
+    assert "unreachable" not in message
+
+
+def test_a_json_reply_without_data_is_an_unexpected_response(fake: FakePrometheus) -> None:
+    fake.matrix = {"status": "success"}
+    assert "unexpected response to the range query for model 'm1' (not a Prometheus API " \
+           "reply: KeyError 'data')" in str(read(fake))
+
+
+def test_values_that_are_not_a_list_are_an_unexpected_response_not_python_text(
+        fake: FakePrometheus) -> None:
+    fake.serve_values("oops")
+    message = str(read(fake))
+    assert "unexpected response to the range query for model 'm1' (a series' values are a " \
+           "string 'oops', expected a list of [time, value] pairs)" in message
+    assert "unpack" not in message
+
+
+def test_a_sample_without_a_value_is_an_unexpected_response_not_python_text(
+        fake: FakePrometheus) -> None:
+    fake.serve_values([[SINCE.timestamp()]])
+    message = str(read(fake))
+    assert f"(sample [{SINCE.timestamp()}] is not a [time, value] pair)" in message
+    assert "not enough values to unpack" not in message
+
+
+def test_a_text_sample_is_an_unexpected_response(fake: FakePrometheus) -> None:
+    fake.serve_values(grid("busy"))
+    assert f"(sample [{SINCE.timestamp()}, 'busy'] is not a number)" in str(read(fake))
+
+
+def test_forecast_run_lists_a_malformed_reply_as_a_one_line_failure(
+        fake: FakePrometheus, tmp_path: Path) -> None:
+    fake.serve_values("oops")
+    result = CliRunner().invoke(app, ["run", "--prometheus-url", fake.url, "--no-store",
+                                      "--json", "--at", UNTIL.isoformat(), "--history", "1h",
+                                      "--state-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    why = json.loads(result.stdout)["failed"]["m1"]
+    assert why.startswith(f"history unavailable: Prometheus at {fake.url}: unexpected response")
+    assert "\n" not in why
+
+
+def test_only_nan_samples_are_no_usable_value_not_a_zero_forecast(fake: FakePrometheus) -> None:
+    fake.serve_values(grid("NaN"))
+    assert "returned no usable (finite, non-negative) value for model 'm1'" in str(read(fake))
+    assert "60 NaN/Inf sample(s) treated as missing" in str(read(fake))
+
+
+def test_only_negative_samples_are_no_usable_value_not_a_zero_forecast(
+        fake: FakePrometheus) -> None:
+    fake.serve_values(grid("-3"))
+    message = str(read(fake))
+    assert "returned no usable (finite, non-negative) value for model 'm1'" in message
+    assert "60 negative value(s) clipped to 0" in message
+
+
+def test_some_negative_samples_are_clipped_with_a_warning(fake: FakePrometheus) -> None:
+    fake.serve_values(grid("5", 57) + [[SINCE.timestamp() + 60 * i, "-2"] for i in (57, 58, 59)])
+    got = PrometheusSource(fake.url, models=["m1"]).read_history("m1", SINCE, UNTIL, 60)
+    assert got.warnings == ("3 negative value(s) clipped to 0",)
+    assert got.series.values == (5.0,) * 57 + (0.0,) * 3
+
+
+def test_valid_samples_carry_no_warning(fake: FakePrometheus) -> None:
+    fake.serve_values(grid("5"))
+    got = PrometheusSource(fake.url, models=["m1"]).read_history("m1", SINCE, UNTIL, 60)
+    assert got.warnings == () and got.series.values == (5.0,) * 60
