@@ -5,10 +5,9 @@ never "unreachable", a Python error text or invented model names."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from typer.testing import CliRunner
 from controlplane.cli.forecast import app
 from forecaster.errors import SourceError
 from forecaster.sources.prometheus import PrometheusSource
+from tests.httpstub import send_json, serve
 
 UNTIL = datetime(2025, 3, 6, 12, 0, tzinfo=UTC)
 SINCE = UNTIL - timedelta(hours=1)
@@ -46,14 +46,9 @@ class FakePrometheus:
             def reply(self) -> None:
                 payload = fake.labels if "/api/v1/label/" in self.path else fake.matrix
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, 200, data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True).start()
+        self.httpd = serve(Handler)
 
     @property
     def url(self) -> str:

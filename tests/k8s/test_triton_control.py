@@ -4,15 +4,15 @@ Triton's model-repository endpoints on 127.0.0.1."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
 from controlplane.adapters.k8s.triton import TritonModelControl
 from controlplane.domain.errors import TransientError
+from tests.httpstub import send_json, serve
 
 
 class FakeTriton:
@@ -35,15 +35,9 @@ class FakeTriton:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 code, payload = fake.handle(self.path, body)
-                data = json.dumps(payload).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, code, json.dumps(payload).encode())
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True).start()
+        self.httpd = serve(Handler)
 
     @property
     def url(self) -> str:
