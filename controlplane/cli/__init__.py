@@ -20,6 +20,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from controlplane.adapters.clock import WallClock
 from controlplane.cli.cost import app as cost_app
 from controlplane.cli.forecast import app as forecast_app
+from controlplane.cli.helptext import reflowed
 from controlplane.cli.placement import app as placement_app
 from controlplane.cli.simulate import simulate_command
 from controlplane.cli.streams import stdout_to_stderr
@@ -36,7 +37,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(placement_app, name="placement")
 app.add_typer(forecast_app, name="forecast")
 app.add_typer(cost_app, name="cost")
-app.command("simulate")(simulate_command)
+app.command("simulate")(reflowed(simulate_command))
 
 console = Console(stderr=True)
 ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file",
@@ -76,6 +77,7 @@ def db_downgrade(revision: Annotated[str, typer.Argument(help="target revision, 
 
 
 @app.command()
+@reflowed
 def demo(
     minutes: Annotated[float | None, typer.Option(help="simulated minutes to run, then stop",
                                                   min=0)] = None,

@@ -27,6 +27,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.adapters.clock import WallClock
 from controlplane.cli.backtest_notes import unscored_notes
+from controlplane.cli.helptext import reflowed
 from controlplane.cli.paths import check_output_path, write_atomically
 from controlplane.forecast_job import HistorySource, JobConfig, JobReport, Shard, run_job
 from controlplane.settings import ConfigError, load_settings
@@ -196,6 +197,7 @@ def _f(value: float | None, digits: int = 1) -> str:
 
 
 @app.command("run")
+@reflowed
 def run(
     config: Annotated[Path | None, typer.Option("--config", "-c",
                                                 help="YAML settings (store URL, forecast)")] = None,

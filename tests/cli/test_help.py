@@ -40,3 +40,23 @@ def test_root_help_shows_each_command_on_one_line_of_a_wide_terminal() -> None:
     names = [row.split()[0] for row in rows]
     assert names == ["simulate", "demo", "serve", "dashboard", "db", "placement", "forecast",
                      "cost"]
+
+
+def test_no_help_paragraph_keeps_the_source_line_breaks() -> None:
+    for name, command in _commands(typer.main.get_group(app)).items():
+        for paragraph in (command.help or "").split("\n\n"):
+            assert "\n" not in paragraph.strip(), f"{name}: ragged help {paragraph[:60]!r}"
+
+
+def test_a_long_help_paragraph_wraps_to_the_terminal_width() -> None:
+    result = CliRunner().invoke(app, ["forecast", "run", "--help"], env={"COLUMNS": "100"},
+                                terminal_width=100)
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "a CSV with a repeated timestamp is refused (exit 2)" in text
+    lines = [line.strip() for line in result.output.splitlines()]
+    start = next(i for i, line in enumerate(lines) if line.startswith("Bad input is reported"))
+    # a paragraph of ~370 characters fills whole lines of a 100-column terminal: four or five
+    # lines, not the six of the docstring's source wrapping plus Rich's re-wrapping of each
+    assert len(lines[start]) > 90
+    assert lines[start + 5] == ""
