@@ -17,7 +17,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from sqlalchemy import Engine
 
@@ -92,12 +91,6 @@ def csv_text(rows: Iterable[Mapping[str, str]]) -> str:
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()
-
-
-def write_csv(rows: Sequence[Mapping[str, str]], path: Path) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(csv_text(rows), encoding="utf-8")
-    return len(rows)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """``headroom cost export``: showback per day, tenant, model and category as an OpenCost-style
 CSV (see ``controlplane.cost_export``). Times default to the store's own clock (the last tick), so
-a simulated demo store exports its simulated days."""
+a simulated demo store exports its simulated days. The window never reaches past the store's
+ticks: before the first and after the last one nothing was recorded."""
 
 from __future__ import annotations
 
@@ -10,10 +11,16 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from sqlalchemy import Engine, inspect
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from controlplane import cost_export, cost_reader
-from controlplane.settings import load_settings
-from controlplane.store import Store
+from controlplane.cli.paths import check_output_path, write_atomically
+from controlplane.settings import ConfigError, load_settings
+from controlplane.store import Store, StoreUnavailable
+from controlplane.store.engine import redact
+from forecaster.errors import InputError
 
 app = typer.Typer(help="Cost model: showback and OpenCost-compatible CSV export.",
                   no_args_is_help=True)
@@ -25,6 +32,11 @@ def cost() -> None:
     """Cost model: showback and OpenCost-compatible CSV export."""
 
 
+def _fail(message: str) -> typer.Exit:
+    console.print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code=2)
+
+
 def _parse_at(value: str, option: str) -> datetime:
     try:
         parsed = datetime.fromisoformat(value)
@@ -33,32 +45,86 @@ def _parse_at(value: str, option: str) -> datetime:
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
+def _store_file(url: str) -> Path | None:
+    """The file of a SQLite store URL; None for a server database or an in-memory one."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None  # Store.open names the URL
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
+def _open_store(url: str, connect_timeout_s: float) -> Engine:
+    """The store's engine, read-only use: never creates a SQLite file or a schema."""
+    store_file = _store_file(url)
+    if store_file is not None and not store_file.is_file():
+        raise InputError(f"store {url}: no such database file")
+    engine = Store.open(url, connect_timeout_s).engine
+    if not inspect(engine).has_table("ticks"):
+        raise InputError(f"store {redact(url)} has no Headroom schema; run `headroom db upgrade` "
+                         "(or start `headroom demo`)")
+    return engine
+
+
+def _window(span: tuple[datetime, datetime], until: str | None,
+            days: float) -> tuple[datetime, datetime]:
+    """[since, until) of the export: ``days`` long, ending at ``until`` (default: just after the
+    last tick), inside the store's ticks."""
+    first_at, last_at = span
+    end_at = last_at + timedelta(seconds=1)
+    if until is not None:
+        until_at = _parse_at(until, "--until")
+        if until_at <= first_at:
+            raise InputError(f"--until {until}: at or before the store's first tick "
+                             f"({first_at:%Y-%m-%d %H:%M:%S} UTC); nothing to export")
+        end_at = min(end_at, until_at)
+    return max(first_at, end_at - timedelta(days=days)), end_at
+
+
 @app.command("export")
 def export(
     out: Annotated[Path, typer.Option("--out", "-o", help="CSV file to write")],
     config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file")]
     = None,
-    until: Annotated[str | None, typer.Option(help="end (ISO-8601, UTC); default: last tick")]
-    = None,
-    days: Annotated[float, typer.Option(help="length of the window in days", min=0.001)] = 7.0,
-    step_s: Annotated[float, typer.Option(help="sampling step of the plan in force", min=1.0)]
-    = 60.0,
+    until: Annotated[str | None, typer.Option(
+        help="end (ISO-8601, UTC); default and latest: the last tick")] = None,
+    days: Annotated[float, typer.Option(help="length of the window in days", min=0.001,
+                                        max=3650.0)] = 7.0,
+    step_s: Annotated[float, typer.Option(help="sampling step of the plan in force", min=1.0,
+                                          max=86400.0)] = 60.0,
     warm_namespace: Annotated[str, typer.Option(help="namespace of warm-pool placeholders")]
     = "headroom",
 ) -> None:
     """Write the cost of every GPU, split by slice share to models and tenants, per UTC day."""
-    settings = load_settings(config)
-    engine = Store.open(settings.db.url, settings.db.connect_timeout_s).engine
-    span = cost_reader.time_span(engine)
-    if span is None:
-        console.print(f"store {settings.db.url} has no reconcile ticks yet; nothing to export")
-        raise typer.Exit(1)
-    until_at = _parse_at(until, "--until") if until else span[1] + timedelta(seconds=1)
-    since_at = max(span[0], until_at - timedelta(days=days))
-    result = cost_export.showback(engine, cost_reader.price_table(engine), since_at, until_at,
-                                  step_s)
+    try:
+        settings = load_settings(config)
+        url = settings.db.url
+        store_file = _store_file(url)
+        check_output_path(out, "--out", {
+            **({"the store (db.url)": store_file} if store_file is not None else {}),
+            **({"--config": config} if config is not None else {})})
+        engine = _open_store(url, settings.db.connect_timeout_s)
+        span = cost_reader.time_span(engine)
+        if span is None:
+            console.print(f"store {redact(url)} has no reconcile ticks yet; nothing to export")
+            raise typer.Exit(1)
+        since_at, until_at = _window(span, until, days)
+        result = cost_export.showback(engine, cost_reader.price_table(engine), since_at,
+                                      until_at, step_s)
+    except (ConfigError, StoreUnavailable, InputError) as error:
+        raise _fail(str(error)) from None
+    except SQLAlchemyError as error:
+        first = str(getattr(error, "orig", None) or error).splitlines()[0]
+        raise _fail(f"store {redact(url)}: {first} (is the schema current? run "
+                    "`headroom db upgrade`)") from None
     rows = cost_export.opencost_rows(result.accruals, result.requests, warm_namespace)
-    written = cost_export.write_csv(rows, out)
+    try:
+        write_atomically(out, lambda tmp: tmp.write_text(cost_export.csv_text(rows),
+                                                         encoding="utf-8"))
+    except OSError as error:
+        raise _fail(f"--out {out}: cannot write: {error.strerror or error}") from None
     total = sum(a.usd for a in result.accruals)
-    console.print(f"wrote {written} rows to {out}: {since_at:%Y-%m-%d %H:%M} .. "
+    console.print(f"wrote {len(rows)} rows to {out}: {since_at:%Y-%m-%d %H:%M} .. "
                   f"{until_at:%Y-%m-%d %H:%M} UTC, {result.samples} samples, ${total:,.2f}")

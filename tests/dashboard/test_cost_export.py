@@ -39,7 +39,7 @@ def test_csv_rows_carry_opencost_columns_tenants_and_idle(seeded: Seeded, tmp_pa
                                   seeded.end_at - timedelta(hours=2), seeded.end_at, 300)
     rows = cost_export.opencost_rows(result.accruals, result.requests)
     path = tmp_path / "showback.csv"
-    assert cost_export.write_csv(rows, path) == len(rows)
+    path.write_text(cost_export.csv_text(rows), encoding="utf-8")
     with path.open() as handle:
         reader = csv.DictReader(handle)
         header = reader.fieldnames or []
@@ -78,3 +78,105 @@ def test_cost_export_rejects_a_malformed_until_naming_the_option(
                                                 "--until", "soon"])
     assert result.exit_code == 2
     assert "--until" in result.output
+
+
+def _export(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cost_app, ["export", *args])
+    return result.exit_code, " ".join(result.output.split())
+
+
+def test_cost_export_refuses_to_overwrite_the_store_it_reads(
+        seeded: Seeded, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEADROOM_DB__URL", seeded.url)
+    store_file = Path(seeded.url.removeprefix("sqlite:///"))
+    before = store_file.read_bytes()
+    code, output = _export("--out", str(store_file))
+    assert code == 2
+    assert f"--out {store_file}: is the input file of the store (db.url)" in output
+    assert store_file.read_bytes() == before
+
+
+@pytest.mark.parametrize(("out", "expected"), [
+    ("dir", "--out {tmp}/dir: is a directory"),
+    ("file.txt/export.csv", "--out {tmp}/file.txt/export.csv: a parent of it is a file"),
+], ids=["a directory", "under a file"])
+def test_cost_export_names_an_out_path_it_cannot_write_before_reading_the_store(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, out: str,
+        expected: str) -> None:
+    monkeypatch.setenv("HEADROOM_DB__URL", seeded.url)
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "file.txt").write_text("keep me")
+    code, output = _export("--out", str(tmp_path / out))
+    assert code == 2
+    assert expected.format(tmp=tmp_path) in output
+    assert "Traceback" not in output
+    assert (tmp_path / "file.txt").read_text() == "keep me"
+
+
+def test_a_failed_cost_export_write_leaves_the_previous_file_as_it_was(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEADROOM_DB__URL", seeded.url)
+    out = tmp_path / "export.csv"
+    out.write_text("previous export\n")
+
+    def disk_full(_rows: object) -> str:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cost_export, "csv_text", disk_full)
+    code, output = _export("--out", str(out), "--days", "0.1", "--step-s", "600")
+    assert code == 2
+    assert f"--out {out}: cannot write: No space left on device" in output
+    assert out.read_text() == "previous export\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["export.csv"]
+
+
+def test_cost_export_refuses_an_until_before_the_first_tick_and_writes_nothing(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEADROOM_DB__URL", seeded.url)
+    out = tmp_path / "export.csv"
+    code, output = _export("--out", str(out), "--until", "2000-01-01")
+    assert code == 2
+    assert "--until 2000-01-01: at or before the store's first tick" in output
+    assert not out.exists()
+
+
+def test_cost_export_with_an_until_after_the_last_tick_stops_at_the_last_tick(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEADROOM_DB__URL", seeded.url)
+    default, later = tmp_path / "default.csv", tmp_path / "later.csv"
+    assert _export("--out", str(default), "--days", "0.1", "--step-s", "600")[0] == 0
+    code, output = _export("--out", str(later), "--days", "0.1", "--step-s", "600",
+                           "--until", "2099-01-01")
+    assert code == 0, output
+    assert "2099" not in output  # nothing is known after the last tick
+    assert later.read_text() == default.read_text()
+
+
+@pytest.mark.parametrize("option", ["--days", "--step-s"])
+def test_cost_export_refuses_an_unbounded_window_or_step_naming_the_option(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str) -> None:
+    monkeypatch.setenv("HEADROOM_DB__URL", seeded.url)
+    code, output = _export("--out", str(tmp_path / "x.csv"), option, "inf")
+    assert code == 2
+    assert f"Invalid value for '{option}'" in output
+
+
+def test_cost_export_of_a_missing_store_file_names_it_and_creates_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'typo.db'}"
+    monkeypatch.setenv("HEADROOM_DB__URL", url)
+    code, output = _export("--out", str(tmp_path / "x.csv"))
+    assert code == 2
+    assert f"store {url}: no such database file" in output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cost_export_of_a_store_without_schema_says_to_run_db_upgrade(
+        store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_engine(store_url).dispose()  # an empty database: no Headroom tables
+    monkeypatch.setenv("HEADROOM_DB__URL", store_url)
+    out = tmp_path / "x.csv"
+    code, output = _export("--out", str(out))
+    assert code == 2
+    assert "has no Headroom schema; run `headroom db upgrade`" in output
+    assert not out.exists()
