@@ -28,7 +28,7 @@ from controlplane.demo import Demo
 from controlplane.logsetup import setup_logging
 from controlplane.serve import ServeError
 from controlplane.settings import ConfigError, Settings, load_settings
-from controlplane.store import Store, StoreUnavailable, downgrade, upgrade
+from controlplane.store import MigrationError, Store, StoreUnavailable, downgrade, upgrade
 
 app = typer.Typer(help="Headroom: forecast, pack and actuate GPU inference fleets.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
@@ -193,6 +193,6 @@ def main() -> None:
     """Console-script entry: map expected errors to one line and exit code 2."""
     try:
         app()
-    except (ConfigError, StoreUnavailable, UsageError, ServeError) as error:
+    except (ConfigError, StoreUnavailable, MigrationError, UsageError, ServeError) as error:
         console.print(f"[red]error:[/] {error}", highlight=False, soft_wrap=True)
         sys.exit(2)

@@ -1,6 +1,6 @@
 """The SQL store (SQLModel + Alembic): SQLite by default, PostgreSQL by URL."""
 
-from controlplane.store.engine import StoreUnavailable, downgrade, upgrade
+from controlplane.store.engine import MigrationError, StoreUnavailable, downgrade, upgrade
 from controlplane.store.repository import Store, as_utc
 
-__all__ = ["Store", "StoreUnavailable", "as_utc", "downgrade", "upgrade"]
+__all__ = ["MigrationError", "Store", "StoreUnavailable", "as_utc", "downgrade", "upgrade"]

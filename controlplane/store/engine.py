@@ -7,6 +7,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.util.exc import CommandError
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -15,6 +16,11 @@ MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 class StoreUnavailable(Exception):
     """The database URL cannot be reached or opened; the message names the URL."""
+
+
+class MigrationError(Exception):
+    """A migration target Alembic cannot reach (unknown revision, a store migrated by a newer
+    Headroom, a downgrade target above the current one); the message names URL and revision."""
 
 
 def redact(url: str) -> str:
@@ -58,7 +64,7 @@ def make_engine(url: str, connect_timeout_s: float = 5.0) -> Engine:
                                    connect_args={"connect_timeout": max(1, int(connect_timeout_s))})
         with engine.connect() as connection:
             connection.execute(text("SELECT 1"))
-    except (SQLAlchemyError, OSError, ValueError) as error:
+    except (SQLAlchemyError, OSError, ValueError, ImportError) as error:  # ImportError: no driver
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise StoreUnavailable(f"cannot reach database {redact(url)}: {reason}") from None
     return engine
@@ -73,8 +79,21 @@ def alembic_config(engine: Engine) -> Config:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    command.upgrade(alembic_config(engine), revision)
+    try:
+        command.upgrade(alembic_config(engine), revision)
+    except CommandError as error:
+        raise _migration_error(engine, "upgrade", revision, error) from None
 
 
 def downgrade(engine: Engine, revision: str = "base") -> None:
-    command.downgrade(alembic_config(engine), revision)
+    try:
+        command.downgrade(alembic_config(engine), revision)
+    except CommandError as error:
+        raise _migration_error(engine, "downgrade", revision, error) from None
+
+
+def _migration_error(engine: Engine, verb: str, revision: str,
+                     error: CommandError) -> MigrationError:
+    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    url = redact(engine.url.render_as_string(hide_password=False))
+    return MigrationError(f"database {url}: cannot {verb} to {revision!r}: {reason}")

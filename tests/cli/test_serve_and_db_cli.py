@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 from clihelpers import HEADROOM, _env, _free_port, _wait_for
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, text
 
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
@@ -80,3 +80,41 @@ def test_serve_dry_run_records_plans_without_applying(tmp_path: Path) -> None:
     store = Store.open(f"sqlite:///{db}")
     observed = store.last_observed()
     assert observed is not None and observed.gpus_ready() == 0  # nothing was applied
+
+
+def test_db_upgrade_to_an_unknown_revision_is_one_line_naming_it(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    run = subprocess.run([*HEADROOM, "db", "upgrade", "nosuchrev"],
+                         env=_env(HEADROOM_DB__URL=url), capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2
+    assert run.stderr.strip() == (f"error: database {url}: cannot upgrade to 'nosuchrev': "
+                                  "Can't locate revision identified by 'nosuchrev'")
+
+
+def test_db_downgrade_of_a_store_migrated_by_a_newer_headroom_names_its_revision(
+        sqlite_url: str) -> None:
+    env = _env(HEADROOM_DB__URL=sqlite_url)
+    assert subprocess.run([*HEADROOM, "db", "upgrade"], env=env, capture_output=True,
+                          timeout=120).returncode == 0
+    engine = create_engine(sqlite_url)
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = '0099_future'"))
+    run = subprocess.run([*HEADROOM, "db", "downgrade", "base"], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 2
+    assert "cannot downgrade to 'base': Can't locate revision identified by '0099_future'" in (
+        run.stderr)
+    assert "Traceback" not in run.stderr
+    assert "ticks" in set(inspect(engine).get_table_names())  # nothing was dropped
+    engine.dispose()
+
+
+def test_a_database_url_without_its_driver_installed_is_one_line_naming_the_url() -> None:
+    run = subprocess.run([*HEADROOM, "db", "upgrade"],
+                         env=_env(HEADROOM_DB__URL="mysql://headroom@127.0.0.1/headroom"),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert run.stderr.startswith(
+        "error: cannot reach database mysql://headroom@127.0.0.1/headroom: ")
+    assert run.stderr.count("\n") == 1  # one line; with no MySQL driver: No module named 'MySQLdb'
