@@ -172,7 +172,7 @@ class PlacementSettings(Group):
         None, description="host:port of Prometheus /metrics (placement API and reconcile loop) "
         "for headroom serve and demo; None = off")
 
-    @field_validator("metrics_listen")
+    @field_validator("listen", "metrics_listen")
     @classmethod
     def _host_and_port(cls, value: str | None) -> str | None:
         if value is not None:

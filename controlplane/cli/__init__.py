@@ -29,6 +29,7 @@ from controlplane.logsetup import setup_logging
 from controlplane.serve import ServeError
 from controlplane.settings import ConfigError, Settings, load_settings
 from controlplane.store import MigrationError, Store, StoreUnavailable, downgrade, upgrade
+from forecaster.registry import METHODS
 
 app = typer.Typer(help="Headroom: forecast, pack and actuate GPU inference fleets.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
@@ -54,6 +55,15 @@ def _wall_now() -> datetime:
 
 def _settings(config: Path | None, **overrides: object) -> Settings:
     return load_settings(config, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def _check_forecast_method(settings: Settings, config: Path | None) -> None:
+    """Fail before starting anything when ``forecast.method`` names no registered forecaster
+    (the forecast job would otherwise die on its first refresh)."""
+    method = settings.forecast.method
+    if method not in METHODS:
+        raise ConfigError(f"{config or 'configuration'}: forecast.method: unknown forecast "
+                          f"method {method!r}; choose one of {', '.join(METHODS)}")
 
 
 @db_app.command("upgrade")
@@ -95,6 +105,7 @@ def demo(
     over SQLite. With --minutes N --no-dashboard it runs N simulated minutes as fast as it can."""
     db_url = os.environ.get("HEADROOM_DB__URL") or f"sqlite:///{db.resolve()}"
     settings = _settings(config, db={"url": db_url})
+    _check_forecast_method(settings, config)
     setup_logging(logging.INFO, log_file=Path(".headroom/demo.log"))
     with stdout_to_stderr(enabled=json_out):
         runner = _run_demo(settings, minutes, speed, no_dashboard, json_out)
@@ -166,6 +177,7 @@ def serve(
     from controlplane.serve import run_serve
 
     settings = _settings(config)
+    _check_forecast_method(settings, config)
     if dry_run:
         settings = settings.model_copy(update={"safety": settings.safety.model_copy(
             update={"dry_run": True})})

@@ -9,6 +9,7 @@ import urllib.request
 from pathlib import Path
 
 import grpc
+import pytest
 from clihelpers import HEADROOM, _env, _free_port, _wait_for
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, inspect, text
@@ -118,3 +119,18 @@ def test_a_database_url_without_its_driver_installed_is_one_line_naming_the_url(
     assert run.stderr.startswith(
         "error: cannot reach database mysql://headroom@127.0.0.1/headroom: ")
     assert run.stderr.count("\n") == 1  # one line; with no MySQL driver: No module named 'MySQLdb'
+
+
+@pytest.mark.parametrize("command", [["serve"], ["demo", "--minutes", "1", "--no-dashboard"]])
+def test_an_unknown_forecast_method_stops_demo_and_serve_before_they_start(
+        tmp_path: Path, command: list[str]) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f"db:\n  url: sqlite:///{tmp_path / 'store.db'}\n"
+                      "forecast:\n  method: prophett\n")
+    run = subprocess.run([*HEADROOM, *command, "--config", str(config)], env=_env(),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert run.stderr.startswith(f"error: {config}: forecast.method: unknown forecast method "
+                                 "'prophett'; choose one of auto, ")
+    assert run.stderr.count("\n") == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["headroom.yaml"]  # no store, no log
