@@ -6,6 +6,10 @@ Precedence: explicit overrides > environment > YAML file > defaults. Unknown key
 
 from __future__ import annotations
 
+import difflib
+import os
+import re
+from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
@@ -298,11 +302,55 @@ def _describe(error: ValidationError, origin: str) -> str:
     return f"{origin}: {field}: {message}{more}"
 
 
+ENV_PREFIX = "HEADROOM_"
+_SERVICE_LINK = re.compile(r"^(tcp|udp|sctp)://", re.IGNORECASE)  # Kubernetes' <SVC>_PORT
+
+
+def unknown_env_variable(environ: Mapping[str, str]) -> str | None:
+    """Why a ``HEADROOM_*`` variable that names no setting is a mistake, or None.
+
+    pydantic-settings ignores such variables, so a misspelt one would silently leave its
+    setting at the default (``HEADROOM_SAFETY_DRY_RUN=true``, one ``_`` short, would apply
+    plans). Refused: a group that does not exist (``HEADROOM_RECONCIL__INTERVAL_S``), a group and
+    field joined by one ``_`` instead of ``__``, and a near-miss of a top-level field
+    (``HEADROOM_BACKND``). Other names are left alone: Kubernetes injects ``HEADROOM_GRPC_PORT``
+    and friends for Headroom's own Services."""
+    fields = Settings.model_fields
+    for name in sorted(environ):
+        if not name.upper().startswith(ENV_PREFIX):
+            continue
+        rest = name[len(ENV_PREFIX):].lower()
+        head = rest.split("__", 1)[0]
+        if head in fields:
+            continue
+        if "__" in rest:
+            near = difflib.get_close_matches(head, list(fields), n=1)
+            hint = f"; did you mean {ENV_PREFIX}{near[0].upper()}__...?" if near else ""
+            return f"environment variable {name}: unknown group {head!r}{hint}"
+        for group, info in fields.items():
+            model = info.annotation
+            if (rest.startswith(f"{group}_") and isinstance(model, type)
+                    and issubclass(model, BaseModel)
+                    and rest[len(group) + 1:] in model.model_fields
+                    and not _SERVICE_LINK.match(environ[name])):
+                return (f"environment variable {name}: unknown key; did you mean "
+                        f"{ENV_PREFIX}{group.upper()}__{rest[len(group) + 1:].upper()} "
+                        "(groups and fields are joined by __)?")
+        near = difflib.get_close_matches(rest, list(fields), n=1, cutoff=0.8)
+        if near:
+            return (f"environment variable {name}: unknown key; did you mean "
+                    f"{ENV_PREFIX}{near[0].upper()}?")
+    return None
+
+
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
     """Build settings from defaults, an optional YAML file, the environment and overrides."""
     origin = str(config_file) if config_file else "configuration"
     if config_file is not None and not config_file.is_file():
         raise ConfigError(f"{config_file}: no such config file")
+    mistake = unknown_env_variable(os.environ)
+    if mistake is not None:
+        raise ConfigError(mistake)
     token = _YAML_FILE.set(config_file)
     try:
         return Settings(**overrides)

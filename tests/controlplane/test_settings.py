@@ -59,3 +59,31 @@ def test_bad_configuration_is_one_line_naming_the_field(tmp_path: Path, yaml_tex
 def test_a_missing_config_file_is_named() -> None:
     with pytest.raises(ConfigError, match=r"nope\.yaml: no such config file"):
         load_settings(Path("/nonexistent/nope.yaml"))
+
+
+@pytest.mark.parametrize(("name", "value", "expected"), [
+    ("HEADROOM_SAFETY_DRY_RUN", "true", "environment variable HEADROOM_SAFETY_DRY_RUN: unknown "
+     "key; did you mean HEADROOM_SAFETY__DRY_RUN (groups and fields are joined by __)?"),
+    ("HEADROOM_RECONCIL__INTERVAL_S", "15", "environment variable HEADROOM_RECONCIL__INTERVAL_S: "
+     "unknown group 'reconcil'; did you mean HEADROOM_RECONCILE__...?"),
+    ("HEADROOM_BACKND", "kubernetes",
+     "environment variable HEADROOM_BACKND: unknown key; did you mean HEADROOM_BACKEND?"),
+    ("HEADROOM_DASHBOARD_PORT", "8502", "environment variable HEADROOM_DASHBOARD_PORT: unknown "
+     "key; did you mean HEADROOM_DASHBOARD__PORT (groups and fields are joined by __)?"),
+], ids=["one underscore short", "misspelt group", "misspelt top-level field", "port typo"])
+def test_a_misspelt_environment_variable_is_refused_naming_it_instead_of_ignored(
+        monkeypatch: pytest.MonkeyPatch, name: str, value: str, expected: str) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value) == expected
+
+
+def test_kubernetes_service_link_variables_of_headrooms_own_services_are_left_alone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {"HEADROOM_DASHBOARD_PORT": "tcp://10.96.0.7:8501",
+                        "HEADROOM_DASHBOARD_SERVICE_HOST": "10.96.0.7",
+                        "HEADROOM_GRPC_PORT_50051_TCP_ADDR": "10.96.0.8",
+                        "HEADROOM_AUTOSCALING__TENANT_GPU_BUDGETS__ACME": "4"}.items():
+        monkeypatch.setenv(name, value)
+    assert load_settings().autoscaling.tenant_gpu_budgets == {"acme": 4.0}
