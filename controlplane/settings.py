@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import reprlib
 from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
@@ -343,6 +344,15 @@ def unknown_env_variable(environ: Mapping[str, str]) -> str | None:
     return None
 
 
+def _check_yaml_root(config_file: Path) -> None:
+    """A settings file is a mapping of groups (or empty); a list or a scalar would reach
+    pydantic-settings' merge as a TypeError or a baffling message."""
+    root = yaml.safe_load(config_file.read_text(encoding="utf-8"))
+    if root is not None and not isinstance(root, dict):
+        raise ValueError("the top level must be a mapping of settings (db:, reconcile:, ...), "
+                         f"got {reprlib.repr(root)}")
+
+
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
     """Build settings from defaults, an optional YAML file, the environment and overrides."""
     origin = str(config_file) if config_file else "configuration"
@@ -353,6 +363,8 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         raise ConfigError(mistake)
     token = _YAML_FILE.set(config_file)
     try:
+        if config_file is not None:
+            _check_yaml_root(config_file)
         return Settings(**overrides)
     except ValidationError as error:
         raise ConfigError(_describe(error, origin)) from None

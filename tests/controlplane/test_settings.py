@@ -40,10 +40,13 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
      "pools.0.name: String should match pattern"),
     ("pools:\n  - {name: " + "a" * 50 + ", product: L4, price_per_gpu_hour: 1}\n",
      "pools.0.name: String should have at most 49 characters"),
+    ("42\n", "the top level must be a mapping of settings (db:, reconcile:, ...), got 42"),
+    ("- reconcile: {interval_s: 5}\n", "the top level must be a mapping of settings"),
 ], ids=["negative interval", "misspelt key", "unknown top-level key", "pool bounds",
         "cross-field horizon", "broken yaml", "calibration window zero",
         "calibration window too short to calibrate", "metrics address without a host",
         "placement address without a host",
+        "a number instead of a mapping", "a list instead of a mapping",
         "pool name not a DNS label", "pool name too long for its placeholder"])
 def test_bad_configuration_is_one_line_naming_the_field(tmp_path: Path, yaml_text: str,
                                                         expected: str) -> None:
