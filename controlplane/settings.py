@@ -40,7 +40,8 @@ _YAML_FILE: ContextVar[Path | None] = ContextVar("headroom_yaml_file", default=N
 
 
 class Group(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # no setting means "forever": an inf or nan would pass gt=0 and overflow (or never fire) later
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class DbSettings(Group):
@@ -239,8 +240,8 @@ class KubernetesSettings(Group):
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="HEADROOM_", env_nested_delimiter="__", extra="forbid", frozen=True
-    )
+        env_prefix="HEADROOM_", env_nested_delimiter="__", extra="forbid", frozen=True,
+        allow_inf_nan=False)
 
     backend: Literal["sim", "kubernetes"] = Field("sim", description="cluster backend")
     db: DbSettings = DbSettings()
