@@ -6,11 +6,8 @@ Precedence: explicit overrides > environment > YAML file > defaults. Unknown key
 
 from __future__ import annotations
 
-import difflib
 import os
-import re
 import reprlib
-from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
@@ -28,12 +25,14 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     YamlConfigSettingsSource,
 )
 
 from controlplane.autoscaling.calibration import MIN_ERRORS
 from controlplane.autoscaling.policies import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
 from controlplane.domain.desired import PoolSpec
+from controlplane.settings_env import ENV_PREFIX, env_json_error, unknown_env_variable
 from scheduler.metrics import host_and_port
 
 _YAML_FILE: ContextVar[Path | None] = ContextVar("headroom_yaml_file", default=None)
@@ -240,7 +239,7 @@ class KubernetesSettings(Group):
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="HEADROOM_", env_nested_delimiter="__", extra="forbid", frozen=True,
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=True,
         allow_inf_nan=False)
 
     backend: Literal["sim", "kubernetes"] = Field("sim", description="cluster backend")
@@ -304,47 +303,6 @@ def _describe(error: ValidationError, origin: str) -> str:
     return f"{origin}: {field}: {message}{more}"
 
 
-ENV_PREFIX = "HEADROOM_"
-_SERVICE_LINK = re.compile(r"^(tcp|udp|sctp)://", re.IGNORECASE)  # Kubernetes' <SVC>_PORT
-
-
-def unknown_env_variable(environ: Mapping[str, str]) -> str | None:
-    """Why a ``HEADROOM_*`` variable that names no setting is a mistake, or None.
-
-    pydantic-settings ignores such variables, so a misspelt one would silently leave its
-    setting at the default (``HEADROOM_SAFETY_DRY_RUN=true``, one ``_`` short, would apply
-    plans). Refused: a group that does not exist (``HEADROOM_RECONCIL__INTERVAL_S``), a group and
-    field joined by one ``_`` instead of ``__``, and a near-miss of a top-level field
-    (``HEADROOM_BACKND``). Other names are left alone: Kubernetes injects ``HEADROOM_GRPC_PORT``
-    and friends for Headroom's own Services."""
-    fields = Settings.model_fields
-    for name in sorted(environ):
-        if not name.upper().startswith(ENV_PREFIX):
-            continue
-        rest = name[len(ENV_PREFIX):].lower()
-        head = rest.split("__", 1)[0]
-        if head in fields:
-            continue
-        if "__" in rest:
-            near = difflib.get_close_matches(head, list(fields), n=1)
-            hint = f"; did you mean {ENV_PREFIX}{near[0].upper()}__...?" if near else ""
-            return f"environment variable {name}: unknown group {head!r}{hint}"
-        for group, info in fields.items():
-            model = info.annotation
-            if (rest.startswith(f"{group}_") and isinstance(model, type)
-                    and issubclass(model, BaseModel)
-                    and rest[len(group) + 1:] in model.model_fields
-                    and not _SERVICE_LINK.match(environ[name])):
-                return (f"environment variable {name}: unknown key; did you mean "
-                        f"{ENV_PREFIX}{group.upper()}__{rest[len(group) + 1:].upper()} "
-                        "(groups and fields are joined by __)?")
-        near = difflib.get_close_matches(rest, list(fields), n=1, cutoff=0.8)
-        if near:
-            return (f"environment variable {name}: unknown key; did you mean "
-                    f"{ENV_PREFIX}{near[0].upper()}?")
-    return None
-
-
 def _check_yaml_root(config_file: Path) -> None:
     """A settings file is a mapping of groups (or empty); a list or a scalar would reach
     pydantic-settings' merge as a TypeError or a baffling message."""
@@ -359,7 +317,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     origin = str(config_file) if config_file else "configuration"
     if config_file is not None and not config_file.is_file():
         raise ConfigError(f"{config_file}: no such config file")
-    mistake = unknown_env_variable(os.environ)
+    mistake = unknown_env_variable(Settings, os.environ)
     if mistake is not None:
         raise ConfigError(mistake)
     token = _YAML_FILE.set(config_file)
@@ -374,6 +332,9 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         where = f" line {mark.line + 1}" if mark is not None else ""
         problem = getattr(error, "problem", None) or "invalid YAML"
         raise ConfigError(f"{origin}:{where}: {problem}") from None
+    except SettingsError as error:
+        named = env_json_error(Settings, error, os.environ)
+        raise ConfigError(named or f"{origin}: {str(error).splitlines()[0]}") from None
     except (ValueError, OSError) as error:
         raise ConfigError(f"{origin}: {str(error).splitlines()[0]}") from None
     finally:

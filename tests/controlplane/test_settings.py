@@ -93,3 +93,20 @@ def test_kubernetes_service_link_variables_of_headrooms_own_services_are_left_al
                         "HEADROOM_AUTOSCALING__TENANT_GPU_BUDGETS__ACME": "4"}.items():
         monkeypatch.setenv(name, value)
     assert load_settings().autoscaling.tenant_gpu_budgets == {"acme": 4.0}
+
+
+@pytest.mark.parametrize(("name", "value", "detail"), [
+    ("HEADROOM_POOLS", "notjson", "Expecting value: line 1 column 1 (char 0)"),
+    ("HEADROOM_K8S__WORKLOAD_NAMESPACES", "models,batch", "Expecting value"),
+    ("HEADROOM_SIM__NODE_PROVISION_S", "[60, 180", "Expecting ',' delimiter"),
+], ids=["top-level list", "list in a group beside a valid variable", "truncated list"])
+def test_an_environment_variable_that_is_not_json_is_named_with_the_parse_error(
+        monkeypatch: pytest.MonkeyPatch, name: str, value: str, detail: str) -> None:
+    monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HEADROOM_K8S__NAMESPACE", "headroom")  # same group, valid: not named
+    monkeypatch.setenv("HEADROOM_SIM__SEED", "3")
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert message.startswith(f"environment variable {name}: not valid JSON ({detail}")
+    assert "\n" not in message
