@@ -41,6 +41,7 @@ app.add_typer(cost_app, name="cost")
 app.command("simulate")(reflowed(simulate_command))
 
 console = Console(stderr=True)
+DEMO_DB = Path(".headroom/demo.db")
 ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file",
                                                    exists=False, dir_okay=False)]
 
@@ -86,6 +87,16 @@ def db_downgrade(revision: Annotated[str, typer.Argument(help="target revision, 
     console.print(f"database {settings.db.url} downgraded to {revision}")
 
 
+def _demo_settings(config: Path | None, db: Path | None) -> Settings:
+    """The demo's store: --db, else db.url from the environment or --config, else DEMO_DB."""
+    if db is None:
+        settings = _settings(config)
+        if "url" in settings.db.model_fields_set:
+            return settings
+        db = DEMO_DB
+    return _settings(config, db={"url": f"sqlite:///{db.resolve()}"})
+
+
 @app.command()
 @reflowed
 def demo(
@@ -95,16 +106,16 @@ def demo(
     no_dashboard: Annotated[bool, typer.Option("--no-dashboard",
                                                help="do not start the dashboard")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON summary")] = False,
-    db: Annotated[Path, typer.Option(help="SQLite file of the demo store")] = Path(
-        ".headroom/demo.db"),
+    db: Annotated[Path | None, typer.Option(
+        help="SQLite file of the demo store; beats HEADROOM_DB__URL and db.url of --config "
+        f"[default (with neither): {DEMO_DB}]")] = None,
     config: ConfigOption = None,
 ) -> None:
     """Everything embedded, on a simulated GPU fleet and SQLite.
 
     Forecasts, the placement API, the reconcile jobs and the dashboard run on a simulated fleet
     over SQLite. With --minutes N --no-dashboard it runs N simulated minutes as fast as it can."""
-    db_url = os.environ.get("HEADROOM_DB__URL") or f"sqlite:///{db.resolve()}"
-    settings = _settings(config, db={"url": db_url})
+    settings = _demo_settings(config, db)
     _check_forecast_method(settings, config)
     setup_logging(logging.INFO, log_file=Path(".headroom/demo.log"))
     with stdout_to_stderr(enabled=json_out):

@@ -105,3 +105,23 @@ def test_live_demo_serves_grpc_and_dashboard_on_loopback_and_stops_on_ctrl_c(
         _, stderr = live.communicate(timeout=60)
     assert live.returncode == 0, stderr
     assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize(("args", "env_extra", "expected"), [
+    (["--db", "flag.db"], {"HEADROOM_DB__URL": "sqlite:///{tmp}/env.db"}, "flag.db"),
+    (["--config", "store.yaml"], {}, "config.db"),
+    (["--config", "store.yaml"], {"HEADROOM_DB__URL": "sqlite:///{tmp}/env.db"}, "env.db"),
+    ([], {}, ".headroom/demo.db"),
+], ids=["--db beats the environment", "db.url of --config is used",
+        "the environment beats --config", "neither: the demo default"])
+def test_the_demo_store_is_the_explicit_db_then_the_environment_then_the_config_file(
+        tmp_path: Path, args: list[str], env_extra: dict[str, str], expected: str) -> None:
+    (tmp_path / "store.yaml").write_text(f"db:\n  url: sqlite:///{tmp_path / 'config.db'}\n")
+    env = _env(**{k: v.format(tmp=tmp_path) for k, v in env_extra.items()})
+    done = subprocess.run([*HEADROOM, "demo", "--minutes", "1", "--no-dashboard", "--json",
+                           *args], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["db_url"] == f"sqlite:///{tmp_path / expected}"
+    stores = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.db")}
+    assert stores == {expected}
