@@ -247,7 +247,8 @@ class Settings(BaseSettings):
     reconcile: ReconcileSettings = ReconcileSettings()
     forecast: ForecastSettings = ForecastSettings()
     safety: SafetySettings = SafetySettings()
-    pools: list[PoolSettings] = Field(default_factory=_default_pools)
+    pools: list[PoolSettings] = Field(default_factory=_default_pools, min_length=1,
+                                      description="node pools; none would place nothing")
     sim: SimSettings = SimSettings()
     placement: PlacementSettings = PlacementSettings()
     autoscaling: AutoscalingSettings = AutoscalingSettings()
