@@ -81,19 +81,22 @@ def alembic_config(engine: Engine) -> Config:
 def upgrade(engine: Engine, revision: str = "head") -> None:
     try:
         command.upgrade(alembic_config(engine), revision)
-    except CommandError as error:
+    except (CommandError, SQLAlchemyError) as error:
         raise _migration_error(engine, "upgrade", revision, error) from None
 
 
 def downgrade(engine: Engine, revision: str = "base") -> None:
     try:
         command.downgrade(alembic_config(engine), revision)
-    except CommandError as error:
+    except (CommandError, SQLAlchemyError) as error:
         raise _migration_error(engine, "downgrade", revision, error) from None
 
 
 def _migration_error(engine: Engine, verb: str, revision: str,
-                     error: CommandError) -> MigrationError:
-    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                     error: CommandError | SQLAlchemyError) -> MigrationError:
+    """One line: an Alembic refusal, or the database's own error (e.g. a table that already
+    exists in a store made without migrations: no alembic_version stamp)."""
+    cause = getattr(error, "orig", None) or error
+    reason = str(cause).strip().splitlines()[0] if str(cause).strip() else type(error).__name__
     url = redact(engine.url.render_as_string(hide_password=False))
     return MigrationError(f"database {url}: cannot {verb} to {revision!r}: {reason}")

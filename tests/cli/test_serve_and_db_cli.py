@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import time
@@ -134,3 +135,19 @@ def test_an_unknown_forecast_method_stops_demo_and_serve_before_they_start(
                                  "'prophett'; choose one of auto, ")
     assert run.stderr.count("\n") == 1
     assert [p.name for p in tmp_path.iterdir()] == ["headroom.yaml"]  # no store, no log
+
+
+def test_db_upgrade_of_tables_made_without_migrations_is_one_line_naming_the_clash(
+        sqlite_url: str) -> None:
+    from sqlmodel import SQLModel
+
+    import controlplane.store.tables  # noqa: F401  (registers the tables)
+
+    engine = create_engine(sqlite_url)
+    SQLModel.metadata.create_all(engine)  # tables, but no alembic_version stamp
+    engine.dispose()
+    run = subprocess.run([*HEADROOM, "db", "upgrade"], env=_env(HEADROOM_DB__URL=sqlite_url),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert re.fullmatch(rf"error: database {re.escape(sqlite_url)}: cannot upgrade to 'head': "
+                        r"table \w+ already exists\n", run.stderr), run.stderr
