@@ -5,6 +5,7 @@ ticks: before the first and after the last one nothing was recorded."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated
@@ -43,6 +44,15 @@ def _parse_at(value: str, option: str) -> datetime:
     except ValueError:
         raise typer.BadParameter(f"{value!r} is not an ISO-8601 time", param_hint=option) from None
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # DNS-1123 label
+
+
+def _check_namespace(value: str, option: str) -> None:
+    if not _NAMESPACE.match(value):
+        raise InputError(f"{option} {value!r}: not a Kubernetes namespace name (lowercase "
+                         "letters, digits and '-', at most 63)")
 
 
 def _store_file(url: str) -> Path | None:
@@ -99,6 +109,7 @@ def export(
 ) -> None:
     """Write the cost of every GPU, split by slice share to models and tenants, per UTC day."""
     try:
+        _check_namespace(warm_namespace, "--warm-namespace")
         settings = load_settings(config)
         url = settings.db.url
         store_file = _store_file(url)

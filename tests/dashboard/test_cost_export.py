@@ -180,3 +180,14 @@ def test_cost_export_of_a_store_without_schema_says_to_run_db_upgrade(
     assert code == 2
     assert "has no Headroom schema; run `headroom db upgrade`" in output
     assert not out.exists()
+
+
+@pytest.mark.parametrize("namespace", ["", "Headroom", "warm pool", "a" * 64])
+def test_cost_export_refuses_a_warm_namespace_kubernetes_would_not_accept(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, namespace: str) -> None:
+    monkeypatch.setenv("HEADROOM_DB__URL", seeded.url)
+    out = tmp_path / "x.csv"
+    code, output = _export("--out", str(out), "--warm-namespace", namespace)
+    assert code == 2
+    assert f"--warm-namespace {namespace!r}: not a Kubernetes namespace name" in output
+    assert not out.exists()
