@@ -15,6 +15,10 @@ from pydantic_settings import SettingsError
 
 ENV_PREFIX = "HEADROOM_"
 _SERVICE_LINK = re.compile(r"^(tcp|udp|sctp)://", re.IGNORECASE)  # Kubernetes' <SVC>_PORT
+#: the names Kubernetes injects for every Service of the namespace (``<SVC>_SERVICE_HOST``,
+#: ``<SVC>_SERVICE_PORT[_<NAME>]``, ``<SVC>_PORT[_<N>_<PROTO>[_PROTO|_PORT|_ADDR]]``)
+_SERVICE_ENV = re.compile(r"_(SERVICE_HOST|SERVICE_PORT(_\w+)?"
+                          r"|PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$", re.IGNORECASE)
 
 
 def unknown_env_variable(root: type[BaseModel], environ: Mapping[str, str]) -> str | None:
@@ -48,7 +52,7 @@ def unknown_env_variable(root: type[BaseModel], environ: Mapping[str, str]) -> s
                         f"{ENV_PREFIX}{group.upper()}__{rest[len(group) + 1:].upper()} "
                         "(groups and fields are joined by __)?")
         near = difflib.get_close_matches(rest, list(fields), n=1, cutoff=0.8)
-        if near:
+        if near and not _SERVICE_ENV.search(name):
             return (f"environment variable {name}: unknown key; did you mean "
                     f"{ENV_PREFIX}{near[0].upper()}?")
     return None

@@ -91,6 +91,10 @@ def test_kubernetes_service_link_variables_of_headrooms_own_services_are_left_al
     for name, value in {"HEADROOM_DASHBOARD_PORT": "tcp://10.96.0.7:8501",
                         "HEADROOM_DASHBOARD_SERVICE_HOST": "10.96.0.7",
                         "HEADROOM_GRPC_PORT_50051_TCP_ADDR": "10.96.0.8",
+                        # a Service named like a settings group: near-misses of it by name
+                        "HEADROOM_PROMETHEUS_PORT": "tcp://10.96.0.9:9090",
+                        "HEADROOM_PROMETHEUS_SERVICE_PORT": "9090",
+                        "HEADROOM_AUTOSCALING_PORT_80_TCP_PROTO": "tcp",
                         "HEADROOM_AUTOSCALING__TENANT_GPU_BUDGETS__ACME": "4"}.items():
         monkeypatch.setenv(name, value)
     assert load_settings().autoscaling.tenant_gpu_budgets == {"acme": 4.0}
