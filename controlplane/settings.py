@@ -33,6 +33,7 @@ from controlplane.autoscaling.calibration import MIN_ERRORS
 from controlplane.autoscaling.policies import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
 from controlplane.domain.desired import PoolSpec
 from controlplane.settings_env import ENV_PREFIX, env_json_error, unknown_env_variable
+from scheduler.domain import catalog
 from scheduler.metrics import host_and_port
 
 _YAML_FILE: ContextVar[Path | None] = ContextVar("headroom_yaml_file", default=None)
@@ -83,6 +84,18 @@ class PoolSettings(Group):
     min_nodes: int = Field(0, ge=0)
     max_nodes: int = Field(16, ge=0)
     price_per_gpu_hour: float = Field(..., ge=0, description="USD per GPU-hour")
+
+    @field_validator("product")
+    @classmethod
+    def _known_product(cls, product: str) -> str:
+        # the catalog gives a product's memory and MIG geometry; without them no replica fits
+        # (an unknown product ran as a pool of GPUs nothing could use)
+        entry = catalog.lookup(product)
+        if entry is None or entry.memory_mib <= 0:
+            known = ", ".join(p.name for p in catalog.PRODUCTS if p.memory_mib > 0)
+            raise ValueError(f"unknown GPU product {product!r}; known: {known} "
+                             "(or their aliases, scheduler/domain/catalog.py)")
+        return product
 
     @model_validator(mode="after")
     def _min_below_max(self) -> PoolSettings:

@@ -115,3 +115,20 @@ def test_an_environment_variable_that_is_not_json_is_named_with_the_parse_error(
     message = str(caught.value)
     assert message.startswith(f"environment variable {name}: not valid JSON ({detail}")
     assert "\n" not in message
+
+
+def test_a_pool_of_a_gpu_product_the_catalog_does_not_know_is_refused_naming_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEADROOM_POOLS",
+                       '[{"name": "x", "product": "NOPE", "price_per_gpu_hour": 1}]')
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert "pools.0.product" in str(caught.value)
+    assert "unknown GPU product 'NOPE'" in str(caught.value)
+    assert "A100-80GB" in str(caught.value)
+
+
+def test_a_pool_may_name_its_product_by_an_alias() -> None:
+    settings = load_settings(pools=[{"name": "x", "product": "NVIDIA-A100-SXM4-80GB",
+                                     "price_per_gpu_hour": 1}])
+    assert settings.pools[0].product == "NVIDIA-A100-SXM4-80GB"
