@@ -21,6 +21,8 @@ from controlplane.domain.cost import (
 from dashboard import queries as q
 from dashboard.context import TTL_S, engine_for
 
+MIN_SAMPLES = 12  # a window shorter than 12 chosen steps is sampled finer (see sampling_step_s)
+
 CONVENTION = ("A MIG slice costs compute slices / 7 of its GPU (g/4 on 4-slice parts); MPS and "
               "time-sliced replicas split the rest of a GPU evenly; unheld parts of billed GPUs "
               "are idle unless the plan keeps them as warm pool.")
@@ -56,13 +58,25 @@ class CostWindow:
     accruals: pd.DataFrame  # per day and cost line: gpu_hours, usd
     requests: pd.DataFrame  # per model: served_requests, demand_requests (same sampling)
     samples: int
+    step_s: float  # the sampling step actually used (see sampling_step_s)
+
+
+def sampling_step_s(since_at: datetime, until_at: datetime, step_s: float) -> float:
+    """The chosen step, or a finer one when the window holds fewer than MIN_SAMPLES of them.
+
+    Each sample's rate is held until the next, so a young store sampled once would be priced
+    for its whole life at its first tick, when nothing may be billed yet (a $0.00 bill)."""
+    span_s = (until_at - since_at).total_seconds()
+    return max(1.0, min(step_s, span_s / MIN_SAMPLES))
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def cost_window(url: str, since_at: datetime, until_at: datetime, step_s: float) -> CostWindow:
-    """Cost and requests over the window, sampling the plan in force every step_s seconds;
-    dollars and requests are held the same way, so $ per 1M requests compares like with like."""
+    """Cost and requests over the window, sampling the plan in force every step_s seconds (finer
+    in a short window); dollars and requests are held the same way, so $ per 1M requests
+    compares like with like."""
     engine = engine_for(url)
+    step_s = sampling_step_s(since_at, until_at, step_s)
     ticks = cost_reader.planned_ticks(engine, since_at, until_at)
     picks = cost_reader.sample_ticks(ticks, since_at, until_at, step_s)
     samples = cost_reader.samples_at(engine, picks, cost_reader.tenants(engine))
@@ -77,7 +91,8 @@ def cost_window(url: str, since_at: datetime, until_at: datetime, step_s: float)
     demand = accrue_requests([(s.snapshot.at, s.demand_rps) for s in samples], until_at)
     requests = pd.DataFrame([(m, served.get(m, 0.0), demand[m]) for m in sorted(demand)],
                             columns=["model", "served_requests", "demand_requests"])
-    return CostWindow(rates, accruals_frame(accrue(rated, until_at)), requests, len(samples))
+    return CostWindow(rates, accruals_frame(accrue(rated, until_at)), requests, len(samples),
+                      step_s)
 
 
 def accruals_frame(accruals: tuple[CostAccrual, ...]) -> pd.DataFrame:

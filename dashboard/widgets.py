@@ -22,11 +22,12 @@ def age_text(at: datetime) -> str:
     """How long ago ``at`` was on the wall clock; the demo's virtual clock may run ahead."""
     age_s = (WallClock().now() - at).total_seconds()
     if age_s < -1:
-        return f"{_span(-age_s)} ahead of wall time (simulated clock)"
-    return f"{_span(age_s)} ago"
+        return f"{span_text(-age_s)} ahead of wall time (simulated clock)"
+    return f"{span_text(age_s)} ago"
 
 
-def _span(seconds: float) -> str:
+def span_text(seconds: float) -> str:
+    """A duration for people: 75 s, 15 min, 2.5 h, 3.0 d."""
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 5400:

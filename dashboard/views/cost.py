@@ -45,7 +45,9 @@ def main() -> None:
     window_cost = costing.cost_window(url, since_at, until_at, step_min * 60.0)
     rates, accruals, served = window_cost.rates, window_cost.accruals, window_cost.requests
     if accruals.empty:
-        st.info("No plan in this window yet.")
+        st.info("No plan in this window yet." if since_at < until_at else
+                "Only one reconcile tick so far: cost accrues from one tick to the next, so it "
+                "shows after the next tick.")
         return
     total = float(accruals["usd"].sum())
     by_cat = accruals.groupby("category")["usd"].sum()
@@ -59,8 +61,8 @@ def main() -> None:
     cols[4].metric("$ per 1M requests", widgets.usd(cost_per_million(
         total, float(served["served_requests"].sum()))), help="all dollars / requests served")
     st.caption(f"{costing.CONVENTION} The plan in force and each model's load are sampled "
-               f"every {step_min} min ({window_cost.samples} samples) and held until the next "
-               "sample; the CSV counts requests exactly.")
+               f"every {widgets.span_text(window_cost.step_s)} ({window_cost.samples} samples) "
+               "and held until the next sample; the CSV counts requests exactly.")
 
     left, right = st.columns(2)
     with left:

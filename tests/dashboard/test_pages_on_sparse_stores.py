@@ -1,0 +1,63 @@
+"""The pages over stores an operator meets before there is much in them: a store a quarter of an
+hour old, a single tick, a store with no recent load observations."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from dashboard_support import seed_store
+from streamlit.testing.v1 import AppTest
+
+from dashboard.costing import MIN_SAMPLES, sampling_step_s
+
+APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
+
+
+def open_page(url: str, path: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    monkeypatch.setenv("HEADROOM_DB__URL", url)
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    if path != "views/overview.py":
+        at.switch_page(path).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: str(m.value) for m in at.metric}
+
+
+def usd(text: str) -> float:
+    return float(text.replace("$", "").replace(",", ""))
+
+
+def test_a_window_shorter_than_the_chosen_steps_is_sampled_finer() -> None:
+    since_at = datetime(2026, 3, 2, 21, 0, tzinfo=UTC)
+    assert sampling_step_s(since_at, since_at + timedelta(days=7), 7200.0) == 7200.0
+    assert sampling_step_s(since_at, since_at + timedelta(minutes=15), 7200.0) == pytest.approx(
+        15 * 60 / MIN_SAMPLES)
+    assert sampling_step_s(since_at, since_at, 7200.0) == 1.0
+
+
+def test_a_store_a_quarter_of_an_hour_old_is_billed_for_its_gpus_not_zero(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'young.db'}"
+    runtime = seed_store(url, 0.25)
+    bill_usd = runtime.cluster.cost_usd({p.name: p.price_per_gpu_hour
+                                         for p in runtime.settings.pools})
+    cost = metrics(open_page(url, "views/cost.py", monkeypatch))
+    assert usd(cost["Total"]) == pytest.approx(bill_usd, rel=0.15)
+    assert cost["$ per 1M requests"].startswith("$")
+    overview = metrics(open_page(url, "views/overview.py", monkeypatch))
+    assert overview["$ per 1M requests"].startswith("$")
+
+
+def test_a_store_with_a_single_tick_says_cost_shows_after_the_next_tick(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'one-tick.db'}"
+    seed_store(url, 0.005)  # 18 simulated seconds: the first reconcile tick only
+    at = open_page(url, "views/cost.py", monkeypatch)
+    assert [i.value for i in at.info] == [
+        "Only one reconcile tick so far: cost accrues from one tick to the next, so it shows "
+        "after the next tick."]
