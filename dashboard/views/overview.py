@@ -43,6 +43,21 @@ def slo_table(url: str, tick: q.LastTick) -> pd.DataFrame:
                   "short % (1 h)"]].round(1)
 
 
+def load_on_capacity(demand_rps: float, capacity_rps: float) -> str:
+    """Fleet demand as a share of ready capacity; demand with nothing ready is said, not n/a."""
+    if capacity_rps > 0:
+        return f"{100 * demand_rps / capacity_rps:.0f}%"
+    return "no capacity ready" if demand_rps > 0 else "n/a"
+
+
+def slo_summary(slo: pd.DataFrame) -> tuple[str, str]:
+    """The SLO metric's value and note. No load observed recently is no verdict, not "all ok"."""
+    if slo.empty:
+        return "n/a", "no load observed in the last 10 min"
+    shorts = int((slo["status"] == "short").sum())
+    return ("all ok" if shorts == 0 else f"{shorts} short"), f"{len(slo)} models"
+
+
 @st.fragment(run_every=TTL_S)
 def overview() -> None:
     url = store_url()
@@ -57,20 +72,17 @@ def overview() -> None:
     billed = sum(tick.billed_gpus.values())
     per_million = cost_per_million(float(accruals["usd"].sum()),
                                    float(served["served_requests"].sum()))
-    shorts = int((slo["status"] == "short").sum())
     cols = st.columns(6)
     cols[0].metric("GPU allocation", f"{100 * serving / billed:.0f}%" if billed else "n/a",
                    help="GPU-equivalents held by serving replicas / GPUs billed")
-    cols[1].metric("Load on capacity", f"{100 * tick.demand_rps / tick.capacity_rps:.0f}%"
-                   if tick.capacity_rps else "n/a", help="fleet demand / ready capacity")
+    cols[1].metric("Load on capacity", load_on_capacity(tick.demand_rps, tick.capacity_rps),
+                   help="fleet demand / ready capacity")
     cols[2].metric("$ / h now", widgets.usd(float(lines["usd_per_hour"].sum())),
                    help=f"{billed} GPUs billed (ready + provisioning)")
     cols[3].metric("$ per 1M requests", widgets.usd(per_million),
                    help=f"last {(tick.started_at - since_at) / timedelta(hours=1):.0f} h: "
                         "all GPU dollars (idle and warm included) / requests served")
-    cols[4].metric("SLO (capacity ≥ demand)",
-                   "all ok" if shorts == 0 else f"{shorts} short", f"{len(slo)} models",
-                   **widgets.INFO_DELTA)
+    cols[4].metric("SLO (capacity ≥ demand)", *slo_summary(slo), **widgets.INFO_DELTA)
     cols[5].metric("Last tick", f"{tick.started_at:%H:%M:%S}", f"{tick.status} {tick.reason}",
                    **widgets.INFO_DELTA, help=widgets.age_text(tick.started_at))
     widgets.store_clock(tick)

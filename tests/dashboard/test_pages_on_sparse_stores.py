@@ -10,6 +10,7 @@ import pytest
 from dashboard_support import seed_store
 from streamlit.testing.v1 import AppTest
 
+from controlplane.store.engine import make_engine
 from dashboard.costing import MIN_SAMPLES, sampling_step_s
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
@@ -61,3 +62,23 @@ def test_a_store_with_a_single_tick_says_cost_shows_after_the_next_tick(
     assert [i.value for i in at.info] == [
         "Only one reconcile tick so far: cost accrues from one tick to the next, so it shows "
         "after the next tick."]
+
+
+def test_no_recent_load_observation_is_no_slo_verdict_rather_than_all_ok(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'no-load.db'}"
+    seed_store(url, 0.25)
+    with make_engine(url).begin() as connection:
+        connection.exec_driver_sql("DELETE FROM observations")
+    at = open_page(url, "views/overview.py", monkeypatch)
+    slo = next(m for m in at.metric if m.label == "SLO (capacity ≥ demand)")
+    assert (slo.value, slo.delta) == ("n/a", "no load observed in the last 10 min")
+
+
+def test_demand_before_any_capacity_is_ready_reads_no_capacity_ready_not_n_a(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'one-tick.db'}"
+    seed_store(url, 0.005)  # the first tick: demand observed, no replica ready yet
+    shown = metrics(open_page(url, "views/overview.py", monkeypatch))
+    assert shown["Load on capacity"] == "no capacity ready"
+    assert shown["SLO (capacity ≥ demand)"] == "6 short"
