@@ -64,7 +64,11 @@ def make_engine(url: str, connect_timeout_s: float = 5.0) -> Engine:
                                    connect_args={"connect_timeout": max(1, int(connect_timeout_s))})
         with engine.connect() as connection:
             connection.execute(text("SELECT 1"))
-    except (SQLAlchemyError, OSError, ValueError, ImportError) as error:  # ImportError: no driver
+    except ImportError as error:  # a URL whose driver is not installed (mysql://, ...)
+        raise StoreUnavailable(f"cannot open database {redact(url)}: no driver for it is installed "
+                               f"({error}); Headroom stores are sqlite:///FILE or "
+                               "postgresql+psycopg://user@host:5432/db") from None
+    except (SQLAlchemyError, OSError, ValueError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise StoreUnavailable(f"cannot reach database {redact(url)}: {reason}") from None
     return engine

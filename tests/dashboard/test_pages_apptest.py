@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -169,10 +170,37 @@ def test_a_store_without_ticks_shows_a_hint_instead_of_an_error(
 
 def test_a_store_without_the_schema_says_how_to_create_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "blank.db").touch()  # an empty SQLite database
     monkeypatch.setenv("HEADROOM_DB__URL", f"sqlite:///{tmp_path / 'blank.db'}")
     at = AppTest.from_file(APP, default_timeout=60).run()
     no_exception(at)
-    assert any("headroom db upgrade" in i.value for i in at.info)
+    assert any("no Headroom schema yet" in i.value and "headroom db upgrade" in i.value
+               for i in at.info)
+
+
+def test_a_mistyped_sqlite_path_is_named_and_no_empty_store_is_created(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = tmp_path / "typo" / "headroom.db"
+    monkeypatch.setenv("HEADROOM_DB__URL", f"sqlite:///{missing}")
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    no_exception(at)
+    assert [i.value for i in at.info] == [
+        f"No store file at `{missing}` (from the store URL `sqlite:///{missing}`). Start "
+        "`headroom demo`, or run `headroom db upgrade` and a reconcile (`headroom serve`), or "
+        "point `HEADROOM_DB__URL` at an existing store."]
+    assert not missing.parent.exists()
+
+
+def test_a_store_url_whose_driver_is_not_installed_is_an_error_not_a_traceback(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "MySQLdb", None)  # not installed, whatever the machine has
+    monkeypatch.setenv("HEADROOM_DB__URL", "mysql://operator:secret@127.0.0.1:9/headroom")
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    no_exception(at)
+    assert [e.value for e in at.error] == [
+        "Cannot open the store: cannot open database mysql://operator@127.0.0.1:9/headroom: no "
+        "driver for it is installed (import of MySQLdb halted; None in sys.modules); Headroom "
+        "stores are sqlite:///FILE or postgresql+psycopg://user@host:5432/db"]
 
 
 def _usd(text: str) -> float:
