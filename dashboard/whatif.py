@@ -55,6 +55,10 @@ def read_timelines(data: bytes, name: str) -> dict[str, pd.DataFrame]:
     frame["minute"] = _minutes(frame["minute"], name)
     label = Path(name).stem
     if "policy" in frame.columns:
+        unlabelled = (frame["policy"].isna()
+                      | (frame["policy"].astype(str).str.strip() == "")).to_numpy()
+        if unlabelled.any():
+            raise TimelineError(f"{name}: line {_bad_line(unlabelled)}: empty policy")
         return {str(p): _checked(g.drop(columns="policy"), f"{name} (policy {p})")
                 for p, g in frame.groupby("policy", sort=False)}
     return {label: _checked(frame, name)}
@@ -122,14 +126,21 @@ def summarize(label: str, frame: pd.DataFrame, usd_per_gpu_hour: float) -> Polic
     capacity = frame["ready_replicas"] * frame["per_replica_rps"]
     deficit = (frame["demand_rps"] - capacity).clip(lower=0).where(short, 0.0)
     billed, billing = billed_per_minute(frame)
-    gpu_hours = float(billed.sum()) / 60.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        gpu_hours = float(billed.sum()) / 60.0
+        totals = {"GPU-hours": gpu_hours, "dollars": gpu_hours * usd_per_gpu_hour,
+                  "demand": float(frame["demand_rps"].sum()) * 60.0,
+                  "shortfall": float(deficit.sum()) * 60.0}
+    overflowed = [what for what, value in totals.items() if not math.isfinite(value)]
+    if overflowed:
+        raise TimelineError(f"policy {label}: {', '.join(overflowed)} too large to add up; the "
+                            "timeline's values (or the price) are out of range")
     return PolicyOutcome(
         label=label, minutes=int(frame["minute"].nunique()), model_minutes=len(frame),
         short_model_minutes=int(short.sum()),
         short_minutes=int(short.groupby(frame["minute"]).any().sum()),
-        demand_requests=float(frame["demand_rps"].sum()) * 60.0,
-        shortfall_requests=float(deficit.sum()) * 60.0,
-        gpu_hours=gpu_hours, usd=gpu_hours * usd_per_gpu_hour, billing=billing)
+        demand_requests=totals["demand"], shortfall_requests=totals["shortfall"],
+        gpu_hours=gpu_hours, usd=totals["dollars"], billing=billing)
 
 
 def minute_series(label: str, frame: pd.DataFrame) -> pd.DataFrame:

@@ -76,7 +76,9 @@ def main() -> None:
         st.info("Open one timeline per policy, e.g. `headroom simulate --policy predictive "
                 "--timeline-out predictive.csv ...` and the same for reactive and static.")
         return
-    outcomes, series, reported = [], [], {}
+    outcomes: list[whatif.PolicyOutcome] = []
+    series: list[pd.DataFrame] = []
+    reported: dict[str, object] = {}
     for name, data in sources:
         if name.endswith(".json"):
             try:
@@ -89,9 +91,15 @@ def main() -> None:
         except whatif.TimelineError as error:
             st.error(str(error))
             continue
-        for label, frame in timelines.items():
-            outcomes.append(whatif.summarize(label, frame, usd_per_gpu_hour))
-            series.append(whatif.minute_series(label, frame))
+        try:  # all of a file's policies or none of them
+            summaries = [(whatif.summarize(label, frame, usd_per_gpu_hour),
+                          whatif.minute_series(label, frame))
+                         for label, frame in timelines.items()]
+        except whatif.TimelineError as error:
+            st.error(f"{name}: {error}")
+            continue
+        outcomes.extend(outcome for outcome, _ in summaries)
+        series.extend(minutes for _, minutes in summaries)
     if outcomes:
         table = comparison(outcomes)
         st.subheader("Dollars against short minutes")

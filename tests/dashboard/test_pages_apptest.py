@@ -155,6 +155,21 @@ def test_a_bad_timeline_is_reported_by_line_not_by_traceback(page: Page, tmp_pat
     assert any("broken.csv: line 3: demand_rps" in e.value for e in at.error)
 
 
+def test_a_timeline_too_large_to_add_up_is_an_error_and_the_other_files_still_compare(
+        page: Page, tmp_path: Path) -> None:
+    write_timeline(tmp_path / "static.csv", minutes=30, replicas=6, gpus_billed=8)
+    (tmp_path / "huge.csv").write_text(
+        "minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed\n"
+        "0,a,1,1,1,1e308\n1,a,1,1,1,1e308\n")
+    at = page("views/whatif.py")
+    at.text_area[0].set_value(str(tmp_path)).run()
+    no_exception(at)
+    assert [e.value for e in at.error] == [
+        f"{tmp_path / 'huge.csv'}: policy huge: GPU-hours, dollars too large to add up; the "
+        "timeline's values (or the price) are out of range"]
+    assert list(at.dataframe[0].value["policy"]) == ["static"]
+
+
 @pytest.mark.parametrize("path", ["views/overview.py", "views/fleet.py", "views/models.py",
                                   "views/cost.py", "views/decisions.py"])
 def test_a_store_without_ticks_shows_a_hint_instead_of_an_error(

@@ -62,3 +62,19 @@ def test_timestamps_in_the_minute_column_are_read_as_minutes() -> None:
 def test_bad_timelines_are_rejected_naming_file_line_and_column(text: str, message: str) -> None:
     with pytest.raises(whatif.TimelineError, match=message):
         whatif.read_timelines(text.encode(), "bad.csv")
+
+
+def test_a_row_with_an_empty_policy_is_reported_by_line_not_dropped() -> None:
+    text = ("policy,minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed\n"
+            "static,0,m,10,1,20,2\n,1,m,10,1,20,2\n")
+    with pytest.raises(whatif.TimelineError, match=r"^both\.csv: line 3: empty policy$"):
+        whatif.read_timelines(text.encode(), "both.csv")
+
+
+def test_totals_too_large_to_add_up_are_an_error_naming_them_not_inf_dollars() -> None:
+    text = ("minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed\n"
+            "0,a,1e308,1,1,1e308\n1,a,1e308,1,1,1e308\n")
+    frame = whatif.read_timelines(text.encode(), "huge.csv")["huge"]
+    with pytest.raises(whatif.TimelineError, match=r"^policy huge: GPU-hours, dollars, demand, "
+                                                   r"shortfall too large to add up"):
+        whatif.summarize("huge", frame, usd_per_gpu_hour=1.0)
