@@ -17,6 +17,16 @@ WINDOWS = {"6 h": timedelta(hours=6), "24 h": timedelta(hours=24), "7 d": timede
 LEADS_MIN = (1, 5, 10, 15, 20)
 
 
+def well_formed(forecasts: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The stored forecasts the charts can read (a positive step, as many p90 as p50 values) and
+    how many others there were; those are counted on the page, not drawn wrong or raised."""
+    if forecasts.empty:
+        return forecasts, 0
+    ok = [int(r.step_s) > 0 and len(r.p50) == len(r.p90)
+          for r in forecasts.itertuples(index=False)]
+    return forecasts[ok], len(ok) - sum(ok)
+
+
 def forecast_at_lead(forecasts: pd.DataFrame, lead_min: int) -> pd.DataFrame:
     """Each stored forecast's p50/p90 for the point ``lead_min`` after its last observation."""
     rows = []
@@ -96,7 +106,11 @@ def main() -> None:
     until_at = tick.started_at
     since_at = max(tick.first_at, until_at - window)
     actual = q.model_history(url, model, since_at, until_at)
-    forecasts = q.forecast_history(url, model, since_at - timedelta(hours=1), until_at)
+    forecasts, malformed = well_formed(
+        q.forecast_history(url, model, since_at - timedelta(hours=1), until_at))
+    if malformed:
+        st.warning(f"{malformed} stored forecast(s) of {model} left out: a step of 0 s or p90 "
+                   "values not matching the p50 values.")
     band = forecast_at_lead(forecasts, lead_min)
     band = band[band["at"] >= since_at]
     error = forecast_error(band, actual)

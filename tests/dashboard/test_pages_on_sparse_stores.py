@@ -82,3 +82,23 @@ def test_demand_before_any_capacity_is_ready_reads_no_capacity_ready_not_n_a(
     shown = metrics(open_page(url, "views/overview.py", monkeypatch))
     assert shown["Load on capacity"] == "no capacity ready"
     assert shown["SLO (capacity ≥ demand)"] == "6 short"
+
+
+def test_malformed_stored_forecasts_are_counted_and_left_out_not_a_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'bad-forecasts.db'}"
+    seed_store(url, 0.25)
+    with make_engine(url).begin() as connection:
+        bad = connection.exec_driver_sql(
+            "SELECT count(*) FROM forecasts WHERE model = 'llama-3-70b'").scalar()
+        connection.exec_driver_sql(
+            "UPDATE forecasts SET step_s = 0 WHERE model = 'llama-3-70b' AND id % 2 = 0")
+        connection.exec_driver_sql(
+            "UPDATE forecasts SET p90_json = '[1.0]' WHERE model = 'llama-3-70b' AND id % 2 = 1")
+    at = open_page(url, "views/models.py", monkeypatch)
+    at.selectbox[0].set_value("llama-3-70b").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [w.value for w in at.warning] == [
+        f"{bad} stored forecast(s) of llama-3-70b left out: a step of 0 s or p90 values not "
+        "matching the p50 values."]
+    assert metrics(at)["WAPE p50 @ 20 min"] == "n/a"
