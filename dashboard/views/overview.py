@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 
 import altair as alt
@@ -30,13 +31,21 @@ def gpus_by_product(tick: q.LastTick, lines: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def slo_status(demand_rps: float, capacity_rps: float) -> str:
+    """A model's SLO status: short when ready capacity is below demand, ok when not, unknown
+    when either is not a number (a NaN in the store compares false both ways: it read as ok)."""
+    if not (math.isfinite(demand_rps) and math.isfinite(capacity_rps)):
+        return "unknown"
+    return "short" if capacity_rps < demand_rps else "ok"
+
+
 def slo_table(url: str, tick: q.LastTick) -> pd.DataFrame:
     latest = q.latest_observations(url, tick.started_at)
     last_hour = q.served(url, tick.started_at - timedelta(hours=1), tick.started_at)
     frame = latest.merge(last_hour, on="model", how="left").fillna({"short_observations": 0,
                                                                     "observations": 0})
-    frame["status"] = ["short" if c < d else "ok"
-                       for c, d in zip(frame["capacity_rps"], frame["demand_rps"], strict=True)]
+    frame["status"] = [slo_status(d, c)
+                       for d, c in zip(frame["demand_rps"], frame["capacity_rps"], strict=True)]
     frame["short % (1 h)"] = (100 * frame["short_observations"]
                               / frame["observations"].where(frame["observations"] > 0)).round(1)
     return frame[["model", "status", "demand_rps", "capacity_rps", "replicas_ready",
@@ -45,6 +54,8 @@ def slo_table(url: str, tick: q.LastTick) -> pd.DataFrame:
 
 def load_on_capacity(demand_rps: float, capacity_rps: float) -> str:
     """Fleet demand as a share of ready capacity; demand with nothing ready is said, not n/a."""
+    if not (math.isfinite(demand_rps) and math.isfinite(capacity_rps)):
+        return "n/a"
     if capacity_rps > 0:
         return f"{100 * demand_rps / capacity_rps:.0f}%"
     return "no capacity ready" if demand_rps > 0 else "n/a"
@@ -55,7 +66,9 @@ def slo_summary(slo: pd.DataFrame) -> tuple[str, str]:
     if slo.empty:
         return "n/a", "no load observed in the last 10 min"
     shorts = int((slo["status"] == "short").sum())
-    return ("all ok" if shorts == 0 else f"{shorts} short"), f"{len(slo)} models"
+    unknown = int((slo["status"] == "unknown").sum())
+    value = f"{shorts} short" if shorts else f"{unknown} unknown" if unknown else "all ok"
+    return value, f"{len(slo)} models"
 
 
 @st.fragment(run_every=TTL_S)

@@ -37,3 +37,26 @@ def test_cost_read_path_matches_the_simulated_bill_on_each_store(
     at.switch_page("views/cost.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert {m.label for m in at.metric} >= {"Total", "Serving", "Idle"}
+
+
+@pytest.mark.postgres
+def test_a_nan_load_in_a_postgresql_store_reads_unknown_and_n_a_not_ok_or_nan_percent(
+        postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    seed_store(postgres_url, 0.25)
+    engine = make_engine(postgres_url)
+    with engine.begin() as connection:  # PostgreSQL keeps NaN floats; SQLite turns them to NULL
+        connection.exec_driver_sql(
+            "UPDATE ticks SET demand_rps = 'NaN' WHERE id = (SELECT max(id) FROM ticks)")
+        connection.exec_driver_sql(
+            "UPDATE observations SET capacity_rps = 'NaN' WHERE model = 'bert-embed'")
+    engine.dispose()
+    monkeypatch.setenv("HEADROOM_DB__URL", postgres_url)
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = {m.label: m for m in at.metric}
+    assert shown["Load on capacity"].value == "n/a"
+    assert (shown["SLO (capacity ≥ demand)"].value, shown["SLO (capacity ≥ demand)"].delta) == (
+        "1 unknown", "6 models")
+    slo = next(d.value for d in at.dataframe if "status" in d.value.columns).set_index("model")
+    assert slo.loc["bert-embed", "status"] == "unknown"
+    assert set(slo.drop(index="bert-embed")["status"]) == {"ok"}
