@@ -85,12 +85,19 @@ def overview() -> None:
     billed = sum(tick.billed_gpus.values())
     per_million = cost_per_million(float(accruals["usd"].sum()),
                                    float(served["served_requests"].sum()))
+    planned = q.latest_plan(url) is not None  # cost lines and allocation come from a plan
+    if not planned:
+        st.info(f"No plan recorded yet: {tick.ticks:,} tick(s) so far, the newest "
+                f"{tick.status}{f' ({tick.reason})' if tick.reason else ''}. GPU allocation and "
+                "$ / h show once a tick records a plan.")
     cols = st.columns(6)
-    cols[0].metric("GPU allocation", f"{100 * serving / billed:.0f}%" if billed else "n/a",
+    cols[0].metric("GPU allocation",
+                   f"{100 * serving / billed:.0f}%" if billed and planned else "n/a",
                    help="GPU-equivalents held by serving replicas / GPUs billed")
     cols[1].metric("Load on capacity", load_on_capacity(tick.demand_rps, tick.capacity_rps),
                    help="fleet demand / ready capacity")
-    cols[2].metric("$ / h now", widgets.usd(float(lines["usd_per_hour"].sum())),
+    cols[2].metric("$ / h now", widgets.usd(float(lines["usd_per_hour"].sum()) if planned
+                                            else None),
                    help=f"{billed} GPUs billed (ready + provisioning)")
     cols[3].metric("$ per 1M requests", widgets.usd(per_million),
                    help=f"last {(tick.started_at - since_at) / timedelta(hours=1):.0f} h: "

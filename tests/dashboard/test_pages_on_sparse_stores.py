@@ -102,3 +102,20 @@ def test_malformed_stored_forecasts_are_counted_and_left_out_not_a_traceback(
         f"{bad} stored forecast(s) of llama-3-70b left out: a step of 0 s or p90 values not "
         "matching the p50 values."]
     assert metrics(at)["WAPE p50 @ 20 min"] == "n/a"
+
+
+def test_ticks_without_any_plan_show_n_a_dollars_per_hour_not_zero(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'no-plans.db'}"
+    seed_store(url, 0.25)
+    with make_engine(url).begin() as connection:  # as if every tick so far stopped before planning
+        for table in ("outcomes", "actions", "placements", "plans"):
+            connection.exec_driver_sql(f"DELETE FROM {table}")
+        connection.exec_driver_sql("UPDATE ticks SET status = 'skipped', reason = 'stale snapshot'")
+        ticks = connection.exec_driver_sql("SELECT count(*) FROM ticks").scalar()
+    at = open_page(url, "views/overview.py", monkeypatch)
+    shown = metrics(at)
+    assert (shown["$ / h now"], shown["GPU allocation"]) == ("n/a", "n/a")
+    assert [i.value for i in at.info] == [
+        f"No plan recorded yet: {ticks} tick(s) so far, the newest skipped (stale snapshot). GPU "
+        "allocation and $ / h show once a tick records a plan."]
