@@ -22,20 +22,31 @@ class Upload(Protocol):
 
 
 def collect_sources(uploads: list[Upload], paths_text: str) -> list[tuple[str, bytes]]:
-    """(name, bytes) of every uploaded file and every path (a folder means its *.csv/*.json)."""
+    """(name, bytes) of every uploaded file and every path (a folder means its *.csv/*.json),
+    each file once; a folder without timelines or a file that cannot be read is an error line."""
     sources = [(f.name, f.getvalue()) for f in uploads]
+    seen: set[Path] = set()
     for raw in paths_text.replace(",", "\n").splitlines():
         path = Path(raw.strip()).expanduser()
         if not raw.strip():
             continue
         if path.is_dir():
-            files = sorted([*path.glob("*.csv"), *path.glob("*.json")])
-        elif path.is_file():
+            files = sorted(p for p in [*path.glob("*.csv"), *path.glob("*.json")] if p.is_file())
+            if not files:
+                st.error(f"{path}: no .csv or .json file in this folder")
+        elif path.exists():
             files = [path]
         else:
             st.error(f"{path}: no such file or folder")
             continue
-        sources.extend((str(p), p.read_bytes()) for p in files)
+        for file in files:
+            if file.resolve() in seen:
+                continue
+            seen.add(file.resolve())
+            try:
+                sources.append((str(file), file.read_bytes()))
+            except OSError as error:
+                st.error(f"{file}: cannot read it ({error.strerror or error})")
     return sources
 
 
@@ -79,11 +90,12 @@ def main() -> None:
     outcomes: list[whatif.PolicyOutcome] = []
     series: list[pd.DataFrame] = []
     reported: dict[str, object] = {}
+    labelled_by: dict[str, str] = {}  # policy label -> the file it came from
     for name, data in sources:
         if name.endswith(".json"):
             try:
                 reported[name] = json.loads(data)
-            except json.JSONDecodeError as error:
+            except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
                 st.error(f"{name}: not JSON ({error})")
             continue
         try:
@@ -98,6 +110,12 @@ def main() -> None:
         except whatif.TimelineError as error:
             st.error(f"{name}: {error}")
             continue
+        clash = next((o.label for o, _ in summaries if o.label in labelled_by), None)
+        if clash is not None:  # two rows (and one merged line) under one name would mislead
+            st.error(f"{name}: policy {clash} is already shown from {labelled_by[clash]}; "
+                     "rename one of the files (or its policy values)")
+            continue
+        labelled_by.update((outcome.label, name) for outcome, _ in summaries)
         outcomes.extend(outcome for outcome, _ in summaries)
         series.extend(minutes for _, minutes in summaries)
     if outcomes:

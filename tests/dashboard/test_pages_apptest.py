@@ -170,6 +170,47 @@ def test_a_timeline_too_large_to_add_up_is_an_error_and_the_other_files_still_co
     assert list(at.dataframe[0].value["policy"]) == ["static"]
 
 
+def test_a_folder_without_timelines_is_named_in_an_error(page: Page, tmp_path: Path) -> None:
+    (tmp_path / "results" / "static.csv").mkdir(parents=True)  # a folder, not a timeline
+    at = page("views/whatif.py")
+    at.text_area[0].set_value(str(tmp_path / "results")).run()
+    no_exception(at)
+    assert [e.value for e in at.error] == [
+        f"{tmp_path / 'results'}: no .csv or .json file in this folder"]
+
+
+def test_one_policy_name_from_two_files_is_an_error_and_a_file_listed_twice_counts_once(
+        page: Page, tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = write_timeline(tmp_path / "a" / "static.csv", minutes=30, replicas=6, gpus_billed=8)
+    second = write_timeline(tmp_path / "b" / "static.csv", minutes=30, replicas=3, gpus_billed=4)
+    at = page("views/whatif.py")
+    at.text_area[0].set_value(f"{first}\n{first}\n{second}").run()
+    no_exception(at)
+    assert [e.value for e in at.error] == [
+        f"{second}: policy static is already shown from {first}; rename one of the files (or its "
+        "policy values)"]
+    assert list(at.dataframe[0].value["policy"]) == ["static"]
+
+
+def test_a_timeline_that_cannot_be_read_is_an_error_naming_it(
+        page: Page, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    locked = write_timeline(tmp_path / "locked.csv", minutes=5, replicas=1, gpus_billed=1)
+    read_bytes = Path.read_bytes
+
+    def refuse(self: Path) -> bytes:
+        if self == locked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", refuse)
+    at = page("views/whatif.py")
+    at.text_area[0].set_value(str(locked)).run()
+    no_exception(at)
+    assert [e.value for e in at.error] == [f"{locked}: cannot read it (Permission denied)"]
+
+
 @pytest.mark.parametrize("path", ["views/overview.py", "views/fleet.py", "views/models.py",
                                   "views/cost.py", "views/decisions.py"])
 def test_a_store_without_ticks_shows_a_hint_instead_of_an_error(
