@@ -211,6 +211,15 @@ def test_a_timeline_that_cannot_be_read_is_an_error_naming_it(
     assert [e.value for e in at.error] == [f"{locked}: cannot read it (Permission denied)"]
 
 
+def test_a_summary_that_is_not_utf8_is_reported_as_not_json(page: Page, tmp_path: Path) -> None:
+    summary = tmp_path / "static.json"
+    summary.write_bytes(b"\x80 not text")
+    at = page("views/whatif.py")
+    at.text_area[0].set_value(str(summary)).run()
+    no_exception(at)
+    assert [e.value.startswith(f"{summary}: not JSON (") for e in at.error] == [True]
+
+
 @pytest.mark.parametrize("path", ["views/overview.py", "views/fleet.py", "views/models.py",
                                   "views/cost.py", "views/decisions.py"])
 def test_a_store_without_ticks_shows_a_hint_instead_of_an_error(
