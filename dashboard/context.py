@@ -11,7 +11,7 @@ from pathlib import Path
 
 import streamlit as st
 from sqlalchemy import Engine, inspect, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from controlplane.settings import ConfigError, load_settings
 from controlplane.store.engine import StoreUnavailable, make_engine
@@ -53,7 +53,14 @@ def store_url() -> str:
         st.error(f"Cannot open the store: {error}")
         st.stop()
         raise  # st.stop() raises; this keeps type checkers honest
-    if not inspect(engine).has_table("ticks"):
+    try:
+        has_schema = inspect(engine).has_table("ticks")
+    except SQLAlchemyError as error:  # the store went away after the engine was made
+        reason = str(error).strip().splitlines()[0]
+        st.error(f"Cannot read the store at `{engine.url.render_as_string()}`: {reason}")
+        st.stop()
+        raise
+    if not has_schema:
         st.info(f"The store at `{engine.url.render_as_string()}` has no Headroom schema yet. "
                 "Run `headroom db upgrade` (or start `headroom demo`).")
         st.stop()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from dashboard_support import seed_store
+from sqlalchemy import create_engine
 from streamlit.testing.v1 import AppTest
 
 from controlplane import cost_export, cost_reader
@@ -60,3 +61,22 @@ def test_a_nan_load_in_a_postgresql_store_reads_unknown_and_n_a_not_ok_or_nan_pe
     slo = next(d.value for d in at.dataframe if "status" in d.value.columns).set_index("model")
     assert slo.loc["bert-embed", "status"] == "unknown"
     assert set(slo.drop(index="bert-embed")["status"]) == {"ok"}
+
+
+@pytest.mark.postgres
+def test_a_store_that_goes_away_while_the_dashboard_runs_is_an_error_not_a_traceback(
+        postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    seed_store(postgres_url, 0.005)
+    monkeypatch.setenv("HEADROOM_DB__URL", postgres_url)
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    assert not at.exception, [e.value for e in at.exception]
+    server, name = postgres_url.rsplit("/", 1)
+    admin = create_engine(f"{server}/test", isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:  # the dashboard's pooled engine is still open
+        connection.exec_driver_sql(f'DROP DATABASE "{name}" WITH (FORCE)')
+    admin.dispose()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    (error,) = at.error
+    assert error.value.startswith(f"Cannot read the store at `{postgres_url}`: ")
+    assert f'database "{name}" does not exist' in error.value
