@@ -7,14 +7,12 @@ of a traceback (and no empty file is created).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import streamlit as st
-from sqlalchemy import Engine, inspect, make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy import Engine, inspect
+from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.settings import ConfigError, load_settings
-from controlplane.store.engine import StoreUnavailable, make_engine
+from controlplane.store.engine import StoreUnavailable, make_engine, sqlite_file
 
 TTL_S = 10  # seconds a query result is reused before the store is asked again
 
@@ -24,26 +22,12 @@ def engine_for(url: str) -> Engine:
     return make_engine(url)
 
 
-def missing_sqlite_file(url: str) -> Path | None:
-    """The absolute path of a SQLite store file that does not exist, else None. The dashboard
-    does not open it: opening would create an empty file (and its folders) at a mistyped path."""
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return None  # not a URL: make_engine says so
-    if (parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:")
-            or "uri" in parsed.query):
-        return None
-    path = Path(parsed.database).expanduser().resolve()
-    return None if path.exists() else path
-
-
 def store_url() -> str:
     """The store URL, or stop the page with a one-line error naming the cause."""
     try:
         url = load_settings().db.url
-        missing = missing_sqlite_file(url)
-        if missing is not None:
+        missing = sqlite_file(url)
+        if missing is not None and not missing.exists():
             st.info(f"No store file at `{missing}` (from the store URL `{url}`). Start "
                     "`headroom demo`, or run `headroom db upgrade` and a reconcile "
                     "(`headroom serve`), or point `HEADROOM_DB__URL` at an existing store.")

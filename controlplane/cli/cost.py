@@ -13,14 +13,13 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from sqlalchemy import Engine, inspect
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane import cost_export, cost_reader
 from controlplane.cli.paths import check_output_path, write_atomically
 from controlplane.settings import ConfigError, load_settings
 from controlplane.store import Store, StoreUnavailable
-from controlplane.store.engine import redact
+from controlplane.store.engine import redact, sqlite_file
 from forecaster.errors import InputError
 
 app = typer.Typer(help="Cost model: showback and OpenCost-compatible CSV export.",
@@ -55,20 +54,9 @@ def _check_namespace(value: str, option: str) -> None:
                          "letters, digits and '-', at most 63)")
 
 
-def _store_file(url: str) -> Path | None:
-    """The file of a SQLite store URL; None for a server database or an in-memory one."""
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        return None  # Store.open names the URL
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
-        return None
-    return Path(parsed.database)
-
-
 def _open_store(url: str, connect_timeout_s: float) -> Engine:
     """The store's engine, read-only use: never creates a SQLite file or a schema."""
-    store_file = _store_file(url)
+    store_file = sqlite_file(url)
     if store_file is not None and not store_file.is_file():
         raise InputError(f"store {url}: no such database file")
     engine = Store.open(url, connect_timeout_s).engine
@@ -112,7 +100,7 @@ def export(
         _check_namespace(warm_namespace, "--warm-namespace")
         settings = load_settings(config)
         url = settings.db.url
-        store_file = _store_file(url)
+        store_file = sqlite_file(url)
         check_output_path(out, "--out", {
             **({"the store (db.url)": store_file} if store_file is not None else {}),
             **({"--config": config} if config is not None else {})})

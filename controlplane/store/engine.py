@@ -8,8 +8,8 @@ from typing import Any
 from alembic import command
 from alembic.config import Config
 from alembic.util.exc import CommandError
-from sqlalchemy import Engine, create_engine, event, text
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import Engine, create_engine, event, make_url, text
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -31,6 +31,19 @@ def redact(url: str) -> str:
     creds, host = rest.rsplit("@", 1)
     user = creds.split(":", 1)[0]
     return f"{scheme}://{user}@{host}"
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite store URL (absolute); None for a server database, an in-memory or
+    URI-style one, or a string that is not a URL (``make_engine`` names that)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None
+    if (parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:")
+            or "uri" in parsed.query):
+        return None
+    return Path(parsed.database).expanduser().resolve()
 
 
 def _normalize(url: str) -> str:
