@@ -11,6 +11,7 @@ from kubernetes import client
 
 from controlplane.adapters.k8s.api import KubeApi
 from controlplane.adapters.k8s.backend import K8sBackend, build_k8s_backend
+from controlplane.adapters.k8s.reader import LoadSource
 from controlplane.ports import RelayoutStore
 from controlplane.sim.clock import VirtualClock
 from controlplane.store.relayout import MemoryRelayoutStore
@@ -24,10 +25,12 @@ def client_for(server: ApiServer) -> client.ApiClient:
 
 def make_backend(server: ApiServer, clock: VirtualClock, *, dry_run: bool = False,
                  identity: str = "headroom-0", relayouts: RelayoutStore | None = None,
-                 api: KubeApi | None = None, **k8s: object) -> K8sBackend:
+                 api: KubeApi | None = None, load: LoadSource | None = None,
+                 **k8s: object) -> K8sBackend:
     settings = k8s_settings(**k8s)
     if dry_run:
         settings = settings.model_copy(update={"safety": settings.safety.model_copy(
             update={"dry_run": True})})
     return build_k8s_backend(settings, clock, relayouts or MemoryRelayoutStore(),
-                             api_client=client_for(server), identity=identity, api=api)
+                             api_client=client_for(server), identity=identity, api=api,
+                             load=load)

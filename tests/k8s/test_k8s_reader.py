@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import math
+
 import pytest
 import yaml
 from apiserver import ApiServer
@@ -18,6 +21,7 @@ from k8s_harness import START_AT, make_backend
 from controlplane.adapters.k8s.inventory import free_gpu_resources, normalize_product
 from controlplane.domain.errors import TransientError
 from controlplane.sim.clock import VirtualClock
+from controlplane.store.codec import observed_to_json
 
 
 def seed_fleet(server: ApiServer) -> None:
@@ -138,3 +142,23 @@ def test_free_gpu_resources_subtract_pod_requests(apiserver: ApiServer,
 def test_gfd_product_labels_map_onto_catalog_products(label: str, memory_mib: int,
                                                       product: str) -> None:
     assert normalize_product(label, memory_mib) == product
+
+
+def test_a_load_source_that_gives_nan_or_inf_counts_as_zero_with_a_note_and_the_tick_stores(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed_fleet(apiserver)
+    loads = {"language/m-large": (math.nan, 40.0), "vision/resnet": (12.0, math.inf)}
+    observed = make_backend(apiserver, clock, load=loads.__getitem__).reader.snapshot()
+    by_name = {m.name: m for m in observed.models}
+    assert (by_name["language/m-large"].demand_rps, by_name["language/m-large"].capacity_rps) \
+        == (0.0, 40.0)
+    assert (by_name["vision/resnet"].demand_rps, by_name["vision/resnet"].capacity_rps) \
+        == (12.0, 0.0)
+    assert ("language/m-large: the load source gave demand_rps=nan, capacity_rps=40.0; "
+            "not finite, taken as 0") in observed.notes
+    # what the store writes is strict JSON again (NaN is not JSON; PostgreSQL refuses to read it)
+    json.loads(observed_to_json(observed), parse_constant=_refuse)
+
+
+def _refuse(constant: str) -> None:
+    raise AssertionError(f"{constant} in the stored JSON")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
@@ -89,6 +90,13 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
     models = []
     for model, (target, ready) in sorted(by_model.items()):
         demand_rps, capacity_rps = load(model) if load is not None else (0.0, 0.0)
+        if not (math.isfinite(demand_rps) and math.isfinite(capacity_rps)):
+            # NaN/inf (a 0/0 rate) would be stored as JSON no reader can parse; like a model
+            # without a load source, the load counts as 0 and the note says why
+            notes.append(f"{model}: the load source gave demand_rps={demand_rps}, "
+                         f"capacity_rps={capacity_rps}; not finite, taken as 0")
+            demand_rps = demand_rps if math.isfinite(demand_rps) else 0.0
+            capacity_rps = capacity_rps if math.isfinite(capacity_rps) else 0.0
         models.append(ObservedModel(model, ready, max(0, target - ready), target, demand_rps,
                                     capacity_rps))
     if load is None and models:
