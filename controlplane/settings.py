@@ -330,7 +330,8 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     """Build settings from defaults, an optional YAML file, the environment and overrides."""
     origin = str(config_file) if config_file else "configuration"
     if config_file is not None and not config_file.is_file():
-        raise ConfigError(f"{config_file}: no such config file")
+        what = "a directory, not a config file" if config_file.is_dir() else "no such config file"
+        raise ConfigError(f"{config_file}: {what}")
     mistake = unknown_env_variable(Settings, os.environ)
     if mistake is not None:
         raise ConfigError(mistake)

@@ -68,6 +68,12 @@ def test_a_missing_config_file_is_named() -> None:
         load_settings(Path("/nonexistent/nope.yaml"))
 
 
+def test_a_config_path_that_is_a_directory_is_named_as_one(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path)
+    assert str(caught.value) == f"{tmp_path}: a directory, not a config file"
+
+
 @pytest.mark.parametrize(("name", "value", "expected"), [
     ("HEADROOM_SAFETY_DRY_RUN", "true", "environment variable HEADROOM_SAFETY_DRY_RUN: unknown "
      "key; did you mean HEADROOM_SAFETY__DRY_RUN (groups and fields are joined by __)?"),
