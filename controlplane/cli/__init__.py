@@ -29,6 +29,7 @@ from controlplane.logsetup import setup_logging
 from controlplane.serve import ServeError
 from controlplane.settings import ConfigError, Settings, load_settings
 from controlplane.store import MigrationError, Store, StoreUnavailable, downgrade, upgrade
+from controlplane.store.engine import in_memory, redact
 from forecaster.registry import METHODS
 
 app = typer.Typer(help="Headroom: forecast, pack and actuate GPU inference fleets.",
@@ -72,9 +73,10 @@ def db_upgrade(config: ConfigOption = None,
                revision: Annotated[str, typer.Argument(help="target revision")] = "head") -> None:
     """Apply Alembic migrations up to REVISION (default: head)."""
     settings = _settings(config)
+    _refuse_in_memory(settings.db.url)
     store = Store.open(settings.db.url, settings.db.connect_timeout_s)
     upgrade(store.engine, revision)
-    console.print(f"database {settings.db.url} upgraded to {revision}")
+    console.print(f"database {redact(settings.db.url)} upgraded to {revision}")
 
 
 @db_app.command("downgrade")
@@ -82,9 +84,16 @@ def db_downgrade(revision: Annotated[str, typer.Argument(help="target revision, 
                  config: ConfigOption = None) -> None:
     """Revert Alembic migrations down to REVISION."""
     settings = _settings(config)
+    _refuse_in_memory(settings.db.url)
     store = Store.open(settings.db.url, settings.db.connect_timeout_s)
     downgrade(store.engine, revision)
-    console.print(f"database {settings.db.url} downgraded to {revision}")
+    console.print(f"database {redact(settings.db.url)} downgraded to {revision}")
+
+
+def _refuse_in_memory(url: str) -> None:
+    if in_memory(url):
+        raise ConfigError(f"db.url {url}: an in-memory database ends with this command, so a "
+                          "migration would keep nothing; use sqlite:///FILE or a server URL")
 
 
 def _demo_settings(config: Path | None, db: Path | None) -> Settings:

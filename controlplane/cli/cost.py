@@ -102,7 +102,10 @@ def export(
         url = settings.db.url
         store_file = sqlite_file(url)
         check_output_path(out, "--out", {
-            **({"the store (db.url)": store_file} if store_file is not None else {}),
+            **({("the store (db.url)" if not suffix else f"the store's {suffix} file (db.url)"):
+                store_file.with_name(store_file.name + suffix)
+                for suffix in ("", "-wal", "-shm", "-journal")} if store_file is not None
+               else {}),
             **({"--config": config} if config is not None else {})})
         engine = _open_store(url, settings.db.connect_timeout_s)
         span = cost_reader.time_span(engine)

@@ -46,6 +46,16 @@ def sqlite_file(url: str) -> Path | None:
     return Path(parsed.database).expanduser().resolve()
 
 
+def in_memory(url: str) -> bool:
+    """A SQLite URL whose database lives only as long as the process (``sqlite://``)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return False
+    return parsed.get_backend_name() == "sqlite" and (
+        parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory")
+
+
 def _normalize(url: str) -> str:
     if url.startswith("postgresql://") or url.startswith("postgres://"):
         return "postgresql+psycopg://" + url.split("://", 1)[1]

@@ -33,6 +33,25 @@ def test_db_upgrade_then_downgrade_on_postgresql(tmp_path: Path, postgres_url: s
     engine.dispose()
 
 
+def test_db_upgrade_does_not_print_the_database_password(postgres_url: str) -> None:
+    with_password = postgres_url.replace("postgres@", "postgres:s3cret@")  # trust auth ignores it
+    up = subprocess.run([*HEADROOM, "db", "upgrade"], env=_env(HEADROOM_DB__URL=with_password),
+                        capture_output=True, text=True, timeout=120)
+    assert up.returncode == 0, up.stderr
+    assert "upgraded to head" in up.stderr + up.stdout
+    assert "s3cret" not in up.stderr + up.stdout
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:"])
+def test_db_upgrade_of_an_in_memory_database_is_refused_as_keeping_nothing(url: str) -> None:
+    run = subprocess.run([*HEADROOM, "db", "upgrade"], env=_env(HEADROOM_DB__URL=url),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert run.stderr.startswith(f"error: db.url {url}: an in-memory database ends with this "
+                                 "command, so a migration would keep nothing")
+    assert run.stderr.count("\n") == 1
+
+
 def test_serve_with_the_sim_backend_runs_ticks_serves_grpc_and_stops_on_sigterm(
         tmp_path: Path) -> None:
     port, metrics_port = _free_port(), _free_port()

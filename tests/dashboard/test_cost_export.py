@@ -96,6 +96,15 @@ def test_cost_export_refuses_to_overwrite_the_store_it_reads(
     assert store_file.read_bytes() == before
 
 
+def test_cost_export_refuses_the_stores_write_ahead_log_as_its_output(
+        seeded: Seeded, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEADROOM_DB__URL", seeded.url)
+    wal = Path(seeded.url.removeprefix("sqlite:///") + "-wal")
+    code, output = _export("--out", str(wal))
+    assert code == 2
+    assert f"--out {wal}: is the input file of the store's -wal file (db.url)" in output
+
+
 @pytest.mark.parametrize(("out", "expected"), [
     ("dir", "--out {tmp}/dir: is a directory"),
     ("file.txt/export.csv", "--out {tmp}/file.txt/export.csv: a parent of it is a file"),
