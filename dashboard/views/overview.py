@@ -68,7 +68,7 @@ def slo_summary(slo: pd.DataFrame) -> tuple[str, str]:
     shorts = int((slo["status"] == "short").sum())
     unknown = int((slo["status"] == "unknown").sum())
     value = f"{shorts} short" if shorts else f"{unknown} unknown" if unknown else "all ok"
-    return value, f"{len(slo)} models"
+    return value, f"{len(slo)} models with load in the last 10 min"
 
 
 @st.fragment(run_every=TTL_S)
