@@ -7,14 +7,21 @@ of a traceback (and no empty file is created).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import ParamSpec
+
 import streamlit as st
 from sqlalchemy import Engine, inspect
 from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.settings import ConfigError, load_settings
-from controlplane.store.engine import StoreUnavailable, make_engine, sqlite_file
+from controlplane.store.engine import StoreUnavailable, make_engine, redact, sqlite_file
 
 TTL_S = 10  # seconds a query result is reused before the store is asked again
+
+
+P = ParamSpec("P")
 
 
 @st.cache_resource(show_spinner=False)
@@ -40,8 +47,7 @@ def store_url() -> str:
     try:
         has_schema = inspect(engine).has_table("ticks")
     except SQLAlchemyError as error:  # the store went away after the engine was made
-        reason = str(error).strip().splitlines()[0]
-        st.error(f"Cannot read the store at `{engine.url.render_as_string()}`: {reason}")
+        show_store_failure(engine.url.render_as_string(), error)
         st.stop()
         raise
     if not has_schema:
@@ -49,3 +55,24 @@ def store_url() -> str:
                 "Run `headroom db upgrade` (or start `headroom demo`).")
         st.stop()
     return url
+
+
+def show_store_failure(url: str, error: SQLAlchemyError) -> None:
+    """One error line for a store that failed while a page read it (gone, or an older schema
+    missing a table or column), in place of the SQL traceback. ``url`` is shown as given."""
+    text_ = str(getattr(error, "orig", None) or error).strip()
+    reason = text_.splitlines()[0] if text_ else type(error).__name__
+    st.error(f"Cannot read the store at `{url}`: {reason} (if the schema is older than this "
+             "Headroom, run `headroom db upgrade`)")
+
+
+def reads_store(page: Callable[P, None]) -> Callable[P, None]:
+    """For a fragment (below ``@st.fragment``): Streamlit runs fragments apart from the page, so
+    the app's own guard does not see their store errors; this shows them as one line too."""
+    @functools.wraps(page)
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            page(*args, **kwargs)
+        except SQLAlchemyError as error:
+            show_store_failure(redact(load_settings().db.url), error)
+    return guarded

@@ -10,7 +10,7 @@ import streamlit as st
 
 from dashboard import queries as q
 from dashboard import widgets
-from dashboard.context import TTL_S, store_url
+from dashboard.context import TTL_S, reads_store, store_url
 
 
 def action_rows(actions: pd.DataFrame) -> pd.DataFrame:
@@ -32,6 +32,7 @@ def action_rows(actions: pd.DataFrame) -> pd.DataFrame:
 
 
 @st.fragment(run_every=TTL_S)
+@reads_store
 def decisions(limit: int, with_actions_only: bool, dry_run_only: bool) -> None:
     url = store_url()
     tick = widgets.require_tick(url)

@@ -12,7 +12,7 @@ import streamlit as st
 from controlplane.domain.cost import cost_per_million
 from dashboard import costing, widgets
 from dashboard import queries as q
-from dashboard.context import TTL_S, store_url
+from dashboard.context import TTL_S, reads_store, store_url
 
 WINDOW = timedelta(hours=24)
 COST_STEP_S = 3600.0
@@ -72,6 +72,7 @@ def slo_summary(slo: pd.DataFrame) -> tuple[str, str]:
 
 
 @st.fragment(run_every=TTL_S)
+@reads_store
 def overview() -> None:
     url = store_url()
     tick = widgets.require_tick(url)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from collections.abc import Callable
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -271,3 +273,21 @@ def test_a_store_url_whose_driver_is_not_installed_is_an_error_not_a_traceback(
 def _usd(text: str) -> float:
     return float(text.replace("$", "").replace(",", ""))
 
+
+
+@pytest.mark.parametrize("path", ["views/overview.py", "views/fleet.py", "views/models.py",
+                                  "views/cost.py", "views/decisions.py"])
+def test_a_store_that_fails_while_a_page_reads_it_is_one_error_line_not_a_traceback(
+        path: str, seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = tmp_path / "broken.db"
+    broken.write_bytes(Path(seeded.url.removeprefix("sqlite:///")).read_bytes())
+    with closing(sqlite3.connect(broken)) as connection:  # ticks stay: the first check passes
+        connection.executescript("DROP TABLE observations; DROP TABLE plans; "
+                                 "DROP TABLE forecasts;")
+    monkeypatch.setenv("HEADROOM_DB__URL", f"sqlite:///{broken}")
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    if path != "views/overview.py":
+        at.switch_page(path).run()
+    no_exception(at)
+    assert [e.value for e in at.error if e.value.startswith("Cannot read the store")] != []
+    assert any("no such table" in e.value for e in at.error)
