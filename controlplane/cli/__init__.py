@@ -147,7 +147,7 @@ def _run_demo(settings: Settings, minutes: float | None, speed: float, no_dashbo
     try:
         grpc_address = runner.start_grpc()
         if not json_out:
-            console.print(f"[bold]Headroom demo[/] store {settings.db.url}")
+            console.print(f"[bold]Headroom demo[/] store {redact(settings.db.url)}")
             console.print(f"placement API (gRPC) on {grpc_address}")
             if runner.metrics_url:
                 console.print(f"metrics on {runner.metrics_url}")
@@ -216,7 +216,7 @@ def dashboard(config: ConfigOption = None,
     Store.open(settings.db.url, settings.db.connect_timeout_s)  # fail fast, one line
     address = address or settings.dashboard.address
     port = port if port is not None else settings.dashboard.port
-    console.print(f"dashboard on http://{address}:{port} (store {settings.db.url})")
+    console.print(f"dashboard on http://{address}:{port} (store {redact(settings.db.url)})")
     env = {**os.environ, "HEADROOM_DB__URL": settings.db.url}
     raise typer.Exit(subprocess.call(dashboard_command(address, port), env=env))
 
