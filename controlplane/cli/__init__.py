@@ -143,7 +143,10 @@ def demo(
 def _run_demo(settings: Settings, minutes: float | None, speed: float, no_dashboard: bool,
               json_out: bool) -> Demo:
     runner = Demo(settings, _wall_now())
-    signal.signal(signal.SIGTERM, lambda *_: runner.request_stop())
+    # Ctrl-C and SIGTERM stop the demo through the same flag, also when SIGINT came in ignored
+    # (a process started in the background by a script, or by a parent that ignores it)
+    for stop_signal in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop_signal, lambda *_: runner.request_stop())
     try:
         grpc_address = runner.start_grpc()
         if not json_out:

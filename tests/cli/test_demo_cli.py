@@ -31,6 +31,30 @@ def test_scripted_demo_prints_one_json_summary_with_ticks_and_placements(tmp_pat
     assert summary["grpc_address"].startswith("127.0.0.1:")
 
 
+def test_ctrl_c_stops_the_live_demo_even_when_it_was_started_with_sigint_ignored(
+        tmp_path: Path) -> None:
+    grpc_port = _free_port()
+    env = _env(HEADROOM_PLACEMENT__LISTEN=f"127.0.0.1:{grpc_port}",
+               HEADROOM_PLACEMENT__METRICS_LISTEN=f"127.0.0.1:{_free_port()}")
+    live = subprocess.Popen(  # as `headroom demo &` from a script: SIGINT arrives ignored
+        [*HEADROOM, "demo", "--speed", "120", "--no-dashboard"], cwd=tmp_path, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+        stub = pb_grpc.PlacementStub(channel)
+        _wait_for(lambda: stub.GetPlan(pb.GetPlanRequest(), timeout=2).revision > 0, 60)
+        channel.close()
+    finally:
+        live.send_signal(signal.SIGINT)
+        try:
+            _, stderr = live.communicate(timeout=60)
+        finally:
+            live.kill()  # only if SIGINT did not stop it: the test fails below
+    assert live.returncode == 0, stderr
+    assert "Traceback" not in stderr
+
+
 @pytest.mark.parametrize(("args", "env_extra", "expected"), [
     (["--config", "bad.yaml"], {}, "bad.yaml: mystery: unknown key"),
     ([], {"HEADROOM_RECONCILE__INTERVAL_S": "-3"},
