@@ -16,7 +16,13 @@ from sqlalchemy import Engine, inspect
 from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.settings import ConfigError, load_settings
-from controlplane.store.engine import StoreUnavailable, make_engine, redact, sqlite_file
+from controlplane.store.engine import (
+    StoreUnavailable,
+    error_line,
+    make_engine,
+    redact,
+    sqlite_file,
+)
 
 TTL_S = 10  # seconds a query result is reused before the store is asked again
 
@@ -60,10 +66,8 @@ def store_url() -> str:
 def show_store_failure(url: str, error: SQLAlchemyError) -> None:
     """One error line for a store that failed while a page read it (gone, or an older schema
     missing a table or column), in place of the SQL traceback. ``url`` is shown as given."""
-    text_ = str(getattr(error, "orig", None) or error).strip()
-    reason = text_.splitlines()[0] if text_ else type(error).__name__
-    st.error(f"Cannot read the store at `{url}`: {reason} (if the schema is older than this "
-             "Headroom, run `headroom db upgrade`)")
+    st.error(f"Cannot read the store at `{url}`: {error_line(error)} (if the schema is older "
+             "than this Headroom, run `headroom db upgrade`)")
 
 
 def reads_store(page: Callable[P, None]) -> Callable[P, None]:

@@ -17,9 +17,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane import cost_export, cost_reader
 from controlplane.cli.paths import check_output_path, write_atomically
+from controlplane.cli.streams import usage_error
 from controlplane.settings import ConfigError, load_settings
 from controlplane.store import Store, StoreUnavailable
-from controlplane.store.engine import redact, sqlite_file
+from controlplane.store.engine import error_line, redact, sqlite_file
 from forecaster.errors import InputError
 
 app = typer.Typer(help="Cost model: showback and OpenCost-compatible CSV export.",
@@ -30,11 +31,6 @@ console = Console(stderr=True)
 @app.callback()
 def cost() -> None:
     """Cost model: showback and OpenCost-compatible CSV export."""
-
-
-def _fail(message: str) -> typer.Exit:
-    console.print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code=2)
 
 
 def _parse_at(value: str, option: str) -> datetime:
@@ -116,17 +112,16 @@ def export(
         result = cost_export.showback(engine, cost_reader.price_table(engine), since_at,
                                       until_at, step_s)
     except (ConfigError, StoreUnavailable, InputError) as error:
-        raise _fail(str(error)) from None
+        raise usage_error(str(error)) from None
     except SQLAlchemyError as error:
-        first = str(getattr(error, "orig", None) or error).splitlines()[0]
-        raise _fail(f"store {redact(url)}: {first} (is the schema current? run "
+        raise usage_error(f"store {redact(url)}: {error_line(error)} (is the schema current? run "
                     "`headroom db upgrade`)") from None
     rows = cost_export.opencost_rows(result.accruals, result.requests, warm_namespace)
     try:
         write_atomically(out, lambda tmp: tmp.write_text(cost_export.csv_text(rows),
                                                          encoding="utf-8"))
     except OSError as error:
-        raise _fail(f"--out {out}: cannot write: {error.strerror or error}") from None
+        raise usage_error(f"--out {out}: cannot write: {error.strerror or error}") from None
     total = sum(a.usd for a in result.accruals)
     console.print(f"wrote {len(rows)} rows to {out}: {since_at:%Y-%m-%d %H:%M} .. "
                   f"{until_at:%Y-%m-%d %H:%M} UTC, {result.samples} samples, ${total:,.2f}")

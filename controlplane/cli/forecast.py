@@ -32,7 +32,7 @@ from controlplane.cli.paths import check_output_path, write_atomically
 from controlplane.forecast_job import HistorySource, JobConfig, JobReport, Shard, run_job
 from controlplane.settings import ConfigError, load_settings
 from controlplane.store import Store, StoreUnavailable
-from controlplane.store.engine import redact
+from controlplane.store.engine import error_line, redact
 from forecaster.backtest import BacktestTask, SeriesBacktest, run_all
 from forecaster.errors import ForecasterError, InputError
 from forecaster.features import History
@@ -267,8 +267,8 @@ def run(
         err.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from exc
     except SQLAlchemyError as exc:
-        first = str(exc.orig if hasattr(exc, "orig") and exc.orig else exc).splitlines()[0]
-        err.print(f"[red]error:[/] store {redact(store_url or settings.db.url)}: {first} "
+        err.print(f"[red]error:[/] store {redact(store_url or settings.db.url)}: "
+                  f"{error_line(exc)} "
                   "(is the schema created? run `headroom db upgrade`)", highlight=False,
                   soft_wrap=True)
         raise typer.Exit(2) from exc

@@ -17,6 +17,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from controlplane.autoscaling.policies import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
+from controlplane.cli.streams import usage_error
 from controlplane.simulation.config import (
     ModelsFileError,
     load_models_file,
@@ -30,11 +31,6 @@ from forecaster.errors import UnknownMethodError
 from forecaster.registry import get_forecaster
 
 _err = Console(stderr=True)
-
-
-def _fail(message: str) -> typer.Exit:
-    _err.print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code=2)
 
 
 def _table(summaries: list[dict[str, Any]]) -> Table:
@@ -122,7 +118,7 @@ def simulate_command(
                for m in config.models if m.cold_start.samples_csv is not None}})
         get_forecaster(forecast_method)
     except (ModelsFileError, TraceError, UnknownMethodError, ValueError) as error:
-        raise _fail(str(error)) from None
+        raise usage_error(str(error)) from None
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(),
                       TextColumn("{task.completed:,.0f}/{task.total:,.0f} min"),
@@ -132,7 +128,7 @@ def simulate_command(
             result = simulate(replayed, config, names, timeline_out, options, knobs,
                               lambda n, m: progress.update(tasks[n], completed=m + 1))
     except OSError as error:
-        raise _fail(f"{error.filename or timeline_out}: {error.strerror}") from None
+        raise usage_error(f"{error.filename or timeline_out}: {error.strerror}") from None
     if json_out:
         typer.echo(json.dumps({
             "ok": True, "trace": str(trace), "models": str(models),

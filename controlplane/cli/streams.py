@@ -1,4 +1,5 @@
-"""Keep stdout for the one JSON document: native libraries (e.g. HiGHS's banner) write to fd 1."""
+"""Keep stdout for the one JSON document: native libraries (e.g. HiGHS's banner) write to fd 1;
+and the one-line ``error:`` of a command's bad input, on stderr."""
 
 from __future__ import annotations
 
@@ -6,6 +7,17 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+import typer
+from rich.console import Console
+
+_stderr = Console(stderr=True)
+
+
+def usage_error(message: str) -> typer.Exit:
+    """Print ``error: message`` on stderr; the exit (code 2) for the caller to raise."""
+    _stderr.print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code=2)
 
 
 @contextmanager

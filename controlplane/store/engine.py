@@ -46,6 +46,13 @@ def sqlite_file(url: str) -> Path | None:
     return Path(parsed.database).expanduser().resolve()
 
 
+def error_line(error: BaseException) -> str:
+    """The first line of a database error (the driver's own message when SQLAlchemy wraps one),
+    for one-line reports; the error's type when it has no text."""
+    text_ = str(getattr(error, "orig", None) or error).strip()
+    return text_.splitlines()[0] if text_ else type(error).__name__
+
+
 def in_memory(url: str) -> bool:
     """A SQLite URL whose database lives only as long as the process (``sqlite://``)."""
     try:
