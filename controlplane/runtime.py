@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -23,7 +23,7 @@ from controlplane.forecast_calibration import CalibratedForecasts, CalibrationCo
 from controlplane.forecast_job import JobConfig, run_job
 from controlplane.ports import Clock
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps, reconcile_once
-from controlplane.settings import Settings, pool_specs
+from controlplane.settings import ConfigError, Settings, pool_specs
 from controlplane.sim import traffic
 from controlplane.sim.catalog import DEMO_MODELS, DEMO_TRAFFIC
 from controlplane.sim.clock import VirtualClock
@@ -52,6 +52,7 @@ def keda_servicer(settings: Settings, store: Store, clock: Clock,
 def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> ReconcileConfig:
     """The reconcile loop runs the autoscaling core with the policy of ``settings.autoscaling``."""
     auto, pools = settings.autoscaling, pool_specs(settings)
+    _check_budget_tenants(auto.tenant_gpu_budgets, specs)
     return ReconcileConfig(
         models=live_models(specs, pools, auto.node_provision_p90_s, auto.cached_start_p90_s),
         pools=pools,
@@ -64,6 +65,17 @@ def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> Reconc
         dry_run=settings.safety.dry_run,
         calibration=calibration_config(settings),
     )
+
+
+def _check_budget_tenants(budgets: Mapping[str, float], specs: tuple[ModelSpec, ...]) -> None:
+    """A budget for a tenant no model belongs to would never bind: most likely a misspelt name,
+    which would leave the real tenant without a limit."""
+    tenants = sorted({s.tenant for s in specs})
+    unknown = sorted(set(budgets) - set(tenants))
+    if unknown:
+        raise ConfigError(f"autoscaling.tenant_gpu_budgets: no model belongs to tenant(s) "
+                          f"{', '.join(map(repr, unknown))}; the models' tenants are "
+                          f"{', '.join(map(repr, tenants))}")
 
 
 def calibration_config(settings: Settings) -> CalibrationConfig:

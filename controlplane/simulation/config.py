@@ -283,6 +283,11 @@ def load_models_file(path: Path, cold_start_override: _ColdStart | None = None) 
     if dupes:
         raise ModelsFileError(f"{path}: models: duplicate name(s) {dupes}")
     fleet = parsed.fleet
+    tenants = sorted({m.tenant for m in parsed.models})
+    for tenant in sorted(set(fleet.tenant_gpu_budgets) - set(tenants)):
+        raise ModelsFileError(f"{path}: fleet.tenant_gpu_budgets.{tenant}: no model belongs to "
+                              f"tenant {tenant!r}; the models' tenants are "
+                              f"{', '.join(map(repr, tenants))}")
     for name, quantiles in (("node_provision_s", fleet.node_provision_s),
                             ("cached_start_s", fleet.cached_start_s)):
         if quantiles.p90 < quantiles.p50:

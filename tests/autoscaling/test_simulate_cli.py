@@ -258,8 +258,12 @@ def test_valid_cold_start_samples_replay_from_the_models_file_or_the_option(
      "got -3"),
     ("  gpus_per_node: 2.5\n", "models.yaml: fleet.gpus_per_node: Input should be a valid "
      "integer, got a number with a fractional part"),
+    ("  tenant_gpu_budgets: {acme: 8, amce: 3}\n",
+     "models.yaml: fleet.tenant_gpu_budgets.amce: no model belongs to tenant 'amce'; the models' "
+     "tenants are 'acme'"),
 ], ids=["infinite provisioning p90", "provisioning p90 below p50", "cached start p90 below p50",
-        "negative price", "negative tenant budget", "fractional gpus per node"])
+        "negative price", "negative tenant budget", "fractional gpus per node",
+        "budget for a tenant no model has"])
 def test_impossible_fleet_settings_are_refused_naming_the_field_and_key(
         tmp_path: Path, fleet_lines: str, message: str) -> None:
     text = MODELS_YAML.replace("  node_provision_s: {p50: 120, p90: 240}\n", "").replace(

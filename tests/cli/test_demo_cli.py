@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import urllib.request
@@ -61,7 +63,10 @@ def test_ctrl_c_stops_the_live_demo_even_when_it_was_started_with_sigint_ignored
      "reconcile.interval_s: Input should be greater than 0"),
     ([], {"HEADROOM_DB__URL": "postgresql://nobody@127.0.0.1:1/none"},
      "cannot reach database postgresql+psycopg://nobody@127.0.0.1:1/none"),
-], ids=["unknown key", "negative interval", "unreachable database"])
+    ([], {"HEADROOM_AUTOSCALING__TENANT_GPU_BUDGETS": '{"serach": 4}'},
+     "autoscaling.tenant_gpu_budgets: no model belongs to tenant(s) 'serach'; the models' "
+     "tenants are 'acme', 'globex', 'initech'"),
+], ids=["unknown key", "negative interval", "unreachable database", "budget of no tenant"])
 def test_bad_configuration_exits_2_with_one_line_and_no_traceback(
         tmp_path: Path, args: list[str], env_extra: dict[str, str], expected: str) -> None:
     (tmp_path / "bad.yaml").write_text("mystery: 1\n")
@@ -104,7 +109,8 @@ def test_live_demo_serves_grpc_and_dashboard_on_loopback_and_stops_on_ctrl_c(
                HEADROOM_DASHBOARD__PORT=str(dash_port),
                HEADROOM_PLACEMENT__METRICS_LISTEN=f"127.0.0.1:{metrics_port}")
     live = subprocess.Popen([*HEADROOM, "demo", "--speed", "120"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own group: its dashboard goes with it
     try:
         channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
         stub = pb_grpc.PlacementStub(channel)
@@ -126,7 +132,12 @@ def test_live_demo_serves_grpc_and_dashboard_on_loopback_and_stops_on_ctrl_c(
         channel.close()
     finally:
         live.send_signal(signal.SIGINT)
-        _, stderr = live.communicate(timeout=60)
+        try:
+            _, stderr = live.communicate(timeout=60)
+        finally:  # nothing of the demo (its dashboard included) outlives the test
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(live.pid, signal.SIGKILL)
+            live.wait()
     assert live.returncode == 0, stderr
     assert "Traceback" not in stderr
 
