@@ -8,10 +8,13 @@ Sharding (``Shard.parse("2/8")``) is by a stable hash of the model name, so a Ku
 Job with ``--shard $(JOB_COMPLETION_INDEX)/N`` splits a fleet without coordination. With a state
 directory, each model's fitted state survives between runs: a run refits only the models whose
 refit anchor has passed (anchors are staggered per model), the others reuse their stored fit.
+``JobConfig.fit_budget_s`` bounds the wall time spent starting first fits, so that a cold start
+of a large fleet does not hold a run for many minutes (``controlplane.forecast_pool``).
 
 Fallbacks are per model and recorded in ``Forecast.fallback_reason``: ``short_history``,
 ``worse_than_baseline``, ``seasonal_fit_failed`` (level model without Prophet), ``fit_failed:<E>``
-(persistence), ``no_observations``. A model whose history cannot be fetched gets no forecast
+(persistence), ``no_observations``, ``fit_deferred`` (persistence until a later run fits the
+model: the fit budget was spent). A model whose history cannot be fetched gets no forecast
 (never a made-up zero) and is listed in the report; the control plane then treats its last
 forecast as stale.
 
@@ -23,13 +26,10 @@ forecast time -- the same limit behind the forecaster's ``stale_observations`` f
 
 from __future__ import annotations
 
-import logging
-import multiprocessing as mp
 import time
 import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -37,16 +37,11 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from forecaster.api import forecast, n_targets, stale_after_s
-from forecaster.calibrate import fitted_leads
+from controlplane.forecast_pool import ModelTask, compute_all
+from forecaster.api import stale_after_s
 from forecaster.errors import ForecasterError
-from forecaster.features import History
-from forecaster.persist import export_state, import_state, load_state, save_state, state_path
-from forecaster.registry import get_forecaster
 from forecaster.settings import DEFAULT_SETTINGS, ForecasterSettings
 from forecaster.types import Forecast, SourcedSeries, TrafficSeries
-
-log = logging.getLogger("headroom.forecast_job")
 
 #: the job's forecaster settings: without stored state, Prophet fits cold instead of replaying
 #: the week's warm-start chain (the backtest replays it; results agree to optimizer tolerance)
@@ -104,23 +99,8 @@ class JobConfig:
     shard: Shard = Shard()
     state_dir: Path | None = None
     settings: ForecasterSettings = JOB_SETTINGS
-
-
-@dataclass(frozen=True, slots=True)
-class ModelTask:
-    series: TrafficSeries
-    horizon_s: int
-    method: str
-    settings: ForecasterSettings
-    state_dir: Path | None
-
-
-@dataclass(frozen=True, slots=True)
-class ModelResult:
-    forecast: Forecast
-    compute_s: float
-    refit: bool  # the level model was fitted in this run (not taken from stored state)
-    seasonal_fits: int  # Prophet fits in this run
+    #: wall seconds for starting first fits (models without stored state); None: no limit
+    fit_budget_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,33 +117,10 @@ class JobReport:
     refits: int  # models whose level model was fitted in this run
     reused: int  # models served from stored state
     seasonal_fits: int = 0  # Prophet fits in this run
+    deferred: int = 0  # models whose first fit waits for a later run (the fit budget was spent)
     methods: dict[str, int] = field(default_factory=dict)
     fallbacks: dict[str, int] = field(default_factory=dict)
     warnings: dict[str, tuple[str, ...]] = field(default_factory=dict)  # model -> warnings
-
-
-def compute_one(task: ModelTask) -> ModelResult:
-    """Forecast one model (runs in a worker process); loads/saves its fitted state."""
-    started = time.perf_counter()
-    h = History.of(task.series)
-    model = get_forecaster(task.method, task.settings)
-    path = state_path(task.state_dir, task.series.series_id, task.method) \
-        if task.state_dir else None
-    if path is not None:
-        import_state(model, h, load_state(path))
-    fits = getattr(model, "fits_done", 0)
-    chain = getattr(model, "seasonal", None)
-    seasonal = getattr(chain, "fits_done", 0)
-    made = forecast(task.series, task.horizon_s, task.method, task.settings, history=h)
-    if path is not None:
-        leads = fitted_leads(n_targets(task.horizon_s, task.series.step_s))
-        try:
-            save_state(path, export_state(model, h, h.size, leads))
-        except OSError as exc:
-            log.warning("cannot write forecaster state %s: %s", path, exc)
-    return ModelResult(made, time.perf_counter() - started,
-                       getattr(model, "fits_done", 0) > fits,
-                       getattr(chain, "fits_done", 0) - seasonal)
 
 
 def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, config: JobConfig,
@@ -191,7 +148,7 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
             on_progress("fetch", i + 1, len(models))
     fetch_s = time.perf_counter() - fetch
     compute = time.perf_counter()
-    results = _compute_all(tasks, config.workers, on_progress)
+    results = compute_all(tasks, config.workers, config.fit_budget_s, on_progress)
     compute_s = time.perf_counter() - compute
     forecasts = tuple(r.forecast for r in results)
     store = time.perf_counter()
@@ -202,8 +159,10 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
     return JobReport(
         computed_at=now, shard=config.shard, models=len(models), forecasts=forecasts,
         failed=failed, fetch_s=fetch_s, compute_s=compute_s, store_s=store_s,
-        wall_s=time.perf_counter() - wall, refits=refits, reused=len(results) - refits,
+        wall_s=time.perf_counter() - wall, refits=refits,
+        reused=sum(not (r.refit or r.deferred) for r in results),
         seasonal_fits=sum(r.seasonal_fits for r in results),
+        deferred=sum(r.deferred for r in results),
         methods=dict(Counter(f.method for f in forecasts)),
         fallbacks=dict(Counter(f.fallback_reason for f in forecasts if f.fallback_reason)),
         warnings=warnings)
@@ -231,25 +190,6 @@ def stale_history(series: TrafficSeries, now: datetime) -> str:
         return ""
     return (f"stale_history: last sample {age_s / 3600:.1f} h before the forecast time "
             f"(at {last_at.isoformat()}; limit {limit_s / 3600:g} h)")
-
-
-def _compute_all(tasks: list[ModelTask], workers: int,
-                 on_progress: Callable[[str, int, int], None] | None) -> list[ModelResult]:
-    out: dict[int, ModelResult] = {}
-    if workers <= 1 or len(tasks) <= 1:
-        for i, task in enumerate(tasks):
-            out[i] = compute_one(task)
-            if on_progress:
-                on_progress("forecast", i + 1, len(tasks))
-        return [out[i] for i in range(len(tasks))]
-    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx) as pool:
-        futures = {pool.submit(compute_one, t): i for i, t in enumerate(tasks)}
-        for n, fut in enumerate(as_completed(futures), start=1):
-            out[futures[fut]] = fut.result()
-            if on_progress:
-                on_progress("forecast", n, len(tasks))
-    return [out[i] for i in range(len(tasks))]
 
 
 def floor_time(at: datetime, step_s: int) -> datetime:

@@ -85,8 +85,10 @@ def calibration_config(settings: Settings) -> CalibrationConfig:
 
 def refresh_forecasts(store: Store, now: datetime, settings: Settings) -> list[Forecast]:
     """Forecast every model of the store from its stored history (the forecast job) and store it."""
-    config = JobConfig(horizon_s=settings.forecast.horizon_s, step_s=settings.forecast.step_s,
-                       history_s=settings.forecast.history_s, method=settings.forecast.method)
+    fs = settings.forecast
+    config = JobConfig(horizon_s=fs.horizon_s, step_s=fs.step_s, history_s=fs.history_s,
+                       method=fs.method, workers=fs.workers, state_dir=fs.state_dir,
+                       fit_budget_s=fs.refresh_budget_s())
     return list(run_job(store, store, now, config).forecasts)
 
 

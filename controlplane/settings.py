@@ -65,6 +65,21 @@ class ForecastSettings(Group):
     step_s: int = Field(60, gt=0, description="resampling step of the rate series")
     history_s: int = Field(7 * 86400, gt=0, description="history fed to the forecaster")
     method: str = Field("auto", description="forecaster name from the registry, or auto")
+    workers: int = Field(1, ge=1, description="worker processes of the refreshes of serve and "
+                         "demo")
+    state_dir: Path | None = Field(Path(".headroom/forecaster-state"), description="fitted "
+                                   "state kept between refreshes (None: every refresh fits "
+                                   "every model)")
+    fit_budget_s: float | None = Field(None, gt=0, allow_inf_nan=False, description="wall "
+                                       "seconds per refresh for first fits (models without "
+                                       "stored state); the rest get persistence "
+                                       "(fit_deferred) and are fitted by a later refresh. "
+                                       "Default: half of interval_s for serve and demo, no "
+                                       "limit for forecast run")
+
+    def refresh_budget_s(self) -> float:
+        """The fit budget of the refreshes of serve and demo."""
+        return self.fit_budget_s if self.fit_budget_s is not None else 0.5 * self.interval_s
 
 
 class SafetySettings(Group):

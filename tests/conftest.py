@@ -12,6 +12,13 @@ from sqlalchemy import create_engine, text
 PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
+@pytest.fixture(autouse=True)
+def _forecaster_state_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forecast refreshes of serve and demo keep fitted state (forecast.state_dir, relative
+    to the working directory by default): in tests, each test's own directory."""
+    monkeypatch.setenv("HEADROOM_FORECAST__STATE_DIR", str(tmp_path / "forecaster-state"))
+
+
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'headroom.db'}"

@@ -217,6 +217,10 @@ def run(
     shard: Annotated[str, typer.Option(help="INDEX/COUNT of a sharded fleet, e.g. "
                                        "$(JOB_COMPLETION_INDEX)/8")] = "0/1",
     workers: Annotated[int, typer.Option(min=1, help="worker processes")] = 2,
+    fit_budget_s: Annotated[float | None, typer.Option(
+        "--fit-budget-s", min=0, help="wall seconds for starting first fits (models without "
+        "stored state); the rest get persistence with fallback fit_deferred and are fitted by a "
+        "later run (default: settings forecast.fit_budget_s, else no limit)")] = None,
     method: Annotated[str | None, typer.Option(help="forecaster (default: settings)")] = None,
     horizon: Annotated[str | None, typer.Option(help="e.g. 20m (default: settings)")] = None,
     step: Annotated[str | None, typer.Option(help="e.g. 60s (default: settings)")] = None,
@@ -245,7 +249,8 @@ def run(
             step_s=parse_duration_s(step, "--step") if step else fs.step_s,
             history_s=parse_duration_s(history, "--history") if history else fs.history_s,
             method=method or fs.method, workers=workers, shard=Shard.parse(shard),
-            state_dir=state_dir)
+            state_dir=state_dir,
+            fit_budget_s=fit_budget_s if fit_budget_s is not None else fs.fit_budget_s)
         if job.method not in METHODS:
             raise InputError(f"--method {job.method!r}: choose one of {', '.join(METHODS)}")
         source, now = _source(prometheus_url, metric, query, models, csv, time_col, value_col,
@@ -280,7 +285,8 @@ def run(
         err.print(f"{len(report_.forecasts)} forecast(s) in {report_.wall_s:.1f} s "
                   f"(fetch {report_.fetch_s:.1f}, compute {report_.compute_s:.1f}, "
                   f"store {report_.store_s:.1f}); refits {report_.refits}, reused "
-                  f"{report_.reused}; failed {len(report_.failed)}", highlight=False)
+                  f"{report_.reused}, deferred {report_.deferred}; failed "
+                  f"{len(report_.failed)}", highlight=False)
     for model, notes in report_.warnings.items():
         for note in notes:
             err.print(f"[yellow]warning:[/] model {model!r}: {note}", highlight=False,
@@ -343,7 +349,7 @@ def job_doc(r: JobReport, stored: bool) -> dict[str, Any]:
         "shard": f"{r.shard.index}/{r.shard.count}", "models": r.models,
         "forecasts": len(r.forecasts), "stored": stored and bool(r.forecasts),
         "failed": r.failed, "refits": r.refits, "reused_state": r.reused,
-        "seasonal_fits": r.seasonal_fits,
+        "deferred": r.deferred, "seasonal_fits": r.seasonal_fits,
         "methods": r.methods, "fallbacks": r.fallbacks,
         "timing_s": {"fetch": round(r.fetch_s, 3), "compute": round(r.compute_s, 3),
                      "store": round(r.store_s, 3), "wall": round(r.wall_s, 3)},

@@ -51,6 +51,21 @@ def test_the_settings_file_loads_as_a_kubernetes_backend(tmp_path: Path) -> None
     assert {p.name for p in settings.pools} == {"a100-80gb", "l4"}
 
 
+def test_the_forecasters_fitted_state_is_kept_on_a_writable_volume(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HEADROOM_FORECAST__STATE_DIR")  # the tests' own (tests/conftest.py)
+    config = tmp_path / "headroom.yaml"
+    config.write_text(find("ConfigMap", "headroom")["data"]["headroom.yaml"])
+    state_dir = load_settings(config).forecast.state_dir
+    assert state_dir is not None and state_dir.is_absolute()
+    pod = find("Deployment", "headroom")["spec"]["template"]["spec"]
+    container = next(c for c in pod["containers"] if c["name"] == "headroom")
+    assert container["securityContext"]["readOnlyRootFilesystem"]
+    writable = {v["name"] for v in pod["volumes"] if "emptyDir" in v}
+    assert any(m["name"] in writable and state_dir.is_relative_to(m["mountPath"])
+               for m in container["volumeMounts"])
+
+
 def test_two_replicas_and_services_that_reach_their_named_ports() -> None:
     deployment = find("Deployment", "headroom")
     assert deployment["spec"]["replicas"] == 2
