@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from controlplane.adapters.clock import WallClock
@@ -116,8 +117,8 @@ def demo(
                                                help="do not start the dashboard")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON summary")] = False,
     db: Annotated[Path | None, typer.Option(
-        help="SQLite file of the demo store; beats HEADROOM_DB__URL and db.url of --config "
-        f"[default (with neither): {DEMO_DB}]")] = None,
+        help=escape("SQLite file of the demo store; beats HEADROOM_DB__URL and db.url of "
+                    f"--config [default (with neither): {DEMO_DB}]"))] = None,
     config: ConfigOption = None,
 ) -> None:
     """Everything embedded, on a simulated GPU fleet and SQLite.

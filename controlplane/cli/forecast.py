@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
@@ -52,7 +53,7 @@ def _forecast() -> None:
 
 @app.command()
 def backtest(
-    csv: Annotated[Path, typer.Option("--csv", help="long CSV: time, [series], value")],
+    csv: Annotated[Path, typer.Option("--csv", help=escape("long CSV: time, [series], value"))],
     time_col: Annotated[str, typer.Option("--time-col", help="time column")],
     value_col: Annotated[str, typer.Option("--value-col", help="value column (rate/count)")],
     predictions_out: Annotated[Path, typer.Option("--predictions-out",

@@ -56,7 +56,8 @@ def simulate_command(
         "--timeline-out", help="timeline CSV; with several policies T.csv -> T.<policy>.csv",
         dir_okay=False)],
     policy: Annotated[list[str] | None, typer.Option(
-        "--policy", help="predictive | reactive | static; repeat for a side-by-side table")
+        "--policy", help="predictive | reactive | static; repeat for a side-by-side table "
+        "(default: predictive)")
     ] = None,
     time_col: Annotated[str, typer.Option("--time-col")] = "ts",
     series_col: Annotated[str, typer.Option("--series-col", help="'' for a single series")

@@ -60,3 +60,19 @@ def test_a_long_help_paragraph_wraps_to_the_terminal_width() -> None:
     # lines, not the six of the docstring's source wrapping plus Rich's re-wrapping of each
     assert len(lines[start]) > 90
     assert lines[start + 5] == ""
+
+
+def test_bracketed_option_help_is_printed_not_taken_for_rich_markup() -> None:
+    # Rich reads "[default ...]" or "[series]" as a style tag and drops it from the help
+    checked = set()
+    for name, command in _commands(typer.main.get_group(app)).items():
+        for param in command.params:
+            text = (getattr(param, "help", None) or "").replace("\\[", "[")
+            if "[" not in text:
+                continue
+            result = CliRunner().invoke(app, [*name.split(), "--help"],
+                                        env={"COLUMNS": "400"}, terminal_width=400)
+            assert result.exit_code == 0
+            assert text in result.output, f"{name} {param.name}: {text!r} not in the help"
+            checked.add(f"{name} {param.name}")
+    assert {"demo db", "forecast backtest csv"} <= checked
