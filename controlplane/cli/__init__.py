@@ -24,7 +24,7 @@ from controlplane.cli.forecast import app as forecast_app
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.placement import app as placement_app
 from controlplane.cli.simulate import simulate_command
-from controlplane.cli.streams import stdout_to_stderr
+from controlplane.cli.streams import print_error, stdout_to_stderr
 from controlplane.demo import Demo
 from controlplane.logsetup import setup_logging
 from controlplane.serve import ServeError
@@ -230,5 +230,5 @@ def main() -> None:
     try:
         app()
     except (ConfigError, StoreUnavailable, MigrationError, UsageError, ServeError) as error:
-        console.print(f"[red]error:[/] {error}", highlight=False, soft_wrap=True)
+        print_error(str(error))
         sys.exit(2)

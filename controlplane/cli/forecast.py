@@ -30,6 +30,7 @@ from controlplane.adapters.clock import WallClock
 from controlplane.cli.backtest_notes import unscored_notes
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.paths import check_output_path, write_atomically
+from controlplane.cli.streams import print_warning, usage_error
 from controlplane.forecast_job import HistorySource, JobConfig, JobReport, Shard, run_job
 from controlplane.settings import ConfigError, load_settings
 from controlplane.store import Store, StoreUnavailable
@@ -87,12 +88,10 @@ def backtest(
         if bad:
             raise bad[0]
     except ForecasterError as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from exc
+        raise usage_error(str(exc)) from exc
     for p in prepared:
         for warning in p.report.warnings():
-            err.print(f"warning: {csv}: series {p.series.series_id!r}: {warning}",
-                      highlight=False)
+            print_warning(f"{csv}: series {p.series.series_id!r}: {warning}")
     tasks = [BacktestTask(History.of(p.series), horizon_s, test_fraction, method)
              for p in prepared]
     results = _run_with_progress(tasks, workers or (os.cpu_count() or 1))
@@ -101,7 +100,7 @@ def backtest(
                  time.perf_counter() - started)
     for name, entry in doc["series"].items():
         for note in entry["notes"]:
-            err.print(f"warning: {csv}: series {name!r}: {note}", highlight=False)
+            print_warning(f"{csv}: series {name!r}: {note}")
     if json_out:
         sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
     else:
@@ -140,8 +139,7 @@ def write_predictions(path: Path, trace: Trace, results: list[SeriesBacktest]) -
     try:
         write_atomically(path, lambda tmp: out.to_csv(tmp, index=False))
     except OSError as exc:
-        err.print(f"[red]error:[/] cannot write {path}: {exc.strerror or exc}", highlight=False)
-        raise typer.Exit(2) from exc
+        raise usage_error(f"cannot write {path}: {exc.strerror or exc}") from exc
     return len(out)
 
 
@@ -270,14 +268,10 @@ def run(
 
             report_ = run_job(source, sink, now, job, on_progress)
     except (ForecasterError, ConfigError, StoreUnavailable, ValueError) as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from exc
+        raise usage_error(str(exc)) from exc
     except SQLAlchemyError as exc:
-        err.print(f"[red]error:[/] store {redact(store_url or settings.db.url)}: "
-                  f"{error_line(exc)} "
-                  "(is the schema created? run `headroom db upgrade`)", highlight=False,
-                  soft_wrap=True)
-        raise typer.Exit(2) from exc
+        raise usage_error(f"store {redact(store_url or settings.db.url)}: {error_line(exc)} "
+                          "(is the schema created? run `headroom db upgrade`)") from exc
     doc = job_doc(report_, stored=not no_store)
     if json_out:
         sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
@@ -290,10 +284,9 @@ def run(
                   f"{len(report_.failed)}", highlight=False)
     for model, notes in report_.warnings.items():
         for note in notes:
-            err.print(f"[yellow]warning:[/] model {model!r}: {note}", highlight=False,
-                      soft_wrap=True)
+            print_warning(f"model {model!r}: {note}")
     for model, why in report_.failed.items():
-        err.print(f"[yellow]warning:[/] model {model!r}: {why}", highlight=False, soft_wrap=True)
+        print_warning(f"model {model!r}: {why}")
     if report_.failed:
         raise typer.Exit(1)
 

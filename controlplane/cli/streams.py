@@ -1,5 +1,8 @@
 """Keep stdout for the one JSON document: native libraries (e.g. HiGHS's banner) write to fd 1;
-and the one-line ``error:`` of a command's bad input, on stderr."""
+and the one-line ``error:`` of a command's bad input (and ``warning:`` lines), on stderr.
+
+Messages are plain text: a path, pattern or series name with ``[...]`` in it is printed as
+written, not read as Rich markup (which would drop ``[a-z0-9]`` or ``[tenant-a]``)."""
 
 from __future__ import annotations
 
@@ -10,13 +13,24 @@ from contextlib import contextmanager
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 _stderr = Console(stderr=True)
 
 
+def print_error(message: str) -> None:
+    """Print ``error: message`` on stderr, on one line."""
+    _stderr.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def print_warning(message: str) -> None:
+    """Print ``warning: message`` on stderr, on one line."""
+    _stderr.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
 def usage_error(message: str) -> typer.Exit:
     """Print ``error: message`` on stderr; the exit (code 2) for the caller to raise."""
-    _stderr.print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)
+    print_error(message)
     return typer.Exit(code=2)
 
 
