@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from controlplane.adapters.clock import WallClock
+from controlplane.cli.child import run_in_foreground
 from controlplane.cli.cost import app as cost_app
 from controlplane.cli.forecast import app as forecast_app
 from controlplane.cli.helptext import reflowed
@@ -222,7 +222,7 @@ def dashboard(config: ConfigOption = None,
     port = port if port is not None else settings.dashboard.port
     console.print(f"dashboard on http://{address}:{port} (store {redact(settings.db.url)})")
     env = {**os.environ, "HEADROOM_DB__URL": settings.db.url}
-    raise typer.Exit(subprocess.call(dashboard_command(address, port), env=env))
+    raise typer.Exit(run_in_foreground(dashboard_command(address, port), env))
 
 
 def main() -> None:
