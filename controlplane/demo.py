@@ -4,6 +4,7 @@ reconcile jobs and the dashboard — either paced by APScheduler or run as fast 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -87,7 +88,10 @@ class Demo:
         return self.grpc_address
 
     def start_dashboard(self) -> str:
-        address, port = self.settings.dashboard.address, self.settings.dashboard.port
+        """Streamlit on ``dashboard.port``, or on a free port when that one is taken (as the
+        gRPC API does): Streamlit would exit unseen and the printed URL show another server."""
+        address = self.settings.dashboard.address
+        port = port_or_free(address, self.settings.dashboard.port)
         env = {**os.environ, "HEADROOM_DB__URL": self.settings.db.url}
         self.dashboard = subprocess.Popen(
             dashboard_command(address, port), env=env,
@@ -180,6 +184,17 @@ class Demo:
             dashboard_url=self.dashboard_url,
             db_url=self.settings.db.url,
         )
+
+
+def port_or_free(host: str, port: int) -> int:
+    """``port`` if a server can listen on it at ``host`` now, else a free port."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Streamlit's server
+        try:
+            probe.bind((host, port))
+        except OSError:
+            probe.bind((host, 0))
+        return int(probe.getsockname()[1])
 
 
 def dashboard_command(address: str, port: int) -> list[str]:

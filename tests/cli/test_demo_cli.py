@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import urllib.request
 from pathlib import Path
@@ -160,3 +161,18 @@ def test_the_demo_store_is_the_explicit_db_then_the_environment_then_the_config_
     assert json.loads(done.stdout)["db_url"] == f"sqlite:///{tmp_path / expected}"
     stores = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.db")}
     assert stores == {expected}
+
+
+def test_a_taken_dashboard_port_gives_the_demo_dashboard_another_port(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = _env(HEADROOM_DASHBOARD__PORT=str(port))
+        done = subprocess.run([*HEADROOM, "demo", "--minutes", "1", "--speed", "60", "--json"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120, start_new_session=True)
+    assert done.returncode == 0, done.stderr
+    url = json.loads(done.stdout)["dashboard_url"]
+    assert url.startswith("http://127.0.0.1:")
+    assert url != f"http://127.0.0.1:{port}"  # not the URL of whatever holds the port
