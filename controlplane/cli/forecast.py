@@ -86,7 +86,7 @@ def backtest(
         trace = read_trace(csv, time_col, value_col, series_col, time_unit, series)
         prepared, bad = prepare_all(trace)
         if bad:
-            raise bad[0]
+            raise InputError(f"{csv}: {bad[0]}")
     except ForecasterError as exc:
         raise usage_error(str(exc)) from exc
     for p in prepared:
@@ -209,10 +209,12 @@ def run(
     models: Annotated[str | None, typer.Option(help="comma-separated model names "
                                                "(default: all the source knows)")] = None,
     csv: Annotated[Path | None, typer.Option("--csv", help="read rates from a CSV trace")] = None,
-    time_col: Annotated[str, typer.Option("--time-col")] = "ts",
-    value_col: Annotated[str, typer.Option("--value-col")] = "rate_rps",
-    series_col: Annotated[str | None, typer.Option("--series-col")] = "model",
-    time_unit: Annotated[str | None, typer.Option("--time-unit")] = None,
+    time_col: Annotated[str, typer.Option("--time-col", help="--csv: time column")] = "ts",
+    value_col: Annotated[str, typer.Option("--value-col", help="--csv: rate column")] = "rate_rps",
+    series_col: Annotated[str | None, typer.Option(
+        "--series-col", help="--csv: column naming the model ('' for one series)")] = "model",
+    time_unit: Annotated[str | None, typer.Option(
+        "--time-unit", help="--csv: unit of a numeric time column: s, ms, min, h")] = None,
     shard: Annotated[str, typer.Option(help="INDEX/COUNT of a sharded fleet, e.g. "
                                        "$(JOB_COMPLETION_INDEX)/8")] = "0/1",
     workers: Annotated[int, typer.Option(min=1, help="worker processes")] = 2,

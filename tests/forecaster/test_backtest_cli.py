@@ -93,13 +93,14 @@ def test_out_of_order_rows_are_sorted_with_a_warning(tmp_path: Path) -> None:
     ("ts,model,rate\n2025-01-01 00:00:00,a,1\n", ["--value-col", "rate_rps"],
      "no column 'rate_rps' (found: ts, model, rate)"),
     ("ts,model,rate_rps\n2025-01-01 00:00:00,a,1\n2025-01-01 00:00:00,a,2\n"
-     "2025-01-01 00:10:00,a,2\n", [], "series 'a': duplicate timestamp 2025-01-01T00:00:00"),
+     "2025-01-01 00:10:00,a,2\n", [],
+     "bad.csv: series 'a': duplicate timestamp 2025-01-01T00:00:00"),
     ("ts,model,rate_rps\n2025-01-01 00:00:00,a,1\nyesterday,a,2\n", [],
      "column 'ts': empty or invalid timestamp at line 3: 'yesterday'"),
     ("", [], "empty file"),
     ("ts,model,rate_rps\n1,a,1\n2,a,2\n", [], "is numeric; give its unit with --time-unit"),
     ("ts,model,rate_rps\n2025-01-01 00:00:00,a,x\n2025-01-01 00:10:00,a,y\n", [],
-     "series 'a': no numeric values"),
+     "bad.csv: series 'a': no numeric values"),
 ])
 def test_bad_input_is_one_line_naming_the_problem(tmp_path: Path, content: str,
                                                   args: list[str], message: str) -> None:
