@@ -9,6 +9,7 @@ from types import FrameType
 
 import typer
 
+from controlplane.cli.streams import usage_error
 from scheduler.affinity import parse_cpu_list, pin_process
 from scheduler.metrics import PlacementMetrics, exposed_metrics
 from scheduler.server import create_server, stop
@@ -49,8 +50,7 @@ def serve(
                                      metrics=metrics)
     except (OSError, RuntimeError) as exc:
         stop_metrics()
-        typer.echo(f"error: cannot listen on {listen}: {exc}", err=True)
-        raise typer.Exit(code=1) from exc
+        raise usage_error(f"cannot listen on {listen}: {exc}") from exc
     host = listen.rsplit(":", 1)[0] if ":" in listen else listen
     typer.echo(f"placement API listening on {host}:{port}", nl=True)
     if metrics_url:

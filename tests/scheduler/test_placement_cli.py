@@ -59,7 +59,7 @@ def test_serve_prints_its_address_and_stops_on_sigterm() -> None:
 
 def test_serve_reports_an_address_it_cannot_bind() -> None:
     proc = _refused("256.0.0.1:1")
-    assert proc.returncode != 0 and "cannot listen on 256.0.0.1:1" in proc.stderr
+    assert proc.returncode == 2 and "error: cannot listen on 256.0.0.1:1" in proc.stderr
 
 
 def _allowed_cpus(pid: int) -> set[str]:
