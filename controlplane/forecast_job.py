@@ -8,8 +8,8 @@ Sharding (``Shard.parse("2/8")``) is by a stable hash of the model name, so a Ku
 Job with ``--shard $(JOB_COMPLETION_INDEX)/N`` splits a fleet without coordination. With a state
 directory, each model's fitted state survives between runs: a run refits only the models whose
 refit anchor has passed (anchors are staggered per model), the others reuse their stored fit.
-``JobConfig.fit_budget_s`` bounds the wall time spent starting first fits, so that a cold start
-of a large fleet does not hold a run for many minutes (``controlplane.forecast_pool``).
+``JobConfig.fit_budget_s`` bounds when a first fit may start, so that a cold start of a large
+fleet does not hold a run for many minutes (``controlplane.forecast_pool``).
 
 Fallbacks are per model and recorded in ``Forecast.fallback_reason``: ``short_history``,
 ``worse_than_baseline``, ``seasonal_fit_failed`` (level model without Prophet), ``fit_failed:<E>``
@@ -99,7 +99,8 @@ class JobConfig:
     shard: Shard = Shard()
     state_dir: Path | None = None
     settings: ForecasterSettings = JOB_SETTINGS
-    #: wall seconds for starting first fits (models without stored state); None: no limit
+    #: first fits (models without stored state) start only this many wall seconds into the
+    #: compute step; None: no limit
     fit_budget_s: float | None = None
 
 

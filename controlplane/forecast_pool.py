@@ -4,11 +4,12 @@ A model with fitted state on disk (``--state-dir``) reuses it until its staggere
 which is cheap; a model without state (a new model, or every model on a cold start) fits from
 scratch, which costs ~0.1 CPU-s at 1-minute steps and ~2 CPU-s for a boosted 10-minute model.
 So that a cold start of a large fleet cannot hold a tick for many minutes, ``fit_budget_s`` bounds
-the wall time spent starting fits: models with state run first, and once the budget is spent a
-model that would fit from scratch is not started. It gets a persistence forecast (p90 calibrated
-from its own recent errors) with ``fallback_reason="fit_deferred"``, and the next run, which
-starts with the models now holding state, fits it then. Runs already started finish, so a run
-can overshoot the budget by the fits in flight (at most two per worker).
+when a first fit may start: models with state run first, and a model that would fit from scratch
+is started only within ``fit_budget_s`` wall seconds of the compute step's start. One that is
+not gets a persistence forecast (p90 calibrated from its own recent errors) with
+``fallback_reason="fit_deferred"``, and the next run, which starts with the models now holding
+state, fits it then. Fits already started finish, so a run can overshoot the budget by one fit
+per worker.
 """
 
 from __future__ import annotations
@@ -124,13 +125,13 @@ def compute_all(tasks: list[ModelTask], workers: int, fit_budget_s: float | None
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx) as pool:
         running: dict[Future[ModelResult], int] = {}
 
-        def fill() -> None:  # two tasks per worker in flight: each start is decided late
+        def fill() -> None:  # one task per worker in flight: each start is decided late
             for i in queue:
                 if not start(i):
                     skipped.append(i)
                     continue
                 running[pool.submit(compute_one, tasks[i])] = i
-                if len(running) >= 2 * workers:
+                if len(running) >= workers:
                     return
 
         fill()

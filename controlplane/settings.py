@@ -70,12 +70,12 @@ class ForecastSettings(Group):
     state_dir: Path | None = Field(Path(".headroom/forecaster-state"), description="fitted "
                                    "state kept between refreshes (None: every refresh fits "
                                    "every model)")
-    fit_budget_s: float | None = Field(None, gt=0, allow_inf_nan=False, description="wall "
-                                       "seconds per refresh for first fits (models without "
-                                       "stored state); the rest get persistence "
-                                       "(fit_deferred) and are fitted by a later refresh. "
-                                       "Default: half of interval_s for serve and demo, no "
-                                       "limit for forecast run")
+    fit_budget_s: float | None = Field(None, gt=0, allow_inf_nan=False, description="a first "
+                                       "fit (a model without stored state) starts only within "
+                                       "this many wall seconds of a refresh's start; the rest "
+                                       "get persistence (fit_deferred) and are fitted by later "
+                                       "refreshes. Default: half of interval_s for serve and "
+                                       "demo, no limit for forecast run")
 
     def refresh_budget_s(self) -> float:
         """The fit budget of the refreshes of serve and demo."""

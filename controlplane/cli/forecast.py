@@ -219,9 +219,10 @@ def run(
                                        "$(JOB_COMPLETION_INDEX)/8")] = "0/1",
     workers: Annotated[int, typer.Option(min=1, help="worker processes")] = 2,
     fit_budget_s: Annotated[float | None, typer.Option(
-        "--fit-budget-s", min=0, help="wall seconds for starting first fits (models without "
-        "stored state); the rest get persistence with fallback fit_deferred and are fitted by a "
-        "later run (default: settings forecast.fit_budget_s, else no limit)")] = None,
+        "--fit-budget-s", min=0, help="a first fit (a model without stored state) starts only "
+        "within this many wall seconds of the run's start; the rest get persistence with "
+        "fallback fit_deferred and are fitted by a later run (default: settings "
+        "forecast.fit_budget_s, else no limit)")] = None,
     method: Annotated[str | None, typer.Option(help="forecaster (default: settings)")] = None,
     horizon: Annotated[str | None, typer.Option(help="e.g. 20m (default: settings)")] = None,
     step: Annotated[str | None, typer.Option(help="e.g. 60s (default: settings)")] = None,
