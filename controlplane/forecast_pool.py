@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -119,7 +120,7 @@ def compute_all(tasks: list[ModelTask], workers: int, fit_budget_s: float | None
         for i in order:
             done(i, compute_one(tasks[i]) if start(i) else deferred_one(tasks[i]))
         return [out[i] for i in range(len(tasks))]
-    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+    ctx = mp.get_context(pool_start_method())
     queue = iter(order)
     skipped: list[int] = []
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx) as pool:
@@ -143,3 +144,13 @@ def compute_all(tasks: list[ModelTask], workers: int, fit_budget_s: float | None
     for i in skipped:
         done(i, deferred_one(tasks[i]))
     return [out[i] for i in range(len(tasks))]
+
+
+def pool_start_method() -> str:
+    """``fork`` (workers start with everything imported) in a single-threaded process such as
+    ``headroom forecast run``; ``forkserver`` where other threads run (``headroom serve``: gRPC,
+    the scheduler), since a fork copies locks another thread may hold."""
+    methods = mp.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"

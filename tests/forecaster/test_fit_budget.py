@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from typer.testing import CliRunner
 
 from controlplane.cli.forecast import app
 from controlplane.forecast_job import JobConfig, JobReport, run_job
-from controlplane.forecast_pool import FIT_DEFERRED
+from controlplane.forecast_pool import FIT_DEFERRED, pool_start_method
 from controlplane.settings import load_settings
 from controlplane.store import Store
 from forecaster.types import TrafficSeries
@@ -97,3 +98,22 @@ def test_the_refreshes_of_serve_and_demo_spend_half_their_interval_on_first_fits
     assert load_settings(forecast={"interval_s": 300}).forecast.refresh_budget_s() == 150
     assert load_settings(forecast={"interval_s": 300, "fit_budget_s": 40}
                          ).forecast.refresh_budget_s() == 40
+
+
+def test_a_process_with_other_threads_forecasts_in_a_pool_of_fresh_workers_and_agrees(
+        sqlite_url: str, tmp_path: Path) -> None:
+    now = LATER + timedelta(days=4)
+    store = filled_store(sqlite_url, now=now)
+    alone = run_job(store, None, now, _config(tmp_path / "a", budget_s=None, workers=1))
+    stop = threading.Event()
+    busy = threading.Thread(target=stop.wait)  # as the gRPC server's threads in serve
+    busy.start()
+    try:
+        assert pool_start_method() == "forkserver"
+        pooled = run_job(store, None, now, _config(tmp_path / "b", budget_s=None, workers=2))
+    finally:
+        stop.set()
+        busy.join()
+    assert pooled.refits == len(MODELS)
+    assert {f.series_id: f.p90 for f in pooled.forecasts} == \
+        {f.series_id: f.p90 for f in alone.forecasts}
