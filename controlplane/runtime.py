@@ -7,10 +7,12 @@
 from __future__ import annotations
 
 import logging
+import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from controlplane.adapters.keda import KedaScalerServicer
 from controlplane.adapters.placement import LocalPlacementClient
@@ -53,6 +55,7 @@ def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> Reconc
     """The reconcile loop runs the autoscaling core with the policy of ``settings.autoscaling``."""
     auto, pools = settings.autoscaling, pool_specs(settings)
     _check_budget_tenants(auto.tenant_gpu_budgets, specs)
+    _check_state_dir(settings.forecast.state_dir)
     return ReconcileConfig(
         models=live_models(specs, pools, auto.node_provision_p90_s, auto.cached_start_p90_s),
         pools=pools,
@@ -76,6 +79,22 @@ def _check_budget_tenants(budgets: Mapping[str, float], specs: tuple[ModelSpec, 
         raise ConfigError(f"autoscaling.tenant_gpu_budgets: no model belongs to tenant(s) "
                           f"{', '.join(map(repr, unknown))}; the models' tenants are "
                           f"{', '.join(map(repr, tenants))}")
+
+
+def _check_state_dir(state_dir: Path | None) -> None:
+    """The forecast refreshes keep fitted state there: a directory they cannot write is refused
+    at startup, not met with a warning per model on every refresh (and first fits deferred by
+    the fit budget for ever, since no model would ever hold state)."""
+    if state_dir is None:
+        return
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=state_dir):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"forecast.state_dir {state_dir}: cannot write there "
+                          f"({exc.strerror or exc}); set a writable directory, or null to refit "
+                          "every model on every refresh") from None
 
 
 def calibration_config(settings: Settings) -> CalibrationConfig:

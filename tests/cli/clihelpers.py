@@ -17,8 +17,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: set per test by tests/conftest.py: a command's fitted forecaster state goes to the test's
+#: directory, not the working directory's .headroom/
+STATE_DIR_VARIABLE = "HEADROOM_FORECAST__STATE_DIR"
+
+
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("HEADROOM_") or k == STATE_DIR_VARIABLE}
     env["HEADROOM_PLACEMENT__LISTEN"] = f"127.0.0.1:{_free_port()}"
     return {**env, **extra}
 

@@ -48,8 +48,9 @@ def _config(tmp_path: Path, apiserver: ApiServer, db_url: str, metrics_port: int
     return config
 
 
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_")}
+def _env() -> dict[str, str]:  # the test's forecaster state dir (tests/conftest.py) is kept
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith("HEADROOM_") or k == "HEADROOM_FORECAST__STATE_DIR"}
 
 
 def test_serve_takes_the_lease_records_plans_and_releases_on_sigterm(
