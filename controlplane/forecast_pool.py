@@ -19,9 +19,10 @@ import multiprocessing as mp
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from queue import SimpleQueue
 
 from forecaster.api import forecast, n_targets
 from forecaster.calibrate import fitted_leads
@@ -121,25 +122,32 @@ def compute_all(tasks: list[ModelTask], workers: int, fit_budget_s: float | None
             done(i, compute_one(tasks[i]) if start(i) else deferred_one(tasks[i]))
         return [out[i] for i in range(len(tasks))]
     ctx = mp.get_context(pool_start_method())
-    queue = iter(order)
+    queue = list(reversed(order))  # pop() takes the next in order
     skipped: list[int] = []
+    finished: SimpleQueue[Future[ModelResult]] = SimpleQueue()  # O(1) per completion
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx) as pool:
         running: dict[Future[ModelResult], int] = {}
 
-        def fill() -> None:  # one task per worker in flight: each start is decided late
-            for i in queue:
+        def fill() -> None:
+            """Queue every task that need not wait (all of them without a budget: the pool
+            feeds its workers); under a budget, a first fit is queued only when a worker is
+            free, so that its start is decided late."""
+            while queue:
+                i = queue[-1]
+                if deadline is not None and not warm[i] and len(running) >= workers:
+                    return
+                queue.pop()
                 if not start(i):
                     skipped.append(i)
                     continue
-                running[pool.submit(compute_one, tasks[i])] = i
-                if len(running) >= workers:
-                    return
+                fut = pool.submit(compute_one, tasks[i])
+                running[fut] = i
+                fut.add_done_callback(finished.put)
 
         fill()
         while running:
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                done(running.pop(fut), fut.result())
+            fut = finished.get()
+            done(running.pop(fut), fut.result())
             fill()
     for i in skipped:
         done(i, deferred_one(tasks[i]))
