@@ -12,7 +12,7 @@ from dashboard_support import SEED_HOURS, Seeded, seed_store
 def seeded(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
     path = tmp_path_factory.mktemp("dashboard-store") / "headroom.db"
     url = f"sqlite:///{path}"
-    runtime = seed_store(url, SEED_HOURS)
+    runtime = seed_store(url, SEED_HOURS, state_dir=path.parent / "forecaster-state")
     prices = {p.name: p.price_per_gpu_hour for p in runtime.settings.pools}
     return Seeded(url, runtime.clock.now(), runtime.cluster.gpu_hours,
                   runtime.cluster.cost_usd(prices))

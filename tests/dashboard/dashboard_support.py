@@ -25,10 +25,13 @@ class Seeded:
 
 
 def seed_store(url: str, hours: float, start_at: datetime = SEED_START_AT,
-               dry_run: bool = False) -> SimRuntime:
-    """Run the real reconcile core on the simulated fleet for ``hours`` simulated hours."""
+               dry_run: bool = False, state_dir: Path | None = None) -> SimRuntime:
+    """Run the real reconcile core on the simulated fleet for ``hours`` simulated hours.
+    ``state_dir``: where the forecast refreshes keep fitted state, for a session-scoped caller
+    (a test's own comes from tests/conftest.py)."""
+    own = {"forecast": {"state_dir": str(state_dir)}} if state_dir is not None else {}
     settings = load_settings(db={"url": url}, sim={"history_s": 6 * 3600},
-                             safety={"dry_run": dry_run})
+                             safety={"dry_run": dry_run}, **own)
     store = Store.open(url, migrate=True)
     runtime = SimRuntime.open(settings, store, start_at)
     runtime.advance(hours * 3600)
