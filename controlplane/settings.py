@@ -70,7 +70,7 @@ class ForecastSettings(Group):
     state_dir: Path | None = Field(Path(".headroom/forecaster-state"), description="fitted "
                                    "state kept between refreshes (None: every refresh fits "
                                    "every model)")
-    fit_budget_s: float | None = Field(None, gt=0, allow_inf_nan=False, description="a first "
+    fit_budget_s: float | None = Field(None, gt=0, description="a first "
                                        "fit (a model without stored state) starts only within "
                                        "this many wall seconds of a refresh's start; the rest "
                                        "get persistence (fit_deferred) and are fitted by later "

@@ -17,16 +17,13 @@ if importlib.util.find_spec("controlplane") is None:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import streamlit as st
-from sqlalchemy.exc import SQLAlchemyError
 
 # Import what the pages share once, when the server handles its first request, rather than on
 # the first visit of each page (pandas, altair, SQLAlchemy and the store tables take seconds).
 import dashboard.costing
 import dashboard.queries
 import dashboard.widgets  # noqa: F401
-from controlplane.settings import load_settings
-from controlplane.store.engine import redact
-from dashboard.context import show_store_failure
+from dashboard.context import reads_store
 
 PAGES = (
     ("views/overview.py", "Overview", "overview", ":material/dashboard:"),
@@ -44,10 +41,8 @@ def main() -> None:
     pages = [st.Page(str(here / path), title=title, url_path=slug, icon=icon,
                      default=(slug == "overview"))
              for path, title, slug, icon in PAGES]
-    try:
-        st.navigation(pages).run()
-    except SQLAlchemyError as error:  # after the page's first check: a table gone, the server
-        show_store_failure(redact(load_settings().db.url), error)
+    # after the page's first check a store can still fail (a table gone, the server)
+    reads_store(st.navigation(pages).run)()
 
 
 main()

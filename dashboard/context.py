@@ -71,8 +71,9 @@ def show_store_failure(url: str, error: SQLAlchemyError) -> None:
 
 
 def reads_store(page: Callable[P, None]) -> Callable[P, None]:
-    """For a fragment (below ``@st.fragment``): Streamlit runs fragments apart from the page, so
-    the app's own guard does not see their store errors; this shows them as one line too."""
+    """A store error while ``page`` runs is one line, not a SQL traceback. The app wraps its
+    pages in it; a fragment (below ``@st.fragment``) needs its own, since Streamlit runs
+    fragments apart from the page."""
     @functools.wraps(page)
     def guarded(*args: P.args, **kwargs: P.kwargs) -> None:
         try:

@@ -62,6 +62,16 @@ def _open_store(url: str, connect_timeout_s: float) -> Engine:
     return engine
 
 
+def _store_files(url: str) -> dict[str, Path]:
+    """A SQLite store's file and its journal files, by what they are (none for a server)."""
+    store_file = sqlite_file(url)
+    if store_file is None:
+        return {}
+    return {"the store (db.url)": store_file,
+            **{f"the store's {suffix} file (db.url)": store_file.with_name(store_file.name + suffix)
+               for suffix in ("-wal", "-shm", "-journal")}}
+
+
 def _window(span: tuple[datetime, datetime], until: str | None,
             days: float) -> tuple[datetime, datetime]:
     """[since, until) of the export: ``days`` long, ending at ``until`` (default: just after the
@@ -96,13 +106,10 @@ def export(
         _check_namespace(warm_namespace, "--warm-namespace")
         settings = load_settings(config)
         url = settings.db.url
-        store_file = sqlite_file(url)
-        check_output_path(out, "--out", {
-            **({("the store (db.url)" if not suffix else f"the store's {suffix} file (db.url)"):
-                store_file.with_name(store_file.name + suffix)
-                for suffix in ("", "-wal", "-shm", "-journal")} if store_file is not None
-               else {}),
-            **({"--config": config} if config is not None else {})})
+        inputs = _store_files(url)
+        if config is not None:
+            inputs["--config"] = config
+        check_output_path(out, "--out", inputs)
         engine = _open_store(url, settings.db.connect_timeout_s)
         span = cost_reader.time_span(engine)
         if span is None:

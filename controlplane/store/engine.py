@@ -130,7 +130,5 @@ def _migration_error(engine: Engine, verb: str, revision: str,
                      error: CommandError | SQLAlchemyError) -> MigrationError:
     """One line: an Alembic refusal, or the database's own error (e.g. a table that already
     exists in a store made without migrations: no alembic_version stamp)."""
-    cause = getattr(error, "orig", None) or error
-    reason = str(cause).strip().splitlines()[0] if str(cause).strip() else type(error).__name__
     url = redact(engine.url.render_as_string(hide_password=False))
-    return MigrationError(f"database {url}: cannot {verb} to {revision!r}: {reason}")
+    return MigrationError(f"database {url}: cannot {verb} to {revision!r}: {error_line(error)}")
