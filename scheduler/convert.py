@@ -80,7 +80,8 @@ def workload_from_pb(request: pb.PlaceRequest) -> WorkloadSpec:
     spec = WorkloadSpec(
         request.workload_id, request.model, request.tenant, request.cpu_milli,
         request.memory_mib, num_gpu, milli, request.gpu_memory_mib,
-        frozenset(product_key(p) for p in products) if products else _NO_PRODUCTS, iso)
+        frozenset(product_key(p) for p in products) if products else _NO_PRODUCTS, iso,
+        tuple(dict.fromkeys(p.strip() for p in products)))
     validate_workload(spec, raw)
     return spec
 

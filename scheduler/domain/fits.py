@@ -78,7 +78,7 @@ def why_not(cluster: Cluster, spec: WorkloadSpec, shape: Shape) -> Infeasible:
     if spec.num_gpu and not cluster.product_mask(spec.gpu_products)[host].any():
         return Infeasible("no_allowed_gpu_product",
                           f"no node with enough CPU and memory has a GPU of "
-                          f"{sorted(spec.gpu_products) or 'any product'}")
+                          f"{_product_list(spec)}")
     if spec.num_gpu and spec.gpu_memory_mib > 0:
         allowed = cluster.product_mask(spec.gpu_products)[host]
         big = ~cluster.gmem_known[host] | (cluster.gmem_total[host] >= spec.gpu_memory_mib)
@@ -95,6 +95,12 @@ def why_not(cluster: Cluster, spec: WorkloadSpec, shape: Shape) -> Infeasible:
     return Infeasible("no_gpu_share_fits",
                       f"no GPU of the allowed products has {spec.gpu_milli} milli free in "
                       f"{shape.mode.value} mode {where}")
+
+
+def _product_list(spec: WorkloadSpec) -> str:
+    """The allowed products as the caller named them (canonical keys when it named none)."""
+    names = spec.gpu_product_names or tuple(sorted(spec.gpu_products))
+    return " or ".join(names) if names else "any product"
 
 
 def mig_choice(cluster: Cluster, spec: WorkloadSpec) -> Choice | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 WHOLE_GPU_MILLI = 1000
@@ -64,8 +64,10 @@ class WorkloadSpec:
     num_gpu: int
     gpu_milli: int
     gpu_memory_mib: int  # per GPU; 0 = not stated
-    gpu_products: frozenset[str]  # empty = any product
+    gpu_products: frozenset[str]  # empty = any product (canonical keys)
     isolation: Isolation
+    #: The products as the caller spelled them, for messages (the keys are lowercased).
+    gpu_product_names: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def is_share(self) -> bool:

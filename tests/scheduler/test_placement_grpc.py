@@ -41,6 +41,17 @@ def test_infeasible_place_is_resource_exhausted_with_reason(stub: pb_grpc.Placem
     assert "no_idle_gpus" in (err.value.details() or "")
 
 
+def test_an_unserved_product_is_named_as_the_caller_spelled_it(
+        stub: pb_grpc.PlacementStub) -> None:
+    _sync(stub)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Place(make_place("w1", products=["H100-80GB", "MyCustomGPU"]), timeout=5)
+    details = err.value.details() or ""
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "no_allowed_gpu_product" in details
+    assert "H100-80GB or MyCustomGPU" in details, details
+
+
 @pytest.mark.parametrize("request_, field", [
     (make_place("", num_gpu=1), "workload_id"),
     (make_place("w", gpu_milli=2000), "gpu_milli"),
