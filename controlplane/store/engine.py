@@ -79,8 +79,11 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 def make_engine(url: str, connect_timeout_s: float = 5.0) -> Engine:
-    """Create an engine and prove the database answers; raise StoreUnavailable otherwise."""
-    url = _normalize(url)
+    """Create an engine and prove the database answers; raise StoreUnavailable otherwise.
+
+    Errors name the URL as given (``postgresql://...``), not the driver form it is opened with.
+    """
+    given, url = url, _normalize(url)
     try:
         if url.startswith("sqlite"):
             path = url.split("///", 1)[1] if "///" in url else ""
@@ -95,12 +98,12 @@ def make_engine(url: str, connect_timeout_s: float = 5.0) -> Engine:
         with engine.connect() as connection:
             connection.execute(text("SELECT 1"))
     except ImportError as error:  # a URL whose driver is not installed (mysql://, ...)
-        raise StoreUnavailable(f"cannot open database {redact(url)}: no driver for it is installed "
-                               f"({error}); Headroom stores are sqlite:///FILE or "
+        raise StoreUnavailable(f"cannot open database {redact(given)}: no driver for it is "
+                               f"installed ({error}); Headroom stores are sqlite:///FILE or "
                                "postgresql+psycopg://user@host:5432/db") from None
     except (SQLAlchemyError, OSError, ValueError) as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise StoreUnavailable(f"cannot reach database {redact(url)}: {reason}") from None
+        raise StoreUnavailable(f"cannot reach database {redact(given)}: {error_line(error)}"
+                               ) from None
     return engine
 
 

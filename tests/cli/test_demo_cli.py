@@ -63,7 +63,7 @@ def test_ctrl_c_stops_the_live_demo_even_when_it_was_started_with_sigint_ignored
     ([], {"HEADROOM_RECONCILE__INTERVAL_S": "-3"},
      "reconcile.interval_s: Input should be greater than 0"),
     ([], {"HEADROOM_DB__URL": "postgresql://nobody@127.0.0.1:1/none"},
-     "cannot reach database postgresql+psycopg://nobody@127.0.0.1:1/none"),
+     "cannot reach database postgresql://nobody@127.0.0.1:1/none:"),
     ([], {"HEADROOM_AUTOSCALING__TENANT_GPU_BUDGETS": '{"serach": 4}'},
      "autoscaling.tenant_gpu_budgets: no model belongs to tenant(s) 'serach'; the models' "
      "tenants are 'acme', 'globex', 'initech'"),
