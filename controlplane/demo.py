@@ -127,8 +127,7 @@ class Demo:
             "reconcile": (runtime.tick, self.settings.reconcile.interval_s / speed),
         }
         scheduler = build_scheduler(jobs, start_at=None)
-        runtime.refresh_forecasts()
-        runtime.tick()
+        runtime.start()
         scheduler.start()
         try:
             while not self._stop.wait(1.0):

@@ -151,6 +151,8 @@ class SimRuntime:
         self.lock = threading.RLock()
         self._next_tick_at = start_at
         self._next_forecast_at = start_at
+        self._started = False
+        self._take_over = False
 
     @classmethod
     def open(cls, settings: Settings, store: Store, wall_now: datetime,
@@ -164,7 +166,9 @@ class SimRuntime:
             rows = traffic.history(list(DEMO_TRAFFIC), settings.sim.seed, start_at,
                                    settings.sim.history_s, settings.forecast.step_s)
             store.save_observations(rows)
-            return cls(settings, store, start_at, engine)
+            runtime = cls(settings, store, start_at, engine)
+            runtime._take_over = settings.sim.start_warm
+            return runtime
         runtime = cls(settings, store, last_at + timedelta(seconds=settings.reconcile.interval_s),
                       engine)
         observed = store.last_observed()
@@ -172,6 +176,24 @@ class SimRuntime:
             runtime.cluster.restore(observed)
         log.info("demo.resumed", extra={"at": last_at.isoformat()})
         return runtime
+
+    def start(self) -> None:
+        """The first jobs, now: forecast and tick (once; ``advance`` calls it if nobody did).
+
+        On a new store with ``sim.start_warm`` that tick's targets become the fleet that was
+        already running (nodes ready, replicas serving), as when Headroom is installed on a
+        serving cluster rather than on empty pools."""
+        with self.lock:
+            if self._started:
+                return
+            self._started = True
+            now = self.clock.now()
+            self.refresh_forecasts()
+            self.tick()
+            if self._take_over:
+                self.cluster.adopt()
+            self._next_forecast_at = now + timedelta(seconds=self.settings.forecast.interval_s)
+            self._next_tick_at = now + timedelta(seconds=self.settings.reconcile.interval_s)
 
     def tick(self) -> TickReport:
         with self.lock:
@@ -187,6 +209,8 @@ class SimRuntime:
 
     def advance(self, seconds: float, run_jobs: bool = True) -> None:
         """Move virtual time forward in sim steps; run due forecast and reconcile jobs if asked."""
+        if run_jobs:
+            self.start()
         step_s = self.settings.sim.step_s
         remaining_s = seconds
         while remaining_s > 1e-9:

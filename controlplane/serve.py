@@ -45,7 +45,7 @@ def run_serve(settings: Settings, console: Console) -> None:
         "forecast": (runtime.refresh_forecasts, settings.forecast.interval_s),
         "reconcile": (runtime.tick, settings.reconcile.interval_s),
     })
-    runtime.refresh_forecasts()
+    runtime.start()
 
     def on_stop() -> None:
         keda.stopping.set()

@@ -142,6 +142,9 @@ class SimSettings(Group):
     weight_load_s: tuple[float, float] = Field((5.0, 60.0))
     warmup_s: tuple[float, float] = Field((10.0, 30.0))
     warm_node_start_s: float = Field(8.0, ge=0, description="replica start on a warm node")
+    start_warm: bool = Field(True, description="a new store's fleet is already running, sized by "
+                             "the first plan (Headroom taking over a fleet); false starts from "
+                             "empty pools and shows every cold start")
 
     @model_validator(mode="after")
     def _ranges_ordered(self) -> SimSettings:

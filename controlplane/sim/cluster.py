@@ -214,13 +214,20 @@ class SimCluster:
         with self._lock:
             for pool in observed.pools:
                 if pool.name in self._pools:
-                    self._resize(pool.name, pool.target_nodes, ready=True)
-            for node in self._nodes:
-                node.warm_models.update(self._replicas)
+                    self._resize(pool.name, pool.target_nodes)
             for model in observed.models:
                 if model.name in self._replicas:
                     self._replicas[model.name] = [_Replica(model.name)
                                                   for _ in range(model.replicas_target)]
+            self.adopt()
+
+    def adopt(self) -> None:
+        """The fleet at its current targets was already running: every node ready now, with
+        every model's image and weights, and every replica that fits bound and serving."""
+        with self._lock:
+            for node in self._nodes:
+                node.ready_at = min(node.ready_at, self._now)
+                node.warm_models.update(self._replicas)
             self._bind_pending()
             for replicas in self._replicas.values():
                 for r in replicas:

@@ -29,17 +29,39 @@ class ForbiddenReader:
         raise PermanentError("HTTP 403: nodes is forbidden")
 
 
-def _runtime(url: str, dry_run: bool = False) -> SimRuntime:
+def _runtime(url: str, dry_run: bool = False, start_warm: bool = False) -> SimRuntime:
+    """A runtime on a new store; by default on empty pools, so every tick is the loop's own."""
     settings = load_settings(db={"url": url}, safety={"dry_run": dry_run},
-                             sim={"history_s": 6 * 3600})
+                             sim={"history_s": 6 * 3600, "start_warm": start_warm})
     return SimRuntime.open(settings, Store.open(url, migrate=True), T0)
+
+
+def _served_share_of_first_minutes(runtime: SimRuntime, minutes: int) -> float:
+    runtime.advance(minutes * 60)
+    return runtime.tally.served_share
+
+
+def test_a_new_fleet_taken_over_serves_the_demand_from_its_first_minute(
+        sqlite_url: str) -> None:
+    runtime = _runtime(sqlite_url, start_warm=True)
+    assert runtime.cluster.snapshot().gpus_ready() == 0
+    runtime.start()
+    assert runtime.store.counts()["ticks"] == 1  # the take-over tick sized the running fleet
+    assert runtime.cluster.snapshot().gpus_ready() > 0
+    assert _served_share_of_first_minutes(runtime, 3) > 0.99
+
+
+def test_a_fleet_started_on_empty_pools_waits_for_its_nodes(sqlite_url: str) -> None:
+    runtime = _runtime(sqlite_url)
+    assert runtime.cluster.snapshot().gpus_ready() == 0
+    assert _served_share_of_first_minutes(runtime, 3) < 0.9
 
 
 def test_three_simulated_hours_serve_the_demand_and_record_every_tick(sqlite_url: str) -> None:
     runtime = _runtime(sqlite_url)
     runtime.advance(3 * 3600)
     counts = runtime.store.counts()
-    assert counts["ticks"] == runtime.ticks == 3 * 3600 // 30
+    assert counts["ticks"] == runtime.ticks == 3 * 3600 // 30 + 1  # at 0, 30 s, ..., 3 h
     assert counts["plans"] == counts["ticks"] and counts["placements"] > 0
     assert runtime.tally.served_share > 0.95
     assert runtime.cluster.snapshot().gpus_ready() > 0

@@ -55,3 +55,23 @@ def test_unknown_targets_fail_without_changing_anything() -> None:
     assert not cluster.set_size("nope", 3).ok
     assert not cluster.set_replicas("nope", 3).ok
     assert cluster.snapshot().gpus_ready() == 0
+
+
+def test_an_adopted_fleet_is_serving_at_its_targets_without_a_cold_start() -> None:
+    cluster = _cluster()
+    cluster.set_size("l4", 1)
+    cluster.set_replicas("bert-embed", 2)
+    cluster.adopt()
+    model = cluster.snapshot().model("bert-embed")
+    assert cluster.snapshot().pool("l4").nodes_ready == 1  # type: ignore[union-attr]
+    assert model is not None and model.replicas_ready == 2 and model.replicas_pending == 0
+
+
+def test_a_replica_added_after_adoption_starts_warm_on_the_adopted_node() -> None:
+    cluster = _cluster()
+    cluster.set_size("l4", 1)
+    cluster.adopt()
+    cluster.set_replicas("bert-embed", 1)  # the node has the image and weights: 8 s, not 50 s
+    cluster.step(T0 + timedelta(seconds=8))
+    model = cluster.snapshot().model("bert-embed")
+    assert model is not None and model.replicas_ready == 1
