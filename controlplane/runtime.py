@@ -10,7 +10,7 @@ import logging
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -19,7 +19,9 @@ from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.autoscaling.core import Budgets
 from controlplane.autoscaling.from_settings import policy_from_settings
 from controlplane.autoscaling.live import cold_wake_s, live_models
+from controlplane.domain.guards import GuardMemory
 from controlplane.domain.models import ModelSpec
+from controlplane.domain.observed import ObservedState
 from controlplane.domain.tick import TickReport
 from controlplane.forecast_calibration import CalibratedForecasts, CalibrationConfig
 from controlplane.forecast_job import JobConfig, run_job
@@ -111,6 +113,20 @@ def refresh_forecasts(store: Store, now: datetime, settings: Settings) -> list[F
     return list(run_job(store, store, now, config).forecasts)
 
 
+class PreHistory:
+    """A DecisionStore that keeps nothing: the simulated fleet's life before Headroom's first
+    recorded tick (no guard memory, no observations, no tick)."""
+
+    def save_observed(self, observed: ObservedState) -> None:
+        pass
+
+    def save_tick(self, report: TickReport) -> int:
+        return 0
+
+    def last_guard_memory(self) -> GuardMemory:
+        return GuardMemory()
+
+
 @dataclass(slots=True)
 class ServedTally:
     """Demand and served request-seconds, and model-seconds short of capacity."""
@@ -180,18 +196,20 @@ class SimRuntime:
     def start(self) -> None:
         """The first jobs, now: forecast and tick (once; ``advance`` calls it if nobody did).
 
-        On a new store with ``sim.start_warm`` that tick's targets become the fleet that was
-        already running (nodes ready, replicas serving), as when Headroom is installed on a
-        serving cluster rather than on empty pools."""
+        On a new store with ``sim.start_warm`` an unrecorded tick first sizes the fleet that
+        was already running (its nodes ready, its replicas serving), as when Headroom is
+        installed on a serving cluster rather than on empty pools; the first recorded tick
+        observes that fleet."""
         with self.lock:
             if self._started:
                 return
             self._started = True
             now = self.clock.now()
             self.refresh_forecasts()
-            self.tick()
             if self._take_over:
+                reconcile_once(replace(self.deps, decisions=PreHistory()), self.config)
                 self.cluster.adopt()
+            self.tick()
             self._next_forecast_at = now + timedelta(seconds=self.settings.forecast.interval_s)
             self._next_tick_at = now + timedelta(seconds=self.settings.reconcile.interval_s)
 

@@ -25,12 +25,14 @@ class Seeded:
 
 
 def seed_store(url: str, hours: float, start_at: datetime = SEED_START_AT,
-               dry_run: bool = False, state_dir: Path | None = None) -> SimRuntime:
+               dry_run: bool = False, state_dir: Path | None = None,
+               start_warm: bool = True) -> SimRuntime:
     """Run the real reconcile core on the simulated fleet for ``hours`` simulated hours.
     ``state_dir``: where the forecast refreshes keep fitted state, for a session-scoped caller
-    (a test's own comes from tests/conftest.py)."""
+    (a test's own comes from tests/conftest.py). ``start_warm``: False starts on empty pools."""
     own = {"forecast": {"state_dir": str(state_dir)}} if state_dir is not None else {}
-    settings = load_settings(db={"url": url}, sim={"history_s": 6 * 3600},
+    settings = load_settings(db={"url": url}, sim={"history_s": 6 * 3600,
+                                                   "start_warm": start_warm},
                              safety={"dry_run": dry_run}, **own)
     store = Store.open(url, migrate=True)
     runtime = SimRuntime.open(settings, store, start_at)

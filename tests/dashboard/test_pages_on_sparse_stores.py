@@ -78,7 +78,7 @@ def test_no_recent_load_observation_is_no_slo_verdict_rather_than_all_ok(
 def test_demand_before_any_capacity_is_ready_reads_no_capacity_ready_not_n_a(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url = f"sqlite:///{tmp_path / 'one-tick.db'}"
-    seed_store(url, 0.005)  # the first tick: demand observed, no replica ready yet
+    seed_store(url, 0.005, start_warm=False)  # the first tick on empty pools: no replica ready
     shown = metrics(open_page(url, "views/overview.py", monkeypatch))
     assert shown["Load on capacity"] == "no capacity ready"
     assert shown["SLO (capacity ≥ demand)"] == "6 short"
