@@ -74,7 +74,11 @@ def compute_one(task: ModelTask) -> ModelResult:
     model = get_forecaster(task.method, task.settings)
     path = task.state_file()
     if path is not None:
-        import_state(model, h, load_state(path))
+        try:
+            import_state(model, h, load_state(path))
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            log.warning("forecaster state %s of %r is malformed (%s: %s); refitting", path,
+                        task.series.series_id, type(exc).__name__, exc)
     fits = getattr(model, "fits_done", 0)
     chain = getattr(model, "seasonal", None)
     seasonal = getattr(chain, "fits_done", 0)

@@ -15,6 +15,8 @@ import math
 import os
 import re
 import zlib
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -76,11 +78,13 @@ def export_state(model: object, h: History, origin: int, leads: tuple[int, ...])
 
 
 def import_state(model: object, h: History, doc: dict[str, Any]) -> int:
-    """Load matching entries into ``model``'s caches; returns how many were usable."""
+    """Load matching entries into ``model``'s caches; returns how many were usable. A doc of
+    this version and series whose entries are malformed (wrong types, missing keys) raises
+    (KeyError, TypeError, ValueError, ...) before anything is loaded."""
     if (doc.get("version") != STATE_VERSION or doc.get("series_id") != h.series_id
             or doc.get("step_s") != h.step_s or not isinstance(model, AnchoredForecaster)):
         return 0
-    used = 0
+    loads: list[Callable[[], None]] = []
     level = doc.get("level")
     if isinstance(level, dict) and fingerprint(h, level["anchor_s"]) == level["fingerprint"]:
         leads = tuple(int(k) for k in level["leads"])
@@ -89,8 +93,8 @@ def import_state(model: object, h: History, doc: dict[str, Any]) -> int:
                          for k, v in level["coefs"].items()}, curve, level["method"],
                         level["reason"], _float(level.get("backtest_wape")))
         q90 = {int(k): float(v) for k, v in level["q90"].items()}
-        model.put_entry(model.entry_key(h, float(level["anchor_s"]), leads), fit, q90)
-        used += 1
+        loads.append(partial(model.put_entry, model.entry_key(h, float(level["anchor_s"]), leads),
+                             fit, q90))
     boosted = doc.get("boosted")
     if isinstance(boosted, dict) and fingerprint(h, boosted["anchor_s"]) == boosted["fingerprint"]:
         leads = tuple(int(k) for k in boosted["leads"])
@@ -100,21 +104,24 @@ def import_state(model: object, h: History, doc: dict[str, Any]) -> int:
                            _float(boosted.get("backtest_wape")),
                            zeros_as_gaps=bool(boosted.get("zeros_as_gaps", False)),
                            hourly=bool(boosted.get("hourly", False)))
-        model.put_entry(model.entry_key(h, float(boosted["anchor_s"]), leads), b_fit, q90)
-        used += 1
+        loads.append(partial(model.put_entry,
+                             model.entry_key(h, float(boosted["anchor_s"]), leads), b_fit, q90))
     seasonal = getattr(model, "seasonal", None)
     season = doc.get("seasonal")
     if seasonal is not None and isinstance(season, dict) and hasattr(seasonal, "restore") \
             and fingerprint(h, season["anchor_s"]) == season["fingerprint"]:
-        seasonal.restore(h, float(season["anchor_s"]), SeasonalCurve.from_json(season["curve"]),
-                         season["params"])
-        used += 1
-    return used
+        loads.append(partial(seasonal.restore, h, float(season["anchor_s"]),
+                             SeasonalCurve.from_json(season["curve"]), season["params"]))
+    for load in loads:
+        load()
+    return len(loads)
 
 
 def load_state(path: Path) -> dict[str, Any]:
+    """The state doc of ``path``; {} (refit) when it is missing, unreadable or not JSON as
+    ``save_state`` writes it (it never writes NaN or Infinity)."""
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(path.read_text(), parse_constant=_no_constant)
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}
@@ -126,6 +133,10 @@ def save_state(path: Path, doc: dict[str, Any]) -> None:
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(doc, allow_nan=False))
     tmp.replace(path)
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} in a state file")
 
 
 def _num(value: float) -> float | None:

@@ -15,6 +15,7 @@ from controlplane.cli.forecast import app
 from controlplane.forecast_job import JobConfig, Shard, run_job
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
+from forecaster.persist import load_state
 from forecaster.types import TrafficSeries
 from tests.forecaster.builders import START, diurnal, long_csv
 
@@ -73,6 +74,33 @@ def test_a_second_run_reuses_the_stored_fits(sqlite_url: str, tmp_path: Path) ->
     assert first.reused == 0 and first.refits == len(MODELS)
     assert second.reused == len(MODELS) and second.refits == 0
     assert len(list((tmp_path / "state").glob("*.json"))) == len(MODELS)
+
+
+def test_a_malformed_state_file_from_an_earlier_run_is_named_and_refitted(
+        sqlite_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    now = NOW + timedelta(days=4)
+    store = filled_store(sqlite_url, now=now)
+    config = JobConfig(method="level", history_s=2 * 86_400, state_dir=tmp_path / "state",
+                       workers=1)
+    run_job(store, None, now, config)
+    wrong_type, nan_coef, *rest = sorted((tmp_path / "state").glob("*.json"))
+    doc = json.loads(wrong_type.read_text())
+    doc["level"]["anchor_s"] = "yesterday"  # valid JSON, not a state save_state writes
+    wrong_type.write_text(json.dumps(doc))
+    doc = json.loads(nan_coef.read_text())
+    next(iter(doc["level"]["coefs"].values()))[0] = float("nan")
+    nan_coef.write_text(json.dumps(doc))  # json writes NaN; save_state never does
+    for path in rest:
+        path.write_text('{"version": 1, "series_id": ')  # truncated
+    assert load_state(nan_coef) == {} and load_state(rest[0]) == {}
+    second = run_job(store, None, now + timedelta(minutes=1), config)
+    assert sorted(f.series_id for f in second.forecasts) == sorted(MODELS)
+    assert not second.failed
+    assert all(np.isfinite(f.p50).all() and np.isfinite(f.p90).all() for f in second.forecasts)
+    malformed = [r.getMessage() for r in caplog.records if "malformed" in r.getMessage()]
+    assert len(malformed) == 1 and str(wrong_type) in malformed[0]
+    assert "TypeError" in malformed[0] and "refitting" in malformed[0]
+    assert all(load_state(p)["level"] for p in (wrong_type, nan_coef, *rest))  # rewritten
 
 
 class _HalfBroken:
