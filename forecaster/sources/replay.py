@@ -3,7 +3,9 @@
 A long CSV: one row per (time, series) with a value column; without a series column the whole
 file is one series named after the value column. Times are ISO text (naive = UTC) or numbers in
 ``time_unit``. Bad input raises ``InputError``/``SeriesError`` naming the file, column, line or
-series; non-numeric values are missing data (counted), never zeros.
+series (also: a used column twice in the header, an empty series name, a value above
+``MAX_VALUE``, a numeric time outside datetime64[ns] in its unit); non-numeric values are
+missing data (counted), never zeros.
 """
 
 from __future__ import annotations
@@ -23,6 +25,11 @@ from forecaster.types import SourcedSeries, TrafficSeries
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 TIME_UNITS_NS = {"s": 10**9, "ms": 10**6, "min": 60 * 10**9, "h": 3600 * 10**9}
+#: larger values are refused, not forecast: no request rate or count comes near it, and the
+#: forecaster's sums and quantiles of values near the float maximum overflow to inf/NaN
+MAX_VALUE = 1e15
+#: numeric times map to datetime64[ns]: years 1678 to 2261
+_MAX_NS = float(np.iinfo(np.int64).max)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -60,8 +67,23 @@ def read_trace(path: Path, time_col: str, value_col: str, series_col: str | None
         raise InputError(f"{path}: no column {missing[0]!r} (found: {', '.join(frame.columns)})")
     if frame.empty:
         raise InputError(f"{path}: no data rows")
+    header = pd.read_csv(path, header=None, nrows=1, dtype=str).iloc[0].tolist()
+    for col in needed:
+        if header.count(col) > 1:
+            raise InputError(f"{path}: column {col!r} appears {header.count(col)} times in the "
+                             "header; rename all but one")
     times, unit = _times_ns(frame[time_col], time_unit, f"{path}: column {time_col!r}")
     values = pd.to_numeric(frame[value_col], errors="coerce").to_numpy(np.float64)
+    huge = np.flatnonzero(np.abs(values) > MAX_VALUE)
+    if huge.size:
+        row = int(huge[0])
+        raise InputError(f"{path}: column {value_col!r}: {frame[value_col].iloc[row]} at line "
+                         f"{row + 2} is too large for a rate or count (above {MAX_VALUE:g})")
+    if series_col:
+        empty = frame[series_col].isna() | (frame[series_col].astype(str).str.strip() == "")
+        if empty.any():
+            raise InputError(f"{path}: column {series_col!r}: empty series name at line "
+                             f"{int(empty.to_numpy().argmax()) + 2}")
     names = (frame[series_col].astype(str).to_numpy() if series_col
              else np.full(len(frame), value_col, dtype=object))
     wanted = list(pd.unique(names)) if only is None else only
@@ -131,7 +153,13 @@ def _times_ns(col: pd.Series, unit: str | None, what: str) -> tuple[IntArray, st
                              f"({', '.join(TIME_UNITS_NS)})")
         if col.isna().any():
             raise InputError(f"{what}: empty timestamp at line {int(col.isna().argmax()) + 2}")
-        return np.asarray(np.rint(col.to_numpy(np.float64) * TIME_UNITS_NS[unit]), np.int64), unit
+        scaled = col.to_numpy(np.float64) * TIME_UNITS_NS[unit]
+        outside = np.flatnonzero(~(np.abs(scaled) < _MAX_NS))
+        if outside.size:
+            row = int(outside[0])
+            raise InputError(f"{what}: {col.iloc[row]} at line {row + 2} is out of range as "
+                             f"{unit} since 1970 (years 1678-2261); is the unit right?")
+        return np.asarray(np.rint(scaled), np.int64), unit
     parsed = pd.to_datetime(col, utc=True, format="mixed", errors="coerce")
     if parsed.isna().any():
         row = int(parsed.isna().to_numpy().argmax())

@@ -194,6 +194,17 @@ def test_forecast_run_refuses_a_csv_with_a_duplicate_timestamp_naming_file_serie
     assert "Traceback" not in result.output
 
 
+def test_forecast_run_refuses_a_csv_row_without_a_model_naming_its_line(tmp_path: Path) -> None:
+    trace = long_csv(tmp_path / "t.csv", {"x": diurnal(1, 600), "y": diurnal(1, 600)}, 600)
+    lines = trace.read_text().splitlines()
+    lines[7] = lines[7].replace(",x,", ",,")
+    trace.write_text("\n".join(lines) + "\n")
+    result = _run_csv(trace, tmp_path)
+    assert result.exit_code == 2
+    assert f"error: {trace}: column 'model': empty series name at line 8" in result.stderr
+    assert "Traceback" not in result.output
+
+
 def test_forecast_run_reports_every_cleaned_csv_row_as_a_warning_of_its_model(
         tmp_path: Path) -> None:
     result = _run_csv(_dirty_csv(tmp_path / "t.csv"), tmp_path, "--json")
