@@ -27,6 +27,7 @@ from controlplane.simulation.engine import (
 from controlplane.simulation.replay import DemandReplay
 from controlplane.simulation.timeline import summarize, timeline_paths, write_timeline
 from controlplane.simulation.trace import Trace
+from scheduler.domain.validate import MAX_POOL_GPUS
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +60,29 @@ def build_policy(name: str, trace: Trace, config: SimConfig, knobs: PolicyKnobs,
 
 def check_policies(names: Sequence[str], trace: Trace, config: SimConfig, knobs: PolicyKnobs,
                    options: SimOptions) -> None:
-    """Refuse unknown or repeated policy names and knobs out of range (ValueError)."""
+    """Refuse unknown or repeated policy names, knobs out of range and a demand no fleet can
+    be sized for (ValueError)."""
     if len(set(names)) != len(names):
         raise ValueError(f"--policy given twice: {list(names)}")
     for name in names:
         build_policy(name, trace, config, knobs, options)
+    check_demand_fits(trace, config)
+
+
+def check_demand_fits(trace: Trace, config: SimConfig) -> None:
+    """Refuse (ValueError) a model whose peak rate needs more GPUs than a pool may hold
+    (``MAX_POOL_GPUS``, PlanFleet's bound): a rate in the wrong unit or an impossible
+    throughput, which would otherwise size millions of replicas until memory runs out."""
+    for model in config.models:
+        shape = model.shape
+        peak = trace.peak_rps(model.name)
+        gpus = peak / shape.per_replica_rps * shape.gpu_share
+        if gpus > MAX_POOL_GPUS:
+            raise ValueError(
+                f"{trace.source}: model {model.name!r}: its peak of {peak:.6g} rps needs "
+                f"{gpus:.6g} GPUs at per_replica_rps {shape.per_replica_rps:g} and "
+                f"gpu_per_replica {shape.gpu_share:g}, more than the {MAX_POOL_GPUS:,} GPUs of "
+                "a pool; check the rates' unit (--value-unit) and the models file")
 
 
 @dataclass(frozen=True, slots=True)

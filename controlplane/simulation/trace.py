@@ -86,6 +86,11 @@ def _read(path: Path, time_col: str, series_col: str | None, value_col: str) -> 
     missing = [c for c in wanted if c not in frame.columns]
     if missing:
         raise TraceError(f"{path}: missing column(s) {missing}; found {list(frame.columns)}")
+    header = pd.read_csv(path, header=None, nrows=1, dtype=str).iloc[0].tolist()
+    for col in wanted:
+        if header.count(col) > 1:
+            raise TraceError(f"{path}: column {col!r} appears {header.count(col)} times in the "
+                             "header; rename all but one")
     if frame.empty:
         raise TraceError(f"{path}: no rows")
     return frame

@@ -97,9 +97,15 @@ def test_one_policy_writes_the_timeline_where_asked_and_prints_a_table(tmp_path:
      "model 'chat/unused' of the models file has no rows in the trace"),
     (None, None, ["--policy", "clairvoyant"], "--policy must be one of"),
     (None, None, ["--forecast-method", "crystal-ball"], "unknown forecast method"),
+    ({("chat/large", 2): "1e9"}, None, [],
+     "model 'chat/large': its peak of 1e+09 rps needs 5e+08 GPUs at per_replica_rps 2 and "
+     "gpu_per_replica 1, more than the 100,000 GPUs of a pool"),
+    (None, MODELS_YAML.replace("per_replica_rps: 40.0", "per_replica_rps: 1.0e-9"), [],
+     "model 'chat/small': its peak of"),
 ], ids=["unknown model", "gap", "negative rate", "non-numeric rate", "zero throughput",
         "fractional multi-gpu", "replica larger than a node", "missing p90", "p90 below p50",
-        "unpriced product", "model without traffic", "unknown policy", "unknown method"])
+        "unpriced product", "model without traffic", "unknown policy", "unknown method",
+        "rate no pool can serve", "throughput no pool can serve"])
 def test_bad_input_is_refused_naming_the_model_and_field(
         tmp_path: Path, tweak: dict[tuple[str, int], str] | None, models_text: str | None,
         extra: list[str], message: str) -> None:
@@ -143,8 +149,10 @@ def _one_line_refusal(code: int, out: str) -> str:
      "line 2: model 'chat/large': rate_rps must be a finite number >= 0, got -1.0"),
     ("ts,model,rate_rps\n2025-01-01 00:00:00,chat/large,\n", [],
      "rate_rps must be a finite number >= 0, got an empty cell (or NaN)"),
+    ("ts,model,rate_rps,rate_rps\n2025-01-01 00:00:00,chat/large,5,7\n", [],
+     "trace.csv: column 'rate_rps' appears 2 times in the header; rename all but one"),
 ], ids=["empty model cell", "empty file", "unknown time unit", "negative rate as a number",
-        "empty rate cell"])
+        "empty rate cell", "repeated column"])
 def test_a_malformed_trace_is_one_line_naming_the_file_line_and_column(
         tmp_path: Path, trace_text: str, extra: list[str], message: str) -> None:
     trace = tmp_path / "trace.csv"
