@@ -34,7 +34,11 @@ def check_output_path(out: Path, option: str, inputs: Mapping[str, Path]) -> Non
 
 def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
     """``write`` a temporary file beside ``path``, then rename it over ``path``: a failed write
-    (full disk, file size limit) leaves ``path`` as it was. Raises OSError."""
+    (full disk, file size limit) leaves ``path`` as it was. A device or pipe (``/dev/null``,
+    ``/dev/stdout``) is written directly: a rename would replace it by a file. Raises OSError."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        write(path)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:

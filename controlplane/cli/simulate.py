@@ -17,6 +17,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from controlplane.autoscaling.policies import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
+from controlplane.cli.paths import check_output_path
 from controlplane.cli.streams import usage_error
 from controlplane.simulation.config import (
     ModelsFileError,
@@ -117,6 +118,8 @@ def simulate_command(
             "--trace": trace, "--models": models,
             **{f"cold-start samples ({m.name})": m.cold_start.samples_csv
                for m in config.models if m.cold_start.samples_csv is not None}})
+        for path in timeline_paths(timeline_out, names).values():
+            check_output_path(path, "--timeline-out", {})
         get_forecaster(forecast_method)
     except (ModelsFileError, TraceError, UnknownMethodError, ValueError) as error:
         raise usage_error(str(error)) from None

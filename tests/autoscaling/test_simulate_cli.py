@@ -189,6 +189,20 @@ def test_a_timeline_that_would_overwrite_an_input_is_refused_before_anything_is_
         {"trace.csv", "models.yaml", trace.name})
 
 
+def test_a_timeline_under_a_file_is_refused_before_the_simulation_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_work(*_: object, **__: object) -> None:
+        raise AssertionError("the simulation ran")
+
+    monkeypatch.setattr("controlplane.cli.simulate.simulate", no_work)
+    trace = write_trace(tmp_path / "trace.csv", steps=6)
+    models = write_models(tmp_path / "models.yaml")
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "trace.csv" / "T.csv"), *FAST)
+    assert (f"--timeline-out {tmp_path / 'trace.csv' / 'T.csv'}: a parent of it is a file, "
+            "not a directory") in _one_line_refusal(code, out)
+
+
 SAMPLES_MODELS = MODELS_YAML.replace("cold_start: {p50_s: 22, p90_s: 39}\nfleet:",
                                      "cold_start: {samples_ms_csv: samples.csv}\nfleet:")
 

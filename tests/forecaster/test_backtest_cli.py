@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -177,6 +180,19 @@ def test_a_predictions_path_under_a_file_is_refused_before_any_work(
                                str(two_models / "p.csv"))
     assert code == 2
     assert "a parent of it is a file, not a directory" in stderr.replace("\n", "")
+
+
+def test_a_pipe_as_the_output_is_written_through_not_replaced_by_a_file(tmp_path: Path) -> None:
+    pipe = tmp_path / "predictions.fifo"
+    os.mkfifo(pipe)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(pipe.read_text()), daemon=True)
+    reader.start()
+    write_atomically(pipe, lambda path: path.write_text("series,origin,target,yhat,p90\n"))
+    reader.join(timeout=30)
+    assert got == ["series,origin,target,yhat,p90\n"]
+    assert stat.S_ISFIFO(pipe.stat().st_mode)  # renaming over /dev/null would replace it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["predictions.fifo"]
 
 
 def test_a_failed_write_leaves_the_previous_file_whole_and_no_temporary_behind(
