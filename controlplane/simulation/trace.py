@@ -21,6 +21,7 @@ from controlplane.simulation.cells import shown
 VALUE_UNITS = {"rps": 1.0, "rpm": 1 / 60}  # plus "per-step": a count per trace step
 FILL_GAPS = ("none", "hold", "zero")
 TIME_UNITS = {"s": 1, "ms": 1e-3, "min": 60, "h": 3600}
+_MAX_SECONDS = 9.2e9  # pandas timestamps (datetime64[ns]) end in 2262
 
 
 class TraceError(ValueError):
@@ -60,6 +61,12 @@ def _times(frame: pd.DataFrame, col: str, path: Path, time_unit: str | None) -> 
             raise TraceError(f"{path}: line {line}: column {col!r}: {shown(raw.iloc[line - 2])} is "
                              f"not a number of {time_unit}")
         seconds = numeric.astype(float) * TIME_UNITS[time_unit]
+        outside = ~(seconds.abs() < _MAX_SECONDS)
+        if outside.any():
+            line = int(np.flatnonzero(outside.to_numpy())[0]) + 2
+            raise TraceError(f"{path}: line {line}: column {col!r}: {shown(raw.iloc[line - 2])} "
+                             f"{time_unit} since 1970 is out of range (years 1678-2261); is "
+                             "--time-unit right?")
         return pd.to_datetime(seconds, unit="s", utc=True)
     if numeric.notna().all():
         raise TraceError(f"{path}: column {col!r} is numeric: pass --time-unit s|ms|min|h")

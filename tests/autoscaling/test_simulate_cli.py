@@ -151,8 +151,10 @@ def _one_line_refusal(code: int, out: str) -> str:
      "rate_rps must be a finite number >= 0, got an empty cell (or NaN)"),
     ("ts,model,rate_rps,rate_rps\n2025-01-01 00:00:00,chat/large,5,7\n", [],
      "trace.csv: column 'rate_rps' appears 2 times in the header; rename all but one"),
+    ("ts,model,rate_rps\n1735689600,chat/large,5\n", ["--time-unit", "h"],
+     "trace.csv: line 2: column 'ts': 1735689600 h since 1970 is out of range"),
 ], ids=["empty model cell", "empty file", "unknown time unit", "negative rate as a number",
-        "empty rate cell", "repeated column"])
+        "empty rate cell", "repeated column", "epoch seconds read as hours"])
 def test_a_malformed_trace_is_one_line_naming_the_file_line_and_column(
         tmp_path: Path, trace_text: str, extra: list[str], message: str) -> None:
     trace = tmp_path / "trace.csv"
