@@ -300,7 +300,10 @@ def _source(prometheus_url: str | None, metric: str, query: str | None, models: 
             step_s: int) -> tuple[HistorySource, Any]:
     """The history source and the forecast origin ('now'; for a CSV: one step after its last
     row, so the last row is part of the history)."""
-    wanted = [m.strip() for m in models.split(",") if m.strip()] if models else None
+    wanted = [m.strip() for m in models.split(",") if m.strip()] if models is not None else None
+    if wanted == []:
+        raise InputError(f"--models {models!r}: no model name; give comma-separated names or "
+                         "leave it out for every model")
     if prometheus_url and csv:
         raise InputError("give either --prometheus-url or --csv, not both")
     now = _parse_at(at) if at else None

@@ -205,6 +205,16 @@ def test_forecast_run_refuses_a_csv_row_without_a_model_naming_its_line(tmp_path
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("models", [",", "", " , "])
+def test_forecast_run_refuses_a_models_option_without_a_name(tmp_path: Path,
+                                                             models: str) -> None:
+    trace = long_csv(tmp_path / "t.csv", {"x": diurnal(1, 600)}, 600)
+    result = _run_csv(trace, tmp_path, "--models", models)
+    assert result.exit_code == 2
+    assert f"error: --models {models!r}: no model name" in result.stderr
+    assert "Traceback" not in result.output
+
+
 def test_forecast_run_reports_every_cleaned_csv_row_as_a_warning_of_its_model(
         tmp_path: Path) -> None:
     result = _run_csv(_dirty_csv(tmp_path / "t.csv"), tmp_path, "--json")
