@@ -45,10 +45,12 @@ class LadderSettings:
     short_minute_cost_ratio: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.shortfall_cost_ratio <= 1:
-            raise ValueError("shortfall_cost_ratio must be > 1 (else nothing is worth keeping)")
-        if self.short_minute_cost_ratio < 0:
-            raise ValueError("short_minute_cost_ratio must be >= 0")
+        if not self.shortfall_cost_ratio > 1:  # NaN too: it would compare false everywhere
+            raise ValueError("shortfall_cost_ratio must be > 1 (else nothing is worth keeping), "
+                             f"got {self.shortfall_cost_ratio}")
+        if not self.short_minute_cost_ratio >= 0:
+            raise ValueError(f"short_minute_cost_ratio must be >= 0, got "
+                             f"{self.short_minute_cost_ratio}")
 
     def ladder_policy(self, replica_usd_per_h: float, per_replica_rps: float) -> LadderPolicy:
         price = max(replica_usd_per_h, 1e-9) * self.shortfall_cost_ratio / per_replica_rps

@@ -357,6 +357,22 @@ def test_a_tick_that_does_not_divide_a_minute_into_whole_ticks_is_refused(
             f"30, 15, 1, 0.5, 0.1, ...), got {float(tick_s)}") in _one_line_refusal(code, out)
 
 
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--shortfall-cost-ratio", "nan", "shortfall_cost_ratio must be > 1 (else nothing is worth "
+                                      "keeping), got nan"),
+    ("--shortfall-cost-ratio", "1", "shortfall_cost_ratio must be > 1"),
+    ("--short-minute-cost-ratio", "nan", "short_minute_cost_ratio must be >= 0, got nan"),
+])
+def test_a_predictive_cost_ratio_that_is_nan_or_out_of_range_is_refused(
+        tmp_path: Path, option: str, value: str, message: str) -> None:
+    trace = write_trace(tmp_path / "trace.csv", steps=6)
+    models = write_models(tmp_path / "models.yaml")
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), option, value, *FAST)
+    assert message in _one_line_refusal(code, out)
+    assert not (tmp_path / "T.csv").exists()
+
+
 def test_a_tenth_of_a_second_tick_divides_a_minute_and_replays(tmp_path: Path) -> None:
     trace = write_trace(tmp_path / "trace.csv", steps=2)
     models = write_models(tmp_path / "models.yaml")
