@@ -260,16 +260,21 @@ def run(
                               job.step_s)
         sink = None if no_store else Store.open(store_url or settings.db.url,
                                                 settings.db.connect_timeout_s)
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=err) as progress:
-            bars: dict[str, Any] = {}
+        progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), console=err)
+        bars: dict[str, Any] = {}
 
-            def on_progress(stage: str, done: int, total: int) -> None:
-                if stage not in bars:
-                    bars[stage] = progress.add_task(stage, total=total)
-                progress.update(bars[stage], completed=done)
+        def on_progress(stage: str, done: int, total: int) -> None:
+            if stage not in bars:
+                progress.start()  # at the first stage: an error before it stays one line
+                bars[stage] = progress.add_task(stage, total=total)
+            progress.update(bars[stage], completed=done)
 
+        try:
             report_ = run_job(source, sink, now, job, on_progress)
+        finally:
+            if bars:  # stop() prints a line break on a non-terminal, started or not
+                progress.stop()
     except (ForecasterError, ConfigError, StoreUnavailable, ValueError) as exc:
         raise usage_error(str(exc)) from exc
     except SQLAlchemyError as exc:

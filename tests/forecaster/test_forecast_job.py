@@ -162,6 +162,14 @@ def test_forecast_run_on_a_store_without_schema_says_how_to_fix_it(sqlite_url: s
     assert "Traceback" not in result.output
 
 
+def test_an_error_before_the_first_progress_bar_is_the_only_line_on_stderr(
+        sqlite_url: str) -> None:
+    result = CliRunner().invoke(app, ["run", "--store", sqlite_url, "--no-store"])
+    assert result.exit_code == 2
+    assert len(result.stderr.splitlines()) == 1
+    assert result.stderr.startswith(f"error: store {sqlite_url}: no such table")
+
+
 def _run_csv(path: Path, tmp_path: Path, *extra: str) -> Result:
     return CliRunner().invoke(app, [
         "run", "--csv", str(path), "--no-store", "--step", "10m", "--history", "3d",
