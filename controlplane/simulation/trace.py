@@ -162,6 +162,9 @@ def load_trace(path: Path, *, time_col: str = "ts", series_col: str | None = "mo
         for name in sorted(known - set(series)):
             raise TraceError(f"{path}: model {name!r} of the models file has no rows in the trace")
     step_s = _step_s(times, series)
+    if step_s < 1:
+        raise TraceError(f"{path}: a model's rows are mostly under half a second apart; the "
+                         "finest trace step is 1 s (is --time-unit right?)")
     if step_s < 60 and 60 % step_s:
         raise TraceError(f"{path}: step of {step_s}s does not divide a minute")
     if step_s >= 60 and step_s % 60:

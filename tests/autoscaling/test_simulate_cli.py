@@ -153,8 +153,12 @@ def _one_line_refusal(code: int, out: str) -> str:
      "trace.csv: column 'rate_rps' appears 2 times in the header; rename all but one"),
     ("ts,model,rate_rps\n1735689600,chat/large,5\n", ["--time-unit", "h"],
      "trace.csv: line 2: column 'ts': 1735689600 h since 1970 is out of range"),
+    ("ts,model,rate_rps\n" + "".join(f"{t},{m},5\n" for t in ("0", "0.4", "0.8")
+                                     for m in ("chat/large", "chat/small")),
+     ["--time-unit", "s"], "trace.csv: a model's rows are mostly under half a second apart"),
 ], ids=["empty model cell", "empty file", "unknown time unit", "negative rate as a number",
-        "empty rate cell", "repeated column", "epoch seconds read as hours"])
+        "empty rate cell", "repeated column", "epoch seconds read as hours",
+        "sub-second step"])
 def test_a_malformed_trace_is_one_line_naming_the_file_line_and_column(
         tmp_path: Path, trace_text: str, extra: list[str], message: str) -> None:
     trace = tmp_path / "trace.csv"
