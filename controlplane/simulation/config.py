@@ -22,6 +22,7 @@ from controlplane.autoscaling.sizing import ReplicaShape
 from controlplane.domain.models import Isolation
 from controlplane.simulation.cells import shown
 from scheduler.domain.catalog import lookup
+from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU
 
 #: On-demand list prices, USD per GPU-hour (REFERENCE.md §10.1, 2025-26; the defaults of
 #: ``controlplane.settings`` where it has them). Override with ``fleet.prices``.
@@ -243,6 +244,10 @@ def _sim_model(index: int, model: _Model, fleet: _Fleet, base_dir: Path, cached:
                source: str, cold_start_override: _ColdStart | None) -> SimModel:
     origin = f"{source}: models[{index}] ({model.name})"
     _check_strict_share(model, origin)
+    if model.gpu_per_replica < 1 / MAX_CLIENTS_PER_GPU - 1e-4:  # 0.0208 is 1/48 written short
+        raise ModelsFileError(f"{origin}: gpu_per_replica: at most {MAX_CLIENTS_PER_GPU} replicas "
+                              f"share a GPU (MPS clients; time-slices alike), so a share is >= "
+                              f"1/{MAX_CLIENTS_PER_GPU}, got {model.gpu_per_replica}")
     if model.gpu_per_replica > fleet.gpus_per_node:
         raise ModelsFileError(f"{origin}: gpu_per_replica: {model.gpu_per_replica} GPUs do not fit "
                               f"a node of fleet.gpus_per_node={fleet.gpus_per_node}")

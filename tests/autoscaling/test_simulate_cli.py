@@ -97,6 +97,9 @@ def test_one_policy_writes_the_timeline_where_asked_and_prints_a_table(tmp_path:
      "model 'chat/unused' of the models file has no rows in the trace"),
     (None, None, ["--policy", "clairvoyant"], "--policy must be one of"),
     (None, None, ["--forecast-method", "crystal-ball"], "unknown forecast method"),
+    (None, MODELS_YAML.replace("gpu_per_replica: 0.5", "gpu_per_replica: 1.0e-6"), [],
+     "models[1] (chat/small): gpu_per_replica: at most 48 replicas share a GPU (MPS clients; "
+     "time-slices alike), so a share is >= 1/48, got 1e-06"),
     ({("chat/large", 2): "1e9"}, None, [],
      "model 'chat/large': its peak of 1e+09 rps needs 5e+08 GPUs at per_replica_rps 2 and "
      "gpu_per_replica 1, more than the 100,000 GPUs of a pool"),
@@ -105,7 +108,8 @@ def test_one_policy_writes_the_timeline_where_asked_and_prints_a_table(tmp_path:
 ], ids=["unknown model", "gap", "negative rate", "non-numeric rate", "zero throughput",
         "fractional multi-gpu", "replica larger than a node", "missing p90", "p90 below p50",
         "unpriced product", "model without traffic", "unknown policy", "unknown method",
-        "rate no pool can serve", "throughput no pool can serve"])
+        "share below an MPS client", "rate no pool can serve",
+        "throughput no pool can serve"])
 def test_bad_input_is_refused_naming_the_model_and_field(
         tmp_path: Path, tweak: dict[tuple[str, int], str] | None, models_text: str | None,
         extra: list[str], message: str) -> None:
