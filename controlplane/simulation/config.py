@@ -43,8 +43,11 @@ class _Loose(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
 
-#: seconds, finite and > 0 (``.inf`` in YAML is refused, naming the field)
-_Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+#: the longest cold start, wake or provisioning time: a week (more is a unit mistake, ms written
+#: as s; near 1e300 s the lognormal's tail and the simulated clock overflow)
+MAX_SECONDS = 7 * 86_400.0
+#: seconds, finite, > 0 and at most MAX_SECONDS (``.inf`` in YAML is refused, naming the field)
+_Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
 #: a price (USD per GPU-hour) or a GPU budget: finite and >= 0
 _NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
@@ -58,7 +61,7 @@ class _ColdStart(_Loose):
     samples_ms_csv: str | None = None
     p50_s: _Seconds | None = None
     p90_s: _Seconds | None = None
-    cached_max_s: float = Field(10.0, gt=0, allow_inf_nan=False,
+    cached_max_s: float = Field(10.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
                                 description="loads up to this are the cached mode")
 
 
@@ -101,7 +104,7 @@ class _Fleet(_Loose):
     gpus_per_node: int = Field(8, ge=1)
     max_nodes: int = Field(10_000, ge=1, description="per GPU product")
     cached_start_s: _Quantiles = _Quantiles(p50=3, p90=5)
-    idle_wake_s: float = Field(2.0, ge=0, allow_inf_nan=False)
+    idle_wake_s: float = Field(2.0, ge=0, le=MAX_SECONDS, allow_inf_nan=False)
     prices: dict[str, _NonNegative] = Field(default_factory=dict)  # USD per GPU-hour
     cluster_gpu_budget: int | None = Field(None, ge=0)
     tenant_gpu_budgets: dict[str, _NonNegative] = Field(default_factory=dict)  # GPUs
@@ -187,6 +190,12 @@ def _read_samples(path: Path, where: str) -> Durations:
         line = int(bad.to_numpy().nonzero()[0][0]) + 2
         raise ModelsFileError(f"{where}: {path} line {line}: value must be a finite number > 0 "
                               f"(ms), got {shown(frame['value'].iloc[line - 2])}")
+    long = values > MAX_SECONDS * 1000
+    if long.any():
+        line = int(long.to_numpy().nonzero()[0][0]) + 2
+        raise ModelsFileError(f"{where}: {path} line {line}: value must be at most "
+                              f"{MAX_SECONDS * 1000:.0f} (ms, a week), got "
+                              f"{shown(frame['value'].iloc[line - 2])}")
     return Durations.of(float(v) / 1000 for v in values)
 
 
@@ -326,6 +335,9 @@ def parse_cold_start_option(value: str) -> _ColdStart:
         if not math.isfinite(parts[key]) or parts[key] <= 0:
             raise ModelsFileError(f"{OPTION}: {key} must be a finite number of seconds > 0, got "
                                   f"{parts[key]}")
+        if parts[key] > MAX_SECONDS:
+            raise ModelsFileError(f"{OPTION}: {key} must be at most {MAX_SECONDS:.0f} seconds (a "
+                                  f"week), got {parts[key]}")
     if parts["p90"] < parts["p50"]:
         raise ModelsFileError(f"{OPTION}: p90 ({parts['p90']}) < p50 ({parts['p50']})")
     return _ColdStart(p50_s=parts["p50"], p90_s=parts["p90"])

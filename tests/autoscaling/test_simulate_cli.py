@@ -97,6 +97,12 @@ def test_one_policy_writes_the_timeline_where_asked_and_prints_a_table(tmp_path:
      "model 'chat/unused' of the models file has no rows in the trace"),
     (None, None, ["--policy", "clairvoyant"], "--policy must be one of"),
     (None, None, ["--forecast-method", "crystal-ball"], "unknown forecast method"),
+    (None, MODELS_YAML.replace("p50_s: 22, p90_s: 39}\n  - name",
+                               "p50_s: 22, p90_s: 1.0e+300}\n  - name"), [],
+     "models[0] (chat/large): cold_start.p90_s: Input should be less than or equal to 604800, "
+     "got 1e+300"),
+    (None, MODELS_YAML.replace("fleet:", "fleet:\n  idle_wake_s: 1.0e+308"), [],
+     "fleet.idle_wake_s: Input should be less than or equal to 604800"),
     (None, MODELS_YAML.replace("gpu_per_replica: 0.5", "gpu_per_replica: 1.0e-6"), [],
      "models[1] (chat/small): gpu_per_replica: at most 48 replicas share a GPU (MPS clients; "
      "time-slices alike), so a share is >= 1/48, got 1e-06"),
@@ -108,7 +114,8 @@ def test_one_policy_writes_the_timeline_where_asked_and_prints_a_table(tmp_path:
 ], ids=["unknown model", "gap", "negative rate", "non-numeric rate", "zero throughput",
         "fractional multi-gpu", "replica larger than a node", "missing p90", "p90 below p50",
         "unpriced product", "model without traffic", "unknown policy", "unknown method",
-        "share below an MPS client", "rate no pool can serve",
+        "cold start of 1e300 s", "idle wake of 1e308 s", "share below an MPS client",
+        "rate no pool can serve",
         "throughput no pool can serve"])
 def test_bad_input_is_refused_naming_the_model_and_field(
         tmp_path: Path, tweak: dict[tuple[str, int], str] | None, models_text: str | None,
@@ -223,7 +230,9 @@ SAMPLES_MODELS = MODELS_YAML.replace("cold_start: {p50_s: 22, p90_s: 39}\nfleet:
      "samples"),
     ("value\n2000\n-5\n", "models[1] (chat/small): cold_start.samples_ms_csv: {samples} line 3: "
      "value must be a finite number > 0 (ms), got -5"),
-], ids=["empty file", "header only", "negative sample"])
+    ("value\n2000\n1e300\n", "models[1] (chat/small): cold_start.samples_ms_csv: {samples} line "
+     "3: value must be at most 604800000 (ms, a week), got 1e+300"),
+], ids=["empty file", "header only", "negative sample", "sample of 1e300 ms"])
 def test_bad_cold_start_samples_name_the_models_file_model_field_and_samples_file(
         tmp_path: Path, samples_text: str, message: str) -> None:
     samples = tmp_path / "samples.csv"
@@ -242,11 +251,13 @@ def test_bad_cold_start_samples_name_the_models_file_model_field_and_samples_fil
     ("p50=-3,p90=5", None, "error: --cold-start: p50 must be a finite number of seconds > 0, "
      "got -3.0"),
     ("p50=nan,p90=5", None, "error: --cold-start: p50 must be a finite number of seconds > 0"),
+    ("p50=5,p90=1e300", None, "error: --cold-start: p90 must be at most 604800 seconds (a week), "
+     "got 1e+300"),
     ("{tmp}/missing.csv", None, "error: --cold-start: no such file {tmp}/missing.csv"),
     ("{tmp}/samples.csv", "", "error: --cold-start: {tmp}/samples.csv: empty file"),
     ("{tmp}/samples.csv", "value\n", "error: --cold-start: {tmp}/samples.csv: no samples"),
-], ids=["p90 below p50", "negative p50", "nan p50", "missing file", "empty file",
-        "header only"])
+], ids=["p90 below p50", "negative p50", "nan p50", "p90 of 1e300 s", "missing file",
+        "empty file", "header only"])
 def test_a_bad_cold_start_option_is_named_as_the_option_not_as_the_models_file(
         tmp_path: Path, option: str, samples_text: str | None, message: str) -> None:
     if samples_text is not None:
