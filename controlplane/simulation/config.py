@@ -50,6 +50,8 @@ MAX_SECONDS = 7 * 86_400.0
 _Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
 #: a price (USD per GPU-hour) or a GPU budget: finite and >= 0
 _NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+#: a price, USD per GPU-hour: list prices are a few dollars; near 1e308 the cost overflows to inf
+_Price = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
 
 
 class _Quantiles(_Loose):
@@ -105,7 +107,7 @@ class _Fleet(_Loose):
     max_nodes: int = Field(10_000, ge=1, description="per GPU product")
     cached_start_s: _Quantiles = _Quantiles(p50=3, p90=5)
     idle_wake_s: float = Field(2.0, ge=0, le=MAX_SECONDS, allow_inf_nan=False)
-    prices: dict[str, _NonNegative] = Field(default_factory=dict)  # USD per GPU-hour
+    prices: dict[str, _Price] = Field(default_factory=dict)  # USD per GPU-hour
     cluster_gpu_budget: int | None = Field(None, ge=0)
     tenant_gpu_budgets: dict[str, _NonNegative] = Field(default_factory=dict)  # GPUs
 

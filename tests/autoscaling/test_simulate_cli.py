@@ -103,6 +103,8 @@ def test_one_policy_writes_the_timeline_where_asked_and_prints_a_table(tmp_path:
      "got 1e+300"),
     (None, MODELS_YAML.replace("fleet:", "fleet:\n  idle_wake_s: 1.0e+308"), [],
      "fleet.idle_wake_s: Input should be less than or equal to 604800"),
+    (None, MODELS_YAML.replace("fleet:", "fleet:\n  prices: {A100-80GB: 1.0e+308}"), [],
+     "fleet.prices.A100-80GB: Input should be less than or equal to 1000000"),
     (None, MODELS_YAML.replace("gpu_per_replica: 0.5", "gpu_per_replica: 1.0e-6"), [],
      "models[1] (chat/small): gpu_per_replica: at most 48 replicas share a GPU (MPS clients; "
      "time-slices alike), so a share is >= 1/48, got 1e-06"),
@@ -114,7 +116,8 @@ def test_one_policy_writes_the_timeline_where_asked_and_prints_a_table(tmp_path:
 ], ids=["unknown model", "gap", "negative rate", "non-numeric rate", "zero throughput",
         "fractional multi-gpu", "replica larger than a node", "missing p90", "p90 below p50",
         "unpriced product", "model without traffic", "unknown policy", "unknown method",
-        "cold start of 1e300 s", "idle wake of 1e308 s", "share below an MPS client",
+        "cold start of 1e300 s", "idle wake of 1e308 s", "price of 1e308 USD",
+        "share below an MPS client",
         "rate no pool can serve",
         "throughput no pool can serve"])
 def test_bad_input_is_refused_naming_the_model_and_field(
