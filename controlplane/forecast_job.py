@@ -26,6 +26,7 @@ forecast time -- the same limit behind the forecaster's ``stale_observations`` f
 
 from __future__ import annotations
 
+import tempfile
 import time
 import zlib
 from collections import Counter
@@ -191,6 +192,19 @@ def stale_history(series: TrafficSeries, now: datetime) -> str:
         return ""
     return (f"stale_history: last sample {age_s / 3600:.1f} h before the forecast time "
             f"(at {last_at.isoformat()}; limit {limit_s / 3600:g} h)")
+
+
+def state_dir_problem(state_dir: Path) -> str | None:
+    """Why the job cannot keep fitted state in ``state_dir`` (created if missing), or None. A
+    directory it cannot write would log a warning per model on every refresh, and first fits
+    deferred by a fit budget would wait for ever, since no model would ever hold state."""
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=state_dir):
+            pass
+    except OSError as exc:
+        return f"cannot write there ({exc.strerror or exc})"
+    return None
 
 
 def floor_time(at: datetime, step_s: int) -> datetime:

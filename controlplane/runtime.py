@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import logging
-import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -24,7 +23,7 @@ from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.tick import TickReport
 from controlplane.forecast_calibration import CalibratedForecasts, CalibrationConfig
-from controlplane.forecast_job import JobConfig, run_job
+from controlplane.forecast_job import JobConfig, run_job, state_dir_problem
 from controlplane.ports import Clock
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps, reconcile_once
 from controlplane.settings import ConfigError, Settings, pool_specs
@@ -85,18 +84,11 @@ def _check_budget_tenants(budgets: Mapping[str, float], specs: tuple[ModelSpec, 
 
 def _check_state_dir(state_dir: Path | None) -> None:
     """The forecast refreshes keep fitted state there: a directory they cannot write is refused
-    at startup, not met with a warning per model on every refresh (and first fits deferred by
-    the fit budget for ever, since no model would ever hold state)."""
-    if state_dir is None:
-        return
-    try:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=state_dir):
-            pass
-    except OSError as exc:
-        raise ConfigError(f"forecast.state_dir {state_dir}: cannot write there "
-                          f"({exc.strerror or exc}); set a writable directory, or null to refit "
-                          "every model on every refresh") from None
+    at startup, not met with a warning per model on every refresh."""
+    problem = state_dir_problem(state_dir) if state_dir is not None else None
+    if problem is not None:
+        raise ConfigError(f"forecast.state_dir {state_dir}: {problem}; set a writable "
+                          "directory, or null to refit every model on every refresh")
 
 
 def calibration_config(settings: Settings) -> CalibrationConfig:

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane import cost_export, cost_reader
@@ -55,11 +55,9 @@ def _open_store(url: str, connect_timeout_s: float) -> Engine:
     store_file = sqlite_file(url)
     if store_file is not None and not store_file.is_file():
         raise InputError(f"store {url}: no such database file")
-    engine = Store.open(url, connect_timeout_s).engine
-    if not inspect(engine).has_table("ticks"):
-        raise InputError(f"store {redact(url)} has no Headroom schema; run `headroom db upgrade` "
-                         "(or start `headroom demo`)")
-    return engine
+    store = Store.open(url, connect_timeout_s)
+    store.require_schema()
+    return store.engine
 
 
 def _store_files(url: str) -> dict[str, Path]:

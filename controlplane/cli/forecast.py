@@ -31,7 +31,14 @@ from controlplane.cli.backtest_notes import unscored_notes
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.paths import check_output_path, write_atomically
 from controlplane.cli.streams import print_warning, usage_error
-from controlplane.forecast_job import HistorySource, JobConfig, JobReport, Shard, run_job
+from controlplane.forecast_job import (
+    HistorySource,
+    JobConfig,
+    JobReport,
+    Shard,
+    run_job,
+    state_dir_problem,
+)
 from controlplane.settings import ConfigError, load_settings
 from controlplane.store import Store, StoreUnavailable
 from controlplane.store.engine import error_line, redact
@@ -255,11 +262,16 @@ def run(
             fit_budget_s=fit_budget_s if fit_budget_s is not None else fs.fit_budget_s)
         if job.method not in METHODS:
             raise InputError(f"--method {job.method!r}: choose one of {', '.join(METHODS)}")
+        problem = state_dir_problem(state_dir) if state_dir is not None else None
+        if problem is not None:
+            raise InputError(f"--state-dir {state_dir}: {problem}")
         source, now = _source(prometheus_url, metric, query, models, csv, time_col, value_col,
                               series_col, time_unit, store_url or settings.db.url, at,
                               job.step_s)
         sink = None if no_store else Store.open(store_url or settings.db.url,
                                                 settings.db.connect_timeout_s)
+        if sink is not None:
+            sink.require_schema()  # before any fit: not every forecast computed, then refused
         progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), console=err)
         bars: dict[str, Any] = {}
@@ -323,6 +335,7 @@ def _source(prometheus_url: str | None, metric: str, query: str | None, models: 
         return (PrometheusSource(prometheus_url, metric, query, wanted),
                 now or WallClock().now())
     store = Store.open(store_url)
+    store.require_schema()
     return (_Only(store, wanted) if wanted else store), now or WallClock().now()
 
 

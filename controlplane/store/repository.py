@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Engine, func
+from sqlalchemy import Engine, func, inspect
 from sqlmodel import Session, col, delete, select
 
 from controlplane.domain.desired import PoolSpec
@@ -20,7 +20,7 @@ from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.store import codec
-from controlplane.store.engine import make_engine, upgrade
+from controlplane.store.engine import StoreUnavailable, make_engine, redact, upgrade
 from controlplane.store.tables import (
     ActionRecord,
     ForecastRecord,
@@ -55,6 +55,13 @@ class Store:
         if migrate:
             upgrade(store.engine)
         return store
+
+    def require_schema(self) -> None:
+        """Raise StoreUnavailable unless the database holds Headroom's tables."""
+        if not inspect(self.engine).has_table("ticks"):
+            url = redact(self.engine.url.render_as_string(hide_password=False))
+            raise StoreUnavailable(f"store {url} has no Headroom schema; run `headroom db "
+                                   "upgrade` (or start `headroom demo`)")
 
     def session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)

@@ -158,8 +158,19 @@ def test_forecast_run_rejects_a_bad_shard(tmp_path: Path) -> None:
 def test_forecast_run_on_a_store_without_schema_says_how_to_fix_it(sqlite_url: str) -> None:
     result = CliRunner().invoke(app, ["run", "--store", sqlite_url, "--no-store"])
     assert result.exit_code == 2
-    assert "no such table" in result.stderr and "headroom db upgrade" in result.stderr
-    assert "Traceback" not in result.output
+    assert result.stderr == (f"error: store {sqlite_url} has no Headroom schema; run `headroom "
+                             "db upgrade` (or start `headroom demo`)\n")
+
+
+def test_forecasts_for_a_store_without_schema_are_refused_before_any_fit(
+        sqlite_url: str, tmp_path: Path) -> None:
+    trace = long_csv(tmp_path / "t.csv", {"x": diurnal(2, 600)}, 600)
+    result = CliRunner().invoke(app, [
+        "run", "--csv", str(trace), "--store", sqlite_url, "--step", "10m",
+        "--state-dir", str(tmp_path / "s")])
+    assert result.exit_code == 2
+    assert "has no Headroom schema" in result.stderr
+    assert not (tmp_path / "s").exists() or not any((tmp_path / "s").iterdir())  # nothing fitted
 
 
 def test_an_error_before_the_first_progress_bar_is_the_only_line_on_stderr(
@@ -167,7 +178,16 @@ def test_an_error_before_the_first_progress_bar_is_the_only_line_on_stderr(
     result = CliRunner().invoke(app, ["run", "--store", sqlite_url, "--no-store"])
     assert result.exit_code == 2
     assert len(result.stderr.splitlines()) == 1
-    assert result.stderr.startswith(f"error: store {sqlite_url}: no such table")
+    assert result.stderr.startswith(f"error: store {sqlite_url} has no Headroom schema")
+
+
+def test_a_state_dir_that_cannot_be_written_is_refused_before_any_fit(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    result = _run_csv(long_csv(tmp_path / "t.csv", {"x": diurnal(2, 600)}, 600), tmp_path,
+                      "--state-dir", str(tmp_path / "a-file" / "state"))
+    assert result.exit_code == 2
+    assert result.stderr == (f"error: --state-dir {tmp_path / 'a-file' / 'state'}: cannot write "
+                             "there (Not a directory)\n")
 
 
 def _run_csv(path: Path, tmp_path: Path, *extra: str) -> Result:
