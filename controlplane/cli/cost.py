@@ -12,7 +12,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane import cost_export, cost_reader
@@ -48,16 +47,6 @@ def _check_namespace(value: str, option: str) -> None:
     if not _NAMESPACE.match(value):
         raise InputError(f"{option} {value!r}: not a Kubernetes namespace name (lowercase "
                          "letters, digits and '-', at most 63)")
-
-
-def _open_store(url: str, connect_timeout_s: float) -> Engine:
-    """The store's engine, read-only use: never creates a SQLite file or a schema."""
-    store_file = sqlite_file(url)
-    if store_file is not None and not store_file.is_file():
-        raise InputError(f"store {url}: no such database file")
-    store = Store.open(url, connect_timeout_s)
-    store.require_schema()
-    return store.engine
 
 
 def _store_files(url: str) -> dict[str, Path]:
@@ -108,7 +97,7 @@ def export(
         if config is not None:
             inputs["--config"] = config
         check_output_path(out, "--out", inputs)
-        engine = _open_store(url, settings.db.connect_timeout_s)
+        engine = Store.open_existing(url, settings.db.connect_timeout_s).engine
         span = cost_reader.time_span(engine)
         if span is None:
             console.print(f"store {redact(url)} has no reconcile ticks yet; nothing to export")

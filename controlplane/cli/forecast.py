@@ -268,10 +268,9 @@ def run(
         source, now = _source(prometheus_url, metric, query, models, csv, time_col, value_col,
                               series_col, time_unit, store_url or settings.db.url, at,
                               job.step_s)
-        sink = None if no_store else Store.open(store_url or settings.db.url,
-                                                settings.db.connect_timeout_s)
-        if sink is not None:
-            sink.require_schema()  # before any fit: not every forecast computed, then refused
+        # before any fit: not every forecast computed, then refused
+        sink = None if no_store else Store.open_existing(store_url or settings.db.url,
+                                                         settings.db.connect_timeout_s)
         progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), console=err)
         bars: dict[str, Any] = {}
@@ -334,8 +333,7 @@ def _source(prometheus_url: str | None, metric: str, query: str | None, models: 
 
         return (PrometheusSource(prometheus_url, metric, query, wanted),
                 now or WallClock().now())
-    store = Store.open(store_url)
-    store.require_schema()
+    store = Store.open_existing(store_url)
     return (_Only(store, wanted) if wanted else store), now or WallClock().now()
 
 

@@ -20,7 +20,13 @@ from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.store import codec
-from controlplane.store.engine import StoreUnavailable, make_engine, redact, upgrade
+from controlplane.store.engine import (
+    StoreUnavailable,
+    make_engine,
+    redact,
+    sqlite_file,
+    upgrade,
+)
 from controlplane.store.tables import (
     ActionRecord,
     ForecastRecord,
@@ -54,6 +60,17 @@ class Store:
         store = cls(make_engine(url, connect_timeout_s))
         if migrate:
             upgrade(store.engine)
+        return store
+
+    @classmethod
+    def open_existing(cls, url: str, connect_timeout_s: float = 5.0) -> Store:
+        """A store to read or add to that must already exist: never creates a SQLite file, its
+        directory or a schema (StoreUnavailable naming what is missing)."""
+        store_file = sqlite_file(url)
+        if store_file is not None and not store_file.is_file():
+            raise StoreUnavailable(f"store {redact(url)}: no such database file")
+        store = cls.open(url, connect_timeout_s)
+        store.require_schema()
         return store
 
     def require_schema(self) -> None:

@@ -155,7 +155,14 @@ def test_forecast_run_rejects_a_bad_shard(tmp_path: Path) -> None:
     assert "--shard '3/2': need 0 <= INDEX < COUNT" in result.stderr
 
 
-def test_forecast_run_on_a_store_without_schema_says_how_to_fix_it(sqlite_url: str) -> None:
+def _empty_store(tmp_path: Path) -> str:
+    """An existing SQLite file without the schema (an empty file is an empty database)."""
+    (tmp_path / "empty.db").touch()
+    return f"sqlite:///{tmp_path / 'empty.db'}"
+
+
+def test_forecast_run_on_a_store_without_schema_says_how_to_fix_it(tmp_path: Path) -> None:
+    sqlite_url = _empty_store(tmp_path)
     result = CliRunner().invoke(app, ["run", "--store", sqlite_url, "--no-store"])
     assert result.exit_code == 2
     assert result.stderr == (f"error: store {sqlite_url} has no Headroom schema; run `headroom "
@@ -163,7 +170,8 @@ def test_forecast_run_on_a_store_without_schema_says_how_to_fix_it(sqlite_url: s
 
 
 def test_forecasts_for_a_store_without_schema_are_refused_before_any_fit(
-        sqlite_url: str, tmp_path: Path) -> None:
+        tmp_path: Path) -> None:
+    sqlite_url = _empty_store(tmp_path)
     trace = long_csv(tmp_path / "t.csv", {"x": diurnal(2, 600)}, 600)
     result = CliRunner().invoke(app, [
         "run", "--csv", str(trace), "--store", sqlite_url, "--step", "10m",
@@ -173,8 +181,18 @@ def test_forecasts_for_a_store_without_schema_are_refused_before_any_fit(
     assert not (tmp_path / "s").exists() or not any((tmp_path / "s").iterdir())  # nothing fitted
 
 
+def test_forecast_run_on_a_missing_store_file_creates_neither_file_nor_directory(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'no-dir' / 'x.db'}"
+    result = CliRunner().invoke(app, ["run", "--store", url, "--no-store"])
+    assert result.exit_code == 2
+    assert result.stderr == f"error: store {url}: no such database file\n"
+    assert not (tmp_path / "no-dir").exists()
+
+
 def test_an_error_before_the_first_progress_bar_is_the_only_line_on_stderr(
-        sqlite_url: str) -> None:
+        tmp_path: Path) -> None:
+    sqlite_url = _empty_store(tmp_path)
     result = CliRunner().invoke(app, ["run", "--store", sqlite_url, "--no-store"])
     assert result.exit_code == 2
     assert len(result.stderr.splitlines()) == 1
