@@ -268,7 +268,7 @@ def run(
         source, now = _source(prometheus_url, metric, query, models, csv, time_col, value_col,
                               series_col, time_unit, store_url or settings.db.url, at,
                               job.step_s)
-        # before any fit: not every forecast computed, then refused
+        # checked before any fit, not after every model was fitted
         sink = None if no_store else Store.open_existing(store_url or settings.db.url,
                                                          settings.db.connect_timeout_s)
         progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -70,15 +70,10 @@ class Store:
         if store_file is not None and not store_file.is_file():
             raise StoreUnavailable(f"store {redact(url)}: no such database file")
         store = cls.open(url, connect_timeout_s)
-        store.require_schema()
-        return store
-
-    def require_schema(self) -> None:
-        """Raise StoreUnavailable unless the database holds Headroom's tables."""
-        if not inspect(self.engine).has_table("ticks"):
-            url = redact(self.engine.url.render_as_string(hide_password=False))
-            raise StoreUnavailable(f"store {url} has no Headroom schema; run `headroom db "
+        if not inspect(store.engine).has_table("ticks"):
+            raise StoreUnavailable(f"store {redact(url)} has no Headroom schema; run `headroom db "
                                    "upgrade` (or start `headroom demo`)")
+        return store
 
     def session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)
