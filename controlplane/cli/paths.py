@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
+from controlplane.files import write_atomically
 from forecaster.errors import InputError
+
+__all__ = ["check_output_path", "write_atomically"]
 
 
 def check_output_path(out: Path, option: str, inputs: Mapping[str, Path]) -> None:
@@ -30,21 +31,3 @@ def check_output_path(out: Path, option: str, inputs: Mapping[str, Path]) -> Non
         raise InputError(f"{option} {out}: cannot create {parent}: {exc.strerror}") from None
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"{option} {out}: the directory {parent} is not writable")
-
-
-def write_atomically(path: Path, write: Callable[[Path], object]) -> None:
-    """``write`` a temporary file beside ``path``, then rename it over ``path``: a failed write
-    (full disk, file size limit) leaves ``path`` as it was. A device or pipe (``/dev/null``,
-    ``/dev/stdout``) is written directly: a rename would replace it by a file. Raises OSError."""
-    if path.exists() and not path.is_file() and not path.is_dir():
-        write(path)
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        write(tmp)
-        tmp.replace(path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise

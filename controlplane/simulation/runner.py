@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from controlplane.autoscaling.policies import (
     reactive_policy,
     static_policy,
 )
+from controlplane.files import write_all_atomically
 from controlplane.simulation.config import SimConfig
 from controlplane.simulation.engine import (
     ForecastCache,
@@ -107,7 +109,9 @@ def simulate(trace: Trace, config: SimConfig, policies: Sequence[str], timeline_
             if on_minute is not None:
                 on_minute(name, minute)
         run = run_policy(replay, config, policy, options, tick, cache)
-        write_timeline(paths[policy.name], run)
         runs.append(run)
         summaries.append(summarize(run, config))
+    # every timeline or none: a failed run or write leaves no file of this simulation behind
+    write_all_atomically({paths[policy.name]: partial(write_timeline, run=run)
+                          for policy, run in zip(built, runs, strict=True)})
     return SimulationResult(tuple(runs), tuple(summaries), paths)
