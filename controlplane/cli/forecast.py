@@ -235,8 +235,8 @@ def run(
     step: Annotated[str | None, typer.Option(help="e.g. 60s (default: settings)")] = None,
     history: Annotated[str | None, typer.Option(help="e.g. 7d (default: settings)")] = None,
     state_dir: Annotated[Path | None, typer.Option("--state-dir", help="fitted state kept "
-                                                   "between runs")] = Path(
-        ".headroom/forecaster-state"),
+                                                   "between runs (default: forecast.state_dir, "
+                                                   ".headroom/forecaster-state)")] = None,
     at: Annotated[str | None, typer.Option(help="forecast origin (ISO UTC; default: now, or "
                                            "the end of --csv)")] = None,
     no_store: Annotated[bool, typer.Option("--no-store", help="do not save forecasts")] = False,
@@ -258,19 +258,20 @@ def run(
             step_s=parse_duration_s(step, "--step") if step else fs.step_s,
             history_s=parse_duration_s(history, "--history") if history else fs.history_s,
             method=method or fs.method, workers=workers, shard=Shard.parse(shard),
-            state_dir=state_dir,
+            state_dir=state_dir if state_dir is not None else fs.state_dir,
             fit_budget_s=fit_budget_s if fit_budget_s is not None else fs.fit_budget_s)
         if job.method not in METHODS:
             raise InputError(f"--method {job.method!r}: choose one of {', '.join(METHODS)}")
-        problem = state_dir_problem(state_dir) if state_dir is not None else None
-        if problem is not None:
-            raise InputError(f"--state-dir {state_dir}: {problem}")
         source, now = _source(prometheus_url, metric, query, models, csv, time_col, value_col,
                               series_col, time_unit, store_url or settings.db.url, at,
                               job.step_s)
         # checked before any fit, not after every model was fitted
         sink = None if no_store else Store.open_existing(store_url or settings.db.url,
                                                          settings.db.connect_timeout_s)
+        problem = state_dir_problem(job.state_dir) if job.state_dir is not None else None
+        if problem is not None:
+            raise InputError(f"{'--state-dir' if state_dir else 'forecast.state_dir'} "
+                             f"{job.state_dir}: {problem}")
         progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), console=err)
         bars: dict[str, Any] = {}

@@ -199,6 +199,16 @@ def test_an_error_before_the_first_progress_bar_is_the_only_line_on_stderr(
     assert result.stderr.startswith(f"error: store {sqlite_url} has no Headroom schema")
 
 
+def test_forecast_run_keeps_its_state_in_the_configured_state_dir_by_default(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEADROOM_FORECAST__STATE_DIR", str(tmp_path / "configured"))
+    trace = long_csv(tmp_path / "t.csv", {"x": diurnal(2, 600)}, 600)
+    result = CliRunner().invoke(app, ["run", "--csv", str(trace), "--no-store", "--step", "10m",
+                                      "--method", "persistence", "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    assert [p.name.split(".")[0] for p in (tmp_path / "configured").iterdir()] == ["x"]
+
+
 def test_a_state_dir_that_cannot_be_written_is_refused_before_any_fit(tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("")
     result = _run_csv(long_csv(tmp_path / "t.csv", {"x": diurnal(2, 600)}, 600), tmp_path,
