@@ -10,7 +10,7 @@ import os
 import reprlib
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -34,6 +34,7 @@ from controlplane.autoscaling.policies import SHORT_MINUTE_COST_RATIO, SHORTFALL
 from controlplane.domain.desired import PoolSpec
 from controlplane.settings_env import ENV_PREFIX, env_json_error, unknown_env_variable
 from scheduler.domain import catalog
+from scheduler.domain.validate import MAX_GPUS_PER_NODE, MAX_PRICE_PER_GPU_HOUR
 from scheduler.metrics import host_and_port
 
 _YAML_FILE: ContextVar[Path | None] = ContextVar("headroom_yaml_file", default=None)
@@ -95,10 +96,12 @@ class PoolSettings(Group):
     # a DNS-1123 label (lowercase letters, digits and '-') short enough for both
     name: str = Field(..., pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=49)
     product: str
-    gpus_per_node: int = Field(8, ge=1)
+    # the placement engine's own bounds: past them every reconcile tick died on InvalidArgument
+    gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE)
     min_nodes: int = Field(0, ge=0)
     max_nodes: int = Field(16, ge=0)
-    price_per_gpu_hour: float = Field(..., ge=0, description="USD per GPU-hour")
+    price_per_gpu_hour: float = Field(..., ge=0, le=MAX_PRICE_PER_GPU_HOUR,
+                                      description="USD per GPU-hour")
 
     @field_validator("product")
     @classmethod
@@ -186,8 +189,9 @@ class AutoscalingSettings(Group):
     calibration_window_s: float = Field(14 * 86400, gt=0, description="reconcile loop: issued "
                                         "forecasts and their errors are kept this long in the "
                                         "store, then pruned")
-    tenant_gpu_budgets: dict[str, float] = Field(default_factory=dict, description="tenant -> "
-                                                 "max GPUs its models may hold (warm included)")
+    tenant_gpu_budgets: dict[str, Annotated[float, Field(ge=0)]] = Field(
+        default_factory=dict, description="tenant -> max GPUs its models may hold (warm "
+        "included)")
     static_peak_rps: dict[str, float] = Field(default_factory=dict, description="static: model "
                                               "-> peak rps to provision all the time")
     keda_lookahead_s: float = Field(600.0, gt=0, description="KEDA scaler: forecast window "
@@ -335,10 +339,25 @@ def _describe(error: ValidationError, origin: str) -> str:
     return f"{origin}: {field}: {message}{more}"
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader refusing a key given twice in one mapping (PyYAML keeps the last one, so
+    ``interval_s: 10`` further up would be dropped without a word)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def _check_yaml_root(config_file: Path) -> None:
-    """A settings file is a mapping of groups (or empty); a list or a scalar would reach
-    pydantic-settings' merge as a TypeError or a baffling message."""
-    root = yaml.safe_load(config_file.read_text(encoding="utf-8"))
+    """A settings file is a mapping of groups (or empty) without a key given twice; a list or a
+    scalar would reach pydantic-settings' merge as a TypeError or a baffling message."""
+    root = yaml.load(config_file.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
     if root is not None and not isinstance(root, dict):
         raise ValueError("the top level must be a mapping of settings (db:, reconcile:, ...), "
                          f"got {reprlib.repr(root)}")

@@ -45,13 +45,21 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
     ("db:\n  connect_timeout_s: .inf\n", "db.connect_timeout_s: Input should be a finite number"),
     ("sim:\n  step_s: .nan\n", "sim.step_s: Input should be a finite number"),
     ("pools: []\n", "pools: List should have at least 1 item after validation, not 0"),
+    ("pools:\n  - {name: a, product: L4, gpus_per_node: 100000, price_per_gpu_hour: 1}\n",
+     "pools.0.gpus_per_node: Input should be less than or equal to 64"),
+    ("pools:\n  - {name: a, product: L4, price_per_gpu_hour: 1e300}\n",
+     "pools.0.price_per_gpu_hour: Input should be less than or equal to 1000000"),
+    ("autoscaling:\n  tenant_gpu_budgets: {acme: -1}\n",
+     "autoscaling.tenant_gpu_budgets.acme: Input should be greater than or equal to 0"),
 ], ids=["negative interval", "misspelt key", "unknown top-level key", "pool bounds",
         "cross-field horizon", "broken yaml", "calibration window zero",
         "calibration window too short to calibrate", "metrics address without a host",
         "placement address without a host",
         "a number instead of a mapping", "a list instead of a mapping",
         "infinite timeout", "nan step", "no pools",
-        "pool name not a DNS label", "pool name too long for its placeholder"])
+        "pool name not a DNS label", "pool name too long for its placeholder",
+        "more GPUs per node than the placement engine takes",
+        "a price the placement engine takes for a unit mistake", "negative tenant budget"])
 def test_bad_configuration_is_one_line_naming_the_field(tmp_path: Path, yaml_text: str,
                                                         expected: str) -> None:
     config = tmp_path / "bad.yaml"
@@ -138,3 +146,16 @@ def test_a_pool_may_name_its_product_by_an_alias() -> None:
     settings = load_settings(pools=[{"name": "x", "product": "NVIDIA-A100-SXM4-80GB",
                                      "price_per_gpu_hour": 1}])
     assert settings.pools[0].product == "NVIDIA-A100-SXM4-80GB"
+
+
+@pytest.mark.parametrize("yaml_text", [
+    "reconcile:\n  interval_s: 10\nreconcile:\n  interval_s: 20\n",
+    "reconcile:\n  interval_s: 10\n  interval_s: 20\n",
+], ids=["group given twice", "field given twice in a group"])
+def test_a_key_given_twice_in_the_config_file_is_refused_naming_its_line(
+        tmp_path: Path, yaml_text: str) -> None:
+    config = tmp_path / "twice.yaml"
+    config.write_text(yaml_text)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert str(caught.value).startswith(f"{config}: line 3: duplicate key ")
