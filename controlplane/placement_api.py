@@ -11,7 +11,7 @@ import grpc
 from rich.console import Console
 
 from controlplane.metrics import ControlPlaneMetrics
-from controlplane.settings import Settings
+from controlplane.settings import ConfigError, Settings
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics, exposed_metrics
 from scheduler.server import create_server, stop
@@ -33,7 +33,11 @@ def served_metrics(settings: Settings) -> ServedMetrics:
     listen = settings.placement.metrics_listen
     if not listen:
         return ServedMetrics(None, None, _nothing, "")
-    metrics, stop_metrics, url = exposed_metrics(listen)
+    try:
+        metrics, stop_metrics, url = exposed_metrics(listen)
+    except OSError as error:  # taken since the startup check (headroom serve, demo)
+        raise ConfigError(f"placement.metrics_listen {listen}: cannot serve metrics there: "
+                          f"{error.strerror or error}") from None
     return ServedMetrics(metrics, ControlPlaneMetrics(metrics.registry), stop_metrics, url)
 
 
@@ -46,6 +50,10 @@ def start_placement_api(settings: Settings, engine: PlacementEngine,
     try:
         server, port = create_server(settings.placement.listen, engine, extra_servicers,
                                      metrics=metrics.placement)
+    except (OSError, RuntimeError) as error:  # the port is taken
+        metrics.stop()
+        raise ConfigError(f"placement.listen {settings.placement.listen}: cannot serve the "
+                          f"placement API there: {error}") from None
     except BaseException:
         metrics.stop()
         raise

@@ -9,6 +9,7 @@ and the fleet plan's revision. ``serve_metrics`` exposes the registry on ``/metr
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -88,3 +89,23 @@ def host_and_port(listen: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         raise ValueError(f"{listen!r}: expected HOST:PORT (port 0: a free port)")
     return host, int(port)
+
+
+def check_bindable(listen: str) -> None:
+    """ValueError naming ``listen`` unless it is ``HOST:PORT`` whose host resolves to an address
+    of this machine. gRPC logged a C-core line for such a host before failing, and took a port
+    above 65535 modulo 65536; a bad host surfaced as a traceback. The port itself is not tried
+    (it may be taken for a moment, or on purpose: the demo then takes a free one)."""
+    host, port = host_and_port(listen)
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        family, _, _, _, address = socket.getaddrinfo(bare, port, type=socket.SOCK_STREAM)[0]
+    except (OSError, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ValueError(f"{listen!r}: cannot resolve {bare!r} ({reason})") from None
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((address[0], 0, *address[2:]))
+        except OSError as exc:
+            raise ValueError(f"{listen!r}: cannot bind {address[0]} "
+                             f"({exc.strerror or exc})") from None

@@ -32,6 +32,7 @@ from controlplane.settings import ConfigError, Settings, load_settings
 from controlplane.store import MigrationError, Store, StoreUnavailable, downgrade, upgrade
 from controlplane.store.engine import in_memory, redact
 from forecaster.registry import METHODS
+from scheduler.metrics import check_bindable
 
 app = typer.Typer(help="Headroom: forecast, pack and actuate GPU inference fleets.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
@@ -67,6 +68,18 @@ def _check_forecast_method(settings: Settings, config: Path | None) -> None:
     if method not in METHODS:
         raise ConfigError(f"{config or 'configuration'}: forecast.method: unknown forecast "
                           f"method {method!r}; choose one of {', '.join(METHODS)}")
+
+
+def _check_listen_addresses(settings: Settings, config: Path | None) -> None:
+    """Fail before a store or a log is touched when an address to serve on cannot be bound
+    here (an unknown host, one of another machine, a port above 65535)."""
+    for field, listen in (("placement.listen", settings.placement.listen),
+                          ("placement.metrics_listen", settings.placement.metrics_listen)):
+        if listen is not None:
+            try:
+                check_bindable(listen)
+            except ValueError as error:
+                raise ConfigError(f"{config or 'configuration'}: {field}: {error}") from None
 
 
 @db_app.command("upgrade")
@@ -127,6 +140,7 @@ def demo(
     over SQLite. With --minutes N --no-dashboard it runs N simulated minutes as fast as it can."""
     settings = _demo_settings(config, db)
     _check_forecast_method(settings, config)
+    _check_listen_addresses(settings, config)
     setup_logging(logging.INFO, log_file=Path(".headroom/demo.log"))
     with stdout_to_stderr(enabled=json_out):
         runner = _run_demo(settings, minutes, speed, no_dashboard, json_out)
@@ -202,6 +216,7 @@ def serve(
 
     settings = _settings(config)
     _check_forecast_method(settings, config)
+    _check_listen_addresses(settings, config)
     if dry_run:
         settings = settings.model_copy(update={"safety": settings.safety.model_copy(
             update={"dry_run": True})})

@@ -11,7 +11,7 @@ import typer
 
 from controlplane.cli.streams import usage_error
 from scheduler.affinity import parse_cpu_list, pin_process
-from scheduler.metrics import PlacementMetrics, exposed_metrics
+from scheduler.metrics import PlacementMetrics, check_bindable, exposed_metrics
 from scheduler.server import create_server, stop
 
 app = typer.Typer(help="Placement API: online placement and fleet plans over gRPC.",
@@ -42,6 +42,10 @@ def serve(
         help="Serve Prometheus metrics on http://HOST:PORT/metrics (port 0: a free port)."),
 ) -> None:
     """Serve the placement gRPC API with an in-memory engine until SIGINT/SIGTERM."""
+    try:
+        check_bindable(listen)
+    except ValueError as exc:
+        raise usage_error(f"--listen {exc}") from None
     if cpus is not None:
         _pin(cpus)
     metrics, stop_metrics, metrics_url = _metrics(metrics_listen)

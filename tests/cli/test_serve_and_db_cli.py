@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
@@ -155,6 +156,42 @@ def test_an_unknown_forecast_method_stops_demo_and_serve_before_they_start(
                                  "'prophett'; choose one of auto, ")
     assert run.stderr.count("\n") == 1
     assert [p.name for p in tmp_path.iterdir()] == ["headroom.yaml"]  # no store, no log
+
+
+@pytest.mark.parametrize("command", [["serve"], ["demo", "--minutes", "1", "--no-dashboard"]])
+@pytest.mark.parametrize("field", ["listen", "metrics_listen"])
+def test_an_address_that_cannot_be_bound_here_stops_demo_and_serve_before_they_start(
+        tmp_path: Path, command: list[str], field: str) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f"db:\n  url: sqlite:///{tmp_path / 'store.db'}\n")
+    env = _env(**{f"HEADROOM_PLACEMENT__{field.upper()}": "256.0.0.1:1"})
+    run = subprocess.run([*HEADROOM, *command, "--config", str(config)], env=env,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert run.stderr.startswith(f"error: {config}: placement.{field}: '256.0.0.1:1': cannot "
+                                 "resolve '256.0.0.1' (")
+    assert run.stderr.count("\n") == 1  # no line of gRPC's own before it
+    assert [p.name for p in tmp_path.iterdir()] == ["headroom.yaml"]  # no store, no log
+
+
+@pytest.mark.parametrize(("field", "expected"), [
+    ("listen", "cannot serve the placement API there"),
+    ("metrics_listen", "cannot serve metrics there: Address already in use"),
+])
+def test_serve_on_a_port_another_process_holds_is_one_line_naming_the_setting(
+        tmp_path: Path, field: str, expected: str) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f"db:\n  url: sqlite:///{tmp_path / 'store.db'}\nsim:\n  history_s: 3600\n")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = f"127.0.0.1:{holder.getsockname()[1]}"
+        env = _env(**{f"HEADROOM_PLACEMENT__{field.upper()}": taken})
+        run = subprocess.run([*HEADROOM, "serve", "--config", str(config)], env=env,
+                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert "Traceback" not in run.stderr
+    assert run.stderr.splitlines()[-1].startswith(f"error: placement.{field} {taken}: {expected}")
 
 
 def test_db_upgrade_of_tables_made_without_migrations_is_one_line_naming_the_clash(

@@ -57,9 +57,18 @@ def test_serve_prints_its_address_and_stops_on_sigterm() -> None:
         _stopped(proc)
 
 
-def test_serve_reports_an_address_it_cannot_bind() -> None:
+def test_serve_reports_an_address_it_cannot_bind_in_one_line_naming_the_option() -> None:
     proc = _refused("256.0.0.1:1")
-    assert proc.returncode == 2 and "error: cannot listen on 256.0.0.1:1" in proc.stderr
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: --listen '256.0.0.1:1': cannot resolve '256.0.0.1' (")
+    assert proc.stderr.count("\n") == 1  # no line of gRPC's own before it
+
+
+def test_a_port_above_65535_is_refused_instead_of_wrapping_around() -> None:
+    proc = _refused("127.0.0.1:99999")  # gRPC served it on port 99999 - 65536 = 34463
+    assert proc.returncode == 2
+    assert proc.stderr == ("error: --listen '127.0.0.1:99999': expected HOST:PORT (port 0: a "
+                           "free port)\n")
 
 
 def _allowed_cpus(pid: int) -> set[str]:
