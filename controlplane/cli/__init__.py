@@ -30,7 +30,7 @@ from controlplane.logsetup import setup_logging
 from controlplane.serve import ServeError
 from controlplane.settings import ConfigError, Settings, load_settings
 from controlplane.store import MigrationError, Store, StoreUnavailable, downgrade, upgrade
-from controlplane.store.engine import in_memory, redact
+from controlplane.store.engine import in_memory, redact, sqlite_file
 from forecaster.registry import METHODS
 from scheduler.metrics import check_bindable
 
@@ -226,15 +226,24 @@ def serve(
 
 @app.command()
 def dashboard(config: ConfigOption = None,
-              port: Annotated[int | None, typer.Option(help="port to serve on")] = None,
+              port: Annotated[int | None, typer.Option(help="port to serve on", min=0,
+                                                       max=65535)] = None,
               address: Annotated[str | None, typer.Option(help="address to bind")] = None) -> None:
     """The Streamlit dashboard over the configured store (read-only)."""
     from controlplane.demo import dashboard_command
 
     settings = _settings(config)
-    Store.open(settings.db.url, settings.db.connect_timeout_s)  # fail fast, one line
+    store_file = sqlite_file(settings.db.url)
+    if store_file is None or store_file.exists():  # a missing one: the pages say what to do
+        Store.open(settings.db.url, settings.db.connect_timeout_s)  # fail fast, one line
     address = address or settings.dashboard.address
     port = port if port is not None else settings.dashboard.port
+    try:
+        check_bindable(f"{address}:{port}")
+    except ValueError as error:
+        where = "--address" if address != settings.dashboard.address else (
+            f"{config or 'configuration'}: dashboard.address")
+        raise UsageError(f"{where} {address}: {error}") from None
     console.print(f"dashboard on http://{address}:{port} (store {redact(settings.db.url)})")
     env = {**os.environ, "HEADROOM_DB__URL": settings.db.url}
     raise typer.Exit(run_in_foreground(dashboard_command(address, port), env))

@@ -1,0 +1,49 @@
+"""`headroom dashboard`: bad options are refused before Streamlit starts, and a missing store
+file is left for the pages to explain, not created."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from clihelpers import HEADROOM, _env
+
+
+def _dashboard(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = _env(HEADROOM_DB__URL=f"sqlite:///{tmp_path / 'store.db'}", COLUMNS="400")
+    return subprocess.run([*HEADROOM, "dashboard", *args], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("port", ["70000", "-1"])
+def test_a_dashboard_port_out_of_range_is_refused_naming_the_option(tmp_path: Path,
+                                                                    port: str) -> None:
+    run = _dashboard(tmp_path, "--port", port)
+    assert run.returncode == 2
+    assert "Invalid value for '--port': Input should be" in run.stderr
+    assert "Traceback" not in run.stderr and "dashboard on" not in run.stderr
+
+
+def test_an_address_the_dashboard_cannot_bind_is_one_line_naming_the_option(
+        tmp_path: Path) -> None:
+    run = _dashboard(tmp_path, "--address", "256.0.0.1")
+    assert run.returncode == 2
+    assert run.stderr.startswith("error: --address 256.0.0.1: '256.0.0.1:8501': cannot resolve "
+                                 "'256.0.0.1' (")
+    assert run.stderr.count("\n") == 1
+
+
+def test_a_dashboard_address_from_the_config_file_is_named_by_its_setting(
+        tmp_path: Path) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_text("dashboard:\n  address: 256.0.0.1\n")
+    run = _dashboard(tmp_path, "--config", str(config))
+    assert run.returncode == 2
+    assert run.stderr.startswith(f"error: {config}: dashboard.address 256.0.0.1: ")
+
+
+def test_the_dashboard_command_does_not_create_a_missing_store_file(tmp_path: Path) -> None:
+    run = _dashboard(tmp_path, "--address", "256.0.0.1")  # stops after the store check
+    assert run.returncode == 2
+    assert list(tmp_path.iterdir()) == []
