@@ -88,8 +88,16 @@ def db_upgrade(config: ConfigOption = None,
     """Apply Alembic migrations up to REVISION (default: head)."""
     settings = _settings(config)
     _refuse_in_memory(settings.db.url)
+    store_file = sqlite_file(settings.db.url)
+    new_file = store_file is not None and not store_file.exists()
     store = Store.open(settings.db.url, settings.db.connect_timeout_s)
-    upgrade(store.engine, revision)
+    try:
+        upgrade(store.engine, revision)
+    except MigrationError:
+        if new_file and store_file is not None:  # an unknown revision: leave no empty store
+            store.engine.dispose()
+            store_file.unlink(missing_ok=True)
+        raise
     console.print(f"database {redact(settings.db.url)} upgraded to {revision}")
 
 

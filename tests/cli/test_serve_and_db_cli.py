@@ -104,7 +104,8 @@ def test_serve_dry_run_records_plans_without_applying(tmp_path: Path) -> None:
     assert observed is not None and observed.gpus_ready() == 0  # nothing was applied
 
 
-def test_db_upgrade_to_an_unknown_revision_is_one_line_naming_it(tmp_path: Path) -> None:
+def test_db_upgrade_to_an_unknown_revision_is_one_line_naming_it_and_creates_no_store(
+        tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
     run = subprocess.run([*HEADROOM, "db", "upgrade", "nosuchrev"],
                          env=_env(HEADROOM_DB__URL=url), capture_output=True, text=True,
@@ -112,6 +113,18 @@ def test_db_upgrade_to_an_unknown_revision_is_one_line_naming_it(tmp_path: Path)
     assert run.returncode == 2
     assert run.stderr.strip() == (f"error: database {url}: cannot upgrade to 'nosuchrev': "
                                   "Can't locate revision identified by 'nosuchrev'")
+    assert not (tmp_path / "store.db").exists()  # no empty store left behind
+
+
+def test_db_upgrade_to_an_unknown_revision_keeps_an_existing_store(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    subprocess.run([*HEADROOM, "db", "upgrade"], env=_env(HEADROOM_DB__URL=url), check=True,
+                   capture_output=True, timeout=120)
+    run = subprocess.run([*HEADROOM, "db", "upgrade", "nosuchrev"],
+                         env=_env(HEADROOM_DB__URL=url), capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2
+    assert inspect(create_engine(url)).has_table("ticks")
 
 
 def test_db_downgrade_of_a_store_migrated_by_a_newer_headroom_names_its_revision(
