@@ -56,7 +56,7 @@ def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> Reconc
     """The reconcile loop runs the autoscaling core with the policy of ``settings.autoscaling``."""
     auto, pools = settings.autoscaling, pool_specs(settings)
     _check_budget_tenants(auto.tenant_gpu_budgets, specs)
-    _check_state_dir(settings.forecast.state_dir)
+    check_state_dir(settings.forecast.state_dir)
     return ReconcileConfig(
         models=live_models(specs, pools, auto.node_provision_p90_s, auto.cached_start_p90_s),
         pools=pools,
@@ -82,9 +82,10 @@ def _check_budget_tenants(budgets: Mapping[str, float], specs: tuple[ModelSpec, 
                           f"{', '.join(map(repr, tenants))}")
 
 
-def _check_state_dir(state_dir: Path | None) -> None:
+def check_state_dir(state_dir: Path | None) -> None:
     """The forecast refreshes keep fitted state there: a directory they cannot write is refused
-    at startup, not met with a warning per model on every refresh."""
+    at startup (before serve and demo open their store), not met with a warning per model on
+    every refresh."""
     problem = state_dir_problem(state_dir) if state_dir is not None else None
     if problem is not None:
         raise ConfigError(f"forecast.state_dir {state_dir}: {problem}; set a writable "

@@ -27,6 +27,7 @@ from controlplane.cli.simulate import simulate_command
 from controlplane.cli.streams import print_error, stdout_to_stderr
 from controlplane.demo import Demo
 from controlplane.logsetup import setup_logging
+from controlplane.runtime import check_state_dir
 from controlplane.serve import ServeError
 from controlplane.settings import ConfigError, Settings, load_settings
 from controlplane.store import MigrationError, Store, StoreUnavailable, downgrade, upgrade
@@ -149,6 +150,7 @@ def demo(
     settings = _demo_settings(config, db)
     _check_forecast_method(settings, config)
     _check_listen_addresses(settings, config)
+    check_state_dir(settings.forecast.state_dir)
     setup_logging(logging.INFO, log_file=Path(".headroom/demo.log"))
     with stdout_to_stderr(enabled=json_out):
         runner = _run_demo(settings, minutes, speed, no_dashboard, json_out)
@@ -225,6 +227,7 @@ def serve(
     settings = _settings(config)
     _check_forecast_method(settings, config)
     _check_listen_addresses(settings, config)
+    check_state_dir(settings.forecast.state_dir)
     if dry_run:
         settings = settings.model_copy(update={"safety": settings.safety.model_copy(
             update={"dry_run": True})})

@@ -187,6 +187,21 @@ def test_an_address_that_cannot_be_bound_here_stops_demo_and_serve_before_they_s
     assert [p.name for p in tmp_path.iterdir()] == ["headroom.yaml"]  # no store, no log
 
 
+@pytest.mark.parametrize("command", [["serve"], ["demo", "--minutes", "1", "--no-dashboard"]])
+def test_a_state_dir_that_cannot_be_written_stops_demo_and_serve_before_the_store_is_made(
+        tmp_path: Path, command: list[str]) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f"db:\n  url: sqlite:///{tmp_path / 'store.db'}\n")
+    env = _env(HEADROOM_FORECAST__STATE_DIR=str(config / "state"))
+    run = subprocess.run([*HEADROOM, *command, "--config", str(config)], env=env,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert run.stderr == (f"error: forecast.state_dir {config / 'state'}: cannot write there "
+                          "(Not a directory); set a writable directory, or null to refit every "
+                          "model on every refresh\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["headroom.yaml"]  # no store, no log
+
+
 @pytest.mark.parametrize(("field", "expected"), [
     ("listen", "cannot serve the placement API there"),
     ("metrics_listen", "cannot serve metrics there: Address already in use"),
