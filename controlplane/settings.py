@@ -192,8 +192,8 @@ class AutoscalingSettings(Group):
     tenant_gpu_budgets: dict[str, Annotated[float, Field(ge=0)]] = Field(
         default_factory=dict, description="tenant -> max GPUs its models may hold (warm "
         "included)")
-    static_peak_rps: dict[str, float] = Field(default_factory=dict, description="static: model "
-                                              "-> peak rps to provision all the time")
+    static_peak_rps: dict[str, Annotated[float, Field(ge=0)]] = Field(
+        default_factory=dict, description="static: model -> peak rps to provision all the time")
     keda_lookahead_s: float = Field(600.0, gt=0, description="KEDA scaler: forecast window "
                                     "GetMetrics covers (provisioning + cold start)")
     keda_poll_s: float = Field(5.0, gt=0, description="KEDA scaler: stream re-read interval")

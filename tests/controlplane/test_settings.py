@@ -51,6 +51,8 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
      "pools.0.price_per_gpu_hour: Input should be less than or equal to 1000000"),
     ("autoscaling:\n  tenant_gpu_budgets: {acme: -1}\n",
      "autoscaling.tenant_gpu_budgets.acme: Input should be greater than or equal to 0"),
+    ("autoscaling:\n  policy: static\n  static_peak_rps: {llama-3-8b-chat: -5}\n",
+     "autoscaling.static_peak_rps.llama-3-8b-chat: Input should be greater than or equal to 0"),
 ], ids=["negative interval", "misspelt key", "unknown top-level key", "pool bounds",
         "cross-field horizon", "broken yaml", "calibration window zero",
         "calibration window too short to calibrate", "metrics address without a host",
@@ -59,7 +61,8 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
         "infinite timeout", "nan step", "no pools",
         "pool name not a DNS label", "pool name too long for its placeholder",
         "more GPUs per node than the placement engine takes",
-        "a price the placement engine takes for a unit mistake", "negative tenant budget"])
+        "a price the placement engine takes for a unit mistake", "negative tenant budget",
+        "negative static peak"])
 def test_bad_configuration_is_one_line_naming_the_field(tmp_path: Path, yaml_text: str,
                                                         expected: str) -> None:
     config = tmp_path / "bad.yaml"
