@@ -110,7 +110,9 @@ def make_engine(url: str, connect_timeout_s: float = 5.0) -> Engine:
 def alembic_config(engine: Engine) -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    config.set_main_option("sqlalchemy.url", engine.url.render_as_string(hide_password=False))
+    # configparser interpolates '%': a '%' of the URL (a password, an escaped path) is doubled
+    config.set_main_option("sqlalchemy.url",
+                           engine.url.render_as_string(hide_password=False).replace("%", "%%"))
     config.attributes["engine"] = engine
     return config
 

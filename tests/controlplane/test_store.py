@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect
@@ -61,6 +62,13 @@ def test_rate_history_averages_per_step_and_marks_gaps_as_missing(store_url: str
     assert math.isnan(series.values[1])
     assert series.values[2] == 40.0
     assert series.start_at == T0
+
+
+def test_a_store_whose_path_holds_a_percent_sign_migrates(tmp_path: Path) -> None:
+    path = tmp_path / "100%" / "store.db"  # configparser refused the '%' in alembic's URL
+    store = Store.open(f"sqlite:///{path}", migrate=True)
+    assert set(inspect(store.engine).get_table_names()) >= TABLES
+    assert path.is_file()
 
 
 def test_unreachable_database_names_the_url_as_given_without_password() -> None:
