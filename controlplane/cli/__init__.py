@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import sys
 from datetime import datetime
@@ -126,6 +127,9 @@ def _demo_settings(config: Path | None, db: Path | None) -> Settings:
         if "url" in settings.db.model_fields_set:
             return settings
         db = DEMO_DB
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", str(db)):  # a URL (Path() folds its '//')
+        raise UsageError(f"--db {db}: takes a SQLite file path, not a URL; for a database URL "
+                         "set db.url (--config) or HEADROOM_DB__URL")
     return _settings(config, db={"url": f"sqlite:///{db.resolve()}"})
 
 

@@ -67,11 +67,13 @@ def test_ctrl_c_stops_the_live_demo_even_when_it_was_started_with_sigint_ignored
     ([], {"HEADROOM_AUTOSCALING__TENANT_GPU_BUDGETS": '{"serach": 4}'},
      "autoscaling.tenant_gpu_budgets: no model belongs to tenant(s) 'serach'; the models' "
      "tenants are 'acme', 'globex', 'initech'"),
+    (["--db", "postgresql://u@db.example/headroom"], {},
+     "--db postgresql:/u@db.example/headroom: takes a SQLite file path, not a URL"),
     ([], {"HEADROOM_FORECAST__STATE_DIR": "bad.yaml/state"},
      "forecast.state_dir bad.yaml/state: cannot write there (Not a directory); set a writable "
      "directory, or null to refit every model on every refresh"),
 ], ids=["unknown key", "negative interval", "unreachable database", "budget of no tenant",
-        "state dir under a file"])
+        "a URL for the --db file", "state dir under a file"])
 def test_bad_configuration_exits_2_with_one_line_and_no_traceback(
         tmp_path: Path, args: list[str], env_extra: dict[str, str], expected: str) -> None:
     (tmp_path / "bad.yaml").write_text("mystery: 1\n")
