@@ -55,7 +55,7 @@ def keda_servicer(settings: Settings, store: Store, clock: Clock,
 def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> ReconcileConfig:
     """The reconcile loop runs the autoscaling core with the policy of ``settings.autoscaling``."""
     auto, pools = settings.autoscaling, pool_specs(settings)
-    _check_budget_tenants(auto.tenant_gpu_budgets, specs)
+    check_budget_tenants(auto.tenant_gpu_budgets, specs)
     check_state_dir(settings.forecast.state_dir)
     return ReconcileConfig(
         models=live_models(specs, pools, auto.node_provision_p90_s, auto.cached_start_p90_s),
@@ -71,7 +71,7 @@ def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> Reconc
     )
 
 
-def _check_budget_tenants(budgets: Mapping[str, float], specs: tuple[ModelSpec, ...]) -> None:
+def check_budget_tenants(budgets: Mapping[str, float], specs: tuple[ModelSpec, ...]) -> None:
     """A budget for a tenant no model belongs to would never bind: most likely a misspelt name,
     which would leave the real tenant without a limit."""
     tenants = sorted({s.tenant for s in specs})

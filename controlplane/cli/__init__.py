@@ -28,9 +28,10 @@ from controlplane.cli.simulate import simulate_command
 from controlplane.cli.streams import print_error, stdout_to_stderr
 from controlplane.demo import Demo
 from controlplane.logsetup import setup_logging
-from controlplane.runtime import check_state_dir
+from controlplane.runtime import check_budget_tenants, check_state_dir
 from controlplane.serve import ServeError
 from controlplane.settings import ConfigError, Settings, load_settings
+from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import MigrationError, Store, StoreUnavailable, downgrade, upgrade
 from controlplane.store.engine import in_memory, redact, sqlite_file
 from forecaster.registry import METHODS
@@ -155,6 +156,7 @@ def demo(
     _check_forecast_method(settings, config)
     _check_listen_addresses(settings, config)
     check_state_dir(settings.forecast.state_dir)
+    check_budget_tenants(settings.autoscaling.tenant_gpu_budgets, DEMO_MODELS)  # no store yet
     setup_logging(logging.INFO, log_file=Path(".headroom/demo.log"))
     with stdout_to_stderr(enabled=json_out):
         runner = _run_demo(settings, minutes, speed, no_dashboard, json_out)
@@ -232,6 +234,8 @@ def serve(
     _check_forecast_method(settings, config)
     _check_listen_addresses(settings, config)
     check_state_dir(settings.forecast.state_dir)
+    if settings.backend == "sim":  # its models are known before the store is opened
+        check_budget_tenants(settings.autoscaling.tenant_gpu_budgets, DEMO_MODELS)
     if dry_run:
         settings = settings.model_copy(update={"safety": settings.safety.model_copy(
             update={"dry_run": True})})

@@ -83,6 +83,7 @@ def test_bad_configuration_exits_2_with_one_line_and_no_traceback(
     assert done.returncode == 2
     assert expected in done.stderr.replace("\n", "")
     assert "Traceback" not in done.stderr and done.stdout == ""
+    assert not (tmp_path / ".headroom" / "demo.db").exists()  # refused before the store
 
 
 def test_kill_9_then_restart_resumes_with_earlier_decisions_visible(tmp_path: Path) -> None:
