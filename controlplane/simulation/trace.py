@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from controlplane.simulation.cells import shown
+from forecaster.sources.replay import repeated_column
 
 VALUE_UNITS = {"rps": 1.0, "rpm": 1 / 60}  # plus "per-step": a count per trace step
 FILL_GAPS = ("none", "hold", "zero")
@@ -93,11 +94,9 @@ def _read(path: Path, time_col: str, series_col: str | None, value_col: str) -> 
     missing = [c for c in wanted if c not in frame.columns]
     if missing:
         raise TraceError(f"{path}: missing column(s) {missing}; found {list(frame.columns)}")
-    header = pd.read_csv(path, header=None, nrows=1, dtype=str).iloc[0].tolist()
-    for col in wanted:
-        if header.count(col) > 1:
-            raise TraceError(f"{path}: column {col!r} appears {header.count(col)} times in the "
-                             "header; rename all but one")
+    repeated = repeated_column(path, wanted)
+    if repeated:
+        raise TraceError(f"{path}: {repeated}")
     if frame.empty:
         raise TraceError(f"{path}: no rows")
     return frame

@@ -67,11 +67,9 @@ def read_trace(path: Path, time_col: str, value_col: str, series_col: str | None
         raise InputError(f"{path}: no column {missing[0]!r} (found: {', '.join(frame.columns)})")
     if frame.empty:
         raise InputError(f"{path}: no data rows")
-    header = pd.read_csv(path, header=None, nrows=1, dtype=str).iloc[0].tolist()
-    for col in needed:
-        if header.count(col) > 1:
-            raise InputError(f"{path}: column {col!r} appears {header.count(col)} times in the "
-                             "header; rename all but one")
+    repeated = repeated_column(path, needed)
+    if repeated:
+        raise InputError(f"{path}: {repeated}")
     times, unit = _times_ns(frame[time_col], time_unit, f"{path}: column {time_col!r}")
     values = pd.to_numeric(frame[value_col], errors="coerce").to_numpy(np.float64)
     huge = np.flatnonzero(np.abs(values) > MAX_VALUE)
@@ -113,6 +111,17 @@ def prepare_all(trace: Trace) -> tuple[list[Prepared], list[SeriesError]]:
 _UNIT_NAMES = {"minute": "min", "minutes": "min", "min": "min", "second": "s", "seconds": "s",
                "sec": "s", "s": "s", "ms": "ms", "millis": "ms", "milliseconds": "ms",
                "hour": "h", "hours": "h", "h": "h"}
+
+
+def repeated_column(path: Path, columns: list[str]) -> str | None:
+    """Why one of ``columns`` is ambiguous in the CSV's header (pandas would read the first of
+    two equal names and rename the other), or None."""
+    header = pd.read_csv(path, header=None, nrows=1, dtype=str).iloc[0].tolist()
+    for col in columns:
+        if header.count(col) > 1:
+            return (f"column {col!r} appears {header.count(col)} times in the header; rename "
+                    "all but one")
+    return None
 
 
 def infer_time_unit(name: str, col: pd.Series) -> str | None:
