@@ -68,7 +68,8 @@ def placement_from(plan: pb.FleetPlan) -> FleetPlacement:
         segments.extend(PlacedSegment(
             model=s.model, gpu_id=gpu.gpu_id, product=gpu.product, mode=_MODE.get(s.mode, "?"),
             mig_profile=s.mig_profile, mig_start=s.mig_start, compute_slices=s.compute_slices,
-            throughput_rps=s.throughput_rps) for s in gpu.segments)
+            throughput_rps=s.throughput_rps, mps_processes=max(1, s.mps_processes))
+            for s in gpu.segments)
     return FleetPlacement(
         revision=plan.revision, segments=tuple(segments),
         gpu_ids_by_product=tuple((p, tuple(v)) for p, v in sorted(ids.items())),

@@ -14,6 +14,7 @@ class ObservedGpu:
     mig_capable: bool
     mig_layout: tuple[str, ...] = ()  # MIG profiles present, e.g. ("3g.40gb", "2g.20gb")
     sharing: str = "exclusive"
+    sharing_replicas: int = 1  # clients per GPU of MPS / time-slicing (device-plugin config)
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,7 @@ class ObservedNode:
     gpus: tuple[ObservedGpu, ...]
     cordoned: bool = False
     labels: tuple[tuple[str, str], ...] = ()
+    gpu_pods: int = 0  # workload pods holding GPUs here (what a drain would evict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ class PlacedSegment:
     mig_start: int
     compute_slices: int
     throughput_rps: float
+    mps_processes: int = 1  # MPS clients of the replica (device-plugin MPS on a whole GPU)
 
 
 @dataclass(frozen=True, slots=True)

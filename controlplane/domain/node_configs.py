@@ -1,0 +1,123 @@
+"""The node configs a fleet plan implies, and the node actions that reach them (pure).
+
+PlanFleet places replicas on the scheduler's own GPU ids ("A100-80GB/3"), not on nodes; what ties
+a plan to the cluster is each planned GPU's *config*: its MIG instances, or a whole GPU shared
+through the device plugin (MPS by n clients) or held exclusively. A node carries one mig-parted
+config and one device-plugin config, so a node is of one kind: MIG on (each GPU its own
+instances; the device plugin cannot share MIG devices, a replica's MPS processes on a slice run
+under its own daemon) or whole GPUs under one sharing layout (REFERENCE.md §1.7, §2).
+
+``node_plan.node_config_plan`` matches the planned GPUs to the observed nodes of each pool and
+returns ``RelayoutMig`` and ``ApplySharing`` actions for the nodes that must change:
+
+1. MIG is matched by instance: every GPU holding an instance the plan needs keeps its layout,
+   however the scheduler packed the instances, and the planned GPUs that cover the instances no
+   kept GPU holds are the leftovers; a whole GPU whose sharing a planned GPU needs keeps it;
+2. the leftovers go, in this order, to free GPUs of empty nodes of their kind, empty
+   nodes of another kind, free GPUs of busy nodes of their kind, busy nodes of another kind. A
+   node that keeps a planned GPU never changes kind; a node the plan does not need is left as
+   it is (scale-down or warm capacity);
+3. a re-layout drains the node (surge, cordon, evict, relabel, uncordon), so a node that runs GPU
+   workloads is re-laid out only after the plan has asked for the same layout for ``settle_s``
+   (a plan that flips back costs nothing) and only while fewer than ``max_in_flight`` re-layouts
+   of busy nodes run; an empty node has nothing to evict and is re-laid out at once;
+4. nodes not ready, cordoned or already re-laying out (``in_flight``, counted as their target)
+   get no action; device-plugin sharing changes once the node's MIG layout is the target.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from controlplane.domain.mig_layout import DeviceGroupLayout, NodeMigLayout
+from controlplane.domain.models import SharingMode
+from controlplane.domain.observed import ObservedGpu, ObservedNode
+from controlplane.domain.placement import FleetPlacement, PlacedSegment
+from controlplane.domain.sharing_config import SharingLayout
+
+EXCLUSIVE = SharingLayout(SharingMode.EXCLUSIVE)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeKind:
+    """What a node's configs hold for all its GPUs: MIG on, or whole GPUs under one sharing."""
+
+    mig: bool
+    sharing: SharingLayout = EXCLUSIVE
+
+    def sort_key(self) -> tuple[bool, str]:
+        return (not self.mig, self.sharing.describe())
+
+
+@dataclass(frozen=True, slots=True)
+class GpuConfig:
+    profiles: tuple[str, ...] = ()  # MIG instances, sorted; () = MIG off (a whole GPU)
+    sharing: SharingLayout = EXCLUSIVE  # device-plugin sharing of a whole GPU
+
+    @property
+    def kind(self) -> NodeKind:
+        return NodeKind(True) if self.profiles else NodeKind(False, self.sharing)
+
+
+def _segment_config(segments: Sequence[PlacedSegment]) -> GpuConfig | None:
+    """The config one planned GPU needs; None when its segments carry no layout (a sizing
+    placeholder, not a PlanFleet placement)."""
+    if any(s.mode not in ("mig", "mps", "exclusive", "time_sliced") for s in segments):
+        return None
+    profiles = tuple(sorted(s.mig_profile for s in segments if s.mig_profile))
+    if profiles:
+        return GpuConfig(profiles)
+    if any(s.mode == "time_sliced" for s in segments) and len(segments) > 1:
+        return GpuConfig((), SharingLayout(SharingMode.TIME_SLICING, len(segments)))
+    clients = max((s.mps_processes for s in segments if s.mode == "mps"), default=1)
+    return GpuConfig((), SharingLayout(SharingMode.MPS, clients) if clients > 1 else EXCLUSIVE)
+
+
+def planned_configs(placement: FleetPlacement) -> dict[str, list[GpuConfig]]:
+    """The config of every planned GPU, by product (deterministic order)."""
+    by_gpu: dict[tuple[str, str], list[PlacedSegment]] = {}
+    for segment in placement.segments:
+        by_gpu.setdefault((segment.product, segment.gpu_id), []).append(segment)
+    out: dict[str, list[GpuConfig]] = {}
+    for (product, _), segments in sorted(by_gpu.items()):
+        config = _segment_config(segments)
+        if config is not None:
+            out.setdefault(product, []).append(config)
+    return out
+
+
+def gpu_config(gpu: ObservedGpu) -> GpuConfig:
+    if gpu.mig_layout:
+        return GpuConfig(tuple(sorted(gpu.mig_layout)))
+    shared = {SharingMode.MPS.value: SharingMode.MPS,
+              SharingMode.TIME_SLICING.value: SharingMode.TIME_SLICING}.get(gpu.sharing)
+    if shared is not None and gpu.sharing_replicas >= 2:
+        return GpuConfig((), SharingLayout(shared, gpu.sharing_replicas))
+    return GpuConfig()
+
+
+def node_kind(node: ObservedNode) -> NodeKind:
+    configs = [gpu_config(g) for g in node.gpus]
+    if any(c.profiles for c in configs):
+        return NodeKind(True)
+    return configs[0].kind if configs else NodeKind(False)
+
+
+def mig_layout_of(product: str, profiles_by_gpu: Sequence[tuple[str, ...]]) -> NodeMigLayout:
+    """A node layout from each GPU's instances: one device group when all GPUs agree, else
+    one group per distinct set (mig-parted applies each group to its listed GPUs)."""
+    if not any(profiles_by_gpu):
+        return NodeMigLayout(product, (DeviceGroupLayout((), (), False),))
+    distinct = sorted(set(profiles_by_gpu))
+    if len(distinct) == 1:
+        return NodeMigLayout(product, (DeviceGroupLayout((), distinct[0], True),))
+    groups = tuple(DeviceGroupLayout(tuple(i for i, p in enumerate(profiles_by_gpu) if p == d),
+                                     d, bool(d)) for d in distinct)
+    return NodeMigLayout(product, groups)
+
+
+def layout_digest(layout: NodeMigLayout) -> int:
+    """A stable number for a layout (guard memory holds integers)."""
+    return int(hashlib.sha1(repr(layout).encode()).hexdigest()[:12], 16)

@@ -1,0 +1,233 @@
+"""Match the fleet plan's GPU configs to nodes and plan the node actions (pure; see
+``node_configs`` for the rules)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from controlplane.domain.actions import ApplySharing, NodeAction, RelayoutMig, SkippedAction
+from controlplane.domain.desired import PoolSpec
+from controlplane.domain.guards import GuardMemory, Recommendation
+from controlplane.domain.mig_layout import NodeMigLayout
+from controlplane.domain.node_configs import (
+    EXCLUSIVE,
+    GpuConfig,
+    NodeKind,
+    gpu_config,
+    layout_digest,
+    mig_layout_of,
+    node_kind,
+    planned_configs,
+)
+from controlplane.domain.observed import ObservedNode, ObservedState
+from controlplane.domain.placement import FleetPlacement
+
+RELAYOUT_SETTLING = "relayout_settling"  # the plan has not asked for the layout long enough
+RELAYOUT_BUDGET = "relayout_budget"  # as many re-layouts run as the drain budget allows
+MEMORY_PREFIX = "node-config/"
+FLEET_PLAN = "fleet_plan"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfigLimits:
+    max_in_flight: int = 1  # re-layouts at once; an empty node's does not wait for room
+    settle_s: float = 120.0  # a busy node is re-laid out once the plan asked this long
+
+    def __post_init__(self) -> None:
+        if self.max_in_flight < 0 or self.settle_s < 0:
+            raise ValueError("max_in_flight and settle_s must be >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfigPlan:
+    actions: tuple[NodeAction, ...]
+    skipped: tuple[SkippedAction, ...]
+    memory: GuardMemory
+
+
+@dataclass(slots=True)
+class _Node:
+    node: ObservedNode
+    kind: NodeKind  # now (for a node re-laying out: its target)
+    current: list[GpuConfig]
+    locked: bool  # re-laying out: counted as its target, never acted on
+    assigned: list[GpuConfig | None] = field(default_factory=list)
+    target_kind: NodeKind | None = None
+    changing: bool = False
+
+    @property
+    def busy(self) -> bool:
+        return self.node.gpu_pods > 0
+
+    def free(self) -> list[int]:
+        return [i for i, a in enumerate(self.assigned) if a is None]
+
+    def take(self, index: int, config: GpuConfig) -> None:
+        self.assigned[index] = config
+        self.target_kind = config.kind
+        self.changing = self.changing or config != self.current[index]
+
+
+def _slots(node: ObservedNode, in_flight: Mapping[str, NodeMigLayout]) -> _Node:
+    empty: list[GpuConfig | None] = [None] * len(node.gpus)
+    target = in_flight.get(node.name)
+    if target is None:
+        return _Node(node, node_kind(node), [gpu_config(g) for g in node.gpus], False, empty)
+    if target.is_mig_enabled():
+        return _Node(node, NodeKind(True), [GpuConfig(tuple(sorted(target.profiles_of(
+            g.index)))) for g in node.gpus], True, empty)
+    kind = NodeKind(False, node_kind(node).sharing)
+    return _Node(node, kind, [GpuConfig((), kind.sharing) for _ in node.gpus], True, empty)
+
+
+def _leftover_slot(nodes: Sequence[_Node], kind: NodeKind) -> tuple[_Node, int] | None:
+    """Where a planned GPU no node holds yet goes: a node changing to its kind anyway, then a
+    free GPU of an empty node of its kind, an empty node of another kind, a busy node of its
+    kind, a busy node of another kind."""
+    def ok(n: _Node) -> bool:
+        return not n.locked and bool(n.free()) and n.target_kind in (None, kind)
+    tiers: tuple[Callable[[_Node], bool], ...] = (
+        lambda n: n.target_kind == kind and n.changing,
+        lambda n: n.kind == kind and not n.busy,
+        lambda n: n.target_kind is None and not n.busy,
+        lambda n: n.kind == kind,
+        lambda n: n.target_kind is None,
+    )
+    for tier in tiers:
+        node = next((n for n in nodes if ok(n) and tier(n)), None)
+        if node is not None:
+            return node, node.free()[0]
+    return None
+
+
+def _keep_mig(configs: Sequence[GpuConfig], nodes: Sequence[_Node]) -> list[GpuConfig]:
+    """Keep every MIG GPU that holds an instance the plan needs (busy nodes first: their
+    instances serve); the planned GPUs that cover what the kept instances lack, greedily."""
+    wanted = Counter(p for c in configs for p in c.profiles)
+    for n in sorted(nodes, key=lambda n: (not n.busy, n.node.name)):
+        for i, config in enumerate(n.current):
+            if n.kind.mig and config.profiles and any(wanted[p] > 0 for p in config.profiles):
+                n.assigned[i], n.target_kind = config, n.kind
+                wanted.subtract(config.profiles)
+    wanted = +wanted
+    pool = [c for c in configs if c.profiles]
+    leftovers: list[GpuConfig] = []
+    while wanted and pool:
+        best = max(pool, key=lambda c: (sum((Counter(c.profiles) & wanted).values()),
+                                        -len(c.profiles), c.profiles))
+        if not Counter(best.profiles) & wanted:
+            break
+        pool.remove(best)
+        leftovers.append(best)
+        wanted = +(wanted - Counter(best.profiles))
+    return leftovers
+
+
+def assign(configs: Sequence[GpuConfig], nodes: Sequence[_Node]) -> None:
+    """Fill ``assigned`` of ``nodes`` (one pool, by name) with the planned ``configs``.
+
+    MIG is matched by instance: a GPU whose instances the plan can use keeps its layout even
+    when the scheduler packed the instances differently, and only what no kept GPU holds is
+    laid out anew. Whole GPUs are matched by sharing layout."""
+    leftovers = _keep_mig(configs, nodes)
+    remaining = Counter(c for c in configs if not c.profiles)
+    for n in sorted(nodes, key=lambda n: (not n.busy, n.node.name)):
+        for i, config in enumerate(n.current):
+            if remaining[config] > 0 and config.kind == n.kind:
+                n.assigned[i], n.target_kind = config, n.kind
+                remaining[config] -= 1
+    leftovers.extend(remaining.elements())
+    for config in sorted(leftovers, key=lambda c: (c.kind.sort_key(), c.profiles)):
+        slot = _leftover_slot(nodes, config.kind)
+        if slot is not None:
+            slot[0].take(slot[1], config)
+
+
+def _target_profiles(n: _Node) -> list[tuple[str, ...]]:
+    """Each GPU's instances: the planned ones; a spare GPU keeps its own, or takes the node's
+    most common planned set when the node is re-laid out anyway."""
+    placed = Counter(a.profiles for a in n.assigned if a is not None)
+    filler = placed.most_common(1)[0][0] if n.changing else ()
+    return [a.profiles if a is not None else (n.current[i].profiles or filler)
+            for i, a in enumerate(n.assigned)]
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeChange:
+    node: _Node
+    before: tuple[ApplySharing, ...]  # sharing the re-layout needs first (MIG is exclusive)
+    relayout: RelayoutMig | None
+    after: tuple[ApplySharing, ...]  # sharing once the layout is the target
+
+
+def _node_change(n: _Node) -> _NodeChange:
+    """The actions that bring one assigned node to its target."""
+    assert n.target_kind is not None
+    product = n.node.product
+    now_profiles = [c.profiles for c in n.current]
+    wanted = _target_profiles(n) if n.target_kind.mig else [()] * len(n.current)
+    relayout = None
+    if wanted != now_profiles:
+        relayout = RelayoutMig(n.node.name, mig_layout_of(product, now_profiles),
+                               mig_layout_of(product, wanted), FLEET_PLAN)
+    now_sharing = EXCLUSIVE if n.kind.mig else n.kind.sharing
+    to_sharing = n.target_kind.sharing
+    if now_sharing == to_sharing:
+        return _NodeChange(n, (), relayout, ())
+    change = ApplySharing(n.node.name, now_sharing, to_sharing, FLEET_PLAN)
+    if relayout is None:
+        return _NodeChange(n, (), None, (change,))
+    return _NodeChange(n, (change,) if to_sharing == EXCLUSIVE else (), relayout, ())
+
+
+def node_config_plan(placement: FleetPlacement, observed: ObservedState,
+                     pools: Sequence[PoolSpec], in_flight: Mapping[str, NodeMigLayout],
+                     memory: GuardMemory, limits: NodeConfigLimits,
+                     now: datetime) -> NodeConfigPlan:
+    """The node actions that lay the observed nodes out as ``placement`` needs: sharing that a
+    re-layout needs first, the re-layouts the drain budget allows, then sharing changes."""
+    configs = planned_configs(placement)
+    changes: list[_NodeChange] = []
+    for pool in pools:
+        nodes = [_slots(n, in_flight) for n in sorted(observed.nodes, key=lambda n: n.name)
+                 if n.pool == pool.name and n.gpus
+                 and (n.name in in_flight or (n.ready and not n.cordoned))]
+        assign(configs.get(pool.product, []), nodes)
+        changes.extend(_node_change(n) for n in nodes if n.target_kind is not None
+                       and not n.locked)
+    seen = {k: h[-1] for k, h in memory.history if k.startswith(MEMORY_PREFIX) and h}
+    kept: dict[str, Recommendation] = {}
+    room = limits.max_in_flight - len(in_flight)
+    before: list[NodeAction] = []
+    relayouts: list[NodeAction] = []
+    after: list[NodeAction] = [a for c in changes for a in c.after]
+    skipped: list[SkippedAction] = []
+    for change in changes:
+        relayout, busy = change.relayout, change.node.busy
+        if relayout is None:
+            continue
+        key = MEMORY_PREFIX + relayout.node
+        asked = seen.get(key)
+        if asked is None or asked.value != layout_digest(relayout.to_layout):
+            asked = Recommendation(now, layout_digest(relayout.to_layout))
+        if busy:
+            kept[key] = asked
+        if busy and (now - asked.at).total_seconds() < limits.settle_s:
+            skipped.append(_skip(relayout, RELAYOUT_SETTLING))
+        elif busy and room <= 0:
+            skipped.append(_skip(relayout, RELAYOUT_BUDGET))
+        else:
+            room -= 1 if busy else 0
+            before.extend(change.before)
+            relayouts.append(relayout)
+    history = tuple((k, h) for k, h in memory.history if not k.startswith(MEMORY_PREFIX))
+    history += tuple((k, (r,)) for k, r in sorted(kept.items()))
+    return NodeConfigPlan((*before, *relayouts, *after), tuple(skipped),
+                          GuardMemory(history=history, changes=memory.changes))
+
+
+def _skip(relayout: RelayoutMig, reason: str) -> SkippedAction:
+    return SkippedAction(relayout.node, relayout.to_value, relayout.from_value, reason)
