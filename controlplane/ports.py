@@ -130,6 +130,10 @@ class MigRelayoutActuator(Protocol):
         """Move every active relayout on as far as the cluster allows now; returns them."""
         ...
 
+    def in_flight(self) -> dict[str, NodeMigLayout]:
+        """The target layout of every relayout started and not ended, by node (read-only)."""
+        ...
+
 
 class RelayoutStore(Protocol):
     def save_relayout(self, relayout: MigRelayout) -> None:

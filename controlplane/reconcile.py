@@ -13,16 +13,24 @@ it twice is harmless and a crash at any point is repaired by the next tick.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, settle, size
 from controlplane.autoscaling.live import placement_demands, with_ladder_warm
 from controlplane.autoscaling.policies import ScalingPolicy
-from controlplane.domain.actions import ActionOutcome, ScaleNodePool
+from controlplane.domain.actions import (
+    Action,
+    ActionOutcome,
+    ApplySharing,
+    RelayoutMig,
+    ScaleNodePool,
+    SetReplicas,
+)
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.errors import PermanentError, TransientError
 from controlplane.domain.models import ModelSpec
+from controlplane.domain.node_plan import NodeConfigLimits, node_config_plan
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.plan import Plan
 from controlplane.domain.tick import TickReport, TickStatus
@@ -33,10 +41,12 @@ from controlplane.ports import (
     DecisionStore,
     ForecastLedger,
     ForecastReader,
+    MigRelayoutActuator,
     NodePoolActuator,
     PlacementClient,
     RateHistory,
     ReplicaActuator,
+    SharingActuator,
 )
 
 log = logging.getLogger("headroom.reconcile")
@@ -56,6 +66,7 @@ class ReconcileConfig:
     max_staleness_s: float
     dry_run: bool
     calibration: CalibrationConfig
+    node_configs: NodeConfigLimits | None = None  # None: replicas and pools only
 
     @property
     def specs(self) -> tuple[ModelSpec, ...]:
@@ -73,6 +84,8 @@ class ReconcileDeps:
     decisions: DecisionStore
     history: RateHistory  # observed demand: volatility and outcomes of issued forecasts
     ledger: ForecastLedger  # issued forecasts and their outcomes (calibration)
+    sharing: SharingActuator | None = None  # node layouts: with both, the loop lays nodes
+    mig: MigRelayoutActuator | None = None  # out as the fleet plan needs
 
 
 def _skipped(deps: ReconcileDeps, observed: ObservedState, reason: str) -> TickReport:
@@ -96,14 +109,23 @@ def _unobserved(deps: ReconcileDeps, started_at: datetime, error: Exception) -> 
                       deps.decisions.last_guard_memory())
 
 
+def _apply_one(deps: ReconcileDeps, action: Action) -> ActionOutcome:
+    if isinstance(action, ScaleNodePool):
+        return deps.node_pools.set_size(action.pool, action.to_nodes)
+    if isinstance(action, SetReplicas):
+        return deps.replicas.set_replicas(action.model, action.to_replicas)
+    if isinstance(action, ApplySharing) and deps.sharing is not None:
+        return deps.sharing.apply_sharing(action.node, action.to_layout)
+    if isinstance(action, RelayoutMig) and deps.mig is not None:
+        return deps.mig.start_relayout(action.node, action.to_layout, action.reason)
+    return ActionOutcome(action.target, False, f"no actuator for {action.kind}")
+
+
 def _apply(deps: ReconcileDeps, plan: Plan) -> tuple[ActionOutcome, ...]:
     outcomes = []
     for action in plan.actions:
         try:
-            if isinstance(action, ScaleNodePool):
-                outcome = deps.node_pools.set_size(action.pool, action.to_nodes)
-            else:
-                outcome = deps.replicas.set_replicas(action.model, action.to_replicas)
+            outcome = _apply_one(deps, action)
         except TransientError as error:
             outcome = ActionOutcome(action.target, False, str(error), retryable=True)
         log.info("action.applied" if outcome.ok else "action.failed", extra=action.to_log())
@@ -141,8 +163,14 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
     placed = deps.placement.plan_fleet(placement_demands(sizing, config.models), config.specs,
                                        config.pools)
     placement = with_ladder_warm(placed, sizing, {m.spec.name: m.shape for m in config.models})
-    return settle(observed, sizing, placement, config.pools, config.policy, config.budgets,
-                  deps.decisions.last_guard_memory(), now)
+    decision = settle(observed, sizing, placement, config.pools, config.policy, config.budgets,
+                      deps.decisions.last_guard_memory(), now)
+    if config.node_configs is None or deps.mig is None or deps.sharing is None:
+        return decision
+    nodes = node_config_plan(decision.placement, observed, config.pools, deps.mig.in_flight(),
+                             decision.memory, config.node_configs, now)
+    return replace(decision, plan=decision.plan.with_node_actions(nodes.actions, nodes.skipped),
+                   memory=nodes.memory)
 
 
 def _decide_and_apply(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState,

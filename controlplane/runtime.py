@@ -18,8 +18,10 @@ from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.autoscaling.core import Budgets
 from controlplane.autoscaling.from_settings import policy_from_settings
 from controlplane.autoscaling.live import cold_wake_s, live_models
+from controlplane.domain.actions import RelayoutMig
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.models import ModelSpec
+from controlplane.domain.node_plan import NodeConfigLimits, node_config_plan
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.tick import TickReport
 from controlplane.forecast_calibration import CalibratedForecasts, CalibrationConfig
@@ -68,7 +70,14 @@ def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> Reconc
         max_staleness_s=settings.reconcile.max_staleness_s,
         dry_run=settings.safety.dry_run,
         calibration=calibration_config(settings),
+        node_configs=node_config_limits(settings),
     )
+
+
+def node_config_limits(settings: Settings) -> NodeConfigLimits | None:
+    rec = settings.reconcile
+    return (NodeConfigLimits(rec.relayouts_in_flight, rec.relayout_settle_s)
+            if rec.node_configs else None)
 
 
 def check_budget_tenants(budgets: Mapping[str, float], specs: tuple[ModelSpec, ...]) -> None:
@@ -146,12 +155,14 @@ class SimRuntime:
         seed = settings.sim.seed
         self.cluster = SimCluster(pool_specs(settings), self.specs,
                                   lambda m, at: traffic.rate_rps(shapes[m], seed, at),
-                                  settings.sim, start_at)
+                                  settings.sim, start_at,
+                                  mig_binding=settings.reconcile.node_configs)
         self.deps = ReconcileDeps(clock=self.clock, reader=self.cluster, node_pools=self.cluster,
                                   replicas=self.cluster,
                                   placement=LocalPlacementClient(self.engine),
                                   forecasts=store, decisions=store, history=store,
-                                  ledger=SqlForecastLedger(store.engine))
+                                  ledger=SqlForecastLedger(store.engine),
+                                  sharing=self.cluster, mig=self.cluster)
         self.config = reconcile_config(settings, self.specs)
         self.tally = ServedTally()
         self.ticks = 0
@@ -200,11 +211,29 @@ class SimRuntime:
             now = self.clock.now()
             self.refresh_forecasts()
             if self._take_over:
-                reconcile_once(replace(self.deps, decisions=PreHistory()), self.config)
+                taken = reconcile_once(replace(self.deps, decisions=PreHistory()), self.config)
                 self.cluster.adopt()
+                self._lay_out_taken_over(taken)
             self.tick()
             self._next_forecast_at = now + timedelta(seconds=self.settings.forecast.interval_s)
             self._next_tick_at = now + timedelta(seconds=self.settings.reconcile.interval_s)
+
+    def _lay_out_taken_over(self, taken: TickReport) -> None:
+        """The fleet taken over was laid out for the plan that sized it: its nodes carry the
+        layouts that plan needs (node actions of an idle fleet, done at once)."""
+        limits = self.config.node_configs
+        if limits is None or taken.placement is None:
+            return
+        observed = self.cluster.snapshot()
+        idle = replace(observed, nodes=tuple(replace(n, gpu_pods=0) for n in observed.nodes))
+        nodes = node_config_plan(taken.placement, idle, self.config.pools, {}, GuardMemory(),
+                                 limits, self.clock.now())
+        for action in nodes.actions:
+            if isinstance(action, RelayoutMig):
+                self.cluster.lay_out_now(action.node, action.to_layout)
+            else:
+                self.cluster.apply_sharing(action.node, action.to_layout)
+        self.cluster.adopt()  # the replicas those layouts hold were serving too
 
     def tick(self) -> TickReport:
         with self.lock:

@@ -56,7 +56,8 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     placement = LocalPlacementClient(engine)
     deps = ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
                          replicas=backend.replicas, placement=placement, forecasts=store,
-                         decisions=store, history=store, ledger=SqlForecastLedger(store.engine))
+                         decisions=store, history=store, ledger=SqlForecastLedger(store.engine),
+                         sharing=backend.sharing, mig=backend.mig)
     config = reconcile_config(settings, specs)
 
     def keep_lease() -> None:

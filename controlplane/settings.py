@@ -58,6 +58,15 @@ class ReconcileSettings(Group):
     lookahead_s: float = Field(600.0, ge=0, description="forecast window covered: provision + load")
     max_forecast_age_s: float = Field(1800.0, gt=0, description="older forecasts count as stale")
     stale_headroom: float = Field(1.3, ge=1, description="multiplier on observed load w/o forecast")
+    node_configs: bool = Field(True, description="lay nodes out as the fleet plan needs: MIG "
+                               "re-layouts and device-plugin sharing (false: replicas and pools "
+                               "only)")
+    relayouts_in_flight: int = Field(1, ge=0, description="MIG re-layouts of nodes running GPU "
+                                     "pods at once (each drains its node); an empty node's "
+                                     "does not wait")
+    relayout_settle_s: float = Field(120.0, ge=0, description="a node running GPU pods is "
+                                     "re-laid out once the plan has asked for the same layout "
+                                     "this long")
 
 
 class ForecastSettings(Group):
@@ -145,13 +154,16 @@ class SimSettings(Group):
     weight_load_s: tuple[float, float] = Field((5.0, 60.0))
     warmup_s: tuple[float, float] = Field((10.0, 30.0))
     warm_node_start_s: float = Field(8.0, ge=0, description="replica start on a warm node")
+    mig_relayout_s: tuple[float, float] = Field((60.0, 150.0), description="uniform min,max: a "
+                                                "node's MIG re-layout, cordon to uncordon")
     start_warm: bool = Field(True, description="a new store's fleet is already running, sized by "
                              "the first plan (Headroom taking over a fleet); false starts from "
                              "empty pools and shows every cold start")
 
     @model_validator(mode="after")
     def _ranges_ordered(self) -> SimSettings:
-        for name in ("node_provision_s", "image_pull_s", "weight_load_s", "warmup_s"):
+        for name in ("node_provision_s", "image_pull_s", "weight_load_s", "warmup_s",
+                     "mig_relayout_s"):
             low, high = getattr(self, name)
             if low < 0 or high < low:
                 raise ValueError(f"{name} must be 0 <= min <= max, got ({low}, {high})")

@@ -66,9 +66,6 @@ class SetReplicas:
                 "to": self.to_replicas, "reason": self.reason}
 
 
-Action = ScaleNodePool | SetReplicas
-
-
 @dataclass(frozen=True, slots=True)
 class ApplySharing:
     """Share a node's GPUs through the device plugin (MPS / time-slicing) or make them exclusive.
@@ -134,6 +131,7 @@ class RelayoutMig:
 
 
 NodeAction = ApplySharing | RelayoutMig
+Action = ScaleNodePool | SetReplicas | NodeAction
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from controlplane.domain.actions import Action, SkippedAction
+from controlplane.domain.actions import Action, NodeAction, ScaleNodePool, SkippedAction
 
 
 @dataclass(frozen=True, slots=True)
@@ -13,6 +13,15 @@ class Plan:
     created_at: datetime
     actions: tuple[Action, ...]
     skipped: tuple[SkippedAction, ...]
+
+    def with_node_actions(self, actions: tuple[NodeAction, ...],
+                          skipped: tuple[SkippedAction, ...]) -> Plan:
+        """This plan with node layout changes before its pool scale-downs (a drained node's
+        replicas may need the capacity those would remove)."""
+        downs = tuple(a for a in self.actions
+                      if isinstance(a, ScaleNodePool) and a.to_nodes < a.from_nodes)
+        rest = tuple(a for a in self.actions if a not in downs)
+        return Plan(self.created_at, (*rest, *actions, *downs), (*self.skipped, *skipped))
 
     @property
     def is_noop(self) -> bool:

@@ -1,23 +1,35 @@
-"""SimCluster: a behavioural model of a GPU cluster (reader + node-pool and replica actuators).
+"""SimCluster: a behavioural model of a GPU cluster (reader; node-pool, replica, sharing and MIG
+re-layout actuators).
 
 Nodes take a sampled provisioning time before they are ready; a replica needs a GPU share on a
 ready node of its product, then a sampled cold start (image pull on a node that never ran the
 model, weight load, warm-up; a few seconds on a node that already has image and weights). Every
 node is billed
 from the moment it is requested. Time only moves through ``step(now)``.
+
+Node layouts: a node comes up with MIG off and exclusive GPUs. A MIG re-layout cordons the node,
+evicts its replicas (they restart wherever a GPU share is free; the cluster does not surge) and
+ends after a sampled ``mig_relayout_s``; a sharing change applies at once, as the device plugin
+does. Replicas bind by GPU share; with ``mig_binding`` (the demo, whose loop lays nodes out) a
+replica on a MIG slice also needs a free instance of its compute size on the node and a whole-GPU
+replica a node with MIG off, so MIG models are served only where the loop has laid nodes out.
 """
 
 from __future__ import annotations
 
 import random
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.desired import PoolSpec
-from controlplane.domain.models import ModelSpec
+from controlplane.domain.mig_layout import NodeMigLayout, layout_problems
+from controlplane.domain.mig_relayout import MigRelayout
+from controlplane.domain.models import ModelSpec, SharingMode
+from controlplane.domain.node_configs import EXCLUSIVE, mig_layout_of, node_kind
 from controlplane.domain.observed import (
     ObservedGpu,
     ObservedModel,
@@ -25,6 +37,7 @@ from controlplane.domain.observed import (
     ObservedPool,
     ObservedState,
 )
+from controlplane.domain.sharing_config import SharingLayout
 from controlplane.settings import SimSettings
 
 GPU_FACTS: dict[str, tuple[int, bool]] = {  # product -> (memory MiB, MIG-capable)
@@ -35,12 +48,32 @@ GPU_FACTS: dict[str, tuple[int, bool]] = {  # product -> (memory MiB, MIG-capabl
 
 
 @dataclass(slots=True)
+class _Relayout:
+    """A node's re-layout: waiting for its surge node, then cordoned until ``done_at``."""
+
+    target: NodeMigLayout
+    surge_node: str | None  # replacement capacity asked first (a busy node's)
+    surge_floor: int  # the pool's size while the re-layout runs
+    done_at: datetime | None = None  # set when the node is cordoned and drained
+
+    @property
+    def cordoned(self) -> bool:
+        return self.done_at is not None
+
+
+@dataclass(slots=True)
 class _Node:
     name: str
     pool: str
     created_at: datetime
     ready_at: datetime
     warm_models: set[str] = field(default_factory=set)
+    mig: NodeMigLayout | None = None  # None: MIG off
+    sharing: SharingLayout = EXCLUSIVE
+    relayout: _Relayout | None = None
+
+    def profiles(self, index: int) -> tuple[str, ...]:
+        return self.mig.profiles_of(index) if self.mig is not None else ()
 
 
 @dataclass(slots=True)
@@ -48,6 +81,11 @@ class _Replica:
     model: str
     node: str | None = None
     ready_at: datetime | None = None
+
+
+def _slices(profile: str) -> int:
+    size = profile.split("g.", 1)[0]
+    return int(size) if size.isdigit() else 0
 
 
 def replica_share(spec: ModelSpec) -> float:
@@ -61,7 +99,7 @@ def replica_share(spec: ModelSpec) -> float:
 class SimCluster:
     def __init__(self, pools: Sequence[PoolSpec], specs: Sequence[ModelSpec],
                  demand_rps: Callable[[str, datetime], float], settings: SimSettings,
-                 now: datetime) -> None:
+                 now: datetime, mig_binding: bool = False) -> None:
         self._pools = {p.name: p for p in pools}
         self._specs = {s.name: s for s in specs}
         self._demand_rps = demand_rps
@@ -74,6 +112,7 @@ class SimCluster:
         self._serial = 0
         self._gpu_seconds_by_pool: dict[str, float] = {p.name: 0.0 for p in pools}
         self._lock = threading.RLock()
+        self._mig_binding = mig_binding
         for pool in pools:
             self._resize(pool.name, pool.min_nodes, ready=True)
 
@@ -89,9 +128,11 @@ class SimCluster:
             self._nodes.append(_Node(f"{pool}-{self._serial:04d}", pool, self._now,
                                      self._now + timedelta(seconds=delay_s)))
         if nodes < len(mine):
-            # Remove nodes still provisioning first, then the newest ready ones.
-            victims = sorted(mine, key=lambda n: (n.ready_at <= self._now, n.created_at),
-                             reverse=False)[: len(mine) - nodes]
+            # Remove nodes still provisioning first, then the ready ones with the fewest
+            # replicas (the least to restart), newest first.
+            bound = Counter(r.node for rs in self._replicas.values() for r in rs if r.node)
+            victims = sorted(mine, key=lambda n: (n.ready_at <= self._now, bound[n.name],
+                                                  -n.created_at.timestamp()))[: len(mine) - nodes]
             gone = {n.name for n in victims}
             self._nodes = [n for n in self._nodes if n.name not in gone]
             for replicas in self._replicas.values():
@@ -116,7 +157,9 @@ class SimCluster:
             for replica in replicas:
                 if replica.node is not None or pool is None:
                     continue
-                ready_nodes = [n for n in self._nodes if n.pool == pool and n.ready_at <= self._now]
+                ready_nodes = [n for n in self._nodes if n.pool == pool and n.ready_at <= self._now
+                               and not (n.relayout and n.relayout.cordoned)
+                               and self._can_hold(n, spec)]
                 # Prefer nodes that already ran this model (image and weights cached).
                 ready_nodes.sort(key=lambda n: (model not in n.warm_models, n.name))
                 node = next((n for n in ready_nodes if self._free_share(n) >= share - 1e-9), None)
@@ -125,6 +168,21 @@ class SimCluster:
                 replica.node = node.name
                 replica.ready_at = self._now + timedelta(seconds=self._start_s(node, model))
                 node.warm_models.add(model)
+
+    def _can_hold(self, node: _Node, spec: ModelSpec) -> bool:
+        """With ``mig_binding`` a replica on a MIG slice needs a free MIG instance of its
+        compute size on the node, and a whole-GPU replica a node with MIG off."""
+        if not self._mig_binding:
+            return True
+        slices = spec.best_point().compute_slices
+        if not slices or node.mig is None:
+            return not slices and node.mig is None
+        gpus = self._pools[node.pool].gpus_per_node
+        held = sum(1 for i in range(gpus) for p in node.profiles(i) if _slices(p) == slices)
+        used = sum(1 for m, rs in self._replicas.items()
+                   if self._specs[m].best_point().compute_slices == slices
+                   for r in rs if r.node == node.name)
+        return used < held
 
     def _start_s(self, node: _Node, model: str) -> float:
         if model in node.warm_models:
@@ -140,7 +198,32 @@ class SimCluster:
                 gpus = self._pools[node.pool].gpus_per_node
                 self._gpu_seconds_by_pool[node.pool] += dt_s * gpus
             self._now = now
+            self._move_relayouts(now)
             self._bind_pending()
+
+    def _move_relayouts(self, now: datetime) -> None:
+        """A re-layout whose surge node is ready (or gone) cordons and drains its node; one
+        whose time is up lays the node out and uncordons it."""
+        ready = {n.name for n in self._nodes if n.ready_at <= now}
+        names = {n.name for n in self._nodes}
+        for node in self._nodes:
+            relayout = node.relayout
+            if relayout is None:
+                continue
+            if relayout.done_at is None and (relayout.surge_node in ready
+                                             or relayout.surge_node not in names):
+                self._evict(node.name)
+                relayout.done_at = now + timedelta(
+                    seconds=self._sample(self._settings.mig_relayout_s))
+            elif relayout.done_at is not None and relayout.done_at <= now:
+                node.mig = relayout.target if relayout.target.is_mig_enabled() else None
+                node.relayout = None
+
+    def _evict(self, node: str) -> None:
+        for replicas in self._replicas.values():
+            for r in replicas:
+                if r.node == node:
+                    r.node, r.ready_at = None, None
 
     # -- ports: ClusterReader, NodePoolActuator, ReplicaActuator ----------------------------
     def snapshot(self) -> ObservedState:
@@ -162,11 +245,15 @@ class SimCluster:
         for node in self._nodes:
             pool = self._pools[node.pool]
             memory_mib, mig = GPU_FACTS.get(pool.product, (0, False))
-            gpus = tuple(ObservedGpu(i, pool.product, memory_mib, mig)
+            gpus = tuple(ObservedGpu(i, pool.product, memory_mib, mig, node.profiles(i),
+                                     "mig" if node.profiles(i) else node.sharing.mode.value,
+                                     node.sharing.replicas)
                          for i in range(pool.gpus_per_node))
+            pods = sum(1 for rs in self._replicas.values() for r in rs if r.node == node.name)
             out.append(ObservedNode(node.name, node.pool, pool.product, node.ready_at <= self._now,
                                     pool.gpus_per_node * 16_000, pool.gpus_per_node * 120_000,
-                                    gpus))
+                                    gpus, cordoned=bool(node.relayout and node.relayout.cordoned),
+                                    gpu_pods=pods))
         return tuple(out)
 
     def _observed_models(self) -> tuple[ObservedModel, ...]:
@@ -184,6 +271,7 @@ class SimCluster:
                 return ActionOutcome(pool, False, f"unknown pool {pool}")
             if nodes < 0:
                 return ActionOutcome(pool, False, f"negative size {nodes}")
+            nodes = max(nodes, self._surge_floor(pool))  # as surge_floors hold a NodePool
             self._resize(pool, nodes)
             return ActionOutcome(pool, True, f"pool {pool} target {nodes} nodes")
 
@@ -200,6 +288,79 @@ class SimCluster:
             self._bind_pending()
             return ActionOutcome(model, True, f"model {model} target {replicas} replicas")
 
+    # -- ports: SharingActuator, MigRelayoutActuator ------------------------------------------
+    def _node(self, name: str) -> _Node | None:
+        return next((n for n in self._nodes if n.name == name), None)
+
+    def apply_sharing(self, node: str, layout: SharingLayout) -> ActionOutcome:
+        with self._lock:
+            found = self._node(node)
+            problems = layout.problems() if found is not None else [f"unknown node {node}"]
+            if found is not None and layout.mode is SharingMode.MPS and found.mig is not None:
+                problems.append(f"node {node}: MPS runs on whole GPUs only, but MIG is laid out")
+            if problems:
+                return ActionOutcome(node, False, "; ".join(problems))
+            assert found is not None
+            found.sharing = layout
+            return ActionOutcome(node, True, f"node {node} sharing {layout.describe()}")
+
+    def start_relayout(self, node: str, layout: NodeMigLayout, reason: str) -> ActionOutcome:
+        """As the Kubernetes relayout does: a node running replicas first gets a surge node of
+        its own layout (the pool held one larger until the re-layout ends); once that is ready
+        (at once for an empty node) it is cordoned and drained, and laid out after
+        ``mig_relayout_s``."""
+        with self._lock:
+            found = self._node(node)
+            problems = layout_problems(layout) if found is not None else [f"unknown node {node}"]
+            if problems:
+                return ActionOutcome(node, False, "; ".join(problems))
+            assert found is not None
+            if found.relayout is not None:
+                same = found.relayout.target == layout
+                return ActionOutcome(node, same, f"node {node} is re-laying out",
+                                     retryable=not same)
+            if self._has_layout(found, layout):
+                return ActionOutcome(node, True, f"node {node} already has the layout")
+            surge = None
+            if any(r.node == node for rs in self._replicas.values() for r in rs):
+                self._resize(found.pool, self._targets[found.pool] + 1)
+                surge = self._nodes[-1]  # a replacement of the target layout takes the replicas
+                surge.mig = layout if layout.is_mig_enabled() else None
+                surge.sharing = found.sharing
+            found.relayout = _Relayout(layout, surge.name if surge else None,
+                                       self._targets[found.pool])
+            self._move_relayouts(self._now)
+            self._bind_pending()
+            return ActionOutcome(node, True, f"node {node} re-layout to {layout.describe()} "
+                                 f"({reason})")
+
+    def _has_layout(self, node: _Node, layout: NodeMigLayout) -> bool:
+        if node.mig is None or not layout.is_mig_enabled():
+            return node.mig is None and not layout.is_mig_enabled()
+        gpus = self._pools[node.pool].gpus_per_node
+        return all(sorted(node.profiles(i)) == sorted(layout.profiles_of(i)) for i in range(gpus))
+
+    def in_flight(self) -> dict[str, NodeMigLayout]:
+        with self._lock:
+            return {n.name: n.relayout.target for n in self._nodes if n.relayout is not None}
+
+    def advance(self) -> tuple[MigRelayout, ...]:
+        """Re-layouts move on with ``step``; nothing to drive here."""
+        return ()
+
+    def lay_out_now(self, node: str, layout: NodeMigLayout) -> None:
+        """``node`` has ``layout`` already (a fleet taken over was laid out before): no drain,
+        and its replicas bind where the layout lets them."""
+        with self._lock:
+            found = self._node(node)
+            if found is not None and not layout_problems(layout):
+                found.mig = layout if layout.is_mig_enabled() else None
+                self._bind_pending()
+
+    def _surge_floor(self, pool: str) -> int:
+        return max((n.relayout.surge_floor for n in self._nodes
+                    if n.pool == pool and n.relayout is not None), default=0)
+
     # -- accounting and resume --------------------------------------------------------------
     @property
     def gpu_hours(self) -> float:
@@ -215,11 +376,24 @@ class SimCluster:
             for pool in observed.pools:
                 if pool.name in self._pools:
                     self._resize(pool.name, pool.target_nodes)
+            self._restore_layouts(observed)
             for model in observed.models:
                 if model.name in self._replicas:
                     self._replicas[model.name] = [_Replica(model.name)
                                                   for _ in range(model.replicas_target)]
             self.adopt()
+
+    def _restore_layouts(self, observed: ObservedState) -> None:
+        """The stored nodes' layouts, pool by pool in name order (the names are new)."""
+        for pool in self._pools.values():
+            stored = sorted((n for n in observed.nodes if n.pool == pool.name),
+                            key=lambda n: n.name)
+            mine = [n for n in self._nodes if n.pool == pool.name]
+            for node, seen in zip(mine, stored, strict=False):
+                profiles = [tuple(g.mig_layout) for g in seen.gpus]
+                node.mig = (mig_layout_of(pool.product, profiles) if any(profiles) else None)
+                kind = node_kind(seen)
+                node.sharing = kind.sharing if not kind.mig else node.sharing
 
     def adopt(self) -> None:
         """The fleet at its current targets was already running: every node ready now, with

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from controlplane.autoscaling.calibration import ForecastErrors, calibrated, recent_volatility
 from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, decide
 from controlplane.autoscaling.policies import ScalingPolicy, ladder_rungs
-from controlplane.domain.actions import ScaleNodePool
+from controlplane.domain.actions import ScaleNodePool, SetReplicas
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.models import ColdStart, Engine, ModelSpec, ProfilePoint
@@ -227,8 +227,10 @@ class _Run:
         for action in decision.plan.actions:
             if isinstance(action, ScaleNodePool):
                 outcome = self.fleet.set_size(action.pool, action.to_nodes)
-            else:
+            elif isinstance(action, SetReplicas):
                 outcome = self.fleet.set_replicas(action.model, action.to_replicas)
+            else:  # the replay's fleet has no node layouts, and its core plans no node changes
+                raise RuntimeError(f"simulate cannot apply {action.render()}")
             if not outcome.ok:
                 raise RuntimeError(f"simulated fleet refused {action.render()}: {outcome.message}")
             self.stats.actions += 1

@@ -65,7 +65,8 @@ def test_a_full_plan_executes_against_the_api_server_with_valid_objects(
     relaid = next(n for n in observed.nodes if n.name == "a100-1")
     assert sorted(relaid.gpus[0].mig_layout) == sorted(TARGET.profiles_of(0))
     l4 = next(n for n in observed.nodes if n.name == "l4-1")
-    assert {g.sharing for g in l4.gpus} == {"exclusive"}  # until the device plugin relabels
+    # the config Headroom selected (the device plugin applies it live), before GFD relabels
+    assert {(g.sharing, g.sharing_replicas) for g in l4.gpus} == {("mps", 4)}
     assert apiserver.get("v1", "Node", "l4-1")["metadata"]["labels"][
         "nvidia.com/device-plugin.config"] == "headroom-mps-4"
     plugin = yaml.safe_load(apiserver.get("v1", "ConfigMap", "headroom-device-plugin-config",

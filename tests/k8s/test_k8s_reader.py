@@ -162,3 +162,25 @@ def test_a_load_source_that_gives_nan_or_inf_counts_as_zero_with_a_note_and_the_
 
 def _refuse(constant: str) -> None:
     raise AssertionError(f"{constant} in the stored JSON")
+
+
+def test_gpu_pods_count_workloads_a_drain_would_evict_and_sharing_follows_the_config_label(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(nodepool("l4", gpu_name="l4"))
+    apiserver.seed(gpu_node("l4-1", product="NVIDIA-L4", gpus=4, nodepool="l4",
+                            extra_labels={"nvidia.com/device-plugin.config": "headroom-mps-4"}))
+    apiserver.seed(gpu_node("l4-2", product="NVIDIA-L4", gpus=4, nodepool="l4",
+                            sharing="time-slicing",
+                            extra_labels={"nvidia.com/gpu.replicas": "3"}))
+    gpu = {"nvidia.com/gpu": "1"}
+    apiserver.seed(gpu_pod("serving", "l4-1", requests=gpu))
+    apiserver.seed(gpu_pod("finished", "l4-1", requests=gpu, phase="Succeeded"))
+    apiserver.seed(gpu_pod("plugin", "l4-1", namespace=GPU_OPERATOR_NS, requests=gpu,
+                           owner_kind="DaemonSet"))
+    apiserver.seed(gpu_pod("headroom-warm-l4-x", "l4-1", requests=gpu,
+                           labels={"headroom.dev/warm-pool": "l4"}))
+    apiserver.seed(gpu_pod("cpu-only", "l4-2", requests={}))
+    nodes = {n.name: n for n in make_backend(apiserver, clock).reader.snapshot().nodes}
+    assert nodes["l4-1"].gpu_pods == 1 and nodes["l4-2"].gpu_pods == 0
+    assert {(g.sharing, g.sharing_replicas) for g in nodes["l4-1"].gpus} == {("mps", 4)}
+    assert {(g.sharing, g.sharing_replicas) for g in nodes["l4-2"].gpus} == {("time_sliced", 3)}

@@ -188,3 +188,6 @@ class LeaderGated:
         if not self._leads():
             return ()
         return self._mig.advance()
+
+    def in_flight(self) -> dict[str, NodeMigLayout]:
+        return self._mig.in_flight()  # a read: followers may ask too

@@ -127,6 +127,9 @@ class K8sMigRelayoutActuator:
         log.info("relayout.started", extra={"node": node, "to": target, "reason": reason})
         return ActionOutcome(node, True, f"relayout of {node} to {target} started")
 
+    def in_flight(self) -> dict[str, NodeMigLayout]:
+        return {r.node: r.to_layout for r in self.store.active_relayouts()}
+
     # -- advance -----------------------------------------------------------------------------
     def advance(self) -> tuple[MigRelayout, ...]:
         if self.api.dry_run:

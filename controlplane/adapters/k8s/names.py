@@ -15,6 +15,7 @@ MIG_CONFIG = "nvidia.com/mig.config"
 MIG_CONFIG_STATE = "nvidia.com/mig.config.state"
 SHARING_STRATEGY = "nvidia.com/gpu.sharing-strategy"
 DEVICE_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
+GPU_REPLICAS = "nvidia.com/gpu.replicas"  # written by the device plugin (GFD)
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 MIG_PARTED_KEY = "config.yaml"

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from controlplane.adapters.k8s import names as n
 from controlplane.adapters.k8s.api import KubeApi
-from controlplane.adapters.k8s.inventory import Inventory, NodeInfo, fetch_inventory
+from controlplane.adapters.k8s.inventory import Inventory, NodeInfo, PodInfo, fetch_inventory
 from controlplane.adapters.k8s.quantity import count, cpu_milli, memory_mib
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.models import SharingMode
@@ -19,7 +19,7 @@ from controlplane.domain.observed import (
     ObservedPool,
     ObservedState,
 )
-from controlplane.domain.sharing_config import mode_from_strategy
+from controlplane.domain.sharing_config import layout_from_config_name, mode_from_strategy
 from controlplane.ports import Clock
 from controlplane.settings import KubernetesSettings
 
@@ -27,21 +27,35 @@ from controlplane.settings import KubernetesSettings
 LoadSource = Callable[[str], tuple[float, float]]
 
 
+def holds_gpus(pod: PodInfo) -> bool:
+    """A workload pod a drain would evict from its GPUs (warm-pool placeholders, which only
+    hold capacity, DaemonSet and static pods, and finished pods do not count)."""
+    return (bool(pod.gpu_requests) and not pod.daemon and not pod.mirror
+            and n.WARM_POOL_LABEL not in pod.labels and pod.phase not in ("Succeeded", "Failed"))
+
+
 def observed_node(node: NodeInfo, inventory: Inventory) -> ObservedNode:
     layout = inventory.layout_of(node)
-    strategy_mode = mode_from_strategy(node.labels.get(n.SHARING_STRATEGY, "none"))
+    # Headroom's device-plugin config names the mode and clients per GPU (the plugin applies it
+    # live); a node on another config: the plugin's own labels
+    config = layout_from_config_name(node.labels.get(n.DEVICE_PLUGIN_CONFIG, ""))
+    replicas = node.labels.get(n.GPU_REPLICAS, "1")
+    strategy_mode = (config.mode if config is not None else
+                     mode_from_strategy(node.labels.get(n.SHARING_STRATEGY, "none")))
+    clients = config.replicas if config is not None else int(replicas) if replicas.isdigit() else 1
     gpus = []
     for index in range(node.gpu_count):
         profiles = layout.profiles_of(index) if layout is not None else ()
         sharing = SharingMode.MIG if profiles else strategy_mode
         gpus.append(ObservedGpu(index, node.product, node.gpu_memory_mib, node.mig_capable,
-                                profiles, sharing.value))
+                                profiles, sharing.value, 1 if profiles else clients))
     kept = tuple(sorted((k, v) for k, v in node.labels.items()
                         if k.startswith(n.KEPT_LABEL_PREFIXES)))
+    pods = sum(1 for p in inventory.pods_on(node.name) if holds_gpus(p))
     return ObservedNode(node.name, node.pool, node.product, node.ready,
                         cpu_milli(node.allocatable.get("cpu", 0)),
                         memory_mib(node.allocatable.get("memory", 0)), tuple(gpus),
-                        node.unschedulable, kept)
+                        node.unschedulable, kept, pods)
 
 
 def target_nodes(pool: PoolSpec, nodepool: dict[str, object] | None, registered: int) -> int:

@@ -1,0 +1,89 @@
+"""The reconcile loop lays nodes out as the fleet plan needs: real core, in-process placement,
+the simulated fleet (which binds a MIG replica only to an instance of its size), SQLite."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from controlplane.domain.actions import ActionOutcome, ApplySharing, RelayoutMig
+from controlplane.domain.tick import TickReport, TickStatus
+from controlplane.runtime import SimRuntime
+from controlplane.settings import load_settings
+from controlplane.store import Store
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+MIG_MODELS = ("llama-3-8b-chat", "mistral-7b-support", "resnet50-vision")  # A100 MIG slices
+
+
+def _runtime(url: str, *, dry_run: bool = False, start_warm: bool = False,
+             node_configs: bool = True) -> tuple[SimRuntime, list[TickReport]]:
+    settings = load_settings(db={"url": url}, safety={"dry_run": dry_run},
+                             sim={"history_s": 6 * 3600, "start_warm": start_warm},
+                             reconcile={"node_configs": node_configs})
+    runtime = SimRuntime.open(settings, Store.open(url, migrate=True), T0)
+    reports: list[TickReport] = []
+    runtime.on_tick = reports.append
+    return runtime, reports
+
+
+def _mig_layouts(runtime: SimRuntime) -> list[tuple[tuple[str, ...], ...]]:
+    return [tuple(g.mig_layout for g in n.gpus) for n in runtime.cluster.snapshot().nodes
+            if n.product == "A100-80GB" and n.ready]
+
+
+def _relayouts(reports: list[TickReport]) -> list[tuple[RelayoutMig, ActionOutcome | None]]:
+    out = []
+    for report in reports:
+        outcomes = {o.target: o for o in report.outcomes}
+        out.extend((a, outcomes.get(a.target)) for a in (report.plan.actions if report.plan
+                                                          else ()) if isinstance(a, RelayoutMig))
+    return out
+
+
+def test_new_a100_nodes_are_laid_out_by_the_loop_and_then_serve_the_mig_models(
+        sqlite_url: str) -> None:
+    runtime, reports = _runtime(sqlite_url)
+    runtime.advance(15 * 60)  # from empty pools: nodes come up with MIG off
+    relayouts = _relayouts(reports)
+    assert relayouts and all(o is not None and o.ok for _, o in relayouts)
+    layouts = _mig_layouts(runtime)
+    assert layouts and all(all(gpu) for node in layouts for gpu in node)
+    snapshot = runtime.cluster.snapshot()
+    for model in MIG_MODELS:
+        seen = snapshot.model(model)
+        assert seen is not None and seen.replicas_ready > 0, model
+    assert not any(isinstance(a, ApplySharing) for r in reports if r.plan
+                   for a in r.plan.actions)  # the demo's whole GPUs stay exclusive
+
+
+def test_a_fleet_taken_over_is_already_laid_out_and_needs_no_relayout(sqlite_url: str) -> None:
+    runtime, reports = _runtime(sqlite_url, start_warm=True)
+    runtime.start()
+    assert reports and _relayouts(reports) == []
+    observed = runtime.store.last_observed()
+    assert observed is not None
+    a100 = [n for n in observed.nodes if n.product == "A100-80GB"]
+    assert a100 and all(g.mig_layout for n in a100 for g in n.gpus)
+    assert all(m.capacity_rps >= m.demand_rps for m in observed.models)
+
+
+def test_a_dry_run_plans_the_relayout_and_leaves_the_node_as_it_is(sqlite_url: str) -> None:
+    runtime, _ = _runtime(sqlite_url, dry_run=True)
+    assert runtime.cluster.set_size("a100-80gb", 1).ok
+    runtime.advance(300, run_jobs=False)  # the node is up, with MIG off
+    report = runtime.tick()
+    assert report.status is TickStatus.DRY_RUN and report.plan is not None
+    planned = [a for a in report.plan.actions if isinstance(a, RelayoutMig)]
+    assert [a.node for a in planned] == ["a100-80gb-0001"] and not report.outcomes
+    assert planned[0].to_layout.is_mig_enabled()
+    assert _mig_layouts(runtime) == [((),) * 8]
+    assert runtime.cluster.in_flight() == {}
+
+
+def test_with_node_configs_off_the_loop_plans_no_node_change(sqlite_url: str) -> None:
+    runtime, reports = _runtime(sqlite_url, node_configs=False)
+    runtime.advance(10 * 60)
+    assert reports and _relayouts(reports) == []
+    assert all(not any(gpu) for node in _mig_layouts(runtime) for gpu in node)
+    model = runtime.cluster.snapshot().model("resnet50-vision")
+    assert model is not None and model.replicas_ready > 0  # bound by GPU share, as before

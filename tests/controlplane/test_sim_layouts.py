@@ -1,0 +1,122 @@
+"""SimCluster node layouts: MIG re-layouts drain after a surge node, sharing applies at once, and
+with MIG binding a replica needs an instance of its size."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from controlplane.domain.desired import PoolSpec
+from controlplane.domain.mig_layout import builtin_layout, uniform
+from controlplane.domain.models import SharingMode
+from controlplane.domain.sharing_config import SharingLayout
+from controlplane.settings import SimSettings
+from controlplane.sim.catalog import DEMO_MODELS
+from controlplane.sim.cluster import SimCluster
+
+T0 = datetime(2026, 1, 5, tzinfo=UTC)
+A100 = "A100-80GB"
+POOLS = (PoolSpec("a100", A100, 2, 0, 8, 5.0),)
+RESNET = next(s for s in DEMO_MODELS if s.name == "resnet50-vision")  # a 1g slice
+SIM = SimSettings(node_provision_s=(60, 60), image_pull_s=(30, 30), weight_load_s=(10, 10),
+                  warmup_s=(10, 10), warm_node_start_s=8, mig_relayout_s=(90, 90))
+ONE_G = uniform(A100, ("1g.10gb",))  # one 1g instance per GPU: 2 on a node
+
+
+def _cluster(mig_binding: bool = True) -> SimCluster:
+    cluster = SimCluster(POOLS, (RESNET,), lambda _m, _at: 10.0, SIM, T0, mig_binding)
+    cluster.set_size("a100", 1)
+    cluster.step(T0 + timedelta(seconds=60))
+    return cluster
+
+
+def _node(cluster: SimCluster, name: str = "a100-0001"):  # type: ignore[no-untyped-def]
+    return next(n for n in cluster.snapshot().nodes if n.name == name)
+
+
+def _at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def test_a_mig_replica_waits_for_a_node_with_an_instance_of_its_size() -> None:
+    cluster = _cluster()
+    cluster.set_replicas(RESNET.name, 1)
+    assert _node(cluster).gpu_pods == 0  # MIG is off: nothing for a 1g replica
+    assert cluster.start_relayout("a100-0001", ONE_G, "test").ok
+    assert _node(cluster).cordoned and cluster.in_flight() == {"a100-0001": ONE_G}
+    cluster.step(_at(149))
+    assert _node(cluster).cordoned
+    cluster.step(_at(150))  # 90 s after the empty node was cordoned
+    node = _node(cluster)
+    assert not node.cordoned and node.gpu_pods == 1 and cluster.in_flight() == {}
+    assert [g.mig_layout for g in node.gpus] == [("1g.10gb",), ("1g.10gb",)]
+    assert [g.sharing for g in node.gpus] == ["mig", "mig"]
+
+
+def test_a_node_holds_no_more_mig_replicas_than_it_has_instances() -> None:
+    cluster = _cluster()
+    cluster.lay_out_now("a100-0001", ONE_G)
+    cluster.set_replicas(RESNET.name, 3)
+    model = cluster.snapshot().model(RESNET.name)
+    assert _node(cluster).gpu_pods == 2 and model is not None and model.replicas_pending == 3
+
+
+def test_without_mig_binding_replicas_bind_by_gpu_share_whatever_the_layout() -> None:
+    cluster = _cluster(mig_binding=False)
+    cluster.set_replicas(RESNET.name, 3)
+    assert _node(cluster).gpu_pods == 3
+
+
+def test_a_busy_node_keeps_serving_until_its_surge_node_is_ready_then_drains() -> None:
+    cluster = _cluster()
+    cluster.lay_out_now("a100-0001", ONE_G)
+    cluster.set_replicas(RESNET.name, 2)
+    cluster.step(_at(200))
+    seven = builtin_layout(A100, "all-1g.10gb")
+    assert seven is not None
+    assert cluster.start_relayout("a100-0001", seven, "test").ok
+    pool = cluster.snapshot().pool("a100")
+    assert pool is not None and pool.target_nodes == 2 and pool.nodes_pending == 1
+    assert not _node(cluster).cordoned
+    assert cluster.set_size("a100", 1).ok  # the surge floor holds the pool
+    assert cluster.snapshot().pool("a100").target_nodes == 2  # type: ignore[union-attr]
+    cluster.step(_at(259))
+    model = cluster.snapshot().model(RESNET.name)
+    assert model is not None and model.replicas_ready == 2  # still serving on the old node
+    cluster.step(_at(260))  # the surge node (laid out as the target) is ready: drain
+    assert _node(cluster).cordoned and _node(cluster).gpu_pods == 0
+    assert _node(cluster, "a100-0002").gpu_pods == 2
+    cluster.step(_at(350))
+    assert not _node(cluster).cordoned
+    assert _node(cluster).gpus[0].mig_layout == ("1g.10gb",) * 7
+    assert cluster.set_size("a100", 1).ok  # the floor is gone with the re-layout
+    assert cluster.snapshot().pool("a100").target_nodes == 1  # type: ignore[union-attr]
+
+
+def test_re_laying_out_to_the_same_target_is_a_no_op_and_to_another_waits() -> None:
+    cluster = _cluster()
+    assert cluster.start_relayout("a100-0001", ONE_G, "test").ok
+    assert cluster.start_relayout("a100-0001", ONE_G, "again").ok
+    other = cluster.start_relayout("a100-0001", uniform(A100, ("7g.80gb",)), "other")
+    assert not other.ok and other.retryable
+    cluster.step(_at(150))
+    done = cluster.start_relayout("a100-0001", ONE_G, "done")
+    assert done.ok and cluster.in_flight() == {}
+
+
+def test_a_layout_the_product_cannot_hold_or_an_unknown_node_is_refused() -> None:
+    cluster = _cluster()
+    bad = cluster.start_relayout("a100-0001", uniform(A100, ("7g.80gb", "1g.10gb")), "test")
+    assert not bad.ok and "geometry" in bad.message
+    assert not cluster.start_relayout("nope", ONE_G, "test").ok
+    assert cluster.in_flight() == {}
+
+
+def test_sharing_applies_at_once_but_mps_is_refused_on_a_mig_node() -> None:
+    cluster = _cluster()
+    mps = SharingLayout(SharingMode.MPS, 4)
+    assert cluster.apply_sharing("a100-0001", mps).ok
+    gpu = _node(cluster).gpus[0]
+    assert (gpu.sharing, gpu.sharing_replicas) == ("mps", 4)
+    cluster.lay_out_now("a100-0001", ONE_G)
+    refused = cluster.apply_sharing("a100-0001", mps)
+    assert not refused.ok and "MIG" in refused.message
