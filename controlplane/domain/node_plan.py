@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -146,13 +147,18 @@ def assign(configs: Sequence[GpuConfig], nodes: Sequence[_Node]) -> None:
             slot[0].take(slot[1], config)
 
 
-def _target_profiles(n: _Node) -> list[tuple[str, ...]]:
-    """Each GPU's instances: the planned ones; a spare GPU keeps its own, or takes the node's
-    most common planned set when the node is re-laid out anyway."""
-    placed = Counter(a.profiles for a in n.assigned if a is not None)
-    filler = placed.most_common(1)[0][0] if n.changing else ()
-    return [a.profiles if a is not None else (n.current[i].profiles or filler)
+def _target_profiles(n: _Node, mix: Sequence[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """Each GPU's instances: the planned ones; a spare GPU (warm capacity) keeps its own, or,
+    when the node is re-laid out anyway, takes the next set of the pool's planned ``mix``, so
+    spare GPUs hold instances in the proportions the plan uses them."""
+    spares = itertools.cycle(mix) if n.changing and mix else iter(())
+    return [a.profiles if a is not None else (n.current[i].profiles or next(spares, ()))
             for i, a in enumerate(n.assigned)]
+
+
+def _mix(configs: Sequence[GpuConfig]) -> list[tuple[str, ...]]:
+    """The pool's planned MIG sets, most used first."""
+    return [p for p, _ in Counter(c.profiles for c in configs if c.profiles).most_common()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,12 +169,12 @@ class _NodeChange:
     after: tuple[ApplySharing, ...]  # sharing once the layout is the target
 
 
-def _node_change(n: _Node) -> _NodeChange:
+def _node_change(n: _Node, mix: Sequence[tuple[str, ...]]) -> _NodeChange:
     """The actions that bring one assigned node to its target."""
     assert n.target_kind is not None
     product = n.node.product
     now_profiles = [c.profiles for c in n.current]
-    wanted = _target_profiles(n) if n.target_kind.mig else [()] * len(n.current)
+    wanted = _target_profiles(n, mix) if n.target_kind.mig else [()] * len(n.current)
     relayout = None
     if wanted != now_profiles:
         relayout = RelayoutMig(n.node.name, mig_layout_of(product, now_profiles),
@@ -195,8 +201,9 @@ def node_config_plan(placement: FleetPlacement, observed: ObservedState,
         nodes = [_slots(n, in_flight) for n in sorted(observed.nodes, key=lambda n: n.name)
                  if n.pool == pool.name and n.gpus
                  and (n.name in in_flight or (n.ready and not n.cordoned))]
-        assign(configs.get(pool.product, []), nodes)
-        changes.extend(_node_change(n) for n in nodes if n.target_kind is not None
+        planned = configs.get(pool.product, [])
+        assign(planned, nodes)
+        changes.extend(_node_change(n, _mix(planned)) for n in nodes if n.target_kind is not None
                        and not n.locked)
     seen = {k: h[-1] for k, h in memory.history if k.startswith(MEMORY_PREFIX) and h}
     kept: dict[str, Recommendation] = {}

@@ -92,6 +92,16 @@ def test_an_empty_node_is_laid_out_at_once_for_instances_no_node_holds() -> None
     assert layout_problems(action.to_layout) == []
 
 
+def test_spare_gpus_of_a_node_laid_out_anyway_take_the_plans_instance_mix() -> None:
+    sevens = tuple(_mig("a", f"g{g}", "1g.10gb", i) for g in (0, 1) for i in range(7))
+    placement = _placement(*sevens, _mig("b", "g2", "7g.80gb"))
+    result = _plan(placement, _observed(_node("n1", profiles=((),) * 4)))
+    action = result.actions[0]
+    assert isinstance(action, RelayoutMig)
+    per_gpu = [action.to_layout.profiles_of(i) for i in range(4)]
+    assert sorted(per_gpu) == sorted([("1g.10gb",) * 7] * 3 + [("7g.80gb",)])
+
+
 def test_gpus_whose_instances_the_plan_can_use_are_kept_however_the_plan_packed_them() -> None:
     # the plan packs 3g + 4g on one GPU; the node holds them on two GPUs: nothing to change
     placement = _placement(_mig("a", "g0", "4g.40gb"), _mig("b", "g0", "3g.40gb", 4))
