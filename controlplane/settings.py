@@ -10,7 +10,8 @@ import os
 import reprlib
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import (
@@ -18,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -40,9 +42,34 @@ from scheduler.metrics import host_and_port
 _YAML_FILE: ContextVar[Path | None] = ContextVar("headroom_yaml_file", default=None)
 
 
+def _wants_number(annotation: Any) -> bool:
+    """int or float, alone, optional, or as the items of a tuple (not bool)."""
+    if annotation in (int, float):
+        return True
+    args = get_args(annotation)
+    if get_origin(annotation) in (Union, UnionType, tuple):
+        return bool not in args and any(_wants_number(a) for a in args if a is not type(None))
+    return False
+
+
+def _has_bool(value: object) -> bool:
+    return isinstance(value, bool) or (
+        isinstance(value, (list, tuple)) and any(isinstance(v, bool) for v in value))
+
+
 class Group(BaseModel):
     # no setting means "forever": an inf or nan would pass gt=0 and overflow (or never fire) later
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, value: object, info: ValidationInfo) -> object:
+        """YAML's true / false are not numbers (pydantic would read ``interval_s: true`` as 1)."""
+        field = cls.model_fields.get(info.field_name or "")
+        if field is not None and _has_bool(value) and _wants_number(field.annotation):
+            raise ValueError(f"expected a number, got {value!r}".replace("True", "true")
+                             .replace("False", "false"))
+        return value
 
 
 class DbSettings(Group):

@@ -53,6 +53,10 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
      "autoscaling.tenant_gpu_budgets.acme: Input should be greater than or equal to 0"),
     ("autoscaling:\n  policy: static\n  static_peak_rps: {llama-3-8b-chat: -5}\n",
      "autoscaling.static_peak_rps.llama-3-8b-chat: Input should be greater than or equal to 0"),
+    ("reconcile:\n  interval_s: true\n",
+     "reconcile.interval_s: Value error, expected a number, got true"),
+    ("sim:\n  node_provision_s: [false, 60]\n",
+     "sim.node_provision_s: Value error, expected a number, got [false, 60]"),
 ], ids=["negative interval", "misspelt key", "unknown top-level key", "pool bounds",
         "cross-field horizon", "broken yaml", "calibration window zero",
         "calibration window too short to calibrate", "metrics address without a host",
@@ -62,7 +66,7 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
         "infinite timeout", "nan step", "no pools",
         "more GPUs per node than the placement engine takes",
         "a price the placement engine takes for a unit mistake", "negative tenant budget",
-        "negative static peak"])
+        "negative static peak", "a boolean for seconds", "a boolean in a range"])
 def test_bad_configuration_is_one_line_naming_the_field(tmp_path: Path, yaml_text: str,
                                                         expected: str) -> None:
     config = tmp_path / "bad.yaml"
