@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Engine, func, inspect
 from sqlmodel import Session, col, delete, select
 
+from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.models import ModelSpec
@@ -218,14 +219,17 @@ class Store:
         session.add(plan_row)
         session.flush()
         assert plan_row.id is not None
-        outcomes = {o.target: o for o in report.outcomes}
-        for ordinal, action in enumerate(report.plan.actions):
+        # outcomes follow the plan's actions in order (none in a dry run); a node may have two
+        # actions (sharing, then its re-layout), so they are paired by position, not by target
+        outcomes: list[ActionOutcome | None] = list(report.outcomes)
+        outcomes += [None] * (len(report.plan.actions) - len(outcomes))
+        for ordinal, (action, outcome) in enumerate(zip(report.plan.actions, outcomes,
+                                                        strict=False)):
             row = ActionRecord(
                 plan_id=plan_row.id, ordinal=ordinal, kind=action.kind, target=action.target,
                 from_value=action.from_value, to_value=action.to_value, reason=action.reason)
             session.add(row)
             session.flush()
-            outcome = outcomes.get(action.target)
             if outcome is not None and row.id is not None:
                 session.add(OutcomeRecord(action_id=row.id, ok=outcome.ok,
                                           retryable=outcome.retryable, message=outcome.message,

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect
+from sqlmodel import col, select
 from tick_builders import T0, sample_tick_report
 
+from controlplane.domain.actions import ActionOutcome, ApplySharing, RelayoutMig
 from controlplane.domain.guards import GuardMemory, Recommendation
+from controlplane.domain.mig_layout import uniform
+from controlplane.domain.models import SharingMode
+from controlplane.domain.sharing_config import SharingLayout
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store, StoreUnavailable, downgrade, upgrade
+from controlplane.store.tables import ActionRecord, OutcomeRecord
 from forecaster.types import Forecast
 
 TABLES = {"models", "nodes", "gpus", "observations", "forecasts", "ticks", "plans", "actions",
@@ -38,6 +45,26 @@ def test_tick_report_lands_whole_with_plan_actions_outcomes_and_placements(store
     assert store.last_guard_memory().for_target("pool/l4") == (Recommendation(T0, 2),)
     assert store.last_observed() == sample_tick_report().observed
     assert store.last_tick_at() == T0
+
+
+def test_two_actions_on_one_node_keep_their_own_outcomes(store_url: str) -> None:
+    report = sample_tick_report()
+    assert report.plan is not None
+    mps = SharingLayout(SharingMode.MPS, 4)
+    exclusive = SharingLayout(SharingMode.EXCLUSIVE)
+    node_actions = (ApplySharing("n1", mps, exclusive, "fleet_plan"),
+                    RelayoutMig("n1", uniform("A100-80GB", ()), uniform("A100-80GB", (
+                        "7g.80gb",)), "fleet_plan"))
+    plan = replace(report.plan, actions=(*report.plan.actions, *node_actions))
+    outcomes = (*report.outcomes, ActionOutcome("n1", True, "shared"),
+                ActionOutcome("n1", False, "busy", retryable=True))
+    store = Store.open(store_url, migrate=True)
+    store.save_tick(replace(report, plan=plan, outcomes=outcomes))
+    with store.session() as session:
+        rows = session.exec(select(ActionRecord.kind, OutcomeRecord.message)
+                            .join(OutcomeRecord, col(OutcomeRecord.action_id) == ActionRecord.id)
+                            .order_by(col(ActionRecord.ordinal))).all()
+    assert [tuple(r) for r in rows][2:] == [("apply_sharing", "shared"), ("relayout_mig", "busy")]
 
 
 def test_models_and_forecasts_round_trip(store_url: str) -> None:
