@@ -33,7 +33,10 @@ from forecaster.types import Forecast
 
 
 def run_demo(minutes: float, start_at: datetime, db: Path) -> dict[str, object]:
-    demo = Demo(load_settings(db={"url": f"sqlite:///{db}"}), start_at)
+    # the fitted forecaster state beside the store, not in the working directory
+    demo = Demo(load_settings(db={"url": f"sqlite:///{db}"},
+                              forecast={"state_dir": str(db.parent / "forecaster-state")}),
+                start_at)
     try:
         demo.run_fast(minutes)
     finally:
