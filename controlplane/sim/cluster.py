@@ -294,8 +294,8 @@ class SimCluster:
 
     def apply_sharing(self, node: str, layout: SharingLayout) -> ActionOutcome:
         with self._lock:
-            found = self._node(node)
-            problems = layout.problems() if found is not None else [f"unknown node {node}"]
+            found = self._node(node)  # as the Kubernetes actuator: the layout, then the node
+            problems = layout.problems() or ([] if found is not None else [f"unknown node {node}"])
             if found is not None and layout.mode is SharingMode.MPS and found.mig is not None:
                 problems.append(f"node {node}: MPS runs on whole GPUs only, but MIG is laid out")
             if problems:
@@ -310,8 +310,9 @@ class SimCluster:
         (at once for an empty node) it is cordoned and drained, and laid out after
         ``mig_relayout_s``."""
         with self._lock:
-            found = self._node(node)
-            problems = layout_problems(layout) if found is not None else [f"unknown node {node}"]
+            found = self._node(node)  # as the Kubernetes actuator: the layout, then the node
+            problems = layout_problems(layout) or (
+                [] if found is not None else [f"unknown node {node}"])
             if problems:
                 return ActionOutcome(node, False, "; ".join(problems))
             assert found is not None

@@ -14,7 +14,15 @@ if str(K8S_TESTS) not in sys.path:
 
 from contract_harness import HARNESS_PARAMS, HARNESSES, Harness  # noqa: E402
 
+# the node-layout contract needs a GPU node; the real-cluster harness brings none of its own
+GPU_NODE_PARAMS = [p for p in HARNESS_PARAMS if p in ("sim", "k8s-apiserver")]
+
 
 @pytest.fixture(params=HARNESS_PARAMS)
 def harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
+    yield from HARNESSES[request.param]()
+
+
+@pytest.fixture(params=GPU_NODE_PARAMS)
+def gpu_harness(request: pytest.FixtureRequest) -> Iterator[Harness]:
     yield from HARNESSES[request.param]()

@@ -20,7 +20,13 @@ from controlplane.adapters.clock import WallClock
 from controlplane.adapters.k8s.api import KubeApi, NotFoundError
 from controlplane.adapters.k8s.backend import api_client_from, build_k8s_backend
 from controlplane.domain.desired import PoolSpec
-from controlplane.ports import ClusterReader, NodePoolActuator, ReplicaActuator
+from controlplane.ports import (
+    ClusterReader,
+    MigRelayoutActuator,
+    NodePoolActuator,
+    ReplicaActuator,
+    SharingActuator,
+)
 from controlplane.settings import KubernetesSettings, PoolSettings, SimSettings, load_settings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.sim.clock import VirtualClock
@@ -37,12 +43,16 @@ class Harness:
     replicas: ReplicaActuator
     pool: str  # a pool the backend knows
     model: str  # a model the backend knows
+    sharing: SharingActuator
+    mig: MigRelayoutActuator
+    gpu_node: str | None  # a ready, empty A100-80GB node with MIG off (None: the backend has none)
 
 
 def sim_harness() -> Iterator[Harness]:
     pools = [PoolSpec("a100-80gb", "A100-80GB", 8, 1, 8, 5.12), PoolSpec("l4", "L4", 4, 0, 8, 0.8)]
     cluster = SimCluster(pools, DEMO_MODELS, lambda model, at: 10.0, SimSettings(), START_AT)
-    yield Harness(cluster, cluster, cluster, "a100-80gb", DEMO_MODELS[0].name)
+    yield Harness(cluster, cluster, cluster, "a100-80gb", DEMO_MODELS[0].name, cluster, cluster,
+                  "a100-80gb-0001")
 
 
 def apiserver_harness() -> Iterator[Harness]:
@@ -55,7 +65,7 @@ def apiserver_harness() -> Iterator[Harness]:
         backend = make_backend(server, VirtualClock(START_AT))
         assert backend.elector.try_acquire_or_renew(START_AT)
         yield Harness(backend.reader, backend.node_pools, backend.replicas, "a100-80gb",
-                      "language/m-large")
+                      "language/m-large", backend.sharing, backend.mig, "a100-1")
     finally:
         server.stop()
 
@@ -97,7 +107,7 @@ def real_cluster_harness() -> Iterator[Harness]:
                                     api_client=api_client, identity=name)
         assert backend.elector.try_acquire_or_renew(WallClock().now())
         yield Harness(backend.reader, backend.node_pools, backend.replicas, name,
-                      f"contract/{suffix}")
+                      f"contract/{suffix}", backend.sharing, backend.mig, None)
     finally:
         for api_version, kind in (("karpenter.sh/v1", "NodePool"),
                                   ("scheduling.k8s.io/v1", "PriorityClass"),
