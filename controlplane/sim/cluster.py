@@ -21,7 +21,6 @@ import random
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from controlplane.domain.actions import ActionOutcome
@@ -29,7 +28,7 @@ from controlplane.domain.desired import PoolSpec
 from controlplane.domain.mig_layout import NodeMigLayout, layout_problems
 from controlplane.domain.mig_relayout import MigRelayout
 from controlplane.domain.models import ModelSpec, SharingMode
-from controlplane.domain.node_configs import EXCLUSIVE, mig_layout_of, node_kind
+from controlplane.domain.node_configs import mig_layout_of, node_kind
 from controlplane.domain.observed import (
     ObservedGpu,
     ObservedModel,
@@ -39,61 +38,14 @@ from controlplane.domain.observed import (
 )
 from controlplane.domain.sharing_config import SharingLayout
 from controlplane.settings import SimSettings
-
-GPU_FACTS: dict[str, tuple[int, bool]] = {  # product -> (memory MiB, MIG-capable)
-    "A100-80GB": (81920, True), "A100-40GB": (40960, True), "H100-80GB": (81559, True),
-    "H200-141GB": (143771, True), "L4": (23034, False), "L40S": (46068, False),
-    "T4": (15360, False),
-}
-
-
-@dataclass(slots=True)
-class _Relayout:
-    """A node's re-layout: waiting for its surge node, then cordoned until ``done_at``."""
-
-    target: NodeMigLayout
-    surge_node: str | None  # replacement capacity asked first (a busy node's)
-    surge_floor: int  # the pool's size while the re-layout runs
-    done_at: datetime | None = None  # set when the node is cordoned and drained
-
-    @property
-    def cordoned(self) -> bool:
-        return self.done_at is not None
-
-
-@dataclass(slots=True)
-class _Node:
-    name: str
-    pool: str
-    created_at: datetime
-    ready_at: datetime
-    warm_models: set[str] = field(default_factory=set)
-    mig: NodeMigLayout | None = None  # None: MIG off
-    sharing: SharingLayout = EXCLUSIVE
-    relayout: _Relayout | None = None
-
-    def profiles(self, index: int) -> tuple[str, ...]:
-        return self.mig.profiles_of(index) if self.mig is not None else ()
-
-
-@dataclass(slots=True)
-class _Replica:
-    model: str
-    node: str | None = None
-    ready_at: datetime | None = None
-
-
-def _slices(profile: str) -> int:
-    size = profile.split("g.", 1)[0]
-    return int(size) if size.isdigit() else 0
-
-
-def replica_share(spec: ModelSpec) -> float:
-    """Fraction of one GPU a replica holds: a MIG slice is g/7, an MPS process 1/processes."""
-    point = spec.best_point()
-    if point.compute_slices:
-        return point.compute_slices / 7
-    return 1.0 / max(1, point.mps_processes) if point.mps_processes > 1 else 1.0
+from controlplane.sim.nodes import (
+    GPU_FACTS,
+    Relayout,
+    SimNode,
+    SimReplica,
+    replica_share,
+    slices_of,
+)
 
 
 class SimCluster:
@@ -106,9 +58,9 @@ class SimCluster:
         self._settings = settings
         self._rng = random.Random(settings.seed)
         self._now = now
-        self._nodes: list[_Node] = []
+        self._nodes: list[SimNode] = []
         self._targets: dict[str, int] = {p.name: p.min_nodes for p in pools}
-        self._replicas: dict[str, list[_Replica]] = {s.name: [] for s in specs}
+        self._replicas: dict[str, list[SimReplica]] = {s.name: [] for s in specs}
         self._serial = 0
         self._gpu_seconds_by_pool: dict[str, float] = {p.name: 0.0 for p in pools}
         self._lock = threading.RLock()
@@ -125,7 +77,7 @@ class SimCluster:
         for _ in range(nodes - len(mine)):
             self._serial += 1
             delay_s = 0.0 if ready else self._sample(self._settings.node_provision_s)
-            self._nodes.append(_Node(f"{pool}-{self._serial:04d}", pool, self._now,
+            self._nodes.append(SimNode(f"{pool}-{self._serial:04d}", pool, self._now,
                                      self._now + timedelta(seconds=delay_s)))
         if nodes < len(mine):
             # Remove nodes still provisioning first, then the ready ones with the fewest
@@ -144,7 +96,7 @@ class SimCluster:
     def _pool_of_product(self, product: str) -> str | None:
         return next((p.name for p in self._pools.values() if p.product == product), None)
 
-    def _free_share(self, node: _Node) -> float:
+    def _free_share(self, node: SimNode) -> float:
         used = sum(replica_share(self._specs[m]) for m, rs in self._replicas.items()
                    for r in rs if r.node == node.name)
         return self._pools[node.pool].gpus_per_node - used
@@ -169,7 +121,7 @@ class SimCluster:
                 replica.ready_at = self._now + timedelta(seconds=self._start_s(node, model))
                 node.warm_models.add(model)
 
-    def _can_hold(self, node: _Node, spec: ModelSpec) -> bool:
+    def _can_hold(self, node: SimNode, spec: ModelSpec) -> bool:
         """With ``mig_binding`` a replica on a MIG slice needs a free MIG instance of its
         compute size on the node, and a whole-GPU replica a node with MIG off."""
         if not self._mig_binding:
@@ -178,13 +130,13 @@ class SimCluster:
         if not slices or node.mig is None:
             return not slices and node.mig is None
         gpus = self._pools[node.pool].gpus_per_node
-        held = sum(1 for i in range(gpus) for p in node.profiles(i) if _slices(p) == slices)
+        held = sum(1 for i in range(gpus) for p in node.profiles(i) if slices_of(p) == slices)
         used = sum(1 for m, rs in self._replicas.items()
                    if self._specs[m].best_point().compute_slices == slices
                    for r in rs if r.node == node.name)
         return used < held
 
-    def _start_s(self, node: _Node, model: str) -> float:
+    def _start_s(self, node: SimNode, model: str) -> float:
         if model in node.warm_models:
             return self._settings.warm_node_start_s
         return (self._sample(self._settings.image_pull_s) + self._sample(
@@ -284,12 +236,12 @@ class SimCluster:
                 # Scale down pending replicas first, then the newest ready ones.
                 current.sort(key=lambda r: (r.ready_at is not None, r.ready_at or self._now))
                 del current[: len(current) - replicas]
-            current.extend(_Replica(model) for _ in range(replicas - len(current)))
+            current.extend(SimReplica(model) for _ in range(replicas - len(current)))
             self._bind_pending()
             return ActionOutcome(model, True, f"model {model} target {replicas} replicas")
 
     # -- ports: SharingActuator, MigRelayoutActuator ------------------------------------------
-    def _node(self, name: str) -> _Node | None:
+    def _node(self, name: str) -> SimNode | None:
         return next((n for n in self._nodes if n.name == name), None)
 
     def apply_sharing(self, node: str, layout: SharingLayout) -> ActionOutcome:
@@ -320,7 +272,7 @@ class SimCluster:
                 same = found.relayout.target == layout
                 return ActionOutcome(node, same, f"node {node} is re-laying out",
                                      retryable=not same)
-            if self._has_layout(found, layout):
+            if found.has_layout(layout, self._pools[found.pool].gpus_per_node):
                 return ActionOutcome(node, True, f"node {node} already has the layout")
             surge = None
             if any(r.node == node for rs in self._replicas.values() for r in rs):
@@ -328,18 +280,12 @@ class SimCluster:
                 surge = self._nodes[-1]  # a replacement of the target layout takes the replicas
                 surge.mig = layout if layout.is_mig_enabled() else None
                 surge.sharing = found.sharing
-            found.relayout = _Relayout(layout, surge.name if surge else None,
+            found.relayout = Relayout(layout, surge.name if surge else None,
                                        self._targets[found.pool])
             self._move_relayouts(self._now)
             self._bind_pending()
             return ActionOutcome(node, True, f"node {node} re-layout to {layout.describe()} "
                                  f"({reason})")
-
-    def _has_layout(self, node: _Node, layout: NodeMigLayout) -> bool:
-        if node.mig is None or not layout.is_mig_enabled():
-            return node.mig is None and not layout.is_mig_enabled()
-        gpus = self._pools[node.pool].gpus_per_node
-        return all(sorted(node.profiles(i)) == sorted(layout.profiles_of(i)) for i in range(gpus))
 
     def in_flight(self) -> dict[str, NodeMigLayout]:
         with self._lock:
@@ -380,7 +326,7 @@ class SimCluster:
             self._restore_layouts(observed)
             for model in observed.models:
                 if model.name in self._replicas:
-                    self._replicas[model.name] = [_Replica(model.name)
+                    self._replicas[model.name] = [SimReplica(model.name)
                                                   for _ in range(model.replicas_target)]
             self.adopt()
 

@@ -1,0 +1,73 @@
+"""The simulated cluster's values: nodes (with their MIG layout, sharing and re-layout), replicas,
+and what a replica holds of a GPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from controlplane.domain.mig_layout import NodeMigLayout
+from controlplane.domain.models import ModelSpec
+from controlplane.domain.node_configs import EXCLUSIVE
+from controlplane.domain.sharing_config import SharingLayout
+
+GPU_FACTS: dict[str, tuple[int, bool]] = {  # product -> (memory MiB, MIG-capable)
+    "A100-80GB": (81920, True), "A100-40GB": (40960, True), "H100-80GB": (81559, True),
+    "H200-141GB": (143771, True), "L4": (23034, False), "L40S": (46068, False),
+    "T4": (15360, False),
+}
+
+
+@dataclass(slots=True)
+class Relayout:
+    """A node's re-layout: waiting for its surge node, then cordoned until ``done_at``."""
+
+    target: NodeMigLayout
+    surge_node: str | None  # replacement capacity asked first (a busy node's)
+    surge_floor: int  # the pool's size while the re-layout runs
+    done_at: datetime | None = None  # set when the node is cordoned and drained
+
+    @property
+    def cordoned(self) -> bool:
+        return self.done_at is not None
+
+
+@dataclass(slots=True)
+class SimNode:
+    name: str
+    pool: str
+    created_at: datetime
+    ready_at: datetime
+    warm_models: set[str] = field(default_factory=set)
+    mig: NodeMigLayout | None = None  # None: MIG off
+    sharing: SharingLayout = EXCLUSIVE
+    relayout: Relayout | None = None
+
+    def profiles(self, index: int) -> tuple[str, ...]:
+        return self.mig.profiles_of(index) if self.mig is not None else ()
+
+    def has_layout(self, layout: NodeMigLayout, gpus: int) -> bool:
+        if self.mig is None or not layout.is_mig_enabled():
+            return self.mig is None and not layout.is_mig_enabled()
+        return all(sorted(self.profiles(i)) == sorted(layout.profiles_of(i)) for i in range(gpus))
+
+
+@dataclass(slots=True)
+class SimReplica:
+    model: str
+    node: str | None = None
+    ready_at: datetime | None = None
+
+
+def slices_of(profile: str) -> int:
+    """Compute slices of a MIG profile name (``3g.40gb`` -> 3; 0 when not one)."""
+    size = profile.split("g.", 1)[0]
+    return int(size) if size.isdigit() else 0
+
+
+def replica_share(spec: ModelSpec) -> float:
+    """Fraction of one GPU a replica holds: a MIG slice is g/7, an MPS process 1/processes."""
+    point = spec.best_point()
+    if point.compute_slices:
+        return point.compute_slices / 7
+    return 1.0 / max(1, point.mps_processes) if point.mps_processes > 1 else 1.0
