@@ -41,6 +41,7 @@ class DemoSummary:
     short_model_minutes_pct: float
     gpu_hours: float
     cost_usd: float
+    mig_relayouts: int  # nodes the loop re-laid out (MIG) in this run
     wall_s: float
     grpc_address: str
     dashboard_url: str | None
@@ -178,6 +179,7 @@ class Demo:
                 100 * tally.short_model_s / tally.model_s if tally.model_s else 0.0, 3),
             gpu_hours=round(self.runtime.cluster.gpu_hours, 3),
             cost_usd=round(self.runtime.cluster.cost_usd(price), 2),
+            mig_relayouts=self.runtime.cluster.relayouts_started,
             wall_s=round(time.monotonic() - self._wall_start_s, 2),
             grpc_address=self.grpc_address,
             dashboard_url=self.dashboard_url,

@@ -168,7 +168,7 @@ def demo(
             f"stopped after {summary.sim_minutes:.0f} simulated minutes: {summary.ticks} ticks, "
             f"{summary.placements} placements, {summary.gpus} GPUs, served "
             f"{100 * summary.served_share:.2f}% of demand, {summary.gpu_hours:.1f} GPU-hours "
-            f"(${summary.cost_usd:,.0f})")
+            f"(${summary.cost_usd:,.0f}), {summary.mig_relayouts} MIG re-layouts")
 
 
 def _run_demo(settings: Settings, minutes: float | None, speed: float, no_dashboard: bool,

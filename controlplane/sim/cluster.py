@@ -65,6 +65,7 @@ class SimCluster:
         self._gpu_seconds_by_pool: dict[str, float] = {p.name: 0.0 for p in pools}
         self._lock = threading.RLock()
         self._mig_binding = mig_binding
+        self.relayouts_started = 0  # MIG re-layouts begun through ``start_relayout``
         for pool in pools:
             self._resize(pool.name, pool.min_nodes, ready=True)
 
@@ -281,7 +282,8 @@ class SimCluster:
                 surge.mig = layout if layout.is_mig_enabled() else None
                 surge.sharing = found.sharing
             found.relayout = Relayout(layout, surge.name if surge else None,
-                                       self._targets[found.pool])
+                                      self._targets[found.pool])
+            self.relayouts_started += 1
             self._move_relayouts(self._now)
             self._bind_pending()
             return ActionOutcome(node, True, f"node {node} re-layout to {layout.describe()} "

@@ -46,6 +46,7 @@ def test_new_a100_nodes_are_laid_out_by_the_loop_and_then_serve_the_mig_models(
     runtime.advance(15 * 60)  # from empty pools: nodes come up with MIG off
     relayouts = _relayouts(reports)
     assert relayouts and all(o is not None and o.ok for _, o in relayouts)
+    assert runtime.cluster.relayouts_started == len({a.node for a, _ in relayouts})
     layouts = _mig_layouts(runtime)
     assert layouts and all(all(gpu) for node in layouts for gpu in node)
     snapshot = runtime.cluster.snapshot()
