@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from controlplane.domain.demand import Demand
+from controlplane.domain.node_configs import planned_configs
 from controlplane.domain.placement import FleetPlacement
 
 
@@ -40,16 +42,22 @@ class DesiredState:
 def desired_state(
     placement: FleetPlacement, pools: Sequence[PoolSpec], demands: Sequence[Demand]
 ) -> DesiredState:
-    """Nodes to hold the placed GPUs plus warm GPUs; one replica per placed segment.
+    """Nodes to hold the placed GPUs plus warm GPUs, and at least one node per started
+    ``gpus_per_node`` GPUs of each node kind the placement needs (a node carries one MIG / sharing
+    config, so MIG GPUs and whole GPUs of a pool do not share a node); one replica per placed
+    segment.
 
     A model whose demand came from stale inputs is marked stale, and so is every pool that holds
     one of its segments: the planner will not scale those down.
     """
     pool_targets = []
+    configs = planned_configs(placement)
     for pool in pools:
         placed = placement.gpus_for(pool.product)
         warm = placement.warm_gpus_for(pool.product)
-        nodes = math.ceil((placed + warm) / pool.gpus_per_node)
+        kinds = Counter(c.kind for c in configs.get(pool.product, []))
+        nodes = max(math.ceil((placed + warm) / pool.gpus_per_node),
+                    sum(math.ceil(n / pool.gpus_per_node) for n in kinds.values()))
         nodes = min(pool.max_nodes, max(pool.min_nodes, nodes))
         reason = f"placement_{placed}_gpus_warm_{warm}"
         pool_targets.append(DesiredTarget(pool.name, nodes, reason))

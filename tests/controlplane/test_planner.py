@@ -34,6 +34,19 @@ def test_desired_state_rounds_placed_and_warm_gpus_up_to_whole_nodes() -> None:
     assert desired.replicas[0] == DesiredTarget("m", 9, "forecast_p90")
 
 
+def test_mig_and_whole_gpus_of_one_pool_need_nodes_of_their_own() -> None:
+    whole = tuple(PlacedSegment("big", f"A100-80GB/{i}", "A100-80GB", "exclusive", "", 0, 0, 9)
+                  for i in range(3))
+    sliced = tuple(PlacedSegment("m", f"A100-80GB/{i}", "A100-80GB", "mig", "3g.40gb", 4, 3, 40)
+                   for i in (3, 4))
+    ids = tuple(s.gpu_id for s in (*whole, *sliced))
+    placement = FleetPlacement(1, (*whole, *sliced), (("A100-80GB", ids),), (), 0.0, ())
+    demands = (Demand("big", 27, 20, 20, "p90"), Demand("m", 80, 60, 60, "p90"))
+    desired = desired_state(placement, POOLS, demands)
+    # 5 GPUs would fit one 8-GPU node, but a node is either MIG or whole GPUs
+    assert desired.pools[0].value == 2
+
+
 def test_plan_orders_pool_scale_up_before_replicas() -> None:
     desired = DesiredState((DesiredTarget("a100", 2, "r"), DesiredTarget("l4", 1, "r")),
                            (DesiredTarget("m", 6, "r"),))
