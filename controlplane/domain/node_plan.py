@@ -25,11 +25,21 @@ from controlplane.domain.node_configs import (
 )
 from controlplane.domain.observed import ObservedNode, ObservedState
 from controlplane.domain.placement import FleetPlacement
+from controlplane.domain.sharing_config import SharingLayout
 
 RELAYOUT_SETTLING = "relayout_settling"  # the plan has not asked for the layout long enough
 RELAYOUT_BUDGET = "relayout_budget"  # as many re-layouts run as the drain budget allows
 MEMORY_PREFIX = "node-config/"
-FLEET_PLAN = "fleet_plan"
+# reasons of node actions: what the plan needs that the node lacks
+NEEDS_INSTANCES = "plan_needs_mig_instances"  # MIG instances no node holds
+NEEDS_MIG = "plan_needs_mig"  # a node with MIG off becomes a MIG node
+NEEDS_WHOLE_GPUS = "plan_needs_whole_gpus"  # a MIG node becomes whole GPUs
+EXCLUSIVE_FOR_MIG = "exclusive_before_mig"  # the device plugin cannot share MIG devices
+
+
+def _sharing_reason(layout: SharingLayout) -> str:
+    return f"plan_needs_{layout.mode.value}" + (f"_{layout.replicas}" if layout.replicas > 1
+                                                 else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,16 +187,19 @@ def _node_change(n: _Node, mix: Sequence[tuple[str, ...]]) -> _NodeChange:
     wanted = _target_profiles(n, mix) if n.target_kind.mig else [()] * len(n.current)
     relayout = None
     if wanted != now_profiles:
+        reason = (NEEDS_WHOLE_GPUS if not n.target_kind.mig else
+                  NEEDS_INSTANCES if n.kind.mig else NEEDS_MIG)
         relayout = RelayoutMig(n.node.name, mig_layout_of(product, now_profiles),
-                               mig_layout_of(product, wanted), FLEET_PLAN)
+                               mig_layout_of(product, wanted), reason)
     now_sharing = EXCLUSIVE if n.kind.mig else n.kind.sharing
     to_sharing = n.target_kind.sharing
     if now_sharing == to_sharing:
         return _NodeChange(n, (), relayout, ())
-    change = ApplySharing(n.node.name, now_sharing, to_sharing, FLEET_PLAN)
     if relayout is None:
-        return _NodeChange(n, (), None, (change,))
-    return _NodeChange(n, (change,) if to_sharing == EXCLUSIVE else (), relayout, ())
+        return _NodeChange(n, (), None, (ApplySharing(n.node.name, now_sharing, to_sharing,
+                                                      _sharing_reason(to_sharing)),))
+    first = (ApplySharing(n.node.name, now_sharing, to_sharing, EXCLUSIVE_FOR_MIG),)
+    return _NodeChange(n, first if to_sharing == EXCLUSIVE else (), relayout, ())
 
 
 def node_config_plan(placement: FleetPlacement, observed: ObservedState,

@@ -117,7 +117,7 @@ def test_a_busy_node_waits_for_the_plan_to_settle_then_for_room_in_the_drain_bud
     assert [s.reason for s in first.skipped] == [RELAYOUT_SETTLING]
     later = T0 + timedelta(seconds=600)
     settled = _plan(placement, _observed(busy), memory=first.memory, now=later)
-    assert [a.node for a in settled.actions if isinstance(a, RelayoutMig)] == ["n1"]
+    assert [(a.node, a.reason) for a in settled.actions] == [("n1", "plan_needs_mig_instances")]
     waiting = _plan(placement, _observed(busy), memory=first.memory, now=later,
                     in_flight={"n9": uniform(A100, ("7g.80gb",))})
     assert waiting.actions == ()
@@ -168,15 +168,15 @@ def test_whole_gpus_switch_to_mps_at_once_without_a_drain() -> None:
     placement = _placement(_whole("c", "l0", mps=4), _whole("c", "l1", mps=4))
     node = _node("l-1", pool="l4", pods=2)
     result = _plan(placement, _observed(node))
-    assert result.actions == (ApplySharing("l-1", EXCLUSIVE, MPS4, "fleet_plan"),)
+    assert result.actions == (ApplySharing("l-1", EXCLUSIVE, MPS4, "plan_needs_mps_4"),)
 
 
 def test_an_mps_node_becomes_exclusive_before_its_mig_re_layout() -> None:
     placement = _placement(_mig("a", "g0", "7g.80gb"))
     node = _node("n1", sharing=MPS4)
     result = _plan(placement, _observed(node))
-    kinds = [type(a).__name__ for a in result.actions]
-    assert kinds == ["ApplySharing", "RelayoutMig"]
+    kinds = [(type(a).__name__, a.reason) for a in result.actions]
+    assert kinds == [("ApplySharing", "exclusive_before_mig"), ("RelayoutMig", "plan_needs_mig")]
     assert result.actions[0].to_layout == EXCLUSIVE
 
 
@@ -187,10 +187,11 @@ def test_a_mig_node_the_plan_wants_whole_and_shared_is_re_laid_out_first_and_sha
     first = _plan(placement, _observed(node))
     relayout = first.actions[0]
     assert isinstance(relayout, RelayoutMig) and len(first.actions) == 1
+    assert relayout.reason == "plan_needs_whole_gpus"
     assert not relayout.to_layout.is_mig_enabled()
     done = _node("n1")
     after = _plan(placement, _observed(done))
-    assert after.actions == (ApplySharing("n1", EXCLUSIVE, MPS4, "fleet_plan"),)
+    assert after.actions == (ApplySharing("n1", EXCLUSIVE, MPS4, "plan_needs_mps_4"),)
 
 
 def test_a_node_of_another_kind_keeping_planned_gpus_never_changes_kind() -> None:
