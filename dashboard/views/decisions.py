@@ -12,6 +12,9 @@ from dashboard import queries as q
 from dashboard import widgets
 from dashboard.context import TTL_S, reads_store, store_url
 
+UNITS = {"scale_node_pool": "nodes", "set_replicas": "replicas",
+         "relayout_mig": "MIG instances", "apply_sharing": "clients per GPU"}
+
 
 def action_rows(actions: pd.DataFrame) -> pd.DataFrame:
     """Actions as a diff: target from → to with the reason and what applying it did."""
@@ -24,7 +27,7 @@ def action_rows(actions: pd.DataFrame) -> pd.DataFrame:
         else:
             outcome = ("ok" if r.ok else "failed, will retry" if r.retryable else "failed")
         rows.append({"action": "skip" if r.skipped else r.kind, "target": r.target,
-                     "change": f"{r.from_value} → {r.to_value}",
+                     "change": f"{r.from_value} → {r.to_value} {UNITS.get(r.kind, '')}".strip(),
                      "reason": r.reason, "outcome": outcome,
                      "message": "" if pd.isna(r.message) else r.message})
     return pd.DataFrame(rows, columns=["action", "target", "change", "reason", "outcome",

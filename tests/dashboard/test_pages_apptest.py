@@ -111,6 +111,12 @@ def test_decisions_page_shows_plan_diffs_with_reasons_and_outcomes(page: Page) -
     assert set(actions["outcome"]) <= {"ok", "held back by a guard", "failed",
                                        "failed, will retry", "not applied (dry run)"}
     assert all(actions["reason"].astype(bool))
+    units = {"scale_node_pool": "nodes", "set_replicas": "replicas",
+             "relayout_mig": "MIG instances", "apply_sharing": "clients per GPU"}
+    applied = actions[actions["action"] != "skip"]
+    assert not applied.empty
+    assert all(change.endswith(units[kind])
+               for kind, change in zip(applied["action"], applied["change"], strict=True))
     at.toggle[1].set_value(True).run()
     no_exception(at)
     assert any("No plan matches" in i.value for i in at.info)
