@@ -109,3 +109,21 @@ def check_bindable(listen: str) -> None:
         except OSError as exc:
             raise ValueError(f"{listen!r}: cannot bind {address[0]} "
                              f"({exc.strerror or exc})") from None
+
+
+def check_port_free(listen: str) -> None:
+    """ValueError naming ``listen`` when another socket holds its port now (port 0 always
+    passes). For an address that must be this exact one (``serve``, ``placement serve``): gRPC
+    logged a C-core line before refusing it; this says it in one."""
+    host, port = host_and_port(listen)
+    if port == 0:
+        return
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    family, _, _, _, address = socket.getaddrinfo(bare, port, type=socket.SOCK_STREAM)[0]
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is no owner
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise ValueError(f"{listen!r}: port {port} is taken ({exc.strerror or exc})"
+                             ) from None

@@ -35,7 +35,7 @@ from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import MigrationError, Store, StoreUnavailable, downgrade, upgrade
 from controlplane.store.engine import in_memory, redact, sqlite_file
 from forecaster.registry import METHODS
-from scheduler.metrics import check_bindable
+from scheduler.metrics import check_bindable, check_port_free
 
 app = typer.Typer(help="Headroom: forecast, pack and actuate GPU inference fleets.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
@@ -73,14 +73,18 @@ def _check_forecast_method(settings: Settings, config: Path | None) -> None:
                           f"method {method!r}; choose one of {', '.join(METHODS)}")
 
 
-def _check_listen_addresses(settings: Settings, config: Path | None) -> None:
+def _check_listen_addresses(settings: Settings, config: Path | None,
+                            ports_free: bool = False) -> None:
     """Fail before a store or a log is touched when an address to serve on cannot be bound
-    here (an unknown host, one of another machine, a port above 65535)."""
+    here (an unknown host, one of another machine, a port above 65535) or, with
+    ``ports_free``, when its port is taken (the demo takes a free one instead)."""
     for field, listen in (("placement.listen", settings.placement.listen),
                           ("placement.metrics_listen", settings.placement.metrics_listen)):
         if listen is not None:
             try:
                 check_bindable(listen)
+                if ports_free:
+                    check_port_free(listen)
             except ValueError as error:
                 raise ConfigError(f"{config or 'configuration'}: {field}: {error}") from None
 
@@ -232,7 +236,7 @@ def serve(
 
     settings = _settings(config)
     _check_forecast_method(settings, config)
-    _check_listen_addresses(settings, config)
+    _check_listen_addresses(settings, config, ports_free=True)
     check_state_dir(settings.forecast.state_dir)
     if settings.backend == "sim":  # its models are known before the store is opened
         check_budget_tenants(settings.autoscaling.tenant_gpu_budgets, DEMO_MODELS)

@@ -202,24 +202,22 @@ def test_a_state_dir_that_cannot_be_written_stops_demo_and_serve_before_the_stor
     assert [p.name for p in tmp_path.iterdir()] == ["headroom.yaml"]  # no store, no log
 
 
-@pytest.mark.parametrize(("field", "expected"), [
-    ("listen", "cannot serve the placement API there"),
-    ("metrics_listen", "cannot serve metrics there: Address already in use"),
-])
+@pytest.mark.parametrize("field", ["listen", "metrics_listen"])
 def test_serve_on_a_port_another_process_holds_is_one_line_naming_the_setting(
-        tmp_path: Path, field: str, expected: str) -> None:
+        tmp_path: Path, field: str) -> None:
     config = tmp_path / "headroom.yaml"
     config.write_text(f"db:\n  url: sqlite:///{tmp_path / 'store.db'}\nsim:\n  history_s: 3600\n")
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
-        taken = f"127.0.0.1:{holder.getsockname()[1]}"
-        env = _env(**{f"HEADROOM_PLACEMENT__{field.upper()}": taken})
+        port = holder.getsockname()[1]
+        env = _env(**{f"HEADROOM_PLACEMENT__{field.upper()}": f"127.0.0.1:{port}"})
         run = subprocess.run([*HEADROOM, "serve", "--config", str(config)], env=env,
                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
-    assert "Traceback" not in run.stderr
-    assert run.stderr.splitlines()[-1].startswith(f"error: placement.{field} {taken}: {expected}")
+    assert run.stderr == (f"error: {config}: placement.{field}: '127.0.0.1:{port}': port {port} "
+                          "is taken (Address already in use)\n")  # gRPC's own line no more
+    assert [p.name for p in tmp_path.iterdir()] == ["headroom.yaml"]  # no store, no log
 
 
 def test_db_upgrade_of_tables_made_without_migrations_is_one_line_naming_the_clash(

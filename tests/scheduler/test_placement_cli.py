@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -62,6 +63,17 @@ def test_serve_reports_an_address_it_cannot_bind_in_one_line_naming_the_option()
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: --listen '256.0.0.1:1': cannot resolve '256.0.0.1' (")
     assert proc.stderr.count("\n") == 1  # no line of gRPC's own before it
+
+
+def test_a_port_another_process_holds_is_one_line_naming_the_option() -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        proc = _refused(f"127.0.0.1:{port}")
+    assert proc.returncode == 2
+    assert proc.stderr == (f"error: --listen '127.0.0.1:{port}': port {port} is taken (Address "
+                           "already in use)\n")  # no line of gRPC's own before it
 
 
 def test_a_port_above_65535_is_refused_instead_of_wrapping_around() -> None:
