@@ -157,6 +157,10 @@ def demo(
     Forecasts, the placement API, the reconcile jobs and the dashboard run on a simulated fleet
     over SQLite. With --minutes N --no-dashboard it runs N simulated minutes as fast as it can."""
     settings = _demo_settings(config, db)
+    if in_memory(settings.db.url) and not no_dashboard:
+        raise ConfigError(f"db.url {settings.db.url}: the dashboard runs in its own process and "
+                          "cannot see an in-memory database; use sqlite:///FILE (or --db), or "
+                          "--no-dashboard")
     _check_forecast_method(settings, config)
     _check_listen_addresses(settings, config)
     check_state_dir(settings.forecast.state_dir)

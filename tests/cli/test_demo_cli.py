@@ -185,3 +185,16 @@ def test_a_taken_dashboard_port_gives_the_demo_dashboard_another_port(tmp_path: 
     url = json.loads(done.stdout)["dashboard_url"]
     assert url.startswith("http://127.0.0.1:")
     assert url != f"http://127.0.0.1:{port}"  # not the URL of whatever holds the port
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///"])
+def test_an_in_memory_store_with_the_dashboard_is_refused_naming_why(tmp_path: Path,
+                                                                   url: str) -> None:
+    run = subprocess.run([*HEADROOM, "demo", "--minutes", "1"], cwd=tmp_path,
+                         env=_env(HEADROOM_DB__URL=url), capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2
+    assert run.stderr == (f"error: db.url {url}: the dashboard runs in its own process and "
+                          "cannot see an in-memory database; use sqlite:///FILE (or --db), or "
+                          "--no-dashboard\n")
+    assert list(tmp_path.iterdir()) == []  # no log, no store, no dashboard started
