@@ -8,8 +8,9 @@ node is billed
 from the moment it is requested. Time only moves through ``step(now)``.
 
 Node layouts: a node comes up with MIG off and exclusive GPUs. A MIG re-layout cordons the node,
-evicts its replicas (they restart wherever a GPU share is free; the cluster does not surge) and
-ends after a sampled ``mig_relayout_s``; a sharing change applies at once, as the device plugin
+evicts its replicas (they restart wherever a GPU share is free; a busy node's waits for a surge
+node of the target layout, which holds the pool one larger) and ends after a sampled
+``mig_relayout_s``; a sharing change applies at once, as the device plugin
 does. Replicas bind by GPU share; with ``mig_binding`` (the demo, whose loop lays nodes out) a
 replica on a MIG slice also needs a free instance of its compute size on the node and a whole-GPU
 replica a node with MIG off, so MIG models are served only where the loop has laid nodes out.
@@ -281,8 +282,9 @@ class SimCluster:
                 surge = self._nodes[-1]  # a replacement of the target layout takes the replicas
                 surge.mig = layout if layout.is_mig_enabled() else None
                 surge.sharing = found.sharing
+            # only a surge holds the pool (as surge_floors: an empty node's asks none)
             found.relayout = Relayout(layout, surge.name if surge else None,
-                                      self._targets[found.pool])
+                                      self._targets[found.pool] if surge else 0)
             self.relayouts_started += 1
             self._move_relayouts(self._now)
             self._bind_pending()

@@ -24,7 +24,7 @@ class Relayout:
 
     target: NodeMigLayout
     surge_node: str | None  # replacement capacity asked first (a busy node's)
-    surge_floor: int  # the pool's size while the re-layout runs
+    surge_floor: int  # the pool's size while the re-layout runs (0: no surge, no floor)
     done_at: datetime | None = None  # set when the node is cordoned and drained
 
     @property

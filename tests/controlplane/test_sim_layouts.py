@@ -120,3 +120,16 @@ def test_sharing_applies_at_once_but_mps_is_refused_on_a_mig_node() -> None:
     cluster.lay_out_now("a100-0001", ONE_G)
     refused = cluster.apply_sharing("a100-0001", mps)
     assert not refused.ok and "MIG" in refused.message
+
+
+def test_an_empty_node_re_laying_out_asks_no_surge_and_holds_no_pool_floor() -> None:
+    # as the Kubernetes relayout: only a surge (a busy node's) holds the pool's size
+    cluster = _cluster()
+    cluster.set_size("a100", 2)
+    cluster.step(_at(200))
+    assert cluster.start_relayout("a100-0002", ONE_G, "test").ok
+    pool = cluster.snapshot().pool("a100")
+    assert pool is not None and pool.target_nodes == 2 and pool.nodes_pending == 0
+    assert cluster.set_size("a100", 1).ok
+    assert cluster.snapshot().pool("a100").target_nodes == 1  # type: ignore[union-attr]
+
