@@ -306,7 +306,22 @@ class SimCluster:
             found = self._node(node)
             if found is not None and not layout_problems(layout):
                 found.mig = layout if layout.is_mig_enabled() else None
+                self._unbind_unheld(found)
                 self._bind_pending()
+
+    def _unbind_unheld(self, node: SimNode) -> None:
+        """Replicas bound to ``node`` that its layout cannot hold lose their place (they bind
+        again wherever one is free); the others stay as they are."""
+        bound = [(m, r) for m, rs in self._replicas.items() for r in rs if r.node == node.name]
+        for _, replica in bound:
+            replica.node = None
+        for model, replica in bound:
+            spec = self._specs[model]
+            if (self._can_hold(node, spec)
+                    and self._free_share(node) >= replica_share(spec) - 1e-9):
+                replica.node = node.name
+            else:
+                replica.ready_at = None
 
     def _surge_floor(self, pool: str) -> int:
         return max((n.relayout.surge_floor for n in self._nodes

@@ -133,3 +133,32 @@ def test_an_empty_node_re_laying_out_asks_no_surge_and_holds_no_pool_floor() -> 
     assert cluster.set_size("a100", 1).ok
     assert cluster.snapshot().pool("a100").target_nodes == 1  # type: ignore[union-attr]
 
+
+def test_a_layout_laid_out_at_once_unbinds_the_replicas_it_cannot_hold() -> None:
+    # two whole-GPU replicas run on a node with MIG off; a fleet taken over had MIG there
+    llama70 = next(s for s in DEMO_MODELS if s.name == "llama-3-70b")
+    h100 = "H100-80GB"
+    cluster = SimCluster((PoolSpec("h100", h100, 2, 0, 8, 6.9),), (llama70,),
+                         lambda _m, _at: 10.0, SIM, T0, True)
+    cluster.set_size("h100", 1)
+    cluster.step(_at(60))
+    cluster.set_replicas(llama70.name, 2)
+    assert _node(cluster, "h100-0001").gpu_pods == 2
+    cluster.lay_out_now("h100-0001", uniform(h100, ("7g.80gb",)))
+    model = cluster.snapshot().model(llama70.name)
+    assert _node(cluster, "h100-0001").gpu_pods == 0
+    assert model is not None and model.replicas_ready == 0 and model.replicas_pending == 2
+    mig_off = builtin_layout(h100, "all-disabled")
+    assert mig_off is not None
+    cluster.lay_out_now("h100-0001", mig_off)  # MIG off again: they bind again
+    assert _node(cluster, "h100-0001").gpu_pods == 2
+
+
+def test_a_layout_laid_out_at_once_keeps_the_replicas_it_still_holds() -> None:
+    cluster = _cluster()
+    cluster.lay_out_now("a100-0001", ONE_G)
+    cluster.set_replicas(RESNET.name, 2)
+    cluster.step(_at(200))
+    cluster.lay_out_now("a100-0001", uniform(A100, ("1g.10gb", "3g.40gb")))
+    model = cluster.snapshot().model(RESNET.name)
+    assert model is not None and model.replicas_ready == 2 and _node(cluster).gpu_pods == 2
