@@ -122,12 +122,20 @@ def _apply_one(deps: ReconcileDeps, action: Action) -> ActionOutcome:
 
 
 def _apply(deps: ReconcileDeps, plan: Plan) -> tuple[ActionOutcome, ...]:
+    """Every action in order; a node's re-layout only once the sharing it needs first (MIG is
+    exclusive) has been applied."""
     outcomes = []
+    failed: dict[str, ActionOutcome] = {}  # node -> its sharing change that failed
     for action in plan.actions:
+        first = failed.get(action.target) if isinstance(action, RelayoutMig) else None
         try:
-            outcome = _apply_one(deps, action)
+            outcome = (_apply_one(deps, action) if first is None else ActionOutcome(
+                action.target, False, f"not started: the sharing it needs first failed "
+                f"({first.message})", retryable=first.retryable))
         except TransientError as error:
             outcome = ActionOutcome(action.target, False, str(error), retryable=True)
+        if isinstance(action, ApplySharing) and not outcome.ok:
+            failed[action.target] = outcome
         log.info("action.applied" if outcome.ok else "action.failed", extra=action.to_log())
         outcomes.append(outcome)
     return tuple(outcomes)

@@ -3,10 +3,14 @@ the simulated fleet (which binds a MIG replica only to an instance of its size),
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from controlplane.domain.actions import ActionOutcome, ApplySharing, RelayoutMig
+from controlplane.domain.models import SharingMode
+from controlplane.domain.sharing_config import SharingLayout
 from controlplane.domain.tick import TickReport, TickStatus
+from controlplane.reconcile import reconcile_once
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store
@@ -88,3 +92,26 @@ def test_with_node_configs_off_the_loop_plans_no_node_change(sqlite_url: str) ->
     assert all(not any(gpu) for node in _mig_layouts(runtime) for gpu in node)
     model = runtime.cluster.snapshot().model("resnet50-vision")
     assert model is not None and model.replicas_ready > 0  # bound by GPU share, as before
+
+
+class _RefusingSharing:
+    def apply_sharing(self, node: str, layout: SharingLayout) -> ActionOutcome:
+        return ActionOutcome(node, False, "device-plugin config map unavailable", retryable=True)
+
+
+def test_a_re_layout_whose_node_could_not_be_made_exclusive_first_is_not_started(
+        sqlite_url: str) -> None:
+    runtime, _ = _runtime(sqlite_url)
+    assert runtime.cluster.set_size("a100-80gb", 1).ok
+    runtime.advance(300, run_jobs=False)  # the node is up, with MIG off
+    node = "a100-80gb-0001"
+    assert runtime.cluster.apply_sharing(node, SharingLayout(SharingMode.MPS, 4)).ok
+    report = reconcile_once(replace(runtime.deps, sharing=_RefusingSharing()), runtime.config)
+    assert report.plan is not None
+    kinds = [(a.kind, a.reason) for a in report.plan.actions if a.target == node]
+    assert kinds == [("apply_sharing", "exclusive_before_mig"),
+                     ("relayout_mig", "plan_needs_mig")]
+    outcomes = [o for o in report.outcomes if o.target == node]
+    assert [o.ok for o in outcomes] == [False, False] and outcomes[1].retryable
+    # MPS stays on whole GPUs: the device plugin cannot share MIG devices
+    assert runtime.cluster.in_flight() == {} and runtime.cluster.relayouts_started == 0
