@@ -88,9 +88,9 @@ class ReconcileSettings(Group):
     node_configs: bool = Field(True, description="lay nodes out as the fleet plan needs: MIG "
                                "re-layouts and device-plugin sharing (false: replicas and pools "
                                "only)")
-    relayouts_in_flight: int = Field(1, ge=0, description="MIG re-layouts of nodes running GPU "
-                                     "pods at once (each drains its node); an empty node's "
-                                     "does not wait")
+    relayouts_in_flight: int = Field(1, ge=0, description="a node running GPU pods is re-laid "
+                                     "out (drained) only while fewer MIG re-layouts than this "
+                                     "are in flight; an empty node's does not wait")
     relayout_settle_s: float = Field(120.0, ge=0, description="a node running GPU pods is "
                                      "re-laid out once the plan has asked for the same layout "
                                      "this long")
@@ -346,6 +346,12 @@ class Settings(BaseSettings):
         names = [p.name for p in self.pools]
         if len(names) != len(set(names)):
             raise ValueError("pools: names must be unique")
+        products = [getattr(catalog.lookup(p.product), "name", p.product) for p in self.pools]
+        twice = sorted({k for k in products if products.count(k) > 1})
+        if twice:
+            raise ValueError(f"pools: one pool per GPU product (the fleet plan places by "
+                             f"product, so each pool would be sized for all of it); "
+                             f"{', '.join(twice)} has more than one")
         return self
 
     @classmethod

@@ -20,7 +20,8 @@ returns ``RelayoutMig`` and ``ApplySharing`` actions for the nodes that must cha
 3. a re-layout drains the node (surge, cordon, evict, relabel, uncordon), so a node that runs GPU
    workloads is re-laid out only after the plan has asked for the same layout for ``settle_s``
    (a plan that flips back costs nothing) and only while fewer than ``max_in_flight`` re-layouts
-   of busy nodes run; an empty node has nothing to evict and is re-laid out at once;
+   run (any in flight counts: the port does not say which had a node to drain); an empty node
+   has nothing to evict and is re-laid out at once, whatever runs;
 4. nodes not ready, cordoned or already re-laying out (``in_flight``, counted as their target)
    get no action; device-plugin sharing changes once the node's MIG layout is the target.
 """

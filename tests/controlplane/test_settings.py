@@ -57,6 +57,10 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
      "reconcile.interval_s: Value error, expected a number, got true"),
     ("sim:\n  node_provision_s: [false, 60]\n",
      "sim.node_provision_s: Value error, expected a number, got [false, 60]"),
+    ("pools:\n  - {name: a, product: A100-80GB, price_per_gpu_hour: 1}\n"
+     "  - {name: b, product: NVIDIA-A100-SXM4-80GB, price_per_gpu_hour: 1}\n",
+     "pools: one pool per GPU product (the fleet plan places by product, so each pool would be "
+     "sized for all of it); A100-80GB has more than one"),
 ], ids=["negative interval", "misspelt key", "unknown top-level key", "pool bounds",
         "cross-field horizon", "broken yaml", "calibration window zero",
         "calibration window too short to calibrate", "metrics address without a host",
@@ -66,7 +70,8 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
         "infinite timeout", "nan step", "no pools",
         "more GPUs per node than the placement engine takes",
         "a price the placement engine takes for a unit mistake", "negative tenant budget",
-        "negative static peak", "a boolean for seconds", "a boolean in a range"])
+        "negative static peak", "a boolean for seconds", "a boolean in a range",
+        "two pools of one product under two names"])
 def test_bad_configuration_is_one_line_naming_the_field(tmp_path: Path, yaml_text: str,
                                                         expected: str) -> None:
     config = tmp_path / "bad.yaml"
