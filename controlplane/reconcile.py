@@ -16,17 +16,11 @@ import logging
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from controlplane.actuation import Actuators, apply_actions
 from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, settle, size
 from controlplane.autoscaling.live import placement_demands, with_ladder_warm
 from controlplane.autoscaling.policies import ScalingPolicy
-from controlplane.domain.actions import (
-    Action,
-    ActionOutcome,
-    ApplySharing,
-    RelayoutMig,
-    ScaleNodePool,
-    SetReplicas,
-)
+from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.errors import PermanentError, TransientError
 from controlplane.domain.models import ModelSpec
@@ -109,36 +103,9 @@ def _unobserved(deps: ReconcileDeps, started_at: datetime, error: Exception) -> 
                       deps.decisions.last_guard_memory())
 
 
-def _apply_one(deps: ReconcileDeps, action: Action) -> ActionOutcome:
-    if isinstance(action, ScaleNodePool):
-        return deps.node_pools.set_size(action.pool, action.to_nodes)
-    if isinstance(action, SetReplicas):
-        return deps.replicas.set_replicas(action.model, action.to_replicas)
-    if isinstance(action, ApplySharing) and deps.sharing is not None:
-        return deps.sharing.apply_sharing(action.node, action.to_layout)
-    if isinstance(action, RelayoutMig) and deps.mig is not None:
-        return deps.mig.start_relayout(action.node, action.to_layout, action.reason)
-    return ActionOutcome(action.target, False, f"no actuator for {action.kind}")
-
-
 def _apply(deps: ReconcileDeps, plan: Plan) -> tuple[ActionOutcome, ...]:
-    """Every action in order; a node's re-layout only once the sharing it needs first (MIG is
-    exclusive) has been applied."""
-    outcomes = []
-    failed: dict[str, ActionOutcome] = {}  # node -> its sharing change that failed
-    for action in plan.actions:
-        first = failed.get(action.target) if isinstance(action, RelayoutMig) else None
-        try:
-            outcome = (_apply_one(deps, action) if first is None else ActionOutcome(
-                action.target, False, f"not started: the sharing it needs first failed "
-                f"({first.message})", retryable=first.retryable))
-        except TransientError as error:
-            outcome = ActionOutcome(action.target, False, str(error), retryable=True)
-        if isinstance(action, ApplySharing) and not outcome.ok:
-            failed[action.target] = outcome
-        log.info("action.applied" if outcome.ok else "action.failed", extra=action.to_log())
-        outcomes.append(outcome)
-    return tuple(outcomes)
+    return apply_actions(plan.actions, Actuators(deps.node_pools, deps.replicas, deps.sharing,
+                                                 deps.mig))
 
 
 def reconcile_once(deps: ReconcileDeps, config: ReconcileConfig) -> TickReport:

@@ -8,9 +8,10 @@ from fake_controllers import FakeMigManager, FakeReplicaController
 from k8s_builders import gpu_node, model_deployment, nodepool
 from relayout_scenario import FROM, TARGET, seed
 
+from controlplane.actuation import apply_actions
 from controlplane.adapters.k8s.backend import K8sBackend
-from controlplane.adapters.k8s.executor import AnyAction, apply_actions
 from controlplane.domain.actions import (
+    Action,
     ActionOutcome,
     ApplySharing,
     RelayoutMig,
@@ -31,7 +32,7 @@ def seed_fleet(server: ApiServer) -> None:
     server.seed(model_deployment("vision/resnet", replicas=2, kind="StatefulSet", engine="vllm"))
 
 
-def full_plan() -> list[AnyAction]:
+def full_plan() -> list[Action]:
     from_layout = builtin_layout("A100-80GB", FROM)
     assert from_layout is not None
     return [

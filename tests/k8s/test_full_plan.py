@@ -17,7 +17,7 @@ from k8s_builders import GPU_OPERATOR_NS, HEADROOM_NS, MODELS_NS
 from k8s_harness import make_backend
 from relayout_scenario import TARGET, TO
 
-from controlplane.adapters.k8s.executor import apply_actions
+from controlplane.actuation import apply_actions
 from controlplane.domain.mig_relayout import RelayoutPhase
 from controlplane.sim.clock import VirtualClock
 

@@ -9,7 +9,7 @@ from k8s_builders import gpu_node, gpu_pod, nodepool
 from k8s_harness import make_backend
 from test_full_plan import assert_schema_valid
 
-from controlplane.adapters.k8s.executor import apply_actions
+from controlplane.actuation import apply_actions
 from controlplane.domain.actions import ApplySharing, RelayoutMig
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.models import SharingMode

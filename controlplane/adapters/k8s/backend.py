@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import yaml
 from kubernetes import client, config
 
+from controlplane.actuation import Actuators
 from controlplane.adapters.k8s.api import KubeApi, PlannedWrite
-from controlplane.adapters.k8s.executor import Actuators
 from controlplane.adapters.k8s.leader import DryRunElector, K8sLeaseElector, LeaderGated
 from controlplane.adapters.k8s.mig import K8sMigRelayoutActuator, surge_floors
 from controlplane.adapters.k8s.node_pools import K8sNodePoolActuator
