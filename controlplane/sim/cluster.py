@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import random
 import threading
-from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
@@ -84,23 +83,23 @@ class SimCluster:
         if nodes < len(mine):
             # Remove nodes still provisioning first, then the ready ones with the fewest
             # replicas (the least to restart), newest first.
-            bound = Counter(r.node for rs in self._replicas.values() for r in rs if r.node)
-            victims = sorted(mine, key=lambda n: (n.ready_at <= self._now, bound[n.name],
+            victims = sorted(mine, key=lambda n: (n.ready_at <= self._now, len(self._on(n.name)),
                                                   -n.created_at.timestamp()))[: len(mine) - nodes]
             gone = {n.name for n in victims}
             self._nodes = [n for n in self._nodes if n.name not in gone]
-            for replicas in self._replicas.values():
-                for r in replicas:
-                    if r.node in gone:
-                        r.node, r.ready_at = None, None
+            for name in gone:
+                self._evict(name)
         self._targets[pool] = nodes
 
     def _pool_of_product(self, product: str) -> str | None:
         return next((p.name for p in self._pools.values() if p.product == product), None)
 
+    def _on(self, node: str) -> list[tuple[str, SimReplica]]:
+        """(model, replica) of every replica bound to ``node``."""
+        return [(m, r) for m, rs in self._replicas.items() for r in rs if r.node == node]
+
     def _free_share(self, node: SimNode) -> float:
-        used = sum(replica_share(self._specs[m]) for m, rs in self._replicas.items()
-                   for r in rs if r.node == node.name)
+        used = sum(replica_share(self._specs[m]) for m, _ in self._on(node.name))
         return self._pools[node.pool].gpus_per_node - used
 
     def _bind_pending(self) -> None:
@@ -133,9 +132,8 @@ class SimCluster:
             return not slices and node.mig is None
         gpus = self._pools[node.pool].gpus_per_node
         held = sum(1 for i in range(gpus) for p in node.profiles(i) if slices_of(p) == slices)
-        used = sum(1 for m, rs in self._replicas.items()
-                   if self._specs[m].best_point().compute_slices == slices
-                   for r in rs if r.node == node.name)
+        used = sum(1 for m, _ in self._on(node.name)
+                   if self._specs[m].best_point().compute_slices == slices)
         return used < held
 
     def _start_s(self, node: SimNode, model: str) -> float:
@@ -174,10 +172,8 @@ class SimCluster:
                 node.relayout = None
 
     def _evict(self, node: str) -> None:
-        for replicas in self._replicas.values():
-            for r in replicas:
-                if r.node == node:
-                    r.node, r.ready_at = None, None
+        for _, replica in self._on(node):
+            replica.node, replica.ready_at = None, None
 
     # -- ports: ClusterReader, NodePoolActuator, ReplicaActuator ----------------------------
     def snapshot(self) -> ObservedState:
@@ -203,7 +199,7 @@ class SimCluster:
                                      "mig" if node.profiles(i) else node.sharing.mode.value,
                                      node.sharing.replicas)
                          for i in range(pool.gpus_per_node))
-            pods = sum(1 for rs in self._replicas.values() for r in rs if r.node == node.name)
+            pods = len(self._on(node.name))
             out.append(ObservedNode(node.name, node.pool, pool.product, node.ready_at <= self._now,
                                     pool.gpus_per_node * 16_000, pool.gpus_per_node * 120_000,
                                     gpus, cordoned=bool(node.relayout and node.relayout.cordoned),
@@ -277,7 +273,7 @@ class SimCluster:
             if found.has_layout(layout, self._pools[found.pool].gpus_per_node):
                 return ActionOutcome(node, True, f"node {node} already has the layout")
             surge = None
-            if any(r.node == node for rs in self._replicas.values() for r in rs):
+            if self._on(node):
                 self._resize(found.pool, self._targets[found.pool] + 1)
                 surge = self._nodes[-1]  # a replacement of the target layout takes the replicas
                 surge.mig = layout if layout.is_mig_enabled() else None
@@ -312,7 +308,7 @@ class SimCluster:
     def _unbind_unheld(self, node: SimNode) -> None:
         """Replicas bound to ``node`` that its layout cannot hold lose their place (they bind
         again wherever one is free); the others stay as they are."""
-        bound = [(m, r) for m, rs in self._replicas.items() for r in rs if r.node == node.name]
+        bound = self._on(node.name)
         for _, replica in bound:
             replica.node = None
         for model, replica in bound:
