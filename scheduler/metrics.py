@@ -91,11 +91,12 @@ def host_and_port(listen: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def check_bindable(listen: str) -> None:
+def check_bindable(listen: str, *, port_free: bool = False) -> None:
     """ValueError naming ``listen`` unless it is ``HOST:PORT`` whose host resolves to an address
     of this machine. gRPC logged a C-core line for such a host before failing, and took a port
-    above 65535 modulo 65536; a bad host surfaced as a traceback. The port itself is not tried
-    (it may be taken for a moment, or on purpose: the demo then takes a free one)."""
+    above 65535 modulo 65536; a bad host surfaced as a traceback. The port itself is tried only
+    with ``port_free`` (an address that must be this exact one: ``serve``, ``placement serve``;
+    the demo takes a free port instead): another socket holding it is a ValueError too."""
     host, port = host_and_port(listen)
     bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     try:
@@ -109,17 +110,8 @@ def check_bindable(listen: str) -> None:
         except OSError as exc:
             raise ValueError(f"{listen!r}: cannot bind {address[0]} "
                              f"({exc.strerror or exc})") from None
-
-
-def check_port_free(listen: str) -> None:
-    """ValueError naming ``listen`` when another socket holds its port now (port 0 always
-    passes). For an address that must be this exact one (``serve``, ``placement serve``): gRPC
-    logged a C-core line before refusing it; this says it in one."""
-    host, port = host_and_port(listen)
-    if port == 0:
+    if not port_free or port == 0:
         return
-    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    family, _, _, _, address = socket.getaddrinfo(bare, port, type=socket.SOCK_STREAM)[0]
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is no owner
         try:
@@ -127,3 +119,4 @@ def check_port_free(listen: str) -> None:
         except OSError as exc:
             raise ValueError(f"{listen!r}: port {port} is taken ({exc.strerror or exc})"
                              ) from None
+

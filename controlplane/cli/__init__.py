@@ -35,7 +35,7 @@ from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import MigrationError, Store, StoreUnavailable, downgrade, upgrade
 from controlplane.store.engine import in_memory, redact, sqlite_file
 from forecaster.registry import METHODS
-from scheduler.metrics import check_bindable, check_port_free
+from scheduler.metrics import check_bindable
 
 app = typer.Typer(help="Headroom: forecast, pack and actuate GPU inference fleets.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
@@ -82,9 +82,7 @@ def _check_listen_addresses(settings: Settings, config: Path | None,
                           ("placement.metrics_listen", settings.placement.metrics_listen)):
         if listen is not None:
             try:
-                check_bindable(listen)
-                if ports_free:
-                    check_port_free(listen)
+                check_bindable(listen, port_free=ports_free)
             except ValueError as error:
                 raise ConfigError(f"{config or 'configuration'}: {field}: {error}") from None
 

@@ -11,12 +11,7 @@ import typer
 
 from controlplane.cli.streams import usage_error
 from scheduler.affinity import parse_cpu_list, pin_process
-from scheduler.metrics import (
-    PlacementMetrics,
-    check_bindable,
-    check_port_free,
-    exposed_metrics,
-)
+from scheduler.metrics import PlacementMetrics, check_bindable, exposed_metrics
 from scheduler.server import create_server, stop
 
 app = typer.Typer(help="Placement API: online placement and fleet plans over gRPC.",
@@ -48,8 +43,7 @@ def serve(
 ) -> None:
     """Serve the placement gRPC API with an in-memory engine until SIGINT/SIGTERM."""
     try:
-        check_bindable(listen)
-        check_port_free(listen)
+        check_bindable(listen, port_free=True)
     except ValueError as exc:
         raise usage_error(f"--listen {exc}") from None
     if cpus is not None:
