@@ -73,6 +73,10 @@ class NodeMigLayout:
         group = next((g for g in self.groups if g.applies_to(gpu_index)), None)
         return group.profiles if group is not None and group.mig_enabled else ()
 
+    def mig_enabled_on(self, gpu_index: int) -> bool:
+        group = next((g for g in self.groups if g.applies_to(gpu_index)), None)
+        return group is not None and group.mig_enabled
+
     def is_mig_enabled(self) -> bool:
         return any(g.mig_enabled for g in self.groups)
 

@@ -54,12 +54,17 @@ class NodeKind:
 
 @dataclass(frozen=True, slots=True)
 class GpuConfig:
-    profiles: tuple[str, ...] = ()  # MIG instances, sorted; () = MIG off (a whole GPU)
+    profiles: tuple[str, ...] = ()  # MIG instances, sorted
     sharing: SharingLayout = EXCLUSIVE  # device-plugin sharing of a whole GPU
+    mig_on: bool = False  # MIG mode (instances imply it; on without any: serves nothing)
+
+    def __post_init__(self) -> None:
+        if self.profiles and not self.mig_on:
+            object.__setattr__(self, "mig_on", True)
 
     @property
     def kind(self) -> NodeKind:
-        return NodeKind(True) if self.profiles else NodeKind(False, self.sharing)
+        return NodeKind(True) if self.mig_on else NodeKind(False, self.sharing)
 
 
 def _segment_config(segments: Sequence[PlacedSegment]) -> GpuConfig | None:
@@ -90,8 +95,8 @@ def planned_configs(placement: FleetPlacement) -> dict[str, list[GpuConfig]]:
 
 
 def gpu_config(gpu: ObservedGpu) -> GpuConfig:
-    if gpu.mig_layout:
-        return GpuConfig(tuple(sorted(gpu.mig_layout)))
+    if gpu.mig_enabled:
+        return GpuConfig(tuple(sorted(gpu.mig_layout)), mig_on=True)
     shared = {SharingMode.MPS.value: SharingMode.MPS,
               SharingMode.TIME_SLICING.value: SharingMode.TIME_SLICING}.get(gpu.sharing)
     if shared is not None and gpu.sharing_replicas >= 2:
@@ -101,21 +106,24 @@ def gpu_config(gpu: ObservedGpu) -> GpuConfig:
 
 def node_kind(node: ObservedNode) -> NodeKind:
     configs = [gpu_config(g) for g in node.gpus]
-    if any(c.profiles for c in configs):
+    if any(c.mig_on for c in configs):
         return NodeKind(True)
     return configs[0].kind if configs else NodeKind(False)
 
 
-def mig_layout_of(product: str, profiles_by_gpu: Sequence[tuple[str, ...]]) -> NodeMigLayout:
+def mig_layout_of(product: str, profiles_by_gpu: Sequence[tuple[str, ...]],
+                  mig_on_by_gpu: Sequence[bool] | None = None) -> NodeMigLayout:
     """A node layout from each GPU's instances: one device group when all GPUs agree, else
-    one group per distinct set (mig-parted applies each group to its listed GPUs)."""
-    if not any(profiles_by_gpu):
-        return NodeMigLayout(product, (DeviceGroupLayout((), (), False),))
-    distinct = sorted(set(profiles_by_gpu))
-    if len(distinct) == 1:
-        return NodeMigLayout(product, (DeviceGroupLayout((), distinct[0], True),))
-    groups = tuple(DeviceGroupLayout(tuple(i for i, p in enumerate(profiles_by_gpu) if p == d),
-                                     d, bool(d)) for d in distinct)
+    one group per distinct set (mig-parted applies each group to its listed GPUs). A GPU
+    without instances has MIG off, unless ``mig_on_by_gpu`` says on (all-enabled)."""
+    on = [bool(p) for p in profiles_by_gpu] if mig_on_by_gpu is None else mig_on_by_gpu
+    keys = [(p, o or bool(p)) for p, o in zip(profiles_by_gpu, on, strict=True)]
+    distinct = sorted(set(keys))
+    if len(distinct) <= 1:
+        profiles, enabled = distinct[0] if distinct else ((), False)
+        return NodeMigLayout(product, (DeviceGroupLayout((), profiles, enabled),))
+    groups = tuple(DeviceGroupLayout(tuple(i for i, k in enumerate(keys) if k == d), *d)
+                   for d in distinct)
     return NodeMigLayout(product, groups)
 
 

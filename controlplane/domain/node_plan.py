@@ -89,7 +89,7 @@ def _slots(node: ObservedNode, in_flight: Mapping[str, NodeMigLayout]) -> _Node:
         return _Node(node, node_kind(node), [gpu_config(g) for g in node.gpus], False, empty)
     if target.is_mig_enabled():
         return _Node(node, NodeKind(True), [GpuConfig(tuple(sorted(target.profiles_of(
-            g.index)))) for g in node.gpus], True, empty)
+            g.index))), mig_on=target.mig_enabled_on(g.index)) for g in node.gpus], True, empty)
     kind = NodeKind(False, node_kind(node).sharing)
     return _Node(node, kind, [GpuConfig((), kind.sharing) for _ in node.gpus], True, empty)
 
@@ -157,18 +157,31 @@ def assign(configs: Sequence[GpuConfig], nodes: Sequence[_Node]) -> None:
             slot[0].take(slot[1], config)
 
 
-def _target_profiles(n: _Node, mix: Sequence[tuple[str, ...]]) -> list[tuple[str, ...]]:
-    """Each GPU's instances: the planned ones; a spare GPU (warm capacity) keeps its own, or,
-    when the node is re-laid out anyway, takes the next set of the pool's planned ``mix``, so
-    spare GPUs hold instances in the proportions the plan uses them."""
+def _target_profiles(n: _Node, mix: Sequence[tuple[str, ...]]
+                     ) -> list[tuple[tuple[str, ...], bool]]:
+    """Each GPU's instances and MIG mode: the planned ones; a spare GPU (warm capacity) keeps
+    its own, or, when it has no instances and the node is re-laid out anyway, takes the next set
+    of the pool's planned ``mix``, so spare GPUs hold instances in the proportions the plan
+    uses them."""
     spares = itertools.cycle(mix) if n.changing and mix else iter(())
-    return [a.profiles if a is not None else (n.current[i].profiles or next(spares, ()))
-            for i, a in enumerate(n.assigned)]
+    out = []
+    for a, now in zip(n.assigned, n.current, strict=True):
+        if a is not None or now.profiles:
+            out.append(((a or now).profiles, (a or now).mig_on))
+        else:
+            spare = next(spares, ())
+            out.append((spare, bool(spare) or now.mig_on))
+    return out
 
 
 def _mix(configs: Sequence[GpuConfig]) -> list[tuple[str, ...]]:
     """The pool's planned MIG sets, most used first."""
     return [p for p, _ in Counter(c.profiles for c in configs if c.profiles).most_common()]
+
+
+def _split(configs: Sequence[tuple[tuple[str, ...], bool]]
+           ) -> tuple[list[tuple[str, ...]], list[bool]]:
+    return [p for p, _ in configs], [on for _, on in configs]
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,14 +196,16 @@ def _node_change(n: _Node, mix: Sequence[tuple[str, ...]]) -> _NodeChange:
     """The actions that bring one assigned node to its target."""
     assert n.target_kind is not None
     product = n.node.product
-    now_profiles = [c.profiles for c in n.current]
-    wanted = _target_profiles(n, mix) if n.target_kind.mig else [()] * len(n.current)
+    now = [(c.profiles, c.mig_on) for c in n.current]
+    # whole GPUs: MIG off everywhere (all-enabled, on without instances, serves nothing)
+    wanted = (_target_profiles(n, mix) if n.target_kind.mig else
+              [((), False)] * len(n.current))
     relayout = None
-    if wanted != now_profiles:
+    if wanted != now:
         reason = (NEEDS_WHOLE_GPUS if not n.target_kind.mig else
                   NEEDS_INSTANCES if n.kind.mig else NEEDS_MIG)
-        relayout = RelayoutMig(n.node.name, mig_layout_of(product, now_profiles),
-                               mig_layout_of(product, wanted), reason)
+        relayout = RelayoutMig(n.node.name, mig_layout_of(product, *_split(now)),
+                               mig_layout_of(product, *_split(wanted)), reason)
     now_sharing = EXCLUSIVE if n.kind.mig else n.kind.sharing
     to_sharing = n.target_kind.sharing
     if now_sharing == to_sharing:

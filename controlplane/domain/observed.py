@@ -15,6 +15,13 @@ class ObservedGpu:
     mig_layout: tuple[str, ...] = ()  # MIG profiles present, e.g. ("3g.40gb", "2g.20gb")
     sharing: str = "exclusive"
     sharing_replicas: int = 1  # clients per GPU of MPS / time-slicing (device-plugin config)
+    # MIG mode on; instances imply it, but mig-parted's all-enabled turns it on with none (the
+    # GPU then serves nothing: not a whole GPU)
+    mig_enabled: bool = False
+
+    def __post_init__(self) -> None:
+        if self.mig_layout and not self.mig_enabled:
+            object.__setattr__(self, "mig_enabled", True)
 
 
 @dataclass(frozen=True, slots=True)

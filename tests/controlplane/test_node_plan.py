@@ -213,3 +213,28 @@ def test_a_node_layout_with_different_gpus_lists_each_gpu_group() -> None:
     layout = mig_layout_of(A100, [("1g.10gb",), ("7g.80gb",), ("1g.10gb",)])
     assert layout.profiles_of(0) == ("1g.10gb",) and layout.profiles_of(1) == ("7g.80gb",)
     assert layout.profiles_of(2) == ("1g.10gb",) and layout_problems(layout) == []
+
+
+def _all_enabled(name: str) -> ObservedNode:
+    """mig-parted's all-enabled: MIG mode on, no instances (the GPUs serve nothing)."""
+    gpus = tuple(ObservedGpu(i, A100, 81920, True, (), "mig", 1, mig_enabled=True)
+                 for i in range(2))
+    return ObservedNode(name, "a100", A100, True, 64_000, 500_000, gpus)
+
+
+def test_a_node_with_mig_on_and_no_instances_is_turned_whole_when_the_plan_needs_whole_gpus(
+        ) -> None:
+    result = _plan(_placement(_whole("c", "g0", product=A100)), _observed(_all_enabled("n1")))
+    assert len(result.actions) == 1
+    relayout = result.actions[0]
+    assert isinstance(relayout, RelayoutMig) and relayout.reason == "plan_needs_whole_gpus"
+    assert relayout.from_layout.is_mig_enabled() and not relayout.to_layout.is_mig_enabled()
+
+
+def test_a_node_with_mig_on_and_no_instances_is_laid_out_for_the_instances_the_plan_needs(
+        ) -> None:
+    placement = _placement(_mig("a", "g0", "4g.40gb"), _mig("b", "g0", "3g.40gb", 4))
+    result = _plan(placement, _observed(_all_enabled("n1")))
+    relayout = result.actions[0]
+    assert isinstance(relayout, RelayoutMig) and relayout.reason == "plan_needs_mig_instances"
+    assert relayout.to_layout == uniform(A100, THREE_AND_FOUR)

@@ -58,9 +58,11 @@ def nodes(draw: st.DrawFn) -> tuple[ObservedNode, ...]:
             profiles: tuple[str, ...] = ()
             if pool == "a100" and draw(st.booleans()):
                 profiles = draw(st.sampled_from(SETS))
+            # all-enabled: MIG on without instances
+            mig_on = bool(profiles) or (pool == "a100" and draw(st.integers(0, 5)) == 0)
             gpus.append(ObservedGpu(g, product, 81920, pool == "a100", profiles,
-                                    "mig" if profiles else sharing.mode.value,
-                                    1 if profiles else sharing.replicas))
+                                    "mig" if mig_on else sharing.mode.value,
+                                    1 if mig_on else sharing.replicas, mig_on))
         out.append(ObservedNode(f"n{i}", pool, product, draw(st.booleans()) or
                                 draw(st.booleans()), 64_000, 500_000, tuple(gpus),
                                 cordoned=draw(st.integers(0, 4)) == 0,
@@ -120,15 +122,17 @@ def _applied(observed: tuple[ObservedNode, ...], actions: tuple[NodeAction, ...]
     for action in actions:
         node = by_name[action.node]
         if isinstance(action, RelayoutMig):
-            gpus = tuple(replace(g, mig_layout=action.to_layout.profiles_of(g.index),
-                                 sharing="mig" if action.to_layout.profiles_of(g.index)
+            layout = action.to_layout
+            gpus = tuple(replace(g, mig_layout=layout.profiles_of(g.index),
+                                 mig_enabled=layout.mig_enabled_on(g.index),
+                                 sharing="mig" if layout.mig_enabled_on(g.index)
                                  else g.sharing if g.sharing != "mig" else "exclusive",
-                                 sharing_replicas=1 if action.to_layout.profiles_of(g.index)
+                                 sharing_replicas=1 if layout.mig_enabled_on(g.index)
                                  or g.sharing == "mig" else g.sharing_replicas)
                          for g in node.gpus)
         else:
             assert isinstance(action, ApplySharing)
-            gpus = tuple(g if g.mig_layout else replace(
+            gpus = tuple(g if g.mig_enabled else replace(
                 g, sharing=action.to_layout.mode.value,
                 sharing_replicas=action.to_layout.replicas) for g in node.gpus)
         by_name[action.node] = replace(node, gpus=gpus)
@@ -155,9 +159,11 @@ def test_every_planned_layout_is_a_valid_geometry_and_no_node_must_be_left_alone
     for action in relayouts:
         assert layout_problems(action.to_layout) == []
         gpus = by_name[action.node].gpus
-        now = [tuple(sorted(g.mig_layout)) for g in gpus]
-        assert [tuple(sorted(action.from_layout.profiles_of(g.index))) for g in gpus] == now
-        assert [tuple(sorted(action.to_layout.profiles_of(g.index))) for g in gpus] != now
+        now = [(tuple(sorted(g.mig_layout)), g.mig_enabled) for g in gpus]
+        assert [(tuple(sorted(action.from_layout.profiles_of(g.index))),
+                 action.from_layout.mig_enabled_on(g.index)) for g in gpus] == now
+        assert [(tuple(sorted(action.to_layout.profiles_of(g.index))),
+                 action.to_layout.mig_enabled_on(g.index)) for g in gpus] != now
     assert len({a.node for a in relayouts}) == len(relayouts)
     busy = [a for a in relayouts if by_name[a.node].gpu_pods > 0]
     assert len(busy) <= max(0, max_in_flight - len(in_flight))

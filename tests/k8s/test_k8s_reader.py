@@ -184,3 +184,14 @@ def test_gpu_pods_count_workloads_a_drain_would_evict_and_sharing_follows_the_co
     assert nodes["l4-1"].gpu_pods == 1 and nodes["l4-2"].gpu_pods == 0
     assert {(g.sharing, g.sharing_replicas) for g in nodes["l4-1"].gpus} == {("mps", 4)}
     assert {(g.sharing, g.sharing_replicas) for g in nodes["l4-2"].gpus} == {("time_sliced", 3)}
+
+
+def test_a_node_on_mig_parteds_all_enabled_reads_as_mig_on_without_instances_not_whole_gpus(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(nodepool("a100-80gb"))
+    apiserver.seed(gpu_node("a100-on", gpus=2, mig_config="all-enabled"))
+    apiserver.seed(gpu_node("a100-off", gpus=2, mig_config="all-disabled"))
+    nodes = {n.name: n for n in make_backend(apiserver, clock).reader.snapshot().nodes}
+    assert {(g.mig_enabled, g.mig_layout, g.sharing) for g in nodes["a100-on"].gpus} == {
+        (True, (), "mig")}
+    assert {(g.mig_enabled, g.sharing) for g in nodes["a100-off"].gpus} == {(False, "exclusive")}

@@ -46,9 +46,10 @@ def observed_node(node: NodeInfo, inventory: Inventory) -> ObservedNode:
     gpus = []
     for index in range(node.gpu_count):
         profiles = layout.profiles_of(index) if layout is not None else ()
-        sharing = SharingMode.MIG if profiles else strategy_mode
+        mig_on = layout is not None and layout.mig_enabled_on(index)
+        sharing = SharingMode.MIG if mig_on else strategy_mode
         gpus.append(ObservedGpu(index, node.product, node.gpu_memory_mib, node.mig_capable,
-                                profiles, sharing.value, 1 if profiles else clients))
+                                profiles, sharing.value, 1 if mig_on else clients, mig_on))
     kept = tuple(sorted((k, v) for k, v in node.labels.items()
                         if k.startswith(n.KEPT_LABEL_PREFIXES)))
     pods = sum(1 for p in inventory.pods_on(node.name) if holds_gpus(p))
