@@ -43,8 +43,8 @@ from controlplane.sim.nodes import (
     Relayout,
     SimNode,
     SimReplica,
+    instance_free_for,
     replica_share,
-    slices_of,
 )
 
 
@@ -124,17 +124,17 @@ class SimCluster:
 
     def _can_hold(self, node: SimNode, spec: ModelSpec) -> bool:
         """With ``mig_binding`` a replica on a MIG slice needs a free MIG instance of its
-        compute size on the node, and a whole-GPU replica a node with MIG off."""
+        compute size and memory on the node, and a whole-GPU replica a node with MIG off."""
         if not self._mig_binding:
             return True
-        slices = spec.best_point().compute_slices
-        if not slices or node.mig is None:
-            return not slices and node.mig is None
-        gpus = self._pools[node.pool].gpus_per_node
-        held = sum(1 for i in range(gpus) for p in node.profiles(i) if slices_of(p) == slices)
-        used = sum(1 for m, _ in self._on(node.name)
-                   if self._specs[m].best_point().compute_slices == slices)
-        return used < held
+        point = spec.best_point()
+        if not point.compute_slices or node.mig is None:
+            return not point.compute_slices and node.mig is None
+        pool = self._pools[node.pool]
+        held = [p for i in range(pool.gpus_per_node) for p in node.profiles(i)]
+        bound = [self._specs[m].best_point() for m, _ in self._on(node.name)]
+        return instance_free_for(pool.product, held, [b for b in bound if b.compute_slices],
+                                 point)
 
     def _start_s(self, node: SimNode, model: str) -> float:
         if model in node.warm_models:

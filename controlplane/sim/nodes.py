@@ -3,13 +3,16 @@ and what a replica holds of a GPU."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from controlplane.domain.mig_layout import NodeMigLayout
-from controlplane.domain.models import ModelSpec
+from controlplane.domain.models import ModelSpec, ProfilePoint
 from controlplane.domain.node_configs import EXCLUSIVE
 from controlplane.domain.sharing_config import SharingLayout
+from scheduler.domain.catalog import lookup
 
 GPU_FACTS: dict[str, tuple[int, bool]] = {  # product -> (memory MiB, MIG-capable)
     "A100-80GB": (81920, True), "A100-40GB": (40960, True), "H100-80GB": (81559, True),
@@ -63,6 +66,29 @@ def slices_of(profile: str) -> int:
     """Compute slices of a MIG profile name (``3g.40gb`` -> 3; 0 when not one)."""
     size = profile.split("g.", 1)[0]
     return int(size) if size.isdigit() else 0
+
+
+def instance_free_for(product: str, held: Sequence[str], bound: Sequence[ProfilePoint],
+                      point: ProfilePoint) -> bool:
+    """Whether a replica of ``point`` finds a MIG instance of its compute size with room for
+    its memory among ``held`` that the ``bound`` replicas leave free (a pod asks the device
+    plugin for one exact profile, e.g. ``nvidia.com/mig-1g.20gb``). The replicas needing the
+    most memory take an instance first: any instance one of them fits also fits every smaller
+    need, so this finds a free one whenever there is any assignment."""
+    catalog = lookup(product)
+
+    def memory_of(profile: str) -> float:
+        known = catalog.profile(profile) if catalog is not None else None
+        return known.memory_mib if known is not None else math.inf
+
+    free = sorted(held, key=lambda p: (slices_of(p), memory_of(p)))
+    for need in sorted([*bound, point], key=lambda p: -p.memory_mib):
+        taken = next((p for p in free if slices_of(p) == need.compute_slices
+                      and memory_of(p) >= need.memory_mib), None)
+        if taken is None:
+            return False
+        free.remove(taken)
+    return True
 
 
 def replica_share(spec: ModelSpec) -> float:

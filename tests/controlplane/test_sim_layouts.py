@@ -3,6 +3,7 @@ with MIG binding a replica needs an instance of its size."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from controlplane.domain.desired import PoolSpec
@@ -12,6 +13,7 @@ from controlplane.domain.sharing_config import SharingLayout
 from controlplane.settings import SimSettings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.sim.cluster import SimCluster
+from controlplane.sim.nodes import instance_free_for
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
 A100 = "A100-80GB"
@@ -162,3 +164,27 @@ def test_a_layout_laid_out_at_once_keeps_the_replicas_it_still_holds() -> None:
     cluster.lay_out_now("a100-0001", uniform(A100, ("1g.10gb", "3g.40gb")))
     model = cluster.snapshot().model(RESNET.name)
     assert model is not None and model.replicas_ready == 2 and _node(cluster).gpu_pods == 2
+
+
+def test_a_mig_replica_needs_an_instance_with_room_for_its_memory_not_only_its_size() -> None:
+    point = replace(RESNET.best_point(), memory_mib=15_000)  # more than a 1g.10gb holds
+    big = replace(RESNET, profile=(point,))
+    cluster = SimCluster(POOLS, (big,), lambda _m, _at: 10.0, SIM, T0, True)
+    cluster.set_size("a100", 1)
+    cluster.step(_at(60))
+    cluster.lay_out_now("a100-0001", ONE_G)
+    cluster.set_replicas(big.name, 1)
+    assert _node(cluster).gpu_pods == 0
+    cluster.lay_out_now("a100-0001", uniform(A100, ("1g.20gb",)))
+    cluster.step(_at(61))
+    assert _node(cluster).gpu_pods == 1
+
+
+def test_replicas_needing_more_memory_take_the_larger_instances_first() -> None:
+    small, large = (replace(RESNET.best_point(), memory_mib=m) for m in (8_000, 15_000))
+    held = ("1g.10gb", "1g.20gb")
+    # whichever came first, a 1g.10gb replica and a 1g.20gb replica share the two instances
+    assert instance_free_for(A100, held, [small], large)
+    assert instance_free_for(A100, held, [large], small)
+    assert not instance_free_for(A100, held, [large], large)
+    assert not instance_free_for(A100, ("2g.20gb",), [], small)  # another compute size
