@@ -14,7 +14,9 @@ per-replica target, so KEDA's HPA asks for ``ceil(forecast / target)`` replicas.
 true while that forecast is above zero. ``StreamIsActive`` and ``StreamMetricSpec`` send the
 current answer at once and then whenever it changes (polling the forecast store). A missing
 forecast is NOT_FOUND, a stale one FAILED_PRECONDITION (KEDA then applies its fallback), bad
-metadata INVALID_ARGUMENT naming the key.
+metadata INVALID_ARGUMENT naming the key. A forecast made without any observation of the model
+(the forecaster's zeros with ``fallback_reason="no_observations"``) is FAILED_PRECONDITION too:
+its zeros mean "no data", and served as a metric they would scale a serving model to zero.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ from controlplane.domain.demand import step_quantile, window_quantile
 from controlplane.ports import Clock, ForecastReader
 from protos.externalscaler import externalscaler_pb2 as pb
 from protos.externalscaler import externalscaler_pb2_grpc as pb_grpc
+
+#: ``Forecast.fallback_reason`` of a forecast made from no observation at all (forecaster.api)
+NO_OBSERVATIONS = "no_observations"
 
 
 class ScalerError(Exception):
@@ -97,8 +102,13 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
     def forecast_rps(self, query: ScalerQuery) -> float:
         """The highest forecast quantile over [now, now + lookahead] for the model."""
         made = self._forecasts.latest_forecasts().get(query.model)
-        if made is None:
+        if made is None or not made.p90:
             raise ScalerError(grpc.StatusCode.NOT_FOUND, f"no forecast for model {query.model!r}")
+        if made.fallback_reason == NO_OBSERVATIONS:
+            raise ScalerError(grpc.StatusCode.FAILED_PRECONDITION,
+                              f"forecast for model {query.model!r} was made without any "
+                              f"observation of its load ({NO_OBSERVATIONS}); its zeros are not "
+                              "a forecast of zero")
         now = self._clock.now()
         age_s = (now - made.origin_at).total_seconds()
         if age_s > self._max_age_s:
@@ -107,7 +117,7 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
                               f"(limit {self._max_age_s:.0f}s)")
         found = window_quantile(made, now, query.lookahead_s, query.quantile)
         if found is None:  # the forecast starts after the window: its first step is the best
-            found = step_quantile(made, 0, query.quantile) if made.p50 else 0.0
+            found = step_quantile(made, 0, query.quantile)
         return max(0.0, found)
 
     def _spec(self, query: ScalerQuery) -> pb.GetMetricSpecResponse:

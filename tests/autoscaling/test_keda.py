@@ -127,3 +127,17 @@ def test_stream_metric_spec_sends_the_spec_at_once(scaler: Scaler) -> None:
     stream = stub.StreamMetricSpec(_ref(model="llama"), timeout=10)
     assert next(stream).metricSpecs[0].targetSizeFloat == 40.0
     stream.cancel()
+
+
+def test_a_forecast_made_without_observations_is_an_error_not_a_zero_that_scales_to_zero(
+        scaler: Scaler) -> None:
+    stub, forecasts, _ = scaler
+    forecasts.by_model["llama"] = Forecast("llama", T0, 60, (0.0,) * 3, (0.0,) * 3,
+                                           "persistence", fallback_reason="no_observations")
+    for call in (lambda: stub.IsActive(_ref(model="llama")),
+                 lambda: stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=_ref(model="llama"))),
+                 lambda: next(stub.StreamIsActive(_ref(model="llama"), timeout=10))):
+        with pytest.raises(grpc.RpcError) as caught:
+            call()
+        assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "without any observation" in (caught.value.details() or "")
