@@ -116,8 +116,11 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
                               f"forecast for model {query.model!r} is {age_s:.0f}s old "
                               f"(limit {self._max_age_s:.0f}s)")
         found = window_quantile(made, now, query.lookahead_s, query.quantile)
-        if found is None:  # the forecast starts after the window: its first step is the best
-            found = step_quantile(made, 0, query.quantile)
+        if found is None:  # no step overlaps the window: the step nearest to it stands in
+            # (the last one of a forecast that has run out, as in the reconcile loop's demand;
+            # the first one of a forecast that starts after the window)
+            nearest = 0 if made.origin_at > now else len(made.p90) - 1
+            found = step_quantile(made, nearest, query.quantile)
         return max(0.0, found)
 
     def _spec(self, query: ScalerQuery) -> pb.GetMetricSpecResponse:

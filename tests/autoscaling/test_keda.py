@@ -141,3 +141,14 @@ def test_a_forecast_made_without_observations_is_an_error_not_a_zero_that_scales
             call()
         assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "without any observation" in (caught.value.details() or "")
+
+
+def test_a_forecast_that_has_run_out_but_is_not_stale_serves_its_last_step_not_its_first(
+        scaler: Scaler) -> None:
+    stub, forecasts, _ = scaler
+    # five one-minute steps made 25 minutes ago (younger than the 30-minute staleness limit)
+    forecasts.by_model["llama"] = _forecast("llama", (10.0, 20.0, 40.0, 80.0, 200.0),
+                                            T0 - timedelta(minutes=25))
+    reply = stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=_ref(model="llama")))
+    assert reply.metricValues[0].metricValueFloat == pytest.approx(200.0)
+    assert reply.metricValues[0].metricValue == 200
