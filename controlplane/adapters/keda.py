@@ -53,7 +53,15 @@ class ScalerQuery:
     metric_name: str
 
 
-def _number(metadata: Mapping[str, str], key: str, default: float | None) -> float:
+#: Upper bounds of the numeric metadata: beyond them a value overflowed the int64 ``targetSize``
+#: or Python's timedelta and the call failed as UNKNOWN with an interpreter message.
+MAX_TARGET_RPS = 1e12
+MAX_LOOKAHEAD_S = 366 * 86_400.0
+INT64_MAX = 2**63 - 1
+
+
+def _number(metadata: Mapping[str, str], key: str, default: float | None,
+            most: float = math.inf) -> float:
     raw = metadata.get(key)
     if raw is None or raw == "":
         if default is None:
@@ -68,6 +76,9 @@ def _number(metadata: Mapping[str, str], key: str, default: float | None) -> flo
     if not math.isfinite(value) or value <= 0:
         raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
                           f"scalerMetadata.{key} must be > 0, got {raw!r}")
+    if value > most:
+        raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"scalerMetadata.{key} must be at most {most:g}, got {raw!r}")
     return value
 
 
@@ -90,8 +101,8 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
         model = metadata.get("model", "").strip()
         if not model:
             raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT, "scalerMetadata.model is required")
-        target = _number(metadata, "targetRps", self._targets.get(model))
-        lookahead = _number(metadata, "lookaheadSeconds", self._lookahead_s)
+        target = _number(metadata, "targetRps", self._targets.get(model), MAX_TARGET_RPS)
+        lookahead = _number(metadata, "lookaheadSeconds", self._lookahead_s, MAX_LOOKAHEAD_S)
         quantile = _number(metadata, "quantile", 0.9)
         if not 0.5 <= quantile < 1:
             raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
@@ -155,7 +166,7 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
         assert isinstance(value, float)
         return pb.GetMetricsResponse(metricValues=[pb.MetricValue(
             metricName=request.metricName or query.metric_name,
-            metricValue=math.ceil(value), metricValueFloat=value)])
+            metricValue=min(math.ceil(value), INT64_MAX), metricValueFloat=value)])
 
     def _poll(self, context: grpc.ServicerContext, read: Callable[[], object]) -> Iterator[object]:
         """The current answer at once, then each change, until the call or server ends."""

@@ -101,7 +101,12 @@ def test_a_model_is_active_only_while_its_forecast_is_above_zero(scaler: Scaler)
     ({"model": "mistral"}, grpc.StatusCode.INVALID_ARGUMENT, "scalerMetadata.targetRps"),
     ({"model": "mistral", "targetRps": "5"}, grpc.StatusCode.NOT_FOUND, "no forecast"),
     ({"model": "old", "targetRps": "5"}, grpc.StatusCode.FAILED_PRECONDITION, "old"),
-], ids=["no model", "bad target", "no target known", "no forecast", "stale forecast"])
+    ({"model": "llama", "targetRps": "1e30"}, grpc.StatusCode.INVALID_ARGUMENT,
+     "scalerMetadata.targetRps must be at most"),
+    ({"model": "llama", "lookaheadSeconds": "1e308"}, grpc.StatusCode.INVALID_ARGUMENT,
+     "scalerMetadata.lookaheadSeconds must be at most"),
+], ids=["no model", "bad target", "no target known", "no forecast", "stale forecast",
+        "target beyond int64", "lookahead beyond timedelta"])
 def test_bad_metadata_and_missing_or_stale_forecasts_are_named_errors(
         scaler: Scaler, metadata: dict[str, str], code: grpc.StatusCode, text: str) -> None:
     stub, forecasts, _ = scaler
