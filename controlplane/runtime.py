@@ -51,7 +51,7 @@ def keda_servicer(settings: Settings, store: Store, clock: Clock,
                                     calibration_config(settings))
     return KedaScalerServicer(forecasts, clock, lookahead_s=settings.autoscaling.keda_lookahead_s,
                               max_forecast_age_s=settings.reconcile.max_forecast_age_s,
-                              target_rps=target_rps)
+                              target_rps=target_rps, poll_s=settings.autoscaling.keda_poll_s)
 
 
 def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> ReconcileConfig:

@@ -6,12 +6,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import grpc
 import pytest
 
 from controlplane.adapters.keda import KedaScalerServicer, keda_registrar
+from controlplane.runtime import keda_servicer
+from controlplane.settings import load_settings
+from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.sim.clock import VirtualClock
+from controlplane.store import Store
 from forecaster.types import Forecast
 from protos.externalscaler import externalscaler_pb2 as pb
 from protos.externalscaler import externalscaler_pb2_grpc as pb_grpc
@@ -157,3 +162,26 @@ def test_a_forecast_that_has_run_out_but_is_not_stale_serves_its_last_step_not_i
     reply = stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=_ref(model="llama")))
     assert reply.metricValues[0].metricValueFloat == pytest.approx(200.0)
     assert reply.metricValues[0].metricValue == 200
+
+
+def test_the_servers_scaler_rereads_its_streams_every_keda_poll_s_of_the_settings(
+        tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'keda.db'}", migrate=True)
+    model = DEMO_MODELS[0].name
+    store.save_forecasts([_forecast(model, (0.0, 0.0))], computed_at=T0)
+    settings = load_settings(None, autoscaling={"keda_poll_s": 0.05})
+    servicer = keda_servicer(settings, store, VirtualClock(T0), DEMO_MODELS)
+    server, port = create_server("127.0.0.1:0", extra_servicers=[keda_registrar(servicer)])
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        stream = pb_grpc.ExternalScalerStub(channel).StreamIsActive(
+            _ref(model=model), timeout=2)  # the default 5 s would miss this deadline
+        assert next(stream).result is False
+        store.save_forecasts([_forecast(model, (9.0, 9.0))], computed_at=T0)
+        assert next(stream).result is True
+        stream.cancel()
+    finally:
+        servicer.stopping.set()
+        channel.close()
+        stop(server, 0)
+        store.engine.dispose()
