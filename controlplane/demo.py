@@ -23,7 +23,7 @@ from controlplane.runtime import SimRuntime, keda_servicer
 from controlplane.settings import Settings
 from controlplane.store import Store
 from scheduler.engine import PlacementEngine
-from scheduler.server import create_server, stop
+from scheduler.server import DEFAULT_WORKERS, create_server, stop
 
 DASHBOARD_APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
 
@@ -80,11 +80,13 @@ class Demo:
         self._stop_metrics, self.metrics_url = served.stop, served.url
         self.runtime.on_tick = served.loop.record if served.loop is not None else None
         metrics = served.placement
+        workers = DEFAULT_WORKERS + self.keda.max_streams  # KEDA's streams hold a thread each
         try:
             self.server, bound = create_server(self.settings.placement.listen, self.engine, extra,
-                                               metrics=metrics)
+                                               max_workers=workers, metrics=metrics)
         except RuntimeError:  # port taken: take a free one rather than fail the demo
-            self.server, bound = create_server(f"{host}:0", self.engine, extra, metrics=metrics)
+            self.server, bound = create_server(f"{host}:0", self.engine, extra,
+                                               max_workers=workers, metrics=metrics)
         self.grpc_address = f"{host}:{bound}"
         return self.grpc_address
 

@@ -14,7 +14,7 @@ from controlplane.metrics import ControlPlaneMetrics
 from controlplane.settings import ConfigError, Settings
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics, exposed_metrics
-from scheduler.server import create_server, stop
+from scheduler.server import DEFAULT_WORKERS, create_server, stop
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +43,16 @@ def served_metrics(settings: Settings) -> ServedMetrics:
 
 def start_placement_api(settings: Settings, engine: PlacementEngine,
                         extra_servicers: Sequence[Callable[[grpc.Server], None]],
-                        console: Console) -> tuple[Callable[[], None], ControlPlaneMetrics | None]:
+                        console: Console, stream_workers: int = 0,
+                        ) -> tuple[Callable[[], None], ControlPlaneMetrics | None]:
     """Serve the placement API (and /metrics when configured); returns what stops both and,
-    with metrics on, the reconcile loop's metrics on the same registry."""
+    with metrics on, the reconcile loop's metrics on the same registry. ``stream_workers``
+    threads are added to the server's pool for the long-lived streams of ``extra_servicers``
+    (KEDA's scaler: its ``max_streams``), so that they never take the threads of other calls."""
     metrics = served_metrics(settings)
     try:
         server, port = create_server(settings.placement.listen, engine, extra_servicers,
+                                     max_workers=DEFAULT_WORKERS + stream_workers,
                                      metrics=metrics.placement)
     except (OSError, RuntimeError) as error:  # the port is taken
         metrics.stop()

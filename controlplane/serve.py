@@ -38,7 +38,8 @@ def run_serve(settings: Settings, console: Console) -> None:
 
     runtime = SimRuntime.open(settings, store, WallClock().now(), engine)
     keda = keda_servicer(settings, store, runtime.clock, runtime.specs)
-    stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda)], console)
+    stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda)], console,
+                                           stream_workers=keda.max_streams)
     runtime.on_tick = metrics.record if metrics is not None else None
     scheduler = build_scheduler({
         "sim.advance": (lambda: runtime.advance(1.0, run_jobs=False), 1.0),

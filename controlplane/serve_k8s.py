@@ -77,7 +77,8 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
             refresh_forecasts(store, clock.now(), settings)
 
     keda = keda_servicer(settings, store, clock, specs)
-    stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda)], console)
+    stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda)], console,
+                                           stream_workers=keda.max_streams)
     keep_lease()
     scheduler = build_scheduler({
         "leader": (keep_lease, settings.k8s.renew_deadline_s / 3),

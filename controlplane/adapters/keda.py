@@ -12,11 +12,16 @@ Trigger metadata (KEDA forwards all of it as ``scalerMetadata``):
 ``GetMetrics`` returns the highest forecast quantile over the lookahead, ``GetMetricSpec`` the
 per-replica target, so KEDA's HPA asks for ``ceil(forecast / target)`` replicas. ``IsActive`` is
 true while that forecast is above zero. ``StreamIsActive`` and ``StreamMetricSpec`` send the
-current answer at once and then whenever it changes (polling the forecast store). A missing
-forecast is NOT_FOUND, a stale one FAILED_PRECONDITION (KEDA then applies its fallback), bad
-metadata INVALID_ARGUMENT naming the key. A forecast made without any observation of the model
-(the forecaster's zeros with ``fallback_reason="no_observations"``) is FAILED_PRECONDITION too:
-its zeros mean "no data", and served as a metric they would scale a serving model to zero.
+current answer at once and then whenever it changes (polling the forecast store); each open
+stream holds one of the gRPC server's worker threads, so at most ``max_streams`` are served at
+once (the server is given that many threads more than its own): beyond that StreamMetricSpec is
+UNIMPLEMENTED (KEDA then polls GetMetricSpec) and StreamIsActive RESOURCE_EXHAUSTED, rather than
+the streams taking every thread and leaving Place, health checks and GetMetrics unanswered.
+A missing forecast is NOT_FOUND, a stale one FAILED_PRECONDITION (KEDA then applies its
+fallback), bad metadata INVALID_ARGUMENT naming the key. A forecast made without any observation
+of the model (the forecaster's zeros with ``fallback_reason="no_observations"``) is
+FAILED_PRECONDITION too: its zeros mean "no data", and served as a metric they would scale a
+serving model to zero.
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ class ScalerQuery:
 MAX_TARGET_RPS = 1e12
 MAX_LOOKAHEAD_S = 366 * 86_400.0
 INT64_MAX = 2**63 - 1
+#: Streams (StreamIsActive + StreamMetricSpec) served at once by default.
+MAX_STREAMS = 32
 
 
 def _number(metadata: Mapping[str, str], key: str, default: float | None,
@@ -86,7 +93,7 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
     def __init__(self, forecasts: ForecastReader, clock: Clock, *, lookahead_s: float = 600.0,
                  max_forecast_age_s: float = 1800.0,
                  target_rps: Mapping[str, float] | None = None, poll_s: float = 5.0,
-                 stopping: threading.Event | None = None) -> None:
+                 stopping: threading.Event | None = None, max_streams: int = MAX_STREAMS) -> None:
         self._forecasts = forecasts
         self._clock = clock
         self._lookahead_s = lookahead_s
@@ -94,6 +101,10 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
         self._targets = dict(target_rps or {})
         self._poll_s = poll_s
         self.stopping = stopping or threading.Event()
+        #: streams served at once; give the gRPC server this many worker threads more
+        self.max_streams = max_streams
+        self._streams = 0
+        self._streams_lock = threading.Lock()
 
     # -- queries ------------------------------------------------------------------------------
     def query(self, ref: pb.ScaledObjectRef) -> ScalerQuery:
@@ -179,10 +190,36 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
                 first, last = False, current
             self.stopping.wait(self._poll_s)
 
+    def _take_stream(self, context: grpc.ServicerContext, refused: grpc.StatusCode,
+                     hint: str) -> None:
+        """Count this stream until its call ends, or abort with ``refused`` when
+        ``max_streams`` are already open."""
+        with self._streams_lock:
+            if self._streams >= self.max_streams:
+                full = True
+            else:
+                full = False
+                self._streams += 1
+        if full:
+            context.abort(refused, f"all {self.max_streams} streams of this scaler are open; "
+                                   f"{hint}")
+        if not context.add_callback(self._drop_stream):  # the call has already ended
+            self._drop_stream()
+
+    def open_streams(self) -> int:
+        with self._streams_lock:
+            return self._streams
+
+    def _drop_stream(self) -> None:
+        with self._streams_lock:
+            self._streams -= 1
+
     def StreamIsActive(self, request: pb.ScaledObjectRef,
                        context: grpc.ServicerContext) -> Iterator[pb.IsActiveResponse]:
         query = self._call(context, lambda: self.query(request))
         assert isinstance(query, ScalerQuery)
+        self._take_stream(context, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          "poll IsActive instead (trigger type external)")
         for active in self._poll(context, lambda: self.forecast_rps(query) > 0):
             yield pb.IsActiveResponse(result=bool(active))
 
@@ -190,6 +227,7 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
                          context: grpc.ServicerContext) -> Iterator[pb.GetMetricSpecResponse]:
         query = self._call(context, lambda: self.query(request))
         assert isinstance(query, ScalerQuery)
+        self._take_stream(context, grpc.StatusCode.UNIMPLEMENTED, "poll GetMetricSpec instead")
         for spec in self._poll(context, lambda: self._spec(query)):
             assert isinstance(spec, pb.GetMetricSpecResponse)
             yield spec

@@ -3,15 +3,21 @@ the lookahead, the spec is the per-replica target, activity follows the forecast
 
 from __future__ import annotations
 
+import io
+import re
 import threading
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from rich.console import Console
 
 from controlplane.adapters.keda import KedaScalerServicer, keda_registrar
+from controlplane.placement_api import start_placement_api
 from controlplane.runtime import keda_servicer
 from controlplane.settings import load_settings
 from controlplane.sim.catalog import DEMO_MODELS
@@ -20,7 +26,8 @@ from controlplane.store import Store
 from forecaster.types import Forecast
 from protos.externalscaler import externalscaler_pb2 as pb
 from protos.externalscaler import externalscaler_pb2_grpc as pb_grpc
-from scheduler.server import create_server, stop
+from scheduler.engine import PlacementEngine
+from scheduler.server import DEFAULT_WORKERS, create_server, stop
 
 T0 = datetime(2026, 1, 5, 12, tzinfo=UTC)
 
@@ -185,3 +192,52 @@ def test_the_servers_scaler_rereads_its_streams_every_keda_poll_s_of_the_setting
         channel.close()
         stop(server, 0)
         store.engine.dispose()
+
+
+def test_keda_streams_beyond_max_streams_are_refused_and_never_starve_the_servers_other_calls(
+        ) -> None:
+    forecasts = MemoryForecasts()
+    forecasts.by_model["llama"] = _forecast("llama", (5.0, 5.0))
+    servicer = KedaScalerServicer(forecasts, VirtualClock(T0), target_rps={"llama": 40.0},
+                                  poll_s=0.05, max_streams=3)
+    out = io.StringIO()
+    stop_api, _ = start_placement_api(load_settings(None, placement={"listen": "127.0.0.1:0"}),
+                                      PlacementEngine(), [keda_registrar(servicer)],
+                                      Console(file=out), stream_workers=servicer.max_streams)
+    port = re.search(r"127\.0\.0\.1:(\d+)", out.getvalue())
+    assert port is not None
+    channel = grpc.insecure_channel(f"127.0.0.1:{port[1]}")
+    stub = pb_grpc.ExternalScalerStub(channel)
+    try:  # more streams than the server has threads (headroom serve, external-push triggers)
+        streams = [stub.StreamIsActive(_ref(model="llama"), timeout=20)
+                   for _ in range(DEFAULT_WORKERS + 6)]
+        answers = []
+        for stream in streams:
+            try:
+                answers.append(next(stream).result)
+            except grpc.RpcError as error:
+                answers.append(error.code())
+        assert answers.count(True) == 3
+        assert answers.count(grpc.StatusCode.RESOURCE_EXHAUSTED) == DEFAULT_WORKERS + 3
+        with pytest.raises(grpc.RpcError) as refused:
+            next(stub.StreamMetricSpec(_ref(model="llama"), timeout=5))
+        assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED  # KEDA then polls
+        health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(),
+                                                            timeout=2)
+        assert health.status == health_pb2.HealthCheckResponse.SERVING
+        assert stub.IsActive(_ref(model="llama"), timeout=2).result is True
+        for stream in streams:
+            stream.cancel()
+        _wait_for(lambda: servicer.open_streams() == 0)  # a cancelled stream frees its place
+        assert next(stub.StreamMetricSpec(_ref(model="llama"), timeout=5)).metricSpecs
+    finally:
+        servicer.stopping.set()
+        channel.close()
+        stop_api()
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    until = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < until, "condition not met in time"
+        time.sleep(0.05)
