@@ -35,7 +35,7 @@ from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import MigrationError, Store, StoreUnavailable, downgrade, upgrade
 from controlplane.store.engine import in_memory, redact, sqlite_file
 from forecaster.registry import METHODS
-from scheduler.metrics import check_bindable
+from scheduler.metrics import check_bindable, host_and_port
 
 app = typer.Typer(help="Headroom: forecast, pack and actuate GPU inference fleets.",
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
@@ -85,6 +85,18 @@ def _check_listen_addresses(settings: Settings, config: Path | None,
                 check_bindable(listen, port_free=ports_free)
             except ValueError as error:
                 raise ConfigError(f"{config or 'configuration'}: {field}: {error}") from None
+    metrics = settings.placement.metrics_listen
+    if ports_free and metrics is not None and _same_port(settings.placement.listen, metrics):
+        raise ConfigError(f"{config or 'configuration'}: placement.metrics_listen: {metrics!r} "
+                          f"is the port of placement.listen {settings.placement.listen!r}; "
+                          "serve the metrics on another port")
+
+
+def _same_port(one: str, other: str) -> bool:
+    """Whether two checked ``HOST:PORT`` addresses would bind the same port (0 never does)."""
+    (host_a, port_a), (host_b, port_b) = host_and_port(one), host_and_port(other)
+    anywhere = {"0.0.0.0", "[::]", "::", "*"}
+    return port_a == port_b != 0 and (host_a == host_b or bool({host_a, host_b} & anywhere))
 
 
 @db_app.command("upgrade")

@@ -234,3 +234,19 @@ def test_db_upgrade_of_tables_made_without_migrations_is_one_line_naming_the_cla
     assert run.returncode == 2
     assert re.fullmatch(rf"error: database {re.escape(sqlite_url)}: cannot upgrade to 'head': "
                         r"table \w+ already exists\n", run.stderr), run.stderr
+
+
+def test_serve_with_metrics_on_the_placement_apis_own_port_is_one_line_naming_both_settings(
+        tmp_path: Path) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f"db:\n  url: sqlite:///{tmp_path / 'store.db'}\n")
+    port = _free_port()
+    env = _env(HEADROOM_PLACEMENT__LISTEN=f"127.0.0.1:{port}",
+               HEADROOM_PLACEMENT__METRICS_LISTEN=f"0.0.0.0:{port}")
+    run = subprocess.run([*HEADROOM, "serve", "--config", str(config)], env=env,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert run.stderr == (f"error: {config}: placement.metrics_listen: '0.0.0.0:{port}' is the "
+                          f"port of placement.listen '127.0.0.1:{port}'; serve the metrics on "
+                          "another port\n")  # not gRPC's bind failure blaming placement.listen
+    assert [p.name for p in tmp_path.iterdir()] == ["headroom.yaml"]  # no store, no log
