@@ -4,6 +4,12 @@ Steps coarser than a minute are held constant within the step; finer steps are a
 minutes. Bad input is refused with the file, line, model and column at fault: unknown or missing
 models, gaps in a model's series (unless ``fill_gaps`` says how to fill them), negative or
 non-numeric rates, duplicate rows. No model is ever dropped silently.
+
+A numeric time column read in the wrong ``--time-unit`` is refused, not squashed or stretched:
+when the unit puts the times outside 2000-2100 but another unit puts all of them inside (epoch
+seconds given as ms), or a model's rows come out mostly under a second apart, the message names
+the file, the column, the unit and the unit that would make sense. Numbers that are no epoch
+time in any unit (minutes since the trace's start) are read as given.
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ VALUE_UNITS = {"rps": 1.0, "rpm": 1 / 60}  # plus "per-step": a count per trace 
 FILL_GAPS = ("none", "hold", "zero")
 TIME_UNITS = {"s": 1, "ms": 1e-3, "min": 60, "h": 3600}
 _MAX_SECONDS = 9.2e9  # pandas timestamps (datetime64[ns]) end in 2262
+#: epoch seconds of 2000-01-01 and 2100-01-01 UTC: a numeric time column whose values all land
+#: in this span under one unit and outside it under the given one is in that other unit
+_PLAUSIBLE_EPOCH_S = (946_684_800.0, 4_102_444_800.0)
 
 
 class TraceError(ValueError):
@@ -52,23 +61,53 @@ class Trace:
         return float(self.rates_rps[model].max())
 
 
+def _epoch_unit_instead(numbers: np.ndarray, time_unit: str) -> str | None:
+    """The unit to suggest when ``time_unit`` puts the numbers outside 2000-2100 and another
+    unit puts all of them inside (epoch seconds given as ms), else None. The span is narrower
+    than a factor of 60, so at most one unit dates them."""
+    lo, hi = _PLAUSIBLE_EPOCH_S
+    dating = [unit for unit, unit_s in TIME_UNITS.items()
+              if bool(np.all((numbers * unit_s >= lo) & (numbers * unit_s < hi)))]
+    return None if time_unit in dating else next(iter(dating), None)
+
+
+def _span(first_s: float, last_s: float, fmt: str = "%Y-%m-%d %H:%M") -> str:
+    first, last = (pd.Timestamp(s, unit="s") for s in (first_s, last_s))
+    return f"from {first.strftime(fmt)} to {last.strftime(fmt)} UTC"
+
+
+def _numeric_times(raw: pd.Series, numeric: pd.Series, col: str, path: Path,
+                   time_unit: str) -> pd.Series:
+    bad = numeric.isna()
+    if bad.any():
+        line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
+        raise TraceError(f"{path}: line {line}: column {col!r}: {shown(raw.iloc[line - 2])} is "
+                         f"not a number of {time_unit}")
+    numbers = numeric.to_numpy(np.float64)
+    instead = _epoch_unit_instead(numbers, time_unit)
+    hint = "" if instead is None else (
+        f"; as {instead} since 1970 they run "
+        f"{_span(numbers.min() * TIME_UNITS[instead], numbers.max() * TIME_UNITS[instead])}: "
+        f"pass --time-unit {instead}")
+    seconds = numbers * TIME_UNITS[time_unit]
+    outside = ~(np.abs(seconds) < _MAX_SECONDS)
+    if outside.any():
+        line = int(np.flatnonzero(outside)[0]) + 2
+        raise TraceError(f"{path}: line {line}: column {col!r}: {shown(raw.iloc[line - 2])} "
+                         f"{time_unit} since 1970 is out of range (years 1678-2261)"
+                         f"{hint or '; is --time-unit right?'}")
+    if instead is not None:
+        raise TraceError(f"{path}: column {col!r}: with --time-unit {time_unit} the times run "
+                         f"{_span(seconds.min(), seconds.max(), '%Y-%m-%d %H:%M:%S')}, outside "
+                         f"2000-2100{hint}")
+    return pd.to_datetime(pd.Series(seconds, index=raw.index), unit="s", utc=True)
+
+
 def _times(frame: pd.DataFrame, col: str, path: Path, time_unit: str | None) -> pd.Series:
     raw = frame[col]
     numeric = pd.to_numeric(raw, errors="coerce")
     if time_unit is not None:
-        bad = numeric.isna()
-        if bad.any():
-            line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
-            raise TraceError(f"{path}: line {line}: column {col!r}: {shown(raw.iloc[line - 2])} is "
-                             f"not a number of {time_unit}")
-        seconds = numeric.astype(float) * TIME_UNITS[time_unit]
-        outside = ~(seconds.abs() < _MAX_SECONDS)
-        if outside.any():
-            line = int(np.flatnonzero(outside.to_numpy())[0]) + 2
-            raise TraceError(f"{path}: line {line}: column {col!r}: {shown(raw.iloc[line - 2])} "
-                             f"{time_unit} since 1970 is out of range (years 1678-2261); is "
-                             "--time-unit right?")
-        return pd.to_datetime(seconds, unit="s", utc=True)
+        return _numeric_times(raw, numeric, col, path, time_unit)
     if numeric.notna().all():
         raise TraceError(f"{path}: column {col!r} is numeric: pass --time-unit s|ms|min|h")
     parsed = pd.to_datetime(raw, utc=True, errors="coerce", format="mixed")
@@ -121,14 +160,46 @@ def _rates(frame: pd.DataFrame, value_col: str, series: pd.Series, path: Path) -
     return values.astype(float)
 
 
-def _step_s(times: pd.Series, series: pd.Series) -> int:
+def _gaps_s(times: pd.Series, series: pd.Series) -> dict[str, np.ndarray]:
+    """Per model, the seconds between its consecutive distinct times."""
     seconds = (times - times.min()).dt.total_seconds()
-    diffs = [round(d) for _, t in seconds.groupby(series) for d in np.diff(np.sort(t.to_numpy()))
-             if d > 0]
+    gaps = {str(name): np.diff(np.sort(t.to_numpy())) for name, t in seconds.groupby(series)}
+    return {name: d[d > 0] for name, d in gaps.items()}
+
+
+def _step_s(gaps_s: Mapping[str, np.ndarray]) -> int:
+    diffs = [round(d) for d in np.concatenate([np.zeros(0), *gaps_s.values()])]
     if not diffs:
         return 60
     values, counts = np.unique(diffs, return_counts=True)
     return int(values[np.argmax(counts)])
+
+
+def _coarser_unit_hint(gap_s: float, time_unit: str | None) -> str:
+    """``"; as s they are 300 s apart: is --time-unit s right?"``: the next coarser unit that
+    spaces rows ``gap_s`` apart (read in ``time_unit``) a second or more, else ``""``."""
+    if time_unit is None:
+        return ""
+    for unit, unit_s in TIME_UNITS.items():
+        gap_as_unit_s = gap_s * unit_s / TIME_UNITS[time_unit]
+        if unit_s > TIME_UNITS[time_unit] and gap_as_unit_s >= 1:
+            return f"; as {unit} they are {gap_as_unit_s:g} s apart: is --time-unit {unit} right?"
+    return ""
+
+
+def _check_spacing(path: Path, col: str, time_unit: str | None,
+                   gaps_s: Mapping[str, np.ndarray], step_s: int) -> None:
+    """Refuse rows mostly under a second apart (the finest trace step is 1 s): with a numeric
+    time column, most likely a unit too fine (relative seconds given as ms)."""
+    typical_s = {name: float(np.median(d)) for name, d in sorted(gaps_s.items()) if d.size}
+    fine = [(name, gap_s) for name, gap_s in typical_s.items() if gap_s < 1]
+    if not fine and step_s >= 1:
+        return
+    name, gap_s = fine[0] if fine else ("", min(typical_s.values()))
+    whose = f"model {name!r}: its rows are" if name else "a model's rows are"
+    given = "" if time_unit is None else f" with --time-unit {time_unit}"
+    raise TraceError(f"{path}: column {col!r}: {whose} mostly {gap_s:.3g} s apart{given}; the "
+                     f"finest trace step is 1 s{_coarser_unit_hint(gap_s, time_unit)}")
 
 
 def load_trace(path: Path, *, time_col: str = "ts", series_col: str | None = "model",
@@ -160,10 +231,9 @@ def load_trace(path: Path, *, time_col: str = "ts", series_col: str | None = "mo
                              f"(models: {sorted(known)})")
         for name in sorted(known - set(series)):
             raise TraceError(f"{path}: model {name!r} of the models file has no rows in the trace")
-    step_s = _step_s(times, series)
-    if step_s < 1:
-        raise TraceError(f"{path}: a model's rows are mostly under half a second apart; the "
-                         "finest trace step is 1 s (is --time-unit right?)")
+    gaps_s = _gaps_s(times, series)
+    step_s = _step_s(gaps_s)
+    _check_spacing(path, time_col, time_unit, gaps_s, step_s)
     if step_s < 60 and 60 % step_s:
         raise TraceError(f"{path}: step of {step_s}s does not divide a minute")
     if step_s >= 60 and step_s % 60:

@@ -169,7 +169,8 @@ def _one_line_refusal(code: int, out: str) -> str:
      "trace.csv: line 2: column 'ts': 1735689600 h since 1970 is out of range"),
     ("ts,model,rate_rps\n" + "".join(f"{t},{m},5\n" for t in ("0", "0.4", "0.8")
                                      for m in ("chat/large", "chat/small")),
-     ["--time-unit", "s"], "trace.csv: a model's rows are mostly under half a second apart"),
+     ["--time-unit", "s"], "trace.csv: column 'ts': model 'chat/large': its rows are mostly "
+     "0.4 s apart with --time-unit s; the finest trace step is 1 s"),
 ], ids=["empty model cell", "empty file", "unknown time unit", "negative rate as a number",
         "empty rate cell", "repeated column", "epoch seconds read as hours",
         "sub-second step"])
@@ -183,6 +184,62 @@ def test_a_malformed_trace_is_one_line_naming_the_file_line_and_column(
     assert message in _one_line_refusal(code, out)
     assert "np." not in out
     assert not (tmp_path / "T.csv").exists()
+
+
+def _numeric_trace(path: Path, times: list[int]) -> Path:
+    """Both models of MODELS_YAML at a steady rate, one row each per time (written as given)."""
+    path.write_text("ts,model,rate_rps\n" + "".join(
+        f"{t},{m},5\n" for t in times for m in ("chat/large", "chat/small")))
+    return path
+
+
+EPOCH_S = 1735689600  # 2025-01-01 00:00 UTC
+
+
+@pytest.mark.parametrize(("times", "unit", "message"), [
+    ([EPOCH_S + 3600 * h for h in range(14 * 24)], "ms",
+     "trace.csv: column 'ts': with --time-unit ms the times run from 1970-01-21 02:08:09 to "
+     "1970-01-21 02:28:15 UTC, outside 2000-2100; as s since 1970 they run from 2025-01-01 00:00 "
+     "to 2025-01-14 23:00 UTC: pass --time-unit s"),
+    ([EPOCH_S + 600 * k for k in range(14 * 24 * 6)], "ms",
+     "trace.csv: column 'ts': with --time-unit ms the times run from 1970-01-21 02:08:09 to "
+     "1970-01-21 02:28:18 UTC, outside 2000-2100; as s since 1970 they run from 2025-01-01 00:00 "
+     "to 2025-01-14 23:50 UTC: pass --time-unit s"),
+    ([1000 * EPOCH_S + 600_000 * k for k in range(6)], "s",
+     "trace.csv: line 2: column 'ts': 1735689600000 s since 1970 is out of range (years "
+     "1678-2261); as ms since 1970 they run from 2025-01-01 00:00 to 2025-01-01 00:50 UTC: pass "
+     "--time-unit ms"),
+    ([300 * k for k in range(6)], "ms",
+     "trace.csv: column 'ts': model 'chat/large': its rows are mostly 0.3 s apart with "
+     "--time-unit ms; the finest trace step is 1 s; as s they are 300 s apart: is --time-unit s "
+     "right?"),
+], ids=["14 days of hourly epoch seconds as ms", "14 days of 10-minute epoch seconds as ms",
+        "epoch ms as s", "seconds since the start as ms"])
+def test_a_numeric_time_column_in_the_wrong_unit_is_refused_naming_the_file_column_and_unit(
+        tmp_path: Path, times: list[int], unit: str, message: str) -> None:
+    trace = _numeric_trace(tmp_path / "trace.csv", times)
+    models = write_models(tmp_path / "models.yaml")
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), "--time-unit", unit, *FAST)
+    assert message in _one_line_refusal(code, out)
+    assert not (tmp_path / "T.csv").exists()
+
+
+@pytest.mark.parametrize(("times", "unit"), [
+    ([EPOCH_S + 600 * k for k in range(6)], "s"),
+    ([1000 * EPOCH_S + 600_000 * k for k in range(6)], "ms"),
+    ([10 * k for k in range(6)], "min"),  # minutes since the trace's start: no epoch in any unit
+], ids=["epoch seconds as s", "epoch ms as ms", "relative minutes as min"])
+def test_a_numeric_time_column_in_its_own_unit_replays_every_minute(
+        tmp_path: Path, times: list[int], unit: str) -> None:
+    trace = _numeric_trace(tmp_path / "trace.csv", times)
+    models = write_models(tmp_path / "models.yaml")
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), "--time-unit", unit, "--json", *FAST)
+    assert code == 0, out
+    doc = json.loads(out)
+    assert (doc["minutes"], doc["trace_step_s"]) == (60, 600)
+    assert len(_rows(tmp_path / "T.csv")) == 60 * 2
 
 
 @pytest.mark.parametrize(("out_name", "policies", "input_flag"), [
