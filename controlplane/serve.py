@@ -22,6 +22,20 @@ class ServeError(Exception):
     """A one-line startup error (exit code 2)."""
 
 
+def check_models(settings: Settings) -> None:
+    """With ``backend: kubernetes`` the store must list the models to manage (the sim backend
+    brings its own). Reads only: the caller runs it before anything is written (the store, its
+    schema, the forecaster state directory), so a refused start leaves no trace."""
+    if settings.backend != "kubernetes":
+        return
+    from controlplane.serve_k8s import NoModelsError, check_models_listed
+
+    try:
+        check_models_listed(settings.db.url, settings.db.connect_timeout_s)
+    except NoModelsError as error:
+        raise ServeError(str(error)) from None
+
+
 def run_serve(settings: Settings, console: Console) -> None:
     store = Store.open(settings.db.url, settings.db.connect_timeout_s, migrate=True)
     engine = PlacementEngine()

@@ -19,6 +19,7 @@ from controlplane.reconcile import ReconcileDeps, reconcile_once
 from controlplane.runtime import keda_servicer, reconcile_config, refresh_forecasts
 from controlplane.settings import Settings
 from controlplane.store import Store
+from controlplane.store.engine import redact, sqlite_file
 from controlplane.store.ledger import SqlForecastLedger
 from controlplane.store.relayout import SqlRelayoutStore
 from scheduler.engine import PlacementEngine
@@ -28,6 +29,21 @@ log = logging.getLogger("headroom.serve")
 
 class NoModelsError(Exception):
     """The store lists no models to manage."""
+
+
+def _no_models(url: str, what_to_do: str) -> NoModelsError:
+    return NoModelsError(f"{redact(url)}: the store lists no models; {what_to_do} before serving")
+
+
+def check_models_listed(url: str, connect_timeout_s: float) -> None:
+    """NoModelsError unless the store at ``url`` lists a model. It only reads, so a refused
+    start leaves no trace: no SQLite file or directory is created, no schema migrated."""
+    store_file = sqlite_file(url)
+    if store_file is not None and not store_file.is_file():
+        raise _no_models(url, "there is no such database file: create it with `headroom db "
+                              "upgrade`, then add models to its models table")
+    if Store.listed_model_count(url, connect_timeout_s) == 0:
+        raise _no_models(url, "add them to the models table")
 
 
 def follow(reader: ClusterReader, placement: PlacementClient) -> bool:
@@ -48,9 +64,8 @@ def follow(reader: ClusterReader, placement: PlacementClient) -> bool:
 def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                   console: Console) -> None:
     specs = tuple(store.model_specs())
-    if not specs:
-        raise NoModelsError(f"{settings.db.url}: the store lists no models; add them to the "
-                            "models table before serving")
+    if not specs:  # check_models_listed ran before the store was migrated; models went since
+        raise _no_models(settings.db.url, "add them to the models table")
     clock = WallClock()
     backend = build_k8s_backend(settings, clock, SqlRelayoutStore(store.engine))
     placement = LocalPlacementClient(engine)

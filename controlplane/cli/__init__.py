@@ -246,11 +246,12 @@ def serve(
                                           help="plan and record, never apply")] = False,
 ) -> None:
     """Production: reconcile jobs + gRPC placement API against the configured backend."""
-    from controlplane.serve import run_serve
+    from controlplane.serve import check_models, run_serve
 
     settings = _settings(config)
     _check_forecast_method(settings, config)
     _check_listen_addresses(settings, config, ports_free=True)
+    check_models(settings)  # reads only: before the state dir and the store are made
     check_state_dir(settings.forecast.state_dir)
     if settings.backend == "sim":  # its models are known before the store is opened
         check_budget_tenants(settings.autoscaling.tenant_gpu_budgets, DEMO_MODELS)

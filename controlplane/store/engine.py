@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from alembic import command
 from alembic.config import Config
@@ -103,6 +104,28 @@ def make_engine(url: str, connect_timeout_s: float = 5.0) -> Engine:
                                "postgresql+psycopg://user@host:5432/db") from None
     except (SQLAlchemyError, OSError, ValueError) as error:
         raise StoreUnavailable(f"cannot reach database {redact(given)}: {error_line(error)}"
+                               ) from None
+    return engine
+
+
+def read_only_engine(url: str, connect_timeout_s: float = 5.0) -> Engine:
+    """An engine for checks that must leave no trace: a SQLite file is opened ``mode=ro`` (never
+    created, its directory neither, its journal mode kept; StoreUnavailable when it does not
+    exist; SQLite may leave the -wal/-shm files of a WAL store, which its next writer reuses); a
+    server or in-memory database as ``make_engine`` opens it, which writes nothing by itself."""
+    store_file = sqlite_file(url)
+    if store_file is None:
+        return make_engine(url, connect_timeout_s)
+    if not store_file.is_file():
+        raise StoreUnavailable(f"store {redact(url)}: no such database file")
+    try:
+        engine = create_engine(f"sqlite:///file:{quote(str(store_file))}?mode=ro&uri=true",
+                               connect_args={"check_same_thread": False,
+                                             "timeout": connect_timeout_s})
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except (SQLAlchemyError, OSError, ValueError) as error:
+        raise StoreUnavailable(f"cannot read database {redact(url)}: {error_line(error)}"
                                ) from None
     return engine
 

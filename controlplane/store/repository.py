@@ -24,6 +24,7 @@ from controlplane.store import codec
 from controlplane.store.engine import (
     StoreUnavailable,
     make_engine,
+    read_only_engine,
     redact,
     sqlite_file,
     upgrade,
@@ -75,6 +76,20 @@ class Store:
             raise StoreUnavailable(f"store {redact(url)} has no Headroom schema; run `headroom db "
                                    "upgrade` (or start `headroom demo`)")
         return store
+
+    @staticmethod
+    def listed_model_count(url: str, connect_timeout_s: float = 5.0) -> int:
+        """How many models the store at ``url`` lists, read without writing anything (see
+        ``read_only_engine``): 0 for a database without Headroom's models table."""
+        engine = read_only_engine(url, connect_timeout_s)
+        try:
+            if not inspect(engine).has_table(ModelRecord.__tablename__):
+                return 0
+            with engine.connect() as connection:
+                return int(connection.execute(
+                    select(func.count()).select_from(ModelRecord)).scalar_one())
+        finally:
+            engine.dispose()
 
     def session(self) -> Session:
         return Session(self.engine, expire_on_commit=False)

@@ -16,6 +16,7 @@ from clihelpers import HEADROOM, _env, _free_port, _wait_for
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, inspect, text
 
+from controlplane.store import Store
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 
@@ -200,6 +201,36 @@ def test_a_state_dir_that_cannot_be_written_stops_demo_and_serve_before_the_stor
                           "(Not a directory); set a writable directory, or null to refit every "
                           "model on every refresh\n")
     assert [p.name for p in tmp_path.iterdir()] == ["headroom.yaml"]  # no store, no log
+
+
+@pytest.mark.parametrize("store", ["missing", "empty file", "migrated, no models"])
+def test_serve_with_the_kubernetes_backend_and_no_models_stops_before_anything_is_written(
+        tmp_path: Path, store: str) -> None:
+    db = tmp_path / "stores" / "store.db"
+    url = f"sqlite:///{db}"
+    if store != "missing":
+        db.parent.mkdir()
+        db.touch()
+    if store == "migrated, no models":
+        Store.open(url, migrate=True).engine.dispose()
+    before = db.read_bytes() if db.exists() else None
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f"backend: kubernetes\ndb:\n  url: {url}\n"
+                      f"k8s:\n  kubeconfig: {tmp_path / 'no-kubeconfig'}\n")
+    run = subprocess.run([*HEADROOM, "serve", "--config", str(config)], env=_env(),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert run.stderr.startswith(f"error: {url}: the store lists no models; "), run.stderr
+    assert run.stderr.count("\n") == 1
+    assert not (tmp_path / "forecaster-state").exists()  # nor the forecaster's state dir
+    if store == "missing":
+        assert [p.name for p in tmp_path.iterdir()] == ["headroom.yaml"]  # no store, no dir
+        return
+    assert db.read_bytes() == before  # not migrated, not switched to WAL
+    engine = create_engine(url)
+    tables = set(inspect(engine).get_table_names())
+    engine.dispose()
+    assert "models" in tables if store == "migrated, no models" else tables == set()
 
 
 @pytest.mark.parametrize("field", ["listen", "metrics_listen"])

@@ -98,6 +98,27 @@ def test_a_store_whose_path_holds_a_percent_sign_migrates(tmp_path: Path) -> Non
     assert path.is_file()
 
 
+def test_the_listed_model_count_is_read_without_migrating_the_store(store_url: str) -> None:
+    Store.open(store_url).engine.dispose()  # a database, no schema
+    assert Store.listed_model_count(store_url) == 0
+    store = Store.open(store_url)
+    assert inspect(store.engine).get_table_names() == []  # not migrated by the count
+    upgrade(store.engine)
+    store.upsert_models(DEMO_MODELS)
+    assert Store.listed_model_count(store_url) == len(DEMO_MODELS)
+
+
+def test_the_listed_model_count_of_a_missing_sqlite_file_creates_neither_file_nor_directory(
+        tmp_path: Path) -> None:
+    path = tmp_path / "100% sure?#" / "store.db"
+    with pytest.raises(StoreUnavailable, match="no such database file"):
+        Store.listed_model_count(f"sqlite:///{path}")
+    assert list(tmp_path.iterdir()) == []
+    store = Store.open(f"sqlite:///{path}", migrate=True)  # the read-only URI quotes the path
+    store.upsert_models(DEMO_MODELS[:1])
+    assert Store.listed_model_count(f"sqlite:///{path}") == 1
+
+
 def test_unreachable_database_names_the_url_as_given_without_password() -> None:
     with pytest.raises(StoreUnavailable) as caught:
         Store.open("postgresql://alice:secret@127.0.0.1:1/nowhere", connect_timeout_s=1)
