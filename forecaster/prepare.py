@@ -6,7 +6,9 @@ Rules (documented fallbacks, never silent zeros):
 * timestamps out of order are sorted (reported as ``unsorted``); exact duplicates are an error
   naming the series and the timestamp;
 * several samples in one step are averaged; a step with no sample is a gap (NaN), never zero;
-* non-finite values become gaps; negative rates are clipped to zero (counted).
+* non-finite values become gaps; negative rates are clipped to zero (counted);
+* a series with no positive value but a negative one is unusable (``unusable_problem``): bad
+  data, not zero traffic, so no source or command turns it into a zero forecast.
 
 Clipping is point-wise on purpose: anything computed over the whole series (a global outlier
 threshold, say) would let later data change earlier forecasts.
@@ -64,6 +66,27 @@ class CleaningReport:
 class Prepared:
     series: TrafficSeries
     report: CleaningReport
+
+
+def unusable_problem(values: FloatArray) -> str | None:
+    """Why a series' values leave nothing to forecast, or None when they can be forecast.
+
+    No finite value: ``no numeric values``. No positive value but a negative one (every value
+    negative, or negatives among zeros): bad data (a wrong metric, sign or counter), not a model
+    without traffic; clipping negatives to 0, right for a glitch among real rates, would make it
+    a confident zero forecast. Zeros alone are zero traffic, and usable. Backtest, the CSV and
+    Prometheus sources of the forecast job all name an unusable series with this text.
+    """
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return "no numeric values"
+    negatives = int(np.sum(finite < 0))
+    if negatives == 0 or bool(np.any(finite > 0)):
+        return None
+    zeros = finite.size - negatives
+    found = (f"all {negatives} numeric value(s) are negative" if zeros == 0
+             else f"no positive value ({negatives} negative, {zeros} zero)")
+    return f"{found}: bad data (a wrong metric or sign?), not zero traffic; nothing to forecast"
 
 
 def parse_duration_s(text: str, what: str = "duration") -> int:

@@ -247,8 +247,9 @@ def run(
     Bad input is reported per model, never a silent zero: a CSV with a repeated timestamp is
     refused (exit 2); NaN/text, negative and out-of-order rows, negative Prometheus values, and
     a newest sample more than max(1 h, 3 steps) before the forecast time (stale_history) are
-    warnings per model (stderr, and per_model.warnings with --json); a model without one usable
-    sample gets no forecast and is listed as failed (exit 1).
+    warnings per model (stderr, and per_model.warnings with --json); a model with no usable
+    sample (none numeric, or none positive but some negative) gets no forecast and is listed as
+    failed (exit 1).
     """
     try:
         settings = load_settings(config)

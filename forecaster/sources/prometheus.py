@@ -6,8 +6,9 @@ placeholder. Long ranges are split into chunks below Prometheus' 11,000-points-p
 limit. Samples land on the query grid; a step without a sample is a gap (NaN), never zero.
 Failures raise ``SourceError`` naming the URL, model and query: unreachable, rejected query,
 unexpected response (not JSON, or not the shape the Prometheus API documents), no data, or no
-usable value (every sample NaN or negative). Negative step values are clipped to 0 and NaN/Inf
-samples are gaps, both counted in ``read_history``'s warnings.
+usable value (``forecaster.prepare.unusable_problem``: every sample NaN, or none positive but
+some negative). Negative step values are clipped to 0 and NaN/Inf samples are gaps, both counted
+in ``read_history``'s warnings.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import numpy as np
 import requests
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 
 from forecaster.errors import SourceError
+from forecaster.prepare import unusable_problem
 from forecaster.types import SourcedSeries, TrafficSeries
 
 MAX_POINTS = 10_000
@@ -103,8 +106,8 @@ class PrometheusSource:
                      step_s: int) -> SourcedSeries:
         """Values on the grid since_at, since_at + step, ... (< until_at) and what was cleaned:
         the samples of one step are summed (several series), NaN/Inf samples are missing and a
-        negative step value is clipped to 0, both counted in the warnings. A range without one
-        usable (finite, non-negative) value raises ``SourceError``, never a zero series."""
+        negative step value is clipped to 0, both counted in the warnings. An unusable range
+        (``unusable_problem``) raises ``SourceError``, never a zero series."""
         steps = max(0, math.ceil((until_at - since_at).total_seconds() / step_s))
         sums = [math.nan] * steps
         query = self.query_for(model)
@@ -130,10 +133,11 @@ class PrometheusSource:
         if all(math.isnan(v) for v in sums) and not nonfinite:
             raise SourceError(f"Prometheus at {self.url} returned no data for model {model!r} "
                               f"{window} (query {query})")
-        if clipped == sum(1 for v in sums if not math.isnan(v)):
-            raise SourceError(f"Prometheus at {self.url} returned no usable (finite, "
-                              f"non-negative) value for model {model!r} {window}: "
-                              f"{'; '.join(problems)} (query {query})")
+        problem = unusable_problem(np.asarray(sums, dtype=np.float64))
+        if problem is not None:
+            missing = f" ({nonfinite} NaN/Inf sample(s) treated as missing)" if nonfinite else ""
+            raise SourceError(f"Prometheus at {self.url} returned no usable value for model "
+                              f"{model!r} {window}: {problem}{missing} (query {query})")
         series = TrafficSeries(series_id=model, step_s=step_s, start_at=since_at, values=values)
         return SourcedSeries(series, tuple(problems))
 

@@ -10,7 +10,7 @@ missing data (counted), never zeros.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,7 +19,13 @@ import numpy.typing as npt
 import pandas as pd
 
 from forecaster.errors import InputError, SeriesError
-from forecaster.prepare import CleaningReport, Prepared, duplicate_timestamps, regularize
+from forecaster.prepare import (
+    CleaningReport,
+    Prepared,
+    duplicate_timestamps,
+    regularize,
+    unusable_problem,
+)
 from forecaster.types import SourcedSeries, TrafficSeries
 
 IntArray = npt.NDArray[np.int64]
@@ -98,8 +104,9 @@ def prepare_all(trace: Trace) -> tuple[list[Prepared], list[SeriesError]]:
     bad: list[SeriesError] = []
     for raw in trace.series:
         try:
-            if not np.any(np.isfinite(raw.values)):
-                raise SeriesError(raw.series_id, "no numeric values")
+            problem = unusable_problem(raw.values)
+            if problem is not None:
+                raise SeriesError(raw.series_id, problem)
             if raw.times_ns.size < 2:
                 raise SeriesError(raw.series_id, "fewer than two rows")
             ok.append(regularize(raw.series_id, raw.times_ns, raw.values))
@@ -184,8 +191,9 @@ class CsvSource:
     Same rules as the backtest: a repeated timestamp in any series refuses the whole file
     (``InputError`` naming the file, series and timestamp); in the requested window, rows out of
     order are sorted, NaN/text values are missing, negative values are clipped to 0, each counted
-    in ``read_history``'s warnings. A window without one finite, non-negative value is a
-    ``SeriesError``, never a zero series.
+    in ``read_history``'s warnings. A window without rows, or whose values are unusable
+    (``unusable_problem``: none numeric, or none positive but some negative), is a
+    ``SeriesError`` naming the problem as the backtest does, never a zero series.
     """
 
     def __init__(self, trace: Trace) -> None:
@@ -222,11 +230,10 @@ class CsvSource:
             series_id=model, samples=int(times.size), unsorted=bool(np.any(np.diff(times) < 0)),
             nonfinite=int(np.sum(~finite)), negatives_clipped=int(np.sum(finite & (values < 0))),
             merged=0, gaps=0)
-        if not np.any(finite & (values >= 0)):
-            found = "; ".join(replace(cleaning, unsorted=False).warnings()) or "no rows"
-            raise SeriesError(model, f"{self.trace.path} has no usable (finite, non-negative) "
-                                     f"value between {since_at.isoformat()} and "
-                                     f"{until_at.isoformat()} ({found})")
+        problem = unusable_problem(values) if times.size else "no rows"
+        if problem is not None:
+            raise SeriesError(model, f"{problem} (in {self.trace.path} between "
+                                     f"{since_at.isoformat()} and {until_at.isoformat()})")
         idx = (times[finite] - lo) // (step_s * 10**9)
         sums = np.bincount(idx, weights=np.maximum(values[finite], 0.0), minlength=steps)
         counts = np.bincount(idx, minlength=steps)

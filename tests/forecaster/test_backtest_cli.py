@@ -125,6 +125,34 @@ def test_bad_input_is_one_line_naming_the_problem(tmp_path: Path, content: str,
     assert "Traceback" not in stderr + stdout
 
 
+BAD_DATA = "bad data (a wrong metric or sign?), not zero traffic; nothing to forecast"
+
+
+@pytest.mark.parametrize(("values", "problem"), [
+    (-diurnal(1, 600), f"all 144 numeric value(s) are negative: {BAD_DATA}"),
+    (np.where(np.arange(144) % 2, 0.0, -3.0), f"no positive value (72 negative, 72 zero): "
+                                              f"{BAD_DATA}"),
+], ids=["every value negative", "negatives among zeros"])
+def test_a_series_without_a_positive_value_is_refused_by_backtest_and_run_in_the_same_words(
+        tmp_path: Path, values: np.ndarray, problem: str) -> None:
+    csv = long_csv(tmp_path / "t.csv", {"good": diurnal(1, 600), "neg": values}, 600)
+    code, stdout, stderr = backtest("--csv", str(csv), "--time-col", "ts", "--value-col",
+                                    "rate_rps", "--series-col", "model", "--predictions-out",
+                                    str(tmp_path / "p.csv"), "--method", "persistence")
+    assert code == 2, stdout + stderr
+    assert f"error: {csv}: series 'neg': {problem}" in stderr.replace("\n", "")
+    assert "clipped" not in stderr  # refused, not backtested as a zero-traffic series
+    assert not (tmp_path / "p.csv").exists()
+    run = runner.invoke(app, ["run", "--csv", str(csv), "--no-store", "--step", "10m",
+                              "--history", "3d", "--method", "persistence", "--workers", "1",
+                              "--state-dir", str(tmp_path / "s"), "--json"])
+    assert run.exit_code == 1, run.output
+    doc = json.loads(run.stdout)
+    assert list(doc["per_model"]) == ["good"]  # the others are still forecast
+    assert doc["failed"]["neg"].startswith(
+        f"history unavailable: series 'neg': {problem} (in {csv} between ")
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--horizon", "soon"], "--horizon 'soon'"),
     (["--test-fraction", "1.5"], "--test-fraction 1.5: must be in (0, 1)"),

@@ -306,8 +306,10 @@ def test_a_csv_model_with_only_negative_values_fails_instead_of_forecasting_zero
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
     assert list(doc["per_model"]) == ["x"]
-    assert "no usable (finite, non-negative) value" in doc["failed"]["neg"]
-    assert "144 negative value(s) clipped to 0" in doc["failed"]["neg"]
+    assert doc["failed"]["neg"].startswith(
+        "history unavailable: series 'neg': all 144 numeric value(s) are negative: bad data "
+        "(a wrong metric or sign?), not zero traffic; nothing to forecast (in ")
+    assert "clipped" not in doc["failed"]["neg"]  # nothing was, nothing was forecast
 
 
 def test_a_csv_series_that_ended_72_hours_before_the_origin_is_flagged_stale(

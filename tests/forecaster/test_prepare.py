@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from forecaster.errors import InputError, SeriesError
-from forecaster.prepare import infer_step_s, parse_duration_s, regularize
+from forecaster.prepare import infer_step_s, parse_duration_s, regularize, unusable_problem
 
 S = 10**9
 
@@ -41,6 +41,24 @@ def test_negative_values_are_clipped_and_nan_is_missing() -> None:
     assert math.isnan(prepared.series.values[2]) and math.isnan(prepared.series.values[3])
     assert prepared.report.negatives_clipped == 1
     assert prepared.report.nonfinite == 2
+
+
+@pytest.mark.parametrize(("values", "problem"), [
+    ([np.nan, np.inf], "no numeric values"),
+    ([-1.0, -2.0, np.nan], "all 2 numeric value(s) are negative: bad data (a wrong metric or "
+                           "sign?), not zero traffic; nothing to forecast"),
+    ([0.0, -2.0, 0.0], "no positive value (1 negative, 2 zero): bad data"),
+    ([0.0, 0.0], None),  # zero traffic
+    ([-1.0, 3.0, np.nan], None),  # a negative glitch among real rates: clipped, counted
+], ids=["no finite value", "every value negative", "negatives among zeros", "only zeros",
+        "one negative among positives"])
+def test_a_series_without_a_positive_value_but_with_a_negative_one_is_unusable(
+        values: list[float], problem: str | None) -> None:
+    found = unusable_problem(np.array(values))
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None and found.startswith(problem)
 
 
 def test_samples_within_one_step_are_averaged() -> None:

@@ -159,9 +159,9 @@ def test_forecast_run_gives_a_model_with_only_negative_samples_no_forecast_not_a
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
     assert list(doc["per_model"]) == ["m1"] and doc["per_model"]["m1"]["warnings"] == []
-    assert "returned no usable (finite, non-negative) value for model 'neg'" in \
-        doc["failed"]["neg"]
-    assert "negative value(s) clipped to 0" in doc["failed"]["neg"]
+    assert "returned no usable value for model 'neg'" in doc["failed"]["neg"]
+    assert "numeric value(s) are negative: bad data (a wrong metric or sign?), not zero " \
+        "traffic" in doc["failed"]["neg"]
     assert "warning: model 'neg'" in result.stderr
 
 

@@ -164,16 +164,16 @@ def test_forecast_run_lists_a_malformed_reply_as_a_one_line_failure(
 
 def test_only_nan_samples_are_no_usable_value_not_a_zero_forecast(fake: FakePrometheus) -> None:
     fake.serve_values(grid("NaN"))
-    assert "returned no usable (finite, non-negative) value for model 'm1'" in str(read(fake))
-    assert "60 NaN/Inf sample(s) treated as missing" in str(read(fake))
+    assert "returned no usable value for model 'm1'" in str(read(fake))
+    assert "no numeric values (60 NaN/Inf sample(s) treated as missing)" in str(read(fake))
 
 
 def test_only_negative_samples_are_no_usable_value_not_a_zero_forecast(
         fake: FakePrometheus) -> None:
     fake.serve_values(grid("-3"))
     message = str(read(fake))
-    assert "returned no usable (finite, non-negative) value for model 'm1'" in message
-    assert "60 negative value(s) clipped to 0" in message
+    assert "returned no usable value for model 'm1'" in message
+    assert "all 60 numeric value(s) are negative: bad data" in message
 
 
 def test_some_negative_samples_are_clipped_with_a_warning(fake: FakePrometheus) -> None:
