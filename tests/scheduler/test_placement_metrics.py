@@ -18,7 +18,7 @@ from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 from scheduler.metrics import PlacementMetrics, serve_metrics
 from scheduler.server import create_server, stop
-from tests.forecaster.promserver import prometheus
+from tests.forecasting.promserver import prometheus
 
 
 def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from controlplane.cli.forecast import app
 from controlplane.cli.paths import write_atomically
-from tests.forecaster.builders import diurnal, long_csv, write_csv
+from tests.forecasting.builders import diurnal, long_csv, write_csv
 
 runner = CliRunner()
 

@@ -13,7 +13,7 @@ from forecaster.persist import export_state, import_state
 from forecaster.seasonal_chain import SeasonalChain, training_frame
 from forecaster.settings import ForecasterSettings
 from forecaster.stacking import StackingForecaster
-from tests.forecaster.builders import diurnal, history
+from tests.forecasting.builders import diurnal, history
 
 pytestmark = pytest.mark.prophet
 STEP = 1800

@@ -16,8 +16,8 @@ from controlplane.forecast_pool import FIT_DEFERRED, pool_start_method
 from controlplane.settings import load_settings
 from controlplane.store import Store
 from forecaster.types import TrafficSeries
-from tests.forecaster.builders import diurnal, long_csv
-from tests.forecaster.test_forecast_job import MODELS, NOW, filled_store
+from tests.forecasting.builders import diurnal, long_csv
+from tests.forecasting.test_forecast_job import MODELS, NOW, filled_store
 
 LATER = NOW + timedelta(days=5)  # data no other test fits in this process
 

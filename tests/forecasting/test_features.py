@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from forecaster.features import FEATURES, SEASONAL_FEATURES, feature_matrix
 from forecaster.seasonal import SeasonalCurve, fourier_matrix
-from tests.forecaster.builders import diurnal, history
+from tests.forecasting.builders import diurnal, history
 
 CURVE = SeasonalCurve(terms=((1.0, 2),), beta=(0.1, -0.2, 0.05, 0.3), y_scale=50.0)
 

@@ -13,7 +13,7 @@ from forecaster.models import LinearFit, Predictions
 from forecaster.registry import get_forecaster, register
 from forecaster.settings import ForecasterSettings
 from forecaster.stacking import StackingForecaster
-from tests.forecaster.builders import START, diurnal, history, series
+from tests.forecasting.builders import START, diurnal, history, series
 
 FAST = ("persistence", "hour_mean", "seasonal_naive", "level")
 

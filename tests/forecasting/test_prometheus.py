@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from controlplane.cli.forecast import app
 from forecaster.errors import SourceError
 from forecaster.sources.prometheus import PrometheusSource
-from tests.forecaster.promserver import Family, free_port, prometheus
+from tests.forecasting.promserver import Family, free_port, prometheus
 
 pytestmark = pytest.mark.prometheus
 END = int(time.time()) // 3600 * 3600 - 3600  # whole hour, an hour ago

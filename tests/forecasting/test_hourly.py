@@ -11,8 +11,8 @@ from forecaster.boosted import BoostedFit, boosted_features
 from forecaster.calibrate import training_origins
 from forecaster.hourly import HOURS_MEAN, hourly_columns, hourly_signal
 from forecaster.persist import export_state, import_state
-from tests.forecaster.builders import boosted_auto as auto
-from tests.forecaster.builders import diurnal, history
+from tests.forecasting.builders import boosted_auto as auto
+from tests.forecasting.builders import diurnal, history
 
 STEP = 600
 DAY = 86_400

@@ -14,8 +14,8 @@ from forecaster.registry import get_forecaster
 from forecaster.settings import ForecasterSettings
 from forecaster.stacking import StackingForecaster
 from forecaster.trees import Bag, Trees
-from tests.forecaster.builders import NoSeason, diurnal, history
-from tests.forecaster.builders import boosted_auto as auto
+from tests.forecasting.builders import NoSeason, diurnal, history
+from tests.forecasting.builders import boosted_auto as auto
 
 STEP = 600
 DAY = 86_400

@@ -17,7 +17,7 @@ from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
 from forecaster.persist import load_state
 from forecaster.types import TrafficSeries
-from tests.forecaster.builders import START, diurnal, long_csv
+from tests.forecasting.builders import START, diurnal, long_csv
 
 NOW = datetime(2025, 3, 6, 12, 0, tzinfo=UTC)
 MODELS = [m.name for m in DEMO_MODELS]
