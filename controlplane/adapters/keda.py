@@ -112,6 +112,12 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
         model = metadata.get("model", "").strip()
         if not model:
             raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT, "scalerMetadata.model is required")
+        if not metadata.get("targetRps") and model not in self._targets:
+            known = ", ".join(sorted(self._targets)) or "none"
+            raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"scalerMetadata.targetRps is required: model {model!r} has no "
+                              f"per-replica rate here (models with one: {known}); is "
+                              "scalerMetadata.model spelled as in Headroom's models?")
         target = _number(metadata, "targetRps", self._targets.get(model), MAX_TARGET_RPS)
         lookahead = _number(metadata, "lookaheadSeconds", self._lookahead_s, MAX_LOOKAHEAD_S)
         quantile = _number(metadata, "quantile", 0.9)
