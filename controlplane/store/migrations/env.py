@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Connection, Engine, create_engine
 from sqlmodel import SQLModel
 
 from controlplane.store import tables  # noqa: F401  (registers the tables on the metadata)
@@ -11,12 +11,28 @@ from controlplane.store import tables  # noqa: F401  (registers the tables on th
 config = context.config
 target_metadata = SQLModel.metadata
 
+MIGRATION_LOCK_KEY = 0x4845414452  # PostgreSQL advisory lock of Headroom's migrations ("HEADR")
+
+
+def lock_for_migration(connection: Connection) -> None:
+    """Open the migration's transaction holding the store's write lock, so two processes that
+    migrate at once (the two `headroom serve` replicas of deploy/ starting on a new database)
+    go one after the other: the second reads the version the first committed and has nothing
+    to do, instead of creating the same tables again. PostgreSQL: a transaction-scoped advisory
+    lock; SQLite: BEGIN IMMEDIATE (the file's write lock; its DDL then commits or rolls back
+    whole, as on PostgreSQL)."""
+    if connection.dialect.name == "postgresql":
+        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
+    elif connection.dialect.name == "sqlite":
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
 
 def run_migrations_online() -> None:
     engine: Engine | None = config.attributes.get("engine")
     if engine is None:
         engine = create_engine(config.get_main_option("sqlalchemy.url") or "")
     with engine.connect() as connection:
+        lock_for_migration(connection)
         context.configure(
             connection=connection,
             target_metadata=target_metadata,
