@@ -126,8 +126,17 @@ class Store:
 
     # -- observations and inventory ------------------------------------------------------
     def save_observed(self, observed: ObservedState) -> None:
-        """Inventory snapshot (replaces nodes and GPUs) plus one observation row per model."""
+        """Inventory snapshot (replaces nodes and GPUs) plus one observation row per model.
+
+        Two processes saving at once (two replicas ticking, or a dry run beside the live loop)
+        replace the inventory one after the other: on PostgreSQL each takes the inventory
+        tables' write lock first (readers are not blocked), where its delete would otherwise
+        miss the other's new rows and its inserts collide with them (or deadlock); SQLite
+        serializes writers on its own."""
         with self.session() as session:
+            if self.engine.dialect.name == "postgresql":
+                session.connection().exec_driver_sql(
+                    "LOCK TABLE nodes, gpus IN SHARE ROW EXCLUSIVE MODE")
             session.exec(delete(GpuRecord))
             session.exec(delete(NodeRecord))
             for node in observed.nodes:

@@ -1,17 +1,30 @@
 """The store with more than one process at it: the two replicas of deploy/ migrating a new
-database at once, and a migration that fails halfway."""
+database at once, two loops saving the observed fleet at once, and a migration that fails
+halfway."""
 
 from __future__ import annotations
 
 import multiprocessing
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, inspect
+from tick_builders import T0
 
+from controlplane.domain.observed import ObservedGpu, ObservedModel, ObservedNode, ObservedState
 from controlplane.store import MigrationError, Store
 
 PROCESSES = 3
+SAVES = 20
+
+
+def fleet(at_s: int) -> ObservedState:
+    """Four L4 nodes of one GPU each and one model, observed ``at_s`` after T0."""
+    nodes = tuple(ObservedNode(f"l4-{i}", "l4", "L4", True, 8000, 32768,
+                               (ObservedGpu(0, "L4", 23034, False),)) for i in range(4))
+    return ObservedState(T0 + timedelta(seconds=at_s), (), nodes,
+                         (ObservedModel("bert-embed", 1, 0, 1, 10.0, 40.0),))
 
 
 def _migrate(url: str, barrier: multiprocessing.synchronize.Barrier,
@@ -22,6 +35,19 @@ def _migrate(url: str, barrier: multiprocessing.synchronize.Barrier,
         results.put("ok")
     except Exception as error:  # reported to the test, which names it
         results.put(f"{type(error).__name__}: {error}")
+
+
+def _save_observed(url: str, barrier: multiprocessing.synchronize.Barrier,
+                   results: multiprocessing.Queue[str]) -> None:
+    store = Store.open(url)
+    barrier.wait()
+    failures = []
+    for i in range(SAVES):
+        try:
+            store.save_observed(fleet(30 * i))
+        except Exception as error:  # counted and named for the test
+            failures.append(f"{type(error).__name__}: {str(error).splitlines()[0]}")
+    results.put("; ".join(failures) or "ok")
 
 
 def run_at_once(target: object, *args: object) -> list[str]:
@@ -42,6 +68,17 @@ def run_at_once(target: object, *args: object) -> list[str]:
 def test_processes_that_migrate_a_new_store_at_once_all_start(store_url: str) -> None:
     assert run_at_once(_migrate, store_url) == ["ok"] * PROCESSES
     assert "issued_forecasts" in inspect(create_engine(store_url)).get_table_names()
+
+
+def test_loops_saving_the_observed_fleet_at_once_each_replace_the_inventory_whole(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    assert run_at_once(_save_observed, store_url) == ["ok"] * PROCESSES
+    with store.engine.connect() as connection:
+        gpus = connection.exec_driver_sql("SELECT node FROM gpus ORDER BY node").scalars().all()
+        observations = connection.exec_driver_sql("SELECT count(*) FROM observations").scalar()
+    assert gpus == ["l4-0", "l4-1", "l4-2", "l4-3"]
+    assert observations == PROCESSES * SAVES
 
 
 def test_a_sqlite_migration_that_fails_halfway_leaves_no_table_behind(tmp_path: Path) -> None:
