@@ -10,9 +10,11 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Engine, func, inspect
-from sqlmodel import Session, col, delete, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlmodel import Session, SQLModel, col, delete, select
 
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.desired import PoolSpec
@@ -95,15 +97,27 @@ class Store:
         return Session(self.engine, expire_on_commit=False)
 
     # -- models and prices ---------------------------------------------------------------
-    def upsert_models(self, specs: Iterable[ModelSpec]) -> None:
+    def _upsert(self, table: str, key: str, rows: list[dict[str, Any]]) -> None:
+        """Insert rows or update the ones whose ``key`` is there, in one statement: two
+        processes starting at once (the demo's or a simulated serve's models and prices) both
+        land, where a read-then-insert (``session.merge``) lets one fail on the key."""
+        if not rows:
+            return
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        insert = dialect.insert(SQLModel.metadata.tables[table]).values(rows)
         with self.session() as session:
-            for spec in specs:
-                session.merge(ModelRecord(
-                    name=spec.name, tenant=spec.tenant, isolation=spec.isolation.value,
-                    engine=spec.engine.value, latency_slo_ms=spec.latency_slo_ms,
-                    cold_start_p50_s=spec.cold_start.p50_s, cold_start_p90_s=spec.cold_start.p90_s,
-                    profile_json=codec.profile_to_json(spec.profile)))
+            session.exec(insert.on_conflict_do_update(
+                index_elements=[key],
+                set_={name: insert.excluded[name] for name in rows[0] if name != key}))
             session.commit()
+
+    def upsert_models(self, specs: Iterable[ModelSpec]) -> None:
+        rows = {spec.name: dict(
+            name=spec.name, tenant=spec.tenant, isolation=spec.isolation.value,
+            engine=spec.engine.value, latency_slo_ms=spec.latency_slo_ms,
+            cold_start_p50_s=spec.cold_start.p50_s, cold_start_p90_s=spec.cold_start.p90_s,
+            profile_json=codec.profile_to_json(spec.profile)) for spec in specs}
+        self._upsert(ModelRecord.__tablename__, "name", list(rows.values()))
 
     def model_specs(self) -> list[ModelSpec]:
         with self.session() as session:
@@ -117,12 +131,11 @@ class Store:
             return list(session.exec(select(ModelRecord.name).order_by(col(ModelRecord.name))))
 
     def upsert_prices(self, pools: Iterable[PoolSpec]) -> None:
-        with self.session() as session:
-            for pool in pools:
-                session.merge(GpuPriceRecord(product=pool.product,
-                                             price_per_gpu_hour=pool.price_per_gpu_hour,
-                                             source=PRICE_SOURCE, as_of=PRICE_AS_OF))
-            session.commit()
+        # one row per product (several pools of a product: the last one's price, as before)
+        rows = {pool.product: dict(product=pool.product,
+                                   price_per_gpu_hour=pool.price_per_gpu_hour,
+                                   source=PRICE_SOURCE, as_of=PRICE_AS_OF) for pool in pools}
+        self._upsert(GpuPriceRecord.__tablename__, "product", list(rows.values()))
 
     # -- observations and inventory ------------------------------------------------------
     def save_observed(self, observed: ObservedState) -> None:

@@ -1,6 +1,6 @@
 """The store with more than one process at it: the two replicas of deploy/ migrating a new
-database at once, two loops saving the observed fleet at once, and a migration that fails
-halfway."""
+database at once, processes writing the models and prices at once, two loops saving the
+observed fleet at once, and a migration that fails halfway."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import pytest
 from sqlalchemy import create_engine, inspect
 from tick_builders import T0
 
+from controlplane.domain.desired import PoolSpec
 from controlplane.domain.observed import ObservedGpu, ObservedModel, ObservedNode, ObservedState
+from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import MigrationError, Store
 
 PROCESSES = 3
@@ -50,6 +52,18 @@ def _save_observed(url: str, barrier: multiprocessing.synchronize.Barrier,
     results.put("; ".join(failures) or "ok")
 
 
+def _upsert_models_and_prices(url: str, barrier: multiprocessing.synchronize.Barrier,
+                              results: multiprocessing.Queue[str]) -> None:
+    store = Store.open(url)
+    barrier.wait()
+    try:
+        store.upsert_models(DEMO_MODELS)
+        store.upsert_prices([PoolSpec("l4", "L4", 1, 0, 4, 0.75)])
+        results.put("ok")
+    except Exception as error:  # reported to the test, which names it
+        results.put(f"{type(error).__name__}: {str(error).splitlines()[0]}")
+
+
 def run_at_once(target: object, *args: object) -> list[str]:
     """Run ``target(*args, barrier, results)`` in PROCESSES fresh interpreters released together;
     what each put in ``results``."""
@@ -68,6 +82,17 @@ def run_at_once(target: object, *args: object) -> list[str]:
 def test_processes_that_migrate_a_new_store_at_once_all_start(store_url: str) -> None:
     assert run_at_once(_migrate, store_url) == ["ok"] * PROCESSES
     assert "issued_forecasts" in inspect(create_engine(store_url)).get_table_names()
+
+
+def test_processes_writing_the_models_and_prices_at_once_all_land(store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    assert run_at_once(_upsert_models_and_prices, store_url) == ["ok"] * PROCESSES
+    assert store.model_specs() == sorted(DEMO_MODELS, key=lambda s: s.name)
+    store.upsert_prices([PoolSpec("l4", "L4", 1, 0, 4, 0.5), PoolSpec("l4-b", "L4", 1, 0, 4, 0.6)])
+    with store.engine.connect() as connection:
+        prices = connection.exec_driver_sql(
+            "SELECT product, price_per_gpu_hour FROM gpu_prices").all()
+    assert [tuple(p) for p in prices] == [("L4", 0.6)]  # updated in place, the last pool's
 
 
 def test_loops_saving_the_observed_fleet_at_once_each_replace_the_inventory_whole(
