@@ -7,6 +7,7 @@ Precedence: explicit overrides > environment > YAML file > defaults. Unknown key
 from __future__ import annotations
 
 import os
+import re
 import reprlib
 from contextvars import ContextVar
 from pathlib import Path
@@ -72,10 +73,25 @@ class Group(BaseModel):
         return value
 
 
+_DB_URL = re.compile(r"[A-Za-z][\w+]*://")  # SQLAlchemy's dialect[+driver]://
+
+
 class DbSettings(Group):
     url: str = Field("sqlite:///headroom.db", description="SQLAlchemy URL: sqlite:///FILE or "
                      "postgresql+psycopg://user@host:5432/db")
     connect_timeout_s: float = Field(5.0, gt=0, description="timeout of the first connection")
+
+    @field_validator("url")
+    @classmethod
+    def _a_database_url(cls, url: str) -> str:
+        """A store URL without a scheme (a bare file path, a typo) is a settings error naming
+        db.url, not "cannot reach database" when the store is opened. (Only the form is checked
+        here: settings import no database library.)"""
+        if _DB_URL.match(url) is None:
+            hint = f"; a SQLite file is sqlite:///{url}" if "//" not in url else ""  # a path
+            raise ValueError(f"{url!r} is not a database URL (sqlite:///FILE or "
+                             f"postgresql+psycopg://user@host:5432/db){hint}")
+        return url
 
 
 class ReconcileSettings(Group):

@@ -171,3 +171,19 @@ def test_a_key_given_twice_in_the_config_file_is_refused_naming_its_line(
     with pytest.raises(ConfigError) as caught:
         load_settings(config)
     assert str(caught.value).startswith(f"{config}: line 3: duplicate key ")
+
+
+@pytest.mark.parametrize(("url", "expected"), [
+    ("/var/lib/headroom/store.db", "db.url: Value error, '/var/lib/headroom/store.db' is not a "
+     "database URL (sqlite:///FILE or postgresql+psycopg://user@host:5432/db); a SQLite file is "
+     "sqlite:////var/lib/headroom/store.db"),
+    ("postgresql//headroom@db:5432/headroom", "db.url: Value error, "
+     "'postgresql//headroom@db:5432/headroom' is not a database URL (sqlite:///FILE or "
+     "postgresql+psycopg://user@host:5432/db)"),
+], ids=["a bare file path", "a scheme without its colon"])
+def test_a_store_url_that_is_no_database_url_is_one_line_naming_db_url(
+        monkeypatch: pytest.MonkeyPatch, url: str, expected: str) -> None:
+    monkeypatch.setenv("HEADROOM_DB__URL", url)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value) == f"configuration: {expected}"
