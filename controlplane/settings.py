@@ -89,7 +89,8 @@ class DbSettings(Group):
         here: settings import no database library.)"""
         if _DB_URL.match(url) is None:
             hint = f"; a SQLite file is sqlite:///{url}" if "//" not in url else ""  # a path
-            raise ValueError(f"{url!r} is not a database URL (sqlite:///FILE or "
+            shown = re.sub(r":[^:@/]*@", ":***@", url)  # never echo a password
+            raise ValueError(f"{shown!r} is not a database URL (sqlite:///FILE or "
                              f"postgresql+psycopg://user@host:5432/db){hint}")
         return url
 

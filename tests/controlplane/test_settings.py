@@ -180,7 +180,10 @@ def test_a_key_given_twice_in_the_config_file_is_refused_naming_its_line(
     ("postgresql//headroom@db:5432/headroom", "db.url: Value error, "
      "'postgresql//headroom@db:5432/headroom' is not a database URL (sqlite:///FILE or "
      "postgresql+psycopg://user@host:5432/db)"),
-], ids=["a bare file path", "a scheme without its colon"])
+    ("postgresql//headroom:s3cret@db:5432/headroom", "db.url: Value error, "
+     "'postgresql//headroom:***@db:5432/headroom' is not a database URL (sqlite:///FILE or "
+     "postgresql+psycopg://user@host:5432/db)"),
+], ids=["a bare file path", "a scheme without its colon", "a password is not echoed"])
 def test_a_store_url_that_is_no_database_url_is_one_line_naming_db_url(
         monkeypatch: pytest.MonkeyPatch, url: str, expected: str) -> None:
     monkeypatch.setenv("HEADROOM_DB__URL", url)
