@@ -7,23 +7,13 @@ Precedence: explicit overrides > environment > YAML file > defaults. Unknown key
 from __future__ import annotations
 
 import os
-import re
 import reprlib
 from contextvars import ContextVar
 from pathlib import Path
-from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -33,299 +23,32 @@ from pydantic_settings import (
 )
 
 from controlplane.autoscaling.calibration import MIN_ERRORS
-from controlplane.autoscaling.policies import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
 from controlplane.domain.desired import PoolSpec
 from controlplane.settings_env import ENV_PREFIX, env_json_error, unknown_env_variable
+from controlplane.settings_groups import (
+    AutoscalingSettings,
+    DashboardSettings,
+    DbSettings,
+    ForecastSettings,
+    KubernetesSettings,
+    PlacementSettings,
+    PoolSettings,
+    PrometheusSettings,
+    ReconcileSettings,
+    SafetySettings,
+    SimSettings,
+    default_pools,
+)
 from scheduler.domain import catalog
-from scheduler.domain.validate import MAX_GPUS_PER_NODE, MAX_PRICE_PER_GPU_HOUR
-from scheduler.metrics import host_and_port
+
+__all__ = [
+    "AutoscalingSettings", "ConfigError", "DashboardSettings", "DbSettings", "ForecastSettings",
+    "KubernetesSettings", "PlacementSettings", "PoolSettings", "PrometheusSettings",
+    "ReconcileSettings", "SafetySettings", "Settings", "SimSettings", "load_settings",
+    "pool_specs",
+]
 
 _YAML_FILE: ContextVar[Path | None] = ContextVar("headroom_yaml_file", default=None)
-
-
-def _wants_number(annotation: Any) -> bool:
-    """int or float, alone, optional, or as the items of a tuple (not bool)."""
-    if annotation in (int, float):
-        return True
-    args = get_args(annotation)
-    if get_origin(annotation) in (Union, UnionType, tuple):
-        return bool not in args and any(_wants_number(a) for a in args if a is not type(None))
-    return False
-
-
-def _has_bool(value: object) -> bool:
-    return isinstance(value, bool) or (
-        isinstance(value, (list, tuple)) and any(isinstance(v, bool) for v in value))
-
-
-class Group(BaseModel):
-    # no setting means "forever": an inf or nan would pass gt=0 and overflow (or never fire) later
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_for_a_number(cls, value: object, info: ValidationInfo) -> object:
-        """YAML's true / false are not numbers (pydantic would read ``interval_s: true`` as 1)."""
-        field = cls.model_fields.get(info.field_name or "")
-        if field is not None and _has_bool(value) and _wants_number(field.annotation):
-            raise ValueError(f"expected a number, got {value!r}".replace("True", "true")
-                             .replace("False", "false"))
-        return value
-
-
-_DB_URL = re.compile(r"[A-Za-z][\w+]*://")  # SQLAlchemy's dialect[+driver]://
-
-
-class DbSettings(Group):
-    url: str = Field("sqlite:///headroom.db", description="SQLAlchemy URL: sqlite:///FILE or "
-                     "postgresql+psycopg://user@host:5432/db")
-    connect_timeout_s: float = Field(5.0, gt=0, description="timeout of the first connection")
-
-    @field_validator("url")
-    @classmethod
-    def _a_database_url(cls, url: str) -> str:
-        """A store URL without a scheme (a bare file path, a typo) is a settings error naming
-        db.url, not "cannot reach database" when the store is opened. (Only the form is checked
-        here: settings import no database library.)"""
-        if _DB_URL.match(url) is None:
-            hint = f"; a SQLite file is sqlite:///{url}" if "//" not in url else ""  # a path
-            shown = re.sub(r":[^:@/]*@", ":***@", url)  # never echo a password
-            raise ValueError(f"{shown!r} is not a database URL (sqlite:///FILE or "
-                             f"postgresql+psycopg://user@host:5432/db){hint}")
-        return url
-
-
-class ReconcileSettings(Group):
-    interval_s: float = Field(30.0, gt=0, description="seconds between reconcile ticks")
-    max_staleness_s: float = Field(120.0, gt=0, description="skip a tick on an older snapshot")
-    target_utilization: float = Field(0.8, gt=0, le=1, description="provision need / this")
-    lookahead_s: float = Field(600.0, ge=0, description="forecast window covered: provision + load")
-    max_forecast_age_s: float = Field(1800.0, gt=0, description="older forecasts count as stale")
-    stale_headroom: float = Field(1.3, ge=1, description="multiplier on observed load w/o forecast")
-    node_configs: bool = Field(True, description="lay nodes out as the fleet plan needs: MIG "
-                               "re-layouts and device-plugin sharing (false: replicas and pools "
-                               "only)")
-    relayouts_in_flight: int = Field(1, ge=0, description="a node running GPU pods is re-laid "
-                                     "out (drained) only while fewer MIG re-layouts than this "
-                                     "are in flight; an empty node's does not wait")
-    relayout_settle_s: float = Field(120.0, ge=0, description="a node running GPU pods is "
-                                     "re-laid out once the plan has asked for the same layout "
-                                     "this long")
-
-
-class ForecastSettings(Group):
-    interval_s: float = Field(300.0, gt=0, description="seconds between forecast refreshes")
-    horizon_s: int = Field(1200, gt=0, description="how far ahead to forecast")
-    step_s: int = Field(60, gt=0, description="resampling step of the rate series")
-    history_s: int = Field(7 * 86400, gt=0, description="history fed to the forecaster")
-    method: str = Field("auto", description="forecaster name from the registry, or auto")
-    workers: int = Field(1, ge=1, description="worker processes of the refreshes of serve and "
-                         "demo")
-    state_dir: Path | None = Field(Path(".headroom/forecaster-state"), description="fitted "
-                                   "state kept between refreshes (None: every refresh fits "
-                                   "every model)")
-    fit_budget_s: float | None = Field(None, gt=0, description="a first "
-                                       "fit (a model without stored state) starts only within "
-                                       "this many wall seconds of a refresh's start; the rest "
-                                       "get persistence (fit_deferred) and are fitted by later "
-                                       "refreshes. Default: half of interval_s for serve and "
-                                       "demo, no limit for forecast run")
-
-    def refresh_budget_s(self) -> float:
-        """The fit budget of the refreshes of serve and demo."""
-        return self.fit_budget_s if self.fit_budget_s is not None else 0.5 * self.interval_s
-
-
-class SafetySettings(Group):
-    dry_run: bool = Field(False, description="plan and record, never apply")
-    max_node_step: int = Field(4, ge=1, description="max nodes added/removed per pool per tick")
-    max_replica_step: int = Field(8, ge=1, description="max replicas changed per model per tick")
-    scale_down_stabilization_s: float = Field(300.0, ge=0, description="HPA-style window")
-    cluster_gpu_budget: int | None = Field(None, ge=0, description="max GPUs in the whole fleet")
-
-
-class PoolSettings(Group):
-    # the Karpenter NodePool's name and, after "headroom-warm-", the placeholder Deployment's:
-    # a DNS-1123 label (lowercase letters, digits and '-') short enough for both
-    name: str = Field(..., pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=49)
-    product: str
-    # the placement engine's own bounds: past them every reconcile tick died on InvalidArgument
-    gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE)
-    min_nodes: int = Field(0, ge=0)
-    max_nodes: int = Field(16, ge=0)
-    price_per_gpu_hour: float = Field(..., ge=0, le=MAX_PRICE_PER_GPU_HOUR,
-                                      description="USD per GPU-hour")
-
-    @field_validator("product")
-    @classmethod
-    def _known_product(cls, product: str) -> str:
-        # the catalog gives a product's memory and MIG geometry; without them no replica fits
-        # (an unknown product ran as a pool of GPUs nothing could use)
-        entry = catalog.lookup(product)
-        if entry is None or entry.memory_mib <= 0:
-            known = ", ".join(p.name for p in catalog.PRODUCTS if p.memory_mib > 0)
-            raise ValueError(f"unknown GPU product {product!r}; known: {known} "
-                             "(or their aliases, scheduler/domain/catalog.py)")
-        return product
-
-    @model_validator(mode="after")
-    def _min_below_max(self) -> PoolSettings:
-        if self.min_nodes > self.max_nodes:
-            raise ValueError(f"pool {self.name}: min_nodes > max_nodes")
-        return self
-
-
-def _default_pools() -> list[PoolSettings]:
-    # On-demand list prices per GPU-hour (REFERENCE.md §10.1, 2025-26): p4de/8, p5 after the
-    # June 2025 cut /8, g6.xlarge.
-    return [
-        PoolSettings(name="a100-80gb", product="A100-80GB", gpus_per_node=8, max_nodes=8,
-                     price_per_gpu_hour=5.12),
-        PoolSettings(name="h100-80gb", product="H100-80GB", gpus_per_node=8, max_nodes=4,
-                     price_per_gpu_hour=6.88),
-        PoolSettings(name="l4", product="L4", gpus_per_node=4, max_nodes=8,
-                     price_per_gpu_hour=0.80),
-    ]
-
-
-class SimSettings(Group):
-    seed: int = Field(7, description="seed of traffic and cold-start draws")
-    step_s: float = Field(10.0, gt=0, description="virtual seconds per simulation step")
-    history_s: int = Field(3 * 86400, ge=0, description="synthetic history backfilled on a new "
-                           "store (days of it let the forecaster fit daily seasonality)")
-    node_provision_s: tuple[float, float] = Field((60.0, 180.0), description="uniform min,max")
-    image_pull_s: tuple[float, float] = Field((30.0, 120.0))
-    weight_load_s: tuple[float, float] = Field((5.0, 60.0))
-    warmup_s: tuple[float, float] = Field((10.0, 30.0))
-    warm_node_start_s: float = Field(8.0, ge=0, description="replica start on a warm node")
-    mig_relayout_s: tuple[float, float] = Field((60.0, 150.0), description="uniform min,max: a "
-                                                "node's MIG re-layout, cordon to uncordon")
-    start_warm: bool = Field(True, description="a new store's fleet is already running, sized by "
-                             "the first plan (Headroom taking over a fleet); false starts from "
-                             "empty pools and shows every cold start")
-
-    @model_validator(mode="after")
-    def _ranges_ordered(self) -> SimSettings:
-        for name in ("node_provision_s", "image_pull_s", "weight_load_s", "warmup_s",
-                     "mig_relayout_s"):
-            low, high = getattr(self, name)
-            if low < 0 or high < low:
-                raise ValueError(f"{name} must be 0 <= min <= max, got ({low}, {high})")
-        return self
-
-
-class AutoscalingSettings(Group):
-    """Predictive autoscaling (controlplane.autoscaling) and the KEDA external scaler."""
-
-    policy: Literal["predictive", "reactive", "static"] = Field(
-        "predictive", description="demand policy: forecast quantile, observed load, or the peak")
-    shortfall_cost_ratio: float = Field(
-        SHORTFALL_COST_RATIO, gt=1, description="price of a replica-hour of unserved demand / "
-        "price of a replica-hour; sets the warm-pool quantiles (newsvendor)")
-    short_minute_cost_ratio: float = Field(
-        SHORT_MINUTE_COST_RATIO, ge=0, description="price of one short model-minute in "
-        "replica-hours: hot replicas hold the quantile of the next forecast step this price pays "
-        "for, per model (0: no hot headroom)")
-    reaction_s: float = Field(60.0, gt=0, description="time to notice a change and act "
-                              "(reconcile interval + metric window)")
-    keep_s: float = Field(240.0, ge=0, description="warm GPUs also cover this much longer: a "
-                          "node released and needed back would bill its provisioning again")
-    idle_wake_s: float = Field(2.0, ge=0, description="wake time of a loaded-but-idle replica "
-                               "(vLLM sleep, Triton loaded but unrouted)")
-    node_stabilization_s: float = Field(120.0, ge=0, description="predictive: node scale-down "
-                                        "waits this long on fresh data")
-    node_provision_p90_s: float = Field(240.0, ge=0, description="reconcile loop: p90 time "
-                                        "until a requested GPU node is ready (the cold rung)")
-    cached_start_p90_s: float = Field(10.0, ge=0, description="reconcile loop: p90 start of a "
-                                      "replica on a node that holds its image and weights")
-    reactive_target_utilization: float = Field(0.8, gt=0, le=1, description="reactive: target "
-                                               "utilization (KEDA/HPA)")
-    calibration_errors: int = Field(4032, ge=10, description="recent forecast errors kept to "
-                                    "calibrate the upper tail")
-    calibration_window_s: float = Field(14 * 86400, gt=0, description="reconcile loop: issued "
-                                        "forecasts and their errors are kept this long in the "
-                                        "store, then pruned")
-    tenant_gpu_budgets: dict[str, Annotated[float, Field(ge=0)]] = Field(
-        default_factory=dict, description="tenant -> max GPUs its models may hold (warm "
-        "included)")
-    static_peak_rps: dict[str, Annotated[float, Field(ge=0)]] = Field(
-        default_factory=dict, description="static: model -> peak rps to provision all the time")
-    keda_lookahead_s: float = Field(600.0, gt=0, description="KEDA scaler: forecast window "
-                                    "GetMetrics covers (provisioning + cold start)")
-    keda_poll_s: float = Field(5.0, gt=0, description="KEDA scaler: stream re-read interval")
-
-    @model_validator(mode="after")
-    def _static_has_peaks(self) -> AutoscalingSettings:
-        if self.policy == "static" and not self.static_peak_rps:
-            raise ValueError("autoscaling.static_peak_rps: policy static needs the peak rps of "
-                             "every model")
-        return self
-
-
-class PlacementSettings(Group):
-    listen: str = Field("127.0.0.1:50051", description="host:port of the gRPC placement API")
-    metrics_listen: str | None = Field(
-        None, description="host:port of Prometheus /metrics (placement API and reconcile loop) "
-        "for headroom serve and demo; None = off")
-
-    @field_validator("listen", "metrics_listen")
-    @classmethod
-    def _host_and_port(cls, value: str | None) -> str | None:
-        if value is not None:
-            host_and_port(value)
-        return value
-
-
-class DashboardSettings(Group):
-    address: str = Field("127.0.0.1")
-    port: int = Field(8501, ge=0, le=65535)
-
-
-class PrometheusSettings(Group):
-    url: str | None = Field(None, description="base URL of Prometheus, e.g. http://127.0.0.1:9090")
-    timeout_s: float = Field(10.0, gt=0)
-
-
-class KubernetesSettings(Group):
-    kubeconfig: str | None = Field(None, description="path; None = in-cluster or ~/.kube/config")
-    namespace: str = Field("headroom")
-    field_manager: str = Field("headroom")
-    request_timeout_s: float = Field(10.0, gt=0, description="timeout of one API request")
-    model_label: str = Field("headroom.dev/model", description="label on Triton/vLLM "
-                             "Deployments and StatefulSets naming the model they serve")
-    workload_namespaces: list[str] = Field(default_factory=list, description="namespaces of "
-                                           "model workloads; empty = all namespaces")
-    nodepool_names: dict[str, str] = Field(default_factory=dict, description="pool -> Karpenter "
-                                           "NodePool name (default: the pool name)")
-    placeholder_priority_class: str = Field("headroom-warm-placeholder", description="low "
-                                            "PriorityClass of the warm-capacity placeholder pods")
-    placeholder_image: str = Field("registry.k8s.io/pause:3.10")
-    gpu_operator_namespace: str = Field("gpu-operator", description="namespace of the GPU "
-                                        "Operator's MIG manager and device plugin ConfigMaps")
-    mig_config_map: str = Field("headroom-mig-parted-config", description="mig-parted "
-                                "ConfigMap (key config.yaml) the MIG manager is pointed at")
-    device_plugin_config_map: str = Field("headroom-device-plugin-config", description=
-                                          "device-plugin ConfigMap (one key per named config)")
-    mig_strategy: Literal["single", "mixed"] = Field("mixed", description="device plugin "
-                                                     "MIG strategy (mixed for custom layouts)")
-    lease_name: str = Field("headroom-leader", description="coordination.k8s.io/v1 Lease")
-    lease_duration_s: int = Field(15, ge=1, description="followers wait this long")
-    renew_deadline_s: float = Field(10.0, gt=0, description="a leader stops acting this long "
-                                    "after its last successful renew (< lease_duration_s)")
-    identity: str | None = Field(None, description="leader election identity; None = "
-                                 "hostname + process id")
-    surge_timeout_s: float = Field(900.0, gt=0, description="MIG relayout: wait for surge "
-                                   "capacity before giving up (nothing disrupted yet)")
-    drain_timeout_s: float = Field(3600.0, gt=0, description="MIG relayout: give up draining "
-                                   "(uncordon, alert) after this long; never forces evictions")
-    mig_timeout_s: float = Field(900.0, gt=0, description="MIG relayout: wait this long for "
-                                 "nvidia.com/mig.config.state=success before rolling back")
-
-    @model_validator(mode="after")
-    def _lease_timing(self) -> KubernetesSettings:
-        if self.renew_deadline_s >= self.lease_duration_s:
-            raise ValueError("k8s.renew_deadline_s must be < k8s.lease_duration_s")
-        return self
 
 
 class Settings(BaseSettings):
@@ -338,7 +61,7 @@ class Settings(BaseSettings):
     reconcile: ReconcileSettings = ReconcileSettings()
     forecast: ForecastSettings = ForecastSettings()
     safety: SafetySettings = SafetySettings()
-    pools: list[PoolSettings] = Field(default_factory=_default_pools, min_length=1,
+    pools: list[PoolSettings] = Field(default_factory=default_pools, min_length=1,
                                       description="node pools; none would place nothing")
     sim: SimSettings = SimSettings()
     placement: PlacementSettings = PlacementSettings()
