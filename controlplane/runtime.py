@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -34,7 +34,9 @@ from controlplane.sim.catalog import DEMO_MODELS, DEMO_TRAFFIC
 from controlplane.sim.clock import VirtualClock
 from controlplane.sim.cluster import SimCluster
 from controlplane.store import Store
+from controlplane.store import retention as store_retention
 from controlplane.store.ledger import SqlForecastLedger
+from controlplane.store.retention import Pruned, retention_cutoff
 from forecaster.types import Forecast
 from scheduler.engine import PlacementEngine
 
@@ -115,6 +117,17 @@ def refresh_forecasts(store: Store, now: datetime, settings: Settings) -> list[F
     return list(run_job(store, store, now, config).forecasts)
 
 
+def prune_store(store: Store, now: datetime, settings: Settings) -> Pruned | None:
+    """Delete what is older than ``db.retention_s`` (the store job); None when it keeps all."""
+    cutoff = retention_cutoff(now, settings.db.retention_s)
+    if cutoff is None:
+        return None
+    pruned = store_retention.prune_store(store.engine, cutoff)
+    if pruned.total:
+        log.info("store.pruned", extra={"before": cutoff.isoformat(), **asdict(pruned)})
+    return pruned
+
+
 class PreHistory:
     """A DecisionStore that keeps nothing: the simulated fleet's life before Headroom's first
     recorded tick (no guard memory, no observations, no tick)."""
@@ -171,6 +184,7 @@ class SimRuntime:
         self.lock = threading.RLock()
         self._next_tick_at = start_at
         self._next_forecast_at = start_at
+        self._next_prune_at = start_at
         self._started = False
         self._take_over = False
 
@@ -247,6 +261,10 @@ class SimRuntime:
         with self.lock:
             return refresh_forecasts(self.store, self.clock.now(), self.settings)
 
+    def prune(self) -> Pruned | None:
+        with self.lock:
+            return prune_store(self.store, self.clock.now(), self.settings)
+
     def advance(self, seconds: float, run_jobs: bool = True) -> None:
         """Move virtual time forward in sim steps; run due forecast and reconcile jobs if asked."""
         if run_jobs:
@@ -270,6 +288,9 @@ class SimRuntime:
         if now >= self._next_tick_at:
             self.tick()
             self._next_tick_at = now + timedelta(seconds=self.settings.reconcile.interval_s)
+        if now >= self._next_prune_at:
+            self.prune()
+            self._next_prune_at = now + timedelta(seconds=self.settings.db.prune_interval_s)
 
     def _account(self, dt_s: float) -> None:
         for model in self.cluster.snapshot().models:

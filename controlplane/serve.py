@@ -59,6 +59,7 @@ def run_serve(settings: Settings, console: Console) -> None:
         "sim.advance": (lambda: runtime.advance(1.0, run_jobs=False), 1.0),
         "forecast": (runtime.refresh_forecasts, settings.forecast.interval_s),
         "reconcile": (runtime.tick, settings.reconcile.interval_s),
+        "store.prune": (runtime.prune, settings.db.prune_interval_s),
     })
     runtime.start()
 

@@ -16,7 +16,7 @@ from controlplane.jobs import build_scheduler, run_until_stopped
 from controlplane.placement_api import start_placement_api
 from controlplane.ports import ClusterReader, PlacementClient
 from controlplane.reconcile import ReconcileDeps, reconcile_once
-from controlplane.runtime import keda_servicer, reconcile_config, refresh_forecasts
+from controlplane.runtime import keda_servicer, prune_store, reconcile_config, refresh_forecasts
 from controlplane.settings import Settings
 from controlplane.store import Store
 from controlplane.store.engine import redact, sqlite_file
@@ -91,6 +91,10 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
         if backend.elector.is_leader(clock.now()):
             refresh_forecasts(store, clock.now(), settings)
 
+    def prune() -> None:
+        if backend.elector.is_leader(clock.now()):
+            prune_store(store, clock.now(), settings)
+
     keda = keda_servicer(settings, store, clock, specs)
     stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda)], console,
                                            stream_workers=keda.max_streams)
@@ -99,6 +103,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
         "leader": (keep_lease, settings.k8s.renew_deadline_s / 3),
         "forecast": (forecast, settings.forecast.interval_s),
         "reconcile": (tick, settings.reconcile.interval_s),
+        "store.prune": (prune, settings.db.prune_interval_s),
     })
 
     def on_stop() -> None:

@@ -74,6 +74,11 @@ class Settings(BaseSettings):
     def _cross_field(self) -> Settings:
         if self.forecast.horizon_s < self.forecast.step_s:
             raise ValueError("forecast.horizon_s must be >= forecast.step_s")
+        if 0 < self.db.retention_s < self.forecast.history_s:
+            raise ValueError(f"db.retention_s ({self.db.retention_s:g} s) must be 0 (keep "
+                             f"everything) or >= forecast.history_s "
+                             f"({self.forecast.history_s} s): the forecaster reads that much "
+                             "history from the store")
         if self.reconcile.max_staleness_s < self.reconcile.interval_s:
             raise ValueError("reconcile.max_staleness_s must be >= reconcile.interval_s")
         window_s, refresh_s = self.autoscaling.calibration_window_s, self.forecast.interval_s

@@ -1,0 +1,76 @@
+"""Store retention: delete what is older than the retention window, in one transaction.
+
+Every reconcile tick adds a tick with its plan, actions, outcomes and placements (tens of rows at
+a 30 s interval), every forecast refresh a forecast per model, every tick an observation per
+model; without pruning a store grows without bound. ``prune_store`` deletes the rows from before
+``before_at``: observations, forecasts (each model's newest stays, so KEDA and the dashboard
+still see why a model has none fresher), and ticks with everything hanging off them (the newest
+tick stays: a restarted loop resumes from its guard memory and observed fleet). Children go
+before their parents (SQLite enforces the foreign keys), all or nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from sqlalchemy import CursorResult, Engine, func
+from sqlmodel import Session, col, delete, select
+
+from controlplane.store.tables import (
+    ActionRecord,
+    ForecastRecord,
+    ObservationRecord,
+    OutcomeRecord,
+    PlacementRecord,
+    PlanRecord,
+    TickRecord,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """Rows deleted per table."""
+
+    ticks: int = 0
+    plans: int = 0
+    actions: int = 0
+    outcomes: int = 0
+    placements: int = 0
+    forecasts: int = 0
+    observations: int = 0
+
+    @property
+    def total(self) -> int:
+        return (self.ticks + self.plans + self.actions + self.outcomes + self.placements
+                + self.forecasts + self.observations)
+
+
+def retention_cutoff(now: datetime, retention_s: float) -> datetime | None:
+    """The instant before which rows go; None when ``retention_s`` is 0 (keep everything)."""
+    return now - timedelta(seconds=retention_s) if retention_s > 0 else None
+
+
+def prune_store(engine: Engine, before_at: datetime) -> Pruned:
+    with Session(engine) as session:
+        newest_tick = select(func.max(TickRecord.id)).scalar_subquery()
+        ticks = select(TickRecord.id).where(col(TickRecord.started_at) < before_at,
+                                            col(TickRecord.id) != newest_tick)
+        plans = select(PlanRecord.id).where(col(PlanRecord.tick_id).in_(ticks))
+        actions = select(ActionRecord.id).where(col(ActionRecord.plan_id).in_(plans))
+        newest_forecasts = select(func.max(ForecastRecord.id)).group_by(
+            col(ForecastRecord.model))
+        counts = [cast(CursorResult[Any], session.execute(statement)).rowcount for statement in (
+            delete(OutcomeRecord).where(col(OutcomeRecord.action_id).in_(actions)),
+            delete(ActionRecord).where(col(ActionRecord.plan_id).in_(plans)),
+            delete(PlacementRecord).where(col(PlacementRecord.plan_id).in_(plans)),
+            delete(PlanRecord).where(col(PlanRecord.tick_id).in_(ticks)),
+            delete(TickRecord).where(col(TickRecord.id).in_(ticks)),
+            delete(ForecastRecord).where(col(ForecastRecord.computed_at) < before_at,
+                                         col(ForecastRecord.id).not_in(newest_forecasts)),
+            delete(ObservationRecord).where(col(ObservationRecord.at) < before_at),
+        )]
+        session.commit()
+    outcomes, actions_n, placements, plans_n, ticks_n, forecasts, observations = counts
+    return Pruned(ticks_n, plans_n, actions_n, outcomes, placements, forecasts, observations)
