@@ -301,11 +301,6 @@ class Store:
                 "forecasts": session.exec(select(func.count()).select_from(ForecastRecord)).one(),
             }
 
-    def prune_observations(self, before_at: datetime) -> None:
-        with self.session() as session:
-            session.exec(delete(ObservationRecord).where(col(ObservationRecord.at) < before_at))
-            session.commit()
-
 
 def history_window(now: datetime, history_s: int) -> tuple[datetime, datetime]:
     return now - timedelta(seconds=history_s), now
