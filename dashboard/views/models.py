@@ -15,6 +15,7 @@ from dashboard.context import store_url
 
 WINDOWS = {"6 h": timedelta(hours=6), "24 h": timedelta(hours=24), "7 d": timedelta(days=7)}
 LEADS_MIN = (1, 5, 10, 15, 20)
+FRESH_MIN = 10  # an observation older than this before the newest tick is not "now"
 
 
 def well_formed(forecasts: pd.DataFrame) -> tuple[pd.DataFrame, int]:
@@ -117,7 +118,14 @@ def main() -> None:
 
     cols = st.columns(5)
     now = actual.iloc[-1] if not actual.empty else None
-    cols[0].metric("Demand now", f"{now.demand_rps:,.1f} rps" if now is not None else "n/a")
+    # the newest observation of the window may be old (a model the loop stopped observing)
+    seen_at = now["at"] if now is not None else until_at  # a row's .at is pandas' indexer
+    age_min = (until_at - seen_at).total_seconds() / 60
+    seen = (f"last seen {seen_at:%H:%M} UTC, {age_min:,.0f} min before the newest tick"
+            if now is not None and age_min > FRESH_MIN else None)
+    cols[0].metric("Demand now" if seen is None else "Demand (last seen)",
+                   f"{now.demand_rps:,.1f} rps" if now is not None else "n/a", seen,
+                   **widgets.INFO_DELTA)
     cols[1].metric("Ready capacity", f"{now.capacity_rps:,.1f} rps" if now is not None else "n/a")
     cols[2].metric("Ready replicas", int(now.replicas_ready) if now is not None else "n/a")
     cols[3].metric(f"WAPE p50 @ {lead_min} min", f"{error['wape_pct']:.1f}%" if error else "n/a",

@@ -119,3 +119,23 @@ def test_ticks_without_any_plan_show_n_a_dollars_per_hour_not_zero(
     assert [i.value for i in at.info] == [
         f"No plan recorded yet: {ticks} tick(s) so far, the newest skipped (stale snapshot). GPU "
         "allocation and $ / h show once a tick records a plan."]
+
+
+def test_a_models_newest_observation_from_long_ago_is_shown_as_last_seen_not_as_now(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'stopped-model.db'}"
+    seed_store(url, 0.5)
+    with make_engine(url).begin() as connection:  # the loop stopped observing one model
+        newest = connection.exec_driver_sql("SELECT max(at) FROM observations").scalar()
+        connection.exec_driver_sql(
+            "DELETE FROM observations WHERE model = 'llama-3-70b' AND at > ?",
+            (datetime.fromisoformat(str(newest)) - timedelta(minutes=20),))
+    at = open_page(url, "views/models.py", monkeypatch)
+    at.selectbox[0].set_value("llama-3-70b").run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = {m.label: m for m in at.metric}
+    assert "Demand now" not in shown
+    assert shown["Demand (last seen)"].delta.endswith("min before the newest tick")
+    other = open_page(url, "views/models.py", monkeypatch)
+    other.selectbox[0].set_value("bert-embed").run()
+    assert "Demand now" in {m.label for m in other.metric}
