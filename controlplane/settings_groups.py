@@ -305,6 +305,9 @@ class KubernetesSettings(Group):
                                    "(uncordon, alert) after this long; never forces evictions")
     mig_timeout_s: float = Field(900.0, gt=0, description="MIG relayout: wait this long for "
                                  "nvidia.com/mig.config.state=success before rolling back")
+    relayout_retry_after_s: float = Field(3600.0, ge=0, description="MIG relayout: a node's "
+                                          "relayout that was aborted, rolled back or failed is "
+                                          "not retried to the same config before this long")
 
     @model_validator(mode="after")
     def _lease_timing(self) -> KubernetesSettings:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -53,6 +54,9 @@ class RelayoutPolicy:
     surge_timeout_s: float = 900.0
     drain_timeout_s: float = 3600.0
     mig_timeout_s: float = 900.0
+    retry_after_s: float = 3600.0  # a node's relayout that ended short of its target: the next
+    # one to that target waits this long (else a blocked drain or a config the MIG manager fails
+    # re-cordons and re-drains the node every time the last attempt gives up)
 
     def timeout_s(self, phase: RelayoutPhase) -> float | None:
         return {RelayoutPhase.SURGE: self.surge_timeout_s,
@@ -157,6 +161,23 @@ def start_relayout(node: str, pool: str, from_config: str, to_config: str,
     first = MigRelayout(f"{node}@{now:%Y%m%dT%H%M%S}", node, pool, from_config, to_config,
                         to_layout, RelayoutPhase.SURGE, now, now, reason=reason)
     return _enter(first, RelayoutPhase.SURGE, now, policy)
+
+
+def retry_refusal(previous: Sequence[MigRelayout], to_config: str, now: datetime,
+                  policy: RelayoutPolicy) -> str:
+    """Why a new relayout to ``to_config`` must not start yet ("" when it may): the node's
+    latest relayout went to the same config and ended short of it (aborted, rolled back or
+    failed; a node that was gone is a new node) less than ``retry_after_s`` ago."""
+    last = max(previous, key=lambda r: r.updated_at, default=None)
+    if (last is None or last.is_active or last.phase is RelayoutPhase.DONE
+            or last.to_config != to_config or last.alert == "node_gone"):
+        return ""
+    retry_at = last.updated_at + timedelta(seconds=policy.retry_after_s)
+    if now >= retry_at:
+        return ""
+    return (f"relayout_backoff: the last relayout of {last.node} to {to_config} ended "
+            f"{last.phase.value} ({last.alert or 'no alert'}) at {last.updated_at:%H:%M:%S}; "
+            f"not retried before {retry_at:%Y-%m-%dT%H:%M:%S}")
 
 
 def _enter(r: MigRelayout, phase: RelayoutPhase, now: datetime, policy: RelayoutPolicy,

@@ -173,3 +173,49 @@ def test_a_node_whose_mig_change_is_still_running_is_not_started(apiserver: ApiS
         "a100-5", TARGET, "x")
     assert not outcome.ok and outcome.retryable
     assert outcome.message == "mig_change_in_progress: all-balanced is pending"
+
+
+def test_a_drain_a_budget_blocks_past_its_timeout_uncordons_and_is_not_retried_at_once(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed(apiserver, budget={"min_available": 3})
+    store = MemoryRelayoutStore()
+    actuator = relayout_actuator(apiserver, clock, store, drain_timeout_s=300.0,
+                                 relayout_retry_after_s=1800.0)
+    assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
+    run(actuator, clock, FakeMigManager(apiserver))
+    aborted = store.relayouts_of("a100-1")[-1]
+    assert aborted.phase is RelayoutPhase.ABORTED
+    assert aborted.alert == "drain_timeout: models/m-0, models/m-1 still running"
+    assert not apiserver.get("v1", "Node", "a100-1")["spec"].get("unschedulable")
+    clock.advance(30)  # the next tick plans the same layout again
+    again = actuator.start_relayout("a100-1", TARGET, "placement_wants_3g")
+    assert not again.ok and again.retryable
+    assert again.message.startswith(f"relayout_backoff: the last relayout of a100-1 to {TO} "
+                                    "ended aborted (drain_timeout: models/m-0, models/m-1 still "
+                                    "running)")
+    assert store.active_relayouts() == ()
+    assert not apiserver.get("v1", "Node", "a100-1")["spec"].get("unschedulable")
+    other = actuator.start_relayout("a100-1", uniform("A100-80GB", ("7g.80gb",)), "other")
+    assert other.ok, other.message  # another layout is not held back
+    assert store.active_relayouts()[0].to_config != TO
+
+
+def test_a_layout_the_mig_manager_failed_is_retried_only_after_the_backoff(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed(apiserver)
+    store = MemoryRelayoutStore()
+    actuator = relayout_actuator(apiserver, clock, store, relayout_retry_after_s=1800.0)
+    assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
+    run(actuator, clock, FakeMigManager(apiserver, {TO: "failed"}),
+        FakeReplicaController(apiserver, "m", 3))
+    rolled_back = store.relayouts_of("a100-1")[-1]
+    assert rolled_back.phase is RelayoutPhase.ROLLED_BACK
+    evictions = len([r for r in apiserver.writes() if r.path.endswith("/eviction")])
+    clock.advance(30)
+    refused = actuator.start_relayout("a100-1", TARGET, "placement_wants_3g")
+    assert not refused.ok and refused.retryable and "(mig_config_failed)" in refused.message
+    run(actuator, clock, ticks=3)
+    assert len([r for r in apiserver.writes() if r.path.endswith("/eviction")]) == evictions
+    clock.advance(1800)
+    assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
+    assert store.active_relayouts()[0].to_config == TO

@@ -118,7 +118,8 @@ def build_k8s_backend(settings: Settings, clock: Clock, relayouts: RelayoutStore
     pool_list = tuple(pools) if pools is not None else pool_specs(settings)
     reader = K8sClusterReader(api, k8s, pool_list, clock, load)
     node_pools = K8sNodePoolActuator(api, k8s, pool_list, lambda: surge_floors(relayouts))
-    policy = RelayoutPolicy(k8s.surge_timeout_s, k8s.drain_timeout_s, k8s.mig_timeout_s)
+    policy = RelayoutPolicy(k8s.surge_timeout_s, k8s.drain_timeout_s, k8s.mig_timeout_s,
+                            k8s.relayout_retry_after_s)
     mig = K8sMigRelayoutActuator(api, k8s, pool_list, reader, node_pools, relayouts, clock,
                                  policy)
     elector: LeaderElector

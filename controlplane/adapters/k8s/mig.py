@@ -31,6 +31,7 @@ from controlplane.domain.mig_relayout import (
     ScalePool,
     SetUnschedulable,
     WriteMigConfig,
+    retry_refusal,
     start_relayout,
     step_relayout,
     with_blocked_evictions,
@@ -115,6 +116,10 @@ class K8sMigRelayoutActuator:
         if info.mig_state in ("pending", "rebooting"):
             return failed(node, f"mig_change_in_progress: {info.mig_config} is {info.mig_state}",
                           retryable=True)
+        backoff = retry_refusal(self.store.relayouts_of(node), target, self.clock.now(),
+                                self.policy)
+        if backoff:
+            return failed(node, backoff, retryable=True)
         if info.labels.get(n.SHARING_STRATEGY) == "mps":
             return failed(node, f"node {node} shares GPUs with MPS; set it exclusive first")
         relayout = start_relayout(node, info.pool, info.mig_config or "all-disabled", target,
