@@ -62,3 +62,40 @@ def test_the_node_stage_re_lays_out_an_empty_node_and_shares_a_busy_one_through_
                              clock.now())
     assert again.actions == () and again.skipped == ()
     assert assert_schema_valid(apiserver) > 0
+
+
+def test_an_mps_node_the_plan_needs_as_mig_is_set_exclusive_and_its_relayout_waits_retryably(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(nodepool("a100-80gb", limits={"nvidia.com/gpu": "8"}))
+    apiserver.seed(gpu_node("a100-1", gpus=1, mig_config="all-disabled", sharing="mps",
+                            extra_labels={"nvidia.com/device-plugin.config": "headroom-mps-4",
+                                          "nvidia.com/gpu.replicas": "4"}))
+    backend = make_backend(apiserver, clock)
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    slices = FleetPlacement(1, _placement().segments[:7], (), (), 0.0, ())
+    pools, limits = backend.reader.pools, NodeConfigLimits()
+    plan = node_config_plan(slices, backend.reader.snapshot(), pools, backend.mig.in_flight(),
+                            GuardMemory(), limits, clock.now())
+    assert [(type(a).__name__, a.reason) for a in plan.actions] == [
+        ("ApplySharing", "exclusive_before_mig"), ("RelayoutMig", "plan_needs_mig")]
+    exclusive, relayout = apply_actions(plan.actions, backend.actuators)
+    assert exclusive.ok, exclusive.message
+    # GFD still reports MPS until the device plugin has restarted without it
+    assert not relayout.ok and relayout.retryable
+    assert relayout.message == (
+        "mps_still_running: node a100-1 selects nvidia.com/device-plugin.config="
+        "headroom-exclusive but nvidia.com/gpu.sharing-strategy is still mps; waiting for the "
+        "device plugin")
+    assert backend.mig.in_flight() == {}
+    apiserver.update("v1", "Node", "a100-1", {"metadata": {"labels": {
+        "nvidia.com/gpu.sharing-strategy": "none", "nvidia.com/gpu.replicas": "1"}}},
+        manager="gpu-feature-discovery")
+    clock.advance(30)
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    again = node_config_plan(slices, backend.reader.snapshot(), pools, backend.mig.in_flight(),
+                             plan.memory, limits, clock.now())
+    assert [type(a).__name__ for a in again.actions] == ["RelayoutMig"]
+    started, = apply_actions(again.actions, backend.actuators)
+    assert started.ok, started.message
+    assert set(backend.mig.in_flight()) == {"a100-1"}
+    assert assert_schema_valid(apiserver) > 0

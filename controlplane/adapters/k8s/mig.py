@@ -36,6 +36,8 @@ from controlplane.domain.mig_relayout import (
     step_relayout,
     with_blocked_evictions,
 )
+from controlplane.domain.models import SharingMode
+from controlplane.domain.sharing_config import layout_from_config_name
 from controlplane.ports import Clock, RelayoutStore
 from controlplane.settings import KubernetesSettings
 
@@ -121,6 +123,15 @@ class K8sMigRelayoutActuator:
         if backoff:
             return failed(node, backoff, retryable=True)
         if info.labels.get(n.SHARING_STRATEGY) == "mps":
+            name = info.labels.get(n.DEVICE_PLUGIN_CONFIG, "")
+            selected = layout_from_config_name(name)
+            if selected is not None and selected.mode is not SharingMode.MPS:
+                # the sharing change the plan puts first was written; GFD relabels the node
+                # once the device plugin has left MPS
+                return failed(node, f"mps_still_running: node {node} selects "
+                              f"{n.DEVICE_PLUGIN_CONFIG}={name} but "
+                              f"{n.SHARING_STRATEGY} is still mps; waiting for the device "
+                              "plugin", retryable=True)
             return failed(node, f"node {node} shares GPUs with MPS; set it exclusive first")
         relayout = start_relayout(node, info.pool, info.mig_config or "all-disabled", target,
                                   layout, self.clock.now(), self.policy, reason)
