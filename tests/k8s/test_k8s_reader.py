@@ -195,3 +195,13 @@ def test_a_node_on_mig_parteds_all_enabled_reads_as_mig_on_without_instances_not
     assert {(g.mig_enabled, g.mig_layout, g.sharing) for g in nodes["a100-on"].gpus} == {
         (True, (), "mig")}
     assert {(g.mig_enabled, g.sharing) for g in nodes["a100-off"].gpus} == {(False, "exclusive")}
+
+
+def test_a_node_whose_mig_config_failed_to_apply_offers_no_mig_instances(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(nodepool("a100-80gb"))
+    apiserver.seed(gpu_node("a100-failed", gpus=2, mig_config="all-1g.10gb", mig_state="failed"))
+    apiserver.seed(gpu_node("a100-ok", gpus=2, mig_config="all-1g.10gb"))
+    nodes = {n.name: n for n in make_backend(apiserver, clock).reader.snapshot().nodes}
+    assert {(g.mig_enabled, g.mig_layout) for g in nodes["a100-failed"].gpus} == {(True, ())}
+    assert {g.mig_layout for g in nodes["a100-ok"].gpus} == {("1g.10gb",) * 7}
