@@ -87,8 +87,9 @@ def compute_one(task: ModelTask) -> ModelResult:
         leads = fitted_leads(n_targets(task.horizon_s, task.series.step_s))
         try:
             save_state(path, export_state(model, h, h.size, leads))
-        except OSError as exc:
-            log.warning("cannot write forecaster state %s: %s", path, exc)
+        except (OSError, ValueError) as exc:  # ValueError: a non-finite number in the fit
+            log.warning("cannot write forecaster state %s of %r: %s", path,
+                        task.series.series_id, exc)
     return ModelResult(made, time.perf_counter() - started,
                        getattr(model, "fits_done", 0) > fits,
                        getattr(chain, "fits_done", 0) - seasonal)

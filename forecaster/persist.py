@@ -119,9 +119,10 @@ def import_state(model: object, h: History, doc: dict[str, Any]) -> int:
 
 def load_state(path: Path) -> dict[str, Any]:
     """The state doc of ``path``; {} (refit) when it is missing, unreadable or not JSON as
-    ``save_state`` writes it (it never writes NaN or Infinity)."""
+    ``save_state`` writes it (it never writes NaN or Infinity, nor a number such as 1e400 that
+    reads as infinite)."""
     try:
-        doc = json.loads(path.read_text(), parse_constant=_no_constant)
+        doc = json.loads(path.read_text(), parse_constant=_no_constant, parse_float=_finite)
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}
@@ -130,13 +131,25 @@ def load_state(path: Path) -> dict[str, Any]:
 def save_state(path: Path, doc: dict[str, Any]) -> None:
     """Write atomically (temp file + rename), so a killed job never leaves half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(doc, allow_nan=False)  # ValueError on NaN/Infinity, before any write
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, allow_nan=False))
-    tmp.replace(path)
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk: no partial temp file left behind
+        raise
 
 
 def _no_constant(name: str) -> float:
     raise ValueError(f"{name} in a state file")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} in a state file")
+    return value
 
 
 def _num(value: float) -> float | None:

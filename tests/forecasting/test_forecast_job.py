@@ -103,6 +103,26 @@ def test_a_malformed_state_file_from_an_earlier_run_is_named_and_refitted(
     assert all(load_state(p)["level"] for p in (wrong_type, nan_coef, *rest))  # rewritten
 
 
+def test_a_state_file_with_a_number_too_large_for_a_float_is_refitted_and_the_job_goes_on(
+        sqlite_url: str, tmp_path: Path) -> None:
+    now = NOW + timedelta(days=5)
+    store = filled_store(sqlite_url, now=now)
+    config = JobConfig(method="level", history_s=2 * 86_400, state_dir=tmp_path / "state",
+                       workers=2)
+    run_job(store, None, now, config)
+    overflowing = sorted((tmp_path / "state").glob("*.json"))[0]
+    doc = json.loads(overflowing.read_text())
+    next(iter(doc["level"]["coefs"].values()))[0] = 12345.678
+    overflowing.write_text(json.dumps(doc).replace("12345.678", "1e400"))  # reads as inf
+    assert load_state(overflowing) == {}
+    again = run_job(store, store, now + timedelta(minutes=1), config)
+    assert not again.failed and len(again.forecasts) == len(MODELS)
+    assert not any(f.fallback_reason.startswith("fit_failed") for f in again.forecasts)
+    assert all(np.isfinite(f.p50).all() and np.isfinite(f.p90).all() for f in again.forecasts)
+    assert sorted(store.latest_forecasts()) == sorted(MODELS)
+    assert load_state(overflowing)["level"]  # refitted and rewritten as finite JSON
+
+
 class _HalfBroken:
     """A source that cannot produce one model's history."""
 
