@@ -36,6 +36,8 @@ log = logging.getLogger("headroom.forecast_job")
 
 #: the fallback reason of a model whose first fit waits for a later run (``fit_budget_s``)
 FIT_DEFERRED = "fit_deferred"
+#: the prefix of ``forecaster.api.forecast``'s fallback reason when the model raised
+FIT_FAILED = "fit_failed:"
 
 Progress = Callable[[str, int, int], None]
 
@@ -73,9 +75,10 @@ def compute_one(task: ModelTask) -> ModelResult:
     h = History.of(task.series)
     model = get_forecaster(task.method, task.settings)
     path = task.state_file()
+    loaded = 0
     if path is not None:
         try:
-            import_state(model, h, load_state(path))
+            loaded = import_state(model, h, load_state(path))
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
             log.warning("forecaster state %s of %r is malformed (%s: %s); refitting", path,
                         task.series.series_id, type(exc).__name__, exc)
@@ -83,6 +86,13 @@ def compute_one(task: ModelTask) -> ModelResult:
     chain = getattr(model, "seasonal", None)
     seasonal = getattr(chain, "fits_done", 0)
     made = forecast(task.series, task.horizon_s, task.method, task.settings, history=h)
+    if loaded and made.fallback_reason.startswith(FIT_FAILED) and hasattr(model, "forget"):
+        # a stored fit that loads but cannot predict (e.g. coefficients of another shape)
+        # would otherwise be saved again and serve persistence on every run until its anchor
+        log.warning("forecaster state %s of %r does not fit the model (%s); refitting", path,
+                    task.series.series_id, made.fallback_reason)
+        model.forget(task.series.series_id)
+        made = forecast(task.series, task.horizon_s, task.method, task.settings, history=h)
     if path is not None:
         leads = fitted_leads(n_targets(task.horizon_s, task.series.step_s))
         try:

@@ -157,6 +157,15 @@ class AnchoredForecaster(ABC):
         while len(self._cache) > self.settings.cache_entries:
             self._cache.popitem(last=False)
 
+    def forget(self, series_id: str) -> None:
+        """Drop every cached fit of ``series_id`` (and its seasonal fits, if any), e.g. ones
+        loaded from a stored state that turned out not to fit the model."""
+        for key in [k for k in self._cache if k[1] == series_id]:
+            del self._cache[key]
+        seasonal = getattr(self, "seasonal", None)
+        if seasonal is not None and hasattr(seasonal, "forget"):
+            seasonal.forget(series_id)
+
 
 class BaselineForecaster(AnchoredForecaster):
     """Persistence, hour mean or seasonal naive (the judge's conventions), calibrated p90."""

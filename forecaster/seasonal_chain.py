@@ -85,6 +85,11 @@ class SeasonalChain:
         """A stored fit (no model object): serves its curve and warm-starts the next anchor."""
         self._put(self.key(h, day), SeasonalFit(day, None, curve, params))
 
+    def forget(self, series_id: str) -> None:
+        """Drop every fit of ``series_id`` (``AnchoredForecaster.forget``)."""
+        for key in [k for k in self._fits if k[0] == series_id]:
+            del self._fits[key]
+
     def _resolve(self, h: History, day: float, depth: int) -> SeasonalFit | None:
         key = self.key(h, day)
         if key in self._fits:

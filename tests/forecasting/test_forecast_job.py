@@ -123,6 +123,30 @@ def test_a_state_file_with_a_number_too_large_for_a_float_is_refitted_and_the_jo
     assert load_state(overflowing)["level"]  # refitted and rewritten as finite JSON
 
 
+def test_a_stored_fit_of_the_wrong_shape_is_named_refitted_and_replaced_not_served_as_persistence(
+        sqlite_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    now = NOW + timedelta(days=6)
+    store = filled_store(sqlite_url, now=now)
+    config = JobConfig(method="level", history_s=2 * 86_400, state_dir=tmp_path / "state",
+                       workers=1)
+    run_job(store, None, now, config)
+    misshapen = sorted((tmp_path / "state").glob("*.json"))[0]
+    doc = json.loads(misshapen.read_text())
+    lead = next(iter(doc["level"]["coefs"]))
+    width = len(doc["level"]["coefs"][lead])
+    doc["level"]["coefs"][lead] = doc["level"]["coefs"][lead][:2]  # loads, cannot predict
+    misshapen.write_text(json.dumps(doc))
+    for minutes in (1, 2):  # the second run would repeat the fallback if the state stuck
+        again = run_job(store, None, now + timedelta(minutes=minutes), config)
+        assert not again.failed and len(again.forecasts) == len(MODELS)
+        assert [f.fallback_reason for f in again.forecasts
+                if f.fallback_reason.startswith("fit_failed")] == []
+    assert again.refits == 0  # the second run served the rewritten state
+    assert len(load_state(misshapen)["level"]["coefs"][lead]) == width
+    named = [r.getMessage() for r in caplog.records if "does not fit" in r.getMessage()]
+    assert len(named) == 1 and str(misshapen) in named[0] and "refitting" in named[0]
+
+
 class _HalfBroken:
     """A source that cannot produce one model's history."""
 
