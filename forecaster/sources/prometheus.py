@@ -4,11 +4,11 @@ Presets: ``triton`` (``nv_inference_request_success``, label ``model``), ``vllm`
 (``vllm:request_success_total``, label ``model_name``), or any PromQL with a ``{model}``
 placeholder. Long ranges are split into chunks below Prometheus' 11,000-points-per-series
 limit. Samples land on the query grid; a step without a sample is a gap (NaN), never zero.
-Failures raise ``SourceError`` naming the URL, model and query: unreachable, rejected query,
-unexpected response (not JSON, or not the shape the Prometheus API documents), no data, or no
-usable value (``forecaster.prepare.unusable_problem``: every sample NaN, or none positive but
-some negative). Negative step values are clipped to 0 and NaN/Inf samples are gaps, both counted
-in ``read_history``'s warnings.
+Failures raise ``SourceError`` naming the URL (a basic-auth password in it as ``***``), model
+and query: unreachable, rejected query, unexpected response (not JSON, or not the shape the
+Prometheus API documents), no data, or no usable value (``forecaster.prepare.unusable_problem``:
+every sample NaN, or none positive but some negative). Negative step values are clipped to 0 and
+NaN/Inf samples are gaps, both counted in ``read_history``'s warnings.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import requests
@@ -67,6 +68,14 @@ class PrometheusSource:
         self.rate_window = rate_window
         self.timeout_s = timeout_s
         self.client = PrometheusConnect(url=self.url, disable_ssl=True, timeout=int(timeout_s))
+        self.shown = shown_url(self.url)
+        self._password = urlsplit(self.url).password or ""
+
+    def _hide(self, text: str) -> str:
+        """``text`` without the URL's password (a requests error may quote the full URL)."""
+        if not self._password:
+            return text
+        return text.replace(f":{self._password}@", ":***@")
 
     def query_for(self, model: str) -> str:
         if self.query_template is not None:
@@ -80,21 +89,21 @@ class PrometheusSource:
             return list(self.models)
         if self.preset is None:
             raise SourceError("a custom PromQL query needs an explicit model list (--models)")
-        endpoint = f"{self.url}/api/v1/label/{self.preset.label}/values"
+        endpoint = f"{self.shown}/api/v1/label/{self.preset.label}/values"
         try:
             names: object = self.client.get_label_values(self.preset.label,
                                                          params={"match[]": self.preset.metric})
         except (requests.JSONDecodeError, KeyError, TypeError) as exc:
-            raise SourceError(f"Prometheus at {self.url}: unexpected response to the label query "
-                              f"{endpoint} ({_not_api(exc)})") from exc
+            raise SourceError(f"Prometheus at {self.shown}: unexpected response to the label query "
+                              f"{endpoint} ({self._hide(_not_api(exc))})") from exc
         except (requests.RequestException, PrometheusApiClientException) as exc:
-            raise SourceError(f"Prometheus at {self.url} is unreachable or refused the "
-                              f"label query: {_short(exc)}") from exc
+            raise SourceError(f"Prometheus at {self.shown} is unreachable or refused the "
+                              f"label query: {self._hide(_short(exc))}") from exc
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise SourceError(f"Prometheus at {self.url}: unexpected response to the label query "
+            raise SourceError(f"Prometheus at {self.shown}: unexpected response to the label query "
                               f"{endpoint} (expected a list of names, got {_shape(names)})")
         if not names:
-            raise SourceError(f"Prometheus at {self.url} has no series of "
+            raise SourceError(f"Prometheus at {self.shown} has no series of "
                               f"{self.preset.metric!r}; nothing to forecast")
         return sorted(names)
 
@@ -131,12 +140,12 @@ class PrometheusSource:
                                                              "missing")) if n]
         window = f"between {since_at.isoformat()} and {until_at.isoformat()}"
         if all(math.isnan(v) for v in sums) and not nonfinite:
-            raise SourceError(f"Prometheus at {self.url} returned no data for model {model!r} "
+            raise SourceError(f"Prometheus at {self.shown} returned no data for model {model!r} "
                               f"{window} (query {query})")
         problem = unusable_problem(np.asarray(sums, dtype=np.float64))
         if problem is not None:
             missing = f" ({nonfinite} NaN/Inf sample(s) treated as missing)" if nonfinite else ""
-            raise SourceError(f"Prometheus at {self.url} returned no usable value for model "
+            raise SourceError(f"Prometheus at {self.shown} returned no usable value for model "
                               f"{model!r} {window}: {problem}{missing} (query {query})")
         series = TrafficSeries(series_id=model, step_s=step_s, start_at=since_at, values=values)
         return SourcedSeries(series, tuple(problems))
@@ -147,19 +156,30 @@ class PrometheusSource:
             result: object = self.client.custom_query_range(query, start_time=start,
                                                             end_time=end, step=f"{step_s}s")
         except (requests.JSONDecodeError, KeyError, TypeError) as exc:
-            raise SourceError(f"Prometheus at {self.url}: unexpected response to the range "
-                              f"query for model {model!r} ({_not_api(exc)}): {query}") from exc
+            raise SourceError(f"Prometheus at {self.shown}: unexpected response to the range "
+                              f"query for model {model!r} ({self._hide(_not_api(exc))}): "
+                              f"{query}") from exc
         except requests.RequestException as exc:
-            raise SourceError(f"Prometheus at {self.url} is unreachable ({_short(exc)}); "
-                              f"no history for model {model!r}") from exc
+            raise SourceError(f"Prometheus at {self.shown} is unreachable "
+                              f"({self._hide(_short(exc))}); no history for model "
+                              f"{model!r}") from exc
         except PrometheusApiClientException as exc:
-            raise SourceError(f"Prometheus at {self.url} rejected the query for model "
-                              f"{model!r}: {query} ({_short(exc)})") from exc
+            raise SourceError(f"Prometheus at {self.shown} rejected the query for model "
+                              f"{model!r}: {query} ({self._hide(_short(exc))})") from exc
         try:
             return matrix_samples(result)
         except ValueError as exc:
-            raise SourceError(f"Prometheus at {self.url}: unexpected response to the range "
+            raise SourceError(f"Prometheus at {self.shown}: unexpected response to the range "
                               f"query for model {model!r} ({exc}): {query}") from exc
+
+
+def shown_url(url: str) -> str:
+    """``url`` with its password as ``***`` (basic auth in the URL), for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 def matrix_samples(result: object) -> list[tuple[float, float]]:

@@ -43,10 +43,12 @@ def free_port() -> int:
 
 
 @contextmanager
-def prometheus(tmp: Path, families: Sequence[Family],
-               scrape: Sequence[str] = ()) -> Iterator[str]:
+def prometheus(tmp: Path, families: Sequence[Family], scrape: Sequence[str] = (),
+               route_prefix: str = "", basic_auth: tuple[str, str] | None = None) -> Iterator[str]:
     """Prometheus backfilled with ``families`` and scraping the ``scrape`` targets (HOST:PORT,
-    every second); yields its base URL."""
+    every second); yields its base URL. ``route_prefix`` (e.g. ``/prom``) serves it under a path,
+    as behind a proxy; ``basic_auth`` (user, bcrypt hash) requires that user (the URL yielded
+    has no credentials)."""
     data = tmp / "tsdb"
     data.mkdir(parents=True)
     if families:
@@ -60,11 +62,17 @@ def prometheus(tmp: Path, families: Sequence[Family],
     config.write_text("global:\n  scrape_interval: 15s\n"
                       + (f"scrape_configs:\n{jobs}" if jobs else ""))
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://127.0.0.1:{port}{route_prefix}"
+    flags = [f"--web.route-prefix={route_prefix}", f"--web.external-url={url}"] \
+        if route_prefix else []
+    if basic_auth is not None:
+        web = tmp / "web.yml"
+        web.write_text(f"basic_auth_users:\n  {basic_auth[0]}: '{basic_auth[1]}'\n")
+        flags.append(f"--web.config.file={web}")
     proc = subprocess.Popen(
         [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={data}",
          f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=3650d",
-         "--log.level=warn"],
+         "--log.level=warn", *flags],
         stdout=subprocess.DEVNULL, stderr=(tmp / "prometheus.log").open("w"))
     try:
         wait_ready(url, proc)
@@ -87,6 +95,9 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60.0)
             with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
                 if response.status == 200:
                     return
+        except urllib.error.HTTPError as exc:
+            if exc.code == 401:  # up, behind basic auth
+                return
         except (urllib.error.URLError, OSError):
             pass
         time.sleep(0.2)

@@ -176,3 +176,55 @@ def test_forecast_run_flags_a_model_whose_data_ended_three_days_ago_as_stale(
     assert re.fullmatch(r"stale_history: last sample 7[12]\.\d h before the forecast time "
                         r"\(at .*; limit 1 h\)", warning), warning
     assert "warning: model 'm2': stale_history: last sample" in result.stderr
+
+
+#: bcrypt (cost 4) of "s3cret", for Prometheus' --web.config.file
+OPS_HASH = "$2b$04$rI42b01kYoUNKB/O6epOLOInKXImDlerVq8eLEEPg3uEIVFKJzR6u"
+
+
+@pytest.fixture(scope="module")
+def guarded_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Prometheus under the path /prom behind basic auth (user ops); the URL has no credentials."""
+    families = [Family("nv_inference_request_success", {'model="m1",version="1"': counter("m1")})]
+    with prometheus(tmp_path_factory.mktemp("guarded"), families, route_prefix="/prom",
+                    basic_auth=("ops", OPS_HASH)) as url:
+        yield url
+
+
+def test_forecast_run_reads_prometheus_under_a_path_prefix_with_basic_auth_in_the_url(
+        guarded_url: str, tmp_path: Path) -> None:
+    url = guarded_url.replace("http://", "http://ops:s3cret@") + "/"
+    result = CliRunner().invoke(app, [
+        "run", "--prometheus-url", url, "--no-store", "--json", "--method", "level",
+        "--history", "11h", "--workers", "1", "--at", at(END).isoformat(),
+        "--state-dir", str(tmp_path / "state")])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["failed"] == {} and doc["forecasts"] == 1
+    assert doc["per_model"]["m1"]["p50_last"] == pytest.approx(true_rate("m1", END + 1200),
+                                                               rel=0.1)
+
+
+def test_prometheus_errors_show_the_url_without_its_password(guarded_url: str,
+                                                               tmp_path: Path) -> None:
+    shown = guarded_url.replace("http://", "http://ops:***@")
+    refused = CliRunner().invoke(app, [
+        "run", "--prometheus-url", guarded_url.replace("http://", "http://ops:wrong-pw@"),
+        "--no-store", "--state-dir", str(tmp_path / "state")])
+    assert refused.exit_code == 2
+    assert f"Prometheus at {shown} is unreachable or refused the label query" in refused.stderr
+    assert "401" in refused.stderr and "wrong-pw" not in refused.output
+    down = f"http://ops:wrong-pw@127.0.0.1:{free_port()}/prom"
+    src = PrometheusSource(down, models=["m1"], timeout_s=2)
+    with pytest.raises(SourceError) as unreachable:
+        src.read_history("m1", at(START), at(END), 60)
+    assert "ops:***@127.0.0.1" in str(unreachable.value)
+    assert "wrong-pw" not in str(unreachable.value)
+    missing = CliRunner().invoke(app, [
+        "run", "--prometheus-url", guarded_url.replace("http://", "http://ops:s3cret@"),
+        "--models", "m1,nope", "--no-store", "--history", "11h", "--workers", "1",
+        "--at", at(END).isoformat(), "--state-dir", str(tmp_path / "state")])
+    assert missing.exit_code == 1
+    assert f"model 'nope': history unavailable: Prometheus at {shown} returned no data" \
+        in missing.stderr
+    assert "s3cret" not in missing.output
