@@ -14,9 +14,10 @@ fleet does not hold a run for many minutes (``controlplane.forecast_pool``).
 Fallbacks are per model and recorded in ``Forecast.fallback_reason``: ``short_history``,
 ``worse_than_baseline``, ``seasonal_fit_failed`` (level model without Prophet), ``fit_failed:<E>``
 (persistence), ``no_observations``, ``fit_deferred`` (persistence until a later run fits the
-model: the fit budget was spent). A model whose history cannot be fetched gets no forecast
-(never a made-up zero) and is listed in the report; the control plane then treats its last
-forecast as stale.
+model: the fit budget was spent). A model whose history cannot be fetched, or whose forecast
+raised or died with its worker process (e.g. killed out of memory), gets no forecast (never a
+made-up zero) and is listed in the report (the CLI exits 1); the others are stored. The control
+plane then treats its last forecast as stale.
 
 Warnings are per model too (``JobReport.warnings``): what the source cleaned (a source with
 ``read_history`` reports e.g. ``3 negative value(s) clipped to 0``), and ``stale_history`` when
@@ -111,7 +112,8 @@ class JobReport:
     shard: Shard
     models: int
     forecasts: tuple[Forecast, ...]
-    failed: dict[str, str]  # model -> why no forecast was made (history not available)
+    failed: dict[str, str]  # model -> why no forecast was made (history not available, or the
+    # forecast raised or its worker process died)
     fetch_s: float
     compute_s: float
     store_s: float
@@ -150,7 +152,8 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
             on_progress("fetch", i + 1, len(models))
     fetch_s = time.perf_counter() - fetch
     compute = time.perf_counter()
-    results = compute_all(tasks, config.workers, config.fit_budget_s, on_progress)
+    results, broken = compute_all(tasks, config.workers, config.fit_budget_s, on_progress)
+    failed.update(broken)
     compute_s = time.perf_counter() - compute
     forecasts = tuple(r.forecast for r in results)
     store = time.perf_counter()

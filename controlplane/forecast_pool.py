@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from pathlib import Path
 from queue import SimpleQueue
@@ -116,30 +117,46 @@ def deferred_one(task: ModelTask) -> ModelResult:
 
 
 def compute_all(tasks: list[ModelTask], workers: int, fit_budget_s: float | None,
-                on_progress: Progress | None = None) -> list[ModelResult]:
+                on_progress: Progress | None = None
+                ) -> tuple[list[ModelResult], dict[str, str]]:
     """Every task's result, in task order: models with stored state first, then the others
-    while ``fit_budget_s`` (wall seconds from now; None: no limit) lasts; the rest deferred."""
+    while ``fit_budget_s`` (wall seconds from now; None: no limit) lasts; the rest deferred.
+    A task that raises, or whose worker process dies (killed, e.g. out of memory: the pool
+    breaks and the tasks not done with it), has no result but a reason in the second value
+    (series id -> why); the other models' results are kept."""
     deadline = None if fit_budget_s is None else time.perf_counter() + fit_budget_s
     warm = [t.has_state() for t in tasks]
     order = sorted(range(len(tasks)), key=lambda i: not warm[i])  # stable: warm ones first
     out: dict[int, ModelResult] = {}
+    failed: dict[int, str] = {}
 
     def start(i: int) -> bool:
         return warm[i] or deadline is None or time.perf_counter() < deadline
 
-    def done(i: int, result: ModelResult) -> None:
-        out[i] = result
+    def done(i: int, result: ModelResult | str) -> None:
+        if isinstance(result, str):
+            failed[i] = result
+        else:
+            out[i] = result
         if on_progress:
-            on_progress("forecast", len(out), len(tasks))
+            on_progress("forecast", len(out) + len(failed), len(tasks))
+
+    def outcome() -> tuple[list[ModelResult], dict[str, str]]:
+        return ([out[i] for i in range(len(tasks)) if i in out],
+                {tasks[i].series.series_id: failed[i] for i in sorted(failed)})
 
     if workers <= 1 or len(tasks) <= 1:
         for i in order:
-            done(i, compute_one(tasks[i]) if start(i) else deferred_one(tasks[i]))
-        return [out[i] for i in range(len(tasks))]
+            try:
+                done(i, compute_one(tasks[i]) if start(i) else deferred_one(tasks[i]))
+            except Exception as exc:  # one model's bug must not end the job
+                done(i, _raised(exc))
+        return outcome()
     ctx = mp.get_context(pool_start_method())
     queue = list(reversed(order))  # pop() takes the next in order
     skipped: list[int] = []
     finished: SimpleQueue[Future[ModelResult]] = SimpleQueue()  # O(1) per completion
+    broken = False
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx) as pool:
         running: dict[Future[ModelResult], int] = {}
 
@@ -162,11 +179,32 @@ def compute_all(tasks: list[ModelTask], workers: int, fit_budget_s: float | None
         fill()
         while running:
             fut = finished.get()
-            done(running.pop(fut), fut.result())
-            fill()
+            i = running.pop(fut)
+            try:
+                done(i, fut.result())
+            except BrokenProcessPool:
+                broken = True
+                done(i, WORKER_DIED)
+            except Exception as exc:  # one model's bug must not end the job
+                done(i, _raised(exc))
+            if not broken:
+                fill()
+    while queue:  # never submitted: the pool broke first
+        done(queue.pop(), WORKER_DIED)
     for i in skipped:
         done(i, deferred_one(tasks[i]))
-    return [out[i] for i in range(len(tasks))]
+    return outcome()
+
+
+#: why a model has no forecast when a worker process of the pool died (its task, or the tasks
+#: the broken pool did not finish: which one killed it is not known)
+WORKER_DIED = ("forecast failed: a worker process ended abruptly (killed, e.g. out of memory), "
+               "taking this model's forecast with it")
+
+
+def _raised(exc: Exception) -> str:
+    text = str(exc).splitlines()[0][:300] if str(exc) else ""
+    return f"forecast failed: {type(exc).__name__}" + (f": {text}" if text else "")
 
 
 def pool_start_method() -> str:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
+import signal
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -145,6 +149,36 @@ def test_a_stored_fit_of_the_wrong_shape_is_named_refitted_and_replaced_not_serv
     assert len(load_state(misshapen)["level"]["coefs"][lead]) == width
     named = [r.getMessage() for r in caplog.records if "does not fit" in r.getMessage()]
     assert len(named) == 1 and str(misshapen) in named[0] and "refitting" in named[0]
+
+
+def test_a_worker_killed_mid_run_fails_its_models_by_name_and_the_others_are_stored(
+        sqlite_url: str) -> None:
+    store = Store.open(sqlite_url, migrate=True)
+    names = [f"model-{k:02d}" for k in range(24)]
+    rows = []
+    for k, name in enumerate(names):
+        values = diurnal(2.0, 60, seed=k, level=20 + k)
+        start = NOW - timedelta(seconds=values.size * 60)
+        rows += [(name, start + timedelta(minutes=i), float(v)) for i, v in enumerate(values)]
+    store.save_observations(rows)
+    store.upsert_models([replace(DEMO_MODELS[0], name=n) for n in names])
+    killed: list[int] = []
+
+    def kill_a_worker(stage: str, done: int, total: int) -> None:
+        # as the kernel's OOM killer would: SIGKILL to one pool process, mid-run
+        if stage == "forecast" and not killed:
+            victim = multiprocessing.active_children()[0]
+            os.kill(victim.pid or 0, signal.SIGKILL)
+            killed.append(victim.pid or 0)
+
+    config = JobConfig(method="level", history_s=2 * 86_400, workers=2)
+    report = run_job(store, store, NOW, config, kill_a_worker)
+    assert killed and report.models == len(names)
+    assert report.failed, "the pool broke: some model must be listed as failed"
+    assert all("worker process ended abruptly" in why for why in report.failed.values())
+    made = sorted(f.series_id for f in report.forecasts)
+    assert sorted(made + list(report.failed)) == names
+    assert sorted(store.latest_forecasts()) == made  # the finished ones were stored
 
 
 class _HalfBroken:
