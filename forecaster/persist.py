@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import tempfile
 import zlib
 from collections.abc import Callable
 from functools import partial
@@ -132,9 +133,14 @@ def save_state(path: Path, doc: dict[str, Any]) -> None:
     """Write atomically (temp file + rename), so a killed job never leaves half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(doc, allow_nan=False)  # ValueError on NaN/Infinity, before any write
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    # a name no other writer has: two pods of one shard (a Job retry overlapping its first
+    # try) can share a PID in their own PID namespaces
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(name)
     try:
-        tmp.write_text(text)
+        os.fchmod(fd, 0o644)  # as a plain write would (mkstemp makes it 0600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
         tmp.replace(path)
     except OSError:
         tmp.unlink(missing_ok=True)  # a full disk: no partial temp file left behind
