@@ -114,7 +114,10 @@ def refresh_forecasts(store: Store, now: datetime, settings: Settings) -> list[F
     config = JobConfig(horizon_s=fs.horizon_s, step_s=fs.step_s, history_s=fs.history_s,
                        method=fs.method, workers=fs.workers, state_dir=fs.state_dir,
                        fit_budget_s=fs.refresh_budget_s())
-    return list(run_job(store, store, now, config).forecasts)
+    report = run_job(store, store, now, config)
+    for model, why in sorted(report.failed.items()):  # no forecast: its last one goes stale
+        log.warning("forecast.failed", extra={"model": model, "reason": why})
+    return list(report.forecasts)
 
 
 def prune_store(store: Store, now: datetime, settings: Settings) -> Pruned | None:
