@@ -80,14 +80,21 @@ def test_a_second_run_reuses_the_stored_fits(sqlite_url: str, tmp_path: Path) ->
     assert len(list((tmp_path / "state").glob("*.json"))) == len(MODELS)
 
 
+def _after_a_first_run(url: str, tmp_path: Path, days: int, workers: int
+                       ) -> tuple[Store, JobConfig, datetime, list[Path]]:
+    """A store, a job config with a state dir, the time of a first run done, its state files."""
+    now = NOW + timedelta(days=days)
+    store = filled_store(url, now=now)
+    config = JobConfig(method="level", history_s=2 * 86_400, state_dir=tmp_path / "state",
+                       workers=workers)
+    run_job(store, None, now, config)
+    return store, config, now, sorted((tmp_path / "state").glob("*.json"))
+
+
 def test_a_malformed_state_file_from_an_earlier_run_is_named_and_refitted(
         sqlite_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    now = NOW + timedelta(days=4)
-    store = filled_store(sqlite_url, now=now)
-    config = JobConfig(method="level", history_s=2 * 86_400, state_dir=tmp_path / "state",
-                       workers=1)
-    run_job(store, None, now, config)
-    wrong_type, nan_coef, *rest = sorted((tmp_path / "state").glob("*.json"))
+    store, config, now, files = _after_a_first_run(sqlite_url, tmp_path, 4, workers=1)
+    wrong_type, nan_coef, *rest = files
     doc = json.loads(wrong_type.read_text())
     doc["level"]["anchor_s"] = "yesterday"  # valid JSON, not a state save_state writes
     wrong_type.write_text(json.dumps(doc))
@@ -109,12 +116,8 @@ def test_a_malformed_state_file_from_an_earlier_run_is_named_and_refitted(
 
 def test_a_state_file_with_a_number_too_large_for_a_float_is_refitted_and_the_job_goes_on(
         sqlite_url: str, tmp_path: Path) -> None:
-    now = NOW + timedelta(days=5)
-    store = filled_store(sqlite_url, now=now)
-    config = JobConfig(method="level", history_s=2 * 86_400, state_dir=tmp_path / "state",
-                       workers=2)
-    run_job(store, None, now, config)
-    overflowing = sorted((tmp_path / "state").glob("*.json"))[0]
+    store, config, now, files = _after_a_first_run(sqlite_url, tmp_path, 5, workers=2)
+    overflowing = files[0]
     doc = json.loads(overflowing.read_text())
     next(iter(doc["level"]["coefs"].values()))[0] = 12345.678
     overflowing.write_text(json.dumps(doc).replace("12345.678", "1e400"))  # reads as inf
@@ -129,12 +132,8 @@ def test_a_state_file_with_a_number_too_large_for_a_float_is_refitted_and_the_jo
 
 def test_a_stored_fit_of_the_wrong_shape_is_named_refitted_and_replaced_not_served_as_persistence(
         sqlite_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    now = NOW + timedelta(days=6)
-    store = filled_store(sqlite_url, now=now)
-    config = JobConfig(method="level", history_s=2 * 86_400, state_dir=tmp_path / "state",
-                       workers=1)
-    run_job(store, None, now, config)
-    misshapen = sorted((tmp_path / "state").glob("*.json"))[0]
+    store, config, now, files = _after_a_first_run(sqlite_url, tmp_path, 6, workers=1)
+    misshapen = files[0]
     doc = json.loads(misshapen.read_text())
     lead = next(iter(doc["level"]["coefs"]))
     width = len(doc["level"]["coefs"][lead])
