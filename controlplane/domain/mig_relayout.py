@@ -180,6 +180,15 @@ def retry_refusal(previous: Sequence[MigRelayout], to_config: str, now: datetime
             f"not retried before {retry_at:%Y-%m-%dT%H:%M:%S}")
 
 
+def orphaned(r: MigRelayout, now: datetime, policy: RelayoutPolicy) -> MigRelayout:
+    """A relayout of a pool no longer in the settings: FAILED with the node left as it is
+    (cordon and MIG labels), for an operator; active, it would hold a drain slot forever."""
+    return _enter(r, RelayoutPhase.FAILED, now, policy, alert=(
+        f"pool_unconfigured: pool {r.pool} is no longer in Headroom's settings; node {r.node} is "
+        f"left as it was in phase {r.phase.value} (cordon and MIG labels): finish or undo the "
+        "change by hand"))
+
+
 def _enter(r: MigRelayout, phase: RelayoutPhase, now: datetime, policy: RelayoutPolicy,
            alert: str | None = None) -> MigRelayout:
     timeout_s = policy.timeout_s(phase)

@@ -14,6 +14,7 @@ from controlplane.adapters.k8s.api import KubeApi
 from controlplane.adapters.k8s.mig import K8sMigRelayoutActuator, surge_floors
 from controlplane.adapters.k8s.node_pools import K8sNodePoolActuator
 from controlplane.adapters.k8s.reader import K8sClusterReader
+from controlplane.domain.desired import PoolSpec
 from controlplane.domain.mig_layout import uniform
 from controlplane.domain.mig_relayout import RelayoutPolicy
 from controlplane.ports import Clock, RelayoutStore
@@ -41,11 +42,13 @@ def seed(server: ApiServer, *, budget: dict[str, Any] | None = None, spare_slots
 
 
 def relayout_actuator(server: ApiServer, clock: Clock, store: RelayoutStore,
-                      api: KubeApi | None = None, **k8s: object) -> K8sMigRelayoutActuator:
-    """The relayout actuator alone (no leader gate), as the leader runs it."""
+                      api: KubeApi | None = None, pools: tuple[PoolSpec, ...] | None = None,
+                      **k8s: object) -> K8sMigRelayoutActuator:
+    """The relayout actuator alone (no leader gate), as the leader runs it; ``pools``: the
+    configured pools (default: the settings' a100-80gb and l4)."""
     settings = k8s_settings(**{"mig_timeout_s": 120.0, **k8s})
     api = api or KubeApi(client_for(server), "headroom")
-    pools = pool_specs(settings)
+    pools = pools if pools is not None else pool_specs(settings)
     reader = K8sClusterReader(api, settings.k8s, pools, clock)
     node_pools = K8sNodePoolActuator(api, settings.k8s, pools, lambda: surge_floors(store))
     policy = RelayoutPolicy(settings.k8s.surge_timeout_s, settings.k8s.drain_timeout_s,

@@ -9,12 +9,13 @@ from typing import Protocol
 import yaml
 from apiserver import ApiServer
 from fake_controllers import FakeMigManager, FakeReplicaController
-from k8s_builders import GPU_OPERATOR_NS, HEADROOM_NS, MODELS_NS, gpu_node
+from k8s_builders import GPU_OPERATOR_NS, HEADROOM_NS, MODELS_NS, gpu_node, k8s_settings
 from relayout_scenario import FROM, SLICE, TARGET, TO, relayout_actuator, seed
 
 from controlplane.adapters.k8s.mig import K8sMigRelayoutActuator
 from controlplane.domain.mig_layout import uniform
 from controlplane.domain.mig_relayout import MigRelayout, RelayoutPhase
+from controlplane.settings import pool_specs
 from controlplane.sim.clock import VirtualClock
 from controlplane.store.relayout import MemoryRelayoutStore
 
@@ -219,3 +220,20 @@ def test_a_layout_the_mig_manager_failed_is_retried_only_after_the_backoff(
     clock.advance(1800)
     assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
     assert store.active_relayouts()[0].to_config == TO
+
+
+def test_a_relayout_of_a_pool_no_longer_configured_fails_naming_it_and_frees_its_slot(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed(apiserver)
+    store = MemoryRelayoutStore()
+    started = relayout_actuator(apiserver, clock, store).start_relayout("a100-1", TARGET, "x")
+    assert started.ok, started.message
+    # the operator removes the a100 pool from Headroom's settings and restarts it
+    without_a100 = tuple(p for p in pool_specs(k8s_settings()) if p.name != "a100-80gb")
+    restarted = relayout_actuator(apiserver, clock, store, pools=without_a100)
+    assert restarted.in_flight() == {"a100-1": TARGET}
+    clock.advance(30)
+    (failed,) = restarted.advance()
+    assert failed.phase is RelayoutPhase.FAILED
+    assert failed.alert.startswith("pool_unconfigured: pool a100-80gb is no longer")
+    assert restarted.in_flight() == {} and store.active_relayouts() == ()

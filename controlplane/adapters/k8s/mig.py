@@ -31,6 +31,7 @@ from controlplane.domain.mig_relayout import (
     ScalePool,
     SetUnschedulable,
     WriteMigConfig,
+    orphaned,
     retry_refusal,
     start_relayout,
     step_relayout,
@@ -155,7 +156,11 @@ class K8sMigRelayoutActuator:
     def _advance_one(self, relayout: MigRelayout) -> MigRelayout:
         pool = self.pools.get(relayout.pool)
         if pool is None:
-            return relayout
+            failed_now = orphaned(relayout, self.clock.now(), self.policy)
+            self.store.save_relayout(failed_now)
+            log.warning("relayout.alert", extra={"node": relayout.node, "phase": "failed",
+                                                 "alert": failed_now.alert})
+            return failed_now
         nodepool = self.node_pools.nodepool_name(pool.name)
         for _ in range(MAX_STEPS_PER_ADVANCE):
             try:
