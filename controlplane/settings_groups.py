@@ -94,8 +94,8 @@ class ReconcileSettings(Group):
                                      "out (drained) only while fewer MIG re-layouts than this "
                                      "are in flight; an empty node's does not wait")
     relayout_settle_s: float = Field(120.0, ge=0, description="a node running GPU pods is "
-                                     "re-laid out once the plan has asked for the same layout "
-                                     "this long")
+                                     "re-laid out, or shared by fewer clients per GPU, once the "
+                                     "plan has asked for the same layout this long")
 
 
 class ForecastSettings(Group):

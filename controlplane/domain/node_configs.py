@@ -23,7 +23,10 @@ returns ``RelayoutMig`` and ``ApplySharing`` actions for the nodes that must cha
    run (any in flight counts: the port does not say which had a node to drain); an empty node
    has nothing to evict and is re-laid out at once, whatever runs;
 4. nodes not ready, cordoned or already re-laying out (``in_flight``, counted as their target)
-   get no action; device-plugin sharing changes once the node's MIG layout is the target.
+   get no action; device-plugin sharing changes once the node's MIG layout is the target: at
+   once to more clients per GPU, but on a node that runs GPU workloads to fewer clients only
+   after the plan has asked for it for ``settle_s`` (it shrinks what the device plugin
+   advertises under running pods, and a plan that flips back restarts nothing).
 """
 
 from __future__ import annotations
@@ -127,6 +130,6 @@ def mig_layout_of(product: str, profiles_by_gpu: Sequence[tuple[str, ...]],
     return NodeMigLayout(product, groups)
 
 
-def layout_digest(layout: NodeMigLayout) -> int:
+def layout_digest(layout: NodeMigLayout | SharingLayout) -> int:
     """A stable number for a layout (guard memory holds integers)."""
     return int(hashlib.sha1(repr(layout).encode()).hexdigest()[:12], 16)

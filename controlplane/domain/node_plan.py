@@ -29,7 +29,10 @@ from controlplane.domain.sharing_config import SharingLayout
 
 RELAYOUT_SETTLING = "relayout_settling"  # the plan has not asked for the layout long enough
 RELAYOUT_BUDGET = "relayout_budget"  # as many re-layouts run as the drain budget allows
+# a busy node's sharing down to fewer clients per GPU: the plan has not asked long enough
+SHARING_SETTLING = "sharing_settling"
 MEMORY_PREFIX = "node-config/"
+SHARING_PREFIX = MEMORY_PREFIX + "sharing/"
 # reasons of node actions: what the plan needs that the node lacks
 NEEDS_INSTANCES = "plan_needs_mig_instances"  # MIG instances no node holds
 NEEDS_MIG = "plan_needs_mig"  # a node with MIG off becomes a MIG node
@@ -235,22 +238,32 @@ def node_config_plan(placement: FleetPlacement, observed: ObservedState,
                        and not n.locked)
     seen = {k: h[-1] for k, h in memory.history if k.startswith(MEMORY_PREFIX) and h}
     kept: dict[str, Recommendation] = {}
+
+    def settling(key: str, digest: int) -> bool:
+        """Whether the plan has asked a busy node for ``digest`` under ``key`` for less than
+        ``settle_s`` (a plan that flips back costs the node nothing)."""
+        asked = seen.get(key)
+        if asked is None or asked.value != digest:
+            asked = Recommendation(now, digest)
+        kept[key] = asked
+        return (now - asked.at).total_seconds() < limits.settle_s
+
     room = limits.max_in_flight - len(in_flight)
     before: list[NodeAction] = []
     relayouts: list[NodeAction] = []
-    after: list[NodeAction] = [a for c in changes for a in c.after]
+    after: list[NodeAction] = []
     skipped: list[SkippedAction] = []
     for change in changes:
+        for sharing in change.after:  # fewer clients per GPU under running pods: settle first
+            if (change.node.busy and sharing.to_value < sharing.from_value
+                    and settling(SHARING_PREFIX + sharing.node, layout_digest(sharing.to_layout))):
+                skipped.append(_skip(sharing, SHARING_SETTLING))
+            else:
+                after.append(sharing)
         relayout, busy = change.relayout, change.node.busy
         if relayout is None:
             continue
-        key = MEMORY_PREFIX + relayout.node
-        asked = seen.get(key)
-        if asked is None or asked.value != layout_digest(relayout.to_layout):
-            asked = Recommendation(now, layout_digest(relayout.to_layout))
-        if busy:
-            kept[key] = asked
-        if busy and (now - asked.at).total_seconds() < limits.settle_s:
+        if busy and settling(MEMORY_PREFIX + relayout.node, layout_digest(relayout.to_layout)):
             skipped.append(_skip(relayout, RELAYOUT_SETTLING))
         elif busy and room <= 0:
             skipped.append(_skip(relayout, RELAYOUT_BUDGET))
@@ -264,5 +277,5 @@ def node_config_plan(placement: FleetPlacement, observed: ObservedState,
                           GuardMemory(history=history, changes=memory.changes))
 
 
-def _skip(relayout: RelayoutMig, reason: str) -> SkippedAction:
-    return SkippedAction(relayout.node, relayout.to_value, relayout.from_value, reason)
+def _skip(action: RelayoutMig | ApplySharing, reason: str) -> SkippedAction:
+    return SkippedAction(action.node, action.to_value, action.from_value, reason)

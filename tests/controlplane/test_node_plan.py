@@ -238,3 +238,15 @@ def test_a_node_with_mig_on_and_no_instances_is_laid_out_for_the_instances_the_p
     relayout = result.actions[0]
     assert isinstance(relayout, RelayoutMig) and relayout.reason == "plan_needs_mig_instances"
     assert relayout.to_layout == uniform(A100, THREE_AND_FOUR)
+
+
+def test_a_busy_node_goes_to_fewer_clients_per_gpu_only_once_the_plan_has_settled() -> None:
+    placement = _placement(_whole("c", "l0"), _whole("c", "l1"))  # exclusive GPUs
+    busy = _observed(_node("l-1", pool="l4", pods=3, sharing=MPS4))
+    first = _plan(placement, busy)
+    assert first.actions == ()
+    assert [(s.target, s.reason) for s in first.skipped] == [("l-1", "sharing_settling")]
+    later = _plan(placement, busy, memory=first.memory, now=T0 + timedelta(seconds=600))
+    assert later.actions == (ApplySharing("l-1", MPS4, EXCLUSIVE, "plan_needs_exclusive"),)
+    empty = _plan(placement, _observed(_node("l-1", pool="l4", sharing=MPS4)))
+    assert empty.actions == (ApplySharing("l-1", MPS4, EXCLUSIVE, "plan_needs_exclusive"),)

@@ -227,17 +227,23 @@ def test_a_busy_node_is_re_laid_out_once_the_plan_asked_for_settle_s() -> None:
 
 @PROPERTY
 @given(st.data())
-def test_every_re_layout_held_back_to_settle_starts_once_the_plan_has_asked_for_settle_s(
+def test_every_change_held_back_to_settle_is_made_once_the_plan_has_asked_for_settle_s(
         data: st.DataObject) -> None:
     observed = data.draw(nodes())
     placement = data.draw(placements())
     limits = NodeConfigLimits(len(observed), 600.0)
     first = _plan(placement, observed, limits=limits)
-    assert {s.reason for s in first.skipped} <= {"relayout_settling"}
+    assert {s.reason for s in first.skipped} <= {"relayout_settling", "sharing_settling"}
     later = _plan(placement, observed, memory=first.memory, limits=limits,
                   now=T0 + timedelta(seconds=600))
-    started = {a.node for a in later.actions if isinstance(a, RelayoutMig)}
-    assert {s.target for s in first.skipped} <= started and later.skipped == ()
+    held = {(s.target, s.reason) for s in first.skipped}
+    made = {(a.node, "relayout_settling" if isinstance(a, RelayoutMig) else "sharing_settling")
+            for a in later.actions}
+    assert held <= made and later.skipped == ()
     by_name = {n.name: n for n in observed}
+    # at once on a busy node: no re-layout, and sharing only to more clients per GPU
     assert all(by_name[a.node].gpu_pods == 0 for a in first.actions
                if isinstance(a, RelayoutMig))
+    assert all(by_name[a.node].gpu_pods == 0 or a.to_value >= a.from_value
+               for a in first.actions if isinstance(a, ApplySharing)
+               and a.reason != "exclusive_before_mig")
