@@ -9,6 +9,8 @@ model's load, capacity and provisioned demand and each pool's nodes (ready, pend
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from controlplane.domain.tick import TickReport
@@ -54,7 +56,11 @@ class ControlPlaneMetrics:
         if not report.observed.synced:
             return
         for model in report.observed.models:
-            self.model_rps.labels(model.name, "observed").set(model.demand_rps)
+            if model.demand_measured:
+                self.model_rps.labels(model.name, "observed").set(model.demand_rps)
+            else:  # unknown this tick: no sample, rather than a 0 or the last value
+                with suppress(KeyError):
+                    self.model_rps.remove(model.name, "observed")
             self.model_rps.labels(model.name, "capacity").set(model.capacity_rps)
         for demand in report.demands:
             self.model_rps.labels(demand.model, "provisioned").set(demand.rate_rps)

@@ -15,7 +15,7 @@ from controlplane.domain.guards import GuardMemory
 from controlplane.domain.mig_layout import NodeMigLayout
 from controlplane.domain.mig_relayout import MigRelayout
 from controlplane.domain.models import ModelSpec
-from controlplane.domain.observed import ObservedState
+from controlplane.domain.observed import ModelLoad, ObservedState
 from controlplane.domain.placement import FleetPlacement
 from controlplane.domain.sharing_config import SharingLayout
 from controlplane.domain.tick import TickReport
@@ -37,6 +37,14 @@ class ClusterReader(Protocol):
         """The full observed state. Raises ``TransientError`` when the source is unreachable,
         ``PermanentError`` when it refuses the read (e.g. 403: missing RBAC); returns
         ``synced=False`` when it is reachable but not yet consistent."""
+        ...
+
+
+class LoadSource(Protocol):
+    def measure(self, ready_replicas: Mapping[str, int], at: datetime) -> dict[str, ModelLoad]:
+        """Each model's load at ``at`` (one call per snapshot); ``ready_replicas`` gives the
+        capacity. A model it could not measure has ``demand_rps`` None, never 0; it does not
+        raise for a source that is down."""
         ...
 
 

@@ -9,6 +9,10 @@ Three policies share this one function, chosen by ``DemandPolicy.mode``:
   ``stale_headroom`` at once, like Knative's panic mode.
 * ``reactive`` (KEDA/HPA-like): observed load / target utilization, forecasts ignored.
 * ``static``: the configured peak per model, whatever happens.
+
+A model whose load was not measured this tick (``ObservedModel.demand_measured`` False) is
+sized from its fresh forecast or static peak alone, with no fast path; without either it holds
+the capacity it has, for a stale reason (``demand_unmeasured``), so nothing scales down on it.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from itertools import pairwise
 from statistics import NormalDist
 
 from controlplane.domain.models import ModelSpec, ProfilePoint
-from controlplane.domain.observed import ObservedState
+from controlplane.domain.observed import ObservedModel, ObservedState
 from forecaster.types import Forecast
 
 STALE_FORECAST = "stale_forecast"
@@ -33,13 +37,14 @@ HOT_HEADROOM = "hot_headroom"  # raised to the next step's quantile (controlplan
 OBSERVED_LOAD = "observed_load"
 STATIC_PEAK = "static_peak"
 NO_STATIC_PEAK = "no_static_peak"
+DEMAND_UNMEASURED = "demand_unmeasured"  # the load source could not say: capacity held
 
 PREDICTIVE = "predictive"
 REACTIVE = "reactive"
 STATIC = "static"
 MODES = (PREDICTIVE, REACTIVE, STATIC)
 #: Demand reasons whose inputs were not fresh: a scale-down should not act on them.
-STALE_REASONS = frozenset({STALE_FORECAST, NO_FORECAST, NO_STATIC_PEAK})
+STALE_REASONS = frozenset({STALE_FORECAST, NO_FORECAST, NO_STATIC_PEAK, DEMAND_UNMEASURED})
 
 _Z90 = NormalDist().inv_cdf(0.9)
 #: Quantiles at which a calibrated forecast carries ratios to p50 in its diagnostics
@@ -229,9 +234,26 @@ def demand_from(
     out = []
     for spec in specs:
         seen = observed.model(spec.name)
+        if seen is not None and not seen.demand_measured:
+            out.append(unmeasured_demand(spec, forecasts.get(spec.name), seen, policy, now))
+            continue
         out.append(demand_for(spec, forecasts.get(spec.name), seen.demand_rps if seen else 0.0,
                               policy, now))
     return tuple(out)
+
+
+def unmeasured_demand(spec: ModelSpec, forecast: Forecast | None, seen: ObservedModel,
+                      policy: DemandPolicy, now: datetime) -> Demand:
+    """Demand of a model whose load is unknown this tick: the fresh forecast's upper quantile
+    over the lookahead (no fast path: there is no load to compare) or the static peak; else
+    the capacity its ready replicas have, held for a stale reason."""
+    planned = demand_for(spec, forecast, 0.0, policy, now)
+    covered = planned.reason in (FORECAST_P90, FORECAST_QUANTILE) and forecast is not None \
+        and window_quantile(forecast, now, policy.lookahead_s, policy.upper_quantile) is not None
+    if covered or planned.reason == STATIC_PEAK:
+        return planned
+    return Demand(model=spec.name, rate_rps=seen.capacity_rps, observed_rps=0.0,
+                  forecast_p90_rps=0.0, reason=DEMAND_UNMEASURED)
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,7 +56,9 @@ class ObservedPool:
 
 @dataclass(frozen=True, slots=True)
 class ObservedModel:
-    """Replicas of one model and the load it sees now."""
+    """Replicas of one model and the load it sees now. ``demand_measured`` False: the load
+    source could not say this tick (Prometheus down, no series); ``demand_rps`` is then 0 only
+    as a placeholder, and nothing stores or sizes from it (``ObservedState.notes`` say why)."""
 
     name: str
     replicas_ready: int
@@ -64,6 +66,17 @@ class ObservedModel:
     replicas_target: int
     demand_rps: float
     capacity_rps: float
+    demand_measured: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ModelLoad:
+    """What a load source (Prometheus) measured of one model: its request rate, None when it
+    is unknown (``why`` says so), and the capacity its ready replicas serve."""
+
+    demand_rps: float | None
+    capacity_rps: float
+    why: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -139,7 +139,9 @@ class Store:
 
     # -- observations and inventory ------------------------------------------------------
     def save_observed(self, observed: ObservedState) -> None:
-        """Inventory snapshot (replaces nodes and GPUs) plus one observation row per model.
+        """Inventory snapshot (replaces nodes and GPUs) plus one observation row per model
+        whose demand was measured (a model the load source could not measure gets none: its
+        history has a gap there, not a 0).
 
         Two processes saving at once (two replicas ticking, or a dry run beside the live loop)
         replace the inventory one after the other: on PostgreSQL each takes the inventory
@@ -162,6 +164,8 @@ class Store:
                                           memory_mib=gpu.memory_mib, mig_capable=gpu.mig_capable,
                                           sharing=gpu.sharing, mig_layout=",".join(gpu.mig_layout)))
             for model in observed.models:
+                if not model.demand_measured:  # unknown, not 0: no row (a gap in history)
+                    continue
                 session.add(ObservationRecord(model=model.name, at=observed.synced_at,
                                               demand_rps=model.demand_rps,
                                               capacity_rps=model.capacity_rps,
@@ -231,7 +235,8 @@ class Store:
                 started_at=report.started_at, finished_at=report.finished_at,
                 status=report.status.value, reason=report.reason,
                 gpus_ready=report.observed.gpus_ready(),
-                demand_rps=sum(m.demand_rps for m in report.observed.models),
+                demand_rps=sum(m.demand_rps for m in report.observed.models
+                               if m.demand_measured),
                 capacity_rps=sum(m.capacity_rps for m in report.observed.models),
                 observed_json=codec.observed_to_json(report.observed),
                 guard_memory_json=codec.guard_memory_to_json(report.guard_memory))

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from controlplane.domain.demand import (
+    DEMAND_UNMEASURED,
     FORECAST_P90,
     NO_FORECAST,
     OBSERVED_ABOVE_FORECAST,
+    OBSERVED_LOAD,
+    REACTIVE,
     STALE_FORECAST,
     DemandPolicy,
     demand_for,
+    demand_from,
 )
+from controlplane.domain.observed import ObservedModel, ObservedState
 from controlplane.sim.catalog import DEMO_MODELS
 from forecaster.types import Forecast
 
@@ -43,3 +49,32 @@ def test_stale_or_missing_forecasts_fall_back_to_observed_load_with_a_reason() -
     missing = demand_for(SPEC, None, 10.0, POLICY, T0)
     assert (stale.reason, missing.reason) == (STALE_FORECAST, NO_FORECAST)
     assert stale.rate_rps == missing.rate_rps == 10.0 * 1.5 / 0.5
+
+
+def _unmeasured(capacity_rps: float) -> ObservedState:
+    model = ObservedModel(SPEC.name, 2, 0, 2, 0.0, capacity_rps, demand_measured=False)
+    return ObservedState(T0, (), (), (model,))
+
+
+def test_an_unmeasured_load_is_sized_from_a_fresh_forecast_without_the_fast_path() -> None:
+    forecast = _forecast(T0, (10.0, 30.0, 20.0))
+    (demand,) = demand_from([SPEC], {SPEC.name: forecast}, _unmeasured(80.0), POLICY, T0)
+    assert (demand.reason, demand.rate_rps, demand.observed_rps) == (FORECAST_P90, 60.0, 0.0)
+    assert demand.is_fresh
+
+
+def test_an_unmeasured_load_without_a_usable_forecast_holds_the_ready_capacity_as_stale() -> None:
+    stale = _forecast(T0 - timedelta(hours=1), (99.0,))
+    for forecasts in ({}, {SPEC.name: stale}):
+        (demand,) = demand_from([SPEC], forecasts, _unmeasured(80.0), POLICY, T0)
+        assert (demand.reason, demand.rate_rps) == (DEMAND_UNMEASURED, 80.0)
+        assert not demand.is_fresh  # the planner scales nothing down on it
+
+
+def test_an_unmeasured_load_under_the_reactive_policy_holds_instead_of_scaling_to_zero() -> None:
+    reactive = replace(POLICY, mode=REACTIVE)
+    (demand,) = demand_from([SPEC], {}, _unmeasured(80.0), reactive, T0)
+    assert (demand.reason, demand.rate_rps) == (DEMAND_UNMEASURED, 80.0)
+    measured_zero = ObservedState(T0, (), (), (ObservedModel(SPEC.name, 2, 0, 2, 0.0, 80.0),))
+    (zero,) = demand_from([SPEC], {}, measured_zero, reactive, T0)
+    assert (zero.reason, zero.rate_rps) == (OBSERVED_LOAD, 0.0)  # what a stored 0 would do

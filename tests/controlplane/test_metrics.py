@@ -49,3 +49,17 @@ def test_a_skipped_tick_on_an_unsynced_snapshot_leaves_the_fleet_gauges_as_they_
     assert registry.get_sample_value("headroom_plan_actions_total",
                                      {"kind": "set_replicas"}) == 1
     assert registry.get_sample_value("headroom_pool_nodes", {"pool": "l4", "state": "ready"}) == 1
+
+
+def test_a_model_whose_load_was_not_measured_has_no_observed_sample_not_a_zero() -> None:
+    registry = CollectorRegistry()
+    metrics = ControlPlaneMetrics(registry)
+    report = sample_tick_report()
+    metrics.record(report)
+    unknown = tuple(replace(m, demand_rps=0.0, demand_measured=False)
+                    for m in report.observed.models)
+    metrics.record(replace(report, observed=replace(report.observed, models=unknown)))
+    labels = {"model": "bert-embed", "kind": "observed"}
+    assert registry.get_sample_value("headroom_model_rps", labels) is None
+    assert registry.get_sample_value("headroom_model_rps",
+                                     {"model": "bert-embed", "kind": "capacity"}) == 600

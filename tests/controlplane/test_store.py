@@ -91,6 +91,22 @@ def test_rate_history_averages_per_step_and_marks_gaps_as_missing(store_url: str
     assert series.start_at == T0
 
 
+def test_a_model_whose_demand_was_not_measured_leaves_a_gap_in_history_not_a_zero(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    report = sample_tick_report()
+    (bert,) = report.observed.models
+    unknown = replace(bert, demand_rps=0.0, demand_measured=False)
+    for at, model in ((T0, bert), (T0 + timedelta(minutes=1), unknown)):
+        observed = replace(report.observed, synced_at=at, models=(model,))
+        store.save_observed(observed)
+        store.save_tick(replace(report, started_at=at, observed=observed))
+    series = store.rate_history("bert-embed", T0, T0 + timedelta(minutes=2), 60)
+    assert series.values[0] == 500.0 and math.isnan(series.values[1])
+    last = store.last_observed()  # the tick's snapshot keeps the model, marked unknown
+    assert last is not None and last.models == (unknown,)
+
+
 def test_a_store_whose_path_holds_a_percent_sign_migrates(tmp_path: Path) -> None:
     path = tmp_path / "100%" / "store.db"  # configparser refused the '%' in alembic's URL
     store = Store.open(f"sqlite:///{path}", migrate=True)

@@ -11,8 +11,7 @@ from kubernetes import client
 
 from controlplane.adapters.k8s.api import KubeApi
 from controlplane.adapters.k8s.backend import K8sBackend, build_k8s_backend
-from controlplane.adapters.k8s.reader import LoadSource
-from controlplane.ports import RelayoutStore
+from controlplane.ports import LoadSource, RelayoutStore
 from controlplane.sim.clock import VirtualClock
 from controlplane.store.relayout import MemoryRelayoutStore
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
+from datetime import datetime
 
 import pytest
 import yaml
@@ -20,6 +22,7 @@ from k8s_harness import START_AT, make_backend
 
 from controlplane.adapters.k8s.inventory import free_gpu_resources, normalize_product
 from controlplane.domain.errors import TransientError
+from controlplane.domain.observed import ModelLoad
 from controlplane.sim.clock import VirtualClock
 from controlplane.store.codec import observed_to_json
 
@@ -144,18 +147,30 @@ def test_gfd_product_labels_map_onto_catalog_products(label: str, memory_mib: in
     assert normalize_product(label, memory_mib) == product
 
 
-def test_a_load_source_that_gives_nan_or_inf_counts_as_zero_with_a_note_and_the_tick_stores(
+class FixedLoads:
+    """A load source answering the same loads every time."""
+
+    def __init__(self, loads: dict[str, ModelLoad]) -> None:
+        self.loads = loads
+
+    def measure(self, ready_replicas: Mapping[str, int], at: datetime) -> dict[str, ModelLoad]:
+        return {m: load for m, load in self.loads.items() if m in ready_replicas}
+
+
+def test_a_load_source_that_gives_nan_demand_is_unmeasured_and_inf_capacity_zero_with_notes(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     seed_fleet(apiserver)
-    loads = {"language/m-large": (math.nan, 40.0), "vision/resnet": (12.0, math.inf)}
-    observed = make_backend(apiserver, clock, load=loads.__getitem__).reader.snapshot()
+    loads = FixedLoads({"language/m-large": ModelLoad(math.nan, 40.0),
+                        "vision/resnet": ModelLoad(12.0, math.inf)})
+    observed = make_backend(apiserver, clock, load=loads).reader.snapshot()
     by_name = {m.name: m for m in observed.models}
-    assert (by_name["language/m-large"].demand_rps, by_name["language/m-large"].capacity_rps) \
-        == (0.0, 40.0)
-    assert (by_name["vision/resnet"].demand_rps, by_name["vision/resnet"].capacity_rps) \
-        == (12.0, 0.0)
-    assert ("language/m-large: the load source gave demand_rps=nan, capacity_rps=40.0; "
-            "not finite, taken as 0") in observed.notes
+    large, resnet = by_name["language/m-large"], by_name["vision/resnet"]
+    assert (large.demand_measured, large.demand_rps, large.capacity_rps) == (False, 0.0, 40.0)
+    assert (resnet.demand_measured, resnet.demand_rps, resnet.capacity_rps) == (True, 12.0, 0.0)
+    assert ("language/m-large: demand not measured this tick: the load source gave "
+            "demand_rps=nan; not finite") in observed.notes
+    assert "vision/resnet: the load source gave capacity_rps=inf; not finite, taken as 0" \
+        in observed.notes
     # what the store writes is strict JSON again (NaN is not JSON; PostgreSQL refuses to read it)
     json.loads(observed_to_json(observed), parse_constant=_refuse)
 

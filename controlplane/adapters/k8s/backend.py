@@ -30,13 +30,13 @@ from controlplane.adapters.k8s.api import KubeApi, PlannedWrite
 from controlplane.adapters.k8s.leader import DryRunElector, K8sLeaseElector, LeaderGated
 from controlplane.adapters.k8s.mig import K8sMigRelayoutActuator, surge_floors
 from controlplane.adapters.k8s.node_pools import K8sNodePoolActuator
-from controlplane.adapters.k8s.reader import K8sClusterReader, LoadSource
+from controlplane.adapters.k8s.reader import K8sClusterReader
 from controlplane.adapters.k8s.replicas import K8sReplicaActuator
 from controlplane.adapters.k8s.sharing import K8sSharingActuator
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.lease import LeaseTiming
 from controlplane.domain.mig_relayout import RelayoutPolicy
-from controlplane.ports import Clock, LeaderElector, RelayoutStore
+from controlplane.ports import Clock, LeaderElector, LoadSource, RelayoutStore
 from controlplane.settings import KubernetesSettings, Settings, pool_specs
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 from controlplane.adapters.k8s import names as n
@@ -13,6 +13,7 @@ from controlplane.adapters.k8s.quantity import count, cpu_milli, memory_mib
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.models import SharingMode
 from controlplane.domain.observed import (
+    ModelLoad,
     ObservedGpu,
     ObservedModel,
     ObservedNode,
@@ -20,11 +21,8 @@ from controlplane.domain.observed import (
     ObservedState,
 )
 from controlplane.domain.sharing_config import layout_from_config_name, mode_from_strategy
-from controlplane.ports import Clock
+from controlplane.ports import Clock, LoadSource
 from controlplane.settings import KubernetesSettings
-
-# model -> (demand_rps, capacity_rps), e.g. from Prometheus; None = no metrics.
-LoadSource = Callable[[str], tuple[float, float]]
 
 
 def holds_gpus(pod: PodInfo) -> bool:
@@ -105,18 +103,27 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
             totals = by_model.setdefault(workload.model, [0, 0])
             totals[0] += workload.replicas
             totals[1] += workload.ready
+    loads = (load.measure({m: ready for m, (_, ready) in by_model.items()}, now)
+             if load is not None else None)
     models = []
     for model, (target, ready) in sorted(by_model.items()):
-        demand_rps, capacity_rps = load(model) if load is not None else (0.0, 0.0)
-        if not (math.isfinite(demand_rps) and math.isfinite(capacity_rps)):
-            # NaN/inf (a 0/0 rate) would be stored as JSON no reader can parse; like a model
-            # without a load source, the load counts as 0 and the note says why
-            notes.append(f"{model}: the load source gave demand_rps={demand_rps}, "
-                         f"capacity_rps={capacity_rps}; not finite, taken as 0")
-            demand_rps = demand_rps if math.isfinite(demand_rps) else 0.0
-            capacity_rps = capacity_rps if math.isfinite(capacity_rps) else 0.0
-        models.append(ObservedModel(model, ready, max(0, target - ready), target, demand_rps,
-                                    capacity_rps))
+        if loads is None:  # no load source: every model 0, as before metrics were wired
+            models.append(ObservedModel(model, ready, max(0, target - ready), target, 0.0, 0.0))
+            continue
+        got = loads.get(model, ModelLoad(None, 0.0, "the load source returned nothing"))
+        demand_rps, capacity_rps = got.demand_rps, got.capacity_rps
+        if not math.isfinite(capacity_rps):
+            notes.append(f"{model}: the load source gave capacity_rps={capacity_rps}; not "
+                         "finite, taken as 0")
+            capacity_rps = 0.0
+        why = got.why or f"the load source gave demand_rps={demand_rps}; not finite"
+        measured = demand_rps is not None and math.isfinite(demand_rps)
+        if not measured:
+            # unknown, not 0: a 0 would be stored as history and size the model for no load
+            notes.append(f"{model}: demand not measured this tick: {why}")
+        models.append(ObservedModel(model, ready, max(0, target - ready), target,
+                                    demand_rps if demand_rps is not None and measured else 0.0,
+                                    capacity_rps, demand_measured=measured))
     if load is None and models:
         notes.append("no load source: demand_rps and capacity_rps are 0")
     return ObservedState(now, tuple(observed_pools), tuple(nodes), tuple(models),
