@@ -12,6 +12,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SecretStr,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -267,8 +268,41 @@ class DashboardSettings(Group):
 
 
 class PrometheusSettings(Group):
-    url: str | None = Field(None, description="base URL of Prometheus, e.g. http://127.0.0.1:9090")
-    timeout_s: float = Field(10.0, gt=0)
+    """Where the Kubernetes backend reads each model's request rate (every tick) and history
+    (every forecast refresh), and ``headroom forecast run --prometheus-url`` its credentials."""
+
+    url: str | None = Field(None, description="base URL of Prometheus, e.g. http://127.0.0.1:9090"
+                            "; required by serve with backend: kubernetes")
+    timeout_s: float = Field(10.0, gt=0, description="timeout of one request")
+    metric: Literal["triton", "vllm"] = Field("triton", description="request-count preset: "
+                                              "triton (nv_inference_request_success, label "
+                                              "model) or vllm (vllm:request_success_total, "
+                                              "label model_name)")
+    query: str | None = Field(None, description="custom PromQL with a {model} placeholder (and "
+                              "optionally {window}, the rate window) instead of the preset")
+    rate_window_s: int = Field(120, ge=1, description="shortest rate window: a tick reads "
+                               "rate(...[this]); a history step of step_s reads "
+                               "rate(...[max(step_s, this)]) at the step's end")
+    username: str | None = Field(None, description="basic auth user (with password)")
+    password: SecretStr | None = Field(None, description="basic auth password; never logged")
+    bearer_token_file: Path | None = Field(None, description="file holding a bearer token, "
+                                           "read at start (e.g. a mounted Secret); never logged")
+
+    @field_validator("query")
+    @classmethod
+    def _has_model_placeholder(cls, query: str | None) -> str | None:
+        if query is not None and "{model}" not in query:
+            raise ValueError(f"PromQL {query!r} has no {{model}} placeholder")
+        return query
+
+    @model_validator(mode="after")
+    def _one_way_to_authenticate(self) -> PrometheusSettings:
+        if (self.username is None) != (self.password is None):
+            raise ValueError("prometheus.username and prometheus.password go together")
+        if self.username is not None and self.bearer_token_file is not None:
+            raise ValueError("give prometheus.username/password or prometheus.bearer_token_file"
+                             ", not both")
+        return self
 
 
 class KubernetesSettings(Group):

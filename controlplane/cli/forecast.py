@@ -40,6 +40,7 @@ from controlplane.forecast_job import (
     state_dir_problem,
 )
 from controlplane.settings import ConfigError, load_settings
+from controlplane.settings_groups import PrometheusSettings
 from controlplane.store import Store, StoreUnavailable
 from controlplane.store.engine import error_line, redact
 from forecaster.backtest import BacktestTask, SeriesBacktest, run_all
@@ -209,10 +210,13 @@ def run(
                                                 help="YAML settings (store URL, forecast)")] = None,
     store_url: Annotated[str | None, typer.Option("--store", help="SQL store URL (default: "
                                                   "settings db.url)")] = None,
-    prometheus_url: Annotated[str | None, typer.Option("--prometheus-url",
-                                                       help="read rates from Prometheus")] = None,
-    metric: Annotated[str, typer.Option(help="Prometheus preset: triton or vllm")] = "triton",
-    query: Annotated[str | None, typer.Option(help="PromQL with a {model} placeholder")] = None,
+    prometheus_url: Annotated[str | None, typer.Option(
+        "--prometheus-url", help="read rates from Prometheus (credentials, rate window and "
+        "timeout: settings prometheus)")] = None,
+    metric: Annotated[str | None, typer.Option(help="Prometheus preset: triton or vllm "
+                                               "(default: settings prometheus.metric)")] = None,
+    query: Annotated[str | None, typer.Option(help="PromQL with a {model} placeholder "
+                                              "(default: settings prometheus.query)")] = None,
     models: Annotated[str | None, typer.Option(help="comma-separated model names "
                                                "(default: all the source knows)")] = None,
     csv: Annotated[Path | None, typer.Option("--csv", help="read rates from a CSV trace")] = None,
@@ -263,9 +267,9 @@ def run(
             fit_budget_s=fit_budget_s if fit_budget_s is not None else fs.fit_budget_s)
         if job.method not in METHODS:
             raise InputError(f"--method {job.method!r}: choose one of {', '.join(METHODS)}")
-        source, now = _source(prometheus_url, metric, query, models, csv, time_col, value_col,
-                              series_col, time_unit, store_url or settings.db.url, at,
-                              job.step_s)
+        source, now = _source(prometheus_url, settings.prometheus, metric, query, models, csv,
+                              time_col, value_col, series_col, time_unit,
+                              store_url or settings.db.url, at, job.step_s)
         # checked before any fit, not after every model was fitted
         sink = None if no_store else Store.open_existing(store_url or settings.db.url,
                                                          settings.db.connect_timeout_s)
@@ -312,10 +316,10 @@ def run(
         raise typer.Exit(1)
 
 
-def _source(prometheus_url: str | None, metric: str, query: str | None, models: str | None,
-            csv: Path | None, time_col: str, value_col: str, series_col: str | None,
-            time_unit: str | None, store_url: str, at: str | None,
-            step_s: int) -> tuple[HistorySource, Any]:
+def _source(prometheus_url: str | None, prometheus: PrometheusSettings, metric: str | None,
+            query: str | None, models: str | None, csv: Path | None, time_col: str,
+            value_col: str, series_col: str | None, time_unit: str | None, store_url: str,
+            at: str | None, step_s: int) -> tuple[HistorySource, Any]:
     """The history source and the forecast origin ('now'; for a CSV: one step after its last
     row, so the last row is part of the history)."""
     wanted = [m.strip() for m in models.split(",") if m.strip()] if models is not None else None
@@ -331,10 +335,10 @@ def _source(prometheus_url: str | None, metric: str, query: str | None, models: 
         end = pd.Timestamp(source.last_ns() + step_s * 10**9, tz="UTC").to_pydatetime()
         return source, now or end
     if prometheus_url:
-        from forecaster.sources.prometheus import PrometheusSource
+        from controlplane.adapters.prometheus import prometheus_source
 
-        return (PrometheusSource(prometheus_url, metric, query, wanted),
-                now or WallClock().now())
+        return (prometheus_source(prometheus, prometheus_url, metric=metric, query=query,
+                                  models=wanted), now or WallClock().now())
     store = Store.open_existing(store_url)
     return (_Only(store, wanted) if wanted else store), now or WallClock().now()
 

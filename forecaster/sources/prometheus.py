@@ -1,33 +1,56 @@
-"""Per-model request rates from Prometheus range queries (prometheus-api-client).
+"""Per-model request rates from Prometheus (prometheus-api-client): history by range queries,
+the current rate by one instant query.
 
 Presets: ``triton`` (``nv_inference_request_success``, label ``model``), ``vllm``
 (``vllm:request_success_total``, label ``model_name``), or any PromQL with a ``{model}``
-placeholder. Long ranges are split into chunks below Prometheus' 11,000-points-per-series
-limit. Samples land on the query grid; a step without a sample is a gap (NaN), never zero.
-Failures raise ``SourceError`` naming the URL (a basic-auth password in it as ``***``), model
-and query: unreachable, rejected query, unexpected response (not JSON, or not the shape the
-Prometheus API documents), no data, or no usable value (``forecaster.prepare.unusable_problem``:
-every sample NaN, or none positive but some negative). Negative step values are clipped to 0 and
-NaN/Inf samples are gaps, both counted in ``read_history``'s warnings.
+placeholder. A history point ``t`` means the step ``[t, t + step)``, as ``TrafficSeries`` and the
+store's history do: for a preset (or a custom query with a ``{window}`` placeholder) it is
+``rate(metric[W])`` evaluated at ``t + step`` with ``W = max(step, rate_window_s)``, so with the
+default 120 s window a 600-s step reads the step's mean rate, not a 2-minute sample at its
+start; the range query runs from ``since + step`` and each sample maps back one step. A custom
+query without ``{window}`` (a gauge, a recording rule) is sampled at ``t`` itself. Long ranges
+are split into chunks below Prometheus' 11,000-points-per-series limit. Samples land on the query
+grid; a step without a sample is a gap (NaN), never zero.
+
+Credentials: basic auth in the URL or as ``username``/``password``, or a ``bearer_token``; every
+message shows them as ``***``. Failures raise ``SourceError`` naming the URL, model and query:
+unreachable, rejected query (401/403: the credentials), unexpected response (not JSON, or not the
+shape the Prometheus API documents), no data, or no usable value
+(``forecaster.prepare.unusable_problem``: every sample NaN, or none positive but some negative).
+Negative step values are clipped to 0 and NaN/Inf samples are gaps, both counted in
+``read_history``'s warnings. ``current_rates`` never raises for one model: a model it could not
+measure is listed with the reason, so a caller can tell "unknown" from 0.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import numpy as np
 import requests
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
+from urllib3.util.retry import Retry
 
 from forecaster.errors import SourceError
 from forecaster.prepare import unusable_problem
+from forecaster.sources.prometheus_replies import (
+    matrix_samples,
+    not_api,
+    shape,
+    short,
+    shown_url,
+    vector_samples,
+)
 from forecaster.types import SourcedSeries, TrafficSeries
 
 MAX_POINTS = 10_000
+DEFAULT_RATE_WINDOW_S = 120
+_AUTH_REFUSED = (401, 403)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +58,12 @@ class Preset:
     metric: str
     label: str
 
-    def query(self, model: str, window: str) -> str:
-        return f'sum(rate({self.metric}{{{self.label}="{escape(model)}"}}[{window}]))'
+    def query(self, model: str, window_s: int) -> str:
+        return f'sum(rate({self.metric}{{{self.label}="{escape(model)}"}}[{window_s}s]))'
+
+    def grouped(self, window_s: int) -> str:
+        """Every model's rate in one query, one series per label value."""
+        return f"sum by ({self.label}) (rate({self.metric}[{window_s}s]))"
 
 
 PRESETS = {
@@ -50,38 +77,65 @@ def escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+@dataclass(frozen=True, slots=True)
+class CurrentRates:
+    """The request rate of each model measured now, and why the others are unknown."""
+
+    rates: dict[str, float]
+    unknown: dict[str, str]  # model -> the reason (credentials shown as ***)
+
+
 class PrometheusSource:
-    """``HistorySource`` over Prometheus: ``rate_history(model, since, until, step)``."""
+    """``HistorySource`` over Prometheus: ``rate_history(model, since, until, step)``, and the
+    per-tick ``current_rates(models, at)``."""
 
     def __init__(self, url: str, preset: str = "triton", query: str | None = None,
-                 models: list[str] | None = None, rate_window: str = "2m",
-                 timeout_s: float = 10.0) -> None:
+                 models: list[str] | None = None,
+                 rate_window_s: int = DEFAULT_RATE_WINDOW_S, timeout_s: float = 10.0, *,
+                 username: str | None = None, password: str | None = None,
+                 bearer_token: str | None = None) -> None:
         if query is None and preset not in PRESETS:
             raise SourceError(f"unknown metric preset {preset!r}; choose one of "
                               f"{', '.join(PRESETS)} or give a PromQL query with {{model}}")
         if query is not None and "{model}" not in query:
             raise SourceError(f"PromQL {query!r} has no {{model}} placeholder")
+        if rate_window_s < 1:
+            raise SourceError(f"rate window {rate_window_s} s: must be at least 1 s")
         self.url = url.rstrip("/")
         self.preset = PRESETS.get(preset)
         self.query_template = query
         self.models = models
-        self.rate_window = rate_window
+        self.rate_window_s = rate_window_s
         self.timeout_s = timeout_s
-        self.client = PrometheusConnect(url=self.url, disable_ssl=True, timeout=int(timeout_s))
         self.shown = shown_url(self.url)
-        self._password = urlsplit(self.url).password or ""
+        self._secrets = tuple(s for s in (urlsplit(self.url).password, password, bearer_token)
+                              if s)
+        self.client = prometheus_client(self.url, timeout_s, username=username,
+                                        password=password, bearer_token=bearer_token)
+        # a tick's query is not retried: the next tick asks again, within its own timeout
+        self.live_client = prometheus_client(self.url, timeout_s, username=username,
+                                             password=password, bearer_token=bearer_token,
+                                             retries=0)
 
     def _hide(self, text: str) -> str:
-        """``text`` without the URL's password (a requests error may quote the full URL)."""
-        if not self._password:
-            return text
-        return text.replace(f":{self._password}@", ":***@")
+        """``text`` without a password or token (a requests error may quote the full URL)."""
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
 
-    def query_for(self, model: str) -> str:
+    @property
+    def step_end_aligned(self) -> bool:
+        """Whether the query is a rate over a window ending where it is evaluated (a preset, or
+        a custom query with ``{window}``): then a step's value is read at the step's end."""
+        return self.query_template is None or "{window}" in self.query_template
+
+    def query_for(self, model: str, window_s: int | None = None) -> str:
+        window = window_s if window_s is not None else self.rate_window_s
         if self.query_template is not None:
-            return self.query_template.replace("{model}", escape(model))
+            return (self.query_template.replace("{model}", escape(model))
+                    .replace("{window}", f"{window}s"))
         assert self.preset is not None
-        return self.preset.query(model, self.rate_window)
+        return self.preset.query(model, window)
 
     def model_names(self) -> list[str]:
         """The configured models, else the preset metric's label values."""
@@ -95,13 +149,13 @@ class PrometheusSource:
                                                          params={"match[]": self.preset.metric})
         except (requests.JSONDecodeError, KeyError, TypeError) as exc:
             raise SourceError(f"Prometheus at {self.shown}: unexpected response to the label query "
-                              f"{endpoint} ({self._hide(_not_api(exc))})") from exc
+                              f"{endpoint} ({self._hide(not_api(exc))})") from exc
         except (requests.RequestException, PrometheusApiClientException) as exc:
             raise SourceError(f"Prometheus at {self.shown} is unreachable or refused the "
-                              f"label query: {self._hide(_short(exc))}") from exc
+                              f"label query: {self._hide(short(exc))}{_auth_hint(exc)}") from exc
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise SourceError(f"Prometheus at {self.shown}: unexpected response to the label query "
-                              f"{endpoint} (expected a list of names, got {_shape(names)})")
+                              f"{endpoint} (expected a list of names, got {shape(names)})")
         if not names:
             raise SourceError(f"Prometheus at {self.shown} has no series of "
                               f"{self.preset.metric!r}; nothing to forecast")
@@ -113,20 +167,23 @@ class PrometheusSource:
 
     def read_history(self, model: str, since_at: datetime, until_at: datetime,
                      step_s: int) -> SourcedSeries:
-        """Values on the grid since_at, since_at + step, ... (< until_at) and what was cleaned:
-        the samples of one step are summed (several series), NaN/Inf samples are missing and a
-        negative step value is clipped to 0, both counted in the warnings. An unusable range
-        (``unusable_problem``) raises ``SourceError``, never a zero series."""
+        """Values on the grid since_at, since_at + step, ... (< until_at), each the step's mean
+        rate (see the module docstring), and what was cleaned: the samples of one step are
+        summed (several series), NaN/Inf samples are missing and a negative step value is
+        clipped to 0, both counted in the warnings. An unusable range (``unusable_problem``)
+        raises ``SourceError``, never a zero series."""
         steps = max(0, math.ceil((until_at - since_at).total_seconds() / step_s))
         sums = [math.nan] * steps
-        query = self.query_for(model)
+        query = self.query_for(model, max(step_s, self.rate_window_s))
+        shift_s = step_s if self.step_end_aligned else 0
+        first_at = since_at + timedelta(seconds=shift_s)
         nonfinite = 0
         for lo in range(0, steps, MAX_POINTS):
             hi = min(steps, lo + MAX_POINTS)
-            start = since_at + timedelta(seconds=lo * step_s)
-            end = since_at + timedelta(seconds=(hi - 1) * step_s)
+            start = first_at + timedelta(seconds=lo * step_s)
+            end = first_at + timedelta(seconds=(hi - 1) * step_s)
             for ts, value in self._range(model, query, start, end, step_s):
-                i = round((ts - since_at.timestamp()) / step_s)
+                i = round((ts - first_at.timestamp()) / step_s)
                 if not 0 <= i < steps:
                     continue
                 if not math.isfinite(value):
@@ -150,6 +207,62 @@ class PrometheusSource:
         series = TrafficSeries(series_id=model, step_s=step_s, start_at=since_at, values=values)
         return SourcedSeries(series, tuple(problems))
 
+    def current_rates(self, models: Sequence[str], at: datetime) -> CurrentRates:
+        """Each model's request rate over the last ``rate_window_s`` before ``at``: one grouped
+        query for a preset, one query per model for custom PromQL (after a failure to reach
+        Prometheus the rest are not asked: each request waits up to ``timeout_s``). A model
+        with no series, or a non-finite value, is unknown, never 0."""
+        rates: dict[str, float] = {}
+        unknown: dict[str, str] = {}
+        if self.preset is not None and self.query_template is None:
+            query = self.preset.grouped(self.rate_window_s)
+            try:
+                by_label = self._instant(query, at, self.preset.label)
+            except SourceError as exc:
+                return CurrentRates({}, {model: str(exc) for model in models})
+            for model in models:
+                rates_or_why(model, by_label.get(model), query, self.shown, rates, unknown)
+            return CurrentRates(rates, unknown)
+        failed: str | None = None
+        for model in models:
+            if failed is not None:
+                unknown[model] = failed
+                continue
+            query = self.query_for(model)
+            try:
+                found = self._instant(query, at, None)
+            except SourceError as exc:
+                unknown[model] = str(exc)
+                if "unreachable" in str(exc):
+                    failed = str(exc)
+                continue
+            rates_or_why(model, found.get(""), query, self.shown, rates, unknown)
+        return CurrentRates(rates, unknown)
+
+    def _instant(self, query: str, at: datetime, label: str | None) -> dict[str, float]:
+        """label value -> the sum of its series' values at ``at`` (key "" when ``label`` is
+        None: every series summed)."""
+        try:
+            result: object = self.live_client.custom_query(query, params={"time": at.timestamp()})
+        except (requests.JSONDecodeError, KeyError, TypeError) as exc:
+            raise SourceError(f"Prometheus at {self.shown}: unexpected response to the instant "
+                              f"query ({self._hide(not_api(exc))}): {query}") from exc
+        except requests.RequestException as exc:
+            raise SourceError(f"Prometheus at {self.shown} is unreachable "
+                              f"({self._hide(short(exc))})") from exc
+        except PrometheusApiClientException as exc:
+            raise SourceError(f"Prometheus at {self.shown} rejected the query {query} "
+                              f"({self._hide(short(exc))}){_auth_hint(exc)}") from exc
+        try:
+            samples = vector_samples(result, label)
+        except ValueError as exc:
+            raise SourceError(f"Prometheus at {self.shown}: unexpected response to the instant "
+                              f"query ({exc}): {query}") from exc
+        out: dict[str, float] = {}
+        for key, value in samples:
+            out[key] = out.get(key, 0.0) + value
+        return out
+
     def _range(self, model: str, query: str, start: datetime, end: datetime,
                step_s: int) -> list[tuple[float, float]]:
         try:
@@ -157,15 +270,16 @@ class PrometheusSource:
                                                             end_time=end, step=f"{step_s}s")
         except (requests.JSONDecodeError, KeyError, TypeError) as exc:
             raise SourceError(f"Prometheus at {self.shown}: unexpected response to the range "
-                              f"query for model {model!r} ({self._hide(_not_api(exc))}): "
+                              f"query for model {model!r} ({self._hide(not_api(exc))}): "
                               f"{query}") from exc
         except requests.RequestException as exc:
             raise SourceError(f"Prometheus at {self.shown} is unreachable "
-                              f"({self._hide(_short(exc))}); no history for model "
+                              f"({self._hide(short(exc))}); no history for model "
                               f"{model!r}") from exc
         except PrometheusApiClientException as exc:
             raise SourceError(f"Prometheus at {self.shown} rejected the query for model "
-                              f"{model!r}: {query} ({self._hide(_short(exc))})") from exc
+                              f"{model!r}: {query} ({self._hide(short(exc))})"
+                              f"{_auth_hint(exc)}") from exc
         try:
             return matrix_samples(result)
         except ValueError as exc:
@@ -173,58 +287,44 @@ class PrometheusSource:
                               f"query for model {model!r} ({exc}): {query}") from exc
 
 
-def shown_url(url: str) -> str:
-    """``url`` with its password as ``***`` (basic auth in the URL), for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+def prometheus_client(url: str, timeout_s: float, *, username: str | None = None,
+                      password: str | None = None, bearer_token: str | None = None,
+                      retries: int | None = None) -> PrometheusConnect:
+    """The one way Headroom builds a Prometheus client: basic auth in the URL or as
+    ``username``/``password``, or a bearer token; ``retries`` None keeps the client's own
+    (three, with backoff on 5xx)."""
+    if bearer_token and (username or password or urlsplit(url).password):
+        raise SourceError(f"Prometheus at {shown_url(url)}: give basic auth or a bearer token, "
+                          "not both")
+    if (username is None) != (password is None):
+        raise SourceError(f"Prometheus at {shown_url(url)}: basic auth needs both a username "
+                          "and a password")
+    if username is not None and urlsplit(url).password is not None:
+        raise SourceError(f"Prometheus at {shown_url(url)}: credentials both in the URL and "
+                          "as username/password; give them once")
+    headers = {"Authorization": f"Bearer {bearer_token}"} if bearer_token else None
+    auth = (username, password) if username is not None else None
+    retry = Retry(total=retries, connect=retries, read=retries, status=retries) \
+        if retries is not None else None
+    return PrometheusConnect(url=url, headers=headers, auth=auth, disable_ssl=True,
+                             timeout=timeout_s, retry=retry)
 
 
-def matrix_samples(result: object) -> list[tuple[float, float]]:
-    """(unix seconds, value) of every sample of a range query's ``data.result`` (a list of
-    ``{"metric": ..., "values": [[ts, "value"], ...]}``); ``"NaN"``/``"+Inf"`` stay non-finite.
-    Anything else raises ``ValueError`` saying what was wrong."""
-    if result is None:
-        return []
-    if not isinstance(result, list):
-        raise ValueError(f"result is {_shape(result)}, expected a list of series")
-    out: list[tuple[float, float]] = []
-    for series in result:
-        if not isinstance(series, dict):
-            raise ValueError(f"a series is {_shape(series)}, expected an object")
-        values = series.get("values", [])
-        if not isinstance(values, list):
-            raise ValueError(f"a series' values are {_shape(values)}, expected a list of "
-                             "[time, value] pairs")
-        for point in values:
-            if not isinstance(point, list | tuple) or len(point) != 2:
-                raise ValueError(f"sample {_clip(point)} is not a [time, value] pair")
-            ts, raw = point
-            try:
-                out.append((float(ts), float(raw)))
-            except (TypeError, ValueError):
-                raise ValueError(f"sample {_clip(point)} is not a number") from None
-    return out
+def rates_or_why(model: str, value: float | None, query: str, shown: str,
+                 rates: dict[str, float], unknown: dict[str, str]) -> None:
+    """File ``model``'s measured ``value`` under ``rates``, or why it is unknown."""
+    if value is None:
+        unknown[model] = f"Prometheus at {shown} returned no series for model {model!r} " \
+                         f"(query {query})"
+    elif not math.isfinite(value):
+        unknown[model] = f"Prometheus at {shown} returned {value} for model {model!r} " \
+                         f"(query {query})"
+    else:
+        rates[model] = max(0.0, value)
 
 
-def _not_api(exc: Exception) -> str:
-    if isinstance(exc, requests.JSONDecodeError):
-        return f"not JSON: {_short(exc)}"
-    return f"not a Prometheus API reply: {type(exc).__name__} {_short(exc)}"
-
-
-def _shape(value: object) -> str:
-    kinds = {dict: "a JSON object", list: "a JSON list", str: "a string", type(None): "null"}
-    return f"{kinds.get(type(value), type(value).__name__)} {_clip(value)}"
-
-
-def _clip(value: object, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return text[:300]
+def _auth_hint(exc: BaseException) -> str:
+    text = str(exc)
+    if any(f"HTTP Status Code {code}" in text for code in _AUTH_REFUSED):
+        return "; the credentials were refused (check the username and password or the token)"
+    return ""

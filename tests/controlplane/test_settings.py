@@ -61,6 +61,13 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
      "  - {name: b, product: NVIDIA-A100-SXM4-80GB, price_per_gpu_hour: 1}\n",
      "pools: one pool per GPU product (the fleet plan places by product, so each pool would be "
      "sized for all of it); A100-80GB has more than one"),
+    ("prometheus:\n  query: sum(rate(x[5m]))\n",
+     "prometheus.query: Value error, PromQL 'sum(rate(x[5m]))' has no {model} placeholder"),
+    ("prometheus:\n  password: s3cret\n",
+     "prometheus: Value error, prometheus.username and prometheus.password go together"),
+    ("prometheus:\n  metric: dcgm\n", "prometheus.metric: Input should be 'triton' or 'vllm'"),
+    ("prometheus:\n  rate_window_s: 0\n",
+     "prometheus.rate_window_s: Input should be greater than or equal to 1"),
 ], ids=["negative interval", "misspelt key", "unknown top-level key", "pool bounds",
         "cross-field horizon", "broken yaml", "calibration window zero",
         "calibration window too short to calibrate", "metrics address without a host",
@@ -71,7 +78,8 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
         "more GPUs per node than the placement engine takes",
         "a price the placement engine takes for a unit mistake", "negative tenant budget",
         "negative static peak", "a boolean for seconds", "a boolean in a range",
-        "two pools of one product under two names"])
+        "two pools of one product under two names", "custom PromQL without {model}",
+        "a password without a username", "an unknown metric preset", "a zero rate window"])
 def test_bad_configuration_is_one_line_naming_the_field(tmp_path: Path, yaml_text: str,
                                                         expected: str) -> None:
     config = tmp_path / "bad.yaml"
@@ -81,6 +89,17 @@ def test_bad_configuration_is_one_line_naming_the_field(tmp_path: Path, yaml_tex
     message = str(caught.value)
     assert expected in message and str(config) in message
     assert "\n" not in message
+
+
+def test_a_prometheus_password_never_shows_in_a_settings_error(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("prometheus:\n  password: s3cret\n  timeout_s: -1\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert "prometheus.timeout_s" in str(caught.value) and "s3cret" not in str(caught.value)
+    settings = load_settings(None,
+                             prometheus={"username": "ops", "password": "s3cret"})
+    assert "s3cret" not in repr(settings) and "s3cret" not in str(settings.prometheus)
 
 
 def test_a_missing_config_file_is_named() -> None:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+#: bcrypt (cost 4) of "s3cret", for ``prometheus(basic_auth=("ops", OPS_HASH))``
+OPS_HASH = "$2b$04$rI42b01kYoUNKB/O6epOLOInKXImDlerVq8eLEEPg3uEIVFKJzR6u"
 
 
 @dataclass(frozen=True)

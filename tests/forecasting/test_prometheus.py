@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from controlplane.cli.forecast import app
 from forecaster.errors import SourceError
 from forecaster.sources.prometheus import PrometheusSource
-from tests.forecasting.promserver import Family, free_port, prometheus
+from tests.forecasting.promserver import OPS_HASH, Family, free_port, prometheus
 
 pytestmark = pytest.mark.prometheus
 END = int(time.time()) // 3600 * 3600 - 3600  # whole hour, an hour ago
@@ -178,9 +178,6 @@ def test_forecast_run_flags_a_model_whose_data_ended_three_days_ago_as_stale(
     assert "warning: model 'm2': stale_history: last sample" in result.stderr
 
 
-#: bcrypt (cost 4) of "s3cret", for Prometheus' --web.config.file
-OPS_HASH = "$2b$04$rI42b01kYoUNKB/O6epOLOInKXImDlerVq8eLEEPg3uEIVFKJzR6u"
-
 
 @pytest.fixture(scope="module")
 def guarded_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
@@ -228,3 +225,46 @@ def test_prometheus_errors_show_the_url_without_its_password(guarded_url: str,
     assert f"model 'nope': history unavailable: Prometheus at {shown} returned no data" \
         in missing.stderr
     assert "s3cret" not in missing.output
+
+
+def _auth_config(tmp_path: Path, **prometheus: str) -> str:
+    config = tmp_path / "headroom.yaml"
+    config.write_text(json.dumps({"prometheus": prometheus}))  # JSON is YAML
+    return str(config)
+
+
+def test_forecast_run_takes_basic_auth_from_the_settings_not_only_the_url(
+        guarded_url: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, [
+        "run", "--prometheus-url", guarded_url, "--config",
+        _auth_config(tmp_path, username="ops", password="s3cret"), "--no-store", "--json",
+        "--method", "level", "--history", "11h", "--workers", "1", "--at", at(END).isoformat(),
+        "--state-dir", str(tmp_path / "state")])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["forecasts"] == 1
+
+
+def test_a_wrong_password_in_the_settings_is_refused_on_one_line_without_the_password(
+        guarded_url: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, [
+        "run", "--prometheus-url", guarded_url, "--config",
+        _auth_config(tmp_path, username="ops", password="wrong-pw"), "--no-store",
+        "--state-dir", str(tmp_path / "state")])
+    assert result.exit_code == 2
+    assert f"Prometheus at {guarded_url} is unreachable or refused the label query: HTTP " \
+           "Status Code 401" in result.stderr
+    assert "the credentials were refused (check the username and password or the token)" \
+        in result.stderr
+    assert "wrong-pw" not in result.output
+
+
+def test_basic_auth_both_in_the_url_and_the_settings_is_refused_naming_neither_password(
+        guarded_url: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, [
+        "run", "--prometheus-url", guarded_url.replace("http://", "http://ops:url-pw@"),
+        "--config", _auth_config(tmp_path, username="ops", password="file-pw"), "--no-store",
+        "--state-dir", str(tmp_path / "state")])
+    assert result.exit_code == 2
+    assert "credentials both in the URL and as username/password; give them once" \
+        in result.stderr
+    assert "url-pw" not in result.output and "file-pw" not in result.output

@@ -30,6 +30,7 @@ class FakePrometheus:
     def __init__(self) -> None:
         self.labels: Any = {"status": "success", "data": ["m1"]}
         self.matrix: Any = {"status": "success", "data": {"resultType": "matrix", "result": []}}
+        self.authorizations: list[str | None] = []  # the Authorization header of each request
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -44,6 +45,7 @@ class FakePrometheus:
                 self.reply()
 
             def reply(self) -> None:
+                fake.authorizations.append(self.headers.get("Authorization"))
                 payload = fake.labels if "/api/v1/label/" in self.path else fake.matrix
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 send_json(self, 200, data)
@@ -71,7 +73,8 @@ def fake() -> Iterator[FakePrometheus]:
 
 
 def grid(value: str, n: int = 60) -> list[list[object]]:
-    return [[SINCE.timestamp() + 60 * i, value] for i in range(n)]
+    """A preset's samples: step i's rate is evaluated at its end, SINCE + 60 (i + 1)."""
+    return [[SINCE.timestamp() + 60 * (i + 1), value] for i in range(n)]
 
 
 def read(fake: FakePrometheus) -> SourceError:
@@ -118,7 +121,7 @@ def test_a_non_json_range_reply_is_an_unexpected_response_naming_the_query(
     message = str(read(fake))
     assert message.startswith(f"Prometheus at {fake.url}: unexpected response to the range "
                               "query for model 'm1' (not JSON")
-    assert message.endswith('sum(rate(nv_inference_request_success{model="m1"}[2m]))')
+    assert message.endswith('sum(rate(nv_inference_request_success{model="m1"}[120s]))')
     assert "unreachable" not in message
 
 
@@ -147,7 +150,7 @@ def test_a_sample_without_a_value_is_an_unexpected_response_not_python_text(
 
 def test_a_text_sample_is_an_unexpected_response(fake: FakePrometheus) -> None:
     fake.serve_values(grid("busy"))
-    assert f"(sample [{SINCE.timestamp()}, 'busy'] is not a number)" in str(read(fake))
+    assert f"(sample [{SINCE.timestamp() + 60}, 'busy'] is not a number)" in str(read(fake))
 
 
 def test_forecast_run_lists_a_malformed_reply_as_a_one_line_failure(
@@ -177,7 +180,7 @@ def test_only_negative_samples_are_no_usable_value_not_a_zero_forecast(
 
 
 def test_some_negative_samples_are_clipped_with_a_warning(fake: FakePrometheus) -> None:
-    fake.serve_values(grid("5", 57) + [[SINCE.timestamp() + 60 * i, "-2"] for i in (57, 58, 59)])
+    fake.serve_values(grid("5", 57) + [[SINCE.timestamp() + 60 * i, "-2"] for i in (58, 59, 60)])
     got = PrometheusSource(fake.url, models=["m1"]).read_history("m1", SINCE, UNTIL, 60)
     assert got.warnings == ("3 negative value(s) clipped to 0",)
     assert got.series.values == (5.0,) * 57 + (0.0,) * 3
@@ -187,3 +190,31 @@ def test_valid_samples_carry_no_warning(fake: FakePrometheus) -> None:
     fake.serve_values(grid("5"))
     got = PrometheusSource(fake.url, models=["m1"]).read_history("m1", SINCE, UNTIL, 60)
     assert got.warnings == () and got.series.values == (5.0,) * 60
+
+
+def test_forecast_run_sends_the_bearer_token_read_from_the_settings_file(
+        fake: FakePrometheus, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("tok-123\n")
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f"prometheus:\n  bearer_token_file: {token}\n")
+    fake.serve_values(grid("5"))
+    result = CliRunner().invoke(app, ["run", "--prometheus-url", fake.url, "--config",
+                                      str(config), "--no-store", "--json", "--method", "level",
+                                      "--at", UNTIL.isoformat(), "--history", "1h",
+                                      "--state-dir", str(tmp_path / "state")])
+    assert result.exit_code == 0, result.output
+    assert fake.authorizations and set(fake.authorizations) == {"Bearer tok-123"}
+    assert "tok-123" not in result.output
+
+
+def test_a_missing_bearer_token_file_is_one_line_naming_the_file_and_setting(
+        fake: FakePrometheus, tmp_path: Path) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f"prometheus:\n  bearer_token_file: {tmp_path / 'nope'}\n")
+    result = CliRunner().invoke(app, ["run", "--prometheus-url", fake.url, "--config",
+                                      str(config), "--no-store", "--state-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert f"prometheus.bearer_token_file {tmp_path / 'nope'}: cannot read it (No such file " \
+           "or directory)" in result.stderr
+    assert fake.authorizations == []  # refused before asking Prometheus

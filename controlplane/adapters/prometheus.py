@@ -1,0 +1,102 @@
+"""Prometheus for ``headroom serve`` with ``backend: kubernetes``: each model's request rate
+every tick (``PrometheusLoad``, the reader's ``LoadSource``) and the stored models' history for
+the forecast refresh (``PrometheusHistory``), through the one client that settings
+``prometheus`` describe (``headroom forecast run --prometheus-url`` builds it the same way)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from controlplane.domain.models import ModelSpec
+from controlplane.domain.observed import ModelLoad
+from controlplane.settings import ConfigError
+from controlplane.settings_groups import PrometheusSettings
+from forecaster.errors import SourceError
+from forecaster.sources.prometheus import PrometheusSource
+from forecaster.types import SourcedSeries, TrafficSeries
+
+log = logging.getLogger("headroom.prometheus")
+
+
+def read_bearer_token(path: Path) -> str:
+    """The token in ``path`` (surrounding whitespace dropped); a ConfigError naming the file
+    and the setting, never the token, when it is missing, unreadable or empty."""
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else \
+            type(error).__name__
+        raise ConfigError(f"prometheus.bearer_token_file {path}: cannot read it "
+                          f"({reason})") from None
+    if not token:
+        raise ConfigError(f"prometheus.bearer_token_file {path}: the file is empty")
+    return token
+
+
+def prometheus_source(settings: PrometheusSettings, url: str | None = None, *,
+                      metric: str | None = None, query: str | None = None,
+                      models: list[str] | None = None) -> PrometheusSource:
+    """A source on ``url`` (default ``prometheus.url``) with the settings' credentials, rate
+    window and timeout; ``metric``/``query`` override the settings' preset and PromQL. The
+    bearer token file is read here, once. Bad settings are a ConfigError naming them."""
+    target = url or settings.url
+    if not target:
+        raise ConfigError("prometheus.url is not set")
+    token = (read_bearer_token(settings.bearer_token_file)
+             if settings.bearer_token_file is not None else None)
+    try:
+        return PrometheusSource(
+            target, metric or settings.metric, query if query is not None else settings.query,
+            models, settings.rate_window_s, settings.timeout_s, username=settings.username,
+            password=settings.password.get_secret_value() if settings.password else None,
+            bearer_token=token)
+    except SourceError as error:
+        raise ConfigError(f"prometheus: {error}") from None
+
+
+def per_replica_rps(specs: Sequence[ModelSpec]) -> dict[str, float]:
+    """What one replica of each model serves: its best profile point, as the simulated fleet
+    counts capacity."""
+    return {s.name: s.best_point().throughput_rps for s in specs}
+
+
+class PrometheusLoad:
+    """``LoadSource``: demand = the model's measured request rate, capacity = ready replicas x
+    its per-replica throughput. A model Prometheus could not measure is unknown, not 0."""
+
+    def __init__(self, source: PrometheusSource, replica_rps: Mapping[str, float]) -> None:
+        self.source = source
+        self.replica_rps = dict(replica_rps)
+
+    def measure(self, ready_replicas: Mapping[str, int], at: datetime) -> dict[str, ModelLoad]:
+        rates = self.source.current_rates(sorted(ready_replicas), at)
+        if rates.unknown:
+            log.warning("load.unmeasured", extra={"models": sorted(rates.unknown),
+                                                  "error": next(iter(rates.unknown.values()))})
+        return {model: ModelLoad(rates.rates.get(model),
+                                 ready * self.replica_rps.get(model, 0.0),
+                                 rates.unknown.get(model, ""))
+                for model, ready in ready_replicas.items()}
+
+
+class PrometheusHistory:
+    """``HistorySource`` of the forecast refresh: the models ``names`` lists (the store's), each
+    one's history from Prometheus (weeks of it, so a new Headroom forecasts at once)."""
+
+    def __init__(self, source: PrometheusSource, names: Callable[[], list[str]]) -> None:
+        self.source = source
+        self.names = names
+
+    def model_names(self) -> list[str]:
+        return self.names()
+
+    def rate_history(self, model: str, since_at: datetime, until_at: datetime,
+                     step_s: int) -> TrafficSeries:
+        return self.source.rate_history(model, since_at, until_at, step_s)
+
+    def read_history(self, model: str, since_at: datetime, until_at: datetime,
+                     step_s: int) -> SourcedSeries:
+        return self.source.read_history(model, since_at, until_at, step_s)

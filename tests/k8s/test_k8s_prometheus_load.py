@@ -1,0 +1,150 @@
+"""The Kubernetes backend's load from a real Prometheus (Debian package, backfilled with
+promtool): each model's measured request rate and its ready capacity land in ObservedState, and
+a model Prometheus cannot measure is unknown for the tick, never a stored or sized 0."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from apiserver import ApiServer
+from k8s_builders import gpu_node, k8s_settings, model_deployment, nodepool
+from k8s_harness import make_backend
+from kubernetes import client
+from pydantic import SecretStr
+
+from controlplane.adapters.placement import LocalPlacementClient
+from controlplane.adapters.prometheus import PrometheusLoad, per_replica_rps, prometheus_source
+from controlplane.domain.demand import DEMAND_UNMEASURED
+from controlplane.reconcile import ReconcileDeps, reconcile_once
+from controlplane.runtime import reconcile_config
+from controlplane.settings_groups import PrometheusSettings
+from controlplane.sim.catalog import DEMO_MODELS
+from controlplane.sim.clock import VirtualClock
+from controlplane.store import Store
+from controlplane.store.ledger import SqlForecastLedger
+from scheduler.engine import PlacementEngine
+from tests.forecasting.promserver import OPS_HASH, Family, free_port, prometheus
+
+pytestmark = pytest.mark.prometheus
+LLAMA, RESNET = "llama-3-8b-chat", "resnet50-vision"  # 40 and 250 rps per replica
+SPECS = tuple(s for s in DEMO_MODELS if s.name in (LLAMA, RESNET))
+NOW = int(time.time())
+LLAMA_RPS = 30.0
+
+
+def live_counter(rps: float) -> list[tuple[float, float]]:
+    """``rps`` from an hour before the test to an hour after it (Prometheus answers "now")."""
+    return [(float(t), rps * (t - NOW + 3600)) for t in range(NOW - 3600, NOW + 3600, 15)]
+
+
+def families() -> list[Family]:  # no series for resnet50-vision
+    return [Family("nv_inference_request_success", {f'model="{LLAMA}",version="1"':
+                                                    live_counter(LLAMA_RPS)})]
+
+
+@pytest.fixture(scope="module")
+def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with prometheus(tmp_path_factory.mktemp("load"), families()) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def guarded_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with prometheus(tmp_path_factory.mktemp("guarded"), families(),
+                    basic_auth=("ops", OPS_HASH)) as url:
+        yield url
+
+
+def seed(server: ApiServer) -> None:
+    server.seed(nodepool("a100-80gb"))
+    server.seed(gpu_node("a100-1"))
+    server.seed(model_deployment(LLAMA, replicas=3, ready=2))
+    server.seed(model_deployment(RESNET, replicas=2, ready=2))
+
+
+def now_clock() -> VirtualClock:
+    return VirtualClock(datetime.fromtimestamp(int(time.time()), UTC))
+
+
+def load_from(settings: PrometheusSettings) -> PrometheusLoad:
+    return PrometheusLoad(prometheus_source(settings), per_replica_rps(SPECS))
+
+
+def test_each_models_measured_rate_and_ready_capacity_land_in_the_observed_state(
+        apiserver: ApiServer, prom_url: str) -> None:
+    seed(apiserver)
+    load = load_from(PrometheusSettings(url=prom_url))
+    observed = make_backend(apiserver, now_clock(), load=load).reader.snapshot()
+    llama, resnet = observed.model(LLAMA), observed.model(RESNET)
+    assert llama is not None and resnet is not None
+    assert llama.demand_measured and llama.demand_rps == pytest.approx(LLAMA_RPS)
+    assert llama.capacity_rps == 2 * 40.0  # ready replicas x the spec's best throughput
+    assert (resnet.demand_measured, resnet.capacity_rps) == (False, 2 * 250.0)
+    assert (f"{RESNET}: demand not measured this tick: Prometheus at {prom_url} returned no "
+            f"series for model '{RESNET}' (query sum by (model) (rate("
+            "nv_inference_request_success[120s])))") in observed.notes
+
+
+def test_basic_auth_from_the_settings_reads_the_rate(apiserver: ApiServer,
+                                                      guarded_url: str) -> None:
+    seed(apiserver)
+    load = load_from(PrometheusSettings(url=guarded_url, username="ops",
+                                        password=SecretStr("s3cret")))
+    llama = make_backend(apiserver, now_clock(), load=load).reader.snapshot().model(LLAMA)
+    assert llama is not None and llama.demand_rps == pytest.approx(LLAMA_RPS)
+
+
+def test_a_wrong_password_leaves_the_demand_unknown_with_a_note_that_hides_it(
+        apiserver: ApiServer, guarded_url: str) -> None:
+    seed(apiserver)
+    load = load_from(PrometheusSettings(url=guarded_url, username="ops",
+                                        password=SecretStr("wrong-pw")))
+    observed = make_backend(apiserver, now_clock(), load=load).reader.snapshot()
+    assert [m.demand_measured for m in observed.models] == [False, False]
+    note = next(n for n in observed.notes if n.startswith(f"{LLAMA}: demand not measured"))
+    assert f"Prometheus at {guarded_url} rejected the query" in note
+    assert "HTTP Status Code 401" in note and "the credentials were refused" in note
+    assert all("wrong-pw" not in n for n in observed.notes)
+
+
+def test_with_prometheus_stopped_the_tick_runs_notes_it_and_neither_stores_nor_sizes_a_zero(
+        apiserver: ApiServer, kube: client.ApiClient, store_url: str, tmp_path: Path) -> None:
+    seed(apiserver)
+    down = f"http://ops:s3cret@127.0.0.1:{free_port()}"
+    settings = k8s_settings().model_copy(update={
+        "autoscaling": k8s_settings().autoscaling.model_copy(update={"policy": "reactive"})})
+    clock = now_clock()
+    backend = make_backend(apiserver, clock, load=load_from(PrometheusSettings(url=down,
+                                                                               timeout_s=2)))
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    store = Store.open(store_url, migrate=True)
+    store.upsert_models(SPECS)
+    deps = ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
+                         replicas=backend.replicas,
+                         placement=LocalPlacementClient(PlacementEngine()), forecasts=store,
+                         decisions=store, history=store, ledger=SqlForecastLedger(store.engine))
+    report = reconcile_once(deps, reconcile_config(settings, SPECS))
+    assert report.status.value == "applied", report.reason
+    shown = down.replace("ops:s3cret@", "ops:***@")
+    assert f"{LLAMA}: demand not measured this tick: Prometheus at {shown} is unreachable " \
+        in "\n".join(report.observed.notes)
+    assert not any("s3cret" in n for n in report.observed.notes)
+    # the reactive policy would size a measured 0 down to nothing; unknown holds what is ready
+    by_model = {d.model: d for d in report.demands}
+    assert {m: (d.reason, d.rate_rps) for m, d in by_model.items()} == {
+        LLAMA: (DEMAND_UNMEASURED, 80.0), RESNET: (DEMAND_UNMEASURED, 500.0)}
+    apps = client.AppsV1Api(kube)
+    assert {d.metadata.name: d.spec.replicas for d in
+            apps.list_deployment_for_all_namespaces().items} == {
+        "llama-3-8b-chat": 3, "resnet50-vision": 2}
+    # no observation row: the history the forecast reads has a gap there, not a 0
+    since = clock.now() - timedelta(minutes=5)
+    history = store.rate_history(LLAMA, since, clock.now() + timedelta(minutes=1), 60)
+    assert all(math.isnan(v) for v in history.values)
+    last = store.last_observed()
+    assert last is not None and not any(m.demand_measured for m in last.models)
