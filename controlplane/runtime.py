@@ -25,7 +25,7 @@ from controlplane.domain.node_plan import NodeConfigLimits, node_config_plan
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.tick import TickReport
 from controlplane.forecast_calibration import CalibratedForecasts, CalibrationConfig
-from controlplane.forecast_job import JobConfig, run_job, state_dir_problem
+from controlplane.forecast_job import HistorySource, JobConfig, run_job, state_dir_problem
 from controlplane.ports import Clock
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps, reconcile_once
 from controlplane.settings import ConfigError, Settings, pool_specs
@@ -108,13 +108,16 @@ def calibration_config(settings: Settings) -> CalibrationConfig:
     return CalibrationConfig(auto.calibration_window_s, auto.calibration_errors)
 
 
-def refresh_forecasts(store: Store, now: datetime, settings: Settings) -> list[Forecast]:
-    """Forecast every model of the store from its stored history (the forecast job) and store it."""
+def refresh_forecasts(history: HistorySource, store: Store, now: datetime,
+                      settings: Settings) -> list[Forecast]:
+    """Forecast every model ``history`` lists from the history it gives (the forecast job: the
+    store's own observations in the simulator, Prometheus on Kubernetes) and store the
+    forecasts in ``store``."""
     fs = settings.forecast
     config = JobConfig(horizon_s=fs.horizon_s, step_s=fs.step_s, history_s=fs.history_s,
                        method=fs.method, workers=fs.workers, state_dir=fs.state_dir,
                        fit_budget_s=fs.refresh_budget_s())
-    report = run_job(store, store, now, config)
+    report = run_job(history, store, now, config)
     for model, why in sorted(report.failed.items()):  # no forecast: its last one goes stale
         log.warning("forecast.failed", extra={"model": model, "reason": why})
     return list(report.forecasts)
@@ -262,7 +265,8 @@ class SimRuntime:
 
     def refresh_forecasts(self) -> list[Forecast]:
         with self.lock:
-            return refresh_forecasts(self.store, self.clock.now(), self.settings)
+            return refresh_forecasts(self.store, self.store, self.clock.now(),
+                                     self.settings)
 
     def prune(self) -> Pruned | None:
         with self.lock:

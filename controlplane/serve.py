@@ -23,13 +23,15 @@ class ServeError(Exception):
 
 
 def check_models(settings: Settings) -> None:
-    """With ``backend: kubernetes`` the store must list the models to manage (the sim backend
-    brings its own). Reads only: the caller runs it before anything is written (the store, its
-    schema, the forecaster state directory), so a refused start leaves no trace."""
+    """With ``backend: kubernetes`` Prometheus must be configured (each model's request rate)
+    and the store must list the models to manage (the sim backend brings its own). Reads only:
+    the caller runs it before anything is written (the store, its schema, the forecaster state
+    directory), so a refused start leaves no trace."""
     if settings.backend != "kubernetes":
         return
-    from controlplane.serve_k8s import NoModelsError, check_models_listed
+    from controlplane.serve_k8s import NoModelsError, check_models_listed, check_prometheus
 
+    check_prometheus(settings)
     try:
         check_models_listed(settings.db.url, settings.db.connect_timeout_s)
     except NoModelsError as error:

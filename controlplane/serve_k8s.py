@@ -1,5 +1,9 @@
 """``headroom serve`` with ``backend: kubernetes``: every replica serves the placement API and
-keeps the inventory; only the Lease holder reconciles, forecasts and moves MIG re-layouts on."""
+keeps the inventory; only the Lease holder reconciles, forecasts and moves MIG re-layouts on.
+
+Each model's request rate comes from Prometheus (``prometheus.url``, required): every tick reads
+the current rate (a model it cannot measure is unknown that tick, not 0), and every forecast
+refresh reads the stored models' history from Prometheus rather than the store's observations."""
 
 from __future__ import annotations
 
@@ -11,13 +15,20 @@ from controlplane.adapters.clock import WallClock
 from controlplane.adapters.k8s.backend import build_k8s_backend
 from controlplane.adapters.keda import keda_registrar
 from controlplane.adapters.placement import LocalPlacementClient
+from controlplane.adapters.prometheus import (
+    PrometheusHistory,
+    PrometheusLoad,
+    per_replica_rps,
+    prometheus_source,
+)
 from controlplane.domain.errors import PermanentError, TransientError
 from controlplane.jobs import build_scheduler, run_until_stopped
 from controlplane.placement_api import start_placement_api
 from controlplane.ports import ClusterReader, PlacementClient
 from controlplane.reconcile import ReconcileDeps, reconcile_once
 from controlplane.runtime import keda_servicer, prune_store, reconcile_config, refresh_forecasts
-from controlplane.settings import Settings
+from controlplane.settings import ConfigError, Settings
+from controlplane.settings_env import ENV_PREFIX
 from controlplane.store import Store
 from controlplane.store.engine import redact, sqlite_file
 from controlplane.store.ledger import SqlForecastLedger
@@ -46,6 +57,18 @@ def check_models_listed(url: str, connect_timeout_s: float) -> None:
         raise _no_models(url, "add them to the models table")
 
 
+def check_prometheus(settings: Settings) -> None:
+    """ConfigError (one line) unless ``prometheus`` names a Prometheus and its credentials can
+    be read: the Kubernetes backend has no other source of each model's request rate. Builds
+    the client only (no request), so a refused start writes nothing."""
+    if not settings.prometheus.url:
+        raise ConfigError(
+            "backend: kubernetes reads each model's request rate from Prometheus: set "
+            f"prometheus.url (environment {ENV_PREFIX}PROMETHEUS__URL), e.g. "
+            "http://prometheus-server.monitoring:9090")
+    prometheus_source(settings.prometheus)
+
+
 def follow(reader: ClusterReader, placement: PlacementClient) -> bool:
     """A follower's tick: keep the placement inventory fresh (followers still serve Place). An
     API error is logged on one line (warning if transient, error if rejected, e.g. 403) and the
@@ -67,7 +90,10 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     if not specs:  # check_models_listed ran before the store was migrated; models went since
         raise _no_models(settings.db.url, "add them to the models table")
     clock = WallClock()
-    backend = build_k8s_backend(settings, clock, SqlRelayoutStore(store.engine))
+    source = prometheus_source(settings.prometheus)
+    backend = build_k8s_backend(settings, clock, SqlRelayoutStore(store.engine),
+                                load=PrometheusLoad(source, per_replica_rps(specs)))
+    history = PrometheusHistory(source, store.model_names)
     placement = LocalPlacementClient(engine)
     deps = ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
                          replicas=backend.replicas, placement=placement, forecasts=store,
@@ -89,7 +115,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
 
     def forecast() -> None:
         if backend.elector.is_leader(clock.now()):
-            refresh_forecasts(store, clock.now(), settings)
+            refresh_forecasts(history, store, clock.now(), settings)
 
     def prune() -> None:
         if backend.elector.is_leader(clock.now()):
@@ -99,12 +125,14 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda)], console,
                                            stream_workers=keda.max_streams)
     keep_lease()
+    # every job runs at once, then on its interval: the leader forecasts from Prometheus'
+    # history at start rather than one forecast.interval_s later
     scheduler = build_scheduler({
         "leader": (keep_lease, settings.k8s.renew_deadline_s / 3),
         "forecast": (forecast, settings.forecast.interval_s),
         "reconcile": (tick, settings.reconcile.interval_s),
         "store.prune": (prune, settings.db.prune_interval_s),
-    })
+    }, start_at=clock.now())
 
     def on_stop() -> None:
         backend.elector.release()

@@ -216,7 +216,8 @@ def test_serve_with_the_kubernetes_backend_and_no_models_stops_before_anything_i
     before = db.read_bytes() if db.exists() else None
     config = tmp_path / "headroom.yaml"
     config.write_text(f"backend: kubernetes\ndb:\n  url: {url}\n"
-                      f"k8s:\n  kubeconfig: {tmp_path / 'no-kubeconfig'}\n")
+                      f"k8s:\n  kubeconfig: {tmp_path / 'no-kubeconfig'}\n"
+                      "prometheus:\n  url: http://127.0.0.1:9\n")  # never asked: refused first
     run = subprocess.run([*HEADROOM, "serve", "--config", str(config)], env=_env(),
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2

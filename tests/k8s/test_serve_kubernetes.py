@@ -10,12 +10,14 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import yaml
 from apiserver import ApiServer
+from k8s_builders import model_deployment
 from kubernetes import client
 from serve_apiserver import kubeconfig
 
@@ -23,6 +25,7 @@ from controlplane.adapters.k8s.leader import lease_object
 from controlplane.domain.lease import LeaseRecord
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
+from tests.forecasting.promserver import Family, prometheus
 
 HEADROOM = [sys.executable, "-c", "from controlplane.cli import main; main()"]
 
@@ -33,7 +36,27 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _config(tmp_path: Path, apiserver: ApiServer, db_url: str, metrics_port: int = 0) -> Path:
+NOW = int(time.time())
+MODEL_RPS = 12.0
+
+
+def _counter() -> list[tuple[float, float]]:
+    """MODEL_RPS from 26 hours before the test to an hour after it (Prometheus answers "now")."""
+    start = NOW - 26 * 3600
+    return [(float(t), MODEL_RPS * (t - start)) for t in range(start, NOW + 3600, 30)]
+
+
+@pytest.fixture(scope="module")
+def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Prometheus with a day of every demo model's request counter: their only history."""
+    series = {f'model="{m.name}",version="1"': _counter() for m in DEMO_MODELS}
+    with prometheus(tmp_path_factory.mktemp("prom"),
+                    [Family("nv_inference_request_success", series)]) as url:
+        yield url
+
+
+def _config(tmp_path: Path, apiserver: ApiServer, db_url: str, prom_url: str | None,
+            metrics_port: int = 0) -> Path:
     kube = tmp_path / "kubeconfig"
     kube.write_text(yaml.safe_dump(kubeconfig(apiserver.url)))
     config = tmp_path / "headroom.yaml"
@@ -43,7 +66,9 @@ def _config(tmp_path: Path, apiserver: ApiServer, db_url: str, metrics_port: int
         "placement": {"listen": f"127.0.0.1:{_free_port()}",
                       "metrics_listen": f"127.0.0.1:{metrics_port}"},
         "reconcile": {"interval_s": 1, "max_staleness_s": 30},
+        "forecast": {"history_s": 86400, "method": "level"},
         "k8s": {"kubeconfig": str(kube), "identity": "serve-test"},
+        **({"prometheus": {"url": prom_url}} if prom_url is not None else {}),
     }))
     return config
 
@@ -54,13 +79,13 @@ def _env() -> dict[str, str]:  # the test's forecaster state dir (tests/conftest
 
 
 def test_serve_takes_the_lease_records_plans_and_releases_on_sigterm(
-        tmp_path: Path, apiserver: ApiServer, kube: client.ApiClient) -> None:
+        tmp_path: Path, apiserver: ApiServer, kube: client.ApiClient, prom_url: str) -> None:
     db_url = f"sqlite:///{tmp_path / 'serve.db'}"
     store = Store.open(db_url, migrate=True)
     store.upsert_models(DEMO_MODELS)
     metrics_port = _free_port()
     proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(_config(
-        tmp_path, apiserver, db_url, metrics_port))], env=_env(), stdout=subprocess.PIPE,
+        tmp_path, apiserver, db_url, prom_url, metrics_port))], env=_env(), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     leases = client.CoordinationV1Api(kube)
     try:
@@ -83,11 +108,11 @@ def test_serve_takes_the_lease_records_plans_and_releases_on_sigterm(
     assert released.spec.holder_identity in (None, "")
 
 
-def test_serve_refuses_an_empty_model_list_with_one_line(tmp_path: Path,
-                                                        apiserver: ApiServer) -> None:
+def test_serve_refuses_an_empty_model_list_with_one_line(tmp_path: Path, apiserver: ApiServer,
+                                                        prom_url: str) -> None:
     db_url = f"sqlite:///{tmp_path / 'empty.db'}"
     done = subprocess.run([*HEADROOM, "serve", "--config", str(_config(tmp_path, apiserver,
-                                                                       db_url))],
+                                                                       db_url, prom_url))],
                           env=_env(), capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "the store lists no models" in done.stderr and "Traceback" not in done.stderr
@@ -100,7 +125,7 @@ def _forbidden_node_lists(apiserver: ApiServer) -> int:
 
 @pytest.mark.parametrize("role", ["leader", "follower"])
 def test_serve_keeps_ticking_with_one_line_errors_when_rbac_forbids_listing_nodes(
-        tmp_path: Path, apiserver: ApiServer, role: str) -> None:
+        tmp_path: Path, apiserver: ApiServer, role: str, prom_url: str) -> None:
     db_url = f"sqlite:///{tmp_path / 'forbidden.db'}"
     store = Store.open(db_url, migrate=True)
     store.upsert_models(DEMO_MODELS)
@@ -110,7 +135,7 @@ def test_serve_keeps_ticking_with_one_line_errors_when_rbac_forbids_listing_node
                                     LeaseRecord("other", 3600, now, now, 1, "")))
     apiserver.inject_fault("GET", "/api/v1/nodes", 403, times=100_000)
     proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(_config(
-        tmp_path, apiserver, db_url))], env=_env(), stdout=subprocess.PIPE,
+        tmp_path, apiserver, db_url, prom_url))], env=_env(), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
@@ -128,11 +153,11 @@ def test_serve_keeps_ticking_with_one_line_errors_when_rbac_forbids_listing_node
     assert (ticks >= 2 and store.counts()["plans"] == 0) if role == "leader" else ticks == 0
 
 
-def test_serve_reports_a_missing_kubeconfig_on_one_line(tmp_path: Path,
-                                                       apiserver: ApiServer) -> None:
+def test_serve_reports_a_missing_kubeconfig_on_one_line(tmp_path: Path, apiserver: ApiServer,
+                                                       prom_url: str) -> None:
     db_url = f"sqlite:///{tmp_path / 'kube.db'}"
     Store.open(db_url, migrate=True).upsert_models(DEMO_MODELS)
-    config = _config(tmp_path, apiserver, db_url)
+    config = _config(tmp_path, apiserver, db_url, prom_url)
     settings = yaml.safe_load(config.read_text())
     missing = tmp_path / "no-such-kubeconfig"
     settings["k8s"]["kubeconfig"] = str(missing)
@@ -142,3 +167,49 @@ def test_serve_reports_a_missing_kubeconfig_on_one_line(tmp_path: Path,
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     assert f"kubeconfig {missing} (k8s.kubeconfig)" in " ".join(done.stderr.split())
+
+
+def test_serve_without_a_prometheus_url_refuses_on_one_line_before_writing_anything(
+        tmp_path: Path, apiserver: ApiServer) -> None:
+    db = tmp_path / "stores" / "serve.db"
+    done = subprocess.run([*HEADROOM, "serve", "--config", str(_config(
+        tmp_path, apiserver, f"sqlite:///{db}", None))], env=_env(), cwd=tmp_path,
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == ("error: backend: kubernetes reads each model's request rate from "
+                           "Prometheus: set prometheus.url (environment "
+                           "HEADROOM_PROMETHEUS__URL), e.g. "
+                           "http://prometheus-server.monitoring:9090\n")
+    assert not db.parent.exists() and not (tmp_path / "forecaster-state").exists()
+    assert apiserver.requests == []  # nor asked the cluster anything
+
+
+def test_serve_forecasts_at_start_from_history_that_only_prometheus_holds_and_ticks_its_load(
+        tmp_path: Path, apiserver: ApiServer, prom_url: str) -> None:
+    db_url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    store = Store.open(db_url, migrate=True)
+    store.upsert_models(DEMO_MODELS)
+    apiserver.seed(model_deployment(DEMO_MODELS[0].name, replicas=2, ready=2))
+    assert store.counts()["forecasts"] == 0 and store.last_observed() is None
+    proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(_config(
+        tmp_path, apiserver, db_url, prom_url))], env=_env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and (
+                len(store.latest_forecasts()) < len(DEMO_MODELS) or store.counts()["ticks"] < 1):
+            time.sleep(0.5)
+        forecasts = store.latest_forecasts()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert sorted(forecasts) == sorted(m.name for m in DEMO_MODELS), stderr
+    for forecast in forecasts.values():  # a day of 12 rps, none of it in the store
+        assert forecast.p50[0] == pytest.approx(MODEL_RPS, rel=0.05)
+    observed = store.last_observed()
+    assert observed is not None
+    model = observed.model(DEMO_MODELS[0].name)
+    assert model is not None and model.demand_measured
+    assert model.demand_rps == pytest.approx(MODEL_RPS)
+    assert model.capacity_rps == 2 * DEMO_MODELS[0].best_point().throughput_rps
