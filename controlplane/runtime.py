@@ -18,6 +18,7 @@ from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.autoscaling.core import Budgets
 from controlplane.autoscaling.from_settings import policy_from_settings
 from controlplane.autoscaling.live import cold_wake_s, live_models
+from controlplane.decision_retry import RetryingDecisionStore
 from controlplane.domain.actions import RelayoutMig
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.models import ModelSpec
@@ -179,7 +180,8 @@ class SimRuntime:
         self.deps = ReconcileDeps(clock=self.clock, reader=self.cluster, node_pools=self.cluster,
                                   replicas=self.cluster,
                                   placement=LocalPlacementClient(self.engine),
-                                  forecasts=store, decisions=store, history=store,
+                                  forecasts=store, decisions=RetryingDecisionStore(store),
+                                  history=store,
                                   ledger=SqlForecastLedger(store.engine),
                                   sharing=self.cluster, mig=self.cluster)
         self.config = reconcile_config(settings, self.specs)

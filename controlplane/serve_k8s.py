@@ -21,6 +21,7 @@ from controlplane.adapters.prometheus import (
     per_replica_rps,
     prometheus_source,
 )
+from controlplane.decision_retry import RetryingDecisionStore
 from controlplane.domain.errors import PermanentError, TransientError
 from controlplane.jobs import build_scheduler, run_until_stopped
 from controlplane.placement_api import start_placement_api
@@ -97,7 +98,8 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     placement = LocalPlacementClient(engine)
     deps = ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
                          replicas=backend.replicas, placement=placement, forecasts=store,
-                         decisions=store, history=store, ledger=SqlForecastLedger(store.engine),
+                         decisions=RetryingDecisionStore(store), history=store,
+                         ledger=SqlForecastLedger(store.engine),
                          sharing=backend.sharing, mig=backend.mig)
     config = reconcile_config(settings, specs)
 

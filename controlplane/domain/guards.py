@@ -54,6 +54,22 @@ class GuardMemory:
     def changes_for(self, target: str) -> tuple[Change, ...]:
         return next((c for t, c in self.changes if t == target), ())
 
+    @property
+    def newest_at(self) -> datetime | None:
+        """When its newest recommendation or change was made: the tick that wrote it (every
+        guarded target gets a recommendation each tick); None when empty."""
+        made = [r.at for _, history in self.history for r in history]
+        made += [c.at for _, changes in self.changes for c in changes]
+        return max(made, default=None)
+
+
+def newer_memory(first: GuardMemory, second: GuardMemory) -> GuardMemory:
+    """``second`` if a later tick wrote it (or ``first`` is empty), else ``first``."""
+    first_at, second_at = first.newest_at, second.newest_at
+    if second_at is not None and (first_at is None or second_at > first_at):
+        return second
+    return first
+
 
 @dataclass(frozen=True, slots=True)
 class GuardLimits:

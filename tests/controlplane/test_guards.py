@@ -10,8 +10,11 @@ from hypothesis import strategies as st
 from controlplane.domain.guards import (
     MAX_STEP,
     STABILIZATION_WINDOW,
+    Change,
     GuardLimits,
+    GuardMemory,
     Recommendation,
+    newer_memory,
     stabilize,
 )
 
@@ -52,3 +55,24 @@ def test_guards_never_move_more_than_max_step(current: int, wanted: int,
     assert min(current, wanted) <= decision.allowed <= max(current, wanted)
     assert new_memory[-1] == Recommendation(T0, wanted)
     assert all(r.at >= T0 - timedelta(seconds=LIMITS.stabilization_s) for r in new_memory)
+
+
+def _memory_at(*ats: datetime) -> GuardMemory:
+    return GuardMemory((("pool/a", tuple(Recommendation(at, 1) for at in ats)),),
+                       (("model/b", (Change(T0, 2),)),))
+
+
+def test_a_memory_is_as_new_as_its_newest_recommendation_or_change() -> None:
+    assert _memory_at(T0 - timedelta(seconds=60), T0 + timedelta(seconds=30)).newest_at == (
+        T0 + timedelta(seconds=30))
+    assert _memory_at(T0 - timedelta(seconds=60)).newest_at == T0  # the change at T0
+    assert GuardMemory().newest_at is None
+
+
+def test_the_newer_memory_is_the_second_only_when_written_later() -> None:
+    early, late = _memory_at(T0), _memory_at(T0 + timedelta(seconds=30))
+    assert newer_memory(early, late) is late and newer_memory(late, early) is late
+    tie = _memory_at(T0)
+    assert newer_memory(early, tie) is early  # a tie keeps the first
+    assert newer_memory(GuardMemory(), early) is early
+    assert newer_memory(early, GuardMemory()) is early
