@@ -86,6 +86,12 @@ class RateHistory(Protocol):
         ...
 
 
+class LastObservations(Protocol):
+    def last_observed_at(self, model: str) -> datetime | None:
+        """When the newest stored observation of the model's load was made; None if never."""
+        ...
+
+
 class ForecastLedger(Protocol):
     """The first step of every forecast the reconcile loop acted on, and its outcome."""
 

@@ -54,7 +54,8 @@ def keda_servicer(settings: Settings, store: Store, clock: Clock,
                                     calibration_config(settings))
     return KedaScalerServicer(forecasts, clock, lookahead_s=settings.autoscaling.keda_lookahead_s,
                               max_forecast_age_s=settings.reconcile.max_forecast_age_s,
-                              target_rps=target_rps, poll_s=settings.autoscaling.keda_poll_s)
+                              target_rps=target_rps, poll_s=settings.autoscaling.keda_poll_s,
+                              observations=store)
 
 
 def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> ReconcileConfig:

@@ -21,7 +21,11 @@ A missing forecast is NOT_FOUND, a stale one FAILED_PRECONDITION (KEDA then appl
 fallback), bad metadata INVALID_ARGUMENT naming the key. A forecast made without any observation
 of the model (the forecaster's zeros with ``fallback_reason="no_observations"``) is
 FAILED_PRECONDITION too: its zeros mean "no data", and served as a metric they would scale a
-serving model to zero.
+serving model to zero. So is a forecast made from observations over an hour old
+(``fallback_reason="stale_observations"``): it carries on a load the source stopped reporting,
+and KEDA's ``fallback`` (``failureThreshold`` errors in a row, then ``fallback.replicas``) is the
+ScaledObject's own answer to a metric source that is unhealthy. The error names the model, when
+its load was last observed and how long ago (from ``LastObservations``, the store, when given).
 """
 
 from __future__ import annotations
@@ -31,16 +35,19 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 import grpc
 
 from controlplane.domain.demand import step_quantile, window_quantile
-from controlplane.ports import Clock, ForecastReader
+from controlplane.ports import Clock, ForecastReader, LastObservations
 from protos.externalscaler import externalscaler_pb2 as pb
 from protos.externalscaler import externalscaler_pb2_grpc as pb_grpc
 
 #: ``Forecast.fallback_reason`` of a forecast made from no observation at all (forecaster.api)
 NO_OBSERVATIONS = "no_observations"
+#: ``Forecast.fallback_reason`` of a forecast whose newest observation was over an hour old
+STALE_OBSERVATIONS = "stale_observations"
 
 
 class ScalerError(Exception):
@@ -93,8 +100,10 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
     def __init__(self, forecasts: ForecastReader, clock: Clock, *, lookahead_s: float = 600.0,
                  max_forecast_age_s: float = 1800.0,
                  target_rps: Mapping[str, float] | None = None, poll_s: float = 5.0,
-                 stopping: threading.Event | None = None, max_streams: int = MAX_STREAMS) -> None:
+                 stopping: threading.Event | None = None, max_streams: int = MAX_STREAMS,
+                 observations: LastObservations | None = None) -> None:
         self._forecasts = forecasts
+        self._observations = observations
         self._clock = clock
         self._lookahead_s = lookahead_s
         self._max_age_s = max_forecast_age_s
@@ -138,6 +147,12 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
                               f"observation of its load ({NO_OBSERVATIONS}); its zeros are not "
                               "a forecast of zero")
         now = self._clock.now()
+        if made.fallback_reason == STALE_OBSERVATIONS:
+            raise ScalerError(grpc.StatusCode.FAILED_PRECONDITION,
+                              f"forecast for model {query.model!r} was made from observations "
+                              f"over an hour old ({STALE_OBSERVATIONS}): "
+                              f"{self._last_observed(query.model, now)}; it is served again "
+                              "once a forecast is made from fresh observations")
         age_s = (now - made.origin_at).total_seconds()
         if age_s > self._max_age_s:
             raise ScalerError(grpc.StatusCode.FAILED_PRECONDITION,
@@ -150,6 +165,15 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
             nearest = 0 if made.origin_at > now else len(made.p90) - 1
             found = step_quantile(made, nearest, query.quantile)
         return max(0.0, found)
+
+    def _last_observed(self, model: str, now: datetime) -> str:
+        if self._observations is None:
+            return "when its load was last observed is not known here"
+        last_at = self._observations.last_observed_at(model)
+        if last_at is None:
+            return "no observation of its load is stored"
+        age_s = (now - last_at).total_seconds()
+        return f"its load was last observed at {last_at.isoformat()}, {age_s:.0f}s ago"
 
     def _spec(self, query: ScalerQuery) -> pb.GetMetricSpecResponse:
         return pb.GetMetricSpecResponse(metricSpecs=[pb.MetricSpec(

@@ -200,6 +200,12 @@ class Store:
         values = tuple(s / c if c else math.nan for s, c in zip(sums, counts, strict=True))
         return TrafficSeries(series_id=model, step_s=step_s, start_at=start_at, values=values)
 
+    def last_observed_at(self, model: str) -> datetime | None:
+        with self.session() as session:
+            at = session.exec(select(func.max(ObservationRecord.at))
+                              .where(ObservationRecord.model == model)).first()
+        return as_utc(at) if at is not None else None
+
     def last_observed(self) -> ObservedState | None:
         with self.session() as session:
             row = session.exec(select(TickRecord.observed_json)

@@ -161,6 +161,60 @@ def test_a_forecast_made_without_observations_is_an_error_not_a_zero_that_scales
         assert "without any observation" in (caught.value.details() or "")
 
 
+def _stale(model: str) -> Forecast:
+    """A forecast made now whose newest observation was over an hour old: the persistence of a
+    load the source stopped reporting."""
+    return Forecast(model, T0, 60, (30.0,) * 3, (36.0,) * 3, "persistence",
+                    fallback_reason="stale_observations")
+
+
+def test_a_forecast_made_from_stale_observations_fails_so_keda_applies_its_fallback(
+        tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'keda.db'}", migrate=True)
+    model = DEMO_MODELS[0].name
+    store.save_observations([(model, T0 - timedelta(minutes=95), 30.0),
+                             (model, T0 - timedelta(minutes=90), 30.0)])
+    unseen = DEMO_MODELS[1].name
+    store.save_forecasts([_stale(model), _stale(unseen)], computed_at=T0)
+    servicer = keda_servicer(load_settings(None), store, VirtualClock(T0), DEMO_MODELS)
+    server, port = create_server("127.0.0.1:0", extra_servicers=[keda_registrar(servicer)])
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    stub = pb_grpc.ExternalScalerStub(channel)
+    try:
+        for call in (lambda: stub.IsActive(_ref(model=model)),
+                     lambda: stub.GetMetrics(pb.GetMetricsRequest(
+                         scaledObjectRef=_ref(model=model)))):
+            with pytest.raises(grpc.RpcError) as caught:
+                call()
+            assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+            assert (f"forecast for model {model!r} was made from observations over an hour old "
+                    "(stale_observations): its load was last observed at "
+                    "2026-01-05T10:30:00+00:00, 5400s ago") in (caught.value.details() or "")
+        with pytest.raises(grpc.RpcError) as caught:
+            stub.IsActive(_ref(model=unseen))
+        assert "no observation of its load is stored" in (caught.value.details() or "")
+    finally:
+        servicer.stopping.set()
+        channel.close()
+        stop(server, 0)
+        store.engine.dispose()
+
+
+def test_a_stale_observations_forecast_fails_every_call_even_without_an_observation_store(
+        scaler: Scaler) -> None:
+    stub, forecasts, _ = scaler
+    forecasts.by_model["llama"] = _stale("llama")
+    for call in (lambda: stub.IsActive(_ref(model="llama")),
+                 lambda: stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=_ref(model="llama"))),
+                 lambda: next(stub.StreamIsActive(_ref(model="llama"), timeout=10))):
+        with pytest.raises(grpc.RpcError) as caught:
+            call()
+        assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        details = caught.value.details() or ""
+        assert "'llama'" in details and "stale_observations" in details
+        assert "when its load was last observed is not known here" in details
+
+
 def test_a_forecast_that_has_run_out_but_is_not_stale_serves_its_last_step_not_its_first(
         scaler: Scaler) -> None:
     stub, forecasts, _ = scaler

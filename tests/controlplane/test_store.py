@@ -107,6 +107,14 @@ def test_a_model_whose_demand_was_not_measured_leaves_a_gap_in_history_not_a_zer
     assert last is not None and last.models == (unknown,)
 
 
+def test_the_last_observation_time_is_the_newest_of_that_model_only(store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    store.save_observations([("m", T0, 10.0), ("m", T0 + timedelta(minutes=2), 40.0),
+                             ("other", T0 + timedelta(hours=1), 99.0)])
+    assert store.last_observed_at("m") == T0 + timedelta(minutes=2)
+    assert store.last_observed_at("never") is None
+
+
 def test_a_store_whose_path_holds_a_percent_sign_migrates(tmp_path: Path) -> None:
     path = tmp_path / "100%" / "store.db"  # configparser refused the '%' in alembic's URL
     store = Store.open(f"sqlite:///{path}", migrate=True)
