@@ -14,7 +14,7 @@ from sqlalchemy import Select, and_, func, select
 
 from controlplane import cost_reader
 from controlplane.cost_reader import as_utc, table
-from controlplane.domain.cost import PriceTable
+from controlplane.domain.cost import GpuPrice, PriceTable
 from dashboard.context import TTL_S, engine_for
 
 
@@ -179,6 +179,11 @@ def fleet_timeline(url: str, since_at: datetime, until_at: datetime) -> pd.DataF
              .where(and_(t.c.started_at >= since_at, t.c.started_at <= until_at))
              .order_by(t.c.started_at))
     return _utc(_frame(url, query, cols), "at")
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def configured_prices(url: str) -> tuple[GpuPrice, ...]:
+    return cost_reader.configured_prices(engine_for(url))
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)

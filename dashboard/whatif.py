@@ -2,17 +2,21 @@
 minutes. Definitions match ``../shared/bench/sim_score.py``: a model-minute is short when
 ready_replicas x per_replica_rps < demand_rps; a minute is short when any model is; GPU-hours are
 gpus_billed per minute / 60 (taken once per minute when every row of a minute carries the same
-fleet-wide value, else summed over models)."""
+fleet-wide value, else summed over models). GPU-hours are priced at the store's configured price
+of the chosen product when it has one, else at the list price (``price_for``)."""
 
 from __future__ import annotations
 
 import io
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from controlplane.domain.cost import GpuPrice, PriceTable
 
 REQUIRED = ("minute", "model", "demand_rps", "ready_replicas", "per_replica_rps", "gpus_billed")
 NUMERIC = REQUIRED[2:]
@@ -149,3 +153,30 @@ def minute_series(label: str, frame: pd.DataFrame) -> pd.DataFrame:
     shorts = short_rows(frame).groupby(frame["minute"]).sum()
     return pd.DataFrame({"policy": label, "minute": billed.index, "gpus_billed": billed.values,
                          "models_short": shorts.reindex(billed.index).values})
+
+
+@dataclass(frozen=True, slots=True)
+class ChosenPrice:
+    price: GpuPrice
+    configured: bool  # from the store's prices table, not the list
+    why: str  # where the price comes from, for the page
+
+
+def price_for(product: str, configured: Sequence[GpuPrice], no_store: str = "") -> ChosenPrice:
+    """The store's configured price of ``product`` when it has one, else its list price (or
+    OpenCost's default GPU price for a product without one). ``no_store``: why the store's
+    prices could not be read (empty when they were)."""
+    own = next((p for p in reversed(configured) if p.product == product), None)
+    if own is not None:
+        return ChosenPrice(own, True, f"The store's configured price for {product} (source: "
+                                      f"{own.source}; as of {own.as_of}).")
+    listed = PriceTable().price_of(product)
+    cause = no_store or f"the store has no configured price for {product}"
+    return ChosenPrice(listed, False, f"List price for {product}: {cause} (source: "
+                                      f"{listed.source}; as of {listed.as_of}).")
+
+
+def price_products(configured: Sequence[GpuPrice]) -> list[str]:
+    """Products to choose from: the listed ones, then any only the store prices."""
+    listed = [p.product for p in PriceTable().prices]
+    return [*listed, *sorted({p.product for p in configured} - set(listed))]

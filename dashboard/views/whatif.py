@@ -10,8 +10,12 @@ from typing import Protocol
 import altair as alt
 import pandas as pd
 import streamlit as st
+from sqlalchemy.exc import SQLAlchemyError
 
-from controlplane.domain.cost import PriceTable
+from controlplane.domain.cost import GpuPrice
+from controlplane.settings import ConfigError, load_settings
+from controlplane.store.engine import StoreUnavailable, error_line, redact, sqlite_file
+from dashboard import queries as q
 from dashboard import whatif, widgets
 
 
@@ -50,18 +54,37 @@ def collect_sources(uploads: list[Upload], paths_text: str) -> list[tuple[str, b
     return sources
 
 
+def store_prices() -> tuple[tuple[GpuPrice, ...], str]:
+    """The store's configured prices, or none and why: the page works without a store (it
+    reads timelines), and never creates a SQLite file or shows a traceback."""
+    try:
+        url = load_settings().db.url
+    except ConfigError as error:
+        return (), f"the settings cannot be read ({error})"
+    missing = sqlite_file(url)
+    if missing is not None and not missing.exists():
+        return (), f"there is no store file at {missing}"
+    try:
+        return q.configured_prices(url), ""
+    except StoreUnavailable as error:
+        return (), f"the store cannot be opened ({error})"
+    except SQLAlchemyError as error:
+        return (), f"the store at {redact(url)} cannot be read ({error_line(error)})"
+
+
 def price_input() -> float:
-    table = PriceTable()
-    products = [p.product for p in table.prices]
+    configured, no_store = store_prices()
+    products = whatif.price_products(configured)
     left, right = st.columns(2)
     choice = left.selectbox("Price the billed GPUs as", [*products, "custom"],
                             index=products.index("A100-80GB"))
     if choice == "custom":
         return float(right.number_input("$ per GPU-hour", min_value=0.0, value=1.0, step=0.1))
-    price = table.price_of(choice)
-    right.metric("$ per GPU-hour", f"${price.usd_per_gpu_hour:,.3f}", price.source,
-                 **widgets.INFO_DELTA)
-    return price.usd_per_gpu_hour
+    chosen = whatif.price_for(choice, configured, no_store)
+    right.metric("$ per GPU-hour", f"${chosen.price.usd_per_gpu_hour:,.3f}",
+                 "store price" if chosen.configured else "list price", **widgets.INFO_DELTA)
+    st.caption(chosen.why)
+    return chosen.price.usd_per_gpu_hour
 
 
 def comparison(outcomes: list[whatif.PolicyOutcome]) -> pd.DataFrame:

@@ -148,7 +148,7 @@ def test_what_if_compares_policies_dollars_against_short_minutes(
     table = at.dataframe[0].value.set_index("policy")
     assert table.loc["reactive", "short minutes"] == 20
     assert table.loc["static", "short minutes"] == 0
-    price = 5.12  # A100-80GB default
+    price = 5.12  # the seeded store's configured A100-80GB price (the list price too)
     assert table.loc["static", "$"] == pytest.approx(round(30 * 8 / 60 * price, 2))
     assert table.loc["reactive", "GPU-hours"] == pytest.approx(2.0)
 
