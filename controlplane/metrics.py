@@ -49,7 +49,8 @@ class ControlPlaneMetrics:
             for action in report.plan.actions:
                 self.actions.labels(action.kind).inc()
             for held in report.plan.skipped:
-                self.held.labels(held.reason).inc()
+                # a reason's detail (after ':', e.g. the node a pool waits for) is no label
+                self.held.labels(held.reason.partition(":")[0]).inc()
         for outcome in report.outcomes:
             if not outcome.ok:
                 self.failures.labels(str(outcome.retryable).lower()).inc()

@@ -250,7 +250,7 @@ class SimRuntime:
         observed = self.cluster.snapshot()
         idle = replace(observed, nodes=tuple(replace(n, gpu_pods=0) for n in observed.nodes))
         nodes = node_config_plan(taken.placement, idle, self.config.pools, {}, GuardMemory(),
-                                 limits, self.clock.now())
+                                 replace(limits, one_per_pool=False), self.clock.now())
         for action in nodes.actions:
             if isinstance(action, RelayoutMig):
                 self.cluster.lay_out_now(action.node, action.to_layout)

@@ -93,7 +93,8 @@ class ReconcileSettings(Group):
                                "only)")
     relayouts_in_flight: int = Field(1, ge=0, description="a node running GPU pods is re-laid "
                                      "out (drained) only while fewer MIG re-layouts than this "
-                                     "are in flight; an empty node's does not wait")
+                                     "are in flight; an empty node's does not wait. Either way "
+                                     "a pool re-lays out one node at a time")
     relayout_settle_s: float = Field(120.0, ge=0, description="a node running GPU pods is "
                                      "re-laid out, or shared by fewer clients per GPU, once the "
                                      "plan has asked for the same layout this long")

@@ -21,7 +21,10 @@ returns ``RelayoutMig`` and ``ApplySharing`` actions for the nodes that must cha
    workloads is re-laid out only after the plan has asked for the same layout for ``settle_s``
    (a plan that flips back costs nothing) and only while fewer than ``max_in_flight`` re-layouts
    run (any in flight counts: the port does not say which had a node to drain); an empty node
-   has nothing to evict and is re-laid out at once, whatever runs;
+   has nothing to evict and is not held by that budget. Either way a pool re-lays out one node
+   at a time, as the MIG re-layout adapters do (Kubernetes and simulated): a node whose pool has
+   one in flight, or one this plan starts (an empty node's first), is skipped with
+   ``pool_relayout_in_flight:<pool>/<node>``;
 4. nodes not ready, cordoned or already re-laying out (``in_flight``, counted as their target)
    get no action; device-plugin sharing changes once the node's MIG layout is the target: at
    once to more clients per GPU, but on a node that runs GPU workloads to fewer clients only

@@ -29,6 +29,9 @@ from controlplane.domain.sharing_config import SharingLayout
 
 RELAYOUT_SETTLING = "relayout_settling"  # the plan has not asked for the layout long enough
 RELAYOUT_BUDGET = "relayout_budget"  # as many re-layouts run as the drain budget allows
+# the node's pool has a re-layout in flight (or started by this plan): one per pool at a time,
+# as the MIG re-layout adapters run them; the reason names it: pool_relayout_in_flight:<pool>/<node>
+POOL_RELAYOUT_IN_FLIGHT = "pool_relayout_in_flight"
 # a busy node's sharing down to fewer clients per GPU: the plan has not asked long enough
 SHARING_SETTLING = "sharing_settling"
 MEMORY_PREFIX = "node-config/"
@@ -49,6 +52,10 @@ def _sharing_reason(layout: SharingLayout) -> str:
 class NodeConfigLimits:
     max_in_flight: int = 1  # re-layouts at once; an empty node's does not wait for room
     settle_s: float = 120.0  # a busy node is re-laid out once the plan asked this long
+    #: a pool's nodes are re-laid out one at a time, empty or busy (the Kubernetes and simulated
+    #: MIG re-layouts refuse a second one in a pool); False only for layouts applied at once
+    #: (a fleet taken over idle)
+    one_per_pool: bool = True
 
     def __post_init__(self) -> None:
         if self.max_in_flight < 0 or self.settle_s < 0:
@@ -220,6 +227,18 @@ def _node_change(n: _Node, mix: Sequence[tuple[str, ...]]) -> _NodeChange:
     return _NodeChange(n, first if to_sharing == EXCLUSIVE else (), relayout, ())
 
 
+def _re_laying_out(observed: ObservedState, in_flight: Mapping[str, NodeMigLayout]
+                   ) -> dict[str, str]:
+    """Per pool, a node of it re-laying out (the first by name); an in-flight node no longer
+    observed has no pool to hold."""
+    pool_of = {n.name: n.pool for n in observed.nodes}
+    active: dict[str, str] = {}
+    for name in sorted(in_flight):
+        if name in pool_of:
+            active.setdefault(pool_of[name], name)
+    return active
+
+
 def node_config_plan(placement: FleetPlacement, observed: ObservedState,
                      pools: Sequence[PoolSpec], in_flight: Mapping[str, NodeMigLayout],
                      memory: GuardMemory, limits: NodeConfigLimits,
@@ -249,26 +268,31 @@ def node_config_plan(placement: FleetPlacement, observed: ObservedState,
         return (now - asked.at).total_seconds() < limits.settle_s
 
     room = limits.max_in_flight - len(in_flight)
+    active = _re_laying_out(observed, in_flight)  # and, below, the ones started here
     before: list[NodeAction] = []
     relayouts: list[NodeAction] = []
     after: list[NodeAction] = []
     skipped: list[SkippedAction] = []
-    for change in changes:
+    for change in sorted(changes, key=lambda c: c.node.busy):  # an empty node's goes first
         for sharing in change.after:  # fewer clients per GPU under running pods: settle first
             if (change.node.busy and sharing.to_value < sharing.from_value
                     and settling(SHARING_PREFIX + sharing.node, layout_digest(sharing.to_layout))):
                 skipped.append(_skip(sharing, SHARING_SETTLING))
             else:
                 after.append(sharing)
-        relayout, busy = change.relayout, change.node.busy
+        relayout, busy, pool_name = change.relayout, change.node.busy, change.node.node.pool
         if relayout is None:
             continue
+        holder = active.get(pool_name) if limits.one_per_pool else None
         if busy and settling(MEMORY_PREFIX + relayout.node, layout_digest(relayout.to_layout)):
             skipped.append(_skip(relayout, RELAYOUT_SETTLING))
+        elif holder is not None:
+            skipped.append(_skip(relayout, f"{POOL_RELAYOUT_IN_FLIGHT}:{pool_name}/{holder}"))
         elif busy and room <= 0:
             skipped.append(_skip(relayout, RELAYOUT_BUDGET))
         else:
             room -= 1 if busy else 0
+            active[pool_name] = relayout.node
             before.extend(change.before)
             relayouts.append(relayout)
     history = tuple((k, h) for k, h in memory.history if not k.startswith(MEMORY_PREFIX))

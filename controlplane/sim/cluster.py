@@ -255,10 +255,10 @@ class SimCluster:
             return ActionOutcome(node, True, f"node {node} sharing {layout.describe()}")
 
     def start_relayout(self, node: str, layout: NodeMigLayout, reason: str) -> ActionOutcome:
-        """As the Kubernetes relayout does: a node running replicas first gets a surge node of
-        its own layout (the pool held one larger until the re-layout ends); once that is ready
-        (at once for an empty node) it is cordoned and drained, and laid out after
-        ``mig_relayout_s``."""
+        """As the Kubernetes relayout does: one node of a pool at a time (a second is refused,
+        retryably); a node running replicas first gets a surge node of its own layout (the pool
+        held one larger until the re-layout ends); once that is ready (at once for an empty
+        node) it is cordoned and drained, and laid out after ``mig_relayout_s``."""
         with self._lock:
             found = self._node(node)  # as the Kubernetes actuator: the layout, then the node
             problems = layout_problems(layout) or (
@@ -270,6 +270,12 @@ class SimCluster:
                 same = found.relayout.target == layout
                 return ActionOutcome(node, same, f"node {node} is re-laying out",
                                      retryable=not same)
+            other = next((n.name for n in self._nodes if n.pool == found.pool
+                          and n.relayout is not None), None)
+            if other is not None:
+                return ActionOutcome(node, False, f"pool_relayout_in_progress: one node of "
+                                     f"{found.pool} at a time ({other} is re-laying out)",
+                                     retryable=True)
             if found.has_layout(layout, self._pools[found.pool].gpus_per_node):
                 return ActionOutcome(node, True, f"node {node} already has the layout")
             surge = None

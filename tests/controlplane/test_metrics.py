@@ -7,7 +7,7 @@ from dataclasses import replace
 from prometheus_client import CollectorRegistry
 from tick_builders import sample_tick_report
 
-from controlplane.domain.actions import ActionOutcome
+from controlplane.domain.actions import ActionOutcome, SkippedAction
 from controlplane.domain.tick import TickStatus
 from controlplane.metrics import ControlPlaneMetrics
 
@@ -63,3 +63,15 @@ def test_a_model_whose_load_was_not_measured_has_no_observed_sample_not_a_zero()
     assert registry.get_sample_value("headroom_model_rps", labels) is None
     assert registry.get_sample_value("headroom_model_rps",
                                      {"model": "bert-embed", "kind": "capacity"}) == 600
+
+
+def test_a_held_change_is_counted_by_its_reason_without_the_detail_it_names() -> None:
+    registry = CollectorRegistry()
+    report = sample_tick_report()
+    assert report.plan is not None
+    held = (SkippedAction("n1", 1, 0, "pool_relayout_in_flight:a100/n2"),
+            SkippedAction("n3", 1, 0, "pool_relayout_in_flight:a100/n2"))
+    ControlPlaneMetrics(registry).record(replace(report, plan=replace(report.plan,
+                                                                      skipped=held)))
+    assert registry.get_sample_value("headroom_plan_actions_held_total",
+                                     {"reason": "pool_relayout_in_flight"}) == 2

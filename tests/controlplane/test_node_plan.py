@@ -7,10 +7,16 @@ from datetime import UTC, datetime, timedelta
 from controlplane.domain.actions import ApplySharing, RelayoutMig
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.guards import GuardMemory
-from controlplane.domain.mig_layout import NodeMigLayout, layout_problems, uniform
+from controlplane.domain.mig_layout import (
+    DeviceGroupLayout,
+    NodeMigLayout,
+    layout_problems,
+    uniform,
+)
 from controlplane.domain.models import SharingMode
 from controlplane.domain.node_configs import EXCLUSIVE, GpuConfig, mig_layout_of, planned_configs
 from controlplane.domain.node_plan import (
+    POOL_RELAYOUT_IN_FLIGHT,
     RELAYOUT_BUDGET,
     RELAYOUT_SETTLING,
     NodeConfigLimits,
@@ -250,3 +256,46 @@ def test_a_busy_node_goes_to_fewer_clients_per_gpu_only_once_the_plan_has_settle
     assert later.actions == (ApplySharing("l-1", MPS4, EXCLUSIVE, "plan_needs_exclusive"),)
     empty = _plan(placement, _observed(_node("l-1", pool="l4", sharing=MPS4)))
     assert empty.actions == (ApplySharing("l-1", MPS4, EXCLUSIVE, "plan_needs_exclusive"),)
+
+
+WHOLE_7G = (("7g.80gb",), ("7g.80gb",))
+THREE_GPUS_OF_1G = _placement(_mig("a", "g0", "1g.10gb"), _mig("b", "g1", "1g.10gb"),
+                              _mig("c", "g2", "1g.10gb"))  # more than one node's two GPUs
+
+
+def test_a_pools_nodes_are_re_laid_out_one_at_a_time_even_when_empty() -> None:
+    wide = NodeConfigLimits(max_in_flight=5, settle_s=600)
+    result = _plan(THREE_GPUS_OF_1G, _observed(_node("n1", profiles=WHOLE_7G),
+                                               _node("n2", profiles=WHOLE_7G)), limits=wide)
+    assert [a.node for a in result.actions if isinstance(a, RelayoutMig)] == ["n1"]
+    assert [(s.target, s.reason) for s in result.skipped] == [
+        ("n2", f"{POOL_RELAYOUT_IN_FLIGHT}:a100/n1")]
+
+
+def test_a_re_layout_waits_while_its_pool_has_one_in_flight_naming_it_whatever_the_budget(
+        ) -> None:
+    wide = NodeConfigLimits(max_in_flight=5, settle_s=0)
+    result = _plan(THREE_GPUS_OF_1G, _observed(
+        _node("n1", profiles=WHOLE_7G), _node("n2", profiles=WHOLE_7G, pods=2),
+        _node("n3", profiles=WHOLE_7G), _node("l-1", pool="l4")),
+        in_flight={"n3": uniform(A100, ("7g.80gb",))}, limits=wide)
+    assert [a for a in result.actions if isinstance(a, RelayoutMig)] == []
+    assert {(s.target, s.reason) for s in result.skipped} == {
+        ("n1", f"{POOL_RELAYOUT_IN_FLIGHT}:a100/n3"), ("n2", f"{POOL_RELAYOUT_IN_FLIGHT}:a100/n3")}
+
+
+def test_an_empty_node_takes_its_pools_re_layout_before_a_busy_one() -> None:
+    result = _plan(THREE_GPUS_OF_1G, _observed(_node("n1", profiles=WHOLE_7G, pods=2),
+                                               _node("n2", profiles=WHOLE_7G)),
+                   limits=NodeConfigLimits(max_in_flight=5, settle_s=0))
+    assert [a.node for a in result.actions if isinstance(a, RelayoutMig)] == ["n2"]
+    assert [(s.target, s.reason) for s in result.skipped] == [
+        ("n1", f"{POOL_RELAYOUT_IN_FLIGHT}:a100/n2")]
+
+
+def test_a_re_layout_in_another_pool_holds_only_the_global_budget() -> None:
+    l4_whole = NodeMigLayout("L4", (DeviceGroupLayout((), (), False),))
+    result = _plan(_placement(_mig("a", "g0", "1g.10gb")),
+                   _observed(_node("n1", profiles=WHOLE_7G), _node("l-9", pool="l4", pods=2)),
+                   in_flight={"l-9": l4_whole})
+    assert [a.node for a in result.actions if isinstance(a, RelayoutMig)] == ["n1"]

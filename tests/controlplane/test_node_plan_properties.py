@@ -174,18 +174,39 @@ def test_every_planned_layout_is_a_valid_geometry_and_no_node_must_be_left_alone
 @given(st.data())
 def test_planning_again_once_the_actions_are_done_reaches_a_plan_with_nothing_to_do(
         data: st.DataObject) -> None:
-    # sharing waits for a node's re-layout, and a new layout can make a kept GPU spare for the
-    # next plan: a few rounds, never an oscillation
+    # sharing waits for a node's re-layout, a pool's nodes are re-laid out one per round, and a
+    # new layout can make a kept GPU spare for the next plan: a few rounds, never an oscillation
     observed = data.draw(nodes())
     placement = data.draw(placements())
     limits = NodeConfigLimits(len(observed), 0.0)
     done, memory, rounds = observed, GuardMemory(), []
-    for _ in range(5):
+    for _ in range(len(observed) + 4):
         result = _plan(placement, done, memory=memory, limits=limits)
         rounds.append(result.actions)
-        assert result.skipped == ()
+        assert all(s.reason.startswith("pool_relayout_in_flight:") for s in result.skipped)
         done, memory = _applied(done, result.actions), result.memory
     assert rounds[-1] == () and rounds[-2] == ()
+
+
+@PROPERTY
+@given(st.data())
+def test_a_pool_never_has_two_re_layouts_and_a_held_one_names_the_pools_re_layout(
+        data: st.DataObject) -> None:
+    observed = data.draw(nodes())
+    in_flight = data.draw(in_flights(observed))
+    limits = NodeConfigLimits(data.draw(st.integers(0, 3)), data.draw(st.sampled_from((0.0,
+                                                                                       600.0))))
+    result = _plan(data.draw(placements()), observed, in_flight, limits=limits)
+    pool_of = {n.name: n.pool for n in observed}
+    started = [a.node for a in result.actions if isinstance(a, RelayoutMig)]
+    running = {pool_of[n]: n for n in sorted(in_flight, reverse=True) if n in pool_of}
+    assert not {pool_of[n] for n in started} & set(running)
+    assert len({pool_of[n] for n in started}) == len(started)
+    holders = {**running, **{pool_of[n]: n for n in started}}
+    for held in result.skipped:
+        if held.reason.startswith("pool_relayout_in_flight:"):
+            pool = pool_of[held.target]
+            assert held.reason == f"pool_relayout_in_flight:{pool}/{holders[pool]}"
 
 
 @PROPERTY
@@ -231,7 +252,7 @@ def test_every_change_held_back_to_settle_is_made_once_the_plan_has_asked_for_se
         data: st.DataObject) -> None:
     observed = data.draw(nodes())
     placement = data.draw(placements())
-    limits = NodeConfigLimits(len(observed), 600.0)
+    limits = NodeConfigLimits(len(observed), 600.0, one_per_pool=False)  # settling alone
     first = _plan(placement, observed, limits=limits)
     assert {s.reason for s in first.skipped} <= {"relayout_settling", "sharing_settling"}
     later = _plan(placement, observed, memory=first.memory, limits=limits,

@@ -136,6 +136,21 @@ def test_an_empty_node_re_laying_out_asks_no_surge_and_holds_no_pool_floor() -> 
     assert cluster.snapshot().pool("a100").target_nodes == 1  # type: ignore[union-attr]
 
 
+def test_a_pool_re_lays_out_one_node_at_a_time_as_the_kubernetes_relayout_does() -> None:
+    cluster = _cluster()
+    cluster.set_size("a100", 2)
+    cluster.step(_at(200))
+    assert cluster.start_relayout("a100-0001", ONE_G, "test").ok
+    second = cluster.start_relayout("a100-0002", ONE_G, "test")
+    assert (second.ok, second.retryable) == (False, True)
+    assert second.message == ("pool_relayout_in_progress: one node of a100 at a time "
+                              "(a100-0001 is re-laying out)")
+    assert cluster.in_flight() == {"a100-0001": ONE_G}
+    cluster.step(_at(290))  # 90 s later the first is laid out: the pool is free again
+    assert cluster.in_flight() == {}
+    assert cluster.start_relayout("a100-0002", ONE_G, "test").ok
+
+
 def test_a_layout_laid_out_at_once_unbinds_the_replicas_it_cannot_hold() -> None:
     # two whole-GPU replicas run on a node with MIG off; a fleet taken over had MIG there
     llama70 = next(s for s in DEMO_MODELS if s.name == "llama-3-70b")
