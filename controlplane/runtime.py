@@ -202,7 +202,7 @@ class SimRuntime:
              engine: PlacementEngine | None = None) -> SimRuntime:
         """Start on a new store (backfilling synthetic history) or resume where it stopped."""
         store.upsert_models(DEMO_MODELS)
-        store.upsert_prices(pool_specs(settings))
+        store.upsert_prices(pool_specs(settings), wall_now)
         last_at = store.last_tick_at()
         if last_at is None:
             start_at = wall_now.replace(second=0, microsecond=0)

@@ -28,7 +28,7 @@ from controlplane.placement_api import start_placement_api
 from controlplane.ports import ClusterReader, PlacementClient
 from controlplane.reconcile import ReconcileDeps, reconcile_once
 from controlplane.runtime import keda_servicer, prune_store, reconcile_config, refresh_forecasts
-from controlplane.settings import ConfigError, Settings
+from controlplane.settings import ConfigError, Settings, pool_specs
 from controlplane.settings_env import ENV_PREFIX
 from controlplane.store import Store
 from controlplane.store.engine import redact, sqlite_file
@@ -91,6 +91,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     if not specs:  # check_models_listed ran before the store was migrated; models went since
         raise _no_models(settings.db.url, "add them to the models table")
     clock = WallClock()
+    store.upsert_prices(pool_specs(settings), clock.now())  # the Cost page's prices
     source = prometheus_source(settings.prometheus)
     backend = build_k8s_backend(settings, clock, SqlRelayoutStore(store.engine),
                                 load=PrometheusLoad(source, per_replica_rps(specs)))

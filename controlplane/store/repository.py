@@ -17,6 +17,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, SQLModel, col, delete, select
 
 from controlplane.domain.actions import ActionOutcome
+from controlplane.domain.cost import DEFAULT_PRICES
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.models import ModelSpec
@@ -46,8 +47,16 @@ from controlplane.store.tables import (
 )
 from forecaster.types import Forecast, TrafficSeries
 
-PRICE_SOURCE = "REFERENCE.md §10.1 on-demand list prices"
-PRICE_AS_OF = "2026-06"
+
+def price_label(pool: PoolSpec, at: datetime | None) -> dict[str, str]:
+    """``source`` and ``as_of`` of a pool's price: the list price's own (REFERENCE.md) when it
+    is the product's list price, else the pool's setting (an operator's negotiated or spot
+    price), dated when it was applied."""
+    listed = {p.product: p for p in DEFAULT_PRICES}.get(pool.product)
+    if listed is not None and listed.usd_per_gpu_hour == pool.price_per_gpu_hour:
+        return {"source": listed.source, "as_of": listed.as_of}
+    return {"source": f"settings pools[{pool.name}].price_per_gpu_hour",
+            "as_of": as_utc(at).date().isoformat() if at is not None else ""}
 
 
 def as_utc(value: datetime) -> datetime:
@@ -130,11 +139,13 @@ class Store:
         with self.session() as session:
             return list(session.exec(select(ModelRecord.name).order_by(col(ModelRecord.name))))
 
-    def upsert_prices(self, pools: Iterable[PoolSpec]) -> None:
-        # one row per product (several pools of a product: the last one's price, as before)
+    def upsert_prices(self, pools: Iterable[PoolSpec], at: datetime | None = None) -> None:
+        """One row per product (several pools of a product: the last one's price), labelled as
+        the list price only when it is the list price; a price the operator configured is
+        labelled as the pool's setting, dated ``at`` (when it was applied)."""
         rows = {pool.product: dict(product=pool.product,
                                    price_per_gpu_hour=pool.price_per_gpu_hour,
-                                   source=PRICE_SOURCE, as_of=PRICE_AS_OF) for pool in pools}
+                                   **price_label(pool, at)) for pool in pools}
         self._upsert(GpuPriceRecord.__tablename__, "product", list(rows.values()))
 
     # -- observations and inventory ------------------------------------------------------

@@ -160,3 +160,18 @@ def test_guard_memory_keeps_recent_changes_for_cooldowns_across_restarts(store_u
     store = Store.open(store_url, migrate=True)
     store.save_tick(replace(sample_tick_report(), guard_memory=memory))
     assert store.last_guard_memory() == memory
+
+
+def test_a_configured_price_is_labelled_as_the_pools_setting_and_a_list_price_as_the_list(
+        store_url: str) -> None:
+    from controlplane.cost_reader import configured_prices
+    from controlplane.domain.desired import PoolSpec
+
+    store = Store.open(store_url, migrate=True)
+    store.upsert_prices([PoolSpec("a100", "A100-80GB", 8, 0, 4, 3.40),
+                         PoolSpec("h100", "H100-80GB", 8, 0, 4, 6.88)], T0)
+    prices = {p.product: p for p in configured_prices(store.engine)}
+    negotiated, listed = prices["A100-80GB"], prices["H100-80GB"]
+    assert (negotiated.usd_per_gpu_hour, negotiated.source, negotiated.as_of) == (
+        3.40, "settings pools[a100].price_per_gpu_hour", T0.date().isoformat())
+    assert listed.source.startswith("REFERENCE.md §10.1") and listed.as_of == "2025-06"

@@ -4,6 +4,7 @@ its source shown, and at the list price (saying so) when the store has none or c
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,8 @@ def _dollars(at: AppTest) -> float:
 def priced_store(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'priced.db'}"
     store = Store.open(url, migrate=True)
-    store.upsert_prices([PoolSpec("a100", "A100-80GB", 8, 0, 4, NEGOTIATED_USD)])
+    store.upsert_prices([PoolSpec("a100", "A100-80GB", 8, 0, 4, NEGOTIATED_USD)],
+                        datetime(2026, 11, 30, 9, tzinfo=UTC))
     store.engine.dispose()
     return url
 
@@ -48,8 +50,8 @@ def test_what_if_prices_at_the_stores_configured_price_and_names_its_source(
     (shown,) = [m for m in at.metric if m.label == "$ per GPU-hour"]
     assert (shown.value, shown.delta) == ("$3.250", "store price")
     assert [c.value for c in at.caption if c.value.startswith("The store's")] == [
-        "The store's configured price for A100-80GB (source: REFERENCE.md §10.1 on-demand list "
-        "prices; as of 2026-06)."]
+        "The store's configured price for A100-80GB (source: settings "
+        "pools[a100].price_per_gpu_hour; as of 2026-11-30)."]
 
 
 def test_a_product_the_store_does_not_price_is_priced_at_its_list_price_saying_so(

@@ -22,7 +22,9 @@ from kubernetes import client
 from serve_apiserver import kubeconfig
 
 from controlplane.adapters.k8s.leader import lease_object
+from controlplane.cost_reader import configured_prices
 from controlplane.domain.lease import LeaseRecord
+from controlplane.settings import Settings, pool_specs
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
 from tests.forecasting.promserver import Family, prometheus
@@ -93,6 +95,9 @@ def test_serve_takes_the_lease_records_plans_and_releases_on_sigterm(
         while time.monotonic() < deadline and store.counts()["plans"] < 2:
             time.sleep(0.5)
         assert store.counts()["plans"] >= 2
+        # the pools' configured prices, for the Cost and What-if pages
+        assert {p.product for p in configured_prices(store.engine)} == {
+            pool.product for pool in pool_specs(Settings())}
         lease = leases.read_namespaced_lease("headroom-leader", "headroom")
         assert lease.spec.holder_identity == "serve-test"
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
