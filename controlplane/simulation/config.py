@@ -19,17 +19,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from controlplane.autoscaling.distribution import Durations
 from controlplane.autoscaling.sizing import ReplicaShape
+from controlplane.domain.cost import DEFAULT_PRICES as LIST_PRICES
 from controlplane.domain.models import Isolation
 from controlplane.simulation.cells import shown
 from scheduler.domain.catalog import lookup
 from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU
 
-#: On-demand list prices, USD per GPU-hour (REFERENCE.md §10.1, 2025-26; the defaults of
-#: ``controlplane.settings`` where it has them). Override with ``fleet.prices``.
-DEFAULT_PRICES: dict[str, float] = {
-    "A100-80GB": 5.12, "A100-40GB": 4.10, "H100-80GB": 6.88, "H200-141GB": 7.0, "L4": 0.80,
-    "L40S": 1.86, "T4": 0.53, "A10G": 1.006,
-}
+#: On-demand list prices, USD per GPU-hour: the cost model's (REFERENCE.md §10.1, with their
+#: sources), so ``simulate`` and the dashboard price a product alike. Override with
+#: ``fleet.prices``.
+DEFAULT_PRICES: dict[str, float] = {p.product: p.usd_per_gpu_hour for p in LIST_PRICES}
 
 
 OPTION = "--cold-start"  # where a cold-start override comes from (it replaces every model's)
