@@ -102,7 +102,7 @@ class JobConfig:
     state_dir: Path | None = None
     settings: ForecasterSettings = JOB_SETTINGS
     #: first fits (models without stored state) start only this many wall seconds into the
-    #: compute step; None: no limit
+    #: compute step, except one per worker, which starts in any case; None: no limit
     fit_budget_s: float | None = None
 
 

@@ -9,7 +9,9 @@ is started only within ``fit_budget_s`` wall seconds of the compute step's start
 not gets a persistence forecast (p90 calibrated from its own recent errors) with
 ``fallback_reason="fit_deferred"``, and the next run, which starts with the models now holding
 state, fits it then. Fits already started finish, so a run can overshoot the budget by one fit
-per worker.
+per worker. Whatever the budget (0 too, or one that the models with state used up), every run
+starts at least one first fit per worker, so that a fleet of N models without state is fitted
+after at most ceil(N / workers) runs instead of waiting for ever.
 """
 
 from __future__ import annotations
@@ -120,7 +122,8 @@ def compute_all(tasks: list[ModelTask], workers: int, fit_budget_s: float | None
                 on_progress: Progress | None = None
                 ) -> tuple[list[ModelResult], dict[str, str]]:
     """Every task's result, in task order: models with stored state first, then the others
-    while ``fit_budget_s`` (wall seconds from now; None: no limit) lasts; the rest deferred.
+    while ``fit_budget_s`` (wall seconds from now; None: no limit) lasts, and at least
+    ``workers`` of them in any case; the rest deferred.
     A task that raises, or whose worker process dies (killed, e.g. out of memory: the pool
     breaks and the tasks not done with it), has no result but a reason in the second value
     (series id -> why); the other models' results are kept."""
@@ -129,9 +132,16 @@ def compute_all(tasks: list[ModelTask], workers: int, fit_budget_s: float | None
     order = sorted(range(len(tasks)), key=lambda i: not warm[i])  # stable: warm ones first
     out: dict[int, ModelResult] = {}
     failed: dict[int, str] = {}
+    first_fits = 0  # started in this run: the first ``workers`` start whatever the budget
 
     def start(i: int) -> bool:
-        return warm[i] or deadline is None or time.perf_counter() < deadline
+        nonlocal first_fits
+        if warm[i] or deadline is None:
+            return True
+        if first_fits < max(1, workers) or time.perf_counter() < deadline:
+            first_fits += 1
+            return True
+        return False
 
     def done(i: int, result: ModelResult | str) -> None:
         if isinstance(result, str):

@@ -115,8 +115,9 @@ class ForecastSettings(Group):
                                        "fit (a model without stored state) starts only within "
                                        "this many wall seconds of a refresh's start; the rest "
                                        "get persistence (fit_deferred) and are fitted by later "
-                                       "refreshes. Default: half of interval_s for serve and "
-                                       "demo, no limit for forecast run")
+                                       "refreshes; at least one first fit per worker starts "
+                                       "whatever the budget. Default: half of interval_s for "
+                                       "serve and demo, no limit for forecast run")
 
     def refresh_budget_s(self) -> float:
         """The fit budget of the refreshes of serve and demo."""

@@ -232,8 +232,9 @@ def run(
     fit_budget_s: Annotated[float | None, typer.Option(
         "--fit-budget-s", min=0, help="a first fit (a model without stored state) starts only "
         "within this many wall seconds of the run's start; the rest get persistence with "
-        "fallback fit_deferred and are fitted by a later run (default: settings "
-        "forecast.fit_budget_s, else no limit)")] = None,
+        "fallback fit_deferred and are fitted by a later run. Whatever the budget (0 too), a "
+        "run starts at least one first fit per worker, so every model is fitted in the end "
+        "(default: settings forecast.fit_budget_s, else no limit)")] = None,
     method: Annotated[str | None, typer.Option(help="forecaster (default: settings)")] = None,
     horizon: Annotated[str | None, typer.Option(help="e.g. 20m (default: settings)")] = None,
     step: Annotated[str | None, typer.Option(help="e.g. 60s (default: settings)")] = None,

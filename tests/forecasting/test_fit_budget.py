@@ -45,17 +45,40 @@ def _methods(report: JobReport) -> dict[str, tuple[str, str]]:
     return {f.series_id: (f.method, f.fallback_reason) for f in report.forecasts}
 
 
-def test_a_spent_fit_budget_gives_every_model_without_state_a_calibrated_persistence_forecast(
+def test_a_spent_fit_budget_still_fits_one_model_and_gives_the_others_a_calibrated_persistence(
         sqlite_url: str, tmp_path: Path) -> None:
     store = filled_store(sqlite_url, now=LATER)
     report = run_job(store, store, LATER, _config(tmp_path / "state", budget_s=0.0))
-    assert report.deferred == len(MODELS) and report.refits == 0 and report.reused == 0
-    assert set(_methods(report).values()) == {("persistence", FIT_DEFERRED)}
+    assert report.refits == 1 and report.deferred == len(MODELS) - 1 and report.reused == 0
+    first, *rest = store.model_names()  # the first model without state, in the source's order
+    kinds = _methods(report)
+    assert kinds[first][1] != FIT_DEFERRED
+    assert {kinds[m] for m in rest} == {("persistence", FIT_DEFERRED)}
     assert sorted(store.latest_forecasts()) == sorted(MODELS)  # nobody is left without one
     for made in report.forecasts:
-        assert made.p50 == (made.p50[0],) * len(made.p50) and made.p50[0] > 0  # the last value
-        assert made.p90_max() > made.p50[0]  # an upper tail from its own errors, not p50
-    assert not list((tmp_path / "state").glob("*.json"))  # nothing was fitted
+        if made.fallback_reason == FIT_DEFERRED:
+            assert made.p50 == (made.p50[0],) * len(made.p50) and made.p50[0] > 0  # last value
+            assert made.p90_max() > made.p50[0]  # an upper tail from its own errors, not p50
+    assert len(list((tmp_path / "state").glob("*.json"))) == 1  # only the one fitted
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_with_a_zero_budget_every_run_fits_one_model_per_worker_until_the_fleet_is_fitted(
+        sqlite_url: str, tmp_path: Path, workers: int) -> None:
+    now = LATER + timedelta(days=10 + workers)  # data no other test fits in this process
+    store = filled_store(sqlite_url, now=now)
+    state = tmp_path / "state"
+    runs = -(-len(MODELS) // workers)  # ceil(N / workers)
+    reports = [run_job(store, None, now + timedelta(minutes=k),
+                       _config(state, budget_s=0.0, workers=workers)) for k in range(runs)]
+    for k, report in enumerate(reports):
+        fitted_before = min(k * workers, len(MODELS))
+        assert report.reused == fitted_before
+        assert report.refits == min(workers, len(MODELS) - fitted_before)
+        assert report.deferred == len(MODELS) - fitted_before - report.refits
+    assert reports[-1].deferred == 0
+    assert FIT_DEFERRED not in {f.fallback_reason for f in reports[-1].forecasts}
+    assert len(list(state.glob("*.json"))) == len(MODELS)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -64,17 +87,20 @@ def test_models_with_stored_state_are_served_in_full_and_the_next_run_fits_the_d
     now = LATER + timedelta(days=workers)  # data no other test fits in this process (fitted
     store = filled_store(sqlite_url, now=now)  # models are cached per process and forked)
     state = tmp_path / "state"
-    run_job(_Only(store, MODELS[:2]), None, now, _config(state, budget_s=None))
+    old, new = MODELS[:2], [m for m in store.model_names() if m not in MODELS[:2]]
+    run_job(_Only(store, old), None, now, _config(state, budget_s=None))
     grown = run_job(store, None, now + timedelta(minutes=1),
                     _config(state, budget_s=0.0, workers=workers))
-    assert grown.reused == 2 and grown.deferred == len(MODELS) - 2 and grown.refits == 0
+    # the budget was spent before the first fit could start: one first fit per worker anyway
+    assert grown.reused == 2 and grown.refits == workers
+    assert grown.deferred == len(MODELS) - 2 - workers
     kinds = _methods(grown)
-    assert all(kinds[m][1] != FIT_DEFERRED for m in MODELS[:2])
-    assert all(kinds[m] == ("persistence", FIT_DEFERRED) for m in MODELS[2:])
+    assert all(kinds[m][1] != FIT_DEFERRED for m in old + new[:workers])
+    assert all(kinds[m] == ("persistence", FIT_DEFERRED) for m in new[workers:])
     caught_up = run_job(store, None, now + timedelta(minutes=2),
                         _config(state, budget_s=600.0, workers=workers))
-    assert caught_up.deferred == 0 and caught_up.refits == len(MODELS) - 2
-    assert caught_up.reused == 2
+    assert caught_up.deferred == 0 and caught_up.refits == len(MODELS) - 2 - workers
+    assert caught_up.reused == 2 + workers
     assert FIT_DEFERRED not in {f.fallback_reason for f in caught_up.forecasts}
     assert len(list(state.glob("*.json"))) == len(MODELS)
 
@@ -89,8 +115,10 @@ def test_forecast_run_takes_a_fit_budget_and_reports_the_deferred_models(
         "--fit-budget-s", "0", "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["deferred"] == 2 and doc["fallbacks"] == {FIT_DEFERRED: 2}
-    assert {m["fallback_reason"] for m in doc["per_model"].values()} == {FIT_DEFERRED}
+    assert doc["refits"] == 1 and doc["deferred"] == 1  # budget 0: one first fit per worker
+    assert doc["fallbacks"].get(FIT_DEFERRED) == 1
+    assert doc["per_model"]["y"]["fallback_reason"] == FIT_DEFERRED
+    assert doc["per_model"]["x"]["fallback_reason"] != FIT_DEFERRED
 
 
 def test_the_refreshes_of_serve_and_demo_spend_half_their_interval_on_first_fits_by_default(
