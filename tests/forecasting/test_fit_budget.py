@@ -19,7 +19,7 @@ from forecaster.types import TrafficSeries
 from tests.forecasting.builders import diurnal, long_csv
 from tests.forecasting.test_forecast_job import MODELS, NOW, filled_store
 
-LATER = NOW + timedelta(days=5)  # data no other test fits in this process
+LATER = NOW + timedelta(days=50)  # data no other test fits in this process
 
 
 class _Only:
@@ -107,8 +107,8 @@ def test_models_with_stored_state_are_served_in_full_and_the_next_run_fits_the_d
 
 def test_forecast_run_takes_a_fit_budget_and_reports_the_deferred_models(
         tmp_path: Path) -> None:
-    trace = long_csv(tmp_path / "t.csv", {"x": diurnal(3, 600), "y": diurnal(3, 600, seed=5)},
-                     600)
+    trace = long_csv(tmp_path / "t.csv",  # data no other test fits in this process
+                     {"x": diurnal(3, 600, seed=11), "y": diurnal(3, 600, seed=12)}, 600)
     result = CliRunner().invoke(app, [
         "run", "--csv", str(trace), "--no-store", "--step", "10m", "--history", "3d",
         "--method", "level", "--workers", "1", "--state-dir", str(tmp_path / "s"),
