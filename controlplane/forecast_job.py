@@ -17,7 +17,11 @@ Fallbacks are per model and recorded in ``Forecast.fallback_reason``: ``short_hi
 model: the fit budget was spent). A model whose history cannot be fetched, or whose forecast
 raised or died with its worker process (e.g. killed out of memory), gets no forecast (never a
 made-up zero) and is listed in the report (the CLI exits 1); the others are stored. The control
-plane then treats its last forecast as stale.
+plane then treats its last forecast as stale. A model whose fitted state cannot be written (disk
+full, read-only file system, quota) keeps its forecast, but is counted in
+``JobReport.state_unsaved`` with the first OS error (the CLI exits 3, serve/demo log
+``forecast.state_unsaved``): unnoticed, every run would refit every model, and models deferred
+by the fit budget would never get state.
 
 Warnings are per model too (``JobReport.warnings``): what the source cleaned (a source with
 ``read_history`` reports e.g. ``3 negative value(s) clipped to 0``), and ``stale_history`` when
@@ -125,6 +129,10 @@ class JobReport:
     methods: dict[str, int] = field(default_factory=dict)
     fallbacks: dict[str, int] = field(default_factory=dict)
     warnings: dict[str, tuple[str, ...]] = field(default_factory=dict)  # model -> warnings
+    #: models whose fitted state could not be written to the state dir (disk full, read-only,
+    #: quota): their forecasts are made and stored, but the next run refits them
+    state_unsaved: int = 0
+    state_error: str = ""  # the OS error of the first of them, e.g. 'No space left on device'
 
 
 def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, config: JobConfig,
@@ -161,6 +169,7 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
         sink.save_forecasts(forecasts, computed_at=now)
     store_s = time.perf_counter() - store
     refits = sum(r.refit for r in results)
+    unsaved = [r.state_error for r in results if r.state_error]
     return JobReport(
         computed_at=now, shard=config.shard, models=len(models), forecasts=forecasts,
         failed=failed, fetch_s=fetch_s, compute_s=compute_s, store_s=store_s,
@@ -170,7 +179,7 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
         deferred=sum(r.deferred for r in results),
         methods=dict(Counter(f.method for f in forecasts)),
         fallbacks=dict(Counter(f.fallback_reason for f in forecasts if f.fallback_reason)),
-        warnings=warnings)
+        warnings=warnings, state_unsaved=len(unsaved), state_error=unsaved[0] if unsaved else "")
 
 
 def _fetch(source: HistorySource, model: str, since_at: datetime, until_at: datetime,

@@ -70,6 +70,9 @@ class ModelResult:
     refit: bool  # the level model was fitted in this run (not taken from stored state)
     seasonal_fits: int  # Prophet fits in this run
     deferred: bool = False  # no fit started: the fit budget was spent (``FIT_DEFERRED``)
+    #: why the fitted state could not be written (the OS error: disk full, read-only, quota);
+    #: '' when it was, or when there is no state dir
+    state_error: str = ""
 
 
 def compute_one(task: ModelTask) -> ModelResult:
@@ -96,16 +99,21 @@ def compute_one(task: ModelTask) -> ModelResult:
                     task.series.series_id, made.fallback_reason)
         model.forget(task.series.series_id)
         made = forecast(task.series, task.horizon_s, task.method, task.settings, history=h)
+    state_error = ""
     if path is not None:
         leads = fitted_leads(n_targets(task.horizon_s, task.series.step_s))
         try:
             save_state(path, export_state(model, h, h.size, leads))
-        except (OSError, ValueError) as exc:  # ValueError: a non-finite number in the fit
+        except OSError as exc:  # the job reports these once (JobReport.state_unsaved)
+            state_error = exc.strerror or str(exc)
+            log.debug("cannot write forecaster state %s of %r: %s", path,
+                      task.series.series_id, exc)
+        except ValueError as exc:  # a non-finite number in this model's fit
             log.warning("cannot write forecaster state %s of %r: %s", path,
                         task.series.series_id, exc)
     return ModelResult(made, time.perf_counter() - started,
                        getattr(model, "fits_done", 0) > fits,
-                       getattr(chain, "fits_done", 0) - seasonal)
+                       getattr(chain, "fits_done", 0) - seasonal, state_error=state_error)
 
 
 def deferred_one(task: ModelTask) -> ModelResult:

@@ -122,6 +122,10 @@ def refresh_forecasts(history: HistorySource, store: Store, now: datetime,
     report = run_job(history, store, now, config)
     for model, why in sorted(report.failed.items()):  # no forecast: its last one goes stale
         log.warning("forecast.failed", extra={"model": model, "reason": why})
+    if report.state_unsaved:  # the forecasts are stored; every refresh refits these models
+        log.warning("forecast.state_unsaved", extra={
+            "state_dir": str(fs.state_dir), "models": report.state_unsaved,
+            "of_models": report.models, "error": report.state_error})
     return list(report.forecasts)
 
 

@@ -30,7 +30,7 @@ from controlplane.adapters.clock import WallClock
 from controlplane.cli.backtest_notes import unscored_notes
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.paths import check_output_path, write_atomically
-from controlplane.cli.streams import print_warning, usage_error
+from controlplane.cli.streams import print_error, print_warning, usage_error
 from controlplane.forecast_job import (
     HistorySource,
     JobConfig,
@@ -254,7 +254,10 @@ def run(
     a newest sample more than max(1 h, 3 steps) before the forecast time (stale_history) are
     warnings per model (stderr, and per_model.warnings with --json); a model with no usable
     sample (none numeric, or none positive but some negative) gets no forecast and is listed as
-    failed (exit 1).
+    failed (exit 1). A run that could not save the fitted state of some models in the state dir
+    (disk full, read-only, quota) prints one error line naming the state dir and the OS error
+    and exits 3 (when no model failed): their forecasts are made and stored, but every run
+    refits them.
     """
     try:
         settings = load_settings(config)
@@ -313,8 +316,26 @@ def run(
             print_warning(f"model {model!r}: {note}")
     for model, why in report_.failed.items():
         print_warning(f"model {model!r}: {why}")
+    if report_.state_unsaved:
+        print_error(state_unsaved_line(report_, job.state_dir, "--state-dir" if state_dir
+                                       else "forecast.state_dir", stored=not no_store))
     if report_.failed:
         raise typer.Exit(1)
+    if report_.state_unsaved:
+        raise typer.Exit(EXIT_STATE_UNSAVED)
+
+
+#: ``forecast run``'s exit code when every model has a forecast but the fitted state of some
+#: could not be saved (1: some models have no forecast; 2: bad input)
+EXIT_STATE_UNSAVED = 3
+
+
+def state_unsaved_line(r: JobReport, state_dir: Path | None, name: str, stored: bool) -> str:
+    """The one line on a run whose fitted state could not be saved (``r.state_unsaved``)."""
+    made = "stored" if stored and r.forecasts else "made"
+    return (f"{name} {state_dir}: cannot save fitted state ({r.state_error}) of "
+            f"{r.state_unsaved} of {r.models} model(s); their forecasts were {made}, but every "
+            "run refits them until the state dir takes writes again")
 
 
 def _source(prometheus_url: str | None, prometheus: PrometheusSettings, metric: str | None,
@@ -368,11 +389,12 @@ def _parse_at(text: str) -> Any:
 
 def job_doc(r: JobReport, stored: bool) -> dict[str, Any]:
     return {
-        "ok": not r.failed, "computed_at": r.computed_at.isoformat(),
+        "ok": not (r.failed or r.state_unsaved), "computed_at": r.computed_at.isoformat(),
         "shard": f"{r.shard.index}/{r.shard.count}", "models": r.models,
         "forecasts": len(r.forecasts), "stored": stored and bool(r.forecasts),
         "failed": r.failed, "refits": r.refits, "reused_state": r.reused,
         "deferred": r.deferred, "seasonal_fits": r.seasonal_fits,
+        "state_unsaved": r.state_unsaved, "state_error": r.state_error or None,
         "methods": r.methods, "fallbacks": r.fallbacks,
         "timing_s": {"fetch": round(r.fetch_s, 3), "compute": round(r.compute_s, 3),
                      "store": round(r.store_s, 3), "wall": round(r.wall_s, 3)},
