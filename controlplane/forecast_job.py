@@ -27,6 +27,10 @@ Warnings are per model too (``JobReport.warnings``): what the source cleaned (a 
 ``read_history`` reports e.g. ``3 negative value(s) clipped to 0``), and ``stale_history`` when
 the newest observation is more than ``stale_after_s(step)`` = max(1 h, 3 steps) older than the
 forecast time -- the same limit behind the forecaster's ``stale_observations`` fallback.
+
+At the end of a run the state dir is pruned (``controlplane.forecast_state``): this shard's temp
+files of killed runs (older than an hour), and the state files of its models that are no longer
+listed, once older than ``JobConfig.state_retention_s``.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from controlplane.forecast_pool import ModelTask, compute_all
+from controlplane.forecast_state import prune_state_dir
 from forecaster.api import stale_after_s
 from forecaster.errors import ForecasterError
 from forecaster.settings import DEFAULT_SETTINGS, ForecasterSettings
@@ -92,7 +97,12 @@ class Shard:
         return cls(i, n)
 
     def owns(self, model: str) -> bool:
-        return zlib.crc32(model.encode()) % self.count == self.index
+        return self.owns_crc(zlib.crc32(model.encode()))
+
+    def owns_crc(self, crc: int) -> bool:
+        """Whether the model whose name has this crc32 is this shard's (state file names carry
+        it, ``forecaster.persist.state_stem``)."""
+        return crc % self.count == self.index
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +118,9 @@ class JobConfig:
     #: first fits (models without stored state) start only this many wall seconds into the
     #: compute step, except one per worker, which starts in any case; None: no limit
     fit_budget_s: float | None = None
+    #: state files of this shard's models that are no longer listed are removed from the state
+    #: dir once this old (mtime); 0: kept (``controlplane.forecast_state``)
+    state_retention_s: float = 7 * 86_400
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +146,7 @@ class JobReport:
     #: quota): their forecasts are made and stored, but the next run refits them
     state_unsaved: int = 0
     state_error: str = ""  # the OS error of the first of them, e.g. 'No space left on device'
+    pruned: int = 0  # files removed from the state dir: gone models' state, dead temp files
 
 
 def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, config: JobConfig,
@@ -141,7 +155,8 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
     wall = time.perf_counter()
     until_at = floor_time(now, config.step_s)
     since_at = until_at - timedelta(seconds=config.history_s)
-    models = [m for m in source.model_names() if config.shard.owns(m)]
+    listed = source.model_names()
+    models = [m for m in listed if config.shard.owns(m)]
     tasks: list[ModelTask] = []
     failed: dict[str, str] = {}
     warnings: dict[str, tuple[str, ...]] = {}
@@ -168,6 +183,10 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
     if sink is not None and forecasts:
         sink.save_forecasts(forecasts, computed_at=now)
     store_s = time.perf_counter() - store
+    pruned = 0
+    if config.state_dir is not None:  # a source that lists no model may be down: keep state
+        pruned = prune_state_dir(config.state_dir, config.shard, models,
+                                 config.state_retention_s if listed else 0.0)
     refits = sum(r.refit for r in results)
     unsaved = [r.state_error for r in results if r.state_error]
     return JobReport(
@@ -179,7 +198,8 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
         deferred=sum(r.deferred for r in results),
         methods=dict(Counter(f.method for f in forecasts)),
         fallbacks=dict(Counter(f.fallback_reason for f in forecasts if f.fallback_reason)),
-        warnings=warnings, state_unsaved=len(unsaved), state_error=unsaved[0] if unsaved else "")
+        warnings=warnings, state_unsaved=len(unsaved), state_error=unsaved[0] if unsaved else "",
+        pruned=pruned)
 
 
 def _fetch(source: HistorySource, model: str, since_at: datetime, until_at: datetime,

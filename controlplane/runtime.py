@@ -118,7 +118,7 @@ def refresh_forecasts(history: HistorySource, store: Store, now: datetime,
     fs = settings.forecast
     config = JobConfig(horizon_s=fs.horizon_s, step_s=fs.step_s, history_s=fs.history_s,
                        method=fs.method, workers=fs.workers, state_dir=fs.state_dir,
-                       fit_budget_s=fs.refresh_budget_s())
+                       fit_budget_s=fs.refresh_budget_s(), state_retention_s=fs.state_retention_s)
     report = run_job(history, store, now, config)
     for model, why in sorted(report.failed.items()):  # no forecast: its last one goes stale
         log.warning("forecast.failed", extra={"model": model, "reason": why})
@@ -126,6 +126,9 @@ def refresh_forecasts(history: HistorySource, store: Store, now: datetime,
         log.warning("forecast.state_unsaved", extra={
             "state_dir": str(fs.state_dir), "models": report.state_unsaved,
             "of_models": report.models, "error": report.state_error})
+    if report.pruned:
+        log.info("forecast.state_pruned", extra={"state_dir": str(fs.state_dir),
+                                                 "files": report.pruned})
     return list(report.forecasts)
 
 

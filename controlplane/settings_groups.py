@@ -119,6 +119,10 @@ class ForecastSettings(Group):
                                        "whatever the budget. Default: half of interval_s for "
                                        "serve and demo, no limit for forecast run")
 
+    state_retention_s: float = Field(7 * 86400, ge=0, description="the state file of a model "
+                                     "no longer listed is removed from state_dir once this "
+                                     "old; 0 keeps them")
+
     def refresh_budget_s(self) -> float:
         """The fit budget of the refreshes of serve and demo."""
         return self.fit_budget_s if self.fit_budget_s is not None else 0.5 * self.interval_s

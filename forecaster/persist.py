@@ -33,8 +33,14 @@ STATE_VERSION = 1
 
 
 def state_path(state_dir: Path, series_id: str, method: str) -> Path:
+    return state_dir / f"{state_stem(series_id)}.{method}.json"
+
+
+def state_stem(series_id: str) -> str:
+    """The part of a state file's name that names the series: its id made safe for a file name
+    (at most 100 characters) and the crc32 of the id in 8 hex digits (as ``Shard.owns``)."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", series_id)[:100]
-    return state_dir / f"{safe}.{abs(hash_id(series_id)):08x}.{method}.json"
+    return f"{safe}.{abs(hash_id(series_id)):08x}"
 
 
 def hash_id(text: str) -> int:

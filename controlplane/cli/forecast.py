@@ -268,7 +268,8 @@ def run(
             history_s=parse_duration_s(history, "--history") if history else fs.history_s,
             method=method or fs.method, workers=workers, shard=Shard.parse(shard),
             state_dir=state_dir if state_dir is not None else fs.state_dir,
-            fit_budget_s=fit_budget_s if fit_budget_s is not None else fs.fit_budget_s)
+            fit_budget_s=fit_budget_s if fit_budget_s is not None else fs.fit_budget_s,
+            state_retention_s=fs.state_retention_s)
         if job.method not in METHODS:
             raise InputError(f"--method {job.method!r}: choose one of {', '.join(METHODS)}")
         source, now = _source(prometheus_url, settings.prometheus, metric, query, models, csv,
@@ -310,7 +311,8 @@ def run(
                   f"(fetch {report_.fetch_s:.1f}, compute {report_.compute_s:.1f}, "
                   f"store {report_.store_s:.1f}); refits {report_.refits}, reused "
                   f"{report_.reused}, deferred {report_.deferred}; failed "
-                  f"{len(report_.failed)}", highlight=False)
+                  f"{len(report_.failed)}; pruned {report_.pruned} state file(s)",
+                  highlight=False)
     for model, notes in report_.warnings.items():
         for note in notes:
             print_warning(f"model {model!r}: {note}")
@@ -395,6 +397,7 @@ def job_doc(r: JobReport, stored: bool) -> dict[str, Any]:
         "failed": r.failed, "refits": r.refits, "reused_state": r.reused,
         "deferred": r.deferred, "seasonal_fits": r.seasonal_fits,
         "state_unsaved": r.state_unsaved, "state_error": r.state_error or None,
+        "pruned_state_files": r.pruned,
         "methods": r.methods, "fallbacks": r.fallbacks,
         "timing_s": {"fetch": round(r.fetch_s, 3), "compute": round(r.compute_s, 3),
                      "store": round(r.store_s, 3), "wall": round(r.wall_s, 3)},

@@ -74,6 +74,8 @@ def test_a_serve_refresh_that_cannot_save_state_logs_one_warning_event_naming_di
     assert event.levelno == logging.WARNING
     assert (event.state_dir, event.models, event.of_models, event.error) == (
         str(state), len(MODELS), len(MODELS), os.strerror(errno.ENOTDIR))
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+        "forecast.state_unsaved"]  # the one line: no per-model line, nothing about pruning
 
 
 def _run_on_a_full_disk(tmp_path: Path, models: dict[str, npt.NDArray[np.float64]], *extra: str
