@@ -12,6 +12,7 @@ from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.demand import Demand
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.guards import GuardMemory
+from controlplane.domain.lease import LeaseRecord
 from controlplane.domain.mig_layout import NodeMigLayout
 from controlplane.domain.mig_relayout import MigRelayout
 from controlplane.domain.models import ModelSpec
@@ -175,6 +176,24 @@ class LeaderElector(Protocol):
 
     def release(self) -> None:
         """Step down so another replica takes over at once (no-op when not leader)."""
+        ...
+
+
+class LeaseStore(Protocol):
+    """Where a lease lives outside Kubernetes (the SQL store). Each write is atomic and says
+    whether it won; errors are ``TransientError``."""
+
+    def read_lease(self, name: str) -> LeaseRecord | None:
+        """The stored record (``resource_version`` = its write count); None when none exists."""
+        ...
+
+    def create_lease(self, name: str, record: LeaseRecord) -> bool:
+        """Store the first record; False when another process stored one first."""
+        ...
+
+    def replace_lease(self, name: str, record: LeaseRecord) -> bool:
+        """Store ``record`` if the stored one still has ``record.resource_version``; False when
+        another process wrote since (compare-and-swap)."""
         ...
 
 

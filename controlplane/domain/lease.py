@@ -91,3 +91,17 @@ def released(current: LeaseRecord, now: datetime) -> LeaseRecord:
 
 def leads_until(renewed_at: datetime, timing: LeaseTiming) -> datetime:
     return renewed_at + timedelta(seconds=timing.renew_deadline_s)
+
+
+def renewed_while_watched(first_seen: LeaseRecord, current: LeaseRecord) -> bool:
+    """A holder that wrote its lease again while another process watched it is alive: the
+    watcher (a process starting) refuses rather than waits for it to expire."""
+    return bool(current.holder) and current.key != first_seen.key
+
+
+def renewed_ago_s(current: LeaseRecord, now: datetime) -> float | None:
+    """Seconds since the holder's own clock says it renewed, for people (expiry is never judged
+    on it); None when it never did."""
+    if current.renew_at is None:
+        return None
+    return max(0.0, (now - current.renew_at).total_seconds())

@@ -6,7 +6,8 @@ model; without pruning a store grows without bound. ``prune_store`` deletes the 
 ``before_at``: observations, forecasts (each model's newest stays, so KEDA and the dashboard
 still see why a model has none fresher), and ticks with everything hanging off them (the newest
 tick stays: a restarted loop resumes from its guard memory and observed fleet). Children go
-before their parents (SQLite enforces the foreign keys), all or nothing.
+before their parents (SQLite enforces the foreign keys), all or nothing. The ``leases`` table is
+never pruned: its row says who runs the store's simulated fleet, however long ago it renewed.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """SQLModel tables: models, GPU inventory, forecasts, observations, placements, the audit trail
-(ticks -> plans -> actions -> outcomes), GPU prices and the issued forecasts the live loop
-calibrates from. Times are stored as UTC."""
+(ticks -> plans -> actions -> outcomes), GPU prices, the issued forecasts the live loop
+calibrates from and the leases that let one process at a time drive a store's simulated fleet.
+Times are stored as UTC."""
 
 from __future__ import annotations
 
@@ -168,3 +169,19 @@ class GpuPriceRecord(SQLModel, table=True):
     price_per_gpu_hour: float
     source: str = Field(max_length=200)
     as_of: str = Field(max_length=32)
+
+
+class LeaseRowRecord(SQLModel, table=True):
+    """Who holds a lease (``controlplane.store.lease``); ``version`` grows with every write, so
+    a write conditional on the version seen is a compare-and-swap (as ``resourceVersion``)."""
+
+    __tablename__ = "leases"
+    name: str = Field(primary_key=True, max_length=100)
+    holder: str = Field(max_length=200)  # host-pid; "" = released
+    acquired_at: datetime | None = Field(
+        default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
+    renewed_at: datetime | None = Field(
+        default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
+    duration_s: int
+    transitions: int = 0
+    version: int = 1

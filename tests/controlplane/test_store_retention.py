@@ -9,9 +9,11 @@ from datetime import timedelta
 import pytest
 from tick_builders import T0, sample_tick_report
 
+from controlplane.domain.lease import LeaseRecord
 from controlplane.runtime import SimRuntime, prune_store
 from controlplane.settings import ConfigError, load_settings
 from controlplane.store import Store
+from controlplane.store.lease import SqlLeaseStore
 from controlplane.store.retention import Pruned, retention_cutoff
 from forecaster.types import Forecast
 
@@ -74,6 +76,16 @@ def test_pruning_twice_deletes_nothing_more_and_zero_retention_keeps_everything(
     kept = store.counts()
     assert prune_store(store, T0 + 400 * DAY, load_settings(db={"retention_s": 0})) is None
     assert store.counts() == kept
+
+
+def test_the_fleet_lease_stays_however_old_its_last_renewal(store_url: str) -> None:
+    store = _filled(store_url)
+    leases = SqlLeaseStore(store.engine)
+    assert leases.create_lease("sim-fleet", LeaseRecord("host-1", 15, T0, T0, 0))
+    pruned = prune_store(store, T0 + 400 * DAY, load_settings(db={"retention_s": 30 * 86400}))
+    assert pruned is not None and pruned.total > 0
+    kept = leases.read_lease("sim-fleet")
+    assert kept is not None and (kept.holder, kept.renew_at) == ("host-1", T0)
 
 
 def test_a_retention_shorter_than_the_forecasters_history_is_refused_naming_both() -> None:
