@@ -1,5 +1,7 @@
 """``headroom demo``: the whole loop embedded — SQLite, simulated fleet, forecasts, placement API,
-reconcile jobs and the dashboard — either paced by APScheduler or run as fast as possible."""
+reconcile jobs and the dashboard — either paced by APScheduler or run as fast as possible. It
+holds its store's fleet lease as ``serve --backend sim`` does (``controlplane.fleet_lease``), so
+a demo and a serve, or two demos, never drive one store's simulated fleet at once."""
 
 from __future__ import annotations
 
@@ -16,12 +18,15 @@ from pathlib import Path
 
 import grpc
 
+from controlplane.adapters.clock import WallClock
 from controlplane.adapters.keda import keda_registrar
+from controlplane.fleet_lease import hold_fleet_lease
 from controlplane.jobs import build_scheduler
 from controlplane.placement_api import served_metrics
 from controlplane.runtime import SimRuntime, keda_servicer
 from controlplane.settings import Settings
 from controlplane.store import Store
+from controlplane.store.lease import SqlLeaseStore
 from scheduler.engine import PlacementEngine
 from scheduler.server import DEFAULT_WORKERS, create_server, stop
 
@@ -57,7 +62,14 @@ class Demo:
         self.store = Store.open(settings.db.url, settings.db.connect_timeout_s, migrate=True)
         self._counts_at_start = self.store.counts()
         self.engine = PlacementEngine()
-        self.runtime = SimRuntime.open(settings, self.store, wall_now, self.engine)
+        self.lease = hold_fleet_lease(settings.db.url, SqlLeaseStore(self.store.engine),
+                                      settings.db.lease_duration_s, WallClock())  # first
+        try:
+            self.runtime = SimRuntime.open(settings, self.store, wall_now, self.engine)
+        except BaseException:
+            self.lease.release()
+            raise
+        self.runtime.leads = self.lease.leads
         self.sim_start_at = self.runtime.clock.now()
         self.keda = keda_servicer(settings, self.store, self.runtime.clock, self.runtime.specs)
         self.gpus_peak = 0
@@ -126,8 +138,10 @@ class Demo:
 
         jobs: dict[str, tuple[Callable[[], object], float]] = {
             "sim.advance": (advance_sim, sim_step_wall_s),
-            "forecast": (runtime.refresh_forecasts, self.settings.forecast.interval_s / speed),
-            "reconcile": (runtime.tick, self.settings.reconcile.interval_s / speed),
+            "forecast": (self.lease.gated(runtime.refresh_forecasts),
+                         self.settings.forecast.interval_s / speed),
+            "reconcile": (self.lease.gated(runtime.tick),
+                          self.settings.reconcile.interval_s / speed),
         }
         scheduler = build_scheduler(jobs, start_at=None)
         runtime.start()
@@ -145,6 +159,7 @@ class Demo:
         self._stop.set()
 
     def shutdown(self) -> None:
+        self.lease.release()
         self.keda.stopping.set()
         if self.server is not None:
             stop(self.server, grace_s=2.0)

@@ -39,6 +39,7 @@ from controlplane.domain.lease import (
     renewed_ago_s,
     renewed_while_watched,
 )
+from controlplane.jobs import build_scheduler
 from controlplane.ports import Clock, LeaderElector, LeaseStore
 from controlplane.store.engine import in_memory, redact
 
@@ -202,21 +203,41 @@ def take_fleet_lease(elector: StoreLeaseElector, clock: Clock, url: str,
         sleep(poll_s)
 
 
+class FleetLease:
+    """A held fleet lease, renewed by its own scheduler job (independent of the jobs it gates,
+    and running while the first of them do) until released."""
+
+    def __init__(self, elector: LeaderElector, clock: Clock, renew_every_s: float) -> None:
+        self.elector = elector
+        self.clock = clock
+        self._jobs = build_scheduler(
+            {"lease": (lambda: elector.try_acquire_or_renew(clock.now()), renew_every_s)})
+        self._jobs.start()
+
+    def leads(self) -> bool:
+        return self.elector.is_leader(self.clock.now())
+
+    def gated(self, job: Callable[[], object]) -> Callable[[], object]:
+        """``job`` as a scheduler job that runs (and writes) only while this process leads."""
+        def run() -> object:
+            return job() if self.leads() else None
+        return run
+
+    def release(self) -> None:
+        """Stop renewing and give the lease up (idempotent): the next process takes it at once."""
+        if self._jobs.running:
+            self._jobs.shutdown(wait=True)
+        self.elector.release()
+
+
 def hold_fleet_lease(url: str, leases: LeaseStore, lease_duration_s: int,
-                     clock: Clock) -> LeaderElector:
-    """The elector of a process that drives the simulated fleet of the store at ``url``, holding
-    its lease (``take_fleet_lease``); for an in-memory store one that always leads."""
+                     clock: Clock) -> FleetLease:
+    """The lease of a process that drives the simulated fleet of the store at ``url``, held
+    (``take_fleet_lease``: FleetLeaseHeld when a live process has it) and renewing; for an
+    in-memory store one that always leads."""
+    timing = fleet_lease_timing(lease_duration_s)
     if in_memory(url):
-        return AlwaysLeads()
-    elector = StoreLeaseElector(leases, FLEET_LEASE, holder_identity(),
-                                fleet_lease_timing(lease_duration_s))
+        return FleetLease(AlwaysLeads(), clock, renew_every_s(timing))
+    elector = StoreLeaseElector(leases, FLEET_LEASE, holder_identity(), timing)
     take_fleet_lease(elector, clock, url)
-    return elector
-
-
-def while_leading(elector: LeaderElector, clock: Clock,
-                  job: Callable[[], object]) -> Callable[[], object]:
-    """``job`` as a scheduler job that writes only while this process holds the lease."""
-    def run() -> object:
-        return job() if elector.is_leader(clock.now()) else None
-    return run
+    return FleetLease(elector, clock, renew_every_s(timing))

@@ -197,6 +197,8 @@ class SimRuntime:
         self.ticks = 0
         #: called with every tick's report (e.g. ``ControlPlaneMetrics.record``)
         self.on_tick: Callable[[TickReport], None] | None = None
+        #: whether this process may write to the store now (it holds the store's fleet lease)
+        self.leads: Callable[[], bool] = lambda: True
         self.lock = threading.RLock()
         self._next_tick_at = start_at
         self._next_forecast_at = start_at
@@ -299,6 +301,8 @@ class SimRuntime:
                 self.run_due_jobs(now)
 
     def run_due_jobs(self, now: datetime) -> None:
+        if not self.leads():  # the fleet's lease lapsed: nothing is written until it is back
+            return
         if now >= self._next_forecast_at:
             self.refresh_forecasts()
             self._next_forecast_at = now + timedelta(seconds=self.settings.forecast.interval_s)

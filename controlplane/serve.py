@@ -1,6 +1,7 @@
 """``headroom serve``: reconcile + forecast jobs and the gRPC placement API, paced by wall time.
 
-With ``backend: sim`` the simulated fleet runs in real time (useful to try a config); with
+With ``backend: sim`` the simulated fleet runs in real time (useful to try a config), driven by
+one process per store (``controlplane.fleet_lease``); with
 ``backend: kubernetes`` the Kubernetes adapters actuate (leader only) while every replica serves
 the placement API.
 """
@@ -10,11 +11,14 @@ from __future__ import annotations
 from rich.console import Console
 
 from controlplane.adapters.keda import keda_registrar
+from controlplane.fleet_lease import FleetLease, FleetLeaseHeld, hold_fleet_lease
 from controlplane.jobs import build_scheduler, run_until_stopped
 from controlplane.placement_api import start_placement_api
+from controlplane.ports import Clock
 from controlplane.runtime import SimRuntime, keda_servicer
 from controlplane.settings import Settings
 from controlplane.store import Store
+from controlplane.store.lease import SqlLeaseStore
 from scheduler.engine import PlacementEngine
 
 
@@ -52,16 +56,27 @@ def run_serve(settings: Settings, console: Console) -> None:
         return
     from controlplane.adapters.clock import WallClock
 
-    runtime = SimRuntime.open(settings, store, WallClock().now(), engine)
+    clock = WallClock()
+    lease = _hold_fleet_lease(settings, store, clock)
+    try:
+        _run_sim(settings, store, engine, console, clock, lease)
+    finally:
+        lease.release()  # after the last job stopped: a restart takes the store at once
+
+
+def _run_sim(settings: Settings, store: Store, engine: PlacementEngine, console: Console,
+             clock: Clock, lease: FleetLease) -> None:
+    runtime = SimRuntime.open(settings, store, clock.now(), engine)
+    runtime.leads = lease.leads
     keda = keda_servicer(settings, store, runtime.clock, runtime.specs)
     stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda)], console,
                                            stream_workers=keda.max_streams)
     runtime.on_tick = metrics.record if metrics is not None else None
     scheduler = build_scheduler({
         "sim.advance": (lambda: runtime.advance(1.0, run_jobs=False), 1.0),
-        "forecast": (runtime.refresh_forecasts, settings.forecast.interval_s),
-        "reconcile": (runtime.tick, settings.reconcile.interval_s),
-        "store.prune": (runtime.prune, settings.db.prune_interval_s),
+        "forecast": (lease.gated(runtime.refresh_forecasts), settings.forecast.interval_s),
+        "reconcile": (lease.gated(runtime.tick), settings.reconcile.interval_s),
+        "store.prune": (lease.gated(runtime.prune), settings.db.prune_interval_s),
     })
     runtime.start()
 
@@ -70,3 +85,14 @@ def run_serve(settings: Settings, console: Console) -> None:
         stop_api()
 
     run_until_stopped(scheduler, on_stop)
+
+
+def _hold_fleet_lease(settings: Settings, store: Store, clock: Clock) -> FleetLease:
+    """The store's fleet lease before the simulated fleet writes anything (ServeError when a
+    live process holds it: nothing else written)."""
+    try:
+        return hold_fleet_lease(settings.db.url, SqlLeaseStore(store.engine),
+                                settings.db.lease_duration_s, clock)
+    except FleetLeaseHeld as error:
+        store.engine.dispose()
+        raise ServeError(str(error)) from None

@@ -66,6 +66,10 @@ class DbSettings(Group):
                                "everything); at least forecast.history_s, which the forecaster "
                                "reads")
     prune_interval_s: float = Field(3600.0, gt=0, description="seconds between store prunes")
+    lease_duration_s: int = Field(15, ge=1, description="`serve --backend sim` and `demo` "
+                                  "hold the store's simulated fleet with a lease renewed well "
+                                  "inside this; one that stops renewing (a crash) is taken over "
+                                  "this long after it was last seen renewing")
 
     @field_validator("url")
     @classmethod

@@ -27,6 +27,7 @@ from controlplane.cli.placement import app as placement_app
 from controlplane.cli.simulate import simulate_command
 from controlplane.cli.streams import print_error, stdout_to_stderr
 from controlplane.demo import Demo
+from controlplane.fleet_lease import FleetLeaseHeld
 from controlplane.logsetup import setup_logging
 from controlplane.runtime import check_budget_tenants, check_state_dir
 from controlplane.serve import ServeError
@@ -291,6 +292,7 @@ def main() -> None:
     """Console-script entry: map expected errors to one line and exit code 2."""
     try:
         app()
-    except (ConfigError, StoreUnavailable, MigrationError, UsageError, ServeError) as error:
+    except (ConfigError, StoreUnavailable, MigrationError, UsageError, ServeError,
+            FleetLeaseHeld) as error:
         print_error(str(error))
         sys.exit(2)

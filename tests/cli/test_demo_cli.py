@@ -90,8 +90,9 @@ def test_bad_configuration_exits_2_with_one_line_and_no_traceback(
 
 def test_kill_9_then_restart_resumes_with_earlier_decisions_visible(tmp_path: Path) -> None:
     db = tmp_path / ".headroom" / "demo.db"
+    env = _env(HEADROOM_DB__LEASE_DURATION_S="3")  # the restart takes the dead one's lease over
     live = subprocess.Popen([*HEADROOM, "demo", "--no-dashboard", "--speed", "600"],
-                            cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL,
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
         _wait_for(lambda: db.exists() and Store.open(f"sqlite:///{db}").counts()["plans"] >= 5,
@@ -103,7 +104,7 @@ def test_kill_9_then_restart_resumes_with_earlier_decisions_visible(tmp_path: Pa
     before = store.counts()
     last_at = store.last_tick_at()
     done = subprocess.run([*HEADROOM, "demo", "--minutes", "10", "--no-dashboard", "--json"],
-                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     after = store.counts()
     assert after["plans"] >= before["plans"] + json.loads(done.stdout)["ticks"] - 1

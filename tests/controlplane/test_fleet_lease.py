@@ -3,11 +3,15 @@ seen renewing refuses the start with one line; a silent one is taken over after 
 
 from __future__ import annotations
 
+import logging
+import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from controlplane.adapters.clock import WallClock
 from controlplane.domain.lease import LeaseRecord, renewed_ago_s, renewed_while_watched
 from controlplane.fleet_lease import (
     AlwaysLeads,
@@ -132,5 +136,35 @@ def test_a_store_that_cannot_be_read_is_one_line_naming_it(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:"])
 def test_an_in_memory_store_belongs_to_its_process_alone_and_needs_no_lease(url: str) -> None:
-    elector = hold_fleet_lease(url, SqlLeaseStore(Store.open(url).engine), 15, SteppedClock(T0))
-    assert isinstance(elector, AlwaysLeads) and elector.is_leader(T0)
+    lease = hold_fleet_lease(url, SqlLeaseStore(Store.open(url).engine), 15, SteppedClock(T0))
+    try:
+        assert isinstance(lease.elector, AlwaysLeads) and lease.leads()
+    finally:
+        lease.release()
+
+
+def test_a_lease_written_over_by_another_holder_stops_the_gated_jobs_and_says_so(
+        sqlite_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    leases = _leases(sqlite_url)
+    lease = hold_fleet_lease(sqlite_url, leases, 1, WallClock())  # renewed every ~0.2 s
+    ran: list[str] = []
+    tick = lease.gated(lambda: ran.append("tick"))
+    elector = lease.elector
+    assert isinstance(elector, StoreLeaseElector)
+    try:
+        tick()
+        assert ran == ["tick"]
+        current = leases.read_lease("sim-fleet")
+        assert current is not None
+        with caplog.at_level(logging.INFO, logger="headroom.lease"):
+            assert leases.replace_lease("sim-fleet", replace(current, holder="other-host-9"))
+            deadline = time.monotonic() + 10
+            while not lease.elector.lost and time.monotonic() < deadline:
+                time.sleep(0.05)
+        tick()
+        assert ran == ["tick"] and not lease.leads()
+        assert "lease.lost" in [r.getMessage() for r in caplog.records]
+    finally:
+        lease.release()
+    kept = leases.read_lease("sim-fleet")
+    assert kept is not None and kept.holder == "other-host-9"  # not released by who lost it
