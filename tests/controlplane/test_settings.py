@@ -209,3 +209,13 @@ def test_a_store_url_that_is_no_database_url_is_one_line_naming_db_url(
     with pytest.raises(ConfigError) as caught:
         load_settings()
     assert str(caught.value) == f"configuration: {expected}"
+
+
+def test_a_fleet_lease_shorter_than_a_second_is_one_line_naming_db_lease_duration_s(
+        tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("db:\n  lease_duration_s: 0\n")
+    with pytest.raises(ConfigError) as error:
+        load_settings(config)
+    assert str(error.value) == (f"{config}: db.lease_duration_s: Input should be greater than "
+                                "or equal to 1")
