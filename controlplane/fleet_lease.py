@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 
 from controlplane.domain.errors import TransientError
 from controlplane.domain.lease import (
+    AlwaysLeads,
     LeaseRecord,
     LeaseSighting,
     LeaseTiming,
@@ -151,19 +152,6 @@ class StoreLeaseElector:
             log.info("lease.released", extra={"lease": self.name, "holder": self.identity})
         except TransientError as error:
             log.warning("lease.release_failed", extra={"lease": self.name, "error": str(error)})
-
-
-class AlwaysLeads:
-    """The elector of an in-memory store: no other process can reach it."""
-
-    def try_acquire_or_renew(self, now: datetime) -> bool:
-        return True
-
-    def is_leader(self, now: datetime) -> bool:
-        return True
-
-    def release(self) -> None:
-        return
 
 
 def held_message(url: str, name: str, current: LeaseRecord, now: datetime,

@@ -105,3 +105,17 @@ def renewed_ago_s(current: LeaseRecord, now: datetime) -> float | None:
     if current.renew_at is None:
         return None
     return max(0.0, (now - current.renew_at).total_seconds())
+
+
+class AlwaysLeads:
+    """An elector for a process that contends with no other: it always leads and holds
+    nothing to release (an in-memory store; a dry run, which writes nothing)."""
+
+    def try_acquire_or_renew(self, now: datetime) -> bool:
+        return True
+
+    def is_leader(self, now: datetime) -> bool:
+        return True
+
+    def release(self) -> None:
+        return

@@ -68,6 +68,13 @@ def _ref(**metadata: str) -> pb.ScaledObjectRef:
     return pb.ScaledObjectRef(name="llama", namespace="serving", scalerMetadata=metadata)
 
 
+def _every_call(stub: pb_grpc.ExternalScalerStub, model: str) -> list[Callable[[], object]]:
+    """IsActive, GetMetrics and the first StreamIsActive answer for ``model``."""
+    return [lambda: stub.IsActive(_ref(model=model)),
+            lambda: stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=_ref(model=model))),
+            lambda: next(stub.StreamIsActive(_ref(model=model), timeout=10))]
+
+
 def test_metrics_are_the_highest_p90_inside_the_lookahead(scaler: Scaler) -> None:
     stub, forecasts, _ = scaler
     forecasts.by_model["llama"] = _forecast("llama", (100.0, 160.0, 120.0, 110.0, 900.0))
@@ -152,9 +159,7 @@ def test_a_forecast_made_without_observations_is_an_error_not_a_zero_that_scales
     stub, forecasts, _ = scaler
     forecasts.by_model["llama"] = Forecast("llama", T0, 60, (0.0,) * 3, (0.0,) * 3,
                                            "persistence", fallback_reason="no_observations")
-    for call in (lambda: stub.IsActive(_ref(model="llama")),
-                 lambda: stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=_ref(model="llama"))),
-                 lambda: next(stub.StreamIsActive(_ref(model="llama"), timeout=10))):
+    for call in _every_call(stub, "llama"):
         with pytest.raises(grpc.RpcError) as caught:
             call()
         assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -204,9 +209,7 @@ def test_a_stale_observations_forecast_fails_every_call_even_without_an_observat
         scaler: Scaler) -> None:
     stub, forecasts, _ = scaler
     forecasts.by_model["llama"] = _stale("llama")
-    for call in (lambda: stub.IsActive(_ref(model="llama")),
-                 lambda: stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=_ref(model="llama"))),
-                 lambda: next(stub.StreamIsActive(_ref(model="llama"), timeout=10))):
+    for call in _every_call(stub, "llama"):
         with pytest.raises(grpc.RpcError) as caught:
             call()
         assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION

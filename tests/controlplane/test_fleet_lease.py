@@ -12,9 +12,13 @@ from pathlib import Path
 import pytest
 
 from controlplane.adapters.clock import WallClock
-from controlplane.domain.lease import LeaseRecord, renewed_ago_s, renewed_while_watched
-from controlplane.fleet_lease import (
+from controlplane.domain.lease import (
     AlwaysLeads,
+    LeaseRecord,
+    renewed_ago_s,
+    renewed_while_watched,
+)
+from controlplane.fleet_lease import (
     FleetLeaseHeld,
     StoreLeaseElector,
     fleet_lease_timing,

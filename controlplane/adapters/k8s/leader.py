@@ -14,6 +14,7 @@ from controlplane.adapters.k8s.outcomes import failed
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.errors import ConflictError, PermanentError, TransientError
 from controlplane.domain.lease import (
+    AlwaysLeads,
     LeaseRecord,
     LeaseSighting,
     LeaseTiming,
@@ -136,18 +137,9 @@ class K8sLeaseElector:
             log.info("leader.release_failed", extra={"error": str(error)})
 
 
-class DryRunElector:
+class DryRunElector(AlwaysLeads):
     """A dry-run replica writes nothing, so it neither holds nor contends for the Lease; its
     actuators only record what they would write."""
-
-    def try_acquire_or_renew(self, now: datetime) -> bool:
-        return True
-
-    def is_leader(self, now: datetime) -> bool:
-        return True
-
-    def release(self) -> None:
-        return
 
 
 class LeaderGated:
