@@ -97,6 +97,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                                 load=PrometheusLoad(source, per_replica_rps(specs)))
     history = PrometheusHistory(source, store.model_names)
     placement = LocalPlacementClient(engine)
+    inventory_reader = backend.reader.without_load()  # a follower's: no Prometheus queries
     deps = ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
                          replicas=backend.replicas, placement=placement, forecasts=store,
                          decisions=RetryingDecisionStore(store), history=store,
@@ -109,7 +110,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
 
     def tick() -> None:
         if not backend.elector.is_leader(clock.now()):
-            follow(backend.reader, placement)
+            follow(inventory_reader, placement)
             return
         report = reconcile_once(deps, config)
         if metrics is not None:  # set below, before the scheduler runs this

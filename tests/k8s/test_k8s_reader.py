@@ -175,6 +175,24 @@ def test_a_load_source_that_gives_nan_demand_is_unmeasured_and_inf_capacity_zero
     json.loads(observed_to_json(observed), parse_constant=_refuse)
 
 
+def test_a_followers_reader_reads_the_fleet_without_asking_the_load_source(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed_fleet(apiserver)
+    asked: list[Mapping[str, int]] = []
+
+    class Recording(FixedLoads):
+        def measure(self, ready_replicas: Mapping[str, int], at: datetime
+                    ) -> dict[str, ModelLoad]:
+            asked.append(ready_replicas)
+            return super().measure(ready_replicas, at)
+
+    reader = make_backend(apiserver, clock, load=Recording({})).reader
+    leader_view, follower_view = reader.snapshot(), reader.without_load().snapshot()
+    assert len(asked) == 1  # the leader's snapshot only
+    assert follower_view.nodes == leader_view.nodes
+    assert [m.name for m in follower_view.models] == [m.name for m in leader_view.models]
+
+
 def _refuse(constant: str) -> None:
     raise AssertionError(f"{constant} in the stored JSON")
 

@@ -142,6 +142,11 @@ class K8sClusterReader:
     def inventory(self) -> Inventory:
         return fetch_inventory(self.api, self.settings, self.pools)
 
+    def without_load(self) -> K8sClusterReader:
+        """This reader with no load source: a follower keeps the placement inventory fresh
+        and needs no request rates, so it does not query Prometheus every tick."""
+        return K8sClusterReader(self.api, self.settings, self.pools, self.clock)
+
     def snapshot(self) -> ObservedState:
         """Raises TransientError when the API server cannot be reached, PermanentError when it
         refuses a read (e.g. 403: the service account lacks RBAC)."""
