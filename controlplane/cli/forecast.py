@@ -254,10 +254,11 @@ def run(
     a newest sample more than max(1 h, 3 steps) before the forecast time (stale_history) are
     warnings per model (stderr, and per_model.warnings with --json); a model with no usable
     sample (none numeric, or none positive but some negative) gets no forecast and is listed as
-    failed (exit 1). A run that could not save the fitted state of some models in the state dir
-    (disk full, read-only, quota) prints one error line naming the state dir and the OS error
-    and exits 3 (when no model failed): their forecasts are made and stored, but every run
-    refits them.
+    failed (exit 1).
+
+    A run that could not save the fitted state of some models in the state dir (disk full,
+    read-only, quota) prints one error line naming the state dir and the OS error and exits 3
+    (when no model failed): their forecasts are made and stored, but every run refits them.
     """
     try:
         settings = load_settings(config)

@@ -66,7 +66,7 @@ def test_a_serve_refresh_that_cannot_save_state_logs_one_warning_event_naming_di
     settings = load_settings(forecast={"method": "persistence", "history_s": 86_400,
                                        "state_dir": str(state)})
     with caplog.at_level(logging.WARNING, logger="headroom"):
-        forecasts = refresh_forecasts(store, NOW, settings)
+        forecasts = refresh_forecasts(store, store, NOW, settings)
     assert len(forecasts) == len(MODELS)
     events = [r for r in caplog.records if r.getMessage() == "forecast.state_unsaved"]
     assert len(events) == 1
