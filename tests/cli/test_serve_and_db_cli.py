@@ -70,9 +70,15 @@ def test_serve_with_the_sim_backend_runs_ticks_serves_grpc_and_stops_on_sigterm(
         _wait_for(lambda: stub.GetPlan(pb.GetPlanRequest(), timeout=2).revision >= 1, 60)
         assert stub.GetPlan(pb.GetPlanRequest(), timeout=2).gpus
         url = f"http://127.0.0.1:{metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            scraped = {s.name: s.value for family in text_string_to_metric_families(
-                response.read().decode()) for s in family.samples}
+
+        def scrape() -> dict[str, float]:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                return {s.name: s.value for family in text_string_to_metric_families(
+                    response.read().decode()) for s in family.samples}
+
+        # the plan above can be the start's take-over plan, made just before the first tick
+        _wait_for(lambda: scrape().get("headroom_reconcile_ticks_total", 0) >= 1, 60)
+        scraped = scrape()
         assert scraped["headroom_fleet_plan_revision"] >= 1  # read from the serving engine
         assert "headroom_placement_inventory_gpus" in scraped  # the sim's nodes are still coming
         assert scraped["headroom_reconcile_ticks_total"] >= 1  # the loop's metrics, same endpoint
