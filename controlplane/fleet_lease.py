@@ -187,12 +187,6 @@ def take_fleet_lease(elector: StoreLeaseElector, clock: Clock, url: str,
                 first_seen, current):
             raise FleetLeaseHeld(held_message(url, elector.name, current, now,
                                               elector.timing))
-        if first_seen is None and current is not None:  # say once why the start waits
-            log.warning("lease.waiting", extra={
-                "lease": elector.name, "holder": current.holder,
-                "wait_s": elector.timing.lease_duration_s,
-                "why": "held by a process not yet seen renewing: taken over if it stays "
-                       "silent this long, refused if it renews"})
         first_seen = first_seen or current
         sleep(poll_s)
 

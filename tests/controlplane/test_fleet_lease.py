@@ -93,8 +93,7 @@ def test_a_start_on_a_store_with_no_lease_takes_it_without_waiting(sqlite_url: s
 
 
 def test_a_start_takes_over_a_silent_holder_after_the_duration_on_its_own_clock(
-        sqlite_url: str, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="headroom")
+        sqlite_url: str) -> None:
     leases = _leases(sqlite_url)
     long_ago = T0 - timedelta(days=3)  # the holder's own clock is of no account
     assert leases.create_lease("sim-fleet", LeaseRecord("crashed-7", 15, long_ago, long_ago, 0))
@@ -102,9 +101,6 @@ def test_a_start_takes_over_a_silent_holder_after_the_duration_on_its_own_clock(
     elector = StoreLeaseElector(leases, "sim-fleet", "host-1", TIMING)
     take_fleet_lease(elector, clock, sqlite_url, sleep=clock.sleep)
     assert 15 <= clock.slept_s <= 16
-    # the wait is said once, naming the holder, not a silent 15-s pause
-    waits = [r for r in caplog.records if r.getMessage() == "lease.waiting"]
-    assert [(w.holder, w.wait_s) for w in waits] == [("crashed-7", 15)]  # type: ignore[attr-defined]
     taken = leases.read_lease("sim-fleet")
     assert taken is not None and taken.holder == "host-1" and taken.transitions == 1
 
