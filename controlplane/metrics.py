@@ -2,9 +2,10 @@
 
 ``headroom serve`` and ``headroom demo`` record every ``TickReport`` here, on the registry that
 already serves the placement API's metrics (``placement.metrics_listen``), so one ``/metrics``
-shows both: ticks by status and their wall time, the actions planned by kind and those held back
-by a guard, applied actions that failed, and, as of the last tick that observed the fleet, each
-model's load, capacity and provisioned demand and each pool's nodes (ready, pending, target).
+shows both: ticks by status and their wall time, ticks whose record could not be saved, the
+actions planned by kind and those held back by a guard, applied actions that failed, and, as of
+the last tick that observed the fleet, each model's load, capacity and provisioned demand and
+each pool's nodes (ready, pending, target).
 """
 
 from __future__ import annotations
@@ -37,12 +38,18 @@ class ControlPlaneMetrics:
         self.model_rps = Gauge("headroom_model_rps", "Per model as of the last observing tick: "
                                "observed load, ready capacity and the capacity provisioned for.",
                                ["model", "kind"], registry=registry)
+        self.unsaved = Counter("headroom_reconcile_unsaved_ticks", "Ticks that acted but whose "
+                               "record could not be saved (kept in process, saved again before "
+                               "the next one).", registry=registry)
         self.pool_nodes = Gauge("headroom_pool_nodes", "Nodes per pool as of the last observing "
                                 "tick.", ["pool", "state"], registry=registry)
 
-    def record(self, report: TickReport) -> None:
-        """Count one tick; refresh the per-model and per-pool gauges when it observed the fleet."""
+    def record(self, report: TickReport, saved: bool = True) -> None:
+        """Count one tick (``saved`` False: its record could not be saved); refresh the
+        per-model and per-pool gauges when it observed the fleet."""
         self.ticks.labels(report.status.value).inc()
+        if not saved:
+            self.unsaved.inc()
         self.tick_seconds.observe(max(0.0, (report.finished_at - report.started_at)
                                       .total_seconds()))
         if report.plan is not None:

@@ -29,6 +29,7 @@ from controlplane.forecast_calibration import CalibratedForecasts, CalibrationCo
 from controlplane.forecast_job import HistorySource, JobConfig, run_job, state_dir_problem
 from controlplane.ports import Clock
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps, reconcile_once
+from controlplane.recorded_tick import run_tick
 from controlplane.settings import ConfigError, Settings, pool_specs
 from controlplane.sim import traffic
 from controlplane.sim.catalog import DEMO_MODELS, DEMO_TRAFFIC
@@ -196,7 +197,7 @@ class SimRuntime:
         self.tally = ServedTally()
         self.ticks = 0
         #: called with every tick's report (e.g. ``ControlPlaneMetrics.record``)
-        self.on_tick: Callable[[TickReport], None] | None = None
+        self.on_tick: Callable[[TickReport, bool], None] | None = None  # report, saved
         #: whether this process may write to the store now (it holds the store's fleet lease)
         self.leads: Callable[[], bool] = lambda: True
         self.lock = threading.RLock()
@@ -268,12 +269,14 @@ class SimRuntime:
         self.cluster.adopt()  # the replicas those layouts hold were serving too
 
     def tick(self) -> TickReport:
+        """One recorded tick; a tick whose record could not be saved still counts (see
+        ``controlplane.recorded_tick``)."""
         with self.lock:
-            report = reconcile_once(self.deps, self.config)
+            run = run_tick(self.deps, self.config)
             self.ticks += 1
         if self.on_tick is not None:
-            self.on_tick(report)
-        return report
+            self.on_tick(run.report, run.saved)
+        return run.report
 
     def refresh_forecasts(self) -> list[Forecast]:
         with self.lock:

@@ -24,9 +24,11 @@ from controlplane.adapters.prometheus import (
 from controlplane.decision_retry import RetryingDecisionStore
 from controlplane.domain.errors import PermanentError, TransientError
 from controlplane.jobs import build_scheduler, run_until_stopped
+from controlplane.metrics import ControlPlaneMetrics
 from controlplane.placement_api import start_placement_api
-from controlplane.ports import ClusterReader, PlacementClient
-from controlplane.reconcile import ReconcileDeps, reconcile_once
+from controlplane.ports import ClusterReader, MigRelayoutActuator, PlacementClient
+from controlplane.reconcile import ReconcileConfig, ReconcileDeps
+from controlplane.recorded_tick import TickRun, run_tick
 from controlplane.runtime import keda_servicer, prune_store, reconcile_config, refresh_forecasts
 from controlplane.settings import ConfigError, Settings, pool_specs
 from controlplane.settings_env import ENV_PREFIX
@@ -85,6 +87,19 @@ def follow(reader: ClusterReader, placement: PlacementClient) -> bool:
     return True
 
 
+def leader_tick(deps: ReconcileDeps, config: ReconcileConfig, mig: MigRelayoutActuator,
+                metrics: ControlPlaneMetrics | None) -> TickRun:
+    """The leader's tick: reconcile, count it (saved or not), and advance the MIG re-layouts in
+    flight whatever became of the tick (a failed save or an error still moves them on)."""
+    try:
+        run = run_tick(deps, config)
+    finally:
+        mig.advance()
+    if metrics is not None:
+        metrics.record(run.report, run.saved)
+    return run
+
+
 def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                   console: Console) -> None:
     specs = tuple(store.model_specs())
@@ -112,10 +127,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
         if not backend.elector.is_leader(clock.now()):
             follow(inventory_reader, placement)
             return
-        report = reconcile_once(deps, config)
-        if metrics is not None:  # set below, before the scheduler runs this
-            metrics.record(report)
-        backend.mig.advance()
+        leader_tick(deps, config, backend.mig, metrics)  # metrics: set below, before it runs
 
     def forecast() -> None:
         if backend.elector.is_leader(clock.now()):

@@ -26,7 +26,7 @@ def _runtime(url: str, *, dry_run: bool = False, start_warm: bool = False,
                              reconcile={"node_configs": node_configs})
     runtime = SimRuntime.open(settings, Store.open(url, migrate=True), T0)
     reports: list[TickReport] = []
-    runtime.on_tick = reports.append
+    runtime.on_tick = lambda report, _saved: reports.append(report)
     return runtime, reports
 
 

@@ -8,16 +8,21 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from prometheus_client import CollectorRegistry
 from sqlalchemy.exc import OperationalError
 from tick_builders import sample_tick_report
 
 from controlplane.decision_retry import RetryingDecisionStore
-from controlplane.domain.actions import SetReplicas
+from controlplane.domain.actions import ActionOutcome, SetReplicas
 from controlplane.domain.guards import COOLDOWN, GuardMemory, Recommendation
+from controlplane.domain.mig_layout import NodeMigLayout
+from controlplane.domain.mig_relayout import MigRelayout
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.tick import TickReport
-from controlplane.ports import DecisionStore
+from controlplane.metrics import ControlPlaneMetrics
+from controlplane.ports import DecisionStore, MigRelayoutActuator
 from controlplane.runtime import SimRuntime
+from controlplane.serve_k8s import leader_tick
 from controlplane.settings import load_settings
 from controlplane.store import Store
 from forecaster.types import Forecast
@@ -73,6 +78,12 @@ def _settled_runtime(url: str, failures: int) -> tuple[SimRuntime, RetryingDecis
     return runtime, decisions
 
 
+def decisions_of(runtime: SimRuntime) -> RetryingDecisionStore:
+    decisions = runtime.deps.decisions
+    assert isinstance(decisions, RetryingDecisionStore)
+    return decisions
+
+
 def _level_rps(runtime: SimRuntime) -> float:
     seen = runtime.cluster.snapshot().model(MODEL)
     assert seen is not None
@@ -86,14 +97,18 @@ def _replicas_target(runtime: SimRuntime) -> int:
 
 
 def _scale_up_whose_save_fails(runtime: SimRuntime) -> int:
-    """A tick raises MODEL's replicas for a forecast rise and its save fails; then the forecast
-    is flat again and 30 s pass. Returns the raised replica target."""
+    """A tick raises MODEL's replicas for a forecast rise and its save fails (the loop still
+    gets its report, marked unsaved); then the forecast is flat again and 30 s pass. Returns
+    the raised replica target."""
     level = _level_rps(runtime)
     before = _replicas_target(runtime)
     runtime.advance(30, run_jobs=False)  # past the settled runtime's last recorded tick
     runtime.deps = replace(runtime.deps, forecasts=Flat(runtime.clock.now(), level, factor=3.0))
-    with pytest.raises(OperationalError, match="database is locked"):
-        runtime.tick()
+    seen: list[tuple[TickReport, bool]] = []
+    runtime.on_tick = lambda report, saved: seen.append((report, saved))
+    report = runtime.tick()
+    assert seen == [(report, False)] and decisions_of(runtime).unsaved is report
+    runtime.on_tick = None
     raised = _replicas_target(runtime)
     assert raised > before  # applied before the save failed
     runtime.deps = replace(runtime.deps, forecasts=Flat(runtime.clock.now(), level))
@@ -128,9 +143,10 @@ def test_the_report_whose_save_failed_is_saved_before_the_next_one(sqlite_url: s
 def test_while_saves_keep_failing_the_newest_unsaved_memory_is_used(sqlite_url: str) -> None:
     runtime, decisions = _settled_runtime(sqlite_url, failures=3)
     raised = _scale_up_whose_save_fails(runtime)
-    with pytest.raises(OperationalError):
-        runtime.tick()  # the retry of the first report and this tick's own save fail
-    assert decisions.unsaved is not None and runtime.store.counts()["ticks"] > 0
+    first_unsaved = decisions.unsaved
+    report = runtime.tick()  # the retry of the first report and this tick's own save fail
+    assert decisions.unsaved is report and report is not first_unsaved
+    assert runtime.store.counts()["ticks"] > 0
     assert _replicas_target(runtime) == raised  # the cooldown held on the unsaved memory
     kept = decisions.last_guard_memory().changes_for(f"model/{MODEL}")
     assert [c.delta > 0 for c in kept] == [True]
@@ -154,3 +170,58 @@ def test_an_unsaved_report_older_than_the_stored_newest_is_dropped_not_saved(
     decisions.save_tick(_report_at(T0 + timedelta(minutes=2), 8))
     assert decisions.unsaved is None and store.counts()["ticks"] == 2
     assert store.last_guard_memory().for_target(f"model/{MODEL}")[0].value == 8
+
+
+class CountingRelayouts:
+    """The runtime's MIG re-layout actuator, counting ``advance`` calls."""
+
+    def __init__(self, inner: MigRelayoutActuator) -> None:
+        self.inner = inner
+        self.advanced = 0
+
+    def in_flight(self) -> dict[str, NodeMigLayout]:
+        return self.inner.in_flight()
+
+    def start_relayout(self, node: str, layout: NodeMigLayout, reason: str) -> ActionOutcome:
+        return self.inner.start_relayout(node, layout, reason)
+
+    def advance(self) -> tuple[MigRelayout, ...]:
+        self.advanced += 1
+        return self.inner.advance()
+
+
+def test_the_leaders_tick_whose_save_fails_is_counted_unsaved_and_moves_relayouts_on(
+        sqlite_url: str) -> None:
+    runtime, decisions = _settled_runtime(sqlite_url, failures=1)
+    assert runtime.deps.mig is not None
+    relayouts = CountingRelayouts(runtime.deps.mig)
+    registry = CollectorRegistry()
+    metrics = ControlPlaneMetrics(registry)
+    runtime.advance(30, run_jobs=False)
+    run = leader_tick(runtime.deps, runtime.config, relayouts, metrics)
+    assert not run.saved and decisions.unsaved is run.report
+    assert relayouts.advanced == 1
+    assert registry.get_sample_value("headroom_reconcile_unsaved_ticks_total") == 1.0
+    assert registry.get_sample_value("headroom_reconcile_ticks_total",
+                                     {"status": run.report.status.value}) == 1.0
+    runtime.advance(30, run_jobs=False)
+    again = leader_tick(runtime.deps, runtime.config, relayouts, metrics)
+    assert again.saved and decisions.unsaved is None and relayouts.advanced == 2
+    assert registry.get_sample_value("headroom_reconcile_unsaved_ticks_total") == 1.0
+
+
+class BrokenForecasts:
+    def latest_forecasts(self) -> Mapping[str, Forecast]:
+        raise RuntimeError("forecast table unreadable")
+
+
+def test_an_error_other_than_the_save_still_raises_and_still_moves_relayouts_on(
+        sqlite_url: str) -> None:
+    runtime, decisions = _settled_runtime(sqlite_url, failures=0)
+    assert runtime.deps.mig is not None
+    relayouts = CountingRelayouts(runtime.deps.mig)
+    runtime.deps = replace(runtime.deps, forecasts=BrokenForecasts())
+    runtime.advance(30, run_jobs=False)
+    with pytest.raises(RuntimeError, match="forecast table unreadable"):
+        leader_tick(runtime.deps, runtime.config, relayouts, None)
+    assert relayouts.advanced == 1 and decisions.unsaved is None
