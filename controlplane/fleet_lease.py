@@ -171,9 +171,14 @@ def take_fleet_lease(elector: StoreLeaseElector, clock: Clock, url: str,
     """Hold the lease before the first write, or raise FleetLeaseHeld naming the live holder.
 
     A holder is watched until it writes the lease again (alive: refused) or leaves it unchanged
-    for the lease duration on this process's clock (gone: taken over); at most that long."""
+    for the lease duration on this process's clock (gone: taken over); at most that long. A
+    holder silent for its renew deadline has stopped writing (a live one renews three times
+    within it): one ``lease.waiting`` event then says whom the start waits for and how long, so
+    a start after a crash does not sit in silence; a live holder is refused before it."""
     poll_s = min(1.0, renew_every_s(elector.timing) / 2)
     first_seen: LeaseRecord | None = None
+    first_seen_at: datetime | None = None
+    announced = False
     while True:
         now = clock.now()
         try:
@@ -187,8 +192,26 @@ def take_fleet_lease(elector: StoreLeaseElector, clock: Clock, url: str,
                 first_seen, current):
             raise FleetLeaseHeld(held_message(url, elector.name, current, now,
                                               elector.timing))
-        first_seen = first_seen or current
+        if first_seen is None and current is not None:
+            first_seen, first_seen_at = current, now
+        if not announced and first_seen is not None and first_seen_at is not None:
+            announced = _announce_silence(elector, first_seen, first_seen_at, now)
         sleep(poll_s)
+
+
+def _announce_silence(elector: StoreLeaseElector, seen: LeaseRecord, seen_at: datetime,
+                      now: datetime) -> bool:
+    """Log ``lease.waiting`` once the holder first seen at ``seen_at`` has been silent for its
+    renew deadline; True when logged."""
+    silent_s = (now - seen_at).total_seconds()
+    if silent_s < elector.timing.renew_deadline_s:
+        return False
+    log.warning("lease.waiting", extra={
+        "lease": elector.name, "holder": seen.holder, "silent_s": math.floor(silent_s),
+        "takeover_in_s": max(0, math.ceil(elector.timing.lease_duration_s - silent_s)),
+        "why": "the holder stopped renewing (crashed?); it is taken over once silent for "
+               f"db.lease_duration_s={elector.timing.lease_duration_s}s"})
+    return True
 
 
 class FleetLease:

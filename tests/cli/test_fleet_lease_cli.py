@@ -169,6 +169,9 @@ def test_a_holder_that_stopped_renewing_is_taken_over_after_the_lease_duration(
                tmp_path / "serve.log")
     finally:
         assert _stop(proc) == 0
+    [waiting] = _events(tmp_path / "serve.log", "lease.waiting")  # not a silent wait
+    assert waiting["holder"] == "crashed-host-1"
+    assert isinstance(waiting["silent_s"], int) and 2 <= waiting["silent_s"] <= 3
     [taken] = _events(tmp_path / "serve.log", "lease.acquired")
     assert (taken["verdict"], taken["previous_holder"]) == ("take_over", "crashed-host-1")
 

@@ -92,21 +92,29 @@ def test_a_start_on_a_store_with_no_lease_takes_it_without_waiting(sqlite_url: s
     assert clock.slept_s == 0 and elector.is_leader(T0)
 
 
+def _waiting_events(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.getMessage() == "lease.waiting"]
+
+
 def test_a_start_takes_over_a_silent_holder_after_the_duration_on_its_own_clock(
-        sqlite_url: str) -> None:
+        sqlite_url: str, caplog: pytest.LogCaptureFixture) -> None:
     leases = _leases(sqlite_url)
     long_ago = T0 - timedelta(days=3)  # the holder's own clock is of no account
     assert leases.create_lease("sim-fleet", LeaseRecord("crashed-7", 15, long_ago, long_ago, 0))
     clock = SteppedClock(T0)
     elector = StoreLeaseElector(leases, "sim-fleet", "host-1", TIMING)
-    take_fleet_lease(elector, clock, sqlite_url, sleep=clock.sleep)
+    with caplog.at_level(logging.INFO, logger="headroom.lease"):
+        take_fleet_lease(elector, clock, sqlite_url, sleep=clock.sleep)
     assert 15 <= clock.slept_s <= 16
+    [waiting] = _waiting_events(caplog)  # once, after the renew deadline of silence
+    assert waiting.__dict__["holder"] == "crashed-7"
+    assert waiting.__dict__["silent_s"] == 10 and waiting.__dict__["takeover_in_s"] == 5
     taken = leases.read_lease("sim-fleet")
     assert taken is not None and taken.holder == "host-1" and taken.transitions == 1
 
 
 def test_a_start_that_sees_the_holder_renew_is_refused_and_writes_nothing(
-        sqlite_url: str) -> None:
+        sqlite_url: str, caplog: pytest.LogCaptureFixture) -> None:
     leases = _leases(sqlite_url)
     clock = SteppedClock(T0)
     holder = StoreLeaseElector(leases, "sim-fleet", "host-1", TIMING)
@@ -118,8 +126,10 @@ def test_a_start_that_sees_the_holder_renew_is_refused_and_writes_nothing(
             holder.try_acquire_or_renew(clock.now())
 
     starter = StoreLeaseElector(leases, "sim-fleet", "host-2", TIMING)
-    with pytest.raises(FleetLeaseHeld) as refused:
+    with caplog.at_level(logging.INFO, logger="headroom.lease"), \
+            pytest.raises(FleetLeaseHeld) as refused:
         take_fleet_lease(starter, clock, sqlite_url, sleep=holder_renews_meanwhile)
+    assert not _waiting_events(caplog)  # a live holder is refused, with no waiting event
     assert str(refused.value).startswith(f"{sqlite_url}: another process runs this store's "
                                          "simulated fleet: lease 'sim-fleet' held by host-1, "
                                          "renewed 0s ago; retry after ~15s")
