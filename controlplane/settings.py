@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import reprlib
+from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -69,6 +70,13 @@ class Settings(BaseSettings):
     dashboard: DashboardSettings = DashboardSettings()
     prometheus: PrometheusSettings = PrometheusSettings()
     k8s: KubernetesSettings = KubernetesSettings()
+    _db_url_from: str = PrivateAttr(default="the default db.url")
+
+    @property
+    def db_url_from(self) -> str:
+        """Where ``db.url`` came from (the command line, the environment, the config file or
+        the default), for errors about the store it names."""
+        return self._db_url_from
 
     @model_validator(mode="after")
     def _cross_field(self) -> Settings:
@@ -166,7 +174,9 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     try:
         if config_file is not None:
             _check_yaml_root(config_file)
-        return Settings(**overrides)
+        settings = Settings(**overrides)
+        settings._db_url_from = _db_url_origin(config_file, overrides)
+        return settings
     except ValidationError as error:
         raise ConfigError(_describe(error, origin)) from None
     except yaml.YAMLError as error:
@@ -181,6 +191,26 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         raise ConfigError(f"{origin}: {str(error).splitlines()[0]}") from None
     finally:
         _YAML_FILE.reset(token)
+
+
+def _db_url_origin(config_file: Path | None, overrides: Mapping[str, Any]) -> str:
+    """Where ``db.url`` came from, by pydantic-settings' precedence: overrides (a command-line
+    option such as ``demo --db``), the environment, the YAML file, the default."""
+    given = overrides.get("db")
+    if (isinstance(given, Mapping) and "url" in given) or (
+            isinstance(given, DbSettings) and "url" in given.model_fields_set):
+        return "the command line"
+    environment = {k.upper(): v for k, v in os.environ.items()}
+    if f"{ENV_PREFIX}DB__URL" in environment:
+        return f"environment {ENV_PREFIX}DB__URL"
+    if '"url"' in environment.get(f"{ENV_PREFIX}DB", ""):  # the group as JSON
+        return f"environment {ENV_PREFIX}DB"
+    if config_file is not None:
+        loaded = yaml.safe_load(config_file.read_text(encoding="utf-8"))
+        if isinstance(loaded, dict) and isinstance(loaded.get("db"), dict) \
+                and "url" in loaded["db"]:
+            return f"{config_file}: db.url"
+    return "the default db.url"
 
 
 def pool_specs(settings: Settings) -> tuple[PoolSpec, ...]:

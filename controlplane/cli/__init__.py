@@ -25,6 +25,7 @@ from controlplane.cli.forecast import app as forecast_app
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.placement import app as placement_app
 from controlplane.cli.simulate import simulate_command
+from controlplane.cli.store_origin import db_url_named
 from controlplane.cli.streams import print_error, stdout_to_stderr
 from controlplane.demo import Demo
 from controlplane.fleet_lease import FleetLeaseHeld
@@ -108,7 +109,8 @@ def db_upgrade(config: ConfigOption = None,
     _refuse_in_memory(settings.db.url)
     store_file = sqlite_file(settings.db.url)
     new_file = store_file is not None and not store_file.exists()
-    store = Store.open(settings.db.url, settings.db.connect_timeout_s)
+    with db_url_named(settings):
+        store = Store.open(settings.db.url, settings.db.connect_timeout_s)
     try:
         upgrade(store.engine, revision)
     except MigrationError:
@@ -125,7 +127,8 @@ def db_downgrade(revision: Annotated[str, typer.Argument(help="target revision, 
     """Revert Alembic migrations down to REVISION."""
     settings = _settings(config)
     _refuse_in_memory(settings.db.url)
-    store = Store.open(settings.db.url, settings.db.connect_timeout_s)
+    with db_url_named(settings):
+        store = Store.open(settings.db.url, settings.db.connect_timeout_s)
     downgrade(store.engine, revision)
     console.print(f"database {redact(settings.db.url)} downgraded to {revision}")
 
@@ -177,7 +180,7 @@ def demo(
     check_state_dir(settings.forecast.state_dir)
     check_budget_tenants(settings.autoscaling.tenant_gpu_budgets, DEMO_MODELS)  # no store yet
     setup_logging(logging.INFO, log_file=Path(".headroom/demo.log"))
-    with stdout_to_stderr(enabled=json_out):
+    with stdout_to_stderr(enabled=json_out), db_url_named(settings):
         runner = _run_demo(settings, minutes, speed, no_dashboard, json_out)
     summary = runner.summary()
     if json_out:
@@ -252,7 +255,8 @@ def serve(
     settings = _settings(config)
     _check_forecast_method(settings, config)
     _check_listen_addresses(settings, config, ports_free=True)
-    check_models(settings)  # reads only: before the state dir and the store are made
+    with db_url_named(settings):
+        check_models(settings)  # reads only: before the state dir and the store are made
     check_state_dir(settings.forecast.state_dir)
     if settings.backend == "sim":  # its models are known before the store is opened
         check_budget_tenants(settings.autoscaling.tenant_gpu_budgets, DEMO_MODELS)
@@ -260,7 +264,8 @@ def serve(
         settings = settings.model_copy(update={"safety": settings.safety.model_copy(
             update={"dry_run": True})})
     setup_logging(logging.INFO)
-    run_serve(settings, console)
+    with db_url_named(settings):
+        run_serve(settings, console)
 
 
 @app.command()
@@ -274,7 +279,8 @@ def dashboard(config: ConfigOption = None,
     settings = _settings(config)
     store_file = sqlite_file(settings.db.url)
     if store_file is None or store_file.exists():  # a missing one: the pages say what to do
-        Store.open(settings.db.url, settings.db.connect_timeout_s)  # fail fast, one line
+        with db_url_named(settings):  # fail fast, one line
+            Store.open(settings.db.url, settings.db.connect_timeout_s)
     address = address or settings.dashboard.address
     port = port if port is not None else settings.dashboard.port
     try:

@@ -16,6 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane import cost_export, cost_reader
 from controlplane.cli.paths import check_output_path, write_atomically
+from controlplane.cli.store_origin import db_url_named
 from controlplane.cli.streams import usage_error
 from controlplane.settings import ConfigError, load_settings
 from controlplane.store import Store, StoreUnavailable
@@ -97,7 +98,8 @@ def export(
         if config is not None:
             inputs["--config"] = config
         check_output_path(out, "--out", inputs)
-        engine = Store.open_existing(url, settings.db.connect_timeout_s).engine
+        with db_url_named(settings):
+            engine = Store.open_existing(url, settings.db.connect_timeout_s).engine
         span = cost_reader.time_span(engine)
         if span is None:
             console.print(f"store {redact(url)} has no reconcile ticks yet; nothing to export")

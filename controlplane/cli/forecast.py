@@ -14,6 +14,7 @@ import os
 import sys
 import time
 from collections import Counter
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,6 +31,7 @@ from controlplane.adapters.clock import WallClock
 from controlplane.cli.backtest_notes import unscored_notes
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.paths import check_output_path, write_atomically
+from controlplane.cli.store_origin import db_url_named
 from controlplane.cli.streams import print_error, print_warning, usage_error
 from controlplane.forecast_job import (
     HistorySource,
@@ -277,8 +279,9 @@ def run(
                               time_col, value_col, series_col, time_unit,
                               store_url or settings.db.url, at, job.step_s)
         # checked before any fit, not after every model was fitted
-        sink = None if no_store else Store.open_existing(store_url or settings.db.url,
-                                                         settings.db.connect_timeout_s)
+        with db_url_named(settings) if store_url is None else nullcontext():
+            sink = None if no_store else Store.open_existing(store_url or settings.db.url,
+                                                             settings.db.connect_timeout_s)
         problem = state_dir_problem(job.state_dir) if job.state_dir is not None else None
         if problem is not None:
             raise InputError(f"{'--state-dir' if state_dir else 'forecast.state_dir'} "

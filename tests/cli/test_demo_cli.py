@@ -66,6 +66,8 @@ def test_ctrl_c_stops_the_live_demo_even_when_it_was_started_with_sigint_ignored
      "reconcile.interval_s: Input should be greater than 0"),
     ([], {"HEADROOM_DB__URL": "postgresql://nobody@127.0.0.1:1/none"},
      "cannot reach database postgresql://nobody@127.0.0.1:1/none:"),
+    ([], {"HEADROOM_DB__URL": "postgresql://nobody@127.0.0.1:1/none"},
+     "(db.url from environment HEADROOM_DB__URL)"),
     ([], {"HEADROOM_AUTOSCALING__TENANT_GPU_BUDGETS": '{"serach": 4}'},
      "autoscaling.tenant_gpu_budgets: no model belongs to tenant(s) 'serach'; the models' "
      "tenants are 'acme', 'globex', 'initech'"),
@@ -74,7 +76,8 @@ def test_ctrl_c_stops_the_live_demo_even_when_it_was_started_with_sigint_ignored
     ([], {"HEADROOM_FORECAST__STATE_DIR": "bad.yaml/state"},
      "forecast.state_dir bad.yaml/state: cannot write there (Not a directory); set a writable "
      "directory, or null to refit every model on every refresh"),
-], ids=["unknown key", "negative interval", "unreachable database", "budget of no tenant",
+], ids=["unknown key", "negative interval", "unreachable database",
+        "unreachable database names where its URL came from", "budget of no tenant",
         "a URL for the --db file", "state dir under a file"])
 def test_bad_configuration_exits_2_with_one_line_and_no_traceback(
         tmp_path: Path, args: list[str], env_extra: dict[str, str], expected: str) -> None:

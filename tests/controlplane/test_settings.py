@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from controlplane.cli.store_origin import db_url_named
 from controlplane.settings import ConfigError, load_settings
+from controlplane.store import Store, StoreUnavailable
 
 
 def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
@@ -219,3 +221,36 @@ def test_a_fleet_lease_shorter_than_a_second_is_one_line_naming_db_lease_duratio
         load_settings(config)
     assert str(error.value) == (f"{config}: db.lease_duration_s: Input should be greater than "
                                 "or equal to 1")
+
+
+def test_where_db_url_came_from_follows_the_settings_precedence(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("db:\n  url: sqlite:///from-file.db\n")
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("backend: sim\n")
+    monkeypatch.delenv("HEADROOM_DB__URL", raising=False)
+    assert load_settings().db_url_from == "the default db.url"
+    assert load_settings(bare).db_url_from == "the default db.url"
+    assert load_settings(config).db_url_from == f"{config}: db.url"
+    monkeypatch.setenv("HEADROOM_DB__URL", "sqlite:///from-env.db")
+    from_env = load_settings(config)
+    assert (from_env.db.url, from_env.db_url_from) == (
+        "sqlite:///from-env.db", "environment HEADROOM_DB__URL")
+    given = load_settings(config, db={"url": "sqlite:///given.db"})
+    assert (given.db.url, given.db_url_from) == ("sqlite:///given.db", "the command line")
+    copied = given.model_copy(update={"backend": "sim"})  # serve --dry-run copies the settings
+    assert copied.db_url_from == "the command line"
+
+
+def test_a_store_that_cannot_be_reached_names_where_its_url_came_from(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("db:\n  url: postgresql://nobody@127.0.0.1:1/none\n")
+    monkeypatch.delenv("HEADROOM_DB__URL", raising=False)
+    settings = load_settings(config)
+    with pytest.raises(StoreUnavailable) as caught, db_url_named(settings):
+        Store.open(settings.db.url, 1.0)
+    message = str(caught.value)
+    assert message.startswith("cannot reach database postgresql://nobody@127.0.0.1:1/none: ")
+    assert message.endswith(f"(db.url from {config}: db.url)") and "\n" not in message
