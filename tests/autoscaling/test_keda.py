@@ -269,7 +269,7 @@ def test_keda_streams_beyond_max_streams_are_refused_and_never_starve_the_server
     try:  # more streams than the server has threads (headroom serve, external-push triggers)
         streams = [stub.StreamIsActive(_ref(model="llama"), timeout=20)
                    for _ in range(DEFAULT_WORKERS + 6)]
-        answers = []
+        answers: list[bool | grpc.StatusCode] = []
         for stream in streams:
             try:
                 answers.append(next(stream).result)
