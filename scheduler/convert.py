@@ -16,6 +16,7 @@ from scheduler.domain.model import (
     WHOLE_GPU_MILLI,
     Binding,
     GpuSpec,
+    HeldInstance,
     Isolation,
     NodeSpec,
     SharingMode,
@@ -49,7 +50,11 @@ def nodes_from_pb(request: pb.SyncInventoryRequest) -> list[NodeSpec]:
     return [
         NodeSpec(
             name=n.name, cpu_milli=n.cpu_milli, memory_mib=n.memory_mib,
-            gpus=tuple(GpuSpec(g.index, g.product, g.memory_mib, g.mig_capable) for g in n.gpus),
+            gpus=tuple(GpuSpec(g.index, g.product, g.memory_mib, g.mig_capable,
+                               tuple(HeldInstance(i.profile,
+                                                  i.start if i.HasField("start") else None,
+                                                  i.model) for i in g.mig_instances),
+                               g.whole_in_use) for g in n.gpus),
             labels=tuple(sorted(n.labels.items())), pool=n.pool,
         )
         for n in request.nodes

@@ -15,6 +15,7 @@ from protos.headroom.v1 import placement_pb2 as pb
 from scheduler import convert
 from scheduler.domain.errors import CallerGone, InvalidArgument
 from scheduler.domain.fleet import DEFAULT_TIME_LIMIT_S, plan_fleet
+from scheduler.domain.fleet_prior import prior_from_inventory
 from scheduler.domain.fleet_types import FleetPlan
 from scheduler.domain.milp import MilpSolver
 from scheduler.domain.placer import OnlinePlacer
@@ -76,15 +77,21 @@ class PlacementEngine:
                    still_wanted: Callable[[], bool] | None = None) -> pb.FleetPlan:
         """Compute a fleet plan, store it as the current plan with revision + 1 and return it.
 
-        ``previous`` (default: the current plan) is the layout to stay close to: plans that
-        re-lay out fewer GPUs are preferred. ``time_limit_s`` bounds the solver (e.g. the
+        ``previous`` (default: the current plan; while there is none, the layouts the synced
+        inventory says its GPUs hold) is the layout to stay close to: plans that re-lay out
+        fewer GPUs are preferred. ``time_limit_s`` bounds the solver (e.g. the
         caller's remaining deadline). When ``still_wanted`` returns False once the plan is
         computed (the caller's deadline passed), nothing is stored and CallerGone is raised.
         """
         fleet_request = convert.fleet_request_from_pb(request)
         validate_fleet_request(fleet_request)
         with self._lock:
-            prior = convert.fleet_plan_from_pb(previous) if previous is not None else self._plan
+            if previous is not None:
+                prior = convert.fleet_plan_from_pb(previous)
+            elif self._plan.gpus:
+                prior = self._plan
+            else:  # no plan yet (e.g. a restart): keep what the fleet's GPUs hold
+                prior = prior_from_inventory(self._placer.cluster.nodes)
         limit = self._plan_time_limit_s
         if time_limit_s is not None:
             limit = max(0.05, min(limit, DEADLINE_SHARE * time_limit_s))

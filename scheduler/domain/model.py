@@ -27,13 +27,25 @@ class Isolation(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class HeldInstance:
+    """A MIG instance a GPU of the inventory holds now."""
+
+    profile: str  # e.g. "3g.40gb"
+    start: int | None  # memory-slice start; None = not known
+    model: str = ""  # the model it serves; "" = not known
+
+
+@dataclass(frozen=True, slots=True)
 class GpuSpec:
-    """One physical GPU of a node as reported by the inventory."""
+    """One physical GPU of a node as reported by the inventory, with what it holds now when
+    the inventory knows it (PlanFleet's prior when the engine has no plan of its own)."""
 
     index: int
     product: str
     memory_mib: int  # 0 = unknown (the catalog may know it)
     mig_capable: bool
+    mig_instances: tuple[HeldInstance, ...] = ()  # MIG on: its instances
+    whole_in_use: bool = False  # MIG off, serving as a whole GPU
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from scheduler.domain import catalog
 from scheduler.domain.cluster import product_key
 from scheduler.domain.errors import InvalidArgument
 from scheduler.domain.fleet_types import FleetRequest, ProfilePoint
-from scheduler.domain.model import WHOLE_GPU_MILLI, NodeSpec, WorkloadSpec
+from scheduler.domain.model import WHOLE_GPU_MILLI, GpuSpec, NodeSpec, WorkloadSpec
 
 MAX_GPUS_PER_NODE = 64
 #: A PlanFleet pool may offer at most this many GPUs (the plan is built GPU by GPU).
@@ -46,6 +46,22 @@ def validate_nodes(nodes: Sequence[NodeSpec]) -> None:
                 raise InvalidArgument(f"{gwhere}.product", "must not be empty or blank")
             if gpu.memory_mib < 0:
                 raise InvalidArgument(f"{gwhere}.memory_mib", f"must be >= 0, got {gpu.memory_mib}")
+            _validate_held(gwhere, gpu)
+
+
+def _validate_held(where: str, gpu: GpuSpec) -> None:
+    """What a GPU holds now: named instances at non-negative starts, or whole, not both. A
+    well-formed layout the product cannot hold is no error: PlanFleet just never keeps it."""
+    if gpu.mig_instances and gpu.whole_in_use:
+        raise InvalidArgument(f"{where}.whole_in_use",
+                              "a GPU with mig_instances has MIG on: it is not a whole GPU")
+    for k, held in enumerate(gpu.mig_instances):
+        if not held.profile.strip():
+            raise InvalidArgument(f"{where}.mig_instances[{k}].profile",
+                                  "must not be empty or blank")
+        if held.start is not None and held.start < 0:
+            raise InvalidArgument(f"{where}.mig_instances[{k}].start",
+                                  f"must be >= 0, got {held.start}")
 
 
 def validate_workload(spec: WorkloadSpec, raw_gpu_milli: int) -> None:

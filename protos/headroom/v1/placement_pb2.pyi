@@ -63,17 +63,60 @@ NONE: Isolation.ValueType  # 3
 Global___Isolation: _TypeAlias = Isolation  # noqa: Y015
 
 @_typing.final
+class MigInstance(_message.Message):
+    """A MIG instance a GPU holds now: its profile ("3g.40gb"), its memory-slice start (unset: not
+    known) and the model it serves ("" = not known).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROFILE_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    profile: _builtins.str
+    start: _builtins.int
+    model: _builtins.str
+    def __init__(
+        self,
+        *,
+        profile: _builtins.str = ...,
+        start: _builtins.int | None = ...,
+        model: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_start", b"_start", "start", b"start"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_start", b"_start", "model", b"model", "profile", b"profile", "start", b"start"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__start: _TypeAlias = _typing.Literal["start"]  # noqa: Y015
+    _WhichOneofArgType__start: _TypeAlias = _typing.Literal["_start", b"_start"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__start) -> _WhichOneofReturnType__start | None: ...
+
+Global___MigInstance: _TypeAlias = MigInstance  # noqa: Y015
+
+@_typing.final
 class Gpu(_message.Message):
+    """The layout fields say what the GPU holds now (e.g. the control plane's observed fleet); when the
+    engine has no fleet plan of its own yet (a restart), PlanFleet prefers to keep those layouts.
+    Left unset, the GPU's layout is not known and nothing is preferred.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     INDEX_FIELD_NUMBER: _builtins.int
     PRODUCT_FIELD_NUMBER: _builtins.int
     MEMORY_MIB_FIELD_NUMBER: _builtins.int
     MIG_CAPABLE_FIELD_NUMBER: _builtins.int
+    MIG_INSTANCES_FIELD_NUMBER: _builtins.int
+    WHOLE_IN_USE_FIELD_NUMBER: _builtins.int
     index: _builtins.int
     product: _builtins.str
     memory_mib: _builtins.int
     mig_capable: _builtins.bool
+    whole_in_use: _builtins.bool
+    @_builtins.property
+    def mig_instances(self) -> _containers.RepeatedCompositeFieldContainer[Global___MigInstance]:
+        """MIG on: the instances it holds"""
+
     def __init__(
         self,
         *,
@@ -81,10 +124,12 @@ class Gpu(_message.Message):
         product: _builtins.str = ...,
         memory_mib: _builtins.int = ...,
         mig_capable: _builtins.bool = ...,
+        mig_instances: _abc.Iterable[Global___MigInstance] | None = ...,
+        whole_in_use: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["index", b"index", "memory_mib", b"memory_mib", "mig_capable", b"mig_capable", "product", b"product"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["index", b"index", "memory_mib", b"memory_mib", "mig_capable", b"mig_capable", "mig_instances", b"mig_instances", "product", b"product", "whole_in_use", b"whole_in_use"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
