@@ -31,11 +31,17 @@ class FleetPlanner(Protocol):
 
 
 def inventory_request(observed: ObservedState) -> pb.SyncInventoryRequest:
+    """The ready, uncordoned nodes with what their GPUs hold now: MIG instances (starts and
+    models are not observed), or whole GPUs in use on a node that runs GPU pods. The engine
+    keeps those layouts where it can when it has no plan of its own (a restart)."""
     return pb.SyncInventoryRequest(nodes=[
         pb.Node(name=n.name, cpu_milli=n.cpu_milli, memory_mib=n.memory_mib, pool=n.pool,
                 labels=dict(n.labels),
                 gpus=[pb.Gpu(index=g.index, product=g.product, memory_mib=g.memory_mib,
-                             mig_capable=g.mig_capable) for g in n.gpus])
+                             mig_capable=g.mig_capable,
+                             mig_instances=[pb.MigInstance(profile=p) for p in g.mig_layout],
+                             whole_in_use=not g.mig_enabled and n.gpu_pods > 0)
+                      for g in n.gpus])
         for n in observed.nodes if n.ready and not n.cordoned
     ])
 

@@ -1,12 +1,16 @@
 """The control plane's PlanFleet request: pools as large as an operator configures them stay
-within what the placement API accepts."""
+within what the placement API accepts; its inventory says what each GPU holds now."""
 
 from __future__ import annotations
 
-from controlplane.adapters.placement import plan_request
+from datetime import UTC, datetime
+
+from controlplane.adapters.placement import inventory_request, plan_request
 from controlplane.domain.desired import PoolSpec
-from scheduler.convert import fleet_request_from_pb
-from scheduler.domain.validate import MAX_POOL_GPUS, validate_fleet_request
+from controlplane.domain.observed import ObservedGpu, ObservedNode, ObservedState
+from scheduler.convert import fleet_request_from_pb, nodes_from_pb
+from scheduler.domain.model import HeldInstance
+from scheduler.domain.validate import MAX_POOL_GPUS, validate_fleet_request, validate_nodes
 
 
 def test_a_pool_larger_than_the_api_accepts_is_offered_at_the_api_limit() -> None:
@@ -15,3 +19,25 @@ def test_a_pool_larger_than_the_api_accepts_is_offered_at_the_api_limit() -> Non
     request = plan_request((), (), pools)
     assert [p.max_gpus for p in request.pools] == [MAX_POOL_GPUS, 32]
     validate_fleet_request(fleet_request_from_pb(request))  # raises on a malformed request
+
+
+def test_the_inventory_carries_each_gpus_mig_instances_and_whole_gpus_in_use() -> None:
+    a100 = ObservedNode("a100-1", "a100", "A100-80GB", True, 64_000, 512_000, (
+        ObservedGpu(0, "A100-80GB", 81920, True, ("3g.40gb", "4g.40gb"), "mig"),
+        ObservedGpu(1, "A100-80GB", 81920, True, mig_enabled=True),  # on, no instances
+    ), gpu_pods=3)
+    l4_busy = ObservedNode("l4-1", "l4", "L4", True, 16_000, 64_000,
+                           (ObservedGpu(0, "L4", 23034, False, sharing="mps",
+                                        sharing_replicas=2),), gpu_pods=1)
+    l4_idle = ObservedNode("l4-2", "l4", "L4", True, 16_000, 64_000,
+                           (ObservedGpu(0, "L4", 23034, False),))
+    observed = ObservedState(datetime(2026, 1, 5, tzinfo=UTC), (), (a100, l4_busy, l4_idle), ())
+    nodes = nodes_from_pb(inventory_request(observed))
+    validate_nodes(nodes)  # raises on a malformed inventory
+    held = {(n.name, g.index): (g.mig_instances, g.whole_in_use) for n in nodes for g in n.gpus}
+    assert held == {
+        ("a100-1", 0): ((HeldInstance("3g.40gb", None), HeldInstance("4g.40gb", None)), False),
+        ("a100-1", 1): ((), False),  # MIG on without instances serves nothing: not whole
+        ("l4-1", 0): ((), True),
+        ("l4-2", 0): ((), False),  # its node runs no GPU pods
+    }
