@@ -56,16 +56,17 @@ def serve(
         stop_metrics()
         raise usage_error(f"cannot listen on {listen}: {exc}") from exc
     host = listen.rsplit(":", 1)[0] if ":" in listen else listen
-    typer.echo(f"placement API listening on {host}:{port}", nl=True)
-    if metrics_url:
-        typer.echo(f"metrics on {metrics_url}")
     done = threading.Event()
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:
         done.set()
 
+    # handlers first: a supervisor may stop the server as soon as it reads the address
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
+        typer.echo(f"placement API listening on {host}:{port}", nl=True)
+        if metrics_url:
+            typer.echo(f"metrics on {metrics_url}")
         while not done.wait(0.5):
             pass
     finally:

@@ -128,3 +128,9 @@ def test_serve_refuses_a_metrics_address_it_cannot_serve_naming_the_option() -> 
     proc = _refused("127.0.0.1:0", "--metrics-listen", "9464")
     assert proc.returncode == 2
     assert "--metrics-listen" in proc.stderr and "expected HOST:PORT" in proc.stderr
+
+
+def test_a_stop_sent_the_moment_the_address_is_printed_still_stops_cleanly() -> None:
+    for _ in range(3):  # a supervisor may stop the server as soon as it reads the address
+        with _serving() as (proc, _address):
+            _stopped(proc)
