@@ -1,0 +1,136 @@
+"""A model's throughput per replica at its latency SLO, corrected online from observed metrics
+(pure: samples and ``now`` in, a ``ProfileCorrection`` out).
+
+Evidence is the model's samples (demand per ready replica, mean latency) of the last
+``window_s``, only those loaded to at least ``min_load_share`` x the offline throughput (a
+lightly loaded replica says nothing about its limit). With fewer than ``min_samples`` of them
+the offline profile stands (``too_few_samples``). Otherwise, from the value in use (the last
+correction, else the offline profile):
+
+* samples within the SLO at per-replica rates above the value in use prove the model sustains
+  more: the value rises to a high quantile (``high_quantile``) of those rates;
+* samples above the SLO prove the sustainable rate is below their rates: the value is capped at
+  ``safety`` x a low quantile (``low_quantile``) of their rates;
+* neither: the value in use stands (``no_evidence``);
+
+then it is clamped to [``min_factor``, ``max_factor``] x offline, and kept unless it moved by
+more than ``hysteresis`` of the value in use.
+
+Why from the value in use, not from the offline profile (as a first sketch had it): once a model
+is sized on a lowered value its replicas stop running over the SLO, so after ``window_s`` the
+over-SLO evidence would be gone, the offline value would return, the replicas would run over the
+SLO again and the correction would oscillate with a period of about ``window_s``. Samples within
+the SLO below the value in use prove nothing either way; only samples above it can raise it.
+The value in use is kept in the guard memory stored with every tick, so a restarted loop
+decides as the stopped one did.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from controlplane.domain.profile import ProfileCorrection, ProfileSample
+
+TOO_FEW_SAMPLES = "too_few_samples"
+OVER_SLO = "over_slo"
+WITHIN_SLO = "within_slo"
+NO_EVIDENCE = "no_evidence"
+DISABLED = "disabled"
+
+
+@dataclass(frozen=True, slots=True)
+class CorrectionConfig:
+    window_s: float = 3600.0
+    min_samples: int = 10
+    min_load_share: float = 0.5
+    safety: float = 0.95
+    min_factor: float = 0.5
+    max_factor: float = 1.5
+    hysteresis: float = 0.05
+    low_quantile: float = 0.25
+    high_quantile: float = 0.75
+
+    def __post_init__(self) -> None:
+        if self.window_s <= 0:
+            raise ValueError(f"window_s must be > 0, got {self.window_s}")
+        if self.min_samples < 1:
+            raise ValueError(f"min_samples must be >= 1, got {self.min_samples}")
+        if self.min_load_share < 0:
+            raise ValueError(f"min_load_share must be >= 0, got {self.min_load_share}")
+        if not 0 < self.safety <= 1:
+            raise ValueError(f"safety must be in (0, 1], got {self.safety}")
+        if not 0 < self.min_factor <= 1 <= self.max_factor:
+            raise ValueError(f"min_factor and max_factor must satisfy 0 < min_factor <= 1 <= "
+                             f"max_factor, got {self.min_factor} and {self.max_factor}")
+        if not 0 <= self.hysteresis < 1:
+            raise ValueError(f"hysteresis must be in [0, 1), got {self.hysteresis}")
+        for name in ("low_quantile", "high_quantile"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between order statistics (numpy's default); ``values`` non-empty."""
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def correct(model: str, offline_rps: float, latency_slo_ms: float,
+            samples: Sequence[ProfileSample], now: datetime, config: CorrectionConfig,
+            previous_rps: float | None = None) -> ProfileCorrection:
+    """The throughput per replica to size ``model`` with (rules in the module docstring);
+    ``previous_rps`` is the value the last tick used (None: the offline profile)."""
+    def made(rps: float, used: int, reason: str) -> ProfileCorrection:
+        return ProfileCorrection(model, offline_rps, rps, rps / offline_rps, used, reason)
+
+    floor_rps = config.min_load_share * offline_rps
+    since_at = now - timedelta(seconds=config.window_s)
+    used = [s for s in samples
+            if since_at < s.at <= now and math.isfinite(s.per_replica_rps)
+            and math.isfinite(s.mean_latency_ms) and s.per_replica_rps >= floor_rps]
+    if len(used) < config.min_samples:
+        return made(offline_rps, len(used), f"{TOO_FEW_SAMPLES}: {len(used)} of "
+                    f"{config.min_samples} needed at >= {_fmt(floor_rps)} rps/replica in "
+                    f"{_fmt(config.window_s)} s")
+    in_use = previous_rps if previous_rps is not None else offline_rps
+    over = [s.per_replica_rps for s in used if s.mean_latency_ms > latency_slo_ms]
+    above = [s.per_replica_rps for s in used
+             if s.mean_latency_ms <= latency_slo_ms and s.per_replica_rps > in_use]
+    proposed, reason = in_use, (f"{NO_EVIDENCE}: {len(used)} samples, none within "
+                                f"{_fmt(latency_slo_ms)} ms above {_fmt(in_use)} rps/replica, "
+                                f"too few over it below {_fmt(in_use / config.safety)}")
+    if above:
+        proposed = quantile(above, config.high_quantile)
+        reason = (f"{WITHIN_SLO}: {len(above)} of {len(used)} samples within "
+                  f"{_fmt(latency_slo_ms)} ms above {_fmt(in_use)} rps/replica")
+    if over:
+        cap_rps = config.safety * quantile(over, config.low_quantile)
+        if cap_rps < proposed:
+            proposed = cap_rps
+            reason = (f"{OVER_SLO}: {len(over)} of {len(used)} samples above "
+                      f"{_fmt(latency_slo_ms)} ms at >= {_fmt(min(over))} rps/replica")
+    low_rps, high_rps = config.min_factor * offline_rps, config.max_factor * offline_rps
+    clamped = min(max(proposed, low_rps), high_rps)
+    if clamped != proposed:
+        reason += f"; clamped to {_fmt(clamped / offline_rps)}x offline"
+    if abs(clamped - in_use) <= config.hysteresis * in_use:
+        if clamped != in_use:
+            reason += f"; kept {_fmt(in_use)} (new {_fmt(clamped)} within " \
+                      f"{_fmt(100 * config.hysteresis)} %)"
+        clamped = min(max(in_use, low_rps), high_rps)
+    return made(clamped, len(used), reason)
+
+
+def offline(model: str, offline_rps: float, reason: str = DISABLED) -> ProfileCorrection:
+    """The offline profile as it is (correction off)."""
+    return ProfileCorrection(model, offline_rps, offline_rps, 1.0, 0, reason)
