@@ -96,6 +96,15 @@ def check_budget_tenants(budgets: Mapping[str, float], specs: tuple[ModelSpec, .
                           f"{', '.join(map(repr, tenants))}")
 
 
+def check_sim_models(factors: Mapping[str, float], specs: tuple[ModelSpec, ...]) -> None:
+    """A true throughput factor for a model the simulated fleet does not run would never
+    apply: most likely a misspelt name."""
+    unknown = sorted(set(factors) - {s.name for s in specs})
+    if unknown:
+        raise ConfigError(f"sim.true_throughput_factor: no model {', '.join(map(repr, unknown))} "
+                          f"in the simulated fleet ({', '.join(s.name for s in specs)})")
+
+
 def check_state_dir(state_dir: Path | None) -> None:
     """The forecast refreshes keep fitted state there: a directory they cannot write is refused
     at startup (before serve and demo open their store), not met with a warning per model on
@@ -179,6 +188,7 @@ class SimRuntime:
         self.store = store
         self.clock = VirtualClock(start_at)
         self.specs = DEMO_MODELS
+        check_sim_models(settings.sim.true_throughput_factor, self.specs)
         self.engine = engine or PlacementEngine()
         shapes = {t.model: t for t in DEMO_TRAFFIC}
         seed = settings.sim.seed

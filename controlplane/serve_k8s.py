@@ -109,7 +109,9 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     store.upsert_prices(pool_specs(settings), clock.now())  # the Cost page's prices
     source = prometheus_source(settings.prometheus)
     backend = build_k8s_backend(settings, clock, SqlRelayoutStore(store.engine),
-                                load=PrometheusLoad(source, per_replica_rps(specs)))
+                                load=PrometheusLoad(source, per_replica_rps(specs),
+                                                   settings.prometheus.metric,
+                                                   settings.prometheus.latency_query))
     history = PrometheusHistory(source, store.model_names)
     placement = LocalPlacementClient(engine)
     inventory_reader = backend.reader.without_load()  # a follower's: no Prometheus queries

@@ -196,6 +196,11 @@ class SimSettings(Group):
     warm_node_start_s: float = Field(8.0, ge=0, description="replica start on a warm node")
     mig_relayout_s: tuple[float, float] = Field((60.0, 150.0), description="uniform min,max: a "
                                                 "node's MIG re-layout, cordon to uncordon")
+    true_throughput_factor: dict[str, Annotated[float, Field(gt=0, le=10)]] = Field(
+        default_factory=lambda: {"mistral-7b-support": 0.8}, description="model -> what its "
+        "replicas really serve / its profile's throughput (missing: 1.0); the demo's "
+        "mistral-7b-support serves 20 % less than its profile says, so the loop's online "
+        "profile correction has something to correct ({} turns it off)")
     start_warm: bool = Field(True, description="a new store's fleet is already running, sized by "
                              "the first plan (Headroom taking over a fleet); false starts from "
                              "empty pools and shows every cold start")
@@ -290,6 +295,11 @@ class PrometheusSettings(Group):
                                               "label model_name)")
     query: str | None = Field(None, description="custom PromQL with a {model} placeholder (and "
                               "optionally {window}, the rate window) instead of the preset")
+    latency_query: str | None = Field(None, description="custom PromQL of a model's mean "
+                                      "request latency in ms, with a {model} placeholder (and "
+                                      "optionally {window}); default: the metric preset's "
+                                      "(Triton request duration / successes, vLLM e2e latency "
+                                      "histogram sum / count), one grouped query per tick")
     rate_window_s: int = Field(120, ge=1, description="shortest rate window: a tick reads "
                                "rate(...[this]); a history step of step_s reads "
                                "rate(...[max(step_s, this)]) at the step's end")
@@ -298,7 +308,7 @@ class PrometheusSettings(Group):
     bearer_token_file: Path | None = Field(None, description="file holding a bearer token, "
                                            "read at start (e.g. a mounted Secret); never logged")
 
-    @field_validator("query")
+    @field_validator("query", "latency_query")
     @classmethod
     def _has_model_placeholder(cls, query: str | None) -> str | None:
         if query is not None and "{model}" not in query:

@@ -65,21 +65,41 @@ def per_replica_rps(specs: Sequence[ModelSpec]) -> dict[str, float]:
 
 class PrometheusLoad:
     """``LoadSource``: demand = the model's measured request rate, capacity = ready replicas x
-    its per-replica throughput. A model Prometheus could not measure is unknown, not 0."""
+    its per-replica throughput, and its mean request latency (``latency_preset``'s grouped
+    query, or ``latency_query`` per model). A model Prometheus could not measure is unknown,
+    not 0; a latency it could not read is None (logged) and never fails the load reading."""
 
-    def __init__(self, source: PrometheusSource, replica_rps: Mapping[str, float]) -> None:
+    def __init__(self, source: PrometheusSource, replica_rps: Mapping[str, float],
+                 latency_preset: str = "triton", latency_query: str | None = None) -> None:
         self.source = source
         self.replica_rps = dict(replica_rps)
+        self.latency_preset = latency_preset
+        self.latency_query = latency_query
 
     def measure(self, ready_replicas: Mapping[str, int], at: datetime) -> dict[str, ModelLoad]:
-        rates = self.source.current_rates(sorted(ready_replicas), at)
+        models = sorted(ready_replicas)
+        rates = self.source.current_rates(models, at)
         if rates.unknown:
             log.warning("load.unmeasured", extra={"models": sorted(rates.unknown),
                                                   "error": next(iter(rates.unknown.values()))})
+        latencies = self._latencies_ms(models, at)
         return {model: ModelLoad(rates.rates.get(model),
                                  ready * self.replica_rps.get(model, 0.0),
-                                 rates.unknown.get(model, ""))
+                                 rates.unknown.get(model, ""),
+                                 mean_latency_ms=latencies.get(model))
                 for model, ready in ready_replicas.items()}
+
+    def _latencies_ms(self, models: list[str], at: datetime) -> dict[str, float]:
+        try:
+            got = self.source.current_latencies_ms(models, at, self.latency_preset,
+                                                   self.latency_query)
+        except SourceError as error:
+            log.warning("latency.unmeasured", extra={"models": models, "error": str(error)})
+            return {}
+        if got.unknown:
+            log.warning("latency.unmeasured", extra={"models": sorted(got.unknown),
+                                                     "error": next(iter(got.unknown.values()))})
+        return got.rates
 
 
 class PrometheusHistory:

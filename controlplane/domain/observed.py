@@ -58,7 +58,9 @@ class ObservedPool:
 class ObservedModel:
     """Replicas of one model and the load it sees now. ``demand_measured`` False: the load
     source could not say this tick (Prometheus down, no series); ``demand_rps`` is then 0 only
-    as a placeholder, and nothing stores or sizes from it (``ObservedState.notes`` say why)."""
+    as a placeholder, and nothing stores or sizes from it (``ObservedState.notes`` say why).
+    ``mean_latency_ms``: the mean request latency measured now, None when not measured (never
+    0 for unknown); with the load per ready replica it corrects the model's profile."""
 
     name: str
     replicas_ready: int
@@ -67,16 +69,19 @@ class ObservedModel:
     demand_rps: float
     capacity_rps: float
     demand_measured: bool = True
+    mean_latency_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ModelLoad:
     """What a load source (Prometheus) measured of one model: its request rate, None when it
-    is unknown (``why`` says so), and the capacity its ready replicas serve."""
+    is unknown (``why`` says so), the capacity its ready replicas serve and its mean request
+    latency, None when not measured."""
 
     demand_rps: float | None
     capacity_rps: float
     why: str = ""
+    mean_latency_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ from controlplane.domain.observed import (
 )
 from controlplane.domain.sharing_config import SharingLayout
 from controlplane.settings import SimSettings
+from controlplane.sim.latency import mean_latency_ms, true_capacity_rps
 from controlplane.sim.nodes import (
     GPU_FACTS,
     Relayout,
@@ -65,6 +66,7 @@ class SimCluster:
         self._gpu_seconds_by_pool: dict[str, float] = {p.name: 0.0 for p in pools}
         self._lock = threading.RLock()
         self._mig_binding = mig_binding
+        self._true_factor = dict(settings.true_throughput_factor)  # by model; missing: 1.0
         self.relayouts_started = 0  # MIG re-layouts begun through ``start_relayout``
         for pool in pools:
             self._resize(pool.name, pool.min_nodes, ready=True)
@@ -207,12 +209,17 @@ class SimCluster:
         return tuple(out)
 
     def _observed_models(self) -> tuple[ObservedModel, ...]:
+        """Demand, the TRUE capacity of the ready replicas (what they serve within the SLO,
+        ``sim.true_throughput_factor`` x the profile) and their mean latency (``sim.latency``)."""
         out = []
         for model, replicas in self._replicas.items():
             ready = sum(1 for r in replicas if r.ready_at is not None and r.ready_at <= self._now)
-            rps = self._specs[model].best_point().throughput_rps
+            spec, factor = self._specs[model], self._true_factor.get(model, 1.0)
+            demand_rps = self._demand_rps(model, self._now)
             out.append(ObservedModel(model, ready, len(replicas) - ready, len(replicas),
-                                     self._demand_rps(model, self._now), ready * rps))
+                                     demand_rps, ready * true_capacity_rps(spec, factor),
+                                     mean_latency_ms=mean_latency_ms(spec, factor, demand_rps,
+                                                                     ready)))
         return tuple(out)
 
     def set_size(self, pool: str, nodes: int) -> ActionOutcome:

@@ -25,7 +25,7 @@ measure is listed with the reason, so a caller can tell "unknown" from 0.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
@@ -70,6 +70,18 @@ PRESETS = {
     "triton": Preset("nv_inference_request_success", "model"),
     "vllm": Preset("vllm:request_success_total", "model_name"),
 }
+
+
+def latency_query(preset: str, window_s: int) -> str:
+    """Every model's mean request latency in ms over the window, one series per model label:
+    Triton's cumulative request duration (us) over its successful requests, vLLM's end-to-end
+    latency histogram's sum (s) over its count."""
+    w = f"[{window_s}s]"
+    if preset == "triton":
+        return (f"sum by (model) (rate(nv_inference_request_duration_us{w})) / sum by (model) "
+                f"(rate(nv_inference_request_success{w})) / 1000")
+    return (f"sum by (model_name) (rate(vllm:e2e_request_latency_seconds_sum{w})) / sum by "
+            f"(model_name) (rate(vllm:e2e_request_latency_seconds_count{w})) * 1000")
 
 
 def escape(value: str) -> str:
@@ -212,23 +224,47 @@ class PrometheusSource:
         query for a preset, one query per model for custom PromQL (after a failure to reach
         Prometheus the rest are not asked: each request waits up to ``timeout_s``). A model
         with no series, or a non-finite value, is unknown, never 0."""
+        if self.preset is not None and self.query_template is None:
+            return self._current_grouped(models, at, self.preset.grouped(self.rate_window_s),
+                                         self.preset.label)
+        return self._current_each(models, at, self.query_for)
+
+    def current_latencies_ms(self, models: Sequence[str], at: datetime, preset: str,
+                             template: str | None = None) -> CurrentRates:
+        """Each model's mean request latency (ms) over the last ``rate_window_s`` before
+        ``at``: one grouped query for the engine's ``preset`` (``latency_query``), or one query
+        per model of ``template`` (PromQL with ``{model}``, optionally ``{window}``). A model
+        without requests in the window (0 / 0), or with no series, is unknown."""
+        if template is None:
+            if preset not in PRESETS:
+                raise SourceError(f"unknown metric preset {preset!r} for latency")
+            return self._current_grouped(models, at, latency_query(preset, self.rate_window_s),
+                                         PRESETS[preset].label)
+        return self._current_each(models, at, lambda model: template.replace(
+            "{model}", escape(model)).replace("{window}", f"{self.rate_window_s}s"))
+
+    def _current_grouped(self, models: Sequence[str], at: datetime, query: str,
+                         label: str) -> CurrentRates:
         rates: dict[str, float] = {}
         unknown: dict[str, str] = {}
-        if self.preset is not None and self.query_template is None:
-            query = self.preset.grouped(self.rate_window_s)
-            try:
-                by_label = self._instant(query, at, self.preset.label)
-            except SourceError as exc:
-                return CurrentRates({}, {model: str(exc) for model in models})
-            for model in models:
-                rates_or_why(model, by_label.get(model), query, self.shown, rates, unknown)
-            return CurrentRates(rates, unknown)
+        try:
+            by_label = self._instant(query, at, label)
+        except SourceError as exc:
+            return CurrentRates({}, {model: str(exc) for model in models})
+        for model in models:
+            rates_or_why(model, by_label.get(model), query, self.shown, rates, unknown)
+        return CurrentRates(rates, unknown)
+
+    def _current_each(self, models: Sequence[str], at: datetime,
+                      query_for: Callable[[str], str]) -> CurrentRates:
+        rates: dict[str, float] = {}
+        unknown: dict[str, str] = {}
         failed: str | None = None
         for model in models:
             if failed is not None:
                 unknown[model] = failed
                 continue
-            query = self.query_for(model)
+            query = query_for(model)
             try:
                 found = self._instant(query, at, None)
             except SourceError as exc:

@@ -1,0 +1,36 @@
+"""How a simulated replica's latency grows with its load: an M/M/1-like queue.
+
+A model's profile point says it serves ``throughput_rps`` per replica within its latency SLO at
+an unloaded latency of ``latency_ms``. Its replicas really serve ``true_throughput_factor`` x
+that (the simulator's ``sim.true_throughput_factor``; 1.0 = the profile is right). The mean
+latency at a load of ``demand_rps`` on ``ready`` replicas is
+
+    latency_ms / max(1 - demand_rps / (ready x saturation_rps), 0.05)
+
+with ``saturation_rps = true capacity / (1 - latency_ms / latency_slo_ms)``: the rate a replica
+would serve with an unbounded queue, chosen so that the latency reaches the SLO exactly at the
+true capacity (the profile's meaning of throughput). Past saturation the latency stays at
+20 x ``latency_ms`` (the floor of 0.05: a full queue that sheds load, not an infinite wait).
+"""
+
+from __future__ import annotations
+
+from controlplane.domain.models import ModelSpec
+
+MIN_IDLE_SHARE = 0.05
+
+
+def true_capacity_rps(spec: ModelSpec, factor: float) -> float:
+    """What one replica really serves within the SLO."""
+    return spec.best_point().throughput_rps * factor
+
+
+def mean_latency_ms(spec: ModelSpec, factor: float, demand_rps: float, ready: int) -> float | None:
+    """The mean latency of ``ready`` replicas at ``demand_rps``; None with no replica ready."""
+    if ready <= 0:
+        return None
+    point = spec.best_point()
+    headroom = max(1.0 - point.latency_ms / spec.latency_slo_ms, MIN_IDLE_SHARE)
+    saturation_rps = true_capacity_rps(spec, factor) / headroom
+    utilization = max(0.0, demand_rps) / (ready * saturation_rps)
+    return point.latency_ms / max(1.0 - utilization, MIN_IDLE_SHARE)

@@ -1,0 +1,108 @@
+"""Each model's mean request latency from a real Prometheus (Debian package, backfilled with
+promtool): Triton's request duration over its successes and vLLM's e2e latency histogram, one
+grouped query per tick, or a configured query; a latency it cannot read is None and never costs
+the model its measured load."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from controlplane.adapters.prometheus import PrometheusLoad, prometheus_source
+from controlplane.settings_groups import PrometheusSettings
+from tests.forecasting.promserver import Family, free_port, prometheus
+
+pytestmark = pytest.mark.prometheus
+NOW = int(time.time())
+LLAMA, BERT, MISTRAL, SILENT = "llama-3-8b-chat", "bert-embed", "mistral-7b-support", "idle"
+
+
+def counter(per_s: float) -> list[tuple[float, float]]:
+    """Growing by ``per_s`` a second from an hour before the test to an hour after it."""
+    return [(float(t), per_s * (t - NOW + 3600)) for t in range(NOW - 3600, NOW + 3600, 15)]
+
+
+def families() -> list[Family]:
+    """Triton: llama at 30 rps and 120 ms, bert at 50 rps with no duration series, an idle
+    model with 0 rps (0 / 0); vLLM: mistral at 12 rps and 640 ms."""
+    return [
+        Family("nv_inference_request_success", {
+            f'model="{LLAMA}",version="1"': counter(30.0),
+            f'model="{BERT}",version="1"': counter(50.0),
+            f'model="{SILENT}",version="1"': counter(0.0)}),
+        Family("nv_inference_request_duration_us", {
+            f'model="{LLAMA}",version="1"': counter(30.0 * 120_000),
+            f'model="{SILENT}",version="1"': counter(0.0)}),
+        Family("vllm:request_success_total", {f'model_name="{MISTRAL}"': counter(12.0)}),
+        Family("vllm:e2e_request_latency_seconds_sum", {f'model_name="{MISTRAL}"':
+                                                        counter(12.0 * 0.64)}),
+        Family("vllm:e2e_request_latency_seconds_count", {f'model_name="{MISTRAL}"':
+                                                          counter(12.0)}),
+    ]
+
+
+@pytest.fixture(scope="module")
+def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with prometheus(tmp_path_factory.mktemp("latency"), families()) as url:
+        yield url
+
+
+def _load(settings: PrometheusSettings) -> PrometheusLoad:
+    return PrometheusLoad(prometheus_source(settings), {LLAMA: 40.0, BERT: 300.0, MISTRAL: 18.0},
+                          settings.metric, settings.latency_query)
+
+
+def _at() -> datetime:
+    return datetime.fromtimestamp(NOW, UTC)
+
+
+def test_triton_mean_latency_is_request_duration_over_successes_in_ms(prom_url: str) -> None:
+    loads = _load(PrometheusSettings(url=prom_url)).measure({LLAMA: 2, BERT: 1, SILENT: 1},
+                                                           _at())
+    assert loads[LLAMA].demand_rps == pytest.approx(30.0)
+    assert loads[LLAMA].mean_latency_ms == pytest.approx(120.0)
+    # a model without a duration series, or without requests, has no latency, only its load
+    assert loads[BERT].demand_rps == pytest.approx(50.0)
+    assert loads[BERT].mean_latency_ms is None
+    assert loads[SILENT].mean_latency_ms is None
+
+
+def test_vllm_mean_latency_is_the_e2e_histogram_sum_over_count_in_ms(prom_url: str) -> None:
+    loads = _load(PrometheusSettings(url=prom_url, metric="vllm")).measure(
+        {MISTRAL: 1}, _at())
+    assert loads[MISTRAL].demand_rps == pytest.approx(12.0)
+    assert loads[MISTRAL].mean_latency_ms == pytest.approx(640.0)
+
+
+def test_a_configured_latency_query_replaces_the_preset(prom_url: str) -> None:
+    query = ('sum(rate(nv_inference_request_duration_us{{model="{model}"}}[{window}])) / '
+             'sum(rate(nv_inference_request_success{{model="{model}"}}[{window}])) / 2000')
+    settings = PrometheusSettings(url=prom_url, latency_query=query.replace("{{", "{")
+                                  .replace("}}", "}"))
+    loads = _load(settings).measure({LLAMA: 2}, _at())
+    assert loads[LLAMA].mean_latency_ms == pytest.approx(60.0)
+
+
+def test_a_latency_query_prometheus_rejects_leaves_the_load_measured_and_logs_it(
+        prom_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    settings = PrometheusSettings(url=prom_url, latency_query='rate(bad{model="{model}"}[[')
+    with caplog.at_level(logging.WARNING, logger="headroom.prometheus"):
+        loads = _load(settings).measure({LLAMA: 2}, _at())
+    assert loads[LLAMA].demand_rps == pytest.approx(30.0)
+    assert loads[LLAMA].mean_latency_ms is None
+    assert [r.getMessage() for r in caplog.records] == ["latency.unmeasured"]
+
+
+def test_a_latency_setting_without_a_model_placeholder_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match="latency_query"):
+        PrometheusSettings(url="http://127.0.0.1:1", latency_query="sum(rate(x[1m]))")
+
+
+def test_with_prometheus_down_neither_load_nor_latency_is_measured_and_nothing_raises() -> None:
+    down = PrometheusSettings(url=f"http://127.0.0.1:{free_port()}", timeout_s=2)
+    loads = _load(down).measure({LLAMA: 2}, _at())
+    assert (loads[LLAMA].demand_rps, loads[LLAMA].mean_latency_ms) == (None, None)
