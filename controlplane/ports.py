@@ -18,6 +18,7 @@ from controlplane.domain.mig_relayout import MigRelayout
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ModelLoad, ObservedState
 from controlplane.domain.placement import FleetPlacement
+from controlplane.domain.profile import ProfileSample
 from controlplane.domain.sharing_config import SharingLayout
 from controlplane.domain.tick import TickReport
 from forecaster.types import Forecast, TrafficSeries
@@ -84,6 +85,14 @@ class RateHistory(Protocol):
                      step_s: int) -> TrafficSeries:
         """Observed demand of one model in [since_at, until_at): mean per step, NaN where
         nothing was observed."""
+        ...
+
+
+class ProfileSamples(Protocol):
+    def profile_samples(self, since_at: datetime,
+                        until_at: datetime) -> Mapping[str, Sequence[ProfileSample]]:
+        """Each model's samples (demand per ready replica, mean latency) observed in
+        (since_at, until_at], oldest first; a model without any is absent."""
         ...
 
 

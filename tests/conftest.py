@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,7 +10,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-PG_ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+#: where the fresh test databases are created from (a helper sharing the server names its own)
+PG_ADMIN_URL = os.environ.get("HEADROOM_TEST_PG_ADMIN_URL",
+                              "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
 @pytest.fixture(autouse=True)

@@ -22,6 +22,7 @@ from controlplane.domain.desired import PoolSpec
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ObservedState
+from controlplane.domain.profile import ProfileSample
 from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.store import codec
 from controlplane.store.engine import (
@@ -180,7 +181,8 @@ class Store:
                 session.add(ObservationRecord(model=model.name, at=observed.synced_at,
                                               demand_rps=model.demand_rps,
                                               capacity_rps=model.capacity_rps,
-                                              replicas_ready=model.replicas_ready))
+                                              replicas_ready=model.replicas_ready,
+                                              mean_latency_ms=model.mean_latency_ms))
             session.commit()
 
     def save_observations(self, rows: Sequence[tuple[str, datetime, float]]) -> None:
@@ -210,6 +212,26 @@ class Store:
                 counts[i] += 1
         values = tuple(s / c if c else math.nan for s, c in zip(sums, counts, strict=True))
         return TrafficSeries(series_id=model, step_s=step_s, start_at=start_at, values=values)
+
+    def profile_samples(self, since_at: datetime,
+                        until_at: datetime) -> dict[str, tuple[ProfileSample, ...]]:
+        """Each model's samples in (since_at, until_at], oldest first: its demand per ready
+        replica and the mean latency, from the observations that measured a latency with a
+        replica ready (one query for every model)."""
+        with self.session() as session:
+            rows = session.exec(
+                select(ObservationRecord)
+                .where(col(ObservationRecord.at) > since_at)
+                .where(col(ObservationRecord.at) <= until_at)
+                .where(col(ObservationRecord.mean_latency_ms).is_not(None))
+                .where(col(ObservationRecord.replicas_ready) > 0)
+                .order_by(col(ObservationRecord.at), col(ObservationRecord.id))).all()
+        out: dict[str, list[ProfileSample]] = {}
+        for row in rows:
+            assert row.mean_latency_ms is not None
+            out.setdefault(row.model, []).append(ProfileSample(
+                as_utc(row.at), row.demand_rps / row.replicas_ready, row.mean_latency_ms))
+        return {model: tuple(samples) for model, samples in out.items()}
 
     def last_observed_at(self, model: str) -> datetime | None:
         with self.session() as session:

@@ -51,7 +51,9 @@ class GpuRecord(SQLModel, table=True):
 
 
 class ObservationRecord(SQLModel, table=True):
-    """Per-model load and capacity at one instant (the forecaster's history in the demo)."""
+    """Per-model load and capacity at one instant (the forecaster's history in the demo), and
+    the mean latency measured then (None: not measured): with the ready replicas, one sample
+    of the model's throughput at its SLO (``controlplane.autoscaling.profile_correction``)."""
 
     __tablename__ = "observations"
     __table_args__ = (Index("ix_observations_model_at", "model", "at"),)
@@ -61,6 +63,7 @@ class ObservationRecord(SQLModel, table=True):
     demand_rps: float
     capacity_rps: float
     replicas_ready: int
+    mean_latency_ms: float | None = None
 
 
 class ForecastRecord(SQLModel, table=True):
@@ -108,6 +111,8 @@ class TickRecord(SQLModel, table=True):
     capacity_rps: float = 0.0
     observed_json: str = Field(sa_column=Column(Text, nullable=False))
     guard_memory_json: str = Field(sa_column=Column(Text, nullable=False))
+    # each model's profile in use (offline and corrected, with the reason); None before 0005
+    profiles_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
 
 
 class PlanRecord(SQLModel, table=True):

@@ -1,0 +1,62 @@
+"""Profile samples in the store (SQLite and PostgreSQL): each observation keeps its mean latency,
+so a restarted loop reads the same samples, and migration 0005 adds and removes the columns
+without touching the rows already there."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import MetaData, Table, insert, inspect
+from tick_builders import T0
+
+from controlplane.domain.observed import ObservedModel, ObservedState
+from controlplane.domain.profile import ProfileSample
+from controlplane.store import Store, downgrade, upgrade
+
+MISTRAL, BERT = "mistral-7b-support", "bert-embed"
+
+
+def _observed(at_s: int, mistral_latency_ms: float | None, ready: int = 2) -> ObservedState:
+    return ObservedState(T0 + timedelta(seconds=at_s), (), (), (
+        ObservedModel(MISTRAL, ready, 0, ready, 30.0, 28.8, mean_latency_ms=mistral_latency_ms),
+        ObservedModel(BERT, 1, 0, 1, 100.0, 300.0, demand_measured=False,
+                      mean_latency_ms=12.0)))
+
+
+def _columns(store: Store, table: str) -> set[str]:
+    return {c["name"] for c in inspect(store.engine).get_columns(table)}
+
+
+def test_samples_are_demand_per_ready_replica_and_latency_inside_the_window(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    for at_s, latency_ms in ((0, 640.0), (30, 700.0), (60, 480.0), (90, 520.0)):
+        store.save_observed(_observed(at_s, latency_ms))
+    got = store.profile_samples(T0, T0 + timedelta(seconds=60))
+    assert got == {MISTRAL: (ProfileSample(T0 + timedelta(seconds=30), 15.0, 700.0),
+                             ProfileSample(T0 + timedelta(seconds=60), 15.0, 480.0))}
+
+
+def test_observations_without_latency_or_ready_replicas_are_no_samples(store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    store.save_observed(_observed(0, None))
+    store.save_observed(_observed(30, 600.0, ready=0))
+    store.save_observations([(MISTRAL, T0 + timedelta(seconds=45), 30.0)])  # backfilled history
+    assert store.profile_samples(T0 - timedelta(hours=1), T0 + timedelta(hours=1)) == {}
+
+
+def test_migration_0005_adds_the_columns_and_its_downgrade_keeps_older_rows(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    assert "mean_latency_ms" in _columns(store, "observations")
+    assert "profiles_json" in _columns(store, "ticks")
+    downgrade(store.engine, "0004")
+    assert "mean_latency_ms" not in _columns(store, "observations")
+    assert "profiles_json" not in _columns(store, "ticks")
+    before = Table("observations", MetaData(), autoload_with=store.engine)  # as 0004 has it
+    with store.engine.begin() as connection:  # a row written before the upgrade
+        connection.execute(insert(before).values(model=MISTRAL, at=T0, demand_rps=30.0,
+                                                 capacity_rps=36.0, replicas_ready=2))
+    upgrade(store.engine)
+    assert store.rate_history(MISTRAL, T0, T0 + timedelta(seconds=60), 60).values == (30.0,)
+    assert store.profile_samples(T0 - timedelta(hours=1), T0 + timedelta(hours=1)) == {}
