@@ -4,8 +4,8 @@
 already serves the placement API's metrics (``placement.metrics_listen``), so one ``/metrics``
 shows both: ticks by status and their wall time, ticks whose record could not be saved, the
 actions planned by kind and those held back by a guard, applied actions that failed, and, as of
-the last tick that observed the fleet, each model's load, capacity and provisioned demand and
-each pool's nodes (ready, pending, target).
+the last tick that observed the fleet, each model's load, capacity and provisioned demand, its
+profile's throughput (offline and corrected) and each pool's nodes (ready, pending, target).
 """
 
 from __future__ import annotations
@@ -43,6 +43,10 @@ class ControlPlaneMetrics:
                                "the next one).", registry=registry)
         self.pool_nodes = Gauge("headroom_pool_nodes", "Nodes per pool as of the last observing "
                                 "tick.", ["pool", "state"], registry=registry)
+        self.profile_rps = Gauge("headroom_profile_throughput_rps", "Throughput per replica at "
+                                 "the latency SLO as of the last deciding tick: the offline "
+                                 "profile and the one corrected from observed metrics (what "
+                                 "the loop sized with).", ["model", "source"], registry=registry)
 
     def record(self, report: TickReport, saved: bool = True) -> None:
         """Count one tick (``saved`` False: its record could not be saved); refresh the
@@ -72,6 +76,9 @@ class ControlPlaneMetrics:
             self.model_rps.labels(model.name, "capacity").set(model.capacity_rps)
         for demand in report.demands:
             self.model_rps.labels(demand.model, "provisioned").set(demand.rate_rps)
+        for profile in report.profiles:
+            self.profile_rps.labels(profile.model, "offline").set(profile.offline_rps)
+            self.profile_rps.labels(profile.model, "corrected").set(profile.corrected_rps)
         for pool in report.observed.pools:
             for state, nodes in (("ready", pool.nodes_ready), ("pending", pool.nodes_pending),
                                  ("target", pool.target_nodes)):

@@ -14,19 +14,27 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from controlplane.actuation import Actuators, apply_actions
 from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, settle, size
 from controlplane.autoscaling.live import placement_demands, with_ladder_warm
 from controlplane.autoscaling.policies import ScalingPolicy
+from controlplane.autoscaling.profile_correction import (
+    CorrectionConfig,
+    corrected_models,
+    in_use,
+    offline,
+)
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.errors import PermanentError, TransientError
+from controlplane.domain.guards import GuardMemory
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.node_plan import NodeConfigLimits, node_config_plan
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.plan import Plan
+from controlplane.domain.profile import ProfileCorrection
 from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.forecast_calibration import CalibrationConfig, calibrated_latest
 from controlplane.ports import (
@@ -38,6 +46,7 @@ from controlplane.ports import (
     MigRelayoutActuator,
     NodePoolActuator,
     PlacementClient,
+    ProfileSamples,
     RateHistory,
     ReplicaActuator,
     SharingActuator,
@@ -61,6 +70,7 @@ class ReconcileConfig:
     dry_run: bool
     calibration: CalibrationConfig
     node_configs: NodeConfigLimits | None = None  # None: replicas and pools only
+    profile_correction: CorrectionConfig | None = None  # None: the offline profiles as they are
 
     @property
     def specs(self) -> tuple[ModelSpec, ...]:
@@ -80,6 +90,7 @@ class ReconcileDeps:
     ledger: ForecastLedger  # issued forecasts and their outcomes (calibration)
     sharing: SharingActuator | None = None  # node layouts: with both, the loop lays nodes
     mig: MigRelayoutActuator | None = None  # out as the fleet plan needs
+    samples: ProfileSamples | None = None  # observed load and latency: profile correction
 
 
 def _skipped(deps: ReconcileDeps, observed: ObservedState, reason: str) -> TickReport:
@@ -127,25 +138,47 @@ def reconcile_once(deps: ReconcileDeps, config: ReconcileConfig) -> TickReport:
     return report
 
 
+def _profiles(deps: ReconcileDeps, config: ReconcileConfig, memory: GuardMemory,
+              now: datetime) -> tuple[tuple[FleetModel, ...], tuple[ProfileCorrection, ...]]:
+    """The models with their profiles corrected from the observed samples (the offline ones
+    when correction is off or nothing provides samples)."""
+    correction = config.profile_correction
+    if correction is None or deps.samples is None:
+        return config.models, tuple(offline(m.spec.name, m.shape.per_replica_rps)
+                                    for m in config.models)
+    samples = deps.samples.profile_samples(now - timedelta(seconds=correction.window_s), now)
+    models, profiles = corrected_models(config.models, samples, dict(memory.profile_rps), now,
+                                        correction)
+    for p in profiles:
+        if p.is_corrected:
+            log.info("profile.corrected", extra={"model": p.model, "offline_rps": p.offline_rps,
+                                                 "corrected_rps": round(p.corrected_rps, 3),
+                                                 "reason": p.reason})
+    return models, profiles
+
+
 def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState,
            now: datetime) -> TickDecision:
-    """Calibrated forecasts, the core's sizing, PlanFleet for the hot replicas, the ladder's
-    warm GPUs, the guards."""
+    """Calibrated forecasts, each model's profile corrected from observed metrics, the core's
+    sizing, PlanFleet for the hot replicas, the ladder's warm GPUs, the guards."""
     forecasts = calibrated_latest(deps.forecasts.latest_forecasts(), deps.ledger, deps.history,
                                   config.calibration, now)
-    sizing = size(observed, forecasts, config.models, config.policy, config.budgets, now)
+    memory = deps.decisions.last_guard_memory()
+    models, profiles = _profiles(deps, config, memory, now)
+    sizing = size(observed, forecasts, models, config.policy, config.budgets, now)
     deps.placement.sync_inventory(observed)
-    placed = deps.placement.plan_fleet(placement_demands(sizing, config.models), config.specs,
-                                       config.pools)
-    placement = with_ladder_warm(placed, sizing, {m.spec.name: m.shape for m in config.models})
+    placed = deps.placement.plan_fleet(placement_demands(sizing, models),
+                                       tuple(m.spec for m in models), config.pools)
+    placement = with_ladder_warm(placed, sizing, {m.spec.name: m.shape for m in models})
     decision = settle(observed, sizing, placement, config.pools, config.policy, config.budgets,
-                      deps.decisions.last_guard_memory(), now)
-    if config.node_configs is None or deps.mig is None or deps.sharing is None:
-        return decision
-    nodes = node_config_plan(decision.placement, observed, config.pools, deps.mig.in_flight(),
-                             decision.memory, config.node_configs, now)
-    return replace(decision, plan=decision.plan.with_node_actions(nodes.actions, nodes.skipped),
-                   memory=nodes.memory)
+                      memory, now)
+    if config.node_configs is not None and deps.mig is not None and deps.sharing is not None:
+        nodes = node_config_plan(decision.placement, observed, config.pools,
+                                 deps.mig.in_flight(), decision.memory, config.node_configs, now)
+        decision = replace(decision, memory=nodes.memory,
+                           plan=decision.plan.with_node_actions(nodes.actions, nodes.skipped))
+    return replace(decision, profiles=profiles,
+                   memory=replace(decision.memory, profile_rps=in_use(profiles)))
 
 
 def _decide_and_apply(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState,
@@ -160,4 +193,4 @@ def _decide_and_apply(deps: ReconcileDeps, config: ReconcileConfig, observed: Ob
         outcomes = _apply(deps, plan)
         status = TickStatus.APPLIED
     return TickReport(now, deps.clock.now(), status, "", observed, decision.demands,
-                      decision.placement, plan, outcomes, decision.memory)
+                      decision.placement, plan, outcomes, decision.memory, decision.profiles)

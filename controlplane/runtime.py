@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -17,7 +17,8 @@ from controlplane.adapters.keda import KedaScalerServicer
 from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.autoscaling.core import Budgets
 from controlplane.autoscaling.from_settings import policy_from_settings
-from controlplane.autoscaling.live import cold_wake_s, live_models
+from controlplane.autoscaling.live import cold_wake_s, gpu_share, live_models
+from controlplane.autoscaling.profile_correction import CorrectionConfig
 from controlplane.decision_retry import RetryingDecisionStore
 from controlplane.domain.actions import RelayoutMig
 from controlplane.domain.guards import GuardMemory
@@ -76,7 +77,18 @@ def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> Reconc
         dry_run=settings.safety.dry_run,
         calibration=calibration_config(settings),
         node_configs=node_config_limits(settings),
+        profile_correction=correction_config(settings),
     )
+
+
+def correction_config(settings: Settings) -> CorrectionConfig | None:
+    """The online profile correction of ``autoscaling.profile_correction``; None when off."""
+    pc = settings.autoscaling.profile_correction
+    if not pc.enabled:
+        return None
+    return CorrectionConfig(window_s=pc.window_s, min_samples=pc.min_samples,
+                            min_load_share=pc.min_load_share, safety=pc.safety,
+                            min_factor=pc.min_factor, max_factor=pc.max_factor)
 
 
 def node_config_limits(settings: Settings) -> NodeConfigLimits | None:
@@ -168,13 +180,25 @@ class PreHistory:
 
 
 @dataclass(slots=True)
+class ModelTally:
+    """One model's seconds, those short of its (true) capacity, and the GPU-seconds its
+    replicas held (ready or starting, by the GPU share of their slice)."""
+
+    model_s: float = 0.0
+    short_s: float = 0.0
+    gpu_s: float = 0.0
+
+
+@dataclass(slots=True)
 class ServedTally:
-    """Demand and served request-seconds, and model-seconds short of capacity."""
+    """Demand and served request-seconds, and model-seconds short of capacity (in all and per
+    model). Capacity is what the simulated replicas really serve within the SLO."""
 
     demand_rs: float = 0.0
     served_rs: float = 0.0
     model_s: float = 0.0
     short_model_s: float = 0.0
+    models: dict[str, ModelTally] = field(default_factory=dict)
 
     @property
     def served_share(self) -> float:
@@ -202,9 +226,10 @@ class SimRuntime:
                                   forecasts=store, decisions=RetryingDecisionStore(store),
                                   history=store,
                                   ledger=SqlForecastLedger(store.engine),
-                                  sharing=self.cluster, mig=self.cluster)
+                                  sharing=self.cluster, mig=self.cluster, samples=store)
         self.config = reconcile_config(settings, self.specs)
         self.tally = ServedTally()
+        self._gpu_share = {s.name: gpu_share(s) for s in self.specs}
         self.ticks = 0
         #: called with every tick's report (e.g. ``ControlPlaneMetrics.record``)
         self.on_tick: Callable[[TickReport, bool], None] | None = None  # report, saved
@@ -331,5 +356,10 @@ class SimRuntime:
             self.tally.demand_rs += model.demand_rps * dt_s
             self.tally.served_rs += min(model.demand_rps, model.capacity_rps) * dt_s
             self.tally.model_s += dt_s
+            mine = self.tally.models.setdefault(model.name, ModelTally())
+            mine.model_s += dt_s
+            mine.gpu_s += (model.replicas_ready + model.replicas_pending) * dt_s * \
+                self._gpu_share[model.name]
             if model.capacity_rps < model.demand_rps:
                 self.tally.short_model_s += dt_s
+                mine.short_s += dt_s

@@ -119,7 +119,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                          replicas=backend.replicas, placement=placement, forecasts=store,
                          decisions=RetryingDecisionStore(store), history=store,
                          ledger=SqlForecastLedger(store.engine),
-                         sharing=backend.sharing, mig=backend.mig)
+                         sharing=backend.sharing, mig=backend.mig, samples=store)
     config = reconcile_config(settings, specs)
 
     def keep_lease() -> None:

@@ -41,6 +41,7 @@ from controlplane.domain.observed import ObservedState
 from controlplane.domain.placement import FleetPlacement
 from controlplane.domain.plan import Plan
 from controlplane.domain.planner import plan as make_plan
+from controlplane.domain.profile import ProfileCorrection
 from forecaster.types import Forecast
 
 #: Demand reasons that come from a fresh forecast (headroom applies to these only).
@@ -72,6 +73,7 @@ class TickDecision:
     desired: DesiredState
     plan: Plan
     memory: GuardMemory
+    profiles: tuple[ProfileCorrection, ...] = ()  # each model's profile it sized with
 
     def idle_targets(self) -> dict[str, int]:
         return {r.model: r.idle for r in self.requests}

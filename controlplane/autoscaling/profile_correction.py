@@ -2,10 +2,10 @@
 (pure: samples and ``now`` in, a ``ProfileCorrection`` out).
 
 Evidence is the model's samples (demand per ready replica, mean latency) of the last
-``window_s``, only those loaded to at least ``min_load_share`` x the offline throughput (a
-lightly loaded replica says nothing about its limit). With fewer than ``min_samples`` of them
-the offline profile stands (``too_few_samples``). Otherwise, from the value in use (the last
-correction, else the offline profile):
+``window_s``, only those loaded to at least ``min_load_share`` x the value in use (the last
+correction, else the offline profile: a lightly loaded replica says nothing about its limit).
+With fewer than ``min_samples`` of them the offline profile stands (``too_few_samples``).
+Otherwise, from the value in use:
 
 * samples within the SLO at per-replica rates above the value in use prove the model sustains
   more: the value rises to a high quantile (``high_quantile``) of those rates;
@@ -21,6 +21,9 @@ is sized on a lowered value its replicas stop running over the SLO, so after ``w
 over-SLO evidence would be gone, the offline value would return, the replicas would run over the
 SLO again and the correction would oscillate with a period of about ``window_s``. Samples within
 the SLO below the value in use prove nothing either way; only samples above it can raise it.
+For the same reason the load share is of the value in use: a model sized on a value lowered to
+0.6 x offline runs its replicas at about 0.6 x 0.8 of offline, below half of it, and would
+otherwise run out of samples and fall back to the offline value after ``window_s``.
 The value in use is kept in the guard memory stored with every tick, so a restarted loop
 decides as the stopped one did.
 """
@@ -28,11 +31,12 @@ decides as the stopped one did.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from controlplane.domain.profile import ProfileCorrection, ProfileSample
+from controlplane.autoscaling.core import FleetModel
+from controlplane.domain.profile import ProfileCorrection, ProfileSample, scaled_spec
 
 TOO_FEW_SAMPLES = "too_few_samples"
 OVER_SLO = "over_slo"
@@ -93,7 +97,8 @@ def correct(model: str, offline_rps: float, latency_slo_ms: float,
     def made(rps: float, used: int, reason: str) -> ProfileCorrection:
         return ProfileCorrection(model, offline_rps, rps, rps / offline_rps, used, reason)
 
-    floor_rps = config.min_load_share * offline_rps
+    in_use = previous_rps if previous_rps is not None else offline_rps
+    floor_rps = config.min_load_share * in_use
     since_at = now - timedelta(seconds=config.window_s)
     used = [s for s in samples
             if since_at < s.at <= now and math.isfinite(s.per_replica_rps)
@@ -102,13 +107,13 @@ def correct(model: str, offline_rps: float, latency_slo_ms: float,
         return made(offline_rps, len(used), f"{TOO_FEW_SAMPLES}: {len(used)} of "
                     f"{config.min_samples} needed at >= {_fmt(floor_rps)} rps/replica in "
                     f"{_fmt(config.window_s)} s")
-    in_use = previous_rps if previous_rps is not None else offline_rps
     over = [s.per_replica_rps for s in used if s.mean_latency_ms > latency_slo_ms]
     above = [s.per_replica_rps for s in used
              if s.mean_latency_ms <= latency_slo_ms and s.per_replica_rps > in_use]
-    proposed, reason = in_use, (f"{NO_EVIDENCE}: {len(used)} samples, none within "
-                                f"{_fmt(latency_slo_ms)} ms above {_fmt(in_use)} rps/replica, "
-                                f"too few over it below {_fmt(in_use / config.safety)}")
+    proposed, reason = in_use, (f"{NO_EVIDENCE}: {_fmt(in_use)} rps/replica "
+                                f"({_fmt(in_use / offline_rps)}x offline) kept; {len(used)} "
+                                f"samples, none within {_fmt(latency_slo_ms)} ms above it, too "
+                                f"few over it below {_fmt(in_use / config.safety)}")
     if above:
         proposed = quantile(above, config.high_quantile)
         reason = (f"{WITHIN_SLO}: {len(above)} of {len(used)} samples within "
@@ -134,3 +139,28 @@ def correct(model: str, offline_rps: float, latency_slo_ms: float,
 def offline(model: str, offline_rps: float, reason: str = DISABLED) -> ProfileCorrection:
     """The offline profile as it is (correction off)."""
     return ProfileCorrection(model, offline_rps, offline_rps, 1.0, 0, reason)
+
+
+def corrected_models(models: Sequence[FleetModel],
+                     samples: Mapping[str, Sequence[ProfileSample]],
+                     previous_rps: Mapping[str, float], now: datetime,
+                     config: CorrectionConfig
+                     ) -> tuple[tuple[FleetModel, ...], tuple[ProfileCorrection, ...]]:
+    """Each model with its replica shape's throughput corrected and its spec's profile scaled
+    by the same factor (so PlanFleet places what the core sized), and every correction."""
+    out: list[FleetModel] = []
+    corrections: list[ProfileCorrection] = []
+    for model in models:
+        got = correct(model.spec.name, model.shape.per_replica_rps, model.spec.latency_slo_ms,
+                      samples.get(model.spec.name, ()), now, config,
+                      previous_rps.get(model.spec.name))
+        corrections.append(got)
+        out.append(model if not got.is_corrected else replace(
+            model, spec=scaled_spec(model.spec, got.factor),
+            shape=replace(model.shape, per_replica_rps=got.corrected_rps)))
+    return tuple(out), tuple(corrections)
+
+
+def in_use(corrections: Sequence[ProfileCorrection]) -> tuple[tuple[str, float], ...]:
+    """The guard memory's record of the corrected values in use (offline ones are left out)."""
+    return tuple((c.model, c.corrected_rps) for c in corrections if c.is_corrected)

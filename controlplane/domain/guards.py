@@ -15,7 +15,7 @@ budget. Each decision carries the reason of the last guard that changed it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 MAX_STEP = "max_step"
@@ -47,6 +47,9 @@ class GuardMemory:
 
     history: tuple[tuple[str, tuple[Recommendation, ...]], ...] = ()
     changes: tuple[tuple[str, tuple[Change, ...]], ...] = ()
+    # model -> the corrected throughput per replica in use (absent: its offline profile), the
+    # hysteresis state of the online profile correction
+    profile_rps: tuple[tuple[str, float], ...] = ()
 
     def for_target(self, target: str) -> tuple[Recommendation, ...]:
         return next((h for t, h in self.history if t == target), ())
@@ -170,10 +173,10 @@ def with_history(
     memory: GuardMemory, target: str, history: tuple[Recommendation, ...]
 ) -> GuardMemory:
     others = tuple((t, h) for t, h in memory.history if t != target)
-    return GuardMemory(history=(*others, (target, history)), changes=memory.changes)
+    return replace(memory, history=(*others, (target, history)))
 
 
 def with_changes(memory: GuardMemory, target: str, changes: tuple[Change, ...]) -> GuardMemory:
     others = tuple((t, c) for t, c in memory.changes if t != target)
     kept = (*others, (target, changes)) if changes else others
-    return GuardMemory(history=memory.history, changes=kept)
+    return replace(memory, changes=kept)

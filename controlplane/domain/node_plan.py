@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from controlplane.domain.actions import ApplySharing, NodeAction, RelayoutMig, SkippedAction
@@ -298,7 +298,7 @@ def node_config_plan(placement: FleetPlacement, observed: ObservedState,
     history = tuple((k, h) for k, h in memory.history if not k.startswith(MEMORY_PREFIX))
     history += tuple((k, (r,)) for k, r in sorted(kept.items()))
     return NodeConfigPlan((*before, *relayouts, *after), tuple(skipped),
-                          GuardMemory(history=history, changes=memory.changes))
+                          replace(memory, history=history))
 
 
 def _skip(action: RelayoutMig | ApplySharing, reason: str) -> SkippedAction:

@@ -12,6 +12,7 @@ from controlplane.domain.guards import GuardMemory
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.placement import FleetPlacement
 from controlplane.domain.plan import Plan
+from controlplane.domain.profile import ProfileCorrection
 
 
 class TickStatus(StrEnum):
@@ -33,3 +34,4 @@ class TickReport:
     plan: Plan | None
     outcomes: tuple[ActionOutcome, ...]
     guard_memory: GuardMemory
+    profiles: tuple[ProfileCorrection, ...] = ()  # each model's profile the tick sized with

@@ -16,6 +16,7 @@ from controlplane.domain.observed import (
     ObservedPool,
     ObservedState,
 )
+from controlplane.domain.profile import ProfileCorrection
 
 
 def _default(value: object) -> object:
@@ -49,12 +50,14 @@ def observed_from_json(text: str) -> ObservedState:
 
 
 def guard_memory_to_json(memory: GuardMemory) -> str:
-    """Recommendations and allowed changes per target (cooldowns and disruption budgets)."""
+    """Recommendations and allowed changes per target (cooldowns and disruption budgets), and
+    the corrected profiles in use."""
     return json.dumps({
         "history": [[target, [[r.at.isoformat(), r.value] for r in history]]
                     for target, history in memory.history],
         "changes": [[target, [[c.at.isoformat(), c.delta] for c in changes]]
                     for target, changes in memory.changes],
+        "profile_rps": [[model, rps] for model, rps in memory.profile_rps],
     }, separators=(",", ":"))
 
 
@@ -70,7 +73,17 @@ def guard_memory_from_json(text: str) -> GuardMemory:
         changes=tuple(
             (target, tuple(Change(datetime.fromisoformat(at), int(d)) for at, d in changes))
             for target, changes in raw.get("changes", [])),
+        profile_rps=tuple((str(model), float(rps)) for model, rps in raw.get("profile_rps", [])),
     )
+
+
+def profiles_to_json(profiles: tuple[ProfileCorrection, ...]) -> str:
+    return json.dumps([asdict(p) for p in profiles], separators=(",", ":"))
+
+
+def profiles_from_json(text: str | None) -> tuple[ProfileCorrection, ...]:
+    """None (a tick stored before migration 0005): no profiles recorded."""
+    return tuple(ProfileCorrection(**p) for p in json.loads(text)) if text else ()
 
 
 def profile_to_json(profile: tuple[ProfilePoint, ...]) -> str:

@@ -22,7 +22,7 @@ from controlplane.domain.desired import PoolSpec
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ObservedState
-from controlplane.domain.profile import ProfileSample
+from controlplane.domain.profile import ProfileCorrection, ProfileSample
 from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.store import codec
 from controlplane.store.engine import (
@@ -278,7 +278,9 @@ class Store:
                                if m.demand_measured),
                 capacity_rps=sum(m.capacity_rps for m in report.observed.models),
                 observed_json=codec.observed_to_json(report.observed),
-                guard_memory_json=codec.guard_memory_to_json(report.guard_memory))
+                guard_memory_json=codec.guard_memory_to_json(report.guard_memory),
+                profiles_json=codec.profiles_to_json(report.profiles) if report.profiles
+                else None)
             session.add(tick)
             session.flush()
             assert tick.id is not None
@@ -329,6 +331,14 @@ class Store:
             row = session.exec(select(TickRecord.guard_memory_json)
                                .order_by(col(TickRecord.id).desc()).limit(1)).first()
         return codec.guard_memory_from_json(row) if row else GuardMemory()
+
+    def last_profiles(self) -> tuple[ProfileCorrection, ...]:
+        """The profiles the newest tick that recorded any sized its models with."""
+        with self.session() as session:
+            row = session.exec(select(TickRecord.profiles_json)
+                               .where(col(TickRecord.profiles_json).is_not(None))
+                               .order_by(col(TickRecord.id).desc()).limit(1)).first()
+        return codec.profiles_from_json(row)
 
     def last_tick_at(self) -> datetime | None:
         with self.session() as session:

@@ -8,6 +8,7 @@ from prometheus_client import CollectorRegistry
 from tick_builders import sample_tick_report
 
 from controlplane.domain.actions import ActionOutcome, SkippedAction
+from controlplane.domain.profile import ProfileCorrection
 from controlplane.domain.tick import TickStatus
 from controlplane.metrics import ControlPlaneMetrics
 
@@ -75,3 +76,13 @@ def test_a_held_change_is_counted_by_its_reason_without_the_detail_it_names() ->
                                                                       skipped=held)))
     assert registry.get_sample_value("headroom_plan_actions_held_total",
                                      {"reason": "pool_relayout_in_flight"}) == 2
+
+
+def test_each_models_offline_and_corrected_profile_is_a_gauge() -> None:
+    registry = CollectorRegistry()
+    profile = ProfileCorrection("bert-embed", 300.0, 240.0, 0.8, 14, "over_slo: ...")
+    ControlPlaneMetrics(registry).record(replace(sample_tick_report(), profiles=(profile,)))
+    assert registry.get_sample_value("headroom_profile_throughput_rps",
+                                     {"model": "bert-embed", "source": "offline"}) == 300.0
+    assert registry.get_sample_value("headroom_profile_throughput_rps",
+                                     {"model": "bert-embed", "source": "corrected"}) == 240.0

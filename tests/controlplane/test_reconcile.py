@@ -30,9 +30,12 @@ class ForbiddenReader:
 
 
 def _runtime(url: str, dry_run: bool = False, start_warm: bool = False) -> SimRuntime:
-    """A runtime on a new store; by default on empty pools, so every tick is the loop's own."""
+    """A runtime on a new store; by default on empty pools, so every tick is the loop's own.
+    Its replicas serve what their profiles say (no true throughput factor): what a taken-over
+    fleet serves from the first minute does not wait for a profile correction."""
     settings = load_settings(db={"url": url}, safety={"dry_run": dry_run},
-                             sim={"history_s": 6 * 3600, "start_warm": start_warm})
+                             sim={"history_s": 6 * 3600, "start_warm": start_warm,
+                                  "true_throughput_factor": {}})
     return SimRuntime.open(settings, Store.open(url, migrate=True), T0)
 
 

@@ -21,8 +21,10 @@ MIG_MODELS = ("llama-3-8b-chat", "mistral-7b-support", "resnet50-vision")  # A10
 
 def _runtime(url: str, *, dry_run: bool = False, start_warm: bool = False,
              node_configs: bool = True) -> tuple[SimRuntime, list[TickReport]]:
+    # replicas serve what their profiles say: a fleet taken over is sized right at once
     settings = load_settings(db={"url": url}, safety={"dry_run": dry_run},
-                             sim={"history_s": 6 * 3600, "start_warm": start_warm},
+                             sim={"history_s": 6 * 3600, "start_warm": start_warm,
+                                  "true_throughput_factor": {}},
                              reconcile={"node_configs": node_configs})
     runtime = SimRuntime.open(settings, Store.open(url, migrate=True), T0)
     reports: list[TickReport] = []

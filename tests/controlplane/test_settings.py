@@ -254,3 +254,11 @@ def test_a_store_that_cannot_be_reached_names_where_its_url_came_from(
     message = str(caught.value)
     assert message.startswith("cannot reach database postgresql://nobody@127.0.0.1:1/none: ")
     assert message.endswith(f"(db.url from {config}: db.url)") and "\n" not in message
+
+
+def test_profile_correction_settings_are_on_by_default_and_a_bad_one_names_its_field() -> None:
+    assert load_settings().autoscaling.profile_correction.enabled is True
+    with pytest.raises(ConfigError, match=r"autoscaling\.profile_correction\.max_factor"):
+        load_settings(autoscaling={"profile_correction": {"max_factor": 0.9}})
+    with pytest.raises(ConfigError, match=r"autoscaling\.profile_correction\.min_samples"):
+        load_settings(autoscaling={"profile_correction": {"min_samples": 0}})

@@ -4,13 +4,14 @@ without touching the rows already there."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from sqlalchemy import MetaData, Table, insert, inspect
-from tick_builders import T0
+from tick_builders import T0, sample_tick_report
 
 from controlplane.domain.observed import ObservedModel, ObservedState
-from controlplane.domain.profile import ProfileSample
+from controlplane.domain.profile import ProfileCorrection, ProfileSample
 from controlplane.store import Store, downgrade, upgrade
 
 MISTRAL, BERT = "mistral-7b-support", "bert-embed"
@@ -60,3 +61,16 @@ def test_migration_0005_adds_the_columns_and_its_downgrade_keeps_older_rows(
     upgrade(store.engine)
     assert store.rate_history(MISTRAL, T0, T0 + timedelta(seconds=60), 60).values == (30.0,)
     assert store.profile_samples(T0 - timedelta(hours=1), T0 + timedelta(hours=1)) == {}
+
+
+def test_a_ticks_profiles_and_the_corrected_values_in_use_survive_a_restart(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    profiles = (ProfileCorrection(MISTRAL, 18.0, 10.3, 10.3 / 18.0, 31, "over_slo: 12 of 31"),
+                ProfileCorrection(BERT, 300.0, 300.0, 1.0, 0, "too_few_samples: 0 of 10"))
+    memory = replace(sample_tick_report().guard_memory, profile_rps=((MISTRAL, 10.3),))
+    store.save_tick(replace(sample_tick_report(), profiles=profiles, guard_memory=memory))
+    store.save_tick(replace(sample_tick_report(), guard_memory=memory))  # a skipped tick's
+    reopened = Store.open(store_url)
+    assert reopened.last_profiles() == profiles
+    assert reopened.last_guard_memory().profile_rps == ((MISTRAL, 10.3),)
