@@ -130,6 +130,24 @@ def latest_observations(url: str, at: datetime) -> pd.DataFrame:
     return frame.groupby("model", as_index=False).last()
 
 
+PROFILE_COLUMNS = ["model", "offline_rps", "corrected_rps", "factor", "profile_reason"]
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def latest_profiles(url: str) -> pd.DataFrame:
+    """Each model's throughput per replica the newest tick that recorded profiles sized with:
+    offline, corrected from observed metrics, their ratio and the reason (none recorded: no
+    rows)."""
+    ticks = table("ticks")
+    with engine_for(url).connect() as connection:
+        text = connection.execute(select(ticks.c.profiles_json)
+                                  .where(ticks.c.profiles_json.is_not(None))
+                                  .order_by(ticks.c.id.desc()).limit(1)).scalar()
+    rows = [(p["model"], p["offline_rps"], p["corrected_rps"], p["factor"], p["reason"])
+            for p in (json.loads(text) if text else [])]
+    return pd.DataFrame(rows, columns=PROFILE_COLUMNS)
+
+
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def model_history(url: str, model: str, since_at: datetime, until_at: datetime) -> pd.DataFrame:
     o = table("observations")

@@ -1,5 +1,6 @@
-"""Models: forecast p50/p90 band vs actual demand, ready capacity, replicas, warm pool and recent
-forecast error, per model; and every model at a glance."""
+"""Models: forecast p50/p90 band vs actual demand, ready capacity, replicas, warm pool, recent
+forecast error and the throughput per replica the loop sizes with (offline profile vs corrected
+from observed metrics, with the reason), per model; and every model at a glance."""
 
 from __future__ import annotations
 
@@ -85,10 +86,23 @@ def overview_table(url: str, tick: q.LastTick) -> pd.DataFrame:
     models = q.models(url)
     latest = q.latest_observations(url, tick.started_at)
     meta = q.latest_forecast_meta(url)
+    profiles = q.latest_profiles(url)
     frame = models.merge(latest, left_on="name", right_on="model", how="left").merge(
-        meta, left_on="name", right_on="model", how="left", suffixes=("", "_f"))
+        meta, left_on="name", right_on="model", how="left", suffixes=("", "_f")).merge(
+        profiles, left_on="name", right_on="model", how="left", suffixes=("", "_p"))
     return frame[["name", "tenant", "isolation", "demand_rps", "capacity_rps", "replicas_ready",
+                  "offline_rps", "corrected_rps", "factor", "profile_reason",
                   "method", "fallback_reason", "backtest_wape"]].round(2)
+
+
+def profile_line(table: pd.DataFrame, model: str) -> str | None:
+    """The throughput per replica the loop sizes ``model`` with, offline vs corrected."""
+    row = table[table["name"] == model]
+    if row.empty or pd.isna(row.iloc[0]["offline_rps"]):
+        return None
+    r = row.iloc[0]
+    return (f"Throughput per replica at the SLO: {r.offline_rps:,.2f} rps offline, "
+            f"{r.corrected_rps:,.2f} rps corrected ({r.factor:.2f}x): {r.profile_reason}")
 
 
 def main() -> None:
@@ -133,6 +147,9 @@ def main() -> None:
     cols[4].metric("p90 coverage", f"{error['coverage_pct']:.0f}%" if error else "n/a",
                    f"{error['pairs']:.0f} pairs" if error else None, **widgets.INFO_DELTA)
 
+    line = profile_line(table, model)
+    if line is not None:
+        st.caption(line)
     st.subheader(f"{model}: demand, capacity and the {lead_min}-minute-ahead forecast band")
     st.altair_chart(demand_chart(actual, band, latest_path(forecasts)), width="stretch")
     st.caption("Blue band: p50–p90 of the forecasts made for each point; orange: the newest "

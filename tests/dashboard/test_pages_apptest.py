@@ -89,6 +89,22 @@ def test_models_page_switches_models_and_forecast_leads(page: Page) -> None:
     no_exception(at)
 
 
+def test_models_page_shows_each_models_offline_and_corrected_throughput_with_the_reason(
+        page: Page) -> None:
+    at = page("views/models.py")
+    table = at.dataframe[-1].value.set_index("name")
+    assert {"offline_rps", "corrected_rps", "factor", "profile_reason"} <= set(table.columns)
+    mistral = table.loc["mistral-7b-support"]  # really serves 0.6 x its profile in the sim
+    assert mistral["offline_rps"] == 18.0
+    assert mistral["corrected_rps"] < 0.75 * 18.0
+    assert mistral["profile_reason"].split(":")[0] in {"over_slo", "no_evidence"}
+    assert table.loc["bert-embed", "corrected_rps"] == table.loc["bert-embed", "offline_rps"]
+    at.selectbox[0].set_value("mistral-7b-support").run()
+    no_exception(at)
+    assert any(c.value.startswith("Throughput per replica at the SLO: 18.00 rps offline")
+               for c in at.caption)
+
+
 def test_cost_page_splits_serving_warm_and_idle_and_offers_the_csv(page: Page) -> None:
     at = page("views/cost.py")
     shown = metrics(at)
