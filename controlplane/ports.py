@@ -18,7 +18,7 @@ from controlplane.domain.mig_relayout import MigRelayout
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ModelLoad, ObservedState
 from controlplane.domain.placement import FleetPlacement
-from controlplane.domain.profile import ProfileSample
+from controlplane.domain.profile import ProfileCorrection, ProfileSample
 from controlplane.domain.sharing_config import SharingLayout
 from controlplane.domain.tick import TickReport
 from forecaster.types import Forecast, TrafficSeries
@@ -99,6 +99,13 @@ class ProfileSamples(Protocol):
 class LastObservations(Protocol):
     def last_observed_at(self, model: str) -> datetime | None:
         """When the newest stored observation of the model's load was made; None if never."""
+        ...
+
+
+class ProfileReader(Protocol):
+    def last_profiles(self) -> tuple[ProfileCorrection, ...]:
+        """The profiles (offline and corrected) the newest deciding tick sized its models with;
+        empty when no tick recorded any."""
         ...
 
 

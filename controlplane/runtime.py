@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from controlplane.adapters.keda import KedaScalerServicer
+from controlplane.adapters.keda_targets import CorrectedTargets
 from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.autoscaling.core import Budgets
 from controlplane.autoscaling.from_settings import policy_from_settings
@@ -49,14 +50,16 @@ log = logging.getLogger("headroom.runtime")
 def keda_servicer(settings: Settings, store: Store, clock: Clock,
                   specs: tuple[ModelSpec, ...]) -> KedaScalerServicer:
     """KEDA's external scaler on the stored forecasts, with the upper tails the reconcile loop
-    calibrated from its own errors; the target is one replica's share."""
-    target_rps = {s.name: s.best_point().throughput_rps * settings.reconcile.target_utilization
-                  for s in specs}
+    calibrated from its own errors; the target is one replica's share, of the profile the loop
+    sized the model with (corrected online where it was)."""
+    offline_rps = {s.name: s.best_point().throughput_rps for s in specs}
+    targets = CorrectedTargets(offline_rps, settings.reconcile.target_utilization, store, clock,
+                               refresh_s=settings.reconcile.interval_s)
     forecasts = CalibratedForecasts(store, SqlForecastLedger(store.engine), clock,
                                     calibration_config(settings))
     return KedaScalerServicer(forecasts, clock, lookahead_s=settings.autoscaling.keda_lookahead_s,
                               max_forecast_age_s=settings.reconcile.max_forecast_age_s,
-                              target_rps=target_rps, poll_s=settings.autoscaling.keda_poll_s,
+                              target_rps=targets, poll_s=settings.autoscaling.keda_poll_s,
                               observations=store)
 
 

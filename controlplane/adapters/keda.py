@@ -36,6 +36,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 import grpc
 
@@ -96,10 +97,17 @@ def _number(metadata: Mapping[str, str], key: str, default: float | None,
     return value
 
 
+class TargetRates(Protocol):
+    def targets(self) -> Mapping[str, float]:
+        """Each model's default per-replica target rate now (e.g. ``CorrectedTargets``)."""
+        ...
+
+
 class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
     def __init__(self, forecasts: ForecastReader, clock: Clock, *, lookahead_s: float = 600.0,
                  max_forecast_age_s: float = 1800.0,
-                 target_rps: Mapping[str, float] | None = None, poll_s: float = 5.0,
+                 target_rps: Mapping[str, float] | TargetRates | None = None,
+                 poll_s: float = 5.0,
                  stopping: threading.Event | None = None, max_streams: int = MAX_STREAMS,
                  observations: LastObservations | None = None) -> None:
         self._forecasts = forecasts
@@ -107,7 +115,8 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
         self._clock = clock
         self._lookahead_s = lookahead_s
         self._max_age_s = max_forecast_age_s
-        self._targets = dict(target_rps or {})
+        self._targets: Mapping[str, float] | TargetRates = (
+            target_rps if target_rps is not None else {})
         self._poll_s = poll_s
         self.stopping = stopping or threading.Event()
         #: streams served at once; give the gRPC server this many worker threads more
@@ -121,13 +130,15 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
         model = metadata.get("model", "").strip()
         if not model:
             raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT, "scalerMetadata.model is required")
-        if not metadata.get("targetRps") and model not in self._targets:
-            known = ", ".join(sorted(self._targets)) or "none"
+        targets = (self._targets if isinstance(self._targets, Mapping)
+                   else self._targets.targets())
+        if not metadata.get("targetRps") and model not in targets:
+            known = ", ".join(sorted(targets)) or "none"
             raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
                               f"scalerMetadata.targetRps is required: model {model!r} has no "
                               f"per-replica rate here (models with one: {known}); is "
                               "scalerMetadata.model spelled as in Headroom's models?")
-        target = _number(metadata, "targetRps", self._targets.get(model), MAX_TARGET_RPS)
+        target = _number(metadata, "targetRps", targets.get(model), MAX_TARGET_RPS)
         lookahead = _number(metadata, "lookaheadSeconds", self._lookahead_s, MAX_LOOKAHEAD_S)
         quantile = _number(metadata, "quantile", 0.9)
         if not 0.5 <= quantile < 1:
