@@ -4,7 +4,10 @@
 Evidence is the model's samples (demand per ready replica, mean latency) of the last
 ``window_s``, only those loaded to at least ``min_load_share`` x the value in use (the last
 correction, else the offline profile: a lightly loaded replica says nothing about its limit).
-With fewer than ``min_samples`` of them the offline profile stands (``too_few_samples``).
+With fewer than ``min_samples`` of them the value in use stands (``too_few_samples``): a quiet
+night says nothing new about a replica's limit, so it does not undo what the busy day proved (a
+model corrected down and reset to its offline profile overnight would run over its SLO again every
+morning until fresh evidence built up). A fresh loop with no value in use has the offline profile.
 Otherwise, from the value in use:
 
 * samples within the SLO at per-replica rates above the value in use prove the model sustains
@@ -104,9 +107,10 @@ def correct(model: str, offline_rps: float, latency_slo_ms: float,
             if since_at < s.at <= now and math.isfinite(s.per_replica_rps)
             and math.isfinite(s.mean_latency_ms) and s.per_replica_rps >= floor_rps]
     if len(used) < config.min_samples:
-        return made(offline_rps, len(used), f"{TOO_FEW_SAMPLES}: {len(used)} of "
+        kept = min(max(in_use, config.min_factor * offline_rps), config.max_factor * offline_rps)
+        return made(kept, len(used), f"{TOO_FEW_SAMPLES}: {len(used)} of "
                     f"{config.min_samples} needed at >= {_fmt(floor_rps)} rps/replica in "
-                    f"{_fmt(config.window_s)} s")
+                    f"{_fmt(config.window_s)} s; {_fmt(kept)} rps/replica kept")
     over = [s.per_replica_rps for s in used if s.mean_latency_ms > latency_slo_ms]
     above = [s.per_replica_rps for s in used
              if s.mean_latency_ms <= latency_slo_ms and s.per_replica_rps > in_use]

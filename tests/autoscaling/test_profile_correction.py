@@ -45,7 +45,20 @@ def test_no_samples_keep_the_offline_profile() -> None:
 def test_nine_loaded_samples_are_too_few_even_all_over_slo() -> None:
     got = _correct(_samples([16.0] * 9, 900.0))
     assert got.corrected_rps == OFFLINE_RPS
-    assert got.reason == (f"{TOO_FEW_SAMPLES}: 9 of 10 needed at >= 9 rps/replica in 3600 s")
+    assert got.reason == (f"{TOO_FEW_SAMPLES}: 9 of 10 needed at >= 9 rps/replica in 3600 s; "
+                          "18 rps/replica kept")
+
+
+def test_a_quiet_window_keeps_the_corrected_value_instead_of_resetting_to_offline() -> None:
+    night = _samples([2.0] * 120, 150.0)  # far below half the value in use: no evidence
+    got = _correct(night, previous_rps=10.4)
+    assert (got.corrected_rps, got.samples_used) == (10.4, 0)
+    assert got.reason.startswith(TOO_FEW_SAMPLES) and got.reason.endswith("10.4 rps/replica kept")
+
+
+def test_a_value_in_use_outside_the_bounds_is_clamped_even_without_evidence() -> None:
+    assert _correct([], previous_rps=1.0).corrected_rps == CONFIG.min_factor * OFFLINE_RPS
+    assert _correct([], previous_rps=99.0).corrected_rps == CONFIG.max_factor * OFFLINE_RPS
 
 
 def test_lightly_loaded_and_old_samples_do_not_count() -> None:
@@ -122,7 +135,7 @@ def test_the_corrected_profile_always_stays_within_its_factor_bounds(
 def test_evidence_all_over_slo_never_raises_the_value_in_use(
         rates: list[float], latency_ms: float, previous_rps: float | None) -> None:
     got = _correct(_samples(rates, latency_ms), previous_rps)
-    in_use = previous_rps if previous_rps is not None and len(rates) >= 10 else OFFLINE_RPS
+    in_use = previous_rps if previous_rps is not None else OFFLINE_RPS
     assert got.corrected_rps <= in_use + 1e-9
 
 
