@@ -1,0 +1,190 @@
+"""What ``headroom status`` shows: the store's picture of the fleet and the loop (pure values),
+and whether the loop is healthy at a given wall time (a pure judgement: ``now`` comes in).
+
+The values are what the store records, no more: the last tick's observed state, each model's
+newest forecast, the newest plan with its actions and held-back changes, the fleet lease and
+the MIG re-layouts in flight. ``controlplane.store.status_reader`` reads them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+#: the forecast point shown per model: the step ending this long after the forecast's origin
+FORECAST_AHEAD_S = 1200
+
+
+@dataclass(frozen=True, slots=True)
+class TickSummary:
+    tick_id: int
+    started_at: datetime
+    finished_at: datetime
+    status: str  # applied | dry_run | skipped | failed
+    reason: str
+    gpus_ready: int
+    demand_rps: float
+    capacity_rps: float
+    synced: bool
+    notes: tuple[str, ...]
+    ticks: int  # ticks the store holds
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastPoint:
+    method: str
+    fallback_reason: str
+    computed_at: datetime
+    origin_at: datetime
+    target_at: datetime  # start of the step shown
+    ahead_s: int  # from the origin to the end of the step shown
+    p50_rps: float
+    p90_rps: float
+
+
+@dataclass(frozen=True, slots=True)
+class ModelStatus:
+    name: str
+    tenant: str
+    observed: bool  # the last tick saw the model
+    demand_measured: bool
+    observed_rps: float | None  # None: not seen, or its load could not be measured
+    replicas_ready: int | None
+    replicas_pending: int | None
+    replicas_target: int | None
+    capacity_rps: float | None
+    forecast: ForecastPoint | None
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStatus:
+    name: str
+    product: str
+    gpus_per_node: int
+    nodes_ready: int
+    nodes_pending: int
+    target_nodes: int
+    price_per_gpu_hour: float | None  # None: the store has no price of its product
+    price_source: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedAction:
+    kind: str
+    target: str
+    from_value: int
+    to_value: int
+    reason: str
+    ok: bool | None  # None: no outcome recorded (a dry run, or not applied)
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class HeldChange:
+    target: str
+    kept: int
+    wanted: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlanStatus:
+    plan_id: int
+    tick_id: int
+    created_at: datetime
+    revision: int
+    dry_run: bool
+    cost_per_hour: float
+    gpus_placed: int
+    warm_gpus: int
+    unplaced: tuple[str, ...]
+    actions: tuple[PlannedAction, ...]
+    held: tuple[HeldChange, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseStatus:
+    name: str
+    holder: str  # "" = released
+    acquired_at: datetime | None
+    renewed_at: datetime | None
+    duration_s: int
+    transitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class RelayoutStatus:
+    relayout_id: str
+    node: str
+    pool: str
+    product: str
+    from_config: str
+    to_config: str
+    phase: str
+    started_at: datetime
+    updated_at: datetime
+    deadline_at: datetime | None
+    wait_reason: str
+    alert: str
+
+
+@dataclass(frozen=True, slots=True)
+class FleetStatus:
+    store: str  # the redacted URL
+    last_tick: TickSummary | None
+    lease: LeaseStatus | None
+    models: tuple[ModelStatus, ...]
+    pools: tuple[PoolStatus, ...]
+    plan: PlanStatus | None
+    relayouts: tuple[RelayoutStatus, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    code: str  # no_tick | stale_tick | failed_tick
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    checked_at: datetime
+    max_tick_age_s: float
+    tick_age_s: float | None  # wall time since the last tick started (negative: in the future)
+    problems: tuple[Problem, ...]
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems
+
+
+def age_s(at: datetime | None, now: datetime) -> float | None:
+    return None if at is None else (now - at).total_seconds()
+
+
+def judge_health(status: FleetStatus, now: datetime, max_tick_age_s: float) -> Health:
+    """Unhealthy when there is no tick, the last one failed, or it started more than
+    ``max_tick_age_s`` before ``now``."""
+    tick = status.last_tick
+    if tick is None:
+        return Health(now, max_tick_age_s, None, (Problem(
+            "no_tick", f"store {status.store} has no reconcile tick yet"),))
+    tick_age_s = (now - tick.started_at).total_seconds()
+    problems: list[Problem] = []
+    if tick_age_s > max_tick_age_s:
+        problems.append(Problem("stale_tick", f"the last tick (#{tick.tick_id}) started "
+                                f"{tick_age_s:.0f} s ago, more than {max_tick_age_s:g} s"))
+    if tick.status == "failed":
+        problems.append(Problem("failed_tick", f"the last tick (#{tick.tick_id}) failed: "
+                                f"{tick.reason or 'no reason recorded'}"))
+    return Health(now, max_tick_age_s, tick_age_s, tuple(problems))
+
+
+def forecast_point(method: str, fallback_reason: str, computed_at: datetime, origin_at: datetime,
+                   step_s: int, p50: list[float], p90: list[float]) -> ForecastPoint | None:
+    """The step ending ``FORECAST_AHEAD_S`` after the origin (the last step of a shorter
+    forecast); None for an empty forecast."""
+    if not p50 or not p90 or step_s <= 0:
+        return None
+    index = min(max(FORECAST_AHEAD_S // step_s - 1, 0), len(p50) - 1, len(p90) - 1)
+    return ForecastPoint(method, fallback_reason, computed_at, origin_at,
+                         origin_at + timedelta(seconds=index * step_s), (index + 1) * step_s,
+                         float(p50[index]), float(p90[index]))

@@ -1,0 +1,165 @@
+"""Read the store's picture of the fleet and the loop for ``headroom status`` (read-only).
+
+One connection, in one read-only transaction on PostgreSQL (REPEATABLE READ: every query sees
+the same snapshot); on SQLite the plan read is bounded by the last tick read first, so a tick
+recorded meanwhile never pairs with an older picture. Tables of later migrations (leases,
+MIG re-layouts) are read when the store has them."""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import Connection, Engine, Table, func, inspect, select
+from sqlmodel import SQLModel
+
+from controlplane.domain.fleet_status import (
+    FleetStatus,
+    ForecastPoint,
+    HeldChange,
+    LeaseStatus,
+    ModelStatus,
+    PlannedAction,
+    PlanStatus,
+    PoolStatus,
+    RelayoutStatus,
+    TickSummary,
+    forecast_point,
+)
+from controlplane.domain.observed import ObservedModel, ObservedState
+from controlplane.store import codec
+from controlplane.store.relayout import MigRelayoutRecord
+from controlplane.store.repository import as_utc
+from controlplane.store.tables import (
+    ActionRecord,
+    ForecastRecord,
+    GpuPriceRecord,
+    LeaseRowRecord,
+    ModelRecord,
+    OutcomeRecord,
+    PlanRecord,
+    TickRecord,
+)
+
+
+def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatus:
+    """Everything ``headroom status`` shows; ``store`` is the redacted URL to name it by."""
+    tables = set(inspect(engine).get_table_names())
+    with engine.connect() as connection:
+        if engine.dialect.name == "postgresql":
+            connection = connection.execution_options(isolation_level="REPEATABLE READ",
+                                                      postgresql_readonly=True)
+        with connection.begin():
+            tick, observed = _last_tick(connection)
+            return FleetStatus(
+                store=store, last_tick=tick,
+                lease=_lease(connection, lease_name) if "leases" in tables else None,
+                models=_models(connection, observed), pools=_pools(connection, observed),
+                plan=None if tick is None else _plan(connection, tick.tick_id),
+                relayouts=_relayouts(connection) if "mig_relayouts" in tables else ())
+
+
+def _table(record: type[SQLModel]) -> Table:
+    return SQLModel.metadata.tables[str(record.__tablename__)]
+
+
+def _last_tick(connection: Connection) -> tuple[TickSummary | None, ObservedState | None]:
+    t = _table(TickRecord).c
+    row = connection.execute(select(t.id, t.started_at, t.finished_at, t.status, t.reason,
+                                    t.gpus_ready, t.demand_rps, t.capacity_rps, t.observed_json)
+                             .order_by(t.id.desc()).limit(1)).first()
+    if row is None:
+        return None, None
+    count = connection.execute(select(func.count()).select_from(t.id.table)).scalar_one()
+    observed = codec.observed_from_json(row.observed_json)
+    return TickSummary(
+        tick_id=int(row.id), started_at=as_utc(row.started_at),
+        finished_at=as_utc(row.finished_at), status=str(row.status), reason=str(row.reason),
+        gpus_ready=int(row.gpus_ready), demand_rps=float(row.demand_rps),
+        capacity_rps=float(row.capacity_rps), synced=observed.synced, notes=observed.notes,
+        ticks=int(count)), observed
+
+
+def _models(connection: Connection, observed: ObservedState | None) -> tuple[ModelStatus, ...]:
+    """Every model the store lists, then any other the last tick saw, by name."""
+    m, f = _table(ModelRecord).c, _table(ForecastRecord).c
+    tenants = {str(r.name): str(r.tenant) for r in connection.execute(select(m.name, m.tenant))}
+    newest = select(func.max(f.id).label("id")).group_by(f.model).subquery()
+    forecasts = {str(r.model): forecast_point(
+        str(r.method), str(r.fallback_reason), as_utc(r.computed_at), as_utc(r.origin_at),
+        int(r.step_s), json.loads(r.p50_json), json.loads(r.p90_json))
+        for r in connection.execute(select(f.model, f.method, f.fallback_reason, f.computed_at,
+                                           f.origin_at, f.step_s, f.p50_json, f.p90_json)
+                                    .join(newest, newest.c.id == f.id))}
+    seen = {o.name: o for o in (observed.models if observed is not None else ())}
+    names = sorted(set(tenants) | set(seen))
+    return tuple(_model(name, tenants.get(name, ""), seen.get(name), forecasts.get(name))
+                 for name in names)
+
+
+def _model(name: str, tenant: str, seen: ObservedModel | None,
+           forecast: ForecastPoint | None) -> ModelStatus:
+    if seen is None:
+        return ModelStatus(name, tenant, False, False, None, None, None, None, None, forecast)
+    return ModelStatus(name, tenant, True, seen.demand_measured,
+                       seen.demand_rps if seen.demand_measured else None, seen.replicas_ready,
+                       seen.replicas_pending, seen.replicas_target, seen.capacity_rps, forecast)
+
+
+def _pools(connection: Connection, observed: ObservedState | None) -> tuple[PoolStatus, ...]:
+    if observed is None:
+        return ()
+    g = _table(GpuPriceRecord).c
+    prices = {str(r.product): (float(r.price_per_gpu_hour), str(r.source))
+              for r in connection.execute(select(g.product, g.price_per_gpu_hour, g.source))}
+    return tuple(PoolStatus(p.name, p.product, p.gpus_per_node, p.nodes_ready, p.nodes_pending,
+                            p.target_nodes, *prices.get(p.product, (None, "")))
+                 for p in observed.pools)
+
+
+def _plan(connection: Connection, last_tick_id: int) -> PlanStatus | None:
+    """The newest plan of a tick up to the last one read (a skipped or failed tick has none)."""
+    p, a, o = _table(PlanRecord).c, _table(ActionRecord).c, _table(OutcomeRecord).c
+    row = connection.execute(select(p.id, p.tick_id, p.created_at, p.revision, p.dry_run,
+                                    p.cost_per_hour, p.gpus_placed, p.warm_gpus, p.unplaced_json)
+                             .where(p.tick_id <= last_tick_id)
+                             .order_by(p.id.desc()).limit(1)).first()
+    if row is None:
+        return None
+    rows = connection.execute(
+        select(a.kind, a.target, a.from_value, a.to_value, a.reason, a.skipped, o.ok, o.message)
+        .select_from(_table(ActionRecord).outerjoin(_table(OutcomeRecord), o.action_id == a.id))
+        .where(a.plan_id == row.id).order_by(a.ordinal)).all()
+    actions = tuple(PlannedAction(str(r.kind), str(r.target), int(r.from_value), int(r.to_value),
+                                  str(r.reason), None if r.ok is None else bool(r.ok),
+                                  str(r.message or "")) for r in rows if not r.skipped)
+    held = tuple(HeldChange(str(r.target), int(r.from_value), int(r.to_value), str(r.reason))
+                 for r in rows if r.skipped)
+    return PlanStatus(int(row.id), int(row.tick_id), as_utc(row.created_at), int(row.revision),
+                      bool(row.dry_run), float(row.cost_per_hour), int(row.gpus_placed),
+                      int(row.warm_gpus), tuple(str(u) for u in json.loads(row.unplaced_json)),
+                      actions, held)
+
+
+def _lease(connection: Connection, name: str) -> LeaseStatus | None:
+    c = _table(LeaseRowRecord).c
+    row = connection.execute(select(c.name, c.holder, c.acquired_at, c.renewed_at, c.duration_s,
+                                    c.transitions).where(c.name == name)).first()
+    if row is None:
+        return None
+    return LeaseStatus(str(row.name), str(row.holder),
+                       None if row.acquired_at is None else as_utc(row.acquired_at),
+                       None if row.renewed_at is None else as_utc(row.renewed_at),
+                       int(row.duration_s), int(row.transitions))
+
+
+def _relayouts(connection: Connection) -> tuple[RelayoutStatus, ...]:
+    c = _table(MigRelayoutRecord).c
+    rows = connection.execute(select(c.relayout_id, c.node, c.pool, c.product, c.from_config,
+                                     c.to_config, c.phase, c.started_at, c.updated_at,
+                                     c.deadline_at, c.wait_reason, c.alert)
+                              .where(c.active.is_(True)).order_by(c.started_at))
+    return tuple(RelayoutStatus(
+        str(r.relayout_id), str(r.node), str(r.pool), str(r.product), str(r.from_config),
+        str(r.to_config), str(r.phase), as_utc(r.started_at), as_utc(r.updated_at),
+        None if r.deadline_at is None else as_utc(r.deadline_at), str(r.wait_reason),
+        str(r.alert)) for r in rows)

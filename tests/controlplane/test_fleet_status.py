@@ -1,0 +1,57 @@
+"""The health ``headroom status`` judges and the forecast point it shows (pure)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from controlplane.domain.fleet_status import FleetStatus, TickSummary, forecast_point, judge_health
+
+T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+
+
+def _status(started_at: datetime | None, tick_status: str = "applied",
+            reason: str = "") -> FleetStatus:
+    tick = None if started_at is None else TickSummary(
+        4, started_at, started_at, tick_status, reason, 8, 10.0, 20.0, True, (), 4)
+    return FleetStatus("sqlite:///h.db", tick, None, (), (), None, ())
+
+
+def test_a_tick_within_the_limit_is_healthy_and_its_age_is_from_now() -> None:
+    health = judge_health(_status(T0), T0 + timedelta(seconds=90), 90.0)
+    assert health.healthy and health.tick_age_s == 90.0
+
+
+def test_a_tick_ahead_of_the_wall_clock_is_not_stale() -> None:
+    health = judge_health(_status(T0 + timedelta(minutes=5)), T0, 90.0)
+    assert health.healthy and health.tick_age_s == -300.0
+
+
+def test_a_stale_failed_tick_names_both_problems() -> None:
+    health = judge_health(_status(T0, "failed", "source_rejected"),
+                          T0 + timedelta(seconds=91), 90.0)
+    assert [(p.code, p.message) for p in health.problems] == [
+        ("stale_tick", "the last tick (#4) started 91 s ago, more than 90 s"),
+        ("failed_tick", "the last tick (#4) failed: source_rejected")]
+
+
+def test_a_skipped_tick_is_healthy_and_no_tick_is_not() -> None:
+    assert judge_health(_status(T0, "skipped", "snapshot_unsynced"), T0, 90.0).healthy
+    health = judge_health(_status(None), T0, 90.0)
+    assert health.tick_age_s is None
+    assert [p.code for p in health.problems] == ["no_tick"]
+
+
+def test_the_forecast_point_is_the_step_ending_twenty_minutes_after_the_origin() -> None:
+    p50, p90 = [float(i) for i in range(20)], [float(i) + 0.5 for i in range(20)]
+    point = forecast_point("hybrid", "", T0, T0, 60, p50, p90)
+    assert point is not None
+    assert (point.target_at, point.ahead_s, point.p50_rps, point.p90_rps) == (
+        T0 + timedelta(minutes=19), 1200, 19.0, 19.5)
+    by_five = forecast_point("hybrid", "", T0, T0, 300, p50[:4], p90[:4])
+    assert by_five is not None and (by_five.ahead_s, by_five.p50_rps) == (1200, 3.0)
+
+
+def test_a_shorter_forecast_shows_its_last_step_and_an_empty_one_none() -> None:
+    point = forecast_point("persistence", "too_short", T0, T0, 60, [1.0, 2.0], [3.0, 4.0])
+    assert point is not None and (point.ahead_s, point.p50_rps, point.p90_rps) == (120, 2.0, 4.0)
+    assert forecast_point("persistence", "", T0, T0, 60, [], []) is None
