@@ -25,6 +25,7 @@ from controlplane.cli.forecast import app as forecast_app
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.placement import app as placement_app
 from controlplane.cli.simulate import simulate_command
+from controlplane.cli.status import status_command
 from controlplane.cli.store_origin import db_url_named
 from controlplane.cli.streams import print_error, stdout_to_stderr
 from controlplane.demo import Demo
@@ -292,6 +293,9 @@ def dashboard(config: ConfigOption = None,
     console.print(f"dashboard on http://{address}:{port} (store {redact(settings.db.url)})")
     env = {**os.environ, "HEADROOM_DB__URL": settings.db.url}
     raise typer.Exit(run_in_foreground(dashboard_command(address, port), env))
+
+
+app.command("status")(reflowed(status_command))
 
 
 def main() -> None:

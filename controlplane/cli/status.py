@@ -1,0 +1,76 @@
+"""``headroom status``: the fleet's state and the loop's health from the store, read-only.
+
+Exit codes for probes: 0 healthy; 1 when there is no tick yet, the last one failed or it is
+older than ``--max-tick-age-s`` (the output says which); 2 for bad input (settings, a store that
+cannot be reached or has no schema). It never writes: a SQLite store is opened ``mode=ro``
+(``read_only_engine``), a PostgreSQL one in read-only transactions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from sqlalchemy import inspect
+from sqlalchemy.exc import SQLAlchemyError
+
+from controlplane.adapters.clock import WallClock
+from controlplane.cli.status_view import render, status_document
+from controlplane.cli.store_origin import db_url_named
+from controlplane.cli.streams import usage_error
+from controlplane.domain.fleet_status import judge_health
+from controlplane.fleet_lease import FLEET_LEASE
+from controlplane.settings import ConfigError, load_settings
+from controlplane.store import StoreUnavailable
+from controlplane.store.engine import error_line, read_only_engine, redact
+from controlplane.store.status_reader import read_fleet_status
+
+#: the default --max-tick-age-s in reconcile intervals
+STALE_AFTER_INTERVALS = 3
+
+
+def status_command(
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file",
+                                                dir_okay=False)] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    max_tick_age_s: Annotated[float | None, typer.Option(
+        "--max-tick-age-s", min=0.0,
+        help=escape("a last tick older than this is unhealthy (exit 1) [default: 3 x "
+                    "reconcile.interval_s]"))] = None,
+) -> None:
+    """The fleet and the reconcile loop as the store records them (read-only; exit 1 if stale).
+
+    Shows the last tick (its age from the wall clock, status and reason), the fleet lease,
+    per model the observed load, the newest forecast 20 minutes ahead and the replicas, per
+    pool the nodes and the GPU price, the last plan's actions, the changes guards held back and
+    MIG re-layouts in flight. Exit code 0 when healthy; 1 when there is no tick yet, the last
+    tick failed or is older than --max-tick-age-s; 2 when the store cannot be read."""
+    try:
+        settings = load_settings(config)
+        url = settings.db.url
+        with db_url_named(settings):
+            engine = read_only_engine(url, settings.db.connect_timeout_s)
+    except (ConfigError, StoreUnavailable) as error:
+        raise usage_error(str(error)) from None
+    try:
+        if not inspect(engine).has_table("ticks"):
+            raise usage_error(f"store {redact(url)} has no Headroom schema; run `headroom db "
+                              "upgrade` (or start `headroom demo`)")
+        status = read_fleet_status(engine, redact(url), FLEET_LEASE)
+    except SQLAlchemyError as error:
+        raise usage_error(f"store {redact(url)}: {error_line(error)} (is the schema current? "
+                          "run `headroom db upgrade`)") from None
+    finally:
+        engine.dispose()
+    limit_s = (max_tick_age_s if max_tick_age_s is not None
+               else STALE_AFTER_INTERVALS * settings.reconcile.interval_s)
+    health = judge_health(status, WallClock().now(), limit_s)
+    if json_out:
+        typer.echo(json.dumps(status_document(status, health)))
+    else:
+        render(Console(), status, health)
+    if not health.healthy:
+        raise typer.Exit(1)

@@ -1,0 +1,181 @@
+"""``headroom status`` output: one JSON document (stable keys, ISO 8601 UTC times, numbers as
+numbers) and the same content as Rich tables. Pure functions of the status and its health."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from controlplane.domain.fleet_status import FleetStatus, ForecastPoint, Health, age_s
+
+
+def _at(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat().replace("+00:00", "Z")
+
+
+def _forecast(point: ForecastPoint | None) -> dict[str, Any] | None:
+    if point is None:
+        return None
+    return {"method": point.method, "fallback_reason": point.fallback_reason,
+            "computed_at": _at(point.computed_at), "origin_at": _at(point.origin_at),
+            "target_at": _at(point.target_at), "ahead_s": point.ahead_s,
+            "p50_rps": point.p50_rps, "p90_rps": point.p90_rps}
+
+
+def status_document(status: FleetStatus, health: Health) -> dict[str, Any]:
+    now = health.checked_at
+    tick, lease, plan = status.last_tick, status.lease, status.plan
+    return {
+        "store": status.store,
+        "checked_at": _at(now),
+        "healthy": health.healthy,
+        "problems": [{"code": p.code, "message": p.message} for p in health.problems],
+        "max_tick_age_s": health.max_tick_age_s,
+        "last_tick": None if tick is None else {
+            "id": tick.tick_id, "started_at": _at(tick.started_at),
+            "finished_at": _at(tick.finished_at), "age_s": health.tick_age_s,
+            "status": tick.status, "reason": tick.reason, "gpus_ready": tick.gpus_ready,
+            "demand_rps": tick.demand_rps, "capacity_rps": tick.capacity_rps,
+            "synced": tick.synced, "notes": list(tick.notes), "ticks_stored": tick.ticks},
+        "lease": None if lease is None else {
+            "name": lease.name, "holder": lease.holder or None,
+            "acquired_at": _at(lease.acquired_at), "renewed_at": _at(lease.renewed_at),
+            "renewed_age_s": age_s(lease.renewed_at, now), "duration_s": lease.duration_s,
+            "transitions": lease.transitions},
+        "models": [{
+            "name": m.name, "tenant": m.tenant, "observed": m.observed,
+            "demand_measured": m.demand_measured, "observed_rps": m.observed_rps,
+            "replicas_ready": m.replicas_ready, "replicas_pending": m.replicas_pending,
+            "replicas_target": m.replicas_target, "capacity_rps": m.capacity_rps,
+            "forecast": _forecast(m.forecast)} for m in status.models],
+        "pools": [{
+            "name": p.name, "product": p.product, "gpus_per_node": p.gpus_per_node,
+            "nodes_ready": p.nodes_ready, "nodes_pending": p.nodes_pending,
+            "target_nodes": p.target_nodes, "price_per_gpu_hour": p.price_per_gpu_hour,
+            "price_source": p.price_source} for p in status.pools],
+        "plan": None if plan is None else {
+            "id": plan.plan_id, "tick_id": plan.tick_id, "created_at": _at(plan.created_at),
+            "revision": plan.revision, "dry_run": plan.dry_run,
+            "cost_per_hour": plan.cost_per_hour, "gpus_placed": plan.gpus_placed,
+            "warm_gpus": plan.warm_gpus, "unplaced": list(plan.unplaced),
+            "actions": [{"kind": a.kind, "target": a.target, "from": a.from_value,
+                         "to": a.to_value, "reason": a.reason, "ok": a.ok,
+                         "message": a.message} for a in plan.actions],
+            "held": [{"target": h.target, "kept": h.kept, "wanted": h.wanted,
+                      "reason": h.reason} for h in plan.held]},
+        "relayouts": [{
+            "id": r.relayout_id, "node": r.node, "pool": r.pool, "product": r.product,
+            "from_config": r.from_config, "to_config": r.to_config, "phase": r.phase,
+            "started_at": _at(r.started_at), "updated_at": _at(r.updated_at),
+            "deadline_at": _at(r.deadline_at), "wait_reason": r.wait_reason,
+            "alert": r.alert} for r in status.relayouts],
+    }
+
+
+def _num(value: float | int | None, fmt: str = "{:,.1f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def _ago(seconds: float | None) -> str:
+    if seconds is None:
+        return "never"
+    if seconds < 0:  # a simulated store's clock runs ahead of the wall clock
+        return f"{-seconds:,.0f} s ahead of the wall clock"
+    return f"{seconds:,.0f} s ago"
+
+
+def _table(title: str, *columns: str, header: bool = True) -> Table:
+    table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False,
+                  show_header=header)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def render(console: Console, status: FleetStatus, health: Health) -> None:
+    """The status as tables, then one verdict line: ``healthy`` or ``unhealthy: ...``."""
+    now = health.checked_at
+    tick = status.last_tick
+    head = _table("Loop", "field", "value", header=False)
+    head.add_row("store", escape(status.store))
+    if tick is None:
+        head.add_row("last tick", "none recorded")
+    else:
+        head.add_row("last tick", f"#{tick.tick_id} at {_at(tick.started_at)} "
+                     f"({_ago(health.tick_age_s)}; max {health.max_tick_age_s:g} s)")
+        head.add_row("status", escape(tick.status + (f" ({tick.reason})" if tick.reason else "")))
+        head.add_row("fleet", f"{tick.gpus_ready} GPUs ready, demand {tick.demand_rps:,.1f} rps, "
+                     f"capacity {tick.capacity_rps:,.1f} rps; {tick.ticks} ticks stored")
+        for note in tick.notes:
+            head.add_row("note", escape(note))
+    if status.lease is not None:
+        lease = status.lease
+        holder = escape(lease.holder) if lease.holder else "released"
+        head.add_row(f"lease {escape(lease.name)}", f"{holder}, renewed "
+                     f"{_ago(age_s(lease.renewed_at, now))} (duration {lease.duration_s} s)")
+    console.print(head)
+    models = _table("Models (replicas ready/pending/target; forecast 20 min ahead)", "model",
+                    "tenant", "rps", "replicas", "capacity", "p50", "p90", "method")
+    for m in status.models:
+        f = m.forecast
+        observed = _num(m.observed_rps) if m.demand_measured or not m.observed else "unknown"
+        replicas = "-" if not m.observed else (
+            f"{m.replicas_ready}/{m.replicas_pending}/{m.replicas_target}")
+        models.add_row(escape(m.name), escape(m.tenant), observed, replicas,
+                       _num(m.capacity_rps), _num(None if f is None else f.p50_rps),
+                       _num(None if f is None else f.p90_rps),
+                       "-" if f is None else escape(f.method))
+    console.print(models)
+    pools = _table("Pools", "pool", "product", "ready", "pending", "target", "$/GPU-h")
+    for p in status.pools:
+        pools.add_row(escape(p.name), escape(p.product), str(p.nodes_ready),
+                      str(p.nodes_pending), str(p.target_nodes),
+                      _num(p.price_per_gpu_hour, "{:,.2f}"))
+    console.print(pools)
+    _render_plan(console, status, now)
+    _render_verdict(console, health)
+
+
+def _render_plan(console: Console, status: FleetStatus, now: datetime) -> None:
+    plan = status.plan
+    if plan is None:
+        console.print("no plan recorded")
+    else:
+        kind = "dry run" if plan.dry_run else "applied"
+        actions = _table(f"Plan #{plan.plan_id} of tick #{plan.tick_id} ({kind}, revision "
+                         f"{plan.revision}, {plan.gpus_placed} GPUs placed, {plan.warm_gpus} warm,"
+                         f" ${plan.cost_per_hour:,.2f}/h)", "action", "target", "from", "to",
+                         "reason", "outcome")
+        for a in plan.actions:
+            outcome = "-" if a.ok is None else ("ok" if a.ok else f"failed: {a.message}")
+            actions.add_row(escape(a.kind), escape(a.target), str(a.from_value), str(a.to_value),
+                            escape(a.reason), escape(outcome))
+        console.print(actions if plan.actions else f"plan #{plan.plan_id} of tick "
+                      f"#{plan.tick_id}: no actions ({kind})")
+        if plan.held:
+            held = _table("Held back by guards", "target", "kept", "wanted", "reason")
+            for h in plan.held:
+                held.add_row(escape(h.target), str(h.kept), str(h.wanted), escape(h.reason))
+            console.print(held)
+        if plan.unplaced:
+            console.print(f"unplaced: {escape(', '.join(plan.unplaced))}")
+    if status.relayouts:
+        relayouts = _table("MIG re-layouts in flight", "node", "layout", "phase", "started",
+                           "waiting for")
+        for r in status.relayouts:
+            relayouts.add_row(escape(r.node), escape(f"{r.from_config} -> {r.to_config}"),
+                              escape(r.phase), _ago(age_s(r.started_at, now)),
+                              escape(r.alert or r.wait_reason))
+        console.print(relayouts)
+
+
+def _render_verdict(console: Console, health: Health) -> None:
+    if health.healthy:
+        console.print("healthy")
+    else:
+        console.print("unhealthy: " + escape("; ".join(p.message for p in health.problems)),
+                      soft_wrap=True)

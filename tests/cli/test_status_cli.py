@@ -1,0 +1,274 @@
+"""`headroom status` as a probe runs it: over a store the real sim runtime filled, read-only,
+exit 0 when the loop is healthy, 1 when it is not (saying why), 2 when the store cannot be read."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import subprocess
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clihelpers import HEADROOM, _env
+from sqlmodel import Session, col, select
+
+from controlplane.adapters.clock import WallClock
+from controlplane.domain.actions import ActionOutcome, ScaleNodePool, SetReplicas, SkippedAction
+from controlplane.domain.errors import PermanentError
+from controlplane.domain.guards import GuardMemory
+from controlplane.domain.lease import LeaseRecord
+from controlplane.domain.mig_layout import layout_from_entries
+from controlplane.domain.mig_relayout import MigRelayout, RelayoutPhase
+from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
+from controlplane.domain.placement import FleetPlacement, PlacedSegment
+from controlplane.domain.plan import Plan
+from controlplane.domain.tick import TickReport, TickStatus
+from controlplane.fleet_lease import FLEET_LEASE
+from controlplane.reconcile import SOURCE_REJECTED, reconcile_once
+from controlplane.runtime import SimRuntime
+from controlplane.settings import load_settings
+from controlplane.sim.catalog import DEMO_MODELS
+from controlplane.store import Store
+from controlplane.store.lease import SqlLeaseStore
+from controlplane.store.relayout import SqlRelayoutStore
+from controlplane.store.tables import ActionRecord, PlanRecord
+
+LONG_AGO = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+
+class ForbiddenReader:
+    def snapshot(self) -> ObservedState:
+        raise PermanentError("HTTP 403: nodes is forbidden")
+
+
+def _status(url: str, *args: str, env_columns: str = "80") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*HEADROOM, "status", *args],
+                          env=_env(HEADROOM_DB__URL=url, COLUMNS=env_columns),
+                          capture_output=True, text=True, timeout=120)
+
+
+def _json_status(url: str, *args: str) -> tuple[int, dict[str, Any]]:
+    run = _status(url, "--json", *args)
+    assert "Traceback" not in run.stderr, run.stderr
+    return run.returncode, json.loads(run.stdout)
+
+
+def _filled(url: str, start_at: datetime, minutes: float) -> SimRuntime:
+    """A store the sim runtime (virtual clock from ``start_at``) ran ``minutes`` on."""
+    settings = load_settings(db={"url": url}, sim={"history_s": 6 * 3600})
+    runtime = SimRuntime.open(settings, Store.open(url, migrate=True), start_at)
+    runtime.advance(minutes * 60)
+    return runtime
+
+
+def _recent(url: str) -> SimRuntime:
+    """Ten simulated minutes ending just before the wall clock's now."""
+    now = WallClock().now()
+    start_at = (now - timedelta(minutes=10)).replace(second=0, microsecond=0)
+    return _filled(url, start_at, (now - start_at).total_seconds() / 60 - 0.5)
+
+
+def test_status_of_a_running_fleet_is_healthy_and_shows_what_the_store_holds(
+        sqlite_url: str) -> None:
+    runtime = _recent(sqlite_url)
+    store = runtime.store
+    SqlLeaseStore(store.engine).create_lease(FLEET_LEASE, LeaseRecord(
+        "host-a-123", 15, WallClock().now(), WallClock().now(), 2))
+    code, doc = _json_status(sqlite_url, "--max-tick-age-s", "600")
+    assert code == 0 and doc["healthy"] is True and doc["problems"] == []
+    observed = store.last_observed()
+    assert observed is not None
+    assert doc["last_tick"]["id"] == store.counts()["ticks"] == doc["last_tick"]["ticks_stored"]
+    assert doc["last_tick"]["status"] == "applied"
+    assert doc["last_tick"]["started_at"] == observed.synced_at.isoformat().replace("+00:00", "Z")
+    assert 0 <= doc["last_tick"]["age_s"] < 600
+    assert {m["name"] for m in doc["models"]} == {m.name for m in DEMO_MODELS}
+    forecasts = store.latest_forecasts()
+    for shown in doc["models"]:
+        seen = observed.model(shown["name"])
+        assert seen is not None
+        assert (shown["replicas_ready"], shown["replicas_pending"], shown["replicas_target"]) == (
+            seen.replicas_ready, seen.replicas_pending, seen.replicas_target)
+        assert shown["observed_rps"] == seen.demand_rps
+        assert shown["capacity_rps"] == seen.capacity_rps
+        forecast = forecasts[shown["name"]]
+        assert shown["forecast"]["p50_rps"] == forecast.p50[1200 // forecast.step_s - 1]
+        assert shown["forecast"]["p90_rps"] == forecast.p90[1200 // forecast.step_s - 1]
+        assert shown["forecast"]["method"] == forecast.method
+        assert shown["forecast"]["ahead_s"] == 1200
+    assert [(p["name"], p["nodes_ready"], p["nodes_pending"], p["target_nodes"])
+            for p in doc["pools"]] == [(p.name, p.nodes_ready, p.nodes_pending, p.target_nodes)
+                                       for p in observed.pools]
+    prices = {p.name: p.price_per_gpu_hour for p in runtime.config.pools}
+    assert {p["name"]: p["price_per_gpu_hour"] for p in doc["pools"]} == prices
+    with Session(store.engine) as session:
+        plan = session.exec(select(PlanRecord).order_by(col(PlanRecord.id).desc())).first()
+        assert plan is not None
+        rows = session.exec(select(ActionRecord).where(ActionRecord.plan_id == plan.id)
+                            .order_by(col(ActionRecord.ordinal))).all()
+    assert (doc["plan"]["id"], doc["plan"]["revision"]) == (plan.id, plan.revision)
+    assert [(a["target"], a["to"]) for a in doc["plan"]["actions"]] == [
+        (r.target, r.to_value) for r in rows if not r.skipped]
+    assert [(h["target"], h["reason"]) for h in doc["plan"]["held"]] == [
+        (r.target, r.reason) for r in rows if r.skipped]
+    assert doc["lease"]["holder"] == "host-a-123" and doc["lease"]["duration_s"] == 15
+    table = _status(sqlite_url, "--max-tick-age-s", "600")
+    assert table.returncode == 0
+    assert "bert-embed" in table.stdout and "host-a-123" in table.stdout
+    assert table.stdout.rstrip().endswith("healthy")
+
+
+def _relayout(node: str, phase: RelayoutPhase, at: datetime) -> MigRelayout:
+    layout = layout_from_entries("A100-80GB", [{"devices": "all", "mig-enabled": True,
+                                                "mig-devices": {"3g.40gb": 2}}])
+    return MigRelayout(f"{node}-1", node, "a100-80gb", "all-disabled", "headroom-2x3g.40gb",
+                       layout, phase, at, at, wait_reason="pods draining")
+
+
+def test_the_last_plan_shows_its_outcomes_the_changes_held_back_and_relayouts_in_flight(
+        sqlite_url: str) -> None:
+    store = Store.open(sqlite_url, migrate=True)
+    at = WallClock().now() - timedelta(seconds=20)
+    observed = ObservedState(at, (ObservedPool("l4", "L4", 4, 1, 1, 2),), (),
+                             (ObservedModel("bert-embed", 2, 1, 3, 0.0, 600.0, False),),
+                             notes=("bert-embed: no series",))
+    placement = FleetPlacement(
+        revision=7, segments=(PlacedSegment("bert-embed", "L4-0", "L4", "exclusive", "", 0, 0,
+                                            300.0),),
+        gpu_ids_by_product=(("L4", ("L4-0",)),), warm_pools=(), cost_per_hour=1.6, unplaced=())
+    plan = Plan(at, (ScaleNodePool("l4", 1, 2, "placement"),
+                     SetReplicas("bert-embed", 2, 3, "p90")),
+                (SkippedAction("l4", 5, 2, "max_step"),))
+    store.save_tick(TickReport(at, at, TickStatus.APPLIED, "", observed, (), placement, plan, (
+        ActionOutcome("l4", True, "ok"), ActionOutcome("bert-embed", False, "HTTP 409: conflict")),
+        GuardMemory()))
+    relayouts = SqlRelayoutStore(store.engine)
+    relayouts.save_relayout(_relayout("a100-0", RelayoutPhase.DRAIN, at))
+    relayouts.save_relayout(_relayout("a100-1", RelayoutPhase.DONE, at))
+    code, doc = _json_status(sqlite_url)
+    assert code == 0
+    assert doc["plan"]["revision"] == 7 and doc["plan"]["cost_per_hour"] == 1.6
+    assert doc["plan"]["actions"] == [
+        {"kind": "scale_node_pool", "target": "l4", "from": 1, "to": 2, "reason": "placement",
+         "ok": True, "message": "ok"},
+        {"kind": "set_replicas", "target": "bert-embed", "from": 2, "to": 3, "reason": "p90",
+         "ok": False, "message": "HTTP 409: conflict"}]
+    assert doc["plan"]["held"] == [{"target": "l4", "kept": 2, "wanted": 5, "reason": "max_step"}]
+    assert [(r["node"], r["phase"], r["wait_reason"]) for r in doc["relayouts"]] == [
+        ("a100-0", "drain", "pods draining")]
+    (model,) = doc["models"]
+    assert (model["observed_rps"], model["demand_measured"], model["capacity_rps"]) == (
+        None, False, 600.0)
+    assert doc["last_tick"]["notes"] == ["bert-embed: no series"]
+    assert doc["pools"] == [{"name": "l4", "product": "L4", "gpus_per_node": 4, "nodes_ready": 1,
+                             "nodes_pending": 1, "target_nodes": 2, "price_per_gpu_hour": None,
+                             "price_source": ""}]
+    table = _status(sqlite_url, env_columns="200")
+    assert "HTTP 409: conflict" in table.stdout and "max_step" in table.stdout
+    assert "a100-0" in table.stdout and "a100-1" not in table.stdout
+
+
+def test_a_stale_last_tick_exits_1_naming_its_age_and_the_limit(sqlite_url: str) -> None:
+    _filled(sqlite_url, LONG_AGO, 3)  # the default limit: 3 x reconcile.interval_s (30 s)
+    code, doc = _json_status(sqlite_url)
+    assert code == 1 and doc["healthy"] is False
+    assert [p["code"] for p in doc["problems"]] == ["stale_tick"]
+    assert doc["max_tick_age_s"] == 90.0 and doc["last_tick"]["age_s"] > 90
+    assert "more than 90 s" in doc["problems"][0]["message"]
+    table = _status(sqlite_url)
+    assert table.returncode == 1
+    assert table.stdout.splitlines()[-1].startswith("unhealthy: the last tick (#")
+
+
+def test_a_failed_last_tick_exits_1_with_its_reason(sqlite_url: str) -> None:
+    runtime = _recent(sqlite_url)
+    reconcile_once(replace(runtime.deps, reader=ForbiddenReader()), runtime.config)
+    code, doc = _json_status(sqlite_url, "--max-tick-age-s", "600")
+    assert code == 1
+    assert [p["code"] for p in doc["problems"]] == ["failed_tick"]
+    assert doc["last_tick"]["status"] == "failed" and doc["last_tick"]["reason"] == SOURCE_REJECTED
+    assert SOURCE_REJECTED in doc["problems"][0]["message"]
+    assert doc["last_tick"]["notes"] == ["HTTP 403: nodes is forbidden"]
+
+
+def test_a_store_without_ticks_exits_1_saying_so(sqlite_url: str) -> None:
+    Store.open(sqlite_url, migrate=True).engine.dispose()
+    code, doc = _json_status(sqlite_url)
+    assert code == 1 and doc["last_tick"] is None and doc["plan"] is None
+    assert doc["problems"] == [{"code": "no_tick",
+                                "message": f"store {sqlite_url} has no reconcile tick yet"}]
+
+
+def test_a_missing_sqlite_file_exits_2_in_one_line_and_creates_nothing(tmp_path: Path) -> None:
+    store_file = tmp_path / "absent" / "headroom.db"
+    run = _status(f"sqlite:///{store_file}")
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr == (f"error: store sqlite:///{store_file}: no such database file "
+                          "(db.url from environment HEADROOM_DB__URL)\n")
+    assert not store_file.parent.exists()
+
+
+def test_a_database_without_the_schema_exits_2_naming_the_url(tmp_path: Path) -> None:
+    store_file = tmp_path / "empty.db"
+    sqlite3.connect(store_file).close()
+    run = _status(f"sqlite:///{store_file}")
+    assert run.returncode == 2
+    assert run.stderr == (f"error: store sqlite:///{store_file} has no Headroom schema; run "
+                          "`headroom db upgrade` (or start `headroom demo`)\n")
+
+
+def test_an_unreachable_postgresql_exits_2_in_one_line_naming_the_url() -> None:
+    url = "postgresql://status@127.0.0.1:1/headroom"
+    run = _status(url)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.startswith(f"error: cannot reach database {url}: ")
+    assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+
+
+def _fingerprint(store_file: Path) -> tuple[str, int]:
+    return hashlib.sha256(store_file.read_bytes()).hexdigest(), store_file.stat().st_mtime_ns
+
+
+def test_status_leaves_the_sqlite_file_and_its_journal_mode_as_they_were(
+        tmp_path: Path) -> None:
+    store_file = tmp_path / "headroom.db"
+    runtime = _recent(f"sqlite:///{store_file}")
+    runtime.store.engine.dispose()
+    with sqlite3.connect(store_file) as connection:  # a rollback-journal store: no WAL to make
+        connection.execute("PRAGMA journal_mode=DELETE")
+    before = _fingerprint(store_file)
+    for args in ((), ("--json",)):
+        assert _status(f"sqlite:///{store_file}", "--max-tick-age-s", "600",
+                       *args).returncode == 0
+    assert _fingerprint(store_file) == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("headroom.db")) == [
+        "headroom.db"]
+    with sqlite3.connect(f"file:{store_file}?mode=ro", uri=True) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+
+
+def _comparable(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document without what differs between two stores filled alike: the URL and the
+    wall-clock instants of the check."""
+    drop = {"store", "checked_at"}
+    return {**{k: v for k, v in doc.items() if k not in drop},
+            "last_tick": {k: v for k, v in doc["last_tick"].items() if k != "age_s"},
+            "problems": [{**p, "message": p["message"].split(" started ")[0]}
+                         for p in doc["problems"]]}
+
+
+@pytest.mark.postgres
+def test_status_on_postgresql_gives_the_same_document_as_on_sqlite(
+        sqlite_url: str, postgres_url: str) -> None:
+    for url in (sqlite_url, postgres_url):
+        _filled(url, LONG_AGO, 4).store.engine.dispose()
+    (sqlite_code, on_sqlite), (pg_code, on_pg) = (_json_status(sqlite_url),
+                                                  _json_status(postgres_url))
+    assert sqlite_code == pg_code == 1  # LONG_AGO: stale on both
+    assert on_pg["store"] == postgres_url
+    assert len(on_pg["models"]) == len(DEMO_MODELS) and on_pg["plan"] is not None
+    assert _comparable(on_pg) == _comparable(on_sqlite)
