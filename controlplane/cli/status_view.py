@@ -41,6 +41,8 @@ def status_document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "status": tick.status, "reason": tick.reason, "gpus_ready": tick.gpus_ready,
             "demand_rps": tick.demand_rps, "capacity_rps": tick.capacity_rps,
             "synced": tick.synced, "notes": list(tick.notes), "ticks_stored": tick.ticks},
+        "fleet": None if status.fleet_tick_id is None else {
+            "tick_id": status.fleet_tick_id, "observed_at": _at(status.fleet_at)},
         "lease": None if lease is None else {
             "name": lease.name, "holder": lease.holder or None,
             "acquired_at": _at(lease.acquired_at), "renewed_at": _at(lease.renewed_at),
@@ -108,8 +110,9 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
         head.add_row("last tick", f"#{tick.tick_id} at {_at(tick.started_at)} "
                      f"({_ago(health.tick_age_s)}; max {health.max_tick_age_s:g} s)")
         head.add_row("status", escape(tick.status + (f" ({tick.reason})" if tick.reason else "")))
-        head.add_row("fleet", f"{tick.gpus_ready} GPUs ready, demand {tick.demand_rps:,.1f} rps, "
-                     f"capacity {tick.capacity_rps:,.1f} rps; {tick.ticks} ticks stored")
+        head.add_row("tick totals", f"{tick.gpus_ready} GPUs ready, demand "
+                     f"{tick.demand_rps:,.1f} rps, capacity {tick.capacity_rps:,.1f} rps; "
+                     f"{tick.ticks} ticks stored")
         for note in tick.notes:
             head.add_row("note", escape(note))
     if status.lease is not None:
@@ -117,6 +120,10 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
         holder = escape(lease.holder) if lease.holder else "released"
         head.add_row(f"lease {escape(lease.name)}", f"{holder}, renewed "
                      f"{_ago(age_s(lease.renewed_at, now))} (duration {lease.duration_s} s)")
+    if tick is not None and status.fleet_tick_id != tick.tick_id:
+        head.add_row("fleet seen", "never" if status.fleet_tick_id is None else (
+            f"by tick #{status.fleet_tick_id} at {_at(status.fleet_at)} (the last tick could not "
+            "read the fleet)"))
     console.print(head)
     models = _table("Models (replicas ready/pending/target; forecast 20 min ahead)", "model",
                     "tenant", "rps", "replicas", "capacity", "p50", "p90", "method")

@@ -1,7 +1,8 @@
 """What ``headroom status`` shows: the store's picture of the fleet and the loop (pure values),
 and whether the loop is healthy at a given wall time (a pure judgement: ``now`` comes in).
 
-The values are what the store records, no more: the last tick's observed state, each model's
+The values are what the store records, no more: the last tick's observed state (or, when the
+last tick could not read the fleet, the newest one that could, named by its tick), each model's
 newest forecast, the newest plan with its actions and held-back changes, the fleet lease and
 the MIG re-layouts in flight. ``controlplane.store.status_reader`` reads them."""
 
@@ -131,6 +132,10 @@ class RelayoutStatus:
 class FleetStatus:
     store: str  # the redacted URL
     last_tick: TickSummary | None
+    # the tick whose observed fleet the models and pools show: the last one, or when it could
+    # not read the fleet (failed, unsynced) the newest one before it that could
+    fleet_tick_id: int | None
+    fleet_at: datetime | None
     lease: LeaseStatus | None
     models: tuple[ModelStatus, ...]
     pools: tuple[PoolStatus, ...]

@@ -40,6 +40,9 @@ from controlplane.store.tables import (
     TickRecord,
 )
 
+#: how many ticks before an unsynced last tick are searched for the fleet last seen
+SYNCED_LOOKBACK_TICKS = 240
+
 
 def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatus:
     """Everything ``headroom status`` shows; ``store`` is the redacted URL to name it by."""
@@ -50,8 +53,13 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatu
                                                       postgresql_readonly=True)
         with connection.begin():
             tick, observed = _last_tick(connection)
+            seen = None if tick is None or observed is None else _fleet_seen(
+                connection, tick.tick_id, observed)
+            observed = None if seen is None else seen[1]
             return FleetStatus(
                 store=store, last_tick=tick,
+                fleet_tick_id=None if seen is None else seen[0],
+                fleet_at=None if observed is None else as_utc(observed.synced_at),
                 lease=_lease(connection, lease_name) if "leases" in tables else None,
                 models=_models(connection, observed), pools=_pools(connection, observed),
                 plan=None if tick is None else _plan(connection, tick.tick_id),
@@ -79,8 +87,25 @@ def _last_tick(connection: Connection) -> tuple[TickSummary | None, ObservedStat
         ticks=int(count)), observed
 
 
+def _fleet_seen(connection: Connection, tick_id: int, observed: ObservedState
+                ) -> tuple[int, ObservedState] | None:
+    """The fleet as the newest tick that could read it saw it: the last tick's, unless it
+    could not read the fleet (failed or skipped unsynced); then the newest synced one of the
+    ``SYNCED_LOOKBACK_TICKS`` before it (None when there is none)."""
+    if observed.synced:
+        return tick_id, observed
+    t = _table(TickRecord).c
+    rows = connection.execute(select(t.id, t.observed_json).where(t.id < tick_id)
+                              .order_by(t.id.desc()).limit(SYNCED_LOOKBACK_TICKS))
+    for row in rows:
+        earlier = codec.observed_from_json(row.observed_json)
+        if earlier.synced:
+            return int(row.id), earlier
+    return None
+
+
 def _models(connection: Connection, observed: ObservedState | None) -> tuple[ModelStatus, ...]:
-    """Every model the store lists, then any other the last tick saw, by name."""
+    """Every model the store lists, then any other the fleet's tick saw, by name."""
     m, f = _table(ModelRecord).c, _table(ForecastRecord).c
     tenants = {str(r.name): str(r.tenant) for r in connection.execute(select(m.name, m.tenant))}
     newest = select(func.max(f.id).label("id")).group_by(f.model).subquery()

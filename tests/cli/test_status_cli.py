@@ -184,15 +184,42 @@ def test_a_stale_last_tick_exits_1_naming_its_age_and_the_limit(sqlite_url: str)
     assert table.stdout.splitlines()[-1].startswith("unhealthy: the last tick (#")
 
 
-def test_a_failed_last_tick_exits_1_with_its_reason(sqlite_url: str) -> None:
+def test_a_failed_last_tick_exits_1_with_its_reason_and_the_fleet_last_seen(
+        sqlite_url: str) -> None:
     runtime = _recent(sqlite_url)
+    seen_by = runtime.store.counts()["ticks"]
+    seen = runtime.store.last_observed()
     reconcile_once(replace(runtime.deps, reader=ForbiddenReader()), runtime.config)
     code, doc = _json_status(sqlite_url, "--max-tick-age-s", "600")
     assert code == 1
     assert [p["code"] for p in doc["problems"]] == ["failed_tick"]
     assert doc["last_tick"]["status"] == "failed" and doc["last_tick"]["reason"] == SOURCE_REJECTED
+    assert doc["last_tick"]["id"] == seen_by + 1 and doc["last_tick"]["synced"] is False
     assert SOURCE_REJECTED in doc["problems"][0]["message"]
     assert doc["last_tick"]["notes"] == ["HTTP 403: nodes is forbidden"]
+    assert seen is not None and doc["fleet"]["tick_id"] == seen_by
+    assert {m["name"]: m["replicas_ready"] for m in doc["models"]} == {
+        m.name: m.replicas_ready for m in seen.models}
+    table = _status(sqlite_url, "--max-tick-age-s", "600", env_columns="200")
+    assert f"by tick #{seen_by} at " in table.stdout
+    assert table.stdout.splitlines()[-1] == (
+        f"unhealthy: the last tick (#{seen_by + 1}) failed: {SOURCE_REJECTED}")
+
+
+def test_the_default_tick_age_limit_is_three_reconcile_intervals_of_the_config_file(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'headroom.db'}"
+    now = WallClock().now()
+    start_at = (now - timedelta(minutes=20)).replace(second=0, microsecond=0)
+    _filled(url, start_at, 5).store.engine.dispose()  # the last tick: about 15 minutes ago
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f"db:\n  url: {url}\nreconcile:\n  interval_s: 600\n"
+                      "  max_staleness_s: 600\n", encoding="utf-8")
+    run = subprocess.run([*HEADROOM, "status", "--json", "--config", str(config)], env=_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert json.loads(run.stdout)["max_tick_age_s"] == 1800.0
+    assert _status(url).returncode == 1  # the default reconcile.interval_s: 30 s
 
 
 def test_a_store_without_ticks_exits_1_saying_so(sqlite_url: str) -> None:

@@ -13,7 +13,8 @@ def _status(started_at: datetime | None, tick_status: str = "applied",
             reason: str = "") -> FleetStatus:
     tick = None if started_at is None else TickSummary(
         4, started_at, started_at, tick_status, reason, 8, 10.0, 20.0, True, (), 4)
-    return FleetStatus("sqlite:///h.db", tick, None, (), (), None, ())
+    return FleetStatus("sqlite:///h.db", tick, None if tick is None else 4, started_at, None, (),
+                       (), None, ())
 
 
 def test_a_tick_within_the_limit_is_healthy_and_its_age_is_from_now() -> None:
