@@ -69,6 +69,10 @@ def status_document(status: FleetStatus, health: Health) -> dict[str, Any]:
                          "message": a.message} for a in plan.actions],
             "held": [{"target": h.target, "kept": h.kept, "wanted": h.wanted,
                       "reason": h.reason} for h in plan.held]},
+        "profiles": [{
+            "model": c.model, "offline_rps": c.offline_rps, "corrected_rps": c.corrected_rps,
+            "factor": c.factor, "samples_used": c.samples_used, "reason": c.reason}
+            for c in status.profiles],
         "relayouts": [{
             "id": r.relayout_id, "node": r.node, "pool": r.pool, "product": r.product,
             "from_config": r.from_config, "to_config": r.to_config, "phase": r.phase,
@@ -143,6 +147,15 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
                       str(p.nodes_pending), str(p.target_nodes),
                       _num(p.price_per_gpu_hour, "{:,.2f}"))
     console.print(pools)
+    corrected = [c for c in status.profiles if c.is_corrected]
+    if corrected:
+        profiles = _table("Profiles corrected online (throughput per replica at the SLO)",
+                          "model", "offline", "corrected", "factor", "reason")
+        for c in corrected:
+            profiles.add_row(escape(c.model), _num(c.offline_rps, "{:,.2f}"),
+                             _num(c.corrected_rps, "{:,.2f}"), f"{c.factor:.3f}x",
+                             escape(c.reason))
+        console.print(profiles)
     _render_plan(console, status, now)
     _render_verdict(console, health)
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from controlplane.domain.profile import ProfileCorrection
+
 #: the forecast point shown per model: the step ending this long after the forecast's origin
 FORECAST_AHEAD_S = 1200
 
@@ -141,6 +143,9 @@ class FleetStatus:
     pools: tuple[PoolStatus, ...]
     plan: PlanStatus | None
     relayouts: tuple[RelayoutStatus, ...]
+    # each model's throughput per replica the newest deciding tick sized it with: offline, or
+    # corrected online from observed latency (autoscaling.profile_correction)
+    profiles: tuple[ProfileCorrection, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

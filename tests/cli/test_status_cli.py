@@ -116,9 +116,16 @@ def test_status_of_a_running_fleet_is_healthy_and_shows_what_the_store_holds(
     assert [(h["target"], h["reason"]) for h in doc["plan"]["held"]] == [
         (r.target, r.reason) for r in rows if r.skipped]
     assert doc["lease"]["holder"] == "host-a-123" and doc["lease"]["duration_s"] == 15
+    profiles = store.last_profiles()
+    assert {p.model for p in profiles} == {m.name for m in DEMO_MODELS}
+    assert [(p["model"], p["offline_rps"], p["corrected_rps"], p["reason"])
+            for p in doc["profiles"]] == [
+        (c.model, c.offline_rps, c.corrected_rps, c.reason) for c in profiles]
     table = _status(sqlite_url, "--max-tick-age-s", "600")
     assert table.returncode == 0
     assert "bert-embed" in table.stdout and "host-a-123" in table.stdout
+    corrected = any(c.is_corrected for c in profiles)
+    assert ("Profiles corrected online" in table.stdout) is corrected
     assert table.stdout.rstrip().endswith("healthy")
 
 
