@@ -36,10 +36,22 @@ def build_scheduler(jobs: dict[str, tuple[Callable[[], object], float]],
     return scheduler
 
 
-def run_until_stopped(scheduler: BackgroundScheduler, on_stop: Callable[[], None]) -> None:
-    """Start the jobs and block until SIGTERM or Ctrl-C; then stop the jobs and call ``on_stop``."""
+def stop_on_sigterm() -> threading.Event:
+    """An event SIGTERM sets from now on. A long-running command installs it before it starts
+    anything, so a stop sent while it starts (as soon as it prints an address, say) lets it
+    finish starting and then stop cleanly, instead of killing it halfway (a fleet lease held
+    and never released, a server left without its stop)."""
     stop_event = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop_event.set())
+    return stop_event
+
+
+def run_until_stopped(scheduler: BackgroundScheduler, on_stop: Callable[[], None],
+                      stop_event: threading.Event | None = None) -> None:
+    """Start the jobs and block until SIGTERM (``stop_event``, from ``stop_on_sigterm``;
+    installed here when not given) or Ctrl-C; then stop the jobs and call ``on_stop``."""
+    if stop_event is None:
+        stop_event = stop_on_sigterm()
     scheduler.start()
     try:
         while not stop_event.wait(1.0):

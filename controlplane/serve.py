@@ -8,6 +8,8 @@ the placement API.
 
 from __future__ import annotations
 
+import threading
+
 from rich.console import Console
 
 from controlplane.adapters.keda import keda_registrar
@@ -42,7 +44,10 @@ def check_models(settings: Settings) -> None:
         raise ServeError(str(error)) from None
 
 
-def run_serve(settings: Settings, console: Console) -> None:
+def run_serve(settings: Settings, console: Console,
+              stop_event: threading.Event | None = None) -> None:
+    """Serve until SIGTERM (``stop_event``, installed by the caller before anything starts)
+    or Ctrl-C."""
     store = Store.open(settings.db.url, settings.db.connect_timeout_s, migrate=True)
     engine = PlacementEngine()
     if settings.backend == "kubernetes":
@@ -50,7 +55,7 @@ def run_serve(settings: Settings, console: Console) -> None:
         from controlplane.serve_k8s import NoModelsError, run_serve_k8s
 
         try:
-            run_serve_k8s(settings, store, engine, console)
+            run_serve_k8s(settings, store, engine, console, stop_event)
         except (NoModelsError, KubeconfigError) as error:
             raise ServeError(str(error)) from None
         return
@@ -59,13 +64,13 @@ def run_serve(settings: Settings, console: Console) -> None:
     clock = WallClock()
     lease = _hold_fleet_lease(settings, store, clock)
     try:
-        _run_sim(settings, store, engine, console, clock, lease)
+        _run_sim(settings, store, engine, console, clock, lease, stop_event)
     finally:
         lease.release()  # after the last job stopped: a restart takes the store at once
 
 
 def _run_sim(settings: Settings, store: Store, engine: PlacementEngine, console: Console,
-             clock: Clock, lease: FleetLease) -> None:
+             clock: Clock, lease: FleetLease, stop_event: threading.Event | None) -> None:
     runtime = SimRuntime.open(settings, store, clock.now(), engine)
     runtime.leads = lease.leads
     keda = keda_servicer(settings, store, runtime.clock, runtime.specs)
@@ -84,7 +89,7 @@ def _run_sim(settings: Settings, store: Store, engine: PlacementEngine, console:
         keda.stopping.set()
         stop_api()
 
-    run_until_stopped(scheduler, on_stop)
+    run_until_stopped(scheduler, on_stop, stop_event)
 
 
 def _hold_fleet_lease(settings: Settings, store: Store, clock: Clock) -> FleetLease:

@@ -8,6 +8,7 @@ refresh reads the stored models' history from Prometheus rather than the store's
 from __future__ import annotations
 
 import logging
+import threading
 
 from rich.console import Console
 
@@ -101,7 +102,7 @@ def leader_tick(deps: ReconcileDeps, config: ReconcileConfig, mig: MigRelayoutAc
 
 
 def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
-                  console: Console) -> None:
+                  console: Console, stop_event: threading.Event | None = None) -> None:
     specs = tuple(store.model_specs())
     if not specs:  # check_models_listed ran before the store was migrated; models went since
         raise _no_models(settings.db.url, "add them to the models table")
@@ -157,4 +158,4 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
         keda.stopping.set()
         stop_api()
 
-    run_until_stopped(scheduler, on_stop)
+    run_until_stopped(scheduler, on_stop, stop_event)

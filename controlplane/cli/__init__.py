@@ -30,6 +30,7 @@ from controlplane.cli.store_origin import db_url_named
 from controlplane.cli.streams import print_error, stdout_to_stderr
 from controlplane.demo import Demo
 from controlplane.fleet_lease import FleetLeaseHeld
+from controlplane.jobs import stop_on_sigterm
 from controlplane.logsetup import setup_logging
 from controlplane.runtime import check_budget_tenants, check_state_dir
 from controlplane.serve import ServeError
@@ -265,8 +266,9 @@ def serve(
         settings = settings.model_copy(update={"safety": settings.safety.model_copy(
             update={"dry_run": True})})
     setup_logging(logging.INFO)
+    stop_event = stop_on_sigterm()  # before anything starts: a stop while starting is clean
     with db_url_named(settings):
-        run_serve(settings, console)
+        run_serve(settings, console, stop_event)
 
 
 @app.command()

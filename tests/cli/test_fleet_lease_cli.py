@@ -195,3 +195,29 @@ def test_a_demo_on_the_store_a_serve_runs_is_refused_the_same_way(tmp_path: Path
     finally:
         assert _stop(serve) == 0
 
+
+
+def test_a_stop_sent_as_soon_as_serve_prints_its_address_stops_it_cleanly_and_frees_the_store(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'early.db'}"
+    config = _config(tmp_path, url, interval_s=3600, lease_s=15)
+    env = _env(HEADROOM_PLACEMENT__LISTEN=f"127.0.0.1:{_free_port()}")
+    proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(config)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen: list[str] = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the supervisor stops it the moment it reads the address
+            seen.append(line)
+            if line.startswith("placement API (gRPC) on"):
+                proc.send_signal(signal.SIGTERM)
+                break
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stderr = "".join(seen) + rest
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr and "placement API (gRPC) on" in stderr
+    released = _lease(url)
+    assert released is not None and released.holder == ""  # the next start takes it at once
