@@ -87,6 +87,11 @@ class Settings(BaseSettings):
                              f"everything) or >= forecast.history_s "
                              f"({self.forecast.history_s} s): the forecaster reads that much "
                              "history from the store")
+        correction_s = self.autoscaling.profile_correction.window_s
+        if 0 < self.db.retention_s < correction_s:
+            raise ValueError(f"autoscaling.profile_correction.window_s ({correction_s:g} s) "
+                             f"must be <= db.retention_s ({self.db.retention_s:g} s): the "
+                             "correction reads that much of the stored observations")
         if self.reconcile.max_staleness_s < self.reconcile.interval_s:
             raise ValueError("reconcile.max_staleness_s must be >= reconcile.interval_s")
         window_s, refresh_s = self.autoscaling.calibration_window_s, self.forecast.interval_s

@@ -224,9 +224,9 @@ class ProfileCorrectionSettings(Group):
                           "the offline profile as it is")
     window_s: float = Field(3600.0, gt=0, description="samples of this last stretch count")
     min_samples: int = Field(10, ge=1, description="fewer loaded samples in the window keep "
-                             "the offline profile")
+                             "the value in use (the offline profile before any correction)")
     min_load_share: float = Field(0.5, ge=0, le=10, description="a sample counts from this "
-                                  "load per replica / offline throughput up")
+                                  "load per replica / the throughput in use up")
     safety: float = Field(0.95, gt=0, le=1, description="a profile lowered by over-SLO samples "
                           "is this x a low quantile of their load per replica")
     min_factor: float = Field(0.5, gt=0, le=1, description="corrected / offline at least")

@@ -262,3 +262,14 @@ def test_profile_correction_settings_are_on_by_default_and_a_bad_one_names_its_f
         load_settings(autoscaling={"profile_correction": {"max_factor": 0.9}})
     with pytest.raises(ConfigError, match=r"autoscaling\.profile_correction\.min_samples"):
         load_settings(autoscaling={"profile_correction": {"min_samples": 0}})
+
+
+def test_a_profile_correction_window_longer_than_the_store_keeps_is_refused_naming_both() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(db={"retention_s": 1800}, forecast={"history_s": 1200},
+                      autoscaling={"profile_correction": {"window_s": 3600}})
+    assert ("autoscaling.profile_correction.window_s (3600 s) must be <= db.retention_s "
+            "(1800 s)") in str(refused.value)
+    kept_forever = load_settings(db={"retention_s": 0},
+                                 autoscaling={"profile_correction": {"window_s": 86400}})
+    assert kept_forever.autoscaling.profile_correction.window_s == 86400
