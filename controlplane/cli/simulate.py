@@ -17,6 +17,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from controlplane.autoscaling.policies import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
+from controlplane.autoscaling.profile_correction import CorrectionConfig
 from controlplane.cli.paths import check_output_path
 from controlplane.cli.streams import usage_error
 from controlplane.simulation.config import (
@@ -94,6 +95,11 @@ def simulate_command(
         "--oracle-forecast", hidden=True, help="BENCHMARK ONLY: forecasts read from the trace's "
         "own future (perfect foresight), to measure the floor node granularity, whole replicas "
         "and cold starts impose")] = False,
+    profile_correction: Annotated[bool, typer.Option(
+        "--profile-correction", help="predictive: correct each model's per-replica throughput "
+        "online from observed load per replica and the simulated mean latency, as the live loop "
+        "does (true capacity: the models file's true_per_replica_rps); reactive and static keep "
+        "the offline profile")] = False,
 ) -> None:
     """Replay per-model demand through the real core and a simulated fleet.
 
@@ -109,7 +115,9 @@ def simulate_command(
                               single_series=config.models[0].name)
         options = SimOptions(tick_s=tick_s, forecast_interval_s=forecast_interval_s,
                              forecast_method=forecast_method, seed=seed,
-                             oracle_forecast=oracle_forecast)
+                             oracle_forecast=oracle_forecast,
+                             profile_correction=CorrectionConfig() if profile_correction
+                             else None)
         knobs = PolicyKnobs(shortfall_cost_ratio=shortfall_cost_ratio,
                             short_minute_cost_ratio=short_minute_cost_ratio,
                             reactive_target_utilization=reactive_target)

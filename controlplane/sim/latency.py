@@ -27,10 +27,18 @@ def true_capacity_rps(spec: ModelSpec, factor: float) -> float:
 
 def mean_latency_ms(spec: ModelSpec, factor: float, demand_rps: float, ready: int) -> float | None:
     """The mean latency of ``ready`` replicas at ``demand_rps``; None with no replica ready."""
+    point = spec.best_point()
+    return queue_latency_ms(point.latency_ms, spec.latency_slo_ms,
+                            true_capacity_rps(spec, factor), demand_rps, ready)
+
+
+def queue_latency_ms(latency_ms: float, latency_slo_ms: float, true_per_replica_rps: float,
+                     demand_rps: float, ready: int) -> float | None:
+    """The formula above on plain numbers (``headroom simulate`` has no ModelSpec profile
+    latency): unloaded ``latency_ms``, the SLO reached at ``true_per_replica_rps``."""
     if ready <= 0:
         return None
-    point = spec.best_point()
-    headroom = max(1.0 - point.latency_ms / spec.latency_slo_ms, MIN_IDLE_SHARE)
-    saturation_rps = true_capacity_rps(spec, factor) / headroom
+    headroom = max(1.0 - latency_ms / latency_slo_ms, MIN_IDLE_SHARE)
+    saturation_rps = true_per_replica_rps / headroom
     utilization = max(0.0, demand_rps) / (ready * saturation_rps)
-    return point.latency_ms / max(1.0 - utilization, MIN_IDLE_SHARE)
+    return latency_ms / max(1.0 - utilization, MIN_IDLE_SHARE)

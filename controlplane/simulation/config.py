@@ -53,6 +53,12 @@ _NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 _Price = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
 
 
+#: a model's latency SLO and unloaded mean latency, ms, when the models file gives none (the
+#: simulated latency reaches the SLO exactly at the true per-replica throughput)
+DEFAULT_LATENCY_SLO_MS = 1000.0
+DEFAULT_UNLOADED_LATENCY_MS = 300.0
+
+
 class _Quantiles(_Loose):
     p50: _Seconds
     p90: _Seconds
@@ -75,11 +81,15 @@ class _Model(_Loose):
     tenant: str = "default"
     cold_start: _ColdStart
     idle_gpu_fraction: float = Field(1.0, ge=0, le=1)
+    #: what a replica really serves within the SLO (default: per_replica_rps, the profile is right)
+    true_per_replica_rps: float | None = None
+    latency_slo_ms: float = DEFAULT_LATENCY_SLO_MS
+    latency_ms: float = DEFAULT_UNLOADED_LATENCY_MS  # mean latency of an unloaded replica
 
-    @field_validator("per_replica_rps")
+    @field_validator("per_replica_rps", "true_per_replica_rps", "latency_slo_ms", "latency_ms")
     @classmethod
-    def _positive_rps(cls, value: float) -> float:
-        if not math.isfinite(value) or value <= 0:
+    def _positive(cls, value: float | None) -> float | None:
+        if value is not None and (not math.isfinite(value) or value <= 0):
             raise ValueError(f"must be > 0, got {value}")
         return value
 
@@ -128,9 +138,17 @@ class ColdStartModel:
 
 @dataclass(frozen=True, slots=True)
 class SimModel:
-    shape: ReplicaShape
+    shape: ReplicaShape  # sized with: per_replica_rps is the offline profile
     isolation: Isolation
     cold_start: ColdStartModel
+    #: what a replica really serves within the SLO (None: the profile is right)
+    true_rps: float | None = None
+    latency_slo_ms: float = DEFAULT_LATENCY_SLO_MS
+    latency_ms: float = DEFAULT_UNLOADED_LATENCY_MS
+
+    @property
+    def true_per_replica_rps(self) -> float:
+        return self.shape.per_replica_rps if self.true_rps is None else self.true_rps
 
     @property
     def name(self) -> str:
@@ -269,7 +287,12 @@ def _sim_model(index: int, model: _Model, fleet: _Fleet, base_dir: Path, cached:
     cold_start = (cold_start_from(model.cold_start, base_dir, cached, f"{origin}: cold_start")
                   if cold_start_override is None else
                   cold_start_from(cold_start_override, base_dir, cached, OPTION))
-    return SimModel(shape, Isolation(model.isolation.lower()), cold_start)
+    if model.latency_ms >= model.latency_slo_ms:
+        raise ModelsFileError(f"{origin}: latency_ms: the unloaded latency must be below "
+                              f"latency_slo_ms ({model.latency_slo_ms:g}), got "
+                              f"{model.latency_ms:g}")
+    return SimModel(shape, Isolation(model.isolation.lower()), cold_start,
+                    model.true_per_replica_rps, model.latency_slo_ms, model.latency_ms)
 
 
 def load_models_file(path: Path, cold_start_override: _ColdStart | None = None) -> SimConfig:

@@ -17,16 +17,20 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from controlplane.autoscaling.calibration import ForecastErrors, calibrated, recent_volatility
 from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, decide
 from controlplane.autoscaling.policies import ScalingPolicy, ladder_rungs
+from controlplane.autoscaling.profile_correction import CorrectionConfig, corrected_models, in_use
 from controlplane.domain.actions import ScaleNodePool, SetReplicas
+from controlplane.domain.demand import PREDICTIVE
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.models import ColdStart, Engine, ModelSpec, ProfilePoint
+from controlplane.domain.profile import ProfileSample
+from controlplane.sim.latency import queue_latency_ms
 from controlplane.simulation.config import SimConfig, SimModel
 from controlplane.simulation.fleet import SimFleet
 from controlplane.simulation.replay import DemandReplay
@@ -50,6 +54,9 @@ class SimOptions:
     #: true rate of every coming minute). Measures the floor that node granularity, whole
     #: replicas and cold starts leave for a policy that knows the future exactly.
     oracle_forecast: bool = False
+    #: the predictive policy corrects each model's per-replica throughput online from per-tick
+    #: samples, as the live loop does (``--profile-correction``); None: the offline profile
+    profile_correction: CorrectionConfig | None = None
 
     def __post_init__(self) -> None:
         ticks_per_minute = 60 / self.tick_s if math.isfinite(self.tick_s) and self.tick_s > 0 else 0
@@ -84,6 +91,8 @@ class RunStats:
     demand_reasons: Counter[str] = field(default_factory=Counter)
     skipped_reasons: Counter[str] = field(default_factory=Counter)
     gpu_hours_by_product: dict[str, float] = field(default_factory=dict)
+    #: with profile correction: the per-replica throughput each model is sized with at the end
+    profile_rps: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +135,8 @@ def _spec(model: SimModel) -> ModelSpec:
         shape.gpu_share * 7)) < 1e-3 and shape.gpu_share < 1 else 0
     point = ProfilePoint(shape.product, slices, 1, 1, shape.per_replica_rps, 0.0, 0)
     cold = model.cold_start.uncached
-    return ModelSpec(shape.model, shape.tenant, model.isolation, Engine.VLLM, 1000.0, (point,),
+    return ModelSpec(shape.model, shape.tenant, model.isolation, Engine.VLLM,
+                     model.latency_slo_ms, (point,),
                      ColdStart(cold.quantile(0.5), cold.quantile(0.9)))
 
 
@@ -164,6 +174,9 @@ class _Run:
         self.pending: dict[str, list[tuple[int, int, float, float]]] = {
             m.spec.name: [] for m in self.models}
         self.stats = RunStats()
+        self.correction = (options.profile_correction if policy.name == PREDICTIVE
+                           else None)  # reactive and static size with the offline profile
+        self.samples: dict[str, list[ProfileSample]] = {m.spec.name: [] for m in self.models}
         self.forecast_step_s = max(60, replay.trace.step_s // 60 * 60)
 
     def at(self, t_s: float) -> datetime:
@@ -214,10 +227,35 @@ class _Run:
                 keep.append((first, end, p50, sigma))
         self.pending[name] = keep
 
+    def sample(self, t_s: float) -> None:
+        """Each model's evidence of this tick: observed demand per ready replica and the mean
+        latency the latency model gives at it (none with no replica ready)."""
+        assert self.correction is not None
+        now_at, since_at = self.at(t_s), self.at(t_s - self.correction.window_s)
+        for name, kept in self.samples.items():
+            model = self.config.model(name)
+            ready = self.fleet.ready_replicas(name)
+            demand_rps = self.replay.observed_rps(name, t_s)
+            latency_ms = queue_latency_ms(model.latency_ms, model.latency_slo_ms,
+                                          model.true_per_replica_rps, demand_rps, ready)
+            if latency_ms is not None:
+                kept.append(ProfileSample(now_at, demand_rps / ready, latency_ms))
+            while kept and kept[0].at <= since_at:
+                kept.pop(0)
+
     def decide(self, t_s: float) -> TickDecision:
-        decision = decide(self.fleet.snapshot(), self.forecasts, self.models, self.pools,
+        models = self.models
+        if self.correction is not None:
+            self.sample(t_s)
+            models, profiles = corrected_models(self.models, self.samples,
+                                                dict(self.memory.profile_rps), self.at(t_s),
+                                                self.correction)
+        decision = decide(self.fleet.snapshot(), self.forecasts, models, self.pools,
                           self.policy, self.budgets, self.memory, self.at(t_s))
         self.memory = decision.memory
+        if self.correction is not None:
+            self.memory = replace(self.memory, profile_rps=in_use(profiles))
+            self.stats.profile_rps = {p.model: p.corrected_rps for p in profiles}
         self.stats.ticks += 1
         self.stats.demand_reasons.update(d.reason for d in decision.demands)
         self.stats.skipped_reasons.update(s.reason for s in decision.plan.skipped)
@@ -256,6 +294,7 @@ def run_policy(replay: DemandReplay, config: SimConfig, policy: ScalingPolicy,
     run.start()
     names = [m.spec.name for m in run.models]
     shapes = {m.spec.name: m.shape for m in run.models}
+    true_rps = {m.name: m.true_per_replica_rps for m in config.models}  # what replicas serve
     ticks_per_minute = round(60 / options.tick_s)
     next_forecast_s = 60.0
     rows: list[MinuteRow] = []
@@ -281,7 +320,7 @@ def run_policy(replay: DemandReplay, config: SimConfig, policy: ScalingPolicy,
         minute_at = replay.trace.minute_at(minute)
         for name in names:
             rows.append(MinuteRow(minute_at, name, replay.rate(name, minute), int(fewest[name]),
-                                  run.fleet.idle_replicas(name), shapes[name].per_replica_rps,
+                                  run.fleet.idle_replicas(name), true_rps[name],
                                   shapes[name].gpu_share, gpu_s / 60))
         if on_minute is not None:
             on_minute(minute)

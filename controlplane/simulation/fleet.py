@@ -343,7 +343,7 @@ class SimFleet:
         models = []
         for name, hot in self._hot.items():
             ready = self.ready_replicas(name)
-            rps = self._models[name].shape.per_replica_rps
+            rps = self._models[name].true_per_replica_rps  # what the replicas really serve
             models.append(ObservedModel(name, ready, len(hot) - ready, len(hot),
                                         self._observed_rps(name, self._now_s), ready * rps))
         return ObservedState(now_at, tuple(pools), self._observed_nodes(), tuple(models))

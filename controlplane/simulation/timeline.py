@@ -94,4 +94,5 @@ def summarize(run: PolicyRun, config: SimConfig) -> dict[str, Any]:
         "forecast_methods": dict(run.stats.forecast_methods),
         "demand_reasons": dict(run.stats.demand_reasons),
         "held_by_guards": dict(run.stats.skipped_reasons),
-    }
+    } | ({"profile_rps_in_use": {m: round(v, 4) for m, v in run.stats.profile_rps.items()}}
+         if run.stats.profile_rps else {})
