@@ -101,10 +101,10 @@ def trace_for(days: float | None) -> Path:
 
 
 def simulate(trace: Path, out: Path, seed: int, method: str, extra: list[str],
-             reuse: bool = False) -> dict[str, Any]:
+             reuse: bool = False, models: Path = MODELS) -> dict[str, Any]:
     """Run ``headroom simulate`` (or, with ``reuse``, take the report of an identical earlier
     run whose timelines are still there)."""
-    cmd = [*simulate_cmd(), "--trace", str(trace), "--models", str(MODELS), "--timeline-out",
+    cmd = [*simulate_cmd(), "--trace", str(trace), "--models", str(models), "--timeline-out",
            str(out), "--seed", str(seed), "--forecast-method", method, "--json", *extra]
     saved = out.with_suffix(".product.json")
     if reuse and saved.is_file():
