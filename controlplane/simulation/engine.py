@@ -9,7 +9,9 @@ rung. Each minute yields one row per model for the timeline.
 fewest ready at its start or right after any of its ticks (between ticks replicas only become
 ready). A replica that wakes a few seconds into a minute does not count for that minute.
 ``gpus_billed`` is the fleet's GPUs (all node pools, warm capacity and nodes still provisioning
-included), time-averaged over the minute.
+included), time-averaged over the minute. ``per_replica_rps`` is what a replica really serves
+(the models file's ``true_per_replica_rps``, else its profile); the policies size with the
+profile, the predictive one corrected online with ``SimOptions.profile_correction``.
 """
 
 from __future__ import annotations
@@ -227,11 +229,11 @@ class _Run:
                 keep.append((first, end, p50, sigma))
         self.pending[name] = keep
 
-    def sample(self, t_s: float) -> None:
+    def sample(self, t_s: float, window_s: float) -> None:
         """Each model's evidence of this tick: observed demand per ready replica and the mean
-        latency the latency model gives at it (none with no replica ready)."""
-        assert self.correction is not None
-        now_at, since_at = self.at(t_s), self.at(t_s - self.correction.window_s)
+        latency the latency model gives at it (none with no replica ready); samples older than
+        ``window_s`` are dropped."""
+        now_at, since_at = self.at(t_s), self.at(t_s - window_s)
         for name, kept in self.samples.items():
             model = self.config.model(name)
             ready = self.fleet.ready_replicas(name)
@@ -246,7 +248,7 @@ class _Run:
     def decide(self, t_s: float) -> TickDecision:
         models = self.models
         if self.correction is not None:
-            self.sample(t_s)
+            self.sample(t_s, self.correction.window_s)
             models, profiles = corrected_models(self.models, self.samples,
                                                 dict(self.memory.profile_rps), self.at(t_s),
                                                 self.correction)
