@@ -55,9 +55,10 @@ def status_document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "replicas_target": m.replicas_target, "capacity_rps": m.capacity_rps,
             "forecast": _forecast(m.forecast)} for m in status.models],
         "pools": [{
-            "name": p.name, "product": p.product, "gpus_per_node": p.gpus_per_node,
-            "nodes_ready": p.nodes_ready, "nodes_pending": p.nodes_pending,
-            "target_nodes": p.target_nodes, "price_per_gpu_hour": p.price_per_gpu_hour,
+            "name": p.pool.name, "product": p.pool.product,
+            "gpus_per_node": p.pool.gpus_per_node, "nodes_ready": p.pool.nodes_ready,
+            "nodes_pending": p.pool.nodes_pending, "target_nodes": p.pool.target_nodes,
+            "price_per_gpu_hour": p.price_per_gpu_hour,
             "price_source": p.price_source} for p in status.pools],
         "plan": None if plan is None else {
             "id": plan.plan_id, "tick_id": plan.tick_id, "created_at": _at(plan.created_at),
@@ -143,8 +144,8 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
     console.print(models)
     pools = _table("Pools", "pool", "product", "ready", "pending", "target", "$/GPU-h")
     for p in status.pools:
-        pools.add_row(escape(p.name), escape(p.product), str(p.nodes_ready),
-                      str(p.nodes_pending), str(p.target_nodes),
+        pools.add_row(escape(p.pool.name), escape(p.pool.product), str(p.pool.nodes_ready),
+                      str(p.pool.nodes_pending), str(p.pool.target_nodes),
                       _num(p.price_per_gpu_hour, "{:,.2f}"))
     console.print(pools)
     corrected = [c for c in status.profiles if c.is_corrected]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from controlplane.domain.observed import ObservedPool
 from controlplane.domain.profile import ProfileCorrection
 
 #: the forecast point shown per model: the step ending this long after the forecast's origin
@@ -60,12 +61,7 @@ class ModelStatus:
 
 @dataclass(frozen=True, slots=True)
 class PoolStatus:
-    name: str
-    product: str
-    gpus_per_node: int
-    nodes_ready: int
-    nodes_pending: int
-    target_nodes: int
+    pool: ObservedPool  # as the tick saw it: nodes ready, pending and its target
     price_per_gpu_hour: float | None  # None: the store has no price of its product
     price_source: str
 

@@ -152,9 +152,7 @@ def _pools(connection: Connection, observed: ObservedState | None) -> tuple[Pool
     g = _table(GpuPriceRecord).c
     prices = {str(r.product): (float(r.price_per_gpu_hour), str(r.source))
               for r in connection.execute(select(g.product, g.price_per_gpu_hour, g.source))}
-    return tuple(PoolStatus(p.name, p.product, p.gpus_per_node, p.nodes_ready, p.nodes_pending,
-                            p.target_nodes, *prices.get(p.product, (None, "")))
-                 for p in observed.pools)
+    return tuple(PoolStatus(p, *prices.get(p.product, (None, ""))) for p in observed.pools)
 
 
 def _plan(connection: Connection, last_tick_id: int) -> PlanStatus | None:
