@@ -96,10 +96,12 @@ def _ago(seconds: float | None) -> str:
 
 
 def _table(title: str, *columns: str, header: bool = True) -> Table:
+    """A borderless table; its first column names the row and is never broken (the others
+    fold when the terminal is too narrow)."""
     table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False,
                   show_header=header)
-    for column in columns:
-        table.add_column(column, overflow="fold")
+    for k, column in enumerate(columns):
+        table.add_column(column, overflow="fold", no_wrap=k == 0)
     return table
 
 
@@ -130,14 +132,14 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
             f"by tick #{status.fleet_tick_id} at {_at(status.fleet_at)} (the last tick could not "
             "read the fleet)"))
     console.print(head)
-    models = _table("Models (replicas ready/pending/target; forecast 20 min ahead)", "model",
-                    "tenant", "rps", "replicas", "capacity", "p50", "p90", "method")
+    models = _table("Models (replicas ready/pending/target; forecast 20 min ahead; tenants in "
+                    "--json)", "model", "rps", "replicas", "capacity", "p50", "p90", "method")
     for m in status.models:
         f = m.forecast
         observed = _num(m.observed_rps) if m.demand_measured or not m.observed else "unknown"
         replicas = "-" if not m.observed else (
             f"{m.replicas_ready}/{m.replicas_pending}/{m.replicas_target}")
-        models.add_row(escape(m.name), escape(m.tenant), observed, replicas,
+        models.add_row(escape(m.name), observed, replicas,
                        _num(m.capacity_rps), _num(None if f is None else f.p50_rps),
                        _num(None if f is None else f.p90_rps),
                        "-" if f is None else escape(f.method))
