@@ -13,12 +13,21 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
 _Z90 = NormalDist().inv_cdf(0.9)
 _GRID = 199
+
+
+def sorted_quantile(ordered: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of sorted, non-empty ``ordered`` by linear interpolation between
+    order statistics (numpy's default method)."""
+    pos = q * (len(ordered) - 1)
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +66,7 @@ class Durations:
         """Linear interpolation between order statistics."""
         if not 0 <= q <= 1:
             raise ValueError(f"quantile must be in [0, 1], got {q}")
-        pos = q * (len(self.samples_s) - 1)
-        low = math.floor(pos)
-        high = min(low + 1, len(self.samples_s) - 1)
-        return self.samples_s[low] + (self.samples_s[high] - self.samples_s[low]) * (pos - low)
+        return sorted_quantile(self.samples_s, q)
 
     def draw(self, u: float) -> float:
         """The duration at uniform number ``u`` in [0, 1) (inverse-CDF sampling)."""

@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from controlplane.autoscaling.core import FleetModel
+from controlplane.autoscaling.distribution import sorted_quantile
 from controlplane.domain.profile import ProfileCorrection, ProfileSample, scaled_spec
 
 TOO_FEW_SAMPLES = "too_few_samples"
@@ -81,11 +82,7 @@ class CorrectionConfig:
 
 def quantile(values: Sequence[float], q: float) -> float:
     """Linear interpolation between order statistics (numpy's default); ``values`` non-empty."""
-    ordered = sorted(values)
-    pos = q * (len(ordered) - 1)
-    low = math.floor(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+    return sorted_quantile(sorted(values), q)
 
 
 def _fmt(value: float) -> str:
