@@ -15,6 +15,7 @@ from sqlalchemy import Select, and_, func, select
 from controlplane import cost_reader
 from controlplane.cost_reader import as_utc, table
 from controlplane.domain.cost import GpuPrice, PriceTable
+from controlplane.store.profiles import newest_profiles
 from dashboard.context import TTL_S, engine_for
 
 
@@ -138,13 +139,9 @@ def latest_profiles(url: str) -> pd.DataFrame:
     """Each model's throughput per replica the newest tick that recorded profiles sized with:
     offline, corrected from observed metrics, their ratio and the reason (none recorded: no
     rows)."""
-    ticks = table("ticks")
     with engine_for(url).connect() as connection:
-        text = connection.execute(select(ticks.c.profiles_json)
-                                  .where(ticks.c.profiles_json.is_not(None))
-                                  .order_by(ticks.c.id.desc()).limit(1)).scalar()
-    rows = [(p["model"], p["offline_rps"], p["corrected_rps"], p["factor"], p["reason"])
-            for p in (json.loads(text) if text else [])]
+        rows = [(p.model, p.offline_rps, p.corrected_rps, p.factor, p.reason)
+                for p in newest_profiles(connection)]
     return pd.DataFrame(rows, columns=PROFILE_COLUMNS)
 
 

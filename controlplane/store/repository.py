@@ -33,6 +33,7 @@ from controlplane.store.engine import (
     sqlite_file,
     upgrade,
 )
+from controlplane.store.profiles import newest_profiles
 from controlplane.store.tables import (
     ActionRecord,
     ForecastRecord,
@@ -334,11 +335,8 @@ class Store:
 
     def last_profiles(self) -> tuple[ProfileCorrection, ...]:
         """The profiles the newest tick that recorded any sized its models with."""
-        with self.session() as session:
-            row = session.exec(select(TickRecord.profiles_json)
-                               .where(col(TickRecord.profiles_json).is_not(None))
-                               .order_by(col(TickRecord.id).desc()).limit(1)).first()
-        return codec.profiles_from_json(row)
+        with self.engine.connect() as connection:
+            return newest_profiles(connection)
 
     def last_tick_at(self) -> datetime | None:
         with self.session() as session:

@@ -26,8 +26,8 @@ from controlplane.domain.fleet_status import (
     forecast_point,
 )
 from controlplane.domain.observed import ObservedModel, ObservedState
-from controlplane.domain.profile import ProfileCorrection
 from controlplane.store import codec
+from controlplane.store.profiles import newest_profiles
 from controlplane.store.relayout import MigRelayoutRecord
 from controlplane.store.repository import as_utc
 from controlplane.store.tables import (
@@ -65,21 +65,12 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatu
                 models=_models(connection, observed), pools=_pools(connection, observed),
                 plan=None if tick is None else _plan(connection, tick.tick_id),
                 relayouts=_relayouts(connection) if "mig_relayouts" in tables else (),
-                profiles=_profiles(connection) if _has_profiles(engine) else ())
+                profiles=newest_profiles(connection) if _has_profiles(engine) else ())
 
 
 def _has_profiles(engine: Engine) -> bool:
     """Whether the ticks table has the profiles column (migration 0005)."""
     return any(c["name"] == "profiles_json" for c in inspect(engine).get_columns("ticks"))
-
-
-def _profiles(connection: Connection) -> tuple[ProfileCorrection, ...]:
-    """The profiles of the newest tick that recorded any."""
-    ticks = _table(TickRecord)
-    row = connection.execute(select(ticks.c.profiles_json)
-                             .where(ticks.c.profiles_json.is_not(None))
-                             .order_by(ticks.c.id.desc()).limit(1)).first()
-    return codec.profiles_from_json(None if row is None else row[0])
 
 
 def _table(record: type[SQLModel]) -> Table:
