@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from controlplane.autoscaling.policies import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
+from controlplane.autoscaling.profile_correction import CorrectionConfig
 from scheduler.domain import catalog
 from scheduler.domain.validate import MAX_GPUS_PER_NODE, MAX_PRICE_PER_GPU_HOUR
 from scheduler.metrics import host_and_port
@@ -216,21 +217,30 @@ class SimSettings(Group):
         return self
 
 
+_CORRECTION = CorrectionConfig()  # the core's defaults are the settings' defaults
+
+
 class ProfileCorrectionSettings(Group):
     """The reconcile loop corrects each model's throughput per replica from observed load and
     mean latency (``controlplane.autoscaling.profile_correction``)."""
 
     enabled: bool = Field(True, description="size models with their corrected profile; false: "
                           "the offline profile as it is")
-    window_s: float = Field(3600.0, gt=0, description="samples of this last stretch count")
-    min_samples: int = Field(10, ge=1, description="fewer loaded samples in the window keep "
-                             "the value in use (the offline profile before any correction)")
-    min_load_share: float = Field(0.5, ge=0, le=10, description="a sample counts from this "
-                                  "load per replica / the throughput in use up")
-    safety: float = Field(0.95, gt=0, le=1, description="a profile lowered by over-SLO samples "
-                          "is this x a low quantile of their load per replica")
-    min_factor: float = Field(0.5, gt=0, le=1, description="corrected / offline at least")
-    max_factor: float = Field(1.5, ge=1, le=10, description="corrected / offline at most")
+    window_s: float = Field(_CORRECTION.window_s, gt=0,
+                            description="samples of this last stretch count")
+    min_samples: int = Field(_CORRECTION.min_samples, ge=1,
+                             description="fewer loaded samples in the window keep the value in "
+                             "use (the offline profile before any correction)")
+    min_load_share: float = Field(_CORRECTION.min_load_share, ge=0, le=10,
+                                  description="a sample counts from this load per replica / "
+                                  "the throughput in use up")
+    safety: float = Field(_CORRECTION.safety, gt=0, le=1,
+                          description="a profile lowered by over-SLO samples is this x a low "
+                          "quantile of their load per replica")
+    min_factor: float = Field(_CORRECTION.min_factor, gt=0, le=1,
+                              description="corrected / offline at least")
+    max_factor: float = Field(_CORRECTION.max_factor, ge=1, le=10,
+                              description="corrected / offline at most")
 
 
 class AutoscalingSettings(Group):
