@@ -21,6 +21,7 @@ from k8s_builders import (
 from k8s_harness import START_AT, make_backend
 
 from controlplane.adapters.k8s.inventory import free_gpu_resources, normalize_product
+from controlplane.adapters.placement import inventory_request
 from controlplane.domain.errors import TransientError
 from controlplane.domain.observed import ModelLoad
 from controlplane.sim.clock import VirtualClock
@@ -238,3 +239,26 @@ def test_a_node_whose_mig_config_failed_to_apply_offers_no_mig_instances(
     nodes = {n.name: n for n in make_backend(apiserver, clock).reader.snapshot().nodes}
     assert {(g.mig_enabled, g.mig_layout) for g in nodes["a100-failed"].gpus} == {(True, ())}
     assert {g.mig_layout for g in nodes["a100-ok"].gpus} == {("1g.10gb",) * 7}
+
+
+def test_mig_instances_no_known_config_names_are_read_from_what_the_device_plugin_offers(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(nodepool("a100-80gb"))
+    offered = {"nvidia.com/mig-2g.20gb": "4", "nvidia.com/mig-3g.40gb": "2"}
+    apiserver.seed(gpu_node("custom", gpus=2, mig_config="site-2g-3g", allocatable=offered))
+    apiserver.seed(gpu_node("unlabelled", gpus=2, allocatable=offered))
+    apiserver.seed(gpu_node("uneven", gpus=2, mig_config="site-odd",
+                            allocatable={"nvidia.com/mig-2g.20gb": "3"}))
+    for node in ("custom", "unlabelled", "uneven"):
+        apiserver.seed(gpu_pod(f"{node}-pod", node, requests={"nvidia.com/mig-2g.20gb": "1"}))
+    observed = make_backend(apiserver, clock).reader.snapshot()
+    nodes = {n.name: n for n in observed.nodes}
+    for name in ("custom", "unlabelled"):
+        assert {(g.sharing, g.mig_layout) for g in nodes[name].gpus} == {
+            ("mig", ("3g.40gb", "2g.20gb", "2g.20gb"))}
+    # which GPU holds which instance is unknown: MIG on with none, not whole GPUs in use
+    assert {(g.sharing, g.mig_layout) for g in nodes["uneven"].gpus} == {("mig", ())}
+    synced = {n.name: n for n in inventory_request(observed).nodes}
+    assert [[i.profile for i in g.mig_instances] for g in synced["custom"].gpus] == [
+        ["3g.40gb", "2g.20gb", "2g.20gb"]] * 2
+    assert not any(g.whole_in_use for n in synced.values() for g in n.gpus)

@@ -13,7 +13,13 @@ from controlplane.adapters.k8s.api import KubeApi, NotFoundError
 from controlplane.adapters.k8s.manifests import mig_parted_configs
 from controlplane.adapters.k8s.quantity import count, parse_quantity
 from controlplane.domain.desired import PoolSpec
-from controlplane.domain.mig_layout import NodeMigLayout, builtin_layout, layout_from_entries
+from controlplane.domain.mig_layout import (
+    NodeMigLayout,
+    builtin_layout,
+    layout_from_entries,
+    layout_problems,
+    uniform,
+)
 from controlplane.settings import KubernetesSettings
 from scheduler.domain.catalog import lookup
 
@@ -91,13 +97,32 @@ class Inventory:
         return tuple(p for p in self.pods if p.node == node)
 
     def layout_of(self, node: NodeInfo) -> NodeMigLayout | None:
-        """The MIG layout the node's ``nvidia.com/mig.config`` label names, if known."""
-        if not node.mig_config:
-            return None
-        entries = self.mig_configs.get(node.mig_config)
+        """The MIG layout the node's ``nvidia.com/mig.config`` label names; when there is no
+        label, or it names a config neither mig-parted's ConfigMap nor its defaults define
+        (another ConfigMap's, or one since removed), the instances the device plugin offers."""
+        entries = self.mig_configs.get(node.mig_config) if node.mig_config else None
         if entries is not None:
             return layout_from_entries(node.product, entries)
-        return builtin_layout(node.product, node.mig_config)
+        named = builtin_layout(node.product, node.mig_config) if node.mig_config else None
+        return named or offered_layout(node)
+
+
+def offered_layout(node: NodeInfo) -> NodeMigLayout | None:
+    """The MIG instances the device plugin offers (``nvidia.com/mig-<profile>`` allocatable,
+    its mixed strategy) as the same instances on every GPU; None when it offers none, or they
+    do not split evenly over the GPUs or fit the product (which GPU holds which is unknown)."""
+    per_gpu: list[str] = []
+    for resource, quantity in sorted(node.allocatable.items()):
+        if not resource.startswith(n.MIG_RESOURCE_PREFIX):
+            continue
+        instances = count(quantity)
+        if node.gpu_count <= 0 or instances % node.gpu_count:
+            return None
+        per_gpu += [resource.removeprefix(n.MIG_RESOURCE_PREFIX)] * (instances // node.gpu_count)
+    if not per_gpu:
+        return None
+    layout = uniform(node.product, tuple(per_gpu))
+    return None if layout_problems(layout) else layout
 
 
 def normalize_product(raw: str, memory_mib: int) -> str:

@@ -41,13 +41,16 @@ def observed_node(node: NodeInfo, inventory: Inventory) -> ObservedNode:
     strategy_mode = (config.mode if config is not None else
                      mode_from_strategy(node.labels.get(n.SHARING_STRATEGY, "none")))
     clients = config.replicas if config is not None else int(replicas) if replicas.isdigit() else 1
-    # the MIG manager failed to apply the config: its instances are unknown, so the GPUs count
-    # as MIG on with none (nothing is placed on slices the device plugin may not offer)
-    failed = bool(node.mig_config) and node.mig_state == "failed"
+    # the MIG manager failed to apply the config, or the device plugin offers MIG instances
+    # that no known config accounts for: the instances are unknown, so the GPUs count as MIG on
+    # with none (nothing is placed on slices the device plugin may not offer)
+    unknown = (bool(node.mig_config) and node.mig_state == "failed") or (
+        layout is None and any(r.startswith(n.MIG_RESOURCE_PREFIX) and count(q) > 0
+                               for r, q in node.allocatable.items()))
     gpus = []
     for index in range(node.gpu_count):
-        profiles = layout.profiles_of(index) if layout is not None and not failed else ()
-        mig_on = failed or (layout is not None and layout.mig_enabled_on(index))
+        profiles = layout.profiles_of(index) if layout is not None and not unknown else ()
+        mig_on = unknown or (layout is not None and layout.mig_enabled_on(index))
         sharing = SharingMode.MIG if mig_on else strategy_mode
         gpus.append(ObservedGpu(index, node.product, node.gpu_memory_mib, node.mig_capable,
                                 profiles, sharing.value, 1 if mig_on else clients, mig_on))
