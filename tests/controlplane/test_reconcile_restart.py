@@ -60,7 +60,7 @@ def _restarted_loop(url: str, held: tuple[str, ...]) -> list[TickReport]:
     return reports
 
 
-def _relayouts_asked(reports: list[TickReport]) -> int:
+def relayouts_asked(reports: list[TickReport]) -> int:
     """Re-layouts the ticks started, plus those they held back only to let the plan settle."""
     started = sum(isinstance(a, RelayoutMig) for r in reports if r.plan for a in r.plan.actions)
     held = sum(s.reason == RELAYOUT_SETTLING for r in reports if r.plan for s in r.plan.skipped)
@@ -72,7 +72,7 @@ def test_a_restarted_loop_keeps_a_busy_nodes_layout_that_serves_the_demand(
     reports = _restarted_loop(sqlite_url, ("2g.20gb", "2g.20gb"))
     assert all(r.status is TickStatus.APPLIED for r in reports)
     # before the engine took its prior from the fleet: 5 (held 4 ticks to settle, then a drain)
-    assert _relayouts_asked(reports) == 0
+    assert relayouts_asked(reports) == 0
     first = reports[0].placement
     assert first is not None
     assert sorted(s.mig_profile for s in first.segments) == ["2g.20gb", "2g.20gb"]
