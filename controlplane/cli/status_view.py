@@ -10,7 +10,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from controlplane.domain.fleet_status import FleetStatus, ForecastPoint, Health, age_s
+from controlplane.domain.fleet_status import (
+    FleetStatus,
+    ForecastPoint,
+    Health,
+    LeaseStatus,
+    age_s,
+)
 
 
 def _at(value: datetime | None) -> str | None:
@@ -95,6 +101,16 @@ def _ago(seconds: float | None) -> str:
     return f"{seconds:,.0f} s ago"
 
 
+def lease_line(lease: LeaseStatus, now: datetime) -> str:
+    """Who holds the lease and since when. A released lease (a holder that stopped cleanly writes
+    no holder and a 1 s duration, as client-go does) is free: its duration is not the config's."""
+    renewed = _ago(age_s(lease.renewed_at, now))
+    if not lease.holder:
+        return f"released (free to take; last renewed {renewed})"
+    return (f"{lease.holder}, renewed {renewed}; another process may take it "
+            f"{lease.duration_s} s after the last renewal")
+
+
 def _table(title: str, *columns: str, header: bool = True) -> Table:
     """A borderless table; its first column names the row and is never broken (the others
     fold when the terminal is too narrow)."""
@@ -123,10 +139,7 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
         for note in tick.notes:
             head.add_row("note", escape(note))
     if status.lease is not None:
-        lease = status.lease
-        holder = escape(lease.holder) if lease.holder else "released"
-        head.add_row(f"lease {escape(lease.name)}", f"{holder}, renewed "
-                     f"{_ago(age_s(lease.renewed_at, now))} (duration {lease.duration_s} s)")
+        head.add_row(f"lease {escape(status.lease.name)}", escape(lease_line(status.lease, now)))
     if tick is not None and status.fleet_tick_id != tick.tick_id:
         head.add_row("fleet seen", "never" if status.fleet_tick_id is None else (
             f"by tick #{status.fleet_tick_id} at {_at(status.fleet_at)} (the last tick could not "
