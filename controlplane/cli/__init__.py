@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import signal
 import sys
 from datetime import datetime
@@ -21,6 +20,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from controlplane.adapters.clock import WallClock
 from controlplane.cli.child import run_in_foreground
 from controlplane.cli.cost import app as cost_app
+from controlplane.cli.demo_store import DEMO_DB, settings_with_db
 from controlplane.cli.forecast import app as forecast_app
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.placement import app as placement_app
@@ -51,7 +51,6 @@ app.add_typer(cost_app, name="cost")
 app.command("simulate")(reflowed(simulate_command))
 
 console = Console(stderr=True)
-DEMO_DB = Path(".headroom/demo.db")
 ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file",
                                                    exists=False, dir_okay=False)]
 
@@ -148,10 +147,7 @@ def _demo_settings(config: Path | None, db: Path | None) -> Settings:
         if "url" in settings.db.model_fields_set:
             return settings
         db = DEMO_DB
-    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:/", str(db)):  # a URL (Path() folds its '//')
-        raise UsageError(f"--db {db}: takes a SQLite file path, not a URL; for a database URL "
-                         "set db.url (--config) or HEADROOM_DB__URL")
-    return _settings(config, db={"url": f"sqlite:///{db.resolve()}"})
+    return settings_with_db(config, db)
 
 
 @app.command()

@@ -18,12 +18,13 @@ from sqlalchemy import inspect
 from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.adapters.clock import WallClock
+from controlplane.cli.demo_store import demo_store_hint, settings_with_db
 from controlplane.cli.status_view import render, status_document
 from controlplane.cli.store_origin import db_url_named
 from controlplane.cli.streams import usage_error
 from controlplane.domain.fleet_status import judge_health
 from controlplane.fleet_lease import FLEET_LEASE
-from controlplane.settings import ConfigError, load_settings
+from controlplane.settings import ConfigError
 from controlplane.store import StoreUnavailable
 from controlplane.store.engine import error_line, read_only_engine, redact
 from controlplane.store.status_reader import read_fleet_status
@@ -35,6 +36,10 @@ STALE_AFTER_INTERVALS = 3
 def status_command(
     config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file",
                                                 dir_okay=False)] = None,
+    db: Annotated[Path | None, typer.Option(
+        metavar="<path>", dir_okay=False,
+        help="SQLite store file to read (e.g. the demo's .headroom/demo.db); beats "
+             "HEADROOM_DB__URL and db.url of --config")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
     max_tick_age_s: Annotated[float | None, typer.Option(
         "--max-tick-age-s", min=0.0,
@@ -49,11 +54,13 @@ def status_command(
     MIG re-layouts in flight. Exit code 0 when healthy; 1 when there is no tick yet, the last
     tick failed or is older than --max-tick-age-s; 2 when the store cannot be read."""
     try:
-        settings = load_settings(config)
+        settings = settings_with_db(config, db)
         url = settings.db.url
         with db_url_named(settings):
             engine = read_only_engine(url, settings.db.connect_timeout_s)
-    except (ConfigError, StoreUnavailable) as error:
+    except StoreUnavailable as error:
+        raise usage_error(f"{error}{demo_store_hint(settings)}") from None
+    except ConfigError as error:
         raise usage_error(str(error)) from None
     try:
         if not inspect(engine).has_table("ticks"):

@@ -265,6 +265,32 @@ def test_an_unreachable_postgresql_exits_2_in_one_line_naming_the_url() -> None:
     assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
 
 
+
+def test_db_names_the_sqlite_store_to_read_and_beats_the_environment(tmp_path: Path) -> None:
+    store_file = tmp_path / ".headroom" / "demo.db"
+    store_file.parent.mkdir()
+    _recent(f"sqlite:///{store_file}").store.engine.dispose()
+    elsewhere = f"sqlite:///{tmp_path / 'absent.db'}"
+    code, doc = _json_status(elsewhere, "--db", str(store_file), "--max-tick-age-s", "600")
+    assert code == 0 and doc["store"] == f"sqlite:///{store_file}"
+    url = _status(elsewhere, "--db", "postgresql://u@db.example/headroom")
+    assert url.returncode == 2 and "Traceback" not in url.stderr
+    assert url.stderr.startswith("error: --db postgresql:/u@db.example/headroom: takes a "
+                                 "SQLite file path, not a URL")
+
+
+def test_a_missing_default_store_beside_a_demo_store_says_to_pass_db(tmp_path: Path) -> None:
+    demo_store = tmp_path / ".headroom" / "demo.db"
+    demo_store.parent.mkdir()
+    sqlite3.connect(demo_store).close()
+    run = subprocess.run([*HEADROOM, "status"], env=_env(), cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr == ("error: store sqlite:///headroom.db: no such database file (db.url "
+                          "from the default db.url); `headroom demo` keeps its store in "
+                          ".headroom/demo.db: pass --db .headroom/demo.db\n")
+    assert not (tmp_path / "headroom.db").exists()
+
 def _fingerprint(store_file: Path) -> tuple[str, int]:
     return hashlib.sha256(store_file.read_bytes()).hexdigest(), store_file.stat().st_mtime_ns
 

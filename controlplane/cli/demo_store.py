@@ -1,0 +1,37 @@
+"""Where ``headroom demo`` keeps its store, and the ``--db PATH`` option that names a SQLite
+store file on the commands that read or write one (demo, status)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from controlplane.settings import ConfigError, Settings, load_settings
+
+#: the demo's store when neither --db nor db.url (environment, --config) names one
+DEMO_DB = Path(".headroom/demo.db")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/")  # Path() folds a URL's '//' to '/'
+
+
+def sqlite_url(db: Path) -> str:
+    """The SQLAlchemy URL of the SQLite file ``--db`` names (absolute: the dashboard's
+    process may run elsewhere); a URL given instead is refused, naming the right setting."""
+    if _URL.match(str(db)):
+        raise ConfigError(f"--db {db}: takes a SQLite file path, not a URL; for a database URL "
+                          "set db.url (--config) or HEADROOM_DB__URL")
+    return f"sqlite:///{db.resolve()}"
+
+
+def settings_with_db(config: Path | None, db: Path | None) -> Settings:
+    """Settings from --config and the environment, with db.url from ``--db`` when given."""
+    if db is None:
+        return load_settings(config)
+    return load_settings(config, db={"url": sqlite_url(db)})
+
+
+def demo_store_hint(settings: Settings) -> str:
+    """For a store that is missing under the default db.url while a demo store exists in the
+    working directory: how to read that one instead; else ''."""
+    if "url" in settings.db.model_fields_set or not DEMO_DB.is_file():
+        return ""
+    return f"; `headroom demo` keeps its store in {DEMO_DB}: pass --db {DEMO_DB}"
