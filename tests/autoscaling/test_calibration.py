@@ -47,8 +47,9 @@ def test_a_calibrated_forecast_reads_its_quantiles_off_the_errors() -> None:
     tuned = calibrated(Forecast("m", T0, 60, (50.0,), (55.0,), "t"), errors)
     assert calibrated_ratio(tuned.diagnostics, 0.5) == pytest.approx(1.495, abs=0.01)
     assert step_quantile(tuned, 0, 0.95) == pytest.approx(50.0 * 1.94, rel=0.01)
-    assert step_quantile(tuned, 0, 0.999) == pytest.approx(50.0 * calibrated_ratio(
-        tuned.diagnostics, 0.995), rel=1e-9)  # clamped at the top of the grid
+    top_ratio = calibrated_ratio(tuned.diagnostics, 0.995)  # the top of the grid
+    assert top_ratio is not None
+    assert step_quantile(tuned, 0, 0.999) == pytest.approx(50.0 * top_ratio, rel=1e-9)  # clamped
 
 
 def test_errors_are_scaled_by_the_volatility_when_the_forecast_was_made() -> None:

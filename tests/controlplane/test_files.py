@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from controlplane.files import write_all_atomically
+
+
+def _write_text(path: Path, *, text: str) -> None:
+    path.write_text(text)
 
 
 def _disk_full(path: Path) -> None:
@@ -26,6 +31,6 @@ def test_a_failed_write_of_one_file_leaves_every_file_as_it_was(tmp_path: Path) 
 
 def test_every_file_is_in_place_once_all_are_written(tmp_path: Path) -> None:
     paths = [tmp_path / "a.csv", tmp_path / "sub" / "b.csv"]
-    write_all_atomically({p: (lambda tmp, n=p.name: tmp.write_text(n)) for p in paths})
+    write_all_atomically({p: partial(_write_text, text=p.name) for p in paths})
     assert [p.read_text() for p in paths] == ["a.csv", "b.csv"]
     assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["a.csv", "b.csv"]

@@ -173,7 +173,7 @@ def test_a_lease_written_over_by_another_holder_stops_the_gated_jobs_and_says_so
         with caplog.at_level(logging.INFO, logger="headroom.lease"):
             assert leases.replace_lease("sim-fleet", replace(current, holder="other-host-9"))
             deadline = time.monotonic() + 10
-            while not lease.elector.lost and time.monotonic() < deadline:
+            while not elector.lost and time.monotonic() < deadline:
                 time.sleep(0.05)
         tick()
         assert ran == ["tick"] and not lease.leads()

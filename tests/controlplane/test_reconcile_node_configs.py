@@ -38,7 +38,7 @@ def _mig_layouts(runtime: SimRuntime) -> list[tuple[tuple[str, ...], ...]]:
 
 
 def _relayouts(reports: list[TickReport]) -> list[tuple[RelayoutMig, ActionOutcome | None]]:
-    out = []
+    out: list[tuple[RelayoutMig, ActionOutcome | None]] = []
     for report in reports:
         outcomes = {o.target: o for o in report.outcomes}
         out.extend((a, outcomes.get(a.target)) for a in (report.plan.actions if report.plan

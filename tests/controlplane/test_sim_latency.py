@@ -21,16 +21,23 @@ MISTRAL = next(s for s in DEMO_MODELS if s.name == "mistral-7b-support")  # 18 r
 POOLS = (PoolSpec("a100", "A100-80GB", 8, 0, 4, 3.4),)
 
 
+def _ready_latency_ms(factor: float, demand_rps: float, ready: int) -> float:
+    """MISTRAL's mean latency with ``ready`` > 0 replicas (only none ready has no latency)."""
+    latency_ms = mean_latency_ms(MISTRAL, factor, demand_rps, ready)
+    assert latency_ms is not None
+    return latency_ms
+
+
 def test_latency_is_the_profile_latency_unloaded_and_the_slo_at_true_capacity() -> None:
     assert mean_latency_ms(MISTRAL, 1.0, 0.0, 2) == pytest.approx(180.0)
     assert mean_latency_ms(MISTRAL, 1.0, 2 * 18.0, 2) == pytest.approx(500.0)
     assert mean_latency_ms(MISTRAL, 0.8, 2 * 14.4, 2) == pytest.approx(500.0)
-    assert mean_latency_ms(MISTRAL, 0.8, 2 * 18.0, 2) > 500.0  # the profile's rate is too much
+    assert _ready_latency_ms(0.8, 2 * 18.0, 2) > 500.0  # the profile's rate is too much
 
 
 def test_latency_grows_with_load_and_stops_at_twenty_times_unloaded_past_saturation() -> None:
     rates = [0.0, 5.0, 10.0, 15.0, 20.0, 25.0]
-    got = [mean_latency_ms(MISTRAL, 1.0, r, 1) for r in rates]
+    got = [_ready_latency_ms(1.0, r, 1) for r in rates]
     assert got == sorted(got)
     assert mean_latency_ms(MISTRAL, 1.0, 1000.0, 1) == pytest.approx(20 * 180.0)
 

@@ -5,6 +5,7 @@ observed fleet at once, and a migration that fails halfway."""
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def _upsert_models_and_prices(url: str, barrier: multiprocessing.synchronize.Bar
         results.put(f"{type(error).__name__}: {str(error).splitlines()[0]}")
 
 
-def run_at_once(target: object, *args: object) -> list[str]:
+def run_at_once(target: Callable[..., None], *args: object) -> list[str]:
     """Run ``target(*args, barrier, results)`` in PROCESSES fresh interpreters released together;
     what each put in ``results``."""
     context = multiprocessing.get_context("spawn")

@@ -6,6 +6,7 @@ import socket
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
@@ -30,7 +31,8 @@ def seed_store(url: str, hours: float, start_at: datetime = SEED_START_AT,
     """Run the real reconcile core on the simulated fleet for ``hours`` simulated hours.
     ``state_dir``: where the forecast refreshes keep fitted state, for a session-scoped caller
     (a test's own comes from tests/conftest.py). ``start_warm``: False starts on empty pools."""
-    own = {"forecast": {"state_dir": str(state_dir)}} if state_dir is not None else {}
+    own: dict[str, Any] = ({"forecast": {"state_dir": str(state_dir)}} if state_dir is not None
+                           else {})
     settings = load_settings(db={"url": url}, sim={"history_s": 6 * 3600,
                                                    "start_warm": start_warm},
                              safety={"dry_run": dry_run}, **own)

@@ -9,7 +9,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +25,7 @@ class Family:
     """One metric family: name, labels per series and (unix seconds, value) samples each."""
 
     name: str
-    series: dict[str, Sequence[tuple[float, float]]]  # label text, e.g. 'model="m1"' -> samples
+    series: Mapping[str, Sequence[tuple[float, float]]]  # label text, e.g. 'model="m1"' -> samples
 
 
 def openmetrics(families: Sequence[Family]) -> str:

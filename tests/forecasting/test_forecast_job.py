@@ -12,8 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import Result
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from controlplane.cli.forecast import app
 from controlplane.forecast_job import JobConfig, Shard, run_job

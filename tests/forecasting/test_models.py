@@ -9,7 +9,7 @@ import pytest
 from forecaster.api import forecast
 from forecaster.errors import UnknownMethodError
 from forecaster.features import History
-from forecaster.models import LinearFit, Predictions
+from forecaster.models import AnchoredForecaster, LinearFit, Predictions
 from forecaster.registry import get_forecaster, register
 from forecaster.settings import ForecasterSettings
 from forecaster.stacking import StackingForecaster
@@ -147,6 +147,7 @@ def test_unknown_methods_are_named_in_the_error() -> None:
 def test_refit_anchors_are_staggered_per_series() -> None:
     settings = ForecasterSettings()
     a = get_forecaster("level", settings)
+    assert isinstance(a, AnchoredForecaster)
     values = diurnal(3, 600)
     anchors = {a.anchor_for(history(values, 600, name), 400) for name in ("a", "b", "c", "d")}
     assert len(anchors) > 1

@@ -72,7 +72,8 @@ def test_a_serve_refresh_that_cannot_save_state_logs_one_warning_event_naming_di
     assert len(events) == 1
     event = events[0]
     assert event.levelno == logging.WARNING
-    assert (event.state_dir, event.models, event.of_models, event.error) == (
+    fields = event.__dict__  # the extra= of the log call
+    assert (fields["state_dir"], fields["models"], fields["of_models"], fields["error"]) == (
         str(state), len(MODELS), len(MODELS), os.strerror(errno.ENOTDIR))
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
         "forecast.state_unsaved"]  # the one line: no per-model line, nothing about pruning

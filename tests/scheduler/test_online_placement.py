@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from scheduler.domain.errors import AlreadyExists, Infeasible
@@ -188,10 +190,14 @@ def test_place_release_pairs_in_any_order_reuse_remembered_scores(
     for k in range(5):  # early on the demand snapshot is rebuilt at 1, 2, 4, ... 16 requests
         cycle(f"warm{k}")
     first = cycle("first")  # requests 16-18; the next rebuild is at 32
-    calls = []
+    calls: list[int] = []
     real = policy._score_node
-    monkeypatch.setattr(policy, "_score_node",
-                        lambda *a: calls.append(a[1]) or real(*a))
+
+    def counted(*args: Any) -> tuple[float, int]:  # (cluster, node, shape, scorer)
+        calls.append(args[1])
+        return real(*args)
+
+    monkeypatch.setattr(policy, "_score_node", counted)
     again = cycle("again")
     assert again == first
     assert calls == []

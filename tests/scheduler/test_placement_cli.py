@@ -85,7 +85,7 @@ def test_a_port_above_65535_is_refused_instead_of_wrapping_around() -> None:
 
 def _allowed_cpus(pid: int) -> set[str]:
     """Cpus_allowed_list of every thread of ``pid`` (a thread that ends meanwhile is skipped)."""
-    found = set()
+    found: set[str] = set()
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             status = (task / "status").read_text()
