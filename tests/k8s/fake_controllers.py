@@ -102,4 +102,5 @@ class FakeReplicaController:
 
 
 def _requests(pod: dict[str, Any]) -> dict[str, Any]:
-    return pod["spec"]["containers"][0].get("resources", {}).get("requests", {})
+    requests: dict[str, Any] = pod["spec"]["containers"][0].get("resources", {}).get("requests", {})
+    return requests

@@ -25,7 +25,7 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
 def documents() -> list[dict[str, Any]]:
-    docs = []
+    docs: list[dict[str, Any]] = []
     for path in sorted(DEPLOY.glob("*.yaml")):
         docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
     return docs

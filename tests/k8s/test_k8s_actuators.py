@@ -24,8 +24,8 @@ from controlplane.domain.sharing_config import SharingLayout
 from controlplane.sim.clock import VirtualClock
 
 
-def leading(server: ApiServer, clock: VirtualClock, **k8s: object) -> K8sBackend:
-    backend = make_backend(server, clock, **k8s)
+def leading(server: ApiServer, clock: VirtualClock) -> K8sBackend:
+    backend = make_backend(server, clock)
     assert backend.elector.try_acquire_or_renew(clock.now())
     return backend
 

@@ -138,10 +138,11 @@ def test_with_prometheus_stopped_the_tick_runs_notes_it_and_neither_stores_nor_s
     by_model = {d.model: d for d in report.demands}
     assert {m: (d.reason, d.rate_rps) for m, d in by_model.items()} == {
         LLAMA: (DEMAND_UNMEASURED, 80.0), RESNET: (DEMAND_UNMEASURED, 500.0)}
-    apps = client.AppsV1Api(kube)
-    assert {d.metadata.name: d.spec.replicas for d in
-            apps.list_deployment_for_all_namespaces().items} == {
-        "llama-3-8b-chat": 3, "resnet50-vision": 2}
+    replicas = {}
+    for deployment in client.AppsV1Api(kube).list_deployment_for_all_namespaces().items:
+        assert deployment.metadata is not None and deployment.spec is not None
+        replicas[deployment.metadata.name] = deployment.spec.replicas
+    assert replicas == {"llama-3-8b-chat": 3, "resnet50-vision": 2}
     # no observation row: the history the forecast reads has a gap there, not a 0
     since = clock.now() - timedelta(minutes=5)
     history = store.rate_history(LLAMA, since, clock.now() + timedelta(minutes=1), 60)

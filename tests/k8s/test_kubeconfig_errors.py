@@ -41,7 +41,8 @@ def test_outside_a_pod_without_a_kubeconfig_the_error_names_both_sources(
 
     monkeypatch.setattr(backend, "_load_incluster_config", not_in_pod)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
-    monkeypatch.setattr(backend, "_load_kube_config", lambda **kwargs: config.load_kube_config(
+    load_kube_config = backend._load_kube_config  # config.load_kube_config, typed
+    monkeypatch.setattr(backend, "_load_kube_config", lambda **kwargs: load_kube_config(
         config_file=str(tmp_path / "absent"), **kwargs))  # the loader read KUBECONFIG at import
     with pytest.raises(KubeconfigError) as raised:
         api_client_from(KubernetesSettings())

@@ -17,7 +17,8 @@ from controlplane.adapters.k8s.backend import K8sBackend
 from controlplane.sim.clock import VirtualClock
 
 STEP_S = 2.0
-LEASE = {"lease_duration_s": 15, "renew_deadline_s": 10.0}
+LEASE_DURATION_S = 15
+RENEW_DEADLINE_S = 10.0
 
 
 @dataclass
@@ -65,7 +66,8 @@ def two_replicas(server: ApiServer, hang_a_at: int | None = None) -> list[Replic
     replicas = []
     for name, wanted, skew_h, hang in (("headroom-a", 1, 0, hang_a_at), ("headroom-b", 2, 3, None)):
         clock = VirtualClock(START_AT + timedelta(hours=skew_h))
-        backend = make_backend(server, clock, identity=name, **LEASE)
+        backend = make_backend(server, clock, identity=name, lease_duration_s=LEASE_DURATION_S,
+                               renew_deadline_s=RENEW_DEADLINE_S)
         replicas.append(Replica(name, wanted, backend, clock, hang))
     return replicas
 

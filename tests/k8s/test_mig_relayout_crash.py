@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from apiserver import ApiServer
@@ -19,6 +19,8 @@ from controlplane.ports import RelayoutStore
 from controlplane.sim.clock import VirtualClock
 from controlplane.store import Store
 from controlplane.store.relayout import SqlRelayoutStore
+
+T = TypeVar("T")
 
 
 class SimulatedCrash(BaseException):
@@ -42,7 +44,7 @@ class CrashingKubeApi(KubeApi):
         super().__init__(*args, **kwargs)
         self.fuse = fuse
 
-    def _guard(self, what: str, write: Callable[[], Any]) -> Any:
+    def _guard(self, what: str, write: Callable[[], T]) -> T:
         self.fuse.step(what)
         return write()
 

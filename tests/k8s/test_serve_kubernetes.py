@@ -99,7 +99,7 @@ def test_serve_takes_the_lease_records_plans_and_releases_on_sigterm(
         assert {p.product for p in configured_prices(store.engine)} == {
             pool.product for pool in pool_specs(Settings())}
         lease = leases.read_namespaced_lease("headroom-leader", "headroom")
-        assert lease.spec.holder_identity == "serve-test"
+        assert lease.spec is not None and lease.spec.holder_identity == "serve-test"
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
                                     timeout=10) as response:
             scraped = response.read().decode()
@@ -110,7 +110,7 @@ def test_serve_takes_the_lease_records_plans_and_releases_on_sigterm(
         _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     released = leases.read_namespaced_lease("headroom-leader", "headroom")
-    assert released.spec.holder_identity in (None, "")
+    assert released.spec is not None and released.spec.holder_identity in (None, "")
 
 
 def test_serve_refuses_an_empty_model_list_with_one_line(tmp_path: Path, apiserver: ApiServer,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 Predicate = Callable[[dict[str, str]], bool]
@@ -86,8 +87,16 @@ def parse_field_selector(text: str) -> Callable[[dict[str, Any]], bool]:
     for part in _split_requirements(text or ""):
         if "!=" in part:
             path, value = (s.strip() for s in part.split("!=", 1))
-            checks.append(lambda obj, p=path, v=value: _field(obj, p) != v)
+            checks.append(partial(_field_differs, path=path, value=value))
         else:
             path, value = (s.strip() for s in part.replace("==", "=").split("=", 1))
-            checks.append(lambda obj, p=path, v=value: _field(obj, p) == v)
+            checks.append(partial(_field_equals, path=path, value=value))
     return lambda obj: all(check(obj) for check in checks)
+
+
+def _field_equals(obj: dict[str, Any], *, path: str, value: str) -> bool:
+    return _field(obj, path) == value
+
+
+def _field_differs(obj: dict[str, Any], *, path: str, value: str) -> bool:
+    return _field(obj, path) != value

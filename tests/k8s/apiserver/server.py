@@ -10,6 +10,7 @@ Nothing runs controllers: tests play kubelet, scheduler or MIG manager through `
 
 from __future__ import annotations
 
+import builtins
 import json
 import threading
 from dataclasses import dataclass
@@ -137,7 +138,7 @@ class ApiServer:
         with self._lock:
             self._faults.append(Fault(method, path_contains, code, times))
 
-    def writes(self) -> list[RequestRecord]:
+    def writes(self) -> builtins.list[RequestRecord]:  # ``list`` is the method above
         with self._lock:
             return [r for r in self.requests if r.is_write]
 
