@@ -1,29 +1,7 @@
-"""Fixtures: a store seeded by the real core on the simulated fleet (shared by the session)."""
+"""pytest takes this directory's fixtures from here; they are defined, and type-checked, in
+dashboard_fixtures.py (mypy would name every directory's conftest.py "conftest", so pyproject.toml
+excludes these re-exports from [tool.mypy])."""
 
-from __future__ import annotations
+from dashboard_fixtures import dashboard_env, seeded, seeded_url
 
-from collections.abc import Iterator
-
-import pytest
-from dashboard_support import SEED_HOURS, Seeded, seed_store
-
-
-@pytest.fixture(scope="session")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> Seeded:
-    path = tmp_path_factory.mktemp("dashboard-store") / "headroom.db"
-    url = f"sqlite:///{path}"
-    runtime = seed_store(url, SEED_HOURS, state_dir=path.parent / "forecaster-state")
-    prices = {p.name: p.price_per_gpu_hour for p in runtime.settings.pools}
-    return Seeded(url, runtime.clock.now(), runtime.cluster.gpu_hours,
-                  runtime.cluster.cost_usd(prices))
-
-
-@pytest.fixture(scope="session")
-def seeded_url(seeded: Seeded) -> str:
-    return seeded.url
-
-
-@pytest.fixture
-def dashboard_env(seeded_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("HEADROOM_DB__URL", seeded_url)
-    yield seeded_url
+__all__ = ["dashboard_env", "seeded", "seeded_url"]

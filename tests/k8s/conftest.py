@@ -1,30 +1,7 @@
-"""Fixtures: a Kubernetes API test server over real HTTP on 127.0.0.1, an official client bound
-to it, and a virtual clock."""
+"""pytest takes this directory's fixtures from here; they are defined, and type-checked, in
+k8s_fixtures.py (mypy would name every directory's conftest.py "conftest", so pyproject.toml
+excludes these re-exports from [tool.mypy])."""
 
-from __future__ import annotations
+from k8s_fixtures import apiserver, clock, kube
 
-from collections.abc import Iterator
-
-import pytest
-from apiserver import ApiServer
-from k8s_harness import START_AT, client_for
-from kubernetes import client
-
-from controlplane.sim.clock import VirtualClock
-
-
-@pytest.fixture
-def apiserver() -> Iterator[ApiServer]:
-    server = ApiServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def kube(apiserver: ApiServer) -> client.ApiClient:
-    return client_for(apiserver)
-
-
-@pytest.fixture
-def clock() -> VirtualClock:
-    return VirtualClock(START_AT)
+__all__ = ["apiserver", "clock", "kube"]

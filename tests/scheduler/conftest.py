@@ -1,23 +1,7 @@
-"""Fixtures of the placement server tests."""
+"""pytest takes this directory's fixtures from here; they are defined, and type-checked, in
+scheduler_fixtures.py (mypy would name every directory's conftest.py "conftest", so pyproject.toml
+excludes these re-exports from [tool.mypy])."""
 
-from __future__ import annotations
+from scheduler_fixtures import stub
 
-from collections.abc import Iterator
-
-import grpc
-import pytest
-
-from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
-from scheduler.server import create_server, stop
-
-
-@pytest.fixture
-def stub() -> Iterator[pb_grpc.PlacementStub]:
-    """A stub of a fresh placement server on 127.0.0.1 (port 0), stopped afterwards."""
-    server, port = create_server("127.0.0.1:0")
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    try:
-        yield pb_grpc.PlacementStub(channel)
-    finally:
-        channel.close()
-        stop(server, grace_s=1.0)
+__all__ = ["stub"]
