@@ -10,8 +10,6 @@ from datetime import UTC, datetime
 from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.domain.actions import RelayoutMig
 from controlplane.domain.mig_layout import uniform
-from controlplane.domain.models import ColdStart, Engine, Isolation, ModelSpec, ProfilePoint
-from controlplane.domain.node_plan import RELAYOUT_SETTLING
 from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.reconcile import ReconcileDeps, reconcile_once
 from controlplane.runtime import reconcile_config
@@ -21,16 +19,9 @@ from controlplane.sim.cluster import SimCluster
 from controlplane.store import Store
 from controlplane.store.ledger import SqlForecastLedger
 from scheduler.engine import PlacementEngine
+from tests.restart_scenario import A100, CHAT, RATE_RPS, relayouts_asked
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-A100 = "A100-80GB"
-RATE_RPS = 200.0
-# a model PlanFleet may serve on 2g slices (200 rps each) or on a whole 7g (770 rps): the loop
-# asks 325 rps for the 200 it sees (no forecast yet), one GPU either way; from scratch PlanFleet
-# designs the 7g
-CHAT = ModelSpec("chat", "acme", Isolation.TRUSTED, Engine.VLLM, 400.0, (
-    ProfilePoint(A100, 2, 8, 1, 200.0, 100.0, 18_000),
-    ProfilePoint(A100, 7, 32, 1, 770.0, 150.0, 70_000)), ColdStart(20.0, 30.0))
 SIM = SimSettings(node_provision_s=(60, 60), image_pull_s=(30, 30), weight_load_s=(10, 10),
                   warmup_s=(10, 10), warm_node_start_s=8, mig_relayout_s=(90, 90))
 
@@ -58,13 +49,6 @@ def _restarted_loop(url: str, held: tuple[str, ...]) -> list[TickReport]:
         reports.append(reconcile_once(deps, config))
         cluster.step(clock.advance(settings.reconcile.interval_s))
     return reports
-
-
-def relayouts_asked(reports: list[TickReport]) -> int:
-    """Re-layouts the ticks started, plus those they held back only to let the plan settle."""
-    started = sum(isinstance(a, RelayoutMig) for r in reports if r.plan for a in r.plan.actions)
-    held = sum(s.reason == RELAYOUT_SETTLING for r in reports if r.plan for s in r.plan.skipped)
-    return started + held
 
 
 def test_a_restarted_loop_keeps_a_busy_nodes_layout_that_serves_the_demand(

@@ -37,9 +37,8 @@ from controlplane.sim.clock import VirtualClock
 from controlplane.store import Store
 from controlplane.store.ledger import SqlForecastLedger
 from scheduler.engine import PlacementEngine
-from tests.controlplane.test_reconcile_restart import CHAT, RATE_RPS, relayouts_asked
+from tests.restart_scenario import A100, CHAT, RATE_RPS, relayouts_asked
 
-A100 = "A100-80GB"
 NODE = "a100-1"
 TICK_S = 30
 
