@@ -95,6 +95,10 @@ class RunStats:
     gpu_hours_by_product: dict[str, float] = field(default_factory=dict)
     #: with profile correction: the per-replica throughput each model is sized with at the end
     profile_rps: dict[str, float] = field(default_factory=dict)
+    #: with profile correction: the lowest and highest value each model was sized with, and in
+    #: how many ticks it was sized with a value other than its offline profile
+    profile_rps_range: dict[str, tuple[float, float]] = field(default_factory=dict)
+    profile_corrected_ticks: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +262,11 @@ class _Run:
         if self.correction is not None:
             self.memory = replace(self.memory, profile_rps=in_use(profiles))
             self.stats.profile_rps = {p.model: p.corrected_rps for p in profiles}
+            for p in profiles:
+                low, high = self.stats.profile_rps_range.get(p.model, (p.corrected_rps,) * 2)
+                self.stats.profile_rps_range[p.model] = (min(low, p.corrected_rps),
+                                                         max(high, p.corrected_rps))
+                self.stats.profile_corrected_ticks[p.model] += p.is_corrected
         self.stats.ticks += 1
         self.stats.demand_reasons.update(d.reason for d in decision.demands)
         self.stats.skipped_reasons.update(s.reason for s in decision.plan.skipped)

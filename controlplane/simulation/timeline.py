@@ -94,5 +94,9 @@ def summarize(run: PolicyRun, config: SimConfig) -> dict[str, Any]:
         "forecast_methods": dict(run.stats.forecast_methods),
         "demand_reasons": dict(run.stats.demand_reasons),
         "held_by_guards": dict(run.stats.skipped_reasons),
-    } | ({"profile_rps_in_use": {m: round(v, 4) for m, v in run.stats.profile_rps.items()}}
+    } | ({"profile_rps_in_use": {m: round(v, 4) for m, v in run.stats.profile_rps.items()},
+          "profile_rps_range": {m: [round(low, 4), round(high, 4)]
+                                for m, (low, high) in run.stats.profile_rps_range.items()},
+          "profile_corrected_ticks": {m: run.stats.profile_corrected_ticks[m]
+                                      for m in run.stats.profile_rps}}
          if run.stats.profile_rps else {})

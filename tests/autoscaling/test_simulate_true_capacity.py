@@ -102,6 +102,22 @@ def test_correction_gives_a_model_serving_six_tenths_of_its_profile_fewer_short_
     assert short_on < short_off / 3
     assert 0.5 * 2.0 <= on.stats.profile_rps["chat/large"] < 1.2
     assert off.stats.profile_rps == {}
+    low, high = on.stats.profile_rps_range["chat/large"]
+    assert (low, high) == (min(low, on.stats.profile_rps["chat/large"]), 2.0)
+    assert 0 < on.stats.profile_corrected_ticks["chat/large"] < on.stats.ticks
+    summary = summarize(on, load_models_file(tmp_path / "on" / "models.yaml"))
+    assert summary["profile_rps_range"]["chat/large"] == [round(low, 4), 2.0]
+    assert summary["profile_corrected_ticks"]["chat/large"] == (
+        on.stats.profile_corrected_ticks["chat/large"])
+
+
+def test_correction_leaves_a_model_serving_its_profile_sized_on_its_profile_every_tick(
+        tmp_path: Path) -> None:
+    on = _run(tmp_path, _with_true("2.0"), "predictive", steps=12,
+              options=replace(OPTIONS, profile_correction=CorrectionConfig()))
+    summary = summarize(on, load_models_file(tmp_path / "models.yaml"))
+    assert summary["profile_rps_range"] == {"chat/large": [2.0, 2.0], "chat/small": [40.0, 40.0]}
+    assert summary["profile_corrected_ticks"] == {"chat/large": 0, "chat/small": 0}
 
 
 def test_the_cli_option_corrects_the_predictive_policy_only_and_reports_the_value_in_use(
