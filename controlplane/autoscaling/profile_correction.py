@@ -13,11 +13,19 @@ Otherwise, from the value in use:
 * samples within the SLO at per-replica rates above the value in use prove the model sustains
   more: the value rises to a high quantile (``high_quantile``) of those rates;
 * samples above the SLO prove the sustainable rate is below their rates: the value is capped at
-  ``safety`` x a low quantile (``low_quantile``) of their rates;
-* neither: the value in use stands (``no_evidence``);
+  ``safety`` x a low quantile (``low_quantile``) of their rates, unless that low quantile is
+  within ``hysteresis`` below the value in use or above it (then only the safety margin would
+  lower it: a right profile loaded to its limit runs at the SLO, and a little noise puts half of
+  those samples over it);
+* neither: the value in use stands (``no_evidence``).
 
-then it is clamped to [``min_factor``, ``max_factor``] x offline, and kept unless it moved by
-more than ``hysteresis`` of the value in use.
+Measured latency is noisy, so a sample counts only on its side of the split rate: the rate that
+misplaces the fewest samples (over the SLO below it, within it at or above it), the highest such.
+A sample a little over the SLO among samples within it at the same and higher rates is noise,
+not the replica's limit (one such sample lowered a right profile by 5 to 15 %, and it stayed
+lowered); either side needs ``min_evidence_samples`` of its own. Then the value is clamped
+to [``min_factor``, ``max_factor``] x offline, and kept unless it moved by more than
+``hysteresis`` of the value in use.
 
 Why from the value in use, not from the offline profile (as a first sketch had it): once a model
 is sized on a lowered value its replicas stop running over the SLO, so after ``window_s`` the
@@ -60,10 +68,13 @@ class CorrectionConfig:
     hysteresis: float = 0.05
     low_quantile: float = 0.25
     high_quantile: float = 0.75
+    min_evidence_samples: int = 3
 
     def __post_init__(self) -> None:
         if self.window_s <= 0:
             raise ValueError(f"window_s must be > 0, got {self.window_s}")
+        if self.min_evidence_samples < 1:
+            raise ValueError(f"min_evidence_samples must be >= 1, got {self.min_evidence_samples}")
         if self.min_samples < 1:
             raise ValueError(f"min_samples must be >= 1, got {self.min_samples}")
         if self.min_load_share < 0:
@@ -89,6 +100,29 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
+def evidence(used: Sequence[ProfileSample], latency_slo_ms: float, in_use_rps: float,
+             config: CorrectionConfig) -> tuple[list[float], list[float]]:
+    """The rates of the samples over the SLO, and of those within it above ``in_use_rps``, that
+    count as evidence: those on their side of the split rate (at or above it over, below it
+    within) that misplaces the fewest samples (the highest such rate), each set only with at
+    least ``min_evidence_samples`` samples in it."""
+    ranked = sorted(used, key=lambda s: (s.per_replica_rps, s.mean_latency_ms))
+    is_over = [s.mean_latency_ms > latency_slo_ms for s in ranked]
+    misplaced = fewest = len(is_over) - sum(is_over)  # split below all: every within misplaced
+    split = 0
+    for i, over in enumerate(is_over, 1):
+        misplaced += 1 if over else -1
+        if misplaced <= fewest:
+            fewest, split = misplaced, i
+    over_rps = [s.per_replica_rps for s, o in zip(ranked[split:], is_over[split:], strict=True)
+                if o]
+    within_rps = [s.per_replica_rps for s, o in zip(ranked[:split], is_over[:split], strict=True)
+                  if not o and s.per_replica_rps > in_use_rps]
+    enough = config.min_evidence_samples
+    return (over_rps if len(over_rps) >= enough else [],
+            within_rps if len(within_rps) >= enough else [])
+
+
 def correct(model: str, offline_rps: float, latency_slo_ms: float,
             samples: Sequence[ProfileSample], now: datetime, config: CorrectionConfig,
             previous_rps: float | None = None) -> ProfileCorrection:
@@ -108,19 +142,20 @@ def correct(model: str, offline_rps: float, latency_slo_ms: float,
         return made(kept, len(used), f"{TOO_FEW_SAMPLES}: {len(used)} of "
                     f"{config.min_samples} needed at >= {_fmt(floor_rps)} rps/replica in "
                     f"{_fmt(config.window_s)} s; {_fmt(kept)} rps/replica kept")
-    over = [s.per_replica_rps for s in used if s.mean_latency_ms > latency_slo_ms]
-    above = [s.per_replica_rps for s in used
-             if s.mean_latency_ms <= latency_slo_ms and s.per_replica_rps > in_use]
+    over, above = evidence(used, latency_slo_ms, in_use, config)
     proposed, reason = in_use, (f"{NO_EVIDENCE}: {_fmt(in_use)} rps/replica "
                                 f"({_fmt(in_use / offline_rps)}x offline) kept; {len(used)} "
                                 f"samples, none within {_fmt(latency_slo_ms)} ms above it, too "
-                                f"few over it below {_fmt(in_use / config.safety)}")
+                                f"few over it below {_fmt((1 - config.hysteresis) * in_use)}")
     if above:
         proposed = quantile(above, config.high_quantile)
         reason = (f"{WITHIN_SLO}: {len(above)} of {len(used)} samples within "
                   f"{_fmt(latency_slo_ms)} ms above {_fmt(in_use)} rps/replica")
     if over:
-        cap_rps = config.safety * quantile(over, config.low_quantile)
+        over_low_rps = quantile(over, config.low_quantile)
+        cap_rps = config.safety * over_low_rps
+        if over_low_rps >= (1 - config.hysteresis) * in_use:  # the safety margin alone is no proof
+            cap_rps = max(cap_rps, in_use)
         if cap_rps < proposed:
             proposed = cap_rps
             reason = (f"{OVER_SLO}: {len(over)} of {len(used)} samples above "

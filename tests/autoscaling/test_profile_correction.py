@@ -96,10 +96,55 @@ def test_a_lowered_profile_stays_lowered_while_replicas_serve_within_slo_below_i
 
 
 def test_a_change_within_five_percent_of_the_value_in_use_is_not_made() -> None:
+    got = _correct(_samples([14.9] * 12, 300.0), previous_rps=14.5)
+    assert got.corrected_rps == 14.5
+    assert got.reason.startswith(WITHIN_SLO)
+    assert "kept 14.5 (new 14.9 within 5 %)" in got.reason
+
+
+def test_samples_over_slo_just_above_the_value_in_use_do_not_lower_it_by_the_safety_margin() -> (
+        None):
+    """Replicas loaded past the value in use run over the SLO when it is right, too."""
     got = _correct(_samples([14.8] * 12, 700.0), previous_rps=14.5)
     assert got.corrected_rps == 14.5
+    assert got.reason.startswith(NO_EVIDENCE)
+
+
+def test_samples_over_slo_within_five_percent_below_the_value_in_use_do_not_lower_it() -> None:
+    """Their low quantile x safety would be 8 % below it: that is the safety margin, not proof
+    (the offline profile lowered to 0.92 by latency noise right at its limit)."""
+    got = _correct(_samples([17.5] * 12, 520.0) + _samples([16.0] * 12, 450.0, start_s=600))
+    assert got.corrected_rps == OFFLINE_RPS
+    assert got.reason.startswith(NO_EVIDENCE)
+
+
+def test_a_few_samples_noised_over_slo_among_many_within_it_at_higher_rates_are_no_evidence() -> (
+        None):
+    within = _samples([15.0, 16.0, 17.0, 17.5] * 10, 450.0)
+    noised = _samples([14.0, 15.5, 16.5], 520.0, start_s=1800)
+    got = _correct(within + noised)
+    assert got.corrected_rps == OFFLINE_RPS
+    assert got.reason.startswith(NO_EVIDENCE)
+
+
+def test_samples_over_slo_at_the_highest_rates_lower_the_profile_despite_a_few_noised_within() -> (
+        None):
+    over = _samples([15.0, 15.5, 16.0, 16.5] * 5, 800.0)
+    noised = _samples([15.2, 16.2], 480.0, start_s=1200)
+    within = _samples([11.0, 12.0, 13.0] * 4, 300.0, start_s=1500)
+    got = _correct(over + noised + within)
+    assert got.corrected_rps == pytest.approx(0.95 * quantile([15.0, 15.5, 16.0, 16.5] * 5, 0.25))
     assert got.reason.startswith(OVER_SLO)
-    assert "kept 14.5 (new 14.06 within 5 %)" in got.reason
+
+
+def test_fewer_than_three_samples_on_either_side_are_no_evidence() -> None:
+    loaded = _samples([12.0] * 12, 300.0)
+    assert _correct(loaded + _samples([15.0, 15.0], 900.0, start_s=400)).corrected_rps == (
+        OFFLINE_RPS)
+    assert _correct(loaded + _samples([25.0, 25.0], 300.0, start_s=400)).corrected_rps == (
+        OFFLINE_RPS)
+    with pytest.raises(ValueError, match="min_evidence_samples"):
+        CorrectionConfig(min_evidence_samples=0)
 
 
 def test_the_same_samples_give_the_same_correction_in_any_order() -> None:

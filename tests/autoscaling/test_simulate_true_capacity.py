@@ -100,7 +100,9 @@ def test_correction_gives_a_model_serving_six_tenths_of_its_profile_fewer_short_
     short_off, short_on = _short(off, "chat/large"), _short(on, "chat/large")
     assert short_off >= 30  # of 720 minutes (44 when written)
     assert short_on < short_off / 3
-    assert 0.5 * 2.0 <= on.stats.profile_rps["chat/large"] < 1.2
+    # over-SLO evidence within the hysteresis of the value in use does not lower it: the value
+    # ends at most 1 / 0.95 x the true 1.2 (1.2214 when written)
+    assert 0.5 * 2.0 <= on.stats.profile_rps["chat/large"] < 1.2 / 0.95
     assert off.stats.profile_rps == {}
     low, high = on.stats.profile_rps_range["chat/large"]
     assert (low, high) == (min(low, on.stats.profile_rps["chat/large"]), 2.0)
