@@ -5,14 +5,15 @@ predictive without, and reactive (KEDA/HPA at 0.8 of the profile), judged by
 
     python benchmarks/autoscaling/misprofile.py [--true-factor 0.8] [--days 14] [--seed 1]
 
-Merges its numbers into benchmarks/results/autoscaling.json under ``misprofiled`` (other keys
-untouched) and prints a table.
+Merges its numbers into benchmarks/results/autoscaling.json under
+``misprofiled["f<factor>"]["seed<seed>"]`` (other keys and runs untouched) and prints a table.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -54,6 +55,26 @@ def misprofiled_models(factor: float, out: Path) -> Path:
     return out
 
 
+def commit() -> str:
+    """The worktree's commit (``-dirty`` with uncommitted changes), for the results."""
+    done = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
+                          text=True, cwd=REPO, check=False)
+    return done.stdout.strip() or "unknown"
+
+
+def keyed_by_factor_and_seed(misprofiled: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``misprofiled`` keyed ``f<factor>`` then ``seed<seed>``; an entry of the earlier shape
+    (``true_factor_<factor>``, one seed each) moves under its factor and seed."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in misprofiled.items():
+        if key.startswith("true_factor_"):
+            factor = key.removeprefix("true_factor_")
+            out.setdefault(f"f{factor}", {})[f"seed{value.get('seed', 1)}"] = value
+        else:
+            out.setdefault(key, {}).update(value)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--true-factor", type=float, default=0.8)
@@ -79,13 +100,16 @@ def main() -> None:
     rows = [row(label, judged["policies"][label]) for label in timelines]
     print_table(f"{MODEL} serving {args.true_factor:g} x its profile, seed {args.seed}", rows)
     doc = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
-    doc.setdefault("misprofiled", {})[f"true_factor_{args.true_factor:g}"] = {
+    by_factor = keyed_by_factor_and_seed(doc.get("misprofiled", {}))
+    by_factor.setdefault(f"f{args.true_factor:g}", {})[f"seed{args.seed}"] = {
         "model": MODEL, "true_factor": args.true_factor, "seed": args.seed,
         "days": args.days or 14, "trace": str(trace.relative_to(REPO.parent)),
         "rows": rows, "judge": judged, "product_reported": product,
-        "wall_s": round(time.monotonic() - started, 1)}
+        "wall_s": round(time.monotonic() - started, 1), "commit": commit()}
+    doc["misprofiled"] = by_factor
     RESULTS.write_text(json.dumps(doc, indent=2, default=str))
-    print(f"\nwrote {RESULTS.relative_to(REPO)} (key misprofiled)")
+    print(f"\nwrote {RESULTS.relative_to(REPO)} "
+          f"(key misprofiled.f{args.true_factor:g}.seed{args.seed})")
 
 
 if __name__ == "__main__":
