@@ -102,12 +102,22 @@ def test_a_change_within_five_percent_of_the_value_in_use_is_not_made() -> None:
     assert "kept 14.5 (new 14.9 within 5 %)" in got.reason
 
 
-def test_samples_over_slo_just_above_the_value_in_use_do_not_lower_it_by_the_safety_margin() -> (
-        None):
-    """Replicas loaded past the value in use run over the SLO when it is right, too."""
-    got = _correct(_samples([14.8] * 12, 700.0), previous_rps=14.5)
-    assert got.corrected_rps == 14.5
+def test_samples_over_slo_just_above_the_offline_profile_do_not_lower_it_by_the_safety_margin(
+        ) -> None:
+    """Replicas loaded past a right profile run over the SLO, too."""
+    got = _correct(_samples([18.3] * 12, 700.0))
+    assert got.corrected_rps == OFFLINE_RPS
     assert got.reason.startswith(NO_EVIDENCE)
+
+
+def test_a_corrected_value_is_lowered_by_the_safety_margin_when_samples_just_below_it_are_over(
+        ) -> None:
+    """A value already corrected has no benefit of the doubt: over-SLO samples at 12.8, within
+    5 % below the 13 in use (the offline profile would keep them as noise), cap it at 0.95 x
+    12.8: the true limit is below 12.8."""
+    got = _correct(_samples([12.8] * 12, 700.0), previous_rps=13.0)
+    assert got.corrected_rps == pytest.approx(0.95 * 12.8)
+    assert got.reason.startswith(OVER_SLO)
 
 
 def test_samples_over_slo_within_five_percent_below_the_value_in_use_do_not_lower_it() -> None:
