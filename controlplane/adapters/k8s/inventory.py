@@ -107,20 +107,22 @@ class Inventory:
         return named or offered_layout(node)
 
 
+def offered_mig(node: NodeInfo) -> dict[str, int]:
+    """The MIG instances the device plugin offers on the node (``nvidia.com/mig-<profile>``
+    allocatable, its mixed strategy): profile -> count, those it offers at least one of."""
+    offered = {r.removeprefix(n.MIG_RESOURCE_PREFIX): count(q)
+               for r, q in sorted(node.allocatable.items()) if r.startswith(n.MIG_RESOURCE_PREFIX)}
+    return {profile: instances for profile, instances in offered.items() if instances > 0}
+
+
 def offered_layout(node: NodeInfo) -> NodeMigLayout | None:
-    """The MIG instances the device plugin offers (``nvidia.com/mig-<profile>`` allocatable,
-    its mixed strategy) as the same instances on every GPU; None when it offers none, or they
-    do not split evenly over the GPUs or fit the product (which GPU holds which is unknown)."""
-    per_gpu: list[str] = []
-    for resource, quantity in sorted(node.allocatable.items()):
-        if not resource.startswith(n.MIG_RESOURCE_PREFIX):
-            continue
-        instances = count(quantity)
-        if node.gpu_count <= 0 or instances % node.gpu_count:
-            return None
-        per_gpu += [resource.removeprefix(n.MIG_RESOURCE_PREFIX)] * (instances // node.gpu_count)
-    if not per_gpu:
+    """The instances the device plugin offers (``offered_mig``) as the same instances on every
+    GPU; None when it offers none, or they do not split evenly over the GPUs or fit the product
+    (which GPU holds which is unknown)."""
+    offered = offered_mig(node)
+    if not offered or node.gpu_count <= 0 or any(c % node.gpu_count for c in offered.values()):
         return None
+    per_gpu = [p for p, instances in offered.items() for _ in range(instances // node.gpu_count)]
     layout = uniform(node.product, tuple(per_gpu))
     return None if layout_problems(layout) else layout
 

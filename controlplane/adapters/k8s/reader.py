@@ -8,7 +8,13 @@ from datetime import datetime
 
 from controlplane.adapters.k8s import names as n
 from controlplane.adapters.k8s.api import KubeApi
-from controlplane.adapters.k8s.inventory import Inventory, NodeInfo, PodInfo, fetch_inventory
+from controlplane.adapters.k8s.inventory import (
+    Inventory,
+    NodeInfo,
+    PodInfo,
+    fetch_inventory,
+    offered_mig,
+)
 from controlplane.adapters.k8s.quantity import count, cpu_milli, memory_mib
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.models import SharingMode
@@ -45,8 +51,7 @@ def observed_node(node: NodeInfo, inventory: Inventory) -> ObservedNode:
     # that no known config accounts for: the instances are unknown, so the GPUs count as MIG on
     # with none (nothing is placed on slices the device plugin may not offer)
     unknown = (bool(node.mig_config) and node.mig_state == "failed") or (
-        layout is None and any(r.startswith(n.MIG_RESOURCE_PREFIX) and count(q) > 0
-                               for r, q in node.allocatable.items()))
+        layout is None and bool(offered_mig(node)))
     gpus = []
     for index in range(node.gpu_count):
         profiles = layout.profiles_of(index) if layout is not None and not unknown else ()
