@@ -1,16 +1,23 @@
-"""Helpers shared by the Kubernetes tests: an official client bound to the test API server and
-Headroom's Kubernetes backend wired to it (with a virtual clock)."""
+"""Helpers shared by the Kubernetes tests: an official client bound to the test API server,
+Headroom's Kubernetes backend wired to it (with a virtual clock), a fixed load source, and the
+schema check of every object a test leaves on the server."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 
-from apiserver import ApiServer
+import jsonschema
+import kubernetes_validate
+from apiserver import KUBERNETES_VERSION, ApiServer
 from k8s_builders import k8s_settings
 from kubernetes import client
 
 from controlplane.adapters.k8s.api import KubeApi
 from controlplane.adapters.k8s.backend import K8sBackend, build_k8s_backend
+from controlplane.domain.observed import ModelLoad
 from controlplane.ports import LoadSource, RelayoutStore
 from controlplane.sim.clock import VirtualClock
 from controlplane.store.relayout import MemoryRelayoutStore
@@ -33,3 +40,33 @@ def make_backend(server: ApiServer, clock: VirtualClock, *, dry_run: bool = Fals
     return build_k8s_backend(settings, clock, relayouts or MemoryRelayoutStore(),
                              api_client=client_for(server), identity=identity, api=api,
                              load=load)
+
+
+class FixedLoads:
+    """A load source answering the same loads every time."""
+
+    def __init__(self, loads: dict[str, ModelLoad]) -> None:
+        self.loads = loads
+
+    def measure(self, ready_replicas: Mapping[str, int], at: datetime) -> dict[str, ModelLoad]:
+        return {m: load for m, load in self.loads.items() if m in ready_replicas}
+
+
+NODEPOOL_SCHEMA = Path(__file__).parent / "schemas" / "karpenter-nodepool-v1.json"
+
+
+def assert_schema_valid(server: ApiServer) -> int:
+    nodepool_schema = json.loads(NODEPOOL_SCHEMA.read_text())
+    checked = 0
+    for api_version, kind, namespace in (
+            ("v1", "Node", ""), ("v1", "Pod", ""), ("v1", "ConfigMap", ""),
+            ("apps/v1", "Deployment", ""), ("apps/v1", "StatefulSet", ""),
+            ("scheduling.k8s.io/v1", "PriorityClass", ""),
+            ("policy/v1", "PodDisruptionBudget", ""), ("karpenter.sh/v1", "NodePool", "")):
+        for obj in server.list(api_version, kind, namespace):
+            if kind == "NodePool":
+                jsonschema.validate(obj, nodepool_schema)
+            else:
+                kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+            checked += 1
+    return checked

@@ -4,41 +4,17 @@ against the API test server, and every object it leaves behind is schema-valid."
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-import jsonschema
-import kubernetes_validate
 import yaml
-from apiserver import KUBERNETES_VERSION, ApiServer
+from apiserver import ApiServer
 from fake_controllers import FakeMigManager
 from full_plan_scenario import full_plan, run_full_plan, seed_fleet
 from k8s_builders import GPU_OPERATOR_NS, HEADROOM_NS, MODELS_NS
-from k8s_harness import make_backend
+from k8s_harness import assert_schema_valid, make_backend
 from relayout_scenario import TARGET, TO
 
 from controlplane.actuation import apply_actions
 from controlplane.domain.mig_relayout import RelayoutPhase
 from controlplane.sim.clock import VirtualClock
-
-NODEPOOL_SCHEMA = Path(__file__).parent / "schemas" / "karpenter-nodepool-v1.json"
-
-
-def assert_schema_valid(server: ApiServer) -> int:
-    nodepool_schema = json.loads(NODEPOOL_SCHEMA.read_text())
-    checked = 0
-    for api_version, kind, namespace in (
-            ("v1", "Node", ""), ("v1", "Pod", ""), ("v1", "ConfigMap", ""),
-            ("apps/v1", "Deployment", ""), ("apps/v1", "StatefulSet", ""),
-            ("scheduling.k8s.io/v1", "PriorityClass", ""),
-            ("policy/v1", "PodDisruptionBudget", ""), ("karpenter.sh/v1", "NodePool", "")):
-        for obj in server.list(api_version, kind, namespace):
-            if kind == "NodePool":
-                jsonschema.validate(obj, nodepool_schema)
-            else:
-                kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
-            checked += 1
-    return checked
 
 
 def test_a_full_plan_executes_against_the_api_server_with_valid_objects(

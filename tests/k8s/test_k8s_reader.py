@@ -18,7 +18,7 @@ from k8s_builders import (
     nodepool,
     pdb,
 )
-from k8s_harness import START_AT, make_backend
+from k8s_harness import START_AT, FixedLoads, make_backend
 
 from controlplane.adapters.k8s.inventory import free_gpu_resources, normalize_product
 from controlplane.adapters.placement import inventory_request
@@ -146,16 +146,6 @@ def test_free_gpu_resources_subtract_pod_requests(apiserver: ApiServer,
 def test_gfd_product_labels_map_onto_catalog_products(label: str, memory_mib: int,
                                                       product: str) -> None:
     assert normalize_product(label, memory_mib) == product
-
-
-class FixedLoads:
-    """A load source answering the same loads every time."""
-
-    def __init__(self, loads: dict[str, ModelLoad]) -> None:
-        self.loads = loads
-
-    def measure(self, ready_replicas: Mapping[str, int], at: datetime) -> dict[str, ModelLoad]:
-        return {m: load for m, load in self.loads.items() if m in ready_replicas}
 
 
 def test_a_load_source_that_gives_nan_demand_is_unmeasured_and_inf_capacity_zero_with_notes(

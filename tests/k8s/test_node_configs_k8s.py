@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from apiserver import ApiServer
 from k8s_builders import gpu_node, gpu_pod, nodepool
-from k8s_harness import make_backend
-from test_full_plan import assert_schema_valid
+from k8s_harness import assert_schema_valid, make_backend
 
 from controlplane.actuation import apply_actions
 from controlplane.domain.actions import ApplySharing, RelayoutMig

@@ -18,9 +18,7 @@ from k8s_builders import (
     model_deployment,
     nodepool,
 )
-from k8s_harness import make_backend
-from test_full_plan import assert_schema_valid
-from test_k8s_reader import FixedLoads
+from k8s_harness import FixedLoads, assert_schema_valid, make_backend
 
 from controlplane.adapters.k8s.backend import K8sBackend
 from controlplane.adapters.k8s.manifests import config_map, mig_parted_document, with_mig_configs
