@@ -20,7 +20,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from controlplane.adapters.clock import WallClock
 from controlplane.cli.child import run_in_foreground
 from controlplane.cli.cost import app as cost_app
-from controlplane.cli.demo_store import DEMO_DB, settings_with_db
+from controlplane.cli.demo_store import DEMO_DB, demo_settings
 from controlplane.cli.forecast import app as forecast_app
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.placement import app as placement_app
@@ -140,16 +140,6 @@ def _refuse_in_memory(url: str) -> None:
                           "migration would keep nothing; use sqlite:///FILE or a server URL")
 
 
-def _demo_settings(config: Path | None, db: Path | None) -> Settings:
-    """The demo's store: --db, else db.url from the environment or --config, else DEMO_DB."""
-    if db is None:
-        settings = _settings(config)
-        if "url" in settings.db.model_fields_set:
-            return settings
-        db = DEMO_DB
-    return settings_with_db(config, db)
-
-
 @app.command()
 @reflowed
 def demo(
@@ -168,7 +158,7 @@ def demo(
 
     Forecasts, the placement API, the reconcile jobs and the dashboard run on a simulated fleet
     over SQLite. With --minutes N --no-dashboard it runs N simulated minutes as fast as it can."""
-    settings = _demo_settings(config, db)
+    settings = demo_settings(config, db)
     if in_memory(settings.db.url) and not no_dashboard:
         raise ConfigError(f"db.url {settings.db.url}: the dashboard runs in its own process and "
                           "cannot see an in-memory database; use sqlite:///FILE (or --db), or "

@@ -29,6 +29,16 @@ def settings_with_db(config: Path | None, db: Path | None) -> Settings:
     return load_settings(config, db={"url": sqlite_url(db)})
 
 
+def demo_settings(config: Path | None, db: Path | None) -> Settings:
+    """The demo's store: --db, else db.url from the environment or --config, else DEMO_DB."""
+    if db is None:
+        settings = load_settings(config)
+        if "url" in settings.db.model_fields_set:
+            return settings
+        db = DEMO_DB
+    return settings_with_db(config, db)
+
+
 def demo_store_hint(settings: Settings) -> str:
     """For a store that is missing under the default db.url while a demo store exists in the
     working directory: how to read that one instead; else ''."""
