@@ -62,19 +62,6 @@ def commit() -> str:
     return done.stdout.strip() or "unknown"
 
 
-def keyed_by_factor_and_seed(misprofiled: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``misprofiled`` keyed ``f<factor>`` then ``seed<seed>``; an entry of the earlier shape
-    (``true_factor_<factor>``, one seed each) moves under its factor and seed."""
-    out: dict[str, dict[str, Any]] = {}
-    for key, value in misprofiled.items():
-        if key.startswith("true_factor_"):
-            factor = key.removeprefix("true_factor_")
-            out.setdefault(f"f{factor}", {})[f"seed{value.get('seed', 1)}"] = value
-        else:
-            out.setdefault(key, {}).update(value)
-    return out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--true-factor", type=float, default=0.8)
@@ -100,13 +87,12 @@ def main() -> None:
     rows = [row(label, judged["policies"][label]) for label in timelines]
     print_table(f"{MODEL} serving {args.true_factor:g} x its profile, seed {args.seed}", rows)
     doc = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
-    by_factor = keyed_by_factor_and_seed(doc.get("misprofiled", {}))
+    by_factor: dict[str, dict[str, Any]] = doc.setdefault("misprofiled", {})
     by_factor.setdefault(f"f{args.true_factor:g}", {})[f"seed{args.seed}"] = {
         "model": MODEL, "true_factor": args.true_factor, "seed": args.seed,
         "days": args.days or 14, "trace": str(trace.relative_to(REPO.parent)),
         "rows": rows, "judge": judged, "product_reported": product,
         "wall_s": round(time.monotonic() - started, 1), "commit": commit()}
-    doc["misprofiled"] = by_factor
     RESULTS.write_text(json.dumps(doc, indent=2, default=str))
     print(f"\nwrote {RESULTS.relative_to(REPO)} "
           f"(key misprofiled.f{args.true_factor:g}.seed{args.seed})")

@@ -24,10 +24,10 @@ Otherwise, from the value in use:
 Measured latency is noisy, so a sample counts only on its side of the split rate: the rate that
 misplaces the fewest samples (over the SLO below it, within it at or above it), the highest such.
 A sample a little over the SLO among samples within it at the same and higher rates is noise,
-not the replica's limit (one such sample lowered a right profile by 5 to 15 %, and it stayed
-lowered); either side needs ``min_evidence_samples`` of its own. Then the value is clamped
-to [``min_factor``, ``max_factor``] x offline, and kept unless it moved by more than
-``hysteresis`` of the value in use.
+not the replica's limit (one such sample lowered a right profile by about 5 %, more at other
+utilizations, and it stayed lowered); either side needs ``min_evidence_samples`` of its own.
+Then the value is clamped to [``min_factor``, ``max_factor``] x offline, and kept unless it moved
+by more than ``hysteresis`` of the value in use.
 
 Why from the value in use, not from the offline profile (as a first sketch had it): once a model
 is sized on a lowered value its replicas stop running over the SLO, so after ``window_s`` the
