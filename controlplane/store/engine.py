@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -70,13 +72,33 @@ def _normalize(url: str) -> str:
     return url
 
 
+WAL_SWITCH_ATTEMPTS = 100
+WAL_SWITCH_PAUSE_S = 0.05
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    _switch_to_wal(cursor)
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=10000")
     cursor.close()
+
+
+def _switch_to_wal(cursor: Any) -> None:
+    """``PRAGMA journal_mode=WAL``, retried while the file is locked. Switching a new file takes
+    its exclusive lock, and when two processes open a new store at once (the two replicas of
+    deploy/, or ``serve`` beside ``demo``) each can hold the shared lock the other waits on;
+    SQLite breaks that deadlock by failing one of them at once, without the busy timeout (1 in
+    ~6 such opens failed with "database is locked" before this retry)."""
+    for attempt in range(WAL_SWITCH_ATTEMPTS):
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or attempt == WAL_SWITCH_ATTEMPTS - 1:
+                raise
+            time.sleep(WAL_SWITCH_PAUSE_S)
 
 
 def make_engine(url: str, connect_timeout_s: float = 5.0) -> Engine:

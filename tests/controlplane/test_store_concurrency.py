@@ -17,6 +17,7 @@ from controlplane.domain.desired import PoolSpec
 from controlplane.domain.observed import ObservedGpu, ObservedModel, ObservedNode, ObservedState
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import MigrationError, Store
+from controlplane.store.engine import make_engine
 
 PROCESSES = 3
 SAVES = 20
@@ -115,3 +116,34 @@ def test_a_sqlite_migration_that_fails_halfway_leaves_no_table_behind(tmp_path: 
     with pytest.raises(MigrationError, match="table ticks already exists"):
         Store.open(url, migrate=True)
     assert inspect(engine).get_table_names() == ["ticks"]
+
+
+def _open_new(path: str, barrier: multiprocessing.synchronize.Barrier,
+              results: multiprocessing.Queue[str]) -> None:
+    barrier.wait()
+    try:
+        make_engine(f"sqlite:///{path}").dispose()
+        results.put("ok")
+    except Exception as error:  # reported to the test, which names it
+        results.put(f"{type(error).__name__}: {error}")
+
+
+def test_processes_opening_the_same_new_sqlite_file_at_once_all_connect(tmp_path: Path) -> None:
+    # Each open switches the new file to WAL; two processes doing it at once used to deadlock
+    # on SQLite's locks, and SQLite fails one of them at once ("database is locked": 7 of 160
+    # opens in 40 rounds of 4 before the retry). Forked, so that many rounds stay quick.
+    context = multiprocessing.get_context("fork")
+    failures = []
+    for round_ in range(30):
+        path = tmp_path / f"new-{round_}.db"
+        barrier = context.Barrier(4)
+        results: multiprocessing.Queue[str] = context.Queue()
+        processes = [context.Process(target=_open_new, args=(str(path), barrier, results))
+                     for _ in range(4)]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(60)
+        failures += [got for got in (results.get(timeout=5) for _ in processes) if got != "ok"]
+        assert path.is_file()
+    assert failures == []
