@@ -125,6 +125,15 @@ def evidence(used: Sequence[ProfileSample], latency_slo_ms: float, in_use_rps: f
             within_rps if len(within_rps) >= enough else [])
 
 
+def _lowering_below_rps(in_use_rps: float, offline_rps: float, config: CorrectionConfig) -> float:
+    """The over-SLO low quantile under which the value in use is lowered: (1 - hysteresis) x the
+    offline profile (exempt from the safety margin alone), else in use / safety (the cap
+    safety x that quantile falls below it)."""
+    if in_use_rps == offline_rps:
+        return (1 - config.hysteresis) * in_use_rps
+    return in_use_rps / config.safety
+
+
 def correct(model: str, offline_rps: float, latency_slo_ms: float,
             samples: Sequence[ProfileSample], now: datetime, config: CorrectionConfig,
             previous_rps: float | None = None) -> ProfileCorrection:
@@ -148,7 +157,8 @@ def correct(model: str, offline_rps: float, latency_slo_ms: float,
     proposed, reason = in_use, (f"{NO_EVIDENCE}: {_fmt(in_use)} rps/replica "
                                 f"({_fmt(in_use / offline_rps)}x offline) kept; {len(used)} "
                                 f"samples, none within {_fmt(latency_slo_ms)} ms above it, too "
-                                f"few over it below {_fmt((1 - config.hysteresis) * in_use)}")
+                                f"few over it below "
+                                f"{_fmt(_lowering_below_rps(in_use, offline_rps, config))}")
     if above:
         proposed = quantile(above, config.high_quantile)
         reason = (f"{WITHIN_SLO}: {len(above)} of {len(used)} samples within "

@@ -208,3 +208,13 @@ def test_one_more_sample_over_slo_at_its_lowest_rate_never_raises_the_correction
     slower = ProfileSample(T0, min([rps, *over]), 9999.0)
     before, after = _correct(samples, previous_rps), _correct([*samples, slower], previous_rps)
     assert after.corrected_rps <= before.corrected_rps + 1e-9
+
+
+def test_no_evidence_names_the_rate_over_slo_samples_would_have_to_fall_below() -> None:
+    """The offline profile is lowered only by over-SLO samples under 0.95 x it; a corrected
+    value by any whose cap, 0.95 x their low quantile, is under it: below 13 / 0.95."""
+    loaded = _samples([11.0, 12.0, 13.0] * 5, 300.0)
+    assert _correct(loaded).reason.endswith("too few over it below 17.1")
+    corrected = _correct(loaded, previous_rps=13.0)
+    assert corrected.corrected_rps == 13.0
+    assert corrected.reason.endswith(f"too few over it below {13.0 / 0.95:.4g}")
