@@ -91,7 +91,7 @@ class RateHistory(Protocol):
 class ProfileSamples(Protocol):
     def profile_samples(self, since_at: datetime,
                         until_at: datetime) -> Mapping[str, Sequence[ProfileSample]]:
-        """Each model's samples (demand per ready replica, mean latency) observed in
+        """Each model's samples (demand per ready replica, latency) observed in
         (since_at, until_at], oldest first; a model without any is absent."""
         ...
 

@@ -112,7 +112,8 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     backend = build_k8s_backend(settings, clock, SqlRelayoutStore(store.engine),
                                 load=PrometheusLoad(source, per_replica_rps(specs),
                                                    settings.prometheus.metric,
-                                                   settings.prometheus.latency_query))
+                                                   settings.prometheus.latency_query,
+                                                   settings.prometheus.latency_quantile))
     history = PrometheusHistory(source, store.model_names)
     placement = LocalPlacementClient(engine)
     inventory_reader = backend.reader.without_load()  # a follower's: no Prometheus queries

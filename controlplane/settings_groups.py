@@ -222,7 +222,8 @@ _CORRECTION = CorrectionConfig()  # the core's defaults are the settings' defaul
 
 class ProfileCorrectionSettings(Group):
     """The reconcile loop corrects each model's throughput per replica from observed load and
-    mean latency (``controlplane.autoscaling.profile_correction``)."""
+    request latency, the mean or ``prometheus.latency_quantile``
+    (``controlplane.autoscaling.profile_correction``)."""
 
     enabled: bool = Field(True, description="size models with their corrected profile; false: "
                           "the offline profile as it is")
@@ -325,11 +326,17 @@ class PrometheusSettings(Group):
                                               "label model_name)")
     query: str | None = Field(None, description="custom PromQL with a {model} placeholder (and "
                               "optionally {window}, the rate window) instead of the preset")
-    latency_query: str | None = Field(None, description="custom PromQL of a model's mean "
+    latency_query: str | None = Field(None, description="custom PromQL of a model's "
                                       "request latency in ms, with a {model} placeholder (and "
-                                      "optionally {window}); default: the metric preset's "
+                                      "optionally {window}); default: the metric preset's mean "
                                       "(Triton request duration / successes, vLLM e2e latency "
                                       "histogram sum / count), one grouped query per tick")
+    latency_quantile: float | None = Field(None, gt=0, lt=1, description="judge each model's "
+                                           "latency_slo_ms at this quantile of its request "
+                                           "latency (e.g. 0.95) instead of the mean: "
+                                           "histogram_quantile over vLLM's e2e latency buckets "
+                                           "(metric: vllm; Triton exports no request latency "
+                                           "histogram: give latency_query)")
     rate_window_s: int = Field(120, ge=1, description="shortest rate window: a tick reads "
                                "rate(...[this]); a history step of step_s reads "
                                "rate(...[max(step_s, this)]) at the step's end")
@@ -344,6 +351,21 @@ class PrometheusSettings(Group):
         if query is not None and "{model}" not in query:
             raise ValueError(f"PromQL {query!r} has no {{model}} placeholder")
         return query
+
+    @model_validator(mode="after")
+    def _latency_quantile_has_a_histogram(self) -> PrometheusSettings:
+        if self.latency_quantile is None:
+            return self
+        if self.latency_query is not None:
+            raise ValueError("prometheus.latency_quantile applies to the vllm preset's "
+                             "histogram; a prometheus.latency_query decides its own statistic: "
+                             "give one of them")
+        if self.metric != "vllm":
+            raise ValueError(f"prometheus.latency_quantile needs a request latency histogram; "
+                             f"metric {self.metric} has none (Triton's only histogram is the "
+                             "opt-in first-response one): use metric vllm or give "
+                             "prometheus.latency_query")
+        return self
 
     @model_validator(mode="after")
     def _one_way_to_authenticate(self) -> PrometheusSettings:

@@ -65,16 +65,19 @@ def per_replica_rps(specs: Sequence[ModelSpec]) -> dict[str, float]:
 
 class PrometheusLoad:
     """``LoadSource``: demand = the model's measured request rate, capacity = ready replicas x
-    its per-replica throughput, and its mean request latency (``latency_preset``'s grouped
-    query, or ``latency_query`` per model). A model Prometheus could not measure is unknown,
-    not 0; a latency it could not read is None (logged) and never fails the load reading."""
+    its per-replica throughput, and its request latency (``latency_preset``'s grouped query:
+    the mean, or ``latency_quantile`` of vLLM's histogram; or ``latency_query`` per model). A
+    model Prometheus could not measure is unknown, not 0; a latency it could not read is None
+    (logged) and never fails the load reading."""
 
     def __init__(self, source: PrometheusSource, replica_rps: Mapping[str, float],
-                 latency_preset: str = "triton", latency_query: str | None = None) -> None:
+                 latency_preset: str = "triton", latency_query: str | None = None,
+                 latency_quantile: float | None = None) -> None:
         self.source = source
         self.replica_rps = dict(replica_rps)
         self.latency_preset = latency_preset
         self.latency_query = latency_query
+        self.latency_quantile = latency_quantile
 
     def measure(self, ready_replicas: Mapping[str, int], at: datetime) -> dict[str, ModelLoad]:
         models = sorted(ready_replicas)
@@ -86,13 +89,13 @@ class PrometheusLoad:
         return {model: ModelLoad(rates.rates.get(model),
                                  ready * self.replica_rps.get(model, 0.0),
                                  rates.unknown.get(model, ""),
-                                 mean_latency_ms=latencies.get(model))
+                                 latency_ms=latencies.get(model))
                 for model, ready in ready_replicas.items()}
 
     def _latencies_ms(self, models: list[str], at: datetime) -> dict[str, float]:
         try:
             got = self.source.current_latencies_ms(models, at, self.latency_preset,
-                                                   self.latency_query)
+                                                   self.latency_query, self.latency_quantile)
         except SourceError as error:
             log.warning("latency.unmeasured", extra={"models": models, "error": str(error)})
             return {}

@@ -1,9 +1,10 @@
 """A model's throughput per replica at its latency SLO, corrected online from observed metrics
 (pure: samples and ``now`` in, a ``ProfileCorrection`` out).
 
-Evidence is the model's samples (demand per ready replica, mean latency) of the last
-``window_s``, only those loaded to at least ``min_load_share`` x the value in use (the last
-correction, else the offline profile: a lightly loaded replica says nothing about its limit).
+Evidence is the model's samples (demand per ready replica, latency: the mean, or the quantile
+the SLO is judged at) of the last ``window_s``, only those loaded to at least
+``min_load_share`` x the value in use (the last correction, else the offline profile: a lightly
+loaded replica says nothing about its limit).
 With fewer than ``min_samples`` of them the value in use stands (``too_few_samples``): a quiet
 night says nothing new about a replica's limit, so it does not undo what the busy day proved (a
 model corrected down and reset to its offline profile overnight would run over its SLO again every
@@ -108,8 +109,8 @@ def evidence(used: Sequence[ProfileSample], latency_slo_ms: float, in_use_rps: f
     count as evidence: those on their side of the split rate (at or above it over, below it
     within) that misplaces the fewest samples (the highest such rate), each set only with at
     least ``min_evidence_samples`` samples in it."""
-    ranked = sorted(used, key=lambda s: (s.per_replica_rps, s.mean_latency_ms))
-    is_over = [s.mean_latency_ms > latency_slo_ms for s in ranked]
+    ranked = sorted(used, key=lambda s: (s.per_replica_rps, s.latency_ms))
+    is_over = [s.latency_ms > latency_slo_ms for s in ranked]
     misplaced = fewest = len(is_over) - sum(is_over)  # split below all: every within misplaced
     split = 0
     for i, over in enumerate(is_over, 1):
@@ -147,7 +148,7 @@ def correct(model: str, offline_rps: float, latency_slo_ms: float,
     since_at = now - timedelta(seconds=config.window_s)
     used = [s for s in samples
             if since_at < s.at <= now and math.isfinite(s.per_replica_rps)
-            and math.isfinite(s.mean_latency_ms) and s.per_replica_rps >= floor_rps]
+            and math.isfinite(s.latency_ms) and s.per_replica_rps >= floor_rps]
     if len(used) < config.min_samples:
         kept = min(max(in_use, config.min_factor * offline_rps), config.max_factor * offline_rps)
         return made(kept, len(used), f"{TOO_FEW_SAMPLES}: {len(used)} of "

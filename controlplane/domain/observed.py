@@ -59,7 +59,8 @@ class ObservedModel:
     """Replicas of one model and the load it sees now. ``demand_measured`` False: the load
     source could not say this tick (Prometheus down, no series); ``demand_rps`` is then 0 only
     as a placeholder, and nothing stores or sizes from it (``ObservedState.notes`` say why).
-    ``mean_latency_ms``: the mean request latency measured now, None when not measured (never
+    ``latency_ms``: the request latency measured now (the mean, or the configured quantile:
+    ``prometheus.latency_quantile``), None when not measured (never
     0 for unknown); with the load per ready replica it corrects the model's profile."""
 
     name: str
@@ -69,7 +70,7 @@ class ObservedModel:
     demand_rps: float
     capacity_rps: float
     demand_measured: bool = True
-    mean_latency_ms: float | None = None
+    latency_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +82,7 @@ class ModelLoad:
     demand_rps: float | None
     capacity_rps: float
     why: str = ""
-    mean_latency_ms: float | None = None
+    latency_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,12 +11,12 @@ from controlplane.domain.models import ModelSpec
 
 @dataclass(frozen=True, slots=True)
 class ProfileSample:
-    """One tick's evidence of a model: its observed demand per ready replica and the mean
-    latency measured then."""
+    """One tick's evidence of a model: its observed demand per ready replica and the latency
+    measured then (the mean, or the quantile its SLO is judged at)."""
 
     at: datetime
     per_replica_rps: float
-    mean_latency_ms: float
+    latency_ms: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -218,7 +218,7 @@ class SimCluster:
             demand_rps = self._demand_rps(model, self._now)
             out.append(ObservedModel(model, ready, len(replicas) - ready, len(replicas),
                                      demand_rps, ready * true_capacity_rps(spec, factor),
-                                     mean_latency_ms=mean_latency_ms(spec, factor, demand_rps,
+                                     latency_ms=mean_latency_ms(spec, factor, demand_rps,
                                                                      ready)))
         return tuple(out)
 

@@ -183,7 +183,7 @@ class Store:
                                               demand_rps=model.demand_rps,
                                               capacity_rps=model.capacity_rps,
                                               replicas_ready=model.replicas_ready,
-                                              mean_latency_ms=model.mean_latency_ms))
+                                              latency_ms=model.latency_ms))
             session.commit()
 
     def save_observations(self, rows: Sequence[tuple[str, datetime, float]]) -> None:
@@ -217,21 +217,21 @@ class Store:
     def profile_samples(self, since_at: datetime,
                         until_at: datetime) -> dict[str, tuple[ProfileSample, ...]]:
         """Each model's samples in (since_at, until_at], oldest first: its demand per ready
-        replica and the mean latency, from the observations that measured a latency with a
+        replica and the latency, from the observations that measured a latency with a
         replica ready (one query for every model)."""
         with self.session() as session:
             rows = session.exec(
                 select(ObservationRecord)
                 .where(col(ObservationRecord.at) > since_at)
                 .where(col(ObservationRecord.at) <= until_at)
-                .where(col(ObservationRecord.mean_latency_ms).is_not(None))
+                .where(col(ObservationRecord.latency_ms).is_not(None))
                 .where(col(ObservationRecord.replicas_ready) > 0)
                 .order_by(col(ObservationRecord.at), col(ObservationRecord.id))).all()
         out: dict[str, list[ProfileSample]] = {}
         for row in rows:
-            assert row.mean_latency_ms is not None
+            assert row.latency_ms is not None
             out.setdefault(row.model, []).append(ProfileSample(
-                as_utc(row.at), row.demand_rps / row.replicas_ready, row.mean_latency_ms))
+                as_utc(row.at), row.demand_rps / row.replicas_ready, row.latency_ms))
         return {model: tuple(samples) for model, samples in out.items()}
 
     def last_observed_at(self, model: str) -> datetime | None:

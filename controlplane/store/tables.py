@@ -52,8 +52,9 @@ class GpuRecord(SQLModel, table=True):
 
 class ObservationRecord(SQLModel, table=True):
     """Per-model load and capacity at one instant (the forecaster's history in the demo), and
-    the mean latency measured then (None: not measured): with the ready replicas, one sample
-    of the model's throughput at its SLO (``controlplane.autoscaling.profile_correction``)."""
+    the latency measured then (mean or quantile, as configured; None: not measured): with the
+    ready replicas, one sample of the model's throughput at its SLO
+    (``controlplane.autoscaling.profile_correction``)."""
 
     __tablename__ = "observations"
     __table_args__ = (Index("ix_observations_model_at", "model", "at"),)
@@ -63,7 +64,7 @@ class ObservationRecord(SQLModel, table=True):
     demand_rps: float
     capacity_rps: float
     replicas_ready: int
-    mean_latency_ms: float | None = None
+    latency_ms: float | None = None
 
 
 class ForecastRecord(SQLModel, table=True):

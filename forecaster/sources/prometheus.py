@@ -72,11 +72,21 @@ PRESETS = {
 }
 
 
-def latency_query(preset: str, window_s: int) -> str:
-    """Every model's mean request latency in ms over the window, one series per model label:
-    Triton's cumulative request duration (us) over its successful requests, vLLM's end-to-end
-    latency histogram's sum (s) over its count."""
+def latency_query(preset: str, window_s: int, quantile: float | None = None) -> str:
+    """Every model's request latency in ms over the window, one series per model label: the
+    mean (Triton's cumulative request duration (us) over its successful requests, vLLM's
+    end-to-end latency histogram's sum (s) over its count), or with ``quantile`` that quantile
+    of vLLM's e2e latency histogram (``histogram_quantile`` over its buckets' rates; Triton has
+    no request latency histogram: SourceError)."""
     w = f"[{window_s}s]"
+    if quantile is not None:
+        if not 0 < quantile < 1:
+            raise SourceError(f"latency quantile must be in (0, 1), got {quantile}")
+        if preset != "vllm":
+            raise SourceError(f"preset {preset!r} has no request latency histogram for the "
+                              f"latency quantile {quantile}; give a latency query instead")
+        return (f"histogram_quantile({quantile}, sum by (model_name, le) "
+                f"(rate(vllm:e2e_request_latency_seconds_bucket{w}))) * 1000")
     if preset == "triton":
         return (f"sum by (model) (rate(nv_inference_request_duration_us{w})) / sum by (model) "
                 f"(rate(nv_inference_request_success{w})) / 1000")
@@ -230,15 +240,19 @@ class PrometheusSource:
         return self._current_each(models, at, self.query_for)
 
     def current_latencies_ms(self, models: Sequence[str], at: datetime, preset: str,
-                             template: str | None = None) -> CurrentRates:
-        """Each model's mean request latency (ms) over the last ``rate_window_s`` before
-        ``at``: one grouped query for the engine's ``preset`` (``latency_query``), or one query
-        per model of ``template`` (PromQL with ``{model}``, optionally ``{window}``). A model
-        without requests in the window (0 / 0), or with no series, is unknown."""
+                             template: str | None = None,
+                             quantile: float | None = None) -> CurrentRates:
+        """Each model's request latency (ms) over the last ``rate_window_s`` before ``at``, the
+        mean or the ``quantile``: one grouped query for the engine's ``preset``
+        (``latency_query``), or one query per model of ``template`` (PromQL with ``{model}``,
+        optionally ``{window}``; it decides the statistic). A model without requests in the
+        window (0 / 0, or a histogram with no observations: NaN), or with no series, is
+        unknown."""
         if template is None:
             if preset not in PRESETS:
                 raise SourceError(f"unknown metric preset {preset!r} for latency")
-            return self._current_grouped(models, at, latency_query(preset, self.rate_window_s),
+            return self._current_grouped(models, at,
+                                         latency_query(preset, self.rate_window_s, quantile),
                                          PRESETS[preset].label)
         return self._current_each(models, at, lambda model: template.replace(
             "{model}", escape(model)).replace("{window}", f"{self.rate_window_s}s"))

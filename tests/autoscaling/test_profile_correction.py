@@ -173,7 +173,7 @@ _sample = st.builds(
     ProfileSample,
     at=st.integers(0, 7200).map(lambda s: T0 - timedelta(seconds=s)),
     per_replica_rps=st.floats(0, 60, allow_nan=False),
-    mean_latency_ms=st.floats(1, 5000, allow_nan=False))
+    latency_ms=st.floats(1, 5000, allow_nan=False))
 _previous = st.none() | st.floats(0.5 * OFFLINE_RPS, 1.5 * OFFLINE_RPS)
 
 
@@ -198,13 +198,13 @@ _loaded = st.builds(
     ProfileSample,
     at=st.integers(0, 3500).map(lambda s: T0 - timedelta(seconds=s)),
     per_replica_rps=st.floats(9, 60),
-    mean_latency_ms=st.floats(1, 5000))
+    latency_ms=st.floats(1, 5000))
 
 
 @given(st.lists(_loaded, min_size=10, max_size=40), st.floats(9, 60), _previous)
 def test_one_more_sample_over_slo_at_its_lowest_rate_never_raises_the_correction(
         samples: list[ProfileSample], rps: float, previous_rps: float | None) -> None:
-    over = [s.per_replica_rps for s in samples if s.mean_latency_ms > SLO_MS]
+    over = [s.per_replica_rps for s in samples if s.latency_ms > SLO_MS]
     slower = ProfileSample(T0, min([rps, *over]), 9999.0)
     before, after = _correct(samples, previous_rps), _correct([*samples, slower], previous_rps)
     assert after.corrected_rps <= before.corrected_rps + 1e-9

@@ -70,6 +70,13 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
     ("prometheus:\n  metric: dcgm\n", "prometheus.metric: Input should be 'triton' or 'vllm'"),
     ("prometheus:\n  rate_window_s: 0\n",
      "prometheus.rate_window_s: Input should be greater than or equal to 1"),
+    ("prometheus:\n  latency_quantile: 0.95\n",
+     "prometheus.latency_quantile needs a request latency histogram; metric triton has none"),
+    ("prometheus:\n  metric: vllm\n  latency_quantile: 95\n",
+     "prometheus.latency_quantile: Input should be less than 1"),
+    ("prometheus:\n  metric: vllm\n  latency_quantile: 0.95\n"
+     "  latency_query: my_p95_ms{model=\"{model}\"}\n",
+     "a prometheus.latency_query decides its own statistic: give one of them"),
 ], ids=["negative interval", "misspelt key", "unknown top-level key", "pool bounds",
         "cross-field horizon", "broken yaml", "calibration window zero",
         "calibration window too short to calibrate", "metrics address without a host",
@@ -81,7 +88,9 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
         "a price the placement engine takes for a unit mistake", "negative tenant budget",
         "negative static peak", "a boolean for seconds", "a boolean in a range",
         "two pools of one product under two names", "custom PromQL without {model}",
-        "a password without a username", "an unknown metric preset", "a zero rate window"])
+        "a password without a username", "an unknown metric preset", "a zero rate window",
+        "a latency quantile of triton", "a latency quantile in per cent",
+        "a latency quantile and a latency query"])
 def test_bad_configuration_is_one_line_naming_the_field(tmp_path: Path, yaml_text: str,
                                                         expected: str) -> None:
     config = tmp_path / "bad.yaml"

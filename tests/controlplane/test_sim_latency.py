@@ -57,7 +57,7 @@ def test_the_cluster_reports_true_capacity_and_latency_of_its_ready_replicas() -
     model = cluster.snapshot().model(MISTRAL.name)
     assert model is not None and model.replicas_ready == 2
     assert model.capacity_rps == pytest.approx(2 * 14.4)
-    assert model.mean_latency_ms == pytest.approx(500.0)
+    assert model.latency_ms == pytest.approx(500.0)
 
 
 def test_a_true_factor_for_a_model_the_simulated_fleet_does_not_run_is_refused() -> None:

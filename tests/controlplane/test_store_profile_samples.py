@@ -19,9 +19,9 @@ MISTRAL, BERT = "mistral-7b-support", "bert-embed"
 
 def _observed(at_s: int, mistral_latency_ms: float | None, ready: int = 2) -> ObservedState:
     return ObservedState(T0 + timedelta(seconds=at_s), (), (), (
-        ObservedModel(MISTRAL, ready, 0, ready, 30.0, 28.8, mean_latency_ms=mistral_latency_ms),
+        ObservedModel(MISTRAL, ready, 0, ready, 30.0, 28.8, latency_ms=mistral_latency_ms),
         ObservedModel(BERT, 1, 0, 1, 100.0, 300.0, demand_measured=False,
-                      mean_latency_ms=12.0)))
+                      latency_ms=12.0)))
 
 
 def _columns(store: Store, table: str) -> set[str]:
@@ -49,10 +49,10 @@ def test_observations_without_latency_or_ready_replicas_are_no_samples(store_url
 def test_migration_0005_adds_the_columns_and_its_downgrade_keeps_older_rows(
         store_url: str) -> None:
     store = Store.open(store_url, migrate=True)
-    assert "mean_latency_ms" in _columns(store, "observations")
+    assert "latency_ms" in _columns(store, "observations")
     assert "profiles_json" in _columns(store, "ticks")
     downgrade(store.engine, "0004")
-    assert "mean_latency_ms" not in _columns(store, "observations")
+    assert "latency_ms" not in _columns(store, "observations")
     assert "profiles_json" not in _columns(store, "ticks")
     before = Table("observations", MetaData(), autoload_with=store.engine)  # as 0004 has it
     with store.engine.begin() as connection:  # a row written before the upgrade
@@ -74,3 +74,24 @@ def test_a_ticks_profiles_and_the_corrected_values_in_use_survive_a_restart(
     reopened = Store.open(store_url)
     assert reopened.last_profiles() == profiles
     assert reopened.last_guard_memory().profile_rps == ((MISTRAL, 10.3),)
+
+
+def test_migration_0006_renames_the_latency_column_and_keeps_its_values_both_ways(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    downgrade(store.engine, "0005")
+    assert "mean_latency_ms" in _columns(store, "observations")
+    assert "latency_ms" not in _columns(store, "observations")
+    before = Table("observations", MetaData(), autoload_with=store.engine)  # as 0005 has it
+    with store.engine.begin() as connection:  # a sample written before the upgrade
+        connection.execute(insert(before).values(model=MISTRAL, at=T0, demand_rps=30.0,
+                                                 capacity_rps=36.0, replicas_ready=2,
+                                                 mean_latency_ms=640.0))
+    upgrade(store.engine)
+    assert "mean_latency_ms" not in _columns(store, "observations")
+    window = (T0 - timedelta(hours=1), T0 + timedelta(hours=1))
+    assert store.profile_samples(*window) == {MISTRAL: (ProfileSample(T0, 15.0, 640.0),)}
+    downgrade(store.engine, "0005")
+    renamed = Table("observations", MetaData(), autoload_with=store.engine)
+    with store.engine.connect() as connection:
+        assert connection.execute(renamed.select()).one().mean_latency_ms == 640.0

@@ -1,6 +1,7 @@
-"""Each model's mean request latency from a real Prometheus (Debian package, backfilled with
-promtool): Triton's request duration over its successes and vLLM's e2e latency histogram, one
-grouped query per tick, or a configured query; a latency it cannot read is None and never costs
+"""Each model's request latency from a real Prometheus (Debian package, backfilled with
+promtool): the mean (Triton's request duration over its successes, vLLM's e2e latency histogram
+sum over count) or a quantile of vLLM's histogram, one grouped query per tick, or a configured
+query; a latency it cannot read is None and never costs
 the model its measured load."""
 
 from __future__ import annotations
@@ -42,6 +43,11 @@ def families() -> list[Family]:
                                                         counter(12.0 * 0.64)}),
         Family("vllm:e2e_request_latency_seconds_count", {f'model_name="{MISTRAL}"':
                                                           counter(12.0)}),
+        # mistral's requests: half within 0.5 s, 90 % within 1 s, all within 2.5 s
+        Family("vllm:e2e_request_latency_seconds_bucket", {
+            f'model_name="{model}",le="{le}"': counter(rps * share)
+            for model, rps in ((MISTRAL, 12.0), (SILENT, 0.0))
+            for le, share in (("0.5", 0.5), ("1.0", 0.9), ("2.5", 1.0), ("+Inf", 1.0))}),
     ]
 
 
@@ -53,7 +59,7 @@ def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def _load(settings: PrometheusSettings) -> PrometheusLoad:
     return PrometheusLoad(prometheus_source(settings), {LLAMA: 40.0, BERT: 300.0, MISTRAL: 18.0},
-                          settings.metric, settings.latency_query)
+                          settings.metric, settings.latency_query, settings.latency_quantile)
 
 
 def _at() -> datetime:
@@ -64,18 +70,30 @@ def test_triton_mean_latency_is_request_duration_over_successes_in_ms(prom_url: 
     loads = _load(PrometheusSettings(url=prom_url)).measure({LLAMA: 2, BERT: 1, SILENT: 1},
                                                            _at())
     assert loads[LLAMA].demand_rps == pytest.approx(30.0)
-    assert loads[LLAMA].mean_latency_ms == pytest.approx(120.0)
+    assert loads[LLAMA].latency_ms == pytest.approx(120.0)
     # a model without a duration series, or without requests, has no latency, only its load
     assert loads[BERT].demand_rps == pytest.approx(50.0)
-    assert loads[BERT].mean_latency_ms is None
-    assert loads[SILENT].mean_latency_ms is None
+    assert loads[BERT].latency_ms is None
+    assert loads[SILENT].latency_ms is None
 
 
 def test_vllm_mean_latency_is_the_e2e_histogram_sum_over_count_in_ms(prom_url: str) -> None:
     loads = _load(PrometheusSettings(url=prom_url, metric="vllm")).measure(
         {MISTRAL: 1}, _at())
     assert loads[MISTRAL].demand_rps == pytest.approx(12.0)
-    assert loads[MISTRAL].mean_latency_ms == pytest.approx(640.0)
+    assert loads[MISTRAL].latency_ms == pytest.approx(640.0)
+
+
+@pytest.mark.parametrize(("quantile", "expected_ms"), [(0.95, 1750.0), (0.5, 500.0)])
+def test_a_vllm_latency_quantile_interpolates_the_e2e_histogram_buckets_in_ms(
+        prom_url: str, quantile: float, expected_ms: float) -> None:
+    """90 % of mistral's requests within 1 s and all within 2.5 s: p95 is halfway up that
+    bucket; p50 its first bucket's bound. A model whose histogram has no requests is unknown."""
+    settings = PrometheusSettings(url=prom_url, metric="vllm", latency_quantile=quantile)
+    loads = _load(settings).measure({MISTRAL: 1, SILENT: 1}, _at())
+    assert loads[MISTRAL].demand_rps == pytest.approx(12.0)
+    assert loads[MISTRAL].latency_ms == pytest.approx(expected_ms)
+    assert loads[SILENT].latency_ms is None
 
 
 def test_a_configured_latency_query_replaces_the_preset(prom_url: str) -> None:
@@ -84,7 +102,7 @@ def test_a_configured_latency_query_replaces_the_preset(prom_url: str) -> None:
     settings = PrometheusSettings(url=prom_url, latency_query=query.replace("{{", "{")
                                   .replace("}}", "}"))
     loads = _load(settings).measure({LLAMA: 2}, _at())
-    assert loads[LLAMA].mean_latency_ms == pytest.approx(60.0)
+    assert loads[LLAMA].latency_ms == pytest.approx(60.0)
 
 
 def test_a_latency_query_prometheus_rejects_leaves_the_load_measured_and_logs_it(
@@ -93,7 +111,7 @@ def test_a_latency_query_prometheus_rejects_leaves_the_load_measured_and_logs_it
     with caplog.at_level(logging.WARNING, logger="headroom.prometheus"):
         loads = _load(settings).measure({LLAMA: 2}, _at())
     assert loads[LLAMA].demand_rps == pytest.approx(30.0)
-    assert loads[LLAMA].mean_latency_ms is None
+    assert loads[LLAMA].latency_ms is None
     assert [r.getMessage() for r in caplog.records] == ["latency.unmeasured"]
 
 
@@ -105,4 +123,4 @@ def test_a_latency_setting_without_a_model_placeholder_is_refused_naming_it() ->
 def test_with_prometheus_down_neither_load_nor_latency_is_measured_and_nothing_raises() -> None:
     down = PrometheusSettings(url=f"http://127.0.0.1:{free_port()}", timeout_s=2)
     loads = _load(down).measure({LLAMA: 2}, _at())
-    assert (loads[LLAMA].demand_rps, loads[LLAMA].mean_latency_ms) == (None, None)
+    assert (loads[LLAMA].demand_rps, loads[LLAMA].latency_ms) == (None, None)

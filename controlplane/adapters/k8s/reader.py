@@ -129,15 +129,15 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
         if not measured:
             # unknown, not 0: a 0 would be stored as history and size the model for no load
             notes.append(f"{model}: demand not measured this tick: {why}")
-        latency_ms = got.mean_latency_ms
+        latency_ms = got.latency_ms
         if latency_ms is not None and not (math.isfinite(latency_ms) and latency_ms >= 0):
-            notes.append(f"{model}: the load source gave mean_latency_ms={latency_ms}; not "
+            notes.append(f"{model}: the load source gave latency_ms={latency_ms}; not "
                          "measured")
             latency_ms = None
         models.append(ObservedModel(model, ready, max(0, target - ready), target,
                                     demand_rps if demand_rps is not None and measured else 0.0,
                                     capacity_rps, demand_measured=measured,
-                                    mean_latency_ms=latency_ms))
+                                    latency_ms=latency_ms))
     if load is None and models:
         notes.append("no load source: demand_rps and capacity_rps are 0")
     return ObservedState(now, tuple(observed_pools), tuple(nodes), tuple(models),
