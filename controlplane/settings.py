@@ -25,16 +25,15 @@ from pydantic_settings import (
 
 from controlplane.autoscaling.calibration import MIN_ERRORS
 from controlplane.domain.desired import PoolSpec
+from controlplane.settings_cluster import KubernetesSettings, PrometheusSettings
 from controlplane.settings_env import ENV_PREFIX, env_json_error, unknown_env_variable
 from controlplane.settings_groups import (
     AutoscalingSettings,
     DashboardSettings,
     DbSettings,
     ForecastSettings,
-    KubernetesSettings,
     PlacementSettings,
     PoolSettings,
-    PrometheusSettings,
     ReconcileSettings,
     SafetySettings,
     SimSettings,

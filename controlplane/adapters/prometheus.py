@@ -13,7 +13,7 @@ from pathlib import Path
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ModelLoad
 from controlplane.settings import ConfigError
-from controlplane.settings_groups import PrometheusSettings
+from controlplane.settings_cluster import PrometheusSettings
 from forecaster.errors import SourceError
 from forecaster.sources.prometheus import PrometheusSource
 from forecaster.types import SourcedSeries, TrafficSeries

@@ -42,7 +42,7 @@ from controlplane.forecast_job import (
     state_dir_problem,
 )
 from controlplane.settings import ConfigError, load_settings
-from controlplane.settings_groups import PrometheusSettings
+from controlplane.settings_cluster import PrometheusSettings
 from controlplane.store import Store, StoreUnavailable
 from controlplane.store.engine import error_line, redact
 from forecaster.backtest import BacktestTask, SeriesBacktest, run_all

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import pytest
 
 from controlplane.adapters.prometheus import PrometheusLoad, prometheus_source
-from controlplane.settings_groups import PrometheusSettings
+from controlplane.settings_cluster import PrometheusSettings
 from tests.forecasting.promserver import Family, free_port, prometheus
 
 pytestmark = pytest.mark.prometheus

@@ -1,0 +1,123 @@
+"""Settings groups of the cluster a production ``headroom serve`` runs against: ``prometheus``
+(request rates, history and latency) and ``k8s`` (the Kubernetes API, leader election, MIG
+re-layout)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from controlplane.settings_groups import Group
+
+
+class PrometheusSettings(Group):
+    """Where the Kubernetes backend reads each model's request rate (every tick) and history
+    (every forecast refresh), and ``headroom forecast run --prometheus-url`` its credentials."""
+
+    url: str | None = Field(None, description="base URL of Prometheus, e.g. http://127.0.0.1:9090"
+                            "; required by serve with backend: kubernetes")
+    timeout_s: float = Field(10.0, gt=0, description="timeout of one request")
+    metric: Literal["triton", "vllm"] = Field("triton", description="request-count preset: "
+                                              "triton (nv_inference_request_success, label "
+                                              "model) or vllm (vllm:request_success_total, "
+                                              "label model_name)")
+    query: str | None = Field(None, description="custom PromQL with a {model} placeholder (and "
+                              "optionally {window}, the rate window) instead of the preset")
+    latency_query: str | None = Field(None, description="custom PromQL of a model's "
+                                      "request latency in ms, with a {model} placeholder (and "
+                                      "optionally {window}); default: the metric preset's mean "
+                                      "(Triton request duration / successes, vLLM e2e latency "
+                                      "histogram sum / count), one grouped query per tick")
+    latency_quantile: float | None = Field(None, gt=0, lt=1, description="judge each model's "
+                                           "latency_slo_ms at this quantile of its request "
+                                           "latency (e.g. 0.95) instead of the mean: "
+                                           "histogram_quantile over vLLM's e2e latency buckets "
+                                           "(metric: vllm; Triton exports no request latency "
+                                           "histogram: give latency_query)")
+    rate_window_s: int = Field(120, ge=1, description="shortest rate window: a tick reads "
+                               "rate(...[this]); a history step of step_s reads "
+                               "rate(...[max(step_s, this)]) at the step's end")
+    username: str | None = Field(None, description="basic auth user (with password)")
+    password: SecretStr | None = Field(None, description="basic auth password; never logged")
+    bearer_token_file: Path | None = Field(None, description="file holding a bearer token, "
+                                           "read at start (e.g. a mounted Secret); never logged")
+
+    @field_validator("query", "latency_query")
+    @classmethod
+    def _has_model_placeholder(cls, query: str | None) -> str | None:
+        if query is not None and "{model}" not in query:
+            raise ValueError(f"PromQL {query!r} has no {{model}} placeholder")
+        return query
+
+    @model_validator(mode="after")
+    def _latency_quantile_has_a_histogram(self) -> PrometheusSettings:
+        if self.latency_quantile is None:
+            return self
+        if self.latency_query is not None:
+            raise ValueError("prometheus.latency_quantile applies to the vllm preset's "
+                             "histogram; a prometheus.latency_query decides its own statistic: "
+                             "give one of them")
+        if self.metric != "vllm":
+            raise ValueError(f"prometheus.latency_quantile needs a request latency histogram; "
+                             f"metric {self.metric} has none (Triton's only histogram is the "
+                             "opt-in first-response one): use metric vllm or give "
+                             "prometheus.latency_query")
+        return self
+
+    @model_validator(mode="after")
+    def _one_way_to_authenticate(self) -> PrometheusSettings:
+        if (self.username is None) != (self.password is None):
+            raise ValueError("prometheus.username and prometheus.password go together")
+        if self.username is not None and self.bearer_token_file is not None:
+            raise ValueError("give prometheus.username/password or prometheus.bearer_token_file"
+                             ", not both")
+        return self
+
+
+class KubernetesSettings(Group):
+    kubeconfig: str | None = Field(None, description="path; None = in-cluster or ~/.kube/config")
+    namespace: str = Field("headroom")
+    field_manager: str = Field("headroom")
+    request_timeout_s: float = Field(10.0, gt=0, description="timeout of one API request")
+    model_label: str = Field("headroom.dev/model", description="label on Triton/vLLM "
+                             "Deployments and StatefulSets naming the model they serve")
+    workload_namespaces: list[str] = Field(default_factory=list, description="namespaces of "
+                                           "model workloads; empty = all namespaces")
+    nodepool_names: dict[str, str] = Field(default_factory=dict, description="pool -> Karpenter "
+                                           "NodePool name (default: the pool name)")
+    placeholder_priority_class: str = Field("headroom-warm-placeholder", description="low "
+                                            "PriorityClass of the warm-capacity placeholder pods")
+    placeholder_image: str = Field("registry.k8s.io/pause:3.10")
+    gpu_operator_namespace: str = Field("gpu-operator", description="namespace of the GPU "
+                                        "Operator's MIG manager and device plugin ConfigMaps")
+    mig_config_map: str = Field("headroom-mig-parted-config", description="mig-parted "
+                                "ConfigMap (key config.yaml) the MIG manager is pointed at")
+    device_plugin_config_map: str = Field("headroom-device-plugin-config", description=
+                                          "device-plugin ConfigMap (one key per named config)")
+    mig_strategy: Literal["single", "mixed"] = Field("mixed", description="device plugin "
+                                                     "MIG strategy (mixed for custom layouts)")
+    lease_name: str = Field("headroom-leader", description="coordination.k8s.io/v1 Lease")
+    lease_duration_s: int = Field(15, ge=1, description="followers wait this long")
+    renew_deadline_s: float = Field(10.0, gt=0, description="a leader stops acting this long "
+                                    "after its last successful renew (< lease_duration_s)")
+    identity: str | None = Field(None, description="leader election identity; None = "
+                                 "hostname + process id")
+    surge_timeout_s: float = Field(900.0, gt=0, description="MIG relayout: wait for surge "
+                                   "capacity before giving up (nothing disrupted yet)")
+    drain_timeout_s: float = Field(3600.0, gt=0, description="MIG relayout: give up draining "
+                                   "(uncordon, alert) after this long; never forces evictions")
+    mig_timeout_s: float = Field(900.0, gt=0, description="MIG relayout: wait this long for "
+                                 "nvidia.com/mig.config.state=success before rolling back")
+    relayout_retry_after_s: float = Field(3600.0, ge=0, description="MIG relayout: a node's "
+                                          "relayout that was aborted, rolled back or failed is "
+                                          "not retried to the same config before this long")
+
+    @model_validator(mode="after")
+    def _lease_timing(self) -> KubernetesSettings:
+        if self.renew_deadline_s >= self.lease_duration_s:
+            raise ValueError("k8s.renew_deadline_s must be < k8s.lease_duration_s")
+        return self
+
+
