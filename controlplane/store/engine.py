@@ -72,31 +72,34 @@ def _normalize(url: str) -> str:
     return url
 
 
-WAL_SWITCH_ATTEMPTS = 100
+WAL_SWITCH_RETRY_S = 10.0
 WAL_SWITCH_PAUSE_S = 0.05
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA busy_timeout=10000")
     _switch_to_wal(cursor)
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=10000")
     cursor.close()
 
 
 def _switch_to_wal(cursor: Any) -> None:
-    """``PRAGMA journal_mode=WAL``, retried while the file is locked. Switching a new file takes
-    its exclusive lock, and when two processes open a new store at once (the two replicas of
-    deploy/, or ``serve`` beside ``demo``) each can hold the shared lock the other waits on;
-    SQLite breaks that deadlock by failing one of them at once, without the busy timeout (1 in
-    ~6 such opens failed with "database is locked" before this retry)."""
-    for attempt in range(WAL_SWITCH_ATTEMPTS):
+    """``PRAGMA journal_mode=WAL``, retried for up to ``WAL_SWITCH_RETRY_S`` while the file is
+    locked. Switching a new file takes its exclusive lock, and when two processes open a new
+    store at once (the two replicas of deploy/, or ``serve`` beside ``demo``) each can hold the
+    shared lock the other waits on; SQLite breaks that deadlock by failing one of them at once,
+    without the busy timeout (1 in ~6 such opens failed with "database is locked" before this
+    retry). An attempt that does wait is bounded by the connection's timeout, so a file another
+    process keeps locked still fails after about that timeout plus the retry window."""
+    deadline_at = time.monotonic() + WAL_SWITCH_RETRY_S
+    while True:
         try:
             cursor.execute("PRAGMA journal_mode=WAL")
             return
         except sqlite3.OperationalError as error:
-            if "locked" not in str(error) or attempt == WAL_SWITCH_ATTEMPTS - 1:
+            if "locked" not in str(error) or time.monotonic() >= deadline_at:
                 raise
             time.sleep(WAL_SWITCH_PAUSE_S)
 
