@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ from tests.forecasting.promserver import Family, free_port, prometheus
 
 pytestmark = pytest.mark.prometheus
 NOW = int(time.time())
+ROOT = Path(__file__).resolve().parents[2]
 LLAMA, BERT, MISTRAL, SILENT = "llama-3-8b-chat", "bert-embed", "mistral-7b-support", "idle"
 
 
@@ -43,6 +45,10 @@ def families() -> list[Family]:
                                                         counter(12.0 * 0.64)}),
         Family("vllm:e2e_request_latency_seconds_count", {f'model_name="{MISTRAL}"':
                                                           counter(12.0)}),
+        # mistral's first tokens: 80 % within 0.1 s, all within 0.5 s
+        Family("vllm:time_to_first_token_seconds_bucket", {
+            f'model_name="{MISTRAL}",le="{le}"': counter(12.0 * share)
+            for le, share in (("0.1", 0.8), ("0.5", 1.0), ("+Inf", 1.0))}),
         # mistral's requests: half within 0.5 s, 90 % within 1 s, all within 2.5 s
         Family("vllm:e2e_request_latency_seconds_bucket", {
             f'model_name="{model}",le="{le}"': counter(rps * share)
@@ -94,6 +100,19 @@ def test_a_vllm_latency_quantile_interpolates_the_e2e_histogram_buckets_in_ms(
     assert loads[MISTRAL].demand_rps == pytest.approx(12.0)
     assert loads[MISTRAL].latency_ms == pytest.approx(expected_ms)
     assert loads[SILENT].latency_ms is None
+
+
+TTFT_P95_QUERY = ('histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_'
+                  'bucket{model_name="{model}"}[{window}]))) * 1000')
+
+
+def test_the_readmes_time_to_first_token_p95_query_reads_the_ttft_histogram(
+        prom_url: str) -> None:
+    """README and deploy/config.yaml show this latency_query for an SLO on TTFT p95."""
+    assert TTFT_P95_QUERY in (ROOT / "README.md").read_text().replace("\n", "")
+    settings = PrometheusSettings(url=prom_url, metric="vllm", latency_query=TTFT_P95_QUERY)
+    loads = _load(settings).measure({MISTRAL: 1}, _at())
+    assert loads[MISTRAL].latency_ms == pytest.approx(100.0 + (0.95 - 0.8) / 0.2 * 400.0)
 
 
 def test_a_configured_latency_query_replaces_the_preset(prom_url: str) -> None:
