@@ -12,6 +12,7 @@ from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.demand import Demand
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.guards import GuardMemory
+from controlplane.domain.hints import DemandHint
 from controlplane.domain.lease import LeaseRecord
 from controlplane.domain.mig_layout import NodeMigLayout
 from controlplane.domain.mig_relayout import MigRelayout
@@ -93,6 +94,12 @@ class ProfileSamples(Protocol):
                         until_at: datetime) -> Mapping[str, Sequence[ProfileSample]]:
         """Each model's samples (demand per ready replica, latency) observed in
         (since_at, until_at], oldest first; a model without any is absent."""
+        ...
+
+
+class DemandHints(Protocol):
+    def active_hints(self, now: datetime) -> Sequence[DemandHint]:
+        """The demand hints that have not ended by ``now``."""
         ...
 
 

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 
 from controlplane.actuation import Actuators, apply_actions
 from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, settle, size
+from controlplane.autoscaling.hints import with_hints
 from controlplane.autoscaling.live import placement_demands, with_ladder_warm
 from controlplane.autoscaling.policies import ScalingPolicy
 from controlplane.autoscaling.profile_correction import (
@@ -41,6 +42,7 @@ from controlplane.ports import (
     Clock,
     ClusterReader,
     DecisionStore,
+    DemandHints,
     ForecastLedger,
     ForecastReader,
     MigRelayoutActuator,
@@ -71,6 +73,7 @@ class ReconcileConfig:
     calibration: CalibrationConfig
     node_configs: NodeConfigLimits | None = None  # None: replicas and pools only
     profile_correction: CorrectionConfig | None = None  # None: the offline profiles as they are
+    hint_lead_s: float = 600.0  # demand hints floor the forecast from this long before they start
 
     @property
     def specs(self) -> tuple[ModelSpec, ...]:
@@ -91,6 +94,7 @@ class ReconcileDeps:
     sharing: SharingActuator | None = None  # node layouts: with both, the loop lays nodes
     mig: MigRelayoutActuator | None = None  # out as the fleet plan needs
     samples: ProfileSamples | None = None  # observed load and latency: profile correction
+    hints: DemandHints | None = None  # demand announced ahead: floors on the forecasts
 
 
 def _skipped(deps: ReconcileDeps, observed: ObservedState, reason: str) -> TickReport:
@@ -159,10 +163,13 @@ def _profiles(deps: ReconcileDeps, config: ReconcileConfig, memory: GuardMemory,
 
 def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState,
            now: datetime) -> TickDecision:
-    """Calibrated forecasts, each model's profile corrected from observed metrics, the core's
-    sizing, PlanFleet for the hot replicas, the ladder's warm GPUs, the guards."""
+    """Calibrated forecasts floored by the demand hints, each model's profile corrected from
+    observed metrics, the core's sizing, PlanFleet for the hot replicas, the ladder's warm GPUs,
+    the guards."""
     forecasts = calibrated_latest(deps.forecasts.latest_forecasts(), deps.ledger, deps.history,
                                   config.calibration, now)
+    if deps.hints is not None:
+        forecasts = with_hints(forecasts, deps.hints.active_hints(now), now, config.hint_lead_s)
     memory = deps.decisions.last_guard_memory()
     models, profiles = _profiles(deps, config, memory, now)
     sizing = size(observed, forecasts, models, config.policy, config.budgets, now)

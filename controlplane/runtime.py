@@ -29,6 +29,7 @@ from controlplane.domain.observed import ObservedState
 from controlplane.domain.tick import TickReport
 from controlplane.forecast_calibration import CalibratedForecasts, CalibrationConfig
 from controlplane.forecast_job import HistorySource, JobConfig, run_job, state_dir_problem
+from controlplane.hinted_forecasts import HintedForecasts
 from controlplane.ports import Clock
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps, reconcile_once
 from controlplane.recorded_tick import run_tick
@@ -39,6 +40,7 @@ from controlplane.sim.clock import VirtualClock
 from controlplane.sim.cluster import SimCluster
 from controlplane.store import Store
 from controlplane.store import retention as store_retention
+from controlplane.store.hints import SqlDemandHints
 from controlplane.store.ledger import SqlForecastLedger
 from controlplane.store.retention import Pruned, retention_cutoff
 from forecaster.types import Forecast
@@ -50,13 +52,16 @@ log = logging.getLogger("headroom.runtime")
 def keda_servicer(settings: Settings, store: Store, clock: Clock,
                   specs: tuple[ModelSpec, ...]) -> KedaScalerServicer:
     """KEDA's external scaler on the stored forecasts, with the upper tails the reconcile loop
-    calibrated from its own errors; the target is one replica's share, of the profile the loop
-    sized the model with (corrected online where it was)."""
+    calibrated from its own errors and the demand hints' floors it sizes with (without the
+    loop's hint lead: GetMetrics' own lookahead, ``keda_lookahead_s``, is KEDA's lead); the
+    target is one replica's share, of the profile the loop sized the model with (corrected
+    online where it was)."""
     offline_rps = {s.name: s.best_point().throughput_rps for s in specs}
     targets = CorrectedTargets(offline_rps, settings.reconcile.target_utilization, store, clock,
                                refresh_s=settings.reconcile.interval_s)
-    forecasts = CalibratedForecasts(store, SqlForecastLedger(store.engine), clock,
-                                    calibration_config(settings))
+    forecasts = HintedForecasts(CalibratedForecasts(store, SqlForecastLedger(store.engine), clock,
+                                                    calibration_config(settings)),
+                                SqlDemandHints(store.engine), clock, lead_s=0.0)
     return KedaScalerServicer(forecasts, clock, lookahead_s=settings.autoscaling.keda_lookahead_s,
                               max_forecast_age_s=settings.reconcile.max_forecast_age_s,
                               target_rps=targets, poll_s=settings.autoscaling.keda_poll_s,
@@ -81,6 +86,7 @@ def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> Reconc
         calibration=calibration_config(settings),
         node_configs=node_config_limits(settings),
         profile_correction=correction_config(settings),
+        hint_lead_s=auto.hint_lead_s,
     )
 
 
@@ -229,7 +235,8 @@ class SimRuntime:
                                   forecasts=store, decisions=RetryingDecisionStore(store),
                                   history=store,
                                   ledger=SqlForecastLedger(store.engine),
-                                  sharing=self.cluster, mig=self.cluster, samples=store)
+                                  sharing=self.cluster, mig=self.cluster, samples=store,
+                                  hints=SqlDemandHints(store.engine))
         self.config = reconcile_config(settings, self.specs)
         self.tally = ServedTally()
         self._gpu_share = {s.name: gpu_share(s) for s in self.specs}

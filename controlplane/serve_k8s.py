@@ -35,6 +35,7 @@ from controlplane.settings import ConfigError, Settings, pool_specs
 from controlplane.settings_env import ENV_PREFIX
 from controlplane.store import Store
 from controlplane.store.engine import redact, sqlite_file
+from controlplane.store.hints import SqlDemandHints
 from controlplane.store.ledger import SqlForecastLedger
 from controlplane.store.relayout import SqlRelayoutStore
 from scheduler.engine import PlacementEngine
@@ -121,7 +122,8 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                          replicas=backend.replicas, placement=placement, forecasts=store,
                          decisions=RetryingDecisionStore(store), history=store,
                          ledger=SqlForecastLedger(store.engine),
-                         sharing=backend.sharing, mig=backend.mig, samples=store)
+                         sharing=backend.sharing, mig=backend.mig, samples=store,
+                         hints=SqlDemandHints(store.engine))
     config = reconcile_config(settings, specs)
 
     def keep_lease() -> None:

@@ -267,6 +267,10 @@ class AutoscalingSettings(Group):
                                         "until a requested GPU node is ready (the cold rung)")
     cached_start_p90_s: float = Field(10.0, ge=0, description="reconcile loop: p90 start of a "
                                       "replica on a node that holds its image and weights")
+    hint_lead_s: float = Field(600.0, ge=0, le=1200, description="reconcile loop: a demand "
+                               "hint (headroom hint add) floors the forecast from this long "
+                               "before its window starts, so nodes and replicas are ready when "
+                               "it does (at most the forecast's 20 minutes)")
     reactive_target_utilization: float = Field(0.8, gt=0, le=1, description="reactive: target "
                                                "utilization (KEDA/HPA)")
     calibration_errors: int = Field(4032, ge=10, description="recent forecast errors kept to "

@@ -1,0 +1,59 @@
+"""Demand hints as floors on the forecasts the loop sizes from (pure: forecasts, hints and
+``now`` in, forecasts out).
+
+A forecast step ``[origin + i x step, origin + (i + 1) x step)`` that a model's hint window,
+opened ``lead_s`` early, meets gets p50 and p90 of at least the hint's rate (the highest of the
+hints that meet it). The lead is the time the fleet needs to be ready (a GPU node's provisioning
+and the replica's cold start: ``autoscaling.hint_lead_s``): the loop's own ladder scales ahead of
+a rise only by its rungs' wake times, which an announced step from the current level to several
+times it outruns (nodes to provision, not only replicas to start). Steps the
+hints do not meet, and models without hints, are returned as they are. A forecast changed by a
+hint says so in ``diagnostics["hint_rps"]`` (the highest floor applied), so the tick's record
+shows why a model was sized above its forecast. Hints apply after calibration: the forecast
+ledger scores what the forecaster issued, not the operator's floor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from controlplane.domain.hints import DemandHint
+from forecaster.types import Forecast
+
+
+def floor_rps(hints: Sequence[DemandHint], since_at: datetime, until_at: datetime,
+              lead_s: float = 0.0) -> float:
+    """The highest rate of the hints whose window, opened ``lead_s`` early, meets
+    [since_at, until_at); 0 without one."""
+    lead = timedelta(seconds=lead_s)
+    return max((h.rate_rps for h in hints if h.overlaps(since_at, until_at + lead)),
+               default=0.0)
+
+
+def with_hints(forecasts: Mapping[str, Forecast], hints: Sequence[DemandHint], now: datetime,
+               lead_s: float = 0.0) -> dict[str, Forecast]:
+    """Every forecast with its steps floored by its model's hints that have not ended by
+    ``now``, each from ``lead_s`` before its start."""
+    by_model: dict[str, list[DemandHint]] = {}
+    for hint in hints:
+        if hint.end_at > now:
+            by_model.setdefault(hint.model, []).append(hint)
+    out = dict(forecasts)
+    for model, forecast in forecasts.items():
+        mine = by_model.get(model)
+        if not mine:
+            continue
+        step, origin_at = timedelta(seconds=forecast.step_s), forecast.origin_at
+        floors = [floor_rps(mine, origin_at + i * step, origin_at + (i + 1) * step, lead_s)
+                  for i in range(len(forecast.p50))]
+        if not any(f > min(p50, p90) for f, p50, p90 in zip(floors, forecast.p50, forecast.p90,
+                                                             strict=True)):
+            continue
+        out[model] = replace(
+            forecast,
+            p50=tuple(max(p, f) for p, f in zip(forecast.p50, floors, strict=True)),
+            p90=tuple(max(p, f) for p, f in zip(forecast.p90, floors, strict=True)),
+            diagnostics={**forecast.diagnostics, "hint_rps": max(floors)})
+    return out

@@ -1,0 +1,102 @@
+"""Demand hints floor a model's forecast over their window: steps the window meets get at least
+the hint's rate, nothing is ever lowered, ended hints and other models are left alone."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from controlplane.autoscaling.hints import with_hints
+from controlplane.domain.hints import DemandHint
+from forecaster.types import Forecast
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+STEP_S = 300
+
+
+def _forecast(model: str, p50: tuple[float, ...], p90: tuple[float, ...] | None = None
+              ) -> Forecast:
+    return Forecast(model, T0, STEP_S, p50, p90 if p90 is not None else tuple(1.2 * v for v in p50),
+                    "hybrid")
+
+
+def _hint(model: str, rps: float, start_min: float, end_min: float) -> DemandHint:
+    return DemandHint(model, rps, T0 + timedelta(minutes=start_min),
+                      T0 + timedelta(minutes=end_min), "launch")
+
+
+def test_steps_the_window_meets_get_at_least_the_hint_and_the_others_stay() -> None:
+    # steps of 5 minutes from T0: [0, 5), [5, 10), [10, 15), [15, 20); the window is [7, 12)
+    got = with_hints({"chat": _forecast("chat", (100.0, 100.0, 100.0, 100.0))},
+                     [_hint("chat", 400.0, 7, 12)], T0)["chat"]
+    assert got.p50 == (100.0, 400.0, 400.0, 100.0)
+    assert got.p90 == (120.0, 400.0, 400.0, 120.0)
+    assert got.diagnostics["hint_rps"] == 400.0
+
+
+def test_a_lead_opens_the_window_early_so_the_fleet_is_ready_when_it_starts() -> None:
+    # the window [17, 30) opened 10 minutes early meets the steps from [5, 10) on
+    got = with_hints({"chat": _forecast("chat", (100.0, 100.0, 100.0, 100.0))},
+                     [_hint("chat", 400.0, 17, 30)], T0, lead_s=600)["chat"]
+    assert got.p50 == (100.0, 400.0, 400.0, 400.0)
+
+
+def test_a_hint_below_the_forecast_changes_nothing() -> None:
+    forecast = _forecast("chat", (100.0, 300.0), (150.0, 350.0))
+    got = with_hints({"chat": forecast}, [_hint("chat", 120.0, 5, 60)], T0)
+    assert got["chat"].p50 == (100.0, 300.0)
+    assert got["chat"].p90 == (150.0, 350.0)
+    assert "hint_rps" not in got["chat"].diagnostics
+
+
+def test_a_hint_between_p50_and_p90_lifts_the_p50_only() -> None:
+    got = with_hints({"chat": _forecast("chat", (100.0,), (150.0,))},
+                     [_hint("chat", 130.0, 0, 5)], T0)["chat"]
+    assert (got.p50, got.p90) == ((130.0,), (150.0,))
+
+
+def test_ended_hints_other_models_and_overlapping_hints() -> None:
+    forecasts = {"chat": _forecast("chat", (100.0, 100.0)), "embed": _forecast("embed", (50.0,))}
+    hints = [_hint("chat", 900.0, -60, -1),  # ended before now
+             _hint("chat", 200.0, 0, 10), _hint("chat", 250.0, 4, 6),  # the higher one wins
+             _hint("asr", 70.0, 0, 10)]  # a model without a forecast: nothing to floor
+    got = with_hints(forecasts, hints, T0)
+    assert got["chat"].p50 == (250.0, 250.0)
+    assert got["embed"] == forecasts["embed"]
+    assert set(got) == {"chat", "embed"}
+
+
+@given(p50=st.lists(st.floats(0, 1e4), min_size=1, max_size=8),
+       rps=st.floats(0, 1e4), start_min=st.floats(-30, 60), length_min=st.floats(0.01, 90))
+def test_hints_never_lower_a_forecast_and_touch_only_steps_their_window_meets(
+        p50: list[float], rps: float, start_min: float, length_min: float) -> None:
+    forecast = _forecast("chat", tuple(p50))
+    hint = _hint("chat", rps, start_min, start_min + length_min)
+    got = with_hints({"chat": forecast}, [hint], T0)["chat"]
+    for i, (before, after, high_before, high_after) in enumerate(
+            zip(forecast.p50, got.p50, forecast.p90, got.p90, strict=True)):
+        assert after >= before and high_after >= high_before
+        step_at = T0 + timedelta(seconds=i * STEP_S)
+        if hint.overlaps(step_at, step_at + timedelta(seconds=STEP_S)):
+            assert min(after, high_after) >= rps
+        else:
+            assert (after, high_after) == (before, high_before)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"rate_rps": float("nan")}, "rate_rps must be a number"),
+    ({"rate_rps": -1.0}, "rate_rps must be a number"),
+    ({"end_at": T0}, "is not after start_at"),
+    ({"model": " "}, "model is empty"),
+    ({"start_at": T0.replace(tzinfo=None)}, "need a time zone"),
+])
+def test_a_bad_hint_is_refused_naming_the_model_and_the_field(kwargs: dict[str, Any],
+                                                               message: str) -> None:
+    valid = DemandHint("chat", 10.0, T0, T0 + timedelta(hours=1))
+    with pytest.raises(ValueError, match=message):
+        replace(valid, **kwargs)

@@ -1,0 +1,49 @@
+"""A demand hint through the whole loop: the fleet is ready for the announced demand when its
+window starts, although nothing in the model's history forecasts it, and the forecasts the
+loop issues (and calibrates from) stay the forecaster's. Real core, simulated fleet with node
+provisioning and cold starts, in-process placement, SQLite."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from controlplane.domain.hints import DemandHint
+from controlplane.runtime import SimRuntime
+from controlplane.settings import load_settings
+from controlplane.store import Store
+from controlplane.store.hints import SqlDemandHints
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+CHAT = "llama-3-8b-chat"
+ANNOUNCED_RPS = 600.0  # about four times what the model sees at this hour
+STARTS_AT = T0 + timedelta(minutes=25)
+
+
+def _capacity_at_window_start(url: str, announce: bool) -> tuple[float, float, SimRuntime]:
+    """The model's demand and ready capacity the minute its announced window starts."""
+    settings = load_settings(db={"url": url},
+                             sim={"history_s": 6 * 3600, "start_warm": True,
+                                  "true_throughput_factor": {}})
+    store = Store.open(url, migrate=True)
+    if announce:
+        SqlDemandHints(store.engine).add_hint(DemandHint(
+            CHAT, ANNOUNCED_RPS, STARTS_AT, STARTS_AT + timedelta(minutes=30), "launch"), T0)
+    runtime = SimRuntime.open(settings, store, T0)
+    runtime.advance((STARTS_AT - T0).total_seconds())
+    model = next(m for m in runtime.cluster.snapshot().models if m.name == CHAT)
+    return model.demand_rps, model.capacity_rps, runtime
+
+
+def test_the_fleet_is_ready_for_announced_demand_when_its_window_starts(
+        sqlite_url: str) -> None:
+    demand_rps, capacity_rps, runtime = _capacity_at_window_start(sqlite_url, announce=True)
+    assert demand_rps < ANNOUNCED_RPS / 2  # the trace itself does not announce it
+    assert capacity_rps >= ANNOUNCED_RPS
+    # the stored forecasts are the forecaster's: the floor is the tick's, not the ledger's
+    stored = runtime.store.latest_forecasts()[CHAT]
+    assert max(stored.p90) < ANNOUNCED_RPS / 2
+
+
+def test_without_the_hint_the_same_fleet_is_sized_for_its_forecast(sqlite_url: str) -> None:
+    demand_rps, capacity_rps, _ = _capacity_at_window_start(sqlite_url, announce=False)
+    assert demand_rps <= capacity_rps < ANNOUNCED_RPS / 2

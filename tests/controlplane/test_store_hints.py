@@ -1,0 +1,53 @@
+"""Demand hints in the store (SQLite and PostgreSQL): added with an id, listed by start, read
+by the tick while they have not ended, removed by id; migration 0007 adds and drops the table."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import inspect
+from tick_builders import T0
+
+from controlplane.domain.hints import DemandHint
+from controlplane.store import Store, downgrade, upgrade
+from controlplane.store.hints import SqlDemandHints
+
+CHAT, EMBED = "llama-3-8b-chat", "bert-embed"
+
+
+def _at(minutes: float) -> DemandHint:
+    return DemandHint(CHAT, 600.0, T0 + timedelta(minutes=minutes),
+                      T0 + timedelta(minutes=minutes + 30), f"wave at {minutes}")
+
+
+def test_hints_come_back_with_ids_by_start_and_the_tick_reads_those_not_ended(
+        store_url: str) -> None:
+    hints = SqlDemandHints(Store.open(store_url, migrate=True).engine)
+    late = hints.add_hint(_at(60), T0)
+    early = hints.add_hint(_at(-60), T0)
+    embed = hints.add_hint(DemandHint(EMBED, 2000.0, T0, T0 + timedelta(hours=2)), T0)
+    assert late.hint_id is not None and early.hint_id is not None
+    assert late == DemandHint(CHAT, 600.0, T0 + timedelta(minutes=60),
+                              T0 + timedelta(minutes=90), "wave at 60", late.hint_id)
+    assert hints.hints() == (early, embed, late)
+    assert hints.active_hints(T0) == (embed, late)  # early ended 30 minutes ago
+    assert hints.active_hints(T0 - timedelta(minutes=30)) == (embed, late)  # end is excluded
+    assert hints.active_hints(T0 - timedelta(minutes=31)) == (early, embed, late)
+
+
+def test_a_removed_hint_is_gone_and_removing_it_again_finds_nothing(store_url: str) -> None:
+    hints = SqlDemandHints(Store.open(store_url, migrate=True).engine)
+    added = hints.add_hint(_at(0), T0)
+    assert added.hint_id is not None
+    assert hints.remove_hint(added.hint_id) == added
+    assert hints.remove_hint(added.hint_id) is None
+    assert hints.hints() == ()
+
+
+def test_migration_0007_adds_the_table_and_its_downgrade_drops_it(store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    assert inspect(store.engine).has_table("demand_hints")
+    downgrade(store.engine, "0006")
+    assert not inspect(store.engine).has_table("demand_hints")
+    upgrade(store.engine)
+    assert SqlDemandHints(store.engine).hints() == ()
