@@ -23,6 +23,7 @@ from controlplane.cli.cost import app as cost_app
 from controlplane.cli.demo_store import DEMO_DB, demo_settings
 from controlplane.cli.forecast import app as forecast_app
 from controlplane.cli.helptext import reflowed
+from controlplane.cli.hint import app as hint_app
 from controlplane.cli.placement import app as placement_app
 from controlplane.cli.simulate import simulate_command
 from controlplane.cli.status import status_command
@@ -48,6 +49,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(placement_app, name="placement")
 app.add_typer(forecast_app, name="forecast")
 app.add_typer(cost_app, name="cost")
+app.add_typer(hint_app, name="hint")
 app.command("simulate")(reflowed(simulate_command))
 
 console = Console(stderr=True)

@@ -80,6 +80,10 @@ def status_document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "model": c.model, "offline_rps": c.offline_rps, "corrected_rps": c.corrected_rps,
             "factor": c.factor, "samples_used": c.samples_used, "reason": c.reason}
             for c in status.profiles],
+        "hints": [{
+            "id": h.hint_id, "model": h.model, "rate_rps": h.rate_rps,
+            "start_at": _at(h.start_at), "end_at": _at(h.end_at), "reason": h.reason}
+            for h in status.hints],
         "relayouts": [{
             "id": r.relayout_id, "node": r.node, "pool": r.pool, "product": r.product,
             "from_config": r.from_config, "to_config": r.to_config, "phase": r.phase,
@@ -172,6 +176,14 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
                              _num(c.corrected_rps, "{:,.2f}"), f"{c.factor:.3f}x",
                              escape(c.reason))
         console.print(profiles)
+    if status.hints:
+        hints = _table("Demand hints (floors on the forecast; headroom hint)", "id", "model",
+                       "rps", "start (UTC)", "end (UTC)", "reason")
+        for h in status.hints:
+            hints.add_row(str(h.hint_id), escape(h.model), f"{h.rate_rps:g}",
+                          f"{h.start_at:%Y-%m-%d %H:%M}", f"{h.end_at:%Y-%m-%d %H:%M}",
+                          escape(h.reason))
+        console.print(hints)
     _render_plan(console, status, now)
     _render_verdict(console, health)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from controlplane.domain.hints import DemandHint
 from controlplane.domain.observed import ObservedPool
 from controlplane.domain.profile import ProfileCorrection
 
@@ -142,6 +143,8 @@ class FleetStatus:
     # each model's throughput per replica the newest deciding tick sized it with: offline, or
     # corrected online from observed latency (autoscaling.profile_correction)
     profiles: tuple[ProfileCorrection, ...] = ()
+    # demand announced ahead (headroom hint) not ended at the last tick: floors on forecasts
+    hints: tuple[DemandHint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

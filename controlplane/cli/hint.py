@@ -1,0 +1,173 @@
+"""``headroom hint``: demand announced ahead (a launch, a campaign, a batch job). Each reconcile
+tick floors the model's forecast with the hints whose window meets a forecast step
+(``controlplane.autoscaling.hints``), so the fleet is ready when the announced demand arrives;
+the loop picks a hint up once its window is within the forecast's 20 minutes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from sqlalchemy.exc import SQLAlchemyError
+
+from controlplane.adapters.clock import WallClock
+from controlplane.cli.demo_store import demo_store_hint, settings_with_db
+from controlplane.cli.store_origin import db_url_named
+from controlplane.cli.streams import usage_error
+from controlplane.domain.hints import DemandHint
+from controlplane.settings import ConfigError
+from controlplane.store import Store, StoreUnavailable
+from controlplane.store.engine import error_line, redact
+from controlplane.store.hints import SqlDemandHints
+from forecaster.errors import InputError
+
+app = typer.Typer(help="Demand announced ahead: floors on a model's forecast over a window.",
+                  no_args_is_help=True)
+out = Console()
+T = TypeVar("T")
+
+ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file",
+                                                   dir_okay=False)]
+DbOption = Annotated[Path | None, typer.Option(
+    metavar="<path>", dir_okay=False,
+    help="SQLite store file (e.g. the demo's .headroom/demo.db); beats HEADROOM_DB__URL and "
+         "db.url of --config")]
+
+
+@app.callback()
+def hint() -> None:
+    """Demand announced ahead: floors on a model's forecast over a window."""
+
+
+def parse_at(value: str, option: str) -> datetime:
+    """An ISO-8601 time (UTC when it names no zone)."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise InputError(f"{option} {value!r}: not an ISO-8601 time (e.g. "
+                         "2026-12-24T18:00:00Z)") from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+@contextmanager
+def _store_errors(url: str) -> Iterator[None]:
+    try:
+        yield
+    except (ConfigError, InputError, StoreUnavailable) as error:
+        raise usage_error(str(error)) from None
+    except SQLAlchemyError as error:
+        raise usage_error(f"store {redact(url)}: {error_line(error)} (is the schema current? "
+                          "run `headroom db upgrade`)") from None
+
+
+def _with_store(config: Path | None, db: Path | None, work: Callable[[Store], T]) -> T:
+    try:
+        settings = settings_with_db(config, db)
+    except ConfigError as error:
+        raise usage_error(str(error)) from None
+    url = settings.db.url
+    with _store_errors(url):
+        try:
+            with db_url_named(settings):
+                store = Store.open_existing(url, settings.db.connect_timeout_s)
+        except StoreUnavailable as error:
+            raise StoreUnavailable(f"{error}{demo_store_hint(settings)}") from None
+        try:
+            return work(store)
+        finally:
+            store.engine.dispose()
+
+
+def _line(h: DemandHint) -> str:
+    why = f" ({h.reason})" if h.reason else ""
+    return (f"hint {h.hint_id}: {h.model} >= {h.rate_rps:g} rps from "
+            f"{h.start_at:%Y-%m-%d %H:%M:%S} until {h.end_at:%Y-%m-%d %H:%M:%S} UTC{why}")
+
+
+@app.command("add")
+def add(
+    model: Annotated[str, typer.Argument(help="a model of the store's models table")],
+    rps: Annotated[float, typer.Option("--rps", help="requests/s the model will see at least",
+                                       min=0.0)],
+    end: Annotated[str, typer.Option("--end", help="end of the window (ISO-8601; UTC unless "
+                                                   "it names a zone)")],
+    start: Annotated[str | None, typer.Option("--start", help=escape(
+        "start of the window (ISO-8601) [default: now]"))] = None,
+    reason: Annotated[str, typer.Option(help="why, for whoever reads the plan")] = "",
+    config: ConfigOption = None,
+    db: DbOption = None,
+) -> None:
+    """Announce that MODEL will see at least --rps from --start until --end."""
+    now = WallClock().now()
+
+    def work(store: Store) -> DemandHint:
+        start_at = parse_at(start, "--start") if start is not None else now
+        end_at = parse_at(end, "--end")
+        if end_at <= now:
+            raise InputError(f"--end {end}: already past (now {now:%Y-%m-%d %H:%M:%S} UTC)")
+        known = sorted(s.name for s in store.model_specs())
+        if model not in known:
+            raise InputError(f"model {model!r} is not in the store's models table (known: "
+                             f"{', '.join(known) or 'none'})")
+        if len(reason) > 500:
+            raise InputError(f"--reason: {len(reason)} characters, at most 500")
+        try:
+            hint_ = DemandHint(model, rps, start_at, end_at, reason)
+        except ValueError as error:
+            raise InputError(f"--start/--end: {error}") from None
+        return SqlDemandHints(store.engine).add_hint(hint_, now)
+
+    added = _with_store(config, db, work)
+    out.print(_line(added), markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command("list")
+def list_hints(
+    all_: Annotated[bool, typer.Option("--all", help="include hints that have ended")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    config: ConfigOption = None,
+    db: DbOption = None,
+) -> None:
+    """The hints that have not ended (all with --all), by start."""
+    now = WallClock().now()
+    hints = _with_store(config, db, lambda store: SqlDemandHints(store.engine).hints(
+        None if all_ else now))
+    if json_out:
+        print(json.dumps([{"id": h.hint_id, "model": h.model, "rate_rps": h.rate_rps,
+                           "start_at": h.start_at.isoformat(), "end_at": h.end_at.isoformat(),
+                           "reason": h.reason} for h in hints], indent=1))
+        return
+    if not hints:
+        out.print("no demand hints" + ("" if all_ else " in force or ahead (--all: ended too)"))
+        return
+    table = Table("id", "model", "rps", "start (UTC)", "end (UTC)", "reason")
+    for h in hints:
+        table.add_row(str(h.hint_id), escape(h.model), f"{h.rate_rps:g}",
+                      f"{h.start_at:%Y-%m-%d %H:%M}", f"{h.end_at:%Y-%m-%d %H:%M}",
+                      escape(h.reason))
+    out.print(table)
+
+
+@app.command("remove")
+def remove(
+    hint_id: Annotated[int, typer.Argument(metavar="ID", help="the hint's id (hint list)")],
+    config: ConfigOption = None,
+    db: DbOption = None,
+) -> None:
+    """Withdraw one hint; the next tick sizes the model from its forecast alone."""
+    def work(store: Store) -> DemandHint:
+        removed = SqlDemandHints(store.engine).remove_hint(hint_id)
+        if removed is None:
+            raise InputError(f"no demand hint with id {hint_id} (see `headroom hint list --all`)")
+        return removed
+
+    removed = _with_store(config, db, work)
+    out.print(f"removed {_line(removed)}", markup=False, highlight=False, soft_wrap=True)

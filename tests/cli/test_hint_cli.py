@@ -1,0 +1,123 @@
+"""`headroom hint add | list | remove` on a store file: a hint announced, listed and withdrawn;
+bad input is one line naming the option, model or store, with exit code 2, and writes nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from clihelpers import HEADROOM, _env
+
+from controlplane.adapters.clock import WallClock
+from controlplane.domain.hints import DemandHint
+from controlplane.runtime import SimRuntime
+from controlplane.settings import load_settings
+from controlplane.sim.catalog import DEMO_MODELS
+from controlplane.store import Store, downgrade
+from controlplane.store.hints import SqlDemandHints
+
+CHAT = "llama-3-8b-chat"
+
+
+def _hint(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*HEADROOM, "hint", *args, "--db", str(db)], env=_env(COLUMNS="200"),
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "store.db"
+    Store.open(f"sqlite:///{path}", migrate=True).upsert_models(DEMO_MODELS)
+    return path
+
+
+def _later(hours: float) -> str:
+    return (WallClock().now() + timedelta(hours=hours)).isoformat()
+
+
+def test_a_hint_is_announced_listed_and_withdrawn(db: Path) -> None:
+    added = _hint(db, "add", CHAT, "--rps", "600", "--start", _later(1), "--end", _later(2),
+                  "--reason", "launch [tenant-a]")
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.startswith(f"hint 1: {CHAT} >= 600 rps from ")
+    assert added.stdout.rstrip().endswith("UTC (launch [tenant-a])")
+    listed = json.loads(_hint(db, "list", "--json").stdout)
+    assert [(h["id"], h["model"], h["rate_rps"], h["reason"]) for h in listed] == [
+        (1, CHAT, 600.0, "launch [tenant-a]")]
+    table = _hint(db, "list").stdout
+    assert CHAT in table and "launch [tenant-a]" in table
+    removed = _hint(db, "remove", "1")
+    assert removed.returncode == 0 and removed.stdout.startswith("removed hint 1:")
+    assert json.loads(_hint(db, "list", "--all", "--json").stdout) == []
+
+
+def test_a_hint_starts_now_unless_told_and_ended_ones_show_only_with_all(db: Path) -> None:
+    hints = SqlDemandHints(Store.open(f"sqlite:///{db}").engine)
+    assert _hint(db, "add", CHAT, "--rps", "50", "--end", _later(1)).returncode == 0
+    (hint,) = hints.hints()
+    assert abs((hint.start_at - WallClock().now()).total_seconds()) < 60
+    hints.remove_hint(1)
+    now = WallClock().now()
+    hints.add_hint(DemandHint(CHAT, 50.0, now - timedelta(hours=2), now - timedelta(hours=1)),
+                   now)
+    assert "no demand hints in force or ahead" in _hint(db, "list").stdout
+    assert len(json.loads(_hint(db, "list", "--all", "--json").stdout)) == 1
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["add", "nope", "--rps", "5", "--end", "2099-01-01T00:00:00Z"],
+     "model 'nope' is not in the store's models table (known: bert-embed, llama-3-70b, "),
+    (["add", CHAT, "--rps", "5", "--end", "2020-01-01T00:00:00Z"],
+     "--end 2020-01-01T00:00:00Z: already past"),
+    (["add", CHAT, "--rps", "5", "--end", "tomorrow"], "--end 'tomorrow': not an ISO-8601 time"),
+    (["add", CHAT, "--rps", "5", "--start", "2099-01-02T00:00:00Z", "--end",
+      "2099-01-01T00:00:00Z"], "end_at 2099-01-01T00:00:00+00:00 is not after start_at"),
+    (["add", CHAT, "--rps", "5", "--end", "2099-01-01T00:00:00Z", "--reason", "x" * 501],
+     "--reason: 501 characters, at most 500"),
+    (["remove", "7"], "no demand hint with id 7 (see `headroom hint list --all`)"),
+], ids=["unknown model", "a past end", "not a time", "end before start", "a reason too long",
+        "an unknown id"])
+def test_bad_input_is_one_line_naming_it_and_writes_nothing(db: Path, args: list[str],
+                                                            message: str) -> None:
+    run = _hint(db, *args)
+    assert run.returncode == 2
+    assert message in run.stderr and run.stderr.count("\n") == 1
+    assert SqlDemandHints(Store.open(f"sqlite:///{db}").engine).hints() == ()
+
+
+def test_a_store_without_the_hints_table_or_no_store_at_all_says_what_to_do(
+        db: Path, tmp_path: Path) -> None:
+    downgrade(Store.open(f"sqlite:///{db}").engine, "0006")
+    old = _hint(db, "list")
+    assert old.returncode == 2
+    assert "no such table: demand_hints (is the schema current? run `headroom db upgrade`)" in (
+        old.stderr)
+    missing = _hint(tmp_path / "absent.db", "list")
+    assert missing.returncode == 2 and "no such database file" in missing.stderr
+    assert not (tmp_path / "absent.db").exists()
+
+
+def test_status_shows_the_hints_not_ended_at_the_last_tick(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    now = WallClock().now()
+    settings = load_settings(db={"url": url}, sim={"history_s": 3600})
+    runtime = SimRuntime.open(settings, Store.open(url, migrate=True), now)
+    runtime.advance(60)
+    hints = SqlDemandHints(runtime.store.engine)
+    hints.add_hint(DemandHint(CHAT, 900.0, now - timedelta(hours=3), now - timedelta(hours=2),
+                              "last week's launch"), now)
+    ahead = hints.add_hint(DemandHint(CHAT, 600.0, now + timedelta(hours=1),
+                                      now + timedelta(hours=2), "launch"), now)
+    run = subprocess.run([*HEADROOM, "status", "--json", "--db", str(tmp_path / "store.db")],
+                         env=_env(), capture_output=True, text=True, timeout=120)
+    assert json.loads(run.stdout)["hints"] == [{
+        "id": ahead.hint_id, "model": CHAT, "rate_rps": 600.0,
+        "start_at": ahead.start_at.isoformat().replace("+00:00", "Z"),
+        "end_at": ahead.end_at.isoformat().replace("+00:00", "Z"), "reason": "launch"}]
+    text = subprocess.run([*HEADROOM, "status", "--db", str(tmp_path / "store.db")],
+                          env=_env(COLUMNS="200"), capture_output=True, text=True, timeout=120)
+    assert "Demand hints" in text.stdout and "launch" in text.stdout
+    assert "last week's launch" not in text.stdout
