@@ -10,11 +10,13 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 import streamlit as st
-from sqlalchemy import Select, and_, func, select
+from sqlalchemy import Select, and_, func, inspect, select
 
 from controlplane import cost_reader
 from controlplane.cost_reader import as_utc, table
 from controlplane.domain.cost import GpuPrice, PriceTable
+from controlplane.domain.hints import DemandHint
+from controlplane.store.hints import hints_ending_after
 from controlplane.store.profiles import newest_profiles
 from dashboard.context import TTL_S, engine_for
 
@@ -143,6 +145,15 @@ def latest_profiles(url: str) -> pd.DataFrame:
         rows = [(p.model, p.offline_rps, p.corrected_rps, p.factor, p.reason)
                 for p in newest_profiles(connection)]
     return pd.DataFrame(rows, columns=PROFILE_COLUMNS)
+
+
+def hints_in_force(url: str, at: datetime) -> tuple[DemandHint, ...]:
+    """The demand hints not ended at ``at`` (``headroom hint``), by start; none on a store
+    migrated before they existed. Not cached: a hint just added shows at the next rerun."""
+    with engine_for(url).connect() as connection:
+        if not inspect(connection).has_table("demand_hints"):
+            return ()
+        return hints_ending_after(connection, at)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)

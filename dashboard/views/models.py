@@ -150,6 +150,12 @@ def main() -> None:
     line = profile_line(table, model)
     if line is not None:
         st.caption(line)
+    for h in q.hints_in_force(url, until_at):
+        if h.model == model:
+            why = f" ({h.reason})" if h.reason else ""
+            st.caption(f"Demand hint {h.hint_id}: at least {h.rate_rps:,g} rps from "
+                       f"{h.start_at:%Y-%m-%d %H:%M} until {h.end_at:%Y-%m-%d %H:%M} UTC{why}; "
+                       "the loop sizes from the forecast floored by it")
     st.subheader(f"{model}: demand, capacity and the {lead_min}-minute-ahead forecast band")
     st.altair_chart(demand_chart(actual, band, latest_path(forecasts)), width="stretch")
     st.caption("Blue band: p50–p90 of the forecasts made for each point; orange: the newest "

@@ -16,8 +16,10 @@ from streamlit.testing.v1 import AppTest
 
 from controlplane import cost_reader
 from controlplane.domain.cost import fleet_cost_rate
+from controlplane.domain.hints import DemandHint
 from controlplane.store import Store
 from controlplane.store.engine import make_engine
+from controlplane.store.hints import SqlDemandHints
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 Page = Callable[[str], AppTest]
@@ -313,3 +315,24 @@ def test_a_store_that_fails_while_a_page_reads_it_is_one_error_line_not_a_traceb
     no_exception(at)
     assert [e.value for e in at.error if e.value.startswith("Cannot read the store")] != []
     assert any("no such table" in e.value for e in at.error)
+
+
+def test_models_page_names_the_demand_hints_in_force_for_the_model(page: Page,
+                                                                   seeded: Seeded) -> None:
+    hints = SqlDemandHints(make_engine(seeded.url))
+    added = hints.add_hint(DemandHint("llama-3-70b", 90.0, seeded.end_at - timedelta(hours=1),
+                                      seeded.end_at + timedelta(hours=1), "keynote"),
+                           seeded.end_at)
+    try:
+        at = page("views/models.py")
+        at.selectbox[0].set_value("llama-3-70b").run()
+        no_exception(at)
+        shown = [c.value for c in at.caption if c.value.startswith("Demand hint")]
+        assert shown == [f"Demand hint {added.hint_id}: at least 90 rps from "
+                         f"{added.start_at:%Y-%m-%d %H:%M} until {added.end_at:%Y-%m-%d %H:%M} "
+                         "UTC (keynote); the loop sizes from the forecast floored by it"]
+        at.selectbox[0].set_value("bert-embed").run()
+        assert not [c for c in at.caption if c.value.startswith("Demand hint")]
+    finally:
+        assert added.hint_id is not None
+        hints.remove_hint(added.hint_id)
