@@ -23,7 +23,7 @@ from controlplane.adapters.keda import keda_registrar
 from controlplane.fleet_lease import hold_fleet_lease
 from controlplane.jobs import build_scheduler
 from controlplane.placement_api import served_metrics
-from controlplane.runtime import SimRuntime, keda_servicer
+from controlplane.runtime import SimRuntime, hints_api, keda_servicer
 from controlplane.settings import Settings
 from controlplane.store import Store
 from controlplane.store.lease import SqlLeaseStore
@@ -87,7 +87,7 @@ class Demo:
         """Placement API plus KEDA's external scaler on the demo's forecasts (and, with
         ``placement.metrics_listen``, the placement API's and the loop's Prometheus metrics)."""
         host = self.settings.placement.listen.rpartition(":")[0]
-        extra = [keda_registrar(self.keda)]
+        extra = [keda_registrar(self.keda), hints_api(self.store, self.runtime.clock)]
         served = served_metrics(self.settings)
         self._stop_metrics, self.metrics_url = served.stop, served.url
         self.runtime.on_tick = served.loop.record if served.loop is not None else None

@@ -13,6 +13,9 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import grpc
+
+from controlplane.adapters.hints_grpc import DemandHintsServicer, hints_registrar
 from controlplane.adapters.keda import KedaScalerServicer
 from controlplane.adapters.keda_targets import CorrectedTargets
 from controlplane.adapters.placement import LocalPlacementClient
@@ -66,6 +69,13 @@ def keda_servicer(settings: Settings, store: Store, clock: Clock,
                               max_forecast_age_s=settings.reconcile.max_forecast_age_s,
                               target_rps=targets, poll_s=settings.autoscaling.keda_poll_s,
                               observations=store)
+
+
+def hints_api(store: Store, clock: Clock) -> Callable[[grpc.Server], None]:
+    """The DemandHints gRPC service on the store's hints and models, for the placement server's
+    ``extra_servicers`` (``headroom serve`` and ``headroom demo``)."""
+    return hints_registrar(DemandHintsServicer(SqlDemandHints(store.engine), store.model_names,
+                                               clock))
 
 
 def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> ReconcileConfig:

@@ -17,7 +17,7 @@ from controlplane.fleet_lease import FleetLease, FleetLeaseHeld, hold_fleet_leas
 from controlplane.jobs import build_scheduler, run_until_stopped
 from controlplane.placement_api import start_placement_api
 from controlplane.ports import Clock
-from controlplane.runtime import SimRuntime, keda_servicer
+from controlplane.runtime import SimRuntime, hints_api, keda_servicer
 from controlplane.settings import Settings
 from controlplane.store import Store
 from controlplane.store.lease import SqlLeaseStore
@@ -74,7 +74,9 @@ def _run_sim(settings: Settings, store: Store, engine: PlacementEngine, console:
     runtime = SimRuntime.open(settings, store, clock.now(), engine)
     runtime.leads = lease.leads
     keda = keda_servicer(settings, store, runtime.clock, runtime.specs)
-    stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda)], console,
+    stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda),
+                                                               hints_api(store, runtime.clock)],
+                                           console,
                                            stream_workers=keda.max_streams)
     runtime.on_tick = metrics.record if metrics is not None else None
     scheduler = build_scheduler({

@@ -30,7 +30,13 @@ from controlplane.placement_api import start_placement_api
 from controlplane.ports import ClusterReader, MigRelayoutActuator, PlacementClient
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps
 from controlplane.recorded_tick import TickRun, run_tick
-from controlplane.runtime import keda_servicer, prune_store, reconcile_config, refresh_forecasts
+from controlplane.runtime import (
+    hints_api,
+    keda_servicer,
+    prune_store,
+    reconcile_config,
+    refresh_forecasts,
+)
 from controlplane.settings import ConfigError, Settings, pool_specs
 from controlplane.settings_env import ENV_PREFIX
 from controlplane.store import Store
@@ -144,7 +150,8 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
             prune_store(store, clock.now(), settings)
 
     keda = keda_servicer(settings, store, clock, specs)
-    stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda)], console,
+    stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda),
+                                                               hints_api(store, clock)], console,
                                            stream_workers=keda.max_streams)
     keep_lease()
     # every job runs at once, then on its interval: the leader forecasts from Prometheus'

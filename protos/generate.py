@@ -18,6 +18,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROTO_FILES = (
     "protos/headroom/v1/placement.proto",
+    "protos/headroom/v1/hints.proto",
     "protos/externalscaler/externalscaler.proto",
 )
 

@@ -22,7 +22,7 @@ from controlplane.adapters.clock import WallClock
 from controlplane.cli.demo_store import demo_store_hint, settings_with_db
 from controlplane.cli.store_origin import db_url_named
 from controlplane.cli.streams import usage_error
-from controlplane.domain.hints import DemandHint
+from controlplane.domain.hints import DemandHint, HintError, new_hint
 from controlplane.settings import ConfigError
 from controlplane.store import Store, StoreUnavailable
 from controlplane.store.engine import error_line, redact
@@ -111,18 +111,13 @@ def add(
     def work(store: Store) -> DemandHint:
         start_at = parse_at(start, "--start") if start is not None else now
         end_at = parse_at(end, "--end")
-        if end_at <= now:
-            raise InputError(f"--end {end}: already past (now {now:%Y-%m-%d %H:%M:%S} UTC)")
-        known = sorted(s.name for s in store.model_specs())
-        if model not in known:
-            raise InputError(f"model {model!r} is not in the store's models table (known: "
-                             f"{', '.join(known) or 'none'})")
-        if len(reason) > 500:
-            raise InputError(f"--reason: {len(reason)} characters, at most 500")
+        known = {s.name for s in store.model_specs()}
         try:
-            hint_ = DemandHint(model, rps, start_at, end_at, reason)
-        except ValueError as error:
-            raise InputError(f"--start/--end: {error}") from None
+            hint_ = new_hint(model, rps, start_at, end_at, reason, known, now)
+        except HintError as error:
+            named = {"end": f"--end {end}: ", "reason": "--reason: ", "rate_rps": "--rps: ",
+                     "window": "--start/--end: "}.get(error.field, "")
+            raise InputError(f"{named}{error}") from None
         return SqlDemandHints(store.engine).add_hint(hint_, now)
 
     added = _with_store(config, db, work)

@@ -5,6 +5,7 @@ never lowers a forecast (pure values; applied by ``controlplane.autoscaling.hint
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -39,3 +40,35 @@ class DemandHint:
     def overlaps(self, since_at: datetime, until_at: datetime) -> bool:
         """Whether the hint's window meets [since_at, until_at)."""
         return self.start_at < until_at and since_at < self.end_at
+
+
+MAX_REASON_CHARS = 500
+
+
+class HintError(ValueError):
+    """A hint refused before it is stored: ``field`` names what is wrong (``model``,
+    ``rate_rps``, ``window``, ``end``, ``reason``), for each front end to name in its terms."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def new_hint(model: str, rate_rps: float, start_at: datetime, end_at: datetime, reason: str,
+             known_models: Collection[str], now: datetime) -> DemandHint:
+    """A hint to store from what a user gave (``headroom hint add``, the DemandHints gRPC
+    service): a model the store lists, an end after ``now``, a reason of at most 500
+    characters, and a valid hint (``DemandHint``); HintError names what is not."""
+    if model not in known_models:
+        raise HintError("model", f"model {model!r} is not in the store's models table (known: "
+                                 f"{', '.join(sorted(known_models)) or 'none'})")
+    if len(reason) > MAX_REASON_CHARS:
+        raise HintError("reason", f"{len(reason)} characters, at most {MAX_REASON_CHARS}")
+    if not (math.isfinite(rate_rps) and 0 <= rate_rps <= MAX_HINT_RPS):
+        raise HintError("rate_rps", f"must be a number in [0, {MAX_HINT_RPS:g}], got {rate_rps}")
+    if end_at <= now:
+        raise HintError("end", f"already past (now {now:%Y-%m-%d %H:%M:%S} UTC)")
+    try:
+        return DemandHint(model, rate_rps, start_at, end_at, reason)
+    except ValueError as error:
+        raise HintError("window", str(error)) from None

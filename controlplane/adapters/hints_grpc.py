@@ -1,0 +1,88 @@
+"""The DemandHints gRPC service (``protos/headroom/v1/hints.proto``): serving layers and
+gateways announce demand ahead, as ``headroom hint`` does from a terminal, into the same store
+table the reconcile tick reads. A refused hint is INVALID_ARGUMENT naming the proto field and
+stores nothing; an unknown id is NOT_FOUND."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import NoReturn, Protocol
+
+import grpc
+
+from controlplane.domain.hints import DemandHint, HintError, new_hint
+from controlplane.ports import Clock
+from protos.headroom.v1 import hints_pb2 as pb
+from protos.headroom.v1 import hints_pb2_grpc as pb_grpc
+
+#: the proto field each HintError field is about
+_FIELD = {"model": "model", "rate_rps": "rate_rps", "end": "end_unix_s",
+          "window": "start_unix_s/end_unix_s", "reason": "reason"}
+MAX_UNIX_S = 253402300799.0  # 9999-12-31T23:59:59Z
+
+
+class HintStore(Protocol):
+    def add_hint(self, hint: DemandHint, now: datetime) -> DemandHint: ...
+
+    def hints(self, ending_after_at: datetime | None = None) -> tuple[DemandHint, ...]: ...
+
+    def remove_hint(self, hint_id: int) -> DemandHint | None: ...
+
+
+def to_pb(hint: DemandHint) -> pb.DemandHint:
+    return pb.DemandHint(id=hint.hint_id or 0, model=hint.model, rate_rps=hint.rate_rps,
+                         start_unix_s=hint.start_at.timestamp(),
+                         end_unix_s=hint.end_at.timestamp(), reason=hint.reason)
+
+
+def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
+    context.abort(code, message)
+    raise AssertionError("context.abort returned")  # it raises
+
+
+def _at(context: grpc.ServicerContext, field: str, unix_s: float) -> datetime:
+    if not 0 <= unix_s <= MAX_UNIX_S:  # also NaN
+        _abort(context, grpc.StatusCode.INVALID_ARGUMENT,
+               f"{field}: {unix_s} is not a time in seconds since 1970")
+    return datetime.fromtimestamp(unix_s, UTC)
+
+
+class DemandHintsServicer(pb_grpc.DemandHintsServicer):
+    def __init__(self, store: HintStore, models: Callable[[], list[str]], clock: Clock) -> None:
+        self.store = store
+        self.models = models  # the store's model names, read per call
+        self.clock = clock
+
+    def AddHint(self, request: pb.AddHintRequest,
+                context: grpc.ServicerContext) -> pb.DemandHint:
+        now = self.clock.now()
+        start_at = (_at(context, "start_unix_s", request.start_unix_s)
+                    if request.start_unix_s else now)
+        end_at = _at(context, "end_unix_s", request.end_unix_s)
+        try:
+            hint = new_hint(request.model, request.rate_rps, start_at, end_at, request.reason,
+                            set(self.models()), now)
+        except HintError as error:
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{_FIELD[error.field]}: {error}")
+        return to_pb(self.store.add_hint(hint, now))
+
+    def ListHints(self, request: pb.ListHintsRequest,
+                  context: grpc.ServicerContext) -> pb.ListHintsResponse:
+        hints = self.store.hints(None if request.include_ended else self.clock.now())
+        return pb.ListHintsResponse(hints=[to_pb(h) for h in hints
+                                           if not request.model or h.model == request.model])
+
+    def RemoveHint(self, request: pb.RemoveHintRequest,
+                   context: grpc.ServicerContext) -> pb.DemandHint:
+        removed = self.store.remove_hint(request.id)
+        if removed is None:
+            _abort(context, grpc.StatusCode.NOT_FOUND, f"id: no demand hint with id {request.id}")
+        return to_pb(removed)
+
+
+def hints_registrar(servicer: DemandHintsServicer) -> Callable[[grpc.Server], None]:
+    """For ``scheduler.server.create_server(..., extra_servicers=[hints_registrar(s)])``."""
+    def register(server: grpc.Server) -> None:
+        pb_grpc.add_DemandHintsServicer_to_server(servicer, server)
+    return register

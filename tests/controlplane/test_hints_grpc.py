@@ -1,0 +1,98 @@
+"""The DemandHints gRPC service over real gRPC on loopback, on a real SQLite store: a serving
+layer announces demand, lists and withdraws it; a refused hint is INVALID_ARGUMENT naming the
+proto field and stores nothing; an unknown id is NOT_FOUND."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import grpc
+import pytest
+
+from controlplane.runtime import hints_api
+from controlplane.sim.catalog import DEMO_MODELS
+from controlplane.sim.clock import VirtualClock
+from controlplane.store import Store
+from controlplane.store.hints import SqlDemandHints
+from protos.headroom.v1 import hints_pb2 as pb
+from protos.headroom.v1 import hints_pb2_grpc as pb_grpc
+from scheduler.server import create_server, stop
+
+T0 = datetime(2026, 1, 5, 12, tzinfo=UTC)
+CHAT = "llama-3-8b-chat"
+Api = tuple[pb_grpc.DemandHintsStub, Store, VirtualClock]
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[Api]:
+    store = Store.open(f"sqlite:///{tmp_path / 'hints.db'}", migrate=True)
+    store.upsert_models(DEMO_MODELS)
+    clock = VirtualClock(T0)
+    server, port = create_server("127.0.0.1:0", extra_servicers=[hints_api(store, clock)])
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        yield pb_grpc.DemandHintsStub(channel), store, clock
+    finally:
+        channel.close()
+        stop(server, 0)
+
+
+def _s(minutes: float) -> float:
+    return (T0 + timedelta(minutes=minutes)).timestamp()
+
+
+def test_a_hint_is_announced_listed_and_withdrawn_over_grpc(api: Api) -> None:
+    stub, store, clock = api
+    added = stub.AddHint(pb.AddHintRequest(model=CHAT, rate_rps=600.0, start_unix_s=_s(15),
+                                           end_unix_s=_s(75), reason="campaign"))
+    assert added.id > 0
+    assert (added.model, added.rate_rps, added.start_unix_s, added.end_unix_s, added.reason) == (
+        CHAT, 600.0, _s(15), _s(75), "campaign")
+    now = stub.AddHint(pb.AddHintRequest(model="bert-embed", rate_rps=2000.0, end_unix_s=_s(30)))
+    assert now.start_unix_s == _s(0)  # start 0: now, by the service's clock
+    assert [h.id for h in stub.ListHints(pb.ListHintsRequest()).hints] == [now.id, added.id]
+    assert [h.id for h in stub.ListHints(pb.ListHintsRequest(model=CHAT)).hints] == [added.id]
+    clock.advance(45 * 60)  # the bert hint has ended
+    assert [h.id for h in stub.ListHints(pb.ListHintsRequest()).hints] == [added.id]
+    assert len(stub.ListHints(pb.ListHintsRequest(include_ended=True)).hints) == 2
+    assert stub.RemoveHint(pb.RemoveHintRequest(id=added.id)) == added
+    assert [h.model for h in SqlDemandHints(store.engine).hints()] == ["bert-embed"]
+
+
+@pytest.mark.parametrize(("request_", "message"), [
+    (pb.AddHintRequest(model="nope", rate_rps=5, end_unix_s=_s(60)),
+     "model: model 'nope' is not in the store's models table (known: bert-embed, "),
+    (pb.AddHintRequest(model=CHAT, rate_rps=-5, end_unix_s=_s(60)),
+     "rate_rps: must be a number in [0, 1e+07], got -5.0"),
+    (pb.AddHintRequest(model=CHAT, rate_rps=float("nan"), end_unix_s=_s(60)),
+     "rate_rps: must be a number"),
+    (pb.AddHintRequest(model=CHAT, rate_rps=5, end_unix_s=_s(-1)), "end_unix_s: already past"),
+    (pb.AddHintRequest(model=CHAT, rate_rps=5), "end_unix_s: already past"),
+    (pb.AddHintRequest(model=CHAT, rate_rps=5, start_unix_s=_s(90), end_unix_s=_s(60)),
+     "start_unix_s/end_unix_s: demand hint for llama-3-8b-chat: end_at"),
+    (pb.AddHintRequest(model=CHAT, rate_rps=5, start_unix_s=-1, end_unix_s=_s(60)),
+     "start_unix_s: -1.0 is not a time in seconds since 1970"),
+    (pb.AddHintRequest(model=CHAT, rate_rps=5, end_unix_s=float("inf")),
+     "end_unix_s: inf is not a time"),
+    (pb.AddHintRequest(model=CHAT, rate_rps=5, end_unix_s=_s(60), reason="x" * 501),
+     "reason: 501 characters, at most 500"),
+], ids=["unknown model", "negative rate", "nan rate", "past end", "no end", "end before start",
+        "negative start", "infinite end", "reason too long"])
+def test_a_refused_hint_names_the_proto_field_and_stores_nothing(
+        api: Api, request_: pb.AddHintRequest, message: str) -> None:
+    stub, store, _ = api
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.AddHint(request_)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (caught.value.details() or "").startswith(message)
+    assert SqlDemandHints(store.engine).hints() == ()
+
+
+def test_removing_an_unknown_hint_is_not_found(api: Api) -> None:
+    stub, _, _ = api
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.RemoveHint(pb.RemoveHintRequest(id=42))
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+    assert caught.value.details() == "id: no demand hint with id 42"
