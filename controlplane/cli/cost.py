@@ -6,7 +6,7 @@ ticks: before the first and after the last one nothing was recorded."""
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +18,7 @@ from controlplane import cost_export, cost_reader
 from controlplane.cli.paths import check_output_path, write_atomically
 from controlplane.cli.store_origin import db_url_named
 from controlplane.cli.streams import usage_error
+from controlplane.cli.times import parse_utc
 from controlplane.settings import ConfigError, load_settings
 from controlplane.store import Store, StoreUnavailable
 from controlplane.store.engine import error_line, redact, sqlite_file
@@ -31,14 +32,6 @@ console = Console(stderr=True)
 @app.callback()
 def cost() -> None:
     """Cost model: showback and OpenCost-compatible CSV export."""
-
-
-def _parse_at(value: str, option: str) -> datetime:
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise typer.BadParameter(f"{value!r} is not an ISO-8601 time", param_hint=option) from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # DNS-1123 label
@@ -67,7 +60,7 @@ def _window(span: tuple[datetime, datetime], until: str | None,
     first_at, last_at = span
     end_at = last_at + timedelta(seconds=1)
     if until is not None:
-        until_at = _parse_at(until, "--until")
+        until_at = parse_utc(until, "--until")
         if until_at <= first_at:
             raise InputError(f"--until {until}: at or before the store's first tick "
                              f"({first_at:%Y-%m-%d %H:%M:%S} UTC); nothing to export")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, TypeVar
 
@@ -22,6 +21,7 @@ from controlplane.adapters.clock import WallClock
 from controlplane.cli.demo_store import demo_store_hint, settings_with_db
 from controlplane.cli.store_origin import db_url_named
 from controlplane.cli.streams import usage_error
+from controlplane.cli.times import parse_utc
 from controlplane.domain.hints import DemandHint, HintError, new_hint
 from controlplane.settings import ConfigError
 from controlplane.store import Store, StoreUnavailable
@@ -45,16 +45,6 @@ DbOption = Annotated[Path | None, typer.Option(
 @app.callback()
 def hint() -> None:
     """Demand announced ahead: floors on a model's forecast over a window."""
-
-
-def parse_at(value: str, option: str) -> datetime:
-    """An ISO-8601 time (UTC when it names no zone)."""
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise InputError(f"{option} {value!r}: not an ISO-8601 time (e.g. "
-                         "2026-12-24T18:00:00Z)") from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 @contextmanager
@@ -109,8 +99,8 @@ def add(
     now = WallClock().now()
 
     def work(store: Store) -> DemandHint:
-        start_at = parse_at(start, "--start") if start is not None else now
-        end_at = parse_at(end, "--end")
+        start_at = parse_utc(start, "--start") if start is not None else now
+        end_at = parse_utc(end, "--end")
         known = {s.name for s in store.model_specs()}
         try:
             hint_ = new_hint(model, rps, start_at, end_at, reason, known, now)

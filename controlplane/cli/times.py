@@ -1,0 +1,17 @@
+"""Times given on the command line (``--until``, ``--start``, ``--end``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from forecaster.errors import InputError
+
+
+def parse_utc(value: str, option: str) -> datetime:
+    """An ISO-8601 time, in UTC (UTC when it names no zone); InputError naming ``option``."""
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise InputError(f"{option} {value!r}: not an ISO-8601 time (e.g. "
+                         "2026-12-24T18:00:00Z)") from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
