@@ -3,14 +3,18 @@
 
 A forecast step ``[origin + i x step, origin + (i + 1) x step)`` that a model's hint window,
 opened ``lead_s`` early, meets gets p50 and p90 of at least the hint's rate (the highest of the
-hints that meet it). The lead is the time the fleet needs to be ready (a GPU node's provisioning
-and the replica's cold start: ``autoscaling.hint_lead_s``): the loop's own ladder scales ahead of
-a rise only by its rungs' wake times, which an announced step from the current level to several
-times it outruns (nodes to provision, not only replicas to start). Steps the
-hints do not meet, and models without hints, are returned as they are. A forecast changed by a
-hint says so in ``diagnostics["hint_rps"]`` (the highest floor applied), so the tick's record
-shows why a model was sized above its forecast. Hints apply after calibration: the forecast
-ledger scores what the forecaster issued, not the operator's floor.
+hints that meet it). The calibrated upper tail, kept as ratios to p50 in the diagnostics, then
+applies to the floored p50 too: a hint is taken as the expected level, and the forecast's own
+errors say how far above it demand may run. Steps the hints do not meet, and models without
+hints, are returned as they are; a model without a forecast has nothing to floor (the core
+sizes it from its observed load) until its first forecast.
+
+The lead is the time the fleet needs to be ready (a GPU node's provisioning and the replica's
+cold start: ``autoscaling.hint_lead_s``): the loop's own ladder scales ahead of a rise only by
+its rungs' wake times, which an announced step from the current level to several times it
+outruns (nodes to provision, not only replicas to start). A forecast changed by a hint says so
+in ``diagnostics["hint_rps"]`` (the highest floor applied). Hints apply after calibration: the
+forecast ledger scores what the forecaster issued, not the operator's floor.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controlplane.autoscaling.hints import with_hints
+from controlplane.domain.demand import ratio_key, step_quantile
 from controlplane.domain.hints import DemandHint
 from forecaster.types import Forecast
 
@@ -44,6 +45,14 @@ def test_a_lead_opens_the_window_early_so_the_fleet_is_ready_when_it_starts() ->
     got = with_hints({"chat": _forecast("chat", (100.0, 100.0, 100.0, 100.0))},
                      [_hint("chat", 400.0, 17, 30)], T0, lead_s=600)["chat"]
     assert got.p50 == (100.0, 400.0, 400.0, 400.0)
+
+
+def test_the_calibrated_tail_applies_on_top_of_a_floored_step() -> None:
+    ratios = {ratio_key(0.5): 1.0, ratio_key(0.99): 1.3}
+    calibrated = replace(_forecast("chat", (100.0, 100.0)), diagnostics=ratios)
+    got = with_hints({"chat": calibrated}, [_hint("chat", 400.0, 5, 10)], T0)["chat"]
+    assert step_quantile(got, 0, 0.99) == pytest.approx(130.0)
+    assert step_quantile(got, 1, 0.99) == pytest.approx(520.0)
 
 
 def test_a_hint_below_the_forecast_changes_nothing() -> None:
