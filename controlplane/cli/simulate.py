@@ -26,6 +26,7 @@ from controlplane.simulation.config import (
     parse_cold_start_option,
 )
 from controlplane.simulation.engine import SimOptions
+from controlplane.simulation.hints_file import load_hints_file
 from controlplane.simulation.runner import PolicyKnobs, check_policies, simulate
 from controlplane.simulation.timeline import check_not_inputs, timeline_paths
 from controlplane.simulation.trace import TraceError, load_trace
@@ -100,6 +101,13 @@ def simulate_command(
         "online from observed load per replica and the simulated mean latency, as the live loop "
         "does (true capacity: the models file's true_per_replica_rps); reactive and static keep "
         "the offline profile")] = False,
+    hints: Annotated[Path | None, typer.Option(
+        "--hints", dir_okay=False, help="predictive: demand announced ahead, CSV "
+        "model,start,end,rate_rps[,reason] (ISO-8601 times): floors on the forecasts, as "
+        "`headroom hint add` sets for the live loop")] = None,
+    hint_lead_s: Annotated[float, typer.Option(
+        "--hint-lead-s", min=0.0, max=1200.0,
+        help="a hint floors the forecast from this long before it starts")] = 600.0,
 ) -> None:
     """Replay per-model demand through the real core and a simulated fleet.
 
@@ -117,13 +125,16 @@ def simulate_command(
                              forecast_method=forecast_method, seed=seed,
                              oracle_forecast=oracle_forecast,
                              profile_correction=CorrectionConfig() if profile_correction
-                             else None)
+                             else None,
+                             hints=load_hints_file(hints, [m.name for m in config.models])
+                             if hints is not None else (),
+                             hint_lead_s=hint_lead_s)
         knobs = PolicyKnobs(shortfall_cost_ratio=shortfall_cost_ratio,
                             short_minute_cost_ratio=short_minute_cost_ratio,
                             reactive_target_utilization=reactive_target)
         check_policies(names, replayed, config, knobs, options)
         check_not_inputs(timeline_out, timeline_paths(timeline_out, names), {
-            "--trace": trace, "--models": models,
+            "--trace": trace, "--models": models, **({"--hints": hints} if hints else {}),
             **{f"cold-start samples ({m.name})": m.cold_start.samples_csv
                for m in config.models if m.cold_start.samples_csv is not None}})
         for path in timeline_paths(timeline_out, names).values():
@@ -146,6 +157,7 @@ def simulate_command(
             "ok": True, "trace": str(trace), "models": str(models),
             "minutes": replayed.minutes, "trace_step_s": replayed.step_s,
             "filled_gap_minutes": dict(replayed.filled), "seed": seed,
+            "hints": str(hints) if hints is not None else None,
             "timelines": {k: str(v) for k, v in result.timelines.items()},
             "policies": {s["policy"]: s for s in result.summaries}}, indent=2))
         return

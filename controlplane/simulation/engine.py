@@ -24,12 +24,14 @@ from datetime import datetime, timedelta
 
 from controlplane.autoscaling.calibration import ForecastErrors, calibrated, recent_volatility
 from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, decide
+from controlplane.autoscaling.hints import with_hints
 from controlplane.autoscaling.policies import ScalingPolicy, ladder_rungs
 from controlplane.autoscaling.profile_correction import CorrectionConfig, corrected_models, in_use
 from controlplane.domain.actions import ScaleNodePool, SetReplicas
 from controlplane.domain.demand import PREDICTIVE
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.guards import GuardMemory
+from controlplane.domain.hints import DemandHint
 from controlplane.domain.models import ColdStart, Engine, ModelSpec, ProfilePoint
 from controlplane.domain.profile import ProfileSample
 from controlplane.sim.latency import queue_latency_ms
@@ -59,6 +61,10 @@ class SimOptions:
     #: the predictive policy corrects each model's per-replica throughput online from per-tick
     #: samples, as the live loop does (``--profile-correction``); None: the offline profile
     profile_correction: CorrectionConfig | None = None
+    #: demand announced ahead (``--hints``): floors on the predictive policy's forecasts, each
+    #: from ``hint_lead_s`` before its start, as the live loop applies them
+    hints: tuple[DemandHint, ...] = ()
+    hint_lead_s: float = 600.0
 
     def __post_init__(self) -> None:
         ticks_per_minute = 60 / self.tick_s if math.isfinite(self.tick_s) and self.tick_s > 0 else 0
@@ -256,8 +262,11 @@ class _Run:
             models, profiles = corrected_models(self.models, self.samples,
                                                 dict(self.memory.profile_rps), self.at(t_s),
                                                 self.correction)
-        decision = decide(self.fleet.snapshot(), self.forecasts, models, self.pools,
-                          self.policy, self.budgets, self.memory, self.at(t_s))
+        now = self.at(t_s)
+        forecasts = (with_hints(self.forecasts, self.options.hints, now, self.options.hint_lead_s)
+                     if self.options.hints else self.forecasts)
+        decision = decide(self.fleet.snapshot(), forecasts, models, self.pools, self.policy,
+                          self.budgets, self.memory, now)
         self.memory = decision.memory
         if self.correction is not None:
             self.memory = replace(self.memory, profile_rps=in_use(profiles))

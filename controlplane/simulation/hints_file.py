@@ -1,0 +1,70 @@
+"""``headroom simulate --hints F.csv``: demand announced ahead, replayed as the live loop applies
+``headroom hint add`` (floors on the predictive policy's forecasts).
+
+Columns ``model,start,end,rate_rps`` and optionally ``reason``; times ISO 8601 (UTC unless they
+name a zone), the end excluded. Every problem names the file, the line and the column, and
+nothing of a bad file is used."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Collection
+from datetime import UTC, datetime
+from pathlib import Path
+
+from controlplane.domain.hints import MAX_HINT_RPS, DemandHint
+
+COLUMNS = ("model", "start", "end", "rate_rps")
+
+
+class HintsFileError(ValueError):
+    """A hints file that cannot be used; the message names the file, line and column."""
+
+
+def _time(text: str, where: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise HintsFileError(f"{where}: {text!r} is not an ISO-8601 time") from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def _rate(text: str, where: str) -> float:
+    try:
+        rate = float(text)
+    except ValueError:
+        raise HintsFileError(f"{where}: {text!r} is not a number") from None
+    if not (math.isfinite(rate) and 0 <= rate <= MAX_HINT_RPS):
+        raise HintsFileError(f"{where}: {text} is not a rate in [0, {MAX_HINT_RPS:g}] rps")
+    return rate
+
+
+def load_hints_file(path: Path, models: Collection[str]) -> tuple[DemandHint, ...]:
+    """The hints of ``path`` for the models file's ``models``, in file order."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise HintsFileError(f"--hints {path}: cannot read: {error.strerror or error}") from None
+    reader = csv.DictReader(text.splitlines())
+    missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
+    if missing:
+        raise HintsFileError(f"--hints {path}: missing column(s) {', '.join(missing)} (columns: "
+                             f"{','.join(COLUMNS)}[,reason])")
+    hints = []
+    for line, row in enumerate(reader, start=2):
+        at = f"--hints {path} line {line}"
+        model = (row["model"] or "").strip()
+        if model not in models:
+            raise HintsFileError(f"{at} column model: {model!r} is not in the models file "
+                                 f"({', '.join(sorted(models))})")
+        try:
+            hints.append(DemandHint(model, _rate(row["rate_rps"] or "", f"{at} column rate_rps"),
+                                    _time(row["start"] or "", f"{at} column start"),
+                                    _time(row["end"] or "", f"{at} column end"),
+                                    (row.get("reason") or "").strip()))
+        except HintsFileError:
+            raise
+        except ValueError as error:
+            raise HintsFileError(f"{at}: {error}") from None
+    return tuple(hints)

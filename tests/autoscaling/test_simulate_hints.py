@@ -1,0 +1,93 @@
+"""``headroom simulate --hints``: an announced campaign replayed as the live loop applies
+``headroom hint add``; the fleet is ready when it starts, which the forecast alone cannot be;
+a bad hints file is refused naming the file, line and column, before anything is written."""
+
+from __future__ import annotations
+
+import csv
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from simulate_support import START, cli_app, rate, write_models, write_trace
+from typer.testing import CliRunner
+
+LARGE = "chat/large"
+CAMPAIGN_STEPS = range(24, 30)  # 4 h to 5 h: four times chat/large's demand
+FACTOR = 4.0
+FAST = ["--forecast-method", "persistence"]
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli_app(), list(args))
+    return result.exit_code, result.output
+
+
+def _campaign_trace(path: Path) -> Path:
+    return write_trace(path, tweak={(LARGE, s): f"{FACTOR * rate(LARGE, s)}"
+                                    for s in CAMPAIGN_STEPS})
+
+
+def _hints(path: Path, rows: list[str]) -> Path:
+    path.write_text("\n".join(["model,start,end,rate_rps,reason", *rows]) + "\n")
+    return path
+
+
+def _window() -> tuple[str, str]:
+    start = START + timedelta(minutes=10 * CAMPAIGN_STEPS[0])
+    end = START + timedelta(minutes=10 * (CAMPAIGN_STEPS[-1] + 1))
+    return start.isoformat(), end.isoformat()
+
+
+def _short_in_campaign(timeline: Path) -> int:
+    start, end = (datetime.fromisoformat(t) for t in _window())
+    with timeline.open() as handle:
+        return sum(1 for r in csv.DictReader(handle)
+                   if r["model"] == LARGE
+                   and start <= datetime.fromisoformat(r["minute"]).replace(tzinfo=UTC) < end
+                   and int(r["ready_replicas"]) * float(r["per_replica_rps"])
+                   < float(r["demand_rps"]))
+
+
+def test_an_announced_campaign_is_served_from_its_first_minute_only_with_the_hint(
+        tmp_path: Path) -> None:
+    trace = _campaign_trace(tmp_path / "trace.csv")
+    models = write_models(tmp_path / "models.yaml")
+    start, end = _window()
+    level = max(FACTOR * rate(LARGE, s) for s in CAMPAIGN_STEPS)
+    hints = _hints(tmp_path / "hints.csv", [f"{LARGE},{start},{end},{level},launch"])
+    plain, hinted = tmp_path / "plain.csv", tmp_path / "hinted.csv"
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(plain), *FAST)
+    assert code == 0, out
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(hinted), "--hints", str(hints), *FAST)
+    assert code == 0, out
+    assert _short_in_campaign(plain) > 0  # the forecast cannot know the campaign
+    assert _short_in_campaign(hinted) == 0
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("model,start,rate_rps\n", "missing column(s) end"),
+    (f"model,start,end,rate_rps\n{LARGE},2025-01-01T04:00Z,2025-01-01T05:00Z,10\n"
+     "chat/other,2025-01-01T04:00Z,2025-01-01T05:00Z,10\n",
+     "line 3 column model: 'chat/other' is not in the models file (chat/large, chat/small)"),
+    (f"model,start,end,rate_rps\n{LARGE},soon,2025-01-01T05:00Z,10\n",
+     "line 2 column start: 'soon' is not an ISO-8601 time"),
+    (f"model,start,end,rate_rps\n{LARGE},2025-01-01T04:00Z,2025-01-01T05:00Z,-3\n",
+     "line 2 column rate_rps: -3 is not a rate in [0, 1e+07] rps"),
+    (f"model,start,end,rate_rps\n{LARGE},2025-01-01T05:00Z,2025-01-01T04:00Z,10\n",
+     "line 2: demand hint for chat/large: end_at 2025-01-01T04:00:00+00:00 is not after"),
+], ids=["a missing column", "an unknown model", "not a time", "a negative rate",
+        "an end before the start"])
+def test_a_bad_hints_file_is_refused_naming_file_line_and_column(
+        tmp_path: Path, text: str, message: str) -> None:
+    hints = tmp_path / "hints.csv"
+    hints.write_text(text)
+    out_path = tmp_path / "T.csv"
+    code, out = _run("--trace", str(write_trace(tmp_path / "trace.csv", steps=6)), "--models",
+                     str(write_models(tmp_path / "models.yaml")), "--timeline-out",
+                     str(out_path), "--hints", str(hints), *FAST)
+    assert code == 2
+    assert f"--hints {hints}" in " ".join(out.split()) and message in " ".join(out.split())
+    assert not out_path.exists()
