@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 from controlplane.actuation import Actuators, apply_actions
 from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, settle, size
-from controlplane.autoscaling.hints import with_hints
+from controlplane.autoscaling.hints import hinted_demands, with_hints
 from controlplane.autoscaling.live import placement_demands, with_ladder_warm
 from controlplane.autoscaling.policies import ScalingPolicy
 from controlplane.autoscaling.profile_correction import (
@@ -166,13 +166,16 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
     """Calibrated forecasts floored by the demand hints, each model's profile corrected from
     observed metrics, the core's sizing, PlanFleet for the hot replicas, the ladder's warm GPUs,
     the guards."""
-    forecasts = calibrated_latest(deps.forecasts.latest_forecasts(), deps.ledger, deps.history,
-                                  config.calibration, now)
-    if deps.hints is not None:
-        forecasts = with_hints(forecasts, deps.hints.active_hints(now), now, config.hint_lead_s)
+    calibrated = calibrated_latest(deps.forecasts.latest_forecasts(), deps.ledger, deps.history,
+                                   config.calibration, now)
+    forecasts = calibrated if deps.hints is None else with_hints(
+        calibrated, deps.hints.active_hints(now), now, config.hint_lead_s)
     memory = deps.decisions.last_guard_memory()
     models, profiles = _profiles(deps, config, memory, now)
     sizing = size(observed, forecasts, models, config.policy, config.budgets, now)
+    if forecasts is not calibrated:
+        sizing = replace(sizing, demands=hinted_demands(
+            sizing.demands, calibrated, forecasts, now, config.policy.demand.lookahead_s))
     deps.placement.sync_inventory(observed)
     placed = deps.placement.plan_fleet(placement_demands(sizing, models),
                                        tuple(m.spec for m in models), config.pools)

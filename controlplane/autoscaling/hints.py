@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from controlplane.domain.demand import Demand
 from controlplane.domain.hints import DemandHint
 from forecaster.types import Forecast
 
@@ -61,3 +62,29 @@ def with_hints(forecasts: Mapping[str, Forecast], hints: Sequence[DemandHint], n
             p90=tuple(max(p, f) for p, f in zip(forecast.p90, floors, strict=True)),
             diagnostics={**forecast.diagnostics, "hint_rps": max(floors)})
     return out
+
+
+#: suffix of a demand reason whose forecast a hint raised inside the window the demand reads
+HINTED = "+demand_hint"
+
+
+def hinted_demands(demands: Sequence[Demand], forecasts: Mapping[str, Forecast],
+                   floored: Mapping[str, Forecast], now: datetime,
+                   lookahead_s: float) -> tuple[Demand, ...]:
+    """``demands`` with ``+demand_hint`` on the reason of each model whose forecast a hint
+    raised in a step meeting [now, now + lookahead_s] (``floored`` against ``forecasts``): the
+    plan's replica targets and actions then say the announced demand sized them."""
+    until_at = now + timedelta(seconds=lookahead_s)
+
+    def raised(model: str) -> bool:
+        before, after = forecasts.get(model), floored.get(model)
+        if before is None or after is None or before is after:
+            return False
+        step = timedelta(seconds=after.step_s)
+        return any(after.origin_at + i * step < until_at
+                   and now < after.origin_at + (i + 1) * step
+                   and (after.p50[i], after.p90[i]) != (before.p50[i], before.p90[i])
+                   for i in range(len(after.p50)))
+
+    return tuple(replace(d, reason=d.reason + HINTED) if raised(d.model) else d for d in demands)
+

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controlplane.autoscaling.hints import with_hints
-from controlplane.domain.demand import ratio_key, step_quantile
+from controlplane.autoscaling.hints import HINTED, hinted_demands, with_hints
+from controlplane.domain.demand import FORECAST_P90, Demand, ratio_key, step_quantile
 from controlplane.domain.hints import DemandHint
 from forecaster.types import Forecast
 
@@ -109,3 +109,15 @@ def test_a_bad_hint_is_refused_naming_the_model_and_the_field(kwargs: dict[str, 
     valid = DemandHint("chat", 10.0, T0, T0 + timedelta(hours=1))
     with pytest.raises(ValueError, match=message):
         replace(valid, **kwargs)
+
+
+def test_a_demand_is_tagged_only_when_a_hint_raised_the_window_it_reads() -> None:
+    forecasts = {m: _forecast(m, (100.0, 100.0, 100.0, 100.0)) for m in ("soon", "later", "low")}
+    hints = [_hint("soon", 400.0, 4, 8),  # meets the first two 5-minute steps
+             _hint("later", 400.0, 16, 30),  # only the fourth step
+             _hint("low", 50.0, 0, 30)]  # below the forecast: raises nothing
+    floored = with_hints(forecasts, hints, T0)
+    demands = tuple(Demand(m, 125.0, 90.0, 120.0, FORECAST_P90) for m in forecasts)
+    tagged = {d.model: d.reason for d in hinted_demands(demands, forecasts, floored, T0,
+                                                        lookahead_s=600)}
+    assert tagged == {"soon": FORECAST_P90 + HINTED, "later": FORECAST_P90, "low": FORECAST_P90}

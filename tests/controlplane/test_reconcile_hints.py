@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from controlplane.domain.actions import SetReplicas
 from controlplane.domain.hints import DemandHint
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
@@ -19,8 +20,10 @@ ANNOUNCED_RPS = 600.0  # about four times what the model sees at this hour
 STARTS_AT = T0 + timedelta(minutes=25)
 
 
-def _capacity_at_window_start(url: str, announce: bool) -> tuple[float, float, SimRuntime]:
-    """The model's demand and ready capacity the minute its announced window starts."""
+def _capacity_at_window_start(url: str, announce: bool
+                              ) -> tuple[float, float, SimRuntime, list[SetReplicas]]:
+    """The model's demand and ready capacity the minute its announced window starts, and the
+    loop's replica actions for it until then."""
     settings = load_settings(db={"url": url},
                              sim={"history_s": 6 * 3600, "start_warm": True,
                                   "true_throughput_factor": {}})
@@ -29,21 +32,32 @@ def _capacity_at_window_start(url: str, announce: bool) -> tuple[float, float, S
         SqlDemandHints(store.engine).add_hint(DemandHint(
             CHAT, ANNOUNCED_RPS, STARTS_AT, STARTS_AT + timedelta(minutes=30), "launch"), T0)
     runtime = SimRuntime.open(settings, store, T0)
+    actions: list[SetReplicas] = []
+    runtime.on_tick = lambda report, _saved: actions.extend(
+        a for a in (report.plan.actions if report.plan else ())
+        if isinstance(a, SetReplicas) and a.model == CHAT)
     runtime.advance((STARTS_AT - T0).total_seconds())
     model = next(m for m in runtime.cluster.snapshot().models if m.name == CHAT)
-    return model.demand_rps, model.capacity_rps, runtime
+    return model.demand_rps, model.capacity_rps, runtime, actions
 
 
 def test_the_fleet_is_ready_for_announced_demand_when_its_window_starts(
         sqlite_url: str) -> None:
-    demand_rps, capacity_rps, runtime = _capacity_at_window_start(sqlite_url, announce=True)
+    demand_rps, capacity_rps, runtime, actions = _capacity_at_window_start(sqlite_url,
+                                                                           announce=True)
     assert demand_rps < ANNOUNCED_RPS / 2  # the trace itself does not announce it
     assert capacity_rps >= ANNOUNCED_RPS
+    # the plan says why: the scale-up's reason names the hint
+    scale_up = max(actions, key=lambda a: a.to_replicas)
+    assert scale_up.to_replicas * 40.0 >= ANNOUNCED_RPS
+    assert scale_up.reason.endswith("+demand_hint"), scale_up
     # the stored forecasts are the forecaster's: the floor is the tick's, not the ledger's
     stored = runtime.store.latest_forecasts()[CHAT]
     assert max(stored.p90) < ANNOUNCED_RPS / 2
 
 
 def test_without_the_hint_the_same_fleet_is_sized_for_its_forecast(sqlite_url: str) -> None:
-    demand_rps, capacity_rps, _ = _capacity_at_window_start(sqlite_url, announce=False)
+    demand_rps, capacity_rps, _, actions = _capacity_at_window_start(sqlite_url,
+                                                                     announce=False)
     assert demand_rps <= capacity_rps < ANNOUNCED_RPS / 2
+    assert not any("demand_hint" in a.reason for a in actions)
