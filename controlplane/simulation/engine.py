@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from controlplane.autoscaling.calibration import ForecastErrors, calibrated, recent_volatility
 from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, decide
-from controlplane.autoscaling.hints import with_hints
+from controlplane.autoscaling.hints import hinted_demands, with_hints
 from controlplane.autoscaling.policies import ScalingPolicy, ladder_rungs
 from controlplane.autoscaling.profile_correction import CorrectionConfig, corrected_models, in_use
 from controlplane.domain.actions import ScaleNodePool, SetReplicas
@@ -267,6 +267,9 @@ class _Run:
                      if self.options.hints else self.forecasts)
         decision = decide(self.fleet.snapshot(), forecasts, models, self.pools, self.policy,
                           self.budgets, self.memory, now)
+        if forecasts is not self.forecasts:  # the reasons say which demands a hint raised
+            decision = replace(decision, demands=hinted_demands(
+                decision.demands, self.forecasts, forecasts, now, self.policy.demand.lookahead_s))
         self.memory = decision.memory
         if self.correction is not None:
             self.memory = replace(self.memory, profile_rps=in_use(profiles))

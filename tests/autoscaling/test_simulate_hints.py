@@ -5,6 +5,7 @@ a bad hints file is refused naming the file, line and column, before anything is
 from __future__ import annotations
 
 import csv
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -61,10 +62,12 @@ def test_an_announced_campaign_is_served_from_its_first_minute_only_with_the_hin
                      str(plain), *FAST)
     assert code == 0, out
     code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
-                     str(hinted), "--hints", str(hints), *FAST)
+                     str(hinted), "--hints", str(hints), "--json", *FAST)
     assert code == 0, out
     assert _short_in_campaign(plain) > 0  # the forecast cannot know the campaign
     assert _short_in_campaign(hinted) == 0
+    reasons = json.loads(out)["policies"]["predictive"]["demand_reasons"]
+    assert any(r.endswith("+demand_hint") for r in reasons), reasons
 
 
 @pytest.mark.parametrize(("text", "message"), [
