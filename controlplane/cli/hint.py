@@ -19,6 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.adapters.clock import WallClock
 from controlplane.cli.demo_store import demo_store_hint, settings_with_db
+from controlplane.cli.status_view import HINT_COLUMNS, hint_cells
 from controlplane.cli.store_origin import db_url_named
 from controlplane.cli.streams import usage_error
 from controlplane.cli.times import parse_utc
@@ -133,11 +134,9 @@ def list_hints(
     if not hints:
         out.print("no demand hints" + ("" if all_ else " in force or ahead (--all: ended too)"))
         return
-    table = Table("id", "model", "rps", "start (UTC)", "end (UTC)", "reason")
+    table = Table(*HINT_COLUMNS)
     for h in hints:
-        table.add_row(str(h.hint_id), escape(h.model), f"{h.rate_rps:g}",
-                      f"{h.start_at:%Y-%m-%d %H:%M}", f"{h.end_at:%Y-%m-%d %H:%M}",
-                      escape(h.reason))
+        table.add_row(*hint_cells(h))
     out.print(table)
 
 

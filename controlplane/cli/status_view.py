@@ -17,6 +17,16 @@ from controlplane.domain.fleet_status import (
     LeaseStatus,
     age_s,
 )
+from controlplane.domain.hints import DemandHint
+
+#: the columns of a demand hint's row (``headroom status`` and ``headroom hint list``)
+HINT_COLUMNS = ("id", "model", "rps", "start (UTC)", "end (UTC)", "reason")
+
+
+def hint_cells(h: DemandHint) -> tuple[str, ...]:
+    """One hint as the cells of a Rich table row (names and reasons escaped)."""
+    return (str(h.hint_id), escape(h.model), f"{h.rate_rps:g}", f"{h.start_at:%Y-%m-%d %H:%M}",
+            f"{h.end_at:%Y-%m-%d %H:%M}", escape(h.reason))
 
 
 def _at(value: datetime | None) -> str | None:
@@ -177,12 +187,9 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
                              escape(c.reason))
         console.print(profiles)
     if status.hints:
-        hints = _table("Demand hints (floors on the forecast; headroom hint)", "id", "model",
-                       "rps", "start (UTC)", "end (UTC)", "reason")
+        hints = _table("Demand hints (floors on the forecast; headroom hint)", *HINT_COLUMNS)
         for h in status.hints:
-            hints.add_row(str(h.hint_id), escape(h.model), f"{h.rate_rps:g}",
-                          f"{h.start_at:%Y-%m-%d %H:%M}", f"{h.end_at:%Y-%m-%d %H:%M}",
-                          escape(h.reason))
+            hints.add_row(*hint_cells(h))
         console.print(hints)
     _render_plan(console, status, now)
     _render_verdict(console, health)
