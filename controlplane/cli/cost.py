@@ -16,12 +16,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane import cost_export, cost_reader
 from controlplane.cli.paths import check_output_path, write_atomically
-from controlplane.cli.store_origin import db_url_named
+from controlplane.cli.store_origin import db_url_named, store_error_line
 from controlplane.cli.streams import usage_error
 from controlplane.cli.times import parse_utc
 from controlplane.settings import ConfigError, load_settings
 from controlplane.store import Store, StoreUnavailable
-from controlplane.store.engine import error_line, redact, sqlite_file
+from controlplane.store.engine import redact, sqlite_file
 from forecaster.errors import InputError
 
 app = typer.Typer(help="Cost model: showback and OpenCost-compatible CSV export.",
@@ -103,8 +103,7 @@ def export(
     except (ConfigError, StoreUnavailable, InputError) as error:
         raise usage_error(str(error)) from None
     except SQLAlchemyError as error:
-        raise usage_error(f"store {redact(url)}: {error_line(error)} (is the schema current? run "
-                    "`headroom db upgrade`)") from None
+        raise usage_error(store_error_line(url, error)) from None
     rows = cost_export.opencost_rows(result.accruals, result.requests, warm_namespace)
     try:
         write_atomically(out, lambda tmp: tmp.write_text(cost_export.csv_text(rows),

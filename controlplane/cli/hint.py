@@ -20,13 +20,12 @@ from sqlalchemy.exc import SQLAlchemyError
 from controlplane.adapters.clock import WallClock
 from controlplane.cli.demo_store import demo_store_hint, settings_with_db
 from controlplane.cli.status_view import HINT_COLUMNS, hint_cells
-from controlplane.cli.store_origin import db_url_named
+from controlplane.cli.store_origin import db_url_named, store_error_line
 from controlplane.cli.streams import usage_error
 from controlplane.cli.times import parse_utc
 from controlplane.domain.hints import DemandHint, HintError, new_hint
 from controlplane.settings import ConfigError
 from controlplane.store import Store, StoreUnavailable
-from controlplane.store.engine import error_line, redact
 from controlplane.store.hints import SqlDemandHints
 from forecaster.errors import InputError
 
@@ -55,8 +54,7 @@ def _store_errors(url: str) -> Iterator[None]:
     except (ConfigError, InputError, StoreUnavailable) as error:
         raise usage_error(str(error)) from None
     except SQLAlchemyError as error:
-        raise usage_error(f"store {redact(url)}: {error_line(error)} (is the schema current? "
-                          "run `headroom db upgrade`)") from None
+        raise usage_error(store_error_line(url, error)) from None
 
 
 def _with_store(config: Path | None, db: Path | None, work: Callable[[Store], T]) -> T:

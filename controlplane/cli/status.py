@@ -20,13 +20,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from controlplane.adapters.clock import WallClock
 from controlplane.cli.demo_store import demo_store_hint, settings_with_db
 from controlplane.cli.status_view import render, status_document
-from controlplane.cli.store_origin import db_url_named
+from controlplane.cli.store_origin import db_url_named, store_error_line
 from controlplane.cli.streams import usage_error
 from controlplane.domain.fleet_status import judge_health
 from controlplane.fleet_lease import FLEET_LEASE
 from controlplane.settings import ConfigError
 from controlplane.store import StoreUnavailable
-from controlplane.store.engine import error_line, read_only_engine, redact
+from controlplane.store.engine import read_only_engine, redact
 from controlplane.store.status_reader import read_fleet_status
 
 #: the default --max-tick-age-s in reconcile intervals
@@ -68,8 +68,7 @@ def status_command(
                               "upgrade` (or start `headroom demo`)")
         status = read_fleet_status(engine, redact(url), FLEET_LEASE)
     except SQLAlchemyError as error:
-        raise usage_error(f"store {redact(url)}: {error_line(error)} (is the schema current? "
-                          "run `headroom db upgrade`)") from None
+        raise usage_error(store_error_line(url, error)) from None
     finally:
         engine.dispose()
     limit_s = (max_tick_age_s if max_tick_age_s is not None

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 
 from controlplane.settings import Settings
 from controlplane.store import StoreUnavailable
+from controlplane.store.engine import error_line, redact
 
 
 @contextmanager
@@ -20,3 +21,11 @@ def db_url_named(settings: Settings) -> Iterator[None]:
         yield
     except StoreUnavailable as error:
         raise StoreUnavailable(f"{error} (db.url from {settings.db_url_from})") from None
+
+
+def store_error_line(url: str, error: BaseException) -> str:
+    """A database error of a command's store work in one line; most often the schema is older
+    than this Headroom."""
+    return (f"store {redact(url)}: {error_line(error)} (is the schema current? run `headroom db "
+            "upgrade`)")
+
