@@ -13,32 +13,48 @@ from dataclasses import replace
 
 from protos.headroom.v1 import placement_pb2 as pb
 from scheduler import convert
-from scheduler.domain.errors import CallerGone, InvalidArgument
+from scheduler.domain.errors import AlreadyExists, CallerGone, InvalidArgument
 from scheduler.domain.fleet import DEFAULT_TIME_LIMIT_S, plan_fleet
 from scheduler.domain.fleet_prior import prior_from_inventory
 from scheduler.domain.fleet_types import FleetPlan
 from scheduler.domain.milp import MilpSolver
+from scheduler.domain.model import Binding
 from scheduler.domain.placer import OnlinePlacer
 from scheduler.domain.scoring import ScoreWeights
 from scheduler.domain.validate import validate_fleet_request, validate_nodes
 from scheduler.highs import HighsSolver
+from scheduler.journal import PlacementJournal
 
 #: Share of the caller's remaining deadline the fleet solver may use.
 DEADLINE_SHARE = 0.8
 
 
 class PlacementEngine:
-    """Inventory, bindings and the current fleet plan (with its revision), under one lock."""
+    """Inventory, bindings and the current fleet plan (with its revision), under one lock.
+
+    With a ``journal`` (``scheduler.journal``) the engine starts from what it recorded and
+    records every change before it answers: the restored bindings wait for the first inventory
+    (and count, and are found and released, meanwhile), the restored plan keeps its revision.
+    """
 
     def __init__(self, weights: ScoreWeights | None = None,
                  solver: MilpSolver | None = None,
-                 plan_time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> None:
+                 plan_time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+                 journal: PlacementJournal | None = None) -> None:
         self._lock = threading.Lock()
         self._plan_changed = threading.Condition(self._lock)
         self._placer = OnlinePlacer((), weights)
         self._plan = FleetPlan(0, (), (), 0.0, ())
         self._solver: MilpSolver = solver or HighsSolver()
         self._plan_time_limit_s = plan_time_limit_s
+        self._journal = journal
+        # restored bindings not yet re-adopted: they wait for the first inventory
+        self._restored: dict[str, Binding] = {}
+        if journal is not None:
+            contents = journal.take_over()
+            self._restored = {b.workload_id: b for b in contents.bindings}
+            if contents.plan is not None:
+                self._plan = contents.plan
 
     # ---------------------------------------------------------------- online placement
     def sync_inventory(self, request: pb.SyncInventoryRequest) -> pb.SyncInventoryResponse:
@@ -47,28 +63,49 @@ class PlacementEngine:
         nodes = convert.nodes_from_pb(request)
         validate_nodes(nodes)
         with self._lock:
-            self._placer = self._placer.resynced(nodes)
-            return pb.SyncInventoryResponse(nodes=len(nodes), gpus=self._placer.cluster.gpu_count)
+            fresh = self._placer.resynced(nodes, tuple(self._restored.values()))
+            if self._journal is not None:
+                kept = fresh.cluster.bindings
+                dropped = [w for w in (*self._placer.cluster.bindings, *self._restored)
+                           if w not in kept]
+                if dropped:
+                    self._journal.released(dropped)
+            self._placer, self._restored = fresh, {}
+            return pb.SyncInventoryResponse(nodes=len(nodes), gpus=fresh.cluster.gpu_count)
 
     def place(self, request: pb.PlaceRequest) -> pb.PlaceResponse:
         """Bind one workload; raises InvalidArgument, AlreadyExists or Infeasible."""
         spec = convert.workload_from_pb(request)
         with self._lock:
+            if spec.workload_id in self._restored:
+                raise AlreadyExists(spec.workload_id)
             binding = self._placer.place(spec)
+            if self._journal is not None:
+                try:
+                    self._journal.bound(binding)
+                except BaseException:
+                    self._placer.release(spec.workload_id)
+                    raise
         return pb.PlaceResponse(binding=convert.binding_to_pb(binding))
 
     def release(self, request: pb.ReleaseRequest) -> pb.ReleaseResponse:
         """Free a workload's resources; unknown ids are fine (idempotent)."""
         if not request.workload_id:
             raise InvalidArgument("workload_id", "must not be empty")
+        workload_id = request.workload_id
         with self._lock:
-            self._placer.release(request.workload_id)
+            known = workload_id in self._placer.cluster.bindings or workload_id in self._restored
+            if known and self._journal is not None:
+                self._journal.released([workload_id])
+            self._placer.release(workload_id)
+            self._restored.pop(workload_id, None)
         return pb.ReleaseResponse()
 
     def binding(self, workload_id: str) -> pb.Binding | None:
         """The current binding of a workload, or None."""
         with self._lock:
-            found = self._placer.cluster.bindings.get(workload_id)
+            found = (self._placer.cluster.bindings.get(workload_id)
+                     or self._restored.get(workload_id))
         return convert.binding_to_pb(found) if found is not None else None
 
     # ---------------------------------------------------------------- fleet plan
@@ -101,6 +138,8 @@ class PlacementEngine:
             if still_wanted is not None and not still_wanted():
                 raise CallerGone("the fleet plan was computed but not stored")
             plan = replace(outcome.plan, revision=self._plan.revision + 1)
+            if self._journal is not None:
+                self._journal.planned(plan)
             self._plan = plan
             self._plan_changed.notify_all()
         return convert.fleet_plan_to_pb(plan)
@@ -126,4 +165,5 @@ class PlacementEngine:
         """(workloads bound, GPUs in the inventory, fleet plan revision), read together."""
         with self._lock:
             cluster = self._placer.cluster
-            return len(cluster.bindings), cluster.gpu_count, self._plan.revision
+            return (len(cluster.bindings) + len(self._restored), cluster.gpu_count,
+                    self._plan.revision)

@@ -12,7 +12,13 @@ import grpc
 
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
-from scheduler.domain.errors import AlreadyExists, CallerGone, Infeasible, InvalidArgument
+from scheduler.domain.errors import (
+    AlreadyExists,
+    CallerGone,
+    Infeasible,
+    InvalidArgument,
+    Unavailable,
+)
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics
 
@@ -46,6 +52,8 @@ def call_engine(context: grpc.ServicerContext, fn: Callable[[], T], empty: T,
         code, details, reason = grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc), exc.reason
     except CallerGone as exc:
         code, details = grpc.StatusCode.CANCELLED, str(exc)
+    except Unavailable as exc:
+        code, details = grpc.StatusCode.UNAVAILABLE, str(exc)
     if metrics is not None:
         metrics.observe(method, code.name, time.perf_counter() - started, reason)
     context.set_code(code)
@@ -102,12 +110,17 @@ class PlacementServicer(pb_grpc.PlacementServicer):
 
     def WatchPlan(self, request: pb.WatchPlanRequest,
                   context: grpc.ServicerContext) -> Iterator[pb.FleetPlan]:
-        """Stream every plan whose revision is above the last one sent, until cancelled."""
+        """Stream every plan whose revision is above the last one sent, until cancelled. A
+        client that has seen a revision this server has not made (the server restarted with its
+        plans in memory only) is sent the current plan first, not left waiting for revisions
+        to catch up."""
         after = request.after_revision
         if after < 0:
             context.set_code(grpc.StatusCode.INVALID_ARGUMENT)
             context.set_details(f"after_revision: must be >= 0, got {after}")
             return
+        if after > self.engine.plan_revision:
+            after = 0
         while context.is_active() and not self.stopping.is_set():
             plan = self.engine.wait_for_plan(after, timeout_s=WATCH_POLL_S)
             if plan is None:

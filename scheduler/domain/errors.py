@@ -2,7 +2,7 @@
 
 The gRPC servicer maps them to status codes: ``InvalidArgument`` -> INVALID_ARGUMENT,
 ``Infeasible`` -> RESOURCE_EXHAUSTED, ``AlreadyExists`` -> ALREADY_EXISTS, ``CallerGone`` ->
-CANCELLED. The message always
+CANCELLED, ``Unavailable`` -> UNAVAILABLE. The message always
 carries the field or reason so a caller can act on it.
 """
 
@@ -48,3 +48,11 @@ class CallerGone(PlacementError):
 
     def __init__(self, what: str) -> None:
         super().__init__(f"the caller is gone (deadline passed or cancelled): {what}")
+
+
+class Unavailable(PlacementError):
+    """The engine's journal could not record a change (its store is down, or another server
+    took the store's placement state over); nothing was changed."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)

@@ -30,11 +30,13 @@ class OnlinePlacer:
         c = self.cluster
         return NodeCache(tables, c.free, c.cpu_free, c.mem_free, self.weights.stranding)
 
-    def resynced(self, nodes: Sequence[NodeSpec]) -> OnlinePlacer:
+    def resynced(self, nodes: Sequence[NodeSpec],
+                 adopting: Sequence[Binding] = ()) -> OnlinePlacer:
         """A placer for a new inventory snapshot that keeps the learned demand and every
-        binding whose node and GPUs still exist and still have room (others are dropped)."""
+        binding (its own, then ``adopting``: those a journal restored) whose node and GPUs
+        still exist and still have room (others are dropped)."""
         fresh = OnlinePlacer(nodes, self.weights, self.demand)
-        for binding in self.cluster.bindings.values():
+        for binding in (*self.cluster.bindings.values(), *adopting):
             if fresh.cluster.readopt(binding):
                 fresh._refresh_node(fresh.cluster.position[binding.node])
         return fresh

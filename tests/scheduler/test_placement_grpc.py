@@ -111,6 +111,17 @@ def test_watch_plan_streams_every_newer_plan(stub: pb_grpc.PlacementStub) -> Non
     stream.cancel()
 
 
+def test_a_watcher_ahead_of_the_server_gets_its_current_plan_instead_of_waiting(
+        stub: pb_grpc.PlacementStub) -> None:
+    # a client that saw revision 57 before this server restarted with its plans in memory only
+    stub.PlanFleet(_plan_request(), timeout=30)
+    stream = stub.WatchPlan(pb.WatchPlanRequest(after_revision=57), timeout=30)
+    assert next(stream).revision == 1
+    stub.PlanFleet(_plan_request(), timeout=30)
+    assert next(stream).revision == 2
+    stream.cancel()
+
+
 def test_malformed_plan_request_names_the_field(stub: pb_grpc.PlacementStub) -> None:
     bad = _plan_request()
     bad.models[1].latency_slo_ms = 0
