@@ -1,16 +1,32 @@
-"""`headroom placement ...`: the placement gRPC server alone (in-memory state)."""
+"""`headroom placement ...`: the placement gRPC server alone: in-memory state, or kept in a store
+(``--db`` / ``--config``) across restarts, with the store's DemandHints service beside it."""
 
 from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import FrameType
+from typing import Annotated
 
+import grpc
 import typer
+from sqlalchemy.exc import SQLAlchemyError
 
+from controlplane.adapters.clock import WallClock
+from controlplane.cli.demo_store import settings_with_db
+from controlplane.cli.store_origin import db_url_named, store_error_line
 from controlplane.cli.streams import usage_error
+from controlplane.fleet_lease import holder_identity
+from controlplane.runtime import hints_api
+from controlplane.settings import ConfigError
+from controlplane.store import MigrationError, Store, StoreUnavailable
+from controlplane.store.engine import redact
+from controlplane.store.placement_journal import SqlPlacementJournal
 from scheduler.affinity import parse_cpu_list, pin_process
+from scheduler.domain.errors import Unavailable
+from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics, check_bindable, exposed_metrics
 from scheduler.server import create_server, stop
 
@@ -40,20 +56,33 @@ def serve(
     metrics_listen: str | None = typer.Option(
         None, "--metrics-listen", metavar="HOST:PORT",
         help="Serve Prometheus metrics on http://HOST:PORT/metrics (port 0: a free port)."),
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", dir_okay=False,
+        help="YAML settings: keep the placement state in its store (db.url) across "
+             "restarts.")] = None,
+    db: Annotated[Path | None, typer.Option(
+        "--db", metavar="<path>", dir_okay=False,
+        help="Keep the placement state (bindings, the current plan and its revision) in this "
+             "SQLite store file across restarts; beats HEADROOM_DB__URL and db.url of "
+             "--config. Without --db or --config the state is in memory only.")] = None,
 ) -> None:
-    """Serve the placement gRPC API with an in-memory engine until SIGINT/SIGTERM."""
+    """Serve the placement gRPC API until SIGINT/SIGTERM: in memory, or kept in a store."""
     try:
         check_bindable(listen, port_free=True)
     except ValueError as exc:
         raise usage_error(f"--listen {exc}") from None
     if cpus is not None:
         _pin(cpus)
+    engine, extra, stop_store, kept_note = (
+        _kept_in_store(config, db) if config is not None or db is not None
+        else (PlacementEngine(), (), lambda: None, ""))
     metrics, stop_metrics, metrics_url = _metrics(metrics_listen)
     try:
-        server, port = create_server(listen, max_workers=workers, fast_workers=fast_workers,
-                                     metrics=metrics)
+        server, port = create_server(listen, engine, extra, max_workers=workers,
+                                     fast_workers=fast_workers, metrics=metrics)
     except (OSError, RuntimeError) as exc:
         stop_metrics()
+        stop_store()
         raise usage_error(f"cannot listen on {listen}: {exc}") from exc
     host = listen.rsplit(":", 1)[0] if ":" in listen else listen
     done = threading.Event()
@@ -65,6 +94,8 @@ def serve(
     previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         typer.echo(f"placement API listening on {host}:{port}", nl=True)
+        if kept_note:
+            typer.echo(kept_note)
         if metrics_url:
             typer.echo(f"metrics on {metrics_url}")
         while not done.wait(0.5):
@@ -74,7 +105,35 @@ def serve(
             signal.signal(sig, handler)
         stop(server, grace_s)
         stop_metrics()
+        stop_store()
         typer.echo("placement API stopped")
+
+
+def _kept_in_store(config: Path | None, db: Path | None) -> tuple[
+        PlacementEngine, Sequence[Callable[[grpc.Server], None]], Callable[[], None], str]:
+    """``--db`` / ``--config``: an engine that takes the store's placement state over (its
+    schema migrated first, as ``headroom serve`` does), the DemandHints service on the same
+    store, what closes the store and a line saying what was restored; one-line errors naming
+    the store."""
+    try:
+        settings = settings_with_db(config, db)
+    except ConfigError as error:
+        raise usage_error(str(error)) from None
+    url = settings.db.url
+    try:
+        with db_url_named(settings):
+            store = Store.open(url, settings.db.connect_timeout_s, migrate=True)
+        clock = WallClock()
+        engine = PlacementEngine(journal=SqlPlacementJournal(store.engine, holder_identity(),
+                                                             clock))
+    except (StoreUnavailable, MigrationError, Unavailable) as error:
+        raise usage_error(str(error)) from None
+    except SQLAlchemyError as error:
+        raise usage_error(store_error_line(url, error)) from None
+    bindings, _, revision = engine.counts()
+    return engine, (hints_api(store, clock),), store.engine.dispose, (
+        f"placement state kept in {redact(url)}: {bindings} binding(s) and plan revision "
+        f"{revision} restored")
 
 
 def _pin(cpus: str) -> None:

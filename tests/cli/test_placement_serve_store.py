@@ -1,0 +1,130 @@
+"""`headroom placement serve --db`: the placement state outlives the process. Over real gRPC on
+loopback, a restarted server still knows where every workload runs (its GPUs stay taken) and
+continues its plan revisions; a second server on the same store takes the state over and the
+first answers UNAVAILABLE instead of interleaving; the store's DemandHints service is served
+beside Placement."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import grpc
+import pytest
+from clihelpers import HEADROOM, _env
+
+from controlplane.sim.catalog import DEMO_MODELS
+from controlplane.store import Store
+from protos.headroom.v1 import hints_pb2, hints_pb2_grpc
+from protos.headroom.v1 import placement_pb2 as pb
+from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
+
+A100 = "A100-80GB"
+INVENTORY = pb.SyncInventoryRequest(nodes=[pb.Node(
+    name="gpu-node-0", cpu_milli=32_000, memory_mib=131_072, pool=A100,
+    gpus=[pb.Gpu(index=i, product=A100, memory_mib=81_920, mig_capable=True)
+          for i in range(2)])])
+PLAN = pb.PlanFleetRequest(
+    models=[pb.ModelDemand(model="llama", tenant="t", isolation=pb.TRUSTED, rate_rps=150.0,
+                           latency_slo_ms=100.0, profile=[pb.ProfilePoint(
+                               product=A100, compute_slices=g, batch_size=8, mps_processes=1,
+                               throughput_rps=100.0 * g, latency_ms=10.0) for g in (1, 2, 7)])],
+    pools=[pb.GpuPool(product=A100, max_gpus=4, price_per_gpu_hour=4.0)])
+
+
+def _whole(workload_id: str) -> pb.PlaceRequest:
+    return pb.PlaceRequest(workload_id=workload_id, model="llama", tenant="t", cpu_milli=1000,
+                           memory_mib=1024, num_gpu=1, gpu_milli=1000)
+
+
+@contextmanager
+def _server(db: Path) -> Iterator[tuple[subprocess.Popen[str], grpc.Channel, str]]:
+    """``headroom placement serve --db DB`` on a free port: the process, a channel to it and
+    the line saying what it restored; killed at the end if the test did not stop it."""
+    proc = subprocess.Popen([*HEADROOM, "placement", "serve", "--listen", "127.0.0.1:0", "--db",
+                             str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env())
+    try:
+        assert proc.stdout is not None
+        listening = proc.stdout.readline().strip()
+        assert listening.startswith("placement API listening on 127.0.0.1:"), listening
+        restored = proc.stdout.readline().strip()
+        with grpc.insecure_channel(listening.rsplit(" ", 1)[-1]) as channel:
+            yield proc, channel, restored
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "placement API stopped" in out
+
+
+def test_a_restarted_server_keeps_its_bindings_and_plan_revisions(tmp_path: Path) -> None:
+    db = tmp_path / "placement.db"
+    with _server(db) as (proc, channel, restored):
+        assert restored == (f"placement state kept in sqlite:///{db}: 0 binding(s) and plan "
+                            "revision 0 restored")
+        stub = pb_grpc.PlacementStub(channel)
+        stub.SyncInventory(INVENTORY, timeout=10)
+        first = stub.Place(_whole("llama-0"), timeout=10).binding
+        planned = stub.PlanFleet(PLAN, timeout=60)
+        assert planned.revision == 1
+        _stop(proc)
+
+    with _server(db) as (proc, channel, restored):
+        assert restored.endswith(": 1 binding(s) and plan revision 1 restored")
+        stub = pb_grpc.PlacementStub(channel)
+        assert stub.GetPlan(pb.GetPlanRequest(), timeout=10) == planned
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Place(_whole("llama-0"), timeout=10)
+        assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+        stub.SyncInventory(INVENTORY, timeout=10)
+        second = stub.Place(_whole("llama-1"), timeout=10).binding
+        assert second.node == first.node and set(second.gpu_indices).isdisjoint(first.gpu_indices)
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Place(_whole("llama-2"), timeout=10)  # both GPUs are taken, one since before
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        watch = stub.WatchPlan(pb.WatchPlanRequest(after_revision=planned.revision), timeout=60)
+        assert stub.PlanFleet(PLAN, timeout=60).revision == 2
+        assert next(watch).revision == 2
+        watch.cancel()
+        _stop(proc)
+
+
+def test_a_second_server_on_the_store_takes_it_over_and_the_first_refuses_changes(
+        tmp_path: Path) -> None:
+    db = tmp_path / "placement.db"
+    with _server(db) as (old, old_channel, _):
+        old_stub = pb_grpc.PlacementStub(old_channel)
+        old_stub.SyncInventory(INVENTORY, timeout=10)
+        old_stub.Place(_whole("llama-0"), timeout=10)
+        with _server(db) as (new, new_channel, restored):
+            assert restored.endswith(": 1 binding(s) and plan revision 0 restored")
+            with pytest.raises(grpc.RpcError) as err:
+                old_stub.Place(_whole("llama-1"), timeout=10)
+            assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert f"-{new.pid} took it over at " in (err.value.details() or "")
+            new_stub = pb_grpc.PlacementStub(new_channel)
+            new_stub.SyncInventory(INVENTORY, timeout=10)
+            assert new_stub.Place(_whole("llama-1"), timeout=10).binding.node == "gpu-node-0"
+            _stop(new)
+        _stop(old)
+
+
+def test_the_store_s_demand_hints_are_served_beside_placement(tmp_path: Path) -> None:
+    db = tmp_path / "placement.db"
+    Store.open(f"sqlite:///{db}", migrate=True).upsert_models(DEMO_MODELS)
+    with _server(db) as (proc, channel, _):
+        hints = hints_pb2_grpc.DemandHintsStub(channel)
+        added = hints.AddHint(hints_pb2.AddHintRequest(
+            model=DEMO_MODELS[0].name, rate_rps=600.0, end_unix_s=4_102_444_800.0), timeout=10)
+        listed = hints.ListHints(hints_pb2.ListHintsRequest(), timeout=10).hints
+        assert [h.id for h in listed] == [added.id]
+        _stop(proc)
