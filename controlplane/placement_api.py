@@ -1,20 +1,46 @@
 """Starting the gRPC placement API of ``headroom serve`` (both backends), with its Prometheus
 metrics and the reconcile loop's when ``placement.metrics_listen`` is set (``served_metrics``,
-also used by ``headroom demo``)."""
+also used by ``headroom demo``), and the placement engine that follows the store's placement
+journal (``journaled_engine``, ``follow_journal``: ``serve`` and ``placement serve --db``)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import grpc
 from rich.console import Console
 
+from controlplane.fleet_lease import holder_identity
 from controlplane.metrics import ControlPlaneMetrics
+from controlplane.ports import Clock
 from controlplane.settings import ConfigError, Settings
+from controlplane.store import Store
+from controlplane.store.placement_journal import SqlPlacementJournal
+from scheduler.domain.errors import Unavailable
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics, exposed_metrics
 from scheduler.server import DEFAULT_WORKERS, create_server, stop
+
+log = logging.getLogger("headroom.placement")
+#: how often a server applies what the other servers on its store changed (its reads, WatchPlan)
+FOLLOW_EVERY_S = 0.5
+
+
+def journaled_engine(store: Store, clock: Clock) -> PlacementEngine:
+    """A placement engine on the store's placement journal, caught up with it (bindings and
+    the plan the servers on this store made); raises Unavailable when it cannot be read."""
+    return PlacementEngine(journal=SqlPlacementJournal(store.engine, holder_identity(), clock))
+
+
+def follow_journal(engine: PlacementEngine) -> None:
+    """Apply what the other servers on the journal changed; a journal that cannot be read now
+    is a warning (every change still goes through it, and fails, while it is so)."""
+    try:
+        engine.refresh()
+    except Unavailable as error:
+        log.warning("placement.journal_unreadable", extra={"error": str(error)})
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""PlacementEngine: thread-safe, in-memory placement state behind the gRPC API.
+"""PlacementEngine: thread-safe placement state behind the gRPC API, in memory or following a
+journal (``scheduler.journal``) that it shares with other engines and outlives it.
 
 Methods take and return the generated proto messages so the control plane can call the engine
 in-process with the same messages the gRPC API uses. Errors are the typed domain exceptions of
@@ -23,7 +24,7 @@ from scheduler.domain.placer import OnlinePlacer
 from scheduler.domain.scoring import ScoreWeights
 from scheduler.domain.validate import validate_fleet_request, validate_nodes
 from scheduler.highs import HighsSolver
-from scheduler.journal import PlacementJournal
+from scheduler.journal import JournalChanges, PlacementJournal
 
 #: Share of the caller's remaining deadline the fleet solver may use.
 DEADLINE_SHARE = 0.8
@@ -32,9 +33,10 @@ DEADLINE_SHARE = 0.8
 class PlacementEngine:
     """Inventory, bindings and the current fleet plan (with its revision), under one lock.
 
-    With a ``journal`` (``scheduler.journal``) the engine starts from what it recorded and
-    records every change before it answers: the restored bindings wait for the first inventory
-    (and count, and are found and released, meanwhile), the restored plan keeps its revision.
+    With a ``journal`` the engine starts from what it holds and runs every change through it
+    (``scheduler.journal``): bindings on nodes this engine's inventory does not have (yet: all
+    of them before the first inventory after a start) wait, counted, found, released and never
+    bound twice, until an inventory has their node or drops them; plan revisions continue.
     """
 
     def __init__(self, weights: ScoreWeights | None = None,
@@ -48,13 +50,44 @@ class PlacementEngine:
         self._solver: MilpSolver = solver or HighsSolver()
         self._plan_time_limit_s = plan_time_limit_s
         self._journal = journal
-        # restored bindings not yet re-adopted: they wait for the first inventory
-        self._restored: dict[str, Binding] = {}
+        self._waiting: dict[str, Binding] = {}  # journal bindings on nodes not in the inventory
+        self._seen_version = 0  # the journal version this engine has applied
         if journal is not None:
-            contents = journal.take_over()
-            self._restored = {b.workload_id: b for b in contents.bindings}
-            if contents.plan is not None:
-                self._plan = contents.plan
+            with self._lock:
+                self._apply(journal.read(0))
+
+    # ---------------------------------------------------------------- the journal
+    def _apply(self, changes: JournalChanges) -> None:
+        """Bring the engine to ``changes.version`` (caller holds the lock, or is __init__)."""
+        placer = self._placer
+        if changes.full:
+            placer = OnlinePlacer(placer.cluster.nodes, placer.weights, placer.demand)
+            self._waiting = {}
+        for workload_id in changes.released:
+            placer.release(workload_id)
+            self._waiting.pop(workload_id, None)
+        for binding in changes.bound:
+            if placer.cluster.bindings.get(binding.workload_id) == binding:
+                continue
+            placer.release(binding.workload_id)  # bound again since, elsewhere
+            self._waiting.pop(binding.workload_id, None)
+            if not placer.adopt(binding):
+                self._waiting[binding.workload_id] = binding
+        self._placer = placer
+        if changes.plan is not None and changes.plan.revision != self._plan.revision:
+            self._plan = changes.plan
+            self._plan_changed.notify_all()
+        self._seen_version = changes.version
+
+    def refresh(self) -> None:
+        """Apply what other engines on the journal changed (reads and WatchPlan see it);
+        raises Unavailable when the journal cannot be read. Nothing without a journal."""
+        if self._journal is None:
+            return
+        changes = self._journal.read(self._seen_version)
+        with self._lock:
+            if changes.version > self._seen_version:  # not when a change of its own passed it
+                self._apply(changes)
 
     # ---------------------------------------------------------------- online placement
     def sync_inventory(self, request: pb.SyncInventoryRequest) -> pb.SyncInventoryResponse:
@@ -63,49 +96,70 @@ class PlacementEngine:
         nodes = convert.nodes_from_pb(request)
         validate_nodes(nodes)
         with self._lock:
-            fresh = self._placer.resynced(nodes, tuple(self._restored.values()))
-            if self._journal is not None:
-                kept = fresh.cluster.bindings
-                dropped = [w for w in (*self._placer.cluster.bindings, *self._restored)
-                           if w not in kept]
-                if dropped:
-                    self._journal.released(dropped)
-            self._placer, self._restored = fresh, {}
-            return pb.SyncInventoryResponse(nodes=len(nodes), gpus=fresh.cluster.gpu_count)
+            if self._journal is None:
+                self._placer = self._placer.resynced(nodes)
+            else:
+                with self._journal.change(self._seen_version) as change:
+                    self._apply(change.changes)
+                    fresh = self._placer.resynced(nodes, tuple(self._waiting.values()))
+                    dropped = [w for w in (*self._placer.cluster.bindings, *self._waiting)
+                               if w not in fresh.cluster.bindings]
+                    if dropped:
+                        change.released(dropped)
+                self._placer, self._waiting = fresh, {}
+                self._committed(change.committed_version)
+            return pb.SyncInventoryResponse(nodes=len(nodes),
+                                            gpus=self._placer.cluster.gpu_count)
 
     def place(self, request: pb.PlaceRequest) -> pb.PlaceResponse:
         """Bind one workload; raises InvalidArgument, AlreadyExists or Infeasible."""
         spec = convert.workload_from_pb(request)
         with self._lock:
-            if spec.workload_id in self._restored:
-                raise AlreadyExists(spec.workload_id)
-            binding = self._placer.place(spec)
-            if self._journal is not None:
+            if self._journal is None:
+                binding = self._placer.place(spec)
+            else:
+                placed = False
                 try:
-                    self._journal.bound(binding)
+                    with self._journal.change(self._seen_version) as change:
+                        self._apply(change.changes)
+                        if spec.workload_id in self._waiting:
+                            raise AlreadyExists(spec.workload_id)
+                        binding = self._placer.place(spec)
+                        placed = True
+                        change.bound(binding)
                 except BaseException:
-                    self._placer.release(spec.workload_id)
+                    if placed:
+                        self._placer.release(spec.workload_id)
                     raise
+                self._committed(change.committed_version)
         return pb.PlaceResponse(binding=convert.binding_to_pb(binding))
 
     def release(self, request: pb.ReleaseRequest) -> pb.ReleaseResponse:
         """Free a workload's resources; unknown ids are fine (idempotent)."""
-        if not request.workload_id:
-            raise InvalidArgument("workload_id", "must not be empty")
         workload_id = request.workload_id
+        if not workload_id:
+            raise InvalidArgument("workload_id", "must not be empty")
         with self._lock:
-            known = workload_id in self._placer.cluster.bindings or workload_id in self._restored
-            if known and self._journal is not None:
-                self._journal.released([workload_id])
+            if self._journal is not None:
+                with self._journal.change(self._seen_version) as change:
+                    self._apply(change.changes)
+                    if (workload_id in self._placer.cluster.bindings
+                            or workload_id in self._waiting):
+                        change.released([workload_id])
+                self._committed(change.committed_version)
             self._placer.release(workload_id)
-            self._restored.pop(workload_id, None)
+            self._waiting.pop(workload_id, None)
         return pb.ReleaseResponse()
+
+    def _committed(self, version: int | None) -> None:
+        if version is not None:
+            self._seen_version = version
 
     def binding(self, workload_id: str) -> pb.Binding | None:
         """The current binding of a workload, or None."""
         with self._lock:
             found = (self._placer.cluster.bindings.get(workload_id)
-                     or self._restored.get(workload_id))
+                     or self._waiting.get(workload_id))
         return convert.binding_to_pb(found) if found is not None else None
 
     # ---------------------------------------------------------------- fleet plan
@@ -137,9 +191,14 @@ class PlacementEngine:
         with self._plan_changed:
             if still_wanted is not None and not still_wanted():
                 raise CallerGone("the fleet plan was computed but not stored")
-            plan = replace(outcome.plan, revision=self._plan.revision + 1)
-            if self._journal is not None:
-                self._journal.planned(plan)
+            if self._journal is None:
+                plan = replace(outcome.plan, revision=self._plan.revision + 1)
+            else:
+                with self._journal.change(self._seen_version) as change:
+                    self._apply(change.changes)  # another engine's plan counts as the previous
+                    plan = replace(outcome.plan, revision=self._plan.revision + 1)
+                    change.planned(plan)
+                self._committed(change.committed_version)
             self._plan = plan
             self._plan_changed.notify_all()
         return convert.fleet_plan_to_pb(plan)
@@ -165,5 +224,5 @@ class PlacementEngine:
         """(workloads bound, GPUs in the inventory, fleet plan revision), read together."""
         with self._lock:
             cluster = self._placer.cluster
-            return (len(cluster.bindings) + len(self._restored), cluster.gpu_count,
+            return (len(cluster.bindings) + len(self._waiting), cluster.gpu_count,
                     self._plan.revision)

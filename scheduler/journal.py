@@ -1,19 +1,25 @@
-"""PlacementJournal: the port through which a placement engine keeps its state durable.
+"""PlacementJournal: the port through which placement engines share and keep their state.
 
-Without a journal the engine's bindings and fleet plan live in memory only: a restarted server
-forgets where every workload runs (and would place new ones on the same GPUs) and starts its plan
-revisions again at 1. With one (``headroom placement serve --db``, the store's
-``SqlPlacementJournal``) every change is written before the caller hears of it, and a new engine
-takes up where the last one stopped: its bindings wait for the first inventory and are re-adopted
-where their node and GPUs still exist; its plan keeps its revision, so WatchPlan clients resume.
+Without a journal an engine's bindings and fleet plan live in its memory: a restarted server
+forgets where every workload runs (and would place new ones on the same GPUs) and starts its
+plan revisions again at 1, and two servers each answer from their own bindings. With one
+(``headroom placement serve --db``, ``headroom serve``: the store's ``SqlPlacementJournal``) the
+journal is the record every engine on it follows:
 
-A journal write that fails raises ``scheduler.domain.errors.Unavailable``; the engine then leaves
-its state as it was (nothing is half-applied) and the caller gets UNAVAILABLE.
+- each change (Place, Release, the bindings a new inventory drops, PlanFleet) runs inside
+  ``change``: the journal is locked, the engine first applies what other engines changed since
+  the version it has seen, then decides, records and commits, so engines on one journal never
+  bind the same GPU twice and number their plans in one sequence;
+- ``read`` brings an engine up to date without locking (reads, WatchPlan, a restart).
+
+A journal that cannot lock, read or commit raises ``scheduler.domain.errors.Unavailable``; the
+engine then leaves its state as it was (nothing is half-applied) and the caller gets UNAVAILABLE.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -22,27 +28,37 @@ from scheduler.domain.model import Binding
 
 
 @dataclass(frozen=True, slots=True)
-class JournalContents:
-    """What the last engine left: its bindings and its current plan (None: never planned)."""
+class JournalChanges:
+    """What changed after a version. ``full``: a snapshot instead (the engine had seen nothing,
+    or the journal no longer holds every release since): ``bound`` is then every binding and
+    whatever the engine knows beyond it is gone."""
 
-    bindings: tuple[Binding, ...]
-    plan: FleetPlan | None
+    version: int  # the journal's version these changes bring the engine to
+    bound: tuple[Binding, ...]  # bindings made (or made again) since, still bound
+    released: tuple[str, ...]  # workload ids released since
+    plan: FleetPlan | None  # the current plan when it changed since (None: unchanged)
+    full: bool = False
+
+
+class JournalChange(Protocol):
+    """One locked change: ``changes`` since the engine's version; what it records commits when
+    the ``with`` block ends without an exception (``committed_version`` is then set)."""
+
+    changes: JournalChanges
+    committed_version: int | None
+
+    def bound(self, binding: Binding) -> None: ...
+
+    def released(self, workload_ids: Sequence[str]) -> None: ...
+
+    def planned(self, plan: FleetPlan) -> None: ...
 
 
 class PlacementJournal(Protocol):
-    def take_over(self) -> JournalContents:
-        """Make this engine the journal's only writer (an engine that wrote before stops being
-        able to) and return what is recorded."""
+    def read(self, since_version: int) -> JournalChanges:
+        """What changed after ``since_version`` (0: a full snapshot), without locking."""
         ...
 
-    def bound(self, binding: Binding) -> None:
-        """Record a new binding."""
-        ...
-
-    def released(self, workload_ids: Sequence[str]) -> None:
-        """Forget these bindings (released, or dropped by a new inventory)."""
-        ...
-
-    def planned(self, plan: FleetPlan) -> None:
-        """Record the new current plan (it replaces the previous one)."""
+    def change(self, since_version: int) -> AbstractContextManager[JournalChange]:
+        """Lock the journal for one change (other engines' changes wait until it ends)."""
         ...

@@ -1,19 +1,24 @@
-"""The placement engine's journal in the SQL store (Alembic revision 0008): what
-``headroom placement serve --db`` keeps across restarts (``scheduler.journal``).
+"""The placement journal in the SQL store (Alembic revision 0008): the bindings and fleet plan
+that every placement engine on the store follows (``scheduler.journal``), so the placement
+servers of one store (``headroom placement serve --db``, the replicas of ``headroom serve``)
+answer as one and a restarted one knows where every workload runs.
 
-Two tables: ``placement_bindings`` (one row per bound workload) and ``placement_journal`` (one
-row: the current writer's epoch and holder, and the current fleet plan as its proto bytes with
-its revision). A server takes the journal over by raising the epoch; every later write first
-updates that row where the epoch is still its own, in the change's transaction, so a server
-whose journal another one took over writes nothing more (UNAVAILABLE, naming the new holder)
-instead of interleaving with it. A database error is UNAVAILABLE too; the engine then leaves its
-state as it was.
+``placement_journal`` holds one row: the journal's version (raised once by every change), the
+current plan (its proto bytes, revision and the version that wrote it) and which process changed
+it last. ``placement_bindings`` holds a row per workload bound, with the version that bound it
+and, once released, the version that released it (a tombstone, so other engines learn of the
+release). A change first locks the journal row (``UPDATE ... RETURNING``: PostgreSQL's row lock,
+SQLite's write lock), reads what changed since the engine's version and commits with the
+engine's writes in the same transaction. Every ``prune_every`` versions, tombstones older than
+``keep_releases`` versions are deleted; an engine further behind than that reads a full snapshot.
+Database errors are ``Unavailable`` (UNAVAILABLE to the caller).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -25,41 +30,42 @@ from sqlalchemy import (
     Engine,
     LargeBinary,
     Text,
-    delete,
-    insert,
     select,
     update,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, SQLModel
 
 from controlplane.ports import Clock
 from controlplane.store.engine import error_line
-from controlplane.store.repository import as_utc
 from protos.headroom.v1 import placement_pb2 as pb
 from scheduler import convert
 from scheduler.domain.errors import Unavailable
 from scheduler.domain.fleet_types import FleetPlan
 from scheduler.domain.model import Binding, SharingMode
-from scheduler.journal import JournalContents
+from scheduler.journal import JournalChanges
 
-_ROW = 1  # the journal's one row
+JOURNAL_ROW = 1  # the journal's one row (written by the migration)
 
 
 class PlacementJournalRecord(SQLModel, table=True):
     __tablename__ = "placement_journal"
     id: int = Field(primary_key=True)
-    epoch: int = Field(sa_column=Column(BigInteger, nullable=False))
-    holder: str = Field(max_length=200)
-    taken_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
-    plan_revision: int = Field(default=0, sa_column=Column(BigInteger, nullable=False))
+    version: int = Field(sa_column=Column(BigInteger, nullable=False))
+    pruned_version: int = Field(sa_column=Column(BigInteger, nullable=False))
+    plan_version: int = Field(sa_column=Column(BigInteger, nullable=False))
+    plan_revision: int = Field(sa_column=Column(BigInteger, nullable=False))
     plan: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+    changed_by: str = Field(max_length=200)
+    changed_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True),
+                                                                       nullable=True))
 
 
 class PlacementBindingRecord(SQLModel, table=True):
     __tablename__ = "placement_bindings"
     workload_id: str = Field(sa_column=Column(Text, primary_key=True))
-    node: str = Field(sa_column=Column(Text, nullable=False, index=True))
+    node: str = Field(sa_column=Column(Text, nullable=False))
     gpu_indices: str = Field(max_length=2000)  # JSON list of GPU indices on the node
     mode: str = Field(max_length=16)  # SharingMode value; "" for a CPU-only workload
     mig_profile: str = Field(max_length=32)
@@ -69,21 +75,27 @@ class PlacementBindingRecord(SQLModel, table=True):
     cpu_milli: int = Field(sa_column=Column(BigInteger, nullable=False))
     memory_mib: int = Field(sa_column=Column(BigInteger, nullable=False))
     reason: str = Field(sa_column=Column(Text, nullable=False))
+    version: int = Field(sa_column=Column(BigInteger, nullable=False, index=True))
+    released_version: int | None = Field(default=None, sa_column=Column(
+        BigInteger, nullable=True, index=True))
     bound_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
 
 
-def _table(record: type[SQLModel]) -> Any:
-    return SQLModel.metadata.tables[str(record.__tablename__)]
+def _journal() -> Any:
+    return SQLModel.metadata.tables[str(PlacementJournalRecord.__tablename__)]
 
 
-def binding_row(binding: Binding, bound_at: datetime) -> dict[str, Any]:
-    return {"workload_id": binding.workload_id, "node": binding.node,
-            "gpu_indices": json.dumps(list(binding.gpu_indices)),
+def _bindings() -> Any:
+    return SQLModel.metadata.tables[str(PlacementBindingRecord.__tablename__)]
+
+
+def binding_values(binding: Binding) -> dict[str, Any]:
+    return {"node": binding.node, "gpu_indices": json.dumps(list(binding.gpu_indices)),
             "mode": binding.mode.value if binding.mode is not None else "",
             "mig_profile": binding.mig_profile, "mig_start": binding.mig_start,
             "gpu_milli": binding.gpu_milli, "gpu_memory_mib": binding.gpu_memory_mib,
             "cpu_milli": binding.cpu_milli, "memory_mib": binding.memory_mib,
-            "reason": binding.reason, "bound_at": bound_at}
+            "reason": binding.reason}
 
 
 def binding_from(row: Any) -> Binding:
@@ -92,82 +104,119 @@ def binding_from(row: Any) -> Binding:
                    row.reason, row.gpu_memory_mib, row.mig_start, row.cpu_milli, row.memory_mib)
 
 
-class SqlPlacementJournal:
-    """PlacementJournal over the store's engine; ``holder`` names this server in the row."""
+def changes_since(connection: Connection, since_version: int, head: Any) -> JournalChanges:
+    """What changed after ``since_version``, given the journal row ``head`` read first."""
+    bindings = _bindings()
+    full = since_version <= 0 or since_version < head.pruned_version
+    if not full and head.version <= since_version:  # nothing since: no query
+        return JournalChanges(int(head.version), (), (), None)
+    live = select(bindings).where(bindings.c.released_version.is_(None))
+    if not full:
+        live = live.where(bindings.c.version > since_version)
+    bound = tuple(binding_from(r) for r in connection.execute(
+        live.order_by(bindings.c.version, bindings.c.workload_id)))
+    released: tuple[str, ...] = ()
+    if not full:
+        released = tuple(connection.execute(
+            select(bindings.c.workload_id).where(bindings.c.released_version > since_version)
+            .order_by(bindings.c.released_version)).scalars())
+    plan = None
+    if head.plan and (full or head.plan_version > since_version):
+        plan = convert.fleet_plan_from_pb(pb.FleetPlan.FromString(head.plan))
+    return JournalChanges(int(head.version), bound, released, plan, full)
 
-    def __init__(self, engine: Engine, holder: str, clock: Clock) -> None:
+
+class SqlJournalChange:
+    """One locked change (``SqlPlacementJournal.change``): writes at ``version``."""
+
+    def __init__(self, connection: Connection, changes: JournalChanges, now: datetime) -> None:
+        self.connection = connection
+        self.changes = changes
+        self.version = changes.version + 1
+        self.now = now
+        self.wrote = False
+        self.committed_version: int | None = None
+
+    def bound(self, binding: Binding) -> None:
+        values = {**binding_values(binding), "version": self.version, "released_version": None,
+                  "bound_at": self.now}
+        dialect = postgresql if self.connection.dialect.name == "postgresql" else sqlite
+        statement = dialect.insert(_bindings()).values(workload_id=binding.workload_id, **values)
+        self.connection.execute(statement.on_conflict_do_update(index_elements=["workload_id"],
+                                                                set_=values))
+        self.wrote = True
+
+    def released(self, workload_ids: Sequence[str]) -> None:
+        bindings = _bindings()
+        self.connection.execute(
+            update(bindings).where(bindings.c.workload_id.in_(list(workload_ids)),
+                                   bindings.c.released_version.is_(None))
+            .values(released_version=self.version))
+        self.wrote = True
+
+    def planned(self, plan: FleetPlan) -> None:
+        self.connection.execute(update(_journal()).where(_journal().c.id == JOURNAL_ROW).values(
+            plan=convert.fleet_plan_to_pb(plan).SerializeToString(),
+            plan_revision=plan.revision, plan_version=self.version))
+        self.wrote = True
+
+
+class SqlPlacementJournal:
+    """PlacementJournal over the store's engine; ``holder`` names this process in the row."""
+
+    def __init__(self, engine: Engine, holder: str, clock: Clock, keep_releases: int = 10_000,
+                 prune_every: int = 1_000) -> None:
         self.engine = engine
         self.holder = holder
         self.clock = clock
-        self.epoch: int | None = None  # set by take_over
+        self.keep_releases = keep_releases
+        self.prune_every = prune_every
 
-    def take_over(self) -> JournalContents:
-        journal, bindings = _table(PlacementJournalRecord), _table(PlacementBindingRecord)
-        now = self.clock.now()
+    def read(self, since_version: int) -> JournalChanges:
         try:
-            with self.engine.begin() as connection:
-                raised = connection.execute(
-                    update(journal).where(journal.c.id == _ROW)
-                    .values(epoch=journal.c.epoch + 1, holder=self.holder, taken_at=now)
-                    .returning(journal.c.epoch, journal.c.plan)).first()
-                if raised is None:
-                    connection.execute(insert(journal).values(
-                        id=_ROW, epoch=1, holder=self.holder, taken_at=now, plan_revision=0,
-                        plan=None))
-                    epoch, plan_bytes = 1, None
-                else:
-                    epoch, plan_bytes = int(raised.epoch), raised.plan
-                rows = connection.execute(
-                    select(bindings).order_by(bindings.c.bound_at, bindings.c.workload_id)).all()
+            with self.engine.connect() as connection:
+                head = connection.execute(select(_journal()).where(
+                    _journal().c.id == JOURNAL_ROW)).first()
+                if head is None:
+                    raise Unavailable("placement journal: its row is missing; run `headroom db "
+                                      "upgrade`")
+                return changes_since(connection, since_version, head)
         except SQLAlchemyError as error:
-            raise Unavailable(f"placement journal: cannot take it over: {error_line(error)}"
-                              ) from None
-        self.epoch = epoch
-        plan = (convert.fleet_plan_from_pb(pb.FleetPlan.FromString(plan_bytes))
-                if plan_bytes else None)
-        return JournalContents(tuple(binding_from(r) for r in rows), plan)
-
-    def bound(self, binding: Binding) -> None:
-        self._write("record the binding of " + repr(binding.workload_id), lambda c: c.execute(
-            insert(_table(PlacementBindingRecord)).values(
-                binding_row(binding, self.clock.now()))))
-
-    def released(self, workload_ids: Sequence[str]) -> None:
-        bindings = _table(PlacementBindingRecord)
-        ids = list(workload_ids)
-        self._write(f"forget {len(ids)} binding(s)", lambda c: c.execute(
-            delete(bindings).where(bindings.c.workload_id.in_(ids))))
-
-    def planned(self, plan: FleetPlan) -> None:
-        journal = _table(PlacementJournalRecord)
-        blob = convert.fleet_plan_to_pb(plan).SerializeToString()
-        self._write(f"record plan revision {plan.revision}", lambda c: c.execute(
-            update(journal).where(journal.c.id == _ROW)
-            .values(plan_revision=plan.revision, plan=blob)))
-
-    def _write(self, what: str, change: Any) -> None:
-        """``change(connection)`` in one transaction that first confirms (and locks) this
-        server's epoch; Unavailable when the epoch is another server's or the write fails."""
-        if self.epoch is None:
-            raise Unavailable(f"placement journal: cannot {what}: not taken over yet")
-        journal = _table(PlacementJournalRecord)
-        try:
-            with self.engine.begin() as connection:
-                mine = connection.execute(
-                    update(journal).where(journal.c.id == _ROW, journal.c.epoch == self.epoch)
-                    .values(epoch=self.epoch).returning(journal.c.epoch)).first()
-                if mine is None:
-                    raise Unavailable(self._taken(connection, what))
-                change(connection)
-        except SQLAlchemyError as error:
-            raise Unavailable(f"placement journal: cannot {what}: {error_line(error)}"
+            raise Unavailable(f"placement journal: cannot read it: {error_line(error)}"
                               ) from None
 
-    def _taken(self, connection: Connection, what: str) -> str:
-        journal = _table(PlacementJournalRecord)
-        row = connection.execute(select(journal.c.holder, journal.c.taken_at)
-                                 .where(journal.c.id == _ROW)).first()
-        by = (f"{row.holder} took it over at {as_utc(row.taken_at):%Y-%m-%dT%H:%M:%SZ}"
-              if row is not None else "its row is gone")
-        return (f"placement journal: cannot {what}: {by}; this server no longer changes the "
-                "store's placement state (stop it, or restart it to take the state back)")
+    @contextmanager
+    def change(self, since_version: int) -> Iterator[SqlJournalChange]:
+        journal = _journal()
+        try:
+            with self.engine.begin() as connection:
+                head = connection.execute(  # locks the row until the commit
+                    update(journal).where(journal.c.id == JOURNAL_ROW)
+                    .values(version=journal.c.version).returning(*journal.c)).first()
+                if head is None:
+                    raise Unavailable("placement journal: its row is missing; run `headroom db "
+                                      "upgrade`")
+                change = SqlJournalChange(connection, changes_since(connection, since_version,
+                                                                    head), self.clock.now())
+                yield change
+                if change.wrote:
+                    connection.execute(update(journal).where(journal.c.id == JOURNAL_ROW).values(
+                        version=change.version, changed_by=self.holder, changed_at=change.now))
+                    if change.version % self.prune_every == 0:
+                        self._prune(connection, change.version - self.keep_releases)
+        except SQLAlchemyError as error:
+            raise Unavailable(f"placement journal: cannot record the change: "
+                              f"{error_line(error)}") from None
+        change.committed_version = change.version if change.wrote else change.changes.version
+
+    @staticmethod
+    def _prune(connection: Connection, below_version: int) -> None:
+        """Delete the tombstones of releases at or below ``below_version``."""
+        if below_version <= 0:
+            return
+        bindings = _bindings()
+        connection.execute(bindings.delete().where(
+            bindings.c.released_version.is_not(None),
+            bindings.c.released_version <= below_version))
+        connection.execute(update(_journal()).where(_journal().c.id == JOURNAL_ROW)
+                           .values(pruned_version=below_version))

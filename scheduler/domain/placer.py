@@ -41,6 +41,14 @@ class OnlinePlacer:
                 fresh._refresh_node(fresh.cluster.position[binding.node])
         return fresh
 
+    def adopt(self, binding: Binding) -> bool:
+        """Take on a binding made elsewhere (another engine on the same journal); False when
+        its node or GPUs are not in this inventory or have no room for it."""
+        if not self.cluster.readopt(binding):
+            return False
+        self._refresh_node(self.cluster.position[binding.node])
+        return True
+
     def place(self, spec: WorkloadSpec) -> Binding:
         """Bind ``spec``; raises AlreadyExists or Infeasible (state unchanged then)."""
         if spec.workload_id in self.cluster.bindings:

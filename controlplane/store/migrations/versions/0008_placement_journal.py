@@ -1,4 +1,4 @@
-"""Placement journal: the placement engine's bindings and current plan, kept across restarts
+"""Placement journal: the bindings and fleet plan every placement server on the store follows
 
 Revision ID: 0008
 Revises: 0007
@@ -17,16 +17,21 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.create_table(
+    journal = op.create_table(
         'placement_journal',
         sa.Column('id', sa.Integer(), nullable=False),
-        sa.Column('epoch', sa.BigInteger(), nullable=False),
-        sa.Column('holder', sa.String(length=200), nullable=False),
-        sa.Column('taken_at', sa.DateTime(timezone=True), nullable=False),
+        sa.Column('version', sa.BigInteger(), nullable=False),
+        sa.Column('pruned_version', sa.BigInteger(), nullable=False),
+        sa.Column('plan_version', sa.BigInteger(), nullable=False),
         sa.Column('plan_revision', sa.BigInteger(), nullable=False),
         sa.Column('plan', sa.LargeBinary(), nullable=True),
+        sa.Column('changed_by', sa.String(length=200), nullable=False),
+        sa.Column('changed_at', sa.DateTime(timezone=True), nullable=True),
         sa.PrimaryKeyConstraint('id'),
     )
+    op.bulk_insert(journal, [{'id': 1, 'version': 0, 'pruned_version': 0, 'plan_version': 0,
+                              'plan_revision': 0, 'plan': None, 'changed_by': '',
+                              'changed_at': None}])
     op.create_table(
         'placement_bindings',
         sa.Column('workload_id', sa.Text(), nullable=False),
@@ -40,13 +45,18 @@ def upgrade() -> None:
         sa.Column('cpu_milli', sa.BigInteger(), nullable=False),
         sa.Column('memory_mib', sa.BigInteger(), nullable=False),
         sa.Column('reason', sa.Text(), nullable=False),
+        sa.Column('version', sa.BigInteger(), nullable=False),
+        sa.Column('released_version', sa.BigInteger(), nullable=True),
         sa.Column('bound_at', sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint('workload_id'),
     )
-    op.create_index('ix_placement_bindings_node', 'placement_bindings', ['node'])
+    op.create_index('ix_placement_bindings_version', 'placement_bindings', ['version'])
+    op.create_index('ix_placement_bindings_released_version', 'placement_bindings',
+                    ['released_version'])
 
 
 def downgrade() -> None:
-    op.drop_index('ix_placement_bindings_node', table_name='placement_bindings')
+    op.drop_index('ix_placement_bindings_released_version', table_name='placement_bindings')
+    op.drop_index('ix_placement_bindings_version', table_name='placement_bindings')
     op.drop_table('placement_bindings')
     op.drop_table('placement_journal')
