@@ -12,15 +12,22 @@ import threading
 
 from rich.console import Console
 
+from controlplane.adapters.clock import WallClock
 from controlplane.adapters.keda import keda_registrar
 from controlplane.fleet_lease import FleetLease, FleetLeaseHeld, hold_fleet_lease
 from controlplane.jobs import build_scheduler, run_until_stopped
-from controlplane.placement_api import start_placement_api
+from controlplane.placement_api import (
+    FOLLOW_EVERY_S,
+    follow_journal,
+    journaled_engine,
+    start_placement_api,
+)
 from controlplane.ports import Clock
 from controlplane.runtime import SimRuntime, hints_api, keda_servicer
 from controlplane.settings import Settings
 from controlplane.store import Store
 from controlplane.store.lease import SqlLeaseStore
+from scheduler.domain.errors import Unavailable
 from scheduler.engine import PlacementEngine
 
 
@@ -49,7 +56,11 @@ def run_serve(settings: Settings, console: Console,
     """Serve until SIGTERM (``stop_event``, installed by the caller before anything starts)
     or Ctrl-C."""
     store = Store.open(settings.db.url, settings.db.connect_timeout_s, migrate=True)
-    engine = PlacementEngine()
+    try:  # the placement state every replica on the store shares, and a restart restores
+        engine = journaled_engine(store, WallClock())
+    except Unavailable as error:
+        store.engine.dispose()
+        raise ServeError(str(error)) from None
     if settings.backend == "kubernetes":
         from controlplane.adapters.k8s.backend import KubeconfigError
         from controlplane.serve_k8s import NoModelsError, run_serve_k8s
@@ -59,8 +70,6 @@ def run_serve(settings: Settings, console: Console,
         except (NoModelsError, KubeconfigError) as error:
             raise ServeError(str(error)) from None
         return
-    from controlplane.adapters.clock import WallClock
-
     clock = WallClock()
     lease = _hold_fleet_lease(settings, store, clock)
     try:
@@ -84,6 +93,7 @@ def _run_sim(settings: Settings, store: Store, engine: PlacementEngine, console:
         "forecast": (lease.gated(runtime.refresh_forecasts), settings.forecast.interval_s),
         "reconcile": (lease.gated(runtime.tick), settings.reconcile.interval_s),
         "store.prune": (lease.gated(runtime.prune), settings.db.prune_interval_s),
+        "placement.follow": (lambda: follow_journal(engine), FOLLOW_EVERY_S),
     })
     runtime.start()
 

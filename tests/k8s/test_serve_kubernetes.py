@@ -14,10 +14,11 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import grpc
 import pytest
 import yaml
 from apiserver import ApiServer
-from k8s_builders import model_deployment
+from k8s_builders import gpu_node, model_deployment
 from kubernetes import client
 from serve_apiserver import kubeconfig
 
@@ -27,6 +28,8 @@ from controlplane.domain.lease import LeaseRecord
 from controlplane.settings import Settings, pool_specs
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
+from protos.headroom.v1 import placement_pb2 as pb
+from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 from tests.forecasting.promserver import Family, prometheus
 
 HEADROOM = [sys.executable, "-c", "from controlplane.cli import main; main()"]
@@ -58,18 +61,20 @@ def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def _config(tmp_path: Path, apiserver: ApiServer, db_url: str, prom_url: str | None,
-            metrics_port: int = 0) -> Path:
+            metrics_port: int = 0, identity: str = "serve-test", grpc_port: int = 0,
+            dry_run: bool = False) -> Path:
     kube = tmp_path / "kubeconfig"
     kube.write_text(yaml.safe_dump(kubeconfig(apiserver.url)))
-    config = tmp_path / "headroom.yaml"
+    config = tmp_path / f"{identity}.yaml"
     config.write_text(yaml.safe_dump({
         "backend": "kubernetes",
         "db": {"url": db_url},
-        "placement": {"listen": f"127.0.0.1:{_free_port()}",
+        "placement": {"listen": f"127.0.0.1:{grpc_port or _free_port()}",
                       "metrics_listen": f"127.0.0.1:{metrics_port}"},
         "reconcile": {"interval_s": 1, "max_staleness_s": 30},
         "forecast": {"history_s": 86400, "method": "level"},
-        "k8s": {"kubeconfig": str(kube), "identity": "serve-test"},
+        "k8s": {"kubeconfig": str(kube), "identity": identity},
+        **({"safety": {"dry_run": True}} if dry_run else {}),
         **({"prometheus": {"url": prom_url}} if prom_url is not None else {}),
     }))
     return config
@@ -111,6 +116,57 @@ def test_serve_takes_the_lease_records_plans_and_releases_on_sigterm(
     assert proc.returncode == 0, stderr
     released = leases.read_namespaced_lease("headroom-leader", "headroom")
     assert released.spec is not None and released.spec.holder_identity in (None, "")
+
+
+def _placed(stub: pb_grpc.PlacementStub, workload_id: str) -> pb.Binding:
+    """Place one whole GPU, retried while the replica has no inventory yet (its first tick)."""
+    request = pb.PlaceRequest(workload_id=workload_id, model="llama", tenant="t", cpu_milli=100,
+                              memory_mib=256, num_gpu=1, gpu_milli=1000)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return stub.Place(request, timeout=10).binding
+        except grpc.RpcError as error:
+            if error.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or (
+                    time.monotonic() > deadline):
+                raise
+            time.sleep(0.5)
+
+
+def test_two_replicas_on_one_store_never_bind_a_gpu_twice(
+        tmp_path: Path, apiserver: ApiServer, prom_url: str) -> None:
+    db_url = f"sqlite:///{tmp_path / 'replicas.db'}"
+    Store.open(db_url, migrate=True).upsert_models(DEMO_MODELS)
+    apiserver.seed(gpu_node("a100-1", gpus=2))
+    ports = {name: _free_port() for name in ("replica-a", "replica-b")}
+    # dry run: the leader's plan must not re-lay out (cordon) the node the test places on
+    procs = [subprocess.Popen([*HEADROOM, "serve", "--config", str(_config(
+        tmp_path, apiserver, db_url, prom_url, identity=name, grpc_port=port, dry_run=True))],
+        env=_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, port in ports.items()]
+    channels = [grpc.insecure_channel(f"127.0.0.1:{port}") for port in ports.values()]
+    try:
+        a, b = (pb_grpc.PlacementStub(c) for c in channels)
+        for channel in channels:
+            grpc.channel_ready_future(channel).result(timeout=60)
+        first = _placed(a, "w0")
+        second = _placed(b, "w1")  # the other replica: it sees w0's GPU taken
+        assert (first.node, second.node) == ("a100-1", "a100-1")
+        assert set(first.gpu_indices).isdisjoint(second.gpu_indices)
+        with pytest.raises(grpc.RpcError) as err:
+            a.Place(pb.PlaceRequest(workload_id="w2", model="llama", tenant="t", num_gpu=1,
+                                    gpu_milli=1000), timeout=10)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        b.Release(pb.ReleaseRequest(workload_id="w0"), timeout=10)
+        assert _placed(a, "w2").gpu_indices == first.gpu_indices
+    finally:
+        for channel in channels:
+            channel.close()
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        errors = [proc.communicate(timeout=60)[1] for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], errors
 
 
 def test_serve_refuses_an_empty_model_list_with_one_line(tmp_path: Path, apiserver: ApiServer,
