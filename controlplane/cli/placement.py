@@ -1,5 +1,6 @@
-"""`headroom placement ...`: the placement gRPC server alone: in-memory state, or kept in a store
-(``--db`` / ``--config``) across restarts, with the store's DemandHints service beside it."""
+"""`headroom placement ...`: the placement gRPC server alone: in-memory state, or on a store's
+placement journal (``--db`` / ``--config``: shared with every server on the store, kept across
+restarts), with the store's DemandHints service beside it."""
 
 from __future__ import annotations
 
@@ -18,12 +19,11 @@ from controlplane.adapters.clock import WallClock
 from controlplane.cli.demo_store import settings_with_db
 from controlplane.cli.store_origin import db_url_named, store_error_line
 from controlplane.cli.streams import usage_error
-from controlplane.fleet_lease import holder_identity
+from controlplane.placement_api import follow_journal, journaled_engine
 from controlplane.runtime import hints_api
 from controlplane.settings import ConfigError
 from controlplane.store import MigrationError, Store, StoreUnavailable
 from controlplane.store.engine import redact
-from controlplane.store.placement_journal import SqlPlacementJournal
 from scheduler.affinity import parse_cpu_list, pin_process
 from scheduler.domain.errors import Unavailable
 from scheduler.engine import PlacementEngine
@@ -58,13 +58,14 @@ def serve(
         help="Serve Prometheus metrics on http://HOST:PORT/metrics (port 0: a free port)."),
     config: Annotated[Path | None, typer.Option(
         "--config", "-c", dir_okay=False,
-        help="YAML settings: keep the placement state in its store (db.url) across "
-             "restarts.")] = None,
+        help="YAML settings: keep the placement state in its store (db.url), as with "
+             "--db.")] = None,
     db: Annotated[Path | None, typer.Option(
         "--db", metavar="<path>", dir_okay=False,
         help="Keep the placement state (bindings, the current plan and its revision) in this "
-             "SQLite store file across restarts; beats HEADROOM_DB__URL and db.url of "
-             "--config. Without --db or --config the state is in memory only.")] = None,
+             "SQLite store file, shared with every server on it and kept across restarts; "
+             "beats HEADROOM_DB__URL and db.url of --config. Without --db or --config the "
+             "state is in memory only.")] = None,
 ) -> None:
     """Serve the placement gRPC API until SIGINT/SIGTERM: in memory, or kept in a store."""
     try:
@@ -99,7 +100,7 @@ def serve(
         if metrics_url:
             typer.echo(f"metrics on {metrics_url}")
         while not done.wait(0.5):
-            pass
+            follow_journal(engine)  # what other servers on the store changed: for reads
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -111,10 +112,10 @@ def serve(
 
 def _kept_in_store(config: Path | None, db: Path | None) -> tuple[
         PlacementEngine, Sequence[Callable[[grpc.Server], None]], Callable[[], None], str]:
-    """``--db`` / ``--config``: an engine that takes the store's placement state over (its
-    schema migrated first, as ``headroom serve`` does), the DemandHints service on the same
-    store, what closes the store and a line saying what was restored; one-line errors naming
-    the store."""
+    """``--db`` / ``--config``: an engine following the store's placement journal (its schema
+    migrated first, as ``headroom serve`` does), the DemandHints service on the same store,
+    what closes the store and a line saying what was restored; one-line errors naming the
+    store."""
     try:
         settings = settings_with_db(config, db)
     except ConfigError as error:
@@ -124,8 +125,7 @@ def _kept_in_store(config: Path | None, db: Path | None) -> tuple[
         with db_url_named(settings):
             store = Store.open(url, settings.db.connect_timeout_s, migrate=True)
         clock = WallClock()
-        engine = PlacementEngine(journal=SqlPlacementJournal(store.engine, holder_identity(),
-                                                             clock))
+        engine = journaled_engine(store, clock)
     except (StoreUnavailable, MigrationError, Unavailable) as error:
         raise usage_error(str(error)) from None
     except SQLAlchemyError as error:

@@ -1,8 +1,7 @@
 """`headroom placement serve --db`: the placement state outlives the process. Over real gRPC on
 loopback, a restarted server still knows where every workload runs (its GPUs stay taken) and
-continues its plan revisions; a second server on the same store takes the state over and the
-first answers UNAVAILABLE instead of interleaving; the store's DemandHints service is served
-beside Placement."""
+continues its plan revisions; two servers on one store bind each GPU once and stream each
+other's plans; the store's DemandHints service is served beside Placement."""
 
 from __future__ import annotations
 
@@ -98,24 +97,29 @@ def test_a_restarted_server_keeps_its_bindings_and_plan_revisions(tmp_path: Path
         _stop(proc)
 
 
-def test_a_second_server_on_the_store_takes_it_over_and_the_first_refuses_changes(
+def test_two_servers_on_one_store_bind_each_gpu_once_and_stream_each_other_s_plans(
         tmp_path: Path) -> None:
     db = tmp_path / "placement.db"
-    with _server(db) as (old, old_channel, _):
-        old_stub = pb_grpc.PlacementStub(old_channel)
-        old_stub.SyncInventory(INVENTORY, timeout=10)
-        old_stub.Place(_whole("llama-0"), timeout=10)
-        with _server(db) as (new, new_channel, restored):
-            assert restored.endswith(": 1 binding(s) and plan revision 0 restored")
+    with _server(db) as (one, one_channel, _), _server(db) as (two, two_channel, _):
+        first, second = pb_grpc.PlacementStub(one_channel), pb_grpc.PlacementStub(two_channel)
+        for stub in (first, second):
+            stub.SyncInventory(INVENTORY, timeout=10)
+        a = first.Place(_whole("llama-0"), timeout=10).binding
+        b = second.Place(_whole("llama-1"), timeout=10).binding
+        assert set(a.gpu_indices).isdisjoint(b.gpu_indices)
+        for stub, workload, code in ((first, "llama-2", grpc.StatusCode.RESOURCE_EXHAUSTED),
+                                     (second, "llama-0", grpc.StatusCode.ALREADY_EXISTS)):
             with pytest.raises(grpc.RpcError) as err:
-                old_stub.Place(_whole("llama-1"), timeout=10)
-            assert err.value.code() == grpc.StatusCode.UNAVAILABLE
-            assert f"-{new.pid} took it over at " in (err.value.details() or "")
-            new_stub = pb_grpc.PlacementStub(new_channel)
-            new_stub.SyncInventory(INVENTORY, timeout=10)
-            assert new_stub.Place(_whole("llama-1"), timeout=10).binding.node == "gpu-node-0"
-            _stop(new)
-        _stop(old)
+                stub.Place(_whole(workload), timeout=10)
+            assert err.value.code() == code
+        second.Release(pb.ReleaseRequest(workload_id="llama-0"), timeout=10)
+        assert first.Place(_whole("llama-2"), timeout=10).binding.gpu_indices == a.gpu_indices
+        watch = second.WatchPlan(pb.WatchPlanRequest(after_revision=0), timeout=60)
+        planned = first.PlanFleet(PLAN, timeout=60)
+        assert next(watch) == planned  # made by the other server, streamed by this one
+        watch.cancel()
+        _stop(two)
+        _stop(one)
 
 
 def test_the_store_s_demand_hints_are_served_beside_placement(tmp_path: Path) -> None:
