@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     BigInteger,
@@ -47,6 +47,7 @@ from scheduler.domain.model import Binding, SharingMode
 from scheduler.journal import JournalChanges
 
 JOURNAL_ROW = 1  # the journal's one row (written by the migration)
+MISSING_ROW = "placement journal: its row is missing; run `headroom db upgrade`"
 
 
 class PlacementJournalRecord(SQLModel, table=True):
@@ -104,8 +105,22 @@ def binding_from(row: Any) -> Binding:
                    row.reason, row.gpu_memory_mib, row.mig_start, row.cpu_milli, row.memory_mib)
 
 
-def changes_since(connection: Connection, since_version: int, head: Any) -> JournalChanges:
-    """What changed after ``since_version``, given the journal row ``head`` read first."""
+class Head(NamedTuple):
+    """The journal row without its plan: its version, the newest version whose release
+    tombstones are pruned, and the version that wrote the plan."""
+
+    version: int
+    pruned_version: int
+    plan_version: int
+
+
+def _head_columns() -> tuple[Any, ...]:
+    journal = _journal()
+    return journal.c.version, journal.c.pruned_version, journal.c.plan_version
+
+
+def changes_since(connection: Connection, since_version: int, head: Head) -> JournalChanges:
+    """What changed after ``since_version``, given the journal's ``head`` read first."""
     bindings = _bindings()
     full = since_version <= 0 or since_version < head.pruned_version
     if not full and head.version <= since_version:  # nothing since: no query
@@ -121,8 +136,10 @@ def changes_since(connection: Connection, since_version: int, head: Any) -> Jour
             select(bindings.c.workload_id).where(bindings.c.released_version > since_version)
             .order_by(bindings.c.released_version)).scalars())
     plan = None
-    if head.plan and (full or head.plan_version > since_version):
-        plan = convert.fleet_plan_from_pb(pb.FleetPlan.FromString(head.plan))
+    if head.plan_version > 0 and (full or head.plan_version > since_version):
+        blob = connection.execute(select(_journal().c.plan).where(
+            _journal().c.id == JOURNAL_ROW)).scalar_one()
+        plan = convert.fleet_plan_from_pb(pb.FleetPlan.FromString(blob)) if blob else None
     return JournalChanges(int(head.version), bound, released, plan, full)
 
 
@@ -175,35 +192,38 @@ class SqlPlacementJournal:
     def read(self, since_version: int) -> JournalChanges:
         try:
             with self.engine.connect() as connection:
-                head = connection.execute(select(_journal()).where(
+                row = connection.execute(select(*_head_columns()).where(
                     _journal().c.id == JOURNAL_ROW)).first()
-                if head is None:
-                    raise Unavailable("placement journal: its row is missing; run `headroom db "
-                                      "upgrade`")
-                return changes_since(connection, since_version, head)
+                if row is None:
+                    raise Unavailable(MISSING_ROW)
+                return changes_since(connection, since_version, Head(*row))
         except SQLAlchemyError as error:
             raise Unavailable(f"placement journal: cannot read it: {error_line(error)}"
                               ) from None
 
     @contextmanager
     def change(self, since_version: int) -> Iterator[SqlJournalChange]:
-        journal = _journal()
+        """One transaction: raise the version (which locks the row until the end), read the
+        changes since ``since_version``, let the engine write; commit when it wrote, else roll
+        back (the version stays)."""
+        journal, now = _journal(), self.clock.now()
         try:
-            with self.engine.begin() as connection:
-                head = connection.execute(  # locks the row until the commit
+            with self.engine.connect() as connection, connection.begin() as transaction:
+                row = connection.execute(
                     update(journal).where(journal.c.id == JOURNAL_ROW)
-                    .values(version=journal.c.version).returning(*journal.c)).first()
-                if head is None:
-                    raise Unavailable("placement journal: its row is missing; run `headroom db "
-                                      "upgrade`")
+                    .values(version=journal.c.version + 1, changed_by=self.holder,
+                            changed_at=now)
+                    .returning(*_head_columns())).first()
+                if row is None:
+                    raise Unavailable(MISSING_ROW)
+                head = Head(row[0] - 1, row[1], row[2])  # the version before this change
                 change = SqlJournalChange(connection, changes_since(connection, since_version,
-                                                                    head), self.clock.now())
+                                                                    head), now)
                 yield change
-                if change.wrote:
-                    connection.execute(update(journal).where(journal.c.id == JOURNAL_ROW).values(
-                        version=change.version, changed_by=self.holder, changed_at=change.now))
-                    if change.version % self.prune_every == 0:
-                        self._prune(connection, change.version - self.keep_releases)
+                if not change.wrote:
+                    transaction.rollback()
+                elif change.version % self.prune_every == 0:
+                    self._prune(connection, change.version - self.keep_releases)
         except SQLAlchemyError as error:
             raise Unavailable(f"placement journal: cannot record the change: "
                               f"{error_line(error)}") from None

@@ -195,3 +195,22 @@ def test_migration_0008_adds_the_tables_and_its_downgrade_drops_them(store_url: 
     assert not tables & set(inspect(store.engine).get_table_names())
     upgrade(store.engine)
     assert _engine(store, "holder").counts() == (0, 0, 0)
+
+
+def test_calls_that_change_nothing_leave_the_journal_version_as_it_was(store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    engine = _engine(store, "holder")
+    engine.sync_inventory(_inventory("n0"))
+    engine.place(make_place("bound"))
+
+    def version() -> int:
+        with store.engine.connect() as connection:
+            return int(connection.execute(text(
+                "SELECT version FROM placement_journal")).scalar_one())
+
+    before = version()
+    engine.sync_inventory(_inventory("n0"))  # nothing dropped
+    engine.release(pb.ReleaseRequest(workload_id="never-bound"))
+    with pytest.raises(Infeasible):
+        engine.place(make_place("too-big", num_gpu=3))
+    assert version() == before == 1
