@@ -9,11 +9,16 @@ table compares Headroom with the FGD authors' anchors (FGD, BestFit) and ParvaGP
     python benchmarks/placement/run.py [--traces default,cpu250] [--skip-parvagpu]
                                         [--concurrency 8] [--load-seconds 10]
                                         [--server-cpus auto|none|LIST]
+                                        [--store none|sqlite|postgres]
 
 The server is started with ``--cpus`` (``auto``: the last CPU this process may use; ``none``:
 not pinned), as an operator would pin a latency-sensitive server; the results record it.
+``--store`` starts every server with its placement state kept in a fresh store (``--db`` on a
+new SQLite file, or ``--config`` naming a new database on the PostgreSQL server at
+127.0.0.1:5432, dropped afterwards): what a durable placement server costs per call.
 
-Writes benchmarks/results/placement.json. Skips with a message when ../shared is absent.
+Writes benchmarks/results/placement.json (``--store``: placement_store_<kind>.json). Skips with
+a message when ../shared is absent.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +53,10 @@ SERVER_START_TIMEOUT_S = 60.0
 
 #: ``--cpus`` of every server started (None: not pinned); set by ``main``
 SERVER_CPUS: str | None = None
+#: ``--store`` of every server started: none | sqlite | postgres; set by ``main``
+SERVER_STORE = "none"
+PG_ADMIN_URL = os.environ.get("HEADROOM_TEST_PG_ADMIN_URL",
+                              "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
 def server_cpus(choice: str) -> str | None:
@@ -66,6 +77,9 @@ class Server:
                "placement", "serve", "--listen", "127.0.0.1:0"]
         if SERVER_CPUS is not None:
             cmd += ["--cpus", SERVER_CPUS]
+        self.tmp = tempfile.TemporaryDirectory(prefix="placement-bench-")
+        self.database = ""
+        cmd += self._store_flags(Path(self.tmp.name))
         self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
@@ -82,6 +96,31 @@ class Server:
             self.stop()
             raise RuntimeError("the placement server did not report its address")
 
+    def _store_flags(self, tmp: Path) -> list[str]:
+        """The server's store flags for ``SERVER_STORE``: a new SQLite file, or a new
+        PostgreSQL database named in a config file."""
+        if SERVER_STORE == "sqlite":
+            return ["--db", str(tmp / "placement.db")]
+        if SERVER_STORE != "postgres":
+            return []
+        self.database = f"placement_bench_{uuid.uuid4().hex[:12]}"
+        self._admin(f'CREATE DATABASE "{self.database}"')
+        config = tmp / "config.yaml"
+        config.write_text(f"db:\n  url: postgresql+psycopg://postgres@127.0.0.1:5432/"
+                          f"{self.database}\n")
+        return ["--config", str(config)]
+
+    @staticmethod
+    def _admin(statement: str) -> None:
+        from sqlalchemy import create_engine, text
+
+        admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        try:
+            with admin.connect() as connection:
+                connection.execute(text(statement))
+        finally:
+            admin.dispose()
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -90,6 +129,10 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.database:
+            self._admin(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
+            self.database = ""
+        self.tmp.cleanup()
 
     def __enter__(self) -> Server:
         return self
@@ -177,15 +220,21 @@ def main() -> int:
     parser.add_argument("--load-seconds", type=float, default=10.0)
     parser.add_argument("--server-cpus", default="auto",
                         help="the server's --cpus: auto (the last usable CPU), none, or a list")
+    parser.add_argument("--store", choices=("none", "sqlite", "postgres"), default="none",
+                        help="keep each server's placement state in a fresh store")
     args = parser.parse_args()
-    global SERVER_CPUS
+    global SERVER_CPUS, SERVER_STORE, RESULTS
     SERVER_CPUS = server_cpus(args.server_cpus)
+    SERVER_STORE = args.store
+    if SERVER_STORE != "none":
+        RESULTS = RESULTS.with_name(f"placement_store_{SERVER_STORE}.json")
     if not (BENCH.is_dir() and OPENB.is_dir()):
         print(f"skipped: {SHARED} (judges and data) is absent")
         return 0
     anchors = load_anchors()
     traces = args.traces.split(",") if args.traces else dev_traces()
     results: dict[str, Any] = {"benchmark": "placement", "server_cpus": SERVER_CPUS,
+                               "server_store": SERVER_STORE,
                                "traces": {}, "parvagpu": None,
                                "targets": {"default_alloc_at_130_pct": TARGET_DEFAULT_AT_130,
                                            "place_calls_per_s": TARGET_CALLS_PER_S,
@@ -245,7 +294,8 @@ def main() -> int:
                      "yes" if pv.get("valid") else "NO", None])
         print_table("PlanFleet on the ParvaGPU scenarios (GPUs used)",
                     ["scenario", "ParvaGPU", "Headroom", "valid", "plan s"], prow)
-    print(f"\nserver pinned to CPU(s): {SERVER_CPUS or 'not pinned'}")
+    print(f"\nserver pinned to CPU(s): {SERVER_CPUS or 'not pinned'}; placement state: "
+          f"{'in memory' if SERVER_STORE == 'none' else 'kept in ' + SERVER_STORE}")
     print(f"wrote {RESULTS.relative_to(REPO)}")
     return 0
 
