@@ -15,6 +15,7 @@ from controlplane.domain.fleet_status import (
     ForecastPoint,
     Health,
     LeaseStatus,
+    PlacementStatus,
     age_s,
 )
 from controlplane.domain.hints import DemandHint
@@ -90,6 +91,12 @@ def status_document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "model": c.model, "offline_rps": c.offline_rps, "corrected_rps": c.corrected_rps,
             "factor": c.factor, "samples_used": c.samples_used, "reason": c.reason}
             for c in status.profiles],
+        "placement": None if status.placement is None else {
+            "bindings": status.placement.bindings, "nodes": status.placement.nodes,
+            "journal_version": status.placement.version,
+            "plan_revision": status.placement.plan_revision,
+            "changed_by": status.placement.changed_by or None,
+            "changed_at": _at(status.placement.changed_at)},
         "hints": [{
             "id": h.hint_id, "model": h.model, "rate_rps": h.rate_rps,
             "start_at": _at(h.start_at), "end_at": _at(h.end_at), "reason": h.reason}
@@ -125,6 +132,14 @@ def lease_line(lease: LeaseStatus, now: datetime) -> str:
             f"{lease.duration_s} s after the last renewal")
 
 
+def placement_line(placement: PlacementStatus, now: datetime) -> str:
+    """The placement journal every placement server on the store follows, in one line."""
+    changed = ("never changed" if not placement.changed_by else
+               f"changed {_ago(age_s(placement.changed_at, now))} by {placement.changed_by}")
+    return (f"{placement.bindings} binding(s) on {placement.nodes} node(s), plan revision "
+            f"{placement.plan_revision}; journal version {placement.version}, {changed}")
+
+
 def _table(title: str, *columns: str, header: bool = True) -> Table:
     """A borderless table; its first column names the row and is never broken (the others
     fold when the terminal is too narrow)."""
@@ -154,6 +169,8 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
             head.add_row("note", escape(note))
     if status.lease is not None:
         head.add_row(f"lease {escape(status.lease.name)}", escape(lease_line(status.lease, now)))
+    if status.placement is not None:
+        head.add_row("placement", escape(placement_line(status.placement, now)))
     if tick is not None and status.fleet_tick_id != tick.tick_id:
         head.add_row("fleet seen", "never" if status.fleet_tick_id is None else (
             f"by tick #{status.fleet_tick_id} at {_at(status.fleet_at)} (the last tick could not "

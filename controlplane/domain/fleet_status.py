@@ -112,6 +112,18 @@ class LeaseStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class PlacementStatus:
+    """The store's placement journal: what every placement server on the store follows."""
+
+    bindings: int  # workloads bound now
+    nodes: int  # the nodes they are bound on
+    version: int  # raised by every change (Place, Release, drops, PlanFleet)
+    plan_revision: int  # of the current fleet plan (0: none)
+    changed_by: str  # the process that changed it last ("" = never changed)
+    changed_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
 class RelayoutStatus:
     relayout_id: str
     node: str
@@ -145,6 +157,8 @@ class FleetStatus:
     profiles: tuple[ProfileCorrection, ...] = ()
     # demand announced ahead (headroom hint) not ended at the last tick: floors on forecasts
     hints: tuple[DemandHint, ...] = ()
+    # the placement journal (None: a store older than migration 0008)
+    placement: PlacementStatus | None = None
 
 
 @dataclass(frozen=True, slots=True)

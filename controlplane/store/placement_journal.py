@@ -30,6 +30,8 @@ from sqlalchemy import (
     Engine,
     LargeBinary,
     Text,
+    distinct,
+    func,
     select,
     update,
 )
@@ -37,8 +39,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, SQLModel
 
+from controlplane.domain.fleet_status import PlacementStatus
 from controlplane.ports import Clock
 from controlplane.store.engine import error_line
+from controlplane.store.repository import as_utc
 from protos.headroom.v1 import placement_pb2 as pb
 from scheduler import convert
 from scheduler.domain.errors import Unavailable
@@ -141,6 +145,22 @@ def changes_since(connection: Connection, since_version: int, head: Head) -> Jou
             _journal().c.id == JOURNAL_ROW)).scalar_one()
         plan = convert.fleet_plan_from_pb(pb.FleetPlan.FromString(blob)) if blob else None
     return JournalChanges(int(head.version), bound, released, plan, full)
+
+
+def placement_status(connection: Connection) -> PlacementStatus | None:
+    """The journal as ``headroom status`` shows it (None: its row is missing)."""
+    journal, bindings = _journal(), _bindings()
+    head = connection.execute(select(journal.c.version, journal.c.plan_revision,
+                                     journal.c.changed_by, journal.c.changed_at)
+                              .where(journal.c.id == JOURNAL_ROW)).first()
+    if head is None:
+        return None
+    live = bindings.c.released_version.is_(None)
+    count, nodes = connection.execute(select(
+        func.count(), func.count(distinct(bindings.c.node))).where(live)).one()
+    return PlacementStatus(int(count), int(nodes), int(head.version), int(head.plan_revision),
+                           str(head.changed_by),
+                           None if head.changed_at is None else as_utc(head.changed_at))
 
 
 class SqlJournalChange:

@@ -28,6 +28,7 @@ from controlplane.domain.fleet_status import (
 from controlplane.domain.observed import ObservedModel, ObservedState
 from controlplane.store import codec
 from controlplane.store.hints import hints_ending_after
+from controlplane.store.placement_journal import placement_status
 from controlplane.store.profiles import newest_profiles
 from controlplane.store.relayout import MigRelayoutRecord
 from controlplane.store.repository import as_utc
@@ -68,7 +69,9 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatu
                 relayouts=_relayouts(connection) if "mig_relayouts" in tables else (),
                 profiles=newest_profiles(connection) if _has_profiles(engine) else (),
                 hints=(hints_ending_after(connection, tick.started_at)
-                       if tick is not None and "demand_hints" in tables else ()))
+                       if tick is not None and "demand_hints" in tables else ()),
+                placement=(placement_status(connection) if "placement_journal" in tables
+                           else None))
 
 
 def _has_profiles(engine: Engine) -> bool:

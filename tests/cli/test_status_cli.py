@@ -27,7 +27,8 @@ from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedSt
 from controlplane.domain.placement import FleetPlacement, PlacedSegment
 from controlplane.domain.plan import Plan
 from controlplane.domain.tick import TickReport, TickStatus
-from controlplane.fleet_lease import FLEET_LEASE
+from controlplane.fleet_lease import FLEET_LEASE, holder_identity
+from controlplane.placement_api import journaled_engine
 from controlplane.reconcile import SOURCE_REJECTED, reconcile_once
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
@@ -36,6 +37,7 @@ from controlplane.store import Store
 from controlplane.store.lease import SqlLeaseStore
 from controlplane.store.relayout import SqlRelayoutStore
 from controlplane.store.tables import ActionRecord, PlanRecord
+from protos.headroom.v1 import placement_pb2 as pb
 
 LONG_AGO = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
@@ -334,3 +336,25 @@ def test_status_on_postgresql_gives_the_same_document_as_on_sqlite(
     assert on_pg["store"] == postgres_url
     assert len(on_pg["models"]) == len(DEMO_MODELS) and on_pg["plan"] is not None
     assert _comparable(on_pg) == _comparable(on_sqlite)
+
+
+def test_status_shows_the_placement_journal_the_placement_servers_follow(
+        sqlite_url: str) -> None:
+    _recent(sqlite_url)
+    engine = journaled_engine(Store.open(sqlite_url), WallClock())
+    engine.sync_inventory(pb.SyncInventoryRequest(nodes=[pb.Node(
+        name=name, cpu_milli=8000, memory_mib=65_536, pool="L4",
+        gpus=[pb.Gpu(index=0, product="L4", memory_mib=23_034)]) for name in ("n0", "n1")]))
+    for workload in ("w0", "w1", "w2"):
+        engine.place(pb.PlaceRequest(workload_id=workload, model="m", tenant="t", num_gpu=1,
+                                     gpu_milli=300, cpu_milli=100, memory_mib=128))
+    engine.release(pb.ReleaseRequest(workload_id="w2"))
+    code, doc = _json_status(sqlite_url)
+    assert code == 0
+    placement = doc["placement"]
+    assert (placement["bindings"], placement["journal_version"], placement["plan_revision"]) == (
+        2, 4, 0)
+    assert placement["nodes"] in (1, 2) and placement["changed_by"] == holder_identity()
+    text = _status(sqlite_url, env_columns="200").stdout
+    assert (f"2 binding(s) on {placement['nodes']} node(s), plan revision 0; journal version 4, "
+            "changed ") in text and f"s ago by {holder_identity()}" in text
