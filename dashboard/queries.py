@@ -17,6 +17,7 @@ from controlplane.cost_reader import as_utc, table
 from controlplane.domain.cost import GpuPrice, PriceTable
 from controlplane.domain.hints import DemandHint
 from controlplane.store.hints import hints_ending_after
+from controlplane.store.placement_journal import PlacementBindingRecord
 from controlplane.store.profiles import newest_profiles
 from dashboard.context import TTL_S, engine_for
 
@@ -145,6 +146,30 @@ def latest_profiles(url: str) -> pd.DataFrame:
         rows = [(p.model, p.offline_rps, p.corrected_rps, p.factor, p.reason)
                 for p in newest_profiles(connection)]
     return pd.DataFrame(rows, columns=PROFILE_COLUMNS)
+
+
+#: the columns of the Fleet page's table of workloads bound through the placement API
+BINDING_COLUMNS = ["node", "GPUs", "workload", "mode", "GPU share (milli)", "MIG profile",
+                   "bound at"]
+
+
+def placement_bindings(url: str) -> pd.DataFrame:
+    """The workloads bound through the placement API (Place) by node: the placement journal
+    every placement server on the store follows; none on a store migrated before it existed.
+    Not cached: a Place shows at the next rerun."""
+    with engine_for(url).connect() as connection:
+        if not inspect(connection).has_table(PlacementBindingRecord.__tablename__):
+            return pd.DataFrame(columns=BINDING_COLUMNS)
+        b = table(PlacementBindingRecord.__tablename__)
+        rows = connection.execute(
+            select(b.c.node, b.c.gpu_indices, b.c.workload_id, b.c.mode, b.c.gpu_milli,
+                   b.c.mig_profile, b.c.bound_at)
+            .where(b.c.released_version.is_(None)).order_by(b.c.node, b.c.workload_id)).all()
+    frame = pd.DataFrame(
+        [(r.node, ",".join(str(i) for i in json.loads(r.gpu_indices)), r.workload_id,
+          r.mode or "cpu only", r.gpu_milli, r.mig_profile, as_utc(r.bound_at)) for r in rows],
+        columns=BINDING_COLUMNS)
+    return frame
 
 
 def hints_in_force(url: str, at: datetime) -> tuple[DemandHint, ...]:

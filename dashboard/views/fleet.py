@@ -1,5 +1,5 @@
 """Fleet: every GPU with its product and layout; MIG slices drawn to scale, coloured by model,
-MPS and time-slice shares split evenly."""
+MPS and time-slice shares split evenly; the workloads bound through the placement API."""
 
 from __future__ import annotations
 
@@ -93,6 +93,16 @@ def main() -> None:
                         width="stretch")
     if plan is not None and plan.unplaced:
         st.warning("Unplaced: " + "; ".join(plan.unplaced))
+
+    st.subheader("Placement API bindings")
+    bindings = q.placement_bindings(url)
+    if bindings.empty:
+        st.caption("No workload is bound through the placement API (Place) on this store.")
+    else:
+        st.caption(f"{len(bindings)} workload(s) on {bindings['node'].nunique()} node(s), "
+                   "bound by serving layers through Place: the placement journal every "
+                   "placement server on this store follows.")
+        st.dataframe(bindings, hide_index=True, width="stretch")
 
     st.subheader("Inventory (observed)")
     st.dataframe(inventory, hide_index=True, width="stretch", height=320)

@@ -15,11 +15,14 @@ from dashboard_support import Seeded, seed_store, write_timeline
 from streamlit.testing.v1 import AppTest
 
 from controlplane import cost_reader
+from controlplane.adapters.clock import WallClock
 from controlplane.domain.cost import fleet_cost_rate
 from controlplane.domain.hints import DemandHint
+from controlplane.placement_api import journaled_engine
 from controlplane.store import Store
 from controlplane.store.engine import make_engine
 from controlplane.store.hints import SqlDemandHints
+from protos.headroom.v1 import placement_pb2 as pb
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 Page = Callable[[str], AppTest]
@@ -76,6 +79,34 @@ def test_fleet_lists_every_gpu_and_draws_the_planned_layouts(page: Page, seeded:
     assert at.get("vega_lite_chart"), "the layout chart is missing"
     at.selectbox[0].set_value("L4").run()
     no_exception(at)
+
+
+def test_fleet_lists_the_workloads_bound_through_the_placement_api(page: Page,
+                                                                  seeded: Seeded) -> None:
+    at = page("views/fleet.py")
+    assert "No workload is bound through the placement API (Place) on this store." in [
+        c.value for c in at.caption]
+    engine = journaled_engine(Store.open(seeded.url), WallClock())
+    engine.sync_inventory(pb.SyncInventoryRequest(nodes=[pb.Node(
+        name="edge-0", cpu_milli=8000, memory_mib=65_536, pool="L4",
+        gpus=[pb.Gpu(index=i, product="L4", memory_mib=23_034) for i in range(2)])]))
+    bound = [engine.place(pb.PlaceRequest(workload_id=w, model="m", tenant="t", num_gpu=1,
+                                          gpu_milli=milli, cpu_milli=100, memory_mib=128)).binding
+             for w, milli in (("whisper-a", 1000), ("bert-b", 250))]
+    try:
+        at = page("views/fleet.py")
+        table = next(d.value for d in at.dataframe if "workload" in d.value.columns)
+        assert list(table["workload"]) == ["bert-b", "whisper-a"]
+        assert set(table["node"]) == {"edge-0"}
+        assert list(table["GPUs"]) == [",".join(map(str, b.gpu_indices)) for b in bound[::-1]]
+        assert list(table["mode"]) == ["time_slicing", "exclusive"]
+        assert "2 workload(s) on 1 node(s), bound by serving layers through Place" in " ".join(
+            c.value for c in at.caption)
+        inventory = at.dataframe[-1].value  # still the last table
+        assert "workload" not in inventory.columns
+    finally:
+        for w in ("whisper-a", "bert-b"):
+            engine.release(pb.ReleaseRequest(workload_id=w))
 
 
 def test_models_page_switches_models_and_forecast_leads(page: Page) -> None:
