@@ -6,73 +6,30 @@ the loop picks a hint up once its window is within the forecast's 20 minutes."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.adapters.clock import WallClock
-from controlplane.cli.demo_store import demo_store_hint, settings_with_db
 from controlplane.cli.status_view import HINT_COLUMNS, hint_cells
-from controlplane.cli.store_origin import db_url_named, store_error_line
-from controlplane.cli.streams import usage_error
+from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
 from controlplane.cli.times import parse_utc
 from controlplane.domain.hints import DemandHint, HintError, new_hint
-from controlplane.settings import ConfigError
-from controlplane.store import Store, StoreUnavailable
+from controlplane.store import Store
 from controlplane.store.hints import SqlDemandHints
 from forecaster.errors import InputError
 
 app = typer.Typer(help="Demand announced ahead: floors on a model's forecast over a window.",
                   no_args_is_help=True)
 out = Console()
-T = TypeVar("T")
-
-ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file",
-                                                   dir_okay=False)]
-DbOption = Annotated[Path | None, typer.Option(
-    metavar="<path>", dir_okay=False,
-    help="SQLite store file (e.g. the demo's .headroom/demo.db); beats HEADROOM_DB__URL and "
-         "db.url of --config")]
 
 
 @app.callback()
 def hint() -> None:
     """Demand announced ahead: floors on a model's forecast over a window."""
-
-
-@contextmanager
-def _store_errors(url: str) -> Iterator[None]:
-    try:
-        yield
-    except (ConfigError, InputError, StoreUnavailable) as error:
-        raise usage_error(str(error)) from None
-    except SQLAlchemyError as error:
-        raise usage_error(store_error_line(url, error)) from None
-
-
-def _with_store(config: Path | None, db: Path | None, work: Callable[[Store], T]) -> T:
-    try:
-        settings = settings_with_db(config, db)
-    except ConfigError as error:
-        raise usage_error(str(error)) from None
-    url = settings.db.url
-    with _store_errors(url):
-        try:
-            with db_url_named(settings):
-                store = Store.open_existing(url, settings.db.connect_timeout_s)
-        except StoreUnavailable as error:
-            raise StoreUnavailable(f"{error}{demo_store_hint(settings)}") from None
-        try:
-            return work(store)
-        finally:
-            store.engine.dispose()
 
 
 def _line(h: DemandHint) -> str:
@@ -109,7 +66,7 @@ def add(
             raise InputError(f"{named}{error}") from None
         return SqlDemandHints(store.engine).add_hint(hint_, now)
 
-    added = _with_store(config, db, work)
+    added = with_existing_store(config, db, work)
     out.print(_line(added), markup=False, highlight=False, soft_wrap=True)
 
 
@@ -122,7 +79,7 @@ def list_hints(
 ) -> None:
     """The hints that have not ended (all with --all), by start."""
     now = WallClock().now()
-    hints = _with_store(config, db, lambda store: SqlDemandHints(store.engine).hints(
+    hints = with_existing_store(config, db, lambda store: SqlDemandHints(store.engine).hints(
         None if all_ else now))
     if json_out:
         print(json.dumps([{"id": h.hint_id, "model": h.model, "rate_rps": h.rate_rps,
@@ -151,5 +108,5 @@ def remove(
             raise InputError(f"no demand hint with id {hint_id} (see `headroom hint list --all`)")
         return removed
 
-    removed = _with_store(config, db, work)
+    removed = with_existing_store(config, db, work)
     out.print(f"removed {_line(removed)}", markup=False, highlight=False, soft_wrap=True)

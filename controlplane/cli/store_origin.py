@@ -2,16 +2,35 @@
 
 A store that cannot be reached is named by its URL, but the URL may come from a command-line
 option, the environment (``HEADROOM_DB__URL``), the config file or the default; an operator
-fixing it needs to know which. Commands run their store work inside ``db_url_named``."""
+fixing it needs to know which. Commands run their store work inside ``db_url_named``, or hand
+it to ``with_existing_store`` (``headroom hint``, ``headroom placement bindings | release``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, TypeVar
 
-from controlplane.settings import Settings
-from controlplane.store import StoreUnavailable
+import typer
+from sqlalchemy.exc import SQLAlchemyError
+
+from controlplane.cli.demo_store import demo_store_hint, settings_with_db
+from controlplane.cli.streams import usage_error
+from controlplane.settings import ConfigError, Settings
+from controlplane.store import Store, StoreUnavailable
 from controlplane.store.engine import error_line, redact
+from forecaster.errors import InputError
+
+T = TypeVar("T")
+
+#: ``--config`` and ``--db`` of the commands that read or add to an existing store
+ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file",
+                                                   dir_okay=False)]
+DbOption = Annotated[Path | None, typer.Option(
+    metavar="<path>", dir_okay=False,
+    help="SQLite store file (e.g. the demo's .headroom/demo.db); beats HEADROOM_DB__URL and "
+         "db.url of --config")]
 
 
 @contextmanager
@@ -29,3 +48,35 @@ def store_error_line(url: str, error: BaseException) -> str:
     return (f"store {redact(url)}: {error_line(error)} (is the schema current? run `headroom db "
             "upgrade`)")
 
+
+
+@contextmanager
+def store_errors(url: str) -> Iterator[None]:
+    """A command's refusals and store errors as one-line usage errors (exit 2)."""
+    try:
+        yield
+    except (ConfigError, InputError, StoreUnavailable) as error:
+        raise usage_error(str(error)) from None
+    except SQLAlchemyError as error:
+        raise usage_error(store_error_line(url, error)) from None
+
+
+def with_existing_store(config: Path | None, db: Path | None, work: Callable[[Store], T]) -> T:
+    """``work`` on the store ``--db`` / ``--config`` / the environment name, which must exist
+    with its schema (never created here); ``InputError`` raised by ``work`` and store errors
+    are one-line usage errors."""
+    try:
+        settings = settings_with_db(config, db)
+    except ConfigError as error:
+        raise usage_error(str(error)) from None
+    url = settings.db.url
+    with store_errors(url):
+        try:
+            with db_url_named(settings):
+                store = Store.open_existing(url, settings.db.connect_timeout_s)
+        except StoreUnavailable as error:
+            raise StoreUnavailable(f"{error}{demo_store_hint(settings)}") from None
+        try:
+            return work(store)
+        finally:
+            store.engine.dispose()
