@@ -17,7 +17,7 @@ from controlplane.cost_reader import as_utc, table
 from controlplane.domain.cost import GpuPrice, PriceTable
 from controlplane.domain.hints import DemandHint
 from controlplane.store.hints import hints_ending_after
-from controlplane.store.placement_journal import PlacementBindingRecord
+from controlplane.store.placement_journal import PlacementBindingRecord, live_bindings
 from controlplane.store.profiles import newest_profiles
 from dashboard.context import TTL_S, engine_for
 
@@ -160,16 +160,11 @@ def placement_bindings(url: str) -> pd.DataFrame:
     with engine_for(url).connect() as connection:
         if not inspect(connection).has_table(PlacementBindingRecord.__tablename__):
             return pd.DataFrame(columns=BINDING_COLUMNS)
-        b = table(PlacementBindingRecord.__tablename__)
-        rows = connection.execute(
-            select(b.c.node, b.c.gpu_indices, b.c.workload_id, b.c.mode, b.c.gpu_milli,
-                   b.c.mig_profile, b.c.bound_at)
-            .where(b.c.released_version.is_(None)).order_by(b.c.node, b.c.workload_id)).all()
-    frame = pd.DataFrame(
-        [(r.node, ",".join(str(i) for i in json.loads(r.gpu_indices)), r.workload_id,
-          r.mode or "cpu only", r.gpu_milli, r.mig_profile, as_utc(r.bound_at)) for r in rows],
-        columns=BINDING_COLUMNS)
-    return frame
+        bound = live_bindings(connection)
+    return pd.DataFrame(
+        [(b.node, ",".join(map(str, b.gpu_indices)), b.workload_id,
+          b.mode.value if b.mode is not None else "cpu only", b.gpu_milli, b.mig_profile, at)
+         for b, at in bound], columns=BINDING_COLUMNS)
 
 
 def hints_in_force(url: str, at: datetime) -> tuple[DemandHint, ...]:

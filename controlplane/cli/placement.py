@@ -16,6 +16,7 @@ import typer
 from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.adapters.clock import WallClock
+from controlplane.cli.bindings import list_bindings, release
 from controlplane.cli.demo_store import settings_with_db
 from controlplane.cli.store_origin import db_url_named, store_error_line
 from controlplane.cli.streams import usage_error
@@ -37,6 +38,10 @@ app = typer.Typer(help="Placement API: online placement and fleet plans over gRP
 @app.callback()
 def _placement() -> None:
     """Placement API: online placement and fleet plans over gRPC."""
+
+
+app.command("bindings")(list_bindings)
+app.command("release")(release)
 
 
 @app.command()
@@ -67,7 +72,7 @@ def serve(
              "beats HEADROOM_DB__URL and db.url of --config. Without --db or --config the "
              "state is in memory only.")] = None,
 ) -> None:
-    """Serve the placement gRPC API until SIGINT/SIGTERM: in memory, or kept in a store."""
+    """Serve the placement gRPC API until SIGINT/SIGTERM: in memory, or on a store."""
     try:
         check_bindable(listen, port_free=True)
     except ValueError as exc:

@@ -147,6 +147,18 @@ def changes_since(connection: Connection, since_version: int, head: Head) -> Jou
     return JournalChanges(int(head.version), bound, released, plan, full)
 
 
+def live_bindings(connection: Connection, node: str | None = None
+                  ) -> tuple[tuple[Binding, datetime], ...]:
+    """The workloads bound now (on ``node`` when given) with when, by node and workload: for
+    ``headroom placement bindings`` and the dashboard's Fleet page."""
+    bindings = _bindings()
+    query = select(bindings).where(bindings.c.released_version.is_(None))
+    if node is not None:
+        query = query.where(bindings.c.node == node)
+    rows = connection.execute(query.order_by(bindings.c.node, bindings.c.workload_id))
+    return tuple((binding_from(r), as_utc(r.bound_at)) for r in rows)
+
+
 def placement_status(connection: Connection) -> PlacementStatus | None:
     """The journal as ``headroom status`` shows it (None: its row is missing)."""
     journal, bindings = _journal(), _bindings()

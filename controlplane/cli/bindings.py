@@ -1,0 +1,102 @@
+"""``headroom placement bindings | release``: the workloads bound through the placement API, read
+from and released in the store's placement journal. A serving layer that dies without calling
+Release leaves its binding, and with the journal the binding outlives every server restart; an
+operator finds it here (by node and age) and releases it, and every placement server on the
+store applies the release within its follow interval (0.5 s)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from controlplane.adapters.clock import WallClock
+from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
+from controlplane.placement_api import journaled_engine
+from controlplane.store import Store
+from controlplane.store.placement_journal import live_bindings
+from forecaster.errors import InputError
+from protos.headroom.v1 import placement_pb2 as pb
+from scheduler.domain.model import Binding
+
+out = Console()
+NodeOption = Annotated[str | None, typer.Option("--node", help="only the bindings on this node")]
+
+
+def _cells(binding: Binding) -> tuple[str, str, str, str, str]:
+    mode = binding.mode.value if binding.mode is not None else "cpu only"
+    share = binding.mig_profile or f"{binding.gpu_milli} milli"
+    return (binding.workload_id, binding.node, ",".join(map(str, binding.gpu_indices)) or "-",
+            mode, share)
+
+
+def list_bindings(
+    node: NodeOption = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    config: ConfigOption = None,
+    db: DbOption = None,
+) -> None:
+    """The workloads bound through the placement API, by node, with when they were bound."""
+    def work(store: Store) -> tuple[tuple[Binding, datetime], ...]:
+        with store.engine.connect() as connection:
+            return live_bindings(connection, node)
+
+    bound = with_existing_store(config, db, work)
+    now = WallClock().now()
+    if json_out:
+        print(json.dumps([{"workload_id": b.workload_id, "node": b.node,
+                           "gpu_indices": list(b.gpu_indices),
+                           "mode": b.mode.value if b.mode is not None else None,
+                           "mig_profile": b.mig_profile or None, "gpu_milli": b.gpu_milli,
+                           "bound_at": at.isoformat()} for b, at in bound], indent=1))
+        return
+    if not bound:
+        out.print("no workload is bound" + (f" on node {node}" if node else ""), markup=False)
+        return
+    table = Table("workload", "node", "GPUs", "mode", "share", "bound (UTC)", "age")
+    for b, at in bound:
+        age_h = (now - at).total_seconds() / 3600
+        table.add_row(*_cells(b), f"{at:%Y-%m-%d %H:%M}", f"{age_h:,.1f} h")
+    out.print(table)
+
+
+def release(
+    workloads: Annotated[list[str] | None, typer.Argument(
+        metavar="[WORKLOAD]...",
+        help="workload ids to release (see placement bindings); if one is not bound, none is "
+             "released")] = None,
+    node: NodeOption = None,
+    config: ConfigOption = None,
+    db: DbOption = None,
+) -> None:
+    """Release bindings a serving layer left behind: the named workloads, or all on --node."""
+    wanted = list(workloads or [])
+    if not wanted and node is None:
+        raise typer.BadParameter("name workloads or --node", param_hint="WORKLOAD")
+
+    def work(store: Store) -> list[pb.Binding]:
+        engine = journaled_engine(store, WallClock())
+        with store.engine.connect() as connection:
+            on_node = [b.workload_id for b, _ in live_bindings(connection, node)] if node else []
+        found = [engine.binding(w) for w in wanted]
+        missing = [w for w, b in zip(wanted, found, strict=True) if b is None]
+        if missing:
+            raise InputError(f"not bound: {', '.join(missing)} (see `headroom placement "
+                             "bindings`); nothing released")
+        released = [b for b in found if b is not None]
+        released += [b for w in on_node if w not in wanted
+                     for b in [engine.binding(w)] if b is not None]
+        for binding in released:
+            engine.release(pb.ReleaseRequest(workload_id=binding.workload_id))
+        return released
+
+    released = with_existing_store(config, db, work)
+    if not released:
+        out.print(f"no workload is bound on node {node}; nothing released", markup=False)
+    for b in released:
+        out.print(f"released {b.workload_id} (node {b.node}, GPUs "
+                  f"{','.join(map(str, b.gpu_indices)) or '-'})", markup=False)
