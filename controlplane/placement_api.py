@@ -1,7 +1,7 @@
 """Starting the gRPC placement API of ``headroom serve`` (both backends), with its Prometheus
 metrics and the reconcile loop's when ``placement.metrics_listen`` is set (``served_metrics``,
 also used by ``headroom demo``), and the placement engine that follows the store's placement
-journal (``journaled_engine``, ``follow_journal``: ``serve`` and ``placement serve --db``)."""
+journal (``journaled_engine``, ``JournalFollower``: ``serve`` and ``placement serve --db``)."""
 
 from __future__ import annotations
 
@@ -34,13 +34,27 @@ def journaled_engine(store: Store, clock: Clock) -> PlacementEngine:
     return PlacementEngine(journal=SqlPlacementJournal(store.engine, holder_identity(), clock))
 
 
-def follow_journal(engine: PlacementEngine) -> None:
-    """Apply what the other servers on the journal changed; a journal that cannot be read now
-    is a warning (every change still goes through it, and fails, while it is so)."""
-    try:
-        engine.refresh()
-    except Unavailable as error:
-        log.warning("placement.journal_unreadable", extra={"error": str(error)})
+class JournalFollower:
+    """Applies what the other servers on the journal changed, every ``FOLLOW_EVERY_S``. A
+    journal that cannot be read is one warning when it starts failing and one info line when it
+    reads again, not a line every half second (every change still goes through the journal,
+    and fails with UNAVAILABLE, while it is so)."""
+
+    def __init__(self, engine: PlacementEngine) -> None:
+        self.engine = engine
+        self.failing = False
+
+    def __call__(self) -> None:
+        try:
+            self.engine.refresh()
+        except Unavailable as error:
+            if not self.failing:
+                log.warning("placement.journal_unreadable", extra={"error": str(error)})
+            self.failing = True
+            return
+        if self.failing:
+            log.info("placement.journal_readable")
+        self.failing = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from controlplane.fleet_lease import FleetLease, FleetLeaseHeld, hold_fleet_leas
 from controlplane.jobs import build_scheduler, run_until_stopped
 from controlplane.placement_api import (
     FOLLOW_EVERY_S,
-    follow_journal,
+    JournalFollower,
     journaled_engine,
     start_placement_api,
 )
@@ -93,7 +93,7 @@ def _run_sim(settings: Settings, store: Store, engine: PlacementEngine, console:
         "forecast": (lease.gated(runtime.refresh_forecasts), settings.forecast.interval_s),
         "reconcile": (lease.gated(runtime.tick), settings.reconcile.interval_s),
         "store.prune": (lease.gated(runtime.prune), settings.db.prune_interval_s),
-        "placement.follow": (lambda: follow_journal(engine), FOLLOW_EVERY_S),
+        "placement.follow": (JournalFollower(engine), FOLLOW_EVERY_S),
     })
     runtime.start()
 

@@ -26,7 +26,7 @@ from controlplane.decision_retry import RetryingDecisionStore
 from controlplane.domain.errors import PermanentError, TransientError
 from controlplane.jobs import build_scheduler, run_until_stopped
 from controlplane.metrics import ControlPlaneMetrics
-from controlplane.placement_api import FOLLOW_EVERY_S, follow_journal, start_placement_api
+from controlplane.placement_api import FOLLOW_EVERY_S, JournalFollower, start_placement_api
 from controlplane.ports import ClusterReader, MigRelayoutActuator, PlacementClient
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps
 from controlplane.recorded_tick import TickRun, run_tick
@@ -161,7 +161,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
         "forecast": (forecast, settings.forecast.interval_s),
         "reconcile": (tick, settings.reconcile.interval_s),
         "store.prune": (prune, settings.db.prune_interval_s),
-        "placement.follow": (lambda: follow_journal(engine), FOLLOW_EVERY_S),
+        "placement.follow": (JournalFollower(engine), FOLLOW_EVERY_S),
     }, start_at=clock.now())
 
     def on_stop() -> None:

@@ -20,7 +20,7 @@ from controlplane.cli.bindings import list_bindings, release
 from controlplane.cli.demo_store import settings_with_db
 from controlplane.cli.store_origin import db_url_named, store_error_line
 from controlplane.cli.streams import usage_error
-from controlplane.placement_api import follow_journal, journaled_engine
+from controlplane.placement_api import JournalFollower, journaled_engine
 from controlplane.runtime import hints_api
 from controlplane.settings import ConfigError
 from controlplane.store import MigrationError, Store, StoreUnavailable
@@ -104,8 +104,9 @@ def serve(
             typer.echo(kept_note)
         if metrics_url:
             typer.echo(f"metrics on {metrics_url}")
+        follow = JournalFollower(engine)
         while not done.wait(0.5):
-            follow_journal(engine)  # what other servers on the store changed: for reads
+            follow()  # what other servers on the store changed: for reads
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

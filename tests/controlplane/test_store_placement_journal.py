@@ -6,12 +6,14 @@ the engine as it was; migration 0008 adds and drops the tables."""
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import pytest
 from sqlalchemy import inspect, text
 from tick_builders import T0
 
+from controlplane.placement_api import JournalFollower
 from controlplane.sim.clock import VirtualClock
 from controlplane.store import Store, downgrade, upgrade
 from controlplane.store.placement_journal import SqlPlacementJournal
@@ -214,3 +216,20 @@ def test_calls_that_change_nothing_leave_the_journal_version_as_it_was(store_url
     with pytest.raises(Infeasible):
         engine.place(make_place("too-big", num_gpu=3))
     assert version() == before == 1
+
+
+def test_a_follower_logs_an_unreadable_journal_once_and_its_recovery_once(
+        store_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    store = Store.open(store_url, migrate=True)
+    follow = JournalFollower(_engine(store, "holder"))
+    downgrade(store.engine, "0007")  # the journal's tables are gone under the running server
+    with caplog.at_level(logging.INFO, logger="headroom.placement"):
+        for _ in range(5):
+            follow()
+        upgrade(store.engine)
+        for _ in range(3):
+            follow()
+    events = [(r.levelname, r.getMessage()) for r in caplog.records
+              if r.name == "headroom.placement"]
+    assert events == [("WARNING", "placement.journal_unreadable"),
+                      ("INFO", "placement.journal_readable")]
