@@ -162,6 +162,18 @@ class PlacementEngine:
                      or self._waiting.get(workload_id))
         return convert.binding_to_pb(found) if found is not None else None
 
+    def list_bindings(self, request: pb.ListBindingsRequest) -> pb.ListBindingsResponse:
+        """The bindings held now (after catching up with the journal), on ``request.node`` and
+        with ids starting with ``request.workload_prefix`` when given, by workload id; raises
+        Unavailable when the journal cannot be read."""
+        self.refresh()
+        with self._lock:
+            held = [*self._placer.cluster.bindings.values(), *self._waiting.values()]
+        chosen = sorted((b for b in held if (not request.node or b.node == request.node)
+                         and b.workload_id.startswith(request.workload_prefix)),
+                        key=lambda b: b.workload_id)
+        return pb.ListBindingsResponse(bindings=[convert.binding_to_pb(b) for b in chosen])
+
     # ---------------------------------------------------------------- fleet plan
     def plan_fleet(self, request: pb.PlanFleetRequest, previous: pb.FleetPlan | None = None,
                    time_limit_s: float | None = None,

@@ -108,6 +108,11 @@ class PlacementServicer(pb_grpc.PlacementServicer):
     def GetPlan(self, request: pb.GetPlanRequest, context: grpc.ServicerContext) -> pb.FleetPlan:
         return self.engine.get_plan()
 
+    def ListBindings(self, request: pb.ListBindingsRequest,
+                     context: grpc.ServicerContext) -> pb.ListBindingsResponse:
+        return call_engine(context, lambda: self.engine.list_bindings(request),
+                           pb.ListBindingsResponse(), self.metrics, "ListBindings")
+
     def WatchPlan(self, request: pb.WatchPlanRequest,
                   context: grpc.ServicerContext) -> Iterator[pb.FleetPlan]:
         """Stream every plan whose revision is above the last one sent, until cancelled. A

@@ -112,6 +112,9 @@ def test_two_servers_on_one_store_bind_each_gpu_once_and_stream_each_other_s_pla
             with pytest.raises(grpc.RpcError) as err:
                 stub.Place(_whole(workload), timeout=10)
             assert err.value.code() == code
+        for stub in (first, second):  # each server lists the other's bindings too
+            assert [b.workload_id for b in stub.ListBindings(
+                pb.ListBindingsRequest(), timeout=10).bindings] == ["llama-0", "llama-1"]
         second.Release(pb.ReleaseRequest(workload_id="llama-0"), timeout=10)
         assert first.Place(_whole("llama-2"), timeout=10).binding.gpu_indices == a.gpu_indices
         watch = second.WatchPlan(pb.WatchPlanRequest(after_revision=0), timeout=60)

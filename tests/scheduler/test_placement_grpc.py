@@ -111,6 +111,24 @@ def test_watch_plan_streams_every_newer_plan(stub: pb_grpc.PlacementStub) -> Non
     stream.cancel()
 
 
+def test_list_bindings_returns_what_place_bound_by_id_filtered_by_node_and_prefix(
+        stub: pb_grpc.PlacementStub) -> None:
+    stub.SyncInventory(pb.SyncInventoryRequest(nodes=[make_node("n0"), make_node("n1")]),
+                       timeout=10)
+    bound = {w: stub.Place(make_place(w), timeout=10).binding
+             for w in ("vllm-b", "triton-a", "vllm-a")}
+    listed = stub.ListBindings(pb.ListBindingsRequest(), timeout=10).bindings
+    assert list(listed) == [bound[w] for w in ("triton-a", "vllm-a", "vllm-b")]
+    vllm = stub.ListBindings(pb.ListBindingsRequest(workload_prefix="vllm-"), timeout=10)
+    assert [b.workload_id for b in vllm.bindings] == ["vllm-a", "vllm-b"]
+    node = bound["vllm-a"].node
+    on_node = stub.ListBindings(pb.ListBindingsRequest(node=node), timeout=10).bindings
+    assert {b.workload_id for b in on_node} == {w for w, b in bound.items() if b.node == node}
+    stub.Release(pb.ReleaseRequest(workload_id="vllm-a"), timeout=10)
+    assert [b.workload_id for b in stub.ListBindings(
+        pb.ListBindingsRequest(workload_prefix="vllm-"), timeout=10).bindings] == ["vllm-b"]
+
+
 def test_a_watcher_ahead_of_the_server_gets_its_current_plan_instead_of_waiting(
         stub: pb_grpc.PlacementStub) -> None:
     # a client that saw revision 57 before this server restarted with its plans in memory only

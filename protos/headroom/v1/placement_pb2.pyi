@@ -663,3 +663,45 @@ class WatchPlanRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WatchPlanRequest: _TypeAlias = WatchPlanRequest  # noqa: Y015
+
+@_typing.final
+class ListBindingsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    WORKLOAD_PREFIX_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    workload_prefix: _builtins.str
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+        workload_prefix: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node", b"node", "workload_prefix", b"workload_prefix"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListBindingsRequest: _TypeAlias = ListBindingsRequest  # noqa: Y015
+
+@_typing.final
+class ListBindingsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BINDINGS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def bindings(self) -> _containers.RepeatedCompositeFieldContainer[Global___Binding]: ...
+    def __init__(
+        self,
+        *,
+        bindings: _abc.Iterable[Global___Binding] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bindings", b"bindings"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListBindingsResponse: _TypeAlias = ListBindingsResponse  # noqa: Y015

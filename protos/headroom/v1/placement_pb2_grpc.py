@@ -64,6 +64,11 @@ class PlacementStub:
                 request_serializer=protos_dot_headroom_dot_v1_dot_placement__pb2.WatchPlanRequest.SerializeToString,
                 response_deserializer=protos_dot_headroom_dot_v1_dot_placement__pb2.FleetPlan.FromString,
                 _registered_method=True)
+        self.ListBindings = channel.unary_unary(
+                '/headroom.v1.Placement/ListBindings',
+                request_serializer=protos_dot_headroom_dot_v1_dot_placement__pb2.ListBindingsRequest.SerializeToString,
+                response_deserializer=protos_dot_headroom_dot_v1_dot_placement__pb2.ListBindingsResponse.FromString,
+                _registered_method=True)
 
 
 class PlacementServicer:
@@ -108,6 +113,15 @@ class PlacementServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListBindings(self, request, context):
+        """The bindings the server holds now (with a store: every server's on it), those on `node` and
+        whose workload_id starts with `workload_prefix` when given: a serving layer that restarted
+        reconciles with them (Release what it no longer runs).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PlacementServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -140,6 +154,11 @@ def add_PlacementServicer_to_server(servicer, server):
                     servicer.WatchPlan,
                     request_deserializer=protos_dot_headroom_dot_v1_dot_placement__pb2.WatchPlanRequest.FromString,
                     response_serializer=protos_dot_headroom_dot_v1_dot_placement__pb2.FleetPlan.SerializeToString,
+            ),
+            'ListBindings': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBindings,
+                    request_deserializer=protos_dot_headroom_dot_v1_dot_placement__pb2.ListBindingsRequest.FromString,
+                    response_serializer=protos_dot_headroom_dot_v1_dot_placement__pb2.ListBindingsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -304,6 +323,33 @@ class Placement:
             '/headroom.v1.Placement/WatchPlan',
             protos_dot_headroom_dot_v1_dot_placement__pb2.WatchPlanRequest.SerializeToString,
             protos_dot_headroom_dot_v1_dot_placement__pb2.FleetPlan.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListBindings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/headroom.v1.Placement/ListBindings',
+            protos_dot_headroom_dot_v1_dot_placement__pb2.ListBindingsRequest.SerializeToString,
+            protos_dot_headroom_dot_v1_dot_placement__pb2.ListBindingsResponse.FromString,
             options,
             channel_credentials,
             insecure,

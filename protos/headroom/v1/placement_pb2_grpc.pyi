@@ -43,6 +43,11 @@ class PlacementStub:
     """batch packing of models with demand"""
     GetPlan: _grpc.UnaryUnaryMultiCallable[_placement_pb2.GetPlanRequest, _placement_pb2.FleetPlan]
     WatchPlan: _grpc.UnaryStreamMultiCallable[_placement_pb2.WatchPlanRequest, _placement_pb2.FleetPlan]
+    ListBindings: _grpc.UnaryUnaryMultiCallable[_placement_pb2.ListBindingsRequest, _placement_pb2.ListBindingsResponse]
+    """The bindings the server holds now (with a store: every server's on it), those on `node` and
+    whose workload_id starts with `workload_prefix` when given: a serving layer that restarted
+    reconciles with them (Release what it no longer runs).
+    """
 
 @_typing.type_check_only
 class PlacementAsyncStub(PlacementStub):
@@ -56,6 +61,11 @@ class PlacementAsyncStub(PlacementStub):
     """batch packing of models with demand"""
     GetPlan: _aio.UnaryUnaryMultiCallable[_placement_pb2.GetPlanRequest, _placement_pb2.FleetPlan]  # type: ignore[assignment]
     WatchPlan: _aio.UnaryStreamMultiCallable[_placement_pb2.WatchPlanRequest, _placement_pb2.FleetPlan]  # type: ignore[assignment]
+    ListBindings: _aio.UnaryUnaryMultiCallable[_placement_pb2.ListBindingsRequest, _placement_pb2.ListBindingsResponse]  # type: ignore[assignment]
+    """The bindings the server holds now (with a store: every server's on it), those on `node` and
+    whose workload_id starts with `workload_prefix` when given: a serving layer that restarted
+    reconciles with them (Release what it no longer runs).
+    """
 
 class PlacementServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -102,5 +112,16 @@ class PlacementServicer(metaclass=_abc_1.ABCMeta):
         request: _placement_pb2.WatchPlanRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_placement_pb2.FleetPlan], _abc.AsyncIterator[_placement_pb2.FleetPlan]]: ...
+
+    @_abc_1.abstractmethod
+    def ListBindings(
+        self,
+        request: _placement_pb2.ListBindingsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_placement_pb2.ListBindingsResponse, _abc.Awaitable[_placement_pb2.ListBindingsResponse]]:
+        """The bindings the server holds now (with a store: every server's on it), those on `node` and
+        whose workload_id starts with `workload_prefix` when given: a serving layer that restarted
+        reconciles with them (Release what it no longer runs).
+        """
 
 def add_PlacementServicer_to_server(servicer: PlacementServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
