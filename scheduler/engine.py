@@ -9,7 +9,8 @@ in-process with the same messages the gRPC API uses. Errors are the typed domain
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 
 from protos.headroom.v1 import placement_pb2 as pb
@@ -24,7 +25,7 @@ from scheduler.domain.placer import OnlinePlacer
 from scheduler.domain.scoring import ScoreWeights
 from scheduler.domain.validate import validate_fleet_request, validate_nodes
 from scheduler.highs import HighsSolver
-from scheduler.journal import JournalChanges, PlacementJournal
+from scheduler.journal import JournalChange, JournalChanges, PlacementJournal
 
 #: Share of the caller's remaining deadline the fleet solver may use.
 DEADLINE_SHARE = 0.8
@@ -79,6 +80,17 @@ class PlacementEngine:
             self._plan_changed.notify_all()
         self._seen_version = changes.version
 
+    @contextmanager
+    def _journaled(self) -> Iterator[JournalChange]:
+        """One locked journal change, the engine first brought up to date with it (caller holds
+        the lock); once it commits, the engine has seen the version it wrote."""
+        assert self._journal is not None
+        with self._journal.change(self._seen_version) as change:
+            self._apply(change.changes)
+            yield change
+        if change.committed_version is not None:
+            self._seen_version = change.committed_version
+
     def refresh(self) -> None:
         """Apply what other engines on the journal changed (reads and WatchPlan see it);
         raises Unavailable when the journal cannot be read. Nothing without a journal."""
@@ -99,15 +111,13 @@ class PlacementEngine:
             if self._journal is None:
                 self._placer = self._placer.resynced(nodes)
             else:
-                with self._journal.change(self._seen_version) as change:
-                    self._apply(change.changes)
+                with self._journaled() as change:
                     fresh = self._placer.resynced(nodes, tuple(self._waiting.values()))
                     dropped = [w for w in (*self._placer.cluster.bindings, *self._waiting)
                                if w not in fresh.cluster.bindings]
                     if dropped:
                         change.released(dropped)
                 self._placer, self._waiting = fresh, {}
-                self._committed(change.committed_version)
             return pb.SyncInventoryResponse(nodes=len(nodes),
                                             gpus=self._placer.cluster.gpu_count)
 
@@ -120,8 +130,7 @@ class PlacementEngine:
             else:
                 placed = False
                 try:
-                    with self._journal.change(self._seen_version) as change:
-                        self._apply(change.changes)
+                    with self._journaled() as change:
                         if spec.workload_id in self._waiting:
                             raise AlreadyExists(spec.workload_id)
                         binding = self._placer.place(spec)
@@ -131,7 +140,6 @@ class PlacementEngine:
                     if placed:
                         self._placer.release(spec.workload_id)
                     raise
-                self._committed(change.committed_version)
         return pb.PlaceResponse(binding=convert.binding_to_pb(binding))
 
     def release(self, request: pb.ReleaseRequest) -> pb.ReleaseResponse:
@@ -141,19 +149,13 @@ class PlacementEngine:
             raise InvalidArgument("workload_id", "must not be empty")
         with self._lock:
             if self._journal is not None:
-                with self._journal.change(self._seen_version) as change:
-                    self._apply(change.changes)
+                with self._journaled() as change:
                     if (workload_id in self._placer.cluster.bindings
                             or workload_id in self._waiting):
                         change.released([workload_id])
-                self._committed(change.committed_version)
             self._placer.release(workload_id)
             self._waiting.pop(workload_id, None)
         return pb.ReleaseResponse()
-
-    def _committed(self, version: int | None) -> None:
-        if version is not None:
-            self._seen_version = version
 
     def binding(self, workload_id: str) -> pb.Binding | None:
         """The current binding of a workload, or None."""
@@ -206,11 +208,9 @@ class PlacementEngine:
             if self._journal is None:
                 plan = replace(outcome.plan, revision=self._plan.revision + 1)
             else:
-                with self._journal.change(self._seen_version) as change:
-                    self._apply(change.changes)  # another engine's plan counts as the previous
+                with self._journaled() as change:  # another engine's plan counts as previous
                     plan = replace(outcome.plan, revision=self._plan.revision + 1)
                     change.planned(plan)
-                self._committed(change.committed_version)
             self._plan = plan
             self._plan_changed.notify_all()
         return convert.fleet_plan_to_pb(plan)
