@@ -13,20 +13,18 @@ from typing import Annotated
 
 import grpc
 import typer
-from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.adapters.clock import WallClock
 from controlplane.cli.bindings import list_bindings, release
 from controlplane.cli.demo_store import settings_with_db
-from controlplane.cli.store_origin import db_url_named, store_error_line
+from controlplane.cli.store_origin import db_url_named, store_errors
 from controlplane.cli.streams import usage_error
 from controlplane.placement_api import JournalFollower, journaled_engine
 from controlplane.runtime import hints_api
 from controlplane.settings import ConfigError
-from controlplane.store import MigrationError, Store, StoreUnavailable
+from controlplane.store import Store
 from controlplane.store.engine import redact
 from scheduler.affinity import parse_cpu_list, pin_process
-from scheduler.domain.errors import Unavailable
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics, check_bindable, exposed_metrics
 from scheduler.server import create_server, stop
@@ -126,16 +124,10 @@ def _kept_in_store(config: Path | None, db: Path | None) -> tuple[
         settings = settings_with_db(config, db)
     except ConfigError as error:
         raise usage_error(str(error)) from None
-    url = settings.db.url
-    try:
-        with db_url_named(settings):
-            store = Store.open(url, settings.db.connect_timeout_s, migrate=True)
-        clock = WallClock()
+    url, clock = settings.db.url, WallClock()
+    with store_errors(url), db_url_named(settings):
+        store = Store.open(url, settings.db.connect_timeout_s, migrate=True)
         engine = journaled_engine(store, clock)
-    except (StoreUnavailable, MigrationError, Unavailable) as error:
-        raise usage_error(str(error)) from None
-    except SQLAlchemyError as error:
-        raise usage_error(store_error_line(url, error)) from None
     bindings, _, revision = engine.counts()
     return engine, (hints_api(store, clock),), store.engine.dispose, (
         f"placement state kept in {redact(url)}: {bindings} binding(s) and plan revision "

@@ -18,9 +18,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from controlplane.cli.demo_store import demo_store_hint, settings_with_db
 from controlplane.cli.streams import usage_error
 from controlplane.settings import ConfigError, Settings
-from controlplane.store import Store, StoreUnavailable
+from controlplane.store import MigrationError, Store, StoreUnavailable
 from controlplane.store.engine import error_line, redact
 from forecaster.errors import InputError
+from scheduler.domain.errors import Unavailable
 
 T = TypeVar("T")
 
@@ -55,7 +56,7 @@ def store_errors(url: str) -> Iterator[None]:
     """A command's refusals and store errors as one-line usage errors (exit 2)."""
     try:
         yield
-    except (ConfigError, InputError, StoreUnavailable) as error:
+    except (ConfigError, InputError, StoreUnavailable, MigrationError, Unavailable) as error:
         raise usage_error(str(error)) from None
     except SQLAlchemyError as error:
         raise usage_error(store_error_line(url, error)) from None
