@@ -80,16 +80,13 @@ def release(
 
     def work(store: Store) -> list[pb.Binding]:
         engine = journaled_engine(store, WallClock())
-        with store.engine.connect() as connection:
-            on_node = [b.workload_id for b, _ in live_bindings(connection, node)] if node else []
-        found = [engine.binding(w) for w in wanted]
-        missing = [w for w, b in zip(wanted, found, strict=True) if b is None]
+        missing = [w for w in wanted if engine.binding(w) is None]
         if missing:
             raise InputError(f"not bound: {', '.join(missing)} (see `headroom placement "
                              "bindings`); nothing released")
-        released = [b for b in found if b is not None]
-        released += [b for w in on_node if w not in wanted
-                     for b in [engine.binding(w)] if b is not None]
+        on_node = engine.list_bindings(pb.ListBindingsRequest(node=node)).bindings if node else []
+        ids = [*wanted, *(b.workload_id for b in on_node if b.workload_id not in wanted)]
+        released = [b for b in (engine.binding(w) for w in ids) if b is not None]
         for binding in released:
             engine.release(pb.ReleaseRequest(workload_id=binding.workload_id))
         return released
