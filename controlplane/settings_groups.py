@@ -61,8 +61,9 @@ class DbSettings(Group):
     url: str = Field("sqlite:///headroom.db", description="SQLAlchemy URL: sqlite:///FILE or "
                      "postgresql+psycopg://user@host:5432/db")
     connect_timeout_s: float = Field(5.0, gt=0, description="timeout of the first connection")
-    retention_s: float = Field(30 * 86400, ge=0, description="ticks with their plans, forecasts "
-                               "and observations older than this are deleted (0 keeps "
+    retention_s: float = Field(30 * 86400, ge=0, description="ticks with their plans, forecasts, "
+                               "observations, ended demand hints and finished MIG re-layouts "
+                               "older than this are deleted (0 keeps "
                                "everything); at least forecast.history_s, which the forecaster "
                                "reads")
     prune_interval_s: float = Field(3600.0, gt=0, description="seconds between store prunes")

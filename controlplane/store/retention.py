@@ -5,9 +5,13 @@ a 30 s interval), every forecast refresh a forecast per model, every tick an obs
 model; without pruning a store grows without bound. ``prune_store`` deletes the rows from before
 ``before_at``: observations, forecasts (each model's newest stays, so KEDA and the dashboard
 still see why a model has none fresher), and ticks with everything hanging off them (the newest
-tick stays: a restarted loop resumes from its guard memory and observed fleet). Children go
-before their parents (SQLite enforces the foreign keys), all or nothing. The ``leases`` table is
-never pruned: its row says who runs the store's simulated fleet, however long ago it renewed.
+tick stays: a restarted loop resumes from its guard memory and observed fleet), demand hints that
+ended before it (``headroom hint list --all`` shows the rest) and finished MIG re-layouts last
+changed before it (an active one stays however old: a restarted process resumes it; the refusal
+backoff reads only the last ``relayout_retry_after_s``). Children go before their parents (SQLite
+enforces the foreign keys), all or nothing. The ``leases`` table is never pruned: its row says who
+runs the store's simulated fleet, however long ago it renewed; nor are the placement tables, which
+prune their own tombstones (``controlplane.store.placement_journal``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, Engine, func
 from sqlmodel import Session, col, delete, select
 
+from controlplane.store.hints import DemandHintRecord
+from controlplane.store.relayout import MigRelayoutRecord
 from controlplane.store.tables import (
     ActionRecord,
     ForecastRecord,
@@ -41,11 +47,13 @@ class Pruned:
     placements: int = 0
     forecasts: int = 0
     observations: int = 0
+    hints: int = 0
+    relayouts: int = 0
 
     @property
     def total(self) -> int:
         return (self.ticks + self.plans + self.actions + self.outcomes + self.placements
-                + self.forecasts + self.observations)
+                + self.forecasts + self.observations + self.hints + self.relayouts)
 
 
 def retention_cutoff(now: datetime, retention_s: float) -> datetime | None:
@@ -71,7 +79,12 @@ def prune_store(engine: Engine, before_at: datetime) -> Pruned:
             delete(ForecastRecord).where(col(ForecastRecord.computed_at) < before_at,
                                          col(ForecastRecord.id).not_in(newest_forecasts)),
             delete(ObservationRecord).where(col(ObservationRecord.at) < before_at),
+            delete(DemandHintRecord).where(col(DemandHintRecord.end_at) < before_at),
+            delete(MigRelayoutRecord).where(col(MigRelayoutRecord.active).is_(False),
+                                            col(MigRelayoutRecord.updated_at) < before_at),
         )]
         session.commit()
-    outcomes, actions_n, placements, plans_n, ticks_n, forecasts, observations = counts
-    return Pruned(ticks_n, plans_n, actions_n, outcomes, placements, forecasts, observations)
+    (outcomes, actions_n, placements, plans_n, ticks_n, forecasts, observations, hints,
+     relayouts) = counts
+    return Pruned(ticks_n, plans_n, actions_n, outcomes, placements, forecasts, observations,
+                  hints, relayouts)

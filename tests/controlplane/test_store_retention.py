@@ -1,5 +1,6 @@
-"""Store retention on SQLite and PostgreSQL: old decisions, forecasts and observations go, whole;
-the newest tick and each model's newest forecast stay."""
+"""Store retention on SQLite and PostgreSQL: old decisions, forecasts, observations, ended demand
+hints and finished MIG re-layouts go, whole; the newest tick, each model's newest forecast and
+every active re-layout stay."""
 
 from __future__ import annotations
 
@@ -9,11 +10,16 @@ from datetime import timedelta
 import pytest
 from tick_builders import T0, sample_tick_report
 
+from controlplane.domain.hints import DemandHint
 from controlplane.domain.lease import LeaseRecord
+from controlplane.domain.mig_layout import DeviceGroupLayout, NodeMigLayout
+from controlplane.domain.mig_relayout import RelayoutPhase, RelayoutPolicy, start_relayout
 from controlplane.runtime import SimRuntime, prune_store
 from controlplane.settings import ConfigError, load_settings
 from controlplane.store import Store
+from controlplane.store.hints import SqlDemandHints
 from controlplane.store.lease import SqlLeaseStore
+from controlplane.store.relayout import SqlRelayoutStore
 from controlplane.store.retention import Pruned, retention_cutoff
 from forecaster.types import Forecast
 
@@ -86,6 +92,28 @@ def test_the_fleet_lease_stays_however_old_its_last_renewal(store_url: str) -> N
     assert pruned is not None and pruned.total > 0
     kept = leases.read_lease("sim-fleet")
     assert kept is not None and (kept.holder, kept.renew_at) == ("host-1", T0)
+
+
+def test_hints_that_ended_and_relayouts_that_finished_before_the_cutoff_go_active_ones_stay(
+        store_url: str) -> None:
+    store = _filled(store_url)
+    hints = SqlDemandHints(store.engine)
+    ended = hints.add_hint(DemandHint("a", 50.0, T0, T0 + DAY, "launch"), T0)
+    running = hints.add_hint(DemandHint("a", 80.0, T0, T0 + 60 * DAY, "season"), T0)
+    relayouts = SqlRelayoutStore(store.engine)
+    layout = NodeMigLayout("A100-80GB", (DeviceGroupLayout((0,), ("3g.40gb", "3g.40gb")),))
+    done = start_relayout("gpu-1", "a100", "all-1g.10gb", "headroom-mig-a", layout, T0,
+                          RelayoutPolicy(), "placement")
+    stuck = start_relayout("gpu-2", "a100", "all-1g.10gb", "headroom-mig-b", layout, T0,
+                           RelayoutPolicy(), "placement")
+    relayouts.save_relayout(replace(done, phase=RelayoutPhase.DONE, deadline_at=None))
+    relayouts.save_relayout(stuck)  # still draining, 40 days on: a restart resumes it
+    pruned = prune_store(store, T0 + 40 * DAY, load_settings(db={"retention_s": 30 * 86400}))
+    assert pruned is not None and (pruned.hints, pruned.relayouts) == (1, 1)
+    assert [h.hint_id for h in hints.hints()] == [running.hint_id]
+    assert ended.hint_id != running.hint_id
+    assert relayouts.relayouts_of("gpu-1") == ()
+    assert relayouts.active_relayouts() == (stuck,)
 
 
 def test_a_retention_shorter_than_the_forecasters_history_is_refused_naming_both() -> None:
