@@ -313,7 +313,8 @@ class SimRuntime:
         if limits is None or taken.placement is None:
             return
         observed = self.cluster.snapshot()
-        idle = replace(observed, nodes=tuple(replace(n, gpu_pods=0) for n in observed.nodes))
+        idle = replace(observed, nodes=tuple(replace(n, gpu_pods=0, whole_gpus_in_use=0)
+                                            for n in observed.nodes))
         nodes = node_config_plan(taken.placement, idle, self.config.pools, {}, GuardMemory(),
                                  replace(limits, one_per_pool=False), self.clock.now())
         for action in nodes.actions:

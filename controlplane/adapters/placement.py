@@ -12,7 +12,7 @@ from typing import Protocol
 from controlplane.domain.demand import Demand
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.models import Isolation, ModelSpec
-from controlplane.domain.observed import ObservedState
+from controlplane.domain.observed import ObservedNode, ObservedState
 from controlplane.domain.placement import FleetPlacement, PlacedSegment, WarmGpus
 from protos.headroom.v1 import placement_pb2 as pb
 from scheduler.domain.validate import MAX_POOL_GPUS
@@ -32,18 +32,25 @@ class FleetPlanner(Protocol):
 
 def inventory_request(observed: ObservedState) -> pb.SyncInventoryRequest:
     """The ready, uncordoned nodes with what their GPUs hold now: MIG instances (starts and
-    models are not observed), or whole GPUs in use on a node that runs GPU pods. The engine
-    keeps those layouts where it can when it has no plan of its own (a restart)."""
+    models are not observed), or whole GPUs in use: the node's ``whole_gpus_in_use`` GPUs with
+    MIG off, lowest index first (which of them the device plugin gave out is not observed, how
+    many is). The engine keeps those layouts where it can when it has no plan of its own (a
+    restart)."""
     return pb.SyncInventoryRequest(nodes=[
         pb.Node(name=n.name, cpu_milli=n.cpu_milli, memory_mib=n.memory_mib, pool=n.pool,
-                labels=dict(n.labels),
-                gpus=[pb.Gpu(index=g.index, product=g.product, memory_mib=g.memory_mib,
-                             mig_capable=g.mig_capable,
-                             mig_instances=[pb.MigInstance(profile=p) for p in g.mig_layout],
-                             whole_in_use=not g.mig_enabled and n.gpu_pods > 0)
-                      for g in n.gpus])
+                labels=dict(n.labels), gpus=_gpus(n))
         for n in observed.nodes if n.ready and not n.cordoned
     ])
+
+
+def _gpus(node: ObservedNode) -> list[pb.Gpu]:
+    whole = [g.index for g in node.gpus if not g.mig_enabled]
+    in_use = set(sorted(whole)[:node.whole_gpus_in_use])
+    return [pb.Gpu(index=g.index, product=g.product, memory_mib=g.memory_mib,
+                   mig_capable=g.mig_capable,
+                   mig_instances=[pb.MigInstance(profile=p) for p in g.mig_layout],
+                   whole_in_use=g.index in in_use)
+            for g in node.gpus]
 
 
 def plan_request(demands: Sequence[Demand], specs: Sequence[ModelSpec],

@@ -36,6 +36,10 @@ class ObservedNode:
     cordoned: bool = False
     labels: tuple[tuple[str, str], ...] = ()
     gpu_pods: int = 0  # workload pods holding GPUs here (what a drain would evict)
+    # GPUs with MIG off that those pods hold, whole or in part: Kubernetes counts the
+    # ``nvidia.com/gpu`` units they request (an upper bound where the device plugin shares a GPU
+    # among several units), capped at the node's GPUs with MIG off
+    whole_gpus_in_use: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ replica a node with MIG off, so MIG models are served only where the loop has la
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 from collections.abc import Callable, Sequence
@@ -201,11 +202,17 @@ class SimCluster:
                                      "mig" if node.profiles(i) else node.sharing.mode.value,
                                      node.sharing.replicas)
                          for i in range(pool.gpus_per_node))
-            pods = len(self._on(node.name))
+            on = self._on(node.name)
+            # replicas off MIG fill whole GPUs by their shares (the simulator packs a node's
+            # GPUs as one pool of capacity)
+            share = sum(replica_share(self._specs[m]) for m, _ in on
+                        if not self._specs[m].best_point().compute_slices)
+            whole = sum(1 for g in gpus if not g.mig_enabled)
             out.append(ObservedNode(node.name, node.pool, pool.product, node.ready_at <= self._now,
                                     pool.gpus_per_node * 16_000, pool.gpus_per_node * 120_000,
                                     gpus, cordoned=bool(node.relayout and node.relayout.cordoned),
-                                    gpu_pods=pods))
+                                    gpu_pods=len(on),
+                                    whole_gpus_in_use=min(whole, math.ceil(share - 1e-9))))
         return tuple(out)
 
     def _observed_models(self) -> tuple[ObservedModel, ...]:

@@ -28,7 +28,9 @@ def test_the_inventory_carries_each_gpus_mig_instances_and_whole_gpus_in_use() -
     ), gpu_pods=3)
     l4_busy = ObservedNode("l4-1", "l4", "L4", True, 16_000, 64_000,
                            (ObservedGpu(0, "L4", 23034, False, sharing="mps",
-                                        sharing_replicas=2),), gpu_pods=1)
+                                        sharing_replicas=2),
+                            ObservedGpu(1, "L4", 23034, False, sharing="mps",
+                                        sharing_replicas=2)), gpu_pods=1, whole_gpus_in_use=1)
     l4_idle = ObservedNode("l4-2", "l4", "L4", True, 16_000, 64_000,
                            (ObservedGpu(0, "L4", 23034, False),))
     observed = ObservedState(datetime(2026, 1, 5, tzinfo=UTC), (), (a100, l4_busy, l4_idle), ())
@@ -39,5 +41,6 @@ def test_the_inventory_carries_each_gpus_mig_instances_and_whole_gpus_in_use() -
         ("a100-1", 0): ((HeldInstance("3g.40gb", None), HeldInstance("4g.40gb", None)), False),
         ("a100-1", 1): ((), False),  # MIG on without instances serves nothing: not whole
         ("l4-1", 0): ((), True),
+        ("l4-1", 1): ((), False),  # its one pod holds one GPU: the other is free to re-plan
         ("l4-2", 0): ((), False),  # its node runs no GPU pods
     }

@@ -159,11 +159,16 @@ def test_a_layout_laid_out_at_once_unbinds_the_replicas_it_cannot_hold() -> None
                          lambda _m, _at: 10.0, SIM, T0, True)
     cluster.set_size("h100", 1)
     cluster.step(_at(60))
+    cluster.set_replicas(llama70.name, 1)
+    node = _node(cluster, "h100-0001")
+    assert (node.gpu_pods, node.whole_gpus_in_use) == (1, 1)  # one of the node's two GPUs
     cluster.set_replicas(llama70.name, 2)
-    assert _node(cluster, "h100-0001").gpu_pods == 2
+    node = _node(cluster, "h100-0001")
+    assert (node.gpu_pods, node.whole_gpus_in_use) == (2, 2)
     cluster.lay_out_now("h100-0001", uniform(h100, ("7g.80gb",)))
     model = cluster.snapshot().model(llama70.name)
-    assert _node(cluster, "h100-0001").gpu_pods == 0
+    node = _node(cluster, "h100-0001")
+    assert (node.gpu_pods, node.whole_gpus_in_use) == (0, 0)
     assert model is not None and model.replicas_ready == 0 and model.replicas_pending == 2
     mig_off = builtin_layout(h100, "all-disabled")
     assert mig_off is not None
@@ -179,6 +184,7 @@ def test_a_layout_laid_out_at_once_keeps_the_replicas_it_still_holds() -> None:
     cluster.lay_out_now("a100-0001", uniform(A100, ("1g.10gb", "3g.40gb")))
     model = cluster.snapshot().model(RESNET.name)
     assert model is not None and model.replicas_ready == 2 and _node(cluster).gpu_pods == 2
+    assert _node(cluster).whole_gpus_in_use == 0  # its replicas run on MIG slices
 
 
 def test_a_mig_replica_needs_an_instance_with_room_for_its_memory_not_only_its_size() -> None:

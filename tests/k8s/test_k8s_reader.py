@@ -206,8 +206,27 @@ def test_gpu_pods_count_workloads_a_drain_would_evict_and_sharing_follows_the_co
     apiserver.seed(gpu_pod("cpu-only", "l4-2", requests={}))
     nodes = {n.name: n for n in make_backend(apiserver, clock).reader.snapshot().nodes}
     assert nodes["l4-1"].gpu_pods == 1 and nodes["l4-2"].gpu_pods == 0
+    assert (nodes["l4-1"].whole_gpus_in_use, nodes["l4-2"].whole_gpus_in_use) == (1, 0)
     assert {(g.sharing, g.sharing_replicas) for g in nodes["l4-1"].gpus} == {("mps", 4)}
     assert {(g.sharing, g.sharing_replicas) for g in nodes["l4-2"].gpus} == {("time_sliced", 3)}
+
+
+def test_only_as_many_whole_gpus_are_synced_in_use_as_the_pods_on_the_node_request(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(nodepool("a100-80gb"))
+    apiserver.seed(gpu_node("a100-1", gpus=8, mig_config="all-disabled"))
+    apiserver.seed(gpu_node("a100-2", gpus=2, mig_config="all-disabled"))
+    apiserver.seed(gpu_pod("llm-tp2", "a100-1", requests={"nvidia.com/gpu": "2"}))
+    apiserver.seed(gpu_pod("embed", "a100-1", requests={"nvidia.com/gpu": "1"}))
+    apiserver.seed(gpu_pod("headroom-warm-a100-x", "a100-1", requests={"nvidia.com/gpu": "4"},
+                           labels={"headroom.dev/warm-pool": "a100-80gb"}))
+    apiserver.seed(gpu_pod("too-many", "a100-2", requests={"nvidia.com/gpu": "3"}))
+    observed = make_backend(apiserver, clock).reader.snapshot()
+    assert {n.name: n.whole_gpus_in_use for n in observed.nodes} == {"a100-1": 3, "a100-2": 2}
+    synced = {n.name: [g.whole_in_use for g in n.gpus] for n in inventory_request(observed).nodes}
+    # a warm-pool placeholder holds capacity for a replica to come, not a layout to keep
+    assert synced["a100-1"] == [True] * 3 + [False] * 5
+    assert synced["a100-2"] == [True, True]
 
 
 def test_a_node_on_mig_parteds_all_enabled_reads_as_mig_on_without_instances_not_whole_gpus(

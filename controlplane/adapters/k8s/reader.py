@@ -61,11 +61,13 @@ def observed_node(node: NodeInfo, inventory: Inventory) -> ObservedNode:
                                 profiles, sharing.value, 1 if mig_on else clients, mig_on))
     kept = tuple(sorted((k, v) for k, v in node.labels.items()
                         if k.startswith(n.KEPT_LABEL_PREFIXES)))
-    pods = sum(1 for p in inventory.pods_on(node.name) if holds_gpus(p))
+    holding = [p for p in inventory.pods_on(node.name) if holds_gpus(p)]
+    units = sum(p.gpu_requests.get(n.GPU_RESOURCE, 0) for p in holding)
+    whole = sum(1 for g in gpus if not g.mig_enabled)
     return ObservedNode(node.name, node.pool, node.product, node.ready,
                         cpu_milli(node.allocatable.get("cpu", 0)),
                         memory_mib(node.allocatable.get("memory", 0)), tuple(gpus),
-                        node.unschedulable, kept, pods)
+                        node.unschedulable, kept, len(holding), min(units, whole))
 
 
 def target_nodes(pool: PoolSpec, nodepool: dict[str, object] | None, registered: int) -> int:
