@@ -45,6 +45,14 @@ PROBLEMS = """(() => {
           errors: Array.from(document.querySelectorAll('[data-testid="stAlertContentError"]'))
                        .map(e => e.innerText)};
 })()"""
+#: the Overview of a running loop: the last tick's time and the fleet's cost per hour are shown
+LIVE_OVERVIEW = """(() => {
+  const metrics = Array.from(document.querySelectorAll('[data-testid="stMetric"]'))
+                       .map(m => m.innerText);
+  const tick = metrics.find(t => t.startsWith('Last tick'));
+  const cost = metrics.find(t => t.startsWith('$ / h now'));
+  return !!tick && /\\d\\d:\\d\\d:\\d\\d/.test(tick) && !!cost && /\\$\\d/.test(cost);
+})()"""
 
 
 class Browser:
