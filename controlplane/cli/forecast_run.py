@@ -1,0 +1,267 @@
+"""``headroom forecast run``: the forecast job (every model, or one shard of a fleet) over
+Prometheus, a CSV trace or the store's observations; its report as a table or one JSON document.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Annotated, Any
+
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from sqlalchemy.exc import SQLAlchemyError
+
+from controlplane.adapters.clock import WallClock
+from controlplane.cli.helptext import reflowed
+from controlplane.cli.store_origin import db_url_named
+from controlplane.cli.streams import print_error, print_warning, usage_error
+from controlplane.forecast_job import (
+    HistorySource,
+    JobConfig,
+    JobReport,
+    Shard,
+    run_job,
+    state_dir_problem,
+)
+from controlplane.settings import ConfigError, load_settings
+from controlplane.settings_cluster import PrometheusSettings
+from controlplane.store import Store, StoreUnavailable
+from controlplane.store.engine import error_line, redact
+from forecaster.errors import ForecasterError, InputError
+from forecaster.prepare import parse_duration_s
+from forecaster.registry import METHODS
+from forecaster.sources.replay import CsvSource, read_trace
+
+err = Console(stderr=True)
+
+
+def cell(value: float | None, digits: int = 1) -> str:
+    """A table cell: ``-`` for no value."""
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+@reflowed
+def run(
+    config: Annotated[Path | None, typer.Option("--config", "-c",
+                                                help="YAML settings (store URL, forecast)")] = None,
+    store_url: Annotated[str | None, typer.Option("--store", help="SQL store URL (default: "
+                                                  "settings db.url)")] = None,
+    prometheus_url: Annotated[str | None, typer.Option(
+        "--prometheus-url", help="read rates from Prometheus (credentials, rate window and "
+        "timeout: settings prometheus)")] = None,
+    metric: Annotated[str | None, typer.Option(help="Prometheus preset: triton or vllm "
+                                               "(default: settings prometheus.metric)")] = None,
+    query: Annotated[str | None, typer.Option(help="PromQL with a {model} placeholder "
+                                              "(default: settings prometheus.query)")] = None,
+    models: Annotated[str | None, typer.Option(help="comma-separated model names "
+                                               "(default: all the source knows)")] = None,
+    csv: Annotated[Path | None, typer.Option("--csv", help="read rates from a CSV trace")] = None,
+    time_col: Annotated[str, typer.Option("--time-col", help="--csv: time column")] = "ts",
+    value_col: Annotated[str, typer.Option("--value-col", help="--csv: rate column")] = "rate_rps",
+    series_col: Annotated[str | None, typer.Option(
+        "--series-col", help="--csv: column naming the model ('' for one series)")] = "model",
+    time_unit: Annotated[str | None, typer.Option(
+        "--time-unit", help="--csv: unit of a numeric time column: s, ms, min, h")] = None,
+    shard: Annotated[str, typer.Option(help="INDEX/COUNT of a sharded fleet, e.g. "
+                                       "$(JOB_COMPLETION_INDEX)/8")] = "0/1",
+    workers: Annotated[int, typer.Option(min=1, help="worker processes")] = 2,
+    fit_budget_s: Annotated[float | None, typer.Option(
+        "--fit-budget-s", min=0, help="a first fit (a model without stored state) starts only "
+        "within this many wall seconds of the run's start; the rest get persistence with "
+        "fallback fit_deferred and are fitted by a later run. Whatever the budget (0 too), a "
+        "run starts at least one first fit per worker, so every model is fitted in the end "
+        "(default: settings forecast.fit_budget_s, else no limit)")] = None,
+    method: Annotated[str | None, typer.Option(help="forecaster (default: settings)")] = None,
+    horizon: Annotated[str | None, typer.Option(help="e.g. 20m (default: settings)")] = None,
+    step: Annotated[str | None, typer.Option(help="e.g. 60s (default: settings)")] = None,
+    history: Annotated[str | None, typer.Option(help="e.g. 7d (default: settings)")] = None,
+    state_dir: Annotated[Path | None, typer.Option("--state-dir", help="fitted state kept "
+                                                   "between runs (default: forecast.state_dir, "
+                                                   ".headroom/forecaster-state)")] = None,
+    at: Annotated[str | None, typer.Option(help="forecast origin (ISO UTC; default: now, or "
+                                           "the end of --csv)")] = None,
+    no_store: Annotated[bool, typer.Option("--no-store", help="do not save forecasts")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+) -> None:
+    """Refresh forecasts for every model (or one shard) and store them.
+
+    Bad input is reported per model, never a silent zero: a CSV with a repeated timestamp is
+    refused (exit 2); NaN/text, negative and out-of-order rows, negative Prometheus values, and
+    a newest sample more than max(1 h, 3 steps) before the forecast time (stale_history) are
+    warnings per model (stderr, and per_model.warnings with --json); a model with no usable
+    sample (none numeric, or none positive but some negative) gets no forecast and is listed as
+    failed (exit 1).
+
+    A run that could not save the fitted state of some models in the state dir (disk full,
+    read-only, quota) prints one error line naming the state dir and the OS error and exits 3
+    (when no model failed): their forecasts are made and stored, but every run refits them.
+    """
+    try:
+        settings = load_settings(config)
+        fs = settings.forecast
+        job = JobConfig(
+            horizon_s=parse_duration_s(horizon, "--horizon") if horizon else fs.horizon_s,
+            step_s=parse_duration_s(step, "--step") if step else fs.step_s,
+            history_s=parse_duration_s(history, "--history") if history else fs.history_s,
+            method=method or fs.method, workers=workers, shard=Shard.parse(shard),
+            state_dir=state_dir if state_dir is not None else fs.state_dir,
+            fit_budget_s=fit_budget_s if fit_budget_s is not None else fs.fit_budget_s,
+            state_retention_s=fs.state_retention_s)
+        if job.method not in METHODS:
+            raise InputError(f"--method {job.method!r}: choose one of {', '.join(METHODS)}")
+        source, now = _source(prometheus_url, settings.prometheus, metric, query, models, csv,
+                              time_col, value_col, series_col, time_unit,
+                              store_url or settings.db.url, at, job.step_s)
+        # checked before any fit, not after every model was fitted
+        with db_url_named(settings) if store_url is None else nullcontext():
+            sink = None if no_store else Store.open_existing(store_url or settings.db.url,
+                                                             settings.db.connect_timeout_s)
+        problem = state_dir_problem(job.state_dir) if job.state_dir is not None else None
+        if problem is not None:
+            raise InputError(f"{'--state-dir' if state_dir else 'forecast.state_dir'} "
+                             f"{job.state_dir}: {problem}")
+        progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), console=err)
+        bars: dict[str, Any] = {}
+
+        def on_progress(stage: str, done: int, total: int) -> None:
+            if stage not in bars:
+                progress.start()  # at the first stage: an error before it stays one line
+                bars[stage] = progress.add_task(stage, total=total)
+            progress.update(bars[stage], completed=done)
+
+        try:
+            report_ = run_job(source, sink, now, job, on_progress)
+        finally:
+            if bars:  # stop() prints a line break on a non-terminal, started or not
+                progress.stop()
+    except (ForecasterError, ConfigError, StoreUnavailable, ValueError) as exc:
+        raise usage_error(str(exc)) from exc
+    except SQLAlchemyError as exc:
+        raise usage_error(f"store {redact(store_url or settings.db.url)}: {error_line(exc)} "
+                          "(is the schema created? run `headroom db upgrade`)") from exc
+    doc = job_doc(report_, stored=not no_store)
+    if json_out:
+        sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
+    else:
+        Console().print(job_table(report_))
+        err.print(f"{len(report_.forecasts)} forecast(s) in {report_.wall_s:.1f} s "
+                  f"(fetch {report_.fetch_s:.1f}, compute {report_.compute_s:.1f}, "
+                  f"store {report_.store_s:.1f}); refits {report_.refits}, reused "
+                  f"{report_.reused}, deferred {report_.deferred}; failed "
+                  f"{len(report_.failed)}; pruned {report_.pruned} state file(s)",
+                  highlight=False)
+    for model, notes in report_.warnings.items():
+        for note in notes:
+            print_warning(f"model {model!r}: {note}")
+    for model, why in report_.failed.items():
+        print_warning(f"model {model!r}: {why}")
+    if report_.state_unsaved:
+        print_error(state_unsaved_line(report_, job.state_dir, "--state-dir" if state_dir
+                                       else "forecast.state_dir", stored=not no_store))
+    if report_.failed:
+        raise typer.Exit(1)
+    if report_.state_unsaved:
+        raise typer.Exit(EXIT_STATE_UNSAVED)
+
+
+#: ``forecast run``'s exit code when every model has a forecast but the fitted state of some
+#: could not be saved (1: some models have no forecast; 2: bad input)
+EXIT_STATE_UNSAVED = 3
+
+
+def state_unsaved_line(r: JobReport, state_dir: Path | None, name: str, stored: bool) -> str:
+    """The one line on a run whose fitted state could not be saved (``r.state_unsaved``)."""
+    made = "stored" if stored and r.forecasts else "made"
+    return (f"{name} {state_dir}: cannot save fitted state ({r.state_error}) of "
+            f"{r.state_unsaved} of {r.models} model(s); their forecasts were {made}, but every "
+            "run refits them until the state dir takes writes again")
+
+
+def _source(prometheus_url: str | None, prometheus: PrometheusSettings, metric: str | None,
+            query: str | None, models: str | None, csv: Path | None, time_col: str,
+            value_col: str, series_col: str | None, time_unit: str | None, store_url: str,
+            at: str | None, step_s: int) -> tuple[HistorySource, Any]:
+    """The history source and the forecast origin ('now'; for a CSV: one step after its last
+    row, so the last row is part of the history)."""
+    wanted = [m.strip() for m in models.split(",") if m.strip()] if models is not None else None
+    if wanted == []:
+        raise InputError(f"--models {models!r}: no model name; give comma-separated names or "
+                         "leave it out for every model")
+    if prometheus_url and csv:
+        raise InputError("give either --prometheus-url or --csv, not both")
+    now = _parse_at(at) if at else None
+    if csv is not None:
+        trace = read_trace(csv, time_col, value_col, series_col, time_unit, wanted)
+        source = CsvSource(trace)
+        end = pd.Timestamp(source.last_ns() + step_s * 10**9, tz="UTC").to_pydatetime()
+        return source, now or end
+    if prometheus_url:
+        from controlplane.adapters.prometheus import prometheus_source
+
+        return (prometheus_source(prometheus, prometheus_url, metric=metric, query=query,
+                                  models=wanted), now or WallClock().now())
+    store = Store.open_existing(store_url)
+    return (_Only(store, wanted) if wanted else store), now or WallClock().now()
+
+
+class _Only:
+    """A store restricted to some models."""
+
+    def __init__(self, store: Store, models: list[str]) -> None:
+        self.store, self.models = store, models
+
+    def model_names(self) -> list[str]:
+        return [m for m in self.store.model_names() if m in self.models]
+
+    def rate_history(self, model: str, since_at: Any, until_at: Any, step_s: int) -> Any:
+        return self.store.rate_history(model, since_at, until_at, step_s)
+
+
+def _parse_at(text: str) -> Any:
+    try:
+        stamp = pd.Timestamp(text)
+    except ValueError as exc:
+        raise InputError(f"--at {text!r}: not an ISO timestamp") from exc
+    return (stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")) \
+        .to_pydatetime()
+
+
+def job_doc(r: JobReport, stored: bool) -> dict[str, Any]:
+    return {
+        "ok": not (r.failed or r.state_unsaved), "computed_at": r.computed_at.isoformat(),
+        "shard": f"{r.shard.index}/{r.shard.count}", "models": r.models,
+        "forecasts": len(r.forecasts), "stored": stored and bool(r.forecasts),
+        "failed": r.failed, "refits": r.refits, "reused_state": r.reused,
+        "deferred": r.deferred, "seasonal_fits": r.seasonal_fits,
+        "state_unsaved": r.state_unsaved, "state_error": r.state_error or None,
+        "pruned_state_files": r.pruned,
+        "methods": r.methods, "fallbacks": r.fallbacks,
+        "timing_s": {"fetch": round(r.fetch_s, 3), "compute": round(r.compute_s, 3),
+                     "store": round(r.store_s, 3), "wall": round(r.wall_s, 3)},
+        "per_model": {f.series_id: {"method": f.method, "fallback_reason": f.fallback_reason,
+                                    "backtest_wape": f.backtest_wape,
+                                    "p50_last": f.p50[-1] if f.p50 else None,
+                                    "p90_max": f.p90_max(),
+                                    "warnings": list(r.warnings.get(f.series_id, ()))}
+                      for f in r.forecasts},
+    }
+
+
+def job_table(r: JobReport) -> Table:
+    t = Table(title=f"forecasts at {r.computed_at.isoformat()} (shard {r.shard.index}/"
+                    f"{r.shard.count})")
+    for col in ("model", "method", "fallback", "p50 @ horizon", "p90 max", "recent WAPE %",
+                "warnings"):
+        t.add_column(col)
+    for f in r.forecasts:
+        t.add_row(f.series_id, f.method, f.fallback_reason or "-", cell(f.p50[-1], 2),
+                  cell(f.p90_max(), 2), cell(f.backtest_wape),
+                  str(len(r.warnings[f.series_id])) if f.series_id in r.warnings else "-")
+    return t
