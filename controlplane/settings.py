@@ -91,6 +91,10 @@ class Settings(BaseSettings):
             raise ValueError(f"autoscaling.profile_correction.window_s ({correction_s:g} s) "
                              f"must be <= db.retention_s ({self.db.retention_s:g} s): the "
                              "correction reads that much of the stored observations")
+        if 0 < self.db.retention_s < self.k8s.relayout_retry_after_s:
+            raise ValueError(f"k8s.relayout_retry_after_s ({self.k8s.relayout_retry_after_s:g} "
+                             f"s) must be <= db.retention_s ({self.db.retention_s:g} s): the "
+                             "retry backoff reads the finished re-layouts the store keeps")
         if self.reconcile.max_staleness_s < self.reconcile.interval_s:
             raise ValueError("reconcile.max_staleness_s must be >= reconcile.interval_s")
         window_s, refresh_s = self.autoscaling.calibration_window_s, self.forecast.interval_s

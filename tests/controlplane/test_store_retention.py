@@ -121,6 +121,13 @@ def test_a_retention_shorter_than_the_forecasters_history_is_refused_naming_both
         load_settings(db={"retention_s": 86400}, forecast={"history_s": 7 * 86400})
 
 
+def test_a_retention_shorter_than_the_relayout_retry_backoff_is_refused_naming_both() -> None:
+    with pytest.raises(ConfigError, match=r"k8s\.relayout_retry_after_s .* db\.retention_s"):
+        load_settings(db={"retention_s": 8 * 86400}, k8s={"relayout_retry_after_s": 9 * 86400})
+    kept = load_settings(db={"retention_s": 0}, k8s={"relayout_retry_after_s": 9 * 86400})
+    assert kept.k8s.relayout_retry_after_s == 9 * 86400  # retention 0 keeps everything
+
+
 def test_the_cutoff_is_now_minus_the_retention_or_none_to_keep_everything() -> None:
     assert retention_cutoff(T0, 86400) == T0 - DAY
     assert retention_cutoff(T0, 0) is None
