@@ -55,7 +55,7 @@ def nodes_from_pb(request: pb.SyncInventoryRequest) -> list[NodeSpec]:
                                                   i.start if i.HasField("start") else None,
                                                   i.model) for i in g.mig_instances),
                                g.whole_in_use) for g in n.gpus),
-            labels=tuple(sorted(n.labels.items())), pool=n.pool,
+            labels=tuple(sorted(n.labels.items())), pool=n.pool, unschedulable=n.unschedulable,
         )
         for n in request.nodes
     ]

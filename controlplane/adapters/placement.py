@@ -31,15 +31,18 @@ class FleetPlanner(Protocol):
 
 
 def inventory_request(observed: ObservedState) -> pb.SyncInventoryRequest:
-    """The ready, uncordoned nodes with what their GPUs hold now: MIG instances (starts and
-    models are not observed), or whole GPUs in use: the node's ``whole_gpus_in_use`` GPUs with
-    MIG off, lowest index first (which of them the device plugin gave out is not observed, how
-    many is). The engine keeps those layouts where it can when it has no plan of its own (a
-    restart)."""
+    """Every node with what its GPUs hold now: MIG instances (starts and models are not
+    observed), or whole GPUs in use: the node's ``whole_gpus_in_use`` GPUs with MIG off, lowest
+    index first (which of them the device plugin gave out is not observed, how many is). The
+    engine keeps those layouts where it can when it has no plan of its own (a restart). A
+    cordoned or not-ready node is sent ``unschedulable``: the engine keeps the bindings on it
+    (its pods may still run, and come back with it) but places nothing new there. A SyncInventory
+    is a full snapshot, so a node left out would lose its bindings, and its GPUs would look free
+    once it is back."""
     return pb.SyncInventoryRequest(nodes=[
         pb.Node(name=n.name, cpu_milli=n.cpu_milli, memory_mib=n.memory_mib, pool=n.pool,
-                labels=dict(n.labels), gpus=_gpus(n))
-        for n in observed.nodes if n.ready and not n.cordoned
+                labels=dict(n.labels), gpus=_gpus(n), unschedulable=not n.ready or n.cordoned)
+        for n in observed.nodes
     ])
 
 

@@ -72,6 +72,8 @@ class Cluster:
         self.position = {x.name: i for i, x in enumerate(self.nodes)}
         self.cpu_free: IntArray = np.array([x.cpu_milli for x in self.nodes], dtype=np.int64)
         self.mem_free: IntArray = np.array([x.memory_mib for x in self.nodes], dtype=np.int64)
+        # nodes that take new placements (not cordoned, ready); the others keep their bindings
+        self.open: BoolArray = np.array([not x.unschedulable for x in self.nodes], dtype=bool)
         # Per GPU slot; a slot without a GPU has free milli -1 so that nothing ever fits there.
         self.free: IntArray = np.full((n, width), -1, dtype=np.int64)
         self.exists: BoolArray = np.zeros((n, width), dtype=bool)

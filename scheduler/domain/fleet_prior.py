@@ -28,6 +28,8 @@ def prior_from_inventory(nodes: Sequence[NodeSpec]) -> FleetPlan:
     are left out."""
     gpus: list[GpuAssignment] = []
     for node in sorted(nodes, key=lambda n: n.name):
+        if node.unschedulable:  # cordoned (a drain or re-layout under way) or not ready
+            continue
         for gpu in sorted(node.gpus, key=lambda g: g.index):
             segments = _segments(gpu)
             if segments:

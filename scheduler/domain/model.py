@@ -58,6 +58,7 @@ class NodeSpec:
     gpus: tuple[GpuSpec, ...]
     labels: tuple[tuple[str, str], ...] = ()
     pool: str = ""
+    unschedulable: bool = False  # cordoned or not ready: bindings kept, nothing new placed
 
 
 @dataclass(frozen=True, slots=True)

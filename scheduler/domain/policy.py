@@ -219,7 +219,7 @@ def _score_rows(cluster: Cluster, rows: IntArray, shape: Shape,
     col = np.full(rows.size, -1, dtype=np.int64)
     cpu = cluster.cpu_free[rows] - shape.cpu_milli
     mem = cluster.mem_free[rows] - shape.memory_mib
-    host = (cpu >= 0) & (mem >= 0)
+    host = (cpu >= 0) & (mem >= 0) & cluster.open[rows]
     if not host.all():
         keep = np.flatnonzero(host)
         if keep.size == 0:
@@ -301,7 +301,7 @@ def _score_node(cluster: Cluster, node: int, shape: Shape, scorer: Scorer) -> tu
     GPU column it would take (-1 otherwise): ``_score_rows`` for one row, in plain Python."""
     cpu = cluster.cpu_free.item(node) - shape.cpu_milli
     mem = cluster.mem_free.item(node) - shape.memory_mib
-    if cpu < 0 or mem < 0:
+    if cpu < 0 or mem < 0 or not cluster.open.item(node):
         return np.inf, -1
     tables, stranding, cache = scorer.tables, scorer.weights.stranding, scorer.cache
     total, idle = cluster.total.item(node), cluster.idle.item(node)

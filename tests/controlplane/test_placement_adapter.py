@@ -3,6 +3,7 @@ within what the placement API accepts; its inventory says what each GPU holds no
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from controlplane.adapters.placement import inventory_request, plan_request
@@ -33,9 +34,16 @@ def test_the_inventory_carries_each_gpus_mig_instances_and_whole_gpus_in_use() -
                                         sharing_replicas=2)), gpu_pods=1, whole_gpus_in_use=1)
     l4_idle = ObservedNode("l4-2", "l4", "L4", True, 16_000, 64_000,
                            (ObservedGpu(0, "L4", 23034, False),))
-    observed = ObservedState(datetime(2026, 1, 5, tzinfo=UTC), (), (a100, l4_busy, l4_idle), ())
+    cordoned = replace(l4_idle, name="l4-3", cordoned=True, gpu_pods=1, whole_gpus_in_use=1)
+    booting = replace(l4_idle, name="l4-4", ready=False)
+    observed = ObservedState(datetime(2026, 1, 5, tzinfo=UTC), (),
+                             (a100, l4_busy, l4_idle, cordoned, booting), ())
     nodes = nodes_from_pb(inventory_request(observed))
     validate_nodes(nodes)  # raises on a malformed inventory
+    # every node is synced (a node left out would lose its bindings); the cordoned and the
+    # not-ready one take nothing new
+    assert {n.name: n.unschedulable for n in nodes} == {
+        "a100-1": False, "l4-1": False, "l4-2": False, "l4-3": True, "l4-4": True}
     held = {(n.name, g.index): (g.mig_instances, g.whole_in_use) for n in nodes for g in n.gpus}
     assert held == {
         ("a100-1", 0): ((HeldInstance("3g.40gb", None), HeldInstance("4g.40gb", None)), False),
@@ -43,4 +51,6 @@ def test_the_inventory_carries_each_gpus_mig_instances_and_whole_gpus_in_use() -
         ("l4-1", 0): ((), True),
         ("l4-1", 1): ((), False),  # its one pod holds one GPU: the other is free to re-plan
         ("l4-2", 0): ((), False),  # its node runs no GPU pods
+        ("l4-3", 0): ((), True),
+        ("l4-4", 0): ((), False),
     }

@@ -165,10 +165,15 @@ class Node(_message.Message):
     GPUS_FIELD_NUMBER: _builtins.int
     LABELS_FIELD_NUMBER: _builtins.int
     POOL_FIELD_NUMBER: _builtins.int
+    UNSCHEDULABLE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     cpu_milli: _builtins.int
     memory_mib: _builtins.int
     pool: _builtins.str
+    unschedulable: _builtins.bool
+    """cordoned or not ready: its bindings stay (its pods may still run), but Place
+    puts nothing new there and PlanFleet keeps none of its layouts
+    """
     @_builtins.property
     def gpus(self) -> _containers.RepeatedCompositeFieldContainer[Global___Gpu]: ...
     @_builtins.property
@@ -182,10 +187,11 @@ class Node(_message.Message):
         gpus: _abc.Iterable[Global___Gpu] | None = ...,
         labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         pool: _builtins.str = ...,
+        unschedulable: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpu_milli", b"cpu_milli", "gpus", b"gpus", "labels", b"labels", "memory_mib", b"memory_mib", "name", b"name", "pool", b"pool"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpu_milli", b"cpu_milli", "gpus", b"gpus", "labels", b"labels", "memory_mib", b"memory_mib", "name", b"name", "pool", b"pool", "unschedulable", b"unschedulable"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
