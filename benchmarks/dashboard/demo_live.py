@@ -27,19 +27,11 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "dashboard"))  # the CDP client shared with the tests
 
 from dashboard_browser import LIVE_OVERVIEW, PROBLEMS, Browser, stop_group  # noqa: E402
+from first_render import free_port  # noqa: E402  (this folder: the script's own)
 
 TARGET_S = 30.0
 GIVE_UP_S = 180.0
 HEADROOM = [sys.executable, "-c", "from controlplane.cli import main; main()"]
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def healthy(url: str, process: subprocess.Popen[bytes], deadline: float) -> bool:
