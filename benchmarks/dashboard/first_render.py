@@ -35,6 +35,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import TypedDict
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -104,8 +105,15 @@ def timed_render(browser: Browser, url: str, title: str) -> tuple[float, dict[st
     return elapsed, problems
 
 
-def browser_times(url: str, work: Path) -> dict[str, dict[str, object]]:
-    out = {}
+class PageTimes(TypedDict):
+    browser_first_s: float
+    browser_reload_s: float
+    browser_cold_process_s: float
+    problems: dict[str, object]
+
+
+def browser_times(url: str, work: Path) -> dict[str, PageTimes]:
+    out: dict[str, PageTimes] = {}
     for slug, title, _ in PAGES:
         warmup_slug, warmup_title = ("fleet", "Fleet") if slug == "what-if" else ("what-if",
                                                                                  "What-if")
@@ -191,7 +199,7 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     rows = [{"page": title, **browser[title], "script_cold_s": script[title],
              "target_s": TARGET_S, "meets_target": browser[title]["browser_first_s"] <= TARGET_S
-             and not browser[title]["problems"].get("exceptions")}  # type: ignore[union-attr]
+             and not browser[title]["problems"].get("exceptions")}
             for _, title, _ in PAGES]
     print(f"\n{'page':10s} {'first render':>13s} {'reload':>8s} {'cold process':>13s} "
           f"{'script cold':>12s} {'target':>7s}  ok", file=sys.stderr)
