@@ -31,11 +31,13 @@ FOLLOW_EVERY_S = 0.5
 def journaled_engine(store: Store, clock: Clock) -> PlacementEngine:
     """A placement engine on the store's placement journal, caught up with it (bindings and
     the plan the servers on this store made); raises Unavailable when it cannot be read."""
-    return PlacementEngine(journal=SqlPlacementJournal(store.engine, holder_identity(), clock))
+    return PlacementEngine(journal=SqlPlacementJournal(store.engine, holder_identity(), clock),
+                           now_s=lambda: clock.now().timestamp())
 
 
 class JournalFollower:
-    """Applies what the other servers on the journal changed, every ``FOLLOW_EVERY_S``. A
+    """Applies what the other servers on the journal changed, and releases the bindings whose
+    lease ran out, every ``FOLLOW_EVERY_S``. A
     journal that cannot be read is one warning when it starts failing and one info line when it
     reads again, not a line every half second (every change still goes through the journal,
     and fails with UNAVAILABLE, while it is so)."""
@@ -47,6 +49,7 @@ class JournalFollower:
     def __call__(self) -> None:
         try:
             self.engine.refresh()
+            self.engine.expire_leases()
         except Unavailable as error:
             if not self.failing:
                 log.warning("placement.journal_unreadable", extra={"error": str(error)})

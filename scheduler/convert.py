@@ -86,7 +86,7 @@ def workload_from_pb(request: pb.PlaceRequest) -> WorkloadSpec:
         request.workload_id, request.model, request.tenant, request.cpu_milli,
         request.memory_mib, num_gpu, milli, request.gpu_memory_mib,
         frozenset(product_key(p) for p in products) if products else _NO_PRODUCTS, iso,
-        tuple(dict.fromkeys(p.strip() for p in products)))
+        tuple(dict.fromkeys(p.strip() for p in products)), request.lease_s)
     validate_workload(spec, raw)
     return spec
 
@@ -96,6 +96,7 @@ def binding_to_pb(binding: Binding) -> pb.Binding:
         workload_id=binding.workload_id, node=binding.node, gpu_indices=list(binding.gpu_indices),
         mode=_MODE_TO_PB[binding.mode] if binding.mode is not None else pb.SHARING_MODE_UNSPECIFIED,
         mig_profile=binding.mig_profile, gpu_milli=binding.gpu_milli, reason=binding.reason,
+        lease_s=binding.lease_s, lease_expires_at_s=binding.lease_expires_at_s,
     )
 
 

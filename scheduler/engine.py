@@ -8,8 +8,10 @@ in-process with the same messages the gRPC API uses. Errors are the typed domain
 
 from __future__ import annotations
 
+import logging
+import math
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -26,9 +28,11 @@ from scheduler.domain.scoring import ScoreWeights
 from scheduler.domain.validate import validate_fleet_request, validate_nodes
 from scheduler.highs import HighsSolver
 from scheduler.journal import JournalChange, JournalChanges, PlacementJournal
+from scheduler.wallclock import unix_now_s
 
 #: Share of the caller's remaining deadline the fleet solver may use.
 DEADLINE_SHARE = 0.8
+log = logging.getLogger("headroom.placement")
 
 
 class PlacementEngine:
@@ -38,12 +42,17 @@ class PlacementEngine:
     (``scheduler.journal``): bindings on nodes this engine's inventory does not have (yet: all
     of them before the first inventory after a start) wait, counted, found, released and never
     bound twice, until an inventory has their node or drops them; plan revisions continue.
+
+    A binding placed with a ``lease_s`` expires once ``now_s()`` (Unix seconds) passes its
+    lease unless RenewLeases extended it: every call that changes bindings (and ListBindings,
+    and ``expire_leases``) first releases the expired ones, through the journal when there is one.
     """
 
     def __init__(self, weights: ScoreWeights | None = None,
                  solver: MilpSolver | None = None,
                  plan_time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-                 journal: PlacementJournal | None = None) -> None:
+                 journal: PlacementJournal | None = None,
+                 now_s: Callable[[], float] = unix_now_s) -> None:
         self._lock = threading.Lock()
         self._plan_changed = threading.Condition(self._lock)
         self._placer = OnlinePlacer((), weights)
@@ -53,6 +62,8 @@ class PlacementEngine:
         self._journal = journal
         self._waiting: dict[str, Binding] = {}  # journal bindings on nodes not in the inventory
         self._seen_version = 0  # the journal version this engine has applied
+        self._now_s = now_s
+        self._lease_check_at_s = math.inf  # no lease runs out before this (a lower bound)
         if journal is not None:
             with self._lock:
                 self._apply(journal.read(0))
@@ -68,7 +79,12 @@ class PlacementEngine:
             placer.release(workload_id)
             self._waiting.pop(workload_id, None)
         for binding in changes.bound:
-            if placer.cluster.bindings.get(binding.workload_id) == binding:
+            self._watch_lease(binding)
+            current = placer.cluster.bindings.get(binding.workload_id)
+            if current == binding:
+                continue
+            if current is not None and _same_but_lease(current, binding):  # renewed elsewhere
+                placer.leased(binding.workload_id, binding.lease_s, binding.lease_expires_at_s)
                 continue
             placer.release(binding.workload_id)  # bound again since, elsewhere
             self._waiting.pop(binding.workload_id, None)
@@ -101,6 +117,77 @@ class PlacementEngine:
             if changes.version > self._seen_version:  # not when a change of its own passed it
                 self._apply(changes)
 
+    # ---------------------------------------------------------------- leases
+    def _watch_lease(self, binding: Binding) -> None:
+        if binding.lease_expires_at_s > 0:
+            self._lease_check_at_s = min(self._lease_check_at_s, binding.lease_expires_at_s)
+
+    def _held(self) -> list[Binding]:
+        return [*self._placer.cluster.bindings.values(), *self._waiting.values()]
+
+    def _expire(self, now_s: float) -> None:
+        """Release the bindings whose lease ran out by ``now_s`` (caller holds the lock)."""
+        if now_s < self._lease_check_at_s:
+            return
+        expired = [b.workload_id for b in self._held() if b.expired(now_s)]
+        if expired and self._journal is not None:
+            with self._journaled() as change:  # another engine may have renewed one since
+                expired = [b.workload_id for b in self._held() if b.expired(now_s)]
+                if expired:
+                    change.released(expired)
+        for workload_id in expired:
+            self._placer.release(workload_id)
+            self._waiting.pop(workload_id, None)
+        self._lease_check_at_s = min((b.lease_expires_at_s for b in self._held()
+                                      if b.lease_expires_at_s > 0), default=math.inf)
+        if expired:
+            log.info("placement.leases_expired", extra={"workload_ids": sorted(expired)})
+
+    def expire_leases(self) -> None:
+        """Release the bindings whose lease ran out (a server's periodic sweep: so the store
+        and every reader stop showing them without waiting for the next Place)."""
+        with self._lock:
+            self._expire(self._now_s())
+
+    def renew_leases(self, request: pb.RenewLeasesRequest) -> pb.RenewLeasesResponse:
+        """Extend each named binding's lease by its own ``lease_s`` from now; ids not bound
+        (or whose lease ran out) come back as unknown. Raises InvalidArgument, Unavailable."""
+        for k, workload_id in enumerate(request.workload_ids):
+            if not workload_id:
+                raise InvalidArgument(f"workload_ids[{k}]", "must not be empty")
+        with self._lock:
+            now_s = self._now_s()
+            self._expire(now_s)
+            if self._journal is None:
+                renewed = self._renewed(request.workload_ids, now_s)
+            else:
+                with self._journaled() as change:
+                    renewed = self._renewed(request.workload_ids, now_s)
+                    leased = [b for b in renewed.values() if b is not None and b.leased]
+                    if leased:
+                        change.renewed(leased)
+            for workload_id, binding in renewed.items():
+                if binding is None or not binding.leased:
+                    continue
+                if workload_id in self._waiting:
+                    self._waiting[workload_id] = binding
+                else:
+                    self._placer.leased(workload_id, binding.lease_s, binding.lease_expires_at_s)
+        return pb.RenewLeasesResponse(
+            renewed=[convert.binding_to_pb(b) for b in renewed.values() if b is not None],
+            unknown=[w for w, b in renewed.items() if b is None])
+
+    def _renewed(self, workload_ids: Iterable[str], now_s: float) -> dict[str, Binding | None]:
+        """Each id's binding with its lease extended from ``now_s`` (None: not bound)."""
+        out: dict[str, Binding | None] = {}
+        for workload_id in workload_ids:
+            held = (self._placer.cluster.bindings.get(workload_id)
+                    or self._waiting.get(workload_id))
+            if held is not None and held.leased:
+                held = replace(held, lease_expires_at_s=now_s + held.lease_s)
+            out[workload_id] = held
+        return out
+
     # ---------------------------------------------------------------- online placement
     def sync_inventory(self, request: pb.SyncInventoryRequest) -> pb.SyncInventoryResponse:
         """Replace the inventory with a full snapshot; bindings on nodes and GPUs that still
@@ -108,6 +195,7 @@ class PlacementEngine:
         nodes = convert.nodes_from_pb(request)
         validate_nodes(nodes)
         with self._lock:
+            self._expire(self._now_s())
             if self._journal is None:
                 self._placer = self._placer.resynced(nodes)
             else:
@@ -125,8 +213,10 @@ class PlacementEngine:
         """Bind one workload; raises InvalidArgument, AlreadyExists or Infeasible."""
         spec = convert.workload_from_pb(request)
         with self._lock:
+            now_s = self._now_s()
+            self._expire(now_s)
             if self._journal is None:
-                binding = self._placer.place(spec)
+                binding = self._leased(self._placer.place(spec), spec.lease_s, now_s)
             else:
                 placed = False
                 try:
@@ -135,12 +225,21 @@ class PlacementEngine:
                             raise AlreadyExists(spec.workload_id)
                         binding = self._placer.place(spec)
                         placed = True
+                        binding = self._leased(binding, spec.lease_s, now_s)
                         change.bound(binding)
                 except BaseException:
                     if placed:
                         self._placer.release(spec.workload_id)
                     raise
         return pb.PlaceResponse(binding=convert.binding_to_pb(binding))
+
+    def _leased(self, binding: Binding, lease_s: float, now_s: float) -> Binding:
+        if lease_s <= 0:
+            return binding
+        leased = self._placer.leased(binding.workload_id, lease_s, now_s + lease_s)
+        assert leased is not None  # just placed
+        self._watch_lease(leased)
+        return leased
 
     def release(self, request: pb.ReleaseRequest) -> pb.ReleaseResponse:
         """Free a workload's resources; unknown ids are fine (idempotent)."""
@@ -162,7 +261,9 @@ class PlacementEngine:
         with self._lock:
             found = (self._placer.cluster.bindings.get(workload_id)
                      or self._waiting.get(workload_id))
-        return convert.binding_to_pb(found) if found is not None else None
+        if found is None or found.expired(self._now_s()):
+            return None
+        return convert.binding_to_pb(found)
 
     def list_bindings(self, request: pb.ListBindingsRequest) -> pb.ListBindingsResponse:
         """The bindings held now (after catching up with the journal), on ``request.node`` and
@@ -170,7 +271,8 @@ class PlacementEngine:
         Unavailable when the journal cannot be read."""
         self.refresh()
         with self._lock:
-            held = [*self._placer.cluster.bindings.values(), *self._waiting.values()]
+            self._expire(self._now_s())
+            held = self._held()
         chosen = sorted((b for b in held if (not request.node or b.node == request.node)
                          and b.workload_id.startswith(request.workload_prefix)),
                         key=lambda b: b.workload_id)
@@ -238,3 +340,9 @@ class PlacementEngine:
             cluster = self._placer.cluster
             return (len(cluster.bindings) + len(self._waiting), cluster.gpu_count,
                     self._plan.revision)
+
+
+def _same_but_lease(current: Binding, other: Binding) -> bool:
+    """The same resources, only the lease differs (a renewal)."""
+    return replace(current, lease_s=other.lease_s,
+                   lease_expires_at_s=other.lease_expires_at_s) == other

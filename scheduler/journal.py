@@ -6,7 +6,8 @@ plan revisions again at 1, and two servers each answer from their own bindings. 
 (``headroom placement serve --db``, ``headroom serve``: the store's ``SqlPlacementJournal``) the
 journal is the record every engine on it follows:
 
-- each change (Place, Release, the bindings a new inventory drops, PlanFleet) runs inside
+- each change (Place, Release, RenewLeases, the bindings a new inventory drops or whose lease
+  ran out, PlanFleet) runs inside
   ``change``: the journal is locked, the engine first applies what other engines changed since
   the version it has seen, then decides, records and commits, so engines on one journal never
   bind the same GPU twice and number their plans in one sequence;
@@ -50,6 +51,10 @@ class JournalChange(Protocol):
     def bound(self, binding: Binding) -> None: ...
 
     def released(self, workload_ids: Sequence[str]) -> None: ...
+
+    def renewed(self, bindings: Sequence[Binding]) -> None:
+        """Record these bound workloads' new lease expiries (nothing else of them changed)."""
+        ...
 
     def planned(self, plan: FleetPlan) -> None: ...
 

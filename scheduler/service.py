@@ -63,7 +63,7 @@ def call_engine(context: grpc.ServicerContext, fn: Callable[[], T], empty: T,
 
 #: The short, hot calls. They run on their own small thread pool: on a 2-core machine a few
 #: threads contending for the GIL serve Place/Release pairs much faster than many.
-FAST_METHODS = ("SyncInventory", "Place", "Release", "GetPlan")
+FAST_METHODS = ("SyncInventory", "Place", "Release", "GetPlan", "RenewLeases")
 
 
 class PlacementServicer(pb_grpc.PlacementServicer):
@@ -97,6 +97,11 @@ class PlacementServicer(pb_grpc.PlacementServicer):
                 context: grpc.ServicerContext) -> pb.ReleaseResponse:
         return call_engine(context, lambda: self.engine.release(request), pb.ReleaseResponse(),
                            self.metrics, "Release")
+
+    def RenewLeases(self, request: pb.RenewLeasesRequest,
+                    context: grpc.ServicerContext) -> pb.RenewLeasesResponse:
+        return call_engine(context, lambda: self.engine.renew_leases(request),
+                           pb.RenewLeasesResponse(), self.metrics, "RenewLeases")
 
     def PlanFleet(self, request: pb.PlanFleetRequest,
                   context: grpc.ServicerContext) -> pb.FleetPlan:

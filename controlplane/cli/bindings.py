@@ -7,7 +7,7 @@ store applies the release within its follow interval (0.5 s)."""
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -34,13 +34,29 @@ def _cells(binding: Binding) -> tuple[str, str, str, str, str]:
             mode, share)
 
 
+def _lease(binding: Binding, now: datetime) -> str:
+    if binding.lease_expires_at_s <= 0:
+        return "-"
+    left_s = binding.lease_expires_at_s - now.timestamp()
+    return f"{left_s:,.0f} s left" if left_s > 0 else "ran out"
+
+
+def _expires_at(binding: Binding) -> str | None:
+    if binding.lease_expires_at_s <= 0:
+        return None
+    return datetime.fromtimestamp(binding.lease_expires_at_s, UTC).isoformat()
+
+
 def list_bindings(
     node: NodeOption = None,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:
-    """The workloads bound through the placement API, by node, with when they were bound."""
+    """The workloads bound through the placement API, by node, with when they were bound.
+
+    A lease that "ran out" is released by the next placement server on the store to sweep
+    (every 0.5 s while one runs)."""
     def work(store: Store) -> tuple[tuple[Binding, datetime], ...]:
         with store.engine.connect() as connection:
             return live_bindings(connection, node)
@@ -52,15 +68,16 @@ def list_bindings(
                            "gpu_indices": list(b.gpu_indices),
                            "mode": b.mode.value if b.mode is not None else None,
                            "mig_profile": b.mig_profile or None, "gpu_milli": b.gpu_milli,
-                           "bound_at": at.isoformat()} for b, at in bound], indent=1))
+                           "bound_at": at.isoformat(), "lease_s": b.lease_s or None,
+                           "lease_expires_at": _expires_at(b)} for b, at in bound], indent=1))
         return
     if not bound:
         out.print("no workload is bound" + (f" on node {node}" if node else ""), markup=False)
         return
-    table = Table("workload", "node", "GPUs", "mode", "share", "bound (UTC)", "age")
+    table = Table("workload", "node", "GPUs", "mode", "share", "bound (UTC)", "age", "lease")
     for b, at in bound:
         age_h = (now - at).total_seconds() / 3600
-        table.add_row(*_cells(b), f"{at:%Y-%m-%d %H:%M}", f"{age_h:,.1f} h")
+        table.add_row(*_cells(b), f"{at:%Y-%m-%d %H:%M}", f"{age_h:,.1f} h", _lease(b, now))
     out.print(table)
 
 

@@ -1,17 +1,18 @@
-"""The placement journal in the SQL store (Alembic revision 0008): the bindings and fleet plan
-that every placement engine on the store follows (``scheduler.journal``), so the placement
-servers of one store (``headroom placement serve --db``, the replicas of ``headroom serve``)
-answer as one and a restarted one knows where every workload runs.
+"""The placement journal in the SQL store (Alembic revisions 0008, 0009): the bindings and
+fleet plan that every placement engine on the store follows (``scheduler.journal``), so the
+placement servers of one store (``headroom placement serve --db``, the replicas of ``headroom
+serve``) answer as one and a restarted one knows where every workload runs.
 
 ``placement_journal`` holds one row: the journal's version (raised once by every change), the
 current plan (its proto bytes, revision and the version that wrote it) and which process changed
-it last. ``placement_bindings`` holds a row per workload bound, with the version that bound it
-and, once released, the version that released it (a tombstone, so other engines learn of the
-release). A change first locks the journal row (``UPDATE ... RETURNING``: PostgreSQL's row lock,
-SQLite's write lock), reads what changed since the engine's version and commits with the
-engine's writes in the same transaction. Every ``prune_every`` versions, tombstones older than
-``keep_releases`` versions are deleted; an engine further behind than that reads a full snapshot.
-Database errors are ``Unavailable`` (UNAVAILABLE to the caller).
+it last. ``placement_bindings`` holds a row per workload bound, with its lease (0009), the
+version that bound it or last renewed its lease and, once released, the version that released it
+(a tombstone, so other engines learn of the release). A change first locks the journal row
+(``UPDATE ... RETURNING``: PostgreSQL's row lock, SQLite's write lock), reads what changed since
+the engine's version and commits with the engine's writes in the same transaction. Every
+``prune_every`` versions, tombstones older than ``keep_releases`` versions are deleted; an engine
+further behind than that reads a full snapshot. Database errors are ``Unavailable`` (UNAVAILABLE
+to the caller).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from sqlalchemy import (
     Connection,
     DateTime,
     Engine,
+    Float,
     LargeBinary,
     Text,
     distinct,
@@ -80,6 +82,10 @@ class PlacementBindingRecord(SQLModel, table=True):
     cpu_milli: int = Field(sa_column=Column(BigInteger, nullable=False))
     memory_mib: int = Field(sa_column=Column(BigInteger, nullable=False))
     reason: str = Field(sa_column=Column(Text, nullable=False))
+    lease_s: float = Field(default=0.0, sa_column=Column(Float, nullable=False,
+                                                         server_default="0"))
+    lease_expires_at_s: float = Field(default=0.0, sa_column=Column(  # Unix seconds; 0 = never
+        Float, nullable=False, server_default="0"))
     version: int = Field(sa_column=Column(BigInteger, nullable=False, index=True))
     released_version: int | None = Field(default=None, sa_column=Column(
         BigInteger, nullable=True, index=True))
@@ -100,13 +106,15 @@ def binding_values(binding: Binding) -> dict[str, Any]:
             "mig_profile": binding.mig_profile, "mig_start": binding.mig_start,
             "gpu_milli": binding.gpu_milli, "gpu_memory_mib": binding.gpu_memory_mib,
             "cpu_milli": binding.cpu_milli, "memory_mib": binding.memory_mib,
-            "reason": binding.reason}
+            "reason": binding.reason, "lease_s": binding.lease_s,
+            "lease_expires_at_s": binding.lease_expires_at_s}
 
 
 def binding_from(row: Any) -> Binding:
     return Binding(row.workload_id, row.node, tuple(int(i) for i in json.loads(row.gpu_indices)),
                    SharingMode(row.mode) if row.mode else None, row.mig_profile, row.gpu_milli,
-                   row.reason, row.gpu_memory_mib, row.mig_start, row.cpu_milli, row.memory_mib)
+                   row.reason, row.gpu_memory_mib, row.mig_start, row.cpu_milli, row.memory_mib,
+                   row.lease_s, row.lease_expires_at_s)
 
 
 class Head(NamedTuple):
@@ -201,6 +209,15 @@ class SqlJournalChange:
             update(bindings).where(bindings.c.workload_id.in_(list(workload_ids)),
                                    bindings.c.released_version.is_(None))
             .values(released_version=self.version))
+        self.wrote = True
+
+    def renewed(self, bindings: Sequence[Binding]) -> None:
+        table = _bindings()
+        for binding in bindings:
+            self.connection.execute(
+                update(table).where(table.c.workload_id == binding.workload_id,
+                                    table.c.released_version.is_(None))
+                .values(lease_expires_at_s=binding.lease_expires_at_s, version=self.version))
         self.wrote = True
 
     def planned(self, plan: FleetPlan) -> None:

@@ -294,4 +294,5 @@ class Cluster:
         self.apply(binding.workload_id, binding.cpu_milli, binding.memory_mib,
                    Choice(node, cols, binding.mode, binding.gpu_milli, binding.gpu_memory_mib,
                           binding.mig_profile, binding.mig_start, binding.reason))
+        self.bindings[binding.workload_id] = binding  # as it was, its lease included
         return True

@@ -81,6 +81,7 @@ class WorkloadSpec:
     isolation: Isolation
     #: The products as the caller spelled them, for messages (the keys are lowercased).
     gpu_product_names: tuple[str, ...] = field(default=(), compare=False)
+    lease_s: float = 0.0  # > 0: the binding expires this long after its Place or renewal
 
     @property
     def is_share(self) -> bool:
@@ -108,3 +109,13 @@ class Binding:
     mig_start: int = -1  # memory-slice start of the MIG instance, -1 when not MIG
     cpu_milli: int = 0
     memory_mib: int = 0
+    lease_s: float = 0.0  # 0: bound until released
+    lease_expires_at_s: float = 0.0  # Unix seconds the lease runs out (0: never)
+
+    @property
+    def leased(self) -> bool:
+        return self.lease_expires_at_s > 0
+
+    def expired(self, now_s: float) -> bool:
+        """True once its lease has run out (never without a lease)."""
+        return 0 < self.lease_expires_at_s <= now_s

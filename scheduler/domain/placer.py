@@ -4,6 +4,7 @@ the engine serialises calls)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from scheduler.domain.cluster import Cluster
 from scheduler.domain.demand_model import DemandModel
@@ -68,6 +69,15 @@ class OnlinePlacer:
         else:  # the scoring pass already computed the node's new waste and fragments
             cache.placed(scorer.tables, node, choice.waste_delta, shared_gpu_free,
                          spec.gpu_milli)
+        return binding
+
+    def leased(self, workload_id: str, lease_s: float, expires_at_s: float) -> Binding | None:
+        """The binding with its lease set (its resources untouched); None when not bound."""
+        binding = self.cluster.bindings.get(workload_id)
+        if binding is None:
+            return None
+        binding = replace(binding, lease_s=lease_s, lease_expires_at_s=expires_at_s)
+        self.cluster.bindings[workload_id] = binding
         return binding
 
     def release(self, workload_id: str) -> Binding | None:

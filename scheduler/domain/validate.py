@@ -78,6 +78,8 @@ def validate_workload(spec: WorkloadSpec, raw_gpu_milli: int) -> None:
         raise InvalidArgument("num_gpu", f"must be <= {MAX_GPUS_PER_NODE}, got {spec.num_gpu}")
     if not 0 <= raw_gpu_milli <= WHOLE_GPU_MILLI:
         raise InvalidArgument("gpu_milli", f"must be in [0, 1000], got {raw_gpu_milli}")
+    if not (math.isfinite(spec.lease_s) and spec.lease_s >= 0):
+        raise InvalidArgument("lease_s", f"must be a finite number >= 0, got {spec.lease_s}")
     if spec.num_gpu == 0 and raw_gpu_milli > 0:
         raise InvalidArgument("gpu_milli", "must be 0 when num_gpu is 0")
     if spec.gpu_memory_mib < 0:

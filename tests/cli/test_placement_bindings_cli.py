@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 from clihelpers import HEADROOM, _env
@@ -14,6 +15,7 @@ from clihelpers import HEADROOM, _env
 from controlplane.adapters.clock import WallClock
 from controlplane.placement_api import journaled_engine
 from controlplane.store import Store
+from controlplane.store.placement_journal import SqlPlacementJournal
 from protos.headroom.v1 import placement_pb2 as pb
 from scheduler.engine import PlacementEngine
 
@@ -104,3 +106,26 @@ def test_a_missing_store_file_is_one_line_and_is_not_created(tmp_path: Path) -> 
     refused = _cli(db, "bindings")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
     assert "no such database file" in refused.stderr and not db.exists()
+
+
+def test_a_leased_binding_shows_its_time_left_and_one_no_server_swept_shows_it_ran_out(
+        tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    hour_ago_s = WallClock().now().timestamp() - 3600
+    store = Store.open(f"sqlite:///{db}", migrate=True)
+    engine = PlacementEngine(journal=SqlPlacementJournal(store.engine, "test", WallClock()),
+                             now_s=lambda: hour_ago_s)  # placed an hour ago
+    engine.sync_inventory(pb.SyncInventoryRequest(nodes=[pb.Node(
+        name="n0", cpu_milli=8000, memory_mib=65_536, pool="L4",
+        gpus=[pb.Gpu(index=i, product="L4", memory_mib=23_034) for i in range(2)])]))
+    for workload, lease_s in (("stale", 60.0), ("fresh", 7200.0)):
+        engine.place(pb.PlaceRequest(workload_id=workload, num_gpu=1, cpu_milli=100,
+                                     memory_mib=128, lease_s=lease_s))
+    doc = {d["workload_id"]: d for d in json.loads(_cli(db, "bindings", "--json").stdout)}
+    assert doc["fresh"]["lease_s"] == 7200.0
+    assert doc["fresh"]["lease_expires_at"].startswith(
+        datetime.fromtimestamp(hour_ago_s + 7200, UTC).isoformat()[:16])
+    lines = _cli(db, "bindings").stdout.splitlines()
+    table = {w: next(line for line in lines if f" {w} " in line) for w in ("stale", "fresh")}
+    assert "ran out" in table["stale"]
+    assert "s left" in table["fresh"] and "ran out" not in table["fresh"]

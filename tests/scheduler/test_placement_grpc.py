@@ -58,7 +58,9 @@ def test_an_unserved_product_is_named_as_the_caller_spelled_it(
     (make_place("w", cpu_milli=-1), "cpu_milli"),
     (make_place("w", num_gpu=-1), "num_gpu"),
     (make_place("w", products=[""]), "gpu_products[0]"),
-], ids=["empty-id", "milli-over-1000", "negative-cpu", "negative-gpus", "empty-product"])
+    (pb.PlaceRequest(workload_id="w", num_gpu=1, lease_s=-5), "lease_s"),
+], ids=["empty-id", "milli-over-1000", "negative-cpu", "negative-gpus", "empty-product",
+        "negative-lease"])
 def test_malformed_place_is_invalid_argument_naming_the_field(
         stub: pb_grpc.PlacementStub, request_: pb.PlaceRequest, field: str) -> None:
     _sync(stub)
@@ -210,3 +212,21 @@ def test_release_and_watch_reject_malformed_requests(stub: pb_grpc.PlacementStub
         list(stub.WatchPlan(pb.WatchPlanRequest(after_revision=-1), timeout=5))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert (err.value.details() or "").startswith("after_revision")
+
+
+def test_renew_leases_extends_leased_bindings_and_names_ids_not_bound(
+        stub: pb_grpc.PlacementStub) -> None:
+    _sync(stub)
+    leased = make_place("vllm-a")
+    leased.lease_s = 3600
+    placed = stub.Place(leased, timeout=10).binding
+    assert placed.lease_s == 3600 and placed.lease_expires_at_s > 0
+    answer = stub.RenewLeases(pb.RenewLeasesRequest(workload_ids=["vllm-a", "gone"]),
+                              timeout=10)
+    assert [b.workload_id for b in answer.renewed] == ["vllm-a"]
+    assert answer.renewed[0].lease_expires_at_s >= placed.lease_expires_at_s
+    assert list(answer.unknown) == ["gone"]
+    with pytest.raises(grpc.RpcError) as err:
+        stub.RenewLeases(pb.RenewLeasesRequest(workload_ids=[""]), timeout=10)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (err.value.details() or "").startswith("workload_ids[0]")

@@ -253,6 +253,7 @@ class PlaceRequest(_message.Message):
     GPU_MEMORY_MIB_FIELD_NUMBER: _builtins.int
     GPU_PRODUCTS_FIELD_NUMBER: _builtins.int
     ISOLATION_FIELD_NUMBER: _builtins.int
+    LEASE_S_FIELD_NUMBER: _builtins.int
     workload_id: _builtins.str
     model: _builtins.str
     tenant: _builtins.str
@@ -265,6 +266,11 @@ class PlaceRequest(_message.Message):
     gpu_memory_mib: _builtins.int
     """per-GPU memory needed; 0 = not stated"""
     isolation: Global___Isolation.ValueType
+    lease_s: _builtins.float
+    """0: bound until Release. > 0: the binding expires lease_s seconds after this Place or its
+    latest RenewLeases and its resources are freed, so a serving layer that dies without
+    calling Release leaks nothing. Finite and >= 0.
+    """
     @_builtins.property
     def gpu_products(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """allowed products; empty = any"""
@@ -282,10 +288,11 @@ class PlaceRequest(_message.Message):
         gpu_memory_mib: _builtins.int = ...,
         gpu_products: _abc.Iterable[_builtins.str] | None = ...,
         isolation: Global___Isolation.ValueType = ...,
+        lease_s: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpu_milli", b"cpu_milli", "gpu_memory_mib", b"gpu_memory_mib", "gpu_milli", b"gpu_milli", "gpu_products", b"gpu_products", "isolation", b"isolation", "memory_mib", b"memory_mib", "model", b"model", "num_gpu", b"num_gpu", "tenant", b"tenant", "workload_id", b"workload_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cpu_milli", b"cpu_milli", "gpu_memory_mib", b"gpu_memory_mib", "gpu_milli", b"gpu_milli", "gpu_products", b"gpu_products", "isolation", b"isolation", "lease_s", b"lease_s", "memory_mib", b"memory_mib", "model", b"model", "num_gpu", b"num_gpu", "tenant", b"tenant", "workload_id", b"workload_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -302,12 +309,17 @@ class Binding(_message.Message):
     MIG_PROFILE_FIELD_NUMBER: _builtins.int
     GPU_MILLI_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    LEASE_S_FIELD_NUMBER: _builtins.int
+    LEASE_EXPIRES_AT_S_FIELD_NUMBER: _builtins.int
     workload_id: _builtins.str
     node: _builtins.str
     mode: Global___SharingMode.ValueType
     mig_profile: _builtins.str
     gpu_milli: _builtins.int
     reason: _builtins.str
+    lease_s: _builtins.float
+    """the PlaceRequest's lease_s (0: no lease)"""
+    lease_expires_at_s: _builtins.float
     @_builtins.property
     def gpu_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
@@ -320,10 +332,12 @@ class Binding(_message.Message):
         mig_profile: _builtins.str = ...,
         gpu_milli: _builtins.int = ...,
         reason: _builtins.str = ...,
+        lease_s: _builtins.float = ...,
+        lease_expires_at_s: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpu_indices", b"gpu_indices", "gpu_milli", b"gpu_milli", "mig_profile", b"mig_profile", "mode", b"mode", "node", b"node", "reason", b"reason", "workload_id", b"workload_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpu_indices", b"gpu_indices", "gpu_milli", b"gpu_milli", "lease_expires_at_s", b"lease_expires_at_s", "lease_s", b"lease_s", "mig_profile", b"mig_profile", "mode", b"mode", "node", b"node", "reason", b"reason", "workload_id", b"workload_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -711,3 +725,49 @@ class ListBindingsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListBindingsResponse: _TypeAlias = ListBindingsResponse  # noqa: Y015
+
+@_typing.final
+class RenewLeasesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKLOAD_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def workload_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        workload_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["workload_ids", b"workload_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RenewLeasesRequest: _TypeAlias = RenewLeasesRequest  # noqa: Y015
+
+@_typing.final
+class RenewLeasesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RENEWED_FIELD_NUMBER: _builtins.int
+    UNKNOWN_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def renewed(self) -> _containers.RepeatedCompositeFieldContainer[Global___Binding]:
+        """in the order asked"""
+
+    @_builtins.property
+    def unknown(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        renewed: _abc.Iterable[Global___Binding] | None = ...,
+        unknown: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["renewed", b"renewed", "unknown", b"unknown"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RenewLeasesResponse: _TypeAlias = RenewLeasesResponse  # noqa: Y015

@@ -69,6 +69,11 @@ class PlacementStub:
                 request_serializer=protos_dot_headroom_dot_v1_dot_placement__pb2.ListBindingsRequest.SerializeToString,
                 response_deserializer=protos_dot_headroom_dot_v1_dot_placement__pb2.ListBindingsResponse.FromString,
                 _registered_method=True)
+        self.RenewLeases = channel.unary_unary(
+                '/headroom.v1.Placement/RenewLeases',
+                request_serializer=protos_dot_headroom_dot_v1_dot_placement__pb2.RenewLeasesRequest.SerializeToString,
+                response_deserializer=protos_dot_headroom_dot_v1_dot_placement__pb2.RenewLeasesResponse.FromString,
+                _registered_method=True)
 
 
 class PlacementServicer:
@@ -122,6 +127,15 @@ class PlacementServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RenewLeases(self, request, context):
+        """Extend the leases of bindings placed with a lease_s (each by its own lease_s, from now);
+        ids that are not bound (never, released, or their lease ran out) come back in `unknown`,
+        to be placed again. Bindings without a lease come back unchanged.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PlacementServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -159,6 +173,11 @@ def add_PlacementServicer_to_server(servicer, server):
                     servicer.ListBindings,
                     request_deserializer=protos_dot_headroom_dot_v1_dot_placement__pb2.ListBindingsRequest.FromString,
                     response_serializer=protos_dot_headroom_dot_v1_dot_placement__pb2.ListBindingsResponse.SerializeToString,
+            ),
+            'RenewLeases': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenewLeases,
+                    request_deserializer=protos_dot_headroom_dot_v1_dot_placement__pb2.RenewLeasesRequest.FromString,
+                    response_serializer=protos_dot_headroom_dot_v1_dot_placement__pb2.RenewLeasesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -350,6 +369,33 @@ class Placement:
             '/headroom.v1.Placement/ListBindings',
             protos_dot_headroom_dot_v1_dot_placement__pb2.ListBindingsRequest.SerializeToString,
             protos_dot_headroom_dot_v1_dot_placement__pb2.ListBindingsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenewLeases(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/headroom.v1.Placement/RenewLeases',
+            protos_dot_headroom_dot_v1_dot_placement__pb2.RenewLeasesRequest.SerializeToString,
+            protos_dot_headroom_dot_v1_dot_placement__pb2.RenewLeasesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -48,6 +48,11 @@ class PlacementStub:
     whose workload_id starts with `workload_prefix` when given: a serving layer that restarted
     reconciles with them (Release what it no longer runs).
     """
+    RenewLeases: _grpc.UnaryUnaryMultiCallable[_placement_pb2.RenewLeasesRequest, _placement_pb2.RenewLeasesResponse]
+    """Extend the leases of bindings placed with a lease_s (each by its own lease_s, from now);
+    ids that are not bound (never, released, or their lease ran out) come back in `unknown`,
+    to be placed again. Bindings without a lease come back unchanged.
+    """
 
 @_typing.type_check_only
 class PlacementAsyncStub(PlacementStub):
@@ -65,6 +70,11 @@ class PlacementAsyncStub(PlacementStub):
     """The bindings the server holds now (with a store: every server's on it), those on `node` and
     whose workload_id starts with `workload_prefix` when given: a serving layer that restarted
     reconciles with them (Release what it no longer runs).
+    """
+    RenewLeases: _aio.UnaryUnaryMultiCallable[_placement_pb2.RenewLeasesRequest, _placement_pb2.RenewLeasesResponse]  # type: ignore[assignment]
+    """Extend the leases of bindings placed with a lease_s (each by its own lease_s, from now);
+    ids that are not bound (never, released, or their lease ran out) come back in `unknown`,
+    to be placed again. Bindings without a lease come back unchanged.
     """
 
 class PlacementServicer(metaclass=_abc_1.ABCMeta):
@@ -122,6 +132,17 @@ class PlacementServicer(metaclass=_abc_1.ABCMeta):
         """The bindings the server holds now (with a store: every server's on it), those on `node` and
         whose workload_id starts with `workload_prefix` when given: a serving layer that restarted
         reconciles with them (Release what it no longer runs).
+        """
+
+    @_abc_1.abstractmethod
+    def RenewLeases(
+        self,
+        request: _placement_pb2.RenewLeasesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_placement_pb2.RenewLeasesResponse, _abc.Awaitable[_placement_pb2.RenewLeasesResponse]]:
+        """Extend the leases of bindings placed with a lease_s (each by its own lease_s, from now);
+        ids that are not bound (never, released, or their lease ran out) come back in `unknown`,
+        to be placed again. Bindings without a lease come back unchanged.
         """
 
 def add_PlacementServicer_to_server(servicer: PlacementServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
