@@ -53,10 +53,9 @@ def list_bindings(
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:
-    """The workloads bound through the placement API, by node, with when they were bound.
-
-    A lease that "ran out" is released by the next placement server on the store to sweep
-    (every 0.5 s while one runs)."""
+    """The workloads bound through the placement API, by node, with when they were bound."""
+    # a lease that "ran out" is released by the next placement server on the store to sweep
+    # (every 0.5 s while one runs)
     def work(store: Store) -> tuple[tuple[Binding, datetime], ...]:
         with store.engine.connect() as connection:
             return live_bindings(connection, node)
