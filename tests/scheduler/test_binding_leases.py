@@ -68,6 +68,18 @@ def test_renewing_keeps_a_binding_past_its_first_expiry_until_renewals_stop() ->
     assert engine.counts()[0] == 0
 
 
+def test_after_one_lease_runs_out_the_next_one_still_does() -> None:
+    clock = FakeClock()
+    engine = PlacementEngine(now_s=clock)
+    engine.sync_inventory(pb.SyncInventoryRequest(nodes=[make_node("n0", gpus=2)]))
+    engine.place(_leased("short", 10))
+    engine.place(_leased("long", 30))
+    clock.now_s = T0_S + 10
+    assert _bound(engine) == ["long"]
+    clock.now_s = T0_S + 30
+    assert _bound(engine) == []
+
+
 def test_renewal_names_ids_not_bound_and_returns_unleased_bindings_unchanged() -> None:
     clock = FakeClock()
     engine = _one_gpu_engine(clock)
