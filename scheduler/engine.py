@@ -64,6 +64,8 @@ class PlacementEngine:
         self._seen_version = 0  # the journal version this engine has applied
         self._now_s = now_s
         self._lease_check_at_s = math.inf  # no lease runs out before this (a lower bound)
+        #: called with how many bindings a sweep released (the server's metrics)
+        self.on_leases_expired: Callable[[int], None] | None = None
         if journal is not None:
             with self._lock:
                 self._apply(journal.read(0))
@@ -142,6 +144,8 @@ class PlacementEngine:
                                       if b.lease_expires_at_s > 0), default=math.inf)
         if expired:
             log.info("placement.leases_expired", extra={"workload_ids": sorted(expired)})
+            if self.on_leases_expired is not None:
+                self.on_leases_expired(len(expired))
 
     def expire_leases(self) -> None:
         """Release the bindings whose lease ran out (a server's periodic sweep: so the store

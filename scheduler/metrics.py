@@ -2,7 +2,8 @@
 
 What an operator watches on the placement server: calls per method and gRPC status code, the
 engine's time per call (server side, without the transport), Place refusals by their reason code
-(the ``Infeasible`` reasons: ``no_idle_gpus``, ``no_gpu_share_fits``, ...), and, read from the
+(the ``Infeasible`` reasons: ``no_idle_gpus``, ``no_gpu_share_fits``, ...), bindings this server
+released because their lease ran out (a serving layer that stopped renewing), and, read from the
 engine at scrape time (nothing on the hot path), the workloads bound, the GPUs in the inventory
 and the fleet plan's revision. ``serve_metrics`` exposes the registry on ``/metrics`` over HTTP.
 """
@@ -33,6 +34,9 @@ class PlacementMetrics:
         self.rejections = Counter("headroom_placement_rejections", "Place calls refused "
                                   "RESOURCE_EXHAUSTED, by reason code.", ["reason"],
                                   registry=self.registry)
+        self.leases_expired = Counter("headroom_placement_leases_expired", "Bindings this server "
+                                      "released because their lease ran out.",
+                                      registry=self.registry)
         self.bindings = Gauge("headroom_placement_bindings", "Workloads bound now.",
                               registry=self.registry)
         self.inventory_gpus = Gauge("headroom_placement_inventory_gpus",

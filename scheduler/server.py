@@ -50,6 +50,7 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
     engine = engine or PlacementEngine()
     if metrics is not None:
         metrics.read_from(engine.counts)
+        engine.on_leases_expired = metrics.leases_expired.inc
     servicer = PlacementServicer(engine, fast_pool, metrics)
     pb_grpc.add_PlacementServicer_to_server(servicer, server)
     health_servicer = health.HealthServicer()

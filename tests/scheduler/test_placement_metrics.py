@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
+from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics, serve_metrics
 from scheduler.server import create_server, stop
 from tests.forecasting.promserver import prometheus
@@ -69,6 +70,33 @@ def test_scraped_metrics_count_calls_by_code_refusals_by_reason_and_read_the_eng
     assert seen[("headroom_placement_bindings", ())] == 1
     assert seen[("headroom_placement_inventory_gpus", ())] == 4
     assert seen[("headroom_fleet_plan_revision", ())] == 0
+
+
+def test_bindings_whose_lease_ran_out_are_counted_when_the_server_releases_them() -> None:
+    now_s = [1_800_000_000.0]
+    metrics = PlacementMetrics()
+    server, port = create_server("127.0.0.1:0", PlacementEngine(now_s=lambda: now_s[0]),
+                                 metrics=metrics)
+    stop_metrics, metrics_port = serve_metrics(metrics, "127.0.0.1:0")
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        stub = pb_grpc.PlacementStub(channel)
+        stub.SyncInventory(pb.SyncInventoryRequest(nodes=[make_node("n0", gpus=3)]), timeout=5)
+        for workload_id, lease_s in (("w1", 30.0), ("w2", 30.0), ("w3", 0.0)):
+            request = make_place(workload_id)
+            request.lease_s = lease_s
+            stub.Place(request, timeout=5)
+        assert _scrape(metrics_port)[("headroom_placement_leases_expired_total", ())] == 0
+        now_s[0] += 30
+        listed = stub.ListBindings(pb.ListBindingsRequest(), timeout=5).bindings
+        assert [b.workload_id for b in listed] == ["w3"]
+        seen = _scrape(metrics_port)
+        assert seen[("headroom_placement_leases_expired_total", ())] == 2
+        assert seen[("headroom_placement_bindings", ())] == 1
+    finally:
+        channel.close()
+        stop_metrics()
+        stop(server, grace_s=1.0)
 
 
 @pytest.mark.parametrize("listen", ["9464", "127.0.0.1:", "127.0.0.1:http", ":9464",
