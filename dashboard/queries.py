@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 import streamlit as st
@@ -150,7 +150,7 @@ def latest_profiles(url: str) -> pd.DataFrame:
 
 #: the columns of the Fleet page's table of workloads bound through the placement API
 BINDING_COLUMNS = ["node", "GPUs", "workload", "mode", "GPU share (milli)", "MIG profile",
-                   "bound at"]
+                   "bound at", "lease runs out at"]
 
 
 def placement_bindings(url: str) -> pd.DataFrame:
@@ -163,7 +163,8 @@ def placement_bindings(url: str) -> pd.DataFrame:
         bound = live_bindings(connection)
     return pd.DataFrame(
         [(b.node, ",".join(map(str, b.gpu_indices)), b.workload_id,
-          b.mode.value if b.mode is not None else "cpu only", b.gpu_milli, b.mig_profile, at)
+          b.mode.value if b.mode is not None else "cpu only", b.gpu_milli, b.mig_profile, at,
+          datetime.fromtimestamp(b.lease_expires_at_s, UTC) if b.lease_expires_at_s else None)
          for b, at in bound], columns=BINDING_COLUMNS)
 
 

@@ -10,6 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from dashboard_support import Seeded, seed_store, write_timeline
 from streamlit.testing.v1 import AppTest
@@ -91,8 +92,9 @@ def test_fleet_lists_the_workloads_bound_through_the_placement_api(page: Page,
         name="edge-0", cpu_milli=8000, memory_mib=65_536, pool="L4",
         gpus=[pb.Gpu(index=i, product="L4", memory_mib=23_034) for i in range(2)])]))
     bound = [engine.place(pb.PlaceRequest(workload_id=w, model="m", tenant="t", num_gpu=1,
-                                          gpu_milli=milli, cpu_milli=100, memory_mib=128)).binding
-             for w, milli in (("whisper-a", 1000), ("bert-b", 250))]
+                                          gpu_milli=milli, cpu_milli=100, memory_mib=128,
+                                          lease_s=lease_s)).binding
+             for w, milli, lease_s in (("whisper-a", 1000, 0.0), ("bert-b", 250, 600.0))]
     try:
         at = page("views/fleet.py")
         table = next(d.value for d in at.dataframe if "workload" in d.value.columns)
@@ -100,6 +102,9 @@ def test_fleet_lists_the_workloads_bound_through_the_placement_api(page: Page,
         assert set(table["node"]) == {"edge-0"}
         assert list(table["GPUs"]) == [",".join(map(str, b.gpu_indices)) for b in bound[::-1]]
         assert list(table["mode"]) == ["time_slicing", "exclusive"]
+        lease_ends = list(table["lease runs out at"])
+        assert abs(lease_ends[0].timestamp() - bound[1].lease_expires_at_s) < 1e-3
+        assert pd.isna(lease_ends[1])  # whisper-a has no lease
         assert "2 workload(s) on 1 node(s), bound by serving layers through Place" in " ".join(
             c.value for c in at.caption)
         inventory = at.dataframe[-1].value  # still the last table
