@@ -1,7 +1,9 @@
 """``headroom demo``: the whole loop embedded — SQLite, simulated fleet, forecasts, placement API,
 reconcile jobs and the dashboard — either paced by APScheduler or run as fast as possible. It
 holds its store's fleet lease as ``serve --backend sim`` does (``controlplane.fleet_lease``), so
-a demo and a serve, or two demos, never drive one store's simulated fleet at once."""
+a demo and a serve, or two demos, never drive one store's simulated fleet at once, and keeps its
+placement state in the store's placement journal as ``serve`` does (``headroom placement
+bindings`` reads it; a resumed demo keeps its bindings and plan revision)."""
 
 from __future__ import annotations
 
@@ -22,12 +24,16 @@ from controlplane.adapters.clock import WallClock
 from controlplane.adapters.keda import keda_registrar
 from controlplane.fleet_lease import hold_fleet_lease
 from controlplane.jobs import build_scheduler
-from controlplane.placement_api import served_metrics
+from controlplane.placement_api import (
+    FOLLOW_EVERY_S,
+    JournalFollower,
+    journaled_engine,
+    served_metrics,
+)
 from controlplane.runtime import SimRuntime, hints_api, keda_servicer
 from controlplane.settings import Settings
 from controlplane.store import Store
 from controlplane.store.lease import SqlLeaseStore
-from scheduler.engine import PlacementEngine
 from scheduler.server import DEFAULT_WORKERS, create_server, stop
 
 DASHBOARD_APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
@@ -61,10 +67,10 @@ class Demo:
         self.settings = settings
         self.store = Store.open(settings.db.url, settings.db.connect_timeout_s, migrate=True)
         self._counts_at_start = self.store.counts()
-        self.engine = PlacementEngine()
         self.lease = hold_fleet_lease(settings.db.url, SqlLeaseStore(self.store.engine),
                                       settings.db.lease_duration_s, WallClock())  # first
         try:
+            self.engine = journaled_engine(self.store, WallClock())
             self.runtime = SimRuntime.open(settings, self.store, wall_now, self.engine)
         except BaseException:
             self.lease.release()
@@ -142,6 +148,7 @@ class Demo:
                          self.settings.forecast.interval_s / speed),
             "reconcile": (self.lease.gated(runtime.tick),
                           self.settings.reconcile.interval_s / speed),
+            "placement.follow": (JournalFollower(self.engine), FOLLOW_EVERY_S),  # wall time
         }
         scheduler = build_scheduler(jobs, start_at=None)
         runtime.start()

@@ -1,0 +1,50 @@
+"""`headroom demo` keeps its placement state in its store's placement journal, as `serve` does:
+a workload a serving layer bound through the demo's placement API is listed by `headroom
+placement bindings` on the demo's store, and a resumed demo still holds it where it was."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+from clihelpers import HEADROOM, _env
+
+from controlplane.demo import Demo
+from controlplane.settings import load_settings
+from protos.headroom.v1 import placement_pb2 as pb
+
+START_AT = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+
+
+def _demo(db: Path) -> Demo:
+    return Demo(load_settings(db={"url": f"sqlite:///{db}"},
+                              forecast={"state_dir": str(db.parent / "forecaster-state")}),
+                START_AT)
+
+
+def test_a_binding_made_through_the_demo_is_listed_on_its_store_and_kept_on_resume(
+        tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    demo = _demo(db)
+    try:
+        demo.run_fast(1)  # one reconcile tick: the simulated fleet's inventory is synced
+        bound = demo.engine.place(pb.PlaceRequest(
+            workload_id="edge/whisper-0", model="whisper", tenant="t", num_gpu=1,
+            gpu_milli=100, cpu_milli=100, memory_mib=128)).binding
+    finally:
+        demo.shutdown()
+    listed = subprocess.run([*HEADROOM, "placement", "bindings", "--db", str(db), "--json"],
+                            env=_env(), capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert [(d["workload_id"], d["node"], d["gpu_indices"]) for d in json.loads(listed.stdout)
+            ] == [("edge/whisper-0", bound.node, list(bound.gpu_indices))]
+    resumed = _demo(db)
+    try:
+        resumed.run_fast(1)
+        kept = resumed.engine.binding("edge/whisper-0")
+    finally:
+        resumed.shutdown()
+    assert kept is not None
+    assert (kept.node, list(kept.gpu_indices)) == (bound.node, list(bound.gpu_indices))
