@@ -7,6 +7,7 @@ store applies the release within its follow interval (0.5 s)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -94,22 +95,34 @@ def release(
     if not wanted and node is None:
         raise typer.BadParameter("name workloads or --node", param_hint="WORKLOAD")
 
-    def work(store: Store) -> list[pb.Binding]:
+    def work(store: Store) -> tuple[list[Binding], list[pb.Binding]]:
+        now_s = WallClock().now().timestamp()
+        with store.engine.connect() as connection:
+            ran_out = [b for b, _ in live_bindings(connection) if b.expired(now_s) and (
+                b.workload_id in wanted or b.node == node)]
         engine = journaled_engine(store, WallClock())
-        missing = [w for w in wanted if engine.binding(w) is None]
+        ended = {b.workload_id for b in ran_out}
+        missing = [w for w in wanted if w not in ended and engine.binding(w) is None]
         if missing:
             raise InputError(f"not bound: {', '.join(missing)} (see `headroom placement "
                              "bindings`); nothing released")
+        engine.expire_leases()  # every binding whose lease ran out, through the journal
         on_node = engine.list_bindings(pb.ListBindingsRequest(node=node)).bindings if node else []
         ids = [*wanted, *(b.workload_id for b in on_node if b.workload_id not in wanted)]
         released = [b for b in (engine.binding(w) for w in ids) if b is not None]
         for binding in released:
             engine.release(pb.ReleaseRequest(workload_id=binding.workload_id))
-        return released
+        return ran_out, released
 
-    released = with_existing_store(config, db, work)
-    if not released:
+    ran_out, released = with_existing_store(config, db, work)
+    if not released and not ran_out:
         out.print(f"no workload is bound on node {node}; nothing released", markup=False)
+    for r in ran_out:
+        out.print(f"released {r.workload_id} ({_where(r.node, r.gpu_indices)}): its lease had "
+                  "run out", markup=False)
     for b in released:
-        out.print(f"released {b.workload_id} (node {b.node}, GPUs "
-                  f"{','.join(map(str, b.gpu_indices)) or '-'})", markup=False)
+        out.print(f"released {b.workload_id} ({_where(b.node, b.gpu_indices)})", markup=False)
+
+
+def _where(node: str, gpu_indices: Sequence[int]) -> str:
+    return f"node {node}, GPUs {','.join(map(str, gpu_indices)) or '-'}"

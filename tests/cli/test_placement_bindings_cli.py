@@ -108,7 +108,7 @@ def test_a_missing_store_file_is_one_line_and_is_not_created(tmp_path: Path) -> 
     assert "no such database file" in refused.stderr and not db.exists()
 
 
-def test_a_leased_binding_shows_its_time_left_and_one_no_server_swept_shows_it_ran_out(
+def test_a_leased_binding_shows_its_time_left_and_one_that_ran_out_is_released_as_such(
         tmp_path: Path) -> None:
     db = tmp_path / "store.db"
     hour_ago_s = WallClock().now().timestamp() - 3600
@@ -129,3 +129,8 @@ def test_a_leased_binding_shows_its_time_left_and_one_no_server_swept_shows_it_r
     table = {w: next(line for line in lines if f" {w} " in line) for w in ("stale", "fresh")}
     assert "ran out" in table["stale"]
     assert "s left" in table["fresh"] and "ran out" not in table["fresh"]
+    done = _cli(db, "release", "stale")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "released stale (node n0, GPUs 0): its lease had run out\n"
+    assert [d["workload_id"] for d in json.loads(_cli(db, "bindings", "--json").stdout)] == [
+        "fresh"]
