@@ -164,7 +164,7 @@ def placement_bindings(url: str) -> pd.DataFrame:
     return pd.DataFrame(
         [(b.node, ",".join(map(str, b.gpu_indices)), b.workload_id,
           b.mode.value if b.mode is not None else "cpu only", b.gpu_milli, b.mig_profile, at,
-          datetime.fromtimestamp(b.lease_expires_at_s, UTC) if b.lease_expires_at_s else None)
+          datetime.fromtimestamp(b.lease_expires_at_s, UTC) if b.leased else None)
          for b, at in bound], columns=BINDING_COLUMNS)
 
 

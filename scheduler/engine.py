@@ -121,7 +121,7 @@ class PlacementEngine:
 
     # ---------------------------------------------------------------- leases
     def _watch_lease(self, binding: Binding) -> None:
-        if binding.lease_expires_at_s > 0:
+        if binding.leased:
             self._lease_check_at_s = min(self._lease_check_at_s, binding.lease_expires_at_s)
 
     def _held(self) -> list[Binding]:
@@ -141,7 +141,7 @@ class PlacementEngine:
             self._placer.release(workload_id)
             self._waiting.pop(workload_id, None)
         self._lease_check_at_s = min((b.lease_expires_at_s for b in self._held()
-                                      if b.lease_expires_at_s > 0), default=math.inf)
+                                      if b.leased), default=math.inf)
         if expired:
             log.info("placement.leases_expired", extra={"workload_ids": sorted(expired)})
             if self.on_leases_expired is not None:

@@ -36,14 +36,14 @@ def _cells(binding: Binding) -> tuple[str, str, str, str, str]:
 
 
 def _lease(binding: Binding, now: datetime) -> str:
-    if binding.lease_expires_at_s <= 0:
+    if not binding.leased:
         return "-"
     left_s = binding.lease_expires_at_s - now.timestamp()
     return f"{left_s:,.0f} s left" if left_s > 0 else "ran out"
 
 
 def _expires_at(binding: Binding) -> str | None:
-    if binding.lease_expires_at_s <= 0:
+    if not binding.leased:
         return None
     return datetime.fromtimestamp(binding.lease_expires_at_s, UTC).isoformat()
 

@@ -173,6 +173,10 @@ class Cluster:
             self._product_masks[products] = mask
         return mask
 
+    def hosts(self, cpu_milli: int, memory_mib: int) -> BoolArray:
+        """The open nodes with this much CPU and memory free."""
+        return (self.cpu_free >= cpu_milli) & (self.mem_free >= memory_mib) & self.open
+
     def product_of(self, node: int, gpu: int) -> GpuProduct | None:
         return self.known[int(self.product_id[node, gpu])]
 

@@ -73,8 +73,7 @@ def why_not(cluster: Cluster, spec: WorkloadSpec, shape: Shape) -> Infeasible:
     if not cluster.open.any():
         return Infeasible("no_schedulable_node",
                           "every node of the inventory is unschedulable (cordoned or not ready)")
-    host = ((cluster.cpu_free >= spec.cpu_milli) & (cluster.mem_free >= spec.memory_mib)
-            & cluster.open)
+    host = cluster.hosts(spec.cpu_milli, spec.memory_mib)
     if not host.any():
         return Infeasible("insufficient_cpu_or_memory",
                           f"no node has {spec.cpu_milli} CPU milli and {spec.memory_mib} MiB "
@@ -110,8 +109,7 @@ def _product_list(spec: WorkloadSpec) -> str:
 def mig_choice(cluster: Cluster, spec: WorkloadSpec) -> Choice | None:
     """A MIG instance for a STRICT share on a MIG-capable GPU: pack GPUs already in MIG mode
     first, then the one with the least free compute left; None when no MIG GPU fits."""
-    host = ((cluster.cpu_free >= spec.cpu_milli) & (cluster.mem_free >= spec.memory_mib)
-            & cluster.open)
+    host = cluster.hosts(spec.cpu_milli, spec.memory_mib)
     cand = (cluster.product_mask(spec.gpu_products) & cluster.mig_capable & host[:, None]
             & ((cluster.mode == 0) | (cluster.mode == MODE_CODE[SharingMode.MIG])))
     best: tuple[tuple[int, int, int, int], Choice] | None = None
