@@ -46,9 +46,9 @@ def run_demo(minutes: float, start_at: datetime, db: Path,
 
 def _run(minutes: float, start_at: datetime, db: Path, **overrides: dict[str, object]) -> Demo:
     # the fitted forecaster state beside the store, not in the working directory
-    demo = Demo(load_settings(db={"url": f"sqlite:///{db}"},
-                              forecast={"state_dir": str(db.parent / "forecaster-state")},
-                              **overrides), start_at)
+    demo = Demo(load_settings(None, db={"url": f"sqlite:///{db}"},
+                                    forecast={"state_dir": str(db.parent / "forecaster-state")},
+                                    **overrides), start_at)
     try:
         demo.run_fast(minutes)
     finally:
@@ -154,13 +154,14 @@ def main() -> None:
     parser.add_argument("--true-factor", type=float, default=0.6,
                         help="what mistral-7b-support really serves / its profile")
     args = parser.parse_args()
+    out: dict[str, object]
     with tempfile.TemporaryDirectory() as tmp:
         if args.profile_correction:
             start_at = datetime.fromisoformat(args.start.replace("Z", "+00:00"))
             out = compare_correction(args.minutes, start_at, Path(tmp), args.true_factor)
             merge_result("profile_correction", out)
         elif args.tick_cost:
-            out: dict[str, object] = {**tick_cost(Path(tmp) / "cost.db")}
+            out = {**tick_cost(Path(tmp) / "cost.db")}
         else:
             start_at = datetime.fromisoformat(args.start.replace("Z", "+00:00"))
             out = run_demo(args.minutes, start_at, Path(tmp) / "demo.db")

@@ -181,7 +181,7 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     trace = trace_for(args.days)
     started = time.monotonic()
-    headline: list[dict[str, dict[str, Any]]] = []
+    headline: list[dict[str, Any]] = []  # {"seed": n, policy: its row, ...}
     docs: dict[str, Any] = {"product_reported": {}, "judge": {}}
     for seed in seeds:
         base = OUT / f"seed{seed}" / "T.csv"

@@ -166,7 +166,8 @@ def seed(url: str, n_models: int, days: float, seed_value: int) -> dict[str, int
               "forecasts": 0}
     with store.engine.begin() as connection:
         seed_static(connection, models)
-    action_id, nodes_now = 0, {}
+    action_id = 0
+    nodes_now: dict[str, int] = {}
     for day_start in range(0, minutes, 1440):
         with store.engine.begin() as connection:
             day = range(day_start, min(minutes, day_start + 1440))
@@ -276,11 +277,11 @@ def seed_day(connection: Connection, models: list[Model], demand: np.ndarray,
                                   "p90_json": json.dumps([round(v * 1.15, 3) for v in p50]),
                                   "method": "hybrid", "fallback_reason": "",
                                   "backtest_wape": 0.11})
-    for name, rows in (("ticks", ticks), ("plans", plans), ("actions", actions),
-                       ("outcomes", outcomes), ("forecasts", forecasts)):
-        if rows:
-            connection.execute(insert(table(name)), rows)
-            counts[name] = counts.get(name, 0) + len(rows)
+    for name, batch in (("ticks", ticks), ("plans", plans), ("actions", actions),
+                        ("outcomes", outcomes), ("forecasts", forecasts)):
+        if batch:
+            connection.execute(insert(table(name)), batch)
+            counts[name] = counts.get(name, 0) + len(batch)
     # The two big tables skip per-row parameter processing: plain tuples through the
     # connection's executemany (SQLite's qmark style; times in SQLAlchemy's SQLite format).
     connection.exec_driver_sql(

@@ -140,9 +140,9 @@ SERIES_KEYS = ("pairs_scored", "product", "baselines", "best_baseline",
 
 def compact(doc: dict[str, Any]) -> dict[str, Any]:
     """The judge's document without its per-series diagnostics (kept small in the repo)."""
-    out = {k: doc[k] for k in ("ok", "error", "judge_exit", "judge_wall_s", "summary", "pooled",
-                               "leak_check", "determinism_check", "series_not_scored")
-           if k in doc}
+    kept = ("ok", "error", "judge_exit", "judge_wall_s", "summary", "pooled", "leak_check",
+            "determinism_check", "series_not_scored")
+    out: dict[str, Any] = {k: doc[k] for k in kept if k in doc}
     if "run" in doc:
         out["run"] = {k: doc["run"].get(k) for k in ("command", "wall_s", "json_output_ok")}
     if "series" in doc:
