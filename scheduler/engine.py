@@ -22,7 +22,7 @@ from scheduler.domain.fleet import DEFAULT_TIME_LIMIT_S, plan_fleet
 from scheduler.domain.fleet_prior import prior_from_inventory
 from scheduler.domain.fleet_types import FleetPlan
 from scheduler.domain.milp import MilpSolver
-from scheduler.domain.model import Binding
+from scheduler.domain.model import Binding, WorkloadSpec
 from scheduler.domain.placer import OnlinePlacer
 from scheduler.domain.scoring import ScoreWeights
 from scheduler.domain.validate import validate_fleet_request, validate_nodes
@@ -131,17 +131,26 @@ class PlacementEngine:
         """Release the bindings whose lease ran out by ``now_s`` (caller holds the lock)."""
         if now_s < self._lease_check_at_s:
             return
-        expired = [b.workload_id for b in self._held() if b.expired(now_s)]
+        expired = self._expired(now_s)
         if expired and self._journal is not None:
             with self._journaled() as change:  # another engine may have renewed one since
-                expired = [b.workload_id for b in self._held() if b.expired(now_s)]
+                expired = self._expired(now_s)
                 if expired:
                     change.released(expired)
+        self._forget(expired)
+        self._report(expired)
+
+    def _expired(self, now_s: float) -> list[str]:
+        return [b.workload_id for b in self._held() if b.expired(now_s)]
+
+    def _forget(self, expired: list[str]) -> None:
         for workload_id in expired:
             self._placer.release(workload_id)
             self._waiting.pop(workload_id, None)
         self._lease_check_at_s = min((b.lease_expires_at_s for b in self._held()
                                       if b.leased), default=math.inf)
+
+    def _report(self, expired: list[str]) -> None:
         if expired:
             log.info("placement.leases_expired", extra={"workload_ids": sorted(expired)})
             if self.on_leases_expired is not None:
@@ -222,20 +231,39 @@ class PlacementEngine:
             if self._journal is None:
                 binding = self._leased(self._placer.place(spec), spec.lease_s, now_s)
             else:
-                placed = False
-                try:
-                    with self._journaled() as change:
-                        if spec.workload_id in self._waiting:
-                            raise AlreadyExists(spec.workload_id)
-                        binding = self._placer.place(spec)
-                        placed = True
-                        binding = self._leased(binding, spec.lease_s, now_s)
-                        change.bound(binding)
-                except BaseException:
-                    if placed:
-                        self._placer.release(spec.workload_id)
-                    raise
+                binding = self._place_journaled(spec, now_s)
         return pb.PlaceResponse(binding=convert.binding_to_pb(binding))
+
+    def _place_journaled(self, spec: WorkloadSpec, now_s: float) -> Binding:
+        """Place inside one journal change (caller holds the lock). A leased binding that this
+        engine learns of only there (bound elsewhere since its last read) and finds run out is
+        released in that change first, so its id and GPUs can be bound again at once; when the
+        change does not commit, the engine keeps it, as the store does."""
+        placed = False
+        gone: list[Binding] = []
+        try:
+            with self._journaled() as change:
+                if now_s >= self._lease_check_at_s:
+                    gone = [b for b in self._held() if b.expired(now_s)]
+                    if gone:
+                        change.released([b.workload_id for b in gone])
+                        self._forget([b.workload_id for b in gone])
+                if spec.workload_id in self._waiting:
+                    raise AlreadyExists(spec.workload_id)
+                binding = self._placer.place(spec)
+                placed = True
+                binding = self._leased(binding, spec.lease_s, now_s)
+                change.bound(binding)
+        except BaseException:
+            if placed:
+                self._placer.release(spec.workload_id)
+            for kept in gone:
+                if not self._placer.adopt(kept):
+                    self._waiting[kept.workload_id] = kept
+                self._watch_lease(kept)
+            raise
+        self._report([b.workload_id for b in gone])
+        return binding
 
     def _leased(self, binding: Binding, lease_s: float, now_s: float) -> Binding:
         if lease_s <= 0:

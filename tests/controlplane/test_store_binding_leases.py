@@ -75,6 +75,49 @@ def test_a_renewal_through_one_server_holds_on_every_server_and_the_sweep_ends_i
     assert second.place(_place("b")).binding.node == "n0"
 
 
+def test_a_place_reusing_an_id_whose_lease_ran_out_elsewhere_binds_it_anew_at_once(
+        store_url: str) -> None:
+    """The second server has not seen the first's binding yet (no follow since): it learns of it
+    inside its own Place's journal change, already run out, and binds the id again there."""
+    store = Store.open(store_url, migrate=True)
+    clock = FakeClock()
+    first, second = _engine(store, "first", clock), _engine(store, "second", clock)
+    for engine in (first, second):
+        engine.sync_inventory(_one_gpu_node())
+    first.place(_place("a", lease_s=0.2))
+    clock.now_s = T0_S + 0.3  # run out; no server has swept it, nor has "second" refreshed
+    again = second.place(_place("a", lease_s=30)).binding
+    assert (again.node, again.lease_expires_at_s) == ("n0", T0_S + 30.3)
+    assert _stored(store) == [("a", T0_S + 30.3)]
+    first.refresh()
+    assert [(b.workload_id, b.lease_expires_at_s) for b in first.list_bindings(
+        pb.ListBindingsRequest()).bindings] == [("a", T0_S + 30.3)]
+
+
+def test_a_refused_place_leaves_a_lease_it_found_run_out_for_the_sweep_to_release_once(
+        store_url: str) -> None:
+    """The refused Place's change rolls back, so the engine re-reads the journal instead of
+    keeping a release the store never saw; the next sweep releases (and reports) it once."""
+    store = Store.open(store_url, migrate=True)
+    clock = FakeClock()
+    first, second = _engine(store, "first", clock), _engine(store, "second", clock)
+    for engine in (first, second):
+        engine.sync_inventory(_one_gpu_node())
+    first.place(_place("a", lease_s=0.2))
+    clock.now_s = T0_S + 0.3
+    reported: list[int] = []
+    second.on_leases_expired = reported.append
+    too_big = _place("b")
+    too_big.num_gpu = 2
+    with pytest.raises(Infeasible):
+        second.place(too_big)
+    assert _stored(store) == [("a", T0_S + 0.2)]
+    assert reported == []
+    second.expire_leases()
+    assert (_stored(store), reported) == ([], [1])
+    assert second.place(_place("b")).binding.node == "n0"
+
+
 def test_a_restarted_server_keeps_each_leases_expiry(store_url: str) -> None:
     store = Store.open(store_url, migrate=True)
     clock = FakeClock()
