@@ -34,6 +34,14 @@ def _engine(store: Store, holder: str, clock: FakeClock) -> PlacementEngine:
                            now_s=clock)
 
 
+def _two_servers(store: Store, clock: FakeClock) -> tuple[PlacementEngine, PlacementEngine]:
+    """Two placement servers on one store, each sent the same one-GPU inventory."""
+    first, second = _engine(store, "first", clock), _engine(store, "second", clock)
+    for engine in (first, second):
+        engine.sync_inventory(_one_gpu_node())
+    return first, second
+
+
 def _one_gpu_node() -> pb.SyncInventoryRequest:
     return pb.SyncInventoryRequest(nodes=[pb.Node(
         name="n0", cpu_milli=32_000, memory_mib=131_072, pool=A100,
@@ -54,9 +62,7 @@ def test_a_renewal_through_one_server_holds_on_every_server_and_the_sweep_ends_i
         store_url: str) -> None:
     store = Store.open(store_url, migrate=True)
     clock = FakeClock()
-    first, second = _engine(store, "first", clock), _engine(store, "second", clock)
-    for engine in (first, second):
-        engine.sync_inventory(_one_gpu_node())
+    first, second = _two_servers(store, clock)
     first.place(_place("a", lease_s=30))
     clock.now_s = T0_S + 20
     second.renew_leases(pb.RenewLeasesRequest(workload_ids=["a"]))
@@ -81,9 +87,7 @@ def test_a_place_reusing_an_id_whose_lease_ran_out_elsewhere_binds_it_anew_at_on
     inside its own Place's journal change, already run out, and binds the id again there."""
     store = Store.open(store_url, migrate=True)
     clock = FakeClock()
-    first, second = _engine(store, "first", clock), _engine(store, "second", clock)
-    for engine in (first, second):
-        engine.sync_inventory(_one_gpu_node())
+    first, second = _two_servers(store, clock)
     first.place(_place("a", lease_s=0.2))
     clock.now_s = T0_S + 0.3  # run out; no server has swept it, nor has "second" refreshed
     again = second.place(_place("a", lease_s=30)).binding
@@ -100,9 +104,7 @@ def test_a_refused_place_leaves_a_lease_it_found_run_out_for_the_sweep_to_releas
     keeping a release the store never saw; the next sweep releases (and reports) it once."""
     store = Store.open(store_url, migrate=True)
     clock = FakeClock()
-    first, second = _engine(store, "first", clock), _engine(store, "second", clock)
-    for engine in (first, second):
-        engine.sync_inventory(_one_gpu_node())
+    first, second = _two_servers(store, clock)
     first.place(_place("a", lease_s=0.2))
     clock.now_s = T0_S + 0.3
     reported: list[int] = []
