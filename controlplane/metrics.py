@@ -4,8 +4,10 @@
 already serves the placement API's metrics (``placement.metrics_listen``), so one ``/metrics``
 shows both: ticks by status and their wall time, ticks whose record could not be saved, the
 actions planned by kind and those held back by a guard, applied actions that failed, and, as of
-the last tick that observed the fleet, each model's load, capacity and provisioned demand, its
-profile's throughput (offline and corrected) and each pool's nodes (ready, pending, target).
+the last tick that observed the fleet, each model's load, capacity and provisioned demand, the
+forecast it was sized from and where each model's demand came from (a counter by reason: the
+forecast, the fast path above it, or a stale / missing forecast), its profile's throughput
+(offline and corrected) and each pool's nodes (ready, pending, target).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from contextlib import suppress
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from controlplane.domain.demand import Demand
 from controlplane.domain.tick import TickReport
 
 #: A tick is a few milliseconds on the simulator, seconds against a large cluster.
@@ -36,11 +39,17 @@ class ControlPlaneMetrics:
         self.failures = Counter("headroom_action_failures", "Applied actions that failed, by "
                                 "whether a retry may help.", ["retryable"], registry=registry)
         self.model_rps = Gauge("headroom_model_rps", "Per model as of the last observing tick: "
-                               "observed load, ready capacity and the capacity provisioned for.",
+                               "observed load, ready capacity, the capacity provisioned for "
+                               "and the forecast it was sized from (p90, upper quantile).",
                                ["model", "kind"], registry=registry)
         self.unsaved = Counter("headroom_reconcile_unsaved_ticks", "Ticks that acted but whose "
                                "record could not be saved (kept in process, saved again before "
                                "the next one).", registry=registry)
+        self.demand_ticks = Counter("headroom_model_demand", "Deciding ticks per model by where "
+                                    "its demand came from (the forecast; hot_headroom; "
+                                    "observed_above_forecast: the fast path; stale_forecast, "
+                                    "no_forecast, demand_unmeasured: not fresh, so no "
+                                    "scale-down).", ["model", "reason"], registry=registry)
         self.pool_nodes = Gauge("headroom_pool_nodes", "Nodes per pool as of the last observing "
                                 "tick.", ["pool", "state"], registry=registry)
         self.profile_rps = Gauge("headroom_profile_throughput_rps", "Throughput per replica at "
@@ -76,6 +85,8 @@ class ControlPlaneMetrics:
             self.model_rps.labels(model.name, "capacity").set(model.capacity_rps)
         for demand in report.demands:
             self.model_rps.labels(demand.model, "provisioned").set(demand.rate_rps)
+            self.demand_ticks.labels(demand.model, demand.reason).inc()
+            self._forecast_rps(demand)
         for profile in report.profiles:
             self.profile_rps.labels(profile.model, "offline").set(profile.offline_rps)
             self.profile_rps.labels(profile.model, "corrected").set(profile.corrected_rps)
@@ -83,3 +94,14 @@ class ControlPlaneMetrics:
             for state, nodes in (("ready", pool.nodes_ready), ("pending", pool.nodes_pending),
                                  ("target", pool.target_nodes)):
                 self.pool_nodes.labels(pool.name, state).set(nodes)
+
+    def _forecast_rps(self, demand: Demand) -> None:
+        """The forecast the tick sized from (its p90 and the upper quantile it covered over the
+        look-ahead); no sample when it had none fresh, rather than the last one's."""
+        for kind, rps in (("forecast_p90", demand.forecast_p90_rps),
+                          ("forecast_upper", demand.forecast_upper_rps)):
+            if demand.is_fresh and rps > 0:
+                self.model_rps.labels(demand.model, kind).set(rps)
+            else:
+                with suppress(KeyError):
+                    self.model_rps.remove(demand.model, kind)

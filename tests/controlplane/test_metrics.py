@@ -8,6 +8,7 @@ from prometheus_client import CollectorRegistry
 from tick_builders import sample_tick_report
 
 from controlplane.domain.actions import ActionOutcome, SkippedAction
+from controlplane.domain.demand import Demand
 from controlplane.domain.profile import ProfileCorrection
 from controlplane.domain.tick import TickStatus
 from controlplane.metrics import ControlPlaneMetrics
@@ -86,3 +87,30 @@ def test_each_models_offline_and_corrected_profile_is_a_gauge() -> None:
                                      {"model": "bert-embed", "source": "offline"}) == 300.0
     assert registry.get_sample_value("headroom_profile_throughput_rps",
                                      {"model": "bert-embed", "source": "corrected"}) == 240.0
+
+
+def test_each_models_demand_is_counted_by_its_reason_with_the_forecast_it_was_sized_from() -> None:
+    registry = CollectorRegistry()
+    metrics = ControlPlaneMetrics(registry)
+    report = sample_tick_report()
+    metrics.record(report)
+
+    def value(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, {"model": "bert-embed", **labels})
+
+    assert value("headroom_model_demand_total", reason="forecast_p90") == 1
+    assert value("headroom_model_rps", kind="forecast_p90") == 480
+    assert value("headroom_model_rps", kind="forecast_upper") is None  # not recorded: 0
+    sized = replace(report.demands[0], forecast_upper_rps=520.0, reason="hot_headroom")
+    metrics.record(replace(report, demands=(sized,)))
+    assert value("headroom_model_demand_total", reason="hot_headroom") == 1
+    assert value("headroom_model_rps", kind="forecast_upper") == 520
+    stale = Demand("bert-embed", 650.0, 500.0, 0.0, "stale_forecast")
+    metrics.record(replace(report, demands=(stale,)))
+    metrics.record(replace(report, demands=(stale,)))
+    assert value("headroom_model_demand_total", reason="stale_forecast") == 2
+    assert value("headroom_model_demand_total", reason="forecast_p90") == 1
+    # sized from the observed load: the last fresh forecast's values are not left standing
+    assert value("headroom_model_rps", kind="forecast_p90") is None
+    assert value("headroom_model_rps", kind="forecast_upper") is None
+    assert value("headroom_model_rps", kind="provisioned") == 650
