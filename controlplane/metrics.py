@@ -6,7 +6,8 @@ shows both: ticks by status and their wall time, ticks whose record could not be
 actions planned by kind and those held back by a guard, applied actions that failed, and, as of
 the last tick that observed the fleet, each model's load, capacity and provisioned demand, the
 forecast it was sized from and where each model's demand came from (a counter by reason: the
-forecast, the fast path above it, or a stale / missing forecast), its profile's throughput
+forecast, the fast path above it, or a stale / missing forecast), how its forecasts did over
+the last hour (WAPE of p50, p90 coverage: what to alert on), its profile's throughput
 (offline and corrected) and each pool's nodes (ready, pending, target).
 """
 
@@ -50,6 +51,14 @@ class ControlPlaneMetrics:
                                     "observed_above_forecast: the fast path; stale_forecast, "
                                     "no_forecast, demand_unmeasured: not fresh, so no "
                                     "scale-down).", ["model", "reason"], registry=registry)
+        self.forecast_wape = Gauge("headroom_forecast_wape_ratio", "Per model, over the forecast "
+                                   "steps scored in the last hour (each forecast's first step "
+                                   "against the mean load observed over it): sum |observed - "
+                                   "p50| / sum observed.", ["model"], registry=registry)
+        self.forecast_coverage = Gauge("headroom_forecast_p90_coverage_ratio", "Per model, the "
+                                       "share of those steps observed at or below p90 (~0.9 "
+                                       "when the calibrated tail holds).", ["model"],
+                                       registry=registry)
         self.pool_nodes = Gauge("headroom_pool_nodes", "Nodes per pool as of the last observing "
                                 "tick.", ["pool", "state"], registry=registry)
         self.profile_rps = Gauge("headroom_profile_throughput_rps", "Throughput per replica at "
@@ -87,6 +96,7 @@ class ControlPlaneMetrics:
             self.model_rps.labels(demand.model, "provisioned").set(demand.rate_rps)
             self.demand_ticks.labels(demand.model, demand.reason).inc()
             self._forecast_rps(demand)
+        self._accuracy(report)
         for profile in report.profiles:
             self.profile_rps.labels(profile.model, "offline").set(profile.offline_rps)
             self.profile_rps.labels(profile.model, "corrected").set(profile.corrected_rps)
@@ -105,3 +115,17 @@ class ControlPlaneMetrics:
             else:
                 with suppress(KeyError):
                     self.model_rps.remove(demand.model, kind)
+
+    def _accuracy(self, report: TickReport) -> None:
+        """Each model's recent forecast accuracy; no sample for a model with none scored (or,
+        for WAPE, nothing observed), rather than an old value."""
+        found = {a.model: a for a in report.accuracy}
+        for model in {d.model for d in report.demands} | set(found):
+            seen = found.get(model)
+            for gauge, value in ((self.forecast_wape, seen.wape if seen else None),
+                                 (self.forecast_coverage, seen.p90_coverage if seen else None)):
+                if value is None:
+                    with suppress(KeyError):
+                        gauge.remove(model)
+                else:
+                    gauge.labels(model).set(value)

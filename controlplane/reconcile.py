@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from controlplane.actuation import Actuators, apply_actions
 from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, settle, size
 from controlplane.autoscaling.hints import hinted_demands, with_hints
+from controlplane.autoscaling.issued import accuracy
 from controlplane.autoscaling.live import placement_demands, with_ladder_warm
 from controlplane.autoscaling.policies import ScalingPolicy
 from controlplane.autoscaling.profile_correction import (
@@ -60,6 +61,10 @@ SNAPSHOT_STALE = "snapshot_stale"
 SNAPSHOT_UNSYNCED = "snapshot_unsynced"
 SOURCE_UNREACHABLE = "source_unreachable"
 SOURCE_REJECTED = "source_rejected"  # e.g. 403: the reader lacks RBAC to list the fleet
+
+
+#: each model's forecast accuracy (metrics) is taken over the first steps scored in this window
+ACCURACY_WINDOW_S = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,8 +192,10 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
                                  deps.mig.in_flight(), decision.memory, config.node_configs, now)
         decision = replace(decision, memory=nodes.memory,
                            plan=decision.plan.with_node_actions(nodes.actions, nodes.skipped))
+    since_at = now - timedelta(seconds=ACCURACY_WINDOW_S)
     return replace(decision, profiles=profiles,
-                   memory=replace(decision.memory, profile_rps=in_use(profiles)))
+                   memory=replace(decision.memory, profile_rps=in_use(profiles)),
+                   accuracy=accuracy(deps.ledger.issued_since(since_at), since_at))
 
 
 def _decide_and_apply(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState,
@@ -203,4 +210,5 @@ def _decide_and_apply(deps: ReconcileDeps, config: ReconcileConfig, observed: Ob
         outcomes = _apply(deps, plan)
         status = TickStatus.APPLIED
     return TickReport(now, deps.clock.now(), status, "", observed, decision.demands,
-                      decision.placement, plan, outcomes, decision.memory, decision.profiles)
+                      decision.placement, plan, outcomes, decision.memory, decision.profiles,
+                      decision.accuracy)

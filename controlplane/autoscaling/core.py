@@ -35,6 +35,7 @@ from controlplane.domain.demand import (
     replicas_for,
 )
 from controlplane.domain.desired import DesiredState, PoolSpec
+from controlplane.domain.forecast_accuracy import ForecastAccuracy
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ObservedState
@@ -74,6 +75,7 @@ class TickDecision:
     plan: Plan
     memory: GuardMemory
     profiles: tuple[ProfileCorrection, ...] = ()  # each model's profile it sized with
+    accuracy: tuple[ForecastAccuracy, ...] = ()  # how each model's forecasts did lately
 
     def idle_targets(self) -> dict[str, int]:
         return {r.model: r.idle for r in self.requests}

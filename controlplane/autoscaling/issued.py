@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from controlplane.autoscaling.calibration import ForecastErrors, calibrated
+from controlplane.domain.forecast_accuracy import ForecastAccuracy
 from forecaster.types import Forecast
 
 
@@ -87,3 +88,20 @@ def calibrated_forecasts(forecasts: Mapping[str, Forecast], records: Iterable[Is
         out[name] = forecast if current is None else calibrated(
             forecast, errors_from(own, max_errors), current.sigma)
     return out
+
+
+def accuracy(records: Iterable[IssuedForecast], since_at: datetime) -> tuple[ForecastAccuracy, ...]:
+    """Per model, over the records scored with an observation whose step starts at or after
+    ``since_at``: WAPE of p50 and p90 coverage (by model name)."""
+    by_model: dict[str, list[IssuedForecast]] = {}
+    for r in records:
+        if r.observed_rps is not None and r.target_at >= since_at:
+            by_model.setdefault(r.model, []).append(r)
+    out = []
+    for model, scored in sorted(by_model.items()):
+        observed = sum(r.observed_rps or 0.0 for r in scored)
+        missed = sum(abs((r.observed_rps or 0.0) - r.p50_rps) for r in scored)
+        covered = sum(1 for r in scored if (r.observed_rps or 0.0) <= r.p90_rps)
+        out.append(ForecastAccuracy(model, len(scored), missed / observed if observed > 0 else None,
+                                    covered / len(scored)))
+    return tuple(out)

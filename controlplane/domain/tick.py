@@ -8,6 +8,7 @@ from enum import StrEnum
 
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.demand import Demand
+from controlplane.domain.forecast_accuracy import ForecastAccuracy
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.placement import FleetPlacement
@@ -35,3 +36,4 @@ class TickReport:
     outcomes: tuple[ActionOutcome, ...]
     guard_memory: GuardMemory
     profiles: tuple[ProfileCorrection, ...] = ()  # each model's profile the tick sized with
+    accuracy: tuple[ForecastAccuracy, ...] = ()  # each model's recent forecast accuracy

@@ -9,12 +9,14 @@ from datetime import UTC, datetime, timedelta
 from controlplane.autoscaling.calibration import ForecastErrors, calibrated
 from controlplane.autoscaling.issued import (
     IssuedForecast,
+    accuracy,
     calibrated_forecasts,
     errors_from,
     issued,
     unrecorded,
 )
 from controlplane.domain.demand import ratio_key
+from controlplane.domain.forecast_accuracy import ForecastAccuracy
 from forecaster.types import Forecast
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -91,3 +93,19 @@ def test_a_forecast_without_its_record_or_with_few_errors_is_left_as_it_is() -> 
     assert calibrated_forecasts({"m": unknown}, history, 4032) == {"m": unknown}
     few = [*history[:47], IssuedForecast("m", _at(60), 60, 10.0, 11.0, 0.1)]
     assert calibrated_forecasts({"m": unknown}, few, 4032) == {"m": unknown}
+
+
+def test_accuracy_is_wape_and_p90_coverage_over_the_steps_scored_with_data_in_the_window() -> None:
+    records = [
+        _scored(0, 100.0, 50.0),  # before the window: left out
+        _scored(10, 100.0, 100.0),  # |0|, covered (p90 110)
+        _scored(11, 100.0, 120.0),  # |20|, not covered
+        _scored(12, 100.0, None),  # no data over its step: left out
+        IssuedForecast("m", _at(13), 60, 100.0, 110.0, 0.1),  # not scored yet: left out
+        _scored(14, 10.0, 0.0, model="quiet"),  # nothing served: no WAPE, covered
+    ]
+    assert accuracy(records, _at(10)) == (
+        ForecastAccuracy("m", 2, 20.0 / 220.0, 0.5),
+        ForecastAccuracy("quiet", 1, None, 1.0),
+    )
+    assert accuracy(records, _at(20)) == ()

@@ -9,6 +9,7 @@ from tick_builders import sample_tick_report
 
 from controlplane.domain.actions import ActionOutcome, SkippedAction
 from controlplane.domain.demand import Demand
+from controlplane.domain.forecast_accuracy import ForecastAccuracy
 from controlplane.domain.profile import ProfileCorrection
 from controlplane.domain.tick import TickStatus
 from controlplane.metrics import ControlPlaneMetrics
@@ -114,3 +115,22 @@ def test_each_models_demand_is_counted_by_its_reason_with_the_forecast_it_was_si
     assert value("headroom_model_rps", kind="forecast_p90") is None
     assert value("headroom_model_rps", kind="forecast_upper") is None
     assert value("headroom_model_rps", kind="provisioned") == 650
+
+
+def test_each_models_recent_forecast_accuracy_is_a_gauge_gone_once_nothing_was_scored() -> None:
+    registry = CollectorRegistry()
+    metrics = ControlPlaneMetrics(registry)
+    report = sample_tick_report()
+
+    def value(name: str) -> float | None:
+        return registry.get_sample_value(name, {"model": "bert-embed"})
+
+    metrics.record(replace(report, accuracy=(ForecastAccuracy("bert-embed", 12, 0.08, 0.92),)))
+    assert value("headroom_forecast_wape_ratio") == 0.08
+    assert value("headroom_forecast_p90_coverage_ratio") == 0.92
+    metrics.record(replace(report, accuracy=(ForecastAccuracy("bert-embed", 3, None, 1.0),)))
+    assert value("headroom_forecast_wape_ratio") is None  # nothing served in those steps
+    assert value("headroom_forecast_p90_coverage_ratio") == 1.0
+    metrics.record(report)  # none scored in the last hour
+    assert value("headroom_forecast_wape_ratio") is None
+    assert value("headroom_forecast_p90_coverage_ratio") is None

@@ -105,6 +105,20 @@ def test_a_model_whose_forecasts_were_right_gets_no_more_than_without_calibratio
     assert _warm_gpus(calibrated) <= _warm_gpus(forgetful)
 
 
+def test_each_tick_reports_how_each_models_forecasts_did_over_the_last_hour(
+        tmp_path: Path) -> None:
+    undershot = _undershot(_runtime(f"sqlite:///{tmp_path / 'a.db'}"))
+    right = _runtime(f"sqlite:///{tmp_path / 'b.db'}")
+    _undershot(right, forecasts=Forecasts(right, fraction=1.0))
+    low = next(a for a in _next_decision(undershot).accuracy if a.model == MODEL)
+    good = next(a for a in _next_decision(right).accuracy if a.model == MODEL)
+    assert low.scored >= MIN_ERRORS and good.scored >= MIN_ERRORS
+    assert low.wape is not None and 0.6 < low.wape < 0.72  # a third of the load: 2/3 missed
+    assert low.p90_coverage == 0.0
+    assert good.wape is not None and good.wape < 0.1
+    assert good.p90_coverage > 0.5
+
+
 def test_calibration_survives_a_restart_rebuilt_from_the_store(store_url: str,
                                                                tmp_path: Path) -> None:
     stopped = _undershot(_runtime(store_url))
