@@ -31,6 +31,7 @@ from controlplane.autoscaling.profile_correction import (
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.errors import PermanentError, TransientError
+from controlplane.domain.forecast_accuracy import ACCURACY_WINDOW_S
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.node_plan import NodeConfigLimits, node_config_plan
@@ -61,10 +62,6 @@ SNAPSHOT_STALE = "snapshot_stale"
 SNAPSHOT_UNSYNCED = "snapshot_unsynced"
 SOURCE_UNREACHABLE = "source_unreachable"
 SOURCE_REJECTED = "source_rejected"  # e.g. 403: the reader lacks RBAC to list the fleet
-
-
-#: each model's forecast accuracy (metrics) is taken over the first steps scored in this window
-ACCURACY_WINDOW_S = 3600.0
 
 
 @dataclass(frozen=True, slots=True)

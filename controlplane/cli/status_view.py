@@ -18,6 +18,7 @@ from controlplane.domain.fleet_status import (
     PlacementStatus,
     age_s,
 )
+from controlplane.domain.forecast_accuracy import ACCURACY_WINDOW_S, ForecastAccuracy
 from controlplane.domain.hints import DemandHint
 
 #: the columns of a demand hint's row (``headroom status`` and ``headroom hint list``)
@@ -43,8 +44,14 @@ def _forecast(point: ForecastPoint | None) -> dict[str, Any] | None:
             "p50_rps": point.p50_rps, "p90_rps": point.p90_rps}
 
 
+def _accuracy(found: ForecastAccuracy | None) -> dict[str, Any] | None:
+    return None if found is None else {"window_s": ACCURACY_WINDOW_S, "scored": found.scored,
+                                       "wape": found.wape, "p90_coverage": found.p90_coverage}
+
+
 def status_document(status: FleetStatus, health: Health) -> dict[str, Any]:
     now = health.checked_at
+    accuracy = {a.model: a for a in status.accuracy}
     tick, lease, plan = status.last_tick, status.lease, status.plan
     return {
         "store": status.store,
@@ -70,7 +77,8 @@ def status_document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "demand_measured": m.demand_measured, "observed_rps": m.observed_rps,
             "replicas_ready": m.replicas_ready, "replicas_pending": m.replicas_pending,
             "replicas_target": m.replicas_target, "capacity_rps": m.capacity_rps,
-            "forecast": _forecast(m.forecast)} for m in status.models],
+            "forecast": _forecast(m.forecast),
+            "forecast_accuracy": _accuracy(accuracy.get(m.name))} for m in status.models],
         "pools": [{
             "name": p.pool.name, "product": p.pool.product,
             "gpus_per_node": p.pool.gpus_per_node, "nodes_ready": p.pool.nodes_ready,
@@ -188,6 +196,13 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
                        _num(None if f is None else f.p90_rps),
                        "-" if f is None else escape(f.method))
     console.print(models)
+    if status.accuracy:
+        scored = _table("Forecasts over the last hour (each first step against the load then "
+                        "seen)", "model", "steps", "WAPE", "p90 coverage")
+        for a in status.accuracy:
+            scored.add_row(escape(a.model), str(a.scored),
+                           "-" if a.wape is None else f"{a.wape:.1%}", f"{a.p90_coverage:.0%}")
+        console.print(scored)
     pools = _table("Pools", "pool", "product", "ready", "pending", "target", "$/GPU-h")
     for p in status.pools:
         pools.add_row(escape(p.pool.name), escape(p.pool.product), str(p.pool.nodes_ready),

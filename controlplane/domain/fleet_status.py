@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from controlplane.domain.forecast_accuracy import ForecastAccuracy
 from controlplane.domain.hints import DemandHint
 from controlplane.domain.observed import ObservedPool
 from controlplane.domain.profile import ProfileCorrection
@@ -159,6 +160,9 @@ class FleetStatus:
     hints: tuple[DemandHint, ...] = ()
     # the placement journal (None: a store older than migration 0008)
     placement: PlacementStatus | None = None
+    # how each model's forecasts did over the hour before the last tick (the first steps the
+    # reconcile loop scored: WAPE of p50, p90 coverage)
+    accuracy: tuple[ForecastAccuracy, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: the window each model's recent accuracy is taken over (metrics, ``headroom status``)
+ACCURACY_WINDOW_S = 3600.0
+
 
 @dataclass(frozen=True, slots=True)
 class ForecastAccuracy:

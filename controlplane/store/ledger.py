@@ -11,12 +11,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, Table, func, update
+from sqlalchemy import Connection, Engine, Table, func, update
 from sqlalchemy import select as select_columns
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, SQLModel, col, delete
 
-from controlplane.autoscaling.issued import IssuedForecast
+from controlplane.autoscaling.issued import IssuedForecast, accuracy
+from controlplane.domain.forecast_accuracy import ForecastAccuracy
 from controlplane.store.repository import as_utc
 from controlplane.store.tables import IssuedForecastRecord
 
@@ -85,3 +86,14 @@ class SqlForecastLedger:
                                   .where(col(IssuedForecastRecord.target_at) < before_at))
             session.commit()
             return int(result.rowcount)
+
+
+def recent_accuracy(connection: Connection, since_at: datetime) -> tuple[ForecastAccuracy, ...]:
+    """Each model's forecast accuracy over the steps scored with an observation from
+    ``since_at`` on (read-only: what ``headroom status`` shows)."""
+    c = _table().c
+    rows = connection.execute(select_columns(
+        c.model, c.target_at, c.step_s, c.p50_rps, c.p90_rps, c.sigma, c.observed_rps)
+        .where(c.target_at >= since_at, c.observed_rps.is_not(None))).all()
+    return accuracy((IssuedForecast(model, as_utc(at), step_s, p50, p90, sigma, observed)
+                     for model, at, step_s, p50, p90, sigma, observed in rows), since_at)

@@ -8,6 +8,7 @@ MIG re-layouts) are read when the store has them."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 from sqlalchemy import Connection, Engine, Table, func, inspect, select
 from sqlmodel import SQLModel
@@ -25,9 +26,11 @@ from controlplane.domain.fleet_status import (
     TickSummary,
     forecast_point,
 )
+from controlplane.domain.forecast_accuracy import ACCURACY_WINDOW_S
 from controlplane.domain.observed import ObservedModel, ObservedState
 from controlplane.store import codec
 from controlplane.store.hints import hints_ending_after
+from controlplane.store.ledger import recent_accuracy
 from controlplane.store.placement_journal import placement_status
 from controlplane.store.profiles import newest_profiles
 from controlplane.store.relayout import MigRelayoutRecord
@@ -71,7 +74,10 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatu
                 hints=(hints_ending_after(connection, tick.started_at)
                        if tick is not None and "demand_hints" in tables else ()),
                 placement=(placement_status(connection) if "placement_journal" in tables
-                           else None))
+                           else None),
+                accuracy=(() if tick is None or "issued_forecasts" not in tables
+                          else recent_accuracy(connection, tick.started_at
+                                               - timedelta(seconds=ACCURACY_WINDOW_S))))
 
 
 def _has_profiles(engine: Engine) -> bool:

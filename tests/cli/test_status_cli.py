@@ -17,6 +17,7 @@ from clihelpers import HEADROOM, _env
 from sqlmodel import Session, col, select
 
 from controlplane.adapters.clock import WallClock
+from controlplane.autoscaling.issued import accuracy
 from controlplane.domain.actions import ActionOutcome, ScaleNodePool, SetReplicas, SkippedAction
 from controlplane.domain.errors import PermanentError
 from controlplane.domain.guards import GuardMemory
@@ -35,6 +36,7 @@ from controlplane.settings import load_settings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
 from controlplane.store.lease import SqlLeaseStore
+from controlplane.store.ledger import SqlForecastLedger
 from controlplane.store.relayout import SqlRelayoutStore
 from controlplane.store.tables import ActionRecord, PlanRecord
 from protos.headroom.v1 import placement_pb2 as pb
@@ -131,6 +133,30 @@ def test_status_of_a_running_fleet_is_healthy_and_shows_what_the_store_holds(
     corrected = any(c.is_corrected for c in profiles)
     assert ("Profiles corrected online" in table.stdout) is corrected
     assert table.stdout.rstrip().endswith("healthy")
+
+
+def test_status_shows_how_each_models_forecasts_did_over_the_hour_before_the_last_tick(
+        sqlite_url: str) -> None:
+    runtime = _filled(sqlite_url, LONG_AGO, 65)
+    last = runtime.store.last_observed()
+    assert last is not None
+    since_at = last.synced_at - timedelta(hours=1)
+    expected = {a.model: a for a in accuracy(
+        SqlForecastLedger(runtime.store.engine).issued_since(since_at), since_at)}
+    assert set(expected) == {m.name for m in DEMO_MODELS}
+    _, doc = _json_status(sqlite_url)
+    for shown in doc["models"]:
+        want = expected[shown["name"]]
+        assert want.scored >= 6
+        assert shown["forecast_accuracy"] == {"window_s": 3600.0, "scored": want.scored,
+                                              "wape": want.wape,
+                                              "p90_coverage": want.p90_coverage}
+    table = _status(sqlite_url).stdout
+    assert "Forecasts over the last hour" in table
+    for model in DEMO_MODELS:
+        want = expected[model.name]
+        assert want.wape is not None
+        assert f"{want.wape:.1%}" in table.split("Forecasts over the last hour", 1)[1]
 
 
 def _relayout(node: str, phase: RelayoutPhase, at: datetime) -> MigRelayout:
