@@ -143,6 +143,8 @@ def test_live_demo_serves_grpc_and_dashboard_on_loopback_and_stops_on_ctrl_c(
             scraped = response.read().decode()
         assert 'headroom_reconcile_ticks_total{status="applied"}' in scraped
         assert "headroom_fleet_plan_revision" in scraped
+        assert 'headroom_model_demand_total{model="bert-embed",reason=' in scraped
+        assert 'headroom_model_rps{kind="forecast_p90",model="bert-embed"}' in scraped
         channel.close()
     finally:
         live.send_signal(signal.SIGINT)
