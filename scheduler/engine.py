@@ -131,17 +131,17 @@ class PlacementEngine:
         """Release the bindings whose lease ran out by ``now_s`` (caller holds the lock)."""
         if now_s < self._lease_check_at_s:
             return
-        expired = self._expired(now_s)
+        expired = [b.workload_id for b in self._expired(now_s)]
         if expired and self._journal is not None:
             with self._journaled() as change:  # another engine may have renewed one since
-                expired = self._expired(now_s)
+                expired = [b.workload_id for b in self._expired(now_s)]
                 if expired:
                     change.released(expired)
         self._forget(expired)
         self._report(expired)
 
-    def _expired(self, now_s: float) -> list[str]:
-        return [b.workload_id for b in self._held() if b.expired(now_s)]
+    def _expired(self, now_s: float) -> list[Binding]:
+        return [b for b in self._held() if b.expired(now_s)]
 
     def _forget(self, expired: list[str]) -> None:
         for workload_id in expired:
@@ -243,11 +243,10 @@ class PlacementEngine:
         gone: list[Binding] = []
         try:
             with self._journaled() as change:
-                if now_s >= self._lease_check_at_s:
-                    gone = [b for b in self._held() if b.expired(now_s)]
-                    if gone:
-                        change.released([b.workload_id for b in gone])
-                        self._forget([b.workload_id for b in gone])
+                gone = self._expired(now_s) if now_s >= self._lease_check_at_s else []
+                if gone:
+                    change.released([b.workload_id for b in gone])
+                    self._forget([b.workload_id for b in gone])
                 if spec.workload_id in self._waiting:
                     raise AlreadyExists(spec.workload_id)
                 binding = self._placer.place(spec)

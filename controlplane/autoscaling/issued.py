@@ -93,15 +93,15 @@ def calibrated_forecasts(forecasts: Mapping[str, Forecast], records: Iterable[Is
 def accuracy(records: Iterable[IssuedForecast], since_at: datetime) -> tuple[ForecastAccuracy, ...]:
     """Per model, over the records scored with an observation whose step starts at or after
     ``since_at``: WAPE of p50 and p90 coverage (by model name)."""
-    by_model: dict[str, list[IssuedForecast]] = {}
+    by_model: dict[str, list[tuple[float, float, float]]] = {}  # (observed, p50, p90)
     for r in records:
         if r.observed_rps is not None and r.target_at >= since_at:
-            by_model.setdefault(r.model, []).append(r)
+            by_model.setdefault(r.model, []).append((r.observed_rps, r.p50_rps, r.p90_rps))
     out = []
     for model, scored in sorted(by_model.items()):
-        observed = sum(r.observed_rps or 0.0 for r in scored)
-        missed = sum(abs((r.observed_rps or 0.0) - r.p50_rps) for r in scored)
-        covered = sum(1 for r in scored if (r.observed_rps or 0.0) <= r.p90_rps)
+        observed = sum(y for y, _, _ in scored)
+        missed = sum(abs(y - p50) for y, p50, _ in scored)
+        covered = sum(1 for y, _, p90 in scored if y <= p90)
         out.append(ForecastAccuracy(model, len(scored), missed / observed if observed > 0 else None,
                                     covered / len(scored)))
     return tuple(out)
