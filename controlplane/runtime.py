@@ -151,6 +151,17 @@ def calibration_config(settings: Settings) -> CalibrationConfig:
     return CalibrationConfig(auto.calibration_window_s, auto.calibration_errors)
 
 
+def forecast_jobs(settings: Settings, refresh: Callable[[], object]
+                  ) -> dict[str, tuple[Callable[[], object], float]]:
+    """Serve's forecast refresh job, every ``forecast.interval_s``; none when scheduled
+    ``headroom forecast run`` jobs refresh the forecasts (``forecast.refresh_in_serve`` false,
+    logged once: a model whose forecasts those jobs stop refreshing is sized as stale)."""
+    if settings.forecast.refresh_in_serve:
+        return {"forecast": (refresh, settings.forecast.interval_s)}
+    log.info("forecast.refresh_external", extra={"interval_s": settings.forecast.interval_s})
+    return {}
+
+
 def refresh_forecasts(history: HistorySource, store: Store, now: datetime,
                       settings: Settings) -> list[Forecast]:
     """Forecast every model ``history`` lists from the history it gives (the forecast job: the
@@ -285,8 +296,9 @@ class SimRuntime:
         log.info("demo.resumed", extra={"at": last_at.isoformat()})
         return runtime
 
-    def start(self) -> None:
-        """The first jobs, now: forecast and tick (once; ``advance`` calls it if nobody did).
+    def start(self, refresh_forecasts: bool = True) -> None:
+        """The first jobs, now: forecast (unless ``refresh_forecasts`` is False: jobs outside
+        this process refresh them) and tick (once; ``advance`` calls it if nobody did).
 
         On a new store with ``sim.start_warm`` an unrecorded tick first sizes the fleet that
         was already running (its nodes ready, its replicas serving), as when Headroom is
@@ -297,7 +309,8 @@ class SimRuntime:
                 return
             self._started = True
             now = self.clock.now()
-            self.refresh_forecasts()
+            if refresh_forecasts:
+                self.refresh_forecasts()
             if self._take_over:
                 taken = reconcile_once(replace(self.deps, decisions=PreHistory()), self.config)
                 self.cluster.adopt()

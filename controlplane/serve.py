@@ -23,7 +23,7 @@ from controlplane.placement_api import (
     start_placement_api,
 )
 from controlplane.ports import Clock
-from controlplane.runtime import SimRuntime, hints_api, keda_servicer
+from controlplane.runtime import SimRuntime, forecast_jobs, hints_api, keda_servicer
 from controlplane.settings import Settings
 from controlplane.store import Store
 from controlplane.store.lease import SqlLeaseStore
@@ -90,12 +90,12 @@ def _run_sim(settings: Settings, store: Store, engine: PlacementEngine, console:
     runtime.on_tick = metrics.record if metrics is not None else None
     scheduler = build_scheduler({
         "sim.advance": (lambda: runtime.advance(1.0, run_jobs=False), 1.0),
-        "forecast": (lease.gated(runtime.refresh_forecasts), settings.forecast.interval_s),
+        **forecast_jobs(settings, lease.gated(runtime.refresh_forecasts)),
         "reconcile": (lease.gated(runtime.tick), settings.reconcile.interval_s),
         "store.prune": (lease.gated(runtime.prune), settings.db.prune_interval_s),
         "placement.follow": (JournalFollower(engine), FOLLOW_EVERY_S),
     })
-    runtime.start()
+    runtime.start(refresh_forecasts=settings.forecast.refresh_in_serve)
 
     def on_stop() -> None:
         keda.stopping.set()

@@ -31,6 +31,7 @@ from controlplane.ports import ClusterReader, MigRelayoutActuator, PlacementClie
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps
 from controlplane.recorded_tick import TickRun, run_tick
 from controlplane.runtime import (
+    forecast_jobs,
     hints_api,
     keda_servicer,
     prune_store,
@@ -158,7 +159,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     # history at start rather than one forecast.interval_s later
     scheduler = build_scheduler({
         "leader": (keep_lease, settings.k8s.renew_deadline_s / 3),
-        "forecast": (forecast, settings.forecast.interval_s),
+        **forecast_jobs(settings, forecast),
         "reconcile": (tick, settings.reconcile.interval_s),
         "store.prune": (prune, settings.db.prune_interval_s),
         "placement.follow": (JournalFollower(engine), FOLLOW_EVERY_S),

@@ -107,6 +107,9 @@ class ReconcileSettings(Group):
 
 class ForecastSettings(Group):
     interval_s: float = Field(300.0, gt=0, description="seconds between forecast refreshes")
+    refresh_in_serve: bool = Field(True, description="serve refreshes the forecasts itself; "
+                                   "false when scheduled `headroom forecast run` jobs do "
+                                   "(deploy/forecast-cronjob.yaml: one shard per pod)")
     horizon_s: int = Field(1200, gt=0, description="how far ahead to forecast")
     step_s: int = Field(60, gt=0, description="resampling step of the rate series")
     history_s: int = Field(7 * 86400, gt=0, description="history fed to the forecaster")

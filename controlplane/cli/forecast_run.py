@@ -29,7 +29,7 @@ from controlplane.forecast_job import (
     run_job,
     state_dir_problem,
 )
-from controlplane.settings import ConfigError, load_settings
+from controlplane.settings import ConfigError, Settings, load_settings
 from controlplane.settings_cluster import PrometheusSettings
 from controlplane.store import Store, StoreUnavailable
 from controlplane.store.engine import error_line, redact
@@ -91,6 +91,11 @@ def run(
 ) -> None:
     """Refresh forecasts for every model (or one shard) and store them.
 
+    Without --csv or --prometheus-url it forecasts the models the store lists from the history
+    serve reads for them (backend kubernetes: Prometheus at prometheus.url; otherwise the
+    store's observations), so scheduled runs can do serve's refreshes (set
+    forecast.refresh_in_serve false; deploy/forecast-cronjob.yaml runs one shard per pod).
+
     Bad input is reported per model, never a silent zero: a CSV with a repeated timestamp is
     refused (exit 2); NaN/text, negative and out-of-order rows, negative Prometheus values, and
     a newest sample more than max(1 h, 3 steps) before the forecast time (stale_history) are
@@ -115,7 +120,7 @@ def run(
             state_retention_s=fs.state_retention_s)
         if job.method not in METHODS:
             raise InputError(f"--method {job.method!r}: choose one of {', '.join(METHODS)}")
-        source, now = _source(prometheus_url, settings.prometheus, metric, query, models, csv,
+        source, now = _source(prometheus_url, settings, metric, query, models, csv,
                               time_col, value_col, series_col, time_unit,
                               store_url or settings.db.url, at, job.step_s)
         # checked before any fit, not after every model was fitted
@@ -184,12 +189,14 @@ def state_unsaved_line(r: JobReport, state_dir: Path | None, name: str, stored: 
             "run refits them until the state dir takes writes again")
 
 
-def _source(prometheus_url: str | None, prometheus: PrometheusSettings, metric: str | None,
+def _source(prometheus_url: str | None, settings: Settings, metric: str | None,
             query: str | None, models: str | None, csv: Path | None, time_col: str,
             value_col: str, series_col: str | None, time_unit: str | None, store_url: str,
             at: str | None, step_s: int) -> tuple[HistorySource, Any]:
     """The history source and the forecast origin ('now'; for a CSV: one step after its last
-    row, so the last row is part of the history)."""
+    row, so the last row is part of the history). Neither --csv nor --prometheus-url: the
+    store's models, with the history ``serve`` reads for them (``backend: kubernetes``:
+    Prometheus at ``prometheus.url``; else the store's observations)."""
     wanted = [m.strip() for m in models.split(",") if m.strip()] if models is not None else None
     if wanted == []:
         raise InputError(f"--models {models!r}: no model name; give comma-separated names or "
@@ -205,10 +212,26 @@ def _source(prometheus_url: str | None, prometheus: PrometheusSettings, metric: 
     if prometheus_url:
         from controlplane.adapters.prometheus import prometheus_source
 
-        return (prometheus_source(prometheus, prometheus_url, metric=metric, query=query,
-                                  models=wanted), now or WallClock().now())
+        return (prometheus_source(settings.prometheus, prometheus_url, metric=metric,
+                                  query=query, models=wanted), now or WallClock().now())
     store = Store.open_existing(store_url)
-    return (_Only(store, wanted) if wanted else store), now or WallClock().now()
+    listed = _Only(store, wanted) if wanted else store
+    if settings.backend == "kubernetes":
+        return _serves_history(settings.prometheus, metric, query, listed), now or WallClock().now()
+    return listed, now or WallClock().now()
+
+
+def _serves_history(prometheus: PrometheusSettings, metric: str | None, query: str | None,
+                    listed: HistorySource) -> HistorySource:
+    """What ``serve`` on Kubernetes refreshes from: Prometheus' history of the listed models."""
+    from controlplane.adapters.prometheus import PrometheusHistory, prometheus_source
+
+    if not prometheus.url:
+        raise ConfigError("backend: kubernetes: forecast run reads each model's history from "
+                          "Prometheus, as serve does: set prometheus.url, or give "
+                          "--prometheus-url or --csv")
+    return PrometheusHistory(prometheus_source(prometheus, metric=metric, query=query),
+                             listed.model_names)
 
 
 class _Only:

@@ -5,7 +5,7 @@ the full plan against the API test server, every request is allowed and every ru
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import kubernetes_validate
@@ -64,6 +64,42 @@ def test_the_forecasters_fitted_state_is_kept_on_a_writable_volume(
     writable = {v["name"] for v in pod["volumes"] if "emptyDir" in v}
     assert any(m["name"] in writable and state_dir.is_relative_to(m["mountPath"])
                for m in container["volumeMounts"])
+
+
+def test_the_forecast_cronjob_runs_one_shard_per_index_on_shared_writable_state(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cron = find("CronJob", "headroom-forecast")
+    job = cron["spec"]["jobTemplate"]["spec"]
+    assert job["completionMode"] == "Indexed" and job["parallelism"] == job["completions"]
+    pod = job["template"]["spec"]
+    container = pod["containers"][0]
+    args = container["args"]
+    assert args[:2] == ["forecast", "run"]
+    assert args[args.index("--shard") + 1] == f"$(SHARD_INDEX)/{job['completions']}"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["SHARD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.annotations['batch.kubernetes.io/job-completion-index']")
+    serve = find("Deployment", "headroom")["spec"]["template"]["spec"]["containers"][0]
+    assert env["HEADROOM_DB__URL"] in serve["env"]  # the same store as serve
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    config_volume = next(v for v in pod["volumes"] if "configMap" in v)
+    assert config_volume["configMap"]["name"] == "headroom"
+    assert args[args.index("--config") + 1].startswith(mounts[config_volume["name"]] + "/")
+    state_dir = PurePosixPath(env["HEADROOM_FORECAST__STATE_DIR"]["value"])
+    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]
+              if "persistentVolumeClaim" in v}
+    on = [name for name, path in mounts.items() if state_dir.is_relative_to(path)]
+    assert len(on) == 1 and on[0] in claims  # every shard's pod sees every fitted state
+    claim = find("PersistentVolumeClaim", claims[on[0]])
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert container["securityContext"]["readOnlyRootFilesystem"]
+    monkeypatch.delenv("HEADROOM_FORECAST__STATE_DIR")
+    config = tmp_path / "headroom.yaml"
+    config.write_text(find("ConfigMap", "headroom")["data"]["headroom.yaml"])
+    interval_s = load_settings(config).forecast.interval_s
+    assert cron["spec"]["schedule"] == f"*/{int(interval_s // 60)} * * * *"
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    assert job["activeDeadlineSeconds"] < interval_s  # a run ends before the next is due
 
 
 def test_two_replicas_and_services_that_reach_their_named_ports() -> None:

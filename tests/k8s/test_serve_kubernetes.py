@@ -3,6 +3,7 @@ reconciles and records plans, and hands the Lease back on SIGTERM."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -13,6 +14,7 @@ import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -62,7 +64,7 @@ def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def _config(tmp_path: Path, apiserver: ApiServer, db_url: str, prom_url: str | None,
             metrics_port: int = 0, identity: str = "serve-test", grpc_port: int = 0,
-            dry_run: bool = False) -> Path:
+            dry_run: bool = False, refresh_in_serve: bool = True) -> Path:
     kube = tmp_path / "kubeconfig"
     kube.write_text(yaml.safe_dump(kubeconfig(apiserver.url)))
     config = tmp_path / f"{identity}.yaml"
@@ -72,7 +74,8 @@ def _config(tmp_path: Path, apiserver: ApiServer, db_url: str, prom_url: str | N
         "placement": {"listen": f"127.0.0.1:{grpc_port or _free_port()}",
                       "metrics_listen": f"127.0.0.1:{metrics_port}"},
         "reconcile": {"interval_s": 1, "max_staleness_s": 30},
-        "forecast": {"history_s": 86400, "method": "level"},
+        "forecast": {"history_s": 86400, "method": "level",
+                     "refresh_in_serve": refresh_in_serve},
         "k8s": {"kubeconfig": str(kube), "identity": identity},
         **({"safety": {"dry_run": True}} if dry_run else {}),
         **({"prometheus": {"url": prom_url}} if prom_url is not None else {}),
@@ -274,3 +277,71 @@ def test_serve_forecasts_at_start_from_history_that_only_prometheus_holds_and_ti
     assert model is not None and model.demand_measured
     assert model.demand_rps == pytest.approx(MODEL_RPS)
     assert model.capacity_rps == 2 * DEMO_MODELS[0].best_point().throughput_rps
+
+
+def test_serve_leaves_the_forecasts_to_scheduled_jobs_when_told_and_says_so_once(
+        tmp_path: Path, apiserver: ApiServer, prom_url: str) -> None:
+    db_url = f"sqlite:///{tmp_path / 'external.db'}"
+    store = Store.open(db_url, migrate=True)
+    store.upsert_models(DEMO_MODELS)
+    proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(_config(
+        tmp_path, apiserver, db_url, prom_url, refresh_in_serve=False))], env=_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and store.counts()["ticks"] < 3:
+            time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert store.counts()["ticks"] >= 3
+    assert store.counts()["forecasts"] == 0  # the leader ticked without refreshing any
+    assert stderr.count('"event": "forecast.refresh_external"') == 1, stderr
+
+
+def _cronjob() -> dict[str, Any]:
+    deploy = Path(__file__).resolve().parents[2] / "deploy"
+    docs = yaml.safe_load_all((deploy / "forecast-cronjob.yaml").read_text())
+    return next(d for d in docs if d["kind"] == "CronJob")
+
+
+def test_the_forecast_cronjobs_shards_forecast_every_listed_model_once_from_prometheus(
+        tmp_path: Path, prom_url: str) -> None:
+    db_url = f"sqlite:///{tmp_path / 'job.db'}"
+    store = Store.open(db_url, migrate=True)
+    store.upsert_models(DEMO_MODELS)
+    job = _cronjob()["spec"]["jobTemplate"]["spec"]
+    container = job["template"]["spec"]["containers"][0]
+    deploy = Path(__file__).resolve().parents[2] / "deploy"
+    config_map = next(d for d in yaml.safe_load_all((deploy / "config.yaml").read_text()))
+    config = tmp_path / "headroom.yaml"  # the ConfigMap's file, where the pod mounts it
+    config.write_text(config_map["data"]["headroom.yaml"])
+    env = {**_env(), "HEADROOM_DB__URL": db_url, "HEADROOM_PROMETHEUS__URL": prom_url,
+           "HEADROOM_FORECAST__HISTORY_S": "86400", "HEADROOM_FORECAST__METHOD": "level"}
+    shards: list[set[str]] = []
+    for index in range(job["completions"]):  # what the Job controller runs, pod by pod
+        args = [str(config) if a == "/etc/headroom/headroom.yaml"
+                else a.replace("$(SHARD_INDEX)", str(index)) for a in container["args"]]
+        done = subprocess.run([*HEADROOM, *args, "--json"], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        shards.append(set(json.loads(done.stdout)["per_model"]))
+    names = {m.name for m in DEMO_MODELS}
+    assert set().union(*shards) == names and sum(map(len, shards)) == len(names)
+    forecasts = store.latest_forecasts()
+    assert set(forecasts) == names and store.counts()["forecasts"] == len(names)
+    for forecast in forecasts.values():  # a day of 12 rps that only Prometheus holds
+        assert forecast.p50[0] == pytest.approx(MODEL_RPS, rel=0.05)
+
+
+def test_forecast_run_on_kubernetes_without_a_prometheus_url_says_which_setting_on_one_line(
+        tmp_path: Path, apiserver: ApiServer) -> None:
+    db_url = f"sqlite:///{tmp_path / 'noprom.db'}"
+    Store.open(db_url, migrate=True).upsert_models(DEMO_MODELS)
+    done = subprocess.run([*HEADROOM, "forecast", "run", "--config", str(_config(
+        tmp_path, apiserver, db_url, None))], env=_env(), capture_output=True, text=True,
+        timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "set prometheus.url, or give --prometheus-url or --csv" in " ".join(
+        done.stderr.split())
