@@ -288,3 +288,29 @@ def test_serve_with_metrics_on_the_placement_apis_own_port_is_one_line_naming_bo
                           f"port of placement.listen '127.0.0.1:{port}'; serve the metrics on "
                           "another port\n")  # not gRPC's bind failure blaming placement.listen
     assert [p.name for p in tmp_path.iterdir()] == ["headroom.yaml"]  # no store, no log
+
+
+def test_sim_serve_leaves_the_forecasts_to_forecast_run_when_told(tmp_path: Path) -> None:
+    db = tmp_path / "external.db"
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f"db:\n  url: sqlite:///{db}\nplacement:\n"
+                      f"  listen: 127.0.0.1:{_free_port()}\n"
+                      "reconcile:\n  interval_s: 1\n  max_staleness_s: 30\n"
+                      "sim:\n  history_s: 3600\nforecast:\n  refresh_in_serve: false\n"
+                      "  method: level\n")
+    proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(config)], env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lambda: db.exists() and Store.open(f"sqlite:///{db}").counts()["ticks"] >= 2, 60)
+        assert Store.open(f"sqlite:///{db}").counts()["forecasts"] == 0
+        # the job that refreshes instead: the store's models, from the observations serve saves
+        run = subprocess.run([*HEADROOM, "forecast", "run", "--config", str(config)],
+                             env=_env(), capture_output=True, text=True, timeout=120)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert stderr.count('"event": "forecast.refresh_external"') == 1, stderr
+    assert run.returncode == 0, run.stderr
+    store = Store.open(f"sqlite:///{db}")
+    assert set(store.latest_forecasts()) == set(store.model_names()) != set()
