@@ -8,7 +8,12 @@ before ``core.settle`` turns them into node targets and a guarded plan.
 
 The live backends have no actuator for loaded-but-idle replicas, so a live model's ladder has
 three rungs: hot, cached (warm GPU share on a node that is up; a start there is the fast mode of
-the cold start) and cold (a new node: provisioning + the model's load).
+the cold start) and cold (a new node: provisioning + the model's load). On Kubernetes such a rung
+would not pay: a sleeping vLLM engine or an unrouted Triton pod keeps its device-plugin
+allocation (the whole GPU, MIG slice or MPS / time-slicing replica), so it costs what a hot
+replica costs while waking slower, and the predictive policy then keeps those units hot (hot
+replicas cover the warm quantile: ``policies.predictive_policy``). The rung pays only where a
+standby gives part of its share back (``idle_gpu_fraction`` < 1 in ``headroom simulate``).
 """
 
 from __future__ import annotations
