@@ -27,6 +27,10 @@ MIN_SIGMA = 0.01
 VOLATILITY_STEPS = 12
 #: Errors seen before the tail is calibrated (fewer: the forecast's own p90 shape is used).
 MIN_ERRORS = 48
+#: The tail is never read as more than this many times the forecast's median. Past it the errors
+#: say only that the series is sparse (a median near zero against whole requests; a flat stretch
+#: makes the volatility tiny and the scaled errors huge), and the fast path serves what comes.
+MAX_RATIO = 1000.0
 
 
 def recent_volatility(series: TrafficSeries, steps: int = VOLATILITY_STEPS) -> float:
@@ -76,7 +80,7 @@ class ForecastErrors:
             low = math.floor(pos)
             high = min(low + 1, len(ordered) - 1)
             z = ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
-            out[q] = math.exp(z * max(MIN_SIGMA, sigma))
+            out[q] = math.exp(min(z * max(MIN_SIGMA, sigma), math.log(MAX_RATIO)))
         return out
 
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from controlplane.autoscaling.calibration import (
+    MAX_RATIO,
     MIN_SIGMA,
     ForecastErrors,
     calibrated,
@@ -25,6 +26,16 @@ def test_no_ratios_until_enough_errors_were_seen() -> None:
         errors = errors.observe(10.0, 12.0)
     forecast = Forecast("m", T0, 60, (10.0,), (12.0,), "t")
     assert errors.ratios() is None and calibrated(forecast, errors) is forecast
+
+
+def test_a_sparse_series_tail_is_read_as_at_most_max_ratio_not_an_overflow() -> None:
+    # a median near zero met by whole requests after a flat stretch (volatility at its floor):
+    # scaled errors of ~740, read at a volatile moment, were exp(740) and an OverflowError
+    errors = ForecastErrors(min_count=3).observe_all([(1e-6, 1 / 600, MIN_SIGMA)] * 3)
+    ratios = errors.ratios(sigma=1.0)
+    assert ratios is not None and max(ratios.values()) == pytest.approx(MAX_RATIO)
+    forecast = calibrated(Forecast("m", T0, 600, (1e-6,), (2e-6,), "t"), errors, sigma=1.0)
+    assert step_quantile(forecast, 0, 0.99) == pytest.approx(1e-6 * MAX_RATIO)
 
 
 def test_zero_or_missing_values_carry_no_error() -> None:
