@@ -27,22 +27,35 @@ MIN_SIGMA = 0.01
 VOLATILITY_STEPS = 12
 #: Errors seen before the tail is calibrated (fewer: the forecast's own p90 shape is used).
 MIN_ERRORS = 48
-#: The tail is never read as more than this many times the forecast's median. Past it the errors
-#: say only that the series is sparse (a median near zero against whole requests; a flat stretch
-#: makes the volatility tiny and the scaled errors huge), and the fast path serves what comes.
+#: Changes between non-zero values needed to measure the volatility. A sparse series (a few
+#: requests now and then) has fewer: its volatility is ``UNMEASURED``, its errors are not scaled
+#: by a made-up one, and its forecasts keep their own p90 shape (with ``ForecastErrors``'
+#: ``min_p50_rps``: a forecast of less than one request per step is never scored as a ratio).
+#: Before both, scaled errors of ~50 read calibrated medians 1,000x the forecast's: hundreds of
+#: replicas for a model that served 0.07 requests/s at its peak.
+MIN_CHANGES = VOLATILITY_STEPS // 2
+UNMEASURED = 0.0
+#: The tail is never read as more than this many times the forecast's median: past it the errors
+#: say nothing a fleet should be sized from, and the fast path serves what comes.
 MAX_RATIO = 1000.0
 
 
 def recent_volatility(series: TrafficSeries, steps: int = VOLATILITY_STEPS) -> float:
-    """Mean absolute log change over the last ``steps`` steps (zeros and gaps skipped)."""
+    """Mean absolute log change over the last ``steps`` steps (zeros and gaps skipped), at
+    least ``MIN_SIGMA``; ``UNMEASURED`` when fewer than ``MIN_CHANGES`` changes are left."""
     values = [v for v in series.values[-(steps + 1):] if v > 0 and math.isfinite(v)]
     changes = [abs(math.log(b / a)) for a, b in pairwise(values)]
-    return max(MIN_SIGMA, sum(changes) / len(changes)) if changes else MIN_SIGMA
+    if len(changes) < MIN_CHANGES:
+        return UNMEASURED
+    return max(MIN_SIGMA, sum(changes) / len(changes))
 
 
 def scaled_error(predicted_p50: float, actual: float, sigma: float = 1.0) -> float | None:
-    """log(actual / p50) / sigma; None for zero or missing values (collection gaps)."""
+    """log(actual / p50) / sigma; None for zero or missing values (collection gaps) and for an
+    unmeasured volatility."""
     if not (predicted_p50 > 0 and actual > 0) or not math.isfinite(actual / predicted_p50):
+        return None
+    if not sigma > UNMEASURED:
         return None
     return math.log(actual / predicted_p50) / max(MIN_SIGMA, sigma)
 
@@ -54,24 +67,26 @@ class ForecastErrors:
     scaled_errors: tuple[float, ...] = ()
     max_size: int = 4032
     min_count: int = MIN_ERRORS
+    #: a forecast whose median is below this carries no error: under one request per step
+    #: (``one_request_rps``) its misses are whole requests, not ratios to a median near zero
+    min_p50_rps: float = 0.0
 
     def observe(self, predicted_p50: float, actual: float, sigma: float = 1.0) -> ForecastErrors:
-        """Add one error; zero or missing values (collection gaps) carry no ratio: skipped."""
-        error = scaled_error(predicted_p50, actual, sigma)
-        if error is None:
-            return self
-        return replace(self, scaled_errors=(*self.scaled_errors, error)[-self.max_size:])
+        """Add one error; zero or missing values (collection gaps) and a median under
+        ``min_p50_rps`` carry no ratio: skipped."""
+        return self.observe_all([(predicted_p50, actual, sigma)])
 
     def observe_all(self, observed: Iterable[tuple[float, float, float]]) -> ForecastErrors:
         """``observe`` each (predicted_p50, actual, sigma) in order, in one step."""
-        errors = [e for e in (scaled_error(*o) for o in observed) if e is not None]
+        errors = [e for e in (scaled_error(*o) for o in observed if o[0] >= self.min_p50_rps)
+                  if e is not None]
         return replace(self, scaled_errors=(*self.scaled_errors, *errors)[-self.max_size:])
 
     def ratios(self, sigma: float = 1.0,
                grid: Sequence[float] = CALIBRATION_GRID) -> dict[float, float] | None:
         """Quantiles of actual / p50 on ``grid`` at volatility ``sigma``; None until
-        ``min_count`` errors were seen."""
-        if len(self.scaled_errors) < self.min_count:
+        ``min_count`` errors were seen, and at an unmeasured volatility."""
+        if len(self.scaled_errors) < self.min_count or not sigma > UNMEASURED:
             return None
         ordered = sorted(self.scaled_errors)
         out = {}

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from controlplane.autoscaling.calibration import ForecastErrors, calibrated
+from controlplane.domain.demand import one_request_rps
 from controlplane.domain.forecast_accuracy import ForecastAccuracy
 from forecaster.types import Forecast
 
@@ -70,7 +71,9 @@ def errors_from(records: Iterable[IssuedForecast], max_errors: int) -> ForecastE
     """The volatility-scaled errors of the scored records, oldest target first (the newest
     ``max_errors`` kept); records without an observed rate carry no error."""
     scored = sorted((r for r in records if r.observed_rps is not None), key=lambda r: r.target_at)
-    return ForecastErrors(max_size=max_errors).observe_all(
+    step_s = max((r.step_s for r in scored), default=0)
+    floor_rps = one_request_rps(step_s) if step_s > 0 else 0.0
+    return ForecastErrors(max_size=max_errors, min_p50_rps=floor_rps).observe_all(
         (r.p50_rps, r.observed_rps, r.sigma) for r in scored if r.observed_rps is not None)
 
 

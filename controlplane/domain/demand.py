@@ -113,7 +113,9 @@ def upper_quantile(p50: float, p90: float, quantile: float) -> float:
     """The ``quantile`` of a lognormal through ``p50`` and ``p90``.
 
     Falls back to a straight line through 0 and p90 when p50 is 0, and to p90 when the two do not
-    spread (p90 <= p50). Quantile 0.9 returns p90 exactly.
+    spread (p90 <= p50). Quantile 0.9 returns p90 exactly. Above p90 the tail never rises faster
+    than that straight line: a lognormal through a median near 0 (a sparse series) would put its
+    99.5th percentile at (p90 / p50)^2 x p50, orders of magnitude above anything seen.
     """
     p50, p90 = max(0.0, p50), max(0.0, p90)
     if quantile == 0.9 or p90 <= p50:
@@ -121,7 +123,8 @@ def upper_quantile(p50: float, p90: float, quantile: float) -> float:
     ratio = NormalDist().inv_cdf(quantile) / _Z90
     if p50 <= 0:
         return max(0.0, p90 * ratio)
-    return float(p50 * (p90 / p50) ** ratio)
+    lognormal = p50 * math.exp(ratio * math.log(p90 / p50))
+    return float(min(lognormal, p90 * ratio)) if quantile > 0.9 else float(lognormal)
 
 
 def overlapping_steps(forecast: Forecast, now: datetime, window_s: float) -> list[int]:
@@ -137,11 +140,19 @@ def overlapping_steps(forecast: Forecast, now: datetime, window_s: float) -> lis
     return out
 
 
+def one_request_rps(step_s: float) -> float:
+    """The rate of one request per step: a median below it forecasts whole requests (a sparse
+    series), whose misses are no ratio to it."""
+    return 1.0 / step_s
+
+
 def step_quantile(forecast: Forecast, step: int, quantile: float) -> float:
     """``quantile`` of one forecast step: from the forecast's calibrated ratios when it carries
-    them (and p50 > 0), else from the lognormal through its p50 and p90."""
+    them (and p50 is at least one request per step), else from the lognormal through its p50
+    and p90."""
     p50 = forecast.p50[step]
-    ratio = calibrated_ratio(forecast.diagnostics, quantile) if p50 > 0 else None
+    counted = p50 > 0 and p50 >= one_request_rps(forecast.step_s)
+    ratio = calibrated_ratio(forecast.diagnostics, quantile) if counted else None
     if ratio is not None:
         return p50 * ratio
     return upper_quantile(p50, forecast.p90[step], quantile)

@@ -28,7 +28,7 @@ from controlplane.autoscaling.hints import hinted_demands, with_hints
 from controlplane.autoscaling.policies import ScalingPolicy, ladder_rungs
 from controlplane.autoscaling.profile_correction import CorrectionConfig, corrected_models, in_use
 from controlplane.domain.actions import ScaleNodePool, SetReplicas
-from controlplane.domain.demand import PREDICTIVE
+from controlplane.domain.demand import PREDICTIVE, one_request_rps
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.hints import DemandHint
@@ -181,8 +181,6 @@ class _Run:
                               options.seed)
         self.memory = GuardMemory()
         self.forecasts: dict[str, Forecast] = {}
-        self.errors: dict[str, ForecastErrors] = {m.spec.name: ForecastErrors()
-                                                  for m in self.models}
         self.pending: dict[str, list[tuple[int, int, float, float]]] = {
             m.spec.name: [] for m in self.models}
         self.stats = RunStats()
@@ -190,6 +188,9 @@ class _Run:
                            else None)  # reactive and static size with the offline profile
         self.samples: dict[str, list[ProfileSample]] = {m.spec.name: [] for m in self.models}
         self.forecast_step_s = max(60, replay.trace.step_s // 60 * 60)
+        self.errors: dict[str, ForecastErrors] = {
+            m.spec.name: ForecastErrors(min_p50_rps=one_request_rps(self.forecast_step_s))
+            for m in self.models}
 
     def at(self, t_s: float) -> datetime:
         return self.start_at + timedelta(seconds=t_s)

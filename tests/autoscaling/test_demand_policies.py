@@ -52,6 +52,16 @@ def test_quantiles_without_spread_or_without_a_median_stay_sensible() -> None:
     assert upper_quantile(0, 10, 0.99) > 10  # linear through 0 and p90
 
 
+def test_a_median_near_zero_does_not_send_the_tail_orders_of_magnitude_past_p90() -> None:
+    # a sparse series (SD LoRA model M0002): p50 ~1e-8 rps, p90 3.6e-3 rps; the lognormal
+    # through them put the 99.5th percentile at 320 rps, 6,400 replicas of 0.05 rps
+    line = upper_quantile(0, 0.00356, 0.995)
+    assert upper_quantile(1e-8, 0.00356, 0.995) == pytest.approx(line)
+    assert line < 3 * 0.00356
+    # a modest spread keeps its lognormal tail, below that line
+    assert upper_quantile(100, 120, 0.995) < upper_quantile(0, 120, 0.995)
+
+
 @given(p50=st.floats(0.01, 1e4), spread=st.floats(1.0, 3.0), q1=st.floats(0.5, 0.98),
        dq=st.floats(0.001, 0.019))
 def test_upper_quantiles_never_decrease_with_the_quantile(p50: float, spread: float, q1: float,
