@@ -16,7 +16,7 @@ import numpy.typing as npt
 from scheduler.domain import catalog
 from scheduler.domain.catalog import GpuProduct
 from scheduler.domain.errors import AlreadyExists
-from scheduler.domain.mig import MigInstance
+from scheduler.domain.mig import MigInstance, is_valid_layout
 from scheduler.domain.model import (
     WHOLE_GPU_MILLI,
     Binding,
@@ -295,8 +295,24 @@ class Cluster:
         for g in cols:
             if self.free[node, g] < binding.gpu_milli or self.mode[node, g] not in (0, code):
                 return False
+            charge = (self.gmem_total[node, g] if binding.mode is SharingMode.EXCLUSIVE
+                      else binding.gpu_memory_mib)  # what apply charges
+            if self.gmem_free[node, g] < charge:
+                return False
+            if binding.mode is SharingMode.MIG and not self._mig_fits(node, g, binding):
+                return False
         self.apply(binding.workload_id, binding.cpu_milli, binding.memory_mib,
                    Choice(node, cols, binding.mode, binding.gpu_milli, binding.gpu_memory_mib,
                           binding.mig_profile, binding.mig_start, binding.reason))
         self.bindings[binding.workload_id] = binding  # as it was, its lease included
         return True
+
+    def _mig_fits(self, node: int, gpu: int, binding: Binding) -> bool:
+        """Whether the GPU (MIG-capable, its product having the binding's profile) can hold the
+        binding's MIG instance beside the instances it already holds."""
+        product = self.product_of(node, gpu)
+        prof = product.profile(binding.mig_profile) if product is not None else None
+        if product is None or prof is None or not self.mig_capable.item(node, gpu):
+            return False
+        return is_valid_layout(product, [*self.mig_layout(node, gpu),
+                                         MigInstance(prof, binding.mig_start)])

@@ -233,3 +233,19 @@ def test_a_follower_logs_an_unreadable_journal_once_and_its_recovery_once(
               if r.name == "headroom.placement"]
     assert events == [("WARNING", "placement.journal_unreadable"),
                       ("INFO", "placement.journal_readable")]
+
+
+def test_a_binding_a_resync_leaves_without_gpu_memory_is_dropped_from_the_store_too(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    first = _engine(store, "first")
+    first.sync_inventory(_inventory("n0"))
+    first.place(pb.PlaceRequest(workload_id="big", model="m", tenant="t", num_gpu=1,
+                                gpu_milli=300, gpu_memory_mib=60_000, isolation=pb.TRUSTED,
+                                gpu_products=[A100]))
+    smaller = _inventory("n0")
+    for gpu in smaller.nodes[0].gpus:
+        gpu.memory_mib = 40_960
+    first.sync_inventory(smaller)
+    assert first.counts()[0] == 0
+    assert _engine(store, "second").counts()[0] == 0

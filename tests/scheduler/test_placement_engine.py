@@ -137,3 +137,38 @@ def test_a_fleet_plan_the_caller_no_longer_wants_is_not_stored() -> None:
         engine.plan_fleet(request, still_wanted=lambda: False)
     assert engine.plan_revision == 0 and engine.get_plan().gpus == []
     assert engine.plan_fleet(request, still_wanted=lambda: True).revision == 1
+
+
+def _one_gpu(product: str, gpu_memory_mib: int, mig_capable: bool = False
+             ) -> pb.SyncInventoryRequest:
+    return pb.SyncInventoryRequest(nodes=[make_node("n0", gpus=1, product=product,
+                                                    gpu_memory_mib=gpu_memory_mib,
+                                                    mig_capable=mig_capable)])
+
+
+def _bound_ids(eng: PlacementEngine) -> list[str]:
+    return [b.workload_id for b in eng.list_bindings(pb.ListBindingsRequest()).bindings]
+
+
+def test_a_resync_that_shrinks_a_gpus_memory_drops_the_shares_that_no_longer_fit() -> None:
+    eng = PlacementEngine()
+    eng.sync_inventory(_one_gpu("L4", 24_576))
+    for workload_id in ("a", "b"):
+        eng.place(make_place(workload_id, gpu_milli=300, gpu_memory_mib=10_000,
+                             isolation=pb.TRUSTED))
+    eng.sync_inventory(_one_gpu("L4", 12_000))
+    assert _bound_ids(eng) == ["a"]  # 10,000 MiB of the 12,000 the GPU has now
+    with pytest.raises(Infeasible):
+        eng.place(make_place("c", gpu_milli=300, gpu_memory_mib=10_000, isolation=pb.TRUSTED))
+
+
+def test_a_resync_whose_gpu_has_no_longer_the_mig_profile_drops_the_mig_binding() -> None:
+    eng = PlacementEngine()
+    eng.sync_inventory(_one_gpu("A100-80GB", 81_920, mig_capable=True))
+    assert eng.place(make_place("m", gpu_milli=100, isolation=pb.STRICT)
+                     ).binding.mig_profile == "1g.10gb"
+    eng.sync_inventory(_one_gpu("A100-80GB", 81_920, mig_capable=True))
+    assert _bound_ids(eng) == ["m"]  # the same GPU keeps it
+    eng.sync_inventory(_one_gpu("L4", 24_576))
+    assert _bound_ids(eng) == []
+    assert eng.place(make_place("whole")).binding.gpu_milli == 1000  # the GPU is free again
