@@ -108,7 +108,8 @@ def _product_list(spec: WorkloadSpec) -> str:
 
 def mig_choice(cluster: Cluster, spec: WorkloadSpec) -> Choice | None:
     """A MIG instance for a STRICT share on a MIG-capable GPU: pack GPUs already in MIG mode
-    first, then the one with the least free compute left; None when no MIG GPU fits."""
+    first, then the one with the least free compute left; None when no MIG GPU fits. The
+    instances on a GPU never add up to more memory (their profiles') than the GPU reports."""
     host = cluster.hosts(spec.cpu_milli, spec.memory_mib)
     cand = (cluster.product_mask(spec.gpu_products) & cluster.mig_capable & host[:, None]
             & ((cluster.mode == 0) | (cluster.mode == MODE_CODE[SharingMode.MIG])))
@@ -122,6 +123,8 @@ def mig_choice(cluster: Cluster, spec: WorkloadSpec) -> Choice | None:
             continue
         milli = product.mig_milli(prof.compute_slices)
         if cluster.free[node, col] < milli:
+            continue
+        if cluster.gmem_free.item(node, col) < prof.memory_mib:  # the memory the GPU reports
             continue
         start = free_start(product, cluster.mig_layout(node, col), prof)
         if start is None:

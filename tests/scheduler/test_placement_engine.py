@@ -172,3 +172,13 @@ def test_a_resync_whose_gpu_has_no_longer_the_mig_profile_drops_the_mig_binding(
     eng.sync_inventory(_one_gpu("L4", 24_576))
     assert _bound_ids(eng) == []
     assert eng.place(make_place("whole")).binding.gpu_milli == 1000  # the GPU is free again
+
+
+def test_mig_instances_on_a_gpu_never_add_up_to_more_memory_than_the_gpu_reports() -> None:
+    eng = PlacementEngine()
+    eng.sync_inventory(_one_gpu("A100-80GB", 20_000, mig_capable=True))
+    first = eng.place(make_place("s0", gpu_milli=100, isolation=pb.STRICT)).binding
+    assert first.mig_profile == "1g.10gb"
+    # 1g.10gb slices are 10,240 MiB each: one fits in 20,000 MiB, two would not
+    with pytest.raises(Infeasible):
+        eng.place(make_place("s1", gpu_milli=100, isolation=pb.STRICT))
