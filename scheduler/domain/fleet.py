@@ -205,6 +205,6 @@ def _served(request: FleetRequest, pools: Sequence[PoolInfo],
     for (model, product), cap in sorted(capacity.items()):
         info = next(p for p in pools if p.name == product)
         per_gpu = cap / slices[(model, product)] * info.slices(WHOLE)
-        share = rate[model] * cap / total[model]  # the part of the rate this pool serves
+        share = rate[model] * (cap / total[model])  # the part of the rate this pool serves
         out.append(ServedModel(model, product, share, cap, per_gpu, cold[model]))
     return out

@@ -47,20 +47,25 @@ def size_warm_pools(served: Sequence[ServedModel], room_by_pool: dict[str, int])
     need: dict[str, float] = {}
     why: dict[str, list[str]] = {}
     for s in served:
+        # huge inputs: the rise may be inf, the capacity too (then the share is nan: covered)
         rise = demand_rise_rps(s.rate_rps, s.cold_start_s)
-        uncovered = rise - max(0.0, s.capacity_rps - s.rate_rps)
-        if uncovered <= 0 or s.rps_per_gpu <= 0:
+        slack = max(0.0, s.capacity_rps - s.rate_rps)
+        if not rise > slack or s.rps_per_gpu <= 0:
             continue
+        uncovered = rise - slack
         need[s.pool] = need.get(s.pool, 0.0) + uncovered / s.rps_per_gpu
         why.setdefault(s.pool, []).append(
             f"{s.model} +{uncovered:.1f} rps over a {s.cold_start_s:.0f} s cold start")
     pools: list[WarmPool] = []
     for pool in sorted(need):
-        gpus = min(math.ceil(need[pool] - 1e-9), max(0, room_by_pool.get(pool, 0)))
+        room = max(0, room_by_pool.get(pool, 0))
+        wanted = need[pool] - 1e-9
+        # a need at or above the room (inf too: huge rates and cold starts) is the room
+        gpus = math.ceil(wanted) if wanted < room else room
         if gpus <= 0:
             continue
         reason = "p90_demand_rise_during_cold_start: " + "; ".join(why[pool])
-        if gpus < math.ceil(need[pool] - 1e-9):
+        if wanted > gpus:
             reason += " (capped by pool max_gpus)"
         pools.append(WarmPool(pool, gpus, reason))
     return pools

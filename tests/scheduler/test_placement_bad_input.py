@@ -59,6 +59,18 @@ def test_rates_no_pool_can_hold_are_unplaced_and_huge_ones_one_segment_covers_ar
     assert [s.model for g in plan.gpus for s in g.segments] == ["huge"]
 
 
+@pytest.mark.parametrize(("rate_rps", "throughput_rps", "cold_start_s"), [
+    (1e155, 1e155, 1.0), (1e200, 1e200, 1e200), (1.7e308, 1e308, 1e6)])
+def test_huge_finite_rates_and_cold_starts_are_planned_with_at_most_the_pools_room_warm(
+        stub: pb_grpc.PlacementStub, rate_rps: float, throughput_rps: float,
+        cold_start_s: float) -> None:
+    model = _model("m", rate_rps, throughput_rps=throughput_rps)
+    model.cold_start_s = cold_start_s
+    plan = stub.PlanFleet(_plan(model), timeout=30)
+    assert plan.unplaced == [] and plan.revision == 1
+    assert len(plan.gpus) + sum(w.gpus for w in plan.warm_pools) <= 8  # the pool's max_gpus
+
+
 def test_blank_names_in_an_inventory_are_refused_and_the_previous_one_stays(
         stub: pb_grpc.PlacementStub) -> None:
     stub.SyncInventory(pb.SyncInventoryRequest(nodes=[make_node("n0")]), timeout=5)
