@@ -27,6 +27,24 @@ T = TypeVar("T")
 #: How often a WatchPlan stream re-checks that its client and the server are still there.
 WATCH_POLL_S = 0.5
 _EMPTY_PLACE = pb.PlaceResponse()
+#: Status details travel as a header, percent-encoded (up to 3 bytes per UTF-8 byte), and a
+#: client drops a call whose headers pass 16 KiB (RESOURCE_EXHAUSTED "Stream removed"): details
+#: echoing a long client value (an id, a node or product name) are cut to this many UTF-8 bytes.
+MAX_DETAILS_BYTES = 1024
+
+
+def bounded_details(details: str) -> str:
+    """``details`` cut to MAX_DETAILS_BYTES (UTF-8) when longer: its head, which names the
+    field or reason, and its tail, joined by an ellipsis."""
+    if len(details) <= MAX_DETAILS_BYTES // 4:  # at most 4 bytes per character
+        return details
+    raw = details.encode()
+    if len(raw) <= MAX_DETAILS_BYTES:
+        return details
+    tail = MAX_DETAILS_BYTES // 4
+    head = MAX_DETAILS_BYTES - tail - len("…".encode())
+    return (raw[:head].decode(errors="ignore") + "…"
+            + raw[-tail:].decode(errors="ignore"))
 
 
 def call_engine(context: grpc.ServicerContext, fn: Callable[[], T], empty: T,
@@ -57,7 +75,7 @@ def call_engine(context: grpc.ServicerContext, fn: Callable[[], T], empty: T,
     if metrics is not None:
         metrics.observe(method, code.name, time.perf_counter() - started, reason)
     context.set_code(code)
-    context.set_details(details)
+    context.set_details(bounded_details(details))
     return empty
 
 

@@ -15,6 +15,7 @@ from controlplane.domain.hints import DemandHint, HintError, new_hint
 from controlplane.ports import Clock
 from protos.headroom.v1 import hints_pb2 as pb
 from protos.headroom.v1 import hints_pb2_grpc as pb_grpc
+from scheduler.service import bounded_details
 
 #: the proto field each HintError field is about
 _FIELD = {"model": "model", "rate_rps": "rate_rps", "end": "end_unix_s",
@@ -37,7 +38,7 @@ def to_pb(hint: DemandHint) -> pb.DemandHint:
 
 
 def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
-    context.abort(code, message)
+    context.abort(code, bounded_details(message))
     raise AssertionError("context.abort returned")  # it raises
 
 

@@ -44,6 +44,7 @@ from controlplane.domain.demand import step_quantile, window_quantile
 from controlplane.ports import Clock, ForecastReader, LastObservations
 from protos.externalscaler import externalscaler_pb2 as pb
 from protos.externalscaler import externalscaler_pb2_grpc as pb_grpc
+from scheduler.service import bounded_details
 
 #: ``Forecast.fallback_reason`` of a forecast made from no observation at all (forecaster.api)
 NO_OBSERVATIONS = "no_observations"
@@ -196,7 +197,7 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
         try:
             return fn()
         except ScalerError as error:
-            context.abort(error.code, str(error))
+            context.abort(error.code, bounded_details(str(error)))
             raise  # abort raises; this line is never reached
 
     def IsActive(self, request: pb.ScaledObjectRef,

@@ -78,8 +78,9 @@ def test_a_hint_is_announced_listed_and_withdrawn_over_grpc(api: Api) -> None:
      "end_unix_s: inf is not a time"),
     (pb.AddHintRequest(model=CHAT, rate_rps=5, end_unix_s=_s(60), reason="x" * 501),
      "reason: 501 characters, at most 500"),
+    (pb.AddHintRequest(model="m" * 20_000, rate_rps=5, end_unix_s=_s(60)), "model: model 'mmm"),
 ], ids=["unknown model", "negative rate", "nan rate", "past end", "no end", "end before start",
-        "negative start", "infinite end", "reason too long"])
+        "negative start", "infinite end", "reason too long", "unknown 20000-character model"])
 def test_a_refused_hint_names_the_proto_field_and_stores_nothing(
         api: Api, request_: pb.AddHintRequest, message: str) -> None:
     stub, store, _ = api

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -68,6 +70,30 @@ def test_malformed_place_is_invalid_argument_naming_the_field(
         stub.Place(request_, timeout=5)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert (err.value.details() or "").startswith(field)
+
+
+LONG_ID = "w" * 20_000
+
+
+def test_errors_echoing_a_20000_character_value_keep_their_status_code_and_field(
+        stub: pb_grpc.PlacementStub) -> None:
+    _sync(stub)
+    stub.Place(make_place(LONG_ID), timeout=5)
+    refusals: list[tuple[Callable[[], object], grpc.StatusCode, str]] = [
+        (lambda: stub.Place(make_place(LONG_ID), timeout=5),
+         grpc.StatusCode.ALREADY_EXISTS, "workload_id 'www"),
+        (lambda: stub.SyncInventory(pb.SyncInventoryRequest(
+            nodes=[make_node(LONG_ID), make_node(LONG_ID)]), timeout=5),
+         grpc.StatusCode.INVALID_ARGUMENT, "nodes[1].name: duplicate node name"),
+        (lambda: stub.Place(make_place("w2", products=["\u00e9" * 20_000]), timeout=5),
+         grpc.StatusCode.RESOURCE_EXHAUSTED, "no_allowed_gpu_product: "),
+    ]
+    for call, code, start in refusals:
+        with pytest.raises(grpc.RpcError) as err:
+            call()
+        details = err.value.details() or ""
+        assert (err.value.code(), details[:len(start)]) == (code, start)
+        assert len(details.encode()) <= 1024
 
 
 def test_health_service_reports_serving() -> None:
