@@ -34,7 +34,7 @@ from controlplane.runtime import SimRuntime, hints_api, keda_servicer
 from controlplane.settings import Settings
 from controlplane.store import Store
 from controlplane.store.lease import SqlLeaseStore
-from scheduler.server import DEFAULT_WORKERS, create_server, stop
+from scheduler.server import DEFAULT_WORKERS, create_server, stop, watch_stream_cap
 
 DASHBOARD_APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
 
@@ -99,12 +99,15 @@ class Demo:
         self.runtime.on_tick = served.loop.record if served.loop is not None else None
         metrics = served.placement
         workers = DEFAULT_WORKERS + self.keda.max_streams  # KEDA's streams hold a thread each
+        watch_cap = watch_stream_cap(DEFAULT_WORKERS)
         try:
             self.server, bound = create_server(self.settings.placement.listen, self.engine, extra,
-                                               max_workers=workers, metrics=metrics)
+                                               max_workers=workers, metrics=metrics,
+                                               max_watch_streams=watch_cap)
         except RuntimeError:  # port taken: take a free one rather than fail the demo
             self.server, bound = create_server(f"{host}:0", self.engine, extra,
-                                               max_workers=workers, metrics=metrics)
+                                               max_workers=workers, metrics=metrics,
+                                               max_watch_streams=watch_cap)
         self.grpc_address = f"{host}:{bound}"
         return self.grpc_address
 

@@ -21,7 +21,7 @@ from controlplane.store.placement_journal import SqlPlacementJournal
 from scheduler.domain.errors import Unavailable
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics, exposed_metrics
-from scheduler.server import DEFAULT_WORKERS, create_server, stop
+from scheduler.server import DEFAULT_WORKERS, create_server, stop, watch_stream_cap
 
 log = logging.getLogger("headroom.placement")
 #: how often a server applies what the other servers on its store changed (its reads, WatchPlan)
@@ -96,7 +96,8 @@ def start_placement_api(settings: Settings, engine: PlacementEngine,
     try:
         server, port = create_server(settings.placement.listen, engine, extra_servicers,
                                      max_workers=DEFAULT_WORKERS + stream_workers,
-                                     metrics=metrics.placement)
+                                     metrics=metrics.placement,
+                                     max_watch_streams=watch_stream_cap(DEFAULT_WORKERS))
     except (OSError, RuntimeError) as error:  # the port is taken
         metrics.stop()
         raise ConfigError(f"placement.listen {settings.placement.listen}: cannot serve the "

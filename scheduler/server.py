@@ -19,6 +19,9 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Placement"].full_name
 #: Worker threads of the default pool (PlanFleet, WatchPlan streams, health, reflection and
 #: extra services such as KEDA's scaler, whose streams each hold a thread).
 DEFAULT_WORKERS = 16
+#: Threads of the default pool that WatchPlan streams never take (PlanFleet, ListBindings,
+#: health checks and reflection keep answering however many clients watch).
+RESERVED_WORKERS = 4
 #: Worker threads for Place/Release/SyncInventory/GetPlan: few, so they do not fight over the
 #: GIL on a 2-core machine.
 FAST_WORKERS = 2
@@ -28,16 +31,25 @@ _SERVICERS: dict[int, tuple[PlacementServicer, health.HealthServicer,
                             futures.ThreadPoolExecutor]] = {}
 
 
+def watch_stream_cap(workers: int) -> int:
+    """WatchPlan streams a pool of ``workers`` threads serves at once (RESERVED_WORKERS kept)."""
+    return max(1, workers - RESERVED_WORKERS)
+
+
 def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None = None,
                   extra_servicers: Sequence[Callable[[grpc.Server], None]] = (),
                   max_workers: int = DEFAULT_WORKERS,
                   fast_workers: int = FAST_WORKERS,
-                  metrics: PlacementMetrics | None = None) -> tuple[grpc.Server, int]:
+                  metrics: PlacementMetrics | None = None,
+                  max_watch_streams: int | None = None) -> tuple[grpc.Server, int]:
     """Build, bind and start the server; returns (server, bound port).
 
     ``extra_servicers`` are callables that register more services (e.g. KEDA's external
     scaler) on the server before it starts. ``metrics`` counts and times every Place, Release,
-    SyncInventory and PlanFleet call and reads its gauges from the engine.
+    SyncInventory and PlanFleet call and reads its gauges from the engine. At most
+    ``max_watch_streams`` WatchPlan streams are served at once (default: ``watch_stream_cap``
+    of ``max_workers``; pass the cap of the server's own threads when ``max_workers`` includes
+    threads for the streams of ``extra_servicers``).
     """
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="placement"),
@@ -51,7 +63,9 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
     if metrics is not None:
         metrics.read_from(engine.counts)
         engine.on_leases_expired = metrics.leases_expired.inc
-    servicer = PlacementServicer(engine, fast_pool, metrics)
+    servicer = PlacementServicer(engine, fast_pool, metrics,
+                                 max_watch_streams if max_watch_streams is not None
+                                 else watch_stream_cap(max_workers))
     pb_grpc.add_PlacementServicer_to_server(servicer, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

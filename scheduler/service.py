@@ -94,10 +94,15 @@ class PlacementServicer(pb_grpc.PlacementServicer):
 
     def __init__(self, engine: PlacementEngine,
                  fast_pool: futures.ThreadPoolExecutor | None = None,
-                 metrics: PlacementMetrics | None = None) -> None:
+                 metrics: PlacementMetrics | None = None,
+                 max_watch_streams: int | None = None) -> None:
         self.engine = engine
         self.metrics = metrics
         self.stopping = threading.Event()
+        #: WatchPlan streams served at once (None: no cap); each holds a thread of the pool
+        self.max_watch_streams = max_watch_streams
+        self._watch_streams = 0
+        self._watch_lock = threading.Lock()
         if fast_pool is not None:
             for name in FAST_METHODS:
                 setattr(self, name, _on_pool(getattr(self, name), fast_pool))
@@ -147,6 +152,8 @@ class PlacementServicer(pb_grpc.PlacementServicer):
             context.set_code(grpc.StatusCode.INVALID_ARGUMENT)
             context.set_details(f"after_revision: must be >= 0, got {after}")
             return
+        if not self._take_watch_stream(context):
+            return
         if after > self.engine.plan_revision:
             after = 0
         while context.is_active() and not self.stopping.is_set():
@@ -155,6 +162,35 @@ class PlacementServicer(pb_grpc.PlacementServicer):
                 continue
             after = plan.revision
             yield plan
+
+
+    def _take_watch_stream(self, context: grpc.ServicerContext) -> bool:
+        """Count this stream until its call ends; False (RESOURCE_EXHAUSTED set, with the
+        reason) when ``max_watch_streams`` are already open, so that streams never take the
+        threads PlanFleet, ListBindings and health checks need."""
+        cap = self.max_watch_streams
+        if cap is None:
+            return True
+        with self._watch_lock:
+            full = self._watch_streams >= cap
+            if not full:
+                self._watch_streams += 1
+        if full:
+            context.set_code(grpc.StatusCode.RESOURCE_EXHAUSTED)
+            context.set_details(f"watch_streams_full: all {cap} WatchPlan streams of this "
+                                "server are open; retry later or poll GetPlan")
+            return False
+        if not context.add_callback(self._drop_watch_stream):  # the call has already ended
+            self._drop_watch_stream()
+        return True
+
+    def _drop_watch_stream(self) -> None:
+        with self._watch_lock:
+            self._watch_streams -= 1
+
+    def open_watch_streams(self) -> int:
+        with self._watch_lock:
+            return self._watch_streams
 
 
 def _on_pool(method: Callable[..., Any], pool: futures.ThreadPoolExecutor) -> Callable[..., Any]:

@@ -11,7 +11,7 @@ from placement_builders import make_node, make_place
 
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
-from scheduler.server import create_server, stop
+from scheduler.server import DEFAULT_WORKERS, create_server, stop, watch_stream_cap
 
 
 def _sync(stub: pb_grpc.PlacementStub) -> None:
@@ -155,6 +155,36 @@ def test_list_bindings_returns_what_place_bound_by_id_filtered_by_node_and_prefi
     stub.Release(pb.ReleaseRequest(workload_id="vllm-a"), timeout=10)
     assert [b.workload_id for b in stub.ListBindings(
         pb.ListBindingsRequest(workload_prefix="vllm-"), timeout=10).bindings] == ["vllm-b"]
+
+
+def test_watch_streams_beyond_the_cap_are_refused_so_list_bindings_and_health_still_answer(
+        ) -> None:
+    server, port = create_server("127.0.0.1:0")
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    stub = pb_grpc.PlacementStub(channel)
+    stub.PlanFleet(_plan_request(), timeout=30)
+    streams = [stub.WatchPlan(pb.WatchPlanRequest(), timeout=30)
+               for _ in range(DEFAULT_WORKERS)]  # one per thread of the pool
+    try:
+        served, refused = 0, []
+        for stream in streams:
+            try:
+                assert next(stream).revision == 1
+                served += 1
+            except grpc.RpcError as error:
+                refused.append((error.code(), (error.details() or "").split(":")[0]))
+        assert served == watch_stream_cap(DEFAULT_WORKERS) == DEFAULT_WORKERS - 4
+        assert refused == [(grpc.StatusCode.RESOURCE_EXHAUSTED, "watch_streams_full")] * 4
+        assert stub.ListBindings(pb.ListBindingsRequest(), timeout=5).bindings == []
+        assert stub.PlanFleet(_plan_request(), timeout=30).revision == 2
+        health = health_pb2_grpc.HealthStub(channel)
+        assert health.Check(health_pb2.HealthCheckRequest(), timeout=5).status == (
+            health_pb2.HealthCheckResponse.SERVING)
+    finally:
+        for stream in streams:
+            stream.cancel()
+        channel.close()
+        stop(server, grace_s=1.0)
 
 
 def test_a_watcher_ahead_of_the_server_gets_its_current_plan_instead_of_waiting(
