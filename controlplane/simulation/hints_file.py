@@ -27,7 +27,11 @@ def _time(text: str, where: str) -> datetime:
         parsed = datetime.fromisoformat(text.strip())
     except ValueError:
         raise HintsFileError(f"{where}: {text!r} is not an ISO-8601 time") from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    try:
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except OverflowError:  # e.g. 9999-12-31T23:00-05:00: past the last time there is, in UTC
+        raise HintsFileError(f"{where}: {text!r} is out of range in UTC (years 1 to "
+                             "9999)") from None
 
 
 def _rate(text: str, where: str) -> float:

@@ -73,12 +73,15 @@ def test_a_hint_starts_now_unless_told_and_ended_ones_show_only_with_all(db: Pat
     (["add", CHAT, "--rps", "5", "--end", "2020-01-01T00:00:00Z"],
      "--end 2020-01-01T00:00:00Z: already past"),
     (["add", CHAT, "--rps", "5", "--end", "tomorrow"], "--end 'tomorrow': not an ISO-8601 time"),
+    (["add", CHAT, "--rps", "5", "--end", "9999-12-31T23:00:00-05:00"],
+     "--end '9999-12-31T23:00:00-05:00': out of range in UTC (years 1 to 9999)"),
     (["add", CHAT, "--rps", "5", "--start", "2099-01-02T00:00:00Z", "--end",
       "2099-01-01T00:00:00Z"], "end_at 2099-01-01T00:00:00+00:00 is not after start_at"),
     (["add", CHAT, "--rps", "5", "--end", "2099-01-01T00:00:00Z", "--reason", "x" * 501],
      "--reason: 501 characters, at most 500"),
     (["remove", "7"], "no demand hint with id 7 (see `headroom hint list --all`)"),
-], ids=["unknown model", "a past end", "not a time", "end before start", "a reason too long",
+], ids=["unknown model", "a past end", "not a time", "an end past year 9999 in UTC",
+        "end before start", "a reason too long",
         "an unknown id"])
 def test_bad_input_is_one_line_naming_it_and_writes_nothing(db: Path, args: list[str],
                                                             message: str) -> None:

@@ -80,6 +80,16 @@ def test_cost_export_rejects_a_malformed_until_naming_the_option(
     assert "--until" in result.output
 
 
+def test_cost_export_refuses_an_until_out_of_range_in_utc_naming_the_option(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEADROOM_DB__URL", seeded.url)
+    result = CliRunner().invoke(cost_app, ["export", "--out", str(tmp_path / "x.csv"),
+                                           "--until", "0001-01-01T00:00:00+01:00"])
+    assert result.exit_code == 2
+    assert "--until '0001-01-01T00:00:00+01:00': out of range in UTC" in result.output
+    assert not (tmp_path / "x.csv").exists()
+
+
 def _export(*args: str) -> tuple[int, str]:
     result = CliRunner().invoke(cost_app, ["export", *args])
     return result.exit_code, " ".join(result.output.split())
