@@ -287,12 +287,33 @@ def dashboard(config: ConfigOption = None,
 
 app.command("status")(reflowed(status_command))
 
+#: characters of a file name an ``error:`` line shows before cutting it short
+SHOWN_FILENAME_CHARS = 60
+
+
+def _file_error_line(error: OSError) -> str:
+    """``FILE: what went wrong`` of an OSError about a file, a very long name cut short."""
+    filename = error.filename
+    name = os.fsdecode(filename) if isinstance(filename, str | bytes) else str(filename)
+    if len(name) > SHOWN_FILENAME_CHARS:
+        name = name[:SHOWN_FILENAME_CHARS] + "…"
+    return f"{name}: {error.strerror or error}"
+
 
 def main() -> None:
-    """Console-script entry: map expected errors to one line and exit code 2."""
+    """Console-script entry: map expected errors to one line and exit code 2.
+
+    An OSError about a file no command checked for (e.g. a name too long for the file system)
+    is the file given on the command line or in a settings file: one line naming it; any other
+    OSError keeps its traceback."""
     try:
         app()
     except (ConfigError, StoreUnavailable, MigrationError, UsageError, ServeError,
             FleetLeaseHeld) as error:
         print_error(str(error))
+        sys.exit(2)
+    except OSError as error:
+        if error.filename is None:
+            raise
+        print_error(_file_error_line(error))
         sys.exit(2)

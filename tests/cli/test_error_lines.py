@@ -6,7 +6,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 from clihelpers import HEADROOM, _env
+
+from controlplane import cli
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -39,3 +42,33 @@ def test_a_backtest_error_keeps_a_bracketed_directory_in_the_path(tmp_path: Path
                   "--value-col", "rate_rps", "--predictions-out", "p.csv", cwd=tmp_path)
     assert result.returncode == 2
     assert "error: [tenant-a]/missing.csv" in result.stderr
+
+
+def test_a_file_name_too_long_for_the_file_system_is_one_line_naming_it_cut_short(
+        tmp_path: Path) -> None:
+    (tmp_path / "trace.csv").write_text("ts,model,rate_rps\n2025-01-01 00:00:00,m,1\n",
+                                        encoding="utf-8")
+    (tmp_path / "models.yaml").write_text(
+        "models:\n  - {name: m, gpu_product: A100-80GB, per_replica_rps: 2.0, "
+        "gpu_per_replica: 1.0, isolation: STRICT, tenant: acme,\n"
+        "     cold_start: {p50_s: 22, p90_s: 39}}\n", encoding="utf-8")
+    long_name = "t" * 300 + ".csv"
+    status = _run("status", "--config", long_name, cwd=tmp_path)
+    assert status.returncode == 2
+    assert status.stderr == f"error: {'t' * 60}…: File name too long\n"
+    simulate = _run("simulate", "--trace", "trace.csv", "--models", "models.yaml",
+                    "--timeline-out", long_name, cwd=tmp_path)
+    assert simulate.returncode == 2  # the path is shown resolved: its first 60 characters
+    assert simulate.stderr.startswith(f"error: {str(tmp_path.resolve())[:60]}")
+    assert simulate.stderr.endswith("…: File name too long\n")
+    assert simulate.stderr.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["models.yaml", "trace.csv"]
+
+
+def test_an_os_error_about_no_file_keeps_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken() -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(cli, "app", broken)
+    with pytest.raises(OSError, match="Input/output error"):
+        cli.main()
