@@ -32,6 +32,8 @@ IntArray = npt.NDArray[np.int64]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*(ms|s|sec|m|min|h|d)?\s*$", re.IGNORECASE)
 _UNIT_S = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+#: the longest horizon, step or history: a year (a longer one overflows dates or memory)
+MAX_DURATION_S = 366 * 86400
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +92,13 @@ def unusable_problem(values: FloatArray) -> str | None:
 
 
 def parse_duration_s(text: str, what: str = "duration") -> int:
-    """'20m', '1200s', '1h', '7d', '90' (seconds) -> whole seconds (> 0)."""
+    """'20m', '1200s', '1h', '7d', '90' (seconds) -> whole seconds (> 0, at most 366 days)."""
     match = _DURATION.match(text or "")
     if not match:
         raise InputError(f"{what} {text!r}: give a number with a unit, e.g. 20m, 1200s, 1h, 7d")
     seconds = float(match.group(1)) * _UNIT_S[(match.group(2) or "s").lower()]
+    if not seconds <= MAX_DURATION_S:  # also an infinite one (a number of 400 digits)
+        raise InputError(f"{what} {text!r}: at most 366 days (366d)")
     if seconds < 1 or seconds != int(seconds):
         raise InputError(f"{what} {text!r} must be a whole number of seconds >= 1")
     return int(seconds)

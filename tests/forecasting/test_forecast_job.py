@@ -337,6 +337,15 @@ def test_forecast_run_refuses_a_csv_row_without_a_model_naming_its_line(tmp_path
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("option", ["--history", "--horizon", "--step"])
+def test_forecast_run_refuses_a_duration_over_a_year_naming_the_option(tmp_path: Path,
+                                                                       option: str) -> None:
+    trace = long_csv(tmp_path / "t.csv", {"x": diurnal(1, 600)}, 600)
+    result = _run_csv(trace, tmp_path, option, "1000000d")
+    assert result.exit_code == 2
+    assert result.stderr == f"error: {option} '1000000d': at most 366 days (366d)\n"
+
+
 @pytest.mark.parametrize("models", [",", "", " , "])
 def test_forecast_run_refuses_a_models_option_without_a_name(tmp_path: Path,
                                                              models: str) -> None:

@@ -88,3 +88,10 @@ def test_durations_parse_to_seconds(text: str, seconds: int) -> None:
 def test_bad_durations_say_what_is_expected(text: str) -> None:
     with pytest.raises(InputError, match="--horizon"):
         parse_duration_s(text, "--horizon")
+
+
+def test_a_duration_of_a_year_is_accepted_and_a_longer_one_refused_naming_the_option() -> None:
+    assert parse_duration_s("366d", "--history") == 366 * 86400
+    for text in ("367d", "1000000d", "99999999999d", "9" * 400):
+        with pytest.raises(InputError, match=r"^--history '[0-9d]+': at most 366 days \(366d\)$"):
+            parse_duration_s(text, "--history")
