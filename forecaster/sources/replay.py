@@ -66,7 +66,7 @@ class Trace:
 
 def read_trace(path: Path, time_col: str, value_col: str, series_col: str | None = None,
                time_unit: str | None = None, only: list[str] | None = None) -> Trace:
-    frame = _read(path)
+    frame = _read(path, series_col)
     needed = [time_col, value_col] + ([series_col] if series_col else [])
     missing = [c for c in needed if c not in frame.columns]
     if missing:
@@ -147,11 +147,13 @@ def infer_time_unit(name: str, col: pd.Series) -> str | None:
     return None
 
 
-def _read(path: Path) -> pd.DataFrame:
+def _read(path: Path, series_col: str | None) -> pd.DataFrame:
+    """The CSV, its series column as text: model ``007`` stays ``007`` (not 7.0, nor one with
+    model ``7``) and ``1e3`` stays ``1e3``."""
     if not path.is_file():
         raise InputError(f"{path}: file not found")
     try:
-        return pd.read_csv(path)
+        return pd.read_csv(path, dtype={series_col: str} if series_col else None)
     except pd.errors.EmptyDataError as exc:
         raise InputError(f"{path}: empty file") from exc
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:

@@ -53,6 +53,19 @@ def test_predictions_follow_the_contract(two_models: Path, tmp_path: Path) -> No
     assert doc["series"]["a"]["best_baseline"] in ("persistence", "hour_mean", "seasonal_naive")
 
 
+def test_series_names_that_look_like_numbers_are_kept_as_written(tmp_path: Path) -> None:
+    path = long_csv(tmp_path / "trace.csv", {name: diurnal(1, 600, seed=i) for i, name
+                                             in enumerate(("007", "7", "1e3"))}, 600)
+    out = tmp_path / "pred.csv"
+    code, _, stderr = backtest("--csv", str(path), "--time-col", "ts", "--value-col",
+                               "rate_rps", "--series-col", "model", "--predictions-out",
+                               str(out), "--method", "persistence")
+    assert code == 0, stderr
+    pred = pd.read_csv(out, dtype={"series": str})
+    assert list(pred["series"].drop_duplicates()) == ["007", "7", "1e3"]
+    assert pred.groupby("series").size().nunique() == 1  # 007 and 7 not merged
+
+
 def test_one_minute_data_gets_twenty_steps_and_thirty_minute_data_one(tmp_path: Path) -> None:
     for step, expected in ((60, 20), (1800, 1)):
         path = long_csv(tmp_path / f"s{step}.csv", {"m": diurnal(2, step)}, step)
