@@ -90,7 +90,7 @@ def read_trace(path: Path, time_col: str, value_col: str, series_col: str | None
                              f"{int(empty.to_numpy().argmax()) + 2}")
     names = (frame[series_col].astype(str).to_numpy() if series_col
              else np.full(len(frame), value_col, dtype=object))
-    wanted = list(pd.unique(names)) if only is None else only
+    wanted = list(pd.unique(names)) if only is None else list(dict.fromkeys(only))  # once each
     unknown = [s for s in wanted if s not in set(names.tolist())]
     if unknown:
         raise InputError(f"{path}: series {unknown[0]!r} not found in column {series_col!r}")

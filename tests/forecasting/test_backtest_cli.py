@@ -66,6 +66,17 @@ def test_series_names_that_look_like_numbers_are_kept_as_written(tmp_path: Path)
     assert pred.groupby("series").size().nunique() == 1  # 007 and 7 not merged
 
 
+def test_a_series_asked_for_twice_is_backtested_once(two_models: Path, tmp_path: Path) -> None:
+    once, twice = tmp_path / "once.csv", tmp_path / "twice.csv"
+    for out, series in ((once, ["--series", "b"]), (twice, ["--series", "b", "--series", "b"])):
+        code, _, stderr = backtest("--csv", str(two_models), "--time-col", "ts", "--value-col",
+                                   "rate_rps", "--series-col", "model", "--predictions-out",
+                                   str(out), "--method", "persistence", *series)
+        assert code == 0, stderr
+    assert twice.read_text() == once.read_text()
+    assert set(pd.read_csv(twice)["series"]) == {"b"}
+
+
 def test_one_minute_data_gets_twenty_steps_and_thirty_minute_data_one(tmp_path: Path) -> None:
     for step, expected in ((60, 20), (1800, 1)):
         path = long_csv(tmp_path / f"s{step}.csv", {"m": diurnal(2, step)}, step)
