@@ -39,6 +39,7 @@ from controlplane.settings_groups import (
     SimSettings,
     default_pools,
 )
+from controlplane.yaml_keys import UniqueKeyLoader
 from scheduler.domain import catalog
 
 __all__ = [
@@ -145,25 +146,10 @@ def _describe(error: ValidationError, origin: str) -> str:
     return f"{origin}: {field}: {message}{more}"
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader refusing a key given twice in one mapping (PyYAML keeps the last one, so
-    ``interval_s: 10`` further up would be dropped without a word)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
 def _check_yaml_root(config_file: Path) -> None:
     """A settings file is a mapping of groups (or empty) without a key given twice; a list or a
     scalar would reach pydantic-settings' merge as a TypeError or a baffling message."""
-    root = yaml.load(config_file.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+    root = yaml.load(config_file.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
     if root is not None and not isinstance(root, dict):
         raise ValueError("the top level must be a mapping of settings (db:, reconcile:, ...), "
                          f"got {reprlib.repr(root)}")

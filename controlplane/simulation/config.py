@@ -22,6 +22,7 @@ from controlplane.autoscaling.sizing import ReplicaShape
 from controlplane.domain.cost import DEFAULT_PRICES as LIST_PRICES
 from controlplane.domain.models import Isolation
 from controlplane.simulation.cells import shown
+from controlplane.yaml_keys import UniqueKeyLoader
 from scheduler.domain.catalog import lookup
 from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU
 
@@ -300,11 +301,13 @@ def load_models_file(path: Path, cold_start_override: _ColdStart | None = None) 
     if not path.is_file():
         raise ModelsFileError(f"{path}: no such models file")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.load(path.read_text(), Loader=UniqueKeyLoader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ModelsFileError(f"{path}:{where}: invalid YAML") from None
+        problem = getattr(error, "problem", None)  # e.g. a duplicate key 'name'
+        detail = f" ({problem})" if problem else ""
+        raise ModelsFileError(f"{path}:{where}: invalid YAML{detail}") from None
     if not isinstance(raw, dict):
         raise ModelsFileError(f"{path}: expected a mapping with 'models' and 'fleet'")
     try:

@@ -113,13 +113,16 @@ def test_one_policy_writes_the_timeline_where_asked_and_prints_a_table(tmp_path:
      "gpu_per_replica 1, more than the 100,000 GPUs of a pool"),
     (None, MODELS_YAML.replace("per_replica_rps: 40.0", "per_replica_rps: 1.0e-9"), [],
      "model 'chat/small': its peak of"),
+    (None, MODELS_YAML.replace("per_replica_rps: 2.0", "per_replica_rps: 2.0\n"
+                               "    per_replica_rps: 50.0"), [],
+     "models.yaml: line 5: invalid YAML (duplicate key 'per_replica_rps')"),
 ], ids=["unknown model", "gap", "negative rate", "non-numeric rate", "zero throughput",
         "fractional multi-gpu", "replica larger than a node", "missing p90", "p90 below p50",
         "unpriced product", "model without traffic", "unknown policy", "unknown method",
         "cold start of 1e300 s", "idle wake of 1e308 s", "price of 1e308 USD",
         "share below an MPS client",
         "rate no pool can serve",
-        "throughput no pool can serve"])
+        "throughput no pool can serve", "a key given twice"])
 def test_bad_input_is_refused_naming_the_model_and_field(
         tmp_path: Path, tweak: dict[tuple[str, int], str] | None, models_text: str | None,
         extra: list[str], message: str) -> None:

@@ -1,0 +1,22 @@
+"""YAML read by Headroom (settings, simulate models files): a key given twice is an error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader refusing a key given twice in one mapping (PyYAML keeps the last one, so
+    ``interval_s: 10`` further up would be dropped without a word)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
