@@ -301,7 +301,10 @@ def load_models_file(path: Path, cold_start_override: _ColdStart | None = None) 
     if not path.is_file():
         raise ModelsFileError(f"{path}: no such models file")
     try:
-        raw = yaml.load(path.read_text(), Loader=UniqueKeyLoader)
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
+    except UnicodeDecodeError as error:
+        raise ModelsFileError(f"{path}: not UTF-8 text (byte {error.start}: "
+                              f"{error.reason})") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""

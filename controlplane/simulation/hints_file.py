@@ -48,6 +48,9 @@ def load_hints_file(path: Path, models: Collection[str]) -> tuple[DemandHint, ..
     """The hints of ``path`` for the models file's ``models``, in file order."""
     try:
         text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise HintsFileError(f"--hints {path}: not UTF-8 text (byte {error.start}: "
+                             f"{error.reason})") from None
     except OSError as error:
         raise HintsFileError(f"--hints {path}: cannot read: {error.strerror or error}") from None
     reader = csv.DictReader(text.splitlines())

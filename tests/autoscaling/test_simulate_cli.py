@@ -137,6 +137,17 @@ def test_bad_input_is_refused_naming_the_model_and_field(
     assert not (tmp_path / "T.csv").exists()
 
 
+def test_a_models_file_that_is_not_utf8_is_refused_naming_the_file(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "trace.csv", steps=6)
+    models = tmp_path / "models.yaml"
+    models.write_bytes(MODELS_YAML.replace("acme", "acm\xe9").encode("latin-1"))
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), *FAST)
+    assert code == 2
+    assert f"error: {models}: not UTF-8 text (byte " in " ".join(out.split())
+    assert not (tmp_path / "T.csv").exists()
+
+
 def test_gaps_can_be_held_and_are_reported(tmp_path: Path) -> None:
     trace = write_trace(tmp_path / "trace.csv", steps=6, tweak={("chat/small", 3): "skip"})
     models = write_models(tmp_path / "models.yaml")

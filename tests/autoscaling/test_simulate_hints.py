@@ -97,3 +97,16 @@ def test_a_bad_hints_file_is_refused_naming_file_line_and_column(
     assert code == 2
     assert f"--hints {hints}" in " ".join(out.split()) and message in " ".join(out.split())
     assert not out_path.exists()
+
+
+def test_a_hints_file_that_is_not_utf8_is_refused_naming_the_file(tmp_path: Path) -> None:
+    hints = tmp_path / "hints.csv"
+    hints.write_bytes(f"model,start,end,rate_rps,reason\n{LARGE},2025-01-01T04:00Z,"
+                      "2025-01-01T05:00Z,10,lancement pr\xe9vu\n".encode("latin-1"))
+    out_path = tmp_path / "T.csv"
+    code, out = _run("--trace", str(write_trace(tmp_path / "trace.csv", steps=6)), "--models",
+                     str(write_models(tmp_path / "models.yaml")), "--timeline-out",
+                     str(out_path), "--hints", str(hints), *FAST)
+    assert code == 2
+    assert f"--hints {hints}: not UTF-8 text (byte " in " ".join(out.split())
+    assert not out_path.exists()
