@@ -47,7 +47,7 @@ def _rate(text: str, where: str) -> float:
 def load_hints_file(path: Path, models: Collection[str]) -> tuple[DemandHint, ...]:
     """The hints of ``path`` for the models file's ``models``, in file order."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a spreadsheet's BOM is not a column name
     except UnicodeDecodeError as error:
         raise HintsFileError(f"--hints {path}: not UTF-8 text (byte {error.start}: "
                              f"{error.reason})") from None

@@ -110,3 +110,16 @@ def test_a_hints_file_that_is_not_utf8_is_refused_naming_the_file(tmp_path: Path
     assert code == 2
     assert f"--hints {hints}: not UTF-8 text (byte " in " ".join(out.split())
     assert not out_path.exists()
+
+
+def test_a_hints_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    start, end = _window()
+    plain = _hints(tmp_path / "plain.csv", [f"{LARGE},{start},{end},500,launch"])
+    marked = tmp_path / "marked.csv"
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    trace, models = _campaign_trace(tmp_path / "trace.csv"), write_models(tmp_path / "models.yaml")
+    for hints in (plain, marked):
+        code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                         str(tmp_path / f"T.{hints.stem}.csv"), "--hints", str(hints), *FAST)
+        assert code == 0, out
+    assert (tmp_path / "T.marked.csv").read_text() == (tmp_path / "T.plain.csv").read_text()
