@@ -252,6 +252,8 @@ def _parse_at(text: str) -> Any:
         stamp = pd.Timestamp(text)
     except ValueError as exc:
         raise InputError(f"--at {text!r}: not an ISO timestamp") from exc
+    if pd.isna(stamp):  # 'NaT', 'nan': pandas' missing time, no origin to forecast from
+        raise InputError(f"--at {text!r}: not an ISO timestamp (a missing time)")
     return (stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")) \
         .to_pydatetime()
 

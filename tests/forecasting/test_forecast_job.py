@@ -337,6 +337,15 @@ def test_forecast_run_refuses_a_csv_row_without_a_model_naming_its_line(tmp_path
     assert "Traceback" not in result.output
 
 
+@pytest.mark.parametrize("at", ["NaT", "nan"])
+def test_forecast_run_refuses_a_missing_time_as_the_origin_naming_at(tmp_path: Path,
+                                                                    at: str) -> None:
+    trace = long_csv(tmp_path / "t.csv", {"x": diurnal(1, 600)}, 600)
+    result = _run_csv(trace, tmp_path, "--at", at)
+    assert result.exit_code == 2
+    assert result.stderr == f"error: --at {at!r}: not an ISO timestamp (a missing time)\n"
+
+
 @pytest.mark.parametrize("option", ["--history", "--horizon", "--step"])
 def test_forecast_run_refuses_a_duration_over_a_year_naming_the_option(tmp_path: Path,
                                                                        option: str) -> None:
