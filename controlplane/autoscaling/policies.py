@@ -20,6 +20,7 @@ at its former ratio 4, at the same GPU-hours (benchmarks/autoscaling/README.md).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -45,11 +46,12 @@ class LadderSettings:
     short_minute_cost_ratio: float = 0.0
 
     def __post_init__(self) -> None:
-        if not self.shortfall_cost_ratio > 1:  # NaN too: it would compare false everywhere
-            raise ValueError("shortfall_cost_ratio must be > 1 (else nothing is worth keeping), "
-                             f"got {self.shortfall_cost_ratio}")
-        if not self.short_minute_cost_ratio >= 0:
-            raise ValueError(f"short_minute_cost_ratio must be >= 0, got "
+        # NaN too: it would compare false everywhere; inf prices every quantile alike (as 0)
+        if not (math.isfinite(self.shortfall_cost_ratio) and self.shortfall_cost_ratio > 1):
+            raise ValueError("shortfall_cost_ratio must be a finite number > 1 (else nothing is "
+                             f"worth keeping), got {self.shortfall_cost_ratio}")
+        if not (math.isfinite(self.short_minute_cost_ratio) and self.short_minute_cost_ratio >= 0):
+            raise ValueError(f"short_minute_cost_ratio must be a finite number >= 0, got "
                              f"{self.short_minute_cost_ratio}")
 
     def ladder_policy(self, replica_usd_per_h: float, per_replica_rps: float) -> LadderPolicy:

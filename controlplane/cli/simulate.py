@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -34,6 +35,16 @@ from forecaster.errors import UnknownMethodError
 from forecaster.registry import get_forecaster
 
 _err = Console(stderr=True)
+#: the policies' knobs by the option that sets them: their ValueErrors name the option
+_KNOB_OPTIONS = {"target_utilization": "--reactive-target",
+                 "shortfall_cost_ratio": "--shortfall-cost-ratio",
+                 "short_minute_cost_ratio": "--short-minute-cost-ratio"}
+_KNOB = re.compile(r"\b(" + "|".join(_KNOB_OPTIONS) + r")\b")
+
+
+def _as_options(message: str) -> str:
+    """A policy's refusal with its knobs named as the options that set them."""
+    return _KNOB.sub(lambda match: _KNOB_OPTIONS[match.group(1)], message)
 
 
 def _table(summaries: list[dict[str, Any]]) -> Table:
@@ -132,7 +143,10 @@ def simulate_command(
         knobs = PolicyKnobs(shortfall_cost_ratio=shortfall_cost_ratio,
                             short_minute_cost_ratio=short_minute_cost_ratio,
                             reactive_target_utilization=reactive_target)
-        check_policies(names, replayed, config, knobs, options)
+        try:
+            check_policies(names, replayed, config, knobs, options)
+        except ValueError as error:
+            raise ValueError(_as_options(str(error))) from None
         check_not_inputs(timeline_out, timeline_paths(timeline_out, names), {
             "--trace": trace, "--models": models, **({"--hints": hints} if hints else {}),
             **{f"cold-start samples ({m.name})": m.cold_start.samples_csv

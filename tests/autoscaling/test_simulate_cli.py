@@ -451,18 +451,26 @@ def test_a_tick_that_does_not_divide_a_minute_into_whole_ticks_is_refused(
 
 
 @pytest.mark.parametrize(("option", "value", "message"), [
-    ("--shortfall-cost-ratio", "nan", "shortfall_cost_ratio must be > 1 (else nothing is worth "
-                                      "keeping), got nan"),
-    ("--shortfall-cost-ratio", "1", "shortfall_cost_ratio must be > 1"),
-    ("--short-minute-cost-ratio", "nan", "short_minute_cost_ratio must be >= 0, got nan"),
+    ("--shortfall-cost-ratio", "nan", "error: --shortfall-cost-ratio must be a finite number > 1 "
+                                      "(else nothing is worth keeping), got nan"),
+    ("--shortfall-cost-ratio", "1", "error: --shortfall-cost-ratio must be a finite number > 1 "
+                                    "(else nothing is worth keeping), got 1.0"),
+    ("--shortfall-cost-ratio", "inf", "error: --shortfall-cost-ratio must be a finite number > 1 "
+                                      "(else nothing is worth keeping), got inf"),
+    ("--short-minute-cost-ratio", "nan",
+     "error: --short-minute-cost-ratio must be a finite number >= 0, got nan"),
+    ("--short-minute-cost-ratio", "inf",
+     "error: --short-minute-cost-ratio must be a finite number >= 0, got inf"),
+    ("--reactive-target", "0", "error: --reactive-target must be in (0, 1]"),
 ])
-def test_a_predictive_cost_ratio_that_is_nan_or_out_of_range_is_refused(
+def test_a_policy_knob_that_is_nan_infinite_or_out_of_range_is_refused_naming_its_option(
         tmp_path: Path, option: str, value: str, message: str) -> None:
     trace = write_trace(tmp_path / "trace.csv", steps=6)
     models = write_models(tmp_path / "models.yaml")
+    policy = ["--policy", "reactive"] if option == "--reactive-target" else []
     code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
-                     str(tmp_path / "T.csv"), option, value, *FAST)
-    assert message in _one_line_refusal(code, out)
+                     str(tmp_path / "T.csv"), option, value, *policy, *FAST)
+    assert _one_line_refusal(code, out) == message
     assert not (tmp_path / "T.csv").exists()
 
 
