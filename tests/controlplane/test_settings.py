@@ -142,6 +142,34 @@ def test_a_misspelt_environment_variable_is_refused_naming_it_instead_of_ignored
     assert str(caught.value) == expected
 
 
+@pytest.mark.parametrize(("name", "value", "expected"), [
+    ("HEADROOM_RECONCILE__INTERVAL_S", "-1", "environment variable "
+     "HEADROOM_RECONCILE__INTERVAL_S: reconcile.interval_s: Input should be greater than 0"),
+    ("HEADROOM_RECONCILE__INTERVALS", "3", "environment variable HEADROOM_RECONCILE__INTERVALS: "
+     "reconcile.intervals: unknown key"),
+    ("HEADROOM_RECONCILE", '{"interval_s": 0}', "environment variable HEADROOM_RECONCILE: "
+     "reconcile.interval_s: Input should be greater than 0"),
+], ids=["bad value", "unknown field of a known group", "the group as JSON"])
+def test_a_bad_environment_variable_is_named_not_the_config_file_that_lacks_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, value: str,
+        expected: str) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_text("reconcile:\n  max_staleness_s: 60\n")
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert str(caught.value) == expected
+
+
+def test_a_bad_value_in_the_config_file_is_still_blamed_on_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_text("reconcile:\n  interval_s: -1\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert str(caught.value) == (f"{config}: reconcile.interval_s: Input should be greater "
+                                 "than 0")
+
+
 def test_kubernetes_service_link_variables_of_headrooms_own_services_are_left_alone(
         monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in {"HEADROOM_DASHBOARD_PORT": "tcp://10.96.0.7:8501",
@@ -219,7 +247,7 @@ def test_a_store_url_that_is_no_database_url_is_one_line_naming_db_url(
     monkeypatch.setenv("HEADROOM_DB__URL", url)
     with pytest.raises(ConfigError) as caught:
         load_settings()
-    assert str(caught.value) == f"configuration: {expected}"
+    assert str(caught.value) == f"environment variable HEADROOM_DB__URL: {expected}"
 
 
 def test_a_fleet_lease_shorter_than_a_second_is_one_line_naming_db_lease_duration_s(
