@@ -296,8 +296,8 @@ class SimRuntime:
         log.info("demo.resumed", extra={"at": last_at.isoformat()})
         return runtime
 
-    def start(self, refresh_forecasts: bool = True) -> None:
-        """The first jobs, now: forecast (unless ``refresh_forecasts`` is False: jobs outside
+    def start(self, forecast: bool = True) -> None:
+        """The first jobs, now: forecast (unless ``forecast`` is False: jobs outside
         this process refresh them) and tick (once; ``advance`` calls it if nobody did).
 
         On a new store with ``sim.start_warm`` an unrecorded tick first sizes the fleet that
@@ -309,7 +309,7 @@ class SimRuntime:
                 return
             self._started = True
             now = self.clock.now()
-            if refresh_forecasts:
+            if forecast:
                 self.refresh_forecasts()
             if self._take_over:
                 taken = reconcile_once(replace(self.deps, decisions=PreHistory()), self.config)

@@ -95,7 +95,7 @@ def _run_sim(settings: Settings, store: Store, engine: PlacementEngine, console:
         "store.prune": (lease.gated(runtime.prune), settings.db.prune_interval_s),
         "placement.follow": (JournalFollower(engine), FOLLOW_EVERY_S),
     })
-    runtime.start(refresh_forecasts=settings.forecast.refresh_in_serve)
+    runtime.start(forecast=settings.forecast.refresh_in_serve)
 
     def on_stop() -> None:
         keda.stopping.set()

@@ -26,7 +26,12 @@ from pydantic_settings import (
 from controlplane.autoscaling.calibration import MIN_ERRORS
 from controlplane.domain.desired import PoolSpec
 from controlplane.settings_cluster import KubernetesSettings, PrometheusSettings
-from controlplane.settings_env import ENV_PREFIX, env_json_error, unknown_env_variable
+from controlplane.settings_env import (
+    ENV_PREFIX,
+    env_json_error,
+    env_variable_of,
+    unknown_env_variable,
+)
 from controlplane.settings_groups import (
     AutoscalingSettings,
     DashboardSettings,
@@ -143,19 +148,8 @@ def _describe(error: ValidationError, origin: str) -> str:
     if first["type"] == "extra_forbidden":
         message = "unknown key"
     more = f" (+{error.error_count() - 1} more)" if error.error_count() > 1 else ""
-    return f"{_origin_of(first['loc'], origin)}: {field}: {message}{more}"
-
-
-def _origin_of(loc: tuple[int | str, ...], origin: str) -> str:
-    """Where the value at ``loc`` came from: the environment variable that set it, the field's
-    own or its group's as JSON (the environment beats the file), else ``origin``."""
-    names = {name.upper(): name for name in os.environ}
-    parts = [str(part).upper() for part in loc]
-    for depth in range(len(parts), 0, -1):
-        name = names.get(ENV_PREFIX + "__".join(parts[:depth]))
-        if name is not None:
-            return f"environment variable {name}"
-    return origin
+    named = env_variable_of(first["loc"], os.environ)
+    return f"{named or origin}: {field}: {message}{more}"
 
 
 def _check_yaml_root(config_file: Path) -> None:

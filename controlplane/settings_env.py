@@ -61,6 +61,19 @@ def unknown_env_variable(root: type[BaseModel], environ: Mapping[str, str]) -> s
 _ENV_PARSE = re.compile(r'error parsing value for field "(\w+)" from source "EnvSettingsSource"')
 
 
+def env_variable_of(loc: tuple[int | str, ...], environ: Mapping[str, str]) -> str | None:
+    """``environment variable NAME`` when a ``HEADROOM_*`` variable set the value at ``loc`` (a
+    settings error's location): the field's own, or a group above it as JSON. The environment
+    beats the config file, so the error is the variable's; None when none did."""
+    names = {name.upper(): name for name in environ}
+    parts = [str(part).upper() for part in loc]
+    for depth in range(len(parts), 0, -1):
+        name = names.get(ENV_PREFIX + "__".join(parts[:depth]))
+        if name is not None:
+            return f"environment variable {name}"
+    return None
+
+
 def env_json_error(root: type[BaseModel], error: SettingsError,
                    environ: Mapping[str, str]) -> str | None:
     """The variable behind pydantic-settings' "error parsing value for field "sim" from source

@@ -151,7 +151,7 @@ def step_quantile(forecast: Forecast, step: int, quantile: float) -> float:
     them (and p50 is at least one request per step), else from the lognormal through its p50
     and p90."""
     p50 = forecast.p50[step]
-    counted = p50 > 0 and p50 >= one_request_rps(forecast.step_s)
+    counted = p50 >= one_request_rps(forecast.step_s)  # so p50 > 0
     ratio = calibrated_ratio(forecast.diagnostics, quantile) if counted else None
     if ratio is not None:
         return p50 * ratio
