@@ -3,7 +3,8 @@ cheapest GPUs with valid MIG geometry, preferring to keep the previous plan's GP
 
 The packing is a small integer program over *layouts* (multisets of segment sizes with a valid
 MIG geometry) solved through the ``MilpSolver`` port; a first-fit-decreasing greedy is the
-fallback when no solver is given or it finds nothing in time:
+fallback when no solver is given, it finds nothing in time, or its time-limited incumbent
+leaves more models short (or costs more) than the greedy packing:
 
     minimise   sum price x GPUs + tiny x (new GPUs)  + big x (unplaced models)
     subject to segments of size g on pool p   <= instances of size g the chosen layouts offer
@@ -73,9 +74,15 @@ def plan_fleet(request: FleetRequest, revision: int, previous: FleetPlan | None 
         if result is not None:
             packing = decode(result.values)
             used = "milp" if result.optimal else "milp_time_limited"
-    if packing is None:
-        packing = pack_greedy(pools, options, rates)
     planned = {model: rates[model] for model in options}
+    if used != "milp":
+        # a solver cut short may hold a feasible but poor incumbent (at worst: every model
+        # unplaced); the greedy packing is cheap, so the better of the two is kept
+        greedy = pack_greedy(pools, options, rates)
+        if packing is None or (_rank(greedy, planned, pools, priors)
+                               < _rank(packing, planned, pools, priors)):
+            packing, used = greedy, "greedy"
+    assert packing is not None
     for model in sorted(set(packing.unplaced) | _short_of_rate(packing, planned)):
         unplaced.append(f"{model}: {POOL_TOO_SMALL}")
     isolation = {d.model: d.isolation for d in request.models}
@@ -91,6 +98,18 @@ def plan_fleet(request: FleetRequest, revision: int, previous: FleetPlan | None 
         price.get(w.product, 0.0) * w.gpus for w in warm)
     plan = FleetPlan(revision, tuple(gpus), tuple(warm), round(cost, 6), tuple(unplaced))
     return PlanOutcome(plan, used, relaid)
+
+
+def _rank(packing: Packing, rates: dict[str, float], pools: Sequence[PoolInfo],
+          priors: Sequence[PriorGpu]) -> tuple[int, float]:
+    """How good a packing is: models left short first, then the price per hour of its GPUs
+    (new ones and the previous plan's it keeps)."""
+    short = len(set(packing.unplaced) | _short_of_rate(packing, rates))
+    price = sum(pools[pool].pool.price_per_gpu_hour * count
+                for pool, _layout, count in packing.layouts)
+    price += sum(pools[g.pool].pool.price_per_gpu_hour for g in priors
+                 if g.gpu_id in packing.kept)
+    return short, round(price, 9)
 
 
 def _pool_can_hold(info: PoolInfo, option: SegmentOption, rate_rps: float) -> bool:

@@ -6,6 +6,7 @@ from fleet_builders import check_plan, demand, request
 
 from scheduler.domain.fleet import POOL_TOO_SMALL, plan_fleet
 from scheduler.domain.fleet_types import GpuPool, ModelDemand, ProfilePoint
+from scheduler.domain.milp import Milp, MilpResult
 from scheduler.domain.model import Isolation
 from scheduler.highs import HighsSolver
 
@@ -100,6 +101,39 @@ def test_greedy_fallback_without_a_solver_is_still_valid() -> None:
     out = plan_fleet(req, 1, solver=None)
     check_plan(out.plan, req)
     assert out.solver_used == "greedy" and out.plan.unplaced == ()
+
+
+class CutShortSolver:
+    """A solver stopped by its time limit holding the trivially feasible incumbent: every
+    model left unplaced and no GPU (what HiGHS may hold after 0.05 s on a large fleet)."""
+
+    def solve(self, problem: Milp, time_limit_s: float) -> MilpResult:
+        return MilpResult(tuple(1.0 if name.startswith("u[") else 0.0
+                                for name in problem.names), optimal=False)
+
+
+def test_a_solver_cut_short_with_a_poor_incumbent_loses_to_the_greedy_packing() -> None:
+    req = request(*(demand(f"m{k}", 150.0 + 40 * k, 100) for k in range(12)))
+    out = plan_fleet(req, 1, solver=CutShortSolver(), time_limit_s=0.05)
+    check_plan(out.plan, req)
+    assert out.plan.unplaced == () and out.solver_used == "greedy" and out.plan.gpus
+
+
+def test_a_time_limited_solution_better_than_greedy_is_kept() -> None:
+    req = request(*(demand(f"m{k}", 150.0 + 40 * k, 100) for k in range(12)))
+    optimal = plan_fleet(req, 1, solver=SOLVER)
+    greedy = plan_fleet(req, 1, solver=None)
+    assert optimal.plan.cost_per_hour < greedy.plan.cost_per_hour  # a case worth a solver
+
+    class TimeLimited:
+        def solve(self, problem: Milp, time_limit_s: float) -> MilpResult | None:
+            best = SOLVER.solve(problem, time_limit_s)
+            assert best is not None
+            return MilpResult(best.values, optimal=False)
+
+    out = plan_fleet(req, 1, solver=TimeLimited())
+    assert out.solver_used == "milp_time_limited"
+    assert out.plan.cost_per_hour == optimal.plan.cost_per_hour
 
 
 def test_warm_pools_cover_the_rise_during_a_cold_start() -> None:
