@@ -5,53 +5,26 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Literal
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from controlplane.autoscaling.policies import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
 from controlplane.autoscaling.profile_correction import CorrectionConfig
+from controlplane.yaml_numbers import NoBoolForANumber
 from scheduler.domain import catalog
 from scheduler.domain.validate import MAX_GPUS_PER_NODE, MAX_PRICE_PER_GPU_HOUR
 from scheduler.metrics import host_and_port
 
 
-def _wants_number(annotation: Any) -> bool:
-    """int or float, alone, optional, or as the items of a tuple (not bool)."""
-    if annotation in (int, float):
-        return True
-    args = get_args(annotation)
-    if get_origin(annotation) in (Union, UnionType, tuple):
-        return bool not in args and any(_wants_number(a) for a in args if a is not type(None))
-    return False
-
-
-def _has_bool(value: object) -> bool:
-    return isinstance(value, bool) or (
-        isinstance(value, (list, tuple)) and any(isinstance(v, bool) for v in value))
-
-
-class Group(BaseModel):
+class Group(NoBoolForANumber):
     # no setting means "forever": an inf or nan would pass gt=0 and overflow (or never fire) later
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_for_a_number(cls, value: object, info: ValidationInfo) -> object:
-        """YAML's true / false are not numbers (pydantic would read ``interval_s: true`` as 1)."""
-        field = cls.model_fields.get(info.field_name or "")
-        if field is not None and _has_bool(value) and _wants_number(field.annotation):
-            raise ValueError(f"expected a number, got {value!r}".replace("True", "true")
-                             .replace("False", "false"))
-        return value
 
 
 _DB_URL = re.compile(r"[A-Za-z][\w+]*://")  # SQLAlchemy's dialect[+driver]://

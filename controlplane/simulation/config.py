@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import numpy as np
 import pandas as pd
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from controlplane.autoscaling.distribution import Durations
 from controlplane.autoscaling.sizing import ReplicaShape
@@ -23,6 +23,7 @@ from controlplane.domain.cost import DEFAULT_PRICES as LIST_PRICES
 from controlplane.domain.models import Isolation
 from controlplane.simulation.cells import shown
 from controlplane.yaml_keys import UniqueKeyLoader
+from controlplane.yaml_numbers import NoBoolForANumber
 from scheduler.domain.catalog import lookup
 from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU
 
@@ -39,7 +40,7 @@ class ModelsFileError(ValueError):
     """A models file that cannot be used; the message names file, model and field."""
 
 
-class _Loose(BaseModel):
+class _Loose(NoBoolForANumber):
     model_config = ConfigDict(extra="allow", frozen=True)
 
 

@@ -378,9 +378,13 @@ def test_valid_cold_start_samples_replay_from_the_models_file_or_the_option(
     ("  tenant_gpu_budgets: {acme: 8, amce: 3}\n",
      "models.yaml: fleet.tenant_gpu_budgets.amce: no model belongs to tenant 'amce'; the models' "
      "tenants are 'acme'"),
+    ("  prices: {A100-80GB: true}\n",
+     "models.yaml: fleet.prices: expected a number, got {'A100-80GB': true}"),
+    ("  gpus_per_node: true\n", "models.yaml: fleet.gpus_per_node: expected a number, got true"),
 ], ids=["infinite provisioning p90", "provisioning p90 below p50", "cached start p90 below p50",
         "negative price", "negative tenant budget", "fractional gpus per node",
-        "budget for a tenant no model has"])
+        "budget for a tenant no model has", "a yaml true for a price",
+        "a yaml true for gpus per node"])
 def test_impossible_fleet_settings_are_refused_naming_the_field_and_key(
         tmp_path: Path, fleet_lines: str, message: str) -> None:
     text = MODELS_YAML.replace("  node_provision_s: {p50: 120, p90: 240}\n", "").replace(

@@ -50,7 +50,12 @@ def _short(run: PolicyRun, model: str) -> int:
      "(1000), got 1200"),
     (_with_true("1.0", "    latency_slo_ms: 0\n"),
      "models[0] (chat/large): latency_slo_ms: must be > 0, got 0"),
-], ids=["zero", "negative", "nan", "unloaded above the slo", "zero slo"])
+    (MODELS_YAML.replace("per_replica_rps: 2.0", "per_replica_rps: true"),
+     "models[0] (chat/large): per_replica_rps: expected a number, got true"),
+    (MODELS_YAML.replace("gpu_per_replica: 1.0", "gpu_per_replica: false"),
+     "models[0] (chat/large): gpu_per_replica: expected a number, got false"),
+], ids=["zero", "negative", "nan", "unloaded above the slo", "zero slo",
+        "a yaml true for the throughput", "a yaml false for the gpu share"])
 def test_a_bad_true_throughput_or_latency_is_refused_naming_the_model_and_field(
         tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ModelsFileError) as error:
