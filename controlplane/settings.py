@@ -165,7 +165,13 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     """Build settings from defaults, an optional YAML file, the environment and overrides."""
     origin = str(config_file) if config_file else "configuration"
     if config_file is not None and not config_file.is_file():
-        what = "a directory, not a config file" if config_file.is_dir() else "no such config file"
+        if config_file.is_dir():
+            what = "a directory, not a config file"
+        elif config_file.exists():  # e.g. --config <(envsubst < headroom.yaml): read only once
+            what = ("not a regular file (a pipe or a device): write the settings to a file "
+                    "and give its path")
+        else:
+            what = "no such config file"
         raise ConfigError(f"{config_file}: {what}")
     mistake = unknown_env_variable(Settings, os.environ)
     if mistake is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,15 @@ def test_a_prometheus_password_never_shows_in_a_settings_error(tmp_path: Path) -
 def test_a_missing_config_file_is_named() -> None:
     with pytest.raises(ConfigError, match=r"nope\.yaml: no such config file"):
         load_settings(Path("/nonexistent/nope.yaml"))
+
+
+def test_a_config_path_that_is_a_pipe_is_named_as_one_not_as_missing(tmp_path: Path) -> None:
+    pipe = tmp_path / "settings.fifo"
+    os.mkfifo(pipe)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(pipe)
+    assert str(caught.value) == (f"{pipe}: not a regular file (a pipe or a device): write the "
+                                 "settings to a file and give its path")
 
 
 def test_a_config_path_that_is_a_directory_is_named_as_one(tmp_path: Path) -> None:
