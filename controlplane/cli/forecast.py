@@ -109,7 +109,7 @@ def _run_with_progress(tasks: list[BacktestTask], workers: int) -> list[SeriesBa
         bar = progress.add_task("", total=len(tasks))
 
         def done(result: SeriesBacktest) -> None:
-            progress.update(bar, advance=1, description=result.history.series_id)
+            progress.update(bar, advance=1, description=escape(result.history.series_id))
 
         return run_all(tasks, workers, done)
 
@@ -172,14 +172,16 @@ def report(results: list[SeriesBacktest], csv: Path, method: str, horizon_s: int
 
 
 def table(doc: dict[str, Any]) -> Table:
-    t = Table(title=f"backtest {doc['csv']} ({doc['method']}, horizon {doc['horizon_s']} s; "
-                    "WAPE % at the headline lead)")
+    """The backtest's summary; the CSV path and series names are shown as written (a ``[...]``
+    in them is not read as Rich markup)."""
+    t = Table(title=escape(f"backtest {doc['csv']} ({doc['method']}, horizon "
+                           f"{doc['horizon_s']} s; WAPE % at the headline lead)"))
     for col in ("series", "step", "origins", "WAPE", "best naive", "ratio", "p90 cov", "methods"):
         t.add_column(col)
     for name, s in doc["series"].items():
         best = s["best_baseline"]
         bw = s["baselines"][best]["wape"] if best else None
-        t.add_row(name, f"{s['step_s']}s", str(s["origins"]), cell(s["product"]["wape"]),
+        t.add_row(escape(name), f"{s['step_s']}s", str(s["origins"]), cell(s["product"]["wape"]),
                   f"{best} {cell(bw)}" if best else "-", cell(s["wape_ratio_vs_best_baseline"], 3),
                   cell(s["product"]["coverage"], 3),
                   ", ".join(f"{k}:{v}" for k, v in s["methods"].items()))

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import pandas as pd
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
@@ -280,13 +281,14 @@ def job_doc(r: JobReport, stored: bool) -> dict[str, Any]:
 
 
 def job_table(r: JobReport) -> Table:
+    """The run's forecasts; model names are shown as written (not read as Rich markup)."""
     t = Table(title=f"forecasts at {r.computed_at.isoformat()} (shard {r.shard.index}/"
                     f"{r.shard.count})")
     for col in ("model", "method", "fallback", "p50 @ horizon", "p90 max", "recent WAPE %",
                 "warnings"):
         t.add_column(col)
     for f in r.forecasts:
-        t.add_row(f.series_id, f.method, f.fallback_reason or "-", cell(f.p50[-1], 2),
-                  cell(f.p90_max(), 2), cell(f.backtest_wape),
+        t.add_row(escape(f.series_id), f.method, escape(f.fallback_reason or "-"),
+                  cell(f.p50[-1], 2), cell(f.p90_max(), 2), cell(f.backtest_wape),
                   str(len(r.warnings[f.series_id])) if f.series_id in r.warnings else "-")
     return t

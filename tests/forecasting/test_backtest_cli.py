@@ -66,6 +66,18 @@ def test_series_names_that_look_like_numbers_are_kept_as_written(tmp_path: Path)
     assert pred.groupby("series").size().nunique() == 1  # 007 and 7 not merged
 
 
+def test_series_names_and_a_path_with_brackets_are_shown_as_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # a short path: the table's title stays on one line
+    long_csv(tmp_path / "t[eu].csv", {"a[/x]": diurnal(1, 600), "[b]y": diurnal(1, 600)}, 600)
+    code, stdout, stderr = backtest("--csv", "t[eu].csv", "--time-col", "ts", "--value-col",
+                                    "rate_rps", "--series-col", "model", "--predictions-out",
+                                    "pred.csv", "--method", "persistence")
+    assert code == 0, stderr
+    assert "a[/x]" in stdout and "[b]y" in stdout  # not read as Rich markup
+    assert "backtest t[eu].csv (persistence" in stdout
+
+
 def test_a_series_asked_for_twice_is_backtested_once(two_models: Path, tmp_path: Path) -> None:
     once, twice = tmp_path / "once.csv", tmp_path / "twice.csv"
     for out, series in ((once, ["--series", "b"]), (twice, ["--series", "b", "--series", "b"])):

@@ -384,6 +384,15 @@ def test_forecast_run_shows_csv_cleaning_warnings_beside_the_table(tmp_path: Pat
     assert "model 'x'" not in result.stderr
 
 
+def test_forecast_run_shows_model_names_with_brackets_as_written_in_its_table(
+        tmp_path: Path) -> None:
+    trace = long_csv(tmp_path / "t.csv", {"a[/x]": diurnal(2, 600), "[b]y": diurnal(2, 600)},
+                     600)
+    result = _run_csv(trace, tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "a[/x]" in result.stdout and "[b]y" in result.stdout  # not read as Rich markup
+
+
 def test_a_clean_csv_forecasts_the_same_with_or_without_a_dirty_neighbour(
         tmp_path: Path) -> None:
     clean = long_csv(tmp_path / "c.csv", {"x": diurnal(2, 600)}, 600)
