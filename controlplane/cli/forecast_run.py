@@ -196,9 +196,11 @@ def _source(prometheus_url: str | None, settings: Settings, metric: str | None,
             at: str | None, step_s: int) -> tuple[HistorySource, Any]:
     """The history source and the forecast origin ('now'; for a CSV: one step after its last
     row, so the last row is part of the history). Neither --csv nor --prometheus-url: the
-    store's models, with the history ``serve`` reads for them (``backend: kubernetes``:
-    Prometheus at ``prometheus.url``; else the store's observations)."""
-    wanted = [m.strip() for m in models.split(",") if m.strip()] if models is not None else None
+    store's models (``--models``: each must be one of them), with the history ``serve`` reads
+    for them (``backend: kubernetes``: Prometheus at ``prometheus.url``; else the store's
+    observations). A name given twice in ``--models`` is forecast once."""
+    wanted = (list(dict.fromkeys(m.strip() for m in models.split(",") if m.strip()))  # once each
+              if models is not None else None)
     if wanted == []:
         raise InputError(f"--models {models!r}: no model name; give comma-separated names or "
                          "leave it out for every model")
@@ -216,6 +218,12 @@ def _source(prometheus_url: str | None, settings: Settings, metric: str | None,
         return (prometheus_source(settings.prometheus, prometheus_url, metric=metric,
                                   query=query, models=wanted), now or WallClock().now())
     store = Store.open_existing(store_url)
+    if wanted:  # a misspelt name is refused, not skipped: it would be forecast by no run
+        known = set(store.model_names())
+        unknown = [m for m in wanted if m not in known]
+        if unknown:
+            raise InputError(f"--models: model {unknown[0]!r} is not in the store "
+                             f"{redact(store_url)}")
     listed = _Only(store, wanted) if wanted else store
     if settings.backend == "kubernetes":
         return _serves_history(settings.prometheus, metric, query, listed), now or WallClock().now()

@@ -365,6 +365,18 @@ def test_forecast_run_refuses_a_models_option_without_a_name(tmp_path: Path,
     assert "Traceback" not in result.output
 
 
+def test_forecast_run_refuses_a_models_name_the_store_does_not_list_naming_it(
+        sqlite_url: str, tmp_path: Path) -> None:
+    filled_store(sqlite_url, days=0.5)
+    result = CliRunner().invoke(app, [
+        "run", "--store", sqlite_url, "--models", f"{MODELS[0]},lama-3-8b", "--no-store",
+        "--history", "12h", "--at", NOW.isoformat(), "--state-dir", str(tmp_path / "s")])
+    assert result.exit_code == 2
+    assert result.stderr == (f"error: --models: model 'lama-3-8b' is not in the store "
+                             f"{sqlite_url}\n")
+    assert not (tmp_path / "s").exists() or not any((tmp_path / "s").iterdir())  # nothing fitted
+
+
 def test_forecast_run_reports_every_cleaned_csv_row_as_a_warning_of_its_model(
         tmp_path: Path) -> None:
     result = _run_csv(_dirty_csv(tmp_path / "t.csv"), tmp_path, "--json")

@@ -130,6 +130,17 @@ def test_forecast_run_reads_prometheus_and_forecasts_every_model(prom_url: str,
     assert m1["p50_last"] == pytest.approx(true_rate("m1", END + 1200), rel=0.1)
 
 
+def test_forecast_run_forecasts_a_model_named_twice_in_models_once(prom_url: str,
+                                                                   tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, [
+        "run", "--prometheus-url", prom_url, "--metric", "triton", "--models", "m1, m1",
+        "--no-store", "--json", "--method", "persistence", "--history", "1h", "--workers", "1",
+        "--at", at(END).isoformat(), "--state-dir", str(tmp_path / "state")])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["models"] == 1 and doc["forecasts"] == 1 and list(doc["per_model"]) == ["m1"]
+
+
 def test_forecast_run_with_prometheus_down_exits_2_with_one_line(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     result = CliRunner().invoke(app, ["run", "--prometheus-url", url, "--no-store",
