@@ -85,7 +85,8 @@ def compute_one(task: ModelTask) -> ModelResult:
     if path is not None:
         try:
             loaded = import_state(model, h, load_state(path))
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError,
+                OverflowError) as exc:
             log.warning("forecaster state %s of %r is malformed (%s: %s); refitting", path,
                         task.series.series_id, type(exc).__name__, exc)
     fits = getattr(model, "fits_done", 0)

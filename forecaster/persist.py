@@ -86,8 +86,9 @@ def export_state(model: object, h: History, origin: int, leads: tuple[int, ...])
 
 def import_state(model: object, h: History, doc: dict[str, Any]) -> int:
     """Load matching entries into ``model``'s caches; returns how many were usable. A doc of
-    this version and series whose entries are malformed (wrong types, missing keys) raises
-    (KeyError, TypeError, ValueError, ...) before anything is loaded."""
+    this version and series whose entries are malformed (wrong types, missing keys, an integer
+    too large for a float) raises (KeyError, TypeError, ValueError, OverflowError, ...) before
+    anything is loaded."""
     if (doc.get("version") != STATE_VERSION or doc.get("series_id") != h.series_id
             or doc.get("step_s") != h.step_s or not isinstance(model, AnchoredForecaster)):
         return 0
@@ -127,10 +128,10 @@ def import_state(model: object, h: History, doc: dict[str, Any]) -> int:
 def load_state(path: Path) -> dict[str, Any]:
     """The state doc of ``path``; {} (refit) when it is missing, unreadable or not JSON as
     ``save_state`` writes it (it never writes NaN or Infinity, nor a number such as 1e400 that
-    reads as infinite)."""
+    reads as infinite, nor lists nested so deep that reading them raises RecursionError)."""
     try:
         doc = json.loads(path.read_text(), parse_constant=_no_constant, parse_float=_finite)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return doc if isinstance(doc, dict) else {}
 

@@ -129,6 +129,23 @@ def test_a_state_file_with_a_number_too_large_for_a_float_is_refitted_and_the_jo
     assert load_state(overflowing)["level"]  # refitted and rewritten as finite JSON
 
 
+@pytest.mark.parametrize("corruption", ["nested too deep", "integer too large for a float"])
+def test_a_state_file_python_cannot_read_into_numbers_is_refitted_not_the_end_of_its_model(
+        sqlite_url: str, tmp_path: Path, corruption: str) -> None:
+    store, config, now, files = _after_a_first_run(sqlite_url, tmp_path, 7, workers=1)
+    broken = files[0]
+    doc = json.loads(broken.read_text())
+    if corruption == "nested too deep":  # the json module raises RecursionError
+        broken.write_text('{"version": 1, "level": ' + "[" * 100_000)
+    else:  # valid JSON; float() of the anchor raises OverflowError
+        doc["level"]["anchor_s"] = 123456789
+        broken.write_text(json.dumps(doc).replace("123456789", "1" + "0" * 400))
+    for minutes in (1, 2):  # the broken file must not cost its model every later run too
+        again = run_job(store, None, now + timedelta(minutes=minutes), config)
+        assert again.failed == {} and len(again.forecasts) == len(MODELS)
+    assert load_state(broken)["level"]["anchor_s"] < 1e300  # refitted and rewritten
+
+
 def test_a_stored_fit_of_the_wrong_shape_is_named_refitted_and_replaced_not_served_as_persistence(
         sqlite_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     store, config, now, files = _after_a_first_run(sqlite_url, tmp_path, 6, workers=1)
