@@ -41,7 +41,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -240,7 +240,8 @@ def state_dir_problem(state_dir: Path) -> str | None:
 
 
 def floor_time(at: datetime, step_s: int) -> datetime:
-    """``at`` rounded down to a multiple of ``step_s`` (UTC epoch grid)."""
-    epoch = datetime(1970, 1, 1, tzinfo=at.tzinfo)
+    """``at`` rounded down to a multiple of ``step_s`` on the UTC epoch grid, in UTC whatever
+    the time zone of ``at`` (a naive ``at`` is taken as UTC and stays naive)."""
+    epoch = datetime(1970, 1, 1, tzinfo=None if at.tzinfo is None else UTC)
     seconds = int((at - epoch).total_seconds())
     return epoch + timedelta(seconds=seconds - seconds % step_s)

@@ -7,7 +7,7 @@ import multiprocessing
 import os
 import signal
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from controlplane.cli.forecast import app
-from controlplane.forecast_job import JobConfig, Shard, run_job
+from controlplane.forecast_job import JobConfig, Shard, floor_time, run_job
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
 from forecaster.persist import load_state
@@ -65,6 +65,19 @@ def test_shard_text_is_validated() -> None:
     for bad in ("8/8", "x/2", "1", "-1/2"):
         with pytest.raises(ValueError, match="--shard"):
             Shard.parse(bad)
+
+
+def test_the_forecast_origin_is_on_the_utc_step_grid_whatever_the_time_zone_of_now(
+        sqlite_url: str) -> None:
+    store = filled_store(sqlite_url, days=0.5)
+    india = timezone(timedelta(hours=5, minutes=30))
+    at = NOW - timedelta(minutes=50)  # 11:10 UTC, 16:40 in India
+    for step_s in (60, 3600, 86_400):
+        assert floor_time(at.astimezone(india), step_s) == floor_time(at, step_s)
+    config = JobConfig(method="persistence", history_s=43_200, step_s=3600)
+    origins = {f.origin_at for now in (at, at.astimezone(india))
+               for f in run_job(store, None, now, config).forecasts}
+    assert origins == {datetime(2025, 3, 6, 11, 0, tzinfo=UTC)}
 
 
 def test_a_second_run_reuses_the_stored_fits(sqlite_url: str, tmp_path: Path) -> None:
