@@ -257,6 +257,9 @@ class _Only:
 
 
 def _parse_at(text: str) -> Any:
+    if text in ("now", "today"):  # pandas reads both as this machine's local time, not UTC
+        raise InputError(f"--at {text!r}: not an ISO timestamp (leave --at out to forecast "
+                         "from now)")
     try:
         stamp = pd.Timestamp(text)
     except ValueError as exc:

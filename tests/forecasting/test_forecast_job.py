@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import os
 import signal
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -374,6 +375,22 @@ def test_forecast_run_refuses_a_missing_time_as_the_origin_naming_at(tmp_path: P
     result = _run_csv(trace, tmp_path, "--at", at)
     assert result.exit_code == 2
     assert result.stderr == f"error: --at {at!r}: not an ISO timestamp (a missing time)\n"
+
+
+@pytest.mark.parametrize("at", ["now", "today"])
+def test_forecast_run_refuses_the_words_pandas_reads_as_the_local_time_as_the_origin(
+        tmp_path: Path, at: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "Asia/Kolkata")  # pandas reads 'now' as 5.5 h ahead of UTC here
+    time.tzset()
+    try:
+        result = _run_csv(long_csv(tmp_path / "t.csv", {"x": diurnal(1, 600)}, 600), tmp_path,
+                          "--at", at)
+    finally:
+        monkeypatch.undo()  # this machine's own TZ again
+        time.tzset()
+    assert result.exit_code == 2
+    assert result.stderr == (f"error: --at {at!r}: not an ISO timestamp (leave --at out to "
+                             "forecast from now)\n")
 
 
 @pytest.mark.parametrize("option", ["--history", "--horizon", "--step"])
