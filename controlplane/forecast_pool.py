@@ -30,7 +30,14 @@ from queue import SimpleQueue
 from forecaster.api import forecast, n_targets
 from forecaster.calibrate import fitted_leads
 from forecaster.features import History
-from forecaster.persist import export_state, import_state, load_state, save_state, state_path
+from forecaster.persist import (
+    export_state,
+    holds_state,
+    import_state,
+    load_state,
+    save_state,
+    state_path,
+)
 from forecaster.registry import get_forecaster
 from forecaster.settings import ForecasterSettings
 from forecaster.types import Forecast, TrafficSeries
@@ -59,8 +66,10 @@ class ModelTask:
         return state_path(self.state_dir, self.series.series_id, self.method)
 
     def has_state(self) -> bool:
+        """Whether a fit stored for this model can be loaded (``holds_state``): a state file
+        of an older version or of another model is a first fit, under the fit budget."""
         path = self.state_file()
-        return path is not None and path.is_file()
+        return path is not None and holds_state(path, self.series.series_id)
 
 
 @dataclass(frozen=True, slots=True)

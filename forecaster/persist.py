@@ -125,6 +125,22 @@ def import_state(model: object, h: History, doc: dict[str, Any]) -> int:
     return len(loads)
 
 
+def holds_state(path: Path, series_id: str) -> bool:
+    """Whether ``path`` is a state file of this version for ``series_id``, from its first
+    bytes only (cheap enough to ask for every model of a fleet before any is forecast): they
+    are those ``save_state`` writes for ``export_state``'s doc, its version and series id
+    first. A file that begins so but is otherwise broken is found out by ``load_state`` /
+    ``import_state`` and refitted. A FIFO or a directory is not a state file (not opened)."""
+    head = f'{{"version": {STATE_VERSION}, "series_id": {json.dumps(series_id)}, '.encode()
+    try:
+        if not path.is_file():
+            return False
+        with path.open("rb") as handle:
+            return handle.read(len(head)) == head
+    except OSError:
+        return False
+
+
 def load_state(path: Path) -> dict[str, Any]:
     """The state doc of ``path``; {} (refit) when it is missing, unreadable or not JSON as
     ``save_state`` writes it (it never writes NaN or Infinity, nor a number such as 1e400 that

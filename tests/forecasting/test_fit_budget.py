@@ -81,6 +81,23 @@ def test_with_a_zero_budget_every_run_fits_one_model_per_worker_until_the_fleet_
     assert len(list(state.glob("*.json"))) == len(MODELS)
 
 
+@pytest.mark.parametrize("unusable", ["of an older version", "of another model"])
+def test_a_state_file_the_forecaster_cannot_use_is_a_first_fit_within_the_budget(
+        sqlite_url: str, tmp_path: Path, unusable: str) -> None:
+    # e.g. after an upgrade that changed the state format: every model must refit, and the
+    # budget is what keeps that from holding one run for the whole fleet's fits
+    now = LATER + timedelta(days=30)  # data no other test fits in this process
+    store = filled_store(sqlite_url, now=now)
+    state = tmp_path / "state"
+    run_job(store, None, now, _config(state, budget_s=None))
+    for path in state.glob("*.json"):
+        doc = json.loads(path.read_text())
+        doc.update({"version": 0} if unusable == "of an older version" else {"series_id": "x"})
+        path.write_text(json.dumps(doc))
+    report = run_job(store, None, now + timedelta(minutes=1), _config(state, budget_s=0.0))
+    assert report.deferred == len(MODELS) - 1
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_models_with_stored_state_are_served_in_full_and_the_next_run_fits_the_deferred(
         sqlite_url: str, tmp_path: Path, workers: int) -> None:
