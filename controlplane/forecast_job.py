@@ -1,6 +1,7 @@
 """The forecast refresh job: forecast every model (or one shard of them) and store the results.
 
     models = source.model_names() filtered by the shard  ->  fetch each history (parent process)
+    (a source that can, e.g. Prometheus, lists only the models with data in the history window)
       -> forecast in a process pool (one task per model; per-model fallback inside)
       -> store all forecasts at once (sink.save_forecasts)
 
@@ -74,6 +75,14 @@ class ReportingHistorySource(Protocol):
 
     def read_history(self, model: str, since_at: datetime, until_at: datetime,
                      step_s: int) -> SourcedSeries: ...
+
+
+@runtime_checkable
+class WindowedHistorySource(Protocol):
+    """A source that lists only the models with data in the window the job reads (Prometheus
+    keeps the series of a model gone from the fleet for its whole retention)."""
+
+    def model_names_between(self, since_at: datetime, until_at: datetime) -> list[str]: ...
 
 
 class ForecastSink(Protocol):
@@ -155,7 +164,8 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
     wall = time.perf_counter()
     until_at = floor_time(now, config.step_s)
     since_at = until_at - timedelta(seconds=config.history_s)
-    listed = source.model_names()
+    listed = (source.model_names_between(since_at, until_at)
+              if isinstance(source, WindowedHistorySource) else source.model_names())
     models = [m for m in listed if config.shard.owns(m)]
     tasks: list[ModelTask] = []
     failed: dict[str, str] = {}

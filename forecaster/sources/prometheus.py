@@ -160,15 +160,27 @@ class PrometheusSource:
         return self.preset.query(model, window)
 
     def model_names(self) -> list[str]:
-        """The configured models, else the preset metric's label values."""
+        """The configured models, else the preset metric's label values (every value of the
+        series Prometheus retains: also models gone from the fleet days ago)."""
+        return self.model_names_between(None, None)
+
+    def model_names_between(self, since_at: datetime | None,
+                            until_at: datetime | None) -> list[str]:
+        """The configured models, else the preset metric's label values of the series with
+        samples between ``since_at`` and ``until_at`` (None: all it retains), so that a model
+        taken out of the fleet before the window is not listed for a forecast without data.
+        Prometheus answers per block of its storage (two hours and more), so a model gone
+        shortly before ``since_at`` may still be listed."""
         if self.models is not None:
             return list(self.models)
         if self.preset is None:
             raise SourceError("a custom PromQL query needs an explicit model list (--models)")
         endpoint = f"{self.shown}/api/v1/label/{self.preset.label}/values"
+        params: dict[str, object] = {"match[]": self.preset.metric}
+        if since_at is not None and until_at is not None:
+            params |= {"start": since_at.timestamp(), "end": until_at.timestamp()}
         try:
-            names: object = self.client.get_label_values(self.preset.label,
-                                                         params={"match[]": self.preset.metric})
+            names: object = self.client.get_label_values(self.preset.label, params=params)
         except (requests.JSONDecodeError, KeyError, TypeError) as exc:
             raise SourceError(f"Prometheus at {self.shown}: unexpected response to the label query "
                               f"{endpoint} ({self._hide(not_api(exc))})") from exc
@@ -179,8 +191,10 @@ class PrometheusSource:
             raise SourceError(f"Prometheus at {self.shown}: unexpected response to the label query "
                               f"{endpoint} (expected a list of names, got {shape(names)})")
         if not names:
+            window = (f" between {since_at.isoformat()} and {until_at.isoformat()}"
+                      if since_at is not None and until_at is not None else "")
             raise SourceError(f"Prometheus at {self.shown} has no series of "
-                              f"{self.preset.metric!r}; nothing to forecast")
+                              f"{self.preset.metric!r}{window}; nothing to forecast")
         return sorted(names)
 
     def rate_history(self, model: str, since_at: datetime, until_at: datetime,

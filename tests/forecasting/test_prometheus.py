@@ -42,6 +42,13 @@ def gauge(model: str) -> list[tuple[float, float]]:
             if not GAP[0] <= t < GAP[1]]
 
 
+def retired() -> list[tuple[float, float]]:
+    """A vLLM model taken out of the fleet three days before START: Prometheus keeps its series
+    (and its label value) for the whole retention."""
+    return [(float(t), 10.0 * (t - START)) for t in range(START - 4 * 86_400,
+                                                         START - 3 * 86_400, 60)]
+
+
 def dip() -> list[tuple[float, float]]:
     """m2's gauge with the last three samples of the first hour negative."""
     return [(t, -1.0 if START + 57 * 60 <= t < START + 3600 else v) for t, v in gauge("m2")]
@@ -52,7 +59,8 @@ def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     families = [
         Family("nv_inference_request_success",
                {'model="m1",version="1"': counter("m1"), 'model="m2",version="1"': counter("m2")}),
-        Family("vllm:request_success_total", {'model_name="llama"': counter("m1")}),
+        Family("vllm:request_success_total", {'model_name="llama"': counter("m1"),
+                                               'model_name="retired"': retired()}),
         Family("headroom_test_rate", {'model="m1"': gauge("m1"), 'model="m2"': gauge("m2"),
                                       'model="neg"': [(t, -v) for t, v in gauge("m1")],
                                       'model="dip"': dip()}),
@@ -139,6 +147,19 @@ def test_forecast_run_forecasts_a_model_named_twice_in_models_once(prom_url: str
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["models"] == 1 and doc["forecasts"] == 1 and list(doc["per_model"]) == ["m1"]
+
+
+def test_forecast_run_discovers_only_the_models_with_samples_in_its_history_window(
+        prom_url: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, [
+        "run", "--prometheus-url", prom_url, "--metric", "vllm", "--no-store", "--json",
+        "--method", "persistence", "--history", "11h", "--workers", "1",
+        "--at", at(END).isoformat(), "--state-dir", str(tmp_path / "state")])
+    assert result.exit_code == 0, result.output  # the retired model is no failure of the run
+    doc = json.loads(result.stdout)
+    assert doc["models"] == 1 and list(doc["per_model"]) == ["llama"] and doc["failed"] == {}
+    later = PrometheusSource(prom_url, preset="vllm")
+    assert later.model_names() == ["llama", "retired"]  # all the retention, without a window
 
 
 def test_forecast_run_with_prometheus_down_exits_2_with_one_line(tmp_path: Path) -> None:
