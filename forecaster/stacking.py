@@ -10,7 +10,9 @@ rows thinned evenly to ``max_train_rows``, of which the fits use the newest ``ma
 ``guard`` on, first refit on all but the last ``validation_s`` and compare that model's WAPE on
 the held-out pairs with the naive baselines; fall back to the best baseline when the model is
 worse by more than ``guard_margin`` (reason ``worse_than_baseline``). Too little history falls
-back to the baseline that did best on what there is (reason ``short_history``).
+back to the baseline that did best on what there is (reason ``short_history``), and training
+targets that are all zero to persistence (reason ``no_traffic_before_anchor``: a model whose
+traffic starts between two anchors is followed at once, not forecast at zero until the next).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from forecaster.settings import DEFAULT_SETTINGS, ForecasterSettings
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+NO_TRAFFIC = "no_traffic_before_anchor"
 
 
 class SeasonalBackend(Protocol):
@@ -86,6 +89,11 @@ class StackingForecaster(AnchoredForecaster):
             fit = baseline_fit(BASELINE_FEATURES[name], leads, name, "short_history", curve, width)
             fit.backtest_wape = wape
             return fit
+        if not np.any(h.values[rows - 1 + head] > 0):
+            # nothing but zeros to learn from (a model whose traffic starts after the anchor):
+            # a regression fitted on them predicts zero until the next anchor, whatever comes
+            return baseline_fit(BASELINE_FEATURES["persistence"], leads, "persistence",
+                                NO_TRAFFIC, curve, width)
         wape, fallback, previous = self._validate(h, anchor_s, head, curve, reason)
         if fallback is not None:
             return fallback_fit(fallback, leads, curve, width, wape)

@@ -99,6 +99,27 @@ def test_a_model_that_did_worse_than_a_baseline_recently_is_replaced() -> None:
     assert math.isfinite(fit.backtest_wape)
 
 
+@pytest.mark.parametrize("method", ["auto", "hybrid", "level"])
+def test_a_model_whose_traffic_starts_after_a_history_of_zeros_is_forecast_at_its_new_level(
+        method: str) -> None:
+    values = np.zeros(3 * 1440)
+    model = get_forecaster(method)
+    assert isinstance(model, AnchoredForecaster)
+    anchor_s = model.anchor_for(history(values, 60, "new-model"), values.size)
+    start = int((anchor_s - START.timestamp()) // 60) + 1
+    assert start <= values.size - 10  # the refit before the forecast saw nothing but zeros
+    values[start:] = 3.0  # traffic since just after the latest refit, none for days before
+    made = forecast(series(values, 60, "new-model"), 1200, method=method)
+    assert made.method == "persistence" and made.fallback_reason == "no_traffic_before_anchor"
+    assert made.p50 == (3.0,) * 20
+    assert min(made.p90) >= 3.0
+
+
+def test_a_history_of_zeros_with_no_traffic_yet_is_still_forecast_at_zero() -> None:
+    made = forecast(series(np.zeros(3 * 1440), 60, "idle-model"), 1200)
+    assert made.p50 == (0.0,) * 20 and made.p90 == (0.0,) * 20
+
+
 def test_api_forecast_covers_the_horizon_from_the_series_end() -> None:
     s = series(diurnal(3, 60, seed=4), 60)
     made = forecast(s, 1200, method="level")
