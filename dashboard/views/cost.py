@@ -44,11 +44,16 @@ def main() -> None:
     since_at = max(tick.first_at, until_at - window)
     window_cost = costing.cost_window(url, since_at, until_at, step_min * 60.0)
     rates, accruals, served = window_cost.rates, window_cost.accruals, window_cost.requests
-    if accruals.empty:
-        st.info("No plan in this window yet." if since_at < until_at else
-                "Only one reconcile tick so far: cost accrues from one tick to the next, so it "
+    if since_at == until_at:
+        st.info("Only one reconcile tick so far: cost accrues from one tick to the next, so it "
                 "shows after the next tick.")
         return
+    if not window_cost.samples:
+        st.info("No plan in this window yet.")
+        return
+    if accruals.empty:  # plans were in force, but every pool was at zero nodes: $0, not "no plan"
+        st.info("No GPU was billed in this window: the plans in force had no ready or "
+                "provisioning node in any pool.")
     total = float(accruals["usd"].sum())
     by_cat = accruals.groupby("category")["usd"].sum()
     cols = st.columns(5)

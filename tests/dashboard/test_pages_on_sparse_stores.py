@@ -3,6 +3,7 @@ hour old, a single tick, a store with no recent load observations."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -139,3 +140,26 @@ def test_a_models_newest_observation_from_long_ago_is_shown_as_last_seen_not_as_
     other = open_page(url, "views/models.py", monkeypatch)
     other.selectbox[0].set_value("bert-embed").run()
     assert "Demand now" in {m.label for m in other.metric}
+
+
+def test_a_fleet_billed_for_no_gpu_costs_zero_dollars_rather_than_reading_as_no_plan(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'scaled-to-zero.db'}"
+    seed_store(url, 0.25)
+    with make_engine(url).begin() as connection:  # every pool scaled to zero, nothing placed
+        for tick_id, document in list(connection.exec_driver_sql(
+                "SELECT id, observed_json FROM ticks")):
+            observed = json.loads(document)
+            for pool in observed["pools"]:
+                pool["nodes_ready"] = pool["nodes_pending"] = 0
+            connection.exec_driver_sql("UPDATE ticks SET observed_json = ? WHERE id = ?",
+                                       (json.dumps(observed), tick_id))
+        connection.exec_driver_sql("DELETE FROM placements")
+        connection.exec_driver_sql("UPDATE plans SET gpus_placed = 0, warm_gpus = 0")
+    at = open_page(url, "views/cost.py", monkeypatch)
+    assert "No plan in this window yet." not in [i.value for i in at.info]
+    assert [i.value for i in at.info] == ["No GPU was billed in this window: the plans in force "
+                                          "had no ready or provisioning node in any pool."]
+    shown = metrics(at)
+    assert [shown[k] for k in ("Total", "Serving", "Warm", "Idle")] == ["$0.00"] * 4
+    assert at.get("download_button"), "the (empty) CSV export is still offered"
