@@ -115,7 +115,9 @@ def main() -> None:
         st.info("No models in the store yet.")
         return
     c1, c2, c3 = st.columns([3, 1, 1])
-    model = c1.selectbox("Model", names, index=0)
+    # keyed: the busiest-first order changes as the store moves on, which would otherwise
+    # make a new widget and jump back to the busiest model
+    model = c1.selectbox("Model", names, index=0, key="model")
     window = WINDOWS[c2.radio("Window", list(WINDOWS), index=1, horizontal=True)]
     lead_min = c3.selectbox("Forecast lead (min)", LEADS_MIN, index=len(LEADS_MIN) - 1)
     until_at = tick.started_at

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+import streamlit as st
 from dashboard_support import Seeded, seed_store, write_timeline
 from streamlit.testing.v1 import AppTest
 
@@ -125,6 +126,28 @@ def test_models_page_switches_models_and_forecast_leads(page: Page) -> None:
     assert "WAPE p50 @ 5 min" in metrics(at)
     at.radio[0].set_value("6 h").run()
     no_exception(at)
+
+
+def test_the_chosen_model_stays_chosen_when_the_models_busiest_first_order_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'moving.db'}"
+    seed_store(url, 0.25)
+    monkeypatch.setenv("HEADROOM_DB__URL", url)
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("views/models.py").run()
+    names = at.selectbox[0].options
+    chosen, quiet = names[-1], names[1]
+    at.selectbox[0].set_value(chosen).run()
+    with make_engine(url).begin() as connection:  # the store moves on: a quiet model gets busy
+        connection.exec_driver_sql(
+            "UPDATE observations SET demand_rps = 1e6 WHERE model = ? "
+            "AND at = (SELECT max(at) FROM observations)", (quiet,))
+    st.cache_data.clear()  # as when the cached reads expire
+    at.radio[0].set_value("6 h").run()
+    no_exception(at)
+    assert at.selectbox[0].options[0] == quiet
+    assert at.selectbox[0].value == chosen
+    assert at.subheader[0].value.startswith(f"{chosen}: ")
 
 
 def test_models_page_shows_each_models_offline_and_corrected_throughput_with_the_reason(
