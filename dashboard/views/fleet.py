@@ -82,11 +82,14 @@ def main() -> None:
                    "MPS/time-slice replicas split their GPU (or slice) evenly.")
         products = sorted(placements["product"].unique())
         left, right = st.columns([2, 3])
-        product = left.selectbox("GPU product", products, index=0)
+        # keyed: a new plan that adds or drops a product, or a page, would otherwise make new
+        # widgets and jump back to the first product's first page
+        product = left.selectbox("GPU product", products, index=0, key="fleet_product")
         gpu_ids = sorted(set(placements.loc[placements["product"] == product, "gpu_id"]),
                          key=natural_key)
         pages = max(1, -(-len(gpu_ids) // GPUS_PER_PAGE))
-        page = right.number_input(f"page (of {pages}, {GPUS_PER_PAGE} GPUs each)", 1, pages, 1)
+        page = right.number_input(f"page (of {pages}, {GPUS_PER_PAGE} GPUs each)", 1, pages, 1,
+                                  key=f"fleet_page_{product}")
         shown = gpu_ids[(page - 1) * GPUS_PER_PAGE: page * GPUS_PER_PAGE]
         rects = layout_frame(placements[placements["gpu_id"].isin(shown)])
         st.altair_chart(layout_chart(rects, shown, rects["model"].nunique() <= LEGEND_MAX_MODELS),

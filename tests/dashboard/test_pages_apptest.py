@@ -83,6 +83,40 @@ def test_fleet_lists_every_gpu_and_draws_the_planned_layouts(page: Page, seeded:
     no_exception(at)
 
 
+def _add_l4_gpus(url: str, first: int, count: int) -> None:
+    """Whole-GPU placements of bert-embed on L4/<first>.. in the newest plan."""
+    with make_engine(url).begin() as connection:
+        plan_id = connection.exec_driver_sql("SELECT max(id) FROM plans").scalar()
+        for n in range(first, first + count):
+            connection.exec_driver_sql(
+                "INSERT INTO placements (plan_id, model, gpu_id, product, mode, mig_profile, "
+                "mig_start, compute_slices, throughput_rps) "
+                "VALUES (?, 'bert-embed', ?, 'L4', 'exclusive', '', 0, 0, 100.0)",
+                (plan_id, f"L4/{n}"))
+
+
+def test_the_chosen_gpu_product_and_page_stay_chosen_when_the_newest_plan_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'growing.db'}"
+    seed_store(url, 0.25)
+    _add_l4_gpus(url, 100, 90)  # three pages of L4 GPUs
+    monkeypatch.setenv("HEADROOM_DB__URL", url)
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("views/fleet.py").run()
+    at.selectbox[0].set_value("L4").run()
+    at.number_input[0].set_value(2).run()
+    _add_l4_gpus(url, 200, 40)  # the plan grows by a page, and stops placing A100s
+    with make_engine(url).begin() as connection:
+        connection.exec_driver_sql("DELETE FROM placements WHERE product = 'A100-80GB' "
+                                   "AND plan_id = (SELECT max(id) FROM plans)")
+    st.cache_data.clear()  # as when the cached reads expire
+    at.run()
+    no_exception(at)
+    assert "A100-80GB" not in at.selectbox[0].options
+    assert (at.selectbox[0].value, at.number_input[0].value) == ("L4", 2)
+    assert "of 4" in at.number_input[0].label
+
+
 def test_fleet_lists_the_workloads_bound_through_the_placement_api(page: Page,
                                                                   seeded: Seeded) -> None:
     at = page("views/fleet.py")
