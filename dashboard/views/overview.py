@@ -101,8 +101,8 @@ def overview() -> None:
                                             else None),
                    help=f"{billed} GPUs billed (ready + provisioning)")
     cols[3].metric("$ per 1M requests", widgets.usd(per_million),
-                   help=f"last {(tick.started_at - since_at) / timedelta(hours=1):.0f} h: "
-                        "all GPU dollars (idle and warm included) / requests served")
+                   help=f"last {widgets.span_text((tick.started_at - since_at).total_seconds())}"
+                        ": all GPU dollars (idle and warm included) / requests served")
     cols[4].metric("SLO (capacity ≥ demand)", *slo_summary(slo), **widgets.INFO_DELTA)
     cols[5].metric("Last tick", f"{tick.started_at:%H:%M:%S}", f"{tick.status} {tick.reason}",
                    **widgets.INFO_DELTA, help=widgets.age_text(tick.started_at))

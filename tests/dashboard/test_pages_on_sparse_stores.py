@@ -163,3 +163,13 @@ def test_a_fleet_billed_for_no_gpu_costs_zero_dollars_rather_than_reading_as_no_
     shown = metrics(at)
     assert [shown[k] for k in ("Total", "Serving", "Warm", "Idle")] == ["$0.00"] * 4
     assert at.get("download_button"), "the (empty) CSV export is still offered"
+
+
+def test_a_young_stores_cost_per_million_requests_names_its_window_in_minutes_not_0_h(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'young.db'}"
+    seed_store(url, 0.25)
+    at = open_page(url, "views/overview.py", monkeypatch)
+    per_million = next(m for m in at.metric if m.label == "$ per 1M requests")
+    assert per_million.help == ("last 15 min: all GPU dollars (idle and warm included) / "
+                                "requests served")
