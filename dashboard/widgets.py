@@ -37,12 +37,16 @@ def span_text(seconds: float) -> str:
     return f"{seconds / 86400:.1f} d"
 
 
-def require_tick(url: str) -> q.LastTick:
-    """The newest tick, or stop the page with a hint when the store has none yet."""
+def require_tick(url: str, refreshes: bool = False) -> q.LastTick:
+    """The newest tick, or stop the page with a hint when the store has none yet.
+    ``refreshes``: the caller reruns on its own (a fragment with ``run_every``); other pages
+    rerun only when the operator acts, so the hint says to reload."""
     tick = q.last_tick(url)
     if tick is None:
-        st.info("No reconcile tick in the store yet. Start `headroom demo` or `headroom serve`; "
-                "this page refreshes on its own.")
+        then = ("this page refreshes on its own." if refreshes
+                else "reload this page once it has one.")
+        st.info(f"No reconcile tick in the store yet. Start `headroom demo` or `headroom serve`; "
+                f"{then}")
         st.stop()
         raise RuntimeError("unreachable")  # st.stop() raises
     return tick

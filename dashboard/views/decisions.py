@@ -38,7 +38,7 @@ def action_rows(actions: pd.DataFrame) -> pd.DataFrame:
 @reads_store
 def decisions(limit: int, with_actions_only: bool, dry_run_only: bool) -> None:
     url = store_url()
-    tick = widgets.require_tick(url)
+    tick = widgets.require_tick(url, refreshes=True)  # a fragment with run_every
     widgets.store_clock(tick)
     statuses = q.tick_outcomes(url, tick.started_at - timedelta(hours=24), tick.started_at)
     cols = st.columns(4)

@@ -75,7 +75,7 @@ def slo_summary(slo: pd.DataFrame) -> tuple[str, str]:
 @reads_store
 def overview() -> None:
     url = store_url()
-    tick = widgets.require_tick(url)
+    tick = widgets.require_tick(url, refreshes=True)  # a fragment with run_every
     lines = costing.cost_now(url)
     since_at = max(tick.first_at, tick.started_at - WINDOW)
     window_cost = costing.cost_window(url, since_at, tick.started_at, COST_STEP_S)
