@@ -25,6 +25,7 @@ from controlplane.store.engine import (
 )
 
 TTL_S = 10  # seconds a query result is reused before the store is asked again
+LOCK_TIMEOUT_S = 5.0  # a read waiting longer on another session's lock (PostgreSQL) fails
 
 
 P = ParamSpec("P")
@@ -32,7 +33,7 @@ P = ParamSpec("P")
 
 @st.cache_resource(show_spinner=False)
 def engine_for(url: str) -> Engine:
-    return make_engine(url)
+    return make_engine(url, lock_timeout_s=LOCK_TIMEOUT_S)
 
 
 def store_url() -> str:

@@ -104,10 +104,14 @@ def _switch_to_wal(cursor: Any) -> None:
             time.sleep(WAL_SWITCH_PAUSE_S)
 
 
-def make_engine(url: str, connect_timeout_s: float = 5.0) -> Engine:
+def make_engine(url: str, connect_timeout_s: float = 5.0,
+                lock_timeout_s: float | None = None) -> Engine:
     """Create an engine and prove the database answers; raise StoreUnavailable otherwise.
 
     Errors name the URL as given (``postgresql://...``), not the driver form it is opened with.
+    ``lock_timeout_s``: a PostgreSQL statement waiting longer for a lock another session holds
+    fails (lock_timeout) instead of waiting for ever, as SQLite's busy timeout already does; for
+    readers such as the dashboard. None: wait.
     """
     given, url = url, _normalize(url)
     try:
@@ -119,8 +123,10 @@ def make_engine(url: str, connect_timeout_s: float = 5.0) -> Engine:
                                                       "timeout": connect_timeout_s})
             event.listen(engine, "connect", _sqlite_pragmas)
         else:
-            engine = create_engine(url, pool_pre_ping=True,
-                                   connect_args={"connect_timeout": max(1, int(connect_timeout_s))})
+            connect_args: dict[str, Any] = {"connect_timeout": max(1, int(connect_timeout_s))}
+            if lock_timeout_s is not None:
+                connect_args["options"] = f"-c lock_timeout={max(1, int(lock_timeout_s * 1000))}"
+            engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
         with engine.connect() as connection:
             connection.execute(text("SELECT 1"))
     except ImportError as error:  # a URL whose driver is not installed (mysql://, ...)

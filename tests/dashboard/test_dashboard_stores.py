@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
+import streamlit as st
 from dashboard_support import seed_store
 from sqlalchemy import create_engine
 from streamlit.testing.v1 import AppTest
@@ -80,3 +82,28 @@ def test_a_store_that_goes_away_while_the_dashboard_runs_is_an_error_not_a_trace
     (error,) = at.error
     assert error.value.startswith(f"Cannot read the store at `{postgres_url}`: ")
     assert f'database "{name}" does not exist' in error.value
+
+
+@pytest.mark.postgres
+def test_a_postgresql_table_locked_by_another_session_is_an_error_within_seconds_not_a_hang(
+        postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    seed_store(postgres_url, 0.005)
+    monkeypatch.setenv("HEADROOM_DB__URL", postgres_url)
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    assert not at.exception, [e.value for e in at.exception]
+    locker = make_engine(postgres_url).connect()  # e.g. a migration rewriting the table
+    try:  # the server ends the locking session after 20 s, so a dashboard that waits fails
+        locker.exec_driver_sql("SET idle_in_transaction_session_timeout = '20s'")
+        locker.exec_driver_sql("LOCK TABLE ticks IN ACCESS EXCLUSIVE MODE")
+        st.cache_data.clear()  # as when the cached reads expire
+        started = time.monotonic()
+        at.run()
+        waited_s = time.monotonic() - started
+    finally:
+        locker.invalidate()  # its session may already be gone
+        locker.close()
+    assert not at.exception, [e.value for e in at.exception]
+    (error,) = at.error
+    assert error.value.startswith(f"Cannot read the store at `{postgres_url}`: ")
+    assert "lock timeout" in error.value
+    assert waited_s < 30
