@@ -124,8 +124,11 @@ def make_engine(url: str, connect_timeout_s: float = 5.0,
             event.listen(engine, "connect", _sqlite_pragmas)
         else:
             connect_args: dict[str, Any] = {"connect_timeout": max(1, int(connect_timeout_s))}
-            if lock_timeout_s is not None:
-                connect_args["options"] = f"-c lock_timeout={max(1, int(lock_timeout_s * 1000))}"
+            if lock_timeout_s is not None:  # added to the URL's own options, not in place of them
+                own = make_url(url).query.get("options", "")
+                connect_args["options"] = " ".join(filter(None, [
+                    *([own] if isinstance(own, str) else own),
+                    f"-c lock_timeout={max(1, int(lock_timeout_s * 1000))}"]))
             engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
         with engine.connect() as connection:
             connection.execute(text("SELECT 1"))

@@ -107,3 +107,13 @@ def test_a_postgresql_table_locked_by_another_session_is_an_error_within_seconds
     assert error.value.startswith(f"Cannot read the store at `{postgres_url}`: ")
     assert "lock timeout" in error.value
     assert waited_s < 30
+
+
+@pytest.mark.postgres
+def test_the_dashboards_lock_timeout_keeps_the_options_the_store_url_sets(
+        postgres_url: str) -> None:
+    engine = make_engine(f"{postgres_url}?options=-csearch_path%3Dpg_catalog", lock_timeout_s=5)
+    with engine.connect() as connection:
+        assert connection.exec_driver_sql("SHOW search_path").scalar() == "pg_catalog"
+        assert connection.exec_driver_sql("SHOW lock_timeout").scalar() == "5s"
+    engine.dispose()
