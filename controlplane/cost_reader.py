@@ -325,9 +325,12 @@ def price_table(engine: Engine) -> PriceTable:
 
 
 def time_span(engine: Engine) -> tuple[datetime, datetime] | None:
-    """First and last reconcile tick in the store (store time: virtual in the simulator)."""
+    """The earliest reconcile tick's time and the newest tick's (store time: virtual in the
+    simulator). The newest is the last written, as the dashboard's store clock reads it: a tick
+    stamped under a clock that ran ahead does not move the end into the future."""
     ticks = table("ticks")
     with engine.connect() as connection:
-        first, last = connection.execute(select(func.min(ticks.c.started_at),
-                                                func.max(ticks.c.started_at))).one()
-    return (as_utc(first), as_utc(last)) if first is not None else None
+        first = connection.execute(select(func.min(ticks.c.started_at))).scalar()
+        last = connection.execute(select(ticks.c.started_at)
+                                  .order_by(ticks.c.id.desc()).limit(1)).scalar()
+    return (as_utc(first), as_utc(last)) if first is not None and last is not None else None

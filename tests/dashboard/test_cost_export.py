@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from dashboard_support import Seeded
+from dashboard_support import Seeded, seed_store
 from typer.testing import CliRunner
 
 from controlplane import cost_export, cost_reader
@@ -210,3 +210,20 @@ def test_cost_export_refuses_a_warm_namespace_kubernetes_would_not_accept(
     assert code == 2
     assert f"--warm-namespace {namespace!r}: not a Kubernetes namespace name" in output
     assert not out.exists()
+
+
+def test_one_tick_stamped_a_year_ahead_does_not_move_the_export_window_past_the_newest_tick(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'skewed.db'}"
+    runtime = seed_store(url, 0.25)
+    last_at = runtime.clock.now()
+    with make_engine(url).begin() as connection:  # one tick written under a skewed clock
+        connection.exec_driver_sql(
+            "UPDATE ticks SET started_at = '2027-03-02 21:05:00.000000' "
+            "WHERE id = (SELECT min(id) + 10 FROM ticks)")
+    monkeypatch.setenv("HEADROOM_DB__URL", url)
+    out = tmp_path / "skewed.csv"
+    code, output = _export("--out", str(out), "--days", "1", "--step-s", "60")
+    assert code == 0, output
+    assert "2027" not in output  # the window ends at the newest tick, as on the dashboard
+    assert f"{last_at:%Y-%m-%d %H:%M} UTC" in " ".join(output.split())
