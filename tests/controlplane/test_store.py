@@ -35,6 +35,22 @@ def test_migrations_create_every_table_and_downgrade_removes_them(store_url: str
     assert set(inspect(store.engine).get_table_names()) >= TABLES
 
 
+def test_a_store_with_ticks_and_plans_downgrades_past_every_revision_and_back_keeping_them(
+        store_url: str) -> None:
+    # on SQLite the downgrade of 0005 rebuilds the ticks table every plan refers to
+    store = Store.open(store_url, migrate=True)
+    store.save_tick(sample_tick_report())
+    downgrade(store.engine, "0001")
+    upgrade(store.engine)
+    assert store.counts() == {"ticks": 1, "plans": 1, "placements": 1, "actions": 3,
+                              "forecasts": 0}
+    with store.engine.connect() as connection:  # the keys are enforced again afterwards
+        foreign_keys = connection.exec_driver_sql("PRAGMA foreign_keys").scalar() if (
+            store.engine.dialect.name == "sqlite") else 1
+    assert foreign_keys == 1
+    assert store.save_tick(sample_tick_report()) == 2
+
+
 def test_tick_report_lands_whole_with_plan_actions_outcomes_and_placements(store_url: str) -> None:
     store = Store.open(store_url, migrate=True)
     tick_id = store.save_tick(sample_tick_report())

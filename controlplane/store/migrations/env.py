@@ -27,21 +27,38 @@ def lock_for_migration(connection: Connection) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def suspend_foreign_keys(connection: Connection) -> None:
+    """SQLite: enforce no foreign key while the migration runs (before its transaction: the
+    pragma does nothing inside one). A batch migration rebuilds a table by copying it and
+    dropping the old one, and with the keys on that drop deletes the rows it copied first, which
+    fails when other tables refer to them (the downgrade of 0005 rebuilds ``ticks``, which every
+    plan refers to). The copy keeps every row, so every reference still holds afterwards."""
+    connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+
+
 def run_migrations_online() -> None:
     engine: Engine | None = config.attributes.get("engine")
     if engine is None:
         engine = create_engine(config.get_main_option("sqlalchemy.url") or "")
     with engine.connect() as connection:
-        lock_for_migration(connection)
-        context.configure(
-            connection=connection,
-            target_metadata=target_metadata,
-            render_as_batch=connection.dialect.name == "sqlite",
-            compare_type=True,
-        )
-        with context.begin_transaction():
-            context.run_migrations()
-        connection.commit()
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            suspend_foreign_keys(connection)
+        try:
+            lock_for_migration(connection)
+            context.configure(
+                connection=connection,
+                target_metadata=target_metadata,
+                render_as_batch=sqlite,
+                compare_type=True,
+            )
+            with context.begin_transaction():
+                context.run_migrations()
+            connection.commit()
+        finally:
+            if sqlite:
+                connection.rollback()  # PRAGMA foreign_keys is a no-op inside a transaction
+                connection.exec_driver_sql("PRAGMA foreign_keys=ON")
 
 
 run_migrations_online()
