@@ -116,11 +116,12 @@ def make_engine(url: str, connect_timeout_s: float = 5.0,
     given, url = url, _normalize(url)
     try:
         if url.startswith("sqlite"):
-            path = url.split("///", 1)[1] if "///" in url else ""
-            if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-            engine = create_engine(url, connect_args={"check_same_thread": False,
-                                                      "timeout": connect_timeout_s})
+            store_file = sqlite_file(url)  # the file every other check names (``~`` expanded)
+            if store_file is not None:
+                store_file.parent.mkdir(parents=True, exist_ok=True)
+            opened = url if store_file is None else make_url(url).set(database=str(store_file))
+            engine = create_engine(opened, connect_args={"check_same_thread": False,
+                                                         "timeout": connect_timeout_s})
             event.listen(engine, "connect", _sqlite_pragmas)
         else:
             connect_args: dict[str, Any] = {"connect_timeout": max(1, int(connect_timeout_s))}

@@ -138,6 +138,18 @@ def test_a_store_whose_path_holds_a_percent_sign_migrates(tmp_path: Path) -> Non
     assert path.is_file()
 
 
+def test_a_store_in_the_home_directory_is_the_file_every_command_looks_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    url = "sqlite:///~/headroom/store.db"
+    Store.open(url, migrate=True).engine.dispose()  # `headroom db upgrade`
+    assert (tmp_path / "home" / "headroom" / "store.db").is_file()
+    assert not (tmp_path / "~").exists()  # no directory named '~' where it ran
+    assert Store.listed_model_count(url) == 0  # `headroom status`, `hint`: the same file
+    assert inspect(Store.open_existing(url).engine).has_table("ticks")
+
+
 def test_the_listed_model_count_is_read_without_migrating_the_store(store_url: str) -> None:
     Store.open(store_url).engine.dispose()  # a database, no schema
     assert Store.listed_model_count(store_url) == 0
