@@ -305,19 +305,21 @@ class Store:
         assert plan_row.id is not None
         # outcomes follow the plan's actions in order (none in a dry run); a node may have two
         # actions (sharing, then its re-layout), so they are paired by position, not by target
+        # (one flush for all the actions: their ids come back in one batched insert, not one
+        # round trip per action)
         outcomes: list[ActionOutcome | None] = list(report.outcomes)
         outcomes += [None] * (len(report.plan.actions) - len(outcomes))
-        for ordinal, (action, outcome) in enumerate(zip(report.plan.actions, outcomes,
-                                                        strict=False)):
-            row = ActionRecord(
-                plan_id=plan_row.id, ordinal=ordinal, kind=action.kind, target=action.target,
-                from_value=action.from_value, to_value=action.to_value, reason=action.reason)
-            session.add(row)
-            session.flush()
-            if outcome is not None and row.id is not None:
-                session.add(OutcomeRecord(action_id=row.id, ok=outcome.ok,
-                                          retryable=outcome.retryable, message=outcome.message,
-                                          applied_at=report.finished_at))
+        rows = [ActionRecord(
+            plan_id=plan_row.id, ordinal=ordinal, kind=action.kind, target=action.target,
+            from_value=action.from_value, to_value=action.to_value, reason=action.reason)
+            for ordinal, action in enumerate(report.plan.actions)]
+        session.add_all(rows)
+        session.flush()
+        session.add_all([OutcomeRecord(action_id=row.id, ok=outcome.ok,
+                                       retryable=outcome.retryable, message=outcome.message,
+                                       applied_at=report.finished_at)
+                         for row, outcome in zip(rows, outcomes, strict=False)
+                         if outcome is not None and row.id is not None])
         for ordinal, skip in enumerate(report.plan.skipped, start=len(report.plan.actions)):
             session.add(ActionRecord(plan_id=plan_row.id, ordinal=ordinal, kind="skipped",
                                      target=skip.target, from_value=skip.kept,
