@@ -63,7 +63,10 @@ def retention_cutoff(now: datetime, retention_s: float) -> datetime | None:
 
 def prune_store(engine: Engine, before_at: datetime) -> Pruned:
     with Session(engine) as session:
-        newest_tick = select(func.max(TickRecord.id)).scalar_subquery()
+        # read once: on PostgreSQL each statement sees the ticks committed before it, so a
+        # subquery would name a tick saved meanwhile as the newest, and the tick before it,
+        # whose plans the statements before kept, would go without them
+        newest_tick = session.exec(select(func.max(TickRecord.id))).one()
         ticks = select(TickRecord.id).where(col(TickRecord.started_at) < before_at,
                                             col(TickRecord.id) != newest_tick)
         plans = select(PlanRecord.id).where(col(PlanRecord.tick_id).in_(ticks))

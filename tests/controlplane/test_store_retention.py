@@ -8,6 +8,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from sqlalchemy import event
 from tick_builders import T0, sample_tick_report
 
 from controlplane.domain.hints import DemandHint
@@ -69,6 +70,25 @@ def test_the_newest_tick_stays_however_old_so_a_restarted_loop_resumes_from_it(
     assert store.counts()["ticks"] == 1 and store.last_tick_at() == T0 + 40 * DAY
     assert store.last_guard_memory() == sample_tick_report().guard_memory
     assert store.last_observed() is not None
+
+
+@pytest.mark.postgres  # SQLite lets one writer at a time: no tick lands while the prune runs
+def test_a_tick_saved_while_the_prune_runs_leaves_the_prune_whole(postgres_url: str) -> None:
+    # a loop back after more than the retention: its first tick and the store job run at once
+    store = _filled(postgres_url)
+    writer = Store.open(postgres_url)
+    now = T0 + 400 * DAY
+
+    def tick_lands_meanwhile(_conn: object, _cursor: object, statement: str,
+                             *_rest: object) -> None:
+        if statement.startswith("DELETE FROM ticks") and writer.last_tick_at() != now:
+            writer.save_tick(replace(sample_tick_report(), started_at=now, finished_at=now))
+
+    event.listen(store.engine, "before_cursor_execute", tick_lands_meanwhile)
+    pruned = prune_store(store, now, load_settings(db={"retention_s": 30 * 86400}))
+    assert pruned is not None and (pruned.ticks, pruned.plans) == (2, 2)
+    assert store.counts()["ticks"] == store.counts()["plans"] == 2  # day 40's and the new one
+    assert store.last_tick_at() == now
 
 
 def test_pruning_twice_deletes_nothing_more_and_zero_retention_keeps_everything(
