@@ -10,6 +10,8 @@ from urllib.parse import quote
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
 from sqlalchemy import Engine, create_engine, event, make_url, text
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -176,10 +178,25 @@ def alembic_config(engine: Engine) -> Config:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Migrate up to ``revision``; MigrationError when the store is past it already (Alembic
+    leaves such a store as it is, which is not at ``revision``)."""
+    config = alembic_config(engine)
     try:
-        command.upgrade(alembic_config(engine), revision)
+        command.upgrade(config, revision)
+        wanted = ScriptDirectory.from_config(config).get_revision(revision)
+        reached = store_revision(engine)
     except (CommandError, SQLAlchemyError) as error:
         raise _migration_error(engine, "upgrade", revision, error) from None
+    if wanted is not None and reached != wanted.revision:
+        raise MigrationError(f"database {_shown(engine)}: cannot upgrade to {revision!r}: it is "
+                             f"at revision {reached!r}, past it; `headroom db downgrade "
+                             f"{revision}` goes back")
+
+
+def store_revision(engine: Engine) -> str | None:
+    """The revision the store is stamped with; None for a database never migrated."""
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
 
 
 def downgrade(engine: Engine, revision: str = "base") -> None:
@@ -193,5 +210,18 @@ def _migration_error(engine: Engine, verb: str, revision: str,
                      error: CommandError | SQLAlchemyError) -> MigrationError:
     """One line: an Alembic refusal, or the database's own error (e.g. a table that already
     exists in a store made without migrations: no alembic_version stamp)."""
-    url = redact(engine.url.render_as_string(hide_password=False))
-    return MigrationError(f"database {url}: cannot {verb} to {revision!r}: {error_line(error)}")
+    line = error_line(error)
+    if isinstance(error, CommandError) and line.startswith("Can't locate revision"):
+        try:
+            stamped = store_revision(engine)
+        except SQLAlchemyError:
+            stamped = None
+        if stamped is not None and f"'{stamped}'" in line:
+            head = ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
+            line += (" (the store's own revision: a newer Headroom migrated it; run that "
+                     f"version, or its `headroom db downgrade {head}` first)")
+    return MigrationError(f"database {_shown(engine)}: cannot {verb} to {revision!r}: {line}")
+
+
+def _shown(engine: Engine) -> str:
+    return redact(engine.url.render_as_string(hide_password=False))

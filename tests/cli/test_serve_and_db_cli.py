@@ -152,6 +152,40 @@ def test_db_downgrade_of_a_store_migrated_by_a_newer_headroom_names_its_revision
     engine.dispose()
 
 
+@pytest.mark.parametrize("command", [["serve"], ["demo", "--minutes", "1", "--no-dashboard"]])
+def test_serve_and_demo_on_a_store_migrated_by_a_newer_headroom_say_so_and_what_to_run(
+        tmp_path: Path, command: list[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    Store.open(url, migrate=True).engine.dispose()
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = '0099_future'"))
+    engine.dispose()
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f"db:\n  url: {url}\n")
+    run = subprocess.run([*HEADROOM, *command, "--config", str(config)], env=_env(),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert run.stderr.endswith(
+        "cannot upgrade to 'head': Can't locate revision identified by '0099_future' (the "
+        "store's own revision: a newer Headroom migrated it; run that version, or its "
+        "`headroom db downgrade 0009` first)\n"), run.stderr
+    assert run.stderr.count("\n") == 1
+
+
+def test_db_upgrade_to_a_revision_the_store_is_past_is_refused_naming_the_way_back(
+        sqlite_url: str) -> None:
+    env = _env(HEADROOM_DB__URL=sqlite_url)
+    assert subprocess.run([*HEADROOM, "db", "upgrade"], env=env, capture_output=True,
+                          timeout=120).returncode == 0
+    run = subprocess.run([*HEADROOM, "db", "upgrade", "0003"], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 2  # it said "upgraded to 0003" and left the store at 0009
+    assert run.stderr == (f"error: database {sqlite_url}: cannot upgrade to '0003': it is at "
+                          "revision '0009', past it; `headroom db downgrade 0003` goes back\n")
+    assert inspect(create_engine(sqlite_url)).has_table("placement_bindings")  # as it was
+
+
 def test_a_database_url_without_its_driver_installed_is_one_line_naming_the_url() -> None:
     run = subprocess.run([*HEADROOM, "db", "upgrade"],
                          env=_env(HEADROOM_DB__URL="mssql+pymssql://headroom@127.0.0.1/hr"),
