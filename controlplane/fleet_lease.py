@@ -6,8 +6,9 @@ observations, guard memory and forecasts into the same tables. Each holds the st
 
 - before its first write it takes the lease; a holder seen writing it again while a starting
   process watches is alive, and the start is refused (``FleetLeaseHeld``, one line); a holder
-  seen unchanged for the lease duration on the starter's own clock (it crashed) is taken over,
-  so a start after a crash waits at most that long;
+  seen unchanged for the lease duration on the starter's own monotonic clock (it crashed; a
+  step of the wall clock counts for nothing) is taken over, so a start after a crash waits at
+  most that long;
 - it renews on a scheduler job (a third of the renew deadline, which is two thirds of the
   duration) and writes only while its last renewal is within the renew deadline; a failed renewal
   pauses the writes until one succeeds, a lease written over by another holder stops them for
@@ -81,9 +82,10 @@ class StoreLeaseElector:
         self._version: str | None = None  # the version of this holder's last write
         self._renewed_at: datetime | None = None
 
-    def attempt(self, now: datetime) -> bool:
-        """One acquire or renew; True when this process holds the lease now. Raises
-        TransientError when the store cannot be read or written."""
+    def attempt(self, now: datetime, monotonic_s: float | None = None) -> bool:
+        """One acquire or renew; True when this process holds the lease now (expiry judged on
+        ``monotonic_s`` when given). Raises TransientError when the store cannot be read or
+        written."""
         if self.lost:
             return False
         current = self.leases.read_lease(self.name)
@@ -91,7 +93,8 @@ class StoreLeaseElector:
         if self._version is not None and (current is None or current.holder != self.identity
                                           or current.resource_version != self._version):
             return self._lose(current)
-        decision = decide_lease(current, self._sighting, self.identity, now, self.timing)
+        decision = decide_lease(current, self._sighting, self.identity, now, self.timing,
+                                monotonic_s)
         self._sighting = decision.sighting
         record = decision.record
         if record is None:
@@ -182,7 +185,7 @@ def take_fleet_lease(elector: StoreLeaseElector, clock: Clock, url: str,
     while True:
         now = clock.now()
         try:
-            if elector.attempt(now):
+            if elector.attempt(now, clock.monotonic()):  # a wall-clock step expires no one
                 return
         except TransientError as error:
             raise FleetLeaseHeld(f"{redact(url)}: cannot take the store's {FLEET_LEASE!r} "

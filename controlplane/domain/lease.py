@@ -30,10 +30,12 @@ class LeaseRecord:
 
 @dataclass(frozen=True, slots=True)
 class LeaseSighting:
-    """The record this replica last saw and when it first saw it (on its own clock)."""
+    """The record this replica last saw and when it first saw it (on its own clock; also on
+    its monotonic scale when the caller gave one)."""
 
     key: tuple[str, datetime | None, str]
     seen_at: datetime
+    seen_s: float | None = None
 
 
 class LeaseVerdict(StrEnum):
@@ -67,17 +69,23 @@ class LeaseTiming:
 
 
 def decide_lease(current: LeaseRecord | None, sighting: LeaseSighting | None, identity: str,
-                 now: datetime, timing: LeaseTiming) -> LeaseDecision:
+                 now: datetime, timing: LeaseTiming,
+                 monotonic_s: float | None = None) -> LeaseDecision:
+    """``now`` is written into the record; with ``monotonic_s`` (the caller's monotonic clock)
+    expiry is judged on it, so a step of the wall clock (NTP) cannot expire a live holder."""
     if current is None:
         created = LeaseRecord(identity, timing.lease_duration_s, now, now, 0)
         return LeaseDecision(LeaseVerdict.CREATE, created, None)
     if sighting is None or sighting.key != current.key:
-        sighting = LeaseSighting(current.key, now)
+        sighting = LeaseSighting(current.key, now, monotonic_s)
     if current.holder == identity:
         renewed = replace(current, renew_at=now, lease_duration_s=timing.lease_duration_s)
         return LeaseDecision(LeaseVerdict.RENEW, renewed, sighting)
-    expired_at = sighting.seen_at + timedelta(seconds=current.lease_duration_s)
-    if not current.holder or now >= expired_at:
+    if monotonic_s is not None and sighting.seen_s is not None:
+        expired = monotonic_s - sighting.seen_s >= current.lease_duration_s
+    else:
+        expired = now >= sighting.seen_at + timedelta(seconds=current.lease_duration_s)
+    if not current.holder or expired:
         taken = LeaseRecord(identity, timing.lease_duration_s, now, now, current.transitions + 1,
                             current.resource_version)
         return LeaseDecision(LeaseVerdict.TAKE_OVER, taken, sighting)

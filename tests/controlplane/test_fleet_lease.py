@@ -138,6 +138,42 @@ def test_a_start_that_sees_the_holder_renew_is_refused_and_writes_nothing(
     assert held is not None and held.holder == "host-1" and held.resource_version == "2"
 
 
+class SteppingWallClock(SteppedClock):
+    """A SteppedClock whose wall time also jumps (an NTP step) without its monotonic time."""
+
+    def __init__(self, at: datetime) -> None:
+        super().__init__(at)
+        self.monotonic_s = 0.0
+
+    def monotonic(self) -> float:
+        return self.monotonic_s
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        self.monotonic_s += seconds
+
+
+def test_a_start_whose_wall_clock_jumps_ahead_still_sees_the_live_holder_and_is_refused(
+        sqlite_url: str) -> None:
+    leases = _leases(sqlite_url)
+    clock = SteppingWallClock(T0)
+    holder = StoreLeaseElector(leases, "sim-fleet", "host-1", TIMING)
+    assert holder.try_acquire_or_renew(T0)
+
+    def clock_steps_and_holder_renews(seconds: float) -> None:
+        clock.sleep(seconds)
+        if clock.slept_s == seconds:  # the first poll: NTP steps the wall clock an hour on
+            clock.at += timedelta(hours=1)
+        if clock.monotonic_s >= renew_every_s(TIMING):
+            holder.try_acquire_or_renew(T0 + timedelta(seconds=clock.monotonic_s))
+
+    starter = StoreLeaseElector(leases, "sim-fleet", "host-2", TIMING)
+    with pytest.raises(FleetLeaseHeld):
+        take_fleet_lease(starter, clock, sqlite_url, sleep=clock_steps_and_holder_renews)
+    held = leases.read_lease("sim-fleet")
+    assert held is not None and held.holder == "host-1" and not holder.lost
+
+
 def test_a_store_that_cannot_be_read_is_one_line_naming_it(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/no-schema.db"
     elector = StoreLeaseElector(SqlLeaseStore(Store.open(url).engine), "sim-fleet", "h", TIMING)
