@@ -16,6 +16,7 @@ from sqlmodel import Field, Session, SQLModel, col, select
 from controlplane.domain.mig_layout import NodeMigLayout, layout_from_entries, mig_parted_entries
 from controlplane.domain.mig_relayout import TERMINAL, MigRelayout, RelayoutPhase
 from controlplane.store.repository import as_utc
+from controlplane.store.tables import NODE_NAME_CHARS
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -24,8 +25,8 @@ def _utc(value: datetime | None) -> datetime | None:
 
 class MigRelayoutRecord(SQLModel, table=True):
     __tablename__ = "mig_relayouts"
-    relayout_id: str = Field(primary_key=True, max_length=200)
-    node: str = Field(max_length=200, index=True)
+    relayout_id: str = Field(primary_key=True, max_length=NODE_NAME_CHARS)
+    node: str = Field(max_length=NODE_NAME_CHARS, index=True)
     pool: str = Field(max_length=100)
     product: str = Field(max_length=64)
     from_config: str = Field(max_length=100)

@@ -10,6 +10,9 @@ from datetime import datetime
 from sqlalchemy import Column, DateTime, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+#: a Kubernetes node name has up to 253 characters; a MIG re-layout's id adds 16 (0010)
+NODE_NAME_CHARS = 300
+
 
 def _utc_column(index: bool = False) -> Column[datetime]:
     return Column(DateTime(timezone=True), nullable=False, index=index)
@@ -29,7 +32,7 @@ class ModelRecord(SQLModel, table=True):
 
 class NodeRecord(SQLModel, table=True):
     __tablename__ = "nodes"
-    name: str = Field(primary_key=True, max_length=200)
+    name: str = Field(primary_key=True, max_length=NODE_NAME_CHARS)
     pool: str = Field(max_length=100, index=True)
     product: str = Field(max_length=64)
     ready: bool
@@ -41,7 +44,7 @@ class NodeRecord(SQLModel, table=True):
 
 class GpuRecord(SQLModel, table=True):
     __tablename__ = "gpus"
-    node: str = Field(primary_key=True, max_length=200)
+    node: str = Field(primary_key=True, max_length=NODE_NAME_CHARS)
     index: int = Field(primary_key=True)
     product: str = Field(max_length=64, index=True)
     memory_mib: int
@@ -136,7 +139,7 @@ class ActionRecord(SQLModel, table=True):
     plan_id: int = Field(foreign_key="plans.id", index=True)
     ordinal: int
     kind: str = Field(max_length=32)  # scale_node_pool | set_replicas | skipped ...
-    target: str = Field(max_length=200)
+    target: str = Field(max_length=NODE_NAME_CHARS)  # a pool, a model or a node
     from_value: int
     to_value: int
     reason: str = Field(max_length=200)

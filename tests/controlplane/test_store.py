@@ -16,6 +16,7 @@ from controlplane.domain.actions import ActionOutcome, ApplySharing, RelayoutMig
 from controlplane.domain.guards import GuardMemory, Recommendation
 from controlplane.domain.mig_layout import uniform
 from controlplane.domain.models import SharingMode
+from controlplane.domain.observed import ObservedGpu, ObservedNode
 from controlplane.domain.sharing_config import SharingLayout
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store, StoreUnavailable, downgrade, upgrade
@@ -106,6 +107,26 @@ def test_a_tick_with_5000_actions_lands_whole_and_in_a_few_round_trips_to_a_serv
                             .order_by(col(ActionRecord.ordinal))).all()
     assert [tuple(r) for r in rows] == [(i, f"model-{i}", i % 2 == 0, f"outcome {i}")
                                         for i in range(5000)]
+
+
+def test_a_node_with_the_longest_name_kubernetes_allows_is_saved_with_its_actions(
+        store_url: str) -> None:
+    node = ("n" * 236) + ".compute.internal"  # 253 characters
+    report = sample_tick_report()
+    assert report.plan is not None and len(node) == 253
+    observed = replace(report.observed, nodes=(ObservedNode(
+        node, "a100", "A100-80GB", True, 8000, 64_000,
+        (ObservedGpu(0, "A100-80GB", 81_920, True, ("7g.80gb",), "mig"),)),))
+    actions = (ApplySharing(node, SharingLayout(SharingMode.MPS, 4),
+                            SharingLayout(SharingMode.EXCLUSIVE), "fleet_plan"),)
+    store = Store.open(store_url, migrate=True)
+    store.save_observed(observed)  # PostgreSQL refused it (varchar(200)): every tick failed
+    store.save_tick(replace(report, observed=observed, plan=replace(report.plan,
+                                                                     actions=actions),
+                            outcomes=()))
+    with store.session() as session:
+        assert session.exec(select(ActionRecord.target)).all()[0] == node
+    assert store.last_observed() == observed
 
 
 def test_models_and_forecasts_round_trip(store_url: str) -> None:
