@@ -1,5 +1,7 @@
 """A relayout that cannot observe the cluster (5xx, unreachable, forbidden) waits in its phase,
-says why, and resumes on a later advance: ``advance`` never raises an API error."""
+says why, and resumes on a later advance: ``advance`` never raises an API error. Starting one
+that cannot observe the cluster is a failed outcome of its action, never an exception that ends
+the plan."""
 
 from __future__ import annotations
 
@@ -8,11 +10,16 @@ import logging
 import pytest
 from apiserver import ApiServer
 from fake_controllers import FakeMigManager, FakeReplicaController
+from k8s_builders import MODELS_NS
+from k8s_harness import make_backend
 from kubernetes import client
-from relayout_scenario import TARGET, relayout_actuator, seed
+from relayout_scenario import FROM, TARGET, relayout_actuator, seed
 
+from controlplane.actuation import apply_actions
 from controlplane.adapters.k8s.api import KubeApi
 from controlplane.adapters.k8s.mig import K8sMigRelayoutActuator
+from controlplane.domain.actions import RelayoutMig, SetReplicas
+from controlplane.domain.mig_layout import builtin_layout
 from controlplane.domain.mig_relayout import RelayoutPhase
 from controlplane.sim.clock import VirtualClock
 from controlplane.store.relayout import MemoryRelayoutStore
@@ -67,3 +74,20 @@ def test_a_relayout_resumes_and_finishes_once_the_api_answers_again(
         mig_manager.react()
         replicas.react()
     assert actuator.store.relayouts_of("a100-1")[-1].phase is RelayoutPhase.DONE
+
+
+def test_a_relayout_whose_start_is_forbidden_fails_its_action_and_the_plan_goes_on(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed(apiserver)
+    backend = make_backend(apiserver, clock)
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    current = builtin_layout("A100-80GB", FROM)
+    assert current is not None
+    apiserver.inject_fault("GET", "/api/v1/pods", 403, times=1)  # e.g. its token just expired
+    relayout, replicas = apply_actions(
+        [RelayoutMig("a100-1", current, TARGET, "plan_needs_mig"), SetReplicas("m", 3, 4, "up")],
+        backend.actuators)
+    assert not relayout.ok and not relayout.retryable and "HTTP 403" in relayout.message
+    assert backend.mig.in_flight() == {}
+    assert replicas.ok, replicas.message
+    assert apiserver.get("apps/v1", "Deployment", "m", MODELS_NS)["spec"]["replicas"] == 4

@@ -98,6 +98,8 @@ class K8sMigRelayoutActuator:
             return self._start(node, layout, reason)
         except TransientError as error:
             return failed(node, str(error), retryable=True)
+        except PermanentError as error:  # 403/401 reading the node: this action fails, the
+            return failed(node, str(error))  # plan's other actions still apply
 
     def _start(self, node: str, layout: NodeMigLayout, reason: str) -> ActionOutcome:
         inventory = self.reader.inventory()
