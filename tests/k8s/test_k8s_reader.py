@@ -6,6 +6,7 @@ import json
 import math
 from collections.abc import Mapping
 from datetime import datetime
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 import yaml
@@ -19,13 +20,16 @@ from k8s_builders import (
     pdb,
 )
 from k8s_harness import START_AT, FixedLoads, make_backend
+from kubernetes import client
 
+from controlplane.adapters.k8s.api import KubeApi
 from controlplane.adapters.k8s.inventory import free_gpu_resources, normalize_product
 from controlplane.adapters.placement import inventory_request
 from controlplane.domain.errors import TransientError
 from controlplane.domain.observed import ModelLoad
 from controlplane.sim.clock import VirtualClock
 from controlplane.store.codec import observed_to_json
+from tests.httpstub import serve
 
 
 def seed_fleet(server: ApiServer) -> None:
@@ -122,6 +126,36 @@ def test_a_server_error_is_a_transient_error(apiserver: ApiServer, clock: Virtua
     apiserver.inject_fault("GET", "/api/v1/nodes", 503)
     with pytest.raises(TransientError, match="HTTP 503"):
         make_backend(apiserver, clock).reader.snapshot()
+
+
+class _LoginPage(BaseHTTPRequestHandler):
+    """A web server that is not the Kubernetes API: 200 and HTML for every path."""
+
+    def do_GET(self) -> None:
+        body = b"<html><body>Sign in</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+def test_a_server_answering_html_instead_of_the_api_is_an_api_error_naming_it(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    login = serve(_LoginPage)
+    try:
+        url = f"http://127.0.0.1:{login.server_port}"
+        backend = make_backend(apiserver, clock, api=KubeApi(
+            client.ApiClient(client.Configuration(host=url)), "headroom", timeout_s=5))
+        with pytest.raises(TransientError) as raised:
+            backend.reader.snapshot()
+    finally:
+        login.shutdown()
+    assert str(raised.value) == (f"unexpected API response from {url}: not JSON "
+                                 "(Content-Type text/html)")
 
 
 def test_free_gpu_resources_subtract_pod_requests(apiserver: ApiServer,

@@ -140,7 +140,15 @@ class KubeApi:
         except (urllib3.exceptions.HTTPError, OSError) as error:
             raise TransientError(f"kubernetes API unreachable: {error}") from None
         data = response.data
-        return _as_dict(json.loads(data)) if data else {}
+        if not data:
+            return {}
+        try:
+            return _as_dict(json.loads(data))
+        except ValueError:  # e.g. a login page or proxy where the kubeconfig names the API
+            kind = response.headers.get("Content-Type") or "none"
+            raise TransientError(f"unexpected API response from "
+                                 f"{self.api_client.configuration.host}: not JSON "
+                                 f"(Content-Type {kind})") from None
 
     def _typed(self, api_version: str, kind: str, verb: str, scope_all: bool = False) -> Callable[
             ..., Any]:
