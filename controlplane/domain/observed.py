@@ -52,6 +52,10 @@ class ObservedPool:
     nodes_ready: int
     nodes_pending: int
     target_nodes: int
+    # False: the objects that hold the target (on Kubernetes the placeholder Deployment and the
+    # NodePool's GPU limit) no longer match it, e.g. deleted or edited by someone else; the
+    # planner writes the target again even when it wants no other size
+    target_intact: bool = True
 
     @property
     def gpus_ready(self) -> int:

@@ -17,6 +17,8 @@ from controlplane.domain.guards import (
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.plan import Plan
 
+POOL_OBJECTS_CHANGED = "pool_objects_changed"  # written again at the same size
+
 
 def _guarded(key: str, current: int, target: DesiredTarget, memory: GuardMemory,
              limits: GuardLimits, now: datetime, fresh: bool
@@ -37,7 +39,9 @@ def plan(
     replica_limits: GuardLimits,
     now: datetime,
 ) -> tuple[Plan, GuardMemory]:
-    """Pool scale-ups first, then replica changes, then pool scale-downs; absolute targets only."""
+    """Pool scale-ups first, then replica changes, then pool scale-downs; absolute targets only.
+    A pool whose target is no longer held intact is written again at the size allowed (with the
+    scale-ups, reason ``pool_objects_changed`` when that size is its current one)."""
     ups: list[Action] = []
     downs: list[Action] = []
     replicas: list[Action] = []
@@ -52,6 +56,8 @@ def plan(
         if decision.allowed != current:
             action = ScaleNodePool(target.target, current, decision.allowed, target.reason)
             (ups if decision.allowed > current else downs).append(action)
+        elif seen is not None and not seen.target_intact:
+            ups.append(ScaleNodePool(target.target, current, current, POOL_OBJECTS_CHANGED))
     for target in desired.replicas:
         seen_model = observed.model(target.target)
         current = seen_model.replicas_target if seen_model else 0

@@ -10,7 +10,7 @@ from controlplane.domain.desired import DesiredState, DesiredTarget, PoolSpec, d
 from controlplane.domain.guards import GuardLimits, GuardMemory
 from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
 from controlplane.domain.placement import FleetPlacement, PlacedSegment, WarmGpus
-from controlplane.domain.planner import plan
+from controlplane.domain.planner import POOL_OBJECTS_CHANGED, plan
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
 LIMITS = GuardLimits(max_step=4, stabilization_s=300)
@@ -71,3 +71,13 @@ def test_scale_down_of_a_pool_is_held_and_reported_as_skipped() -> None:
     assert made.is_noop
     assert [s.reason for s in made.skipped] == ["scale_down_stabilization"]
     assert "skip a100 wanted 1, kept 3" in made.render()
+
+
+def test_a_pool_whose_target_is_no_longer_held_is_written_again_at_the_same_size() -> None:
+    observed = _observed(2, 1, 6)
+    changed = ObservedPool("a100", "A100-80GB", 8, 2, 0, 2, target_intact=False)
+    observed = ObservedState(T0, (changed, observed.pools[1]), (), observed.models)
+    desired = DesiredState((DesiredTarget("a100", 2, "r"), DesiredTarget("l4", 1, "r")),
+                           (DesiredTarget("m", 6, "r"),))
+    made, _ = plan(observed, desired, GuardMemory(), LIMITS, LIMITS, T0)
+    assert made.actions == (ScaleNodePool("a100", 2, 2, POOL_OBJECTS_CHANGED),)

@@ -1,7 +1,11 @@
 """A pool resize that fails half-way leaves the old size observed, so the next tick plans and
-writes the whole target again (the NodePool annotation is the commit point, written last)."""
+writes the whole target again (the NodePool annotation is the commit point, written last). A
+placeholder Deployment or GPU limit changed by someone else after a resize is noted, and the next
+tick writes the same target again."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pytest
 from apiserver import ApiServer
@@ -64,4 +68,47 @@ def test_a_completed_resize_is_observed_at_its_target_with_its_placeholders(
     assert backend.node_pools.set_size("l4", 2).ok
     placeholder = apiserver.get("apps/v1", "Deployment", PLACEHOLDERS, HEADROOM_NS)
     assert placeholder["spec"]["replicas"] == 2
+    assert next_tick_actions(backend, clock, 2) == ()
+
+
+def _delete_placeholders(server: ApiServer) -> None:
+    server.delete("apps/v1", "Deployment", PLACEHOLDERS, HEADROOM_NS)
+
+
+def _scale_placeholders_by_hand(server: ApiServer) -> None:
+    server.update("apps/v1", "Deployment", PLACEHOLDERS, {"spec": {"replicas": 0}}, HEADROOM_NS,
+                  manager="kubectl")
+
+
+def _lower_the_gpu_limit(server: ApiServer) -> None:  # e.g. a GitOps sync of the NodePool
+    server.update("karpenter.sh/v1", "NodePool", "l4",
+                  {"spec": {"limits": {"nvidia.com/gpu": "4"}}}, manager="argocd")
+
+
+@pytest.mark.parametrize(("change", "noted"), [
+    (_delete_placeholders, "placeholder Deployment headroom-warm-l4 missing"),
+    (_scale_placeholders_by_hand, "placeholder Deployment holds 0 nodes"),
+    (_lower_the_gpu_limit, "NodePool nvidia.com/gpu limit 4, not 8"),
+])
+def test_a_pool_changed_by_someone_else_is_noted_and_its_target_written_again(
+        apiserver: ApiServer, clock: VirtualClock, change: Callable[[ApiServer], None],
+        noted: str) -> None:
+    backend = leading_l4(apiserver, clock)
+    assert backend.node_pools.set_size("l4", 2).ok
+    change(apiserver)
+    observed = backend.reader.snapshot()
+    assert [note for note in observed.notes if note.startswith("pool l4: ")] == [
+        f"pool l4: {noted} for its target of 2 nodes (changed outside Headroom); writing the "
+        "target again"]
+    pool = observed.pool("l4")
+    assert pool is not None and pool.target_nodes == 2 and not pool.target_intact
+    actions = next_tick_actions(backend, clock, 2)
+    assert [(a.from_nodes, a.to_nodes, a.reason) for a in actions] == [
+        (2, 2, "pool_objects_changed")]
+    assert backend.node_pools.set_size("l4", actions[0].to_nodes).ok
+    placeholder = apiserver.get("apps/v1", "Deployment", PLACEHOLDERS, HEADROOM_NS)
+    assert placeholder["spec"]["replicas"] == 2
+    limits = apiserver.get("karpenter.sh/v1", "NodePool", "l4")["spec"]["limits"]
+    assert limits == {"nvidia.com/gpu": "8"}
+    assert backend.reader.snapshot().notes == ()
     assert next_tick_actions(backend, clock, 2) == ()

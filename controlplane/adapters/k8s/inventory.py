@@ -1,6 +1,7 @@
 """One pass over the cluster: nodes (GPU Feature Discovery labels), pods (GPU requests), model
 workloads (Deployments/StatefulSets labelled with the model), disruption budgets, Karpenter
-NodePools and the MIG manager's configs. The only place that parses Kubernetes objects."""
+NodePools, the warm-capacity placeholder Deployments and the MIG manager's configs. The only
+place that parses Kubernetes objects."""
 
 from __future__ import annotations
 
@@ -89,6 +90,7 @@ class Inventory:
     nodepools: dict[str, JsonObject]
     mig_configs: dict[str, list[dict[str, object]]]
     notes: tuple[str, ...] = field(default=())
+    placeholders: dict[str, int] = field(default_factory=dict)  # pool -> placeholder replicas
 
     def node(self, name: str) -> NodeInfo | None:
         return next((node for node in self.nodes if node.name == name), None)
@@ -237,8 +239,13 @@ def fetch_inventory(api: KubeApi, settings: KubernetesSettings,
             mig_configs = mig_parted_configs((config.get("data") or {}).get(n.MIG_PARTED_KEY, ""))
         except ValueError as error:
             notes.append(f"configmap {settings.mig_config_map}: {error}")
+    placeholders = {
+        (o["metadata"].get("labels") or {}).get(n.WARM_POOL_LABEL, ""):
+            int((o.get("spec") or {}).get("replicas", 1))
+        for o in api.list("apps/v1", "Deployment", settings.namespace,
+                          label_selector=n.WARM_POOL_LABEL)}
     return Inventory(nodes, pods, tuple(workloads), budgets, nodepool_objs, mig_configs,
-                     tuple(notes))
+                     tuple(notes), placeholders)
 
 
 def free_gpu_resources(node: NodeInfo, pods: Sequence[PodInfo]) -> dict[str, int]:

@@ -11,7 +11,8 @@ A running MIG relayout may hold a floor (its surge capacity): the applied size i
 
 The NodePool is written last: the reader takes a pool's size from its annotation, so the annotation
 only moves once every other write has succeeded. A write that fails leaves the old size observed,
-and the next tick plans (and writes) the whole target again.
+and the next tick plans (and writes) the whole target again. So does a placeholder Deployment or
+a GPU limit that someone else deleted or edited: the reader marks the pool's target not intact.
 """
 
 from __future__ import annotations

@@ -70,19 +70,56 @@ def observed_node(node: NodeInfo, inventory: Inventory) -> ObservedNode:
                         node.unschedulable, kept, len(holding), min(units, whole))
 
 
-def target_nodes(pool: PoolSpec, nodepool: dict[str, object] | None, registered: int) -> int:
-    if not nodepool:
-        return registered
+def _annotated_target(nodepool: dict[str, object]) -> int | None:
+    """The size Headroom last committed to the NodePool (its target-nodes annotation)."""
     meta = nodepool.get("metadata")
     annotations = (meta.get("annotations") if isinstance(meta, dict) else None) or {}
     target = annotations.get(n.TARGET_NODES_ANNOTATION, "")
-    if isinstance(target, str) and target.isdigit():
-        return int(target)
+    return int(target) if isinstance(target, str) and target.isdigit() else None
+
+
+def _gpu_limit(nodepool: dict[str, object]) -> object:
     spec = nodepool.get("spec")
     limits = (spec.get("limits") if isinstance(spec, dict) else None) or {}
-    if n.GPU_RESOURCE in limits:
-        return count(limits[n.GPU_RESOURCE]) // max(1, pool.gpus_per_node)
+    return limits.get(n.GPU_RESOURCE)
+
+
+def target_nodes(pool: PoolSpec, nodepool: dict[str, object] | None, registered: int) -> int:
+    if not nodepool:
+        return registered
+    annotated = _annotated_target(nodepool)
+    if annotated is not None:
+        return annotated
+    limit = _gpu_limit(nodepool)
+    if limit is not None:
+        return count(limit) // max(1, pool.gpus_per_node)
     return registered
+
+
+def pool_drift(pool: PoolSpec, nodepool: dict[str, object] | None,
+               placeholders: int | None) -> str:
+    """What no longer holds the size Headroom committed to the pool's NodePool (the placeholder
+    Deployment's replicas, the NodePool's GPU limit), e.g. deleted or edited by someone else;
+    "" when both hold it, or Headroom has not sized the pool."""
+    target = _annotated_target(nodepool) if nodepool else None
+    if nodepool is None or target is None:
+        return ""
+    changed = []
+    if placeholders is None:
+        changed.append(f"placeholder Deployment {n.placeholder_name(pool.name)} missing")
+    elif placeholders != target:
+        changed.append(f"placeholder Deployment holds {placeholders} nodes")
+    limit, wanted = _gpu_limit(nodepool), target * pool.gpus_per_node
+    try:
+        limited = count(limit) if limit is not None else None
+    except ValueError:
+        limited = None
+    if limited != wanted:
+        changed.append(f"NodePool {n.GPU_RESOURCE} limit {limit or 'unset'}, not {wanted}")
+    if not changed:
+        return ""
+    return (f"pool {pool.name}: {'; '.join(changed)} for its target of {target} nodes "
+            "(changed outside Headroom); writing the target again")
 
 
 def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: KubernetesSettings,
@@ -104,9 +141,13 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
         mine = [node for node in nodes if node.pool == pool.name]
         ready = sum(1 for node in mine if node.ready)
         nodepool = inventory.nodepools.get(settings.nodepool_names.get(pool.name, pool.name))
+        drift = pool_drift(pool, nodepool, inventory.placeholders.get(pool.name))
+        if drift:
+            notes.append(drift)
         observed_pools.append(ObservedPool(pool.name, pool.product, pool.gpus_per_node, ready,
                                            len(mine) - ready,
-                                           target_nodes(pool, nodepool, len(mine))))
+                                           target_nodes(pool, nodepool, len(mine)),
+                                           target_intact=not drift))
     by_model: dict[str, list[int]] = {}
     for workload in inventory.workloads:
         if workload.model:
