@@ -128,6 +128,21 @@ def test_a_server_error_is_a_transient_error(apiserver: ApiServer, clock: Virtua
         make_backend(apiserver, clock).reader.snapshot()
 
 
+def test_a_pool_node_that_lost_its_gpu_feature_discovery_labels_is_left_out_with_a_note(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed_fleet(apiserver)
+    unlabelled = gpu_node("a100-3")  # e.g. while the GPU Operator is upgraded
+    labels = unlabelled["metadata"]["labels"]
+    unlabelled["metadata"]["labels"] = {k: v for k, v in labels.items()
+                                        if not k.startswith("nvidia.com/")}
+    apiserver.seed(unlabelled)
+    observed = make_backend(apiserver, clock).reader.snapshot()
+    assert "a100-3" not in {n.name for n in observed.nodes}
+    assert ("node a100-3: in pool a100-80gb but has no nvidia.com/gpu.product label (is GPU "
+            "Feature Discovery running on it?); left out of the fleet") in observed.notes
+    assert not any("cpu-1" in note for note in observed.notes)  # not in a configured pool
+
+
 class _LoginPage(BaseHTTPRequestHandler):
     """A web server that is not the Kubernetes API: 200 and HTML for every path."""
 

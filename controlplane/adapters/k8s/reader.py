@@ -128,6 +128,10 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
     nodes = []
     for node in inventory.nodes:
         if not node.product:
+            if node.pool:  # a pool's node, not a CPU node: say why its GPUs are not counted
+                notes.append(f"node {node.name}: in pool {node.pool} but has no "
+                             f"{n.GPU_PRODUCT} label (is GPU Feature Discovery running on "
+                             "it?); left out of the fleet")
             continue
         if not node.pool:
             notes.append(f"node {node.name}: no configured pool for GPU product {node.product}")
