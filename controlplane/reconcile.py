@@ -125,10 +125,22 @@ def _apply(deps: ReconcileDeps, plan: Plan) -> tuple[ActionOutcome, ...]:
                                                  deps.mig))
 
 
+def noting_unserved(observed: ObservedState, specs: tuple[ModelSpec, ...]) -> ObservedState:
+    """The snapshot with a note for each configured model no workload serves (on Kubernetes:
+    no Deployment or StatefulSet labelled with it, e.g. deleted): its load is not read and its
+    replicas cannot be set, which the tick's record would otherwise not say."""
+    missing = [s.name for s in specs if observed.model(s.name) is None]
+    if not missing:
+        return observed
+    return replace(observed, notes=(*observed.notes, *(
+        f"model {name}: no workload serves it (no Deployment or StatefulSet labelled with it); "
+        "its load is not read and its replicas cannot be set" for name in missing)))
+
+
 def reconcile_once(deps: ReconcileDeps, config: ReconcileConfig) -> TickReport:
     started_at = deps.clock.now()
     try:
-        observed = deps.reader.snapshot()
+        observed = noting_unserved(deps.reader.snapshot(), config.specs)
     except (TransientError, PermanentError) as error:
         report = _unobserved(deps, started_at, error)
         deps.decisions.save_tick(report)

@@ -29,6 +29,17 @@ class ForbiddenReader:
         raise PermanentError("HTTP 403: nodes is forbidden")
 
 
+class WithoutWorkloadOf:
+    """The simulated fleet as a cluster would show it once a model's workload was deleted."""
+
+    def __init__(self, runtime: SimRuntime, model: str) -> None:
+        self.runtime, self.model = runtime, model
+
+    def snapshot(self) -> ObservedState:
+        seen = self.runtime.cluster.snapshot()
+        return replace(seen, models=tuple(m for m in seen.models if m.name != self.model))
+
+
 def _runtime(url: str, dry_run: bool = False, start_warm: bool = False) -> SimRuntime:
     """A runtime on a new store; by default on empty pools, so every tick is the loop's own.
     Its replicas serve what their profiles say (no true throughput factor): what a taken-over
@@ -124,3 +135,17 @@ def test_an_unreachable_cluster_is_logged_as_a_warning_naming_the_error(
     skipped = [r for r in caplog.records if r.getMessage() == "tick.skipped"]
     assert [(r.levelname, r.__dict__["error"]) for r in skipped] == [
         ("WARNING", "apiserver: connection refused")]
+
+
+def test_a_configured_model_no_workload_serves_is_noted_in_the_ticks_record(
+        sqlite_url: str) -> None:
+    runtime = _runtime(sqlite_url)
+    gone = runtime.config.specs[0].name
+    report = reconcile_once(replace(runtime.deps, reader=WithoutWorkloadOf(runtime, gone)),
+                            runtime.config)
+    note = (f"model {gone}: no workload serves it (no Deployment or StatefulSet labelled with "
+            "it); its load is not read and its replicas cannot be set")
+    assert report.status is TickStatus.APPLIED and report.observed.notes == (note,)
+    saved = runtime.store.last_observed()
+    assert saved is not None and saved.notes == (note,)
+    assert runtime.tick().observed.notes == ()  # every model served: nothing to say
