@@ -62,6 +62,18 @@ def test_a_failed_write_leaves_the_old_size_observed_and_the_next_tick_completes
     assert next_tick_actions(backend, clock, 3) == ()
 
 
+def test_a_rejected_nodepool_write_says_the_placeholders_were_already_written(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    backend = leading_l4(apiserver, clock)
+    apiserver.inject_fault("PATCH", "/nodepools/l4", 422)
+    outcome = backend.node_pools.set_size("l4", 3)
+    assert not outcome.ok and not outcome.retryable
+    assert outcome.message == ("NodePool l4: HTTP 422: injected fault 422; its placeholder "
+                               "Deployment already asks for 3 nodes")
+    placeholder = apiserver.get("apps/v1", "Deployment", PLACEHOLDERS, HEADROOM_NS)
+    assert placeholder["spec"]["replicas"] == 3
+
+
 def test_a_completed_resize_is_observed_at_its_target_with_its_placeholders(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     backend = leading_l4(apiserver, clock)

@@ -28,7 +28,7 @@ from controlplane.adapters.k8s.manifests import (
 from controlplane.adapters.k8s.outcomes import failed, outcome_of
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.desired import PoolSpec
-from controlplane.domain.errors import PermanentError
+from controlplane.domain.errors import PermanentError, TransientError
 from controlplane.settings import KubernetesSettings
 
 Floors = Callable[[], Mapping[str, int]]
@@ -58,7 +58,11 @@ class K8sNodePoolActuator:
         self.api.apply(placeholder_deployment(
             pool.name, nodepool, pool.gpus_per_node, nodes, self.settings.namespace,
             self.settings.placeholder_priority_class, self.settings.placeholder_image))
-        self.api.apply(nodepool_size(nodepool, nodes, pool.gpus_per_node))  # the commit point
+        try:
+            self.api.apply(nodepool_size(nodepool, nodes, pool.gpus_per_node))  # commit point
+        except (TransientError, PermanentError) as error:  # same class: same retry verdict
+            raise type(error)(f"NodePool {nodepool}: {error}; its placeholder Deployment "
+                              f"already asks for {nodes} nodes") from None
         held = f" (held at the relayout surge floor {floor})" if floor > requested else ""
         return f"pool {pool.name} target {nodes} nodes{held}"
 
