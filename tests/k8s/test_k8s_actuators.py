@@ -65,6 +65,22 @@ def test_unknown_or_ambiguous_models_fail_without_retry(apiserver: ApiServer,
     assert not twin.ok and not twin.retryable and "several workloads" in twin.message
 
 
+def test_a_labelled_workload_without_the_full_name_annotation_is_named_in_the_failure(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    unannotated = model_deployment("language/m-large")
+    del unannotated["metadata"]["annotations"]
+    apiserver.seed(unannotated)
+    outcome = leading(apiserver, clock).replicas.set_replicas("language/m-large", 2)
+    assert not outcome.ok and not outcome.retryable
+    assert outcome.message == (
+        "unknown model language/m-large: Deployment models/language-m-large is labelled "
+        "headroom.dev/model=language.m-large but serves model language.m-large (its "
+        "annotation headroom.dev/model-name, else the label); set that annotation to "
+        "language/m-large")
+    assert apiserver.get("apps/v1", "Deployment", "language-m-large", MODELS_NS)["spec"][
+        "replicas"] == 1
+
+
 def test_a_conflict_is_retryable_and_leaves_the_object_alone(apiserver: ApiServer,
                                                              clock: VirtualClock) -> None:
     apiserver.seed(model_deployment("m", replicas=1))

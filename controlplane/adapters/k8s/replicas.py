@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from controlplane.adapters.k8s.api import KubeApi
 from controlplane.adapters.k8s.inventory import WorkloadInfo, parse_workload
-from controlplane.adapters.k8s.names import label_value
+from controlplane.adapters.k8s.names import MODEL_NAME_ANNOTATION, label_value
 from controlplane.adapters.k8s.outcomes import failed, outcome_of
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.errors import PermanentError
@@ -16,24 +16,37 @@ class K8sReplicaActuator:
         self.api = api
         self.settings = settings
 
-    def workloads_of(self, model: str) -> list[WorkloadInfo]:
-        """Deployments and StatefulSets labelled with the model (its label-safe spelling) whose
-        full name (annotation ``headroom.dev/model-name``, else the label) is ``model``."""
+    def labelled(self, model: str) -> list[WorkloadInfo]:
+        """Deployments and StatefulSets labelled with the model's label-safe spelling."""
         selector = f"{self.settings.model_label}={label_value(model)}"
         found: list[WorkloadInfo] = []
         for namespace in self.settings.workload_namespaces or [""]:
             for kind in ("Deployment", "StatefulSet"):
-                for obj in self.api.list("apps/v1", kind, namespace, label_selector=selector):
-                    workload = parse_workload(obj, kind, self.settings.model_label)
-                    if workload.model == model:
-                        found.append(workload)
+                found.extend(parse_workload(obj, kind, self.settings.model_label) for obj in
+                             self.api.list("apps/v1", kind, namespace, label_selector=selector))
         return found
 
+    def workloads_of(self, model: str) -> list[WorkloadInfo]:
+        """Deployments and StatefulSets labelled with the model (its label-safe spelling) whose
+        full name (annotation ``headroom.dev/model-name``, else the label) is ``model``."""
+        return [w for w in self.labelled(model) if w.model == model]
+
+    def _unknown(self, model: str, labelled: list[WorkloadInfo]) -> PermanentError:
+        label = f"{self.settings.model_label}={label_value(model)}"
+        if not labelled:
+            return PermanentError(f"unknown model {model}: no Deployment or StatefulSet "
+                                  f"labelled {label}")
+        other = labelled[0]  # the label matches, the full name it serves does not
+        return PermanentError(
+            f"unknown model {model}: {other.kind} {other.namespace}/{other.name} is labelled "
+            f"{label} but serves model {other.model} (its annotation {MODEL_NAME_ANNOTATION}, "
+            f"else the label); set that annotation to {model}")
+
     def _scale(self, model: str, replicas: int) -> str:
-        workloads = self.workloads_of(model)
+        labelled = self.labelled(model)
+        workloads = [w for w in labelled if w.model == model]
         if not workloads:
-            raise PermanentError(f"unknown model {model}: no Deployment or StatefulSet labelled "
-                                 f"{self.settings.model_label}={label_value(model)}")
+            raise self._unknown(model, labelled)
         if len(workloads) > 1:
             names = ", ".join(f"{w.kind} {w.namespace}/{w.name}" for w in workloads)
             raise PermanentError(f"model {model} is served by several workloads ({names}); "
