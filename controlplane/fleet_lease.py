@@ -125,9 +125,9 @@ class StoreLeaseElector:
             "writes": "stopped for good; restart this process to run the fleet again"})
         return False
 
-    def try_acquire_or_renew(self, now: datetime) -> bool:
+    def try_acquire_or_renew(self, now: datetime, monotonic_s: float | None = None) -> bool:
         try:
-            return self.attempt(now)
+            return self.attempt(now, monotonic_s)
         except TransientError as error:
             if self._renewed_at is not None:
                 log.warning("lease.renew_failed", extra={
@@ -225,7 +225,8 @@ class FleetLease:
         self.elector = elector
         self.clock = clock
         self._jobs = build_scheduler(
-            {"lease": (lambda: elector.try_acquire_or_renew(clock.now()), renew_every_s)})
+            {"lease": (lambda: elector.try_acquire_or_renew(clock.now(), clock.monotonic()),
+                       renew_every_s)})
         self._jobs.start()
 
     def leads(self) -> bool:

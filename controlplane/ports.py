@@ -188,9 +188,11 @@ class RelayoutStore(Protocol):
 
 
 class LeaderElector(Protocol):
-    def try_acquire_or_renew(self, now: datetime) -> bool:
+    def try_acquire_or_renew(self, now: datetime, monotonic_s: float | None = None) -> bool:
         """Take or keep leadership; True when this replica may actuate until the renew
-        deadline. Losing a write race (HTTP 409) or an unreachable API is False."""
+        deadline. Losing a write race (HTTP 409) or an unreachable API is False. With
+        ``monotonic_s`` (``Clock.monotonic()``) another holder's expiry is judged on it, so a
+        step of the wall clock (NTP) cannot take the lease from a live leader."""
         ...
 
     def is_leader(self, now: datetime) -> bool:

@@ -134,7 +134,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     config = reconcile_config(settings, specs)
 
     def keep_lease() -> None:
-        backend.elector.try_acquire_or_renew(clock.now())
+        backend.elector.try_acquire_or_renew(clock.now(), clock.monotonic())
 
     def tick() -> None:
         if not backend.elector.is_leader(clock.now()):

@@ -119,7 +119,7 @@ class AlwaysLeads:
     """An elector for a process that contends with no other: it always leads and holds
     nothing to release (an in-memory store; a dry run, which writes nothing)."""
 
-    def try_acquire_or_renew(self, now: datetime) -> bool:
+    def try_acquire_or_renew(self, now: datetime, monotonic_s: float | None = None) -> bool:
         return True
 
     def is_leader(self, now: datetime) -> bool:

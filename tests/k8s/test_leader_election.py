@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from apiserver import ApiServer
@@ -115,6 +115,36 @@ def test_a_leader_that_releases_hands_over_at_the_next_try(apiserver: ApiServer)
     assert not a.backend.replicas.set_replicas("m", 1).ok
     assert b.backend.elector.try_acquire_or_renew(b.clock.now())  # no lease-duration wait
     assert b.backend.replicas.set_replicas("m", 2).ok
+
+
+class WallSteppingClock(VirtualClock):
+    """A VirtualClock whose wall time can jump (an NTP step) without its monotonic time."""
+
+    def __init__(self, start_at: datetime) -> None:
+        super().__init__(start_at)
+        self.stepped = timedelta(0)
+
+    def now(self) -> datetime:
+        return super().now() + self.stepped
+
+
+def test_a_follower_whose_wall_clock_steps_ahead_does_not_take_the_lease_from_a_live_leader(
+        apiserver: ApiServer) -> None:
+    apiserver.seed(model_deployment("m", replicas=0))
+    a_clock, b_clock = VirtualClock(START_AT), WallSteppingClock(START_AT)
+    a, b = (make_backend(apiserver, clock, identity=name, lease_duration_s=LEASE_DURATION_S,
+                         renew_deadline_s=RENEW_DEADLINE_S)
+            for name, clock in (("headroom-a", a_clock), ("headroom-b", b_clock)))
+    assert a.elector.try_acquire_or_renew(a_clock.now(), a_clock.monotonic())
+    assert not b.elector.try_acquire_or_renew(b_clock.now(), b_clock.monotonic())
+    b_clock.stepped = timedelta(hours=1)  # NTP steps b's wall clock before a renews again
+    assert not b.elector.try_acquire_or_renew(b_clock.now(), b_clock.monotonic())
+    lease = apiserver.get("coordination.k8s.io/v1", "Lease", "headroom-leader", HEADROOM_NS)
+    assert lease["spec"]["holderIdentity"] == "headroom-a"
+    assert a.elector.is_leader(a_clock.now())
+    # a leader that really stops renewing is still taken over after the lease duration
+    b_clock.advance(LEASE_DURATION_S)
+    assert b.elector.try_acquire_or_renew(b_clock.now(), b_clock.monotonic())
 
 
 def test_an_unreachable_api_means_not_leader(apiserver: ApiServer) -> None:

@@ -3,7 +3,7 @@ leader Lease) and the elector. ``headroom serve`` with ``backend: kubernetes`` b
 
     backend = build_k8s_backend(settings, clock, SqlRelayoutStore(store.engine))
     every tick:
-        leading = backend.elector.try_acquire_or_renew(clock.now())
+        leading = backend.elector.try_acquire_or_renew(clock.now(), clock.monotonic())
         reconcile_once(ReconcileDeps(..., reader=backend.reader,
                                      node_pools=backend.node_pools,
                                      replicas=backend.replicas, ...), config)

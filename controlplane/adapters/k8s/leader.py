@@ -87,11 +87,12 @@ class K8sLeaseElector:
         self._sighting: LeaseSighting | None = None
         self._renewed_at: datetime | None = None
 
-    def try_acquire_or_renew(self, now: datetime) -> bool:
+    def try_acquire_or_renew(self, now: datetime, monotonic_s: float | None = None) -> bool:
         try:
             obj = self.api.read("coordination.k8s.io/v1", "Lease", self.name, self.namespace)
             current = lease_from_object(obj) if obj is not None else None
-            decision = decide_lease(current, self._sighting, self.identity, now, self.timing)
+            decision = decide_lease(current, self._sighting, self.identity, now, self.timing,
+                                    monotonic_s)
             self._sighting = decision.sighting
             if decision.record is None:
                 self._renewed_at = None
