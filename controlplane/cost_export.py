@@ -111,12 +111,21 @@ def showback(engine: Engine, prices: PriceTable, since_at: datetime, until_at: d
     snaps = cost_reader.snapshots(engine, samples, tenant_of)
     accruals = accrue([(s.at, fleet_cost_rate(s, prices)) for s in snaps], until_at)
     requests: dict[tuple[str, str], float] = defaultdict(float)
-    days = sorted({a.day for a in accruals})
-    for day in days:
-        day_start = max(since_at, datetime.fromisoformat(day).replace(tzinfo=since_at.tzinfo))
-        day_end = min(until_at, day_start.replace(hour=0, minute=0, second=0, microsecond=0)
-                      + timedelta(days=1))
+    for day, day_start, day_end in day_spans((a.day for a in accruals), since_at, until_at):
         for model, served in cost_reader.served_requests(engine, sorted(tenant_of), day_start,
                                                          day_end).items():
             requests[(day, model)] += served.served_requests
     return Showback(accruals, dict(requests), len(samples))
+
+
+def day_spans(days: Iterable[str], since_at: datetime, until_at: datetime
+              ) -> list[tuple[str, datetime, datetime]]:
+    """Each day (ISO date) as (day, start, end): the day clipped to [since_at, until_at); a
+    day ends at the next midnight exactly, where the next one starts."""
+    spans = []
+    for day in sorted(set(days)):
+        day_start = max(since_at, datetime.fromisoformat(day).replace(tzinfo=since_at.tzinfo))
+        day_end = min(until_at, day_start.replace(hour=0, minute=0, second=0, microsecond=0)
+                      + timedelta(days=1))
+        spans.append((day, day_start, day_end))
+    return spans

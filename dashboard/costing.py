@@ -4,7 +4,7 @@ read from the store, as DataFrames. Cached with the same TTL as the queries."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import pandas as pd
 import streamlit as st
@@ -111,9 +111,8 @@ def export_csv(url: str, accruals: pd.DataFrame, since_at: datetime,
                               r.tenant, r.model, r.gpu_hours, r.usd)
                   for r in accruals.itertuples(index=False))
     requests: dict[tuple[str, str], float] = {}
-    for day in sorted({a.day for a in items}):
-        day_start = max(since_at, datetime.fromisoformat(day).replace(tzinfo=since_at.tzinfo))
-        day_end = min(until_at, day_start.replace(hour=0, minute=0, second=0) + timedelta(days=1))
+    for day, day_start, day_end in cost_export.day_spans((a.day for a in items), since_at,
+                                                         until_at):
         for row in q.served(url, day_start, day_end).itertuples(index=False):
             requests[(day, row.model)] = row.served_requests
     return cost_export.csv_text(cost_export.opencost_rows(items, requests))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -227,3 +227,15 @@ def test_one_tick_stamped_a_year_ahead_does_not_move_the_export_window_past_the_
     assert code == 0, output
     assert "2027" not in output  # the window ends at the newest tick, as on the dashboard
     assert f"{last_at:%Y-%m-%d %H:%M} UTC" in " ".join(output.split())
+
+
+def test_days_of_a_window_starting_mid_second_end_at_midnight_where_the_next_begins() -> None:
+    since_at = datetime(2026, 3, 1, 22, 15, 7, 500_000, tzinfo=UTC)
+    until_at = datetime(2026, 3, 3, 1, 0, tzinfo=UTC)
+    spans = cost_export.day_spans(["2026-03-02", "2026-03-01", "2026-03-03", "2026-03-02"],
+                                  since_at, until_at)
+    assert spans == [
+        ("2026-03-01", since_at, datetime(2026, 3, 2, tzinfo=UTC)),
+        ("2026-03-02", datetime(2026, 3, 2, tzinfo=UTC), datetime(2026, 3, 3, tzinfo=UTC)),
+        ("2026-03-03", datetime(2026, 3, 3, tzinfo=UTC), until_at),
+    ]
