@@ -8,6 +8,7 @@ of a traceback (and no empty file is created).
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from typing import ParamSpec
 
@@ -67,8 +68,23 @@ def store_url() -> str:
 def show_store_failure(url: str, error: SQLAlchemyError) -> None:
     """One error line for a store that failed while a page read it (gone, or an older schema
     missing a table or column), in place of the SQL traceback. ``url`` is shown as given."""
-    st.error(f"Cannot read the store at `{url}`: {error_line(error)} (if the schema is older "
-             "than this Headroom, run `headroom db upgrade`)")
+    line = error_line(error)
+    st.error(f"Cannot read the store at `{url}`: {line}{_failure_hint(line)}")
+
+
+#: what SQLite and PostgreSQL say of a table or column an older schema lacks
+_MISSING_SCHEMA = re.compile(r"no such (table|column)|(relation|column) \S+ does not exist")
+#: what they say when another session holds a lock the read waited on too long
+_LOCKED = re.compile(r"lock timeout|database is locked")
+
+
+def _failure_hint(line: str) -> str:
+    if _MISSING_SCHEMA.search(line):
+        return " (if the schema is older than this Headroom, run `headroom db upgrade`)"
+    if _LOCKED.search(line):
+        return (" (another session holds a lock on the store, e.g. a migration; reload the page "
+                "once it is done)")
+    return ""
 
 
 def reads_store(page: Callable[P, None]) -> Callable[P, None]:

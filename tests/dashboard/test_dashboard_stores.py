@@ -82,6 +82,7 @@ def test_a_store_that_goes_away_while_the_dashboard_runs_is_an_error_not_a_trace
     (error,) = at.error
     assert error.value.startswith(f"Cannot read the store at `{postgres_url}`: ")
     assert f'database "{name}" does not exist' in error.value
+    assert "db upgrade" not in error.value  # a store gone is no older schema
 
 
 @pytest.mark.postgres
@@ -105,7 +106,8 @@ def test_a_postgresql_table_locked_by_another_session_is_an_error_within_seconds
     assert not at.exception, [e.value for e in at.exception]
     (error,) = at.error
     assert error.value.startswith(f"Cannot read the store at `{postgres_url}`: ")
-    assert "lock timeout" in error.value
+    assert "lock timeout" in error.value and "another session holds a lock" in error.value
+    assert "db upgrade" not in error.value  # a lock is no older schema
     assert waited_s < 30
 
 

@@ -412,7 +412,8 @@ def test_a_store_that_fails_while_a_page_reads_it_is_one_error_line_not_a_traceb
         at.switch_page(path).run()
     no_exception(at)
     assert [e.value for e in at.error if e.value.startswith("Cannot read the store")] != []
-    assert any("no such table" in e.value for e in at.error)
+    assert any("no such table" in e.value and "run `headroom db upgrade`" in e.value
+               for e in at.error)
 
 
 def test_models_page_names_the_demand_hints_in_force_for_the_model(page: Page,
