@@ -145,6 +145,9 @@ def guard(
     """All guards for one target: (decision, new recommendation memory, new change memory)."""
     horizon = now - timedelta(seconds=limits.stabilization_s)
     kept = (*(r for r in memory if r.at >= horizon), Recommendation(now, wanted))
+    # A change made at ``now`` itself is this tick's, planned before (a retry from the same
+    # snapshot): it is replaced, not counted against the disruption budget a second time.
+    changes = tuple(c for c in changes if c.at != now)
     allowed, reason = wanted, ""
     if wanted != current and abs(wanted - current) <= limits.tolerance * current:
         allowed, reason = current, TOLERANCE

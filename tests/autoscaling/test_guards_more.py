@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controlplane.domain.demand import Demand
@@ -96,3 +96,42 @@ def test_the_planner_holds_scale_down_of_targets_fed_by_stale_inputs() -> None:
 def test_a_demand_from_a_stale_forecast_is_not_fresh() -> None:
     assert not Demand("m", 1.0, 1.0, 0.0, "stale_forecast").is_fresh
     assert Demand("m", 1.0, 1.0, 1.0, "forecast_p90").is_fresh
+
+
+def test_planning_again_at_the_same_now_does_not_count_its_own_removal_twice() -> None:
+    limits = GuardLimits(max_step=10, stabilization_s=0, disruption_budget=2,
+                         disruption_window_s=600)
+    first, history, changes = guard("pool/a", 10, 5, (), (), limits, T0)
+    again, _, again_changes = guard("pool/a", 10, 5, history, changes, limits, T0)
+    assert first.allowed == again.allowed == 8
+    assert again_changes == (Change(T0, -2),)  # the tick's change, recorded once
+
+
+LIMITS = st.builds(GuardLimits, max_step=st.integers(1, 5),
+                   stabilization_s=st.sampled_from([0.0, 300.0]),
+                   tolerance=st.sampled_from([0.0, 0.2]), cooldown_s=st.sampled_from([0.0, 120.0]),
+                   disruption_budget=st.none() | st.integers(0, 4),
+                   disruption_window_s=st.sampled_from([0.0, 600.0]))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(targets=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 12), st.booleans()),
+                        min_size=1, max_size=3),
+       earlier=st.lists(st.tuples(st.integers(1, 600), st.integers(-4, 4)), max_size=3),
+       limits=LIMITS)
+def test_planning_again_from_the_same_snapshot_and_its_memory_sets_the_same_targets(
+        targets: list[tuple[int, int, bool]], earlier: list[tuple[int, int]],
+        limits: GuardLimits) -> None:
+    observed = ObservedState(T0, (), (), tuple(ObservedModel(f"m{i}", now_at, 0, now_at, 1.0, 1.0)
+                                               for i, (now_at, _, _) in enumerate(targets)))
+    desired = DesiredState((), tuple(DesiredTarget(f"m{i}", wanted, "r")
+                                     for i, (_, wanted, _) in enumerate(targets)),
+                           stale=tuple(f"m{i}" for i, (_, _, s) in enumerate(targets) if s))
+    past = tuple(Change(T0 - timedelta(seconds=s), d) for s, d in sorted(earlier, reverse=True)
+                 if d)
+    memory = GuardMemory((), tuple((f"model/m{i}", past) for i in range(len(targets)) if past))
+    first, after_first = plan(observed, desired, memory, limits, limits, T0)
+    again, after_again = plan(observed, desired, after_first, limits, limits, T0)
+    assert [(a.target, a.to_value) for a in again.actions] == [
+        (a.target, a.to_value) for a in first.actions]
+    assert after_again.changes == after_first.changes
