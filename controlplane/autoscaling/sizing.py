@@ -62,22 +62,28 @@ class ModelRequest:
         return shape.gpu_share * (self.hot + self.idle * shape.idle_gpu_fraction + self.cached)
 
 
-def _trim(request: ModelRequest) -> ModelRequest | None:
-    """One unit less, cheapest rung to lose first (cached, then idle, then hot)."""
-    for rung in ("cached", "idle", "hot"):
-        if getattr(request, rung) > 0:
+def _trim(request: ModelRequest, shape: ReplicaShape, rungs: Sequence[str]
+          ) -> ModelRequest | None:
+    """One unit less of the first of ``rungs`` that holds a GPU share (None: none does)."""
+    for rung in rungs:
+        costs = shape.idle_gpu_fraction > 0 if rung == "idle" else True
+        if costs and getattr(request, rung) > 0:
             return replace(request, **{rung: getattr(request, rung) - 1})
     return None
 
 
 def _clamp(requests: dict[str, ModelRequest], shapes: Mapping[str, ReplicaShape],
            members: Sequence[str], budget_gpus: float, reason: str) -> None:
-    while sum(requests[m].gpus(shapes[m]) for m in members) > budget_gpus + _EPS:
-        largest = max(members, key=lambda m: (requests[m].gpus(shapes[m]), m))
-        trimmed = _trim(requests[largest])
-        if trimmed is None:
-            return
-        requests[largest] = replace(trimmed, reason=reason)
+    """Warm rungs (cached, then idle) of every member before any serving replica, each unit
+    from the member holding the most GPUs."""
+    for rungs in (("cached", "idle"), ("hot",)):
+        while sum(requests[m].gpus(shapes[m]) for m in members) > budget_gpus + _EPS:
+            trimmable = {m: t for m in members
+                         if (t := _trim(requests[m], shapes[m], rungs)) is not None}
+            if not trimmable:
+                break
+            largest = max(trimmable, key=lambda m: (requests[m].gpus(shapes[m]), m))
+            requests[largest] = replace(trimmable[largest], reason=reason)
 
 
 def apply_gpu_budgets(
@@ -86,7 +92,8 @@ def apply_gpu_budgets(
     tenant_budgets: Mapping[str, float],
     cluster_budget_gpus: float | None,
 ) -> tuple[ModelRequest, ...]:
-    """Trim requests to each tenant's GPU budget, then to the cluster's: warm rungs go first,
+    """Trim requests to each tenant's GPU budget, then to the cluster's: warm rungs of every
+    model go before any serving replica (an idle rung that keeps no GPU share is never trimmed),
     always from the model holding the most GPUs; trimmed requests carry the budget reason."""
     by_model = {r.model: r for r in requests}
     for tenant, budget in sorted(tenant_budgets.items()):

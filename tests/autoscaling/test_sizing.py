@@ -77,3 +77,31 @@ def test_node_targets_shrink_to_the_cluster_gpu_budget_but_never_below_min_nodes
     assert values["l4"] >= 2 and clamped.pools[0].reason == CLUSTER_GPU_BUDGET
     floor = clamp_nodes_to_budget(desired, pools, 0)
     assert {t.target: t.value for t in floor.pools} == {"a100": 1, "l4": 2}
+
+
+def test_warm_rungs_of_every_model_go_before_any_serving_replica() -> None:
+    requests = [ModelRequest("large", hot=4), ModelRequest("half", hot=0, cached=2)]
+    trimmed = {r.model: r for r in apply_gpu_budgets(requests, SHAPES, {"acme": 4.0}, None)}
+    assert (trimmed["large"].hot, trimmed["large"].reason) == (4, "")
+    assert (trimmed["half"].cached, trimmed["half"].reason) == (0, "tenant_gpu_budget:acme")
+
+
+def test_an_idle_rung_that_keeps_no_gpu_share_is_not_trimmed_for_a_budget() -> None:
+    asleep = ReplicaShape("asleep", "acme", "A100-80GB", 1.0, 5.0, idle_gpu_fraction=0.0)
+    trimmed = apply_gpu_budgets([ModelRequest("asleep", hot=3, idle=2)], {"asleep": asleep},
+                                {"acme": 2.0}, None)
+    assert (trimmed[0].hot, trimmed[0].idle) == (2, 2)
+
+
+@given(rungs=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4), st.integers(0, 4)),
+                      min_size=3, max_size=3),
+       budget=st.floats(0, 20))
+def test_a_budget_trims_serving_replicas_only_once_no_warm_gpu_share_is_left(
+        rungs: list[tuple[int, int, int]], budget: float) -> None:
+    requests = [ModelRequest(n, hot, idle, cached) for n, (hot, idle, cached) in zip(
+        ("large", "half", "third"), rungs, strict=True)]
+    trimmed = apply_gpu_budgets(requests, SHAPES, {}, budget)
+    warm_left = sum(r.gpus(SHAPES[r.model]) - r.hot * SHAPES[r.model].gpu_share for r in trimmed)
+    hot_cut = any(t.hot < r.hot for t, r in zip(trimmed, requests, strict=True))
+    assert not (hot_cut and warm_left > 1e-9)
+    assert sum(r.gpus(SHAPES[r.model]) for r in trimmed) <= budget + 1e-9
