@@ -61,10 +61,11 @@ def desired_state(
         nodes = min(pool.max_nodes, max(pool.min_nodes, nodes))
         reason = f"placement_{placed}_gpus_warm_{warm}"
         pool_targets.append(DesiredTarget(pool.name, nodes, reason))
-    unplaced = {entry.split(":", 1)[0].strip() for entry in placement.unplaced}
+    # entries read "model: reason_code (detail)"; a model's name may hold a colon itself
     replica_targets = [
         DesiredTarget(d.model, placement.replicas_for(d.model),
-                      "unplaced" if d.model in unplaced else d.reason)
+                      "unplaced" if any(u.startswith(f"{d.model}: ") for u in placement.unplaced)
+                      else d.reason)
         for d in demands
     ]
     stale_models = {d.model for d in demands if not d.is_fresh}

@@ -81,3 +81,12 @@ def test_a_pool_whose_target_is_no_longer_held_is_written_again_at_the_same_size
                            (DesiredTarget("m", 6, "r"),))
     made, _ = plan(observed, desired, GuardMemory(), LIMITS, LIMITS, T0)
     assert made.actions == (ScaleNodePool("a100", 2, 2, POOL_OBJECTS_CHANGED),)
+
+
+def test_a_model_whose_name_holds_a_colon_is_still_marked_unplaced() -> None:
+    placement = FleetPlacement(1, (), (), (), 0.0,
+                               ("llama3:8b: pool_max_gpus (not enough GPUs)",))
+    desired = desired_state(placement, POOLS, (Demand("llama3:8b", 9, 9, 9, "forecast_p90"),
+                                               Demand("llama3", 9, 9, 9, "forecast_p90")))
+    assert [(t.target, t.reason) for t in desired.replicas] == [
+        ("llama3:8b", "unplaced"), ("llama3", "forecast_p90")]
