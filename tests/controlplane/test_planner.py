@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from controlplane.domain.actions import ScaleNodePool, SetReplicas
 from controlplane.domain.demand import Demand
@@ -90,3 +90,22 @@ def test_a_model_whose_name_holds_a_colon_is_still_marked_unplaced() -> None:
                                                Demand("llama3", 9, 9, 9, "forecast_p90")))
     assert [(t.target, t.reason) for t in desired.replicas] == [
         ("llama3:8b", "unplaced"), ("llama3", "forecast_p90")]
+
+
+def test_a_pool_does_not_shrink_while_replicas_still_wait_to_scale_down() -> None:
+    # 40 whole-GPU replicas on 5 nodes of 8 GPUs, all wanted down to 6 replicas on 1 node
+    limits = GuardLimits(max_step=8, stabilization_s=0)
+    desired = DesiredState((DesiredTarget("a100", 1, "r"),), (DesiredTarget("m", 6, "r"),))
+    replicas, nodes, memory = 40, 5, GuardMemory()
+    for tick in range(8):
+        made, memory = plan(_observed(nodes, 1, replicas), desired, memory, limits, limits,
+                            T0 + timedelta(seconds=30 * tick))
+        for action in made.actions:
+            if isinstance(action, ScaleNodePool):
+                nodes = action.to_nodes
+            elif isinstance(action, SetReplicas):
+                replicas = action.to_replicas
+        assert nodes * 8 >= replicas
+        if replicas > 6:
+            assert "skip a100 wanted 1, kept 5 (replicas_scaling_down)" in made.render()
+    assert (nodes, replicas) == (1, 6)
