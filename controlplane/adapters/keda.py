@@ -17,19 +17,23 @@ stream holds one of the gRPC server's worker threads, so at most ``max_streams``
 once (the server is given that many threads more than its own): beyond that StreamMetricSpec is
 UNIMPLEMENTED (KEDA then polls GetMetricSpec) and StreamIsActive RESOURCE_EXHAUSTED, rather than
 the streams taking every thread and leaving Place, health checks and GetMetrics unanswered.
-A missing forecast is NOT_FOUND, a stale one FAILED_PRECONDITION (KEDA then applies its
-fallback), bad metadata INVALID_ARGUMENT naming the key. A forecast made without any observation
-of the model (the forecaster's zeros with ``fallback_reason="no_observations"``) is
-FAILED_PRECONDITION too: its zeros mean "no data", and served as a metric they would scale a
-serving model to zero. So is a forecast made from observations over an hour old
-(``fallback_reason="stale_observations"``): it carries on a load the source stopped reporting,
-and KEDA's ``fallback`` (``failureThreshold`` errors in a row, then ``fallback.replicas``) is the
-ScaledObject's own answer to a metric source that is unhealthy. The error names the model, when
-its load was last observed and how long ago (from ``LastObservations``, the store, when given).
+A missing forecast is NOT_FOUND, a stale one FAILED_PRECONDITION (KEDA then applies its fallback),
+bad metadata INVALID_ARGUMENT naming the key, a forecast store that cannot be read UNAVAILABLE
+(logged once per call, not an interpreter error with a traceback), a forecast holding NaN or
+infinity FAILED_PRECONDITION naming the step (a NaN would read as zero and scale to zero). A
+forecast made without any observation of the model (the forecaster's zeros with
+``fallback_reason="no_observations"``) is FAILED_PRECONDITION too: its zeros mean "no data", and
+served as a metric they would scale a serving model to zero. So is a forecast made from observations
+over an hour old (``fallback_reason="stale_observations"``): it carries on a load the source stopped
+reporting, and KEDA's ``fallback`` (``failureThreshold`` errors in a row, then
+``fallback.replicas``) is the ScaledObject's own answer to a metric source that is unhealthy. The
+error names the model, when its load was last observed and how long ago (from ``LastObservations``,
+the store, when given).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
@@ -45,6 +49,8 @@ from controlplane.ports import Clock, ForecastReader, LastObservations
 from protos.externalscaler import externalscaler_pb2 as pb
 from protos.externalscaler import externalscaler_pb2_grpc as pb_grpc
 from scheduler.service import bounded_details
+
+log = logging.getLogger("headroom.keda")
 
 #: ``Forecast.fallback_reason`` of a forecast made from no observation at all (forecaster.api)
 NO_OBSERVATIONS = "no_observations"
@@ -150,9 +156,22 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
 
     def forecast_rps(self, query: ScalerQuery) -> float:
         """The highest forecast quantile over [now, now + lookahead] for the model."""
-        made = self._forecasts.latest_forecasts().get(query.model)
+        try:
+            made = self._forecasts.latest_forecasts().get(query.model)
+        except Exception as error:  # the store is down: an error KEDA counts to its fallback
+            reason = (str(error).splitlines() or [type(error).__name__])[0]
+            log.warning("keda.forecasts_unread", extra={"model": query.model, "error": reason})
+            raise ScalerError(grpc.StatusCode.UNAVAILABLE,
+                              f"forecasts cannot be read for model {query.model!r}: "
+                              f"{reason}") from None
         if made is None or not made.p90:
             raise ScalerError(grpc.StatusCode.NOT_FOUND, f"no forecast for model {query.model!r}")
+        bad = next(((i, v) for i, pair in enumerate(zip(made.p50, made.p90, strict=True))
+                    for v in pair if not math.isfinite(v)), None)
+        if bad is not None:
+            raise ScalerError(grpc.StatusCode.FAILED_PRECONDITION,
+                              f"forecast for model {query.model!r} holds {bad[1]} at step "
+                              f"{bad[0]}; it is not served as a metric")
         if made.fallback_reason == NO_OBSERVATIONS:
             raise ScalerError(grpc.StatusCode.FAILED_PRECONDITION,
                               f"forecast for model {query.model!r} was made without any "

@@ -218,6 +218,44 @@ def test_a_stale_observations_forecast_fails_every_call_even_without_an_observat
         assert "when its load was last observed is not known here" in details
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["NaN", "infinity"])
+def test_a_forecast_holding_nan_or_infinity_is_an_error_naming_the_step_not_a_zero(
+        scaler: Scaler, bad: float) -> None:
+    stub, forecasts, _ = scaler
+    forecasts.by_model["llama"] = _forecast("llama", (bad, 20.0, 30.0))
+    for call in _every_call(stub, "llama"):
+        with pytest.raises(grpc.RpcError) as caught:
+            call()
+        assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert f"forecast for model 'llama' holds {bad} at step 0" in (
+            caught.value.details() or "")
+
+
+class DownForecasts:
+    """A forecast store whose database refuses connections."""
+
+    def latest_forecasts(self) -> Mapping[str, Forecast]:
+        raise ConnectionRefusedError("connection to 127.0.0.1:5432 refused\n[SQL: SELECT ...]")
+
+
+def test_a_forecast_store_that_is_down_is_unavailable_naming_the_model_and_the_error() -> None:
+    servicer = KedaScalerServicer(DownForecasts(), VirtualClock(T0), target_rps={"llama": 40.0})
+    server, port = create_server("127.0.0.1:0", extra_servicers=[keda_registrar(servicer)])
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    stub = pb_grpc.ExternalScalerStub(channel)
+    try:
+        for call in _every_call(stub, "llama"):
+            with pytest.raises(grpc.RpcError) as caught:
+                call()
+            assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert caught.value.details() == (
+                "forecasts cannot be read for model 'llama': connection to 127.0.0.1:5432 refused")
+    finally:
+        servicer.stopping.set()
+        channel.close()
+        stop(server, 0)
+
+
 def test_a_forecast_that_has_run_out_but_is_not_stale_serves_its_last_step_not_its_first(
         scaler: Scaler) -> None:
     stub, forecasts, _ = scaler
