@@ -58,12 +58,15 @@ def new_hint(model: str, rate_rps: float, start_at: datetime, end_at: datetime, 
              known_models: Collection[str], now: datetime) -> DemandHint:
     """A hint to store from what a user gave (``headroom hint add``, the DemandHints gRPC
     service): a model the store lists, an end after ``now``, a reason of at most 500
-    characters, and a valid hint (``DemandHint``); HintError names what is not."""
+    characters and no NUL, and a valid hint (``DemandHint``); HintError names what is not."""
     if model not in known_models:
         raise HintError("model", f"model {model!r} is not in the store's models table (known: "
                                  f"{', '.join(sorted(known_models)) or 'none'})")
     if len(reason) > MAX_REASON_CHARS:
         raise HintError("reason", f"{len(reason)} characters, at most {MAX_REASON_CHARS}")
+    if "\x00" in reason:  # PostgreSQL's text cannot hold it: the insert failed, unnamed
+        raise HintError("reason", f"holds a NUL character at {reason.index(chr(0))}; the "
+                                  "store's text cannot hold it")
     if not (math.isfinite(rate_rps) and 0 <= rate_rps <= MAX_HINT_RPS):
         raise HintError("rate_rps", f"must be a number in [0, {MAX_HINT_RPS:g}], got {rate_rps}")
     if end_at <= now:

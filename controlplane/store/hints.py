@@ -13,6 +13,9 @@ from sqlmodel import Field, Session, SQLModel
 from controlplane.domain.hints import DemandHint
 from controlplane.store.repository import as_utc
 
+#: the largest id the ``demand_hints.id`` column (INTEGER) holds
+MAX_HINT_ID = 2**31 - 1
+
 
 class DemandHintRecord(SQLModel, table=True):
     __tablename__ = "demand_hints"
@@ -67,7 +70,10 @@ class SqlDemandHints:
         return self.hints(now)
 
     def remove_hint(self, hint_id: int) -> DemandHint | None:
-        """Delete one hint; the hint deleted, None when there was none with that id."""
+        """Delete one hint; the hint deleted, None when there was none with that id (also for
+        an id the id column cannot hold, which PostgreSQL refuses as out of range)."""
+        if not 0 < hint_id <= MAX_HINT_ID:
+            return None
         with Session(self.engine, expire_on_commit=False) as session:
             row = session.get(DemandHintRecord, hint_id)
             if row is None:

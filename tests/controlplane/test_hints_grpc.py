@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import grpc
 import pytest
@@ -26,8 +25,8 @@ Api = tuple[pb_grpc.DemandHintsStub, Store, VirtualClock]
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[Api]:
-    store = Store.open(f"sqlite:///{tmp_path / 'hints.db'}", migrate=True)
+def api(store_url: str) -> Iterator[Api]:
+    store = Store.open(store_url, migrate=True)
     store.upsert_models(DEMO_MODELS)
     clock = VirtualClock(T0)
     server, port = create_server("127.0.0.1:0", extra_servicers=[hints_api(store, clock)])
@@ -37,6 +36,7 @@ def api(tmp_path: Path) -> Iterator[Api]:
     finally:
         channel.close()
         stop(server, 0)
+        store.engine.dispose()
 
 
 def _s(minutes: float) -> float:
@@ -79,8 +79,11 @@ def test_a_hint_is_announced_listed_and_withdrawn_over_grpc(api: Api) -> None:
     (pb.AddHintRequest(model=CHAT, rate_rps=5, end_unix_s=_s(60), reason="x" * 501),
      "reason: 501 characters, at most 500"),
     (pb.AddHintRequest(model="m" * 20_000, rate_rps=5, end_unix_s=_s(60)), "model: model 'mmm"),
+    (pb.AddHintRequest(model=CHAT, rate_rps=5, end_unix_s=_s(60), reason="launch\x00"),
+     "reason: holds a NUL character at 6; the store's text cannot hold it"),
 ], ids=["unknown model", "negative rate", "nan rate", "past end", "no end", "end before start",
-        "negative start", "infinite end", "reason too long", "unknown 20000-character model"])
+        "negative start", "infinite end", "reason too long", "unknown 20000-character model",
+        "NUL in reason"])
 def test_a_refused_hint_names_the_proto_field_and_stores_nothing(
         api: Api, request_: pb.AddHintRequest, message: str) -> None:
     stub, store, _ = api
@@ -91,9 +94,11 @@ def test_a_refused_hint_names_the_proto_field_and_stores_nothing(
     assert SqlDemandHints(store.engine).hints() == ()
 
 
-def test_removing_an_unknown_hint_is_not_found(api: Api) -> None:
+@pytest.mark.parametrize("hint_id", [42, 0, -1, 2**31, 2**63 - 1])
+def test_removing_an_unknown_hint_is_not_found_even_past_the_id_columns_range(
+        api: Api, hint_id: int) -> None:
     stub, _, _ = api
     with pytest.raises(grpc.RpcError) as caught:
-        stub.RemoveHint(pb.RemoveHintRequest(id=42))
+        stub.RemoveHint(pb.RemoveHintRequest(id=hint_id))
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
-    assert caught.value.details() == "id: no demand hint with id 42"
+    assert caught.value.details() == f"id: no demand hint with id {hint_id}"
