@@ -75,7 +75,7 @@ def status_command(
                else STALE_AFTER_INTERVALS * settings.reconcile.interval_s)
     health = judge_health(status, WallClock().now(), limit_s)
     if json_out:
-        typer.echo(json.dumps(status_document(status, health)))
+        typer.echo(json.dumps(status_document(status, health), allow_nan=False))
     else:
         render(Console(), status, health)
     if not health.healthy:

@@ -3,6 +3,7 @@ numbers) and the same content as Rich tables. Pure functions of the status and i
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
@@ -49,7 +50,25 @@ def _accuracy(found: ForecastAccuracy | None) -> dict[str, Any] | None:
                                        "wape": found.wape, "p90_coverage": found.p90_coverage}
 
 
+def finite_numbers(value: Any) -> Any:
+    """``value`` with each NaN or infinite float (a corrupt stored forecast, say) as None, so
+    the document is JSON (``json.dumps`` would write NaN / Infinity, which JSON has not)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite_numbers(v) for v in value]
+    return value
+
+
 def status_document(status: FleetStatus, health: Health) -> dict[str, Any]:
+    """The status as one JSON-ready document (non-finite numbers as None)."""
+    document: dict[str, Any] = finite_numbers(_document(status, health))
+    return document
+
+
+def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
     now = health.checked_at
     accuracy = {a.model: a for a in status.accuracy}
     tick, lease, plan = status.last_tick, status.lease, status.plan

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import sqlite3
 import subprocess
 from dataclasses import replace
@@ -257,6 +258,25 @@ def test_the_default_tick_age_limit_is_three_reconcile_intervals_of_the_config_f
     assert run.returncode == 0, run.stdout + run.stderr
     assert json.loads(run.stdout)["max_tick_age_s"] == 1800.0
     assert _status(url).returncode == 1  # the default reconcile.interval_s: 30 s
+
+
+def test_a_stored_forecast_holding_nan_or_infinity_is_null_in_the_json_not_invalid_json(
+        sqlite_url: str) -> None:
+    runtime = _recent(sqlite_url)
+    model = DEMO_MODELS[0].name
+    made = runtime.store.latest_forecasts()[model]
+    runtime.store.save_forecasts([replace(made, p50=(math.nan,) * len(made.p50),
+                                          p90=(math.inf,) * len(made.p90))], WallClock().now())
+    run = _status(sqlite_url, "--json", "--max-tick-age-s", "600")
+    assert "Traceback" not in run.stderr, run.stderr
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} is not JSON")
+
+    doc = json.loads(run.stdout, parse_constant=refuse)
+    (shown,) = [m for m in doc["models"] if m["name"] == model]
+    assert (shown["forecast"]["p50_rps"], shown["forecast"]["p90_rps"]) == (None, None)
+    assert shown["forecast"]["ahead_s"] == 1200
 
 
 def test_a_store_without_ticks_exits_1_saying_so(sqlite_url: str) -> None:
