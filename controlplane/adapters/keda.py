@@ -76,6 +76,11 @@ class ScalerQuery:
 #: Upper bounds of the numeric metadata: beyond them a value overflowed the int64 ``targetSize``
 #: or Python's timedelta and the call failed as UNKNOWN with an interpreter message.
 MAX_TARGET_RPS = 1e12
+#: KEDA takes ``targetSizeFloat`` and ``metricValueFloat`` in thousandths (``int64(v * 1000)``,
+#: pkg/scalers/scaler.go): a target under 0.001 is a target of 0 to the HPA (refused, or a
+#: division by zero), a value past int64 / 1000 wraps negative (the HPA would scale in).
+MIN_TARGET_RPS = 0.001
+MAX_METRIC_VALUE = 9e15
 MAX_LOOKAHEAD_S = 366 * 86_400.0
 INT64_MAX = 2**63 - 1
 #: Streams (StreamIsActive + StreamMetricSpec) served at once by default.
@@ -146,6 +151,11 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
                               f"per-replica rate here (models with one: {known}); is "
                               "scalerMetadata.model spelled as in Headroom's models?")
         target = _number(metadata, "targetRps", targets.get(model), MAX_TARGET_RPS)
+        if target < MIN_TARGET_RPS:
+            raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"scalerMetadata.targetRps must be at least {MIN_TARGET_RPS:g} "
+                              f"(KEDA counts it in thousandths: less is a target of 0), got "
+                              f"{metadata.get('targetRps') or target!r}")
         lookahead = _number(metadata, "lookaheadSeconds", self._lookahead_s, MAX_LOOKAHEAD_S)
         quantile = _number(metadata, "quantile", 0.9)
         if not 0.5 <= quantile < 1:
@@ -234,8 +244,9 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
                    context: grpc.ServicerContext) -> pb.GetMetricsResponse:
         query = self._call(context, lambda: self.query(request.scaledObjectRef))
         assert isinstance(query, ScalerQuery)
-        value = self._call(context, lambda: self.forecast_rps(query))
-        assert isinstance(value, float)
+        found = self._call(context, lambda: self.forecast_rps(query))
+        assert isinstance(found, float)
+        value = min(found, MAX_METRIC_VALUE)  # beyond it KEDA's thousandths wrap negative
         return pb.GetMetricsResponse(metricValues=[pb.MetricValue(
             metricName=request.metricName or query.metric_name,
             metricValue=min(math.ceil(value), INT64_MAX), metricValueFloat=value)])

@@ -86,6 +86,17 @@ def test_metrics_are_the_highest_p90_inside_the_lookahead(scaler: Scaler) -> Non
     assert value.metricValue == 160
 
 
+def test_a_huge_forecast_is_served_as_the_most_kedas_thousandths_hold_not_wrapped_negative(
+        scaler: Scaler) -> None:
+    stub, forecasts, _ = scaler
+    forecasts.by_model["llama"] = _forecast("llama", (1e300, 1e300, 1e300))
+    (value,) = stub.GetMetrics(pb.GetMetricsRequest(
+        scaledObjectRef=_ref(model="llama"))).metricValues
+    assert value.metricValueFloat == 9e15 and value.metricValue == 9 * 10**15
+    assert value.metricValueFloat * 1000 < 2**63  # KEDA's int64(v * 1000) holds it
+    assert stub.IsActive(_ref(model="llama")).result is True
+
+
 def test_metadata_can_ask_for_a_longer_window_and_a_higher_quantile(scaler: Scaler) -> None:
     stub, forecasts, _ = scaler
     forecasts.by_model["llama"] = _forecast("llama", (100.0, 160.0, 120.0, 110.0, 900.0))
@@ -125,8 +136,11 @@ def test_a_model_is_active_only_while_its_forecast_is_above_zero(scaler: Scaler)
      "scalerMetadata.targetRps must be at most"),
     ({"model": "llama", "lookaheadSeconds": "1e308"}, grpc.StatusCode.INVALID_ARGUMENT,
      "scalerMetadata.lookaheadSeconds must be at most"),
+    ({"model": "llama", "targetRps": "0.0004"}, grpc.StatusCode.INVALID_ARGUMENT,
+     "scalerMetadata.targetRps must be at least 0.001 (KEDA counts it in thousandths: less is "
+     "a target of 0), got '0.0004'"),
 ], ids=["no model", "bad target", "no target known", "no forecast", "stale forecast",
-        "target beyond int64", "lookahead beyond timedelta"])
+        "target beyond int64", "lookahead beyond timedelta", "target under a thousandth"])
 def test_bad_metadata_and_missing_or_stale_forecasts_are_named_errors(
         scaler: Scaler, metadata: dict[str, str], code: grpc.StatusCode, text: str) -> None:
     stub, forecasts, _ = scaler
