@@ -1,13 +1,14 @@
 """The DemandHints gRPC service (``protos/headroom/v1/hints.proto``): serving layers and
 gateways announce demand ahead, as ``headroom hint`` does from a terminal, into the same store
 table the reconcile tick reads. A refused hint is INVALID_ARGUMENT naming the proto field and
-stores nothing; an unknown id is NOT_FOUND."""
+stores nothing; an unknown id is NOT_FOUND; a store that fails UNAVAILABLE, naming what could not
+be done."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import NoReturn, Protocol
+from typing import NoReturn, Protocol, TypeVar
 
 import grpc
 
@@ -21,6 +22,7 @@ from scheduler.service import bounded_details
 _FIELD = {"model": "model", "rate_rps": "rate_rps", "end": "end_unix_s",
           "window": "start_unix_s/end_unix_s", "reason": "reason"}
 MAX_UNIX_S = 253402300799.0  # 9999-12-31T23:59:59Z
+T = TypeVar("T")
 
 
 class HintStore(Protocol):
@@ -42,6 +44,17 @@ def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -
     raise AssertionError("context.abort returned")  # it raises
 
 
+def _stored(context: grpc.ServicerContext, what: str, fn: Callable[[], T]) -> T:
+    """``fn`` (a store read or write); a store that fails (down, unreachable) is UNAVAILABLE in
+    one line, not UNKNOWN with the SQL statement and a traceback in the server's log."""
+    try:
+        return fn()
+    except Exception as error:
+        text = str(getattr(error, "orig", None) or error).strip()
+        _abort(context, grpc.StatusCode.UNAVAILABLE,
+               f"store: cannot {what}: {text.splitlines()[0] if text else type(error).__name__}")
+
+
 def _at(context: grpc.ServicerContext, field: str, unix_s: float) -> datetime:
     if not 0 <= unix_s <= MAX_UNIX_S:  # also NaN
         _abort(context, grpc.StatusCode.INVALID_ARGUMENT,
@@ -61,22 +74,26 @@ class DemandHintsServicer(pb_grpc.DemandHintsServicer):
         start_at = (_at(context, "start_unix_s", request.start_unix_s)
                     if request.start_unix_s else now)
         end_at = _at(context, "end_unix_s", request.end_unix_s)
+        known = _stored(context, "read the models", self.models)
         try:
             hint = new_hint(request.model, request.rate_rps, start_at, end_at, request.reason,
-                            set(self.models()), now)
+                            set(known), now)
         except HintError as error:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{_FIELD[error.field]}: {error}")
-        return to_pb(self.store.add_hint(hint, now))
+        return to_pb(_stored(context, "add the demand hint",
+                             lambda: self.store.add_hint(hint, now)))
 
     def ListHints(self, request: pb.ListHintsRequest,
                   context: grpc.ServicerContext) -> pb.ListHintsResponse:
-        hints = self.store.hints(None if request.include_ended else self.clock.now())
+        ending_after_at = None if request.include_ended else self.clock.now()
+        hints = _stored(context, "read the demand hints", lambda: self.store.hints(ending_after_at))
         return pb.ListHintsResponse(hints=[to_pb(h) for h in hints
                                            if not request.model or h.model == request.model])
 
     def RemoveHint(self, request: pb.RemoveHintRequest,
                    context: grpc.ServicerContext) -> pb.DemandHint:
-        removed = self.store.remove_hint(request.id)
+        removed = _stored(context, "remove the demand hint",
+                          lambda: self.store.remove_hint(request.id))
         if removed is None:
             _abort(context, grpc.StatusCode.NOT_FOUND, f"id: no demand hint with id {request.id}")
         return to_pb(removed)

@@ -4,11 +4,12 @@ proto field and stores nothing; an unknown id is NOT_FOUND."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
+from sqlalchemy import create_engine, text
 
 from controlplane.runtime import hints_api
 from controlplane.sim.catalog import DEMO_MODELS
@@ -102,3 +103,36 @@ def test_removing_an_unknown_hint_is_not_found_even_past_the_id_columns_range(
         stub.RemoveHint(pb.RemoveHintRequest(id=hint_id))
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
     assert caught.value.details() == f"id: no demand hint with id {hint_id}"
+
+
+@pytest.mark.postgres
+def test_a_store_that_goes_down_is_unavailable_in_one_line_naming_what_failed(
+        postgres_url: str) -> None:
+    store = Store.open(postgres_url, migrate=True)
+    store.upsert_models(DEMO_MODELS)
+    server, port = create_server("127.0.0.1:0",
+                                 extra_servicers=[hints_api(store, VirtualClock(T0))])
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    stub = pb_grpc.DemandHintsStub(channel)
+    base, _, name = postgres_url.rpartition("/")
+    admin = create_engine(f"{base}/test", isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:  # the store's database goes away under the server
+            connection.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+        calls: list[tuple[Callable[[], object], str]] = [
+                (lambda: stub.AddHint(pb.AddHintRequest(model=CHAT, rate_rps=5, end_unix_s=_s(60))),
+                 "read the models"),
+                (lambda: stub.ListHints(pb.ListHintsRequest()), "read the demand hints"),
+                (lambda: stub.RemoveHint(pb.RemoveHintRequest(id=1)), "remove the demand hint")]
+        for call, what in calls:
+            with pytest.raises(grpc.RpcError) as caught:
+                call()
+            assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+            details = caught.value.details() or ""
+            assert details.startswith(f"store: cannot {what}: ") and "\n" not in details
+            assert f'database "{name}" does not exist' in details
+    finally:
+        admin.dispose()
+        channel.close()
+        stop(server, 0)
+        store.engine.dispose()
