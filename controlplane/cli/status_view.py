@@ -7,6 +7,7 @@ import math
 from datetime import datetime
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -167,13 +168,26 @@ def placement_line(placement: PlacementStatus, now: datetime) -> str:
             f"{placement.plan_revision}; journal version {placement.version}, {changed}")
 
 
+#: a row name (the first column) up to this long is never broken
+FIRST_COLUMN_CHARS = 24
+
+
 def _table(title: str, *columns: str, header: bool = True) -> Table:
     """A borderless table; its first column names the row and is never broken (the others
-    fold when the terminal is too narrow)."""
+    fold when the terminal is too narrow), unless a name is longer (see ``_fitted``)."""
     table = Table(title=title, title_justify="left", show_edge=False, pad_edge=False,
                   show_header=header)
     for k, column in enumerate(columns):
         table.add_column(column, overflow="fold", no_wrap=k == 0)
+    return table
+
+
+def _fitted(table: Table) -> Table:
+    """``table``, its first column folding past FIRST_COLUMN_CHARS when a name is longer: kept
+    whole, one name wider than the terminal squeezed every other column to nothing."""
+    first = table.columns[0]
+    if any(cell_len(cell) > FIRST_COLUMN_CHARS for cell in first.cells if isinstance(cell, str)):
+        first.no_wrap, first.min_width = False, FIRST_COLUMN_CHARS
     return table
 
 
@@ -202,7 +216,7 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
         head.add_row("fleet seen", "never" if status.fleet_tick_id is None else (
             f"by tick #{status.fleet_tick_id} at {_at(status.fleet_at)} (the last tick could not "
             "read the fleet)"))
-    console.print(head)
+    console.print(_fitted(head))
     models = _table("Models (replicas ready/pending/target; forecast 20 min ahead; tenants in "
                     "--json)", "model", "rps", "replicas", "capacity", "p50", "p90", "method")
     for m in status.models:
@@ -214,20 +228,20 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
                        _num(m.capacity_rps), _num(None if f is None else f.p50_rps),
                        _num(None if f is None else f.p90_rps),
                        "-" if f is None else escape(f.method))
-    console.print(models)
+    console.print(_fitted(models))
     if status.accuracy:
         scored = _table("Forecasts over the last hour (each first step against the load then "
                         "seen)", "model", "steps", "WAPE", "p90 coverage")
         for a in status.accuracy:
             scored.add_row(escape(a.model), str(a.scored),
                            "-" if a.wape is None else f"{a.wape:.1%}", f"{a.p90_coverage:.0%}")
-        console.print(scored)
+        console.print(_fitted(scored))
     pools = _table("Pools", "pool", "product", "ready", "pending", "target", "$/GPU-h")
     for p in status.pools:
         pools.add_row(escape(p.pool.name), escape(p.pool.product), str(p.pool.nodes_ready),
                       str(p.pool.nodes_pending), str(p.pool.target_nodes),
                       _num(p.price_per_gpu_hour, "{:,.2f}"))
-    console.print(pools)
+    console.print(_fitted(pools))
     corrected = [c for c in status.profiles if c.is_corrected]
     if corrected:
         profiles = _table("Profiles corrected online (throughput per replica at the SLO)",
@@ -236,12 +250,12 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
             profiles.add_row(escape(c.model), _num(c.offline_rps, "{:,.2f}"),
                              _num(c.corrected_rps, "{:,.2f}"), f"{c.factor:.3f}x",
                              escape(c.reason))
-        console.print(profiles)
+        console.print(_fitted(profiles))
     if status.hints:
         hints = _table("Demand hints (floors on the forecast; headroom hint)", *HINT_COLUMNS)
         for h in status.hints:
             hints.add_row(*hint_cells(h))
-        console.print(hints)
+        console.print(_fitted(hints))
     _render_plan(console, status, now)
     _render_verdict(console, health)
 
@@ -260,13 +274,13 @@ def _render_plan(console: Console, status: FleetStatus, now: datetime) -> None:
             outcome = "-" if a.ok is None else ("ok" if a.ok else f"failed: {a.message}")
             actions.add_row(escape(a.kind), escape(a.target), str(a.from_value), str(a.to_value),
                             escape(a.reason), escape(outcome))
-        console.print(actions if plan.actions else f"plan #{plan.plan_id} of tick "
+        console.print(_fitted(actions) if plan.actions else f"plan #{plan.plan_id} of tick "
                       f"#{plan.tick_id}: no actions ({kind})")
         if plan.held:
             held = _table("Held back by guards", "target", "kept", "wanted", "reason")
             for h in plan.held:
                 held.add_row(escape(h.target), str(h.kept), str(h.wanted), escape(h.reason))
-            console.print(held)
+            console.print(_fitted(held))
         if plan.unplaced:
             console.print(f"unplaced: {escape(', '.join(plan.unplaced))}")
     if status.relayouts:
@@ -276,7 +290,7 @@ def _render_plan(console: Console, status: FleetStatus, now: datetime) -> None:
             relayouts.add_row(escape(r.node), escape(f"{r.from_config} -> {r.to_config}"),
                               escape(r.phase), _ago(age_s(r.started_at, now)),
                               escape(r.alert or r.wait_reason))
-        console.print(relayouts)
+        console.print(_fitted(relayouts))
 
 
 def _render_verdict(console: Console, health: Health) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import sqlite3
 import subprocess
 from dataclasses import replace
@@ -277,6 +278,26 @@ def test_a_stored_forecast_holding_nan_or_infinity_is_null_in_the_json_not_inval
     (shown,) = [m for m in doc["models"] if m["name"] == model]
     assert (shown["forecast"]["p50_rps"], shown["forecast"]["p90_rps"]) == (None, None)
     assert shown["forecast"]["ahead_s"] == 1200
+
+
+def test_a_model_name_wider_than_the_terminal_folds_and_leaves_every_rows_numbers_shown(
+        sqlite_url: str) -> None:
+    long_name = "org-team/" + "very-long-model-name-" * 8 + "v1"
+    Store.open(sqlite_url, migrate=True).upsert_models([replace(DEMO_MODELS[0], name=long_name)])
+    _recent(sqlite_url)
+    text = _status(sqlite_url, "--max-tick-age-s", "600", env_columns="80").stdout
+    chat = next(line for line in text.splitlines()  # its row of the Models table
+                if line.startswith("llama-3-8b-chat "))
+    assert re.search(r"\d+/\d+/\d+", chat), chat  # its replicas (before: every column but the name
+    lines = text.splitlines()                       # was squeezed to nothing, the long name cut)
+    start = next(i for i, line in enumerate(lines) if line.startswith("org-team/"))
+    shown = lines[start].split("│")[0].strip()
+    for line in lines[start + 1:]:  # the name folded over the next lines, the other cells empty
+        first, *rest = line.split("│")
+        if any(cell.strip() for cell in rest) or not first.strip():
+            break
+        shown += first.strip()
+    assert shown == long_name
 
 
 def test_a_store_without_ticks_exits_1_saying_so(sqlite_url: str) -> None:
