@@ -74,7 +74,9 @@ def list_bindings(
     if not bound:
         out.print("no workload is bound" + (f" on node {node}" if node else ""), markup=False)
         return
-    table = Table("workload", "node", "GPUs", "mode", "share", "bound (UTC)", "age", "lease")
+    table = Table()
+    for column in ("workload", "node", "GPUs", "mode", "share", "bound (UTC)", "age", "lease"):
+        table.add_column(column, overflow="fold")  # whole ids to release, not "serving…"
     for b, at in bound:
         age_h = (now - at).total_seconds() / 3600
         table.add_row(*_cells(b), f"{at:%Y-%m-%d %H:%M}", f"{age_h:,.1f} h", _lease(b, now))

@@ -89,7 +89,9 @@ def list_hints(
     if not hints:
         out.print("no demand hints" + ("" if all_ else " in force or ahead (--all: ended too)"))
         return
-    table = Table(*HINT_COLUMNS)
+    table = Table()
+    for column in HINT_COLUMNS:
+        table.add_column(column, overflow="fold")  # whole model names, not "org-team/very-lon…"
     for h in hints:
         table.add_row(*hint_cells(h))
     out.print(table)

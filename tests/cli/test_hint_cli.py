@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -52,6 +53,20 @@ def test_a_hint_is_announced_listed_and_withdrawn(db: Path) -> None:
     removed = _hint(db, "remove", "1")
     assert removed.returncode == 0 and removed.stdout.startswith("removed hint 1:")
     assert json.loads(_hint(db, "list", "--all", "--json").stdout) == []
+
+
+def test_on_a_narrow_terminal_hint_list_folds_a_long_model_name_whole(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    store = Store.open(f"sqlite:///{path}", migrate=True)
+    long_name = "org-team/" + "very-long-model-name-" * 4 + "v2"
+    store.upsert_models([replace(DEMO_MODELS[0], name=long_name)])
+    now = WallClock().now()
+    SqlDemandHints(store.engine).add_hint(DemandHint(long_name, 5.0, now,
+                                                     now + timedelta(hours=1)), now)
+    table = subprocess.run([*HEADROOM, "hint", "list", "--db", str(path)], env=_env(COLUMNS="80"),
+                           capture_output=True, text=True, timeout=120)
+    rows = [line.split("│") for line in table.stdout.splitlines() if line.startswith("│")]
+    assert "".join(r[2].strip() for r in rows) == long_name  # before: "org-team/very-lon…"
 
 
 def test_a_hint_starts_now_unless_told_and_ended_ones_show_only_with_all(db: Path) -> None:

@@ -59,6 +59,23 @@ def test_bindings_are_listed_by_node_with_their_gpus_and_age(tmp_path: Path) -> 
         d["node"] == node for d in doc)
 
 
+def test_on_a_narrow_terminal_the_table_folds_long_ids_whole_for_placement_release(
+        tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    workload, node = "serving/llama-3-8b-chat-7d9f8c6b5-x2x9z", "gke-prod-gpu-pool-l4-a1b2c3d4"
+    engine = journaled_engine(Store.open(f"sqlite:///{db}", migrate=True), WallClock())
+    engine.sync_inventory(pb.SyncInventoryRequest(nodes=[pb.Node(
+        name=node, cpu_milli=8000, memory_mib=65_536, pool="L4",
+        gpus=[pb.Gpu(index=0, product="L4", memory_mib=23_034)])]))
+    engine.place(pb.PlaceRequest(workload_id=workload, model="m", tenant="t", num_gpu=1,
+                                 gpu_milli=1000, cpu_milli=100, memory_mib=128))
+    table = subprocess.run([*HEADROOM, "placement", "bindings", "--db", str(db)],
+                           env=_env(COLUMNS="80"), capture_output=True, text=True, timeout=120)
+    rows = [line.split("│") for line in table.stdout.splitlines() if line.startswith("│")]
+    assert "".join(r[1].strip() for r in rows) == workload  # before: "serving…"
+    assert "".join(r[2].strip() for r in rows) == node      # before: "gke-pro…"
+
+
 def test_a_released_binding_is_gone_for_the_running_server_too(tmp_path: Path) -> None:
     db = tmp_path / "store.db"
     engine = _bound(db)
