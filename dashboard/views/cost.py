@@ -7,6 +7,7 @@ from datetime import timedelta
 import altair as alt
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from controlplane.domain.cost import cost_per_million
 from dashboard import costing, widgets
@@ -70,20 +71,13 @@ def main() -> None:
                "and held until the next sample; the CSV counts requests exactly.")
 
     left, right = st.columns(2)
-    with left:
-        st.subheader("$ / h over time")
-        st.altair_chart(alt.Chart(rates).mark_area(interpolate="step-after").encode(
-            x=widgets.time_x(), y=alt.Y("usd_per_hour:Q", title="$ / h", stack=True),
-            color=alt.Color("category:N", scale=CATEGORY_COLOURS)).properties(height=240),
-            width="stretch")
-    with right:
-        st.subheader("Daily totals")
-        daily = accruals.groupby(["day", "category"], as_index=False)["usd"].sum()
-        st.altair_chart(alt.Chart(daily).mark_bar().encode(
-            x=alt.X("day:N", title=None), y=alt.Y("usd:Q", title="$"),
-            color=alt.Color("category:N", scale=CATEGORY_COLOURS),
-            tooltip=["day", "category", alt.Tooltip("usd:Q", format=",.2f")])
-            .properties(height=240), width="stretch")
+    if accruals.empty:  # no chart of nothing (Altair cannot type an empty column)
+        left.subheader("$ / h over time")
+        left.caption("Nothing billed in this window.")
+        right.subheader("Daily totals")
+        right.caption("Nothing billed in this window.")
+    else:
+        _charts(left, right, rates, accruals)
 
     tenants, models = st.columns([2, 3])
     with tenants:
@@ -100,6 +94,24 @@ def main() -> None:
         mime="text/csv")
     st.subheader("GPU prices")
     widgets.price_sources(q.prices(url), sorted(set(accruals["product"])))
+
+
+def _charts(left: DeltaGenerator, right: DeltaGenerator, rates: pd.DataFrame,
+            accruals: pd.DataFrame) -> None:
+    with left:
+        st.subheader("$ / h over time")
+        st.altair_chart(alt.Chart(rates).mark_area(interpolate="step-after").encode(
+            x=widgets.time_x(), y=alt.Y("usd_per_hour:Q", title="$ / h", stack=True),
+            color=alt.Color("category:N", scale=CATEGORY_COLOURS)).properties(height=240),
+            width="stretch")
+    with right:
+        st.subheader("Daily totals")
+        daily = accruals.groupby(["day", "category"], as_index=False)["usd"].sum()
+        st.altair_chart(alt.Chart(daily).mark_bar().encode(
+            x=alt.X("day:N", title=None), y=alt.Y("usd:Q", title="$"),
+            color=alt.Color("category:N", scale=CATEGORY_COLOURS),
+            tooltip=["day", "category", alt.Tooltip("usd:Q", format=",.2f")])
+            .properties(height=240), width="stretch")
 
 
 started = widgets.page_timer()

@@ -163,6 +163,7 @@ def test_a_fleet_billed_for_no_gpu_costs_zero_dollars_rather_than_reading_as_no_
     shown = metrics(at)
     assert [shown[k] for k in ("Total", "Serving", "Warm", "Idle")] == ["$0.00"] * 4
     assert at.get("download_button"), "the (empty) CSV export is still offered"
+    assert [c.value for c in at.caption].count("Nothing billed in this window.") == 2  # no charts
 
 
 def test_a_young_stores_cost_per_million_requests_names_its_window_in_minutes_not_0_h(
