@@ -16,14 +16,9 @@ import streamlit as st
 from sqlalchemy import Engine, inspect
 from sqlalchemy.exc import SQLAlchemyError
 
+from controlplane.domain.errors import error_line
 from controlplane.settings import ConfigError, load_settings
-from controlplane.store.engine import (
-    StoreUnavailable,
-    error_line,
-    make_engine,
-    redact,
-    sqlite_file,
-)
+from controlplane.store.engine import StoreUnavailable, make_engine, redact, sqlite_file
 
 TTL_S = 10  # seconds a query result is reused before the store is asked again
 LOCK_TIMEOUT_S = 5.0  # a read waiting longer on another session's lock (PostgreSQL) fails

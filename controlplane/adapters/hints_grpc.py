@@ -12,6 +12,7 @@ from typing import NoReturn, Protocol, TypeVar
 
 import grpc
 
+from controlplane.domain.errors import error_line
 from controlplane.domain.hints import DemandHint, HintError, new_hint
 from controlplane.ports import Clock
 from protos.headroom.v1 import hints_pb2 as pb
@@ -50,9 +51,7 @@ def _stored(context: grpc.ServicerContext, what: str, fn: Callable[[], T]) -> T:
     try:
         return fn()
     except Exception as error:
-        text = str(getattr(error, "orig", None) or error).strip()
-        _abort(context, grpc.StatusCode.UNAVAILABLE,
-               f"store: cannot {what}: {text.splitlines()[0] if text else type(error).__name__}")
+        _abort(context, grpc.StatusCode.UNAVAILABLE, f"store: cannot {what}: {error_line(error)}")
 
 
 def _at(context: grpc.ServicerContext, field: str, unix_s: float) -> datetime:

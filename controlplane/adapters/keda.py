@@ -45,6 +45,7 @@ from typing import Protocol
 import grpc
 
 from controlplane.domain.demand import step_quantile, window_quantile
+from controlplane.domain.errors import error_line
 from controlplane.ports import Clock, ForecastReader, LastObservations
 from protos.externalscaler import externalscaler_pb2 as pb
 from protos.externalscaler import externalscaler_pb2_grpc as pb_grpc
@@ -169,7 +170,7 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
         try:
             made = self._forecasts.latest_forecasts().get(query.model)
         except Exception as error:  # the store is down: an error KEDA counts to its fallback
-            reason = (str(error).splitlines() or [type(error).__name__])[0]
+            reason = error_line(error)
             log.warning("keda.forecasts_unread", extra={"model": query.model, "error": reason})
             raise ScalerError(grpc.StatusCode.UNAVAILABLE,
                               f"forecasts cannot be read for model {query.model!r}: "

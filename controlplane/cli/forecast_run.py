@@ -22,6 +22,7 @@ from controlplane.adapters.clock import WallClock
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.store_origin import db_url_named
 from controlplane.cli.streams import print_error, print_warning, usage_error
+from controlplane.domain.errors import error_line
 from controlplane.forecast_job import (
     HistorySource,
     JobConfig,
@@ -33,7 +34,7 @@ from controlplane.forecast_job import (
 from controlplane.settings import ConfigError, Settings, load_settings
 from controlplane.settings_cluster import PrometheusSettings
 from controlplane.store import Store, StoreUnavailable
-from controlplane.store.engine import error_line, redact
+from controlplane.store.engine import redact
 from forecaster.errors import ForecasterError, InputError
 from forecaster.prepare import parse_duration_s
 from forecaster.registry import METHODS

@@ -17,9 +17,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.cli.demo_store import demo_store_hint, settings_with_db
 from controlplane.cli.streams import usage_error
+from controlplane.domain.errors import error_line
 from controlplane.settings import ConfigError, Settings
 from controlplane.store import MigrationError, Store, StoreUnavailable
-from controlplane.store.engine import error_line, redact
+from controlplane.store.engine import redact
 from forecaster.errors import InputError
 from scheduler.domain.errors import Unavailable
 

@@ -11,3 +11,10 @@ class PermanentError(Exception):
 
 class ConflictError(TransientError):
     """Someone else changed the object (HTTP 409): re-read and retry on the next tick."""
+
+
+def error_line(error: BaseException) -> str:
+    """The first line of an error (the driver's own message when SQLAlchemy wraps one, as
+    ``orig``), for one-line reports; the error's type when it has no text."""
+    text = str(getattr(error, "orig", None) or error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

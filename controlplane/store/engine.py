@@ -16,6 +16,8 @@ from alembic.util.exc import CommandError
 from sqlalchemy import Engine, create_engine, event, make_url, text
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+from controlplane.domain.errors import error_line
+
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 
@@ -49,13 +51,6 @@ def sqlite_file(url: str) -> Path | None:
             or "uri" in parsed.query):
         return None
     return Path(parsed.database).expanduser().resolve()
-
-
-def error_line(error: BaseException) -> str:
-    """The first line of a database error (the driver's own message when SQLAlchemy wraps one),
-    for one-line reports; the error's type when it has no text."""
-    text_ = str(getattr(error, "orig", None) or error).strip()
-    return text_.splitlines()[0] if text_ else type(error).__name__
 
 
 def in_memory(url: str) -> bool:

@@ -18,9 +18,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session, SQLModel, col, select
 
-from controlplane.domain.errors import TransientError
+from controlplane.domain.errors import TransientError, error_line
 from controlplane.domain.lease import LeaseRecord
-from controlplane.store.engine import error_line
 from controlplane.store.repository import as_utc
 from controlplane.store.tables import LeaseRowRecord
 

@@ -41,9 +41,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Field, SQLModel
 
+from controlplane.domain.errors import error_line
 from controlplane.domain.fleet_status import PlacementStatus
 from controlplane.ports import Clock
-from controlplane.store.engine import error_line
 from controlplane.store.repository import as_utc
 from protos.headroom.v1 import placement_pb2 as pb
 from scheduler import convert

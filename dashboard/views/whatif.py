@@ -13,8 +13,9 @@ import streamlit as st
 from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.domain.cost import GpuPrice
+from controlplane.domain.errors import error_line
 from controlplane.settings import ConfigError, load_settings
-from controlplane.store.engine import StoreUnavailable, error_line, redact, sqlite_file
+from controlplane.store.engine import StoreUnavailable, redact, sqlite_file
 from dashboard import queries as q
 from dashboard import whatif, widgets
 
