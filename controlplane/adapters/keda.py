@@ -23,12 +23,14 @@ bad metadata INVALID_ARGUMENT naming the key, a forecast store that cannot be re
 infinity FAILED_PRECONDITION naming the step (a NaN would read as zero and scale to zero). A
 forecast made without any observation of the model (the forecaster's zeros with
 ``fallback_reason="no_observations"``) is FAILED_PRECONDITION too: its zeros mean "no data", and
-served as a metric they would scale a serving model to zero. So is a forecast made from observations
-over an hour old (``fallback_reason="stale_observations"``): it carries on a load the source stopped
-reporting, and KEDA's ``fallback`` (``failureThreshold`` errors in a row, then
+served as a metric they would scale a serving model to zero. So is a forecast made from
+observations over an hour old (``fallback_reason="stale_observations"``): it carries on a load the
+source stopped reporting, and KEDA's ``fallback`` (``failureThreshold`` errors in a row, then
 ``fallback.replicas``) is the ScaledObject's own answer to a metric source that is unhealthy. The
 error names the model, when its load was last observed and how long ago (from ``LastObservations``,
-the store, when given).
+the store, when given). A model without observations that a demand hint floors inside the lookahead
+(a launch announced for a model not serving yet; hints come in through ``HintedForecasts``) is
+served that hinted demand, and IsActive is true, so its deployment scales up ahead of the launch.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from typing import Protocol
 
 import grpc
 
+from controlplane.autoscaling.hints import HINT_RPS
 from controlplane.domain.demand import step_quantile, window_quantile
 from controlplane.domain.errors import error_line
 from controlplane.ports import Clock, ForecastReader, LastObservations
@@ -108,6 +111,14 @@ def _number(metadata: Mapping[str, str], key: str, default: float | None,
         raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
                           f"scalerMetadata.{key} must be at most {most:g}, got {raw!r}")
     return value
+
+
+def _no_observations(query: ScalerQuery) -> ScalerError:
+    return ScalerError(grpc.StatusCode.FAILED_PRECONDITION,
+                       f"forecast for model {query.model!r} was made without any observation "
+                       f"of its load ({NO_OBSERVATIONS}) and no demand hint is in force within "
+                       f"the {query.lookahead_s:.0f}s lookahead; its zeros are not a forecast "
+                       "of zero")
 
 
 class TargetRates(Protocol):
@@ -183,11 +194,9 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
             raise ScalerError(grpc.StatusCode.FAILED_PRECONDITION,
                               f"forecast for model {query.model!r} holds {bad[1]} at step "
                               f"{bad[0]}; it is not served as a metric")
-        if made.fallback_reason == NO_OBSERVATIONS:
-            raise ScalerError(grpc.StatusCode.FAILED_PRECONDITION,
-                              f"forecast for model {query.model!r} was made without any "
-                              f"observation of its load ({NO_OBSERVATIONS}); its zeros are not "
-                              "a forecast of zero")
+        blind = made.fallback_reason == NO_OBSERVATIONS
+        if blind and HINT_RPS not in made.diagnostics:
+            raise _no_observations(query)
         now = self._clock.now()
         if made.fallback_reason == STALE_OBSERVATIONS:
             raise ScalerError(grpc.StatusCode.FAILED_PRECONDITION,
@@ -206,6 +215,8 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
             # the first one of a forecast that starts after the window)
             nearest = 0 if made.origin_at > now else len(made.p90) - 1
             found = step_quantile(made, nearest, query.quantile)
+        if blind and not found > 0:  # no hint's floor inside the lookahead: still "no data"
+            raise _no_observations(query)
         return max(0.0, found)
 
     def _last_observed(self, model: str, now: datetime) -> str:

@@ -27,6 +27,9 @@ from controlplane.domain.demand import Demand
 from controlplane.domain.hints import DemandHint
 from forecaster.types import Forecast
 
+#: ``Forecast.diagnostics`` key of a forecast a hint floored: the highest floor applied
+HINT_RPS = "hint_rps"
+
 
 def floor_rps(hints: Sequence[DemandHint], since_at: datetime, until_at: datetime,
               lead_s: float = 0.0) -> float:
@@ -60,7 +63,7 @@ def with_hints(forecasts: Mapping[str, Forecast], hints: Sequence[DemandHint], n
             forecast,
             p50=tuple(max(p, f) for p, f in zip(forecast.p50, floors, strict=True)),
             p90=tuple(max(p, f) for p, f in zip(forecast.p90, floors, strict=True)),
-            diagnostics={**forecast.diagnostics, "hint_rps": max(floors)})
+            diagnostics={**forecast.diagnostics, HINT_RPS: max(floors)})
     return out
 
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import grpc
+import pytest
 
 from controlplane.adapters.keda import keda_registrar
 from controlplane.domain.hints import DemandHint
@@ -52,3 +53,62 @@ def test_the_scalers_metric_is_floored_by_a_hint_from_its_lead_on(tmp_path: Path
     assert _metric(store, clock) == 900.0
     clock.advance(6 * 60)
     assert _metric(store, clock) == 5000.0
+
+
+def _no_observations_store(tmp_path: Path) -> Store:
+    """A store whose only forecast of the model is the forecaster's zeros for "no data"."""
+    store = Store.open(f"sqlite:///{tmp_path / 'keda.db'}", migrate=True)
+    store.save_forecasts([Forecast(BERT, T0, 60, (0.0,) * 20, (0.0,) * 20, "persistence",
+                                   fallback_reason="no_observations")], T0)
+    return store
+
+
+def _active_and_metric(store: Store, clock: VirtualClock) -> tuple[bool, float]:
+    """IsActive and GetMetrics of the server's scaler, over real gRPC."""
+    servicer = keda_servicer(load_settings(None), store, clock, DEMO_MODELS)
+    server, port = create_server("127.0.0.1:0", extra_servicers=[keda_registrar(servicer)])
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    ref = pb.ScaledObjectRef(name=BERT, namespace="serving", scalerMetadata={"model": BERT})
+    try:
+        stub = pb_grpc.ExternalScalerStub(channel)
+        active = stub.IsActive(ref).result
+        reply = stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=ref))
+    finally:
+        channel.close()
+        stop(server, 0)
+    return active, float(reply.metricValues[0].metricValueFloat)
+
+
+def _refusal(store: Store, clock: VirtualClock) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.RpcError) as caught:
+        _active_and_metric(store, clock)
+    return caught.value.code(), caught.value.details() or ""
+
+
+def test_a_model_without_observations_is_served_its_launch_hint_and_is_active(
+        tmp_path: Path) -> None:
+    store = _no_observations_store(tmp_path)
+    SqlDemandHints(store.engine).add_hint(DemandHint(
+        BERT, 300.0, T0 + timedelta(minutes=5), T0 + timedelta(hours=1), "launch"), T0)
+    assert _active_and_metric(store, VirtualClock(T0)) == (True, 300.0)
+
+
+def test_a_model_without_observations_and_no_hint_in_the_lookahead_stays_refused(
+        tmp_path: Path) -> None:
+    store = _no_observations_store(tmp_path)
+    code, details = _refusal(store, VirtualClock(T0))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "without any observation" in details
+    # a launch 15 minutes out is beyond the scaler's 10-minute lookahead: nothing to serve yet
+    SqlDemandHints(store.engine).add_hint(DemandHint(
+        BERT, 300.0, T0 + timedelta(minutes=15), T0 + timedelta(hours=1), "launch"), T0)
+    code, details = _refusal(store, VirtualClock(T0))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "without any observation" in details
+
+
+def test_a_hint_of_zero_rps_does_not_make_a_model_without_observations_served(
+        tmp_path: Path) -> None:
+    store = _no_observations_store(tmp_path)
+    SqlDemandHints(store.engine).add_hint(DemandHint(
+        BERT, 0.0, T0, T0 + timedelta(hours=1), "nothing"), T0)
+    code, details = _refusal(store, VirtualClock(T0))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION and "without any observation" in details
