@@ -49,8 +49,9 @@ class ControlPlaneMetrics:
         self.demand_ticks = Counter("headroom_model_demand", "Deciding ticks per model by where "
                                     "its demand came from (the forecast; hot_headroom; "
                                     "observed_above_forecast: the fast path; stale_forecast, "
-                                    "no_forecast, demand_unmeasured: not fresh, so no "
-                                    "scale-down).", ["model", "reason"], registry=registry)
+                                    "future_forecast, no_forecast, demand_unmeasured: not "
+                                    "fresh, so no scale-down).", ["model", "reason"],
+                                    registry=registry)
         self.forecast_wape = Gauge("headroom_forecast_wape_ratio", "Per model, over the forecast "
                                    "steps scored in the last hour (each forecast's first step "
                                    "against the mean load observed over it): sum |observed - "

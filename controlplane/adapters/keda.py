@@ -18,6 +18,8 @@ once (the server is given that many threads more than its own): beyond that Stre
 UNIMPLEMENTED (KEDA then polls GetMetricSpec) and StreamIsActive RESOURCE_EXHAUSTED, rather than
 the streams taking every thread and leaving Place, health checks and GetMetrics unanswered.
 A missing forecast is NOT_FOUND, a stale one FAILED_PRECONDITION (KEDA then applies its fallback),
+as is one whose origin lies over a step plus ``MAX_CLOCK_SKEW_S`` (60 s) after now (a skewed
+clock or a bad row: its age is negative, under any limit),
 bad metadata INVALID_ARGUMENT naming the key, a forecast store that cannot be read UNAVAILABLE
 (logged once per call, not an interpreter error with a traceback), a forecast holding NaN or
 infinity FAILED_PRECONDITION naming the step (a NaN would read as zero and scale to zero). A
@@ -47,7 +49,13 @@ from typing import Protocol
 import grpc
 
 from controlplane.autoscaling.hints import HINT_RPS
-from controlplane.domain.demand import step_quantile, window_quantile
+from controlplane.domain.demand import (
+    MAX_CLOCK_SKEW_S,
+    from_the_future,
+    origin_ahead_s,
+    step_quantile,
+    window_quantile,
+)
 from controlplane.domain.errors import error_line
 from controlplane.ports import Clock, ForecastReader, LastObservations
 from protos.externalscaler import externalscaler_pb2 as pb
@@ -209,6 +217,14 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
             raise ScalerError(grpc.StatusCode.FAILED_PRECONDITION,
                               f"forecast for model {query.model!r} is {age_s:.0f}s old "
                               f"(limit {self._max_age_s:.0f}s)")
+        if from_the_future(made, now):
+            raise ScalerError(grpc.StatusCode.FAILED_PRECONDITION,
+                              f"forecast for model {query.model!r} has its origin at "
+                              f"{made.origin_at.isoformat()}, "
+                              f"{origin_ahead_s(made, now):.0f}s after now ({now.isoformat()}); "
+                              f"more than one step ({made.step_s}s) plus {MAX_CLOCK_SKEW_S:.0f}s "
+                              "ahead is a skewed clock (the forecast job's or this server's) or "
+                              "a bad row, and it is not served")
         found = window_quantile(made, now, query.lookahead_s, query.quantile)
         if found is None:  # no step overlaps the window: the step nearest to it stands in
             # (the last one of a forecast that has run out, as in the reconcile loop's demand;

@@ -29,6 +29,8 @@ from controlplane.domain.observed import ObservedModel, ObservedState
 from forecaster.types import Forecast
 
 STALE_FORECAST = "stale_forecast"
+#: a forecast whose origin lies over a step plus ``MAX_CLOCK_SKEW_S`` after now: refused as stale
+FUTURE_FORECAST = "future_forecast"
 NO_FORECAST = "no_forecast"
 FORECAST_P90 = "forecast_p90"
 FORECAST_QUANTILE = "forecast_upper_quantile"
@@ -44,7 +46,14 @@ REACTIVE = "reactive"
 STATIC = "static"
 MODES = (PREDICTIVE, REACTIVE, STATIC)
 #: Demand reasons whose inputs were not fresh: a scale-down should not act on them.
-STALE_REASONS = frozenset({STALE_FORECAST, NO_FORECAST, NO_STATIC_PEAK, DEMAND_UNMEASURED})
+STALE_REASONS = frozenset({STALE_FORECAST, FUTURE_FORECAST, NO_FORECAST, NO_STATIC_PEAK,
+                           DEMAND_UNMEASURED})
+#: Clock skew tolerated between the forecast job's host and this one. A forecast's origin is the
+#: start of its first step: the forecast job's is never after its now (the end of the last whole
+#: step observed), a replay's at most the next step boundary. One more than a step plus this
+#: after now comes from a skewed clock or a bad row; its "age" (now - origin) is negative, under
+#: any staleness limit, so it is refused as stale on its own rule (``from_the_future``).
+MAX_CLOCK_SKEW_S = 60.0
 
 _Z90 = NormalDist().inv_cdf(0.9)
 #: Quantiles at which a calibrated forecast carries ratios to p50 in its diagnostics
@@ -127,6 +136,17 @@ def upper_quantile(p50: float, p90: float, quantile: float) -> float:
     return float(min(lognormal, p90 * ratio)) if quantile > 0.9 else float(lognormal)
 
 
+def origin_ahead_s(forecast: Forecast, now: datetime) -> float:
+    """How many seconds after ``now`` the forecast's origin lies (negative: before now)."""
+    return (forecast.origin_at - now).total_seconds()
+
+
+def from_the_future(forecast: Forecast, now: datetime) -> bool:
+    """Whether the forecast's origin lies more than one of its steps plus ``MAX_CLOCK_SKEW_S``
+    after ``now``: a skewed clock or a bad row, not a forecast of the next step."""
+    return origin_ahead_s(forecast, now) > forecast.step_s + MAX_CLOCK_SKEW_S
+
+
 def overlapping_steps(forecast: Forecast, now: datetime, window_s: float) -> list[int]:
     """Indices of the forecast steps that overlap [now, now + window_s]."""
     out = []
@@ -176,13 +196,24 @@ def _window_p90(forecast: Forecast, now: datetime, lookahead_s: float) -> float:
     return forecast.p90[-1] if forecast.p90 else 0.0
 
 
+def refused_forecast(forecast: Forecast, policy: DemandPolicy, now: datetime) -> str | None:
+    """Why the forecast is not sized from: ``stale_forecast`` (older than the policy's limit),
+    ``future_forecast`` (``from_the_future``); None when it is usable."""
+    if (now - forecast.origin_at).total_seconds() > policy.max_forecast_age_s:
+        return STALE_FORECAST
+    if from_the_future(forecast, now):
+        return FUTURE_FORECAST
+    return None
+
+
 def _predictive(forecast: Forecast | None, observed_rps: float, policy: DemandPolicy,
                 now: datetime) -> tuple[float, float, float, str]:
     """(need, p90, upper, reason) of the predictive policy."""
     if forecast is None:
         return observed_rps * policy.stale_headroom, 0.0, 0.0, NO_FORECAST
-    if (now - forecast.origin_at).total_seconds() > policy.max_forecast_age_s:
-        return observed_rps * policy.stale_headroom, 0.0, 0.0, STALE_FORECAST
+    refused = refused_forecast(forecast, policy, now)
+    if refused is not None:
+        return observed_rps * policy.stale_headroom, 0.0, 0.0, refused
     p90 = _window_p90(forecast, now, policy.lookahead_s)
     if policy.upper_quantile == 0.9:
         upper, reason = p90, FORECAST_P90

@@ -351,3 +351,26 @@ def _wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < until, "condition not met in time"
         time.sleep(0.05)
+
+
+def test_a_forecast_from_beyond_the_clock_skew_tolerance_in_the_future_is_refused_like_a_stale_one(
+        scaler: Scaler) -> None:
+    stub, forecasts, _ = scaler
+    ahead_at = T0 + timedelta(hours=1)
+    forecasts.by_model["llama"] = _forecast("llama", (50.0,) * 90, ahead_at)
+    for call in _every_call(stub, "llama"):
+        with pytest.raises(grpc.RpcError) as caught:
+            call()
+        assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert (f"forecast for model 'llama' has its origin at {ahead_at.isoformat()}, 3600s "
+                f"after now ({T0.isoformat()})") in (caught.value.details() or "")
+
+
+def test_a_forecast_from_within_a_step_and_the_clock_skew_tolerance_in_the_future_is_served(
+        scaler: Scaler) -> None:
+    stub, forecasts, _ = scaler
+    # one 60-second step (a forecast of the next step) plus 60 seconds of clock skew
+    forecasts.by_model["llama"] = _forecast("llama", (50.0,) * 5, T0 + timedelta(seconds=120))
+    assert stub.IsActive(_ref(model="llama")).result is True
+    metric = stub.GetMetrics(pb.GetMetricsRequest(scaledObjectRef=_ref(model="llama")))
+    assert metric.metricValues[0].metricValueFloat == 50.0

@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 from controlplane.domain.demand import (
     DEMAND_UNMEASURED,
     FORECAST_P90,
+    FUTURE_FORECAST,
+    MAX_CLOCK_SKEW_S,
     NO_FORECAST,
     OBSERVED_ABOVE_FORECAST,
     OBSERVED_LOAD,
@@ -49,6 +51,27 @@ def test_stale_or_missing_forecasts_fall_back_to_observed_load_with_a_reason() -
     missing = demand_for(SPEC, None, 10.0, POLICY, T0)
     assert (stale.reason, missing.reason) == (STALE_FORECAST, NO_FORECAST)
     assert stale.rate_rps == missing.rate_rps == 10.0 * 1.5 / 0.5
+
+
+def test_a_forecast_from_beyond_the_clock_skew_tolerance_in_the_future_falls_back_with_a_reason(
+        ) -> None:
+    ahead = _forecast(T0 + timedelta(hours=1), (99.0,) * 90)
+    demand = demand_for(SPEC, ahead, 10.0, POLICY, T0)
+    assert demand.reason == FUTURE_FORECAST and not demand.is_fresh
+    assert demand.rate_rps == 10.0 * 1.5 / 0.5
+
+
+def test_a_forecast_from_within_a_step_and_the_clock_skew_tolerance_in_the_future_is_used(
+        ) -> None:
+    skewed = _forecast(T0 + timedelta(seconds=60 + MAX_CLOCK_SKEW_S), (30.0,) * 5)
+    demand = demand_for(SPEC, skewed, 5.0, POLICY, T0)
+    assert (demand.reason, demand.forecast_p90_rps) == (FORECAST_P90, 30.0)
+
+
+def test_an_unmeasured_load_with_a_forecast_from_the_future_holds_the_ready_capacity() -> None:
+    ahead = _forecast(T0 + timedelta(hours=1), (99.0,) * 90)
+    demands = demand_from((SPEC,), {SPEC.name: ahead}, _unmeasured(80.0), POLICY, T0)
+    assert (demands[0].reason, demands[0].rate_rps) == (DEMAND_UNMEASURED, 80.0)
 
 
 def _unmeasured(capacity_rps: float) -> ObservedState:
