@@ -32,6 +32,7 @@ from controlplane.domain.demand import (
     HOT_HEADROOM,
     Demand,
     demand_from,
+    refused_forecast,
     replicas_for,
 )
 from controlplane.domain.desired import DesiredState, PoolSpec
@@ -125,7 +126,10 @@ def size(
         forecast = forecasts.get(model.spec.name)
         demand = _with_headroom(demand, model, policy, forecast, now)
         hot = replicas_for(demand.rate_rps, model.shape.per_replica_rps)
-        ladder = _ladder(model, policy, forecast, demand.observed_rps, hot, now)
+        # the ladder warms replicas for the forecast only where the demand could size from it
+        usable = None if forecast is None or refused_forecast(forecast, policy.demand, now) \
+            else forecast
+        ladder = _ladder(model, policy, usable, demand.observed_rps, hot, now)
         if ladder is not None:
             ladders.append(ladder)
         sized.append(demand)

@@ -4,12 +4,13 @@ rung could serve; the quantile is the newsvendor's trade of idle cost against sh
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from controlplane.autoscaling.core import Budgets, FleetModel, size
 from controlplane.autoscaling.distribution import Durations, expected_shortfall
 from controlplane.autoscaling.ladder import (
     LadderPolicy,
@@ -17,7 +18,11 @@ from controlplane.autoscaling.ladder import (
     critical_quantile,
     size_ladder,
 )
-from controlplane.autoscaling.policies import ladder_rungs
+from controlplane.autoscaling.policies import ladder_rungs, predictive_policy
+from controlplane.autoscaling.sizing import ReplicaShape
+from controlplane.domain.demand import FUTURE_FORECAST, STALE_FORECAST
+from controlplane.domain.observed import ObservedModel, ObservedState
+from controlplane.sim.catalog import DEMO_MODELS
 from forecaster.types import Forecast
 
 T0 = datetime(2026, 1, 5, 12, tzinfo=UTC)
@@ -95,3 +100,23 @@ def test_durations_from_p50_p90_and_from_samples() -> None:
 def test_draws_stay_within_the_samples(u: float) -> None:
     durations = Durations.of([3.0, 22.0, 39.0])
     assert 3.0 <= durations.draw(u) <= 39.0
+
+
+def _warm_replicas(origin_at: datetime) -> tuple[str, int, int]:
+    """(demand reason, idle, cached) sized at T0 for a model seeing 100 rps on 10 replicas of
+    10 rps, from a two-hour forecast of 1,000 rps (p50) starting at ``origin_at``."""
+    spec = DEMO_MODELS[0]
+    model = FleetModel(spec, ReplicaShape(spec.name, spec.tenant, "A100-80GB", 1.0, 10.0),
+                       ladder_rungs(2.0, 1.0, 2.0, 10.0, 300.0), 2.0)
+    forecast = Forecast(spec.name, origin_at, 60, (1000.0,) * 120, (1200.0,) * 120, "test")
+    observed = ObservedState(T0, (), (), (ObservedModel(spec.name, 10, 0, 10, 100.0, 100.0),))
+    sized = size(observed, {spec.name: forecast}, [model],
+                 predictive_policy(shortfall_cost_ratio=1.5), Budgets(), T0)
+    request = sized.requests[0]
+    return sized.demands[0].reason, request.idle, request.cached
+
+
+def test_the_ladder_warms_no_replicas_for_a_forecast_the_demand_refused_as_stale_or_future(
+        ) -> None:
+    assert _warm_replicas(T0 - timedelta(minutes=40)) == (STALE_FORECAST, 0, 0)
+    assert _warm_replicas(T0 + timedelta(minutes=10)) == (FUTURE_FORECAST, 0, 0)
