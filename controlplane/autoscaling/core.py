@@ -101,11 +101,13 @@ def _ladder(model: FleetModel, policy: ScalingPolicy, forecast: Forecast | None,
 
 @dataclass(frozen=True, slots=True)
 class Sizing:
-    """The policy's demand, ladders and replicas per rung (GPU budgets applied)."""
+    """The policy's demand, ladders and replicas per rung (GPU budgets applied), and the shapes
+    it sized with (where the replicas run: the planner keeps the nodes of kept replicas)."""
 
     demands: tuple[Demand, ...]
     ladders: tuple[ModelLadder, ...]
     requests: tuple[ModelRequest, ...]
+    shapes: tuple[ReplicaShape, ...] = ()
 
 
 def size(
@@ -139,7 +141,7 @@ def size(
             cached=ladder.replicas(Rung.CACHED) if ladder else 0))
     shapes = {m.shape.model: m.shape for m in models}
     trimmed = apply_gpu_budgets(requests, shapes, dict(budgets.tenant_gpus), budgets.cluster_gpus)
-    return Sizing(tuple(sized), tuple(ladders), trimmed)
+    return Sizing(tuple(sized), tuple(ladders), trimmed, tuple(shapes.values()))
 
 
 def _with_headroom(demand: Demand, model: FleetModel, policy: ScalingPolicy,
@@ -170,7 +172,8 @@ def settle(
 ) -> TickDecision:
     """Placement (hot replicas placed, ladder warm GPUs) -> desired nodes and replicas within
     the cluster budget -> a plan through the policy's guards."""
-    desired = node_pool_targets(placement, pools, sizing.demands, budgets.cluster_gpus)
+    desired = node_pool_targets(placement, pools, sizing.demands, budgets.cluster_gpus,
+                                sizing.shapes)
     made, memory = make_plan(observed, desired, memory, policy.pool_limits,
                              policy.replica_limits, now)
     return TickDecision(sizing.demands, sizing.ladders, sizing.requests, placement, desired,

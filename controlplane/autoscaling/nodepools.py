@@ -2,7 +2,8 @@
 
 ``desired_state`` rounds placed and warm GPUs up to whole nodes within each pool's min/max; this
 module adds the cluster-wide GPU budget on top, taking whole nodes away from the pool with the
-most GPUs first, and says so in the target's reason.
+most GPUs first, and says so in the target's reason. It also says where each model's replicas
+run (``ReplicaFootprint``), so the planner keeps the nodes of replicas the guards keep.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from controlplane.autoscaling.sizing import ReplicaShape
 from controlplane.domain.demand import Demand
-from controlplane.domain.desired import DesiredState, PoolSpec, desired_state
+from controlplane.domain.desired import DesiredState, PoolSpec, ReplicaFootprint, desired_state
 from controlplane.domain.placement import FleetPlacement
 
 CLUSTER_GPU_BUDGET = "cluster_gpu_budget"
@@ -38,9 +40,24 @@ def clamp_nodes_to_budget(desired: DesiredState, pools: Sequence[PoolSpec],
     return replace(desired, pools=tuple(targets[t.target] for t in desired.pools))
 
 
+def replica_footprints(shapes: Sequence[ReplicaShape], pools: Sequence[PoolSpec]
+                       ) -> tuple[ReplicaFootprint, ...]:
+    """Each model's pool (the first of its GPU product) and the GPUs its replicas take there;
+    a model no pool holds has none."""
+    found = []
+    for shape in shapes:
+        pool = next((p for p in pools if p.product == shape.product), None)
+        if pool is not None:
+            found.append(ReplicaFootprint(shape.model, pool.name, shape.per_gpu,
+                                          shape.whole_gpus))
+    return tuple(found)
+
+
 def node_pool_targets(placement: FleetPlacement, pools: Sequence[PoolSpec],
-                      demands: Sequence[Demand], cluster_gpu_budget: int | None = None
-                      ) -> DesiredState:
-    """Desired nodes per pool (placed + warm GPUs, whole nodes, budget) and replicas per model."""
-    return clamp_nodes_to_budget(desired_state(placement, pools, demands), pools,
-                                 cluster_gpu_budget)
+                      demands: Sequence[Demand], cluster_gpu_budget: int | None = None,
+                      shapes: Sequence[ReplicaShape] = ()) -> DesiredState:
+    """Desired nodes per pool (placed + warm GPUs, whole nodes, budget), replicas per model and
+    where the replicas of each model in ``shapes`` run."""
+    desired = clamp_nodes_to_budget(desired_state(placement, pools, demands), pools,
+                                    cluster_gpu_budget)
+    return replace(desired, footprints=replica_footprints(shapes, pools))

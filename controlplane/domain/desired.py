@@ -30,10 +30,35 @@ class DesiredTarget:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplicaFootprint:
+    """The pool a model's replicas run in and the GPUs they take there: ``per_gpu`` replicas
+    share one GPU (1 for whole-GPU replicas); a replica of several GPUs takes ``whole_gpus``."""
+
+    model: str
+    pool: str
+    per_gpu: int = 1
+    whole_gpus: int = 1
+
+    def __post_init__(self) -> None:
+        if self.per_gpu < 1 or self.whole_gpus < 1:
+            raise ValueError(f"model {self.model!r}: per_gpu and whole_gpus must be >= 1")
+
+    def gpus_for(self, replicas: int) -> int:
+        """Whole GPUs ``replicas`` of the model take (a shared GPU counts whole)."""
+        return math.ceil(replicas / self.per_gpu) * self.whole_gpus
+
+
+@dataclass(frozen=True, slots=True)
 class DesiredState:
     pools: tuple[DesiredTarget, ...]
     replicas: tuple[DesiredTarget, ...]
     stale: tuple[str, ...] = ()  # targets computed from stale inputs: never scaled down
+    # where each model's replicas run: the planner keeps the nodes of replicas that the guards
+    # keep over their target; a model without one holds every pool while it is kept
+    footprints: tuple[ReplicaFootprint, ...] = ()
+
+    def footprint(self, model: str) -> ReplicaFootprint | None:
+        return next((f for f in self.footprints if f.model == model), None)
 
     def is_fresh(self, target: str) -> bool:
         return target not in self.stale

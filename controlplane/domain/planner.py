@@ -7,8 +7,7 @@ from datetime import datetime
 from controlplane.domain.actions import Action, ScaleNodePool, SetReplicas, SkippedAction
 from controlplane.domain.desired import DesiredState, DesiredTarget
 from controlplane.domain.guards import (
-    DISRUPTION_BUDGET,
-    MAX_STEP,
+    Change,
     GuardDecision,
     GuardLimits,
     GuardMemory,
@@ -20,7 +19,8 @@ from controlplane.domain.observed import ObservedState
 from controlplane.domain.plan import Plan
 
 POOL_OBJECTS_CHANGED = "pool_objects_changed"  # written again at the same size
-# a pool scale-down held while replicas still wait to scale down (their pods need the nodes)
+# a pool scale-down held (in full or in part) while replicas the guards keep over their target
+# still run on its nodes
 REPLICAS_SCALING_DOWN = "replicas_scaling_down"
 
 
@@ -35,6 +35,31 @@ def _guarded(key: str, current: int, target: DesiredTarget, memory: GuardMemory,
     return decision, memory, skipped
 
 
+def _kept_gpus(desired: DesiredState, kept: dict[str, int]) -> tuple[dict[str, int], bool]:
+    """GPUs per pool that the replicas kept over their targets take, and whether some kept
+    model's pool is unknown (it has no footprint)."""
+    gpus: dict[str, int] = {}
+    unknown = False
+    for model, extra in kept.items():
+        footprint = desired.footprint(model)
+        if footprint is None:
+            unknown = True
+        else:
+            gpus[footprint.pool] = gpus.get(footprint.pool, 0) + footprint.gpus_for(extra)
+    return gpus, unknown
+
+
+def _pool_floor(target: DesiredTarget, current: int, gpus_per_node: int,
+                kept_gpus: dict[str, int], unknown: bool) -> int:
+    """The fewest nodes the pool may keep: its target plus whole nodes for the GPUs of the
+    replicas kept over their targets in it (all its nodes when a kept model's pool is unknown);
+    never more than it has."""
+    if unknown:
+        return current
+    extra = kept_gpus.get(target.target, 0)
+    return min(current, target.value + -(-extra // max(1, gpus_per_node)))
+
+
 def plan(
     observed: ObservedState,
     desired: DesiredState,
@@ -47,14 +72,16 @@ def plan(
     A pool whose target is no longer held intact is written again at the size allowed (with the
     scale-ups, reason ``pool_objects_changed`` when that size is its current one).
 
-    The desired pools hold the desired replicas; while a replica scale-down is cut short by
-    ``max_step`` or the disruption budget, the replicas kept over their target still need
-    their nodes, so no pool scales down in that plan (skipped, ``replicas_scaling_down``)."""
+    The desired pools hold the desired replicas. Replicas the guards keep over their target
+    (hysteresis, the stabilization window, cooldown, stale data, ``max_step``, the disruption
+    budget) still need their nodes: a pool scales down no further than its target plus whole
+    nodes for the GPUs its kept replicas take (the desired state's footprints), and not at all
+    while a kept model has no footprint (skipped, ``replicas_scaling_down``)."""
     ups: list[Action] = []
     downs: list[Action] = []
     replicas: list[Action] = []
     skipped: list[SkippedAction] = []
-    still_down = False
+    kept: dict[str, int] = {}  # model -> replicas kept over its target
     for target in desired.replicas:
         seen_model = observed.model(target.target)
         current = seen_model.replicas_target if seen_model else 0
@@ -64,21 +91,25 @@ def plan(
             skipped.append(skip)
         if decision.allowed != current:
             replicas.append(SetReplicas(target.target, current, decision.allowed, target.reason))
-        still_down |= (target.value < decision.allowed < current
-                       and decision.reason in (MAX_STEP, DISRUPTION_BUDGET))
+        if decision.allowed > target.value:
+            kept[target.target] = decision.allowed - target.value
+    kept_gpus, unknown = _kept_gpus(desired, kept)
     pool_skipped: list[SkippedAction] = []
     for target in desired.pools:
         seen = observed.pool(target.target)
         current = seen.target_nodes if seen else 0
-        decision, memory, skip = _guarded(f"pool/{target.target}", current, target, memory,
-                                          pool_limits, now, desired.is_fresh(target.target))
+        key = f"pool/{target.target}"
+        decision, memory, skip = _guarded(key, current, target, memory, pool_limits, now,
+                                          desired.is_fresh(target.target))
         allowed = decision.allowed
-        if allowed < current and still_down:  # held: its removal is not a change made
-            key = f"pool/{target.target}"
-            memory = with_changes(memory, key, tuple(c for c in memory.changes_for(key)
-                                                     if c.at != now))
-            allowed, skip = current, SkippedAction(target.target, target.value, current,
-                                                   REPLICAS_SCALING_DOWN)
+        floor = (_pool_floor(target, current, seen.gpus_per_node, kept_gpus, unknown)
+                 if seen else 0)
+        if allowed < floor:  # held: the removal it would have made is not the change made
+            others = tuple(c for c in memory.changes_for(key) if c.at != now)
+            made = (Change(now, floor - current),) if floor != current else ()
+            memory = with_changes(memory, key, (*others, *made))
+            allowed, skip = floor, SkippedAction(target.target, target.value, floor,
+                                                 REPLICAS_SCALING_DOWN)
         if skip:
             pool_skipped.append(skip)
         if allowed != current:

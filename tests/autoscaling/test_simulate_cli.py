@@ -485,3 +485,31 @@ def test_a_tenth_of_a_second_tick_divides_a_minute_and_replays(tmp_path: Path) -
                      str(tmp_path / "T.csv"), "--tick-s", "0.1", "--policy", "static", *FAST)
     assert code == 0, out
     assert len(_rows(tmp_path / "T.csv")) == 2 * 10 * 2  # 20 minutes of 600 ticks, 2 models
+
+
+def test_replicas_the_reactive_policy_keeps_within_tolerance_keep_their_node(
+        tmp_path: Path) -> None:
+    # 40 whole-GPU replicas on 10 nodes of 4 GPUs; for an hour demand wants 36 (9 nodes), within
+    # the 10 % tolerance, so the 40 stay, and so must the node the 4 over 36 run on
+    models = write_models(tmp_path / "models.yaml", """\
+models:
+  - name: m
+    gpu_product: A100-80GB
+    per_replica_rps: 1.0
+    gpu_per_replica: 1.0
+    isolation: STRICT
+    cold_start: {p50_s: 30, p90_s: 60}
+fleet:
+  node_provision_s: {p50: 120, p90: 240}
+  gpus_per_node: 4
+""")
+    trace = write_trace(tmp_path / "trace.csv", steps=18, models=("m",),
+                        tweak={("m", s): "28.5" if 6 <= s < 12 else "32.0" for s in range(18)})
+    code, out = _run("--trace", str(trace), "--models", str(models), "--policy", "reactive",
+                     "--timeline-out", str(tmp_path / "T.csv"), "--json", *FAST)
+    assert code == 0, out
+    summary = json.loads(out)["policies"]["reactive"]
+    assert summary["held_by_guards"]["within_tolerance"] > 0
+    # before, the pool went to 9 nodes under the 40 replicas and back to 10 (a new node)
+    assert summary["actions"] == 0
+    assert {r["gpus_billed"] for r in _rows(tmp_path / "T.csv")} == {"40"}

@@ -6,7 +6,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controlplane.autoscaling.nodepools import CLUSTER_GPU_BUDGET, clamp_nodes_to_budget
+from controlplane.autoscaling.nodepools import (
+    CLUSTER_GPU_BUDGET,
+    clamp_nodes_to_budget,
+    replica_footprints,
+)
 from controlplane.autoscaling.sizing import (
     CLUSTER_BUDGET,
     ModelRequest,
@@ -15,7 +19,7 @@ from controlplane.autoscaling.sizing import (
     fleet_placement,
     pack_gpus,
 )
-from controlplane.domain.desired import DesiredState, DesiredTarget, PoolSpec
+from controlplane.domain.desired import DesiredState, DesiredTarget, PoolSpec, ReplicaFootprint
 
 LARGE = ReplicaShape("large", "acme", "A100-80GB", 1.0, 2.0)
 HALF = ReplicaShape("half", "acme", "A100-80GB", 0.5, 40.0, idle_gpu_fraction=0.5)
@@ -77,6 +81,13 @@ def test_node_targets_shrink_to_the_cluster_gpu_budget_but_never_below_min_nodes
     assert values["l4"] >= 2 and clamped.pools[0].reason == CLUSTER_GPU_BUDGET
     floor = clamp_nodes_to_budget(desired, pools, 0)
     assert {t.target: t.value for t in floor.pools} == {"a100": 1, "l4": 2}
+
+
+def test_each_models_replicas_run_in_the_pool_of_its_gpu_product() -> None:
+    pools = (PoolSpec("a100", "A100-80GB", 8, 0, 10, 5.0), PoolSpec("l4", "L4", 4, 0, 10, 0.8))
+    assert replica_footprints((LARGE, HALF, THIRD, PAIR), pools) == (
+        ReplicaFootprint("large", "a100", 1, 1), ReplicaFootprint("half", "a100", 2, 1),
+        ReplicaFootprint("third", "a100", 2, 1))  # no pool holds H100s: pair has none
 
 
 def test_warm_rungs_of_every_model_go_before_any_serving_replica() -> None:

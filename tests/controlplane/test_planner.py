@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from controlplane.domain.actions import ScaleNodePool, SetReplicas
 from controlplane.domain.demand import Demand
-from controlplane.domain.desired import DesiredState, DesiredTarget, PoolSpec, desired_state
+from controlplane.domain.desired import (
+    DesiredState,
+    DesiredTarget,
+    PoolSpec,
+    ReplicaFootprint,
+    desired_state,
+)
 from controlplane.domain.guards import GuardLimits, GuardMemory
 from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
 from controlplane.domain.placement import FleetPlacement, PlacedSegment, WarmGpus
+from controlplane.domain.plan import Plan
 from controlplane.domain.planner import POOL_OBJECTS_CHANGED, plan
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
@@ -109,3 +117,76 @@ def test_a_pool_does_not_shrink_while_replicas_still_wait_to_scale_down() -> Non
         if replicas > 6:
             assert "skip a100 wanted 1, kept 5 (replicas_scaling_down)" in made.render()
     assert (nodes, replicas) == (1, 6)
+
+
+def _l4_fleet(nodes: int, replicas: dict[str, int]) -> ObservedState:
+    return ObservedState(T0, (ObservedPool("l4", "L4", 4, nodes, 0, nodes),), (),
+                         tuple(ObservedModel(m, n, 0, n, 1.0, 1.0) for m, n in replicas.items()))
+
+
+def _nodes_after(made: Plan, pool: str, current: int) -> int:
+    return next((a.to_nodes for a in made.actions
+                 if isinstance(a, ScaleNodePool) and a.pool == pool), current)
+
+
+WHOLE_GPU_ON_L4 = (ReplicaFootprint("m", "l4"),)
+
+
+def test_replicas_kept_within_tolerance_keep_the_nodes_they_run_on() -> None:
+    # 40 whole-GPU replicas on 10 nodes of 4 GPUs; 36 are wanted (9 nodes), within 10 %
+    replicas = GuardLimits(max_step=100, stabilization_s=0, tolerance=0.1)
+    pools = GuardLimits(max_step=100, stabilization_s=0)
+    desired = DesiredState((DesiredTarget("l4", 9, "r"),), (DesiredTarget("m", 36, "r"),),
+                           footprints=WHOLE_GPU_ON_L4)
+    made, _ = plan(_l4_fleet(10, {"m": 40}), desired, GuardMemory(), pools, replicas, T0)
+    assert made.is_noop  # the 40 replicas stay, and so do the 10 nodes they need
+    assert "skip l4 wanted 9, kept 10 (replicas_scaling_down)" in made.render()
+
+
+def test_replicas_kept_by_the_stabilization_window_keep_the_nodes_they_run_on() -> None:
+    replicas = GuardLimits(max_step=100, stabilization_s=300)
+    pools = GuardLimits(max_step=100, stabilization_s=0)
+    before = DesiredState((DesiredTarget("l4", 10, "r"),), (DesiredTarget("m", 40, "r"),),
+                          footprints=WHOLE_GPU_ON_L4)
+    after = replace(before, pools=(DesiredTarget("l4", 9, "r"),),
+                    replicas=(DesiredTarget("m", 36, "r"),))
+    _, memory = plan(_l4_fleet(10, {"m": 40}), before, GuardMemory(), pools, replicas, T0)
+    made, memory = plan(_l4_fleet(10, {"m": 40}), after, memory, pools, replicas,
+                        T0 + timedelta(seconds=60))
+    assert made.is_noop
+    assert [s.reason for s in made.skipped] == ["replicas_scaling_down",
+                                                "scale_down_stabilization"]
+    # once the window lets the replicas go, the pool follows them in the same plan
+    made, _ = plan(_l4_fleet(10, {"m": 40}), after, memory, pools, replicas,
+                   T0 + timedelta(seconds=360))
+    assert made.actions == (SetReplicas("m", 40, 36, "r"), ScaleNodePool("l4", 10, 9, "r"))
+
+
+def test_a_pool_sheds_the_nodes_its_kept_replicas_do_not_need() -> None:
+    # m is kept at 40 (36 wanted), n goes from 8 replicas to none: 12 nodes -> 9 wanted; the
+    # 4 replicas m keeps need one node more, n's two nodes go
+    replicas = GuardLimits(max_step=100, stabilization_s=0, tolerance=0.1)
+    pools = GuardLimits(max_step=100, stabilization_s=0)
+    desired = DesiredState((DesiredTarget("l4", 9, "r"),),
+                           (DesiredTarget("m", 36, "r"), DesiredTarget("n", 0, "r")),
+                           footprints=(*WHOLE_GPU_ON_L4, ReplicaFootprint("n", "l4")))
+    made, _ = plan(_l4_fleet(12, {"m": 40, "n": 8}), desired, GuardMemory(), pools, replicas, T0)
+    assert _nodes_after(made, "l4", 12) == 10
+    assert "skip l4 wanted 9, kept 10 (replicas_scaling_down)" in made.render()
+
+
+def test_only_the_pool_of_the_kept_replicas_is_held() -> None:
+    replicas = GuardLimits(max_step=100, stabilization_s=0, tolerance=0.1)
+    pools = GuardLimits(max_step=100, stabilization_s=0)
+    observed = ObservedState(T0, (ObservedPool("a100", "A100-80GB", 8, 3, 0, 3),
+                                  ObservedPool("l4", "L4", 4, 10, 0, 10)), (),
+                             (ObservedModel("m", 40, 0, 40, 1.0, 1.0),))
+    desired = DesiredState((DesiredTarget("a100", 1, "r"), DesiredTarget("l4", 9, "r")),
+                           (DesiredTarget("m", 36, "r"),), footprints=WHOLE_GPU_ON_L4)
+    made, _ = plan(observed, desired, GuardMemory(), pools, replicas, T0)
+    assert made.actions == (ScaleNodePool("a100", 3, 1, "r"),)
+
+
+def test_shared_gpus_count_whole_gpus_for_the_kept_replicas() -> None:
+    assert ReplicaFootprint("m", "l4", per_gpu=2).gpus_for(3) == 2
+    assert ReplicaFootprint("m", "l4", whole_gpus=2).gpus_for(3) == 6
