@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any
 
@@ -12,6 +13,8 @@ from sqlmodel import Field, Session, SQLModel
 
 from controlplane.domain.hints import DemandHint
 from controlplane.store.repository import as_utc
+
+log = logging.getLogger("headroom.store")
 
 #: the largest id the ``demand_hints.id`` column (INTEGER) holds
 MAX_HINT_ID = 2**31 - 1
@@ -34,6 +37,21 @@ def _hint(row: DemandHintRecord | Row[Any]) -> DemandHint:
                       row.reason, row.id)
 
 
+def _valid_hints(rows: list[Row[Any]]) -> tuple[DemandHint, ...]:
+    """The rows that are hints. A row no hint add could have written (an end before its start,
+    a negative rate: put there by hand) is skipped with a warning naming its id and fault, so
+    one bad row does not fail every tick, the KEDA scaler and ``headroom status``."""
+    found = []
+    for row in rows:
+        try:
+            found.append(_hint(row))
+        except ValueError as error:
+            log.warning("hint.skipped", extra={"hint_id": row.id, "model": row.model,
+                                               "error": f"{error}; delete the row (SQL) and "
+                                                        "add the hint again"})
+    return tuple(found)
+
+
 def hints_ending_after(connection: Connection,
                        ending_after_at: datetime | None) -> tuple[DemandHint, ...]:
     """The stored hints by start, those ending after ``ending_after_at`` (None: all): for the
@@ -43,7 +61,7 @@ def hints_ending_after(connection: Connection,
     if ending_after_at is not None:
         query = query.where(table.c.end_at > ending_after_at)
     rows = connection.execute(query.order_by(table.c.start_at, table.c.id)).all()
-    return tuple(_hint(r) for r in rows)
+    return _valid_hints(list(rows))
 
 
 class SqlDemandHints:

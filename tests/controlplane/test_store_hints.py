@@ -3,9 +3,11 @@ by the tick while they have not ended, removed by id; migration 0007 adds and dr
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
-from sqlalchemy import inspect
+import pytest
+from sqlalchemy import inspect, text
 from tick_builders import T0
 
 from controlplane.domain.hints import DemandHint
@@ -51,3 +53,25 @@ def test_migration_0007_adds_the_table_and_its_downgrade_drops_it(store_url: str
     assert not inspect(store.engine).has_table("demand_hints")
     upgrade(store.engine)
     assert SqlDemandHints(store.engine).hints() == ()
+
+
+def test_a_stored_row_that_is_no_valid_hint_is_skipped_with_a_warning_not_failing_every_read(
+        store_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    engine = Store.open(store_url, migrate=True).engine
+    hints = SqlDemandHints(engine)
+    good = hints.add_hint(_at(0), T0)
+    with engine.begin() as connection:  # written by hand, past every check of hint add
+        connection.execute(text(
+            "INSERT INTO demand_hints (model, rate_rps, start_at, end_at, reason, created_at) "
+            "VALUES (:model, :rate, :start, :end, '', :start)"),
+            [{"model": CHAT, "rate": 600.0, "start": T0 + timedelta(hours=2),
+              "end": T0 + timedelta(hours=1)},
+             {"model": EMBED, "rate": -5.0, "start": T0, "end": T0 + timedelta(hours=1)}])
+    with caplog.at_level(logging.WARNING, logger="headroom.store"):
+        assert hints.active_hints(T0) == (good,)
+        assert hints.hints() == (good,)
+    skipped = [r for r in caplog.records if r.getMessage() == "hint.skipped"]
+    assert len(skipped) == 4  # two rows, two reads
+    assert {r.__dict__["model"] for r in skipped} == {CHAT, EMBED}
+    assert any("is not after start_at" in r.__dict__["error"] for r in skipped)
+    assert any("rate_rps must be" in r.__dict__["error"] for r in skipped)
