@@ -37,6 +37,7 @@ from controlplane.domain.models import ModelSpec
 from controlplane.domain.node_plan import NodeConfigLimits, node_config_plan
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.plan import Plan
+from controlplane.domain.planner import made
 from controlplane.domain.profile import ProfileCorrection
 from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.forecast_calibration import CalibrationConfig, calibrated_latest
@@ -218,6 +219,8 @@ def _decide_and_apply(deps: ReconcileDeps, config: ReconcileConfig, observed: Ob
     if not config.dry_run:
         outcomes = _apply(deps, plan)
         status = TickStatus.APPLIED
+    # the next tick's guards count only the changes made (none in a dry run: a faithful
+    # preview), and remember every recommendation (what was wanted, made or not)
     return TickReport(now, deps.clock.now(), status, "", observed, decision.demands,
-                      decision.placement, plan, outcomes, decision.memory, decision.profiles,
-                      decision.accuracy)
+                      decision.placement, plan, outcomes, made(decision.memory, plan, outcomes),
+                      decision.profiles, decision.accuracy)

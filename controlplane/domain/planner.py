@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
-from controlplane.domain.actions import Action, ScaleNodePool, SetReplicas, SkippedAction
+from controlplane.domain.actions import (
+    Action,
+    ActionOutcome,
+    ScaleNodePool,
+    SetReplicas,
+    SkippedAction,
+)
 from controlplane.domain.desired import DesiredState, DesiredTarget
 from controlplane.domain.guards import (
     Change,
@@ -22,6 +29,29 @@ POOL_OBJECTS_CHANGED = "pool_objects_changed"  # written again at the same size
 # a pool scale-down held (in full or in part) while replicas the guards keep over their target
 # still run on its nodes
 REPLICAS_SCALING_DOWN = "replicas_scaling_down"
+
+
+def guard_key(action: Action) -> str | None:
+    """The guard memory's key of the target a planned action changes (None: node actions,
+    which the guards do not count)."""
+    if isinstance(action, SetReplicas):
+        return f"model/{action.model}"
+    if isinstance(action, ScaleNodePool):
+        return f"pool/{action.pool}"
+    return None
+
+
+def made(memory: GuardMemory, planned: Plan, outcomes: Sequence[ActionOutcome]) -> GuardMemory:
+    """The memory a tick leaves once its plan was applied (``outcomes`` in plan order) or not
+    (none: a dry run): each change ``plan`` counted for this tick stays only if its action
+    succeeded, so a change never made (dry run, 409, 403, 500) holds no later cooldown or
+    disruption budget. The recommendations (what was wanted) stay as they are."""
+    done = {guard_key(a) for a, o in zip(planned.actions, outcomes, strict=False) if o.ok}
+    now = planned.created_at
+    for key, changes in memory.changes:
+        if key not in done and any(c.at == now for c in changes):
+            memory = with_changes(memory, key, tuple(c for c in changes if c.at != now))
+    return memory
 
 
 def _guarded(key: str, current: int, target: DesiredTarget, memory: GuardMemory,

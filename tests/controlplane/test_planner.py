@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from controlplane.domain.actions import ScaleNodePool, SetReplicas
+from controlplane.domain.actions import ActionOutcome, ScaleNodePool, SetReplicas
 from controlplane.domain.demand import Demand
 from controlplane.domain.desired import (
     DesiredState,
@@ -14,11 +14,11 @@ from controlplane.domain.desired import (
     ReplicaFootprint,
     desired_state,
 )
-from controlplane.domain.guards import GuardLimits, GuardMemory
+from controlplane.domain.guards import COOLDOWN, GuardLimits, GuardMemory
 from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
 from controlplane.domain.placement import FleetPlacement, PlacedSegment, WarmGpus
 from controlplane.domain.plan import Plan
-from controlplane.domain.planner import POOL_OBJECTS_CHANGED, plan
+from controlplane.domain.planner import POOL_OBJECTS_CHANGED, made, plan
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
 LIMITS = GuardLimits(max_step=4, stabilization_s=300)
@@ -124,8 +124,8 @@ def _l4_fleet(nodes: int, replicas: dict[str, int]) -> ObservedState:
                          tuple(ObservedModel(m, n, 0, n, 1.0, 1.0) for m, n in replicas.items()))
 
 
-def _nodes_after(made: Plan, pool: str, current: int) -> int:
-    return next((a.to_nodes for a in made.actions
+def _nodes_after(planned: Plan, pool: str, current: int) -> int:
+    return next((a.to_nodes for a in planned.actions
                  if isinstance(a, ScaleNodePool) and a.pool == pool), current)
 
 
@@ -190,3 +190,32 @@ def test_only_the_pool_of_the_kept_replicas_is_held() -> None:
 def test_shared_gpus_count_whole_gpus_for_the_kept_replicas() -> None:
     assert ReplicaFootprint("m", "l4", per_gpu=2).gpus_for(3) == 2
     assert ReplicaFootprint("m", "l4", whole_gpus=2).gpus_for(3) == 6
+
+
+def _cooling(scale_up_ok: bool) -> Plan:
+    """A replica scale-up 2 -> 4 applied with that outcome, then, a minute on, a fall to 1."""
+    limits = GuardLimits(max_step=4, stabilization_s=0, cooldown_s=600)
+    up, memory = plan(_observed(1, 1, 2), DesiredState((), (DesiredTarget("m", 4, "r"),)),
+                      GuardMemory(), LIMITS, limits, T0)
+    assert up.actions == (SetReplicas("m", 2, 4, "r"),)
+    memory = made(memory, up, (ActionOutcome("m", scale_up_ok, "HTTP 409: conflict"),))
+    down, _ = plan(_observed(1, 1, 2), DesiredState((), (DesiredTarget("m", 1, "r"),)),
+                   memory, LIMITS, limits, T0 + timedelta(seconds=60))
+    return down
+
+
+def test_a_scale_up_that_failed_starts_no_cooldown() -> None:
+    assert _cooling(scale_up_ok=False).actions == (SetReplicas("m", 2, 1, "r"),)
+
+
+def test_a_scale_up_made_holds_the_scale_down_for_the_cooldown() -> None:
+    held = _cooling(scale_up_ok=True)
+    assert held.actions == () and [s.reason for s in held.skipped] == [COOLDOWN]
+
+
+def test_a_plan_not_applied_leaves_its_recommendations_but_no_changes() -> None:
+    planned, memory = plan(_observed(1, 1, 2), DesiredState((), (DesiredTarget("m", 4, "r"),)),
+                           GuardMemory(), LIMITS, LIMITS, T0)
+    kept = made(memory, planned, ())
+    assert memory.changes_for("model/m") and kept.changes == ()
+    assert kept.history == memory.history
