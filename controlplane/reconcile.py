@@ -148,7 +148,7 @@ def reconcile_once(deps: ReconcileDeps, config: ReconcileConfig) -> TickReport:
         return report
     if not observed.synced:
         report = _skipped(deps, observed, SNAPSHOT_UNSYNCED)
-    elif (started_at - observed.synced_at).total_seconds() > config.max_staleness_s:
+    elif (started_at - observed.oldest_at).total_seconds() > config.max_staleness_s:
         report = _skipped(deps, observed, SNAPSHOT_STALE)
     else:
         deps.decisions.save_observed(observed)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from controlplane.domain.models import ModelSpec
@@ -86,10 +86,12 @@ class PrometheusLoad:
             log.warning("load.unmeasured", extra={"models": sorted(rates.unknown),
                                                   "error": next(iter(rates.unknown.values()))})
         latencies = self._latencies_ms(models, at)
+        sampled_at = {m: datetime.fromtimestamp(t, UTC) for m, t in rates.sampled_at.items()}
         return {model: ModelLoad(rates.rates.get(model),
                                  ready * self.replica_rps.get(model, 0.0),
                                  rates.unknown.get(model, ""),
-                                 latency_ms=latencies.get(model))
+                                 latency_ms=latencies.get(model),
+                                 sampled_at=sampled_at.get(model))
                 for model, ready in ready_replicas.items()}
 
     def _latencies_ms(self, models: list[str], at: datetime) -> dict[str, float]:

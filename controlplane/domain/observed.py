@@ -91,6 +91,7 @@ class ModelLoad:
     capacity_rps: float
     why: str = ""
     latency_ms: float | None = None
+    sampled_at: datetime | None = None  # the newest sample the rate rests on (None: as measured)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +102,14 @@ class ObservedState:
     models: tuple[ObservedModel, ...]
     synced: bool = True
     notes: tuple[str, ...] = field(default=())
+    #: when the oldest input it holds was sampled (e.g. the newest sample behind a model's
+    #: request rate), if older than ``synced_at``; None: all as of ``synced_at``
+    data_at: datetime | None = None
+
+    @property
+    def oldest_at(self) -> datetime:
+        """How old its data is: ``data_at`` if set, else ``synced_at``."""
+        return self.synced_at if self.data_at is None else min(self.synced_at, self.data_at)
 
     def pool(self, name: str) -> ObservedPool | None:
         return next((p for p in self.pools if p.name == name), None)

@@ -46,6 +46,7 @@ def observed_from_json(text: str) -> ObservedState:
         models=tuple(ObservedModel(**m) for m in raw["models"]),
         synced=raw.get("synced", True),
         notes=tuple(raw.get("notes", ())),
+        data_at=datetime.fromisoformat(raw["data_at"]) if raw.get("data_at") else None,
     )
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
@@ -50,6 +50,7 @@ from forecaster.types import SourcedSeries, TrafficSeries
 
 MAX_POINTS = 10_000
 DEFAULT_RATE_WINDOW_S = 120
+SAMPLE_RESOLUTION_S = 15  # the step at which the newest sample time behind a rate is looked for
 _AUTH_REFUSED = (401, 403)
 
 
@@ -64,6 +65,13 @@ class Preset:
     def grouped(self, window_s: int) -> str:
         """Every model's rate in one query, one series per label value."""
         return f"sum by ({self.label}) (rate({self.metric}[{window_s}s]))"
+
+    def newest_sample(self, window_s: int) -> str:
+        """Every model's newest sample time (unix s) in the last ``window_s``, to within
+        ``SAMPLE_RESOLUTION_S``: how old the data its rate rests on is."""
+        step_s = min(window_s, SAMPLE_RESOLUTION_S)
+        return (f"max by ({self.label}) (max_over_time(timestamp({self.metric})"
+                f"[{window_s}s:{step_s}s]))")
 
 
 PRESETS = {
@@ -105,6 +113,9 @@ class CurrentRates:
 
     rates: dict[str, float]
     unknown: dict[str, str]  # model -> the reason (credentials shown as ***)
+    # model -> unix time of the newest sample its rate rests on (a preset's rates; absent: the
+    # query cannot say, the rate is taken as of its evaluation)
+    sampled_at: dict[str, float] = field(default_factory=dict)
 
 
 class PrometheusSource:
@@ -247,10 +258,18 @@ class PrometheusSource:
         """Each model's request rate over the last ``rate_window_s`` before ``at``: one grouped
         query for a preset, one query per model for custom PromQL (after a failure to reach
         Prometheus the rest are not asked: each request waits up to ``timeout_s``). A model
-        with no series, or a non-finite value, is unknown, never 0."""
+        with no series, or a non-finite value, is unknown, never 0. A preset's rates also say
+        when their newest sample was taken (a scrape that stopped leaves a rate over a long
+        window that is that old); a custom query's cannot."""
         if self.preset is not None and self.query_template is None:
-            return self._current_grouped(models, at, self.preset.grouped(self.rate_window_s),
-                                         self.preset.label)
+            got = self._current_grouped(models, at, self.preset.grouped(self.rate_window_s),
+                                        self.preset.label)
+            try:
+                newest = self._instant(self.preset.newest_sample(self.rate_window_s), at,
+                                       self.preset.label) if got.rates else {}
+            except SourceError:  # the rates stand; their age is not known
+                newest = {}
+            return replace(got, sampled_at={m: t for m, t in newest.items() if m in got.rates})
         return self._current_each(models, at, self.query_for)
 
     def current_latencies_ms(self, models: Sequence[str], at: datetime, preset: str,

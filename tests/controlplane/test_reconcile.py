@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from controlplane.domain.errors import PermanentError, TransientError
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.tick import TickStatus
-from controlplane.reconcile import SOURCE_REJECTED, SOURCE_UNREACHABLE, reconcile_once
+from controlplane.reconcile import (
+    SNAPSHOT_STALE,
+    SOURCE_REJECTED,
+    SOURCE_UNREACHABLE,
+    reconcile_once,
+)
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store
@@ -38,6 +43,17 @@ class WithoutWorkloadOf:
     def snapshot(self) -> ObservedState:
         seen = self.runtime.cluster.snapshot()
         return replace(seen, models=tuple(m for m in seen.models if m.name != self.model))
+
+
+class RatesSampledAgo:
+    """The simulated fleet listed now, its request rates resting on samples ``age_s`` old."""
+
+    def __init__(self, runtime: SimRuntime, age_s: float) -> None:
+        self.runtime, self.age_s = runtime, age_s
+
+    def snapshot(self) -> ObservedState:
+        seen = self.runtime.cluster.snapshot()
+        return replace(seen, data_at=seen.synced_at - timedelta(seconds=self.age_s))
 
 
 def _runtime(url: str, dry_run: bool = False, start_warm: bool = False) -> SimRuntime:
@@ -149,3 +165,14 @@ def test_a_configured_model_no_workload_serves_is_noted_in_the_ticks_record(
     saved = runtime.store.last_observed()
     assert saved is not None and saved.notes == (note,)
     assert runtime.tick().observed.notes == ()  # every model served: nothing to say
+
+
+def test_a_snapshot_listed_now_on_rates_ten_minutes_old_skips_the_tick_as_stale(
+        sqlite_url: str) -> None:
+    runtime = _runtime(sqlite_url)
+    stale = reconcile_once(replace(runtime.deps, reader=RatesSampledAgo(runtime, 600)),
+                           runtime.config)
+    assert (stale.status, stale.reason, stale.plan) == (TickStatus.SKIPPED, SNAPSHOT_STALE, None)
+    fresh = reconcile_once(replace(runtime.deps, reader=RatesSampledAgo(runtime, 15)),
+                           runtime.config)
+    assert fresh.status is TickStatus.APPLIED

@@ -249,3 +249,13 @@ def test_a_configured_price_is_labelled_as_the_pools_setting_and_a_list_price_as
     assert (negotiated.usd_per_gpu_hour, negotiated.source, negotiated.as_of) == (
         3.40, "settings pools[a100].price_per_gpu_hour", T0.date().isoformat())
     assert listed.source.startswith("REFERENCE.md §10.1") and listed.as_of == "2025-06"
+
+
+def test_a_snapshot_keeps_the_age_of_its_rates_across_a_restart(store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    report = sample_tick_report()
+    dated = replace(report.observed, data_at=report.observed.synced_at - timedelta(minutes=10))
+    store.save_tick(replace(report, observed=dated))
+    seen = Store.open(store_url).last_observed()
+    assert seen is not None and seen.data_at == dated.data_at
+    assert seen.oldest_at == dated.data_at

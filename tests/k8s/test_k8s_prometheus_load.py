@@ -20,7 +20,7 @@ from pydantic import SecretStr
 from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.adapters.prometheus import PrometheusLoad, per_replica_rps, prometheus_source
 from controlplane.domain.demand import DEMAND_UNMEASURED
-from controlplane.reconcile import ReconcileDeps, reconcile_once
+from controlplane.reconcile import SNAPSHOT_STALE, ReconcileDeps, reconcile_once
 from controlplane.runtime import reconcile_config
 from controlplane.settings_cluster import PrometheusSettings
 from controlplane.sim.catalog import DEMO_MODELS
@@ -37,9 +37,10 @@ NOW = int(time.time())
 LLAMA_RPS = 30.0
 
 
-def live_counter(rps: float) -> list[tuple[float, float]]:
-    """``rps`` from an hour before the test to an hour after it (Prometheus answers "now")."""
-    return [(float(t), rps * (t - NOW + 3600)) for t in range(NOW - 3600, NOW + 3600, 15)]
+def live_counter(rps: float, stopped_s: int = -3600) -> list[tuple[float, float]]:
+    """``rps`` from an hour before the test to an hour after it (Prometheus answers "now"), or
+    until ``stopped_s`` before it (scraping stopped then)."""
+    return [(float(t), rps * (t - NOW + 3600)) for t in range(NOW - 3600, NOW - stopped_s, 15)]
 
 
 def families() -> list[Family]:  # no series for resnet50-vision
@@ -57,6 +58,15 @@ def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def guarded_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with prometheus(tmp_path_factory.mktemp("guarded"), families(),
                     basic_auth=("ops", OPS_HASH)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def stopped_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Prometheus that stopped scraping llama 10 minutes ago."""
+    stopped = Family("nv_inference_request_success", {f'model="{LLAMA}",version="1"':
+                                                      live_counter(LLAMA_RPS, stopped_s=600)})
+    with prometheus(tmp_path_factory.mktemp("stopped"), [stopped]) as url:
         yield url
 
 
@@ -88,6 +98,49 @@ def test_each_models_measured_rate_and_ready_capacity_land_in_the_observed_state
     assert (f"{RESNET}: demand not measured this tick: Prometheus at {prom_url} returned no "
             f"series for model '{RESNET}' (query sum by (model) (rate("
             "nv_inference_request_success[120s])))") in observed.notes
+
+
+def test_the_snapshot_dates_its_data_by_the_newest_sample_of_each_rate(
+        apiserver: ApiServer, prom_url: str) -> None:
+    seed(apiserver)
+    clock = now_clock()
+    observed = make_backend(apiserver, clock, load=load_from(
+        PrometheusSettings(url=prom_url))).reader.snapshot()
+    assert observed.data_at is not None
+    assert 0 <= (clock.now() - observed.data_at).total_seconds() <= 30  # scraped every 15 s
+
+
+def test_a_rate_window_over_samples_ten_minutes_old_dates_the_snapshot_ten_minutes_back(
+        apiserver: ApiServer, stopped_url: str) -> None:
+    seed(apiserver)
+    clock = now_clock()
+    observed = make_backend(apiserver, clock, load=load_from(
+        PrometheusSettings(url=stopped_url, rate_window_s=900))).reader.snapshot()
+    llama = observed.model(LLAMA)
+    assert llama is not None and llama.demand_measured  # the long window still gives a rate
+    assert observed.data_at is not None  # the last scrape, 10 minutes before the test began
+    assert NOW - 600 - 30 <= observed.data_at.timestamp() <= NOW - 600
+    assert (clock.now() - observed.data_at).total_seconds() >= 600
+
+
+def test_a_prometheus_that_stopped_scraping_ten_minutes_ago_skips_the_tick_as_stale(
+        apiserver: ApiServer, stopped_url: str, sqlite_url: str) -> None:
+    seed(apiserver)
+    clock = now_clock()
+    backend = make_backend(apiserver, clock, load=load_from(
+        PrometheusSettings(url=stopped_url, rate_window_s=900)))
+    store = Store.open(sqlite_url, migrate=True)
+    store.upsert_models(SPECS)
+    deps = ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
+                         replicas=backend.replicas,
+                         placement=LocalPlacementClient(PlacementEngine()), forecasts=store,
+                         decisions=store, history=store, ledger=SqlForecastLedger(store.engine))
+    report = reconcile_once(deps, reconcile_config(k8s_settings(), SPECS))
+    assert (report.status.value, report.reason) == ("skipped", SNAPSHOT_STALE)
+    assert report.plan is None
+    history = store.rate_history(LLAMA, clock.now() - timedelta(minutes=5),
+                                 clock.now() + timedelta(minutes=1), 60)
+    assert all(math.isnan(v) for v in history.values)  # the stale rate is not history
 
 
 def test_basic_auth_from_the_settings_reads_the_rate(apiserver: ApiServer,

@@ -161,6 +161,7 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
     loads = (load.measure({m: ready for m, (_, ready) in by_model.items()}, now)
              if load is not None else None)
     models = []
+    sampled: list[datetime] = []  # when the newest sample behind each measured rate was taken
     for model, (target, ready) in sorted(by_model.items()):
         if loads is None:  # no load source: every model 0, as before metrics were wired
             models.append(ObservedModel(model, ready, max(0, target - ready), target, 0.0, 0.0))
@@ -173,6 +174,8 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
             capacity_rps = 0.0
         why = got.why or f"the load source gave demand_rps={demand_rps}; not finite"
         measured = demand_rps is not None and math.isfinite(demand_rps)
+        if measured and got.sampled_at is not None:
+            sampled.append(got.sampled_at)
         if not measured:
             # unknown, not 0: a 0 would be stored as history and size the model for no load
             notes.append(f"{model}: demand not measured this tick: {why}")
@@ -187,8 +190,11 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
                                     latency_ms=latency_ms))
     if load is None and models:
         notes.append("no load source: demand_rps and capacity_rps are 0")
+    # the inventory is listed now; the rates are as old as their samples (a scrape that stopped
+    # leaves a rate over a long window): the snapshot is as old as its oldest rate
+    data_at = min(sampled, default=None)
     return ObservedState(now, tuple(observed_pools), tuple(nodes), tuple(models),
-                         notes=tuple(notes))
+                         notes=tuple(notes), data_at=data_at if data_at and data_at < now else None)
 
 
 class K8sClusterReader:
