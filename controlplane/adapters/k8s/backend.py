@@ -116,7 +116,8 @@ def build_k8s_backend(settings: Settings, clock: Clock, relayouts: RelayoutStore
         api = KubeApi(api_client or api_client_from(k8s), k8s.field_manager,
                       k8s.request_timeout_s, dry_run=dry_run)
     pool_list = tuple(pools) if pools is not None else pool_specs(settings)
-    reader = K8sClusterReader(api, k8s, pool_list, clock, load)
+    reader = K8sClusterReader(api, k8s, pool_list, clock, load,
+                              settings.reconcile.max_staleness_s)
     node_pools = K8sNodePoolActuator(api, k8s, pool_list, lambda: surge_floors(relayouts))
     policy = RelayoutPolicy(k8s.surge_timeout_s, k8s.drain_timeout_s, k8s.mig_timeout_s,
                             k8s.relayout_retry_after_s)

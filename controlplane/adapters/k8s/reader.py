@@ -123,7 +123,8 @@ def pool_drift(pool: PoolSpec, nodepool: dict[str, object] | None,
 
 
 def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: KubernetesSettings,
-                  load: LoadSource | None, now: datetime) -> ObservedState:
+                  load: LoadSource | None, now: datetime,
+                  max_sample_age_s: float | None = None) -> ObservedState:
     notes = list(inventory.notes)
     nodes = []
     for node in inventory.nodes:
@@ -174,6 +175,14 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
             capacity_rps = 0.0
         why = got.why or f"the load source gave demand_rps={demand_rps}; not finite"
         measured = demand_rps is not None and math.isfinite(demand_rps)
+        age_s = (now - got.sampled_at).total_seconds() if got.sampled_at else None
+        if measured and age_s is not None and max_sample_age_s is not None \
+                and age_s > max_sample_age_s:
+            # a rate over a window the scrapes stopped in: not this minute's load (this model
+            # only; the others' fresh rates still decide the tick)
+            measured, why = False, (f"its newest sample is {age_s:.0f}s old (over "
+                                    f"{max_sample_age_s:.0f}s: has Prometheus stopped scraping "
+                                    "it?)")
         if measured and got.sampled_at is not None:
             sampled.append(got.sampled_at)
         if not measured:
@@ -198,13 +207,19 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
 
 
 class K8sClusterReader:
+    """The fleet listed from the API server, each model's load from ``load``; a rate whose
+    newest sample is over ``max_sample_age_s`` old (``reconcile.max_staleness_s``) is not
+    measured this tick."""
+
     def __init__(self, api: KubeApi, settings: KubernetesSettings, pools: Sequence[PoolSpec],
-                 clock: Clock, load: LoadSource | None = None) -> None:
+                 clock: Clock, load: LoadSource | None = None,
+                 max_sample_age_s: float | None = None) -> None:
         self.api = api
         self.settings = settings
         self.pools = tuple(pools)
         self.clock = clock
         self.load = load
+        self.max_sample_age_s = max_sample_age_s
 
     def inventory(self) -> Inventory:
         return fetch_inventory(self.api, self.settings, self.pools)
@@ -218,4 +233,4 @@ class K8sClusterReader:
         """Raises TransientError when the API server cannot be reached, PermanentError when it
         refuses a read (e.g. 403: the service account lacks RBAC)."""
         return observed_from(self.inventory(), self.pools, self.settings, self.load,
-                             self.clock.now())
+                             self.clock.now(), self.max_sample_age_s)
