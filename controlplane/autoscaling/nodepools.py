@@ -21,7 +21,8 @@ CLUSTER_GPU_BUDGET = "cluster_gpu_budget"
 
 def clamp_nodes_to_budget(desired: DesiredState, pools: Sequence[PoolSpec],
                           cluster_gpu_budget: int | None) -> DesiredState:
-    """Remove whole nodes until the fleet's GPUs fit the budget (pools never below min_nodes)."""
+    """Remove whole nodes until the fleet's GPUs fit the budget (pools never below min_nodes);
+    a clamped pool's target holds no more GPUs than its nodes."""
     if cluster_gpu_budget is None:
         return desired
     specs = {p.name: p for p in pools}
@@ -35,8 +36,10 @@ def clamp_nodes_to_budget(desired: DesiredState, pools: Sequence[PoolSpec],
         if not shrinkable:
             break
         name = max(shrinkable, key=lambda n: (targets[n].value * specs[n].gpus_per_node, n))
-        target = targets[name]
-        targets[name] = replace(target, value=target.value - 1, reason=CLUSTER_GPU_BUDGET)
+        target, value = targets[name], targets[name].value - 1
+        gpus = (None if target.gpus is None
+                else min(target.gpus, value * specs[name].gpus_per_node))
+        targets[name] = replace(target, value=value, reason=CLUSTER_GPU_BUDGET, gpus=gpus)
     return replace(desired, pools=tuple(targets[t.target] for t in desired.pools))
 
 

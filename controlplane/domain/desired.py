@@ -27,6 +27,9 @@ class DesiredTarget:
     target: str
     value: int
     reason: str
+    # pools only: the GPUs the target holds before rounding to whole nodes (placed + warm, at
+    # most value x GPUs per node); None when unknown or split between nodes of several kinds
+    gpus: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +88,9 @@ def desired_state(
                     sum(math.ceil(n / pool.gpus_per_node) for n in kinds.values()))
         nodes = min(pool.max_nodes, max(pool.min_nodes, nodes))
         reason = f"placement_{placed}_gpus_warm_{warm}"
-        pool_targets.append(DesiredTarget(pool.name, nodes, reason))
+        # the free room of nodes of several kinds may not be of the kind a replica needs
+        gpus = min(placed + warm, nodes * pool.gpus_per_node) if len(kinds) <= 1 else None
+        pool_targets.append(DesiredTarget(pool.name, nodes, reason, gpus))
     # entries read "model: reason_code (detail)"; a model's name may hold a colon itself
     replica_targets = [
         DesiredTarget(d.model, placement.replicas_for(d.model),

@@ -81,13 +81,18 @@ def _kept_gpus(desired: DesiredState, kept: dict[str, int]) -> tuple[dict[str, i
 
 def _pool_floor(target: DesiredTarget, current: int, gpus_per_node: int,
                 kept_gpus: dict[str, int], unknown: bool) -> int:
-    """The fewest nodes the pool may keep: its target plus whole nodes for the GPUs of the
-    replicas kept over their targets in it (all its nodes when a kept model's pool is unknown);
-    never more than it has."""
+    """The fewest nodes the pool may keep: enough for the GPUs its target holds before rounding
+    plus those of the replicas kept over their targets in it (they fill the free room of the
+    target's last node first; without the target's GPUs, whole nodes over the target), never
+    fewer than the target; all its nodes when a kept model's pool is unknown; never more than
+    it has."""
     if unknown:
         return current
     extra = kept_gpus.get(target.target, 0)
-    return min(current, target.value + -(-extra // max(1, gpus_per_node)))
+    per_node = max(1, gpus_per_node)
+    if target.gpus is None:
+        return min(current, target.value + -(-extra // per_node))
+    return min(current, max(target.value, -(-(target.gpus + extra) // per_node)))
 
 
 def plan(
@@ -104,9 +109,9 @@ def plan(
 
     The desired pools hold the desired replicas. Replicas the guards keep over their target
     (hysteresis, the stabilization window, cooldown, stale data, ``max_step``, the disruption
-    budget) still need their nodes: a pool scales down no further than its target plus whole
-    nodes for the GPUs its kept replicas take (the desired state's footprints), and not at all
-    while a kept model has no footprint (skipped, ``replicas_scaling_down``)."""
+    budget) still need their nodes: a pool scales down no further than the nodes its target's
+    GPUs plus the GPUs its kept replicas take (the desired state's footprints) fill, and not at
+    all while a kept model has no footprint (skipped, ``replicas_scaling_down``)."""
     ups: list[Action] = []
     downs: list[Action] = []
     replicas: list[Action] = []

@@ -3,6 +3,8 @@ tenant and cluster GPU budgets trim warm rungs before serving replicas."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,12 +22,16 @@ from controlplane.autoscaling.sizing import (
     pack_gpus,
 )
 from controlplane.domain.desired import DesiredState, DesiredTarget, PoolSpec, ReplicaFootprint
+from controlplane.domain.guards import GuardLimits, GuardMemory
+from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
+from controlplane.domain.planner import plan
 
 LARGE = ReplicaShape("large", "acme", "A100-80GB", 1.0, 2.0)
 HALF = ReplicaShape("half", "acme", "A100-80GB", 0.5, 40.0, idle_gpu_fraction=0.5)
 THIRD = ReplicaShape("third", "globex", "A100-80GB", 3 / 7, 20.0)
 PAIR = ReplicaShape("pair", "globex", "H100-80GB", 2.0, 9.0)
 SHAPES = {s.model: s for s in (LARGE, HALF, THIRD, PAIR)}
+T0 = datetime(2026, 1, 5, tzinfo=UTC)
 
 
 def test_whole_half_and_multi_gpu_replicas_pack_as_expected() -> None:
@@ -81,6 +87,27 @@ def test_node_targets_shrink_to_the_cluster_gpu_budget_but_never_below_min_nodes
     assert values["l4"] >= 2 and clamped.pools[0].reason == CLUSTER_GPU_BUDGET
     floor = clamp_nodes_to_budget(desired, pools, 0)
     assert {t.target: t.value for t in floor.pools} == {"a100": 1, "l4": 2}
+
+
+def test_a_pool_clamped_to_the_budget_holds_no_gpus_past_its_clamped_nodes() -> None:
+    # 33 GPUs wanted on 4-GPU nodes (9 nodes), a 32-GPU budget: 8 nodes holding 32 GPUs
+    pools = (PoolSpec("l4", "L4", 4, 0, 20, 0.8),)
+    desired = DesiredState((DesiredTarget("l4", 9, "r", gpus=33),), (DesiredTarget("m", 33, "r"),),
+                           footprints=(ReplicaFootprint("m", "l4"),))
+    clamped = clamp_nodes_to_budget(desired, pools, 32)
+    assert (clamped.pools[0].value, clamped.pools[0].gpus) == (8, 32)
+    # 2 replicas kept over the target hold one node over the budget's 8 (the nodes they sit
+    # on), never more than the pool has
+    limits = GuardLimits(max_step=100, stabilization_s=0, tolerance=0.1)
+
+    def fleet(nodes: int) -> ObservedState:
+        return ObservedState(T0, (ObservedPool("l4", "L4", 4, nodes, 0, nodes),), (),
+                             (ObservedModel("m", 35, 0, 35, 1.0, 1.0),))
+
+    made, _ = plan(fleet(10), clamped, GuardMemory(), limits, limits, T0)
+    assert "skip l4 wanted 8, kept 9 (replicas_scaling_down)" in made.render()
+    made, _ = plan(fleet(8), clamped, GuardMemory(), limits, limits, T0)
+    assert made.is_noop and [s.reason for s in made.skipped] == ["within_tolerance"]
 
 
 def test_each_models_replicas_run_in_the_pool_of_its_gpu_product() -> None:

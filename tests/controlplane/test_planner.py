@@ -18,7 +18,8 @@ from controlplane.domain.guards import COOLDOWN, GuardLimits, GuardMemory
 from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
 from controlplane.domain.placement import FleetPlacement, PlacedSegment, WarmGpus
 from controlplane.domain.plan import Plan
-from controlplane.domain.planner import POOL_OBJECTS_CHANGED, made, plan
+from controlplane.domain.planner import POOL_OBJECTS_CHANGED, plan
+from controlplane.domain.planner import made as changes_made
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
 LIMITS = GuardLimits(max_step=4, stabilization_s=300)
@@ -37,7 +38,7 @@ def test_desired_state_rounds_placed_and_warm_gpus_up_to_whole_nodes() -> None:
     placement = FleetPlacement(1, segments, (("A100-80GB", tuple(s.gpu_id for s in segments)),),
                                (WarmGpus("A100-80GB", 2, "p90"),), 46.0, ())
     desired = desired_state(placement, POOLS, (Demand("m", 300, 200, 250, "forecast_p90"),))
-    assert desired.pools[0] == DesiredTarget("a100", 2, "placement_9_gpus_warm_2")
+    assert desired.pools[0] == DesiredTarget("a100", 2, "placement_9_gpus_warm_2", gpus=11)
     assert desired.pools[1].value == 1  # min_nodes holds an empty pool
     assert desired.replicas[0] == DesiredTarget("m", 9, "forecast_p90")
 
@@ -53,6 +54,8 @@ def test_mig_and_whole_gpus_of_one_pool_need_nodes_of_their_own() -> None:
     desired = desired_state(placement, POOLS, demands)
     # 5 GPUs would fit one 8-GPU node, but a node is either MIG or whole GPUs
     assert desired.pools[0].value == 2
+    # the free GPUs are split between nodes of two kinds: no room is known for kept replicas
+    assert desired.pools[0].gpus is None
 
 
 def test_plan_orders_pool_scale_up_before_replicas() -> None:
@@ -198,7 +201,7 @@ def _cooling(scale_up_ok: bool) -> Plan:
     up, memory = plan(_observed(1, 1, 2), DesiredState((), (DesiredTarget("m", 4, "r"),)),
                       GuardMemory(), LIMITS, limits, T0)
     assert up.actions == (SetReplicas("m", 2, 4, "r"),)
-    memory = made(memory, up, (ActionOutcome("m", scale_up_ok, "HTTP 409: conflict"),))
+    memory = changes_made(memory, up, (ActionOutcome("m", scale_up_ok, "HTTP 409: conflict"),))
     down, _ = plan(_observed(1, 1, 2), DesiredState((), (DesiredTarget("m", 1, "r"),)),
                    memory, LIMITS, limits, T0 + timedelta(seconds=60))
     return down
@@ -216,6 +219,35 @@ def test_a_scale_up_made_holds_the_scale_down_for_the_cooldown() -> None:
 def test_a_plan_not_applied_leaves_its_recommendations_but_no_changes() -> None:
     planned, memory = plan(_observed(1, 1, 2), DesiredState((), (DesiredTarget("m", 4, "r"),)),
                            GuardMemory(), LIMITS, LIMITS, T0)
-    kept = made(memory, planned, ())
+    kept = changes_made(memory, planned, ())
     assert memory.changes_for("model/m") and kept.changes == ()
     assert kept.history == memory.history
+
+
+def test_replicas_kept_within_tolerance_fit_the_free_room_on_the_targets_last_node() -> None:
+    # 33 GPUs wanted -> 9 nodes of 4 with 3 GPUs free; the 35 replicas kept (within 10 %) fit
+    # on those 9 nodes, so the tenth goes
+    replicas = GuardLimits(max_step=100, stabilization_s=0, tolerance=0.1)
+    pools = GuardLimits(max_step=100, stabilization_s=0)
+    desired = DesiredState((DesiredTarget("l4", 9, "r", gpus=33),),
+                           (DesiredTarget("m", 33, "r"),), footprints=WHOLE_GPU_ON_L4)
+    made, _ = plan(_l4_fleet(10, {"m": 35}), desired, GuardMemory(), pools, replicas, T0)
+    assert made.actions == (ScaleNodePool("l4", 10, 9, "r"),)
+    assert [s.reason for s in made.skipped] == ["within_tolerance"]  # the replicas only
+    # 36 kept replicas still fit; 37 (34 wanted, 34 GPUs on 9 nodes) need the tenth node
+    made, _ = plan(_l4_fleet(10, {"m": 36}), desired, GuardMemory(), pools, replicas, T0)
+    assert _nodes_after(made, "l4", 10) == 9
+    wanting_34 = replace(desired, pools=(DesiredTarget("l4", 9, "r", gpus=34),),
+                         replicas=(DesiredTarget("m", 34, "r"),))
+    made, _ = plan(_l4_fleet(10, {"m": 37}), wanting_34, GuardMemory(), pools, replicas, T0)
+    assert "skip l4 wanted 9, kept 10 (replicas_scaling_down)" in made.render()
+
+
+def test_without_the_targets_gpus_kept_replicas_hold_whole_nodes_over_the_target() -> None:
+    replicas = GuardLimits(max_step=100, stabilization_s=0, tolerance=0.1)
+    pools = GuardLimits(max_step=100, stabilization_s=0)
+    desired = DesiredState((DesiredTarget("l4", 9, "r"),), (DesiredTarget("m", 33, "r"),),
+                           footprints=WHOLE_GPU_ON_L4)
+    made, _ = plan(_l4_fleet(10, {"m": 35}), desired, GuardMemory(), pools, replicas, T0)
+    assert made.is_noop
+    assert "skip l4 wanted 9, kept 10 (replicas_scaling_down)" in made.render()
