@@ -72,12 +72,24 @@ def _trim(request: ModelRequest, shape: ReplicaShape, rungs: Sequence[str]
     return None
 
 
+def placed_gpus(requests: Sequence[ModelRequest], shapes: Mapping[str, ReplicaShape]) -> int:
+    """Whole GPUs ``fleet_placement`` gives ``requests``: the hot replicas packed per product
+    (``pack_gpus``: a slice that does not fit beside another takes a GPU of its own) plus the
+    warm GPUs. A budget counts these, not the sum of GPU shares: three replicas of 0.6 are 1.8
+    GPU shares but take 3 GPUs."""
+    total = sum(w.gpus for w in warm_gpus(requests, shapes))
+    for product in {shapes[r.model].product for r in requests}:
+        mine = [r for r in requests if shapes[r.model].product == product]
+        total += len(pack_gpus([shapes[r.model] for r in mine], [r.hot for r in mine]))
+    return total
+
+
 def _clamp(requests: dict[str, ModelRequest], shapes: Mapping[str, ReplicaShape],
            members: Sequence[str], budget_gpus: float, reason: str) -> None:
     """Warm rungs (cached, then idle) of every member before any serving replica, each unit
-    from the member holding the most GPUs."""
+    from the member holding the most GPU share, until the members' placed GPUs fit."""
     for rungs in (("cached", "idle"), ("hot",)):
-        while sum(requests[m].gpus(shapes[m]) for m in members) > budget_gpus + _EPS:
+        while placed_gpus([requests[m] for m in members], shapes) > budget_gpus + _EPS:
             trimmable = {m: t for m in members
                          if (t := _trim(requests[m], shapes[m], rungs)) is not None}
             if not trimmable:
@@ -92,9 +104,11 @@ def apply_gpu_budgets(
     tenant_budgets: Mapping[str, float],
     cluster_budget_gpus: float | None,
 ) -> tuple[ModelRequest, ...]:
-    """Trim requests to each tenant's GPU budget, then to the cluster's: warm rungs of every
-    model go before any serving replica (an idle rung that keeps no GPU share is never trimmed),
-    always from the model holding the most GPUs; trimmed requests carry the budget reason."""
+    """Trim requests to each tenant's GPU budget, then to the cluster's, counted in the whole
+    GPUs the placement would take (``placed_gpus``; a tenant's models packed on their own): warm
+    rungs of every model go before any serving replica (an idle rung that keeps no GPU share is
+    never trimmed), always from the model holding the most GPU share; trimmed requests carry
+    the budget reason. Without budgets the requests come back as they are."""
     by_model = {r.model: r for r in requests}
     for tenant, budget in sorted(tenant_budgets.items()):
         members = [m for m in by_model if shapes[m].tenant == tenant]

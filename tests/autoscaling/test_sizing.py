@@ -3,16 +3,19 @@ tenant and cluster GPU budgets trim warm rungs before serving replicas."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, decide
 from controlplane.autoscaling.nodepools import (
     CLUSTER_GPU_BUDGET,
     clamp_nodes_to_budget,
     replica_footprints,
 )
+from controlplane.autoscaling.policies import ladder_rungs, predictive_policy
 from controlplane.autoscaling.sizing import (
     CLUSTER_BUDGET,
     ModelRequest,
@@ -25,6 +28,8 @@ from controlplane.domain.desired import DesiredState, DesiredTarget, PoolSpec, R
 from controlplane.domain.guards import GuardLimits, GuardMemory
 from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
 from controlplane.domain.planner import plan
+from controlplane.sim.catalog import DEMO_MODELS
+from forecaster.types import Forecast
 
 LARGE = ReplicaShape("large", "acme", "A100-80GB", 1.0, 2.0)
 HALF = ReplicaShape("half", "acme", "A100-80GB", 0.5, 40.0, idle_gpu_fraction=0.5)
@@ -142,4 +147,80 @@ def test_a_budget_trims_serving_replicas_only_once_no_warm_gpu_share_is_left(
     warm_left = sum(r.gpus(SHAPES[r.model]) - r.hot * SHAPES[r.model].gpu_share for r in trimmed)
     hot_cut = any(t.hot < r.hot for t, r in zip(trimmed, requests, strict=True))
     assert not (hot_cut and warm_left > 1e-9)
-    assert sum(r.gpus(SHAPES[r.model]) for r in trimmed) <= budget + 1e-9
+    assert _placed_gpus(trimmed, SHAPES) <= budget + 1e-9
+
+
+SIX_TENTHS = ReplicaShape("six-tenths", "acme", "A100-80GB", 0.6, 10.0)
+ONE_G = ReplicaShape("one-g", "globex", "A100-80GB", 1 / 7, 3.0, idle_gpu_fraction=0.5)
+PACKING = {s.model: s for s in (LARGE, HALF, THIRD, PAIR, SIX_TENTHS, ONE_G)}
+
+
+def _placed_gpus(requests: Sequence[ModelRequest], shapes: Mapping[str, ReplicaShape]) -> int:
+    """GPUs the placement of ``requests`` holds: packed hot replicas plus warm GPUs."""
+    placement = fleet_placement(requests, shapes)
+    products = {shapes[r.model].product for r in requests}
+    return sum(placement.gpus_for(p) + placement.warm_gpus_for(p) for p in products)
+
+
+def test_a_cluster_budget_of_two_gpus_keeps_two_of_three_replicas_of_six_tenths() -> None:
+    trimmed = apply_gpu_budgets([ModelRequest("six-tenths", hot=3)], PACKING, {}, 2.0)
+    assert (trimmed[0].hot, trimmed[0].reason) == (2, CLUSTER_BUDGET)
+    assert _placed_gpus(trimmed, PACKING) == 2
+
+
+def test_a_tenant_budget_counts_the_gpus_its_replicas_pack_onto() -> None:
+    trimmed = apply_gpu_budgets([ModelRequest("six-tenths", hot=3), ModelRequest("half", hot=2)],
+                                PACKING, {"acme": 3.0}, None)
+    # 2.8 GPU shares, but each 0.6 replica takes a GPU of its own and the halves share one: 4
+    assert [(r.hot, r.reason) for r in trimmed] == [(2, "tenant_gpu_budget:acme"), (2, "")]
+    assert _placed_gpus(trimmed, PACKING) == 3
+
+
+def test_without_budgets_the_requests_are_returned_as_they_are() -> None:
+    requests = [ModelRequest("six-tenths", hot=30, cached=4), ModelRequest("one-g", 9, 3)]
+    assert apply_gpu_budgets(requests, PACKING, {}, None) == tuple(requests)
+
+
+@given(rungs=st.lists(st.tuples(st.integers(0, 8), st.integers(0, 4), st.integers(0, 4)),
+                      min_size=6, max_size=6),
+       tenant_budget=st.one_of(st.none(), st.floats(0, 12)),
+       cluster_budget=st.one_of(st.none(), st.integers(0, 24)))
+def test_a_trimmed_plan_fits_its_budgets_in_placed_gpus_and_every_cut_says_why(
+        rungs: list[tuple[int, int, int]], tenant_budget: float | None,
+        cluster_budget: int | None) -> None:
+    requests = [ModelRequest(n, hot, idle, cached) for n, (hot, idle, cached) in zip(
+        PACKING, rungs, strict=True)]
+    tenants = {} if tenant_budget is None else {"acme": tenant_budget}
+    trimmed = apply_gpu_budgets(requests, PACKING, tenants, cluster_budget)
+    if cluster_budget is not None:
+        assert _placed_gpus(trimmed, PACKING) <= cluster_budget
+    if tenant_budget is not None:
+        acme = [r for r in trimmed if PACKING[r.model].tenant == "acme"]
+        assert _placed_gpus(acme, PACKING) <= tenant_budget + 1e-9
+    for before, after in zip(requests, trimmed, strict=True):
+        assert (after.reason != "") == (after != before)
+
+
+T0 = datetime(2026, 1, 5, 12, tzinfo=UTC)
+CHAT = DEMO_MODELS[0]
+
+
+def _decide(gpus_per_node: int, cluster_gpus: int, share: float = 0.6,
+            forecast_rps: float = 30.0) -> TickDecision:
+    """One decision for a model of ``share`` GPU and 10 rps per replica, forecast at
+    ``forecast_rps``, on a pool of ``gpus_per_node``-GPU nodes under a cluster GPU budget."""
+    shape = ReplicaShape(CHAT.name, CHAT.tenant, "A100-80GB", share, 10.0)
+    model = FleetModel(CHAT, shape, ladder_rungs(2.0, 1.0, 2.0, 10.0, 300.0), 2.0)
+    observed = ObservedState(T0, (), (), (ObservedModel(CHAT.name, 3, 0, 3, 30.0, 30.0),))
+    forecast = Forecast(CHAT.name, T0, 600, (forecast_rps,) * 2, (forecast_rps,) * 2, "test")
+    pools = (PoolSpec("a100", "A100-80GB", gpus_per_node, 0, 10, 5.0),)
+    return decide(observed, {CHAT.name: forecast}, [model], pools,
+                  predictive_policy(short_minute_cost_ratio=0.0), Budgets((), cluster_gpus),
+                  GuardMemory(), T0)
+
+
+def test_a_decision_under_a_two_gpu_budget_keeps_only_the_replicas_its_nodes_hold() -> None:
+    decision = _decide(gpus_per_node=1, cluster_gpus=2)  # three replicas of 0.6 wanted
+    assert [(r.hot, r.reason) for r in decision.requests] == [(2, CLUSTER_BUDGET)]
+    assert [t.value for t in decision.desired.pools] == [2]
+    assert [t.value for t in decision.desired.replicas] == [2]
