@@ -187,7 +187,7 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
         calibrated, deps.hints.active_hints(now), now, config.hint_lead_s)
     memory = deps.decisions.last_guard_memory()
     models, profiles = _profiles(deps, config, memory, now)
-    sizing = size(observed, forecasts, models, config.policy, config.budgets, now)
+    sizing = size(observed, forecasts, models, config.policy, config.budgets, now, config.pools)
     if forecasts is not calibrated:
         sizing = replace(sizing, demands=hinted_demands(
             sizing.demands, calibrated, forecasts, now, config.policy.demand.lookahead_s))

@@ -117,8 +117,10 @@ def size(
     policy: ScalingPolicy,
     budgets: Budgets,
     now: datetime,
+    pools: Sequence[PoolSpec] = (),
 ) -> Sizing:
-    """Demand -> hot replicas -> warm-pool ladder (predictive only) -> GPU budgets."""
+    """Demand -> hot replicas -> warm-pool ladder (predictive only) -> GPU budgets (counted in
+    the whole GPUs, and with ``pools`` the whole nodes, the replicas would take)."""
     specs = [m.spec for m in models]
     demands = demand_from(specs, forecasts, observed, policy.demand, now)
     ladders: list[ModelLadder] = []
@@ -140,7 +142,8 @@ def size(
             idle=ladder.replicas(Rung.IDLE) if ladder else 0,
             cached=ladder.replicas(Rung.CACHED) if ladder else 0))
     shapes = {m.shape.model: m.shape for m in models}
-    trimmed = apply_gpu_budgets(requests, shapes, dict(budgets.tenant_gpus), budgets.cluster_gpus)
+    trimmed = apply_gpu_budgets(requests, shapes, dict(budgets.tenant_gpus), budgets.cluster_gpus,
+                                pools)
     return Sizing(tuple(sized), tuple(ladders), trimmed, tuple(shapes.values()))
 
 
@@ -192,6 +195,6 @@ def decide(
 ) -> TickDecision:
     """One decision with the placement sized from per-replica profiles (``headroom simulate``).
     The reconcile loop runs ``size`` and ``settle`` around the scheduler's PlanFleet instead."""
-    sizing = size(observed, forecasts, models, policy, budgets, now)
+    sizing = size(observed, forecasts, models, policy, budgets, now, pools)
     placement = _placement(sizing.requests, tuple(m.shape for m in models))
     return settle(observed, sizing, placement, pools, policy, budgets, memory, now)

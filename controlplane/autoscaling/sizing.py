@@ -12,6 +12,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from controlplane.autoscaling.nodepools import clamp_nodes_to_budget
+from controlplane.domain.desired import PoolSpec, desired_state
 from controlplane.domain.placement import FleetPlacement, PlacedSegment, WarmGpus
 
 TENANT_BUDGET = "tenant_gpu_budget"
@@ -84,12 +86,27 @@ def placed_gpus(requests: Sequence[ModelRequest], shapes: Mapping[str, ReplicaSh
     return total
 
 
+def _nodes_hold(requests: Sequence[ModelRequest], shapes: Mapping[str, ReplicaShape],
+                pools: Sequence[PoolSpec], cluster_budget_gpus: int) -> bool:
+    """Whether the whole nodes the placement of ``requests`` needs survive the cluster budget
+    (``clamp_nodes_to_budget`` removes none of them)."""
+    desired = desired_state(fleet_placement(requests, shapes), pools, ())
+    return clamp_nodes_to_budget(desired, pools, cluster_budget_gpus) == desired
+
+
 def _clamp(requests: dict[str, ModelRequest], shapes: Mapping[str, ReplicaShape],
-           members: Sequence[str], budget_gpus: float, reason: str) -> None:
+           members: Sequence[str], budget_gpus: float, reason: str,
+           pools: Sequence[PoolSpec] = ()) -> None:
     """Warm rungs (cached, then idle) of every member before any serving replica, each unit
-    from the member holding the most GPU share, until the members' placed GPUs fit."""
+    from the member holding the most GPU share, until the members' placed GPUs fit (and with
+    ``pools``, the whole nodes they need)."""
+    def fits() -> bool:
+        mine = [requests[m] for m in members]
+        return placed_gpus(mine, shapes) <= budget_gpus + _EPS and (
+            not pools or _nodes_hold(mine, shapes, pools, math.floor(budget_gpus + _EPS)))
+
     for rungs in (("cached", "idle"), ("hot",)):
-        while placed_gpus([requests[m] for m in members], shapes) > budget_gpus + _EPS:
+        while not fits():
             trimmable = {m: t for m in members
                          if (t := _trim(requests[m], shapes[m], rungs)) is not None}
             if not trimmable:
@@ -103,18 +120,21 @@ def apply_gpu_budgets(
     shapes: Mapping[str, ReplicaShape],
     tenant_budgets: Mapping[str, float],
     cluster_budget_gpus: float | None,
+    pools: Sequence[PoolSpec] = (),
 ) -> tuple[ModelRequest, ...]:
     """Trim requests to each tenant's GPU budget, then to the cluster's, counted in the whole
     GPUs the placement would take (``placed_gpus``; a tenant's models packed on their own): warm
     rungs of every model go before any serving replica (an idle rung that keeps no GPU share is
     never trimmed), always from the model holding the most GPU share; trimmed requests carry
-    the budget reason. Without budgets the requests come back as they are."""
+    the budget reason. With ``pools`` the cluster budget also keeps the whole nodes the
+    placement needs (a budget that is not whole nodes would otherwise take a node away from
+    replicas it let through). Without budgets the requests come back as they are."""
     by_model = {r.model: r for r in requests}
     for tenant, budget in sorted(tenant_budgets.items()):
         members = [m for m in by_model if shapes[m].tenant == tenant]
         _clamp(by_model, shapes, members, budget, f"{TENANT_BUDGET}:{tenant}")
     if cluster_budget_gpus is not None:
-        _clamp(by_model, shapes, list(by_model), cluster_budget_gpus, CLUSTER_BUDGET)
+        _clamp(by_model, shapes, list(by_model), cluster_budget_gpus, CLUSTER_BUDGET, pools)
     return tuple(by_model[r.model] for r in requests)
 
 

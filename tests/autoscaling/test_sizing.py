@@ -24,7 +24,13 @@ from controlplane.autoscaling.sizing import (
     fleet_placement,
     pack_gpus,
 )
-from controlplane.domain.desired import DesiredState, DesiredTarget, PoolSpec, ReplicaFootprint
+from controlplane.domain.desired import (
+    DesiredState,
+    DesiredTarget,
+    PoolSpec,
+    ReplicaFootprint,
+    desired_state,
+)
 from controlplane.domain.guards import GuardLimits, GuardMemory
 from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
 from controlplane.domain.planner import plan
@@ -224,3 +230,28 @@ def test_a_decision_under_a_two_gpu_budget_keeps_only_the_replicas_its_nodes_hol
     assert [(r.hot, r.reason) for r in decision.requests] == [(2, CLUSTER_BUDGET)]
     assert [t.value for t in decision.desired.pools] == [2]
     assert [t.value for t in decision.desired.replicas] == [2]
+
+
+def test_a_budget_that_is_not_whole_nodes_keeps_only_the_replicas_its_whole_nodes_hold() -> None:
+    decision = _decide(gpus_per_node=2, cluster_gpus=3)  # 3 GPUs placed would need 2 nodes
+    assert [(r.hot, r.reason) for r in decision.requests] == [(2, CLUSTER_BUDGET)]
+    assert [t.value for t in decision.desired.pools] == [1]
+    assert [t.value for t in decision.desired.replicas] == [2]
+    assert decision.placement.gpus_for("A100-80GB") <= 2
+
+
+@given(hots=st.lists(st.integers(0, 8), min_size=6, max_size=6),
+       per_node=st.tuples(st.integers(1, 8), st.integers(1, 8)),
+       min_nodes=st.tuples(st.integers(0, 2), st.integers(0, 2)),
+       cluster_budget=st.integers(0, 40))
+def test_no_node_the_budget_takes_away_holds_a_replica_the_budget_let_through(
+        hots: list[int], per_node: tuple[int, int], min_nodes: tuple[int, int],
+        cluster_budget: int) -> None:
+    pools = (PoolSpec("a100", "A100-80GB", per_node[0], min_nodes[0], 100, 5.0),
+             PoolSpec("h100", "H100-80GB", per_node[1], min_nodes[1], 100, 9.0))
+    requests = [ModelRequest(n, hot) for n, hot in zip(PACKING, hots, strict=True)]
+    trimmed = apply_gpu_budgets(requests, PACKING, {}, cluster_budget, pools)
+    desired = desired_state(fleet_placement(trimmed, PACKING), pools, ())
+    assert clamp_nodes_to_budget(desired, pools, cluster_budget) == desired
+    for before, after in zip(requests, trimmed, strict=True):
+        assert (after.reason != "") == (after != before)
