@@ -30,6 +30,7 @@ from controlplane.domain.demand import (
     FORECAST_P90,
     FORECAST_QUANTILE,
     HOT_HEADROOM,
+    OBSERVED_ABOVE_FORECAST,
     Demand,
     demand_from,
     refused_forecast,
@@ -46,8 +47,9 @@ from controlplane.domain.planner import plan as make_plan
 from controlplane.domain.profile import ProfileCorrection
 from forecaster.types import Forecast
 
-#: Demand reasons that come from a fresh forecast (headroom applies to these only).
-FORECAST_REASONS = frozenset({FORECAST_P90, FORECAST_QUANTILE})
+#: Demand reasons of a fresh forecast, the fast path's included (headroom applies to these
+#: only): load above the forecast must not drop the headroom the forecast alone would hold.
+FORECAST_REASONS = frozenset({FORECAST_P90, FORECAST_QUANTILE, OBSERVED_ABOVE_FORECAST})
 
 
 @dataclass(frozen=True, slots=True)

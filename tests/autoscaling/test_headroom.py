@@ -92,3 +92,13 @@ def test_the_core_raises_hot_replicas_to_the_headroom_and_says_why() -> None:
 def test_headroom_never_lowers_demand_below_the_load_seen_now() -> None:
     reason, rate_rps, hot = _size(40.0, 400.0, _forecast(100.0, 130.0))
     assert reason != HOT_HEADROOM and rate_rps == pytest.approx(400.0) and hot == 40
+
+
+def test_load_above_the_forecast_keeps_the_headroom_the_forecast_alone_would_hold() -> None:
+    # the next step rises to 30 rps: the forecast alone holds hot replicas for its tail
+    rising = Forecast(SPEC.name, T0 - timedelta(minutes=10), STEP_S, (0.0, 30.0), (0.0, 60.0),
+                      "test")
+    _, alone_rps, alone_hot = _size(40.0, 0.0, rising)
+    reason, rate_rps, hot = _size(40.0, 1.0, rising)  # 1 rps seen: the fast path is on
+    assert alone_hot > 1
+    assert reason == HOT_HEADROOM and rate_rps == pytest.approx(alone_rps) and hot == alone_hot
