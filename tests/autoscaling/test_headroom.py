@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controlplane.autoscaling.calibration import ForecastErrors, calibrated
@@ -14,7 +14,13 @@ from controlplane.autoscaling.core import Budgets, FleetModel, size
 from controlplane.autoscaling.headroom import QUANTILES, best_quantile, next_step_headroom
 from controlplane.autoscaling.policies import ladder_rungs, predictive_policy
 from controlplane.autoscaling.sizing import ReplicaShape
-from controlplane.domain.demand import FORECAST_QUANTILE, HOT_HEADROOM, step_quantile
+from controlplane.domain.demand import (
+    CALIBRATION_GRID,
+    FORECAST_QUANTILE,
+    HOT_HEADROOM,
+    ratio_key,
+    step_quantile,
+)
 from controlplane.domain.observed import ObservedModel, ObservedState
 from controlplane.sim.catalog import DEMO_MODELS
 from forecaster.types import Forecast
@@ -102,3 +108,37 @@ def test_load_above_the_forecast_keeps_the_headroom_the_forecast_alone_would_hol
     reason, rate_rps, hot = _size(40.0, 1.0, rising)  # 1 rps seen: the fast path is on
     assert alone_hot > 1
     assert reason == HOT_HEADROOM and rate_rps == pytest.approx(alone_rps) and hot == alone_hot
+
+
+def _tail_at_the_top(p50: float) -> Forecast:
+    """A calibrated forecast flat up to q0.99 whose last half-percent comes in 1.25 x p50."""
+    ratios = {ratio_key(q): 1.0 for q in CALIBRATION_GRID} | {ratio_key(0.995): 1.25}
+    return Forecast(SPEC.name, T0, STEP_S, (p50, p50), (p50, p50), "test", diagnostics=ratios)
+
+
+def test_a_larger_forecast_never_lowers_the_headroom_where_the_quantile_steps_down() -> None:
+    # at 214 rps the tail is worth its price; at 240.75 the newsvendor drops to the flat part
+    smaller = next_step_headroom(_tail_at_the_top(214.0), T0, 10.0, 200.0)
+    larger = next_step_headroom(_tail_at_the_top(240.75), T0, 10.0, 200.0)
+    assert smaller is not None and larger is not None
+    assert smaller.rps == pytest.approx(267.5)
+    assert larger.rps >= smaller.rps
+
+
+@settings(max_examples=200, deadline=None)
+@given(p50=st.floats(0.01, 2000), spread=st.floats(1.0, 2.5), factor=st.floats(1.0, 2.0),
+       tail=st.one_of(st.none(), st.lists(st.floats(0, 0.5), min_size=6, max_size=6)),
+       price=st.sampled_from([5.0, 40.0, 200.0, 2000.0]))
+def test_more_forecast_never_lowers_the_headroom(p50: float, spread: float, factor: float,
+                                                  tail: list[float] | None, price: float) -> None:
+    ratios: dict[str, float] = {}
+    if tail is not None:  # a calibrated tail: ratio 1 at the median, rising by ``tail``
+        ratio = 1.0
+        for q, rise in zip(CALIBRATION_GRID, [0.0, *tail], strict=True):
+            ratio += rise
+            ratios[ratio_key(q)] = ratio
+    forecasts = [Forecast(SPEC.name, T0, STEP_S, (k * p50, k * p50 / 2), (
+        k * p50 * spread, k * p50 / 2 * spread), "test", diagnostics=ratios) for k in (1, factor)]
+    smaller, larger = (next_step_headroom(f, T0, 10.0, price) for f in forecasts)
+    assert smaller is not None and larger is not None
+    assert larger.rps >= smaller.rps * (1 - 1e-9)
