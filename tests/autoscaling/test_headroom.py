@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from controlplane.autoscaling.calibration import ForecastErrors, calibrated
@@ -18,6 +18,8 @@ from controlplane.domain.demand import (
     CALIBRATION_GRID,
     FORECAST_QUANTILE,
     HOT_HEADROOM,
+    OBSERVED_ABOVE_FORECAST,
+    demand_for,
     ratio_key,
     step_quantile,
 )
@@ -142,3 +144,61 @@ def test_more_forecast_never_lowers_the_headroom(p50: float, spread: float, fact
     smaller, larger = (next_step_headroom(f, T0, 10.0, price) for f in forecasts)
     assert smaller is not None and larger is not None
     assert larger.rps >= smaller.rps * (1 - 1e-9)
+
+
+_RATES = st.lists(st.floats(0, 300), min_size=3, max_size=3)
+_SPREADS = st.lists(st.floats(1, 2), min_size=3, max_size=3)
+_TAILS = st.one_of(st.none(), st.lists(st.floats(0, 0.5), min_size=6, max_size=6))
+_PRICES = st.sampled_from([0.0, 20.0, 40.0, 200.0])
+_LAGS = st.sampled_from([0.0, 60.0])
+
+
+def _sized(p50s: list[float], spreads: list[float], tail: list[float] | None,
+           observed_rps: float, price: float, lag_s: float, scale: float = 1.0
+           ) -> tuple[int, str]:
+    """(hot replicas, demand reason before headroom) of one model whose forecast (three
+    10-minute steps from 10 minutes ago, every quantile x ``scale``) and load are given."""
+    ratios: dict[str, float] = {}
+    if tail is not None:
+        ratio = 1.0
+        for q, rise in zip(CALIBRATION_GRID, [0.0, *tail], strict=True):
+            ratio += rise
+            ratios[ratio_key(q)] = ratio
+    forecast = Forecast(SPEC.name, T0 - timedelta(minutes=10), STEP_S,
+                        tuple(scale * p for p in p50s),
+                        tuple(scale * p * s for p, s in zip(p50s, spreads, strict=True)),
+                        "test", diagnostics=ratios)
+    shape = ReplicaShape(SPEC.name, SPEC.tenant, "A100-80GB", 1.0, 10.0)
+    model = FleetModel(SPEC, shape, ladder_rungs(2.0, 1.0, 2.0, 10.0, 300.0), 2.0)
+    policy = predictive_policy(short_minute_cost_ratio=price, observed_lag_s=lag_s)
+    now = T0 - timedelta(minutes=3)
+    observed = ObservedState(now, (), (), (ObservedModel(SPEC.name, 10, 0, 10, observed_rps,
+                                                         100.0),))
+    sized = size(observed, {SPEC.name: forecast}, [model], policy, Budgets(), now)
+    plain = demand_for(SPEC, forecast, observed_rps, policy.demand, now)
+    return sized.requests[0].hot, plain.reason
+
+
+@settings(max_examples=200, deadline=None)
+@given(p50s=_RATES, spreads=_SPREADS, tail=_TAILS, observed_rps=st.floats(0, 400),
+       more_rps=st.floats(0, 100), price=_PRICES, lag_s=_LAGS)
+def test_more_load_seen_never_gives_fewer_hot_replicas(
+        p50s: list[float], spreads: list[float], tail: list[float] | None, observed_rps: float,
+        more_rps: float, price: float, lag_s: float) -> None:
+    less, _ = _sized(p50s, spreads, tail, observed_rps, price, lag_s)
+    more, _ = _sized(p50s, spreads, tail, observed_rps + more_rps, price, lag_s)
+    assert more >= less
+
+
+@settings(max_examples=200, deadline=None)
+@given(p50s=_RATES, spreads=_SPREADS, tail=_TAILS, observed_rps=st.floats(0, 400),
+       scale=st.floats(1, 2), price=_PRICES, lag_s=_LAGS)
+def test_more_forecast_never_gives_fewer_hot_replicas_unless_it_ends_the_fast_path(
+        p50s: list[float], spreads: list[float], tail: list[float] | None, observed_rps: float,
+        scale: float, price: float, lag_s: float) -> None:
+    less, less_reason = _sized(p50s, spreads, tail, observed_rps, price, lag_s)
+    more, more_reason = _sized(p50s, spreads, tail, observed_rps, price, lag_s, scale)
+    # A forecast raised past the load seen ends the fast path (observed x stale_headroom): a
+    # step down by design (see the report of this test's commit), not covered here.
+    assume(not (less_reason == OBSERVED_ABOVE_FORECAST != more_reason))
+    assert more >= less
