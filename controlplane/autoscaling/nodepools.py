@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from controlplane.autoscaling.sizing import ReplicaShape
 from controlplane.domain.demand import Demand
 from controlplane.domain.desired import DesiredState, PoolSpec, ReplicaFootprint, desired_state
 from controlplane.domain.placement import FleetPlacement
+
+if TYPE_CHECKING:  # sizing imports this module (its budget clamp)
+    from controlplane.autoscaling.sizing import ReplicaShape
 
 CLUSTER_GPU_BUDGET = "cluster_gpu_budget"
 
