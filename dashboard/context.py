@@ -29,7 +29,10 @@ P = ParamSpec("P")
 
 @st.cache_resource(show_spinner=False)
 def engine_for(url: str) -> Engine:
-    return make_engine(url, lock_timeout_s=LOCK_TIMEOUT_S)
+    """The engine of ``url``, opened with ``db.connect_timeout_s`` as the CLI and server open
+    the store: a hung server fails the page after that setting, not after a default."""
+    timeout_s = load_settings().db.connect_timeout_s
+    return make_engine(url, timeout_s, lock_timeout_s=LOCK_TIMEOUT_S)
 
 
 def store_url() -> str:

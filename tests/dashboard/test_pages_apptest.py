@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 import sys
+import threading
+import time
 from collections.abc import Callable
 from contextlib import closing
 from datetime import timedelta
@@ -390,6 +393,47 @@ def test_a_store_url_whose_driver_is_not_installed_is_an_error_not_a_traceback(
         "Cannot open the store: cannot open database mysql://operator@127.0.0.1:9/headroom: no "
         "driver for it is installed (import of MySQLdb halted; None in sys.modules); Headroom "
         "stores are sqlite:///FILE or postgresql+psycopg://user@host:5432/db"]
+
+
+class SilentServer:
+    """A 127.0.0.1 socket that accepts connections and never answers (a hung database server);
+    ``accepted_at``: when each connection came (``time.monotonic()``)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.sock.getsockname()[1]
+        self.accepted_at: list[float] = []
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:  # closed
+                return
+            self.accepted_at.append(time.monotonic())
+            self.held.append(client)
+
+    def close(self) -> None:
+        for client in [*self.held, self.sock]:
+            client.close()
+
+
+def test_a_hung_store_server_fails_the_page_within_the_connect_timeout_setting(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    server = SilentServer()
+    with closing(server):
+        url = f"postgresql://operator@127.0.0.1:{server.port}/headroom"
+        monkeypatch.setenv("HEADROOM_DB__URL", url)
+        monkeypatch.setenv("HEADROOM_DB__CONNECT_TIMEOUT_S", "2")  # the default is 5
+        at = AppTest.from_file(APP, default_timeout=60).run()
+        failed_at = time.monotonic()
+    no_exception(at)
+    assert [e.value for e in at.error] == [
+        f"Cannot open the store: cannot reach database {url}: connection timeout expired"]
+    assert len(server.accepted_at) == 1
+    assert failed_at - server.accepted_at[0] < 3.5  # 2 s and the page's own work, not 5 s
 
 
 def _usd(text: str) -> float:
