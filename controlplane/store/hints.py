@@ -7,12 +7,13 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Column, Connection, DateTime, Engine, Row
+from sqlalchemy import Column, Connection, Engine, Row
 from sqlalchemy import select as sa_select
 from sqlmodel import Field, Session, SQLModel
 
 from controlplane.domain.hints import DemandHint
 from controlplane.store.repository import as_utc
+from controlplane.store.utc import UtcDateTime
 
 log = logging.getLogger("headroom.store")
 
@@ -25,11 +26,11 @@ class DemandHintRecord(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     model: str = Field(max_length=200, index=True)
     rate_rps: float
-    start_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
-    end_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False,
+    start_at: datetime = Field(sa_column=Column(UtcDateTime(), nullable=False))
+    end_at: datetime = Field(sa_column=Column(UtcDateTime(), nullable=False,
                                               index=True))
     reason: str = Field(default="", max_length=500)
-    created_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+    created_at: datetime = Field(sa_column=Column(UtcDateTime(), nullable=False))
 
 
 def _hint(row: DemandHintRecord | Row[Any]) -> DemandHint:

@@ -27,7 +27,6 @@ from sqlalchemy import (
     BigInteger,
     Column,
     Connection,
-    DateTime,
     Engine,
     Float,
     LargeBinary,
@@ -45,6 +44,7 @@ from controlplane.domain.errors import error_line
 from controlplane.domain.fleet_status import PlacementStatus
 from controlplane.ports import Clock
 from controlplane.store.repository import as_utc
+from controlplane.store.utc import UtcDateTime
 from protos.headroom.v1 import placement_pb2 as pb
 from scheduler import convert
 from scheduler.domain.errors import Unavailable
@@ -65,7 +65,7 @@ class PlacementJournalRecord(SQLModel, table=True):
     plan_revision: int = Field(sa_column=Column(BigInteger, nullable=False))
     plan: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
     changed_by: str = Field(max_length=200)
-    changed_at: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True),
+    changed_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(),
                                                                        nullable=True))
 
 
@@ -89,7 +89,7 @@ class PlacementBindingRecord(SQLModel, table=True):
     version: int = Field(sa_column=Column(BigInteger, nullable=False, index=True))
     released_version: int | None = Field(default=None, sa_column=Column(
         BigInteger, nullable=True, index=True))
-    bound_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+    bound_at: datetime = Field(sa_column=Column(UtcDateTime(), nullable=False))
 
 
 def _journal() -> Any:

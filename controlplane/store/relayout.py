@@ -10,13 +10,14 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Column, DateTime, Engine, Text
+from sqlalchemy import Column, Engine, Text
 from sqlmodel import Field, Session, SQLModel, col, select
 
 from controlplane.domain.mig_layout import NodeMigLayout, layout_from_entries, mig_parted_entries
 from controlplane.domain.mig_relayout import TERMINAL, MigRelayout, RelayoutPhase
 from controlplane.store.repository import as_utc
 from controlplane.store.tables import NODE_NAME_CHARS
+from controlplane.store.utc import UtcDateTime
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -34,10 +35,10 @@ class MigRelayoutRecord(SQLModel, table=True):
     to_layout_json: str = Field(sa_column=Column(Text, nullable=False))
     phase: str = Field(max_length=32, index=True)
     active: bool = Field(index=True)
-    started_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
-    updated_at: datetime = Field(sa_column=Column(DateTime(timezone=True), nullable=False))
+    started_at: datetime = Field(sa_column=Column(UtcDateTime(), nullable=False))
+    updated_at: datetime = Field(sa_column=Column(UtcDateTime(), nullable=False))
     deadline_at: datetime | None = Field(
-        default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
+        default=None, sa_column=Column(UtcDateTime(), nullable=True))
     surge_nodes: int = 0
     wait_reason: str = Field(default="", sa_column=Column(Text, nullable=False))
     alert: str = Field(default="", sa_column=Column(Text, nullable=False))

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Column, DateTime, Index, Text, UniqueConstraint
+from sqlalchemy import Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
+
+from controlplane.store.utc import UtcDateTime
 
 #: a Kubernetes node name has up to 253 characters; a MIG re-layout's id adds 16 (0010)
 NODE_NAME_CHARS = 300
 
 
 def _utc_column(index: bool = False) -> Column[datetime]:
-    return Column(DateTime(timezone=True), nullable=False, index=index)
+    return Column(UtcDateTime(), nullable=False, index=index)
 
 
 class ModelRecord(SQLModel, table=True):
@@ -100,7 +102,7 @@ class IssuedForecastRecord(SQLModel, table=True):
     sigma: float
     observed_rps: float | None = None
     scored_at: datetime | None = Field(
-        default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
+        default=None, sa_column=Column(UtcDateTime(), nullable=True))
 
 
 class TickRecord(SQLModel, table=True):
@@ -188,9 +190,9 @@ class LeaseRowRecord(SQLModel, table=True):
     name: str = Field(primary_key=True, max_length=100)
     holder: str = Field(max_length=200)  # host-pid; "" = released
     acquired_at: datetime | None = Field(
-        default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
+        default=None, sa_column=Column(UtcDateTime(), nullable=True))
     renewed_at: datetime | None = Field(
-        default=None, sa_column=Column(DateTime(timezone=True), nullable=True))
+        default=None, sa_column=Column(UtcDateTime(), nullable=True))
     duration_s: int
     transitions: int = 0
     version: int = 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from datetime import timedelta
+from datetime import timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -20,7 +20,7 @@ from controlplane.domain.observed import ObservedGpu, ObservedNode
 from controlplane.domain.sharing_config import SharingLayout
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store, StoreUnavailable, downgrade, upgrade
-from controlplane.store.tables import ActionRecord, OutcomeRecord
+from controlplane.store.tables import ActionRecord, ObservationRecord, OutcomeRecord
 from forecaster.types import Forecast
 
 TABLES = {"models", "nodes", "gpus", "observations", "forecasts", "ticks", "plans", "actions",
@@ -175,6 +175,39 @@ def test_the_last_observation_time_is_the_newest_of_that_model_only(store_url: s
                              ("other", T0 + timedelta(hours=1), 99.0)])
     assert store.last_observed_at("m") == T0 + timedelta(minutes=2)
     assert store.last_observed_at("never") is None
+
+
+PLUS_TWO = timezone(timedelta(hours=2), "UTC+2")
+
+
+def test_a_time_given_in_another_zone_is_stored_as_the_same_instant_in_utc(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    store.save_tick(replace(sample_tick_report(), started_at=T0.astimezone(PLUS_TWO)))
+    store.save_observations([("m", T0.astimezone(PLUS_TWO), 10.0)])
+    assert store.last_tick_at() == T0
+    assert store.last_observed_at("m") == T0
+    with store.engine.connect() as connection:  # the stored wall time is UTC's, not +02:00's
+        (stored,) = connection.execute(select(ObservationRecord.at)).scalars()
+    assert (stored.hour, stored.utcoffset()) == (12, None if stored.tzinfo is None else
+                                                 timedelta(0))
+
+
+def test_a_window_given_in_another_zone_finds_the_rows_of_that_instant(store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    store.save_observations([("m", T0, 10.0), ("m", T0 + timedelta(minutes=1), 20.0)])
+    window_at = (T0 + timedelta(minutes=1)).astimezone(PLUS_TWO)
+    series = store.rate_history("m", window_at, window_at + timedelta(minutes=1), 60)
+    assert series.values == (20.0,)
+
+
+def test_a_naive_time_is_taken_as_utc_on_both_backends_whatever_the_session_zone(
+        store_url: str) -> None:
+    if store_url.startswith("postgresql"):  # PostgreSQL would take it in the session's zone
+        store_url += "?options=-c%20timezone%3DEurope%2FBerlin"
+    store = Store.open(store_url, migrate=True)
+    store.save_observations([("m", T0.replace(tzinfo=None), 10.0)])
+    assert store.last_observed_at("m") == T0
 
 
 def test_a_store_whose_path_holds_a_percent_sign_migrates(tmp_path: Path) -> None:
