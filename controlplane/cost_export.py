@@ -1,11 +1,15 @@
 """Showback CSV in OpenCost's allocation export layout (``pkg/costmodel/csv_export.go``): the
 same leading columns (Date, Namespace, ControllerKind, ControllerName, Pod, Container, Labels,
 usage averages, GPUs, costs, TotalCost) so the file merges with an OpenCost export, then
-Headroom's own columns (GPUHours, GPUProduct, Category, Requests, CostPer1MRequests).
+Headroom's own columns (GPUHours, GPUProduct, Category, Requests, CostPer1MRequests,
+UnrecordedHours).
 
 Mapping: a serving line is namespace = tenant, controller = the model's deployment; warm-pool GPUs
 are placeholder capacity in Headroom's namespace (``warm-pool-<product>``); idle GPUs are
 OpenCost's ``__idle__``. Labels carry ``headroom_io_*`` keys in OpenCost's sanitised form.
+UnrecordedHours: the hours of the row's day in the window when no plan was recorded (see
+``controlplane.domain.cost_gaps``), whose cost holds the plan before; the same on every row of
+that day, 0 on a day fully recorded.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from controlplane.domain.cost import (
     cost_per_million,
     fleet_cost_rate,
 )
+from controlplane.domain.cost_gaps import UNRECORDED_AFTER_S, Span, unrecorded_spans
 
 OPENCOST_COLUMNS = (
     "Date", "Namespace", "ControllerKind", "ControllerName", "Pod", "Container", "Labels",
@@ -37,7 +42,8 @@ OPENCOST_COLUMNS = (
     "RAMBytesRequestAverage", "NetworkReceiveBytes", "NetworkTransferBytes", "GPUs", "PVBytes",
     "CPUCost", "RAMCost", "NetworkCost", "PVCost", "GPUCost", "TotalCost",
 )
-HEADROOM_COLUMNS = ("GPUHours", "GPUProduct", "Category", "Requests", "CostPer1MRequests")
+HEADROOM_COLUMNS = ("GPUHours", "GPUProduct", "Category", "Requests", "CostPer1MRequests",
+                    "UnrecordedHours")
 COLUMNS = OPENCOST_COLUMNS + HEADROOM_COLUMNS
 _ZERO_COLUMNS = (*OPENCOST_COLUMNS[7:13], "PVBytes", "CPUCost", "RAMCost", "NetworkCost",
                  "PVCost")
@@ -57,8 +63,11 @@ def allocation_identity(accrual: CostAccrual, warm_namespace: str) -> tuple[str,
 
 
 def opencost_rows(accruals: Sequence[CostAccrual], requests: Mapping[tuple[str, str], float],
-                  warm_namespace: str = "headroom") -> list[dict[str, str]]:
-    """One row per day and cost line; ``requests`` maps (day, model) to requests served."""
+                  warm_namespace: str = "headroom",
+                  unrecorded_h: Mapping[str, float] | None = None) -> list[dict[str, str]]:
+    """One row per day and cost line; ``requests`` maps (day, model) to requests served,
+    ``unrecorded_h`` a day to its hours without a plan recorded (``cost_gaps.hours_per_day``)."""
+    unrecorded_h = unrecorded_h or {}
     rows = []
     for a in accruals:
         namespace, kind, controller = allocation_identity(a, warm_namespace)
@@ -79,6 +88,7 @@ def opencost_rows(accruals: Sequence[CostAccrual], requests: Mapping[tuple[str, 
             "GPUHours": _fmt(a.gpu_hours), "GPUProduct": a.product, "Category": a.category.value,
             "Requests": "" if served is None else _fmt(served),
             "CostPer1MRequests": "" if per_million is None else _fmt(per_million),
+            "UnrecordedHours": _fmt(unrecorded_h[a.day]) if unrecorded_h.get(a.day) else "0",
         }
         rows.append(row)
     return rows
@@ -98,12 +108,14 @@ class Showback:
     accruals: tuple[CostAccrual, ...]
     requests: dict[tuple[str, str], float]  # (day, model) -> requests served
     samples: int
+    unrecorded: tuple[Span, ...]  # stretches with no plan recorded (cost_gaps)
 
 
 def showback(engine: Engine, prices: PriceTable, since_at: datetime, until_at: datetime,
-             step_s: float = 60.0) -> Showback:
+             step_s: float = 60.0, gap_limit_s: float = UNRECORDED_AFTER_S) -> Showback:
     """Accrued cost per day and line over [since_at, until_at), sampling the plan in force every
-    ``step_s`` seconds, and requests served per day and model."""
+    ``step_s`` seconds, requests served per day and model, and the stretches longer than
+    ``gap_limit_s`` with no plan recorded."""
     ticks = cost_reader.planned_ticks(engine, since_at, until_at)
     samples = cost_reader.sample_ticks(ticks, since_at, until_at - timedelta(microseconds=1),
                                        step_s)
@@ -115,7 +127,8 @@ def showback(engine: Engine, prices: PriceTable, since_at: datetime, until_at: d
         for model, served in cost_reader.served_requests(engine, sorted(tenant_of), day_start,
                                                          day_end).items():
             requests[(day, model)] += served.served_requests
-    return Showback(accruals, dict(requests), len(samples))
+    unrecorded = unrecorded_spans((t.at for t in ticks), since_at, until_at, gap_limit_s)
+    return Showback(accruals, dict(requests), len(samples), unrecorded)
 
 
 def day_spans(days: Iterable[str], since_at: datetime, until_at: datetime

@@ -18,6 +18,12 @@ from controlplane.domain.cost import (
     accrue_requests,
     fleet_cost_rate,
 )
+from controlplane.domain.cost_gaps import (
+    UNRECORDED_AFTER_S,
+    Span,
+    hours_per_day,
+    unrecorded_spans,
+)
 from dashboard import queries as q
 from dashboard.context import TTL_S, engine_for
 
@@ -59,6 +65,7 @@ class CostWindow:
     requests: pd.DataFrame  # per model: served_requests, demand_requests (same sampling)
     samples: int
     step_s: float  # the sampling step actually used (see sampling_step_s)
+    unrecorded: tuple[Span, ...]  # stretches with no plan recorded (cost_gaps)
 
 
 def sampling_step_s(since_at: datetime, until_at: datetime, step_s: float) -> float:
@@ -71,10 +78,11 @@ def sampling_step_s(since_at: datetime, until_at: datetime, step_s: float) -> fl
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
-def cost_window(url: str, since_at: datetime, until_at: datetime, step_s: float) -> CostWindow:
+def cost_window(url: str, since_at: datetime, until_at: datetime, step_s: float,
+                gap_limit_s: float = UNRECORDED_AFTER_S) -> CostWindow:
     """Cost and requests over the window, sampling the plan in force every step_s seconds (finer
     in a short window); dollars and requests are held the same way, so $ per 1M requests
-    compares like with like."""
+    compares like with like. Stretches longer than ``gap_limit_s`` without a plan are named."""
     engine = engine_for(url)
     step_s = sampling_step_s(since_at, until_at, step_s)
     ticks = cost_reader.planned_ticks(engine, since_at, until_at)
@@ -91,8 +99,9 @@ def cost_window(url: str, since_at: datetime, until_at: datetime, step_s: float)
     demand = accrue_requests([(s.snapshot.at, s.demand_rps) for s in samples], until_at)
     requests = pd.DataFrame([(m, served.get(m, 0.0), demand[m]) for m in sorted(demand)],
                             columns=["model", "served_requests", "demand_requests"])
+    unrecorded = unrecorded_spans((t.at for t in ticks), since_at, until_at, gap_limit_s)
     return CostWindow(rates, accruals_frame(accrue(rated, until_at)), requests, len(samples),
-                      step_s)
+                      step_s, unrecorded)
 
 
 def accruals_frame(accruals: tuple[CostAccrual, ...]) -> pd.DataFrame:
@@ -104,9 +113,10 @@ def accruals_frame(accruals: tuple[CostAccrual, ...]) -> pd.DataFrame:
     return frame
 
 
-def export_csv(url: str, accruals: pd.DataFrame, since_at: datetime,
-               until_at: datetime) -> str:
-    """The window's showback as OpenCost-layout CSV text (requests per day and model included)."""
+def export_csv(url: str, accruals: pd.DataFrame, since_at: datetime, until_at: datetime,
+               unrecorded: tuple[Span, ...] = ()) -> str:
+    """The window's showback as OpenCost-layout CSV text (requests per day and model included,
+    and each day's hours in ``unrecorded``)."""
     items = tuple(CostAccrual(r.day, r.start_at, r.end_at, _category(r.category), r.product,
                               r.tenant, r.model, r.gpu_hours, r.usd)
                   for r in accruals.itertuples(index=False))
@@ -115,7 +125,8 @@ def export_csv(url: str, accruals: pd.DataFrame, since_at: datetime,
                                                          until_at):
         for row in q.served(url, day_start, day_end).itertuples(index=False):
             requests[(day, row.model)] = row.served_requests
-    return cost_export.csv_text(cost_export.opencost_rows(items, requests))
+    return cost_export.csv_text(cost_export.opencost_rows(items, requests,
+                                                          unrecorded_h=hours_per_day(unrecorded)))
 
 
 def _category(value: object) -> CostCategory:

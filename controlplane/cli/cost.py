@@ -19,6 +19,7 @@ from controlplane.cli.paths import check_output_path, write_atomically
 from controlplane.cli.store_origin import db_url_named, store_error_line
 from controlplane.cli.streams import usage_error
 from controlplane.cli.times import parse_utc
+from controlplane.domain import cost_gaps
 from controlplane.settings import ConfigError, load_settings
 from controlplane.store import Store, StoreUnavailable
 from controlplane.store.engine import redact, sqlite_file
@@ -99,12 +100,14 @@ def export(
             raise typer.Exit(1)
         since_at, until_at = _window(span, until, days)
         result = cost_export.showback(engine, cost_reader.price_table(engine), since_at,
-                                      until_at, step_s)
+                                      until_at, step_s,
+                                      cost_gaps.gap_limit_s(settings.reconcile.interval_s))
     except (ConfigError, StoreUnavailable, InputError) as error:
         raise usage_error(str(error)) from None
     except SQLAlchemyError as error:
         raise usage_error(store_error_line(url, error)) from None
-    rows = cost_export.opencost_rows(result.accruals, result.requests, warm_namespace)
+    rows = cost_export.opencost_rows(result.accruals, result.requests, warm_namespace,
+                                     cost_gaps.hours_per_day(result.unrecorded))
     try:
         write_atomically(out, lambda tmp: tmp.write_text(cost_export.csv_text(rows),
                                                          encoding="utf-8"))
@@ -113,3 +116,6 @@ def export(
     total = sum(a.usd for a in result.accruals)
     console.print(f"wrote {len(rows)} rows to {out}: {since_at:%Y-%m-%d %H:%M} .. "
                   f"{until_at:%Y-%m-%d %H:%M} UTC, {result.samples} samples, ${total:,.2f}")
+    if result.unrecorded:
+        console.print(f"note: no plan recorded {cost_gaps.spans_text(result.unrecorded)}; the "
+                      "cost there holds the plan in force before (column UnrecordedHours)")

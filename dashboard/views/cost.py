@@ -9,7 +9,9 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from controlplane.domain import cost_gaps
 from controlplane.domain.cost import cost_per_million
+from controlplane.settings import load_settings
 from dashboard import costing, widgets
 from dashboard import queries as q
 from dashboard.context import store_url
@@ -43,7 +45,8 @@ def main() -> None:
     step_min = STEPS_MIN[c2.radio("Sampling step", list(STEPS_MIN), index=2, horizontal=True)]
     until_at = tick.started_at
     since_at = max(tick.first_at, until_at - window)
-    window_cost = costing.cost_window(url, since_at, until_at, step_min * 60.0)
+    gap_limit_s = cost_gaps.gap_limit_s(load_settings().reconcile.interval_s)
+    window_cost = costing.cost_window(url, since_at, until_at, step_min * 60.0, gap_limit_s)
     rates, accruals, served = window_cost.rates, window_cost.accruals, window_cost.requests
     if since_at == until_at:
         st.info("Only one reconcile tick so far: cost accrues from one tick to the next, so it "
@@ -55,6 +58,11 @@ def main() -> None:
     if accruals.empty:  # plans were in force, but every pool was at zero nodes: $0, not "no plan"
         st.info("No GPU was billed in this window: the plans in force had no ready or "
                 "provisioning node in any pool.")
+    if window_cost.unrecorded:
+        st.warning(f"No plan was recorded {cost_gaps.spans_text(window_cost.unrecorded)}, e.g. "
+                   "while the control plane was down: the cost shown there holds the plan in "
+                   "force before, unmeasured. The CSV marks each day's such hours in its "
+                   "UnrecordedHours column.")
     total = float(accruals["usd"].sum())
     by_cat = accruals.groupby("category")["usd"].sum()
     cols = st.columns(5)
@@ -89,7 +97,8 @@ def main() -> None:
                      height=300)
     st.download_button(
         "Download showback CSV (OpenCost allocation layout)",
-        data=lambda: costing.export_csv(url, accruals, since_at, until_at),
+        data=lambda: costing.export_csv(url, accruals, since_at, until_at,
+                                        window_cost.unrecorded),
         file_name=f"headroom-showback-{since_at:%Y%m%d}-{until_at:%Y%m%d}.csv",
         mime="text/csv")
     st.subheader("GPU prices")

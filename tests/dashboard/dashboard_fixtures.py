@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
-from dashboard_support import SEED_HOURS, Seeded, seed_store
+from dashboard_support import SEED_HOURS, Gapped, Seeded, seed_store, seed_store_with_a_gap
 
 
 @pytest.fixture(scope="session")
@@ -27,3 +28,10 @@ def seeded_url(seeded: Seeded) -> str:
 def dashboard_env(seeded_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("HEADROOM_DB__URL", seeded_url)
     yield seeded_url
+
+
+@pytest.fixture(scope="session")
+def gapped(tmp_path_factory: pytest.TempPathFactory) -> Gapped:
+    """A store with no tick for three days (the control plane was down)."""
+    path = tmp_path_factory.mktemp("gapped-store") / "headroom.db"
+    return seed_store_with_a_gap(f"sqlite:///{path}", timedelta(days=3))

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlmodel import SQLModel
 
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store
+from controlplane.store.engine import make_engine
 
 SEED_START_AT = datetime(2026, 3, 2, 21, 0, tzinfo=UTC)  # crosses midnight: two cost days
 SEED_HOURS = 3.5
+GAP_SEED_START_AT = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -59,3 +64,30 @@ def write_timeline(path: Path, minutes: int, replicas: int, gpus_billed: int,
         lines.append(f"{minute},embed,10.0,1,50.0,1.0,{gpus_billed}")
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+@dataclass(frozen=True)
+class Gapped:
+    url: str
+    gap_start_at: datetime  # the last tick before the control plane was down
+    gap_end_at: datetime  # the first tick after it
+
+
+def seed_store_with_a_gap(url: str, down_for: timedelta) -> Gapped:
+    """A store the real core filled for an hour from 22:00 on 2026-03-02, whose ticks from
+    22:30 on were written ``down_for`` later: the control plane was down in between."""
+    seed_store(url, 1.0, start_at=GAP_SEED_START_AT)
+    cut_at = GAP_SEED_START_AT + timedelta(minutes=30)
+    ticks = SQLModel.metadata.tables["ticks"]
+    engine = make_engine(url)
+    with engine.begin() as connection:
+        for tick_id, at in list(connection.execute(
+                select(ticks.c.id, ticks.c.started_at).where(ticks.c.started_at >= cut_at))):
+            connection.execute(update(ticks).where(ticks.c.id == tick_id)
+                               .values(started_at=at + down_for))
+        gap_start_at = connection.execute(select(func.max(ticks.c.started_at))
+                                          .where(ticks.c.started_at < cut_at)).scalar_one()
+        gap_end_at = connection.execute(select(func.min(ticks.c.started_at))
+                                        .where(ticks.c.started_at >= cut_at)).scalar_one()
+    engine.dispose()
+    return Gapped(url, gap_start_at.replace(tzinfo=UTC), gap_end_at.replace(tzinfo=UTC))

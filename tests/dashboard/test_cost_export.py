@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from dashboard_support import Seeded, seed_store
+from dashboard_support import Gapped, Seeded, seed_store
 from typer.testing import CliRunner
 
 from controlplane import cost_export, cost_reader
@@ -239,3 +239,32 @@ def test_days_of_a_window_starting_mid_second_end_at_midnight_where_the_next_beg
         ("2026-03-02", datetime(2026, 3, 2, tzinfo=UTC), datetime(2026, 3, 3, tzinfo=UTC)),
         ("2026-03-03", datetime(2026, 3, 3, tzinfo=UTC), until_at),
     ]
+
+
+def test_days_the_control_plane_was_down_are_marked_in_the_export_and_named_in_its_output(
+        gapped: Gapped, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEADROOM_DB__URL", gapped.url)
+    out = tmp_path / "gapped.csv"
+    code, output = _export("--out", str(out), "--days", "7", "--step-s", "600")
+    assert code == 0, output
+    assert (f"no plan recorded from {gapped.gap_start_at:%Y-%m-%d %H:%M:%S} to "
+            f"{gapped.gap_end_at:%Y-%m-%d %H:%M:%S} UTC (72.0 h)") in output
+    with out.open() as handle:
+        read = list(csv.DictReader(handle))
+    hours_by_day = {(r["Date"], float(r["UnrecordedHours"])) for r in read}
+    first_midnight, last_midnight = datetime(2026, 3, 3, tzinfo=UTC), datetime(2026, 3, 5,
+                                                                              tzinfo=UTC)
+    assert hours_by_day == {
+        ("2026-03-02", round((first_midnight - gapped.gap_start_at) / timedelta(hours=1), 6)),
+        ("2026-03-03", 24.0), ("2026-03-04", 24.0),
+        ("2026-03-05", round((gapped.gap_end_at - last_midnight) / timedelta(hours=1), 6))}
+
+
+def test_a_store_ticking_without_a_gap_marks_no_hour_unrecorded(seeded: Seeded) -> None:
+    engine = make_engine(seeded.url)
+    first_at, _ = cost_reader.time_span(engine) or pytest.fail("no ticks")
+    result = cost_export.showback(engine, cost_reader.price_table(engine), first_at,
+                                  seeded.end_at, step_s=600)
+    assert result.unrecorded == ()
+    rows = cost_export.opencost_rows(result.accruals, result.requests)
+    assert {r["UnrecordedHours"] for r in rows} == {"0"}

@@ -28,6 +28,7 @@ from controlplane.domain.cost import (
     slice_shares,
     split_gpu,
 )
+from controlplane.domain.cost_gaps import hours_per_day, spans_text, unrecorded_spans
 
 A100 = GpuPrice("A100-80GB", 7.0, "test", "2026")
 T0 = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
@@ -195,3 +196,14 @@ def test_warm_attribution_never_exceeds_the_unplaced_gpus(total: int,
     warm = attribute_warm(total, unplaced)
     assert sum(warm.values()) == min(total, sum(unplaced.values()))
     assert all(0 < n <= unplaced[p] for p, n in warm.items())
+
+
+def test_a_stretch_without_a_plan_is_clipped_to_the_window_and_ordinary_ticking_is_none() -> None:
+    t = datetime(2026, 3, 2, 21, 0, tzinfo=UTC)
+    plans_at = [t, t + timedelta(seconds=30), t + timedelta(seconds=60), t + timedelta(hours=5)]
+    spans = unrecorded_spans(plans_at, t + timedelta(hours=2), t + timedelta(hours=6), 600.0)
+    assert spans == ((t + timedelta(hours=2), t + timedelta(hours=5)),  # from inside the gap
+                     (t + timedelta(hours=5), t + timedelta(hours=6)))  # after the last plan
+    assert hours_per_day(spans) == {"2026-03-02": 1.0, "2026-03-03": 3.0}
+    assert spans_text(spans[:1]) == "from 2026-03-02 23:00:00 to 2026-03-03 02:00:00 UTC (3.0 h)"
+    assert unrecorded_spans([], t, t + timedelta(hours=6), 600.0) == ()  # no plan: nothing held

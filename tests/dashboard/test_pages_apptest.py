@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import socket
 import sqlite3
 import sys
@@ -16,7 +18,7 @@ from typing import Any
 import pandas as pd
 import pytest
 import streamlit as st
-from dashboard_support import Seeded, seed_store, write_timeline
+from dashboard_support import GAP_SEED_START_AT, Gapped, Seeded, seed_store, write_timeline
 from streamlit.testing.v1 import AppTest
 
 from controlplane import cost_reader
@@ -27,6 +29,7 @@ from controlplane.placement_api import journaled_engine
 from controlplane.store import Store
 from controlplane.store.engine import make_engine
 from controlplane.store.hints import SqlDemandHints
+from dashboard import costing
 from protos.headroom.v1 import placement_pb2 as pb
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
@@ -216,6 +219,24 @@ def test_cost_page_splits_serving_warm_and_idle_and_offers_the_csv(page: Page) -
     at.radio[0].set_value("24 h").run()
     at.radio[1].set_value("15 min").run()
     no_exception(at)
+
+
+def test_cost_page_names_the_stretch_when_no_plan_was_recorded(
+        gapped: Gapped, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEADROOM_DB__URL", gapped.url)
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("views/cost.py").run()
+    no_exception(at)
+    assert [w.value for w in at.warning] == [
+        f"No plan was recorded from {gapped.gap_start_at:%Y-%m-%d %H:%M:%S} to "
+        f"{gapped.gap_end_at:%Y-%m-%d %H:%M:%S} UTC (72.0 h), e.g. while the control plane "
+        "was down: the cost shown there holds the plan in force before, unmeasured. The CSV "
+        "marks each day's such hours in its UnrecordedHours column."]
+    since_at, until_at = GAP_SEED_START_AT, gapped.gap_end_at + timedelta(minutes=30)
+    window = costing.cost_window(gapped.url, since_at, until_at, 3600.0)  # the page's download
+    text = costing.export_csv(gapped.url, window.accruals, since_at, until_at, window.unrecorded)
+    marked = {(r["Date"], r["UnrecordedHours"]) for r in csv.DictReader(io.StringIO(text))}
+    assert {("2026-03-03", "24.0"), ("2026-03-04", "24.0")} <= marked
 
 
 def test_decisions_page_shows_plan_diffs_with_reasons_and_outcomes(page: Page) -> None:
