@@ -115,6 +115,19 @@ class SafetySettings(Group):
     max_replica_step: int = Field(8, ge=1, description="max replicas changed per model per tick")
     scale_down_stabilization_s: float = Field(300.0, ge=0, description="HPA-style window")
     cluster_gpu_budget: int | None = Field(None, ge=0, description="max GPUs in the whole fleet")
+    # the guards' cooldown and disruption budget (controlplane.domain.guards), off by default;
+    # the predictive and reactive policies apply them (static never scales down)
+    scale_down_cooldown_s: float = Field(0.0, ge=0, description="no model's replicas and no "
+                                         "pool's nodes are removed until this long after that "
+                                         "model or pool last scaled up (0: off)")
+    replica_disruption_budget: int | None = Field(None, ge=0, description="max replicas "
+                                                  "removed per model per disruption_window_s "
+                                                  "(None: no budget; 0: no scale-down)")
+    node_disruption_budget: int | None = Field(None, ge=0, description="max nodes removed per "
+                                               "pool per disruption_window_s (None: no "
+                                               "budget; 0: no scale-down)")
+    disruption_window_s: float = Field(600.0, gt=0, description="the window the disruption "
+                                       "budgets count removals over")
 
 
 class PoolSettings(Group):

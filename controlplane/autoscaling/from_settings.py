@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from controlplane.autoscaling.policies import (
+    ScaleDownGuards,
     ScalingPolicy,
     predictive_policy,
     reactive_policy,
@@ -21,11 +22,14 @@ def policy_from_settings(settings: Settings, cold_wake_s: float,
     after hot (default ``autoscaling.idle_wake_s``; the reconcile loop, which keeps no idle
     replicas, passes the start on a warm node)."""
     auto, reconcile, safety = settings.autoscaling, settings.reconcile, settings.safety
+    scale_down = ScaleDownGuards(safety.scale_down_cooldown_s, safety.replica_disruption_budget,
+                                 safety.node_disruption_budget, safety.disruption_window_s)
     if auto.policy == "reactive":
         return reactive_policy(target_utilization=auto.reactive_target_utilization,
                                replica_stabilization_s=safety.scale_down_stabilization_s,
                                max_node_step=safety.max_node_step,
-                               max_replica_step=safety.max_replica_step)
+                               max_replica_step=safety.max_replica_step,
+                               scale_down=scale_down)
     if auto.policy == "static":
         if not peak_rps:
             raise ValueError("autoscaling.policy static needs the peak rate of every model")
@@ -41,4 +45,5 @@ def policy_from_settings(settings: Settings, cold_wake_s: float,
                              stale_headroom=reconcile.stale_headroom,
                              node_stabilization_s=auto.node_stabilization_s,
                              max_node_step=safety.max_node_step,
-                             max_replica_step=safety.max_replica_step)
+                             max_replica_step=safety.max_replica_step,
+                             scale_down=scale_down)

@@ -65,6 +65,31 @@ class LadderSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class ScaleDownGuards:
+    """The optional scale-down guards of replicas and node pools (``GuardLimits``), all off by
+    default: ``cooldown_s`` after a target's last scale-up, and at most a budget of replicas per
+    model / nodes per pool removed per ``disruption_window_s``."""
+
+    cooldown_s: float = 0.0
+    replica_disruption_budget: int | None = None
+    node_disruption_budget: int | None = None
+    disruption_window_s: float = 600.0
+
+    def replicas(self, max_step: int, stabilization_s: float,
+                 tolerance: float = 0.0) -> GuardLimits:
+        return GuardLimits(max_step=max_step, stabilization_s=stabilization_s,
+                           tolerance=tolerance, cooldown_s=self.cooldown_s,
+                           disruption_budget=self.replica_disruption_budget,
+                           disruption_window_s=self.disruption_window_s)
+
+    def nodes(self, max_step: int, stabilization_s: float) -> GuardLimits:
+        return GuardLimits(max_step=max_step, stabilization_s=stabilization_s,
+                           cooldown_s=self.cooldown_s,
+                           disruption_budget=self.node_disruption_budget,
+                           disruption_window_s=self.disruption_window_s)
+
+
+@dataclass(frozen=True, slots=True)
 class ScalingPolicy:
     name: str
     demand: DemandPolicy
@@ -91,8 +116,8 @@ def predictive_policy(*, cold_wake_s: float = 300.0, keep_s: float = 240.0,
                       replica_stabilization_s: float = 60.0,
                       node_stabilization_s: float = 120.0, max_node_step: int = 16,
                       max_replica_step: int = 200, observed_lag_s: float = 0.0,
-                      short_minute_cost_ratio: float = SHORT_MINUTE_COST_RATIO
-                      ) -> ScalingPolicy:
+                      short_minute_cost_ratio: float = SHORT_MINUTE_COST_RATIO,
+                      scale_down: ScaleDownGuards = ScaleDownGuards()) -> ScalingPolicy:
     """Headroom: the ladder keeps idle and cached (warm GPU) capacity for the windows until the
     next rung could serve; hot replicas cover, over the next ``reaction_s`` + idle wake, the same
     quantile as the warm GPUs (a warm GPU costs the same whether a replica runs on it or not), so
@@ -111,15 +136,15 @@ def predictive_policy(*, cold_wake_s: float = 300.0, keep_s: float = 240.0,
                           observed_lag_s=observed_lag_s)
     return ScalingPolicy(
         PREDICTIVE, demand,
-        replica_limits=GuardLimits(max_step=max_replica_step,
-                                   stabilization_s=replica_stabilization_s),
-        pool_limits=GuardLimits(max_step=max_node_step, stabilization_s=node_stabilization_s),
+        replica_limits=scale_down.replicas(max_replica_step, replica_stabilization_s),
+        pool_limits=scale_down.nodes(max_node_step, node_stabilization_s),
         ladder=ladder)
 
 
 def reactive_policy(*, target_utilization: float = 0.8, tolerance: float = 0.1,
                     replica_stabilization_s: float = 300.0, node_stabilization_s: float = 600.0,
-                    max_node_step: int = 10, max_replica_step: int = 200) -> ScalingPolicy:
+                    max_node_step: int = 10, max_replica_step: int = 200,
+                    scale_down: ScaleDownGuards = ScaleDownGuards()) -> ScalingPolicy:
     """KEDA/HPA: replicas = observed / (per-replica rps x target utilization) with a 10 %
     tolerance and a 5-minute scale-down window; node pools follow the replicas like Cluster
     Autoscaler (no warm pool, a node leaves after 10 minutes unneeded)."""
@@ -127,9 +152,8 @@ def reactive_policy(*, target_utilization: float = 0.8, tolerance: float = 0.1,
                           max_forecast_age_s=1.0, stale_headroom=1.0, mode=REACTIVE)
     return ScalingPolicy(
         REACTIVE, demand,
-        replica_limits=GuardLimits(max_step=max_replica_step,
-                                   stabilization_s=replica_stabilization_s, tolerance=tolerance),
-        pool_limits=GuardLimits(max_step=max_node_step, stabilization_s=node_stabilization_s))
+        replica_limits=scale_down.replicas(max_replica_step, replica_stabilization_s, tolerance),
+        pool_limits=scale_down.nodes(max_node_step, node_stabilization_s))
 
 
 def static_policy(peak_rps: Mapping[str, float], *, target_utilization: float = 1.0

@@ -160,3 +160,24 @@ def test_settings_choose_the_policy_and_its_knobs() -> None:
     static = policy_from_settings(settings, cold_wake_s=300,
                                   peak_rps=settings.autoscaling.static_peak_rps)
     assert static.demand.static_peak(SPEC.name) == 90.0
+
+
+def test_the_safety_cooldown_and_disruption_budgets_reach_both_adaptive_policies_guards() -> None:
+    from controlplane.autoscaling.from_settings import policy_from_settings
+    from controlplane.domain.guards import GuardLimits
+    from controlplane.settings import load_settings
+
+    safety = {"scale_down_cooldown_s": 900, "replica_disruption_budget": 3,
+              "node_disruption_budget": 1, "disruption_window_s": 1200}
+    for name in ("predictive", "reactive"):
+        policy = policy_from_settings(load_settings(autoscaling={"policy": name}, safety=safety),
+                                      cold_wake_s=300)
+        replicas, pools = policy.replica_limits, policy.pool_limits
+        assert (replicas.cooldown_s, replicas.disruption_budget,
+                replicas.disruption_window_s) == (900, 3, 1200), name
+        assert (pools.cooldown_s, pools.disruption_budget,
+                pools.disruption_window_s) == (900, 1, 1200), name
+    # off by default: the guards exactly as before these settings
+    default = policy_from_settings(load_settings(), cold_wake_s=300)
+    assert default.replica_limits == GuardLimits(max_step=8, stabilization_s=60.0)
+    assert default.pool_limits == GuardLimits(max_step=4, stabilization_s=120.0)

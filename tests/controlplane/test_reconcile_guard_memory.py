@@ -106,3 +106,24 @@ def test_a_scale_down_that_lost_a_conflict_is_retried_without_spending_the_budge
     assert [(s.kept, s.reason) for s in retry.plan.skipped if s.target == model] == [
         (SEEN_REPLICAS - BUDGET, DISRUPTION_BUDGET)]  # the budget of this window, not the next
     assert runtime.store.last_guard_memory().changes_for(f"model/{model}") == ()
+
+
+def test_a_configured_replica_disruption_budget_holds_a_scale_down_in_the_live_loop(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'live.db'}"
+    settings = load_settings(db={"url": url}, safety={"replica_disruption_budget": BUDGET,
+                                                      "disruption_window_s": 60},
+                             sim={"history_s": 6 * 3600, "true_throughput_factor": {}})
+    runtime = SimRuntime.open(settings, Store.open(url, migrate=True), T0)
+    model = runtime.config.specs[0].name
+    runtime.deps = replace(runtime.deps, reader=OverReplicated(runtime.cluster, model))
+    runtime.refresh_forecasts()
+    first, held, next_window = _tick_at(runtime, 0), _tick_at(runtime, 30), _tick_at(runtime, 90)
+    for report in (first, held, next_window):
+        assert report.status is TickStatus.APPLIED and report.plan is not None
+    assert [a.to_replicas for a in _replicas_of(first, model)] == [SEEN_REPLICAS - BUDGET]
+    assert _replicas_of(held, model) == []  # this window's budget is spent
+    assert held.plan is not None
+    assert [(s.kept, s.reason) for s in held.plan.skipped if s.target == model] == [
+        (SEEN_REPLICAS, DISRUPTION_BUDGET)]
+    assert [a.to_replicas for a in _replicas_of(next_window, model)] == [SEEN_REPLICAS - BUDGET]

@@ -320,3 +320,25 @@ def test_a_profile_correction_window_longer_than_the_store_keeps_is_refused_nami
     kept_forever = load_settings(db={"retention_s": 0},
                                  autoscaling={"profile_correction": {"window_s": 86400}})
     assert kept_forever.autoscaling.profile_correction.window_s == 86400
+
+
+def test_scale_down_cooldown_and_disruption_budgets_are_off_by_default() -> None:
+    safety = load_settings().safety
+    assert safety.scale_down_cooldown_s == 0
+    assert safety.replica_disruption_budget is None and safety.node_disruption_budget is None
+    assert safety.disruption_window_s == 600
+
+
+@pytest.mark.parametrize(("safety", "field"), [
+    ({"scale_down_cooldown_s": -1}, "safety.scale_down_cooldown_s"),
+    ({"replica_disruption_budget": -1}, "safety.replica_disruption_budget"),
+    ({"node_disruption_budget": 1.5}, "safety.node_disruption_budget"),
+    ({"disruption_window_s": 0}, "safety.disruption_window_s"),
+    ({"disruption_window_s": True}, "safety.disruption_window_s")],
+    ids=["negative cooldown", "negative replica budget", "fractional node budget",
+         "zero window", "a boolean for the window"])
+def test_a_bad_cooldown_or_disruption_budget_is_one_line_naming_its_field(
+        safety: dict[str, object], field: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(safety=safety)
+    assert field in str(refused.value) and "\n" not in str(refused.value)
