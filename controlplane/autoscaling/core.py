@@ -24,6 +24,7 @@ from controlplane.autoscaling.sizing import (
     ModelRequest,
     ReplicaShape,
     apply_gpu_budgets,
+    budget_cuts,
     fleet_placement,
 )
 from controlplane.domain.demand import (
@@ -110,6 +111,8 @@ class Sizing:
     ladders: tuple[ModelLadder, ...]
     requests: tuple[ModelRequest, ...]
     shapes: tuple[ReplicaShape, ...] = ()
+    #: (model, budget reason) of each model whose serving replicas a GPU budget cut
+    budget_cuts: tuple[tuple[str, str], ...] = ()
 
 
 def size(
@@ -146,7 +149,8 @@ def size(
     shapes = {m.shape.model: m.shape for m in models}
     trimmed = apply_gpu_budgets(requests, shapes, dict(budgets.tenant_gpus), budgets.cluster_gpus,
                                 pools)
-    return Sizing(tuple(sized), tuple(ladders), trimmed, tuple(shapes.values()))
+    return Sizing(tuple(sized), tuple(ladders), trimmed, tuple(shapes.values()),
+                  budget_cuts(requests, trimmed))
 
 
 def _with_headroom(demand: Demand, model: FleetModel, policy: ScalingPolicy,
@@ -176,9 +180,10 @@ def settle(
     now: datetime,
 ) -> TickDecision:
     """Placement (hot replicas placed, ladder warm GPUs) -> desired nodes and replicas within
-    the cluster budget -> a plan through the policy's guards."""
+    the cluster budget (a model a GPU budget cut says so in its replica target's reason) -> a
+    plan through the policy's guards."""
     desired = node_pool_targets(placement, pools, sizing.demands, budgets.cluster_gpus,
-                                sizing.shapes)
+                                sizing.shapes, dict(sizing.budget_cuts))
     made, memory = make_plan(observed, desired, memory, policy.pool_limits,
                              policy.replica_limits, now)
     return TickDecision(sizing.demands, sizing.ladders, sizing.requests, placement, desired,

@@ -8,7 +8,7 @@ run (``ReplicaFootprint``), so the planner keeps the nodes of replicas the guard
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -61,9 +61,11 @@ def replica_footprints(shapes: Sequence[ReplicaShape], pools: Sequence[PoolSpec]
 
 def node_pool_targets(placement: FleetPlacement, pools: Sequence[PoolSpec],
                       demands: Sequence[Demand], cluster_gpu_budget: int | None = None,
-                      shapes: Sequence[ReplicaShape] = ()) -> DesiredState:
-    """Desired nodes per pool (placed + warm GPUs, whole nodes, budget), replicas per model and
+                      shapes: Sequence[ReplicaShape] = (),
+                      budget_cuts: Mapping[str, str] | None = None) -> DesiredState:
+    """Desired nodes per pool (placed + warm GPUs, whole nodes, budget), replicas per model (the
+    budget's reason where ``budget_cuts``, model -> reason, says a GPU budget cut them) and
     where the replicas of each model in ``shapes`` run."""
-    desired = clamp_nodes_to_budget(desired_state(placement, pools, demands), pools,
+    desired = clamp_nodes_to_budget(desired_state(placement, pools, demands, budget_cuts), pools,
                                     cluster_gpu_budget)
     return replace(desired, footprints=replica_footprints(shapes, pools))

@@ -138,6 +138,15 @@ def apply_gpu_budgets(
     return tuple(by_model[r.model] for r in requests)
 
 
+def budget_cuts(requests: Sequence[ModelRequest], trimmed: Sequence[ModelRequest]
+                ) -> tuple[tuple[str, str], ...]:
+    """(model, budget reason) of each model whose serving (hot) replicas ``apply_gpu_budgets``
+    cut from ``requests`` to ``trimmed`` (same order); a cut of warm rungs alone is not one."""
+    return tuple((after.model, after.reason)
+                 for before, after in zip(requests, trimmed, strict=True)
+                 if after.hot < before.hot)
+
+
 def pack_gpus(shapes: Sequence[ReplicaShape], counts: Sequence[int]) -> list[list[int]]:
     """GPUs of one product as lists of indices into ``shapes``: one entry per replica on the GPU
     it starts on; a replica of k whole GPUs is followed by k - 1 empty GPUs."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from controlplane.domain.demand import Demand
@@ -68,12 +68,16 @@ class DesiredState:
 
 
 def desired_state(
-    placement: FleetPlacement, pools: Sequence[PoolSpec], demands: Sequence[Demand]
+    placement: FleetPlacement, pools: Sequence[PoolSpec], demands: Sequence[Demand],
+    budget_cuts: Mapping[str, str] | None = None,
 ) -> DesiredState:
     """Nodes to hold the placed GPUs plus warm GPUs, and at least one node per started
     ``gpus_per_node`` GPUs of each node kind the placement needs (a node carries one MIG / sharing
     config, so MIG GPUs and whole GPUs of a pool do not share a node); one replica per placed
     segment.
+
+    A replica target's reason is its demand's, or ``unplaced``, or, for a model in
+    ``budget_cuts`` (model -> reason: a GPU budget cut its serving replicas), the budget's.
 
     A model whose demand came from stale inputs is marked stale, and so is every pool that holds
     one of its segments: the planner will not scale those down.
@@ -92,10 +96,11 @@ def desired_state(
         gpus = min(placed + warm, nodes * pool.gpus_per_node) if len(kinds) <= 1 else None
         pool_targets.append(DesiredTarget(pool.name, nodes, reason, gpus))
     # entries read "model: reason_code (detail)"; a model's name may hold a colon itself
+    cuts = budget_cuts or {}
     replica_targets = [
         DesiredTarget(d.model, placement.replicas_for(d.model),
                       "unplaced" if any(u.startswith(f"{d.model}: ") for u in placement.unplaced)
-                      else d.reason)
+                      else cuts.get(d.model, d.reason))
         for d in demands
     ]
     stale_models = {d.model for d in demands if not d.is_fresh}

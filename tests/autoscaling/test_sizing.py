@@ -18,12 +18,15 @@ from controlplane.autoscaling.nodepools import (
 from controlplane.autoscaling.policies import ladder_rungs, predictive_policy
 from controlplane.autoscaling.sizing import (
     CLUSTER_BUDGET,
+    TENANT_BUDGET,
     ModelRequest,
     ReplicaShape,
     apply_gpu_budgets,
+    budget_cuts,
     fleet_placement,
     pack_gpus,
 )
+from controlplane.domain.actions import SetReplicas
 from controlplane.domain.desired import (
     DesiredState,
     DesiredTarget,
@@ -211,17 +214,19 @@ T0 = datetime(2026, 1, 5, 12, tzinfo=UTC)
 CHAT = DEMO_MODELS[0]
 
 
-def _decide(gpus_per_node: int, cluster_gpus: int, share: float = 0.6,
-            forecast_rps: float = 30.0) -> TickDecision:
+def _decide(gpus_per_node: int, cluster_gpus: int | None, share: float = 0.6,
+            forecast_rps: float = 30.0, tenant_gpus: float | None = None) -> TickDecision:
     """One decision for a model of ``share`` GPU and 10 rps per replica, forecast at
-    ``forecast_rps``, on a pool of ``gpus_per_node``-GPU nodes under a cluster GPU budget."""
+    ``forecast_rps``, on a pool of ``gpus_per_node``-GPU nodes under a cluster GPU budget (and
+    its tenant's, ``tenant_gpus``)."""
+    tenants = () if tenant_gpus is None else ((CHAT.tenant, tenant_gpus),)
     shape = ReplicaShape(CHAT.name, CHAT.tenant, "A100-80GB", share, 10.0)
     model = FleetModel(CHAT, shape, ladder_rungs(2.0, 1.0, 2.0, 10.0, 300.0), 2.0)
     observed = ObservedState(T0, (), (), (ObservedModel(CHAT.name, 3, 0, 3, 30.0, 30.0),))
     forecast = Forecast(CHAT.name, T0, 600, (forecast_rps,) * 2, (forecast_rps,) * 2, "test")
     pools = (PoolSpec("a100", "A100-80GB", gpus_per_node, 0, 10, 5.0),)
     return decide(observed, {CHAT.name: forecast}, [model], pools,
-                  predictive_policy(short_minute_cost_ratio=0.0), Budgets((), cluster_gpus),
+                  predictive_policy(short_minute_cost_ratio=0.0), Budgets(tenants, cluster_gpus),
                   GuardMemory(), T0)
 
 
@@ -238,6 +243,38 @@ def test_a_budget_that_is_not_whole_nodes_keeps_only_the_replicas_its_whole_node
     assert [t.value for t in decision.desired.pools] == [1]
     assert [t.value for t in decision.desired.replicas] == [2]
     assert decision.placement.gpus_for("A100-80GB") <= 2
+
+
+def test_a_model_the_cluster_budget_trims_says_so_in_its_replica_target_and_action() -> None:
+    decision = _decide(gpus_per_node=1, cluster_gpus=2)  # its demand asks for three replicas
+    assert [(t.value, t.reason) for t in decision.desired.replicas] == [(2, CLUSTER_BUDGET)]
+    assert [(a.to_replicas, a.reason) for a in decision.plan.actions
+            if isinstance(a, SetReplicas)] == [(2, CLUSTER_BUDGET)]
+
+
+def test_a_model_its_tenants_budget_trims_names_the_tenant_in_its_replica_target() -> None:
+    decision = _decide(gpus_per_node=1, cluster_gpus=None, tenant_gpus=2.0)
+    assert [(t.value, t.reason) for t in decision.desired.replicas] == [
+        (2, f"{TENANT_BUDGET}:{CHAT.tenant}")]
+
+
+def test_a_model_no_budget_trims_keeps_its_demands_reason() -> None:
+    decision = _decide(gpus_per_node=1, cluster_gpus=3)  # three replicas fit three GPUs
+    assert [(t.value, t.reason) for t in decision.desired.replicas] == [
+        (3, decision.demands[0].reason)]
+    assert decision.demands[0].reason != CLUSTER_BUDGET
+
+
+def test_only_a_cut_of_serving_replicas_is_a_budget_cut_of_the_replica_target() -> None:
+    requests = [ModelRequest("large", hot=4, cached=3), ModelRequest("half", hot=2, idle=2)]
+    warm_only = apply_gpu_budgets(requests, SHAPES, {"acme": 6.0}, None)
+    assert warm_only[0].reason and warm_only[0].hot == 4  # its cached rung went
+    assert budget_cuts(requests, warm_only) == ()
+    tight = apply_gpu_budgets(requests, SHAPES, {"acme": 2.0}, None)
+    assert budget_cuts(requests, tight) == tuple(
+        (r.model, "tenant_gpu_budget:acme") for r, t in zip(requests, tight, strict=True)
+        if t.hot < r.hot)
+    assert budget_cuts(requests, tight)  # some serving replica went
 
 
 @given(hots=st.lists(st.integers(0, 8), min_size=6, max_size=6),

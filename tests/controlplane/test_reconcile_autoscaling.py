@@ -7,9 +7,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from controlplane.autoscaling.core import Budgets
 from controlplane.autoscaling.sizing import WARM_POOL_LADDER
 from controlplane.domain.actions import SetReplicas
 from controlplane.domain.demand import replicas_for
+from controlplane.domain.tick import TickReport
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store
@@ -75,3 +77,17 @@ def test_replicas_rise_before_the_load_when_the_rise_is_within_the_hot_window(
     assert seen is not None and seen.demand_rps < 1.5 * level
     raised = [a for a in report.plan.actions if isinstance(a, SetReplicas) and a.model == MODEL]
     assert [a.to_replicas for a in raised] == [_replicas(3 * level)]
+
+
+def test_replicas_a_tenant_budget_cuts_are_set_with_the_budget_as_their_reason(
+        sqlite_url: str) -> None:
+    runtime = _settled_runtime(sqlite_url)  # initech runs 4 + 2 replicas of one GPU or less
+    runtime.config = replace(runtime.config, budgets=Budgets((("initech", 2.0),), None))
+    reports: list[TickReport] = []
+    runtime.on_tick = lambda report, saved: reports.append(report)
+    runtime.advance(120)  # past the replicas' scale-down stabilization window
+    cuts = {(a.model, a.to_replicas, a.reason) for r in reports if r.plan is not None
+            for a in r.plan.actions if isinstance(a, SetReplicas)
+            and a.model in {MODEL, "whisper-asr"}}
+    assert cuts == {(MODEL, 1, "tenant_gpu_budget:initech"),
+                    ("whisper-asr", 1, "tenant_gpu_budget:initech")}
