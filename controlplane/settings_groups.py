@@ -113,7 +113,10 @@ class SafetySettings(Group):
     dry_run: bool = Field(False, description="plan and record, never apply")
     max_node_step: int = Field(4, ge=1, description="max nodes added/removed per pool per tick")
     max_replica_step: int = Field(8, ge=1, description="max replicas changed per model per tick")
-    scale_down_stabilization_s: float = Field(300.0, ge=0, description="HPA-style window")
+    scale_down_stabilization_s: float = Field(300.0, ge=0, description="reactive policy: "
+                                              "the HPA-style replica scale-down window (the "
+                                              "predictive policy's is 60 s: its forecasts "
+                                              "already look ahead)")
     cluster_gpu_budget: int | None = Field(None, ge=0, description="max GPUs in the whole fleet")
     # the guards' cooldown and disruption budget (controlplane.domain.guards), off by default;
     # the predictive and reactive policies apply them (static never scales down)
