@@ -19,11 +19,14 @@ shape the Prometheus API documents), no data, or no usable value
 (``forecaster.prepare.unusable_problem``: every sample NaN, or none positive but some negative).
 Negative step values are clipped to 0 and NaN/Inf samples are gaps, both counted in
 ``read_history``'s warnings. ``current_rates`` never raises for one model: a model it could not
-measure is listed with the reason, so a caller can tell "unknown" from 0.
+measure is listed with the reason, so a caller can tell "unknown" from 0; when the preset's
+newest-sample-time query fails or misses a measured model, its rates stand without a sample time
+and a warning (logger ``headroom.forecaster``) names the models and the error.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -52,6 +55,7 @@ MAX_POINTS = 10_000
 DEFAULT_RATE_WINDOW_S = 120
 SAMPLE_RESOLUTION_S = 15  # the step at which the newest sample time behind a rate is looked for
 _AUTH_REFUSED = (401, 403)
+log = logging.getLogger("headroom.forecaster")
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,8 +271,16 @@ class PrometheusSource:
             try:
                 newest = self._instant(self.preset.newest_sample(self.rate_window_s), at,
                                        self.preset.label) if got.rates else {}
-            except SourceError:  # the rates stand; their age is not known
-                newest = {}
+            except SourceError as exc:  # the rates stand; their age is not known
+                log.warning("Prometheus at %s: the newest-sample-time query failed; the rates "
+                            "of %d model(s) (%s) are taken as of %s: %s", self.shown,
+                            len(got.rates), ", ".join(sorted(got.rates)), at.isoformat(), exc)
+                return got
+            undated = sorted(set(got.rates) - set(newest))
+            if undated:
+                log.warning("Prometheus at %s: the newest-sample-time query named no sample "
+                            "for %d measured model(s) (%s); their rates are taken as of %s",
+                            self.shown, len(undated), ", ".join(undated), at.isoformat())
             return replace(got, sampled_at={m: t for m, t in newest.items() if m in got.rates})
         return self._current_each(models, at, self.query_for)
 
