@@ -86,5 +86,11 @@ def clip(value: object, limit: int = 80) -> str:
 
 
 def short(exc: BaseException) -> str:
+    """``exc`` in one line of at most 300 characters. A connection error says why the
+    connection failed (urllib3's ``reason``, e.g. ``... [Errno 111] Connection refused``), not
+    the retry wrapper, whose full query URL would fill the line and cut the cause off."""
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    if isinstance(reason, BaseException) and str(reason):
+        exc = reason
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return text[:300]

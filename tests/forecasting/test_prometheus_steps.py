@@ -119,3 +119,13 @@ def test_current_rates_of_a_stopped_prometheus_are_unknown_within_the_timeout() 
 def test_a_rate_window_under_a_second_is_refused() -> None:
     with pytest.raises(SourceError, match="rate window 0 s: must be at least 1 s"):
         PrometheusSource("http://127.0.0.1:9", rate_window_s=0)
+
+
+def test_an_unreachable_prometheus_is_named_with_the_connection_error_not_a_clipped_url() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    src = PrometheusSource(url, preset="triton", timeout_s=2)
+    got = src.current_rates(["a"], at(int(time.time())))
+    # the long query URL of the requests error used to fill the message and cut its cause off
+    assert got.unknown["a"].startswith(f"Prometheus at {url} is unreachable (")
+    assert got.unknown["a"].endswith("Connection refused)")
+    assert "query?query=" not in got.unknown["a"]
