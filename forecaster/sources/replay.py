@@ -192,10 +192,13 @@ class CsvSource:
 
     Same rules as the backtest: a repeated timestamp in any series refuses the whole file
     (``InputError`` naming the file, series and timestamp); in the requested window, rows out of
-    order are sorted, NaN/text values are missing, negative values are clipped to 0, each counted
-    in ``read_history``'s warnings. A window without rows, or whose values are unusable
-    (``unusable_problem``: none numeric, or none positive but some negative), is a
-    ``SeriesError`` naming the problem as the backtest does, never a zero series.
+    order are sorted, NaN/text values are missing, negative values are clipped to 0, steps
+    between the first and last row without a row are missing (not zeros), each counted in
+    ``read_history``'s warnings, as are rows spaced wider than the step (a 10-minute series
+    read at a 60-s step: the warning names the coarser step). A window without rows, or whose
+    values are unusable (``unusable_problem``: none numeric, or none positive but some
+    negative), is a ``SeriesError`` naming the problem as the backtest does, never a zero
+    series.
     """
 
     def __init__(self, trace: Trace) -> None:
@@ -228,21 +231,37 @@ class CsvSource:
         window = (raw.times_ns >= lo) & (raw.times_ns < hi)
         times, values = raw.times_ns[window], raw.values[window]
         finite = np.isfinite(values)
-        cleaning = CleaningReport(
-            series_id=model, samples=int(times.size), unsorted=bool(np.any(np.diff(times) < 0)),
-            nonfinite=int(np.sum(~finite)), negatives_clipped=int(np.sum(finite & (values < 0))),
-            merged=0, gaps=0)
         problem = unusable_problem(values) if times.size else "no rows"
         if problem is not None:
             raise SeriesError(model, f"{problem} (in {self.trace.path} between "
                                      f"{since_at.isoformat()} and {until_at.isoformat()})")
-        idx = (times[finite] - lo) // (step_s * 10**9)
+        all_idx = (times - lo) // (step_s * 10**9)
+        occupied = np.bincount(all_idx, minlength=steps)[int(all_idx.min()):int(all_idx.max()) + 1]
+        cleaning = CleaningReport(
+            series_id=model, samples=int(times.size), unsorted=bool(np.any(np.diff(times) < 0)),
+            nonfinite=int(np.sum(~finite)), negatives_clipped=int(np.sum(finite & (values < 0))),
+            merged=0, gaps=int(np.sum(occupied == 0)))
+        idx = all_idx[finite]
         sums = np.bincount(idx, weights=np.maximum(values[finite], 0.0), minlength=steps)
         counts = np.bincount(idx, minlength=steps)
         means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)[:steps]
         series = TrafficSeries(series_id=model, step_s=step_s, start_at=since_at,
                                values=tuple(means.tolist()))
-        return SourcedSeries(series, tuple(cleaning.warnings()))
+        return SourcedSeries(series, tuple(cleaning.warnings()) + _coarser(times, step_s))
+
+
+def _coarser(times_ns: IntArray, step_s: int) -> tuple[str, ...]:
+    """The warning for rows spaced wider than the step (their most common spacing), or ()."""
+    spacings = np.diff(np.unique(times_ns))
+    if not spacings.size:
+        return ()
+    values, counts = np.unique(spacings, return_counts=True)
+    spacing_ns = int(values[int(np.argmax(counts))])
+    if spacing_ns <= step_s * 10**9:
+        return ()
+    return (f"rows every {spacing_ns / 10**9:g} s, coarser than the step of {step_s} s: most "
+            "steps have no row (missing data, not zeros); give --step "
+            f"{-(-spacing_ns // 10**9)}s or coarser",)
 
 
 def _ns(at: datetime) -> int:
