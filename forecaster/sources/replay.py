@@ -156,8 +156,22 @@ def _read(path: Path, series_col: str | None) -> pd.DataFrame:
         return pd.read_csv(path, dtype={series_col: str} if series_col else None)
     except pd.errors.EmptyDataError as exc:
         raise InputError(f"{path}: empty file") from exc
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: {_not_utf8(path)}") from exc
+    except pd.errors.ParserError as exc:
         raise InputError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from exc
+
+
+def _not_utf8(path: Path) -> str:
+    """Where the file stops being UTF-8 (pandas' error counts from the start of a buffer)."""
+    data = path.read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        return (f"not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line} (save the file "
+                "as UTF-8)")
+    return "not UTF-8 text (save the file as UTF-8)"
 
 
 def _times_ns(col: pd.Series, unit: str | None, what: str) -> tuple[IntArray, str | None]:

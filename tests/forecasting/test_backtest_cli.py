@@ -161,6 +161,20 @@ def test_bad_input_is_one_line_naming_the_problem(tmp_path: Path, content: str,
     assert "Traceback" not in stderr + stdout
 
 
+
+def test_a_byte_that_is_not_utf8_is_named_with_its_line_not_a_position_in_a_buffer(
+        tmp_path: Path) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_bytes(b"ts,model,rate_rps\n2025-01-01 00:00:00,a,1\n2025-01-01 00:10:00,a,2\n"
+                     b"2025-01-01 00:20:00,caf\xe9,3\n")  # Latin-1, not UTF-8
+    code, stdout, stderr = backtest("--csv", str(path), "--time-col", "ts", "--value-col",
+                                    "rate_rps", "--series-col", "model", "--predictions-out",
+                                    str(tmp_path / "p.csv"))
+    assert code == 2
+    assert (f"error: {path}: not UTF-8 text: byte 0xe9 at line 4 (save the file as UTF-8)"
+            in stderr.replace("\n", ""))
+    assert "Traceback" not in stderr + stdout
+
 BAD_DATA = "bad data (a wrong metric or sign?), not zero traffic; nothing to forecast"
 
 
