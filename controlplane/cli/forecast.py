@@ -149,7 +149,7 @@ def report(results: list[SeriesBacktest], csv: Path, method: str, horizon_s: int
         ratio = (product.wape / wapes[best] if best and product.wape is not None
                  and wapes[best] > 0 else None)
         per[r.history.series_id] = {
-            "notes": unscored_notes(r, horizon_s, product.pairs),
+            "notes": unscored_notes(r, horizon_s, product),
             "step_s": r.history.step_s, "origins": int(r.origins.size),
             "targets_per_origin": r.n_targets, "headline_lead_s": r.n_targets * r.history.step_s,
             "product": product.as_dict(),

@@ -313,3 +313,22 @@ def test_gaps_an_off_step_horizon_and_unscored_series_are_explained(tmp_path: Pa
     assert len(note) == 1 and note[0].startswith("none of the 22 origin(s) has an actual "
                                                  "604800 s after its last observation")
     assert "series 'a': none of the 22 origin(s)" in " ".join(stderr.split())
+
+
+def test_a_series_of_zeros_is_forecast_zero_with_the_reason_said_beside_the_table(
+        tmp_path: Path) -> None:
+    path = long_csv(tmp_path / "z.csv", {"idle": np.zeros(432)}, 600)
+    out = tmp_path / "p.csv"
+    code, stdout, stderr = backtest("--csv", str(path), "--time-col", "ts", "--value-col",
+                                    "rate_rps", "--series-col", "model", "--predictions-out",
+                                    str(out), "--method", "level", "--json")
+    assert code == 0, stderr
+    assert np.allclose(pd.read_csv(out)["yhat"], 0.0)  # zero traffic, forecast as such ...
+    idle = json.loads(stdout)["series"]["idle"]
+    pairs, origins = idle["product"]["pairs"], idle["origins"]
+    assert idle["product"]["wape"] is None and pairs > 0
+    # ... and said: the table's WAPE is "-" (0 / 0), so the reason goes beside it
+    note = (f"all {pairs} scored actual(s) at the headline lead are 0: WAPE is undefined; "
+            f"fallbacks: no_traffic_before_anchor x{origins}")
+    assert idle["notes"] == [note]
+    assert f"series 'idle': {note}" in " ".join(stderr.split())
