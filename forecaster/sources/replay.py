@@ -81,8 +81,10 @@ def read_trace(path: Path, time_col: str, value_col: str, series_col: str | None
     huge = np.flatnonzero(np.abs(values) > MAX_VALUE)
     if huge.size:
         row = int(huge[0])
+        why = (f"is too large for a rate or count (above {MAX_VALUE:g})"
+               if np.isfinite(values[row]) else "is infinite, not a rate or count")
         raise InputError(f"{path}: column {value_col!r}: {frame[value_col].iloc[row]} at line "
-                         f"{row + 2} is too large for a rate or count (above {MAX_VALUE:g})")
+                         f"{row + 2} {why}")
     if series_col:
         empty = frame[series_col].isna() | (frame[series_col].astype(str).str.strip() == "")
         if empty.any():

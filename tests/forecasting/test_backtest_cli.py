@@ -146,6 +146,8 @@ def test_out_of_order_rows_are_sorted_with_a_warning(tmp_path: Path) -> None:
      "bad.csv: column 'rate_rps' appears 2 times in the header; rename all but one"),
     ("ts,model,rate_rps\n2025-01-01 00:00:00,a,1\n2025-01-01 00:10:00,a,1e308\n", [],
      "bad.csv: column 'rate_rps': 1e+308 at line 3 is too large for a rate or count"),
+    ("ts,model,rate_rps\n2025-01-01 00:00:00,a,1\n2025-01-01 00:10:00,a,-inf\n", [],
+     "bad.csv: column 'rate_rps': -inf at line 3 is infinite, not a rate or count"),
     ("ts,model,rate_rps\n1735689600,a,1\n1735690200,a,2\n", ["--time-unit", "h"],
      "bad.csv: column 'ts': 1735689600 at line 2 is out of range as h since 1970"),
 ])
