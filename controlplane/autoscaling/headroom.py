@@ -30,8 +30,7 @@ QUANTILES = tuple(round(0.5 + 0.005 * k, 3) for k in range(100))
 
 @dataclass(frozen=True, slots=True)
 class Headroom:
-    """What the hot replicas cover: ``rps``, quantile ``quantile`` of the next forecast step
-    (the price's choice) or more where a smaller forecast would have covered more."""
+    """What the hot replicas cover: quantile ``quantile`` of the next forecast step."""
 
     quantile: float
     rps: float
@@ -50,42 +49,6 @@ def best_quantile(ratios: dict[float, float], replicas: float, step_s: float,
     return best_q
 
 
-def _line(ratios: dict[float, float], q: float, step_h: float,
-          short_minute_cost_ratio: float) -> tuple[float, float]:
-    """``best_quantile``'s cost of quantile ``q`` as a line in the replicas: (slope, intercept)."""
-    return max(0.0, ratios[q] - 1.0) * step_h, (1.0 - q) * short_minute_cost_ratio
-
-
-def never_below_a_smaller_forecast(ratios: dict[float, float], reach: dict[float, float],
-                                   replicas: float, step_s: float,
-                                   short_minute_cost_ratio: float) -> float:
-    """The ratio to p50 the hot replicas cover: the price's quantile (``best_quantile``) reached
-    as ``reach`` (quantile -> ratio over the steps covered), raised so that no smaller forecast
-    (every quantile scaled down: fewer ``replicas`` at the same ratios) covers more rps.
-
-    The quantile steps down as a model grows (each point of it costs more replicas), so at a
-    step a larger forecast could hold fewer replicas than a smaller one. Walking the cost lines'
-    lower envelope towards fewer replicas, each quantile the price would choose there is held up
-    to the edge where it gives way; the highest rps so found is kept."""
-    step_h = step_s / 3600.0
-    current = best_quantile(ratios, replicas, step_s, short_minute_cost_ratio)
-    best = replicas * reach[current]  # in replicas x ratio: rps / unit_rps
-    edge = replicas
-    while True:
-        slope, cost = _line(ratios, current, step_h, short_minute_cost_ratio)
-        crossings = []
-        for q in QUANTILES:
-            q_slope, q_cost = _line(ratios, q, step_h, short_minute_cost_ratio)
-            if q_slope > slope and q_cost < cost:
-                at = (cost - q_cost) / (q_slope - slope)  # q is cheaper below this many replicas
-                if 0 < at < edge:
-                    crossings.append((at, q_slope, q))
-        if not crossings:
-            return best / replicas
-        edge, _, current = max(crossings)
-        best = max(best, edge * reach[current])
-
-
 def next_step_headroom(forecast: Forecast, now: datetime, unit_rps: float,
                        short_minute_cost_ratio: float) -> Headroom | None:
     """Headroom over the forecast steps overlapping [now, now + one step] (None when none does
@@ -100,10 +63,6 @@ def next_step_headroom(forecast: Forecast, now: datetime, unit_rps: float,
     if p50 <= 0:
         return None
     ratios = {q: step_quantile(forecast, step, q) / p50 for q in QUANTILES}
-    reach = {q: max(step_quantile(forecast, i, q) for i in steps) / p50 for q in QUANTILES}
-    replicas = p50 / unit_rps
-    q = best_quantile(ratios, replicas, forecast.step_s, short_minute_cost_ratio)
-    held = never_below_a_smaller_forecast(ratios, reach, replicas, forecast.step_s,
-                                          short_minute_cost_ratio)
-    return Headroom(q, p50 * held)
+    q = best_quantile(ratios, p50 / unit_rps, forecast.step_s, short_minute_cost_ratio)
+    return Headroom(q, max(step_quantile(forecast, i, q) for i in steps))
 
