@@ -33,7 +33,8 @@ _DB_URL = re.compile(r"[A-Za-z][\w+]*://")  # SQLAlchemy's dialect[+driver]://
 class DbSettings(Group):
     url: str = Field("sqlite:///headroom.db", description="SQLAlchemy URL: sqlite:///FILE or "
                      "postgresql+psycopg://user@host:5432/db")
-    connect_timeout_s: float = Field(5.0, gt=0, description="timeout of the first connection")
+    connect_timeout_s: float = Field(5.0, gt=0, description="timeout of the first connection "
+                                     "(PostgreSQL: whole seconds, at least 2)")
     retention_s: float = Field(30 * 86400, ge=0, description="ticks with their plans, forecasts, "
                                "observations, ended demand hints and finished MIG re-layouts "
                                "older than this are deleted (0 keeps "
@@ -57,6 +58,17 @@ class DbSettings(Group):
             raise ValueError(f"{shown!r} is not a database URL (sqlite:///FILE or "
                              f"postgresql+psycopg://user@host:5432/db){hint}")
         return url
+
+    @model_validator(mode="after")
+    def _a_timeout_postgresql_keeps(self) -> DbSettings:
+        """libpq (and psycopg after it) waits whole seconds and at least 2 (1 means 2), so a
+        PostgreSQL store given 1 or 2.9 would wait 2: refused rather than changed. SQLite waits
+        the setting as given."""
+        timeout_s = self.connect_timeout_s
+        if self.url.startswith("postgres") and (timeout_s < 2 or timeout_s != int(timeout_s)):
+            raise ValueError(f"db.connect_timeout_s: PostgreSQL waits whole seconds, at least 2 "
+                             f"(libpq's connect_timeout), got {timeout_s:g}")
+        return self
 
 
 class ReconcileSettings(Group):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import time
 from pathlib import Path
@@ -121,7 +122,9 @@ def make_engine(url: str, connect_timeout_s: float = 5.0,
                                                          "timeout": connect_timeout_s})
             event.listen(engine, "connect", _sqlite_pragmas)
         else:
-            connect_args: dict[str, Any] = {"connect_timeout": max(1, int(connect_timeout_s))}
+            # libpq waits whole seconds, at least 2 (settings refuse other values for
+            # db.connect_timeout_s): rounded up, never shorter than asked
+            connect_args: dict[str, Any] = {"connect_timeout": max(2, math.ceil(connect_timeout_s))}
             if lock_timeout_s is not None:  # added to the URL's own options, not in place of them
                 own = make_url(url).query.get("options", "")
                 connect_args["options"] = " ".join(filter(None, [

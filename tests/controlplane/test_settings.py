@@ -270,6 +270,26 @@ def test_a_fleet_lease_shorter_than_a_second_is_one_line_naming_db_lease_duratio
                                 "or equal to 1")
 
 
+@pytest.mark.parametrize("timeout", ["1", "2.9", "0.5"])
+def test_a_postgresql_connect_timeout_libpq_would_change_is_one_line_naming_it(
+        tmp_path: Path, timeout: str) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(f"db:\n  url: postgresql://ops@db:5432/headroom\n"
+                      f"  connect_timeout_s: {timeout}\n")
+    with pytest.raises(ConfigError) as error:
+        load_settings(config)
+    assert str(error.value) == (
+        f"{config}: db: Value error, db.connect_timeout_s: PostgreSQL waits whole seconds, at "
+        f"least 2 (libpq's connect_timeout), got {float(timeout):g}")
+
+
+def test_a_sqlite_store_keeps_a_connect_timeout_below_two_seconds_and_postgresql_whole_ones(
+        ) -> None:
+    assert load_settings(None, db={"connect_timeout_s": 0.5}).db.connect_timeout_s == 0.5
+    pg = load_settings(None, db={"url": "postgresql://ops@db/headroom", "connect_timeout_s": 2})
+    assert pg.db.connect_timeout_s == 2
+
+
 def test_where_db_url_came_from_follows_the_settings_precedence(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = tmp_path / "c.yaml"
