@@ -319,3 +319,6 @@ class PlacementSettings(Group):
 class DashboardSettings(Group):
     address: str = Field("127.0.0.1")
     port: int = Field(8501, ge=0, le=65535)
+    query_timeout_s: float = Field(60.0, gt=0, description="a read of a PostgreSQL store "
+                                   "running longer fails the page with an error line instead "
+                                   "of hanging it (statement_timeout)")

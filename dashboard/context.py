@@ -30,9 +30,11 @@ P = ParamSpec("P")
 @st.cache_resource(show_spinner=False)
 def engine_for(url: str) -> Engine:
     """The engine of ``url``, opened with ``db.connect_timeout_s`` as the CLI and server open
-    the store: a hung server fails the page after that setting, not after a default."""
-    timeout_s = load_settings().db.connect_timeout_s
-    return make_engine(url, timeout_s, lock_timeout_s=LOCK_TIMEOUT_S)
+    the store: a hung server fails the page after that setting, not after a default. A read
+    running past ``dashboard.query_timeout_s`` (PostgreSQL) fails the page, not hangs it."""
+    settings = load_settings()
+    return make_engine(url, settings.db.connect_timeout_s, lock_timeout_s=LOCK_TIMEOUT_S,
+                       statement_timeout_s=settings.dashboard.query_timeout_s)
 
 
 def store_url() -> str:
@@ -74,6 +76,8 @@ def show_store_failure(url: str, error: SQLAlchemyError) -> None:
 _MISSING_SCHEMA = re.compile(r"no such (table|column)|(relation|column) \S+ does not exist")
 #: what they say when another session holds a lock the read waited on too long
 _LOCKED = re.compile(r"lock timeout|database is locked")
+#: what PostgreSQL says of a read that ran past its statement_timeout
+_SLOW = re.compile(r"statement timeout")
 
 
 def _failure_hint(line: str) -> str:
@@ -82,6 +86,9 @@ def _failure_hint(line: str) -> str:
     if _LOCKED.search(line):
         return (" (another session holds a lock on the store, e.g. a migration; reload the page "
                 "once it is done)")
+    if _SLOW.search(line):
+        return (" (a read of the store took longer than dashboard.query_timeout_s = "
+                f"{load_settings().dashboard.query_timeout_s:g} s)")
     return ""
 
 

@@ -102,14 +102,15 @@ def _switch_to_wal(cursor: Any) -> None:
             time.sleep(WAL_SWITCH_PAUSE_S)
 
 
-def make_engine(url: str, connect_timeout_s: float = 5.0,
-                lock_timeout_s: float | None = None) -> Engine:
+def make_engine(url: str, connect_timeout_s: float = 5.0, lock_timeout_s: float | None = None,
+                statement_timeout_s: float | None = None) -> Engine:
     """Create an engine and prove the database answers; raise StoreUnavailable otherwise.
 
     Errors name the URL as given (``postgresql://...``), not the driver form it is opened with.
     ``lock_timeout_s``: a PostgreSQL statement waiting longer for a lock another session holds
     fails (lock_timeout) instead of waiting for ever, as SQLite's busy timeout already does; for
-    readers such as the dashboard. None: wait.
+    readers such as the dashboard. None: wait. ``statement_timeout_s``: likewise a PostgreSQL
+    statement running longer fails (statement_timeout), e.g. a slow server; SQLite ignores both.
     """
     given, url = url, _normalize(url)
     try:
@@ -125,11 +126,13 @@ def make_engine(url: str, connect_timeout_s: float = 5.0,
             # libpq waits whole seconds, at least 2 (settings refuse other values for
             # db.connect_timeout_s): rounded up, never shorter than asked
             connect_args: dict[str, Any] = {"connect_timeout": max(2, math.ceil(connect_timeout_s))}
-            if lock_timeout_s is not None:  # added to the URL's own options, not in place of them
+            timeouts = [f"-c {name}={max(1, int(seconds * 1000))}" for name, seconds in
+                        (("lock_timeout", lock_timeout_s),
+                         ("statement_timeout", statement_timeout_s)) if seconds is not None]
+            if timeouts:  # added to the URL's own options, not in place of them
                 own = make_url(url).query.get("options", "")
                 connect_args["options"] = " ".join(filter(None, [
-                    *([own] if isinstance(own, str) else own),
-                    f"-c lock_timeout={max(1, int(lock_timeout_s * 1000))}"]))
+                    *([own] if isinstance(own, str) else own), *timeouts]))
             engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
         with engine.connect() as connection:
             connection.execute(text("SELECT 1"))

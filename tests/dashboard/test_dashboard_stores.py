@@ -112,6 +112,29 @@ def test_a_postgresql_table_locked_by_another_session_is_an_error_within_seconds
 
 
 @pytest.mark.postgres
+def test_a_postgresql_read_that_runs_past_the_query_timeout_is_an_error_not_a_hang(
+        postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    seed_store(postgres_url, 0.005)
+    engine = make_engine(postgres_url)
+    with engine.begin() as connection:  # a read the server takes 40 s over, taking no lock
+        connection.exec_driver_sql("ALTER TABLE ticks RENAME TO recorded_ticks")
+        connection.exec_driver_sql(
+            "CREATE VIEW ticks AS SELECT t.* FROM recorded_ticks t, pg_sleep(40)")
+    engine.dispose()
+    monkeypatch.setenv("HEADROOM_DB__URL", postgres_url)
+    monkeypatch.setenv("HEADROOM_DASHBOARD__QUERY_TIMEOUT_S", "2")
+    started = time.monotonic()
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    waited_s = time.monotonic() - started
+    assert not at.exception, [e.value for e in at.exception]
+    (error,) = at.error
+    assert error.value.startswith(f"Cannot read the store at `{postgres_url}`: ")
+    assert error.value.endswith("canceling statement due to statement timeout (a read of the "
+                                "store took longer than dashboard.query_timeout_s = 2 s)")
+    assert waited_s < 20
+
+
+@pytest.mark.postgres
 def test_the_dashboards_lock_timeout_keeps_the_options_the_store_url_sets(
         postgres_url: str) -> None:
     engine = make_engine(f"{postgres_url}?options=-csearch_path%3Dpg_catalog", lock_timeout_s=5)
