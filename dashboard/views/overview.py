@@ -9,7 +9,9 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from controlplane.domain import cost_gaps
 from controlplane.domain.cost import cost_per_million
+from controlplane.settings import load_settings
 from dashboard import costing, widgets
 from dashboard import queries as q
 from dashboard.context import TTL_S, reads_store, store_url
@@ -78,7 +80,8 @@ def overview() -> None:
     tick = widgets.require_tick(url, refreshes=True)  # a fragment with run_every
     lines = costing.cost_now(url)
     since_at = max(tick.first_at, tick.started_at - WINDOW)
-    window_cost = costing.cost_window(url, since_at, tick.started_at, COST_STEP_S)
+    gap_limit_s = cost_gaps.gap_limit_s(load_settings().reconcile.interval_s)
+    window_cost = costing.cost_window(url, since_at, tick.started_at, COST_STEP_S, gap_limit_s)
     accruals, served = window_cost.accruals, window_cost.requests
     slo = slo_table(url, tick)
 
@@ -91,6 +94,10 @@ def overview() -> None:
         st.info(f"No plan recorded yet: {tick.ticks:,} tick(s) so far, the newest "
                 f"{tick.status}{f' ({tick.reason})' if tick.reason else ''}. GPU allocation and "
                 "$ / h show once a tick records a plan.")
+    if window_cost.unrecorded:
+        st.warning(f"No plan was recorded {cost_gaps.spans_text(window_cost.unrecorded)}, e.g. "
+                   "while the control plane was down: $ per 1M requests holds the plan in force "
+                   "before through it, unmeasured.")
     cols = st.columns(6)
     cols[0].metric("GPU allocation",
                    f"{100 * serving / billed:.0f}%" if billed and planned else "n/a",

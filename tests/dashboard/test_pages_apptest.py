@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import closing
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -237,6 +237,22 @@ def test_cost_page_names_the_stretch_when_no_plan_was_recorded(
     text = costing.export_csv(gapped.url, window.accruals, since_at, until_at, window.unrecorded)
     marked = {(r["Date"], r["UnrecordedHours"]) for r in csv.DictReader(io.StringIO(text))}
     assert {("2026-03-03", "24.0"), ("2026-03-04", "24.0")} <= marked
+
+
+def test_overview_names_the_stretch_of_its_24_hours_when_no_plan_was_recorded(
+        gapped: Gapped, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEADROOM_DB__URL", gapped.url)
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    no_exception(at)
+    with make_engine(gapped.url).connect() as connection:
+        newest_at = connection.exec_driver_sql("SELECT max(started_at) FROM ticks").scalar_one()
+    since_at = datetime.fromisoformat(newest_at).replace(tzinfo=UTC) - timedelta(hours=24)
+    hours = (gapped.gap_end_at - since_at) / timedelta(hours=1)
+    assert [w.value for w in at.warning] == [
+        f"No plan was recorded from {since_at:%Y-%m-%d %H:%M:%S} to "
+        f"{gapped.gap_end_at:%Y-%m-%d %H:%M:%S} UTC ({hours:.1f} h), e.g. while the control "
+        "plane was down: $ per 1M requests holds the plan in force before through it, "
+        "unmeasured."]
 
 
 def test_decisions_page_shows_plan_diffs_with_reasons_and_outcomes(page: Page) -> None:
