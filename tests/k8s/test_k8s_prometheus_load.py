@@ -17,6 +17,7 @@ from k8s_harness import make_backend
 from kubernetes import client
 from pydantic import SecretStr
 
+from controlplane.adapters.k8s.backend import K8sBackend
 from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.adapters.prometheus import PrometheusLoad, per_replica_rps, prometheus_source
 from controlplane.domain.demand import DEMAND_UNMEASURED
@@ -68,6 +69,14 @@ def stopped_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                                                       live_counter(LLAMA_RPS, stopped_s=600)})
     with prometheus(tmp_path_factory.mktemp("stopped"), [stopped]) as url:
         yield url
+
+
+def reconcile_deps(backend: K8sBackend, store: Store, clock: VirtualClock) -> ReconcileDeps:
+    """The reconcile loop on the Kubernetes backend and ``store``, placing in process."""
+    return ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
+                         replicas=backend.replicas,
+                         placement=LocalPlacementClient(PlacementEngine()), forecasts=store,
+                         decisions=store, history=store, ledger=SqlForecastLedger(store.engine))
 
 
 def seed(server: ApiServer) -> None:
@@ -133,10 +142,7 @@ def test_a_prometheus_that_stopped_scraping_one_model_ten_minutes_ago_holds_that
         PrometheusSettings(url=stopped_url, rate_window_s=900)))
     store = Store.open(sqlite_url, migrate=True)
     store.upsert_models(SPECS)
-    deps = ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
-                         replicas=backend.replicas,
-                         placement=LocalPlacementClient(PlacementEngine()), forecasts=store,
-                         decisions=store, history=store, ledger=SqlForecastLedger(store.engine))
+    deps = reconcile_deps(backend, store, clock)
     report = reconcile_once(deps, reconcile_config(k8s_settings(), SPECS))
     assert report.status.value == "applied"  # the tick goes on for every model
     demand = next(d for d in report.demands if d.model == LLAMA)
@@ -180,10 +186,7 @@ def test_with_prometheus_stopped_the_tick_runs_notes_it_and_neither_stores_nor_s
     assert backend.elector.try_acquire_or_renew(clock.now())
     store = Store.open(store_url, migrate=True)
     store.upsert_models(SPECS)
-    deps = ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
-                         replicas=backend.replicas,
-                         placement=LocalPlacementClient(PlacementEngine()), forecasts=store,
-                         decisions=store, history=store, ledger=SqlForecastLedger(store.engine))
+    deps = reconcile_deps(backend, store, clock)
     report = reconcile_once(deps, reconcile_config(settings, SPECS))
     assert report.status.value == "applied", report.reason
     shown = down.replace("ops:s3cret@", "ops:***@")
