@@ -36,12 +36,13 @@ LLAMA, RESNET = "llama-3-8b-chat", "resnet50-vision"  # 40 and 250 rps per repli
 SPECS = tuple(s for s in DEMO_MODELS if s.name in (LLAMA, RESNET))
 NOW = int(time.time())
 LLAMA_RPS = 30.0
+STOPPED_WINDOW_S = 3600  # a long rate window still gives a rate after the scrapes stopped
 
 
-def live_counter(rps: float, stopped_s: int = -3600) -> list[tuple[float, float]]:
-    """``rps`` from an hour before the test to an hour after it (Prometheus answers "now"), or
+def live_counter(rps: float, stopped_s: int = -3600, now: int = NOW) -> list[tuple[float, float]]:
+    """``rps`` from an hour before ``now`` to an hour after it (Prometheus answers "now"), or
     until ``stopped_s`` before it (scraping stopped then)."""
-    return [(float(t), rps * (t - NOW + 3600)) for t in range(NOW - 3600, NOW - stopped_s, 15)]
+    return [(float(t), rps * (t - now + 3600)) for t in range(now - 3600, now - stopped_s, 15)]
 
 
 def families() -> list[Family]:  # no series for resnet50-vision
@@ -64,9 +65,11 @@ def guarded_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def stopped_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Prometheus that stopped scraping llama 10 minutes ago."""
-    stopped = Family("nv_inference_request_success", {f'model="{LLAMA}",version="1"':
-                                                      live_counter(LLAMA_RPS, stopped_s=600)})
+    """A Prometheus that stopped scraping llama 10 minutes before it started (not before the
+    module was imported: under load a test may run many minutes later; its tests read an
+    hour's rate window, so the stopped samples stay in it for some 50 minutes)."""
+    counter = live_counter(LLAMA_RPS, stopped_s=600, now=int(time.time()))
+    stopped = Family("nv_inference_request_success", {f'model="{LLAMA}",version="1"': counter})
     with prometheus(tmp_path_factory.mktemp("stopped"), [stopped]) as url:
         yield url
 
@@ -124,10 +127,10 @@ def test_a_rate_whose_newest_sample_is_ten_minutes_old_is_not_measured_this_tick
     seed(apiserver)
     clock = now_clock()
     observed = make_backend(apiserver, clock, load=load_from(
-        PrometheusSettings(url=stopped_url, rate_window_s=900))).reader.snapshot()
+        PrometheusSettings(url=stopped_url, rate_window_s=STOPPED_WINDOW_S))).reader.snapshot()
     llama = observed.model(LLAMA)
-    # the long window still gives Prometheus a rate (extrapolated from samples 10-15 minutes
-    # old, a third of the true 30 rps): it is no measurement of now
+    # the long window still gives Prometheus a rate (extrapolated from samples at least 10
+    # minutes old): it is no measurement of now
     assert llama is not None and not llama.demand_measured
     assert any(note.startswith(f"{LLAMA}: demand not measured this tick: its newest sample is ")
                and "has Prometheus stopped scraping it?" in note for note in observed.notes)
@@ -139,7 +142,7 @@ def test_a_prometheus_that_stopped_scraping_one_model_ten_minutes_ago_holds_that
     seed(apiserver)
     clock = now_clock()
     backend = make_backend(apiserver, clock, load=load_from(
-        PrometheusSettings(url=stopped_url, rate_window_s=900)))
+        PrometheusSettings(url=stopped_url, rate_window_s=STOPPED_WINDOW_S)))
     store = Store.open(sqlite_url, migrate=True)
     store.upsert_models(SPECS)
     deps = reconcile_deps(backend, store, clock)
