@@ -34,4 +34,5 @@ def dashboard_env(seeded_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 def gapped(tmp_path_factory: pytest.TempPathFactory) -> Gapped:
     """A store with no tick for three days (the control plane was down)."""
     path = tmp_path_factory.mktemp("gapped-store") / "headroom.db"
-    return seed_store_with_a_gap(f"sqlite:///{path}", timedelta(days=3))
+    return seed_store_with_a_gap(f"sqlite:///{path}", timedelta(days=3),
+                                 state_dir=path.parent / "forecaster-state")

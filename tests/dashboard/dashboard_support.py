@@ -73,10 +73,13 @@ class Gapped:
     gap_end_at: datetime  # the first tick after it
 
 
-def seed_store_with_a_gap(url: str, down_for: timedelta) -> Gapped:
+def seed_store_with_a_gap(url: str, down_for: timedelta,
+                          state_dir: Path | None = None) -> Gapped:
     """A store the real core filled for an hour from 22:00 on 2026-03-02, whose ticks from
-    22:30 on were written ``down_for`` later: the control plane was down in between."""
-    seed_store(url, 1.0, start_at=GAP_SEED_START_AT)
+    22:30 on were written ``down_for`` later: the control plane was down in between.
+    ``state_dir`` as for ``seed_store`` (a session-scoped caller must give one, or the fitted
+    state lands in the working directory)."""
+    seed_store(url, 1.0, start_at=GAP_SEED_START_AT, state_dir=state_dir)
     cut_at = GAP_SEED_START_AT + timedelta(minutes=30)
     ticks = SQLModel.metadata.tables["ticks"]
     engine = make_engine(url)
