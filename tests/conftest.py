@@ -15,6 +15,25 @@ PG_ADMIN_URL = os.environ.get("HEADROOM_TEST_PG_ADMIN_URL",
                               "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
+#: whether the repository's .headroom folder (the demo store, fitted forecaster state) existed
+#: before the run: a test run must not create it (each test keeps its files in its tmp_path)
+_HEADROOM_DIR_BEFORE = pytest.StashKey[bool]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_HEADROOM_DIR_BEFORE] = (session.config.rootpath / ".headroom").exists()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    made = session.config.rootpath / ".headroom"
+    if hasattr(session.config, "workerinput") or session.config.stash.get(
+            _HEADROOM_DIR_BEFORE, True) or not made.exists():
+        return
+    print(f"\nerror: the tests created {made} (a fixture or test wrote the demo store or the "
+          "forecaster state into the working directory, not its tmp_path)")
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 @pytest.fixture(autouse=True)
 def _forecaster_state_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The forecast refreshes of serve and demo keep fitted state (forecast.state_dir, relative
