@@ -133,8 +133,9 @@ class Demo:
             self._track_peak()
             if on_minute:
                 on_minute(minute + 1)
-        if minutes % 1:
+        if minutes % 1 and not self._stop.is_set():
             self.runtime.advance((minutes % 1) * 60)
+            self._track_peak()
 
     def run_live(self, speed: float, minutes: float | None,
                  on_second: Callable[[], None] | None = None) -> None:

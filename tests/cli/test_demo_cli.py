@@ -204,3 +204,14 @@ def test_an_in_memory_store_with_the_dashboard_is_refused_naming_why(tmp_path: P
                           "cannot see an in-memory database; use sqlite:///FILE (or --db), or "
                           "--no-dashboard\n")
     assert list(tmp_path.iterdir()) == []  # no log, no store, no dashboard started
+
+
+@pytest.mark.parametrize("minutes", ["0.5", "1.5"])
+def test_a_run_of_a_fraction_of_a_minute_counts_its_last_gpus_in_the_peak(
+        tmp_path: Path, minutes: str) -> None:
+    done = subprocess.run([*HEADROOM, "demo", "--minutes", minutes, "--no-dashboard", "--json"],
+                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["sim_minutes"] == float(minutes)
+    assert summary["gpus"] > 0 and summary["gpus_peak"] >= summary["gpus"]
