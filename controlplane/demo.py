@@ -141,21 +141,24 @@ class Demo:
                  on_second: Callable[[], None] | None = None) -> None:
         """Pace virtual time at ``speed`` x wall time with APScheduler jobs until stopped."""
         runtime = self.runtime
-        sim_step_wall_s = 0.5
+        # a sim step is at most a reconcile interval: at a high speed the loop can still tick
+        # at its interval rather than once per step
+        sim_step_wall_s = min(0.5, self.settings.reconcile.interval_s / speed)
         def advance_sim() -> None:
             runtime.advance(speed * sim_step_wall_s, run_jobs=False)
             self._track_peak()
 
+        runtime.start()  # the first forecast and tick, at the start instant
+        started_at = runtime.clock.now()
         jobs: dict[str, tuple[Callable[[], object], float]] = {
             "sim.advance": (advance_sim, sim_step_wall_s),
-            "forecast": (self.lease.gated(runtime.refresh_forecasts),
-                         self.settings.forecast.interval_s / speed),
-            "reconcile": (self.lease.gated(runtime.tick),
+            "forecast": (self.lease.gated(self._once_per_instant(
+                runtime.refresh_forecasts, started_at)), self.settings.forecast.interval_s / speed),
+            "reconcile": (self.lease.gated(self._once_per_instant(runtime.tick, started_at)),
                           self.settings.reconcile.interval_s / speed),
             "placement.follow": (JournalFollower(self.engine), FOLLOW_EVERY_S),  # wall time
         }
         scheduler = build_scheduler(jobs, start_at=None)
-        runtime.start()
         scheduler.start()
         try:
             while not self._stop.wait(1.0):
@@ -165,6 +168,21 @@ class Demo:
                     break
         finally:
             scheduler.shutdown(wait=True)
+
+    def _once_per_instant(self, job: Callable[[], object],
+                          ran_at: datetime) -> Callable[[], object]:
+        """``job`` that does nothing when the simulated clock is still where its last run (at
+        ``ran_at`` first) left it: a wall-clock job running again before the sim advanced would
+        record a second tick (or forecast) of the same simulated instant."""
+        last_at = [ran_at]
+        def run() -> object:
+            with self.runtime.lock:  # the clock does not move between the check and the job
+                now = self.runtime.clock.now()
+                if now <= last_at[0]:
+                    return None
+                last_at[0] = now
+                return job()
+        return run
 
     def request_stop(self) -> None:
         self._stop.set()

@@ -5,6 +5,7 @@ placement bindings` on the demo's store, and a resumed demo still holds it where
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,3 +49,18 @@ def test_a_binding_made_through_the_demo_is_listed_on_its_store_and_kept_on_resu
         resumed.shutdown()
     assert kept is not None
     assert (kept.node, list(kept.gpu_indices)) == (bound.node, list(bound.gpu_indices))
+
+
+def test_a_live_demo_faster_than_its_tick_interval_records_no_two_ticks_at_one_instant(
+        tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    demo = _demo(db)
+    try:  # 600 x: a 0.5 s sim step is 300 simulated s, ten reconcile intervals
+        demo.run_live(speed=600, minutes=20)
+    finally:
+        demo.shutdown()
+    with sqlite3.connect(db) as store:
+        started = [row[0] for row in store.execute("SELECT started_at FROM ticks ORDER BY id")]
+    assert len(started) >= 3
+    assert len(set(started)) == len(started), started
+    assert started == sorted(started)
