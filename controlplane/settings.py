@@ -83,6 +83,12 @@ class Settings(BaseSettings):
         the default), for errors about the store it names."""
         return self._db_url_from
 
+    def with_db_url_from(self, origin: str) -> Settings:
+        """A copy whose ``db.url`` is said to come from ``origin`` (a command's own default)."""
+        named = self.model_copy()
+        named._db_url_from = origin
+        return named
+
     @model_validator(mode="after")
     def _cross_field(self) -> Settings:
         if self.forecast.horizon_s < self.forecast.step_s:

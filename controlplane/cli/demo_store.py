@@ -35,7 +35,7 @@ def demo_settings(config: Path | None, db: Path | None) -> Settings:
         settings = load_settings(config)
         if "url" in settings.db.model_fields_set:
             return settings
-        db = DEMO_DB
+        return settings_with_db(config, DEMO_DB).with_db_url_from("the demo's default")
     return settings_with_db(config, db)
 
 

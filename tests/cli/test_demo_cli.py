@@ -215,3 +215,17 @@ def test_a_run_of_a_fraction_of_a_minute_counts_its_last_gpus_in_the_peak(
     summary = json.loads(done.stdout)
     assert summary["sim_minutes"] == float(minutes)
     assert summary["gpus"] > 0 and summary["gpus_peak"] >= summary["gpus"]
+
+
+def test_a_corrupt_default_store_is_refused_in_one_line_that_does_not_blame_the_command_line(
+        tmp_path: Path) -> None:
+    store = tmp_path / ".headroom" / "demo.db"
+    store.parent.mkdir()
+    store.write_bytes(b"not a database, just some garbage\n" * 200)
+    done = subprocess.run([*HEADROOM, "demo", "--minutes", "1", "--no-dashboard", "--json"],
+                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.replace("\n", "").endswith(
+        "file is not a database (db.url from the demo's default)")
+    assert "Traceback" not in done.stderr and done.stdout == ""
+    assert store.read_bytes() == b"not a database, just some garbage\n" * 200  # left as it was
