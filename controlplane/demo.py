@@ -34,6 +34,7 @@ from controlplane.runtime import SimRuntime, hints_api, keda_servicer
 from controlplane.settings import Settings
 from controlplane.store import Store
 from controlplane.store.lease import SqlLeaseStore
+from scheduler.metrics import check_bindable
 from scheduler.server import DEFAULT_WORKERS, create_server, stop, watch_stream_cap
 
 DASHBOARD_APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
@@ -100,11 +101,16 @@ class Demo:
         metrics = served.placement
         workers = DEFAULT_WORKERS + self.keda.max_streams  # KEDA's streams hold a thread each
         watch_cap = watch_stream_cap(DEFAULT_WORKERS)
+        listen = self.settings.placement.listen
+        try:  # a port taken: a free one rather than a failed demo (and no gRPC C-core error line)
+            check_bindable(listen, port_free=True)
+        except ValueError:
+            listen = f"{host}:0"
         try:
-            self.server, bound = create_server(self.settings.placement.listen, self.engine, extra,
+            self.server, bound = create_server(listen, self.engine, extra,
                                                max_workers=workers, metrics=metrics,
                                                max_watch_streams=watch_cap)
-        except RuntimeError:  # port taken: take a free one rather than fail the demo
+        except (RuntimeError, OSError):  # taken since the check: a free one
             self.server, bound = create_server(f"{host}:0", self.engine, extra,
                                                max_workers=workers, metrics=metrics,
                                                max_watch_streams=watch_cap)

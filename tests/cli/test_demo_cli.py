@@ -229,3 +229,18 @@ def test_a_corrupt_default_store_is_refused_in_one_line_that_does_not_blame_the_
         "file is not a database (db.url from the demo's default)")
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert store.read_bytes() == b"not a database, just some garbage\n" * 200  # left as it was
+
+
+def test_a_taken_placement_port_gives_the_demo_another_port_without_a_grpc_error_line(
+        tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = _env(HEADROOM_PLACEMENT__LISTEN=f"127.0.0.1:{port}")
+        done = subprocess.run([*HEADROOM, "demo", "--minutes", "1", "--no-dashboard", "--json"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    address = json.loads(done.stdout)["grpc_address"]
+    assert address.startswith("127.0.0.1:") and address != f"127.0.0.1:{port}"
+    assert "Failed to add port" not in done.stderr, done.stderr  # a taken port is no error
