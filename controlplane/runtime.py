@@ -282,8 +282,10 @@ class SimRuntime:
         last_at = store.last_tick_at()
         if last_at is None:
             start_at = wall_now.replace(second=0, microsecond=0)
+            # a run stopped before its first tick stored its history: not twice
+            stored = {shape.model: store.last_observed_at(shape.model) for shape in DEMO_TRAFFIC}
             rows = traffic.history(list(DEMO_TRAFFIC), settings.sim.seed, start_at,
-                                   settings.sim.history_s, settings.forecast.step_s)
+                                   settings.sim.history_s, settings.forecast.step_s, stored)
             store.save_observations(rows)
             runtime = cls(settings, store, start_at, engine)
             runtime._take_over = settings.sim.start_warm

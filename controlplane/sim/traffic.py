@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -72,12 +73,16 @@ def _erfinv(x: float) -> float:
 
 
 def history(
-    shapes: list[TrafficShape], seed: int, until_at: datetime, span_s: int, step_s: int
+    shapes: list[TrafficShape], seed: int, until_at: datetime, span_s: int, step_s: int,
+    stored_until: Mapping[str, datetime | None] | None = None,
 ) -> list[tuple[str, datetime, float]]:
-    """Rows (model, at, rps) for ``span_s`` before ``until_at`` at ``step_s``."""
+    """Rows (model, at, rps) for ``span_s`` before ``until_at`` at ``step_s``; with
+    ``stored_until``, only a model's rows after the last one a store holds already."""
     start_at = until_at - timedelta(seconds=span_s)
     steps = span_s // step_s
+    stored = stored_until or {}
     return [(shape.model, at, rate_rps(shape, seed, at))
             for i in range(steps)
             for at in [start_at + timedelta(seconds=i * step_s)]
-            for shape in shapes]
+            for shape in shapes
+            if (last_at := stored.get(shape.model)) is None or at > last_at]

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import urllib.request
 from pathlib import Path
@@ -244,3 +245,16 @@ def test_a_taken_placement_port_gives_the_demo_another_port_without_a_grpc_error
     address = json.loads(done.stdout)["grpc_address"]
     assert address.startswith("127.0.0.1:") and address != f"127.0.0.1:{port}"
     assert "Failed to add port" not in done.stderr, done.stderr  # a taken port is no error
+
+
+def test_a_demo_stopped_before_its_first_tick_leaves_a_store_the_next_run_backfills_once(
+        tmp_path: Path) -> None:
+    for minutes in ("0", "1"):  # --minutes 0 (or Ctrl-C while starting): a store, no tick
+        done = subprocess.run([*HEADROOM, "demo", "--minutes", minutes, "--no-dashboard",
+                               "--json"], cwd=tmp_path, env=_env(), capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+    with contextlib.closing(sqlite3.connect(tmp_path / ".headroom" / "demo.db")) as store:
+        rows, instants = store.execute(
+            "SELECT count(*), count(DISTINCT model || at) FROM observations").fetchone()
+    assert rows == instants > 0  # the synthetic history is not stored twice
