@@ -64,7 +64,10 @@ class DemoSummary:
 
 
 class Demo:
-    def __init__(self, settings: Settings, wall_now: datetime) -> None:
+    def __init__(self, settings: Settings, wall_now: datetime,
+                 stopping: threading.Event | None = None) -> None:
+        """``stopping``: the flag ``request_stop`` sets (a signal handler's, set perhaps
+        before the demo has started: it then stops as soon as it has)."""
         self.settings = settings
         self.store = Store.open(settings.db.url, settings.db.connect_timeout_s, migrate=True)
         self._counts_at_start = self.store.counts()
@@ -87,7 +90,7 @@ class Demo:
         self.metrics_url = ""
         self._stop_metrics: Callable[[], None] = lambda: None
         self._wall_start_s = time.monotonic()
-        self._stop = threading.Event()
+        self._stop = stopping if stopping is not None else threading.Event()
 
     # -- services ----------------------------------------------------------------------------
     def start_grpc(self) -> str:

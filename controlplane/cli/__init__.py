@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -185,11 +186,14 @@ def demo(
 
 def _run_demo(settings: Settings, minutes: float | None, speed: float, no_dashboard: bool,
               json_out: bool) -> Demo:
-    runner = Demo(settings, _wall_now())
     # Ctrl-C and SIGTERM stop the demo through the same flag, also when SIGINT came in ignored
-    # (a process started in the background by a script, or by a parent that ignores it)
+    # (a process started in the background by a script, or by a parent that ignores it), and
+    # from before it starts: a stop while it opens its store lets it finish starting, then stop
+    # (not a KeyboardInterrupt halfway, its fleet lease held until it runs out)
+    stopping = threading.Event()
     for stop_signal in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(stop_signal, lambda *_: runner.request_stop())
+        signal.signal(stop_signal, lambda *_: stopping.set())
+    runner = Demo(settings, _wall_now(), stopping)
     try:
         grpc_address = runner.start_grpc()
         if not json_out:

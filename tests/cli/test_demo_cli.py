@@ -258,3 +258,24 @@ def test_a_demo_stopped_before_its_first_tick_leaves_a_store_the_next_run_backfi
         rows, instants = store.execute(
             "SELECT count(*), count(DISTINCT model || at) FROM observations").fetchone()
     assert rows == instants > 0  # the synthetic history is not stored twice
+
+
+def test_ctrl_c_while_the_demo_starts_stops_it_cleanly_and_gives_the_fleet_lease_up(
+        tmp_path: Path) -> None:
+    db = tmp_path / ".headroom" / "demo.db"
+    def lease_held() -> bool:
+        with contextlib.closing(sqlite3.connect(db, timeout=0.2)) as store:
+            return bool(store.execute("SELECT holder FROM leases").fetchone()[0])
+    run = subprocess.Popen([*HEADROOM, "demo", "--minutes", "100000", "--no-dashboard",
+                            "--json"], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(lease_held, 60)  # the lease is taken first, before the store's history
+        run.send_signal(signal.SIGINT)
+        stdout, stderr = run.communicate(timeout=60)
+    finally:
+        run.kill()
+    assert run.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    assert json.loads(stdout)["sim_minutes"] < 100000
+    assert not lease_held()  # the next demo need not wait for it to run out
