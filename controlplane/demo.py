@@ -37,6 +37,8 @@ from controlplane.store.lease import SqlLeaseStore
 from scheduler.metrics import check_bindable
 from scheduler.server import DEFAULT_WORKERS, create_server, stop, watch_stream_cap
 
+#: the shortest wall time between two steps of a live demo's simulated clock
+MIN_SIM_STEP_WALL_S = 0.05
 DASHBOARD_APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
 
 
@@ -150,21 +152,27 @@ class Demo:
                  on_second: Callable[[], None] | None = None) -> None:
         """Pace virtual time at ``speed`` x wall time with APScheduler jobs until stopped."""
         runtime = self.runtime
-        # a sim step is at most a reconcile interval: at a high speed the loop can still tick
-        # at its interval rather than once per step
-        sim_step_wall_s = min(0.5, self.settings.reconcile.interval_s / speed)
+        reconcile_s, forecast_s = (self.settings.reconcile.interval_s,
+                                   self.settings.forecast.interval_s)
+        # a sim step is at most a reconcile interval (at a high speed the loop still ticks at
+        # its interval when it keeps up), and at least MIN_SIM_STEP_WALL_S of wall time
+        sim_step_wall_s = max(MIN_SIM_STEP_WALL_S, min(0.5, reconcile_s / speed))
         def advance_sim() -> None:
             runtime.advance(speed * sim_step_wall_s, run_jobs=False)
             self._track_peak()
+
+        def every_wall_s(interval_s: float) -> float:  # no job runs more often than the sim steps
+            return max(interval_s / speed, sim_step_wall_s)
 
         runtime.start()  # the first forecast and tick, at the start instant
         started_at = runtime.clock.now()
         jobs: dict[str, tuple[Callable[[], object], float]] = {
             "sim.advance": (advance_sim, sim_step_wall_s),
-            "forecast": (self.lease.gated(self._once_per_instant(
-                runtime.refresh_forecasts, started_at)), self.settings.forecast.interval_s / speed),
-            "reconcile": (self.lease.gated(self._once_per_instant(runtime.tick, started_at)),
-                          self.settings.reconcile.interval_s / speed),
+            "forecast": (self.lease.gated(self._sim_paced(
+                runtime.refresh_forecasts, started_at, forecast_s)), every_wall_s(forecast_s)),
+            "reconcile": (self.lease.gated(self._sim_paced(runtime.tick, started_at,
+                                                           reconcile_s)),
+                          every_wall_s(reconcile_s)),
             "placement.follow": (JournalFollower(self.engine), FOLLOW_EVERY_S),  # wall time
         }
         scheduler = build_scheduler(jobs, start_at=None)
@@ -178,16 +186,18 @@ class Demo:
         finally:
             scheduler.shutdown(wait=True)
 
-    def _once_per_instant(self, job: Callable[[], object],
-                          ran_at: datetime) -> Callable[[], object]:
-        """``job`` that does nothing when the simulated clock is still where its last run (at
-        ``ran_at`` first) left it: a wall-clock job running again before the sim advanced would
-        record a second tick (or forecast) of the same simulated instant."""
+    def _sim_paced(self, job: Callable[[], object], ran_at: datetime,
+                   interval_s: float) -> Callable[[], object]:
+        """``job`` that runs only once the simulated clock is at least half of ``interval_s``
+        past its last run (at ``ran_at`` first): a wall-clock job that comes round before the
+        sim has moved that far would record ticks (forecasts) far closer than their interval,
+        several at one simulated instant; half, as the sim moves in steps that jitter against
+        the job's wall-clock interval."""
         last_at = [ran_at]
         def run() -> object:
             with self.runtime.lock:  # the clock does not move between the check and the job
                 now = self.runtime.clock.now()
-                if now <= last_at[0]:
+                if (now - last_at[0]).total_seconds() < interval_s / 2:
                     return None
                 last_at[0] = now
                 return job()

@@ -4,12 +4,15 @@ placement bindings` on the demo's store, and a resumed demo still holds it where
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import sqlite3
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from clihelpers import HEADROOM, _env
 
 from controlplane.demo import Demo
@@ -51,16 +54,28 @@ def test_a_binding_made_through_the_demo_is_listed_on_its_store_and_kept_on_resu
     assert (kept.node, list(kept.gpu_indices)) == (bound.node, list(bound.gpu_indices))
 
 
-def test_a_live_demo_faster_than_its_tick_interval_records_no_two_ticks_at_one_instant(
-        tmp_path: Path) -> None:
+
+@pytest.mark.parametrize("speed", [600, 6000])
+def test_a_live_demo_faster_than_its_jobs_records_them_no_closer_than_half_their_interval(
+        tmp_path: Path, speed: int) -> None:
     db = tmp_path / "demo.db"
     demo = _demo(db)
-    try:  # 600 x: a 0.5 s sim step is 300 simulated s, ten reconcile intervals
-        demo.run_live(speed=600, minutes=20)
+    try:  # a 0.5 s sim step at 600 x would be 300 simulated s, ten reconcile intervals
+        demo.run_live(speed=speed, minutes=30)
     finally:
         demo.shutdown()
-    with sqlite3.connect(db) as store:
-        started = [row[0] for row in store.execute("SELECT started_at FROM ticks ORDER BY id")]
-    assert len(started) >= 3
-    assert len(set(started)) == len(started), started
-    assert started == sorted(started)
+    with contextlib.closing(sqlite3.connect(db)) as store:
+        ticks = [_at(r[0]) for r in store.execute("SELECT started_at FROM ticks ORDER BY id")]
+        refreshes = [_at(r[0]) for r in store.execute(
+            "SELECT DISTINCT computed_at FROM forecasts ORDER BY computed_at")]
+    assert len(ticks) >= 3 and len(refreshes) >= 2
+    assert min(_gaps_s(ticks)) >= 15, ticks  # reconcile.interval_s 30
+    assert min(_gaps_s(refreshes)) >= 150, refreshes  # forecast.interval_s 300
+
+
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def _gaps_s(times: list[datetime]) -> list[float]:
+    return [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
