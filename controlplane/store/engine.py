@@ -141,8 +141,12 @@ def make_engine(url: str, connect_timeout_s: float = 5.0, lock_timeout_s: float 
                                f"installed ({error}); Headroom stores are sqlite:///FILE or "
                                "postgresql+psycopg://user@host:5432/db") from None
     except (SQLAlchemyError, OSError, ValueError) as error:
-        raise StoreUnavailable(f"cannot reach database {redact(given)}: {error_line(error)}"
-                               ) from None
+        line = error_line(error)
+        if url.startswith("sqlite") and ("not a database" in line or "malformed" in line):
+            raise StoreUnavailable(f"cannot open database {redact(given)}: {line} (not a "
+                                   "Headroom store, or damaged: move the file aside and a new "
+                                   "store is made in its place)") from None
+        raise StoreUnavailable(f"cannot reach database {redact(given)}: {line}") from None
     return engine
 
 

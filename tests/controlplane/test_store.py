@@ -257,6 +257,18 @@ def test_unreachable_database_names_the_url_as_given_without_password() -> None:
     assert "secret" not in str(caught.value)
 
 
+def test_a_file_that_is_no_database_is_refused_as_not_a_store_and_left_as_it_was(
+        tmp_path: Path) -> None:
+    path = tmp_path / "headroom.db"
+    path.write_bytes(b"not a database, just some garbage\n" * 200)
+    with pytest.raises(StoreUnavailable) as caught:
+        Store.open(f"sqlite:///{path}", migrate=True)
+    assert str(caught.value) == (
+        f"cannot open database sqlite:///{path}: file is not a database (not a Headroom store, "
+        "or damaged: move the file aside and a new store is made in its place)")
+    assert path.read_bytes() == b"not a database, just some garbage\n" * 200
+
+
 def test_guard_memory_keeps_recent_changes_for_cooldowns_across_restarts(store_url: str) -> None:
     from dataclasses import replace
 
