@@ -17,6 +17,14 @@ from controlplane.store.engine import make_engine
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 
 
+def _dashboard_on(url: str, monkeypatch: pytest.MonkeyPatch, timeout_s: float) -> AppTest:
+    """The dashboard's first run on the store at ``url``, which raised no exception."""
+    monkeypatch.setenv("HEADROOM_DB__URL", url)
+    at = AppTest.from_file(APP, default_timeout=timeout_s).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def test_cost_read_path_matches_the_simulated_bill_on_each_store(
         store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     runtime = seed_store(store_url, 1.0)
@@ -34,9 +42,7 @@ def test_cost_read_path_matches_the_simulated_bill_on_each_store(
     assert sum(a.usd for a in result.accruals) == pytest.approx(
         runtime.cluster.cost_usd(prices), rel=0.03)
 
-    monkeypatch.setenv("HEADROOM_DB__URL", store_url)
-    at = AppTest.from_file(APP, default_timeout=120).run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = _dashboard_on(store_url, monkeypatch, 120)
     at.switch_page("views/cost.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert {m.label for m in at.metric} >= {"Total", "Serving", "Idle"}
@@ -53,9 +59,7 @@ def test_a_nan_load_in_a_postgresql_store_reads_unknown_and_n_a_not_ok_or_nan_pe
         connection.exec_driver_sql(
             "UPDATE observations SET capacity_rps = 'NaN' WHERE model = 'bert-embed'")
     engine.dispose()
-    monkeypatch.setenv("HEADROOM_DB__URL", postgres_url)
-    at = AppTest.from_file(APP, default_timeout=120).run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = _dashboard_on(postgres_url, monkeypatch, 120)
     shown = {m.label: m for m in at.metric}
     assert shown["Load on capacity"].value == "n/a"
     assert (shown["SLO (capacity ≥ demand)"].value, shown["SLO (capacity ≥ demand)"].delta) == (
@@ -69,9 +73,7 @@ def test_a_nan_load_in_a_postgresql_store_reads_unknown_and_n_a_not_ok_or_nan_pe
 def test_a_store_that_goes_away_while_the_dashboard_runs_is_an_error_not_a_traceback(
         postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     seed_store(postgres_url, 0.005)
-    monkeypatch.setenv("HEADROOM_DB__URL", postgres_url)
-    at = AppTest.from_file(APP, default_timeout=120).run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = _dashboard_on(postgres_url, monkeypatch, 120)
     server, name = postgres_url.rsplit("/", 1)
     admin = create_engine(f"{server}/test", isolation_level="AUTOCOMMIT")
     with admin.connect() as connection:  # the dashboard's pooled engine is still open
@@ -89,9 +91,7 @@ def test_a_store_that_goes_away_while_the_dashboard_runs_is_an_error_not_a_trace
 def test_a_postgresql_table_locked_by_another_session_is_an_error_within_seconds_not_a_hang(
         postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     seed_store(postgres_url, 0.005)
-    monkeypatch.setenv("HEADROOM_DB__URL", postgres_url)
-    at = AppTest.from_file(APP, default_timeout=60).run()
-    assert not at.exception, [e.value for e in at.exception]
+    at = _dashboard_on(postgres_url, monkeypatch, 60)
     locker = make_engine(postgres_url).connect()  # e.g. a migration rewriting the table
     try:  # the server ends the locking session after 20 s, so a dashboard that waits fails
         locker.exec_driver_sql("SET idle_in_transaction_session_timeout = '20s'")
@@ -121,12 +121,10 @@ def test_a_postgresql_read_that_runs_past_the_query_timeout_is_an_error_not_a_ha
         connection.exec_driver_sql(
             "CREATE VIEW ticks AS SELECT t.* FROM recorded_ticks t, pg_sleep(40)")
     engine.dispose()
-    monkeypatch.setenv("HEADROOM_DB__URL", postgres_url)
     monkeypatch.setenv("HEADROOM_DASHBOARD__QUERY_TIMEOUT_S", "2")
     started = time.monotonic()
-    at = AppTest.from_file(APP, default_timeout=60).run()
+    at = _dashboard_on(postgres_url, monkeypatch, 60)
     waited_s = time.monotonic() - started
-    assert not at.exception, [e.value for e in at.exception]
     (error,) = at.error
     assert error.value.startswith(f"Cannot read the store at `{postgres_url}`: ")
     assert error.value.endswith("canceling statement due to statement timeout (a read of the "
