@@ -24,10 +24,14 @@ class Preset:
         return f"sum by ({self.label}) (rate({self.metric}[{window_s}s]))"
 
     def newest_sample(self, window_s: int) -> str:
-        """Every model's newest sample time (unix s) in the last ``window_s``, to within
-        ``SAMPLE_RESOLUTION_S``: how old the data its rate rests on is."""
+        """Every model's newest sample time (unix s) behind its rate: exact for a series
+        scraped within Prometheus' lookback (5 min by default: ``timestamp`` of the instant
+        vector), else the newest in the last ``window_s`` to within ``SAMPLE_RESOLUTION_S`` (a
+        scrape that stopped: a subquery, whose steps are aligned, so it misses the samples
+        after its last step and alone would date a live series up to a step too old)."""
         step_s = min(window_s, SAMPLE_RESOLUTION_S)
-        return (f"max by ({self.label}) (max_over_time(timestamp({self.metric})"
+        return (f"max by ({self.label}) (timestamp({self.metric})) or "
+                f"max by ({self.label}) (max_over_time(timestamp({self.metric})"
                 f"[{window_s}s:{step_s}s]))")
 
 

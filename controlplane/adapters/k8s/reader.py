@@ -203,7 +203,8 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
     # leaves a rate over a long window): the snapshot is as old as its oldest rate
     data_at = min(sampled, default=None)
     return ObservedState(now, tuple(observed_pools), tuple(nodes), tuple(models),
-                         notes=tuple(notes), data_at=data_at if data_at and data_at < now else None)
+                         notes=tuple(notes),
+                         data_at=data_at if data_at and data_at <= now else None)
 
 
 class K8sClusterReader:
