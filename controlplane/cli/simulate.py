@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,14 +21,21 @@ from rich.table import Table
 from controlplane.autoscaling.policies import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
 from controlplane.autoscaling.profile_correction import CorrectionConfig
 from controlplane.cli.paths import check_output_path
-from controlplane.cli.streams import usage_error
+from controlplane.cli.streams import print_warning, usage_error
+from controlplane.settings import ConfigError, load_settings
 from controlplane.simulation.config import (
     ModelsFileError,
+    SimConfig,
     load_models_file,
     parse_cold_start_option,
 )
 from controlplane.simulation.engine import SimOptions
 from controlplane.simulation.hints_file import load_hints_file
+from controlplane.simulation.operator_settings import (
+    SimulateSettings,
+    simulate_settings,
+    with_budgets,
+)
 from controlplane.simulation.runner import PolicyKnobs, check_policies, simulate
 from controlplane.simulation.timeline import check_not_inputs, timeline_paths
 from controlplane.simulation.trace import TraceError, load_trace
@@ -45,6 +53,65 @@ _KNOB = re.compile(r"\b(" + "|".join(_KNOB_OPTIONS) + r")\b")
 def _as_options(message: str) -> str:
     """A policy's refusal with its knobs named as the options that set them."""
     return _KNOB.sub(lambda match: _KNOB_OPTIONS[match.group(1)], message)
+
+
+#: the options whose value a settings file may give, by parameter name (errors name the flag)
+_FLAGS = {"tick_s": "--tick-s", "forecast_interval_s": "--forecast-interval-s",
+          "forecast_method": "--forecast-method", "reactive_target": "--reactive-target",
+          "shortfall_cost_ratio": "--shortfall-cost-ratio",
+          "short_minute_cost_ratio": "--short-minute-cost-ratio"}
+
+
+def _from_settings(ctx: typer.Context, chosen: SimulateSettings | None,
+                   values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The options' values: given on the command line, else the settings', else the default;
+    and, for those the settings gave, the flag each error would name -> ``FILE: key``."""
+    if chosen is None:
+        return values, {}
+    out, named = dict(values), {}
+    for name, value in chosen.options.items():
+        source = ctx.get_parameter_source(name)  # typer's own click: compared by name
+        if source is None or source.name == "DEFAULT":
+            out[name] = [value] if name == "policy" else value
+            if name in _FLAGS:
+                named[_FLAGS[name]] = chosen.where(name)
+    return out, named
+
+
+def _named(message: str, named: dict[str, str]) -> str:
+    """A refusal of a value the settings gave, naming its file and key instead of the flag."""
+    for flag, where in named.items():
+        message = message.replace(f"{flag} must", f"{where}: must")
+    return message
+
+
+def _options_and_knobs(values: dict[str, Any], named: dict[str, str],
+                       chosen: SimulateSettings | None, seed: int, oracle_forecast: bool,
+                       profile_correction: bool, hints: Path | None, config: SimConfig
+                       ) -> tuple[SimOptions, PolicyKnobs]:
+    """The simulation's options and the policies' knobs of the resolved option values and the
+    settings (ValueError naming the flag, or the settings file and key, of a bad value)."""
+    correction = CorrectionConfig() if profile_correction else None
+    if chosen is not None and chosen.profile_correction is not None:
+        correction = chosen.profile_correction[0] or correction  # the flag turns it on
+    try:
+        options = SimOptions(tick_s=values["tick_s"],
+                             forecast_interval_s=values["forecast_interval_s"],
+                             forecast_method=values["forecast_method"], seed=seed,
+                             oracle_forecast=oracle_forecast, profile_correction=correction,
+                             hints=load_hints_file(hints, [m.name for m in config.models])
+                             if hints is not None else (),
+                             hint_lead_s=values["hint_lead_s"],
+                             **(chosen.sim_options if chosen is not None else {}))
+    except ValueError as error:
+        raise ValueError(_named(str(error), named)) from None
+    knobs = PolicyKnobs(shortfall_cost_ratio=values["shortfall_cost_ratio"],
+                        short_minute_cost_ratio=values["short_minute_cost_ratio"],
+                        reactive_target_utilization=values["reactive_target"],
+                        **(chosen.knobs if chosen is not None else {}))
+    if chosen is not None and chosen.scale_down is not None:
+        knobs = replace(knobs, scale_down=chosen.scale_down)
+    return options, knobs
 
 
 def _table(summaries: list[dict[str, Any]]) -> Table:
@@ -119,43 +186,66 @@ def simulate_command(
     hint_lead_s: Annotated[float, typer.Option(
         "--hint-lead-s", min=0.0, max=1200.0,
         help="a hint floors the forecast from this long before it starts")] = 600.0,
+    config_file: Annotated[Path | None, typer.Option(
+        "--config", "-c", dir_okay=False, help="the YAML settings file of `headroom serve` "
+        "(and HEADROOM_* variables), checked as serve checks it: the keys it sets of safety "
+        "(steps, stabilization, cooldown, disruption budgets, cluster_gpu_budget), autoscaling "
+        "(policy, cost ratios, reaction_s, keep_s, node_stabilization_s, "
+        "reactive_target_utilization, hint_lead_s, tenant_gpu_budgets, profile_correction), "
+        "reconcile (interval_s, target_utilization, max_forecast_age_s, stale_headroom) and "
+        "forecast (interval_s, method, horizon_s, history_s) are simulated; the rest (store, "
+        "backend, pools, ...) is named on stderr and ignored. Precedence: an option given here "
+        "(--policy, --tick-s, --forecast-interval-s, --forecast-method, --shortfall-cost-ratio, "
+        "--short-minute-cost-ratio, --reactive-target, --hint-lead-s, --profile-correction) > "
+        "the settings > the models file's GPU budgets > the defaults; keys not set keep "
+        "simulate's defaults")] = None,
+    *, ctx: typer.Context,
 ) -> None:
     """Replay per-model demand through the real core and a simulated fleet.
 
     Cold starts are sampled; the per-minute timeline is written, and short model-minutes,
     GPU-hours and cost are printed (a side-by-side table for several policies)."""
-    names = policy or ["predictive"]
     try:  # everything the user gave is checked before the first simulated minute
+        chosen = (simulate_settings(load_settings(config_file), str(config_file))
+                  if config_file is not None else None)
+        values, named = _from_settings(ctx, chosen, {
+            "policy": policy, "tick_s": tick_s, "forecast_interval_s": forecast_interval_s,
+            "forecast_method": forecast_method, "shortfall_cost_ratio": shortfall_cost_ratio,
+            "short_minute_cost_ratio": short_minute_cost_ratio,
+            "reactive_target": reactive_target, "hint_lead_s": hint_lead_s})
+        names = values["policy"] or ["predictive"]
         override = parse_cold_start_option(cold_start) if cold_start else None
         config = load_models_file(models, override)
+        if chosen is not None:
+            config = with_budgets(config, chosen)
         replayed = load_trace(trace, time_col=time_col, series_col=series_col or None,
                               value_col=value_col, models=[m.name for m in config.models],
                               value_unit=value_unit, fill_gaps=fill_gaps, time_unit=time_unit,
                               single_series=config.models[0].name)
-        options = SimOptions(tick_s=tick_s, forecast_interval_s=forecast_interval_s,
-                             forecast_method=forecast_method, seed=seed,
-                             oracle_forecast=oracle_forecast,
-                             profile_correction=CorrectionConfig() if profile_correction
-                             else None,
-                             hints=load_hints_file(hints, [m.name for m in config.models])
-                             if hints is not None else (),
-                             hint_lead_s=hint_lead_s)
-        knobs = PolicyKnobs(shortfall_cost_ratio=shortfall_cost_ratio,
-                            short_minute_cost_ratio=short_minute_cost_ratio,
-                            reactive_target_utilization=reactive_target)
+        options, knobs = _options_and_knobs(values, named, chosen, seed, oracle_forecast,
+                                            profile_correction, hints, config)
         try:
             check_policies(names, replayed, config, knobs, options)
         except ValueError as error:
-            raise ValueError(_as_options(str(error))) from None
+            raise ValueError(_named(_as_options(str(error)), named)) from None
         check_not_inputs(timeline_out, timeline_paths(timeline_out, names), {
             "--trace": trace, "--models": models, **({"--hints": hints} if hints else {}),
+            **({"--config": config_file} if config_file else {}),
             **{f"cold-start samples ({m.name})": m.cold_start.samples_csv
                for m in config.models if m.cold_start.samples_csv is not None}})
         for path in timeline_paths(timeline_out, names).values():
             check_output_path(path, "--timeline-out", {})
-        get_forecaster(forecast_method)
-    except (ModelsFileError, TraceError, UnknownMethodError, ValueError) as error:
+        try:
+            get_forecaster(options.forecast_method)
+        except UnknownMethodError as error:
+            raise ValueError(f"{named['--forecast-method']}: {error}" if "--forecast-method"
+                             in named else str(error)) from None
+    except (ConfigError, ModelsFileError, TraceError, UnknownMethodError, ValueError) as error:
         raise usage_error(str(error)) from None
+    if chosen is not None and chosen.ignored:
+        print_warning(f"simulate ignores the settings {', '.join(chosen.ignored)} ({config_file} "
+                      "and HEADROOM_* variables): they set up the live control plane; the models "
+                      "file gives the simulated fleet")
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(),
                       TextColumn("{task.completed:,.0f}/{task.total:,.0f} min"),
@@ -172,6 +262,7 @@ def simulate_command(
             "minutes": replayed.minutes, "trace_step_s": replayed.step_s,
             "filled_gap_minutes": dict(replayed.filled), "seed": seed,
             "hints": str(hints) if hints is not None else None,
+            **({"config": str(config_file)} if config_file is not None else {}),
             "timelines": {k: str(v) for k, v in result.timelines.items()},
             "policies": {s["policy"]: s for s in result.summaries}}, indent=2))
         return

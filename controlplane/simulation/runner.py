@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -12,6 +12,7 @@ from controlplane.autoscaling.policies import (
     POLICY_NAMES,
     SHORT_MINUTE_COST_RATIO,
     SHORTFALL_COST_RATIO,
+    ScaleDownGuards,
     ScalingPolicy,
     predictive_policy,
     reactive_policy,
@@ -34,26 +35,56 @@ from scheduler.domain.validate import MAX_POOL_GPUS
 
 @dataclass(frozen=True, slots=True)
 class PolicyKnobs:
-    """The one knob per policy a user turns most (the rest keep their documented defaults)."""
+    """The one knob per policy a user turns most, and the guards and knobs an operator's
+    settings set (``simulate --config``; None keeps the policy's own default)."""
 
     #: predictive: unserved replica-hour / replica-hour price
     shortfall_cost_ratio: float = SHORTFALL_COST_RATIO
     short_minute_cost_ratio: float = SHORT_MINUTE_COST_RATIO  # predictive: hot headroom price
     reactive_target_utilization: float = 0.8  # reactive: KEDA/HPA target
     static_target_utilization: float = 1.0  # static: peak / this
+    #: predictive and reactive: scale-down cooldown and disruption budgets (all off by default)
+    scale_down: ScaleDownGuards = field(default_factory=ScaleDownGuards)
+    max_node_step: int | None = None  # predictive and reactive
+    max_replica_step: int | None = None  # predictive and reactive
+    reactive_stabilization_s: float | None = None  # reactive: replica scale-down window
+    node_stabilization_s: float | None = None  # predictive: node scale-down window
+    keep_s: float | None = None  # predictive
+    reaction_s: float | None = None  # predictive (default: tick + the load metric's window)
+    predictive_target_utilization: float | None = None  # predictive
+    max_forecast_age_s: float | None = None  # predictive
+    stale_headroom: float | None = None  # predictive
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The keyword arguments that are set (None: the policy's own default)."""
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def build_policy(name: str, trace: Trace, config: SimConfig, knobs: PolicyKnobs,
                  options: SimOptions) -> ScalingPolicy:
     if name == "predictive":
-        return predictive_policy(cold_wake_s=cold_wake_s(config),
-                                 reaction_s=options.tick_s + options.observe_window_s,
+        reaction_s = (options.tick_s + options.observe_window_s if knobs.reaction_s is None
+                      else knobs.reaction_s)
+        return predictive_policy(cold_wake_s=cold_wake_s(config), reaction_s=reaction_s,
                                  shortfall_cost_ratio=knobs.shortfall_cost_ratio,
                                  idle_wake_s=config.fleet.idle_wake_s,
                                  observed_lag_s=options.observe_window_s,
-                                 short_minute_cost_ratio=knobs.short_minute_cost_ratio)
+                                 short_minute_cost_ratio=knobs.short_minute_cost_ratio,
+                                 scale_down=knobs.scale_down, **_given(
+                                     keep_s=knobs.keep_s,
+                                     target_utilization=knobs.predictive_target_utilization,
+                                     max_forecast_age_s=knobs.max_forecast_age_s,
+                                     stale_headroom=knobs.stale_headroom,
+                                     node_stabilization_s=knobs.node_stabilization_s,
+                                     max_node_step=knobs.max_node_step,
+                                     max_replica_step=knobs.max_replica_step))
     if name == "reactive":
-        return reactive_policy(target_utilization=knobs.reactive_target_utilization)
+        return reactive_policy(target_utilization=knobs.reactive_target_utilization,
+                               scale_down=knobs.scale_down, **_given(
+                                   replica_stabilization_s=knobs.reactive_stabilization_s,
+                                   max_node_step=knobs.max_node_step,
+                                   max_replica_step=knobs.max_replica_step))
     if name == "static":
         return static_policy({m: trace.peak_rps(m) for m in trace.models},
                              target_utilization=knobs.static_target_utilization)
