@@ -62,8 +62,11 @@ def mode_from_strategy(strategy: str) -> SharingMode:
 
 
 def device_plugin_config(layout: SharingLayout, mig_strategy: str) -> dict[str, object]:
-    """The device-plugin config document (one value of the ConfigMap)."""
-    config: dict[str, object] = {"version": "v1", "flags": {"migStrategy": mig_strategy}}
+    """The device-plugin config document (one value of the ConfigMap). An MPS config names
+    migStrategy ``none`` whatever the cluster's strategy: MPS runs on MIG-off nodes only
+    (REFERENCE.md §2.1), and the plugin refuses to start on MPS with ``mixed``."""
+    strategy = "none" if layout.mode is SharingMode.MPS else mig_strategy
+    config: dict[str, object] = {"version": "v1", "flags": {"migStrategy": strategy}}
     resources = [{"name": "nvidia.com/gpu", "replicas": layout.replicas}]
     if layout.mode is SharingMode.MPS:
         config["sharing"] = {"mps": {"renameByDefault": False, "resources": resources}}

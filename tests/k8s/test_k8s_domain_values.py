@@ -103,8 +103,8 @@ def test_sharing_config_names_round_trip_and_validate() -> None:
 
 
 def test_device_plugin_config_follows_the_documented_schema() -> None:
-    mps = device_plugin_config(SharingLayout(SharingMode.MPS, 4), "mixed")
-    assert mps == {"version": "v1", "flags": {"migStrategy": "mixed"},
+    mps = device_plugin_config(SharingLayout(SharingMode.MPS, 4), "single")
+    assert mps == {"version": "v1", "flags": {"migStrategy": "none"},
                    "sharing": {"mps": {"renameByDefault": False, "resources": [
                        {"name": "nvidia.com/gpu", "replicas": 4}]}}}
     sliced = device_plugin_config(SharingLayout(SharingMode.TIME_SLICING, 8), "none")
@@ -112,6 +112,19 @@ def test_device_plugin_config_follows_the_documented_schema() -> None:
         "renameByDefault": False, "failRequestsGreaterThanOne": True,
         "resources": [{"name": "nvidia.com/gpu", "replicas": 8}]}}
     assert "sharing" not in device_plugin_config(SharingLayout(SharingMode.EXCLUSIVE), "none")
+
+
+@pytest.mark.parametrize("mig_strategy", ["mixed", "single"])
+def test_an_mps_device_plugin_config_never_names_a_mig_strategy_the_plugin_refuses(
+        mig_strategy: str) -> None:
+    # REFERENCE.md §2.1 / §11.10: MPS runs on whole GPUs only, never with MIG. The device plugin
+    # refuses to start on an MPS config with migStrategy mixed ("using --mig-strategy=mixed is
+    # not supported with MPS", cmd/nvidia-device-plugin/main.go validateFlags): the node would
+    # lose every GPU. Headroom's MPS configs go to MIG-off nodes only, so they say "none".
+    mps = device_plugin_config(SharingLayout(SharingMode.MPS, 4), mig_strategy)
+    assert mps["flags"] == {"migStrategy": "none"}
+    sliced = device_plugin_config(SharingLayout(SharingMode.TIME_SLICING, 4), mig_strategy)
+    assert sliced["flags"] == {"migStrategy": mig_strategy}
 
 
 TIMING = LeaseTiming(lease_duration_s=15, renew_deadline_s=10)
