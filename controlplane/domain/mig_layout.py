@@ -140,10 +140,26 @@ def mig_parted_entries(layout: NodeMigLayout) -> list[dict[str, object]]:
     return entries
 
 
+def _filter_matches(product: str, device_filter: object) -> bool:
+    """Whether mig-parted's ``device-filter`` (a PCI device id or a list of them; absent =
+    every GPU) takes in ``product``'s GPUs (REFERENCE.md §1.7)."""
+    if device_filter is None:
+        return True
+    wanted = [device_filter] if isinstance(device_filter, str) else device_filter
+    if not isinstance(wanted, list):
+        return False
+    catalog = lookup(product)
+    ids = {i.lower() for i in catalog.pci_device_ids} if catalog is not None else set()
+    return any(str(w).strip().lower() in ids for w in wanted)
+
+
 def layout_from_entries(product: str, entries: list[dict[str, object]]) -> NodeMigLayout:
-    """Parse a mig-parted config entry list back into a layout (inverse of the above)."""
+    """Parse a mig-parted config entry list back into a layout (inverse of the above); entries
+    whose ``device-filter`` names other GPUs than ``product``'s are not the node's."""
     groups = []
     for entry in entries:
+        if not _filter_matches(product, entry.get("device-filter")):
+            continue
         devices = entry.get("devices", "all")
         indices = tuple(int(d) for d in devices) if isinstance(devices, list) else ()
         counts = entry.get("mig-devices")

@@ -36,6 +36,8 @@ class GpuProduct:
     mig_profiles: tuple[MigProfile, ...] = ()
     aliases: tuple[str, ...] = ()
     price_per_gpu_hour: float = 0.0
+    #: PCI device ids as mig-parted's ``device-filter`` spells them (e.g. ``0x20B210DE``)
+    pci_device_ids: tuple[str, ...] = ()
 
     @property
     def mig_capable(self) -> bool:
@@ -92,25 +94,34 @@ _A30_PROFILES = (
 
 
 def _mig(name: str, memory_gb: int, names: tuple[str, str, str, str, str, str],
-         aliases: tuple[str, ...], price: float) -> GpuProduct:
+         aliases: tuple[str, ...], price: float, pci_ids: tuple[str, ...]) -> GpuProduct:
     return GpuProduct(name, memory_gb * MIB_PER_GB, 7, 8, _seven_slice(memory_gb, names),
-                      aliases, price)
+                      aliases, price, pci_ids)
+
+
+# PCI device ids of mig-parted's default device filters (REFERENCE.md §1.7); its A100-80GB and
+# H100-80GB share one filter (same profile names), split here by family (20xx A100, 23xx H100).
 
 
 PRODUCTS: tuple[GpuProduct, ...] = (
     _mig("A100-40GB", 40, ("1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
-         ("A100", "A100-SXM4-40GB", "A100-PCIE-40GB", "NVIDIA-A100-SXM4-40GB"), 3.67),
+         ("A100", "A100-SXM4-40GB", "A100-PCIE-40GB", "NVIDIA-A100-SXM4-40GB"), 3.67,
+         ("0x20B010DE", "0x20B110DE", "0x20F110DE", "0x20F610DE")),
     _mig("A100-80GB", 80, ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-         ("A100-SXM4-80GB", "A100-PCIE-80GB", "A100-80GB-PCIE", "NVIDIA-A100-SXM4-80GB"), 5.07),
-    GpuProduct("A30", 24 * MIB_PER_GB, 4, 4, _A30_PROFILES, ("A30-24GB", "NVIDIA-A30"), 1.5),
+         ("A100-SXM4-80GB", "A100-PCIE-80GB", "A100-80GB-PCIE", "NVIDIA-A100-SXM4-80GB"), 5.07,
+         ("0x20B210DE", "0x20B510DE", "0x20F310DE", "0x20F510DE")),
+    GpuProduct("A30", 24 * MIB_PER_GB, 4, 4, _A30_PROFILES, ("A30-24GB", "NVIDIA-A30"), 1.5,
+               ("0x20B710DE",)),
     _mig("H100-80GB", 80, ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-         ("H100", "H100-SXM5-80GB", "H100-PCIE-80GB", "NVIDIA-H100-80GB-HBM3"), 6.9),
+         ("H100", "H100-SXM5-80GB", "H100-PCIE-80GB", "NVIDIA-H100-80GB-HBM3"), 6.9,
+         ("0x233010DE", "0x233110DE", "0x232210DE", "0x232410DE")),
     _mig("H100-94GB", 94, ("1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"),
-         ("H100-NVL", "H100-94GB-NVL", "NVIDIA-H100-NVL"), 7.5),
+         ("H100-NVL", "H100-94GB-NVL", "NVIDIA-H100-NVL"), 7.5, ("0x232110DE", "0x233A10DE")),
     _mig("H200-141GB", 141, ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
-         ("H200", "H200-SXM-141GB", "H200-NVL", "NVIDIA-H200"), 5.41),
+         ("H200", "H200-SXM-141GB", "H200-NVL", "NVIDIA-H200"), 5.41,
+         ("0x233510DE", "0x233B10DE")),
     _mig("B200", 180, ("1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"),
-         ("B200-180GB", "NVIDIA-B200"), 8.0),
+         ("B200-180GB", "NVIDIA-B200"), 8.0, ("0x290110DE",)),
     GpuProduct("L4", 24 * MIB_PER_GB, aliases=("NVIDIA-L4", "L4-24GB"), price_per_gpu_hour=0.8),
     GpuProduct("L40S", 48 * MIB_PER_GB, aliases=("NVIDIA-L40S", "L40S-48GB"),
                price_per_gpu_hour=1.86),

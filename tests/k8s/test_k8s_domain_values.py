@@ -62,6 +62,39 @@ def test_mig_parted_entries_round_trip() -> None:
     assert layout_from_entries("A100-80GB", entries) == layout
 
 
+# mig-parted's default all-balanced (REFERENCE.md §1.7): one entry per GPU family, told apart by
+# PCI device-id filters; a config copied from default-mig-parted-config looks like this.
+DEFAULT_ALL_BALANCED: list[dict[str, object]] = [
+    {"device-filter": ["0x20B010DE", "0x20B110DE", "0x20F110DE", "0x20F610DE"],
+     "devices": "all", "mig-enabled": True,
+     "mig-devices": {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}},
+    {"device-filter": ["0x233010DE", "0x233110DE", "0x232210DE", "0x20B210DE", "0x20B510DE",
+                       "0x20F310DE", "0x20F510DE", "0x232410DE"],
+     "devices": "all", "mig-enabled": True,
+     "mig-devices": {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}},
+    {"device-filter": "0x233510DE", "devices": "all", "mig-enabled": True,
+     "mig-devices": {"1g.18gb": 2, "2g.35gb": 1, "3g.71gb": 1}},
+]
+
+
+@pytest.mark.parametrize(("product", "profiles"), [
+    ("A100-40GB", ("3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb")),
+    ("A100-80GB", ("3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb")),
+    ("H100-80GB", ("3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb")),
+    ("H200-141GB", ("3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb")),
+])
+def test_a_mig_parted_config_applies_only_the_entries_whose_device_filter_names_the_gpu(
+        product: str, profiles: tuple[str, ...]) -> None:
+    layout = layout_from_entries(product, DEFAULT_ALL_BALANCED)
+    assert layout.profiles_of(0) == profiles
+    assert layout_problems(layout) == []
+
+
+def test_a_mig_parted_entry_whose_device_filter_names_another_gpu_does_not_apply() -> None:
+    layout = layout_from_entries("B200", DEFAULT_ALL_BALANCED)
+    assert layout.profiles_of(0) == () and not layout.is_mig_enabled()
+
+
 @pytest.mark.parametrize(("product", "profiles", "problem"), [
     ("A100-80GB", ("4g.40gb", "3g.40gb", "1g.10gb"), "not a valid MIG geometry"),
     ("A100-80GB", ("5g.50gb",), "no MIG profile 5g.50gb"),
