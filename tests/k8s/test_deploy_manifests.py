@@ -18,6 +18,7 @@ from full_plan_scenario import run_full_plan, seed_fleet
 from k8s_harness import make_backend
 
 from controlplane.adapters.k8s.manifests import mig_parted_configs
+from controlplane.domain.mig_layout import layout_from_entries, layout_problems
 from controlplane.settings import load_settings
 from controlplane.sim.clock import VirtualClock
 
@@ -123,6 +124,20 @@ def test_the_gpu_operator_configmaps_parse() -> None:
     assert {"all-disabled", "all-1g.10gb", "all-balanced"} <= set(configs)
     plugin = yaml.safe_load(find("ConfigMap", "headroom-device-plugin-config")["data"]["default"])
     assert plugin["flags"]["migStrategy"] == "mixed"
+
+
+@pytest.mark.parametrize("product", ["A100-40GB", "A100-80GB", "H100-80GB"])
+def test_every_shipped_mig_config_is_a_valid_geometry_on_each_gpu_it_applies_to(
+        product: str) -> None:
+    # REFERENCE.md §1.7 / §11.3: profile names mean different things per GPU (1g.10gb is the
+    # double-memory 1g, at most 4, on A100-40GB), so a config meant for several GPU families
+    # tells them apart with device-filter entries, as mig-parted's defaults do.
+    configs = mig_parted_configs(find("ConfigMap", "headroom-mig-parted-config")["data"][
+        "config.yaml"])
+    for name in ("all-1g.10gb", "all-balanced"):
+        layout = layout_from_entries(product, configs[name])
+        assert layout.is_mig_enabled(), f"{name} has no entry for {product}"
+        assert layout_problems(layout) == [], f"{name} on {product}"
 
 
 @dataclass(frozen=True)
