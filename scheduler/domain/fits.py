@@ -12,7 +12,7 @@ from scheduler.domain.cluster import MODE_CODE, BoolArray, Choice, Cluster, IntA
 from scheduler.domain.errors import Infeasible
 from scheduler.domain.mig import free_start
 from scheduler.domain.model import WHOLE_GPU_MILLI, SharingMode, WorkloadSpec
-from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU, mig_profile_for
+from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU, mig_memory_mib, mig_profile_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,13 +118,15 @@ def mig_choice(cluster: Cluster, spec: WorkloadSpec) -> Choice | None:
         product = cluster.product_of(node, col)
         if product is None:
             continue
-        prof = mig_profile_for(product, spec.gpu_milli, spec.gpu_memory_mib)
+        total = int(cluster.gmem_total[node, col]) if cluster.gmem_known[node, col] else 0
+        prof = mig_profile_for(product, spec.gpu_milli, spec.gpu_memory_mib, total)
         if prof is None:
             continue
         milli = product.mig_milli(prof.compute_slices)
         if cluster.free[node, col] < milli:
             continue
-        if cluster.gmem_free.item(node, col) < prof.memory_mib:  # the memory the GPU reports
+        charge = mig_memory_mib(product, prof, total)
+        if cluster.gmem_free.item(node, col) < charge:  # the memory the GPU reports
             continue
         start = free_start(product, cluster.mig_layout(node, col), prof)
         if start is None:
@@ -132,6 +134,6 @@ def mig_choice(cluster: Cluster, spec: WorkloadSpec) -> Choice | None:
         in_mig = int(cluster.mode[node, col] == MODE_CODE[SharingMode.MIG])
         key = (-in_mig, int(cluster.free[node, col]) - milli, node, col)
         if best is None or key < best[0]:
-            best = (key, Choice(node, (col,), SharingMode.MIG, milli, prof.memory_mib,
+            best = (key, Choice(node, (col,), SharingMode.MIG, milli, charge,
                                 prof.name, start, "strict_isolation_mig"))
     return best[1] if best is not None else None

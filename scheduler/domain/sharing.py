@@ -24,16 +24,28 @@ def share_mode(isolation: Isolation) -> SharingMode:
     return SharingMode.TIME_SLICING
 
 
-def mig_profile_for(product: GpuProduct, gpu_milli: int, gpu_memory_mib: int) -> MigProfile | None:
+def mig_memory_mib(product: GpuProduct, prof: MigProfile, gpu_total_mib: int = 0) -> int:
+    """Memory of an instance of ``prof``: its profile's, but never more than its memory slices'
+    share of ``gpu_total_mib``, the memory the GPU reports (0 = not known). Profile names
+    overstate memory (REFERENCE.md §1.3, §11.5: an H100 reports 81559 MiB, its 4g.40gb + 3g.40gb
+    name 81920 MiB), so charging the names would refuse layouts whose memory slices fit."""
+    if gpu_total_mib <= 0 or product.memory_slices <= 0:
+        return prof.memory_mib
+    return min(prof.memory_mib, gpu_total_mib * prof.memory_slices // product.memory_slices)
+
+
+def mig_profile_for(product: GpuProduct, gpu_milli: int, gpu_memory_mib: int,
+                    gpu_total_mib: int = 0) -> MigProfile | None:
     """The smallest basic MIG profile of ``product`` whose compute share covers ``gpu_milli``
-    and whose memory covers ``gpu_memory_mib``; None when not MIG-capable or nothing fits."""
+    and whose memory (``mig_memory_mib`` on a GPU reporting ``gpu_total_mib``) covers
+    ``gpu_memory_mib``; None when not MIG-capable or nothing fits."""
     best: MigProfile | None = None
     for prof in product.mig_profiles:
         if prof.media_extension:
             continue
         if product.mig_milli(prof.compute_slices) < gpu_milli:
             continue
-        if gpu_memory_mib > prof.memory_mib:
+        if gpu_memory_mib > mig_memory_mib(product, prof, gpu_total_mib):
             continue
         key = (prof.compute_slices, prof.memory_slices)
         if best is None or key < (best.compute_slices, best.memory_slices):

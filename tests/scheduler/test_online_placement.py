@@ -201,3 +201,19 @@ def test_place_release_pairs_in_any_order_reuse_remembered_scores(
     again = cycle("again")
     assert again == first
     assert calls == []
+
+
+@pytest.mark.parametrize(("product", "gpu_mem", "profiles"), [
+    ("H100-80GB", 81_559, ("4g.40gb", "3g.40gb")),
+    ("H200-141GB", 143_771, ("4g.71gb", "3g.71gb")),
+    ("A100-80GB", 81_920, ("4g.40gb", "3g.40gb")),
+])
+def test_a_valid_mig_geometry_is_not_refused_when_the_gpu_reports_less_than_its_profile_names(
+        product: str, gpu_mem: int, profiles: tuple[str, ...]) -> None:
+    # REFERENCE.md §1.4: 4g+3g is a maximal geometry of every 7-slice GPU; §1.3 / §11.5: profile
+    # names overstate memory (an H100 reports 81559 MiB, its 4g.40gb + 3g.40gb name 81920).
+    placer = OnlinePlacer([node("n0", gpus=1, product=product, gpu_mem=gpu_mem, mig=True)])
+    four = placer.place(work("four", milli=570, isolation=Isolation.STRICT))
+    three = placer.place(work("three", milli=420, isolation=Isolation.STRICT))
+    assert (four.mig_profile, three.mig_profile) == profiles
+    assert four.gpu_memory_mib + three.gpu_memory_mib <= gpu_mem

@@ -177,8 +177,16 @@ def test_a_resync_whose_gpu_has_no_longer_the_mig_profile_drops_the_mig_binding(
 def test_mig_instances_on_a_gpu_never_add_up_to_more_memory_than_the_gpu_reports() -> None:
     eng = PlacementEngine()
     eng.sync_inventory(_one_gpu("A100-80GB", 20_000, mig_capable=True))
-    first = eng.place(make_place("s0", gpu_milli=100, isolation=pb.STRICT)).binding
-    assert first.mig_profile == "1g.10gb"
-    # 1g.10gb slices are 10,240 MiB each: one fits in 20,000 MiB, two would not
+    # an instance holds its memory slices' share of what the GPU reports (2,500 MiB a slice
+    # here), not its profile's name: 10,000 MiB takes four slices, and only two such fit
+    first = eng.place(make_place("s0", gpu_milli=100, gpu_memory_mib=10_000,
+                                 isolation=pb.STRICT)).binding
+    second = eng.place(make_place("s1", gpu_milli=100, gpu_memory_mib=10_000,
+                                  isolation=pb.STRICT)).binding
+    assert first.mig_profile == second.mig_profile == "3g.40gb"
     with pytest.raises(Infeasible):
-        eng.place(make_place("s1", gpu_milli=100, isolation=pb.STRICT))
+        eng.place(make_place("s2", gpu_milli=100, isolation=pb.STRICT))
+    eng.release(pb.ReleaseRequest(workload_id="s0"))
+    eng.release(pb.ReleaseRequest(workload_id="s1"))
+    with pytest.raises(Infeasible):  # more than the 20,000 MiB the whole GPU reports
+        eng.place(make_place("big", gpu_milli=100, gpu_memory_mib=20_001, isolation=pb.STRICT))
