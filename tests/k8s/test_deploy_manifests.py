@@ -15,6 +15,7 @@ from apiserver import KUBERNETES_VERSION, ApiServer, RequestRecord
 from apiserver.resources import parse_path
 from fake_controllers import FakeMigManager
 from full_plan_scenario import run_full_plan, seed_fleet
+from gpu_operator_configs import device_plugin_config_problems, mig_parted_problems
 from k8s_harness import make_backend
 
 from controlplane.adapters.k8s.manifests import mig_parted_configs
@@ -124,6 +125,11 @@ def test_the_gpu_operator_configmaps_parse() -> None:
     assert {"all-disabled", "all-1g.10gb", "all-balanced"} <= set(configs)
     plugin = yaml.safe_load(find("ConfigMap", "headroom-device-plugin-config")["data"]["default"])
     assert plugin["flags"]["migStrategy"] == "mixed"
+    for name, text in find("ConfigMap", "headroom-device-plugin-config")["data"].items():
+        assert device_plugin_config_problems(text) == [], name
+    text = find("ConfigMap", "headroom-mig-parted-config")["data"]["config.yaml"]
+    for product in ("A100-40GB", "A100-80GB", "H100-80GB"):
+        assert mig_parted_problems(text, product) == [], product
 
 
 @pytest.mark.parametrize("product", ["A100-40GB", "A100-80GB", "H100-80GB"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import yaml
 from apiserver import ApiServer, validate_object
+from gpu_operator_configs import device_plugin_config_problems
 from k8s_builders import (
     GPU_OPERATOR_NS,
     HEADROOM_NS,
@@ -152,6 +153,8 @@ def test_switching_a_node_to_mps_writes_the_device_plugin_config_and_label(
     data = apiserver.get("v1", "ConfigMap", "headroom-device-plugin-config", GPU_OPERATOR_NS)[
         "data"]
     assert set(data) == {"headroom-mps-4", "headroom-time-slicing-8"}  # earlier configs kept
+    for name, text in data.items():  # what the device plugin would make of each entry
+        assert device_plugin_config_problems(text) == [], name
 
 
 def test_mps_is_refused_on_a_mig_node(apiserver: ApiServer, clock: VirtualClock) -> None:

@@ -9,6 +9,7 @@ from typing import Protocol
 import yaml
 from apiserver import ApiServer
 from fake_controllers import FakeMigManager, FakeReplicaController
+from gpu_operator_configs import mig_parted_problems
 from k8s_builders import GPU_OPERATOR_NS, HEADROOM_NS, MODELS_NS, gpu_node, k8s_settings
 from relayout_scenario import FROM, SLICE, TARGET, TO, relayout_actuator, seed
 
@@ -73,6 +74,7 @@ def test_relayout_drains_through_evictions_relabels_and_uncordons(apiserver: Api
     assert config["mig-configs"][TO] == [{"devices": "all", "mig-enabled": True, "mig-devices": {
         "3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]
     assert FROM in config["mig-configs"]  # the rollback target stays resolvable
+    assert mig_parted_problems(yaml.safe_dump(config), "A100-80GB") == []
 
 
 def test_a_budget_that_forbids_eviction_makes_the_relayout_wait_and_never_forces(
