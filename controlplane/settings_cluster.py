@@ -96,8 +96,10 @@ class KubernetesSettings(Group):
                                 "ConfigMap (key config.yaml) the MIG manager is pointed at")
     device_plugin_config_map: str = Field("headroom-device-plugin-config", description=
                                           "device-plugin ConfigMap (one key per named config)")
-    mig_strategy: Literal["single", "mixed"] = Field("mixed", description="device plugin "
-                                                     "MIG strategy (mixed for custom layouts)")
+    mig_strategy: Literal["mixed"] = Field("mixed", description="device plugin MIG strategy: "
+                                           "mixed, as Headroom's layouts mix profiles on a GPU "
+                                           "(single needs one profile everywhere and makes GFD "
+                                           "count MIG devices in nvidia.com/gpu.count)")
     lease_name: str = Field("headroom-leader", description="coordination.k8s.io/v1 Lease")
     lease_duration_s: int = Field(15, ge=1, description="followers wait this long")
     renew_deadline_s: float = Field(10.0, gt=0, description="a leader stops acting this long "
