@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import urllib.error
+import urllib.request
 from typing import Any
 
 import kubernetes_validate
@@ -214,6 +216,27 @@ def test_a_pod_under_two_budgets_cannot_be_evicted(apiserver: ApiServer,
     code, _ = _status_of(lambda: client.CoreV1Api(kube).create_namespaced_pod_eviction(
         "p1", MODELS_NS, _as_sent(eviction)))
     assert code == 500
+
+
+def test_an_eviction_body_that_is_not_a_valid_policy_v1_eviction_is_refused(
+        apiserver: ApiServer, kube: client.ApiClient) -> None:
+    apiserver.seed(gpu_pod("p1", "a1", labels={"app": "m"}))
+    core = client.CoreV1Api(kube)
+    other = {"apiVersion": "policy/v1", "kind": "Eviction",
+             "metadata": {"name": "p2", "namespace": MODELS_NS}}
+    code, _ = _status_of(lambda: core.create_namespaced_pod_eviction("p1", MODELS_NS,
+                                                                    _as_sent(other)))
+    assert code == 400
+    misspelt = {"apiVersion": "policy/v1", "kind": "Eviction", "deleteOption": {},
+                "metadata": {"name": "p1", "namespace": MODELS_NS}}
+    request = urllib.request.Request(  # the typed client refuses the field before sending it
+        f"{apiserver.url}/api/v1/namespaces/{MODELS_NS}/pods/p1/eviction",
+        data=json.dumps(misspelt).encode(), method="POST",
+        headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 422
+    assert apiserver.find("v1", "Pod", "p1", MODELS_NS) is not None
 
 
 def test_injected_faults_answer_before_anything_happens(apiserver: ApiServer,

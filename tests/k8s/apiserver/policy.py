@@ -9,6 +9,7 @@ from typing import Any
 from .objects import ApiError, ObjectStore
 from .resources import BY_PATH
 from .selectors import matches_label_selector
+from .validation import Invalid, validate_object
 
 PODS = BY_PATH[("", "v1", "pods")]
 PDBS = BY_PATH[("policy", "v1", "poddisruptionbudgets")]
@@ -72,6 +73,12 @@ def evict(store: ObjectStore, namespace: str, name: str, body: dict[str, Any]) -
     """POST pods/<name>/eviction: delete the pod unless a disruption budget forbids it."""
     if body.get("kind") not in (None, "Eviction"):
         raise ApiError(400, "BadRequest", "eviction body must be an Eviction")
+    if (body.get("metadata") or {}).get("name") != name:
+        raise ApiError(400, "BadRequest", "name in URL does not match name in Eviction object")
+    try:  # policy/v1 Eviction: kubernetes-validate's strict schema (REFERENCE.md §9)
+        validate_object({"apiVersion": "policy/v1", "kind": "Eviction", **body})
+    except Invalid as error:
+        raise ApiError(422, "Invalid", f'Eviction "{name}" is invalid: {error}') from None
     with store.lock:
         pod = store.get(PODS, namespace, name)
         labels = pod["metadata"].get("labels") or {}
