@@ -1,0 +1,36 @@
+"""The settings file as an operator writes it: YAML's own forms are read as YAML reads them, and
+a mistake in one is one line naming the key at fault."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controlplane.settings import ConfigError, load_settings
+
+
+def _refusal(tmp_path: Path, yaml_text: str) -> str:
+    config = tmp_path / "headroom.yaml"
+    config.write_text(yaml_text)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    return str(caught.value)
+
+
+def test_a_merge_key_in_the_config_file_is_read_as_yaml_reads_it(tmp_path: Path) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_text("pools:\n"
+                      "  - &l4 {name: l4, product: L4, price_per_gpu_hour: 0.8, max_nodes: 3}\n"
+                      "  - <<: *l4\n    name: a100\n    product: A100-80GB\n"
+                      "    price_per_gpu_hour: 5.12\n")
+    pools = load_settings(config).pools
+    assert [(p.name, p.product, p.max_nodes) for p in pools] == [
+        ("l4", "L4", 3), ("a100", "A100-80GB", 3)]
+
+
+def test_a_key_given_twice_beside_a_merge_key_is_still_refused_naming_its_line(
+        tmp_path: Path) -> None:
+    message = _refusal(tmp_path, "pools:\n  - &l4 {name: l4, product: L4, price_per_gpu_hour: 1}\n"
+                                 "  - <<: *l4\n    name: a\n    name: b\n")
+    assert message == f"{tmp_path / 'headroom.yaml'}: line 5: duplicate key 'name'"
