@@ -159,12 +159,22 @@ def _describe(error: ValidationError, origin: str) -> str:
 
 
 def _check_yaml_root(config_file: Path) -> None:
-    """A settings file is a mapping of groups (or empty) without a key given twice; a list or a
-    scalar would reach pydantic-settings' merge as a TypeError or a baffling message."""
-    root = yaml.load(config_file.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
+    """A settings file is a mapping of groups (or empty) named by strings, without a key given
+    twice; a list or a scalar would reach pydantic-settings' merge as a TypeError or a baffling
+    message."""
+    text = config_file.read_text(encoding="utf-8")
+    root = yaml.load(text, Loader=UniqueKeyLoader)
     if root is not None and not isinstance(root, dict):
         raise ValueError("the top level must be a mapping of settings (db:, reconcile:, ...), "
                          f"got {reprlib.repr(root)}")
+    node = yaml.compose(text, Loader=UniqueKeyLoader) if root else None
+    for key_node, _ in node.value if isinstance(node, yaml.MappingNode) else ():
+        if key_node.tag not in ("tag:yaml.org,2002:str", "tag:yaml.org,2002:merge"):
+            # 1:, ~: or yes: (a YAML 1.1 boolean) reached pydantic-settings as a TypeError
+            read_as = key_node.tag.rsplit(":", 1)[-1]
+            raise yaml.MarkedYAMLError(problem=f"key {key_node.value!r} is read as {read_as}, "
+                                       "not a name of settings (db:, reconcile:, ...)",
+                                       problem_mark=key_node.start_mark)
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:

@@ -18,6 +18,17 @@ def _refusal(tmp_path: Path, yaml_text: str) -> str:
     return str(caught.value)
 
 
+@pytest.mark.parametrize(("yaml_text", "key"), [
+    ("1: 2\n", "'1' is read as int"), ("~: {}\n", "'~' is read as null"),
+    ("yes: 2\n", "'yes' is read as bool")],
+    ids=["a number", "a null", "a YAML boolean"])
+def test_a_top_level_key_that_is_not_a_name_is_one_line_naming_it(
+        tmp_path: Path, yaml_text: str, key: str) -> None:
+    assert _refusal(tmp_path, yaml_text) == (
+        f"{tmp_path / 'headroom.yaml'}: line 1: key {key}, not a name of settings (db:, "
+        "reconcile:, ...)")
+
+
 def test_a_merge_key_in_the_config_file_is_read_as_yaml_reads_it(tmp_path: Path) -> None:
     config = tmp_path / "headroom.yaml"
     config.write_text("pools:\n"
