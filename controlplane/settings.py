@@ -6,12 +6,13 @@ Precedence: explicit overrides > environment > YAML file > defaults. Unknown key
 
 from __future__ import annotations
 
+import difflib
 import os
 import reprlib
 from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import Field, PrivateAttr, ValidationError, model_validator
@@ -151,11 +152,27 @@ def _describe(error: ValidationError, origin: str) -> str:
     first = error.errors()[0]
     field = ".".join(str(part) for part in first["loc"]) or "(root)"
     message = first["msg"]
-    if first["type"] == "extra_forbidden":
-        message = "unknown key"
-    more = f" (+{error.error_count() - 1} more)" if error.error_count() > 1 else ""
     named = env_variable_of(first["loc"], os.environ)
+    if first["type"] == "extra_forbidden":
+        near = _close_match(first["loc"])
+        variable = ENV_PREFIX + "__".join(str(part) for part in first["loc"]).upper()
+        if near and named is not None and named.upper().endswith(variable):
+            near = ENV_PREFIX + near.replace(".", "__").upper()  # its own variable, misspelt
+        message = f"unknown key; did you mean {near}?" if near else "unknown key"
+    more = f" (+{error.error_count() - 1} more)" if error.error_count() > 1 else ""
     return f"{named or origin}: {field}: {message}{more}"
+
+
+def _close_match(loc: tuple[int | str, ...]) -> str | None:
+    """``reconcile.interval_s`` for an unknown key at ``loc`` (``reconcile.intervl_s``) near a
+    known one, else None."""
+    model: Any = Settings
+    for part in loc[:-1]:
+        if isinstance(part, str):
+            annotation = model.model_fields[part].annotation
+            model = get_args(annotation)[0] if get_origin(annotation) is list else annotation
+    near = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
+    return ".".join(str(part) for part in (*loc[:-1], near[0])) if near else None
 
 
 def _check_yaml_root(config_file: Path) -> None:

@@ -160,7 +160,7 @@ def test_a_misspelt_environment_variable_is_refused_naming_it_instead_of_ignored
     ("HEADROOM_RECONCILE__INTERVAL_S", "-1", "environment variable "
      "HEADROOM_RECONCILE__INTERVAL_S: reconcile.interval_s: Input should be greater than 0"),
     ("HEADROOM_RECONCILE__INTERVALS", "3", "environment variable HEADROOM_RECONCILE__INTERVALS: "
-     "reconcile.intervals: unknown key"),
+     "reconcile.intervals: unknown key; did you mean HEADROOM_RECONCILE__INTERVAL_S?"),
     ("HEADROOM_RECONCILE", '{"interval_s": 0}', "environment variable HEADROOM_RECONCILE: "
      "reconcile.interval_s: Input should be greater than 0"),
 ], ids=["bad value", "unknown field of a known group", "the group as JSON"])

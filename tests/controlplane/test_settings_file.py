@@ -45,3 +45,19 @@ def test_a_key_given_twice_beside_a_merge_key_is_still_refused_naming_its_line(
     message = _refusal(tmp_path, "pools:\n  - &l4 {name: l4, product: L4, price_per_gpu_hour: 1}\n"
                                  "  - <<: *l4\n    name: a\n    name: b\n")
     assert message == f"{tmp_path / 'headroom.yaml'}: line 5: duplicate key 'name'"
+
+
+@pytest.mark.parametrize(("yaml_text", "expected"), [
+    ("reconcile:\n  intervl_s: 10\n",
+     "reconcile.intervl_s: unknown key; did you mean reconcile.interval_s?"),
+    ("reconcil:\n  interval_s: 10\n", "reconcil: unknown key; did you mean reconcile?"),
+    ("pools:\n  - {name: a, product: L4, price_per_gpu_hour: 1, gpus_per_nod: 4}\n",
+     "pools.0.gpus_per_nod: unknown key; did you mean pools.0.gpus_per_node?"),
+    ("autoscaling:\n  profile_correction:\n    windw_s: 60\n",
+     "autoscaling.profile_correction.windw_s: unknown key; did you mean "
+     "autoscaling.profile_correction.window_s?"),
+    ("surprise: true\n", "surprise: unknown key"),
+], ids=["nested", "top level", "in a pool", "two levels down", "nothing close"])
+def test_an_unknown_key_is_refused_with_its_path_and_the_close_match(
+        tmp_path: Path, yaml_text: str, expected: str) -> None:
+    assert _refusal(tmp_path, yaml_text) == f"{tmp_path / 'headroom.yaml'}: {expected}"
