@@ -120,6 +120,11 @@ class Settings(BaseSettings):
         names = [p.name for p in self.pools]
         if len(names) != len(set(names)):
             raise ValueError("pools: names must be unique")
+        strangers = sorted(set(self.k8s.nodepool_names) - set(names))
+        if strangers:  # a misspelt pool would keep the NodePool name of its own
+            raise ValueError(f"k8s.nodepool_names: no pool is named "
+                             f"{', '.join(map(repr, strangers))}; the pools are "
+                             f"{', '.join(sorted(names))}")
         products = [getattr(catalog.lookup(p.product), "name", p.product) for p in self.pools]
         twice = sorted({k for k in products if products.count(k) > 1})
         if twice:

@@ -61,3 +61,10 @@ def test_a_key_given_twice_beside_a_merge_key_is_still_refused_naming_its_line(
 def test_an_unknown_key_is_refused_with_its_path_and_the_close_match(
         tmp_path: Path, yaml_text: str, expected: str) -> None:
     assert _refusal(tmp_path, yaml_text) == f"{tmp_path / 'headroom.yaml'}: {expected}"
+
+
+def test_a_nodepool_name_for_no_configured_pool_is_refused_naming_it(tmp_path: Path) -> None:
+    message = _refusal(tmp_path, "k8s:\n  nodepool_names: {l4: gpu-l4, a100-80g: gpu-a100}\n")
+    assert message.startswith(str(tmp_path / "headroom.yaml"))
+    assert message.endswith("k8s.nodepool_names: no pool is named 'a100-80g'; the pools are "
+                            "a100-80gb, h100-80gb, l4")
