@@ -54,8 +54,8 @@ app.add_typer(hint_app, name="hint")
 app.command("simulate")(reflowed(simulate_command))
 
 console = Console(stderr=True)
-ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file",
-                                                   exists=False, dir_okay=False)]
+#: a directory, like a missing file, is load_settings' one line, the same for every command
+ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file")]
 
 
 class UsageError(Exception):

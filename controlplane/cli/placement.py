@@ -60,7 +60,7 @@ def serve(
         None, "--metrics-listen", metavar="HOST:PORT",
         help="Serve Prometheus metrics on http://HOST:PORT/metrics (port 0: a free port)."),
     config: Annotated[Path | None, typer.Option(
-        "--config", "-c", dir_okay=False,
+        "--config", "-c",
         help="YAML settings: keep the placement state in its store (db.url), as with "
              "--db.")] = None,
     db: Annotated[Path | None, typer.Option(

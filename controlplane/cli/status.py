@@ -34,8 +34,8 @@ STALE_AFTER_INTERVALS = 3
 
 
 def status_command(
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file",
-                                                dir_okay=False)] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file")]
+    = None,
     db: Annotated[Path | None, typer.Option(
         metavar="<path>", dir_okay=False,
         help="SQLite store file to read (e.g. the demo's .headroom/demo.db); beats "

@@ -27,8 +27,7 @@ from scheduler.domain.errors import Unavailable
 T = TypeVar("T")
 
 #: ``--config`` and ``--db`` of the commands that read or add to an existing store
-ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file",
-                                                   dir_okay=False)]
+ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file")]
 DbOption = Annotated[Path | None, typer.Option(
     metavar="<path>", dir_okay=False,
     help="SQLite store file (e.g. the demo's .headroom/demo.db); beats HEADROOM_DB__URL and "

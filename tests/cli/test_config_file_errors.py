@@ -1,0 +1,32 @@
+"""Every command taking ``--config`` refuses a bad settings file the same way: one line naming the
+file, exit code 2, before it reads or writes anything."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from clihelpers import HEADROOM, _env
+
+COMMANDS = [["serve"], ["demo", "--minutes", "1", "--no-dashboard"], ["dashboard"], ["status"],
+            ["forecast", "run"], ["cost", "export", "--out", "cost.csv"], ["db", "upgrade"],
+            ["db", "downgrade", "base"], ["placement", "serve"], ["hint", "list"],
+            ["placement", "bindings"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+@pytest.mark.parametrize("config", ["a directory", "an unknown key"])
+def test_every_command_refuses_a_bad_config_with_the_same_line(
+        tmp_path: Path, command: list[str], config: str) -> None:
+    if config == "a directory":
+        path, expected = tmp_path / "conf.d", "conf.d: a directory, not a config file"
+        path.mkdir()
+    else:
+        path, expected = tmp_path / "headroom.yaml", "headroom.yaml: surprise: unknown key"
+        path.write_text("surprise: 1\n")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    run = subprocess.run([*HEADROOM, *command, "--config", path.name], env=_env(),
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert (run.returncode, run.stderr) == (2, f"error: {expected}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no store, no log, no output
