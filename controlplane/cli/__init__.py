@@ -168,8 +168,8 @@ def demo(
                           "--no-dashboard")
     _check_forecast_method(settings, config)
     _check_listen_addresses(settings, config)
-    check_state_dir(settings.forecast.state_dir)
     check_budget_tenants(settings.autoscaling.tenant_gpu_budgets, DEMO_MODELS)  # no store yet
+    check_state_dir(settings.forecast.state_dir)  # makes it: after the checks that make nothing
     setup_logging(logging.INFO, log_file=Path(".headroom/demo.log"))
     with stdout_to_stderr(enabled=json_out), db_url_named(settings):
         runner = _run_demo(settings, minutes, speed, no_dashboard, json_out)
@@ -251,9 +251,9 @@ def serve(
     _check_listen_addresses(settings, config, ports_free=True)
     with db_url_named(settings):
         check_models(settings)  # reads only: before the state dir and the store are made
-    check_state_dir(settings.forecast.state_dir)
     if settings.backend == "sim":  # its models are known before the store is opened
         check_budget_tenants(settings.autoscaling.tenant_gpu_budgets, DEMO_MODELS)
+    check_state_dir(settings.forecast.state_dir)  # makes it: after the checks that make nothing
     if dry_run:
         settings = settings.model_copy(update={"safety": settings.safety.model_copy(
             update={"dry_run": True})})

@@ -30,3 +30,19 @@ def test_every_command_refuses_a_bad_config_with_the_same_line(
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert (run.returncode, run.stderr) == (2, f"error: {expected}\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no store, no log, no output
+
+
+@pytest.mark.parametrize("command", [["serve"], ["demo", "--minutes", "1", "--no-dashboard"]],
+                         ids=" ".join)
+def test_a_budget_of_no_tenant_stops_serve_and_demo_before_the_state_dir_is_made(
+        tmp_path: Path, command: list[str]) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f"db:\n  url: sqlite:///{tmp_path / 'store.db'}\n"
+                      "autoscaling:\n  tenant_gpu_budgets: {serach: 4}\n")
+    env = _env(HEADROOM_FORECAST__STATE_DIR=str(tmp_path / "state"))
+    run = subprocess.run([*HEADROOM, *command, "--config", str(config)], env=env,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert run.stderr.startswith("error: autoscaling.tenant_gpu_budgets: no model belongs to "
+                                 "tenant(s) 'serach'")
+    assert [p.name for p in tmp_path.iterdir()] == ["headroom.yaml"]  # no state dir, no store
