@@ -145,7 +145,10 @@ class Settings(BaseSettings):
         yaml_file = _YAML_FILE.get()
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         if yaml_file is not None:
-            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=yaml_file))
+            # UTF-8 as its checks read it, not the locale's encoding (ASCII under LC_ALL=C
+            # refused a comment with an accent)
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=yaml_file,
+                                                    yaml_file_encoding="utf-8"))
         return tuple(sources)
 
 

@@ -3,6 +3,9 @@ a mistake in one is one line naming the key at fault."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,3 +71,16 @@ def test_a_nodepool_name_for_no_configured_pool_is_refused_naming_it(tmp_path: P
     assert message.startswith(str(tmp_path / "headroom.yaml"))
     assert message.endswith("k8s.nodepool_names: no pool is named 'a100-80g'; the pools are "
                             "a100-80gb, h100-80gb, l4")
+
+
+def test_a_utf8_config_file_is_read_as_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_text("# réglages du nœud\nk8s:\n  identity: nœud-1\n", encoding="utf-8")
+    ascii_locale = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0",
+                    "PYTHONUTF8": "0", "PYTHONIOENCODING": "utf-8"}
+    read = subprocess.run(
+        [sys.executable, "-c", "import sys; from pathlib import Path; from controlplane.settings "
+         "import load_settings; print(load_settings(Path(sys.argv[1])).k8s.identity)",
+         str(config)], env=ascii_locale, capture_output=True, text=True, encoding="utf-8",
+        timeout=60)
+    assert (read.returncode, read.stdout, read.stderr) == (0, "nœud-1\n", "")
