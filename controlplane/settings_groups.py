@@ -95,7 +95,9 @@ class ForecastSettings(Group):
     refresh_in_serve: bool = Field(True, description="serve refreshes the forecasts itself; "
                                    "false when scheduled `headroom forecast run` jobs do "
                                    "(deploy/forecast-cronjob.yaml: one shard per pod)")
-    horizon_s: int = Field(1200, gt=0, description="how far ahead to forecast")
+    horizon_s: int = Field(1200, gt=0, le=7 * 86400, description="how far ahead to forecast "
+                           "(at most a week: the loop reads minutes ahead, and a horizon of "
+                           "millions of steps left every refresh without forecasts)")
     step_s: int = Field(60, gt=0, description="resampling step of the rate series")
     history_s: int = Field(7 * 86400, gt=0, description="history fed to the forecaster")
     method: str = Field("auto", description="forecaster name from the registry, or auto")

@@ -84,3 +84,11 @@ def test_a_utf8_config_file_is_read_as_utf8_whatever_the_locale(tmp_path: Path) 
          str(config)], env=ascii_locale, capture_output=True, text=True, encoding="utf-8",
         timeout=60)
     assert (read.returncode, read.stdout, read.stderr) == (0, "nœud-1\n", "")
+
+
+def test_a_forecast_horizon_past_a_week_is_refused_naming_it(tmp_path: Path) -> None:
+    # at 10**20 s every refresh failed, persistence too (MemoryError): no forecast, no error
+    assert load_settings(None, forecast={"horizon_s": 7 * 86400}).forecast.horizon_s == 604800
+    message = _refusal(tmp_path, "forecast:\n  horizon_s: 100000000000000000000\n")
+    assert message == (f"{tmp_path / 'headroom.yaml'}: forecast.horizon_s: Input should be less "
+                       "than or equal to 604800")
