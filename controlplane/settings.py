@@ -187,7 +187,13 @@ def _check_yaml_root(config_file: Path) -> None:
     """A settings file is a mapping of groups (or empty) named by strings, without a key given
     twice; a list or a scalar would reach pydantic-settings' merge as a TypeError or a baffling
     message."""
-    text = config_file.read_text(encoding="utf-8")
+    raw = config_file.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:  # e.g. saved as Latin-1: say where, not the offset
+        line = raw[:error.start].count(b"\n") + 1
+        raise ValueError(f"line {line}: not UTF-8 (byte 0x{raw[error.start]:02x}); save the "
+                         "file as UTF-8") from None
     root = yaml.load(text, Loader=UniqueKeyLoader)
     if root is not None and not isinstance(root, dict):
         raise ValueError("the top level must be a mapping of settings (db:, reconcile:, ...), "

@@ -92,3 +92,12 @@ def test_a_forecast_horizon_past_a_week_is_refused_naming_it(tmp_path: Path) -> 
     message = _refusal(tmp_path, "forecast:\n  horizon_s: 100000000000000000000\n")
     assert message == (f"{tmp_path / 'headroom.yaml'}: forecast.horizon_s: Input should be less "
                        "than or equal to 604800")
+
+
+def test_a_config_file_that_is_not_utf8_is_one_line_naming_the_line(tmp_path: Path) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_bytes("reconcile:\n  interval_s: 10  # réglé\n".encode("latin-1"))
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert str(caught.value) == (f"{config}: line 2: not UTF-8 (byte 0xe9); save the file as "
+                                 "UTF-8")
