@@ -8,6 +8,7 @@ import yaml
 
 from controlplane.adapters.k8s.names import (
     GPU_RESOURCE,
+    HOSTNAME_LABEL,
     KARPENTER_NODEPOOL,
     MANAGED_BY,
     MIG_PARTED_KEY,
@@ -32,36 +33,36 @@ def placeholder_priority_class(name: str) -> JsonObject:
 
 
 def placeholder_deployment(pool: str, nodepool: str, gpus_per_node: int, replicas: int,
-                           namespace: str, priority_class: str, image: str) -> JsonObject:
-    """One pause pod per wanted node, each asking for a whole node's GPUs. Real pods preempt
-    them; pending placeholders make the autoscaler keep (or bring) the node up."""
+                           namespace: str, priority_class: str, image: str, *,
+                           mig_capable: bool = False) -> JsonObject:
+    """One pause pod per wanted node. On a pool without MIG each asks for a whole node's GPUs:
+    real pods preempt it, and a pending one makes the autoscaler keep (or bring) the node up.
+    On a pool of a MIG-capable product a MIG-partitioned node offers no ``nvidia.com/gpu``, so
+    each asks for no GPU and holds a node of its own by required anti-affinity on the hostname
+    (node_pools.py says why and what that costs)."""
     labels = {WARM_POOL_LABEL: pool}
-    gpus = str(gpus_per_node)
+    gpus = {} if mig_capable else {GPU_RESOURCE: str(gpus_per_node)}
+    spec: JsonObject = {
+        "priorityClassName": priority_class,
+        "terminationGracePeriodSeconds": 0,
+        "automountServiceAccountToken": False,
+        "nodeSelector": {KARPENTER_NODEPOOL: nodepool},
+        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [{
+            "name": "pause", "image": image,
+            "resources": {"requests": {**gpus, "cpu": "10m", "memory": "16Mi"},
+                          "limits": {**gpus, "memory": "16Mi"}},
+        }],
+    }
+    if mig_capable:
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": dict(labels)}, "topologyKey": HOSTNAME_LABEL}]}}
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": placeholder_name(pool), "namespace": namespace,
                      "labels": {**labels, POOL_LABEL: pool, MANAGED_BY[0]: MANAGED_BY[1]}},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "priorityClassName": priority_class,
-                    "terminationGracePeriodSeconds": 0,
-                    "automountServiceAccountToken": False,
-                    "nodeSelector": {KARPENTER_NODEPOOL: nodepool},
-                    "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists",
-                                     "effect": "NoSchedule"}],
-                    "containers": [{
-                        "name": "pause", "image": image,
-                        "resources": {"requests": {GPU_RESOURCE: gpus, "cpu": "10m",
-                                                   "memory": "16Mi"},
-                                      "limits": {GPU_RESOURCE: gpus, "memory": "16Mi"}},
-                    }],
-                },
-            },
-        },
+        "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                 "template": {"metadata": {"labels": labels}, "spec": spec}},
     }
 
 

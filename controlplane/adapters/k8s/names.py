@@ -20,7 +20,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 MIG_PARTED_KEY = "config.yaml"
 
-# Karpenter and Headroom's own.
+# Kubernetes' well-known node label, Karpenter's and Headroom's own.
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 KARPENTER_NODEPOOL = "karpenter.sh/nodepool"
 POOL_LABEL = "headroom.dev/pool"
 WARM_POOL_LABEL = "headroom.dev/warm-pool"

@@ -3,11 +3,29 @@
 ``set_size(pool, nodes)`` writes two absolute targets with server-side apply:
 - the Karpenter NodePool's ``spec.limits["nvidia.com/gpu"] = nodes x gpus_per_node`` (so the
   pool never grows past the target) and the annotation ``headroom.dev/target-nodes``;
-- a Deployment of ``nodes`` low-priority pause pods (PriorityClass value -10, never preempting),
-  each asking for a whole node's GPUs on that NodePool. Real pods preempt placeholders; pending
-  placeholders make the autoscaler bring nodes up to the limit, and consolidation removes nodes
-  no pod needs once the target drops.
+- a Deployment of ``nodes`` low-priority pause pods (PriorityClass value -10, never preempting)
+  on that NodePool, one per wanted node. Pending placeholders make the autoscaler bring nodes up
+  to the limit; a running one keeps its node from being empty; consolidation removes nodes no
+  pod needs once the target drops.
 A running MIG relayout may hold a floor (its surge capacity): the applied size is never below it.
+
+How a placeholder holds a node depends on the pool's product:
+- no MIG (L4, T4, L40S, ...): it asks for a whole node's ``nvidia.com/gpu``; real pods preempt it.
+- MIG-capable (A100, H100, ...): any node of the pool may be MIG-partitioned, now or after a
+  relayout, and under the mixed strategy a MIG GPU offers ``nvidia.com/mig-<profile>`` and no
+  ``nvidia.com/gpu`` (REFERENCE.md §1.6): a whole-GPU placeholder would never schedule there,
+  the warm node would hold no pod and be consolidated as empty, and the pending placeholder
+  would launch a node that the MIG manager partitions again, in a loop. So it asks for no GPU
+  and holds a node of its own by required pod anti-affinity on ``kubernetes.io/hostname``
+  against its own pods, which Karpenter's scheduling simulation honours (a pending one gets a
+  node of its own). Real pods run beside it, without preemption. Asking for the node's MIG
+  resources instead was rejected: the layout differs per node and changes with every
+  relayout, and Karpenter does not model ``nvidia.com/mig-*`` (REFERENCE.md §11.19), so a
+  pending one would not bring a node up. The shape depends on the product, never on the
+  layouts in force, so a relayout never leaves a stale one; server-side apply drops the
+  fields a former shape had. Its limit: a placeholder no longer makes Karpenter pick an
+  instance with ``gpus_per_node`` GPUs, so the NodePool must admit only that shape (the GPU
+  limit arithmetic already assumes it), e.g. ``karpenter.k8s.aws/instance-gpu-count``.
 
 The NodePool is written last: the reader takes a pool's size from its annotation, so the annotation
 only moves once every other write has succeeded. A write that fails leaves the old size observed,
@@ -30,12 +48,19 @@ from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.errors import PermanentError, TransientError
 from controlplane.settings import KubernetesSettings
+from scheduler.domain.catalog import lookup
 
 Floors = Callable[[], Mapping[str, int]]
 
 
 def no_floors() -> Mapping[str, int]:
     return {}
+
+
+def mig_capable(product: str) -> bool:
+    """Whether the catalog knows the product to support MIG (unknown products: no)."""
+    catalog = lookup(product)
+    return bool(catalog and catalog.mig_capable)
 
 
 class K8sNodePoolActuator:
@@ -57,7 +82,8 @@ class K8sNodePoolActuator:
         self.api.apply(placeholder_priority_class(self.settings.placeholder_priority_class))
         self.api.apply(placeholder_deployment(
             pool.name, nodepool, pool.gpus_per_node, nodes, self.settings.namespace,
-            self.settings.placeholder_priority_class, self.settings.placeholder_image))
+            self.settings.placeholder_priority_class, self.settings.placeholder_image,
+            mig_capable=mig_capable(pool.product)))
         try:
             self.api.apply(nodepool_size(nodepool, nodes, pool.gpus_per_node))  # commit point
         except (TransientError, PermanentError) as error:  # same class: same retry verdict

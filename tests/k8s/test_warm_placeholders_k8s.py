@@ -1,0 +1,198 @@
+"""The warm-capacity placeholder Deployment on the API test server, on a pool of a MIG-capable
+product (its nodes may be MIG-partitioned: under the mixed strategy a MIG GPU advertises
+nvidia.com/mig-<profile> and no nvidia.com/gpu) and on a pool of a product without MIG."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apiserver import ApiServer
+from k8s_builders import HEADROOM_NS, gpu_node, gpu_pod, nodepool
+from k8s_harness import assert_schema_valid, make_backend
+from relayout_scenario import SLICE, TARGET, relayout_actuator, seed
+
+from controlplane.adapters.k8s.backend import K8sBackend
+from controlplane.adapters.k8s.quantity import count
+from controlplane.domain.mig_relayout import RelayoutPhase
+from controlplane.sim.clock import VirtualClock
+from controlplane.store.relayout import MemoryRelayoutStore
+
+HOSTNAME = "kubernetes.io/hostname"
+MIG_NODE = {"nvidia.com/mig-1g.10gb": "14", "nvidia.com/mig-3g.40gb": "4"}  # 2 GPUs, MIG on
+
+
+def leading(server: ApiServer, clock: VirtualClock) -> K8sBackend:
+    backend = make_backend(server, clock)
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    return backend
+
+
+def placeholder(server: ApiServer, pool: str) -> dict[str, Any]:
+    return server.get("apps/v1", "Deployment", f"headroom-warm-{pool}", HEADROOM_NS)
+
+
+def _matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def schedulable_on(template: dict[str, Any], node: dict[str, Any],
+                   pods_on_node: list[dict[str, Any]]) -> list[str]:
+    """Why kube-scheduler would not bind a pod of ``template`` to ``node`` (its resource fit,
+    nodeSelector and required pod anti-affinity on the hostname); [] when it would."""
+    spec, labels = template["spec"], node["metadata"]["labels"]
+    allocatable = node["status"]["allocatable"]
+    why = [f"nodeSelector {k}={v}" for k, v in spec.get("nodeSelector", {}).items()
+           if labels.get(k) != v]
+    for container in spec["containers"]:
+        for resource, quantity in container["resources"].get("requests", {}).items():
+            if count(quantity) > count(allocatable.get(resource, "0")):
+                why.append(f"Insufficient {resource}")
+    terms = (spec.get("affinity", {}).get("podAntiAffinity", {})
+             .get("requiredDuringSchedulingIgnoredDuringExecution", []))
+    for term in terms:
+        if term["topologyKey"] == HOSTNAME and any(
+                _matches(term["labelSelector"], p["metadata"].get("labels") or {})
+                for p in pods_on_node):
+            why.append("anti-affinity: a matching pod is on the node")
+    return why
+
+
+def _gpu_resources(template: dict[str, Any]) -> set[str]:
+    resources = template["spec"]["containers"][0]["resources"]
+    return {r for part in resources.values() for r in part if r.startswith("nvidia.com/")}
+
+
+def test_a_mig_capable_pools_placeholders_ask_for_no_gpu_and_hold_one_node_each(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(nodepool("a100-80gb"))
+    outcome = leading(apiserver, clock).node_pools.set_size("a100-80gb", 3)
+    assert outcome.ok, outcome.message
+    deployment = placeholder(apiserver, "a100-80gb")
+    template = deployment["spec"]["template"]
+    assert deployment["spec"]["replicas"] == 3
+    assert _gpu_resources(template) == set()
+    assert template["spec"]["nodeSelector"] == {"karpenter.sh/nodepool": "a100-80gb"}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in template[
+        "spec"]["tolerations"]
+    assert template["spec"]["affinity"] == {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"headroom.dev/warm-pool": "a100-80gb"}},
+            "topologyKey": HOSTNAME}]}}
+    assert _matches(template["spec"]["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"],
+        template["metadata"]["labels"])  # its own pods: one per node
+    assert assert_schema_valid(apiserver) >= 3
+
+
+def test_an_empty_mig_partitioned_node_takes_one_placeholder_of_its_pool_and_no_second(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(nodepool("a100-80gb"))
+    mig_node = gpu_node("a100-mig", gpus=2, mig_config="all-balanced", allocatable=MIG_NODE)
+    apiserver.seed(mig_node)
+    assert leading(apiserver, clock).node_pools.set_size("a100-80gb", 2).ok
+    template = placeholder(apiserver, "a100-80gb")["spec"]["template"]
+    # the warm node holds a pod, so consolidation does not take it for empty
+    assert schedulable_on(template, mig_node, []) == []
+    running = gpu_pod("headroom-warm-a100-80gb-0", "a100-mig", namespace=HEADROOM_NS,
+                      requests={}, labels=dict(template["metadata"]["labels"]))
+    # the second stays pending: Karpenter brings up a node of its own for it
+    assert schedulable_on(template, mig_node, [running]) == [
+        "anti-affinity: a matching pod is on the node"]
+
+
+def test_a_pool_without_mig_keeps_its_whole_node_gpu_placeholders_as_before(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(nodepool("l4", gpu_name="l4"))
+    assert leading(apiserver, clock).node_pools.set_size("l4", 2).ok
+    deployment = placeholder(apiserver, "l4")
+    labels = {"headroom.dev/warm-pool": "l4"}
+    assert deployment["spec"] == {
+        "replicas": 2, "selector": {"matchLabels": labels},
+        "template": {"metadata": {"labels": labels}, "spec": {
+            "priorityClassName": "headroom-warm-placeholder",
+            "terminationGracePeriodSeconds": 0, "automountServiceAccountToken": False,
+            "nodeSelector": {"karpenter.sh/nodepool": "l4"},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
+                             "effect": "NoSchedule"}],
+            "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
+                            "resources": {
+                                "requests": {"nvidia.com/gpu": "4", "cpu": "10m",
+                                             "memory": "16Mi"},
+                                "limits": {"nvidia.com/gpu": "4", "memory": "16Mi"}}}]}}}
+    l4_node = gpu_node("l4-1", product="NVIDIA-L4", gpus=4, nodepool="l4")
+    assert schedulable_on(deployment["spec"]["template"], l4_node, []) == []
+    assert assert_schema_valid(apiserver) >= 3
+
+
+def test_the_reader_takes_headroom_s_own_placeholders_on_either_kind_of_pool_as_intact(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(nodepool("a100-80gb"))
+    apiserver.seed(nodepool("l4", gpu_name="l4"))
+    backend = leading(apiserver, clock)
+    assert backend.node_pools.set_size("a100-80gb", 2).ok
+    assert backend.node_pools.set_size("l4", 3).ok
+    observed = backend.reader.snapshot()
+    for pool, nodes in (("a100-80gb", 2), ("l4", 3)):
+        seen = observed.pool(pool)
+        assert seen is not None and seen.target_intact and seen.target_nodes == nodes
+    assert not [note for note in observed.notes if "outside Headroom" in note]
+
+
+def test_a_placeholder_of_the_old_whole_gpu_shape_is_replaced_by_the_next_set_size(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(nodepool("a100-80gb"))
+    backend = leading(apiserver, clock)
+    old = _whole_gpu_shape("a100-80gb", 8, replicas=2)  # what an older Headroom applied
+    backend.api.apply(old)
+    assert _gpu_resources(placeholder(apiserver, "a100-80gb")["spec"]["template"]) == {
+        "nvidia.com/gpu"}
+    assert backend.node_pools.set_size("a100-80gb", 2).ok
+    template = placeholder(apiserver, "a100-80gb")["spec"]["template"]
+    assert _gpu_resources(template) == set()  # server-side apply dropped the fields it left
+    assert "podAntiAffinity" in template["spec"]["affinity"]
+    assert assert_schema_valid(apiserver) >= 3
+
+
+def test_the_placeholders_a_relayout_surge_writes_fit_the_nodes_on_either_side_of_it(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed(apiserver, spare_slots=1)  # a100-1 must be drained onto a surge node first
+    store = MemoryRelayoutStore()
+    actuator = relayout_actuator(apiserver, clock, store)
+    assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
+    for _ in range(2):
+        clock.advance(30)
+        actuator.advance()
+    assert store.relayouts_of("a100-1")[-1].phase is RelayoutPhase.SURGE
+    deployment = placeholder(apiserver, "a100-80gb")
+    assert deployment["spec"]["replicas"] == 3  # the surge floor
+    template = deployment["spec"]["template"]
+    mig_node = apiserver.get("v1", "Node", "a100-2")
+    whole = gpu_node("a100-whole", gpus=1, mig_config="all-disabled")
+    assert mig_node["status"]["allocatable"].get(SLICE) and "nvidia.com/gpu" not in mig_node[
+        "status"]["allocatable"]
+    # the surge node may come up MIG-partitioned or not: the placeholder holds either
+    assert schedulable_on(template, mig_node, []) == []
+    assert schedulable_on(template, whole, []) == []
+    assert assert_schema_valid(apiserver) >= 3
+
+
+def _whole_gpu_shape(pool: str, gpus: int, replicas: int) -> dict[str, Any]:
+    labels = {"headroom.dev/warm-pool": pool}
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": f"headroom-warm-{pool}", "namespace": HEADROOM_NS,
+                         "labels": {**labels, "headroom.dev/pool": pool,
+                                    "app.kubernetes.io/managed-by": "headroom"}},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels}, "spec": {
+                         "priorityClassName": "headroom-warm-placeholder",
+                         "terminationGracePeriodSeconds": 0,
+                         "automountServiceAccountToken": False,
+                         "nodeSelector": {"karpenter.sh/nodepool": pool},
+                         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
+                                          "effect": "NoSchedule"}],
+                         "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
+                                         "resources": {
+                                             "requests": {"nvidia.com/gpu": str(gpus),
+                                                          "cpu": "10m", "memory": "16Mi"},
+                                             "limits": {"nvidia.com/gpu": str(gpus),
+                                                        "memory": "16Mi"}}}]}}}}
