@@ -43,9 +43,14 @@ def schedulable_on(template: dict[str, Any], node: dict[str, Any],
     allocatable = node["status"]["allocatable"]
     why = [f"nodeSelector {k}={v}" for k, v in spec.get("nodeSelector", {}).items()
            if labels.get(k) != v]
+    free = {r: count(q) for r, q in allocatable.items()}
+    for pod in pods_on_node:
+        for container in pod["spec"]["containers"]:
+            for resource, quantity in container["resources"].get("requests", {}).items():
+                free[resource] = free.get(resource, 0) - count(quantity)
     for container in spec["containers"]:
         for resource, quantity in container["resources"].get("requests", {}).items():
-            if count(quantity) > count(allocatable.get(resource, "0")):
+            if count(quantity) > free.get(resource, 0):
                 why.append(f"Insufficient {resource}")
     terms = (spec.get("affinity", {}).get("podAntiAffinity", {})
              .get("requiredDuringSchedulingIgnoredDuringExecution", []))
@@ -100,7 +105,7 @@ def test_an_empty_mig_partitioned_node_takes_one_placeholder_of_its_pool_and_no_
         "anti-affinity: a matching pod is on the node"]
 
 
-def test_a_pool_without_mig_keeps_its_whole_node_gpu_placeholders_as_before(
+def test_a_pool_without_mig_keeps_its_whole_node_gpu_placeholders_one_per_node(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     apiserver.seed(nodepool("l4", gpu_name="l4"))
     assert leading(apiserver, clock).node_pools.set_size("l4", 2).ok
@@ -118,10 +123,30 @@ def test_a_pool_without_mig_keeps_its_whole_node_gpu_placeholders_as_before(
                             "resources": {
                                 "requests": {"nvidia.com/gpu": "4", "cpu": "10m",
                                              "memory": "16Mi"},
-                                "limits": {"nvidia.com/gpu": "4", "memory": "16Mi"}}}]}}}
+                                "limits": {"nvidia.com/gpu": "4", "memory": "16Mi"}}}],
+            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": labels}, "topologyKey": HOSTNAME}]}}}}}
     l4_node = gpu_node("l4-1", product="NVIDIA-L4", gpus=4, nodepool="l4")
     assert schedulable_on(deployment["spec"]["template"], l4_node, []) == []
     assert assert_schema_valid(apiserver) >= 3
+
+
+def test_a_time_sliced_node_takes_one_placeholder_of_its_pool_not_several(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(nodepool("l4", gpu_name="l4"))
+    assert leading(apiserver, clock).node_pools.set_size("l4", 3).ok
+    template = placeholder(apiserver, "l4")["spec"]["template"]
+    # time-slicing (and MPS) with renameByDefault false advertise GPUs x replicas as
+    # nvidia.com/gpu: 4 L4s shared 3 ways offer 12, room for three whole-node placeholders, and
+    # the pool's two other nodes would go empty and be consolidated under a target of 3
+    shared = gpu_node("l4-shared", product="NVIDIA-L4", gpus=4, nodepool="l4",
+                      sharing="time-slicing", allocatable={"nvidia.com/gpu": "12"},
+                      extra_labels={"nvidia.com/gpu.replicas": "3"})
+    running = gpu_pod("headroom-warm-l4-0", "l4-shared", namespace=HEADROOM_NS,
+                      requests={"nvidia.com/gpu": "4"}, labels=dict(template["metadata"]["labels"]))
+    assert schedulable_on(template, shared, []) == []
+    assert schedulable_on(template, shared, [running]) == [
+        "anti-affinity: a matching pod is on the node"]
 
 
 def test_the_reader_takes_headroom_s_own_placeholders_on_either_kind_of_pool_as_intact(

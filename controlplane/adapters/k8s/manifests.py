@@ -35,11 +35,11 @@ def placeholder_priority_class(name: str) -> JsonObject:
 def placeholder_deployment(pool: str, nodepool: str, gpus_per_node: int, replicas: int,
                            namespace: str, priority_class: str, image: str, *,
                            mig_capable: bool = False) -> JsonObject:
-    """One pause pod per wanted node. On a pool without MIG each asks for a whole node's GPUs:
-    real pods preempt it, and a pending one makes the autoscaler keep (or bring) the node up.
-    On a pool of a MIG-capable product a MIG-partitioned node offers no ``nvidia.com/gpu``, so
-    each asks for no GPU and holds a node of its own by required anti-affinity on the hostname
-    (node_pools.py says why and what that costs)."""
+    """One pause pod per wanted node, each holding a node of its own by required anti-affinity
+    on the hostname against the pool's other placeholders. On a pool without MIG each also asks
+    for a whole node's GPUs (real pods preempt it); on a pool of a MIG-capable product, whose
+    MIG-partitioned nodes offer no ``nvidia.com/gpu``, it asks for no GPU (node_pools.py says
+    why and what that costs)."""
     labels = {WARM_POOL_LABEL: pool}
     gpus = {} if mig_capable else {GPU_RESOURCE: str(gpus_per_node)}
     spec: JsonObject = {
@@ -53,10 +53,9 @@ def placeholder_deployment(pool: str, nodepool: str, gpus_per_node: int, replica
             "resources": {"requests": {**gpus, "cpu": "10m", "memory": "16Mi"},
                           "limits": {**gpus, "memory": "16Mi"}},
         }],
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": dict(labels)}, "topologyKey": HOSTNAME_LABEL}]}},
     }
-    if mig_capable:
-        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-            {"labelSelector": {"matchLabels": dict(labels)}, "topologyKey": HOSTNAME_LABEL}]}}
     return {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": placeholder_name(pool), "namespace": namespace,

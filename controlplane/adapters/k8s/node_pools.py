@@ -9,23 +9,28 @@
   pod needs once the target drops.
 A running MIG relayout may hold a floor (its surge capacity): the applied size is never below it.
 
-How a placeholder holds a node depends on the pool's product:
-- no MIG (L4, T4, L40S, ...): it asks for a whole node's ``nvidia.com/gpu``; real pods preempt it.
-- MIG-capable (A100, H100, ...): any node of the pool may be MIG-partitioned, now or after a
-  relayout, and under the mixed strategy a MIG GPU offers ``nvidia.com/mig-<profile>`` and no
-  ``nvidia.com/gpu`` (REFERENCE.md §1.6): a whole-GPU placeholder would never schedule there,
+Each placeholder holds a node of its own by required pod anti-affinity on
+``kubernetes.io/hostname`` against the pool's other placeholders, which Karpenter's scheduling
+simulation honours (a pending one gets a node of its own). What it asks for depends on the
+pool's product:
+- no MIG (L4, T4, L40S, ...): a whole node's ``nvidia.com/gpu``, so Karpenter launches an
+  instance of that many GPUs; real pods preempt it. The anti-affinity matters on a
+  time-sliced or MPS node, which advertises GPUs x replicas as ``nvidia.com/gpu``: without it
+  several placeholders fit one such node, and the nodes they left go empty and are consolidated
+  while the target still counts them.
+- MIG-capable (A100, H100, ...): no GPU. Any node of the pool may be MIG-partitioned, now or
+  after a relayout, and under the mixed strategy a MIG GPU offers ``nvidia.com/mig-<profile>``
+  and no ``nvidia.com/gpu`` (REFERENCE.md §1.6): a whole-GPU placeholder would never run there,
   the warm node would hold no pod and be consolidated as empty, and the pending placeholder
-  would launch a node that the MIG manager partitions again, in a loop. So it asks for no GPU
-  and holds a node of its own by required pod anti-affinity on ``kubernetes.io/hostname``
-  against its own pods, which Karpenter's scheduling simulation honours (a pending one gets a
-  node of its own). Real pods run beside it, without preemption. Asking for the node's MIG
-  resources instead was rejected: the layout differs per node and changes with every
-  relayout, and Karpenter does not model ``nvidia.com/mig-*`` (REFERENCE.md §11.19), so a
-  pending one would not bring a node up. The shape depends on the product, never on the
-  layouts in force, so a relayout never leaves a stale one; server-side apply drops the
-  fields a former shape had. Its limit: a placeholder no longer makes Karpenter pick an
-  instance with ``gpus_per_node`` GPUs, so the NodePool must admit only that shape (the GPU
-  limit arithmetic already assumes it), e.g. ``karpenter.k8s.aws/instance-gpu-count``.
+  would launch a node the MIG manager partitions again, in a loop. Real pods run beside it,
+  without preemption. Asking for the node's MIG resources instead was rejected: the layout
+  differs per node and changes with every relayout, and Karpenter does not model
+  ``nvidia.com/mig-*`` (REFERENCE.md §11.19), so a pending one would not bring a node up. Its
+  limit: it no longer makes Karpenter pick an instance with ``gpus_per_node`` GPUs, so the
+  pool's NodePool must admit only that shape (the GPU limit arithmetic already assumes it),
+  e.g. ``karpenter.k8s.aws/instance-gpu-count``.
+The shape depends on the product, never on the layouts in force, so a relayout never leaves a
+stale one; server-side apply drops the fields an earlier shape had.
 
 The NodePool is written last: the reader takes a pool's size from its annotation, so the annotation
 only moves once every other write has succeeded. A write that fails leaves the old size observed,
