@@ -46,7 +46,8 @@ def check_models(settings: Settings) -> None:
 
     check_prometheus(settings)
     try:
-        check_models_listed(settings.db.url, settings.db.connect_timeout_s)
+        check_models_listed(settings.db.url, settings.db.connect_timeout_s,
+                            settings.db.response_timeout_s)
     except NoModelsError as error:
         raise ServeError(str(error)) from None
 
@@ -55,7 +56,8 @@ def run_serve(settings: Settings, console: Console,
               stop_event: threading.Event | None = None) -> None:
     """Serve until SIGTERM (``stop_event``, installed by the caller before anything starts)
     or Ctrl-C."""
-    store = Store.open(settings.db.url, settings.db.connect_timeout_s, migrate=True)
+    store = Store.open(settings.db.url, settings.db.connect_timeout_s, migrate=True,
+                       response_timeout_s=settings.db.response_timeout_s)
     try:  # the placement state every replica on the store shares, and a restart restores
         engine = journaled_engine(store, WallClock())
     except Unavailable as error:

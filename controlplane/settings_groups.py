@@ -35,6 +35,12 @@ class DbSettings(Group):
                      "postgresql+psycopg://user@host:5432/db")
     connect_timeout_s: float = Field(5.0, gt=0, description="timeout of the first connection "
                                      "(PostgreSQL: whole seconds, at least 2)")
+    response_timeout_s: float = Field(
+        120.0, gt=0, description="a PostgreSQL server that answers nothing "
+        "for this long (a stalled network, a dead load balancer) fails the read or write "
+        "waiting on it, naming the server, and its connection is dropped (also the TCP user "
+        "timeout and keepalives); longer than any statement Headroom runs, a migration and a "
+        "replica's wait for another's migration included")
     retention_s: float = Field(30 * 86400, ge=0, description="ticks with their plans, forecasts, "
                                "observations, ended demand hints and finished MIG re-layouts "
                                "older than this are deleted (0 keeps "

@@ -114,7 +114,8 @@ def db_upgrade(config: ConfigOption = None,
     store_file = sqlite_file(settings.db.url)
     new_file = store_file is not None and not store_file.exists()
     with db_url_named(settings):
-        store = Store.open(settings.db.url, settings.db.connect_timeout_s)
+        store = Store.open(settings.db.url, settings.db.connect_timeout_s,
+                           response_timeout_s=settings.db.response_timeout_s)
     try:
         upgrade(store.engine, revision)
     except MigrationError:
@@ -132,7 +133,8 @@ def db_downgrade(revision: Annotated[str, typer.Argument(help="target revision, 
     settings = _settings(config)
     _refuse_in_memory(settings.db.url)
     with db_url_named(settings):
-        store = Store.open(settings.db.url, settings.db.connect_timeout_s)
+        store = Store.open(settings.db.url, settings.db.connect_timeout_s,
+                           response_timeout_s=settings.db.response_timeout_s)
     downgrade(store.engine, revision)
     console.print(f"database {redact(settings.db.url)} downgraded to {revision}")
 
@@ -275,7 +277,8 @@ def dashboard(config: ConfigOption = None,
     store_file = sqlite_file(settings.db.url)
     if store_file is None or store_file.exists():  # a missing one: the pages say what to do
         with db_url_named(settings):  # fail fast, one line
-            Store.open(settings.db.url, settings.db.connect_timeout_s)
+            Store.open(settings.db.url, settings.db.connect_timeout_s,
+                       response_timeout_s=settings.db.response_timeout_s)
     address = address or settings.dashboard.address
     port = port if port is not None else settings.dashboard.port
     try:

@@ -93,7 +93,8 @@ def export(
             inputs["--config"] = config
         check_output_path(out, "--out", inputs)
         with db_url_named(settings):
-            engine = Store.open_existing(url, settings.db.connect_timeout_s).engine
+            engine = Store.open_existing(url, settings.db.connect_timeout_s,
+                                         response_timeout_s=settings.db.response_timeout_s).engine
         span = cost_reader.time_span(engine)
         if span is None:
             console.print(f"store {redact(url)} has no reconcile ticks yet; nothing to export")

@@ -127,8 +127,9 @@ def run(
                               store_url or settings.db.url, at, job.step_s)
         # checked before any fit, not after every model was fitted
         with db_url_named(settings) if store_url is None else nullcontext():
-            sink = None if no_store else Store.open_existing(store_url or settings.db.url,
-                                                             settings.db.connect_timeout_s)
+            sink = None if no_store else Store.open_existing(
+                store_url or settings.db.url, settings.db.connect_timeout_s,
+                response_timeout_s=settings.db.response_timeout_s)
         problem = state_dir_problem(job.state_dir) if job.state_dir is not None else None
         if problem is not None:
             raise InputError(f"{'--state-dir' if state_dir else 'forecast.state_dir'} "

@@ -126,7 +126,8 @@ def _kept_in_store(config: Path | None, db: Path | None) -> tuple[
         raise usage_error(str(error)) from None
     url, clock = settings.db.url, WallClock()
     with store_errors(url), db_url_named(settings):
-        store = Store.open(url, settings.db.connect_timeout_s, migrate=True)
+        store = Store.open(url, settings.db.connect_timeout_s, migrate=True,
+                           response_timeout_s=settings.db.response_timeout_s)
         engine = journaled_engine(store, clock)
     bindings, _, revision = engine.counts()
     return engine, (hints_api(store, clock),), store.engine.dispose, (

@@ -57,7 +57,8 @@ def status_command(
         settings = settings_with_db(config, db)
         url = settings.db.url
         with db_url_named(settings):
-            engine = read_only_engine(url, settings.db.connect_timeout_s)
+            engine = read_only_engine(url, settings.db.connect_timeout_s,
+                                      settings.db.response_timeout_s)
     except StoreUnavailable as error:
         raise usage_error(f"{error}{demo_store_hint(settings)}") from None
     except ConfigError as error:

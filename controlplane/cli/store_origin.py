@@ -74,7 +74,8 @@ def with_existing_store(config: Path | None, db: Path | None, work: Callable[[St
     with store_errors(url):
         try:
             with db_url_named(settings):
-                store = Store.open_existing(url, settings.db.connect_timeout_s)
+                store = Store.open_existing(url, settings.db.connect_timeout_s,
+                                            response_timeout_s=settings.db.response_timeout_s)
         except StoreUnavailable as error:
             raise StoreUnavailable(f"{error}{demo_store_hint(settings)}") from None
         try:

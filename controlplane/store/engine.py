@@ -18,6 +18,11 @@ from sqlalchemy import Engine, create_engine, event, make_url, text
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from controlplane.domain.errors import error_line
+from controlplane.store.pg_response import (
+    DEFAULT_RESPONSE_TIMEOUT_S,
+    bounded_connect,
+    keepalive_args,
+)
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -103,7 +108,9 @@ def _switch_to_wal(cursor: Any) -> None:
 
 
 def make_engine(url: str, connect_timeout_s: float = 5.0, lock_timeout_s: float | None = None,
-                statement_timeout_s: float | None = None) -> Engine:
+                statement_timeout_s: float | None = None,
+                response_timeout_s: float = DEFAULT_RESPONSE_TIMEOUT_S,
+                response_setting: str = "db.response_timeout_s") -> Engine:
     """Create an engine and prove the database answers; raise StoreUnavailable otherwise.
 
     Errors name the URL as given (``postgresql://...``), not the driver form it is opened with.
@@ -111,6 +118,9 @@ def make_engine(url: str, connect_timeout_s: float = 5.0, lock_timeout_s: float 
     fails (lock_timeout) instead of waiting for ever, as SQLite's busy timeout already does; for
     readers such as the dashboard. None: wait. ``statement_timeout_s``: likewise a PostgreSQL
     statement running longer fails (statement_timeout), e.g. a slow server; SQLite ignores both.
+    ``response_timeout_s``: a PostgreSQL server that answers nothing for this long (a stalled
+    network, see ``pg_response``) fails the wait client-side, with an error naming the server
+    and ``response_setting``; SQLite ignores it.
     """
     given, url = url, _normalize(url)
     try:
@@ -133,7 +143,12 @@ def make_engine(url: str, connect_timeout_s: float = 5.0, lock_timeout_s: float 
                 own = make_url(url).query.get("options", "")
                 connect_args["options"] = " ".join(filter(None, [
                     *([own] if isinstance(own, str) else own), *timeouts]))
+            own_query = make_url(url).query  # TCP settings of the URL's own win
+            connect_args |= {name: value for name, value in
+                             keepalive_args(response_timeout_s).items() if name not in own_query}
             engine = create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+            event.listen(engine, "do_connect",
+                         bounded_connect(response_timeout_s, response_setting))
         with engine.connect() as connection:
             connection.execute(text("SELECT 1"))
     except ImportError as error:  # a URL whose driver is not installed (mysql://, ...)
@@ -150,14 +165,15 @@ def make_engine(url: str, connect_timeout_s: float = 5.0, lock_timeout_s: float 
     return engine
 
 
-def read_only_engine(url: str, connect_timeout_s: float = 5.0) -> Engine:
+def read_only_engine(url: str, connect_timeout_s: float = 5.0,
+                     response_timeout_s: float = DEFAULT_RESPONSE_TIMEOUT_S) -> Engine:
     """An engine for checks that must leave no trace: a SQLite file is opened ``mode=ro`` (never
     created, its directory neither, its journal mode kept; StoreUnavailable when it does not
     exist; SQLite may leave the -wal/-shm files of a WAL store, which its next writer reuses); a
     server or in-memory database as ``make_engine`` opens it, which writes nothing by itself."""
     store_file = sqlite_file(url)
     if store_file is None:
-        return make_engine(url, connect_timeout_s)
+        return make_engine(url, connect_timeout_s, response_timeout_s=response_timeout_s)
     if not store_file.is_file():
         raise StoreUnavailable(f"store {redact(url)}: no such database file")
     try:

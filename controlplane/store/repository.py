@@ -33,6 +33,7 @@ from controlplane.store.engine import (
     sqlite_file,
     upgrade,
 )
+from controlplane.store.pg_response import DEFAULT_RESPONSE_TIMEOUT_S
 from controlplane.store.profiles import newest_profiles
 from controlplane.store.tables import (
     ActionRecord,
@@ -71,30 +72,34 @@ class Store:
         self.engine = engine
 
     @classmethod
-    def open(cls, url: str, connect_timeout_s: float = 5.0, migrate: bool = False) -> Store:
-        store = cls(make_engine(url, connect_timeout_s))
+    def open(cls, url: str, connect_timeout_s: float = 5.0, migrate: bool = False,
+             response_timeout_s: float = DEFAULT_RESPONSE_TIMEOUT_S) -> Store:
+        """``response_timeout_s``: db.response_timeout_s (see ``make_engine``)."""
+        store = cls(make_engine(url, connect_timeout_s, response_timeout_s=response_timeout_s))
         if migrate:
             upgrade(store.engine)
         return store
 
     @classmethod
-    def open_existing(cls, url: str, connect_timeout_s: float = 5.0) -> Store:
+    def open_existing(cls, url: str, connect_timeout_s: float = 5.0,
+                      response_timeout_s: float = DEFAULT_RESPONSE_TIMEOUT_S) -> Store:
         """A store to read or add to that must already exist: never creates a SQLite file, its
         directory or a schema (StoreUnavailable naming what is missing)."""
         store_file = sqlite_file(url)
         if store_file is not None and not store_file.is_file():
             raise StoreUnavailable(f"store {redact(url)}: no such database file")
-        store = cls.open(url, connect_timeout_s)
+        store = cls.open(url, connect_timeout_s, response_timeout_s=response_timeout_s)
         if not inspect(store.engine).has_table("ticks"):
             raise StoreUnavailable(f"store {redact(url)} has no Headroom schema; run `headroom db "
                                    "upgrade` (or start `headroom demo`)")
         return store
 
     @staticmethod
-    def listed_model_count(url: str, connect_timeout_s: float = 5.0) -> int:
+    def listed_model_count(url: str, connect_timeout_s: float = 5.0,
+                           response_timeout_s: float = DEFAULT_RESPONSE_TIMEOUT_S) -> int:
         """How many models the store at ``url`` lists, read without writing anything (see
         ``read_only_engine``): 0 for a database without Headroom's models table."""
-        engine = read_only_engine(url, connect_timeout_s)
+        engine = read_only_engine(url, connect_timeout_s, response_timeout_s)
         try:
             if not inspect(engine).has_table(ModelRecord.__tablename__):
                 return 0
