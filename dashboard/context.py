@@ -24,17 +24,36 @@ TTL_S = 10  # seconds a query result is reused before the store is asked again
 LOCK_TIMEOUT_S = 5.0  # a read waiting longer on another session's lock (PostgreSQL) fails
 
 
+#: how much longer than dashboard.query_timeout_s a page waits on a silent PostgreSQL server:
+#: a slow read gets the server's own statement_timeout error first
+STATEMENT_GRACE_S = 5.0
+
 P = ParamSpec("P")
+
+
+def page_response_timeout(db_response_timeout_s: float,
+                          query_timeout_s: float) -> tuple[float, str]:
+    """How long a page waits on a PostgreSQL server that answers nothing (a stalled network),
+    and what sets it: db.response_timeout_s, or sooner dashboard.query_timeout_s and a grace,
+    since no read of a live server runs longer."""
+    if db_response_timeout_s <= query_timeout_s + STATEMENT_GRACE_S:
+        return db_response_timeout_s, "db.response_timeout_s"
+    return (query_timeout_s + STATEMENT_GRACE_S,
+            f"dashboard.query_timeout_s + {STATEMENT_GRACE_S:g} s")
 
 
 @st.cache_resource(show_spinner=False)
 def engine_for(url: str) -> Engine:
     """The engine of ``url``, opened with ``db.connect_timeout_s`` as the CLI and server open
     the store: a hung server fails the page after that setting, not after a default. A read
-    running past ``dashboard.query_timeout_s`` (PostgreSQL) fails the page, not hangs it."""
+    running past ``dashboard.query_timeout_s`` (PostgreSQL) fails the page, not hangs it; so
+    does one the server never answers (a stalled network: ``page_response_timeout``)."""
     settings = load_settings()
+    response_timeout_s, response_setting = page_response_timeout(
+        settings.db.response_timeout_s, settings.dashboard.query_timeout_s)
     return make_engine(url, settings.db.connect_timeout_s, lock_timeout_s=LOCK_TIMEOUT_S,
-                       statement_timeout_s=settings.dashboard.query_timeout_s)
+                       statement_timeout_s=settings.dashboard.query_timeout_s,
+                       response_timeout_s=response_timeout_s, response_setting=response_setting)
 
 
 def store_url() -> str:
@@ -78,6 +97,8 @@ _MISSING_SCHEMA = re.compile(r"no such (table|column)|(relation|column) \S+ does
 _LOCKED = re.compile(r"lock timeout|database is locked")
 #: what PostgreSQL says of a read that ran past its statement_timeout
 _SLOW = re.compile(r"statement timeout")
+#: what psycopg says of a new connection the server did not answer in time
+_NO_CONNECTION = re.compile(r"connection timeout expired")
 
 
 def _failure_hint(line: str) -> str:
@@ -89,6 +110,10 @@ def _failure_hint(line: str) -> str:
     if _SLOW.search(line):
         return (" (a read of the store took longer than dashboard.query_timeout_s = "
                 f"{load_settings().dashboard.query_timeout_s:g} s)")
+    if _NO_CONNECTION.search(line):
+        return (" (the database server answered no new connection within db.connect_timeout_s "
+                f"= {load_settings().db.connect_timeout_s:g} s: it is down, or the network to "
+                "it stalled)")
     return ""
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ from streamlit.testing.v1 import AppTest
 
 from controlplane import cost_export, cost_reader
 from controlplane.store.engine import make_engine
+from dashboard.context import page_response_timeout
+from tests.stallproxy import StallProxy
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 
@@ -140,3 +143,53 @@ def test_the_dashboards_lock_timeout_keeps_the_options_the_store_url_sets(
         assert connection.exec_driver_sql("SHOW search_path").scalar() == "pg_catalog"
         assert connection.exec_driver_sql("SHOW lock_timeout").scalar() == "5s"
     engine.dispose()
+
+
+@pytest.mark.postgres
+def test_a_page_whose_postgresql_network_stalls_fails_within_the_response_timeout_naming_the_server(
+        postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server never hears the read, so its statement_timeout cannot fire: the page's own
+    bound does (db.response_timeout_s here; dashboard.query_timeout_s and a grace at most)."""
+    seed_store(postgres_url, 0.005)
+    with closing(StallProxy(("127.0.0.1", 5432))) as proxy:
+        url = postgres_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
+        proxy.stall_on(b"ticks")  # the page's first read of the schema: the network stalls
+        monkeypatch.setenv("HEADROOM_DB__RESPONSE_TIMEOUT_S", "2")
+        at = _dashboard_on(url, monkeypatch, 30)
+        failed_at = time.monotonic()
+    assert proxy.stalled_at is not None
+    (error,) = at.error
+    assert error.value == (
+        f"Cannot read the store at `{url}`: no answer from the database server at "
+        f"127.0.0.1:{proxy.port} within 2 s (db.response_timeout_s): a stalled network or "
+        "load balancer?")
+    assert 2 <= failed_at - proxy.stalled_at < 2 + 1.5
+
+
+def test_a_page_waits_on_a_silent_server_no_longer_than_the_query_timeout_and_a_grace() -> None:
+    assert page_response_timeout(120.0, 60.0) == (65.0, "dashboard.query_timeout_s + 5 s")
+    assert page_response_timeout(30.0, 60.0) == (30.0, "db.response_timeout_s")
+
+
+@pytest.mark.postgres
+def test_a_page_rerun_after_its_postgresql_network_stalled_fails_naming_both_timeouts(
+        postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pooled connection's pre-ping gets no answer, then neither does a new connection."""
+    seed_store(postgres_url, 0.005)
+    with closing(StallProxy(("127.0.0.1", 5432))) as proxy:
+        url = postgres_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
+        monkeypatch.setenv("HEADROOM_DB__RESPONSE_TIMEOUT_S", "2")
+        monkeypatch.setenv("HEADROOM_DB__CONNECT_TIMEOUT_S", "2")
+        at = _dashboard_on(url, monkeypatch, 30)
+        assert not at.error
+        proxy.stall()
+        at.run()
+        failed_at = time.monotonic()
+    assert proxy.stalled_at is not None
+    assert not at.exception, [e.value for e in at.exception]
+    (error,) = at.error
+    assert error.value == (
+        f"Cannot read the store at `{url}`: connection timeout expired (the database server "
+        "answered no new connection within db.connect_timeout_s = 2 s: it is down, or the "
+        "network to it stalled)")
+    assert failed_at - proxy.stalled_at < 2 + 2 + 1.5
