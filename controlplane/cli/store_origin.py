@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from controlplane.cli.demo_store import demo_store_hint, settings_with_db
 from controlplane.cli.streams import usage_error
@@ -45,7 +45,9 @@ def db_url_named(settings: Settings) -> Iterator[None]:
 
 def store_error_line(url: str, error: BaseException) -> str:
     """A database error of a command's store work in one line; most often the schema is older
-    than this Headroom."""
+    than this Headroom, unless the connection was lost (a server gone, a stalled network)."""
+    if isinstance(error, DBAPIError) and error.connection_invalidated:
+        return f"store {redact(url)}: {error_line(error)}"
     return (f"store {redact(url)}: {error_line(error)} (is the schema current? run `headroom db "
             "upgrade`)")
 

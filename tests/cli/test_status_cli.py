@@ -9,6 +9,8 @@ import math
 import re
 import sqlite3
 import subprocess
+import time
+from contextlib import closing
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,6 +44,7 @@ from controlplane.store.ledger import SqlForecastLedger
 from controlplane.store.relayout import SqlRelayoutStore
 from controlplane.store.tables import ActionRecord, PlanRecord
 from protos.headroom.v1 import placement_pb2 as pb
+from tests.stallproxy import StallProxy
 
 LONG_AGO = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
@@ -333,6 +336,23 @@ def test_an_unreachable_postgresql_exits_2_in_one_line_naming_the_url() -> None:
     assert run.stderr.startswith(f"error: cannot reach database {url}: ")
     assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
 
+
+
+@pytest.mark.postgres
+def test_a_postgresql_store_whose_network_stalls_exits_2_within_the_response_timeout(
+        postgres_url: str) -> None:
+    Store.open(postgres_url, migrate=True).engine.dispose()
+    with closing(StallProxy(("127.0.0.1", 5432))) as proxy:
+        url = postgres_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
+        proxy.stall_on(b"ticks")  # its first read, of the schema
+        run = subprocess.run([*HEADROOM, "status"], capture_output=True, text=True, timeout=60,
+                             env=_env(HEADROOM_DB__URL=url, HEADROOM_DB__RESPONSE_TIMEOUT_S="2"))
+        exited_at = time.monotonic()
+    assert proxy.stalled_at is not None and exited_at - proxy.stalled_at < 2 + 2
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr == (f"error: store {url}: no answer from the database server at "
+                          f"127.0.0.1:{proxy.port} within 2 s (db.response_timeout_s): a "
+                          "stalled network or load balancer?\n")
 
 
 def test_db_names_the_sqlite_store_to_read_and_beats_the_environment(tmp_path: Path) -> None:
