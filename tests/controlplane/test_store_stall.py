@@ -147,6 +147,20 @@ def test_a_response_timeout_sets_libpq_keepalives_and_tcp_user_timeout(
         "keepalives_count": "3", "tcp_user_timeout": "9000"}
 
 
+@pytest.mark.postgres
+def test_the_tcp_settings_a_store_url_gives_win_over_those_derived_from_the_response_timeout(
+        postgres_url: str) -> None:
+    engine = make_engine(f"{postgres_url}?tcp_user_timeout=5000&keepalives_idle=60",
+                         connect_timeout_s=2, response_timeout_s=9)
+    try:
+        with engine.connect() as connection:
+            params = connection.connection.dbapi_connection.info.get_parameters()  # type: ignore[union-attr]
+    finally:
+        engine.dispose()
+    assert (params["tcp_user_timeout"], params["keepalives_idle"],
+            params["keepalives_interval"]) == ("5000", "60", "1")
+
+
 def test_a_sqlite_store_opens_and_reads_with_a_response_timeout(sqlite_url: str) -> None:
     store = Store.open(sqlite_url, 2, migrate=True, response_timeout_s=2)
     try:
