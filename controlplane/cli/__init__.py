@@ -39,7 +39,7 @@ from controlplane.serve import ServeError
 from controlplane.settings import ConfigError, Settings, load_settings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import MigrationError, Store, StoreUnavailable, downgrade, upgrade
-from controlplane.store.engine import in_memory, redact, sqlite_file
+from controlplane.store.engine import check_known_revision, in_memory, redact, sqlite_file
 from forecaster.registry import METHODS
 from scheduler.metrics import check_bindable, host_and_port
 
@@ -277,8 +277,12 @@ def dashboard(config: ConfigOption = None,
     store_file = sqlite_file(settings.db.url)
     if store_file is None or store_file.exists():  # a missing one: the pages say what to do
         with db_url_named(settings):  # fail fast, one line
-            Store.open(settings.db.url, settings.db.connect_timeout_s,
-                       response_timeout_s=settings.db.response_timeout_s)
+            engine = Store.open(settings.db.url, settings.db.connect_timeout_s,
+                                response_timeout_s=settings.db.response_timeout_s).engine
+        try:  # a store a newer Headroom migrated: its pages could misread it
+            check_known_revision(engine, settings.db.url)
+        finally:
+            engine.dispose()
     address = address or settings.dashboard.address
     port = port if port is not None else settings.dashboard.port
     try:

@@ -2,8 +2,8 @@
 
 Exit codes for probes: 0 healthy; 1 when there is no tick yet, the last one failed or it is
 older than ``--max-tick-age-s`` (the output says which); 2 for bad input (settings, a store that
-cannot be reached or has no schema). It never writes: a SQLite store is opened ``mode=ro``
-(``read_only_engine``), a PostgreSQL one in read-only transactions."""
+cannot be reached, has no schema or was migrated by a newer Headroom). It never writes: a SQLite
+store is opened ``mode=ro`` (``read_only_engine``), a PostgreSQL one in read-only transactions."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from controlplane.cli.streams import usage_error
 from controlplane.domain.fleet_status import judge_health
 from controlplane.fleet_lease import FLEET_LEASE
 from controlplane.settings import ConfigError
-from controlplane.store import StoreUnavailable
-from controlplane.store.engine import read_only_engine, redact
+from controlplane.store import MigrationError, StoreUnavailable
+from controlplane.store.engine import check_known_revision, read_only_engine, redact
 from controlplane.store.status_reader import read_fleet_status
 
 #: the default --max-tick-age-s in reconcile intervals
@@ -67,7 +67,10 @@ def status_command(
         if not inspect(engine).has_table("ticks"):
             raise usage_error(f"store {redact(url)} has no Headroom schema; run `headroom db "
                               "upgrade` (or start `headroom demo`)")
+        check_known_revision(engine, url)
         status = read_fleet_status(engine, redact(url), FLEET_LEASE)
+    except MigrationError as error:
+        raise usage_error(str(error)) from None
     except SQLAlchemyError as error:
         raise usage_error(store_error_line(url, error)) from None
     finally:

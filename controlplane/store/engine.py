@@ -220,6 +220,25 @@ def store_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(connection).get_current_revision()
 
 
+def scripts() -> ScriptDirectory:
+    """The migrations this Headroom has."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return ScriptDirectory.from_config(config)
+
+
+def check_known_revision(engine: Engine, url: str) -> None:
+    """MigrationError naming ``url`` when its store is stamped with a revision this Headroom has
+    no migration for: a newer Headroom migrated it, and what this one reads or writes there
+    could mean something else by then. Reads only (``url``: the URL to name it by)."""
+    stamped = store_revision(engine)
+    if stamped is None or stamped in {script.revision for script in scripts().walk_revisions()}:
+        return
+    raise MigrationError(f"store {redact(url)} is at revision {stamped!r}, which this Headroom "
+                         "does not know: a newer Headroom migrated it; run that version, or "
+                         f"its `headroom db downgrade {scripts().get_current_head()}` first")
+
+
 def downgrade(engine: Engine, revision: str = "base") -> None:
     try:
         command.downgrade(alembic_config(engine), revision)

@@ -27,6 +27,7 @@ from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.store import codec
 from controlplane.store.engine import (
     StoreUnavailable,
+    check_known_revision,
     make_engine,
     read_only_engine,
     redact,
@@ -84,7 +85,8 @@ class Store:
     def open_existing(cls, url: str, connect_timeout_s: float = 5.0,
                       response_timeout_s: float = DEFAULT_RESPONSE_TIMEOUT_S) -> Store:
         """A store to read or add to that must already exist: never creates a SQLite file, its
-        directory or a schema (StoreUnavailable naming what is missing)."""
+        directory or a schema (StoreUnavailable naming what is missing), nor touches one a newer
+        Headroom migrated (MigrationError naming its revision)."""
         store_file = sqlite_file(url)
         if store_file is not None and not store_file.is_file():
             raise StoreUnavailable(f"store {redact(url)}: no such database file")
@@ -92,6 +94,7 @@ class Store:
         if not inspect(store.engine).has_table("ticks"):
             raise StoreUnavailable(f"store {redact(url)} has no Headroom schema; run `headroom db "
                                    "upgrade` (or start `headroom demo`)")
+        check_known_revision(store.engine, url)
         return store
 
     @staticmethod
