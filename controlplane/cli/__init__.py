@@ -145,12 +145,20 @@ def _refuse_in_memory(url: str) -> None:
                           "migration would keep nothing; use sqlite:///FILE or a server URL")
 
 
+#: the fastest live demo: a 0.05 s sim step (controlplane.demo) is then 500 simulated s, some
+#: 17 reconcile intervals; faster, the clock outruns the loop (inf stood still, 1e12 overran
+#: datetime's year 9999 and the demo never stopped)
+MAX_DEMO_SPEED = 10_000.0
+
+
 @app.command()
 @reflowed
 def demo(
     minutes: Annotated[float | None, typer.Option(help="simulated minutes to run, then stop",
                                                   min=0)] = None,
-    speed: Annotated[float, typer.Option(help="simulated seconds per wall second", min=0.1)] = 30.0,
+    speed: Annotated[float, typer.Option(
+        help="simulated seconds per wall second (for as fast as it goes: --minutes N "
+             "--no-dashboard)", min=0.1, max=MAX_DEMO_SPEED)] = 30.0,
     no_dashboard: Annotated[bool, typer.Option("--no-dashboard",
                                                help="do not start the dashboard")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON summary")] = False,

@@ -280,3 +280,14 @@ def test_ctrl_c_while_the_demo_starts_stops_it_cleanly_and_gives_the_fleet_lease
     assert "Traceback" not in stderr
     assert json.loads(stdout)["sim_minutes"] < 100000
     assert not lease_held()  # the next demo need not wait for it to run out
+
+
+@pytest.mark.parametrize("speed", ["inf", "1e12", "10001"])
+def test_a_speed_past_what_the_live_demo_can_pace_is_refused_naming_the_option(
+        tmp_path: Path, speed: str) -> None:
+    # inf stood simulated time still; 1e12 ran the clock past year 9999 and never stopped
+    done = subprocess.run([*HEADROOM, "demo", "--no-dashboard", "--speed", speed],
+                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "--speed" in done.stderr and "10000" in done.stderr, done.stderr
+    assert not (tmp_path / ".headroom").exists()  # refused before the store
