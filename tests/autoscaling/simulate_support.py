@@ -11,8 +11,7 @@ import typer
 from controlplane.cli.simulate import simulate_command
 
 START = datetime(2025, 1, 1, tzinfo=UTC)
-MODELS_YAML = """\
-models:
+_LARGE = """\
   - name: chat/large
     gpu_product: A100-80GB
     per_replica_rps: 2.0
@@ -20,6 +19,8 @@ models:
     isolation: STRICT
     tenant: acme
     cold_start: {p50_s: 22, p90_s: 39}
+"""
+_SMALL = """\
   - name: chat/small
     gpu_product: A100-80GB
     per_replica_rps: 40.0
@@ -27,10 +28,14 @@ models:
     isolation: TRUSTED
     tenant: acme
     cold_start: {p50_s: 22, p90_s: 39}
+"""
+_FLEET = """\
 fleet:
   node_provision_s: {p50: 120, p90: 240}
   gpus_per_node: 8
 """
+MODELS_YAML = "models:\n" + _LARGE + _SMALL + _FLEET
+ONE_MODEL_YAML = "models:\n" + _LARGE + _FLEET  # chat/large alone
 
 
 def rate(model: str, step: int) -> float:

@@ -10,23 +10,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from simulate_support import START, cli_app, write_models, write_trace
+from simulate_support import ONE_MODEL_YAML, START, cli_app, write_models, write_trace
 from typer.testing import CliRunner, Result
 
 FAST = ["--forecast-method", "persistence"]
-ONE_MODEL_YAML = """\
-models:
-  - name: chat/large
-    gpu_product: A100-80GB
-    per_replica_rps: 2.0
-    gpu_per_replica: 1.0
-    isolation: STRICT
-    tenant: acme
-    cold_start: {p50_s: 22, p90_s: 39}
-fleet:
-  node_provision_s: {p50: 120, p90: 240}
-  gpus_per_node: 8
-"""
 
 
 def _invoke(*args: str) -> Result:
