@@ -124,6 +124,15 @@ class ForecastSettings(Group):
                                      "no longer listed is removed from state_dir once this "
                                      "old; 0 keeps them")
 
+    @field_validator("state_dir", mode="before")
+    @classmethod
+    def _not_empty(cls, state_dir: object) -> object:
+        """An empty path (an unset variable in a template) would be the working directory."""
+        if isinstance(state_dir, str) and not state_dir.strip():
+            raise ValueError("empty: give a directory (or null in the settings file to keep no "
+                             "fitted state)")
+        return state_dir
+
     def refresh_budget_s(self) -> float:
         """The fit budget of the refreshes of serve and demo."""
         return self.fit_budget_s if self.fit_budget_s is not None else 0.5 * self.interval_s

@@ -366,3 +366,23 @@ def test_a_bad_cooldown_or_disruption_budget_is_one_line_naming_its_field(
     with pytest.raises(ConfigError) as refused:
         load_settings(safety=safety)
     assert field in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("value", ["", "   "], ids=["empty", "blank"])
+def test_an_empty_forecaster_state_dir_is_refused_naming_it_not_taken_as_the_working_dir(
+        monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    # an unset variable in a deployment template: the state files would land in the cwd
+    monkeypatch.setenv("HEADROOM_FORECAST__STATE_DIR", value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert str(caught.value) == (
+        "environment variable HEADROOM_FORECAST__STATE_DIR: forecast.state_dir: Value error, "
+        "empty: give a directory (or null in the settings file to keep no fitted state)")
+
+
+def test_a_null_forecaster_state_dir_in_the_file_still_keeps_no_state(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HEADROOM_FORECAST__STATE_DIR", raising=False)  # tests/conftest.py's
+    config = tmp_path / "headroom.yaml"
+    config.write_text("forecast:\n  state_dir: null\n")
+    assert load_settings(config).forecast.state_dir is None
