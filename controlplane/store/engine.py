@@ -188,9 +188,14 @@ def read_only_engine(url: str, connect_timeout_s: float = 5.0,
     return engine
 
 
-def alembic_config(engine: Engine) -> Config:
+def _scripts_config() -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return config
+
+
+def alembic_config(engine: Engine) -> Config:
+    config = _scripts_config()
     # configparser interpolates '%': a '%' of the URL (a password, an escaped path) is doubled
     config.set_main_option("sqlalchemy.url",
                            engine.url.render_as_string(hide_password=False).replace("%", "%%"))
@@ -222,21 +227,19 @@ def store_revision(engine: Engine) -> str | None:
 
 def scripts() -> ScriptDirectory:
     """The migrations this Headroom has."""
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    return ScriptDirectory.from_config(config)
+    return ScriptDirectory.from_config(_scripts_config())
 
 
 def check_known_revision(engine: Engine, url: str) -> None:
     """MigrationError naming ``url`` when its store is stamped with a revision this Headroom has
     no migration for: a newer Headroom migrated it, and what this one reads or writes there
     could mean something else by then. Reads only (``url``: the URL to name it by)."""
-    stamped = store_revision(engine)
-    if stamped is None or stamped in {script.revision for script in scripts().walk_revisions()}:
+    stamped, known = store_revision(engine), scripts()
+    if stamped is None or stamped in {script.revision for script in known.walk_revisions()}:
         return
     raise MigrationError(f"store {redact(url)} is at revision {stamped!r}, which this Headroom "
                          "does not know: a newer Headroom migrated it; run that version, or "
-                         f"its `headroom db downgrade {scripts().get_current_head()}` first")
+                         f"its `headroom db downgrade {known.get_current_head()}` first")
 
 
 def downgrade(engine: Engine, revision: str = "base") -> None:
@@ -257,7 +260,7 @@ def _migration_error(engine: Engine, verb: str, revision: str,
         except SQLAlchemyError:
             stamped = None
         if stamped is not None and f"'{stamped}'" in line:
-            head = ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
+            head = scripts().get_current_head()
             line += (" (the store's own revision: a newer Headroom migrated it; run that "
                      f"version, or its `headroom db downgrade {head}` first)")
     return MigrationError(f"database {_shown(engine)}: cannot {verb} to {revision!r}: {line}")
