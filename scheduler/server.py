@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent import futures
+from dataclasses import dataclass
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -13,6 +14,7 @@ from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics
+from scheduler.security import TokenInterceptor, TransportSecurity, check_files, server_credentials
 from scheduler.service import PlacementServicer
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Placement"].full_name
@@ -27,8 +29,21 @@ RESERVED_WORKERS = 4
 FAST_WORKERS = 2
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
-_SERVICERS: dict[int, tuple[PlacementServicer, health.HealthServicer,
-                            futures.ThreadPoolExecutor]] = {}
+
+
+@dataclass(slots=True)
+class _Served:
+    """What ``stop`` ends beside the server: the servicer's streams, health, the fast pool and
+    the plaintext health-only server (``health_listen``) with its port."""
+
+    servicer: PlacementServicer
+    health: health.HealthServicer
+    fast_pool: futures.ThreadPoolExecutor
+    health_server: grpc.Server | None = None
+    health_port: int | None = None
+
+
+_SERVICERS: dict[int, _Served] = {}
 
 
 def watch_stream_cap(workers: int) -> int:
@@ -41,7 +56,9 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
                   max_workers: int = DEFAULT_WORKERS,
                   fast_workers: int = FAST_WORKERS,
                   metrics: PlacementMetrics | None = None,
-                  max_watch_streams: int | None = None) -> tuple[grpc.Server, int]:
+                  max_watch_streams: int | None = None,
+                  security: TransportSecurity | None = None,
+                  health_listen: str | None = None) -> tuple[grpc.Server, int]:
     """Build, bind and start the server; returns (server, bound port).
 
     ``extra_servicers`` are callables that register more services (e.g. KEDA's external
@@ -49,13 +66,20 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
     SyncInventory and PlanFleet call and reads its gauges from the engine. At most
     ``max_watch_streams`` WatchPlan streams are served at once (default: ``watch_stream_cap``
     of ``max_workers``; pass the cap of the server's own threads when ``max_workers`` includes
-    threads for the streams of ``extra_servicers``).
+    threads for the streams of ``extra_servicers``). ``security``: TLS (mutual with a client CA)
+    and/or a bearer token on every call but health and KEDA's scaler (``scheduler.security``);
+    its files are checked before anything is bound (``SecurityFileError``). ``health_listen``:
+    the health service alone, in plaintext, on another address, for kubelet's gRPC probe (it
+    speaks neither TLS nor tokens); its port: ``health_port(server)``.
     """
+    security = security or TransportSecurity()
+    tokens = check_files(security)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="placement"),
         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                  ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                  ("grpc.so_reuseport", 0)],
+        interceptors=[TokenInterceptor(tokens)] if tokens is not None else None,
     )
     fast_pool = futures.ThreadPoolExecutor(max_workers=fast_workers,
                                            thread_name_prefix="placement-fast")
@@ -73,23 +97,42 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
         register(server)
     names = [SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME]
     reflection.enable_server_reflection(names, server)
-    port = server.add_insecure_port(address)
+    port = (server.add_secure_port(address, server_credentials(security)) if security.tls
+            else server.add_insecure_port(address))
     if port == 0:
         raise OSError(f"cannot bind the placement server to {address}")
+    served = _Served(servicer, health_servicer, fast_pool)
+    if health_listen is not None:
+        served.health_server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="placement-health"),
+            options=[("grpc.so_reuseport", 0)])
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, served.health_server)
+        served.health_port = served.health_server.add_insecure_port(health_listen)
+        if served.health_port == 0:
+            fast_pool.shutdown(wait=False)
+            raise OSError(f"cannot bind the placement API's health checks to {health_listen}")
+        served.health_server.start()
     server.start()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    _SERVICERS[id(server)] = (servicer, health_servicer, fast_pool)
+    _SERVICERS[id(server)] = served
     return server, port
+
+
+def health_port(server: grpc.Server) -> int | None:
+    """The port of the plaintext health-only server started with ``health_listen``."""
+    served = _SERVICERS.get(id(server))
+    return served.health_port if served is not None else None
 
 
 def stop(server: grpc.Server, grace_s: float = 5.0) -> None:
     """Graceful stop: report NOT_SERVING, end WatchPlan streams, let in-flight calls finish."""
     found = _SERVICERS.pop(id(server), None)
     if found is not None:
-        servicer, health_servicer, _ = found
-        health_servicer.enter_graceful_shutdown()
-        servicer.stopping.set()
+        found.health.enter_graceful_shutdown()
+        found.servicer.stopping.set()
     server.stop(grace_s).wait()
     if found is not None:
-        found[2].shutdown(wait=True)
+        if found.health_server is not None:
+            found.health_server.stop(0).wait()
+        found.fast_pool.shutdown(wait=True)
