@@ -29,6 +29,7 @@ from controlplane.placement_api import (
     JournalFollower,
     journaled_engine,
     served_metrics,
+    transport_security,
 )
 from controlplane.runtime import SimRuntime, hints_api, keda_servicer
 from controlplane.settings import Settings
@@ -112,14 +113,15 @@ class Demo:
             check_bindable(listen, port_free=True)
         except ValueError:
             listen = f"{host}:0"
+        security = transport_security(self.settings.placement)
         try:
             self.server, bound = create_server(listen, self.engine, extra,
                                                max_workers=workers, metrics=metrics,
-                                               max_watch_streams=watch_cap)
+                                               max_watch_streams=watch_cap, security=security)
         except (RuntimeError, OSError):  # taken since the check: a free one
             self.server, bound = create_server(f"{host}:0", self.engine, extra,
                                                max_workers=workers, metrics=metrics,
-                                               max_watch_streams=watch_cap)
+                                               max_watch_streams=watch_cap, security=security)
         self.grpc_address = f"{host}:{bound}"
         return self.grpc_address
 

@@ -16,16 +16,45 @@ from controlplane.fleet_lease import holder_identity
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.ports import Clock
 from controlplane.settings import ConfigError, Settings
+from controlplane.settings_groups import PlacementSettings
 from controlplane.store import Store
 from controlplane.store.placement_journal import SqlPlacementJournal
 from scheduler.domain.errors import Unavailable
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics, exposed_metrics
-from scheduler.server import DEFAULT_WORKERS, create_server, stop, watch_stream_cap
+from scheduler.security import SecurityFileError, TransportSecurity, check_files
+from scheduler.server import (
+    DEFAULT_WORKERS,
+    create_server,
+    health_port,
+    stop,
+    watch_stream_cap,
+)
 
 log = logging.getLogger("headroom.placement")
 #: how often a server applies what the other servers on its store changed (its reads, WatchPlan)
 FOLLOW_EVERY_S = 0.5
+
+
+def transport_security(placement: PlacementSettings) -> TransportSecurity:
+    """The placement API's TLS and token files, as the settings give them."""
+    return TransportSecurity(placement.tls_cert_file, placement.tls_key_file,
+                             placement.tls_client_ca_file, placement.token_file)
+
+
+def check_security_files(placement: PlacementSettings, origin: str) -> TransportSecurity:
+    """The API's exposure checked (``exposure_problem``) and its TLS and token files read
+    before anything starts: a ConfigError naming ``origin`` (the config file), the setting and
+    the file otherwise."""
+    problem = placement.exposure_problem()
+    if problem is not None:
+        raise ConfigError(f"{origin}: {problem}")
+    security = transport_security(placement)
+    try:
+        check_files(security)
+    except SecurityFileError as error:
+        raise ConfigError(f"{origin}: placement.{error}") from None
+    return security
 
 
 def journaled_engine(store: Store, clock: Clock) -> PlacementEngine:
@@ -97,7 +126,12 @@ def start_placement_api(settings: Settings, engine: PlacementEngine,
         server, port = create_server(settings.placement.listen, engine, extra_servicers,
                                      max_workers=DEFAULT_WORKERS + stream_workers,
                                      metrics=metrics.placement,
-                                     max_watch_streams=watch_stream_cap(DEFAULT_WORKERS))
+                                     max_watch_streams=watch_stream_cap(DEFAULT_WORKERS),
+                                     security=transport_security(settings.placement),
+                                     health_listen=settings.placement.health_listen)
+    except SecurityFileError as error:  # changed since the startup check
+        metrics.stop()
+        raise ConfigError(f"placement.{error}") from None
     except (OSError, RuntimeError) as error:  # the port is taken
         metrics.stop()
         raise ConfigError(f"placement.listen {settings.placement.listen}: cannot serve the "
@@ -106,16 +140,29 @@ def start_placement_api(settings: Settings, engine: PlacementEngine,
         metrics.stop()
         raise
     host = settings.placement.listen.rpartition(":")[0]
-    console.print(f"placement API (gRPC) on {host}:{port}; backend {settings.backend}; "
-                  f"dry_run={settings.safety.dry_run}")
+    console.print(f"placement API (gRPC) on {host}:{port} ({security_note(settings.placement)}"
+                  f"); backend {settings.backend}; dry_run={settings.safety.dry_run}")
     if metrics.url:
         console.print(f"placement API metrics on {metrics.url}")
+    if settings.placement.health_listen is not None:
+        console.print(f"placement API health checks (plaintext) on "
+                      f"{settings.placement.health_listen.rpartition(':')[0]}:"
+                      f"{health_port(server)}")
 
     def stop_all() -> None:
         stop(server, grace_s=2.0)
         metrics.stop()
 
     return stop_all, metrics.loop
+
+
+def security_note(placement: PlacementSettings) -> str:
+    """How the placement API is secured, in a few words for the start line."""
+    if placement.tls_cert_file is None:
+        transport = "plaintext"
+    else:
+        transport = "mutual TLS" if placement.tls_client_ca_file is not None else "TLS"
+    return f"{transport}, {'bearer token' if placement.token_file is not None else 'no token'}"
 
 
 def _nothing() -> None:

@@ -10,6 +10,7 @@ and the fleet plan's revision. ``serve_metrics`` exposes the registry on ``/metr
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from collections.abc import Callable
 
@@ -93,6 +94,18 @@ def host_and_port(listen: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         raise ValueError(f"{listen!r}: expected HOST:PORT (port 0: a free port)")
     return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether HOST (a name, an IPv4 or a bracketed IPv6 address) names only this machine:
+    ``localhost`` or a loopback address; ``0.0.0.0``, ``[::]`` and other names do not."""
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if bare.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(bare).is_loopback
+    except ValueError:
+        return False
 
 
 def check_bindable(listen: str, *, port_free: bool = False) -> None:

@@ -34,6 +34,7 @@ from controlplane.demo import Demo
 from controlplane.fleet_lease import FleetLeaseHeld
 from controlplane.jobs import stop_on_sigterm
 from controlplane.logsetup import setup_logging
+from controlplane.placement_api import check_security_files
 from controlplane.runtime import check_budget_tenants, check_state_dir
 from controlplane.serve import ServeError
 from controlplane.settings import ConfigError, Settings, load_settings
@@ -84,18 +85,23 @@ def _check_listen_addresses(settings: Settings, config: Path | None,
     """Fail before a store or a log is touched when an address to serve on cannot be bound
     here (an unknown host, one of another machine, a port above 65535) or, with
     ``ports_free``, when its port is taken (the demo takes a free one instead)."""
-    for field, listen in (("placement.listen", settings.placement.listen),
-                          ("placement.metrics_listen", settings.placement.metrics_listen)):
+    placement = settings.placement
+    addresses = (("placement.listen", placement.listen),
+                 ("placement.metrics_listen", placement.metrics_listen),
+                 ("placement.health_listen", placement.health_listen))
+    for field, listen in addresses:
         if listen is not None:
             try:
                 check_bindable(listen, port_free=ports_free)
             except ValueError as error:
                 raise ConfigError(f"{config or 'configuration'}: {field}: {error}") from None
-    metrics = settings.placement.metrics_listen
-    if ports_free and metrics is not None and _same_port(settings.placement.listen, metrics):
-        raise ConfigError(f"{config or 'configuration'}: placement.metrics_listen: {metrics!r} "
-                          f"is the port of placement.listen {settings.placement.listen!r}; "
-                          "serve the metrics on another port")
+    check_security_files(placement, str(config or "configuration"))
+    for i, (field, listen) in enumerate(addresses):
+        for earlier, taken in addresses[:i]:
+            if ports_free and listen is not None and taken is not None \
+                    and _same_port(taken, listen):
+                raise ConfigError(f"{config or 'configuration'}: {field}: {listen!r} is the "
+                                  f"port of {earlier} {taken!r}; serve it on another port")
 
 
 def _same_port(one: str, other: str) -> bool:

@@ -17,17 +17,27 @@ import typer
 from controlplane.adapters.clock import WallClock
 from controlplane.cli.bindings import list_bindings, release
 from controlplane.cli.demo_store import settings_with_db
+from controlplane.cli.placement_security import (
+    AllowInsecureOption,
+    HealthListenOption,
+    TlsCertOption,
+    TlsClientCaOption,
+    TlsKeyOption,
+    TokenFileOption,
+    served_security,
+)
 from controlplane.cli.store_origin import db_url_named, store_errors
 from controlplane.cli.streams import usage_error
 from controlplane.placement_api import JournalFollower, journaled_engine
 from controlplane.runtime import hints_api
-from controlplane.settings import ConfigError
+from controlplane.settings import ConfigError, Settings
 from controlplane.store import Store
 from controlplane.store.engine import redact
 from scheduler.affinity import parse_cpu_list, pin_process
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics, check_bindable, exposed_metrics
-from scheduler.server import create_server, stop
+from scheduler.security import SecurityFileError, TransportSecurity
+from scheduler.server import create_server, health_port, stop
 
 app = typer.Typer(help="Placement API: online placement and fleet plans over gRPC.",
                   no_args_is_help=True)
@@ -69,22 +79,35 @@ def serve(
              "SQLite store file, shared with every server on it and kept across restarts; "
              "beats HEADROOM_DB__URL and db.url of --config. Without --db or --config the "
              "state is in memory only.")] = None,
+    tls_cert: TlsCertOption = None,
+    tls_key: TlsKeyOption = None,
+    tls_client_ca: TlsClientCaOption = None,
+    token_file: TokenFileOption = None,
+    health_listen: HealthListenOption = None,
+    allow_insecure: AllowInsecureOption = False,
 ) -> None:
     """Serve the placement gRPC API until SIGINT/SIGTERM: in memory, or on a store."""
     try:
         check_bindable(listen, port_free=True)
     except ValueError as exc:
         raise usage_error(f"--listen {exc}") from None
+    settings = _settings(config, db) if config is not None or db is not None else None
+    secured = served_security(
+        listen, settings.placement if settings is not None else None, tls_cert=tls_cert,
+        tls_key=tls_key, tls_client_ca=tls_client_ca, token_file=token_file,
+        health_listen=health_listen, allow_insecure=allow_insecure)
     if cpus is not None:
         _pin(cpus)
     engine, extra, stop_store, kept_note = (
-        _kept_in_store(config, db) if config is not None or db is not None
+        _kept_in_store(settings) if settings is not None
         else (PlacementEngine(), (), lambda: None, ""))
     metrics, stop_metrics, metrics_url = _metrics(metrics_listen)
     try:
         server, port = create_server(listen, engine, extra, max_workers=workers,
-                                     fast_workers=fast_workers, metrics=metrics)
-    except (OSError, RuntimeError) as exc:
+                                     fast_workers=fast_workers, metrics=metrics,
+                                     security=secured.security,
+                                     health_listen=secured.health_listen)
+    except (OSError, RuntimeError, SecurityFileError) as exc:
         stop_metrics()
         stop_store()
         raise usage_error(f"cannot listen on {listen}: {exc}") from exc
@@ -102,6 +125,11 @@ def serve(
             typer.echo(kept_note)
         if metrics_url:
             typer.echo(f"metrics on {metrics_url}")
+        if secured.security != TransportSecurity():
+            typer.echo(f"secured with {secured.note()}")
+        if secured.health_listen is not None:
+            typer.echo(f"health checks (plaintext) on "
+                       f"{secured.health_listen.rpartition(':')[0]}:{health_port(server)}")
         follow = JournalFollower(engine)
         while not done.wait(0.5):
             follow()  # what other servers on the store changed: for reads
@@ -114,16 +142,19 @@ def serve(
         typer.echo("placement API stopped")
 
 
-def _kept_in_store(config: Path | None, db: Path | None) -> tuple[
+def _settings(config: Path | None, db: Path | None) -> Settings:
+    try:
+        return settings_with_db(config, db)
+    except ConfigError as error:
+        raise usage_error(str(error)) from None
+
+
+def _kept_in_store(settings: Settings) -> tuple[
         PlacementEngine, Sequence[Callable[[grpc.Server], None]], Callable[[], None], str]:
     """``--db`` / ``--config``: an engine following the store's placement journal (its schema
     migrated first, as ``headroom serve`` does), the DemandHints service on the same store,
     what closes the store and a line saying what was restored; one-line errors naming the
     store."""
-    try:
-        settings = settings_with_db(config, db)
-    except ConfigError as error:
-        raise usage_error(str(error)) from None
     url, clock = settings.db.url, WallClock()
     with store_errors(url), db_url_named(settings):
         store = Store.open(url, settings.db.connect_timeout_s, migrate=True,

@@ -319,7 +319,7 @@ def test_serve_with_metrics_on_the_placement_apis_own_port_is_one_line_naming_bo
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert run.stderr == (f"error: {config}: placement.metrics_listen: '0.0.0.0:{port}' is the "
-                          f"port of placement.listen '127.0.0.1:{port}'; serve the metrics on "
+                          f"port of placement.listen '127.0.0.1:{port}'; serve it on "
                           "another port\n")  # not gRPC's bind failure blaming placement.listen
     assert [p.name for p in tmp_path.iterdir()] == ["headroom.yaml"]  # no store, no log
 
