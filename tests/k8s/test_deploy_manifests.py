@@ -104,12 +104,35 @@ def test_the_forecast_cronjob_runs_one_shard_per_index_on_shared_writable_state(
     assert job["activeDeadlineSeconds"] < interval_s  # a run ends before the next is due
 
 
+def test_the_placement_api_is_tls_with_a_token_from_mounted_secrets_and_probed_in_plaintext(
+        tmp_path: Path) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_text(find("ConfigMap", "headroom")["data"]["headroom.yaml"])
+    placement = load_settings(config).placement
+    pod = find("Deployment", "headroom")["spec"]["template"]["spec"]
+    container = next(c for c in pod["containers"] if c["name"] == "headroom")
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    mounted = {PurePosixPath(m["mountPath"]): secrets[m["name"]]
+               for m in container["volumeMounts"] if m["name"] in secrets}
+    files = {"tls.crt": placement.tls_cert_file, "tls.key": placement.tls_key_file,
+             "token": placement.token_file}
+    for key, path in files.items():  # each file is a key of a mounted Secret
+        assert path is not None and PurePosixPath(path).name == key
+        assert PurePosixPath(path).parent in mounted, path
+    assert set(mounted.values()) == {"headroom-grpc-tls", "headroom-grpc-token"}
+    assert placement.health_listen is not None
+    health = int(placement.health_listen.rsplit(":", 1)[1])
+    for probe in ("readinessProbe", "livenessProbe"):  # kubelet's gRPC probe: no TLS, no token
+        assert container[probe]["grpc"]["port"] == health
+    assert "appProtocol" not in find("Service", "headroom-grpc")["spec"]["ports"][0]  # not h2c
+
+
 def test_two_replicas_and_services_that_reach_their_named_ports() -> None:
     deployment = find("Deployment", "headroom")
     assert deployment["spec"]["replicas"] == 2
     pod = deployment["spec"]["template"]
     ports = {p["name"]: p["containerPort"] for c in pod["spec"]["containers"] for p in c["ports"]}
-    assert ports == {"grpc": 50051, "metrics": 9464, "dashboard": 8501}
+    assert ports == {"grpc": 50051, "grpc-health": 50052, "metrics": 9464, "dashboard": 8501}
     scrape = pod["metadata"]["annotations"]
     assert scrape["prometheus.io/scrape"] == "true" and scrape["prometheus.io/port"] == "9464"
     assert pod["spec"]["serviceAccountName"] == "headroom"
