@@ -13,6 +13,7 @@ from k8s_builders import HEADROOM_NS, nodepool
 from k8s_harness import make_backend
 
 from controlplane.adapters.k8s.backend import K8sBackend
+from controlplane.adapters.k8s.manifests import placeholder_deployment
 from controlplane.domain.actions import ScaleNodePool
 from controlplane.domain.desired import DesiredState, DesiredTarget
 from controlplane.domain.guards import GuardLimits, GuardMemory
@@ -97,10 +98,43 @@ def _lower_the_gpu_limit(server: ApiServer) -> None:  # e.g. a GitOps sync of th
                   {"spec": {"limits": {"nvidia.com/gpu": "4"}}}, manager="argocd")
 
 
+def _ask_for_a_mig_slice(server: ApiServer) -> None:  # kubectl edit of the pod template
+    wanted = {"nvidia.com/mig-3g.40gb": "1", "cpu": "10m", "memory": "16Mi"}
+    server.update("apps/v1", "Deployment", PLACEHOLDERS, {"spec": {"template": {"spec": {
+        "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
+                        "resources": {"requests": wanted, "limits": wanted}}]}}}},
+                  HEADROOM_NS, manager="kubectl-edit")
+
+
+def _select_another_nodepool(server: ApiServer) -> None:
+    server.update("apps/v1", "Deployment", PLACEHOLDERS, {"spec": {"template": {"spec": {
+        "nodeSelector": {"karpenter.sh/nodepool": "a100-80gb"}}}}}, HEADROOM_NS,
+                  manager="kubectl-edit")
+
+
+def _pin_another_gpu_product(server: ApiServer) -> None:  # a key Headroom never applied
+    server.update("apps/v1", "Deployment", PLACEHOLDERS, {"spec": {"template": {"spec": {
+        "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}}}}}, HEADROOM_NS,
+                  manager="kubectl-edit")
+
+
+def _drop_the_anti_affinity(server: ApiServer) -> None:
+    server.update("apps/v1", "Deployment", PLACEHOLDERS, {"spec": {"template": {"spec": {
+        "affinity": None}}}}, HEADROOM_NS, manager="kubectl-edit")
+
+
 @pytest.mark.parametrize(("change", "noted"), [
     (_delete_placeholders, "placeholder Deployment headroom-warm-l4 missing"),
     (_scale_placeholders_by_hand, "placeholder Deployment holds 0 nodes"),
     (_lower_the_gpu_limit, "NodePool nvidia.com/gpu limit 4, not 8"),
+    (_ask_for_a_mig_slice, "placeholder Deployment headroom-warm-l4 asks for "
+                           "nvidia.com/mig-3g.40gb: 1, not nvidia.com/gpu: 4"),
+    (_select_another_nodepool, "placeholder Deployment headroom-warm-l4 selects nodes "
+                               "karpenter.sh/nodepool=a100-80gb, not karpenter.sh/nodepool=l4"),
+    (_pin_another_gpu_product, "placeholder Deployment headroom-warm-l4 selects nodes "
+                               "karpenter.sh/nodepool=l4, nvidia.com/gpu.product="
+                               "NVIDIA-H100-80GB-HBM3, not karpenter.sh/nodepool=l4"),
+    (_drop_the_anti_affinity, "placeholder Deployment headroom-warm-l4 affinity changed"),
 ])
 def test_a_pool_changed_by_someone_else_is_noted_and_its_target_written_again(
         apiserver: ApiServer, clock: VirtualClock, change: Callable[[ApiServer], None],
@@ -120,7 +154,15 @@ def test_a_pool_changed_by_someone_else_is_noted_and_its_target_written_again(
     assert backend.node_pools.set_size("l4", actions[0].to_nodes).ok
     placeholder = apiserver.get("apps/v1", "Deployment", PLACEHOLDERS, HEADROOM_NS)
     assert placeholder["spec"]["replicas"] == 2
+    assert placeholder["spec"]["template"]["spec"] == placeholder_deployment(
+        "l4", "l4", 4, 2, HEADROOM_NS, "headroom-warm-placeholder",
+        "registry.k8s.io/pause:3.10")["spec"]["template"]["spec"]
     limits = apiserver.get("karpenter.sh/v1", "NodePool", "l4")["spec"]["limits"]
     assert limits == {"nvidia.com/gpu": "8"}
     assert backend.reader.snapshot().notes == ()
     assert next_tick_actions(backend, clock, 2) == ()
+    writes = len(apiserver.writes())
+    assert backend.node_pools.set_size("l4", 2).ok  # a second write of the same target
+    assert backend.reader.snapshot().notes == ()
+    assert {w.content_type for w in apiserver.writes()[writes:]} == {
+        "application/apply-patch+yaml"}  # the same applies again, nothing to reset

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from controlplane.domain.errors import ConflictError, PermanentError, TransientE
 
 APPLY = "application/apply-patch+yaml"
 MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 JsonObject = dict[str, Any]
 
 
@@ -95,7 +96,7 @@ CUSTOM: dict[tuple[str, str], tuple[str, str, str]] = {
 class PlannedWrite:
     """A write a dry run would have sent."""
 
-    verb: str  # apply | merge_patch | scale | evict | create | replace
+    verb: str  # apply | merge_patch | json_patch | scale | evict | create | replace
     api_version: str
     kind: str
     name: str
@@ -228,6 +229,19 @@ class KubeApi:
         method = (self.custom.patch_cluster_custom_object if (api_version, kind) in CUSTOM
                   else self._typed(api_version, kind, "patch"))
         return self._call(method, *args, field_manager=self.field_manager, _content_type=MERGE)
+
+    def json_patch(self, api_version: str, kind: str, name: str,
+                   operations: Sequence[JsonObject], namespace: str = "") -> JsonObject:
+        """RFC 6902 operations (e.g. replace a list or a map whole, which an apply or a merge
+        patch would merge with what other managers set)."""
+        if self.dry_run:
+            return self.note(PlannedWrite("json_patch", api_version, kind, name, namespace,
+                                          {"operations": [*operations]}))
+        args = (*self._scoped_args(api_version, kind, name, namespace), [*operations])
+        method = (self.custom.patch_cluster_custom_object if (api_version, kind) in CUSTOM
+                  else self._typed(api_version, kind, "patch"))
+        return self._call(method, *args, field_manager=self.field_manager,
+                          _content_type=JSON_PATCH)
 
     def create(self, obj: JsonObject) -> JsonObject:
         api_version, kind = obj["apiVersion"], obj["kind"]

@@ -90,7 +90,8 @@ class Inventory:
     nodepools: dict[str, JsonObject]
     mig_configs: dict[str, list[dict[str, object]]]
     notes: tuple[str, ...] = field(default=())
-    placeholders: dict[str, int] = field(default_factory=dict)  # pool -> placeholder replicas
+    # pool -> its warm-capacity placeholder Deployment
+    placeholders: dict[str, JsonObject] = field(default_factory=dict)
 
     def node(self, name: str) -> NodeInfo | None:
         return next((node for node in self.nodes if node.name == name), None)
@@ -240,8 +241,7 @@ def fetch_inventory(api: KubeApi, settings: KubernetesSettings,
         except ValueError as error:
             notes.append(f"configmap {settings.mig_config_map}: {error}")
     placeholders = {
-        (o["metadata"].get("labels") or {}).get(n.WARM_POOL_LABEL, ""):
-            int((o.get("spec") or {}).get("replicas", 1))
+        (o["metadata"].get("labels") or {}).get(n.WARM_POOL_LABEL, ""): o
         for o in api.list("apps/v1", "Deployment", settings.namespace,
                           label_selector=n.WARM_POOL_LABEL)}
     return Inventory(nodes, pods, tuple(workloads), budgets, nodepool_objs, mig_configs,

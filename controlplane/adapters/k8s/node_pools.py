@@ -35,7 +35,11 @@ stale one; server-side apply drops the fields an earlier shape had.
 The NodePool is written last: the reader takes a pool's size from its annotation, so the annotation
 only moves once every other write has succeeded. A write that fails leaves the old size observed,
 and the next tick plans (and writes) the whole target again. So does a placeholder Deployment or
-a GPU limit that someone else deleted or edited: the reader marks the pool's target not intact.
+a GPU limit that someone else deleted or edited (drift.py: the placeholders' replicas, GPU
+resource and count, nodeSelector, affinity, tolerations, priority class): the reader marks the
+pool's target not intact. An apply leaves the fields another manager added (a nodeSelector key,
+a GPU limit in a container) in place, so when what it returns still differs, a JSON patch
+replaces those pod-template fields whole; a second write of the same target is the apply alone.
 """
 
 from __future__ import annotations
@@ -43,7 +47,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from controlplane.adapters.k8s.api import KubeApi
+from controlplane.adapters.k8s.drift import placeholder_drift, reset_pod_template
 from controlplane.adapters.k8s.manifests import (
+    JsonObject,
     nodepool_size,
     placeholder_deployment,
     placeholder_priority_class,
@@ -68,6 +74,14 @@ def mig_capable(product: str) -> bool:
     return bool(catalog and catalog.mig_capable)
 
 
+def pool_placeholders(pool: PoolSpec, settings: KubernetesSettings, nodes: int) -> JsonObject:
+    """The placeholder Deployment Headroom writes for ``pool`` at ``nodes`` nodes."""
+    return placeholder_deployment(
+        pool.name, settings.nodepool_names.get(pool.name, pool.name), pool.gpus_per_node, nodes,
+        settings.namespace, settings.placeholder_priority_class, settings.placeholder_image,
+        mig_capable=mig_capable(pool.product))
+
+
 class K8sNodePoolActuator:
     def __init__(self, api: KubeApi, settings: KubernetesSettings, pools: Sequence[PoolSpec],
                  floors: Floors = no_floors) -> None:
@@ -85,10 +99,7 @@ class K8sNodePoolActuator:
         if self.api.read("karpenter.sh/v1", "NodePool", nodepool) is None:
             raise PermanentError(f"pool {pool.name}: Karpenter NodePool {nodepool} not found")
         self.api.apply(placeholder_priority_class(self.settings.placeholder_priority_class))
-        self.api.apply(placeholder_deployment(
-            pool.name, nodepool, pool.gpus_per_node, nodes, self.settings.namespace,
-            self.settings.placeholder_priority_class, self.settings.placeholder_image,
-            mig_capable=mig_capable(pool.product)))
+        self._write_placeholders(pool_placeholders(pool, self.settings, nodes))
         try:
             self.api.apply(nodepool_size(nodepool, nodes, pool.gpus_per_node))  # commit point
         except (TransientError, PermanentError) as error:  # same class: same retry verdict
@@ -96,6 +107,17 @@ class K8sNodePoolActuator:
                               f"already asks for {nodes} nodes") from None
         held = f" (held at the relayout surge floor {floor})" if floor > requested else ""
         return f"pool {pool.name} target {nodes} nodes{held}"
+
+    def _write_placeholders(self, wanted: JsonObject) -> None:
+        """Apply the Deployment; when what the apply returns still differs (another manager,
+        e.g. kubectl edit, added a nodeSelector key or a GPU resource Headroom never applied,
+        which an apply leaves in place), replace those pod-template fields with a JSON patch."""
+        applied = self.api.apply(wanted)
+        if not placeholder_drift(wanted, applied):
+            return
+        meta = wanted["metadata"]
+        self.api.json_patch("apps/v1", "Deployment", meta["name"],
+                            reset_pod_template(wanted, applied), meta["namespace"])
 
     def set_size(self, pool: str, nodes: int) -> ActionOutcome:
         """Absolute target; idempotent. Unknown pool or missing NodePool: non-retryable."""

@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from controlplane.adapters.k8s import names as n
 from controlplane.adapters.k8s.api import KubeApi
+from controlplane.adapters.k8s.drift import placeholder_drift
 from controlplane.adapters.k8s.inventory import (
     Inventory,
     NodeInfo,
@@ -15,6 +17,7 @@ from controlplane.adapters.k8s.inventory import (
     fetch_inventory,
     offered_mig,
 )
+from controlplane.adapters.k8s.node_pools import pool_placeholders
 from controlplane.adapters.k8s.quantity import count, cpu_milli, memory_mib
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.models import SharingMode
@@ -97,18 +100,23 @@ def target_nodes(pool: PoolSpec, nodepool: dict[str, object] | None, registered:
 
 
 def pool_drift(pool: PoolSpec, nodepool: dict[str, object] | None,
-               placeholders: int | None) -> str:
+               placeholders: dict[str, Any] | None, settings: KubernetesSettings) -> str:
     """What no longer holds the size Headroom committed to the pool's NodePool (the placeholder
-    Deployment's replicas, the NodePool's GPU limit), e.g. deleted or edited by someone else;
-    "" when both hold it, or Headroom has not sized the pool."""
+    Deployment: its replicas, the GPUs its pods ask for and the nodes they may run on; the
+    NodePool's GPU limit), e.g. deleted or edited by someone else; "" when all hold it, or
+    Headroom has not sized the pool."""
     target = _annotated_target(nodepool) if nodepool else None
     if nodepool is None or target is None:
         return ""
     changed = []
     if placeholders is None:
         changed.append(f"placeholder Deployment {n.placeholder_name(pool.name)} missing")
-    elif placeholders != target:
-        changed.append(f"placeholder Deployment holds {placeholders} nodes")
+    else:
+        replicas = (placeholders.get("spec") or {}).get("replicas", 1)
+        if replicas != target:
+            changed.append(f"placeholder Deployment holds {replicas} nodes")
+        changed.extend(placeholder_drift(pool_placeholders(pool, settings, target),
+                                         placeholders))
     limit, wanted = _gpu_limit(nodepool), target * pool.gpus_per_node
     try:
         limited = count(limit) if limit is not None else None
@@ -146,7 +154,7 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
         mine = [node for node in nodes if node.pool == pool.name]
         ready = sum(1 for node in mine if node.ready)
         nodepool = inventory.nodepools.get(settings.nodepool_names.get(pool.name, pool.name))
-        drift = pool_drift(pool, nodepool, inventory.placeholders.get(pool.name))
+        drift = pool_drift(pool, nodepool, inventory.placeholders.get(pool.name), settings)
         if drift:
             notes.append(drift)
         observed_pools.append(ObservedPool(pool.name, pool.product, pool.gpus_per_node, ready,
