@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from scheduler.domain.catalog import lookup
+from scheduler.domain.catalog import PRODUCTS, lookup
 from scheduler.domain.mig import solve_layout
 
 CONFIG_PREFIX = "headroom-"
@@ -167,6 +167,48 @@ def layout_from_entries(product: str, entries: list[dict[str, object]]) -> NodeM
                          ) if isinstance(counts, dict) else ()
         groups.append(DeviceGroupLayout(indices, profiles, bool(entry.get("mig-enabled", True))))
     return NodeMigLayout(product, tuple(groups))
+
+
+def _ids(product: str) -> tuple[str, ...]:
+    catalog = lookup(product)
+    return catalog.pci_device_ids if catalog is not None else ()
+
+
+def scoped_entries(layout: NodeMigLayout) -> list[dict[str, object]]:
+    """``mig_parted_entries`` with a ``device-filter`` naming the product's PCI device ids (as
+    mig-parted's own defaults do), so the config lays out only that product's GPUs; unscoped
+    when the catalog knows no ids for the product."""
+    ids = _ids(layout.product)
+    entries = mig_parted_entries(layout)
+    return [{"device-filter": list(ids), **entry} for entry in entries] if ids else entries
+
+
+def with_product_entries(entries: list[dict[str, object]],
+                         layout: NodeMigLayout) -> list[dict[str, object]]:
+    """One config's ``entries`` (possibly for several products) with those that apply to
+    ``layout.product``'s GPUs replaced by ``scoped_entries(layout)``: other products' entries
+    stay; one that also applied to other GPUs (no filter, or a filter naming several families)
+    stays for those GPUs only. Unchanged when the product's entries already are these."""
+    product, scoped = layout.product, scoped_entries(layout)
+    if [e for e in entries if _filter_matches(product, e.get("device-filter"))] == scoped:
+        return entries
+    mine = {i.lower() for i in _ids(product)}
+    if not mine:
+        return scoped
+    others = [i for p in PRODUCTS for i in p.pci_device_ids if i.lower() not in mine]
+    kept: list[dict[str, object]] = []
+    for entry in entries:
+        wanted = entry.get("device-filter")
+        if not _filter_matches(product, wanted):
+            kept.append(entry)
+            continue
+        listed = [wanted] if isinstance(wanted, str) else wanted
+        rest = others if wanted is None else [
+            str(i) for i in listed if str(i).strip().lower() not in mine] if isinstance(
+            listed, list) else []
+        if rest:
+            kept.append({**entry, "device-filter": rest})
+    return kept + scoped
 
 
 def builtin_layout(product: str, name: str) -> NodeMigLayout | None:

@@ -71,8 +71,10 @@ def test_relayout_drains_through_evictions_relabels_and_uncordons(apiserver: Api
         [r for r in apiserver.writes() if r.path.endswith("/eviction")])
     config = yaml.safe_load(apiserver.get("v1", "ConfigMap", "headroom-mig-parted-config",
                                           GPU_OPERATOR_NS)["data"]["config.yaml"])
-    assert config["mig-configs"][TO] == [{"devices": "all", "mig-enabled": True, "mig-devices": {
-        "3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]
+    assert config["mig-configs"][TO] == [{  # scoped to the A100-80GB's GPUs
+        "device-filter": ["0x20B210DE", "0x20B510DE", "0x20F310DE", "0x20F510DE"],
+        "devices": "all", "mig-enabled": True, "mig-devices": {
+            "3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]
     assert FROM in config["mig-configs"]  # the rollback target stays resolvable
     assert mig_parted_problems(yaml.safe_dump(config), "A100-80GB") == []
 

@@ -16,7 +16,12 @@ from controlplane.adapters.k8s.manifests import (
 )
 from controlplane.adapters.k8s.names import MIG_PARTED_KEY
 from controlplane.domain.errors import PermanentError
-from controlplane.domain.mig_layout import ALL_DISABLED, NodeMigLayout, builtin_layout
+from controlplane.domain.mig_layout import (
+    ALL_DISABLED,
+    NodeMigLayout,
+    builtin_layout,
+    layout_from_entries,
+)
 from controlplane.domain.sharing_config import SharingLayout, config_name
 
 
@@ -45,7 +50,10 @@ def ensure_sharing_config(api: KubeApi, name: str, namespace: str, layout: Shari
 def ensure_mig_configs(api: KubeApi, name: str, namespace: str, target: str,
                        layout: NodeMigLayout, rollback: str) -> None:
     """Add ``target`` to mig-parted's config.yaml, and keep ``rollback`` (the node's previous
-    config, when it is one of mig-parted's defaults) and all-disabled resolvable."""
+    config, when it is one of mig-parted's defaults) and all-disabled resolvable for the
+    node's product. Every entry written is scoped to the product's GPUs by ``device-filter``,
+    and a name other products' nodes select keeps their entries: on a fleet of several MIG
+    products one config name holds one entry per product, as mig-parted's defaults do."""
 
     def merge(data: dict[str, str]) -> dict[str, str]:
         try:
@@ -54,8 +62,9 @@ def ensure_mig_configs(api: KubeApi, name: str, namespace: str, target: str,
             raise PermanentError(f"configmap {namespace}/{name}: {error}") from None
         layouts = {target: layout}
         for keep in (rollback, ALL_DISABLED):
-            known = builtin_layout(layout.product, keep) if keep not in configs else None
-            if known is not None:
+            known = builtin_layout(layout.product, keep)
+            if known is not None and (keep not in configs or layout_from_entries(
+                    layout.product, configs[keep]) != known):
                 layouts[keep] = known
         merged = with_mig_configs(configs, layouts)
         if merged == configs:

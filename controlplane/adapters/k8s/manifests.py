@@ -17,7 +17,7 @@ from controlplane.adapters.k8s.names import (
     WARM_POOL_LABEL,
     placeholder_name,
 )
-from controlplane.domain.mig_layout import NodeMigLayout, mig_parted_entries
+from controlplane.domain.mig_layout import NodeMigLayout, with_product_entries
 from controlplane.domain.sharing_config import SharingLayout, device_plugin_config
 
 JsonObject = dict[str, Any]
@@ -104,4 +104,7 @@ def mig_parted_configs(text: str) -> dict[str, list[dict[str, object]]]:
 
 def with_mig_configs(current: dict[str, list[dict[str, object]]],
                      layouts: dict[str, NodeMigLayout]) -> dict[str, list[dict[str, object]]]:
-    return {**current, **{name: mig_parted_entries(layout) for name, layout in layouts.items()}}
+    """``current`` with each named config laying out its layout's product as the layout says,
+    scoped by device-filter; the entries of the name for other products stay."""
+    return {**current, **{name: with_product_entries(current.get(name, []), layout)
+                          for name, layout in layouts.items()}}
