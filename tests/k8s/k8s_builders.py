@@ -94,17 +94,30 @@ def pdb(name: str, match_labels: dict[str, str], *, namespace: str = MODELS_NS,
             "metadata": {"name": name, "namespace": namespace}, "spec": spec}
 
 
-def nodepool(name: str, *, gpu_name: str = "a100", limits: dict[str, str] | None = None
-             ) -> dict[str, Any]:
+# what a pool's NodePool pins by default (GPUs per instance, per-GPU MiB), as the settings'
+# pools are sized: 8 x A100-80GB, 4 x L4
+_SHAPES = {"a100": ("8", "81920"), "l4": ("4", "")}
+
+
+def nodepool(name: str, *, gpu_name: str = "a100", limits: dict[str, str] | None = None,
+             pinned: bool = True) -> dict[str, Any]:
+    """A GPU NodePool; ``pinned``: its requirements also fix the GPUs per instance and (for
+    A100, made with 40 and 80 GB) the GPU memory, so it launches only the pool's shape."""
+    requirements: list[dict[str, Any]] = [
+        {"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In", "values": [gpu_name]},
+        {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}]
+    gpus, memory_mib = _SHAPES.get(gpu_name, ("", ""))
+    if pinned and gpus:
+        requirements.append({"key": "karpenter.k8s.aws/instance-gpu-count", "operator": "In",
+                             "values": [gpus]})
+    if pinned and memory_mib:
+        requirements.append({"key": "karpenter.k8s.aws/instance-gpu-memory", "operator": "In",
+                             "values": [memory_mib]})
     spec: dict[str, Any] = {
         "template": {
             "metadata": {"labels": {"headroom.dev/pool": name}},
             "spec": {
-                "requirements": [
-                    {"key": "karpenter.k8s.aws/instance-gpu-name", "operator": "In",
-                     "values": [gpu_name]},
-                    {"key": "karpenter.sh/capacity-type", "operator": "In",
-                     "values": ["on-demand"]}],
+                "requirements": requirements,
                 "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass",
                                  "name": "gpu"},
                 "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],

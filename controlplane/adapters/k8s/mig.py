@@ -13,6 +13,7 @@ from controlplane.adapters.k8s.api import KubeApi, NotFoundError, PlannedWrite, 
 from controlplane.adapters.k8s.configmaps import ensure_mig_configs
 from controlplane.adapters.k8s.inventory import Inventory, free_gpu_resources
 from controlplane.adapters.k8s.node_pools import K8sNodePoolActuator
+from controlplane.adapters.k8s.nodepool_pins import pin_problem
 from controlplane.adapters.k8s.outcomes import failed
 from controlplane.adapters.k8s.reader import K8sClusterReader, target_nodes
 from controlplane.domain.actions import ActionOutcome
@@ -107,6 +108,12 @@ class K8sMigRelayoutActuator:
         if info is None or not info.pool:
             return failed(node, f"unknown node {node} (or not in a configured pool)")
         target = config_name(layout)
+        pool = self.pools.get(info.pool)
+        nodepool = self.node_pools.nodepool_name(info.pool)
+        unpinned = pin_problem(pool, nodepool, inventory.nodepools.get(nodepool)) if (
+            pool is not None and layout.is_mig_enabled()) else ""
+        if unpinned:  # a geometry for one product, on a node that may be another
+            return failed(node, f"node {node}: {unpinned}")
         active = self.store.active_relayouts()
         mine = next((r for r in active if r.node == node), None)
         if mine is not None:

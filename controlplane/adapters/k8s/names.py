@@ -23,6 +23,12 @@ MIG_PARTED_KEY = "config.yaml"
 # Kubernetes' well-known node label, Karpenter's and Headroom's own.
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 KARPENTER_NODEPOOL = "karpenter.sh/nodepool"
+# Karpenter's (AWS provider) instance labels a NodePool's requirements pin a GPU shape with
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+KARPENTER_INSTANCE_FAMILY = "karpenter.k8s.aws/instance-family"
+KARPENTER_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
+KARPENTER_GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
+KARPENTER_GPU_MEMORY = "karpenter.k8s.aws/instance-gpu-memory"  # MiB per GPU
 POOL_LABEL = "headroom.dev/pool"
 WARM_POOL_LABEL = "headroom.dev/warm-pool"
 MODEL_NAME_ANNOTATION = "headroom.dev/model-name"

@@ -18,6 +18,7 @@ from controlplane.adapters.k8s.inventory import (
     offered_mig,
 )
 from controlplane.adapters.k8s.node_pools import pool_placeholders
+from controlplane.adapters.k8s.nodepool_pins import pin_problem
 from controlplane.adapters.k8s.quantity import count, cpu_milli, memory_mib
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.models import SharingMode
@@ -153,10 +154,14 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
     for pool in pools:
         mine = [node for node in nodes if node.pool == pool.name]
         ready = sum(1 for node in mine if node.ready)
-        nodepool = inventory.nodepools.get(settings.nodepool_names.get(pool.name, pool.name))
+        nodepool_name = settings.nodepool_names.get(pool.name, pool.name)
+        nodepool = inventory.nodepools.get(nodepool_name)
         drift = pool_drift(pool, nodepool, inventory.placeholders.get(pool.name), settings)
         if drift:
             notes.append(drift)
+        unpinned = pin_problem(pool, nodepool_name, nodepool)
+        if unpinned:
+            notes.append(unpinned)
         observed_pools.append(ObservedPool(pool.name, pool.product, pool.gpus_per_node, ready,
                                            len(mine) - ready,
                                            target_nodes(pool, nodepool, len(mine)),
