@@ -55,6 +55,34 @@ def test_set_replicas_reaches_statefulsets_and_scales_to_zero(apiserver: ApiServ
     assert apiserver.get("apps/v1", "StatefulSet", "llm", MODELS_NS)["spec"]["replicas"] == 0
 
 
+def hpa(name: str, target: str, kind: str = "Deployment") -> dict[str, object]:
+    """An autoscaling/v2 HPA on ``target`` (as KEDA makes for a ScaledObject)."""
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": name, "namespace": MODELS_NS},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": kind, "name": target},
+                     "minReplicas": 1, "maxReplicas": 10,
+                     "metrics": [{"type": "Resource", "resource": {
+                         "name": "cpu", "target": {"type": "Utilization",
+                                                   "averageUtilization": 80}}}]}}
+
+
+def test_a_workload_an_hpa_scales_is_left_to_it_naming_the_hpa(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(model_deployment("language/m-large", replicas=1))
+    apiserver.seed(hpa("keda-hpa-m-large", "language-m-large"))
+    apiserver.seed(hpa("other", "language-m-large", kind="StatefulSet"))  # not this workload
+    outcome = leading(apiserver, clock).replicas.set_replicas("language/m-large", 4)
+    assert not outcome.ok and not outcome.retryable
+    assert outcome.message == (
+        "model language/m-large: HorizontalPodAutoscaler models/keda-hpa-m-large scales "
+        "Deployment models/language-m-large and would undo a scale to 4 replicas; Headroom "
+        "leaves it to the HPA (scale it on Headroom's forecasts through the KEDA external "
+        "scaler); reason hpa_owns_workload")
+    stored = apiserver.get("apps/v1", "Deployment", "language-m-large", MODELS_NS)
+    assert stored["spec"]["replicas"] == 1
+    assert [r for r in apiserver.writes() if r.path.endswith("/scale")] == []
+
+
 def test_unknown_or_ambiguous_models_fail_without_retry(apiserver: ApiServer,
                                                         clock: VirtualClock) -> None:
     backend = leading(apiserver, clock)

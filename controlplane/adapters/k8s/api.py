@@ -86,6 +86,9 @@ KINDS: dict[tuple[str, str], Kind] = {
                                                "pod_disruption_budget_for_all_namespaces"),
     ("coordination.k8s.io/v1", "Lease"): Kind("coordination", "namespaced_lease", True,
                                               "lease_for_all_namespaces"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler"): Kind(
+        "autoscaling", "namespaced_horizontal_pod_autoscaler", True,
+        "horizontal_pod_autoscaler_for_all_namespaces"),
 }
 CUSTOM: dict[tuple[str, str], tuple[str, str, str]] = {
     ("karpenter.sh/v1", "NodePool"): ("karpenter.sh", "v1", "nodepools"),
@@ -127,6 +130,7 @@ class KubeApi:
         self.scheduling = client.SchedulingV1Api(api_client)
         self.policy = client.PolicyV1Api(api_client)
         self.coordination = client.CoordinationV1Api(api_client)
+        self.autoscaling = client.AutoscalingV2Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self._planned: list[PlannedWrite] = []
         self._lock = threading.Lock()

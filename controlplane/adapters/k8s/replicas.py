@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from controlplane.adapters.k8s.api import KubeApi
+from controlplane.adapters.k8s.api import KubeApi, NotFoundError
 from controlplane.adapters.k8s.inventory import WorkloadInfo, parse_workload
 from controlplane.adapters.k8s.names import MODEL_NAME_ANNOTATION, label_value
 from controlplane.adapters.k8s.outcomes import failed, outcome_of
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.errors import PermanentError
 from controlplane.settings import KubernetesSettings
+
+HPA_OWNS_WORKLOAD = "hpa_owns_workload"
 
 
 class K8sReplicaActuator:
@@ -42,6 +44,19 @@ class K8sReplicaActuator:
             f"{label} but serves model {other.model} (its annotation {MODEL_NAME_ANNOTATION}, "
             f"else the label); set that annotation to {model}")
 
+    def _autoscaler_of(self, workload: WorkloadInfo) -> str:
+        """The name of an HPA (KEDA makes one per ScaledObject) whose scale target is the
+        workload; "" when none is (or the cluster serves no autoscaling/v2)."""
+        try:
+            found = self.api.list("autoscaling/v2", "HorizontalPodAutoscaler", workload.namespace)
+        except NotFoundError:
+            return ""
+        for hpa in found:
+            target = (hpa.get("spec") or {}).get("scaleTargetRef") or {}
+            if (target.get("kind"), target.get("name")) == (workload.kind, workload.name):
+                return str(hpa["metadata"]["name"])
+        return ""
+
     def _scale(self, model: str, replicas: int) -> str:
         labelled = self.labelled(model)
         workloads = [w for w in labelled if w.model == model]
@@ -52,13 +67,22 @@ class K8sReplicaActuator:
             raise PermanentError(f"model {model} is served by several workloads ({names}); "
                                  "label exactly one")
         workload = workloads[0]
+        autoscaler = self._autoscaler_of(workload)
+        if autoscaler:
+            raise PermanentError(
+                f"model {model}: HorizontalPodAutoscaler {workload.namespace}/{autoscaler} "
+                f"scales {workload.kind} {workload.namespace}/{workload.name} and would undo a "
+                f"scale to {replicas} replicas; Headroom leaves it to the HPA (scale it on "
+                "Headroom's forecasts through the KEDA external scaler); reason "
+                f"{HPA_OWNS_WORKLOAD}")
         self.api.scale(workload.kind, workload.name, workload.namespace, replicas)
         return (f"model {model} target {replicas} replicas "
                 f"({workload.kind} {workload.namespace}/{workload.name})")
 
     def set_replicas(self, model: str, replicas: int) -> ActionOutcome:
         """Absolute target through ``/scale`` (merge patch; idempotent). No workload labelled
-        with the model, or more than one, is a non-retryable failure."""
+        with the model, or more than one, or one a HorizontalPodAutoscaler scales (it would
+        undo the scale, and the two would fight every tick), is a non-retryable failure."""
         if replicas < 0:
             return failed(model, f"negative replicas {replicas}")
         return outcome_of(model, lambda: self._scale(model, replicas))

@@ -43,6 +43,8 @@ RESOURCES: tuple[ResourceType, ...] = (
     _r("apps", "v1", "statefulsets", "StatefulSet", True, "status", "scale"),
     _r("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
     _r("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, "status"),
+    _r("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", True,
+       "status"),
     _r("coordination.k8s.io", "v1", "leases", "Lease", True),
     _r("karpenter.sh", "v1", "nodepools", "NodePool", False, "status"),
 )
