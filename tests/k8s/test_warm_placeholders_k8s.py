@@ -7,13 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 from apiserver import ApiServer
-from k8s_builders import HEADROOM_NS, gpu_node, gpu_pod, nodepool
-from k8s_harness import assert_schema_valid, make_backend
+from k8s_builders import HEADROOM_NS, gpu_node, gpu_pod, k8s_settings, nodepool
+from k8s_harness import assert_schema_valid, client_for, make_backend
 from relayout_scenario import SLICE, TARGET, relayout_actuator, seed
 
+from controlplane.adapters.k8s.api import KubeApi
 from controlplane.adapters.k8s.backend import K8sBackend
 from controlplane.adapters.k8s.quantity import count
+from controlplane.adapters.k8s.reader import K8sClusterReader
 from controlplane.domain.mig_relayout import RelayoutPhase
+from controlplane.settings import pool_specs
 from controlplane.sim.clock import VirtualClock
 from controlplane.store.relayout import MemoryRelayoutStore
 
@@ -221,3 +224,18 @@ def _whole_gpu_shape(pool: str, gpus: int, replicas: int) -> dict[str, Any]:
                                                           "cpu": "10m", "memory": "16Mi"},
                                              "limits": {"nvidia.com/gpu": str(gpus),
                                                         "memory": "16Mi"}}}]}}}}
+
+
+def test_placeholders_of_a_pool_no_longer_configured_are_named_in_the_notes(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(nodepool("l4", gpu_name="l4"))
+    assert leading(apiserver, clock).node_pools.set_size("l4", 2).ok
+    settings = k8s_settings()
+    pools = tuple(p for p in pool_specs(settings) if p.name != "l4")  # l4 taken out of config
+    reader = K8sClusterReader(KubeApi(client_for(apiserver), "headroom"), settings.k8s, pools,
+                              clock)
+    assert [n for n in reader.snapshot().notes if "headroom-warm-l4" in n] == [
+        "placeholder Deployment headroom/headroom-warm-l4 holds 2 nodes for pool l4, which is "
+        "not configured: nothing resizes it now; scale it to 0 or delete it to let the nodes "
+        "go"]
+    assert placeholder(apiserver, "l4")["spec"]["replicas"] == 2  # noted, not touched

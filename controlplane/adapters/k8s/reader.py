@@ -131,6 +131,22 @@ def pool_drift(pool: PoolSpec, nodepool: dict[str, object] | None,
             "(changed outside Headroom); writing the target again")
 
 
+def _orphaned_placeholders(inventory: Inventory, configured: set[str]) -> list[str]:
+    """Placeholder Deployments of pools no longer configured (removed or renamed): nothing
+    resizes them, so their pods would hold their nodes, and their cost, for good. Named, not
+    touched: the operator may be moving the pool."""
+    notes = []
+    for pool, deployment in sorted(inventory.placeholders.items()):
+        replicas = (deployment.get("spec") or {}).get("replicas", 1)
+        if pool in configured or not replicas:
+            continue
+        meta = deployment.get("metadata") or {}
+        notes.append(f"placeholder Deployment {meta.get('namespace')}/{meta.get('name')} holds "
+                     f"{replicas} nodes for pool {pool}, which is not configured: nothing "
+                     "resizes it now; scale it to 0 or delete it to let the nodes go")
+    return notes
+
+
 def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: KubernetesSettings,
                   load: LoadSource | None, now: datetime,
                   max_sample_age_s: float | None = None) -> ObservedState:
@@ -166,6 +182,7 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
                                            len(mine) - ready,
                                            target_nodes(pool, nodepool, len(mine)),
                                            target_intact=not drift))
+    notes.extend(_orphaned_placeholders(inventory, {pool.name for pool in pools}))
     by_model: dict[str, list[int]] = {}
     for workload in inventory.workloads:
         if workload.model:
