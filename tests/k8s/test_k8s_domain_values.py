@@ -25,6 +25,7 @@ from controlplane.domain.mig_layout import (
     layout_problems,
     mig_parted_entries,
     uniform,
+    with_product_entries,
 )
 from controlplane.domain.models import SharingMode
 from controlplane.domain.sharing_config import (
@@ -206,3 +207,15 @@ def test_a_leader_stops_leading_before_any_follower_may_take_over() -> None:
     assert leads_until(T0, TIMING) < T0 + timedelta(seconds=TIMING.lease_duration_s)
     with pytest.raises(ValueError, match="renew_deadline_s"):
         LeaseTiming(lease_duration_s=10, renew_deadline_s=10)
+
+
+def test_replacing_one_products_entries_in_a_default_config_keeps_the_other_families() -> None:
+    # the default all-balanced's 80GB entry also names the H100-80GB's ids: rewritten for the
+    # A100-80GB, the H100 keeps the 80GB entry and the A100-40GB and H200 theirs
+    seven = uniform("A100-80GB", ("7g.80gb",))
+    entries = with_product_entries(DEFAULT_ALL_BALANCED, seven)
+    assert layout_from_entries("A100-80GB", entries) == seven
+    for product in ("A100-40GB", "H100-80GB", "H200-141GB"):
+        assert layout_from_entries(product, entries) == layout_from_entries(
+            product, DEFAULT_ALL_BALANCED), product
+    assert with_product_entries(entries, seven) == entries  # already there: unchanged
