@@ -43,6 +43,11 @@ class PrometheusSettings(Group):
     password: SecretStr | None = Field(None, description="basic auth password; never logged")
     bearer_token_file: Path | None = Field(None, description="file holding a bearer token, "
                                            "read at start (e.g. a mounted Secret); never logged")
+    ca_file: Path | None = Field(None, description="PEM CA bundle an https Prometheus's "
+                                 "certificate is verified against (default: the system's CAs)")
+    insecure_skip_verify: bool = Field(False, description="do not verify an https "
+                                       "Prometheus's certificate (test setups only: the "
+                                       "credentials sent and the load read could be anyone's)")
 
     @field_validator("query", "latency_query")
     @classmethod
@@ -73,6 +78,9 @@ class PrometheusSettings(Group):
         if self.username is not None and self.bearer_token_file is not None:
             raise ValueError("give prometheus.username/password or prometheus.bearer_token_file"
                              ", not both")
+        if self.ca_file is not None and self.insecure_skip_verify:
+            raise ValueError("give prometheus.ca_file (verify against that CA) or "
+                             "prometheus.insecure_skip_verify (do not verify), not both")
         return self
 
 

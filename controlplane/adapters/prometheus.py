@@ -6,6 +6,7 @@ the forecast refresh (``PrometheusHistory``), through the one client that settin
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +37,23 @@ def read_bearer_token(path: Path) -> str:
     return token
 
 
+def tls_verify(settings: PrometheusSettings) -> bool | str:
+    """How an https Prometheus is verified: against ``prometheus.ca_file`` (checked to hold a
+    PEM certificate now: a ConfigError naming the setting otherwise), not at all with
+    ``prometheus.insecure_skip_verify``, else against the system's CAs."""
+    if settings.ca_file is None:
+        return not settings.insecure_skip_verify
+    path = settings.ca_file
+    try:
+        ssl.create_default_context(cafile=str(path))
+    except FileNotFoundError:
+        raise ConfigError(f"prometheus.ca_file {path}: no such file") from None
+    except (OSError, ssl.SSLError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise ConfigError(f"prometheus.ca_file {path}: not a PEM CA bundle ({reason})") from None
+    return str(path)
+
+
 def prometheus_source(settings: PrometheusSettings, url: str | None = None, *,
                       metric: str | None = None, query: str | None = None,
                       models: list[str] | None = None) -> PrometheusSource:
@@ -52,7 +70,7 @@ def prometheus_source(settings: PrometheusSettings, url: str | None = None, *,
             target, metric or settings.metric, query if query is not None else settings.query,
             models, settings.rate_window_s, settings.timeout_s, username=settings.username,
             password=settings.password.get_secret_value() if settings.password else None,
-            bearer_token=token)
+            bearer_token=token, tls_verify=tls_verify(settings))
     except SourceError as error:
         raise ConfigError(f"prometheus: {error}") from None
 

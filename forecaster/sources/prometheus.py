@@ -77,7 +77,7 @@ class PrometheusSource:
                  models: list[str] | None = None,
                  rate_window_s: int = DEFAULT_RATE_WINDOW_S, timeout_s: float = 10.0, *,
                  username: str | None = None, password: str | None = None,
-                 bearer_token: str | None = None) -> None:
+                 bearer_token: str | None = None, tls_verify: bool | str = True) -> None:
         if query is None and preset not in PRESETS:
             raise SourceError(f"unknown metric preset {preset!r}; choose one of "
                               f"{', '.join(PRESETS)} or give a PromQL query with {{model}}")
@@ -95,11 +95,12 @@ class PrometheusSource:
         self._secrets = tuple(s for s in (urlsplit(self.url).password, password, bearer_token)
                               if s)
         self.client = prometheus_client(self.url, timeout_s, username=username,
-                                        password=password, bearer_token=bearer_token)
+                                        password=password, bearer_token=bearer_token,
+                                        verify=tls_verify)
         # a tick's query is not retried: the next tick asks again, within its own timeout
         self.live_client = prometheus_client(self.url, timeout_s, username=username,
                                              password=password, bearer_token=bearer_token,
-                                             retries=0)
+                                             retries=0, verify=tls_verify)
 
     def _hide(self, text: str) -> str:
         """``text`` without a password or token (a requests error may quote the full URL)."""
@@ -291,7 +292,7 @@ class PrometheusSource:
                               f"query ({self._hide(not_api(exc))}): {query}") from exc
         except requests.RequestException as exc:
             raise SourceError(f"Prometheus at {self.shown} is unreachable "
-                              f"({self._hide(short(exc))})") from exc
+                              f"({self._hide(short(exc))}){_auth_hint(exc)}") from exc
         except PrometheusApiClientException as exc:
             raise SourceError(f"Prometheus at {self.shown} rejected the query {query} "
                               f"({self._hide(short(exc))}){_auth_hint(exc)}") from exc
@@ -317,7 +318,7 @@ class PrometheusSource:
         except requests.RequestException as exc:
             raise SourceError(f"Prometheus at {self.shown} is unreachable "
                               f"({self._hide(short(exc))}); no history for model "
-                              f"{model!r}") from exc
+                              f"{model!r}{_auth_hint(exc)}") from exc
         except PrometheusApiClientException as exc:
             raise SourceError(f"Prometheus at {self.shown} rejected the query for model "
                               f"{model!r}: {query} ({self._hide(short(exc))})"
@@ -331,10 +332,13 @@ class PrometheusSource:
 
 def prometheus_client(url: str, timeout_s: float, *, username: str | None = None,
                       password: str | None = None, bearer_token: str | None = None,
-                      retries: int | None = None) -> PrometheusConnect:
+                      retries: int | None = None, verify: bool | str = True
+                      ) -> PrometheusConnect:
     """The one way Headroom builds a Prometheus client: basic auth in the URL or as
     ``username``/``password``, or a bearer token; ``retries`` None keeps the client's own
-    (three, with backoff on 5xx)."""
+    (three, with backoff on 5xx). ``verify``: an https server's certificate is checked against
+    the system's CAs (True), a CA bundle file (its path), or not at all (False: credentials
+    and the load Headroom scales on could then come from anyone on the path)."""
     if bearer_token and (username or password or urlsplit(url).password):
         raise SourceError(f"Prometheus at {shown_url(url)}: give basic auth or a bearer token, "
                           "not both")
@@ -348,7 +352,9 @@ def prometheus_client(url: str, timeout_s: float, *, username: str | None = None
     auth = (username, password) if username is not None else None
     retry = Retry(total=retries, connect=retries, read=retries, status=retries) \
         if retries is not None else None
-    return PrometheusConnect(url=url, headers=headers, auth=auth, disable_ssl=True,
+    session = requests.Session()
+    session.verify = verify
+    return PrometheusConnect(url=url, headers=headers, auth=auth, session=session,
                              timeout=timeout_s, retry=retry)
 
 
@@ -366,6 +372,9 @@ def rates_or_why(model: str, value: float | None, query: str, shown: str,
 
 
 def _auth_hint(exc: BaseException) -> str:
+    if isinstance(exc, requests.exceptions.SSLError):
+        return ("; its TLS certificate is not trusted here: give the CA file that signed it "
+                "(prometheus.ca_file)")
     text = str(exc)
     if any(f"HTTP Status Code {code}" in text for code in _AUTH_REFUSED):
         return "; the credentials were refused (check the username and password or the token)"

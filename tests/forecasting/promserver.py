@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -46,11 +47,12 @@ def free_port() -> int:
 
 @contextmanager
 def prometheus(tmp: Path, families: Sequence[Family], scrape: Sequence[str] = (),
-               route_prefix: str = "", basic_auth: tuple[str, str] | None = None) -> Iterator[str]:
+               route_prefix: str = "", basic_auth: tuple[str, str] | None = None,
+               tls: tuple[Path, Path] | None = None) -> Iterator[str]:
     """Prometheus backfilled with ``families`` and scraping the ``scrape`` targets (HOST:PORT,
     every second); yields its base URL. ``route_prefix`` (e.g. ``/prom``) serves it under a path,
     as behind a proxy; ``basic_auth`` (user, bcrypt hash) requires that user (the URL yielded
-    has no credentials)."""
+    has no credentials); ``tls`` (certificate, key files) serves https."""
     data = tmp / "tsdb"
     data.mkdir(parents=True)
     if families:
@@ -64,12 +66,17 @@ def prometheus(tmp: Path, families: Sequence[Family], scrape: Sequence[str] = ()
     config.write_text("global:\n  scrape_interval: 15s\n"
                       + (f"scrape_configs:\n{jobs}" if jobs else ""))
     port = free_port()
-    url = f"http://127.0.0.1:{port}{route_prefix}"
+    url = f"{'https' if tls else 'http'}://127.0.0.1:{port}{route_prefix}"
     flags = [f"--web.route-prefix={route_prefix}", f"--web.external-url={url}"] \
         if route_prefix else []
+    web_config = ""
     if basic_auth is not None:
+        web_config += f"basic_auth_users:\n  {basic_auth[0]}: '{basic_auth[1]}'\n"
+    if tls is not None:
+        web_config += f"tls_server_config:\n  cert_file: {tls[0]}\n  key_file: {tls[1]}\n"
+    if web_config:
         web = tmp / "web.yml"
-        web.write_text(f"basic_auth_users:\n  {basic_auth[0]}: '{basic_auth[1]}'\n")
+        web.write_text(web_config)
         flags.append(f"--web.config.file={web}")
     proc = subprocess.Popen(
         [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={data}",
@@ -94,7 +101,9 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60.0)
         if proc.poll() is not None:
             raise RuntimeError(f"prometheus exited with {proc.returncode}")
         try:
-            with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
+            unverified = ssl._create_unverified_context()  # readiness only, not the test's reads
+            with urllib.request.urlopen(f"{url}/-/ready", timeout=2,
+                                        context=unverified) as response:
                 if response.status == 200:
                     return
         except urllib.error.HTTPError as exc:
