@@ -374,6 +374,15 @@ class SimRuntime:
             if run_jobs:
                 self.run_due_jobs(now)
 
+    def follow_wall(self, wall_now: datetime) -> None:
+        """Bring virtual time up to ``wall_now`` when it is behind (never back): ``serve``'s
+        simulated fleet runs in real time, so a store resumed after a stop, a start floored to
+        the minute or a slow tick that held the lock past an advance does not leave its ticks
+        stamped behind the wall clock (``headroom status`` would call a running loop stale)."""
+        behind_s = (wall_now - self.clock.now()).total_seconds()
+        if behind_s > 0:
+            self.advance(behind_s, run_jobs=False)
+
     def run_due_jobs(self, now: datetime) -> None:
         if not self.leads():  # the fleet's lease lapsed: nothing is written until it is back
             return

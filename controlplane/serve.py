@@ -83,6 +83,7 @@ def run_serve(settings: Settings, console: Console,
 def _run_sim(settings: Settings, store: Store, engine: PlacementEngine, console: Console,
              clock: Clock, lease: FleetLease, stop_event: threading.Event | None) -> None:
     runtime = SimRuntime.open(settings, store, clock.now(), engine)
+    runtime.follow_wall(clock.now())  # a resumed store: from now, not from its last tick
     runtime.leads = lease.leads
     keda = keda_servicer(settings, store, runtime.clock, runtime.specs)
     stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda),
@@ -91,7 +92,7 @@ def _run_sim(settings: Settings, store: Store, engine: PlacementEngine, console:
                                            stream_workers=keda.max_streams)
     runtime.on_tick = metrics.record if metrics is not None else None
     scheduler = build_scheduler({
-        "sim.advance": (lambda: runtime.advance(1.0, run_jobs=False), 1.0),
+        "sim.advance": (lambda: runtime.follow_wall(clock.now()), 1.0),
         **forecast_jobs(settings, lease.gated(runtime.refresh_forecasts)),
         "reconcile": (lease.gated(runtime.tick), settings.reconcile.interval_s),
         "store.prune": (lease.gated(runtime.prune), settings.db.prune_interval_s),

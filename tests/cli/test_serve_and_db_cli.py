@@ -348,3 +348,44 @@ def test_sim_serve_leaves_the_forecasts_to_forecast_run_when_told(tmp_path: Path
     assert run.returncode == 0, run.stderr
     store = Store.open(f"sqlite:///{db}")
     assert set(store.latest_forecasts()) == set(store.model_names()) != set()
+
+
+def test_sim_serve_resumed_on_a_store_an_hour_old_ticks_at_the_wall_clock_and_status_is_healthy(
+        tmp_path: Path) -> None:
+    """`headroom serve` with the sim backend runs in real time: resumed on a store whose last tick
+    is an hour old, its ticks are stamped with the wall clock, not an hour behind it, so
+    `headroom status` does not call the running loop stale (its virtual clock used to resume
+    from the last tick and fall further behind with every slow tick)."""
+    from datetime import UTC, datetime, timedelta
+
+    from controlplane.runtime import SimRuntime
+    from controlplane.settings import load_settings
+
+    db = tmp_path / "resumed.db"
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f"db:\n  url: sqlite:///{db}\nplacement:\n"
+                      f"  listen: 127.0.0.1:{_free_port()}\n"
+                      "reconcile:\n  interval_s: 1\n  max_staleness_s: 30\n"
+                      "sim:\n  history_s: 3600\nforecast:\n  method: level\n")
+    hour_ago = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
+    store = Store.open(f"sqlite:///{db}", migrate=True)
+    SimRuntime.open(load_settings(config), store, hour_ago).start()  # the last run's tick
+    store.engine.dispose()
+    proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(config)], env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def status_healthy() -> bool:
+        status = subprocess.run([*HEADROOM, "status", "--config", str(config)], env=_env(),
+                                capture_output=True, text=True, timeout=60)
+        return status.returncode == 0
+
+    try:
+        _wait_for(lambda: Store.open(f"sqlite:///{db}").counts()["ticks"] >= 3, 60)
+        last_at = Store.open(f"sqlite:///{db}").last_tick_at()
+        assert last_at is not None
+        assert abs((datetime.now(UTC) - last_at).total_seconds()) < 30
+        _wait_for(status_healthy, 30)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
