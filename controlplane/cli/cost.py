@@ -15,12 +15,13 @@ from rich.console import Console
 from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane import cost_export, cost_reader
+from controlplane.cli.demo_store import demo_store_hint, settings_with_db
 from controlplane.cli.paths import check_output_path, write_atomically
-from controlplane.cli.store_origin import db_url_named, store_error_line
+from controlplane.cli.store_origin import DbOption, db_url_named, store_error_line
 from controlplane.cli.streams import usage_error
 from controlplane.cli.times import parse_utc
 from controlplane.domain import cost_gaps
-from controlplane.settings import ConfigError, load_settings
+from controlplane.settings import ConfigError
 from controlplane.store import Store, StoreUnavailable
 from controlplane.store.engine import redact, sqlite_file
 from forecaster.errors import InputError
@@ -82,19 +83,24 @@ def export(
                                           max=86400.0)] = 60.0,
     warm_namespace: Annotated[str, typer.Option(help="namespace of warm-pool placeholders")]
     = "headroom",
+    db: DbOption = None,
 ) -> None:
     """Write the cost of every GPU, split by slice share to models and tenants, per UTC day."""
     try:
         _check_namespace(warm_namespace, "--warm-namespace")
-        settings = load_settings(config)
+        settings = settings_with_db(config, db)
         url = settings.db.url
         inputs = _store_files(url)
         if config is not None:
             inputs["--config"] = config
         check_output_path(out, "--out", inputs)
-        with db_url_named(settings):
-            engine = Store.open_existing(url, settings.db.connect_timeout_s,
-                                         response_timeout_s=settings.db.response_timeout_s).engine
+        try:
+            with db_url_named(settings):
+                engine = Store.open_existing(
+                    url, settings.db.connect_timeout_s,
+                    response_timeout_s=settings.db.response_timeout_s).engine
+        except StoreUnavailable as error:
+            raise StoreUnavailable(f"{error}{demo_store_hint(settings)}") from None
         span = cost_reader.time_span(engine)
         if span is None:
             console.print(f"store {redact(url)} has no reconcile ticks yet; nothing to export")

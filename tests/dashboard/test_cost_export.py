@@ -268,3 +268,28 @@ def test_a_store_ticking_without_a_gap_marks_no_hour_unrecorded(seeded: Seeded) 
     assert result.unrecorded == ()
     rows = cost_export.opencost_rows(result.accruals, result.requests)
     assert {r["UnrecordedHours"] for r in rows} == {"0"}
+
+
+def test_cost_export_reads_the_sqlite_store_db_names_as_status_and_hint_do(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store_file = Path(seeded.url.removeprefix("sqlite:///"))
+    # --db beats the environment
+    monkeypatch.setenv("HEADROOM_DB__URL", f"sqlite:///{tmp_path / 'elsewhere.db'}")
+    out = tmp_path / "export.csv"
+    code, output = _export("--out", str(out), "--days", "1", "--db", str(store_file))
+    assert code == 0, output
+    assert out.read_text().startswith("Date,Namespace,ControllerKind,ControllerName")
+
+
+def test_cost_export_of_a_missing_default_store_beside_a_demo_store_says_to_pass_db(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    demo_store = tmp_path / ".headroom" / "demo.db"
+    demo_store.parent.mkdir()
+    demo_store.write_bytes(b"")
+    monkeypatch.delenv("HEADROOM_DB__URL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    code, output = _export("--out", "x.csv")
+    assert code == 2
+    assert ("`headroom demo` keeps its store in .headroom/demo.db: pass --db .headroom/demo.db"
+            in " ".join(output.split()))
+    assert not (tmp_path / "headroom.db").exists() and not (tmp_path / "x.csv").exists()
