@@ -4,7 +4,8 @@ usage averages, GPUs, costs, TotalCost) so the file merges with an OpenCost expo
 Headroom's own columns (GPUHours, GPUProduct, Category, Requests, CostPer1MRequests,
 UnrecordedHours).
 
-Mapping: a serving line is namespace = tenant, controller = the model's deployment; warm-pool GPUs
+Mapping: a serving line is namespace = tenant (the model's tenant when the plan was stored, see
+``cost_reader.placed_usage``), controller = the model's deployment; warm-pool GPUs
 are placeholder capacity in Headroom's namespace (``warm-pool-<product>``); idle GPUs are
 OpenCost's ``__idle__``. Labels carry ``headroom_io_*`` keys in OpenCost's sanitised form.
 UnrecordedHours: the hours of the row's day in the window when no plan was recorded (see
@@ -123,8 +124,11 @@ def showback(engine: Engine, prices: PriceTable, since_at: datetime, until_at: d
     snaps = cost_reader.snapshots(engine, samples, tenant_of)
     accruals = accrue([(s.at, fleet_cost_rate(s, prices)) for s in snaps], until_at)
     requests: dict[tuple[str, str], float] = defaultdict(float)
+    # the models billed in the window too: one since removed from the models table still served
+    models = sorted(set(tenant_of) | {a.model for a in accruals
+                                      if a.category is CostCategory.SERVING})
     for day, day_start, day_end in day_spans((a.day for a in accruals), since_at, until_at):
-        for model, served in cost_reader.served_requests(engine, sorted(tenant_of), day_start,
+        for model, served in cost_reader.served_requests(engine, models, day_start,
                                                          day_end).items():
             requests[(day, model)] += served.served_requests
     unrecorded = unrecorded_spans((t.at for t in ticks), since_at, until_at, gap_limit_s)

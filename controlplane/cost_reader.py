@@ -184,12 +184,16 @@ def placed_usage(engine: Engine, plan_ids: Iterable[int],
                  tenant_of: Mapping[str, str]) -> dict[int, tuple[GpuUsage, ...]]:
     """Each plan's GPUs, grouped into identical layouts (product + segments) with counts.
 
-    Vectorised: a GPU's layout is the multiset of its (model, compute slices) segments, keyed by
-    two independent 64-bit sums of random codes per segment (order-free; a collision needs both
-    to agree); segments are read back for one GPU per distinct layout only."""
+    A segment's tenant is the one stored with the placement (the model's tenant when the plan
+    was written); placements stored before tenants were (NULL) take ``tenant_of`` (the models
+    table of today), "unknown" for a model no longer listed.
+
+    Vectorised: a GPU's layout is the multiset of its (model, tenant, compute slices) segments,
+    keyed by two independent 64-bit sums of random codes per segment (order-free; a collision
+    needs both to agree); segments are read back for one GPU per distinct layout only."""
     placements = table("placements")
     columns = (placements.c.plan_id, placements.c.gpu_id, placements.c.product,
-               placements.c.model, placements.c.compute_slices)
+               placements.c.model, placements.c.compute_slices, placements.c.tenant)
     rows: list[tuple[Any, ...]] = []
     for chunk in _chunks(sorted(set(plan_ids)), 500):
         rows.extend(_fetch_int_keyed(engine, select(*columns)
@@ -197,15 +201,20 @@ def placed_usage(engine: Engine, plan_ids: Iterable[int],
                                      .order_by(placements.c.plan_id, placements.c.gpu_id)))
     if not rows:
         return {}
-    plan_col, gpu_col, product_col, model_col, slices_col = zip(*rows, strict=True)
+    plan_col, gpu_col, product_col, model_col, slices_col, tenant_col = zip(*rows, strict=True)
     plan = np.asarray(plan_col, dtype=np.int64)
     gpu = np.asarray(gpu_col, dtype=object)
     slices = np.clip(np.asarray(slices_col, dtype=np.int64), 0, 63)
     model_code, models = pd.factorize(np.asarray(model_col, dtype=object))
     product_code, products = pd.factorize(np.asarray(product_col, dtype=object))
+    today = np.asarray([tenant_of.get(str(m), "unknown") for m in models], dtype=object)
+    stored = np.asarray(tenant_col, dtype=object)
+    tenant_code, tenant_names = pd.factorize(
+        np.where(pd.isna(stored), today[model_code], stored))
     starts = np.flatnonzero(np.r_[True, (plan[1:] != plan[:-1]) | (gpu[1:] != gpu[:-1])])
     ends = np.r_[starts[1:], len(plan)]
-    segment = model_code.astype(np.int64) * 64 + slices
+    pair_code, _ = pd.factorize(model_code.astype(np.int64) * len(tenant_names) + tenant_code)
+    segment = pair_code.astype(np.int64) * 64 + slices
     codes = np.random.default_rng(_HASH_SEED).integers(
         0, 2**63, size=(2, int(segment.max()) + 1), dtype=np.uint64)
     with np.errstate(over="ignore"):
@@ -220,9 +229,10 @@ def placed_usage(engine: Engine, plan_ids: Iterable[int],
         if shape is None:
             lo, hi = int(starts[gpu_at]), int(ends[gpu_at])
             shape = tuple(sorted(
-                (SliceUse(str(m), tenant_of.get(str(m), "unknown"), int(s))
-                 for m, s in zip(models[model_code[lo:hi]], slices[lo:hi], strict=True)),
-                key=lambda u: (u.model, u.compute_slices)))
+                (SliceUse(str(m), str(t), int(s)) for m, t, s in zip(
+                    models[model_code[lo:hi]], tenant_names[tenant_code[lo:hi]], slices[lo:hi],
+                    strict=True)),
+                key=lambda u: (u.model, u.tenant, u.compute_slices)))
             shapes[(product, k0, k1)] = shape
         out[plan_id].append(GpuUsage(str(products[product]), shape, count))
     return {plan_id: tuple(usages) for plan_id, usages in out.items()}

@@ -332,10 +332,17 @@ class Store:
             session.add(ActionRecord(plan_id=plan_row.id, ordinal=ordinal, kind="skipped",
                                      target=skip.target, from_value=skip.kept,
                                      to_value=skip.wanted, reason=skip.reason, skipped=True))
+        # each segment's tenant as the models table has it now: showback of this plan keeps it
+        # when the model is later renamed, removed or moved to another tenant
+        names = sorted({s.model for s in placement.segments})
+        tenant_of = dict(session.exec(
+            select(ModelRecord.name, ModelRecord.tenant)
+            .where(col(ModelRecord.name).in_(names))).all()) if names else {}
         session.add_all([PlacementRecord(
             plan_id=plan_row.id, model=s.model, gpu_id=s.gpu_id, product=s.product, mode=s.mode,
             mig_profile=s.mig_profile, mig_start=s.mig_start, compute_slices=s.compute_slices,
-            throughput_rps=s.throughput_rps) for s in placement.segments])
+            throughput_rps=s.throughput_rps, tenant=tenant_of.get(s.model))
+            for s in placement.segments])
 
     def last_guard_memory(self) -> GuardMemory:
         with self.session() as session:

@@ -172,6 +172,9 @@ class PlacementRecord(SQLModel, table=True):
     mig_start: int = 0
     compute_slices: int = 0
     throughput_rps: float = 0.0
+    #: the model's tenant in the models table when the plan was stored (None: stored before
+    #: 0011, the cost reader takes today's)
+    tenant: str | None = Field(default=None, max_length=100)
 
 
 class GpuPriceRecord(SQLModel, table=True):

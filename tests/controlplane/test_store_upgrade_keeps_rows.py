@@ -44,7 +44,7 @@ ROWS: dict[str, list[dict[str, Any]]] = {
                       applied_at=T1)],
     "placements": [dict(id=1, plan_id=1, model="bert-embed", gpu_id="l4-0/0", product="L4",
                         mode="exclusive", mig_profile="", mig_start=0, compute_slices=0,
-                        throughput_rps=40.0)],
+                        throughput_rps=40.0, tenant="search")],
     "gpu_prices": [dict(product="L4", price_per_gpu_hour=0.75, source="settings",
                         as_of="2026-03-02")],
     "mig_relayouts": [dict(relayout_id="a100-0-0123456789abcdef", node="a100-0", pool="a100",
