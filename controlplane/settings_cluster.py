@@ -25,6 +25,12 @@ class PrometheusSettings(Group):
                                               "label model_name)")
     query: str | None = Field(None, description="custom PromQL with a {model} placeholder (and "
                               "optionally {window}, the rate window) instead of the preset")
+    query_sample_series: str | None = Field(
+        None, description="series selector of the samples the custom query rests on, with "
+        "{model} (e.g. my_requests_total{service=\"{model}\"}): the newest sample's time "
+        "dates the model's rate, so reconcile.max_staleness_s holds a stale one as it does a "
+        "preset's (one more query per model and tick); without it a custom query's rates are "
+        "undated, staleness is not checked for them, and every tick's notes say so")
     latency_query: str | None = Field(None, description="custom PromQL of a model's "
                                       "request latency in ms, with a {model} placeholder (and "
                                       "optionally {window}); default: the metric preset's mean "
@@ -49,12 +55,20 @@ class PrometheusSettings(Group):
                                        "Prometheus's certificate (test setups only: the "
                                        "credentials sent and the load read could be anyone's)")
 
-    @field_validator("query", "latency_query")
+    @field_validator("query", "latency_query", "query_sample_series")
     @classmethod
     def _has_model_placeholder(cls, query: str | None) -> str | None:
         if query is not None and "{model}" not in query:
             raise ValueError(f"PromQL {query!r} has no {{model}} placeholder")
         return query
+
+    @model_validator(mode="after")
+    def _sample_series_dates_a_query(self) -> PrometheusSettings:
+        if self.query_sample_series is not None and self.query is None:
+            raise ValueError("prometheus.query_sample_series dates a custom prometheus.query; "
+                             "the metric presets date their own rates: set query, or remove "
+                             "query_sample_series")
+        return self
 
     @model_validator(mode="after")
     def _latency_quantile_has_a_histogram(self) -> PrometheusSettings:

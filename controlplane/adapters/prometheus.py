@@ -70,7 +70,9 @@ def prometheus_source(settings: PrometheusSettings, url: str | None = None, *,
             target, metric or settings.metric, query if query is not None else settings.query,
             models, settings.rate_window_s, settings.timeout_s, username=settings.username,
             password=settings.password.get_secret_value() if settings.password else None,
-            bearer_token=token, tls_verify=tls_verify(settings))
+            bearer_token=token, tls_verify=tls_verify(settings),
+            # the settings' series dates the settings' query, not one given in its place
+            sample_series=settings.query_sample_series if query is None else None)
     except SourceError as error:
         raise ConfigError(f"prometheus: {error}") from None
 
@@ -96,6 +98,11 @@ class PrometheusLoad:
         self.latency_preset = latency_preset
         self.latency_query = latency_query
         self.latency_quantile = latency_quantile
+        self.undated_why = ""
+        if source.query_template is not None and source.sample_series is None:
+            self.undated_why = ("the custom prometheus.query carries no sample time (set "
+                                "prometheus.query_sample_series)")
+            log.warning("load.undated", extra={"why": self.undated_why})
 
     def measure(self, ready_replicas: Mapping[str, int], at: datetime) -> dict[str, ModelLoad]:
         models = sorted(ready_replicas)
@@ -109,7 +116,8 @@ class PrometheusLoad:
                                  ready * self.replica_rps.get(model, 0.0),
                                  rates.unknown.get(model, ""),
                                  latency_ms=latencies.get(model),
-                                 sampled_at=sampled_at.get(model))
+                                 sampled_at=sampled_at.get(model),
+                                 undated_why=self.undated_why)
                 for model, ready in ready_replicas.items()}
 
     def _latencies_ms(self, models: list[str], at: datetime) -> dict[str, float]:

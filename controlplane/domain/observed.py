@@ -92,6 +92,9 @@ class ModelLoad:
     why: str = ""
     latency_ms: float | None = None
     sampled_at: datetime | None = None  # the newest sample the rate rests on (None: as measured)
+    #: why the source can never date this rate ("" when it can), e.g. a custom PromQL query
+    #: with no sample series: its staleness is not checked, and the tick's notes say so
+    undated_why: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,7 +49,7 @@ from forecaster.sources.prometheus_replies import (
     shown_url,
     vector_samples,
 )
-from forecaster.sources.promql import PRESETS, escape, latency_query
+from forecaster.sources.promql import PRESETS, escape, latency_query, newest_sample
 from forecaster.types import SourcedSeries, TrafficSeries
 
 MAX_POINTS = 10_000
@@ -77,17 +77,23 @@ class PrometheusSource:
                  models: list[str] | None = None,
                  rate_window_s: int = DEFAULT_RATE_WINDOW_S, timeout_s: float = 10.0, *,
                  username: str | None = None, password: str | None = None,
-                 bearer_token: str | None = None, tls_verify: bool | str = True) -> None:
+                 bearer_token: str | None = None, tls_verify: bool | str = True,
+                 sample_series: str | None = None) -> None:
         if query is None and preset not in PRESETS:
             raise SourceError(f"unknown metric preset {preset!r}; choose one of "
                               f"{', '.join(PRESETS)} or give a PromQL query with {{model}}")
         if query is not None and "{model}" not in query:
             raise SourceError(f"PromQL {query!r} has no {{model}} placeholder")
+        if sample_series is not None and (query is None or "{model}" not in sample_series):
+            raise SourceError(f"sample series {sample_series!r}: dates a custom query's rates "
+                              "and needs one, and a {model} placeholder")
         if rate_window_s < 1:
             raise SourceError(f"rate window {rate_window_s} s: must be at least 1 s")
         self.url = url.rstrip("/")
         self.preset = PRESETS.get(preset)
         self.query_template = query
+        #: series selector (with {model}) whose newest sample dates a custom query's rate
+        self.sample_series = sample_series
         self.models = models
         self.rate_window_s = rate_window_s
         self.timeout_s = timeout_s
@@ -212,7 +218,9 @@ class PrometheusSource:
         Prometheus the rest are not asked: each request waits up to ``timeout_s``). A model
         with no series, or a non-finite value, is unknown, never 0. A preset's rates also say
         when their newest sample was taken (a scrape that stopped leaves a rate over a long
-        window that is that old); a custom query's cannot."""
+        window that is that old); a custom query's do only with ``sample_series`` (one more
+        query per model: PromQL cannot tell which series an arbitrary expression rests on, the
+        operator names them)."""
         if self.preset is not None and self.query_template is None:
             got = self._current_grouped(models, at, self.preset.grouped(self.rate_window_s),
                                         self.preset.label)
@@ -230,7 +238,32 @@ class PrometheusSource:
                             "for %d measured model(s) (%s); their rates are taken as of %s",
                             self.shown, len(undated), ", ".join(undated), at.isoformat())
             return replace(got, sampled_at={m: t for m, t in newest.items() if m in got.rates})
-        return self._current_each(models, at, self.query_for)
+        got = self._current_each(models, at, self.query_for)
+        return self._dated_each(got, at) if self.sample_series is not None else got
+
+    def _dated_each(self, got: CurrentRates, at: datetime) -> CurrentRates:
+        """``got`` with each rate's newest sample time from ``sample_series``; a model whose
+        series has no sample (or a failed query) keeps its rate undated, logged."""
+        assert self.sample_series is not None
+        newest: dict[str, float] = {}
+        for model in sorted(got.rates):
+            query = newest_sample(self.sample_series.replace("{model}", escape(model)),
+                                  self.rate_window_s)
+            try:
+                found = self._instant(query, at, None)
+            except SourceError as exc:  # the rates stand; their age is not known
+                log.warning("Prometheus at %s: the newest-sample-time query of %r failed; its "
+                            "rate is taken as of %s: %s", self.shown, model, at.isoformat(), exc)
+                if "unreachable" in str(exc):
+                    break
+                continue
+            if "" in found and math.isfinite(found[""]):
+                newest[model] = found[""]
+            else:
+                log.warning("Prometheus at %s: prometheus.query_sample_series named no sample "
+                            "for model %r (query %s); its rate is taken as of %s", self.shown,
+                            model, query, at.isoformat())
+        return replace(got, sampled_at=newest)
 
     def current_latencies_ms(self, models: Sequence[str], at: datetime, preset: str,
                              template: str | None = None,

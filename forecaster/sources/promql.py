@@ -29,10 +29,15 @@ class Preset:
         vector), else the newest in the last ``window_s`` to within ``SAMPLE_RESOLUTION_S`` (a
         scrape that stopped: a subquery, whose steps are aligned, so it misses the samples
         after its last step and alone would date a live series up to a step too old)."""
-        step_s = min(window_s, SAMPLE_RESOLUTION_S)
-        return (f"max by ({self.label}) (timestamp({self.metric})) or "
-                f"max by ({self.label}) (max_over_time(timestamp({self.metric})"
-                f"[{window_s}s:{step_s}s]))")
+        return newest_sample(self.metric, window_s, f" by ({self.label})")
+
+
+def newest_sample(selector: str, window_s: int, by: str = "") -> str:
+    """The newest sample time (unix s) of the series ``selector`` picks (``Preset.newest_sample``
+    says how), the max over them, grouped ``by`` (e.g. `` by (model)``; "" for one value)."""
+    step_s = min(window_s, SAMPLE_RESOLUTION_S)
+    return (f"max{by} (timestamp({selector})) or "
+            f"max{by} (max_over_time(timestamp({selector})[{window_s}s:{step_s}s]))")
 
 
 PRESETS = {

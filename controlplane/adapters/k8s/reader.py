@@ -193,6 +193,7 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
              if load is not None else None)
     models = []
     sampled: list[datetime] = []  # when the newest sample behind each measured rate was taken
+    undated: dict[str, list[str]] = {}  # why a source cannot date rates -> the models measured
     for model, (target, ready) in sorted(by_model.items()):
         if loads is None:  # no load source: every model 0, as before metrics were wired
             models.append(ObservedModel(model, ready, max(0, target - ready), target, 0.0, 0.0))
@@ -215,6 +216,8 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
                                     "it?)")
         if measured and got.sampled_at is not None:
             sampled.append(got.sampled_at)
+        if measured and got.undated_why:
+            undated.setdefault(got.undated_why, []).append(model)
         if not measured:
             # unknown, not 0: a 0 would be stored as history and size the model for no load
             notes.append(f"{model}: demand not measured this tick: {why}")
@@ -227,6 +230,8 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
                                     demand_rps if demand_rps is not None and measured else 0.0,
                                     capacity_rps, demand_measured=measured,
                                     latency_ms=latency_ms))
+    notes += [f"{len(names)} model(s) ({', '.join(names)}): {why}: reconcile.max_staleness_s "
+              "is not checked for their rates" for why, names in undated.items()]
     if load is None and models:
         notes.append("no load source: demand_rps and capacity_rps are 0")
     # the inventory is listed now; the rates are as old as their samples (a scrape that stopped
