@@ -36,6 +36,7 @@ from controlplane.domain.cost import (
     fleet_cost_rate,
 )
 from controlplane.domain.cost_gaps import UNRECORDED_AFTER_S, Span, unrecorded_spans
+from controlplane.domain.price_history import PriceHistory
 
 OPENCOST_COLUMNS = (
     "Date", "Namespace", "ControllerKind", "ControllerName", "Pod", "Container", "Labels",
@@ -112,17 +113,20 @@ class Showback:
     unrecorded: tuple[Span, ...]  # stretches with no plan recorded (cost_gaps)
 
 
-def showback(engine: Engine, prices: PriceTable, since_at: datetime, until_at: datetime,
-             step_s: float = 60.0, gap_limit_s: float = UNRECORDED_AFTER_S) -> Showback:
+def showback(engine: Engine, prices: PriceTable | PriceHistory, since_at: datetime,
+             until_at: datetime, step_s: float = 60.0,
+             gap_limit_s: float = UNRECORDED_AFTER_S) -> Showback:
     """Accrued cost per day and line over [since_at, until_at), sampling the plan in force every
-    ``step_s`` seconds, requests served per day and model, and the stretches longer than
-    ``gap_limit_s`` with no plan recorded."""
+    ``step_s`` seconds at the prices in force then (a ``PriceTable``: those at every instant),
+    requests served per day and model, and the stretches longer than ``gap_limit_s`` with no
+    plan recorded."""
+    history = prices if isinstance(prices, PriceHistory) else PriceHistory.fixed(prices)
     ticks = cost_reader.planned_ticks(engine, since_at, until_at)
     samples = cost_reader.sample_ticks(ticks, since_at, until_at - timedelta(microseconds=1),
                                        step_s)
     tenant_of = cost_reader.tenants(engine)
     snaps = cost_reader.snapshots(engine, samples, tenant_of)
-    accruals = accrue([(s.at, fleet_cost_rate(s, prices)) for s in snaps], until_at)
+    accruals = accrue([(s.at, fleet_cost_rate(s, history.at(s.at))) for s in snaps], until_at)
     requests: dict[tuple[str, str], float] = defaultdict(float)
     # the models billed in the window too: one since removed from the models table still served
     models = sorted(set(tenant_of) | {a.model for a in accruals

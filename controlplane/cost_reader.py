@@ -44,6 +44,7 @@ from controlplane.domain.cost import (
     SliceUse,
     attribute_warm,
 )
+from controlplane.domain.price_history import PriceChange, PriceHistory
 
 
 def table(name: str) -> Table:
@@ -332,6 +333,20 @@ def configured_prices(engine: Engine) -> tuple[GpuPrice, ...]:
 def price_table(engine: Engine) -> PriceTable:
     """Defaults from REFERENCE.md §10.1, overridden by the store's configured prices."""
     return PriceTable().with_overrides(configured_prices(engine))
+
+
+def price_history(engine: Engine) -> PriceHistory:
+    """The prices in force at each instant: ``price_table`` (today's) for a product without a
+    recorded change, else its recorded changes (``controlplane.domain.price_history``)."""
+    history = table("gpu_price_history")
+    with engine.connect() as connection:
+        rows = list(connection.execute(select(
+            history.c.product, history.c.price_per_gpu_hour, history.c.source, history.c.as_of,
+            history.c.effective_at).order_by(history.c.id)))
+    return PriceHistory(price_table(engine), (
+        PriceChange(None if at is None else as_utc(at), GpuPrice(str(p), float(usd), str(src),
+                                                                 str(as_of)))
+        for p, usd, src, as_of, at in rows))
 
 
 def time_span(engine: Engine) -> tuple[datetime, datetime] | None:

@@ -278,8 +278,11 @@ class SimRuntime:
              engine: PlacementEngine | None = None) -> SimRuntime:
         """Start on a new store (backfilling synthetic history) or resume where it stopped."""
         store.upsert_models(DEMO_MODELS)
-        store.upsert_prices(pool_specs(settings), wall_now)
         last_at = store.last_tick_at()
+        # a changed price bills from the store's (simulated) clock on, where the ticks go on
+        resume_at = None if last_at is None else \
+            last_at + timedelta(seconds=settings.reconcile.interval_s)
+        store.upsert_prices(pool_specs(settings), wall_now, resume_at)
         if last_at is None:
             start_at = wall_now.replace(second=0, microsecond=0)
             # a run stopped before its first tick stored its history: not twice

@@ -88,8 +88,9 @@ def cost_window(url: str, since_at: datetime, until_at: datetime, step_s: float,
     ticks = cost_reader.planned_ticks(engine, since_at, until_at)
     picks = cost_reader.sample_ticks(ticks, since_at, until_at, step_s)
     samples = cost_reader.samples_at(engine, picks, cost_reader.tenants(engine))
-    table = q.prices(url)
-    rated = [(s.snapshot.at, fleet_cost_rate(s.snapshot, table)) for s in samples]
+    history = q.price_history(url)  # a past sample at the prices then in force
+    rated = [(s.snapshot.at, fleet_cost_rate(s.snapshot, history.at(s.snapshot.at)))
+             for s in samples]
     held = [*rated, (until_at, rated[-1][1])] if rated and rated[-1][0] < until_at else rated
     rates = pd.DataFrame(
         [(at, line.category.value, line.usd_per_hour) for at, lines in held for line in lines],

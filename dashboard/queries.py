@@ -16,6 +16,7 @@ from controlplane import cost_reader
 from controlplane.cost_reader import as_utc, table
 from controlplane.domain.cost import GpuPrice, PriceTable
 from controlplane.domain.hints import DemandHint
+from controlplane.domain.price_history import PriceHistory
 from controlplane.store.hints import hints_ending_after
 from controlplane.store.placement_journal import PlacementBindingRecord, live_bindings
 from controlplane.store.profiles import newest_profiles
@@ -236,6 +237,11 @@ def configured_prices(url: str) -> tuple[GpuPrice, ...]:
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def prices(url: str) -> PriceTable:
     return cost_reader.price_table(engine_for(url))
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def price_history(url: str) -> PriceHistory:
+    return cost_reader.price_history(engine_for(url))
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)

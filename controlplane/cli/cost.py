@@ -106,7 +106,7 @@ def export(
             console.print(f"store {redact(url)} has no reconcile ticks yet; nothing to export")
             raise typer.Exit(1)
         since_at, until_at = _window(span, until, days)
-        result = cost_export.showback(engine, cost_reader.price_table(engine), since_at,
+        result = cost_export.showback(engine, cost_reader.price_history(engine), since_at,
                                       until_at, step_s,
                                       cost_gaps.gap_limit_s(settings.reconcile.interval_s))
     except (ConfigError, StoreUnavailable, InputError) as error:

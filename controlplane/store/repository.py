@@ -39,6 +39,7 @@ from controlplane.store.profiles import newest_profiles
 from controlplane.store.tables import (
     ActionRecord,
     ForecastRecord,
+    GpuPriceHistoryRecord,
     GpuPriceRecord,
     GpuRecord,
     ModelRecord,
@@ -149,14 +150,32 @@ class Store:
         with self.session() as session:
             return list(session.exec(select(ModelRecord.name).order_by(col(ModelRecord.name))))
 
-    def upsert_prices(self, pools: Iterable[PoolSpec], at: datetime | None = None) -> None:
+    def upsert_prices(self, pools: Iterable[PoolSpec], at: datetime | None = None,
+                      effective_at: datetime | None = None) -> None:
         """One row per product (several pools of a product: the last one's price), labelled as
         the list price only when it is the list price; a price the operator configured is
-        labelled as the pool's setting, dated ``at`` (when it was applied)."""
-        rows = {pool.product: dict(product=pool.product,
-                                   price_per_gpu_hour=pool.price_per_gpu_hour,
-                                   **price_label(pool, at)) for pool in pools}
-        self._upsert(GpuPriceRecord.__tablename__, "product", list(rows.values()))
+        labelled as the pool's setting, dated ``at`` (when it was applied). A price that differs
+        from the product's last recorded one is appended to the price history, in force from
+        ``effective_at`` (default ``at``, else the store's clock: its newest tick; none yet:
+        since always), so past days keep the price they had."""
+        last_pool = {pool.product: pool for pool in pools}
+        rows = [dict(product=product, price_per_gpu_hour=pool.price_per_gpu_hour,
+                     **price_label(pool, at)) for product, pool in last_pool.items()]
+        self._upsert(GpuPriceRecord.__tablename__, "product", rows)
+        when = effective_at or at or self.last_tick_at()
+        history = GpuPriceHistoryRecord
+        with self.session() as session:
+            for product, pool in last_pool.items():
+                last = session.exec(select(history.price_per_gpu_hour)
+                                    .where(history.product == product)
+                                    .order_by(col(history.id).desc()).limit(1)).first()
+                if last != pool.price_per_gpu_hour:
+                    label = price_label(pool, at)
+                    session.add(history(product=product,
+                                        price_per_gpu_hour=pool.price_per_gpu_hour,
+                                        source=label["source"], as_of=label["as_of"],
+                                        effective_at=when))
+            session.commit()
 
     # -- observations and inventory ------------------------------------------------------
     def save_observed(self, observed: ObservedState) -> None:

@@ -185,6 +185,20 @@ class GpuPriceRecord(SQLModel, table=True):
     as_of: str = Field(max_length=32)
 
 
+class GpuPriceHistoryRecord(SQLModel, table=True):
+    """A product's price from ``effective_at`` on (None: since before anything was recorded,
+    the prices in force at the 0012 upgrade); a row per change, appended by ``upsert_prices``."""
+
+    __tablename__ = "gpu_price_history"
+    id: int | None = Field(default=None, primary_key=True)
+    product: str = Field(max_length=64, index=True)
+    price_per_gpu_hour: float
+    source: str = Field(max_length=200)
+    as_of: str = Field(max_length=32)
+    effective_at: datetime | None = Field(
+        default=None, sa_column=Column(UtcDateTime(), nullable=True))
+
+
 class LeaseRowRecord(SQLModel, table=True):
     """Who holds a lease (``controlplane.store.lease``); ``version`` grows with every write, so
     a write conditional on the version seen is a compare-and-swap (as ``resourceVersion``)."""

@@ -1,0 +1,70 @@
+"""A price change bills from when it was applied: showback of the days before it keeps the
+price then in force, and the day it happens is split at the change. Prices are kept as a
+history (``gpu_price_history``, migration 0012, seeded with the prices in force at the upgrade);
+the current price table is what the dashboard shows as the price now."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+from tick_builders import T0, sample_tick_report
+
+from controlplane import cost_export, cost_reader
+from controlplane.domain.desired import PoolSpec
+from controlplane.store import Store, upgrade
+
+DAY = timedelta(days=1)
+
+
+def _l4(usd_per_gpu_hour: float) -> list[PoolSpec]:
+    return [PoolSpec("l4", "L4", 4, 0, 4, usd_per_gpu_hour)]
+
+
+def _usd_per_day(store: Store) -> dict[str, float]:
+    """The window T0 (noon) .. T0 + 1 day; the one tick bills 8 L4 GPUs (2 nodes x 4)."""
+    result = cost_export.showback(store.engine, cost_reader.price_history(store.engine), T0,
+                                  T0 + DAY, step_s=300)
+    out: dict[str, float] = {}
+    for a in result.accruals:
+        out[a.day] = out.get(a.day, 0.0) + a.usd
+    return out
+
+
+def test_a_price_changed_mid_day_bills_the_old_price_before_and_the_new_one_after(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    store.upsert_prices(_l4(0.75), T0 - timedelta(hours=1))
+    store.save_tick(sample_tick_report())
+    store.upsert_prices(_l4(1.50), T0 + timedelta(hours=18))  # day 2, 06:00 UTC
+    assert _usd_per_day(store) == {
+        "2026-03-02": pytest.approx(12 * 8 * 0.75),
+        "2026-03-03": pytest.approx(6 * 8 * 0.75 + 6 * 8 * 1.50)}
+
+
+def test_restarting_with_the_same_price_records_no_change(store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    for hours in (0, 5, 9):
+        store.upsert_prices(_l4(0.75), T0 + timedelta(hours=hours))
+    history = cost_reader.table("gpu_price_history")
+    with store.engine.connect() as connection:
+        rows = list(connection.execute(select(history.c.product, history.c.effective_at)))
+    assert [product for product, _ in rows] == ["L4"]
+
+
+def test_the_upgrade_keeps_the_price_in_force_for_the_past_and_a_later_change_splits_it(
+        store_url: str) -> None:
+    store = Store.open(store_url)
+    upgrade(store.engine, "0011")
+    store_at_0011 = cost_reader.table("gpu_prices")
+    with store.engine.begin() as connection:
+        connection.execute(store_at_0011.insert().values(
+            product="L4", price_per_gpu_hour=0.75, source="settings pools[l4]",
+            as_of="2026-01-01"))
+    upgrade(store.engine)
+    store.save_tick(sample_tick_report())
+    store.upsert_prices(_l4(1.50), T0 + timedelta(hours=18))
+    assert _usd_per_day(store) == {
+        "2026-03-02": pytest.approx(12 * 8 * 0.75),
+        "2026-03-03": pytest.approx(6 * 8 * 0.75 + 6 * 8 * 1.50)}
