@@ -2,7 +2,8 @@
 same leading columns (Date, Namespace, ControllerKind, ControllerName, Pod, Container, Labels,
 usage averages, GPUs, costs, TotalCost) so the file merges with an OpenCost export, then
 Headroom's own columns (GPUHours, GPUProduct, Category, Requests, CostPer1MRequests,
-UnrecordedHours).
+UnrecordedHours). Requests: the model's requests served that day, split among its serving lines
+by their dollars (``request_shares``), so they sum to what it served.
 
 Mapping: a serving line is namespace = tenant (the model's tenant when the plan was stored, see
 ``cost_reader.placed_usage``), controller = the model's deployment; warm-pool GPUs
@@ -68,8 +69,12 @@ def opencost_rows(accruals: Sequence[CostAccrual], requests: Mapping[tuple[str, 
                   warm_namespace: str = "headroom",
                   unrecorded_h: Mapping[str, float] | None = None) -> list[dict[str, str]]:
     """One row per day and cost line; ``requests`` maps (day, model) to requests served,
-    ``unrecorded_h`` a day to its hours without a plan recorded (``cost_gaps.hours_per_day``)."""
+    ``unrecorded_h`` a day to its hours without a plan recorded (``cost_gaps.hours_per_day``).
+    A model with several serving lines a day (GPU products, or tenants on the day it moved) has
+    its requests split among them by their dollars (by GPU-hours if they cost nothing): the
+    Requests column sums to what it served and each line's cost per 1M is the model's own."""
     unrecorded_h = unrecorded_h or {}
+    shares = request_shares(accruals)
     rows = []
     for a in accruals:
         namespace, kind, controller = allocation_identity(a, warm_namespace)
@@ -79,6 +84,7 @@ def opencost_rows(accruals: Sequence[CostAccrual], requests: Mapping[tuple[str, 
         if a.category is CostCategory.SERVING:
             labels |= {"app": a.model, "headroom_io_model": a.model, "headroom_io_tenant": a.tenant}
             served = requests.get((a.day, a.model))
+            served = None if served is None else served * shares[id(a)]
         per_million = cost_per_million(a.usd, served) if served is not None else None
         row = dict.fromkeys(_ZERO_COLUMNS, "0")
         row |= {
@@ -94,6 +100,22 @@ def opencost_rows(accruals: Sequence[CostAccrual], requests: Mapping[tuple[str, 
         }
         rows.append(row)
     return rows
+
+
+def request_shares(accruals: Sequence[CostAccrual]) -> dict[int, float]:
+    """Each serving line's share (by ``id``) of its model's requests that day."""
+    lines: dict[tuple[str, str], list[CostAccrual]] = defaultdict(list)
+    for a in accruals:
+        if a.category is CostCategory.SERVING:
+            lines[(a.day, a.model)].append(a)
+    shares: dict[int, float] = {}
+    for group in lines.values():
+        usd = sum(a.usd for a in group)
+        gpu_hours = sum(a.gpu_hours for a in group)
+        for a in group:
+            shares[id(a)] = (a.usd / usd if usd > 0 else
+                             a.gpu_hours / gpu_hours if gpu_hours > 0 else 1 / len(group))
+    return shares
 
 
 def csv_text(rows: Iterable[Mapping[str, str]]) -> str:
