@@ -31,6 +31,7 @@ from sqlalchemy import (
     cast,
     func,
     select,
+    true,
     type_coerce,
 )
 from sqlmodel import SQLModel
@@ -284,16 +285,17 @@ class ServedRequests:
     short_observations: int
 
 
-def served_requests(engine: Engine, models: Sequence[str], since_at: datetime,
+def served_requests(engine: Engine, models: Sequence[str] | None, since_at: datetime,
                     until_at: datetime) -> dict[str, ServedRequests]:
-    """Mean demand and served rate (min(demand, capacity)) x covered seconds per model.
+    """Mean demand and served rate (min(demand, capacity)) x covered seconds per model (every
+    model observed in the window when ``models`` is None: listed in the models table or not).
 
     Only observations at or after the first reconcile tick count: rows before it are backfilled
     demand history with no capacity."""
     obs, ticks = table("observations"), table("ticks")
     with engine.connect() as connection:
         first_tick = connection.execute(select(func.min(ticks.c.started_at))).scalar()
-        if first_tick is None or not models:
+        if first_tick is None or (models is not None and not models):
             return {}
         start_at = max(since_at, as_utc(first_tick))
         served = case((obs.c.capacity_rps < obs.c.demand_rps, obs.c.capacity_rps),
@@ -301,8 +303,8 @@ def served_requests(engine: Engine, models: Sequence[str], since_at: datetime,
         short = case((obs.c.capacity_rps < obs.c.demand_rps, 1), else_=0)
         query = (select(obs.c.model, func.avg(obs.c.demand_rps), func.avg(served), func.count(),
                         func.sum(short), func.min(obs.c.at), func.max(obs.c.at))
-                 .where(and_(obs.c.model.in_(list(models)), obs.c.at >= start_at,
-                             obs.c.at < until_at))
+                 .where(and_(true() if models is None else obs.c.model.in_(list(models)),
+                             obs.c.at >= start_at, obs.c.at < until_at))
                  .group_by(obs.c.model))
         rows = list(connection.execute(query))
     out = {}

@@ -246,8 +246,8 @@ def price_history(url: str) -> PriceHistory:
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def served(url: str, since_at: datetime, until_at: datetime) -> pd.DataFrame:
-    names = list(models(url)["name"])
-    result = cost_reader.served_requests(engine_for(url), names, since_at, until_at)
+    # every model observed, listed or not: one since removed from the models table served too
+    result = cost_reader.served_requests(engine_for(url), None, since_at, until_at)
     return pd.DataFrame([(s.model, s.demand_requests, s.served_requests, s.observations,
                           s.short_observations) for s in result.values()],
                         columns=["model", "demand_requests", "served_requests", "observations",

@@ -91,3 +91,16 @@ def test_placements_stored_without_a_tenant_take_the_models_tables_tenant_of_tod
     with store.engine.begin() as connection:
         connection.execute(delete(models).where(models.c.name == "bert-embed"))
     assert set(_serving(store)) == {("unknown", "bert-embed")}
+
+
+def test_requests_of_every_model_observed_are_read_when_no_models_are_named(
+        store_url: str) -> None:
+    """The dashboard's served requests (and its CSV) ask so: a model since removed from the
+    models table still served on its past days."""
+    store = _store_with_two_ticks(store_url)
+    models = cost_reader.table("models")
+    with store.engine.begin() as connection:
+        connection.execute(delete(models).where(models.c.name == "bert-embed"))
+    served = cost_reader.served_requests(store.engine, None, T0, T0 + timedelta(hours=2))
+    assert set(served) == {"bert-embed"}
+    assert served["bert-embed"].served_requests > 0
