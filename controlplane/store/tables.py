@@ -62,7 +62,9 @@ class ObservationRecord(SQLModel, table=True):
     (``controlplane.autoscaling.profile_correction``)."""
 
     __tablename__ = "observations"
-    __table_args__ = (Index("ix_observations_model_at", "model", "at"),)
+    # by time alone: the profile samples every tick reads and the retention's delete (0013)
+    __table_args__ = (Index("ix_observations_model_at", "model", "at"),
+                      Index("ix_observations_at", "at"))
     id: int | None = Field(default=None, primary_key=True)
     model: str = Field(max_length=200)
     at: datetime = Field(sa_column=_utc_column())

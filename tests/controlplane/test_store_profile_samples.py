@@ -4,10 +4,12 @@ without touching the rows already there."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
-from sqlalchemy import MetaData, Table, insert, inspect
+from sqlalchemy import MetaData, Table, event, insert, inspect
 from tick_builders import T0, sample_tick_report
 
 from controlplane.domain.observed import ObservedModel, ObservedState
@@ -95,3 +97,49 @@ def test_migration_0006_renames_the_latency_column_and_keeps_its_values_both_way
     renamed = Table("observations", MetaData(), autoload_with=store.engine)
     with store.engine.connect() as connection:
         assert connection.execute(renamed.select()).one().mean_latency_ms == 640.0
+
+
+def _query_plan_of_profile_samples(store: Store) -> str:
+    """SQLite's plan of the statement ``profile_samples`` runs."""
+    seen: list[tuple[str, Sequence[Any]]] = []
+
+    def capture(conn: object, cursor: object, statement: str, parameters: Sequence[Any],
+                context: object, executemany: bool) -> None:
+        if "FROM observations" in statement:
+            seen.append((statement, parameters))
+
+    event.listen(store.engine, "before_cursor_execute", capture)
+    try:
+        store.profile_samples(T0, T0 + timedelta(hours=1))
+    finally:
+        event.remove(store.engine, "before_cursor_execute", capture)
+    (statement, parameters), = seen
+    with store.engine.connect() as connection:
+        rows = connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters).all()
+    return "\n".join(str(row[-1]) for row in rows)
+
+
+def test_the_profile_samples_of_a_tick_are_read_through_the_time_index_not_the_whole_table(
+        sqlite_url: str) -> None:
+    # every tick reads the window of every model's observations: a full scan of a store that
+    # keeps 30 days of them made each tick slower as the store filled
+    store = Store.open(sqlite_url, migrate=True)
+    plan = _query_plan_of_profile_samples(store)
+    assert "USING INDEX ix_observations_at" in plan, plan
+    assert "SCAN observations" not in plan, plan
+    assert "TEMP B-TREE" not in plan, plan  # the index gives the order too
+
+
+def test_migration_0013_adds_the_observation_time_index_and_its_downgrade_drops_it(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+
+    def indexes() -> set[str]:
+        return {str(i["name"]) for i in inspect(store.engine).get_indexes("observations")}
+
+    assert "ix_observations_at" in indexes()
+    downgrade(store.engine, "0012")
+    assert "ix_observations_at" not in indexes()
+    assert "ix_observations_model_at" in indexes()
+    upgrade(store.engine)
+    assert "ix_observations_at" in indexes()
