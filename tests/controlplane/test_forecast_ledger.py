@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import pytest
 from sqlalchemy import inspect
 
+import controlplane.store.ledger as ledger_module
 from controlplane.autoscaling.issued import IssuedForecast
 from controlplane.store import Store, downgrade, upgrade
 from controlplane.store.ledger import SqlForecastLedger
@@ -76,3 +79,33 @@ def test_a_ledger_sees_what_another_process_recorded_scored_and_pruned(store_url
     writer.prune_issued(T0 + timedelta(minutes=1))
     writer.record_issued([_record("a", 2)])  # as many rows as before the prune
     assert reader.issued_since(T0) == (_record("a", 1), _record("a", 2))
+
+
+def test_a_tick_reads_only_the_records_recorded_or_scored_since_the_last_read(
+        store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # every tick scores and records a few records; re-reading the whole window (4,000 records
+    # per model over 14 days) each time made a tick of a large fleet take longer than its
+    # interval
+    engine = Store.open(store_url, migrate=True).engine
+    reader, writer = SqlForecastLedger(engine), SqlForecastLedger(engine)
+    history = [_record(model, minute) for minute in range(50) for model in ("a", "b")]
+    writer.record_issued(history)
+    assert len(reader.issued_since(T0)) == 100
+    made: list[IssuedForecast] = []
+
+    def counted(*args: Any) -> IssuedForecast:
+        made.append(IssuedForecast(*args))
+        return made[-1]
+
+    monkeypatch.setattr(ledger_module, "IssuedForecast", counted)
+    scored = _record("a", 49).scored(11.0, T0 + timedelta(minutes=51))
+    writer.record_scored([scored])
+    writer.record_issued([_record("a", 50), _record("b", 50)])
+    writer.prune_issued(T0 + timedelta(minutes=10))
+    got = reader.issued_since(T0)
+    assert len(made) <= 3  # the two new records and the scored one, not the 82 others
+    expected = sorted([*history[20:], _record("a", 50), _record("b", 50)],
+                      key=lambda r: (r.target_at, r.model))
+    expected[expected.index(_record("a", 49))] = scored
+    assert got == tuple(expected)
+    assert got == SqlForecastLedger(engine).issued_since(T0)  # as a fresh read sees it
