@@ -7,6 +7,7 @@ nothing, so a tick that runs twice (or two processes that race) count each error
 from __future__ import annotations
 
 import bisect
+import threading
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -54,6 +55,7 @@ class SqlForecastLedger:
         self._records: list[IssuedForecast] = []  # by (target_at, model), as _keys
         self._keys: list[tuple[datetime, str]] = []
         self._newest_id = 0
+        self._lock = threading.Lock()
 
     def _insert(self) -> Any:
         dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
@@ -87,7 +89,7 @@ class SqlForecastLedger:
         PostgreSQL) is read again whole. A full window is ~4,000 records per model: reading
         it on every tick made the tick of a large fleet outlast its interval."""
         c = _table().c
-        with Session(self.engine) as session:
+        with self._lock, Session(self.engine) as session:  # the copy changes in place
             mark = tuple(session.execute(select_columns(
                 func.count(), func.max(c.id), func.count(c.scored_at),
                 func.min(c.target_at))).one())
@@ -95,7 +97,7 @@ class SqlForecastLedger:
                 if not (self._mark and self._caught_up(session, mark)):
                     self._read_all(session)
                 self._mark = mark
-        return tuple(self._records[bisect.bisect_left(self._keys, (since_at, "")):])
+            return tuple(self._records[bisect.bisect_left(self._keys, (since_at, "")):])
 
     def _read_all(self, session: Session) -> None:
         rows = session.execute(select_columns(*_row_columns())).all()
