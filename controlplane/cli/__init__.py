@@ -21,6 +21,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from controlplane.adapters.clock import WallClock
 from controlplane.cli.child import run_in_foreground
 from controlplane.cli.cost import app as cost_app
+from controlplane.cli.db_revision import db_current, db_history
 from controlplane.cli.demo_store import DEMO_DB, demo_settings
 from controlplane.cli.forecast import app as forecast_app
 from controlplane.cli.helptext import reflowed
@@ -48,6 +49,8 @@ app = typer.Typer(help="Headroom: forecast, pack and actuate GPU inference fleet
                   no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+db_app.command("current")(reflowed(db_current))
+db_app.command("history")(reflowed(db_history))
 app.add_typer(placement_app, name="placement")
 app.add_typer(forecast_app, name="forecast")
 app.add_typer(cost_app, name="cost")

@@ -1,0 +1,119 @@
+"""``headroom db current`` and ``headroom db history``: what revision a store is at, against this
+Headroom's head, on SQLite and PostgreSQL; read-only, with exit codes a probe can act on."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from clihelpers import HEADROOM, _env
+from sqlalchemy import create_engine, inspect, text
+
+from controlplane.store import Store, upgrade
+from controlplane.store.engine import redact, scripts
+
+HEAD = scripts().get_current_head()
+
+
+def _run(*args: str, url: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = _env(HEADROOM_DB__URL=url) if url is not None else _env()
+    return subprocess.run([*HEADROOM, "db", *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def _store_at(url: str, revision: str) -> None:
+    store = Store.open(url)
+    upgrade(store.engine, revision)
+    store.engine.dispose()
+
+
+def test_db_current_of_a_store_at_head_says_current_and_exits_0(store_url: str) -> None:
+    _store_at(store_url, "head")
+    run = _run("current", url=store_url)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == (f"store {redact(store_url)}: revision {HEAD}\n"
+                          f"this Headroom: head {HEAD}\ncurrent\n")
+
+
+def test_db_current_of_a_store_two_migrations_behind_says_so_and_exits_1(store_url: str) -> None:
+    _store_at(store_url, "0008")
+    run = _run("current", url=store_url)
+    assert run.returncode == 1, run.stderr
+    assert run.stdout.splitlines() == [
+        f"store {redact(store_url)}: revision 0008", f"this Headroom: head {HEAD}",
+        "behind by 2 migrations; `headroom db upgrade` applies them"]
+
+
+def test_db_current_of_a_database_never_migrated_is_behind_by_every_migration(
+        postgres_url: str) -> None:
+    run = _run("current", url=postgres_url)
+    assert run.returncode == 1, run.stderr
+    every = len(list(scripts().walk_revisions()))
+    assert run.stdout.splitlines()[0].endswith("revision none (never migrated)")
+    assert run.stdout.splitlines()[2].startswith(f"behind by {every} migrations")
+    assert inspect(create_engine(postgres_url)).get_table_names() == []  # nothing written
+
+
+def test_db_current_of_a_store_a_newer_headroom_migrated_says_newer_and_exits_2(
+        store_url: str) -> None:
+    _store_at(store_url, "head")
+    engine = create_engine(store_url)
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = '0099_future'"))
+    engine.dispose()
+    run = _run("current", url=store_url)
+    assert run.returncode == 2
+    assert run.stdout.splitlines()[2].startswith(
+        "newer than this Headroom: revision '0099_future' is none of its migrations")
+    assert f"`headroom db downgrade {HEAD}` first" in run.stdout
+
+
+def test_db_current_of_a_missing_sqlite_file_is_one_line_and_creates_nothing(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'none' / 'store.db'}"
+    run = _run("current", url=url)
+    assert run.returncode == 2
+    assert run.stderr.startswith(f"error: store {url}: no such database file")
+    assert run.stderr.count("\n") == 1
+    assert not (tmp_path / "none").exists()
+
+
+def test_db_current_never_prints_the_database_password(postgres_url: str) -> None:
+    _store_at(postgres_url, "head")
+    run = _run("current", url=postgres_url.replace("postgres@", "postgres:s3cret@"))
+    assert run.returncode == 0, run.stderr
+    assert "s3cret" not in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("command", ["current", "history"])
+def test_a_bad_config_is_the_same_one_line_error_as_db_upgrade(tmp_path: Path,
+                                                               command: str) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_text("db:\n  connect_timeout_s: -1\n")
+    run = _run(command, "--config", str(config))
+    upgrade_run = _run("upgrade", "--config", str(config))
+    assert run.returncode == upgrade_run.returncode == 2
+    assert run.stderr == upgrade_run.stderr
+    assert run.stderr.count("\n") == 1
+
+
+def test_db_history_lists_the_migrations_newest_first_marking_the_stores(store_url: str) -> None:
+    _store_at(store_url, "0008")
+    run = _run("history", url=store_url)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()[1:]
+    revisions = [line.split()[0] for line in lines]
+    assert revisions == [script.revision for script in scripts().walk_revisions()]
+    assert revisions[0] == HEAD and revisions[-1] == "0001"
+    assert [line for line in lines if line.endswith("<- store")] == [
+        lines[revisions.index("0008")]]
+    assert lines[revisions.index("0001")] == "0001  initial schema"
+
+
+def test_db_current_help_documents_its_exit_codes() -> None:
+    run = _run("current", "--help")
+    assert run.returncode == 0
+    flat = " ".join(run.stdout.replace("│", " ").split())
+    assert "Exit code 0 when the store is current; 1 when it is behind" in flat
+    assert "2 when the store was migrated by a newer Headroom" in flat
