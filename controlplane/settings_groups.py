@@ -3,6 +3,7 @@ each refusing unknown keys, inf/nan and YAML booleans where a number is meant.""
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import Annotated, Literal
@@ -28,6 +29,11 @@ class Group(NoBoolForANumber):
 
 
 _DB_URL = re.compile(r"[A-Za-z][\w+]*://")  # SQLAlchemy's dialect[+driver]://
+
+#: the URL schemes the store opens (``make_engine``): SQLite's built-in driver, and PostgreSQL
+#: with psycopg 3 (``postgresql://`` and ``postgres://`` are opened with it); any other would
+#: fail only when the store is opened, or its connections would miss the response bound
+DB_URL_SCHEMES = ("sqlite", "sqlite+pysqlite", "postgresql", "postgres", "postgresql+psycopg")
 
 
 class DbSettings(Group):
@@ -56,13 +62,21 @@ class DbSettings(Group):
     @classmethod
     def _a_database_url(cls, url: str) -> str:
         """A store URL without a scheme (a bare file path, a typo) is a settings error naming
-        db.url, not "cannot reach database" when the store is opened. (Only the form is checked
+        db.url, not "cannot reach database" when the store is opened; so is one of a scheme the
+        store cannot open (another database, another driver, a typo). (Only the form is checked
         here: settings import no database library.)"""
         if _DB_URL.match(url) is None:
             hint = f"; a SQLite file is sqlite:///{url}" if "//" not in url else ""  # a path
             shown = re.sub(r":[^:@/]*@", ":***@", url)  # never echo a password
             raise ValueError(f"{shown!r} is not a database URL (sqlite:///FILE or "
                              f"postgresql+psycopg://user@host:5432/db){hint}")
+        scheme = url.split("://", 1)[0]
+        if scheme not in DB_URL_SCHEMES:
+            near = difflib.get_close_matches(scheme, DB_URL_SCHEMES, n=1)
+            hint = f"; did you mean {near[0]}?" if near else ""
+            shown = re.sub(r":[^:@/]*@", ":***@", url)
+            raise ValueError(f"{shown!r}: Headroom cannot open a {scheme}:// store; supported "
+                             f"schemes: {', '.join(DB_URL_SCHEMES)}{hint}")
         return url
 
     @model_validator(mode="after")

@@ -186,14 +186,16 @@ def test_db_upgrade_to_a_revision_the_store_is_past_is_refused_naming_the_way_ba
     assert inspect(create_engine(sqlite_url)).has_table("placement_bindings")  # as it was
 
 
-def test_a_database_url_without_its_driver_installed_is_one_line_naming_the_url() -> None:
+def test_a_database_url_of_a_scheme_headroom_cannot_open_is_one_line_naming_db_url() -> None:
     run = subprocess.run([*HEADROOM, "db", "upgrade"],
                          env=_env(HEADROOM_DB__URL="mssql+pymssql://headroom@127.0.0.1/hr"),
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert run.stderr.startswith(
-        "error: cannot open database mssql+pymssql://headroom@127.0.0.1/hr: no driver for it is "
-        "installed (No module named 'pymssql')")
+        "error: environment variable HEADROOM_DB__URL: db.url: Value error, "
+        "'mssql+pymssql://headroom@127.0.0.1/hr': Headroom cannot open a mssql+pymssql:// "
+        "store; supported schemes: sqlite, sqlite+pysqlite, postgresql, postgres, "
+        "postgresql+psycopg")
     assert run.stderr.count("\n") == 1
 
 

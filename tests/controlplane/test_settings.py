@@ -264,6 +264,37 @@ def test_a_store_url_that_is_no_database_url_is_one_line_naming_db_url(
     assert str(caught.value) == f"environment variable HEADROOM_DB__URL: {expected}"
 
 
+SCHEMES = "sqlite, sqlite+pysqlite, postgresql, postgres, postgresql+psycopg"
+
+
+@pytest.mark.parametrize(("url", "shown", "hint"), [
+    ("mysql://ops:s3cret@db:3306/headroom", "mysql://ops:***@db:3306/headroom", ""),
+    ("postgresql+psycopg2://ops@db:5432/headroom", "postgresql+psycopg2://ops@db:5432/headroom",
+     "; did you mean postgresql+psycopg?"),
+    ("sqllite:///headroom.db", "sqllite:///headroom.db", "; did you mean sqlite?"),
+    ("postgres+psycopg://ops@db/headroom", "postgres+psycopg://ops@db/headroom",
+     "; did you mean postgresql+psycopg?"),
+], ids=["another database", "another postgresql driver", "a misspelled sqlite",
+        "a driver on the short postgres scheme"])
+def test_a_store_url_of_a_scheme_headroom_cannot_open_is_refused_when_settings_load(
+        monkeypatch: pytest.MonkeyPatch, url: str, shown: str, hint: str) -> None:
+    monkeypatch.setenv("HEADROOM_DB__URL", url)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    scheme = url.split("://", 1)[0]
+    assert str(caught.value) == (
+        f"environment variable HEADROOM_DB__URL: db.url: Value error, {shown!r}: Headroom "
+        f"cannot open a {scheme}:// store; supported schemes: {SCHEMES}{hint}")
+    assert "s3cret" not in str(caught.value)
+
+
+@pytest.mark.parametrize("url", ["sqlite:///x.db", "sqlite+pysqlite:///x.db", "sqlite://",
+                                 "postgresql://ops@db/h", "postgres://ops@db/h",
+                                 "postgresql+psycopg://ops@db/h"])
+def test_every_store_url_scheme_headroom_opens_passes_settings(url: str) -> None:
+    assert load_settings(None, db={"url": url, "connect_timeout_s": 2}).db.url == url
+
+
 def test_a_fleet_lease_shorter_than_a_second_is_one_line_naming_db_lease_duration_s(
         tmp_path: Path) -> None:
     config = tmp_path / "bad.yaml"
