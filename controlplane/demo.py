@@ -73,7 +73,8 @@ class Demo:
         before the demo has started: it then stops as soon as it has)."""
         self.settings = settings
         self.store = Store.open(settings.db.url, settings.db.connect_timeout_s, migrate=True,
-                                response_timeout_s=settings.db.response_timeout_s)
+                                response_timeout_s=settings.db.response_timeout_s,
+                                migration_lock_wait_s=settings.db.migration_lock_wait_s)
         self._counts_at_start = self.store.counts()
         self.lease = hold_fleet_lease(settings.db.url, SqlLeaseStore(self.store.engine),
                                       settings.db.lease_duration_s, WallClock())  # first

@@ -57,7 +57,8 @@ def run_serve(settings: Settings, console: Console,
     """Serve until SIGTERM (``stop_event``, installed by the caller before anything starts)
     or Ctrl-C."""
     store = Store.open(settings.db.url, settings.db.connect_timeout_s, migrate=True,
-                       response_timeout_s=settings.db.response_timeout_s)
+                       response_timeout_s=settings.db.response_timeout_s,
+                       migration_lock_wait_s=settings.db.migration_lock_wait_s)
     try:  # the placement state every replica on the store shares, and a restart restores
         engine = journaled_engine(store, WallClock())
     except Unavailable as error:

@@ -47,6 +47,11 @@ class DbSettings(Group):
         "waiting on it, naming the server, and its connection is dropped (also the TCP user "
         "timeout and keepalives); longer than any statement Headroom runs, a migration and a "
         "replica's wait for another's migration included")
+    migration_lock_wait_s: float = Field(
+        300.0, gt=0, description="PostgreSQL: a migration (`headroom db upgrade | downgrade`, "
+        "the start of `serve` and `demo`) waits at most this long for another migration's lock "
+        "(another replica migrating the store), then fails naming the lock and this setting, "
+        "nothing applied; longer than any migration Headroom ships takes")
     retention_s: float = Field(30 * 86400, ge=0, description="ticks with their plans, forecasts, "
                                "observations, ended demand hints and finished MIG re-layouts "
                                "older than this are deleted (0 keeps "

@@ -126,7 +126,7 @@ def db_upgrade(config: ConfigOption = None,
         store = Store.open(settings.db.url, settings.db.connect_timeout_s,
                            response_timeout_s=settings.db.response_timeout_s)
     try:
-        upgrade(store.engine, revision)
+        upgrade(store.engine, revision, settings.db.migration_lock_wait_s)
     except MigrationError:
         if new_file and store_file is not None:  # an unknown revision: leave no empty store
             store.engine.dispose()
@@ -144,7 +144,7 @@ def db_downgrade(revision: Annotated[str, typer.Argument(help="target revision, 
     with db_url_named(settings):
         store = Store.open(settings.db.url, settings.db.connect_timeout_s,
                            response_timeout_s=settings.db.response_timeout_s)
-    downgrade(store.engine, revision)
+    downgrade(store.engine, revision, settings.db.migration_lock_wait_s)
     console.print(f"database {redact(settings.db.url)} downgraded to {revision}")
 
 

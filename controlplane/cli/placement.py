@@ -158,7 +158,8 @@ def _kept_in_store(settings: Settings) -> tuple[
     url, clock = settings.db.url, WallClock()
     with store_errors(url), db_url_named(settings):
         store = Store.open(url, settings.db.connect_timeout_s, migrate=True,
-                           response_timeout_s=settings.db.response_timeout_s)
+                           response_timeout_s=settings.db.response_timeout_s,
+                           migration_lock_wait_s=settings.db.migration_lock_wait_s)
         engine = journaled_engine(store, clock)
     bindings, _, revision = engine.counts()
     return engine, (hints_api(store, clock),), store.engine.dispose, (

@@ -18,6 +18,7 @@ from sqlalchemy import Engine, create_engine, event, make_url, text
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from controlplane.domain.errors import error_line
+from controlplane.store.migration_lock import DEFAULT_MIGRATION_LOCK_WAIT_S, MigrationLockHeld
 from controlplane.store.pg_response import (
     DEFAULT_RESPONSE_TIMEOUT_S,
     bounded_connect,
@@ -194,24 +195,31 @@ def _scripts_config() -> Config:
     return config
 
 
-def alembic_config(engine: Engine) -> Config:
+def alembic_config(engine: Engine,
+                   lock_wait_s: float = DEFAULT_MIGRATION_LOCK_WAIT_S) -> Config:
+    """Alembic's config running migrations on ``engine`` (``migrations/env.py``), waiting
+    ``lock_wait_s`` at most for the PostgreSQL migration lock."""
     config = _scripts_config()
     # configparser interpolates '%': a '%' of the URL (a password, an escaped path) is doubled
     config.set_main_option("sqlalchemy.url",
                            engine.url.render_as_string(hide_password=False).replace("%", "%%"))
     config.attributes["engine"] = engine
+    config.attributes["migration_lock_wait_s"] = lock_wait_s
     return config
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
+def upgrade(engine: Engine, revision: str = "head",
+            lock_wait_s: float = DEFAULT_MIGRATION_LOCK_WAIT_S) -> None:
     """Migrate up to ``revision``; MigrationError when the store is past it already (Alembic
-    leaves such a store as it is, which is not at ``revision``)."""
-    config = alembic_config(engine)
+    leaves such a store as it is, which is not at ``revision``), or when another migration
+    holds a PostgreSQL store's migration lock for ``lock_wait_s`` (db.migration_lock_wait_s;
+    nothing applied)."""
+    config = alembic_config(engine, lock_wait_s)
     try:
         command.upgrade(config, revision)
         wanted = ScriptDirectory.from_config(config).get_revision(revision)
         reached = store_revision(engine)
-    except (CommandError, SQLAlchemyError) as error:
+    except (CommandError, SQLAlchemyError, MigrationLockHeld) as error:
         raise _migration_error(engine, "upgrade", revision, error) from None
     if wanted is not None and reached != wanted.revision:
         raise MigrationError(f"database {_shown(engine)}: cannot upgrade to {revision!r}: it is "
@@ -242,15 +250,17 @@ def check_known_revision(engine: Engine, url: str) -> None:
                          f"its `headroom db downgrade {known.get_current_head()}` first")
 
 
-def downgrade(engine: Engine, revision: str = "base") -> None:
+def downgrade(engine: Engine, revision: str = "base",
+              lock_wait_s: float = DEFAULT_MIGRATION_LOCK_WAIT_S) -> None:
+    """Revert down to ``revision``; MigrationError as for ``upgrade``."""
     try:
-        command.downgrade(alembic_config(engine), revision)
-    except (CommandError, SQLAlchemyError) as error:
+        command.downgrade(alembic_config(engine, lock_wait_s), revision)
+    except (CommandError, SQLAlchemyError, MigrationLockHeld) as error:
         raise _migration_error(engine, "downgrade", revision, error) from None
 
 
 def _migration_error(engine: Engine, verb: str, revision: str,
-                     error: CommandError | SQLAlchemyError) -> MigrationError:
+                     error: CommandError | SQLAlchemyError | MigrationLockHeld) -> MigrationError:
     """One line: an Alembic refusal, or the database's own error (e.g. a table that already
     exists in a store made without migrations: no alembic_version stamp)."""
     line = error_line(error)

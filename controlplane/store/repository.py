@@ -27,6 +27,7 @@ from controlplane.domain.profile import ProfileCorrection, ProfileSample
 from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.store import codec
 from controlplane.store.engine import (
+    MigrationError,
     StoreUnavailable,
     check_known_revision,
     make_engine,
@@ -35,6 +36,7 @@ from controlplane.store.engine import (
     sqlite_file,
     upgrade,
 )
+from controlplane.store.migration_lock import DEFAULT_MIGRATION_LOCK_WAIT_S
 from controlplane.store.pg_response import DEFAULT_RESPONSE_TIMEOUT_S
 from controlplane.store.profiles import newest_profiles
 from controlplane.store.tables import (
@@ -76,11 +78,17 @@ class Store:
 
     @classmethod
     def open(cls, url: str, connect_timeout_s: float = 5.0, migrate: bool = False,
-             response_timeout_s: float = DEFAULT_RESPONSE_TIMEOUT_S) -> Store:
-        """``response_timeout_s``: db.response_timeout_s (see ``make_engine``)."""
+             response_timeout_s: float = DEFAULT_RESPONSE_TIMEOUT_S,
+             migration_lock_wait_s: float = DEFAULT_MIGRATION_LOCK_WAIT_S) -> Store:
+        """``response_timeout_s``: db.response_timeout_s (see ``make_engine``);
+        ``migration_lock_wait_s``: db.migration_lock_wait_s (see ``upgrade``)."""
         store = cls(make_engine(url, connect_timeout_s, response_timeout_s=response_timeout_s))
         if migrate:
-            upgrade(store.engine)
+            try:
+                upgrade(store.engine, lock_wait_s=migration_lock_wait_s)
+            except MigrationError:
+                store.engine.dispose()
+                raise
         return store
 
     @classmethod

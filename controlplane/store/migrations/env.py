@@ -7,22 +7,20 @@ from sqlalchemy import Connection, Engine, create_engine
 from sqlmodel import SQLModel
 
 from controlplane.store import tables  # noqa: F401  (registers the tables on the metadata)
+from controlplane.store.migration_lock import DEFAULT_MIGRATION_LOCK_WAIT_S, take_migration_lock
 
 config = context.config
 target_metadata = SQLModel.metadata
 
-MIGRATION_LOCK_KEY = 0x4845414452  # PostgreSQL advisory lock of Headroom's migrations ("HEADR")
-
-
 def lock_for_migration(connection: Connection) -> None:
     """Open the migration's transaction holding the store's write lock, so two processes that
-    migrate at once (the two `headroom serve` replicas of deploy/ starting on a new database)
-    go one after the other: the second reads the version the first committed and has nothing
-    to do, instead of creating the same tables again. PostgreSQL: a transaction-scoped advisory
-    lock; SQLite: BEGIN IMMEDIATE (the file's write lock; its DDL then commits or rolls back
-    whole, as on PostgreSQL)."""
+    migrate at once go one after the other (see ``migration_lock``). PostgreSQL: a
+    transaction-scoped advisory lock, waited for ``db.migration_lock_wait_s`` at most; SQLite:
+    BEGIN IMMEDIATE (the file's write lock, waited for its busy timeout; its DDL then commits or
+    rolls back whole, as on PostgreSQL)."""
     if connection.dialect.name == "postgresql":
-        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
+        take_migration_lock(connection, config.attributes.get(
+            "migration_lock_wait_s", DEFAULT_MIGRATION_LOCK_WAIT_S))
     elif connection.dialect.name == "sqlite":
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
