@@ -12,13 +12,15 @@ from contextlib import closing
 from typing import Any
 
 import pytest
+from alembic import command
+from alembic.config import Config
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.exc import OperationalError
 
 from controlplane.settings import load_settings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import MigrationError, Store, upgrade
-from controlplane.store.engine import make_engine
+from controlplane.store.engine import MIGRATIONS_DIR, make_engine
 from controlplane.store.pg_response import DEFAULT_RESPONSE_TIMEOUT_S
 from tests.stallproxy import StallProxy
 
@@ -171,3 +173,38 @@ def test_a_sqlite_store_opens_and_reads_with_a_response_timeout(sqlite_url: str)
 
 def test_the_response_timeout_setting_defaults_to_the_stores_own_default() -> None:
     assert load_settings(None).db.response_timeout_s == DEFAULT_RESPONSE_TIMEOUT_S
+
+
+@pytest.mark.postgres
+def test_alembic_run_by_hand_is_bounded_by_the_db_settings_of_the_environment(
+        postgres_url: str, proxy: StallProxy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`alembic upgrade head` with an operator's own alembic.ini (no engine handed over): the
+    engine env.py opens answers to db.response_timeout_s (HEADROOM_DB__RESPONSE_TIMEOUT_S) as
+    Headroom's own, instead of hanging on the stalled network."""
+    monkeypatch.setenv("HEADROOM_DB__RESPONSE_TIMEOUT_S", "2")
+    monkeypatch.setenv("HEADROOM_DB__CONNECT_TIMEOUT_S", "2")
+    url = proxied(postgres_url, proxy).replace("postgresql+psycopg://", "postgresql://")
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("sqlalchemy.url", url)
+    proxy.stall_on(b"CREATE TABLE")
+    taken_s, raised = outcome_within(lambda: command.upgrade(config, "head"))
+    assert isinstance(raised, OperationalError), raised
+    assert f"no answer from the database server at 127.0.0.1:{proxy.port} within 2 s" in str(
+        raised)
+    assert taken_s < 5
+
+
+@pytest.mark.postgres
+def test_alembic_run_by_hand_on_a_plain_postgresql_url_migrates_the_store(
+        postgres_url: str) -> None:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("sqlalchemy.url",
+                           postgres_url.replace("postgresql+psycopg://", "postgresql://"))
+    command.upgrade(config, "head")
+    direct = create_engine(postgres_url)
+    try:
+        assert inspect(direct).has_table("ticks")
+    finally:
+        direct.dispose()

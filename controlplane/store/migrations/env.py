@@ -1,16 +1,20 @@
-"""Alembic environment: runs against the engine handed over in ``config.attributes``."""
+"""Alembic environment: runs against the engine handed over in ``config.attributes``, or for
+`alembic` run by hand, one opened as Headroom opens its store (``engine_by_hand``)."""
 
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import Connection, Engine, create_engine
+from sqlalchemy import Connection, Engine
 from sqlmodel import SQLModel
 
+from controlplane.settings import ConfigError, load_settings
 from controlplane.store import tables  # noqa: F401  (registers the tables on the metadata)
+from controlplane.store.engine import make_engine
 from controlplane.store.migration_lock import DEFAULT_MIGRATION_LOCK_WAIT_S, take_migration_lock
 
 config = context.config
 target_metadata = SQLModel.metadata
+
 
 def lock_for_migration(connection: Connection) -> None:
     """Open the migration's transaction holding the store's write lock, so two processes that
@@ -34,10 +38,31 @@ def suspend_foreign_keys(connection: Connection) -> None:
     connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
 
 
+def engine_by_hand() -> Engine:
+    """The engine of `alembic` run by hand (an operator's own alembic.ini naming
+    ``sqlalchemy.url``, or else db.url): opened as Headroom opens its store, bounded by the db
+    settings of the environment (HEADROOM_DB__CONNECT_TIMEOUT_S, __RESPONSE_TIMEOUT_S,
+    __MIGRATION_LOCK_WAIT_S) as `headroom db upgrade` is. A bad setting stops it, one line."""
+    try:
+        db = load_settings().db
+    except ConfigError as error:
+        raise SystemExit(f"error: {error}") from None
+    config.attributes.setdefault("migration_lock_wait_s", db.migration_lock_wait_s)
+    return make_engine(config.get_main_option("sqlalchemy.url") or db.url, db.connect_timeout_s,
+                       response_timeout_s=db.response_timeout_s)
+
+
 def run_migrations_online() -> None:
-    engine: Engine | None = config.attributes.get("engine")
-    if engine is None:
-        engine = create_engine(config.get_main_option("sqlalchemy.url") or "")
+    handed: Engine | None = config.attributes.get("engine")
+    engine = handed if handed is not None else engine_by_hand()
+    try:
+        migrate(engine)
+    finally:
+        if handed is None:
+            engine.dispose()
+
+
+def migrate(engine: Engine) -> None:
     with engine.connect() as connection:
         sqlite = connection.dialect.name == "sqlite"
         if sqlite:
