@@ -33,7 +33,7 @@ from controlplane.placement_api import (
 )
 from controlplane.runtime import SimRuntime, hints_api, keda_servicer
 from controlplane.settings import Settings
-from controlplane.store import Store
+from controlplane.store.configured import open_store
 from controlplane.store.lease import SqlLeaseStore
 from scheduler.metrics import check_bindable
 from scheduler.server import DEFAULT_WORKERS, create_server, stop, watch_stream_cap
@@ -72,9 +72,7 @@ class Demo:
         """``stopping``: the flag ``request_stop`` sets (a signal handler's, set perhaps
         before the demo has started: it then stops as soon as it has)."""
         self.settings = settings
-        self.store = Store.open(settings.db.url, settings.db.connect_timeout_s, migrate=True,
-                                response_timeout_s=settings.db.response_timeout_s,
-                                migration_lock_wait_s=settings.db.migration_lock_wait_s)
+        self.store = open_store(settings.db, migrate=True)
         self._counts_at_start = self.store.counts()
         self.lease = hold_fleet_lease(settings.db.url, SqlLeaseStore(self.store.engine),
                                       settings.db.lease_duration_s, WallClock())  # first

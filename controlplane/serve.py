@@ -26,6 +26,7 @@ from controlplane.ports import Clock
 from controlplane.runtime import SimRuntime, forecast_jobs, hints_api, keda_servicer
 from controlplane.settings import Settings
 from controlplane.store import Store
+from controlplane.store.configured import open_store
 from controlplane.store.lease import SqlLeaseStore
 from scheduler.domain.errors import Unavailable
 from scheduler.engine import PlacementEngine
@@ -46,8 +47,7 @@ def check_models(settings: Settings) -> None:
 
     check_prometheus(settings)
     try:
-        check_models_listed(settings.db.url, settings.db.connect_timeout_s,
-                            settings.db.response_timeout_s)
+        check_models_listed(settings.db)
     except NoModelsError as error:
         raise ServeError(str(error)) from None
 
@@ -56,9 +56,7 @@ def run_serve(settings: Settings, console: Console,
               stop_event: threading.Event | None = None) -> None:
     """Serve until SIGTERM (``stop_event``, installed by the caller before anything starts)
     or Ctrl-C."""
-    store = Store.open(settings.db.url, settings.db.connect_timeout_s, migrate=True,
-                       response_timeout_s=settings.db.response_timeout_s,
-                       migration_lock_wait_s=settings.db.migration_lock_wait_s)
+    store = open_store(settings.db, migrate=True)
     try:  # the placement state every replica on the store shares, and a restart restores
         engine = journaled_engine(store, WallClock())
     except Unavailable as error:

@@ -41,6 +41,7 @@ from controlplane.runtime import (
 from controlplane.settings import ConfigError, Settings, pool_specs
 from controlplane.settings_env import ENV_PREFIX
 from controlplane.store import Store
+from controlplane.store.configured import DbGroup, listed_model_count
 from controlplane.store.engine import redact, sqlite_file
 from controlplane.store.hints import SqlDemandHints
 from controlplane.store.ledger import SqlForecastLedger
@@ -58,14 +59,15 @@ def _no_models(url: str, what_to_do: str) -> NoModelsError:
     return NoModelsError(f"{redact(url)}: the store lists no models; {what_to_do} before serving")
 
 
-def check_models_listed(url: str, connect_timeout_s: float, response_timeout_s: float) -> None:
+def check_models_listed(db: DbGroup) -> None:
     """NoModelsError unless the store at ``url`` lists a model. It only reads, so a refused
     start leaves no trace: no SQLite file or directory is created, no schema migrated."""
+    url = db.url
     store_file = sqlite_file(url)
     if store_file is not None and not store_file.is_file():
         raise _no_models(url, "there is no such database file: create it with `headroom db "
                               "upgrade`, then add models to its models table")
-    if Store.listed_model_count(url, connect_timeout_s, response_timeout_s) == 0:
+    if listed_model_count(db) == 0:
         raise _no_models(url, "add them to the models table")
 
 

@@ -40,7 +40,8 @@ from controlplane.runtime import check_budget_tenants, check_state_dir
 from controlplane.serve import ServeError
 from controlplane.settings import ConfigError, Settings, load_settings
 from controlplane.sim.catalog import DEMO_MODELS
-from controlplane.store import MigrationError, Store, StoreUnavailable, downgrade, upgrade
+from controlplane.store import MigrationError, StoreUnavailable, downgrade, upgrade
+from controlplane.store.configured import open_store
 from controlplane.store.engine import check_known_revision, in_memory, redact, sqlite_file
 from forecaster.registry import METHODS
 from scheduler.metrics import check_bindable, host_and_port
@@ -123,8 +124,7 @@ def db_upgrade(config: ConfigOption = None,
     store_file = sqlite_file(settings.db.url)
     new_file = store_file is not None and not store_file.exists()
     with db_url_named(settings):
-        store = Store.open(settings.db.url, settings.db.connect_timeout_s,
-                           response_timeout_s=settings.db.response_timeout_s)
+        store = open_store(settings.db)
     try:
         upgrade(store.engine, revision, settings.db.migration_lock_wait_s)
     except MigrationError:
@@ -142,8 +142,7 @@ def db_downgrade(revision: Annotated[str, typer.Argument(help="target revision, 
     settings = _settings(config)
     _refuse_in_memory(settings.db.url)
     with db_url_named(settings):
-        store = Store.open(settings.db.url, settings.db.connect_timeout_s,
-                           response_timeout_s=settings.db.response_timeout_s)
+        store = open_store(settings.db)
     downgrade(store.engine, revision, settings.db.migration_lock_wait_s)
     console.print(f"database {redact(settings.db.url)} downgraded to {revision}")
 
@@ -294,8 +293,7 @@ def dashboard(config: ConfigOption = None,
     store_file = sqlite_file(settings.db.url)
     if store_file is None or store_file.exists():  # a missing one: the pages say what to do
         with db_url_named(settings):  # fail fast, one line
-            engine = Store.open(settings.db.url, settings.db.connect_timeout_s,
-                                response_timeout_s=settings.db.response_timeout_s).engine
+            engine = open_store(settings.db).engine
         try:  # a store a newer Headroom migrated: its pages could misread it
             check_known_revision(engine, settings.db.url)
         finally:

@@ -22,7 +22,8 @@ from controlplane.cli.streams import usage_error
 from controlplane.cli.times import parse_utc
 from controlplane.domain import cost_gaps
 from controlplane.settings import ConfigError
-from controlplane.store import Store, StoreUnavailable
+from controlplane.store import StoreUnavailable
+from controlplane.store.configured import open_existing_store
 from controlplane.store.engine import redact, sqlite_file
 from forecaster.errors import InputError
 
@@ -96,9 +97,7 @@ def export(
         check_output_path(out, "--out", inputs)
         try:
             with db_url_named(settings):
-                engine = Store.open_existing(
-                    url, settings.db.connect_timeout_s,
-                    response_timeout_s=settings.db.response_timeout_s).engine
+                engine = open_existing_store(settings.db).engine
         except StoreUnavailable as error:
             raise StoreUnavailable(f"{error}{demo_store_hint(settings)}") from None
         span = cost_reader.time_span(engine)

@@ -16,7 +16,8 @@ from controlplane.cli.store_origin import db_url_named, store_error_line
 from controlplane.cli.streams import usage_error
 from controlplane.settings import ConfigError, load_settings
 from controlplane.store import StoreUnavailable
-from controlplane.store.engine import in_memory, read_only_engine, redact, scripts, store_revision
+from controlplane.store.configured import open_read_only
+from controlplane.store.engine import in_memory, redact, scripts, store_revision
 from controlplane.store.revisions import history_lines, standing_of
 
 T = TypeVar("T")
@@ -40,8 +41,7 @@ def _on_store(config: Path | None, read: Callable[[Engine], T]) -> tuple[str, T]
                           "has no revision to show")
     try:
         with db_url_named(settings):
-            engine = read_only_engine(url, settings.db.connect_timeout_s,
-                                      settings.db.response_timeout_s)
+            engine = open_read_only(settings.db)
     except StoreUnavailable as error:
         raise usage_error(str(error)) from None
     try:

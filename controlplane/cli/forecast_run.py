@@ -34,6 +34,7 @@ from controlplane.forecast_job import (
 from controlplane.settings import ConfigError, Settings, load_settings
 from controlplane.settings_cluster import PrometheusSettings
 from controlplane.store import Store, StoreUnavailable
+from controlplane.store.configured import open_existing_store
 from controlplane.store.engine import redact
 from forecaster.errors import ForecasterError, InputError
 from forecaster.prepare import parse_duration_s
@@ -127,9 +128,7 @@ def run(
                               store_url or settings.db.url, at, job.step_s)
         # checked before any fit, not after every model was fitted
         with db_url_named(settings) if store_url is None else nullcontext():
-            sink = None if no_store else Store.open_existing(
-                store_url or settings.db.url, settings.db.connect_timeout_s,
-                response_timeout_s=settings.db.response_timeout_s)
+            sink = None if no_store else open_existing_store(settings.db, store_url)
         problem = state_dir_problem(job.state_dir) if job.state_dir is not None else None
         if problem is not None:
             raise InputError(f"{'--state-dir' if state_dir else 'forecast.state_dir'} "

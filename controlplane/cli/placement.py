@@ -31,7 +31,7 @@ from controlplane.cli.streams import usage_error
 from controlplane.placement_api import JournalFollower, journaled_engine
 from controlplane.runtime import hints_api
 from controlplane.settings import ConfigError, Settings
-from controlplane.store import Store
+from controlplane.store.configured import open_store
 from controlplane.store.engine import redact
 from scheduler.affinity import parse_cpu_list, pin_process
 from scheduler.engine import PlacementEngine
@@ -157,9 +157,7 @@ def _kept_in_store(settings: Settings) -> tuple[
     store."""
     url, clock = settings.db.url, WallClock()
     with store_errors(url), db_url_named(settings):
-        store = Store.open(url, settings.db.connect_timeout_s, migrate=True,
-                           response_timeout_s=settings.db.response_timeout_s,
-                           migration_lock_wait_s=settings.db.migration_lock_wait_s)
+        store = open_store(settings.db, migrate=True)
         engine = journaled_engine(store, clock)
     bindings, _, revision = engine.counts()
     return engine, (hints_api(store, clock),), store.engine.dispose, (

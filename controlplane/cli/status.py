@@ -26,7 +26,8 @@ from controlplane.domain.fleet_status import judge_health
 from controlplane.fleet_lease import FLEET_LEASE
 from controlplane.settings import ConfigError
 from controlplane.store import MigrationError, StoreUnavailable
-from controlplane.store.engine import check_known_revision, read_only_engine, redact
+from controlplane.store.configured import open_read_only
+from controlplane.store.engine import check_known_revision, redact
 from controlplane.store.status_reader import read_fleet_status
 
 #: the default --max-tick-age-s in reconcile intervals
@@ -57,8 +58,7 @@ def status_command(
         settings = settings_with_db(config, db)
         url = settings.db.url
         with db_url_named(settings):
-            engine = read_only_engine(url, settings.db.connect_timeout_s,
-                                      settings.db.response_timeout_s)
+            engine = open_read_only(settings.db)
     except StoreUnavailable as error:
         raise usage_error(f"{error}{demo_store_hint(settings)}") from None
     except ConfigError as error:

@@ -20,6 +20,7 @@ from controlplane.cli.streams import usage_error
 from controlplane.domain.errors import error_line
 from controlplane.settings import ConfigError, Settings
 from controlplane.store import MigrationError, Store, StoreUnavailable
+from controlplane.store.configured import open_existing_store
 from controlplane.store.engine import redact
 from forecaster.errors import InputError
 from scheduler.domain.errors import Unavailable
@@ -76,8 +77,7 @@ def with_existing_store(config: Path | None, db: Path | None, work: Callable[[St
     with store_errors(url):
         try:
             with db_url_named(settings):
-                store = Store.open_existing(url, settings.db.connect_timeout_s,
-                                            response_timeout_s=settings.db.response_timeout_s)
+                store = open_existing_store(settings.db)
         except StoreUnavailable as error:
             raise StoreUnavailable(f"{error}{demo_store_hint(settings)}") from None
         try:
