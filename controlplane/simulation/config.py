@@ -10,19 +10,19 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
-import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from controlplane.autoscaling.distribution import Durations
 from controlplane.autoscaling.sizing import ReplicaShape
 from controlplane.domain.cost import DEFAULT_PRICES as LIST_PRICES
 from controlplane.domain.models import Isolation
+from controlplane.models_yaml import ModelsFileError as ModelsFileError
+from controlplane.models_yaml import first_problem, read_mapping
 from controlplane.simulation.cells import shown
-from controlplane.yaml_keys import UniqueKeyLoader
 from controlplane.yaml_numbers import NoBoolForANumber
 from scheduler.domain.catalog import lookup
 from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU
@@ -34,10 +34,6 @@ DEFAULT_PRICES: dict[str, float] = {p.product: p.usd_per_gpu_hour for p in LIST_
 
 
 OPTION = "--cold-start"  # where a cold-start override comes from (it replaces every model's)
-
-
-class ModelsFileError(ValueError):
-    """A models file that cannot be used; the message names file, model and field."""
 
 
 class _Loose(NoBoolForANumber):
@@ -178,16 +174,6 @@ class SimConfig:
         return next(m for m in self.models if m.name == name)
 
 
-def _where(raw: dict[str, Any], loc: tuple[int | str, ...]) -> str:
-    if len(loc) >= 2 and loc[0] == "models" and isinstance(loc[1], int):
-        models = raw.get("models") or []
-        name = models[loc[1]].get("name") if loc[1] < len(models) and isinstance(
-            models[loc[1]], dict) else None
-        rest = ".".join(str(p) for p in loc[2:]) or "(model)"
-        return f"models[{loc[1]}]" + (f" ({name})" if name else "") + f": {rest}"
-    return ".".join(str(p) for p in loc) or "(root)"
-
-
 def _read_samples(path: Path, where: str) -> Durations:
     """Load latencies (column ``value``, ms) -> seconds; ``where`` names the field at fault."""
     if not path.is_file():
@@ -299,30 +285,11 @@ def _sim_model(index: int, model: _Model, fleet: _Fleet, base_dir: Path, cached:
 
 def load_models_file(path: Path, cold_start_override: _ColdStart | None = None) -> SimConfig:
     """Parse and check a models file; ``cold_start_override`` replaces every model's cold start."""
-    if not path.is_file():
-        raise ModelsFileError(f"{path}: no such models file")
-    try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
-    except UnicodeDecodeError as error:
-        raise ModelsFileError(f"{path}: not UTF-8 text (byte {error.start}: "
-                              f"{error.reason})") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(error, "problem", None)  # e.g. a duplicate key 'name'
-        detail = f" ({problem})" if problem else ""
-        raise ModelsFileError(f"{path}:{where}: invalid YAML{detail}") from None
-    if not isinstance(raw, dict):
-        raise ModelsFileError(f"{path}: expected a mapping with 'models' and 'fleet'")
+    raw = read_mapping(path, "'models' and 'fleet'")
     try:
         parsed = _File.model_validate(raw)
     except ValidationError as error:
-        first = error.errors()[0]
-        msg = str(first["msg"]).removeprefix("Value error, ")
-        if (first["type"] != "value_error" and "got" not in msg
-                and isinstance(first.get("input"), int | float)):
-            msg += f", got {first['input']}"
-        raise ModelsFileError(f"{path}: {_where(raw, tuple(first['loc']))}: {msg}") from None
+        raise first_problem(path, raw, error) from None
     names = [m.name for m in parsed.models]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

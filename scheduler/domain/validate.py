@@ -147,18 +147,23 @@ def validate_fleet_request(request: FleetRequest) -> None:
                                   f"got {price}")
 
 
-def _check_slices(point: ProfilePoint, field: str) -> None:
-    """0 (a whole GPU) or a MIG instance size the product offers, where the catalog knows it."""
-    slices = point.compute_slices
+def slices_problem(product: str, slices: int) -> str | None:
+    """Why ``slices`` compute slices cannot be a slice of ``product``, or None: 0 (a whole GPU)
+    or a MIG instance size the product offers, where the catalog knows it."""
     if slices < 0:
-        raise InvalidArgument(field, f"must be >= 0, got {slices}")
-    known = catalog.lookup(point.product)
+        return f"must be >= 0, got {slices}"
+    known = catalog.lookup(product)
     if slices == 0 or known is None:
-        return
+        return None
     if not known.mig_capable:
-        raise InvalidArgument(field, f"{known.name} has no MIG: must be 0 (a whole GPU), got "
-                                     f"{slices}")
+        return f"{known.name} has no MIG: must be 0 (a whole GPU), got {slices}"
     if known.standard_profile(slices) is None:
         sizes = sorted({q.compute_slices for q in known.mig_profiles})
-        raise InvalidArgument(field, f"{known.name} has no MIG instance of {slices} compute "
-                                     f"slices (sizes: {sizes})")
+        return f"{known.name} has no MIG instance of {slices} compute slices (sizes: {sizes})"
+    return None
+
+
+def _check_slices(point: ProfilePoint, field: str) -> None:
+    problem = slices_problem(point.product, point.compute_slices)
+    if problem is not None:
+        raise InvalidArgument(field, problem)

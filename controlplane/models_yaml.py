@@ -1,0 +1,58 @@
+"""Reading a models file (``headroom simulate --models``, ``headroom models import``): YAML with
+unique keys, read as UTF-8, and pydantic's first error put as the file, the model (index and
+name) and the field at fault."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from controlplane.yaml_keys import UniqueKeyLoader
+
+
+class ModelsFileError(ValueError):
+    """A models file that cannot be used; the message names file, model and field."""
+
+
+def read_mapping(path: Path, expected: str) -> dict[str, Any]:
+    """The file's YAML mapping; ``expected`` says what it should hold, for the error."""
+    if not path.is_file():
+        raise ModelsFileError(f"{path}: no such models file")
+    try:
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
+    except UnicodeDecodeError as error:
+        raise ModelsFileError(f"{path}: not UTF-8 text (byte {error.start}: "
+                              f"{error.reason})") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None)  # e.g. a duplicate key 'name'
+        detail = f" ({problem})" if problem else ""
+        raise ModelsFileError(f"{path}:{where}: invalid YAML{detail}") from None
+    if not isinstance(raw, dict):
+        raise ModelsFileError(f"{path}: expected a mapping with {expected}")
+    return raw
+
+
+def where(raw: dict[str, Any], loc: tuple[int | str, ...]) -> str:
+    """``models[2] (llama): profile.0.throughput_rps`` for a pydantic location."""
+    if len(loc) >= 2 and loc[0] == "models" and isinstance(loc[1], int):
+        models = raw.get("models") or []
+        name = models[loc[1]].get("name") if loc[1] < len(models) and isinstance(
+            models[loc[1]], dict) else None
+        rest = ".".join(str(p) for p in loc[2:])  # none: the model's own check names a field
+        return f"models[{loc[1]}]" + (f" ({name})" if name else "") + (f": {rest}" if rest else "")
+    return ".".join(str(p) for p in loc) or "(root)"
+
+
+def first_problem(path: Path, raw: dict[str, Any], error: ValidationError) -> ModelsFileError:
+    """pydantic's first error as one line naming the file, the model and the field."""
+    first = error.errors()[0]
+    msg = str(first["msg"]).removeprefix("Value error, ")
+    if (first["type"] != "value_error" and "got" not in msg
+            and isinstance(first.get("input"), int | float)):
+        msg += f", got {first['input']}"
+    return ModelsFileError(f"{path}: {where(raw, tuple(first['loc']))}: {msg}")
