@@ -66,9 +66,9 @@ def check_models_listed(db: DbGroup) -> None:
     store_file = sqlite_file(url)
     if store_file is not None and not store_file.is_file():
         raise _no_models(url, "there is no such database file: create it with `headroom db "
-                              "upgrade`, then add models to its models table")
+                              "upgrade`, then add models with `headroom models import FILE`")
     if listed_model_count(db) == 0:
-        raise _no_models(url, "add them to the models table")
+        raise _no_models(url, "add them with `headroom models import FILE`")
 
 
 def check_prometheus(settings: Settings) -> None:
@@ -115,7 +115,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                   console: Console, stop_event: threading.Event | None = None) -> None:
     specs = tuple(store.model_specs())
     if not specs:  # check_models_listed ran before the store was migrated; models went since
-        raise _no_models(settings.db.url, "add them to the models table")
+        raise _no_models(settings.db.url, "add them with `headroom models import FILE`")
     clock = WallClock()
     store.upsert_prices(pool_specs(settings), clock.now())  # the Cost page's prices
     source = prometheus_source(settings.prometheus)

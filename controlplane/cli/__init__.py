@@ -26,6 +26,7 @@ from controlplane.cli.demo_store import DEMO_DB, demo_settings
 from controlplane.cli.forecast import app as forecast_app
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.hint import app as hint_app
+from controlplane.cli.models import app as models_app
 from controlplane.cli.placement import app as placement_app
 from controlplane.cli.simulate import simulate_command
 from controlplane.cli.status import status_command
@@ -56,6 +57,7 @@ app.add_typer(placement_app, name="placement")
 app.add_typer(forecast_app, name="forecast")
 app.add_typer(cost_app, name="cost")
 app.add_typer(hint_app, name="hint")
+app.add_typer(models_app, name="models")
 app.command("simulate")(reflowed(simulate_command))
 
 console = Console(stderr=True)

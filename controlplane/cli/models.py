@@ -1,0 +1,112 @@
+"""``headroom models``: the models ``headroom serve`` manages, in the store's models table, from
+a models file (``controlplane.models_file``): import (checked whole, written in one statement),
+list, remove."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
+from controlplane.cli.streams import usage_error
+from controlplane.domain.models import ModelSpec
+from controlplane.models_file import load_model_specs
+from controlplane.models_yaml import ModelsFileError
+from controlplane.store import Store
+from forecaster.errors import InputError
+
+app = typer.Typer(help="The models serve manages: import a models file, list, remove.",
+                  no_args_is_help=True)
+out = Console()
+
+
+@app.callback()
+def models() -> None:
+    """The models serve manages: import a models file, list, remove."""
+
+
+def changes(listed: list[ModelSpec], given: list[ModelSpec]) -> dict[str, list[str]]:
+    """What importing ``given`` over ``listed`` does: new, updated and unchanged names."""
+    before = {s.name: s for s in listed}
+    return {"new": [s.name for s in given if s.name not in before],
+            "updated": [s.name for s in given if s.name in before and before[s.name] != s],
+            "unchanged": [s.name for s in given if before.get(s.name) == s]}
+
+
+@app.command("import")
+def import_models(
+    file: Annotated[Path, typer.Argument(help="models YAML (see `headroom models --help`)",
+                                         dir_okay=False)],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="check the file and say what "
+                                          "would change; write nothing")] = False,
+    config: ConfigOption = None,
+    db: DbOption = None,
+) -> None:
+    """Add or update every model of FILE (others stay listed); serve reads them at start."""
+    try:
+        given = load_model_specs(file)
+    except ModelsFileError as error:
+        raise usage_error(str(error)) from None
+
+    def work(store: Store) -> dict[str, list[str]]:
+        found = changes(store.model_specs(), given)
+        if not dry_run and (found["new"] or found["updated"]):
+            store.upsert_models(given)
+        return found
+
+    found = with_existing_store(config, db, work)
+    verb = "would import" if dry_run else "imported"
+    parts = [f"{kind} {', '.join(names)}" for kind, names in found.items() if names]
+    out.print(f"{verb} {len(given)} model(s) from {file}: {'; '.join(parts)}"
+              + ("" if dry_run or not (found["new"] or found["updated"]) else
+                 "; restart serve to manage them"), markup=False, highlight=False,
+              soft_wrap=True)
+
+
+@app.command("list")
+def list_models(
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    config: ConfigOption = None,
+    db: DbOption = None,
+) -> None:
+    """The store's models: tenant, isolation, engine, SLO, cold start, profile points."""
+    specs = with_existing_store(config, db, lambda store: store.model_specs())
+    if json_out:
+        print(json.dumps([asdict(s) for s in specs], indent=1, default=str))
+        return
+    if not specs:
+        out.print("no models listed (headroom models import FILE)")
+        return
+    table = Table()
+    for column in ("model", "tenant", "isolation", "engine", "SLO ms", "cold start p50/p90 s",
+                   "profile (product/g: rps)"):
+        table.add_column(column, overflow="fold")
+    for s in specs:
+        points = ", ".join(f"{p.product}/{p.compute_slices or 'whole'}: {p.throughput_rps:g}"
+                           for p in s.profile)
+        table.add_row(s.name, s.tenant, s.isolation.value, s.engine.value,
+                      f"{s.latency_slo_ms:g}", f"{s.cold_start.p50_s:g}/{s.cold_start.p90_s:g}",
+                      points)
+    out.print(table)
+
+
+@app.command("remove")
+def remove(
+    name: Annotated[str, typer.Argument(help="a model of `headroom models list`")],
+    config: ConfigOption = None,
+    db: DbOption = None,
+) -> None:
+    """Stop managing NAME (its history, plans and costs stay); takes effect at serve's restart."""
+    def work(store: Store) -> None:
+        if not store.remove_model(name):
+            raise InputError(f"model {name!r} is not listed (see `headroom models list`)")
+
+    with_existing_store(config, db, work)
+    out.print(f"removed model {name}; restart serve to stop managing it", markup=False,
+              highlight=False, soft_wrap=True)

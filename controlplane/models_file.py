@@ -1,0 +1,129 @@
+"""The models file ``headroom models import`` reads: the models ``headroom serve`` manages, each
+with its offline profile (throughput per slice shape within the latency SLO), as the store's
+models table and the placement API's ``ModelDemand`` hold them.
+
+```yaml
+models:
+  - name: llama-3-8b-chat          # as the workload's headroom.dev/model-name and Prometheus say
+    tenant: acme
+    isolation: strict              # strict | trusted | none
+    engine: vllm                   # triton | vllm
+    latency_slo_ms: 2000
+    cold_start: {p50_s: 60, p90_s: 180}
+    profile:
+      - {product: A100-80GB, compute_slices: 3, batch_size: 8, throughput_rps: 20,
+         latency_ms: 800, memory_mib: 30000}
+```
+
+The whole file is checked before anything is written: an impossible profile (a MIG size the
+product does not offer, more memory than the slice holds, a throughput of 0) is an error naming
+the file, the model and the field (``ModelsFileError``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from controlplane.domain.models import ColdStart, Engine, Isolation, ModelSpec, ProfilePoint
+from controlplane.models_yaml import ModelsFileError, first_problem, read_mapping
+from controlplane.yaml_numbers import NoBoolForANumber
+from scheduler.domain import catalog
+from scheduler.domain.validate import slices_problem
+
+#: a cold start over a week is a unit mistake (ms written as s)
+MAX_COLD_START_S = 7 * 86_400.0
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+
+
+class _Strict(NoBoolForANumber):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Point(_Strict):
+    product: str = Field(min_length=1)
+    compute_slices: int = Field(0, ge=0, description="MIG size in g; 0 = a whole GPU")
+    batch_size: int = Field(1, ge=1)
+    mps_processes: int = Field(1, ge=1)
+    throughput_rps: Positive
+    latency_ms: Positive
+    memory_mib: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _fits_the_slice(self) -> _Point:
+        problem = slices_problem(self.product, self.compute_slices)
+        if problem is not None:
+            raise ValueError(f"compute_slices: {problem}")
+        known = catalog.lookup(self.product)
+        if known is None or not known.memory_mib:
+            return self
+        mig = known.standard_profile(self.compute_slices) if self.compute_slices else None
+        holds_mib, shape = ((mig.memory_mib, f"a {mig.name} instance") if mig is not None
+                            else (known.memory_mib, f"a whole {known.name}"))
+        if self.memory_mib > holds_mib:
+            raise ValueError(f"memory_mib: {self.memory_mib} MiB does not fit {shape} "
+                             f"({holds_mib} MiB)")
+        return self
+
+
+class _ColdStart(_Strict):
+    p50_s: float = Field(ge=0, le=MAX_COLD_START_S, allow_inf_nan=False)
+    p90_s: float = Field(ge=0, le=MAX_COLD_START_S, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> _ColdStart:
+        if self.p90_s < self.p50_s:
+            raise ValueError(f"p90_s ({self.p90_s:g}) < p50_s ({self.p50_s:g})")
+        return self
+
+
+class _Model(_Strict):
+    name: str = Field(min_length=1, max_length=200)  # the store's column widths
+    tenant: str = Field("default", min_length=1, max_length=100)
+    isolation: Isolation
+    engine: Engine
+    latency_slo_ms: Positive
+    cold_start: _ColdStart
+    profile: list[_Point] = Field(min_length=1)
+
+    @field_validator("isolation", "engine", mode="before")
+    @classmethod
+    def _any_case(cls, value: object) -> object:  # DESIGN.md writes STRICT | TRUSTED | NONE
+        return value.lower() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _one_point_meets_the_slo(self) -> _Model:
+        if all(p.latency_ms > self.latency_slo_ms for p in self.profile):
+            fastest = min(p.latency_ms for p in self.profile)
+            raise ValueError(f"profile: no point meets latency_slo_ms {self.latency_slo_ms:g} "
+                             f"(the fastest is {fastest:g} ms): no replica could serve it")
+        return self
+
+
+class _File(_Strict):
+    models: list[_Model] = Field(min_length=1)
+
+
+def _spec(model: _Model) -> ModelSpec:
+    return ModelSpec(
+        name=model.name, tenant=model.tenant, isolation=model.isolation, engine=model.engine,
+        latency_slo_ms=model.latency_slo_ms,
+        profile=tuple(ProfilePoint(p.product, p.compute_slices, p.batch_size, p.mps_processes,
+                                   p.throughput_rps, p.latency_ms, p.memory_mib)
+                      for p in model.profile),
+        cold_start=ColdStart(model.cold_start.p50_s, model.cold_start.p90_s))
+
+
+def load_model_specs(path: Path) -> list[ModelSpec]:
+    """Every model of the file, checked; ``ModelsFileError`` naming file, model and field."""
+    raw = read_mapping(path, "'models'")
+    try:
+        parsed = _File.model_validate(raw)
+    except ValidationError as error:
+        raise first_problem(path, raw, error) from None
+    names = [m.name for m in parsed.models]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ModelsFileError(f"{path}: models: duplicate name(s) {dupes}")
+    return [_spec(m) for m in parsed.models]

@@ -1,0 +1,116 @@
+"""`headroom models import | list | remove`: the models serve manages, from a models file into
+the store (SQLite and PostgreSQL); a bad file is one line naming file, model and field, and
+writes nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from clihelpers import HEADROOM, _env
+
+from controlplane.models_file import load_model_specs
+from controlplane.serve_k8s import check_models_listed
+from controlplane.settings_groups import DbSettings
+from controlplane.store import Store
+
+GOOD = """\
+models:
+  - name: llama-3-8b-chat
+    tenant: acme
+    isolation: strict
+    engine: vllm
+    latency_slo_ms: 2000
+    cold_start: {p50_s: 60, p90_s: 180}
+    profile:
+      - {product: A100-80GB, compute_slices: 3, batch_size: 8, throughput_rps: 20,
+         latency_ms: 800, memory_mib: 30000}
+  - name: resnet50
+    tenant: vision
+    isolation: none
+    engine: triton
+    latency_slo_ms: 100
+    cold_start: {p50_s: 5, p90_s: 12}
+    profile:
+      - {product: T4, throughput_rps: 250, latency_ms: 30, memory_mib: 2000}
+"""
+
+
+def _models(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*HEADROOM, "models", *args], env=_env(HEADROOM_DB__URL=url,
+                                                                 COLUMNS="200"),
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    url = (f"sqlite:///{tmp_path / 'store.db'}" if request.param == "sqlite"
+           else str(request.getfixturevalue("postgres_url")))
+    Store.open(url, migrate=True).engine.dispose()  # `headroom db upgrade`
+    return url
+
+
+def test_a_models_file_is_imported_listed_re_imported_and_a_model_removed(
+        store_url: str, tmp_path: Path) -> None:
+    models = tmp_path / "models.yaml"
+    models.write_text(GOOD)
+    imported = _models(store_url, "import", str(models))
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.startswith(f"imported 2 model(s) from {models}: new llama-3-8b-chat, "
+                                      "resnet50; restart serve")
+    store = Store.open(store_url)
+    assert store.model_specs() == load_model_specs(models)  # the specs, whole
+    check_models_listed(DbSettings(url=store_url))  # serve's start check (kubernetes) passes
+    listed = json.loads(_models(store_url, "list", "--json").stdout)
+    assert [m["name"] for m in listed] == ["llama-3-8b-chat", "resnet50"]
+    assert listed[0]["profile"][0]["compute_slices"] == 3
+    assert "llama-3-8b-chat" in _models(store_url, "list").stdout
+
+    models.write_text(GOOD.replace("throughput_rps: 250", "throughput_rps: 300"))
+    again = _models(store_url, "import", str(models))
+    assert "updated resnet50; unchanged llama-3-8b-chat" in again.stdout, again.stdout
+    assert Store.open(store_url).model_specs()[1].profile[0].throughput_rps == 300.0
+
+    removed = _models(store_url, "remove", "resnet50")
+    assert removed.returncode == 0 and removed.stdout.startswith("removed model resnet50")
+    assert Store.open(store_url).model_names() == ["llama-3-8b-chat"]
+    gone = _models(store_url, "remove", "resnet50")
+    assert gone.returncode == 2
+    assert gone.stderr == ("error: model 'resnet50' is not listed (see `headroom models "
+                           "list`)\n")
+
+
+def test_a_dry_run_says_what_would_change_and_writes_nothing(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    Store.open(url, migrate=True).engine.dispose()
+    models = tmp_path / "models.yaml"
+    models.write_text(GOOD)
+    run = _models(url, "import", str(models), "--dry-run")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith(f"would import 2 model(s) from {models}: new llama-3-8b-chat")
+    assert Store.open(url).model_names() == []
+
+
+def test_a_file_with_one_impossible_model_is_one_line_and_writes_none_of_them(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    Store.open(url, migrate=True).engine.dispose()
+    models = tmp_path / "models.yaml"
+    models.write_text(GOOD.replace("{product: T4, throughput_rps: 250",
+                                   "{product: T4, compute_slices: 2, throughput_rps: 250"))
+    run = _models(url, "import", str(models))
+    assert run.returncode == 2
+    assert run.stderr == (f"error: {models}: models[1] (resnet50): profile.0: compute_slices: "
+                          "T4 has no MIG: must be 0 (a whole GPU), got 2\n")
+    assert Store.open(url).model_names() == []  # the first, good model was not written either
+
+
+def test_import_into_a_store_that_was_never_migrated_says_to_upgrade_first(
+        tmp_path: Path) -> None:
+    models = tmp_path / "models.yaml"
+    models.write_text(GOOD)
+    run = _models(f"sqlite:///{tmp_path / 'missing.db'}", "import", str(models))
+    assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
+    assert not (tmp_path / "missing.db").exists()

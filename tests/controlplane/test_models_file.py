@@ -1,0 +1,92 @@
+"""The models file of `headroom models import`: every field checked, an impossible profile named
+by file, model and field before anything is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controlplane.domain.models import ColdStart, Engine, Isolation, ModelSpec, ProfilePoint
+from controlplane.models_file import load_model_specs
+from controlplane.models_yaml import ModelsFileError
+
+GOOD = """\
+models:
+  - name: llama-3-8b-chat
+    tenant: acme
+    isolation: STRICT
+    engine: vllm
+    latency_slo_ms: 2000
+    cold_start: {p50_s: 60, p90_s: 180}
+    profile:
+      - {product: A100-80GB, compute_slices: 3, batch_size: 8, throughput_rps: 20,
+         latency_ms: 800, memory_mib: 30000}
+      - {product: L4, throughput_rps: 8, latency_ms: 850, memory_mib: 20000}
+  - name: resnet50
+    isolation: none
+    engine: triton
+    latency_slo_ms: 100
+    cold_start: {p50_s: 5, p90_s: 12}
+    profile:
+      - {product: T4, throughput_rps: 250, latency_ms: 30, memory_mib: 2000}
+"""
+
+
+def _file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "models.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_models_file_reads_as_the_specs_serve_manages(tmp_path: Path) -> None:
+    llama, resnet = load_model_specs(_file(tmp_path, GOOD))
+    assert llama == ModelSpec(
+        "llama-3-8b-chat", "acme", Isolation.STRICT, Engine.VLLM, 2000.0,
+        (ProfilePoint("A100-80GB", 3, 8, 1, 20.0, 800.0, 30000),
+         ProfilePoint("L4", 0, 1, 1, 8.0, 850.0, 20000)), ColdStart(60.0, 180.0))
+    assert resnet.tenant == "default" and resnet.isolation is Isolation.NONE
+
+
+@pytest.mark.parametrize(("old", "new", "named"), [
+    ("compute_slices: 3,", "compute_slices: 5,",
+     "models[0] (llama-3-8b-chat): profile.0: compute_slices: A100-80GB has no MIG instance of "
+     "5 compute slices"),
+    ("memory_mib: 30000}", "memory_mib: 50000}",
+     "models[0] (llama-3-8b-chat): profile.0: memory_mib: 50000 MiB does not fit a 3g.40gb "
+     "instance"),
+    ("{product: T4, throughput_rps: 250", "{product: T4, compute_slices: 1, throughput_rps: 250",
+     "models[1] (resnet50): profile.0: compute_slices: T4 has no MIG"),
+    ("throughput_rps: 250", "throughput_rps: 0",
+     "models[1] (resnet50): profile.0.throughput_rps: Input should be greater than 0"),
+    ("isolation: none", "isolation: secure", "models[1] (resnet50): isolation: Input should be"),
+    ("latency_slo_ms: 100", "latency_slo: 100",
+     "models[1] (resnet50): latency_slo_ms: Field required"),
+    ("{p50_s: 5, p90_s: 12}", "{p50_s: 12, p90_s: 5}",
+     "models[1] (resnet50): cold_start: p90_s (5) < p50_s (12)"),
+    ("latency_slo_ms: 100", "latency_slo_ms: 20",
+     "models[1] (resnet50): profile: no point meets latency_slo_ms 20"),
+    ("batch_size: 8,", "batch_size: true,",
+     "models[0] (llama-3-8b-chat): profile.0.batch_size: expected a number, got true"),
+    ("name: resnet50", "name: llama-3-8b-chat",
+     "models: duplicate name(s) ['llama-3-8b-chat']"),
+])
+def test_an_impossible_model_is_named_by_file_model_and_field(
+        tmp_path: Path, old: str, new: str, named: str) -> None:
+    assert old in GOOD
+    path = _file(tmp_path, GOOD.replace(old, new, 1))
+    with pytest.raises(ModelsFileError) as err:
+        load_model_specs(path)
+    assert str(err.value).startswith(f"{path}: {named}"), str(err.value)
+
+
+@pytest.mark.parametrize(("text", "named"), [
+    ("models: []\n", "models: List should have at least 1 item"),
+    ("- name: x\n", "expected a mapping with 'models'"),
+    ("models:\n  - name: a\n    name: b\n", "line 3: invalid YAML"),
+])
+def test_a_file_that_is_not_a_models_file_says_so(tmp_path: Path, text: str, named: str) -> None:
+    path = _file(tmp_path, text)
+    with pytest.raises(ModelsFileError) as err:
+        load_model_specs(path)
+    assert str(err.value).startswith(f"{path}:") and named in str(err.value), str(err.value)
