@@ -24,10 +24,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from controlplane.domain.models import ColdStart, Engine, Isolation, ModelSpec, ProfilePoint
-from controlplane.models_yaml import ModelsFileError, first_problem, read_mapping
+from controlplane.models_yaml import unique_names, validated
 from controlplane.yaml_numbers import NoBoolForANumber
 from scheduler.domain import catalog
 from scheduler.domain.validate import slices_problem
@@ -117,13 +117,6 @@ def _spec(model: _Model) -> ModelSpec:
 
 def load_model_specs(path: Path) -> list[ModelSpec]:
     """Every model of the file, checked; ``ModelsFileError`` naming file, model and field."""
-    raw = read_mapping(path, "'models'")
-    try:
-        parsed = _File.model_validate(raw)
-    except ValidationError as error:
-        raise first_problem(path, raw, error) from None
-    names = [m.name for m in parsed.models]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ModelsFileError(f"{path}: models: duplicate name(s) {dupes}")
+    parsed = validated(path, _File, "'models'")
+    unique_names(path, [m.name for m in parsed.models])
     return [_spec(m) for m in parsed.models]

@@ -5,12 +5,14 @@ name) and the field at fault."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from controlplane.yaml_keys import UniqueKeyLoader
+
+Schema = TypeVar("Schema", bound=BaseModel)
 
 
 class ModelsFileError(ValueError):
@@ -56,3 +58,20 @@ def first_problem(path: Path, raw: dict[str, Any], error: ValidationError) -> Mo
             and isinstance(first.get("input"), int | float)):
         msg += f", got {first['input']}"
     return ModelsFileError(f"{path}: {where(raw, tuple(first['loc']))}: {msg}")
+
+
+def validated(path: Path, schema: type[Schema], expected: str) -> Schema:
+    """The file read (``read_mapping``) and validated against ``schema``: its first problem as
+    one line naming the file, the model and the field."""
+    raw = read_mapping(path, expected)
+    try:
+        return schema.model_validate(raw)
+    except ValidationError as error:
+        raise first_problem(path, raw, error) from None
+
+
+def unique_names(path: Path, names: list[str]) -> None:
+    """A name given to two models of the file is an error naming them."""
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ModelsFileError(f"{path}: models: duplicate name(s) {dupes}")

@@ -14,14 +14,14 @@ from typing import Annotated
 
 import numpy as np
 import pandas as pd
-from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from controlplane.autoscaling.distribution import Durations
 from controlplane.autoscaling.sizing import ReplicaShape
 from controlplane.domain.cost import DEFAULT_PRICES as LIST_PRICES
 from controlplane.domain.models import Isolation
 from controlplane.models_yaml import ModelsFileError as ModelsFileError
-from controlplane.models_yaml import first_problem, read_mapping
+from controlplane.models_yaml import unique_names, validated
 from controlplane.simulation.cells import shown
 from controlplane.yaml_numbers import NoBoolForANumber
 from scheduler.domain.catalog import lookup
@@ -285,15 +285,8 @@ def _sim_model(index: int, model: _Model, fleet: _Fleet, base_dir: Path, cached:
 
 def load_models_file(path: Path, cold_start_override: _ColdStart | None = None) -> SimConfig:
     """Parse and check a models file; ``cold_start_override`` replaces every model's cold start."""
-    raw = read_mapping(path, "'models' and 'fleet'")
-    try:
-        parsed = _File.model_validate(raw)
-    except ValidationError as error:
-        raise first_problem(path, raw, error) from None
-    names = [m.name for m in parsed.models]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ModelsFileError(f"{path}: models: duplicate name(s) {dupes}")
+    parsed = validated(path, _File, "'models' and 'fleet'")
+    unique_names(path, [m.name for m in parsed.models])
     fleet = parsed.fleet
     tenants = sorted({m.tenant for m in parsed.models})
     for tenant in sorted(set(fleet.tenant_gpu_budgets) - set(tenants)):

@@ -16,26 +16,7 @@ from controlplane.serve_k8s import check_models_listed
 from controlplane.settings_groups import DbSettings
 from controlplane.store import Store
 
-GOOD = """\
-models:
-  - name: llama-3-8b-chat
-    tenant: acme
-    isolation: strict
-    engine: vllm
-    latency_slo_ms: 2000
-    cold_start: {p50_s: 60, p90_s: 180}
-    profile:
-      - {product: A100-80GB, compute_slices: 3, batch_size: 8, throughput_rps: 20,
-         latency_ms: 800, memory_mib: 30000}
-  - name: resnet50
-    tenant: vision
-    isolation: none
-    engine: triton
-    latency_slo_ms: 100
-    cold_start: {p50_s: 5, p90_s: 12}
-    profile:
-      - {product: T4, throughput_rps: 250, latency_ms: 30, memory_mib: 2000}
-"""
+GOOD = (Path(__file__).resolve().parents[2] / "deploy" / "examples" / "models.yaml").read_text()
 
 
 def _models(url: str, *args: str) -> subprocess.CompletedProcess[str]:

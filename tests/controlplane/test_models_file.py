@@ -11,26 +11,8 @@ from controlplane.domain.models import ColdStart, Engine, Isolation, ModelSpec, 
 from controlplane.models_file import load_model_specs
 from controlplane.models_yaml import ModelsFileError
 
-GOOD = """\
-models:
-  - name: llama-3-8b-chat
-    tenant: acme
-    isolation: STRICT
-    engine: vllm
-    latency_slo_ms: 2000
-    cold_start: {p50_s: 60, p90_s: 180}
-    profile:
-      - {product: A100-80GB, compute_slices: 3, batch_size: 8, throughput_rps: 20,
-         latency_ms: 800, memory_mib: 30000}
-      - {product: L4, throughput_rps: 8, latency_ms: 850, memory_mib: 20000}
-  - name: resnet50
-    isolation: none
-    engine: triton
-    latency_slo_ms: 100
-    cold_start: {p50_s: 5, p90_s: 12}
-    profile:
-      - {product: T4, throughput_rps: 250, latency_ms: 30, memory_mib: 2000}
-"""
+EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "models.yaml"
+GOOD = EXAMPLE.read_text()
 
 
 def _file(tmp_path: Path, text: str) -> Path:
@@ -39,8 +21,8 @@ def _file(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_a_models_file_reads_as_the_specs_serve_manages(tmp_path: Path) -> None:
-    llama, resnet = load_model_specs(_file(tmp_path, GOOD))
+def test_the_shipped_example_models_file_reads_as_the_specs_serve_manages() -> None:
+    llama, resnet = load_model_specs(EXAMPLE)
     assert llama == ModelSpec(
         "llama-3-8b-chat", "acme", Isolation.STRICT, Engine.VLLM, 2000.0,
         (ProfilePoint("A100-80GB", 3, 8, 1, 20.0, 800.0, 30000),
