@@ -285,9 +285,12 @@ def serve(
 
 @app.command()
 def dashboard(config: ConfigOption = None,
-              port: Annotated[int | None, typer.Option(help="port to serve on", min=0,
-                                                       max=65535)] = None,
-              address: Annotated[str | None, typer.Option(help="address to bind")] = None) -> None:
+              port: Annotated[int | None, typer.Option(
+                  help=escape("port to serve on [default: dashboard.port, 8501]"), min=0,
+                  max=65535)] = None,
+              address: Annotated[str | None, typer.Option(
+                  help=escape("address to bind [default: dashboard.address, 127.0.0.1]"))] = None,
+              ) -> None:
     """The Streamlit dashboard over the configured store (read-only)."""
     from controlplane.demo import dashboard_command
 

@@ -76,3 +76,11 @@ def test_bracketed_option_help_is_printed_not_taken_for_rich_markup() -> None:
             assert text in result.output, f"{name} {param.name}: {text!r} not in the help"
             checked.add(f"{name} {param.name}")
     assert {"demo db", "forecast backtest csv"} <= checked
+
+
+def test_dashboard_help_names_where_the_port_and_address_default_from() -> None:
+    result = CliRunner().invoke(app, ["dashboard", "--help"], env={"COLUMNS": "200"},
+                                terminal_width=200)
+    assert result.exit_code == 0
+    assert "[default: dashboard.port, 8501]" in result.output
+    assert "[default: dashboard.address, 127.0.0.1]" in result.output
