@@ -8,6 +8,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from controlplane.adapters.keda import KedaScalerServicer, ScalerQuery
 from controlplane.autoscaling.calibration import MIN_ERRORS
@@ -189,3 +192,30 @@ def test_keda_serves_a_forecast_the_loop_has_not_recorded_as_it_is(tmp_path: Pat
                                      runtime.config.calibration)
     assert calibrated.latest_forecasts() == dict(raw.latest_forecasts())
     assert _keda_rps(calibrated, runtime, 0.9) == _keda_rps(raw, runtime, 0.9)
+
+
+def test_keda_calibrates_again_only_when_the_forecasts_or_the_records_changed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from controlplane.autoscaling.issued import calibrated_forecasts as real
+
+    runtime = _undershot(_runtime(f"sqlite:///{tmp_path / 'a.db'}"))
+    calls: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> dict[str, Forecast]:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("controlplane.forecast_calibration.calibrated_forecasts", counted)
+    calibrated = CalibratedForecasts(runtime.deps.forecasts, SqlForecastLedger(
+        runtime.store.engine), runtime.clock, runtime.config.calibration)
+    first = calibrated.latest_forecasts()
+    assert [calibrated.latest_forecasts() for _ in range(5)] == [first] * 5
+    assert len(calls) == 1  # KEDA's polls between two ticks: one calibration
+    runtime.advance(30, run_jobs=False)
+    runtime.tick()  # records and scores: the window changed
+    calls.clear()  # the tick calibrates too
+    after = calibrated.latest_forecasts()
+    assert len(calls) == 1
+    fresh = CalibratedForecasts(runtime.deps.forecasts, SqlForecastLedger(runtime.store.engine),
+                                runtime.clock, runtime.config.calibration)
+    assert after == fresh.latest_forecasts()  # the same as calibrating from scratch
