@@ -33,8 +33,10 @@ def test_scripted_demo_prints_one_json_summary_with_ticks_and_placements(tmp_pat
     assert summary["sim_minutes"] == 120
     assert 0.9 < summary["served_share"] <= 1.0
     assert summary["grpc_address"].startswith("127.0.0.1:")
-    # a fleet taken over starts laid out: re-layouts only follow a plan that outgrows it
-    assert isinstance(summary["mig_relayouts"], int) and 0 <= summary["mig_relayouts"] <= 2
+    # a fleet taken over starts laid out: re-layouts only follow a plan that outgrows it. How
+    # many the plan's growth takes varies with when the forecast pool's refreshes land on the
+    # virtual clock: 1, 2 or 3 in repeated runs of the same commit (8d56be6: 1,2,2,2,2,2,3)
+    assert isinstance(summary["mig_relayouts"], int) and 0 <= summary["mig_relayouts"] <= 3
 
 
 def test_ctrl_c_stops_the_live_demo_even_when_it_was_started_with_sigint_ignored(
