@@ -140,7 +140,8 @@ def start_placement_api(settings: Settings, engine: PlacementEngine,
         metrics.stop()
         raise
     host = settings.placement.listen.rpartition(":")[0]
-    console.print(f"placement API (gRPC) on {host}:{port} ({security_note(settings.placement)}"
+    console.print(f"placement API (gRPC) on {host}:{port} "
+                  f"({transport_security(settings.placement).describe()}"
                   f"); backend {settings.backend}; dry_run={settings.safety.dry_run}")
     if metrics.url:
         console.print(f"placement API metrics on {metrics.url}")
@@ -154,15 +155,6 @@ def start_placement_api(settings: Settings, engine: PlacementEngine,
         metrics.stop()
 
     return stop_all, metrics.loop
-
-
-def security_note(placement: PlacementSettings) -> str:
-    """How the placement API is secured, in a few words for the start line."""
-    if placement.tls_cert_file is None:
-        transport = "plaintext"
-    else:
-        transport = "mutual TLS" if placement.tls_client_ca_file is not None else "TLS"
-    return f"{transport}, {'bearer token' if placement.token_file is not None else 'no token'}"
 
 
 def _nothing() -> None:

@@ -54,6 +54,12 @@ class TransportSecurity:
     def tls(self) -> bool:
         return self.tls_cert_file is not None
 
+    def describe(self) -> str:
+        """How the server is secured, in a few words: ``mutual TLS, bearer token``."""
+        transport = ("plaintext" if not self.tls
+                     else "mutual TLS" if self.tls_client_ca_file is not None else "TLS")
+        return f"{transport}, {'bearer token' if self.token_file is not None else 'no token'}"
+
 
 def _read(setting: str, path: Path) -> bytes:
     try:

@@ -14,7 +14,12 @@ from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics
-from scheduler.security import TokenInterceptor, TransportSecurity, check_files, server_credentials
+from scheduler.security import (
+    BearerTokens,
+    TokenInterceptor,
+    TransportSecurity,
+    server_credentials,
+)
 from scheduler.service import PlacementServicer
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Placement"].full_name
@@ -73,7 +78,8 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
     speaks neither TLS nor tokens); its port: ``health_port(server)``.
     """
     security = security or TransportSecurity()
-    tokens = check_files(security)
+    credentials = server_credentials(security) if security.tls else None  # files checked here
+    tokens = BearerTokens(security.token_file) if security.token_file is not None else None
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="placement"),
         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -97,7 +103,7 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
         register(server)
     names = [SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME]
     reflection.enable_server_reflection(names, server)
-    port = (server.add_secure_port(address, server_credentials(security)) if security.tls
+    port = (server.add_secure_port(address, credentials) if credentials is not None
             else server.add_insecure_port(address))
     if port == 0:
         raise OSError(f"cannot bind the placement server to {address}")

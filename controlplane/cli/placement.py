@@ -126,7 +126,7 @@ def serve(
         if metrics_url:
             typer.echo(f"metrics on {metrics_url}")
         if secured.security != TransportSecurity():
-            typer.echo(f"secured with {secured.note()}")
+            typer.echo(f"secured with {secured.security.describe()}")
         if secured.health_listen is not None:
             typer.echo(f"health checks (plaintext) on "
                        f"{secured.health_listen.rpartition(':')[0]}:{health_port(server)}")

@@ -42,12 +42,6 @@ class ServedSecurity:
     security: TransportSecurity
     health_listen: str | None
 
-    def note(self) -> str:
-        sec = self.security
-        transport = ("plaintext" if not sec.tls
-                     else "mutual TLS" if sec.tls_client_ca_file is not None else "TLS")
-        return f"{transport}, {'bearer token' if sec.token_file is not None else 'no token'}"
-
 
 def served_security(listen: str, configured: PlacementSettings | None, *,
                     tls_cert: Path | None, tls_key: Path | None, tls_client_ca: Path | None,
