@@ -178,21 +178,20 @@ class Store:
         from the product's last recorded one is appended to the price history, in force from
         ``effective_at`` (default ``at``, else the store's clock: its newest tick; none yet:
         since always), so past days keep the price they had."""
-        last_pool = {pool.product: pool for pool in pools}
-        rows = [dict(product=product, price_per_gpu_hour=pool.price_per_gpu_hour,
-                     **price_label(pool, at)) for product, pool in last_pool.items()]
-        self._upsert(GpuPriceRecord.__tablename__, "product", rows)
+        labelled = {pool.product: (pool.price_per_gpu_hour, price_label(pool, at))
+                    for pool in pools}  # several pools of a product: the last one's
+        self._upsert(GpuPriceRecord.__tablename__, "product", [
+            dict(product=product, price_per_gpu_hour=price, **label)
+            for product, (price, label) in labelled.items()])
         when = effective_at or at or self.last_tick_at()
         history = GpuPriceHistoryRecord
         with self.session() as session:
-            for product, pool in last_pool.items():
+            for product, (price, label) in labelled.items():
                 last = session.exec(select(history.price_per_gpu_hour)
                                     .where(history.product == product)
                                     .order_by(col(history.id).desc()).limit(1)).first()
-                if last != pool.price_per_gpu_hour:
-                    label = price_label(pool, at)
-                    session.add(history(product=product,
-                                        price_per_gpu_hour=pool.price_per_gpu_hour,
+                if last != price:
+                    session.add(history(product=product, price_per_gpu_hour=price,
                                         source=label["source"], as_of=label["as_of"],
                                         effective_at=when))
             session.commit()
