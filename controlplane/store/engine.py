@@ -238,12 +238,17 @@ def scripts() -> ScriptDirectory:
     return ScriptDirectory.from_config(_scripts_config())
 
 
+def knows(known: ScriptDirectory, revision: str) -> bool:
+    """Whether ``revision`` is one of ``known``'s migrations (else a newer Headroom made it)."""
+    return revision in {script.revision for script in known.walk_revisions()}
+
+
 def check_known_revision(engine: Engine, url: str) -> None:
     """MigrationError naming ``url`` when its store is stamped with a revision this Headroom has
     no migration for: a newer Headroom migrated it, and what this one reads or writes there
     could mean something else by then. Reads only (``url``: the URL to name it by)."""
     stamped, known = store_revision(engine), scripts()
-    if stamped is None or stamped in {script.revision for script in known.walk_revisions()}:
+    if stamped is None or knows(known, stamped):
         return
     raise MigrationError(f"store {redact(url)} is at revision {stamped!r}, which this Headroom "
                          "does not know: a newer Headroom migrated it; run that version, or "

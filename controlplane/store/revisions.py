@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
-from controlplane.store.engine import scripts, store_revision
+from controlplane.store.engine import knows, scripts, store_revision
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ def standing_of(known: ScriptDirectory, stamped: str | None) -> Standing:
     head = known.get_current_head()
     if head is None:  # pragma: no cover - Headroom ships its migrations
         raise ValueError("this Headroom has no migrations")
-    if stamped is not None and stamped not in {s.revision for s in known.walk_revisions()}:
+    if stamped is not None and not knows(known, stamped):
         return Standing(stamped, head, None)
     pending = list(known.iterate_revisions(head, stamped or "base"))
     return Standing(stamped, head, len(pending))
@@ -55,7 +55,7 @@ def history_lines(known: ScriptDirectory, stamped: str | None) -> list[str]:
     """One line per migration, newest first: ``REV  summary``, the store's marked ``<- store``
     (and a line of its own first when this Headroom does not know it)."""
     lines = []
-    if stamped is not None and stamped not in {s.revision for s in known.walk_revisions()}:
+    if stamped is not None and not knows(known, stamped):
         lines.append(f"{stamped}  (unknown to this Headroom: a newer one migrated the store)"
                      "  <- store")
     for script in known.walk_revisions():
