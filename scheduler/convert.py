@@ -22,6 +22,12 @@ from scheduler.domain.model import (
     SharingMode,
     WorkloadSpec,
 )
+from scheduler.domain.routing import (
+    DEFAULT_VERSION_MISMATCH_FACTOR,
+    RankedReplica,
+    ReplicaLoad,
+    validate_loads,
+)
 from scheduler.domain.validate import validate_workload
 
 _ISOLATION: dict[int, Isolation] = {
@@ -98,6 +104,27 @@ def binding_to_pb(binding: Binding) -> pb.Binding:
         mig_profile=binding.mig_profile, gpu_milli=binding.gpu_milli, reason=binding.reason,
         lease_s=binding.lease_s, lease_expires_at_s=binding.lease_expires_at_s,
     )
+
+
+def replica_loads_from_pb(request: pb.RankReplicasRequest) -> tuple[list[ReplicaLoad], float]:
+    """The validated replica loads and version mismatch factor of a RankReplicas request;
+    raises InvalidArgument naming the field."""
+    loads = [ReplicaLoad(
+        r.workload_id, r.queue_depth,
+        r.kv_cache_usage if r.HasField("kv_cache_usage") else None,
+        r.gpu_memory_used_mib if r.HasField("gpu_memory_used_mib") else None,
+        r.model_version, r.sleeping) for r in request.replicas]
+    factor = (request.version_mismatch_factor if request.HasField("version_mismatch_factor")
+              else DEFAULT_VERSION_MISMATCH_FACTOR)
+    validate_loads(loads, factor)
+    return loads, factor
+
+
+def ranking_to_pb(ranked: list[RankedReplica], unknown: list[str]) -> pb.RankReplicasResponse:
+    return pb.RankReplicasResponse(ranked=[pb.RankedReplica(
+        workload_id=r.workload_id, score=r.score, node=r.node, memory_headroom=r.memory_headroom,
+        queue_factor=r.queue_factor, version_factor=r.version_factor, reason=r.reason)
+        for r in ranked], unknown=unknown)
 
 
 def fleet_request_from_pb(request: pb.PlanFleetRequest) -> FleetRequest:

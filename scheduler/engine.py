@@ -24,6 +24,7 @@ from scheduler.domain.fleet_types import FleetPlan
 from scheduler.domain.milp import MilpSolver
 from scheduler.domain.model import Binding, WorkloadSpec
 from scheduler.domain.placer import OnlinePlacer
+from scheduler.domain.routing import rank_replicas
 from scheduler.domain.scoring import ScoreWeights
 from scheduler.domain.validate import validate_fleet_request, validate_nodes
 from scheduler.highs import HighsSolver
@@ -308,6 +309,20 @@ class PlacementEngine:
                          and b.workload_id.startswith(request.workload_prefix)),
                         key=lambda b: b.workload_id)
         return pb.ListBindingsResponse(bindings=[convert.binding_to_pb(b) for b in chosen])
+
+    def rank_replicas(self, request: pb.RankReplicasRequest) -> pb.RankReplicasResponse:
+        """The routing hint (``scheduler.domain.routing``) over the bindings held now, after
+        catching up with the journal; raises InvalidArgument, Unavailable."""
+        loads, mismatch_factor = convert.replica_loads_from_pb(request)
+        self.refresh()
+        with self._lock:
+            self._expire(self._now_s())
+            sites = self._placer.cluster.replica_sites([x.workload_id for x in loads],
+                                                        self._waiting)
+        pairs = list(zip(loads, sites, strict=True))
+        ranked = rank_replicas([(x, s) for x, s in pairs if s is not None],
+                               request.model_version, mismatch_factor)
+        return convert.ranking_to_pb(ranked, [x.workload_id for x, s in pairs if s is None])
 
     # ---------------------------------------------------------------- fleet plan
     def plan_fleet(self, request: pb.PlanFleetRequest, previous: pb.FleetPlan | None = None,

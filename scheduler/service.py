@@ -81,7 +81,7 @@ def call_engine(context: grpc.ServicerContext, fn: Callable[[], T], empty: T,
 
 #: The short, hot calls. They run on their own small thread pool: on a 2-core machine a few
 #: threads contending for the GIL serve Place/Release pairs much faster than many.
-FAST_METHODS = ("SyncInventory", "Place", "Release", "GetPlan", "RenewLeases")
+FAST_METHODS = ("SyncInventory", "Place", "Release", "GetPlan", "RenewLeases", "RankReplicas")
 
 
 class PlacementServicer(pb_grpc.PlacementServicer):
@@ -125,6 +125,11 @@ class PlacementServicer(pb_grpc.PlacementServicer):
                     context: grpc.ServicerContext) -> pb.RenewLeasesResponse:
         return call_engine(context, lambda: self.engine.renew_leases(request),
                            pb.RenewLeasesResponse(), self.metrics, "RenewLeases")
+
+    def RankReplicas(self, request: pb.RankReplicasRequest,
+                     context: grpc.ServicerContext) -> pb.RankReplicasResponse:
+        return call_engine(context, lambda: self.engine.rank_replicas(request),
+                           pb.RankReplicasResponse(), self.metrics, "RankReplicas")
 
     def PlanFleet(self, request: pb.PlanFleetRequest,
                   context: grpc.ServicerContext) -> pb.FleetPlan:

@@ -7,7 +7,7 @@ under a lock) but does no I/O: every decision is a function of inventory, bindin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +23,7 @@ from scheduler.domain.model import (
     NodeSpec,
     SharingMode,
 )
+from scheduler.domain.routing import ReplicaSite
 from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU
 
 IntArray = npt.NDArray[np.int64]
@@ -182,6 +183,34 @@ class Cluster:
 
     def mig_layout(self, node: int, gpu: int) -> list[MigInstance]:
         return list(self.mig.get((node, gpu), {}).values())
+
+    def replica_site(self, binding: Binding) -> ReplicaSite:
+        """Where a bound workload runs, for the routing hint: its node takes work or not, the
+        GPU memory it may use (a MIG instance's, an exclusive GPU's, its charged share of a
+        shared GPU; 0 unknown) and the least free share of its GPUs' memory."""
+        node = self.position[binding.node]
+        cols = self._columns.get(binding.workload_id, ())
+        known = [g for g in cols if self.gmem_known.item(node, g)]
+        free_fraction = min((self.gmem_free.item(node, g) / self.gmem_total.item(node, g)
+                             for g in known), default=1.0)
+        memory_mib = binding.gpu_memory_mib  # a MIG instance's memory, a share's charge
+        if binding.mode is SharingMode.EXCLUSIVE:
+            memory_mib = min((self.gmem_total.item(node, g) for g in known), default=0)
+        return ReplicaSite(binding.node, binding.mode, bool(self.open[node]), memory_mib,
+                           free_fraction)
+
+    def replica_sites(self, workload_ids: Sequence[str], waiting: Mapping[str, Binding]
+                      ) -> list[ReplicaSite | None]:
+        """The site of each workload (None: not bound); one bound on a node this inventory
+        does not have (``waiting``) is on a node that takes no work."""
+        out: list[ReplicaSite | None] = []
+        for workload_id in workload_ids:
+            bound = self.bindings.get(workload_id)
+            held = waiting.get(workload_id) if bound is None else None
+            out.append(self.replica_site(bound) if bound is not None
+                       else None if held is None
+                       else ReplicaSite(held.node, held.mode, False, 0, 1.0))
+        return out
 
     # ------------------------------------------------------------------ apply
     def apply(self, workload_id: str, cpu_milli: int, memory_mib: int, choice: Choice) -> Binding:

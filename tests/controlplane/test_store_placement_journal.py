@@ -127,6 +127,18 @@ def test_two_engines_on_one_store_answer_as_one(store_url: str) -> None:
     assert left.counts() == right.counts() == (2, 2, 2)
 
 
+def test_an_engine_ranks_replicas_another_engine_on_the_store_placed(store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    left, right = _engine(store, "left"), _engine(store, "right")
+    for engine in (left, right):
+        engine.sync_inventory(_inventory("n0"))
+    left.place(make_place("placed-left"))
+    answer = right.rank_replicas(pb.RankReplicasRequest(replicas=[
+        pb.ReplicaLoad(workload_id="placed-left"), pb.ReplicaLoad(workload_id="nowhere")]))
+    assert [(r.workload_id, r.node) for r in answer.ranked] == [("placed-left", "n0")]
+    assert list(answer.unknown) == ["nowhere"]
+
+
 def test_engines_placing_at_once_from_threads_never_bind_a_gpu_twice(store_url: str) -> None:
     engines = [_engine(Store.open(store_url, migrate=True), f"engine-{i}") for i in range(2)]
     for engine in engines:

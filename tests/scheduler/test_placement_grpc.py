@@ -286,3 +286,21 @@ def test_renew_leases_extends_leased_bindings_and_names_ids_not_bound(
         stub.RenewLeases(pb.RenewLeasesRequest(workload_ids=[""]), timeout=10)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert (err.value.details() or "").startswith("workload_ids[0]")
+
+
+def test_rank_replicas_answers_over_grpc_best_first_and_names_a_bad_field(
+        stub: pb_grpc.PlacementStub) -> None:
+    _sync(stub)
+    for workload_id in ("r1", "r2"):
+        stub.Place(make_place(workload_id), timeout=5)
+    answer = stub.RankReplicas(pb.RankReplicasRequest(replicas=[
+        pb.ReplicaLoad(workload_id="r1", queue_depth=4),
+        pb.ReplicaLoad(workload_id="r2", queue_depth=1),
+        pb.ReplicaLoad(workload_id="gone")]), timeout=5)
+    assert [(r.workload_id, r.score) for r in answer.ranked] == [("r2", 0.5), ("r1", 0.2)]
+    assert list(answer.unknown) == ["gone"]
+    with pytest.raises(grpc.RpcError) as err:
+        stub.RankReplicas(pb.RankReplicasRequest(replicas=[
+            pb.ReplicaLoad(workload_id="r1", kv_cache_usage=7.0)]), timeout=5)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (err.value.details() or "").startswith("replicas[0].kv_cache_usage")

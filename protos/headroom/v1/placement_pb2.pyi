@@ -771,3 +771,145 @@ class RenewLeasesResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___RenewLeasesResponse: _TypeAlias = RenewLeasesResponse  # noqa: Y015
+
+@_typing.final
+class ReplicaLoad(_message.Message):
+    """One replica as the serving layer sees it now."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKLOAD_ID_FIELD_NUMBER: _builtins.int
+    QUEUE_DEPTH_FIELD_NUMBER: _builtins.int
+    KV_CACHE_USAGE_FIELD_NUMBER: _builtins.int
+    GPU_MEMORY_USED_MIB_FIELD_NUMBER: _builtins.int
+    MODEL_VERSION_FIELD_NUMBER: _builtins.int
+    SLEEPING_FIELD_NUMBER: _builtins.int
+    workload_id: _builtins.str
+    """the id it was placed with"""
+    queue_depth: _builtins.int
+    """waiting requests, >= 0"""
+    kv_cache_usage: _builtins.float
+    """0..1 (vllm:kv_cache_usage_perc)"""
+    gpu_memory_used_mib: _builtins.int
+    """per GPU, >= 0"""
+    model_version: _builtins.str
+    """"" = not known"""
+    sleeping: _builtins.bool
+    def __init__(
+        self,
+        *,
+        workload_id: _builtins.str = ...,
+        queue_depth: _builtins.int = ...,
+        kv_cache_usage: _builtins.float | None = ...,
+        gpu_memory_used_mib: _builtins.int | None = ...,
+        model_version: _builtins.str = ...,
+        sleeping: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_gpu_memory_used_mib", b"_gpu_memory_used_mib", "_kv_cache_usage", b"_kv_cache_usage", "gpu_memory_used_mib", b"gpu_memory_used_mib", "kv_cache_usage", b"kv_cache_usage"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_gpu_memory_used_mib", b"_gpu_memory_used_mib", "_kv_cache_usage", b"_kv_cache_usage", "gpu_memory_used_mib", b"gpu_memory_used_mib", "kv_cache_usage", b"kv_cache_usage", "model_version", b"model_version", "queue_depth", b"queue_depth", "sleeping", b"sleeping", "workload_id", b"workload_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__gpu_memory_used_mib: _TypeAlias = _typing.Literal["gpu_memory_used_mib"]  # noqa: Y015
+    _WhichOneofArgType__gpu_memory_used_mib: _TypeAlias = _typing.Literal["_gpu_memory_used_mib", b"_gpu_memory_used_mib"]  # noqa: Y015
+    _WhichOneofReturnType__kv_cache_usage: _TypeAlias = _typing.Literal["kv_cache_usage"]  # noqa: Y015
+    _WhichOneofArgType__kv_cache_usage: _TypeAlias = _typing.Literal["_kv_cache_usage", b"_kv_cache_usage"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__gpu_memory_used_mib) -> _WhichOneofReturnType__gpu_memory_used_mib | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__kv_cache_usage) -> _WhichOneofReturnType__kv_cache_usage | None: ...
+
+Global___ReplicaLoad: _TypeAlias = ReplicaLoad  # noqa: Y015
+
+@_typing.final
+class RankReplicasRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    MODEL_VERSION_FIELD_NUMBER: _builtins.int
+    VERSION_MISMATCH_FACTOR_FIELD_NUMBER: _builtins.int
+    model_version: _builtins.str
+    """wanted; "" = any"""
+    version_mismatch_factor: _builtins.float
+    @_builtins.property
+    def replicas(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReplicaLoad]:
+        """unique ids, at most 10000"""
+
+    def __init__(
+        self,
+        *,
+        replicas: _abc.Iterable[Global___ReplicaLoad] | None = ...,
+        model_version: _builtins.str = ...,
+        version_mismatch_factor: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_version_mismatch_factor", b"_version_mismatch_factor", "version_mismatch_factor", b"version_mismatch_factor"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_version_mismatch_factor", b"_version_mismatch_factor", "model_version", b"model_version", "replicas", b"replicas", "version_mismatch_factor", b"version_mismatch_factor"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__version_mismatch_factor: _TypeAlias = _typing.Literal["version_mismatch_factor"]  # noqa: Y015
+    _WhichOneofArgType__version_mismatch_factor: _TypeAlias = _typing.Literal["_version_mismatch_factor", b"_version_mismatch_factor"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__version_mismatch_factor) -> _WhichOneofReturnType__version_mismatch_factor | None: ...
+
+Global___RankReplicasRequest: _TypeAlias = RankReplicasRequest  # noqa: Y015
+
+@_typing.final
+class RankedReplica(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKLOAD_ID_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
+    MEMORY_HEADROOM_FIELD_NUMBER: _builtins.int
+    QUEUE_FACTOR_FIELD_NUMBER: _builtins.int
+    VERSION_FACTOR_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    workload_id: _builtins.str
+    score: _builtins.float
+    node: _builtins.str
+    memory_headroom: _builtins.float
+    queue_factor: _builtins.float
+    version_factor: _builtins.float
+    reason: _builtins.str
+    def __init__(
+        self,
+        *,
+        workload_id: _builtins.str = ...,
+        score: _builtins.float = ...,
+        node: _builtins.str = ...,
+        memory_headroom: _builtins.float = ...,
+        queue_factor: _builtins.float = ...,
+        version_factor: _builtins.float = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory_headroom", b"memory_headroom", "node", b"node", "queue_factor", b"queue_factor", "reason", b"reason", "score", b"score", "version_factor", b"version_factor", "workload_id", b"workload_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RankedReplica: _TypeAlias = RankedReplica  # noqa: Y015
+
+@_typing.final
+class RankReplicasResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RANKED_FIELD_NUMBER: _builtins.int
+    UNKNOWN_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def ranked(self) -> _containers.RepeatedCompositeFieldContainer[Global___RankedReplica]:
+        """best first"""
+
+    @_builtins.property
+    def unknown(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        ranked: _abc.Iterable[Global___RankedReplica] | None = ...,
+        unknown: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ranked", b"ranked", "unknown", b"unknown"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RankReplicasResponse: _TypeAlias = RankReplicasResponse  # noqa: Y015

@@ -74,6 +74,11 @@ class PlacementStub:
                 request_serializer=protos_dot_headroom_dot_v1_dot_placement__pb2.RenewLeasesRequest.SerializeToString,
                 response_deserializer=protos_dot_headroom_dot_v1_dot_placement__pb2.RenewLeasesResponse.FromString,
                 _registered_method=True)
+        self.RankReplicas = channel.unary_unary(
+                '/headroom.v1.Placement/RankReplicas',
+                request_serializer=protos_dot_headroom_dot_v1_dot_placement__pb2.RankReplicasRequest.SerializeToString,
+                response_deserializer=protos_dot_headroom_dot_v1_dot_placement__pb2.RankReplicasResponse.FromString,
+                _registered_method=True)
 
 
 class PlacementServicer:
@@ -136,6 +141,16 @@ class PlacementServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RankReplicas(self, request, context):
+        """Routing hint: the replicas a serving layer reports (by the workload_id each was placed
+        with) ranked best first by GPU-memory headroom x 1/(1 + queue depth) x version affinity,
+        with Headroom's knowledge of where each runs (a draining node, co-located replicas on a
+        shared GPU, a MIG instance's memory). Ids not bound come back in `unknown`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PlacementServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -178,6 +193,11 @@ def add_PlacementServicer_to_server(servicer, server):
                     servicer.RenewLeases,
                     request_deserializer=protos_dot_headroom_dot_v1_dot_placement__pb2.RenewLeasesRequest.FromString,
                     response_serializer=protos_dot_headroom_dot_v1_dot_placement__pb2.RenewLeasesResponse.SerializeToString,
+            ),
+            'RankReplicas': grpc.unary_unary_rpc_method_handler(
+                    servicer.RankReplicas,
+                    request_deserializer=protos_dot_headroom_dot_v1_dot_placement__pb2.RankReplicasRequest.FromString,
+                    response_serializer=protos_dot_headroom_dot_v1_dot_placement__pb2.RankReplicasResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -396,6 +416,33 @@ class Placement:
             '/headroom.v1.Placement/RenewLeases',
             protos_dot_headroom_dot_v1_dot_placement__pb2.RenewLeasesRequest.SerializeToString,
             protos_dot_headroom_dot_v1_dot_placement__pb2.RenewLeasesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RankReplicas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/headroom.v1.Placement/RankReplicas',
+            protos_dot_headroom_dot_v1_dot_placement__pb2.RankReplicasRequest.SerializeToString,
+            protos_dot_headroom_dot_v1_dot_placement__pb2.RankReplicasResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -53,6 +53,12 @@ class PlacementStub:
     ids that are not bound (never, released, or their lease ran out) come back in `unknown`,
     to be placed again. Bindings without a lease come back unchanged.
     """
+    RankReplicas: _grpc.UnaryUnaryMultiCallable[_placement_pb2.RankReplicasRequest, _placement_pb2.RankReplicasResponse]
+    """Routing hint: the replicas a serving layer reports (by the workload_id each was placed
+    with) ranked best first by GPU-memory headroom x 1/(1 + queue depth) x version affinity,
+    with Headroom's knowledge of where each runs (a draining node, co-located replicas on a
+    shared GPU, a MIG instance's memory). Ids not bound come back in `unknown`.
+    """
 
 @_typing.type_check_only
 class PlacementAsyncStub(PlacementStub):
@@ -75,6 +81,12 @@ class PlacementAsyncStub(PlacementStub):
     """Extend the leases of bindings placed with a lease_s (each by its own lease_s, from now);
     ids that are not bound (never, released, or their lease ran out) come back in `unknown`,
     to be placed again. Bindings without a lease come back unchanged.
+    """
+    RankReplicas: _aio.UnaryUnaryMultiCallable[_placement_pb2.RankReplicasRequest, _placement_pb2.RankReplicasResponse]  # type: ignore[assignment]
+    """Routing hint: the replicas a serving layer reports (by the workload_id each was placed
+    with) ranked best first by GPU-memory headroom x 1/(1 + queue depth) x version affinity,
+    with Headroom's knowledge of where each runs (a draining node, co-located replicas on a
+    shared GPU, a MIG instance's memory). Ids not bound come back in `unknown`.
     """
 
 class PlacementServicer(metaclass=_abc_1.ABCMeta):
@@ -143,6 +155,18 @@ class PlacementServicer(metaclass=_abc_1.ABCMeta):
         """Extend the leases of bindings placed with a lease_s (each by its own lease_s, from now);
         ids that are not bound (never, released, or their lease ran out) come back in `unknown`,
         to be placed again. Bindings without a lease come back unchanged.
+        """
+
+    @_abc_1.abstractmethod
+    def RankReplicas(
+        self,
+        request: _placement_pb2.RankReplicasRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_placement_pb2.RankReplicasResponse, _abc.Awaitable[_placement_pb2.RankReplicasResponse]]:
+        """Routing hint: the replicas a serving layer reports (by the workload_id each was placed
+        with) ranked best first by GPU-memory headroom x 1/(1 + queue depth) x version affinity,
+        with Headroom's knowledge of where each runs (a draining node, co-located replicas on a
+        shared GPU, a MIG instance's memory). Ids not bound come back in `unknown`.
         """
 
 def add_PlacementServicer_to_server(servicer: PlacementServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,0 +1,135 @@
+"""Routing hint: rank a model's replicas for the next request (pure functions of values).
+
+Serving layers in the field pick a replica by GPU-memory headroom x 1/queue depth x model-version
+affinity (DESIGN.md). The serving layer knows each replica's queue and KV cache; Headroom knows
+where each replica runs: whether its node still takes work (cordoned, not ready, gone from the
+inventory), how much of its GPU's memory co-located replicas hold under MPS or time-slicing, and
+how much memory a MIG instance or a whole GPU gives it. ``rank_replicas`` multiplies the three
+factors; a replica that cannot serve now (node draining, asleep) scores 0 and ranks last, so a
+router that has nothing else still has an answer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scheduler.domain.errors import InvalidArgument
+from scheduler.domain.model import SharingMode
+
+#: Version factor of a replica serving another version than the one asked for (it would have to
+#: load it, or answer from another version), unless the request sets its own.
+DEFAULT_VERSION_MISMATCH_FACTOR = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLoad:
+    """What the serving layer reports about one replica (a validated request entry)."""
+
+    workload_id: str
+    queue_depth: int = 0  # requests waiting (vllm:num_requests_waiting, nv_inference_pending_…)
+    kv_cache_usage: float | None = None  # 0..1 (vllm:kv_cache_usage_perc); None: not known
+    gpu_memory_used_mib: int | None = None  # per GPU; None: not known
+    model_version: str = ""  # "" = not known
+    sleeping: bool = False  # vLLM sleep mode, Triton loaded but not routed
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSite:
+    """Where Headroom has a replica bound: its node and the GPU memory it may use."""
+
+    node: str
+    mode: SharingMode | None
+    node_open: bool  # the node takes work (in the inventory, not cordoned, ready)
+    memory_mib: int  # per GPU the replica may use (a MIG instance's, a whole GPU's); 0: unknown
+    gpu_free_fraction: float  # the least free share of its GPUs' memory (co-located replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class RankedReplica:
+    workload_id: str
+    score: float
+    node: str
+    memory_headroom: float  # 0..1
+    queue_factor: float  # 1 / (1 + queue depth)
+    version_factor: float
+    reason: str
+
+
+def memory_headroom(load: ReplicaLoad, site: ReplicaSite) -> tuple[float, str]:
+    """The replica's free share of the GPU memory it may use, and where the number comes from:
+    the KV cache usage it reports, else the memory it reports against what its slice gives it,
+    else Headroom's own accounting (what co-located replicas hold on a shared GPU; a MIG
+    instance or an exclusive GPU is the replica's alone)."""
+    if load.kv_cache_usage is not None:
+        return 1.0 - load.kv_cache_usage, "kv cache"
+    if load.gpu_memory_used_mib is not None and site.memory_mib > 0:
+        return _clamp(1.0 - load.gpu_memory_used_mib / site.memory_mib), "reported memory"
+    if site.mode in (SharingMode.MPS, SharingMode.TIME_SLICING):
+        return _clamp(site.gpu_free_fraction), "shared GPU"
+    return 1.0, "own slice"
+
+
+def rank_replicas(candidates: Sequence[tuple[ReplicaLoad, ReplicaSite]], model_version: str = "",
+                  version_mismatch_factor: float = DEFAULT_VERSION_MISMATCH_FACTOR
+                  ) -> list[RankedReplica]:
+    """The candidates best first: by score (headroom x queue factor x version factor, 0 for a
+    replica that cannot serve now), ties by workload id, so the same loads give the same order."""
+    ranked = [_ranked(load, site, model_version, version_mismatch_factor)
+              for load, site in candidates]
+    ranked.sort(key=lambda r: (-r.score, r.workload_id))
+    return ranked
+
+
+def _ranked(load: ReplicaLoad, site: ReplicaSite, model_version: str,
+            mismatch_factor: float) -> RankedReplica:
+    headroom, source = memory_headroom(load, site)
+    queue_factor = 1.0 / (1 + load.queue_depth)
+    matches = not model_version or not load.model_version or load.model_version == model_version
+    version_factor = 1.0 if matches else mismatch_factor
+    score = headroom * queue_factor * version_factor
+    parts = [f"memory {headroom:.2f} ({source})", f"queue 1/{1 + load.queue_depth}",
+             "version " + ("match" if matches else f"{load.model_version} != {model_version}")]
+    if not site.node_open:
+        score, parts = 0.0, [f"node_unavailable: {site.node} takes no work (cordoned, not "
+                             "ready or not in the inventory)", *parts]
+    elif load.sleeping:
+        score, parts = 0.0, ["sleeping: wake it before routing to it", *parts]
+    return RankedReplica(load.workload_id, score, site.node, headroom, queue_factor,
+                         version_factor, "; ".join(parts))
+
+
+def _clamp(value: float) -> float:
+    return min(1.0, max(0.0, value))
+
+
+#: Replicas one RankReplicas call may rank (a serving layer's replicas of one model).
+MAX_REPLICAS = 10_000
+
+
+def validate_loads(loads: Sequence[ReplicaLoad], version_mismatch_factor: float) -> None:
+    """Raise InvalidArgument naming the field of the first bad entry."""
+    if not loads:
+        raise InvalidArgument("replicas", "must list at least one replica")
+    if len(loads) > MAX_REPLICAS:
+        raise InvalidArgument("replicas", f"at most {MAX_REPLICAS} per call, got {len(loads)}")
+    if not (math.isfinite(version_mismatch_factor) and 0 <= version_mismatch_factor <= 1):
+        raise InvalidArgument("version_mismatch_factor",
+                              f"must be in [0, 1], got {version_mismatch_factor}")
+    seen: set[str] = set()
+    for k, load in enumerate(loads):
+        where = f"replicas[{k}]"
+        if not load.workload_id:
+            raise InvalidArgument(f"{where}.workload_id", "must not be empty")
+        if load.workload_id in seen:
+            raise InvalidArgument(f"{where}.workload_id", f"{load.workload_id!r} is listed twice")
+        seen.add(load.workload_id)
+        if load.queue_depth < 0:
+            raise InvalidArgument(f"{where}.queue_depth", f"must be >= 0, got {load.queue_depth}")
+        usage = load.kv_cache_usage
+        if usage is not None and not (math.isfinite(usage) and 0 <= usage <= 1):
+            raise InvalidArgument(f"{where}.kv_cache_usage", f"must be in [0, 1], got {usage}")
+        used = load.gpu_memory_used_mib
+        if used is not None and used < 0:
+            raise InvalidArgument(f"{where}.gpu_memory_used_mib", f"must be >= 0, got {used}")

@@ -1,0 +1,159 @@
+"""The routing hint: a serving layer's replicas ranked by GPU-memory headroom x 1/queue depth x
+version affinity, with what Headroom knows about where each one runs."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from placement_builders import make_node, make_place
+
+from protos.headroom.v1 import placement_pb2 as pb
+from scheduler.domain.errors import InvalidArgument
+from scheduler.domain.model import SharingMode
+from scheduler.domain.routing import ReplicaLoad, ReplicaSite, rank_replicas
+from scheduler.engine import PlacementEngine
+
+OWN_GPU = ReplicaSite("n0", SharingMode.EXCLUSIVE, True, 15_360, 0.0)
+
+
+def _load(workload_id: str, **fields: object) -> pb.ReplicaLoad:
+    return pb.ReplicaLoad(workload_id=workload_id, **fields)  # type: ignore[arg-type]
+
+
+def _rank(engine: PlacementEngine, *loads: pb.ReplicaLoad, version: str = ""
+          ) -> pb.RankReplicasResponse:
+    return engine.rank_replicas(pb.RankReplicasRequest(replicas=list(loads),
+                                                       model_version=version))
+
+
+def test_the_replica_with_the_shortest_queue_ranks_first_when_memory_is_equal() -> None:
+    ranked = rank_replicas([(ReplicaLoad("busy", queue_depth=3), OWN_GPU),
+                            (ReplicaLoad("idle", queue_depth=0), OWN_GPU)])
+    assert [r.workload_id for r in ranked] == ["idle", "busy"]
+    assert ranked[0].score == 1.0 and ranked[1].score == pytest.approx(0.25)
+
+
+def test_a_fuller_kv_cache_outweighs_a_shorter_queue_only_by_the_product_of_the_factors() -> None:
+    ranked = rank_replicas([(ReplicaLoad("full", kv_cache_usage=0.9), OWN_GPU),
+                            (ReplicaLoad("queued", queue_depth=1, kv_cache_usage=0.2), OWN_GPU)])
+    assert [r.workload_id for r in ranked] == ["queued", "full"]  # 0.8 x 1/2 > 0.1 x 1
+    assert "kv cache" in ranked[0].reason
+
+
+def test_a_replica_of_another_version_ranks_below_one_of_the_asked_version() -> None:
+    ranked = rank_replicas([(ReplicaLoad("old", model_version="v1"), OWN_GPU),
+                            (ReplicaLoad("new", model_version="v2", queue_depth=1), OWN_GPU)],
+                           model_version="v2")
+    assert [r.workload_id for r in ranked] == ["new", "old"]
+    assert ranked[1].version_factor == 0.25 and "v1 != v2" in ranked[1].reason
+
+
+def test_a_sleeping_replica_scores_zero_but_is_still_ranked() -> None:
+    ranked = rank_replicas([(ReplicaLoad("asleep", sleeping=True), OWN_GPU),
+                            (ReplicaLoad("awake", queue_depth=9), OWN_GPU)])
+    assert [(r.workload_id, r.score) for r in ranked] == [("awake", 0.1), ("asleep", 0.0)]
+    assert ranked[1].reason.startswith("sleeping")
+
+
+loads = st.builds(
+    ReplicaLoad, workload_id=st.text(min_size=1, max_size=4),
+    queue_depth=st.integers(0, 1000),
+    kv_cache_usage=st.none() | st.floats(0, 1),
+    gpu_memory_used_mib=st.none() | st.integers(0, 100_000),
+    model_version=st.sampled_from(["", "v1", "v2"]), sleeping=st.booleans())
+sites = st.builds(
+    ReplicaSite, node=st.just("n"), mode=st.sampled_from([*SharingMode, None]),
+    node_open=st.booleans(), memory_mib=st.integers(0, 81_920),
+    gpu_free_fraction=st.floats(0, 1))
+
+
+@given(st.lists(st.tuples(loads, sites), max_size=8, unique_by=lambda p: p[0].workload_id),
+       st.sampled_from(["", "v1"]))
+def test_scores_stay_in_zero_to_one_best_first_and_one_more_queued_request_never_helps(
+        pairs: list[tuple[ReplicaLoad, ReplicaSite]], version: str) -> None:
+    ranked = rank_replicas(pairs, version)
+    assert all(0.0 <= r.score <= 1.0 for r in ranked)
+    assert [r.score for r in ranked] == sorted((r.score for r in ranked), reverse=True)
+    assert rank_replicas(list(reversed(pairs)), version) == ranked  # order-independent
+    for load, site in pairs:
+        (before,) = rank_replicas([(load, site)], version)
+        longer = ReplicaLoad(load.workload_id, load.queue_depth + 1, load.kv_cache_usage,
+                             load.gpu_memory_used_mib, load.model_version, load.sleeping)
+        (after,) = rank_replicas([(longer, site)], version)
+        assert after.score <= before.score
+
+
+# --------------------------------------------------------------------------- the engine
+def _engine(*nodes: pb.Node) -> PlacementEngine:
+    engine = PlacementEngine()
+    engine.sync_inventory(pb.SyncInventoryRequest(nodes=list(nodes)))
+    return engine
+
+
+def test_a_replica_sharing_its_gpu_with_another_ranks_below_one_alone_on_its_gpu() -> None:
+    engine = _engine(make_node("n0", gpus=2, product="L4", gpu_memory_mib=24_576))
+    for workload_id in ("alone", "crowded", "neighbour"):
+        engine.place(make_place(workload_id, gpu_milli=400, gpu_memory_mib=8_192,
+                                isolation=pb.TRUSTED))
+    bindings = {b.workload_id: b for b in engine.list_bindings(pb.ListBindingsRequest()).bindings}
+    shared = [w for w, b in bindings.items() if b.gpu_indices == bindings["crowded"].gpu_indices]
+    lonely = next(w for w in bindings if w not in shared)
+    ranked = _rank(engine, *(_load(w) for w in bindings)).ranked
+    assert ranked[0].workload_id == lonely and ranked[0].memory_headroom == pytest.approx(
+        1 - 8_192 / 24_576)
+    assert {r.workload_id for r in ranked[1:]} == set(shared)
+    assert all(r.memory_headroom == pytest.approx(1 - 16_384 / 24_576) for r in ranked[1:])
+    assert "shared GPU" in ranked[1].reason
+
+
+def test_a_replica_on_a_cordoned_node_ranks_last_with_the_reason() -> None:
+    engine = _engine(make_node("n0", gpus=1), make_node("n1", gpus=1))
+    on = {engine.place(make_place(w)).binding.node: w for w in ("a", "b")}
+    cordoned = make_node("n0", gpus=1)
+    cordoned.unschedulable = True
+    engine.sync_inventory(pb.SyncInventoryRequest(nodes=[cordoned, make_node("n1", gpus=1)]))
+    ranked = _rank(engine, _load(on["n0"]), _load(on["n1"], queue_depth=50)).ranked
+    assert [r.workload_id for r in ranked] == [on["n1"], on["n0"]]
+    assert ranked[1].score == 0.0 and ranked[1].reason.startswith("node_unavailable: n0")
+
+
+def test_reported_memory_is_measured_against_the_mig_instance_the_replica_was_given() -> None:
+    engine = _engine(make_node("n0", gpus=1, product="A100-80GB", gpu_memory_mib=81_920,
+                               mig_capable=True))
+    binding = engine.place(make_place("m", gpu_milli=100, isolation=pb.STRICT)).binding
+    assert binding.mig_profile == "1g.10gb"
+    (ranked,) = _rank(engine, _load("m", gpu_memory_used_mib=2_560)).ranked
+    assert ranked.memory_headroom == pytest.approx(1 - 2_560 / 10_240)
+    assert "reported memory" in ranked.reason
+
+
+def test_ids_that_are_not_bound_come_back_unknown_and_unranked() -> None:
+    engine = _engine(make_node("n0"))
+    engine.place(make_place("a"))
+    engine.release(pb.ReleaseRequest(workload_id="a"))
+    engine.place(make_place("b"))
+    answer = _rank(engine, _load("a"), _load("b"), _load("never"))
+    assert [r.workload_id for r in answer.ranked] == ["b"]
+    assert list(answer.unknown) == ["a", "never"]
+
+
+@pytest.mark.parametrize("request_, field", [
+    (pb.RankReplicasRequest(), "replicas"),
+    (pb.RankReplicasRequest(replicas=[_load("")]), "replicas[0].workload_id"),
+    (pb.RankReplicasRequest(replicas=[_load("a"), _load("a")]), "replicas[1].workload_id"),
+    (pb.RankReplicasRequest(replicas=[_load("a", queue_depth=-1)]), "replicas[0].queue_depth"),
+    (pb.RankReplicasRequest(replicas=[_load("a", kv_cache_usage=1.5)]),
+     "replicas[0].kv_cache_usage"),
+    (pb.RankReplicasRequest(replicas=[_load("a", kv_cache_usage=float("nan"))]),
+     "replicas[0].kv_cache_usage"),
+    (pb.RankReplicasRequest(replicas=[_load("a", gpu_memory_used_mib=-1)]),
+     "replicas[0].gpu_memory_used_mib"),
+    (pb.RankReplicasRequest(replicas=[_load("a")], version_mismatch_factor=2.0),
+     "version_mismatch_factor"),
+])
+def test_a_malformed_rank_request_names_the_field(request_: pb.RankReplicasRequest,
+                                                  field: str) -> None:
+    with pytest.raises(InvalidArgument) as err:
+        _engine(make_node("n0")).rank_replicas(request_)
+    assert err.value.field == field
