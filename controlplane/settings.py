@@ -118,8 +118,10 @@ class Settings(BaseSettings):
                 f"{refresh_s:g} s); the upper tail is calibrated from {MIN_ERRORS} errors, "
                 f"so it must be >= {MIN_ERRORS * refresh_s:g} s")
         names = [p.name for p in self.pools]
-        if len(names) != len(set(names)):
-            raise ValueError("pools: names must be unique")
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"pools: names must be unique; {', '.join(map(repr, repeated))} "
+                             f"is the name of more than one")
         strangers = sorted(set(self.k8s.nodepool_names) - set(names))
         if strangers:  # a misspelt pool would keep the NodePool name of its own
             raise ValueError(f"k8s.nodepool_names: no pool is named "

@@ -226,6 +226,16 @@ def test_a_pool_of_a_gpu_product_the_catalog_does_not_know_is_refused_naming_it(
     assert "A100-80GB" in str(caught.value)
 
 
+def test_two_pools_of_one_name_are_refused_naming_the_name(tmp_path: Path) -> None:
+    config = tmp_path / "twice.yaml"
+    config.write_text("pools:\n  - {name: a100, product: A100-80GB, price_per_gpu_hour: 1.6}\n"
+                      "  - {name: l4, product: L4, price_per_gpu_hour: 0.8}\n"
+                      "  - {name: a100, product: H100-80GB, price_per_gpu_hour: 4.1}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert "pools: names must be unique; 'a100' is the name of more than one" in str(caught.value)
+
+
 def test_a_pool_may_name_its_product_by_an_alias() -> None:
     settings = load_settings(pools=[{"name": "x", "product": "NVIDIA-A100-SXM4-80GB",
                                      "price_per_gpu_hour": 1}])
