@@ -10,11 +10,12 @@ history."""
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from controlplane.domain.cost import GpuPrice, PriceTable
+from controlplane.domain.cost import GpuPrice, PriceError, PriceTable
+from controlplane.domain.desired import PoolSpec
 
 _EARLIEST = datetime.min.replace(tzinfo=UTC)
 
@@ -57,3 +58,17 @@ class PriceHistory:
     def fixed(table: PriceTable) -> PriceHistory:
         """``table`` at every instant (e.g. a what-if price table)."""
         return PriceHistory(table)
+
+
+def check_one_price_per_product(pools: Sequence[PoolSpec]) -> None:
+    """Refuse pools of one GPU product at different prices: the cost accounting prices a
+    product's GPU-hours at one price, so either pool's would bill the other's GPUs."""
+    first: dict[str, PoolSpec] = {}
+    for pool in pools:
+        seen = first.setdefault(pool.product, pool)
+        if seen.price_per_gpu_hour != pool.price_per_gpu_hour:
+            raise PriceError(
+                f"pools[{seen.name}].price_per_gpu_hour ({seen.price_per_gpu_hour:g}) and "
+                f"pools[{pool.name}].price_per_gpu_hour ({pool.price_per_gpu_hour:g}) differ, "
+                f"but both pools are {pool.product}: GPU-hours are priced per product, one "
+                f"pool per product")

@@ -23,6 +23,7 @@ from controlplane.domain.desired import PoolSpec
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ObservedState
+from controlplane.domain.price_history import check_one_price_per_product
 from controlplane.domain.profile import ProfileCorrection, ProfileSample
 from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.store import codec
@@ -172,14 +173,18 @@ class Store:
 
     def upsert_prices(self, pools: Iterable[PoolSpec], at: datetime | None = None,
                       effective_at: datetime | None = None) -> None:
-        """One row per product (several pools of a product: the last one's price), labelled as
-        the list price only when it is the list price; a price the operator configured is
-        labelled as the pool's setting, dated ``at`` (when it was applied). A price that differs
-        from the product's last recorded one is appended to the price history, in force from
-        ``effective_at`` (default ``at``, else the store's clock: its newest tick; none yet:
-        since always), so past days keep the price they had."""
+        """One row per product, labelled as the list price only when it is the list price; a
+        price the operator configured is labelled as the pool's setting, dated ``at`` (when it
+        was applied). A price that differs from the product's last recorded one is appended to
+        the price history, in force from ``effective_at`` (default ``at``, else the store's
+        clock: its newest tick; none yet: since always), so past days keep the price they had.
+
+        Prices are per product (settings allow one pool per product): pools of one product at
+        different prices raise ``PriceError`` naming them, and nothing is written."""
+        pools = list(pools)
+        check_one_price_per_product(pools)
         labelled = {pool.product: (pool.price_per_gpu_hour, price_label(pool, at))
-                    for pool in pools}  # several pools of a product: the last one's
+                    for pool in pools}
         self._upsert(GpuPriceRecord.__tablename__, "product", [
             dict(product=product, price_per_gpu_hour=price, **label)
             for product, (price, label) in labelled.items()])

