@@ -22,13 +22,8 @@ from scheduler.domain.model import (
     SharingMode,
     WorkloadSpec,
 )
-from scheduler.domain.routing import (
-    DEFAULT_VERSION_MISMATCH_FACTOR,
-    RankedReplica,
-    ReplicaLoad,
-    validate_loads,
-)
-from scheduler.domain.validate import validate_workload
+from scheduler.domain.routing import DEFAULT_VERSION_MISMATCH_FACTOR, RankedReplica, ReplicaLoad
+from scheduler.domain.validate import validate_loads, validate_workload
 
 _ISOLATION: dict[int, Isolation] = {
     pb.ISOLATION_UNSPECIFIED: Isolation.UNSPECIFIED,

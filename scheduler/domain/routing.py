@@ -11,11 +11,9 @@ router that has nothing else still has an answer.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scheduler.domain.errors import InvalidArgument
 from scheduler.domain.model import SharingMode
 
 #: Version factor of a replica serving another version than the one asked for (it would have to
@@ -103,33 +101,3 @@ def _ranked(load: ReplicaLoad, site: ReplicaSite, model_version: str,
 def _clamp(value: float) -> float:
     return min(1.0, max(0.0, value))
 
-
-#: Replicas one RankReplicas call may rank (a serving layer's replicas of one model).
-MAX_REPLICAS = 10_000
-
-
-def validate_loads(loads: Sequence[ReplicaLoad], version_mismatch_factor: float) -> None:
-    """Raise InvalidArgument naming the field of the first bad entry."""
-    if not loads:
-        raise InvalidArgument("replicas", "must list at least one replica")
-    if len(loads) > MAX_REPLICAS:
-        raise InvalidArgument("replicas", f"at most {MAX_REPLICAS} per call, got {len(loads)}")
-    if not (math.isfinite(version_mismatch_factor) and 0 <= version_mismatch_factor <= 1):
-        raise InvalidArgument("version_mismatch_factor",
-                              f"must be in [0, 1], got {version_mismatch_factor}")
-    seen: set[str] = set()
-    for k, load in enumerate(loads):
-        where = f"replicas[{k}]"
-        if not load.workload_id:
-            raise InvalidArgument(f"{where}.workload_id", "must not be empty")
-        if load.workload_id in seen:
-            raise InvalidArgument(f"{where}.workload_id", f"{load.workload_id!r} is listed twice")
-        seen.add(load.workload_id)
-        if load.queue_depth < 0:
-            raise InvalidArgument(f"{where}.queue_depth", f"must be >= 0, got {load.queue_depth}")
-        usage = load.kv_cache_usage
-        if usage is not None and not (math.isfinite(usage) and 0 <= usage <= 1):
-            raise InvalidArgument(f"{where}.kv_cache_usage", f"must be in [0, 1], got {usage}")
-        used = load.gpu_memory_used_mib
-        if used is not None and used < 0:
-            raise InvalidArgument(f"{where}.gpu_memory_used_mib", f"must be >= 0, got {used}")

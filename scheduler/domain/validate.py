@@ -1,4 +1,5 @@
-"""Validation of inventory and Place requests: every error names its field."""
+"""Validation of inventory, Place, PlanFleet and RankReplicas requests: every error names its
+field."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from scheduler.domain.cluster import product_key
 from scheduler.domain.errors import InvalidArgument
 from scheduler.domain.fleet_types import FleetRequest, ProfilePoint
 from scheduler.domain.model import WHOLE_GPU_MILLI, GpuSpec, NodeSpec, WorkloadSpec
+from scheduler.domain.routing import ReplicaLoad
 
 MAX_GPUS_PER_NODE = 64
 #: A PlanFleet pool may offer at most this many GPUs (the plan is built GPU by GPU).
@@ -92,16 +94,22 @@ def _finite(value: float) -> bool:
     return math.isfinite(value)
 
 
+def check_new_name(field: str, name: str, seen: set[str], what: str) -> None:
+    """Raise InvalidArgument when ``name`` is empty or one of ``seen`` (a duplicate ``what``);
+    else add it to ``seen``."""
+    if not name:
+        raise InvalidArgument(field, "must not be empty")
+    if name in seen:
+        raise InvalidArgument(field, f"duplicate {what} {name!r}")
+    seen.add(name)
+
+
 def validate_fleet_request(request: FleetRequest) -> None:
     """Raise InvalidArgument for a malformed PlanFleet request."""
     seen: set[str] = set()
     for i, m in enumerate(request.models):
         where = f"models[{i}]"
-        if not m.model:
-            raise InvalidArgument(f"{where}.model", "must not be empty")
-        if m.model in seen:
-            raise InvalidArgument(f"{where}.model", f"duplicate model {m.model!r}")
-        seen.add(m.model)
+        check_new_name(f"{where}.model", m.model, seen, "model")
         if not _finite(m.rate_rps) or m.rate_rps < 0:
             raise InvalidArgument(f"{where}.rate_rps", f"must be a finite number >= 0, got "
                                                        f"{m.rate_rps}")
@@ -167,3 +175,30 @@ def _check_slices(point: ProfilePoint, field: str) -> None:
     problem = slices_problem(point.product, point.compute_slices)
     if problem is not None:
         raise InvalidArgument(field, problem)
+
+
+#: Replicas one RankReplicas call may rank (a serving layer's replicas of one model).
+MAX_REPLICAS = 10_000
+
+
+def validate_loads(loads: Sequence[ReplicaLoad], version_mismatch_factor: float) -> None:
+    """Raise InvalidArgument naming the field of the first bad entry."""
+    if not loads:
+        raise InvalidArgument("replicas", "must list at least one replica")
+    if len(loads) > MAX_REPLICAS:
+        raise InvalidArgument("replicas", f"at most {MAX_REPLICAS} per call, got {len(loads)}")
+    if not (math.isfinite(version_mismatch_factor) and 0 <= version_mismatch_factor <= 1):
+        raise InvalidArgument("version_mismatch_factor",
+                              f"must be in [0, 1], got {version_mismatch_factor}")
+    seen: set[str] = set()
+    for k, load in enumerate(loads):
+        where = f"replicas[{k}]"
+        check_new_name(f"{where}.workload_id", load.workload_id, seen, "replica")
+        if load.queue_depth < 0:
+            raise InvalidArgument(f"{where}.queue_depth", f"must be >= 0, got {load.queue_depth}")
+        usage = load.kv_cache_usage
+        if usage is not None and not (math.isfinite(usage) and 0 <= usage <= 1):
+            raise InvalidArgument(f"{where}.kv_cache_usage", f"must be in [0, 1], got {usage}")
+        used = load.gpu_memory_used_mib
+        if used is not None and used < 0:
+            raise InvalidArgument(f"{where}.gpu_memory_used_mib", f"must be >= 0, got {used}")
