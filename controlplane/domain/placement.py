@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 
@@ -18,6 +19,18 @@ class PlacedSegment:
     compute_slices: int
     throughput_rps: float
     mps_processes: int = 1  # MPS clients of the replica (device-plugin MPS on a whole GPU)
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedSlice:
+    """The slice ``replicas`` of a model's replicas are placed on: a MIG instance of
+    ``mig_profile`` of a ``product`` GPU, else a whole ``product`` GPU shared as ``mode``
+    (exclusive, mps, time_sliced; "sized": the simulator's sizing, no slice named)."""
+
+    product: str
+    mode: str
+    mig_profile: str
+    replicas: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +57,12 @@ class FleetPlacement:
 
     def replicas_for(self, model: str) -> int:
         return sum(1 for s in self.segments if s.model == model)
+
+    def slices_for(self, model: str) -> tuple[PlannedSlice, ...]:
+        """The slices the model's replicas are placed on, with how many on each (sorted)."""
+        placed = Counter((s.product, s.mode, s.mig_profile) for s in self.segments
+                         if s.model == model)
+        return tuple(PlannedSlice(*key, replicas) for key, replicas in sorted(placed.items()))
 
     def capacity_rps_for(self, model: str) -> float:
         return sum(s.throughput_rps for s in self.segments if s.model == model)

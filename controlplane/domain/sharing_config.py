@@ -10,6 +10,10 @@ from controlplane.domain.models import SharingMode
 
 CONFIG_PREFIX = "headroom-"
 MAX_MPS_CLIENTS = 48  # Volta+ MPS client limit per GPU
+SHARED_RESOURCE = "nvidia.com/gpu"  # the resource Headroom's configs share (whole GPUs)
+# Headroom's configs advertise a share under the resource's own name; True would make the
+# device plugin advertise "<name>.shared" instead (REFERENCE.md §2.1)
+RENAME_BY_DEFAULT = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +71,19 @@ def device_plugin_config(layout: SharingLayout, mig_strategy: str) -> dict[str, 
     (REFERENCE.md §2.1), and the plugin refuses to start on MPS with ``mixed``."""
     strategy = "none" if layout.mode is SharingMode.MPS else mig_strategy
     config: dict[str, object] = {"version": "v1", "flags": {"migStrategy": strategy}}
-    resources = [{"name": "nvidia.com/gpu", "replicas": layout.replicas}]
+    resources = [{"name": SHARED_RESOURCE, "replicas": layout.replicas}]
     if layout.mode is SharingMode.MPS:
-        config["sharing"] = {"mps": {"renameByDefault": False, "resources": resources}}
+        config["sharing"] = {"mps": {"renameByDefault": RENAME_BY_DEFAULT,
+                                     "resources": resources}}
     elif layout.mode is SharingMode.TIME_SLICING:
         # A request of more than one shared GPU would not get more compute (REFERENCE.md §11.9).
-        config["sharing"] = {"timeSlicing": {"renameByDefault": False,
+        config["sharing"] = {"timeSlicing": {"renameByDefault": RENAME_BY_DEFAULT,
                                              "failRequestsGreaterThanOne": True,
                                              "resources": resources}}
     return config
+
+
+def shared_resource() -> str:
+    """The extended resource one share of a GPU is advertised as under Headroom's MPS and
+    time-slicing configs (what a pod on such a share asks for one of)."""
+    return SHARED_RESOURCE + (".shared" if RENAME_BY_DEFAULT else "")

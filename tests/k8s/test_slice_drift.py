@@ -1,0 +1,187 @@
+"""A model's own workload checked against the slices the plan places its replicas on: the GPU
+resource its pods ask for, per planned mode and MIG strategy, over schema-valid objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from apiserver import validate_object
+from k8s_builders import model_deployment
+
+from controlplane.adapters.k8s.slice_drift import (
+    SLICE_MISMATCH,
+    planned_request,
+    pod_gpu_requests,
+    slice_drift,
+)
+from controlplane.domain.placement import PlannedSlice
+
+A100 = "A100-80GB"
+ON_1G = PlannedSlice(A100, "mig", "1g.10gb", 3)
+WHOLE = PlannedSlice(A100, "exclusive", "", 2)
+MPS = PlannedSlice("L4", "mps", "", 4)
+SLICED = PlannedSlice("L4", "time_sliced", "", 4)
+
+
+def workload(*containers: dict[str, Any], kind: str = "Deployment",
+             init: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
+    """The model's workload (as the API server holds it) with ``containers`` as its pods'."""
+    obj = model_deployment("chat", kind=kind)
+    pod = obj["spec"]["template"]["spec"]
+    pod["containers"] = list(containers)
+    if init:
+        pod["initContainers"] = list(init)
+    validate_object(obj)
+    return obj
+
+
+def container(name: str = "triton", *, limits: dict[str, str] | None = None,
+              requests: dict[str, str] | None = None,
+              restart_policy: str | None = None) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if limits is not None:
+        resources["limits"] = limits
+    if requests is not None:
+        resources["requests"] = requests
+    made: dict[str, Any] = {"name": name, "image": f"example.com/{name}:1",
+                            "resources": resources}
+    if restart_policy is not None:
+        made["restartPolicy"] = restart_policy
+    return made
+
+
+def asks(resources: dict[str, str], kind: str = "Deployment") -> dict[str, Any]:
+    return workload(container(limits=resources), kind=kind)
+
+
+@pytest.mark.parametrize(("planned", "strategy", "resource"), [
+    (ON_1G, "mixed", "nvidia.com/mig-1g.10gb"),
+    (PlannedSlice(A100, "mig", "3g.40gb"), "mixed", "nvidia.com/mig-3g.40gb"),
+    (ON_1G, "single", "nvidia.com/gpu"),  # single strategy: MIG devices are nvidia.com/gpu
+    (WHOLE, "mixed", "nvidia.com/gpu"),
+    # Headroom's sharing configs do not rename: a share is one nvidia.com/gpu
+    (MPS, "mixed", "nvidia.com/gpu"),
+    (SLICED, "mixed", "nvidia.com/gpu"),
+    # an MPS replica on a MIG instance runs on the instance, not on a device-plugin share
+    (PlannedSlice(A100, "mps", "2g.20gb"), "mixed", "nvidia.com/mig-2g.20gb"),
+])
+def test_each_planned_slice_asks_for_one_of_the_resource_the_device_plugin_advertises_it_as(
+        planned: PlannedSlice, strategy: str, resource: str) -> None:
+    assert planned_request(planned, strategy) == {resource: 1}
+    assert slice_drift("chat", "Deployment", asks({resource: "1"}), [planned], strategy) == []
+
+
+def test_a_slice_that_names_no_layout_is_not_checked() -> None:
+    sized = PlannedSlice(A100, "sized", "", 5)  # the simulator's sizing placeholder
+    assert planned_request(sized, "mixed") is None
+    assert slice_drift("chat", "Deployment", asks({"nvidia.com/gpu": "1"}), [sized],
+                       "mixed") == []
+
+
+def test_a_whole_gpu_where_the_plan_has_a_mig_slice_is_named_with_both_resources() -> None:
+    found = slice_drift("chat", "Deployment", asks({"nvidia.com/gpu": "1"}), [ON_1G], "mixed")
+    assert found == [
+        "model chat: Deployment models/chat asks for nvidia.com/gpu: 1 per pod, but the plan "
+        "places its 3 replicas on MIG 1g.10gb instances of A100-80GB (nvidia.com/mig-1g.10gb: 1 "
+        "each): they stay Pending or run on other GPUs than the plan counts. Headroom does not "
+        "change the workload: give its pods the planned slice's GPU resource; reason "
+        f"{SLICE_MISMATCH}"]
+
+
+def test_another_mig_profile_than_the_planned_one_is_a_mismatch() -> None:
+    found = slice_drift("chat", "StatefulSet", asks({"nvidia.com/mig-1g.10gb": "1"},
+                                                    kind="StatefulSet"),
+                        [PlannedSlice(A100, "mig", "3g.40gb", 1)], "mixed")
+    assert len(found) == 1
+    assert found[0].startswith("model chat: StatefulSet models/chat asks for "
+                               "nvidia.com/mig-1g.10gb: 1 per pod, but the plan places its 1 "
+                               "replica on MIG 3g.40gb instances of A100-80GB "
+                               "(nvidia.com/mig-3g.40gb: 1 each)")
+
+
+def test_under_the_single_strategy_a_mig_resource_is_a_mismatch() -> None:
+    found = slice_drift("chat", "Deployment", asks({"nvidia.com/mig-1g.10gb": "1"}), [ON_1G],
+                        "single")
+    assert "(nvidia.com/gpu: 1 each)" in found[0]
+
+
+@pytest.mark.parametrize("planned", [WHOLE, MPS, SLICED])
+def test_a_renamed_shared_resource_is_not_what_headrooms_configs_advertise(
+        planned: PlannedSlice) -> None:
+    found = slice_drift("chat", "Deployment", asks({"nvidia.com/gpu.shared": "1"}), [planned],
+                        "mixed")
+    assert len(found) == 1 and "asks for nvidia.com/gpu.shared: 1 per pod" in found[0]
+    assert "(nvidia.com/gpu: 1 each)" in found[0]
+
+
+@pytest.mark.parametrize("planned", [WHOLE, MPS, SLICED])
+def test_a_mig_instance_where_the_plan_has_a_whole_or_shared_gpu_is_a_mismatch(
+        planned: PlannedSlice) -> None:
+    found = slice_drift("chat", "Deployment", asks({"nvidia.com/mig-1g.10gb": "1"}), [planned],
+                        "mixed")
+    assert len(found) == 1 and "(nvidia.com/gpu: 1 each)" in found[0]
+
+
+def test_two_gpus_per_pod_where_the_plan_counts_one_per_replica_is_a_mismatch() -> None:
+    found = slice_drift("chat", "Deployment", asks({"nvidia.com/gpu": "2"}), [WHOLE], "mixed")
+    assert "asks for nvidia.com/gpu: 2 per pod" in found[0]
+
+
+def test_a_workload_asking_for_no_gpu_is_named_as_such() -> None:
+    cpu_only = workload(container(limits={"cpu": "4", "memory": "16Gi"}))
+    found = slice_drift("chat", "Deployment", cpu_only, [ON_1G], "mixed")
+    assert "asks for no GPU per pod" in found[0]
+
+
+def test_requests_and_limits_of_one_container_count_once_and_limits_alone_count() -> None:
+    both = workload(container(requests={"nvidia.com/mig-1g.10gb": "1", "cpu": "2"},
+                              limits={"nvidia.com/mig-1g.10gb": "1"}))
+    alone = asks({"nvidia.com/mig-1g.10gb": "1"})
+    assert pod_gpu_requests(both) == pod_gpu_requests(alone) == {"nvidia.com/mig-1g.10gb": 1}
+    assert slice_drift("chat", "Deployment", both, [ON_1G], "mixed") == []
+
+
+def test_the_containers_of_a_pod_are_summed() -> None:
+    sidecar = container("metrics", limits={"cpu": "100m"})
+    one = workload(container(limits={"nvidia.com/gpu": "1"}), sidecar)
+    assert slice_drift("chat", "Deployment", one, [WHOLE], "mixed") == []
+    two = workload(container(limits={"nvidia.com/gpu": "1"}),
+                   container("vllm", limits={"nvidia.com/gpu": "1"}))
+    assert pod_gpu_requests(two) == {"nvidia.com/gpu": 2}
+    assert slice_drift("chat", "Deployment", two, [WHOLE], "mixed") != []
+
+
+def test_init_containers_count_as_the_scheduler_counts_them() -> None:
+    # an ordinary init container runs alone before the others: the larger of the two counts
+    warmup = container("warmup", limits={"nvidia.com/gpu": "1"})
+    main = container(limits={"nvidia.com/mig-1g.10gb": "1"})
+    assert pod_gpu_requests(workload(main, init=(warmup,))) == {
+        "nvidia.com/gpu": 1, "nvidia.com/mig-1g.10gb": 1}
+    # a sidecar (an init container that keeps running) adds to the containers
+    sidecar = container("proxy", limits={"nvidia.com/mig-1g.10gb": "1"}, restart_policy="Always")
+    assert pod_gpu_requests(workload(main, init=(sidecar,))) == {"nvidia.com/mig-1g.10gb": 2}
+    assert pod_gpu_requests(workload(main, init=(container("fetch", limits={"cpu": "1"}),))) == {
+        "nvidia.com/mig-1g.10gb": 1}
+
+
+def test_only_the_planned_slices_the_workload_does_not_fit_are_named() -> None:
+    split = [PlannedSlice(A100, "mig", "1g.10gb", 2), PlannedSlice(A100, "exclusive", "", 1)]
+    found = slice_drift("chat", "Deployment", asks({"nvidia.com/mig-1g.10gb": "1"}), split,
+                        "mixed")
+    assert len(found) == 1
+    assert ("but the plan places 1 of its 3 replicas on whole A100-80GB GPUs (nvidia.com/gpu: 1 "
+            "each)") in found[0]
+    both = slice_drift("chat", "Deployment", asks({"nvidia.com/gpu.shared": "1"}), split,
+                       "mixed")
+    assert ("places its 3 replicas as 2 on MIG 1g.10gb instances of A100-80GB "
+            "(nvidia.com/mig-1g.10gb: 1 each) and 1 on whole A100-80GB GPUs (nvidia.com/gpu: 1 "
+            "each)") in both[0]
+
+
+def test_an_unparsable_quantity_never_fits() -> None:
+    odd = workload(container(limits={"nvidia.com/mig-1g.10gb": "1"}))
+    odd["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"][
+        "nvidia.com/mig-1g.10gb"] = "one"  # read back as stored, not as the schema allows
+    found = slice_drift("chat", "Deployment", odd, [ON_1G], "mixed")
+    assert "asks for nvidia.com/mig-1g.10gb: (unparsable) per pod" in found[0]
