@@ -138,6 +138,15 @@ def noting_unserved(observed: ObservedState, specs: tuple[ModelSpec, ...]) -> Ob
         "its load is not read and its replicas cannot be set" for name in missing)))
 
 
+def noting_outcomes(observed: ObservedState,
+                    outcomes: tuple[ActionOutcome, ...]) -> ObservedState:
+    """The snapshot with what the actuators found beside the changes they made (e.g. a
+    model's workload asking for another GPU resource than its planned slices) in its notes,
+    which the tick's record shows (``headroom status``)."""
+    found = tuple(note for outcome in outcomes for note in outcome.notes)
+    return replace(observed, notes=(*observed.notes, *found)) if found else observed
+
+
 def reconcile_once(deps: ReconcileDeps, config: ReconcileConfig) -> TickReport:
     started_at = deps.clock.now()
     try:
@@ -203,7 +212,10 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
         decision = replace(decision, memory=nodes.memory,
                            plan=decision.plan.with_node_actions(nodes.actions, nodes.skipped))
     since_at = now - timedelta(seconds=ACCURACY_WINDOW_S)
-    return replace(decision, profiles=profiles,
+    # each replica change carries where its replicas are placed: the actuator checks the
+    # model's workload asks for those slices' GPU resource
+    return replace(decision, plan=decision.plan.with_replica_slices(decision.placement),
+                   profiles=profiles,
                    memory=replace(decision.memory, profile_rps=in_use(profiles)),
                    accuracy=accuracy(deps.ledger.issued_since(since_at), since_at))
 
@@ -219,6 +231,7 @@ def _decide_and_apply(deps: ReconcileDeps, config: ReconcileConfig, observed: Ob
     if not config.dry_run:
         outcomes = _apply(deps, plan)
         status = TickStatus.APPLIED
+        observed = noting_outcomes(observed, outcomes)
     # the next tick's guards count only the changes made (none in a dry run: a faithful
     # preview), and remember every recommendation (what was wanted, made or not)
     return TickReport(now, deps.clock.now(), status, "", observed, decision.demands,
