@@ -9,12 +9,8 @@ import pytest
 from apiserver import validate_object
 from k8s_builders import model_deployment
 
-from controlplane.adapters.k8s.slice_drift import (
-    SLICE_MISMATCH,
-    planned_request,
-    pod_gpu_requests,
-    slice_drift,
-)
+from controlplane.adapters.k8s.drift import pod_gpu_requests
+from controlplane.adapters.k8s.slice_drift import SLICE_MISMATCH, planned_request, slice_drift
 from controlplane.domain.placement import PlannedSlice
 
 A100 = "A100-80GB"

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from controlplane.adapters.k8s.names import is_gpu_resource
+from controlplane.adapters.k8s.names import GPU_RESOURCE, is_gpu_resource
 from controlplane.adapters.k8s.quantity import count
 
 JsonObject = dict[str, Any]
 # pod-spec fields compared whole: the API server defaults none of them
 _PINNED = ("affinity", "tolerations", "priorityClassName")
 _RESET = ("containers", "nodeSelector", *_PINNED)
+_SHARED_SUFFIX = ".shared"  # the device plugin's renameByDefault spelling of a share
 
 
 def _pod_spec(deployment: JsonObject) -> JsonObject:
@@ -22,25 +23,48 @@ def _pod_spec(deployment: JsonObject) -> JsonObject:
     return spec if isinstance(spec, dict) else {}
 
 
-def gpu_requests(deployment: JsonObject) -> dict[str, int]:
-    """GPU-like resources one pod asks for (requests, else limits), summed over containers;
-    an unparsable quantity counts -1 (never equal to a wanted count)."""
-    wanted: dict[str, int] = {}
-    for container in _pod_spec(deployment).get("containers") or []:
-        resources = container.get("resources") or {}
-        asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-        for resource, quantity in asked.items():
-            if is_gpu_resource(resource):
-                try:
-                    units = count(quantity)
-                except ValueError:
-                    units = -1
-                wanted[resource] = wanted.get(resource, 0) + units
-    return wanted
+def _is_gpu_like(resource: str) -> bool:
+    return is_gpu_resource(resource) or resource == GPU_RESOURCE + _SHARED_SUFFIX
 
 
-def _resources(gpus: dict[str, int]) -> str:
-    return ", ".join(f"{r}: {c}" for r, c in sorted(gpus.items())) or "no GPU"
+def _container_gpus(container: JsonObject) -> dict[str, int]:
+    """One container's GPU-like resources (requests, else limits: an extended resource's
+    request defaults to its limit); an unparsable quantity counts -1."""
+    resources = container.get("resources") or {}
+    asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    gpus = {}
+    for resource, quantity in asked.items():
+        if _is_gpu_like(resource):
+            try:
+                gpus[resource] = count(quantity)
+            except ValueError:
+                gpus[resource] = -1
+    return gpus
+
+
+def pod_gpu_requests(workload: JsonObject) -> dict[str, int]:
+    """The GPU-like resources one pod of ``workload`` asks the scheduler for: its containers'
+    and sidecars' (init containers that keep running) summed, or an ordinary init container's
+    when larger (it runs alone, before them); -1 when a quantity is unparsable."""
+    spec = ((workload.get("spec") or {}).get("template") or {}).get("spec") or {}
+    inits = spec.get("initContainers") or []
+    sidecars = [c for c in inits if c.get("restartPolicy") == "Always"]
+    total: dict[str, int] = {}
+    for container in [*(spec.get("containers") or []), *sidecars]:
+        for resource, units in _container_gpus(container).items():
+            known = total.get(resource, 0)
+            total[resource] = -1 if min(known, units) < 0 else known + units
+    for container in inits:
+        if container.get("restartPolicy") != "Always":
+            for resource, units in _container_gpus(container).items():
+                known = total.get(resource, 0)
+                total[resource] = -1 if min(known, units) < 0 else max(known, units)
+    return total
+
+
+def resources_text(gpus: dict[str, int]) -> str:
+    return ", ".join(f"{r}: {c if c >= 0 else '(unparsable)'}"
+                     for r, c in sorted(gpus.items())) or "no GPU"
 
 
 def _selector(selector: object) -> str:
@@ -54,9 +78,9 @@ def placeholder_drift(wanted: JsonObject, actual: JsonObject) -> list[str]:
     name = (wanted.get("metadata") or {}).get("name", "")
     what = f"placeholder Deployment {name}"
     changed = []
-    have, want = gpu_requests(actual), gpu_requests(wanted)
+    have, want = pod_gpu_requests(actual), pod_gpu_requests(wanted)
     if have != want:
-        changed.append(f"{what} asks for {_resources(have)}, not {_resources(want)}")
+        changed.append(f"{what} asks for {resources_text(have)}, not {resources_text(want)}")
     spec, wanted_spec = _pod_spec(actual), _pod_spec(wanted)
     if (spec.get("nodeSelector") or {}) != (wanted_spec.get("nodeSelector") or {}):
         changed.append(f"{what} selects nodes {_selector(spec.get('nodeSelector'))}, not "

@@ -9,14 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from controlplane.adapters.k8s.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX, is_gpu_resource
-from controlplane.adapters.k8s.quantity import count
+from controlplane.adapters.k8s.drift import pod_gpu_requests, resources_text
+from controlplane.adapters.k8s.names import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from controlplane.domain.placement import PlannedSlice
 from controlplane.domain.sharing_config import shared_resource
 
 JsonObject = dict[str, Any]
 SLICE_MISMATCH = "workload_slice_mismatch"
-_SHARED_SUFFIX = ".shared"  # the device plugin's renameByDefault spelling of a share
 
 
 def planned_request(planned: PlannedSlice, mig_strategy: str) -> dict[str, int] | None:
@@ -33,50 +32,6 @@ def planned_request(planned: PlannedSlice, mig_strategy: str) -> dict[str, int] 
     if planned.mode in ("mps", "time_sliced"):
         return {shared_resource(): 1}
     return None
-
-
-def _is_gpu_like(resource: str) -> bool:
-    return is_gpu_resource(resource) or resource == GPU_RESOURCE + _SHARED_SUFFIX
-
-
-def _container_gpus(container: JsonObject) -> dict[str, int]:
-    """One container's GPU-like resources (requests, else limits: an extended resource's
-    request defaults to its limit); an unparsable quantity counts -1."""
-    resources = container.get("resources") or {}
-    asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    gpus = {}
-    for resource, quantity in asked.items():
-        if _is_gpu_like(resource):
-            try:
-                gpus[resource] = count(quantity)
-            except ValueError:
-                gpus[resource] = -1
-    return gpus
-
-
-def pod_gpu_requests(workload: JsonObject) -> dict[str, int]:
-    """The GPU-like resources one pod of ``workload`` asks the scheduler for: its containers'
-    and sidecars' (init containers that keep running) summed, or an ordinary init container's
-    when larger (it runs alone, before them); -1 when a quantity is unparsable."""
-    spec = ((workload.get("spec") or {}).get("template") or {}).get("spec") or {}
-    inits = spec.get("initContainers") or []
-    sidecars = [c for c in inits if c.get("restartPolicy") == "Always"]
-    total: dict[str, int] = {}
-    for container in [*(spec.get("containers") or []), *sidecars]:
-        for resource, units in _container_gpus(container).items():
-            known = total.get(resource, 0)
-            total[resource] = -1 if min(known, units) < 0 else known + units
-    for container in inits:
-        if container.get("restartPolicy") != "Always":
-            for resource, units in _container_gpus(container).items():
-                known = total.get(resource, 0)
-                total[resource] = -1 if min(known, units) < 0 else max(known, units)
-    return total
-
-
-def _resources(gpus: dict[str, int]) -> str:
-    return ", ".join(f"{r}: {c if c >= 0 else '(unparsable)'}"
-                     for r, c in sorted(gpus.items())) or "no GPU"
 
 
 def _slice(planned: PlannedSlice) -> str:
@@ -105,11 +60,11 @@ def slice_drift(model: str, kind: str, workload: JsonObject, planned: Sequence[P
     missed = sum(p.replicas for p, _ in unmatched)
     whose = (f"its {missed} replica{'s' if missed != 1 else ''}" if missed == total
              else f"{missed} of its {total} replicas")
-    slices = [(p.replicas, f"{_slice(p)} ({_resources(want)} each)") for p, want in unmatched]
+    slices = [(p.replicas, f"{_slice(p)} ({resources_text(want)} each)") for p, want in unmatched]
     where = (f"on {slices[0][1]}" if len(slices) == 1
              else "as " + " and ".join(f"{n} on {s}" for n, s in slices))
     meta = workload.get("metadata") or {}
     return [f"model {model}: {kind} {meta.get('namespace', '')}/{meta.get('name', '')} asks for "
-            f"{_resources(have)} per pod, but the plan places {whose} {where}: they stay "
+            f"{resources_text(have)} per pod, but the plan places {whose} {where}: they stay "
             "Pending or run on other GPUs than the plan counts. Headroom does not change the "
             f"workload: give its pods the planned slice's GPU resource; reason {SLICE_MISMATCH}"]
