@@ -47,6 +47,7 @@ DASHBOARD_APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
 class DemoSummary:
     ticks: int
     sim_minutes: float
+    sim_start_at: str  # ISO 8601: the simulated instant this run started at
     models: int
     gpus: int
     gpus_peak: int
@@ -67,9 +68,13 @@ class DemoSummary:
 
 
 class Demo:
-    def __init__(self, settings: Settings, wall_now: datetime,
+    def __init__(self, settings: Settings, start_at: datetime,
                  stopping: threading.Event | None = None) -> None:
-        """``stopping``: the flag ``request_stop`` sets (a signal handler's, set perhaps
+        """``start_at``: where a new store's simulated clock starts (floored to the minute; a
+        resumed store goes on from its last tick): the wall clock's now, or ``demo --start``.
+        The simulated traffic is a function of the time of day and week, so it is an input of
+        the run as the settings are: runs from one start give the same summary.
+        ``stopping``: the flag ``request_stop`` sets (a signal handler's, set perhaps
         before the demo has started: it then stops as soon as it has)."""
         self.settings = settings
         self.store = open_store(settings.db, migrate=True)
@@ -78,7 +83,7 @@ class Demo:
                                       settings.db.lease_duration_s, WallClock())  # first
         try:
             self.engine = journaled_engine(self.store, WallClock())
-            self.runtime = SimRuntime.open(settings, self.store, wall_now, self.engine)
+            self.runtime = SimRuntime.open(settings, self.store, start_at, self.engine)
         except BaseException:
             self.lease.release()
             raise
@@ -236,6 +241,7 @@ class Demo:
         return DemoSummary(
             ticks=counts["ticks"] - self._counts_at_start["ticks"],
             sim_minutes=round(self.sim_minutes(), 2),
+            sim_start_at=self.sim_start_at.isoformat(),
             models=len(self.runtime.specs),
             gpus=snapshot.gpus_ready(),
             gpus_peak=self.gpus_peak,

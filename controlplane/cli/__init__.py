@@ -32,6 +32,7 @@ from controlplane.cli.simulate import simulate_command
 from controlplane.cli.status import status_command
 from controlplane.cli.store_origin import db_url_named
 from controlplane.cli.streams import print_error, stdout_to_stderr
+from controlplane.cli.times import parse_utc
 from controlplane.demo import Demo
 from controlplane.fleet_lease import FleetLeaseHeld
 from controlplane.jobs import stop_on_sigterm
@@ -44,6 +45,7 @@ from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import MigrationError, StoreUnavailable, downgrade, upgrade
 from controlplane.store.configured import open_store
 from controlplane.store.engine import check_known_revision, in_memory, redact, sqlite_file
+from forecaster.errors import InputError
 from forecaster.registry import METHODS
 from scheduler.metrics import check_bindable, host_and_port
 
@@ -159,6 +161,9 @@ def _refuse_in_memory(url: str) -> None:
 #: 17 reconcile intervals; faster, the clock outruns the loop (inf stood still, 1e12 overran
 #: datetime's year 9999 and the demo never stopped)
 MAX_DEMO_SPEED = 10_000.0
+#: the years of ``demo --start``: room for the backfilled history before it and for the
+#: simulated clock after it
+DEMO_YEARS = (1971, 9998)
 
 
 @app.command()
@@ -175,6 +180,10 @@ def demo(
     db: Annotated[Path | None, typer.Option(
         help=escape("SQLite file of the demo store; beats HEADROOM_DB__URL and db.url of "
                     f"--config [default (with neither): {DEMO_DB}]"))] = None,
+    start: Annotated[str | None, typer.Option(help=escape(
+        "simulated start of a new store (ISO-8601; UTC unless it names a zone; floored to the "
+        "minute): runs from one start see the same traffic and give the same summary "
+        "[default: now]; a store resumed goes on from its last tick"))] = None,
     config: ConfigOption = None,
 ) -> None:
     """Everything embedded, on a simulated GPU fleet and SQLite.
@@ -182,6 +191,7 @@ def demo(
     Forecasts, the placement API, the reconcile jobs and the dashboard run on a simulated fleet
     over SQLite. With --minutes N --no-dashboard it runs N simulated minutes as fast as it can."""
     settings = demo_settings(config, db)
+    start_at = _wall_now() if start is None else demo_start(start)
     if in_memory(settings.db.url) and not no_dashboard:
         raise ConfigError(f"db.url {settings.db.url}: the dashboard runs in its own process and "
                           "cannot see an in-memory database; use sqlite:///FILE (or --db), or "
@@ -192,7 +202,7 @@ def demo(
     check_state_dir(settings.forecast.state_dir)  # makes it: after the checks that make nothing
     setup_logging(logging.INFO, log_file=Path(".headroom/demo.log"))
     with stdout_to_stderr(enabled=json_out), db_url_named(settings):
-        runner = _run_demo(settings, minutes, speed, no_dashboard, json_out)
+        runner = _run_demo(settings, start_at, minutes, speed, no_dashboard, json_out)
     summary = runner.summary()
     if json_out:
         typer.echo(json.dumps(summary.as_dict()))
@@ -204,8 +214,21 @@ def demo(
             f"(${summary.cost_usd:,.0f}), {summary.mig_relayouts} MIG re-layouts")
 
 
-def _run_demo(settings: Settings, minutes: float | None, speed: float, no_dashboard: bool,
-              json_out: bool) -> Demo:
+def demo_start(value: str) -> datetime:
+    """``--start``: an ISO-8601 time of a year the demo simulates (with room for its history
+    before, and its clock after); UsageError naming the option otherwise."""
+    try:
+        start_at = parse_utc(value, "--start")
+    except InputError as error:
+        raise UsageError(str(error)) from None
+    if not DEMO_YEARS[0] <= start_at.year <= DEMO_YEARS[1]:
+        raise UsageError(f"--start {value}: not in the years the demo simulates "
+                         f"({DEMO_YEARS[0]} to {DEMO_YEARS[1]})")
+    return start_at
+
+
+def _run_demo(settings: Settings, start_at: datetime, minutes: float | None, speed: float,
+              no_dashboard: bool, json_out: bool) -> Demo:
     # Ctrl-C and SIGTERM stop the demo through the same flag, also when SIGINT came in ignored
     # (a process started in the background by a script, or by a parent that ignores it), and
     # from before it starts: a stop while it opens its store lets it finish starting, then stop
@@ -213,7 +236,7 @@ def _run_demo(settings: Settings, minutes: float | None, speed: float, no_dashbo
     stopping = threading.Event()
     for stop_signal in (signal.SIGINT, signal.SIGTERM):
         signal.signal(stop_signal, lambda *_: stopping.set())
-    runner = Demo(settings, _wall_now(), stopping)
+    runner = Demo(settings, start_at, stopping)
     try:
         grpc_address = runner.start_grpc()
         if not json_out:
