@@ -38,7 +38,7 @@ def _dispatch(action: Action, actuators: Actuators) -> ActionOutcome:
     if isinstance(action, ScaleNodePool):
         return actuators.node_pools.set_size(action.pool, action.to_nodes)
     if isinstance(action, SetReplicas):
-        return actuators.replicas.set_replicas(action.model, action.to_replicas, action.slices)
+        return actuators.replicas.set_replicas(action.model, action.to_replicas)
     if isinstance(action, ApplySharing) and actuators.sharing is not None:
         return actuators.sharing.apply_sharing(action.node, action.to_layout)
     if isinstance(action, RelayoutMig) and actuators.mig is not None:

@@ -18,7 +18,7 @@ from controlplane.domain.mig_layout import NodeMigLayout
 from controlplane.domain.mig_relayout import MigRelayout
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ModelLoad, ObservedState
-from controlplane.domain.placement import FleetPlacement, PlannedSlice
+from controlplane.domain.placement import FleetPlacement
 from controlplane.domain.profile import ProfileCorrection, ProfileSample
 from controlplane.domain.sharing_config import SharingLayout
 from controlplane.domain.tick import TickReport
@@ -58,11 +58,8 @@ class NodePoolActuator(Protocol):
 
 
 class ReplicaActuator(Protocol):
-    def set_replicas(self, model: str, replicas: int,
-                     slices: Sequence[PlannedSlice] = ()) -> ActionOutcome:
-        """Absolute target; idempotent. An unknown model is a non-retryable failed outcome.
-        ``slices``: where the plan places the model's replicas (() when unknown); what the
-        model's workload asks for that does not fit them is in the outcome's notes."""
+    def set_replicas(self, model: str, replicas: int) -> ActionOutcome:
+        """Absolute target; idempotent. An unknown model is a non-retryable failed outcome."""
         ...
 
 

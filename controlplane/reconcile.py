@@ -36,10 +36,12 @@ from controlplane.domain.guards import GuardMemory
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.node_plan import NodeConfigLimits, node_config_plan
 from controlplane.domain.observed import ObservedState
+from controlplane.domain.placement import FleetPlacement
 from controlplane.domain.plan import Plan
 from controlplane.domain.planner import made
 from controlplane.domain.profile import ProfileCorrection
 from controlplane.domain.tick import TickReport, TickStatus
+from controlplane.domain.workload_slices import workload_slice_findings
 from controlplane.forecast_calibration import CalibrationConfig, calibrated_latest
 from controlplane.ports import (
     Clock,
@@ -77,6 +79,7 @@ class ReconcileConfig:
     node_configs: NodeConfigLimits | None = None  # None: replicas and pools only
     profile_correction: CorrectionConfig | None = None  # None: the offline profiles as they are
     hint_lead_s: float = 600.0  # demand hints floor the forecast from this long before they start
+    mig_strategy: str = "mixed"  # the device plugin's (k8s.mig_strategy): the resource MIG asks
 
     @property
     def specs(self) -> tuple[ModelSpec, ...]:
@@ -138,12 +141,14 @@ def noting_unserved(observed: ObservedState, specs: tuple[ModelSpec, ...]) -> Ob
         "its load is not read and its replicas cannot be set" for name in missing)))
 
 
-def noting_outcomes(observed: ObservedState,
-                    outcomes: tuple[ActionOutcome, ...]) -> ObservedState:
-    """The snapshot with what the actuators found beside the changes they made (e.g. a
-    model's workload asking for another GPU resource than its planned slices) in its notes,
-    which the tick's record shows (``headroom status``)."""
-    found = tuple(note for outcome in outcomes for note in outcome.notes)
+def noting_workload_slices(observed: ObservedState, placement: FleetPlacement,
+                           mig_strategy: str) -> ObservedState:
+    """The snapshot with a note, each tick until it is fixed, for every model whose workload's
+    pods ask for another GPU resource than the slices ``placement`` puts its replicas on
+    (``controlplane.domain.workload_slices``); each logged too."""
+    found = workload_slice_findings(observed.models, placement, mig_strategy)
+    for finding in found:
+        log.warning("replicas.slice_mismatch", extra={"finding": finding})
     return replace(observed, notes=(*observed.notes, *found)) if found else observed
 
 
@@ -212,10 +217,7 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
         decision = replace(decision, memory=nodes.memory,
                            plan=decision.plan.with_node_actions(nodes.actions, nodes.skipped))
     since_at = now - timedelta(seconds=ACCURACY_WINDOW_S)
-    # each replica change carries where its replicas are placed: the actuator checks the
-    # model's workload asks for those slices' GPU resource
-    return replace(decision, plan=decision.plan.with_replica_slices(decision.placement),
-                   profiles=profiles,
+    return replace(decision, profiles=profiles,
                    memory=replace(decision.memory, profile_rps=in_use(profiles)),
                    accuracy=accuracy(deps.ledger.issued_since(since_at), since_at))
 
@@ -226,12 +228,12 @@ def _decide_and_apply(deps: ReconcileDeps, config: ReconcileConfig, observed: Ob
     decision = decide(deps, config, observed, now)
     plan = decision.plan
     log.info("plan.created", extra={"actions": len(plan.actions), "skipped": len(plan.skipped)})
+    observed = noting_workload_slices(observed, decision.placement, config.mig_strategy)
     outcomes: tuple[ActionOutcome, ...] = ()
     status = TickStatus.DRY_RUN
     if not config.dry_run:
         outcomes = _apply(deps, plan)
         status = TickStatus.APPLIED
-        observed = noting_outcomes(observed, outcomes)
     # the next tick's guards count only the changes made (none in a dry run: a faithful
     # preview), and remember every recommendation (what was wanted, made or not)
     return TickReport(now, deps.clock.now(), status, "", observed, decision.demands,

@@ -97,6 +97,7 @@ def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> Reconc
         node_configs=node_config_limits(settings),
         profile_correction=correction_config(settings),
         hint_lead_s=auto.hint_lead_s,
+        mig_strategy=settings.k8s.mig_strategy,
     )
 
 

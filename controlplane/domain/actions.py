@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from controlplane.domain.mig_layout import NodeMigLayout, config_name
-from controlplane.domain.placement import PlannedSlice
 from controlplane.domain.sharing_config import SharingLayout
 
 
@@ -45,9 +44,6 @@ class SetReplicas:
     to_replicas: int
     reason: str
     kind: Literal["set_replicas"] = "set_replicas"
-    # the slices the plan places the model's replicas on (what its workload's pods must ask
-    # for); () when unknown. Not part of the change: equal actions make the same change
-    slices: tuple[PlannedSlice, ...] = field(default=(), compare=False)
 
     @property
     def target(self) -> str:
@@ -159,6 +155,3 @@ class ActionOutcome:
     ok: bool
     message: str
     retryable: bool = False
-    # what the actuator found wrong beside the change itself (e.g. a model's workload asking
-    # for another GPU resource than its planned slices): the tick's notes carry them
-    notes: tuple[str, ...] = ()

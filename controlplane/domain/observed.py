@@ -79,6 +79,11 @@ class ObservedModel:
     capacity_rps: float
     demand_measured: bool = True
     latency_ms: float | None = None
+    # the one workload serving it, as read (e.g. "Deployment models/chat"; "" when not read,
+    # as in the simulator, or when several are labelled with it), and the GPU resources each of
+    # its pods asks for (controlplane.domain.workload_slices checks them against the plan)
+    workload: str = ""
+    gpu_requests: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

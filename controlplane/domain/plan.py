@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 
-from controlplane.domain.actions import (
-    Action,
-    NodeAction,
-    ScaleNodePool,
-    SetReplicas,
-    SkippedAction,
-)
-from controlplane.domain.placement import FleetPlacement
+from controlplane.domain.actions import Action, NodeAction, ScaleNodePool, SkippedAction
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,13 +22,6 @@ class Plan:
                       if isinstance(a, ScaleNodePool) and a.to_nodes < a.from_nodes)
         rest = tuple(a for a in self.actions if a not in downs)
         return Plan(self.created_at, (*rest, *actions, *downs), (*self.skipped, *skipped))
-
-    def with_replica_slices(self, placement: FleetPlacement) -> Plan:
-        """This plan with each replica change carrying the slices ``placement`` places the
-        model's replicas on, for the actuator to check the model's workload against."""
-        actions = tuple(replace(a, slices=placement.slices_for(a.model))
-                        if isinstance(a, SetReplicas) else a for a in self.actions)
-        return Plan(self.created_at, actions, self.skipped)
 
     @property
     def is_noop(self) -> bool:

@@ -37,7 +37,6 @@ from controlplane.domain.observed import (
     ObservedPool,
     ObservedState,
 )
-from controlplane.domain.placement import PlannedSlice
 from controlplane.domain.sharing_config import SharingLayout
 from controlplane.settings import SimSettings
 from controlplane.sim.latency import mean_latency_ms, true_capacity_rps
@@ -240,10 +239,7 @@ class SimCluster:
             self._resize(pool, nodes)
             return ActionOutcome(pool, True, f"pool {pool} target {nodes} nodes")
 
-    def set_replicas(self, model: str, replicas: int,
-                     slices: Sequence[PlannedSlice] = ()) -> ActionOutcome:
-        """``slices`` are not checked: a simulated model has no workload spec to ask for
-        another GPU resource than its placement."""
+    def set_replicas(self, model: str, replicas: int) -> ActionOutcome:
         with self._lock:
             if model not in self._replicas:
                 return ActionOutcome(model, False, f"unknown model {model}")

@@ -43,7 +43,8 @@ def observed_from_json(text: str) -> ObservedState:
         synced_at=datetime.fromisoformat(raw["synced_at"]),
         pools=tuple(ObservedPool(**p) for p in raw["pools"]),
         nodes=nodes,
-        models=tuple(ObservedModel(**m) for m in raw["models"]),
+        models=tuple(ObservedModel(**{**m, "gpu_requests": tuple(
+            (str(r), int(c)) for r, c in m.get("gpu_requests", ()))}) for m in raw["models"]),
         synced=raw.get("synced", True),
         notes=tuple(raw.get("notes", ())),
         data_at=datetime.fromisoformat(raw["data_at"]) if raw.get("data_at") else None,

@@ -16,7 +16,7 @@ from controlplane.domain.desired import (
 )
 from controlplane.domain.guards import COOLDOWN, GuardLimits, GuardMemory
 from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
-from controlplane.domain.placement import FleetPlacement, PlacedSegment, PlannedSlice, WarmGpus
+from controlplane.domain.placement import FleetPlacement, PlacedSegment, WarmGpus
 from controlplane.domain.plan import Plan
 from controlplane.domain.planner import POOL_OBJECTS_CHANGED, plan
 from controlplane.domain.planner import made as changes_made
@@ -251,21 +251,3 @@ def test_without_the_targets_gpus_kept_replicas_hold_whole_nodes_over_the_target
     made, _ = plan(_l4_fleet(10, {"m": 35}), desired, GuardMemory(), pools, replicas, T0)
     assert made.is_noop
     assert "skip l4 wanted 9, kept 10 (replicas_scaling_down)" in made.render()
-
-
-def test_each_replica_change_carries_the_slices_its_model_is_placed_on() -> None:
-    segments = (
-        *(PlacedSegment("m", f"A100-80GB-{i}", "A100-80GB", "mig", "1g.10gb", i, 1, 20)
-          for i in range(3)),
-        PlacedSegment("m", "A100-80GB-3", "A100-80GB", "exclusive", "", 0, 0, 90),
-        PlacedSegment("other", "L4-0", "L4", "mps", "", 0, 0, 30, mps_processes=4))
-    placement = FleetPlacement(1, segments, (), (), 0.0, ())
-    assert placement.slices_for("m") == (PlannedSlice("A100-80GB", "exclusive", "", 1),
-                                         PlannedSlice("A100-80GB", "mig", "1g.10gb", 3))
-    assert placement.slices_for("gone") == ()
-    pool_up, change = ScaleNodePool("a100", 0, 1, "r"), SetReplicas("m", 2, 4, "r")
-    carried = Plan(T0, (pool_up, change), ()).with_replica_slices(placement)
-    assert carried.actions[0] is pool_up
-    assert carried.actions[1] == change  # the same change: the slices only travel with it
-    assert isinstance(carried.actions[1], SetReplicas)
-    assert carried.actions[1].slices == placement.slices_for("m")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,7 +9,6 @@ from pathlib import Path
 from controlplane.domain.actions import ActionOutcome, SetReplicas
 from controlplane.domain.guards import DISRUPTION_BUDGET
 from controlplane.domain.observed import ObservedState
-from controlplane.domain.placement import PlannedSlice
 from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.reconcile import reconcile_once
 from controlplane.runtime import SimRuntime
@@ -39,8 +37,7 @@ class OverReplicated:
 class ConflictingReplicas:
     """A replica actuator whose every write loses a conflict (HTTP 409), as outcome_of says."""
 
-    def set_replicas(self, model: str, replicas: int,
-                     slices: Sequence[PlannedSlice] = ()) -> ActionOutcome:
+    def set_replicas(self, model: str, replicas: int) -> ActionOutcome:
         return ActionOutcome(model, False, "conflict, re-read next tick: HTTP 409: the object "
                              "has been modified", retryable=True)
 

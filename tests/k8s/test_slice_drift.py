@@ -1,5 +1,6 @@
 """A model's own workload checked against the slices the plan places its replicas on: the GPU
-resource its pods ask for, per planned mode and MIG strategy, over schema-valid objects."""
+resource its pods ask for (as the reader parses the workload), per planned mode and MIG
+strategy, over schema-valid objects."""
 
 from __future__ import annotations
 
@@ -10,14 +11,36 @@ from apiserver import validate_object
 from k8s_builders import model_deployment
 
 from controlplane.adapters.k8s.drift import pod_gpu_requests
-from controlplane.adapters.k8s.slice_drift import SLICE_MISMATCH, planned_request, slice_drift
-from controlplane.domain.placement import PlannedSlice
+from controlplane.adapters.k8s.inventory import parse_workload
+from controlplane.domain.placement import FleetPlacement, PlacedSegment, PlannedSlice
+from controlplane.domain.workload_slices import SLICE_MISMATCH, planned_request, slice_finding
 
 A100 = "A100-80GB"
 ON_1G = PlannedSlice(A100, "mig", "1g.10gb", 3)
 WHOLE = PlannedSlice(A100, "exclusive", "", 2)
 MPS = PlannedSlice("L4", "mps", "", 4)
 SLICED = PlannedSlice("L4", "time_sliced", "", 4)
+
+
+def slice_drift(model: str, kind: str, obj: dict[str, Any], planned: list[PlannedSlice],
+                strategy: str) -> list[str]:
+    """What the loop finds for ``obj`` as the reader reads it (``parse_workload``)."""
+    read = parse_workload(obj, kind, "app.kubernetes.io/name")
+    found = slice_finding(model, f"{read.kind} {read.namespace}/{read.name}",
+                          dict(read.gpu_requests), planned, strategy)
+    return [found] if found is not None else []
+
+
+def test_a_placement_names_the_slices_of_each_model_with_how_many_replicas_on_each() -> None:
+    segments = (
+        *(PlacedSegment("m", f"A100-80GB-{i}", A100, "mig", "1g.10gb", i, 1, 20)
+          for i in range(3)),
+        PlacedSegment("m", "A100-80GB-3", A100, "exclusive", "", 0, 0, 90),
+        PlacedSegment("other", "L4-0", "L4", "mps", "", 0, 0, 30, mps_processes=4))
+    placement = FleetPlacement(1, segments, (), (), 0.0, ())
+    assert placement.slices_for("m") == (PlannedSlice(A100, "exclusive", "", 1),
+                                         PlannedSlice(A100, "mig", "1g.10gb", 3))
+    assert placement.slices_for("gone") == ()
 
 
 def workload(*containers: dict[str, Any], kind: str = "Deployment",

@@ -1,33 +1,38 @@
 """A model's own Deployment asking for another GPU resource than the slices the plan places its
-replicas on, through the API test server: the replica change still goes through, the workload
-is left as it is, and the mismatch is named in the outcome, the log and the tick's notes."""
+replicas on, through the API test server: every tick (a dry run too, and ticks that change
+nothing) notes it for ``headroom status`` until the workload is fixed, and the workload is left
+as it is."""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 import pytest
 from apiserver import ApiServer
 from k8s_builders import MODELS_NS, gpu_node, k8s_settings, model_deployment, nodepool
-from k8s_harness import FixedLoads, assert_schema_valid, make_backend
+from k8s_harness import START_AT, FixedLoads, assert_schema_valid, make_backend
 
-from controlplane.actuation import Actuators, apply_actions
-from controlplane.adapters.k8s.backend import K8sBackend
 from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.domain.actions import SetReplicas
-from controlplane.domain.observed import ModelLoad
-from controlplane.domain.placement import PlannedSlice
+from controlplane.domain.observed import ModelLoad, ObservedModel, ObservedState
+from controlplane.domain.tick import TickReport
 from controlplane.reconcile import ReconcileDeps, reconcile_once
 from controlplane.runtime import reconcile_config
+from controlplane.settings import Settings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.sim.clock import VirtualClock
 from controlplane.store import Store
+from controlplane.store.codec import observed_from_json, observed_to_json
 from controlplane.store.ledger import SqlForecastLedger
 from controlplane.store.status_reader import read_fleet_status
 from scheduler.engine import PlacementEngine
 
-ON_1G = (PlannedSlice("A100-80GB", "mig", "1g.10gb", 4),)
+LLAMA, RESNET = "llama-3-8b-chat", "resnet50-vision"
+SPECS = tuple(s for s in DEMO_MODELS if s.name in (LLAMA, RESNET))
+LLAMA_SLICE = "nvidia.com/mig-3g.40gb"  # the plan's slice for llama on this test's fleet
+LOADS = {LLAMA: ModelLoad(200.0, 40.0), RESNET: ModelLoad(900.0, 250.0)}
 
 
 def asking(model: str, resources: dict[str, str], replicas: int = 1) -> dict[str, Any]:
@@ -36,107 +41,102 @@ def asking(model: str, resources: dict[str, str], replicas: int = 1) -> dict[str
     return deployment
 
 
-def leading(server: ApiServer, clock: VirtualClock) -> K8sBackend:
-    backend = make_backend(server, clock)
+def _settings(dry_run: bool = False) -> Settings:
+    base = k8s_settings()
+    return base.model_copy(update={
+        "autoscaling": base.autoscaling.model_copy(update={"policy": "reactive"}),
+        "safety": base.safety.model_copy(update={"dry_run": dry_run})})
+
+
+def _ticks(apiserver: ApiServer, clock: VirtualClock, store: Store, settings: Settings,
+           count: int) -> list[TickReport]:
+    backend = make_backend(apiserver, clock, load=FixedLoads(LOADS))
     assert backend.elector.try_acquire_or_renew(clock.now())
-    return backend
-
-
-def scale(backend: K8sBackend, model: str, replicas: int,
-          slices: tuple[PlannedSlice, ...]) -> tuple[bool, str, tuple[str, ...]]:
-    action = SetReplicas(model, 1, replicas, "forecast_p90_above_capacity", slices=slices)
-    [outcome] = apply_actions([action], Actuators(backend.node_pools, backend.replicas))
-    return outcome.ok, outcome.message, outcome.notes
-
-
-def test_a_deployment_asking_for_a_whole_gpu_where_the_plan_has_a_mig_slice_is_reported(
-        apiserver: ApiServer, clock: VirtualClock, caplog: pytest.LogCaptureFixture) -> None:
-    apiserver.seed(asking("chat", {"nvidia.com/gpu": "1"}))
-    template = apiserver.get("apps/v1", "Deployment", "chat", MODELS_NS)["spec"]["template"]
-    with caplog.at_level(logging.WARNING, logger="headroom.k8s.replicas"):
-        ok, message, notes = scale(leading(apiserver, clock), "chat", 4, ON_1G)
-    finding = (
-        "model chat: Deployment models/chat asks for nvidia.com/gpu: 1 per pod, but the plan "
-        "places its 4 replicas on MIG 1g.10gb instances of A100-80GB (nvidia.com/mig-1g.10gb: 1 "
-        "each): they stay Pending or run on other GPUs than the plan counts. Headroom does not "
-        "change the workload: give its pods the planned slice's GPU resource; reason "
-        "workload_slice_mismatch")
-    assert ok and notes == (finding,)
-    assert message == f"model chat target 4 replicas (Deployment models/chat); {finding}"
-    [record] = [r for r in caplog.records if r.getMessage() == "replicas.slice_mismatch"]
-    assert record.__dict__["workload"] == "Deployment models/chat"
-    assert record.__dict__["finding"] == finding
-    stored = apiserver.get("apps/v1", "Deployment", "chat", MODELS_NS)
-    assert stored["spec"]["replicas"] == 4  # scaled all the same
-    assert stored["spec"]["template"] == template  # the user's workload is not rewritten
-    assert {w.path.rsplit("/", 1)[-1] for w in apiserver.writes()
-            if "/deployments/" in w.path} == {"scale"}
-    assert assert_schema_valid(apiserver) >= 1
-
-
-def test_a_deployment_asking_for_the_planned_slice_is_not_reported(
-        apiserver: ApiServer, clock: VirtualClock, caplog: pytest.LogCaptureFixture) -> None:
-    apiserver.seed(asking("chat", {"nvidia.com/mig-1g.10gb": "1"}))
-    with caplog.at_level(logging.WARNING, logger="headroom.k8s.replicas"):
-        ok, message, notes = scale(leading(apiserver, clock), "chat", 4, ON_1G)
-    assert ok and notes == ()
-    assert message == "model chat target 4 replicas (Deployment models/chat)"
-    assert not [r for r in caplog.records if r.getMessage() == "replicas.slice_mismatch"]
-
-
-def test_a_shared_gpu_the_device_plugin_would_rename_is_not_the_planned_mps_share(
-        apiserver: ApiServer, clock: VirtualClock) -> None:
-    apiserver.seed(asking("embed", {"nvidia.com/gpu.shared": "1"}))
-    ok, _, notes = scale(leading(apiserver, clock), "embed", 2,
-                         (PlannedSlice("L4", "mps", "", 2),))
-    assert ok and len(notes) == 1
-    assert ("asks for nvidia.com/gpu.shared: 1 per pod, but the plan places its 2 replicas on "
-            "MPS shares of L4 GPUs (nvidia.com/gpu: 1 each)") in notes[0]
-
-
-def test_a_mismatch_is_reported_even_when_an_hpa_keeps_headroom_from_scaling(
-        apiserver: ApiServer, clock: VirtualClock) -> None:
-    apiserver.seed(asking("chat", {"nvidia.com/gpu": "1"}))
-    apiserver.seed({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-                    "metadata": {"name": "keda-hpa-chat", "namespace": MODELS_NS},
-                    "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
-                                                "name": "chat"},
-                             "minReplicas": 1, "maxReplicas": 10}})
-    ok, message, notes = scale(leading(apiserver, clock), "chat", 4, ON_1G)
-    assert not ok and message.endswith("reason hpa_owns_workload")
-    assert len(notes) == 1 and "reason workload_slice_mismatch" in notes[0]
-
-
-LLAMA, RESNET = "llama-3-8b-chat", "resnet50-vision"
-SPECS = tuple(s for s in DEMO_MODELS if s.name in (LLAMA, RESNET))
-
-
-def test_a_reconcile_tick_notes_the_workload_whose_pods_ask_for_another_slice(
-        apiserver: ApiServer, clock: VirtualClock, sqlite_url: str) -> None:
-    """The plan's slices reach the actuator from the tick's placement, and what it finds is in
-    the tick's notes, as stored for ``headroom status``."""
-    apiserver.seed(nodepool("a100-80gb"))
-    apiserver.seed(gpu_node("a100-1"))
-    apiserver.seed(asking(LLAMA, {"nvidia.com/gpu.shared": "1"}))  # no slice of Headroom's
-    apiserver.seed(asking(RESNET, {"nvidia.com/mig-1g.10gb": "1"}))
-    loads = FixedLoads({LLAMA: ModelLoad(200.0, 40.0), RESNET: ModelLoad(900.0, 250.0)})
-    backend = make_backend(apiserver, clock, load=loads)
-    assert backend.elector.try_acquire_or_renew(clock.now())
-    store = Store.open(sqlite_url, migrate=True)
     store.upsert_models(SPECS)
     deps = ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
                          replicas=backend.replicas,
                          placement=LocalPlacementClient(PlacementEngine()), forecasts=store,
                          decisions=store, history=store, ledger=SqlForecastLedger(store.engine))
-    settings = k8s_settings().model_copy(update={
-        "autoscaling": k8s_settings().autoscaling.model_copy(update={"policy": "reactive"})})
-    report = reconcile_once(deps, reconcile_config(settings, SPECS))
-    assert report.status.value == "applied", report.reason
-    assert report.plan is not None and report.placement is not None
-    scaled = {a.target for a in report.plan.actions if isinstance(a, SetReplicas)}
-    assert scaled == {LLAMA, RESNET}
-    found = [n for n in report.observed.notes if "workload_slice_mismatch" in n]
-    assert len(found) == 1 and found[0].startswith(
-        f"model {LLAMA}: Deployment models/{LLAMA} asks for nvidia.com/gpu.shared: 1 per pod")
+    reports = []
+    for _ in range(count):
+        reports.append(reconcile_once(deps, reconcile_config(settings, SPECS)))
+        clock.advance(30)
+    return reports
+
+
+def _fleet(apiserver: ApiServer, llama_asks: dict[str, str]) -> None:
+    apiserver.seed(nodepool("a100-80gb"))
+    apiserver.seed(gpu_node("a100-1"))
+    apiserver.seed(asking(LLAMA, llama_asks))
+    apiserver.seed(asking(RESNET, {"nvidia.com/mig-1g.10gb": "1"}))
+
+
+def _found(report: TickReport) -> list[str]:
+    return [n for n in report.observed.notes if "workload_slice_mismatch" in n]
+
+
+def test_every_tick_notes_the_workload_whose_pods_ask_for_another_slice_until_it_is_fixed(
+        apiserver: ApiServer, clock: VirtualClock, sqlite_url: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    _fleet(apiserver, {"nvidia.com/gpu.shared": "1"})  # no slice of Headroom's configs
+    template = apiserver.get("apps/v1", "Deployment", LLAMA, MODELS_NS)["spec"]["template"]
+    store = Store.open(sqlite_url, migrate=True)
+    with caplog.at_level(logging.WARNING, logger="headroom.reconcile"):
+        first, second = _ticks(apiserver, clock, store, _settings(), 2)
+    assert first.status.value == second.status.value == "applied", first.reason
+    assert first.plan is not None and second.plan is not None
+    assert {a.target for a in first.plan.actions if isinstance(a, SetReplicas)} == {LLAMA, RESNET}
+    assert not [a for a in second.plan.actions if isinstance(a, SetReplicas)]  # nothing to change
+    for report in (first, second):  # noted on the tick that scaled and on the one that did not
+        (finding,) = _found(report)
+        assert finding.startswith(f"model {LLAMA}: Deployment {MODELS_NS}/{LLAMA} asks for "
+                                  "nvidia.com/gpu.shared: 1 per pod, but the plan places its")
+        assert finding.endswith("reason workload_slice_mismatch")
+    assert len([r for r in caplog.records if r.getMessage() == "replicas.slice_mismatch"]) == 2
     shown = read_fleet_status(store.engine, sqlite_url, "headroom-leader").last_tick
-    assert shown is not None and found[0] in shown.notes  # what headroom status shows
+    assert shown is not None and _found(second)[0] in shown.notes  # what headroom status shows
+    stored = apiserver.get("apps/v1", "Deployment", LLAMA, MODELS_NS)
+    assert stored["spec"]["template"] == template  # the user's workload is not rewritten
+    assert assert_schema_valid(apiserver) >= 1
+
+    # fixed by its owner (the plan has its replicas on 3g.40gb instances): no note from then on
+    apiserver.update("apps/v1", "Deployment", LLAMA, {"spec": {"template": {"spec": {
+        "containers": [{**template["spec"]["containers"][0], "resources": {
+            "limits": {LLAMA_SLICE: "1"}}}]}}}}, MODELS_NS)
+    (third,) = _ticks(apiserver, clock, store, _settings(), 1)
+    assert _found(third) == []
+
+
+def test_a_dry_run_notes_the_mismatch_too(apiserver: ApiServer, clock: VirtualClock,
+                                         sqlite_url: str) -> None:
+    _fleet(apiserver, {"nvidia.com/gpu": "2"})
+    (report,) = _ticks(apiserver, clock, Store.open(sqlite_url, migrate=True),
+                       _settings(dry_run=True), 1)
+    assert report.status.value == "dry_run"
+    (finding,) = _found(report)
+    assert "asks for nvidia.com/gpu: 2 per pod" in finding
+
+
+def test_workloads_asking_for_their_planned_slices_are_not_noted(
+        apiserver: ApiServer, clock: VirtualClock, sqlite_url: str) -> None:
+    _fleet(apiserver, {LLAMA_SLICE: "1"})
+    (report,) = _ticks(apiserver, clock, Store.open(sqlite_url, migrate=True), _settings(), 1)
+    assert report.placement is not None
+    assert {(s.model, s.mig_profile) for s in report.placement.segments} == {
+        (LLAMA, "3g.40gb"), (RESNET, "1g.10gb")}  # where this fleet's plan puts them
+    assert _found(report) == []
+    models = {m.name: m for m in report.observed.models}
+    assert models[RESNET].workload == f"Deployment {MODELS_NS}/{RESNET}"
+    assert models[RESNET].gpu_requests == (("nvidia.com/mig-1g.10gb", 1),)
+
+
+def test_a_snapshot_stored_before_workloads_were_read_still_loads() -> None:
+    now = ObservedState(START_AT, (), (), (ObservedModel(
+        "m", 1, 0, 1, 5.0, 10.0, workload="Deployment models/m",
+        gpu_requests=(("nvidia.com/gpu", 1),)),))
+    assert observed_from_json(observed_to_json(now)) == now
+    raw = json.loads(observed_to_json(now))
+    for model in raw["models"]:
+        del model["workload"], model["gpu_requests"]
+    (old,) = observed_from_json(json.dumps(raw)).models
+    assert old.workload == "" and old.gpu_requests == ()

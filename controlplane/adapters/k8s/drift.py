@@ -9,6 +9,7 @@ from typing import Any
 
 from controlplane.adapters.k8s.names import GPU_RESOURCE, is_gpu_resource
 from controlplane.adapters.k8s.quantity import count
+from controlplane.domain.workload_slices import resources_text
 
 JsonObject = dict[str, Any]
 # pod-spec fields compared whole: the API server defaults none of them
@@ -60,11 +61,6 @@ def pod_gpu_requests(workload: JsonObject) -> dict[str, int]:
                 known = total.get(resource, 0)
                 total[resource] = -1 if min(known, units) < 0 else max(known, units)
     return total
-
-
-def resources_text(gpus: dict[str, int]) -> str:
-    return ", ".join(f"{r}: {c if c >= 0 else '(unparsable)'}"
-                     for r, c in sorted(gpus.items())) or "no GPU"
 
 
 def _selector(selector: object) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from controlplane.adapters.k8s import names as n
 from controlplane.adapters.k8s.api import KubeApi, NotFoundError
+from controlplane.adapters.k8s.drift import pod_gpu_requests
 from controlplane.adapters.k8s.manifests import mig_parted_configs
 from controlplane.adapters.k8s.quantity import count, parse_quantity
 from controlplane.domain.desired import PoolSpec
@@ -72,6 +73,7 @@ class WorkloadInfo:
     replicas: int
     ready: int
     selector: dict[str, str]
+    gpu_requests: tuple[tuple[str, int], ...] = ()  # per pod, sorted (drift.pod_gpu_requests)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +208,8 @@ def parse_workload(obj: JsonObject, kind: str, model_label: str) -> WorkloadInfo
         meta.get("labels") or {}).get(model_label, "")
     return WorkloadInfo(kind, meta.get("namespace", ""), meta["name"], model,
                         int(spec.get("replicas", 1)), int(status.get("readyReplicas") or 0),
-                        dict((spec.get("selector") or {}).get("matchLabels") or {}))
+                        dict((spec.get("selector") or {}).get("matchLabels") or {}),
+                        tuple(sorted(pod_gpu_requests(obj).items())))
 
 
 def fetch_inventory(api: KubeApi, settings: KubernetesSettings,

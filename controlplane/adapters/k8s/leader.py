@@ -6,7 +6,6 @@ leader" (REFERENCE.md §8.4). Decisions are pure (domain/lease.py); ``now`` is i
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,7 +25,6 @@ from controlplane.domain.lease import (
 )
 from controlplane.domain.mig_layout import NodeMigLayout
 from controlplane.domain.mig_relayout import MigRelayout
-from controlplane.domain.placement import PlannedSlice
 from controlplane.domain.sharing_config import SharingLayout
 from controlplane.ports import (
     Clock,
@@ -164,11 +162,10 @@ class LeaderGated:
             return failed(pool, NOT_LEADER, retryable=True)
         return self._node_pools.set_size(pool, nodes)
 
-    def set_replicas(self, model: str, replicas: int,
-                     slices: Sequence[PlannedSlice] = ()) -> ActionOutcome:
+    def set_replicas(self, model: str, replicas: int) -> ActionOutcome:
         if not self._leads():
             return failed(model, NOT_LEADER, retryable=True)
-        return self._replicas.set_replicas(model, replicas, slices)
+        return self._replicas.set_replicas(model, replicas)
 
     def apply_sharing(self, node: str, layout: SharingLayout) -> ActionOutcome:
         if not self._leads():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from controlplane.adapters.k8s.inventory import (
     Inventory,
     NodeInfo,
     PodInfo,
+    WorkloadInfo,
     fetch_inventory,
     offered_mig,
 )
@@ -184,11 +186,13 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
                                            target_intact=not drift))
     notes.extend(_orphaned_placeholders(inventory, {pool.name for pool in pools}))
     by_model: dict[str, list[int]] = {}
+    served_by: dict[str, list[WorkloadInfo]] = {}
     for workload in inventory.workloads:
         if workload.model:
             totals = by_model.setdefault(workload.model, [0, 0])
             totals[0] += workload.replicas
             totals[1] += workload.ready
+            served_by.setdefault(workload.model, []).append(workload)
     loads = (load.measure({m: ready for m, (_, ready) in by_model.items()}, now)
              if load is not None else None)
     models = []
@@ -230,6 +234,7 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
                                     demand_rps if demand_rps is not None and measured else 0.0,
                                     capacity_rps, demand_measured=measured,
                                     latency_ms=latency_ms))
+    models = [_with_workload(m, served_by.get(m.name, [])) for m in models]
     notes += [f"{len(names)} model(s) ({', '.join(names)}): {why}: reconcile.max_staleness_s "
               "is not checked for their rates" for why, names in undated.items()]
     if load is None and models:
@@ -240,6 +245,16 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
     return ObservedState(now, tuple(observed_pools), tuple(nodes), tuple(models),
                          notes=tuple(notes),
                          data_at=data_at if data_at and data_at <= now else None)
+
+
+def _with_workload(model: ObservedModel, workloads: list[WorkloadInfo]) -> ObservedModel:
+    """The model with the one workload serving it and what its pods ask for (several: none,
+    the replica actuator refuses to pick one and says so)."""
+    if len(workloads) != 1:
+        return model
+    (w,) = workloads
+    return replace(model, workload=f"{w.kind} {w.namespace}/{w.name}",
+                   gpu_requests=w.gpu_requests)
 
 
 class K8sClusterReader:
