@@ -47,6 +47,7 @@ class LastTick:
     billed_gpus: dict[str, int]
     ticks: int
     first_at: datetime
+    notes: tuple[str, ...] = ()  # what the tick noted (headroom status shows them too)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -62,8 +63,9 @@ def last_tick(url: str) -> LastTick | None:
     if row is None:
         return None
     billed = cost_reader.facts_from_observed(row[7]).billed_gpus
+    notes = tuple(str(n) for n in (json.loads(row[7]) if row[7] else {}).get("notes", ()))
     return LastTick(int(row[0]), as_utc(row[1]), str(row[2]), str(row[3]), int(row[4]),
-                    float(row[5]), float(row[6]), billed, int(count), as_utc(first_at))
+                    float(row[5]), float(row[6]), billed, int(count), as_utc(first_at), notes)
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,31 @@ def require_tick(url: str, refreshes: bool = False) -> q.LastTick:
     return tick
 
 
+#: notes of the last tick shown in its warning; the rest are in the expander below it
+NOTES_SHOWN = 3
+
+
+def tick_notes(tick: q.LastTick) -> None:
+    """The last tick's notes (what it could not read or do, and what it found wrong: a pool's
+    NodePool edited, a workload asking for another GPU resource than its planned slice, a model
+    whose load was not measured): a warning with the first few, all of them in an expander."""
+    if not tick.notes:
+        return
+    count = len(tick.notes)
+    lines = "\n".join(f"- {escape_markdown(n)}" for n in tick.notes[:NOTES_SHOWN])
+    more = f"\n\n…and {count - NOTES_SHOWN} more below." if count > NOTES_SHOWN else ""
+    st.warning(f"The last tick noted {count} thing(s) to look at (`headroom status` lists them "
+               f"too):\n{lines}{more}")
+    if count > NOTES_SHOWN:
+        with st.expander(f"All {count} notes of the last tick"):
+            st.markdown("\n".join(f"- {escape_markdown(n)}" for n in tick.notes))
+
+
+def escape_markdown(text: str) -> str:
+    """``text`` shown as written in Streamlit markdown (no emphasis, links or math)."""
+    return "".join("\\" + c if c in "\\`*_[]$<>|~" else c for c in text)
+
+
 def store_clock(tick: q.LastTick) -> None:
     st.caption(f"Store clock: last tick {tick.started_at:%Y-%m-%d %H:%M:%S} UTC "
                f"({age_text(tick.started_at)}), {tick.ticks:,} ticks since "
