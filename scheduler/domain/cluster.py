@@ -187,12 +187,14 @@ class Cluster:
     def replica_site(self, binding: Binding) -> ReplicaSite:
         """Where a bound workload runs, for the routing hint: its node takes work or not, the
         GPU memory it may use (a MIG instance's, an exclusive GPU's, its charged share of a
-        shared GPU; 0 unknown) and the least free share of its GPUs' memory."""
+        shared GPU; 0 unknown) and the least share of its GPUs' memory that the other
+        replicas on them do not hold (its own charge is its own: alone on a GPU, 1)."""
         node = self.position[binding.node]
         cols = self._columns.get(binding.workload_id, ())
         known = [g for g in cols if self.gmem_known.item(node, g)]
-        free_fraction = min((self.gmem_free.item(node, g) / self.gmem_total.item(node, g)
-                             for g in known), default=1.0)
+        own_mib = binding.gpu_memory_mib if binding.mode is not SharingMode.EXCLUSIVE else 0
+        free_fraction = min((min(1.0, (self.gmem_free.item(node, g) + own_mib)
+                                 / self.gmem_total.item(node, g)) for g in known), default=1.0)
         memory_mib = binding.gpu_memory_mib  # a MIG instance's memory, a share's charge
         if binding.mode is SharingMode.EXCLUSIVE:
             memory_mib = min((self.gmem_total.item(node, g) for g in known), default=0)

@@ -41,7 +41,7 @@ class ReplicaSite:
     mode: SharingMode | None
     node_open: bool  # the node takes work (in the inventory, not cordoned, ready)
     memory_mib: int  # per GPU the replica may use (a MIG instance's, a whole GPU's); 0: unknown
-    gpu_free_fraction: float  # the least free share of its GPUs' memory (co-located replicas)
+    gpu_free_fraction: float  # the least share of its GPUs' memory others do not hold
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +58,8 @@ class RankedReplica:
 def memory_headroom(load: ReplicaLoad, site: ReplicaSite) -> tuple[float, str]:
     """The replica's free share of the GPU memory it may use, and where the number comes from:
     the KV cache usage it reports, else the memory it reports against what its slice gives it,
-    else Headroom's own accounting (what co-located replicas hold on a shared GPU; a MIG
-    instance or an exclusive GPU is the replica's alone)."""
+    else Headroom's own accounting (what co-located replicas hold on a shared GPU, its own
+    charge not counted; a MIG instance or an exclusive GPU is the replica's alone)."""
     if load.kv_cache_usage is not None:
         return 1.0 - load.kv_cache_usage, "kv cache"
     if load.gpu_memory_used_mib is not None and site.memory_mib > 0:

@@ -100,11 +100,24 @@ def test_a_replica_sharing_its_gpu_with_another_ranks_below_one_alone_on_its_gpu
     shared = [w for w, b in bindings.items() if b.gpu_indices == bindings["crowded"].gpu_indices]
     lonely = next(w for w in bindings if w not in shared)
     ranked = _rank(engine, *(_load(w) for w in bindings)).ranked
-    assert ranked[0].workload_id == lonely and ranked[0].memory_headroom == pytest.approx(
-        1 - 8_192 / 24_576)
+    assert ranked[0].workload_id == lonely and ranked[0].memory_headroom == 1.0
     assert {r.workload_id for r in ranked[1:]} == set(shared)
-    assert all(r.memory_headroom == pytest.approx(1 - 16_384 / 24_576) for r in ranked[1:])
+    assert all(r.memory_headroom == pytest.approx(1 - 8_192 / 24_576) for r in ranked[1:])
     assert "shared GPU" in ranked[1].reason
+
+
+def test_a_replica_alone_on_a_shared_gpu_loses_no_headroom_to_its_own_charge() -> None:
+    engine = _engine(make_node("n0", gpus=1, product="L4", gpu_memory_mib=23_034),
+                     make_node("n1", gpus=1, product="L4", gpu_memory_mib=23_034))
+    engine.place(make_place("whole", products=["L4"]))
+    shared = engine.place(make_place("mps", gpu_milli=500, gpu_memory_mib=6_000,
+                                     isolation=pb.TRUSTED)).binding
+    assert shared.mode == pb.MPS
+    ranked = _rank(engine, _load("mps"), _load("whole")).ranked
+    assert [(r.workload_id, r.memory_headroom) for r in ranked] == [("mps", 1.0), ("whole", 1.0)]
+    engine.place(make_place("neighbour", gpu_milli=300, isolation=pb.TRUSTED))  # 30 % charged
+    (alone_no_more,) = _rank(engine, _load("mps")).ranked
+    assert alone_no_more.memory_headroom == pytest.approx(1 - (23_034 * 300 // 1000) / 23_034)
 
 
 def test_a_replica_on_a_cordoned_node_ranks_last_with_the_reason() -> None:
