@@ -73,11 +73,15 @@ def rank_replicas(candidates: Sequence[tuple[ReplicaLoad, ReplicaSite]], model_v
                   version_mismatch_factor: float = DEFAULT_VERSION_MISMATCH_FACTOR
                   ) -> list[RankedReplica]:
     """The candidates best first: by score (headroom x queue factor x version factor, 0 for a
-    replica that cannot serve now), ties by workload id, so the same loads give the same order."""
-    ranked = [_ranked(load, site, model_version, version_mismatch_factor)
-              for load, site in candidates]
-    ranked.sort(key=lambda r: (-r.score, r.workload_id))
-    return ranked
+    replica that cannot serve now); those at 0 awake before asleep, then by what they would
+    score (a router whose every replica is on a draining node still gets the idle one first);
+    ties by workload id, so the same loads give the same order."""
+    keyed = [((-r.score, load.sleeping,
+               -(r.memory_headroom * r.queue_factor * r.version_factor), r.workload_id), r)
+             for load, site in candidates
+             for r in (_ranked(load, site, model_version, version_mismatch_factor),)]
+    keyed.sort(key=lambda pair: pair[0])
+    return [r for _, r in keyed]
 
 
 def _ranked(load: ReplicaLoad, site: ReplicaSite, model_version: str,

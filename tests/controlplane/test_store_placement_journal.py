@@ -139,6 +139,33 @@ def test_an_engine_ranks_replicas_another_engine_on_the_store_placed(store_url: 
     assert list(answer.unknown) == ["nowhere"]
 
 
+
+def test_a_restarted_engine_ranks_replicas_as_before_once_it_has_an_inventory(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    first = _engine(store, "first")
+    first.sync_inventory(_inventory("n0", "n1"))
+    first.place(make_place("a-busy"))
+    for workload_id in ("b-shared", "c-shared"):
+        placed = first.place(pb.PlaceRequest(
+            workload_id=workload_id, model="m", tenant="t", num_gpu=1, gpu_milli=300,
+            gpu_memory_mib=20_480, isolation=pb.TRUSTED)).binding
+        assert placed.mode == pb.MPS
+    request = pb.RankReplicasRequest(replicas=[
+        pb.ReplicaLoad(workload_id="a-busy", queue_depth=4),
+        pb.ReplicaLoad(workload_id="b-shared", queue_depth=1),
+        pb.ReplicaLoad(workload_id="c-shared", gpu_memory_used_mib=10_240)])
+    before = first.rank_replicas(request)
+    assert [r.memory_headroom for r in before.ranked if r.workload_id == "b-shared"] == [
+        pytest.approx(1 - 20_480 / 81_920)]  # its neighbour's charge, not its own
+
+    second = _engine(store, "second")
+    waiting = second.rank_replicas(request)  # no inventory yet: no node takes work
+    assert all(r.score == 0.0 for r in waiting.ranked)
+    assert [r.workload_id for r in waiting.ranked] == ["c-shared", "b-shared", "a-busy"]
+    second.sync_inventory(_inventory("n0", "n1"))
+    assert second.rank_replicas(request) == before
+
 def test_engines_placing_at_once_from_threads_never_bind_a_gpu_twice(store_url: str) -> None:
     engines = [_engine(Store.open(store_url, migrate=True), f"engine-{i}") for i in range(2)]
     for engine in engines:

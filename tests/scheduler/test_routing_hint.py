@@ -56,6 +56,18 @@ def test_a_sleeping_replica_scores_zero_but_is_still_ranked() -> None:
     assert ranked[1].reason.startswith("sleeping")
 
 
+
+def test_replicas_scoring_zero_keep_the_order_of_what_they_would_score_awake_ones_first() -> None:
+    closed = ReplicaSite("n0", SharingMode.EXCLUSIVE, False, 15_360, 0.0)
+    ranked = rank_replicas([(ReplicaLoad("a-asleep", sleeping=True), OWN_GPU),
+                            (ReplicaLoad("b-queued", queue_depth=9), closed),
+                            (ReplicaLoad("c-idle"), closed),
+                            (ReplicaLoad("d-open", queue_depth=99), OWN_GPU)])
+    # every node restarting or draining at once (a restarted Headroom before its first
+    # inventory): the router still gets the idle replica first, not the first id
+    assert [r.workload_id for r in ranked] == ["d-open", "c-idle", "b-queued", "a-asleep"]
+    assert [r.score for r in ranked[1:]] == [0.0, 0.0, 0.0]
+
 loads = st.builds(
     ReplicaLoad, workload_id=st.text(min_size=1, max_size=4),
     queue_depth=st.integers(0, 1000),
