@@ -73,10 +73,11 @@ def rank_replicas(candidates: Sequence[tuple[ReplicaLoad, ReplicaSite]], model_v
                   version_mismatch_factor: float = DEFAULT_VERSION_MISMATCH_FACTOR
                   ) -> list[RankedReplica]:
     """The candidates best first: by score (headroom x queue factor x version factor, 0 for a
-    replica that cannot serve now); those at 0 awake before asleep, then by what they would
-    score (a router whose every replica is on a draining node still gets the idle one first);
-    ties by workload id, so the same loads give the same order."""
-    keyed = [((-r.score, load.sleeping,
+    replica that cannot serve now); those at 0 that can serve first (a full KV cache), then
+    those on a node that takes no work, then those asleep, each by what they would score (a
+    router whose every replica is on a draining node still gets the idle one first); ties by
+    workload id, so the same loads give the same order."""
+    keyed = [((-r.score, 2 if load.sleeping else 0 if site.node_open else 1,
                -(r.memory_headroom * r.queue_factor * r.version_factor), r.workload_id), r)
              for load, site in candidates
              for r in (_ranked(load, site, model_version, version_mismatch_factor),)]

@@ -68,6 +68,13 @@ def test_replicas_scoring_zero_keep_the_order_of_what_they_would_score_awake_one
     assert [r.workload_id for r in ranked] == ["d-open", "c-idle", "b-queued", "a-asleep"]
     assert [r.score for r in ranked[1:]] == [0.0, 0.0, 0.0]
 
+
+def test_a_replica_with_a_full_kv_cache_still_ranks_above_one_on_a_cordoned_node() -> None:
+    closed = ReplicaSite("n0", SharingMode.EXCLUSIVE, False, 15_360, 0.0)
+    ranked = rank_replicas([(ReplicaLoad("a-cordoned"), closed),
+                            (ReplicaLoad("b-full", kv_cache_usage=1.0), OWN_GPU)])
+    assert [(r.workload_id, r.score) for r in ranked] == [("b-full", 0.0), ("a-cordoned", 0.0)]
+
 loads = st.builds(
     ReplicaLoad, workload_id=st.text(min_size=1, max_size=4),
     queue_depth=st.integers(0, 1000),
