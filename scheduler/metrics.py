@@ -16,6 +16,8 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+#: the gRPC service whose calls ``headroom_placement_requests_total`` counts
+PLACEMENT_SERVICE = "headroom.v1.Placement"
 #: Engine seconds per call: a replay Place takes ~0.1-0.3 ms, a PlanFleet up to seconds.
 LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.1, 0.5,
                      2.5, 10.0)
@@ -65,6 +67,12 @@ class PlacementMetrics:
         timer(seconds)
         if reason is not None:
             self.rejections.labels(reason).inc()
+
+
+    def refused(self, service: str, method: str) -> None:
+        """A Placement call refused UNAUTHENTICATED before the engine (no engine seconds)."""
+        if service == PLACEMENT_SERVICE:
+            self.requests.labels(method, "UNAUTHENTICATED").inc()
 
 
 def serve_metrics(metrics: PlacementMetrics, listen: str) -> tuple[Callable[[], None], int]:

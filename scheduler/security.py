@@ -183,8 +183,11 @@ class TokenInterceptor(grpc.ServerInterceptor):
     """Refuses every call outside ``TOKEN_EXEMPT_SERVICES`` without an accepted bearer token:
     UNAUTHENTICATED, before the handler runs."""
 
-    def __init__(self, tokens: BearerTokens) -> None:
+    def __init__(self, tokens: BearerTokens,
+                 on_refused: Callable[[str, str], None] | None = None) -> None:
         self.tokens = tokens
+        #: called with (service, method) of each refused call (the server's metrics)
+        self.on_refused = on_refused
 
     def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Any],
                           handler_call_details: grpc.HandlerCallDetails) -> Any:
@@ -201,6 +204,8 @@ class TokenInterceptor(grpc.ServerInterceptor):
         problem = ("no bearer token: send metadata 'authorization: Bearer <token>'"
                    if header is None else "the bearer token is not accepted")
         log.warning("placement API refused %s: %s", method, problem)
+        if self.on_refused is not None:
+            self.on_refused(_service_of(method), method.rpartition("/")[2])
         return _refusal(handler, problem)
 
 

@@ -85,7 +85,8 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                  ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                  ("grpc.so_reuseport", 0)],
-        interceptors=[TokenInterceptor(tokens)] if tokens is not None else None,
+        interceptors=([TokenInterceptor(tokens, metrics.refused if metrics is not None else None)]
+                      if tokens is not None else None),
     )
     fast_pool = futures.ThreadPoolExecutor(max_workers=fast_workers,
                                            thread_name_prefix="placement-fast")

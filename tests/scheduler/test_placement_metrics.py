@@ -18,6 +18,7 @@ from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics, serve_metrics
+from scheduler.security import TransportSecurity
 from scheduler.server import create_server, stop
 from tests.forecasting.promserver import prometheus
 
@@ -98,6 +99,37 @@ def test_bindings_whose_lease_ran_out_are_counted_when_the_server_releases_them(
         stop_metrics()
         stop(server, grace_s=1.0)
 
+
+
+def test_calls_refused_for_their_bearer_token_are_counted_by_method_and_code(
+        tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret\n")
+    metrics = PlacementMetrics()
+    server, port = create_server("127.0.0.1:0", metrics=metrics,
+                                 security=TransportSecurity(token_file=token_file))
+    stop_metrics, metrics_port = serve_metrics(metrics, "127.0.0.1:0")
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        stub = pb_grpc.PlacementStub(channel)
+        rank = pb.RankReplicasRequest(replicas=[pb.ReplicaLoad(workload_id="w")])
+        for metadata in ((), (("authorization", "Bearer rotated-away"),)):
+            with pytest.raises(grpc.RpcError) as err:
+                stub.RankReplicas(rank, timeout=5, metadata=metadata)
+            assert err.value.code() is grpc.StatusCode.UNAUTHENTICATED
+        stub.RankReplicas(rank, timeout=5, metadata=(("authorization", "Bearer s3cret"),))
+        seen = _scrape(metrics_port)
+        assert seen[("headroom_placement_requests_total",
+                      (("code", "UNAUTHENTICATED"), ("method", "RankReplicas")))] == 2
+        assert seen[("headroom_placement_requests_total",
+                      (("code", "OK"), ("method", "RankReplicas")))] == 1
+        # refused before the engine: no engine time is observed for them
+        assert seen[("headroom_placement_request_seconds_count",
+                     (("method", "RankReplicas"),))] == 1
+    finally:
+        channel.close()
+        stop_metrics()
+        stop(server, grace_s=1.0)
 
 @pytest.mark.parametrize("listen", ["9464", "127.0.0.1:", "127.0.0.1:http", ":9464",
                                     "127.0.0.1:70000"])
