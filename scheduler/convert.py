@@ -118,8 +118,9 @@ def replica_loads_from_pb(request: pb.RankReplicasRequest) -> tuple[list[Replica
 def ranking_to_pb(ranked: list[RankedReplica], unknown: list[str]) -> pb.RankReplicasResponse:
     return pb.RankReplicasResponse(ranked=[pb.RankedReplica(
         workload_id=r.workload_id, score=r.score, node=r.node, memory_headroom=r.memory_headroom,
-        queue_factor=r.queue_factor, version_factor=r.version_factor, reason=r.reason)
-        for r in ranked], unknown=unknown)
+        queue_factor=r.queue_factor, version_factor=r.version_factor, reason=r.reason,
+        mode=_MODE_TO_PB[r.mode] if r.mode is not None else pb.SHARING_MODE_UNSPECIFIED,
+        memory_mib=r.memory_mib) for r in ranked], unknown=unknown)
 
 
 def fleet_request_from_pb(request: pb.PlanFleetRequest) -> FleetRequest:

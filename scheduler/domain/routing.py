@@ -53,6 +53,8 @@ class RankedReplica:
     queue_factor: float  # 1 / (1 + queue depth)
     version_factor: float
     reason: str
+    mode: SharingMode | None = None  # how it shares its GPU (None: not known / no GPU)
+    memory_mib: int = 0  # per GPU it may use (ReplicaSite.memory_mib); 0: not known
 
 
 def memory_headroom(load: ReplicaLoad, site: ReplicaSite) -> tuple[float, str]:
@@ -100,7 +102,7 @@ def _ranked(load: ReplicaLoad, site: ReplicaSite, model_version: str,
     elif load.sleeping:
         score, parts = 0.0, ["sleeping: wake it before routing to it", *parts]
     return RankedReplica(load.workload_id, score, site.node, headroom, queue_factor,
-                         version_factor, "; ".join(parts))
+                         version_factor, "; ".join(parts), site.mode, site.memory_mib)
 
 
 def _clamp(value: float) -> float:

@@ -160,6 +160,21 @@ def test_reported_memory_is_measured_against_the_mig_instance_the_replica_was_gi
     assert "reported memory" in ranked.reason
 
 
+
+def test_each_ranked_replica_says_its_sharing_mode_and_the_gpu_memory_it_may_use() -> None:
+    # a router sends a long prompt to the replica with room for it: 50 % of a 10 GiB MIG
+    # instance is not 50 % of an 80 GiB GPU
+    engine = _engine(make_node("a100", gpus=2, product="A100-80GB", gpu_memory_mib=81_920,
+                               mig_capable=True),
+                     make_node("l4", gpus=1, product="L4", gpu_memory_mib=23_034))
+    engine.place(make_place("whole", products=["A100-80GB"]))
+    engine.place(make_place("mig", gpu_milli=100, isolation=pb.STRICT))
+    engine.place(make_place("mps", gpu_milli=500, gpu_memory_mib=6_000, products=["L4"],
+                            isolation=pb.TRUSTED))
+    ranked = _rank(engine, *(_load(w, kv_cache_usage=0.5) for w in ("whole", "mig", "mps")))
+    assert {r.workload_id: (r.mode, r.memory_mib) for r in ranked.ranked} == {
+        "whole": (pb.EXCLUSIVE, 81_920), "mig": (pb.MIG, 10_240), "mps": (pb.MPS, 6_000)}
+
 def test_ids_that_are_not_bound_come_back_unknown_and_unranked() -> None:
     engine = _engine(make_node("n0"))
     engine.place(make_place("a"))

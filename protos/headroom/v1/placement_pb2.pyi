@@ -862,6 +862,8 @@ class RankedReplica(_message.Message):
     QUEUE_FACTOR_FIELD_NUMBER: _builtins.int
     VERSION_FACTOR_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
+    MEMORY_MIB_FIELD_NUMBER: _builtins.int
     workload_id: _builtins.str
     score: _builtins.float
     node: _builtins.str
@@ -869,6 +871,12 @@ class RankedReplica(_message.Message):
     queue_factor: _builtins.float
     version_factor: _builtins.float
     reason: _builtins.str
+    mode: Global___SharingMode.ValueType
+    """how it shares its GPU and the GPU memory it may use (per GPU: its MIG
+    instance's, its whole GPU's, its charged share; 0 = not known), so a
+    router can tell 50 % of a 10 GiB slice from 50 % of an 80 GiB GPU
+    """
+    memory_mib: _builtins.int
     def __init__(
         self,
         *,
@@ -879,10 +887,12 @@ class RankedReplica(_message.Message):
         queue_factor: _builtins.float = ...,
         version_factor: _builtins.float = ...,
         reason: _builtins.str = ...,
+        mode: Global___SharingMode.ValueType = ...,
+        memory_mib: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory_headroom", b"memory_headroom", "node", b"node", "queue_factor", b"queue_factor", "reason", b"reason", "score", b"score", "version_factor", b"version_factor", "workload_id", b"workload_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory_headroom", b"memory_headroom", "memory_mib", b"memory_mib", "mode", b"mode", "node", b"node", "queue_factor", b"queue_factor", "reason", b"reason", "score", b"score", "version_factor", b"version_factor", "workload_id", b"workload_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
