@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -96,6 +97,31 @@ def test_a_restarted_server_keeps_its_bindings_and_plan_revisions(tmp_path: Path
         watch.cancel()
         _stop(proc)
 
+
+
+def test_a_server_restarted_after_a_lease_ran_out_neither_restores_nor_ranks_that_binding(
+        tmp_path: Path) -> None:
+    db = tmp_path / "placement.db"
+    with _server(db) as (proc, channel, _):
+        stub = pb_grpc.PlacementStub(channel)
+        stub.SyncInventory(INVENTORY, timeout=10)
+        leased = _whole("router-replica-0")
+        leased.lease_s = 1.0
+        stub.Place(leased, timeout=10)
+        stub.Place(_whole("kept"), timeout=10)
+        _stop(proc)
+    time.sleep(1.2)  # the router died too: nobody renewed it
+
+    with _server(db) as (proc, channel, restored):
+        assert restored.endswith(": 1 binding(s) and plan revision 0 restored")
+        stub = pb_grpc.PlacementStub(channel)
+        stub.SyncInventory(INVENTORY, timeout=10)
+        answer = stub.RankReplicas(pb.RankReplicasRequest(replicas=[
+            pb.ReplicaLoad(workload_id="router-replica-0"), pb.ReplicaLoad(workload_id="kept")]),
+            timeout=10)
+        assert [r.workload_id for r in answer.ranked] == ["kept"]
+        assert list(answer.unknown) == ["router-replica-0"]
+        _stop(proc)
 
 def test_two_servers_on_one_store_bind_each_gpu_once_and_stream_each_other_s_plans(
         tmp_path: Path) -> None:
