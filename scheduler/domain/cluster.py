@@ -199,19 +199,21 @@ class Cluster:
         if binding.mode is SharingMode.EXCLUSIVE:
             memory_mib = min((self.gmem_total.item(node, g) for g in known), default=0)
         return ReplicaSite(binding.node, binding.mode, bool(self.open[node]), memory_mib,
-                           free_fraction)
+                           free_fraction, "" if self.open[node] else "is cordoned or not ready")
 
     def replica_sites(self, workload_ids: Sequence[str], waiting: Mapping[str, Binding]
                       ) -> list[ReplicaSite | None]:
         """The site of each workload (None: not bound); one bound on a node this inventory
         does not have (``waiting``) is on a node that takes no work."""
+        gone = "is not in the inventory" + (
+            "" if self.nodes else " (no SyncInventory since this server started)")
         out: list[ReplicaSite | None] = []
         for workload_id in workload_ids:
             bound = self.bindings.get(workload_id)
             held = waiting.get(workload_id) if bound is None else None
             out.append(self.replica_site(bound) if bound is not None
                        else None if held is None
-                       else ReplicaSite(held.node, held.mode, False, 0, 1.0))
+                       else ReplicaSite(held.node, held.mode, False, 0, 1.0, gone))
         return out
 
     # ------------------------------------------------------------------ apply

@@ -42,6 +42,7 @@ class ReplicaSite:
     node_open: bool  # the node takes work (in the inventory, not cordoned, ready)
     memory_mib: int  # per GPU the replica may use (a MIG instance's, a whole GPU's); 0: unknown
     gpu_free_fraction: float  # the least share of its GPUs' memory others do not hold
+    closed_because: str = ""  # why its node takes no work ("is cordoned or not ready", ...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +98,8 @@ def _ranked(load: ReplicaLoad, site: ReplicaSite, model_version: str,
     parts = [f"memory {headroom:.2f} ({source})", f"queue 1/{1 + load.queue_depth}",
              "version " + ("match" if matches else f"{load.model_version} != {model_version}")]
     if not site.node_open:
-        score, parts = 0.0, [f"node_unavailable: {site.node} takes no work (cordoned, not "
-                             "ready or not in the inventory)", *parts]
+        why = site.closed_because or "takes no work (cordoned, not ready or not in the inventory)"
+        score, parts = 0.0, [f"node_unavailable: {site.node} {why}", *parts]
     elif load.sleeping:
         score, parts = 0.0, ["sleeping: wake it before routing to it", *parts]
     return RankedReplica(load.workload_id, score, site.node, headroom, queue_factor,

@@ -162,6 +162,9 @@ def test_a_restarted_engine_ranks_replicas_as_before_once_it_has_an_inventory(
     second = _engine(store, "second")
     waiting = second.rank_replicas(request)  # no inventory yet: no node takes work
     assert all(r.score == 0.0 for r in waiting.ranked)
+    assert all(r.reason.startswith(f"node_unavailable: {r.node} is not in the inventory (no "
+                                   "SyncInventory since this server started)")
+               for r in waiting.ranked)
     assert [r.workload_id for r in waiting.ranked] == ["c-shared", "b-shared", "a-busy"]
     second.sync_inventory(_inventory("n0", "n1"))
     assert second.rank_replicas(request) == before

@@ -147,7 +147,8 @@ def test_a_replica_on_a_cordoned_node_ranks_last_with_the_reason() -> None:
     engine.sync_inventory(pb.SyncInventoryRequest(nodes=[cordoned, make_node("n1", gpus=1)]))
     ranked = _rank(engine, _load(on["n0"]), _load(on["n1"], queue_depth=50)).ranked
     assert [r.workload_id for r in ranked] == [on["n1"], on["n0"]]
-    assert ranked[1].score == 0.0 and ranked[1].reason.startswith("node_unavailable: n0")
+    assert ranked[1].score == 0.0 and ranked[1].reason.startswith(
+        "node_unavailable: n0 is cordoned or not ready;")
 
 
 def test_reported_memory_is_measured_against_the_mig_instance_the_replica_was_given() -> None:
