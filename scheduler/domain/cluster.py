@@ -192,7 +192,7 @@ class Cluster:
         node = self.position[binding.node]
         cols = self._columns.get(binding.workload_id, ())
         known = [g for g in cols if self.gmem_known.item(node, g)]
-        own_mib = binding.gpu_memory_mib if binding.mode is not SharingMode.EXCLUSIVE else 0
+        own_mib = _charged_mib(binding)
         free_fraction = min((min(1.0, (self.gmem_free.item(node, g) + own_mib)
                                  / self.gmem_total.item(node, g)) for g in known), default=1.0)
         memory_mib = binding.gpu_memory_mib  # a MIG instance's memory, a share's charge
@@ -204,7 +204,8 @@ class Cluster:
     def replica_sites(self, workload_ids: Sequence[str], waiting: Mapping[str, Binding]
                       ) -> list[ReplicaSite | None]:
         """The site of each workload (None: not bound); one bound on a node this inventory
-        does not have (``waiting``) is on a node that takes no work."""
+        does not have (``waiting``) is on a node that takes no work, with the memory its binding
+        was charged (a MIG instance's, a share's; an exclusive GPU's is not known)."""
         gone = "is not in the inventory" + (
             "" if self.nodes else " (no SyncInventory since this server started)")
         out: list[ReplicaSite | None] = []
@@ -213,7 +214,8 @@ class Cluster:
             held = waiting.get(workload_id) if bound is None else None
             out.append(self.replica_site(bound) if bound is not None
                        else None if held is None
-                       else ReplicaSite(held.node, held.mode, False, 0, 1.0, gone))
+                       else ReplicaSite(held.node, held.mode, False, _charged_mib(held), 1.0,
+                                        gone))
         return out
 
     # ------------------------------------------------------------------ apply
@@ -349,3 +351,8 @@ class Cluster:
             return False
         return is_valid_layout(product, [*self.mig_layout(node, gpu),
                                          MigInstance(prof, binding.mig_start)])
+
+
+def _charged_mib(binding: Binding) -> int:
+    """The GPU memory a binding was charged per GPU, when that is what it may use (0: not known)."""
+    return binding.gpu_memory_mib if binding.mode is not SharingMode.EXCLUSIVE else 0

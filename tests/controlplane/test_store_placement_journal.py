@@ -165,7 +165,10 @@ def test_a_restarted_engine_ranks_replicas_as_before_once_it_has_an_inventory(
     assert all(r.reason.startswith(f"node_unavailable: {r.node} is not in the inventory (no "
                                    "SyncInventory since this server started)")
                for r in waiting.ranked)
-    assert [r.workload_id for r in waiting.ranked] == ["c-shared", "b-shared", "a-busy"]
+    # what each would score: its charge is in the journal, so its reported memory counts
+    assert {r.workload_id: (r.memory_headroom, r.memory_mib) for r in waiting.ranked} == {
+        "a-busy": (1.0, 0), "b-shared": (1.0, 20_480), "c-shared": (0.5, 20_480)}
+    assert [r.workload_id for r in waiting.ranked] == ["b-shared", "c-shared", "a-busy"]
     second.sync_inventory(_inventory("n0", "n1"))
     assert second.rank_replicas(request) == before
 
