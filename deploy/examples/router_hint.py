@@ -9,7 +9,8 @@ placed with. Run it against ``headroom placement serve``::
         --replica llama-0=3 --replica llama-1=0:0.9 --model-version v2
 
 With TLS and a token (``placement.tls_cert_file`` / ``token_file``): ``--ca-file ca.pem
---token-file token``. Needs grpcio and Headroom's generated stubs (``protos``) on PYTHONPATH.
+--token-file token``. Needs grpcio and Headroom's generated stubs (``protos``: installed with
+Headroom, or the repository root on PYTHONPATH).
 """
 
 from __future__ import annotations
