@@ -120,7 +120,7 @@ def ranking_to_pb(ranked: list[RankedReplica], unknown: list[str]) -> pb.RankRep
         workload_id=r.workload_id, score=r.score, node=r.node, memory_headroom=r.memory_headroom,
         queue_factor=r.queue_factor, version_factor=r.version_factor, reason=r.reason,
         mode=_MODE_TO_PB[r.mode] if r.mode is not None else pb.SHARING_MODE_UNSPECIFIED,
-        memory_mib=r.memory_mib) for r in ranked], unknown=unknown)
+        memory_mib=r.memory_mib, can_serve=r.can_serve) for r in ranked], unknown=unknown)
 
 
 def fleet_request_from_pb(request: pb.PlanFleetRequest) -> FleetRequest:

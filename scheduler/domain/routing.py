@@ -56,6 +56,7 @@ class RankedReplica:
     reason: str
     mode: SharingMode | None = None  # how it shares its GPU (None: not known / no GPU)
     memory_mib: int = 0  # per GPU it may use (ReplicaSite.memory_mib); 0: not known
+    can_serve: bool = True  # False: its node takes no work, or it is asleep
 
 
 def memory_headroom(load: ReplicaLoad, site: ReplicaSite) -> tuple[float, str]:
@@ -103,7 +104,8 @@ def _ranked(load: ReplicaLoad, site: ReplicaSite, model_version: str,
     elif load.sleeping:
         score, parts = 0.0, ["sleeping: wake it before routing to it", *parts]
     return RankedReplica(load.workload_id, score, site.node, headroom, queue_factor,
-                         version_factor, "; ".join(parts), site.mode, site.memory_mib)
+                         version_factor, "; ".join(parts), site.mode, site.memory_mib,
+                         site.node_open and not load.sleeping)
 
 
 def _clamp(value: float) -> float:

@@ -54,7 +54,7 @@ def test_a_sleeping_replica_scores_zero_but_is_still_ranked() -> None:
                             (ReplicaLoad("awake", queue_depth=9), OWN_GPU)])
     assert [(r.workload_id, r.score) for r in ranked] == [("awake", 0.1), ("asleep", 0.0)]
     assert ranked[1].reason.startswith("sleeping")
-
+    assert [r.can_serve for r in ranked] == [True, False]
 
 
 def test_replicas_scoring_zero_keep_the_order_of_what_they_would_score_awake_ones_first() -> None:
@@ -74,6 +74,8 @@ def test_a_replica_with_a_full_kv_cache_still_ranks_above_one_on_a_cordoned_node
     ranked = rank_replicas([(ReplicaLoad("a-cordoned"), closed),
                             (ReplicaLoad("b-full", kv_cache_usage=1.0), OWN_GPU)])
     assert [(r.workload_id, r.score) for r in ranked] == [("b-full", 0.0), ("a-cordoned", 0.0)]
+    assert [r.can_serve for r in ranked] == [True, False]  # full, but it can take a request
+
 
 loads = st.builds(
     ReplicaLoad, workload_id=st.text(min_size=1, max_size=4),
@@ -149,6 +151,7 @@ def test_a_replica_on_a_cordoned_node_ranks_last_with_the_reason() -> None:
     assert [r.workload_id for r in ranked] == [on["n1"], on["n0"]]
     assert ranked[1].score == 0.0 and ranked[1].reason.startswith(
         "node_unavailable: n0 is cordoned or not ready;")
+    assert [r.can_serve for r in ranked] == [True, False]  # said as a field, not only as text
 
 
 def test_reported_memory_is_measured_against_the_mig_instance_the_replica_was_given() -> None:

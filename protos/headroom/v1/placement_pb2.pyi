@@ -864,6 +864,7 @@ class RankedReplica(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     MODE_FIELD_NUMBER: _builtins.int
     MEMORY_MIB_FIELD_NUMBER: _builtins.int
+    CAN_SERVE_FIELD_NUMBER: _builtins.int
     workload_id: _builtins.str
     score: _builtins.float
     node: _builtins.str
@@ -877,6 +878,11 @@ class RankedReplica(_message.Message):
     router can tell 50 % of a 10 GiB slice from 50 % of an 80 GiB GPU
     """
     memory_mib: _builtins.int
+    can_serve: _builtins.bool
+    """false: it cannot take a request now, whatever its score: its node is
+    cordoned, not ready or not in the inventory, or it is asleep (the
+    reason says which)
+    """
     def __init__(
         self,
         *,
@@ -889,10 +895,11 @@ class RankedReplica(_message.Message):
         reason: _builtins.str = ...,
         mode: Global___SharingMode.ValueType = ...,
         memory_mib: _builtins.int = ...,
+        can_serve: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["memory_headroom", b"memory_headroom", "memory_mib", b"memory_mib", "mode", b"mode", "node", b"node", "queue_factor", b"queue_factor", "reason", b"reason", "score", b"score", "version_factor", b"version_factor", "workload_id", b"workload_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["can_serve", b"can_serve", "memory_headroom", b"memory_headroom", "memory_mib", b"memory_mib", "mode", b"mode", "node", b"node", "queue_factor", b"queue_factor", "reason", b"reason", "score", b"score", "version_factor", b"version_factor", "workload_id", b"workload_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
