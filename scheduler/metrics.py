@@ -68,7 +68,6 @@ class PlacementMetrics:
         if reason is not None:
             self.rejections.labels(reason).inc()
 
-
     def refused(self, service: str, method: str) -> None:
         """A Placement call refused UNAUTHENTICATED before the engine (no engine seconds)."""
         if service == PLACEMENT_SERVICE:
