@@ -98,6 +98,7 @@ def binding_to_pb(binding: Binding) -> pb.Binding:
         mode=_MODE_TO_PB[binding.mode] if binding.mode is not None else pb.SHARING_MODE_UNSPECIFIED,
         mig_profile=binding.mig_profile, gpu_milli=binding.gpu_milli, reason=binding.reason,
         lease_s=binding.lease_s, lease_expires_at_s=binding.lease_expires_at_s,
+        model=binding.model, tenant=binding.tenant,
     )
 
 

@@ -298,14 +298,15 @@ class PlacementEngine:
         return convert.binding_to_pb(found)
 
     def list_bindings(self, request: pb.ListBindingsRequest) -> pb.ListBindingsResponse:
-        """The bindings held now (after catching up with the journal), on ``request.node`` and
-        with ids starting with ``request.workload_prefix`` when given, by workload id; raises
-        Unavailable when the journal cannot be read."""
+        """The bindings held now (after catching up with the journal), on ``request.node``, with
+        ids starting with ``request.workload_prefix`` and of ``request.model`` when given (all
+        of them), by workload id; raises Unavailable when the journal cannot be read."""
         self.refresh()
         with self._lock:
             self._expire(self._now_s())
             held = self._held()
         chosen = sorted((b for b in held if (not request.node or b.node == request.node)
+                         and (not request.model or b.model == request.model)
                          and b.workload_id.startswith(request.workload_prefix)),
                         key=lambda b: b.workload_id)
         return pb.ListBindingsResponse(bindings=[convert.binding_to_pb(b) for b in chosen])

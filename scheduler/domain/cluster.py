@@ -219,8 +219,9 @@ class Cluster:
         return out
 
     # ------------------------------------------------------------------ apply
-    def apply(self, workload_id: str, cpu_milli: int, memory_mib: int, choice: Choice) -> Binding:
-        """Charge ``choice`` to the state and record the binding."""
+    def apply(self, workload_id: str, cpu_milli: int, memory_mib: int, choice: Choice,
+              model: str = "", tenant: str = "") -> Binding:
+        """Charge ``choice`` to the state and record the binding (of ``model`` for ``tenant``)."""
         if workload_id in self.bindings:
             raise AlreadyExists(workload_id)
         node = choice.node
@@ -247,7 +248,7 @@ class Cluster:
             workload_id, self.nodes[node].name,
             tuple(int(self.gpu_index[node, g]) for g in choice.gpus), choice.mode,
             choice.mig_profile, choice.gpu_milli, choice.reason, choice.gpu_memory_mib,
-            choice.mig_start, cpu_milli, memory_mib)
+            choice.mig_start, cpu_milli, memory_mib, model=model, tenant=tenant)
         self.bindings[workload_id] = binding
         return binding
 

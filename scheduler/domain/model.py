@@ -96,7 +96,8 @@ class WorkloadSpec:
 
 @dataclass(frozen=True, slots=True)
 class Binding:
-    """Where a workload runs: node, GPU indices, sharing mode and granted share."""
+    """Where a workload runs (node, GPU indices, sharing mode and granted share) and what it
+    serves (the model and tenant its Place named)."""
 
     workload_id: str
     node: str
@@ -111,6 +112,8 @@ class Binding:
     memory_mib: int = 0
     lease_s: float = 0.0  # 0: bound until released
     lease_expires_at_s: float = 0.0  # Unix seconds the lease runs out (0: never)
+    model: str = ""  # the Place request's model and tenant ("" = not known)
+    tenant: str = ""
 
     @property
     def leased(self) -> bool:

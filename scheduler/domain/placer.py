@@ -62,7 +62,8 @@ class OnlinePlacer:
                            if choice.mode in (SharingMode.MPS, SharingMode.TIME_SLICING) else -1)
         undo = (scorer.tables.snapshot.version, int(self.cluster.state_id[node]),
                 float(cache.waste[node]), cache.per_shape[node].copy(), float(cache.resid[node]))
-        binding = self.cluster.apply(spec.workload_id, spec.cpu_milli, spec.memory_mib, choice)
+        binding = self.cluster.apply(spec.workload_id, spec.cpu_milli, spec.memory_mib, choice,
+                                     spec.model, spec.tenant)
         self._undo[spec.workload_id] = undo
         if choice.waste_delta is None:
             self._refresh_node(node)

@@ -20,9 +20,11 @@ def make_place(workload_id: str, num_gpu: int = 1, gpu_milli: int = 1000,
                cpu_milli: int = 1000, memory_mib: int = 1024,
                products: Sequence[str] = (),
                isolation: pb.Isolation.ValueType = pb.ISOLATION_UNSPECIFIED,
-               gpu_memory_mib: int = 0) -> pb.PlaceRequest:
-    return pb.PlaceRequest(workload_id=workload_id, model="m", tenant="t", cpu_milli=cpu_milli,
-                           memory_mib=memory_mib, num_gpu=num_gpu, gpu_milli=gpu_milli,
+               gpu_memory_mib: int = 0, model: str = "m", tenant: str = "t"
+               ) -> pb.PlaceRequest:
+    return pb.PlaceRequest(workload_id=workload_id, model=model, tenant=tenant,
+                           cpu_milli=cpu_milli, memory_mib=memory_mib, num_gpu=num_gpu,
+                           gpu_milli=gpu_milli,
                            gpu_memory_mib=gpu_memory_mib, gpu_products=list(products),
                            isolation=isolation)
 

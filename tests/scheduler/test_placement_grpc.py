@@ -157,6 +157,20 @@ def test_list_bindings_returns_what_place_bound_by_id_filtered_by_node_and_prefi
         pb.ListBindingsRequest(workload_prefix="vllm-"), timeout=10).bindings] == ["vllm-b"]
 
 
+def test_list_bindings_of_a_model_answers_a_serving_layer_that_restarted(
+        stub: pb_grpc.PlacementStub) -> None:
+    _sync(stub)
+    for w, model in (("llama-1", "llama"), ("bert-0", "bert"), ("llama-0", "llama")):
+        placed = stub.Place(make_place(w, gpu_milli=250, model=model, tenant="search"),
+                            timeout=10).binding
+        assert (placed.model, placed.tenant) == (model, "search")
+    mine = stub.ListBindings(pb.ListBindingsRequest(model="llama"), timeout=10).bindings
+    assert [(b.workload_id, b.model, b.tenant) for b in mine] == [
+        ("llama-0", "llama", "search"), ("llama-1", "llama", "search")]
+    assert [b.workload_id for b in stub.ListBindings(pb.ListBindingsRequest(
+        model="llama", workload_prefix="llama-1"), timeout=10).bindings] == ["llama-1"]
+
+
 def test_watch_streams_beyond_the_cap_are_refused_so_list_bindings_and_health_still_answer(
         ) -> None:
     server, port = create_server("127.0.0.1:0")

@@ -311,6 +311,8 @@ class Binding(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     LEASE_S_FIELD_NUMBER: _builtins.int
     LEASE_EXPIRES_AT_S_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
+    TENANT_FIELD_NUMBER: _builtins.int
     workload_id: _builtins.str
     node: _builtins.str
     mode: Global___SharingMode.ValueType
@@ -320,6 +322,12 @@ class Binding(_message.Message):
     lease_s: _builtins.float
     """the PlaceRequest's lease_s (0: no lease)"""
     lease_expires_at_s: _builtins.float
+    """Unix seconds the lease runs out (0: never)"""
+    model: _builtins.str
+    """the PlaceRequest's model and tenant ("": not known, e.g. a binding a store
+    journaled before it recorded them)
+    """
+    tenant: _builtins.str
     @_builtins.property
     def gpu_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
@@ -334,10 +342,12 @@ class Binding(_message.Message):
         reason: _builtins.str = ...,
         lease_s: _builtins.float = ...,
         lease_expires_at_s: _builtins.float = ...,
+        model: _builtins.str = ...,
+        tenant: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpu_indices", b"gpu_indices", "gpu_milli", b"gpu_milli", "lease_expires_at_s", b"lease_expires_at_s", "lease_s", b"lease_s", "mig_profile", b"mig_profile", "mode", b"mode", "node", b"node", "reason", b"reason", "workload_id", b"workload_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpu_indices", b"gpu_indices", "gpu_milli", b"gpu_milli", "lease_expires_at_s", b"lease_expires_at_s", "lease_s", b"lease_s", "mig_profile", b"mig_profile", "mode", b"mode", "model", b"model", "node", b"node", "reason", b"reason", "tenant", b"tenant", "workload_id", b"workload_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -690,17 +700,20 @@ class ListBindingsRequest(_message.Message):
 
     NODE_FIELD_NUMBER: _builtins.int
     WORKLOAD_PREFIX_FIELD_NUMBER: _builtins.int
+    MODEL_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     workload_prefix: _builtins.str
+    model: _builtins.str
     def __init__(
         self,
         *,
         node: _builtins.str = ...,
         workload_prefix: _builtins.str = ...,
+        model: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["node", b"node", "workload_prefix", b"workload_prefix"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["model", b"model", "node", b"node", "workload_prefix", b"workload_prefix"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

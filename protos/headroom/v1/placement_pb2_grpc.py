@@ -124,9 +124,10 @@ class PlacementServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListBindings(self, request, context):
-        """The bindings the server holds now (with a store: every server's on it), those on `node` and
-        whose workload_id starts with `workload_prefix` when given: a serving layer that restarted
-        reconciles with them (Release what it no longer runs).
+        """The bindings the server holds now (with a store: every server's on it), those on `node`,
+        whose workload_id starts with `workload_prefix` and that were placed for `model` when given
+        (all that are given must match): a serving layer that restarted reconciles with them
+        (Release what it no longer runs).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

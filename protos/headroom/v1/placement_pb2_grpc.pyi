@@ -44,9 +44,10 @@ class PlacementStub:
     GetPlan: _grpc.UnaryUnaryMultiCallable[_placement_pb2.GetPlanRequest, _placement_pb2.FleetPlan]
     WatchPlan: _grpc.UnaryStreamMultiCallable[_placement_pb2.WatchPlanRequest, _placement_pb2.FleetPlan]
     ListBindings: _grpc.UnaryUnaryMultiCallable[_placement_pb2.ListBindingsRequest, _placement_pb2.ListBindingsResponse]
-    """The bindings the server holds now (with a store: every server's on it), those on `node` and
-    whose workload_id starts with `workload_prefix` when given: a serving layer that restarted
-    reconciles with them (Release what it no longer runs).
+    """The bindings the server holds now (with a store: every server's on it), those on `node`,
+    whose workload_id starts with `workload_prefix` and that were placed for `model` when given
+    (all that are given must match): a serving layer that restarted reconciles with them
+    (Release what it no longer runs).
     """
     RenewLeases: _grpc.UnaryUnaryMultiCallable[_placement_pb2.RenewLeasesRequest, _placement_pb2.RenewLeasesResponse]
     """Extend the leases of bindings placed with a lease_s (each by its own lease_s, from now);
@@ -73,9 +74,10 @@ class PlacementAsyncStub(PlacementStub):
     GetPlan: _aio.UnaryUnaryMultiCallable[_placement_pb2.GetPlanRequest, _placement_pb2.FleetPlan]  # type: ignore[assignment]
     WatchPlan: _aio.UnaryStreamMultiCallable[_placement_pb2.WatchPlanRequest, _placement_pb2.FleetPlan]  # type: ignore[assignment]
     ListBindings: _aio.UnaryUnaryMultiCallable[_placement_pb2.ListBindingsRequest, _placement_pb2.ListBindingsResponse]  # type: ignore[assignment]
-    """The bindings the server holds now (with a store: every server's on it), those on `node` and
-    whose workload_id starts with `workload_prefix` when given: a serving layer that restarted
-    reconciles with them (Release what it no longer runs).
+    """The bindings the server holds now (with a store: every server's on it), those on `node`,
+    whose workload_id starts with `workload_prefix` and that were placed for `model` when given
+    (all that are given must match): a serving layer that restarted reconciles with them
+    (Release what it no longer runs).
     """
     RenewLeases: _aio.UnaryUnaryMultiCallable[_placement_pb2.RenewLeasesRequest, _placement_pb2.RenewLeasesResponse]  # type: ignore[assignment]
     """Extend the leases of bindings placed with a lease_s (each by its own lease_s, from now);
@@ -141,9 +143,10 @@ class PlacementServicer(metaclass=_abc_1.ABCMeta):
         request: _placement_pb2.ListBindingsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_placement_pb2.ListBindingsResponse, _abc.Awaitable[_placement_pb2.ListBindingsResponse]]:
-        """The bindings the server holds now (with a store: every server's on it), those on `node` and
-        whose workload_id starts with `workload_prefix` when given: a serving layer that restarted
-        reconciles with them (Release what it no longer runs).
+        """The bindings the server holds now (with a store: every server's on it), those on `node`,
+        whose workload_id starts with `workload_prefix` and that were placed for `model` when given
+        (all that are given must match): a serving layer that restarted reconciles with them
+        (Release what it no longer runs).
         """
 
     @_abc_1.abstractmethod
