@@ -66,11 +66,14 @@ ROWS: dict[str, list[dict[str, Any]]] = {
                                 mode="exclusive", mig_profile="", mig_start=0, gpu_milli=1000,
                                 gpu_memory_mib=23034, cpu_milli=2000, memory_mib=8192,
                                 reason="placed", version=7, released_version=None, bound_at=T1,
-                                lease_s=30.0, lease_expires_at_s=1772452830.0)],
+                                lease_s=30.0, lease_expires_at_s=1772452830.0,
+                                model="whisper", tenant="edge")],
 }
 #: what a column added by a later migration holds in a row written before it
 ADDED = {("placement_bindings", "lease_s"): 0.0,  # 0009: no lease, never expires
-         ("placement_bindings", "lease_expires_at_s"): 0.0}
+         ("placement_bindings", "lease_expires_at_s"): 0.0,
+         ("placement_bindings", "model"): "",  # 0014: not known
+         ("placement_bindings", "tenant"): ""}
 RENAMED_BY_0006 = {("observations", "latency_ms"): "mean_latency_ms"}  # 0005 named it so
 
 
