@@ -152,8 +152,8 @@ def latest_profiles(url: str) -> pd.DataFrame:
 
 
 #: the columns of the Fleet page's table of workloads bound through the placement API
-BINDING_COLUMNS = ["node", "GPUs", "workload", "mode", "GPU share (milli)", "MIG profile",
-                   "bound at", "lease runs out at"]
+BINDING_COLUMNS = ["node", "GPUs", "workload", "model", "mode", "GPU share (milli)",
+                   "MIG profile", "bound at", "lease runs out at"]
 
 
 def placement_bindings(url: str) -> pd.DataFrame:
@@ -165,7 +165,7 @@ def placement_bindings(url: str) -> pd.DataFrame:
             return pd.DataFrame(columns=BINDING_COLUMNS)
         bound = live_bindings(connection)
     return pd.DataFrame(
-        [(b.node, ",".join(map(str, b.gpu_indices)), b.workload_id,
+        [(b.node, ",".join(map(str, b.gpu_indices)), b.workload_id, b.model or None,
           b.mode.value if b.mode is not None else "cpu only", b.gpu_milli, b.mig_profile, at,
           datetime.fromtimestamp(b.lease_expires_at_s, UTC) if b.leased else None)
          for b, at in bound], columns=BINDING_COLUMNS)

@@ -28,11 +28,11 @@ out = Console()
 NodeOption = Annotated[str | None, typer.Option("--node", help="only the bindings on this node")]
 
 
-def _cells(binding: Binding) -> tuple[str, str, str, str, str]:
+def _cells(binding: Binding) -> tuple[str, str, str, str, str, str]:
     mode = binding.mode.value if binding.mode is not None else "cpu only"
     share = binding.mig_profile or f"{binding.gpu_milli} milli"
-    return (binding.workload_id, binding.node, ",".join(map(str, binding.gpu_indices)) or "-",
-            mode, share)
+    return (binding.workload_id, binding.node, binding.model or "-",
+            ",".join(map(str, binding.gpu_indices)) or "-", mode, share)
 
 
 def _lease(binding: Binding, now: datetime) -> str:
@@ -54,7 +54,8 @@ def list_bindings(
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:
-    """The workloads bound through the placement API, by node, with when they were bound."""
+    """The workloads bound through the placement API, by node, with their model and when they
+    were bound."""
     # a lease that "ran out" is released by the next placement server on the store to sweep
     # (every 0.5 s while one runs)
     def work(store: Store) -> tuple[tuple[Binding, datetime], ...]:
@@ -65,6 +66,7 @@ def list_bindings(
     now = WallClock().now()
     if json_out:
         print(json.dumps([{"workload_id": b.workload_id, "node": b.node,
+                           "model": b.model or None, "tenant": b.tenant or None,
                            "gpu_indices": list(b.gpu_indices),
                            "mode": b.mode.value if b.mode is not None else None,
                            "mig_profile": b.mig_profile or None, "gpu_milli": b.gpu_milli,
@@ -75,7 +77,8 @@ def list_bindings(
         out.print("no workload is bound" + (f" on node {node}" if node else ""), markup=False)
         return
     table = Table()
-    for column in ("workload", "node", "GPUs", "mode", "share", "bound (UTC)", "age", "lease"):
+    for column in ("workload", "node", "model", "GPUs", "mode", "share", "bound (UTC)", "age",
+                   "lease"):
         table.add_column(column, overflow="fold")  # whole ids to release, not "serving…"
     for b, at in bound:
         age_h = (now - at).total_seconds() / 3600

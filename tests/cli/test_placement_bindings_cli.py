@@ -26,14 +26,16 @@ def _cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _bound(db: Path) -> PlacementEngine:
-    """A placement server's engine on the store with w0, w1 (whole GPUs) and w2 (a share)."""
+    """A placement server's engine on the store with w0, w1 (whole GPUs of model llama) and w2
+    (a share, of model bert)."""
     engine = journaled_engine(Store.open(f"sqlite:///{db}", migrate=True), WallClock())
     engine.sync_inventory(pb.SyncInventoryRequest(nodes=[pb.Node(
         name=name, cpu_milli=8000, memory_mib=65_536, pool="L4",
         gpus=[pb.Gpu(index=i, product="L4", memory_mib=23_034) for i in range(2)])
         for name in ("n0", "n1")]))
-    for workload, milli in (("w0", 1000), ("w1", 1000), ("w2", 250)):
-        engine.place(pb.PlaceRequest(workload_id=workload, model="m", tenant="t", num_gpu=1,
+    for workload, milli, model in (("w0", 1000, "llama"), ("w1", 1000, "llama"),
+                                   ("w2", 250, "bert")):
+        engine.place(pb.PlaceRequest(workload_id=workload, model=model, tenant="t", num_gpu=1,
                                      gpu_milli=milli, cpu_milli=100, memory_mib=128))
     return engine
 
@@ -48,11 +50,19 @@ def test_bindings_are_listed_by_node_with_their_gpus_and_age(tmp_path: Path) -> 
     for row in doc:
         binding = engine.binding(row["workload_id"])
         assert binding is not None
-        assert (row["node"], row["gpu_indices"], row["gpu_milli"]) == (
-            binding.node, list(binding.gpu_indices), binding.gpu_milli)
+        assert (row["node"], row["gpu_indices"], row["gpu_milli"], row["model"]) == (
+            binding.node, list(binding.gpu_indices), binding.gpu_milli, binding.model)
+    assert {d["workload_id"]: d["model"] for d in doc} == {"w0": "llama", "w1": "llama",
+                                                           "w2": "bert"}
+    assert {d["tenant"] for d in doc} == {"t"}
     assert [d["node"] for d in doc] == sorted(d["node"] for d in doc)
     table = _cli(db, "bindings").stdout
     assert all(w in table for w in ("w0", "w1", "w2")) and " h" in table
+    header = next(line for line in table.splitlines() if "workload" in line)
+    assert [c.strip() for c in header.split("┃")[1:4]] == ["workload", "node", "model"]
+    rows = {r[1].strip(): r[3].strip() for r in (
+        line.split("│") for line in table.splitlines() if line.startswith("│"))}
+    assert rows == {"w0": "llama", "w1": "llama", "w2": "bert"}
     node = doc[0]["node"]
     only = json.loads(_cli(db, "bindings", "--node", node, "--json").stdout)
     assert {d["node"] for d in only} == {node} and len(only) == sum(

@@ -131,15 +131,17 @@ def test_fleet_lists_the_workloads_bound_through_the_placement_api(page: Page,
     engine.sync_inventory(pb.SyncInventoryRequest(nodes=[pb.Node(
         name="edge-0", cpu_milli=8000, memory_mib=65_536, pool="L4",
         gpus=[pb.Gpu(index=i, product="L4", memory_mib=23_034) for i in range(2)])]))
-    bound = [engine.place(pb.PlaceRequest(workload_id=w, model="m", tenant="t", num_gpu=1,
+    bound = [engine.place(pb.PlaceRequest(workload_id=w, model=model, tenant="t", num_gpu=1,
                                           gpu_milli=milli, cpu_milli=100, memory_mib=128,
                                           lease_s=lease_s)).binding
-             for w, milli, lease_s in (("whisper-a", 1000, 0.0), ("bert-b", 250, 600.0))]
+             for w, model, milli, lease_s in (("whisper-a", "whisper", 1000, 0.0),
+                                              ("bert-b", "bert-base", 250, 600.0))]
     try:
         at = page("views/fleet.py")
         table = next(d.value for d in at.dataframe if "workload" in d.value.columns)
         assert list(table["workload"]) == ["bert-b", "whisper-a"]
         assert set(table["node"]) == {"edge-0"}
+        assert list(table["model"]) == ["bert-base", "whisper"]
         assert list(table["GPUs"]) == [",".join(map(str, b.gpu_indices)) for b in bound[::-1]]
         assert list(table["mode"]) == ["time_slicing", "exclusive"]
         lease_ends = list(table["lease runs out at"])
