@@ -50,6 +50,8 @@ def _expires_at(binding: Binding) -> str | None:
 
 def list_bindings(
     node: NodeOption = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="only the bindings of this model (as its Place named it)")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
     config: ConfigOption = None,
     db: DbOption = None,
@@ -60,7 +62,7 @@ def list_bindings(
     # (every 0.5 s while one runs)
     def work(store: Store) -> tuple[tuple[Binding, datetime], ...]:
         with store.engine.connect() as connection:
-            return live_bindings(connection, node)
+            return live_bindings(connection, node, model)
 
     bound = with_existing_store(config, db, work)
     now = WallClock().now()
@@ -74,7 +76,8 @@ def list_bindings(
                            "lease_expires_at": _expires_at(b)} for b, at in bound], indent=1))
         return
     if not bound:
-        out.print("no workload is bound" + (f" on node {node}" if node else ""), markup=False)
+        out.print("no workload" + (f" of model {model}" if model else "") + " is bound"
+                  + (f" on node {node}" if node else ""), markup=False)
         return
     table = Table()
     for column in ("workload", "node", "model", "GPUs", "mode", "share", "bound (UTC)", "age",

@@ -159,14 +159,16 @@ def changes_since(connection: Connection, since_version: int, head: Head) -> Jou
     return JournalChanges(int(head.version), bound, released, plan, full)
 
 
-def live_bindings(connection: Connection, node: str | None = None
+def live_bindings(connection: Connection, node: str | None = None, model: str | None = None
                   ) -> tuple[tuple[Binding, datetime], ...]:
-    """The workloads bound now (on ``node`` when given) with when, by node and workload: for
-    ``headroom placement bindings`` and the dashboard's Fleet page."""
+    """The workloads bound now (on ``node``, of ``model``, when given) with when, by node and
+    workload: for ``headroom placement bindings`` and the dashboard's Fleet page."""
     bindings = _bindings()
     query = select(bindings).where(bindings.c.released_version.is_(None))
     if node is not None:
         query = query.where(bindings.c.node == node)
+    if model is not None:
+        query = query.where(bindings.c.model == model)
     rows = connection.execute(query.order_by(bindings.c.node, bindings.c.workload_id))
     return tuple((binding_from(r), as_utc(r.bound_at)) for r in rows)
 

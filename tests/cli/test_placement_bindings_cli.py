@@ -69,6 +69,16 @@ def test_bindings_are_listed_by_node_with_their_gpus_and_age(tmp_path: Path) -> 
         d["node"] == node for d in doc)
 
 
+def test_bindings_of_one_model_are_listed_with_model(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    _bound(db)
+    llama = json.loads(_cli(db, "bindings", "--model", "llama", "--json").stdout)
+    assert sorted(d["workload_id"] for d in llama) == ["w0", "w1"]
+    assert {d["model"] for d in llama} == {"llama"}
+    none = _cli(db, "bindings", "--model", "mistral")
+    assert none.returncode == 0 and none.stdout.strip() == "no workload of model mistral is bound"
+
+
 def test_on_a_narrow_terminal_the_table_folds_long_ids_whole_for_placement_release(
         tmp_path: Path) -> None:
     db = tmp_path / "store.db"
