@@ -109,7 +109,7 @@ def replica_loads_from_pb(request: pb.RankReplicasRequest) -> tuple[list[Replica
         r.workload_id, r.queue_depth,
         r.kv_cache_usage if r.HasField("kv_cache_usage") else None,
         r.gpu_memory_used_mib if r.HasField("gpu_memory_used_mib") else None,
-        r.model_version, r.sleeping) for r in request.replicas]
+        r.model_version, r.sleeping, tuple(r.adapters)) for r in request.replicas]
     factor = (request.version_mismatch_factor if request.HasField("version_mismatch_factor")
               else DEFAULT_VERSION_MISMATCH_FACTOR)
     validate_loads(loads, factor)

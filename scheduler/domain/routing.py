@@ -31,6 +31,13 @@ class ReplicaLoad:
     gpu_memory_used_mib: int | None = None  # per GPU; None: not known
     model_version: str = ""  # "" = not known
     sleeping: bool = False  # vLLM sleep mode, Triton loaded but not routed
+    adapters: tuple[str, ...] = ()  # LoRA adapters (other versions) it has loaded and serves
+
+    def serves(self, version: str) -> bool:
+        """Whether it serves ``version`` as it is: its model version or a loaded adapter;
+        True when no version is asked or it says nothing of what it serves (not known)."""
+        said = (self.model_version, *self.adapters) if self.model_version else self.adapters
+        return not version or not said or version in said
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,11 +100,13 @@ def _ranked(load: ReplicaLoad, site: ReplicaSite, model_version: str,
             mismatch_factor: float) -> RankedReplica:
     headroom, source = memory_headroom(load, site)
     queue_factor = 1.0 / (1 + load.queue_depth)
-    matches = not model_version or not load.model_version or load.model_version == model_version
+    matches = load.serves(model_version)
     version_factor = 1.0 if matches else mismatch_factor
     score = headroom * queue_factor * version_factor
+    serving = ", ".join(v for v in (load.model_version, *load.adapters) if v)
     parts = [f"memory {headroom:.2f} ({source})", f"queue 1/{1 + load.queue_depth}",
-             "version " + ("match" if matches else f"{load.model_version} != {model_version}")]
+             "version " + ("match" if matches else f"{model_version} not loaded (serves "
+                                                   f"{serving})")]
     if not site.node_open:
         why = site.closed_because or "takes no work (cordoned, not ready or not in the inventory)"
         score, parts = 0.0, [f"node_unavailable: {site.node} {why}", *parts]

@@ -14,6 +14,8 @@ from scheduler.domain.model import WHOLE_GPU_MILLI, GpuSpec, NodeSpec, WorkloadS
 from scheduler.domain.routing import ReplicaLoad
 
 MAX_GPUS_PER_NODE = 64
+#: LoRA adapters one RankReplicas replica may list (vLLM's --max-loras is far below this)
+MAX_ADAPTERS = 1000
 #: A PlanFleet pool may offer at most this many GPUs (the plan is built GPU by GPU).
 MAX_POOL_GPUS = 100_000
 #: Prices above this per GPU-hour are taken for a unit mistake (costs must stay finite).
@@ -202,3 +204,9 @@ def validate_loads(loads: Sequence[ReplicaLoad], version_mismatch_factor: float)
         used = load.gpu_memory_used_mib
         if used is not None and used < 0:
             raise InvalidArgument(f"{where}.gpu_memory_used_mib", f"must be >= 0, got {used}")
+        if len(load.adapters) > MAX_ADAPTERS:
+            raise InvalidArgument(f"{where}.adapters",
+                                  f"at most {MAX_ADAPTERS}, got {len(load.adapters)}")
+        for j, adapter in enumerate(load.adapters):
+            if not adapter:
+                raise InvalidArgument(f"{where}.adapters[{j}]", "must not be empty")

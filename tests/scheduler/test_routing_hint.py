@@ -3,6 +3,8 @@ version affinity, with what Headroom knows about where each one runs."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -46,7 +48,19 @@ def test_a_replica_of_another_version_ranks_below_one_of_the_asked_version() -> 
                             (ReplicaLoad("new", model_version="v2", queue_depth=1), OWN_GPU)],
                            model_version="v2")
     assert [r.workload_id for r in ranked] == ["new", "old"]
-    assert ranked[1].version_factor == 0.25 and "v1 != v2" in ranked[1].reason
+    assert ranked[1].version_factor == 0.25
+    assert "version v2 not loaded (serves v1)" in ranked[1].reason
+
+
+def test_a_replica_with_the_asked_lora_adapter_loaded_matches_and_one_without_does_not() -> None:
+    ranked = rank_replicas([
+        (ReplicaLoad("base-only", model_version="llama-8b"), OWN_GPU),
+        (ReplicaLoad("with-sql", queue_depth=1, model_version="llama-8b",
+                     adapters=("sql-lora", "chat-lora")), OWN_GPU),
+        (ReplicaLoad("says-nothing", queue_depth=2), OWN_GPU)], model_version="sql-lora")
+    assert [(r.workload_id, r.version_factor) for r in ranked] == [
+        ("with-sql", 1.0), ("says-nothing", 1.0), ("base-only", 0.25)]
+    assert "sql-lora not loaded (serves llama-8b)" in ranked[2].reason
 
 
 def test_a_sleeping_replica_scores_zero_but_is_still_ranked() -> None:
@@ -82,7 +96,8 @@ loads = st.builds(
     queue_depth=st.integers(0, 1000),
     kv_cache_usage=st.none() | st.floats(0, 1),
     gpu_memory_used_mib=st.none() | st.integers(0, 100_000),
-    model_version=st.sampled_from(["", "v1", "v2"]), sleeping=st.booleans())
+    model_version=st.sampled_from(["", "v1", "v2"]), sleeping=st.booleans(),
+    adapters=st.lists(st.sampled_from(["v1", "lora-a"]), max_size=2).map(tuple))
 sites = st.builds(
     ReplicaSite, node=st.just("n"), mode=st.sampled_from([*SharingMode, None]),
     node_open=st.booleans(), memory_mib=st.integers(0, 81_920),
@@ -99,8 +114,7 @@ def test_scores_stay_in_zero_to_one_best_first_and_one_more_queued_request_never
     assert rank_replicas(list(reversed(pairs)), version) == ranked  # order-independent
     for load, site in pairs:
         (before,) = rank_replicas([(load, site)], version)
-        longer = ReplicaLoad(load.workload_id, load.queue_depth + 1, load.kv_cache_usage,
-                             load.gpu_memory_used_mib, load.model_version, load.sleeping)
+        longer = replace(load, queue_depth=load.queue_depth + 1)
         (after,) = rank_replicas([(longer, site)], version)
         assert after.score <= before.score
 
@@ -202,6 +216,8 @@ def test_ids_that_are_not_bound_come_back_unknown_and_unranked() -> None:
      "replicas[0].gpu_memory_used_mib"),
     (pb.RankReplicasRequest(replicas=[_load("a")], version_mismatch_factor=2.0),
      "version_mismatch_factor"),
+    (pb.RankReplicasRequest(replicas=[_load("a", adapters=["x", ""])]),
+     "replicas[0].adapters[1]"),
 ])
 def test_a_malformed_rank_request_names_the_field(request_: pb.RankReplicasRequest,
                                                   field: str) -> None:

@@ -797,6 +797,7 @@ class ReplicaLoad(_message.Message):
     GPU_MEMORY_USED_MIB_FIELD_NUMBER: _builtins.int
     MODEL_VERSION_FIELD_NUMBER: _builtins.int
     SLEEPING_FIELD_NUMBER: _builtins.int
+    ADAPTERS_FIELD_NUMBER: _builtins.int
     workload_id: _builtins.str
     """the id it was placed with"""
     queue_depth: _builtins.int
@@ -808,6 +809,13 @@ class ReplicaLoad(_message.Message):
     model_version: _builtins.str
     """"" = not known"""
     sleeping: _builtins.bool
+    """vLLM sleep / loaded but not routed"""
+    @_builtins.property
+    def adapters(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the LoRA adapters (or other versions) it has loaded now: it serves
+        those as well as model_version (vLLM's loaded LoRA modules)
+        """
+
     def __init__(
         self,
         *,
@@ -817,10 +825,11 @@ class ReplicaLoad(_message.Message):
         gpu_memory_used_mib: _builtins.int | None = ...,
         model_version: _builtins.str = ...,
         sleeping: _builtins.bool = ...,
+        adapters: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_gpu_memory_used_mib", b"_gpu_memory_used_mib", "_kv_cache_usage", b"_kv_cache_usage", "gpu_memory_used_mib", b"gpu_memory_used_mib", "kv_cache_usage", b"kv_cache_usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_gpu_memory_used_mib", b"_gpu_memory_used_mib", "_kv_cache_usage", b"_kv_cache_usage", "gpu_memory_used_mib", b"gpu_memory_used_mib", "kv_cache_usage", b"kv_cache_usage", "model_version", b"model_version", "queue_depth", b"queue_depth", "sleeping", b"sleeping", "workload_id", b"workload_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_gpu_memory_used_mib", b"_gpu_memory_used_mib", "_kv_cache_usage", b"_kv_cache_usage", "adapters", b"adapters", "gpu_memory_used_mib", b"gpu_memory_used_mib", "kv_cache_usage", b"kv_cache_usage", "model_version", b"model_version", "queue_depth", b"queue_depth", "sleeping", b"sleeping", "workload_id", b"workload_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__gpu_memory_used_mib: _TypeAlias = _typing.Literal["gpu_memory_used_mib"]  # noqa: Y015
     _WhichOneofArgType__gpu_memory_used_mib: _TypeAlias = _typing.Literal["_gpu_memory_used_mib", b"_gpu_memory_used_mib"]  # noqa: Y015
