@@ -56,8 +56,7 @@ def list_bindings(
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:
-    """The workloads bound through the placement API, by node, with their model and when they
-    were bound."""
+    """The workloads bound through the placement API, by node, with model and age."""
     # a lease that "ran out" is released by the next placement server on the store to sweep
     # (every 0.5 s while one runs)
     def work(store: Store) -> tuple[tuple[Binding, datetime], ...]:
