@@ -382,11 +382,16 @@ class PlacementEngine:
             return self._plan.revision
 
     def counts(self) -> tuple[int, int, int]:
-        """(workloads bound, GPUs in the inventory, fleet plan revision), read together."""
+        """(workloads bound, GPUs in the inventory, fleet plan revision), read together; a
+        binding whose lease ran out is not bound, swept or not (e.g. one that ran out while no
+        server ran, counted by a restarted server before its first sweep)."""
         with self._lock:
             cluster = self._placer.cluster
-            return (len(cluster.bindings) + len(self._waiting), cluster.gpu_count,
-                    self._plan.revision)
+            now_s = self._now_s()
+            bound = (len(cluster.bindings) + len(self._waiting)
+                     if now_s < self._lease_check_at_s
+                     else sum(1 for b in self._held() if not b.expired(now_s)))
+            return bound, cluster.gpu_count, self._plan.revision
 
 
 def _same_but_lease(current: Binding, other: Binding) -> bool:

@@ -159,7 +159,6 @@ def _kept_in_store(settings: Settings) -> tuple[
     with store_errors(url), db_url_named(settings):
         store = open_store(settings.db, migrate=True)
         engine = journaled_engine(store, clock)
-        JournalFollower(engine)()  # leases that ran out while no server ran: not restored
     bindings, _, revision = engine.counts()
     return engine, (hints_api(store, clock),), store.engine.dispose, (
         f"placement state kept in {redact(url)}: {bindings} binding(s) and plan revision "

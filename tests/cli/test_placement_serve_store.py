@@ -98,7 +98,6 @@ def test_a_restarted_server_keeps_its_bindings_and_plan_revisions(tmp_path: Path
         _stop(proc)
 
 
-
 def test_a_server_restarted_after_a_lease_ran_out_neither_restores_nor_ranks_that_binding(
         tmp_path: Path) -> None:
     db = tmp_path / "placement.db"
@@ -122,6 +121,7 @@ def test_a_server_restarted_after_a_lease_ran_out_neither_restores_nor_ranks_tha
         assert [r.workload_id for r in answer.ranked] == ["kept"]
         assert list(answer.unknown) == ["router-replica-0"]
         _stop(proc)
+
 
 def test_two_servers_on_one_store_bind_each_gpu_once_and_stream_each_other_s_plans(
         tmp_path: Path) -> None:

@@ -131,3 +131,12 @@ def test_renewing_an_empty_workload_id_is_refused_naming_its_position() -> None:
     assert err.value.field == "workload_ids[1]"
     assert engine.list_bindings(pb.ListBindingsRequest()).bindings[0].lease_expires_at_s == (
         T0_S + 30)
+
+
+def test_a_binding_whose_lease_ran_out_is_not_counted_before_any_sweep() -> None:
+    clock = FakeClock()
+    engine = _one_gpu_engine(clock)
+    engine.place(_leased("a", 30))
+    assert engine.counts()[0] == 1
+    clock.now_s = T0_S + 30  # no call has swept it yet: the count (and the gauge) leave it out
+    assert engine.counts()[0] == 0
