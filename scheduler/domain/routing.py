@@ -88,21 +88,23 @@ def rank_replicas(candidates: Sequence[tuple[ReplicaLoad, ReplicaSite]], model_v
     those on a node that takes no work, then those asleep, each by what they would score (a
     router whose every replica is on a draining node still gets the idle one first); ties by
     workload id, so the same loads give the same order."""
-    keyed = [((-r.score, 2 if load.sleeping else 0 if site.node_open else 1,
-               -(r.memory_headroom * r.queue_factor * r.version_factor), r.workload_id), r)
-             for load, site in candidates
-             for r in (_ranked(load, site, model_version, version_mismatch_factor),)]
+    keyed = []
+    for load, site in candidates:
+        would_score, r = _ranked(load, site, model_version, version_mismatch_factor)
+        keyed.append(((-r.score, 2 if load.sleeping else 0 if site.node_open else 1,
+                       -would_score, r.workload_id), r))
     keyed.sort(key=lambda pair: pair[0])
     return [r for _, r in keyed]
 
 
 def _ranked(load: ReplicaLoad, site: ReplicaSite, model_version: str,
-            mismatch_factor: float) -> RankedReplica:
+            mismatch_factor: float) -> tuple[float, RankedReplica]:
+    """What the replica would score if it could serve, and its ranking entry."""
     headroom, source = memory_headroom(load, site)
     queue_factor = 1.0 / (1 + load.queue_depth)
     matches = load.serves(model_version)
     version_factor = 1.0 if matches else mismatch_factor
-    score = headroom * queue_factor * version_factor
+    would_score = score = headroom * queue_factor * version_factor
     serving = ", ".join(v for v in (load.model_version, *load.adapters) if v)
     parts = [f"memory {headroom:.2f} ({source})", f"queue 1/{1 + load.queue_depth}",
              "version " + ("match" if matches else f"{model_version} not loaded (serves "
@@ -112,9 +114,9 @@ def _ranked(load: ReplicaLoad, site: ReplicaSite, model_version: str,
         score, parts = 0.0, [f"node_unavailable: {site.node} {why}", *parts]
     elif load.sleeping:
         score, parts = 0.0, ["sleeping: wake it before routing to it", *parts]
-    return RankedReplica(load.workload_id, score, site.node, headroom, queue_factor,
-                         version_factor, "; ".join(parts), site.mode, site.memory_mib,
-                         site.node_open and not load.sleeping)
+    return would_score, RankedReplica(
+        load.workload_id, score, site.node, headroom, queue_factor, version_factor,
+        "; ".join(parts), site.mode, site.memory_mib, site.node_open and not load.sleeping)
 
 
 def _clamp(value: float) -> float:
