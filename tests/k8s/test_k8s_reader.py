@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler
 
@@ -23,7 +24,7 @@ from k8s_harness import START_AT, FixedLoads, make_backend
 from kubernetes import client
 
 from controlplane.adapters.k8s.api import KubeApi
-from controlplane.adapters.k8s.inventory import free_gpu_resources, normalize_product
+from controlplane.adapters.k8s.inventory import free_gpu_resources, normalize_product, parse_pod
 from controlplane.adapters.placement import inventory_request
 from controlplane.domain.errors import TransientError
 from controlplane.domain.observed import ModelLoad
@@ -320,3 +321,54 @@ def test_mig_instances_no_known_config_names_are_read_from_what_the_device_plugi
     assert [[i.profile for i in g.mig_instances] for g in synced["custom"].gpus] == [
         ["3g.40gb", "2g.20gb", "2g.20gb"]] * 2
     assert not any(g.whole_in_use for n in synced.values() for g in n.gpus)
+
+
+def test_pods_asking_for_renamed_gpu_shares_hold_gpus_and_use_the_nodes_shared_gpus(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    # a device plugin configured with renameByDefault: true advertises time-sliced (or MPS)
+    # GPUs as nvidia.com/gpu.shared: a node serving only such pods is not empty
+    apiserver.seed(nodepool("l4", gpu_name="l4"))
+    apiserver.seed(gpu_node("l4-1", product="NVIDIA-L4", gpus=4, nodepool="l4",
+                            sharing="time-slicing", extra_labels={"nvidia.com/gpu.replicas": "4"}))
+    shared = {"nvidia.com/gpu.shared": "1"}
+    apiserver.seed(gpu_pod("chat-0", "l4-1", requests=shared))
+    apiserver.seed(gpu_pod("chat-1", "l4-1", requests=shared))
+    backend = make_backend(apiserver, clock)
+    nodes = {n.name: n for n in backend.reader.snapshot().nodes}
+    assert nodes["l4-1"].gpu_pods == 2
+    inventory = backend.reader.inventory()
+    assert {p.name: p.gpu_requests for p in inventory.pods_on("l4-1")} == {
+        "chat-0": {"nvidia.com/gpu.shared": 1}, "chat-1": {"nvidia.com/gpu.shared": 1}}
+    node = inventory.node("l4-1")
+    assert node is not None
+    node_shares = {**node.allocatable, "nvidia.com/gpu.shared": "16"}
+    renamed = replace(node, allocatable=node_shares)
+    assert free_gpu_resources(renamed, inventory.pods_on("l4-1"))["nvidia.com/gpu.shared"] == 14
+
+
+def test_a_pods_gpus_count_as_the_scheduler_counts_its_init_containers_and_sidecars(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(nodepool("a100-80gb"))
+    apiserver.seed(gpu_node("a100-1", gpus=8, mig_config="all-disabled"))
+    warmup = gpu_pod("warmup-only", "a100-1", requests={"nvidia.com/gpu": "2"})
+    spec = warmup["spec"]
+    spec["initContainers"] = spec.pop("containers")
+    spec["containers"] = [{"name": "server", "image": "example.com/triton:1"}]
+    with_sidecar = gpu_pod("with-sidecar", "a100-1", requests={"nvidia.com/gpu": "1"})
+    with_sidecar["spec"]["initContainers"] = [{
+        "name": "proxy", "image": "example.com/proxy:1", "restartPolicy": "Always",
+        "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
+    apiserver.seed(warmup)
+    apiserver.seed(with_sidecar)
+    inventory = make_backend(apiserver, clock).reader.inventory()
+    assert {p.name: p.gpu_requests for p in inventory.pods_on("a100-1")} == {
+        "warmup-only": {"nvidia.com/gpu": 2}, "with-sidecar": {"nvidia.com/gpu": 2}}
+    node = inventory.node("a100-1")
+    assert node is not None
+    assert free_gpu_resources(node, inventory.pods_on("a100-1")) == {"nvidia.com/gpu": 4}
+
+
+def test_a_pod_whose_gpu_quantity_is_not_a_quantity_is_refused_naming_the_pod() -> None:
+    bad = gpu_pod("odd", "a100-1", requests={"nvidia.com/gpu": "one"})
+    with pytest.raises(ValueError, match=r"pod models/odd: nvidia.com/gpu is not a Kubernetes"):
+        parse_pod(bad)

@@ -10,7 +10,7 @@ import pytest
 from apiserver import validate_object
 from k8s_builders import model_deployment
 
-from controlplane.adapters.k8s.drift import pod_gpu_requests
+from controlplane.adapters.k8s.gpu_requests import pod_gpu_requests
 from controlplane.adapters.k8s.inventory import parse_workload
 from controlplane.domain.placement import FleetPlacement, PlacedSegment, PlannedSlice
 from controlplane.domain.workload_slices import SLICE_MISMATCH, planned_request, slice_finding

@@ -7,60 +7,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from controlplane.adapters.k8s.names import GPU_RESOURCE, is_gpu_resource
-from controlplane.adapters.k8s.quantity import count
+from controlplane.adapters.k8s.gpu_requests import pod_gpu_requests
 from controlplane.domain.workload_slices import resources_text
 
 JsonObject = dict[str, Any]
 # pod-spec fields compared whole: the API server defaults none of them
 _PINNED = ("affinity", "tolerations", "priorityClassName")
 _RESET = ("containers", "nodeSelector", *_PINNED)
-_SHARED_SUFFIX = ".shared"  # the device plugin's renameByDefault spelling of a share
 
 
 def _pod_spec(deployment: JsonObject) -> JsonObject:
     template = ((deployment.get("spec") or {}).get("template") or {})
     spec = template.get("spec")
     return spec if isinstance(spec, dict) else {}
-
-
-def _is_gpu_like(resource: str) -> bool:
-    return is_gpu_resource(resource) or resource == GPU_RESOURCE + _SHARED_SUFFIX
-
-
-def _container_gpus(container: JsonObject) -> dict[str, int]:
-    """One container's GPU-like resources (requests, else limits: an extended resource's
-    request defaults to its limit); an unparsable quantity counts -1."""
-    resources = container.get("resources") or {}
-    asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    gpus = {}
-    for resource, quantity in asked.items():
-        if _is_gpu_like(resource):
-            try:
-                gpus[resource] = count(quantity)
-            except ValueError:
-                gpus[resource] = -1
-    return gpus
-
-
-def pod_gpu_requests(workload: JsonObject) -> dict[str, int]:
-    """The GPU-like resources one pod of ``workload`` asks the scheduler for: its containers'
-    and sidecars' (init containers that keep running) summed, or an ordinary init container's
-    when larger (it runs alone, before them); -1 when a quantity is unparsable."""
-    spec = ((workload.get("spec") or {}).get("template") or {}).get("spec") or {}
-    inits = spec.get("initContainers") or []
-    sidecars = [c for c in inits if c.get("restartPolicy") == "Always"]
-    total: dict[str, int] = {}
-    for container in [*(spec.get("containers") or []), *sidecars]:
-        for resource, units in _container_gpus(container).items():
-            known = total.get(resource, 0)
-            total[resource] = -1 if min(known, units) < 0 else known + units
-    for container in inits:
-        if container.get("restartPolicy") != "Always":
-            for resource, units in _container_gpus(container).items():
-                known = total.get(resource, 0)
-                total[resource] = -1 if min(known, units) < 0 else max(known, units)
-    return total
 
 
 def _selector(selector: object) -> str:

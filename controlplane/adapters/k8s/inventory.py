@@ -11,7 +11,7 @@ from typing import Any
 
 from controlplane.adapters.k8s import names as n
 from controlplane.adapters.k8s.api import KubeApi, NotFoundError
-from controlplane.adapters.k8s.drift import pod_gpu_requests
+from controlplane.adapters.k8s.gpu_requests import UNPARSABLE, pod_gpu_requests, spec_gpu_requests
 from controlplane.adapters.k8s.manifests import mig_parted_configs
 from controlplane.adapters.k8s.quantity import count, parse_quantity
 from controlplane.domain.desired import PoolSpec
@@ -73,7 +73,7 @@ class WorkloadInfo:
     replicas: int
     ready: int
     selector: dict[str, str]
-    gpu_requests: tuple[tuple[str, int], ...] = ()  # per pod, sorted (drift.pod_gpu_requests)
+    gpu_requests: tuple[tuple[str, int], ...] = ()  # per pod, sorted (pod_gpu_requests)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,13 +186,11 @@ def parse_node(obj: JsonObject, pools: Sequence[PoolSpec], nodepools: dict[str, 
 
 def parse_pod(obj: JsonObject) -> PodInfo:
     meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
-    requests: dict[str, int] = {}
-    for container in spec.get("containers") or []:
-        resources = container.get("resources") or {}
-        wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-        for resource, quantity in wanted.items():
-            if n.is_gpu_resource(resource):
-                requests[resource] = requests.get(resource, 0) + count(quantity)
+    requests = spec_gpu_requests(spec)
+    unparsable = sorted(r for r, units in requests.items() if units == UNPARSABLE)
+    if unparsable:  # the API server admits only quantities: a proxy or stub in between
+        raise ValueError(f"pod {meta.get('namespace', '')}/{meta['name']}: "
+                         f"{', '.join(unparsable)} is not a Kubernetes quantity")
     owners = meta.get("ownerReferences") or []
     return PodInfo(
         namespace=meta.get("namespace", ""), name=meta["name"], node=spec.get("nodeName", ""),

@@ -17,6 +17,8 @@ SHARING_STRATEGY = "nvidia.com/gpu.sharing-strategy"
 DEVICE_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
 GPU_REPLICAS = "nvidia.com/gpu.replicas"  # written by the device plugin (GFD)
 GPU_RESOURCE = "nvidia.com/gpu"
+# a time-sliced or MPS GPU share, as a device plugin with renameByDefault: true advertises it
+GPU_SHARED_RESOURCE = "nvidia.com/gpu.shared"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 MIG_PARTED_KEY = "config.yaml"
 
@@ -55,4 +57,6 @@ def placeholder_name(pool: str) -> str:
 
 
 def is_gpu_resource(resource: str) -> bool:
-    return resource == GPU_RESOURCE or resource.startswith(MIG_RESOURCE_PREFIX)
+    """A whole GPU, a renamed GPU share or a MIG instance (renamed shares of one too)."""
+    return resource in (GPU_RESOURCE, GPU_SHARED_RESOURCE) or resource.startswith(
+        MIG_RESOURCE_PREFIX)
