@@ -8,12 +8,16 @@
   one token per line (two lines while clients move to a new token), re-read when it changes.
   Health checks (kubelet's gRPC probe sends no metadata) and KEDA's external scaler (KEDA sends
   none either; authenticate it with mutual TLS) need no token: both only read.
+- A token may be scoped to tenants (``<token> tenant=<t1>[,<t2>...]``; ``scheduler.tenancy``):
+  the interceptor makes the accepted token's scope the ``caller_scope()`` of the call, which the
+  servicer enforces. Without a token file every call is unscoped.
 
 Every file is checked at start (``check_files``): an unreadable or malformed file is a
 ``SecurityFileError`` naming the setting, and nothing is served."""
 
 from __future__ import annotations
 
+import contextvars
 import hmac
 import logging
 import ssl
@@ -25,11 +29,22 @@ from typing import Any
 
 import grpc
 
+from scheduler.tenancy import Scope, TokenLineError, parse_token_file
+
 log = logging.getLogger(__name__)
 
 #: Services answered without a token (each only reads): health (kubelet's probe carries no
 #: metadata) and KEDA's external scaler (KEDA sends none; mutual TLS authenticates it).
 TOKEN_EXEMPT_SERVICES = frozenset({"grpc.health.v1.Health", "externalscaler.ExternalScaler"})
+#: The scope of the token that authorized the call being handled (None: unscoped, also without
+#: a token file); set by ``TokenInterceptor`` in the thread and context the handler runs in.
+_CALLER_SCOPE: contextvars.ContextVar[Scope] = contextvars.ContextVar("placement_caller_scope",
+                                                                      default=None)
+
+
+def caller_scope() -> Scope:
+    """The scope of the call being handled: None (unscoped) or the token's tenants."""
+    return _CALLER_SCOPE.get()
 
 
 class SecurityFileError(ValueError):
@@ -132,9 +147,17 @@ def server_credentials(sec: TransportSecurity) -> grpc.ServerCredentials:
                                                require_client_authentication=ca is not None)
 
 
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """An accepted token's scope (None: unscoped)."""
+
+    scope: Scope
+
+
 class BearerTokens:
-    """The accepted tokens: the file's non-empty lines, re-read when the file changes; a changed
-    file that is empty or unreadable keeps the previous tokens (and logs why)."""
+    """The accepted tokens and their scopes (``scheduler.tenancy.parse_token_file``), re-read
+    when the file changes; a changed file that is empty, malformed or unreadable keeps the
+    previous tokens (and logs why)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -142,14 +165,17 @@ class BearerTokens:
         self._stamp = _stamp([path])
         self._tokens = self._load()
 
-    def _load(self) -> tuple[bytes, ...]:
+    def _load(self) -> tuple[tuple[bytes, Scope], ...]:
         text = _read("token_file", self.path)
-        tokens = tuple(line.strip() for line in text.splitlines() if line.strip())
+        try:
+            tokens = parse_token_file(text)
+        except TokenLineError as error:
+            raise SecurityFileError("token_file", self.path, str(error)) from None
         if not tokens:
             raise SecurityFileError("token_file", self.path, "the file holds no token")
         return tokens
 
-    def current(self) -> tuple[bytes, ...]:
+    def current(self) -> tuple[tuple[bytes, Scope], ...]:
         stamp = _stamp([self.path])
         with self._lock:
             if stamp != self._stamp:
@@ -161,17 +187,24 @@ class BearerTokens:
                               "the previous tokens: %s", error)
             return self._tokens
 
-    def accepts(self, header: str | bytes | None) -> bool:
+    def accepted(self, header: str | bytes | None) -> Accepted | None:
+        """The scope of the token an ``authorization`` header carries; None: not accepted."""
         if header is None:
-            return False
+            return None
         raw = header.encode() if isinstance(header, str) else header
         scheme, _, token = raw.partition(b" ")
         if scheme.lower() != b"bearer" or not token.strip():
-            return False
+            return None
         given = token.strip()
         # compare with every token, found or not: the time taken says nothing about them
-        matches = [hmac.compare_digest(given, t) for t in self.current()]
-        return any(matches)
+        found: Accepted | None = None
+        for known, scope in self.current():
+            if hmac.compare_digest(given, known) and found is None:
+                found = Accepted(scope)
+        return found
+
+    def accepts(self, header: str | bytes | None) -> bool:
+        return self.accepted(header) is not None
 
 
 def _service_of(method: str) -> str:
@@ -181,7 +214,8 @@ def _service_of(method: str) -> str:
 
 class TokenInterceptor(grpc.ServerInterceptor):
     """Refuses every call outside ``TOKEN_EXEMPT_SERVICES`` without an accepted bearer token:
-    UNAUTHENTICATED, before the handler runs."""
+    UNAUTHENTICATED, before the handler runs. A call with a scoped token runs with that scope as
+    its ``caller_scope()``."""
 
     def __init__(self, tokens: BearerTokens,
                  on_refused: Callable[[str, str], None] | None = None) -> None:
@@ -196,17 +230,61 @@ class TokenInterceptor(grpc.ServerInterceptor):
             return continuation(handler_call_details)
         header = next((value for key, value in handler_call_details.invocation_metadata or ()
                        if key == "authorization"), None)
-        if self.tokens.accepts(header):
-            return continuation(handler_call_details)
+        accepted = self.tokens.accepted(header)
         handler = continuation(handler_call_details)
         if handler is None:
             return None
+        if accepted is not None:
+            return handler if accepted.scope is None else _scoped(handler, accepted.scope)
         problem = ("no bearer token: send metadata 'authorization: Bearer <token>'"
                    if header is None else "the bearer token is not accepted")
         log.warning("placement API refused %s: %s", method, problem)
         if self.on_refused is not None:
             self.on_refused(_service_of(method), method.rpartition("/")[2])
         return _refusal(handler, problem)
+
+
+def _scoped(handler: grpc.RpcMethodHandler[Any, Any], scope: frozenset[str]
+            ) -> grpc.RpcMethodHandler[Any, Any]:
+    """``handler`` whose behaviour runs (and, streaming, is resumed) in a context of its own
+    where ``caller_scope()`` is ``scope``, in the thread gRPC runs it in; serializers and the
+    per-method thread pool (``experimental_thread_pool``) kept."""
+
+    def run(behaviour: Callable[..., Any] | None) -> Callable[..., Any]:
+        assert behaviour is not None  # the handler's own kind
+        def unary(request: object, context: grpc.ServicerContext) -> Any:
+            call = contextvars.copy_context()
+            call.run(_CALLER_SCOPE.set, scope)
+            return call.run(behaviour, request, context)
+
+        def streaming(request: object, context: grpc.ServicerContext) -> Any:
+            call = contextvars.copy_context()
+            call.run(_CALLER_SCOPE.set, scope)
+            responses = iter(call.run(behaviour, request, context))
+            done = object()
+            try:
+                while (response := call.run(next, responses, done)) is not done:
+                    yield response
+            finally:
+                close = getattr(responses, "close", None)
+                if close is not None:
+                    call.run(close)
+
+        wrapped = streaming if handler.response_streaming else unary
+        pool = getattr(behaviour, "experimental_thread_pool", None)
+        if pool is not None:
+            wrapped.experimental_thread_pool = pool  # type: ignore[attr-defined]
+        return wrapped
+
+    codec = {"request_deserializer": handler.request_deserializer,
+             "response_serializer": handler.response_serializer}
+    if handler.request_streaming and handler.response_streaming:
+        return grpc.stream_stream_rpc_method_handler(run(handler.stream_stream), **codec)
+    if handler.request_streaming:
+        return grpc.stream_unary_rpc_method_handler(run(handler.stream_unary), **codec)
+    if handler.response_streaming:
+        return grpc.unary_stream_rpc_method_handler(run(handler.unary_stream), **codec)
+    return grpc.unary_unary_rpc_method_handler(run(handler.unary_unary), **codec)
 
 
 def _refusal(handler: grpc.RpcMethodHandler[Any, Any], problem: str

@@ -1,10 +1,13 @@
-"""Thin gRPC servicer: proto in, engine call, proto out; domain errors -> status codes."""
+"""Thin gRPC servicer: proto in, engine call, proto out; domain errors -> status codes. The
+caller's tenant scope (``scheduler.security.caller_scope``) is enforced here with the decisions
+of ``scheduler.tenancy``."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
 from typing import Any, TypeVar
 
@@ -12,6 +15,8 @@ import grpc
 
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
+from scheduler import tenancy
+from scheduler.convert import replica_loads_from_pb
 from scheduler.domain.errors import (
     AlreadyExists,
     CallerGone,
@@ -21,8 +26,11 @@ from scheduler.domain.errors import (
 )
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics
+from scheduler.security import caller_scope
+from scheduler.tenancy import PermissionDenied, Scope
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 #: How often a WatchPlan stream re-checks that its client and the server are still there.
 WATCH_POLL_S = 0.5
@@ -72,6 +80,9 @@ def call_engine(context: grpc.ServicerContext, fn: Callable[[], T], empty: T,
         code, details = grpc.StatusCode.CANCELLED, str(exc)
     except Unavailable as exc:
         code, details = grpc.StatusCode.UNAVAILABLE, str(exc)
+    except PermissionDenied as exc:
+        code, details = grpc.StatusCode.PERMISSION_DENIED, str(exc)
+        log.warning("placement API denied %s: %s", method or "a call", bounded_details(details))
     if metrics is not None:
         metrics.observe(method, code.name, time.perf_counter() - started, reason)
     context.set_code(code)
@@ -109,42 +120,69 @@ class PlacementServicer(pb_grpc.PlacementServicer):
 
     def SyncInventory(self, request: pb.SyncInventoryRequest,
                       context: grpc.ServicerContext) -> pb.SyncInventoryResponse:
-        return call_engine(context, lambda: self.engine.sync_inventory(request),
-                           pb.SyncInventoryResponse(), self.metrics, "SyncInventory")
+        scope = caller_scope()
+
+        def sync() -> pb.SyncInventoryResponse:
+            tenancy.check_fleet_wide(scope, "SyncInventory")
+            return self.engine.sync_inventory(request)
+
+        return call_engine(context, sync, pb.SyncInventoryResponse(), self.metrics,
+                           "SyncInventory")
 
     def Place(self, request: pb.PlaceRequest, context: grpc.ServicerContext) -> pb.PlaceResponse:
-        return call_engine(context, lambda: self.engine.place(request), _EMPTY_PLACE,
-                           self.metrics, "Place")
+        scope = caller_scope()
+
+        def place() -> pb.PlaceResponse:
+            tenancy.check_place(scope, request.tenant)
+            return self.engine.place(request)
+
+        return call_engine(context, place, _EMPTY_PLACE, self.metrics, "Place")
 
     def Release(self, request: pb.ReleaseRequest,
                 context: grpc.ServicerContext) -> pb.ReleaseResponse:
-        return call_engine(context, lambda: self.engine.release(request), pb.ReleaseResponse(),
+        scope = caller_scope()
+        return call_engine(context, lambda: self._release(request, scope), pb.ReleaseResponse(),
                            self.metrics, "Release")
 
     def RenewLeases(self, request: pb.RenewLeasesRequest,
                     context: grpc.ServicerContext) -> pb.RenewLeasesResponse:
-        return call_engine(context, lambda: self.engine.renew_leases(request),
+        scope = caller_scope()
+        return call_engine(context, lambda: self._renew(request, scope),
                            pb.RenewLeasesResponse(), self.metrics, "RenewLeases")
 
     def RankReplicas(self, request: pb.RankReplicasRequest,
                      context: grpc.ServicerContext) -> pb.RankReplicasResponse:
-        return call_engine(context, lambda: self.engine.rank_replicas(request),
+        scope = caller_scope()
+        return call_engine(context, lambda: self._rank(request, scope),
                            pb.RankReplicasResponse(), self.metrics, "RankReplicas")
 
     def PlanFleet(self, request: pb.PlanFleetRequest,
                   context: grpc.ServicerContext) -> pb.FleetPlan:
+        scope = caller_scope()
         remaining_s = context.time_remaining()
-        return call_engine(context, lambda: self.engine.plan_fleet(
-            request, time_limit_s=remaining_s, still_wanted=context.is_active), pb.FleetPlan(),
-            self.metrics, "PlanFleet")
+
+        def plan() -> pb.FleetPlan:
+            tenancy.check_fleet_wide(scope, "PlanFleet")
+            return self.engine.plan_fleet(request, time_limit_s=remaining_s,
+                                          still_wanted=context.is_active)
+
+        return call_engine(context, plan, pb.FleetPlan(), self.metrics, "PlanFleet")
 
     def GetPlan(self, request: pb.GetPlanRequest, context: grpc.ServicerContext) -> pb.FleetPlan:
         return self.engine.get_plan()
 
     def ListBindings(self, request: pb.ListBindingsRequest,
                      context: grpc.ServicerContext) -> pb.ListBindingsResponse:
-        return call_engine(context, lambda: self.engine.list_bindings(request),
-                           pb.ListBindingsResponse(), self.metrics, "ListBindings")
+        scope = caller_scope()
+
+        def listed() -> pb.ListBindingsResponse:
+            reply = self.engine.list_bindings(request)
+            if scope is None:
+                return reply
+            return pb.ListBindingsResponse(bindings=tenancy.visible(scope, reply.bindings))
+
+        return call_engine(context, listed, pb.ListBindingsResponse(), self.metrics,
+                           "ListBindings")
 
     def WatchPlan(self, request: pb.WatchPlanRequest,
                   context: grpc.ServicerContext) -> Iterator[pb.FleetPlan]:
@@ -168,6 +206,61 @@ class PlacementServicer(pb_grpc.PlacementServicer):
             after = plan.revision
             yield plan
 
+
+    # ------------------------------------------------------------ a scoped caller's bindings
+    def _bound_tenants(self, workload_ids: Iterable[str]) -> dict[str, str | None]:
+        """Each id's binding's tenant (None: not bound), after catching up with the journal so
+        that a binding another server made counts too."""
+        self.engine.refresh()
+        bound = {w: self.engine.binding(w) for w in workload_ids}
+        return {w: (b.tenant if b is not None else None) for w, b in bound.items()}
+
+    def _release(self, request: pb.ReleaseRequest, scope: Scope) -> pb.ReleaseResponse:
+        """Release; a scoped caller only its tenants' bindings (an id bound to nobody: nothing
+        to do, the engine not asked)."""
+        workload_id = request.workload_id
+        if scope is None or not workload_id:
+            return self.engine.release(request)  # an empty id: InvalidArgument
+        tenant = self._bound_tenants([workload_id])[workload_id]
+        tenancy.check_release(scope, workload_id, tenant)
+        return self.engine.release(request) if tenant is not None else pb.ReleaseResponse()
+
+    def _renew(self, request: pb.RenewLeasesRequest, scope: Scope) -> pb.RenewLeasesResponse:
+        """RenewLeases; another tenant's ids come back unknown to a scoped caller, untouched.
+        A request with an empty id goes to the engine whole, which refuses it (InvalidArgument
+        naming its index) before renewing anything."""
+        ids = list(request.workload_ids)
+        if scope is None or not all(ids):
+            return self.engine.renew_leases(request)
+        hidden = tenancy.foreign_ids(scope, self._bound_tenants(ids))
+        if not hidden:
+            return self.engine.renew_leases(request)
+        mine = [w for w in ids if w not in hidden]
+        reply = (self.engine.renew_leases(pb.RenewLeasesRequest(workload_ids=mine)) if mine
+                 else pb.RenewLeasesResponse())
+        unknown = hidden | set(reply.unknown)
+        return pb.RenewLeasesResponse(renewed=reply.renewed,
+                                      unknown=[w for w in dict.fromkeys(ids) if w in unknown])
+
+    def _rank(self, request: pb.RankReplicasRequest, scope: Scope) -> pb.RankReplicasResponse:
+        """RankReplicas; another tenant's ids come back unknown to a scoped caller, unranked.
+        The request is checked whole first, so an error names the field by its own index."""
+        if scope is None:
+            return self.engine.rank_replicas(request)
+        replica_loads_from_pb(request)
+        hidden = tenancy.foreign_ids(
+            scope, self._bound_tenants(r.workload_id for r in request.replicas))
+        if not hidden:
+            return self.engine.rank_replicas(request)
+        mine = pb.RankReplicasRequest()
+        mine.CopyFrom(request)
+        del mine.replicas[:]
+        mine.replicas.extend(r for r in request.replicas if r.workload_id not in hidden)
+        reply = self.engine.rank_replicas(mine) if mine.replicas else pb.RankReplicasResponse()
+        unknown = hidden | set(reply.unknown)
+        return pb.RankReplicasResponse(
+            ranked=reply.ranked,
+            unknown=[r.workload_id for r in request.replicas if r.workload_id in unknown])
 
     def _take_watch_stream(self, context: grpc.ServicerContext) -> bool:
         """Count this stream until its call ends; False (RESOURCE_EXHAUSTED set, with the

@@ -1,0 +1,139 @@
+"""Tenant scopes of placement API tokens (pure): the token file's line format and what a caller
+of each scope may do.
+
+A token file line ``<token>`` alone is an unscoped (operator) token: every call, every binding.
+``<token> tenant=<t1>[,<t2>...]`` scopes the token to those tenants:
+
+- Place only for one of them (an empty ``tenant`` is refused);
+- Release only their bindings (another tenant's: PERMISSION_DENIED; an id bound to nobody is
+  released as ever: nothing to do);
+- RenewLeases and RankReplicas treat another tenant's ids as ``unknown`` (not bound), so a
+  scoped caller learns nothing of them, and renew or rank only their own;
+- ListBindings lists only their bindings;
+- SyncInventory and PlanFleet (writes to the whole fleet) are refused; GetPlan, WatchPlan (the
+  fleet plan, read only) and reflection are allowed.
+
+A binding whose tenant is "" (journaled before bindings recorded their tenant) belongs to
+unscoped tokens only. Refusals are PERMISSION_DENIED (``PermissionDenied``), never
+UNAUTHENTICATED, which says the token itself is not accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Protocol, TypeVar
+
+#: A caller's scope: None = unscoped (every tenant, the whole fleet), else its tenants.
+Scope = frozenset[str] | None
+#: Placement calls that change the whole fleet: unscoped tokens only.
+FLEET_WIDE_METHODS = frozenset({"SyncInventory", "PlanFleet"})
+TENANT_KEY = b"tenant"
+_FORMAT = "<token> or <token> tenant=<t1>[,<t2>...]"
+
+
+class PermissionDenied(Exception):
+    """A call its caller's scope does not allow (gRPC PERMISSION_DENIED); the message names the
+    tenant or workload."""
+
+
+class TokenLineError(ValueError):
+    """A malformed token file line; the message names the line number, never its text."""
+
+    def __init__(self, line_no: int, problem: str) -> None:
+        super().__init__(f"line {line_no}: {problem} (expected {_FORMAT})")
+        self.line_no = line_no
+
+
+class HasTenant(Protocol):
+    @property
+    def tenant(self) -> str: ...
+
+
+B = TypeVar("B", bound=HasTenant)
+
+
+def parse_token_line(line: bytes, line_no: int) -> tuple[bytes, Scope]:
+    """(token, scope) of one non-blank line; TokenLineError naming ``line_no`` otherwise."""
+    token, *rest = line.split()
+    if token.startswith(TENANT_KEY + b"="):
+        raise TokenLineError(line_no, "no token before tenant=")
+    if not rest:
+        return token, None
+    if len(rest) > 1:
+        raise TokenLineError(line_no, "more than one field after the token (a token holds no "
+                                      "spaces; list tenants comma-separated)")
+    key, sep, value = rest[0].partition(b"=")
+    if not sep or key != TENANT_KEY:
+        raise TokenLineError(line_no, "after the token only tenant= may follow (a token holds "
+                                      "no spaces)")
+    names = value.split(b",")
+    if not all(names):
+        raise TokenLineError(line_no, "an empty tenant name: tenant= lists one or more, "
+                                      "comma-separated")
+    try:
+        return token, frozenset(name.decode() for name in names)
+    except UnicodeDecodeError:
+        raise TokenLineError(line_no, "a tenant name that is not UTF-8") from None
+
+
+def parse_token_file(text: bytes) -> tuple[tuple[bytes, Scope], ...]:
+    """Every token of a token file with its scope, in file order; blank lines are skipped, a
+    token listed twice must have the same scope both times (it is kept once)."""
+    first: dict[bytes, tuple[int, Scope]] = {}
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        token, scope = parse_token_line(line, line_no)
+        seen_at, seen_scope = first.setdefault(token, (line_no, scope))
+        if seen_scope != scope:
+            raise TokenLineError(line_no, f"the token of line {seen_at} with another scope")
+    return tuple((token, scope) for token, (_, scope) in first.items())
+
+
+def may_act_for(scope: Scope, tenant: str) -> bool:
+    """Whether a caller of ``scope`` may act for ``tenant`` ("" = not recorded: unscoped only)."""
+    return scope is None or tenant in scope
+
+
+def _tenants(scope: frozenset[str]) -> str:
+    return ", ".join(sorted(scope))
+
+
+def check_fleet_wide(scope: Scope, method: str) -> None:
+    """PermissionDenied when ``method`` changes the whole fleet and the caller is scoped."""
+    if scope is not None and method in FLEET_WIDE_METHODS:
+        raise PermissionDenied(f"{method} changes the whole fleet: it needs an unscoped token, "
+                               f"not one scoped to tenants {_tenants(scope)}")
+
+
+def check_place(scope: Scope, tenant: str) -> None:
+    """PermissionDenied unless a caller of ``scope`` may place for ``tenant``."""
+    if may_act_for(scope, tenant):
+        return
+    assert scope is not None
+    wanted = f"tenant {tenant!r}" if tenant else "an empty tenant"
+    raise PermissionDenied(f"tenant: this token may not place for {wanted}; it is scoped to "
+                           f"tenants {_tenants(scope)}")
+
+
+def check_release(scope: Scope, workload_id: str, tenant: str | None) -> None:
+    """PermissionDenied when ``workload_id`` is bound (``tenant`` not None) for a tenant outside
+    ``scope``; an id bound to nobody is anyone's to release (nothing happens)."""
+    if tenant is None or may_act_for(scope, tenant):
+        return
+    raise PermissionDenied(f"workload_id {workload_id!r}: bound for another tenant; this token "
+                           f"may release only bindings of tenants {_tenants(scope or frozenset())}")
+
+
+def foreign_ids(scope: Scope, tenants: Mapping[str, str | None]) -> frozenset[str]:
+    """The workload ids bound (tenant not None) for a tenant outside ``scope``, of ``tenants``
+    (workload id -> its binding's tenant, None when not bound)."""
+    if scope is None:
+        return frozenset()
+    return frozenset(w for w, tenant in tenants.items()
+                     if tenant is not None and tenant not in scope)
+
+
+def visible(scope: Scope, bindings: Iterable[B]) -> list[B]:
+    """The bindings a caller of ``scope`` may see, in their order."""
+    return [b for b in bindings if may_act_for(scope, b.tenant)]
