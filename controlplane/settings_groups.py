@@ -356,7 +356,11 @@ class PlacementSettings(Group):
     token_file: Path | None = Field(None, description="bearer tokens, one per line (two while "
                                     "clients move to a new one): every call but health and "
                                     "KEDA's scaler must send 'authorization: Bearer <token>'; "
-                                    "re-read when it changes; never logged")
+                                    "re-read when it changes; never logged. '<token>' alone is "
+                                    "unscoped; '<token> tenant=A[,B...]' may only Place for "
+                                    "those tenants and Release, RenewLeases, RankReplicas and "
+                                    "ListBindings their bindings, and never SyncInventory or "
+                                    "PlanFleet (PERMISSION_DENIED)")
     allow_insecure: bool = Field(False, description="serve a listen address beyond loopback "
                                  "without TLS and authentication (only behind a service mesh "
                                  "that provides both)")

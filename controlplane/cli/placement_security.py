@@ -27,7 +27,9 @@ TlsClientCaOption = Annotated[Path | None, typer.Option(
 TokenFileOption = Annotated[Path | None, typer.Option(
     "--token-file", metavar="FILE", dir_okay=False,
     help="Bearer tokens, one per line: calls (but health and KEDA's scaler) must send "
-         "'authorization: Bearer <token>'; re-read when it changes.")]
+         "'authorization: Bearer <token>'; re-read when it changes. '<token>' alone: unscoped; "
+         "'<token> tenant=A[,B...]': only those tenants' Place, bindings (Release, "
+         "RenewLeases, RankReplicas, ListBindings), no SyncInventory or PlanFleet.")]
 HealthListenOption = Annotated[str | None, typer.Option(
     "--health-listen", metavar="HOST:PORT",
     help="Serve the health service alone, in plaintext, here (kubelet's gRPC probe).")]

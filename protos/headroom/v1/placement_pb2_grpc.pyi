@@ -4,6 +4,9 @@ isort:skip_file
 Headroom placement API. The names and numbers below are fixed by DESIGN.md:
 users script against them and the benchmark judges drive them. Add fields
 and RPCs freely; never rename or renumber.
+A bearer token scoped to tenants (scheduler/tenancy.py) gets PERMISSION_DENIED for a Place
+of another tenant, a Release of another tenant's binding, SyncInventory and PlanFleet; it
+sees other tenants' ids as `unknown` in RenewLeases and RankReplicas and not in ListBindings.
 """
 
 from collections import abc as _abc
