@@ -319,6 +319,18 @@ def test_a_scoped_token_reads_and_watches_the_fleet_plan(served: Served) -> None
     stream.cancel()  # type: ignore[attr-defined]
 
 
+def test_a_scoped_token_may_use_reflection_a_streaming_service_beside_placement(
+        served: Served) -> None:
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    reflect = reflection_pb2_grpc.ServerReflectionStub(served.channel)
+    replies = reflect.ServerReflectionInfo(
+        iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5,
+        metadata=(("authorization", "Bearer alpha-token"),))
+    names = {s.name for s in next(iter(replies)).list_services_response.service}
+    assert "headroom.v1.Placement" in names
+
+
 class _NotingThreads(PlacementEngine):
     """A real engine that notes the thread each Place runs on."""
 
@@ -350,3 +362,46 @@ def test_a_scoped_call_still_runs_on_the_fast_pool_and_leaves_no_scope_behind(
         stop(server, grace_s=0.5)
     assert len(engine.threads) == 2
     assert all(name.startswith("placement-fast") for name in engine.threads)
+
+
+def test_on_a_store_a_scoped_token_cannot_renew_or_release_a_binding_another_server_made(
+        tmp_path: Path, sqlite_url: str) -> None:
+    from datetime import UTC, datetime
+
+    from controlplane.sim.clock import VirtualClock
+    from controlplane.store import Store
+    from controlplane.store.placement_journal import SqlPlacementJournal, live_bindings
+
+    token_file = tmp_path / "tokens"
+    token_file.write_text(TOKENS)
+    store = Store.open(sqlite_url, migrate=True)
+    clock = VirtualClock(datetime.fromtimestamp(T0_S, UTC))
+    now_s = [T0_S]
+    servers = [create_server("127.0.0.1:0", PlacementEngine(
+        journal=SqlPlacementJournal(store.engine, holder, clock), now_s=lambda: now_s[0]),
+        security=TransportSecurity(token_file=token_file)) for holder in ("first", "second")]
+    channels = [grpc.insecure_channel(f"127.0.0.1:{port}") for _, port in servers]
+    try:
+        first, second = (Served(c, token_file, PlacementMetrics(), [T0_S]) for c in channels)
+        for each in (first, second):
+            each.call("SyncInventory", pb.SyncInventoryRequest(nodes=[make_node("n0")]),
+                      "ops-token")
+        place = make_place("b1", tenant="beta")
+        place.lease_s = 30
+        first.call("Place", place, "beta-token")  # the second server has not read it yet
+        now_s[0] = T0_S + 10
+        renewed = second.call("RenewLeases", pb.RenewLeasesRequest(workload_ids=["b1"]),
+                              "alpha-token")
+        assert isinstance(renewed, pb.RenewLeasesResponse)
+        assert not renewed.renewed and list(renewed.unknown) == ["b1"]
+        denied = second.refused("Release", pb.ReleaseRequest(workload_id="b1"), "alpha-token")
+        assert denied.code() is grpc.StatusCode.PERMISSION_DENIED
+        with store.engine.connect() as connection:
+            held = [(b.workload_id, b.lease_expires_at_s) for b, _ in live_bindings(connection)]
+        assert held == [("b1", T0_S + 30)]  # never renewed nor released
+    finally:
+        for channel in channels:
+            channel.close()
+        for server, _ in servers:
+            stop(server, grace_s=0.5)
+        store.engine.dispose()
