@@ -29,6 +29,7 @@ from scheduler.domain.scoring import ScoreWeights
 from scheduler.domain.validate import validate_fleet_request, validate_nodes
 from scheduler.highs import HighsSolver
 from scheduler.journal import JournalChange, JournalChanges, PlacementJournal
+from scheduler.tenancy import Scope, check_release, may_act_for
 from scheduler.wallclock import unix_now_s
 
 #: Share of the caller's remaining deadline the fleet solver may use.
@@ -163,9 +164,11 @@ class PlacementEngine:
         with self._lock:
             self._expire(self._now_s())
 
-    def renew_leases(self, request: pb.RenewLeasesRequest) -> pb.RenewLeasesResponse:
+    def renew_leases(self, request: pb.RenewLeasesRequest,
+                     scope: Scope = None) -> pb.RenewLeasesResponse:
         """Extend each named binding's lease by its own ``lease_s`` from now; ids not bound
-        (or whose lease ran out) come back as unknown. Raises InvalidArgument, Unavailable."""
+        (or whose lease ran out), and to a caller scoped to tenants (``scope``) those bound for
+        another tenant, come back as unknown. Raises InvalidArgument, Unavailable."""
         for k, workload_id in enumerate(request.workload_ids):
             if not workload_id:
                 raise InvalidArgument(f"workload_ids[{k}]", "must not be empty")
@@ -173,10 +176,10 @@ class PlacementEngine:
             now_s = self._now_s()
             self._expire(now_s)
             if self._journal is None:
-                renewed = self._renewed(request.workload_ids, now_s)
+                renewed = self._renewed(request.workload_ids, now_s, scope)
             else:
                 with self._journaled() as change:
-                    renewed = self._renewed(request.workload_ids, now_s)
+                    renewed = self._renewed(request.workload_ids, now_s, scope)
                     leased = [b for b in renewed.values() if b is not None and b.leased]
                     if leased:
                         change.renewed(leased)
@@ -191,12 +194,15 @@ class PlacementEngine:
             renewed=[convert.binding_to_pb(b) for b in renewed.values() if b is not None],
             unknown=[w for w, b in renewed.items() if b is None])
 
-    def _renewed(self, workload_ids: Iterable[str], now_s: float) -> dict[str, Binding | None]:
-        """Each id's binding with its lease extended from ``now_s`` (None: not bound)."""
+    def _renewed(self, workload_ids: Iterable[str], now_s: float,
+                 scope: Scope) -> dict[str, Binding | None]:
+        """Each id's binding with its lease extended from ``now_s`` (None: not bound, or bound
+        for a tenant outside ``scope``)."""
         out: dict[str, Binding | None] = {}
         for workload_id in workload_ids:
-            held = (self._placer.cluster.bindings.get(workload_id)
-                    or self._waiting.get(workload_id))
+            held = self._held_binding(workload_id)
+            if held is not None and not may_act_for(scope, held.tenant):
+                held = None
             if held is not None and held.leased:
                 held = replace(held, lease_expires_at_s=now_s + held.lease_s)
             out[workload_id] = held
@@ -273,20 +279,31 @@ class PlacementEngine:
         self._watch_lease(leased)
         return leased
 
-    def release(self, request: pb.ReleaseRequest) -> pb.ReleaseResponse:
-        """Free a workload's resources; unknown ids are fine (idempotent)."""
+    def release(self, request: pb.ReleaseRequest, scope: Scope = None) -> pb.ReleaseResponse:
+        """Free a workload's resources; unknown ids are fine (idempotent). A caller scoped to
+        tenants (``scope``) may free only their bindings: PermissionDenied, checked against the
+        binding held when it is freed (with a journal: after catching up with it)."""
         workload_id = request.workload_id
         if not workload_id:
             raise InvalidArgument("workload_id", "must not be empty")
         with self._lock:
             if self._journal is not None:
                 with self._journaled() as change:
-                    if (workload_id in self._placer.cluster.bindings
-                            or workload_id in self._waiting):
+                    held = self._held_binding(workload_id)
+                    check_release(scope, workload_id, held.tenant if held else None)
+                    if held is not None:
                         change.released([workload_id])
+            else:
+                held = self._held_binding(workload_id)
+                check_release(scope, workload_id, held.tenant if held else None)
             self._placer.release(workload_id)
             self._waiting.pop(workload_id, None)
         return pb.ReleaseResponse()
+
+    def _held_binding(self, workload_id: str) -> Binding | None:
+        """The binding of ``workload_id`` held now, its lease run out or not (caller holds the
+        lock)."""
+        return self._placer.cluster.bindings.get(workload_id) or self._waiting.get(workload_id)
 
     def binding(self, workload_id: str) -> pb.Binding | None:
         """The current binding of a workload, or None."""

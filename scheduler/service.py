@@ -141,13 +141,13 @@ class PlacementServicer(pb_grpc.PlacementServicer):
     def Release(self, request: pb.ReleaseRequest,
                 context: grpc.ServicerContext) -> pb.ReleaseResponse:
         scope = caller_scope()
-        return call_engine(context, lambda: self._release(request, scope), pb.ReleaseResponse(),
-                           self.metrics, "Release")
+        return call_engine(context, lambda: self.engine.release(request, scope),
+                           pb.ReleaseResponse(), self.metrics, "Release")
 
     def RenewLeases(self, request: pb.RenewLeasesRequest,
                     context: grpc.ServicerContext) -> pb.RenewLeasesResponse:
         scope = caller_scope()
-        return call_engine(context, lambda: self._renew(request, scope),
+        return call_engine(context, lambda: self.engine.renew_leases(request, scope),
                            pb.RenewLeasesResponse(), self.metrics, "RenewLeases")
 
     def RankReplicas(self, request: pb.RankReplicasRequest,
@@ -214,33 +214,6 @@ class PlacementServicer(pb_grpc.PlacementServicer):
         self.engine.refresh()
         bound = {w: self.engine.binding(w) for w in workload_ids}
         return {w: (b.tenant if b is not None else None) for w, b in bound.items()}
-
-    def _release(self, request: pb.ReleaseRequest, scope: Scope) -> pb.ReleaseResponse:
-        """Release; a scoped caller only its tenants' bindings (an id bound to nobody: nothing
-        to do, the engine not asked)."""
-        workload_id = request.workload_id
-        if scope is None or not workload_id:
-            return self.engine.release(request)  # an empty id: InvalidArgument
-        tenant = self._bound_tenants([workload_id])[workload_id]
-        tenancy.check_release(scope, workload_id, tenant)
-        return self.engine.release(request) if tenant is not None else pb.ReleaseResponse()
-
-    def _renew(self, request: pb.RenewLeasesRequest, scope: Scope) -> pb.RenewLeasesResponse:
-        """RenewLeases; another tenant's ids come back unknown to a scoped caller, untouched.
-        A request with an empty id goes to the engine whole, which refuses it (InvalidArgument
-        naming its index) before renewing anything."""
-        ids = list(request.workload_ids)
-        if scope is None or not all(ids):
-            return self.engine.renew_leases(request)
-        hidden = tenancy.foreign_ids(scope, self._bound_tenants(ids))
-        if not hidden:
-            return self.engine.renew_leases(request)
-        mine = [w for w in ids if w not in hidden]
-        reply = (self.engine.renew_leases(pb.RenewLeasesRequest(workload_ids=mine)) if mine
-                 else pb.RenewLeasesResponse())
-        unknown = hidden | set(reply.unknown)
-        return pb.RenewLeasesResponse(renewed=reply.renewed,
-                                      unknown=[w for w in dict.fromkeys(ids) if w in unknown])
 
     def _rank(self, request: pb.RankReplicasRequest, scope: Scope) -> pb.RankReplicasResponse:
         """RankReplicas; another tenant's ids come back unknown to a scoped caller, unranked.

@@ -57,6 +57,9 @@ def parse_token_line(line: bytes, line_no: int) -> tuple[bytes, Scope]:
     token, *rest = line.split()
     if token.startswith(TENANT_KEY + b"="):
         raise TokenLineError(line_no, "no token before tenant=")
+    if not all(0x21 <= byte <= 0x7E for byte in token):
+        # gRPC metadata carries printable ASCII only: no client could ever send it
+        raise TokenLineError(line_no, "the token holds a byte that is not printable ASCII")
     if not rest:
         return token, None
     if len(rest) > 1:

@@ -98,6 +98,8 @@ def test_token_lines_without_a_scope_are_unscoped_and_with_tenant_are_scoped_to_
     ("SECRET-9 tenant=a tenant=b", "more than one field"),
     ("tenant=SECRET-9", "no token before tenant="),
     ("ops-token tenant=SECRET-9", "the token of line 1 with another scope"),
+    ("SECRET-9\u00e9", "not printable ASCII"),
+    ("SECRET\x01-9 tenant=a", "not printable ASCII"),
 ])
 def test_a_malformed_token_line_is_named_by_its_line_number_without_its_text(
         tmp_path: Path, line: str, problem: str) -> None:
@@ -404,4 +406,38 @@ def test_on_a_store_a_scoped_token_cannot_renew_or_release_a_binding_another_ser
             channel.close()
         for server, _ in servers:
             stop(server, grace_s=0.5)
+        store.engine.dispose()
+
+
+def test_a_scoped_release_is_checked_against_the_binding_held_when_it_is_freed(
+        sqlite_url: str) -> None:
+    # the id was released and placed again for another tenant by another server after this
+    # one last read the journal: the check is made where the binding is freed, not before
+    from datetime import UTC, datetime
+
+    from controlplane.sim.clock import VirtualClock
+    from controlplane.store import Store
+    from controlplane.store.placement_journal import SqlPlacementJournal, live_bindings
+    from scheduler.tenancy import PermissionDenied
+
+    store = Store.open(sqlite_url, migrate=True)
+    clock = VirtualClock(datetime.fromtimestamp(T0_S, UTC))
+    stale, other = (PlacementEngine(journal=SqlPlacementJournal(store.engine, holder, clock),
+                                    now_s=lambda: T0_S) for holder in ("stale", "other"))
+    try:
+        for engine in (stale, other):
+            engine.sync_inventory(pb.SyncInventoryRequest(nodes=[make_node("n0")]))
+        stale.place(make_place("w1", tenant="alpha"))
+        other.refresh()
+        other.release(pb.ReleaseRequest(workload_id="w1"))
+        other.place(make_place("w1", tenant="beta"))
+        with pytest.raises(PermissionDenied, match="w1"):
+            stale.release(pb.ReleaseRequest(workload_id="w1"), frozenset({"alpha"}))
+        renewed = stale.renew_leases(pb.RenewLeasesRequest(workload_ids=["w1"]),
+                                     frozenset({"alpha"}))
+        assert list(renewed.unknown) == ["w1"] and not renewed.renewed
+        with store.engine.connect() as connection:
+            held = [(b.workload_id, b.tenant) for b, _ in live_bindings(connection)]
+        assert held == [("w1", "beta")]
+    finally:
         store.engine.dispose()
