@@ -15,9 +15,9 @@ models:
          latency_ms: 800, memory_mib: 30000}
 ```
 
-The whole file is checked before anything is written: an impossible profile (a MIG size the
-product does not offer, more memory than the slice holds, a throughput of 0) is an error naming
-the file, the model and the field (``ModelsFileError``)."""
+The whole file is checked before anything is written: an impossible profile (a product not in
+the catalog, a MIG size the product does not offer, more memory than the slice holds, a
+throughput of 0) is an error naming the file, the model and the field (``ModelsFileError``)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,18 @@ class _Point(_Strict):
     throughput_rps: Positive
     latency_ms: Positive
     memory_mib: int = Field(ge=0)
+
+    @field_validator("product")
+    @classmethod
+    def _known_product(cls, product: str) -> str:
+        # the settings' pools take only catalog products, so a point for another (a typo: L40
+        # for L40S) could never be placed; it is named, as the settings' pools name it
+        entry = catalog.lookup(product)
+        if entry is None or entry.memory_mib <= 0:
+            known = ", ".join(p.name for p in catalog.PRODUCTS if p.memory_mib > 0)
+            raise ValueError(f"unknown GPU product {product!r}; known: {known} "
+                             "(or their aliases, scheduler/domain/catalog.py)")
+        return product
 
     @model_validator(mode="after")
     def _fits_the_slice(self) -> _Point:

@@ -52,6 +52,9 @@ def test_the_shipped_example_models_file_reads_as_the_specs_serve_manages() -> N
      "models[0] (llama-3-8b-chat): profile.0.batch_size: expected a number, got true"),
     ("name: resnet50", "name: llama-3-8b-chat",
      "models: duplicate name(s) ['llama-3-8b-chat']"),
+    ("{product: L4,", "{product: L40,",
+     "models[0] (llama-3-8b-chat): profile.1.product: unknown GPU product 'L40'; known: "
+     "A100-40GB, A100-80GB,"),
 ])
 def test_an_impossible_model_is_named_by_file_model_and_field(
         tmp_path: Path, old: str, new: str, named: str) -> None:
