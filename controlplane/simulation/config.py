@@ -26,6 +26,7 @@ from controlplane.simulation.cells import shown
 from controlplane.yaml_numbers import NoBoolForANumber
 from scheduler.domain.catalog import lookup
 from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU
+from scheduler.domain.validate import MAX_GPUS_PER_NODE
 
 #: On-demand list prices, USD per GPU-hour: the cost model's (REFERENCE.md §10.1, with their
 #: sources), so ``simulate`` and the dashboard price a product alike. Override with
@@ -76,7 +77,7 @@ class _Model(_Loose):
     per_replica_rps: float
     gpu_per_replica: float
     isolation: str = "TRUSTED"
-    tenant: str = "default"
+    tenant: str = Field("default", min_length=1)
     cold_start: _ColdStart
     idle_gpu_fraction: float = Field(1.0, ge=0, le=1)
     #: what a replica really serves within the SLO (default: per_replica_rps, the profile is right)
@@ -110,7 +111,7 @@ class _Model(_Loose):
 
 class _Fleet(_Loose):
     node_provision_s: _Quantiles = _Quantiles(p50=120, p90=240)
-    gpus_per_node: int = Field(8, ge=1)
+    gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE)  # settings' pools alike
     max_nodes: int = Field(10_000, ge=1, description="per GPU product")
     cached_start_s: _Quantiles = _Quantiles(p50=3, p90=5)
     idle_wake_s: float = Field(2.0, ge=0, le=MAX_SECONDS, allow_inf_nan=False)

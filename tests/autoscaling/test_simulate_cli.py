@@ -116,13 +116,16 @@ def test_one_policy_writes_the_timeline_where_asked_and_prints_a_table(tmp_path:
     (None, MODELS_YAML.replace("per_replica_rps: 2.0", "per_replica_rps: 2.0\n"
                                "    per_replica_rps: 50.0"), [],
      "models.yaml: line 5: invalid YAML (duplicate key 'per_replica_rps')"),
+    (None, MODELS_YAML.replace("tenant: acme\n    cold_start: {p50_s: 22, p90_s: 39}\n  - name",
+                               "tenant: ''\n    cold_start: {p50_s: 22, p90_s: 39}\n  - name"),
+     [], "models[0] (chat/large): tenant: String should have at least 1 character"),
 ], ids=["unknown model", "gap", "negative rate", "non-numeric rate", "zero throughput",
         "fractional multi-gpu", "replica larger than a node", "missing p90", "p90 below p50",
         "unpriced product", "model without traffic", "unknown policy", "unknown method",
         "cold start of 1e300 s", "idle wake of 1e308 s", "price of 1e308 USD",
         "share below an MPS client",
         "rate no pool can serve",
-        "throughput no pool can serve", "a key given twice"])
+        "throughput no pool can serve", "a key given twice", "an empty tenant"])
 def test_bad_input_is_refused_naming_the_model_and_field(
         tmp_path: Path, tweak: dict[tuple[str, int], str] | None, models_text: str | None,
         extra: list[str], message: str) -> None:
@@ -381,10 +384,12 @@ def test_valid_cold_start_samples_replay_from_the_models_file_or_the_option(
     ("  prices: {A100-80GB: true}\n",
      "models.yaml: fleet.prices: expected a number, got {'A100-80GB': true}"),
     ("  gpus_per_node: true\n", "models.yaml: fleet.gpus_per_node: expected a number, got true"),
+    ("  gpus_per_node: 100000000\n", "models.yaml: fleet.gpus_per_node: Input should be less "
+     "than or equal to 64, got 100000000"),
 ], ids=["infinite provisioning p90", "provisioning p90 below p50", "cached start p90 below p50",
         "negative price", "negative tenant budget", "fractional gpus per node",
         "budget for a tenant no model has", "a yaml true for a price",
-        "a yaml true for gpus per node"])
+        "a yaml true for gpus per node", "a hundred million gpus per node"])
 def test_impossible_fleet_settings_are_refused_naming_the_field_and_key(
         tmp_path: Path, fleet_lines: str, message: str) -> None:
     text = MODELS_YAML.replace("  node_provision_s: {p50: 120, p90: 240}\n", "").replace(
@@ -513,3 +518,4 @@ fleet:
     # before, the pool went to 9 nodes under the 40 replicas and back to 10 (a new node)
     assert summary["actions"] == 0
     assert {r["gpus_billed"] for r in _rows(tmp_path / "T.csv")} == {"40"}
+
