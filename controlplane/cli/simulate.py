@@ -242,6 +242,8 @@ def simulate_command(
                              in named else str(error)) from None
     except (ConfigError, ModelsFileError, TraceError, UnknownMethodError, ValueError) as error:
         raise usage_error(str(error)) from None
+    for warning in config.warnings:
+        print_warning(warning)
     if chosen is not None and chosen.ignored:
         print_warning(f"simulate ignores the settings {', '.join(chosen.ignored)} ({config_file} "
                       "and HEADROOM_* variables): they set up the live control plane; the models "

@@ -23,6 +23,7 @@ from controlplane.domain.models import Isolation
 from controlplane.models_yaml import ModelsFileError as ModelsFileError
 from controlplane.models_yaml import unique_names, validated
 from controlplane.simulation.cells import shown
+from controlplane.simulation.misspelt_keys import misspelt_keys
 from controlplane.yaml_numbers import NoBoolForANumber
 from scheduler.domain.catalog import lookup
 from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU
@@ -170,6 +171,8 @@ class SimConfig:
     models: tuple[SimModel, ...]
     fleet: FleetConfig
     source: str
+    #: keys of the file close to a known one (a misspelling whose value is not used), one line each
+    warnings: tuple[str, ...] = ()
 
     def model(self, name: str) -> SimModel:
         return next(m for m in self.models if m.name == name)
@@ -307,7 +310,8 @@ def load_models_file(path: Path, cold_start_override: _ColdStart | None = None) 
         gpus_per_node=fleet.gpus_per_node, max_nodes=fleet.max_nodes,
         idle_wake_s=fleet.idle_wake_s, prices={**DEFAULT_PRICES, **fleet.prices},
         cluster_gpu_budget=fleet.cluster_gpu_budget,
-        tenant_gpu_budgets=dict(fleet.tenant_gpu_budgets)), str(path))
+        tenant_gpu_budgets=dict(fleet.tenant_gpu_budgets)), str(path),
+        misspelt_keys(str(path), parsed, list(parsed.models), [m.name for m in parsed.models]))
 
 
 def parse_cold_start_option(value: str) -> _ColdStart:

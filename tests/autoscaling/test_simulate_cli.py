@@ -519,3 +519,19 @@ fleet:
     assert summary["actions"] == 0
     assert {r["gpus_billed"] for r in _rows(tmp_path / "T.csv")} == {"40"}
 
+
+def test_a_misspelt_key_of_the_models_file_is_named_with_the_key_it_is_close_to(
+        tmp_path: Path) -> None:
+    text = MODELS_YAML.replace("    isolation: STRICT\n", "    isolaton: STRICT\n").replace(
+        "  gpus_per_node: 8\n", "  gpus_per_nodes: 4\n  owner: platform-team\n")
+    trace = write_trace(tmp_path / "trace.csv", steps=6)
+    models = write_models(tmp_path / "models.yaml", text)
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), "--policy", "static", *FAST)
+    assert code == 0, out  # extra keys are allowed (DESIGN.md): named, not refused
+    shown = " ".join(out.split())
+    assert (f"warning: {models}: models[0] (chat/large): isolaton: unknown key, ignored; did "
+            "you mean isolation?") in shown
+    assert (f"warning: {models}: fleet.gpus_per_nodes: unknown key, ignored; did you mean "
+            "gpus_per_node?") in shown
+    assert "owner" not in shown  # an extra key near no known one is the file's own business
