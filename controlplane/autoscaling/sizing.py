@@ -18,6 +18,7 @@ from controlplane.domain.placement import FleetPlacement, PlacedSegment, WarmGpu
 
 TENANT_BUDGET = "tenant_gpu_budget"
 CLUSTER_BUDGET = "cluster_gpu_budget"
+POOL_MAX_NODES = "pool_max_nodes"  # :<pool>, the pool that cannot hold more of the product
 WARM_POOL_LADDER = "warm_pool_ladder"
 _EPS = 1e-9
 
@@ -126,16 +127,32 @@ def apply_gpu_budgets(
     GPUs the placement would take (``placed_gpus``; a tenant's models packed on their own): warm
     rungs of every model go before any serving replica (an idle rung that keeps no GPU share is
     never trimmed), always from the model holding the most GPU share; trimmed requests carry
-    the budget reason. With ``pools`` the cluster budget also keeps the whole nodes the
-    placement needs (a budget that is not whole nodes would otherwise take a node away from
-    replicas it let through). Without budgets the requests come back as they are."""
+    the budget reason. With ``pools``, each product's requests are also trimmed to the GPUs its
+    pools hold at ``max_nodes`` (reason ``pool_max_nodes:<pool>``): PlanFleet leaves a model it
+    cannot serve in full unplaced, which would scale it to zero, so a model over what the pools
+    can ever hold keeps what they hold instead (e.g. after an operator lowered ``max_nodes``);
+    and the cluster budget keeps the whole nodes the placement needs (a budget that is not
+    whole nodes would otherwise take a node away from replicas it let through). Without budgets
+    or pools the requests come back as they are."""
     by_model = {r.model: r for r in requests}
     for tenant, budget in sorted(tenant_budgets.items()):
         members = [m for m in by_model if shapes[m].tenant == tenant]
         _clamp(by_model, shapes, members, budget, f"{TENANT_BUDGET}:{tenant}")
+    for product, (names, max_gpus) in sorted(_pool_capacity(pools).items()):
+        members = [m for m in by_model if shapes[m].product == product]
+        _clamp(by_model, shapes, members, max_gpus, f"{POOL_MAX_NODES}:{'+'.join(names)}")
     if cluster_budget_gpus is not None:
         _clamp(by_model, shapes, list(by_model), cluster_budget_gpus, CLUSTER_BUDGET, pools)
     return tuple(by_model[r.model] for r in requests)
+
+
+def _pool_capacity(pools: Sequence[PoolSpec]) -> dict[str, tuple[list[str], int]]:
+    """Product -> (its pools, the GPUs they hold at ``max_nodes``)."""
+    capacity: dict[str, tuple[list[str], int]] = {}
+    for pool in pools:
+        names, gpus = capacity.get(pool.product, ([], 0))
+        capacity[pool.product] = ([*names, pool.name], gpus + pool.max_nodes * pool.gpus_per_node)
+    return capacity
 
 
 def budget_cuts(requests: Sequence[ModelRequest], trimmed: Sequence[ModelRequest]
