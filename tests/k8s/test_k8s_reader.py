@@ -25,9 +25,12 @@ from kubernetes import client
 
 from controlplane.adapters.k8s.api import KubeApi
 from controlplane.adapters.k8s.inventory import free_gpu_resources, normalize_product, parse_pod
+from controlplane.adapters.k8s.manifests import config_map, device_plugin_entry
 from controlplane.adapters.placement import inventory_request
 from controlplane.domain.errors import TransientError
+from controlplane.domain.models import SharingMode
 from controlplane.domain.observed import ModelLoad
+from controlplane.domain.sharing_config import SharingLayout
 from controlplane.sim.clock import VirtualClock
 from controlplane.store.codec import observed_to_json
 from tests.httpstub import serve
@@ -243,6 +246,8 @@ def test_gpu_pods_count_workloads_a_drain_would_evict_and_sharing_follows_the_co
     apiserver.seed(nodepool("l4", gpu_name="l4"))
     apiserver.seed(gpu_node("l4-1", product="NVIDIA-L4", gpus=4, nodepool="l4",
                             extra_labels={"nvidia.com/device-plugin.config": "headroom-mps-4"}))
+    apiserver.seed(config_map("headroom-device-plugin-config", GPU_OPERATOR_NS, {
+        "headroom-mps-4": device_plugin_entry(SharingLayout(SharingMode.MPS, 4), "mixed")}))
     apiserver.seed(gpu_node("l4-2", product="NVIDIA-L4", gpus=4, nodepool="l4",
                             sharing="time-slicing",
                             extra_labels={"nvidia.com/gpu.replicas": "3"}))

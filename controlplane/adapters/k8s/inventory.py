@@ -22,6 +22,7 @@ from controlplane.domain.mig_layout import (
     layout_problems,
     uniform,
 )
+from controlplane.domain.sharing_config import layout_from_config_name
 from controlplane.settings import KubernetesSettings
 from scheduler.domain.catalog import lookup
 
@@ -94,9 +95,20 @@ class Inventory:
     notes: tuple[str, ...] = field(default=())
     # pool -> its warm-capacity placeholder Deployment
     placeholders: dict[str, JsonObject] = field(default_factory=dict)
+    # the named configs the device-plugin ConfigMap holds (None: not read)
+    sharing_configs: frozenset[str] | None = None
 
     def node(self, name: str) -> NodeInfo | None:
         return next((node for node in self.nodes if node.name == name), None)
+
+    def lost_sharing_config(self, node: NodeInfo) -> str:
+        """The Headroom sharing config the node's ``nvidia.com/device-plugin.config`` label
+        names when the device-plugin ConfigMap does not hold it (deleted or edited by someone
+        else: the plugin ignores the name); "" otherwise."""
+        name = node.labels.get(n.DEVICE_PLUGIN_CONFIG, "")
+        if self.sharing_configs is None or layout_from_config_name(name) is None:
+            return ""
+        return "" if name in self.sharing_configs else name
 
     def pods_on(self, node: str) -> tuple[PodInfo, ...]:
         return tuple(p for p in self.pods if p.node == node)
@@ -245,8 +257,11 @@ def fetch_inventory(api: KubeApi, settings: KubernetesSettings,
         (o["metadata"].get("labels") or {}).get(n.WARM_POOL_LABEL, ""): o
         for o in api.list("apps/v1", "Deployment", settings.namespace,
                           label_selector=n.WARM_POOL_LABEL)}
+    plugin = api.read("v1", "ConfigMap", settings.device_plugin_config_map,
+                      settings.gpu_operator_namespace)
+    sharing_configs = frozenset(str(k) for k in ((plugin or {}).get("data") or {}))
     return Inventory(nodes, pods, tuple(workloads), budgets, nodepool_objs, mig_configs,
-                     tuple(notes), placeholders)
+                     tuple(notes), placeholders, sharing_configs)
 
 
 def free_gpu_resources(node: NodeInfo, pods: Sequence[PodInfo]) -> dict[str, int]:

@@ -48,7 +48,10 @@ def observed_node(node: NodeInfo, inventory: Inventory) -> ObservedNode:
     layout = inventory.layout_of(node)
     # Headroom's device-plugin config names the mode and clients per GPU (the plugin applies it
     # live); a node on another config: the plugin's own labels
-    config = layout_from_config_name(node.labels.get(n.DEVICE_PLUGIN_CONFIG, ""))
+    # a config the device-plugin ConfigMap no longer holds is not in force (the plugin ignores
+    # the name): the plugin's own labels, as for another config
+    config = (None if inventory.lost_sharing_config(node) else
+              layout_from_config_name(node.labels.get(n.DEVICE_PLUGIN_CONFIG, "")))
     replicas = node.labels.get(n.GPU_REPLICAS, "1")
     strategy_mode = (config.mode if config is not None else
                      mode_from_strategy(node.labels.get(n.SHARING_STRATEGY, "none")))
@@ -165,6 +168,13 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
             notes.append(f"node {node.name}: no configured pool for GPU product {node.product}")
             continue
         nodes.append(observed_node(node, inventory))
+        lost = inventory.lost_sharing_config(node)
+        if lost:
+            notes.append(f"node {node.name}: selects {n.DEVICE_PLUGIN_CONFIG}={lost}, which "
+                         f"ConfigMap {settings.gpu_operator_namespace}/"
+                         f"{settings.device_plugin_config_map} does not hold (deleted or edited "
+                         "outside Headroom): the device plugin ignores it; its sharing is read "
+                         "from the plugin's labels until Headroom writes the config again")
         if node.mig_config and node.mig_state not in ("", "success"):
             notes.append(f"node {node.name}: mig.config={node.mig_config} "
                          f"state={node.mig_state}")
