@@ -27,7 +27,7 @@ from controlplane.adapters.k8s.api import KubeApi
 from controlplane.adapters.k8s.inventory import free_gpu_resources, normalize_product, parse_pod
 from controlplane.adapters.k8s.manifests import config_map, device_plugin_entry
 from controlplane.adapters.placement import inventory_request
-from controlplane.domain.errors import TransientError
+from controlplane.domain.errors import PermanentError, TransientError
 from controlplane.domain.models import SharingMode
 from controlplane.domain.observed import ModelLoad
 from controlplane.domain.sharing_config import SharingLayout
@@ -377,3 +377,13 @@ def test_a_pod_whose_gpu_quantity_is_not_a_quantity_is_refused_naming_the_pod() 
     bad = gpu_pod("odd", "a100-1", requests={"nvidia.com/gpu": "one"})
     with pytest.raises(ValueError, match=r"pod models/odd: nvidia.com/gpu is not a Kubernetes"):
         parse_pod(bad)
+
+
+def test_a_listed_pod_whose_gpu_quantity_is_not_a_quantity_is_a_permanent_error_naming_it(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    # a real API server admits only quantities; a proxy or stub in between may not: the tick
+    # records why it could not observe, rather than the job dying on a ValueError every tick
+    seed_fleet(apiserver)
+    apiserver.seed(gpu_pod("odd", "a100-1", requests={"nvidia.com/gpu": "one"}))
+    with pytest.raises(PermanentError, match=r"cannot read: pod models/odd: nvidia.com/gpu"):
+        make_backend(apiserver, clock).reader.snapshot()

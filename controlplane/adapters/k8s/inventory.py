@@ -15,6 +15,7 @@ from controlplane.adapters.k8s.gpu_requests import UNPARSABLE, pod_gpu_requests,
 from controlplane.adapters.k8s.manifests import mig_parted_configs
 from controlplane.adapters.k8s.quantity import count, parse_quantity
 from controlplane.domain.desired import PoolSpec
+from controlplane.domain.errors import PermanentError
 from controlplane.domain.mig_layout import (
     NodeMigLayout,
     builtin_layout,
@@ -233,8 +234,12 @@ def fetch_inventory(api: KubeApi, settings: KubernetesSettings,
         notes.append("karpenter NodePool API not found: pool targets come from node counts")
     by_nodepool = {settings.nodepool_names.get(p.name, p.name): p.name for p in pools}
     nodes = tuple(parse_node(o, pools, by_nodepool) for o in api.list("v1", "Node"))
-    pods = tuple(parse_pod(o) for o in api.list(
-        "v1", "Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed"))
+    try:
+        pods = tuple(parse_pod(o) for o in api.list(
+            "v1", "Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed"))
+    except ValueError as error:  # no API server serves one: not worth retrying every tick
+        raise PermanentError(f"the API server listed a pod Headroom cannot read: {error}"
+                             ) from error
     workloads: list[WorkloadInfo] = []
     for namespace in settings.workload_namespaces or [""]:
         for kind in ("Deployment", "StatefulSet"):
