@@ -75,6 +75,18 @@ def test_a_rejected_nodepool_write_says_the_placeholders_were_already_written(
     assert placeholder["spec"]["replicas"] == 3
 
 
+def test_a_rejected_placeholder_write_names_its_deployment_and_leaves_the_nodepool(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    backend = leading_l4(apiserver, clock)
+    apiserver.inject_fault("PATCH", f"/deployments/{PLACEHOLDERS}", 422)
+    outcome = backend.node_pools.set_size("l4", 3)
+    assert not outcome.ok and not outcome.retryable
+    assert outcome.message == (f"Deployment {HEADROOM_NS}/{PLACEHOLDERS}: HTTP 422: injected "
+                               "fault 422")
+    observed = backend.reader.snapshot().pool("l4")
+    assert observed is not None and observed.target_nodes == 1
+
+
 def test_a_completed_resize_is_observed_at_its_target_with_its_placeholders(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     backend = leading_l4(apiserver, clock)

@@ -111,13 +111,18 @@ class K8sNodePoolActuator:
     def _write_placeholders(self, wanted: JsonObject) -> None:
         """Apply the Deployment; when what the apply returns still differs (another manager,
         e.g. kubectl edit, added a nodeSelector key or a GPU resource Headroom never applied,
-        which an apply leaves in place), replace those pod-template fields with a JSON patch."""
-        applied = self.api.apply(wanted)
-        if not placeholder_drift(wanted, applied):
-            return
+        which an apply leaves in place), replace those pod-template fields with a JSON patch.
+        An API error names the Deployment, as the NodePool write's names the NodePool."""
         meta = wanted["metadata"]
-        self.api.json_patch("apps/v1", "Deployment", meta["name"],
-                            reset_pod_template(wanted, applied), meta["namespace"])
+        try:
+            applied = self.api.apply(wanted)
+            if not placeholder_drift(wanted, applied):
+                return
+            self.api.json_patch("apps/v1", "Deployment", meta["name"],
+                                reset_pod_template(wanted, applied), meta["namespace"])
+        except (TransientError, PermanentError) as error:  # same class: same retry verdict
+            raise type(error)(f"Deployment {meta['namespace']}/{meta['name']}: {error}"
+                              ) from None
 
     def set_size(self, pool: str, nodes: int) -> ActionOutcome:
         """Absolute target; idempotent. Unknown pool or missing NodePool: non-retryable."""
