@@ -14,6 +14,17 @@ persists the value; a crash anywhere in between is harmless because every phase 
 effects from the observed view (a cordoned node is not cordoned again, a node already labelled
 is not relabelled). Evictions only go through the Eviction API: a disruption budget that says
 "not now" makes the relayout wait with a recorded reason, never forces it.
+
+Cordons: a relayout undoes only its own cordon. Its cordon carries a marker (the adapter labels
+the node with the relayout's id; ``RelayoutView.cordon_is_mine``), so a crash between cordoning
+and saving still knows the cordon is its own. A node found cordoned without the marker when the
+relayout comes to cordon it was cordoned by someone else first (``was_cordoned``, persisted):
+the relayout goes on and leaves that cordon in place. At the end (done, rolled back, aborted
+drain) the node is uncordoned only when its cordon carries the marker and it was not cordoned
+before; otherwise it stays cordoned and ``wait_reason`` says why (``left_cordoned: ...``). A
+``kubectl cordon`` of a node the relayout already cordoned writes nothing and cannot be seen:
+an operator who wants that node kept cordoned removes the marker label. Starting a relayout on a
+cordoned node is refused (the planner already skips cordoned nodes).
 """
 
 from __future__ import annotations
@@ -81,6 +92,7 @@ class MigRelayout:
     wait_reason: str = ""
     alert: str = ""
     reason: str = ""
+    was_cordoned: bool = False  # someone else's cordon was on the node before the relayout's
 
     @property
     def is_active(self) -> bool:
@@ -111,6 +123,7 @@ class RelayoutView:
     others: tuple[NodeCapacity, ...]  # the other nodes of the pool
     pool_target_nodes: int
     gpus_per_node: int
+    cordon_is_mine: bool = False  # the node carries this relayout's cordon marker
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +134,8 @@ class ScalePool:
 
 @dataclass(frozen=True, slots=True)
 class SetUnschedulable:
+    """Cordon the node with the relayout's marker, or uncordon it and remove the marker."""
+
     node: str
     unschedulable: bool
 
@@ -261,8 +276,25 @@ def _surge(r: MigRelayout, view: RelayoutView, now: datetime,
 def _cordon(r: MigRelayout, view: RelayoutView, now: datetime,
             policy: RelayoutPolicy) -> RelayoutStep:
     if view.cordoned:
-        return RelayoutStep(_enter(r, RelayoutPhase.DRAIN, now, policy))
+        was_cordoned = r.was_cordoned or not view.cordon_is_mine
+        return RelayoutStep(_enter(replace(r, was_cordoned=was_cordoned), RelayoutPhase.DRAIN,
+                                   now, policy))
     return RelayoutStep(_wait(r, now, "cordoning"), (SetUnschedulable(r.node, True),))
+
+
+def _give_back(r: MigRelayout, view: RelayoutView, phase: RelayoutPhase, now: datetime,
+               policy: RelayoutPolicy, alert: str | None = None) -> RelayoutStep:
+    """End in ``phase``, undoing the relayout's own cordon (and its marker) only: a node
+    cordoned before the relayout, or whose cordon lacks the marker, stays cordoned."""
+    ended = _enter(r, phase, now, policy, alert=alert)
+    if view.cordon_is_mine and not r.was_cordoned:
+        return RelayoutStep(ended, (SetUnschedulable(r.node, False),))
+    if not view.cordoned:
+        return RelayoutStep(ended)
+    why = (f"{r.node} was cordoned before the relayout; its cordon is not Headroom's"
+           if r.was_cordoned else
+           f"{r.node}'s cordon lacks this relayout's marker (someone else's)")
+    return RelayoutStep(replace(ended, wait_reason="left_cordoned: " + why))
 
 
 def _drain(r: MigRelayout, view: RelayoutView, now: datetime,
@@ -271,9 +303,8 @@ def _drain(r: MigRelayout, view: RelayoutView, now: datetime,
         return RelayoutStep(_enter(r, RelayoutPhase.RELABEL, now, policy))
     left = ", ".join(f"{p.namespace}/{p.name}" for p in view.pods)
     if _expired(r, now):
-        return RelayoutStep(_enter(r, RelayoutPhase.ABORTED, now, policy,
-                                   alert=f"drain_timeout: {left} still running"),
-                            (SetUnschedulable(r.node, False),))
+        return _give_back(r, view, RelayoutPhase.ABORTED, now, policy,
+                          alert=f"drain_timeout: {left} still running")
     evictions = tuple(Evict(p.namespace, p.name) for p in view.pods)
     return RelayoutStep(_wait(r, now, f"draining: {left}"), evictions)
 
@@ -292,8 +323,7 @@ def _await_mig(r: MigRelayout, view: RelayoutView, now: datetime,
         return RelayoutStep(_enter(r, RelayoutPhase.FAILED, now, policy,
                                    alert=f"mig_label_changed: {view.mig_config!r}"))
     if view.mig_state == "success":
-        effects = (SetUnschedulable(r.node, False),) if view.cordoned else ()
-        return RelayoutStep(_enter(r, RelayoutPhase.DONE, now, policy), effects)
+        return _give_back(r, view, RelayoutPhase.DONE, now, policy)
     if view.mig_state == "failed" or _expired(r, now):
         cause = "mig_config_failed" if view.mig_state == "failed" else "mig_config_timeout"
         return RelayoutStep(_enter(r, RelayoutPhase.ROLLBACK, now, policy, alert=cause))
@@ -310,9 +340,7 @@ def _rollback(r: MigRelayout, view: RelayoutView, now: datetime,
 def _await_rollback(r: MigRelayout, view: RelayoutView, now: datetime,
                     policy: RelayoutPolicy) -> RelayoutStep:
     if view.mig_config == r.from_config and view.mig_state == "success":
-        effects = (SetUnschedulable(r.node, False),) if view.cordoned else ()
-        return RelayoutStep(_enter(r, RelayoutPhase.ROLLED_BACK, now, policy, alert=r.alert),
-                            effects)
+        return _give_back(r, view, RelayoutPhase.ROLLED_BACK, now, policy, alert=r.alert)
     if view.mig_state == "failed" or _expired(r, now) or view.mig_config != r.from_config:
         return RelayoutStep(_enter(r, RelayoutPhase.FAILED, now, policy,
                                    alert=f"{r.alert}; rollback_failed"))

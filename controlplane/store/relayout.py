@@ -1,4 +1,5 @@
-"""Persisted MIG re-layout state machines (one row per relayout; Alembic revision 0002).
+"""Persisted MIG re-layout state machines (one row per relayout; Alembic revisions 0002, 0015:
+``was_cordoned``, False on rows saved before).
 
 Every step of a relayout is saved in its own transaction after its effects ran, so a crashed
 process resumes each active relayout from the last saved phase (see domain/mig_relayout.py).
@@ -10,7 +11,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Column, Engine, Text
+from sqlalchemy import Boolean, Column, Engine, Text, false
 from sqlmodel import Field, Session, SQLModel, col, select
 
 from controlplane.domain.mig_layout import NodeMigLayout, layout_from_entries, mig_parted_entries
@@ -43,6 +44,8 @@ class MigRelayoutRecord(SQLModel, table=True):
     wait_reason: str = Field(default="", sa_column=Column(Text, nullable=False))
     alert: str = Field(default="", sa_column=Column(Text, nullable=False))
     reason: str = Field(default="", max_length=200)
+    was_cordoned: bool = Field(default=False, sa_column=Column(
+        Boolean, nullable=False, server_default=false()))
 
 
 def layout_to_json(layout: NodeMigLayout) -> str:
@@ -61,7 +64,8 @@ def to_record(r: MigRelayout) -> MigRelayoutRecord:
         from_config=r.from_config, to_config=r.to_config,
         to_layout_json=layout_to_json(r.to_layout), phase=r.phase.value, active=r.is_active,
         started_at=r.started_at, updated_at=r.updated_at, deadline_at=r.deadline_at,
-        surge_nodes=r.surge_nodes, wait_reason=r.wait_reason, alert=r.alert, reason=r.reason)
+        surge_nodes=r.surge_nodes, wait_reason=r.wait_reason, alert=r.alert, reason=r.reason,
+        was_cordoned=r.was_cordoned)
 
 
 def from_record(row: MigRelayoutRecord) -> MigRelayout:
@@ -72,7 +76,8 @@ def from_record(row: MigRelayoutRecord) -> MigRelayout:
         to_config=row.to_config, to_layout=layout_from_json(row.to_layout_json),
         phase=RelayoutPhase(row.phase), started_at=started_at, updated_at=updated_at,
         deadline_at=_utc(row.deadline_at), surge_nodes=row.surge_nodes,
-        wait_reason=row.wait_reason, alert=row.alert, reason=row.reason)
+        wait_reason=row.wait_reason, alert=row.alert, reason=row.reason,
+        was_cordoned=row.was_cordoned)
 
 
 class SqlRelayoutStore:

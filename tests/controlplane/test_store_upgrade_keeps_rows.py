@@ -52,7 +52,7 @@ ROWS: dict[str, list[dict[str, Any]]] = {
                            to_layout_json='{"gpus": [["3g.20gb", "3g.20gb"]]}',
                            phase="draining", active=True, started_at=T0, updated_at=T1,
                            deadline_at=None, surge_nodes=1, wait_reason="", alert="",
-                           reason="fragmented")],
+                           reason="fragmented", was_cordoned=True)],
     "issued_forecasts": [dict(id=1, model="bert-embed", target_at=T1, step_s=300, p50_rps=12.0,
                               p90_rps=15.0, sigma=0.2, observed_rps=None, scored_at=None)],
     "leases": [dict(name="fleet", holder="host-1234", acquired_at=T0, renewed_at=T1,
@@ -73,7 +73,8 @@ ROWS: dict[str, list[dict[str, Any]]] = {
 ADDED = {("placement_bindings", "lease_s"): 0.0,  # 0009: no lease, never expires
          ("placement_bindings", "lease_expires_at_s"): 0.0,
          ("placement_bindings", "model"): "",  # 0014: not known
-         ("placement_bindings", "tenant"): ""}
+         ("placement_bindings", "tenant"): "",
+         ("mig_relayouts", "was_cordoned"): False}  # 0015: Headroom's own cordon
 RENAMED_BY_0006 = {("observations", "latency_ms"): "mean_latency_ms"}  # 0005 named it so
 
 

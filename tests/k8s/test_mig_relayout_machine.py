@@ -35,9 +35,11 @@ POD = PodOnNode("models", "m-0", ((SLICE, 1),))
 
 def view(*, cordoned: bool = False, config: str = "all-1g.10gb", state: str = "success",
          pods: tuple[PodOnNode, ...] = (POD,), spare: int = 3, target: int = 2,
-         exists: bool = True) -> RelayoutView:
+         exists: bool = True, mine: bool | None = None) -> RelayoutView:
+    """``mine``: the cordon carries this relayout's marker (by default: whenever cordoned)."""
     other = NodeCapacity("a100-2", True, ((SLICE, spare),))
-    return RelayoutView(exists, cordoned, config, state, pods, (other,), target, 8)
+    return RelayoutView(exists, cordoned, config, state, pods, (other,), target, 8,
+                        cordoned if mine is None else mine)
 
 
 def fresh() -> MigRelayout:
@@ -151,6 +153,49 @@ def test_resuming_a_phase_whose_effect_already_happened_does_not_repeat_it() -> 
     assert step.effects == (WriteMigConfig(TO, LAYOUT),)  # no second label write
     done = step_relayout(step.relayout, view(cordoned=True, pods=(), config=TO), T0, POLICY)
     assert done.relayout.phase is RelayoutPhase.DONE
+
+
+def test_a_node_someone_else_cordoned_before_the_relayout_did_is_recorded_and_left_cordoned(
+) -> None:
+    cordoning = replace(fresh(), phase=RelayoutPhase.CORDON)
+    step = step_relayout(cordoning, view(cordoned=True, mine=False), T0, POLICY)
+    assert step.relayout.phase is RelayoutPhase.DRAIN and step.effects == ()
+    assert step.relayout.was_cordoned
+    awaiting = replace(step.relayout, phase=RelayoutPhase.AWAIT_MIG)
+    done = step_relayout(awaiting, view(cordoned=True, mine=False, pods=(), config=TO), T0,
+                         POLICY)
+    assert done.relayout.phase is RelayoutPhase.DONE and done.effects == ()
+    assert done.relayout.wait_reason == (
+        "left_cordoned: a100-1 was cordoned before the relayout; its cordon is not Headroom's")
+
+
+def test_a_cordon_without_the_relayouts_marker_at_the_end_is_left_in_place() -> None:
+    awaiting = replace(fresh(), phase=RelayoutPhase.AWAIT_MIG)
+    done = step_relayout(awaiting, view(cordoned=True, mine=False, pods=(), config=TO), T0,
+                         POLICY)
+    assert done.relayout.phase is RelayoutPhase.DONE and done.effects == ()
+    assert done.relayout.wait_reason == (
+        "left_cordoned: a100-1's cordon lacks this relayout's marker (someone else's)")
+    rolling = replace(fresh(), phase=RelayoutPhase.AWAIT_ROLLBACK, alert="mig_config_failed")
+    back = step_relayout(rolling, view(cordoned=True, mine=False, pods=()), T0, POLICY)
+    assert back.relayout.phase is RelayoutPhase.ROLLED_BACK and back.effects == ()
+    draining = replace(fresh(), phase=RelayoutPhase.DRAIN, deadline_at=T0)
+    late = step_relayout(draining, view(cordoned=True, mine=False), T0, POLICY)
+    assert late.relayout.phase is RelayoutPhase.ABORTED and late.effects == ()
+
+
+def test_a_relayout_that_crashed_after_its_own_cordon_knows_the_cordon_is_its_own() -> None:
+    cordoning = replace(fresh(), phase=RelayoutPhase.CORDON)
+    step = step_relayout(cordoning, view(cordoned=True, mine=True), T0, POLICY)
+    assert step.relayout.phase is RelayoutPhase.DRAIN and not step.relayout.was_cordoned
+
+
+def test_a_marker_left_on_a_node_someone_uncordoned_is_removed_at_the_end() -> None:
+    awaiting = replace(fresh(), phase=RelayoutPhase.AWAIT_MIG)
+    done = step_relayout(awaiting, view(cordoned=False, mine=True, pods=(), config=TO), T0,
+                         POLICY)
+    assert done.effects == (SetUnschedulable("a100-1", False),)
+    assert done.relayout.wait_reason == ""
 
 
 def test_terminal_relayouts_do_nothing() -> None:

@@ -61,8 +61,9 @@ def relayout_view(inventory: Inventory, relayout: MigRelayout, pool: PoolSpec,
         for o in inventory.nodes if o.pool == relayout.pool and o.name != node.name)
     registered = sum(1 for o in inventory.nodes if o.pool == relayout.pool)
     target = target_nodes(pool, inventory.nodepools.get(nodepool_name), registered)
+    mine = node.labels.get(n.RELAYOUT_CORDON_LABEL) == n.label_value(relayout.relayout_id)
     return RelayoutView(True, node.unschedulable, node.mig_config, node.mig_state, pods, others,
-                        target, pool.gpus_per_node)
+                        target, pool.gpus_per_node, mine)
 
 
 def surge_floors(store: RelayoutStore) -> Mapping[str, int]:
@@ -128,6 +129,9 @@ class K8sMigRelayoutActuator:
         if info.mig_state in ("pending", "rebooting"):
             return failed(node, f"mig_change_in_progress: {info.mig_config} is {info.mig_state}",
                           retryable=True)
+        if info.unschedulable:  # an operator's, or a failed relayout's left for one
+            return failed(node, f"node_cordoned: node {node} is cordoned (an operator's cordon "
+                          "means leave it alone); not re-laid out", retryable=True)
         backoff = retry_refusal(self.store.relayouts_of(node), target, self.clock.now(),
                                 self.policy)
         if backoff:
@@ -190,6 +194,9 @@ class K8sMigRelayoutActuator:
                     log.warning("relayout.alert", extra={"node": following.node,
                                                          "phase": following.phase.value,
                                                          "alert": following.alert})
+                if following.wait_reason.startswith("left_cordoned") and not following.is_active:
+                    log.info("relayout.left_cordoned", extra={
+                        "node": following.node, "reason": following.wait_reason})
                 return following
             relayout = following
         return relayout
@@ -207,8 +214,10 @@ class K8sMigRelayoutActuator:
                 outcome = self.node_pools.set_size(effect.pool, effect.nodes)
                 if not outcome.ok:
                     raise TransientError(outcome.message)
-            elif isinstance(effect, SetUnschedulable):
+            elif isinstance(effect, SetUnschedulable):  # one patch: cordon and marker together
+                mark = n.label_value(relayout.relayout_id) if effect.unschedulable else None
                 self.api.merge_patch("v1", "Node", effect.node, {
+                    "metadata": {"labels": {n.RELAYOUT_CORDON_LABEL: mark}},
                     "spec": {"unschedulable": True if effect.unschedulable else None}})
             elif isinstance(effect, Evict):
                 try:

@@ -35,6 +35,8 @@ POOL_LABEL = "headroom.dev/pool"
 WARM_POOL_LABEL = "headroom.dev/warm-pool"
 MODEL_NAME_ANNOTATION = "headroom.dev/model-name"
 TARGET_NODES_ANNOTATION = "headroom.dev/target-nodes"
+# on a node a MIG relayout cordoned: label_value(relayout id); remove it to keep the cordon
+RELAYOUT_CORDON_LABEL = "headroom.dev/relayout-cordon"
 MANAGED_BY = ("app.kubernetes.io/managed-by", "headroom")
 KEPT_LABEL_PREFIXES = ("nvidia.com/", "karpenter.sh/", "headroom.dev/",
                        "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone")
