@@ -55,12 +55,7 @@ class _Point(_Strict):
     def _known_product(cls, product: str) -> str:
         # the settings' pools take only catalog products, so a point for another (a typo: L40
         # for L40S) could never be placed; it is named, as the settings' pools name it
-        entry = catalog.lookup(product)
-        if entry is None or entry.memory_mib <= 0:
-            known = ", ".join(p.name for p in catalog.PRODUCTS if p.memory_mib > 0)
-            raise ValueError(f"unknown GPU product {product!r}; known: {known} "
-                             "(or their aliases, scheduler/domain/catalog.py)")
-        return product
+        return catalog.known_product(product)
 
     @model_validator(mode="after")
     def _fits_the_slice(self) -> _Point:

@@ -198,12 +198,7 @@ class PoolSettings(Group):
     def _known_product(cls, product: str) -> str:
         # the catalog gives a product's memory and MIG geometry; without them no replica fits
         # (an unknown product ran as a pool of GPUs nothing could use)
-        entry = catalog.lookup(product)
-        if entry is None or entry.memory_mib <= 0:
-            known = ", ".join(p.name for p in catalog.PRODUCTS if p.memory_mib > 0)
-            raise ValueError(f"unknown GPU product {product!r}; known: {known} "
-                             "(or their aliases, scheduler/domain/catalog.py)")
-        return product
+        return catalog.known_product(product)
 
     @model_validator(mode="after")
     def _min_below_max(self) -> PoolSettings:

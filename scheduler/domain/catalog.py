@@ -149,3 +149,14 @@ for _p in PRODUCTS:
 def lookup(product: str) -> GpuProduct | None:
     """The catalog entry for a product name or alias (case-insensitive), or None."""
     return _BY_KEY.get(product.strip().lower())
+
+
+def known_product(product: str) -> str:
+    """``product`` when the catalog knows it with its memory (so replicas can fit); else a
+    ValueError listing the products it knows (a settings or models-file validator's message)."""
+    entry = lookup(product)
+    if entry is None or entry.memory_mib <= 0:
+        known = ", ".join(p.name for p in PRODUCTS if p.memory_mib > 0)
+        raise ValueError(f"unknown GPU product {product!r}; known: {known} "
+                         "(or their aliases, scheduler/domain/catalog.py)")
+    return product
