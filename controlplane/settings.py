@@ -158,10 +158,16 @@ class ConfigError(Exception):
     """Bad configuration; the message is one line naming the field or file."""
 
 
+#: pydantic's error types of a number outside its bounds
+_BOUNDS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal"})
+
+
 def _describe(error: ValidationError, origin: str) -> str:
     first = error.errors()[0]
     field = ".".join(str(part) for part in first["loc"]) or "(root)"
     message = first["msg"]
+    if first["type"] in _BOUNDS:  # the value as given (e.g. a negative price)
+        message += f", got {first['input']}"
     named = env_variable_of(first["loc"], os.environ)
     if first["type"] == "extra_forbidden":
         near = _close_match(first["loc"])

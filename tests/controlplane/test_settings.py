@@ -158,11 +158,12 @@ def test_a_misspelt_environment_variable_is_refused_naming_it_instead_of_ignored
 
 @pytest.mark.parametrize(("name", "value", "expected"), [
     ("HEADROOM_RECONCILE__INTERVAL_S", "-1", "environment variable "
-     "HEADROOM_RECONCILE__INTERVAL_S: reconcile.interval_s: Input should be greater than 0"),
+     "HEADROOM_RECONCILE__INTERVAL_S: reconcile.interval_s: Input should be greater than 0, "
+     "got -1"),
     ("HEADROOM_RECONCILE__INTERVALS", "3", "environment variable HEADROOM_RECONCILE__INTERVALS: "
      "reconcile.intervals: unknown key; did you mean HEADROOM_RECONCILE__INTERVAL_S?"),
     ("HEADROOM_RECONCILE", '{"interval_s": 0}', "environment variable HEADROOM_RECONCILE: "
-     "reconcile.interval_s: Input should be greater than 0"),
+     "reconcile.interval_s: Input should be greater than 0, got 0"),
 ], ids=["bad value", "unknown field of a known group", "the group as JSON"])
 def test_a_bad_environment_variable_is_named_not_the_config_file_that_lacks_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, value: str,
@@ -181,7 +182,7 @@ def test_a_bad_value_in_the_config_file_is_still_blamed_on_the_file(tmp_path: Pa
     with pytest.raises(ConfigError) as caught:
         load_settings(config)
     assert str(caught.value) == (f"{config}: reconcile.interval_s: Input should be greater "
-                                 "than 0")
+                                 "than 0, got -1")
 
 
 def test_kubernetes_service_link_variables_of_headrooms_own_services_are_left_alone(
@@ -312,7 +313,7 @@ def test_a_fleet_lease_shorter_than_a_second_is_one_line_naming_db_lease_duratio
     with pytest.raises(ConfigError) as error:
         load_settings(config)
     assert str(error.value) == (f"{config}: db.lease_duration_s: Input should be greater than "
-                                "or equal to 1")
+                                "or equal to 1, got 0")
 
 
 @pytest.mark.parametrize("timeout", ["1", "2.9", "0.5"])
@@ -427,3 +428,11 @@ def test_a_null_forecaster_state_dir_in_the_file_still_keeps_no_state(
     config = tmp_path / "headroom.yaml"
     config.write_text("forecast:\n  state_dir: null\n")
     assert load_settings(config).forecast.state_dir is None
+
+
+def test_a_number_out_of_range_is_named_with_the_value_given(tmp_path: Path) -> None:
+    config = tmp_path / "h.yaml"
+    config.write_text("pools:\n  - {name: a100, product: A100-80GB, price_per_gpu_hour: -1}\n")
+    with pytest.raises(ConfigError, match=r"h.yaml: pools.0.price_per_gpu_hour: Input should be "
+                                          r"greater than or equal to 0, got -1$"):
+        load_settings(config)

@@ -91,7 +91,7 @@ def test_a_forecast_horizon_past_a_week_is_refused_naming_it(tmp_path: Path) -> 
     assert load_settings(None, forecast={"horizon_s": 7 * 86400}).forecast.horizon_s == 604800
     message = _refusal(tmp_path, "forecast:\n  horizon_s: 100000000000000000000\n")
     assert message == (f"{tmp_path / 'headroom.yaml'}: forecast.horizon_s: Input should be less "
-                       "than or equal to 604800")
+                       "than or equal to 604800, got 100000000000000000000")
 
 
 def test_a_config_file_that_is_not_utf8_is_one_line_naming_the_line(tmp_path: Path) -> None:
