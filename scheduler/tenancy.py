@@ -11,7 +11,8 @@ A token file line ``<token>`` alone is an unscoped (operator) token: every call,
   scoped caller learns nothing of them, and renew or rank only their own;
 - ListBindings lists only their bindings;
 - SyncInventory and PlanFleet (writes to the whole fleet) are refused; GetPlan, WatchPlan (the
-  fleet plan, read only) and reflection are allowed.
+  fleet plan, read only) and reflection are allowed. The DemandHints service beside it refuses
+  AddHint and RemoveHint (``controlplane.adapters.hints_grpc``) and allows ListHints.
 
 A binding whose tenant is "" (journaled before bindings recorded their tenant) belongs to
 unscoped tokens only. Refusals are PERMISSION_DENIED (``PermissionDenied``), never

@@ -17,6 +17,7 @@ from controlplane.domain.hints import DemandHint, HintError, new_hint
 from controlplane.ports import Clock
 from protos.headroom.v1 import hints_pb2 as pb
 from protos.headroom.v1 import hints_pb2_grpc as pb_grpc
+from scheduler.security import caller_scope
 from scheduler.service import bounded_details
 
 #: the proto field each HintError field is about
@@ -61,6 +62,16 @@ def _at(context: grpc.ServicerContext, field: str, unix_s: float) -> datetime:
     return datetime.fromtimestamp(unix_s, UTC)
 
 
+def _unscoped_only(context: grpc.ServicerContext, method: str) -> None:
+    """PERMISSION_DENIED for a token scoped to tenants (``scheduler.tenancy``): a hint moves the
+    fleet's capacity, and hints are not kept per tenant; listing them is anyone's."""
+    scope = caller_scope()
+    if scope is not None:
+        _abort(context, grpc.StatusCode.PERMISSION_DENIED,
+               f"{method} changes the fleet's demand: it needs an unscoped token, not one "
+               f"scoped to tenants {', '.join(sorted(scope))}")
+
+
 class DemandHintsServicer(pb_grpc.DemandHintsServicer):
     def __init__(self, store: HintStore, models: Callable[[], list[str]], clock: Clock) -> None:
         self.store = store
@@ -69,6 +80,7 @@ class DemandHintsServicer(pb_grpc.DemandHintsServicer):
 
     def AddHint(self, request: pb.AddHintRequest,
                 context: grpc.ServicerContext) -> pb.DemandHint:
+        _unscoped_only(context, "AddHint")
         now = self.clock.now()
         start_at = (_at(context, "start_unix_s", request.start_unix_s)
                     if request.start_unix_s else now)
@@ -91,6 +103,7 @@ class DemandHintsServicer(pb_grpc.DemandHintsServicer):
 
     def RemoveHint(self, request: pb.RemoveHintRequest,
                    context: grpc.ServicerContext) -> pb.DemandHint:
+        _unscoped_only(context, "RemoveHint")
         removed = _stored(context, "remove the demand hint",
                           lambda: self.store.remove_hint(request.id))
         if removed is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import grpc
 import pytest
@@ -18,6 +19,7 @@ from controlplane.store import Store
 from controlplane.store.hints import SqlDemandHints
 from protos.headroom.v1 import hints_pb2 as pb
 from protos.headroom.v1 import hints_pb2_grpc as pb_grpc
+from scheduler.security import TransportSecurity
 from scheduler.server import create_server, stop
 
 T0 = datetime(2026, 1, 5, 12, tzinfo=UTC)
@@ -133,6 +135,38 @@ def test_a_store_that_goes_down_is_unavailable_in_one_line_naming_what_failed(
             assert f'database "{name}" does not exist' in details
     finally:
         admin.dispose()
+        channel.close()
+        stop(server, 0)
+        store.engine.dispose()
+
+
+def test_a_token_scoped_to_tenants_may_list_hints_but_not_add_or_remove_them(
+        store_url: str, tmp_path: Path) -> None:
+    # a hint moves the fleet's capacity for its model, whoever's tenant it is: fleet-wide
+    token_file = tmp_path / "tokens"
+    token_file.write_text("ops-token\nteam-token tenant=chat\n")
+    store = Store.open(store_url, migrate=True)
+    store.upsert_models(DEMO_MODELS)
+    clock = VirtualClock(T0)
+    server, port = create_server("127.0.0.1:0", extra_servicers=[hints_api(store, clock)],
+                                 security=TransportSecurity(token_file=token_file))
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    stub = pb_grpc.DemandHintsStub(channel)
+    team, ops = ((("authorization", f"Bearer {t}"),) for t in ("team-token", "ops-token"))
+    try:
+        wanted = pb.AddHintRequest(model=CHAT, rate_rps=600, end_unix_s=_s(60))
+        with pytest.raises(grpc.RpcError) as denied:
+            stub.AddHint(wanted, metadata=team)
+        assert denied.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        assert "AddHint" in str(denied.value.details())
+        added = stub.AddHint(wanted, metadata=ops)
+        with pytest.raises(grpc.RpcError) as kept:
+            stub.RemoveHint(pb.RemoveHintRequest(id=added.id), metadata=team)
+        assert kept.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        listed = stub.ListHints(pb.ListHintsRequest(), metadata=team)
+        assert [h.id for h in listed.hints] == [added.id]
+        assert [h.hint_id for h in SqlDemandHints(store.engine).hints()] == [added.id]
+    finally:
         channel.close()
         stop(server, 0)
         store.engine.dispose()
