@@ -200,9 +200,8 @@ class PlacementEngine:
         for a tenant outside ``scope``)."""
         out: dict[str, Binding | None] = {}
         for workload_id in workload_ids:
-            held = self._held_binding(workload_id)
-            if held is not None and not may_act_for(scope, held.tenant):
-                held = None
+            held = (self._held_binding(workload_id) if self._may_act_on(scope, workload_id)
+                    else None)
             if held is not None and held.leased:
                 held = replace(held, lease_expires_at_s=now_s + held.lease_s)
             out[workload_id] = held
@@ -305,6 +304,12 @@ class PlacementEngine:
         lock)."""
         return self._placer.cluster.bindings.get(workload_id) or self._waiting.get(workload_id)
 
+    def _may_act_on(self, scope: Scope, workload_id: str) -> bool:
+        """Whether a caller of ``scope`` may act on the binding of ``workload_id`` held now
+        (an id bound to nobody: yes; caller holds the lock)."""
+        held = self._held_binding(workload_id)
+        return held is None or may_act_for(scope, held.tenant)
+
     def binding(self, workload_id: str) -> pb.Binding | None:
         """The current binding of a workload, or None."""
         with self._lock:
@@ -328,15 +333,19 @@ class PlacementEngine:
                         key=lambda b: b.workload_id)
         return pb.ListBindingsResponse(bindings=[convert.binding_to_pb(b) for b in chosen])
 
-    def rank_replicas(self, request: pb.RankReplicasRequest) -> pb.RankReplicasResponse:
+    def rank_replicas(self, request: pb.RankReplicasRequest,
+                      scope: Scope = None) -> pb.RankReplicasResponse:
         """The routing hint (``scheduler.domain.routing``) over the bindings held now, after
-        catching up with the journal; raises InvalidArgument, Unavailable."""
+        catching up with the journal; to a caller scoped to tenants (``scope``) another
+        tenant's ids are unknown. Raises InvalidArgument, Unavailable."""
         loads, mismatch_factor = convert.replica_loads_from_pb(request)
         self.refresh()
         with self._lock:
             self._expire(self._now_s())
             sites = self._placer.cluster.replica_sites([x.workload_id for x in loads],
                                                         self._waiting)
+            sites = [site if site is None or self._may_act_on(scope, load.workload_id)
+                     else None for load, site in zip(loads, sites, strict=True)]
         pairs = list(zip(loads, sites, strict=True))
         ranked = rank_replicas([(x, s) for x, s in pairs if s is not None],
                                request.model_version, mismatch_factor)

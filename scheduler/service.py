@@ -1,13 +1,14 @@
 """Thin gRPC servicer: proto in, engine call, proto out; domain errors -> status codes. The
-caller's tenant scope (``scheduler.security.caller_scope``) is enforced here with the decisions
-of ``scheduler.tenancy``."""
+caller's tenant scope (``scheduler.security.caller_scope``) is checked here for Place, the
+fleet-wide calls and ListBindings, and passed to the engine, which checks it under its lock where
+it releases, renews or ranks a binding (``scheduler.tenancy``'s decisions)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any, TypeVar
 
@@ -16,7 +17,6 @@ import grpc
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 from scheduler import tenancy
-from scheduler.convert import replica_loads_from_pb
 from scheduler.domain.errors import (
     AlreadyExists,
     CallerGone,
@@ -27,7 +27,7 @@ from scheduler.domain.errors import (
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics
 from scheduler.security import caller_scope
-from scheduler.tenancy import PermissionDenied, Scope
+from scheduler.tenancy import PermissionDenied
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ class PlacementServicer(pb_grpc.PlacementServicer):
     def RankReplicas(self, request: pb.RankReplicasRequest,
                      context: grpc.ServicerContext) -> pb.RankReplicasResponse:
         scope = caller_scope()
-        return call_engine(context, lambda: self._rank(request, scope),
+        return call_engine(context, lambda: self.engine.rank_replicas(request, scope),
                            pb.RankReplicasResponse(), self.metrics, "RankReplicas")
 
     def PlanFleet(self, request: pb.PlanFleetRequest,
@@ -206,34 +206,6 @@ class PlacementServicer(pb_grpc.PlacementServicer):
             after = plan.revision
             yield plan
 
-
-    # ------------------------------------------------------------ a scoped caller's bindings
-    def _bound_tenants(self, workload_ids: Iterable[str]) -> dict[str, str | None]:
-        """Each id's binding's tenant (None: not bound), after catching up with the journal so
-        that a binding another server made counts too."""
-        self.engine.refresh()
-        bound = {w: self.engine.binding(w) for w in workload_ids}
-        return {w: (b.tenant if b is not None else None) for w, b in bound.items()}
-
-    def _rank(self, request: pb.RankReplicasRequest, scope: Scope) -> pb.RankReplicasResponse:
-        """RankReplicas; another tenant's ids come back unknown to a scoped caller, unranked.
-        The request is checked whole first, so an error names the field by its own index."""
-        if scope is None:
-            return self.engine.rank_replicas(request)
-        replica_loads_from_pb(request)
-        hidden = tenancy.foreign_ids(
-            scope, self._bound_tenants(r.workload_id for r in request.replicas))
-        if not hidden:
-            return self.engine.rank_replicas(request)
-        mine = pb.RankReplicasRequest()
-        mine.CopyFrom(request)
-        del mine.replicas[:]
-        mine.replicas.extend(r for r in request.replicas if r.workload_id not in hidden)
-        reply = self.engine.rank_replicas(mine) if mine.replicas else pb.RankReplicasResponse()
-        unknown = hidden | set(reply.unknown)
-        return pb.RankReplicasResponse(
-            ranked=reply.ranked,
-            unknown=[r.workload_id for r in request.replicas if r.workload_id in unknown])
 
     def _take_watch_stream(self, context: grpc.ServicerContext) -> bool:
         """Count this stream until its call ends; False (RESOURCE_EXHAUSTED set, with the

@@ -21,7 +21,7 @@ UNAUTHENTICATED, which says the token itself is not accepted.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Protocol, TypeVar
 
 #: A caller's scope: None = unscoped (every tenant, the whole fleet), else its tenants.
@@ -127,15 +127,6 @@ def check_release(scope: Scope, workload_id: str, tenant: str | None) -> None:
         return
     raise PermissionDenied(f"workload_id {workload_id!r}: bound for another tenant; this token "
                            f"may release only bindings of tenants {_tenants(scope or frozenset())}")
-
-
-def foreign_ids(scope: Scope, tenants: Mapping[str, str | None]) -> frozenset[str]:
-    """The workload ids bound (tenant not None) for a tenant outside ``scope``, of ``tenants``
-    (workload id -> its binding's tenant, None when not bound)."""
-    if scope is None:
-        return frozenset()
-    return frozenset(w for w, tenant in tenants.items()
-                     if tenant is not None and tenant not in scope)
 
 
 def visible(scope: Scope, bindings: Iterable[B]) -> list[B]:
