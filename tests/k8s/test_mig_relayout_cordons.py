@@ -36,6 +36,15 @@ def run_until(actuator: K8sMigRelayoutActuator, clock: VirtualClock, apiserver: 
     raise AssertionError(f"relayout of a100-1 never reached {phase}: {relayout}")
 
 
+def started(apiserver: ApiServer, clock: VirtualClock,
+            spare_slots: int = 7) -> K8sMigRelayoutActuator:
+    """The relayout scenario seeded and a relayout of a100-1 to TARGET started."""
+    seed(apiserver, spare_slots=spare_slots)
+    actuator = relayout_actuator(apiserver, clock, MemoryRelayoutStore())
+    assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
+    return actuator
+
+
 def node(apiserver: ApiServer) -> tuple[bool, str | None]:
     """a100-1's cordon and the relayout marker label it carries."""
     obj = apiserver.get("v1", "Node", "a100-1")
@@ -59,10 +68,7 @@ def test_a_node_an_operator_cordoned_is_not_re_laid_out(apiserver: ApiServer,
 
 def test_a_node_cordoned_by_someone_else_during_the_surge_stays_cordoned_after_the_relayout(
         apiserver: ApiServer, clock: VirtualClock, caplog: pytest.LogCaptureFixture) -> None:
-    seed(apiserver, spare_slots=1)  # the relayout waits for a surge node
-    store = MemoryRelayoutStore()
-    actuator = relayout_actuator(apiserver, clock, store)
-    assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
+    actuator = started(apiserver, clock, spare_slots=1)  # the relayout waits for a surge node
     assert run_until(actuator, clock, apiserver, RelayoutPhase.SURGE).surge_nodes == 3
     apiserver.update("v1", "Node", "a100-1", {"spec": {"unschedulable": True}}, manager="kubectl")
     apiserver.seed(gpu_node("a100-3", gpus=1, mig_config=FROM, allocatable={SLICE: "7"}))
@@ -78,10 +84,7 @@ def test_a_node_cordoned_by_someone_else_during_the_surge_stays_cordoned_after_t
 
 def test_a_cordon_whose_marker_an_operator_removed_mid_drain_stays_after_the_relayout(
         apiserver: ApiServer, clock: VirtualClock) -> None:
-    seed(apiserver)
-    store = MemoryRelayoutStore()
-    actuator = relayout_actuator(apiserver, clock, store)
-    assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
+    actuator = started(apiserver, clock)
     draining = run_until(actuator, clock, apiserver, RelayoutPhase.DRAIN)
     assert node(apiserver) == (True, label_value(draining.relayout_id))
     apiserver.update("v1", "Node", "a100-1", {"metadata": {"labels": {
@@ -95,10 +98,7 @@ def test_a_cordon_whose_marker_an_operator_removed_mid_drain_stays_after_the_rel
 
 def test_a_relayout_undoes_its_own_marked_cordon(apiserver: ApiServer,
                                                  clock: VirtualClock) -> None:
-    seed(apiserver)
-    store = MemoryRelayoutStore()
-    actuator = relayout_actuator(apiserver, clock, store)
-    assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
+    actuator = started(apiserver, clock)
     draining = run_until(actuator, clock, apiserver, RelayoutPhase.DRAIN)
     assert node(apiserver) == (True, label_value(draining.relayout_id))
     final = run_until(actuator, clock, apiserver)
