@@ -37,9 +37,10 @@ FOLLOW_EVERY_S = 0.5
 
 
 def transport_security(placement: PlacementSettings) -> TransportSecurity:
-    """The placement API's TLS and token files, as the settings give them."""
+    """The placement API's TLS, token and client identities files, as the settings give them."""
     return TransportSecurity(placement.tls_cert_file, placement.tls_key_file,
-                             placement.tls_client_ca_file, placement.token_file)
+                             placement.tls_client_ca_file, placement.token_file,
+                             placement.client_identities_file)
 
 
 def check_security_files(placement: PlacementSettings, origin: str) -> TransportSecurity:

@@ -356,6 +356,12 @@ class PlacementSettings(Group):
                                     "those tenants and Release, RenewLeases, RankReplicas and "
                                     "ListBindings their bindings, and never SyncInventory or "
                                     "PlanFleet (PERMISSION_DENIED)")
+    client_identities_file: Path | None = Field(
+        None, description="mutual TLS client certificate identities mapped to tenants, one per "
+        "line: 'cn:<common name>', 'dns:<SAN DNS name>' or 'uri:<SAN URI>' (a SPIFFE id), alone "
+        "(unscoped) or with ' tenant=A[,B...]' (scoped as a token line); a certificate matching "
+        "no line is UNAUTHENTICATED, several: the union of their scopes; with a token too, what "
+        "both allow; re-read when it changes; needs tls_client_ca_file")
     allow_insecure: bool = Field(False, description="serve a listen address beyond loopback "
                                  "without TLS and authentication (only behind a service mesh "
                                  "that provides both)")
@@ -374,6 +380,13 @@ class PlacementSettings(Group):
         if self.tls_client_ca_file is not None and self.tls_cert_file is None:
             raise ValueError("placement.tls_client_ca_file (mutual TLS) needs "
                              "placement.tls_cert_file and placement.tls_key_file")
+        return self
+
+    @model_validator(mode="after")
+    def _identities_need_client_ca(self) -> PlacementSettings:
+        if self.client_identities_file is not None and self.tls_client_ca_file is None:
+            raise ValueError("placement.client_identities_file maps client certificates to "
+                             "tenants: it needs placement.tls_client_ca_file (mutual TLS)")
         return self
 
     def exposure_problem(self) -> str | None:

@@ -10,45 +10,43 @@
   none either; authenticate it with mutual TLS) need no token: both only read.
 - A token may be scoped to tenants (``<token> tenant=<t1>[,<t2>...]``; ``scheduler.tenancy``):
   the interceptor makes the accepted token's scope the ``caller_scope()`` of the call, which the
-  servicer enforces. Without a token file every call is unscoped.
+  servicer and engine enforce. Without a token file every call is unscoped.
+- With mutual TLS, a client identities file (``scheduler.client_identities``) maps client
+  certificates (common name, DNS and URI SANs) to scopes the same way, re-read when it changes:
+  a certificate none of whose identities is listed is refused (UNAUTHENTICATED); with a token
+  too, the call's scope is what both allow. The exempt services stay exempt.
 
-Every file is checked at start (``check_files``): an unreadable or malformed file is a
+The interceptor that authenticates each call with them is ``scheduler.callers``. Every file
+is checked at start (``check_files``): an unreadable or malformed file is a
 ``SecurityFileError`` naming the setting, and nothing is served."""
 
 from __future__ import annotations
 
-import contextvars
 import hmac
 import logging
 import ssl
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 import grpc
 
+from scheduler.client_identities import (
+    IdentityLineError,
+    parse_identity_file,
+    peer_identities,
+    scope_of,
+)
 from scheduler.tenancy import Scope, TokenLineError, parse_token_file
 
 log = logging.getLogger(__name__)
-
-#: Services answered without a token (each only reads): health (kubelet's probe carries no
-#: metadata) and KEDA's external scaler (KEDA sends none; mutual TLS authenticates it).
-TOKEN_EXEMPT_SERVICES = frozenset({"grpc.health.v1.Health", "externalscaler.ExternalScaler"})
-#: The scope of the token that authorized the call being handled (None: unscoped, also without
-#: a token file); set by ``TokenInterceptor`` in the thread and context the handler runs in.
-_CALLER_SCOPE: contextvars.ContextVar[Scope] = contextvars.ContextVar("placement_caller_scope",
-                                                                      default=None)
-
-
-def caller_scope() -> Scope:
-    """The scope of the call being handled: None (unscoped) or the token's tenants."""
-    return _CALLER_SCOPE.get()
-
+T = TypeVar("T")
 
 class SecurityFileError(ValueError):
-    """A TLS or token file that cannot be used; ``setting`` names it (e.g. ``tls_cert_file``)."""
+    """A TLS, token or identities file that cannot be used; ``setting`` names it (e.g.
+    ``tls_cert_file``)."""
 
     def __init__(self, setting: str, path: Path, problem: str) -> None:
         super().__init__(f"{setting} {path}: {problem}")
@@ -58,12 +56,16 @@ class SecurityFileError(ValueError):
 @dataclass(frozen=True, slots=True)
 class TransportSecurity:
     """What secures the server: TLS (cert and key together; a client CA asks for client
-    certificates) and/or a token file. All None: plaintext without a token."""
+    certificates, whose identities a client identities file maps to tenants) and/or a token
+    file. All None: plaintext without a token."""
 
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
     tls_client_ca_file: Path | None = None
     token_file: Path | None = None
+    #: client certificate identities -> tenant scopes (``scheduler.client_identities``); needs
+    #: ``tls_client_ca_file``
+    client_identities_file: Path | None = None
 
     @property
     def tls(self) -> bool:
@@ -72,7 +74,9 @@ class TransportSecurity:
     def describe(self) -> str:
         """How the server is secured, in a few words: ``mutual TLS, bearer token``."""
         transport = ("plaintext" if not self.tls
-                     else "mutual TLS" if self.tls_client_ca_file is not None else "TLS")
+                     else "TLS" if self.tls_client_ca_file is None
+                     else "mutual TLS" if self.client_identities_file is None
+                     else "mutual TLS, client identities")
         return f"{transport}, {'bearer token' if self.token_file is not None else 'no token'}"
 
 
@@ -149,9 +153,34 @@ def server_credentials(sec: TransportSecurity) -> grpc.ServerCredentials:
 
 @dataclass(frozen=True, slots=True)
 class Accepted:
-    """An accepted token's scope (None: unscoped)."""
+    """An accepted token's or client certificate's scope (None: unscoped)."""
 
     scope: Scope
+
+
+class _WatchedFile(Generic[T]):
+    """What ``parse`` makes of a file, re-read when the file's stamp (mtime, size) changes; a
+    changed file that cannot be used (``SecurityFileError``) keeps the previous value and logs
+    why. The first read raises."""
+
+    def __init__(self, setting: str, path: Path, parse: Callable[[bytes], T]) -> None:
+        self.setting, self.path, self._parse = setting, path, parse
+        self._lock = threading.Lock()
+        self._stamp = _stamp([path])
+        self._value = parse(_read(setting, path))
+
+    def current(self) -> T:
+        stamp = _stamp([self.path])
+        with self._lock:
+            if stamp != self._stamp:
+                self._stamp = stamp
+                try:
+                    self._value = self._parse(_read(self.setting, self.path))
+                    log.info("placement API %s changed: calls now use it", self.setting)
+                except SecurityFileError as error:
+                    log.error("placement API %s changed but cannot be used; keeping the "
+                              "previous one: %s", self.setting, error)
+            return self._value
 
 
 class BearerTokens:
@@ -161,12 +190,9 @@ class BearerTokens:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = threading.Lock()
-        self._stamp = _stamp([path])
-        self._tokens = self._load()
+        self._file = _WatchedFile("token_file", path, self._parse)
 
-    def _load(self) -> tuple[tuple[bytes, Scope], ...]:
-        text = _read("token_file", self.path)
+    def _parse(self, text: bytes) -> tuple[tuple[bytes, Scope], ...]:
         try:
             tokens = parse_token_file(text)
         except TokenLineError as error:
@@ -176,16 +202,7 @@ class BearerTokens:
         return tokens
 
     def current(self) -> tuple[tuple[bytes, Scope], ...]:
-        stamp = _stamp([self.path])
-        with self._lock:
-            if stamp != self._stamp:
-                self._stamp = stamp
-                try:
-                    self._tokens = self._load()
-                except SecurityFileError as error:
-                    log.error("placement API token file changed but cannot be used; keeping "
-                              "the previous tokens: %s", error)
-            return self._tokens
+        return self._file.current()
 
     def accepted(self, header: str | bytes | None) -> Accepted | None:
         """The scope of the token an ``authorization`` header carries; None: not accepted."""
@@ -207,102 +224,45 @@ class BearerTokens:
         return self.accepted(header) is not None
 
 
-def _service_of(method: str) -> str:
-    """``/pkg.Service/Method`` -> ``pkg.Service``."""
-    return method.lstrip("/").partition("/")[0]
+class ClientIdentities:
+    """The listed client certificate identities and their scopes
+    (``scheduler.client_identities``), re-read when the file changes as the tokens are."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = _WatchedFile("client_identities_file", path, self._parse)
+
+    def _parse(self, text: bytes) -> dict[str, Scope]:
+        try:
+            return parse_identity_file(text)
+        except IdentityLineError as error:
+            raise SecurityFileError("client_identities_file", self.path, str(error)) from None
+
+    def scope(self, context: grpc.ServicerContext) -> tuple[tuple[str, ...], Accepted | None]:
+        """The identities of the call's client certificate, and their scope (None: none of
+        them is listed)."""
+        # a list of values per key (grpc's docs; the grpc-stubs say bytes, with a FIXME)
+        auth = cast(Mapping[str, Sequence[bytes]], context.auth_context())
+        identities = peer_identities(auth)
+        listed, scope = scope_of(self._file.current(), identities)
+        return identities, Accepted(scope) if listed else None
 
 
-class TokenInterceptor(grpc.ServerInterceptor):
-    """Refuses every call outside ``TOKEN_EXEMPT_SERVICES`` without an accepted bearer token:
-    UNAUTHENTICATED, before the handler runs. A call with a scoped token runs with that scope as
-    its ``caller_scope()``."""
-
-    def __init__(self, tokens: BearerTokens,
-                 on_refused: Callable[[str, str], None] | None = None) -> None:
-        self.tokens = tokens
-        #: called with (service, method) of each refused call (the server's metrics)
-        self.on_refused = on_refused
-
-    def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Any],
-                          handler_call_details: grpc.HandlerCallDetails) -> Any:
-        method = str(handler_call_details.method)
-        if _service_of(method) in TOKEN_EXEMPT_SERVICES:
-            return continuation(handler_call_details)
-        header = next((value for key, value in handler_call_details.invocation_metadata or ()
-                       if key == "authorization"), None)
-        accepted = self.tokens.accepted(header)
-        handler = continuation(handler_call_details)
-        if handler is None:
-            return None
-        if accepted is not None:
-            return handler if accepted.scope is None else _scoped(handler, accepted.scope)
-        problem = ("no bearer token: send metadata 'authorization: Bearer <token>'"
-                   if header is None else "the bearer token is not accepted")
-        log.warning("placement API refused %s: %s", method, problem)
-        if self.on_refused is not None:
-            self.on_refused(_service_of(method), method.rpartition("/")[2])
-        return _refusal(handler, problem)
+def read_credentials(sec: TransportSecurity
+                     ) -> tuple[BearerTokens | None, ClientIdentities | None]:
+    """The token file and the client identities file, read and checked now
+    (``SecurityFileError`` naming the setting), each None when not set."""
+    if sec.client_identities_file is not None and sec.tls_client_ca_file is None:
+        raise SecurityFileError("client_identities_file", sec.client_identities_file,
+                                "needs tls_client_ca_file (mutual TLS): without client "
+                                "certificates no call has an identity")
+    return (BearerTokens(sec.token_file) if sec.token_file is not None else None,
+            ClientIdentities(sec.client_identities_file)
+            if sec.client_identities_file is not None else None)
 
 
-def _scoped(handler: grpc.RpcMethodHandler[Any, Any], scope: frozenset[str]
-            ) -> grpc.RpcMethodHandler[Any, Any]:
-    """``handler`` whose behaviour runs (and, streaming, is resumed) in a context of its own
-    where ``caller_scope()`` is ``scope``, in the thread gRPC runs it in; serializers and the
-    per-method thread pool (``experimental_thread_pool``) kept."""
-
-    def run(behaviour: Callable[..., Any] | None) -> Callable[..., Any]:
-        assert behaviour is not None  # the handler's own kind
-        def unary(request: object, context: grpc.ServicerContext) -> Any:
-            call = contextvars.copy_context()
-            call.run(_CALLER_SCOPE.set, scope)
-            return call.run(behaviour, request, context)
-
-        def streaming(request: object, context: grpc.ServicerContext) -> Any:
-            call = contextvars.copy_context()
-            call.run(_CALLER_SCOPE.set, scope)
-            responses = iter(call.run(behaviour, request, context))
-            done = object()
-            try:
-                while (response := call.run(next, responses, done)) is not done:
-                    yield response
-            finally:
-                close = getattr(responses, "close", None)
-                if close is not None:
-                    call.run(close)
-
-        wrapped = streaming if handler.response_streaming else unary
-        pool = getattr(behaviour, "experimental_thread_pool", None)
-        if pool is not None:
-            wrapped.experimental_thread_pool = pool  # type: ignore[attr-defined]
-        return wrapped
-
-    codec = {"request_deserializer": handler.request_deserializer,
-             "response_serializer": handler.response_serializer}
-    if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(run(handler.stream_stream), **codec)
-    if handler.request_streaming:
-        return grpc.stream_unary_rpc_method_handler(run(handler.stream_unary), **codec)
-    if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(run(handler.unary_stream), **codec)
-    return grpc.unary_unary_rpc_method_handler(run(handler.unary_unary), **codec)
-
-
-def _refusal(handler: grpc.RpcMethodHandler[Any, Any], problem: str
-             ) -> grpc.RpcMethodHandler[Any, Any]:
-    def deny(request: object, context: grpc.ServicerContext) -> Any:
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, problem)
-
-    if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(deny)
-    if handler.request_streaming:
-        return grpc.stream_unary_rpc_method_handler(deny)
-    if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(deny)
-    return grpc.unary_unary_rpc_method_handler(deny)
-
-
-def check_files(sec: TransportSecurity) -> BearerTokens | None:
-    """Every file read and checked now (``SecurityFileError`` naming the setting); the tokens."""
+def check_files(sec: TransportSecurity) -> None:
+    """Every file read and checked now (``SecurityFileError`` naming the setting)."""
     if sec.tls:
         _tls_pems(sec)
-    return BearerTokens(sec.token_file) if sec.token_file is not None else None
+    read_credentials(sec)

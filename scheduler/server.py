@@ -12,14 +12,10 @@ from grpc_reflection.v1alpha import reflection
 
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
+from scheduler.callers import caller_interceptor
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics
-from scheduler.security import (
-    BearerTokens,
-    TokenInterceptor,
-    TransportSecurity,
-    server_credentials,
-)
+from scheduler.security import TransportSecurity, server_credentials
 from scheduler.service import PlacementServicer
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Placement"].full_name
@@ -72,21 +68,21 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
     ``max_watch_streams`` WatchPlan streams are served at once (default: ``watch_stream_cap``
     of ``max_workers``; pass the cap of the server's own threads when ``max_workers`` includes
     threads for the streams of ``extra_servicers``). ``security``: TLS (mutual with a client CA)
-    and/or a bearer token on every call but health and KEDA's scaler (``scheduler.security``);
+    and/or a bearer token on every call but health and KEDA's scaler, and client certificate
+    identities mapped to tenants (``scheduler.security``);
     its files are checked before anything is bound (``SecurityFileError``). ``health_listen``:
     the health service alone, in plaintext, on another address, for kubelet's gRPC probe (it
     speaks neither TLS nor tokens); its port: ``health_port(server)``.
     """
     security = security or TransportSecurity()
     credentials = server_credentials(security) if security.tls else None  # files checked here
-    tokens = BearerTokens(security.token_file) if security.token_file is not None else None
+    callers = caller_interceptor(security, metrics.refused if metrics is not None else None)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="placement"),
         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                  ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                  ("grpc.so_reuseport", 0)],
-        interceptors=([TokenInterceptor(tokens, metrics.refused if metrics is not None else None)]
-                      if tokens is not None else None),
+        interceptors=[callers] if callers is not None else None,
     )
     fast_pool = futures.ThreadPoolExecutor(max_workers=fast_workers,
                                            thread_name_prefix="placement-fast")

@@ -1,5 +1,5 @@
 """Thin gRPC servicer: proto in, engine call, proto out; domain errors -> status codes. The
-caller's tenant scope (``scheduler.security.caller_scope``) is checked here for Place, the
+caller's tenant scope (``scheduler.callers.caller_scope``) is checked here for Place, the
 fleet-wide calls and ListBindings, and passed to the engine, which checks it under its lock where
 it releases, renews or ranks a binding (``scheduler.tenancy``'s decisions)."""
 
@@ -17,6 +17,7 @@ import grpc
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 from scheduler import tenancy
+from scheduler.callers import caller_scope
 from scheduler.domain.errors import (
     AlreadyExists,
     CallerGone,
@@ -26,7 +27,6 @@ from scheduler.domain.errors import (
 )
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics
-from scheduler.security import caller_scope
 from scheduler.tenancy import PermissionDenied
 
 T = TypeVar("T")

@@ -1,5 +1,6 @@
 """Tenant scopes of placement API tokens (pure): the token file's line format and what a caller
-of each scope may do.
+of each scope may do. Client certificates get scopes the same way
+(``scheduler.client_identities``); a call with both has their ``intersection``.
 
 A token file line ``<token>`` alone is an unscoped (operator) token: every call, every binding.
 ``<token> tenant=<t1>[,<t2>...]`` scopes the token to those tenants:
@@ -53,6 +54,27 @@ class HasTenant(Protocol):
 B = TypeVar("B", bound=HasTenant)
 
 
+def parse_scope(fields: list[bytes], what: str) -> Scope:
+    """The scope the fields after a line's ``what`` (a token, an identity) give: none (None,
+    unscoped) or one ``tenant=<t1>[,<t2>...]``; ValueError saying what is wrong otherwise."""
+    if not fields:
+        return None
+    a_what = f"{'an' if what[0] in 'aeiou' else 'a'} {what}"
+    if len(fields) > 1:
+        raise ValueError(f"more than one field after the {what} ({a_what} holds no spaces; "
+                         "list tenants comma-separated)")
+    key, sep, value = fields[0].partition(b"=")
+    if not sep or key != TENANT_KEY:
+        raise ValueError(f"after the {what} only tenant= may follow ({a_what} holds no spaces)")
+    names = value.split(b",")
+    if not all(names):
+        raise ValueError("an empty tenant name: tenant= lists one or more, comma-separated")
+    try:
+        return frozenset(name.decode() for name in names)
+    except UnicodeDecodeError:
+        raise ValueError("a tenant name that is not UTF-8") from None
+
+
 def parse_token_line(line: bytes, line_no: int) -> tuple[bytes, Scope]:
     """(token, scope) of one non-blank line; TokenLineError naming ``line_no`` otherwise."""
     token, *rest = line.split()
@@ -61,23 +83,10 @@ def parse_token_line(line: bytes, line_no: int) -> tuple[bytes, Scope]:
     if not all(0x21 <= byte <= 0x7E for byte in token):
         # gRPC metadata carries printable ASCII only: no client could ever send it
         raise TokenLineError(line_no, "the token holds a byte that is not printable ASCII")
-    if not rest:
-        return token, None
-    if len(rest) > 1:
-        raise TokenLineError(line_no, "more than one field after the token (a token holds no "
-                                      "spaces; list tenants comma-separated)")
-    key, sep, value = rest[0].partition(b"=")
-    if not sep or key != TENANT_KEY:
-        raise TokenLineError(line_no, "after the token only tenant= may follow (a token holds "
-                                      "no spaces)")
-    names = value.split(b",")
-    if not all(names):
-        raise TokenLineError(line_no, "an empty tenant name: tenant= lists one or more, "
-                                      "comma-separated")
     try:
-        return token, frozenset(name.decode() for name in names)
-    except UnicodeDecodeError:
-        raise TokenLineError(line_no, "a tenant name that is not UTF-8") from None
+        return token, parse_scope(rest, "token")
+    except ValueError as error:
+        raise TokenLineError(line_no, str(error)) from None
 
 
 def parse_token_file(text: bytes) -> tuple[tuple[bytes, Scope], ...]:
@@ -94,20 +103,41 @@ def parse_token_file(text: bytes) -> tuple[tuple[bytes, Scope], ...]:
     return tuple((token, scope) for token, (_, scope) in first.items())
 
 
+def union(scopes: Iterable[Scope]) -> Scope:
+    """The scope of a caller holding each of ``scopes`` (several matching client identities):
+    unscoped if any is, else all their tenants."""
+    tenants: set[str] = set()
+    for scope in scopes:
+        if scope is None:
+            return None
+        tenants |= scope
+    return frozenset(tenants)
+
+
+def intersection(first: Scope, second: Scope) -> Scope:
+    """The scope of a caller that two credentials (a token and a client certificate) each
+    limit: what both allow (unscoped is every tenant: the other's scope; possibly none)."""
+    if first is None:
+        return second
+    return first if second is None else first & second
+
+
 def may_act_for(scope: Scope, tenant: str) -> bool:
     """Whether a caller of ``scope`` may act for ``tenant`` ("" = not recorded: unscoped only)."""
     return scope is None or tenant in scope
 
 
 def _tenants(scope: frozenset[str]) -> str:
-    return ", ".join(sorted(scope))
+    # empty: a token and a client certificate scoped to tenants with none in common
+    return ", ".join(sorted(scope)) or "(none: its token's and certificate's share none)"
 
 
 def check_fleet_wide(scope: Scope, method: str) -> None:
     """PermissionDenied when ``method`` changes the whole fleet and the caller is scoped."""
     if scope is not None and method in FLEET_WIDE_METHODS:
-        raise PermissionDenied(f"{method} changes the whole fleet: it needs an unscoped token, "
-                               f"not one scoped to tenants {_tenants(scope)}")
+        raise PermissionDenied(f"{method} changes the whole fleet: it needs an unscoped caller "
+                               "(token or certificate), not one scoped to tenants "
+                               f"{_tenants(scope)}")
 
 
 def check_place(scope: Scope, tenant: str) -> None:
@@ -116,7 +146,7 @@ def check_place(scope: Scope, tenant: str) -> None:
         return
     assert scope is not None
     wanted = f"tenant {tenant!r}" if tenant else "an empty tenant"
-    raise PermissionDenied(f"tenant: this token may not place for {wanted}; it is scoped to "
+    raise PermissionDenied(f"tenant: this caller may not place for {wanted}; it is scoped to "
                            f"tenants {_tenants(scope)}")
 
 
@@ -125,7 +155,7 @@ def check_release(scope: Scope, workload_id: str, tenant: str | None) -> None:
     ``scope``; an id bound to nobody is anyone's to release (nothing happens)."""
     if tenant is None or may_act_for(scope, tenant):
         return
-    raise PermissionDenied(f"workload_id {workload_id!r}: bound for another tenant; this token "
+    raise PermissionDenied(f"workload_id {workload_id!r}: bound for another tenant; this caller "
                            f"may release only bindings of tenants {_tenants(scope or frozenset())}")
 
 

@@ -17,7 +17,7 @@ from controlplane.domain.hints import DemandHint, HintError, new_hint
 from controlplane.ports import Clock
 from protos.headroom.v1 import hints_pb2 as pb
 from protos.headroom.v1 import hints_pb2_grpc as pb_grpc
-from scheduler.security import caller_scope
+from scheduler.callers import caller_scope
 from scheduler.service import bounded_details
 
 #: the proto field each HintError field is about
@@ -63,13 +63,14 @@ def _at(context: grpc.ServicerContext, field: str, unix_s: float) -> datetime:
 
 
 def _unscoped_only(context: grpc.ServicerContext, method: str) -> None:
-    """PERMISSION_DENIED for a token scoped to tenants (``scheduler.tenancy``): a hint moves the
-    fleet's capacity, and hints are not kept per tenant; listing them is anyone's."""
+    """PERMISSION_DENIED for a caller (token or client certificate) scoped to tenants
+    (``scheduler.tenancy``): a hint moves the fleet's capacity, and hints are not kept per
+    tenant; listing them is anyone's."""
     scope = caller_scope()
     if scope is not None:
         _abort(context, grpc.StatusCode.PERMISSION_DENIED,
-               f"{method} changes the fleet's demand: it needs an unscoped token, not one "
-               f"scoped to tenants {', '.join(sorted(scope))}")
+               f"{method} changes the fleet's demand: it needs an unscoped caller (token or "
+               f"certificate), not one scoped to tenants {', '.join(sorted(scope)) or '(none)'}")
 
 
 class DemandHintsServicer(pb_grpc.DemandHintsServicer):

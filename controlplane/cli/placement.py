@@ -19,6 +19,7 @@ from controlplane.cli.bindings import list_bindings, release
 from controlplane.cli.demo_store import settings_with_db
 from controlplane.cli.placement_security import (
     AllowInsecureOption,
+    ClientIdentitiesOption,
     HealthListenOption,
     TlsCertOption,
     TlsClientCaOption,
@@ -83,6 +84,7 @@ def serve(
     tls_key: TlsKeyOption = None,
     tls_client_ca: TlsClientCaOption = None,
     token_file: TokenFileOption = None,
+    client_identities: ClientIdentitiesOption = None,
     health_listen: HealthListenOption = None,
     allow_insecure: AllowInsecureOption = False,
 ) -> None:
@@ -95,7 +97,8 @@ def serve(
     secured = served_security(
         listen, settings.placement if settings is not None else None, tls_cert=tls_cert,
         tls_key=tls_key, tls_client_ca=tls_client_ca, token_file=token_file,
-        health_listen=health_listen, allow_insecure=allow_insecure)
+        health_listen=health_listen, allow_insecure=allow_insecure,
+        client_identities=client_identities)
     if cpus is not None:
         _pin(cpus)
     engine, extra, stop_store, kept_note = (

@@ -1,7 +1,8 @@
-"""`headroom placement serve`'s transport security: TLS (mutual with a client CA), a bearer
-token and a plaintext health-only port, from options or, when absent, from --config's
-``placement`` group; the same rule as ``headroom serve``: an address reachable beyond this
-machine needs TLS and authentication unless --allow-insecure."""
+"""`headroom placement serve`'s transport security: TLS (mutual with a client CA, whose
+certificates' identities may be mapped to tenants), a bearer token and a plaintext health-only
+port, from options or, when absent, from --config's ``placement`` group; the same rule as
+``headroom serve``: an address reachable beyond this machine needs TLS and authentication unless
+--allow-insecure."""
 
 from __future__ import annotations
 
@@ -30,6 +31,11 @@ TokenFileOption = Annotated[Path | None, typer.Option(
          "'authorization: Bearer <token>'; re-read when it changes. '<token>' alone: unscoped; "
          "'<token> tenant=A[,B...]': only those tenants' Place, bindings (Release, "
          "RenewLeases, RankReplicas, ListBindings), no SyncInventory or PlanFleet.")]
+ClientIdentitiesOption = Annotated[Path | None, typer.Option(
+    "--client-identities", metavar="FILE", dir_okay=False,
+    help="With --tls-client-ca: client certificate identities, one per line (cn:NAME, "
+         "dns:NAME or uri:URI, alone or with tenant=A[,B...]), scoped as token lines; a "
+         "certificate matching none is refused; re-read when it changes.")]
 HealthListenOption = Annotated[str | None, typer.Option(
     "--health-listen", metavar="HOST:PORT",
     help="Serve the health service alone, in plaintext, here (kubelet's gRPC probe).")]
@@ -48,18 +54,23 @@ class ServedSecurity:
 def served_security(listen: str, configured: PlacementSettings | None, *,
                     tls_cert: Path | None, tls_key: Path | None, tls_client_ca: Path | None,
                     token_file: Path | None, health_listen: str | None,
-                    allow_insecure: bool) -> ServedSecurity:
+                    allow_insecure: bool, client_identities: Path | None = None
+                    ) -> ServedSecurity:
     """The options, each falling back to --config's ``placement`` setting; every file read and
     checked; an exit (code 2) naming the option otherwise."""
     base = configured or PlacementSettings()
     security = TransportSecurity(tls_cert or base.tls_cert_file, tls_key or base.tls_key_file,
                                  tls_client_ca or base.tls_client_ca_file,
-                                 token_file or base.token_file)
+                                 token_file or base.token_file,
+                                 client_identities or base.client_identities_file)
     health = health_listen or base.health_listen
     if (security.tls_cert_file is None) != (security.tls_key_file is None):
         raise usage_error("--tls-cert and --tls-key go together")
     if security.tls_client_ca_file is not None and not security.tls:
         raise usage_error("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
+    if security.client_identities_file is not None and security.tls_client_ca_file is None:
+        raise usage_error("--client-identities maps client certificates to tenants: it needs "
+                          "--tls-client-ca (mutual TLS)")
     authenticated = security.token_file is not None or security.tls_client_ca_file is not None
     if not (is_loopback(host_and_port(listen)[0]) or allow_insecure or base.allow_insecure
             or (security.tls and authenticated)):
@@ -75,6 +86,7 @@ def served_security(listen: str, configured: PlacementSettings | None, *,
         check_files(security)
     except SecurityFileError as error:
         option = {"tls_cert_file": "--tls-cert", "tls_key_file": "--tls-key",
-                  "tls_client_ca_file": "--tls-client-ca", "token_file": "--token-file"}
+                  "tls_client_ca_file": "--tls-client-ca", "token_file": "--token-file",
+                  "client_identities_file": "--client-identities"}
         raise usage_error(f"{option[error.setting]} {error.path}: {error.problem}") from None
     return ServedSecurity(security, health)

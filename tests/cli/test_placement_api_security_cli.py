@@ -90,6 +90,9 @@ def test_serve_with_tls_and_a_token_serves_only_callers_that_send_it(
     ("127.0.0.1", "  tls_cert_file: {cert}\n", "placement.tls_cert_file and "
                                                "placement.tls_key_file go together"),
     ("127.0.0.1", "  token_file: {missing}\n", "placement.token_file {missing}: cannot read it"),
+    ("127.0.0.1", "  client_identities_file: {missing}\n",
+     "placement.client_identities_file maps client certificates to tenants: it needs "
+     "placement.tls_client_ca_file"),
 ])
 def test_serve_refuses_an_unsafe_or_unusable_placement_security_in_one_line(
         tmp_path: Path, pems: dict[str, Path], host: str, placement: str, named: str) -> None:
@@ -148,6 +151,12 @@ def test_placement_serve_with_tls_a_token_and_a_health_port(
                                                                 "cannot read it"),
     (["--listen", "127.0.0.1:0", "--tls-cert", "{cert}", "--tls-key", "{token}"],
      "--tls-cert {cert}: not a PEM certificate chain matching tls_key_file"),
+    (["--listen", "127.0.0.1:0", "--tls-cert", "{cert}", "--tls-key", "{key}",
+      "--client-identities", "{token}"],
+     "--client-identities maps client certificates to tenants: it needs --tls-client-ca"),
+    (["--listen", "127.0.0.1:0", "--tls-cert", "{cert}", "--tls-key", "{key}",
+      "--tls-client-ca", "{cert}", "--client-identities", "{token}"],
+     "--client-identities {token}: line 1: an identity starts with cn:, dns:, uri:"),
 ])
 def test_placement_serve_refuses_unsafe_or_unusable_security_naming_the_option(
         pems: dict[str, Path], flags: list[str], named: str) -> None:
