@@ -24,7 +24,12 @@ from k8s_harness import START_AT, FixedLoads, make_backend
 from kubernetes import client
 
 from controlplane.adapters.k8s.api import KubeApi
-from controlplane.adapters.k8s.inventory import free_gpu_resources, normalize_product, parse_pod
+from controlplane.adapters.k8s.inventory import (
+    free_gpu_resources,
+    normalize_product,
+    offered_mig,
+    parse_pod,
+)
 from controlplane.adapters.k8s.manifests import config_map, device_plugin_entry
 from controlplane.adapters.placement import inventory_request
 from controlplane.domain.errors import PermanentError, TransientError
@@ -326,6 +331,25 @@ def test_mig_instances_no_known_config_names_are_read_from_what_the_device_plugi
     assert [[i.profile for i in g.mig_instances] for g in synced["custom"].gpus] == [
         ["3g.40gb", "2g.20gb", "2g.20gb"]] * 2
     assert not any(g.whole_in_use for n in synced.values() for g in n.gpus)
+
+
+def test_time_sliced_mig_instances_the_device_plugin_renamed_shared_read_as_those_instances(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    # with renameByDefault: true the device plugin advertises a shared MIG instance as
+    # nvidia.com/mig-<profile>.shared (REFERENCE.md §2.1): the same instances, not unknown ones
+    apiserver.seed(nodepool("a100-80gb"))
+    apiserver.seed(gpu_node("renamed", gpus=1,
+                            allocatable={"nvidia.com/mig-1g.10gb.shared": "7"}))
+    apiserver.seed(gpu_node("mixed", gpus=2, allocatable={
+        "nvidia.com/mig-3g.40gb.shared": "2", "nvidia.com/mig-2g.20gb": "4"}))
+    backend = make_backend(apiserver, clock)
+    nodes = {n.name: n for n in backend.reader.snapshot().nodes}
+    assert [(g.sharing, g.mig_layout) for g in nodes["renamed"].gpus] == [
+        ("mig", ("1g.10gb",) * 7)]
+    assert {(g.sharing, g.mig_layout) for g in nodes["mixed"].gpus} == {
+        ("mig", ("3g.40gb", "2g.20gb", "2g.20gb"))}
+    renamed = backend.reader.inventory().node("renamed")
+    assert renamed is not None and offered_mig(renamed) == {"1g.10gb": 7}
 
 
 def test_pods_asking_for_renamed_gpu_shares_hold_gpus_and_use_the_nodes_shared_gpus(

@@ -127,9 +127,12 @@ class Inventory:
 
 def offered_mig(node: NodeInfo) -> dict[str, int]:
     """The MIG instances the device plugin offers on the node (``nvidia.com/mig-<profile>``
-    allocatable, its mixed strategy): profile -> count, those it offers at least one of."""
-    offered = {r.removeprefix(n.MIG_RESOURCE_PREFIX): count(q)
-               for r, q in sorted(node.allocatable.items()) if r.startswith(n.MIG_RESOURCE_PREFIX)}
+    allocatable, its mixed strategy, or ``nvidia.com/mig-<profile>.shared`` when a sharing
+    config renames it): profile -> count, those it offers at least one of."""
+    offered: dict[str, int] = {}
+    for resource, quantity in sorted(node.allocatable.items()):
+        if profile := n.mig_profile(resource):
+            offered[profile] = offered.get(profile, 0) + count(quantity)
     return {profile: instances for profile, instances in offered.items() if instances > 0}
 
 

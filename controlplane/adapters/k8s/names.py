@@ -17,8 +17,10 @@ SHARING_STRATEGY = "nvidia.com/gpu.sharing-strategy"
 DEVICE_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
 GPU_REPLICAS = "nvidia.com/gpu.replicas"  # written by the device plugin (GFD)
 GPU_RESOURCE = "nvidia.com/gpu"
+# what a device plugin with renameByDefault: true appends to a time-sliced or MPS resource
+SHARED_SUFFIX = ".shared"
 # a time-sliced or MPS GPU share, as a device plugin with renameByDefault: true advertises it
-GPU_SHARED_RESOURCE = "nvidia.com/gpu.shared"
+GPU_SHARED_RESOURCE = GPU_RESOURCE + SHARED_SUFFIX
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 MIG_PARTED_KEY = "config.yaml"
 
@@ -62,3 +64,11 @@ def is_gpu_resource(resource: str) -> bool:
     """A whole GPU, a renamed GPU share or a MIG instance (renamed shares of one too)."""
     return resource in (GPU_RESOURCE, GPU_SHARED_RESOURCE) or resource.startswith(
         MIG_RESOURCE_PREFIX)
+
+
+def mig_profile(resource: str) -> str:
+    """The MIG profile (``1g.10gb``) a ``nvidia.com/mig-<profile>`` resource is an instance of,
+    renamed ``<name>.shared`` by a sharing config or not; "" for any other resource."""
+    if not resource.startswith(MIG_RESOURCE_PREFIX):
+        return ""
+    return resource.removeprefix(MIG_RESOURCE_PREFIX).removesuffix(SHARED_SUFFIX)
