@@ -27,6 +27,7 @@ from controlplane.cli.forecast import app as forecast_app
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.hint import app as hint_app
 from controlplane.cli.models import app as models_app
+from controlplane.cli.numbers import float_option
 from controlplane.cli.placement import app as placement_app
 from controlplane.cli.simulate import simulate_command
 from controlplane.cli.status import status_command
@@ -169,9 +170,9 @@ DEMO_YEARS = (1971, 9998)
 @app.command()
 @reflowed
 def demo(
-    minutes: Annotated[float | None, typer.Option(help="simulated minutes to run, then stop",
+    minutes: Annotated[float | None, float_option(help="simulated minutes to run, then stop",
                                                   min=0)] = None,
-    speed: Annotated[float, typer.Option(
+    speed: Annotated[float, float_option(
         help="simulated seconds per wall second (for as fast as it goes: --minutes N "
              "--no-dashboard)", min=0.1, max=MAX_DEMO_SPEED)] = 30.0,
     no_dashboard: Annotated[bool, typer.Option("--no-dashboard",

@@ -16,6 +16,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane import cost_export, cost_reader
 from controlplane.cli.demo_store import demo_store_hint, settings_with_db
+from controlplane.cli.numbers import float_option
 from controlplane.cli.paths import check_output_path, write_atomically
 from controlplane.cli.store_origin import DbOption, db_url_named, store_error_line
 from controlplane.cli.streams import usage_error
@@ -78,9 +79,9 @@ def export(
     = None,
     until: Annotated[str | None, typer.Option(
         help="end (ISO-8601, UTC); default and latest: the last tick")] = None,
-    days: Annotated[float, typer.Option(help="length of the window in days", min=0.001,
+    days: Annotated[float, float_option(help="length of the window in days", min=0.001,
                                         max=3650.0)] = 7.0,
-    step_s: Annotated[float, typer.Option(help="sampling step of the plan in force", min=1.0,
+    step_s: Annotated[float, float_option(help="sampling step of the plan in force", min=1.0,
                                           max=86400.0)] = 60.0,
     warm_namespace: Annotated[str, typer.Option(help="namespace of warm-pool placeholders")]
     = "headroom",

@@ -28,6 +28,7 @@ from rich.table import Table
 
 from controlplane.cli.backtest_notes import unscored_notes
 from controlplane.cli.forecast_run import cell, run
+from controlplane.cli.numbers import float_option
 from controlplane.cli.paths import check_output_path, write_atomically
 from controlplane.cli.streams import print_warning, usage_error
 from forecaster.backtest import BacktestTask, SeriesBacktest, run_all
@@ -57,7 +58,7 @@ def backtest(
     series_col: Annotated[str | None, typer.Option("--series-col",
                                                    help="column naming the series")] = None,
     horizon: Annotated[str, typer.Option(help="forecast horizon, e.g. 20m")] = "20m",
-    test_fraction: Annotated[float, typer.Option("--test-fraction",
+    test_fraction: Annotated[float, float_option("--test-fraction",
                                                  help="last share of steps used as origins")] = 0.3,
     method: Annotated[str, typer.Option(help="forecaster: " + ", ".join(METHODS))] = "auto",
     time_unit: Annotated[str | None, typer.Option("--time-unit",

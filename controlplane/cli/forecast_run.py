@@ -20,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.adapters.clock import WallClock
 from controlplane.cli.helptext import reflowed
+from controlplane.cli.numbers import float_option
 from controlplane.cli.store_origin import db_url_named
 from controlplane.cli.streams import print_error, print_warning, usage_error
 from controlplane.domain.errors import error_line
@@ -74,7 +75,7 @@ def run(
     shard: Annotated[str, typer.Option(help="INDEX/COUNT of a sharded fleet, e.g. "
                                        "$(JOB_COMPLETION_INDEX)/8")] = "0/1",
     workers: Annotated[int, typer.Option(min=1, help="worker processes")] = 2,
-    fit_budget_s: Annotated[float | None, typer.Option(
+    fit_budget_s: Annotated[float | None, float_option(
         "--fit-budget-s", min=0, help="a first fit (a model without stored state) starts only "
         "within this many wall seconds of the run's start; the rest get persistence with "
         "fallback fit_deferred and are fitted by a later run. Whatever the budget (0 too), a "

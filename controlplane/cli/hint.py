@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from controlplane.adapters.clock import WallClock
+from controlplane.cli.numbers import float_option
 from controlplane.cli.status_view import HINT_COLUMNS, hint_cells
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
 from controlplane.cli.times import parse_utc
@@ -41,7 +42,7 @@ def _line(h: DemandHint) -> str:
 @app.command("add")
 def add(
     model: Annotated[str, typer.Argument(help="a model of the store's models table")],
-    rps: Annotated[float, typer.Option("--rps", help="requests/s the model will see at least",
+    rps: Annotated[float, float_option("--rps", help="requests/s the model will see at least",
                                        min=0.0)],
     end: Annotated[str, typer.Option("--end", help="end of the window (ISO-8601; UTC unless "
                                                    "it names a zone)")],

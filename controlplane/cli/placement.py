@@ -17,6 +17,7 @@ import typer
 from controlplane.adapters.clock import WallClock
 from controlplane.cli.bindings import list_bindings, release
 from controlplane.cli.demo_store import settings_with_db
+from controlplane.cli.numbers import float_option
 from controlplane.cli.placement_security import (
     AllowInsecureOption,
     ClientIdentitiesOption,
@@ -61,7 +62,7 @@ def serve(
                                 help="Threads for PlanFleet, WatchPlan streams and other calls."),
     fast_workers: int = typer.Option(2, "--fast-workers", min=1,
                                      help="Threads for Place, Release, SyncInventory, GetPlan."),
-    grace_s: float = typer.Option(5.0, "--grace-s", min=0.0,
+    grace_s: float = float_option(5.0, "--grace-s", min=0.0,
                                   help="Seconds in-flight calls get on shutdown."),
     cpus: str | None = typer.Option(
         None, "--cpus", metavar="LIST",

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from controlplane.autoscaling.policies import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
 from controlplane.autoscaling.profile_correction import CorrectionConfig
+from controlplane.cli.numbers import float_option
 from controlplane.cli.paths import check_output_path
 from controlplane.cli.streams import print_warning, usage_error
 from controlplane.settings import ConfigError, load_settings
@@ -157,18 +158,18 @@ def simulate_command(
         "--fill-gaps", help="none (refuse gaps) | hold (last value) | zero")] = "none",
     forecast_method: Annotated[str, typer.Option(
         "--forecast-method", help="forecaster method (forecaster registry)")] = "auto",
-    forecast_interval_s: Annotated[float, typer.Option(
+    forecast_interval_s: Annotated[float, float_option(
         "--forecast-interval-s", help="simulated seconds between forecast refreshes")] = 300.0,
-    tick_s: Annotated[float, typer.Option("--tick-s", help="reconcile interval (divides 60)")
+    tick_s: Annotated[float, float_option("--tick-s", help="reconcile interval (divides 60)")
                       ] = 30.0,
-    shortfall_cost_ratio: Annotated[float, typer.Option(
+    shortfall_cost_ratio: Annotated[float, float_option(
         "--shortfall-cost-ratio", help="predictive: price of one replica-hour of unserved "
         "demand / price of a replica-hour")] = SHORTFALL_COST_RATIO,
-    short_minute_cost_ratio: Annotated[float, typer.Option(
+    short_minute_cost_ratio: Annotated[float, float_option(
         "--short-minute-cost-ratio", help="predictive: price of one short model-minute in "
         "replica-hours; hot replicas hold the next forecast step's quantile that this price "
         "pays for, per model (0: no headroom)")] = SHORT_MINUTE_COST_RATIO,
-    reactive_target: Annotated[float, typer.Option(
+    reactive_target: Annotated[float, float_option(
         "--reactive-target", help="reactive: target utilization")] = 0.8,
     oracle_forecast: Annotated[bool, typer.Option(
         "--oracle-forecast", hidden=True, help="BENCHMARK ONLY: forecasts read from the trace's "
@@ -183,7 +184,7 @@ def simulate_command(
         "--hints", dir_okay=False, help="predictive: demand announced ahead, CSV "
         "model,start,end,rate_rps[,reason] (ISO-8601 times): floors on the forecasts, as "
         "`headroom hint add` sets for the live loop")] = None,
-    hint_lead_s: Annotated[float, typer.Option(
+    hint_lead_s: Annotated[float, float_option(
         "--hint-lead-s", min=0.0, max=1200.0,
         help="a hint floors the forecast from this long before it starts")] = 600.0,
     config_file: Annotated[Path | None, typer.Option(

@@ -19,6 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.adapters.clock import WallClock
 from controlplane.cli.demo_store import demo_store_hint, settings_with_db
+from controlplane.cli.numbers import float_option
 from controlplane.cli.status_view import render, status_document
 from controlplane.cli.store_origin import db_url_named, store_error_line
 from controlplane.cli.streams import usage_error
@@ -42,7 +43,7 @@ def status_command(
         help="SQLite store file to read (e.g. the demo's .headroom/demo.db); beats "
              "HEADROOM_DB__URL and db.url of --config")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
-    max_tick_age_s: Annotated[float | None, typer.Option(
+    max_tick_age_s: Annotated[float | None, float_option(
         "--max-tick-age-s", min=0.0,
         help=escape("a last tick older than this is unhealthy (exit 1) [default: 3 x "
                     "reconcile.interval_s]"))] = None,
