@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 import yaml
-from pydantic import Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -164,29 +164,49 @@ _BOUNDS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_th
 
 def _describe(error: ValidationError, origin: str) -> str:
     first = error.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "(root)"
+    field = ".".join(str(part) for part in first["loc"])
     message = first["msg"]
     if first["type"] in _BOUNDS:  # the value as given (e.g. a negative price)
         message += f", got {first['input']}"
     named = env_variable_of(first["loc"], os.environ)
+    more = f" (+{error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    if first["type"] == "value_error" and _is_model(_annotation_at(first["loc"])):
+        # a check across fields of the settings (loc ()), a group or a pool: its message names
+        # them, without pydantic's "(root): Value error, " or "placement: Value error, "
+        return f"{named or origin}: {message.removeprefix('Value error, ')}{more}"
     if first["type"] == "extra_forbidden":
         near = _close_match(first["loc"])
         variable = ENV_PREFIX + "__".join(str(part) for part in first["loc"]).upper()
         if near and named is not None and named.upper().endswith(variable):
             near = ENV_PREFIX + near.replace(".", "__").upper()  # its own variable, misspelt
         message = f"unknown key; did you mean {near}?" if near else "unknown key"
-    more = f" (+{error.error_count() - 1} more)" if error.error_count() > 1 else ""
-    return f"{named or origin}: {field}: {message}{more}"
+    return f"{named or origin}: {field or '(root)'}: {message}{more}"
+
+
+def _annotation_at(loc: tuple[int | str, ...]) -> Any:
+    """The type of the settings' value at ``loc`` (``("pools", 0)`` -> PoolSettings); None
+    when ``loc`` goes where no field of the settings is."""
+    annotation: Any = Settings
+    for part in loc:
+        if isinstance(part, int):
+            annotation = get_args(annotation)[0] if get_origin(annotation) is list else None
+        elif _is_model(annotation) and part in annotation.model_fields:
+            annotation = annotation.model_fields[part].annotation
+        else:
+            return None
+    return annotation
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
 def _close_match(loc: tuple[int | str, ...]) -> str | None:
     """``reconcile.interval_s`` for an unknown key at ``loc`` (``reconcile.intervl_s``) near a
     known one, else None."""
-    model: Any = Settings
-    for part in loc[:-1]:
-        if isinstance(part, str):
-            annotation = model.model_fields[part].annotation
-            model = get_args(annotation)[0] if get_origin(annotation) is list else annotation
+    model = _annotation_at(loc[:-1])
+    if not _is_model(model):
+        return None
     near = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
     return ".".join(str(part) for part in (*loc[:-1], near[0])) if near else None
 

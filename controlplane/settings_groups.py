@@ -248,7 +248,7 @@ class SimSettings(Group):
                      "mig_relayout_s"):
             low, high = getattr(self, name)
             if low < 0 or high < low:
-                raise ValueError(f"{name} must be 0 <= min <= max, got ({low}, {high})")
+                raise ValueError(f"sim.{name} must be 0 <= min <= max, got ({low}, {high})")
         return self
 
 

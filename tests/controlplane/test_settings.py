@@ -27,7 +27,7 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
     ("reconcile:\n  intervals: 5\n", "reconcile.intervals: unknown key"),
     ("surprise: true\n", "surprise: unknown key"),
     ("pools:\n  - {name: a, product: L4, price_per_gpu_hour: 1, min_nodes: 3, max_nodes: 1}\n",
-     "pools.0: Value error, pool a: min_nodes > max_nodes"),
+     "pool a: min_nodes > max_nodes"),
     ("forecast:\n  horizon_s: 30\n  step_s: 60\n", "forecast.horizon_s must be >= forecast.step_s"),
     ("reconcile: [1,\n", "line 2"),
     ("autoscaling:\n  calibration_window_s: 0\n",
@@ -67,7 +67,7 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
     ("prometheus:\n  query: sum(rate(x[5m]))\n",
      "prometheus.query: Value error, PromQL 'sum(rate(x[5m]))' has no {model} placeholder"),
     ("prometheus:\n  password: s3cret\n",
-     "prometheus: Value error, prometheus.username and prometheus.password go together"),
+     "prometheus.username and prometheus.password go together"),
     ("prometheus:\n  metric: dcgm\n", "prometheus.metric: Input should be 'triton' or 'vllm'"),
     # REFERENCE.md §1.6: Headroom's layouts mix profiles on a GPU, which needs the mixed
     # strategy; under single GFD counts MIG devices in nvidia.com/gpu.count
@@ -105,6 +105,36 @@ def test_bad_configuration_is_one_line_naming_the_field(tmp_path: Path, yaml_tex
     message = str(caught.value)
     assert expected in message and str(config) in message
     assert "\n" not in message
+
+
+@pytest.mark.parametrize(("yaml_text", "expected"), [
+    ("forecast:\n  horizon_s: 30\n  step_s: 60\n",
+     "forecast.horizon_s must be >= forecast.step_s"),
+    ("placement:\n  tls_cert_file: /etc/headroom/tls.crt\n",
+     "placement.tls_cert_file and placement.tls_key_file go together"),
+    ("prometheus:\n  password: s3cret\n",
+     "prometheus.username and prometheus.password go together"),
+    ("sim:\n  node_provision_s: [60, 30]\n",
+     "sim.node_provision_s must be 0 <= min <= max, got (60.0, 30.0)"),
+    ("pools:\n  - {name: a, product: L4, price_per_gpu_hour: 1, min_nodes: 3, max_nodes: 1}\n",
+     "pool a: min_nodes > max_nodes"),
+], ids=["two groups", "one group", "one group, a secret", "a range of one group", "one pool"])
+def test_a_cross_field_error_is_its_own_message_after_the_file_which_names_the_fields(
+        tmp_path: Path, yaml_text: str, expected: str) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml_text)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert str(caught.value) == f"{config}: {expected}"
+
+
+def test_a_cross_field_error_of_a_group_given_as_json_names_the_variable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEADROOM_PROMETHEUS", '{"password": "s3cret"}')
+    with pytest.raises(ConfigError) as caught:
+        load_settings(None)
+    assert str(caught.value) == ("environment variable HEADROOM_PROMETHEUS: prometheus.username "
+                                 "and prometheus.password go together")
 
 
 def test_a_prometheus_password_never_shows_in_a_settings_error(tmp_path: Path) -> None:
@@ -325,7 +355,7 @@ def test_a_postgresql_connect_timeout_libpq_would_change_is_one_line_naming_it(
     with pytest.raises(ConfigError) as error:
         load_settings(config)
     assert str(error.value) == (
-        f"{config}: db: Value error, db.connect_timeout_s: PostgreSQL waits whole seconds, at "
+        f"{config}: db.connect_timeout_s: PostgreSQL waits whole seconds, at "
         f"least 2 (libpq's connect_timeout), got {float(timeout):g}")
 
 
