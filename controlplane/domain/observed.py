@@ -63,6 +63,16 @@ class ObservedPool:
 
 
 @dataclass(frozen=True, slots=True)
+class ServingWorkload:
+    """A workload labelled with a model, as read: its kind and name (``Deployment models/chat``)
+    and the GPU resources each of its pods asks for (controlplane.domain.workload_slices checks
+    them against the plan)."""
+
+    name: str
+    gpu_requests: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ObservedModel:
     """Replicas of one model and the load it sees now. ``demand_measured`` False: the load
     source could not say this tick (Prometheus down, no series); ``demand_rps`` is then 0 only
@@ -79,11 +89,9 @@ class ObservedModel:
     capacity_rps: float
     demand_measured: bool = True
     latency_ms: float | None = None
-    # the one workload serving it, as read (e.g. "Deployment models/chat"; "" when not read,
-    # as in the simulator, or when several are labelled with it), and the GPU resources each of
-    # its pods asks for (controlplane.domain.workload_slices checks them against the plan)
-    workload: str = ""
-    gpu_requests: tuple[tuple[str, int], ...] = ()
+    # every workload labelled with it, by name, as read (none when not read, as in the
+    # simulator)
+    workloads: tuple[ServingWorkload, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from controlplane.domain.observed import (
     ObservedNode,
     ObservedPool,
     ObservedState,
+    ServingWorkload,
 )
 from controlplane.domain.profile import ProfileCorrection
 
@@ -27,6 +28,17 @@ def _default(value: object) -> object:
 
 def observed_to_json(observed: ObservedState) -> str:
     return json.dumps(asdict(observed), default=_default, separators=(",", ":"))
+
+
+def _observed_model(raw: dict[str, Any]) -> ObservedModel:
+    """A stored model; one stored before several workloads were kept has the one labelled with
+    it (if any) as ``workload`` and ``gpu_requests``."""
+    fields = dict(raw)
+    one, asked = fields.pop("workload", ""), fields.pop("gpu_requests", ())
+    listed = fields.pop("workloads", [{"name": one, "gpu_requests": asked}] if one else [])
+    return ObservedModel(**fields, workloads=tuple(
+        ServingWorkload(str(w["name"]), tuple((str(r), int(c)) for r, c in w["gpu_requests"]))
+        for w in listed))
 
 
 def observed_from_json(text: str) -> ObservedState:
@@ -43,8 +55,7 @@ def observed_from_json(text: str) -> ObservedState:
         synced_at=datetime.fromisoformat(raw["synced_at"]),
         pools=tuple(ObservedPool(**p) for p in raw["pools"]),
         nodes=nodes,
-        models=tuple(ObservedModel(**{**m, "gpu_requests": tuple(
-            (str(r), int(c)) for r, c in m.get("gpu_requests", ()))}) for m in raw["models"]),
+        models=tuple(_observed_model(m) for m in raw["models"]),
         synced=raw.get("synced", True),
         notes=tuple(raw.get("notes", ())),
         data_at=datetime.fromisoformat(raw["data_at"]) if raw.get("data_at") else None,

@@ -12,8 +12,14 @@ from k8s_builders import model_deployment
 
 from controlplane.adapters.k8s.gpu_requests import pod_gpu_requests
 from controlplane.adapters.k8s.inventory import parse_workload
+from controlplane.domain.observed import ServingWorkload
 from controlplane.domain.placement import FleetPlacement, PlacedSegment, PlannedSlice
-from controlplane.domain.workload_slices import SLICE_MISMATCH, planned_request, slice_finding
+from controlplane.domain.workload_slices import (
+    SLICE_MISMATCH,
+    model_slice_findings,
+    planned_request,
+    slice_finding,
+)
 
 A100 = "A100-80GB"
 ON_1G = PlannedSlice(A100, "mig", "1g.10gb", 3)
@@ -204,3 +210,39 @@ def test_an_unparsable_quantity_never_fits() -> None:
         "nvidia.com/mig-1g.10gb"] = "one"  # read back as stored, not as the schema allows
     found = slice_drift("chat", "Deployment", odd, [ON_1G], "mixed")
     assert "asks for nvidia.com/mig-1g.10gb: (unparsable) per pod" in found[0]
+
+
+def test_of_several_workloads_each_that_fits_no_planned_slice_is_named_alone() -> None:
+    split = (PlannedSlice(A100, "mig", "1g.10gb", 2), PlannedSlice(A100, "exclusive", "", 1))
+    fits = ServingWorkload("Deployment models/chat-mig", (("nvidia.com/mig-1g.10gb", 1),))
+    whole = ServingWorkload("Deployment models/chat-whole", (("nvidia.com/gpu", 1),))
+    shared = ServingWorkload("StatefulSet models/chat-old", (("nvidia.com/gpu.shared", 1),))
+    assert model_slice_findings("chat", (fits, whole), split, "mixed") == ()
+    (found,) = model_slice_findings("chat", (fits, shared, whole), split, "mixed")
+    assert found == (
+        "model chat: StatefulSet models/chat-old asks for nvidia.com/gpu.shared: 1 per pod, but "
+        "the plan places none of the model's replicas on that slice: it places its 3 replicas as "
+        "2 on MIG 1g.10gb instances of A100-80GB (nvidia.com/mig-1g.10gb: 1 each) and 1 on whole "
+        "A100-80GB GPUs (nvidia.com/gpu: 1 each), so its pods stay Pending or run on other GPUs "
+        "than the plan counts. Headroom does not change the workload: give its pods a planned "
+        f"slice's GPU resource; reason {SLICE_MISMATCH}")
+
+
+def test_a_planned_slice_none_of_a_models_several_workloads_asks_for_is_named_with_them() -> None:
+    split = (PlannedSlice(A100, "mig", "1g.10gb", 2), PlannedSlice(A100, "exclusive", "", 1))
+    mig = tuple(ServingWorkload(f"Deployment models/chat-{i}", (("nvidia.com/mig-1g.10gb", 1),))
+                for i in (1, 2))
+    (found,) = model_slice_findings("chat", mig, split, "mixed")
+    assert found == (
+        "model chat: the plan places 1 of its 3 replicas on whole A100-80GB GPUs (nvidia.com/gpu: "
+        "1 each), but none of its workloads (Deployment models/chat-1, Deployment models/chat-2) "
+        "asks for that: those replicas stay Pending or run on other GPUs than the plan counts. "
+        "Headroom does not change the workloads: give one's pods the planned slice's GPU "
+        f"resource; reason {SLICE_MISMATCH}")
+
+
+def test_one_workload_of_a_model_is_checked_as_before() -> None:
+    one = (ServingWorkload("Deployment models/chat", (("nvidia.com/gpu", 1),)),)
+    assert model_slice_findings("chat", one, (ON_1G,), "mixed") == (
+        slice_finding("chat", "Deployment models/chat", {"nvidia.com/gpu": 1}, [ON_1G], "mixed"),)
+    assert model_slice_findings("chat", (), (ON_1G,), "mixed") == ()

@@ -16,7 +16,7 @@ from k8s_harness import START_AT, FixedLoads, assert_schema_valid, make_backend
 
 from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.domain.actions import SetReplicas
-from controlplane.domain.observed import ModelLoad, ObservedModel, ObservedState
+from controlplane.domain.observed import ModelLoad, ObservedModel, ObservedState, ServingWorkload
 from controlplane.domain.tick import TickReport
 from controlplane.reconcile import ReconcileDeps, reconcile_once
 from controlplane.runtime import reconcile_config
@@ -35,8 +35,9 @@ LLAMA_SLICE = "nvidia.com/mig-3g.40gb"  # the plan's slice for llama on this tes
 LOADS = {LLAMA: ModelLoad(200.0, 40.0), RESNET: ModelLoad(900.0, 250.0)}
 
 
-def asking(model: str, resources: dict[str, str], replicas: int = 1) -> dict[str, Any]:
-    deployment = model_deployment(model, replicas=replicas)
+def asking(model: str, resources: dict[str, str], replicas: int = 1,
+           name: str | None = None) -> dict[str, Any]:
+    deployment = model_deployment(model, replicas=replicas, name=name)
     deployment["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": resources}
     return deployment
 
@@ -126,17 +127,57 @@ def test_workloads_asking_for_their_planned_slices_are_not_noted(
         (LLAMA, "3g.40gb"), (RESNET, "1g.10gb")}  # where this fleet's plan puts them
     assert _found(report) == []
     models = {m.name: m for m in report.observed.models}
-    assert models[RESNET].workload == f"Deployment {MODELS_NS}/{RESNET}"
-    assert models[RESNET].gpu_requests == (("nvidia.com/mig-1g.10gb", 1),)
+    assert models[RESNET].workloads == (ServingWorkload(
+        f"Deployment {MODELS_NS}/{RESNET}", (("nvidia.com/mig-1g.10gb", 1),)),)
+
+
+def test_each_of_a_models_several_workloads_is_checked_and_the_one_that_mismatches_named(
+        apiserver: ApiServer, clock: VirtualClock, sqlite_url: str) -> None:
+    apiserver.seed(nodepool("a100-80gb"))
+    apiserver.seed(gpu_node("a100-1"))
+    for name, slice_resource in (("llama-a", LLAMA_SLICE), ("llama-b", "nvidia.com/mig-1g.10gb")):
+        apiserver.seed(asking(LLAMA, {slice_resource: "1"}, name=name))
+    apiserver.seed(asking(RESNET, {"nvidia.com/mig-1g.10gb": "1"}))
+    (report,) = _ticks(apiserver, clock, Store.open(sqlite_url, migrate=True), _settings(), 1)
+    assert report.placement is not None
+    assert {(s.model, s.mig_profile) for s in report.placement.segments} >= {(LLAMA, "3g.40gb")}
+    (finding,) = _found(report)
+    assert finding.startswith(f"model {LLAMA}: Deployment {MODELS_NS}/llama-b asks for "
+                              "nvidia.com/mig-1g.10gb: 1 per pod, but the plan places none of "
+                              "the model's replicas on that slice: it places its")
+    assert "llama-a" not in finding and finding.endswith("reason workload_slice_mismatch")
+    models = {m.name: m for m in report.observed.models}
+    assert [(w.name, w.gpu_requests) for w in models[LLAMA].workloads] == [
+        (f"Deployment {MODELS_NS}/llama-a", ((LLAMA_SLICE, 1),)),
+        (f"Deployment {MODELS_NS}/llama-b", (("nvidia.com/mig-1g.10gb", 1),))]
+
+    apiserver.update("apps/v1", "Deployment", "llama-b", {"spec": {"template": {"spec": {
+        "containers": [{"name": "triton", "image": "example.com/triton:1",
+                        "resources": {"limits": {LLAMA_SLICE: "1"}}}]}}}}, MODELS_NS)
+    (fixed,) = _ticks(apiserver, clock, Store.open(sqlite_url, migrate=True), _settings(), 1)
+    assert _found(fixed) == []
 
 
 def test_a_snapshot_stored_before_workloads_were_read_still_loads() -> None:
     now = ObservedState(START_AT, (), (), (ObservedModel(
-        "m", 1, 0, 1, 5.0, 10.0, workload="Deployment models/m",
-        gpu_requests=(("nvidia.com/gpu", 1),)),))
+        "m", 1, 0, 1, 5.0, 10.0, workloads=(
+            ServingWorkload("Deployment models/m", (("nvidia.com/gpu", 1),)),
+            ServingWorkload("Deployment models/m-canary", ()))),))
     assert observed_from_json(observed_to_json(now)) == now
     raw = json.loads(observed_to_json(now))
     for model in raw["models"]:
-        del model["workload"], model["gpu_requests"]
+        del model["workloads"]
     (old,) = observed_from_json(json.dumps(raw)).models
-    assert old.workload == "" and old.gpu_requests == ()
+    assert old.workloads == ()
+
+
+def test_a_snapshot_stored_with_the_one_workload_of_a_model_loads_it_as_its_workloads() -> None:
+    now = ObservedState(START_AT, (), (), (ObservedModel("m", 1, 0, 1, 5.0, 10.0),))
+    raw = json.loads(observed_to_json(now))
+    del raw["models"][0]["workloads"]
+    raw["models"][0].update(workload="Deployment models/m", gpu_requests=[["nvidia.com/gpu", 1]])
+    raw["models"].append({**raw["models"][0], "name": "several", "workload": "",
+                          "gpu_requests": []})  # several were stored as none
+    one, several = observed_from_json(json.dumps(raw)).models
+    assert one.workloads == (ServingWorkload("Deployment models/m", (("nvidia.com/gpu", 1),)),)
+    assert several.workloads == ()

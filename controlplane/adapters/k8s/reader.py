@@ -31,6 +31,7 @@ from controlplane.domain.observed import (
     ObservedNode,
     ObservedPool,
     ObservedState,
+    ServingWorkload,
 )
 from controlplane.domain.sharing_config import layout_from_config_name, mode_from_strategy
 from controlplane.ports import Clock, LoadSource
@@ -244,7 +245,7 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
                                     demand_rps if demand_rps is not None and measured else 0.0,
                                     capacity_rps, demand_measured=measured,
                                     latency_ms=latency_ms))
-    models = [_with_workload(m, served_by.get(m.name, [])) for m in models]
+    models = [_with_workloads(m, served_by.get(m.name, [])) for m in models]
     notes += [f"{len(names)} model(s) ({', '.join(names)}): {why}: reconcile.max_staleness_s "
               "is not checked for their rates" for why, names in undated.items()]
     if load is None and models:
@@ -257,14 +258,13 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
                          data_at=data_at if data_at and data_at <= now else None)
 
 
-def _with_workload(model: ObservedModel, workloads: list[WorkloadInfo]) -> ObservedModel:
-    """The model with the one workload serving it and what its pods ask for (several: none,
-    the replica actuator refuses to pick one and says so)."""
-    if len(workloads) != 1:
-        return model
-    (w,) = workloads
-    return replace(model, workload=f"{w.kind} {w.namespace}/{w.name}",
-                   gpu_requests=w.gpu_requests)
+def _with_workloads(model: ObservedModel, workloads: list[WorkloadInfo]) -> ObservedModel:
+    """The model with the workloads labelled with it and what each one's pods ask for, by name
+    (the replica actuator refuses to pick one of several and says so; their slices are still
+    checked)."""
+    return replace(model, workloads=tuple(sorted(
+        (ServingWorkload(f"{w.kind} {w.namespace}/{w.name}", w.gpu_requests) for w in workloads),
+        key=lambda served: served.name)))
 
 
 class K8sClusterReader:
