@@ -6,32 +6,63 @@ next one, and ``reconcile_once`` raises. The loop's duties do not stop there: th
 counts in the metrics (as unsaved), and the node re-layouts in flight still advance. So the
 loops of ``headroom serve`` (simulated and Kubernetes) and ``headroom demo`` run ticks through
 ``run_tick``: a save failure of this tick returns its report with ``saved`` False (the store
-already logged ``tick.save_failed``); any other error raises as before.
+already logged ``tick.save_failed``). A store that cannot be used while the tick decides (a
+PostgreSQL outage, a terminated connection: ``controlplane.store.outage``) fails the tick before
+it acts: one ``tick.failed`` line naming the error, a failed report (reason
+``store_unavailable``) the loop counts but cannot save, and the next tick tries again. Any other
+error raises as before.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from datetime import datetime
 
 from controlplane.decision_retry import RetryingDecisionStore
-from controlplane.domain.tick import TickReport
+from controlplane.domain.errors import error_line
+from controlplane.domain.guards import GuardMemory
+from controlplane.domain.observed import ObservedState
+from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps, reconcile_once
+from controlplane.store.outage import STORE_DOWN
+
+log = logging.getLogger("headroom.reconcile")
+STORE_UNAVAILABLE = "store_unavailable"
 
 
 @dataclass(frozen=True, slots=True)
 class TickRun:
     report: TickReport
-    saved: bool  # False: the tick acted, its record is kept in process and saved next tick
+    # False: the tick acted, its record is kept in process and saved next tick (a tick the
+    # store's outage failed before it acted has nothing to keep: True, status failed)
+    saved: bool
 
 
 def run_tick(deps: ReconcileDeps, config: ReconcileConfig) -> TickRun:
-    """``reconcile_once``; a failure to save this tick's report returns it unsaved."""
+    """``reconcile_once``; a failure to save this tick's report returns it unsaved, a store
+    that cannot be used before then fails the tick (nothing applied, nothing to save)."""
     decisions = deps.decisions
     kept_before = decisions.unsaved if isinstance(decisions, RetryingDecisionStore) else None
+    started_at = deps.clock.now()
     try:
         return TickRun(reconcile_once(deps, config), saved=True)
-    except Exception:
+    except Exception as error:
         kept = decisions.unsaved if isinstance(decisions, RetryingDecisionStore) else None
-        if kept is None or kept is kept_before:  # not this tick's save: a real error
+        if kept is not None and kept is not kept_before:  # this tick's save failed
+            return TickRun(kept, saved=False)
+        # a real error; or, without a store that keeps a failed save, maybe a save after acting
+        if not isinstance(error, STORE_DOWN) or not isinstance(decisions, RetryingDecisionStore):
             raise
-        return TickRun(kept, saved=False)
+        return TickRun(store_failed(started_at, deps.clock.now(), error), saved=True)
+
+
+def store_failed(started_at: datetime, now: datetime, error: Exception) -> TickReport:
+    """The report of a tick the store failed before it acted, logged on one line. Its guard
+    memory is empty: the report is counted, never saved (the store's newest memory stands)."""
+    line = error_line(error)
+    log.error("tick.failed", extra={"reason": STORE_UNAVAILABLE, "error": line,
+                                    "next": "nothing applied; the next tick tries again"})
+    unobserved = ObservedState(started_at, (), (), (), synced=False, notes=(line,))
+    return TickReport(started_at, now, TickStatus.FAILED, STORE_UNAVAILABLE, unobserved, (),
+                      None, None, (), GuardMemory())

@@ -23,7 +23,7 @@ from controlplane.adapters.prometheus import (
     prometheus_source,
 )
 from controlplane.decision_retry import RetryingDecisionStore
-from controlplane.domain.errors import PermanentError, TransientError
+from controlplane.domain.errors import PermanentError, TransientError, error_line
 from controlplane.jobs import build_scheduler, run_until_stopped
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.placement_api import FOLLOW_EVERY_S, JournalFollower, start_placement_api
@@ -45,6 +45,7 @@ from controlplane.store.configured import DbGroup, listed_model_count
 from controlplane.store.engine import redact, sqlite_file
 from controlplane.store.hints import SqlDemandHints
 from controlplane.store.ledger import SqlForecastLedger
+from controlplane.store.outage import STORE_DOWN
 from controlplane.store.relayout import SqlRelayoutStore
 from scheduler.engine import PlacementEngine
 
@@ -93,7 +94,11 @@ def follow(reader: ClusterReader, placement: PlacementClient) -> bool:
         level = logging.WARNING if isinstance(error, TransientError) else logging.ERROR
         log.log(level, "tick.follower_unobserved", extra={"error": str(error)})
         return False
-    placement.sync_inventory(observed)
+    try:
+        placement.sync_inventory(observed)
+    except STORE_DOWN as error:  # the placement journal's store is down: the next tick retries
+        log.warning("tick.follower_unsynced", extra={"error": error_line(error)})
+        return False
     log.info("tick.follower")
     return True
 
@@ -101,14 +106,23 @@ def follow(reader: ClusterReader, placement: PlacementClient) -> bool:
 def leader_tick(deps: ReconcileDeps, config: ReconcileConfig, mig: MigRelayoutActuator,
                 metrics: ControlPlaneMetrics | None) -> TickRun:
     """The leader's tick: reconcile, count it (saved or not), and advance the MIG re-layouts in
-    flight whatever became of the tick (a failed save or an error still moves them on)."""
+    flight whatever became of the tick (a failed save or an error still moves them on; a
+    store that cannot be used leaves them where they are, on one line, till the next tick)."""
     try:
         run = run_tick(deps, config)
     finally:
-        mig.advance()
+        _advance(mig)
     if metrics is not None:
         metrics.record(run.report, run.saved)
     return run
+
+
+def _advance(mig: MigRelayoutActuator) -> None:
+    try:
+        mig.advance()
+    except STORE_DOWN as error:
+        log.warning("relayouts.not_advanced", extra={"error": error_line(error),
+                                                     "next": "the next tick tries again"})
 
 
 def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
