@@ -47,9 +47,12 @@ def stop_on_sigterm() -> threading.Event:
 
 
 def run_until_stopped(scheduler: BackgroundScheduler, on_stop: Callable[[], None],
-                      stop_event: threading.Event | None = None) -> None:
+                      stop_event: threading.Event | None = None,
+                      on_stopping: Callable[[], None] | None = None) -> None:
     """Start the jobs and block until SIGTERM (``stop_event``, from ``stop_on_sigterm``;
-    installed here when not given) or Ctrl-C; then stop the jobs and call ``on_stop``."""
+    installed here when not given) or Ctrl-C; then start no job again, call ``on_stopping``
+    (while the jobs in flight may still run: what must not wait for them), wait for those
+    jobs and call ``on_stop``."""
     if stop_event is None:
         stop_event = stop_on_sigterm()
     scheduler.start()
@@ -59,5 +62,8 @@ def run_until_stopped(scheduler: BackgroundScheduler, on_stop: Callable[[], None
     except KeyboardInterrupt:
         pass
     finally:
+        scheduler.pause()
+        if on_stopping is not None:
+            on_stopping()
         scheduler.shutdown(wait=True)
         on_stop()

@@ -149,22 +149,41 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                          hints=SqlDemandHints(store.engine))
     config = reconcile_config(settings, specs)
 
+    stepping_down = threading.Event()  # SIGTERM: lead no more, hand the Lease back
+    ticking = threading.Lock()  # held by a tick, so the Lease goes only once none is in flight
+    leasing = threading.Lock()  # the elector is used by one thread at a time
+
+    def leads() -> bool:
+        return not stepping_down.is_set() and backend.elector.is_leader(clock.now())
+
     def keep_lease() -> None:
-        backend.elector.try_acquire_or_renew(clock.now(), clock.monotonic())
+        with leasing:
+            if not stepping_down.is_set():
+                backend.elector.try_acquire_or_renew(clock.now(), clock.monotonic())
 
     def tick() -> None:
-        if not backend.elector.is_leader(clock.now()):
-            follow(inventory_reader, placement)
-            return
-        leader_tick(deps, config, backend.mig, metrics)  # metrics: set below, before it runs
+        with ticking:
+            if not leads():
+                follow(inventory_reader, placement)
+                return
+            leader_tick(deps, config, backend.mig, metrics)  # metrics: set below, before it runs
 
     def forecast() -> None:
-        if backend.elector.is_leader(clock.now()):
+        if leads():
             refresh_forecasts(history, store, clock.now(), settings)
 
     def prune() -> None:
-        if backend.elector.is_leader(clock.now()):
+        if leads():
             prune_store(store, clock.now(), settings)
+
+    def step_down() -> None:
+        """At once on SIGTERM: no job starts leading again; the tick in flight, if any, ends
+        (the re-layout step it moves on is not left halfway); then the Lease is handed back,
+        so a standby takes over at its next try, while a forecast refresh in flight finishes
+        (its forecasts are stored; it writes nothing to the cluster)."""
+        stepping_down.set()
+        with ticking, leasing:
+            backend.elector.release()
 
     keda = keda_servicer(settings, store, clock, specs)
     stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda),
@@ -182,8 +201,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     }, start_at=clock.now())
 
     def on_stop() -> None:
-        backend.elector.release()
         keda.stopping.set()
         stop_api()
 
-    run_until_stopped(scheduler, on_stop, stop_event)
+    run_until_stopped(scheduler, on_stop, stop_event, on_stopping=step_down)
