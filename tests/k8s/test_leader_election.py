@@ -185,3 +185,32 @@ def test_any_other_lease_error_is_logged_loudly_with_its_status(
     records = lease_log(apiserver, caplog, method, path, code)
     assert [(lvl, event) for lvl, event, _ in records] == [(level, "leader.lease_failed")]
     assert records[0][2].startswith(f"HTTP {code}: injected fault {code}")
+
+
+def test_a_dry_run_replica_previews_only_while_no_other_replica_holds_the_lease(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    """A dry-run replica beside a live leader on one store would record its dry_run ticks,
+    observations and forecasts between the leader's (`headroom status` then shows a dry run as
+    the fleet's last tick, and the leader's guards read the newest tick's memory): it leads its
+    preview only while no other replica holds the Lease, and never writes the Lease."""
+    leader = make_backend(apiserver, clock, identity="headroom-live",
+                          lease_duration_s=LEASE_DURATION_S, renew_deadline_s=RENEW_DEADLINE_S)
+    preview = make_backend(apiserver, clock, dry_run=True, identity="headroom-preview",
+                           lease_duration_s=LEASE_DURATION_S, renew_deadline_s=RENEW_DEADLINE_S)
+    assert preview.elector.try_acquire_or_renew(clock.now(), 0.0)  # no Lease: it previews
+    assert preview.elector.is_leader(clock.now())
+    assert leader.elector.try_acquire_or_renew(clock.now())
+    writes = len(apiserver.writes())
+    assert not preview.elector.try_acquire_or_renew(clock.now(), 1.0)
+    assert not preview.elector.is_leader(clock.now())
+    clock.advance(LEASE_DURATION_S)  # the leader stopped renewing: gone once seen unchanged
+    assert preview.elector.try_acquire_or_renew(clock.now(), 1.0 + LEASE_DURATION_S)
+    assert preview.elector.is_leader(clock.now())
+    assert leader.elector.try_acquire_or_renew(clock.now())  # back, and renewing: it leads
+    assert not preview.elector.try_acquire_or_renew(clock.now(), 2.0 + LEASE_DURATION_S)
+    leader.elector.release()  # a clean stop: the preview goes on at once
+    writes += 2  # the leader's renewal and release
+    assert preview.elector.try_acquire_or_renew(clock.now(), 3.0 + LEASE_DURATION_S)
+    assert len(apiserver.writes()) == writes  # the dry-run replica never wrote the Lease
+    assert apiserver.get("coordination.k8s.io/v1", "Lease", "headroom-leader",
+                         HEADROOM_NS)["spec"].get("holderIdentity", "") == ""

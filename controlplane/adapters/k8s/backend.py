@@ -124,12 +124,10 @@ def build_k8s_backend(settings: Settings, clock: Clock, relayouts: RelayoutStore
     mig = K8sMigRelayoutActuator(api, k8s, pool_list, reader, node_pools, relayouts, clock,
                                  policy)
     elector: LeaderElector
-    if dry_run:
-        elector = DryRunElector()
-    else:
-        elector = K8sLeaseElector(api, k8s.namespace, k8s.lease_name,
-                                  identity or k8s.identity or default_identity(),
-                                  LeaseTiming(k8s.lease_duration_s, k8s.renew_deadline_s))
+    elector_type = DryRunElector if dry_run else K8sLeaseElector
+    elector = elector_type(api, k8s.namespace, k8s.lease_name,
+                           identity or k8s.identity or default_identity(),
+                           LeaseTiming(k8s.lease_duration_s, k8s.renew_deadline_s))
     gated = LeaderGated(elector, clock, node_pools, K8sReplicaActuator(api, k8s),
                         K8sSharingActuator(api, k8s), mig)
     return K8sBackend(api, reader, gated, gated, gated, gated, elector, relayouts)

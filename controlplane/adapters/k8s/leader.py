@@ -14,7 +14,6 @@ from controlplane.adapters.k8s.outcomes import failed
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.errors import ConflictError, PermanentError, TransientError
 from controlplane.domain.lease import (
-    AlwaysLeads,
     LeaseRecord,
     LeaseSighting,
     LeaseTiming,
@@ -138,9 +137,54 @@ class K8sLeaseElector:
             log.info("leader.release_failed", extra={"error": str(error)})
 
 
-class DryRunElector(AlwaysLeads):
-    """A dry-run replica writes nothing, so it neither holds nor contends for the Lease; its
-    actuators only record what they would write."""
+class DryRunElector:
+    """A dry-run replica writes nothing to the cluster, so it neither holds nor contends for the
+    Lease; its actuators only record what they would write. It previews (ticks, forecasts,
+    records them) only while no other replica holds the Lease, as it reads it: beside a live
+    leader its dry_run ticks, observations and forecasts would go into the store between the
+    leader's (``headroom status`` would show a dry run as the fleet's last tick, the leader's
+    guards would read its memory), so it follows instead, said once on one line. A Lease it
+    cannot read leaves it as it was."""
+
+    def __init__(self, api: KubeApi, namespace: str, name: str, identity: str,
+                 timing: LeaseTiming) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.timing = timing
+        self._sighting: LeaseSighting | None = None
+        self._leader = ""  # the other replica that holds the Lease, "" when none does
+
+    def try_acquire_or_renew(self, now: datetime, monotonic_s: float | None = None) -> bool:
+        try:
+            obj = self.api.read("coordination.k8s.io/v1", "Lease", self.name, self.namespace)
+        except (TransientError, PermanentError) as error:
+            log.warning("leader.dry_run_lease_unread", extra={
+                "lease": f"{self.namespace}/{self.name}", "error": str(error)})
+            return self._leader == ""
+        current = lease_from_object(obj) if obj is not None else None
+        decision = decide_lease(current, self._sighting, self.identity, now, self.timing,
+                                monotonic_s)
+        self._sighting = decision.sighting
+        leader = current.holder if decision.record is None and current is not None else ""
+        if leader and leader != self._leader:
+            log.warning("leader.dry_run_follows", extra={
+                "identity": self.identity, "leader": leader,
+                "why": f"{leader} holds the Lease: this dry run previews and records nothing "
+                       "while it does"})
+        elif not leader and self._leader:
+            log.info("leader.dry_run_previews", extra={
+                "identity": self.identity, "previous_leader": self._leader,
+                "why": "no replica holds the Lease: this dry run previews and records its ticks"})
+        self._leader = leader
+        return leader == ""
+
+    def is_leader(self, now: datetime) -> bool:
+        return self._leader == ""
+
+    def release(self) -> None:
+        return
 
 
 class LeaderGated:
