@@ -76,9 +76,11 @@ def decisions(limit: int, with_actions_only: bool, dry_run_only: bool) -> None:
             st.caption("Outcomes: " + (", ".join(f"{n} {o}" for o, n in outcomes.items())
                                        or "none"))
             unplaced = json.loads(plan.unplaced_json)
-            st.caption(f"{plan.gpus_placed} GPUs placed, {plan.warm_gpus} warm; tick status "
-                       f"{plan.status}{f' ({plan.reason})' if plan.reason else ''}"
-                       f"{'; unplaced: ' + '; '.join(unplaced) if unplaced else ''}")
+            reason = f" ({plan.reason})" if plan.reason else ""
+            left = f"; unplaced: {'; '.join(unplaced)}" if unplaced else ""
+            st.caption(widgets.escape_markdown(f"{plan.gpus_placed} GPUs placed, "
+                                               f"{plan.warm_gpus} warm; tick status "
+                                               f"{plan.status}{reason}{left}"))
 
 
 started = widgets.page_timer()

@@ -68,7 +68,8 @@ def main() -> None:
     summary["idle ready GPUs"] = (summary["ready GPUs"] - summary["GPUs in plan"]).clip(lower=0)
     cols = st.columns(len(summary) or 1)
     for col, (product, row) in zip(cols, summary.iterrows(), strict=False):
-        col.metric(str(product), f"{row['GPUs in plan']} / {row['ready GPUs']} in use",
+        col.metric(widgets.escape_markdown(str(product)),
+                   f"{row['GPUs in plan']} / {row['ready GPUs']} in use",
                    f"{row['idle ready GPUs']} idle", **widgets.INFO_DELTA)
     st.dataframe(summary.rename_axis("GPU product").reset_index(), hide_index=True)
 
@@ -95,7 +96,7 @@ def main() -> None:
         st.altair_chart(layout_chart(rects, shown, rects["model"].nunique() <= LEGEND_MAX_MODELS),
                         width="stretch")
     if plan is not None and plan.unplaced:
-        st.warning("Unplaced: " + "; ".join(plan.unplaced))
+        st.warning("Unplaced: " + "; ".join(map(widgets.escape_markdown, plan.unplaced)))
 
     st.subheader("Placement API bindings")
     bindings = q.placement_bindings(url)

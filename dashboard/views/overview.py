@@ -91,8 +91,9 @@ def overview() -> None:
                                    float(served["served_requests"].sum()))
     planned = q.latest_plan(url) is not None  # cost lines and allocation come from a plan
     if not planned:
+        reason = f" ({widgets.escape_markdown(tick.reason)})" if tick.reason else ""
         st.info(f"No plan recorded yet: {tick.ticks:,} tick(s) so far, the newest "
-                f"{tick.status}{f' ({tick.reason})' if tick.reason else ''}. GPU allocation and "
+                f"{tick.status}{reason}. GPU allocation and "
                 "$ / h show once a tick records a plan.")
     if window_cost.unrecorded:
         st.warning(f"No plan was recorded {cost_gaps.spans_text(window_cost.unrecorded)}, e.g. "

@@ -1,0 +1,80 @@
+"""Names and reasons the store holds (model names, hint reasons, unplaced models) are shown as
+written on every page, not read as Streamlit markdown: a model named with `*`, `_`, `[x](y)` or
+`$` must not turn bold, into a link or into math. Rendered by Streamlit's AppTest over copies of a
+store the real core filled."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from dashboard_support import Seeded
+from streamlit.testing.v1 import AppTest
+
+from controlplane.domain.hints import DemandHint
+from controlplane.store.engine import make_engine
+from controlplane.store.hints import SqlDemandHints
+from dashboard.widgets import escape_markdown
+
+APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
+NAME = "**bold**_emb_ [x](http://evil.example) <b>b</b> $a^2$"
+REASON = "launch [press](http://evil.example/p) **now**"
+
+
+def _with_a_markdown_model(seeded: Seeded, tmp_path: Path) -> str:
+    """A copy of the seeded store where bert-embed is named NAME and its newest plan left one of
+    its replicas unplaced."""
+    copy = tmp_path / "markdown.db"
+    with closing(sqlite3.connect(seeded.url.removeprefix("sqlite:///"))) as source, \
+            closing(sqlite3.connect(copy)) as target:
+        source.backup(target)
+        for table, column in (("models", "name"), ("observations", "model"),
+                              ("forecasts", "model"), ("placements", "model")):
+            target.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = 'bert-embed'",
+                           (NAME,))
+        target.execute("UPDATE plans SET unplaced_json = ? WHERE id = (SELECT max(id) FROM plans)",
+                       (json.dumps([f"{NAME}: 1 replica found no GPU"]),))
+        target.commit()
+    return f"sqlite:///{copy}"
+
+
+def _open(url: str, path: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    monkeypatch.setenv("HEADROOM_DB__URL", url)
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page(path).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_the_models_page_shows_a_model_name_and_its_hints_reason_as_written(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = _with_a_markdown_model(seeded, tmp_path)
+    SqlDemandHints(make_engine(url)).add_hint(
+        DemandHint(NAME, 900.0, seeded.end_at - timedelta(hours=1),
+                   seeded.end_at + timedelta(hours=1), REASON), seeded.end_at)
+    at = _open(url, "views/models.py", monkeypatch)
+    at.selectbox[0].set_value(NAME).run()
+    assert not at.exception, [e.value for e in at.exception]
+    (heading,) = [s.value for s in at.subheader if "forecast band" in s.value]
+    assert heading.startswith(f"{escape_markdown(NAME)}: demand, capacity")
+    (hint,) = [c.value for c in at.caption if c.value.startswith("Demand hint")]
+    assert f"({escape_markdown(REASON)})" in hint
+    assert REASON not in hint
+
+
+def test_the_fleet_and_decisions_pages_show_an_unplaced_models_name_as_written(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = _with_a_markdown_model(seeded, tmp_path)
+    fleet = _open(url, "views/fleet.py", monkeypatch)
+    (unplaced,) = [w.value for w in fleet.warning if w.value.startswith("Unplaced")]
+    assert unplaced == f"Unplaced: {escape_markdown(NAME)}: 1 replica found no GPU"
+    decisions = _open(url, "views/decisions.py", monkeypatch)
+    decisions.toggle[0].set_value(False).run()  # the newest plan, whatever it changed
+    assert not decisions.exception, [e.value for e in decisions.exception]
+    placed = [c.value for c in decisions.caption if "unplaced:" in c.value]
+    assert placed and placed[0].endswith(f"unplaced: {escape_markdown(NAME)}: 1 replica found "
+                                         "no GPU")
