@@ -127,12 +127,13 @@ def models(url: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def latest_observations(url: str, at: datetime) -> pd.DataFrame:
-    """The newest observation per model within 10 minutes before ``at``."""
+    """The newest observation per model within 10 minutes before ``at``: every model observed,
+    listed or not (one removed from the models table is served until serve restarts, and
+    ``headroom status`` lists it too)."""
     o = table("observations")
-    names = list(models(url)["name"])
     cols = ["model", "at", "demand_rps", "capacity_rps", "replicas_ready"]
     frame = _frame(url, select(*(o.c[c] for c in cols)).where(and_(
-        o.c.model.in_(names), o.c.at >= at - timedelta(minutes=10), o.c.at <= at)), cols)
+        o.c.at >= at - timedelta(minutes=10), o.c.at <= at)), cols)
     frame = _utc(frame, "at").sort_values("at")
     return frame.groupby("model", as_index=False).last()
 

@@ -83,8 +83,13 @@ def demand_chart(actual: pd.DataFrame, band: pd.DataFrame, path: pd.DataFrame) -
 
 
 def overview_table(url: str, tick: q.LastTick) -> pd.DataFrame:
+    """Every listed model, and any other observed recently (removed from the models table but
+    still served until serve restarts), as ``headroom status`` lists them."""
     models = q.models(url)
     latest = q.latest_observations(url, tick.started_at)
+    unlisted = sorted(set(latest["model"]) - set(models["name"]))
+    models = pd.concat([models, pd.DataFrame({"name": unlisted, "tenant": ""})],
+                       ignore_index=True) if unlisted else models
     meta = q.latest_forecast_meta(url)
     profiles = q.latest_profiles(url)
     frame = models.merge(latest, left_on="name", right_on="model", how="left").merge(
