@@ -117,7 +117,7 @@ def _charts(left: DeltaGenerator, right: DeltaGenerator, rates: pd.DataFrame,
         st.subheader("Daily totals")
         daily = accruals.groupby(["day", "category"], as_index=False)["usd"].sum()
         st.altair_chart(alt.Chart(daily).mark_bar().encode(
-            x=alt.X("day:N", title=None), y=alt.Y("usd:Q", title="$"),
+            x=alt.X("day:N", title="day (UTC)"), y=alt.Y("usd:Q", title="$"),
             color=alt.Color("category:N", scale=CATEGORY_COLOURS),
             tooltip=["day", "category", alt.Tooltip("usd:Q", format=",.2f")])
             .properties(height=240), width="stretch")

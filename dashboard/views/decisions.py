@@ -58,7 +58,7 @@ def decisions(limit: int, with_actions_only: bool, dry_run_only: bool) -> None:
     flat = actions.merge(plans[["plan_id", "created_at"]], on="plan_id").sort_values(
         ["created_at", "ordinal"], ascending=[False, True])
     table = action_rows(flat)
-    table.insert(0, "at", list(flat["created_at"].dt.strftime("%m-%d %H:%M:%S")))
+    table.insert(0, "at (UTC)", list(flat["created_at"].dt.strftime("%m-%d %H:%M:%S")))
     st.dataframe(table, hide_index=True, width="stretch", height=260)
     st.subheader("Plan diffs")
     for index, plan in enumerate(plans.itertuples(index=False)):
@@ -66,7 +66,7 @@ def decisions(limit: int, with_actions_only: bool, dry_run_only: bool) -> None:
         applied = int((~mine["skipped"].astype(bool)).sum())
         held = int(mine["skipped"].astype(bool).sum())
         failed = int((mine["ok"] == False).sum())  # noqa: E712  (NaN = no outcome)
-        title = (f"{plan.created_at:%Y-%m-%d %H:%M:%S} · revision {plan.revision} · "
+        title = (f"{plan.created_at:%Y-%m-%d %H:%M:%S} UTC · revision {plan.revision} · "
                  f"{applied} action(s), {held} held back"
                  f"{f', {failed} failed' if failed else ''}"
                  f"{' · DRY RUN' if plan.dry_run else ''}")

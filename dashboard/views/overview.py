@@ -112,7 +112,7 @@ def overview() -> None:
                    help=f"last {widgets.span_text((tick.started_at - since_at).total_seconds())}"
                         ": all GPU dollars (idle and warm included) / requests served")
     cols[4].metric("SLO (capacity ≥ demand)", *slo_summary(slo), **widgets.INFO_DELTA)
-    cols[5].metric("Last tick", f"{tick.started_at:%H:%M:%S}", f"{tick.status} {tick.reason}",
+    cols[5].metric("Last tick", f"{tick.started_at:%H:%M:%S} UTC", f"{tick.status} {tick.reason}",
                    **widgets.INFO_DELTA, help=widgets.age_text(tick.started_at))
     widgets.store_clock(tick)
     widgets.tick_notes(tick)

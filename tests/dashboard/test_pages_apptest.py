@@ -40,8 +40,8 @@ def metrics(at: AppTest) -> dict[str, str]:
 
 
 def action_table(at: AppTest) -> Any:
-    """The Decisions page's flat table of actions (the one with an `at` column)."""
-    return next(d.value for d in at.dataframe if "at" in d.value.columns)
+    """The Decisions page's flat table of actions (the one with an `at (UTC)` column)."""
+    return next(d.value for d in at.dataframe if "at (UTC)" in d.value.columns)
 
 
 def no_exception(at: AppTest) -> None:
