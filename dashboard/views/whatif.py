@@ -20,6 +20,11 @@ from dashboard import queries as q
 from dashboard import whatif, widgets
 
 
+def _error(text: str) -> None:
+    """An error naming files and policies as written (names are not markdown)."""
+    st.error(widgets.escape_markdown(text))
+
+
 class Upload(Protocol):
     name: str
 
@@ -38,11 +43,11 @@ def collect_sources(uploads: list[Upload], paths_text: str) -> list[tuple[str, b
         if path.is_dir():
             files = sorted(p for p in [*path.glob("*.csv"), *path.glob("*.json")] if p.is_file())
             if not files:
-                st.error(f"{path}: no .csv or .json file in this folder")
+                _error(f"{path}: no .csv or .json file in this folder")
         elif path.exists():
             files = [path]
         else:
-            st.error(f"{path}: no such file or folder")
+            _error(f"{path}: no such file or folder")
             continue
         for file in files:
             if file.resolve() in seen:
@@ -51,7 +56,7 @@ def collect_sources(uploads: list[Upload], paths_text: str) -> list[tuple[str, b
             try:
                 sources.append((str(file), file.read_bytes()))
             except OSError as error:
-                st.error(f"{file}: cannot read it ({error.strerror or error})")
+                _error(f"{file}: cannot read it ({error.strerror or error})")
     return sources
 
 
@@ -120,23 +125,23 @@ def main() -> None:
             try:
                 reported[name] = json.loads(data)
             except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
-                st.error(f"{name}: not JSON ({error})")
+                _error(f"{name}: not JSON ({error})")
             continue
         try:
             timelines = whatif.read_timelines(data, name)
         except whatif.TimelineError as error:
-            st.error(str(error))
+            _error(str(error))
             continue
         try:  # all of a file's policies or none of them
             summaries = [(whatif.summarize(label, frame, usd_per_gpu_hour),
                           whatif.minute_series(label, frame))
                          for label, frame in timelines.items()]
         except whatif.TimelineError as error:
-            st.error(f"{name}: {error}")
+            _error(f"{name}: {error}")
             continue
         clash = next((o.label for o, _ in summaries if o.label in labelled_by), None)
         if clash is not None:  # two rows (and one merged line) under one name would mislead
-            st.error(f"{name}: policy {clash} is already shown from {labelled_by[clash]}; "
+            _error(f"{name}: policy {clash} is already shown from {labelled_by[clash]}; "
                      "rename one of the files (or its policy values)")
             continue
         labelled_by.update((outcome.label, name) for outcome, _ in summaries)
@@ -155,7 +160,8 @@ def main() -> None:
             x=alt.X("minute:Q"), y=alt.Y("gpus_billed:Q", title="GPUs billed"), color="policy:N")
             .properties(height=220), width="stretch")
     for name, document in reported.items():
-        with st.expander(f"Reported summary: {name} (as the product printed it)"):
+        with st.expander(f"Reported summary: {widgets.escape_markdown(name)} (as the product "
+                         "printed it)"):
             st.json(document)
 
 

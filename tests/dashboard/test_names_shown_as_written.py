@@ -78,3 +78,21 @@ def test_the_fleet_and_decisions_pages_show_an_unplaced_models_name_as_written(
     placed = [c.value for c in decisions.caption if "unplaced:" in c.value]
     assert placed and placed[0].endswith(f"unplaced: {escape_markdown(NAME)}: 1 replica found "
                                          "no GPU")
+
+
+def test_the_what_if_page_names_a_timeline_and_its_policies_as_written(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    header = "minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed,policy\n"
+    broken = tmp_path / "[run](evil.example) *b*.csv"
+    broken.write_text("minute,model\n0,a\n")
+    (tmp_path / "one.csv").write_text(f"{header}0,a,1,1,1,1,**p**\n")
+    (tmp_path / "two.csv").write_text(f"{header}0,a,1,1,1,2,**p**\n")
+    at = _open(seeded.url, "views/whatif.py", monkeypatch)
+    at.text_area[0].set_value(str(tmp_path)).run()
+    assert not at.exception, [e.value for e in at.exception]
+    errors = [e.value for e in at.error]
+    assert len(errors) == 2
+    assert errors[0].startswith(f"{escape_markdown(str(broken))}: missing column(s)")
+    assert errors[1] == escape_markdown(
+        f"{tmp_path / 'two.csv'}: policy **p** is already shown from {tmp_path / 'one.csv'}; "
+        "rename one of the files (or its policy values)")

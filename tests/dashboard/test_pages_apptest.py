@@ -29,6 +29,7 @@ from controlplane.store import Store
 from controlplane.store.engine import make_engine
 from controlplane.store.hints import SqlDemandHints
 from dashboard import costing
+from dashboard.widgets import escape_markdown
 from protos.headroom.v1 import placement_pb2 as pb
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
@@ -312,7 +313,7 @@ def test_a_bad_timeline_is_reported_by_line_not_by_traceback(page: Page, tmp_pat
     at = page("views/whatif.py")
     at.text_area[0].set_value(str(bad)).run()
     no_exception(at)
-    assert any("broken.csv: line 3: demand_rps" in e.value for e in at.error)
+    assert any(escape_markdown("broken.csv: line 3: demand_rps") in e.value for e in at.error)
 
 
 def test_a_timeline_too_large_to_add_up_is_an_error_and_the_other_files_still_compare(
@@ -324,9 +325,9 @@ def test_a_timeline_too_large_to_add_up_is_an_error_and_the_other_files_still_co
     at = page("views/whatif.py")
     at.text_area[0].set_value(str(tmp_path)).run()
     no_exception(at)
-    assert [e.value for e in at.error] == [
+    assert [e.value for e in at.error] == [escape_markdown(
         f"{tmp_path / 'huge.csv'}: policy huge: GPU-hours, dollars too large to add up; the "
-        "timeline's values (or the price) are out of range"]
+        "timeline's values (or the price) are out of range")]
     assert list(at.dataframe[0].value["policy"]) == ["static"]
 
 
@@ -335,8 +336,8 @@ def test_a_folder_without_timelines_is_named_in_an_error(page: Page, tmp_path: P
     at = page("views/whatif.py")
     at.text_area[0].set_value(str(tmp_path / "results")).run()
     no_exception(at)
-    assert [e.value for e in at.error] == [
-        f"{tmp_path / 'results'}: no .csv or .json file in this folder"]
+    assert [e.value for e in at.error] == [escape_markdown(
+        f"{tmp_path / 'results'}: no .csv or .json file in this folder")]
 
 
 def test_one_policy_name_from_two_files_is_an_error_and_a_file_listed_twice_counts_once(
@@ -348,9 +349,9 @@ def test_one_policy_name_from_two_files_is_an_error_and_a_file_listed_twice_coun
     at = page("views/whatif.py")
     at.text_area[0].set_value(f"{first}\n{first}\n{second}").run()
     no_exception(at)
-    assert [e.value for e in at.error] == [
+    assert [e.value for e in at.error] == [escape_markdown(
         f"{second}: policy static is already shown from {first}; rename one of the files (or its "
-        "policy values)"]
+        "policy values)")]
     assert list(at.dataframe[0].value["policy"]) == ["static"]
 
 
@@ -368,7 +369,8 @@ def test_a_timeline_that_cannot_be_read_is_an_error_naming_it(
     at = page("views/whatif.py")
     at.text_area[0].set_value(str(locked)).run()
     no_exception(at)
-    assert [e.value for e in at.error] == [f"{locked}: cannot read it (Permission denied)"]
+    assert [e.value for e in at.error] == [
+        escape_markdown(f"{locked}: cannot read it (Permission denied)")]
 
 
 def test_a_summary_that_is_not_utf8_is_reported_as_not_json(page: Page, tmp_path: Path) -> None:
@@ -377,7 +379,8 @@ def test_a_summary_that_is_not_utf8_is_reported_as_not_json(page: Page, tmp_path
     at = page("views/whatif.py")
     at.text_area[0].set_value(str(summary)).run()
     no_exception(at)
-    assert [e.value.startswith(f"{summary}: not JSON (") for e in at.error] == [True]
+    assert [e.value.startswith(escape_markdown(f"{summary}: not JSON ("))
+            for e in at.error] == [True]
 
 
 @pytest.mark.parametrize(("path", "then"), [
