@@ -90,11 +90,11 @@ def serve(
     allow_insecure: AllowInsecureOption = False,
 ) -> None:
     """Serve the placement gRPC API until SIGINT/SIGTERM: in memory, or on a store."""
-    try:
+    settings = _settings(config, db) if config is not None or db is not None else None
+    try:  # after the settings: a bad --config is named whether or not the port is free
         check_bindable(listen, port_free=True)
     except ValueError as exc:
         raise usage_error(f"--listen {exc}") from None
-    settings = _settings(config, db) if config is not None or db is not None else None
     secured = served_security(
         listen, settings.placement if settings is not None else None, tls_cert=tls_cert,
         tls_key=tls_key, tls_client_ca=tls_client_ca, token_file=token_file,

@@ -3,6 +3,7 @@ file, exit code 2, before it reads or writes anything."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from pathlib import Path
 
@@ -46,3 +47,15 @@ def test_a_budget_of_no_tenant_stops_serve_and_demo_before_the_state_dir_is_made
     assert run.stderr.startswith("error: autoscaling.tenant_gpu_budgets: no model belongs to "
                                  "tenant(s) 'serach'")
     assert [p.name for p in tmp_path.iterdir()] == ["headroom.yaml"]  # no state dir, no store
+
+
+def test_placement_serve_names_a_bad_config_even_when_its_port_is_taken(tmp_path: Path) -> None:
+    (tmp_path / "conf.d").mkdir()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = subprocess.run([*HEADROOM, "placement", "serve", "--listen", f"127.0.0.1:{port}",
+                              "--config", "conf.d"], env=_env(), cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)
+    assert (run.returncode, run.stderr) == (2, "error: conf.d: a directory, not a config file\n")
