@@ -8,8 +8,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import func, select, update
 from sqlmodel import SQLModel
+from streamlit.testing.v1 import AppTest
 
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
@@ -20,6 +22,18 @@ SEED_START_AT = datetime(2026, 3, 2, 21, 0, tzinfo=UTC)  # crosses midnight: two
 SEED_HOURS = 3.5
 GAP_SEED_START_AT = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
 REPO_ROOT = Path(__file__).resolve().parents[2]
+APP = str(REPO_ROOT / "dashboard" / "app.py")
+
+
+def open_page(url: str, path: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    """The dashboard over the store at ``url`` in AppTest, on page ``path``, with no
+    exception shown."""
+    monkeypatch.setenv("HEADROOM_DB__URL", url)
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    if path != "views/overview.py":
+        at.switch_page(path).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
 
 
 @dataclass(frozen=True)

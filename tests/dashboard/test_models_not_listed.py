@@ -10,14 +10,12 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from dashboard_support import Seeded
-from streamlit.testing.v1 import AppTest
+from dashboard_support import Seeded, open_page
 
 from controlplane.store import Store
 from controlplane.store.engine import make_engine
 from controlplane.store.status_reader import read_fleet_status
 
-APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 REMOVED = "llama-3-70b"
 
 
@@ -31,14 +29,6 @@ def _with_a_model_removed(seeded: Seeded, tmp_path: Path) -> str:
     return url
 
 
-def _open(url: str, path: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
-    monkeypatch.setenv("HEADROOM_DB__URL", url)
-    at = AppTest.from_file(APP, default_timeout=120).run()
-    if path != "views/overview.py":
-        at.switch_page(path).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
 
 def test_a_model_removed_but_still_served_is_in_the_slo_table_as_headroom_status_lists_it(
         seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -46,7 +36,7 @@ def test_a_model_removed_but_still_served_is_in_the_slo_table_as_headroom_status
     status = read_fleet_status(make_engine(url), url, "headroom")
     observed = {m.name: m for m in status.models if m.observed}
     assert REMOVED in observed
-    at = _open(url, "views/overview.py", monkeypatch)
+    at = open_page(url, "views/overview.py", monkeypatch)
     slo = next(d.value for d in at.dataframe if "status" in d.value.columns).set_index("model")
     assert set(slo.index) == set(observed)
     assert slo.loc[REMOVED, "replicas_ready"] == observed[REMOVED].replicas_ready
@@ -57,7 +47,7 @@ def test_a_model_removed_but_still_served_is_in_the_slo_table_as_headroom_status
 def test_a_model_removed_but_still_served_can_be_chosen_on_the_models_page(
         seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url = _with_a_model_removed(seeded, tmp_path)
-    at = _open(url, "views/models.py", monkeypatch)
+    at = open_page(url, "views/models.py", monkeypatch)
     assert REMOVED in at.selectbox[0].options
     table = at.dataframe[-1].value.set_index("name")
     assert table.loc[REMOVED, "replicas_ready"] > 0

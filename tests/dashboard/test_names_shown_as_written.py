@@ -12,15 +12,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from dashboard_support import Seeded
-from streamlit.testing.v1 import AppTest
+from dashboard_support import Seeded, open_page
 
 from controlplane.domain.hints import DemandHint
 from controlplane.store.engine import make_engine
 from controlplane.store.hints import SqlDemandHints
 from dashboard.widgets import escape_markdown
 
-APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 NAME = "**bold**_emb_ [x](http://evil.example) <b>b</b> $a^2$"
 REASON = "launch [press](http://evil.example/p) **now**"
 
@@ -42,13 +40,6 @@ def _with_a_markdown_model(seeded: Seeded, tmp_path: Path) -> str:
     return f"sqlite:///{copy}"
 
 
-def _open(url: str, path: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
-    monkeypatch.setenv("HEADROOM_DB__URL", url)
-    at = AppTest.from_file(APP, default_timeout=120).run()
-    at.switch_page(path).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
 
 def test_the_models_page_shows_a_model_name_and_its_hints_reason_as_written(
         seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -56,7 +47,7 @@ def test_the_models_page_shows_a_model_name_and_its_hints_reason_as_written(
     SqlDemandHints(make_engine(url)).add_hint(
         DemandHint(NAME, 900.0, seeded.end_at - timedelta(hours=1),
                    seeded.end_at + timedelta(hours=1), REASON), seeded.end_at)
-    at = _open(url, "views/models.py", monkeypatch)
+    at = open_page(url, "views/models.py", monkeypatch)
     at.selectbox[0].set_value(NAME).run()
     assert not at.exception, [e.value for e in at.exception]
     (heading,) = [s.value for s in at.subheader if "forecast band" in s.value]
@@ -69,10 +60,10 @@ def test_the_models_page_shows_a_model_name_and_its_hints_reason_as_written(
 def test_the_fleet_and_decisions_pages_show_an_unplaced_models_name_as_written(
         seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url = _with_a_markdown_model(seeded, tmp_path)
-    fleet = _open(url, "views/fleet.py", monkeypatch)
+    fleet = open_page(url, "views/fleet.py", monkeypatch)
     (unplaced,) = [w.value for w in fleet.warning if w.value.startswith("Unplaced")]
     assert unplaced == f"Unplaced: {escape_markdown(NAME)}: 1 replica found no GPU"
-    decisions = _open(url, "views/decisions.py", monkeypatch)
+    decisions = open_page(url, "views/decisions.py", monkeypatch)
     decisions.toggle[0].set_value(False).run()  # the newest plan, whatever it changed
     assert not decisions.exception, [e.value for e in decisions.exception]
     placed = [c.value for c in decisions.caption if "unplaced:" in c.value]
@@ -87,7 +78,7 @@ def test_the_what_if_page_names_a_timeline_and_its_policies_as_written(
     broken.write_text("minute,model\n0,a\n")
     (tmp_path / "one.csv").write_text(f"{header}0,a,1,1,1,1,**p**\n")
     (tmp_path / "two.csv").write_text(f"{header}0,a,1,1,1,2,**p**\n")
-    at = _open(seeded.url, "views/whatif.py", monkeypatch)
+    at = open_page(seeded.url, "views/whatif.py", monkeypatch)
     at.text_area[0].set_value(str(tmp_path)).run()
     assert not at.exception, [e.value for e in at.exception]
     errors = [e.value for e in at.error]

@@ -8,22 +8,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from dashboard_support import seed_store
+from dashboard_support import open_page, seed_store
 from streamlit.testing.v1 import AppTest
 
 from controlplane.store.engine import make_engine
 from dashboard.costing import MIN_SAMPLES, sampling_step_s
-
-APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
-
-
-def open_page(url: str, path: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
-    monkeypatch.setenv("HEADROOM_DB__URL", url)
-    at = AppTest.from_file(APP, default_timeout=120).run()
-    if path != "views/overview.py":
-        at.switch_page(path).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def metrics(at: AppTest) -> dict[str, str]:
