@@ -9,7 +9,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from controlplane.adapters.k8s.api import KubeApi
+from controlplane.adapters.k8s.api import JsonObject, KubeApi
 from controlplane.adapters.k8s.outcomes import failed
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.errors import ConflictError, PermanentError, TransientError
@@ -75,7 +75,9 @@ def lease_object(name: str, namespace: str, record: LeaseRecord) -> dict[str, An
             "spec": spec}
 
 
-class K8sLeaseElector:
+class _LeaseWatcher:
+    """The Lease a replica reads as ``identity``: where it is, its timing, the last sighting."""
+
     def __init__(self, api: KubeApi, namespace: str, name: str, identity: str,
                  timing: LeaseTiming) -> None:
         self.api = api
@@ -84,11 +86,20 @@ class K8sLeaseElector:
         self.identity = identity
         self.timing = timing
         self._sighting: LeaseSighting | None = None
+
+    def _read_lease(self) -> JsonObject | None:
+        return self.api.read("coordination.k8s.io/v1", "Lease", self.name, self.namespace)
+
+
+class K8sLeaseElector(_LeaseWatcher):
+    def __init__(self, api: KubeApi, namespace: str, name: str, identity: str,
+                 timing: LeaseTiming) -> None:
+        super().__init__(api, namespace, name, identity, timing)
         self._renewed_at: datetime | None = None
 
     def try_acquire_or_renew(self, now: datetime, monotonic_s: float | None = None) -> bool:
         try:
-            obj = self.api.read("coordination.k8s.io/v1", "Lease", self.name, self.namespace)
+            obj = self._read_lease()
             current = lease_from_object(obj) if obj is not None else None
             decision = decide_lease(current, self._sighting, self.identity, now, self.timing,
                                     monotonic_s)
@@ -126,7 +137,7 @@ class K8sLeaseElector:
             return
         renewed_at, self._renewed_at = self._renewed_at, None
         try:
-            obj = self.api.read("coordination.k8s.io/v1", "Lease", self.name, self.namespace)
+            obj = self._read_lease()
             if obj is None:
                 return
             current = lease_from_object(obj)
@@ -137,7 +148,7 @@ class K8sLeaseElector:
             log.info("leader.release_failed", extra={"error": str(error)})
 
 
-class DryRunElector:
+class DryRunElector(_LeaseWatcher):
     """A dry-run replica writes nothing to the cluster, so it neither holds nor contends for the
     Lease; its actuators only record what they would write. It previews (ticks, forecasts,
     records them) only while no other replica holds the Lease, as it reads it: beside a live
@@ -148,17 +159,12 @@ class DryRunElector:
 
     def __init__(self, api: KubeApi, namespace: str, name: str, identity: str,
                  timing: LeaseTiming) -> None:
-        self.api = api
-        self.namespace = namespace
-        self.name = name
-        self.identity = identity
-        self.timing = timing
-        self._sighting: LeaseSighting | None = None
+        super().__init__(api, namespace, name, identity, timing)
         self._leader = ""  # the other replica that holds the Lease, "" when none does
 
     def try_acquire_or_renew(self, now: datetime, monotonic_s: float | None = None) -> bool:
         try:
-            obj = self.api.read("coordination.k8s.io/v1", "Lease", self.name, self.namespace)
+            obj = self._read_lease()
         except (TransientError, PermanentError) as error:
             log.warning("leader.dry_run_lease_unread", extra={
                 "lease": f"{self.namespace}/{self.name}", "error": str(error)})
