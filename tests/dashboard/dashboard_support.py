@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import socket
+import sqlite3
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,6 +37,22 @@ def open_page(url: str, path: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
         at.switch_page(path).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
+
+
+def with_a_renamed_model(url: str, copy: Path, name: str) -> str:
+    """The URL of a copy (at ``copy``) of the store at ``url`` where bert-embed is named ``name``
+    and the newest plan left one of its replicas unplaced."""
+    with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as source, \
+            closing(sqlite3.connect(copy)) as target:
+        source.backup(target)
+        for table, column in (("models", "name"), ("observations", "model"),
+                              ("forecasts", "model"), ("placements", "model")):
+            target.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = 'bert-embed'",
+                           (name,))
+        target.execute("UPDATE plans SET unplaced_json = ? WHERE id = (SELECT max(id) FROM plans)",
+                       (json.dumps([f"{name}: 1 replica found no GPU"]),))
+        target.commit()
+    return f"sqlite:///{copy}"
 
 
 @dataclass(frozen=True)

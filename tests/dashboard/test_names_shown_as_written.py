@@ -5,14 +5,11 @@ store the real core filled."""
 
 from __future__ import annotations
 
-import json
-import sqlite3
-from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from dashboard_support import Seeded, open_page
+from dashboard_support import Seeded, open_page, with_a_renamed_model
 
 from controlplane.domain.hints import DemandHint
 from controlplane.store.engine import make_engine
@@ -26,19 +23,7 @@ REASON = "launch [press](http://evil.example/p) **now**"
 def _with_a_markdown_model(seeded: Seeded, tmp_path: Path) -> str:
     """A copy of the seeded store where bert-embed is named NAME and its newest plan left one of
     its replicas unplaced."""
-    copy = tmp_path / "markdown.db"
-    with closing(sqlite3.connect(seeded.url.removeprefix("sqlite:///"))) as source, \
-            closing(sqlite3.connect(copy)) as target:
-        source.backup(target)
-        for table, column in (("models", "name"), ("observations", "model"),
-                              ("forecasts", "model"), ("placements", "model")):
-            target.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = 'bert-embed'",
-                           (NAME,))
-        target.execute("UPDATE plans SET unplaced_json = ? WHERE id = (SELECT max(id) FROM plans)",
-                       (json.dumps([f"{NAME}: 1 replica found no GPU"]),))
-        target.commit()
-    return f"sqlite:///{copy}"
-
+    return with_a_renamed_model(seeded.url, tmp_path / "markdown.db", NAME)
 
 
 def test_the_models_page_shows_a_model_name_and_its_hints_reason_as_written(
