@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from dashboard_browser import CHARTS_DRAWN, LIVE_OVERVIEW, PROBLEMS, RENDERED, Browser, stop_group
-from dashboard_support import REPO_ROOT, free_port
+from dashboard_support import REPO_ROOT, free_port, with_a_renamed_model
 
 pytestmark = pytest.mark.browser
 
@@ -75,6 +75,42 @@ def test_every_page_of_headroom_dashboard_renders_without_an_exception(
     assert saved == sorted(f"{slug or 'overview'}.png" for slug, _ in PAGES)
     assert all((shots / name).stat().st_size > 10_000 for name in saved)
     print(f"screenshots in {shots}")
+
+
+#: a model name in Streamlit's own markdown: shortcodes (emoji, Material icon, logo), a colour
+#: directive, and the typographic replacements (arrows, dash, >=, <=, ~=) between spaces
+SHORTCODE_NAME = ("llama:smile: a:red[b] x:material/home: :streamlit: -> <- <-> -- >= <= ~= "
+                  "c:+1:")
+#: the text of the Fleet page's "Unplaced" warning as the operator reads it; U+2060 (the word
+#: joiner escape_markdown puts where Streamlit would read a shortcode or a replacement) is
+#: invisible, so it is not part of what the page shows
+UNPLACED_SHOWN = """(() => {
+  const w = Array.from(document.querySelectorAll('[data-testid="stAlertContentWarning"]'))
+                 .map(e => e.innerText).find(t => t.startsWith('Unplaced'));
+  return w === undefined ? null : w.replaceAll('\\u2060', '');
+})()"""
+
+
+def test_the_fleet_page_shows_a_model_named_with_streamlit_shortcodes_and_arrows_as_written(
+        seeded_url: str, tmp_path: Path, browser: Browser) -> None:
+    """No emoji, icon, logo, colour, arrow or dash: Streamlit's markdown reads these in text that
+    AppTest only sees as a string, so a real browser renders the page."""
+    store = with_a_renamed_model(seeded_url, tmp_path / "shortcodes.db", SHORTCODE_NAME)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [*HEADROOM, "dashboard", "--address", "127.0.0.1", "--port", str(port)],
+        env=child_env(HEADROOM_DB__URL=store), cwd=tmp_path, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_healthy(url, process, timeout_s=60)
+        browser.open(f"{url}/fleet")
+        assert browser.wait_for(RENDERED % "Fleet", timeout_s=60), "Fleet never rendered"
+        shown = browser.evaluate(UNPLACED_SHOWN)
+        browser.screenshot(tmp_path / "fleet-shortcodes.png")
+    finally:
+        stop_group(process)
+    assert shown == f"Unplaced: {SHORTCODE_NAME}: 1 replica found no GPU"
 
 
 def test_headroom_demo_shows_live_data_on_the_overview_soon_after_it_starts(

@@ -1,0 +1,57 @@
+"""escape_markdown keeps operator-supplied text (model and tenant names, reasons, file names) out
+of Streamlit's markdown: CommonMark syntax is backslash-escaped, and a word joiner (U+2060, shown
+as nothing) goes where Streamlit's own additions would read a shortcode (`:smile:`,
+`:material/home:`, `:red[...]`) or a typographic replacement (` -> ` becoming an arrow). Whether a
+browser then shows the text as written is checked in test_browser_pages.py."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dashboard.widgets import WORD_JOINER, escape_markdown
+
+#: what Streamlit's markdown reads after a colon: directive names (`:red[`), emoji shortcodes
+#: (`:smile:`, `:+1:`), `:material/...:` and `:streamlit:`
+SHORTCODE_START = re.compile(r":[A-Za-z0-9_+\-]")
+#: Streamlit's typographic replacements, each between whitespace or the ends of a text
+TYPOGRAPHIC = re.compile(r"(?:^|(?<=\s))(?:<->|->|<-|--|>=|<=|~=)(?=\s|$)")
+
+
+def shown(markdown: str) -> str:
+    """The text a reader sees: backslash escapes resolved, word joiners invisible."""
+    return re.sub(r"\\(.)", r"\1", markdown.replace(WORD_JOINER, ""))
+
+
+def test_a_colon_before_a_name_character_is_followed_by_a_word_joiner() -> None:
+    assert escape_markdown("llama:smile:") == f"llama:{WORD_JOINER}smile:"
+    assert escape_markdown("a:red[b]") == f"a:{WORD_JOINER}red\\[b\\]"
+    assert escape_markdown(":material/home:") == f":{WORD_JOINER}material/home:"
+    assert escape_markdown("c:+1:") == f"c:{WORD_JOINER}+1:"
+
+
+def test_a_colon_before_a_space_or_the_end_is_left_alone() -> None:
+    assert escape_markdown("Unplaced: llama:") == "Unplaced: llama:"
+
+
+def test_an_arrow_or_dash_between_spaces_is_split_by_a_word_joiner() -> None:
+    assert escape_markdown("a -> b") == f"a -{WORD_JOINER}\\> b"
+    assert escape_markdown("a <-> b") == f"a \\<{WORD_JOINER}-\\> b"
+    assert escape_markdown("-- b ~=") == f"-{WORD_JOINER}- b \\~{WORD_JOINER}="
+
+
+def test_an_arrow_or_dash_inside_a_word_is_left_as_written() -> None:
+    """Streamlit replaces only a sequence standing alone, so a name such as llama--v2 copied from
+    the page is the name the CLI knows."""
+    assert escape_markdown("llama--v2->x") == "llama--v2-\\>x"
+
+
+@given(st.text(alphabet=st.sampled_from(list(" :-<>=~[]()*_`$\\|#abc+/\n")), max_size=40))
+def test_any_text_is_shown_as_written_and_leaves_no_shortcode_or_replacement(text: str) -> None:
+    escaped = escape_markdown(text)
+    assert shown(escaped) == text
+    text_node = re.sub(r"\\(.)", r"\1", escaped)  # as Streamlit's plugins read it, joiners kept
+    assert not SHORTCODE_START.search(text_node)
+    assert not TYPOGRAPHIC.search(text_node)
