@@ -19,6 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from controlplane.domain.errors import error_line
 from controlplane.settings import ConfigError, load_settings
 from controlplane.store.engine import StoreUnavailable, make_engine, redact, sqlite_file
+from dashboard.markdown import escape_markdown
 
 TTL_S = 10  # seconds a query result is reused before the store is asked again
 LOCK_TIMEOUT_S = 5.0  # a read waiting longer on another session's lock (PostgreSQL) fails
@@ -68,7 +69,7 @@ def store_url() -> str:
             st.stop()
         engine = engine_for(url)
     except (ConfigError, StoreUnavailable) as error:
-        st.error(f"Cannot open the store: {error}")
+        st.error(f"Cannot open the store: {escape_markdown(str(error))}")
         st.stop()
         raise  # st.stop() raises; this keeps type checkers honest
     try:
@@ -88,7 +89,7 @@ def show_store_failure(url: str, error: SQLAlchemyError) -> None:
     """One error line for a store that failed while a page read it (gone, or an older schema
     missing a table or column), in place of the SQL traceback. ``url`` is shown as given."""
     line = error_line(error)
-    st.error(f"Cannot read the store at `{url}`: {line}{_failure_hint(line)}")
+    st.error(f"Cannot read the store at `{url}`: {escape_markdown(line)}{_failure_hint(line)}")
 
 
 #: what SQLite and PostgreSQL say of a table or column an older schema lacks

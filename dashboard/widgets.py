@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from datetime import datetime
 from typing import Literal, TypedDict
@@ -13,6 +12,7 @@ import streamlit as st
 from controlplane.adapters.clock import WallClock
 from controlplane.domain.cost import PriceTable
 from dashboard import queries as q
+from dashboard.markdown import escape_markdown
 
 
 def usd(value: float | None, digits: int = 2) -> str:
@@ -73,27 +73,6 @@ def tick_notes(tick: q.LastTick) -> None:
             st.markdown("\n".join(f"- {escape_markdown(n)}" for n in tick.notes))
 
 
-#: U+2060, shown as nothing: where it stands, Streamlit's markdown reads no shortcode and makes
-#: no typographic replacement (a backslash does not stop either: they work on the text after
-#: escapes are resolved)
-WORD_JOINER = "\u2060"
-#: a colon Streamlit would read as the start of a shortcode: `:smile:`, `:+1:`, `:material/home:`,
-#: `:streamlit:`, or a directive such as `:red[...]` or `:small`
-_SHORTCODE_COLON = re.compile(r":(?=[A-Za-z0-9_+\-])")
-#: what Streamlit replaces when it stands between whitespace (JavaScript's \s, which has U+FEFF)
-#: or the ends of the text: <-> -> <- -- >= <= ~= become arrows, a dash and relations
-_TYPOGRAPHIC = re.compile(r"(?:^|(?<=[\s\ufeff]))(?:<->|->|<-|--|>=|<=|~=)(?=[\s\ufeff]|$)")
-
-
-def escape_markdown(text: str) -> str:
-    """``text`` shown as written in Streamlit markdown: no emphasis, links or math, and none of
-    Streamlit's emoji, icons, colours or arrows. CommonMark syntax is backslash-escaped; a word
-    joiner goes after a colon that starts a shortcode and inside a replaced sequence, so a copy
-    of such a name from the page carries an invisible U+2060 (``llama--v2`` is not replaced and
-    gets none)."""
-    text = _SHORTCODE_COLON.sub(":" + WORD_JOINER, text)
-    text = _TYPOGRAPHIC.sub(lambda m: m[0][0] + WORD_JOINER + m[0][1:], text)
-    return "".join("\\" + c if c in "\\`*_[]$<>|~" else c for c in text)
 
 
 def store_clock(tick: q.LastTick) -> None:

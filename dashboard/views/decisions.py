@@ -11,6 +11,7 @@ import streamlit as st
 from dashboard import queries as q
 from dashboard import widgets
 from dashboard.context import TTL_S, reads_store, store_url
+from dashboard.markdown import escape_markdown
 
 UNITS = {"scale_node_pool": "nodes", "set_replicas": "replicas",
          "relayout_mig": "MIG instances", "apply_sharing": "clients per GPU"}
@@ -78,7 +79,7 @@ def decisions(limit: int, with_actions_only: bool, dry_run_only: bool) -> None:
             unplaced = json.loads(plan.unplaced_json)
             reason = f" ({plan.reason})" if plan.reason else ""
             left = f"; unplaced: {'; '.join(unplaced)}" if unplaced else ""
-            st.caption(widgets.escape_markdown(f"{plan.gpus_placed} GPUs placed, "
+            st.caption(escape_markdown(f"{plan.gpus_placed} GPUs placed, "
                                                f"{plan.warm_gpus} warm; tick status "
                                                f"{plan.status}{reason}{left}"))
 

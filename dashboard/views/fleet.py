@@ -13,6 +13,7 @@ from dashboard import queries as q
 from dashboard import widgets
 from dashboard.context import store_url
 from dashboard.layout import Placed, gpu_rects
+from dashboard.markdown import escape_markdown
 
 GPUS_PER_PAGE = 40
 LEGEND_MAX_MODELS = 24
@@ -68,7 +69,7 @@ def main() -> None:
     summary["idle ready GPUs"] = (summary["ready GPUs"] - summary["GPUs in plan"]).clip(lower=0)
     cols = st.columns(len(summary) or 1)
     for col, (product, row) in zip(cols, summary.iterrows(), strict=False):
-        col.metric(widgets.escape_markdown(str(product)),
+        col.metric(escape_markdown(str(product)),
                    f"{row['GPUs in plan']} / {row['ready GPUs']} in use",
                    f"{row['idle ready GPUs']} idle", **widgets.INFO_DELTA)
     st.dataframe(summary.rename_axis("GPU product").reset_index(), hide_index=True)
@@ -96,7 +97,7 @@ def main() -> None:
         st.altair_chart(layout_chart(rects, shown, rects["model"].nunique() <= LEGEND_MAX_MODELS),
                         width="stretch")
     if plan is not None and plan.unplaced:
-        st.warning("Unplaced: " + "; ".join(map(widgets.escape_markdown, plan.unplaced)))
+        st.warning("Unplaced: " + "; ".join(map(escape_markdown, plan.unplaced)))
 
     st.subheader("Placement API bindings")
     bindings = q.placement_bindings(url)

@@ -13,6 +13,7 @@ import streamlit as st
 from dashboard import queries as q
 from dashboard import widgets
 from dashboard.context import store_url
+from dashboard.markdown import escape_markdown
 
 WINDOWS = {"6 h": timedelta(hours=6), "24 h": timedelta(hours=24), "7 d": timedelta(days=7)}
 LEADS_MIN = (1, 5, 10, 15, 20)
@@ -108,7 +109,7 @@ def profile_line(table: pd.DataFrame, model: str) -> str | None:
     r = row.iloc[0]
     return (f"Throughput per replica at the SLO: {r.offline_rps:,.2f} rps offline, "
             f"{r.corrected_rps:,.2f} rps corrected ({r.factor:.2f}x): "
-            f"{widgets.escape_markdown(str(r.profile_reason))}")
+            f"{escape_markdown(str(r.profile_reason))}")
 
 
 def main() -> None:
@@ -132,7 +133,7 @@ def main() -> None:
     forecasts, malformed = well_formed(
         q.forecast_history(url, model, since_at - timedelta(hours=1), until_at))
     if malformed:
-        st.warning(f"{malformed} stored forecast(s) of {widgets.escape_markdown(model)} left "
+        st.warning(f"{malformed} stored forecast(s) of {escape_markdown(model)} left "
                    "out: a step of 0 s or p90 values not matching the p50 values.")
     band = forecast_at_lead(forecasts, lead_min)
     band = band[band["at"] >= since_at]
@@ -160,11 +161,11 @@ def main() -> None:
         st.caption(line)
     for h in q.hints_in_force(url, until_at):
         if h.model == model:
-            why = f" ({widgets.escape_markdown(h.reason)})" if h.reason else ""
+            why = f" ({escape_markdown(h.reason)})" if h.reason else ""
             st.caption(f"Demand hint {h.hint_id}: at least {h.rate_rps:,g} rps from "
                        f"{h.start_at:%Y-%m-%d %H:%M} until {h.end_at:%Y-%m-%d %H:%M} UTC{why}; "
                        "the loop sizes from the forecast floored by it")
-    st.subheader(f"{widgets.escape_markdown(model)}: demand, capacity and the {lead_min}-minute-"
+    st.subheader(f"{escape_markdown(model)}: demand, capacity and the {lead_min}-minute-"
                  "ahead forecast band")
     st.altair_chart(demand_chart(actual, band, latest_path(forecasts)), width="stretch")
     st.caption("Blue band: p50–p90 of the forecasts made for each point; orange: the newest "

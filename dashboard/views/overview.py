@@ -15,6 +15,7 @@ from controlplane.settings import load_settings
 from dashboard import costing, widgets
 from dashboard import queries as q
 from dashboard.context import TTL_S, reads_store, store_url
+from dashboard.markdown import escape_markdown
 
 WINDOW = timedelta(hours=24)
 COST_STEP_S = 3600.0
@@ -91,7 +92,7 @@ def overview() -> None:
                                    float(served["served_requests"].sum()))
     planned = q.latest_plan(url) is not None  # cost lines and allocation come from a plan
     if not planned:
-        reason = f" ({widgets.escape_markdown(tick.reason)})" if tick.reason else ""
+        reason = f" ({escape_markdown(tick.reason)})" if tick.reason else ""
         st.info(f"No plan recorded yet: {tick.ticks:,} tick(s) so far, the newest "
                 f"{tick.status}{reason}. GPU allocation and "
                 "$ / h show once a tick records a plan.")

@@ -18,11 +18,12 @@ from controlplane.settings import ConfigError, load_settings
 from controlplane.store.engine import StoreUnavailable, redact, sqlite_file
 from dashboard import queries as q
 from dashboard import whatif, widgets
+from dashboard.markdown import escape_markdown
 
 
 def _error(text: str) -> None:
     """An error naming files and policies as written (names are not markdown)."""
-    st.error(widgets.escape_markdown(text))
+    st.error(escape_markdown(text))
 
 
 class Upload(Protocol):
@@ -160,7 +161,7 @@ def main() -> None:
             x=alt.X("minute:Q"), y=alt.Y("gpus_billed:Q", title="GPUs billed"), color="policy:N")
             .properties(height=220), width="stretch")
     for name, document in reported.items():
-        with st.expander(f"Reported summary: {widgets.escape_markdown(name)} (as the product "
+        with st.expander(f"Reported summary: {escape_markdown(name)} (as the product "
                          "printed it)"):
             st.json(document)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sqlite3
 from contextlib import closing
@@ -20,12 +21,19 @@ from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store
 from controlplane.store.engine import make_engine
+from dashboard.markdown import WORD_JOINER
 
 SEED_START_AT = datetime(2026, 3, 2, 21, 0, tzinfo=UTC)  # crosses midnight: two cost days
 SEED_HOURS = 3.5
 GAP_SEED_START_AT = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
 REPO_ROOT = Path(__file__).resolve().parents[2]
 APP = str(REPO_ROOT / "dashboard" / "app.py")
+
+
+def as_shown(markdown: str) -> str:
+    """The text a reader sees of Streamlit markdown: backslash escapes resolved, word joiners
+    (U+2060) invisible."""
+    return re.sub(r"\\(.)", r"\1", markdown.replace(WORD_JOINER, ""))
 
 
 def open_page(url: str, path: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:

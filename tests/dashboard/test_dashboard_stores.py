@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
-from dashboard_support import seed_store
+from dashboard_support import as_shown, seed_store
 from sqlalchemy import create_engine
 from streamlit.testing.v1 import AppTest
 
@@ -85,9 +85,10 @@ def test_a_store_that_goes_away_while_the_dashboard_runs_is_an_error_not_a_trace
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     (error,) = at.error
-    assert error.value.startswith(f"Cannot read the store at `{postgres_url}`: ")
-    assert f'database "{name}" does not exist' in error.value
-    assert "db upgrade" not in error.value  # a store gone is no older schema
+    shown = as_shown(error.value)
+    assert shown.startswith(f"Cannot read the store at `{postgres_url}`: ")
+    assert f'database "{name}" does not exist' in shown
+    assert "db upgrade" not in shown  # a store gone is no older schema
 
 
 @pytest.mark.postgres
@@ -108,9 +109,10 @@ def test_a_postgresql_table_locked_by_another_session_is_an_error_within_seconds
         locker.close()
     assert not at.exception, [e.value for e in at.exception]
     (error,) = at.error
-    assert error.value.startswith(f"Cannot read the store at `{postgres_url}`: ")
-    assert "lock timeout" in error.value and "another session holds a lock" in error.value
-    assert "db upgrade" not in error.value  # a lock is no older schema
+    shown = as_shown(error.value)
+    assert shown.startswith(f"Cannot read the store at `{postgres_url}`: ")
+    assert "lock timeout" in shown and "another session holds a lock" in shown
+    assert "db upgrade" not in shown  # a lock is no older schema
     assert waited_s < 30
 
 
@@ -129,8 +131,9 @@ def test_a_postgresql_read_that_runs_past_the_query_timeout_is_an_error_not_a_ha
     at = _dashboard_on(postgres_url, monkeypatch, 60)
     waited_s = time.monotonic() - started
     (error,) = at.error
-    assert error.value.startswith(f"Cannot read the store at `{postgres_url}`: ")
-    assert error.value.endswith("canceling statement due to statement timeout (a read of the "
+    shown = as_shown(error.value)
+    assert shown.startswith(f"Cannot read the store at `{postgres_url}`: ")
+    assert shown.endswith("canceling statement due to statement timeout (a read of the "
                                 "store took longer than dashboard.query_timeout_s = 2 s)")
     assert waited_s < 20
 
@@ -159,7 +162,8 @@ def test_a_page_whose_postgresql_network_stalls_fails_within_the_response_timeou
         failed_at = time.monotonic()
     assert proxy.stalled_at is not None
     (error,) = at.error
-    assert error.value == (
+    shown = as_shown(error.value)
+    assert shown == (
         f"Cannot read the store at `{url}`: no answer from the database server at "
         f"127.0.0.1:{proxy.port} within 2 s (db.response_timeout_s): a stalled network or "
         "load balancer?")
@@ -188,7 +192,8 @@ def test_a_page_rerun_after_its_postgresql_network_stalled_fails_naming_both_tim
     assert proxy.stalled_at is not None
     assert not at.exception, [e.value for e in at.exception]
     (error,) = at.error
-    assert error.value == (
+    shown = as_shown(error.value)
+    assert shown == (
         f"Cannot read the store at `{url}`: connection timeout expired (the database server "
         "answered no new connection within db.connect_timeout_s = 2 s: it is down, or the "
         "network to it stalled)")

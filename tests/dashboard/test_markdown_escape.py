@@ -8,21 +8,17 @@ from __future__ import annotations
 
 import re
 
+from dashboard_support import as_shown as shown
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dashboard.widgets import WORD_JOINER, escape_markdown
+from dashboard.markdown import WORD_JOINER, escape_markdown
 
 #: what Streamlit's markdown reads after a colon: directive names (`:red[`), emoji shortcodes
 #: (`:smile:`, `:+1:`), `:material/...:` and `:streamlit:`
-SHORTCODE_START = re.compile(r":[A-Za-z0-9_+\-]")
+SHORTCODE_START = re.compile(r":[A-Za-z0-9_+\-][A-Za-z0-9_+\-/]*[:\[]")
 #: Streamlit's typographic replacements, each between whitespace or the ends of a text
 TYPOGRAPHIC = re.compile(r"(?:^|(?<=\s))(?:<->|->|<-|--|>=|<=|~=)(?=\s|$)")
-
-
-def shown(markdown: str) -> str:
-    """The text a reader sees: backslash escapes resolved, word joiners invisible."""
-    return re.sub(r"\\(.)", r"\1", markdown.replace(WORD_JOINER, ""))
 
 
 def test_a_colon_before_a_name_character_is_followed_by_a_word_joiner() -> None:
@@ -34,6 +30,12 @@ def test_a_colon_before_a_name_character_is_followed_by_a_word_joiner() -> None:
 
 def test_a_colon_before_a_space_or_the_end_is_left_alone() -> None:
     assert escape_markdown("Unplaced: llama:") == "Unplaced: llama:"
+
+
+def test_a_colon_that_opens_no_shortcode_gets_no_word_joiner() -> None:
+    """An address or a port in an error stays copyable as it is shown."""
+    assert escape_markdown("server at 127.0.0.1:5432 failed") == "server at 127.0.0.1:5432 failed"
+    assert escape_markdown("tenant:a b") == "tenant:a b"
 
 
 def test_an_arrow_or_dash_between_spaces_is_split_by_a_word_joiner() -> None:

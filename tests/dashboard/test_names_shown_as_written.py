@@ -14,7 +14,7 @@ from dashboard_support import Seeded, open_page, with_a_renamed_model
 from controlplane.domain.hints import DemandHint
 from controlplane.store.engine import make_engine
 from controlplane.store.hints import SqlDemandHints
-from dashboard.widgets import escape_markdown
+from dashboard.markdown import escape_markdown
 
 NAME = "**bold**_emb_ [x](http://evil.example) <b>b</b> $a^2$"
 REASON = "launch [press](http://evil.example/p) **now**"

@@ -17,7 +17,14 @@ from typing import Any
 import pandas as pd
 import pytest
 import streamlit as st
-from dashboard_support import GAP_SEED_START_AT, Gapped, Seeded, seed_store, write_timeline
+from dashboard_support import (
+    GAP_SEED_START_AT,
+    Gapped,
+    Seeded,
+    as_shown,
+    seed_store,
+    write_timeline,
+)
 from streamlit.testing.v1 import AppTest
 
 from controlplane import cost_reader
@@ -29,7 +36,7 @@ from controlplane.store import Store
 from controlplane.store.engine import make_engine
 from controlplane.store.hints import SqlDemandHints
 from dashboard import costing
-from dashboard.widgets import escape_markdown
+from dashboard.markdown import escape_markdown
 from protos.headroom.v1 import placement_pb2 as pb
 
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
@@ -429,10 +436,11 @@ def test_a_store_url_of_a_scheme_headroom_cannot_open_is_an_error_not_a_tracebac
     monkeypatch.setenv("HEADROOM_DB__URL", "mysql://operator:secret@127.0.0.1:9/headroom")
     at = AppTest.from_file(APP, default_timeout=60).run()
     no_exception(at)
-    assert [e.value for e in at.error] == [
+    assert [as_shown(e.value) for e in at.error] == [
         "Cannot open the store: environment variable HEADROOM_DB__URL: db.url: Value error, "
         "'mysql://operator:***@127.0.0.1:9/headroom': Headroom cannot open a mysql:// store; "
         "supported schemes: sqlite, sqlite+pysqlite, postgresql, postgres, postgresql+psycopg"]
+    assert "operator:\\*\\*\\*@" in at.error[0].value  # the redacted password is not emphasis
 
 
 class SilentServer:
@@ -470,7 +478,7 @@ def test_a_hung_store_server_fails_the_page_within_the_connect_timeout_setting(
         at = AppTest.from_file(APP, default_timeout=60).run()
         failed_at = time.monotonic()
     no_exception(at)
-    assert [e.value for e in at.error] == [
+    assert [as_shown(e.value) for e in at.error] == [
         f"Cannot open the store: cannot reach database {url}: connection timeout expired"]
     assert len(server.accepted_at) == 1
     assert failed_at - server.accepted_at[0] < 3.5  # 2 s and the page's own work, not 5 s
