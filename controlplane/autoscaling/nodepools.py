@@ -65,7 +65,11 @@ def node_pool_targets(placement: FleetPlacement, pools: Sequence[PoolSpec],
                       budget_cuts: Mapping[str, str] | None = None) -> DesiredState:
     """Desired nodes per pool (placed + warm GPUs, whole nodes, budget), replicas per model (the
     budget's reason where ``budget_cuts``, model -> reason, says a GPU budget cut them) and
-    where the replicas of each model in ``shapes`` run."""
+    where the replicas of each model in ``shapes`` run. Under a cluster GPU budget no pool may
+    grow over its target for replicas the guards keep (``DesiredTarget.max_value``)."""
     desired = clamp_nodes_to_budget(desired_state(placement, pools, demands, budget_cuts), pools,
                                     cluster_gpu_budget)
+    if cluster_gpu_budget is not None:  # kept replicas hold nodes, never add any over it
+        desired = replace(desired, pools=tuple(replace(t, max_value=t.value)
+                                               for t in desired.pools))
     return replace(desired, footprints=replica_footprints(shapes, pools))

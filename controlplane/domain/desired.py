@@ -30,6 +30,9 @@ class DesiredTarget:
     # pools only: the GPUs the target holds before rounding to whole nodes (placed + warm, at
     # most value x GPUs per node); None when unknown or split between nodes of several kinds
     gpus: int | None = None
+    # pools only: the most nodes the pool may grow to over its target for replicas the guards
+    # keep over theirs (its max_nodes; its target under a cluster GPU budget); None: none
+    max_value: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +97,8 @@ def desired_state(
         reason = f"placement_{placed}_gpus_warm_{warm}"
         # the free room of nodes of several kinds may not be of the kind a replica needs
         gpus = min(placed + warm, nodes * pool.gpus_per_node) if len(kinds) <= 1 else None
-        pool_targets.append(DesiredTarget(pool.name, nodes, reason, gpus))
+        pool_targets.append(DesiredTarget(pool.name, nodes, reason, gpus,
+                                          max(nodes, pool.max_nodes)))
     # entries read "model: reason_code (detail)"; a model's name may hold a colon itself
     cuts = budget_cuts or {}
     replica_targets = [

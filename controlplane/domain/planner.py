@@ -29,6 +29,9 @@ POOL_OBJECTS_CHANGED = "pool_objects_changed"  # written again at the same size
 # a pool scale-down held (in full or in part) while replicas the guards keep over their target
 # still run on its nodes
 REPLICAS_SCALING_DOWN = "replicas_scaling_down"
+# a pool grown over its target: replicas the guards keep over their target take GPUs the target
+# counted for other replicas, which would otherwise wait for a GPU until the kept ones go
+REPLICAS_KEPT_NEED_ROOM = "replicas_kept_need_room"
 
 
 def guard_key(action: Action) -> str | None:
@@ -79,20 +82,42 @@ def _kept_gpus(desired: DesiredState, kept: dict[str, int]) -> tuple[dict[str, i
     return gpus, unknown
 
 
-def _pool_floor(target: DesiredTarget, current: int, gpus_per_node: int,
-                kept_gpus: dict[str, int], unknown: bool) -> int:
-    """The fewest nodes the pool may keep: enough for the GPUs its target holds before rounding
-    plus those of the replicas kept over their targets in it (they fill the free room of the
-    target's last node first; without the target's GPUs, whole nodes over the target), never
-    fewer than the target; all its nodes when a kept model's pool is unknown; never more than
-    it has."""
-    if unknown:
-        return current
+def _room(target: DesiredTarget, gpus_per_node: int, kept_gpus: dict[str, int]) -> int:
+    """Nodes for the GPUs the target holds before rounding plus those of the replicas kept over
+    their targets in the pool (they fill the free room of the target's last node first; without
+    the target's GPUs, whole nodes over the target), never fewer than the target."""
     extra = kept_gpus.get(target.target, 0)
     per_node = max(1, gpus_per_node)
     if target.gpus is None:
-        return min(current, target.value + -(-extra // per_node))
-    return min(current, max(target.value, -(-(target.gpus + extra) // per_node)))
+        return target.value + -(-extra // per_node)
+    return max(target.value, -(-(target.gpus + extra) // per_node))
+
+
+def _pool_floor(target: DesiredTarget, current: int, gpus_per_node: int,
+                kept_gpus: dict[str, int], unknown: bool) -> int:
+    """The fewest nodes the pool may keep: its ``_room``, never more than it has; all its nodes
+    when a kept model's pool is unknown."""
+    if unknown:
+        return current
+    return min(current, _room(target, gpus_per_node, kept_gpus))
+
+
+def _pool_raise(target: DesiredTarget, current: int, gpus_per_node: int,
+                kept_gpus: dict[str, int], unknown: bool, max_step: int) -> int:
+    """The nodes the pool grows to when its ``_room`` is more than it has (the target's own
+    replicas would wait for GPUs the kept ones hold): within the target's ``max_value`` and
+    one ``max_step``. No growth (``current``) when the target's GPUs, its ``max_value`` or a kept
+    model's pool is unknown."""
+    if unknown or target.gpus is None or target.max_value is None:
+        return current
+    return max(current, min(_room(target, gpus_per_node, kept_gpus), target.max_value,
+                            current + max_step))
+
+
+def _made_instead(memory: GuardMemory, key: str, now: datetime, delta: int) -> GuardMemory:
+    """``memory`` with ``delta`` as the change made to ``key`` now instead of the guard's."""
+    others = tuple(c for c in memory.changes_for(key) if c.at != now)
+    return with_changes(memory, key, (*others, *((Change(now, delta),) if delta else ())))
 
 
 def plan(
@@ -111,7 +136,10 @@ def plan(
     (hysteresis, the stabilization window, cooldown, stale data, ``max_step``, the disruption
     budget) still need their nodes: a pool scales down no further than the nodes its target's
     GPUs plus the GPUs its kept replicas take (the desired state's footprints) fill, and not at
-    all while a kept model has no footprint (skipped, ``replicas_scaling_down``)."""
+    all while a kept model has no footprint (skipped, ``replicas_scaling_down``); when those
+    are more nodes than it has, it grows to them (reason ``replicas_kept_need_room``, within
+    the target's ``max_value`` and the pool guard's ``max_step``), else the target's own new
+    replicas would wait for GPUs until the kept ones go."""
     ups: list[Action] = []
     downs: list[Action] = []
     replicas: list[Action] = []
@@ -136,19 +164,22 @@ def plan(
         key = f"pool/{target.target}"
         decision, memory, skip = _guarded(key, current, target, memory, pool_limits, now,
                                           desired.is_fresh(target.target))
-        allowed = decision.allowed
+        allowed, reason = decision.allowed, target.reason
         floor = (_pool_floor(target, current, seen.gpus_per_node, kept_gpus, unknown)
                  if seen else 0)
-        if allowed < floor:  # held: the removal it would have made is not the change made
-            others = tuple(c for c in memory.changes_for(key) if c.at != now)
-            made = (Change(now, floor - current),) if floor != current else ()
-            memory = with_changes(memory, key, (*others, *made))
+        raised = (_pool_raise(target, current, seen.gpus_per_node, kept_gpus, unknown,
+                              pool_limits.max_step) if seen else 0)
+        if allowed < raised and raised > current:  # grown for the kept replicas
+            memory = _made_instead(memory, key, now, raised - current)
+            allowed, reason = raised, REPLICAS_KEPT_NEED_ROOM
+        elif allowed < floor:  # held: the removal it would have made is not the change made
+            memory = _made_instead(memory, key, now, floor - current)
             allowed, skip = floor, SkippedAction(target.target, target.value, floor,
                                                  REPLICAS_SCALING_DOWN)
         if skip:
             pool_skipped.append(skip)
         if allowed != current:
-            action = ScaleNodePool(target.target, current, allowed, target.reason)
+            action = ScaleNodePool(target.target, current, allowed, reason)
             (ups if allowed > current else downs).append(action)
         elif seen is not None and not seen.target_intact:
             ups.append(ScaleNodePool(target.target, current, current, POOL_OBJECTS_CHANGED))

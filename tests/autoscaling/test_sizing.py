@@ -4,6 +4,7 @@ tenant and cluster GPU budgets trim warm rungs before serving replicas."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from hypothesis import given
@@ -13,6 +14,7 @@ from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, dec
 from controlplane.autoscaling.nodepools import (
     CLUSTER_GPU_BUDGET,
     clamp_nodes_to_budget,
+    node_pool_targets,
     replica_footprints,
 )
 from controlplane.autoscaling.policies import ladder_rungs, predictive_policy
@@ -122,6 +124,16 @@ def test_a_pool_clamped_to_the_budget_holds_no_gpus_past_its_clamped_nodes() -> 
     assert "skip l4 wanted 8, kept 9 (replicas_scaling_down)" in made.render()
     made, _ = plan(fleet(8), clamped, GuardMemory(), limits, limits, T0)
     assert made.is_noop and [s.reason for s in made.skipped] == ["within_tolerance"]
+
+
+def test_under_a_cluster_budget_no_pool_grows_over_its_target_for_kept_replicas() -> None:
+    pools = (PoolSpec("l4", "L4", 4, 0, 20, 0.8),)
+    placement = fleet_placement([ModelRequest("large", 9)], {"large": replace(LARGE,
+                                                                              product="L4")})
+    free = node_pool_targets(placement, pools, ())
+    assert [(t.value, t.max_value) for t in free.pools] == [(3, 20)]
+    budgeted = node_pool_targets(placement, pools, (), cluster_gpu_budget=100)
+    assert [(t.value, t.max_value) for t in budgeted.pools] == [(3, 3)]
 
 
 def test_each_models_replicas_run_in_the_pool_of_its_gpu_product() -> None:

@@ -18,7 +18,7 @@ from controlplane.domain.guards import COOLDOWN, GuardLimits, GuardMemory
 from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
 from controlplane.domain.placement import FleetPlacement, PlacedSegment, WarmGpus
 from controlplane.domain.plan import Plan
-from controlplane.domain.planner import POOL_OBJECTS_CHANGED, plan
+from controlplane.domain.planner import POOL_OBJECTS_CHANGED, REPLICAS_KEPT_NEED_ROOM, plan
 from controlplane.domain.planner import made as changes_made
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
@@ -38,7 +38,8 @@ def test_desired_state_rounds_placed_and_warm_gpus_up_to_whole_nodes() -> None:
     placement = FleetPlacement(1, segments, (("A100-80GB", tuple(s.gpu_id for s in segments)),),
                                (WarmGpus("A100-80GB", 2, "p90"),), 46.0, ())
     desired = desired_state(placement, POOLS, (Demand("m", 300, 200, 250, "forecast_p90"),))
-    assert desired.pools[0] == DesiredTarget("a100", 2, "placement_9_gpus_warm_2", gpus=11)
+    assert desired.pools[0] == DesiredTarget("a100", 2, "placement_9_gpus_warm_2", gpus=11,
+                                             max_value=4)
     assert desired.pools[1].value == 1  # min_nodes holds an empty pool
     assert desired.replicas[0] == DesiredTarget("m", 9, "forecast_p90")
 
@@ -251,3 +252,48 @@ def test_without_the_targets_gpus_kept_replicas_hold_whole_nodes_over_the_target
     made, _ = plan(_l4_fleet(10, {"m": 35}), desired, GuardMemory(), pools, replicas, T0)
     assert made.is_noop
     assert "skip l4 wanted 9, kept 10 (replicas_scaling_down)" in made.render()
+
+
+def test_a_pool_grows_for_a_rising_model_while_another_models_replicas_are_kept() -> None:
+    # m is kept at 40 replicas (36 wanted, within 10 %) on 10 nodes of 4 GPUs; n rises from 0 to
+    # 8: the target holds 36 + 8 GPUs (11 nodes), but the 4 kept replicas need a twelfth node,
+    # else 4 of n's replicas wait for a GPU until m's replicas go
+    replicas = GuardLimits(max_step=100, stabilization_s=0, tolerance=0.1)
+    pools = GuardLimits(max_step=100, stabilization_s=0)
+    desired = DesiredState((DesiredTarget("l4", 11, "r", gpus=44, max_value=20),),
+                           (DesiredTarget("m", 36, "r"), DesiredTarget("n", 8, "r")),
+                           footprints=(*WHOLE_GPU_ON_L4, ReplicaFootprint("n", "l4")))
+    made, _ = plan(_l4_fleet(10, {"m": 40, "n": 0}), desired, GuardMemory(), pools, replicas, T0)
+    assert made.actions[0] == ScaleNodePool("l4", 10, 12, REPLICAS_KEPT_NEED_ROOM)
+    assert SetReplicas("n", 0, 8, "r") in made.actions
+
+
+def test_a_pool_grows_for_kept_replicas_no_further_than_its_ceiling_and_its_step() -> None:
+    replicas = GuardLimits(max_step=100, stabilization_s=0, tolerance=0.1)
+    desired = DesiredState((DesiredTarget("l4", 11, "r", gpus=44, max_value=11),),
+                           (DesiredTarget("m", 36, "r"), DesiredTarget("n", 8, "r")),
+                           footprints=(*WHOLE_GPU_ON_L4, ReplicaFootprint("n", "l4")))
+    fleet = _l4_fleet(10, {"m": 40, "n": 0})
+    made, _ = plan(fleet, desired, GuardMemory(), GuardLimits(100, 0), replicas, T0)
+    assert made.actions[0] == ScaleNodePool("l4", 10, 11, "r")  # at its ceiling: the target
+    made, _ = plan(fleet, replace(desired, pools=(replace(desired.pools[0], value=10, gpus=40,
+                                                          max_value=20),)),
+                   GuardMemory(), GuardLimits(1, 0), replicas, T0)
+    assert made.actions[0] == ScaleNodePool("l4", 10, 11, REPLICAS_KEPT_NEED_ROOM)  # one step
+
+
+def test_a_pool_target_without_a_ceiling_is_never_raised_for_kept_replicas() -> None:
+    replicas = GuardLimits(max_step=100, stabilization_s=0, tolerance=0.1)
+    desired = DesiredState((DesiredTarget("l4", 11, "r", gpus=44),),
+                           (DesiredTarget("m", 36, "r"), DesiredTarget("n", 8, "r")),
+                           footprints=(*WHOLE_GPU_ON_L4, ReplicaFootprint("n", "l4")))
+    made, _ = plan(_l4_fleet(10, {"m": 40, "n": 0}), desired, GuardMemory(),
+                   GuardLimits(100, 0), replicas, T0)
+    assert made.actions[0] == ScaleNodePool("l4", 10, 11, "r")
+
+
+def test_desired_pools_may_grow_to_their_max_nodes() -> None:
+    placement = FleetPlacement(1, (), (), (WarmGpus("A100-80GB", 9, "p90"),), 0.0, ())
+    desired = desired_state(placement, POOLS, ())
+    assert [(t.target, t.value, t.max_value) for t in desired.pools] == [("a100", 2, 4),
+                                                                         ("l4", 1, 8)]
