@@ -8,11 +8,17 @@ kept; its memory is served instead of the stored one while it is newer, and the 
 again before the next one. Only the newest unsaved report is kept: the next tick's memory starts
 from it, so once a later report is saved the older one adds only its record, which is dropped
 (logged) rather than inserted after a newer tick.
+
+It also records who wrote each report: the loop builds it with its process's identity
+(``writer``: the Lease holder identity of a Kubernetes replica, the store lease holder of the
+simulated fleet), stamped on every report it saves, a late save too, so ``headroom status``
+names the replica that leads and sees when that changed (``domain.tick_writers``).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from controlplane.domain.guards import GuardMemory, newer_memory
 from controlplane.domain.observed import ObservedState
@@ -25,8 +31,9 @@ log = logging.getLogger("headroom.reconcile")
 class RetryingDecisionStore:
     """Wraps a DecisionStore; a failed ``save_tick`` still raises, after keeping the report."""
 
-    def __init__(self, store: DecisionStore) -> None:
+    def __init__(self, store: DecisionStore, writer: str | None = None) -> None:
         self._store = store
+        self.writer = writer  # stamped on each report that does not name its writer
         self._unsaved: TickReport | None = None
 
     @property
@@ -44,6 +51,8 @@ class RetryingDecisionStore:
         return newer_memory(self._unsaved.guard_memory, stored)
 
     def save_tick(self, report: TickReport) -> int:
+        if report.writer is None and self.writer is not None:
+            report = replace(report, writer=self.writer)
         self._save_unsaved()
         try:
             tick_id = self._store.save_tick(report)

@@ -83,7 +83,8 @@ class Demo:
                                       settings.db.lease_duration_s, WallClock())  # first
         try:
             self.engine = journaled_engine(self.store, WallClock())
-            self.runtime = SimRuntime.open(settings, self.store, start_at, self.engine)
+            self.runtime = SimRuntime.open(settings, self.store, start_at, self.engine,
+                                           writer=self.lease.identity)
         except BaseException:
             self.lease.release()
             raise

@@ -221,9 +221,11 @@ class FleetLease:
     """A held fleet lease, renewed by its own scheduler job (independent of the jobs it gates,
     and running while the first of them do) until released."""
 
-    def __init__(self, elector: LeaderElector, clock: Clock, renew_every_s: float) -> None:
+    def __init__(self, elector: LeaderElector, clock: Clock, renew_every_s: float,
+                 identity: str) -> None:
         self.elector = elector
         self.clock = clock
+        self.identity = identity  # the holder's: the writer of the ticks this process records
         self._jobs = build_scheduler(
             {"lease": (lambda: elector.try_acquire_or_renew(clock.now(), clock.monotonic()),
                        renew_every_s)})
@@ -251,8 +253,9 @@ def hold_fleet_lease(url: str, leases: LeaseStore, lease_duration_s: int,
     (``take_fleet_lease``: FleetLeaseHeld when a live process has it) and renewing; for an
     in-memory store one that always leads."""
     timing = fleet_lease_timing(lease_duration_s)
+    identity = holder_identity()
     if in_memory(url):
-        return FleetLease(AlwaysLeads(), clock, renew_every_s(timing))
-    elector = StoreLeaseElector(leases, FLEET_LEASE, holder_identity(), timing)
+        return FleetLease(AlwaysLeads(), clock, renew_every_s(timing), identity)
+    elector = StoreLeaseElector(leases, FLEET_LEASE, identity, timing)
     take_fleet_lease(elector, clock, url)
-    return FleetLease(elector, clock, renew_every_s(timing))
+    return FleetLease(elector, clock, renew_every_s(timing), identity)

@@ -238,7 +238,7 @@ class ServedTally:
 
 class SimRuntime:
     def __init__(self, settings: Settings, store: Store, start_at: datetime,
-                 engine: PlacementEngine | None = None) -> None:
+                 engine: PlacementEngine | None = None, writer: str | None = None) -> None:
         self.settings = settings
         self.store = store
         self.clock = VirtualClock(start_at)
@@ -254,7 +254,8 @@ class SimRuntime:
         self.deps = ReconcileDeps(clock=self.clock, reader=self.cluster, node_pools=self.cluster,
                                   replicas=self.cluster,
                                   placement=LocalPlacementClient(self.engine),
-                                  forecasts=store, decisions=RetryingDecisionStore(store),
+                                  forecasts=store,
+                                  decisions=RetryingDecisionStore(store, writer),
                                   history=store,
                                   ledger=SqlForecastLedger(store.engine),
                                   sharing=self.cluster, mig=self.cluster, samples=store,
@@ -276,8 +277,9 @@ class SimRuntime:
 
     @classmethod
     def open(cls, settings: Settings, store: Store, wall_now: datetime,
-             engine: PlacementEngine | None = None) -> SimRuntime:
-        """Start on a new store (backfilling synthetic history) or resume where it stopped."""
+             engine: PlacementEngine | None = None, writer: str | None = None) -> SimRuntime:
+        """Start on a new store (backfilling synthetic history) or resume where it stopped;
+        its ticks are recorded as written by ``writer`` (the store lease holder's identity)."""
         store.upsert_models(DEMO_MODELS)
         last_at = store.last_tick_at()
         # a changed price bills from the store's (simulated) clock on, where the ticks go on
@@ -291,11 +293,11 @@ class SimRuntime:
             rows = traffic.history(list(DEMO_TRAFFIC), settings.sim.seed, start_at,
                                    settings.sim.history_s, settings.forecast.step_s, stored)
             store.save_observations(rows)
-            runtime = cls(settings, store, start_at, engine)
+            runtime = cls(settings, store, start_at, engine, writer)
             runtime._take_over = settings.sim.start_warm
             return runtime
         runtime = cls(settings, store, last_at + timedelta(seconds=settings.reconcile.interval_s),
-                      engine)
+                      engine, writer)
         observed = store.last_observed()
         if observed is not None:
             runtime.cluster.restore(observed)

@@ -143,7 +143,10 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     inventory_reader = backend.reader.without_load()  # a follower's: no Prometheus queries
     deps = ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
                          replicas=backend.replicas, placement=placement, forecasts=store,
-                         decisions=RetryingDecisionStore(store), history=store,
+                         # the ticks a replica records only while it holds the Lease (or, a
+                         # dry run, while none does): written by its Lease holder identity
+                         decisions=RetryingDecisionStore(store, writer=backend.identity),
+                         history=store,
                          ledger=SqlForecastLedger(store.engine),
                          sharing=backend.sharing, mig=backend.mig, samples=store,
                          hints=SqlDemandHints(store.engine))

@@ -37,3 +37,6 @@ class TickReport:
     guard_memory: GuardMemory
     profiles: tuple[ProfileCorrection, ...] = ()  # each model's profile the tick sized with
     accuracy: tuple[ForecastAccuracy, ...] = ()  # each model's recent forecast accuracy
+    # the process that records it (the leading replica's Lease holder identity), stamped by the
+    # loop that saves it (decision_retry.RetryingDecisionStore); None: not said
+    writer: str | None = None

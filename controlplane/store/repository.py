@@ -336,7 +336,7 @@ class Store:
                 observed_json=codec.observed_to_json(report.observed),
                 guard_memory_json=codec.guard_memory_to_json(report.guard_memory),
                 profiles_json=codec.profiles_to_json(report.profiles) if report.profiles
-                else None)
+                else None, writer=report.writer)
             session.add(tick)
             session.flush()
             assert tick.id is not None

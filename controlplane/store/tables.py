@@ -121,6 +121,9 @@ class TickRecord(SQLModel, table=True):
     guard_memory_json: str = Field(sa_column=Column(Text, nullable=False))
     # each model's profile in use (offline and corrected, with the reason); None before 0005
     profiles_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    # the process that wrote it: the Lease holder identity of the leading replica (0016;
+    # None before, or when the writer did not say)
+    writer: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
 
 
 class PlanRecord(SQLModel, table=True):

@@ -35,7 +35,7 @@ ROWS: dict[str, list[dict[str, Any]]] = {
     "ticks": [dict(id=1, started_at=T0, finished_at=T1, status="applied", reason="",
                    gpus_ready=1, demand_rps=12.5, capacity_rps=40.0,
                    observed_json='{"at": "2026-03-02T12:00:00+00:00", "nodes": []}',
-                   guard_memory_json='{"held": {}}', profiles_json=None)],
+                   guard_memory_json='{"held": {}}', profiles_json=None, writer="host-1234")],
     "plans": [dict(id=1, tick_id=1, created_at=T1, revision=3, dry_run=False, cost_per_hour=0.75,
                    gpus_placed=1, warm_gpus=0, unplaced_json="[]", rendered="l4-0: bert-embed")],
     "actions": [dict(id=1, plan_id=1, ordinal=0, kind="set_replicas", target="bert-embed",
@@ -74,7 +74,8 @@ ADDED = {("placement_bindings", "lease_s"): 0.0,  # 0009: no lease, never expire
          ("placement_bindings", "lease_expires_at_s"): 0.0,
          ("placement_bindings", "model"): "",  # 0014: not known
          ("placement_bindings", "tenant"): "",
-         ("mig_relayouts", "was_cordoned"): False}  # 0015: Headroom's own cordon
+         ("mig_relayouts", "was_cordoned"): False,  # 0015: Headroom's own cordon
+         ("ticks", "writer"): None}  # 0016: not known
 RENAMED_BY_0006 = {("observations", "latency_ms"): "mean_latency_ms"}  # 0005 named it so
 
 

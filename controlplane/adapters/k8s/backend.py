@@ -50,6 +50,7 @@ class K8sBackend:
     mig: LeaderGated
     elector: LeaderElector
     relayouts: RelayoutStore
+    identity: str  # this replica's Lease holder identity: the writer of the ticks it records
 
     @property
     def actuators(self) -> Actuators:
@@ -125,9 +126,9 @@ def build_k8s_backend(settings: Settings, clock: Clock, relayouts: RelayoutStore
                                  policy)
     elector: LeaderElector
     elector_type = DryRunElector if dry_run else K8sLeaseElector
-    elector = elector_type(api, k8s.namespace, k8s.lease_name,
-                           identity or k8s.identity or default_identity(),
+    identity = identity or k8s.identity or default_identity()
+    elector = elector_type(api, k8s.namespace, k8s.lease_name, identity,
                            LeaseTiming(k8s.lease_duration_s, k8s.renew_deadline_s))
     gated = LeaderGated(elector, clock, node_pools, K8sReplicaActuator(api, k8s),
                         K8sSharingActuator(api, k8s), mig)
-    return K8sBackend(api, reader, gated, gated, gated, gated, elector, relayouts)
+    return K8sBackend(api, reader, gated, gated, gated, gated, elector, relayouts, identity)
