@@ -50,8 +50,9 @@ def status_command(
 ) -> None:
     """The fleet and the reconcile loop as the store records them (read-only; exit 1 if stale).
 
-    Shows the last tick (its age from the wall clock, status and reason), the fleet lease,
-    per model the observed load, the newest forecast 20 minutes ahead and the replicas, per
+    Shows the last tick (its age from the wall clock, status and reason), the process that
+    wrote it (the leading replica's Lease identity) and when leadership last changed, the fleet
+    lease, per model the observed load, the newest forecast 20 minutes ahead and the replicas, per
     pool the nodes and the GPU price, the last plan's actions, the changes guards held back and
     MIG re-layouts in flight. Exit code 0 when healthy; 1 when there is no tick yet, the last
     tick failed or is older than --max-tick-age-s; 2 when the store cannot be read."""

@@ -22,7 +22,10 @@ from controlplane.domain.fleet_status import (
 )
 from controlplane.domain.forecast_accuracy import ACCURACY_WINDOW_S, ForecastAccuracy
 from controlplane.domain.hints import DemandHint
+from controlplane.domain.tick_writers import LeadershipChange
 
+#: the writer of a tick saved before ticks named theirs (migration 0016)
+UNKNOWN_WRITER = "unknown (recorded before Headroom named writers)"
 #: the columns of a demand hint's row (``headroom status`` and ``headroom hint list``)
 HINT_COLUMNS = ("id", "model", "rps", "start (UTC)", "end (UTC)", "reason")
 
@@ -73,6 +76,7 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
     now = health.checked_at
     accuracy = {a.model: a for a in status.accuracy}
     tick, lease, plan = status.last_tick, status.lease, status.plan
+    change = status.leadership
     return {
         "store": status.store,
         "checked_at": _at(now),
@@ -84,7 +88,12 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "finished_at": _at(tick.finished_at), "age_s": health.tick_age_s,
             "status": tick.status, "reason": tick.reason, "gpus_ready": tick.gpus_ready,
             "demand_rps": tick.demand_rps, "capacity_rps": tick.capacity_rps,
-            "synced": tick.synced, "notes": list(tick.notes), "ticks_stored": tick.ticks},
+            "synced": tick.synced, "notes": list(tick.notes), "ticks_stored": tick.ticks,
+            "written_by": tick.writer},
+        "leadership_change": None if change is None else {
+            "from": change.previous_writer, "to": change.writer, "at": _at(change.changed_at),
+            "first_tick_id": change.first_tick_id,
+            "previous_tick_at": _at(change.previous_tick_at)},
         "fleet": None if status.fleet_tick_id is None else {
             "tick_id": status.fleet_tick_id, "observed_at": _at(status.fleet_at)},
         "lease": None if lease is None else {
@@ -160,6 +169,14 @@ def lease_line(lease: LeaseStatus, now: datetime) -> str:
             f"{lease.duration_s} s after the last renewal")
 
 
+def leadership_line(change: LeadershipChange, now: datetime) -> str:
+    """When the ticks' writer (the leading replica) last changed, from whom to whom."""
+    return (f"changed at {_at(change.changed_at)} (tick #{change.first_tick_id}, "
+            f"{_ago(age_s(change.changed_at, now))}): {change.previous_writer} -> "
+            f"{change.writer}; {change.previous_writer}'s last tick was at "
+            f"{_at(change.previous_tick_at)}")
+
+
 def placement_line(placement: PlacementStatus, now: datetime) -> str:
     """The placement journal every placement server on the store follows, in one line."""
     changed = ("never changed" if not placement.changed_by else
@@ -206,6 +223,9 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
         head.add_row("tick totals", f"{tick.gpus_ready} GPUs ready, demand "
                      f"{tick.demand_rps:,.1f} rps, capacity {tick.capacity_rps:,.1f} rps; "
                      f"{tick.ticks} ticks stored")
+        head.add_row("written by", escape(tick.writer or UNKNOWN_WRITER))
+        if status.leadership is not None:
+            head.add_row("leadership", escape(leadership_line(status.leadership, now)))
         for note in tick.notes:
             head.add_row("note", escape(note))
     if status.lease is not None:

@@ -15,6 +15,7 @@ from controlplane.domain.forecast_accuracy import ForecastAccuracy
 from controlplane.domain.hints import DemandHint
 from controlplane.domain.observed import ObservedPool
 from controlplane.domain.profile import ProfileCorrection
+from controlplane.domain.tick_writers import LeadershipChange
 
 #: the forecast point shown per model: the step ending this long after the forecast's origin
 FORECAST_AHEAD_S = 1200
@@ -33,6 +34,7 @@ class TickSummary:
     synced: bool
     notes: tuple[str, ...]
     ticks: int  # ticks the store holds
+    writer: str | None = None  # the process that wrote it (domain.tick_writers); None: unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +165,8 @@ class FleetStatus:
     # how each model's forecasts did over the hour before the last tick (the first steps the
     # reconcile loop scored: WAPE of p50, p90 coverage)
     accuracy: tuple[ForecastAccuracy, ...] = ()
+    # the newest change of the ticks' writer, i.e. of the leading replica (None: none seen)
+    leadership: LeadershipChange | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from sqlalchemy import Connection, Engine, Table, func, inspect, select
+from sqlalchemy import Connection, Engine, Table, func, inspect, null, select
 from sqlmodel import SQLModel
 
 from controlplane.domain.fleet_status import (
@@ -28,6 +28,12 @@ from controlplane.domain.fleet_status import (
 )
 from controlplane.domain.forecast_accuracy import ACCURACY_WINDOW_S
 from controlplane.domain.observed import ObservedModel, ObservedState
+from controlplane.domain.tick_writers import (
+    WRITER_LOOKBACK_TICKS,
+    LeadershipChange,
+    WrittenTick,
+    leadership_change,
+)
 from controlplane.store import codec
 from controlplane.store.hints import hints_ending_after
 from controlplane.store.ledger import recent_accuracy
@@ -53,12 +59,13 @@ SYNCED_LOOKBACK_TICKS = 240
 def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatus:
     """Everything ``headroom status`` shows; ``store`` is the redacted URL to name it by."""
     tables = set(inspect(engine).get_table_names())
+    tick_columns = {c["name"] for c in inspect(engine).get_columns("ticks")}
     with engine.connect() as connection:
         if engine.dialect.name == "postgresql":
             connection = connection.execution_options(isolation_level="REPEATABLE READ",
                                                       postgresql_readonly=True)
         with connection.begin():
-            tick, observed = _last_tick(connection)
+            tick, observed = _last_tick(connection, "writer" in tick_columns)
             seen = None if tick is None or observed is None else _fleet_seen(
                 connection, tick.tick_id, observed)
             observed = None if seen is None else seen[1]
@@ -70,29 +77,30 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatu
                 models=_models(connection, observed), pools=_pools(connection, observed),
                 plan=None if tick is None else _plan(connection, tick.tick_id),
                 relayouts=_relayouts(connection) if "mig_relayouts" in tables else (),
-                profiles=newest_profiles(connection) if _has_profiles(engine) else (),
+                profiles=newest_profiles(connection) if "profiles_json" in tick_columns else (),
                 hints=(hints_ending_after(connection, tick.started_at)
                        if tick is not None and "demand_hints" in tables else ()),
                 placement=(placement_status(connection) if "placement_journal" in tables
                            else None),
                 accuracy=(() if tick is None or "issued_forecasts" not in tables
                           else recent_accuracy(connection, tick.started_at
-                                               - timedelta(seconds=ACCURACY_WINDOW_S))))
-
-
-def _has_profiles(engine: Engine) -> bool:
-    """Whether the ticks table has the profiles column (migration 0005)."""
-    return any(c["name"] == "profiles_json" for c in inspect(engine).get_columns("ticks"))
+                                               - timedelta(seconds=ACCURACY_WINDOW_S))),
+                leadership=(None if tick is None or "writer" not in tick_columns
+                            else _leadership(connection, tick.tick_id)))
 
 
 def _table(record: type[SQLModel]) -> Table:
     return SQLModel.metadata.tables[str(record.__tablename__)]
 
 
-def _last_tick(connection: Connection) -> tuple[TickSummary | None, ObservedState | None]:
+def _last_tick(connection: Connection, has_writer: bool
+               ) -> tuple[TickSummary | None, ObservedState | None]:
+    """The newest tick; its writer read when the store has the column (migration 0016)."""
     t = _table(TickRecord).c
+    writer = t.writer if has_writer else null().label("writer")
     row = connection.execute(select(t.id, t.started_at, t.finished_at, t.status, t.reason,
-                                    t.gpus_ready, t.demand_rps, t.capacity_rps, t.observed_json)
+                                    t.gpus_ready, t.demand_rps, t.capacity_rps, t.observed_json,
+                                    writer)
                              .order_by(t.id.desc()).limit(1)).first()
     if row is None:
         return None, None
@@ -103,7 +111,18 @@ def _last_tick(connection: Connection) -> tuple[TickSummary | None, ObservedStat
         finished_at=as_utc(row.finished_at), status=str(row.status), reason=str(row.reason),
         gpus_ready=int(row.gpus_ready), demand_rps=float(row.demand_rps),
         capacity_rps=float(row.capacity_rps), synced=observed.synced, notes=observed.notes,
-        ticks=int(count)), observed
+        ticks=int(count), writer=None if row.writer is None else str(row.writer)), observed
+
+
+def _leadership(connection: Connection, last_tick_id: int) -> LeadershipChange | None:
+    """The newest change of writer within the ``WRITER_LOOKBACK_TICKS`` before the last tick
+    read (one bounded read of three small columns, newest first by id)."""
+    t = _table(TickRecord).c
+    rows = connection.execute(select(t.id, t.started_at, t.writer).where(t.id <= last_tick_id)
+                              .order_by(t.id.desc()).limit(WRITER_LOOKBACK_TICKS + 1)).all()
+    return leadership_change(
+        WrittenTick(int(r.id), as_utc(r.started_at), None if r.writer is None else str(r.writer))
+        for r in rows)
 
 
 def _fleet_seen(connection: Connection, tick_id: int, observed: ObservedState
