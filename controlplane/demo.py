@@ -82,7 +82,7 @@ class Demo:
         self.lease = hold_fleet_lease(settings.db.url, SqlLeaseStore(self.store.engine),
                                       settings.db.lease_duration_s, WallClock())  # first
         try:
-            self.engine = journaled_engine(self.store, WallClock())
+            self.engine = journaled_engine(self.store, WallClock(), self.lease.identity)
             self.runtime = SimRuntime.open(settings, self.store, start_at, self.engine,
                                            writer=self.lease.identity)
         except BaseException:

@@ -58,10 +58,14 @@ def check_security_files(placement: PlacementSettings, origin: str) -> Transport
     return security
 
 
-def journaled_engine(store: Store, clock: Clock) -> PlacementEngine:
+def journaled_engine(store: Store, clock: Clock, identity: str | None = None
+                     ) -> PlacementEngine:
     """A placement engine on the store's placement journal, caught up with it (bindings and
-    the plan the servers on this store made); raises Unavailable when it cannot be read."""
-    return PlacementEngine(journal=SqlPlacementJournal(store.engine, holder_identity(), clock),
+    the plan the servers on this store made); raises Unavailable when it cannot be read. The
+    journal names this process ``identity`` when it changes it (``headroom status``'s
+    "changed ... by"): the name it leads by (``serve_identity``); hostname-pid by default."""
+    holder = identity if identity is not None else holder_identity()
+    return PlacementEngine(journal=SqlPlacementJournal(store.engine, holder, clock),
                            now_s=lambda: clock.now().timestamp())
 
 

@@ -14,7 +14,12 @@ from rich.console import Console
 
 from controlplane.adapters.clock import WallClock
 from controlplane.adapters.keda import keda_registrar
-from controlplane.fleet_lease import FleetLease, FleetLeaseHeld, hold_fleet_lease
+from controlplane.fleet_lease import (
+    FleetLease,
+    FleetLeaseHeld,
+    hold_fleet_lease,
+    holder_identity,
+)
 from controlplane.jobs import build_scheduler, run_until_stopped
 from controlplane.placement_api import (
     FOLLOW_EVERY_S,
@@ -52,13 +57,24 @@ def check_models(settings: Settings) -> None:
         raise ServeError(str(error)) from None
 
 
+def serve_identity(settings: Settings) -> str:
+    """The one name a ``headroom serve`` replica goes by in the store, as the writer of its
+    ticks and the process that changed the placement journal, and as the holder of the lease it
+    leads by: with ``backend: kubernetes`` its Lease holder identity (``k8s.identity``, or
+    hostname-pid as the elector computes it), else hostname-pid (the store fleet lease's)."""
+    if settings.backend == "kubernetes" and settings.k8s.identity:
+        return settings.k8s.identity
+    return holder_identity()
+
+
 def run_serve(settings: Settings, console: Console,
               stop_event: threading.Event | None = None) -> None:
     """Serve until SIGTERM (``stop_event``, installed by the caller before anything starts)
     or Ctrl-C."""
     store = open_store(settings.db, migrate=True)
+    identity = serve_identity(settings)
     try:  # the placement state every replica on the store shares, and a restart restores
-        engine = journaled_engine(store, WallClock())
+        engine = journaled_engine(store, WallClock(), identity)
     except Unavailable as error:
         store.engine.dispose()
         raise ServeError(str(error)) from None
@@ -67,7 +83,7 @@ def run_serve(settings: Settings, console: Console,
         from controlplane.serve_k8s import NoModelsError, run_serve_k8s
 
         try:
-            run_serve_k8s(settings, store, engine, console, stop_event)
+            run_serve_k8s(settings, store, engine, console, stop_event, identity=identity)
         except (NoModelsError, KubeconfigError) as error:
             raise ServeError(str(error)) from None
         return

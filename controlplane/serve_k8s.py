@@ -126,7 +126,10 @@ def _advance(mig: MigRelayoutActuator) -> None:
 
 
 def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
-                  console: Console, stop_event: threading.Event | None = None) -> None:
+                  console: Console, stop_event: threading.Event | None = None, *,
+                  identity: str | None = None) -> None:
+    """``identity``: the replica's Lease holder identity (``serve.serve_identity``), the name
+    its ``engine`` changes the placement journal by; None: ``k8s.identity`` or hostname-pid."""
     specs = tuple(store.model_specs())
     if not specs:  # check_models_listed ran before the store was migrated; models went since
         raise _no_models(settings.db.url, "add them with `headroom models import FILE`")
@@ -134,6 +137,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     store.upsert_prices(pool_specs(settings), clock.now())  # the Cost page's prices
     source = prometheus_source(settings.prometheus)
     backend = build_k8s_backend(settings, clock, SqlRelayoutStore(store.engine),
+                                identity=identity,
                                 load=PrometheusLoad(source, per_replica_rps(specs),
                                                    settings.prometheus.metric,
                                                    settings.prometheus.latency_query,

@@ -1,6 +1,7 @@
 """Two `headroom serve` replicas on one store under Kubernetes Lease leader election: each tick
 is recorded as written by the Lease holder identity of the replica that led, and after a
-takeover `headroom status` names the new leader and says when leadership changed."""
+takeover `headroom status` names the new leader and says when leadership changed. The placement
+journal names the replica that changed it last by the same identity."""
 
 from __future__ import annotations
 
@@ -101,7 +102,7 @@ def _stop(proc: subprocess.Popen[str]) -> str:
     return stderr
 
 
-def test_ticks_name_the_lease_holder_and_status_shows_the_takeover(
+def test_ticks_and_the_placement_journal_name_the_lease_holder_and_status_shows_the_takeover(
         tmp_path: Path, apiserver: ApiServer) -> None:
     db_url = f"sqlite:///{tmp_path / 'serve.db'}"
     store = Store.open(db_url, migrate=True)
@@ -135,6 +136,8 @@ def test_ticks_name_the_lease_holder_and_status_shows_the_takeover(
         assert (change["from"], change["to"], change["first_tick_id"]) == (
             "headroom-a", "headroom-b", led_by_a + 1)
         assert change["previous_tick_at"] < change["at"]
+        # the placement journal names the replica that changed it as its Lease does
+        assert doc["placement"]["changed_by"] == "headroom-b"
     finally:
         for proc in (first, second):
             if proc is not None:
