@@ -17,9 +17,11 @@ from controlplane.cost_reader import as_utc, table
 from controlplane.domain.cost import GpuPrice, PriceTable
 from controlplane.domain.hints import DemandHint
 from controlplane.domain.price_history import PriceHistory
+from controlplane.domain.tick_writers import LeadershipChange
 from controlplane.store.hints import hints_ending_after
 from controlplane.store.placement_journal import PlacementBindingRecord, live_bindings
 from controlplane.store.profiles import newest_profiles
+from controlplane.store.status_reader import tick_leadership
 from dashboard.context import TTL_S, engine_for
 
 
@@ -66,6 +68,30 @@ def last_tick(url: str) -> LastTick | None:
     notes = tuple(str(n) for n in (json.loads(row[7]) if row[7] else {}).get("notes", ()))
     return LastTick(int(row[0]), as_utc(row[1]), str(row[2]), str(row[3]), int(row[4]),
                     float(row[5]), float(row[6]), billed, int(count), as_utc(first_at), notes)
+
+
+@dataclass(frozen=True, slots=True)
+class TickWriters:
+    """Who wrote the newest tick (the leading replica; None: not recorded) and the newest
+    change of writer before it (``headroom status``'s leadership change)."""
+
+    writer: str | None
+    change: LeadershipChange | None
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def tick_writers(url: str, tick_id: int) -> TickWriters:
+    """The writer of tick ``tick_id`` (the newest) and the newest change of writer within the
+    lookback before it; a store older than migration 0016 names no writer."""
+    engine = engine_for(url)
+    if not any(c["name"] == "writer" for c in inspect(engine).get_columns("ticks")):
+        return TickWriters(None, None)
+    ticks = table("ticks")
+    with engine.connect() as connection:
+        writer = connection.execute(select(ticks.c.writer).where(ticks.c.id == tick_id)
+                                    ).scalar()
+        change = tick_leadership(connection, tick_id)
+    return TickWriters(None if writer is None else str(writer), change)
 
 
 @dataclass(frozen=True, slots=True)

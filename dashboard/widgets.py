@@ -11,6 +11,7 @@ import streamlit as st
 
 from controlplane.adapters.clock import WallClock
 from controlplane.domain.cost import PriceTable
+from controlplane.domain.tick_writers import UNKNOWN_WRITER
 from dashboard import queries as q
 from dashboard.markdown import escape_markdown
 
@@ -79,6 +80,21 @@ def store_clock(tick: q.LastTick) -> None:
     st.caption(f"Store clock: last tick {tick.started_at:%Y-%m-%d %H:%M:%S} UTC "
                f"({age_text(tick.started_at)}), {tick.ticks:,} ticks since "
                f"{tick.first_at:%Y-%m-%d %H:%M} UTC. Read-only; cached for a few seconds.")
+
+
+def tick_writers(url: str, tick: q.LastTick) -> None:
+    """Which replica wrote the newest tick (the one that leads: its Lease holder identity, or
+    the store lease holder's of a simulated fleet) and, when another wrote before it within
+    the lookback, when leadership changed (as ``headroom status`` shows them)."""
+    writers = q.tick_writers(url, tick.tick_id)
+    st.caption(escape_markdown(f"Newest tick written by {writers.writer or UNKNOWN_WRITER}"))
+    change = writers.change
+    if change is not None:
+        st.caption(escape_markdown(
+            f"Leadership changed at {change.changed_at:%Y-%m-%d %H:%M:%S} UTC (tick "
+            f"#{change.first_tick_id}, {age_text(change.changed_at)}): "
+            f"{change.previous_writer} → {change.writer}; {change.previous_writer}'s last tick "
+            f"was at {change.previous_tick_at:%Y-%m-%d %H:%M:%S} UTC"))
 
 
 def price_sources(table: PriceTable, products: list[str]) -> None:

@@ -22,10 +22,8 @@ from controlplane.domain.fleet_status import (
 )
 from controlplane.domain.forecast_accuracy import ACCURACY_WINDOW_S, ForecastAccuracy
 from controlplane.domain.hints import DemandHint
-from controlplane.domain.tick_writers import LeadershipChange
+from controlplane.domain.tick_writers import UNKNOWN_WRITER, LeadershipChange
 
-#: the writer of a tick saved before ticks named theirs (migration 0016)
-UNKNOWN_WRITER = "unknown (recorded before Headroom named writers)"
 #: the columns of a demand hint's row (``headroom status`` and ``headroom hint list``)
 HINT_COLUMNS = ("id", "model", "rps", "start (UTC)", "end (UTC)", "reason")
 

@@ -14,6 +14,8 @@ from datetime import datetime
 
 #: how many ticks before the newest are searched for a change of writer (2 h at 30 s a tick)
 WRITER_LOOKBACK_TICKS = 240
+#: the writer of a tick saved before ticks named theirs (migration 0016)
+UNKNOWN_WRITER = "unknown (recorded before Headroom named writers)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,7 +86,7 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatu
                           else recent_accuracy(connection, tick.started_at
                                                - timedelta(seconds=ACCURACY_WINDOW_S))),
                 leadership=(None if tick is None or "writer" not in tick_columns
-                            else _leadership(connection, tick.tick_id)))
+                            else tick_leadership(connection, tick.tick_id)))
 
 
 def _table(record: type[SQLModel]) -> Table:
@@ -114,9 +114,10 @@ def _last_tick(connection: Connection, has_writer: bool
         ticks=int(count), writer=None if row.writer is None else str(row.writer)), observed
 
 
-def _leadership(connection: Connection, last_tick_id: int) -> LeadershipChange | None:
+def tick_leadership(connection: Connection, last_tick_id: int) -> LeadershipChange | None:
     """The newest change of writer within the ``WRITER_LOOKBACK_TICKS`` before the last tick
-    read (one bounded read of three small columns, newest first by id)."""
+    read (one bounded read of three small columns, newest first by id); ``headroom status``'s
+    and the dashboard's Overview's. The store has the column (migration 0016)."""
     t = _table(TickRecord).c
     rows = connection.execute(select(t.id, t.started_at, t.writer).where(t.id <= last_tick_id)
                               .order_by(t.id.desc()).limit(WRITER_LOOKBACK_TICKS + 1)).all()

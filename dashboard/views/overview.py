@@ -116,6 +116,7 @@ def overview() -> None:
     cols[5].metric("Last tick", f"{tick.started_at:%H:%M:%S} UTC", f"{tick.status} {tick.reason}",
                    **widgets.INFO_DELTA, help=widgets.age_text(tick.started_at))
     widgets.store_clock(tick)
+    widgets.tick_writers(url, tick)
     widgets.tick_notes(tick)
 
     left, right = st.columns([3, 2])
