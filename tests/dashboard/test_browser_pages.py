@@ -9,6 +9,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,23 @@ def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout_s: float) -
     raise AssertionError(f"{url} did not become healthy within {timeout_s} s")
 
 
+@contextmanager
+def running_dashboard(store_url: str, cwd: Path) -> Iterator[str]:
+    """`headroom dashboard` over ``store_url`` on a free 127.0.0.1 port, healthy: its URL; the
+    process group is stopped on the way out."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [*HEADROOM, "dashboard", "--address", "127.0.0.1", "--port", str(port)],
+        env=child_env(HEADROOM_DB__URL=store_url), cwd=cwd, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_healthy(url, process, timeout_s=60)
+        yield url
+    finally:
+        stop_group(process)
+
+
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[Browser]:
     chromium = Browser(tmp_path / "chromium-profile")
@@ -51,16 +69,9 @@ def browser(tmp_path: Path) -> Iterator[Browser]:
 
 def test_every_page_of_headroom_dashboard_renders_without_an_exception(
         seeded_url: str, tmp_path: Path, browser: Browser) -> None:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [*HEADROOM, "dashboard", "--address", "127.0.0.1", "--port", str(port)],
-        env=child_env(HEADROOM_DB__URL=seeded_url), cwd=tmp_path, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     shots = tmp_path / "screenshots"
     shots.mkdir()
-    try:
-        wait_healthy(url, process, timeout_s=60)
+    with running_dashboard(seeded_url, tmp_path) as url:
         for slug, title in PAGES:
             browser.open(f"{url}/{slug}")
             assert browser.wait_for(RENDERED % title, timeout_s=60), f"{title} never rendered"
@@ -69,8 +80,6 @@ def test_every_page_of_headroom_dashboard_renders_without_an_exception(
             browser.screenshot(shots / f"{slug or 'overview'}.png")
             assert problems == {"exceptions": 0, "traceback": False, "notFound": False,
                                 "errors": []}, f"{title}: {problems}"
-    finally:
-        stop_group(process)
     saved = sorted(p.name for p in shots.glob("*.png"))
     assert saved == sorted(f"{slug or 'overview'}.png" for slug, _ in PAGES)
     assert all((shots / name).stat().st_size > 10_000 for name in saved)
@@ -96,20 +105,11 @@ def test_the_fleet_page_shows_a_model_named_with_streamlit_shortcodes_and_arrows
     """No emoji, icon, logo, colour, arrow or dash: Streamlit's markdown reads these in text that
     AppTest only sees as a string, so a real browser renders the page."""
     store = with_a_renamed_model(seeded_url, tmp_path / "shortcodes.db", SHORTCODE_NAME)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [*HEADROOM, "dashboard", "--address", "127.0.0.1", "--port", str(port)],
-        env=child_env(HEADROOM_DB__URL=store), cwd=tmp_path, start_new_session=True,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_healthy(url, process, timeout_s=60)
+    with running_dashboard(store, tmp_path) as url:
         browser.open(f"{url}/fleet")
         assert browser.wait_for(RENDERED % "Fleet", timeout_s=60), "Fleet never rendered"
         shown = browser.evaluate(UNPLACED_SHOWN)
         browser.screenshot(tmp_path / "fleet-shortcodes.png")
-    finally:
-        stop_group(process)
     assert shown == f"Unplaced: {SHORTCODE_NAME}: 1 replica found no GPU"
 
 
