@@ -122,7 +122,8 @@ def _same_port(one: str, other: str) -> bool:
 
 @db_app.command("upgrade")
 def db_upgrade(config: ConfigOption = None,
-               revision: Annotated[str, typer.Argument(help="target revision")] = "head") -> None:
+               revision: Annotated[str, typer.Argument(
+                   metavar="REVISION", help="target revision")] = "head") -> None:
     """Apply Alembic migrations up to REVISION (default: head)."""
     settings = _settings(config)
     _refuse_in_memory(settings.db.url)
@@ -141,7 +142,8 @@ def db_upgrade(config: ConfigOption = None,
 
 
 @db_app.command("downgrade")
-def db_downgrade(revision: Annotated[str, typer.Argument(help="target revision, e.g. base")],
+def db_downgrade(revision: Annotated[str, typer.Argument(
+                     metavar="REVISION", help="target revision, e.g. base")],
                  config: ConfigOption = None) -> None:
     """Revert Alembic migrations down to REVISION."""
     settings = _settings(config)

@@ -90,10 +90,11 @@ def list_bindings(
 
 def release(
     workloads: Annotated[list[str] | None, typer.Argument(
-        metavar="[WORKLOAD]...",
+        metavar="WORKLOAD",
         help="workload ids to release (see placement bindings); if one is not bound, none is "
              "released")] = None,
-    node: NodeOption = None,
+    node: Annotated[str | None, typer.Option(
+        "--node", help="release every binding on this node")] = None,
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:

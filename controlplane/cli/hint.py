@@ -41,7 +41,8 @@ def _line(h: DemandHint) -> str:
 
 @app.command("add")
 def add(
-    model: Annotated[str, typer.Argument(help="a model of the store's models table")],
+    model: Annotated[str, typer.Argument(metavar="MODEL",
+                                         help="a model of the store's models table")],
     rps: Annotated[float, float_option("--rps", help="requests/s the model will see at least",
                                        min=0.0)],
     end: Annotated[str, typer.Option("--end", help="end of the window (ISO-8601; UTC unless "

@@ -41,8 +41,8 @@ def changes(listed: list[ModelSpec], given: list[ModelSpec]) -> dict[str, list[s
 
 @app.command("import")
 def import_models(
-    file: Annotated[Path, typer.Argument(help="models YAML (see `headroom models --help`)",
-                                         dir_okay=False)],
+    file: Annotated[Path, typer.Argument(metavar="FILE", dir_okay=False,
+                                         help="models YAML (see `headroom models --help`)")],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="check the file and say what "
                                           "would change; write nothing")] = False,
     config: ConfigOption = None,
@@ -98,7 +98,8 @@ def list_models(
 
 @app.command("remove")
 def remove(
-    name: Annotated[str, typer.Argument(help="a model of `headroom models list`")],
+    name: Annotated[str, typer.Argument(metavar="NAME",
+                                        help="a model of `headroom models list`")],
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:

@@ -84,3 +84,36 @@ def test_dashboard_help_names_where_the_port_and_address_default_from() -> None:
     assert result.exit_code == 0
     assert "[default: dashboard.port, 8501]" in result.output
     assert "[default: dashboard.address, 127.0.0.1]" in result.output
+
+
+def test_usage_lines_name_arguments_in_capitals_as_the_summaries_and_readme_do() -> None:
+    # "Announce that MODEL will see ...": the usage line says {MODEL} too (Typer's braces mark
+    # a required argument), not {model}, and a repeatable one is [WORKLOAD]..., not
+    # [[WORKLOAD]...]...
+    usages = {}
+    for name, command in _commands(typer.main.get_group(app)).items():
+        if not any(param.param_type_name == "argument" for param in command.params):
+            continue
+        result = CliRunner().invoke(app, [*name.split(), "--help"], env={"COLUMNS": "200"},
+                                    terminal_width=200)
+        assert result.exit_code == 0
+        usage = next(line for line in result.output.splitlines() if "Usage:" in line)
+        usages[name] = usage.split("[OPTIONS]")[1].strip()
+    assert usages["hint add"] == "{MODEL}"
+    assert usages["hint remove"] == "{ID}"
+    assert usages["models import"] == "{FILE}"
+    assert usages["models remove"] == "{NAME}"
+    assert usages["db upgrade"] == "[REVISION]"
+    assert usages["db downgrade"] == "{REVISION}"
+    assert usages["placement release"] == "[WORKLOAD]..."
+    for name, arguments in usages.items():
+        assert arguments == arguments.upper(), f"{name}: {arguments}"
+
+
+def test_placement_release_says_its_node_option_releases_every_binding_there() -> None:
+    result = CliRunner().invoke(app, ["placement", "release", "--help"],
+                                env={"COLUMNS": "200"}, terminal_width=200)
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "release every binding on this node" in text
+    assert "only the bindings on this node" not in text
