@@ -52,10 +52,12 @@ def status_command(
 
     Shows the last tick (its age from the wall clock, status and reason), the process that
     wrote it (the leading replica's Lease identity) and when leadership last changed, the fleet
-    lease, per model the observed load, the newest forecast 20 minutes ahead and the replicas, per
-    pool the nodes and the GPU price, the last plan's actions, the changes guards held back and
-    MIG re-layouts in flight. Exit code 0 when healthy; 1 when there is no tick yet, the last
-    tick failed or is older than --max-tick-age-s; 2 when the store cannot be read."""
+    lease, the placement journal (bindings, plan revision, last change), per model the observed
+    load, the newest forecast 20 minutes ahead and the replicas, the forecast accuracy over the
+    last hour, per pool the nodes and the GPU price, the profiles corrected online, the last
+    plan's actions, the changes guards held back, MIG re-layouts in flight and the demand hints
+    not ended. Exit code 0 when healthy; 1 when there is no tick yet, the last tick failed or is
+    older than --max-tick-age-s; 2 when the store cannot be read."""
     try:
         settings = settings_with_db(config, db)
         url = settings.db.url

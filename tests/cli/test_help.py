@@ -117,3 +117,13 @@ def test_placement_release_says_its_node_option_releases_every_binding_there() -
     text = " ".join(result.output.split())
     assert "release every binding on this node" in text
     assert "only the bindings on this node" not in text
+
+
+def test_status_help_names_every_section_the_readme_says_status_shows() -> None:
+    result = CliRunner().invoke(app, ["status", "--help"], env={"COLUMNS": "200"},
+                                terminal_width=200)
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    for section in ("the placement journal", "forecast accuracy over the last hour",
+                    "profiles corrected online", "demand hints not ended"):
+        assert section in text, section
