@@ -22,7 +22,7 @@ from controlplane.adapters.clock import WallClock
 from controlplane.cli.child import run_in_foreground
 from controlplane.cli.cost import app as cost_app
 from controlplane.cli.db_revision import db_current, db_history
-from controlplane.cli.demo_store import DEMO_DB, demo_settings
+from controlplane.cli.demo_store import DEMO_DB, demo_settings, settings_with_db
 from controlplane.cli.forecast import app as forecast_app
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.hint import app as hint_app
@@ -31,7 +31,7 @@ from controlplane.cli.numbers import float_option
 from controlplane.cli.placement import app as placement_app
 from controlplane.cli.simulate import simulate_command
 from controlplane.cli.status import status_command
-from controlplane.cli.store_origin import db_url_named
+from controlplane.cli.store_origin import DbOption, db_url_named
 from controlplane.cli.streams import print_error, stdout_to_stderr
 from controlplane.cli.times import parse_utc
 from controlplane.demo import Demo
@@ -316,11 +316,12 @@ def dashboard(config: ConfigOption = None,
                   max=65535)] = None,
               address: Annotated[str | None, typer.Option(
                   help=escape("address to bind [default: dashboard.address, 127.0.0.1]"))] = None,
+              db: DbOption = None,
               ) -> None:
     """The Streamlit dashboard over the configured store (read-only)."""
     from controlplane.demo import dashboard_command
 
-    settings = _settings(config)
+    settings = settings_with_db(config, db)
     store_file = sqlite_file(settings.db.url)
     if store_file is None or store_file.exists():  # a missing one: the pages say what to do
         with db_url_named(settings):  # fail fast, one line

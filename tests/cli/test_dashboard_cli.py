@@ -47,3 +47,16 @@ def test_the_dashboard_command_does_not_create_a_missing_store_file(tmp_path: Pa
     run = _dashboard(tmp_path, "--address", "256.0.0.1")  # stops after the store check
     assert run.returncode == 2
     assert list(tmp_path.iterdir()) == []
+
+
+def test_dashboard_db_names_the_sqlite_store_as_status_db_does_beating_the_environment(
+        tmp_path: Path) -> None:
+    # HEADROOM_DB__URL names a missing file (the pages would explain it); --db names a file that
+    # is no store, and the one-line error is about that file: --db is the store read
+    not_a_store = tmp_path / "demo.db"
+    not_a_store.write_text("not a database\n" * 100)
+    run = _dashboard(tmp_path, "--db", str(not_a_store))
+    assert run.returncode == 2
+    assert run.stderr.startswith("error: ")
+    assert f"sqlite:///{not_a_store}" in run.stderr
+    assert "dashboard on" not in run.stdout + run.stderr
