@@ -123,9 +123,10 @@ def _same_port(one: str, other: str) -> bool:
 @db_app.command("upgrade")
 def db_upgrade(config: ConfigOption = None,
                revision: Annotated[str, typer.Argument(
-                   metavar="REVISION", help="target revision")] = "head") -> None:
+                   metavar="REVISION", help="target revision")] = "head",
+               db: DbOption = None) -> None:
     """Apply Alembic migrations up to REVISION (default: head)."""
-    settings = _settings(config)
+    settings = settings_with_db(config, db)
     _refuse_in_memory(settings.db.url)
     store_file = sqlite_file(settings.db.url)
     new_file = store_file is not None and not store_file.exists()
@@ -144,9 +145,9 @@ def db_upgrade(config: ConfigOption = None,
 @db_app.command("downgrade")
 def db_downgrade(revision: Annotated[str, typer.Argument(
                      metavar="REVISION", help="target revision, e.g. base")],
-                 config: ConfigOption = None) -> None:
+                 config: ConfigOption = None, db: DbOption = None) -> None:
     """Revert Alembic migrations down to REVISION."""
-    settings = _settings(config)
+    settings = settings_with_db(config, db)
     _refuse_in_memory(settings.db.url)
     with db_url_named(settings):
         store = open_store(settings.db)

@@ -12,9 +12,10 @@ import typer
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from controlplane.cli.store_origin import db_url_named, store_error_line
+from controlplane.cli.demo_store import settings_with_db
+from controlplane.cli.store_origin import DbOption, db_url_named, store_error_line
 from controlplane.cli.streams import usage_error
-from controlplane.settings import ConfigError, load_settings
+from controlplane.settings import ConfigError
 from controlplane.store import StoreUnavailable
 from controlplane.store.configured import open_read_only
 from controlplane.store.engine import in_memory, redact, scripts, store_revision
@@ -28,11 +29,12 @@ ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="YAML 
 CURRENT, BEHIND, ERROR_OR_NEWER = 0, 1, 2
 
 
-def _on_store(config: Path | None, read: Callable[[Engine], T]) -> tuple[str, T]:
+def _on_store(config: Path | None, db: Path | None,
+              read: Callable[[Engine], T]) -> tuple[str, T]:
     """``read`` on the configured store, opened read-only; settings and store errors are the
     one-line ``error:`` (exit 2) of the other db commands."""
     try:
-        settings = load_settings(config)
+        settings = settings_with_db(config, db)
     except ConfigError as error:
         raise usage_error(str(error)) from None
     url = settings.db.url
@@ -52,14 +54,14 @@ def _on_store(config: Path | None, read: Callable[[Engine], T]) -> tuple[str, T]
         engine.dispose()
 
 
-def db_current(config: ConfigOption = None) -> None:
+def db_current(config: ConfigOption = None, db: DbOption = None) -> None:
     """The store's revision and this Headroom's head: current, behind or newer.
 
     Reads only. Exit code 0 when the store is current; 1 when it is behind (`headroom db upgrade`
     applies the rest), a database never migrated included; 2 when the store was migrated by a
     newer Headroom (a revision this one does not know), or for bad settings or a store that
     cannot be read."""
-    shown, stamped = _on_store(config, store_revision)
+    shown, stamped = _on_store(config, db, store_revision)
     standing = standing_of(scripts(), stamped)
     typer.echo(f"store {shown}: revision {stamped or 'none (never migrated)'}")
     typer.echo(f"this Headroom: head {standing.head}")
@@ -70,11 +72,11 @@ def db_current(config: ConfigOption = None) -> None:
         raise typer.Exit(BEHIND)
 
 
-def db_history(config: ConfigOption = None) -> None:
+def db_history(config: ConfigOption = None, db: DbOption = None) -> None:
     """This Headroom's migrations, newest first; the store's revision marked `<- store`.
 
     Reads only. Exit code 0; 2 for bad settings or a store that cannot be read."""
-    shown, stamped = _on_store(config, store_revision)
+    shown, stamped = _on_store(config, db, store_revision)
     typer.echo(f"migrations of this Headroom, newest first (store {shown}):")
     for line in history_lines(scripts(), stamped):
         typer.echo(line)

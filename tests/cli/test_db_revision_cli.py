@@ -119,3 +119,24 @@ def test_db_current_help_documents_its_exit_codes() -> None:
     flat = " ".join(run.stdout.replace("│", " ").split())
     assert "Exit code 0 when the store is current; 1 when it is behind" in flat
     assert "2 when the store was migrated by a newer Headroom" in flat
+
+
+def test_db_commands_take_the_sqlite_file_db_names_as_status_does(tmp_path: Path) -> None:
+    assert HEAD is not None
+    store, elsewhere = tmp_path / "demo.db", tmp_path / "elsewhere.db"
+    url = f"sqlite:///{elsewhere}"  # --db beats HEADROOM_DB__URL: this file is never made
+    upgraded = _run("upgrade", "--db", str(store), url=url)
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert f"database sqlite:///{store} upgraded to head" in " ".join(upgraded.stderr.split())
+    current = _run("current", "--db", str(store), url=url)
+    assert current.returncode == 0
+    assert current.stdout.splitlines()[-1] == "current"
+    history = _run("history", "--db", str(store), url=url)
+    assert history.returncode == 0
+    assert history.stdout.splitlines()[1].startswith(HEAD) and "<- store" in history.stdout
+    previous = f"{int(HEAD) - 1:04d}"
+    assert _run("downgrade", previous, "--db", str(store), url=url).returncode == 0
+    behind = _run("current", "--db", str(store), url=url)
+    assert behind.returncode == 1
+    assert behind.stdout.startswith(f"store sqlite:///{store}: revision {previous}")
+    assert not elsewhere.exists()
