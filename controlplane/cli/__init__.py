@@ -139,7 +139,8 @@ def db_upgrade(config: ConfigOption = None,
             store.engine.dispose()
             store_file.unlink(missing_ok=True)
         raise
-    console.print(f"database {redact(settings.db.url)} upgraded to {revision}")
+    console.print(f"database {redact(settings.db.url)} upgraded to {revision}", soft_wrap=True,
+                  markup=False, highlight=False)  # the URL whole: copied as it is shown
 
 
 @db_app.command("downgrade")
@@ -152,7 +153,8 @@ def db_downgrade(revision: Annotated[str, typer.Argument(
     with db_url_named(settings):
         store = open_store(settings.db)
     downgrade(store.engine, revision, settings.db.migration_lock_wait_s)
-    console.print(f"database {redact(settings.db.url)} downgraded to {revision}")
+    console.print(f"database {redact(settings.db.url)} downgraded to {revision}", soft_wrap=True,
+                  markup=False, highlight=False)  # the URL whole: copied as it is shown
 
 
 def _refuse_in_memory(url: str) -> None:

@@ -16,8 +16,8 @@ from controlplane.store.engine import redact, scripts
 HEAD = scripts().get_current_head()
 
 
-def _run(*args: str, url: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = _env(HEADROOM_DB__URL=url) if url is not None else _env()
+def _run(*args: str, url: str | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = _env(HEADROOM_DB__URL=url, **extra) if url is not None else _env(**extra)
     return subprocess.run([*HEADROOM, "db", *args], env=env, capture_output=True, text=True,
                           timeout=120)
 
@@ -125,9 +125,10 @@ def test_db_commands_take_the_sqlite_file_db_names_as_status_does(tmp_path: Path
     assert HEAD is not None
     store, elsewhere = tmp_path / "demo.db", tmp_path / "elsewhere.db"
     url = f"sqlite:///{elsewhere}"  # --db beats HEADROOM_DB__URL: this file is never made
-    upgraded = _run("upgrade", "--db", str(store), url=url)
+    upgraded = _run("upgrade", "--db", str(store), url=url, COLUMNS="40")
     assert upgraded.returncode == 0, upgraded.stderr
-    assert f"database sqlite:///{store} upgraded to head" in " ".join(upgraded.stderr.split())
+    # whole on one line on a narrow terminal: the path is copied as it is shown
+    assert f"database sqlite:///{store} upgraded to head\n" in upgraded.stderr
     current = _run("current", "--db", str(store), url=url)
     assert current.returncode == 0
     assert current.stdout.splitlines()[-1] == "current"
@@ -135,7 +136,9 @@ def test_db_commands_take_the_sqlite_file_db_names_as_status_does(tmp_path: Path
     assert history.returncode == 0
     assert history.stdout.splitlines()[1].startswith(HEAD) and "<- store" in history.stdout
     previous = f"{int(HEAD) - 1:04d}"
-    assert _run("downgrade", previous, "--db", str(store), url=url).returncode == 0
+    downgraded = _run("downgrade", previous, "--db", str(store), url=url, COLUMNS="40")
+    assert downgraded.returncode == 0, downgraded.stderr
+    assert f"database sqlite:///{store} downgraded to {previous}\n" in downgraded.stderr
     behind = _run("current", "--db", str(store), url=url)
     assert behind.returncode == 1
     assert behind.stdout.startswith(f"store sqlite:///{store}: revision {previous}")
