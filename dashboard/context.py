@@ -65,7 +65,8 @@ def store_url() -> str:
         if missing is not None and not missing.exists():
             st.info(f"No store file at `{missing}` (from the store URL `{url}`). Start "
                     "`headroom demo`, or run `headroom db upgrade` and a reconcile "
-                    "(`headroom serve`), or point `HEADROOM_DB__URL` at an existing store.")
+                    "(`headroom serve`), or open an existing store: `headroom dashboard "
+                    "--db FILE`, or `HEADROOM_DB__URL`.")
             st.stop()
         engine = engine_for(url)
     except (ConfigError, StoreUnavailable) as error:

@@ -427,7 +427,7 @@ def test_a_mistyped_sqlite_path_is_named_and_no_empty_store_is_created(
     assert [i.value for i in at.info] == [
         f"No store file at `{missing}` (from the store URL `sqlite:///{missing}`). Start "
         "`headroom demo`, or run `headroom db upgrade` and a reconcile (`headroom serve`), or "
-        "point `HEADROOM_DB__URL` at an existing store."]
+        "open an existing store: `headroom dashboard --db FILE`, or `HEADROOM_DB__URL`."]
     assert not missing.parent.exists()
 
 
