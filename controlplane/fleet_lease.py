@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import socket
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -41,6 +39,7 @@ from controlplane.domain.lease import (
     renewed_ago_s,
     renewed_while_watched,
 )
+from controlplane.identity import holder_identity
 from controlplane.jobs import build_scheduler
 from controlplane.ports import Clock, LeaderElector, LeaseStore
 from controlplane.store.engine import in_memory, redact
@@ -52,10 +51,6 @@ FLEET_LEASE = "sim-fleet"
 
 class FleetLeaseHeld(Exception):
     """Another live process holds the store's lease, or it cannot be read (exit code 2)."""
-
-
-def holder_identity() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}"
 
 
 def fleet_lease_timing(lease_duration_s: int) -> LeaseTiming:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import grpc
 from rich.console import Console
 
-from controlplane.fleet_lease import holder_identity
+from controlplane.identity import holder_identity
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.ports import Clock
 from controlplane.settings import ConfigError, Settings

@@ -14,12 +14,8 @@ from rich.console import Console
 
 from controlplane.adapters.clock import WallClock
 from controlplane.adapters.keda import keda_registrar
-from controlplane.fleet_lease import (
-    FleetLease,
-    FleetLeaseHeld,
-    hold_fleet_lease,
-    holder_identity,
-)
+from controlplane.fleet_lease import FleetLease, FleetLeaseHeld, hold_fleet_lease
+from controlplane.identity import holder_identity
 from controlplane.jobs import build_scheduler, run_until_stopped
 from controlplane.placement_api import (
     FOLLOW_EVERY_S,

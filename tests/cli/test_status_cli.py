@@ -32,7 +32,8 @@ from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedSt
 from controlplane.domain.placement import FleetPlacement, PlacedSegment
 from controlplane.domain.plan import Plan
 from controlplane.domain.tick import TickReport, TickStatus
-from controlplane.fleet_lease import FLEET_LEASE, holder_identity
+from controlplane.fleet_lease import FLEET_LEASE
+from controlplane.identity import holder_identity
 from controlplane.placement_api import journaled_engine
 from controlplane.reconcile import SOURCE_REJECTED, reconcile_once
 from controlplane.runtime import SimRuntime

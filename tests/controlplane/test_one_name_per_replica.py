@@ -11,9 +11,8 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlmodel import SQLModel
 
-from controlplane.adapters.k8s.backend import default_identity
 from controlplane.demo import Demo
-from controlplane.fleet_lease import holder_identity
+from controlplane.identity import holder_identity
 from controlplane.serve import serve_identity
 from controlplane.settings import load_settings
 from controlplane.store.placement_journal import placement_status
@@ -28,7 +27,7 @@ def test_a_kubernetes_replica_goes_by_its_configured_lease_identity() -> None:
 
 
 def test_a_kubernetes_replica_without_one_goes_by_the_hostname_pid_its_elector_uses() -> None:
-    assert serve_identity(load_settings(backend="kubernetes")) == default_identity()
+    assert serve_identity(load_settings(backend="kubernetes")) == holder_identity()
 
 
 def test_a_simulated_fleet_goes_by_its_store_lease_holders_name() -> None:

@@ -16,7 +16,8 @@ from tick_builders import T0, sample_tick_report
 
 from controlplane.adapters.clock import WallClock
 from controlplane.decision_retry import RetryingDecisionStore
-from controlplane.fleet_lease import FLEET_LEASE, hold_fleet_lease, holder_identity
+from controlplane.fleet_lease import FLEET_LEASE, hold_fleet_lease
+from controlplane.identity import holder_identity
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store, downgrade, upgrade

@@ -18,7 +18,6 @@ instead of sent, and the replica neither takes nor contends for the Lease.
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -36,6 +35,7 @@ from controlplane.adapters.k8s.sharing import K8sSharingActuator
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.lease import LeaseTiming
 from controlplane.domain.mig_relayout import RelayoutPolicy
+from controlplane.identity import holder_identity
 from controlplane.ports import Clock, LeaderElector, LoadSource, RelayoutStore
 from controlplane.settings import KubernetesSettings, Settings, pool_specs
 
@@ -101,10 +101,6 @@ def _one_line(error: Exception) -> str:
     return text or type(error).__name__
 
 
-def default_identity() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}"
-
-
 def build_k8s_backend(settings: Settings, clock: Clock, relayouts: RelayoutStore, *,
                       api_client: client.ApiClient | None = None, identity: str | None = None,
                       load: LoadSource | None = None,
@@ -126,7 +122,7 @@ def build_k8s_backend(settings: Settings, clock: Clock, relayouts: RelayoutStore
                                  policy)
     elector: LeaderElector
     elector_type = DryRunElector if dry_run else K8sLeaseElector
-    identity = identity or k8s.identity or default_identity()
+    identity = identity or k8s.identity or holder_identity()
     elector = elector_type(api, k8s.namespace, k8s.lease_name, identity,
                            LeaseTiming(k8s.lease_duration_s, k8s.renew_deadline_s))
     gated = LeaderGated(elector, clock, node_pools, K8sReplicaActuator(api, k8s),
