@@ -9,8 +9,10 @@ binding) or with the tenants it is scoped to, as a token file line does (``sched
     dns:router-b.serving.svc tenant=team-b,team-c
 
 ``cn:`` is the subject's common name, ``dns:`` a DNS name and ``uri:`` a URI (a SPIFFE id) of
-its subject alternative names. ``#`` starts a comment line; blank lines are skipped. A DNS name
-matches whatever its case; a common name and a URI match exactly.
+its subject alternative names. A name with spaces goes in double quotes, where a backslash
+escapes the next character (``cn:"KEDA Operator"``, ``cn:"say \\"hi\\""``). ``#`` starts a
+comment line; blank lines are skipped. A DNS name matches whatever its case; a common name and a
+URI match exactly.
 
 A certificate's identities come from gRPC's auth context: ``x509_common_name``, and the SANs by
 their type, ``peer_dns`` and ``peer_uri``. ``x509_subject_alternative_name`` is not used: it
@@ -21,6 +23,7 @@ lists DNS names, URIs, e-mail addresses and IPs untyped, so ``dns:x`` could matc
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from scheduler.tenancy import TENANT_KEY, Scope, parse_scope, union
@@ -28,7 +31,10 @@ from scheduler.tenancy import TENANT_KEY, Scope, parse_scope, union
 #: identity prefix -> the auth context key holding the certificate's values of that kind
 AUTH_CONTEXT_KEYS = {"cn": "x509_common_name", "dns": "peer_dns", "uri": "peer_uri"}
 _FORMAT = ("<identity> or <identity> tenant=<t1>[,<t2>...], where an identity is cn:<name>, "
-           "dns:<name> or uri:<uri>")
+           "dns:<name> or uri:<uri>; a name with spaces in double quotes")
+#: ``kind:"..."``: a quoted value (backslash escapes the next character), then the rest
+_QUOTED = re.compile(rb'\s*([^\s:"]*):"((?:[^"\\]|\\.)*)("?)(\S*)(.*)', re.DOTALL)
+_ESCAPED = re.compile(rb"\\(.)", re.DOTALL)
 
 
 class IdentityLineError(ValueError):
@@ -56,13 +62,38 @@ def _identity(field: bytes) -> str:
     return f"dns:{value.lower()}" if kind == "dns" else text
 
 
+def _fields(line: bytes) -> tuple[bytes, list[bytes], bool]:
+    """The identity field of a line (a quoted value unquoted), the fields after it, and
+    whether the value was quoted."""
+    quoted = _QUOTED.match(line)
+    if quoted is None:
+        first, *rest = line.split()
+        return first, rest, False
+    kind, value, closed, glued, rest_text = quoted.groups()
+    if not closed:
+        raise ValueError("an opening double quote without its closing one")
+    if glued:
+        raise ValueError("a closing double quote must end the identity (a space, then tenant=)")
+    return kind + b":" + _ESCAPED.sub(rb"\1", value), rest_text.split(), True
+
+
+def _unquoted_spaces(identity: str, rest: list[bytes]) -> str:
+    """The hint for ``cn:KEDA Operator``: the name as it should be written."""
+    words = [f.decode(errors="replace") for f in rest if not f.startswith(TENANT_KEY + b"=")]
+    kind, _, value = " ".join([identity, *words]).partition(":")
+    return f'a name with spaces goes in double quotes: {kind}:"{value}"'
+
+
 def parse_identity_line(line: bytes, line_no: int) -> tuple[str, Scope]:
     """(identity, scope) of one line that is neither blank nor a comment."""
-    first, *rest = line.split()
-    if first.startswith(TENANT_KEY + b"="):
-        raise IdentityLineError(line_no, "no identity before tenant=")
     try:
-        return _identity(first), parse_scope(rest, "identity")
+        first, rest, quoted = _fields(line)
+        if first.startswith(TENANT_KEY + b"="):
+            raise ValueError("no identity before tenant=")
+        identity = _identity(first)
+        if rest and b"=" not in rest[0] and not quoted:
+            raise ValueError(_unquoted_spaces(identity, rest))
+        return identity, parse_scope(rest, "identity")
     except ValueError as error:
         raise IdentityLineError(line_no, str(error)) from None
 

@@ -120,6 +120,18 @@ def test_identity_lines_skip_comments_and_blanks_and_give_each_identity_its_scop
         "dns:router-b.serving.svc": frozenset({"beta"}), f"uri:{B_ID}": frozenset({"gamma"})}
 
 
+def test_an_identity_with_spaces_is_listed_in_double_quotes_with_backslash_escapes() -> None:
+    text = (b'cn:"KEDA Operator" tenant=alpha\n'
+            b'  cn:"ops \\"blue\\" \\\\ team"\n'
+            b'dns:"Router.SVC" tenant=beta\n')
+    assert parse_identity_file(text) == {
+        "cn:KEDA Operator": frozenset({"alpha"}), 'cn:ops "blue" \\ team': None,
+        "dns:router.svc": frozenset({"beta"})}
+    listed = parse_identity_file(text)
+    assert scope_of(listed, peer_identities({"x509_common_name": [b"KEDA Operator"]})) == (
+        True, frozenset({"alpha"}))
+
+
 def test_a_certificates_identities_are_its_common_name_and_typed_sans_never_the_untyped_list(
         ) -> None:
     context = {"x509_common_name": [b"router"], "peer_dns": [b"Router.SVC"],
@@ -146,7 +158,10 @@ def test_several_matching_lines_give_the_union_of_their_scopes_and_an_unscoped_o
     ("uri:router-a tenant=alpha", "has no scheme"),
     ("dns:x.svc tenant=", "an empty tenant name"),
     ("dns:x.svc team=alpha", "only tenant= may follow"),
-    ("cn:KEDA Operator", "only tenant= may follow"),
+    ("cn:KEDA Operator", 'a name with spaces goes in double quotes: cn:"KEDA Operator"'),
+    ('cn:"KEDA Operator', "an opening double quote without its closing one"),
+    ('cn:"KEDA"Operator tenant=alpha', "a closing double quote must end the identity"),
+    ('cn:"" tenant=alpha', "an empty cn: identity"),
     ("tenant=alpha", "no identity before tenant="),
     ("cn:ops-operator tenant=alpha", "cn:ops-operator is on line 1 with another scope"),
 ])
