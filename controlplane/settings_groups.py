@@ -127,7 +127,7 @@ class ForecastSettings(Group):
     history_s: int = Field(7 * 86400, gt=0, description="history fed to the forecaster")
     method: str = Field("auto", description="forecaster name from the registry, or auto")
     workers: int = Field(1, ge=1, description="worker processes of the refreshes of serve and "
-                         "demo")
+                         "demo, and of `headroom forecast run` without --workers")
     state_dir: Path | None = Field(Path(".headroom/forecaster-state"), description="fitted "
                                    "state kept between refreshes (None: every refresh fits "
                                    "every model)")

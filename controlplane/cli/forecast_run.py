@@ -74,7 +74,8 @@ def run(
         "--time-unit", help="--csv: unit of a numeric time column: s, ms, min, h")] = None,
     shard: Annotated[str, typer.Option(help="INDEX/COUNT of a sharded fleet, e.g. "
                                        "$(JOB_COMPLETION_INDEX)/8")] = "0/1",
-    workers: Annotated[int, typer.Option(min=1, help="worker processes")] = 2,
+    workers: Annotated[int | None, typer.Option(min=1, help="worker processes (default: "
+                                                "settings forecast.workers)")] = None,
     fit_budget_s: Annotated[float | None, float_option(
         "--fit-budget-s", min=0, help="a first fit (a model without stored state) starts only "
         "within this many wall seconds of the run's start; the rest get persistence with "
@@ -118,7 +119,7 @@ def run(
             horizon_s=parse_duration_s(horizon, "--horizon") if horizon else fs.horizon_s,
             step_s=parse_duration_s(step, "--step") if step else fs.step_s,
             history_s=parse_duration_s(history, "--history") if history else fs.history_s,
-            method=method or fs.method, workers=workers, shard=Shard.parse(shard),
+            method=method or fs.method, workers=workers or fs.workers, shard=Shard.parse(shard),
             state_dir=state_dir if state_dir is not None else fs.state_dir,
             fit_budget_s=fit_budget_s if fit_budget_s is not None else fs.fit_budget_s,
             state_retention_s=fs.state_retention_s)

@@ -138,6 +138,25 @@ def test_forecast_run_takes_a_fit_budget_and_reports_the_deferred_models(
     assert doc["per_model"]["x"]["fallback_reason"] != FIT_DEFERRED
 
 
+@pytest.mark.parametrize(("workers_setting", "workers_option", "pool"), [
+    (None, None, 1), ("3", None, 3), ("3", "1", 1)])
+def test_forecast_run_has_as_many_workers_as_the_forecast_workers_setting_unless_told(
+        tmp_path: Path, workers_setting: str | None, workers_option: str | None,
+        pool: int) -> None:
+    # budget 0: each worker starts one first fit, so the refits count the workers
+    seeds = {f"m{k}": 31 + k + 10 * pool + (5 if workers_option else 0) for k in range(4)}
+    trace = long_csv(tmp_path / "t.csv",  # data no other test fits in this process
+                     {name: diurnal(3, 600, seed=seed) for name, seed in seeds.items()}, 600)
+    told = ["--workers", workers_option] if workers_option else []
+    result = CliRunner().invoke(app, [
+        "run", "--csv", str(trace), "--no-store", "--step", "10m", "--history", "3d",
+        "--method", "level", "--state-dir", str(tmp_path / "s"), "--fit-budget-s", "0",
+        "--json", *told], env={"HEADROOM_FORECAST__WORKERS": workers_setting})
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert (doc["refits"], doc["deferred"]) == (pool, len(seeds) - pool)
+
+
 def test_the_refreshes_of_serve_and_demo_spend_half_their_interval_on_first_fits_by_default(
         ) -> None:
     assert load_settings(forecast={"interval_s": 300}).forecast.refresh_budget_s() == 150
