@@ -22,6 +22,7 @@ import grpc
 
 from controlplane.adapters.clock import WallClock
 from controlplane.adapters.keda import keda_registrar
+from controlplane.domain.wording import counted
 from controlplane.fleet_lease import hold_fleet_lease
 from controlplane.jobs import build_scheduler
 from controlplane.placement_api import (
@@ -65,6 +66,14 @@ class DemoSummary:
 
     def as_dict(self) -> dict[str, object]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    def line(self) -> str:
+        """The line a demo ends with (``--json`` prints ``as_dict`` instead)."""
+        return (f"stopped after {counted(round(self.sim_minutes), 'simulated minute')}: "
+                f"{counted(self.ticks, 'tick')}, {counted(self.placements, 'placement')}, "
+                f"{counted(self.gpus, 'GPU')}, served {100 * self.served_share:.2f}% of demand, "
+                f"{self.gpu_hours:.1f} GPU-hours (${self.cost_usd:,.0f}), "
+                f"{counted(self.mig_relayouts, 'MIG re-layout')}")
 
 
 class Demo:

@@ -213,11 +213,7 @@ def demo(
     if json_out:
         typer.echo(json.dumps(summary.as_dict()))
     else:
-        console.print(
-            f"stopped after {summary.sim_minutes:.0f} simulated minutes: {summary.ticks} ticks, "
-            f"{summary.placements} placements, {summary.gpus} GPUs, served "
-            f"{100 * summary.served_share:.2f}% of demand, {summary.gpu_hours:.1f} GPU-hours "
-            f"(${summary.cost_usd:,.0f}), {summary.mig_relayouts} MIG re-layouts")
+        console.print(summary.line())
 
 
 def demo_start(value: str) -> datetime:

@@ -16,6 +16,7 @@ from controlplane.domain.mig_relayout import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from controlplane.domain.observed import ObservedModel, ServingWorkload
 from controlplane.domain.placement import FleetPlacement, PlannedSlice
 from controlplane.domain.sharing_config import shared_resource
+from controlplane.domain.wording import counted
 
 SLICE_MISMATCH = "workload_slice_mismatch"
 
@@ -75,7 +76,7 @@ def _placed(expected: Sequence[tuple[PlannedSlice, dict[str, int]]],
     of the ``named`` slices of the ``expected`` ones, and where."""
     total = sum(p.replicas for p, _ in expected)
     missed = sum(p.replicas for p, _ in named)
-    whose = (f"its {missed} replica{'s' if missed != 1 else ''}" if missed == total
+    whose = (f"its {counted(missed, 'replica')}" if missed == total
              else f"{missed} of its {total} replicas")
     slices = [(p.replicas, f"{_slice(p)} ({resources_text(want)} each)") for p, want in named]
     where = (f"on {slices[0][1]}" if len(slices) == 1

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
 
+from controlplane.domain.wording import counted
 from controlplane.store.engine import knows, scripts, store_revision
 
 
@@ -30,9 +31,8 @@ class Standing:
                     f"`headroom db downgrade {self.head}` first")
         if self.behind == 0:
             return "current"
-        plural = "s" if self.behind != 1 else ""
-        return (f"behind by {self.behind} migration{plural}; `headroom db upgrade` "
-                f"applies {'them' if plural else 'it'}")
+        return (f"behind by {counted(self.behind, 'migration')}; `headroom db upgrade` "
+                f"applies {'it' if self.behind == 1 else 'them'}")
 
 
 def standing_of(known: ScriptDirectory, stamped: str | None) -> Standing:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -337,3 +338,15 @@ def test_a_speed_past_what_the_live_demo_can_pace_is_refused_naming_the_option(
     assert done.returncode == 2
     assert "--speed" in done.stderr and "10000" in done.stderr, done.stderr
     assert not (tmp_path / ".headroom").exists()  # refused before the store
+
+
+def test_a_one_minute_demo_ends_with_a_line_that_counts_one_minute_in_the_singular(
+        tmp_path: Path) -> None:
+    done = subprocess.run([*HEADROOM, "demo", "--minutes", "1", "--no-dashboard",
+                           "--start", "2026-12-03T08:00:00Z"],
+                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    said = " ".join(done.stderr.split())  # on stderr, wrapped at the terminal's width
+    assert "stopped after 1 simulated minute: " in said
+    for count, noun in re.findall(r"(\d+) (ticks?|placements?|GPUs?|MIG re-layouts?)(?=,|$)", said):
+        assert noun.endswith("s") == (count != "1"), said
