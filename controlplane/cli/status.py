@@ -2,7 +2,8 @@
 
 Exit codes for probes: 0 healthy; 1 when there is no tick yet, the last one failed or it is
 older than ``--max-tick-age-s`` (the output says which); 2 for bad input (settings, a store that
-cannot be reached, has no schema or was migrated by a newer Headroom). It never writes: a SQLite
+cannot be reached, has no schema or was migrated by a newer Headroom); a reader that closes
+stdout early (``headroom status | head -1``) changes none of them. It never writes: a SQLite
 store is opened ``mode=ro`` (``read_only_engine``), a PostgreSQL one in read-only transactions."""
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from sqlalchemy import inspect
 from sqlalchemy.exc import SQLAlchemyError
@@ -22,7 +22,7 @@ from controlplane.cli.demo_store import demo_store_hint, settings_with_db
 from controlplane.cli.numbers import float_option
 from controlplane.cli.status_view import render, status_document
 from controlplane.cli.store_origin import db_url_named, store_error_line
-from controlplane.cli.streams import usage_error
+from controlplane.cli.streams import PipeConsole, exit_when_stdout_closes, usage_error
 from controlplane.domain.fleet_status import judge_health
 from controlplane.fleet_lease import FLEET_LEASE
 from controlplane.settings import ConfigError
@@ -82,9 +82,11 @@ def status_command(
     limit_s = (max_tick_age_s if max_tick_age_s is not None
                else STALE_AFTER_INTERVALS * settings.reconcile.interval_s)
     health = judge_health(status, WallClock().now(), limit_s)
-    if json_out:
-        typer.echo(json.dumps(status_document(status, health), allow_nan=False))
-    else:
-        render(Console(), status, health)
-    if not health.healthy:
-        raise typer.Exit(1)
+    code = 0 if health.healthy else 1
+    with exit_when_stdout_closes(code):
+        if json_out:
+            typer.echo(json.dumps(status_document(status, health), allow_nan=False))
+        else:
+            render(PipeConsole(), status, health)
+    if code:
+        raise typer.Exit(code)

@@ -6,6 +6,7 @@ written, not read as Rich markup (which would drop ``[a-z0-9]`` or ``[tenant-a]`
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Iterator
@@ -49,3 +50,28 @@ def stdout_to_stderr(enabled: bool = True) -> Iterator[None]:
         sys.stdout.flush()
         os.dup2(saved_fd, 1)
         os.close(saved_fd)
+
+
+class PipeConsole(Console):
+    """A stdout Console whose closed pipe raises BrokenPipeError (Rich's own exits 1), for
+    ``exit_when_stdout_closes`` to end the command with its own exit code."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True  # nothing more to write to a reader that is gone
+        raise BrokenPipeError(errno.EPIPE, "stdout closed")
+
+
+@contextmanager
+def exit_when_stdout_closes(code: int) -> Iterator[None]:
+    """Write a command's output in the block; a reader that closed stdout early
+    (``headroom status | head -1``) ends the command with exit ``code``, the one it was going to
+    return, without a traceback (Click would exit 1, which a probe reads as a failure). As
+    Python's note on SIGPIPE does: stdout goes to devnull, so the flush at exit cannot fail."""
+    try:
+        yield
+        sys.stdout.flush()  # what is still buffered fails here, not at the interpreter's exit
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        raise typer.Exit(code) from None
