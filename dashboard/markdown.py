@@ -16,6 +16,20 @@ _SHORTCODE_COLON = re.compile(r":(?=[A-Za-z0-9_+\-][A-Za-z0-9_+\-/]*[:\[])")
 #: what Streamlit replaces when it stands between whitespace (JavaScript's \s, which has U+FEFF)
 #: or the ends of the text: <-> -> <- -- >= <= ~= become arrows, a dash and relations
 _TYPOGRAPHIC = re.compile(r"(?:^|(?<=[\s\ufeff]))(?:<->|->|<-|--|>=|<=|~=)(?=[\s\ufeff]|$)")
+#: a block marker at the start of a line (after at most 3 spaces; more make a code block):
+#: a heading ``#`` to ``######``, a list item ``-``, ``+`` or ``1.``/``1)``, or a line of ``-``
+#: or ``=`` alone, which underlines the line before as a heading or draws a rule (``*`` and ``>``
+#: are escaped wherever they stand); each followed by a blank, or alone on its line
+_BLOCK_MARKER = re.compile(r"^( {0,3})(#{1,6}(?=[ \t]|$)|[-+](?=[ \t]|$)|-+(?=[ \t]*$)"
+                           r"|=+(?=[ \t]*$)|\d{1,9}[.)](?=[ \t]|$))", re.MULTILINE)
+
+
+def _escaped_marker(marker: re.Match[str]) -> str:
+    """``\\#``, ``\\-``, ``\\=``; a number keeps its digits: ``1\\.``."""
+    indent, sign = marker[1], marker[2]
+    if sign[0].isdigit():
+        return f"{indent}{sign[:-1]}\\{sign[-1]}"
+    return f"{indent}\\{sign}"
 
 
 def escape_markdown(text: str) -> str:
@@ -23,7 +37,9 @@ def escape_markdown(text: str) -> str:
     Streamlit's emoji, icons, colours or arrows. CommonMark syntax is backslash-escaped; a word
     joiner goes after a colon that starts a shortcode and inside a replaced sequence, so a copy
     of such a name from the page carries an invisible U+2060 (``llama--v2`` is not replaced and
-    gets none)."""
+    gets none). A line starts no heading, list or rule: its marker is escaped too (``\\# a``,
+    ``\\- a``, ``1\\. a``)."""
     text = _SHORTCODE_COLON.sub(":" + WORD_JOINER, text)
     text = _TYPOGRAPHIC.sub(lambda m: m[0][0] + WORD_JOINER + m[0][1:], text)
-    return "".join("\\" + c if c in "\\`*_[]$<>|~" else c for c in text)
+    text = "".join("\\" + c if c in "\\`*_[]$<>|~" else c for c in text)
+    return _BLOCK_MARKER.sub(_escaped_marker, text)

@@ -2,7 +2,8 @@
 of Streamlit's markdown: CommonMark syntax is backslash-escaped, and a word joiner (U+2060, shown
 as nothing) goes where Streamlit's own additions would read a shortcode (`:smile:`,
 `:material/home:`, `:red[...]`) or a typographic replacement (` -> ` becoming an arrow). Whether a
-browser then shows the text as written is checked in test_browser_pages.py."""
+browser then shows the text as written is checked in test_browser_pages.py. A line of the text
+starts no heading, list, quote or rule: its marker is backslash-escaped."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import re
 from dashboard_support import as_shown as shown
 from hypothesis import given
 from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 
 from dashboard.markdown import WORD_JOINER, escape_markdown
 
@@ -57,3 +59,44 @@ def test_any_text_is_shown_as_written_and_leaves_no_shortcode_or_replacement(tex
     text_node = re.sub(r"\\(.)", r"\1", escaped)  # as Streamlit's plugins read it, joiners kept
     assert not SHORTCODE_START.search(text_node)
     assert not TYPOGRAPHIC.search(text_node)
+
+
+def test_a_heading_marker_at_the_start_of_a_line_is_escaped() -> None:
+    assert escape_markdown("# llama") == "\\# llama"
+    assert escape_markdown("## a\n  ###### b\n#") == "\\## a\n  \\###### b\n\\#"
+
+
+def test_a_list_or_quote_marker_at_the_start_of_a_line_is_escaped() -> None:
+    assert escape_markdown("- a") == "\\- a"
+    assert escape_markdown("+ a\n* b\n> c") == "\\+ a\n\\* b\n\\> c"
+    assert escape_markdown("1. a\n 2) b\n123456789. c") == "1\\. a\n 2\\) b\n123456789\\. c"
+
+
+def test_a_line_that_would_underline_a_heading_or_draw_a_rule_is_escaped() -> None:
+    assert escape_markdown("a\n---") == "a\n\\---"
+    assert escape_markdown("a\n=== ") == "a\n\\=== "
+    assert escape_markdown("a\n- - -") == "a\n\\- - -"
+
+
+def test_a_sign_that_starts_no_block_is_left_as_written() -> None:
+    assert escape_markdown("#1 model") == "#1 model"
+    assert escape_markdown("-x\n+1\n2024.1 q4\n1.5x\n=x") == "-x\n+1\n2024.1 q4\n1.5x\n=x"
+    assert escape_markdown("llama # big - v1. 2) ok") == "llama # big - v1. 2) ok"
+    assert escape_markdown("    - code") == "    - code"  # an indented code block already
+
+
+#: a line as an operator may write one: up to 3 spaces, then block markers, digits and words
+_LINES = st.lists(st.tuples(
+    st.integers(0, 3),
+    st.text(alphabet=st.sampled_from(list("#-+*=>.)19a \t")), max_size=12).map(
+        lambda t: t.lstrip(" \t"))), max_size=5).map(
+    lambda lines: "\n".join(" " * indent + text for indent, text in lines))
+_COMMONMARK = MarkdownIt("commonmark")
+
+
+@given(_LINES)
+def test_no_line_of_any_text_starts_a_heading_list_quote_or_rule(text: str) -> None:
+    escaped = escape_markdown(text)
+    assert shown(escaped) == text
+    blocks = {t.type for t in _COMMONMARK.parse(escaped) if t.block}
+    assert blocks <= {"paragraph_open", "inline", "paragraph_close"}, (text, blocks)
