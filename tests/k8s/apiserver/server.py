@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import builtins
 import json
+import select
+import socket
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -58,6 +60,21 @@ class Fault:
     remaining: int
 
 
+@dataclass(slots=True)
+class Hold:
+    """A request held before it is applied, as a slow API server holds it (``ApiServer.hold``)."""
+
+    method: str
+    path_contains: str
+    holding: threading.Event = field(default_factory=threading.Event)  # one arrived, is held
+    released: threading.Event = field(default_factory=threading.Event)
+    handled: threading.Event = field(default_factory=threading.Event)  # applied or dropped
+    taken: bool = False
+
+    def release(self) -> None:
+        self.released.set()
+
+
 class _QuietOnHangUp(ThreadingHTTPServer):
     """A client that hangs up (a killed ``headroom serve`` resetting its idle keep-alive
     connection) is not a server error; anything else is still printed."""
@@ -73,6 +90,7 @@ class ApiServer:
         policy.install(self.store)
         self.requests: list[RequestRecord] = []
         self._faults: list[Fault] = []
+        self._holds: list[Hold] = []
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -92,6 +110,9 @@ class ApiServer:
         return self
 
     def stop(self) -> None:
+        with self._lock:
+            for hold in self._holds:
+                hold.release()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -148,6 +169,16 @@ class ApiServer:
         with self._lock:
             self._faults.append(Fault(method, path_contains, code, times))
 
+    def hold(self, method: str, path_contains: str) -> Hold:
+        """Hold the next matching request, before anything is done with it, until the test
+        calls ``release()`` (off unless asked for). A held request whose client hung up in the
+        meantime is then dropped, not applied, and recorded with status 499, as the API server
+        cancels a request whose client went away before it was stored."""
+        hold = Hold(method, path_contains)
+        with self._lock:
+            self._holds.append(hold)
+        return hold
+
     def writes(self) -> builtins.list[RequestRecord]:  # ``list`` is the method above
         with self._lock:
             return [r for r in self.requests if r.is_write]
@@ -158,6 +189,14 @@ class ApiServer:
                 if fault.remaining > 0 and fault.method == method and fault.path_contains in path:
                     fault.remaining -= 1
                     return fault.code
+        return None
+
+    def _take_hold(self, method: str, path: str) -> Hold | None:
+        with self._lock:
+            for hold in self._holds:
+                if not hold.taken and hold.method == method and hold.path_contains in path:
+                    hold.taken = True
+                    return hold
         return None
 
     def _record(self, record: RequestRecord) -> None:
@@ -203,6 +242,16 @@ class _Handler(BaseHTTPRequestHandler):
                                                 ).split("/")[0]
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        hold = self.api._take_hold(method, split.path)
+        if hold is not None:
+            hold.holding.set()
+            hold.released.wait()
+            if self._client_gone():
+                self.api._record(RequestRecord(method, split.path, split.query, content_type,
+                                               query.get("fieldManager", ""), 499))
+                self.close_connection = True
+                hold.handled.set()
+                return
         try:
             fault = self.api._take_fault(method, split.path)
             if fault is not None:
@@ -225,6 +274,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+        if hold is not None:
+            hold.handled.set()
+
+    def _client_gone(self) -> bool:
+        """Whether the client closed its end (it stopped waiting for the answer)."""
+        readable, _, _ = select.select([self.connection], [], [], 0)
+        if not readable:
+            return False
+        try:
+            return bool(self.connection.recv(1, socket.MSG_PEEK) == b"")
+        except OSError:
+            return True
 
     def _dispatch(self, method: str, path: str, query: dict[str, str], content_type: str,
                   manager: str, raw: bytes) -> tuple[int, dict[str, Any]]:
