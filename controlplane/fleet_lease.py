@@ -134,6 +134,11 @@ class StoreLeaseElector:
     def is_leader(self, now: datetime) -> bool:
         return self._renewed_at is not None and now < leads_until(self._renewed_at, self.timing)
 
+    def leads_until_at(self, now: datetime) -> datetime | None:
+        if not self.is_leader(now) or self._renewed_at is None:
+            return now
+        return leads_until(self._renewed_at, self.timing)
+
     def release(self) -> None:
         """Give the lease up (a clean stop) so the next process takes it at once."""
         if self._version is None or self.lost:

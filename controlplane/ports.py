@@ -199,6 +199,13 @@ class LeaderElector(Protocol):
         """Still within the renew deadline of the last successful acquire or renew."""
         ...
 
+    def leads_until_at(self, now: datetime) -> datetime | None:
+        """The instant this replica stops leading: the renew deadline of its last successful
+        acquire or renew; ``now`` when it does not lead; None when its leadership has no end
+        (it contends with no one, or writes nothing). Leader-gated Kubernetes requests end
+        by it (adapters/k8s/fence.py)."""
+        ...
+
     def release(self) -> None:
         """Step down so another replica takes over at once (no-op when not leader)."""
         ...

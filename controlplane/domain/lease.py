@@ -101,6 +101,24 @@ def leads_until(renewed_at: datetime, timing: LeaseTiming) -> datetime:
     return renewed_at + timedelta(seconds=timing.renew_deadline_s)
 
 
+def deadline_on_scale_s(now: datetime, until_at: datetime, scale_now_s: float) -> float:
+    """``until_at`` (an instant on the clock that reads ``now``) on a monotonic scale that reads
+    ``scale_now_s`` at that moment: the instant a leader's deadline falls on the scale its
+    requests time out on (the time left is carried over, so a virtual clock works as well)."""
+    return scale_now_s + (until_at - now).total_seconds()
+
+
+def fenced_timeout_s(timeout_s: float, deadline_s: float | None,
+                     scale_now_s: float) -> float | None:
+    """The timeout of one request made under a leader's deadline (``deadline_s``, on the scale
+    that reads ``scale_now_s`` now): ``timeout_s`` cut to the time left; None when none is left
+    (the request must not be sent). Without a deadline, ``timeout_s``."""
+    if deadline_s is None:
+        return timeout_s
+    left_s = deadline_s - scale_now_s
+    return min(timeout_s, left_s) if left_s > 0 else None
+
+
 def renewed_while_watched(first_seen: LeaseRecord, current: LeaseRecord) -> bool:
     """A holder that wrote its lease again while another process watched it is alive: the
     watcher (a process starting) refuses rather than waits for it to expire."""
@@ -124,6 +142,9 @@ class AlwaysLeads:
 
     def is_leader(self, now: datetime) -> bool:
         return True
+
+    def leads_until_at(self, now: datetime) -> datetime | None:
+        return None  # no end: no other process may take over
 
     def release(self) -> None:
         return

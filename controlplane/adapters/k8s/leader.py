@@ -132,6 +132,11 @@ class K8sLeaseElector(_LeaseWatcher):
     def is_leader(self, now: datetime) -> bool:
         return self._renewed_at is not None and now < leads_until(self._renewed_at, self.timing)
 
+    def leads_until_at(self, now: datetime) -> datetime | None:
+        if not self.is_leader(now) or self._renewed_at is None:
+            return now
+        return leads_until(self._renewed_at, self.timing)
+
     def release(self) -> None:
         if self._renewed_at is None:
             return
@@ -188,6 +193,9 @@ class DryRunElector(_LeaseWatcher):
 
     def is_leader(self, now: datetime) -> bool:
         return self._leader == ""
+
+    def leads_until_at(self, now: datetime) -> datetime | None:
+        return None if self._leader == "" else now  # it writes nothing: no deadline to keep
 
     def release(self) -> None:
         return
