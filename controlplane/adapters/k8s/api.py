@@ -6,6 +6,10 @@ an unforced conflict would repeat forever); optimistic concurrency comes from th
 ``resourceVersion`` a read-modify-apply carries, so a concurrent change is a 409
 ``ConflictError``: re-read and retry on the next tick. In dry-run mode writes are recorded as
 ``PlannedWrite`` values and never sent; reads still run.
+
+Inside a leader-gated actuator call every request ends by the leader's renew deadline: none is
+sent after it, none is waited for past it (``fence.py``: ``LeadershipEnded``, retryable
+``not_leader``). Outside one (the reader, the Lease itself) each gets ``timeout_s``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,13 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from controlplane.adapters.k8s.fence import (
+    ENDED,
+    LeadershipEnded,
+    cut_short,
+    fence_retries,
+    request_timeout,
+)
 from controlplane.domain.errors import ConflictError, PermanentError, TransientError
 
 APPLY = "application/apply-patch+yaml"
@@ -122,6 +133,7 @@ class KubeApi:
     def __init__(self, api_client: client.ApiClient, field_manager: str,
                  timeout_s: float = 10.0, dry_run: bool = False) -> None:
         self.api_client = api_client
+        fence_retries(api_client)  # urllib3 retries no request past a leader's deadline
         self.field_manager = field_manager
         self.timeout_s = timeout_s
         self.dry_run = dry_run
@@ -137,14 +149,21 @@ class KubeApi:
 
     # -- plumbing ----------------------------------------------------------------------------
     def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> JsonObject:
-        try:
-            response = method(*args, _preload_content=False, _request_timeout=self.timeout_s,
-                              **kwargs)
-        except ApiException as error:
-            raise translate(error) from None
-        except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise TransientError(f"kubernetes API unreachable: {error}") from None
-        data = response.data
+        """One request; inside a leader-gated call it ends by the leader's deadline (fence.py):
+        not sent once it has passed, its timeout cut to the time left (``LeadershipEnded``)."""
+        what = getattr(method, "__name__", "request")
+        with request_timeout(self.timeout_s, what) as timeout_s:
+            try:
+                response = method(*args, _preload_content=False, _request_timeout=timeout_s,
+                                  **kwargs)
+                data = response.data  # the body, too, is read by the deadline
+            except ApiException as error:
+                raise translate(error) from None
+            except (urllib3.exceptions.HTTPError, OSError) as error:
+                if cut_short(self.timeout_s, timeout_s, error):
+                    raise LeadershipEnded(f"{ENDED}: {what} given up at the deadline "
+                                          f"({error})") from None
+                raise TransientError(f"kubernetes API unreachable: {error}") from None
         if not data:
             return {}
         try:

@@ -1,15 +1,22 @@
 """Leader election with a ``coordination.k8s.io/v1`` Lease, and actuators that only act while
 this replica leads. Every replica serves the gRPC API and reads the cluster; only the leader
 writes. Lease writes are guarded by ``resourceVersion``: losing the race (409) means "not
-leader" (REFERENCE.md §8.4). Decisions are pure (domain/lease.py); ``now`` is injected."""
+leader" (REFERENCE.md §8.4). Decisions are pure (domain/lease.py); ``now`` is injected.
+
+A leader leads until ``renew_deadline_s`` after its last renewal; a follower takes over no
+earlier than ``lease_duration_s`` after it last saw one. Gated actuator calls are fenced to that
+deadline (fence.py): every request they make is sent before it and waited for no longer, so a
+call that starts just before the deadline cannot write after it (retryable ``not_leader``)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from controlplane.adapters.k8s.api import JsonObject, KubeApi
+from controlplane.adapters.k8s.fence import leading_until
 from controlplane.adapters.k8s.outcomes import failed
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.errors import ConflictError, PermanentError, TransientError
@@ -202,7 +209,9 @@ class DryRunElector(_LeaseWatcher):
 
 
 class LeaderGated:
-    """Actuators that refuse to write (retryable ``not_leader``) unless this replica leads."""
+    """Actuators that refuse to write (retryable ``not_leader``) unless this replica leads, and
+    whose every Kubernetes request ends by the leader's deadline (fence.py): a call that starts
+    just before it can neither send nor wait for a request after it."""
 
     def __init__(self, elector: LeaderElector, clock: Clock, node_pools: NodePoolActuator,
                  replicas: ReplicaActuator, sharing: SharingActuator,
@@ -212,33 +221,31 @@ class LeaderGated:
         self._node_pools, self._replicas = node_pools, replicas
         self._sharing, self._mig = sharing, mig
 
-    def _leads(self) -> bool:
-        return self.elector.is_leader(self.clock.now())
+    def _gated(self, target: str, call: Callable[[], ActionOutcome]) -> ActionOutcome:
+        now = self.clock.now()
+        if not self.elector.is_leader(now):
+            return failed(target, NOT_LEADER, retryable=True)
+        with leading_until(now, self.elector.leads_until_at(now)):
+            return call()
 
     def set_size(self, pool: str, nodes: int) -> ActionOutcome:
-        if not self._leads():
-            return failed(pool, NOT_LEADER, retryable=True)
-        return self._node_pools.set_size(pool, nodes)
+        return self._gated(pool, lambda: self._node_pools.set_size(pool, nodes))
 
     def set_replicas(self, model: str, replicas: int) -> ActionOutcome:
-        if not self._leads():
-            return failed(model, NOT_LEADER, retryable=True)
-        return self._replicas.set_replicas(model, replicas)
+        return self._gated(model, lambda: self._replicas.set_replicas(model, replicas))
 
     def apply_sharing(self, node: str, layout: SharingLayout) -> ActionOutcome:
-        if not self._leads():
-            return failed(node, NOT_LEADER, retryable=True)
-        return self._sharing.apply_sharing(node, layout)
+        return self._gated(node, lambda: self._sharing.apply_sharing(node, layout))
 
     def start_relayout(self, node: str, layout: NodeMigLayout, reason: str) -> ActionOutcome:
-        if not self._leads():
-            return failed(node, NOT_LEADER, retryable=True)
-        return self._mig.start_relayout(node, layout, reason)
+        return self._gated(node, lambda: self._mig.start_relayout(node, layout, reason))
 
     def advance(self) -> tuple[MigRelayout, ...]:
-        if not self._leads():
+        now = self.clock.now()
+        if not self.elector.is_leader(now):
             return ()
-        return self._mig.advance()
+        with leading_until(now, self.elector.leads_until_at(now)):
+            return self._mig.advance()
 
     def in_flight(self) -> dict[str, NodeMigLayout]:
         return self._mig.in_flight()  # a read: followers may ask too
