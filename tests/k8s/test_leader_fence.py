@@ -14,12 +14,14 @@ import pytest
 from apiserver import ApiServer, Hold
 from k8s_builders import HEADROOM_NS, MODELS_NS, gpu_node, model_deployment, nodepool
 from k8s_harness import START_AT, client_for, make_backend
+from relayout_scenario import TARGET, seed
 
 from controlplane.adapters.k8s.api import KubeApi
 from controlplane.adapters.k8s.backend import K8sBackend
 from controlplane.adapters.k8s.fence import LeadershipEnded, fenced, monotonic_s
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.lease import LeaseTiming, deadline_on_scale_s, fenced_timeout_s
+from controlplane.domain.mig_relayout import RelayoutPhase
 from controlplane.sim.clock import VirtualClock
 
 RENEW_DEADLINE_S = 10.0
@@ -166,6 +168,25 @@ def test_a_pool_write_held_past_the_deadline_stops_the_writes_after_it(
     assert "leadership ended" in outcome.message
     assert not [r for r in apiserver.requests if "/nodepools/" in r.path and r.is_write]
     assert "limits" not in apiserver.get("karpenter.sh/v1", "NodePool", "a100-80gb")["spec"]
+
+
+def test_a_relayout_step_the_server_holds_past_the_deadline_leaves_the_node_as_it_was(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed(apiserver)
+    backend = make_backend(apiserver, clock, renew_deadline_s=RENEW_DEADLINE_S,
+                           request_timeout_s=60.0, mig_timeout_s=120.0)
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    assert backend.mig.start_relayout("a100-1", TARGET, "test").ok
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    clock.advance(RENEW_DEADLINE_S - LEFT_S)
+    held = apiserver.hold("PATCH", "/nodes/a100-1")  # the cordon
+    before = len(apiserver.requests)
+    advanced = held_until_takeover(held, backend.mig.advance)
+    assert isinstance(advanced, tuple)
+    (waiting,) = advanced
+    assert waiting.phase is RelayoutPhase.CORDON and "leadership ended" in waiting.wait_reason
+    assert [r.status for r in apiserver.requests[before:] if r.is_write] == [499]
+    assert not apiserver.get("v1", "Node", "a100-1").get("spec", {}).get("unschedulable")
 
 
 def test_a_dry_run_previews_without_a_deadline(apiserver: ApiServer,
