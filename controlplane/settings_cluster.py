@@ -102,7 +102,9 @@ class KubernetesSettings(Group):
     kubeconfig: str | None = Field(None, description="path; None = in-cluster or ~/.kube/config")
     namespace: str = Field("headroom")
     field_manager: str = Field("headroom")
-    request_timeout_s: float = Field(10.0, gt=0, description="timeout of one API request")
+    request_timeout_s: float = Field(10.0, gt=0, description="timeout of one API request; "
+                                     "in a leader's actuator call cut to the time left before "
+                                     "its renew deadline, after which none is sent")
     model_label: str = Field("headroom.dev/model", description="label on Triton/vLLM "
                              "Deployments and StatefulSets naming the model they serve")
     workload_namespaces: list[str] = Field(default_factory=list, description="namespaces of "
@@ -125,7 +127,8 @@ class KubernetesSettings(Group):
     lease_name: str = Field("headroom-leader", description="coordination.k8s.io/v1 Lease")
     lease_duration_s: int = Field(15, ge=1, description="followers wait this long")
     renew_deadline_s: float = Field(10.0, gt=0, description="a leader stops acting this long "
-                                    "after its last successful renew (< lease_duration_s)")
+                                    "after its last successful renew (< lease_duration_s), "
+                                    "its requests in flight included")
     identity: str | None = Field(None, description="leader election identity; None = "
                                  "hostname + process id")
     surge_timeout_s: float = Field(900.0, gt=0, description="MIG relayout: wait for surge "

@@ -4,7 +4,11 @@ As in client-go, expiry is judged on the follower's own clock: a lease counts as
 follower has seen the same record (holder, renew time, resourceVersion) unchanged for a full
 lease duration. Clock offsets between replicas therefore do not matter, only clock rates.
 A leader considers itself leader only until ``renew_deadline_s`` after its last successful write,
-which is shorter than the lease duration, so two replicas never both act.
+which is shorter than the lease duration, so two replicas never both act: the Kubernetes requests
+a leader's actuators make are fenced to that deadline too (adapters/k8s/fence.py: none is sent
+after it, none is waited for past it). What no client can fence is a request the API server
+received before the deadline and stores later; a follower takes over no earlier than
+``lease_duration_s - renew_deadline_s`` after the deadline.
 """
 
 from __future__ import annotations
