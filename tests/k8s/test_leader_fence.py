@@ -170,7 +170,7 @@ def test_a_pool_write_held_past_the_deadline_stops_the_writes_after_it(
     assert "limits" not in apiserver.get("karpenter.sh/v1", "NodePool", "a100-80gb")["spec"]
 
 
-def test_a_relayout_step_the_server_holds_past_the_deadline_leaves_the_node_as_it_was(
+def test_a_relayout_step_the_server_holds_past_the_deadline_leaves_node_and_store_as_they_were(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     seed(apiserver)
     backend = make_backend(apiserver, clock, renew_deadline_s=RENEW_DEADLINE_S,
@@ -187,6 +187,8 @@ def test_a_relayout_step_the_server_holds_past_the_deadline_leaves_the_node_as_i
     assert waiting.phase is RelayoutPhase.CORDON and "leadership ended" in waiting.wait_reason
     assert [r.status for r in apiserver.requests[before:] if r.is_write] == [499]
     assert not apiserver.get("v1", "Node", "a100-1").get("spec", {}).get("unschedulable")
+    (stored,) = backend.relayouts.active_relayouts()  # the step that failed is not saved:
+    assert "leadership ended" not in stored.wait_reason  # the next leader's to move on
 
 
 def test_a_dry_run_previews_without_a_deadline(apiserver: ApiServer,

@@ -86,16 +86,21 @@ def request_timeout(timeout_s: float, what: str) -> Iterator[float]:
 def cut_short(timeout_s: float, capped_s: float, error: BaseException) -> bool:
     """Whether a failed request failed because the fence ended it: its deadline has passed, or
     the request timed out on a timeout the fence had cut."""
-    deadline = _deadline_s.get()
-    if deadline is None:
+    if _deadline_s.get() is None:
         return False
-    return monotonic_s() >= deadline or (capped_s < timeout_s and _timed_out(error))
+    return deadline_passed() or (capped_s < timeout_s and _timed_out(error))
 
 
 def _timed_out(error: BaseException) -> bool:
     if isinstance(error, urllib3.exceptions.MaxRetryError) and error.reason is not None:
         return _timed_out(error.reason)
     return isinstance(error, urllib3.exceptions.TimeoutError | TimeoutError)
+
+
+def deadline_passed() -> bool:
+    """Whether a fence is active and its deadline has passed (this replica no longer leads)."""
+    deadline = _deadline_s.get()
+    return deadline is not None and monotonic_s() >= deadline
 
 
 def may_retry() -> bool:

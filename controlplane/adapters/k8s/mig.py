@@ -11,6 +11,7 @@ from dataclasses import replace
 from controlplane.adapters.k8s import names as n
 from controlplane.adapters.k8s.api import KubeApi, NotFoundError, PlannedWrite, ThrottledError
 from controlplane.adapters.k8s.configmaps import ensure_mig_configs
+from controlplane.adapters.k8s.fence import deadline_passed
 from controlplane.adapters.k8s.inventory import Inventory, free_gpu_resources
 from controlplane.adapters.k8s.node_pools import K8sNodePoolActuator
 from controlplane.adapters.k8s.nodepool_pins import pin_problem
@@ -202,9 +203,12 @@ class K8sMigRelayoutActuator:
         return relayout
 
     def _waiting(self, relayout: MigRelayout, reason: str) -> MigRelayout:
-        """The relayout stays in its phase; the next advance retries the step."""
+        """The relayout stays in its phase; the next advance retries the step. A replica whose
+        leadership ended during the step (fence.py) leaves the stored relayout as it was: the
+        next leader owns it."""
         waiting = replace(relayout, wait_reason=reason)
-        self.store.save_relayout(waiting)
+        if not deadline_passed():
+            self.store.save_relayout(waiting)
         return waiting
 
     def _run(self, effects: Sequence[Effect], relayout: MigRelayout) -> tuple[str, ...]:
