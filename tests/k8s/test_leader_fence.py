@@ -25,7 +25,7 @@ from controlplane.domain.mig_relayout import RelayoutPhase
 from controlplane.sim.clock import VirtualClock
 
 RENEW_DEADLINE_S = 10.0
-LEFT_S = 1.0  # time left before the deadline: far more than a local request takes
+LEFT_S = 2.0  # time left before the deadline: far more than a few local requests take
 TAKEOVER_S = LeaseTiming().lease_duration_s - RENEW_DEADLINE_S  # a follower may take over then
 T = TypeVar("T")
 
