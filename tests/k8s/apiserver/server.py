@@ -5,7 +5,8 @@ selectors), POST, PUT, PATCH (merge, strategic merge, JSON patch, server-side ap
 ``status``, ``scale`` and ``eviction`` subresources; 404, 409 (resourceVersion and field-manager
 conflicts), 422 (schema validation with kubernetes-validate) and 429 (disruption budgets).
 Nothing runs controllers: tests play kubelet, scheduler or MIG manager through ``seed`` and
-``set_status``.
+``set_status``. ``inject_fault`` answers a request with an error; ``hold`` keeps one in flight
+(a slow API server) until the test releases it.
 """
 
 from __future__ import annotations
