@@ -2,11 +2,17 @@
 gateways announce demand ahead, as ``headroom hint`` does from a terminal, into the same store
 table the reconcile tick reads. A refused hint is INVALID_ARGUMENT naming the proto field and
 stores nothing; an unknown id is NOT_FOUND; a store that fails UNAVAILABLE, naming what could not
-be done."""
+be done.
+
+A caller scoped to tenants (a token or client certificate, ``scheduler.tenancy``) announces,
+lists and withdraws the hints of its tenants' models only (the models table names each model's
+tenant, read per call): a hint for another tenant's model is PERMISSION_DENIED naming the model,
+another tenant's hint is not listed, and withdrawing it is NOT_FOUND as for an unknown id. A hint
+moves its model's capacity within its tenant's GPU budget (``autoscaling.tenant_gpu_budgets``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import NoReturn, Protocol, TypeVar
 
@@ -62,36 +68,36 @@ def _at(context: grpc.ServicerContext, field: str, unix_s: float) -> datetime:
     return datetime.fromtimestamp(unix_s, UTC)
 
 
-def _unscoped_only(context: grpc.ServicerContext, method: str) -> None:
-    """PERMISSION_DENIED for a caller (token or client certificate) scoped to tenants
-    (``scheduler.tenancy``): a hint moves the fleet's capacity, and hints are not kept per
-    tenant; listing them is anyone's."""
+def _in_scope(model: str, tenants: Mapping[str, str]) -> bool:
+    """Whether the caller may see and change ``model``'s hints: unscoped, or scoped to the
+    tenant the models table names for it (a model no longer listed: unscoped callers only)."""
     scope = caller_scope()
-    if scope is not None:
-        _abort(context, grpc.StatusCode.PERMISSION_DENIED,
-               f"{method} changes the fleet's demand: it needs an unscoped caller (token or "
-               f"certificate), not one scoped to tenants {', '.join(sorted(scope)) or '(none)'}")
+    return scope is None or tenants.get(model) in scope
 
 
 class DemandHintsServicer(pb_grpc.DemandHintsServicer):
-    def __init__(self, store: HintStore, models: Callable[[], list[str]], clock: Clock) -> None:
+    def __init__(self, store: HintStore, model_tenants: Callable[[], Mapping[str, str]],
+                 clock: Clock) -> None:
         self.store = store
-        self.models = models  # the store's model names, read per call
+        self.model_tenants = model_tenants  # the store's models and their tenants, per call
         self.clock = clock
 
     def AddHint(self, request: pb.AddHintRequest,
                 context: grpc.ServicerContext) -> pb.DemandHint:
-        _unscoped_only(context, "AddHint")
         now = self.clock.now()
         start_at = (_at(context, "start_unix_s", request.start_unix_s)
                     if request.start_unix_s else now)
         end_at = _at(context, "end_unix_s", request.end_unix_s)
-        known = _stored(context, "read the models", self.models)
+        tenants = _stored(context, "read the models", self.model_tenants)
         try:
             hint = new_hint(request.model, request.rate_rps, start_at, end_at, request.reason,
-                            set(known), now)
+                            set(tenants), now)
         except HintError as error:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{_FIELD[error.field]}: {error}")
+        if not _in_scope(hint.model, tenants):
+            scope = ", ".join(sorted(caller_scope() or ())) or "none"
+            _abort(context, grpc.StatusCode.PERMISSION_DENIED,
+                   f"model: {hint.model} is not a model of the caller's tenants ({scope})")
         return to_pb(_stored(context, "add the demand hint",
                              lambda: self.store.add_hint(hint, now)))
 
@@ -99,12 +105,19 @@ class DemandHintsServicer(pb_grpc.DemandHintsServicer):
                   context: grpc.ServicerContext) -> pb.ListHintsResponse:
         ending_after_at = None if request.include_ended else self.clock.now()
         hints = _stored(context, "read the demand hints", lambda: self.store.hints(ending_after_at))
-        return pb.ListHintsResponse(hints=[to_pb(h) for h in hints
-                                           if not request.model or h.model == request.model])
+        tenants = _stored(context, "read the models", self.model_tenants)
+        return pb.ListHintsResponse(hints=[
+            to_pb(h) for h in hints
+            if (not request.model or h.model == request.model) and _in_scope(h.model, tenants)])
 
     def RemoveHint(self, request: pb.RemoveHintRequest,
                    context: grpc.ServicerContext) -> pb.DemandHint:
-        _unscoped_only(context, "RemoveHint")
+        if caller_scope() is not None:  # another tenant's hint is answered as an unknown id
+            tenants = _stored(context, "read the models", self.model_tenants)
+            listed = _stored(context, "read the demand hints", lambda: self.store.hints(None))
+            if not any(h.hint_id == request.id and _in_scope(h.model, tenants) for h in listed):
+                _abort(context, grpc.StatusCode.NOT_FOUND,
+                       f"id: no demand hint with id {request.id}")
         removed = _stored(context, "remove the demand hint",
                           lambda: self.store.remove_hint(request.id))
         if removed is None:

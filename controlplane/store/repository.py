@@ -171,6 +171,11 @@ class Store:
         with self.session() as session:
             return list(session.exec(select(ModelRecord.name).order_by(col(ModelRecord.name))))
 
+    def model_tenants(self) -> dict[str, str]:
+        """Each model's tenant, as the models table names it."""
+        with self.session() as session:
+            return dict(session.exec(select(ModelRecord.name, ModelRecord.tenant)).all())
+
     def upsert_prices(self, pools: Iterable[PoolSpec], at: datetime | None = None,
                       effective_at: datetime | None = None) -> None:
         """One row per product, labelled as the list price only when it is the list price; a

@@ -23,7 +23,8 @@ from scheduler.security import TransportSecurity
 from scheduler.server import create_server, stop
 
 T0 = datetime(2026, 1, 5, 12, tzinfo=UTC)
-CHAT = "llama-3-8b-chat"
+CHAT = "llama-3-8b-chat"  # tenant acme
+VISION = "resnet50-vision"  # tenant globex
 Api = tuple[pb_grpc.DemandHintsStub, Store, VirtualClock]
 
 
@@ -140,11 +141,11 @@ def test_a_store_that_goes_down_is_unavailable_in_one_line_naming_what_failed(
         store.engine.dispose()
 
 
-def test_a_token_scoped_to_tenants_may_list_hints_but_not_add_or_remove_them(
+def test_a_caller_scoped_to_tenants_announces_lists_and_withdraws_hints_of_its_own_models_only(
         store_url: str, tmp_path: Path) -> None:
-    # a hint moves the fleet's capacity for its model, whoever's tenant it is: fleet-wide
+    # the models table names each model's tenant: acme owns the chat model, globex the vision one
     token_file = tmp_path / "tokens"
-    token_file.write_text("ops-token\nteam-token tenant=chat\n")
+    token_file.write_text("ops-token\nacme-token tenant=acme\n")
     store = Store.open(store_url, migrate=True)
     store.upsert_models(DEMO_MODELS)
     clock = VirtualClock(T0)
@@ -152,20 +153,27 @@ def test_a_token_scoped_to_tenants_may_list_hints_but_not_add_or_remove_them(
                                  security=TransportSecurity(token_file=token_file))
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     stub = pb_grpc.DemandHintsStub(channel)
-    team, ops = ((("authorization", f"Bearer {t}"),) for t in ("team-token", "ops-token"))
+    acme, ops = ((("authorization", f"Bearer {t}"),) for t in ("acme-token", "ops-token"))
     try:
-        wanted = pb.AddHintRequest(model=CHAT, rate_rps=600, end_unix_s=_s(60))
+        own = stub.AddHint(pb.AddHintRequest(model=CHAT, rate_rps=600, end_unix_s=_s(60)),
+                           metadata=acme)
+        theirs = pb.AddHintRequest(model=VISION, rate_rps=90, end_unix_s=_s(60))
         with pytest.raises(grpc.RpcError) as denied:
-            stub.AddHint(wanted, metadata=team)
+            stub.AddHint(theirs, metadata=acme)
         assert denied.value.code() is grpc.StatusCode.PERMISSION_DENIED
-        assert "AddHint" in str(denied.value.details())
-        added = stub.AddHint(wanted, metadata=ops)
-        with pytest.raises(grpc.RpcError) as kept:
-            stub.RemoveHint(pb.RemoveHintRequest(id=added.id), metadata=team)
-        assert kept.value.code() is grpc.StatusCode.PERMISSION_DENIED
-        listed = stub.ListHints(pb.ListHintsRequest(), metadata=team)
-        assert [h.id for h in listed.hints] == [added.id]
-        assert [h.hint_id for h in SqlDemandHints(store.engine).hints()] == [added.id]
+        assert denied.value.details() == (
+            f"model: {VISION} is not a model of the caller's tenants (acme)")
+        other = stub.AddHint(theirs, metadata=ops)
+        assert [h.id for h in stub.ListHints(pb.ListHintsRequest(), metadata=acme).hints] == [
+            own.id]
+        assert [h.id for h in stub.ListHints(pb.ListHintsRequest(), metadata=ops).hints] == [
+            own.id, other.id]
+        with pytest.raises(grpc.RpcError) as hidden:  # another tenant's hint, as an unknown id
+            stub.RemoveHint(pb.RemoveHintRequest(id=other.id), metadata=acme)
+        assert hidden.value.code() is grpc.StatusCode.NOT_FOUND
+        assert hidden.value.details() == f"id: no demand hint with id {other.id}"
+        assert stub.RemoveHint(pb.RemoveHintRequest(id=own.id), metadata=acme).id == own.id
+        assert [h.hint_id for h in SqlDemandHints(store.engine).hints()] == [other.id]
     finally:
         channel.close()
         stop(server, 0)
