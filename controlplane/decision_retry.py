@@ -7,7 +7,10 @@ scale-up that started a cooldown, say) and allow a second step too soon. So the 
 kept; its memory is served instead of the stored one while it is newer, and the report is saved
 again before the next one. Only the newest unsaved report is kept: the next tick's memory starts
 from it, so once a later report is saved the older one adds only its record, which is dropped
-(logged) rather than inserted after a newer tick.
+(logged) rather than inserted after a newer tick. (A process killed before the save keeps
+nothing in process: then the intent the tick saved before acting, ``store.guard_intent``, is the
+store's newest memory. This process's own intent does not count as a newer tick when an
+unsaved report is saved late.)
 
 It also records who wrote each report: the loop builds it with its process's identity
 (``writer``: the Lease holder identity of a Kubernetes replica, the store lease holder of the
@@ -18,8 +21,11 @@ names the replica that leads and sees when that changed (``domain.tick_writers``
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime
 
+from controlplane.domain.errors import Fenced
 from controlplane.domain.guards import GuardMemory, newer_memory
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.tick import TickReport
@@ -31,10 +37,18 @@ log = logging.getLogger("headroom.reconcile")
 class RetryingDecisionStore:
     """Wraps a DecisionStore; a failed ``save_tick`` still raises, after keeping the report."""
 
-    def __init__(self, store: DecisionStore, writer: str | None = None) -> None:
+    def __init__(self, store: DecisionStore, writer: str | None = None,
+                 term: Callable[[], int | None] | None = None) -> None:
+        """``term``: the leadership term this process holds (``LeaderElector.term``); each new
+        one claims the next fencing token before its first save, and every save is fenced by
+        it (``store/tick_fence.py``). None, or a term of None: unfenced."""
         self._store = store
         self.writer = writer  # stamped on each report that does not name its writer
+        self._term_of = term
+        self._term: int | None = None  # the term the token was claimed for
+        self._token: int | None = None
         self._unsaved: TickReport | None = None
+        self._intent_at: datetime | None = None  # when this process's newest intent was saved
 
     @property
     def unsaved(self) -> TickReport | None:
@@ -44,18 +58,47 @@ class RetryingDecisionStore:
     def save_observed(self, observed: ObservedState) -> None:
         self._store.save_observed(observed)
 
+    def claim_fence(self, holder: str, now: datetime) -> int:
+        return self._store.claim_fence(holder, now)
+
+    def _fence(self, now: datetime) -> int | None:
+        """The token of the term this process holds now, claimed at its first save."""
+        term = None if self._term_of is None else self._term_of()
+        if term is None:
+            return None
+        if term != self._term or self._token is None:
+            self._token = self._store.claim_fence(self.writer or "unknown", now)
+            self._term = term
+            log.info("tick.fence_claimed", extra={"token": self._token,
+                                                  "writer": self.writer or "unknown"})
+        return self._token
+
+    def save_intent(self, started_at: datetime, memory: GuardMemory,
+                    writer: str | None = None, fence: int | None = None) -> None:
+        """Raises ``Fenced`` (the tick must not act) when another term claimed the store."""
+        fence = self._fence(started_at) if fence is None else fence
+        self._store.save_intent(started_at, memory, writer or self.writer, fence=fence)
+        self._intent_at = started_at
+
     def last_guard_memory(self) -> GuardMemory:
         stored = self._store.last_guard_memory()
         if self._unsaved is None:
             return stored
         return newer_memory(self._unsaved.guard_memory, stored)
 
-    def save_tick(self, report: TickReport) -> int:
+    def save_tick(self, report: TickReport, fence: int | None = None) -> int:
+        """A fenced report (``RecordFenced``) is dropped, not kept: another term leads."""
         if report.writer is None and self.writer is not None:
             report = replace(report, writer=self.writer)
-        self._save_unsaved()
         try:
-            tick_id = self._store.save_tick(report)
+            fence = self._fence(report.started_at) if fence is None else fence
+            self._save_unsaved(fence)
+            tick_id = self._store.save_tick(report, fence=fence)
+        except Fenced as error:
+            log.error("tick.record_fenced", extra={
+                "started_at": report.started_at.isoformat(), "error": str(error),
+                "dropped": "another replica leads the store's records now"})
+            raise RecordFenced(report, error) from error
         except Exception as error:
             self._keep(report, error)
             raise
@@ -76,21 +119,35 @@ class RetryingDecisionStore:
             "started_at": report.started_at.isoformat(), "error": str(error),
             "kept": "guard memory kept in process; the report is saved again next tick"})
 
-    def _save_unsaved(self) -> None:
+    def _save_unsaved(self, fence: int | None) -> None:
         unsaved = self._unsaved
         if unsaved is None:
             return
         try:
             stored = self._store.last_guard_memory()
-            if newer_memory(unsaved.guard_memory, stored) is stored:
+            # newer than the unsaved record: another leader's tick, or this process's own
+            # intent (saved before the tick that now saves acted), which does not count
+            own_intent = stored.newest_at is not None and stored.newest_at == self._intent_at
+            if newer_memory(unsaved.guard_memory, stored) is stored and not own_intent:
                 log.warning("tick.record_dropped", extra={
                     "started_at": unsaved.started_at.isoformat(),
                     "reason": "the store holds a newer tick (another leader's?)"})
             else:
-                self._store.save_tick(unsaved)
+                self._store.save_tick(unsaved, fence=fence)
                 log.info("tick.saved_late", extra={"started_at": unsaved.started_at.isoformat()})
+        except Fenced as error:  # another term leads: this record must not be the newest
+            log.warning("tick.record_dropped", extra={
+                "started_at": unsaved.started_at.isoformat(), "reason": str(error)})
         except Exception as error:  # kept for the next try; logged, not raised
             log.warning("tick.save_retry_failed", extra={
                 "started_at": unsaved.started_at.isoformat(), "error": str(error)})
             return
         self._unsaved = None
+
+
+class RecordFenced(Fenced):
+    """A tick report (``report``) whose save was fenced off: dropped, never retried."""
+
+    def __init__(self, report: TickReport, error: Fenced) -> None:
+        super().__init__(error.token, error.newest, error.holder)
+        self.report = report

@@ -93,7 +93,8 @@ class Demo:
         try:
             self.engine = journaled_engine(self.store, WallClock(), self.lease.identity)
             self.runtime = SimRuntime.open(settings, self.store, start_at, self.engine,
-                                           writer=self.lease.identity)
+                                           writer=self.lease.identity,
+                                           term=self.lease.elector.term)
         except BaseException:
             self.lease.release()
             raise

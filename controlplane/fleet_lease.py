@@ -76,6 +76,7 @@ class StoreLeaseElector:
         self._sighting: LeaseSighting | None = None
         self._version: str | None = None  # the version of this holder's last write
         self._renewed_at: datetime | None = None
+        self._terms = 0  # the leases taken (created or taken over)
 
     def attempt(self, now: datetime, monotonic_s: float | None = None) -> bool:
         """One acquire or renew; True when this process holds the lease now (expiry judged on
@@ -102,6 +103,7 @@ class StoreLeaseElector:
             return self._lose(None) if self._version is not None else False
         self._version = str(int(record.resource_version or "0") + 1)
         if decision.verdict is not LeaseVerdict.RENEW:
+            self._terms += 1
             log.info("lease.acquired", extra={"lease": self.name, "holder": self.identity,
                                               "verdict": decision.verdict.value,
                                               "previous_holder": current.holder if current
@@ -138,6 +140,9 @@ class StoreLeaseElector:
         if not self.is_leader(now) or self._renewed_at is None:
             return now
         return leads_until(self._renewed_at, self.timing)
+
+    def term(self) -> int | None:
+        return self._terms
 
     def release(self) -> None:
         """Give the lease up (a clean stop) so the next process takes it at once."""

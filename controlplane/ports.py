@@ -142,12 +142,26 @@ class DecisionStore(Protocol):
         """Persist the inventory and one load observation per model (forecast history)."""
         ...
 
-    def save_tick(self, report: TickReport) -> int:
-        """Persist a tick report (plan, actions, outcomes) atomically; returns the tick id."""
+    def save_tick(self, report: TickReport, fence: int | None = None) -> int:
+        """Persist a tick report (plan, actions, outcomes) atomically; returns the tick id.
+        With ``fence``, only while it is the newest fencing token (``Fenced`` otherwise)."""
+        ...
+
+    def save_intent(self, started_at: datetime, memory: GuardMemory,
+                    writer: str | None = None, fence: int | None = None) -> None:
+        """Before an applying tick acts: persist the guard memory it leaves if every planned
+        change is made, so a tick killed before ``save_tick`` still holds its cooldowns.
+        Fenced as ``save_tick``."""
+        ...
+
+    def claim_fence(self, holder: str, now: datetime) -> int:
+        """The next fencing token of the tick records, for a new leadership term: saves under
+        any older token are refused from now on."""
         ...
 
     def last_guard_memory(self) -> GuardMemory:
-        """Guard memory stored with the newest tick, or empty."""
+        """Guard memory stored with the newest tick, or the intent a newer tick saved before it
+        acted and left no record; empty when neither."""
         ...
 
 
@@ -208,6 +222,12 @@ class LeaderElector(Protocol):
 
     def release(self) -> None:
         """Step down so another replica takes over at once (no-op when not leader)."""
+        ...
+
+    def term(self) -> int | None:
+        """Which of this replica's leadership terms it is in: a number that changes each time
+        it takes the lease (creates it or takes it over), not when it renews; its tick records
+        are fenced per term (``store/tick_fence.py``). None: it contends with no one."""
         ...
 
 

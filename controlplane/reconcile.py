@@ -232,6 +232,9 @@ def _decide_and_apply(deps: ReconcileDeps, config: ReconcileConfig, observed: Ob
     outcomes: tuple[ActionOutcome, ...] = ()
     status = TickStatus.DRY_RUN
     if not config.dry_run:
+        # saved before acting: a tick killed between acting and saving its record still holds
+        # the cooldowns and disruption budget of every change it planned
+        deps.decisions.save_intent(now, decision.memory)
         outcomes = _apply(deps, plan)
         status = TickStatus.APPLIED
     # the next tick's guards count only the changes made (none in a dry run: a faithful

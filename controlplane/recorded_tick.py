@@ -10,7 +10,9 @@ already logged ``tick.save_failed``). A store that cannot be used while the tick
 PostgreSQL outage, a terminated connection: ``controlplane.store.outage``) fails the tick before
 it acts: one ``tick.failed`` line naming the error, a failed report (reason
 ``store_unavailable``) the loop counts but cannot save, and the next tick tries again. Any other
-error raises as before.
+error raises as before. A save the store fences off (another leadership term claimed it:
+``store/tick_fence.py``) is not retried: a refused intent fails the tick before it acts (reason
+``fenced``), a refused record returns the report unsaved and drops it.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
-from controlplane.decision_retry import RetryingDecisionStore
-from controlplane.domain.errors import error_line
+from controlplane.decision_retry import RecordFenced, RetryingDecisionStore
+from controlplane.domain.errors import Fenced, error_line
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.tick import TickReport, TickStatus
@@ -29,6 +31,7 @@ from controlplane.store.outage import STORE_DOWN
 
 log = logging.getLogger("headroom.reconcile")
 STORE_UNAVAILABLE = "store_unavailable"
+FENCED = "fenced"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,10 @@ def run_tick(deps: ReconcileDeps, config: ReconcileConfig) -> TickRun:
     started_at = deps.clock.now()
     try:
         return TickRun(reconcile_once(deps, config), saved=True)
+    except RecordFenced as fenced:  # acted (or skipped), then found another term leads
+        return TickRun(fenced.report, saved=False)
+    except Fenced as fenced:  # the intent was refused: nothing applied
+        return TickRun(not_leading(started_at, deps.clock.now(), fenced), saved=True)
     except Exception as error:
         kept = decisions.unsaved if isinstance(decisions, RetryingDecisionStore) else None
         if kept is not None and kept is not kept_before:  # this tick's save failed
@@ -55,6 +62,17 @@ def run_tick(deps: ReconcileDeps, config: ReconcileConfig) -> TickRun:
         if not isinstance(error, STORE_DOWN) or not isinstance(decisions, RetryingDecisionStore):
             raise
         return TickRun(store_failed(started_at, deps.clock.now(), error), saved=True)
+
+
+def not_leading(started_at: datetime, now: datetime, fenced: Fenced) -> TickReport:
+    """The report of a tick whose intent the store fenced off before it acted (another term
+    claimed the store since this process took its lease), logged on one line; never saved."""
+    line = error_line(fenced)
+    log.error("tick.failed", extra={"reason": FENCED, "error": line,
+                                    "next": "nothing applied; this process no longer leads"})
+    unobserved = ObservedState(started_at, (), (), (), synced=False, notes=(line,))
+    return TickReport(started_at, now, TickStatus.FAILED, FENCED, unobserved, (), None, None,
+                      (), GuardMemory())
 
 
 def store_failed(started_at: datetime, now: datetime, error: Exception) -> TickReport:

@@ -203,7 +203,14 @@ class PreHistory:
     def save_observed(self, observed: ObservedState) -> None:
         pass
 
-    def save_tick(self, report: TickReport) -> int:
+    def save_tick(self, report: TickReport, fence: int | None = None) -> int:
+        return 0
+
+    def save_intent(self, started_at: datetime, memory: GuardMemory,
+                    writer: str | None = None, fence: int | None = None) -> None:
+        pass
+
+    def claim_fence(self, holder: str, now: datetime) -> int:
         return 0
 
     def last_guard_memory(self) -> GuardMemory:
@@ -238,7 +245,8 @@ class ServedTally:
 
 class SimRuntime:
     def __init__(self, settings: Settings, store: Store, start_at: datetime,
-                 engine: PlacementEngine | None = None, writer: str | None = None) -> None:
+                 engine: PlacementEngine | None = None, writer: str | None = None,
+                 term: Callable[[], int | None] | None = None) -> None:
         self.settings = settings
         self.store = store
         self.clock = VirtualClock(start_at)
@@ -255,7 +263,7 @@ class SimRuntime:
                                   replicas=self.cluster,
                                   placement=LocalPlacementClient(self.engine),
                                   forecasts=store,
-                                  decisions=RetryingDecisionStore(store, writer),
+                                  decisions=RetryingDecisionStore(store, writer, term),
                                   history=store,
                                   ledger=SqlForecastLedger(store.engine),
                                   sharing=self.cluster, mig=self.cluster, samples=store,
@@ -277,9 +285,11 @@ class SimRuntime:
 
     @classmethod
     def open(cls, settings: Settings, store: Store, wall_now: datetime,
-             engine: PlacementEngine | None = None, writer: str | None = None) -> SimRuntime:
+             engine: PlacementEngine | None = None, writer: str | None = None,
+             term: Callable[[], int | None] | None = None) -> SimRuntime:
         """Start on a new store (backfilling synthetic history) or resume where it stopped;
-        its ticks are recorded as written by ``writer`` (the store lease holder's identity)."""
+        its ticks are recorded as written by ``writer`` (the store lease holder's identity),
+        fenced by its lease's ``term`` (``store/tick_fence.py``)."""
         store.upsert_models(DEMO_MODELS)
         last_at = store.last_tick_at()
         # a changed price bills from the store's (simulated) clock on, where the ticks go on
@@ -293,11 +303,11 @@ class SimRuntime:
             rows = traffic.history(list(DEMO_TRAFFIC), settings.sim.seed, start_at,
                                    settings.sim.history_s, settings.forecast.step_s, stored)
             store.save_observations(rows)
-            runtime = cls(settings, store, start_at, engine, writer)
+            runtime = cls(settings, store, start_at, engine, writer, term)
             runtime._take_over = settings.sim.start_warm
             return runtime
         runtime = cls(settings, store, last_at + timedelta(seconds=settings.reconcile.interval_s),
-                      engine, writer)
+                      engine, writer, term)
         observed = store.last_observed()
         if observed is not None:
             runtime.cluster.restore(observed)

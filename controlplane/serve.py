@@ -93,7 +93,8 @@ def run_serve(settings: Settings, console: Console,
 
 def _run_sim(settings: Settings, store: Store, engine: PlacementEngine, console: Console,
              clock: Clock, lease: FleetLease, stop_event: threading.Event | None) -> None:
-    runtime = SimRuntime.open(settings, store, clock.now(), engine, writer=lease.identity)
+    runtime = SimRuntime.open(settings, store, clock.now(), engine, writer=lease.identity,
+                              term=lease.elector.term)
     runtime.follow_wall(clock.now())  # a resumed store: from now, not from its last tick
     runtime.leads = lease.leads
     keda = keda_servicer(settings, store, runtime.clock, runtime.specs)

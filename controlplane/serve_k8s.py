@@ -149,7 +149,8 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                          replicas=backend.replicas, placement=placement, forecasts=store,
                          # the ticks a replica records only while it holds the Lease (or, a
                          # dry run, while none does): written by its Lease holder identity
-                         decisions=RetryingDecisionStore(store, writer=backend.identity),
+                         decisions=RetryingDecisionStore(store, writer=backend.identity,
+                                                         term=backend.elector.term),
                          history=store,
                          ledger=SqlForecastLedger(store.engine),
                          sharing=backend.sharing, mig=backend.mig, samples=store,

@@ -13,6 +13,17 @@ class ConflictError(TransientError):
     """Someone else changed the object (HTTP 409): re-read and retry on the next tick."""
 
 
+class Fenced(Exception):
+    """A leader's save refused because another leadership term claimed a newer fencing token
+    (``store/tick_fence.py``): this process no longer leads; never retried."""
+
+    def __init__(self, token: int, newest: int | None, holder: str) -> None:
+        self.token, self.newest, self.holder = token, newest, holder
+        by = f"{newest}, claimed by {holder or 'unknown'}" if newest is not None else "none"
+        super().__init__(f"tick records: fenced: this process's token {token} is not the "
+                         f"store's newest ({by}); another replica has led since")
+
+
 def error_line(error: BaseException) -> str:
     """The first line of an error (the driver's own message when SQLAlchemy wraps one, as
     ``orig``), for one-line reports; the error's type when it has no text."""

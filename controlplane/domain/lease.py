@@ -8,7 +8,9 @@ which is shorter than the lease duration, so two replicas never both act: the Ku
 a leader's actuators make are fenced to that deadline too (adapters/k8s/fence.py: none is sent
 after it, none is waited for past it). What no client can fence is a request the API server
 received before the deadline and stores later; a follower takes over no earlier than
-``lease_duration_s - renew_deadline_s`` after the deadline.
+``lease_duration_s - renew_deadline_s`` after the deadline. The leader's tick records in the
+store are fenced per term (``LeaderElector.term``, ``store/tick_fence.py``): a stalled old
+leader's late save is refused once the new leader has claimed its token.
 """
 
 from __future__ import annotations
@@ -152,3 +154,6 @@ class AlwaysLeads:
 
     def release(self) -> None:
         return
+
+    def term(self) -> int | None:
+        return None  # contends with no one: its records are not fenced

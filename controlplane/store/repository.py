@@ -26,7 +26,7 @@ from controlplane.domain.observed import ObservedState
 from controlplane.domain.price_history import check_one_price_per_product
 from controlplane.domain.profile import ProfileCorrection, ProfileSample
 from controlplane.domain.tick import TickReport, TickStatus
-from controlplane.store import codec
+from controlplane.store import codec, guard_intent, tick_fence
 from controlplane.store.engine import (
     MigrationError,
     StoreUnavailable,
@@ -329,8 +329,12 @@ class Store:
         ) for r in rows}
 
     # -- decisions ------------------------------------------------------------------------
-    def save_tick(self, report: TickReport) -> int:
+    def save_tick(self, report: TickReport, fence: int | None = None) -> int:
+        """``fence``: saved only while it is the newest fencing token (``Fenced`` otherwise,
+        nothing saved); None: unfenced."""
         with self.session() as session:
+            if fence is not None:
+                tick_fence.check(session.connection(), fence)
             tick = TickRecord(
                 started_at=report.started_at, finished_at=report.finished_at,
                 status=report.status.value, reason=report.reason,
@@ -397,10 +401,22 @@ class Store:
             for s in placement.segments])
 
     def last_guard_memory(self) -> GuardMemory:
-        with self.session() as session:
-            row = session.exec(select(TickRecord.guard_memory_json)
-                               .order_by(col(TickRecord.id).desc()).limit(1)).first()
-        return codec.guard_memory_from_json(row) if row else GuardMemory()
+        """The newest tick's guard memory, or the one a tick saved before acting when that
+        tick left no record (``controlplane.store.guard_intent``); empty when neither."""
+        with self.engine.connect() as connection:
+            return guard_intent.newest_guard_memory(connection)
+
+    def save_intent(self, started_at: datetime, memory: GuardMemory,
+                    writer: str | None = None, fence: int | None = None) -> None:
+        with self.engine.begin() as connection:
+            if fence is not None:
+                tick_fence.check(connection, fence)
+            guard_intent.save_intent(connection, started_at, memory, writer)
+
+    def claim_fence(self, holder: str, now: datetime) -> int:
+        """The next fencing token of the tick records, claimed by a new leadership term."""
+        with self.engine.begin() as connection:
+            return tick_fence.claim(connection, holder, now)
 
     def last_profiles(self) -> tuple[ProfileCorrection, ...]:
         """The profiles the newest tick that recorded any sized its models with."""

@@ -218,3 +218,28 @@ class LeaseRowRecord(SQLModel, table=True):
     duration_s: int
     transitions: int = 0
     version: int = 1
+
+
+class GuardIntentRecord(SQLModel, table=True):
+    """The guard memory the newest applying tick leaves if every change it planned is made,
+    saved before it acts (0017; one row, ``slot`` 1, replaced each tick): a tick killed after
+    acting and before its record is saved still holds its cooldowns and disruption budget
+    (``controlplane.store.guard_intent``)."""
+
+    __tablename__ = "guard_intents"
+    slot: int = Field(default=1, primary_key=True)
+    started_at: datetime = Field(sa_column=_utc_column())
+    memory_json: str = Field(sa_column=Column(Text, nullable=False))
+    writer: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+
+
+class TickFenceRecord(SQLModel, table=True):
+    """The fencing token of the replica that leads the tick records (0018; one row, ``name``
+    "ticks"): each new leadership term claims the next token, and a tick record or intent is
+    saved only under the newest one (``controlplane.store.tick_fence``)."""
+
+    __tablename__ = "tick_fences"
+    name: str = Field(primary_key=True, max_length=100)
+    token: int = 0
+    holder: str = Field(default="", max_length=200)
+    claimed_at: datetime = Field(sa_column=_utc_column())

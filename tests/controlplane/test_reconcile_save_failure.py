@@ -43,11 +43,18 @@ class FailingSaves:
     def save_observed(self, observed: ObservedState) -> None:
         self.store.save_observed(observed)
 
-    def save_tick(self, report: TickReport) -> int:
+    def save_tick(self, report: TickReport, fence: int | None = None) -> int:
         if self.failures > 0:
             self.failures -= 1
             raise OperationalError("INSERT INTO ticks", {}, Exception("database is locked"))
-        return self.store.save_tick(report)
+        return self.store.save_tick(report, fence)
+
+    def save_intent(self, started_at: datetime, memory: GuardMemory,
+                    writer: str | None = None, fence: int | None = None) -> None:
+        self.store.save_intent(started_at, memory, writer, fence)
+
+    def claim_fence(self, holder: str, now: datetime) -> int:
+        return self.store.claim_fence(holder, now)
 
     def last_guard_memory(self) -> GuardMemory:
         return self.store.last_guard_memory()

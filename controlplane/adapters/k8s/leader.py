@@ -103,6 +103,7 @@ class K8sLeaseElector(_LeaseWatcher):
                  timing: LeaseTiming) -> None:
         super().__init__(api, namespace, name, identity, timing)
         self._renewed_at: datetime | None = None
+        self._terms = 0  # the leases taken (created or taken over)
 
     def try_acquire_or_renew(self, now: datetime, monotonic_s: float | None = None) -> bool:
         try:
@@ -131,10 +132,14 @@ class K8sLeaseElector(_LeaseWatcher):
             self._renewed_at = None
             return False
         if decision.verdict is not LeaseVerdict.RENEW:
+            self._terms += 1
             log.info("leader.acquired", extra={"identity": self.identity,
                                                "verdict": decision.verdict.value})
         self._renewed_at = now
         return True
+
+    def term(self) -> int | None:
+        return self._terms
 
     def is_leader(self, now: datetime) -> bool:
         return self._renewed_at is not None and now < leads_until(self._renewed_at, self.timing)
@@ -206,6 +211,9 @@ class DryRunElector(_LeaseWatcher):
 
     def release(self) -> None:
         return
+
+    def term(self) -> int | None:
+        return None  # it holds no lease: its previews are not fenced
 
 
 class LeaderGated:
