@@ -18,6 +18,7 @@ from controlplane.domain.fleet_status import (
     Health,
     LeaseStatus,
     PlacementStatus,
+    UnrecordedTick,
     age_s,
 )
 from controlplane.domain.forecast_accuracy import ACCURACY_WINDOW_S, ForecastAccuracy
@@ -92,6 +93,10 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "from": change.previous_writer, "to": change.writer, "at": _at(change.changed_at),
             "first_tick_id": change.first_tick_id,
             "previous_tick_at": _at(change.previous_tick_at)},
+        "unrecorded_tick": None if status.unrecorded is None else {
+            "started_at": _at(status.unrecorded.started_at),
+            "age_s": age_s(status.unrecorded.started_at, now),
+            "written_by": status.unrecorded.writer},
         "fleet": None if status.fleet_tick_id is None else {
             "tick_id": status.fleet_tick_id, "observed_at": _at(status.fleet_at)},
         "lease": None if lease is None else {
@@ -167,6 +172,13 @@ def lease_line(lease: LeaseStatus, now: datetime) -> str:
             f"{lease.duration_s} s after the last renewal")
 
 
+def unrecorded_line(tick: UnrecordedTick, now: datetime) -> str:
+    return (f"started at {_at(tick.started_at)} ({_ago(age_s(tick.started_at, now))}) by "
+            f"{tick.writer or UNKNOWN_WRITER}: no record saved yet (in progress, or killed "
+            "after it may have acted; the next tick starts from the guard memory it saved "
+            "before acting)")
+
+
 def leadership_line(change: LeadershipChange, now: datetime) -> str:
     """When the ticks' writer (the leading replica) last changed, from whom to whom."""
     return (f"changed at {_at(change.changed_at)} (tick #{change.first_tick_id}, "
@@ -226,6 +238,8 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
             head.add_row("leadership", escape(leadership_line(status.leadership, now)))
         for note in tick.notes:
             head.add_row("note", escape(note))
+    if status.unrecorded is not None:
+        head.add_row("unrecorded tick", escape(unrecorded_line(status.unrecorded, now)))
     if status.lease is not None:
         head.add_row(f"lease {escape(status.lease.name)}", escape(lease_line(status.lease, now)))
     if status.placement is not None:

@@ -167,6 +167,17 @@ class FleetStatus:
     accuracy: tuple[ForecastAccuracy, ...] = ()
     # the newest change of the ticks' writer, i.e. of the leading replica (None: none seen)
     leadership: LeadershipChange | None = None
+    # a tick newer than the last one recorded that saved only its guard intent (None: none)
+    unrecorded: UnrecordedTick | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UnrecordedTick:
+    """A tick that saved its guard intent and no record yet (``store/guard_intent.py``): in
+    progress, or killed after it may have acted."""
+
+    started_at: datetime
+    writer: str | None
 
 
 @dataclass(frozen=True, slots=True)

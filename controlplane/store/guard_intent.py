@@ -20,6 +20,7 @@ from sqlalchemy import Connection, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import SQLModel
 
+from controlplane.domain.fleet_status import UnrecordedTick
 from controlplane.domain.guards import GuardMemory
 from controlplane.store import codec
 from controlplane.store.tables import GuardIntentRecord, TickRecord
@@ -45,6 +46,16 @@ def _intent(connection: Connection) -> tuple[datetime, str, str | None] | None:
 def _utc(at: datetime) -> datetime:
     """SQLite hands back naive datetimes (``repository.as_utc``)."""
     return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+
+
+def unrecorded_tick(connection: Connection) -> UnrecordedTick | None:
+    """The tick whose intent is newer than the newest tick record: one in progress, or one
+    killed after it may have acted (``headroom status`` says so); None when there is none."""
+    tick = _newest_tick(connection)
+    intent = _intent(connection)
+    if intent is None or (tick is not None and intent[0] <= tick[0]):
+        return None
+    return UnrecordedTick(intent[0], intent[2])
 
 
 def newest_guard_memory(connection: Connection) -> GuardMemory:

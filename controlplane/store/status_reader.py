@@ -35,6 +35,7 @@ from controlplane.domain.tick_writers import (
     leadership_change,
 )
 from controlplane.store import codec
+from controlplane.store.guard_intent import unrecorded_tick
 from controlplane.store.hints import hints_ending_after
 from controlplane.store.ledger import recent_accuracy
 from controlplane.store.placement_journal import placement_status
@@ -86,7 +87,9 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatu
                           else recent_accuracy(connection, tick.started_at
                                                - timedelta(seconds=ACCURACY_WINDOW_S))),
                 leadership=(None if tick is None or "writer" not in tick_columns
-                            else tick_leadership(connection, tick.tick_id)))
+                            else tick_leadership(connection, tick.tick_id)),
+                unrecorded=(unrecorded_tick(connection) if "guard_intents" in tables
+                            else None))
 
 
 def _table(record: type[SQLModel]) -> Table:
