@@ -1,7 +1,8 @@
 """Two `headroom serve` replicas on one store under Kubernetes Lease leader election: each tick
 is recorded as written by the Lease holder identity of the replica that led, and after a
 takeover `headroom status` names the new leader and says when leadership changed. The placement
-journal names the replica that changed it last by the same identity."""
+journal names the replica that changed it last by the same identity, and each replica's term
+claimed the next fencing token of the tick records."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 import yaml
 from apiserver import ApiServer
 from serve_apiserver import kubeconfig
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlmodel import SQLModel
 
 from controlplane.sim.catalog import DEMO_MODELS
@@ -127,6 +128,11 @@ def test_ticks_and_the_placement_journal_name_the_lease_holder_and_status_shows_
         assert led_by_a >= 2
         assert writers[:led_by_a] == ["headroom-a"] * led_by_a
         assert set(writers[led_by_a:]) == {"headroom-b"} and writers[-1] == _holder(apiserver)
+        # each took the Lease once and claimed the next fencing token of the tick records:
+        # a late save of headroom-a's would now be refused (store/tick_fence.py)
+        with store.engine.connect() as connection:
+            assert connection.execute(text("SELECT token, holder FROM tick_fences")).one() == (
+                2, "headroom-b")
         run = subprocess.run([*HEADROOM, "status", "--json", "--max-tick-age-s", "600"],
                              env={**_env(), "HEADROOM_DB__URL": db_url}, capture_output=True,
                              text=True, timeout=120)
