@@ -15,9 +15,11 @@ from sqlalchemy import Select, and_, func, inspect, select
 from controlplane import cost_reader
 from controlplane.cost_reader import as_utc, table
 from controlplane.domain.cost import GpuPrice, PriceTable
+from controlplane.domain.fleet_status import UnrecordedTick
 from controlplane.domain.hints import DemandHint
 from controlplane.domain.price_history import PriceHistory
 from controlplane.domain.tick_writers import LeadershipChange
+from controlplane.store.guard_intent import unrecorded_tick
 from controlplane.store.hints import hints_ending_after
 from controlplane.store.placement_journal import PlacementBindingRecord, live_bindings
 from controlplane.store.profiles import newest_profiles
@@ -77,21 +79,27 @@ class TickWriters:
 
     writer: str | None
     change: LeadershipChange | None
+    # a newer tick that saved only its guard intent (``headroom status``'s unrecorded tick)
+    unrecorded: UnrecordedTick | None = None
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def tick_writers(url: str, tick_id: int) -> TickWriters:
     """The writer of tick ``tick_id`` (the newest) and the newest change of writer within the
-    lookback before it; a store older than migration 0016 names no writer."""
+    lookback before it; a store older than migration 0016 names no writer. And a newer tick
+    that saved only its guard intent (migration 0017)."""
     engine = engine_for(url)
-    if not any(c["name"] == "writer" for c in inspect(engine).get_columns("ticks")):
-        return TickWriters(None, None)
-    ticks = table("ticks")
+    schema = inspect(engine)
     with engine.connect() as connection:
+        unrecorded = (unrecorded_tick(connection) if schema.has_table("guard_intents")
+                      else None)
+        if not any(c["name"] == "writer" for c in schema.get_columns("ticks")):
+            return TickWriters(None, None, unrecorded)
+        ticks = table("ticks")
         writer = connection.execute(select(ticks.c.writer).where(ticks.c.id == tick_id)
                                     ).scalar()
         change = tick_leadership(connection, tick_id)
-    return TickWriters(None if writer is None else str(writer), change)
+    return TickWriters(None if writer is None else str(writer), change, unrecorded)
 
 
 @dataclass(frozen=True, slots=True)

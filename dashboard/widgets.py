@@ -95,6 +95,13 @@ def tick_writers(url: str, tick: q.LastTick) -> None:
             f"#{change.first_tick_id}, {age_text(change.changed_at)}): "
             f"{change.previous_writer} → {change.writer}; {change.previous_writer}'s last tick "
             f"was at {change.previous_tick_at:%Y-%m-%d %H:%M:%S} UTC"))
+    unrecorded = writers.unrecorded
+    if unrecorded is not None:
+        st.caption(escape_markdown(
+            f"Unrecorded tick: started at {unrecorded.started_at:%Y-%m-%d %H:%M:%S} UTC "
+            f"({age_text(unrecorded.started_at)}) by {unrecorded.writer or UNKNOWN_WRITER}, no "
+            "record saved yet (in progress, or killed after it may have acted; the next tick "
+            "starts from the guard memory it saved before acting)"))
 
 
 def price_sources(table: PriceTable, products: list[str]) -> None:

@@ -1,9 +1,11 @@
 """The Overview names the replica that wrote the newest tick (its Lease holder identity under
 `headroom serve --backend kubernetes`) and, when another replica wrote ticks before it, when
-leadership changed, as `headroom status` does; names are shown as written."""
+leadership changed, as `headroom status` does, and a newer tick that saved only its guard
+intent; names are shown as written."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ from dashboard_support import Seeded, as_shown, open_page, seed_store
 from sqlalchemy import select, update
 from sqlmodel import SQLModel
 
+from controlplane.domain.guards import GuardMemory
 from controlplane.store.engine import make_engine
 from controlplane.store.tables import TickRecord
 from dashboard.markdown import escape_markdown
@@ -52,3 +55,17 @@ def test_overview_shows_no_leadership_change_when_ticks_do_not_name_their_writer
     assert ("Newest tick written by unknown (recorded before Headroom named writers)"
             in captions)
     assert not [c for c in captions if c.startswith("Leadership")]
+    assert not [c for c in captions if c.startswith("Unrecorded tick")]  # each tick saved
+
+
+def test_overview_names_a_tick_that_saved_its_intent_and_no_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'killed.db'}"
+    runtime = seed_store(url, 0.25)
+    killed_at = runtime.clock.now() + timedelta(seconds=30)
+    runtime.store.save_intent(killed_at, GuardMemory(), writer=LEADER_B)
+    runtime.store.engine.dispose()
+    (line,) = [as_shown(c) for c in _captions(url, monkeypatch)
+               if c.startswith("Unrecorded tick")]
+    assert line.startswith(f"Unrecorded tick: started at {killed_at:%Y-%m-%d %H:%M:%S} UTC (")
+    assert f"by {LEADER_B}, no record saved yet (in progress, or killed after it may " in line
