@@ -7,13 +7,15 @@ newest memory one tick old, and the next tick, in this process or another, would
 step at once: a crash loop could scale a pool down by ``max_step`` every restart. So an applying
 tick first saves the memory it leaves if every change it planned is made (the cautious reading:
 a change that then failed holds its cooldown until the next tick's record replaces it), in one
-row replaced each tick; the newest memory is that row's when it is newer than the newest tick's
-record, else the record's. A dry run saves no intent: it changes nothing.
+row replaced each tick; the newest memory is that row's when no tick record was saved after it
+(judged by the records' ids, not clocks), else the newest record's. A dry run saves no intent:
+it changes nothing.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import Connection, select
@@ -29,18 +31,33 @@ log = logging.getLogger("headroom.reconcile")
 SLOT = 1
 
 
-def _newest_tick(connection: Connection) -> tuple[datetime, str] | None:
+@dataclass(frozen=True, slots=True)
+class _Intent:
+    started_at: datetime
+    memory_json: str
+    writer: str | None
+    after_tick_id: int | None  # the newest tick record when it was saved (None: there was none)
+
+
+def _newest_tick(connection: Connection) -> tuple[int, str] | None:
     ticks = SQLModel.metadata.tables[str(TickRecord.__tablename__)].c
-    row = connection.execute(select(ticks.started_at, ticks.guard_memory_json)
+    row = connection.execute(select(ticks.id, ticks.guard_memory_json)
                              .order_by(ticks.id.desc()).limit(1)).first()
-    return None if row is None else (_utc(row[0]), row[1])
+    return None if row is None else (int(row[0]), str(row[1]))
 
 
-def _intent(connection: Connection) -> tuple[datetime, str, str | None] | None:
+def _pending(connection: Connection) -> tuple[_Intent | None, tuple[int, str] | None]:
+    """The intent when no tick record was saved after it (its tick left none yet), and the
+    newest tick record. Judged by the records' ids, not by clocks: two replicas' clocks may
+    disagree, a database sequence does not."""
+    tick = _newest_tick(connection)
     intents = SQLModel.metadata.tables[str(GuardIntentRecord.__tablename__)].c
-    row = connection.execute(select(intents.started_at, intents.memory_json, intents.writer)
+    row = connection.execute(select(intents.started_at, intents.memory_json, intents.writer,
+                                    intents.after_tick_id)
                              .where(intents.slot == SLOT)).first()
-    return None if row is None else (_utc(row[0]), row[1], row[2])
+    if row is None or (None if tick is None else tick[0]) != row[3]:
+        return None, tick
+    return _Intent(_utc(row[0]), str(row[1]), row[2], row[3]), tick
 
 
 def _utc(at: datetime) -> datetime:
@@ -49,22 +66,18 @@ def _utc(at: datetime) -> datetime:
 
 
 def unrecorded_tick(connection: Connection) -> UnrecordedTick | None:
-    """The tick whose intent is newer than the newest tick record: one in progress, or one
-    killed after it may have acted (``headroom status`` says so); None when there is none."""
-    tick = _newest_tick(connection)
-    intent = _intent(connection)
-    if intent is None or (tick is not None and intent[0] <= tick[0]):
-        return None
-    return UnrecordedTick(intent[0], intent[2])
+    """The tick that saved its intent and no record since: one in progress, or one killed
+    after it may have acted (``headroom status`` says so); None when there is none."""
+    intent, _ = _pending(connection)
+    return None if intent is None else UnrecordedTick(intent.started_at, intent.writer)
 
 
 def newest_guard_memory(connection: Connection) -> GuardMemory:
-    """The intent's memory when a tick saved it after the newest tick record started (that tick
-    was killed before its record was saved), else the newest record's; empty when neither."""
-    tick = _newest_tick(connection)
-    intent = _intent(connection)
-    if intent is not None and (tick is None or intent[0] > tick[0]):
-        return codec.guard_memory_from_json(intent[1])
+    """The intent's memory when no tick record was saved after it (its tick was killed before
+    its record was saved), else the newest record's; empty when neither."""
+    intent, tick = _pending(connection)
+    if intent is not None:
+        return codec.guard_memory_from_json(intent.memory_json)
     return GuardMemory() if tick is None else codec.guard_memory_from_json(tick[1])
 
 
@@ -72,16 +85,16 @@ def save_intent(connection: Connection, started_at: datetime, memory: GuardMemor
                 writer: str | None) -> None:
     """Replace the intent with ``memory`` of the tick started at ``started_at``; logs
     ``tick.unrecorded`` when the intent it replaces belongs to a tick that left no record."""
-    tick = _newest_tick(connection)
-    intent = _intent(connection)
-    if intent is not None and intent[0] < started_at and (tick is None or intent[0] > tick[0]):
+    intent, tick = _pending(connection)
+    if intent is not None:
         log.warning("tick.unrecorded", extra={
-            "started_at": intent[0].isoformat(), "writer": intent[2] or "unknown",
+            "started_at": intent.started_at.isoformat(), "writer": intent.writer or "unknown",
             "kept": "the store has no record of it (killed before its save, or the save "
                     "failed); it may have acted: its guard memory, every planned change "
                     "counted as made, was the newest and this tick started from it"})
     values = {"slot": SLOT, "started_at": started_at,
-              "memory_json": codec.guard_memory_to_json(memory), "writer": writer}
+              "memory_json": codec.guard_memory_to_json(memory), "writer": writer,
+              "after_tick_id": None if tick is None else tick[0]}
     dialect = postgresql if connection.dialect.name == "postgresql" else sqlite
     table = SQLModel.metadata.tables[str(GuardIntentRecord.__tablename__)]
     insert = dialect.insert(table).values(**values)

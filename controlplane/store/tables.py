@@ -231,6 +231,9 @@ class GuardIntentRecord(SQLModel, table=True):
     started_at: datetime = Field(sa_column=_utc_column())
     memory_json: str = Field(sa_column=Column(Text, nullable=False))
     writer: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    # the newest tick record's id when it was saved (None: none): it counts while no record
+    # was saved after it
+    after_tick_id: int | None = None
 
 
 class TickFenceRecord(SQLModel, table=True):

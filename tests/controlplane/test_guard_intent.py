@@ -149,6 +149,18 @@ def test_an_intent_newer_than_the_newest_record_is_the_newest_memory_and_an_olde
     store.engine.dispose()
 
 
+def test_an_intent_counts_until_a_record_is_saved_after_it_whatever_the_clocks_say(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    store.save_tick(_report(T0, 5))
+    ahead = T0 + timedelta(hours=1)  # a replica whose clock runs an hour ahead was killed
+    store.save_intent(ahead, _memory(ahead, 7))
+    assert _newest_value(store) == 7
+    store.save_tick(_report(T0 + timedelta(seconds=30), 6))  # the next leader's, on time
+    assert _newest_value(store) == 6
+    store.engine.dispose()
+
+
 def test_the_intent_names_its_writer(sqlite_url: str) -> None:
     store = Store.open(sqlite_url, migrate=True)
     RetryingDecisionStore(store, writer="replica-a").save_intent(T0, _memory(T0, 3))

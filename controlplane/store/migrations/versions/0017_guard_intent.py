@@ -25,6 +25,7 @@ def upgrade() -> None:
         sa.Column('started_at', sa.DateTime(timezone=True), nullable=False),
         sa.Column('memory_json', sa.Text(), nullable=False),
         sa.Column('writer', sa.Text(), nullable=True),
+        sa.Column('after_tick_id', sa.Integer(), nullable=True),
         sa.PrimaryKeyConstraint('slot'),
     )
 
