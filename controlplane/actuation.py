@@ -15,7 +15,7 @@ from controlplane.domain.actions import (
     ScaleNodePool,
     SetReplicas,
 )
-from controlplane.domain.errors import TransientError
+from controlplane.domain.errors import Fenced, TransientError
 from controlplane.ports import (
     MigRelayoutActuator,
     NodePoolActuator,
@@ -47,11 +47,15 @@ def _dispatch(action: Action, actuators: Actuators) -> ActionOutcome:
 
 
 def apply_action(action: Action, actuators: Actuators) -> ActionOutcome:
-    """One action; an unreachable API is a retryable failed outcome, not an exception."""
+    """One action; an unreachable API is a retryable failed outcome, not an exception, and so
+    is a record the store fenced off (a re-layout started by a leader another replica replaced:
+    ``not_leader``, not retried by this process)."""
     try:
         outcome = _dispatch(action, actuators)
     except TransientError as error:
         outcome = ActionOutcome(action.target, False, str(error), retryable=True)
+    except Fenced as error:  # its record refused: another term leads the store now
+        outcome = ActionOutcome(action.target, False, f"not_leader: {error}")
     log.info("action.applied" if outcome.ok else "action.failed", extra=action.to_log())
     return outcome
 

@@ -61,8 +61,9 @@ class RetryingDecisionStore:
     def claim_fence(self, holder: str, now: datetime) -> int:
         return self._store.claim_fence(holder, now)
 
-    def _fence(self, now: datetime) -> int | None:
-        """The token of the term this process holds now, claimed at its first save."""
+    def fence_token(self, now: datetime) -> int | None:
+        """The token of the term this process holds now, claimed at its first save (or the
+        first fenced save of another record, e.g. a MIG re-layout's); None: unfenced."""
         term = None if self._term_of is None else self._term_of()
         if term is None:
             return None
@@ -76,7 +77,7 @@ class RetryingDecisionStore:
     def save_intent(self, started_at: datetime, memory: GuardMemory,
                     writer: str | None = None, fence: int | None = None) -> None:
         """Raises ``Fenced`` (the tick must not act) when another term claimed the store."""
-        fence = self._fence(started_at) if fence is None else fence
+        fence = self.fence_token(started_at) if fence is None else fence
         self._store.save_intent(started_at, memory, writer or self.writer, fence=fence)
         self._intent_at = started_at
 
@@ -91,7 +92,7 @@ class RetryingDecisionStore:
         if report.writer is None and self.writer is not None:
             report = replace(report, writer=self.writer)
         try:
-            fence = self._fence(report.started_at) if fence is None else fence
+            fence = self.fence_token(report.started_at) if fence is None else fence
             self._save_unsaved(fence)
             tick_id = self._store.save_tick(report, fence=fence)
         except Fenced as error:

@@ -23,7 +23,7 @@ from controlplane.adapters.prometheus import (
     prometheus_source,
 )
 from controlplane.decision_retry import RetryingDecisionStore
-from controlplane.domain.errors import PermanentError, TransientError, error_line
+from controlplane.domain.errors import Fenced, PermanentError, TransientError, error_line
 from controlplane.jobs import build_scheduler, run_until_stopped
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.placement_api import FOLLOW_EVERY_S, JournalFollower, start_placement_api
@@ -123,6 +123,9 @@ def _advance(mig: MigRelayoutActuator) -> None:
     except STORE_DOWN as error:
         log.warning("relayouts.not_advanced", extra={"error": error_line(error),
                                                      "next": "the next tick tries again"})
+    except Fenced as error:  # a step's record refused: another replica leads the relayouts
+        log.error("relayouts.fenced", extra={"error": error_line(error),
+                                             "next": "this process no longer leads"})
 
 
 def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
@@ -136,7 +139,9 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     clock = WallClock()
     store.upsert_prices(pool_specs(settings), clock.now())  # the Cost page's prices
     source = prometheus_source(settings.prometheus)
-    backend = build_k8s_backend(settings, clock, SqlRelayoutStore(store.engine),
+    # the re-layouts' records are fenced by the term of the tick records' (``decisions``)
+    relayouts = SqlRelayoutStore(store.engine, fence=lambda: decisions.fence_token(clock.now()))
+    backend = build_k8s_backend(settings, clock, relayouts,
                                 identity=identity,
                                 load=PrometheusLoad(source, per_replica_rps(specs),
                                                    settings.prometheus.metric,
@@ -145,12 +150,12 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     history = PrometheusHistory(source, store.model_names)
     placement = LocalPlacementClient(engine)
     inventory_reader = backend.reader.without_load()  # a follower's: no Prometheus queries
+    decisions = RetryingDecisionStore(store, writer=backend.identity, term=backend.elector.term)
     deps = ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
                          replicas=backend.replicas, placement=placement, forecasts=store,
                          # the ticks a replica records only while it holds the Lease (or, a
                          # dry run, while none does): written by its Lease holder identity
-                         decisions=RetryingDecisionStore(store, writer=backend.identity,
-                                                         term=backend.elector.term),
+                         decisions=decisions,
                          history=store,
                          ledger=SqlForecastLedger(store.engine),
                          sharing=backend.sharing, mig=backend.mig, samples=store,

@@ -3,11 +3,15 @@
 
 Every step of a relayout is saved in its own transaction after its effects ran, so a crashed
 process resumes each active relayout from the last saved phase (see domain/mig_relayout.py).
+Under ``headroom serve --backend kubernetes`` each save is fenced by the leader's term, as its
+tick records are (``store/tick_fence.py``): a deposed leader cannot save a step late over the
+next leader's.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +20,7 @@ from sqlmodel import Field, Session, SQLModel, col, select
 
 from controlplane.domain.mig_layout import NodeMigLayout, layout_from_entries, mig_parted_entries
 from controlplane.domain.mig_relayout import TERMINAL, MigRelayout, RelayoutPhase
+from controlplane.store import tick_fence
 from controlplane.store.repository import as_utc
 from controlplane.store.tables import NODE_NAME_CHARS
 from controlplane.store.utc import UtcDateTime
@@ -83,11 +88,18 @@ def from_record(row: MigRelayoutRecord) -> MigRelayout:
 class SqlRelayoutStore:
     """RelayoutStore over the SQL store's engine (SQLite or PostgreSQL)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, fence: Callable[[], int | None] | None = None) -> None:
+        """``fence``: the fencing token of the leadership term this process holds (the tick
+        records', ``RetryingDecisionStore.fence_token``); each save is refused (``Fenced``)
+        once another term claimed a newer one. None, or a token of None: unfenced."""
         self.engine = engine
+        self.fence = fence
 
     def save_relayout(self, relayout: MigRelayout) -> None:
+        token = None if self.fence is None else self.fence()
         with Session(self.engine) as session:
+            if token is not None:
+                tick_fence.check(session.connection(), token)
             session.merge(to_record(relayout))
             session.commit()
 
