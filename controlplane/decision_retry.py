@@ -21,6 +21,7 @@ names the replica that leads and sees when that changed (``domain.tick_writers``
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
@@ -47,6 +48,7 @@ class RetryingDecisionStore:
         self._term_of = term
         self._term: int | None = None  # the term the token was claimed for
         self._token: int | None = None
+        self._claiming = threading.Lock()
         self._unsaved: TickReport | None = None
         self._intent_at: datetime | None = None  # when this process's newest intent was saved
 
@@ -67,12 +69,13 @@ class RetryingDecisionStore:
         term = None if self._term_of is None else self._term_of()
         if term is None:
             return None
-        if term != self._term or self._token is None:
-            self._token = self._store.claim_fence(self.writer or "unknown", now)
-            self._term = term
-            log.info("tick.fence_claimed", extra={"token": self._token,
-                                                  "writer": self.writer or "unknown"})
-        return self._token
+        with self._claiming:  # one claim per term: two would fence each other off
+            if term != self._term or self._token is None:
+                self._token = self._store.claim_fence(self.writer or "unknown", now)
+                self._term = term
+                log.info("tick.fence_claimed", extra={"token": self._token,
+                                                      "writer": self.writer or "unknown"})
+            return self._token
 
     def save_intent(self, started_at: datetime, memory: GuardMemory,
                     writer: str | None = None, fence: int | None = None) -> None:

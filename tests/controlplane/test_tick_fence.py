@@ -5,6 +5,7 @@ refused in the same transaction, so it can never become the store's newest guard
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -177,3 +178,41 @@ def test_migration_0018_adds_the_fence_table_to_a_0017_store_and_drops_it_on_dow
     downgrade(store.engine, "0017")
     assert not inspect(store.engine).has_table("tick_fences") and _ticks(store) == 2
     store.engine.dispose()
+
+
+class SlowClaims:
+    """A store whose claims are counted; the first one waits until released."""
+
+    def __init__(self) -> None:
+        self.claims = 0
+        self.first_in = threading.Event()
+        self.second_in = threading.Event()
+        self.release = threading.Event()
+
+    def claim_fence(self, holder: str, now: datetime) -> int:
+        self.claims += 1
+        if self.claims == 1:
+            self.first_in.set()
+            self.release.wait(timeout=30)
+        else:
+            self.second_in.set()
+        return self.claims
+
+
+def test_two_threads_of_one_term_claim_one_token_between_them() -> None:
+    claims = SlowClaims()
+    decisions = RetryingDecisionStore(claims, writer="replica-a",  # type: ignore[arg-type]
+                                      term=Term(1))
+    tokens: list[int | None] = []
+    first = threading.Thread(target=lambda: tokens.append(decisions.fence_token(T0)))
+    second = threading.Thread(target=lambda: tokens.append(decisions.fence_token(T0)))
+    first.start()
+    assert claims.first_in.wait(timeout=30)
+    second.start()
+    # the second waits for the first's claim rather than making its own, which would fence the
+    # first one's saves off
+    assert not claims.second_in.wait(timeout=0.5)
+    claims.release.set()
+    first.join(timeout=30)
+    second.join(timeout=30)
+    assert claims.claims == 1 and tokens == [1, 1]
