@@ -162,7 +162,9 @@ def _kept_in_store(settings: Settings) -> tuple[
     url, clock = settings.db.url, WallClock()
     with store_errors(url), db_url_named(settings):
         store = open_store(settings.db, migrate=True)
-        engine = journaled_engine(store, clock)
+        # the journal names this server by k8s.identity when set (e.g. its pod's name, as a
+        # `headroom serve` replica goes by its Lease identity), else hostname-pid
+        engine = journaled_engine(store, clock, settings.k8s.identity or None)
     bindings, _, revision = engine.counts()
     return engine, (hints_api(store, clock),), store.engine.dispose, (
         f"placement state kept in {redact(url)}: {bindings} binding(s) and plan revision "

@@ -18,6 +18,7 @@ from clihelpers import HEADROOM, _env
 
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
+from controlplane.store.placement_journal import placement_status
 from protos.headroom.v1 import hints_pb2, hints_pb2_grpc
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
@@ -41,12 +42,12 @@ def _whole(workload_id: str) -> pb.PlaceRequest:
 
 
 @contextmanager
-def _server(db: Path) -> Iterator[tuple[subprocess.Popen[str], grpc.Channel, str]]:
+def _server(db: Path, **env: str) -> Iterator[tuple[subprocess.Popen[str], grpc.Channel, str]]:
     """``headroom placement serve --db DB`` on a free port: the process, a channel to it and
     the line saying what it restored; killed at the end if the test did not stop it."""
     proc = subprocess.Popen([*HEADROOM, "placement", "serve", "--listen", "127.0.0.1:0", "--db",
                              str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_env())
+                            env=_env(**env))
     try:
         assert proc.stdout is not None
         listening = proc.stdout.readline().strip()
@@ -161,3 +162,18 @@ def test_the_store_s_demand_hints_are_served_beside_placement(tmp_path: Path) ->
         listed = hints.ListHints(hints_pb2.ListHintsRequest(), timeout=10).hints
         assert [h.id for h in listed] == [added.id]
         _stop(proc)
+
+
+def test_the_journal_names_the_server_by_its_k8s_identity_when_one_is_set(
+        tmp_path: Path) -> None:
+    db = tmp_path / "placement.db"
+    with _server(db, HEADROOM_K8S__IDENTITY="placement-7c9d-0") as (proc, channel, _):
+        stub = pb_grpc.PlacementStub(channel)
+        stub.SyncInventory(INVENTORY, timeout=10)
+        stub.Place(_whole("llama-0"), timeout=10)
+        _stop(proc)
+    store = Store.open(f"sqlite:///{db}")
+    with store.engine.connect() as connection:
+        placement = placement_status(connection)
+    store.engine.dispose()
+    assert placement is not None and placement.changed_by == "placement-7c9d-0"
