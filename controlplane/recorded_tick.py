@@ -67,20 +67,21 @@ def run_tick(deps: ReconcileDeps, config: ReconcileConfig) -> TickRun:
 def not_leading(started_at: datetime, now: datetime, fenced: Fenced) -> TickReport:
     """The report of a tick whose intent the store fenced off before it acted (another term
     claimed the store since this process took its lease), logged on one line; never saved."""
-    line = error_line(fenced)
-    log.error("tick.failed", extra={"reason": FENCED, "error": line,
-                                    "next": "nothing applied; this process no longer leads"})
-    unobserved = ObservedState(started_at, (), (), (), synced=False, notes=(line,))
-    return TickReport(started_at, now, TickStatus.FAILED, FENCED, unobserved, (), None, None,
-                      (), GuardMemory())
+    return _failed_before_acting(started_at, now, FENCED, fenced,
+                                 "nothing applied; this process no longer leads")
 
 
 def store_failed(started_at: datetime, now: datetime, error: Exception) -> TickReport:
     """The report of a tick the store failed before it acted, logged on one line. Its guard
     memory is empty: the report is counted, never saved (the store's newest memory stands)."""
+    return _failed_before_acting(started_at, now, STORE_UNAVAILABLE, error,
+                                 "nothing applied; the next tick tries again")
+
+
+def _failed_before_acting(started_at: datetime, now: datetime, reason: str, error: Exception,
+                          next_step: str) -> TickReport:
     line = error_line(error)
-    log.error("tick.failed", extra={"reason": STORE_UNAVAILABLE, "error": line,
-                                    "next": "nothing applied; the next tick tries again"})
+    log.error("tick.failed", extra={"reason": reason, "error": line, "next": next_step})
     unobserved = ObservedState(started_at, (), (), (), synced=False, notes=(line,))
-    return TickReport(started_at, now, TickStatus.FAILED, STORE_UNAVAILABLE, unobserved, (),
-                      None, None, (), GuardMemory())
+    return TickReport(started_at, now, TickStatus.FAILED, reason, unobserved, (), None, None,
+                      (), GuardMemory())

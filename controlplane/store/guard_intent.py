@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import Connection, select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -26,6 +26,7 @@ from controlplane.domain.fleet_status import UnrecordedTick
 from controlplane.domain.guards import GuardMemory
 from controlplane.store import codec
 from controlplane.store.tables import GuardIntentRecord, TickRecord
+from controlplane.store.utc import as_utc
 
 log = logging.getLogger("headroom.reconcile")
 SLOT = 1
@@ -57,12 +58,7 @@ def _pending(connection: Connection) -> tuple[_Intent | None, tuple[int, str] | 
                              .where(intents.slot == SLOT)).first()
     if row is None or (None if tick is None else tick[0]) != row[3]:
         return None, tick
-    return _Intent(_utc(row[0]), str(row[1]), row[2], row[3]), tick
-
-
-def _utc(at: datetime) -> datetime:
-    """SQLite hands back naive datetimes (``repository.as_utc``)."""
-    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    return _Intent(as_utc(row[0]), str(row[1]), row[2], row[3]), tick
 
 
 def unrecorded_tick(connection: Connection) -> UnrecordedTick | None:

@@ -12,8 +12,7 @@ from sqlalchemy import select as sa_select
 from sqlmodel import Field, Session, SQLModel
 
 from controlplane.domain.hints import DemandHint
-from controlplane.store.repository import as_utc
-from controlplane.store.utc import UtcDateTime
+from controlplane.store.utc import UtcDateTime, as_utc
 
 log = logging.getLogger("headroom.store")
 

@@ -20,8 +20,8 @@ from sqlmodel import Session, SQLModel, col, select
 
 from controlplane.domain.errors import TransientError, error_line
 from controlplane.domain.lease import LeaseRecord
-from controlplane.store.repository import as_utc
 from controlplane.store.tables import LeaseRowRecord
+from controlplane.store.utc import as_utc
 
 
 def _table() -> Table:

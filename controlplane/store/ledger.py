@@ -19,8 +19,8 @@ from sqlmodel import Session, SQLModel, col, delete
 
 from controlplane.autoscaling.issued import IssuedForecast, accuracy
 from controlplane.domain.forecast_accuracy import ForecastAccuracy
-from controlplane.store.repository import as_utc
 from controlplane.store.tables import IssuedForecastRecord
+from controlplane.store.utc import as_utc
 
 _COLUMNS = ("model", "target_at", "step_s", "p50_rps", "p90_rps", "sigma")
 _ROW_COLUMNS = (*_COLUMNS, "observed_rps", "scored_at")

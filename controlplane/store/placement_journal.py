@@ -44,8 +44,7 @@ from sqlmodel import Field, SQLModel
 from controlplane.domain.errors import error_line
 from controlplane.domain.fleet_status import PlacementStatus
 from controlplane.ports import Clock
-from controlplane.store.repository import as_utc
-from controlplane.store.utc import UtcDateTime
+from controlplane.store.utc import UtcDateTime, as_utc
 from protos.headroom.v1 import placement_pb2 as pb
 from scheduler import convert
 from scheduler.domain.errors import Unavailable

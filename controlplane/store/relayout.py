@@ -21,9 +21,8 @@ from sqlmodel import Field, Session, SQLModel, col, select
 from controlplane.domain.mig_layout import NodeMigLayout, layout_from_entries, mig_parted_entries
 from controlplane.domain.mig_relayout import TERMINAL, MigRelayout, RelayoutPhase
 from controlplane.store import tick_fence
-from controlplane.store.repository import as_utc
 from controlplane.store.tables import NODE_NAME_CHARS
-from controlplane.store.utc import UtcDateTime
+from controlplane.store.utc import UtcDateTime, as_utc
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -98,8 +97,7 @@ class SqlRelayoutStore:
     def save_relayout(self, relayout: MigRelayout) -> None:
         token = None if self.fence is None else self.fence()
         with Session(self.engine) as session:
-            if token is not None:
-                tick_fence.check(session.connection(), token)
+            tick_fence.check(session.connection(), token)
             session.merge(to_record(relayout))
             session.commit()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Engine, func, inspect
@@ -54,6 +54,7 @@ from controlplane.store.tables import (
     PlanRecord,
     TickRecord,
 )
+from controlplane.store.utc import as_utc
 from forecaster.types import Forecast, TrafficSeries
 
 
@@ -66,11 +67,6 @@ def price_label(pool: PoolSpec, at: datetime | None) -> dict[str, str]:
         return {"source": listed.source, "as_of": listed.as_of}
     return {"source": f"settings pools[{pool.name}].price_per_gpu_hour",
             "as_of": as_utc(at).date().isoformat() if at is not None else ""}
-
-
-def as_utc(value: datetime) -> datetime:
-    """SQLite hands back naive datetimes; every time in Headroom is UTC."""
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 class Store:
@@ -333,8 +329,7 @@ class Store:
         """``fence``: saved only while it is the newest fencing token (``Fenced`` otherwise,
         nothing saved); None: unfenced."""
         with self.session() as session:
-            if fence is not None:
-                tick_fence.check(session.connection(), fence)
+            tick_fence.check(session.connection(), fence)
             tick = TickRecord(
                 started_at=report.started_at, finished_at=report.finished_at,
                 status=report.status.value, reason=report.reason,
@@ -409,8 +404,7 @@ class Store:
     def save_intent(self, started_at: datetime, memory: GuardMemory,
                     writer: str | None = None, fence: int | None = None) -> None:
         with self.engine.begin() as connection:
-            if fence is not None:
-                tick_fence.check(connection, fence)
+            tick_fence.check(connection, fence)
             guard_intent.save_intent(connection, started_at, memory, writer)
 
     def claim_fence(self, holder: str, now: datetime) -> int:

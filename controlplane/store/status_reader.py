@@ -41,7 +41,6 @@ from controlplane.store.ledger import recent_accuracy
 from controlplane.store.placement_journal import placement_status
 from controlplane.store.profiles import newest_profiles
 from controlplane.store.relayout import MigRelayoutRecord
-from controlplane.store.repository import as_utc
 from controlplane.store.tables import (
     ActionRecord,
     ForecastRecord,
@@ -52,6 +51,7 @@ from controlplane.store.tables import (
     PlanRecord,
     TickRecord,
 )
+from controlplane.store.utc import as_utc
 
 #: how many ticks before an unsynced last tick are searched for the fleet last seen
 SYNCED_LOOKBACK_TICKS = 240

@@ -43,9 +43,12 @@ def claim(connection: Connection, holder: str, now: datetime) -> int:
     return int(token)
 
 
-def check(connection: Connection, token: int) -> None:
+def check(connection: Connection, token: int | None) -> None:
     """Raise ``Fenced`` unless ``token`` is the newest claimed; within the caller's
-    transaction, which it keeps from a concurrent claim until it ends."""
+    transaction, which it keeps from a concurrent claim until it ends. None: unfenced, no
+    check."""
+    if token is None:
+        return
     table = _table()
     kept = connection.execute(update(table).where(table.c.name == TICKS, table.c.token == token)
                               .values(token=table.c.token))

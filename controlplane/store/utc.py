@@ -1,4 +1,5 @@
-"""The type of every time column: written as the UTC instant on SQLite and PostgreSQL alike."""
+"""The type of every time column: written as the UTC instant on SQLite and PostgreSQL alike;
+and ``as_utc`` for the values read back."""
 
 from __future__ import annotations
 
@@ -29,3 +30,8 @@ class UtcDateTime(TypeDecorator[datetime]):
     @property
     def python_type(self) -> type[datetime]:
         return datetime
+
+
+def as_utc(value: datetime) -> datetime:
+    """SQLite hands back naive datetimes; every time in Headroom is UTC."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
