@@ -35,6 +35,7 @@ from controlplane.domain.lease import (
     LeaseVerdict,
     decide_lease,
     leads_until,
+    leads_until_at,
     released,
     renewed_ago_s,
     renewed_while_watched,
@@ -137,9 +138,7 @@ class StoreLeaseElector:
         return self._renewed_at is not None and now < leads_until(self._renewed_at, self.timing)
 
     def leads_until_at(self, now: datetime) -> datetime | None:
-        if not self.is_leader(now) or self._renewed_at is None:
-            return now
-        return leads_until(self._renewed_at, self.timing)
+        return leads_until_at(self._renewed_at, self.timing, now)
 
     def term(self) -> int | None:
         return self._terms

@@ -107,6 +107,14 @@ def leads_until(renewed_at: datetime, timing: LeaseTiming) -> datetime:
     return renewed_at + timedelta(seconds=timing.renew_deadline_s)
 
 
+def leads_until_at(renewed_at: datetime | None, timing: LeaseTiming, now: datetime) -> datetime:
+    """When a leader whose last successful acquire or renew was at ``renewed_at`` stops
+    leading: its renew deadline; ``now`` when it does not lead (never renewed, or past it)."""
+    if renewed_at is None or now >= leads_until(renewed_at, timing):
+        return now
+    return leads_until(renewed_at, timing)
+
+
 def deadline_on_scale_s(now: datetime, until_at: datetime, scale_now_s: float) -> float:
     """``until_at`` (an instant on the clock that reads ``now``) on a monotonic scale that reads
     ``scale_now_s`` at that moment: the instant a leader's deadline falls on the scale its

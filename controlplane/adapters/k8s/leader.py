@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from controlplane.adapters.k8s.api import JsonObject, KubeApi
 from controlplane.adapters.k8s.fence import leading_until
@@ -27,6 +27,7 @@ from controlplane.domain.lease import (
     LeaseVerdict,
     decide_lease,
     leads_until,
+    leads_until_at,
     released,
 )
 from controlplane.domain.mig_layout import NodeMigLayout
@@ -42,6 +43,7 @@ from controlplane.ports import (
 )
 
 log = logging.getLogger("headroom.k8s.leader")
+T = TypeVar("T")
 MICRO_TIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 NOT_LEADER = "not_leader: another replica actuates"
 
@@ -145,9 +147,7 @@ class K8sLeaseElector(_LeaseWatcher):
         return self._renewed_at is not None and now < leads_until(self._renewed_at, self.timing)
 
     def leads_until_at(self, now: datetime) -> datetime | None:
-        if not self.is_leader(now) or self._renewed_at is None:
-            return now
-        return leads_until(self._renewed_at, self.timing)
+        return leads_until_at(self._renewed_at, self.timing, now)
 
     def release(self) -> None:
         if self._renewed_at is None:
@@ -229,31 +229,32 @@ class LeaderGated:
         self._node_pools, self._replicas = node_pools, replicas
         self._sharing, self._mig = sharing, mig
 
-    def _gated(self, target: str, call: Callable[[], ActionOutcome]) -> ActionOutcome:
+    def _gated(self, call: Callable[[], T], refused: T) -> T:
+        """``call`` fenced to the leader's deadline; ``refused`` when this replica does not
+        lead."""
         now = self.clock.now()
         if not self.elector.is_leader(now):
-            return failed(target, NOT_LEADER, retryable=True)
+            return refused
         with leading_until(now, self.elector.leads_until_at(now)):
             return call()
 
+    def _gated_outcome(self, target: str, call: Callable[[], ActionOutcome]) -> ActionOutcome:
+        return self._gated(call, failed(target, NOT_LEADER, retryable=True))
+
     def set_size(self, pool: str, nodes: int) -> ActionOutcome:
-        return self._gated(pool, lambda: self._node_pools.set_size(pool, nodes))
+        return self._gated_outcome(pool, lambda: self._node_pools.set_size(pool, nodes))
 
     def set_replicas(self, model: str, replicas: int) -> ActionOutcome:
-        return self._gated(model, lambda: self._replicas.set_replicas(model, replicas))
+        return self._gated_outcome(model, lambda: self._replicas.set_replicas(model, replicas))
 
     def apply_sharing(self, node: str, layout: SharingLayout) -> ActionOutcome:
-        return self._gated(node, lambda: self._sharing.apply_sharing(node, layout))
+        return self._gated_outcome(node, lambda: self._sharing.apply_sharing(node, layout))
 
     def start_relayout(self, node: str, layout: NodeMigLayout, reason: str) -> ActionOutcome:
-        return self._gated(node, lambda: self._mig.start_relayout(node, layout, reason))
+        return self._gated_outcome(node, lambda: self._mig.start_relayout(node, layout, reason))
 
     def advance(self) -> tuple[MigRelayout, ...]:
-        now = self.clock.now()
-        if not self.elector.is_leader(now):
-            return ()
-        with leading_until(now, self.elector.leads_until_at(now)):
-            return self._mig.advance()
+        return self._gated(self._mig.advance, ())
 
     def in_flight(self) -> dict[str, NodeMigLayout]:
         return self._mig.in_flight()  # a read: followers may ask too
