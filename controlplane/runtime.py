@@ -11,7 +11,6 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import grpc
 
@@ -31,7 +30,7 @@ from controlplane.domain.node_plan import NodeConfigLimits, node_config_plan
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.tick import TickReport
 from controlplane.forecast_calibration import CalibratedForecasts, CalibrationConfig
-from controlplane.forecast_job import HistorySource, JobConfig, run_job, state_dir_problem
+from controlplane.forecast_refresh import check_state_dir, refresh_forecasts
 from controlplane.hinted_forecasts import HintedForecasts
 from controlplane.ports import Clock
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps, reconcile_once
@@ -137,52 +136,9 @@ def check_sim_models(factors: Mapping[str, float], specs: tuple[ModelSpec, ...])
                           f"in the simulated fleet ({', '.join(s.name for s in specs)})")
 
 
-def check_state_dir(state_dir: Path | None) -> None:
-    """The forecast refreshes keep fitted state there: a directory they cannot write is refused
-    at startup (before serve and demo open their store), not met with a warning per model on
-    every refresh."""
-    problem = state_dir_problem(state_dir) if state_dir is not None else None
-    if problem is not None:
-        raise ConfigError(f"forecast.state_dir {state_dir}: {problem}; set a writable "
-                          "directory, or null to refit every model on every refresh")
-
-
 def calibration_config(settings: Settings) -> CalibrationConfig:
     auto = settings.autoscaling
     return CalibrationConfig(auto.calibration_window_s, auto.calibration_errors)
-
-
-def forecast_jobs(settings: Settings, refresh: Callable[[], object]
-                  ) -> dict[str, tuple[Callable[[], object], float]]:
-    """Serve's forecast refresh job, every ``forecast.interval_s``; none when scheduled
-    ``headroom forecast run`` jobs refresh the forecasts (``forecast.refresh_in_serve`` false,
-    logged once: a model whose forecasts those jobs stop refreshing is sized as stale)."""
-    if settings.forecast.refresh_in_serve:
-        return {"forecast": (refresh, settings.forecast.interval_s)}
-    log.info("forecast.refresh_external", extra={"interval_s": settings.forecast.interval_s})
-    return {}
-
-
-def refresh_forecasts(history: HistorySource, store: Store, now: datetime,
-                      settings: Settings) -> list[Forecast]:
-    """Forecast every model ``history`` lists from the history it gives (the forecast job: the
-    store's own observations in the simulator, Prometheus on Kubernetes) and store the
-    forecasts in ``store``."""
-    fs = settings.forecast
-    config = JobConfig(horizon_s=fs.horizon_s, step_s=fs.step_s, history_s=fs.history_s,
-                       method=fs.method, workers=fs.workers, state_dir=fs.state_dir,
-                       fit_budget_s=fs.refresh_budget_s(), state_retention_s=fs.state_retention_s)
-    report = run_job(history, store, now, config)
-    for model, why in sorted(report.failed.items()):  # no forecast: its last one goes stale
-        log.warning("forecast.failed", extra={"model": model, "reason": why})
-    if report.state_unsaved:  # the forecasts are stored; every refresh refits these models
-        log.warning("forecast.state_unsaved", extra={
-            "state_dir": str(fs.state_dir), "models": report.state_unsaved,
-            "of_models": report.models, "error": report.state_error})
-    if report.pruned:
-        log.info("forecast.state_pruned", extra={"state_dir": str(fs.state_dir),
-                                                 "files": report.pruned})
-    return list(report.forecasts)
 
 
 def prune_store(store: Store, now: datetime, settings: Settings) -> Pruned | None:
@@ -259,11 +215,13 @@ class SimRuntime:
                                   lambda m, at: traffic.rate_rps(shapes[m], seed, at),
                                   settings.sim, start_at,
                                   mig_binding=settings.reconcile.node_configs)
+        #: the tick records' store, and the term's fencing token the forecasts are stored by
+        self.decisions = RetryingDecisionStore(store, writer, term)
         self.deps = ReconcileDeps(clock=self.clock, reader=self.cluster, node_pools=self.cluster,
                                   replicas=self.cluster,
                                   placement=LocalPlacementClient(self.engine),
                                   forecasts=store,
-                                  decisions=RetryingDecisionStore(store, writer, term),
+                                  decisions=self.decisions,
                                   history=store,
                                   ledger=SqlForecastLedger(store.engine),
                                   sharing=self.cluster, mig=self.cluster, samples=store,
@@ -366,9 +324,12 @@ class SimRuntime:
         return run.report
 
     def refresh_forecasts(self) -> list[Forecast]:
+        """Stored under the fencing token of the store lease's term (a term that ended
+        meanwhile stores nothing)."""
         with self.lock:
-            return refresh_forecasts(self.store, self.store, self.clock.now(),
-                                     self.settings)
+            now = self.clock.now()
+            return refresh_forecasts(self.store, self.store, now, self.settings,
+                                     fence=self.decisions.fence_token(now))
 
     def prune(self) -> Pruned | None:
         with self.lock:

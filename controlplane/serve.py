@@ -15,6 +15,7 @@ from rich.console import Console
 from controlplane.adapters.clock import WallClock
 from controlplane.adapters.keda import keda_registrar
 from controlplane.fleet_lease import FleetLease, FleetLeaseHeld, hold_fleet_lease
+from controlplane.forecast_refresh import forecast_jobs
 from controlplane.identity import holder_identity
 from controlplane.jobs import build_scheduler, run_until_stopped
 from controlplane.placement_api import (
@@ -24,7 +25,7 @@ from controlplane.placement_api import (
     start_placement_api,
 )
 from controlplane.ports import Clock
-from controlplane.runtime import SimRuntime, forecast_jobs, hints_api, keda_servicer
+from controlplane.runtime import SimRuntime, hints_api, keda_servicer
 from controlplane.settings import Settings
 from controlplane.store import Store
 from controlplane.store.configured import open_store

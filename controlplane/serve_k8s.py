@@ -24,20 +24,14 @@ from controlplane.adapters.prometheus import (
 )
 from controlplane.decision_retry import RetryingDecisionStore
 from controlplane.domain.errors import Fenced, PermanentError, TransientError, error_line
+from controlplane.forecast_refresh import forecast_jobs, refresh_forecasts
 from controlplane.jobs import build_scheduler, run_until_stopped
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.placement_api import FOLLOW_EVERY_S, JournalFollower, start_placement_api
 from controlplane.ports import ClusterReader, MigRelayoutActuator, PlacementClient
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps
 from controlplane.recorded_tick import TickRun, run_tick
-from controlplane.runtime import (
-    forecast_jobs,
-    hints_api,
-    keda_servicer,
-    prune_store,
-    reconcile_config,
-    refresh_forecasts,
-)
+from controlplane.runtime import hints_api, keda_servicer, prune_store, reconcile_config
 from controlplane.settings import ConfigError, Settings, pool_specs
 from controlplane.settings_env import ENV_PREFIX
 from controlplane.store import Store
@@ -182,8 +176,9 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
             leader_tick(deps, config, backend.mig, metrics)  # metrics: set below, before it runs
 
     def forecast() -> None:
-        if leads():
-            refresh_forecasts(history, store, clock.now(), settings)
+        if leads():  # stored under this term's token: none when another replica led since
+            now = clock.now()
+            refresh_forecasts(history, store, now, settings, fence=decisions.fence_token(now))
 
     def prune() -> None:
         if leads():
@@ -193,7 +188,8 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
         """At once on SIGTERM: no job starts leading again; the tick in flight, if any, ends
         (the re-layout step it moves on is not left halfway); then the Lease is handed back,
         so a standby takes over at its next try, while a forecast refresh in flight finishes
-        (its forecasts are stored; it writes nothing to the cluster)."""
+        (it writes nothing to the cluster; its forecasts are stored unless the new leader
+        claimed the store first)."""
         stepping_down.set()
         with ticking, leasing:
             backend.elector.release()

@@ -36,10 +36,11 @@ from controlplane.cli.streams import print_error, stdout_to_stderr
 from controlplane.cli.times import parse_utc
 from controlplane.demo import Demo
 from controlplane.fleet_lease import FleetLeaseHeld
+from controlplane.forecast_refresh import check_state_dir
 from controlplane.jobs import stop_on_sigterm
 from controlplane.logsetup import setup_logging
 from controlplane.placement_api import check_security_files
-from controlplane.runtime import check_budget_tenants, check_state_dir
+from controlplane.runtime import check_budget_tenants
 from controlplane.serve import ServeError
 from controlplane.settings import ConfigError, Settings, load_settings
 from controlplane.sim.catalog import DEMO_MODELS

@@ -20,7 +20,7 @@ class Fenced(Exception):
     def __init__(self, token: int, newest: int | None, holder: str) -> None:
         self.token, self.newest, self.holder = token, newest, holder
         by = f"{newest}, claimed by {holder or 'unknown'}" if newest is not None else "none"
-        super().__init__(f"tick records: fenced: this process's token {token} is not the "
+        super().__init__(f"leader's writes: fenced: this process's token {token} is not the "
                          f"store's newest ({by}); another replica has led since")
 
 

@@ -303,8 +303,13 @@ class Store:
         return codec.observed_from_json(row) if row else None
 
     # -- forecasts ------------------------------------------------------------------------
-    def save_forecasts(self, forecasts: Sequence[Forecast], computed_at: datetime) -> None:
+    def save_forecasts(self, forecasts: Sequence[Forecast], computed_at: datetime,
+                       fence: int | None = None) -> None:
+        """``fence``: saved only while it is the newest fencing token (``Fenced`` otherwise,
+        none saved), as the leader's tick records are; None: unfenced (a scheduled
+        ``headroom forecast run``)."""
         with self.session() as session:
+            tick_fence.check(session.connection(), fence)
             session.add_all([ForecastRecord(
                 model=f.series_id, computed_at=computed_at, origin_at=f.origin_at, step_s=f.step_s,
                 p50_json=json.dumps(list(f.p50)), p90_json=json.dumps(list(f.p90)),

@@ -57,7 +57,7 @@ def test_each_claim_is_the_next_token_and_a_save_under_an_older_one_is_refused_w
     with pytest.raises(Fenced) as refused:
         store.save_tick(_report(_at(60), 7), fence=1)
     assert str(refused.value) == (
-        "tick records: fenced: this process's token 1 is not the store's newest (2, claimed "
+        "leader's writes: fenced: this process's token 1 is not the store's newest (2, claimed "
         "by replica-b); another replica has led since")
     with pytest.raises(Fenced):
         store.save_intent(_at(90), _memory(_at(90), 8), fence=1)

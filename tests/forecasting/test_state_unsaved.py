@@ -22,7 +22,7 @@ import numpy.typing as npt
 import pytest
 
 from controlplane.forecast_job import JobConfig, run_job
-from controlplane.runtime import refresh_forecasts
+from controlplane.forecast_refresh import refresh_forecasts
 from controlplane.settings import load_settings
 from tests.forecasting.builders import diurnal, long_csv
 from tests.forecasting.test_forecast_job import MODELS, NOW, filled_store

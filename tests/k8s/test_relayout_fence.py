@@ -74,4 +74,4 @@ def test_an_action_whose_record_is_fenced_off_is_a_failed_not_leader_outcome() -
     action = SetReplicas("m", 1, 2, "forecast")
     outcome = apply_action(action, Actuators(NoPools(), FencedReplicas()))
     assert (outcome.ok, outcome.retryable) == (False, False)
-    assert outcome.message.startswith("not_leader: tick records: fenced: this process's token 1")
+    assert outcome.message.startswith("not_leader: leader's writes: fenced: this process's token 1")
