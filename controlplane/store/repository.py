@@ -17,7 +17,6 @@ from sqlalchemy import select as select_columns
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, SQLModel, col, delete, select
 
-from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.cost import DEFAULT_PRICES
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.guards import GuardMemory
@@ -25,8 +24,8 @@ from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.price_history import check_one_price_per_product
 from controlplane.domain.profile import ProfileCorrection, ProfileSample
-from controlplane.domain.tick import TickReport, TickStatus
-from controlplane.store import codec, guard_intent, tick_fence
+from controlplane.domain.tick import TickReport
+from controlplane.store import codec, guard_intent, tick_fence, tick_records
 from controlplane.store.engine import (
     MigrationError,
     StoreUnavailable,
@@ -49,7 +48,6 @@ from controlplane.store.tables import (
     ModelRecord,
     NodeRecord,
     ObservationRecord,
-    OutcomeRecord,
     PlacementRecord,
     PlanRecord,
     TickRecord,
@@ -335,70 +333,9 @@ class Store:
         nothing saved); None: unfenced."""
         with self.session() as session:
             tick_fence.check(session.connection(), fence)
-            tick = TickRecord(
-                started_at=report.started_at, finished_at=report.finished_at,
-                status=report.status.value, reason=report.reason,
-                gpus_ready=report.observed.gpus_ready(),
-                demand_rps=sum(m.demand_rps for m in report.observed.models
-                               if m.demand_measured),
-                capacity_rps=sum(m.capacity_rps for m in report.observed.models),
-                observed_json=codec.observed_to_json(report.observed),
-                guard_memory_json=codec.guard_memory_to_json(report.guard_memory),
-                profiles_json=codec.profiles_to_json(report.profiles) if report.profiles
-                else None, writer=report.writer)
-            session.add(tick)
-            session.flush()
-            assert tick.id is not None
-            if report.plan is not None and report.placement is not None:
-                self._add_plan(session, tick.id, report)
+            tick_id = tick_records.add_tick(session, report)
             session.commit()
-            return tick.id
-
-    @staticmethod
-    def _add_plan(session: Session, tick_id: int, report: TickReport) -> None:
-        assert report.plan is not None and report.placement is not None
-        placement = report.placement
-        plan_row = PlanRecord(
-            tick_id=tick_id, created_at=report.plan.created_at, revision=placement.revision,
-            dry_run=report.status is TickStatus.DRY_RUN, cost_per_hour=placement.cost_per_hour,
-            gpus_placed=sum(len(ids) for _, ids in placement.gpu_ids_by_product),
-            warm_gpus=sum(w.gpus for w in placement.warm_pools),
-            unplaced_json=json.dumps(list(placement.unplaced)), rendered=report.plan.render())
-        session.add(plan_row)
-        session.flush()
-        assert plan_row.id is not None
-        # outcomes follow the plan's actions in order (none in a dry run); a node may have two
-        # actions (sharing, then its re-layout), so they are paired by position, not by target
-        # (one flush for all the actions: their ids come back in one batched insert, not one
-        # round trip per action)
-        outcomes: list[ActionOutcome | None] = list(report.outcomes)
-        outcomes += [None] * (len(report.plan.actions) - len(outcomes))
-        rows = [ActionRecord(
-            plan_id=plan_row.id, ordinal=ordinal, kind=action.kind, target=action.target,
-            from_value=action.from_value, to_value=action.to_value, reason=action.reason)
-            for ordinal, action in enumerate(report.plan.actions)]
-        session.add_all(rows)
-        session.flush()
-        session.add_all([OutcomeRecord(action_id=row.id, ok=outcome.ok,
-                                       retryable=outcome.retryable, message=outcome.message,
-                                       applied_at=report.finished_at)
-                         for row, outcome in zip(rows, outcomes, strict=False)
-                         if outcome is not None and row.id is not None])
-        for ordinal, skip in enumerate(report.plan.skipped, start=len(report.plan.actions)):
-            session.add(ActionRecord(plan_id=plan_row.id, ordinal=ordinal, kind="skipped",
-                                     target=skip.target, from_value=skip.kept,
-                                     to_value=skip.wanted, reason=skip.reason, skipped=True))
-        # each segment's tenant as the models table has it now: showback of this plan keeps it
-        # when the model is later renamed, removed or moved to another tenant
-        names = sorted({s.model for s in placement.segments})
-        tenant_of = dict(session.exec(
-            select(ModelRecord.name, ModelRecord.tenant)
-            .where(col(ModelRecord.name).in_(names))).all()) if names else {}
-        session.add_all([PlacementRecord(
-            plan_id=plan_row.id, model=s.model, gpu_id=s.gpu_id, product=s.product, mode=s.mode,
-            mig_profile=s.mig_profile, mig_start=s.mig_start, compute_slices=s.compute_slices,
-            throughput_rps=s.throughput_rps, tenant=tenant_of.get(s.model))
-            for s in placement.segments])
+            return tick_id
 
     def last_guard_memory(self) -> GuardMemory:
         """The newest tick's guard memory, or the one a tick saved before acting when that
