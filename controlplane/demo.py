@@ -286,4 +286,6 @@ def dashboard_command(address: str, port: int) -> list[str]:
     return [sys.executable, "-m", "streamlit", "run", str(DASHBOARD_APP),
             "--server.address", address, "--server.port", str(port),
             "--server.headless", "true", "--browser.gatherUsageStats", "false",
-            "--global.developmentMode", "false", "--server.fileWatcherType", "none"]
+            "--global.developmentMode", "false", "--server.fileWatcherType", "none",
+            # an operator's view: no Deploy button, rerun or clear-cache in the toolbar
+            "--client.toolbarMode", "viewer"]

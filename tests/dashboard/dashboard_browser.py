@@ -26,7 +26,7 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 # JavaScript probes of a Streamlit page: rendered (the title shown, the page's closing
 # "Rendered in" caption present, the script idle), every Vega-Lite chart drawn, and anything
-# that went wrong.
+# that went wrong (a developer's Deploy button in an operator's toolbar too).
 RENDERED = """(() => {
   const h1 = document.querySelector('h1');
   const done = Array.from(document.querySelectorAll('[data-testid="stCaptionContainer"]'))
@@ -41,6 +41,7 @@ CHARTS_DRAWN = """(() => {
 PROBLEMS = """(() => {
   const text = document.body.innerText;
   return {exceptions: document.querySelectorAll('[data-testid="stException"]').length,
+          deployButton: !!document.querySelector('[data-testid="stAppDeployButton"]'),
           traceback: text.includes('Traceback'), notFound: text.includes('Page not found'),
           errors: Array.from(document.querySelectorAll('[data-testid="stAlertContentError"]'))
                        .map(e => e.innerText)};
