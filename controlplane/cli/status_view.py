@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from controlplane.domain.fleet_status import (
+    FenceStatus,
     FleetStatus,
     ForecastPoint,
     Health,
@@ -97,6 +98,10 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "started_at": _at(status.unrecorded.started_at),
             "age_s": age_s(status.unrecorded.started_at, now),
             "written_by": status.unrecorded.writer},
+        "fence": None if status.fence is None else {
+            "token": status.fence.token, "holder": status.fence.holder or None,
+            "claimed_at": _at(status.fence.claimed_at),
+            "claimed_age_s": age_s(status.fence.claimed_at, now)},
         "fleet": None if status.fleet_tick_id is None else {
             "tick_id": status.fleet_tick_id, "observed_at": _at(status.fleet_at)},
         "lease": None if lease is None else {
@@ -172,6 +177,13 @@ def lease_line(lease: LeaseStatus, now: datetime) -> str:
             f"{lease.duration_s} s after the last renewal")
 
 
+def fence_line(fence: FenceStatus, now: datetime) -> str:
+    """The leadership term whose store writes are accepted now."""
+    return (f"token {fence.token}, claimed by {fence.holder or UNKNOWN_WRITER} at "
+            f"{_at(fence.claimed_at)} ({_ago(age_s(fence.claimed_at, now))}); a replica's "
+            "saves under an older token are refused")
+
+
 def unrecorded_line(tick: UnrecordedTick, now: datetime) -> str:
     return (f"started at {_at(tick.started_at)} ({_ago(age_s(tick.started_at, now))}) by "
             f"{tick.writer or UNKNOWN_WRITER}: no record saved yet (in progress, or killed "
@@ -242,6 +254,8 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
         head.add_row("unrecorded tick", escape(unrecorded_line(status.unrecorded, now)))
     if status.lease is not None:
         head.add_row(f"lease {escape(status.lease.name)}", escape(lease_line(status.lease, now)))
+    if status.fence is not None:
+        head.add_row("write fence", escape(fence_line(status.fence, now)))
     if status.placement is not None:
         head.add_row("placement", escape(placement_line(status.placement, now)))
     if tick is not None and status.fleet_tick_id != tick.tick_id:

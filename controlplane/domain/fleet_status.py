@@ -169,6 +169,19 @@ class FleetStatus:
     leadership: LeadershipChange | None = None
     # a tick newer than the last one recorded that saved only its guard intent (None: none)
     unrecorded: UnrecordedTick | None = None
+    # the newest fencing token of the leader's store writes (None: none claimed, or a store
+    # older than migration 0018)
+    fence: FenceStatus | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FenceStatus:
+    """The newest fencing token (``store/tick_fence.py``): the leadership term whose store writes
+    are accepted; saves under an older token are refused."""
+
+    token: int
+    holder: str
+    claimed_at: datetime
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ from controlplane.domain.tick_writers import (
     WrittenTick,
     leadership_change,
 )
-from controlplane.store import codec
+from controlplane.store import codec, tick_fence
 from controlplane.store.guard_intent import unrecorded_tick
 from controlplane.store.hints import hints_ending_after
 from controlplane.store.ledger import recent_accuracy
@@ -89,7 +89,8 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatu
                 leadership=(None if tick is None or "writer" not in tick_columns
                             else tick_leadership(connection, tick.tick_id)),
                 unrecorded=(unrecorded_tick(connection) if "guard_intents" in tables
-                            else None))
+                            else None),
+                fence=tick_fence.newest(connection) if "tick_fences" in tables else None)
 
 
 def _table(record: type[SQLModel]) -> Table:

@@ -21,7 +21,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import SQLModel
 
 from controlplane.domain.errors import Fenced
+from controlplane.domain.fleet_status import FenceStatus
 from controlplane.store.tables import TickFenceRecord
+from controlplane.store.utc import as_utc
 
 TICKS = "ticks"
 
@@ -58,3 +60,13 @@ def check(connection: Connection, token: int | None) -> None:
                              .where(table.c.name == TICKS)).first()
     newest, holder = (None, "") if row is None else (int(row[0]), str(row[1]))
     raise Fenced(token, newest, holder)
+
+
+def newest(connection: Connection) -> FenceStatus | None:
+    """The newest token and who claimed it when; None before the first claim."""
+    table = _table()
+    row = connection.execute(select(table.c.token, table.c.holder, table.c.claimed_at)
+                             .where(table.c.name == TICKS, table.c.token > 0)).first()
+    if row is None:
+        return None
+    return FenceStatus(int(row.token), str(row.holder), as_utc(row.claimed_at))
