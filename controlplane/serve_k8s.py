@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import datetime
 
 from rich.console import Console
 
@@ -122,6 +123,17 @@ def _advance(mig: MigRelayoutActuator) -> None:
                                              "next": "this process no longer leads"})
 
 
+def claim_term(decisions: RetryingDecisionStore, now: datetime) -> None:
+    """A replica that leads claims its term's fencing token at once (a no-op once claimed),
+    not at its first save: from then on a deposed leader's late save is refused, also in the
+    seconds before the new leader's first tick or refresh. A store that is down: the first
+    save claims it (the tick reports the store down)."""
+    try:
+        decisions.fence_token(now)
+    except STORE_DOWN as error:
+        log.debug("tick.fence_unclaimed", extra={"error": error_line(error)})
+
+
 def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                   console: Console, stop_event: threading.Event | None = None, *,
                   identity: str | None = None) -> None:
@@ -166,7 +178,10 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     def keep_lease() -> None:
         with leasing:
             if not stepping_down.is_set():
-                backend.elector.try_acquire_or_renew(clock.now(), clock.monotonic())
+                now = clock.now()
+                backend.elector.try_acquire_or_renew(now, clock.monotonic())
+                if backend.elector.is_leader(now):
+                    claim_term(decisions, now)
 
     def tick() -> None:
         with ticking:
