@@ -11,19 +11,18 @@ from pathlib import Path
 
 import yaml
 from apiserver import ApiServer
-from serve_apiserver import kubeconfig
 from sqlalchemy import text
 from test_serve_k8s_tick_writer import (
     HEADROOM,
-    _empty_prometheus,
     _env,
     _holder,
     _stop,
     _wait_until,
     _writers,
+    serve_setup,
+    stop_both,
 )
 
-from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
 from tests.forecasting.promserver import free_port
 
@@ -60,12 +59,7 @@ def _fence(store: Store) -> tuple[int, str] | None:
 
 def test_a_replica_that_takes_the_lease_over_claims_the_next_token_before_it_saves_anything(
         tmp_path: Path, apiserver: ApiServer) -> None:
-    db_url = f"sqlite:///{tmp_path / 'serve.db'}"
-    store = Store.open(db_url, migrate=True)
-    store.upsert_models(DEMO_MODELS[:1])
-    kube = tmp_path / "kubeconfig"
-    kube.write_text(yaml.safe_dump(kubeconfig(apiserver.url)))
-    prometheus_url = _empty_prometheus()
+    db_url, store, kube, prometheus_url = serve_setup(tmp_path, apiserver)
     first, _ = _quiet_replica(tmp_path, "headroom-a", db_url, kube, prometheus_url)
     second: subprocess.Popen[str] | None = None
     try:
@@ -81,8 +75,4 @@ def test_a_replica_that_takes_the_lease_over_claims_the_next_token_before_it_sav
                     timeout_s=20)
         assert "headroom-b" not in _writers(store)  # claimed before it saved any tick
     finally:
-        for proc in (first, second):
-            if proc is not None:
-                _stop(proc)
-    assert second is not None and second.returncode == 0
-    store.engine.dispose()
+        stop_both(first, second, store)

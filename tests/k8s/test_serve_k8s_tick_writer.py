@@ -59,6 +59,17 @@ def _env() -> dict[str, str]:  # the test's forecaster state dir (tests/conftest
             if not k.startswith("HEADROOM_") or k == "HEADROOM_FORECAST__STATE_DIR"}
 
 
+def serve_setup(tmp_path: Path, apiserver: ApiServer) -> tuple[str, Store, Path, str]:
+    """A SQLite store with one model, a kubeconfig for ``apiserver`` and a Prometheus that knows
+    no series: the store's URL, the store, the kubeconfig's path, Prometheus' URL."""
+    db_url = f"sqlite:///{tmp_path / 'serve.db'}"
+    store = Store.open(db_url, migrate=True)
+    store.upsert_models(DEMO_MODELS[:1])
+    kube = tmp_path / "kubeconfig"
+    kube.write_text(yaml.safe_dump(kubeconfig(apiserver.url)))
+    return db_url, store, kube, _empty_prometheus()
+
+
 def _replica(tmp_path: Path, identity: str, db_url: str, kube: Path,
              prometheus_url: str) -> subprocess.Popen[str]:
     config = tmp_path / f"{identity}.yaml"
@@ -103,14 +114,19 @@ def _stop(proc: subprocess.Popen[str]) -> str:
     return stderr
 
 
+def stop_both(first: subprocess.Popen[str], second: subprocess.Popen[str] | None,
+              store: Store) -> None:
+    """Stop both replicas (the second, once started, must stop cleanly) and close the store."""
+    for proc in (first, second):
+        if proc is not None:
+            _stop(proc)
+    assert second is not None and second.returncode == 0
+    store.engine.dispose()
+
+
 def test_ticks_and_the_placement_journal_name_the_lease_holder_and_status_shows_the_takeover(
         tmp_path: Path, apiserver: ApiServer) -> None:
-    db_url = f"sqlite:///{tmp_path / 'serve.db'}"
-    store = Store.open(db_url, migrate=True)
-    store.upsert_models(DEMO_MODELS[:1])
-    kube = tmp_path / "kubeconfig"
-    kube.write_text(yaml.safe_dump(kubeconfig(apiserver.url)))
-    prometheus_url = _empty_prometheus()
+    db_url, store, kube, prometheus_url = serve_setup(tmp_path, apiserver)
     first = _replica(tmp_path, "headroom-a", db_url, kube, prometheus_url)
     second: subprocess.Popen[str] | None = None
     try:
@@ -145,8 +161,4 @@ def test_ticks_and_the_placement_journal_name_the_lease_holder_and_status_shows_
         # the placement journal names the replica that changed it as its Lease does
         assert doc["placement"]["changed_by"] == "headroom-b"
     finally:
-        for proc in (first, second):
-            if proc is not None:
-                _stop(proc)
-    assert second is not None and second.returncode == 0
-    store.engine.dispose()
+        stop_both(first, second, store)
