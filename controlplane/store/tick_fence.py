@@ -1,4 +1,5 @@
-"""Fencing tokens for the tick records and guard intents a leader saves.
+"""Fencing tokens for the store writes a leader makes: tick records, guard intents, MIG
+re-layout steps and forecast refreshes.
 
 The Kubernetes Lease (or the store's fleet lease) decides who leads, and the leader's cluster
 writes end by its renew deadline (``adapters/k8s/fence.py``). Its store writes need their own
@@ -9,7 +10,8 @@ leadership term claims the next token of one row (``claim``: an atomic increment
 record or intent is saved in the same transaction as a check that its token is still the
 newest (``check``: ``UPDATE ... WHERE token = <mine>``, which on PostgreSQL also locks the row
 until the save commits, so a claim waits for a save in flight and a save after a claim fails).
-A refused save raises ``Fenced``: the tick does not act (an intent) or its record is dropped.
+A refused save raises ``Fenced``: the tick does not act (an intent), its record is dropped, a
+re-layout step is not moved on, a refresh stores no forecast.
 """
 
 from __future__ import annotations
@@ -56,10 +58,9 @@ def check(connection: Connection, token: int | None) -> None:
                               .values(token=table.c.token))
     if kept.rowcount == 1:
         return
-    row = connection.execute(select(table.c.token, table.c.holder)
-                             .where(table.c.name == TICKS)).first()
-    newest, holder = (None, "") if row is None else (int(row[0]), str(row[1]))
-    raise Fenced(token, newest, holder)
+    claimed = newest(connection)
+    raise Fenced(token, None if claimed is None else claimed.token,
+                 "" if claimed is None else claimed.holder)
 
 
 def newest(connection: Connection) -> FenceStatus | None:
