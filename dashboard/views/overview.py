@@ -26,12 +26,34 @@ def gpus_by_product(tick: q.LastTick, lines: pd.DataFrame) -> pd.DataFrame:
     for product in sorted(set(tick.billed_gpus) | set(lines["product"])):
         mine = lines[lines["product"] == product]
         by_cat = mine.groupby("category")["gpus"].sum()
-        rows.append({"GPU product": product, "billed GPUs": tick.billed_gpus.get(product, 0),
-                     "serving (GPU-eq)": round(float(by_cat.get("serving", 0.0)), 2),
-                     "warm pool": round(float(by_cat.get("warm", 0.0)), 2),
-                     "idle (GPU-eq)": round(float(by_cat.get("idle", 0.0)), 2),
+        rows.append({"product": product, "billed": tick.billed_gpus.get(product, 0),
+                     "serving": round(float(by_cat.get("serving", 0.0)), 2),
+                     "warm": round(float(by_cat.get("warm", 0.0)), 2),
+                     "idle": round(float(by_cat.get("idle", 0.0)), 2),
                      "$ / h": round(float(mine["usd_per_hour"].sum()), 2)})
     return pd.DataFrame(rows)
+
+
+# short headers, so six columns fit the right two-fifths of a 1440-px page; the units in the help
+GPUS_BY_PRODUCT_HELP = {
+    "product": st.column_config.TextColumn("product", help="GPU product"),
+    "billed": st.column_config.NumberColumn("billed", help="GPUs billed (ready + provisioning)"),
+    "serving": st.column_config.NumberColumn(
+        "serving", help="GPU-equivalents held by serving replicas"),
+    "warm": st.column_config.NumberColumn("warm", help="GPU-equivalents held as warm pool"),
+    "idle": st.column_config.NumberColumn("idle", help="GPU-equivalents billed and unused"),
+    "$ / h": st.column_config.NumberColumn("$ / h", help="dollars per hour now", format="%.2f"),
+}
+SLO_HELP = {
+    "model": st.column_config.TextColumn("model", pinned=True),
+    "status": st.column_config.TextColumn("status", width=50),
+    "demand_rps": st.column_config.NumberColumn("demand", help="requests / s observed"),
+    "capacity_rps": st.column_config.NumberColumn(
+        "capacity", help="requests / s the ready replicas serve within their SLO"),
+    "replicas_ready": st.column_config.NumberColumn("ready", help="replicas ready", width=50),
+    "short % (1 h)": st.column_config.NumberColumn(
+        "short %", help="share of the last hour's observations with capacity below demand"),
+}
 
 
 def slo_status(demand_rps: float, capacity_rps: float) -> str:
@@ -120,7 +142,7 @@ def overview() -> None:
     widgets.tick_writers(url, tick)
     widgets.tick_notes(tick)
 
-    left, right = st.columns([3, 2])
+    left, right = st.columns([5, 4])
     with left:
         st.subheader("Fleet over the last 24 h")
         timeline = q.fleet_timeline(url, since_at, tick.started_at)
@@ -136,10 +158,11 @@ def overview() -> None:
             color=alt.Color("series:N", title=None)).properties(height=180), width="stretch")
     with right:
         st.subheader("GPUs by product")
-        st.dataframe(gpus_by_product(tick, lines), hide_index=True, width="stretch")
+        st.dataframe(gpus_by_product(tick, lines), hide_index=True, width="stretch",
+                     column_config=GPUS_BY_PRODUCT_HELP)
         st.subheader("SLO status")
         st.dataframe(slo.sort_values(["status", "short % (1 h)"], ascending=[False, False]),
-                     hide_index=True, width="stretch", height=300)
+                     hide_index=True, width="stretch", column_config=SLO_HELP)
 
 
 started = widgets.page_timer()

@@ -46,6 +46,10 @@ PROBLEMS = """(() => {
           errors: Array.from(document.querySelectorAll('[data-testid="stAlertContentError"]'))
                        .map(e => e.innerText)};
 })()"""
+#: the tables that scroll sideways: [scrolled width, shown width] of each grid wider than its box
+SIDEWAYS = """(() => Array.from(document.querySelectorAll('[data-testid="stDataFrame"]'))
+  .map(e => e.querySelector('.dvn-scroller')).filter(s => !!s)
+  .map(s => [s.scrollWidth, s.clientWidth]))()"""
 #: the Overview of a running loop: the last tick's time and the fleet's cost per hour are shown
 LIVE_OVERVIEW = """(() => {
   const metrics = Array.from(document.querySelectorAll('[data-testid="stMetric"]'))

@@ -13,7 +13,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from dashboard_browser import CHARTS_DRAWN, LIVE_OVERVIEW, PROBLEMS, RENDERED, Browser, stop_group
+from dashboard_browser import (
+    CHARTS_DRAWN,
+    LIVE_OVERVIEW,
+    PROBLEMS,
+    RENDERED,
+    SIDEWAYS,
+    Browser,
+    stop_group,
+)
 from dashboard_support import REPO_ROOT, free_port, with_a_renamed_model
 
 pytestmark = pytest.mark.browser
@@ -84,6 +92,20 @@ def test_every_page_of_headroom_dashboard_renders_without_an_exception(
     assert saved == sorted(f"{slug or 'overview'}.png" for slug, _ in PAGES)
     assert all((shots / name).stat().st_size > 10_000 for name in saved)
     print(f"screenshots in {shots}")
+
+
+def test_the_overview_tables_fit_their_column_of_a_1440_pixel_page(
+        seeded_url: str, tmp_path: Path, browser: Browser) -> None:
+    """GPUs by product and SLO status sit in the right column beside the charts: an operator reads
+    every column without scrolling sideways (short headers, units in each header's help)."""
+    with running_dashboard(seeded_url, tmp_path) as url:
+        browser.open(url)
+        assert browser.wait_for(RENDERED % "Overview", timeout_s=60), "Overview never rendered"
+        assert browser.wait_for(f"{SIDEWAYS}.length === 2", timeout_s=20), "no two tables drawn"
+        widths = browser.evaluate(SIDEWAYS)
+        browser.screenshot(tmp_path / "overview.png")
+    assert len(widths) == 2, widths
+    assert all(scrolled <= shown for scrolled, shown in widths), widths
 
 
 #: a model name in Streamlit's own markdown: shortcodes (emoji, Material icon, logo), a colour

@@ -80,7 +80,7 @@ def test_overview_shows_dollars_per_hour_of_the_newest_plan(page: Page, seeded: 
     assert shown["$ per 1M requests"].startswith("$")
     assert shown["SLO (capacity ≥ demand)"] in {"all ok"} | {f"{n} short" for n in range(1, 7)}
     assert [t.value for t in at.title] == ["Overview"]
-    products = set(at.dataframe[0].value["GPU product"])
+    products = set(at.dataframe[0].value["product"])
     assert products == {"A100-80GB", "H100-80GB", "L4"}
 
 
