@@ -39,6 +39,8 @@ UNKNOWN_MEMORY_MIB = 1 << 40
 MAX_CHANGE_LOG = 1 << 16
 #: Node contents remembered for their state ids (the memory is emptied past this many).
 MAX_STATE_IDS = 1 << 20
+#: product masks cached per inventory (a mask is one bool per GPU slot)
+MAX_PRODUCT_MASKS = 64
 
 
 def product_key(product: str) -> str:
@@ -90,7 +92,7 @@ class Cluster:
         self.known: list[GpuProduct | None] = []
         self.mig: dict[tuple[int, int], dict[str, MigInstance]] = {}
         self.bindings: dict[str, Binding] = {}
-        self._product_masks: dict[frozenset[str], BoolArray] = {}
+        self._product_masks: dict[tuple[int, ...], BoolArray] = {}
         ids: dict[str, int] = {}
         for i, node in enumerate(self.nodes):
             for j, gpu in enumerate(sorted(node.gpus, key=lambda g: g.index)):
@@ -163,15 +165,19 @@ class Cluster:
 
     # ------------------------------------------------------------------ lookups
     def product_mask(self, products: frozenset[str]) -> BoolArray:
-        """GPU slots whose product is one of ``products`` (all existing GPUs when empty)."""
-        mask = self._product_masks.get(products)
+        """GPU slots whose product is one of ``products`` (all existing GPUs when empty).
+
+        Cached by the products of this inventory that the list names (so callers' lists of
+        unknown or repeated names share one entry), at most MAX_PRODUCT_MASKS of them."""
+        wanted = (tuple(k for k, p in enumerate(self.products) if p in products) if products
+                  else (-1,))
+        mask = self._product_masks.get(wanted)
         if mask is None:
-            if products:
-                wanted = [k for k, p in enumerate(self.products) if p in products]
-                mask = np.isin(self.product_id, wanted) & self.exists
-            else:
-                mask = self.exists.copy()
-            self._product_masks[products] = mask
+            mask = (self.exists.copy() if not products
+                    else np.isin(self.product_id, wanted) & self.exists)
+            if len(self._product_masks) >= MAX_PRODUCT_MASKS:
+                self._product_masks.clear()
+            self._product_masks[wanted] = mask
         return mask
 
     def hosts(self, cpu_milli: int, memory_mib: int) -> BoolArray:

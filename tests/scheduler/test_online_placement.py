@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from scheduler.domain.cluster import MAX_PRODUCT_MASKS, product_key
 from scheduler.domain.errors import AlreadyExists, Infeasible
 from scheduler.domain.model import GpuSpec, Isolation, NodeSpec, SharingMode, WorkloadSpec
 from scheduler.domain.placer import OnlinePlacer
@@ -217,3 +218,14 @@ def test_a_valid_mig_geometry_is_not_refused_when_the_gpu_reports_less_than_its_
     three = placer.place(work("three", milli=420, isolation=Isolation.STRICT))
     assert (four.mig_profile, three.mig_profile) == profiles
     assert four.gpu_memory_mib + three.gpu_memory_mib <= gpu_mem
+
+
+def test_refused_places_naming_ever_new_products_keep_the_product_mask_cache_bounded() -> None:
+    """A caller may name any GPU products; each list used to leave a mask the size of the whole
+    inventory in a cache that only the next SyncInventory emptied."""
+    placer = OnlinePlacer([node("n0", gpus=2)])
+    for k in range(3 * MAX_PRODUCT_MASKS):
+        with pytest.raises(Infeasible):
+            placer.place(work(f"w{k}", products=frozenset({f"NOPE-{k}"})))
+    assert len(placer.cluster._product_masks) <= MAX_PRODUCT_MASKS
+    assert placer.place(work("t4", products=frozenset({product_key("T4")}))).node == "n0"
