@@ -316,19 +316,19 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
 
     def StreamIsActive(self, request: pb.ScaledObjectRef,
                        context: grpc.ServicerContext) -> Iterator[pb.IsActiveResponse]:
-        query = self._call(context, lambda: self.query(request))
-        assert isinstance(query, ScalerQuery)
+        self._call(context, lambda: self.query(request))  # bad metadata: refused before a slot
         self._take_stream(context, grpc.StatusCode.RESOURCE_EXHAUSTED,
                           "poll IsActive instead (trigger type external)")
-        for active in self._poll(context, lambda: self.forecast_rps(query) > 0):
+        for active in self._poll(context, lambda: self.forecast_rps(self.query(request)) > 0):
             yield pb.IsActiveResponse(result=bool(active))
 
     def StreamMetricSpec(self, request: pb.ScaledObjectRef,
                          context: grpc.ServicerContext) -> Iterator[pb.GetMetricSpecResponse]:
-        query = self._call(context, lambda: self.query(request))
-        assert isinstance(query, ScalerQuery)
+        self._call(context, lambda: self.query(request))
         self._take_stream(context, grpc.StatusCode.UNIMPLEMENTED, "poll GetMetricSpec instead")
-        for spec in self._poll(context, lambda: self._spec(query)):
+        # the query is read again at every poll: the default target follows the profile the
+        # reconcile loop corrects, as GetMetricSpec's does (REFERENCE.md 7.2: they must agree)
+        for spec in self._poll(context, lambda: self._spec(self.query(request))):
             assert isinstance(spec, pb.GetMetricSpecResponse)
             yield spec
 

@@ -168,6 +168,36 @@ def test_stream_metric_spec_sends_the_spec_at_once(scaler: Scaler) -> None:
     stream.cancel()
 
 
+class MovingTargets:
+    """Stands in for CorrectedTargets: the reconcile loop corrects a model's profile."""
+
+    def __init__(self, rps: float) -> None:
+        self.rps = rps
+
+    def targets(self) -> Mapping[str, float]:
+        return {"llama": self.rps}
+
+
+def test_stream_metric_spec_follows_a_corrected_target_as_get_metric_spec_does() -> None:
+    targets = MovingTargets(32.0)
+    servicer = KedaScalerServicer(MemoryForecasts(), VirtualClock(T0), target_rps=targets,
+                                  poll_s=0.05)
+    server, port = create_server("127.0.0.1:0", extra_servicers=[keda_registrar(servicer)])
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        stub = pb_grpc.ExternalScalerStub(channel)
+        stream = stub.StreamMetricSpec(_ref(model="llama"), timeout=10)
+        assert next(stream).metricSpecs[0].targetSizeFloat == 32.0
+        targets.rps = 20.0
+        assert next(stream).metricSpecs[0].targetSizeFloat == 20.0
+        assert stub.GetMetricSpec(_ref(model="llama")).metricSpecs[0].targetSizeFloat == 20.0
+        stream.cancel()
+    finally:
+        servicer.stopping.set()
+        channel.close()
+        stop(server, 0)
+
+
 def test_a_forecast_made_without_observations_is_an_error_not_a_zero_that_scales_to_zero(
         scaler: Scaler) -> None:
     stub, forecasts, _ = scaler
