@@ -22,6 +22,9 @@ MAX_HINT_ID = 2**31 - 1
 
 class DemandHintRecord(SQLModel, table=True):
     __tablename__ = "demand_hints"
+    # a removed hint's id is never handed out again (SQLite reuses the largest id without it;
+    # migration 0019), so a retried remove cannot delete another operator's hint
+    __table_args__ = {"sqlite_autoincrement": True}
     id: int | None = Field(default=None, primary_key=True)
     model: str = Field(max_length=200, index=True)
     rate_rps: float

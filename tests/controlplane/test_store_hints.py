@@ -46,6 +46,36 @@ def test_a_removed_hint_is_gone_and_removing_it_again_finds_nothing(store_url: s
     assert hints.hints() == ()
 
 
+def test_a_removed_hints_id_is_never_given_to_the_next_hint_so_a_retried_remove_finds_nothing(
+        store_url: str) -> None:
+    hints = SqlDemandHints(Store.open(store_url, migrate=True).engine)
+    first = hints.add_hint(_at(0), T0)
+    assert first.hint_id is not None and hints.remove_hint(first.hint_id) == first
+    second = hints.add_hint(DemandHint(EMBED, 900.0, T0, T0 + timedelta(hours=1)), T0)
+    assert second.hint_id != first.hint_id
+    assert hints.remove_hint(first.hint_id) is None  # the first operator's retry
+    assert hints.hints() == (second,)
+
+
+def test_migration_0019_keeps_the_hints_and_their_indexes_and_stops_reusing_ids(
+        store_url: str) -> None:
+    store = Store.open(store_url)
+    upgrade(store.engine, "0018")
+    hints = SqlDemandHints(store.engine)
+    kept, dropped = hints.add_hint(_at(0), T0), hints.add_hint(_at(60), T0)
+    assert dropped.hint_id is not None and hints.remove_hint(dropped.hint_id) == dropped
+    upgrade(store.engine)
+    assert hints.hints() == (kept,)
+    assert {"ix_demand_hints_model", "ix_demand_hints_end_at"} <= {
+        index["name"] for index in inspect(store.engine).get_indexes("demand_hints")}
+    again = hints.add_hint(_at(120), T0)
+    assert again.hint_id is not None and hints.remove_hint(again.hint_id) == again
+    assert hints.add_hint(_at(180), T0).hint_id != again.hint_id
+    downgrade(store.engine, "0018")
+    assert [h.reason for h in hints.hints()] == ["wave at 0", "wave at 180"]
+    store.engine.dispose()
+
+
 def test_migration_0007_adds_the_table_and_its_downgrade_drops_it(store_url: str) -> None:
     store = Store.open(store_url, migrate=True)
     assert inspect(store.engine).has_table("demand_hints")
