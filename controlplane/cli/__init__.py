@@ -151,6 +151,10 @@ def db_downgrade(revision: Annotated[str, typer.Argument(
     """Revert Alembic migrations down to REVISION."""
     settings = settings_with_db(config, db)
     _refuse_in_memory(settings.db.url)
+    store_file = sqlite_file(settings.db.url)
+    if store_file is not None and not store_file.exists():  # opening it would create it
+        raise ConfigError(f"db.url {redact(settings.db.url)}: no store at {store_file}, so "
+                          "nothing to downgrade; check the path")
     with db_url_named(settings):
         store = open_store(settings.db)
     downgrade(store.engine, revision, settings.db.migration_lock_wait_s)

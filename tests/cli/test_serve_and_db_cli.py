@@ -152,6 +152,21 @@ def test_db_downgrade_of_a_store_migrated_by_a_newer_headroom_names_its_revision
     engine.dispose()
 
 
+@pytest.mark.parametrize("revision", ["base", "0017"])
+def test_db_downgrade_of_a_store_file_that_does_not_exist_is_refused_and_creates_nothing(
+        tmp_path: Path, revision: str) -> None:
+    """A mistyped path: opening it would create an empty store and report it downgraded."""
+    missing = tmp_path / "typo" / "store.db"
+    url = f"sqlite:///{missing}"
+    run = subprocess.run([*HEADROOM, "db", "downgrade", revision],
+                         env=_env(HEADROOM_DB__URL=url), capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2
+    assert run.stderr == (f"error: db.url {url}: no store at {missing}, so nothing to "
+                          "downgrade; check the path\n")
+    assert not missing.exists() and not missing.parent.exists()
+
+
 @pytest.mark.parametrize("command", [["serve"], ["demo", "--minutes", "1", "--no-dashboard"]])
 def test_serve_and_demo_on_a_store_migrated_by_a_newer_headroom_say_so_and_what_to_run(
         tmp_path: Path, command: list[str]) -> None:
