@@ -195,7 +195,7 @@ class UnrecordedTick:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    code: str  # no_tick | stale_tick | failed_tick
+    code: str  # no_tick | stale_tick | future_tick | failed_tick
     message: str
 
 
@@ -217,7 +217,10 @@ def age_s(at: datetime | None, now: datetime) -> float | None:
 
 def judge_health(status: FleetStatus, now: datetime, max_tick_age_s: float) -> Health:
     """Unhealthy when there is no tick, the last one failed, or it started more than
-    ``max_tick_age_s`` before ``now``."""
+    ``max_tick_age_s`` before ``now`` -- or more than that after it, unless a simulated fleet
+    (the ``sim-fleet`` lease of ``demo`` / ``serve --backend sim``) drives the store: a real
+    loop's tick from the future says a clock is wrong, and it would keep a stopped loop
+    looking alive until the wall clock passed it."""
     tick = status.last_tick
     if tick is None:
         return Health(now, max_tick_age_s, None, (Problem(
@@ -227,6 +230,12 @@ def judge_health(status: FleetStatus, now: datetime, max_tick_age_s: float) -> H
     if tick_age_s > max_tick_age_s:
         problems.append(Problem("stale_tick", f"the last tick (#{tick.tick_id}) started "
                                 f"{tick_age_s:.0f} s ago, more than {max_tick_age_s:g} s"))
+    if -tick_age_s > max_tick_age_s and status.lease is None:
+        problems.append(Problem("future_tick", f"the last tick (#{tick.tick_id}) started "
+                                f"{-tick_age_s:.0f} s after this clock's now, more than "
+                                f"{max_tick_age_s:g} s: the writer's clock or this one is "
+                                "wrong (a stopped loop looks alive until the wall clock "
+                                "passes its last tick)"))
     if tick.status == "failed":
         problems.append(Problem("failed_tick", f"the last tick (#{tick.tick_id}) failed: "
                                 f"{tick.reason or 'no reason recorded'}"))

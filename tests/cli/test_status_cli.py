@@ -227,6 +227,24 @@ def test_a_stale_last_tick_exits_1_naming_its_age_and_the_limit(sqlite_url: str)
     assert table.stdout.splitlines()[-1].startswith("unhealthy: the last tick (#")
 
 
+def test_a_last_tick_from_the_future_exits_1_unless_a_simulated_fleet_drives_the_store(
+        sqlite_url: str) -> None:
+    """A replica whose clock runs an hour ahead wrote the last tick and stopped: the probe must
+    not call the loop alive for the next hour. A demo's simulated clock may run ahead."""
+    _filled(sqlite_url, WallClock().now() + timedelta(hours=1), 3)
+    code, doc = _json_status(sqlite_url)
+    assert code == 1 and doc["healthy"] is False
+    assert [p["code"] for p in doc["problems"]] == ["future_tick"]
+    assert "after this clock's now, more than 90 s" in doc["problems"][0]["message"]
+    assert doc["last_tick"]["age_s"] < -3000
+    store = Store.open(sqlite_url)
+    SqlLeaseStore(store.engine).create_lease(FLEET_LEASE, LeaseRecord(
+        "demo-host-1", 15, WallClock().now(), WallClock().now(), 1))
+    store.engine.dispose()
+    code, doc = _json_status(sqlite_url)
+    assert code == 0 and doc["healthy"] is True
+
+
 def test_a_failed_last_tick_exits_1_with_its_reason_and_the_fleet_last_seen(
         sqlite_url: str) -> None:
     runtime = _recent(sqlite_url)

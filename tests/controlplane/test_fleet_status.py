@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from controlplane.domain.fleet_status import FleetStatus, TickSummary, forecast_point, judge_health
+from controlplane.domain.fleet_status import (
+    FleetStatus,
+    LeaseStatus,
+    TickSummary,
+    forecast_point,
+    judge_health,
+)
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 
@@ -22,9 +29,20 @@ def test_a_tick_within_the_limit_is_healthy_and_its_age_is_from_now() -> None:
     assert health.healthy and health.tick_age_s == 90.0
 
 
-def test_a_tick_ahead_of_the_wall_clock_is_not_stale() -> None:
-    health = judge_health(_status(T0 + timedelta(minutes=5)), T0, 90.0)
+def test_a_simulated_fleets_tick_ahead_of_the_wall_clock_is_not_stale() -> None:
+    simulated = replace(_status(T0 + timedelta(minutes=5)),
+                        lease=LeaseStatus("sim-fleet", "demo-1", T0, T0, 15, 1))
+    health = judge_health(simulated, T0, 90.0)
     assert health.healthy and health.tick_age_s == -300.0
+
+
+def test_a_real_loops_tick_further_ahead_than_the_limit_is_a_wrong_clock() -> None:
+    assert judge_health(_status(T0 + timedelta(seconds=90)), T0, 90.0).healthy
+    health = judge_health(_status(T0 + timedelta(seconds=91)), T0, 90.0)
+    assert [(p.code, p.message) for p in health.problems] == [
+        ("future_tick", "the last tick (#4) started 91 s after this clock's now, more than "
+                        "90 s: the writer's clock or this one is wrong (a stopped loop looks "
+                        "alive until the wall clock passes its last tick)")]
 
 
 def test_a_stale_failed_tick_names_both_problems() -> None:
