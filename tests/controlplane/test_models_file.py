@@ -47,7 +47,12 @@ def test_the_shipped_example_models_file_reads_as_the_specs_serve_manages() -> N
     ("{p50_s: 5, p90_s: 12}", "{p50_s: 12, p90_s: 5}",
      "models[1] (resnet50): cold_start: p90_s (5) < p50_s (12)"),
     ("latency_slo_ms: 100", "latency_slo_ms: 20",
-     "models[1] (resnet50): profile: no point meets latency_slo_ms 20"),
+     "models[1] (resnet50): profile: no point's latency_ms is within 0.45 x latency_slo_ms 20 = "
+     "9 ms (the fastest is"),
+    # within the SLO but not within its 0.45 the fleet plan serves on: never placed
+    ("latency_slo_ms: 100", "latency_slo_ms: 40",
+     "models[1] (resnet50): profile: no point's latency_ms is within 0.45 x latency_slo_ms 40 = "
+     "18 ms"),
     ("batch_size: 8,", "batch_size: true,",
      "models[0] (llama-3-8b-chat): profile.0.batch_size: expected a number, got true"),
     ("name: resnet50", "name: llama-3-8b-chat",
