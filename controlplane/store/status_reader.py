@@ -79,8 +79,10 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatu
                 plan=None if tick is None else _plan(connection, tick.tick_id),
                 relayouts=_relayouts(connection) if "mig_relayouts" in tables else (),
                 profiles=newest_profiles(connection) if "profiles_json" in tick_columns else (),
-                hints=(hints_ending_after(connection, tick.started_at)
-                       if tick is not None and "demand_hints" in tables else ()),
+                # before the first tick every stored hint (an operator announces a launch
+                # before the loop starts), after it those not ended at the last tick
+                hints=(hints_ending_after(connection, None if tick is None else tick.started_at)
+                       if "demand_hints" in tables else ()),
                 placement=(placement_status(connection) if "placement_journal" in tables
                            else None),
                 accuracy=(() if tick is None or "issued_forecasts" not in tables

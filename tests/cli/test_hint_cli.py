@@ -139,3 +139,22 @@ def test_status_shows_the_hints_not_ended_at_the_last_tick(tmp_path: Path) -> No
                           env=_env(COLUMNS="200"), capture_output=True, text=True, timeout=120)
     assert "Demand hints" in text.stdout and "launch" in text.stdout
     assert "last week's launch" not in text.stdout
+
+
+def test_status_before_the_first_tick_shows_the_hints_already_stored(tmp_path: Path) -> None:
+    """An operator announces a launch before the loop starts: status says there is no tick yet
+    and still lists the hint the first tick will read."""
+    store_file = tmp_path / "store.db"
+    Store.open(f"sqlite:///{store_file}", migrate=True).engine.dispose()
+    now = WallClock().now()
+    ahead = SqlDemandHints(Store.open(f"sqlite:///{store_file}").engine).add_hint(
+        DemandHint(CHAT, 600.0, now + timedelta(hours=1), now + timedelta(hours=2), "launch"),
+        now)
+    run = subprocess.run([*HEADROOM, "status", "--json", "--db", str(store_file)],
+                         env=_env(), capture_output=True, text=True, timeout=120)
+    doc = json.loads(run.stdout)
+    assert run.returncode == 1 and [p["code"] for p in doc["problems"]] == ["no_tick"]
+    assert [h["id"] for h in doc["hints"]] == [ahead.hint_id]
+    text = subprocess.run([*HEADROOM, "status", "--db", str(store_file)],
+                          env=_env(COLUMNS="200"), capture_output=True, text=True, timeout=120)
+    assert "Demand hints" in text.stdout and "launch" in text.stdout
