@@ -9,7 +9,6 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import grpc
 from rich.console import Console
 
 from controlplane.identity import holder_identity
@@ -25,6 +24,7 @@ from scheduler.metrics import PlacementMetrics, exposed_metrics
 from scheduler.security import SecurityFileError, TransportSecurity, check_files
 from scheduler.server import (
     DEFAULT_WORKERS,
+    Registrar,
     create_server,
     health_port,
     stop,
@@ -119,7 +119,7 @@ def served_metrics(settings: Settings) -> ServedMetrics:
 
 
 def start_placement_api(settings: Settings, engine: PlacementEngine,
-                        extra_servicers: Sequence[Callable[[grpc.Server], None]],
+                        extra_servicers: Sequence[Registrar],
                         console: Console, stream_workers: int = 0,
                         ) -> tuple[Callable[[], None], ControlPlaneMetrics | None]:
     """Serve the placement API (and /metrics when configured); returns what stops both and,

@@ -70,7 +70,7 @@ def keda_servicer(settings: Settings, store: Store, clock: Clock,
                               observations=store)
 
 
-def hints_api(store: Store, clock: Clock) -> Callable[[grpc.Server], None]:
+def hints_api(store: Store, clock: Clock) -> Callable[[grpc.Server], str]:
     """The DemandHints gRPC service on the store's hints and models, for the placement server's
     ``extra_servicers`` (``headroom serve``, ``headroom demo`` and ``placement serve --db``)."""
     return hints_registrar(DemandHintsServicer(SqlDemandHints(store.engine), store.model_tenants,

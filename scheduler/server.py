@@ -19,6 +19,9 @@ from scheduler.security import TransportSecurity, server_credentials
 from scheduler.service import PlacementServicer
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Placement"].full_name
+#: registers one more service on a server before it starts; returns the service's full name
+#: for reflection and health (None: listed by neither)
+Registrar = Callable[[grpc.Server], str | None]
 #: Worker threads of the default pool (PlanFleet, WatchPlan streams, health, reflection and
 #: extra services such as KEDA's scaler, whose streams each hold a thread).
 DEFAULT_WORKERS = 16
@@ -53,7 +56,7 @@ def watch_stream_cap(workers: int) -> int:
 
 
 def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None = None,
-                  extra_servicers: Sequence[Callable[[grpc.Server], None]] = (),
+                  extra_servicers: Sequence[Registrar] = (),
                   max_workers: int = DEFAULT_WORKERS,
                   fast_workers: int = FAST_WORKERS,
                   metrics: PlacementMetrics | None = None,
@@ -63,13 +66,14 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
     """Build, bind and start the server; returns (server, bound port).
 
     ``extra_servicers`` are callables that register more services (e.g. KEDA's external
-    scaler) on the server before it starts. ``metrics`` counts and times every Place, Release,
-    SyncInventory and PlanFleet call and reads its gauges from the engine. At most
-    ``max_watch_streams`` WatchPlan streams are served at once (default: ``watch_stream_cap``
-    of ``max_workers``; pass the cap of the server's own threads when ``max_workers`` includes
-    threads for the streams of ``extra_servicers``). ``security``: TLS (mutual with a client CA)
-    and/or a bearer token on every call but health and KEDA's scaler, and client certificate
-    identities mapped to tenants (``scheduler.security``);
+    scaler) on the server before it starts; each returns its service's full name, which
+    reflection lists and health reports SERVING (None: neither). ``metrics`` counts and times
+    every Place, Release, SyncInventory and PlanFleet call and reads its gauges from the
+    engine. At most ``max_watch_streams`` WatchPlan streams are served at once (default:
+    ``watch_stream_cap`` of ``max_workers``; pass the cap of the server's own threads when
+    ``max_workers`` includes threads for the streams of ``extra_servicers``). ``security``:
+    TLS (mutual with a client CA) and/or a bearer token on every call but health and KEDA's
+    scaler, and client certificate identities mapped to tenants (``scheduler.security``);
     its files are checked before anything is bound (``SecurityFileError``). ``health_listen``:
     the health service alone, in plaintext, on another address, for kubelet's gRPC probe (it
     speaks neither TLS nor tokens); its port: ``health_port(server)``.
@@ -96,9 +100,8 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
     pb_grpc.add_PlacementServicer_to_server(servicer, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    for register in extra_servicers:
-        register(server)
-    names = [SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME]
+    extra_names = [name for name in (register(server) for register in extra_servicers) if name]
+    names = [SERVICE_NAME, *extra_names, health.SERVICE_NAME, reflection.SERVICE_NAME]
     reflection.enable_server_reflection(names, server)
     port = (server.add_secure_port(address, credentials) if credentials is not None
             else server.add_insecure_port(address))
@@ -116,7 +119,7 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
             raise OSError(f"cannot bind the placement API's health checks to {health_listen}")
         served.health_server.start()
     server.start()
-    for name in ("", SERVICE_NAME):
+    for name in ("", SERVICE_NAME, *extra_names):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     _SERVICERS[id(server)] = served
     return server, port

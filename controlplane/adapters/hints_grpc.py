@@ -125,8 +125,9 @@ class DemandHintsServicer(pb_grpc.DemandHintsServicer):
         return to_pb(removed)
 
 
-def hints_registrar(servicer: DemandHintsServicer) -> Callable[[grpc.Server], None]:
+def hints_registrar(servicer: DemandHintsServicer) -> Callable[[grpc.Server], str]:
     """For ``scheduler.server.create_server(..., extra_servicers=[hints_registrar(s)])``."""
-    def register(server: grpc.Server) -> None:
+    def register(server: grpc.Server) -> str:
         pb_grpc.add_DemandHintsServicer_to_server(servicer, server)
+        return str(pb.DESCRIPTOR.services_by_name["DemandHints"].full_name)
     return register

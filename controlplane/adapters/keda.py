@@ -333,8 +333,9 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
             yield spec
 
 
-def keda_registrar(servicer: KedaScalerServicer) -> Callable[[grpc.Server], None]:
+def keda_registrar(servicer: KedaScalerServicer) -> Callable[[grpc.Server], str]:
     """For ``scheduler.server.create_server(..., extra_servicers=[keda_registrar(s)])``."""
-    def register(server: grpc.Server) -> None:
+    def register(server: grpc.Server) -> str:
         pb_grpc.add_ExternalScalerServicer_to_server(servicer, server)
+        return str(pb.DESCRIPTOR.services_by_name["ExternalScaler"].full_name)
     return register

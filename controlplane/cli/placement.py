@@ -11,7 +11,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Annotated
 
-import grpc
 import typer
 
 from controlplane.adapters.clock import WallClock
@@ -39,7 +38,7 @@ from scheduler.affinity import parse_cpu_list, pin_process
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics, check_bindable, exposed_metrics
 from scheduler.security import SecurityFileError, TransportSecurity
-from scheduler.server import create_server, health_port, stop
+from scheduler.server import Registrar, create_server, health_port, stop
 
 app = typer.Typer(help="Placement API: online placement and fleet plans over gRPC.",
                   no_args_is_help=True)
@@ -154,7 +153,7 @@ def _settings(config: Path | None, db: Path | None) -> Settings:
 
 
 def _kept_in_store(settings: Settings) -> tuple[
-        PlacementEngine, Sequence[Callable[[grpc.Server], None]], Callable[[], None], str]:
+        PlacementEngine, Sequence[Registrar], Callable[[], None], str]:
     """``--db`` / ``--config``: an engine following the store's placement journal (its schema
     migrated first, as ``headroom serve`` does), the DemandHints service on the same store,
     what closes the store and a line saying what was restored; one-line errors naming the

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from sqlalchemy import create_engine, text
 
+from controlplane.adapters.keda import KedaScalerServicer, keda_registrar
 from controlplane.runtime import hints_api
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.sim.clock import VirtualClock
@@ -175,6 +178,32 @@ def test_a_caller_scoped_to_tenants_announces_lists_and_withdraws_hints_of_its_o
         assert stub.RemoveHint(pb.RemoveHintRequest(id=own.id), metadata=acme).id == own.id
         assert [h.hint_id for h in SqlDemandHints(store.engine).hints()] == [other.id]
     finally:
+        channel.close()
+        stop(server, 0)
+        store.engine.dispose()
+
+
+def test_reflection_lists_and_health_reports_the_hints_and_keda_services_beside_placement(
+        store_url: str) -> None:
+    """grpcurl and kubelet's gRPC probe see every service the server serves, not only Placement."""
+    store = Store.open(store_url, migrate=True)
+    keda = KedaScalerServicer(store, VirtualClock(T0))
+    server, port = create_server("127.0.0.1:0", extra_servicers=[
+        hints_api(store, VirtualClock(T0)), keda_registrar(keda)])
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        reflect = reflection_pb2_grpc.ServerReflectionStub(channel)
+        (answer,) = list(reflect.ServerReflectionInfo(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5))
+        assert {s.name for s in answer.list_services_response.service} == {
+            "headroom.v1.Placement", "headroom.v1.DemandHints", "externalscaler.ExternalScaler",
+            "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"}
+        health = health_pb2_grpc.HealthStub(channel)
+        for service in ("headroom.v1.DemandHints", "externalscaler.ExternalScaler"):
+            assert health.Check(health_pb2.HealthCheckRequest(service=service),
+                                timeout=5).status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        keda.stopping.set()
         channel.close()
         stop(server, 0)
         store.engine.dispose()
