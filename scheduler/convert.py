@@ -99,6 +99,7 @@ def binding_to_pb(binding: Binding) -> pb.Binding:
         mig_profile=binding.mig_profile, gpu_milli=binding.gpu_milli, reason=binding.reason,
         lease_s=binding.lease_s, lease_expires_at_s=binding.lease_expires_at_s,
         model=binding.model, tenant=binding.tenant,
+        mig_start=binding.mig_start if binding.mig_start >= 0 else None,
     )
 
 

@@ -318,3 +318,20 @@ def test_rank_replicas_answers_over_grpc_best_first_and_names_a_bad_field(
             pb.ReplicaLoad(workload_id="r1", kv_cache_usage=7.0)]), timeout=5)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert (err.value.details() or "").startswith("replicas[0].kv_cache_usage")
+
+
+def test_a_mig_binding_says_where_its_instance_starts_and_others_say_nothing(
+        stub: pb_grpc.PlacementStub) -> None:
+    """The caller creates the instance: two 3g.40gb on one A100 start at slices 0 and 4."""
+    stub.SyncInventory(pb.SyncInventoryRequest(nodes=[make_node(
+        "a100", gpus=1, product="A100-80GB", gpu_memory_mib=81_920, mig_capable=True)]),
+        timeout=5)
+    first = stub.Place(make_place("s1", gpu_milli=400, isolation=pb.STRICT), timeout=5).binding
+    second = stub.Place(make_place("s2", gpu_milli=400, isolation=pb.STRICT), timeout=5).binding
+    assert (first.mig_profile, second.mig_profile) == ("3g.40gb", "3g.40gb")
+    assert first.HasField("mig_start") and second.HasField("mig_start")
+    assert {first.mig_start, second.mig_start} == {0, 4}
+    stub.Release(pb.ReleaseRequest(workload_id="s1"), timeout=5)
+    stub.Release(pb.ReleaseRequest(workload_id="s2"), timeout=5)
+    whole = stub.Place(make_place("w"), timeout=5).binding
+    assert whole.mode == pb.EXCLUSIVE and not whole.HasField("mig_start")

@@ -100,7 +100,9 @@ Global___MigInstance: _TypeAlias = MigInstance  # noqa: Y015
 class Gpu(_message.Message):
     """The layout fields say what the GPU holds now (e.g. the control plane's observed fleet); when the
     engine has no fleet plan of its own yet (a restart), PlanFleet prefers to keep those layouts.
-    Left unset, the GPU's layout is not known and nothing is preferred.
+    Left unset, the GPU's layout is not known and nothing is preferred. They are PlanFleet's prior
+    only: Place counts a GPU as taken by Place's own bindings, not by these fields, so a GPU that
+    serves work Headroom did not place is to be left out of the snapshot (or that work placed).
     """
 
     DESCRIPTOR: _descriptor.Descriptor
@@ -316,6 +318,7 @@ class Binding(_message.Message):
     LEASE_EXPIRES_AT_S_FIELD_NUMBER: _builtins.int
     MODEL_FIELD_NUMBER: _builtins.int
     TENANT_FIELD_NUMBER: _builtins.int
+    MIG_START_FIELD_NUMBER: _builtins.int
     workload_id: _builtins.str
     node: _builtins.str
     mode: Global___SharingMode.ValueType
@@ -331,6 +334,10 @@ class Binding(_message.Message):
     journaled before it recorded them)
     """
     tenant: _builtins.str
+    mig_start: _builtins.int
+    """MIG: the instance's memory-slice start on its GPU, where mig-parted or the
+    caller creates it (unset when the mode is not MIG)
+    """
     @_builtins.property
     def gpu_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
     def __init__(
@@ -347,12 +354,15 @@ class Binding(_message.Message):
         lease_expires_at_s: _builtins.float = ...,
         model: _builtins.str = ...,
         tenant: _builtins.str = ...,
+        mig_start: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_mig_start", b"_mig_start", "mig_start", b"mig_start"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpu_indices", b"gpu_indices", "gpu_milli", b"gpu_milli", "lease_expires_at_s", b"lease_expires_at_s", "lease_s", b"lease_s", "mig_profile", b"mig_profile", "mode", b"mode", "model", b"model", "node", b"node", "reason", b"reason", "tenant", b"tenant", "workload_id", b"workload_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_mig_start", b"_mig_start", "gpu_indices", b"gpu_indices", "gpu_milli", b"gpu_milli", "lease_expires_at_s", b"lease_expires_at_s", "lease_s", b"lease_s", "mig_profile", b"mig_profile", "mig_start", b"mig_start", "mode", b"mode", "model", b"model", "node", b"node", "reason", b"reason", "tenant", b"tenant", "workload_id", b"workload_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__mig_start: _TypeAlias = _typing.Literal["mig_start"]  # noqa: Y015
+    _WhichOneofArgType__mig_start: _TypeAlias = _typing.Literal["_mig_start", b"_mig_start"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__mig_start) -> _WhichOneofReturnType__mig_start | None: ...
 
 Global___Binding: _TypeAlias = Binding  # noqa: Y015
 
