@@ -228,10 +228,17 @@ class PlacementEngine:
             return pb.SyncInventoryResponse(nodes=len(nodes),
                                             gpus=self._placer.cluster.gpu_count)
 
-    def place(self, request: pb.PlaceRequest) -> pb.PlaceResponse:
-        """Bind one workload; raises InvalidArgument, AlreadyExists or Infeasible."""
+    def place(self, request: pb.PlaceRequest,
+              still_wanted: Callable[[], bool] | None = None) -> pb.PlaceResponse:
+        """Bind one workload; raises InvalidArgument, AlreadyExists or Infeasible. When
+        ``still_wanted`` returns False once the engine is free to bind (the caller's deadline
+        passed while the call waited), nothing is bound and CallerGone is raised, so a retry
+        of the same id is placed instead of refused as ALREADY_EXISTS."""
         spec = convert.workload_from_pb(request)
         with self._lock:
+            if still_wanted is not None and not still_wanted():
+                raise CallerGone(f"workload_id {spec.workload_id!r}: the caller was gone before "
+                                 "it was bound; nothing was bound")
             now_s = self._now_s()
             self._expire(now_s)
             if self._journal is None:

@@ -134,7 +134,7 @@ class PlacementServicer(pb_grpc.PlacementServicer):
 
         def place() -> pb.PlaceResponse:
             tenancy.check_place(scope, request.tenant)
-            return self.engine.place(request)
+            return self.engine.place(request, still_wanted=context.is_active)
 
         return call_engine(context, place, _EMPTY_PLACE, self.metrics, "Place")
 

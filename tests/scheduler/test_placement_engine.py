@@ -139,6 +139,18 @@ def test_a_fleet_plan_the_caller_no_longer_wants_is_not_stored() -> None:
     assert engine.plan_fleet(request, still_wanted=lambda: True).revision == 1
 
 
+def test_a_place_whose_caller_is_gone_binds_nothing_so_its_retry_is_placed() -> None:
+    """A call that waited out its deadline for the engine: binding it would leave the caller a
+    binding it never heard of and its retry an ALREADY_EXISTS with no binding."""
+    engine = PlacementEngine()
+    engine.sync_inventory(pb.SyncInventoryRequest(nodes=[make_node("n0", gpus=1)]))
+    with pytest.raises(CallerGone, match="nothing was bound"):
+        engine.place(make_place("w1"), still_wanted=lambda: False)
+    assert engine.counts()[0] == 0
+    retried = engine.place(make_place("w1"), still_wanted=lambda: True).binding
+    assert retried.workload_id == "w1" and retried.node == "n0"
+
+
 def _one_gpu(product: str, gpu_memory_mib: int, mig_capable: bool = False
              ) -> pb.SyncInventoryRequest:
     return pb.SyncInventoryRequest(nodes=[make_node("n0", gpus=1, product=product,

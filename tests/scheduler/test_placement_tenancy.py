@@ -340,9 +340,10 @@ class _NotingThreads(PlacementEngine):
         super().__init__()
         self.threads: list[str] = []
 
-    def place(self, request: pb.PlaceRequest) -> pb.PlaceResponse:
+    def place(self, request: pb.PlaceRequest,
+              still_wanted: Callable[[], bool] | None = None) -> pb.PlaceResponse:
         self.threads.append(threading.current_thread().name)
-        return super().place(request)
+        return super().place(request, still_wanted)
 
 
 def test_a_scoped_call_still_runs_on_the_fast_pool_and_leaves_no_scope_behind(
