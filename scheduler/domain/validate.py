@@ -29,6 +29,9 @@ def validate_nodes(nodes: Sequence[NodeSpec]) -> None:
         where = f"nodes[{i}]"
         if not node.name.strip():
             raise InvalidArgument(f"{where}.name", "must not be empty or blank")
+        if node.name != node.name.strip():  # "a" and "a " would be two nodes
+            raise InvalidArgument(f"{where}.name", f"{node.name!r} begins or ends with "
+                                  "whitespace, which no Kubernetes node name has")
         if node.name in seen:
             raise InvalidArgument(f"{where}.name", f"duplicate node name {node.name!r}")
         seen.add(node.name)
@@ -70,8 +73,8 @@ def _validate_held(where: str, gpu: GpuSpec) -> None:
 
 def validate_workload(spec: WorkloadSpec, raw_gpu_milli: int) -> None:
     """Raise InvalidArgument for a malformed Place request (``raw_gpu_milli`` as sent)."""
-    if not spec.workload_id:
-        raise InvalidArgument("workload_id", "must not be empty")
+    if not spec.workload_id.strip():
+        raise InvalidArgument("workload_id", "must not be empty or blank")
     if spec.cpu_milli < 0:
         raise InvalidArgument("cpu_milli", f"must be >= 0, got {spec.cpu_milli}")
     if spec.memory_mib < 0:

@@ -78,6 +78,7 @@ def test_blank_names_in_an_inventory_are_refused_and_the_previous_one_stays(
     blank_product = make_node("n1")
     blank_product.gpus[1].product = " "
     for nodes, field in (([make_node("n0"), blank_node], "nodes[1].name"),
+                         ([make_node("n0"), make_node("n0 ")], "nodes[1].name"),
                          ([blank_product], "nodes[0].gpus[1].product")):
         err = _refused(stub.SyncInventory, pb.SyncInventoryRequest(nodes=nodes))
         assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -85,6 +86,15 @@ def test_blank_names_in_an_inventory_are_refused_and_the_previous_one_stays(
     placed = stub.Place(pb.PlaceRequest(workload_id="w", model="m", tenant="t", cpu_milli=100,
                                         memory_mib=100, num_gpu=1, gpu_milli=1000), timeout=5)
     assert placed.binding.node == "n0"
+
+
+def test_a_blank_workload_id_is_refused_naming_the_field(stub: pb_grpc.PlacementStub) -> None:
+    stub.SyncInventory(pb.SyncInventoryRequest(nodes=[make_node("n0")]), timeout=5)
+    err = _refused(stub.Place, pb.PlaceRequest(workload_id="  ", model="m", tenant="t",
+                                               cpu_milli=100, memory_mib=100, num_gpu=1,
+                                               gpu_milli=1000))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.details() == "workload_id: must not be empty or blank"
 
 
 class _GoneCaller:
