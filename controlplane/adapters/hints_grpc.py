@@ -91,7 +91,7 @@ class DemandHintsServicer(pb_grpc.DemandHintsServicer):
         tenants = _stored(context, "read the models", self.model_tenants)
         try:
             hint = new_hint(request.model, request.rate_rps, start_at, end_at, request.reason,
-                            set(tenants), now)
+                            set(tenants), now, [m for m in tenants if _in_scope(m, tenants)])
         except HintError as error:
             _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"{_FIELD[error.field]}: {error}")
         if not _in_scope(hint.model, tenants):

@@ -55,13 +55,17 @@ class HintError(ValueError):
 
 
 def new_hint(model: str, rate_rps: float, start_at: datetime, end_at: datetime, reason: str,
-             known_models: Collection[str], now: datetime) -> DemandHint:
+             known_models: Collection[str], now: datetime,
+             listed_models: Collection[str] | None = None) -> DemandHint:
     """A hint to store from what a user gave (``headroom hint add``, the DemandHints gRPC
     service): a model the store lists, an end after ``now``, a reason of at most 500
-    characters and no NUL, and a valid hint (``DemandHint``); HintError names what is not."""
+    characters and no NUL, and a valid hint (``DemandHint``); HintError names what is not.
+    An unknown model's error lists ``listed_models`` (default: every known one; a caller
+    scoped to tenants is shown only theirs)."""
     if model not in known_models:
+        listed = known_models if listed_models is None else listed_models
         raise HintError("model", f"model {model!r} is not in the store's models table (known: "
-                                 f"{', '.join(sorted(known_models)) or 'none'})")
+                                 f"{', '.join(sorted(listed)) or 'none'})")
     if len(reason) > MAX_REASON_CHARS:
         raise HintError("reason", f"{len(reason)} characters, at most {MAX_REASON_CHARS}")
     if "\x00" in reason:  # PostgreSQL's text cannot hold it: the insert failed, unnamed

@@ -166,6 +166,11 @@ def test_a_caller_scoped_to_tenants_announces_lists_and_withdraws_hints_of_its_o
         assert denied.value.code() is grpc.StatusCode.PERMISSION_DENIED
         assert denied.value.details() == (
             f"model: {VISION} is not a model of the caller's tenants (acme)")
+        with pytest.raises(grpc.RpcError) as unknown:  # lists acme's models, not globex's
+            stub.AddHint(pb.AddHintRequest(model="nope", rate_rps=9, end_unix_s=_s(60)),
+                         metadata=acme)
+        assert unknown.value.details() == ("model: model 'nope' is not in the store's models "
+                                           f"table (known: {CHAT}, mistral-7b-support)")
         other = stub.AddHint(theirs, metadata=ops)
         assert [h.id for h in stub.ListHints(pb.ListHintsRequest(), metadata=acme).hints] == [
             own.id]
