@@ -247,7 +247,7 @@ def _run_demo(settings: Settings, start_at: datetime, minutes: float | None, spe
     try:
         grpc_address = runner.start_grpc()
         if not json_out:
-            console.print(f"[bold]Headroom demo[/] store {redact(settings.db.url)}")
+            console.print(f"[bold]Headroom demo[/] store {escape(redact(settings.db.url))}")
             console.print(f"placement API (gRPC) on {grpc_address}")
             if runner.metrics_url:
                 console.print(f"metrics on {runner.metrics_url}")
@@ -342,7 +342,8 @@ def dashboard(config: ConfigOption = None,
         where = "--address" if address != settings.dashboard.address else (
             f"{config or 'configuration'}: dashboard.address")
         raise UsageError(f"{where} {address}: {error}") from None
-    console.print(f"dashboard on http://{address}:{port} (store {redact(settings.db.url)})")
+    console.print(f"dashboard on http://{address}:{port} (store {redact(settings.db.url)})",
+                  markup=False)
     env = {**os.environ, "HEADROOM_DB__URL": settings.db.url}
     raise typer.Exit(run_in_foreground(dashboard_command(address, port), env))
 

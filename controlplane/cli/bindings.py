@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from controlplane.adapters.clock import WallClock
@@ -29,10 +30,11 @@ NodeOption = Annotated[str | None, typer.Option("--node", help="only the binding
 
 
 def _cells(binding: Binding) -> tuple[str, str, str, str, str, str]:
+    """One binding as the cells of a Rich table row (ids and names escaped)."""
     mode = binding.mode.value if binding.mode is not None else "cpu only"
     share = binding.mig_profile or f"{binding.gpu_milli} milli"
-    return (binding.workload_id, binding.node, binding.model or "-",
-            ",".join(map(str, binding.gpu_indices)) or "-", mode, share)
+    return (escape(binding.workload_id), escape(binding.node), escape(binding.model or "-"),
+            ",".join(map(str, binding.gpu_indices)) or "-", mode, escape(share))
 
 
 def _lease(binding: Binding, now: datetime) -> str:

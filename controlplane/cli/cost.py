@@ -103,7 +103,8 @@ def export(
             raise StoreUnavailable(f"{error}{demo_store_hint(settings)}") from None
         span = cost_reader.time_span(engine)
         if span is None:
-            console.print(f"store {redact(url)} has no reconcile ticks yet; nothing to export")
+            console.print(f"store {redact(url)} has no reconcile ticks yet; nothing to export",
+                          markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(1)
         since_at, until_at = _window(span, until, days)
         result = cost_export.showback(engine, cost_reader.price_history(engine), since_at,
@@ -122,7 +123,8 @@ def export(
         raise usage_error(f"--out {out}: cannot write: {error.strerror or error}") from None
     total = sum(a.usd for a in result.accruals)
     console.print(f"wrote {len(rows)} rows to {out}: {since_at:%Y-%m-%d %H:%M} .. "
-                  f"{until_at:%Y-%m-%d %H:%M} UTC, {result.samples} samples, ${total:,.2f}")
+                  f"{until_at:%Y-%m-%d %H:%M} UTC, {result.samples} samples, ${total:,.2f}",
+                  markup=False, highlight=False, soft_wrap=True)  # the path whole, as given
     if result.unrecorded:
         console.print(f"note: no plan recorded {cost_gaps.spans_text(result.unrecorded)}; the "
                       "cost there holds the plan in force before (column UnrecordedHours)")

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
@@ -90,9 +91,9 @@ def list_models(
     for s in specs:
         points = ", ".join(f"{p.product}/{p.compute_slices or 'whole'}: {p.throughput_rps:g}"
                            for p in s.profile)
-        table.add_row(s.name, s.tenant, s.isolation.value, s.engine.value,
+        table.add_row(escape(s.name), escape(s.tenant), s.isolation.value, s.engine.value,
                       f"{s.latency_slo_ms:g}", f"{s.cold_start.p50_s:g}/{s.cold_start.p90_s:g}",
-                      points)
+                      escape(points))
     out.print(table)
 
 

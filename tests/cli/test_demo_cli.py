@@ -350,3 +350,12 @@ def test_a_one_minute_demo_ends_with_a_line_that_counts_one_minute_in_the_singul
     assert "stopped after 1 simulated minute: " in said
     for count, noun in re.findall(r"(\d+) (ticks?|placements?|GPUs?|MIG re-layouts?)(?=,|$)", said):
         assert noun.endswith("s") == (count != "1"), said
+
+
+def test_a_store_path_that_looks_like_rich_markup_is_named_as_written(tmp_path: Path) -> None:
+    db = tmp_path / "[bold]d.db"
+    done = subprocess.run([*HEADROOM, "demo", "--minutes", "0", "--no-dashboard", "--db",
+                           str(db)], cwd=tmp_path, env=_env(COLUMNS="400"), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"Headroom demo store sqlite:///{db}\n" in done.stderr  # before: ".../d.db"

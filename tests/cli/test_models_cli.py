@@ -95,3 +95,18 @@ def test_import_into_a_store_that_was_never_migrated_says_to_upgrade_first(
     run = _models(f"sqlite:///{tmp_path / 'missing.db'}", "import", str(models))
     assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
     assert not (tmp_path / "missing.db").exists()
+
+
+def test_names_that_look_like_rich_markup_are_listed_as_written(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    Store.open(url, migrate=True).engine.dispose()
+    models = tmp_path / "models.yaml"
+    models.write_text(GOOD.replace("name: llama-3-8b-chat", "name: 'a[/]b'")
+                      .replace("tenant: acme", "tenant: '[bold]acme[/bold]'")
+                      .replace("name: resnet50", "name: '[red]redname[/red]'"))
+    assert _models(url, "import", str(models)).returncode == 0
+    listed = _models(url, "list")
+    assert listed.returncode == 0, listed.stderr  # before: MarkupError, a traceback
+    rows = [[cell.strip() for cell in line.split("│")[1:3]]
+            for line in listed.stdout.splitlines() if line.startswith("│")]
+    assert rows == [["[red]redname[/red]", "default"], ["a[/]b", "[bold]acme[/bold]"]]

@@ -171,3 +171,18 @@ def test_a_leased_binding_shows_its_time_left_and_one_that_ran_out_is_released_a
     assert done.stdout == "released stale (node n0, GPUs 0): its lease had run out\n"
     assert [d["workload_id"] for d in json.loads(_cli(db, "bindings", "--json").stdout)] == [
         "fresh"]
+
+
+def test_ids_and_names_that_look_like_rich_markup_are_listed_as_written(tmp_path: Path) -> None:
+    db = tmp_path / "store.db"
+    engine = journaled_engine(Store.open(f"sqlite:///{db}", migrate=True), WallClock())
+    engine.sync_inventory(pb.SyncInventoryRequest(nodes=[pb.Node(
+        name="n[/]0", cpu_milli=8000, memory_mib=65_536, pool="L4",
+        gpus=[pb.Gpu(index=0, product="L4", memory_mib=23_034)])]))
+    engine.place(pb.PlaceRequest(workload_id="[bold]w0[/bold]", model="a[/]b", tenant="t",
+                                 num_gpu=1, gpu_milli=1000, cpu_milli=100, memory_mib=128))
+    table = _cli(db, "bindings")
+    assert table.returncode == 0, table.stderr  # before: MarkupError, a traceback
+    rows = [[cell.strip() for cell in line.split("│")[1:4]]
+            for line in table.stdout.splitlines() if line.startswith("│")]
+    assert rows == [["[bold]w0[/bold]", "n[/]0", "a[/]b"]]

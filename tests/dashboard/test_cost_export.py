@@ -95,6 +95,16 @@ def _export(*args: str) -> tuple[int, str]:
     return result.exit_code, " ".join(result.output.split())
 
 
+
+@pytest.mark.parametrize("name", ["a[/]b.csv", "[bold]c.csv"])
+def test_cost_export_names_an_out_path_that_looks_like_rich_markup_as_written(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    monkeypatch.setenv("HEADROOM_DB__URL", seeded.url)
+    out = tmp_path / name
+    code, output = _export("--out", str(out), "--days", "0.1", "--step-s", "600")
+    assert code == 0, output  # before: MarkupError after the file was written, or "c.csv"
+    assert f"wrote {len(out.read_text().splitlines()) - 1} rows to {out}:" in output
+
 def test_cost_export_refuses_to_overwrite_the_store_it_reads(
         seeded: Seeded, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HEADROOM_DB__URL", seeded.url)
