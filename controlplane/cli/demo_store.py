@@ -19,7 +19,13 @@ def sqlite_url(db: Path) -> str:
     if _URL.match(str(db)):
         raise ConfigError(f"--db {db}: takes a SQLite file path, not a URL; for a database URL "
                           "set db.url (--config) or HEADROOM_DB__URL")
-    return f"sqlite:///{db.resolve()}"
+    return f"sqlite:///{url_escaped(str(db.resolve()))}"
+
+
+def url_escaped(path: str) -> str:
+    """``path`` as the database part of a URL that opens it as written: '%', '?' and '#' would
+    otherwise be read as an escape, the query and a fragment (other characters stay readable)."""
+    return path.replace("%", "%25").replace("?", "%3F").replace("#", "%23")
 
 
 def settings_with_db(config: Path | None, db: Path | None) -> Settings:

@@ -14,7 +14,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
-from sqlalchemy import Engine, create_engine, event, make_url, text
+from sqlalchemy import URL, Engine, create_engine, event, make_url, text
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from controlplane.domain.errors import error_line
@@ -178,9 +178,11 @@ def read_only_engine(url: str, connect_timeout_s: float = 5.0,
     if not store_file.is_file():
         raise StoreUnavailable(f"store {redact(url)}: no such database file")
     try:
-        engine = create_engine(f"sqlite:///file:{quote(str(store_file))}?mode=ro&uri=true",
-                               connect_args={"check_same_thread": False,
-                                             "timeout": connect_timeout_s})
+        # a URL object: the path is not parsed again, so SQLite's URI decodes what quote() did
+        opened = URL.create("sqlite", database=f"file:{quote(str(store_file))}",
+                            query={"mode": "ro", "uri": "true"})
+        engine = create_engine(opened, connect_args={"check_same_thread": False,
+                                                     "timeout": connect_timeout_s})
         with engine.connect() as connection:
             connection.execute(text("SELECT 1"))
     except (SQLAlchemyError, OSError, ValueError) as error:

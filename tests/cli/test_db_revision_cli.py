@@ -143,3 +143,16 @@ def test_db_commands_take_the_sqlite_file_db_names_as_status_does(tmp_path: Path
     assert behind.returncode == 1
     assert behind.stdout.startswith(f"store sqlite:///{store}: revision {previous}")
     assert not elsewhere.exists()
+
+
+@pytest.mark.parametrize("name", ["q?x=1.db", "pct%41.db", "h#1.db"])
+def test_a_db_path_with_url_characters_opens_the_file_named_in_every_db_command(
+        tmp_path: Path, name: str) -> None:
+    store = tmp_path / name
+    upgraded = _run("upgrade", "--db", str(store))
+    assert upgraded.returncode == 0, upgraded.stderr
+    current = _run("current", "--db", str(store))  # read-only: mode=ro on the file named
+    assert current.returncode == 0, current.stdout
+    assert current.stdout.splitlines()[-1] == "current"
+    made = {p.name.removesuffix("-wal").removesuffix("-shm") for p in tmp_path.iterdir()}
+    assert made == {name}  # before: 'q', 'pctA.db' or 'h' too

@@ -250,6 +250,15 @@ def test_the_listed_model_count_of_a_missing_sqlite_file_creates_neither_file_no
     assert Store.listed_model_count(f"sqlite:///{path}") == 1
 
 
+
+def test_the_read_only_open_of_a_file_named_with_a_hash_reads_that_file_and_makes_none(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'h#1.db'}"
+    Store.open(url, migrate=True).upsert_models(DEMO_MODELS[:1])
+    assert Store.listed_model_count(url) == 1  # before: 0, from a new empty file 'h'
+    made = {p.name.removesuffix("-wal").removesuffix("-shm") for p in tmp_path.iterdir()}
+    assert made == {"h#1.db"}
+
 def test_unreachable_database_names_the_url_as_given_without_password() -> None:
     with pytest.raises(StoreUnavailable) as caught:
         Store.open("postgresql://alice:secret@127.0.0.1:1/nowhere", connect_timeout_s=1)
