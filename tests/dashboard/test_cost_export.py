@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from controlplane import cost_export, cost_reader
 from controlplane.cli.cost import app as cost_app
 from controlplane.domain.cost import CostCategory
+from controlplane.store import Store
 from controlplane.store.engine import make_engine
 
 
@@ -199,6 +200,23 @@ def test_cost_export_of_a_missing_store_file_names_it_and_creates_nothing(
     assert f"store {url}: no such database file" in output
     assert list(tmp_path.iterdir()) == []
 
+
+
+@pytest.mark.parametrize(("store", "args", "code"), [
+    ("missing", (), 2), ("without ticks", (), 1), ("seeded", ("--until", "2000-01-01"), 2)])
+def test_a_refused_cost_export_leaves_no_directory_of_its_out_path_behind(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store: str,
+        args: tuple[str, ...], code: int) -> None:
+    url = seeded.url if store == "seeded" else f"sqlite:///{tmp_path / 'store.db'}"
+    if store == "without ticks":
+        Store.open(url, migrate=True).engine.dispose()
+    monkeypatch.setenv("HEADROOM_DB__URL", url)
+    out = tmp_path / "out" / "a" / "b.csv"
+    assert _export("--out", str(out), *args)[0] == code
+    assert not (tmp_path / "out").exists()  # before: out/ and out/a/ were made
+    if store == "seeded":  # an export that is not refused makes them
+        assert _export("--out", str(out), "--days", "0.1", "--step-s", "600")[0] == 0
+        assert out.is_file()
 
 def test_cost_export_of_a_store_without_schema_says_to_run_db_upgrade(
         store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
