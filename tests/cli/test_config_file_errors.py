@@ -17,12 +17,16 @@ COMMANDS = [["serve"], ["demo", "--minutes", "1", "--no-dashboard"], ["dashboard
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
-@pytest.mark.parametrize("config", ["a directory", "an unknown key"])
+@pytest.mark.parametrize("config", ["a directory", "an unknown key", "nesting 600 deep"])
 def test_every_command_refuses_a_bad_config_with_the_same_line(
         tmp_path: Path, command: list[str], config: str) -> None:
     if config == "a directory":
         path, expected = tmp_path / "conf.d", "conf.d: a directory, not a config file"
         path.mkdir()
+    elif config == "nesting 600 deep":  # before: a RecursionError traceback
+        path = tmp_path / "headroom.yaml"
+        expected = "headroom.yaml: line 1: nested deeper than 100 levels"
+        path.write_text("db: " + "[" * 600 + "]" * 600 + "\n")
     else:
         path, expected = tmp_path / "headroom.yaml", "headroom.yaml: surprise: unknown key"
         path.write_text("surprise: 1\n")

@@ -110,3 +110,11 @@ def test_names_that_look_like_rich_markup_are_listed_as_written(tmp_path: Path) 
     rows = [[cell.strip() for cell in line.split("│")[1:3]]
             for line in listed.stdout.splitlines() if line.startswith("│")]
     assert rows == [["[red]redname[/red]", "default"], ["a[/]b", "[bold]acme[/bold]"]]
+
+
+def test_a_models_file_nested_600_deep_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    models = tmp_path / "models.yaml"
+    models.write_text("models: " + "[" * 600 + "]" * 600 + "\n")
+    run = _models(f"sqlite:///{tmp_path / 'store.db'}", "import", str(models))
+    assert (run.returncode, run.stderr) == (  # before: a RecursionError traceback, exit 1
+        2, f"error: {models}: line 1: invalid YAML (nested deeper than 100 levels)\n")
