@@ -95,6 +95,13 @@ class _Model(_Strict):
     cold_start: _ColdStart
     profile: list[_Point] = Field(min_length=1)
 
+    @field_validator("name", "tenant")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:  # as a demand hint's model (domain.hints)
+        if not value.strip():
+            raise ValueError("must not be empty or only whitespace")
+        return value
+
     @field_validator("isolation", "engine", mode="before")
     @classmethod
     def _any_case(cls, value: object) -> object:  # DESIGN.md writes STRICT | TRUSTED | NONE

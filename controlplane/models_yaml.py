@@ -46,7 +46,8 @@ def where(raw: dict[str, Any], loc: tuple[int | str, ...]) -> str:
         name = models[loc[1]].get("name") if loc[1] < len(models) and isinstance(
             models[loc[1]], dict) else None
         rest = ".".join(str(p) for p in loc[2:])  # none: the model's own check names a field
-        return f"models[{loc[1]}]" + (f" ({name})" if name else "") + (f": {rest}" if rest else "")
+        shown = f" ({name})" if name and str(name).strip() else ""  # not "(   )"
+        return f"models[{loc[1]}]" + shown + (f": {rest}" if rest else "")
     return ".".join(str(p) for p in loc) or "(root)"
 
 

@@ -118,3 +118,18 @@ def test_a_models_file_nested_600_deep_is_one_line_naming_the_file(tmp_path: Pat
     run = _models(f"sqlite:///{tmp_path / 'store.db'}", "import", str(models))
     assert (run.returncode, run.stderr) == (  # before: a RecursionError traceback, exit 1
         2, f"error: {models}: line 1: invalid YAML (nested deeper than 100 levels)\n")
+
+
+@pytest.mark.parametrize("field", ["name", "tenant"])
+def test_a_name_or_tenant_of_only_whitespace_is_refused_naming_the_field(
+        tmp_path: Path, field: str) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    Store.open(url, migrate=True).engine.dispose()
+    models = tmp_path / "models.yaml"
+    models.write_text(GOOD.replace("name: llama-3-8b-chat" if field == "name" else "tenant: acme",
+                                   f"{field}: '   '"))
+    run = _models(url, "import", str(models))
+    shown = "" if field == "name" else " (llama-3-8b-chat)"
+    assert (run.returncode, run.stderr) == (  # before: imported as a model named '   '
+        2, f"error: {models}: models[0]{shown}: {field}: must not be empty or only whitespace\n")
+    assert Store.open(url).model_names() == []
