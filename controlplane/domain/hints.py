@@ -62,6 +62,8 @@ def new_hint(model: str, rate_rps: float, start_at: datetime, end_at: datetime, 
     characters and no NUL, and a valid hint (``DemandHint``); HintError names what is not.
     An unknown model's error lists ``listed_models`` (default: every known one; a caller
     scoped to tenants is shown only theirs)."""
+    if not model.strip():  # a store's model imported before models import refused it
+        raise HintError("model", f"model {model!r} is empty or only whitespace")
     if model not in known_models:
         listed = known_models if listed_models is None else listed_models
         raise HintError("model", f"model {model!r} is not in the store's models table (known: "

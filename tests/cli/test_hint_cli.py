@@ -106,6 +106,14 @@ def test_bad_input_is_one_line_naming_it_and_writes_nothing(db: Path, args: list
     assert SqlDemandHints(Store.open(f"sqlite:///{db}").engine).hints() == ()
 
 
+
+def test_a_hint_for_a_model_named_only_whitespace_blames_the_model_not_the_window(
+        db: Path) -> None:
+    Store.open(f"sqlite:///{db}").upsert_models([replace(DEMO_MODELS[0], name="   ")])
+    run = _hint(db, "add", "   ", "--rps", "5", "--end", "2099-01-01T00:00:00Z")
+    assert (run.returncode, run.stderr) == (  # before: "--start/--end: demand hint: ..."
+        2, "error: model '   ' is empty or only whitespace\n")
+
 def test_a_store_without_the_hints_table_or_no_store_at_all_says_what_to_do(
         db: Path, tmp_path: Path) -> None:
     downgrade(Store.open(f"sqlite:///{db}").engine, "0006")
