@@ -223,7 +223,7 @@ def upgrade(engine: Engine, revision: str = "head",
         reached = store_revision(engine)
     except (CommandError, SQLAlchemyError, MigrationLockHeld) as error:
         raise _migration_error(engine, "upgrade", revision, error) from None
-    if wanted is not None and reached != wanted.revision:
+    if reached != (wanted.revision if wanted is not None else None):  # None: base
         raise MigrationError(f"database {_shown(engine)}: cannot upgrade to {revision!r}: it is "
                              f"at revision {reached!r}, past it; `headroom db downgrade "
                              f"{revision}` goes back")

@@ -188,16 +188,18 @@ def test_serve_and_demo_on_a_store_migrated_by_a_newer_headroom_say_so_and_what_
     assert run.stderr.count("\n") == 1
 
 
+@pytest.mark.parametrize("revision", ["0003", "base"])
 def test_db_upgrade_to_a_revision_the_store_is_past_is_refused_naming_the_way_back(
-        sqlite_url: str) -> None:
+        sqlite_url: str, revision: str) -> None:
     env = _env(HEADROOM_DB__URL=sqlite_url)
     assert subprocess.run([*HEADROOM, "db", "upgrade"], env=env, capture_output=True,
                           timeout=120).returncode == 0
-    run = subprocess.run([*HEADROOM, "db", "upgrade", "0003"], env=env, capture_output=True,
+    run = subprocess.run([*HEADROOM, "db", "upgrade", revision], env=env, capture_output=True,
                          text=True, timeout=120)
-    assert run.returncode == 2  # it said "upgraded to 0003" and left the store at head
-    assert run.stderr == (f"error: database {sqlite_url}: cannot upgrade to '0003': it is at "
-                          "revision '0019', past it; `headroom db downgrade 0003` goes back\n")
+    assert run.returncode == 2  # it said "upgraded to 0003" (or base) and left the store at head
+    assert run.stderr == (f"error: database {sqlite_url}: cannot upgrade to '{revision}': it "
+                          f"is at revision '0019', past it; `headroom db downgrade {revision}` "
+                          "goes back\n")
     assert inspect(create_engine(sqlite_url)).has_table("placement_bindings")  # as it was
 
 
