@@ -18,7 +18,7 @@ from controlplane.cli.numbers import float_option
 from controlplane.cli.status_view import HINT_COLUMNS, hint_cells
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
 from controlplane.cli.times import parse_utc
-from controlplane.domain.hints import DemandHint, HintError, new_hint
+from controlplane.domain.hints import MAX_HINT_RPS, DemandHint, HintError, new_hint
 from controlplane.store import Store
 from controlplane.store.hints import SqlDemandHints
 from forecaster.errors import InputError
@@ -44,11 +44,11 @@ def add(
     model: Annotated[str, typer.Argument(metavar="MODEL",
                                          help="a model of the store's models table")],
     rps: Annotated[float, float_option("--rps", help="requests/s the model will see at least",
-                                       min=0.0)],
+                                       min=0.0, max=MAX_HINT_RPS)],
     end: Annotated[str, typer.Option("--end", help="end of the window (ISO-8601; UTC unless "
                                                    "it names a zone)")],
     start: Annotated[str | None, typer.Option("--start", help=escape(
-        "start of the window (ISO-8601) [default: now]"))] = None,
+        "start of the window (ISO-8601; UTC unless it names a zone) [default: now]"))] = None,
     reason: Annotated[str, typer.Option(help="why, for whoever reads the plan")] = "",
     config: ConfigOption = None,
     db: DbOption = None,

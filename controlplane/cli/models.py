@@ -42,8 +42,10 @@ def changes(listed: list[ModelSpec], given: list[ModelSpec]) -> dict[str, list[s
 
 @app.command("import")
 def import_models(
-    file: Annotated[Path, typer.Argument(metavar="FILE", dir_okay=False,
-                                         help="models YAML (see `headroom models --help`)")],
+    file: Annotated[Path, typer.Argument(
+        metavar="FILE", dir_okay=False,
+        help="models YAML: a `models:` list of name, tenant, isolation, engine, latency_slo_ms, "
+             "cold_start and profile points; deploy/examples/models.yaml is one, commented")],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="check the file and say what "
                                           "would change; write nothing")] = False,
     config: ConfigOption = None,

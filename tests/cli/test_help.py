@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -9,6 +10,7 @@ from typer.core import TyperGroup
 from typer.testing import CliRunner
 
 from controlplane.cli import app
+from controlplane.models_file import load_model_specs
 
 
 def _commands(group: TyperGroup, prefix: str = "") -> dict[str, Any]:
@@ -127,3 +129,23 @@ def test_status_help_names_every_section_the_readme_says_status_shows() -> None:
     for section in ("the placement journal", "forecast accuracy over the last hour",
                     "profiles corrected online", "demand hints not ended"):
         assert section in text, section
+
+
+def test_models_import_help_points_to_a_file_that_shows_the_format() -> None:
+    result = CliRunner().invoke(app, ["models", "import", "--help"], env={"COLUMNS": "200"},
+                                terminal_width=200)
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "`headroom models --help`" not in text  # which says nothing of the format
+    assert "deploy/examples/models.yaml is one, commented" in text
+    example = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "models.yaml"
+    assert load_model_specs(example)  # the file named is a models file
+
+
+def test_hint_add_help_shows_the_accepted_rps_range_and_a_zoneless_start_as_utc() -> None:
+    result = CliRunner().invoke(app, ["hint", "add", "--help"], env={"COLUMNS": "200"},
+                                terminal_width=200)
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "[0.0<=x<=10000000.0]" in text  # before: [x>=0.0], while above 1e7 was refused
+    assert "start of the window (ISO-8601; UTC unless it names a zone) [default: now]" in text
