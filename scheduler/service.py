@@ -95,6 +95,16 @@ def call_engine(context: grpc.ServicerContext, fn: Callable[[], T], empty: T,
 FAST_METHODS = ("SyncInventory", "Place", "Release", "GetPlan", "RenewLeases", "RankReplicas")
 
 
+def _before_deadline(context: grpc.ServicerContext) -> Callable[[], bool] | None:
+    """Whether the call's deadline has not passed (None: no deadline). Read from the clock, not
+    from ``context.is_active``, whose lock the server's own threads hold under load."""
+    remaining_s = context.time_remaining()
+    if remaining_s is None:
+        return None
+    deadline_s = time.monotonic() + remaining_s
+    return lambda: time.monotonic() < deadline_s
+
+
 class PlacementServicer(pb_grpc.PlacementServicer):
     """The Placement service of DESIGN.md over a PlacementEngine.
 
@@ -131,10 +141,11 @@ class PlacementServicer(pb_grpc.PlacementServicer):
 
     def Place(self, request: pb.PlaceRequest, context: grpc.ServicerContext) -> pb.PlaceResponse:
         scope = caller_scope()
+        still_wanted = _before_deadline(context)
 
         def place() -> pb.PlaceResponse:
             tenancy.check_place(scope, request.tenant)
-            return self.engine.place(request, still_wanted=context.is_active)
+            return self.engine.place(request, still_wanted=still_wanted)
 
         return call_engine(context, place, _EMPTY_PLACE, self.metrics, "Place")
 

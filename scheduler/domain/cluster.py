@@ -92,7 +92,7 @@ class Cluster:
         self.known: list[GpuProduct | None] = []
         self.mig: dict[tuple[int, int], dict[str, MigInstance]] = {}
         self.bindings: dict[str, Binding] = {}
-        self._product_masks: dict[tuple[int, ...], BoolArray] = {}
+        self._product_masks: dict[frozenset[str], BoolArray] = {}
         ids: dict[str, int] = {}
         for i, node in enumerate(self.nodes):
             for j, gpu in enumerate(sorted(node.gpus, key=lambda g: g.index)):
@@ -167,17 +167,17 @@ class Cluster:
     def product_mask(self, products: frozenset[str]) -> BoolArray:
         """GPU slots whose product is one of ``products`` (all existing GPUs when empty).
 
-        Cached by the products of this inventory that the list names (so callers' lists of
-        unknown or repeated names share one entry), at most MAX_PRODUCT_MASKS of them."""
-        wanted = (tuple(k for k, p in enumerate(self.products) if p in products) if products
-                  else (-1,))
-        mask = self._product_masks.get(wanted)
+        Cached per list, at most MAX_PRODUCT_MASKS of them (callers may name any products)."""
+        mask = self._product_masks.get(products)
         if mask is None:
-            mask = (self.exists.copy() if not products
-                    else np.isin(self.product_id, wanted) & self.exists)
+            if products:
+                wanted = [k for k, p in enumerate(self.products) if p in products]
+                mask = np.isin(self.product_id, wanted) & self.exists
+            else:
+                mask = self.exists.copy()
             if len(self._product_masks) >= MAX_PRODUCT_MASKS:
                 self._product_masks.clear()
-            self._product_masks[wanted] = mask
+            self._product_masks[products] = mask
         return mask
 
     def hosts(self, cpu_milli: int, memory_mib: int) -> BoolArray:

@@ -122,3 +122,23 @@ def test_a_plan_whose_caller_gave_up_is_not_stored() -> None:
     servicer.PlanFleet(_plan(_model("m", 50.0)), caller)  # type: ignore[arg-type]
     assert caller.code == grpc.StatusCode.CANCELLED and "not stored" in caller.details
     assert engine.plan_revision == 0
+
+
+class _LateCaller(_GoneCaller):
+    """A Place that waited out its deadline before the servicer ran it."""
+
+    def time_remaining(self) -> float:
+        return 0.0
+
+
+def test_a_place_whose_deadline_passed_before_it_ran_binds_nothing() -> None:
+    engine = PlacementEngine()
+    engine.sync_inventory(pb.SyncInventoryRequest(nodes=[make_node("n0")]))
+    servicer = PlacementServicer(engine)
+    caller = _LateCaller()
+    request = pb.PlaceRequest(workload_id="w", model="m", tenant="t", cpu_milli=100,
+                              memory_mib=100, num_gpu=1, gpu_milli=1000)
+    assert servicer.Place(request, caller) == pb.PlaceResponse()  # type: ignore[arg-type]
+    assert caller.code == grpc.StatusCode.CANCELLED and "nothing was bound" in caller.details
+    assert engine.counts()[0] == 0
+    assert engine.place(request).binding.node == "n0"  # the retry is placed
