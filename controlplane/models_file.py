@@ -100,6 +100,8 @@ class _Model(_Strict):
     def _not_blank(cls, value: str) -> str:  # as a demand hint's model (domain.hints)
         if not value.strip():
             raise ValueError("must not be empty or only whitespace")
+        if value != value.strip():  # " bert" and "bert" would be two models, one never matched
+            raise ValueError(f"{value!r} begins or ends with whitespace")
         return value
 
     @field_validator("isolation", "engine", mode="before")

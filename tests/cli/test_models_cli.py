@@ -133,3 +133,20 @@ def test_a_name_or_tenant_of_only_whitespace_is_refused_naming_the_field(
     assert (run.returncode, run.stderr) == (  # before: imported as a model named '   '
         2, f"error: {models}: models[0]{shown}: {field}: must not be empty or only whitespace\n")
     assert Store.open(url).model_names() == []
+
+
+@pytest.mark.parametrize("field", ["name", "tenant"])
+def test_a_name_or_tenant_with_surrounding_whitespace_is_refused_naming_the_field(
+        tmp_path: Path, field: str) -> None:
+    """' llama' would be a second model beside 'llama', which no metric or hint names."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    Store.open(url, migrate=True).engine.dispose()
+    models = tmp_path / "models.yaml"
+    models.write_text(GOOD.replace("name: llama-3-8b-chat" if field == "name" else "tenant: acme",
+                                   "name: ' llama-3-8b-chat'" if field == "name"
+                                   else "tenant: 'acme '"))
+    run = _models(url, "import", str(models))
+    value = "' llama-3-8b-chat'" if field == "name" else "'acme '"
+    assert run.returncode == 2
+    assert run.stderr.endswith(f"{field}: {value} begins or ends with whitespace\n"), run.stderr
+    assert Store.open(url).model_names() == []
