@@ -17,6 +17,7 @@ from fake_controllers import FakeMigManager
 from full_plan_scenario import run_full_plan, seed_fleet
 from gpu_operator_configs import device_plugin_config_problems, mig_parted_problems
 from k8s_harness import make_backend
+from pod_security import restricted_problems
 
 from controlplane.adapters.k8s.manifests import mig_parted_configs
 from controlplane.domain.mig_layout import layout_from_entries, layout_problems
@@ -102,6 +103,22 @@ def test_the_forecast_cronjob_runs_one_shard_per_index_on_shared_writable_state(
     assert cron["spec"]["schedule"] == f"*/{int(interval_s // 60)} * * * *"
     assert cron["spec"]["concurrencyPolicy"] == "Forbid"
     assert job["activeDeadlineSeconds"] < interval_s  # a run ends before the next is due
+
+
+def _pod_of(kind: str, name: str) -> dict[str, Any]:
+    spec = find(kind, name)["spec"]
+    template = spec["jobTemplate"]["spec"]["template"] if kind == "CronJob" else spec["template"]
+    return dict(template["spec"])
+
+
+@pytest.mark.parametrize(("kind", "name"), [("Deployment", "headroom"),
+                                            ("CronJob", "headroom-forecast")])
+def test_headroom_s_own_pods_meet_the_restricted_pod_security_level_of_their_namespace(
+        kind: str, name: str) -> None:
+    namespace = find("Namespace", "headroom")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert find(kind, name)["metadata"]["namespace"] == "headroom"
+    assert restricted_problems(_pod_of(kind, name)) == []
 
 
 def test_the_placement_api_is_tls_with_a_token_from_mounted_secrets_and_probed_in_plaintext(

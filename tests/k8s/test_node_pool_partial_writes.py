@@ -112,10 +112,11 @@ def _lower_the_gpu_limit(server: ApiServer) -> None:  # e.g. a GitOps sync of th
 
 def _ask_for_a_mig_slice(server: ApiServer) -> None:  # kubectl edit of the pod template
     wanted = {"nvidia.com/mig-3g.40gb": "1", "cpu": "10m", "memory": "16Mi"}
+    deployment = server.get("apps/v1", "Deployment", PLACEHOLDERS, HEADROOM_NS)
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    containers[0]["resources"] = {"requests": wanted, "limits": wanted}
     server.update("apps/v1", "Deployment", PLACEHOLDERS, {"spec": {"template": {"spec": {
-        "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
-                        "resources": {"requests": wanted, "limits": wanted}}]}}}},
-                  HEADROOM_NS, manager="kubectl-edit")
+        "containers": containers}}}}, HEADROOM_NS, manager="kubectl-edit")
 
 
 def _select_another_nodepool(server: ApiServer) -> None:
@@ -135,6 +136,19 @@ def _drop_the_anti_affinity(server: ApiServer) -> None:
         "affinity": None}}}}, HEADROOM_NS, manager="kubectl-edit")
 
 
+def _drop_the_pod_security_context(server: ApiServer) -> None:  # admission refuses its pods
+    server.update("apps/v1", "Deployment", PLACEHOLDERS, {"spec": {"template": {"spec": {
+        "securityContext": None}}}}, HEADROOM_NS, manager="kubectl-edit")
+
+
+def _let_the_pause_container_escalate(server: ApiServer) -> None:
+    deployment = server.get("apps/v1", "Deployment", PLACEHOLDERS, HEADROOM_NS)
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    containers[0]["securityContext"]["allowPrivilegeEscalation"] = True
+    server.update("apps/v1", "Deployment", PLACEHOLDERS, {"spec": {"template": {"spec": {
+        "containers": containers}}}}, HEADROOM_NS, manager="kubectl-edit")
+
+
 @pytest.mark.parametrize(("change", "noted"), [
     (_delete_placeholders, "placeholder Deployment headroom-warm-l4 missing"),
     (_scale_placeholders_by_hand, "placeholder Deployment holds 0 nodes"),
@@ -147,6 +161,10 @@ def _drop_the_anti_affinity(server: ApiServer) -> None:
                                "karpenter.sh/nodepool=l4, nvidia.com/gpu.product="
                                "NVIDIA-H100-80GB-HBM3, not karpenter.sh/nodepool=l4"),
     (_drop_the_anti_affinity, "placeholder Deployment headroom-warm-l4 affinity changed"),
+    (_drop_the_pod_security_context, "placeholder Deployment headroom-warm-l4 pod "
+                                     "securityContext changed"),
+    (_let_the_pause_container_escalate, "placeholder Deployment headroom-warm-l4 container "
+                                        "pause securityContext changed"),
 ])
 def test_a_pool_changed_by_someone_else_is_noted_and_its_target_written_again(
         apiserver: ApiServer, clock: VirtualClock, change: Callable[[ApiServer], None],

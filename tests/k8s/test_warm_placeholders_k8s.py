@@ -4,11 +4,15 @@ nvidia.com/mig-<profile> and no nvidia.com/gpu) and on a pool of a product witho
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
 from apiserver import ApiServer
 from k8s_builders import HEADROOM_NS, gpu_node, gpu_pod, k8s_settings, nodepool
 from k8s_harness import assert_schema_valid, client_for, make_backend
+from pod_security import restricted_problems
 from relayout_scenario import SLICE, TARGET, relayout_actuator, seed
 
 from controlplane.adapters.k8s.api import KubeApi
@@ -21,6 +25,7 @@ from controlplane.sim.clock import VirtualClock
 from controlplane.store.relayout import MemoryRelayoutStore
 
 HOSTNAME = "kubernetes.io/hostname"
+NAMESPACE_YAML = Path(__file__).resolve().parents[2] / "deploy" / "namespace.yaml"
 MIG_NODE = {"nvidia.com/mig-1g.10gb": "14", "nvidia.com/mig-3g.40gb": "4"}  # 2 GPUs, MIG on
 
 
@@ -119,6 +124,8 @@ def test_a_pool_without_mig_keeps_its_whole_node_gpu_placeholders_one_per_node(
         "template": {"metadata": {"labels": labels}, "spec": {
             "priorityClassName": "headroom-warm-placeholder",
             "terminationGracePeriodSeconds": 0, "automountServiceAccountToken": False,
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 65535, "runAsGroup": 65535,
+                                "seccompProfile": {"type": "RuntimeDefault"}},
             "nodeSelector": {"karpenter.sh/nodepool": "l4"},
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
                              "effect": "NoSchedule"}],
@@ -126,12 +133,30 @@ def test_a_pool_without_mig_keeps_its_whole_node_gpu_placeholders_one_per_node(
                             "resources": {
                                 "requests": {"nvidia.com/gpu": "4", "cpu": "10m",
                                              "memory": "16Mi"},
-                                "limits": {"nvidia.com/gpu": "4", "memory": "16Mi"}}}],
+                                "limits": {"nvidia.com/gpu": "4", "memory": "16Mi"}},
+                            "securityContext": {"allowPrivilegeEscalation": False,
+                                                "readOnlyRootFilesystem": True,
+                                                "capabilities": {"drop": ["ALL"]}}}],
             "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
                 {"labelSelector": {"matchLabels": labels}, "topologyKey": HOSTNAME}]}}}}}
     l4_node = gpu_node("l4-1", product="NVIDIA-L4", gpus=4, nodepool="l4")
     assert schedulable_on(deployment["spec"]["template"], l4_node, []) == []
     assert assert_schema_valid(apiserver) >= 3
+
+
+@pytest.mark.parametrize(("pool", "gpu_name"), [("a100-80gb", "a100"), ("l4", "l4")])
+def test_placeholder_pods_meet_the_pod_security_level_of_the_namespace_deploy_puts_them_in(
+        apiserver: ApiServer, clock: VirtualClock, pool: str, gpu_name: str) -> None:
+    namespace = yaml.safe_load(NAMESPACE_YAML.read_text())
+    assert namespace["metadata"]["name"] == HEADROOM_NS
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    apiserver.seed(nodepool(pool, gpu_name=gpu_name))
+    assert leading(apiserver, clock).node_pools.set_size(pool, 2).ok
+    pod = placeholder(apiserver, pool)["spec"]["template"]["spec"]
+    # the admission controller refuses every pod the ReplicaSet creates otherwise
+    assert restricted_problems(pod) == []
+    assert pod["securityContext"]["runAsUser"] == 65535  # the pause image's user
+    assert pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
 
 
 def test_a_time_sliced_node_takes_one_placeholder_of_its_pool_not_several(

@@ -22,6 +22,7 @@ from controlplane.domain.sharing_config import SharingLayout, device_plugin_conf
 
 JsonObject = dict[str, Any]
 PLACEHOLDER_PRIORITY = -10
+PAUSE_USER_ID = 65535  # the pause image's user and group (it runs as non-root)
 
 
 def placeholder_priority_class(name: str) -> JsonObject:
@@ -39,19 +40,28 @@ def placeholder_deployment(pool: str, nodepool: str, gpus_per_node: int, replica
     on the hostname against the pool's other placeholders. On a pool without MIG each also asks
     for a whole node's GPUs (real pods preempt it); on a pool of a MIG-capable product, whose
     MIG-partitioned nodes offer no ``nvidia.com/gpu``, it asks for no GPU (node_pools.py says
-    why and what that costs)."""
+    why and what that costs). The pods run as the pause image's non-root user with no
+    privilege, as the restricted Pod Security level of Headroom's namespace requires."""
     labels = {WARM_POOL_LABEL: pool}
     gpus = {} if mig_capable else {GPU_RESOURCE: str(gpus_per_node)}
     spec: JsonObject = {
         "priorityClassName": priority_class,
         "terminationGracePeriodSeconds": 0,
         "automountServiceAccountToken": False,
+        # the Pod Security Standards' restricted profile, which deploy/namespace.yaml enforces
+        # on Headroom's namespace: without it admission refuses every pod of the ReplicaSet
+        "securityContext": {"runAsNonRoot": True, "runAsUser": PAUSE_USER_ID,
+                            "runAsGroup": PAUSE_USER_ID,
+                            "seccompProfile": {"type": "RuntimeDefault"}},
         "nodeSelector": {KARPENTER_NODEPOOL: nodepool},
         "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
         "containers": [{
             "name": "pause", "image": image,
             "resources": {"requests": {**gpus, "cpu": "10m", "memory": "16Mi"},
                           "limits": {**gpus, "memory": "16Mi"}},
+            "securityContext": {"allowPrivilegeEscalation": False,
+                                "readOnlyRootFilesystem": True,
+                                "capabilities": {"drop": ["ALL"]}},
         }],
         "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"labelSelector": {"matchLabels": dict(labels)}, "topologyKey": HOSTNAME_LABEL}]}},

@@ -36,10 +36,11 @@ The NodePool is written last: the reader takes a pool's size from its annotation
 only moves once every other write has succeeded. A write that fails leaves the old size observed,
 and the next tick plans (and writes) the whole target again. So does a placeholder Deployment or
 a GPU limit that someone else deleted or edited (drift.py: the placeholders' replicas, GPU
-resource and count, nodeSelector, affinity, tolerations, priority class): the reader marks the
-pool's target not intact. An apply leaves the fields another manager added (a nodeSelector key,
-a GPU limit in a container) in place, so when what it returns still differs, a JSON patch
-replaces those pod-template fields whole; a second write of the same target is the apply alone.
+resource and count, nodeSelector, affinity, tolerations, priority class, security contexts): the
+reader marks the pool's target not intact. An apply leaves the fields another manager added (a
+nodeSelector key, a GPU limit in a container) in place, so when what it returns still differs, a
+JSON patch replaces those pod-template fields whole; a second write of the same target is the
+apply alone.
 """
 
 from __future__ import annotations
