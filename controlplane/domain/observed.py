@@ -53,7 +53,7 @@ class ObservedPool:
     nodes_pending: int
     target_nodes: int
     # False: the objects that hold the target (on Kubernetes the placeholder Deployment and the
-    # NodePool's GPU limit) no longer match it, e.g. deleted or edited by someone else; the
+    # NodePool's node limit) no longer match it, e.g. deleted or edited by someone else; the
     # planner writes the target again even when it wants no other size
     target_intact: bool = True
 

@@ -27,8 +27,8 @@ SLICE = "nvidia.com/mig-1g.10gb"
 
 
 def seed(server: ApiServer, *, budget: dict[str, Any] | None = None, spare_slots: int = 7,
-         nodepool_gpus: str = "16") -> None:
-    server.seed(nodepool("a100-80gb", limits={"nvidia.com/gpu": nodepool_gpus}))
+         nodepool_nodes: str = "2") -> None:
+    server.seed(nodepool("a100-80gb", limits={"nodes": nodepool_nodes}))
     server.seed(gpu_node("a100-1", gpus=1, mig_config=FROM, allocatable={SLICE: "7"}))
     server.seed(gpu_node("a100-2", gpus=1, mig_config=FROM, allocatable={SLICE: str(spare_slots)}))
     server.seed(model_deployment("m", replicas=3))

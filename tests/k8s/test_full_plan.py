@@ -30,7 +30,7 @@ def test_a_full_plan_executes_against_the_api_server_with_valid_objects(
     assert replicas_of("Deployment", "language-m-large") == 3
     assert replicas_of("StatefulSet", "vision-resnet") == 4
     pool = apiserver.get("karpenter.sh/v1", "NodePool", "a100-80gb")
-    assert pool["spec"]["limits"]["nvidia.com/gpu"] == "24"
+    assert pool["spec"]["limits"] == {"nodes": "3"}
     assert apiserver.get("apps/v1", "Deployment", "headroom-warm-a100-80gb", HEADROOM_NS)[
         "spec"]["replicas"] == 3
     assert backend.relayouts.relayouts_of("a100-1")[-1].phase is RelayoutPhase.DONE

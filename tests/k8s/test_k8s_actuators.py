@@ -127,7 +127,7 @@ def test_set_size_writes_nodepool_limits_and_placeholder_pods(apiserver: ApiServ
     outcome = leading(apiserver, clock).node_pools.set_size("a100-80gb", 3)
     assert outcome.ok, outcome.message
     pool = apiserver.get("karpenter.sh/v1", "NodePool", "a100-80gb")
-    assert pool["spec"]["limits"] == {"cpu": "1000", "nvidia.com/gpu": "24"}
+    assert pool["spec"]["limits"] == {"cpu": "1000", "nodes": "3"}  # a node count, no GPUs
     assert pool["metadata"]["annotations"]["headroom.dev/target-nodes"] == "3"
     assert pool["spec"]["template"]["spec"]["nodeClassRef"]["name"] == "gpu"  # untouched
     placeholder = apiserver.get("apps/v1", "Deployment", "headroom-warm-a100-80gb", HEADROOM_NS)
@@ -153,7 +153,27 @@ def test_set_size_down_to_zero_and_back_is_absolute(apiserver: ApiServer,
         pool = backend.reader.snapshot().pool("l4")
         assert pool is not None and pool.target_nodes == nodes
     limits = apiserver.get("karpenter.sh/v1", "NodePool", "l4")["spec"]["limits"]
-    assert limits == {"nvidia.com/gpu": "8"}
+    assert limits == {"nodes": "2"}
+
+
+def test_set_size_drops_the_gpu_limit_an_earlier_headroom_wrote_and_keeps_the_operators_limits(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    # a GPU limit counts time-sliced replicas (4 L4s shared 3 ways: 12 per node) and no MIG
+    # GPU: the node limit replaces it, and server-side apply removes the field Headroom's
+    # manager applied before and applies no more
+    apiserver.seed(nodepool("l4", gpu_name="l4", limits={"cpu": "1000"}))
+    backend = leading(apiserver, clock)
+    backend.api.apply({"apiVersion": "karpenter.sh/v1", "kind": "NodePool",  # an older Headroom
+                       "metadata": {"name": "l4",
+                                    "annotations": {"headroom.dev/target-nodes": "2"}},
+                       "spec": {"limits": {"nvidia.com/gpu": "8"}}})
+    assert apiserver.get("karpenter.sh/v1", "NodePool", "l4")["spec"]["limits"] == {
+        "cpu": "1000", "nvidia.com/gpu": "8"}
+    assert backend.node_pools.set_size("l4", 3).ok
+    assert apiserver.get("karpenter.sh/v1", "NodePool", "l4")["spec"]["limits"] == {
+        "cpu": "1000", "nodes": "3"}
+    pool = backend.reader.snapshot().pool("l4")
+    assert pool is not None and pool.target_nodes == 3 and pool.target_intact
 
 
 def test_unknown_pools_and_missing_nodepools_fail_without_retry(apiserver: ApiServer,
@@ -208,7 +228,7 @@ def test_dry_run_records_every_write_and_sends_none(apiserver: ApiServer,
     assert backend.sharing.apply_sharing("l4-1", SharingLayout(SharingMode.MPS, 2)).ok
     assert apiserver.writes() == []
     planned = [w.render() for w in backend.planned_writes()]
-    assert any(p.startswith("apply NodePool a100-80gb") and '"nvidia.com/gpu": "16"' in p
+    assert any(p.startswith("apply NodePool a100-80gb") and '"nodes": "2"' in p
                for p in planned)
     assert any(p.startswith("scale Deployment models/m") for p in planned)
     assert any(p.startswith("merge_patch Node l4-1") for p in planned)

@@ -42,7 +42,7 @@ from tests.httpstub import serve
 
 
 def seed_fleet(server: ApiServer) -> None:
-    server.seed(nodepool("a100-80gb", limits={"nvidia.com/gpu": "24"}))
+    server.seed(nodepool("a100-80gb", limits={"nodes": "3"}))
     server.seed(nodepool("l4", gpu_name="l4"))
     server.seed(gpu_node("a100-1", mig_config="all-1g.10gb", gpus=1,
                          allocatable={"nvidia.com/mig-1g.10gb": "7"}))
@@ -62,7 +62,7 @@ def test_snapshot_maps_nodes_pools_and_models(apiserver: ApiServer, clock: Virtu
     a100 = observed.pool("a100-80gb")
     assert a100 is not None
     assert (a100.product, a100.nodes_ready, a100.nodes_pending, a100.target_nodes) == (
-        "A100-80GB", 1, 1, 3)  # target from the NodePool's GPU limit: 24 / 8
+        "A100-80GB", 1, 1, 3)  # target from the NodePool's node limit
     l4 = observed.pool("l4")
     assert l4 is not None and (l4.nodes_ready, l4.target_nodes) == (1, 1)
     assert sorted(n.name for n in observed.nodes) == ["a100-1", "a100-2", "l4-1"]

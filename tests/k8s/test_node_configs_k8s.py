@@ -30,7 +30,7 @@ def _placement() -> FleetPlacement:
 
 def test_the_node_stage_re_lays_out_an_empty_node_and_shares_a_busy_one_through_the_api(
         apiserver: ApiServer, clock: VirtualClock) -> None:
-    apiserver.seed(nodepool("a100-80gb", limits={"nvidia.com/gpu": "8"}))
+    apiserver.seed(nodepool("a100-80gb", limits={"nodes": "1"}))
     apiserver.seed(nodepool("l4", gpu_name="l4"))
     apiserver.seed(gpu_node("a100-1", mig_config="all-disabled"))
     apiserver.seed(gpu_node("l4-1", product="NVIDIA-L4", gpus=4, nodepool="l4"))
@@ -65,7 +65,7 @@ def test_the_node_stage_re_lays_out_an_empty_node_and_shares_a_busy_one_through_
 
 def test_an_mps_node_the_plan_needs_as_mig_is_set_exclusive_and_its_relayout_waits_retryably(
         apiserver: ApiServer, clock: VirtualClock) -> None:
-    apiserver.seed(nodepool("a100-80gb", limits={"nvidia.com/gpu": "8"}))
+    apiserver.seed(nodepool("a100-80gb", limits={"nodes": "1"}))
     apiserver.seed(gpu_node("a100-1", gpus=1, mig_config="all-disabled", sharing="mps",
                             extra_labels={"nvidia.com/device-plugin.config": "headroom-mps-4",
                                           "nvidia.com/gpu.replicas": "4"}))

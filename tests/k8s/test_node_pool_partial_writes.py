@@ -1,7 +1,7 @@
 """A pool resize that fails half-way leaves the old size observed, so the next tick plans and
 writes the whole target again (the NodePool annotation is the commit point, written last). A
-placeholder Deployment or GPU limit changed by someone else after a resize is noted, and the next
-tick writes the same target again."""
+placeholder Deployment or node limit changed by someone else after a resize is noted, and the
+next tick writes the same target again."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_a_failed_write_leaves_the_old_size_observed_and_the_next_tick_completes
     placeholder = apiserver.get("apps/v1", "Deployment", PLACEHOLDERS, HEADROOM_NS)
     assert placeholder["spec"]["replicas"] == 3
     limits = apiserver.get("karpenter.sh/v1", "NodePool", "l4")["spec"]["limits"]
-    assert limits == {"nvidia.com/gpu": "12"}
+    assert limits == {"nodes": "3"}
     assert next_tick_actions(backend, clock, 3) == ()
 
 
@@ -105,9 +105,9 @@ def _scale_placeholders_by_hand(server: ApiServer) -> None:
                   manager="kubectl")
 
 
-def _lower_the_gpu_limit(server: ApiServer) -> None:  # e.g. a GitOps sync of the NodePool
+def _lower_the_node_limit(server: ApiServer) -> None:  # e.g. a GitOps sync of the NodePool
     server.update("karpenter.sh/v1", "NodePool", "l4",
-                  {"spec": {"limits": {"nvidia.com/gpu": "4"}}}, manager="argocd")
+                  {"spec": {"limits": {"nodes": "1"}}}, manager="argocd")
 
 
 def _ask_for_a_mig_slice(server: ApiServer) -> None:  # kubectl edit of the pod template
@@ -152,7 +152,7 @@ def _let_the_pause_container_escalate(server: ApiServer) -> None:
 @pytest.mark.parametrize(("change", "noted"), [
     (_delete_placeholders, "placeholder Deployment headroom-warm-l4 missing"),
     (_scale_placeholders_by_hand, "placeholder Deployment holds 0 nodes"),
-    (_lower_the_gpu_limit, "NodePool nvidia.com/gpu limit 4, not 8"),
+    (_lower_the_node_limit, "NodePool nodes limit 1, not 2"),
     (_ask_for_a_mig_slice, "placeholder Deployment headroom-warm-l4 asks for "
                            "nvidia.com/mig-3g.40gb: 1, not nvidia.com/gpu: 4"),
     (_select_another_nodepool, "placeholder Deployment headroom-warm-l4 selects nodes "
@@ -188,7 +188,7 @@ def test_a_pool_changed_by_someone_else_is_noted_and_its_target_written_again(
         "l4", "l4", 4, 2, HEADROOM_NS, "headroom-warm-placeholder",
         "registry.k8s.io/pause:3.10")["spec"]["template"]["spec"]
     limits = apiserver.get("karpenter.sh/v1", "NodePool", "l4")["spec"]["limits"]
-    assert limits == {"nvidia.com/gpu": "8"}
+    assert limits == {"nodes": "2"}
     assert backend.reader.snapshot().notes == ()
     assert next_tick_actions(backend, clock, 2) == ()
     writes = len(apiserver.writes())

@@ -50,7 +50,7 @@ def _seed(server: ApiServer, held: tuple[str, ...], running: int) -> str:
     settings = k8s_settings().k8s
     server.seed(config_map(settings.mig_config_map, GPU_OPERATOR_NS, {
         MIG_PARTED_KEY: mig_parted_document(with_mig_configs({}, {name: layout}))}))
-    server.seed(nodepool("a100-80gb", limits={"nvidia.com/gpu": "8"}))
+    server.seed(nodepool("a100-80gb", limits={"nodes": "1"}))
     slices = {f"nvidia.com/mig-{p}": str(held.count(p)) for p in set(held)}
     server.seed(gpu_node(NODE, gpus=1, mig_config=name, allocatable=slices))
     server.seed(model_deployment(CHAT.name, name="chat", replicas=2, ready=running))

@@ -10,6 +10,7 @@ from controlplane.adapters.k8s.names import (
     GPU_RESOURCE,
     HOSTNAME_LABEL,
     KARPENTER_NODEPOOL,
+    KARPENTER_NODES_LIMIT,
     MANAGED_BY,
     MIG_PARTED_KEY,
     POOL_LABEL,
@@ -75,11 +76,16 @@ def placeholder_deployment(pool: str, nodepool: str, gpus_per_node: int, replica
     }
 
 
-def nodepool_size(nodepool: str, nodes: int, gpus_per_node: int) -> JsonObject:
-    """The part of a Karpenter NodePool Headroom owns: its GPU limit and the target size."""
+def nodepool_size(nodepool: str, nodes: int) -> JsonObject:
+    """The part of a Karpenter NodePool Headroom owns: its node-count limit and the target
+    size. A node count, not ``nvidia.com/gpu``: Karpenter counts a pool's usage from its nodes'
+    capacity, and a time-sliced or MPS node advertises GPUs x replicas as ``nvidia.com/gpu``
+    (REFERENCE.md §2.1) while a MIG node under the mixed strategy advertises none (§1.6), so a
+    GPU limit would stop a shared pool at one node and never bind a MIG one. Applied with the
+    same field manager, it drops the GPU limit an earlier Headroom wrote."""
     return {"apiVersion": "karpenter.sh/v1", "kind": "NodePool",
             "metadata": {"name": nodepool, "annotations": {TARGET_NODES_ANNOTATION: str(nodes)}},
-            "spec": {"limits": {GPU_RESOURCE: str(nodes * gpus_per_node)}}}
+            "spec": {"limits": {KARPENTER_NODES_LIMIT: str(nodes)}}}
 
 
 def config_map(name: str, namespace: str, data: dict[str, str],

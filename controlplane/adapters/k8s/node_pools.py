@@ -1,8 +1,14 @@
 """K8sNodePoolActuator: a pool's size as warm capacity Karpenter (or Cluster Autoscaler) honours.
 
 ``set_size(pool, nodes)`` writes two absolute targets with server-side apply:
-- the Karpenter NodePool's ``spec.limits["nvidia.com/gpu"] = nodes x gpus_per_node`` (so the
-  pool never grows past the target) and the annotation ``headroom.dev/target-nodes``;
+- the Karpenter NodePool's ``spec.limits.nodes = nodes`` (so the pool does not grow past the
+  target) and the annotation ``headroom.dev/target-nodes``. A node count, not a GPU limit:
+  Karpenter counts a pool's usage from its nodes' capacity, in which a time-sliced or MPS node
+  advertises GPUs x replicas as ``nvidia.com/gpu`` (a GPU limit would stop the pool at one
+  node) and a MIG node under the mixed strategy none (it would never bind). A Karpenter that
+  does not count nodes against ``limits.nodes`` ignores it: the placeholders, one per wanted
+  node, then bound the growth Headroom causes, and pending real pods may grow the pool past
+  the target (the next tick observes the nodes);
 - a Deployment of ``nodes`` low-priority pause pods (PriorityClass value -10, never preempting)
   on that NodePool, one per wanted node. Pending placeholders make the autoscaler bring nodes up
   to the limit; a running one keeps its node from being empty; consolidation removes nodes no
@@ -27,7 +33,7 @@ pool's product:
   differs per node and changes with every relayout, and Karpenter does not model
   ``nvidia.com/mig-*`` (REFERENCE.md §11.19), so a pending one would not bring a node up. Its
   limit: it no longer makes Karpenter pick an instance with ``gpus_per_node`` GPUs, so the
-  pool's NodePool must admit only that shape (the GPU limit arithmetic already assumes it),
+  pool's NodePool must admit only that shape (the plan's gpus_per_node steps assume it),
   e.g. ``karpenter.k8s.aws/instance-gpu-count``.
 The shape depends on the product, never on the layouts in force, so a relayout never leaves a
 stale one; server-side apply drops the fields an earlier shape had.
@@ -35,7 +41,7 @@ stale one; server-side apply drops the fields an earlier shape had.
 The NodePool is written last: the reader takes a pool's size from its annotation, so the annotation
 only moves once every other write has succeeded. A write that fails leaves the old size observed,
 and the next tick plans (and writes) the whole target again. So does a placeholder Deployment or
-a GPU limit that someone else deleted or edited (drift.py: the placeholders' replicas, GPU
+a node limit that someone else deleted or edited (drift.py: the placeholders' replicas, GPU
 resource and count, nodeSelector, affinity, tolerations, priority class, security contexts): the
 reader marks the pool's target not intact. An apply leaves the fields another manager added (a
 nodeSelector key, a GPU limit in a container) in place, so when what it returns still differs, a
@@ -102,7 +108,7 @@ class K8sNodePoolActuator:
         self.api.apply(placeholder_priority_class(self.settings.placeholder_priority_class))
         self._write_placeholders(pool_placeholders(pool, self.settings, nodes))
         try:
-            self.api.apply(nodepool_size(nodepool, nodes, pool.gpus_per_node))  # commit point
+            self.api.apply(nodepool_size(nodepool, nodes))  # commit point
         except (TransientError, PermanentError) as error:  # same class: same retry verdict
             raise type(error)(f"NodePool {nodepool}: {error}; its placeholder Deployment "
                               f"already asks for {nodes} nodes") from None

@@ -88,10 +88,11 @@ def _annotated_target(nodepool: dict[str, object]) -> int | None:
     return int(target) if isinstance(target, str) and target.isdigit() else None
 
 
-def _gpu_limit(nodepool: dict[str, object]) -> object:
+def _nodes_limit(nodepool: dict[str, object]) -> object:
+    """The NodePool's node-count limit (``spec.limits.nodes``), as written."""
     spec = nodepool.get("spec")
     limits = (spec.get("limits") if isinstance(spec, dict) else None) or {}
-    return limits.get(n.GPU_RESOURCE)
+    return limits.get(n.KARPENTER_NODES_LIMIT)
 
 
 def target_nodes(pool: PoolSpec, nodepool: dict[str, object] | None, registered: int) -> int:
@@ -100,9 +101,9 @@ def target_nodes(pool: PoolSpec, nodepool: dict[str, object] | None, registered:
     annotated = _annotated_target(nodepool)
     if annotated is not None:
         return annotated
-    limit = _gpu_limit(nodepool)
+    limit = _nodes_limit(nodepool)
     if limit is not None:
-        return count(limit) // max(1, pool.gpus_per_node)
+        return count(limit)
     return registered
 
 
@@ -110,7 +111,7 @@ def pool_drift(pool: PoolSpec, nodepool: dict[str, object] | None,
                placeholders: dict[str, Any] | None, settings: KubernetesSettings) -> str:
     """What no longer holds the size Headroom committed to the pool's NodePool (the placeholder
     Deployment: its replicas, the GPUs its pods ask for and the nodes they may run on; the
-    NodePool's GPU limit), e.g. deleted or edited by someone else; "" when all hold it, or
+    NodePool's node limit), e.g. deleted or edited by someone else; "" when all hold it, or
     Headroom has not sized the pool."""
     target = _annotated_target(nodepool) if nodepool else None
     if nodepool is None or target is None:
@@ -124,13 +125,14 @@ def pool_drift(pool: PoolSpec, nodepool: dict[str, object] | None,
             changed.append(f"placeholder Deployment holds {replicas} nodes")
         changed.extend(placeholder_drift(pool_placeholders(pool, settings, target),
                                          placeholders))
-    limit, wanted = _gpu_limit(nodepool), target * pool.gpus_per_node
+    limit = _nodes_limit(nodepool)
     try:
         limited = count(limit) if limit is not None else None
     except ValueError:
         limited = None
-    if limited != wanted:
-        changed.append(f"NodePool {n.GPU_RESOURCE} limit {limit or 'unset'}, not {wanted}")
+    if limited != target:
+        changed.append(f"NodePool {n.KARPENTER_NODES_LIMIT} limit {limit or 'unset'}, "
+                       f"not {target}")
     if not changed:
         return ""
     return (f"pool {pool.name}: {'; '.join(changed)} for its target of {target} nodes "
