@@ -154,7 +154,7 @@ def _let_the_pause_container_escalate(server: ApiServer) -> None:
     (_scale_placeholders_by_hand, "placeholder Deployment holds 0 nodes"),
     (_lower_the_node_limit, "NodePool nodes limit 1, not 2"),
     (_ask_for_a_mig_slice, "placeholder Deployment headroom-warm-l4 asks for "
-                           "nvidia.com/mig-3g.40gb: 1, not nvidia.com/gpu: 4"),
+                           "nvidia.com/mig-3g.40gb: 1, not none"),
     (_select_another_nodepool, "placeholder Deployment headroom-warm-l4 selects nodes "
                                "karpenter.sh/nodepool=a100-80gb, not karpenter.sh/nodepool=l4"),
     (_pin_another_gpu_product, "placeholder Deployment headroom-warm-l4 selects nodes "
@@ -185,7 +185,7 @@ def test_a_pool_changed_by_someone_else_is_noted_and_its_target_written_again(
     placeholder = apiserver.get("apps/v1", "Deployment", PLACEHOLDERS, HEADROOM_NS)
     assert placeholder["spec"]["replicas"] == 2
     assert placeholder["spec"]["template"]["spec"] == placeholder_deployment(
-        "l4", "l4", 4, 2, HEADROOM_NS, "headroom-warm-placeholder",
+        "l4", "l4", 2, HEADROOM_NS, "headroom-warm-placeholder",
         "registry.k8s.io/pause:3.10")["spec"]["template"]["spec"]
     limits = apiserver.get("karpenter.sh/v1", "NodePool", "l4")["spec"]["limits"]
     assert limits == {"nodes": "2"}

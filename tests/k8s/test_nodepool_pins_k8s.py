@@ -1,8 +1,10 @@
-"""A MIG-capable pool's Karpenter NodePool must launch only the pool's GPU product and shape
-(REFERENCE.md §8.1: requirements on the instance type or the GPU name, count and memory): a MIG
-geometry is planned for one product, and ``a100`` alone admits both the A100-40GB (p4d) and the
-A100-80GB (p4de). A NodePool that does not pin them is named in every tick's notes, and MIG
-relayouts on its pool are refused for good (turning MIG off stays allowed)."""
+"""A pool's Karpenter NodePool must launch only the pool's GPU product and shape (REFERENCE.md
+§8.1: requirements on the instance type or the GPU name, count and memory): the warm
+placeholders ask for no GPU, so nothing else makes Karpenter pick an instance of
+``gpus_per_node`` GPUs, and a MIG geometry is planned for one product (``a100`` alone admits both
+the A100-40GB (p4d) and the A100-80GB (p4de)). A NodePool that does not pin them is named in
+every tick's notes, whatever its product; MIG relayouts on a MIG-capable pool are refused for
+good (turning MIG off stays allowed), and nothing else is refused."""
 
 from __future__ import annotations
 
@@ -10,9 +12,13 @@ from typing import Any
 
 from apiserver import ApiServer
 from k8s_builders import gpu_node, nodepool
+from k8s_harness import make_backend
 from relayout_scenario import FROM, SLICE, TARGET, relayout_actuator
 
+from controlplane.adapters.k8s.backend import K8sBackend
 from controlplane.domain.mig_layout import builtin_layout
+from controlplane.domain.models import SharingMode
+from controlplane.domain.sharing_config import SharingLayout
 from controlplane.sim.clock import VirtualClock
 from controlplane.store.relayout import MemoryRelayoutStore
 
@@ -23,9 +29,15 @@ UNPINNED_NOTE = (
     " MIG relayouts on this pool are refused (nodepool_not_pinned)")
 
 
+def leading(server: ApiServer, clock: VirtualClock) -> K8sBackend:
+    backend = make_backend(server, clock)
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    return backend
+
+
 def seed(server: ApiServer, pool: dict[str, Any]) -> None:
     server.seed(pool)
-    server.seed(nodepool("l4", gpu_name="l4", pinned=False))  # no MIG: nothing to pin
+    server.seed(nodepool("l4", gpu_name="l4"))
     server.seed(gpu_node("a100-1", gpus=1, mig_config=FROM, allocatable={SLICE: "7"}))
 
 
@@ -80,3 +92,20 @@ def test_a_nodepool_naming_another_gpu_is_refused(apiserver: ApiServer,
     actuator = relayout_actuator(apiserver, clock, MemoryRelayoutStore())
     outcome = actuator.start_relayout("a100-1", TARGET, "placement_wants_3g")
     assert not outcome.ok and "karpenter.k8s.aws/instance-gpu-name In [a100]" in outcome.message
+
+
+def test_an_unpinned_nodepool_of_a_pool_without_mig_is_named_and_refuses_nothing(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(nodepool("a100-80gb"))
+    apiserver.seed(nodepool("l4", gpu_name="l4", pinned=False))  # any L4 count per instance
+    apiserver.seed(gpu_node("l4-1", product="NVIDIA-L4", gpus=4, nodepool="l4"))
+    actuator = relayout_actuator(apiserver, clock, MemoryRelayoutStore())
+    backend = leading(apiserver, clock)
+    assert [n for n in actuator.reader.snapshot().notes if n.startswith("pool ")] == [
+        "pool l4: Karpenter NodePool l4 may launch other GPUs than 4 x L4: its requirements "
+        "lack karpenter.k8s.aws/instance-gpu-count In [4] (or pin "
+        "node.kubernetes.io/instance-type); its warm placeholders ask for no GPU, so the nodes "
+        "they hold may not be what the plan counts (nodepool_not_pinned)"]
+    resized = backend.node_pools.set_size("l4", 2)
+    shared = backend.sharing.apply_sharing("l4-1", SharingLayout(SharingMode.TIME_SLICING, 2))
+    assert resized.ok and shared.ok, (resized.message, shared.message)

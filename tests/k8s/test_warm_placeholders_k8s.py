@@ -1,6 +1,8 @@
 """The warm-capacity placeholder Deployment on the API test server, on a pool of a MIG-capable
 product (its nodes may be MIG-partitioned: under the mixed strategy a MIG GPU advertises
-nvidia.com/mig-<profile> and no nvidia.com/gpu) and on a pool of a product without MIG."""
+nvidia.com/mig-<profile> and no nvidia.com/gpu) and on a pool of a product without MIG (its
+nodes may be time-sliced or MPS-shared, where a request of more than one GPU fails admission):
+on either it asks for no GPU."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from controlplane.adapters.k8s.backend import K8sBackend
 from controlplane.adapters.k8s.quantity import count
 from controlplane.adapters.k8s.reader import K8sClusterReader
 from controlplane.domain.mig_relayout import RelayoutPhase
+from controlplane.domain.models import SharingMode
+from controlplane.domain.sharing_config import SharingLayout
 from controlplane.settings import pool_specs
 from controlplane.sim.clock import VirtualClock
 from controlplane.store.relayout import MemoryRelayoutStore
@@ -113,7 +117,7 @@ def test_an_empty_mig_partitioned_node_takes_one_placeholder_of_its_pool_and_no_
         "anti-affinity: a matching pod is on the node"]
 
 
-def test_a_pool_without_mig_keeps_its_whole_node_gpu_placeholders_one_per_node(
+def test_a_pool_without_mig_asks_for_no_gpu_either_and_holds_one_node_each(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     apiserver.seed(nodepool("l4", gpu_name="l4"))
     assert leading(apiserver, clock).node_pools.set_size("l4", 2).ok
@@ -130,10 +134,8 @@ def test_a_pool_without_mig_keeps_its_whole_node_gpu_placeholders_one_per_node(
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists",
                              "effect": "NoSchedule"}],
             "containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10",
-                            "resources": {
-                                "requests": {"nvidia.com/gpu": "4", "cpu": "10m",
-                                             "memory": "16Mi"},
-                                "limits": {"nvidia.com/gpu": "4", "memory": "16Mi"}},
+                            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
+                                          "limits": {"memory": "16Mi"}},
                             "securityContext": {"allowPrivilegeEscalation": False,
                                                 "readOnlyRootFilesystem": True,
                                                 "capabilities": {"drop": ["ALL"]}}}],
@@ -162,16 +164,29 @@ def test_placeholder_pods_meet_the_pod_security_level_of_the_namespace_deploy_pu
 def test_a_time_sliced_node_takes_one_placeholder_of_its_pool_not_several(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     apiserver.seed(nodepool("l4", gpu_name="l4"))
-    assert leading(apiserver, clock).node_pools.set_size("l4", 3).ok
+    apiserver.seed(gpu_node("l4-1", product="NVIDIA-L4", gpus=4, nodepool="l4"))
+    backend = leading(apiserver, clock)
+    assert backend.node_pools.set_size("l4", 3).ok
+    # the sharing actuator may switch any L4 node to time-slicing at any time; the config it
+    # writes makes kubelet refuse a pod asking for more than one shared GPU
+    # (failRequestsGreaterThanOne: UnexpectedAdmissionError), so a whole-node placeholder
+    # would fail admission there
+    assert backend.sharing.apply_sharing("l4-1", SharingLayout(SharingMode.TIME_SLICING, 3)).ok
+    config_name = apiserver.get("v1", "Node", "l4-1")["metadata"]["labels"][
+        "nvidia.com/device-plugin.config"]
+    config = yaml.safe_load(apiserver.get("v1", "ConfigMap", "headroom-device-plugin-config",
+                                          "gpu-operator")["data"][config_name])
+    assert config["sharing"]["timeSlicing"]["failRequestsGreaterThanOne"] is True
     template = placeholder(apiserver, "l4")["spec"]["template"]
+    assert _gpu_resources(template) == set()
     # time-slicing (and MPS) with renameByDefault false advertise GPUs x replicas as
-    # nvidia.com/gpu: 4 L4s shared 3 ways offer 12, room for three whole-node placeholders, and
-    # the pool's two other nodes would go empty and be consolidated under a target of 3
+    # nvidia.com/gpu: 4 L4s shared 3 ways offer 12, and without the anti-affinity several
+    # placeholders would share one node while the pool's other nodes go empty
     shared = gpu_node("l4-shared", product="NVIDIA-L4", gpus=4, nodepool="l4",
                       sharing="time-slicing", allocatable={"nvidia.com/gpu": "12"},
                       extra_labels={"nvidia.com/gpu.replicas": "3"})
     running = gpu_pod("headroom-warm-l4-0", "l4-shared", namespace=HEADROOM_NS,
-                      requests={"nvidia.com/gpu": "4"}, labels=dict(template["metadata"]["labels"]))
+                      requests={}, labels=dict(template["metadata"]["labels"]))
     assert schedulable_on(template, shared, []) == []
     assert schedulable_on(template, shared, [running]) == [
         "anti-affinity: a matching pod is on the node"]
@@ -191,16 +206,18 @@ def test_the_reader_takes_headroom_s_own_placeholders_on_either_kind_of_pool_as_
     assert not [note for note in observed.notes if "outside Headroom" in note]
 
 
+@pytest.mark.parametrize(("pool", "gpu_name", "gpus"), [("a100-80gb", "a100", 8),
+                                                        ("l4", "l4", 4)])
 def test_a_placeholder_of_the_old_whole_gpu_shape_is_replaced_by_the_next_set_size(
-        apiserver: ApiServer, clock: VirtualClock) -> None:
-    apiserver.seed(nodepool("a100-80gb"))
+        apiserver: ApiServer, clock: VirtualClock, pool: str, gpu_name: str, gpus: int) -> None:
+    apiserver.seed(nodepool(pool, gpu_name=gpu_name))
     backend = leading(apiserver, clock)
-    old = _whole_gpu_shape("a100-80gb", 8, replicas=2)  # what an older Headroom applied
+    old = _whole_gpu_shape(pool, gpus, replicas=2)  # what an older Headroom applied
     backend.api.apply(old)
-    assert _gpu_resources(placeholder(apiserver, "a100-80gb")["spec"]["template"]) == {
+    assert _gpu_resources(placeholder(apiserver, pool)["spec"]["template"]) == {
         "nvidia.com/gpu"}
-    assert backend.node_pools.set_size("a100-80gb", 2).ok
-    template = placeholder(apiserver, "a100-80gb")["spec"]["template"]
+    assert backend.node_pools.set_size(pool, 2).ok
+    template = placeholder(apiserver, pool)["spec"]["template"]
     assert _gpu_resources(template) == set()  # server-side apply dropped the fields it left
     assert "podAntiAffinity" in template["spec"]["affinity"]
     assert assert_schema_valid(apiserver) >= 3

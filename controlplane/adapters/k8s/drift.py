@@ -52,7 +52,8 @@ def placeholder_drift(wanted: JsonObject, actual: JsonObject) -> list[str]:
     changed = []
     have, want = pod_gpu_requests(actual), pod_gpu_requests(wanted)
     if have != want:
-        changed.append(f"{what} asks for {resources_text(have)}, not {resources_text(want)}")
+        changed.append(f"{what} asks for {resources_text(have)}, not "
+                       f"{resources_text(want) if want else 'none'}")
     spec, wanted_spec = _pod_spec(actual), _pod_spec(wanted)
     if (spec.get("nodeSelector") or {}) != (wanted_spec.get("nodeSelector") or {}):
         changed.append(f"{what} selects nodes {_selector(spec.get('nodeSelector'))}, not "

@@ -34,17 +34,16 @@ def placeholder_priority_class(name: str) -> JsonObject:
             "description": "Headroom warm-capacity placeholders: preempted by any real workload"}
 
 
-def placeholder_deployment(pool: str, nodepool: str, gpus_per_node: int, replicas: int,
-                           namespace: str, priority_class: str, image: str, *,
-                           mig_capable: bool = False) -> JsonObject:
+def placeholder_deployment(pool: str, nodepool: str, replicas: int, namespace: str,
+                           priority_class: str, image: str) -> JsonObject:
     """One pause pod per wanted node, each holding a node of its own by required anti-affinity
-    on the hostname against the pool's other placeholders. On a pool without MIG each also asks
-    for a whole node's GPUs (real pods preempt it); on a pool of a MIG-capable product, whose
-    MIG-partitioned nodes offer no ``nvidia.com/gpu``, it asks for no GPU (node_pools.py says
-    why and what that costs). The pods run as the pause image's non-root user with no
-    privilege, as the restricted Pod Security level of Headroom's namespace requires."""
+    on the hostname against the pool's other placeholders. It asks for no GPU, on every pool:
+    any node may be MIG-partitioned (no ``nvidia.com/gpu``) or time-sliced or MPS-shared (a
+    request of more than one fails admission there), now or later,
+    so a GPU request fits no mode for good; real pods run beside it (node_pools.py says why and
+    what that costs). The pods run as the pause image's non-root user with no privilege, as the
+    restricted Pod Security level of Headroom's namespace requires."""
     labels = {WARM_POOL_LABEL: pool}
-    gpus = {} if mig_capable else {GPU_RESOURCE: str(gpus_per_node)}
     spec: JsonObject = {
         "priorityClassName": priority_class,
         "terminationGracePeriodSeconds": 0,
@@ -58,8 +57,8 @@ def placeholder_deployment(pool: str, nodepool: str, gpus_per_node: int, replica
         "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
         "containers": [{
             "name": "pause", "image": image,
-            "resources": {"requests": {**gpus, "cpu": "10m", "memory": "16Mi"},
-                          "limits": {**gpus, "memory": "16Mi"}},
+            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"},
+                          "limits": {"memory": "16Mi"}},
             "securityContext": {"allowPrivilegeEscalation": False,
                                 "readOnlyRootFilesystem": True,
                                 "capabilities": {"drop": ["ALL"]}},

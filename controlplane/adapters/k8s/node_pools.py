@@ -17,32 +17,33 @@ A running MIG relayout may hold a floor (its surge capacity): the applied size i
 
 Each placeholder holds a node of its own by required pod anti-affinity on
 ``kubernetes.io/hostname`` against the pool's other placeholders, which Karpenter's scheduling
-simulation honours (a pending one gets a node of its own). What it asks for depends on the
-pool's product:
-- no MIG (L4, T4, L40S, ...): a whole node's ``nvidia.com/gpu``, so Karpenter launches an
-  instance of that many GPUs; real pods preempt it. The anti-affinity matters on a
-  time-sliced or MPS node, which advertises GPUs x replicas as ``nvidia.com/gpu``: without it
-  several placeholders fit one such node, and the nodes they left go empty and are consolidated
-  while the target still counts them.
-- MIG-capable (A100, H100, ...): no GPU. Any node of the pool may be MIG-partitioned, now or
-  after a relayout, and under the mixed strategy a MIG GPU offers ``nvidia.com/mig-<profile>``
-  and no ``nvidia.com/gpu`` (REFERENCE.md §1.6): a whole-GPU placeholder would never run there,
-  the warm node would hold no pod and be consolidated as empty, and the pending placeholder
-  would launch a node the MIG manager partitions again, in a loop. Real pods run beside it,
-  without preemption. Asking for the node's MIG resources instead was rejected: the layout
-  differs per node and changes with every relayout, and Karpenter does not model
-  ``nvidia.com/mig-*`` (REFERENCE.md §11.19), so a pending one would not bring a node up. Its
-  limit: it no longer makes Karpenter pick an instance with ``gpus_per_node`` GPUs, so the
-  pool's NodePool must admit only that shape (the plan's gpus_per_node steps assume it),
-  e.g. ``karpenter.k8s.aws/instance-gpu-count``.
-The shape depends on the product, never on the layouts in force, so a relayout never leaves a
-stale one; server-side apply drops the fields an earlier shape had.
+simulation honours (a pending one gets a node of its own; a time-sliced or MPS node, which
+advertises GPUs x replicas as ``nvidia.com/gpu``, takes one and no second). It asks for no GPU,
+on every pool, whatever the product: the shape must not depend on a node's mode, and any node
+may change mode at any time, as the actuators change it:
+- a MIG-capable node (A100, H100, ...) may be MIG-partitioned, now or after a relayout, and
+  under the mixed strategy a MIG GPU offers ``nvidia.com/mig-<profile>`` and no
+  ``nvidia.com/gpu`` (REFERENCE.md §1.6): a whole-GPU placeholder would never run there;
+- any node without MIG (L4, T4, L40S, ...) may be switched to time-slicing or MPS by the sharing
+  actuator, and Headroom's time-slicing config sets ``failRequestsGreaterThanOne`` (REFERENCE.md
+  §2.1; the device plugin hands out MPS shares one per request likewise): kubelet rejects a
+  request of more than one ``nvidia.com/gpu`` there (UnexpectedAdmissionError), and the
+  ReplicaSet would loop creating Failed pods.
+Either way the warm node would hold no pod and be consolidated as empty. Real pods run beside a
+placeholder, without preemption. Asking for the node's MIG resources, or one shared GPU, instead
+was rejected: they differ per node and change with every relayout or sharing switch, and
+Karpenter does not model ``nvidia.com/mig-*`` or shared replicas (REFERENCE.md §8.1, §11.19), so
+a pending one would not bring a node up. What it costs: a placeholder no longer makes Karpenter
+pick an instance with ``gpus_per_node`` GPUs, so every pool's NodePool must admit only that shape
+(the plan's ``gpus_per_node`` steps assume it), e.g. ``karpenter.k8s.aws/instance-gpu-count``;
+the reader names a NodePool that does not (nodepool_pins.py). Server-side apply drops the GPU
+request an earlier Headroom's placeholders had.
 
 The NodePool is written last: the reader takes a pool's size from its annotation, so the annotation
 only moves once every other write has succeeded. A write that fails leaves the old size observed,
 and the next tick plans (and writes) the whole target again. So does a placeholder Deployment or
-a node limit that someone else deleted or edited (drift.py: the placeholders' replicas, GPU
-resource and count, nodeSelector, affinity, tolerations, priority class, security contexts): the
+a node limit that someone else deleted or edited (drift.py: the placeholders' replicas, GPUs
+they ask for (none), nodeSelector, affinity, tolerations, priority class, security contexts): the
 reader marks the pool's target not intact. An apply leaves the fields another manager added (a
 nodeSelector key, a GPU limit in a container) in place, so when what it returns still differs, a
 JSON patch replaces those pod-template fields whole; a second write of the same target is the
@@ -66,7 +67,6 @@ from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.errors import PermanentError, TransientError
 from controlplane.settings import KubernetesSettings
-from scheduler.domain.catalog import lookup
 
 Floors = Callable[[], Mapping[str, int]]
 
@@ -75,18 +75,11 @@ def no_floors() -> Mapping[str, int]:
     return {}
 
 
-def mig_capable(product: str) -> bool:
-    """Whether the catalog knows the product to support MIG (unknown products: no)."""
-    catalog = lookup(product)
-    return bool(catalog and catalog.mig_capable)
-
-
 def pool_placeholders(pool: PoolSpec, settings: KubernetesSettings, nodes: int) -> JsonObject:
     """The placeholder Deployment Headroom writes for ``pool`` at ``nodes`` nodes."""
     return placeholder_deployment(
-        pool.name, settings.nodepool_names.get(pool.name, pool.name), pool.gpus_per_node, nodes,
-        settings.namespace, settings.placeholder_priority_class, settings.placeholder_image,
-        mig_capable=mig_capable(pool.product))
+        pool.name, settings.nodepool_names.get(pool.name, pool.name), nodes,
+        settings.namespace, settings.placeholder_priority_class, settings.placeholder_image)
 
 
 class K8sNodePoolActuator:

@@ -2,7 +2,10 @@
 (REFERENCE.md §8.1). Headroom plans MIG geometries for the pool's product and sizes the pool in
 ``gpus_per_node`` steps; a NodePool that admits other GPUs (``instance-gpu-name In [a100]``
 takes the A100-40GB as well as the A100-80GB) or other counts may launch nodes those plans do
-not fit. Pure: the NodePool object in, the missing requirements out."""
+not fit. The warm placeholders ask for no GPU (node_pools.py), so nothing else makes Karpenter
+pick the pool's shape: an unpinned NodePool of any product is named every tick, and MIG
+relayouts on a MIG-capable one are refused. Pure: the NodePool object in, the missing
+requirements out."""
 
 from __future__ import annotations
 
@@ -60,3 +63,21 @@ def pin_problem(pool: PoolSpec, nodepool_name: str, nodepool: dict[str, Any] | N
             f"{pool.gpus_per_node} x {catalog.name}: its requirements lack {', '.join(missing)}"
             f" (or pin {n.INSTANCE_TYPE_LABEL}); MIG relayouts on this pool are refused "
             f"({NOT_PINNED})")
+
+
+def pin_note(pool: PoolSpec, nodepool_name: str, nodepool: dict[str, Any] | None) -> str:
+    """What the tick's notes say of ``pool``'s NodePool: ``pin_problem`` on a MIG-capable pool;
+    on any other, that it may launch other GPUs than the plan counts, a warning that refuses
+    nothing; "" when it pins its GPUs or there is no NodePool (or product) to check."""
+    catalog = lookup(pool.product)
+    if nodepool is None or catalog is None:
+        return ""
+    if catalog.mig_capable:
+        return pin_problem(pool, nodepool_name, nodepool)
+    missing = missing_pins(pool, nodepool)
+    if not missing:
+        return ""
+    return (f"pool {pool.name}: Karpenter NodePool {nodepool_name} may launch other GPUs than "
+            f"{pool.gpus_per_node} x {catalog.name}: its requirements lack {', '.join(missing)}"
+            f" (or pin {n.INSTANCE_TYPE_LABEL}); its warm placeholders ask for no GPU, so the "
+            f"nodes they hold may not be what the plan counts ({NOT_PINNED})")

@@ -20,7 +20,7 @@ from controlplane.adapters.k8s.inventory import (
     offered_mig,
 )
 from controlplane.adapters.k8s.node_pools import pool_placeholders
-from controlplane.adapters.k8s.nodepool_pins import pin_problem
+from controlplane.adapters.k8s.nodepool_pins import pin_note
 from controlplane.adapters.k8s.quantity import count, cpu_milli, memory_mib
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.models import SharingMode
@@ -190,7 +190,7 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
         drift = pool_drift(pool, nodepool, inventory.placeholders.get(pool.name), settings)
         if drift:
             notes.append(drift)
-        unpinned = pin_problem(pool, nodepool_name, nodepool)
+        unpinned = pin_note(pool, nodepool_name, nodepool)
         if unpinned:
             notes.append(unpinned)
         observed_pools.append(ObservedPool(pool.name, pool.product, pool.gpus_per_node, ready,
