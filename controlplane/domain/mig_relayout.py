@@ -24,7 +24,8 @@ drain) the node is uncordoned only when its cordon carries the marker and it was
 before; otherwise it stays cordoned and ``wait_reason`` says why (``left_cordoned: ...``). A
 ``kubectl cordon`` of a node the relayout already cordoned writes nothing and cannot be seen:
 an operator who wants that node kept cordoned removes the marker label. Starting a relayout on a
-cordoned node is refused (the planner already skips cordoned nodes).
+cordoned node is refused (the planner already skips cordoned nodes), and so is one to the config
+the node is already labelled with but not at (``same_config_refusal``).
 """
 
 from __future__ import annotations
@@ -193,6 +194,20 @@ def retry_refusal(previous: Sequence[MigRelayout], to_config: str, now: datetime
     return (f"relayout_backoff: the last relayout of {last.node} to {to_config} ended "
             f"{last.phase.value} ({last.alert or 'no alert'}) at {last.updated_at:%H:%M:%S}; "
             f"not retried before {retry_at:%Y-%m-%dT%H:%M:%S}")
+
+
+def same_config_refusal(node: str, mig_config: str, mig_state: str, to_config: str) -> str:
+    """Why a relayout of ``node`` to ``to_config`` must not start ("" when it may): the node is
+    already labelled with that config but the MIG manager has not applied it (state failed or
+    unset; pending and rebooting are a change still running). The relayout would never change
+    the label, so the MIG manager would never run again: it would drain the node for nothing and
+    end failed, the node left cordoned."""
+    if mig_config != to_config or mig_state in ("success", "pending", "rebooting"):
+        return ""
+    return (f"mig_config_not_applied: node {node} is labelled nvidia.com/mig.config={mig_config} "
+            f"with nvidia.com/mig.config.state={mig_state or 'unset'}; relabelling to the same "
+            "config does not re-run the MIG manager: fix the node by hand or lay it out to "
+            "another config")
 
 
 def orphaned(r: MigRelayout, now: datetime, policy: RelayoutPolicy) -> MigRelayout:

@@ -79,6 +79,28 @@ def test_relayout_drains_through_evictions_relabels_and_uncordons(apiserver: Api
     assert mig_parted_problems(yaml.safe_dump(config), "A100-80GB") == []
 
 
+def test_a_relayout_to_the_config_a_node_failed_is_refused_before_any_cordon_or_drain(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed(apiserver)
+    apiserver.seed(gpu_node("a100-3", gpus=1, mig_config=TO, mig_state="failed"))
+    apiserver.seed(gpu_node("a100-4", gpus=1, mig_config=TO, mig_state=""))
+    store = MemoryRelayoutStore()
+    actuator = relayout_actuator(apiserver, clock, store)
+    writes = len(apiserver.writes())
+    refused = actuator.start_relayout("a100-3", TARGET, "placement_wants_3g")
+    assert not refused.ok and not refused.retryable
+    assert refused.message == (
+        f"mig_config_not_applied: node a100-3 is labelled nvidia.com/mig.config={TO} with "
+        "nvidia.com/mig.config.state=failed; relabelling to the same config does not re-run the "
+        "MIG manager: fix the node by hand or lay it out to another config")
+    unset = actuator.start_relayout("a100-4", TARGET, "placement_wants_3g")
+    assert not unset.ok and "nvidia.com/mig.config.state=unset;" in unset.message
+    assert store.active_relayouts() == () and len(apiserver.writes()) == writes
+    assert not apiserver.get("v1", "Node", "a100-3")["spec"].get("unschedulable")
+    other = actuator.start_relayout("a100-3", uniform("A100-80GB", ("7g.80gb",)), "other")
+    assert other.ok, other.message  # another layout re-runs the MIG manager
+
+
 def test_a_budget_that_forbids_eviction_makes_the_relayout_wait_and_never_forces(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     seed(apiserver, budget={"min_available": 3})

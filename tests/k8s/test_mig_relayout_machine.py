@@ -20,6 +20,7 @@ from controlplane.domain.mig_relayout import (
     WriteMigConfig,
     capacity_shortfall,
     gpu_equivalent,
+    same_config_refusal,
     start_relayout,
     step_relayout,
     with_blocked_evictions,
@@ -206,3 +207,19 @@ def test_terminal_relayouts_do_nothing() -> None:
 def test_gpu_equivalents_count_mig_slices_as_sevenths() -> None:
     assert gpu_equivalent("nvidia.com/mig-3g.40gb", 2) == 6 / 7
     assert gpu_equivalent("nvidia.com/gpu", 2) == 2.0
+
+
+def test_a_relayout_to_the_config_a_node_failed_is_refused_naming_node_label_and_state(
+) -> None:
+    assert same_config_refusal("a100-1", TO, "failed", TO) == (
+        f"mig_config_not_applied: node a100-1 is labelled nvidia.com/mig.config={TO} with "
+        "nvidia.com/mig.config.state=failed; relabelling to the same config does not re-run the "
+        "MIG manager: fix the node by hand or lay it out to another config")
+    assert "nvidia.com/mig.config.state=unset;" in same_config_refusal("a100-1", TO, "", TO)
+
+
+def test_a_relayout_to_another_config_or_of_a_node_at_or_applying_its_config_is_not_refused(
+) -> None:
+    assert same_config_refusal("a100-1", "all-1g.10gb", "failed", TO) == ""
+    for state in ("success", "pending", "rebooting"):
+        assert same_config_refusal("a100-1", TO, state, TO) == "", state

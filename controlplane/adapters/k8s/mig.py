@@ -35,6 +35,7 @@ from controlplane.domain.mig_relayout import (
     WriteMigConfig,
     orphaned,
     retry_refusal,
+    same_config_refusal,
     start_relayout,
     step_relayout,
     with_blocked_evictions,
@@ -130,6 +131,9 @@ class K8sMigRelayoutActuator:
         if info.mig_state in ("pending", "rebooting"):
             return failed(node, f"mig_change_in_progress: {info.mig_config} is {info.mig_state}",
                           retryable=True)
+        unapplied = same_config_refusal(node, info.mig_config, info.mig_state, target)
+        if unapplied:  # only a person (or another layout) can move the MIG manager again
+            return failed(node, unapplied)
         if info.unschedulable:  # an operator's, or a failed relayout's left for one
             return failed(node, f"node_cordoned: node {node} is cordoned (an operator's cordon "
                           "means leave it alone); not re-laid out", retryable=True)
