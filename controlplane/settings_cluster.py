@@ -140,6 +140,12 @@ class KubernetesSettings(Group):
     relayout_retry_after_s: float = Field(3600.0, ge=0, description="MIG relayout: a node's "
                                           "relayout that was aborted, rolled back or failed is "
                                           "not retried to the same config before this long")
+    config_propagation_s: float = Field(120.0, ge=0, description="MIG layouts and GPU sharing: "
+                                        "a config Headroom writes to the MIG manager's or the "
+                                        "device plugin's ConfigMap selects a node (its label) "
+                                        "only this long after it was written, unchanged; they "
+                                        "read it from a mounted volume that kubelet updates "
+                                        "about 60-90 s after the ConfigMap changes")
 
     @model_validator(mode="after")
     def _lease_timing(self) -> KubernetesSettings:

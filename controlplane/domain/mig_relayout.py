@@ -1,19 +1,32 @@
 """Safe MIG re-layout of one node as a persisted state machine (pure).
 
     surge -> cordon -> drain -> relabel -> await_mig -> done
-                                              | failed / timeout
-                                              v
-                                 rollback -> await_rollback -> rolled_back   (alert)
+             (writes the       (labels once  | failed / timeout
+             target config)    the config    v
+                               propagated) rollback -> await_rollback -> rolled_back   (alert)
                                                   | failed / timeout
                                                   v
                                                 failed                      (alert, stays cordoned)
+
+(A timeout before the label, of the surge, the drain or the config's propagation, ends aborted,
+the relayout's own cordon undone.)
 
 ``step_relayout(relayout, view, now, policy)`` looks at what the cluster shows now and returns the
 next relayout value plus the idempotent effects to run. The executor runs the effects, then
 persists the value; a crash anywhere in between is harmless because every phase re-derives its
 effects from the observed view (a cordoned node is not cordoned again, a node already labelled
-is not relabelled). Evictions only go through the Eviction API: a disruption budget that says
-"not now" makes the relayout wait with a recorded reason, never forces it.
+is not relabelled, a config written again over itself changes nothing). Evictions only go
+through the Eviction API: a disruption budget that says "not now" makes the relayout wait with a
+recorded reason, never forces it.
+
+Config propagation: the MIG manager reads its config file from a mounted ConfigMap volume, which
+kubelet updates a minute or more after the ConfigMap changes, and it acts only when the node's
+``nvidia.com/mig.config`` label changes, failing a config its file does not hold yet. So the
+target config is written at the cordon (its propagation overlaps the drain), and the node is
+labelled only once the ConfigMap has held it, unchanged, for ``config_propagation_s``
+(``RelayoutView.config_written_at``: when Headroom last wrote it; None, a config written by
+someone else or an older Headroom, counts as long present). Until then relabel waits
+(``config_propagating: ...``), writing the config again if it is missing.
 
 Cordons: a relayout undoes only its own cordon. Its cordon carries a marker (the adapter labels
 the node with the relayout's id; ``RelayoutView.cordon_is_mine``), so a crash between cordoning
@@ -34,7 +47,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from controlplane.domain.mig_layout import NodeMigLayout
@@ -69,10 +82,13 @@ class RelayoutPolicy:
     retry_after_s: float = 3600.0  # a node's relayout that ended short of its target: the next
     # one to that target waits this long (else a blocked drain or a config the MIG manager fails
     # re-cordons and re-drains the node every time the last attempt gives up)
+    config_propagation_s: float = 120.0  # a config Headroom wrote is labelled only this long
+    # after (the MIG manager's mounted ConfigMap lags the API); 0: at once
 
     def timeout_s(self, phase: RelayoutPhase) -> float | None:
         return {RelayoutPhase.SURGE: self.surge_timeout_s,
                 RelayoutPhase.DRAIN: self.drain_timeout_s,
+                RelayoutPhase.RELABEL: self.config_propagation_s + self.mig_timeout_s,
                 RelayoutPhase.AWAIT_MIG: self.mig_timeout_s,
                 RelayoutPhase.AWAIT_ROLLBACK: self.mig_timeout_s}.get(phase)
 
@@ -125,6 +141,9 @@ class RelayoutView:
     pool_target_nodes: int
     gpus_per_node: int
     cordon_is_mine: bool = False  # the node carries this relayout's cordon marker
+    config_present: bool = False  # the MIG ConfigMap holds the target config as it is wanted
+    config_written_at: datetime | None = None  # when Headroom last changed that config (None:
+    # not recorded, e.g. an operator's or an older Headroom's: counts as long present)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +229,17 @@ def same_config_refusal(node: str, mig_config: str, mig_state: str, to_config: s
             "another config")
 
 
+def config_settled_at(view: RelayoutView, policy: RelayoutPolicy) -> datetime | None:
+    """When the node may be labelled with the target config: once the ConfigMap has held it,
+    unchanged, for ``config_propagation_s`` (None: it does not hold it as wanted; ``datetime.min``
+    for a config whose write time is not recorded)."""
+    if not view.config_present:
+        return None
+    if view.config_written_at is None:
+        return datetime.min.replace(tzinfo=UTC)
+    return view.config_written_at + timedelta(seconds=policy.config_propagation_s)
+
+
 def orphaned(r: MigRelayout, now: datetime, policy: RelayoutPolicy) -> MigRelayout:
     """A relayout of a pool no longer in the settings: FAILED with the node left as it is
     (cordon and MIG labels), for an operator; active, it would hold a drain slot forever."""
@@ -288,13 +318,19 @@ def _surge(r: MigRelayout, view: RelayoutView, now: datetime,
     return RelayoutStep(waiting, effects)
 
 
+def _write_config(r: MigRelayout, view: RelayoutView) -> tuple[Effect, ...]:
+    return () if view.config_present else (WriteMigConfig(r.to_config, r.to_layout),)
+
+
 def _cordon(r: MigRelayout, view: RelayoutView, now: datetime,
             policy: RelayoutPolicy) -> RelayoutStep:
+    """Cordon, and write the target config first: it propagates while the node drains."""
+    write = _write_config(r, view)
     if view.cordoned:
         was_cordoned = r.was_cordoned or not view.cordon_is_mine
         return RelayoutStep(_enter(replace(r, was_cordoned=was_cordoned), RelayoutPhase.DRAIN,
-                                   now, policy))
-    return RelayoutStep(_wait(r, now, "cordoning"), (SetUnschedulable(r.node, True),))
+                                   now, policy), write)
+    return RelayoutStep(_wait(r, now, "cordoning"), (*write, SetUnschedulable(r.node, True)))
 
 
 def _give_back(r: MigRelayout, view: RelayoutView, phase: RelayoutPhase, now: datetime,
@@ -326,10 +362,25 @@ def _drain(r: MigRelayout, view: RelayoutView, now: datetime,
 
 def _relabel(r: MigRelayout, view: RelayoutView, now: datetime,
              policy: RelayoutPolicy) -> RelayoutStep:
-    effects: list[Effect] = [WriteMigConfig(r.to_config, r.to_layout)]
-    if view.mig_config != r.to_config:
-        effects.append(LabelMigConfig(r.node, r.to_config))
-    return RelayoutStep(_enter(r, RelayoutPhase.AWAIT_MIG, now, policy), tuple(effects))
+    """Label the node once its config has propagated; until then wait, (re)writing the config
+    when the ConfigMap lacks it. A node already labelled (a crash after the label) goes on."""
+    if view.mig_config == r.to_config:
+        return RelayoutStep(_enter(r, RelayoutPhase.AWAIT_MIG, now, policy),
+                            (WriteMigConfig(r.to_config, r.to_layout),))
+    settled_at = config_settled_at(view, policy)
+    if settled_at is not None and now >= settled_at:
+        return RelayoutStep(_enter(r, RelayoutPhase.AWAIT_MIG, now, policy),
+                            (LabelMigConfig(r.node, r.to_config),))
+    if settled_at is None or view.config_written_at is None:
+        why = f"config_propagating: {r.to_config} not yet in the ConfigMap as wanted"
+    else:
+        why = (f"config_propagating: {r.to_config} written at "
+               f"{view.config_written_at:%H:%M:%S}, labelled after {settled_at:%H:%M:%S}")
+    if _expired(r, now):
+        return _give_back(r, view, RelayoutPhase.ABORTED, now, policy,
+                          alert=why.replace("config_propagating", "config_propagation_timeout",
+                                            1))
+    return RelayoutStep(_wait(r, now, why), _write_config(r, view))
 
 
 def _await_mig(r: MigRelayout, view: RelayoutView, now: datetime,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -46,6 +46,7 @@ class Harness:
     sharing: SharingActuator
     mig: MigRelayoutActuator
     gpu_node: str | None  # a ready, empty A100-80GB node with MIG off (None: the backend has none)
+    settle: Callable[[], None] = lambda: None  # let the configs written so far propagate
 
 
 def sim_harness() -> Iterator[Harness]:
@@ -62,10 +63,16 @@ def apiserver_harness() -> Iterator[Harness]:
         server.seed(nodepool("l4", gpu_name="l4"))
         server.seed(gpu_node("a100-1"))
         server.seed(model_deployment("language/m-large", replicas=1))
-        backend = make_backend(server, VirtualClock(START_AT))
+        clock = VirtualClock(START_AT)
+        backend = make_backend(server, clock)
         assert backend.elector.try_acquire_or_renew(START_AT)
+
+        def settle() -> None:  # past k8s.config_propagation_s, still the leader
+            clock.advance(120)
+            assert backend.elector.try_acquire_or_renew(clock.now())
+
         yield Harness(backend.reader, backend.node_pools, backend.replicas, "a100-80gb",
-                      "language/m-large", backend.sharing, backend.mig, "a100-1")
+                      "language/m-large", backend.sharing, backend.mig, "a100-1", settle)
     finally:
         server.stop()
 

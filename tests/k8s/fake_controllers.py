@@ -4,6 +4,7 @@ ReplicaSet controller + scheduler that puts evicted replicas back on a node with
 from __future__ import annotations
 
 import itertools
+from datetime import datetime, timedelta
 from typing import Any
 
 import yaml
@@ -11,6 +12,7 @@ from apiserver import ApiServer
 from k8s_builders import GPU_OPERATOR_NS, gpu_pod
 
 from controlplane.domain.mig_layout import builtin_layout
+from controlplane.sim.clock import VirtualClock
 
 MIG_CONFIG = "nvidia.com/mig.config"
 MIG_STATE = "nvidia.com/mig.config.state"
@@ -19,24 +21,44 @@ MIG_STATE = "nvidia.com/mig.config.state"
 class FakeMigManager:
     """On a node whose ``nvidia.com/mig.config`` has no state yet: report ``pending``, and on the
     next call the outcome for that config (``success`` by default; ``failed``; or ``pending``
-    forever). Like the real one it needs the config in its ConfigMap and refuses to run under
-    user GPU pods (recorded in ``violations``)."""
+    forever). Like the real one it needs the config in its config file and refuses to run under
+    user GPU pods (recorded in ``violations``).
+
+    Its config file is the ConfigMap mounted as a volume, which kubelet updates only after its
+    sync period plus its ConfigMap cache TTL: it sees the ConfigMap as it was ``mounted_delay_s``
+    ago (the newest copy it has read, at construction and at each ``react``, that old; before it
+    has one, the first it read, as the file it started with)."""
 
     def __init__(self, server: ApiServer, outcomes: dict[str, str] | None = None,
-                 config_map: str = "headroom-mig-parted-config") -> None:
+                 config_map: str = "headroom-mig-parted-config", *, clock: VirtualClock,
+                 mounted_delay_s: float = 90.0) -> None:
         self.server = server
         self.outcomes = outcomes or {}
         self.config_map = config_map
+        self.clock = clock
+        self.mounted_delay_s = mounted_delay_s
         self.applied: list[tuple[str, str]] = []
         self.violations: list[str] = []
+        self._copies: list[tuple[datetime, frozenset[str]]] = []
+        self._read_config_map()
 
-    def _known(self, product: str, config: str) -> bool:
+    def _read_config_map(self) -> None:
         stored = self.server.find("v1", "ConfigMap", self.config_map, GPU_OPERATOR_NS)
         text = (stored or {}).get("data", {}).get("config.yaml", "")
         configs = (yaml.safe_load(text) or {}).get("mig-configs", {}) if text else {}
-        return config in configs or builtin_layout(product, config) is not None
+        self._copies.append((self.clock.now(), frozenset(configs)))
+
+    def mounted(self) -> frozenset[str]:
+        """The config names in the mounted file now."""
+        cutoff = self.clock.now() - timedelta(seconds=self.mounted_delay_s)
+        old_enough = [names for at, names in self._copies if at <= cutoff]
+        return old_enough[-1] if old_enough else self._copies[0][1]
+
+    def _known(self, product: str, config: str) -> bool:
+        return config in self.mounted() or builtin_layout(product, config) is not None
 
     def react(self) -> None:
+        self._read_config_map()
         for node in self.server.list("v1", "Node"):
             labels = node["metadata"].get("labels") or {}
             config, state = labels.get(MIG_CONFIG), labels.get(MIG_STATE, "")

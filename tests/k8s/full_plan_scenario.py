@@ -47,9 +47,12 @@ def full_plan() -> list[Action]:
 
 def run_full_plan(server: ApiServer, clock: VirtualClock, backend: K8sBackend,
                   mig: FakeMigManager) -> tuple[ActionOutcome, ...]:
-    """Apply the plan as the leader, then tick (30 s apart) until the relayout settles."""
+    """Apply the plan as the leader, then tick (30 s apart) until the relayout settles, then
+    apply again the actions that were not done yet but may be retried (a sharing config that
+    was still propagating), as the next tick's plan would; the outcomes are the last ones."""
     assert backend.elector.try_acquire_or_renew(clock.now())
-    outcomes = apply_actions(full_plan(), backend.actuators)
+    plan = full_plan()
+    outcomes = apply_actions(plan, backend.actuators)
     replicas = FakeReplicaController(server, "m", 3)
     for _ in range(20):
         clock.advance(30)
@@ -59,5 +62,8 @@ def run_full_plan(server: ApiServer, clock: VirtualClock, backend: K8sBackend,
         replicas.react()
         if not backend.relayouts.active_relayouts():
             break
+    retried = [a for a, o in zip(plan, outcomes, strict=True) if not o.ok and o.retryable]
+    again = iter(apply_actions(retried, backend.actuators))
+    outcomes = tuple(next(again) if not o.ok and o.retryable else o for o in outcomes)
     backend.reader.snapshot()
     return outcomes

@@ -52,6 +52,7 @@ def relayout_actuator(server: ApiServer, clock: Clock, store: RelayoutStore,
     reader = K8sClusterReader(api, settings.k8s, pools, clock)
     node_pools = K8sNodePoolActuator(api, settings.k8s, pools, lambda: surge_floors(store))
     policy = RelayoutPolicy(settings.k8s.surge_timeout_s, settings.k8s.drain_timeout_s,
-                            settings.k8s.mig_timeout_s, settings.k8s.relayout_retry_after_s)
+                            settings.k8s.mig_timeout_s, settings.k8s.relayout_retry_after_s,
+                            settings.k8s.config_propagation_s)
     return K8sMigRelayoutActuator(api, settings.k8s, pools, reader, node_pools, store, clock,
                                   policy)

@@ -238,7 +238,7 @@ def test_rbac_grants_exactly_what_the_adapters_use(apiserver: ApiServer,
     seed_fleet(apiserver)
     start = len(apiserver.requests)
     backend = make_backend(apiserver, clock)
-    outcomes = run_full_plan(apiserver, clock, backend, FakeMigManager(apiserver))
+    outcomes = run_full_plan(apiserver, clock, backend, FakeMigManager(apiserver, clock=clock))
     assert all(o.ok for o in outcomes)
     backend.elector.release()
     used = [p for r in apiserver.requests[start:] if r.field_manager != "test-controller"

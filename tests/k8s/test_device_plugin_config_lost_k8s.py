@@ -47,7 +47,11 @@ def test_a_node_whose_sharing_config_was_deleted_is_noted_and_read_from_the_plug
     assert backend.elector.try_acquire_or_renew(clock.now())
     first = _sharing_actions(apiserver, clock)
     assert [a.to_layout for a in first] == [MPS4]
-    assert all(o.ok for o in apply_actions(first, backend.actuators))
+    (written,) = apply_actions(first, backend.actuators)
+    assert written.message.startswith("config_propagating: headroom-mps-4")
+    clock.advance(120)  # the device plugin's mounted file holds it now: the node is labelled
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    assert all(o.ok for o in apply_actions(_sharing_actions(apiserver, clock), backend.actuators))
     assert _sharing_actions(apiserver, clock) == ()  # in force: nothing to do
 
     # the device plugin applied it (GFD's labels say so), then someone deletes the ConfigMap

@@ -20,7 +20,7 @@ from controlplane.sim.clock import VirtualClock
 def test_a_full_plan_executes_against_the_api_server_with_valid_objects(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     seed_fleet(apiserver)
-    backend, mig = make_backend(apiserver, clock), FakeMigManager(apiserver)
+    backend, mig = make_backend(apiserver, clock), FakeMigManager(apiserver, clock=clock)
     outcomes = run_full_plan(apiserver, clock, backend, mig)
     assert [o.ok for o in outcomes] == [True] * 5, [o.message for o in outcomes]
 

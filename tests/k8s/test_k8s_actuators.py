@@ -17,7 +17,7 @@ from k8s_builders import (
 from k8s_harness import make_backend
 
 from controlplane.adapters.k8s.backend import K8sBackend
-from controlplane.adapters.k8s.manifests import config_map
+from controlplane.adapters.k8s.manifests import config_map, device_plugin_entry
 from controlplane.adapters.k8s.outcomes import outcome_of
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.models import SharingMode
@@ -187,24 +187,61 @@ def test_unknown_pools_and_missing_nodepools_fail_without_retry(apiserver: ApiSe
     assert backend.node_pools.set_size("a100-80gb", -1).ok is False
 
 
-def test_switching_a_node_to_mps_writes_the_device_plugin_config_and_label(
+def plugin_config_label(server: ApiServer, node: str) -> str | None:
+    labels: dict[str, str] = server.get("v1", "Node", node)["metadata"]["labels"]
+    return labels.get("nvidia.com/device-plugin.config")
+
+
+def test_switching_a_node_to_mps_writes_the_config_and_labels_the_node_once_it_propagated(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     apiserver.seed(gpu_node("l4-1", product="NVIDIA-L4", gpus=4, nodepool="l4"))
     backend = leading(apiserver, clock)
-    outcome = backend.sharing.apply_sharing("l4-1", SharingLayout(SharingMode.MPS, 4))
-    assert outcome.ok, outcome.message
-    node = apiserver.get("v1", "Node", "l4-1")
-    assert node["metadata"]["labels"]["nvidia.com/device-plugin.config"] == "headroom-mps-4"
+    mps4 = SharingLayout(SharingMode.MPS, 4)
+    outcome = backend.sharing.apply_sharing("l4-1", mps4)
     data = apiserver.get("v1", "ConfigMap", "headroom-device-plugin-config", GPU_OPERATOR_NS)[
         "data"]
     assert yaml.safe_load(data["headroom-mps-4"])["sharing"]["mps"]["resources"] == [
         {"name": "nvidia.com/gpu", "replicas": 4}]
-    assert backend.sharing.apply_sharing("l4-1", SharingLayout(SharingMode.TIME_SLICING, 8)).ok
+    # the device plugin's mounted file does not hold it yet: no label, and not done
+    assert not outcome.ok and outcome.retryable
+    assert outcome.message == (
+        "config_propagating: headroom-mps-4 written to headroom-device-plugin-config at "
+        "09:00:00; node l4-1 is labelled nvidia.com/device-plugin.config=headroom-mps-4 after "
+        "09:02:00, once the device plugin's mounted file holds it")
+    assert plugin_config_label(apiserver, "l4-1") is None
+    clock.advance(60)
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    early = backend.sharing.apply_sharing("l4-1", mps4)
+    assert early.message.startswith("config_propagating: headroom-mps-4 written to "
+                                    "headroom-device-plugin-config at 09:00:00;")
+    assert plugin_config_label(apiserver, "l4-1") is None
+    clock.advance(60)
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    outcome = backend.sharing.apply_sharing("l4-1", mps4)
+    assert outcome.ok, outcome.message
+    assert plugin_config_label(apiserver, "l4-1") == "headroom-mps-4"
+    slicing = SharingLayout(SharingMode.TIME_SLICING, 8)
+    assert not backend.sharing.apply_sharing("l4-1", slicing).ok
+    clock.advance(120)
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    assert backend.sharing.apply_sharing("l4-1", slicing).ok
+    assert plugin_config_label(apiserver, "l4-1") == "headroom-time-slicing-8"
     data = apiserver.get("v1", "ConfigMap", "headroom-device-plugin-config", GPU_OPERATOR_NS)[
         "data"]
     assert set(data) == {"headroom-mps-4", "headroom-time-slicing-8"}  # earlier configs kept
     for name, text in data.items():  # what the device plugin would make of each entry
         assert device_plugin_config_problems(text) == [], name
+
+
+def test_a_sharing_config_someone_else_wrote_without_a_write_time_selects_the_node_at_once(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(gpu_node("l4-1", product="NVIDIA-L4", gpus=4, nodepool="l4"))
+    apiserver.seed(config_map("headroom-device-plugin-config", GPU_OPERATOR_NS, {
+        "headroom-mps-4": device_plugin_entry(SharingLayout(SharingMode.MPS, 4), "mixed")}))
+    outcome = leading(apiserver, clock).sharing.apply_sharing(
+        "l4-1", SharingLayout(SharingMode.MPS, 4))
+    assert outcome.ok, outcome.message
+    assert plugin_config_label(apiserver, "l4-1") == "headroom-mps-4"
 
 
 def test_mps_is_refused_on_a_mig_node(apiserver: ApiServer, clock: VirtualClock) -> None:
@@ -249,7 +286,8 @@ def test_a_concurrent_configmap_change_is_a_retryable_conflict(apiserver: ApiSer
                                                                clock: VirtualClock) -> None:
     apiserver.seed(gpu_node("l4-1", product="NVIDIA-L4", gpus=4, nodepool="l4"))
     backend = leading(apiserver, clock)
-    assert backend.sharing.apply_sharing("l4-1", SharingLayout(SharingMode.MPS, 2)).ok
+    written = backend.sharing.apply_sharing("l4-1", SharingLayout(SharingMode.MPS, 2))
+    assert written.message.startswith("config_propagating: headroom-mps-2")
     config = apiserver.get("v1", "ConfigMap", "headroom-device-plugin-config", GPU_OPERATOR_NS)
     stale = config["metadata"]["resourceVersion"]
     apiserver.update("v1", "ConfigMap", "headroom-device-plugin-config",
@@ -257,7 +295,8 @@ def test_a_concurrent_configmap_change_is_a_retryable_conflict(apiserver: ApiSer
     conflicted = apply_with_version(backend, stale)
     assert not conflicted.ok and conflicted.retryable and "conflict" in conflicted.message
     retried = backend.sharing.apply_sharing("l4-1", SharingLayout(SharingMode.MPS, 3))
-    assert retried.ok  # re-read on the next tick: the other writer's key survives
+    # re-read on the next tick: the other writer's key survives
+    assert retried.message.startswith("config_propagating: headroom-mps-3")
     data = apiserver.get("v1", "ConfigMap", "headroom-device-plugin-config", GPU_OPERATOR_NS)[
         "data"]
     assert set(data) == {"default", "headroom-mps-2", "headroom-mps-3"}

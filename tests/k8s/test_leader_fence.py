@@ -185,7 +185,9 @@ def test_a_relayout_step_the_server_holds_past_the_deadline_leaves_node_and_stor
     assert isinstance(advanced, tuple)
     (waiting,) = advanced
     assert waiting.phase is RelayoutPhase.CORDON and "leadership ended" in waiting.wait_reason
-    assert [r.status for r in apiserver.requests[before:] if r.is_write] == [499]
+    writes = [(r.method, r.path.rsplit("/", 2)[-2], r.status)
+              for r in apiserver.requests[before:] if r.is_write]
+    assert writes == [("PATCH", "configmaps", 201), ("PATCH", "nodes", 499)]  # config, cordon
     assert not apiserver.get("v1", "Node", "a100-1").get("spec", {}).get("unschedulable")
     (stored,) = backend.relayouts.active_relayouts()  # the step that failed is not saved:
     assert "leadership ended" not in stored.wait_reason  # the next leader's to move on

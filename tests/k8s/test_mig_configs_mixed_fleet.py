@@ -5,6 +5,8 @@ nodes of different products holds one entry per product, scoped by PCI device-id
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import yaml
 from apiserver import ApiServer
 from gpu_operator_configs import mig_parted_problems
@@ -17,6 +19,7 @@ from controlplane.adapters.k8s.manifests import config_map, mig_parted_document
 from controlplane.domain.mig_layout import builtin_layout, config_name, layout_from_entries, uniform
 
 CONFIG_MAP = "headroom-mig-parted-config"
+NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 A100_40 = uniform("A100-40GB", ("3g.20gb", "3g.20gb"))
 A100_80 = uniform("A100-80GB", ("4g.40gb", "3g.40gb"))
 H100_80 = uniform("H100-80GB", ("4g.40gb", "3g.40gb"))
@@ -36,9 +39,9 @@ def test_a_rollback_config_shared_by_two_products_gives_each_its_own_geometry(
         apiserver: ApiServer) -> None:
     api = KubeApi(client_for(apiserver), "headroom")
     ensure_mig_configs(api, CONFIG_MAP, GPU_OPERATOR_NS, config_name(A100_40), A100_40,
-                       "all-balanced")
+                       "all-balanced", NOW)
     ensure_mig_configs(api, CONFIG_MAP, GPU_OPERATOR_NS, config_name(A100_80), A100_80,
-                       "all-balanced")
+                       "all-balanced", NOW)
     balanced = configs(apiserver)["all-balanced"]
     for product in ("A100-40GB", "A100-80GB"):
         wanted = builtin_layout(product, "all-balanced")
@@ -57,15 +60,15 @@ def test_a_layout_written_for_two_products_keeps_the_first_products_entry(
     api = KubeApi(client_for(apiserver), "headroom")
     name = config_name(A100_80)
     assert name == config_name(H100_80)  # same profiles, same config name
-    ensure_mig_configs(api, CONFIG_MAP, GPU_OPERATOR_NS, name, A100_80, "all-disabled")
-    ensure_mig_configs(api, CONFIG_MAP, GPU_OPERATOR_NS, name, H100_80, "all-disabled")
+    ensure_mig_configs(api, CONFIG_MAP, GPU_OPERATOR_NS, name, A100_80, "all-disabled", NOW)
+    ensure_mig_configs(api, CONFIG_MAP, GPU_OPERATOR_NS, name, H100_80, "all-disabled", NOW)
     entries = configs(apiserver)[name]
     assert layout_from_entries("A100-80GB", entries) == A100_80
     assert layout_from_entries("H100-80GB", entries) == H100_80
     assert layout_from_entries("H200-141GB", entries).groups == ()  # scoped: not every GPU
     writes = len(apiserver.writes())
-    ensure_mig_configs(api, CONFIG_MAP, GPU_OPERATOR_NS, name, A100_80, "all-disabled")
-    ensure_mig_configs(api, CONFIG_MAP, GPU_OPERATOR_NS, name, H100_80, "all-disabled")
+    ensure_mig_configs(api, CONFIG_MAP, GPU_OPERATOR_NS, name, A100_80, "all-disabled", NOW)
+    ensure_mig_configs(api, CONFIG_MAP, GPU_OPERATOR_NS, name, H100_80, "all-disabled", NOW)
     assert len(apiserver.writes()) == writes  # already there: nothing written again
 
 
@@ -78,7 +81,7 @@ def test_an_unscoped_entry_written_before_keeps_applying_to_the_other_products(
                           "mig-devices": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]})}))
     api = KubeApi(client_for(apiserver), "headroom")
     ensure_mig_configs(api, CONFIG_MAP, GPU_OPERATOR_NS, config_name(A100_40), A100_40,
-                       "all-balanced")
+                       "all-balanced", NOW)
     balanced = configs(apiserver)["all-balanced"]
     for product in ("A100-40GB", "H100-80GB"):
         wanted = builtin_layout(product, "all-balanced")

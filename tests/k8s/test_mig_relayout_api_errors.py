@@ -66,7 +66,7 @@ def test_a_relayout_resumes_and_finishes_once_the_api_answers_again(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     actuator = started(apiserver, clock)
     apiserver.inject_fault("GET", "/api/v1/nodes", 503, times=3)
-    mig_manager = FakeMigManager(apiserver)
+    mig_manager = FakeMigManager(apiserver, clock=clock)
     replicas = FakeReplicaController(apiserver, "m", replicas=3)
     for _ in range(20):
         clock.advance(30)

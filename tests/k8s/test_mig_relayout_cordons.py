@@ -24,7 +24,7 @@ def run_until(actuator: K8sMigRelayoutActuator, clock: VirtualClock, apiserver: 
               phase: RelayoutPhase | None = None, ticks: int = 20) -> MigRelayout:
     """Reconcile ticks 30 s apart (MIG manager and ReplicaSet controller acting after each)
     until the relayout of a100-1 reaches ``phase`` (None: ends)."""
-    controllers = (FakeMigManager(apiserver), FakeReplicaController(apiserver, "m", 3))
+    controllers = (FakeMigManager(apiserver, clock=clock), FakeReplicaController(apiserver, "m", 3))
     for _ in range(ticks):
         clock.advance(30)
         actuator.advance()

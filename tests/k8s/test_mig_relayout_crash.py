@@ -99,8 +99,9 @@ def scenario(tmp_path: Path, name: str, mig_outcome: str = "success") -> tuple[
     server = ApiServer().start()
     seed(server)
     store = SqlRelayoutStore(Store.open(f"sqlite:///{tmp_path / name}.db", migrate=True).engine)
-    return server, VirtualClock(START_AT), store, [FakeMigManager(server, {TO: mig_outcome}),
-                                                    FakeReplicaController(server, "m", 3)]
+    clock = VirtualClock(START_AT)
+    return server, clock, store, [FakeMigManager(server, {TO: mig_outcome}, clock=clock),
+                                  FakeReplicaController(server, "m", 3)]
 
 
 def durable_steps(tmp_path: Path, mig_outcome: str = "success") -> list[str]:
@@ -121,9 +122,10 @@ def test_the_reference_run_has_a_durable_step_in_every_phase(tmp_path: Path) -> 
     assert len(steps) == REFERENCE_STEPS, steps
 
 
-# 11 saves (surge, cordon x2, drain x3, relabel, await_mig x3, done) and 7 cluster writes
-# (cordon; evict m-0, m-1 refused by the budget, m-1 again; ConfigMap; label; uncordon).
-REFERENCE_STEPS = 18
+# 12 saves (surge, cordon x2, drain x3, relabel x2: waiting for the config to propagate, then
+# labelled; await_mig x3, done) and 7 cluster writes (ConfigMap, then cordon; evict m-0, m-1
+# refused by the budget, m-1 again; label; uncordon).
+REFERENCE_STEPS = 19
 
 
 @pytest.mark.parametrize("crash_at", range(1, REFERENCE_STEPS + 1),
@@ -149,9 +151,9 @@ def test_a_crash_before_any_durable_step_resumes_to_the_new_layout(tmp_path: Pat
         server.stop()
 
 
-# The MIG manager fails the new layout: 15 saves (as above up to await_mig x3, then rollback,
+# The MIG manager fails the new layout: 16 saves (as above up to await_mig x3, then rollback,
 # await_rollback x3, rolled_back) and 8 writes (as above, the label back, uncordon).
-ROLLBACK_STEPS = 23
+ROLLBACK_STEPS = 24
 
 
 def test_the_rollback_run_passes_through_every_rollback_phase(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ def test_relayout_drains_through_evictions_relabels_and_uncordons(apiserver: Api
     seed(apiserver)
     store = MemoryRelayoutStore()
     actuator = relayout_actuator(apiserver, clock, store)
-    mig_manager = FakeMigManager(apiserver)
+    mig_manager = FakeMigManager(apiserver, clock=clock)
     replicas = FakeReplicaController(apiserver, "m", replicas=3)
     started = actuator.start_relayout("a100-1", TARGET, "placement_wants_3g")
     assert started.ok, started.message
@@ -77,6 +77,25 @@ def test_relayout_drains_through_evictions_relabels_and_uncordons(apiserver: Api
             "3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}}]
     assert FROM in config["mig-configs"]  # the rollback target stays resolvable
     assert mig_parted_problems(yaml.safe_dump(config), "A100-80GB") == []
+
+
+def test_a_new_config_selects_the_node_only_once_the_mig_managers_mounted_file_holds_it(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed(apiserver)
+    store = MemoryRelayoutStore()
+    actuator = relayout_actuator(apiserver, clock, store)
+    mig_manager = FakeMigManager(apiserver, clock=clock, mounted_delay_s=90.0)
+    assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
+    seen = run(actuator, clock, mig_manager, FakeReplicaController(apiserver, "m", 3))
+    final = store.relayouts_of("a100-1")[-1]
+    assert final.phase is RelayoutPhase.DONE, (final.phase, final.alert)
+    assert mig_manager.applied == [("a100-1", f"{TO}:success")]  # never failed for want of it
+    waits = [r.wait_reason for r in seen if r.wait_reason.startswith("config_propagating")]
+    assert waits and waits[0].startswith(f"config_propagating: {TO} written at 09:00:30, "
+                                         "labelled after 09:02:30")
+    stored = apiserver.get("v1", "ConfigMap", "headroom-mig-parted-config", GPU_OPERATOR_NS)
+    written = yaml.safe_load(stored["metadata"]["annotations"]["headroom.dev/written-at"])
+    assert written[TO] == "2026-03-02T09:00:30Z"  # at the cordon, before the drain
 
 
 def test_a_relayout_to_the_config_a_node_failed_is_refused_before_any_cordon_or_drain(
@@ -107,7 +126,7 @@ def test_a_budget_that_forbids_eviction_makes_the_relayout_wait_and_never_forces
     store = MemoryRelayoutStore()
     actuator = relayout_actuator(apiserver, clock, store)
     assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
-    run(actuator, clock, FakeMigManager(apiserver), ticks=8)
+    run(actuator, clock, FakeMigManager(apiserver, clock=clock), ticks=8)
     waiting = store.relayouts_of("a100-1")[-1]
     assert waiting.phase is RelayoutPhase.DRAIN
     assert waiting.wait_reason == "eviction_blocked_by_pdb: models/m-0, models/m-1"
@@ -117,7 +136,7 @@ def test_a_budget_that_forbids_eviction_makes_the_relayout_wait_and_never_forces
     assert not [r for r in apiserver.writes() if r.method == "DELETE"]
     assert node_labels(apiserver, "a100-1")["nvidia.com/mig.config"] == FROM
     apiserver.delete("policy/v1", "PodDisruptionBudget", "m", MODELS_NS)
-    run(actuator, clock, FakeMigManager(apiserver))
+    run(actuator, clock, FakeMigManager(apiserver, clock=clock))
     assert store.relayouts_of("a100-1")[-1].phase is RelayoutPhase.DONE
 
 
@@ -137,7 +156,8 @@ def test_surge_capacity_comes_first_and_holds_the_pool_size(apiserver: ApiServer
     held = actuator.node_pools.set_size("a100-80gb", 1)  # the planner wants to shrink
     assert held.ok and "surge floor 3" in held.message
     apiserver.seed(gpu_node("a100-3", gpus=1, mig_config=FROM, allocatable={SLICE: "7"}))
-    run(actuator, clock, FakeMigManager(apiserver), FakeReplicaController(apiserver, "m", 3))
+    run(actuator, clock, FakeMigManager(apiserver, clock=clock),
+        FakeReplicaController(apiserver, "m", 3))
     assert store.relayouts_of("a100-1")[-1].phase is RelayoutPhase.DONE
     assert "surge floor" not in actuator.node_pools.set_size("a100-80gb", 1).message
 
@@ -148,7 +168,7 @@ def test_a_failed_mig_config_rolls_back_uncordons_and_alerts(apiserver: ApiServe
     store = MemoryRelayoutStore()
     actuator = relayout_actuator(apiserver, clock, store)
     assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
-    run(actuator, clock, FakeMigManager(apiserver, {TO: "failed"}),
+    run(actuator, clock, FakeMigManager(apiserver, {TO: "failed"}, clock=clock),
         FakeReplicaController(apiserver, "m", 3))
     final = store.relayouts_of("a100-1")[-1]
     assert final.phase is RelayoutPhase.ROLLED_BACK and final.alert == "mig_config_failed"
@@ -164,7 +184,7 @@ def test_a_mig_manager_that_never_finishes_times_out_into_a_rollback(
     store = MemoryRelayoutStore()
     actuator = relayout_actuator(apiserver, clock, store)
     assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
-    run(actuator, clock, FakeMigManager(apiserver, {TO: "pending"}),
+    run(actuator, clock, FakeMigManager(apiserver, {TO: "pending"}, clock=clock),
         FakeReplicaController(apiserver, "m", 3))
     final = store.relayouts_of("a100-1")[-1]
     assert final.phase is RelayoutPhase.ROLLED_BACK and final.alert == "mig_config_timeout"
@@ -209,7 +229,7 @@ def test_a_drain_a_budget_blocks_past_its_timeout_uncordons_and_is_not_retried_a
     actuator = relayout_actuator(apiserver, clock, store, drain_timeout_s=300.0,
                                  relayout_retry_after_s=1800.0)
     assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
-    run(actuator, clock, FakeMigManager(apiserver))
+    run(actuator, clock, FakeMigManager(apiserver, clock=clock))
     aborted = store.relayouts_of("a100-1")[-1]
     assert aborted.phase is RelayoutPhase.ABORTED
     assert aborted.alert == "drain_timeout: models/m-0, models/m-1 still running"
@@ -233,7 +253,7 @@ def test_a_layout_the_mig_manager_failed_is_retried_only_after_the_backoff(
     store = MemoryRelayoutStore()
     actuator = relayout_actuator(apiserver, clock, store, relayout_retry_after_s=1800.0)
     assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
-    run(actuator, clock, FakeMigManager(apiserver, {TO: "failed"}),
+    run(actuator, clock, FakeMigManager(apiserver, {TO: "failed"}, clock=clock),
         FakeReplicaController(apiserver, "m", 3))
     rolled_back = store.relayouts_of("a100-1")[-1]
     assert rolled_back.phase is RelayoutPhase.ROLLED_BACK

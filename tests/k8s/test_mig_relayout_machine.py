@@ -36,33 +36,42 @@ POD = PodOnNode("models", "m-0", ((SLICE, 1),))
 
 def view(*, cordoned: bool = False, config: str = "all-1g.10gb", state: str = "success",
          pods: tuple[PodOnNode, ...] = (POD,), spare: int = 3, target: int = 2,
-         exists: bool = True, mine: bool | None = None) -> RelayoutView:
-    """``mine``: the cordon carries this relayout's marker (by default: whenever cordoned)."""
+         exists: bool = True, mine: bool | None = None, present: bool = True,
+         written: datetime | None = None) -> RelayoutView:
+    """``mine``: the cordon carries this relayout's marker (by default: whenever cordoned);
+    ``present``/``written``: the MIG ConfigMap holds the target config, written then (by
+    default: present, with no recorded time, as long present)."""
     other = NodeCapacity("a100-2", True, ((SLICE, spare),))
     return RelayoutView(exists, cordoned, config, state, pods, (other,), target, 8,
-                        cordoned if mine is None else mine)
+                        cordoned if mine is None else mine, present, written)
 
 
 def fresh() -> MigRelayout:
     return start_relayout("a100-1", "a100-80gb", "all-1g.10gb", TO, LAYOUT, T0, POLICY, "plan")
 
 
-def test_happy_path_cordons_drains_relabels_and_uncordons() -> None:
+def test_happy_path_writes_the_config_at_the_cordon_and_labels_once_it_has_propagated(
+) -> None:
     r = fresh()
     assert r.phase is RelayoutPhase.SURGE and r.deadline_at == T0 + timedelta(seconds=600)
-    step = step_relayout(r, view(), T0, POLICY)
+    step = step_relayout(r, view(present=False), T0, POLICY)
     assert step.relayout.phase is RelayoutPhase.CORDON and step.effects == ()
-    step = step_relayout(step.relayout, view(), T0, POLICY)
-    assert step.effects == (SetUnschedulable("a100-1", True),)
+    step = step_relayout(step.relayout, view(present=False), T0, POLICY)
+    assert step.effects == (WriteMigConfig(TO, LAYOUT), SetUnschedulable("a100-1", True))
     assert step.relayout.phase is RelayoutPhase.CORDON  # until the node shows it
-    step = step_relayout(step.relayout, view(cordoned=True), T0, POLICY)
-    assert step.relayout.phase is RelayoutPhase.DRAIN
-    step = step_relayout(step.relayout, view(cordoned=True), T0, POLICY)
+    step = step_relayout(step.relayout, view(cordoned=True, written=T0), T0, POLICY)
+    assert step.relayout.phase is RelayoutPhase.DRAIN and step.effects == ()
+    step = step_relayout(step.relayout, view(cordoned=True, written=T0), T0, POLICY)
     assert step.effects == (Evict("models", "m-0"),)
-    step = step_relayout(step.relayout, view(cordoned=True, pods=()), T0, POLICY)
+    drained = view(cordoned=True, pods=(), written=T0)
+    step = step_relayout(step.relayout, drained, T0, POLICY)
     assert step.relayout.phase is RelayoutPhase.RELABEL
-    step = step_relayout(step.relayout, view(cordoned=True, pods=()), T0, POLICY)
-    assert step.effects == (WriteMigConfig(TO, LAYOUT), LabelMigConfig("a100-1", TO))
+    early = step_relayout(step.relayout, drained, T0 + timedelta(seconds=119), POLICY)
+    assert early.effects == () and early.relayout.phase is RelayoutPhase.RELABEL
+    assert early.relayout.wait_reason == (
+        f"config_propagating: {TO} written at 09:00:00, labelled after 09:02:00")
+    step = step_relayout(early.relayout, drained, T0 + timedelta(seconds=120), POLICY)
+    assert step.effects == (LabelMigConfig("a100-1", TO),)
     assert step.relayout.phase is RelayoutPhase.AWAIT_MIG
     waiting = step_relayout(step.relayout, view(cordoned=True, pods=(), config=TO, state=""),
                             T0, POLICY)
@@ -71,6 +80,55 @@ def test_happy_path_cordons_drains_relabels_and_uncordons() -> None:
     assert done.relayout.phase is RelayoutPhase.DONE
     assert done.effects == (SetUnschedulable("a100-1", False),)
     assert not done.relayout.is_active and done.relayout.alert == ""
+
+
+def test_a_config_missing_at_relabel_is_written_again_and_labelled_only_once_propagated(
+) -> None:
+    relabel = replace(fresh(), phase=RelayoutPhase.RELABEL,
+                      deadline_at=T0 + timedelta(seconds=420))
+    gone = step_relayout(relabel, view(cordoned=True, pods=(), present=False), T0, POLICY)
+    assert gone.effects == (WriteMigConfig(TO, LAYOUT),)  # no label for a missing config
+    assert gone.relayout.phase is RelayoutPhase.RELABEL
+    assert gone.relayout.wait_reason == (
+        f"config_propagating: {TO} not yet in the ConfigMap as wanted")
+    written = view(cordoned=True, pods=(), written=T0 + timedelta(seconds=30))
+    waiting = step_relayout(gone.relayout, written, T0 + timedelta(seconds=60), POLICY)
+    assert waiting.effects == () and waiting.relayout.phase is RelayoutPhase.RELABEL
+    labelled = step_relayout(waiting.relayout, written, T0 + timedelta(seconds=150), POLICY)
+    assert labelled.effects == (LabelMigConfig("a100-1", TO),)
+
+
+def test_a_config_without_a_recorded_write_time_counts_as_long_present() -> None:
+    relabel = replace(fresh(), phase=RelayoutPhase.RELABEL)
+    step = step_relayout(relabel, view(cordoned=True, pods=(), written=None), T0, POLICY)
+    assert step.effects == (LabelMigConfig("a100-1", TO),)
+
+
+def test_a_zero_propagation_window_labels_a_config_written_the_same_moment() -> None:
+    relabel = replace(fresh(), phase=RelayoutPhase.RELABEL)
+    at_once = replace(POLICY, config_propagation_s=0.0)
+    step = step_relayout(relabel, view(cordoned=True, pods=(), written=T0), T0, at_once)
+    assert step.effects == (LabelMigConfig("a100-1", TO),)
+
+
+def test_a_config_that_never_propagates_aborts_before_the_label_and_gives_back_the_node(
+) -> None:
+    relabel = replace(fresh(), phase=RelayoutPhase.RELABEL,
+                      deadline_at=T0 + timedelta(seconds=420))
+    late = step_relayout(relabel, view(cordoned=True, pods=(), present=False),
+                         T0 + timedelta(seconds=420), POLICY)
+    assert late.relayout.phase is RelayoutPhase.ABORTED
+    assert late.effects == (SetUnschedulable("a100-1", False),)
+    assert late.relayout.alert == (
+        f"config_propagation_timeout: {TO} not yet in the ConfigMap as wanted")
+
+
+def test_relabel_is_entered_with_a_deadline_of_the_propagation_window_and_the_mig_timeout(
+) -> None:
+    draining = replace(fresh(), phase=RelayoutPhase.DRAIN)
+    step = step_relayout(draining, view(cordoned=True, pods=()), T0, POLICY)
+    assert step.relayout.phase is RelayoutPhase.RELABEL
+    assert step.relayout.deadline_at == T0 + timedelta(seconds=120 + 300)
 
 
 def test_missing_capacity_asks_for_surge_nodes_before_any_disruption() -> None:
@@ -159,8 +217,9 @@ def test_resuming_a_phase_whose_effect_already_happened_does_not_repeat_it() -> 
 def test_a_node_someone_else_cordoned_before_the_relayout_did_is_recorded_and_left_cordoned(
 ) -> None:
     cordoning = replace(fresh(), phase=RelayoutPhase.CORDON)
-    step = step_relayout(cordoning, view(cordoned=True, mine=False), T0, POLICY)
-    assert step.relayout.phase is RelayoutPhase.DRAIN and step.effects == ()
+    step = step_relayout(cordoning, view(cordoned=True, mine=False, present=False), T0, POLICY)
+    assert step.relayout.phase is RelayoutPhase.DRAIN
+    assert step.effects == (WriteMigConfig(TO, LAYOUT),)  # the config still goes in first
     assert step.relayout.was_cordoned
     awaiting = replace(step.relayout, phase=RelayoutPhase.AWAIT_MIG)
     done = step_relayout(awaiting, view(cordoned=True, mine=False, pods=(), config=TO), T0,

@@ -50,14 +50,27 @@ def test_the_node_stage_re_lays_out_an_empty_node_and_shares_a_busy_one_through_
     assert relayout.to_layout.profiles_of(0) == ("1g.10gb",) * 7
     assert sharing.to_layout == MPS4
 
-    outcomes = apply_actions(plan.actions, backend.actuators)
-    assert all(o.ok for o in outcomes), [o.message for o in outcomes]
+    started, written = apply_actions(plan.actions, backend.actuators)
+    assert started.ok, started.message
     assert backend.mig.in_flight() == {"a100-1": relayout.to_layout}
+    # the sharing config is written, and selects the node once the plugin's file holds it
+    assert not written.ok and written.retryable
+    assert written.message.startswith("config_propagating: headroom-mps-4")
+    labels = apiserver.get("v1", "Node", "l4-1")["metadata"]["labels"]
+    assert "nvidia.com/device-plugin.config" not in labels
+
+    clock.advance(120)
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    pending = node_config_plan(_placement(), backend.reader.snapshot(), pools,
+                               backend.mig.in_flight(), plan.memory, NodeConfigLimits(),
+                               clock.now())
+    assert pending.actions == (sharing,)  # not done: the next tick applies it again
+    assert all(o.ok for o in apply_actions(pending.actions, backend.actuators))
     labels = apiserver.get("v1", "Node", "l4-1")["metadata"]["labels"]
     assert labels["nvidia.com/device-plugin.config"] == "headroom-mps-4"
 
     again = node_config_plan(_placement(), backend.reader.snapshot(), pools,
-                             backend.mig.in_flight(), plan.memory, NodeConfigLimits(),
+                             backend.mig.in_flight(), pending.memory, NodeConfigLimits(),
                              clock.now())
     assert again.actions == () and again.skipped == ()
     assert assert_schema_valid(apiserver) > 0
@@ -77,6 +90,13 @@ def test_an_mps_node_the_plan_needs_as_mig_is_set_exclusive_and_its_relayout_wai
                             GuardMemory(), limits, clock.now())
     assert [(type(a).__name__, a.reason) for a in plan.actions] == [
         ("ApplySharing", "exclusive_before_mig"), ("RelayoutMig", "plan_needs_mig")]
+    written, waiting = apply_actions(plan.actions, backend.actuators)
+    assert written.message.startswith("config_propagating: headroom-exclusive")
+    assert not waiting.ok and waiting.retryable  # not started before the sharing it needs
+    clock.advance(120)
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    plan = node_config_plan(slices, backend.reader.snapshot(), pools, backend.mig.in_flight(),
+                            plan.memory, limits, clock.now())
     exclusive, relayout = apply_actions(plan.actions, backend.actuators)
     assert exclusive.ok, exclusive.message
     # GFD still reports MPS until the device plugin has restarted without it

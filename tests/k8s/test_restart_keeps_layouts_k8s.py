@@ -91,7 +91,7 @@ def _evictions(server: ApiServer) -> list[str]:
 def test_a_restarted_control_plane_keeps_a_busy_nodes_layout_that_serves_the_demand(
         apiserver: ApiServer, clock: VirtualClock, sqlite_url: str) -> None:
     held = _seed(apiserver, ("2g.20gb", "2g.20gb"), running=2)
-    mig = FakeMigManager(apiserver)
+    mig = FakeMigManager(apiserver, clock=clock)
     reports, backend = _restarted_loop(apiserver, clock, sqlite_url, running=2, mig=mig)
     assert all(r.status is TickStatus.APPLIED for r in reports), [r.reason for r in reports]
     assert relayouts_asked(reports) == 0 and backend.relayouts.relayouts_of(NODE) == ()
@@ -110,7 +110,7 @@ def test_a_restarted_control_plane_keeps_a_busy_nodes_layout_that_serves_the_dem
 def test_a_restarted_control_plane_still_re_lays_out_a_layout_that_cannot_serve_the_demand(
         apiserver: ApiServer, clock: VirtualClock, sqlite_url: str) -> None:
     held = _seed(apiserver, ("1g.10gb",), running=0)  # no 1g point: the replicas stay Pending
-    mig = FakeMigManager(apiserver)
+    mig = FakeMigManager(apiserver, clock=clock)
     reports, _ = _restarted_loop(apiserver, clock, sqlite_url, running=0, mig=mig)
     asked = [a for r in reports if r.plan for a in r.plan.actions if isinstance(a, RelayoutMig)]
     assert asked and asked[0].node == NODE

@@ -117,7 +117,7 @@ def build_k8s_backend(settings: Settings, clock: Clock, relayouts: RelayoutStore
                               settings.reconcile.max_staleness_s)
     node_pools = K8sNodePoolActuator(api, k8s, pool_list, lambda: surge_floors(relayouts))
     policy = RelayoutPolicy(k8s.surge_timeout_s, k8s.drain_timeout_s, k8s.mig_timeout_s,
-                            k8s.relayout_retry_after_s)
+                            k8s.relayout_retry_after_s, k8s.config_propagation_s)
     mig = K8sMigRelayoutActuator(api, k8s, pool_list, reader, node_pools, relayouts, clock,
                                  policy)
     elector: LeaderElector
@@ -126,5 +126,5 @@ def build_k8s_backend(settings: Settings, clock: Clock, relayouts: RelayoutStore
     elector = elector_type(api, k8s.namespace, k8s.lease_name, identity,
                            LeaseTiming(k8s.lease_duration_s, k8s.renew_deadline_s))
     gated = LeaderGated(elector, clock, node_pools, K8sReplicaActuator(api, k8s),
-                        K8sSharingActuator(api, k8s), mig)
+                        K8sSharingActuator(api, k8s, clock), mig)
     return K8sBackend(api, reader, gated, gated, gated, gated, elector, relayouts, identity)

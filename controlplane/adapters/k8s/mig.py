@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from controlplane.adapters.k8s import names as n
 from controlplane.adapters.k8s.api import KubeApi, NotFoundError, PlannedWrite, ThrottledError
-from controlplane.adapters.k8s.configmaps import ensure_mig_configs
+from controlplane.adapters.k8s.configmaps import ensure_mig_configs, mig_config_presence
 from controlplane.adapters.k8s.fence import deadline_passed
 from controlplane.adapters.k8s.inventory import Inventory, free_gpu_resources
 from controlplane.adapters.k8s.node_pools import K8sNodePoolActuator
@@ -182,7 +182,7 @@ class K8sMigRelayoutActuator:
         nodepool = self.node_pools.nodepool_name(pool.name)
         for _ in range(MAX_STEPS_PER_ADVANCE):
             try:
-                view = relayout_view(self.reader.inventory(), relayout, pool, nodepool)
+                view = self._view(relayout, pool, nodepool)
             except (TransientError, PermanentError) as error:  # 5xx, unreachable, 403: wait
                 log.warning("relayout.observe_failed", extra={"node": relayout.node,
                                                               "error": str(error)})
@@ -205,6 +205,13 @@ class K8sMigRelayoutActuator:
                 return following
             relayout = following
         return relayout
+
+    def _view(self, relayout: MigRelayout, pool: PoolSpec, nodepool: str) -> RelayoutView:
+        view = relayout_view(self.reader.inventory(), relayout, pool, nodepool)
+        present, written = mig_config_presence(
+            self.api, self.settings.mig_config_map, self.settings.gpu_operator_namespace,
+            relayout.to_config, relayout.to_layout)
+        return replace(view, config_present=present, config_written_at=written)
 
     def _waiting(self, relayout: MigRelayout, reason: str) -> MigRelayout:
         """The relayout stays in its phase; the next advance retries the step. A replica whose
@@ -237,7 +244,7 @@ class K8sMigRelayoutActuator:
             elif isinstance(effect, WriteMigConfig):
                 ensure_mig_configs(self.api, self.settings.mig_config_map,
                                    self.settings.gpu_operator_namespace, effect.name,
-                                   effect.layout, relayout.from_config)
+                                   effect.layout, relayout.from_config, self.clock.now())
             elif isinstance(effect, LabelMigConfig):
                 self.api.merge_patch("v1", "Node", effect.node, {"metadata": {"labels": {
                     n.MIG_CONFIG: effect.config, n.MIG_CONFIG_STATE: None}}})
