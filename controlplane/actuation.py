@@ -72,7 +72,7 @@ def apply_actions(actions: Iterable[Action], actuators: Actuators) -> tuple[Acti
             outcome = apply_action(action, actuators)
         else:
             outcome = ActionOutcome(action.target, False, "not started: the sharing it needs "
-                                    f"first failed ({first.message})", first.retryable)
+                                    f"first is not applied ({first.message})", first.retryable)
             log.info("action.failed", extra=action.to_log())
         if isinstance(action, ApplySharing) and not outcome.ok:
             failed[action.target] = outcome

@@ -93,6 +93,8 @@ def test_an_mps_node_the_plan_needs_as_mig_is_set_exclusive_and_its_relayout_wai
     written, waiting = apply_actions(plan.actions, backend.actuators)
     assert written.message.startswith("config_propagating: headroom-exclusive")
     assert not waiting.ok and waiting.retryable  # not started before the sharing it needs
+    assert waiting.message.startswith("not started: the sharing it needs first is not applied "
+                                      "(config_propagating: headroom-exclusive")
     clock.advance(120)
     assert backend.elector.try_acquire_or_renew(clock.now())
     plan = node_config_plan(slices, backend.reader.snapshot(), pools, backend.mig.in_flight(),

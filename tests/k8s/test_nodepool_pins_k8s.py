@@ -107,5 +107,9 @@ def test_an_unpinned_nodepool_of_a_pool_without_mig_is_named_and_refuses_nothing
         "node.kubernetes.io/instance-type); its warm placeholders ask for no GPU, so the nodes "
         "they hold may not be what the plan counts (nodepool_not_pinned)"]
     resized = backend.node_pools.set_size("l4", 2)
-    shared = backend.sharing.apply_sharing("l4-1", SharingLayout(SharingMode.TIME_SLICING, 2))
+    slicing = SharingLayout(SharingMode.TIME_SLICING, 2)
+    assert not backend.sharing.apply_sharing("l4-1", slicing).ok  # its config propagates first
+    clock.advance(120)
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    shared = backend.sharing.apply_sharing("l4-1", slicing)
     assert resized.ok and shared.ok, (resized.message, shared.message)

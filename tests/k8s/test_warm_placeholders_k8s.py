@@ -171,7 +171,11 @@ def test_a_time_sliced_node_takes_one_placeholder_of_its_pool_not_several(
     # writes makes kubelet refuse a pod asking for more than one shared GPU
     # (failRequestsGreaterThanOne: UnexpectedAdmissionError), so a whole-node placeholder
     # would fail admission there
-    assert backend.sharing.apply_sharing("l4-1", SharingLayout(SharingMode.TIME_SLICING, 3)).ok
+    slicing = SharingLayout(SharingMode.TIME_SLICING, 3)
+    assert not backend.sharing.apply_sharing("l4-1", slicing).ok  # its config propagates first
+    clock.advance(120)
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    assert backend.sharing.apply_sharing("l4-1", slicing).ok
     config_name = apiserver.get("v1", "Node", "l4-1")["metadata"]["labels"][
         "nvidia.com/device-plugin.config"]
     config = yaml.safe_load(apiserver.get("v1", "ConfigMap", "headroom-device-plugin-config",
