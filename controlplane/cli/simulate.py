@@ -155,7 +155,8 @@ def simulate_command(
     time_unit: Annotated[str | None, typer.Option(
         "--time-unit", help="s | ms | min | h, for a numeric time column")] = None,
     fill_gaps: Annotated[str, typer.Option(
-        "--fill-gaps", help="none (refuse gaps) | hold (last value) | zero")] = "none",
+        "--fill-gaps", help="none (refuse gaps) | hold (the last value; before a model's "
+        "first row, its first) | zero")] = "none",
     forecast_method: Annotated[str, typer.Option(
         "--forecast-method", help="forecaster method (forecaster registry)")] = "auto",
     forecast_interval_s: Annotated[float, float_option(
@@ -267,7 +268,7 @@ def simulate_command(
             "hints": str(hints) if hints is not None else None,
             **({"config": str(config_file)} if config_file is not None else {}),
             "timelines": {k: str(v) for k, v in result.timelines.items()},
-            "policies": {s["policy"]: s for s in result.summaries}}, indent=2))
+            "policies": {s["policy"]: s for s in result.summaries}}, indent=2, allow_nan=False))
         return
     Console(width=max(130, Console().width)).print(_table(list(result.summaries)))
     for name, path in result.timelines.items():

@@ -45,6 +45,7 @@ class _Loose(NoBoolForANumber):
 #: the longest cold start, wake or provisioning time: a week (more is a unit mistake, ms written
 #: as s; near 1e300 s the lognormal's tail and the simulated clock overflow)
 MAX_SECONDS = 7 * 86_400.0
+MAX_REPLICA_RPS = 1e7  # requests/s one replica serves: the demand hints' bound too
 #: seconds, finite, > 0 and at most MAX_SECONDS (``.inf`` in YAML is refused, naming the field)
 _Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
 #: a price (USD per GPU-hour) or a GPU budget: finite and >= 0
@@ -91,6 +92,14 @@ class _Model(_Loose):
     def _positive(cls, value: float | None) -> float | None:
         if value is not None and (not math.isfinite(value) or value <= 0):
             raise ValueError(f"must be > 0, got {value}")
+        return value
+
+    @field_validator("per_replica_rps", "true_per_replica_rps")
+    @classmethod
+    def _possible_rate(cls, value: float | None) -> float | None:
+        if value is not None and value > MAX_REPLICA_RPS:
+            raise ValueError(f"must be at most {MAX_REPLICA_RPS:g} requests/s per replica, "
+                             f"got {value:g}")
         return value
 
     @field_validator("gpu_per_replica")

@@ -99,23 +99,40 @@ def check_policies(names: Sequence[str], trace: Trace, config: SimConfig, knobs:
         raise ValueError(f"--policy given twice: {list(names)}")
     for name in names:
         build_policy(name, trace, config, knobs, options)
-    check_demand_fits(trace, config)
+    for name in names:
+        check_demand_fits(trace, config, *policy_utilization(name, knobs))
 
 
-def check_demand_fits(trace: Trace, config: SimConfig) -> None:
-    """Refuse (ValueError) a model whose peak rate needs more GPUs than a pool may hold
-    (``MAX_POOL_GPUS``, PlanFleet's bound): a rate in the wrong unit or an impossible
-    throughput, which would otherwise size millions of replicas until memory runs out."""
+def policy_utilization(name: str, knobs: PolicyKnobs) -> tuple[float, str]:
+    """The target utilization ``name`` sizes replicas for, and the option that set it."""
+    if name == "reactive":
+        return knobs.reactive_target_utilization, "--reactive-target"
+    if name == "static":
+        return knobs.static_target_utilization, "static target utilization"
+    if knobs.predictive_target_utilization is not None:
+        return knobs.predictive_target_utilization, "reconcile.target_utilization"
+    return 1.0, ""
+
+
+def check_demand_fits(trace: Trace, config: SimConfig, target_utilization: float = 1.0,
+                      source: str = "") -> None:
+    """Refuse (ValueError) a model whose peak rate, at ``target_utilization`` of each
+    replica's throughput, needs more GPUs than a pool may hold (``MAX_POOL_GPUS``, PlanFleet's
+    bound): a rate in the wrong unit, an impossible throughput or a tiny target utilization
+    (named by ``source``), which would otherwise size millions of replicas until memory runs
+    out."""
     for model in config.models:
         shape = model.shape
         peak = trace.peak_rps(model.name)
-        gpus = peak / shape.per_replica_rps * shape.gpu_share
+        gpus = peak / (shape.per_replica_rps * target_utilization) * shape.gpu_share
         if gpus > MAX_POOL_GPUS:
+            at = (f" at {source} {target_utilization:g}" if source else "")
+            check = (f"check {source}, " if source else "check ")
             raise ValueError(
                 f"{trace.source}: model {model.name!r}: its peak of {peak:.6g} rps needs "
                 f"{gpus:.6g} GPUs at per_replica_rps {shape.per_replica_rps:g} and "
-                f"gpu_per_replica {shape.gpu_share:g}, more than the {MAX_POOL_GPUS:,} GPUs of "
-                "a pool; check the rates' unit (--value-unit) and the models file")
+                f"gpu_per_replica {shape.gpu_share:g}{at}, more than the {MAX_POOL_GPUS:,} "
+                f"GPUs of a pool; {check}the rates' unit (--value-unit) and the models file")
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ rows.
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -85,7 +86,7 @@ def summarize(run: PolicyRun, config: SimConfig) -> dict[str, Any]:
         "shortfall_pct_of_demand": round(100 * shortfall / demand, 4) if demand else 0.0,
         "gpu_hours": round(gpu_hours, 3),
         "gpu_hours_lower_bound": round(lower, 3),
-        "gpu_hours_over_lower_bound": round(gpu_hours / lower, 4) if lower else None,
+        "gpu_hours_over_lower_bound": _ratio(gpu_hours, lower),
         "cost_usd": round(cost, 2),
         "mean_idle_replicas": round(sum(r.idle_replicas for r in rows) / len(rows), 3)
         if rows else 0.0,
@@ -100,3 +101,12 @@ def summarize(run: PolicyRun, config: SimConfig) -> dict[str, Any]:
           "profile_corrected_ticks": {m: run.stats.profile_corrected_ticks[m]
                                       for m in run.stats.profile_rps}}
          if run.stats.profile_rps else {})
+
+
+def _ratio(gpu_hours: float, lower: float) -> float | None:
+    """GPU-hours over the lower bound; None when the bound is 0, or so small the ratio is not
+    a finite number (JSON has no Infinity)."""
+    if not lower:
+        return None
+    ratio = gpu_hours / lower
+    return round(ratio, 4) if math.isfinite(ratio) else None

@@ -27,6 +27,7 @@ from forecaster.sources.replay import repeated_column
 
 VALUE_UNITS = {"rps": 1.0, "rpm": 1 / 60}  # plus "per-step": a count per trace step
 FILL_GAPS = ("none", "hold", "zero")
+GRID_TOLERANCE = 0.05  # of a step: how far off its grid a row may be (scrape jitter)
 TIME_UNITS = {"s": 1, "ms": 1e-3, "min": 60, "h": 3600}
 _MAX_SECONDS = 9.2e9  # pandas timestamps (datetime64[ns]) end in 2262
 #: epoch seconds of 2000-01-01 and 2100-01-01 UTC: a numeric time column whose values all land
@@ -167,12 +168,20 @@ def _gaps_s(times: pd.Series, series: pd.Series) -> dict[str, np.ndarray]:
     return {name: d[d > 0] for name, d in gaps.items()}
 
 
+_MINUTE_DIVISORS_S = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30)
+
+
 def _step_s(gaps_s: Mapping[str, np.ndarray]) -> int:
+    """The most common spacing, taken as the whole minutes or the divisor of a minute it is
+    within ``GRID_TOLERANCE`` of (scrape jitter: gaps of 58-62 s are a 60 s step)."""
     diffs = [round(d) for d in np.concatenate([np.zeros(0), *gaps_s.values()])]
     if not diffs:
         return 60
     values, counts = np.unique(diffs, return_counts=True)
-    return int(values[np.argmax(counts)])
+    common_s = int(values[np.argmax(counts)])
+    regular_s = [*_MINUTE_DIVISORS_S, max(1, round(common_s / 60)) * 60]
+    nearest_s = min(regular_s, key=lambda step_s: abs(step_s - common_s))
+    return nearest_s if abs(nearest_s - common_s) <= GRID_TOLERANCE * nearest_s else common_s
 
 
 def _coarser_unit_hint(gap_s: float, time_unit: str | None) -> str:
@@ -243,22 +252,38 @@ def load_trace(path: Path, *, time_col: str = "ts", series_col: str | None = "mo
                        tuple(models) or tuple(sorted(set(series))))
 
 
+def grid_offsets_s(path: Path, times: pd.Series, step_s: int) -> np.ndarray:
+    """Each row's offset in seconds from the minute of the trace's first time. A grid of a
+    minute or more starts at the first time, whatever its seconds (a scrape at :53 of every
+    10 minutes is regular), and a row within ``GRID_TOLERANCE`` of a step of its grid (scrape
+    jitter) is taken at that step, which the replay starts at a whole minute; a row further off
+    is refused, naming its line. Finer steps keep their offsets (averaged per minute)."""
+    first = times.min()
+    phase_s = (first - first.floor("min")).total_seconds()
+    offsets_s = (times - first).dt.total_seconds().to_numpy()
+    if step_s < 60:
+        return np.asarray(offsets_s + phase_s, dtype=float)
+    snapped_s = np.round(offsets_s / step_s) * step_s
+    off = np.abs(offsets_s - snapped_s) > GRID_TOLERANCE * step_s
+    if off.any():
+        row = int(np.flatnonzero(off)[0])
+        raise TraceError(f"{path}: line {row + 2}: time {times.iloc[row]} is "
+                         f"{offsets_s[row] - snapped_s[row]:+g}s off the trace's {step_s}s grid, "
+                         f"which starts at its first time {first}")
+    return np.asarray(snapped_s, dtype=float)
+
+
 def _to_minutes(path: Path, times: pd.Series, series: pd.Series, rates: pd.Series, step_s: int,
                 fill_gaps: str, order: tuple[str, ...]) -> Trace:
     start = times.min().floor("min")
     grid_s = max(step_s, 60)
-    end = times.max().floor("min") + pd.Timedelta(seconds=grid_s)
-    minutes = int((end - start).total_seconds() // 60)
+    all_offsets_s = grid_offsets_s(path, times, step_s)
+    minutes = int(all_offsets_s.max() // 60) + grid_s // 60
     out: dict[str, np.ndarray] = {}
     filled: dict[str, int] = {}
     for name in order:
         mask = (series == name).to_numpy()
-        t = times[mask]
-        offsets_s = ((t - start).dt.total_seconds()).to_numpy()
-        if step_s >= 60 and np.any(np.abs(offsets_s % step_s) > 1e-6):
-            row = int(np.flatnonzero(mask)[np.flatnonzero(np.abs(offsets_s % step_s) > 1e-6)[0]])
-            raise TraceError(f"{path}: line {row + 2}: model {name!r}: time {times.iloc[row]} is "
-                             f"off the trace's {step_s}s grid")
+        offsets_s = all_offsets_s[mask]
         minute_idx = (offsets_s // 60).astype(int)
         per_minute = pd.Series(rates[mask].to_numpy()).groupby(minute_idx).mean()
         values = np.full(minutes, np.nan)
