@@ -49,8 +49,10 @@ def forecast(series: TrafficSeries, horizon_s: int, method: str = "auto",
     except Exception as exc:  # a fit failure falls back per model, with the reason recorded
         log.warning("series %r: %s failed (%s: %s); using persistence", series.series_id,
                     method, type(exc).__name__, exc)
-        return _constant(series, steps, last, f"fit_failed:{type(exc).__name__}")
-    reason = pred.reason[0] or _staleness(h, series.step_s)
+        return _constant(series, steps, last,
+                         _staleness(h, series.step_s) or f"fit_failed:{type(exc).__name__}")
+    # stale data outranks the method's own fallback: consumers (KEDA) refuse only a stale one
+    reason = _staleness(h, series.step_s) or pred.reason[0]
     wape = float(pred.backtest_wape[0])
     return Forecast(series_id=series.series_id, origin_at=series.end_at, step_s=series.step_s,
                     p50=tuple(float(x) for x in pred.p50[0]),

@@ -144,6 +144,15 @@ def test_a_stale_series_is_flagged() -> None:
     assert made.p50[0] == values[-181]
 
 
+def test_staleness_outranks_the_method_s_own_fallback_reason_as_keda_refuses_only_it() -> None:
+    values = diurnal(2, 60)
+    values[-180:] = np.nan  # three hours without data, on a history too short for seasonality
+    fresh = forecast(series(diurnal(2, 60), 60), 600, method="hybrid")
+    assert fresh.fallback_reason == "seasonal_short_history"
+    made = forecast(series(values, 60), 600, method="hybrid")
+    assert made.fallback_reason == "stale_observations"
+
+
 class _Broken:
     name = "broken"
 
@@ -158,6 +167,9 @@ def test_a_failing_fit_falls_back_to_persistence_with_the_reason() -> None:
     assert made.method == "persistence"
     assert made.fallback_reason == "fit_failed:RuntimeError"
     assert made.p50 == (values[-1],) * 10
+    values[-180:] = np.nan  # a failing fit on stale data: staleness is what consumers refuse
+    stale = forecast(series(values, 60), 600, method="broken-for-test")
+    assert (stale.method, stale.fallback_reason) == ("persistence", "stale_observations")
 
 
 def test_unknown_methods_are_named_in_the_error() -> None:
