@@ -19,6 +19,14 @@ is not relabelled, a config written again over itself changes nothing). Eviction
 through the Eviction API: a disruption budget that says "not now" makes the relayout wait with a
 recorded reason, never forces it.
 
+Unmanaged pods: only a pod a controller would recreate (``PodOnNode.managed``: an owner reference
+with ``controller: true``) is evicted; evicting a bare pod would delete it for good, so
+``kubectl drain`` refuses one without ``--force``. A relayout is not started on a node that runs
+one (``unmanaged_refusal``), and a drain that finds one (a pod bound by ``nodeName`` ignores the
+cordon) evicts nothing and waits naming it (``unmanaged_pods: ...``) until someone deletes or
+moves it; past the drain deadline it ends aborted, its own cordon undone, with an alert naming
+it. Such pods do not count towards the surge: Headroom does not move them.
+
 Config propagation: the MIG manager reads its config file from a mounted ConfigMap volume, which
 kubelet updates a minute or more after the ConfigMap changes, and it acts only when the node's
 ``nvidia.com/mig.config`` label changes, failing a config its file does not hold yet. So the
@@ -121,6 +129,12 @@ class PodOnNode:
     namespace: str
     name: str
     requests: tuple[tuple[str, int], ...] = ()  # GPU-like extended resources only
+    managed: bool = False  # a controller would recreate it (an owner reference with
+    # controller: true); a pod not known to have one is never evicted
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +150,7 @@ class RelayoutView:
     cordoned: bool
     mig_config: str
     mig_state: str  # pending | rebooting | success | failed | "" (unset)
-    pods: tuple[PodOnNode, ...]  # pods a drain must evict (no DaemonSet or mirror pods)
+    pods: tuple[PodOnNode, ...]  # pods a drain must see gone (no DaemonSet or mirror pods)
     others: tuple[NodeCapacity, ...]  # the other nodes of the pool
     pool_target_nodes: int
     gpus_per_node: int
@@ -229,6 +243,25 @@ def same_config_refusal(node: str, mig_config: str, mig_state: str, to_config: s
             "another config")
 
 
+def unmanaged_pods(pods: Sequence[PodOnNode]) -> tuple[str, ...]:
+    """The pods a drain must not evict: no controller would recreate them."""
+    return tuple(p.key for p in pods if not p.managed)
+
+
+def _unmanaged_why(bare: Sequence[str]) -> str:
+    it = "it" if len(bare) == 1 else "them"
+    return (f"unmanaged_pods: {', '.join(bare)} (no controller would recreate {it}; delete or "
+            f"move {it}, then the drain goes on)")
+
+
+def unmanaged_refusal(node: str, pods: Sequence[PodOnNode]) -> str:
+    """Why a relayout of ``node`` must not start ("" when it may): a pod the drain would have
+    to evict has no controller, so evicting it would delete it for good. Refused before any
+    surge or cordon, rather than cordoning the node and waiting out the drain."""
+    bare = unmanaged_pods(pods)
+    return f"node {node}: {_unmanaged_why(bare)}" if bare else ""
+
+
 def config_settled_at(view: RelayoutView, policy: RelayoutPolicy) -> datetime | None:
     """When the node may be labelled with the target config: once the ConfigMap has held it,
     unchanged, for ``config_propagation_s`` (None: it does not hold it as wanted; ``datetime.min``
@@ -274,9 +307,12 @@ def gpu_equivalent(resource: str, quantity: int) -> float:
 
 
 def capacity_shortfall(view: RelayoutView) -> dict[str, int]:
-    """GPU-like resources the node's pods need that the pool's other nodes cannot take now."""
+    """GPU-like resources the node's pods need that the pool's other nodes cannot take now
+    (managed pods only: an unmanaged pod is not evicted, so it needs no room elsewhere)."""
     need: Counter[str] = Counter()
     for pod in view.pods:
+        if not pod.managed:
+            continue
         for resource, quantity in pod.requests:
             need[resource] += quantity
     spare: Counter[str] = Counter()
@@ -350,13 +386,19 @@ def _give_back(r: MigRelayout, view: RelayoutView, phase: RelayoutPhase, now: da
 
 def _drain(r: MigRelayout, view: RelayoutView, now: datetime,
            policy: RelayoutPolicy) -> RelayoutStep:
+    """Evict the node's pods; while an unmanaged pod is on it, evict none (an abort would
+    have moved the others for nothing) and wait naming it."""
     if not view.pods:
         return RelayoutStep(_enter(r, RelayoutPhase.RELABEL, now, policy))
-    left = ", ".join(f"{p.namespace}/{p.name}" for p in view.pods)
+    left = ", ".join(p.key for p in view.pods)
+    bare = unmanaged_pods(view.pods)
     if _expired(r, now):
+        also = f"; {_unmanaged_why(bare)}" if bare else ""
         return _give_back(r, view, RelayoutPhase.ABORTED, now, policy,
-                          alert=f"drain_timeout: {left} still running")
-    evictions = tuple(Evict(p.namespace, p.name) for p in view.pods)
+                          alert=f"drain_timeout: {left} still running{also}")
+    if bare:
+        return RelayoutStep(_wait(r, now, _unmanaged_why(bare)))
+    evictions = tuple(Evict(p.namespace, p.name) for p in view.pods if p.managed)
     return RelayoutStep(_wait(r, now, f"draining: {left}"), evictions)
 
 

@@ -10,7 +10,7 @@ import yaml
 from apiserver import ApiServer
 from fake_controllers import FakeMigManager, FakeReplicaController
 from gpu_operator_configs import mig_parted_problems
-from k8s_builders import GPU_OPERATOR_NS, HEADROOM_NS, MODELS_NS, gpu_node, k8s_settings
+from k8s_builders import GPU_OPERATOR_NS, HEADROOM_NS, MODELS_NS, gpu_node, gpu_pod, k8s_settings
 from relayout_scenario import FROM, SLICE, TARGET, TO, relayout_actuator, seed
 
 from controlplane.adapters.k8s.mig import K8sMigRelayoutActuator
@@ -283,3 +283,72 @@ def test_a_relayout_of_a_pool_no_longer_configured_fails_naming_it_and_frees_its
     assert failed.phase is RelayoutPhase.FAILED
     assert failed.alert.startswith("pool_unconfigured: pool a100-80gb is no longer")
     assert restarted.in_flight() == {} and store.active_relayouts() == ()
+
+
+BARE_WHY = ("unmanaged_pods: research/notebook (no controller would recreate it; delete or move "
+            "it, then the drain goes on)")
+
+
+def bare_pod() -> dict[str, object]:
+    """A GPU pod nothing owns: evicting it would delete it for good."""
+    return gpu_pod("notebook", "a100-1", namespace="research")
+
+
+def evicted(server: ApiServer) -> list[str]:
+    return [r.path.split("/pods/")[1].removesuffix("/eviction") for r in server.writes()
+            if r.path.endswith("/eviction")]
+
+
+def test_a_relayout_of_a_node_running_a_bare_gpu_pod_is_refused_before_any_surge_or_cordon(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed(apiserver)
+    apiserver.seed(bare_pod())
+    store = MemoryRelayoutStore()
+    actuator = relayout_actuator(apiserver, clock, store)
+    writes = len(apiserver.writes())
+    refused = actuator.start_relayout("a100-1", TARGET, "placement_wants_3g")
+    assert not refused.ok and refused.retryable
+    assert refused.message == f"node a100-1: {BARE_WHY}"
+    assert store.active_relayouts() == () and len(apiserver.writes()) == writes
+    assert not apiserver.get("v1", "Node", "a100-1")["spec"].get("unschedulable")
+    apiserver.delete("v1", "Pod", "notebook", "research")
+    assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
+
+
+def test_a_bare_gpu_pod_bound_after_the_start_is_never_evicted_and_holds_the_drain_naming_it(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed(apiserver)
+    store = MemoryRelayoutStore()
+    actuator = relayout_actuator(apiserver, clock, store)
+    assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
+    apiserver.seed(bare_pod())  # bound by nodeName: a cordon does not keep it off
+    mig_manager = FakeMigManager(apiserver, clock=clock)
+    replicas = FakeReplicaController(apiserver, "m", replicas=3)
+    run(actuator, clock, mig_manager, replicas, ticks=6)
+    waiting = store.relayouts_of("a100-1")[-1]
+    assert (waiting.phase, waiting.wait_reason) == (RelayoutPhase.DRAIN, BARE_WHY)
+    assert evicted(apiserver) == []  # the Deployment's pods stay until the drain can finish
+    assert {"notebook", "m-0", "m-1"} <= pod_names(apiserver)
+    apiserver.delete("v1", "Pod", "notebook", "research")  # its owner moves it
+    run(actuator, clock, mig_manager, replicas)
+    final = store.relayouts_of("a100-1")[-1]
+    assert final.phase is RelayoutPhase.DONE, (final.phase, final.alert)
+    assert {"m-0", "m-1"} <= set(evicted(apiserver))  # the Deployment's, as before
+    assert not any(name.startswith("notebook") for name in evicted(apiserver))
+
+
+def test_a_drain_a_bare_gpu_pod_holds_past_its_timeout_aborts_uncordoned_and_keeps_the_pod(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed(apiserver)
+    store = MemoryRelayoutStore()
+    actuator = relayout_actuator(apiserver, clock, store, drain_timeout_s=300.0)
+    assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
+    apiserver.seed(bare_pod())
+    run(actuator, clock, FakeMigManager(apiserver, clock=clock))
+    aborted = store.relayouts_of("a100-1")[-1]
+    assert aborted.phase is RelayoutPhase.ABORTED
+    assert aborted.alert == ("drain_timeout: models/m-0, models/m-1, research/notebook still "
+                             f"running; {BARE_WHY}")
+    assert not apiserver.get("v1", "Node", "a100-1")["spec"].get("unschedulable")
+    assert "notebook" in pod_names(apiserver) and evicted(apiserver) == []
+    assert node_labels(apiserver, "a100-1")["nvidia.com/mig.config"] == FROM

@@ -23,6 +23,7 @@ from controlplane.domain.mig_relayout import (
     same_config_refusal,
     start_relayout,
     step_relayout,
+    unmanaged_refusal,
     with_blocked_evictions,
 )
 
@@ -31,7 +32,7 @@ POLICY = RelayoutPolicy(surge_timeout_s=600, drain_timeout_s=1200, mig_timeout_s
 LAYOUT = uniform("A100-80GB", ("3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"))
 TO = "headroom-1x3g.40gb-1x2g.20gb-2x1g.10gb"
 SLICE = "nvidia.com/mig-1g.10gb"
-POD = PodOnNode("models", "m-0", ((SLICE, 1),))
+POD = PodOnNode("models", "m-0", ((SLICE, 1),), managed=True)
 
 
 def view(*, cordoned: bool = False, config: str = "all-1g.10gb", state: str = "success",
@@ -282,3 +283,45 @@ def test_a_relayout_to_another_config_or_of_a_node_at_or_applying_its_config_is_
     assert same_config_refusal("a100-1", "all-1g.10gb", "failed", TO) == ""
     for state in ("success", "pending", "rebooting"):
         assert same_config_refusal("a100-1", TO, state, TO) == "", state
+
+
+BARE = PodOnNode("research", "notebook", ((SLICE, 1),))  # no controller would recreate it
+BARE_WHY = ("unmanaged_pods: research/notebook (no controller would recreate it; delete or move "
+            "it, then the drain goes on)")
+
+
+def test_a_drain_never_evicts_a_pod_without_a_controller_and_waits_naming_it() -> None:
+    draining = replace(fresh(), phase=RelayoutPhase.DRAIN,
+                       deadline_at=T0 + timedelta(seconds=1200))
+    step = step_relayout(draining, view(cordoned=True, pods=(POD, BARE)), T0, POLICY)
+    assert step.relayout.phase is RelayoutPhase.DRAIN
+    assert step.effects == ()  # not even the managed pod: an abort would move it for nothing
+    assert step.relayout.wait_reason == BARE_WHY
+    gone = step_relayout(step.relayout, view(cordoned=True, pods=(POD,)), T0, POLICY)
+    assert gone.effects == (Evict("models", "m-0"),)  # deleted by someone: the drain goes on
+    assert gone.relayout.wait_reason == "draining: models/m-0"
+
+
+def test_a_drain_an_unmanaged_pod_holds_past_its_deadline_aborts_uncordons_and_names_it(
+) -> None:
+    draining = replace(fresh(), phase=RelayoutPhase.DRAIN,
+                       deadline_at=T0 + timedelta(seconds=1200))
+    late = step_relayout(draining, view(cordoned=True, pods=(BARE,)),
+                         T0 + timedelta(seconds=1200), POLICY)
+    assert late.relayout.phase is RelayoutPhase.ABORTED
+    assert late.effects == (SetUnschedulable("a100-1", False),)
+    assert late.relayout.alert == f"drain_timeout: research/notebook still running; {BARE_WHY}"
+
+
+def test_a_relayout_of_a_node_running_an_unmanaged_pod_is_refused_naming_every_such_pod(
+) -> None:
+    other = replace(BARE, name="debug", requests=())
+    assert unmanaged_refusal("a100-1", (POD, BARE, other)) == (
+        "node a100-1: unmanaged_pods: research/notebook, research/debug (no controller would "
+        "recreate them; delete or move them, then the drain goes on)")
+    assert unmanaged_refusal("a100-1", (POD,)) == ""
+
+
+def test_an_unmanaged_pod_asks_for_no_surge_since_it_is_never_moved() -> None:
+    assert capacity_shortfall(view(pods=(POD, BARE, replace(BARE, name="b")), spare=1)) == {}
+    assert capacity_shortfall(view(pods=(POD, replace(POD, name="m-1")), spare=1)) == {SLICE: 1}

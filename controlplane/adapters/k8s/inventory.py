@@ -64,6 +64,8 @@ class PodInfo:
     gpu_requests: dict[str, int]
     daemon: bool  # owned by a DaemonSet (a drain leaves it)
     mirror: bool  # a static pod's mirror (a drain leaves it)
+    managed: bool = False  # an owner reference with controller: true (a ReplicaSet, Job, ...
+    # would recreate it); a drain never evicts a pod without one: that would delete it for good
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +215,8 @@ def parse_pod(obj: JsonObject) -> PodInfo:
         phase=status.get("phase", "Pending"), ready=_is_ready(status.get("conditions") or []),
         labels=dict(meta.get("labels") or {}), gpu_requests=requests,
         daemon=any(o.get("kind") == "DaemonSet" for o in owners),
-        mirror="kubernetes.io/config.mirror" in (meta.get("annotations") or {}))
+        mirror="kubernetes.io/config.mirror" in (meta.get("annotations") or {}),
+        managed=any(o.get("controller") is True for o in owners))
 
 
 def parse_workload(obj: JsonObject, kind: str, model_label: str) -> WorkloadInfo:

@@ -38,6 +38,7 @@ from controlplane.domain.mig_relayout import (
     same_config_refusal,
     start_relayout,
     step_relayout,
+    unmanaged_refusal,
     with_blocked_evictions,
 )
 from controlplane.domain.models import SharingMode
@@ -49,14 +50,19 @@ log = logging.getLogger("headroom.k8s.mig")
 MAX_STEPS_PER_ADVANCE = 12
 
 
+def pods_to_drain(inventory: Inventory, node: str) -> tuple[PodOnNode, ...]:
+    """The pods a drain of ``node`` must see gone: all but DaemonSet and static (mirror) pods."""
+    return tuple(
+        PodOnNode(p.namespace, p.name, tuple(sorted(p.gpu_requests.items())), p.managed)
+        for p in inventory.pods_on(node) if not p.daemon and not p.mirror)
+
+
 def relayout_view(inventory: Inventory, relayout: MigRelayout, pool: PoolSpec,
                   nodepool_name: str) -> RelayoutView:
     node = inventory.node(relayout.node)
     if node is None:
         return RelayoutView(False, False, "", "", (), (), 0, pool.gpus_per_node)
-    pods = tuple(
-        PodOnNode(p.namespace, p.name, tuple(sorted(p.gpu_requests.items())))
-        for p in inventory.pods_on(node.name) if not p.daemon and not p.mirror)
+    pods = pods_to_drain(inventory, node.name)
     others = tuple(
         NodeCapacity(o.name, o.ready and not o.unschedulable,
                      tuple(sorted(free_gpu_resources(o, inventory.pods_on(o.name)).items())))
@@ -137,6 +143,9 @@ class K8sMigRelayoutActuator:
         if info.unschedulable:  # an operator's, or a failed relayout's left for one
             return failed(node, f"node_cordoned: node {node} is cordoned (an operator's cordon "
                           "means leave it alone); not re-laid out", retryable=True)
+        bare = unmanaged_refusal(node, pods_to_drain(inventory, node))
+        if bare:  # its drain would delete a pod nothing recreates: someone must move it first
+            return failed(node, bare, retryable=True)
         backoff = retry_refusal(self.store.relayouts_of(node), target, self.clock.now(),
                                 self.policy)
         if backoff:
