@@ -4,12 +4,19 @@ re-layout)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from controlplane.settings_groups import Group
+
+# a label key (an optional DNS-subdomain prefix and '/', then a name) and a label value, as the
+# API server checks them (k8s.io/apimachinery validation.IsQualifiedName, IsValidLabelValue)
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_KEY = re.compile(rf"([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}")
+_LABEL_VALUE = re.compile(rf"({_LABEL_NAME})?")
 
 
 class PrometheusSettings(Group):
@@ -109,8 +116,22 @@ class KubernetesSettings(Group):
                              "Deployments and StatefulSets naming the model they serve")
     workload_namespaces: list[str] = Field(default_factory=list, description="namespaces of "
                                            "model workloads; empty = all namespaces")
+    node_provisioner: Literal["karpenter", "cluster-autoscaler"] = Field(
+        "karpenter", description="what adds and removes a pool's nodes: karpenter (Headroom "
+        "writes the pool's NodePool node limit and target; its placeholders select "
+        "karpenter.sh/nodepool) or cluster-autoscaler (node groups: Headroom writes only the "
+        "placeholders, selecting node_group_label, and records the target on their Deployment; "
+        "the node group's min and max stay yours)")
+    node_group_label: str = Field("headroom.dev/pool", description="cluster-autoscaler: the "
+                                  "node label whose value (nodepool_names, default the pool "
+                                  "name) marks a pool's nodes; the placeholders select it and "
+                                  "the inventory puts a node in the pool by it. Put it in the "
+                                  "node group's node template (scale from zero: its "
+                                  "k8s.io/cluster-autoscaler/node-template/label/ tag)")
     nodepool_names: dict[str, str] = Field(default_factory=dict, description="pool -> Karpenter "
-                                           "NodePool name (default: the pool name)")
+                                           "NodePool name, or under cluster-autoscaler the "
+                                           "node_group_label value of its nodes (default: the "
+                                           "pool name)")
     placeholder_priority_class: str = Field("headroom-warm-placeholder", description="low "
                                             "PriorityClass of the warm-capacity placeholder pods")
     placeholder_image: str = Field("registry.k8s.io/pause:3.10")
@@ -146,6 +167,27 @@ class KubernetesSettings(Group):
                                         "only this long after it was written, unchanged; they "
                                         "read it from a mounted volume that kubelet updates "
                                         "about 60-90 s after the ConfigMap changes")
+
+    @field_validator("node_group_label")
+    @classmethod
+    def _is_a_label_key(cls, label: str) -> str:
+        if len(label) > 316 or not _LABEL_KEY.fullmatch(label):
+            raise ValueError(f"{label!r} is not a label key (an optional DNS prefix and '/', "
+                             "then up to 63 letters, digits, '-', '_' or '.', alphanumeric at "
+                             "both ends), e.g. headroom.dev/pool")
+        return label
+
+    @model_validator(mode="after")
+    def _node_groups_are_label_values(self) -> KubernetesSettings:
+        if self.node_provisioner != "cluster-autoscaler":
+            return self
+        for pool, value in sorted(self.nodepool_names.items()):
+            if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
+                raise ValueError(f"k8s.nodepool_names.{pool}: {value!r} is not a label value "
+                                 f"(k8s.node_group_label {self.node_group_label} on the pool's "
+                                 "nodes): up to 63 letters, digits, '-', '_' or '.', "
+                                 "alphanumeric at both ends")
+        return self
 
     @model_validator(mode="after")
     def _lease_timing(self) -> KubernetesSettings:

@@ -176,7 +176,10 @@ def _is_ready(conditions: list[JsonObject]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def parse_node(obj: JsonObject, pools: Sequence[PoolSpec], nodepools: dict[str, str]) -> NodeInfo:
+def parse_node(obj: JsonObject, pools: Sequence[PoolSpec], nodepools: dict[str, str],
+               pool_label: str = n.KARPENTER_NODEPOOL) -> NodeInfo:
+    """``nodepools``: the value of ``pool_label`` (a Karpenter NodePool, or under Cluster
+    Autoscaler ``k8s.node_group_label``'s node group) on a pool's nodes -> the pool."""
     labels = dict(obj["metadata"].get("labels") or {})
     status = obj.get("status") or {}
     allocatable = {k: str(v) for k, v in (status.get("allocatable") or {}).items()}
@@ -188,7 +191,7 @@ def parse_node(obj: JsonObject, pools: Sequence[PoolSpec], nodepools: dict[str, 
     gpus = labels.get(n.GPU_COUNT, "")
     gpu_count = int(gpus) if gpus.isdigit() else count(capacity.get(n.GPU_RESOURCE, 0))
     catalog = lookup(product) if product else None
-    pool = nodepools.get(labels.get(n.KARPENTER_NODEPOOL, ""), "") or labels.get(n.POOL_LABEL, "")
+    pool = nodepools.get(labels.get(pool_label, ""), "") or labels.get(n.POOL_LABEL, "")
     if pool not in {p.name for p in pools}:
         pool = next((p.name for p in pools if product and (
             p.product == product or normalize_product(p.product, 0) == product)), "")
@@ -233,13 +236,16 @@ def fetch_inventory(api: KubeApi, settings: KubernetesSettings,
                     pools: Sequence[PoolSpec]) -> Inventory:
     """Read everything a snapshot needs. Raises TransientError when the API is unreachable."""
     notes: list[str] = []
-    try:
-        nodepool_objs = {o["metadata"]["name"]: o for o in api.list("karpenter.sh/v1", "NodePool")}
+    karpenter = settings.node_provisioner == "karpenter"
+    try:  # Cluster Autoscaler node groups have no NodePool to read
+        nodepool_objs = {o["metadata"]["name"]: o for o in api.list(
+            "karpenter.sh/v1", "NodePool")} if karpenter else {}
     except NotFoundError:
         nodepool_objs = {}
         notes.append("karpenter NodePool API not found: pool targets come from node counts")
     by_nodepool = {settings.nodepool_names.get(p.name, p.name): p.name for p in pools}
-    nodes = tuple(parse_node(o, pools, by_nodepool) for o in api.list("v1", "Node"))
+    pool_label = n.KARPENTER_NODEPOOL if karpenter else settings.node_group_label
+    nodes = tuple(parse_node(o, pools, by_nodepool, pool_label) for o in api.list("v1", "Node"))
     try:
         pods = tuple(parse_pod(o) for o in api.list(
             "v1", "Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed"))

@@ -7,6 +7,7 @@ from typing import Any
 import yaml
 
 from controlplane.adapters.k8s.names import (
+    CA_EXPENDABLE_PRIORITY_CUTOFF,
     GPU_RESOURCE,
     HOSTNAME_LABEL,
     KARPENTER_NODEPOOL,
@@ -22,7 +23,10 @@ from controlplane.domain.mig_layout import NodeMigLayout, with_product_entries
 from controlplane.domain.sharing_config import SharingLayout, device_plugin_config
 
 JsonObject = dict[str, Any]
-PLACEHOLDER_PRIORITY = -10
+# Not below Cluster Autoscaler's default --expendable-pods-priority-cutoff (-10): a pod of lower
+# priority is expendable there (no scale-up for it, no node kept for it), so a placeholder
+# would neither bring nor keep a node on a cluster whose node groups CA scales
+PLACEHOLDER_PRIORITY = CA_EXPENDABLE_PRIORITY_CUTOFF
 PAUSE_USER_ID = 65535  # the pause image's user and group (it runs as non-root)
 
 
@@ -35,14 +39,19 @@ def placeholder_priority_class(name: str) -> JsonObject:
 
 
 def placeholder_deployment(pool: str, nodepool: str, replicas: int, namespace: str,
-                           priority_class: str, image: str) -> JsonObject:
+                           priority_class: str, image: str, *,
+                           node_label: str = KARPENTER_NODEPOOL,
+                           target_nodes: int | None = None) -> JsonObject:
     """One pause pod per wanted node, each holding a node of its own by required anti-affinity
     on the hostname against the pool's other placeholders. It asks for no GPU, on every pool:
     any node may be MIG-partitioned (no ``nvidia.com/gpu``) or time-sliced or MPS-shared (a
     request of more than one fails admission there), now or later,
     so a GPU request fits no mode for good; real pods run beside it (node_pools.py says why and
     what that costs). The pods run as the pause image's non-root user with no privilege, as the
-    restricted Pod Security level of Headroom's namespace requires."""
+    restricted Pod Security level of Headroom's namespace requires. They select the nodes
+    whose ``node_label`` is ``nodepool`` (Karpenter's NodePool label, or a Cluster Autoscaler
+    node group's); ``target_nodes`` records the committed size on the Deployment (annotation
+    ``headroom.dev/target-nodes``) where no NodePool holds it."""
     labels = {WARM_POOL_LABEL: pool}
     spec: JsonObject = {
         "priorityClassName": priority_class,
@@ -53,7 +62,7 @@ def placeholder_deployment(pool: str, nodepool: str, replicas: int, namespace: s
         "securityContext": {"runAsNonRoot": True, "runAsUser": PAUSE_USER_ID,
                             "runAsGroup": PAUSE_USER_ID,
                             "seccompProfile": {"type": "RuntimeDefault"}},
-        "nodeSelector": {KARPENTER_NODEPOOL: nodepool},
+        "nodeSelector": {node_label: nodepool},
         "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
         "containers": [{
             "name": "pause", "image": image,
@@ -66,10 +75,12 @@ def placeholder_deployment(pool: str, nodepool: str, replicas: int, namespace: s
         "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
             {"labelSelector": {"matchLabels": dict(labels)}, "topologyKey": HOSTNAME_LABEL}]}},
     }
+    meta: JsonObject = {"name": placeholder_name(pool), "namespace": namespace,
+                        "labels": {**labels, POOL_LABEL: pool, MANAGED_BY[0]: MANAGED_BY[1]}}
+    if target_nodes is not None:
+        meta["annotations"] = {TARGET_NODES_ANNOTATION: str(target_nodes)}
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": placeholder_name(pool), "namespace": namespace,
-                     "labels": {**labels, POOL_LABEL: pool, MANAGED_BY[0]: MANAGED_BY[1]}},
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
         "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
                  "template": {"metadata": {"labels": labels}, "spec": spec}},
     }

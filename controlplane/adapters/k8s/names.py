@@ -36,6 +36,9 @@ KARPENTER_GPU_NAME = "karpenter.k8s.aws/instance-gpu-name"
 KARPENTER_GPU_COUNT = "karpenter.k8s.aws/instance-gpu-count"
 KARPENTER_GPU_MEMORY = "karpenter.k8s.aws/instance-gpu-memory"  # MiB per GPU
 POOL_LABEL = "headroom.dev/pool"
+# --expendable-pods-priority-cutoff's default: a pod of lower priority is expendable to Cluster
+# Autoscaler, which neither scales up for it nor keeps a node for it
+CA_EXPENDABLE_PRIORITY_CUTOFF = -10
 WARM_POOL_LABEL = "headroom.dev/warm-pool"
 MODEL_NAME_ANNOTATION = "headroom.dev/model-name"
 TARGET_NODES_ANNOTATION = "headroom.dev/target-nodes"

@@ -1,6 +1,7 @@
 """K8sNodePoolActuator: a pool's size as warm capacity Karpenter (or Cluster Autoscaler) honours.
 
-``set_size(pool, nodes)`` writes two absolute targets with server-side apply:
+``set_size(pool, nodes)`` under Karpenter (``k8s.node_provisioner``'s default) writes two
+absolute targets with server-side apply:
 - the Karpenter NodePool's ``spec.limits.nodes = nodes`` (so the pool does not grow past the
   target) and the annotation ``headroom.dev/target-nodes``. A node count, not a GPU limit:
   Karpenter counts a pool's usage from its nodes' capacity, in which a time-sliced or MPS node
@@ -39,15 +40,40 @@ pick an instance with ``gpus_per_node`` GPUs, so every pool's NodePool must admi
 the reader names a NodePool that does not (nodepool_pins.py). Server-side apply drops the GPU
 request an earlier Headroom's placeholders had.
 
-The NodePool is written last: the reader takes a pool's size from its annotation, so the annotation
-only moves once every other write has succeeded. A write that fails leaves the old size observed,
-and the next tick plans (and writes) the whole target again. So does a placeholder Deployment or
-a node limit that someone else deleted or edited (drift.py: the placeholders' replicas, GPUs
-they ask for (none), nodeSelector, affinity, tolerations, priority class, security contexts): the
-reader marks the pool's target not intact. An apply leaves the fields another manager added (a
-nodeSelector key, a GPU limit in a container) in place, so when what it returns still differs, a
-JSON patch replaces those pod-template fields whole; a second write of the same target is the
-apply alone.
+Under Cluster Autoscaler (``k8s.node_provisioner: cluster-autoscaler``) there is no NodePool:
+``set_size`` writes only the placeholder Deployment, whose pods select the pool's node group by
+``k8s.node_group_label`` = ``nodepool_names[pool]`` (default ``headroom.dev/pool`` = the pool
+name; the inventory puts a node in a pool by the same label), and the annotation
+``headroom.dev/target-nodes`` on that Deployment records the target. Pending placeholders make
+CA raise the node group's size (it must know the group's nodes carry the label: from a node of
+the group, or the ``k8s.io/cluster-autoscaler/node-template/label/<key>`` tag when it scales
+from zero, REFERENCE.md §8.2); the group's min and max are the operator's, so the target is a
+floor: pending real pods may grow the group up to its max, and the next tick observes the
+nodes. A running placeholder keeps its node: CA removes a node below its (GPU) utilization
+threshold only when every pod on it fits elsewhere, and a placeholder fits only on a node of
+the group without one (anti-affinity), so the group keeps a node per placeholder. That holds
+only while placeholders are not expendable: CA ignores pods of priority below
+``--expendable-pods-priority-cutoff`` (default -10) both for scale-up and scale-down, and
+PLACEHOLDER_PRIORITY is -10, at the cutoff, not below it (a CA run with a higher cutoff makes
+them expendable: keep it at -10 or lower). Placeholders carry no
+``cluster-autoscaler.kubernetes.io/safe-to-evict`` annotation: as a Deployment's pods CA may
+move them, and must, to converge on the target; "false" would pin each to its node, so when the
+ReplicaSet drops the placeholder on a busy node after a smaller target, the idle node keeping
+its placeholder would never be removed ("true" adds nothing a Deployment's pods lack).
+
+Under Karpenter the NodePool is written last: the reader takes a pool's size from its
+annotation, so the annotation only moves once every other write has succeeded. A write that
+fails leaves the old size observed, and the next tick plans (and writes) the whole target again.
+So does a placeholder Deployment or a node limit that someone else deleted or edited (drift.py:
+the placeholders' replicas, GPUs they ask for (none), nodeSelector, affinity, tolerations,
+priority class, security contexts): the reader marks the pool's target not intact. Under Cluster
+Autoscaler the one apply of the Deployment commits replicas, pod template and annotation
+together; a JSON patch that fails after it leaves a template the reader finds changed for the
+annotated target, so the next tick writes it again. A deleted Deployment takes the record with
+it: the reader then takes the registered nodes as the target until Headroom writes one. An apply
+leaves the fields another manager added (a nodeSelector key, a GPU limit in a container) in
+place, so when what it returns still differs, a JSON patch replaces those pod-template fields
+whole; a second write of the same target is the apply alone.
 """
 
 from __future__ import annotations
@@ -62,6 +88,7 @@ from controlplane.adapters.k8s.manifests import (
     placeholder_deployment,
     placeholder_priority_class,
 )
+from controlplane.adapters.k8s.names import KARPENTER_NODEPOOL
 from controlplane.adapters.k8s.outcomes import failed, outcome_of
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.desired import PoolSpec
@@ -75,11 +102,20 @@ def no_floors() -> Mapping[str, int]:
     return {}
 
 
+def uses_nodepools(settings: KubernetesSettings) -> bool:
+    """Whether Karpenter NodePools size the pools (else Cluster Autoscaler node groups)."""
+    return settings.node_provisioner == "karpenter"
+
+
 def pool_placeholders(pool: PoolSpec, settings: KubernetesSettings, nodes: int) -> JsonObject:
-    """The placeholder Deployment Headroom writes for ``pool`` at ``nodes`` nodes."""
+    """The placeholder Deployment Headroom writes for ``pool`` at ``nodes`` nodes: on its
+    NodePool's nodes, or on its node group's, recording ``nodes`` there."""
+    karpenter = uses_nodepools(settings)
     return placeholder_deployment(
         pool.name, settings.nodepool_names.get(pool.name, pool.name), nodes,
-        settings.namespace, settings.placeholder_priority_class, settings.placeholder_image)
+        settings.namespace, settings.placeholder_priority_class, settings.placeholder_image,
+        node_label=KARPENTER_NODEPOOL if karpenter else settings.node_group_label,
+        target_nodes=None if karpenter else nodes)
 
 
 class K8sNodePoolActuator:
@@ -95,6 +131,11 @@ class K8sNodePoolActuator:
 
     def _apply_size(self, pool: PoolSpec, requested: int, floor: int) -> str:
         nodes = max(requested, floor)
+        held = f" (held at the relayout surge floor {floor})" if floor > requested else ""
+        if not uses_nodepools(self.settings):  # one object: replicas and target together
+            self.api.apply(placeholder_priority_class(self.settings.placeholder_priority_class))
+            self._write_placeholders(pool_placeholders(pool, self.settings, nodes))
+            return f"pool {pool.name} target {nodes} nodes{held}"
         nodepool = self.nodepool_name(pool.name)
         if self.api.read("karpenter.sh/v1", "NodePool", nodepool) is None:
             raise PermanentError(f"pool {pool.name}: Karpenter NodePool {nodepool} not found")
@@ -105,7 +146,6 @@ class K8sNodePoolActuator:
         except (TransientError, PermanentError) as error:  # same class: same retry verdict
             raise type(error)(f"NodePool {nodepool}: {error}; its placeholder Deployment "
                               f"already asks for {nodes} nodes") from None
-        held = f" (held at the relayout surge floor {floor})" if floor > requested else ""
         return f"pool {pool.name} target {nodes} nodes{held}"
 
     def _write_placeholders(self, wanted: JsonObject) -> None:
@@ -125,7 +165,8 @@ class K8sNodePoolActuator:
                               ) from None
 
     def set_size(self, pool: str, nodes: int) -> ActionOutcome:
-        """Absolute target; idempotent. Unknown pool or missing NodePool: non-retryable."""
+        """Absolute target; idempotent. Unknown pool or (under Karpenter) missing NodePool:
+        non-retryable."""
         spec = self.pools.get(pool)
         if spec is None:
             return failed(pool, f"unknown pool {pool}")

@@ -19,7 +19,7 @@ from controlplane.adapters.k8s.inventory import (
     fetch_inventory,
     offered_mig,
 )
-from controlplane.adapters.k8s.node_pools import pool_placeholders
+from controlplane.adapters.k8s.node_pools import pool_placeholders, uses_nodepools
 from controlplane.adapters.k8s.nodepool_pins import pin_note
 from controlplane.adapters.k8s.quantity import count, cpu_milli, memory_mib
 from controlplane.domain.desired import PoolSpec
@@ -95,7 +95,18 @@ def _nodes_limit(nodepool: dict[str, object]) -> object:
     return limits.get(n.KARPENTER_NODES_LIMIT)
 
 
+def target_record(inventory: Inventory, settings: KubernetesSettings,
+                  pool: PoolSpec) -> dict[str, Any] | None:
+    """The object that records the size Headroom committed to ``pool``: its Karpenter
+    NodePool, or under Cluster Autoscaler its placeholder Deployment (node_pools.py)."""
+    if uses_nodepools(settings):
+        return inventory.nodepools.get(settings.nodepool_names.get(pool.name, pool.name))
+    return inventory.placeholders.get(pool.name)
+
+
 def target_nodes(pool: PoolSpec, nodepool: dict[str, object] | None, registered: int) -> int:
+    """The pool's target from ``nodepool``, the object ``target_record`` names (a placeholder
+    Deployment has no node limit to fall back on); ``registered`` where none records one."""
     if not nodepool:
         return registered
     annotated = _annotated_target(nodepool)
@@ -107,32 +118,39 @@ def target_nodes(pool: PoolSpec, nodepool: dict[str, object] | None, registered:
     return registered
 
 
+def _placeholder_changes(pool: PoolSpec, placeholders: dict[str, Any] | None, target: int,
+                         settings: KubernetesSettings) -> list[str]:
+    if placeholders is None:
+        return [f"placeholder Deployment {n.placeholder_name(pool.name)} missing"]
+    changed = []
+    replicas = (placeholders.get("spec") or {}).get("replicas", 1)
+    if replicas != target:
+        changed.append(f"placeholder Deployment holds {replicas} nodes")
+    changed.extend(placeholder_drift(pool_placeholders(pool, settings, target), placeholders))
+    return changed
+
+
 def pool_drift(pool: PoolSpec, nodepool: dict[str, object] | None,
                placeholders: dict[str, Any] | None, settings: KubernetesSettings) -> str:
-    """What no longer holds the size Headroom committed to the pool's NodePool (the placeholder
-    Deployment: its replicas, the GPUs its pods ask for and the nodes they may run on; the
-    NodePool's node limit), e.g. deleted or edited by someone else; "" when all hold it, or
-    Headroom has not sized the pool."""
-    target = _annotated_target(nodepool) if nodepool else None
-    if nodepool is None or target is None:
+    """What no longer holds the size Headroom committed to the pool (the placeholder
+    Deployment: its replicas, the GPUs its pods ask for and the nodes they may run on; under
+    Karpenter the NodePool's node limit), e.g. deleted or edited by someone else; "" when all
+    hold it, or Headroom has not sized the pool. Under Cluster Autoscaler the target is the
+    one annotated on the placeholder Deployment itself."""
+    record = nodepool if uses_nodepools(settings) else placeholders
+    target = _annotated_target(record) if record else None
+    if record is None or target is None:
         return ""
-    changed = []
-    if placeholders is None:
-        changed.append(f"placeholder Deployment {n.placeholder_name(pool.name)} missing")
-    else:
-        replicas = (placeholders.get("spec") or {}).get("replicas", 1)
-        if replicas != target:
-            changed.append(f"placeholder Deployment holds {replicas} nodes")
-        changed.extend(placeholder_drift(pool_placeholders(pool, settings, target),
-                                         placeholders))
-    limit = _nodes_limit(nodepool)
-    try:
-        limited = count(limit) if limit is not None else None
-    except ValueError:
-        limited = None
-    if limited != target:
-        changed.append(f"NodePool {n.KARPENTER_NODES_LIMIT} limit {limit or 'unset'}, "
-                       f"not {target}")
+    changed = _placeholder_changes(pool, placeholders, target, settings)
+    if nodepool is not None and uses_nodepools(settings):
+        limit = _nodes_limit(nodepool)
+        try:
+            limited = count(limit) if limit is not None else None
+        except ValueError:
+            limited = None
+        if limited != target:
+            changed.append(f"NodePool {n.KARPENTER_NODES_LIMIT} limit {limit or 'unset'}, "
+                           f"not {target}")
     if not changed:
         return ""
     return (f"pool {pool.name}: {'; '.join(changed)} for its target of {target} nodes "
@@ -195,7 +213,8 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
             notes.append(unpinned)
         observed_pools.append(ObservedPool(pool.name, pool.product, pool.gpus_per_node, ready,
                                            len(mine) - ready,
-                                           target_nodes(pool, nodepool, len(mine)),
+                                           target_nodes(pool, target_record(
+                                               inventory, settings, pool), len(mine)),
                                            target_intact=not drift))
     notes.extend(_orphaned_placeholders(inventory, {pool.name for pool in pools}))
     by_model: dict[str, list[int]] = {}
