@@ -14,7 +14,11 @@ from k8s_harness import assert_schema_valid, make_backend
 from pod_security import restricted_problems
 
 from controlplane.adapters.k8s.backend import K8sBackend
+from controlplane.adapters.k8s.mig import relayout_view
 from controlplane.adapters.k8s.node_pools import K8sNodePoolActuator
+from controlplane.adapters.k8s.reader import target_record
+from controlplane.domain.mig_layout import uniform
+from controlplane.domain.mig_relayout import RelayoutPolicy, start_relayout
 from controlplane.settings import pool_specs
 from controlplane.sim.clock import VirtualClock
 
@@ -142,3 +146,19 @@ def test_a_relayout_surge_floor_holds_a_cluster_autoscaler_pools_placeholders_to
     deployment = placeholders(apiserver)
     assert deployment["spec"]["replicas"] == 3
     assert deployment["metadata"]["annotations"] == {"headroom.dev/target-nodes": "3"}
+
+
+def test_a_relayout_under_cluster_autoscaler_sizes_its_surge_from_the_placeholders_target(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    apiserver.seed(gpu_node("a100-1", gpus=8, mig_config="all-disabled",
+                            extra_labels={"headroom.dev/pool": "a100-80gb"}))
+    backend = leading(apiserver, clock)
+    assert backend.node_pools.set_size("a100-80gb", 3).ok  # two nodes still coming up
+    inventory = backend.reader.inventory()
+    settings = k8s_settings(**CA)
+    pool = next(p for p in pool_specs(settings) if p.name == "a100-80gb")
+    relayout = start_relayout("a100-1", "a100-80gb", "all-disabled", "all-1g.10gb",
+                              uniform("A100-80GB", ("1g.10gb",) * 7), clock.now(),
+                              RelayoutPolicy(), "plan_needs_mig")
+    view = relayout_view(inventory, relayout, pool, target_record(inventory, settings.k8s, pool))
+    assert view.pool_target_nodes == 3  # not the one registered node, which would shrink it

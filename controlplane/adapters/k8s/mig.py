@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from controlplane.adapters.k8s import names as n
 from controlplane.adapters.k8s.api import KubeApi, NotFoundError, PlannedWrite, ThrottledError
@@ -16,7 +17,7 @@ from controlplane.adapters.k8s.inventory import Inventory, free_gpu_resources
 from controlplane.adapters.k8s.node_pools import K8sNodePoolActuator
 from controlplane.adapters.k8s.nodepool_pins import pin_problem
 from controlplane.adapters.k8s.outcomes import failed
-from controlplane.adapters.k8s.reader import K8sClusterReader, target_nodes
+from controlplane.adapters.k8s.reader import K8sClusterReader, target_nodes, target_record
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.errors import PermanentError, TransientError
@@ -58,7 +59,10 @@ def pods_to_drain(inventory: Inventory, node: str) -> tuple[PodOnNode, ...]:
 
 
 def relayout_view(inventory: Inventory, relayout: MigRelayout, pool: PoolSpec,
-                  nodepool_name: str) -> RelayoutView:
+                  record: dict[str, Any] | None) -> RelayoutView:
+    """What the relayout's next step looks at; ``record`` is the object holding the pool's
+    committed size (reader.target_record: its NodePool, or its placeholders under Cluster
+    Autoscaler)."""
     node = inventory.node(relayout.node)
     if node is None:
         return RelayoutView(False, False, "", "", (), (), 0, pool.gpus_per_node)
@@ -68,7 +72,7 @@ def relayout_view(inventory: Inventory, relayout: MigRelayout, pool: PoolSpec,
                      tuple(sorted(free_gpu_resources(o, inventory.pods_on(o.name)).items())))
         for o in inventory.nodes if o.pool == relayout.pool and o.name != node.name)
     registered = sum(1 for o in inventory.nodes if o.pool == relayout.pool)
-    target = target_nodes(pool, inventory.nodepools.get(nodepool_name), registered)
+    target = target_nodes(pool, record, registered)
     mine = node.labels.get(n.RELAYOUT_CORDON_LABEL) == n.label_value(relayout.relayout_id)
     return RelayoutView(True, node.unschedulable, node.mig_config, node.mig_state, pods, others,
                         target, pool.gpus_per_node, mine)
@@ -188,10 +192,9 @@ class K8sMigRelayoutActuator:
             log.warning("relayout.alert", extra={"node": relayout.node, "phase": "failed",
                                                  "alert": failed_now.alert})
             return failed_now
-        nodepool = self.node_pools.nodepool_name(pool.name)
         for _ in range(MAX_STEPS_PER_ADVANCE):
             try:
-                view = self._view(relayout, pool, nodepool)
+                view = self._view(relayout, pool)
             except (TransientError, PermanentError) as error:  # 5xx, unreachable, 403: wait
                 log.warning("relayout.observe_failed", extra={"node": relayout.node,
                                                               "error": str(error)})
@@ -215,8 +218,10 @@ class K8sMigRelayoutActuator:
             relayout = following
         return relayout
 
-    def _view(self, relayout: MigRelayout, pool: PoolSpec, nodepool: str) -> RelayoutView:
-        view = relayout_view(self.reader.inventory(), relayout, pool, nodepool)
+    def _view(self, relayout: MigRelayout, pool: PoolSpec) -> RelayoutView:
+        inventory = self.reader.inventory()
+        view = relayout_view(inventory, relayout, pool,
+                             target_record(inventory, self.settings, pool))
         present, written = mig_config_presence(
             self.api, self.settings.mig_config_map, self.settings.gpu_operator_namespace,
             relayout.to_config, relayout.to_layout)
