@@ -17,7 +17,7 @@ from kubernetes import client
 
 from controlplane.adapters.k8s.api import KubeApi
 from controlplane.adapters.k8s.backend import K8sBackend, build_k8s_backend
-from controlplane.domain.observed import ModelLoad
+from controlplane.domain.observed import ModelLoad, ObservedState
 from controlplane.ports import LoadSource, RelayoutStore
 from controlplane.sim.clock import VirtualClock
 from controlplane.store.relayout import MemoryRelayoutStore
@@ -70,3 +70,13 @@ def assert_schema_valid(server: ApiServer) -> int:
                 kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
             checked += 1
     return checked
+
+
+def assert_pool_drift_noted(observed: ObservedState, pool: str, noted: str, target: int) -> None:
+    """The reader noted ``pool``'s objects changed outside Headroom (``noted``) and marks its
+    target of ``target`` nodes not intact, so the next tick writes it again."""
+    assert [note for note in observed.notes if note.startswith(f"pool {pool}: ")] == [
+        f"pool {pool}: {noted} for its target of {target} nodes (changed outside Headroom); "
+        "writing the target again"]
+    seen = observed.pool(pool)
+    assert seen is not None and seen.target_nodes == target and not seen.target_intact

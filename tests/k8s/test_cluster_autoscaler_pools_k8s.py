@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from apiserver import ApiServer
 from k8s_builders import HEADROOM_NS, gpu_node, k8s_settings
-from k8s_harness import assert_schema_valid, make_backend
+from k8s_harness import assert_pool_drift_noted, assert_schema_valid, make_backend
 from pod_security import restricted_problems
 
 from controlplane.adapters.k8s.backend import K8sBackend
@@ -123,12 +123,7 @@ def test_placeholders_edited_under_cluster_autoscaler_are_drift_and_the_same_tar
     backend = leading(apiserver, clock)
     assert backend.node_pools.set_size("l4", 2).ok
     change(apiserver)
-    observed = backend.reader.snapshot()
-    assert [note for note in observed.notes if note.startswith("pool l4: ")] == [
-        f"pool l4: {noted} for its target of 2 nodes (changed outside Headroom); writing the "
-        "target again"]
-    seen = observed.pool("l4")
-    assert seen is not None and seen.target_nodes == 2 and not seen.target_intact
+    assert_pool_drift_noted(backend.reader.snapshot(), "l4", noted, 2)
     assert backend.node_pools.set_size("l4", 2).ok
     assert placeholders(apiserver)["spec"]["replicas"] == 2
     assert backend.reader.snapshot().notes == ()

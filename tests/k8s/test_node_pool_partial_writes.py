@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 from apiserver import ApiServer
 from k8s_builders import HEADROOM_NS, nodepool
-from k8s_harness import make_backend
+from k8s_harness import assert_pool_drift_noted, make_backend
 
 from controlplane.adapters.k8s.backend import K8sBackend
 from controlplane.adapters.k8s.manifests import placeholder_deployment
@@ -172,12 +172,7 @@ def test_a_pool_changed_by_someone_else_is_noted_and_its_target_written_again(
     backend = leading_l4(apiserver, clock)
     assert backend.node_pools.set_size("l4", 2).ok
     change(apiserver)
-    observed = backend.reader.snapshot()
-    assert [note for note in observed.notes if note.startswith("pool l4: ")] == [
-        f"pool l4: {noted} for its target of 2 nodes (changed outside Headroom); writing the "
-        "target again"]
-    pool = observed.pool("l4")
-    assert pool is not None and pool.target_nodes == 2 and not pool.target_intact
+    assert_pool_drift_noted(backend.reader.snapshot(), "l4", noted, 2)
     actions = next_tick_actions(backend, clock, 2)
     assert [(a.from_nodes, a.to_nodes, a.reason) for a in actions] == [
         (2, 2, "pool_objects_changed")]
