@@ -19,13 +19,15 @@ is not relabelled, a config written again over itself changes nothing). Eviction
 through the Eviction API: a disruption budget that says "not now" makes the relayout wait with a
 recorded reason, never forces it.
 
-Unmanaged pods: only a pod a controller would recreate (``PodOnNode.managed``: an owner reference
-with ``controller: true``) is evicted; evicting a bare pod would delete it for good, so
-``kubectl drain`` refuses one without ``--force``. A relayout is not started on a node that runs
-one (``unmanaged_refusal``), and a drain that finds one (a pod bound by ``nodeName`` ignores the
-cordon) evicts nothing and waits naming it (``unmanaged_pods: ...``) until someone deletes or
-moves it; past the drain deadline it ends aborted, its own cordon undone, with an alert naming
-it. Such pods do not count towards the surge: Headroom does not move them.
+Pods a drain never evicts (``held_pods``): a pod no controller would recreate
+(``PodOnNode.managed``: an owner reference with ``controller: true``), since evicting a bare pod
+would delete it for good, so ``kubectl drain`` refuses one without ``--force``; and a pod
+annotated ``karpenter.sh/do-not-disrupt: "true"``, which asks every voluntary disruption to
+leave it. A relayout is not started on a node that runs one (``held_pods_refusal``), and a drain
+that finds one (a pod bound by ``nodeName`` ignores the cordon) evicts nothing and waits naming
+it (``unmanaged_pods: ...`` / ``do_not_disrupt: ...``) until someone deletes, moves or
+re-annotates it; past the drain deadline it ends aborted, its own cordon undone, with an alert
+naming it. Such pods do not count towards the surge: Headroom does not move them.
 
 Config propagation: the MIG manager reads its config file from a mounted ConfigMap volume, which
 kubelet updates a minute or more after the ConfigMap changes, and it acts only when the node's
@@ -131,6 +133,7 @@ class PodOnNode:
     requests: tuple[tuple[str, int], ...] = ()  # GPU-like extended resources only
     managed: bool = False  # a controller would recreate it (an owner reference with
     # controller: true); a pod not known to have one is never evicted
+    do_not_disrupt: bool = False  # annotated karpenter.sh/do-not-disrupt: "true": never evicted
 
     @property
     def key(self) -> str:
@@ -243,23 +246,34 @@ def same_config_refusal(node: str, mig_config: str, mig_state: str, to_config: s
             "another config")
 
 
-def unmanaged_pods(pods: Sequence[PodOnNode]) -> tuple[str, ...]:
-    """The pods a drain must not evict: no controller would recreate them."""
-    return tuple(p.key for p in pods if not p.managed)
+def _listed(keys: Sequence[str]) -> tuple[str, str]:
+    return ", ".join(keys), "it" if len(keys) == 1 else "them"
 
 
-def _unmanaged_why(bare: Sequence[str]) -> str:
-    it = "it" if len(bare) == 1 else "them"
-    return (f"unmanaged_pods: {', '.join(bare)} (no controller would recreate {it}; delete or "
-            f"move {it}, then the drain goes on)")
+def held_pods(pods: Sequence[PodOnNode]) -> str:
+    """Why a drain may evict none of ``pods`` now ("" when it may evict them all): a pod no
+    controller would recreate (evicting it would delete it for good), or one that asks not to be
+    disrupted (``karpenter.sh/do-not-disrupt: "true"``, which a voluntary drain honours)."""
+    reasons = []
+    bare = [p.key for p in pods if not p.managed]
+    if bare:
+        listed, it = _listed(bare)
+        reasons.append(f"unmanaged_pods: {listed} (no controller would recreate {it}; delete or "
+                       f"move {it}, then the drain goes on)")
+    kept = [p.key for p in pods if p.managed and p.do_not_disrupt]
+    if kept:
+        listed, it = _listed(kept)
+        reasons.append(f"do_not_disrupt: {listed} (karpenter.sh/do-not-disrupt=true; remove "
+                       f"the annotation or move {it}, then the drain goes on)")
+    return "; ".join(reasons)
 
 
-def unmanaged_refusal(node: str, pods: Sequence[PodOnNode]) -> str:
+def held_pods_refusal(node: str, pods: Sequence[PodOnNode]) -> str:
     """Why a relayout of ``node`` must not start ("" when it may): a pod the drain would have
-    to evict has no controller, so evicting it would delete it for good. Refused before any
-    surge or cordon, rather than cordoning the node and waiting out the drain."""
-    bare = unmanaged_pods(pods)
-    return f"node {node}: {_unmanaged_why(bare)}" if bare else ""
+    to evict must not be evicted (``held_pods``). Refused before any surge or cordon, rather
+    than cordoning the node and waiting out the drain."""
+    held = held_pods(pods)
+    return f"node {node}: {held}" if held else ""
 
 
 def config_settled_at(view: RelayoutView, policy: RelayoutPolicy) -> datetime | None:
@@ -311,7 +325,7 @@ def capacity_shortfall(view: RelayoutView) -> dict[str, int]:
     (managed pods only: an unmanaged pod is not evicted, so it needs no room elsewhere)."""
     need: Counter[str] = Counter()
     for pod in view.pods:
-        if not pod.managed:
+        if not pod.managed or pod.do_not_disrupt:
             continue
         for resource, quantity in pod.requests:
             need[resource] += quantity
@@ -386,19 +400,20 @@ def _give_back(r: MigRelayout, view: RelayoutView, phase: RelayoutPhase, now: da
 
 def _drain(r: MigRelayout, view: RelayoutView, now: datetime,
            policy: RelayoutPolicy) -> RelayoutStep:
-    """Evict the node's pods; while an unmanaged pod is on it, evict none (an abort would
-    have moved the others for nothing) and wait naming it."""
+    """Evict the node's pods; while one must not be evicted (``held_pods``: unmanaged, or
+    do-not-disrupt) evict none (an abort would have moved the others for nothing) and wait
+    naming it."""
     if not view.pods:
         return RelayoutStep(_enter(r, RelayoutPhase.RELABEL, now, policy))
     left = ", ".join(p.key for p in view.pods)
-    bare = unmanaged_pods(view.pods)
+    held = held_pods(view.pods)
     if _expired(r, now):
-        also = f"; {_unmanaged_why(bare)}" if bare else ""
+        also = f"; {held}" if held else ""
         return _give_back(r, view, RelayoutPhase.ABORTED, now, policy,
                           alert=f"drain_timeout: {left} still running{also}")
-    if bare:
-        return RelayoutStep(_wait(r, now, _unmanaged_why(bare)))
-    evictions = tuple(Evict(p.namespace, p.name) for p in view.pods if p.managed)
+    if held:
+        return RelayoutStep(_wait(r, now, held))
+    evictions = tuple(Evict(p.namespace, p.name) for p in view.pods)
     return RelayoutStep(_wait(r, now, f"draining: {left}"), evictions)
 
 

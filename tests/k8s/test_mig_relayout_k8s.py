@@ -315,6 +315,22 @@ def test_a_relayout_of_a_node_running_a_bare_gpu_pod_is_refused_before_any_surge
     assert actuator.start_relayout("a100-1", TARGET, "placement_wants_3g").ok
 
 
+def test_a_relayout_of_a_node_running_a_pod_that_asks_not_to_be_disrupted_is_refused(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed(apiserver)
+    kept = gpu_pod("trainer-0", "a100-1", namespace="research", owner_kind="StatefulSet")
+    kept["metadata"]["annotations"] = {"karpenter.sh/do-not-disrupt": "true"}
+    apiserver.seed(kept)
+    actuator = relayout_actuator(apiserver, clock, MemoryRelayoutStore())
+    writes = len(apiserver.writes())
+    refused = actuator.start_relayout("a100-1", TARGET, "placement_wants_3g")
+    assert not refused.ok and refused.retryable
+    assert refused.message == (
+        "node a100-1: do_not_disrupt: research/trainer-0 (karpenter.sh/do-not-disrupt=true; "
+        "remove the annotation or move it, then the drain goes on)")
+    assert len(apiserver.writes()) == writes and evicted(apiserver) == []
+
+
 def test_a_bare_gpu_pod_bound_after_the_start_is_never_evicted_and_holds_the_drain_naming_it(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     seed(apiserver)

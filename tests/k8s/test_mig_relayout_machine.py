@@ -20,10 +20,10 @@ from controlplane.domain.mig_relayout import (
     WriteMigConfig,
     capacity_shortfall,
     gpu_equivalent,
+    held_pods_refusal,
     same_config_refusal,
     start_relayout,
     step_relayout,
-    unmanaged_refusal,
     with_blocked_evictions,
 )
 
@@ -316,12 +316,29 @@ def test_a_drain_an_unmanaged_pod_holds_past_its_deadline_aborts_uncordons_and_n
 def test_a_relayout_of_a_node_running_an_unmanaged_pod_is_refused_naming_every_such_pod(
 ) -> None:
     other = replace(BARE, name="debug", requests=())
-    assert unmanaged_refusal("a100-1", (POD, BARE, other)) == (
+    assert held_pods_refusal("a100-1", (POD, BARE, other)) == (
         "node a100-1: unmanaged_pods: research/notebook, research/debug (no controller would "
         "recreate them; delete or move them, then the drain goes on)")
-    assert unmanaged_refusal("a100-1", (POD,)) == ""
+    assert held_pods_refusal("a100-1", (POD,)) == ""
 
 
 def test_an_unmanaged_pod_asks_for_no_surge_since_it_is_never_moved() -> None:
     assert capacity_shortfall(view(pods=(POD, BARE, replace(BARE, name="b")), spare=1)) == {}
     assert capacity_shortfall(view(pods=(POD, replace(POD, name="m-1")), spare=1)) == {SLICE: 1}
+
+
+KEPT = replace(POD, name="m-1", do_not_disrupt=True)  # karpenter.sh/do-not-disrupt: "true"
+KEPT_WHY = ("do_not_disrupt: models/m-1 (karpenter.sh/do-not-disrupt=true; remove the annotation "
+            "or move it, then the drain goes on)")
+
+
+def test_a_drain_never_evicts_a_pod_that_asks_not_to_be_disrupted_and_waits_naming_it() -> None:
+    draining = replace(fresh(), phase=RelayoutPhase.DRAIN,
+                       deadline_at=T0 + timedelta(seconds=1200))
+    step = step_relayout(draining, view(cordoned=True, pods=(POD, KEPT)), T0, POLICY)
+    assert (step.relayout.phase, step.effects) == (RelayoutPhase.DRAIN, ())
+    assert step.relayout.wait_reason == KEPT_WHY
+    both = step_relayout(draining, view(cordoned=True, pods=(BARE, KEPT)), T0, POLICY)
+    assert both.relayout.wait_reason == f"{BARE_WHY}; {KEPT_WHY}"
+    assert held_pods_refusal("a100-1", (POD, KEPT)) == f"node a100-1: {KEPT_WHY}"
+    assert capacity_shortfall(view(pods=(KEPT,), spare=0)) == {}  # it is not moved

@@ -66,6 +66,8 @@ class PodInfo:
     mirror: bool  # a static pod's mirror (a drain leaves it)
     managed: bool = False  # an owner reference with controller: true (a ReplicaSet, Job, ...
     # would recreate it); a drain never evicts a pod without one: that would delete it for good
+    do_not_disrupt: bool = False  # annotated karpenter.sh/do-not-disrupt: "true" (a drain
+    # honours it as Karpenter's own voluntary disruptions do)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +221,8 @@ def parse_pod(obj: JsonObject) -> PodInfo:
         labels=dict(meta.get("labels") or {}), gpu_requests=requests,
         daemon=any(o.get("kind") == "DaemonSet" for o in owners),
         mirror="kubernetes.io/config.mirror" in (meta.get("annotations") or {}),
-        managed=any(o.get("controller") is True for o in owners))
+        managed=any(o.get("controller") is True for o in owners),
+        do_not_disrupt=(meta.get("annotations") or {}).get(n.DO_NOT_DISRUPT) == "true")
 
 
 def parse_workload(obj: JsonObject, kind: str, model_label: str) -> WorkloadInfo:

@@ -34,12 +34,12 @@ from controlplane.domain.mig_relayout import (
     ScalePool,
     SetUnschedulable,
     WriteMigConfig,
+    held_pods_refusal,
     orphaned,
     retry_refusal,
     same_config_refusal,
     start_relayout,
     step_relayout,
-    unmanaged_refusal,
     with_blocked_evictions,
 )
 from controlplane.domain.models import SharingMode
@@ -54,7 +54,8 @@ MAX_STEPS_PER_ADVANCE = 12
 def pods_to_drain(inventory: Inventory, node: str) -> tuple[PodOnNode, ...]:
     """The pods a drain of ``node`` must see gone: all but DaemonSet and static (mirror) pods."""
     return tuple(
-        PodOnNode(p.namespace, p.name, tuple(sorted(p.gpu_requests.items())), p.managed)
+        PodOnNode(p.namespace, p.name, tuple(sorted(p.gpu_requests.items())), p.managed,
+                  p.do_not_disrupt)
         for p in inventory.pods_on(node) if not p.daemon and not p.mirror)
 
 
@@ -147,9 +148,9 @@ class K8sMigRelayoutActuator:
         if info.unschedulable:  # an operator's, or a failed relayout's left for one
             return failed(node, f"node_cordoned: node {node} is cordoned (an operator's cordon "
                           "means leave it alone); not re-laid out", retryable=True)
-        bare = unmanaged_refusal(node, pods_to_drain(inventory, node))
-        if bare:  # its drain would delete a pod nothing recreates: someone must move it first
-            return failed(node, bare, retryable=True)
+        held = held_pods_refusal(node, pods_to_drain(inventory, node))
+        if held:  # its drain would delete a pod nothing recreates, or disrupt one that asks
+            return failed(node, held, retryable=True)  # not to be: someone must act first
         backoff = retry_refusal(self.store.relayouts_of(node), target, self.clock.now(),
                                 self.policy)
         if backoff:

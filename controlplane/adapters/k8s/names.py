@@ -27,6 +27,8 @@ MIG_PARTED_KEY = "config.yaml"
 # Kubernetes' well-known node label, Karpenter's and Headroom's own.
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 KARPENTER_NODEPOOL = "karpenter.sh/nodepool"
+# a pod annotation asking every voluntary disruption (Karpenter's, a drain) to leave the pod
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 # a NodePool's limit on its node count (spec.limits.nodes), beside its resource limits
 KARPENTER_NODES_LIMIT = "nodes"
 # Karpenter's (AWS provider) instance labels a NodePool's requirements pin a GPU shape with
