@@ -4,19 +4,13 @@ re-layout)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from controlplane.domain.labels import is_label_key, is_label_value
 from controlplane.settings_groups import Group
-
-# a label key (an optional DNS-subdomain prefix and '/', then a name) and a label value, as the
-# API server checks them (k8s.io/apimachinery validation.IsQualifiedName, IsValidLabelValue)
-_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_LABEL_KEY = re.compile(rf"([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}")
-_LABEL_VALUE = re.compile(rf"({_LABEL_NAME})?")
 
 
 class PrometheusSettings(Group):
@@ -168,10 +162,15 @@ class KubernetesSettings(Group):
                                         "read it from a mounted volume that kubelet updates "
                                         "about 60-90 s after the ConfigMap changes")
 
+    @property
+    def uses_nodepools(self) -> bool:
+        """Whether Karpenter NodePools size the pools (else Cluster Autoscaler node groups)."""
+        return self.node_provisioner == "karpenter"
+
     @field_validator("node_group_label")
     @classmethod
     def _is_a_label_key(cls, label: str) -> str:
-        if len(label) > 316 or not _LABEL_KEY.fullmatch(label):
+        if not is_label_key(label):
             raise ValueError(f"{label!r} is not a label key (an optional DNS prefix and '/', "
                              "then up to 63 letters, digits, '-', '_' or '.', alphanumeric at "
                              "both ends), e.g. headroom.dev/pool")
@@ -182,7 +181,7 @@ class KubernetesSettings(Group):
         if self.node_provisioner != "cluster-autoscaler":
             return self
         for pool, value in sorted(self.nodepool_names.items()):
-            if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
+            if not is_label_value(value):
                 raise ValueError(f"k8s.nodepool_names.{pool}: {value!r} is not a label value "
                                  f"(k8s.node_group_label {self.node_group_label} on the pool's "
                                  "nodes): up to 63 letters, digits, '-', '_' or '.', "

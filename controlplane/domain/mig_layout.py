@@ -8,16 +8,15 @@ deterministic config name, used as the value of the ``nvidia.com/mig.config`` no
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import Counter
 from dataclasses import dataclass
 
+from controlplane.domain.labels import is_label_value
 from scheduler.domain.catalog import PRODUCTS, lookup
 from scheduler.domain.mig import solve_layout
 
 CONFIG_PREFIX = "headroom-"
 ALL_DISABLED = "all-disabled"
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 # mig-parted's "all-balanced" per memory class (REFERENCE.md §1.7).
 _BALANCED = {
     "A100-40GB": ("3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb"),
@@ -122,7 +121,7 @@ def config_name(layout: NodeMigLayout) -> str:
     if len(layout.groups) == 1 and not layout.groups[0].devices:
         counts = layout.groups[0].counts()
         readable = CONFIG_PREFIX + "-".join(f"{n}x{p}" for p, n in counts.items())
-        if len(readable) <= 63 and _LABEL_VALUE.match(readable):
+        if is_label_value(readable):
             return readable
     digest = hashlib.sha1(repr(layout.groups).encode()).hexdigest()[:12]
     return f"{CONFIG_PREFIX}mig-{digest}"

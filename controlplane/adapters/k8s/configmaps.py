@@ -57,11 +57,11 @@ def written_at(obj: dict[str, Any] | None) -> dict[str, datetime]:
     return times
 
 
-def _stamp(now: datetime) -> str:
-    """``now`` in RFC 3339 UTC, rounded up to the second (never earlier than the write)."""
-    at = now.astimezone(UTC)
-    whole = at.replace(microsecond=0)
-    if whole != at:
+def _stamp(at: datetime) -> str:
+    """``at`` in RFC 3339 UTC, rounded up to the second (never earlier than the write)."""
+    utc = at.astimezone(UTC)
+    whole = utc.replace(microsecond=0)
+    if whole != utc:
         whole += timedelta(seconds=1)
     return whole.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -82,8 +82,7 @@ def ensure_data(api: KubeApi, name: str, namespace: str,
     if current is not None and desired == data:
         return times
     before, after = entries(data), entries(desired)
-    stamps = {key: (times[key].astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                    if before.get(key) == content and key in times else _stamp(now))
+    stamps = {key: _stamp(times[key] if before.get(key) == content and key in times else now)
               for key, content in after.items()
               if before.get(key) != content or key in times}
     version = current["metadata"].get("resourceVersion", "") if current is not None else ""

@@ -239,7 +239,7 @@ def fetch_inventory(api: KubeApi, settings: KubernetesSettings,
                     pools: Sequence[PoolSpec]) -> Inventory:
     """Read everything a snapshot needs. Raises TransientError when the API is unreachable."""
     notes: list[str] = []
-    karpenter = settings.node_provisioner == "karpenter"
+    karpenter = settings.uses_nodepools
     try:  # Cluster Autoscaler node groups have no NodePool to read
         nodepool_objs = {o["metadata"]["name"]: o for o in api.list(
             "karpenter.sh/v1", "NodePool")} if karpenter else {}

@@ -102,15 +102,10 @@ def no_floors() -> Mapping[str, int]:
     return {}
 
 
-def uses_nodepools(settings: KubernetesSettings) -> bool:
-    """Whether Karpenter NodePools size the pools (else Cluster Autoscaler node groups)."""
-    return settings.node_provisioner == "karpenter"
-
-
 def pool_placeholders(pool: PoolSpec, settings: KubernetesSettings, nodes: int) -> JsonObject:
     """The placeholder Deployment Headroom writes for ``pool`` at ``nodes`` nodes: on its
     NodePool's nodes, or on its node group's, recording ``nodes`` there."""
-    karpenter = uses_nodepools(settings)
+    karpenter = settings.uses_nodepools
     return placeholder_deployment(
         pool.name, settings.nodepool_names.get(pool.name, pool.name), nodes,
         settings.namespace, settings.placeholder_priority_class, settings.placeholder_image,
@@ -132,7 +127,7 @@ class K8sNodePoolActuator:
     def _apply_size(self, pool: PoolSpec, requested: int, floor: int) -> str:
         nodes = max(requested, floor)
         held = f" (held at the relayout surge floor {floor})" if floor > requested else ""
-        if not uses_nodepools(self.settings):  # one object: replicas and target together
+        if not self.settings.uses_nodepools:  # one object: replicas and target together
             self.api.apply(placeholder_priority_class(self.settings.placeholder_priority_class))
             self._write_placeholders(pool_placeholders(pool, self.settings, nodes))
             return f"pool {pool.name} target {nodes} nodes{held}"

@@ -19,7 +19,7 @@ from controlplane.adapters.k8s.inventory import (
     fetch_inventory,
     offered_mig,
 )
-from controlplane.adapters.k8s.node_pools import pool_placeholders, uses_nodepools
+from controlplane.adapters.k8s.node_pools import pool_placeholders
 from controlplane.adapters.k8s.nodepool_pins import pin_note
 from controlplane.adapters.k8s.quantity import count, cpu_milli, memory_mib
 from controlplane.domain.desired import PoolSpec
@@ -99,7 +99,7 @@ def target_record(inventory: Inventory, settings: KubernetesSettings,
                   pool: PoolSpec) -> dict[str, Any] | None:
     """The object that records the size Headroom committed to ``pool``: its Karpenter
     NodePool, or under Cluster Autoscaler its placeholder Deployment (node_pools.py)."""
-    if uses_nodepools(settings):
+    if settings.uses_nodepools:
         return inventory.nodepools.get(settings.nodepool_names.get(pool.name, pool.name))
     return inventory.placeholders.get(pool.name)
 
@@ -137,12 +137,12 @@ def pool_drift(pool: PoolSpec, nodepool: dict[str, object] | None,
     Karpenter the NodePool's node limit), e.g. deleted or edited by someone else; "" when all
     hold it, or Headroom has not sized the pool. Under Cluster Autoscaler the target is the
     one annotated on the placeholder Deployment itself."""
-    record = nodepool if uses_nodepools(settings) else placeholders
+    record = nodepool if settings.uses_nodepools else placeholders
     target = _annotated_target(record) if record else None
     if record is None or target is None:
         return ""
     changed = _placeholder_changes(pool, placeholders, target, settings)
-    if nodepool is not None and uses_nodepools(settings):
+    if nodepool is not None and settings.uses_nodepools:
         limit = _nodes_limit(nodepool)
         try:
             limited = count(limit) if limit is not None else None
