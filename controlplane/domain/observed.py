@@ -135,3 +135,10 @@ class ObservedState:
 
     def gpus_ready(self) -> int:
         return sum(p.gpus_ready for p in self.pools)
+
+    def measured_load_rps(self) -> tuple[float, float]:
+        """Demand and the ready capacity serving it, summed over the models whose load was
+        measured: a model whose load is unknown counts on neither side (its capacity against
+        no demand would make the fleet look less loaded than it is)."""
+        measured = [m for m in self.models if m.demand_measured]
+        return sum(m.demand_rps for m in measured), sum(m.capacity_rps for m in measured)

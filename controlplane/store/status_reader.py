@@ -10,7 +10,19 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from sqlalchemy import Connection, Engine, Table, func, inspect, null, select
+from sqlalchemy import (
+    JSON,
+    ColumnElement,
+    Connection,
+    Engine,
+    Table,
+    Text,
+    cast,
+    func,
+    inspect,
+    null,
+    select,
+)
 from sqlmodel import SQLModel
 
 from controlplane.domain.fleet_status import (
@@ -66,9 +78,8 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatu
             connection = connection.execution_options(isolation_level="REPEATABLE READ",
                                                       postgresql_readonly=True)
         with connection.begin():
-            tick, observed = _last_tick(connection, "writer" in tick_columns)
-            seen = None if tick is None or observed is None else _fleet_seen(
-                connection, tick.tick_id, observed)
+            tick = _last_tick(connection, "writer" in tick_columns)
+            seen = None if tick is None else fleet_seen(connection, tick.tick_id)
             observed = None if seen is None else seen[1]
             return FleetStatus(
                 store=store, last_tick=tick,
@@ -99,8 +110,7 @@ def _table(record: type[SQLModel]) -> Table:
     return SQLModel.metadata.tables[str(record.__tablename__)]
 
 
-def _last_tick(connection: Connection, has_writer: bool
-               ) -> tuple[TickSummary | None, ObservedState | None]:
+def _last_tick(connection: Connection, has_writer: bool) -> TickSummary | None:
     """The newest tick; its writer read when the store has the column (migration 0016)."""
     t = _table(TickRecord).c
     writer = t.writer if has_writer else null().label("writer")
@@ -109,7 +119,7 @@ def _last_tick(connection: Connection, has_writer: bool
                                     writer)
                              .order_by(t.id.desc()).limit(1)).first()
     if row is None:
-        return None, None
+        return None
     count = connection.execute(select(func.count()).select_from(t.id.table)).scalar_one()
     observed = codec.observed_from_json(row.observed_json)
     return TickSummary(
@@ -117,7 +127,7 @@ def _last_tick(connection: Connection, has_writer: bool
         finished_at=as_utc(row.finished_at), status=str(row.status), reason=str(row.reason),
         gpus_ready=int(row.gpus_ready), demand_rps=float(row.demand_rps),
         capacity_rps=float(row.capacity_rps), synced=observed.synced, notes=observed.notes,
-        ticks=int(count), writer=None if row.writer is None else str(row.writer)), observed
+        ticks=int(count), writer=None if row.writer is None else str(row.writer))
 
 
 def tick_leadership(connection: Connection, last_tick_id: int) -> LeadershipChange | None:
@@ -132,21 +142,32 @@ def tick_leadership(connection: Connection, last_tick_id: int) -> LeadershipChan
         for r in rows)
 
 
-def _fleet_seen(connection: Connection, tick_id: int, observed: ObservedState
-                ) -> tuple[int, ObservedState] | None:
-    """The fleet as the newest tick that could read it saw it: the last tick's, unless it
-    could not read the fleet (failed or skipped unsynced); then the newest synced one of the
+def read_the_fleet(observed_json: ColumnElement[str], dialect: str) -> ColumnElement[bool]:
+    """Whether a tick read the fleet, as a condition on its stored snapshot (``observed_json``)
+    in the store's SQL ``dialect``: its ``synced`` flag, absent (a store older than the flag)
+    meaning read. A tick that could not read the fleet (the API unreachable or rejecting the
+    read, a snapshot not synced, a store that failed before the read) records it False, and its
+    totals (GPUs ready, demand, capacity) are then not the fleet's. ``headroom status`` and the
+    dashboard pick the fleet they show by it."""
+    if dialect == "postgresql":
+        flag = cast(cast(observed_json, JSON)["synced"], Text)
+        return func.coalesce(flag, "true") != "false"
+    return func.coalesce(func.json_extract(observed_json, "$.synced"), 1) != 0
+
+
+def fleet_seen(connection: Connection, tick_id: int) -> tuple[int, ObservedState] | None:
+    """The fleet as the newest tick that could read it saw it: tick ``tick_id``'s, unless it
+    could not read the fleet (``read_the_fleet``); then the newest that could of the
     ``SYNCED_LOOKBACK_TICKS`` before it (None when there is none)."""
-    if observed.synced:
-        return tick_id, observed
     t = _table(TickRecord).c
-    rows = connection.execute(select(t.id, t.observed_json).where(t.id < tick_id)
-                              .order_by(t.id.desc()).limit(SYNCED_LOOKBACK_TICKS))
-    for row in rows:
-        earlier = codec.observed_from_json(row.observed_json)
-        if earlier.synced:
-            return int(row.id), earlier
-    return None
+    searched = (select(t.id).where(t.id <= tick_id).order_by(t.id.desc())
+                .limit(SYNCED_LOOKBACK_TICKS + 1))
+    row = connection.execute(
+        select(t.id, t.observed_json)
+        .where(t.id.in_(searched.scalar_subquery()),
+               read_the_fleet(t.observed_json, connection.dialect.name))
+        .order_by(t.id.desc()).limit(1)).first()
+    return None if row is None else (int(row.id), codec.observed_from_json(row.observed_json))
 
 
 def _models(connection: Connection, observed: ObservedState | None) -> tuple[ModelStatus, ...]:

@@ -27,8 +27,7 @@ def add_tick(session: Session, report: TickReport) -> int:
         started_at=report.started_at, finished_at=report.finished_at,
         status=report.status.value, reason=report.reason,
         gpus_ready=report.observed.gpus_ready(),
-        demand_rps=sum(m.demand_rps for m in report.observed.models
-                       if m.demand_measured),
+        demand_rps=report.observed.measured_load_rps()[0],
         capacity_rps=sum(m.capacity_rps for m in report.observed.models),
         observed_json=codec.observed_to_json(report.observed),
         guard_memory_json=codec.guard_memory_to_json(report.guard_memory),
