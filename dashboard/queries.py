@@ -5,6 +5,7 @@ store URL first, so the cache is per store. Times are UTC; "now" on a page is th
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -23,7 +24,7 @@ from controlplane.store.guard_intent import unrecorded_tick
 from controlplane.store.hints import hints_ending_after
 from controlplane.store.placement_journal import PlacementBindingRecord, live_bindings
 from controlplane.store.profiles import newest_profiles
-from controlplane.store.status_reader import tick_leadership
+from controlplane.store.status_reader import fleet_seen, read_the_fleet, tick_leadership
 from dashboard.context import TTL_S, engine_for
 
 
@@ -41,17 +42,32 @@ def _utc(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
 
 @dataclass(frozen=True, slots=True)
 class LastTick:
+    """The newest tick, and the fleet as the newest tick that could read it saw it
+    (``headroom status``'s rule, ``status_reader.fleet_seen``): this tick's, or, when it could
+    not read the fleet (the API unreachable, ...), an earlier one's, named by ``fleet_tick_id``.
+    A tick that could not read the fleet records an empty snapshot: its own totals are 0."""
+
     tick_id: int
     started_at: datetime
     status: str
     reason: str
-    gpus_ready: int
+    gpus_ready: int  # of the fleet seen (0 when none was)
+    # demand and the ready capacity serving it, of the models whose load was measured (NaN:
+    # no fleet seen)
     demand_rps: float
     capacity_rps: float
-    billed_gpus: dict[str, int]
+    billed_gpus: dict[str, int]  # of the fleet seen, per product
     ticks: int
     first_at: datetime
+    # the tick whose fleet the figures above are, and when it read it (None: no tick of the
+    # lookback read it)
+    fleet_tick_id: int | None
+    fleet_at: datetime | None
     notes: tuple[str, ...] = ()  # what the tick noted (headroom status shows them too)
+
+    @property
+    def read_the_fleet(self) -> bool:
+        return self.fleet_tick_id == self.tick_id
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -59,17 +75,26 @@ def last_tick(url: str) -> LastTick | None:
     ticks = table("ticks")
     with engine_for(url).connect() as connection:
         row = connection.execute(select(
-            ticks.c.id, ticks.c.started_at, ticks.c.status, ticks.c.reason, ticks.c.gpus_ready,
-            ticks.c.demand_rps, ticks.c.capacity_rps, ticks.c.observed_json)
+            ticks.c.id, ticks.c.started_at, ticks.c.status, ticks.c.reason, ticks.c.observed_json)
             .order_by(ticks.c.id.desc()).limit(1)).first()
         count, first_at = connection.execute(
             select(func.count(), func.min(ticks.c.started_at))).one()
-    if row is None:
-        return None
-    billed = cost_reader.facts_from_observed(row[7]).billed_gpus
-    notes = tuple(str(n) for n in (json.loads(row[7]) if row[7] else {}).get("notes", ()))
-    return LastTick(int(row[0]), as_utc(row[1]), str(row[2]), str(row[3]), int(row[4]),
-                    float(row[5]), float(row[6]), billed, int(count), as_utc(first_at), notes)
+        if row is None:
+            return None
+        seen = fleet_seen(connection, int(row[0]))
+        fleet = None if seen is None else connection.execute(
+            select(ticks.c.gpus_ready, ticks.c.demand_rps, ticks.c.observed_json)
+            .where(ticks.c.id == seen[0])).one()
+    notes = tuple(str(n) for n in (json.loads(row[4]) if row[4] else {}).get("notes", ()))
+    # the demand as the tick recorded it (of the measured models) and the capacity of those
+    demand_rps, capacity_rps = (math.nan, math.nan) if seen is None or fleet is None \
+        else (float(fleet[1]), seen[1].measured_load_rps()[1])
+    return LastTick(
+        int(row[0]), as_utc(row[1]), str(row[2]), str(row[3]),
+        0 if fleet is None else int(fleet[0]), demand_rps, capacity_rps,
+        {} if fleet is None else cost_reader.facts_from_observed(fleet[2]).billed_gpus,
+        int(count), as_utc(first_at), None if seen is None else seen[0],
+        None if seen is None else as_utc(seen[1].synced_at), notes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,18 +277,28 @@ def latest_forecast_meta(url: str) -> pd.DataFrame:
     return _utc(_frame(url, query, cols), "computed_at")
 
 
+#: the fleet totals of a tick, missing (NaN: a chart's line breaks) when it could not read it
+FLEET_TOTALS = ["gpus_ready", "demand_rps", "capacity_rps"]
+
+
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def fleet_timeline(url: str, since_at: datetime, until_at: datetime) -> pd.DataFrame:
-    """Per tick: status, GPUs ready, fleet demand and capacity, the plan's placed and warm GPUs."""
+    """Per tick: status, GPUs ready, fleet demand and capacity (missing for a tick that could
+    not read the fleet: it recorded 0 for each), the plan's placed and warm GPUs."""
     t, p = table("ticks"), table("plans")
-    cols = ["at", "status", "gpus_ready", "demand_rps", "capacity_rps", "gpus_placed",
-            "warm_gpus"]
-    query = (select(t.c.started_at, t.c.status, t.c.gpus_ready, t.c.demand_rps, t.c.capacity_rps,
-                    p.c.gpus_placed, p.c.warm_gpus)
+    engine = engine_for(url)
+    cols = ["at", "status", "read_the_fleet", *FLEET_TOTALS, "gpus_placed", "warm_gpus"]
+    query = (select(t.c.started_at, t.c.status,
+                    read_the_fleet(t.c.observed_json, engine.dialect.name),
+                    *(t.c[c] for c in FLEET_TOTALS), p.c.gpus_placed, p.c.warm_gpus)
              .select_from(t.join(p, p.c.tick_id == t.c.id, isouter=True))
              .where(and_(t.c.started_at >= since_at, t.c.started_at <= until_at))
              .order_by(t.c.started_at))
-    return _utc(_frame(url, query, cols), "at")
+    frame = _utc(_frame(url, query, cols), "at")
+    frame["read_the_fleet"] = frame["read_the_fleet"].astype(bool)
+    frame[FLEET_TOTALS] = frame[FLEET_TOTALS].astype(float)
+    frame.loc[~frame["read_the_fleet"], FLEET_TOTALS] = math.nan
+    return frame
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)

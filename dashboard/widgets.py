@@ -12,6 +12,7 @@ import streamlit as st
 from controlplane.adapters.clock import WallClock
 from controlplane.domain.cost import PriceTable
 from controlplane.domain.tick_writers import UNKNOWN_WRITER
+from controlplane.store.status_reader import SYNCED_LOOKBACK_TICKS
 from dashboard import queries as q
 from dashboard.markdown import escape_markdown
 
@@ -74,6 +75,24 @@ def tick_notes(tick: q.LastTick) -> None:
             st.markdown("\n".join(f"- {escape_markdown(n)}" for n in tick.notes))
 
 
+def fleet_unread(tick: q.LastTick) -> None:
+    """When the newest tick could not read the fleet (the API unreachable, ...): a warning
+    naming it, why, and since when no tick has (``headroom status``'s "fleet seen"); the
+    billed GPUs, load and capacity shown are then the fleet as the newest tick that read it
+    saw it."""
+    if tick.read_the_fleet:
+        return
+    why = escape_markdown(f"{tick.status}, {tick.reason}" if tick.reason else tick.status)
+    newest = (f"The newest tick (#{tick.tick_id} at {tick.started_at:%Y-%m-%d %H:%M:%S} UTC) "
+              f"could not read the fleet ({why}).")
+    if tick.fleet_tick_id is None or tick.fleet_at is None:
+        st.warning(f"{newest} Neither could any of the {SYNCED_LOOKBACK_TICKS} ticks before "
+                   "it: billed GPUs, load and capacity are not known.")
+        return
+    unread_s = (tick.started_at - tick.fleet_at).total_seconds()
+    st.warning(f"{newest} No tick has read it since tick #{tick.fleet_tick_id} at "
+               f"{tick.fleet_at:%Y-%m-%d %H:%M:%S} UTC ({span_text(unread_s)} before the "
+               "newest): billed GPUs, load and capacity are the fleet as that tick saw it.")
 
 
 def store_clock(tick: q.LastTick) -> None:

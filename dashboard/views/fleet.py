@@ -57,6 +57,7 @@ def main() -> None:
     url = store_url()
     tick = widgets.require_tick(url)
     widgets.store_clock(tick)
+    widgets.fleet_unread(tick)
     plan = q.latest_plan(url)
     inventory = q.inventory(url)
     placements = (q.plan_placements(url, plan.plan_id) if plan is not None

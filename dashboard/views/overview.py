@@ -126,11 +126,12 @@ def overview() -> None:
     cols[0].metric("GPU allocation",
                    f"{100 * serving / billed:.0f}%" if billed and planned else "n/a",
                    help="GPU-equivalents held by serving replicas / GPUs billed")
+    seen = "" if tick.read_the_fleet else f", as tick #{tick.fleet_tick_id} saw the fleet"
     cols[1].metric("Load on capacity", load_on_capacity(tick.demand_rps, tick.capacity_rps),
-                   help="fleet demand / ready capacity")
+                   help="demand / ready capacity of the models whose load was measured" + seen)
     cols[2].metric("$ / h now", widgets.usd(float(lines["usd_per_hour"].sum()) if planned
                                             else None),
-                   help=f"{billed} GPUs billed (ready + provisioning)")
+                   help=f"{billed} GPUs billed (ready + provisioning){seen}")
     cols[3].metric("$ per 1M requests", widgets.usd(per_million),
                    help=f"last {widgets.span_text((tick.started_at - since_at).total_seconds())}"
                         ": all GPU dollars (idle and warm included) / requests served")
@@ -139,6 +140,7 @@ def overview() -> None:
     cols[5].metric("Last tick (UTC)", f"{tick.started_at:%H:%M:%S}", f"{tick.status} {tick.reason}",
                    **widgets.INFO_DELTA, help=widgets.age_text(tick.started_at))
     widgets.store_clock(tick)
+    widgets.fleet_unread(tick)
     widgets.tick_writers(url, tick)
     widgets.tick_notes(tick)
 
