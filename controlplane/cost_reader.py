@@ -66,7 +66,13 @@ class PlannedTick:
     plan_id: int
     at: datetime
     dry_run: bool
-    warm_gpus: int
+    warm_gpus: int  # the fleet total
+    warm_gpus_by_product: dict[str, int] | None  # None: a plan saved before they were (0020)
+
+
+def warm_by_product(warm_gpus_json: str | None) -> dict[str, int] | None:
+    return None if warm_gpus_json is None else {
+        str(p): int(n) for p, n in json.loads(warm_gpus_json).items()}
 
 
 def planned_ticks(engine: Engine, since_at: datetime, until_at: datetime) -> list[PlannedTick]:
@@ -75,7 +81,7 @@ def planned_ticks(engine: Engine, since_at: datetime, until_at: datetime) -> lis
     # type_coerce: SQLite hands back the stored text, parsed below much faster than by the
     # DateTime result processor; other drivers hand back datetimes.
     cols = (ticks.c.id, plans.c.id, type_coerce(ticks.c.started_at, String), plans.c.dry_run,
-            plans.c.warm_gpus)
+            plans.c.warm_gpus, plans.c.warm_gpus_json)
     joined = ticks.join(plans, plans.c.tick_id == ticks.c.id)
     inside = (select(*cols).select_from(joined)
               .where(and_(ticks.c.started_at >= since_at, ticks.c.started_at <= until_at))
@@ -84,8 +90,8 @@ def planned_ticks(engine: Engine, since_at: datetime, until_at: datetime) -> lis
               .order_by(ticks.c.started_at.desc()).limit(1))
     with engine.connect() as connection:
         rows = list(connection.execute(before)) + list(connection.execute(inside))
-    return [PlannedTick(int(r[0]), int(r[1]), parse_at(r[2]), bool(r[3]), int(r[4]))
-            for r in rows]
+    return [PlannedTick(int(r[0]), int(r[1]), parse_at(r[2]), bool(r[3]), int(r[4]),
+                        warm_by_product(r[5])) for r in rows]
 
 
 def sample_ticks(ticks: Sequence[PlannedTick], since_at: datetime, until_at: datetime,
@@ -263,8 +269,9 @@ def samples_at(engine: Engine, picks: Sequence[tuple[datetime, PlannedTick]],
         for u in usage:
             placed_count[u.product] += u.gpus
         unplaced = {p: max(0, n - placed_count[p]) for p, n in fact.billed_gpus.items()}
-        snapshot = FleetSnapshot(at, fact.billed_gpus,
-                                 attribute_warm(tick.warm_gpus, unplaced), usage)
+        warm = tick.warm_gpus_by_product
+        snapshot = FleetSnapshot(at, fact.billed_gpus, attribute_warm(tick.warm_gpus, unplaced)
+                                 if warm is None else warm, usage)
         out.append(Sample(snapshot, fact.served_rps(), fact.demand_rps))
     return out
 

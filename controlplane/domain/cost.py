@@ -212,7 +212,8 @@ def fleet_cost_rate(snapshot: FleetSnapshot, prices: PriceTable) -> tuple[CostLi
 
 def attribute_warm(total_warm: int, unplaced: Mapping[str, int]) -> dict[str, int]:
     """Spread a plan's warm-pool GPU count over products with unplaced GPUs, in proportion to
-    them (largest remainder; ties by product name). Used when only the total is recorded."""
+    them (largest remainder; ties by product name). Used when only the total is recorded (a plan
+    saved before warm GPUs were stored per product, store migration 0020)."""
     capacity = {p: n for p, n in unplaced.items() if n > 0}
     pool = sum(capacity.values())
     if total_warm <= 0 or pool <= 0:

@@ -135,8 +135,10 @@ class PlanRecord(SQLModel, table=True):
     dry_run: bool
     cost_per_hour: float
     gpus_placed: int
-    warm_gpus: int
+    warm_gpus: int  # the fleet total
     unplaced_json: str = Field(sa_column=Column(Text, nullable=False))
+    # product -> warm GPUs (0020); None on plans saved before: only the total is known
+    warm_gpus_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     rendered: str = Field(sa_column=Column(Text, nullable=False))
 
 

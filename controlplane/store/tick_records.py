@@ -49,6 +49,8 @@ def _add_plan(session: Session, tick_id: int, report: TickReport) -> None:
         dry_run=report.status is TickStatus.DRY_RUN, cost_per_hour=placement.cost_per_hour,
         gpus_placed=sum(len(ids) for _, ids in placement.gpu_ids_by_product),
         warm_gpus=sum(w.gpus for w in placement.warm_pools),
+        warm_gpus_json=json.dumps({p: placement.warm_gpus_for(p) for p in sorted(
+            {w.product for w in placement.warm_pools})}),
         unplaced_json=json.dumps(list(placement.unplaced)), rendered=report.plan.render())
     session.add(plan_row)
     session.flush()

@@ -37,7 +37,8 @@ ROWS: dict[str, list[dict[str, Any]]] = {
                    observed_json='{"at": "2026-03-02T12:00:00+00:00", "nodes": []}',
                    guard_memory_json='{"held": {}}', profiles_json=None, writer="host-1234")],
     "plans": [dict(id=1, tick_id=1, created_at=T1, revision=3, dry_run=False, cost_per_hour=0.75,
-                   gpus_placed=1, warm_gpus=0, unplaced_json="[]", rendered="l4-0: bert-embed")],
+                   gpus_placed=1, warm_gpus=1, unplaced_json="[]", rendered="l4-0: bert-embed",
+                   warm_gpus_json='{"L4": 1}')],
     "actions": [dict(id=1, plan_id=1, ordinal=0, kind="set_replicas", target="bert-embed",
                      from_value=1, to_value=2, reason="hot_headroom", skipped=False)],
     "outcomes": [dict(id=1, action_id=1, ok=True, retryable=False, message="scaled",
@@ -75,7 +76,8 @@ ADDED = {("placement_bindings", "lease_s"): 0.0,  # 0009: no lease, never expire
          ("placement_bindings", "model"): "",  # 0014: not known
          ("placement_bindings", "tenant"): "",
          ("mig_relayouts", "was_cordoned"): False,  # 0015: Headroom's own cordon
-         ("ticks", "writer"): None}  # 0016: not known
+         ("ticks", "writer"): None,  # 0016: not known
+         ("plans", "warm_gpus_json"): None}  # 0020: only the total (warm_gpus) known
 RENAMED_BY_0006 = {("observations", "latency_ms"): "mean_latency_ms"}  # 0005 named it so
 
 
