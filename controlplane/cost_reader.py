@@ -119,14 +119,17 @@ def tenants(engine: Engine) -> dict[str, str]:
 @dataclass(frozen=True, slots=True)
 class TickFacts:
     """From one tick's observed snapshot: GPUs billed per product (ready + provisioning nodes x
-    GPUs per node) and each model's demand and ready capacity (requests/s)."""
+    GPUs per node) and each model's demand and ready capacity (requests/s). A model whose load
+    the tick could not measure (a missed scrape: ``demand_measured`` false, its stored demand a
+    placeholder 0) has demand None: unknown, not zero."""
 
     billed_gpus: dict[str, int]
-    demand_rps: dict[str, float]
+    demand_rps: dict[str, float | None]
     capacity_rps: dict[str, float]
 
-    def served_rps(self) -> dict[str, float]:
-        return {m: min(d, self.capacity_rps.get(m, 0.0)) for m, d in self.demand_rps.items()}
+    def served_rps(self) -> dict[str, float | None]:
+        return {m: None if d is None else min(d, self.capacity_rps.get(m, 0.0))
+                for m, d in self.demand_rps.items()}
 
 
 def tick_facts(engine: Engine, tick_ids: Iterable[int]) -> dict[int, TickFacts]:
@@ -164,7 +167,9 @@ def facts_from_parts(pools_json: str | None, models_json: str | None) -> TickFac
         nodes = int(pool.get("nodes_ready", 0)) + int(pool.get("nodes_pending", 0))
         billed[str(pool["product"])] += nodes * int(pool.get("gpus_per_node", 0))
     models = _listed(models_json, "models")
-    return TickFacts(dict(billed), {str(m["name"]): float(m["demand_rps"]) for m in models},
+    return TickFacts(dict(billed),
+                     {str(m["name"]): float(m["demand_rps"]) if m.get("demand_measured", True)
+                      else None for m in models},
                      {str(m["name"]): float(m["capacity_rps"]) for m in models})
 
 
@@ -251,8 +256,8 @@ class Sample:
     """The fleet at one sampled instant, and the load each model saw then."""
 
     snapshot: FleetSnapshot
-    served_rps: dict[str, float]
-    demand_rps: dict[str, float]
+    served_rps: dict[str, float | None]  # None: not measured at this sample
+    demand_rps: dict[str, float | None]
 
 
 def samples_at(engine: Engine, picks: Sequence[tuple[datetime, PlannedTick]],

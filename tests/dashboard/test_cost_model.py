@@ -128,6 +128,19 @@ def test_requests_are_held_between_samples_like_dollars() -> None:
     assert requests == pytest.approx({"a": 10 * 1800 + 20 * 1800, "b": 1800.0})
 
 
+def test_an_unmeasured_rate_is_held_from_the_models_nearest_measured_sample_not_zero() -> None:
+    half_h = timedelta(minutes=30)
+    samples: list[tuple[datetime, dict[str, float | None]]] = [
+        (T0, {"a": None, "b": 4.0}), (T0 + half_h, {"a": 10.0, "b": None}),
+        (T0 + 2 * half_h, {"a": None, "b": 2.0}), (T0 + 3 * half_h, {"a": 30.0, "c": None})]
+    requests = accrue_requests(samples, T0 + 4 * half_h)
+    # a: its first measured 10 stands in before it, then 10 is held over the unmeasured sample;
+    # b: 4 is held over its unmeasured sample, then 2 (absent from the last sample: nothing);
+    # c: never measured, no requests
+    assert requests == pytest.approx({"a": (10 + 10 + 10 + 30) * 1800.0,
+                                      "b": (4 + 4 + 2) * 1800.0})
+
+
 def test_cost_per_million_requests_is_none_without_requests() -> None:
     assert cost_per_million(10.0, 0.0) is None
     assert cost_per_million(10.0, 2_000_000) == pytest.approx(5.0)
