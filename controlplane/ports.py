@@ -109,6 +109,13 @@ class LastObservations(Protocol):
         ...
 
 
+class RecentLoad(Protocol):
+    def peak_rps_since(self, model: str, since_at: datetime) -> float | None:
+        """The highest load (requests/s) observed of the model at or after ``since_at``; None
+        when none was observed then (never a 0 made up for a gap)."""
+        ...
+
+
 class ProfileReader(Protocol):
     def last_profiles(self) -> tuple[ProfileCorrection, ...]:
         """The profiles (offline and corrected) the newest deciding tick sized its models with;

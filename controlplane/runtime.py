@@ -67,7 +67,8 @@ def keda_servicer(settings: Settings, store: Store, clock: Clock,
     return KedaScalerServicer(forecasts, clock, lookahead_s=settings.autoscaling.keda_lookahead_s,
                               max_forecast_age_s=settings.reconcile.max_forecast_age_s,
                               target_rps=targets, poll_s=settings.autoscaling.keda_poll_s,
-                              observations=store)
+                              max_streams=settings.autoscaling.keda_max_streams,
+                              observations=store, recent_load=store)
 
 
 def hints_api(store: Store, clock: Clock) -> Callable[[grpc.Server], str]:

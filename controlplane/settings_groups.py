@@ -322,6 +322,10 @@ class AutoscalingSettings(Group):
     keda_lookahead_s: float = Field(600.0, gt=0, description="KEDA scaler: forecast window "
                                     "GetMetrics covers (provisioning + cold start)")
     keda_poll_s: float = Field(5.0, gt=0, description="KEDA scaler: stream re-read interval")
+    keda_max_streams: int = Field(
+        128, gt=0, description="KEDA scaler: streams served at once, each holding one "
+        "more gRPC server thread; KEDA opens two (StreamIsActive, StreamMetricSpec) per "
+        "external-push ScaledObject, so 128 serve 64 of them")
     profile_correction: ProfileCorrectionSettings = Field(
         default_factory=ProfileCorrectionSettings, description="online profile correction")
 

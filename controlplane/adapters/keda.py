@@ -7,13 +7,28 @@ Trigger metadata (KEDA forwards all of it as ``scalerMetadata``):
 * ``targetRps``: requests/s one replica should take; default from the model's profile
   (per-replica throughput x target utilization), when the servicer was given one;
 * ``lookaheadSeconds`` (default: the servicer's, e.g. provisioning + cold start): window of the
-  forecast to cover; ``quantile`` (default 0.9): which upper quantile of it.
+  forecast to cover; ``quantile`` (default 0.9): which upper quantile of it;
+* ``activationTargetRps`` (default: one request per lookahead, 1 / lookaheadSeconds; 0 is
+  KEDA's own "active above 0"): the rate above which the model is active (named as KEDA's
+  built-in scalers name theirs: ``activation`` + the target's key).
+
+Each key may come as ``<key>FromEnv`` instead (KEDA forwards it under that name with the value
+resolved from the workload's env); both forms at once, or a key that is neither Headroom's nor
+KEDA's own (``scalerAddress``, ``enableTLS``, ``unsafeSsl``, ``caCert``, ``tlsCertFile``,
+``tlsClientCert``, ``tlsClientKey``), is INVALID_ARGUMENT naming it and the nearest valid key.
 
 ``GetMetrics`` returns the highest forecast quantile over the lookahead, ``GetMetricSpec`` the
-per-replica target, so KEDA's HPA asks for ``ceil(forecast / target)`` replicas. ``IsActive`` is
-true while that forecast is above zero. ``StreamIsActive`` and ``StreamMetricSpec`` send the
-current answer at once and then whenever it changes (polling the forecast store); each open
-stream holds one of the gRPC server's worker threads, so at most ``max_streams`` are served at
+per-replica target, so KEDA's HPA asks for ``ceil(forecast / target)`` replicas. ``IsActive``
+(which alone moves the ScaledObject between 0 replicas and 1) is true while the forecast's
+expected rate over the lookahead (its p50, not the upper tail: controlplane.domain.activity) or
+the highest rate observed over the last lookahead (``RecentLoad``, the store, when given) is above
+``activationTargetRps``. ``StreamIsActive`` and ``StreamMetricSpec`` send the
+current answer at once and then whenever it changes (polling the forecast store); once a stream
+has answered, an UNAVAILABLE or FAILED_PRECONDITION read (a store blip, a forecast stale for a
+while) skips that update, logged once, instead of ending it. Each open
+stream holds one of the gRPC server's worker threads, so at most ``max_streams``
+(``autoscaling.keda_max_streams``, 128 by default: KEDA opens two per external-push
+ScaledObject) are served at
 once (the server is given that many threads more than its own): beyond that StreamMetricSpec is
 UNIMPLEMENTED (KEDA then polls GetMetricSpec) and StreamIsActive RESOURCE_EXHAUSTED, rather than
 the streams taking every thread and leaving Place, health checks and GetMetrics unanswered.
@@ -32,23 +47,26 @@ source stopped reporting, and KEDA's ``fallback`` (``failureThreshold`` errors i
 error names the model, when its load was last observed and how long ago (from ``LastObservations``,
 the store, when given). A model without observations that a demand hint floors inside the lookahead
 (a launch announced for a model not serving yet; hints come in through ``HintedForecasts``) is
-served that hinted demand, and IsActive is true, so its deployment scales up ahead of the launch.
+served that hinted demand, and IsActive is true (the hint floors its p50 too), so its
+deployment scales up ahead of the launch.
 """
 
 from __future__ import annotations
 
+import difflib
 import logging
 import math
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 import grpc
 
 from controlplane.autoscaling.hints import HINT_RPS
+from controlplane.domain.activity import default_activation_rps, expected_rps, is_active
 from controlplane.domain.demand import (
     MAX_CLOCK_SKEW_S,
     from_the_future,
@@ -57,7 +75,8 @@ from controlplane.domain.demand import (
     window_quantile,
 )
 from controlplane.domain.errors import error_line
-from controlplane.ports import Clock, ForecastReader, LastObservations
+from controlplane.ports import Clock, ForecastReader, LastObservations, RecentLoad
+from forecaster.types import Forecast
 from protos.externalscaler import externalscaler_pb2 as pb
 from protos.externalscaler import externalscaler_pb2_grpc as pb_grpc
 from scheduler.service import bounded_details
@@ -83,6 +102,8 @@ class ScalerQuery:
     lookahead_s: float
     quantile: float
     metric_name: str
+    #: IsActive is true while the expected or observed rate is above it
+    activation_rps: float
 
 
 #: Upper bounds of the numeric metadata: beyond them a value overflowed the int64 ``targetSize``
@@ -95,12 +116,49 @@ MIN_TARGET_RPS = 0.001
 MAX_METRIC_VALUE = 9e15
 MAX_LOOKAHEAD_S = 366 * 86_400.0
 INT64_MAX = 2**63 - 1
-#: Streams (StreamIsActive + StreamMetricSpec) served at once by default.
-MAX_STREAMS = 32
+#: Streams (StreamIsActive + StreamMetricSpec) served at once by default: KEDA opens both for
+#: each ``external-push`` ScaledObject, so 128 serve 64 of them (``autoscaling.keda_max_streams``).
+MAX_STREAMS = 128
+#: Trigger metadata keys of Headroom's scaler; each may also come as ``<key>FromEnv`` (KEDA
+#: forwards that under its own name with the value it resolved from the container's env).
+METADATA_KEYS = ("model", "targetRps", "activationTargetRps", "lookaheadSeconds", "quantile")
+#: KEDA's own keys of an external trigger (pkg/scalers/external_scaler.go): forwarded too, ignored.
+KEDA_KEYS = frozenset({"scalerAddress", "enableTLS", "unsafeSsl", "caCert", "tlsCertFile",
+                       "tlsClientCert", "tlsClientKey"})
+FROM_ENV = "FromEnv"
+#: Errors a stream outlives once it has answered: the store or the forecast is back next poll.
+RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION})
+
+
+def resolve_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
+    """Headroom's keys of ``scalerMetadata``, each from itself or its ``<key>FromEnv``; KEDA's
+    own keys dropped; any other key, or a key given both ways, INVALID_ARGUMENT naming it."""
+    out: dict[str, str] = {}
+    for key, value in sorted(metadata.items()):
+        base = key.removesuffix(FROM_ENV)
+        if base in KEDA_KEYS:
+            continue
+        if base not in METADATA_KEYS:
+            raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT, _unknown_key(key))
+        if base in out:
+            raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"scalerMetadata.{base} and scalerMetadata.{base}{FROM_ENV} are "
+                              "both given; give one")
+        out[base] = value
+    return out
+
+
+def _unknown_key(key: str) -> str:
+    known = {name.lower(): name for name in METADATA_KEYS}
+    close = difflib.get_close_matches(key.lower(), list(known), n=1, cutoff=0.6)
+    hint = f"did you mean {known[close[0]]}? " if close else ""
+    return (f"scalerMetadata.{key} is not a key of Headroom's scaler ({hint}keys: "
+            f"{', '.join(METADATA_KEYS)}, each also as <key>{FROM_ENV})")
 
 
 def _number(metadata: Mapping[str, str], key: str, default: float | None,
-            most: float = math.inf) -> float:
+            most: float = math.inf, zero: bool = False) -> float:
+    """The value of ``key``: finite, above 0 (at least 0 when ``zero``), at most ``most``."""
     raw = metadata.get(key)
     if raw is None or raw == "":
         if default is None:
@@ -112,9 +170,9 @@ def _number(metadata: Mapping[str, str], key: str, default: float | None,
     except ValueError:
         raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
                           f"scalerMetadata.{key}: {raw!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
         raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"scalerMetadata.{key} must be > 0, got {raw!r}")
+                          f"scalerMetadata.{key} must be {'>=' if zero else '>'} 0, got {raw!r}")
     if value > most:
         raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
                           f"scalerMetadata.{key} must be at most {most:g}, got {raw!r}")
@@ -141,9 +199,13 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
                  target_rps: Mapping[str, float] | TargetRates | None = None,
                  poll_s: float = 5.0,
                  stopping: threading.Event | None = None, max_streams: int = MAX_STREAMS,
-                 observations: LastObservations | None = None) -> None:
+                 observations: LastObservations | None = None,
+                 recent_load: RecentLoad | None = None) -> None:
+        if max_streams <= 0:
+            raise ValueError(f"max_streams must be > 0, got {max_streams}")
         self._forecasts = forecasts
         self._observations = observations
+        self._recent_load = recent_load
         self._clock = clock
         self._lookahead_s = lookahead_s
         self._max_age_s = max_forecast_age_s
@@ -158,7 +220,7 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
 
     # -- queries ------------------------------------------------------------------------------
     def query(self, ref: pb.ScaledObjectRef) -> ScalerQuery:
-        metadata = dict(ref.scalerMetadata)
+        metadata = resolve_metadata(ref.scalerMetadata)
         model = metadata.get("model", "").strip()
         if not model:
             raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT, "scalerMetadata.model is required")
@@ -181,11 +243,39 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
         if not 0.5 <= quantile < 1:
             raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
                               f"scalerMetadata.quantile must be in [0.5, 1), got {quantile}")
+        activation = _number(metadata, "activationTargetRps", default_activation_rps(lookahead),
+                             MAX_TARGET_RPS, zero=True)
         name = "headroom-" + re.sub(r"[^a-z0-9-]+", "-", model.lower()).strip("-")
-        return ScalerQuery(model, target, lookahead, quantile, name)
+        return ScalerQuery(model, target, lookahead, quantile, name, activation)
 
     def forecast_rps(self, query: ScalerQuery) -> float:
         """The highest forecast quantile over [now, now + lookahead] for the model."""
+        return self._forecast(query)[2]
+
+    def is_active(self, query: ScalerQuery) -> bool:
+        """Whether the model needs a replica: its expected (p50) rate over the lookahead or its
+        highest observed rate over the last lookahead is above ``activation_rps``; the errors
+        are GetMetrics' (a forecast that cannot be served says nothing about activity either)."""
+        made, now, _ = self._forecast(query)
+        return is_active(expected_rps(made, now, query.lookahead_s),
+                         self._observed_peak(query, now), query.activation_rps)
+
+    def _observed_peak(self, query: ScalerQuery, now: datetime) -> float | None:
+        if self._recent_load is None:
+            return None
+        try:
+            return self._recent_load.peak_rps_since(
+                query.model, now - timedelta(seconds=query.lookahead_s))
+        except Exception as error:  # the store is down: as for the forecasts
+            reason = error_line(error)
+            log.warning("keda.observations_unread", extra={"model": query.model, "error": reason})
+            raise ScalerError(grpc.StatusCode.UNAVAILABLE,
+                              f"observed load cannot be read for model {query.model!r}: "
+                              f"{reason}") from None
+
+    def _forecast(self, query: ScalerQuery) -> tuple[Forecast, datetime, float]:
+        """The model's forecast if it may be served, now, and its highest quantile over
+        [now, now + lookahead]."""
         try:
             made = self._forecasts.latest_forecasts().get(query.model)
         except Exception as error:  # the store is down: an error KEDA counts to its fallback
@@ -233,7 +323,7 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
             found = step_quantile(made, nearest, query.quantile)
         if blind and not found > 0:  # no hint's floor inside the lookahead: still "no data"
             raise _no_observations(query)
-        return max(0.0, found)
+        return made, now, max(0.0, found)
 
     def _last_observed(self, model: str, now: datetime) -> str:
         if self._observations is None:
@@ -259,7 +349,7 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
 
     def IsActive(self, request: pb.ScaledObjectRef,
                  context: grpc.ServicerContext) -> pb.IsActiveResponse:
-        result = self._call(context, lambda: self.forecast_rps(self.query(request)) > 0)
+        result = self._call(context, lambda: self.is_active(self.query(request)))
         return pb.IsActiveResponse(result=bool(result))
 
     def GetMetricSpec(self, request: pb.ScaledObjectRef,
@@ -280,14 +370,30 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
             metricValue=min(math.ceil(value), INT64_MAX), metricValueFloat=value)])
 
     def _poll(self, context: grpc.ServicerContext, read: Callable[[], object]) -> Iterator[object]:
-        """The current answer at once, then each change, until the call or server ends."""
+        """The current answer at once, then each change, until the call or server ends. Once it
+        has answered, a retryable error (``RETRYABLE``: the store down, the forecast stale for a
+        while) skips the update, logged once per run of them, and the stream stays open: ended,
+        KEDA would reopen it after a backoff that doubles each time (2 s to 1 min). Any other
+        error (bad metadata, no forecast), or one before the first answer, ends it."""
         last: object = None
         first = True
+        skipping = False
         while context.is_active() and not self.stopping.is_set():
-            current = self._call(context, read)
-            if first or current != last:
-                yield current
-                first, last = False, current
+            try:
+                current = read()
+            except ScalerError as error:
+                if first or error.code not in RETRYABLE:
+                    context.abort(error.code, bounded_details(str(error)))
+                    raise
+                if not skipping:
+                    log.warning("keda.stream_update_skipped",
+                                extra={"code": error.code.name, "error": str(error)})
+                skipping = True
+            else:
+                skipping = False
+                if first or current != last:
+                    yield current
+                    first, last = False, current
             self.stopping.wait(self._poll_s)
 
     def _take_stream(self, context: grpc.ServicerContext, refused: grpc.StatusCode,
@@ -319,7 +425,7 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
         self._call(context, lambda: self.query(request))  # bad metadata: refused before a slot
         self._take_stream(context, grpc.StatusCode.RESOURCE_EXHAUSTED,
                           "poll IsActive instead (trigger type external)")
-        for active in self._poll(context, lambda: self.forecast_rps(self.query(request)) > 0):
+        for active in self._poll(context, lambda: self.is_active(self.query(request))):
             yield pb.IsActiveResponse(result=bool(active))
 
     def StreamMetricSpec(self, request: pb.ScaledObjectRef,

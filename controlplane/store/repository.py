@@ -294,6 +294,13 @@ class Store:
                               .where(ObservationRecord.model == model)).first()
         return as_utc(at) if at is not None else None
 
+    def peak_rps_since(self, model: str, since_at: datetime) -> float | None:
+        with self.session() as session:
+            peak = session.exec(select(func.max(ObservationRecord.demand_rps))
+                                .where(ObservationRecord.model == model)
+                                .where(col(ObservationRecord.at) >= since_at)).first()
+        return float(peak) if peak is not None else None
+
     def last_observed(self) -> ObservedState | None:
         with self.session() as session:
             row = session.exec(select(TickRecord.observed_json)

@@ -172,7 +172,7 @@ def test_records_older_than_the_calibration_window_are_pruned(tmp_path: Path) ->
 
 def _keda_rps(forecasts: ForecastReader, runtime: SimRuntime, quantile: float) -> float:
     query = ScalerQuery(MODEL, target_rps=1.0, lookahead_s=600, quantile=quantile,
-                        metric_name="headroom-llama")
+                        metric_name="headroom-llama", activation_rps=1 / 600)
     return KedaScalerServicer(forecasts, runtime.clock).forecast_rps(query)
 
 
