@@ -21,7 +21,8 @@ class PrometheusSettings(Group):
                             "; required by serve with backend: kubernetes")
     timeout_s: float = Field(10.0, gt=0, description="timeout of one request")
     metric: Literal["triton", "vllm"] = Field("triton", description="request-count preset: "
-                                              "triton (nv_inference_request_success, label "
+                                              "triton (nv_inference_request_success + "
+                                              "nv_inference_request_failure: arrivals, label "
                                               "model) or vllm (vllm:request_success_total, "
                                               "label model_name)")
     query: str | None = Field(None, description="custom PromQL with a {model} placeholder (and "

@@ -1,13 +1,15 @@
 """Per-model request rates from Prometheus (prometheus-api-client): history by range queries,
 the current rate by one instant query.
 
-Presets: ``triton`` (``nv_inference_request_success``, label ``model``), ``vllm``
+Presets: ``triton`` (``nv_inference_request_success`` plus ``nv_inference_request_failure``,
+label ``model``: every request that arrived, also those the queue rejected), ``vllm``
 (``vllm:request_success_total``, label ``model_name``), or any PromQL with a ``{model}``
-placeholder. A history point ``t`` means the step ``[t, t + step)``, as ``TrafficSeries`` and the
-store's history do: for a preset (or a custom query with a ``{window}`` placeholder) it is
-``rate(metric[W])`` evaluated at ``t + step`` with ``W = max(step, rate_window_s)``, so with the
-default 120 s window a 600-s step reads the step's mean rate, not a 2-minute sample at its
-start; the range query runs from ``since + step`` and each sample maps back one step. A custom
+placeholder (``forecaster.sources.promql`` says why). A history point ``t`` means the step
+``[t, t + step)``, as ``TrafficSeries`` and the store's history do: for a preset (or a custom
+query with a ``{window}`` placeholder) it is ``rate(metric[W])`` evaluated at ``t + step`` with
+``W = max(step, rate_window_s)``, so with the default 120 s window a 600-s step reads the step's
+mean rate, not a 2-minute sample at its start; the range query runs from ``since + step`` and
+each sample maps back one step. A custom
 query without ``{window}`` (a gauge, a recording rule) is sampled at ``t`` itself. Long ranges
 are split into chunks below Prometheus' 11,000-points-per-series limit. Samples land on the query
 grid; a step without a sample is a gap (NaN), never zero.

@@ -1,6 +1,16 @@
 """The PromQL Headroom asks Prometheus: the presets' per-model request rates (``triton``:
-``nv_inference_request_success``, label ``model``; ``vllm``: ``vllm:request_success_total``,
-label ``model_name``), the newest sample time behind them, and the request latency."""
+``nv_inference_request_success`` plus ``nv_inference_request_failure``, label ``model``;
+``vllm``: ``vllm:request_success_total``, label ``model_name``), the newest sample time behind
+them, and the request latency.
+
+A rate is of the requests that arrived, not only of those served: Triton counts every request
+it received as a success or a failure (failures by ``reason``: REJECTED when the queue is full
+(``max_queue_size``) or a request timed out in it, CANCELED, BACKEND, OTHER), so the ``triton``
+preset adds all its failures; read from successes alone, an overloaded model's demand would stop
+at what it serves and the forecast would learn that limit. vLLM has no counter of arrivals: its
+``vllm:request_success_total`` counts every finished request (each ``finished_reason``: stop,
+length, abort), and a request vLLM cannot serve yet waits (``vllm:num_requests_waiting``)
+rather than being rejected, so while that queue grows its completions understate demand."""
 
 from __future__ import annotations
 
@@ -13,15 +23,27 @@ SAMPLE_RESOLUTION_S = 15  # the step at which the newest sample time behind a ra
 
 @dataclass(frozen=True, slots=True)
 class Preset:
-    metric: str
+    metric: str  # the counter of served requests; its series list the models and date a rate
     label: str
+    failed: str | None = None  # the counter of failed requests (any labels beyond ``label``)
 
     def query(self, model: str, window_s: int) -> str:
-        return f'sum(rate({self.metric}{{{self.label}="{escape(model)}"}}[{window_s}s]))'
+        return self._arrivals(f'{{{self.label}="{escape(model)}"}}', window_s, "")
 
     def grouped(self, window_s: int) -> str:
         """Every model's rate in one query, one series per label value."""
-        return f"sum by ({self.label}) (rate({self.metric}[{window_s}s]))"
+        return self._arrivals("", window_s, f" by ({self.label})")
+
+    def _arrivals(self, matcher: str, window_s: int, by: str) -> str:
+        """The served requests' rate plus the failed ones' where the model has both series,
+        else whichever it has: ``a + b`` alone drops a model without failure series, and
+        ``sum(rate(a) or rate(b))`` drops a failure series with the success one's labels (a
+        Triton that exports no ``reason``)."""
+        served = _sum_rate(f"{self.metric}{matcher}", window_s, by)
+        if self.failed is None:
+            return served
+        failed = _sum_rate(f"{self.failed}{matcher}", window_s, by)
+        return f"({served} + {failed}) or {served} or {failed}"
 
     def newest_sample(self, window_s: int) -> str:
         """Every model's newest sample time (unix s) behind its rate: exact for a series
@@ -30,6 +52,11 @@ class Preset:
         scrape that stopped: a subquery, whose steps are aligned, so it misses the samples
         after its last step and alone would date a live series up to a step too old)."""
         return newest_sample(self.metric, window_s, f" by ({self.label})")
+
+
+def _sum_rate(selector: str, window_s: int, by: str) -> str:
+    return f"sum{by} (rate({selector}[{window_s}s]))" if by else \
+        f"sum(rate({selector}[{window_s}s]))"
 
 
 def newest_sample(selector: str, window_s: int, by: str = "") -> str:
@@ -41,7 +68,7 @@ def newest_sample(selector: str, window_s: int, by: str = "") -> str:
 
 
 PRESETS = {
-    "triton": Preset("nv_inference_request_success", "model"),
+    "triton": Preset("nv_inference_request_success", "model", "nv_inference_request_failure"),
     "vllm": Preset("vllm:request_success_total", "model_name"),
 }
 

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from controlplane.cli.forecast import app
 from forecaster.errors import SourceError
 from forecaster.sources.prometheus import PrometheusSource
+from forecaster.sources.promql import PRESETS
 from tests.httpstub import send_json, serve
 
 UNTIL = datetime(2025, 3, 6, 12, 0, tzinfo=UTC)
@@ -121,7 +122,7 @@ def test_a_non_json_range_reply_is_an_unexpected_response_naming_the_query(
     message = str(read(fake))
     assert message.startswith(f"Prometheus at {fake.url}: unexpected response to the range "
                               "query for model 'm1' (not JSON")
-    assert message.endswith('sum(rate(nv_inference_request_success{model="m1"}[120s]))')
+    assert message.endswith(PRESETS["triton"].query("m1", 120))
     assert "unreachable" not in message
 
 

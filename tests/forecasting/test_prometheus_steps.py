@@ -12,6 +12,7 @@ import pytest
 
 from forecaster.errors import SourceError
 from forecaster.sources.prometheus import PrometheusSource
+from forecaster.sources.promql import PRESETS
 from tests.forecasting.promserver import Family, free_port, prometheus
 
 pytestmark = pytest.mark.prometheus
@@ -90,8 +91,7 @@ def test_current_rates_read_each_models_rate_now_and_name_the_ones_without_serie
     got = src.current_rates(["live", "ghost"], at(int(time.time())))
     assert got.rates == {"live": pytest.approx(2 * LIVE_RPS)}  # two versions, summed
     assert got.unknown == {"ghost": f"Prometheus at {prom_url} returned no series for model "
-                                    "'ghost' (query sum by (model) (rate("
-                                    "nv_inference_request_success[120s])))"}
+                                    f"'ghost' (query {PRESETS['triton'].grouped(120)})"}
 
 
 def test_current_rates_of_a_custom_query_ask_per_model(prom_url: str) -> None:

@@ -28,6 +28,7 @@ from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.sim.clock import VirtualClock
 from controlplane.store import Store
 from controlplane.store.ledger import SqlForecastLedger
+from forecaster.sources.promql import PRESETS
 from scheduler.engine import PlacementEngine
 from tests.forecasting.promserver import OPS_HASH, Family, free_port, prometheus
 
@@ -108,8 +109,8 @@ def test_each_models_measured_rate_and_ready_capacity_land_in_the_observed_state
     assert llama.capacity_rps == 2 * 40.0  # ready replicas x the spec's best throughput
     assert (resnet.demand_measured, resnet.capacity_rps) == (False, 2 * 250.0)
     assert (f"{RESNET}: demand not measured this tick: Prometheus at {prom_url} returned no "
-            f"series for model '{RESNET}' (query sum by (model) (rate("
-            "nv_inference_request_success[120s])))") in observed.notes
+            f"series for model '{RESNET}' (query {PRESETS['triton'].grouped(120)})") \
+        in observed.notes
 
 
 def test_the_snapshot_dates_its_data_by_the_newest_sample_of_each_rate(
