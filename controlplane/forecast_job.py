@@ -18,7 +18,9 @@ Fallbacks are per model and recorded in ``Forecast.fallback_reason``: ``short_hi
 model: the fit budget was spent). A model whose history cannot be fetched, or whose forecast
 raised or died with its worker process (e.g. killed out of memory), gets no forecast (never a
 made-up zero) and is listed in the report (the CLI exits 1); the others are stored. The control
-plane then treats its last forecast as stale. A model whose fitted state cannot be written (disk
+plane then treats its last forecast as stale. After a source that could not be reached or did
+not answer in time (``SourceUnreachable``), the models after it are not asked, and are listed
+so: each would wait the source's whole timeout. A model whose fitted state cannot be written (disk
 full, read-only file system, quota) keeps its forecast, but is counted in
 ``JobReport.state_unsaved`` with the first OS error (the CLI exits 3, serve/demo log
 ``forecast.state_unsaved``): unnoticed, every run would refit every model, and models deferred
@@ -51,7 +53,7 @@ import numpy as np
 from controlplane.forecast_pool import ModelTask, compute_all
 from controlplane.forecast_state import prune_state_dir
 from forecaster.api import stale_after_s
-from forecaster.errors import ForecasterError
+from forecaster.errors import ForecasterError, SourceUnreachable
 from forecaster.settings import DEFAULT_SETTINGS, ForecasterSettings
 from forecaster.types import Forecast, SourcedSeries, TrafficSeries
 
@@ -171,16 +173,21 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
     failed: dict[str, str] = {}
     warnings: dict[str, tuple[str, ...]] = {}
     fetch = time.perf_counter()
+    down: SourceUnreachable | None = None
     for i, model in enumerate(models):
-        try:
-            got = _fetch(source, model, since_at, until_at, config.step_s)
-            tasks.append(ModelTask(got.series, config.horizon_s, config.method, config.settings,
-                                   config.state_dir))
-            stale = stale_history(got.series, now)
-            if got.warnings or stale:
-                warnings[model] = got.warnings + ((stale,) if stale else ())
-        except (ForecasterError, OSError, ValueError) as exc:
-            failed[model] = f"history unavailable: {exc}"
+        if down is not None:  # each would wait the source's whole timeout: not asked
+            failed[model] = f"history unavailable: {down.not_asked()}"
+        else:
+            try:
+                got = _fetch(source, model, since_at, until_at, config.step_s)
+                tasks.append(ModelTask(got.series, config.horizon_s, config.method,
+                                       config.settings, config.state_dir))
+                stale = stale_history(got.series, now)
+                if got.warnings or stale:
+                    warnings[model] = got.warnings + ((stale,) if stale else ())
+            except (ForecasterError, OSError, ValueError) as exc:
+                failed[model] = f"history unavailable: {exc}"
+                down = exc if isinstance(exc, SourceUnreachable) else None
         if on_progress:
             on_progress("fetch", i + 1, len(models))
     fetch_s = time.perf_counter() - fetch

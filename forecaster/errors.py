@@ -24,6 +24,17 @@ class SourceError(ForecasterError):
     """A metrics source failed (Prometheus down, query rejected, empty result)."""
 
 
+class SourceUnreachable(SourceError):
+    """The source could not be reached, or did not answer within its timeout. A caller asking
+    about several models in turn stops at the first: each further request would wait as long
+    again, and a slow source would get more of the load that made it slow. The models it then
+    does not ask are unknown for ``not_asked`` (named, with this reason), never 0."""
+
+    def not_asked(self) -> str:
+        """Why a model after this failure was not asked."""
+        return f"not asked, an earlier request failed: {self}"
+
+
 class UnknownMethodError(ForecasterError, KeyError):
     """A forecaster name that is not in the registry."""
 

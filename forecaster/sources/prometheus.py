@@ -16,9 +16,12 @@ grid; a step without a sample is a gap (NaN), never zero.
 
 Credentials: basic auth in the URL or as ``username``/``password``, or a ``bearer_token``; every
 message shows them as ``***``. Failures raise ``SourceError`` naming the URL, model and query:
-unreachable, rejected query (401/403: the credentials), unexpected response (not JSON, or not the
-shape the Prometheus API documents), no data, or no usable value
+unreachable or no answer within ``timeout_s`` (``SourceUnreachable``, never retried: a caller
+asking model by model stops there; every query also passes ``timeout_s`` to Prometheus, which
+then stops evaluating it), rejected query (401/403: the credentials), unexpected response (not
+JSON, or not the shape the Prometheus API documents), no data, or no usable value
 (``forecaster.prepare.unusable_problem``: every sample NaN, or none positive but some negative).
+A history query answered 429 or 5xx is retried up to ``HISTORY_RETRIES`` times, with backoff.
 Negative step values are clipped to 0 and NaN/Inf samples are gaps, both counted in
 ``read_history``'s warnings. ``current_rates`` never raises for one model: a model it could not
 measure is listed with the reason, so a caller can tell "unknown" from 0; when the preset's
@@ -41,7 +44,7 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
-from forecaster.errors import SourceError
+from forecaster.errors import SourceError, SourceUnreachable
 from forecaster.prepare import unusable_problem
 from forecaster.sources.prometheus_replies import (
     matrix_samples,
@@ -56,6 +59,9 @@ from forecaster.types import SourcedSeries, TrafficSeries
 
 MAX_POINTS = 10_000
 DEFAULT_RATE_WINDOW_S = 120
+HISTORY_RETRIES = 3  # of a range query answered 429 or 5xx (Prometheus overloaded, restarting)
+RETRY_BACKOFF_S = 1.0  # urllib3's backoff factor between those retries
+RETRY_ON_STATUS = (408, 429, 500, 502, 503, 504)
 _AUTH_REFUSED = (401, 403)
 log = logging.getLogger("headroom.forecaster")
 
@@ -104,11 +110,13 @@ class PrometheusSource:
                               if s)
         self.client = prometheus_client(self.url, timeout_s, username=username,
                                         password=password, bearer_token=bearer_token,
-                                        verify=tls_verify)
+                                        retries=HISTORY_RETRIES, verify=tls_verify)
         # a tick's query is not retried: the next tick asks again, within its own timeout
         self.live_client = prometheus_client(self.url, timeout_s, username=username,
                                              password=password, bearer_token=bearer_token,
                                              retries=0, verify=tls_verify)
+        # Prometheus stops evaluating a query when the client has given up on it
+        self._timeout_param = {"timeout": f"{timeout_s:g}"}
 
     def _hide(self, text: str) -> str:
         """``text`` without a password or token (a requests error may quote the full URL)."""
@@ -256,7 +264,7 @@ class PrometheusSource:
             except SourceError as exc:  # the rates stand; their age is not known
                 log.warning("Prometheus at %s: the newest-sample-time query of %r failed; its "
                             "rate is taken as of %s: %s", self.shown, model, at.isoformat(), exc)
-                if "unreachable" in str(exc):
+                if isinstance(exc, SourceUnreachable):
                     break
                 continue
             if "" in found and math.isfinite(found[""]):
@@ -301,18 +309,18 @@ class PrometheusSource:
                       query_for: Callable[[str], str]) -> CurrentRates:
         rates: dict[str, float] = {}
         unknown: dict[str, str] = {}
-        failed: str | None = None
+        down: SourceUnreachable | None = None
         for model in models:
-            if failed is not None:
-                unknown[model] = failed
+            if down is not None:
+                unknown[model] = down.not_asked()
                 continue
             query = query_for(model)
             try:
                 found = self._instant(query, at, None)
             except SourceError as exc:
                 unknown[model] = str(exc)
-                if "unreachable" in str(exc):
-                    failed = str(exc)
+                if isinstance(exc, SourceUnreachable):
+                    down = exc
                 continue
             rates_or_why(model, found.get(""), query, self.shown, rates, unknown)
         return CurrentRates(rates, unknown)
@@ -321,13 +329,13 @@ class PrometheusSource:
         """label value -> the sum of its series' values at ``at`` (key "" when ``label`` is
         None: every series summed)."""
         try:
-            result: object = self.live_client.custom_query(query, params={"time": at.timestamp()})
+            result: object = self.live_client.custom_query(
+                query, params={"time": at.timestamp(), **self._timeout_param})
         except (requests.JSONDecodeError, KeyError, TypeError) as exc:
             raise SourceError(f"Prometheus at {self.shown}: unexpected response to the instant "
                               f"query ({self._hide(not_api(exc))}): {query}") from exc
         except requests.RequestException as exc:
-            raise SourceError(f"Prometheus at {self.shown} is unreachable "
-                              f"({self._hide(short(exc))}){_auth_hint(exc)}") from exc
+            raise self._unreachable(exc, "") from exc
         except PrometheusApiClientException as exc:
             raise SourceError(f"Prometheus at {self.shown} rejected the query {query} "
                               f"({self._hide(short(exc))}){_auth_hint(exc)}") from exc
@@ -341,19 +349,27 @@ class PrometheusSource:
             out[key] = out.get(key, 0.0) + value
         return out
 
+    def _unreachable(self, exc: requests.RequestException, then: str) -> SourceUnreachable:
+        """A request that failed without an answer: Prometheus did not answer within
+        ``timeout_s`` (a timeout is not retried), or could not be reached."""
+        if isinstance(exc, requests.Timeout):
+            return SourceUnreachable(f"Prometheus at {self.shown} did not answer within "
+                                     f"{self.timeout_s:g} s (prometheus.timeout_s){then}")
+        return SourceUnreachable(f"Prometheus at {self.shown} is unreachable "
+                                 f"({self._hide(short(exc))}){then}{_auth_hint(exc)}")
+
     def _range(self, model: str, query: str, start: datetime, end: datetime,
                step_s: int) -> list[tuple[float, float]]:
         try:
-            result: object = self.client.custom_query_range(query, start_time=start,
-                                                            end_time=end, step=f"{step_s}s")
+            result: object = self.client.custom_query_range(
+                query, start_time=start, end_time=end, step=f"{step_s}s",
+                params=self._timeout_param)
         except (requests.JSONDecodeError, KeyError, TypeError) as exc:
             raise SourceError(f"Prometheus at {self.shown}: unexpected response to the range "
                               f"query for model {model!r} ({self._hide(not_api(exc))}): "
                               f"{query}") from exc
         except requests.RequestException as exc:
-            raise SourceError(f"Prometheus at {self.shown} is unreachable "
-                              f"({self._hide(short(exc))}); no history for model "
-                              f"{model!r}{_auth_hint(exc)}") from exc
+            raise self._unreachable(exc, f"; no history for model {model!r}") from exc
         except PrometheusApiClientException as exc:
             raise SourceError(f"Prometheus at {self.shown} rejected the query for model "
                               f"{model!r}: {query} ({self._hide(short(exc))})"
@@ -367,13 +383,15 @@ class PrometheusSource:
 
 def prometheus_client(url: str, timeout_s: float, *, username: str | None = None,
                       password: str | None = None, bearer_token: str | None = None,
-                      retries: int | None = None, verify: bool | str = True
-                      ) -> PrometheusConnect:
+                      retries: int = 0, verify: bool | str = True) -> PrometheusConnect:
     """The one way Headroom builds a Prometheus client: basic auth in the URL or as
-    ``username``/``password``, or a bearer token; ``retries`` None keeps the client's own
-    (three, with backoff on 5xx). ``verify``: an https server's certificate is checked against
-    the system's CAs (True), a CA bundle file (its path), or not at all (False: credentials
-    and the load Headroom scales on could then come from anyone on the path)."""
+    ``username``/``password``, or a bearer token. ``retries``: of a request answered with one of
+    ``RETRY_ON_STATUS``, with backoff; a request that failed to connect or timed out is never
+    retried (each try would wait the whole ``timeout_s`` again, and resend an expensive query
+    to a Prometheus already too slow for it), and its timeout surfaces as
+    ``requests.Timeout``. ``verify``: an https server's certificate is checked against the
+    system's CAs (True), a CA bundle file (its path), or not at all (False: credentials and the
+    load Headroom scales on could then come from anyone on the path)."""
     if bearer_token and (username or password or urlsplit(url).password):
         raise SourceError(f"Prometheus at {shown_url(url)}: give basic auth or a bearer token, "
                           "not both")
@@ -385,8 +403,10 @@ def prometheus_client(url: str, timeout_s: float, *, username: str | None = None
                           "as username/password; give them once")
     headers = {"Authorization": f"Bearer {bearer_token}"} if bearer_token else None
     auth = (username, password) if username is not None else None
-    retry = Retry(total=retries, connect=retries, read=retries, status=retries) \
-        if retries is not None else None
+    # read=False re-raises a read timeout as it is; read=0 would wrap it as a connection error
+    retry = Retry(total=retries, connect=0, read=False, status=retries,
+                  backoff_factor=RETRY_BACKOFF_S,
+                  status_forcelist=RETRY_ON_STATUS if retries else None)
     session = requests.Session()
     session.verify = verify
     return PrometheusConnect(url=url, headers=headers, auth=auth, session=session,

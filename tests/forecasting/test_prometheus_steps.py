@@ -112,8 +112,9 @@ def test_current_rates_of_a_stopped_prometheus_are_unknown_within_the_timeout() 
     assert time.monotonic() - started < 4  # asked once, not retried, not once per model
     assert got.rates == {}
     assert sorted(got.unknown) == ["a", "b", "c"]
-    assert all(why.startswith(f"Prometheus at {url} is unreachable") for why in
-               got.unknown.values())
+    assert got.unknown["a"].startswith(f"Prometheus at {url} is unreachable")
+    assert got.unknown["b"] == got.unknown["c"] == \
+        f"not asked, an earlier request failed: {got.unknown['a']}"
 
 
 def test_a_rate_window_under_a_second_is_refused() -> None:
