@@ -13,6 +13,7 @@ it twice is harmless and a crash at any point is repaired by the next tick.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -153,11 +154,14 @@ def noting_workload_slices(observed: ObservedState, placement: FleetPlacement,
 
 
 def reconcile_once(deps: ReconcileDeps, config: ReconcileConfig) -> TickReport:
+    """One tick, recorded; its report carries the wall seconds it took up to its record's
+    save (``TickReport.duration_s``)."""
+    began_s = time.perf_counter()
     started_at = deps.clock.now()
     try:
         observed = noting_unserved(deps.reader.snapshot(), config.specs)
     except (TransientError, PermanentError) as error:
-        report = _unobserved(deps, started_at, error)
+        report = timed(_unobserved(deps, started_at, error), began_s)
         deps.decisions.save_tick(report)
         return report
     if not observed.synced:
@@ -167,8 +171,14 @@ def reconcile_once(deps: ReconcileDeps, config: ReconcileConfig) -> TickReport:
     else:
         deps.decisions.save_observed(observed)
         report = _decide_and_apply(deps, config, observed, started_at)
+    report = timed(report, began_s)
     deps.decisions.save_tick(report)
     return report
+
+
+def timed(report: TickReport, began_s: float) -> TickReport:
+    """``report`` with the wall seconds since ``began_s`` (a ``time.perf_counter`` reading)."""
+    return replace(report, duration_s=max(0.0, time.perf_counter() - began_s))
 
 
 def _profiles(deps: ReconcileDeps, config: ReconcileConfig, memory: GuardMemory,

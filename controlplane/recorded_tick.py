@@ -18,6 +18,7 @@ error raises as before. A save the store fences off (another leadership term cla
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -26,7 +27,7 @@ from controlplane.domain.errors import Fenced, error_line
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.tick import TickReport, TickStatus
-from controlplane.reconcile import ReconcileConfig, ReconcileDeps, reconcile_once
+from controlplane.reconcile import ReconcileConfig, ReconcileDeps, reconcile_once, timed
 from controlplane.store.outage import STORE_DOWN
 
 log = logging.getLogger("headroom.reconcile")
@@ -47,13 +48,15 @@ def run_tick(deps: ReconcileDeps, config: ReconcileConfig) -> TickRun:
     that cannot be used before then fails the tick (nothing applied, nothing to save)."""
     decisions = deps.decisions
     kept_before = decisions.unsaved if isinstance(decisions, RetryingDecisionStore) else None
+    began_s = time.perf_counter()
     started_at = deps.clock.now()
     try:
         return TickRun(reconcile_once(deps, config), saved=True)
     except RecordFenced as fenced:  # acted (or skipped), then found another term leads
         return TickRun(fenced.report, saved=False)
     except Fenced as fenced:  # the intent was refused: nothing applied
-        return TickRun(not_leading(started_at, deps.clock.now(), fenced), saved=True)
+        return TickRun(timed(not_leading(started_at, deps.clock.now(), fenced), began_s),
+                       saved=True)
     except Exception as error:
         kept = decisions.unsaved if isinstance(decisions, RetryingDecisionStore) else None
         if kept is not None and kept is not kept_before:  # this tick's save failed
@@ -61,7 +64,8 @@ def run_tick(deps: ReconcileDeps, config: ReconcileConfig) -> TickRun:
         # a real error; or, without a store that keeps a failed save, maybe a save after acting
         if not isinstance(error, STORE_DOWN) or not isinstance(decisions, RetryingDecisionStore):
             raise
-        return TickRun(store_failed(started_at, deps.clock.now(), error), saved=True)
+        return TickRun(timed(store_failed(started_at, deps.clock.now(), error), began_s),
+                       saved=True)
 
 
 def not_leading(started_at: datetime, now: datetime, fenced: Fenced) -> TickReport:

@@ -40,3 +40,7 @@ class TickReport:
     # the process that records it (the leading replica's Lease holder identity), stamped by the
     # loop that saves it (decision_retry.RetryingDecisionStore); None: not said
     writer: str | None = None
+    # wall seconds the tick took to observe, decide and act (time.perf_counter, taken by the
+    # loop that ran it: the clock is business time, and a VirtualClock stands still while a
+    # simulated tick runs); None: not measured
+    duration_s: float | None = None
