@@ -18,7 +18,7 @@ from controlplane.domain.guards import COOLDOWN, GuardMemory, Recommendation
 from controlplane.domain.mig_layout import NodeMigLayout
 from controlplane.domain.mig_relayout import MigRelayout
 from controlplane.domain.observed import ObservedState
-from controlplane.domain.tick import TickReport
+from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.ports import DecisionStore, MigRelayoutActuator
 from controlplane.runtime import SimRuntime
@@ -222,13 +222,18 @@ class BrokenForecasts:
         raise RuntimeError("forecast table unreadable")
 
 
-def test_an_error_other_than_the_save_still_raises_and_still_moves_relayouts_on(
+def test_an_error_other_than_the_save_fails_the_tick_counted_and_still_moves_relayouts_on(
         sqlite_url: str) -> None:
     runtime, decisions = _settled_runtime(sqlite_url, failures=0)
     assert runtime.deps.mig is not None
     relayouts = CountingRelayouts(runtime.deps.mig)
     runtime.deps = replace(runtime.deps, forecasts=BrokenForecasts())
     runtime.advance(30, run_jobs=False)
-    with pytest.raises(RuntimeError, match="forecast table unreadable"):
-        leader_tick(runtime.deps, runtime.config, relayouts, None)
+    registry = CollectorRegistry()
+    run = leader_tick(runtime.deps, runtime.config, relayouts, ControlPlaneMetrics(registry))
+    assert run.saved and (run.report.status, run.report.reason) == (TickStatus.FAILED, "error")
+    assert run.report.observed.notes == ("RuntimeError: forecast table unreadable",)
+    assert registry.get_sample_value("headroom_reconcile_ticks_total",
+                                     {"status": "failed"}) == 1.0
+    assert registry.get_sample_value("headroom_reconcile_unsaved_ticks_total") == 0.0
     assert relayouts.advanced == 1 and decisions.unsaved is None
