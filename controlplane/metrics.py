@@ -8,7 +8,9 @@ the last tick that observed the fleet, each model's load, capacity and provision
 forecast it was sized from and where each model's demand came from (a counter by reason: the
 forecast, the fast path above it, or a stale / missing forecast), how its forecasts did over
 the last hour (WAPE of p50, p90 coverage: what to alert on), its profile's throughput
-(offline and corrected) and each pool's nodes (ready, pending, target).
+(offline and corrected) and each pool's nodes (ready, pending, target). Those per-model and
+per-pool gauges are the leader's only: a replica that follows exports none (``forget_fleet``)
+and ``headroom_leader`` says which replica leads (1) and which follow (0).
 """
 
 from __future__ import annotations
@@ -66,10 +68,14 @@ class ControlPlaneMetrics:
                                  "the latency SLO as of the last deciding tick: the offline "
                                  "profile and the one corrected from observed metrics (what "
                                  "the loop sized with).", ["model", "source"], registry=registry)
+        self.leader = Gauge("headroom_leader", "1 while this replica leads the reconcile loop "
+                            "(its per-model and per-pool gauges are the fleet's), 0 while it "
+                            "follows (it exports none of them).", registry=registry)
 
     def record(self, report: TickReport, saved: bool = True) -> None:
         """Count one tick (``saved`` False: its record could not be saved); refresh the
-        per-model and per-pool gauges when it observed the fleet."""
+        per-model and per-pool gauges when it observed the fleet. Only a leader ticks."""
+        self.leader.set(1)
         self.ticks.labels(report.status.value).inc()
         if not saved:
             self.unsaved.inc()
@@ -104,6 +110,16 @@ class ControlPlaneMetrics:
             for state, nodes in (("ready", pool.nodes_ready), ("pending", pool.nodes_pending),
                                  ("target", pool.target_nodes)):
                 self.pool_nodes.labels(pool.name, state).set(nodes)
+
+    def forget_fleet(self) -> None:
+        """A replica that does not lead (it lost the Lease, or hands it back): no per-model or
+        per-pool gauges, rather than its last tick's values frozen beside the leader's (the
+        alerts on them, per replica, would fire on those), and ``headroom_leader`` 0. The
+        counters stay: they do not move while it follows."""
+        self.leader.set(0)
+        for gauge in (self.model_rps, self.forecast_wape, self.forecast_coverage,
+                      self.pool_nodes, self.profile_rps):
+            gauge.clear()
 
     def _forecast_rps(self, demand: Demand) -> None:
         """The forecast the tick sized from (its p90 and the upper quantile it covered over the

@@ -98,6 +98,16 @@ def follow(reader: ClusterReader, placement: PlacementClient) -> bool:
     return True
 
 
+def follower_tick(reader: ClusterReader, placement: PlacementClient,
+                  metrics: ControlPlaneMetrics | None) -> bool:
+    """The tick of a replica that does not lead: ``follow``, and its metrics say so and drop
+    the per-model and per-pool gauges of the ticks it led (``ControlPlaneMetrics.forget_fleet``),
+    which would otherwise stay frozen beside the new leader's."""
+    if metrics is not None:
+        metrics.forget_fleet()
+    return follow(reader, placement)
+
+
 def leader_tick(deps: ReconcileDeps, config: ReconcileConfig, mig: MigRelayoutActuator,
                 metrics: ControlPlaneMetrics | None) -> TickRun:
     """The leader's tick: reconcile, count it (saved or not), and advance the MIG re-layouts in
@@ -186,7 +196,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     def tick() -> None:
         with ticking:
             if not leads():
-                follow(inventory_reader, placement)
+                follower_tick(inventory_reader, placement, metrics)
                 return
             leader_tick(deps, config, backend.mig, metrics)  # metrics: set below, before it runs
 
@@ -208,6 +218,8 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
         stepping_down.set()
         with ticking, leasing:
             backend.elector.release()
+            if metrics is not None:  # scraped until it stops: as a follower's
+                metrics.forget_fleet()
 
     keda = keda_servicer(settings, store, clock, specs)
     stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda),

@@ -134,3 +134,27 @@ def test_each_models_recent_forecast_accuracy_is_a_gauge_gone_once_nothing_was_s
     metrics.record(report)  # none scored in the last hour
     assert value("headroom_forecast_wape_ratio") is None
     assert value("headroom_forecast_p90_coverage_ratio") is None
+
+
+FLEET_GAUGES = ("headroom_model_rps", "headroom_pool_nodes", "headroom_forecast_wape_ratio",
+                "headroom_forecast_p90_coverage_ratio", "headroom_profile_throughput_rps")
+
+
+def test_a_replica_that_stops_leading_exports_no_fleet_gauges_and_leader_zero() -> None:
+    registry = CollectorRegistry()
+    metrics = ControlPlaneMetrics(registry)
+    assert registry.get_sample_value("headroom_leader") == 0.0  # not led yet
+    metrics.record(replace(sample_tick_report(),
+                           profiles=(ProfileCorrection("bert-embed", 300.0, 240.0, 0.8, 14, ""),),
+                           accuracy=(ForecastAccuracy("bert-embed", 12, 0.08, 0.92),)))
+
+    def fleet_samples() -> set[str]:
+        return {s.name for family in registry.collect() for s in family.samples
+                if s.name in FLEET_GAUGES}
+
+    assert fleet_samples() == set(FLEET_GAUGES)
+    assert registry.get_sample_value("headroom_leader") == 1.0
+    metrics.forget_fleet()
+    assert fleet_samples() == set()
+    assert registry.get_sample_value("headroom_leader") == 0.0
+    assert registry.get_sample_value("headroom_reconcile_ticks_total", {"status": "applied"}) == 1
