@@ -46,7 +46,7 @@ DASHBOARD_APP = Path(__file__).resolve().parent.parent / "dashboard" / "app.py"
 
 @dataclass(frozen=True, slots=True)
 class DemoSummary:
-    ticks: int
+    ticks: int  # ticks, placements and forecasts this run made (not the store's rows: pruned)
     sim_minutes: float
     sim_start_at: str  # ISO 8601: the simulated instant this run started at
     models: int
@@ -87,7 +87,6 @@ class Demo:
         before the demo has started: it then stops as soon as it has)."""
         self.settings = settings
         self.store = open_store(settings.db, migrate=True)
-        self._counts_at_start = self.store.counts()
         self.lease = hold_fleet_lease(settings.db.url, SqlLeaseStore(self.store.engine),
                                       settings.db.lease_duration_s, WallClock())  # first
         try:
@@ -170,8 +169,9 @@ class Demo:
                  on_second: Callable[[], None] | None = None) -> None:
         """Pace virtual time at ``speed`` x wall time with APScheduler jobs until stopped."""
         runtime = self.runtime
-        reconcile_s, forecast_s = (self.settings.reconcile.interval_s,
-                                   self.settings.forecast.interval_s)
+        reconcile_s, forecast_s, prune_s = (self.settings.reconcile.interval_s,
+                                            self.settings.forecast.interval_s,
+                                            self.settings.db.prune_interval_s)
         # a sim step is at most a reconcile interval (at a high speed the loop still ticks at
         # its interval when it keeps up), and at least MIN_SIM_STEP_WALL_S of wall time
         sim_step_wall_s = max(MIN_SIM_STEP_WALL_S, min(0.5, reconcile_s / speed))
@@ -184,6 +184,7 @@ class Demo:
 
         runtime.start()  # the first forecast and tick, at the start instant
         started_at = runtime.clock.now()
+        self.lease.gated(runtime.prune)()  # a resumed store's backlog first, as serve's job
         jobs: dict[str, tuple[Callable[[], object], float]] = {
             "sim.advance": (advance_sim, sim_step_wall_s),
             "forecast": (self.lease.gated(self._sim_paced(
@@ -191,6 +192,9 @@ class Demo:
             "reconcile": (self.lease.gated(self._sim_paced(runtime.tick, started_at,
                                                            reconcile_s)),
                           every_wall_s(reconcile_s)),
+            # db.retention_s by simulated time, every db.prune_interval_s of it
+            "store.prune": (self.lease.gated(self._sim_paced(runtime.prune, started_at, prune_s)),
+                            every_wall_s(prune_s)),
             "placement.follow": (JournalFollower(self.engine), FOLLOW_EVERY_S),  # wall time
         }
         scheduler = build_scheduler(jobs, start_at=None)
@@ -245,19 +249,18 @@ class Demo:
         return (self.runtime.clock.now() - self.sim_start_at).total_seconds() / 60
 
     def summary(self) -> DemoSummary:
-        counts = self.store.counts()
         tally = self.runtime.tally
         snapshot = self.runtime.cluster.snapshot()
         price = {p.name: p.price_per_gpu_hour for p in self.settings.pools}
         return DemoSummary(
-            ticks=counts["ticks"] - self._counts_at_start["ticks"],
+            ticks=self.runtime.ticks,
             sim_minutes=round(self.sim_minutes(), 2),
             sim_start_at=self.sim_start_at.isoformat(),
             models=len(self.runtime.specs),
             gpus=snapshot.gpus_ready(),
             gpus_peak=self.gpus_peak,
-            placements=counts["placements"] - self._counts_at_start["placements"],
-            forecasts=counts["forecasts"] - self._counts_at_start["forecasts"],
+            placements=self.runtime.placements,
+            forecasts=self.runtime.forecasts,
             served_share=round(tally.served_share, 5),
             short_model_minutes_pct=round(
                 100 * tally.short_model_s / tally.model_s if tally.model_s else 0.0, 3),

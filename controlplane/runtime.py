@@ -230,7 +230,12 @@ class SimRuntime:
         self.config = reconcile_config(settings, self.specs)
         self.tally = ServedTally()
         self._gpu_share = {s.name: gpu_share(s) for s in self.specs}
+        #: what this process ran: ticks, the placements they planned (a tick record's
+        #: placement rows) and the forecasts its refreshes stored (the store's counts fall once
+        #: it is pruned)
         self.ticks = 0
+        self.placements = 0
+        self.forecasts = 0
         #: called with every tick's report (e.g. ``ControlPlaneMetrics.record``)
         self.on_tick: Callable[[TickReport, bool], None] | None = None  # report, saved
         #: whether this process may write to the store now (it holds the store's fleet lease)
@@ -320,6 +325,8 @@ class SimRuntime:
         with self.lock:
             run = run_tick(self.deps, self.config)
             self.ticks += 1
+            if run.report.plan is not None and run.report.placement is not None:
+                self.placements += len(run.report.placement.segments)
         if self.on_tick is not None:
             self.on_tick(run.report, run.saved)
         return run.report
@@ -329,8 +336,10 @@ class SimRuntime:
         meanwhile stores nothing)."""
         with self.lock:
             now = self.clock.now()
-            return refresh_forecasts(self.store, self.store, now, self.settings,
+            made = refresh_forecasts(self.store, self.store, now, self.settings,
                                      fence=self.decisions.fence_token(now))
+            self.forecasts += len(made)
+            return made
 
     def prune(self) -> Pruned | None:
         with self.lock:
