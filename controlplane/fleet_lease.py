@@ -238,10 +238,14 @@ class FleetLease:
     def leads(self) -> bool:
         return self.elector.is_leader(self.clock.now())
 
-    def gated(self, job: Callable[[], object]) -> Callable[[], object]:
-        """``job`` as a scheduler job that runs (and writes) only while this process leads."""
+    def gated(self, job: Callable[[], object],
+              following: Callable[[], object] | None = None) -> Callable[[], object]:
+        """``job`` as a scheduler job that runs (and writes) only while this process leads;
+        ``following`` runs instead while it does not (e.g. dropping the leader's gauges)."""
         def run() -> object:
-            return job() if self.leads() else None
+            if self.leads():
+                return job()
+            return following() if following is not None else None
         return run
 
     def release(self) -> None:

@@ -107,7 +107,9 @@ def _run_sim(settings: Settings, store: Store, engine: PlacementEngine, console:
     scheduler = build_scheduler({
         "sim.advance": (lambda: runtime.follow_wall(clock.now()), 1.0),
         **forecast_jobs(settings, lease.gated(runtime.refresh_forecasts)),
-        "reconcile": (lease.gated(runtime.tick), settings.reconcile.interval_s),
+        # a process whose lease lapsed to another exports none of the fleet's gauges
+        "reconcile": (lease.gated(runtime.tick, following=None if metrics is None
+                                  else metrics.forget_fleet), settings.reconcile.interval_s),
         "store.prune": (lease.gated(runtime.prune), settings.db.prune_interval_s),
         "placement.follow": (JournalFollower(engine), FOLLOW_EVERY_S),
     })

@@ -19,6 +19,7 @@ from controlplane.domain.lease import (
     renewed_while_watched,
 )
 from controlplane.fleet_lease import (
+    FleetLease,
     FleetLeaseHeld,
     StoreLeaseElector,
     fleet_lease_timing,
@@ -218,3 +219,30 @@ def test_a_lease_written_over_by_another_holder_stops_the_gated_jobs_and_says_so
         lease.release()
     kept = leases.read_lease("sim-fleet")
     assert kept is not None and kept.holder == "other-host-9"  # not released by who lost it
+
+
+class _Toggled(AlwaysLeads):
+    """An elector whose leadership the test sets."""
+
+    def __init__(self) -> None:
+        self.leading = True
+
+    def is_leader(self, now: datetime) -> bool:
+        return self.leading
+
+
+def test_a_gated_job_runs_while_leading_and_its_following_job_once_the_lease_lapsed() -> None:
+    elector = _Toggled()
+    lease = FleetLease(elector, WallClock(), 60.0, "me")
+    ran: list[str] = []
+    job = lease.gated(lambda: ran.append("tick"), following=lambda: ran.append("forget"))
+    try:
+        job()
+        elector.leading = False
+        job()
+        job()
+        elector.leading = True
+        job()
+    finally:
+        lease.release()
+    assert ran == ["tick", "forget", "forget", "tick"]
