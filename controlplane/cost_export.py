@@ -34,10 +34,9 @@ from controlplane.domain.cost import (
     PriceTable,
     accrue,
     cost_per_million,
-    fleet_cost_rate,
 )
 from controlplane.domain.cost_gaps import UNRECORDED_AFTER_S, Span, unrecorded_spans
-from controlplane.domain.price_history import PriceHistory
+from controlplane.domain.price_history import PriceHistory, fleet_cost_rates
 
 OPENCOST_COLUMNS = (
     "Date", "Namespace", "ControllerKind", "ControllerName", "Pod", "Container", "Labels",
@@ -139,7 +138,8 @@ def showback(engine: Engine, prices: PriceTable | PriceHistory, since_at: dateti
              until_at: datetime, step_s: float = 60.0,
              gap_limit_s: float = UNRECORDED_AFTER_S) -> Showback:
     """Accrued cost per day and line over [since_at, until_at), sampling the plan in force every
-    ``step_s`` seconds at the prices in force then (a ``PriceTable``: those at every instant),
+    ``step_s`` seconds, priced as in force from each instant (a price change from its exact time,
+    ``fleet_cost_rates``; a ``PriceTable``: those at every instant),
     requests served per day and model, and the stretches longer than ``gap_limit_s`` with no
     plan recorded."""
     history = prices if isinstance(prices, PriceHistory) else PriceHistory.fixed(prices)
@@ -148,7 +148,7 @@ def showback(engine: Engine, prices: PriceTable | PriceHistory, since_at: dateti
                                        step_s)
     tenant_of = cost_reader.tenants(engine)
     snaps = cost_reader.snapshots(engine, samples, tenant_of)
-    accruals = accrue([(s.at, fleet_cost_rate(s, history.at(s.at))) for s in snaps], until_at)
+    accruals = accrue(fleet_cost_rates(snaps, history, until_at), until_at)
     requests: dict[tuple[str, str], float] = defaultdict(float)
     # the models billed in the window too: one since removed from the models table still served
     models = sorted(set(tenant_of) | {a.model for a in accruals

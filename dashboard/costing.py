@@ -24,6 +24,7 @@ from controlplane.domain.cost_gaps import (
     hours_per_day,
     unrecorded_spans,
 )
+from controlplane.domain.price_history import fleet_cost_rates
 from dashboard import queries as q
 from dashboard.context import TTL_S, engine_for
 
@@ -88,9 +89,8 @@ def cost_window(url: str, since_at: datetime, until_at: datetime, step_s: float,
     ticks = cost_reader.planned_ticks(engine, since_at, until_at)
     picks = cost_reader.sample_ticks(ticks, since_at, until_at, step_s)
     samples = cost_reader.samples_at(engine, picks, cost_reader.tenants(engine))
-    history = q.price_history(url)  # a past sample at the prices then in force
-    rated = [(s.snapshot.at, fleet_cost_rate(s.snapshot, history.at(s.snapshot.at)))
-             for s in samples]
+    # a past sample at the prices then in force, re-priced from each price change it holds over
+    rated = fleet_cost_rates([s.snapshot for s in samples], q.price_history(url), until_at)
     held = [*rated, (until_at, rated[-1][1])] if rated and rated[-1][0] < until_at else rated
     rates = pd.DataFrame(
         [(at, line.category.value, line.usd_per_hour) for at, lines in held for line in lines],

@@ -14,7 +14,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from controlplane.domain.cost import GpuPrice, PriceError, PriceTable
+from controlplane.domain.cost import (
+    CostLine,
+    FleetSnapshot,
+    GpuPrice,
+    PriceError,
+    PriceTable,
+    fleet_cost_rate,
+)
 from controlplane.domain.desired import PoolSpec
 
 _EARLIEST = datetime.min.replace(tzinfo=UTC)
@@ -54,10 +61,31 @@ class PriceHistory:
         """The prices in force at ``when``."""
         return self.tables[bisect.bisect_right(self.times, when)]
 
+    def changes_between(self, after_at: datetime, before_at: datetime) -> list[datetime]:
+        """The instants a price changed strictly after ``after_at`` and before ``before_at``."""
+        return self.times[bisect.bisect_right(self.times, after_at):
+                          bisect.bisect_left(self.times, before_at)]
+
     @staticmethod
     def fixed(table: PriceTable) -> PriceHistory:
         """``table`` at every instant (e.g. a what-if price table)."""
         return PriceHistory(table)
+
+
+def fleet_cost_rates(snapshots: Sequence[FleetSnapshot], history: PriceHistory,
+                     until_at: datetime) -> list[tuple[datetime, tuple[CostLine, ...]]]:
+    """Each sampled fleet's cost lines ($/h) at the prices in force at its instant, and again
+    from each price change inside the span it is held for (until the next sample, the last one
+    until ``until_at``), in time order: the sampled fleet holds between samples, its price does
+    not. ``accrue`` over them bills a price change from its exact time whatever the sampling
+    step; only the fleet's own changes between samples are approximated."""
+    ordered = sorted(snapshots, key=lambda s: s.at)
+    rates: list[tuple[datetime, tuple[CostLine, ...]]] = []
+    for i, snapshot in enumerate(ordered):
+        held_until = ordered[i + 1].at if i + 1 < len(ordered) else until_at
+        for at in (snapshot.at, *history.changes_between(snapshot.at, held_until)):
+            rates.append((at, fleet_cost_rate(snapshot, history.at(at))))
+    return rates
 
 
 def check_one_price_per_product(pools: Sequence[PoolSpec]) -> None:

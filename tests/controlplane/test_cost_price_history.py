@@ -91,3 +91,21 @@ def test_two_pools_of_one_product_at_one_price_record_it_once(store_url: str) ->
                          PoolSpec("a100-b", "A100-80GB", 8, 0, 4, 1.60)], T0)
     assert [(p.product, p.usd_per_gpu_hour)
             for p in cost_reader.configured_prices(store.engine)] == [("A100-80GB", 1.60)]
+
+
+@pytest.mark.parametrize("step_s", [60.0, 3600.0, 7200.0, 86400.0],
+                         ids=["1 min", "1 h", "2 h", "1 day"])
+def test_a_constant_fleet_bills_a_price_change_between_samples_exactly_at_any_step(
+        store_url: str, step_s: float) -> None:
+    """The price changes at 06:07:30 UTC, between samples at every step: the fleet sampled
+    before it holds, its price from the change on."""
+    store = Store.open(store_url, migrate=True)
+    store.upsert_prices(_l4(0.75), T0 - timedelta(hours=1))
+    store.save_tick(sample_tick_report())
+    changed_at = T0 + timedelta(hours=18, minutes=7, seconds=30)
+    store.upsert_prices(_l4(1.50), changed_at)
+    result = cost_export.showback(store.engine, cost_reader.price_history(store.engine), T0,
+                                  T0 + DAY, step_s=step_s)
+    before_h = (changed_at - T0) / timedelta(hours=1)
+    assert sum(a.usd for a in result.accruals) == pytest.approx(
+        8 * 0.75 * before_h + 8 * 1.50 * (24 - before_h), rel=1e-12)

@@ -1,0 +1,81 @@
+"""The dashboard's Cost page and `headroom cost export` bill the same window alike: a price
+change bills from its exact time whatever the sampling step.
+
+The store: 4 h of ticks every 5 min from 22:00 UTC (across midnight), an L4 pool of 2, 3, 1 and
+2 nodes x 4 GPUs in the four hours (changing on the hour, where every step samples), bert-embed
+serving 500 rps on one of its GPUs, and the L4 price changed from $0.80 to $1.60 at 23:37:30,
+between samples at every step."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from controlplane import cost_export, cost_reader
+from controlplane.domain.desired import PoolSpec
+from controlplane.domain.guards import GuardMemory
+from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
+from controlplane.domain.placement import FleetPlacement, PlacedSegment
+from controlplane.domain.plan import Plan
+from controlplane.domain.tick import TickReport, TickStatus
+from controlplane.sim.catalog import DEMO_MODELS
+from controlplane.store import Store
+from controlplane.store.engine import make_engine
+from dashboard import costing
+
+BERT = next(s for s in DEMO_MODELS if s.name == "bert-embed")
+SINCE_AT = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
+UNTIL_AT = SINCE_AT + timedelta(hours=4)  # the last tick
+TICK_S = 300
+NODES_BY_HOUR = (2, 3, 1, 2, 2)  # the last entry: the last tick's, held for no time
+PRICE_CHANGED_AT = SINCE_AT + timedelta(hours=1, minutes=37, seconds=30)
+EXACT_USD = (8 * 0.80 * 1 + 12 * 0.80 * (37.5 / 60) + 12 * 1.60 * (22.5 / 60)
+             + 4 * 1.60 * 1 + 8 * 1.60 * 1)
+PAGE_STEP_S = 120 * 60.0  # the page's default step (sampled finer in a window this short)
+
+
+def _l4(usd_per_gpu_hour: float) -> list[PoolSpec]:
+    return [PoolSpec("l4", "L4", 4, 0, 4, usd_per_gpu_hour)]
+
+
+def _tick(at: datetime, nodes: int) -> TickReport:
+    model = ObservedModel("bert-embed", 1, 0, 1, 500.0, 600.0)
+    observed = ObservedState(at, (ObservedPool("l4", "L4", 4, nodes, 0, nodes),), (), (model,))
+    placement = FleetPlacement(
+        revision=1,
+        segments=(PlacedSegment("bert-embed", "L4-0", "L4", "exclusive", "", 0, 0, 600.0),),
+        gpu_ids_by_product=(("L4", ("L4-0",)),), warm_pools=(), cost_per_hour=0.8, unplaced=())
+    return TickReport(at, at + timedelta(seconds=1), TickStatus.APPLIED, "", observed, (),
+                      placement, Plan(at, (), ()), (), GuardMemory(()))
+
+
+def _seed(url: str) -> None:
+    store = Store.open(url, migrate=True)
+    store.upsert_models([BERT])
+    store.upsert_prices(_l4(0.80), SINCE_AT - timedelta(hours=1))
+    store.upsert_prices(_l4(1.60), PRICE_CHANGED_AT)
+    at = SINCE_AT
+    while at <= UNTIL_AT:
+        report = _tick(at, NODES_BY_HOUR[int((at - SINCE_AT) / timedelta(hours=1))])
+        store.save_tick(report)
+        store.save_observed(report.observed)
+        at += timedelta(seconds=TICK_S)
+    store.engine.dispose()
+
+
+def test_the_cost_page_and_the_export_bill_a_price_change_between_samples_exactly(
+        store_url: str) -> None:
+    _seed(store_url)
+    window = costing.cost_window(store_url, SINCE_AT, UNTIL_AT, PAGE_STEP_S)
+    assert window.step_s == 1200.0  # 4 h / 12 samples: the price changes between two
+    page_usd = float(window.accruals["usd"].sum())
+    engine = make_engine(store_url)
+    history = cost_reader.price_history(engine)
+    at_page_step = cost_export.showback(engine, history, SINCE_AT, UNTIL_AT, window.step_s)
+    at_one_minute = cost_export.showback(engine, history, SINCE_AT, UNTIL_AT, 60.0)
+    engine.dispose()
+    assert round(page_usd, 2) == round(sum(a.usd for a in at_page_step.accruals), 2)
+    # the fleet changes only where both steps sample: only the price is between samples
+    assert round(page_usd, 2) == round(sum(a.usd for a in at_one_minute.accruals), 2)
+    assert page_usd == pytest.approx(EXACT_USD, rel=1e-12)
