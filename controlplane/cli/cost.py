@@ -22,6 +22,7 @@ from controlplane.cli.store_origin import DbOption, db_url_named, store_error_li
 from controlplane.cli.streams import usage_error
 from controlplane.cli.times import parse_utc
 from controlplane.domain import cost_gaps
+from controlplane.domain.cost import window_bounds
 from controlplane.settings import ConfigError
 from controlplane.store import StoreUnavailable
 from controlplane.store.configured import open_existing_store
@@ -59,17 +60,14 @@ def _store_files(url: str) -> dict[str, Path]:
 
 def _window(span: tuple[datetime, datetime], until: str | None,
             days: float) -> tuple[datetime, datetime]:
-    """[since, until) of the export: ``days`` long, ending at ``until`` (default: just after the
-    last tick), inside the store's ticks."""
+    """[since, until) of the export: ``days`` long, ending at ``until`` (default and latest: the
+    last tick), inside the store's ticks; the dashboard's Cost page window (``window_bounds``)."""
     first_at, last_at = span
-    end_at = last_at + timedelta(seconds=1)
-    if until is not None:
-        until_at = parse_utc(until, "--until")
-        if until_at <= first_at:
-            raise InputError(f"--until {until}: at or before the store's first tick "
-                             f"({first_at:%Y-%m-%d %H:%M:%S} UTC); nothing to export")
-        end_at = min(end_at, until_at)
-    return max(first_at, end_at - timedelta(days=days)), end_at
+    until_at = None if until is None else parse_utc(until, "--until")
+    if until_at is not None and until_at <= first_at:
+        raise InputError(f"--until {until}: at or before the store's first tick "
+                         f"({first_at:%Y-%m-%d %H:%M:%S} UTC); nothing to export")
+    return window_bounds(first_at, last_at, timedelta(days=days), until_at)
 
 
 @app.command("export")
@@ -107,6 +105,11 @@ def export(
                           markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(1)
         since_at, until_at = _window(span, until, days)
+        if since_at == until_at:  # one tick: cost accrues from one tick to the next
+            console.print(f"store {redact(url)} has one reconcile tick so far; cost accrues "
+                          "from one tick to the next: nothing to export yet",
+                          markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(1)
         result = cost_export.showback(engine, cost_reader.price_history(engine), since_at,
                                       until_at, step_s,
                                       cost_gaps.gap_limit_s(settings.reconcile.interval_s))

@@ -248,6 +248,17 @@ class CostAccrual:
     usd: float
 
 
+def window_bounds(first_at: datetime, last_at: datetime, length: timedelta,
+                  until_at: datetime | None = None) -> tuple[datetime, datetime]:
+    """[since, until) of a cost window ``length`` long ending at ``until_at`` (default and
+    latest: the last tick, ``last_at``) and starting no earlier than the first tick
+    (``first_at``): nothing is recorded outside the store's ticks. The dashboard's Cost page and
+    ``headroom cost export`` both take their window from here, so the same window counts the
+    same requests: the load observed at the last tick itself is past the window's end."""
+    end_at = last_at if until_at is None else min(last_at, until_at)
+    return max(first_at, end_at - length), end_at
+
+
 def _day_pieces(start_at: datetime, end_at: datetime) -> Iterable[tuple[datetime, datetime]]:
     cursor = start_at
     while cursor < end_at:

@@ -10,7 +10,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from controlplane.domain import cost_gaps
-from controlplane.domain.cost import cost_per_million
+from controlplane.domain.cost import cost_per_million, window_bounds
 from controlplane.settings import load_settings
 from dashboard import costing, widgets
 from dashboard import queries as q
@@ -43,8 +43,7 @@ def main() -> None:
     c1, c2 = st.columns(2)
     window = WINDOWS[c1.radio("Window", list(WINDOWS), index=1, horizontal=True)]
     step_min = STEPS_MIN[c2.radio("Sampling step", list(STEPS_MIN), index=2, horizontal=True)]
-    until_at = tick.started_at
-    since_at = max(tick.first_at, until_at - window)
+    since_at, until_at = window_bounds(tick.first_at, tick.started_at, window)
     gap_limit_s = cost_gaps.gap_limit_s(load_settings().reconcile.interval_s)
     window_cost = costing.cost_window(url, since_at, until_at, step_min * 60.0, gap_limit_s)
     rates, accruals, served = window_cost.rates, window_cost.accruals, window_cost.requests

@@ -1,5 +1,6 @@
 """The dashboard's Cost page and `headroom cost export` bill the same window alike: a price
-change bills from its exact time whatever the sampling step.
+change bills from its exact time whatever the sampling step, and both take the same default
+window (ending at the last tick).
 
 The store: 4 h of ticks every 5 min from 22:00 UTC (across midnight), an L4 pool of 2, 3, 1 and
 2 nodes x 4 GPUs in the four hours (changing on the hour, where every step samples), bert-embed
@@ -8,11 +9,16 @@ between samples at every step."""
 
 from __future__ import annotations
 
+import csv
+import io
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from controlplane import cost_export, cost_reader
+from controlplane.cli.cost import app as cost_app
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
@@ -64,6 +70,20 @@ def _seed(url: str) -> None:
     store.engine.dispose()
 
 
+def _csv_sums(text: str) -> tuple[float, float]:
+    """(TotalCost, Requests) summed over a showback CSV's rows."""
+    rows = list(csv.DictReader(io.StringIO(text)))
+    return (sum(float(r["TotalCost"]) for r in rows),
+            sum(float(r["Requests"]) for r in rows if r["Requests"]))
+
+
+def _export(tmp_path: Path, name: str, *args: str) -> tuple[float, float]:
+    out = tmp_path / name
+    result = CliRunner().invoke(cost_app, ["export", "--out", str(out), *args])
+    assert result.exit_code == 0, result.output
+    return _csv_sums(out.read_text())
+
+
 def test_the_cost_page_and_the_export_bill_a_price_change_between_samples_exactly(
         store_url: str) -> None:
     _seed(store_url)
@@ -79,3 +99,31 @@ def test_the_cost_page_and_the_export_bill_a_price_change_between_samples_exactl
     # the fleet changes only where both steps sample: only the price is between samples
     assert round(page_usd, 2) == round(sum(a.usd for a in at_one_minute.accruals), 2)
     assert page_usd == pytest.approx(EXACT_USD, rel=1e-12)
+
+
+def test_the_exports_default_window_is_the_cost_pages_and_counts_the_same_requests(
+        store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _seed(store_url)
+    monkeypatch.setenv("HEADROOM_DB__URL", store_url)
+    # the page's default window: 7 days ending at the last tick, from the first tick here
+    window = costing.cost_window(store_url, SINCE_AT, UNTIL_AT, PAGE_STEP_S)
+    page_usd, page_requests = _csv_sums(costing.export_csv(
+        store_url, window.accruals, SINCE_AT, UNTIL_AT, window.unrecorded))
+    export_usd, export_requests = _export(tmp_path, "default.csv")
+    assert export_requests == pytest.approx(page_requests, rel=1e-9)
+    assert export_requests == pytest.approx(500.0 * 4 * 3600, rel=1e-9)
+    assert round(export_usd, 2) == round(page_usd, 2) == round(EXACT_USD, 2)
+
+
+def test_the_export_of_a_store_with_one_tick_says_cost_accrues_from_the_next_and_writes_nothing(
+        store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = Store.open(store_url, migrate=True)
+    store.save_tick(_tick(SINCE_AT, 2))
+    store.engine.dispose()
+    monkeypatch.setenv("HEADROOM_DB__URL", store_url)
+    out = tmp_path / "one.csv"
+    result = CliRunner().invoke(cost_app, ["export", "--out", str(out)])
+    assert result.exit_code == 1
+    assert ("has one reconcile tick so far; cost accrues from one tick to the next: nothing to "
+            "export yet") in " ".join(result.output.split())
+    assert not out.exists()
