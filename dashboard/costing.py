@@ -4,7 +4,7 @@ read from the store, as DataFrames. Cached with the same TTL as the queries."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 import streamlit as st
@@ -76,6 +76,21 @@ def sampling_step_s(since_at: datetime, until_at: datetime, step_s: float) -> fl
     for its whole life at its first tick, when nothing may be billed yet (a $0.00 bill)."""
     span_s = (until_at - since_at).total_seconds()
     return max(1.0, min(step_s, span_s / MIN_SAMPLES))
+
+
+def export_args(until_at: datetime, window: timedelta, step_s: float) -> tuple[str, ...]:
+    """The options of ``headroom cost export`` that export the page's window (``window`` long,
+    ending at ``until_at``, both clipped to the store's ticks by ``window_bounds`` alike) at the
+    page's sampling step, so it reproduces the page's figures."""
+    until = until_at.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z"
+    return ("--until", until, "--days", _exact(window / timedelta(days=1)),
+            "--step-s", _exact(step_s))
+
+
+def _exact(value: float) -> str:
+    """``value`` as short as it reads back exactly: 7, 600, 599.9991666666667."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)

@@ -75,7 +75,10 @@ def main() -> None:
         total, float(served["served_requests"].sum()))), help="all dollars / requests served")
     st.caption(f"{costing.CONVENTION} The plan in force and each model's load are sampled "
                f"every {widgets.span_text(window_cost.step_s)} ({window_cost.samples} samples) "
-               "and held until the next sample; the CSV counts requests exactly.")
+               "and held until the next sample (a price change bills from its exact time); "
+               "the CSV counts requests exactly. `headroom cost export --out showback.csv "
+               f"{' '.join(costing.export_args(until_at, window, window_cost.step_s))}` (with "
+               "this dashboard's --db or --config) exports this window at this step.")
 
     left, right = st.columns(2)
     if accruals.empty:  # no chart of nothing (Altair cannot type an empty column)

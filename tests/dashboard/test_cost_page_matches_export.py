@@ -1,6 +1,6 @@
 """The dashboard's Cost page and `headroom cost export` bill the same window alike: a price
-change bills from its exact time whatever the sampling step, and both take the same default
-window (ending at the last tick).
+change bills from its exact time whatever the sampling step, both take the same default window
+(ending at the last tick), and the page names the export command that reproduces its figures.
 
 The store: 4 h of ticks every 5 min from 22:00 UTC (across midnight), an L4 pool of 2, 3, 1 and
 2 nodes x 4 GPUs in the four hours (changing on the hour, where every step samples), bert-embed
@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
 from controlplane import cost_export, cost_reader
@@ -30,6 +32,7 @@ from controlplane.store import Store
 from controlplane.store.engine import make_engine
 from dashboard import costing
 
+APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 BERT = next(s for s in DEMO_MODELS if s.name == "bert-embed")
 SINCE_AT = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
 UNTIL_AT = SINCE_AT + timedelta(hours=4)  # the last tick
@@ -127,3 +130,19 @@ def test_the_export_of_a_store_with_one_tick_says_cost_accrues_from_the_next_and
     assert ("has one reconcile tick so far; cost accrues from one tick to the next: nothing to "
             "export yet") in " ".join(result.output.split())
     assert not out.exists()
+
+
+def test_the_cost_page_names_the_export_command_that_reproduces_its_total(
+        store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _seed(store_url)
+    monkeypatch.setenv("HEADROOM_DB__URL", store_url)
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("views/cost.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    captions = " ".join(c.value for c in at.caption)
+    named = re.search(r"`headroom cost export --out showback\.csv ([^`]*)`", captions)
+    assert named is not None, captions
+    assert named.group(1) == "--until 2026-03-03T02:00:00Z --days 7 --step-s 1200"
+    page_total = next(str(m.value) for m in at.metric if m.label == "Total")
+    export_usd, _ = _export(tmp_path, "named.csv", *named.group(1).split())
+    assert f"${export_usd:,.2f}" == page_total
