@@ -4,9 +4,12 @@ Prometheus, a CSV trace or the store's observations; its report as a table or on
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
+import tempfile
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,7 +33,6 @@ from controlplane.forecast_job import (
     JobReport,
     Shard,
     run_job,
-    state_dir_problem,
 )
 from controlplane.settings import ConfigError, Settings, load_settings
 from controlplane.settings_cluster import PrometheusSettings
@@ -111,6 +113,11 @@ def run(
     A run that could not save the fitted state of some models in the state dir (disk full,
     read-only, quota) prints one error line naming the state dir and the OS error and exits 3
     (when no model failed): their forecasts are made and stored, but every run refits them.
+    A state dir the OS refuses to create or write at the start (read-only file system,
+    permission denied, disk full, quota, I/O error) is a warning: the run reads and saves no
+    state, fits every model (no fit budget: none would ever hold state), stores the forecasts
+    and exits 3 as above. A path that cannot be a directory (it, or a parent, is a file; too
+    long; a symlink loop) is refused before anything is fetched (exit 2).
     """
     try:
         settings = load_settings(config)
@@ -123,6 +130,7 @@ def run(
             state_dir=state_dir if state_dir is not None else fs.state_dir,
             fit_budget_s=fit_budget_s if fit_budget_s is not None else fs.fit_budget_s,
             state_retention_s=fs.state_retention_s)
+        state_path = job.state_dir
         if job.method not in METHODS:
             raise InputError(f"--method {job.method!r}: choose one of {', '.join(METHODS)}")
         source, now = _source(prometheus_url, settings, metric, query, models, csv,
@@ -131,10 +139,12 @@ def run(
         # checked before any fit, not after every model was fitted
         with db_url_named(settings) if store_url is None else nullcontext():
             sink = None if no_store else open_existing_store(settings.db, store_url)
-        problem = state_dir_problem(job.state_dir) if job.state_dir is not None else None
-        if problem is not None:
-            raise InputError(f"{'--state-dir' if state_dir else 'forecast.state_dir'} "
-                             f"{job.state_dir}: {problem}")
+        state_name = "--state-dir" if state_dir is not None else "forecast.state_dir"
+        unwritable = _unwritable_state_dir(job.state_dir, state_name)
+        if unwritable:  # no state read or saved: every model fits, none is deferred
+            print_warning(f"{state_name} {job.state_dir}: cannot write there ({unwritable}); "
+                          "every model is fitted without stored state, none is saved")
+            job = replace(job, state_dir=None, fit_budget_s=None)
         progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), console=err)
         bars: dict[str, Any] = {}
@@ -150,6 +160,9 @@ def run(
         finally:
             if bars:  # stop() prints a line break on a non-terminal, started or not
                 progress.stop()
+        if unwritable:
+            report_ = replace(report_, state_unsaved=len(report_.forecasts),
+                              state_error=unwritable)
     except (ForecasterError, ConfigError, StoreUnavailable, ValueError) as exc:
         raise usage_error(str(exc)) from exc
     except SQLAlchemyError as exc:
@@ -172,8 +185,7 @@ def run(
     for model, why in report_.failed.items():
         print_warning(f"model {model!r}: {why}")
     if report_.state_unsaved:
-        print_error(state_unsaved_line(report_, job.state_dir, "--state-dir" if state_dir
-                                       else "forecast.state_dir", stored=not no_store))
+        print_error(state_unsaved_line(report_, state_path, state_name, stored=not no_store))
     if report_.failed:
         raise typer.Exit(1)
     if report_.state_unsaved:
@@ -183,6 +195,34 @@ def run(
 #: ``forecast run``'s exit code when every model has a forecast but the fitted state of some
 #: could not be saved (1: some models have no forecast; 2: bad input)
 EXIT_STATE_UNSAVED = 3
+
+
+#: what the OS says of a state dir it will not write to, as of a disk that fills up during a
+#: run: a run goes on without stored state and exits 3. Any other error (a file where the
+#: directory or one of its parents should be, a name too long, a symlink loop) is a wrong path,
+#: refused before the run (exit 2).
+STATE_STORAGE_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC,
+                                  errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def _unwritable_state_dir(state_dir: Path | None, name: str) -> str:
+    """Why ``state_dir`` (created if missing, with its parents) takes no writes when the OS
+    refuses them (``STATE_STORAGE_ERRNOS``: the OS error), else ''. A path that cannot be a
+    writable directory whatever the storage is a config error (``InputError``)."""
+    if state_dir is None:
+        return ""
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=state_dir):
+            pass
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        if exc.errno in STATE_STORAGE_ERRNOS:
+            return why
+        if state_dir.exists() and not state_dir.is_dir():
+            why = "a file, not a directory"
+        raise InputError(f"{name} {state_dir}: cannot write there ({why})") from exc
+    return ""
 
 
 def state_unsaved_line(r: JobReport, state_dir: Path | None, name: str, stored: bool) -> str:

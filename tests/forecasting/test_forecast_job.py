@@ -316,13 +316,27 @@ def test_forecast_run_keeps_its_state_in_the_configured_state_dir_by_default(
     assert [p.name.split(".")[0] for p in (tmp_path / "configured").iterdir()] == ["x"]
 
 
-def test_a_state_dir_that_cannot_be_written_is_refused_before_any_fit(tmp_path: Path) -> None:
+def test_a_state_dir_under_a_file_is_a_config_error_refused_before_any_fit(
+        tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("")
     result = _run_csv(long_csv(tmp_path / "t.csv", {"x": diurnal(2, 600)}, 600), tmp_path,
                       "--state-dir", str(tmp_path / "a-file" / "state"))
     assert result.exit_code == 2
+    assert result.stdout == ""
     assert result.stderr == (f"error: --state-dir {tmp_path / 'a-file' / 'state'}: cannot write "
                              "there (Not a directory)\n")
+
+
+def test_a_state_dir_that_is_a_file_is_a_config_error_refused_before_any_fit(
+        tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    result = _run_csv(long_csv(tmp_path / "t.csv", {"x": diurnal(2, 600)}, 600), tmp_path,
+                      "--state-dir", str(tmp_path / "a-file"))
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == (f"error: --state-dir {tmp_path / 'a-file'}: cannot write there "
+                             "(a file, not a directory)\n")
+    assert (tmp_path / "a-file").read_text() == ""
 
 
 def _run_csv(path: Path, tmp_path: Path, *extra: str) -> Result:

@@ -5,6 +5,8 @@ state dir is a path under a regular file (the kernel refuses with ENOTDIR); for 
 checks its state dir before any fit, a subprocess runs with RLIMIT_FSIZE at 1 byte, so the
 check (an empty temp file) passes and every state file's write fails (EFBIG), as on a disk that
 fills up during a run. Python ignores SIGXFSZ, and the subprocess writes nothing else but pipes.
+A read-only state dir is a read-only bind mount in a mount namespace of the CLI's own
+(``unshare -m``, as root: the tests run as root), so the kernel refuses its writes with EROFS.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pytest
 from controlplane.forecast_job import JobConfig, run_job
 from controlplane.forecast_refresh import refresh_forecasts
 from controlplane.settings import load_settings
+from controlplane.store import Store
 from tests.forecasting.builders import diurnal, long_csv
 from tests.forecasting.test_forecast_job import MODELS, NOW, filled_store
 
@@ -114,3 +117,43 @@ def test_forecast_run_with_a_failed_model_on_a_full_disk_exits_1_and_still_names
     assert "warning: model 'neg':" in done.stderr
     assert f"error: --state-dir {tmp_path / 's'}: cannot save fitted state " \
            f"({os.strerror(errno.EFBIG)}) of 1 of 2 model(s)" in done.stderr
+
+
+#: ``headroom`` with the directory of its first argument bind-mounted read-only (in a mount
+#: namespace of its own, so the mount goes with the process)
+HEADROOM_ON_A_READ_ONLY_DIR = ["unshare", "-m", "sh", "-c",
+                               'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && '
+                               'shift && exec "$@"', "sh"]
+
+
+@pytest.mark.parametrize("state", ["ro", "ro/not-yet"], ids=["existing", "to-be-created"])
+def test_forecast_run_on_a_read_only_state_dir_stores_every_forecast_and_exits_3_naming_it(
+        tmp_path: Path, sqlite_url: str, state: str) -> None:
+    Store.open(sqlite_url, migrate=True)
+    (tmp_path / "ro").mkdir()
+    trace = long_csv(tmp_path / "t.csv", {"x": diurnal(3, 600), "y": diurnal(3, 600, seed=5)},
+                     600)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_")}
+    done = subprocess.run([
+        *HEADROOM_ON_A_READ_ONLY_DIR, str(tmp_path / "ro"), sys.executable, "-c",
+        "from controlplane.cli import main; main()", "forecast", "run", "--csv", str(trace),
+        "--store", sqlite_url, "--step", "10m", "--history", "3d", "--method", "level",
+        "--workers", "1", "--fit-budget-s", "0", "--state-dir", str(tmp_path / state),
+        "--json"], env={**env, "COLUMNS": "400"}, cwd=tmp_path, capture_output=True, text=True,
+        timeout=300)
+    assert done.returncode == 3, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["ok"] is False and doc["failed"] == {} and doc["forecasts"] == 2
+    assert doc["stored"] is True
+    assert doc["state_unsaved"] == 2 and doc["state_error"] == os.strerror(errno.EROFS)
+    assert doc["refits"] == 2 and doc["deferred"] == 0  # no state ever: no fit waits for one
+    assert sorted(Store.open(sqlite_url).latest_forecasts()) == ["x", "y"]
+    lines = done.stderr.splitlines()
+    assert lines[0] == (f"warning: --state-dir {tmp_path / state}: cannot write there "
+                        f"({os.strerror(errno.EROFS)}); every model is fitted without stored "
+                        "state, none is saved")
+    assert [line for line in lines if line.startswith("error:")] == [
+        f"error: --state-dir {tmp_path / state}: cannot save fitted state "
+        f"({os.strerror(errno.EROFS)}) of 2 of 2 model(s); their forecasts were stored, but "
+        "every run refits them until the state dir takes writes again"]
+    assert list((tmp_path / "ro").iterdir()) == []
