@@ -20,6 +20,7 @@ from k8s_harness import make_backend
 from pod_security import restricted_problems
 
 from controlplane.adapters.k8s.manifests import mig_parted_configs
+from controlplane.cli.forecast_run import EXIT_STATE_UNSAVED
 from controlplane.domain.mig_layout import layout_from_entries, layout_problems
 from controlplane.settings import load_settings
 from controlplane.sim.clock import VirtualClock
@@ -103,6 +104,46 @@ def test_the_forecast_cronjob_runs_one_shard_per_index_on_shared_writable_state(
     assert cron["spec"]["schedule"] == f"*/{int(interval_s // 60)} * * * *"
     assert cron["spec"]["concurrencyPolicy"] == "Forbid"
     assert job["activeDeadlineSeconds"] < interval_s  # a run ends before the next is due
+
+
+def _failed_pod_action(job: dict[str, Any], exit_code: int, container: str = "forecast",
+                       conditions: frozenset[str] = frozenset()) -> str:
+    """What the Job controller does with a failed pod of ``job`` whose ``container`` exited
+    with ``exit_code`` and which has the pod ``conditions`` (type, status True): the action
+    of the first ``podFailurePolicy`` rule that matches, else Count (the pod counts against
+    the backoff limit, per index with ``backoffLimitPerIndex``)."""
+    for rule in job.get("podFailurePolicy", {}).get("rules", []):
+        codes = rule.get("onExitCodes")
+        if codes is not None:
+            if codes.get("containerName", container) == container and exit_code != 0 and (
+                    (exit_code in codes["values"]) == (codes["operator"] == "In")):
+                return str(rule["action"])
+        elif any(p["type"] in conditions and p["status"] == "True"
+                 for p in rule["onPodConditions"]):
+            return str(rule["action"])
+    return "Count"
+
+
+def test_the_forecast_cronjob_fails_a_shard_at_once_on_the_exit_codes_a_retry_cannot_change(
+        ) -> None:
+    job = find("CronJob", "headroom-forecast")["spec"]["jobTemplate"]["spec"]
+    pod = job["template"]["spec"]
+    rules = job.get("podFailurePolicy", {}).get("rules", [])
+    for rule in rules:  # what the API server's validation demands
+        codes = rule.get("onExitCodes")
+        if codes is not None:
+            assert codes["containerName"] in {c["name"] for c in pod["containers"]}
+            assert codes["values"] == sorted(set(codes["values"])) and 0 not in codes["values"]
+    assert pod["restartPolicy"] == "Never"  # a podFailurePolicy needs it
+    assert job["backoffLimitPerIndex"] == 1  # FailIndex needs it; Count: one retry per shard
+    # 1: some model got no forecast (the others are stored); 2: bad config; 3: state not saved
+    for code in (1, 2, EXIT_STATE_UNSAVED):
+        assert _failed_pod_action(job, code) == "FailIndex", code
+    for code in (137, 139, 143):  # OOM-killed, a crash, SIGTERM: retried
+        assert _failed_pod_action(job, code) == "Count", code
+    for code in (1, 137):  # evicted or preempted: replaced, its retry kept
+        assert _failed_pod_action(job, code, conditions=frozenset({"DisruptionTarget"})) == (
+            "Ignore")
 
 
 def _pod_of(kind: str, name: str) -> dict[str, Any]:
