@@ -2,7 +2,10 @@
 
 The timeline has one row per minute and model with the DESIGN.md columns
 ``minute,model,demand_rps,ready_replicas,per_replica_rps,gpu_per_replica,gpus_billed``; minutes are
-UTC timestamps (``YYYY-MM-DD HH:MM:SS``). With several policies, ``T.csv`` becomes
+UTC timestamps (``YYYY-MM-DD HH:MM:SS``). Numbers are written so they read back exactly
+(``exact_text``): the page and the judge compare what they read, and ``summarize`` compares the
+unrounded values, so a rounded 40/3 rps would make 3 replicas short of 40 rps in the file only.
+With several policies, ``T.csv`` becomes
 ``T.<policy>.csv`` per policy. The summary recomputes the judge's headline numbers from the same
 rows.
 """
@@ -50,6 +53,13 @@ def check_not_inputs(out: Path, paths: Mapping[str, Path], inputs: Mapping[str, 
                                  "refusing to overwrite an input, write the timeline elsewhere")
 
 
+def exact_text(value: float) -> str:
+    """The shortest text that reads back as exactly ``value`` (``repr``), whole numbers without
+    ``.0``: 40/3 is ``13.333333333333334``, 8.0 is ``8``."""
+    text = repr(float(value))
+    return text.removesuffix(".0")
+
+
 def write_timeline(path: Path, run: PolicyRun) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as handle:
@@ -57,9 +67,9 @@ def write_timeline(path: Path, run: PolicyRun) -> None:
         writer.writerow(COLUMNS)
         for row in run.rows:
             writer.writerow((row.minute_at.strftime("%Y-%m-%d %H:%M:%S"), row.model,
-                             f"{row.demand_rps:.6g}", row.ready_replicas,
-                             f"{row.per_replica_rps:.6g}", f"{row.gpu_per_replica:.6g}",
-                             f"{row.gpus_billed:.6g}"))
+                             exact_text(row.demand_rps), row.ready_replicas,
+                             exact_text(row.per_replica_rps), exact_text(row.gpu_per_replica),
+                             exact_text(row.gpus_billed)))
 
 
 def summarize(run: PolicyRun, config: SimConfig) -> dict[str, Any]:
