@@ -37,7 +37,7 @@ def collect_sources(uploads: list[Upload], paths_text: str) -> list[tuple[str, b
     each file once; a folder without timelines or a file that cannot be read is an error line."""
     sources = [(f.name, f.getvalue()) for f in uploads]
     seen: set[Path] = set()
-    for raw in paths_text.replace(",", "\n").splitlines():
+    for raw in paths_text.splitlines():  # one per line: a comma may be part of a name
         path = Path(raw.strip()).expanduser()
         if not raw.strip():
             continue

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dashboard_support import write_timeline
+from dashboard_support import APP, write_timeline
+from streamlit.testing.v1 import AppTest
 
 from dashboard import whatif
 
@@ -78,3 +79,17 @@ def test_totals_too_large_to_add_up_are_an_error_naming_them_not_inf_dollars() -
     with pytest.raises(whatif.TimelineError, match=r"^policy huge: GPU-hours, dollars, demand, "
                                                    r"shortfall too large to add up"):
         whatif.summarize("huge", frame, usd_per_gpu_hour=1.0)
+
+
+def test_a_folder_with_a_comma_in_its_name_is_one_path_not_two(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "runs,2026"
+    folder.mkdir()
+    write_timeline(folder / "static.csv", minutes=30, replicas=6, gpus_billed=8)
+    monkeypatch.setenv("HEADROOM_DB__URL", f"sqlite:///{tmp_path / 'none.db'}")
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("views/whatif.py").run()
+    at.text_area[0].set_value(f"{folder}\n").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [e.value for e in at.error] == []
+    assert at.dataframe[0].value["policy"].tolist() == ["static"]
