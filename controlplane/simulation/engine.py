@@ -88,6 +88,10 @@ class MinuteRow:
     per_replica_rps: float
     gpu_per_replica: float
     gpus_billed: float
+    #: the model's GPU product, and the GPUs its node pool billed in the minute (warm pool and
+    #: provisioning nodes included): ``gpus_billed`` is their sum over the fleet's products
+    gpu_product: str
+    product_gpus_billed: float
 
 
 @dataclass(slots=True)
@@ -324,6 +328,7 @@ def run_policy(replay: DemandReplay, config: SimConfig, policy: ScalingPolicy,
     rows: list[MinuteRow] = []
     for minute in range(replay.trace.minutes):
         gpu_s = 0.0
+        product_gpu_s = dict.fromkeys((pool.product for pool in run.pools), 0.0)
         fewest = dict.fromkeys(names, math.inf)
         for k in range(ticks_per_minute):
             t_s = minute * 60 + k * options.tick_s
@@ -338,14 +343,17 @@ def run_policy(replay: DemandReplay, config: SimConfig, policy: ScalingPolicy,
                 fewest[name] = min(fewest[name], run.fleet.ready_replicas(name))
             gpu_s += run.fleet.billed_gpus() * options.tick_s
             for pool in run.pools:
+                pool_gpu_s = run.fleet.billed_gpus(pool.name) * options.tick_s
+                product_gpu_s[pool.product] += pool_gpu_s
                 hours = run.stats.gpu_hours_by_product
-                hours[pool.product] = hours.get(pool.product, 0.0) + (
-                    run.fleet.billed_gpus(pool.name) * options.tick_s / 3600)
+                hours[pool.product] = hours.get(pool.product, 0.0) + pool_gpu_s / 3600
         minute_at = replay.trace.minute_at(minute)
         for name in names:
+            product = shapes[name].product
             rows.append(MinuteRow(minute_at, name, replay.rate(name, minute), int(fewest[name]),
                                   run.fleet.idle_replicas(name), true_rps[name],
-                                  shapes[name].gpu_share, gpu_s / 60))
+                                  shapes[name].gpu_share, gpu_s / 60, product,
+                                  product_gpu_s[product] / 60))
         if on_minute is not None:
             on_minute(minute)
     return PolicyRun(policy.name, tuple(rows), run.stats, options.seed)

@@ -1,7 +1,8 @@
 """Timeline files and run summaries of ``headroom simulate``.
 
 The timeline has one row per minute and model with the DESIGN.md columns
-``minute,model,demand_rps,ready_replicas,per_replica_rps,gpu_per_replica,gpus_billed``; minutes are
+``minute,model,demand_rps,ready_replicas,per_replica_rps,gpu_per_replica,gpus_billed`` and then
+``gpu_product,product_gpus_billed`` (``PRODUCT_COLUMNS``); minutes are
 UTC timestamps (``YYYY-MM-DD HH:MM:SS``). Numbers are written so they read back exactly
 (``exact_text``): the page and the judge compare what they read, and ``summarize`` compares the
 unrounded values, so a rounded 40/3 rps would make 3 replicas short of 40 rps in the file only.
@@ -23,6 +24,10 @@ from controlplane.simulation.engine import PolicyRun
 
 COLUMNS = ("minute", "model", "demand_rps", "ready_replicas", "per_replica_rps",
            "gpu_per_replica", "gpus_billed")
+#: after the contract's columns: the model's GPU product and the GPUs that product's node pool
+#: billed in the minute (the same on every row of a minute and product; they add up to
+#: gpus_billed), so a reader can price each product's GPU-hours at its own price as cost_usd does
+PRODUCT_COLUMNS = ("gpu_product", "product_gpus_billed")
 _EPS = 1e-9
 
 
@@ -64,12 +69,13 @@ def write_timeline(path: Path, run: PolicyRun) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(COLUMNS)
+        writer.writerow(COLUMNS + PRODUCT_COLUMNS)
         for row in run.rows:
             writer.writerow((row.minute_at.strftime("%Y-%m-%d %H:%M:%S"), row.model,
                              exact_text(row.demand_rps), row.ready_replicas,
                              exact_text(row.per_replica_rps), exact_text(row.gpu_per_replica),
-                             exact_text(row.gpus_billed)))
+                             exact_text(row.gpus_billed), row.gpu_product,
+                             exact_text(row.product_gpus_billed)))
 
 
 def summarize(run: PolicyRun, config: SimConfig) -> dict[str, Any]:
@@ -84,8 +90,8 @@ def summarize(run: PolicyRun, config: SimConfig) -> dict[str, Any]:
     billed: dict[Any, float] = {r.minute_at: r.gpus_billed for r in rows}
     gpu_hours = sum(billed.values()) / 60
     lower = sum(r.demand_rps / r.per_replica_rps * r.gpu_per_replica for r in rows) / 60
-    cost = sum(hours * config.fleet.prices[product]
-               for product, hours in run.stats.gpu_hours_by_product.items())
+    by_product = run.stats.gpu_hours_by_product
+    cost = sum(hours * config.fleet.prices[product] for product, hours in by_product.items())
     return {
         "policy": run.policy, "seed": run.seed,
         "minutes": len(minutes), "model_minutes": len(rows),
@@ -98,6 +104,8 @@ def summarize(run: PolicyRun, config: SimConfig) -> dict[str, Any]:
         "gpu_hours_lower_bound": round(lower, 3),
         "gpu_hours_over_lower_bound": _ratio(gpu_hours, lower),
         "cost_usd": round(cost, 2),
+        "gpu_hours_by_product": {p: round(h, 3) for p, h in sorted(by_product.items())},
+        "usd_per_gpu_hour_by_product": {p: config.fleet.prices[p] for p in sorted(by_product)},
         "mean_idle_replicas": round(sum(r.idle_replicas for r in rows) / len(rows), 3)
         if rows else 0.0,
         "ticks": run.stats.ticks, "actions": run.stats.actions,

@@ -12,7 +12,7 @@ from simulate_support import MODELS_YAML, cli_app, write_models, write_trace
 from typer.testing import CliRunner
 
 COLUMNS = ["minute", "model", "demand_rps", "ready_replicas", "per_replica_rps",
-           "gpu_per_replica", "gpus_billed"]
+           "gpu_per_replica", "gpus_billed", "gpu_product", "product_gpus_billed"]
 FAST = ["--forecast-method", "persistence"]
 
 

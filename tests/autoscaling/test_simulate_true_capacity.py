@@ -141,5 +141,5 @@ def test_the_cli_option_corrects_the_predictive_policy_only_and_reports_the_valu
     assert "profile_rps_in_use" not in policies["reactive"]
     timeline = (tmp_path / "T.predictive.csv").read_text().splitlines()
     assert timeline[0] == ("minute,model,demand_rps,ready_replicas,per_replica_rps,"
-                           "gpu_per_replica,gpus_billed")
+                           "gpu_per_replica,gpus_billed,gpu_product,product_gpus_billed")
     assert timeline[1].split(",")[1:5:3] == ["chat/large", "1.2"]
