@@ -2,14 +2,17 @@
 minutes. Definitions match ``../shared/bench/sim_score.py``: a model-minute is short when
 ready_replicas x per_replica_rps < demand_rps; a minute is short when any model is; GPU-hours are
 gpus_billed per minute / 60 (taken once per minute when every row of a minute carries the same
-fleet-wide value, else summed over models). GPU-hours are priced at the store's configured price
-of the chosen product when it has one, else at the list price (``price_for``)."""
+fleet-wide value, else summed over models). A timeline with the ``gpu_product`` and
+``product_gpus_billed`` columns (``headroom simulate`` writes them) prices each product's GPU-hours
+at its own price, as the run's cost_usd does; an older one without them prices all its GPU-hours at
+one price. A price is the store's configured price of the product when it has one, else the list
+price (``price_for``)."""
 
 from __future__ import annotations
 
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +23,8 @@ from controlplane.domain.cost import GpuPrice, PriceTable
 
 REQUIRED = ("minute", "model", "demand_rps", "ready_replicas", "per_replica_rps", "gpus_billed")
 NUMERIC = REQUIRED[2:]
+#: optional: the model's GPU product and the GPUs that product billed in the minute
+PRODUCT_COLUMNS = ("gpu_product", "product_gpus_billed")
 EPS = 1e-9
 
 
@@ -35,8 +40,8 @@ def read_timelines(data: bytes, name: str) -> dict[str, pd.DataFrame]:
     """Parse and validate one CSV; a ``policy`` column splits it into one timeline per policy,
     otherwise the file name (without extension) labels it."""
     try:
-        frame = pd.read_csv(io.BytesIO(data), dtype={"model": str}, keep_default_na=False,
-                            na_values=[""])
+        frame = pd.read_csv(io.BytesIO(data), dtype={"model": str, "gpu_product": str},
+                            keep_default_na=False, na_values=[""])
     except (ValueError, UnicodeDecodeError) as error:
         raise TimelineError(f"{name}: not a CSV file ({error})") from None
     missing = [c for c in REQUIRED if c not in frame.columns]
@@ -45,7 +50,12 @@ def read_timelines(data: bytes, name: str) -> dict[str, pd.DataFrame]:
                             f"{','.join(REQUIRED)}[,gpu_per_replica]")
     if frame.empty:
         raise TimelineError(f"{name}: no rows")
-    for column in NUMERIC:
+    given = [c for c in PRODUCT_COLUMNS if c in frame.columns]
+    if given and len(given) < len(PRODUCT_COLUMNS):
+        (lone,) = given
+        raise TimelineError(f"{name}: column {lone} without "
+                            f"{next(c for c in PRODUCT_COLUMNS if c != lone)}; the two go together")
+    for column in [*NUMERIC, *(PRODUCT_COLUMNS[1:] if given else ())]:
         values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
         bad = ~np.isfinite(values) | (values < 0)
         if bad.any():
@@ -56,6 +66,11 @@ def read_timelines(data: bytes, name: str) -> dict[str, pd.DataFrame]:
     empty = (frame["model"].isna() | (frame["model"].astype(str).str.strip() == "")).to_numpy()
     if empty.any():
         raise TimelineError(f"{name}: line {_bad_line(empty)}: empty model")
+    if given:
+        unpriced = (frame["gpu_product"].isna()
+                    | (frame["gpu_product"].astype(str).str.strip() == "")).to_numpy()
+        if unpriced.any():
+            raise TimelineError(f"{name}: line {_bad_line(unpriced)}: empty gpu_product")
     frame["minute"] = _minutes(frame["minute"], name)
     label = Path(name).stem
     if "policy" in frame.columns:
@@ -104,6 +119,13 @@ class PolicyOutcome:
     gpu_hours: float
     usd: float
     billing: str  # "fleet" or "per-model"
+    #: each product's GPU-hours when the timeline names products (then each is priced at its
+    #: own price), else empty (all GPU-hours at one price)
+    gpu_hours_by_product: Mapping[str, float]
+
+    @property
+    def priced(self) -> str:
+        return "per product" if self.gpu_hours_by_product else "one price"
 
     @property
     def short_model_minutes_pct(self) -> float:
@@ -123,16 +145,53 @@ def billed_per_minute(frame: pd.DataFrame) -> tuple[pd.Series, str]:
     return by_minute.sum(), "per-model"
 
 
-def summarize(label: str, frame: pd.DataFrame, usd_per_gpu_hour: float) -> PolicyOutcome:
+def names_products(frame: pd.DataFrame) -> bool:
+    """Whether the timeline has the gpu_product and product_gpus_billed columns."""
+    return all(c in frame.columns for c in PRODUCT_COLUMNS)
+
+
+def products_of(frames: Sequence[pd.DataFrame]) -> list[str]:
+    """The GPU products the timelines that name products bill, sorted."""
+    return sorted({str(p) for f in frames if names_products(f) for p in f["gpu_product"]})
+
+
+def gpu_hours_by_product(frame: pd.DataFrame) -> dict[str, float]:
+    """Each product's GPU-hours: its product_gpus_billed taken once per minute, / 60; empty
+    for a timeline without the product columns."""
+    if not names_products(frame):
+        return {}
+    billed = frame.groupby(["minute", "gpu_product"])["product_gpus_billed"].first()
+    with np.errstate(over="ignore", invalid="ignore"):
+        return {str(product): float(gpus) / 60.0
+                for product, gpus in billed.groupby(level="gpu_product").sum().items()}
+
+
+def _checked_price(what: str, usd_per_gpu_hour: float) -> None:
     if not math.isfinite(usd_per_gpu_hour) or usd_per_gpu_hour < 0:
-        raise TimelineError(f"price: usd_per_gpu_hour must be >= 0, got {usd_per_gpu_hour!r}")
+        raise TimelineError(f"price: {what} must be >= 0, got {usd_per_gpu_hour!r}")
+
+
+def summarize(label: str, frame: pd.DataFrame, usd_per_gpu_hour: float,
+              usd_per_gpu_hour_by_product: Mapping[str, float] | None = None) -> PolicyOutcome:
+    """Short minutes, shortfall, GPU-hours and dollars of one policy. Dollars: each product's
+    GPU-hours at its price in ``usd_per_gpu_hour_by_product`` when that is given and the timeline
+    names products, else all GPU-hours at ``usd_per_gpu_hour``."""
+    _checked_price("usd_per_gpu_hour", usd_per_gpu_hour)
+    by_product = gpu_hours_by_product(frame) if usd_per_gpu_hour_by_product is not None else {}
+    prices = usd_per_gpu_hour_by_product or {}
+    for product in by_product:
+        if product not in prices:
+            raise TimelineError(f"policy {label}: no price for GPU product {product!r}")
+        _checked_price(f"usd_per_gpu_hour of {product}", prices[product])
     short = short_rows(frame)
     capacity = frame["ready_replicas"] * frame["per_replica_rps"]
     deficit = (frame["demand_rps"] - capacity).clip(lower=0).where(short, 0.0)
     billed, billing = billed_per_minute(frame)
     with np.errstate(over="ignore", invalid="ignore"):
         gpu_hours = float(billed.sum()) / 60.0
-        totals = {"GPU-hours": gpu_hours, "dollars": gpu_hours * usd_per_gpu_hour,
+        dollars = (sum(hours * prices[p] for p, hours in by_product.items()) if by_product
+                   else gpu_hours * usd_per_gpu_hour)
+        totals = {"GPU-hours": gpu_hours, "dollars": dollars,
                   "demand": float(frame["demand_rps"].sum()) * 60.0,
                   "shortfall": float(deficit.sum()) * 60.0}
     overflowed = [what for what, value in totals.items() if not math.isfinite(value)]
@@ -144,7 +203,8 @@ def summarize(label: str, frame: pd.DataFrame, usd_per_gpu_hour: float) -> Polic
         short_model_minutes=int(short.sum()),
         short_minutes=int(short.groupby(frame["minute"]).any().sum()),
         demand_requests=totals["demand"], shortfall_requests=totals["shortfall"],
-        gpu_hours=gpu_hours, usd=totals["dollars"], billing=billing)
+        gpu_hours=gpu_hours, usd=totals["dollars"], billing=billing,
+        gpu_hours_by_product=by_product)
 
 
 def minute_series(label: str, frame: pd.DataFrame) -> pd.DataFrame:
@@ -180,3 +240,28 @@ def price_products(configured: Sequence[GpuPrice]) -> list[str]:
     """Products to choose from: the listed ones, then any only the store prices."""
     listed = [p.product for p in PriceTable().prices]
     return [*listed, *sorted({p.product for p in configured} - set(listed))]
+
+
+def reported_cost_usd(document: object, timelines: Mapping[str, str]) -> dict[str, float]:
+    """The cost_usd a ``headroom simulate --json`` document reports, by the page's policy label:
+    a policy's summary goes to the timeline the document names for it (the same path, else the
+    only one of the same file name), else to the timeline labelled as the policy. ``timelines``:
+    the page's label -> the file it came from. Anything else in the document is ignored."""
+    if not isinstance(document, dict) or not isinstance(document.get("policies"), dict):
+        return {}
+    written = document.get("timelines")
+    written = written if isinstance(written, dict) else {}
+    found: dict[str, float] = {}
+    for policy, summary in document["policies"].items():
+        cost = summary.get("cost_usd") if isinstance(summary, dict) else None
+        if isinstance(cost, bool) or not isinstance(cost, int | float):
+            continue
+        path = written.get(policy)
+        same_path = [label for label, name in timelines.items() if name == path]
+        same_name = [label for label, name in timelines.items()
+                     if isinstance(path, str) and Path(name).name == Path(path).name]
+        label = (same_path[0] if len(same_path) == 1 else same_name[0] if len(same_name) == 1
+                 else str(policy) if policy in timelines else None)
+        if label is not None:
+            found[label] = float(cost)
+    return found

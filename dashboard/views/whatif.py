@@ -79,8 +79,8 @@ def store_prices() -> tuple[tuple[GpuPrice, ...], str]:
         return (), f"the store at {redact(url)} cannot be read ({error_line(error)})"
 
 
-def price_input() -> float:
-    configured, no_store = store_prices()
+def price_input(configured: tuple[GpuPrice, ...], no_store: str) -> float:
+    """One price for every GPU-hour of a timeline that does not name products."""
     products = whatif.price_products(configured)
     left, right = st.columns(2)
     choice = left.selectbox("Price the billed GPUs as", [*products, "custom"],
@@ -94,9 +94,32 @@ def price_input() -> float:
     return chosen.price.usd_per_gpu_hour
 
 
-def comparison(outcomes: list[whatif.PolicyOutcome]) -> pd.DataFrame:
+def product_prices(products: list[str], configured: tuple[GpuPrice, ...],
+                   no_store: str) -> dict[str, float]:
+    """A price per product named by the timelines: the store's configured price, else the list
+    price, which the user may override."""
+    st.markdown("**$ per GPU-hour of each GPU product** (timelines with a gpu_product column "
+                "price each product's GPU-hours at its own price, as `headroom simulate` prices "
+                "cost_usd)")
+    columns = st.columns(min(len(products), 4))
+    prices: dict[str, float] = {}
+    whys: list[str] = []
+    for i, product in enumerate(products):
+        chosen = whatif.price_for(product, configured, no_store)
+        prices[product] = float(columns[i % len(columns)].number_input(
+            f"{escape_markdown(product)} $ per GPU-hour", min_value=0.0,
+            value=chosen.price.usd_per_gpu_hour, step=0.1, format="%.3f",
+            key=f"usd-per-gpu-hour-{product}"))
+        whys.append(chosen.why)
+    st.caption(" ".join(escape_markdown(why) for why in whys) + " Edit a price to override it.")
+    return prices
+
+
+def comparison(outcomes: list[whatif.PolicyOutcome],
+               reported: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame([{
-        "policy": o.label, "$": round(o.usd, 2), "GPU-hours": round(o.gpu_hours, 2),
+        "policy": o.label, "$": round(o.usd, 2), "priced": o.priced,
+        "summary cost_usd": reported.get(o.label), "GPU-hours": round(o.gpu_hours, 2),
         "short minutes": o.short_minutes, "short model-minutes": o.short_model_minutes,
         "short model-minutes %": round(o.short_model_minutes_pct, 2),
         "shortfall % of demand": round(100 * o.shortfall_requests / o.demand_requests, 3)
@@ -111,16 +134,10 @@ def main() -> None:
     uploads = st.file_uploader("Timeline CSVs (and optional --json summaries)",
                                type=["csv", "json"], accept_multiple_files=True) or []
     paths_text = st.text_area("…or paths to files or folders (one per line)", height=70)
-    usd_per_gpu_hour = price_input()
     sources = collect_sources(list(uploads), paths_text)
-    if not sources:
-        st.info("Open one timeline per policy, e.g. `headroom simulate --policy predictive "
-                "--timeline-out predictive.csv ...` and the same for reactive and static.")
-        return
-    outcomes: list[whatif.PolicyOutcome] = []
-    series: list[pd.DataFrame] = []
+    configured, no_store = store_prices()
+    read: list[tuple[str, dict[str, pd.DataFrame]]] = []  # (file, its timelines by label)
     reported: dict[str, object] = {}
-    labelled_by: dict[str, str] = {}  # policy label -> the file it came from
     for name, data in sources:
         if name.endswith(".json"):
             try:
@@ -129,12 +146,26 @@ def main() -> None:
                 _error(f"{name}: not JSON ({error})")
             continue
         try:
-            timelines = whatif.read_timelines(data, name)
+            read.append((name, whatif.read_timelines(data, name)))
         except whatif.TimelineError as error:
             _error(str(error))
-            continue
+    frames = [frame for _, timelines in read for frame in timelines.values()]
+    products = whatif.products_of(frames)
+    by_product = product_prices(products, configured, no_store) if products else {}
+    usd_per_gpu_hour = 0.0  # unused when every timeline names its products
+    if not all(whatif.names_products(frame) for frame in frames) or not products:
+        usd_per_gpu_hour = price_input(configured, no_store)
+    one_price_note = st.empty()  # which timelines are priced at one price, once they are read
+    if not sources:
+        st.info("Open one timeline per policy, e.g. `headroom simulate --policy predictive "
+                "--timeline-out predictive.csv ...` and the same for reactive and static.")
+        return
+    outcomes: list[whatif.PolicyOutcome] = []
+    series: list[pd.DataFrame] = []
+    labelled_by: dict[str, str] = {}  # policy label -> the file it came from
+    for name, timelines in read:
         try:  # all of a file's policies or none of them
-            summaries = [(whatif.summarize(label, frame, usd_per_gpu_hour),
+            summaries = [(whatif.summarize(label, frame, usd_per_gpu_hour, by_product),
                           whatif.minute_series(label, frame))
                          for label, frame in timelines.items()]
         except whatif.TimelineError as error:
@@ -148,8 +179,31 @@ def main() -> None:
         labelled_by.update((outcome.label, name) for outcome, _ in summaries)
         outcomes.extend(outcome for outcome, _ in summaries)
         series.extend(minutes for _, minutes in summaries)
+    one_price = [o.label for o in outcomes if not o.gpu_hours_by_product]
+    if one_price and products:
+        one_price_note.caption(escape_markdown(
+            f"Priced at the one price above: {', '.join(one_price)} (no gpu_product column, "
+            "as in a timeline written before headroom simulate wrote one)."))
+    elif one_price:
+        one_price_note.caption(
+            "These timelines have no gpu_product column (written before `headroom simulate` "
+            "wrote one), so all their GPU-hours are priced at this one price; the run's "
+            "cost_usd prices each product at its own.")
+    costs: dict[str, float] = {}
+    for document in reported.values():
+        costs |= whatif.reported_cost_usd(document, labelled_by)
+    for outcome in outcomes:
+        cost = costs.get(outcome.label)
+        if cost is not None and abs(round(outcome.usd, 2) - cost) > 0.005:
+            why = ("the page prices a product differently from the run (the models file's "
+                   "fleet.prices, or a price edited here)" if outcome.gpu_hours_by_product else
+                   "this timeline has no gpu_product column, so the page prices all its "
+                   "GPU-hours at one price")
+            st.warning(escape_markdown(f"Policy {outcome.label}: the page's ${outcome.usd:,.2f} "
+                                       f"differs from the run's summary cost_usd ${cost:,.2f}: "
+                                       f"{why}."))
     if outcomes:
-        table = comparison(outcomes)
+        table = comparison(outcomes, costs)
         st.subheader("Dollars against short minutes")
         st.altair_chart(alt.Chart(table).mark_circle(size=160).encode(
             x=alt.X("short minutes:Q"), y=alt.Y("$:Q"), color="policy:N",

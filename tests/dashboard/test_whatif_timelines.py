@@ -42,6 +42,25 @@ def test_values_that_differ_within_a_minute_are_summed_per_model(tmp_path: Path)
     assert whatif.summarize("x", frame, 1.0).gpu_hours == pytest.approx(5 / 60)
 
 
+def test_each_products_gpu_hours_are_priced_at_its_own_price_when_the_timeline_names_them(
+        ) -> None:
+    text = ("minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed,gpu_product,"
+            "product_gpus_billed\n"
+            "0,a,1,1,1,10,A100-80GB,8\n0,b,1,1,1,10,L4,2\n0,c,1,1,1,10,L4,2\n"
+            "1,a,1,1,1,12,A100-80GB,8\n1,b,1,1,1,12,L4,4\n1,c,1,1,1,12,L4,4\n")
+    frame = whatif.read_timelines(text.encode(), "mixed.csv")["mixed"]
+    outcome = whatif.summarize("mixed", frame, 100.0, {"A100-80GB": 5.0, "L4": 1.0})
+    assert dict(outcome.gpu_hours_by_product) == pytest.approx({"A100-80GB": 16 / 60,
+                                                                "L4": 6 / 60})
+    assert outcome.usd == pytest.approx((16 * 5.0 + 6 * 1.0) / 60)
+    assert outcome.gpu_hours == pytest.approx(22 / 60)
+    assert outcome.priced == "per product"
+    assert whatif.summarize("mixed", frame, 2.0).usd == pytest.approx(22 / 60 * 2.0)
+    with pytest.raises(whatif.TimelineError,
+                       match=r"^policy mixed: no price for GPU product 'L4'$"):
+        whatif.summarize("mixed", frame, 1.0, {"A100-80GB": 5.0})
+
+
 def test_timestamps_in_the_minute_column_are_read_as_minutes() -> None:
     text = ("minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed\n"
             "2026-03-02T00:00:00Z,a,1,1,1,1\n2026-03-02T00:01:00Z,a,1,1,1,1\n")
@@ -59,7 +78,15 @@ def test_timestamps_in_the_minute_column_are_read_as_minutes() -> None:
      "0,a,1,1,1,1\n", r"bad\.csv: line 3: a second row"),
     ("minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed\n0.5,a,1,1,1,1\n",
      r"bad\.csv: line 2: minute"),
-], ids=["missing column", "negative demand", "empty model", "duplicate minute", "half minute"])
+    ("minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed,gpu_product\n"
+     "0,a,1,1,1,1,L4\n", r"bad\.csv: column gpu_product without product_gpus_billed"),
+    ("minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed,gpu_product,"
+     "product_gpus_billed\n0,a,1,1,1,1,,1\n", r"bad\.csv: line 2: empty gpu_product"),
+    ("minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed,gpu_product,"
+     "product_gpus_billed\n0,a,1,1,1,1,L4,x\n",
+     r"bad\.csv: line 2: product_gpus_billed must be a finite number >= 0"),
+], ids=["missing column", "negative demand", "empty model", "duplicate minute", "half minute",
+        "product without its GPUs", "empty product", "product GPUs not a number"])
 def test_bad_timelines_are_rejected_naming_file_line_and_column(text: str, message: str) -> None:
     with pytest.raises(whatif.TimelineError, match=message):
         whatif.read_timelines(text.encode(), "bad.csv")
