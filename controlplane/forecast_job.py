@@ -3,7 +3,7 @@
     models = source.model_names() filtered by the shard  ->  fetch each history (parent process)
     (a source that can, e.g. Prometheus, lists only the models with data in the history window)
       -> forecast in a process pool (one task per model; per-model fallback inside)
-      -> store all forecasts at once (sink.save_forecasts)
+      -> store the forecasts as they are made, in batches (sink.save_forecasts)
 
 Sharding (``Shard.parse("2/8")``) is by a stable hash of the model name, so a Kubernetes Indexed
 Job with ``--shard $(JOB_COMPLETION_INDEX)/N`` splits a fleet without coordination. With a state
@@ -16,9 +16,12 @@ Fallbacks are per model and recorded in ``Forecast.fallback_reason``: ``short_hi
 ``worse_than_baseline``, ``seasonal_fit_failed`` (level model without Prophet), ``fit_failed:<E>``
 (persistence), ``no_observations``, ``fit_deferred`` (persistence until a later run fits the
 model: the fit budget was spent). A model whose history cannot be fetched, or whose forecast
-raised or died with its worker process (e.g. killed out of memory), gets no forecast (never a
-made-up zero) and is listed in the report (the CLI exits 1); the others are stored. The control
-plane then treats its last forecast as stale. After a source that could not be reached or did
+raised or killed its worker process (e.g. out of memory: ``controlplane.forecast_pool`` retries
+the models beside it in a new pool), gets no forecast (never a made-up zero) and is listed in
+the report (the CLI exits 1); the others are stored. The control plane then treats its last
+forecast as stale. Forecasts are stored in batches as they are made (``STORE_BATCH`` forecasts,
+or ``STORE_EVERY_S`` seconds), so that a run killed part-way (out of memory, its deadline) keeps
+the forecasts it had made. After a source that could not be reached or did
 not answer in time (``SourceUnreachable``), the models after it are not asked, and are listed
 so: each would wait the source's whole timeout. A model whose fitted state cannot be written (disk
 full, read-only file system, quota) keeps its forecast, but is counted in
@@ -50,7 +53,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from controlplane.forecast_pool import ModelTask, compute_all
+from controlplane.forecast_pool import ModelResult, ModelTask, compute_all
 from controlplane.forecast_state import prune_state_dir
 from forecaster.api import stale_after_s
 from forecaster.errors import ForecasterError, SourceUnreachable
@@ -192,14 +195,14 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
             on_progress("fetch", i + 1, len(models))
     fetch_s = time.perf_counter() - fetch
     compute = time.perf_counter()
-    results, broken = compute_all(tasks, config.workers, config.fit_budget_s, on_progress)
+    batches = _Batches(sink, now)
+    results, broken = compute_all(tasks, config.workers, config.fit_budget_s, on_progress,
+                                  budget_from_s=wall, on_result=batches.add)
     failed.update(broken)
-    compute_s = time.perf_counter() - compute
+    batches.flush()
+    compute_s = time.perf_counter() - compute - batches.store_s
     forecasts = tuple(r.forecast for r in results)
-    store = time.perf_counter()
-    if sink is not None and forecasts:
-        sink.save_forecasts(forecasts, computed_at=now)
-    store_s = time.perf_counter() - store
+    store_s = batches.store_s
     pruned = 0
     if config.state_dir is not None:  # a source that lists no model may be down: keep state
         pruned = prune_state_dir(config.state_dir, config.shard, models,
@@ -217,6 +220,36 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
         fallbacks=dict(Counter(f.fallback_reason for f in forecasts if f.fallback_reason)),
         warnings=warnings, state_unsaved=len(unsaved), state_error=unsaved[0] if unsaved else "",
         pruned=pruned)
+
+
+#: forecasts are stored as they are made, in batches of this many at most, or of what this many
+#: seconds made: a run killed part-way (OOM, its deadline) keeps what it had made
+STORE_BATCH = 32
+STORE_EVERY_S = 5.0
+
+
+class _Batches:
+    """The run's forecasts on their way to ``sink`` (None: not stored), each saved once."""
+
+    def __init__(self, sink: ForecastSink | None, computed_at: datetime) -> None:
+        self.sink, self.computed_at = sink, computed_at
+        self.pending: list[Forecast] = []
+        self.saved_at_s = time.perf_counter()
+        self.store_s = 0.0  # spent saving
+
+    def add(self, result: ModelResult) -> None:
+        self.pending.append(result.forecast)
+        if (len(self.pending) >= STORE_BATCH
+                or time.perf_counter() - self.saved_at_s >= STORE_EVERY_S):
+            self.flush()
+
+    def flush(self) -> None:
+        started_s = time.perf_counter()
+        if self.sink is not None and self.pending:
+            self.sink.save_forecasts(tuple(self.pending), computed_at=self.computed_at)
+        self.pending = []
+        self.saved_at_s = time.perf_counter()
+        self.store_s += self.saved_at_s - started_s
 
 
 def _fetch(source: HistorySource, model: str, since_at: datetime, until_at: datetime,

@@ -6,7 +6,8 @@ stored one. A leader that stalls in a refresh (fits run for seconds to minutes; 
 frozen VM) could store its forecasts after another replica took over and stored newer ones: its
 older forecasts would then be the newest rows, the ones every tick sizes from until the next
 refresh. So the refresh takes its term's token (``store/tick_fence.py``) when it starts and
-stores under it; a refresh whose term ended meanwhile stores nothing (``forecast.fenced``).
+stores under it; a refresh whose term ended meanwhile stores nothing more (``forecast.fenced``;
+the job stores in batches, those saved while its term lasted stay).
 Scheduled ``headroom forecast run`` jobs lead nothing and store unfenced.
 """
 

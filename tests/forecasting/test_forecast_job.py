@@ -180,7 +180,7 @@ def test_a_stored_fit_of_the_wrong_shape_is_named_refitted_and_replaced_not_serv
     assert len(named) == 1 and str(misshapen) in named[0] and "refitting" in named[0]
 
 
-def test_a_worker_killed_mid_run_fails_its_models_by_name_and_the_others_are_stored(
+def test_a_worker_killed_mid_run_from_outside_costs_no_model_its_models_are_retried(
         sqlite_url: str) -> None:
     store = Store.open(sqlite_url, migrate=True)
     names = [f"model-{k:02d}" for k in range(24)]
@@ -203,11 +203,11 @@ def test_a_worker_killed_mid_run_fails_its_models_by_name_and_the_others_are_sto
     config = JobConfig(method="level", history_s=2 * 86_400, workers=2)
     report = run_job(store, store, NOW, config, kill_a_worker)
     assert killed and report.models == len(names)
-    assert report.failed, "the pool broke: some model must be listed as failed"
-    assert all("worker process ended abruptly" in why for why in report.failed.values())
-    made = sorted(f.series_id for f in report.forecasts)
-    assert sorted(made + list(report.failed)) == names
-    assert sorted(store.latest_forecasts()) == made  # the finished ones were stored
+    # the pool broke; a new one forecast the rest, and the models running in the killed one
+    # again one at a time: none of them kills its worker, so every model has its forecast
+    assert not report.failed
+    assert sorted(f.series_id for f in report.forecasts) == names
+    assert sorted(store.latest_forecasts()) == names
 
 
 class _HalfBroken:
