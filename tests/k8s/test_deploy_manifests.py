@@ -80,6 +80,8 @@ def test_the_forecast_cronjob_runs_one_shard_per_index_on_shared_writable_state(
     args = container["args"]
     assert args[:2] == ["forecast", "run"]
     assert args[args.index("--shard") + 1] == f"$(SHARD_INDEX)/{job['completions']}"
+    # the fits run in worker processes: one the OOM killer ends costs its own model only
+    assert int(args[args.index("--workers") + 1]) >= 2
     env = {e["name"]: e for e in container["env"]}
     assert env["SHARD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == (
         "metadata.annotations['batch.kubernetes.io/job-completion-index']")
