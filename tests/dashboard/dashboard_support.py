@@ -17,6 +17,11 @@ from sqlalchemy import func, select, update
 from sqlmodel import SQLModel
 from streamlit.testing.v1 import AppTest
 
+from controlplane.domain.guards import GuardMemory
+from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
+from controlplane.domain.placement import FleetPlacement, PlacedSegment
+from controlplane.domain.plan import Plan
+from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store
@@ -135,3 +140,19 @@ def seed_store_with_a_gap(url: str, down_for: timedelta,
                                         .where(ticks.c.started_at >= cut_at)).scalar_one()
     engine.dispose()
     return Gapped(url, gap_start_at.replace(tzinfo=UTC), gap_end_at.replace(tzinfo=UTC))
+
+
+def bert_on_one_l4_tick(at: datetime, nodes: int, demand_rps: float,
+                        measured: bool = True) -> TickReport:
+    """An applied tick of bert-embed on one GPU of an L4 pool of ``nodes`` x 4 GPUs, serving up
+    to 600 rps, its load ``demand_rps`` (unmeasured unless ``measured``: the loop then records
+    a placeholder 0)."""
+    model = ObservedModel("bert-embed", 1, 0, 1, demand_rps if measured else 0.0, 600.0,
+                          demand_measured=measured)
+    observed = ObservedState(at, (ObservedPool("l4", "L4", 4, nodes, 0, nodes),), (), (model,))
+    placement = FleetPlacement(
+        revision=1,
+        segments=(PlacedSegment("bert-embed", "L4-0", "L4", "exclusive", "", 0, 0, 600.0),),
+        gpu_ids_by_product=(("L4", ("L4-0",)),), warm_pools=(), cost_per_hour=0.8, unplaced=())
+    return TickReport(at, at + timedelta(seconds=1), TickStatus.APPLIED, "", observed, (),
+                      placement, Plan(at, (), ()), (), GuardMemory(()))

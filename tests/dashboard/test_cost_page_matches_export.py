@@ -16,17 +16,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from dashboard_support import bert_on_one_l4_tick
 from streamlit.testing.v1 import AppTest
 from typer.testing import CliRunner
 
 from controlplane import cost_export, cost_reader
 from controlplane.cli.cost import app as cost_app
 from controlplane.domain.desired import PoolSpec
-from controlplane.domain.guards import GuardMemory
-from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
-from controlplane.domain.placement import FleetPlacement, PlacedSegment
-from controlplane.domain.plan import Plan
-from controlplane.domain.tick import TickReport, TickStatus
+from controlplane.domain.tick import TickReport
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
 from controlplane.store.engine import make_engine
@@ -49,14 +46,7 @@ def _l4(usd_per_gpu_hour: float) -> list[PoolSpec]:
 
 
 def _tick(at: datetime, nodes: int) -> TickReport:
-    model = ObservedModel("bert-embed", 1, 0, 1, 500.0, 600.0)
-    observed = ObservedState(at, (ObservedPool("l4", "L4", 4, nodes, 0, nodes),), (), (model,))
-    placement = FleetPlacement(
-        revision=1,
-        segments=(PlacedSegment("bert-embed", "L4-0", "L4", "exclusive", "", 0, 0, 600.0),),
-        gpu_ids_by_product=(("L4", ("L4-0",)),), warm_pools=(), cost_per_hour=0.8, unplaced=())
-    return TickReport(at, at + timedelta(seconds=1), TickStatus.APPLIED, "", observed, (),
-                      placement, Plan(at, (), ()), (), GuardMemory(()))
+    return bert_on_one_l4_tick(at, nodes, 500.0)
 
 
 def _seed(url: str) -> None:

@@ -8,13 +8,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from dashboard_support import bert_on_one_l4_tick
 
 from controlplane.domain.cost import cost_per_million
-from controlplane.domain.guards import GuardMemory
-from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
-from controlplane.domain.placement import FleetPlacement, PlacedSegment
-from controlplane.domain.plan import Plan
-from controlplane.domain.tick import TickReport, TickStatus
+from controlplane.domain.tick import TickReport
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
 from dashboard import costing
@@ -30,15 +27,7 @@ BLIP_AT = SINCE_AT + timedelta(hours=1)  # a sampled instant (the window is samp
 def _tick(at: datetime, measured: bool) -> TickReport:
     """bert-embed on one L4 of a pool of 2 nodes x 4 GPUs; its load unmeasured unless
     ``measured`` (demand_rps then the loop's placeholder 0)."""
-    model = ObservedModel("bert-embed", 2, 0, 2, SERVED_RPS if measured else 0.0, 600.0,
-                          demand_measured=measured)
-    observed = ObservedState(at, (ObservedPool("l4", "L4", 4, 2, 0, 2),), (), (model,))
-    placement = FleetPlacement(
-        revision=1,
-        segments=(PlacedSegment("bert-embed", "L4-0", "L4", "exclusive", "", 0, 0, 600.0),),
-        gpu_ids_by_product=(("L4", ("L4-0",)),), warm_pools=(), cost_per_hour=0.8, unplaced=())
-    return TickReport(at, at + timedelta(seconds=1), TickStatus.APPLIED, "", observed, (),
-                      placement, Plan(at, (), ()), (), GuardMemory(()))
+    return bert_on_one_l4_tick(at, 2, SERVED_RPS, measured)
 
 
 def _store(url: str, unmeasured_at: datetime | None) -> None:
