@@ -51,6 +51,11 @@ def fresh() -> MigRelayout:
     return start_relayout("a100-1", "a100-80gb", "all-1g.10gb", TO, LAYOUT, T0, POLICY, "plan")
 
 
+def draining_until(deadline_at: datetime) -> MigRelayout:
+    """A fresh relayout in its drain, which times out at ``deadline_at``."""
+    return replace(fresh(), phase=RelayoutPhase.DRAIN, deadline_at=deadline_at)
+
+
 def test_happy_path_writes_the_config_at_the_cordon_and_labels_once_it_has_propagated(
 ) -> None:
     r = fresh()
@@ -156,8 +161,7 @@ def test_surge_that_never_arrives_aborts_without_touching_the_node() -> None:
 
 def test_a_blocked_eviction_waits_with_its_reason_and_a_drain_timeout_gives_back_the_node(
 ) -> None:
-    draining = replace(fresh(), phase=RelayoutPhase.DRAIN,
-                       deadline_at=T0 + timedelta(seconds=1200))
+    draining = draining_until(T0 + timedelta(seconds=1200))
     step = step_relayout(draining, view(cordoned=True), T0, POLICY)
     blocked = with_blocked_evictions(step.relayout, ("models/m-0",))
     assert blocked.phase is RelayoutPhase.DRAIN
@@ -240,7 +244,7 @@ def test_a_cordon_without_the_relayouts_marker_at_the_end_is_left_in_place() -> 
     rolling = replace(fresh(), phase=RelayoutPhase.AWAIT_ROLLBACK, alert="mig_config_failed")
     back = step_relayout(rolling, view(cordoned=True, mine=False, pods=()), T0, POLICY)
     assert back.relayout.phase is RelayoutPhase.ROLLED_BACK and back.effects == ()
-    draining = replace(fresh(), phase=RelayoutPhase.DRAIN, deadline_at=T0)
+    draining = draining_until(T0)
     late = step_relayout(draining, view(cordoned=True, mine=False), T0, POLICY)
     assert late.relayout.phase is RelayoutPhase.ABORTED and late.effects == ()
 
@@ -291,8 +295,7 @@ BARE_WHY = ("unmanaged_pods: research/notebook (no controller would recreate it;
 
 
 def test_a_drain_never_evicts_a_pod_without_a_controller_and_waits_naming_it() -> None:
-    draining = replace(fresh(), phase=RelayoutPhase.DRAIN,
-                       deadline_at=T0 + timedelta(seconds=1200))
+    draining = draining_until(T0 + timedelta(seconds=1200))
     step = step_relayout(draining, view(cordoned=True, pods=(POD, BARE)), T0, POLICY)
     assert step.relayout.phase is RelayoutPhase.DRAIN
     assert step.effects == ()  # not even the managed pod: an abort would move it for nothing
@@ -304,8 +307,7 @@ def test_a_drain_never_evicts_a_pod_without_a_controller_and_waits_naming_it() -
 
 def test_a_drain_an_unmanaged_pod_holds_past_its_deadline_aborts_uncordons_and_names_it(
 ) -> None:
-    draining = replace(fresh(), phase=RelayoutPhase.DRAIN,
-                       deadline_at=T0 + timedelta(seconds=1200))
+    draining = draining_until(T0 + timedelta(seconds=1200))
     late = step_relayout(draining, view(cordoned=True, pods=(BARE,)),
                          T0 + timedelta(seconds=1200), POLICY)
     assert late.relayout.phase is RelayoutPhase.ABORTED
@@ -333,8 +335,7 @@ KEPT_WHY = ("do_not_disrupt: models/m-1 (karpenter.sh/do-not-disrupt=true; remov
 
 
 def test_a_drain_never_evicts_a_pod_that_asks_not_to_be_disrupted_and_waits_naming_it() -> None:
-    draining = replace(fresh(), phase=RelayoutPhase.DRAIN,
-                       deadline_at=T0 + timedelta(seconds=1200))
+    draining = draining_until(T0 + timedelta(seconds=1200))
     step = step_relayout(draining, view(cordoned=True, pods=(POD, KEPT)), T0, POLICY)
     assert (step.relayout.phase, step.effects) == (RelayoutPhase.DRAIN, ())
     assert step.relayout.wait_reason == KEPT_WHY
