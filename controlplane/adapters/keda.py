@@ -148,6 +148,15 @@ def resolve_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+def _store_down(event: str, what: str, model: str, error: Exception) -> ScalerError:
+    """The store could not be read (logged as ``event``): UNAVAILABLE, an error KEDA counts
+    towards its ``fallback``, naming ``what`` was to be read for ``model`` and why."""
+    reason = error_line(error)
+    log.warning(event, extra={"model": model, "error": reason})
+    return ScalerError(grpc.StatusCode.UNAVAILABLE,
+                       f"{what} cannot be read for model {model!r}: {reason}")
+
+
 def _unknown_key(key: str) -> str:
     known = {name.lower(): name for name in METADATA_KEYS}
     close = difflib.get_close_matches(key.lower(), list(known), n=1, cutoff=0.6)
@@ -267,11 +276,8 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
             return self._recent_load.peak_rps_since(
                 query.model, now - timedelta(seconds=query.lookahead_s))
         except Exception as error:  # the store is down: as for the forecasts
-            reason = error_line(error)
-            log.warning("keda.observations_unread", extra={"model": query.model, "error": reason})
-            raise ScalerError(grpc.StatusCode.UNAVAILABLE,
-                              f"observed load cannot be read for model {query.model!r}: "
-                              f"{reason}") from None
+            raise _store_down("keda.observations_unread", "observed load", query.model,
+                              error) from None
 
     def _forecast(self, query: ScalerQuery) -> tuple[Forecast, datetime, float]:
         """The model's forecast if it may be served, now, and its highest quantile over
@@ -279,11 +285,7 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
         try:
             made = self._forecasts.latest_forecasts().get(query.model)
         except Exception as error:  # the store is down: an error KEDA counts to its fallback
-            reason = error_line(error)
-            log.warning("keda.forecasts_unread", extra={"model": query.model, "error": reason})
-            raise ScalerError(grpc.StatusCode.UNAVAILABLE,
-                              f"forecasts cannot be read for model {query.model!r}: "
-                              f"{reason}") from None
+            raise _store_down("keda.forecasts_unread", "forecasts", query.model, error) from None
         if made is None or not made.p90:
             raise ScalerError(grpc.StatusCode.NOT_FOUND, f"no forecast for model {query.model!r}")
         bad = next(((i, v) for i, pair in enumerate(zip(made.p50, made.p90, strict=True))
