@@ -120,6 +120,19 @@ class _Model(_Strict):
                              f"fastest is {fastest:g} ms): the fleet plan would never place it")
         return self
 
+    @model_validator(mode="after")
+    def _strict_has_a_point_without_mps(self) -> _Model:
+        # STRICT runs on a MIG instance or a whole GPU alone, so the fleet plan serves it only
+        # on points without MPS processes (DESIGN.md: sharing mode choice)
+        limit_ms = SLO_LATENCY_FRACTION * self.latency_slo_ms
+        if self.isolation is Isolation.STRICT and not any(
+                p.mps_processes <= 1 and p.latency_ms <= limit_ms for p in self.profile):
+            raise ValueError(f"profile: isolation strict runs without MPS, and no point with "
+                             f"mps_processes 1 has latency_ms within {SLO_LATENCY_FRACTION:g} "
+                             f"x latency_slo_ms {self.latency_slo_ms:g} = {limit_ms:g} ms: "
+                             "the fleet plan would never place it")
+        return self
+
 
 class _File(_Strict):
     models: list[_Model] = Field(min_length=1)

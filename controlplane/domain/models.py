@@ -68,8 +68,18 @@ class ModelSpec:
             if point.throughput_rps <= 0:
                 raise ValueError(f"model {self.name!r}: profile throughput_rps must be > 0")
 
+    def allowed_points(self) -> tuple[ProfilePoint, ...]:
+        """The profile points its isolation may run: STRICT runs on a MIG instance or a whole
+        GPU alone, so not its MPS points (``mps_processes`` > 1), as PlanFleet holds."""
+        if self.isolation is not Isolation.STRICT:
+            return self.profile
+        return tuple(p for p in self.profile if p.mps_processes <= 1)
+
     def best_point(self) -> ProfilePoint:
-        """The profile point with the highest throughput that meets 0.45 x the latency SLO."""
-        eligible = [p for p in self.profile if p.latency_ms <= 0.45 * self.latency_slo_ms]
-        candidates = eligible or list(self.profile)
+        """The profile point with the highest throughput that meets 0.45 x the latency SLO
+        among the points its isolation may run (a STRICT model with nothing but MPS points,
+        which PlanFleet leaves unplaced, is sized by those)."""
+        allowed = self.allowed_points() or self.profile
+        eligible = [p for p in allowed if p.latency_ms <= 0.45 * self.latency_slo_ms]
+        candidates = eligible or list(allowed)
         return max(candidates, key=lambda p: (p.throughput_rps, -p.compute_slices))

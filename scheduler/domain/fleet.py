@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scheduler.domain.cluster import product_key
 from scheduler.domain.fleet_greedy import pack_greedy
@@ -28,8 +28,10 @@ from scheduler.domain.fleet_options import (
     options_for,
     pool_infos,
 )
-from scheduler.domain.fleet_types import FleetPlan, FleetRequest, GpuAssignment, ProfilePoint
+from scheduler.domain.fleet_types import FleetPlan, FleetRequest, GpuAssignment, ModelDemand
 from scheduler.domain.milp import Milp, MilpSolver
+from scheduler.domain.model import Isolation
+from scheduler.domain.sharing import allows_mps
 from scheduler.domain.warm_pool import ServedModel, size_warm_pools
 
 DEFAULT_TIME_LIMIT_S = 10.0
@@ -63,7 +65,7 @@ def plan_fleet(request: FleetRequest, revision: int, previous: FleetPlan | None 
         elif usable:
             unplaced.append(f"{demand.model}: {POOL_TOO_SMALL}")
         else:
-            unplaced.append(f"{demand.model}: {_why_no_option(demand.profile, pools)}")
+            unplaced.append(f"{demand.model}: {_why_no_option(demand, pools)}")
     priors = prior_gpus(previous, pools)
     rates = {d.model: d.rate_rps for d in request.models}
     packing: Packing | None = None
@@ -131,7 +133,8 @@ def _short_of_rate(packing: Packing, rates: dict[str, float]) -> set[str]:
             if model not in packing.unplaced and capacity.get(model, 0.0) < rate * (1 - 1e-9)}
 
 
-def _why_no_option(profile: Sequence[ProfilePoint], pools: Sequence[PoolInfo]) -> str:
+def _why_no_option(demand: ModelDemand, pools: Sequence[PoolInfo]) -> str:
+    profile = demand.profile
     if not profile:
         return "no_profile (the model has no profile points)"
     if all(p.throughput_rps <= 0 for p in profile):
@@ -139,6 +142,11 @@ def _why_no_option(profile: Sequence[ProfilePoint], pools: Sequence[PoolInfo]) -
     products = {product_key(p.name) for p in pools}
     if not any(product_key(getattr(pt, "product", "")) in products for pt in profile):
         return "no_pool_for_profile (no pool offers a product the model was profiled on)"
+    if not allows_mps(demand.isolation) and options_for(
+            replace(demand, isolation=Isolation.TRUSTED), pools):
+        return (f"no_profile_for_isolation (isolation {demand.isolation.name} runs on a MIG "
+                "instance or a whole GPU without MPS, and every profiled shape that meets "
+                "latency <= 0.45 x latency_slo_ms on a pool product has mps_processes > 1)")
     return ("no_profile_meets_slo (no profiled shape has latency <= 0.45 x latency_slo_ms "
             "on a pool product with enough memory)")
 

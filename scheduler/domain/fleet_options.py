@@ -10,6 +10,7 @@ from scheduler.domain.catalog import GpuProduct, MigProfile
 from scheduler.domain.cluster import product_key
 from scheduler.domain.fleet_types import SLO_LATENCY_FRACTION, GpuPool, ModelDemand, ProfilePoint
 from scheduler.domain.mig import valid_size_mixes
+from scheduler.domain.sharing import allows_mps
 
 #: Segment size 0 = a whole GPU without MIG.
 WHOLE = 0
@@ -62,14 +63,18 @@ def pool_infos(pools: Sequence[GpuPool]) -> list[PoolInfo]:
 
 
 def options_for(demand: ModelDemand, pools: Sequence[PoolInfo]) -> list[SegmentOption]:
-    """Usable shapes of ``demand``: latency <= 0.45 x SLO, a pool of the point's product, a
-    segment size the product supports and enough memory; the best throughput per (pool, size)
-    (ties: lower latency, then smaller batch, then fewer processes)."""
+    """Usable shapes of ``demand``: latency <= 0.45 x SLO, no MPS processes unless its
+    isolation allows MPS (STRICT does not), a pool of the point's product, a segment size the
+    product supports and enough memory; the best throughput per (pool, size) (ties: lower
+    latency, then smaller batch, then fewer processes)."""
     limit = SLO_LATENCY_FRACTION * demand.latency_slo_ms
+    mps = allows_mps(demand.isolation)
     best: dict[tuple[int, int], SegmentOption] = {}
     keys = [product_key(p.name) for p in pools]
     for point in demand.profile:
         if point.throughput_rps <= 0 or point.latency_ms <= 0 or point.latency_ms > limit:
+            continue
+        if point.mps_processes > 1 and not mps:
             continue
         key = product_key(point.product)
         for k, info in enumerate(pools):

@@ -24,6 +24,13 @@ def share_mode(isolation: Isolation) -> SharingMode:
     return SharingMode.TIME_SLICING
 
 
+def allows_mps(isolation: Isolation) -> bool:
+    """Whether a workload of ``isolation`` may share its GPU or MIG instance through MPS (a
+    profile point with ``mps_processes`` > 1): STRICT runs alone on its MIG instance or GPU;
+    TRUSTED may, and so may NONE and UNSPECIFIED, which ask less of their neighbours."""
+    return isolation is not Isolation.STRICT
+
+
 def mig_memory_mib(product: GpuProduct, prof: MigProfile, gpu_total_mib: int = 0) -> int:
     """Memory of an instance of ``prof``: its profile's, but never more than its memory slices'
     share of ``gpu_total_mib``, the memory the GPU reports (0 = not known). Profile names

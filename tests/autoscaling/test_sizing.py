@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, decide
+from controlplane.autoscaling.live import live_models
 from controlplane.autoscaling.nodepools import (
     CLUSTER_GPU_BUDGET,
     clamp_nodes_to_budget,
@@ -37,6 +38,7 @@ from controlplane.domain.desired import (
     desired_state,
 )
 from controlplane.domain.guards import GuardLimits, GuardMemory
+from controlplane.domain.models import ColdStart, Engine, Isolation, ModelSpec, ProfilePoint
 from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
 from controlplane.domain.planner import plan
 from controlplane.sim.catalog import DEMO_MODELS
@@ -304,3 +306,18 @@ def test_no_node_the_budget_takes_away_holds_a_replica_the_budget_let_through(
     assert clamp_nodes_to_budget(desired, pools, cluster_budget) == desired
     for before, after in zip(requests, trimmed, strict=True):
         assert (after.reason != "") == (after != before)
+
+
+def test_the_live_loop_sizes_a_strict_model_by_its_points_without_mps() -> None:
+    # a whole A100 serves 60 rps alone or 240 rps under 8 MPS processes (1/8 GPU each)
+    profile = (ProfilePoint("A100-80GB", 0, 8, 1, 60.0, 20.0, 0),
+               ProfilePoint("A100-80GB", 0, 8, 8, 240.0, 40.0, 0))
+    specs = [ModelSpec(f"m-{iso.value}", "t", iso, Engine.VLLM, 100.0, profile,
+                       ColdStart(5.0, 10.0)) for iso in Isolation]
+    pools = (PoolSpec("a100", "A100-80GB", 8, 0, 10, 4.0),)
+    models = {m.spec.isolation: m for m in live_models(specs, pools, 120.0, 10.0)}
+    strict = models[Isolation.STRICT]
+    assert (strict.shape.per_replica_rps, strict.shape.gpu_share, strict.replica_usd_per_h) == (
+        60.0, 1.0, 4.0)
+    assert models[Isolation.TRUSTED].shape.per_replica_rps == 240.0
+    assert models[Isolation.NONE].shape.per_replica_rps == 240.0

@@ -57,6 +57,14 @@ def test_the_shipped_example_models_file_reads_as_the_specs_serve_manages() -> N
      "models[0] (llama-3-8b-chat): profile.0.batch_size: expected a number, got true"),
     ("name: resnet50", "name: llama-3-8b-chat",
      "models: duplicate name(s) ['llama-3-8b-chat']"),
+    # strict runs on a MIG instance or a whole GPU alone: its MPS points never serve it
+    ("batch_size: 8, throughput_rps: 20,\n         latency_ms: 800, memory_mib: 30000}\n"
+     "      - {product: L4, throughput_rps",
+     "batch_size: 8, mps_processes: 4, throughput_rps: 20,\n         latency_ms: 800, "
+     "memory_mib: 30000}\n      - {product: L4, mps_processes: 2, throughput_rps",
+     "models[0] (llama-3-8b-chat): profile: isolation strict runs without MPS, and no point "
+     "with mps_processes 1 has latency_ms within 0.45 x latency_slo_ms 2000 = 900 ms: the "
+     "fleet plan would never place it"),
     ("{product: L4,", "{product: L40,",
      "models[0] (llama-3-8b-chat): profile.1.product: unknown GPU product 'L40'; known: "
      "A100-40GB, A100-80GB,"),

@@ -60,6 +60,8 @@ def check_plan(plan: FleetPlan, req: FleetRequest) -> dict[str, float]:
             assert any(p.compute_slices == s.compute_slices and p.batch_size == s.batch_size
                        and p.mps_processes == s.mps_processes
                        and p.throughput_rps == s.throughput_rps for p in demand.profile)
+            if demand.isolation is Isolation.STRICT:  # MIG or a whole GPU, never MPS
+                assert s.mps_processes <= 1 and s.mode.value in ("exclusive", "mig"), s
             capacity[s.model] += s.throughput_rps
     placed = {u.split(":", 1)[0] for u in plan.unplaced}
     for m in req.models:

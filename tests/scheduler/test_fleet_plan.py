@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from fleet_builders import check_plan, demand, request
 
 from scheduler.domain.fleet import POOL_TOO_SMALL, plan_fleet
@@ -147,10 +148,55 @@ def test_warm_pools_cover_the_rise_during_a_cold_start() -> None:
 
 def test_strict_models_get_mig_instances_not_mps() -> None:
     strict = ModelDemand("s", "t", Isolation.STRICT, 100.0, 100.0,
-                         (ProfilePoint("A100-80GB", 2, 8, 2, 150.0, 10.0),), 0.0)
+                         (ProfilePoint("A100-80GB", 2, 8, 2, 150.0, 10.0),
+                          ProfilePoint("A100-80GB", 2, 8, 1, 60.0, 10.0)), 0.0)
     out = plan_fleet(request(strict), 1, solver=SOLVER)
-    (seg,) = out.plan.gpus[0].segments
-    assert seg.mode.value == "mig" and seg.mig_profile == "2g.20gb"
+    check_plan(out.plan, request(strict))
+    segments = [s for g in out.plan.gpus for s in g.segments]
+    assert [(s.mode.value, s.mig_profile, s.mps_processes, s.throughput_rps)
+            for s in segments] == [("mig", "2g.20gb", 1, 60.0)] * 2
+
+
+# a whole A100 serves 60 rps alone or 240 rps under 8 MPS processes; a 1g slice 10 or 40
+WHOLE_OR_MPS = (ProfilePoint("A100-80GB", 1, 8, 1, 10.0, 20.0),
+                ProfilePoint("A100-80GB", 1, 8, 4, 40.0, 30.0),
+                ProfilePoint("A100-80GB", 0, 8, 1, 60.0, 20.0),
+                ProfilePoint("A100-80GB", 0, 8, 8, 240.0, 40.0))
+
+
+def test_a_strict_model_counts_no_mps_throughput_towards_its_rate() -> None:
+    strict = ModelDemand("s", "t", Isolation.STRICT, 230.0, 100.0, WHOLE_OR_MPS, 0.0)
+    for solver in (SOLVER, None):
+        out = plan_fleet(request(strict), 1, solver=solver)
+        capacity = check_plan(out.plan, request(strict))
+        segments = [s for g in out.plan.gpus for s in g.segments]
+        assert all(s.mps_processes == 1 and s.mode.value in ("exclusive", "mig")
+                   for s in segments), segments
+        assert capacity["s"] >= 230.0 and out.plan.unplaced == ()
+        assert len(out.plan.gpus) == 4 and out.plan.cost_per_hour == 16.0
+
+
+@pytest.mark.parametrize("isolation", [Isolation.TRUSTED, Isolation.NONE],
+                         ids=["trusted", "none"])
+def test_trusted_and_none_models_still_share_a_gpu_through_mps(isolation: Isolation) -> None:
+    model = ModelDemand("m", "t", isolation, 230.0, 100.0, WHOLE_OR_MPS, 0.0)
+    out = plan_fleet(request(model), 1, solver=SOLVER)
+    check_plan(out.plan, request(model))
+    (gpu,) = out.plan.gpus
+    assert [(s.mode.value, s.mps_processes, s.throughput_rps) for s in gpu.segments] == [
+        ("mps", 8, 240.0)]
+
+
+def test_a_strict_model_profiled_only_under_mps_is_unplaced_naming_its_isolation() -> None:
+    only_mps = tuple(p for p in WHOLE_OR_MPS if p.mps_processes > 1)
+    strict = ModelDemand("s", "t", Isolation.STRICT, 30.0, 100.0, only_mps, 0.0)
+    for solver in (SOLVER, None):
+        out = plan_fleet(request(strict), 1, solver=solver)
+        assert out.plan.gpus == () and out.plan.warm_pools == ()
+        assert out.plan.unplaced == (
+            "s: no_profile_for_isolation (isolation STRICT runs on a MIG instance or a whole "
+            "GPU without MPS, and every profiled shape that meets latency <= 0.45 x "
+            "latency_slo_ms on a pool product has mps_processes > 1)",)
 
 
 def test_plans_are_deterministic() -> None:

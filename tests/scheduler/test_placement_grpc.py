@@ -130,6 +130,32 @@ def test_plan_fleet_stores_the_plan_with_a_new_revision(stub: pb_grpc.PlacementS
     assert stub.PlanFleet(_plan_request(), timeout=30).revision == 2
 
 
+def test_plan_fleet_serves_a_strict_model_without_mps_and_a_trusted_one_with_it(
+        stub: pb_grpc.PlacementStub) -> None:
+    # a whole A100 serves 60 rps alone or 240 rps under 8 MPS processes
+    points = [pb.ProfilePoint(product="A100-80GB", compute_slices=0, batch_size=8,
+                              mps_processes=n, throughput_rps=rps, latency_ms=20.0)
+              for n, rps in ((1, 60.0), (8, 240.0))]
+    plans = {}
+    for isolation in (pb.STRICT, pb.TRUSTED):
+        plan = stub.PlanFleet(pb.PlanFleetRequest(
+            models=[pb.ModelDemand(model="m", tenant="t", isolation=isolation, rate_rps=230.0,
+                                   latency_slo_ms=100.0, profile=points)],
+            pools=[pb.GpuPool(product="A100-80GB", max_gpus=10, price_per_gpu_hour=4.0)]),
+            timeout=30)
+        plans[isolation] = (plan.cost_per_hour, list(plan.unplaced), sorted(
+            (pb.SharingMode.Name(s.mode), s.mps_processes, s.throughput_rps)
+            for g in plan.gpus for s in g.segments))
+    assert plans[pb.STRICT] == (16.0, [], [("EXCLUSIVE", 1, 60.0)] * 4)
+    assert plans[pb.TRUSTED] == (4.0, [], [("MPS", 8, 240.0)])
+    only_mps = pb.ModelDemand(model="s", tenant="t", isolation=pb.STRICT, rate_rps=30.0,
+                              latency_slo_ms=100.0, profile=points[1:])
+    plan = stub.PlanFleet(pb.PlanFleetRequest(models=[only_mps], pools=[
+        pb.GpuPool(product="A100-80GB", max_gpus=10, price_per_gpu_hour=4.0)]), timeout=30)
+    assert not plan.gpus and [u.split(" ", 2)[:2] for u in plan.unplaced] == [
+        ["s:", "no_profile_for_isolation"]]
+
+
 def test_watch_plan_streams_every_newer_plan(stub: pb_grpc.PlacementStub) -> None:
     stream = stub.WatchPlan(pb.WatchPlanRequest(after_revision=0), timeout=30)
     stub.PlanFleet(_plan_request(), timeout=30)
