@@ -90,6 +90,13 @@ def why_not(cluster: Cluster, spec: WorkloadSpec, shape: Shape) -> Infeasible:
                               f"no GPU of the allowed products has {spec.gpu_memory_mib} MiB "
                               "of memory")
     where = f"on a node with {spec.cpu_milli} CPU milli and {spec.memory_mib} MiB memory free"
+    unknown = _unknown_memory_in_the_way(cluster, host, shape)
+    if unknown:
+        return Infeasible("gpu_memory_unknown",
+                          f"{unknown} GPU(s) of the allowed products have room for it {where} "
+                          "but report memory_mib 0 (not known) in the inventory snapshot, so "
+                          f"gpu_memory_mib {spec.gpu_memory_mib} cannot be checked against "
+                          "them; sync their memory_mib, or state gpu_memory_mib 0")
     if shape.mode is SharingMode.EXCLUSIVE:
         count = spec.num_gpu if spec.is_whole else 1
         return Infeasible("no_idle_gpus",
@@ -98,6 +105,34 @@ def why_not(cluster: Cluster, spec: WorkloadSpec, shape: Shape) -> Infeasible:
     return Infeasible("no_gpu_share_fits",
                       f"no GPU of the allowed products has {spec.gpu_milli} milli free in "
                       f"{shape.mode.value} mode {where}")
+
+
+def _unknown_memory_in_the_way(cluster: Cluster, host: BoolArray, shape: Shape) -> int:
+    """How many GPUs of unknown memory (memory_mib 0 in the snapshot) have room for a request
+    stating its GPU memory, when only their unknown memory keeps it from fitting: no node of
+    ``host`` fits it on GPUs of known, big enough memory, but one would if those GPUs' memory
+    were big enough (``idle_fits`` and ``share_fits`` require the memory known). 0 otherwise."""
+    if shape.mode is None or shape.gpu_memory_mib <= 0:
+        return 0
+    rows = np.flatnonzero(host)
+    free = cluster.free[rows]
+    known = cluster.gmem_known[rows]
+    if shape.mode is SharingMode.EXCLUSIVE:
+        room = free == WHOLE_GPU_MILLI
+        enough = known & (cluster.gmem_total[rows] >= shape.gpu_memory_mib)
+        count = shape.num_gpu
+    else:
+        mode = cluster.mode[rows]
+        room = ((free >= shape.gpu_milli) & ((mode == 0) | (mode == MODE_CODE[shape.mode]))
+                & (cluster.clients[rows] < MAX_CLIENTS_PER_GPU))
+        enough = known & (cluster.gmem_free[rows] >= shape.gpu_memory_mib)
+        count = 1
+    room &= cluster.product_mask(shape.gpu_products)[rows]
+    if ((room & enough).sum(axis=1) >= count).any():
+        return 0
+    if not ((room & (enough | ~known)).sum(axis=1) >= count).any():
+        return 0
+    return int((room & ~known).sum())
 
 
 def _product_list(spec: WorkloadSpec) -> str:

@@ -101,6 +101,37 @@ def test_stated_memory_needs_a_gpu_whose_memory_is_known() -> None:
         placer.place(work("a", milli=100, gpu_mem=1000))
 
 
+UNKNOWN_MEMORY = ("gpu_memory_unknown: {n} GPU(s) of the allowed products have room for it on a "
+                  "node with 1000 CPU milli and 1024 MiB memory free but report memory_mib 0 "
+                  "(not known) in the inventory snapshot, so gpu_memory_mib 1000 cannot be "
+                  "checked against them; sync their memory_mib, or state gpu_memory_mib 0")
+
+
+@pytest.mark.parametrize(("gpus", "milli", "isolation"), [
+    (1, 1000, Isolation.UNSPECIFIED), (2, 1000, Isolation.UNSPECIFIED),
+    (1, 300, Isolation.NONE), (1, 300, Isolation.TRUSTED), (1, 300, Isolation.STRICT),
+], ids=["whole-gpu", "two-gpus", "time-sliced-share", "mps-share", "strict-share"])
+def test_stated_memory_on_idle_gpus_of_unknown_memory_is_refused_as_unknown_not_as_busy(
+        gpus: int, milli: int, isolation: Isolation) -> None:
+    placer = OnlinePlacer([node("g1", gpus=2, product="G1")])
+    with pytest.raises(Infeasible) as err:
+        placer.place(work("w", gpus=gpus, milli=milli, gpu_mem=1000, isolation=isolation))
+    assert (err.value.reason, str(err.value)) == ("gpu_memory_unknown",
+                                                  UNKNOWN_MEMORY.format(n=2))
+
+
+def test_unknown_memory_is_the_reason_only_while_a_gpu_of_unknown_memory_has_room() -> None:
+    placer = OnlinePlacer([node("t4", gpus=1, gpu_mem=15_360), node("g1", gpus=1, product="G1")])
+    assert placer.place(work("on-t4", gpu_mem=1000)).node == "t4"  # the GPU of known memory
+    with pytest.raises(Infeasible) as err:
+        placer.place(work("w", gpu_mem=1000))
+    assert str(err.value) == UNKNOWN_MEMORY.format(n=1)
+    assert placer.place(work("on-g1")).node == "g1"  # no memory stated: G1 may take it
+    with pytest.raises(Infeasible) as err:
+        placer.place(work("w", gpu_mem=1000))
+    assert err.value.reason == "no_idle_gpus"
+
+
 def test_gpu_products_restrict_the_choice() -> None:
     placer = OnlinePlacer([node("t4"), node("v100", product="V100M32")])
     assert placer.place(work("v", products=frozenset({"v100-32gb"}))).node == "v100"

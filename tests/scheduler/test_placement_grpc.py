@@ -43,6 +43,20 @@ def test_infeasible_place_is_resource_exhausted_with_reason(stub: pb_grpc.Placem
     assert "no_idle_gpus" in (err.value.details() or "")
 
 
+def test_a_stated_gpu_memory_on_gpus_of_unknown_memory_is_refused_naming_that(
+        stub: pb_grpc.PlacementStub) -> None:
+    stub.SyncInventory(pb.SyncInventoryRequest(
+        nodes=[make_node("g", gpus=2, product="G1", gpu_memory_mib=0)]), timeout=5)
+    for milli in (1000, 300):
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Place(make_place(f"w{milli}", gpu_milli=milli, gpu_memory_mib=1000), timeout=5)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert (err.value.details() or "").startswith(
+            "gpu_memory_unknown: 2 GPU(s) of the allowed products have room for it"), (
+            err.value.details())
+    assert stub.Place(make_place("w"), timeout=5).binding.node == "g"
+
+
 def test_an_unserved_product_is_named_as_the_caller_spelled_it(
         stub: pb_grpc.PlacementStub) -> None:
     _sync(stub)
