@@ -15,6 +15,16 @@ models:
          latency_ms: 800, memory_mib: 30000}
 ```
 
+A point's ``throughput_rps`` is what one *segment* of its shape serves within the SLO: a MIG
+instance of ``compute_slices`` g (0 = a whole GPU) running ``mps_processes`` MPS processes at
+``batch_size``, all the processes together, as the placement API's ``ProfilePoint`` and PlanFleet
+(and ParvaGPU) count it. On a whole GPU shared by MPS each process is a replica of its own (a
+pod holding one of the GPU's ``mps_processes`` device-plugin shares), so a replica serves
+``throughput_rps / mps_processes`` on ``1 / mps_processes`` of the GPU: a point of 4 processes
+at 100 rps is sized as replicas of 25 rps, 4 to a GPU. A MIG instance runs one replica (its
+processes under its own MPS daemon) that serves all of ``throughput_rps``
+(``ProfilePoint.replica_rps``, ``replica_gpu_share``).
+
 The whole file is checked before anything is written: an impossible profile (a product not in
 the catalog, a MIG size the product does not offer, more memory than the slice holds, a
 throughput of 0) is an error naming the file, the model and the field (``ModelsFileError``)."""

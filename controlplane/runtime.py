@@ -58,7 +58,7 @@ def keda_servicer(settings: Settings, store: Store, clock: Clock,
     loop's hint lead: GetMetrics' own lookahead, ``keda_lookahead_s``, is KEDA's lead); the
     target is one replica's share, of the profile the loop sized the model with (corrected
     online where it was)."""
-    offline_rps = {s.name: s.best_point().throughput_rps for s in specs}
+    offline_rps = {s.name: s.best_point().replica_rps for s in specs}
     targets = CorrectedTargets(offline_rps, settings.reconcile.target_utilization, store, clock,
                                refresh_s=settings.reconcile.interval_s)
     forecasts = HintedForecasts(CalibratedForecasts(store, SqlForecastLedger(store.engine), clock,

@@ -78,9 +78,10 @@ def prometheus_source(settings: PrometheusSettings, url: str | None = None, *,
 
 
 def per_replica_rps(specs: Sequence[ModelSpec]) -> dict[str, float]:
-    """What one replica of each model serves: its best profile point, as the simulated fleet
-    counts capacity."""
-    return {s.name: s.best_point().throughput_rps for s in specs}
+    """What one replica of each model serves: its best profile point's ``replica_rps`` (one MPS
+    process's part of a segment shared by MPS), as the live sizing and the simulated fleet
+    count capacity."""
+    return {s.name: s.best_point().replica_rps for s in specs}
 
 
 class PrometheusLoad:

@@ -31,18 +31,17 @@ from controlplane.domain.placement import FleetPlacement
 
 
 def gpu_share(spec: ModelSpec) -> float:
-    """Fraction of one GPU a replica holds on its best slice: a MIG slice is g/7, an MPS
-    process 1/processes, else the whole GPU."""
-    point = spec.best_point()
-    if point.compute_slices:
-        return point.compute_slices / 7
-    return 1.0 / point.mps_processes if point.mps_processes > 1 else 1.0
+    """Fraction of one GPU a replica holds on its best slice (``ProfilePoint.replica_gpu_share``:
+    a MIG slice is g/7, an MPS process on a whole GPU 1/processes, else the whole GPU)."""
+    return spec.best_point().replica_gpu_share
 
 
 def live_models(specs: Sequence[ModelSpec], pools: Sequence[PoolSpec],
                 node_provision_p90_s: float, cached_start_p90_s: float
                 ) -> tuple[FleetModel, ...]:
-    """One ``FleetModel`` per spec: its best profile point as the replica shape, the price of
+    """One ``FleetModel`` per spec: its best profile point as the replica shape (what one
+    replica serves, ``replica_rps``: on a whole GPU shared by MPS one process's part of the
+    segment's throughput, as PlanFleet's segment runs one replica per process), the price of
     its GPU share on its product's pool, and the three live rungs."""
     price_by_product = {p.product: p.price_per_gpu_hour for p in pools}
     out = []
@@ -50,7 +49,7 @@ def live_models(specs: Sequence[ModelSpec], pools: Sequence[PoolSpec],
         point = spec.best_point()
         share = gpu_share(spec)
         price = price_by_product.get(point.product, 0.0) * share
-        shape = ReplicaShape(spec.name, spec.tenant, point.product, share, point.throughput_rps)
+        shape = ReplicaShape(spec.name, spec.tenant, point.product, share, point.replica_rps)
         rungs = (RungSpec(Rung.HOT, 0.0, price),
                  RungSpec(Rung.CACHED, cached_start_p90_s, price),
                  RungSpec(Rung.COLD, node_provision_p90_s + spec.cold_start.p90_s, 0.0))

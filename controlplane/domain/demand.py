@@ -308,7 +308,7 @@ class SliceReplicas:
 
     @property
     def capacity_rps(self) -> float:
-        return self.replicas * self.point.throughput_rps
+        return self.replicas * self.point.replica_rps
 
 
 def replicas_for(rate_rps: float, throughput_rps: float) -> int:
@@ -323,4 +323,4 @@ def replicas_for(rate_rps: float, throughput_rps: float) -> int:
 def slice_replicas(demand: Demand, spec: ModelSpec) -> SliceReplicas:
     """Replicas on the model's best slice type (highest throughput within 0.45 x its SLO)."""
     point = spec.best_point()
-    return SliceReplicas(spec.name, point, replicas_for(demand.rate_rps, point.throughput_rps))
+    return SliceReplicas(spec.name, point, replicas_for(demand.rate_rps, point.replica_rps))

@@ -26,17 +26,51 @@ class SharingMode(StrEnum):
     TIME_SLICING = "time_sliced"
 
 
+#: MIG compute slices of a whole GPU (A100, H100): a g-slice instance is g/7 of it
+GPU_COMPUTE_SLICES = 7
+
+
+def replicas_per_segment(compute_slices: int, mps_processes: int) -> int:
+    """Replicas (pods) that run one segment: a whole GPU shared by MPS runs one per MPS process
+    (the device plugin hands each pod one of ``mps_processes`` shares of the GPU); a MIG
+    instance runs one, its MPS processes under its own daemon, and a GPU alone runs one."""
+    return mps_processes if not compute_slices and mps_processes > 1 else 1
+
+
 @dataclass(frozen=True, slots=True)
 class ProfilePoint:
-    """Throughput of one replica (segment) of a model on one slice shape, within its latency SLO."""
+    """How a model serves on one segment shape (a MIG instance of ``compute_slices`` g, 0 = a
+    whole GPU, running ``mps_processes`` MPS processes at ``batch_size``), within its latency SLO.
+
+    ``throughput_rps`` is what the whole segment serves, all its MPS processes together (as
+    PlanFleet and ParvaGPU count it). A segment runs ``replicas_per_segment`` replicas, so one
+    replica serves ``replica_rps`` and holds ``replica_gpu_share`` of a GPU: every consumer that
+    sizes or counts replicas (the live sizing, KEDA, Prometheus capacity, the simulator) reads
+    these, never ``throughput_rps`` as a replica's."""
 
     product: str
     compute_slices: int  # MIG size in g; 0 = whole GPU
     batch_size: int
     mps_processes: int
-    throughput_rps: float
+    throughput_rps: float  # of one segment: all its MPS processes together
     latency_ms: float
     memory_mib: int
+
+    @property
+    def replicas_per_segment(self) -> int:
+        return replicas_per_segment(self.compute_slices, self.mps_processes)
+
+    @property
+    def replica_rps(self) -> float:
+        """What one replica serves within the SLO: the segment's throughput over its replicas."""
+        return self.throughput_rps / self.replicas_per_segment
+
+    @property
+    def replica_gpu_share(self) -> float:
+        """Fraction of one GPU a replica holds: a MIG instance of g slices is g/7, a whole GPU
+        shared by MPS 1/processes (one process), a GPU alone all of it."""
+        segment = self.compute_slices / GPU_COMPUTE_SLICES if self.compute_slices else 1.0
+        return segment / self.replicas_per_segment
 
 
 @dataclass(frozen=True, slots=True)

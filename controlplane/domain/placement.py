@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from controlplane.domain.models import replicas_per_segment
+
 
 @dataclass(frozen=True, slots=True)
 class PlacedSegment:
-    """One replica of a model on one GPU slice (a MIG instance, an MPS share or a whole GPU)."""
+    """One segment of a model on one GPU: a MIG instance or a whole GPU, alone or shared by its
+    ``mps_processes`` MPS processes; ``throughput_rps`` is what the whole segment serves."""
 
     model: str
     gpu_id: str
@@ -18,7 +21,15 @@ class PlacedSegment:
     mig_start: int
     compute_slices: int
     throughput_rps: float
-    mps_processes: int = 1  # MPS clients of the replica (device-plugin MPS on a whole GPU)
+    mps_processes: int = 1  # MPS processes of the segment (device-plugin MPS on a whole GPU)
+
+    @property
+    def replicas(self) -> int:
+        """Replicas (pods) the segment runs: one per MPS process on a whole GPU shared by MPS
+        (each holds one device-plugin share), else one."""
+        if self.mode != "mps":
+            return 1
+        return replicas_per_segment(self.compute_slices, self.mps_processes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +67,18 @@ class FleetPlacement:
         return sum(w.gpus for w in self.warm_pools if w.product == product)
 
     def replicas_for(self, model: str) -> int:
-        return sum(1 for s in self.segments if s.model == model)
+        """The model's replicas: one per segment, one per MPS process of an MPS-shared GPU."""
+        return sum(s.replicas for s in self.segments if s.model == model)
 
     def slices_for(self, model: str) -> tuple[PlannedSlice, ...]:
         """The slices the model's replicas are placed on, with how many on each (sorted)."""
-        placed = Counter((s.product, s.mode, s.mig_profile) for s in self.segments
-                         if s.model == model)
+        placed: Counter[tuple[str, str, str]] = Counter()
+        for s in self.segments:
+            if s.model == model:
+                placed[(s.product, s.mode, s.mig_profile)] += s.replicas
         return tuple(PlannedSlice(*key, replicas) for key, replicas in sorted(placed.items()))
 
     def capacity_rps_for(self, model: str) -> float:
+        """What the model's segments serve together (a segment's throughput is all of its
+        replicas')."""
         return sum(s.throughput_rps for s in self.segments if s.model == model)

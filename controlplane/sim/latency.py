@@ -1,6 +1,7 @@
 """How a simulated replica's latency grows with its load: an M/M/1-like queue.
 
-A model's profile point says it serves ``throughput_rps`` per replica within its latency SLO at
+A model's profile point says one replica serves ``replica_rps`` within its latency SLO (its
+segment's ``throughput_rps`` over the segment's replicas: one per MPS process on a whole GPU) at
 an unloaded latency of ``latency_ms``. Its replicas really serve ``true_throughput_factor`` x
 that (the simulator's ``sim.true_throughput_factor``; 1.0 = the profile is right). The mean
 latency at a load of ``demand_rps`` on ``ready`` replicas is
@@ -21,8 +22,8 @@ MIN_IDLE_SHARE = 0.05
 
 
 def true_capacity_rps(spec: ModelSpec, factor: float) -> float:
-    """What one replica really serves within the SLO."""
-    return spec.best_point().throughput_rps * factor
+    """What one replica really serves within the SLO (its share of its segment's throughput)."""
+    return spec.best_point().replica_rps * factor
 
 
 def mean_latency_ms(spec: ModelSpec, factor: float, demand_rps: float, ready: int) -> float | None:

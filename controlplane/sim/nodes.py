@@ -92,8 +92,6 @@ def instance_free_for(product: str, held: Sequence[str], bound: Sequence[Profile
 
 
 def replica_share(spec: ModelSpec) -> float:
-    """Fraction of one GPU a replica holds: a MIG slice is g/7, an MPS process 1/processes."""
-    point = spec.best_point()
-    if point.compute_slices:
-        return point.compute_slices / 7
-    return 1.0 / max(1, point.mps_processes) if point.mps_processes > 1 else 1.0
+    """Fraction of one GPU a replica holds (``ProfilePoint.replica_gpu_share``): a MIG slice is
+    g/7, an MPS process on a whole GPU 1/processes."""
+    return spec.best_point().replica_gpu_share

@@ -1,17 +1,22 @@
 """The control plane's PlanFleet request: pools as large as an operator configures them stay
-within what the placement API accepts; its inventory says what each GPU holds now."""
+within what the placement API accepts; its inventory says what each GPU holds now; the plan's
+segments become replicas (one per MPS process of an MPS-shared whole GPU)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from controlplane.adapters.placement import inventory_request, plan_request
+from controlplane.adapters.placement import LocalPlacementClient, inventory_request, plan_request
+from controlplane.domain.demand import Demand
 from controlplane.domain.desired import PoolSpec
+from controlplane.domain.models import ColdStart, Engine, Isolation, ModelSpec, ProfilePoint
 from controlplane.domain.observed import ObservedGpu, ObservedNode, ObservedState
+from controlplane.domain.placement import PlannedSlice
 from scheduler.convert import fleet_request_from_pb, nodes_from_pb
 from scheduler.domain.model import HeldInstance
 from scheduler.domain.validate import MAX_POOL_GPUS, validate_fleet_request, validate_nodes
+from scheduler.engine import PlacementEngine
 
 
 def test_a_pool_larger_than_the_api_accepts_is_offered_at_the_api_limit() -> None:
@@ -54,3 +59,36 @@ def test_the_inventory_carries_each_gpus_mig_instances_and_whole_gpus_in_use() -
         ("l4-3", 0): ((), True),
         ("l4-4", 0): ((), False),
     }
+
+
+def _trusted(name: str, point: ProfilePoint) -> ModelSpec:
+    return ModelSpec(name, "t", Isolation.TRUSTED, Engine.TRITON, 1000.0, (point,),
+                     ColdStart(10.0, 20.0))
+
+
+def test_a_whole_gpu_segment_of_four_mps_processes_runs_four_replicas_serving_it_together(
+) -> None:
+    # throughput_rps 100 is the segment's (all 4 processes), as PlanFleet counts it
+    spec = _trusted("m", ProfilePoint("L4", 0, 8, 4, 100.0, 100.0, 4000))
+    placement = LocalPlacementClient(PlacementEngine()).plan_fleet(
+        (Demand("m", 300.0, 300.0, 300.0, "forecast_p90"),), (spec,),
+        (PoolSpec("l4", "L4", 8, 0, 4, 0.8),))
+    assert [(s.mode, s.mps_processes, s.replicas) for s in placement.segments] == \
+        [("mps", 4, 4)] * 3
+    assert placement.gpus_for("L4") == 3
+    assert placement.capacity_rps_for("m") == 300.0
+    # one pod per MPS process, each asking for one of the GPU's 4 device-plugin shares
+    assert placement.replicas_for("m") == 12
+    assert placement.slices_for("m") == (PlannedSlice("L4", "mps", "", 12),)
+
+
+def test_a_mig_instance_shared_by_mps_runs_one_replica_serving_its_whole_throughput() -> None:
+    # a MIG instance's MPS processes run in its one pod under its own daemon
+    spec = _trusted("m", ProfilePoint("A100-80GB", 1, 8, 2, 50.0, 100.0, 4000))
+    placement = LocalPlacementClient(PlacementEngine()).plan_fleet(
+        (Demand("m", 100.0, 100.0, 100.0, "forecast_p90"),), (spec,),
+        (PoolSpec("a100", "A100-80GB", 8, 0, 4, 4.0),))
+    assert [(s.mode, s.mig_profile, s.mps_processes, s.replicas) for s in placement.segments] \
+        == [("mps", "1g.10gb", 2, 1)] * 2
+    assert placement.replicas_for("m") == 2
+    assert placement.capacity_rps_for("m") == 100.0

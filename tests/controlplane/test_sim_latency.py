@@ -9,11 +9,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from controlplane.domain.desired import PoolSpec
+from controlplane.domain.models import ColdStart, Engine, Isolation, ModelSpec, ProfilePoint
 from controlplane.runtime import SimRuntime
 from controlplane.settings import ConfigError, SimSettings, load_settings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.sim.cluster import SimCluster
-from controlplane.sim.latency import mean_latency_ms
+from controlplane.sim.latency import mean_latency_ms, true_capacity_rps
+from controlplane.sim.nodes import replica_share
 from controlplane.store import Store
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
@@ -65,3 +67,31 @@ def test_a_true_factor_for_a_model_the_simulated_fleet_does_not_run_is_refused()
     with pytest.raises(ConfigError, match=r"sim\.true_throughput_factor: no model "
                                           r"'mistral-7b-suport'"):
         SimRuntime(settings, Store.open("sqlite://", migrate=True), T0)
+
+
+# a whole L4 shared by 4 MPS processes that serve 100 rps together (the segment's throughput)
+MPS_4 = ModelSpec("mps-4", "t", Isolation.TRUSTED, Engine.TRITON, 500.0,
+                  (ProfilePoint("L4", 0, 8, 4, 100.0, 100.0, 4000),), ColdStart(0.0, 0.0))
+
+
+def test_a_replica_of_a_four_process_mps_segment_holds_and_serves_a_quarter_of_it() -> None:
+    assert replica_share(MPS_4) == 0.25
+    assert true_capacity_rps(MPS_4, 1.0) == 25.0
+    # the SLO is reached at a quarter of the segment's throughput per replica
+    assert mean_latency_ms(MPS_4, 1.0, 4 * 25.0, 4) == pytest.approx(500.0)
+
+
+def test_twelve_replicas_of_four_process_mps_segments_fill_three_gpus_and_serve_300_rps() -> None:
+    sim = SimSettings(node_provision_s=(0, 0), image_pull_s=(0, 0), weight_load_s=(0, 0),
+                      warmup_s=(0, 0))
+    cluster = SimCluster((PoolSpec("l4", "L4", 8, 0, 4, 0.8),), (MPS_4,),
+                         lambda _m, _at: 300.0, sim, T0)
+    cluster.set_size("l4", 1)
+    cluster.set_replicas(MPS_4.name, 12)
+    cluster.step(T0 + timedelta(seconds=1))
+    cluster.step(T0 + timedelta(seconds=20))
+    snapshot = cluster.snapshot()
+    model = snapshot.model(MPS_4.name)
+    assert model is not None and model.replicas_ready == 12
+    assert model.capacity_rps == pytest.approx(300.0)
+    assert [n.whole_gpus_in_use for n in snapshot.nodes] == [3]
