@@ -6,7 +6,8 @@ MIG geometry) solved through the ``MilpSolver`` port; a first-fit-decreasing gre
 fallback when no solver is given, it finds nothing in time, or its time-limited incumbent
 leaves more models short (or costs more) than the greedy packing:
 
-    minimise   sum price x GPUs + tiny x (new GPUs)  + big x (unplaced models)
+    minimise   sum price x GPUs + tiny x (new GPUs) + tinier x (segments of kept GPUs moved)
+               + big x (unplaced models)
     subject to segments of size g on pool p   <= instances of size g the chosen layouts offer
                sum throughput of a model's segments >= its rate (unless it is left unplaced)
                GPUs of a pool <= its max_gpus
@@ -20,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from scheduler.domain.cluster import product_key
 from scheduler.domain.fleet_greedy import pack_greedy
-from scheduler.domain.fleet_layout import Packing, PriorGpu, lay_out, prior_gpus
+from scheduler.domain.fleet_layout import Packing, PriorGpu, holdings, lay_out, prior_gpus
 from scheduler.domain.fleet_options import (
     WHOLE,
     PoolInfo,
@@ -46,6 +47,7 @@ class PlanOutcome:
     plan: FleetPlan
     solver_used: str  # "milp", "milp_time_limited", "greedy"
     relaid_out: int  # GPUs of the previous plan whose layout changed
+    moved: int = 0  # segments of the previous plan's GPUs kept as they were that changed
 
 
 def plan_fleet(request: FleetRequest, revision: int, previous: FleetPlan | None = None,
@@ -88,7 +90,7 @@ def plan_fleet(request: FleetRequest, revision: int, previous: FleetPlan | None 
     for model in sorted(set(packing.unplaced) | _short_of_rate(packing, planned)):
         unplaced.append(f"{model}: {POOL_TOO_SMALL}")
     isolation = {d.model: d.isolation for d in request.models}
-    gpus, relaid = lay_out(pools, packing, priors, isolation)
+    gpus, relaid, moved = lay_out(pools, packing, priors, isolation)
     served = _served(request, pools, gpus)
     room: dict[str, int] = {}
     for info in pools:
@@ -99,7 +101,7 @@ def plan_fleet(request: FleetRequest, revision: int, previous: FleetPlan | None 
     cost = sum(price.get(g.product, 0.0) for g in gpus) + sum(
         price.get(w.product, 0.0) * w.gpus for w in warm)
     plan = FleetPlan(revision, tuple(gpus), tuple(warm), round(cost, 6), tuple(unplaced))
-    return PlanOutcome(plan, used, relaid)
+    return PlanOutcome(plan, used, relaid, moved)
 
 
 def _rank(packing: Packing, rates: dict[str, float], pools: Sequence[PoolInfo],
@@ -160,6 +162,9 @@ def _build_milp(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption
     unit = max(top_price, 1.0)
     gpu_eps = 1e-3 * unit  # prefer fewer GPUs among equally priced plans
     new_eps = 1e-4 * unit  # prefer keeping the previous plan's layouts
+    # prefer keeping a kept GPU's segments (model, size, batch, MPS) where they are: below a
+    # layout kept (a kept GPU's segments, at most 7, weigh less than one re-laid-out GPU)
+    moved_eps = new_eps / 8
     big = 10.0 * sum((p.pool.price_per_gpu_hour + 1.0) * max(p.pool.max_gpus, 0)
                      for p in pools) + 1.0
     layout_vars: list[tuple[int, tuple[int, ...], int]] = []
@@ -176,6 +181,13 @@ def _build_milp(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption
             cap = max(1, math.ceil(rates[model] / opt.point.throughput_rps - 1e-9))
             seg_vars.append((opt, m.var(f"n[{model},{opt.pool},{opt.size}]", 0.0, upper=cap)))
     skip_vars = {model: m.var(f"u[{model}]", big, upper=1) for model in sorted(options)}
+    held = holdings(priors, [o for o, _ in seg_vars])
+    for (opt, var), counts in zip(seg_vars, held, strict=True):
+        if counts:  # moved >= this option's segments on the GPUs kept - the option's segments
+            moved = m.var(f"moved[{opt.model},{opt.pool},{opt.size}]", moved_eps,
+                          upper=float(sum(counts.values())))
+            m.row({moved: 1.0, var: 1.0,
+                   **{keep_vars[k]: -float(c) for k, c in counts.items()}}, lower=0.0)
     sizes = sorted({(o.pool, o.size) for o, _ in seg_vars})
     for pool, size in sizes:
         row: dict[int, float] = {v: 1.0 for o, v in seg_vars if (o.pool, o.size) == (pool, size)}

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from scheduler.domain.catalog import MigProfile
 from scheduler.domain.cluster import product_key
 from scheduler.domain.fleet_options import WHOLE, PoolInfo, SegmentOption
-from scheduler.domain.fleet_types import FleetPlan, GpuAssignment, Segment
+from scheduler.domain.fleet_types import FleetPlan, GpuAssignment, ProfilePoint, Segment
 from scheduler.domain.mig import MigInstance, is_valid_layout, solve_layout
 from scheduler.domain.model import Isolation, SharingMode
 
@@ -22,6 +22,9 @@ class PriorGpu:
     pool: int
     sizes: tuple[int, ...]  # descending
     instances: tuple[tuple[int, int, str], ...]  # (size, start, model)
+    #: (size, start, model, batch, MPS processes) of each segment; batch and processes 0 = not
+    #: known (a prior taken from the inventory)
+    segments: tuple[tuple[int, int, str, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +35,31 @@ class Packing:
     kept: tuple[str, ...]  # previous GPU ids kept with their layout
     segments: tuple[tuple[SegmentOption, int], ...]  # (shape, count)
     unplaced: frozenset[str]
+
+
+def holdings(priors: Sequence[PriorGpu], options: Sequence[SegmentOption]
+             ) -> list[dict[int, int]]:
+    """Per option: the prior GPUs (index into ``priors``) with segments that are that option
+    as it is (same pool, model, size, batch and MPS processes), and how many each has; those
+    stay where they are on a GPU kept when the plan wants that many of the option."""
+    by_key: dict[tuple[int, str, int], list[tuple[int, int, int]]] = {}
+    for k, gpu in enumerate(priors):
+        for size, _, model, batch, mps in gpu.segments:
+            by_key.setdefault((gpu.pool, model, size), []).append((k, batch, mps))
+    out: list[dict[int, int]] = []
+    for opt in options:
+        counts: dict[int, int] = {}
+        for k, batch, mps in by_key.get((opt.pool, opt.model, opt.size), []):
+            if _same_shape((batch, mps), opt.point):
+                counts[k] = counts.get(k, 0) + 1
+        out.append(counts)
+    return out
+
+
+def _same_shape(before: tuple[int, int], now: ProfilePoint | Segment) -> bool:
+    """Whether a prior segment's (batch, MPS processes) is ``now``'s (0 = not known: any)."""
+    batch, mps = before
+    return batch in (0, now.batch_size) and mps in (0, now.mps_processes)
 
 
 def prior_gpus(previous: FleetPlan | None, pools: Sequence[PoolInfo]) -> list[PriorGpu]:
@@ -50,7 +78,9 @@ def prior_gpus(previous: FleetPlan | None, pools: Sequence[PoolInfo]) -> list[Pr
         sizes = tuple(sorted((size for size, _, _ in inst), reverse=True))
         if sizes not in pools[k].layouts:
             continue
-        out.append(PriorGpu(gpu.gpu_id, k, sizes, inst))
+        segments = tuple(sorted((s.compute_slices, s.mig_start, s.model, s.batch_size,
+                                 s.mps_processes) for s in gpu.segments))
+        out.append(PriorGpu(gpu.gpu_id, k, sizes, inst, segments))
     return out
 
 
@@ -77,10 +107,12 @@ class _Gpu:
 
 
 def lay_out(pools: Sequence[PoolInfo], packing: Packing, priors: Sequence[PriorGpu],
-            isolation: dict[str, Isolation]) -> tuple[list[GpuAssignment], int]:
-    """Concrete GPUs for ``packing``; also returns how many previous GPUs were re-laid out."""
+            isolation: dict[str, Isolation]) -> tuple[list[GpuAssignment], int, int]:
+    """Concrete GPUs for ``packing``; also returns how many previous GPUs were re-laid out
+    and how many segments of the GPUs kept as they were do not stay where they were."""
     out: list[GpuAssignment] = []
     relaid = 0
+    moved = 0
     taken_ids = {g.gpu_id for g in priors}
     for k, info in enumerate(pools):
         mine = [g for g in priors if g.pool == k]
@@ -107,9 +139,19 @@ def lay_out(pools: Sequence[PoolInfo], packing: Packing, priors: Sequence[PriorG
                     taken_ids.add(gpu_id)
                 gpus.append(_Gpu(gpu_id, list(zip(layout, starts, strict=True)), before, []))
         _fill(info, gpus, [(o, c) for o, c in packing.segments if o.pool == k], isolation)
+        moved += sum(_moved(prior, gpu.segments) for prior, gpu
+                     in zip(kept, gpus[:len(kept)], strict=True))
         out.extend(GpuAssignment(g.gpu_id, info.name, tuple(g.segments))
                    for g in gpus if g.segments)
-    return out, relaid
+    return out, relaid, moved
+
+
+def _moved(prior: PriorGpu, segments: Sequence[Segment]) -> int:
+    """Segments of ``prior`` that ``segments`` (the kept GPU's new ones) no longer hold."""
+    now = {(s.compute_slices, s.mig_start, s.model): s for s in segments}
+    return sum(1 for size, start, model, batch, mps in prior.segments
+               if (seg := now.get((size, start, model))) is None
+               or not _same_shape((batch, mps), seg))
 
 
 def _starts(info: PoolInfo, layout: tuple[int, ...]) -> list[int]:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from fleet_builders import check_plan, demand, request
+from parvagpu_slo2 import slo2_request
 
 from scheduler.domain.fleet import POOL_TOO_SMALL, plan_fleet
-from scheduler.domain.fleet_types import GpuPool, ModelDemand, ProfilePoint
+from scheduler.domain.fleet_types import FleetPlan, GpuPool, ModelDemand, ProfilePoint, Segment
 from scheduler.domain.milp import Milp, MilpResult
 from scheduler.domain.model import Isolation
 from scheduler.highs import HighsSolver
@@ -95,6 +98,54 @@ def test_a_small_change_keeps_the_other_gpus_layouts() -> None:
              for g in second.plan.gpus}
     unchanged = [gid for gid in before if after.get(gid) == before[gid]]
     assert len(unchanged) >= len(before) - 1
+
+
+def _segments(plan: FleetPlan) -> dict[str, frozenset[Segment]]:
+    return {g.gpu_id: frozenset(g.segments) for g in plan.gpus}
+
+
+def test_replanning_the_parvagpu_slo2_demand_keeps_every_segment_on_its_gpu() -> None:
+    # the same demand twice must not move models, batches or MPS shares between instances
+    # (at equal cost the solver used to pick another segment mix: replica restarts for nothing)
+    req = slo2_request()
+    first = plan_fleet(req, 1, solver=SOLVER)
+    second = plan_fleet(req, 2, previous=first.plan, solver=SOLVER)
+    third = plan_fleet(req, 3, previous=second.plan, solver=SOLVER)
+    check_plan(second.plan, req)
+    assert _segments(second.plan) == _segments(first.plan) == _segments(third.plan)
+    assert second.plan.cost_per_hour == first.plan.cost_per_hour == 12.0
+    assert (second.relaid_out, second.moved, third.moved) == (0, 0, 0)
+
+
+def test_a_prior_that_names_models_but_not_their_batches_keeps_each_model_on_its_instance(
+        ) -> None:
+    # what a restarted engine takes from its inventory: instances and models, no batch/MPS
+    req = slo2_request()
+    first = plan_fleet(req, 1, solver=SOLVER)
+    held = replace(first.plan, gpus=tuple(
+        replace(g, segments=tuple(replace(s, batch_size=0, mps_processes=0)
+                                  for s in g.segments)) for g in first.plan.gpus))
+    second = plan_fleet(req, 2, previous=held, solver=SOLVER)
+    assert _segments(second.plan) == _segments(first.plan) and second.moved == 0
+
+
+def test_a_rise_of_one_parvagpu_model_leaves_the_gpus_that_do_not_serve_it_as_they_were() -> None:
+    first = plan_fleet(slo2_request(), 1, solver=SOLVER)
+    risen = slo2_request({"vgg16": 1.3})
+    second = plan_fleet(risen, 2, previous=first.plan, solver=SOLVER)
+    check_plan(second.plan, risen)
+    before, after = _segments(first.plan), _segments(second.plan)
+    others = [g for g, segs in before.items() if all(s.model != "vgg16" for s in segs)]
+    assert others and {g: after.get(g) for g in others} == {g: before[g] for g in others}
+    assert second.plan.cost_per_hour == first.plan.cost_per_hour
+
+
+def test_a_fall_the_segments_still_serve_changes_no_segment() -> None:
+    first = plan_fleet(slo2_request(), 1, solver=SOLVER)
+    fallen = slo2_request({"resnet50": 0.5, "densenet201": 0.5})
+    second = plan_fleet(fallen, 2, previous=first.plan, solver=SOLVER)
+    check_plan(second.plan, fallen)
+    assert _segments(second.plan) == _segments(first.plan) and second.moved == 0
 
 
 def test_greedy_fallback_without_a_solver_is_still_valid() -> None:

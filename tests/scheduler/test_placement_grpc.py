@@ -7,6 +7,7 @@ from collections.abc import Callable
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from parvagpu_slo2 import slo2_pb_request
 from placement_builders import make_node, make_place
 
 from protos.headroom.v1 import placement_pb2 as pb
@@ -168,6 +169,18 @@ def test_plan_fleet_serves_a_strict_model_without_mps_and_a_trusted_one_with_it(
         pb.GpuPool(product="A100-80GB", max_gpus=10, price_per_gpu_hour=4.0)]), timeout=30)
     assert not plan.gpus and [u.split(" ", 2)[:2] for u in plan.unplaced] == [
         ["s:", "no_profile_for_isolation"]]
+
+
+def test_the_same_plan_fleet_request_again_returns_the_same_segments_on_the_same_gpus(
+        stub: pb_grpc.PlacementStub) -> None:
+    def segments(plan: pb.FleetPlan) -> dict[str, list[bytes]]:
+        return {g.gpu_id: sorted(s.SerializeToString(deterministic=True) for s in g.segments)
+                for g in plan.gpus}
+
+    plans = [stub.PlanFleet(slo2_pb_request(), timeout=60) for _ in range(3)]
+    assert [p.revision for p in plans] == [1, 2, 3]  # every PlanFleet stores a new revision
+    assert segments(plans[0]) == segments(plans[1]) == segments(plans[2])
+    assert len(plans[0].gpus) == 3 and {p.cost_per_hour for p in plans} == {12.0}
 
 
 def test_watch_plan_streams_every_newer_plan(stub: pb_grpc.PlacementStub) -> None:
