@@ -118,7 +118,11 @@ class PlacementServicer:
         raise NotImplementedError('Method not implemented!')
 
     def WatchPlan(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Level-triggered: sends the current plan once its revision is above after_revision, then
+        each plan that becomes current after it. Every plan is a full snapshot, so a plan replaced
+        before the stream sent it is skipped (revisions 1, 2, 3 made at once stream as 3 alone);
+        resume with after_revision = the last revision seen.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')

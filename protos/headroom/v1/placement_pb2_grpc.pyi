@@ -46,6 +46,11 @@ class PlacementStub:
     """batch packing of models with demand"""
     GetPlan: _grpc.UnaryUnaryMultiCallable[_placement_pb2.GetPlanRequest, _placement_pb2.FleetPlan]
     WatchPlan: _grpc.UnaryStreamMultiCallable[_placement_pb2.WatchPlanRequest, _placement_pb2.FleetPlan]
+    """Level-triggered: sends the current plan once its revision is above after_revision, then
+    each plan that becomes current after it. Every plan is a full snapshot, so a plan replaced
+    before the stream sent it is skipped (revisions 1, 2, 3 made at once stream as 3 alone);
+    resume with after_revision = the last revision seen.
+    """
     ListBindings: _grpc.UnaryUnaryMultiCallable[_placement_pb2.ListBindingsRequest, _placement_pb2.ListBindingsResponse]
     """The bindings the server holds now (with a store: every server's on it), those on `node`,
     whose workload_id starts with `workload_prefix` and that were placed for `model` when given
@@ -76,6 +81,11 @@ class PlacementAsyncStub(PlacementStub):
     """batch packing of models with demand"""
     GetPlan: _aio.UnaryUnaryMultiCallable[_placement_pb2.GetPlanRequest, _placement_pb2.FleetPlan]  # type: ignore[assignment]
     WatchPlan: _aio.UnaryStreamMultiCallable[_placement_pb2.WatchPlanRequest, _placement_pb2.FleetPlan]  # type: ignore[assignment]
+    """Level-triggered: sends the current plan once its revision is above after_revision, then
+    each plan that becomes current after it. Every plan is a full snapshot, so a plan replaced
+    before the stream sent it is skipped (revisions 1, 2, 3 made at once stream as 3 alone);
+    resume with after_revision = the last revision seen.
+    """
     ListBindings: _aio.UnaryUnaryMultiCallable[_placement_pb2.ListBindingsRequest, _placement_pb2.ListBindingsResponse]  # type: ignore[assignment]
     """The bindings the server holds now (with a store: every server's on it), those on `node`,
     whose workload_id starts with `workload_prefix` and that were placed for `model` when given
@@ -138,7 +148,12 @@ class PlacementServicer(metaclass=_abc_1.ABCMeta):
         self,
         request: _placement_pb2.WatchPlanRequest,
         context: _ServicerContext,
-    ) -> _typing.Union[_abc.Iterator[_placement_pb2.FleetPlan], _abc.AsyncIterator[_placement_pb2.FleetPlan]]: ...
+    ) -> _typing.Union[_abc.Iterator[_placement_pb2.FleetPlan], _abc.AsyncIterator[_placement_pb2.FleetPlan]]:
+        """Level-triggered: sends the current plan once its revision is above after_revision, then
+        each plan that becomes current after it. Every plan is a full snapshot, so a plan replaced
+        before the stream sent it is skipped (revisions 1, 2, 3 made at once stream as 3 alone);
+        resume with after_revision = the last revision seen.
+        """
 
     @_abc_1.abstractmethod
     def ListBindings(
