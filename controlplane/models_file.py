@@ -68,6 +68,16 @@ class _Point(_Strict):
         # for L40S) could never be placed; it is named, as the settings' pools name it
         return catalog.known_product(product)
 
+    @field_validator("mps_processes")
+    @classmethod
+    def _within_the_mps_limit(cls, processes: int) -> int:
+        # the device plugin refuses more MPS clients per GPU: a plan asking for them would fail
+        # on every node it lays out
+        if processes > catalog.MAX_MPS_CLIENTS:
+            raise ValueError(f"must be at most {catalog.MAX_MPS_CLIENTS} (CUDA MPS's client "
+                             f"limit per GPU), got {processes}")
+        return processes
+
     @model_validator(mode="after")
     def _fits_the_slice(self) -> _Point:
         problem = slices_problem(self.product, self.compute_slices)

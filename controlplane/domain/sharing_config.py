@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controlplane.domain.models import SharingMode
+from scheduler.domain.catalog import MAX_MPS_CLIENTS
 
 CONFIG_PREFIX = "headroom-"
-MAX_MPS_CLIENTS = 48  # Volta+ MPS client limit per GPU
 SHARED_RESOURCE = "nvidia.com/gpu"  # the resource Headroom's configs share (whole GPUs)
 # Headroom's configs advertise a share under the resource's own name; True would make the
 # device plugin advertise "<name>.shared" instead (REFERENCE.md §2.1)

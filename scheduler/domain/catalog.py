@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MIB_PER_GB = 1024
+#: CUDA MPS serves at most this many client processes per GPU (Volta and later); a profile
+#: point's ``mps_processes`` and a node's device-plugin MPS replicas stay within it
+MAX_MPS_CLIENTS = 48
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,9 +131,10 @@ def validate_fleet_request(request: FleetRequest) -> None:
             _check_slices(p, f"{pw}.compute_slices")
             if p.batch_size < 1:
                 raise InvalidArgument(f"{pw}.batch_size", f"must be >= 1, got {p.batch_size}")
-            if p.mps_processes < 1:
+            if not 1 <= p.mps_processes <= catalog.MAX_MPS_CLIENTS:
                 raise InvalidArgument(f"{pw}.mps_processes",
-                                      f"must be >= 1, got {p.mps_processes}")
+                                      f"must be 1 to {catalog.MAX_MPS_CLIENTS} (CUDA MPS's "
+                                      f"client limit per GPU), got {p.mps_processes}")
             for name, value in (("throughput_rps", p.throughput_rps),
                                 ("latency_ms", p.latency_ms)):
                 if not _finite(value) or value < 0:

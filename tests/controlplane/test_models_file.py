@@ -65,6 +65,9 @@ def test_the_shipped_example_models_file_reads_as_the_specs_serve_manages() -> N
      "models[0] (llama-3-8b-chat): profile: isolation strict runs without MPS, and no point "
      "with mps_processes 1 has latency_ms within 0.45 x latency_slo_ms 2000 = 900 ms: the "
      "fleet plan would never place it"),
+    ("batch_size: 8,", "batch_size: 8, mps_processes: 49,",
+     "models[0] (llama-3-8b-chat): profile.0.mps_processes: must be at most 48 (CUDA MPS's "
+     "client limit per GPU), got 49"),
     ("{product: L4,", "{product: L40,",
      "models[0] (llama-3-8b-chat): profile.1.product: unknown GPU product 'L40'; known: "
      "A100-40GB, A100-80GB,"),

@@ -49,6 +49,19 @@ def test_a_malformed_plan_request_is_refused_naming_the_field(
     assert stub.GetPlan(pb.GetPlanRequest(), timeout=5).revision == 0
 
 
+def test_mps_processes_over_the_mps_client_limit_is_invalid_argument_naming_the_field(
+        stub: pb_grpc.PlacementStub) -> None:
+    point = pb.ProfilePoint(product="L4", compute_slices=0, batch_size=1, mps_processes=49,
+                            throughput_rps=5.0, latency_ms=10.0)
+    model = pb.ModelDemand(model="m", tenant="t", isolation=pb.TRUSTED, rate_rps=10.0,
+                           latency_slo_ms=100.0, profile=[point])
+    err = _refused(stub.PlanFleet, _plan(model, pools=("L4",)))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.details() == ("models[0].profile[0].mps_processes: must be 1 to 48 (CUDA MPS's "
+                             "client limit per GPU), got 49")
+    assert stub.GetPlan(pb.GetPlanRequest(), timeout=5).revision == 0
+
+
 def test_rates_no_pool_can_hold_are_unplaced_and_huge_ones_one_segment_covers_are_served(
         stub: pb_grpc.PlacementStub) -> None:
     plan = stub.PlanFleet(_plan(_model("overflow", 1e300, throughput_rps=1e-10),
