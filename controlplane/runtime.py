@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import difflib
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -35,7 +36,7 @@ from controlplane.hinted_forecasts import HintedForecasts
 from controlplane.ports import Clock
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps, reconcile_once
 from controlplane.recorded_tick import run_tick
-from controlplane.settings import ConfigError, Settings, pool_specs
+from controlplane.settings import AutoscalingSettings, ConfigError, Settings, pool_specs
 from controlplane.sim import traffic
 from controlplane.sim.catalog import DEMO_MODELS, DEMO_TRAFFIC
 from controlplane.sim.clock import VirtualClock
@@ -82,6 +83,7 @@ def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> Reconc
     """The reconcile loop runs the autoscaling core with the policy of ``settings.autoscaling``."""
     auto, pools = settings.autoscaling, pool_specs(settings)
     check_budget_tenants(auto.tenant_gpu_budgets, specs)
+    check_static_peaks(auto, specs)
     check_state_dir(settings.forecast.state_dir)
     return ReconcileConfig(
         models=live_models(specs, pools, auto.node_provision_p90_s, auto.cached_start_p90_s),
@@ -126,6 +128,24 @@ def check_budget_tenants(budgets: Mapping[str, float], specs: tuple[ModelSpec, .
         raise ConfigError(f"autoscaling.tenant_gpu_budgets: no model belongs to tenant(s) "
                           f"{', '.join(map(repr, unknown))}; the models' tenants are "
                           f"{', '.join(map(repr, tenants))}")
+
+
+def check_static_peaks(auto: AutoscalingSettings, specs: tuple[ModelSpec, ...]) -> None:
+    """A peak for a model that does not exist would never apply: most likely a misspelt name,
+    which would leave the real model sized without its peak (``no_static_peak``, observed load
+    x stale_headroom). The static policy needs every model's peak."""
+    models = sorted(s.name for s in specs)
+    unknown = sorted(set(auto.static_peak_rps) - set(models))
+    if unknown:
+        near = {n: difflib.get_close_matches(n, models, n=1) for n in unknown}
+        named = ", ".join(f"{n!r} (did you mean {near[n][0]!r}?)" if near[n] else repr(n)
+                          for n in unknown)
+        raise ConfigError(f"autoscaling.static_peak_rps: no model named {named}; the models are "
+                          f"{', '.join(map(repr, models))}")
+    missing = sorted(set(models) - set(auto.static_peak_rps))
+    if auto.policy == "static" and missing:
+        raise ConfigError(f"autoscaling.static_peak_rps: policy static needs the peak rps of "
+                          f"every model; none for {', '.join(map(repr, missing))}")
 
 
 def check_sim_models(factors: Mapping[str, float], specs: tuple[ModelSpec, ...]) -> None:

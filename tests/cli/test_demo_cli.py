@@ -115,6 +115,10 @@ def test_ctrl_c_stops_the_live_demo_even_when_it_was_started_with_sigint_ignored
     ([], {"HEADROOM_AUTOSCALING__TENANT_GPU_BUDGETS": '{"serach": 4}'},
      "autoscaling.tenant_gpu_budgets: no model belongs to tenant(s) 'serach'; the models' "
      "tenants are 'acme', 'globex', 'initech'"),
+    ([], {"HEADROOM_AUTOSCALING__STATIC_PEAK_RPS": '{"bert-embedd": 600}'},
+     "autoscaling.static_peak_rps: no model named 'bert-embedd' (did you mean 'bert-embed'?); "
+     "the models are 'bert-embed', 'llama-3-70b', 'llama-3-8b-chat', 'mistral-7b-support', "
+     "'resnet50-vision', 'whisper-asr'"),
     (["--db", "postgresql://u@db.example/headroom"], {},
      "--db postgresql:/u@db.example/headroom: takes a SQLite file path, not a URL"),
     ([], {"HEADROOM_FORECAST__STATE_DIR": "bad.yaml/state"},
@@ -125,8 +129,8 @@ def test_ctrl_c_stops_the_live_demo_even_when_it_was_started_with_sigint_ignored
      "--start 0001-01-02T00:00:00Z: not in the years the demo simulates (1971 to 9998)"),
 ], ids=["unknown key", "negative interval", "unreachable database",
         "unreachable database names where its URL came from", "budget of no tenant",
-        "a URL for the --db file", "state dir under a file", "--start not a time",
-        "--start out of range"])
+        "peak of no model", "a URL for the --db file", "state dir under a file",
+        "--start not a time", "--start out of range"])
 def test_bad_configuration_exits_2_with_one_line_and_no_traceback(
         tmp_path: Path, args: list[str], env_extra: dict[str, str], expected: str) -> None:
     (tmp_path / "bad.yaml").write_text("mystery: 1\n")
