@@ -34,6 +34,7 @@ from controlplane.settings_env import (
     unknown_env_variable,
 )
 from controlplane.settings_groups import (
+    RETIRED_KEYS,
     AutoscalingSettings,
     DashboardSettings,
     DbSettings,
@@ -110,6 +111,15 @@ class Settings(BaseSettings):
                              "retry backoff reads the finished re-layouts the store keeps")
         if self.reconcile.max_staleness_s < self.reconcile.interval_s:
             raise ValueError("reconcile.max_staleness_s must be >= reconcile.interval_s")
+        if self.reconcile.max_forecast_age_s < self.forecast.interval_s:
+            # the interval is the refresh cadence whoever refreshes (serve, or the CronJob of
+            # refresh_in_serve false): an older limit would call every forecast stale before
+            # the next one is due
+            raise ValueError(f"reconcile.max_forecast_age_s "
+                             f"({self.reconcile.max_forecast_age_s:g} s) must be >= "
+                             f"forecast.interval_s ({self.forecast.interval_s:g} s): forecasts "
+                             "are refreshed that often, so a shorter age limit would find each "
+                             "one stale before the next is due")
         window_s, refresh_s = self.autoscaling.calibration_window_s, self.forecast.interval_s
         if window_s < MIN_ERRORS * refresh_s:
             raise ValueError(
@@ -133,7 +143,21 @@ class Settings(BaseSettings):
             raise ValueError(f"pools: one pool per GPU product (the fleet plan places by "
                              f"product, so each pool would be sized for all of it); "
                              f"{', '.join(twice)} has more than one")
+        self._budget_holds_the_floor()
         return self
+
+    def _budget_holds_the_floor(self) -> None:
+        """The cluster GPU budget never takes a pool below min_nodes, so a budget under the
+        pools' floor would be paid for and never hold."""
+        budget = self.safety.cluster_gpu_budget
+        floor = sum(p.min_nodes * p.gpus_per_node for p in self.pools)
+        if budget is not None and budget < floor:
+            held = ", ".join(f"{p.name} {p.min_nodes} x {p.gpus_per_node}"
+                             for p in self.pools if p.min_nodes)
+            raise ValueError(f"safety.cluster_gpu_budget ({budget} GPUs) must be >= the pools' "
+                             f"floor, the sum of pools[].min_nodes x gpus_per_node ({floor} "
+                             f"GPUs: {held}): pools never scale below min_nodes, so the fleet "
+                             "would hold the floor whatever the budget")
 
     @classmethod
     def settings_customise_sources(
@@ -180,6 +204,8 @@ def _describe(error: ValidationError, origin: str) -> str:
         if near and named is not None and named.upper().endswith(variable):
             near = ENV_PREFIX + near.replace(".", "__").upper()  # its own variable, misspelt
         message = f"unknown key; did you mean {near}?" if near else "unknown key"
+        if field in RETIRED_KEYS:
+            message = f"unknown key (retired: {RETIRED_KEYS[field]})"
     return f"{named or origin}: {field or '(root)'}: {message}{more}"
 
 

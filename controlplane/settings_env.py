@@ -8,7 +8,8 @@ import difflib
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, get_origin
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel
 from pydantic_settings import SettingsError
@@ -27,9 +28,11 @@ def unknown_env_variable(root: type[BaseModel], environ: Mapping[str, str]) -> s
     pydantic-settings ignores such variables, so a misspelt one would silently leave its
     setting at the default (``HEADROOM_SAFETY_DRY_RUN=true``, one ``_`` short, would apply
     plans). Refused: a group that does not exist (``HEADROOM_RECONCIL__INTERVAL_S``), a group and
-    field joined by one ``_`` instead of ``__``, and a near-miss of a top-level field
-    (``HEADROOM_BACKND``). Other names are left alone: Kubernetes injects ``HEADROOM_GRPC_PORT``
-    and friends for Headroom's own Services."""
+    field joined by one ``_`` instead of ``__``, a near-miss of a top-level field
+    (``HEADROOM_BACKND``) and a path going below a single value or into a list
+    (``HEADROOM_SAFETY__DRY_RUN__ENABLED``: pydantic would blame the config file). Other names
+    are left alone: Kubernetes injects ``HEADROOM_GRPC_PORT`` and friends for Headroom's own
+    Services."""
     fields = root.model_fields
     for name in sorted(environ):
         if not name.upper().startswith(ENV_PREFIX):
@@ -37,6 +40,9 @@ def unknown_env_variable(root: type[BaseModel], environ: Mapping[str, str]) -> s
         rest = name[len(ENV_PREFIX):].lower()
         head = rest.split("__", 1)[0]
         if head in fields:
+            below = _below_a_value(root, name)
+            if below is not None:
+                return below
             continue
         if "__" in rest:
             near = difflib.get_close_matches(head, list(fields), n=1)
@@ -56,6 +62,47 @@ def unknown_env_variable(root: type[BaseModel], environ: Mapping[str, str]) -> s
             return (f"environment variable {name}: unknown key; did you mean "
                     f"{ENV_PREFIX}{near[0].upper()}?")
     return None
+
+
+def _below_a_value(root: type[BaseModel], name: str) -> str | None:
+    """Why variable ``name`` (of a known top-level field) goes below one value or into a list,
+    or None: the ``__`` path is walked through the settings' groups and mappings (a mapping's
+    key is any name, ``HEADROOM_AUTOSCALING__TENANT_GPU_BUDGETS__ACME``)."""
+    parts = name[len(ENV_PREFIX):].lower().split("__")
+    annotation: Any = root
+    for depth, part in enumerate(parts):
+        annotation = _unwrap_optional(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            field = annotation.model_fields.get(part)
+            if field is None and depth < len(parts) - 1:  # keys below an unknown key
+                near = difflib.get_close_matches(part, list(annotation.model_fields), n=1)
+                meant = ENV_PREFIX + "__".join([*parts[:depth], *near]).upper()
+                hint = f"; did you mean {meant}?" if near else ""
+                return (f"environment variable {name}: "
+                        f"{'.'.join(parts[:depth + 1])}: unknown key{hint}")
+            if field is None:  # an unknown key of a group: pydantic names it, with a near-miss
+                return None
+            annotation = field.annotation
+            continue
+        dotted, above = ".".join(parts[:depth]), ENV_PREFIX + "__".join(parts[:depth]).upper()
+        if get_origin(annotation) is dict:
+            annotation = get_args(annotation)[1]
+            continue
+        if get_origin(annotation) in (list, tuple):
+            return (f"environment variable {name}: {dotted} is a list, with no keys below it; "
+                    f"give it whole as JSON in {above}")
+        return (f"environment variable {name}: {dotted} is a single value, with no keys below "
+                f"it; did you mean {above}?")
+    return None
+
+
+def _unwrap_optional(annotation: Any) -> Any:
+    """``X`` of ``X | None`` (pydantic's annotation of an optional field); others as they are."""
+    if get_origin(annotation) in (Union, UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
 
 
 _ENV_PARSE = re.compile(r'error parsing value for field "(\w+)" from source "EnvSettingsSource"')

@@ -96,12 +96,21 @@ class DbSettings(Group):
         return self
 
 
+#: keys Headroom no longer has (dotted) -> what sets their job now: a file or variable that
+#: still sets one is refused as an unknown key, with this hint instead of a near-miss
+RETIRED_KEYS: dict[str, str] = {
+    "reconcile.lookahead_s": "nothing read it; the predictive policy's forecast window is "
+    "autoscaling.reaction_s + the next rung's wake (autoscaling.cached_start_p90_s in the "
+    "reconcile loop), KEDA's scaler's is autoscaling.keda_lookahead_s; remove the key",
+}
+
+
 class ReconcileSettings(Group):
     interval_s: float = Field(30.0, gt=0, description="seconds between reconcile ticks")
     max_staleness_s: float = Field(120.0, gt=0, description="skip a tick on an older snapshot")
     target_utilization: float = Field(0.8, gt=0, le=1, description="provision need / this")
-    lookahead_s: float = Field(600.0, ge=0, description="forecast window covered: provision + load")
-    max_forecast_age_s: float = Field(1800.0, gt=0, description="older forecasts count as stale")
+    max_forecast_age_s: float = Field(1800.0, gt=0, description="older forecasts count as stale "
+                                      "(at least forecast.interval_s)")
     stale_headroom: float = Field(1.3, ge=1, description="multiplier on observed load w/o forecast")
     node_configs: bool = Field(True, description="lay nodes out as the fleet plan needs: MIG "
                                "re-layouts and device-plugin sharing (false: replicas and pools "
@@ -165,7 +174,8 @@ class SafetySettings(Group):
                                               "the HPA-style replica scale-down window (the "
                                               "predictive policy's is 60 s: its forecasts "
                                               "already look ahead)")
-    cluster_gpu_budget: int | None = Field(None, ge=0, description="max GPUs in the whole fleet")
+    cluster_gpu_budget: int | None = Field(None, ge=0, description="max GPUs in the whole fleet "
+                                           "(at least the pools' min_nodes x gpus_per_node)")
     # the guards' cooldown and disruption budget (controlplane.domain.guards), off by default;
     # the predictive and reactive policies apply them (static never scales down)
     scale_down_cooldown_s: float = Field(0.0, ge=0, description="no model's replicas and no "
@@ -318,7 +328,8 @@ class AutoscalingSettings(Group):
         default_factory=dict, description="tenant -> max GPUs its models may hold (warm "
         "included)")
     static_peak_rps: dict[str, Annotated[float, Field(ge=0)]] = Field(
-        default_factory=dict, description="static: model -> peak rps to provision all the time")
+        default_factory=dict, description="static: model -> peak rps to provision all the time "
+        "(every model's; a name of no model is refused at start)")
     keda_lookahead_s: float = Field(600.0, gt=0, description="KEDA scaler: forecast window "
                                     "GetMetrics covers (provisioning + cold start)")
     keda_poll_s: float = Field(5.0, gt=0, description="KEDA scaler: stream re-read interval")

@@ -20,12 +20,17 @@ if TYPE_CHECKING:  # sizing imports this module (its budget clamp)
     from controlplane.autoscaling.sizing import ReplicaShape
 
 CLUSTER_GPU_BUDGET = "cluster_gpu_budget"
+#: the reason of the pools held at min_nodes when even their floor is over the budget (the
+#: settings refuse such a budget; the core says so rather than giving up without a word)
+CLUSTER_GPU_BUDGET_BELOW_FLOOR = "cluster_gpu_budget_below_min_nodes"
 
 
 def clamp_nodes_to_budget(desired: DesiredState, pools: Sequence[PoolSpec],
                           cluster_gpu_budget: int | None) -> DesiredState:
     """Remove whole nodes until the fleet's GPUs fit the budget (pools never below min_nodes);
-    a clamped pool's target holds no more GPUs than its nodes."""
+    a clamped pool's target holds no more GPUs than its nodes. When every pool is at
+    min_nodes and the fleet is still over the budget, the pools holding nodes say so in their
+    reason (``CLUSTER_GPU_BUDGET_BELOW_FLOOR``)."""
     if cluster_gpu_budget is None:
         return desired
     specs = {p.name: p for p in pools}
@@ -37,6 +42,8 @@ def clamp_nodes_to_budget(desired: DesiredState, pools: Sequence[PoolSpec],
     while total() > cluster_gpu_budget:
         shrinkable = [n for n, t in targets.items() if t.value > specs[n].min_nodes]
         if not shrinkable:
+            targets = {n: replace(t, reason=CLUSTER_GPU_BUDGET_BELOW_FLOOR) if t.value else t
+                       for n, t in targets.items()}
             break
         name = max(shrinkable, key=lambda n: (targets[n].value * specs[n].gpus_per_node, n))
         target, value = targets[name], targets[name].value - 1

@@ -92,7 +92,8 @@ def _nodes_hold(requests: Sequence[ModelRequest], shapes: Mapping[str, ReplicaSh
     """Whether the whole nodes the placement of ``requests`` needs survive the cluster budget
     (``clamp_nodes_to_budget`` removes none of them)."""
     desired = desired_state(fleet_placement(requests, shapes), pools, ())
-    return clamp_nodes_to_budget(desired, pools, cluster_budget_gpus) == desired
+    clamped = clamp_nodes_to_budget(desired, pools, cluster_budget_gpus)
+    return [t.value for t in clamped.pools] == [t.value for t in desired.pools]
 
 
 def _clamp(requests: dict[str, ModelRequest], shapes: Mapping[str, ReplicaShape],

@@ -14,6 +14,7 @@ from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, dec
 from controlplane.autoscaling.live import live_models
 from controlplane.autoscaling.nodepools import (
     CLUSTER_GPU_BUDGET,
+    CLUSTER_GPU_BUDGET_BELOW_FLOOR,
     clamp_nodes_to_budget,
     node_pool_targets,
     replica_footprints,
@@ -105,6 +106,14 @@ def test_node_targets_shrink_to_the_cluster_gpu_budget_but_never_below_min_nodes
     assert values["l4"] >= 2 and clamped.pools[0].reason == CLUSTER_GPU_BUDGET
     floor = clamp_nodes_to_budget(desired, pools, 0)
     assert {t.target: t.value for t in floor.pools} == {"a100": 1, "l4": 2}
+
+
+def test_pools_held_at_min_nodes_over_the_cluster_gpu_budget_say_so_in_their_reason() -> None:
+    pools = (PoolSpec("a100", "A100-80GB", 8, 0, 10, 5.0), PoolSpec("l4", "L4", 4, 5, 10, 0.8))
+    desired = DesiredState((DesiredTarget("a100", 2, "r"), DesiredTarget("l4", 6, "r")), ())
+    floor = clamp_nodes_to_budget(desired, pools, 8)
+    assert [(t.target, t.value, t.reason) for t in floor.pools] == [
+        ("a100", 0, CLUSTER_GPU_BUDGET), ("l4", 5, CLUSTER_GPU_BUDGET_BELOW_FLOOR)]
 
 
 def test_a_pool_clamped_to_the_budget_holds_no_gpus_past_its_clamped_nodes() -> None:
@@ -303,7 +312,8 @@ def test_no_node_the_budget_takes_away_holds_a_replica_the_budget_let_through(
     requests = [ModelRequest(n, hot) for n, hot in zip(PACKING, hots, strict=True)]
     trimmed = apply_gpu_budgets(requests, PACKING, {}, cluster_budget, pools)
     desired = desired_state(fleet_placement(trimmed, PACKING), pools, ())
-    assert clamp_nodes_to_budget(desired, pools, cluster_budget) == desired
+    clamped = clamp_nodes_to_budget(desired, pools, cluster_budget)
+    assert [t.value for t in clamped.pools] == [t.value for t in desired.pools]
     for before, after in zip(requests, trimmed, strict=True):
         assert (after.reason != "") == (after != before)
 

@@ -35,6 +35,7 @@ def _config(tmp_path: Path, url: str, *, interval_s: float, lease_s: int) -> Pat
     config.write_text(f"backend: sim\ndb:\n  url: {url}\n  lease_duration_s: {lease_s}\n"
                       f"reconcile:\n  interval_s: {interval_s}\n"
                       f"  max_staleness_s: {max(interval_s, 30)}\n"
+                      f"  max_forecast_age_s: {max(interval_s, 1800)}\n"
                       f"forecast:\n  interval_s: {max(interval_s, 300)}\n"
                       "sim:\n  history_s: 3600\n")
     return config

@@ -466,3 +466,94 @@ def test_a_number_out_of_range_is_named_with_the_value_given(tmp_path: Path) -> 
     with pytest.raises(ConfigError, match=r"h.yaml: pools.0.price_per_gpu_hour: Input should be "
                                           r"greater than or equal to 0, got -1$"):
         load_settings(config)
+
+
+def test_a_cluster_gpu_budget_below_the_pools_floor_is_refused_naming_both_and_the_sum(
+        tmp_path: Path) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_text("safety: {cluster_gpu_budget: 8}\npools:\n"
+                      "  - {name: a100, product: A100-80GB, max_nodes: 8, price_per_gpu_hour: 5}\n"
+                      "  - {name: l4, product: L4, gpus_per_node: 4, min_nodes: 5, max_nodes: 8,"
+                      " price_per_gpu_hour: 0.8}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert str(caught.value) == (
+        f"{config}: safety.cluster_gpu_budget (8 GPUs) must be >= the pools' floor, the sum of "
+        "pools[].min_nodes x gpus_per_node (20 GPUs: l4 5 x 4): pools never scale below "
+        "min_nodes, so the fleet would hold the floor whatever the budget")
+    assert load_settings(config, safety={"cluster_gpu_budget": 20}).safety.cluster_gpu_budget \
+        == 20
+
+
+def test_a_forecast_age_limit_shorter_than_the_forecast_refresh_interval_is_refused_naming_both(
+        tmp_path: Path) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_text("forecast: {interval_s: 3600}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert str(caught.value) == (
+        f"{config}: reconcile.max_forecast_age_s (1800 s) must be >= forecast.interval_s "
+        "(3600 s): forecasts are refreshed that often, so a shorter age limit would find each "
+        "one stale before the next is due")
+    # the refresh cadence also when a CronJob refreshes instead of serve
+    config.write_text("forecast: {interval_s: 3600, refresh_in_serve: false}\n")
+    with pytest.raises(ConfigError, match=r"must be >= forecast\.interval_s"):
+        load_settings(config)
+    config.write_text("forecast: {interval_s: 1800}\n")
+    assert load_settings(config).forecast.interval_s == 1800
+
+
+def test_the_retired_lookahead_key_is_refused_naming_the_settings_that_set_the_window(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    retired = ("unknown key (retired: nothing read it; the predictive policy's forecast window "
+               "is autoscaling.reaction_s + the next rung's wake (autoscaling.cached_start_p90_s "
+               "in the reconcile loop), KEDA's scaler's is autoscaling.keda_lookahead_s; remove "
+               "the key)")
+    config = tmp_path / "headroom.yaml"
+    config.write_text("reconcile: {lookahead_s: 600}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert str(caught.value) == f"{config}: reconcile.lookahead_s: {retired}"
+    monkeypatch.setenv("HEADROOM_RECONCILE__LOOKAHEAD_S", "600")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(None)
+    assert str(caught.value) == ("environment variable HEADROOM_RECONCILE__LOOKAHEAD_S: "
+                                 f"reconcile.lookahead_s: {retired}")
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("HEADROOM_SAFETY__DRY_RUN__ENABLED", "environment variable "
+     "HEADROOM_SAFETY__DRY_RUN__ENABLED: safety.dry_run is a single value, with no keys below "
+     "it; did you mean HEADROOM_SAFETY__DRY_RUN?"),
+    ("HEADROOM_RECONCILE__INTERVAL_S__SECONDS", "environment variable "
+     "HEADROOM_RECONCILE__INTERVAL_S__SECONDS: reconcile.interval_s is a single value, with no "
+     "keys below it; did you mean HEADROOM_RECONCILE__INTERVAL_S?"),
+    ("HEADROOM_AUTOSCALING__PROFILE_CORRECTION__ENABLED__ON", "environment variable "
+     "HEADROOM_AUTOSCALING__PROFILE_CORRECTION__ENABLED__ON: autoscaling.profile_correction."
+     "enabled is a single value, with no keys below it; did you mean "
+     "HEADROOM_AUTOSCALING__PROFILE_CORRECTION__ENABLED?"),
+    ("HEADROOM_AUTOSCALING__TENANT_GPU_BUDGETS__ACME__GPUS", "environment variable "
+     "HEADROOM_AUTOSCALING__TENANT_GPU_BUDGETS__ACME__GPUS: autoscaling.tenant_gpu_budgets.acme "
+     "is a single value, with no keys below it; did you mean "
+     "HEADROOM_AUTOSCALING__TENANT_GPU_BUDGETS__ACME?"),
+    ("HEADROOM_POOLS__0__NAME", "environment variable HEADROOM_POOLS__0__NAME: pools is a list, "
+     "with no keys below it; give it whole as JSON in HEADROOM_POOLS"),
+    ("HEADROOM_RECONCILE__INTERVALS__SECONDS", "environment variable "
+     "HEADROOM_RECONCILE__INTERVALS__SECONDS: reconcile.intervals: unknown key; did you mean "
+     "HEADROOM_RECONCILE__INTERVAL_S?"),
+], ids=["below a boolean", "below a number", "below a value of a nested group",
+        "below a value of a mapping", "into a list", "below an unknown key"])
+def test_an_environment_variable_below_a_single_value_is_named_not_the_config_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, expected: str) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_text("db: {retention_s: 0}\n")
+    monkeypatch.setenv(name, "15")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert str(caught.value) == expected
+
+
+def test_an_environment_variable_naming_a_key_of_a_mapping_still_sets_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEADROOM_AUTOSCALING__TENANT_GPU_BUDGETS__ACME", "4")
+    assert load_settings(None).autoscaling.tenant_gpu_budgets == {"acme": 4.0}
