@@ -24,11 +24,15 @@ import argparse
 import json
 import random
 import statistics
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # for benchmarks.provenance
+
+from benchmarks.provenance import provenance, start
 from controlplane.autoscaling.issued import IssuedForecast
 from controlplane.demo import Demo
 from controlplane.forecast_calibration import CalibrationConfig, calibrated_latest
@@ -154,12 +158,13 @@ def main() -> None:
     parser.add_argument("--true-factor", type=float, default=0.6,
                         help="what mistral-7b-support really serves / its profile")
     args = parser.parse_args()
+    begun = start()
     out: dict[str, object]
     with tempfile.TemporaryDirectory() as tmp:
         if args.profile_correction:
             start_at = datetime.fromisoformat(args.start.replace("Z", "+00:00"))
             out = compare_correction(args.minutes, start_at, Path(tmp), args.true_factor)
-            merge_result("profile_correction", out)
+            merge_result("profile_correction", {**out, "provenance": provenance(begun)})
         elif args.tick_cost:
             out = {**tick_cost(Path(tmp) / "cost.db")}
         else:

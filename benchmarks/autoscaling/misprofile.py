@@ -37,6 +37,8 @@ from run import (  # run.py is a script beside this one
     trace_for,
 )
 
+from benchmarks.provenance import provenance, start
+
 MODEL = "language/m-large"
 
 
@@ -72,6 +74,7 @@ def main() -> None:
         print("skipping the misprofiled benchmark: ../shared absent")
         return
     started = time.monotonic()
+    begun = start()
     trace = trace_for(args.days)
     base = OUT / "misprofiled" / f"f{args.true_factor:g}_seed{args.seed}"
     models = misprofiled_models(args.true_factor, base / "models.yaml")
@@ -92,7 +95,8 @@ def main() -> None:
         "model": MODEL, "true_factor": args.true_factor, "seed": args.seed,
         "days": args.days or 14, "trace": str(trace.relative_to(REPO.parent)),
         "rows": rows, "judge": judged, "product_reported": product,
-        "wall_s": round(time.monotonic() - started, 1), "commit": commit()}
+        "wall_s": round(time.monotonic() - started, 1), "commit": commit(),
+        "provenance": provenance(begun)}
     RESULTS.write_text(json.dumps(doc, indent=2, default=str))
     print(f"\nwrote {RESULTS.relative_to(REPO)} "
           f"(key misprofiled.f{args.true_factor:g}.seed{args.seed})")

@@ -33,6 +33,10 @@ from typing import Any
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # for benchmarks.provenance
+
+from benchmarks.provenance import provenance, start  # noqa: E402
+
 SHARED = REPO.parent / "shared"
 TRACE = SHARED / "data" / "forecast" / "servegen_llm_10min.csv"
 COLDSTART = SHARED / "data" / "coldstart" / "basemodel_update_latency_anon.csv"
@@ -181,6 +185,7 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     trace = trace_for(args.days)
     started = time.monotonic()
+    begun = start()
     headline: list[dict[str, Any]] = []  # {"seed": n, policy: its row, ...}
     docs: dict[str, Any] = {"product_reported": {}, "judge": {}}
     for seed in seeds:
@@ -232,7 +237,7 @@ def main() -> None:
         "models": str(MODELS.relative_to(REPO)), "seeds": seeds,
         "forecast_method": args.forecast_method, "wall_s": round(time.monotonic() - started, 1),
         "headline": headline, "mean": mean, "frontier": frontier_rows, "targets": checked,
-        **docs}, indent=2, default=str))
+        **docs, "provenance": provenance(begun)}, indent=2, default=str))
     print(f"\nwrote {RESULTS.relative_to(REPO)}")
 
 

@@ -38,6 +38,8 @@ from run import (  # run.py is a script beside this one
     simulate,
 )
 
+from benchmarks.provenance import provenance, start
+
 TRACE = SHARED / "data" / "forecast" / "lora_sd_10min.csv"
 MODELS = Path(__file__).with_name("sparse_models.yaml")
 RESULTS = REPO / "benchmarks" / "results" / "autoscaling_sparse.json"
@@ -52,6 +54,7 @@ def main() -> None:
         print(f"skipping the sparse autoscaling benchmark: {TRACE} not found (../shared absent)")
         return
     started = time.monotonic()
+    begun = start()
     base = OUT / "sparse" / f"seed{args.seed}" / "T.csv"
     base.parent.mkdir(parents=True, exist_ok=True)
     names = [m["name"] for m in yaml.safe_load(MODELS.read_text())["models"]]
@@ -73,7 +76,8 @@ def main() -> None:
         "benchmark": "autoscaling on sparse models", "trace": str(TRACE.relative_to(REPO.parent)),
         "models": str(MODELS.relative_to(REPO)), "seed": args.seed,
         "wall_s": round(time.monotonic() - started, 1), "rows": rows, "checks": checks,
-        "product_reported": product, "judge": judged}, indent=2, default=str))
+        "product_reported": product, "judge": judged, "provenance": provenance(begun)},
+        indent=2, default=str))
     print(f"\nwrote {RESULTS.relative_to(REPO)}")
 
 

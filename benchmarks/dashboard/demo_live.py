@@ -25,9 +25,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "dashboard"))  # the CDP client shared with the tests
+sys.path.insert(0, str(REPO))  # for benchmarks.provenance
 
 from dashboard_browser import LIVE_OVERVIEW, PROBLEMS, Browser, stop_group  # noqa: E402
 from first_render import free_port  # noqa: E402  (this folder: the script's own)
+
+from benchmarks.provenance import provenance, start  # noqa: E402
 
 TARGET_S = 30.0
 GIVE_UP_S = 180.0
@@ -81,6 +84,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results"
                     / "dashboard_demo_live.json")
     args = ap.parse_args()
+    begun = start()
     runs = []
     for k in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="headroom-demo-live-") as tmp:
@@ -95,7 +99,8 @@ def main() -> None:
            "meets_target": worst is not None and worst <= TARGET_S,
            "load_1min_after": os.getloadavg()[0], "python": platform.python_version(),
            "cpus": os.cpu_count(), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                                time.gmtime())}
+                                                                time.gmtime()),
+           "provenance": provenance(begun)}
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"{'run':>4}  {'healthy s':>9}  {'live data s':>11}  target {TARGET_S:g} s")
     for k, run in enumerate(runs, 1):

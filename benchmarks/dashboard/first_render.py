@@ -43,6 +43,8 @@ sys.path.insert(0, str(REPO / "tests" / "dashboard"))  # the CDP client shared w
 
 from dashboard_browser import CHARTS_DRAWN, PROBLEMS, RENDERED, Browser, stop_group  # noqa: E402
 
+from benchmarks.provenance import provenance, start  # noqa: E402
+
 APP = REPO / "dashboard" / "app.py"
 PAGES = [("", "Overview", "overview.py"), ("fleet", "Fleet", "fleet.py"),
          ("models", "Models", "models.py"), ("cost", "Cost", "cost.py"),
@@ -177,6 +179,7 @@ def main() -> None:
     parser.add_argument("--screenshots", type=Path, default=None,
                         help="keep the screenshots in this folder")
     args = parser.parse_args()
+    begun = start()
     if not Path("/usr/bin/chromium").exists():
         raise SystemExit("skipped: /usr/bin/chromium (Debian package chromium) is not installed")
     if not args.db.exists():
@@ -212,7 +215,8 @@ def main() -> None:
                 "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                             "platform": platform.platform(),
                             "load_average_1m_5m_15m": [round(x, 2) for x in os.getloadavg()]},
-                "all_within_target": all(r["meets_target"] for r in rows)}
+                "all_within_target": all(r["meets_target"] for r in rows),
+                "provenance": provenance(begun)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=2) + "\n")
     print(json.dumps({"all_within_target": document["all_within_target"],

@@ -20,6 +20,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # for benchmarks.provenance
+
+from benchmarks.provenance import provenance, start  # noqa: E402
+
 SHARED = REPO.parent / "shared"
 DATA = SHARED / "data" / "forecast"
 JUDGE = SHARED / "bench" / "forecast_score.py"
@@ -102,6 +106,7 @@ def main() -> int:
     ap.add_argument("--only", help="comma-separated substrings of dataset names")
     ap.add_argument("--no-leak-check", action="store_true")
     args = ap.parse_args()
+    started = start()
     if not JUDGE.is_file() or not DATA.is_dir():
         print(f"skipped: {SHARED} (data and judge) not found", file=sys.stderr)
         return 0
@@ -129,7 +134,8 @@ def main() -> int:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"benchmark": "forecast backtests", "command": cmd,
                                    "rows": rows, "summary": summary,
-                                   "judge": {k: compact(v) for k, v in docs.items()}}, indent=1))
+                                   "judge": {k: compact(v) for k, v in docs.items()},
+                                   "provenance": provenance(started)}, indent=1))
     print(f"wrote {RESULTS}", file=sys.stderr)
     return 0
 

@@ -40,6 +40,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.provenance import provenance, start  # noqa: E402
 from controlplane.forecast_job import JobConfig, JobReport, run_job  # noqa: E402
 from controlplane.store import Store  # noqa: E402
 from forecaster.types import TrafficSeries  # noqa: E402
@@ -126,6 +127,7 @@ def main() -> int:
     ap.add_argument("--fit-budget-s", type=float, default=None,
                     help="wall seconds per tick for first fits (default: no limit)")
     args = ap.parse_args()
+    started = start()
     t0 = time.perf_counter()
     data = synthetic(args.series, step_s=args.step_s)
     gen_s = time.perf_counter() - t0
@@ -155,7 +157,8 @@ def main() -> int:
            "history": f"7 days at {args.step_s} s ({HISTORY_S // args.step_s:,} points)",
            "workers": args.workers, "fit_budget_s": args.fit_budget_s,
            "cpus": os.cpu_count(), "load_average_at_end": os.getloadavg(),
-           "generate_s": round(gen_s, 1), "target_s": 60, "ticks": rows}
+           "generate_s": round(gen_s, 1), "target_s": 60, "ticks": rows,
+           "provenance": provenance(started)}
     out = RESULTS if args.step_s == STEP_S else RESULTS.with_name("forecast_refresh_10min.json")
     if args.fit_budget_s is not None:
         out = out.with_name(f"{out.stem}_budget.json")

@@ -29,6 +29,11 @@ from typing import Any
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # for benchmarks.provenance
+
+from benchmarks.provenance import provenance  # noqa: E402
+from benchmarks.provenance import start as provenance_start  # noqa: E402
+
 SHARED = REPO.parent / "shared"
 TRACE = SHARED / "data" / "forecast" / "servegen_llm_10min.csv"
 JUDGE = SHARED / "bench" / "sim_score.py"
@@ -105,6 +110,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--days", type=float, default=3.0)
     args = parser.parse_args()
+    started = provenance_start()
     trace, hints, announced = build_inputs(args.days)
     campaign_minutes = sum(int((datetime.fromisoformat(a["end"]) -
                                 datetime.fromisoformat(a["start"])) / timedelta(minutes=1))
@@ -137,6 +143,7 @@ def main() -> None:
             r = by_label[label]
             print(f"{seed:<6}{label:<22}{r['short_model_minutes']:>12}"
                   f"{r['short_in_campaigns']:>20}{r['gpu_hours']:>10.1f}")
+    results["provenance"] = provenance(started)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=1) + "\n")
     print(f"wrote {RESULTS.relative_to(REPO)}")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -30,6 +31,9 @@ from typing import Any
 from sqlalchemy import event, insert
 from sqlmodel import SQLModel
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # for benchmarks.provenance
+
+from benchmarks.provenance import provenance, start
 from controlplane.autoscaling.issued import IssuedForecast
 from controlplane.store import Store
 from controlplane.store.ledger import SqlForecastLedger
@@ -112,6 +116,7 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=200)
     parser.add_argument("--days", type=float, default=3.0)
     args = parser.parse_args()
+    started_run = start()
     models = [f"model-{i:03d}" for i in range(args.models)]
     now = START_AT + timedelta(days=args.days)
     with tempfile.TemporaryDirectory() as tmp:
@@ -134,7 +139,8 @@ def main() -> None:
     width = max(map(len, result))
     for key, value in result.items():
         print(f"{key:<{width}}  {value}")
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    RESULTS.write_text(json.dumps({**result, "provenance": provenance(started_run)}, indent=2)
+                       + "\n")
     print(f"wrote {RESULTS}")
 
 

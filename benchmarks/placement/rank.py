@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import grpc
 
+from benchmarks.provenance import provenance, start
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 
@@ -96,6 +97,7 @@ def main() -> int:
     parser.add_argument("--batches", default="8,64,512")
     parser.add_argument("--replicas", type=int, default=1024)
     args = parser.parse_args()
+    started = start()
     batches = [int(b) for b in args.batches.split(",")]
     if max(batches) > args.replicas:
         parser.error("--batches: every batch must be <= --replicas")
@@ -111,7 +113,8 @@ def main() -> int:
                   r["every_answer_complete_and_best_first"]] for r in rows])
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"replicas_placed": args.replicas, "seconds": args.seconds,
-                                   "rows": rows}, indent=2) + "\n")
+                                   "rows": rows, "provenance": provenance(started)},
+                                  indent=2) + "\n")
     return 0 if all(r["every_answer_complete_and_best_first"] for r in rows) else 1
 
 

@@ -36,6 +36,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # for benchmarks.provenance
+
+from benchmarks.provenance import provenance, start  # noqa: E402
+
 SHARED = REPO.parent / "shared"
 BENCH = SHARED / "bench"
 OPENB = SHARED / "data" / "packing" / "openb"
@@ -223,6 +227,7 @@ def main() -> int:
     parser.add_argument("--store", choices=("none", "sqlite", "postgres"), default="none",
                         help="keep each server's placement state in a fresh store")
     args = parser.parse_args()
+    started = start()
     global SERVER_CPUS, SERVER_STORE, RESULTS
     SERVER_CPUS = server_cpus(args.server_cpus)
     SERVER_STORE = args.store
@@ -267,10 +272,12 @@ def main() -> int:
                      (at130 - fgd[1]) if (fgd and at130 is not None) else None,
                      api.get("calls_per_s"), (api.get("latency_ms") or {}).get("p99"),
                      "yes" if doc.get("valid") else "NO"])
+        results["provenance"] = provenance(started)  # kept current: a partial run says so
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(results, indent=2))
     if not args.skip_parvagpu:
         results["parvagpu"] = parvagpu()
+    results["provenance"] = provenance(started)
     RESULTS.write_text(json.dumps(results, indent=2))
 
     print_table("openb replay: GPU allocation (%) vs the FGD authors' anchors (@130% arrived)",
