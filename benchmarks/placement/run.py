@@ -17,8 +17,10 @@ not pinned), as an operator would pin a latency-sensitive server; the results re
 new SQLite file, or ``--config`` naming a new database on the PostgreSQL server at
 127.0.0.1:5432, dropped afterwards): what a durable placement server costs per call.
 
-Writes benchmarks/results/placement.json (``--store``: placement_store_<kind>.json). Skips with
-a message when ../shared is absent.
+Writes benchmarks/results/placement.json (``--store``: placement_store_<kind>.json): per trace
+the headline figures, the judge's ``errors`` and ``rejected_but_feasible`` and its whole
+document under ``judge``; the table's ``valid`` is "NO" when the judge found the run invalid or
+any Place call failed (errors > 0). Skips with a message when ../shared is absent.
 """
 
 from __future__ import annotations
@@ -255,6 +257,9 @@ def main() -> int:
         fgd = anchors.get(trace, {}).get("FGD")
         paper_bf = anchors.get(trace, {}).get("BestFit")
         api = product.get("api") or {}
+        errors = product.get("errors")
+        # a row counts only if the judge found it valid and no call failed
+        row_valid = bool(doc.get("valid")) and errors == 0
         results["traces"][trace] = {
             "valid": doc.get("valid"), "ok": doc.get("ok"), "exit_code": doc["exit_code"],
             "alloc_pct_at_100": product.get("alloc_pct_at_100"),
@@ -265,13 +270,18 @@ def main() -> int:
             "api": api, "load": doc.get("load"),
             "violations": (product.get("violations") or {}).get("by_rule"),
             "error": doc.get("error"),
+            "placed": product.get("placed"), "rejected": product.get("rejected"),
+            "errors": errors, "rejected_but_feasible": product.get("rejected_but_feasible"),
+            "valid_without_errors": row_valid,
+            "judge": doc,  # openb_replay.py's whole document (product, curve, warnings, ...)
         }
         at130 = product.get("alloc_pct_at_end")
         rows.append([trace, product.get("alloc_pct_at_100"), at130,
                      bestfit.get("alloc_pct_at_end"), fgd[1] if fgd else None,
                      (at130 - fgd[1]) if (fgd and at130 is not None) else None,
                      api.get("calls_per_s"), (api.get("latency_ms") or {}).get("p99"),
-                     "yes" if doc.get("valid") else "NO"])
+                     errors, product.get("rejected_but_feasible"),
+                     "yes" if row_valid else "NO"])
         results["provenance"] = provenance(started)  # kept current: a partial run says so
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(results, indent=2))
@@ -282,7 +292,7 @@ def main() -> int:
 
     print_table("openb replay: GPU allocation (%) vs the FGD authors' anchors (@130% arrived)",
                 ["trace", "@100%", "@130%", "BestFit(judge)", "FGD(paper)", "vs FGD",
-                 "Place/s", "p99 ms", "valid"], rows)
+                 "Place/s", "p99 ms", "errors", "rejected, fitted", "valid"], rows)
     load = (results["traces"].get("default") or {}).get("load")
     if load and "skipped" not in load:
         place = (load.get("latency_ms") or {}).get("place") or {}
