@@ -8,9 +8,11 @@ scenario on real traffic: no trace here records an announced event). ``headroom 
 campaign at its mean demand; the independent judge ``../shared/bench/sim_score.py`` scores
 both timelines; short model-minutes inside the campaign windows are counted from the
 timelines (the judge's own rule: ready x per-replica rps < demand). Prints a table and writes
-``benchmarks/results/hints.json``.
+``benchmarks/results/hints.json``. The derived trace, the hints file and the timelines go to a
+temporary directory removed at the end (shared data is never copied into the project);
+``--out-dir`` keeps them in a folder of your choice.
 
-    python benchmarks/hints/run.py [--seeds 1,2,3] [--days 3]
+    python benchmarks/hints/run.py [--seeds 1,2,3] [--days 3] [--out-dir DIR]
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -38,7 +41,6 @@ SHARED = REPO.parent / "shared"
 TRACE = SHARED / "data" / "forecast" / "servegen_llm_10min.csv"
 JUDGE = SHARED / "bench" / "sim_score.py"
 MODELS = REPO / "benchmarks" / "autoscaling" / "servegen_models.yaml"
-OUT = REPO / "benchmarks" / "hints" / "out"
 RESULTS = REPO / "benchmarks" / "results" / "hints.json"
 
 #: (model, start, end, demand factor): a launch on day 2 and a push on day 3
@@ -67,9 +69,9 @@ def _run(cmd: list[str], what: str) -> dict[str, Any]:
     return doc
 
 
-def build_inputs(days: float) -> tuple[Path, Path, list[dict[str, Any]]]:
-    """The trace with the campaigns injected, the hints file announcing them, and each
-    campaign's window and announced rate."""
+def build_inputs(days: float, out: Path) -> tuple[Path, Path, list[dict[str, Any]]]:
+    """The trace with the campaigns injected, the hints file announcing them (both written to
+    ``out``), and each campaign's window and announced rate."""
     frame = pd.read_csv(TRACE)
     times = pd.to_datetime(frame["ts"])
     frame = frame[times < times.min() + pd.Timedelta(days=days)].copy()
@@ -80,10 +82,9 @@ def build_inputs(days: float) -> tuple[Path, Path, list[dict[str, Any]]]:
         frame.loc[inside, "rate_rps"] = frame.loc[inside, "rate_rps"] * factor
         announced.append({"model": model, "start": start, "end": end, "factor": factor,
                           "rate_rps": round(float(frame.loc[inside, "rate_rps"].mean()), 3)})
-    OUT.mkdir(parents=True, exist_ok=True)
-    trace = OUT / f"servegen_{days:g}d_campaigns.csv"
+    trace = out / f"servegen_{days:g}d_campaigns.csv"
     frame.to_csv(trace, index=False)
-    hints = OUT / "hints.csv"
+    hints = out / "hints.csv"
     with hints.open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["model", "start", "end", "rate_rps", "reason"])
@@ -109,17 +110,44 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--days", type=float, default=3.0)
+    parser.add_argument("--out-dir", type=Path, default=None,
+                        help="keep the derived trace, hints file and timelines here "
+                             "(default: a temporary directory, removed at the end)")
     args = parser.parse_args()
     started = provenance_start()
-    trace, hints, announced = build_inputs(args.days)
+    if args.out_dir is not None:
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        results = measure(args.seeds, args.days, args.out_dir)
+    else:
+        with tempfile.TemporaryDirectory(prefix="headroom-hints-") as tmp:
+            results = measure(args.seeds, args.days, Path(tmp))
+    print(f"\n{len(results['campaigns'])} campaigns, {results['campaign_model_minutes']} "
+          f"model-minutes; first {args.days:g} days of ServeGen")
+    print(f"{'seed':<6}{'policy':<22}{'short (all)':>12}{'short in campaigns':>20}"
+          f"{'GPU-h':>10}")
+    for seed, by_label in results["seeds"].items():
+        for label in ("predictive", "predictive + hints"):
+            r = by_label[label]
+            print(f"{seed:<6}{label:<22}{r['short_model_minutes']:>12}"
+                  f"{r['short_in_campaigns']:>20}{r['gpu_hours']:>10.1f}")
+    results["provenance"] = provenance(started)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+    print(f"wrote {RESULTS.relative_to(REPO)}")
+
+
+def measure(seeds: str, days: float, out_dir: Path) -> dict[str, Any]:
+    """Both simulations and the judge per seed, with every file in ``out_dir``."""
+    trace, hints, announced = build_inputs(days, out_dir)
     campaign_minutes = sum(int((datetime.fromisoformat(a["end"]) -
                                 datetime.fromisoformat(a["start"])) / timedelta(minutes=1))
                            for a in announced)
-    results: dict[str, Any] = {"campaigns": announced, "days": args.days, "seeds": {}}
-    for seed in (int(s) for s in args.seeds.split(",")):
+    results: dict[str, Any] = {"campaigns": announced, "days": days, "seeds": {},
+                               "campaign_model_minutes": campaign_minutes}
+    for seed in (int(s) for s in seeds.split(",")):
         timelines = {}
         for label, extra in (("predictive", []), ("predictive + hints", ["--hints", str(hints)])):
-            out = OUT / f"seed{seed}_{'hints' if extra else 'plain'}.csv"
+            out = out_dir / f"seed{seed}_{'hints' if extra else 'plain'}.csv"
             _run([*_simulate_cmd(), "--trace", str(trace), "--models", str(MODELS),
                   "--timeline-out", str(out), "--seed", str(seed), "--policy", "predictive",
                   "--json", *extra], f"simulate {label} seed {seed}")
@@ -134,19 +162,7 @@ def main() -> None:
                     "gpu_hours": judged["policies"][label]["gpu_hours"]}
             for label, path in timelines.items()}
         results["seeds"][f"seed{seed}"]["judge"] = judged
-    print(f"\n{len(announced)} campaigns, {campaign_minutes} model-minutes; "
-          f"first {args.days:g} days of ServeGen")
-    print(f"{'seed':<6}{'policy':<22}{'short (all)':>12}{'short in campaigns':>20}"
-          f"{'GPU-h':>10}")
-    for seed, by_label in results["seeds"].items():
-        for label in ("predictive", "predictive + hints"):
-            r = by_label[label]
-            print(f"{seed:<6}{label:<22}{r['short_model_minutes']:>12}"
-                  f"{r['short_in_campaigns']:>20}{r['gpu_hours']:>10.1f}")
-    results["provenance"] = provenance(started)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=1) + "\n")
-    print(f"wrote {RESULTS.relative_to(REPO)}")
+    return results
 
 
 if __name__ == "__main__":
