@@ -30,22 +30,32 @@ at least ceil(sum over models of the fewest slices whose rows reach the model's 
 the fewest slices per model is an exact unbounded-knapsack minimum.
 
     python benchmarks/placement/bounds.py [--traces default,multigpu50] [--arrive 1.3]
+
+Prints the bounds and writes benchmarks/results/placement_bounds.json (per trace the allocation
+bound, per ParvaGPU scenario the fewest slices per model and the GPU bound, and provenance).
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-IntArray = npt.NDArray[np.int64]
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # scheduler (the MILP solver) and benchmarks.provenance
+
+from benchmarks.provenance import provenance, start  # noqa: E402
+
+IntArray = npt.NDArray[np.int64]
+RESULTS = REPO / "benchmarks" / "results" / "placement_bounds.json"
 BENCH = REPO.parent / "shared" / "bench"
 OPENB = REPO.parent / "shared" / "data" / "packing" / "openb"
 PARVA = REPO.parent / "shared" / "data" / "packing" / "parvagpu"
@@ -198,16 +208,35 @@ def main() -> int:
     if not BENCH.is_dir():
         print(f"skipped: {BENCH} (judges and data) is absent")
         return 0
+    started = start()
     sys.path.insert(0, str(BENCH))
+    openb: dict[str, dict[str, Any]] = {}
     for trace in args.traces.split(","):
+        began = time.perf_counter()
         pct = allocation_bound_pct(trace, args.arrive)
+        openb[trace] = {"allocation_pct_at_most": pct,
+                        "wall_s": round(time.perf_counter() - began, 1)}
         print(f"openb {trace}: allocation at {args.arrive:.0%} <= {pct:.4f}% for any placer "
               "that places every arrival that fits")
     bounds = parvagpu_bounds()
     for scenario, b in bounds.items():
         print(f"ParvaGPU {scenario}: >= {b['slices']} compute slices, so >= "
               f"{b['gpus_at_least']} GPUs  {b['per_model']}")
-    print(f"ParvaGPU total: >= {sum(b['gpus_at_least'] for b in bounds.values())} GPUs")
+    total = sum(b["gpus_at_least"] for b in bounds.values())
+    print(f"ParvaGPU total: >= {total} GPUs")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({
+        "benchmark": "placement bounds",
+        "openb": {"arrive": args.arrive, "seed": SEED,
+                  "what": "upper bound on GPU allocation (% of cluster GPU milli) at `arrive` "
+                          "for any placer that places every arrival that fits",
+                  "traces": openb},
+        "parvagpu": {"what": "lower bound on GPUs per scenario: ceil(sum over models of the "
+                             "fewest compute slices (per_model) whose profile rows within "
+                             "0.45 x SLO reach the model's rate / 7)",
+                     "scenarios": bounds, "total_gpus_at_least": total},
+        "provenance": provenance(started)}, indent=2) + "\n")
+    print(f"wrote {RESULTS.relative_to(REPO)}")
     return 0
 
 
