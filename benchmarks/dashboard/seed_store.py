@@ -1,5 +1,9 @@
-"""Seed a large Headroom store for the dashboard benchmark: 200 models (12 tenants), 1,000 GPUs
-(A100-80GB and H100-80GB with MIG/MPS, L4 whole or time-sliced), 7 days of minute data.
+"""Seed a large Headroom store for the dashboard benchmark: 200 models (12 tenants) on pools of
+1,000 GPUs (A100-80GB and H100-80GB with MIG/MPS, L4 whole or time-sliced), 7 days of minute
+data. The plan fills at most TARGET_FILL (82 %) of each pool at its peak and each tick's
+snapshot holds only the nodes it bills: 340-812 GPUs per tick (327-782 with replicas on them),
+388 in the store's inventory (the last tick's); 1,000 is the pools' capacity, not a fleet the
+store holds (default --models 200 --days 7 --seed 11).
 
 Every table gets the rows the real reconcile loop would write at one tick a minute: per-model
 observations, a tick with its observed snapshot (pools, nodes with their GPUs, models), a plan
