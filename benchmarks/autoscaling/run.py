@@ -26,6 +26,7 @@ import json
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -98,8 +99,8 @@ def trace_for(days: float | None) -> Path:
     frame = pd.read_csv(TRACE)
     times = pd.to_datetime(frame["ts"])
     cut = frame[times < times.min() + pd.Timedelta(days=days)]
-    path = OUT / f"servegen_{days:g}d.csv"
-    OUT.mkdir(parents=True, exist_ok=True)
+    # the cut is a copy of shared data: it goes to a temporary directory, never the project
+    path = Path(tempfile.mkdtemp(prefix="headroom-servegen-")) / f"servegen_{days:g}d.csv"
     cut.to_csv(path, index=False)
     return path
 
