@@ -43,7 +43,7 @@ class PlacementEngine:
     With a ``journal`` the engine starts from what it holds and runs every change through it
     (``scheduler.journal``): bindings on nodes this engine's inventory does not have (yet: all
     of them before the first inventory after a start) wait, counted, found, released and never
-    bound twice, until an inventory has their node or drops them; plan revisions continue.
+    bound twice, until an inventory has their node or releases them; plan revisions continue.
 
     A binding placed with a ``lease_s`` expires once ``now_s()`` (Unix seconds) passes its
     lease unless RenewLeases extended it: every call that changes bindings (and ListBindings,
@@ -209,24 +209,35 @@ class PlacementEngine:
 
     # ---------------------------------------------------------------- online placement
     def sync_inventory(self, request: pb.SyncInventoryRequest) -> pb.SyncInventoryResponse:
-        """Replace the inventory with a full snapshot; bindings on nodes and GPUs that still
-        exist are kept (re-applied), the others are dropped. Idempotent."""
+        """Replace the inventory with a full snapshot (idempotent). A binding whose node and
+        GPU indices are in it and whose GPUs still meet its request (allowed product, stated
+        memory, MIG profile) is kept, even on a node it now overcommits (its pod still runs:
+        its GPUs stay taken, nothing new lands there beyond what is free); every other one is
+        released (through the journal when there is one), logged and listed in the response
+        with why. The response also names the overcommitted nodes."""
         nodes = convert.nodes_from_pb(request)
         validate_nodes(nodes)
         with self._lock:
             self._expire(self._now_s())
             if self._journal is None:
-                self._placer = self._placer.resynced(nodes)
+                self._placer, released = self._placer.resynced(nodes)
             else:
                 with self._journaled() as change:
-                    fresh = self._placer.resynced(nodes, tuple(self._waiting.values()))
-                    dropped = [w for w in (*self._placer.cluster.bindings, *self._waiting)
-                               if w not in fresh.cluster.bindings]
-                    if dropped:
-                        change.released(dropped)
+                    fresh, released = self._placer.resynced(nodes, tuple(self._waiting.values()))
+                    if released:
+                        change.released([r.binding.workload_id for r in released])
                 self._placer, self._waiting = fresh, {}
-            return pb.SyncInventoryResponse(nodes=len(nodes),
-                                            gpus=self._placer.cluster.gpu_count)
+            cluster = self._placer.cluster
+            over = cluster.overcommitted()
+        if released:
+            log.warning("placement.inventory_released_bindings", extra={
+                "workload_ids": [r.binding.workload_id for r in released],
+                "released": [{"workload_id": r.binding.workload_id, "node": r.binding.node,
+                              "reason": r.reason, "detail": r.detail} for r in released]})
+        return pb.SyncInventoryResponse(
+            nodes=len(nodes), gpus=cluster.gpu_count, overcommitted_nodes=over,
+            released=[pb.ReleasedBinding(workload_id=r.binding.workload_id, node=r.binding.node,
+                                         reason=r.reason, detail=r.detail) for r in released])
 
     def place(self, request: pb.PlaceRequest,
               still_wanted: Callable[[], bool] | None = None) -> pb.PlaceResponse:

@@ -1,19 +1,20 @@
-"""The placement journal in the SQL store (Alembic revisions 0008, 0009, 0014): the bindings
+"""The placement journal in the SQL store (Alembic revisions 0008, 0009, 0014, 0021): the bindings
 and fleet plan that every placement engine on the store follows (``scheduler.journal``), so the
 placement servers of one store (``headroom placement serve --db``, the replicas of ``headroom
 serve``) answer as one and a restarted one knows where every workload runs.
 
 ``placement_journal`` holds one row: the journal's version (raised once by every change), the
-current plan (its proto bytes, revision and the version that wrote it) and which process changed
-it last. ``placement_bindings`` holds a row per workload bound, with its lease (0009), the model
-and tenant its Place named (0014; '' on rows journaled before: not known), the version that
-bound it or last renewed its lease and, once released, the version that released it (a
-tombstone, so other engines learn of the release). A change first locks the journal row
-(``UPDATE ... RETURNING``: PostgreSQL's row lock, SQLite's write lock), reads what changed since
-the engine's version and commits with the engine's writes in the same transaction. Every
-``prune_every`` versions, tombstones older than ``keep_releases`` versions are deleted; an engine
-further behind than that reads a full snapshot. Database errors are ``Unavailable`` (UNAVAILABLE
-to the caller).
+current plan (its proto bytes, revision and the version that wrote it) and which process changed it
+last. ``placement_bindings`` holds a row per workload bound, with its lease (0009), the model and
+tenant its Place named (0014; '' on rows journaled before: not known), what it asked of each GPU
+(0021: allowed products and stated memory, which a re-SyncInventory checks; any and none on rows
+journaled before), the version that bound it or last renewed its lease and, once released, the
+version that released it (a tombstone, so other engines learn of the release). A change first locks
+the journal row (``UPDATE ... RETURNING``: PostgreSQL's row lock, SQLite's write lock), reads what
+changed since the engine's version and commits with the engine's writes in the same transaction.
+Every ``prune_every`` versions, tombstones older than ``keep_releases`` versions are deleted; an
+engine further behind than that reads a full snapshot. Database errors are ``Unavailable``
+(UNAVAILABLE to the caller).
 """
 
 from __future__ import annotations
@@ -88,6 +89,11 @@ class PlacementBindingRecord(SQLModel, table=True):
         Float, nullable=False, server_default="0"))
     model: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
     tenant: str = Field(default="", sa_column=Column(Text, nullable=False, server_default=""))
+    # what the Place asked of each GPU (0021): JSON list of allowed product keys, stated memory
+    gpu_products: str = Field(default="[]", sa_column=Column(Text, nullable=False,
+                                                             server_default="[]"))
+    gpu_memory_request_mib: int = Field(default=0, sa_column=Column(
+        BigInteger, nullable=False, server_default="0"))
     version: int = Field(sa_column=Column(BigInteger, nullable=False, index=True))
     released_version: int | None = Field(default=None, sa_column=Column(
         BigInteger, nullable=True, index=True))
@@ -110,14 +116,17 @@ def binding_values(binding: Binding) -> dict[str, Any]:
             "cpu_milli": binding.cpu_milli, "memory_mib": binding.memory_mib,
             "reason": binding.reason, "lease_s": binding.lease_s,
             "lease_expires_at_s": binding.lease_expires_at_s, "model": binding.model,
-            "tenant": binding.tenant}
+            "tenant": binding.tenant, "gpu_products": json.dumps(list(binding.gpu_products)),
+            "gpu_memory_request_mib": binding.gpu_memory_request_mib}
 
 
 def binding_from(row: Any) -> Binding:
     return Binding(row.workload_id, row.node, tuple(int(i) for i in json.loads(row.gpu_indices)),
                    SharingMode(row.mode) if row.mode else None, row.mig_profile, row.gpu_milli,
                    row.reason, row.gpu_memory_mib, row.mig_start, row.cpu_milli, row.memory_mib,
-                   row.lease_s, row.lease_expires_at_s, row.model or "", row.tenant or "")
+                   row.lease_s, row.lease_expires_at_s, row.model or "", row.tenant or "",
+                   tuple(str(p) for p in json.loads(row.gpu_products or "[]")),
+                   int(row.gpu_memory_request_mib or 0))
 
 
 class Head(NamedTuple):

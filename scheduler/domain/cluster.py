@@ -42,6 +42,17 @@ MAX_STATE_IDS = 1 << 20
 #: product masks cached per inventory (a mask is one bool per GPU slot)
 MAX_PRODUCT_MASKS = 64
 
+#: Why a new inventory snapshot released a binding (``Cluster.readopt``): its node or one of its
+#: GPUs is not in the snapshot, the GPU is of a product its Place did not allow, has less memory
+#: than it stated, cannot hold its MIG instance, or is held by bindings it cannot share it with.
+NODE_GONE = "node_gone"
+GPU_GONE = "gpu_gone"
+GPU_PRODUCT = "gpu_product_not_allowed"
+GPU_MEMORY = "insufficient_gpu_memory"
+MIG_PROFILE = "mig_profile_unavailable"
+CONFLICT = "gpu_held_by_other_bindings"
+RELEASE_REASONS = (NODE_GONE, GPU_GONE, GPU_PRODUCT, GPU_MEMORY, MIG_PROFILE, CONFLICT)
+
 
 def product_key(product: str) -> str:
     """Canonical product key: the catalog name when known, else the stripped, lowercased text."""
@@ -226,8 +237,10 @@ class Cluster:
 
     # ------------------------------------------------------------------ apply
     def apply(self, workload_id: str, cpu_milli: int, memory_mib: int, choice: Choice,
-              model: str = "", tenant: str = "") -> Binding:
-        """Charge ``choice`` to the state and record the binding (of ``model`` for ``tenant``)."""
+              model: str = "", tenant: str = "", gpu_products: tuple[str, ...] = (),
+              gpu_memory_request_mib: int = 0) -> Binding:
+        """Charge ``choice`` to the state and record the binding (of ``model`` for ``tenant``,
+        with what its request asked of each GPU: ``gpu_products``, ``gpu_memory_request_mib``)."""
         if workload_id in self.bindings:
             raise AlreadyExists(workload_id)
         node = choice.node
@@ -254,7 +267,8 @@ class Cluster:
             workload_id, self.nodes[node].name,
             tuple(int(self.gpu_index[node, g]) for g in choice.gpus), choice.mode,
             choice.mig_profile, choice.gpu_milli, choice.reason, choice.gpu_memory_mib,
-            choice.mig_start, cpu_milli, memory_mib, model=model, tenant=tenant)
+            choice.mig_start, cpu_milli, memory_mib, model=model, tenant=tenant,
+            gpu_products=gpu_products, gpu_memory_request_mib=gpu_memory_request_mib)
         self.bindings[workload_id] = binding
         return binding
 
@@ -322,32 +336,68 @@ class Cluster:
         """True when ``node`` is back in the state with id ``state``."""
         return bool(self.state_id[node] == state)
 
-    def readopt(self, binding: Binding) -> bool:
-        """Re-apply a binding from an earlier inventory; False (dropped) when its node or GPUs
-        are gone or no longer have room for it."""
+    def readopt(self, binding: Binding) -> tuple[str, str] | None:
+        """Re-apply a binding from an earlier inventory (or another engine): None when kept,
+        else (reason, detail) of why it cannot be, the reason one of ``RELEASE_REASONS``.
+
+        Kept when its node and GPU indices exist and each GPU still meets the binding's own
+        request (an allowed product, the per-GPU memory it stated, its MIG profile), even when
+        the node's CPU or memory, or a GPU's memory, no longer cover every binding kept there:
+        its pod still runs. The free amounts then go below zero, so its GPUs stay taken and
+        nothing new lands where it would oversubscribe further (``hosts``, ``share_fits``,
+        ``mig_choice`` and an exclusive GPU's ``free == WHOLE_GPU_MILLI`` all read them) until
+        releases or a larger snapshot bring them back. A binding that does not fit beside the
+        ones kept before it (sharing mode, compute, clients, MIG layout: only bindings that
+        were never consistent, e.g. two engines' on different inventories) is not kept."""
         node = self.position.get(binding.node)
         if node is None:
-            return False
+            return NODE_GONE, f"node {binding.node} is not in the inventory"
         cols = self.columns_of(node, binding.gpu_indices)
         if cols is None:
-            return False
-        if self.cpu_free[node] < binding.cpu_milli or self.mem_free[node] < binding.memory_mib:
-            return False
+            return GPU_GONE, (f"GPU(s) {list(binding.gpu_indices)} of node {binding.node} are "
+                              "not all in the inventory")
         code = MODE_CODE[binding.mode] if binding.mode is not None else 0
-        for g in cols:
-            if self.free[node, g] < binding.gpu_milli or self.mode[node, g] not in (0, code):
-                return False
-            charge = (self.gmem_total[node, g] if binding.mode is SharingMode.EXCLUSIVE
-                      else binding.gpu_memory_mib)  # what apply charges
-            if self.gmem_free[node, g] < charge:
-                return False
-            if binding.mode is SharingMode.MIG and not self._mig_fits(node, g, binding):
-                return False
+        for g, index in zip(cols, binding.gpu_indices, strict=True):
+            where = f"GPU {index} of node {binding.node}"
+            pid = self.product_id.item(node, g)
+            if binding.gpu_products and self.products[pid] not in binding.gpu_products:
+                known = self.known[pid]
+                return GPU_PRODUCT, (f"{where} is now a "
+                                     f"{known.name if known else self.products[pid]}, not one "
+                                     f"of {', '.join(binding.gpu_products)} that the binding "
+                                     "allowed")
+            asked = binding.gpu_memory_request_mib
+            if asked > 0 and not (self.gmem_known.item(node, g)
+                                  and self.gmem_total.item(node, g) >= asked):
+                has = (f"{self.gmem_total.item(node, g)} MiB" if self.gmem_known.item(node, g)
+                       else "memory not known")
+                return GPU_MEMORY, f"{where} has {has}, the binding asked for {asked} MiB"
+            if binding.mode is SharingMode.MIG and not self._mig_profile_on(node, g, binding):
+                return MIG_PROFILE, (f"{where} cannot hold a {binding.mig_profile} MIG "
+                                     "instance now")
+            if (self.free.item(node, g) < binding.gpu_milli
+                    or self.mode.item(node, g) not in (0, code)
+                    or self.clients.item(node, g) >= MAX_CLIENTS_PER_GPU
+                    or (binding.mode is SharingMode.MIG and not self._mig_fits(node, g, binding))):
+                return CONFLICT, f"{where} is held by other bindings it cannot share it with"
         self.apply(binding.workload_id, binding.cpu_milli, binding.memory_mib,
                    Choice(node, cols, binding.mode, binding.gpu_milli, binding.gpu_memory_mib,
                           binding.mig_profile, binding.mig_start, binding.reason))
         self.bindings[binding.workload_id] = binding  # as it was, its lease included
-        return True
+        return None
+
+    def overcommitted(self) -> list[str]:
+        """Nodes whose kept bindings need more CPU or memory, or more of a GPU's memory, than
+        the inventory gives them (nothing new is placed there until that is undone)."""
+        over = ((self.cpu_free < 0) | (self.mem_free < 0)
+                | (self.exists & (self.gmem_free < 0)).any(axis=1))
+        return [self.nodes[i].name for i in np.flatnonzero(over).tolist()]
+
+    def _mig_profile_on(self, node: int, gpu: int, binding: Binding) -> bool:
+        """Whether the GPU (MIG-capable) is of a product that has the binding's MIG profile."""
+        product = self.product_of(node, gpu)
+        return (product is not None and self.mig_capable.item(node, gpu)
+                and product.profile(binding.mig_profile) is not None)
 
     def _mig_fits(self, node: int, gpu: int, binding: Binding) -> bool:
         """Whether the GPU (MIG-capable, its product having the binding's profile) can hold the

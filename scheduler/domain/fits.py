@@ -75,9 +75,12 @@ def why_not(cluster: Cluster, spec: WorkloadSpec, shape: Shape) -> Infeasible:
                           "every node of the inventory is unschedulable (cordoned or not ready)")
     host = cluster.hosts(spec.cpu_milli, spec.memory_mib)
     if not host.any():
+        over = int((cluster.open & ((cluster.cpu_free < 0) | (cluster.mem_free < 0))).sum())
+        note = (f" ({over} node(s) overcommitted by the bindings a SyncInventory kept)"
+                if over else "")
         return Infeasible("insufficient_cpu_or_memory",
                           f"no node has {spec.cpu_milli} CPU milli and {spec.memory_mib} MiB "
-                          "memory free")
+                          f"memory free{note}")
     if spec.num_gpu and not cluster.product_mask(spec.gpu_products)[host].any():
         return Infeasible("no_allowed_gpu_product",
                           f"no node with enough CPU and memory has a GPU of "

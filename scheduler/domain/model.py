@@ -96,8 +96,10 @@ class WorkloadSpec:
 
 @dataclass(frozen=True, slots=True)
 class Binding:
-    """Where a workload runs (node, GPU indices, sharing mode and granted share) and what it
-    serves (the model and tenant its Place named)."""
+    """Where a workload runs (node, GPU indices, sharing mode and granted share), what it
+    serves (the model and tenant its Place named) and what its Place asked of each GPU (the
+    products it allowed, the memory it stated): a re-SyncInventory keeps it only on GPUs that
+    still meet that (``Cluster.readopt``)."""
 
     workload_id: str
     node: str
@@ -114,6 +116,8 @@ class Binding:
     lease_expires_at_s: float = 0.0  # Unix seconds the lease runs out (0: never)
     model: str = ""  # the Place request's model and tenant ("" = not known)
     tenant: str = ""
+    gpu_products: tuple[str, ...] = ()  # the Place's allowed products (canonical keys; () any)
+    gpu_memory_request_mib: int = 0  # per-GPU memory the Place stated (0: not stated)
 
     @property
     def leased(self) -> bool:
@@ -122,3 +126,13 @@ class Binding:
     def expired(self, now_s: float) -> bool:
         """True once its lease has run out (never without a lease)."""
         return 0 < self.lease_expires_at_s <= now_s
+
+
+@dataclass(frozen=True, slots=True)
+class ReleasedBinding:
+    """A binding a new inventory snapshot released, with why: ``reason`` is one of
+    ``RELEASE_REASONS`` (``cluster``), ``detail`` says it in a sentence."""
+
+    binding: Binding
+    reason: str
+    detail: str

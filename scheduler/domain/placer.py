@@ -9,7 +9,13 @@ from dataclasses import replace
 from scheduler.domain.cluster import Cluster
 from scheduler.domain.demand_model import DemandModel
 from scheduler.domain.errors import AlreadyExists
-from scheduler.domain.model import Binding, NodeSpec, SharingMode, WorkloadSpec
+from scheduler.domain.model import (
+    Binding,
+    NodeSpec,
+    ReleasedBinding,
+    SharingMode,
+    WorkloadSpec,
+)
 from scheduler.domain.policy import ScoreCache, Scorer, choose
 from scheduler.domain.scoring import FloatArray, NodeCache, ScoreTables, ScoreWeights
 
@@ -31,21 +37,30 @@ class OnlinePlacer:
         c = self.cluster
         return NodeCache(tables, c.free, c.cpu_free, c.mem_free, self.weights.stranding)
 
-    def resynced(self, nodes: Sequence[NodeSpec],
-                 adopting: Sequence[Binding] = ()) -> OnlinePlacer:
+    def resynced(self, nodes: Sequence[NodeSpec], adopting: Sequence[Binding] = ()
+                 ) -> tuple[OnlinePlacer, list[ReleasedBinding]]:
         """A placer for a new inventory snapshot that keeps the learned demand and every
-        binding (its own, then ``adopting``: those a journal restored) whose node and GPUs
-        still exist and still have room (others are dropped)."""
+        binding (its own and ``adopting``: those a journal restored) whose node and GPUs still
+        exist and still meet its request (``Cluster.readopt``: kept even where the node is now
+        overcommitted), and the bindings it released, with why. Bindings are taken in workload
+        id order, so what is kept does not depend on the order they were placed in."""
         fresh = OnlinePlacer(nodes, self.weights, self.demand)
-        for binding in (*self.cluster.bindings.values(), *adopting):
-            if fresh.cluster.readopt(binding):
+        released: list[ReleasedBinding] = []
+        held = {b.workload_id: b for b in (*self.cluster.bindings.values(), *adopting)}
+        for workload_id in sorted(held):
+            binding = held[workload_id]
+            why = fresh.cluster.readopt(binding)
+            if why is None:
                 fresh._refresh_node(fresh.cluster.position[binding.node])
-        return fresh
+            else:
+                released.append(ReleasedBinding(binding, *why))
+        return fresh, released
 
     def adopt(self, binding: Binding) -> bool:
         """Take on a binding made elsewhere (another engine on the same journal); False when
-        its node or GPUs are not in this inventory or have no room for it."""
-        if not self.cluster.readopt(binding):
+        its node or GPUs are not in this inventory or no longer meet its request
+        (``Cluster.readopt``: a node it overcommits still takes it)."""
+        if self.cluster.readopt(binding) is not None:
             return False
         self._refresh_node(self.cluster.position[binding.node])
         return True
@@ -63,7 +78,8 @@ class OnlinePlacer:
         undo = (scorer.tables.snapshot.version, int(self.cluster.state_id[node]),
                 float(cache.waste[node]), cache.per_shape[node].copy(), float(cache.resid[node]))
         binding = self.cluster.apply(spec.workload_id, spec.cpu_milli, spec.memory_mib, choice,
-                                     spec.model, spec.tenant)
+                                     spec.model, spec.tenant, tuple(sorted(spec.gpu_products)),
+                                     spec.gpu_memory_mib if spec.num_gpu else 0)
         self._undo[spec.workload_id] = undo
         if choice.waste_delta is None:
             self._refresh_node(node)

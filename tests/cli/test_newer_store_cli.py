@@ -49,6 +49,6 @@ def test_a_command_on_a_store_migrated_by_a_newer_headroom_names_its_revision_an
     assert run.returncode == 2, run.stdout + run.stderr
     assert run.stderr.endswith(
         f"is at revision '{FUTURE}', which this Headroom does not know: a newer Headroom "
-        "migrated it; run that version, or its `headroom db downgrade 0020` first\n"), run.stderr
+        "migrated it; run that version, or its `headroom db downgrade 0021` first\n"), run.stderr
     assert run.stderr.count("\n") == 1
     assert stored(store_url) == (FUTURE, 0)

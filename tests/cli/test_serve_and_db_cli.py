@@ -184,7 +184,7 @@ def test_serve_and_demo_on_a_store_migrated_by_a_newer_headroom_say_so_and_what_
     assert run.stderr.endswith(
         "cannot upgrade to 'head': Can't locate revision identified by '0099_future' (the "
         "store's own revision: a newer Headroom migrated it; run that version, or its "
-        "`headroom db downgrade 0020` first)\n"), run.stderr
+        "`headroom db downgrade 0021` first)\n"), run.stderr
     assert run.stderr.count("\n") == 1
 
 
@@ -198,7 +198,7 @@ def test_db_upgrade_to_a_revision_the_store_is_past_is_refused_naming_the_way_ba
                          text=True, timeout=120)
     assert run.returncode == 2  # it said "upgraded to 0003" (or base) and left the store at head
     assert run.stderr == (f"error: database {sqlite_url}: cannot upgrade to '{revision}': it "
-                          f"is at revision '0020', past it; `headroom db downgrade {revision}` "
+                          f"is at revision '0021', past it; `headroom db downgrade {revision}` "
                           "goes back\n")
     assert inspect(create_engine(sqlite_url)).has_table("placement_bindings")  # as it was
 

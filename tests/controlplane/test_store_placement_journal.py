@@ -294,3 +294,60 @@ def test_a_binding_a_resync_leaves_without_gpu_memory_is_dropped_from_the_store_
     first.sync_inventory(smaller)
     assert first.counts()[0] == 0
     assert _engine(store, "second").counts()[0] == 0
+
+
+def _now_l4(request: pb.SyncInventoryRequest) -> pb.SyncInventoryRequest:
+    for node in request.nodes:
+        for gpu in node.gpus:
+            gpu.product, gpu.memory_mib, gpu.mig_capable = "L4", 24_576, False
+    return request
+
+
+def test_a_restarted_engine_releases_a_restored_binding_whose_gpu_no_longer_meets_its_request(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    first = _engine(store, "first")
+    first.sync_inventory(_inventory("n0"))
+    first.place(make_place("a100-only", products=(A100,)))
+    first.place(pb.PlaceRequest(workload_id="needs-60g", model="m", tenant="t", num_gpu=1,
+                                gpu_milli=1000, gpu_memory_mib=60_000))
+    restarted = _engine(store, "restarted")  # the request came back with the binding
+    resp = restarted.sync_inventory(_now_l4(_inventory("n0")))
+    assert [(r.workload_id, r.reason) for r in resp.released] == [
+        ("a100-only", "gpu_product_not_allowed"), ("needs-60g", "insufficient_gpu_memory")]
+    assert _engine(store, "third").counts()[0] == 0  # released in the store too
+
+
+def test_a_resync_that_overcommits_a_node_keeps_its_bindings_in_the_store_and_on_every_engine(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    left, right = _engine(store, "left"), _engine(store, "right")
+    left.sync_inventory(_inventory("n0"))
+    for workload_id in ("x1", "x2"):
+        left.place(make_place(workload_id, cpu_milli=12_000))
+    shrunk = _inventory("n0")
+    shrunk.nodes[0].cpu_milli = 16_000
+    resp = right.sync_inventory(shrunk)
+    assert (list(resp.released), list(resp.overcommitted_nodes)) == ([], ["n0"])
+    with pytest.raises(Infeasible):  # right took on both: GPU 0 and 1 are not handed out
+        right.place(make_place("y", cpu_milli=0, memory_mib=0))
+    assert _engine(store, "third").counts()[0] == 2
+
+
+def test_migration_0021_adds_the_request_columns_and_a_row_journaled_before_is_kept_anywhere(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    first = _engine(store, "first")
+    first.sync_inventory(_inventory("n0"))
+    first.place(make_place("old", products=(A100,)))
+
+    def columns() -> set[str]:
+        return {c["name"] for c in inspect(store.engine).get_columns("placement_bindings")}
+
+    request_columns = {"gpu_products", "gpu_memory_request_mib"}
+    assert columns() >= request_columns
+    downgrade(store.engine, "0020")
+    assert not request_columns & columns()
+    upgrade(store.engine)
+    resp = _engine(store, "restarted").sync_inventory(_now_l4(_inventory("n0")))
+    assert list(resp.released) == []  # what it asked is not known: any product, as before

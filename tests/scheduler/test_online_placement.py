@@ -6,7 +6,13 @@ from typing import Any
 
 import pytest
 
-from scheduler.domain.cluster import MAX_PRODUCT_MASKS, product_key
+from scheduler.domain.cluster import (
+    GPU_MEMORY,
+    GPU_PRODUCT,
+    MAX_PRODUCT_MASKS,
+    NODE_GONE,
+    product_key,
+)
 from scheduler.domain.errors import AlreadyExists, Infeasible
 from scheduler.domain.model import GpuSpec, Isolation, NodeSpec, SharingMode, WorkloadSpec
 from scheduler.domain.placer import OnlinePlacer
@@ -163,15 +169,73 @@ def test_release_is_idempotent_and_restores_capacity() -> None:
     assert placer.place(work("b")).gpu_milli == 1000
 
 
-def test_resync_keeps_bindings_that_still_fit_and_drops_the_rest() -> None:
+def test_resync_keeps_the_bindings_of_nodes_still_there_and_releases_the_others_saying_why(
+        ) -> None:
     placer = OnlinePlacer([node("n0"), node("n1")])
     a = placer.place(work("a"))
     placer.place(work("b"))
     placer.place(work("c"))
-    fresh = placer.resynced([node(a.node)])
+    fresh, released = placer.resynced([node(a.node)])
     kept = set(fresh.cluster.bindings)
     assert "a" in kept and all(fresh.cluster.bindings[w].node == a.node for w in kept)
+    gone = {"b", "c"} - kept
+    assert [(r.binding.workload_id, r.reason) for r in released] == [
+        (w, NODE_GONE) for w in sorted(gone)]
 
+
+def _cut_cpu(cpu: int) -> list[NodeSpec]:
+    return [node("n", gpus=2, product="L4", cpu=cpu, mem=32_000)]
+
+
+def test_a_resync_that_shrinks_a_nodes_cpu_keeps_every_binding_and_hands_out_none_of_its_gpus(
+        ) -> None:
+    placer = OnlinePlacer(_cut_cpu(8000))
+    x1, x2 = placer.place(work("x1", cpu=3000)), placer.place(work("x2", cpu=3000))
+    assert (x1.gpu_indices, x2.gpu_indices) == ((0,), (1,))
+    fresh, released = placer.resynced(_cut_cpu(4000))
+    assert released == []
+    assert fresh.cluster.bindings == {"x1": x1, "x2": x2}
+    assert fresh.cluster.overcommitted() == ["n"]
+    with pytest.raises(Infeasible) as err:  # even a request of no CPU: the node has -2000 free
+        fresh.place(work("y", cpu=0, mem=0))
+    assert err.value.reason == "insufficient_cpu_or_memory"
+    assert "1 node(s) overcommitted" in str(err.value)
+    fresh.release("x1")  # 1000 CPU milli free again, and GPU 0; GPU 1 is still x2's
+    assert fresh.cluster.overcommitted() == []
+    assert fresh.place(work("y", cpu=1000)).gpu_indices == (0,)
+    with pytest.raises(Infeasible):
+        fresh.place(work("z", cpu=0, mem=0))
+
+
+def test_which_bindings_a_resync_keeps_does_not_depend_on_the_order_they_were_placed_in(
+        ) -> None:
+    def kept_after_a_cut(order: tuple[str, ...]) -> set[str]:
+        placer = OnlinePlacer(_cut_cpu(8000))
+        for workload_id in order:
+            placer.place(work(workload_id, cpu=3000))
+        fresh, _ = placer.resynced(_cut_cpu(4000))
+        return set(fresh.cluster.bindings)
+
+    assert kept_after_a_cut(("x1", "x2")) == kept_after_a_cut(("x2", "x1")) == {"x1", "x2"}
+
+
+def test_a_resync_releases_a_binding_whose_gpu_is_now_another_product_or_too_small() -> None:
+    a100 = product_key("A100-80GB")
+    placer = OnlinePlacer([NodeSpec("n", 32_000, 131_072, (
+        GpuSpec(0, "A100-80GB", 81_920, True), GpuSpec(1, "A100-80GB", 81_920, True),
+        GpuSpec(2, "L4", 24_576, False)))])
+    on_a100 = placer.place(work("on-a100", gpu_mem=60_000, products=frozenset({a100})))
+    big = placer.place(work("big", gpu_mem=60_000))
+    small = placer.place(work("small", gpu_mem=20_000))
+    assert (on_a100.gpu_indices, big.gpu_indices, small.gpu_indices) == ((0,), (1,), (2,))
+    fresh, released = placer.resynced([NodeSpec("n", 32_000, 131_072, (
+        GpuSpec(0, "L4", 24_576, False), GpuSpec(1, "A100-40GB", 40_960, True),
+        GpuSpec(2, "L4", 24_576, False)))])
+    assert [(r.binding, r.reason) for r in released] == [
+        (big, GPU_MEMORY), (on_a100, GPU_PRODUCT)]
+    assert "GPU 1 of node n has 40960 MiB, the binding asked for 60000 MiB" in released[0].detail
+    assert fresh.cluster.bindings == {"small": small}
+    assert fresh.place(work("whole")).gpu_indices == (0,)  # the released GPUs are free again
 
 def test_same_inventory_and_requests_give_the_same_bindings() -> None:
     def run() -> list[tuple[str, tuple[int, ...]]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from placement_builders import make_node, make_place, two_node_engine
 
@@ -162,16 +164,68 @@ def _bound_ids(eng: PlacementEngine) -> list[str]:
     return [b.workload_id for b in eng.list_bindings(pb.ListBindingsRequest()).bindings]
 
 
-def test_a_resync_that_shrinks_a_gpus_memory_drops_the_shares_that_no_longer_fit() -> None:
+def _released(resp: pb.SyncInventoryResponse) -> list[tuple[str, str, str]]:
+    return [(r.workload_id, r.node, r.reason) for r in resp.released]
+
+
+def test_a_resync_that_shrinks_a_gpus_memory_keeps_the_shares_that_each_still_fit_and_adds_none(
+        ) -> None:
     eng = PlacementEngine()
     eng.sync_inventory(_one_gpu("L4", 24_576))
     for workload_id in ("a", "b"):
         eng.place(make_place(workload_id, gpu_milli=300, gpu_memory_mib=10_000,
                              isolation=pb.TRUSTED))
-    eng.sync_inventory(_one_gpu("L4", 12_000))
-    assert _bound_ids(eng) == ["a"]  # 10,000 MiB of the 12,000 the GPU has now
+    resp = eng.sync_inventory(_one_gpu("L4", 12_000))
+    # each asked 10,000 MiB of the 12,000 the GPU has now: both run on, the GPU overcommitted
+    assert _bound_ids(eng) == ["a", "b"]
+    assert (_released(resp), list(resp.overcommitted_nodes)) == ([], ["n0"])
+    for milli, memory in ((300, 10_000), (100, 0), (100, 1)):
+        with pytest.raises(Infeasible):
+            eng.place(make_place("c", gpu_milli=milli, gpu_memory_mib=memory,
+                                 isolation=pb.TRUSTED))
+    assert eng.sync_inventory(_one_gpu("L4", 12_000)) == resp  # idempotent
+    resp = eng.sync_inventory(_one_gpu("L4", 8_000))  # now neither request is met
+    assert _released(resp) == [("a", "n0", "insufficient_gpu_memory"),
+                               ("b", "n0", "insufficient_gpu_memory")]
+    assert _bound_ids(eng) == [] and list(resp.overcommitted_nodes) == []
+
+
+def test_a_resync_that_leaves_a_node_out_releases_its_bindings_logs_and_reports_them(
+        caplog: pytest.LogCaptureFixture) -> None:
+    eng = two_node_engine()
+    on = {w: eng.place(make_place(w)).binding.node for w in ("w1", "w2", "w3")}
+    stays, gone = on["w1"], ({"n0", "n1"} - {on["w1"]}).pop()
+    leaving = sorted(w for w, n in on.items() if n == gone)  # 3 GPUs of 2 + 2: not empty
+    with caplog.at_level(logging.WARNING, logger="headroom.placement"):
+        resp = eng.sync_inventory(pb.SyncInventoryRequest(nodes=[make_node(stays)]))
+    assert _released(resp) == [(w, gone, "node_gone") for w in leaving]
+    assert [r.detail for r in resp.released] == [f"node {gone} is not in the inventory"
+                                                 ] * len(leaving)
+    assert all(b.node == stays for b in eng.list_bindings(pb.ListBindingsRequest()).bindings)
+    [record] = [r for r in caplog.records if r.name == "headroom.placement"]
+    assert record.getMessage() == "placement.inventory_released_bindings"
+    assert record.__dict__["workload_ids"] == leaving
+    assert eng.sync_inventory(pb.SyncInventoryRequest(nodes=[make_node(stays)])).released == []
+
+
+def test_a_resync_that_cuts_a_nodes_cpu_keeps_its_exclusive_bindings_and_their_gpus(
+        ) -> None:
+    def inventory(cpu: int) -> pb.SyncInventoryRequest:
+        return pb.SyncInventoryRequest(nodes=[make_node("n", product="L4", cpu_milli=cpu,
+                                                        memory_mib=32_000)])
+
+    eng = PlacementEngine()
+    eng.sync_inventory(inventory(8000))
+    for workload_id in ("x1", "x2"):
+        eng.place(make_place(workload_id, cpu_milli=3000))
+    resp = eng.sync_inventory(inventory(4000))
+    assert (_released(resp), list(resp.overcommitted_nodes)) == ([], ["n"])
+    assert [(b.workload_id, list(b.gpu_indices)) for b in eng.list_bindings(
+        pb.ListBindingsRequest()).bindings] == [("x1", [0]), ("x2", [1])]
     with pytest.raises(Infeasible):
-        eng.place(make_place("c", gpu_milli=300, gpu_memory_mib=10_000, isolation=pb.TRUSTED))
+        eng.place(make_place("y", cpu_milli=0, memory_mib=0))
+    eng.release(pb.ReleaseRequest(workload_id="x1"))
+    assert list(eng.place(make_place("y", cpu_milli=1000)).binding.gpu_indices) == [0]
 
 
 def test_a_resync_whose_gpu_has_no_longer_the_mig_profile_drops_the_mig_binding() -> None:
@@ -181,7 +235,8 @@ def test_a_resync_whose_gpu_has_no_longer_the_mig_profile_drops_the_mig_binding(
                      ).binding.mig_profile == "1g.10gb"
     eng.sync_inventory(_one_gpu("A100-80GB", 81_920, mig_capable=True))
     assert _bound_ids(eng) == ["m"]  # the same GPU keeps it
-    eng.sync_inventory(_one_gpu("L4", 24_576))
+    resp = eng.sync_inventory(_one_gpu("L4", 24_576))
+    assert _released(resp) == [("m", "n0", "mig_profile_unavailable")]
     assert _bound_ids(eng) == []
     assert eng.place(make_place("whole")).binding.gpu_milli == 1000  # the GPU is free again
 

@@ -388,3 +388,28 @@ def test_a_mig_binding_says_where_its_instance_starts_and_others_say_nothing(
     stub.Release(pb.ReleaseRequest(workload_id="s2"), timeout=5)
     whole = stub.Place(make_place("w"), timeout=5).binding
     assert whole.mode == pb.EXCLUSIVE and not whole.HasField("mig_start")
+
+
+def test_a_resync_that_shrinks_a_node_keeps_its_bindings_and_one_that_drops_it_says_which_went(
+        stub: pb_grpc.PlacementStub) -> None:
+    def inventory(cpu: int) -> pb.SyncInventoryRequest:
+        return pb.SyncInventoryRequest(nodes=[make_node("n", product="L4", cpu_milli=cpu,
+                                                        memory_mib=32_000)])
+
+    def bound() -> list[tuple[str, list[int]]]:
+        return [(b.workload_id, list(b.gpu_indices))
+                for b in stub.ListBindings(pb.ListBindingsRequest(), timeout=5).bindings]
+
+    stub.SyncInventory(inventory(8000), timeout=5)
+    for workload_id in ("x1", "x2"):
+        stub.Place(make_place(workload_id, cpu_milli=3000), timeout=5)
+    shrunk = stub.SyncInventory(inventory(4000), timeout=5)
+    assert (list(shrunk.released), list(shrunk.overcommitted_nodes)) == ([], ["n"])
+    assert bound() == [("x1", [0]), ("x2", [1])]
+    with pytest.raises(grpc.RpcError) as err:  # x2's GPU 1 is not handed out again
+        stub.Place(make_place("y", cpu_milli=0, memory_mib=0), timeout=5)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    emptied = stub.SyncInventory(pb.SyncInventoryRequest(nodes=[make_node("m")]), timeout=5)
+    assert [(r.workload_id, r.node, r.reason) for r in emptied.released] == [
+        ("x1", "n", "node_gone"), ("x2", "n", "node_gone")]
+    assert bound() == []

@@ -223,22 +223,66 @@ class SyncInventoryRequest(_message.Message):
 Global___SyncInventoryRequest: _TypeAlias = SyncInventoryRequest  # noqa: Y015
 
 @_typing.final
+class ReleasedBinding(_message.Message):
+    """A binding a SyncInventory released. reason: node_gone, gpu_gone, gpu_product_not_allowed,
+    insufficient_gpu_memory, mig_profile_unavailable or gpu_held_by_other_bindings (bindings that
+    never fitted together, e.g. bound by two servers on different inventories); detail says it
+    in a sentence.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WORKLOAD_ID_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    workload_id: _builtins.str
+    node: _builtins.str
+    reason: _builtins.str
+    detail: _builtins.str
+    def __init__(
+        self,
+        *,
+        workload_id: _builtins.str = ...,
+        node: _builtins.str = ...,
+        reason: _builtins.str = ...,
+        detail: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "node", b"node", "reason", b"reason", "workload_id", b"workload_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReleasedBinding: _TypeAlias = ReleasedBinding  # noqa: Y015
+
+@_typing.final
 class SyncInventoryResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     NODES_FIELD_NUMBER: _builtins.int
     GPUS_FIELD_NUMBER: _builtins.int
+    RELEASED_FIELD_NUMBER: _builtins.int
+    OVERCOMMITTED_NODES_FIELD_NUMBER: _builtins.int
     nodes: _builtins.int
     gpus: _builtins.int
+    @_builtins.property
+    def released(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReleasedBinding]:
+        """by workload_id"""
+
+    @_builtins.property
+    def overcommitted_nodes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
         nodes: _builtins.int = ...,
         gpus: _builtins.int = ...,
+        released: _abc.Iterable[Global___ReleasedBinding] | None = ...,
+        overcommitted_nodes: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpus", b"gpus", "nodes", b"nodes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpus", b"gpus", "nodes", b"nodes", "overcommitted_nodes", b"overcommitted_nodes", "released", b"released"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -85,7 +85,14 @@ class PlacementServicer:
     """Missing associated documentation comment in .proto file."""
 
     def SyncInventory(self, request, context):
-        """full snapshot, idempotent
+        """Full snapshot, idempotent. A binding whose node and GPU indices are in the snapshot and whose
+        GPUs still meet its Place (a product it allowed, at least the gpu_memory_mib it stated, its
+        MIG profile) is kept, even where its node's CPU or memory, or a GPU's memory, no longer
+        cover every binding kept there (its pod still runs): its GPUs stay taken and Place puts
+        nothing there that needs more than is free, until Releases or a larger snapshot make room;
+        such nodes come back in `overcommitted_nodes`. Every other binding (its node or a GPU gone,
+        its GPU now of another product, with less memory or without its MIG profile) is released
+        and comes back in `released` with why: its pod may still run, so stop it or Place it again.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

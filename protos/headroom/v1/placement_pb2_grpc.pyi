@@ -38,7 +38,15 @@ class PlacementStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> PlacementAsyncStub: ...
     SyncInventory: _grpc.UnaryUnaryMultiCallable[_placement_pb2.SyncInventoryRequest, _placement_pb2.SyncInventoryResponse]
-    """full snapshot, idempotent"""
+    """Full snapshot, idempotent. A binding whose node and GPU indices are in the snapshot and whose
+    GPUs still meet its Place (a product it allowed, at least the gpu_memory_mib it stated, its
+    MIG profile) is kept, even where its node's CPU or memory, or a GPU's memory, no longer
+    cover every binding kept there (its pod still runs): its GPUs stay taken and Place puts
+    nothing there that needs more than is free, until Releases or a larger snapshot make room;
+    such nodes come back in `overcommitted_nodes`. Every other binding (its node or a GPU gone,
+    its GPU now of another product, with less memory or without its MIG profile) is released
+    and comes back in `released` with why: its pod may still run, so stop it or Place it again.
+    """
     Place: _grpc.UnaryUnaryMultiCallable[_placement_pb2.PlaceRequest, _placement_pb2.PlaceResponse]
     """online placement of one workload"""
     Release: _grpc.UnaryUnaryMultiCallable[_placement_pb2.ReleaseRequest, _placement_pb2.ReleaseResponse]
@@ -73,7 +81,15 @@ class PlacementStub:
 class PlacementAsyncStub(PlacementStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     SyncInventory: _aio.UnaryUnaryMultiCallable[_placement_pb2.SyncInventoryRequest, _placement_pb2.SyncInventoryResponse]  # type: ignore[assignment]
-    """full snapshot, idempotent"""
+    """Full snapshot, idempotent. A binding whose node and GPU indices are in the snapshot and whose
+    GPUs still meet its Place (a product it allowed, at least the gpu_memory_mib it stated, its
+    MIG profile) is kept, even where its node's CPU or memory, or a GPU's memory, no longer
+    cover every binding kept there (its pod still runs): its GPUs stay taken and Place puts
+    nothing there that needs more than is free, until Releases or a larger snapshot make room;
+    such nodes come back in `overcommitted_nodes`. Every other binding (its node or a GPU gone,
+    its GPU now of another product, with less memory or without its MIG profile) is released
+    and comes back in `released` with why: its pod may still run, so stop it or Place it again.
+    """
     Place: _aio.UnaryUnaryMultiCallable[_placement_pb2.PlaceRequest, _placement_pb2.PlaceResponse]  # type: ignore[assignment]
     """online placement of one workload"""
     Release: _aio.UnaryUnaryMultiCallable[_placement_pb2.ReleaseRequest, _placement_pb2.ReleaseResponse]  # type: ignore[assignment]
@@ -111,7 +127,15 @@ class PlacementServicer(metaclass=_abc_1.ABCMeta):
         request: _placement_pb2.SyncInventoryRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_placement_pb2.SyncInventoryResponse, _abc.Awaitable[_placement_pb2.SyncInventoryResponse]]:
-        """full snapshot, idempotent"""
+        """Full snapshot, idempotent. A binding whose node and GPU indices are in the snapshot and whose
+        GPUs still meet its Place (a product it allowed, at least the gpu_memory_mib it stated, its
+        MIG profile) is kept, even where its node's CPU or memory, or a GPU's memory, no longer
+        cover every binding kept there (its pod still runs): its GPUs stay taken and Place puts
+        nothing there that needs more than is free, until Releases or a larger snapshot make room;
+        such nodes come back in `overcommitted_nodes`. Every other binding (its node or a GPU gone,
+        its GPU now of another product, with less memory or without its MIG profile) is released
+        and comes back in `released` with why: its pod may still run, so stop it or Place it again.
+        """
 
     @_abc_1.abstractmethod
     def Place(
