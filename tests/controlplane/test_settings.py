@@ -468,16 +468,21 @@ def test_a_number_out_of_range_is_named_with_the_value_given(tmp_path: Path) -> 
         load_settings(config)
 
 
+def _refusal(config: Path, yaml_text: str) -> str:
+    """The message with which ``load_settings`` refuses ``config`` holding ``yaml_text``."""
+    config.write_text(yaml_text)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    return str(caught.value)
+
+
 def test_a_cluster_gpu_budget_below_the_pools_floor_is_refused_naming_both_and_the_sum(
         tmp_path: Path) -> None:
     config = tmp_path / "headroom.yaml"
-    config.write_text("safety: {cluster_gpu_budget: 8}\npools:\n"
-                      "  - {name: a100, product: A100-80GB, max_nodes: 8, price_per_gpu_hour: 5}\n"
-                      "  - {name: l4, product: L4, gpus_per_node: 4, min_nodes: 5, max_nodes: 8,"
-                      " price_per_gpu_hour: 0.8}\n")
-    with pytest.raises(ConfigError) as caught:
-        load_settings(config)
-    assert str(caught.value) == (
+    assert _refusal(config, "safety: {cluster_gpu_budget: 8}\npools:\n"
+                    "  - {name: a100, product: A100-80GB, max_nodes: 8, price_per_gpu_hour: 5}\n"
+                    "  - {name: l4, product: L4, gpus_per_node: 4, min_nodes: 5, max_nodes: 8,"
+                    " price_per_gpu_hour: 0.8}\n") == (
         f"{config}: safety.cluster_gpu_budget (8 GPUs) must be >= the pools' floor, the sum of "
         "pools[].min_nodes x gpus_per_node (20 GPUs: l4 5 x 4): pools never scale below "
         "min_nodes, so the fleet would hold the floor whatever the budget")
@@ -488,10 +493,7 @@ def test_a_cluster_gpu_budget_below_the_pools_floor_is_refused_naming_both_and_t
 def test_a_forecast_age_limit_shorter_than_the_forecast_refresh_interval_is_refused_naming_both(
         tmp_path: Path) -> None:
     config = tmp_path / "headroom.yaml"
-    config.write_text("forecast: {interval_s: 3600}\n")
-    with pytest.raises(ConfigError) as caught:
-        load_settings(config)
-    assert str(caught.value) == (
+    assert _refusal(config, "forecast: {interval_s: 3600}\n") == (
         f"{config}: reconcile.max_forecast_age_s (1800 s) must be >= forecast.interval_s "
         "(3600 s): forecasts are refreshed that often, so a shorter age limit would find each "
         "one stale before the next is due")
