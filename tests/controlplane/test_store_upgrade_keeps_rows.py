@@ -68,7 +68,8 @@ ROWS: dict[str, list[dict[str, Any]]] = {
                                 gpu_memory_mib=23034, cpu_milli=2000, memory_mib=8192,
                                 reason="placed", version=7, released_version=None, bound_at=T1,
                                 lease_s=30.0, lease_expires_at_s=1772452830.0,
-                                model="whisper", tenant="edge")],
+                                model="whisper", tenant="edge", gpu_products='["l4"]',
+                                gpu_memory_request_mib=20000)],
 }
 #: what a column added by a later migration holds in a row written before it
 ADDED = {("placement_bindings", "lease_s"): 0.0,  # 0009: no lease, never expires
@@ -77,7 +78,9 @@ ADDED = {("placement_bindings", "lease_s"): 0.0,  # 0009: no lease, never expire
          ("placement_bindings", "tenant"): "",
          ("mig_relayouts", "was_cordoned"): False,  # 0015: Headroom's own cordon
          ("ticks", "writer"): None,  # 0016: not known
-         ("plans", "warm_gpus_json"): None}  # 0020: only the total (warm_gpus) known
+         ("plans", "warm_gpus_json"): None,  # 0020: only the total (warm_gpus) known
+         ("placement_bindings", "gpu_products"): "[]",  # 0021: any product, no memory stated
+         ("placement_bindings", "gpu_memory_request_mib"): 0}
 RENAMED_BY_0006 = {("observations", "latency_ms"): "mean_latency_ms"}  # 0005 named it so
 
 
