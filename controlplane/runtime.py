@@ -82,8 +82,7 @@ def hints_api(store: Store, clock: Clock) -> Callable[[grpc.Server], str]:
 def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> ReconcileConfig:
     """The reconcile loop runs the autoscaling core with the policy of ``settings.autoscaling``."""
     auto, pools = settings.autoscaling, pool_specs(settings)
-    check_budget_tenants(auto.tenant_gpu_budgets, specs)
-    check_static_peaks(auto, specs)
+    check_autoscaling_models(auto, specs)
     check_state_dir(settings.forecast.state_dir)
     return ReconcileConfig(
         models=live_models(specs, pools, auto.node_provision_p90_s, auto.cached_start_p90_s),
@@ -128,6 +127,13 @@ def check_budget_tenants(budgets: Mapping[str, float], specs: tuple[ModelSpec, .
         raise ConfigError(f"autoscaling.tenant_gpu_budgets: no model belongs to tenant(s) "
                           f"{', '.join(map(repr, unknown))}; the models' tenants are "
                           f"{', '.join(map(repr, tenants))}")
+
+
+def check_autoscaling_models(auto: AutoscalingSettings, specs: tuple[ModelSpec, ...]) -> None:
+    """The tenants and models ``autoscaling`` names are those of ``specs``: its GPU budgets'
+    tenants and its static peaks' models (``check_budget_tenants``, ``check_static_peaks``)."""
+    check_budget_tenants(auto.tenant_gpu_budgets, specs)
+    check_static_peaks(auto, specs)
 
 
 def check_static_peaks(auto: AutoscalingSettings, specs: tuple[ModelSpec, ...]) -> None:

@@ -40,7 +40,7 @@ from controlplane.forecast_refresh import check_state_dir
 from controlplane.jobs import stop_on_sigterm
 from controlplane.logsetup import setup_logging
 from controlplane.placement_api import check_security_files
-from controlplane.runtime import check_budget_tenants, check_static_peaks
+from controlplane.runtime import check_autoscaling_models
 from controlplane.serve import ServeError
 from controlplane.settings import ConfigError, Settings, load_settings
 from controlplane.sim.catalog import DEMO_MODELS
@@ -209,8 +209,7 @@ def demo(
                           "--no-dashboard")
     _check_forecast_method(settings, config)
     _check_listen_addresses(settings, config)
-    check_budget_tenants(settings.autoscaling.tenant_gpu_budgets, DEMO_MODELS)  # no store yet
-    check_static_peaks(settings.autoscaling, DEMO_MODELS)
+    check_autoscaling_models(settings.autoscaling, DEMO_MODELS)  # no store yet
     check_state_dir(settings.forecast.state_dir)  # makes it: after the checks that make nothing
     setup_logging(logging.INFO, log_file=Path(".headroom/demo.log"))
     with stdout_to_stderr(enabled=json_out), db_url_named(settings):
@@ -303,8 +302,7 @@ def serve(
     with db_url_named(settings):
         check_models(settings)  # reads only: before the state dir and the store are made
     if settings.backend == "sim":  # its models are known before the store is opened
-        check_budget_tenants(settings.autoscaling.tenant_gpu_budgets, DEMO_MODELS)
-        check_static_peaks(settings.autoscaling, DEMO_MODELS)
+        check_autoscaling_models(settings.autoscaling, DEMO_MODELS)
     check_state_dir(settings.forecast.state_dir)  # makes it: after the checks that make nothing
     if dry_run:
         settings = settings.model_copy(update={"safety": settings.safety.model_copy(
