@@ -21,7 +21,7 @@ from controlplane.adapters.keda_targets import CorrectedTargets
 from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.autoscaling.core import Budgets
 from controlplane.autoscaling.from_settings import policy_from_settings
-from controlplane.autoscaling.live import cold_wake_s, gpu_share, live_models
+from controlplane.autoscaling.live import cold_wake_s, live_models
 from controlplane.autoscaling.profile_correction import CorrectionConfig
 from controlplane.decision_retry import RetryingDecisionStore
 from controlplane.domain.actions import RelayoutMig
@@ -255,7 +255,7 @@ class SimRuntime:
                                   hints=SqlDemandHints(store.engine))
         self.config = reconcile_config(settings, self.specs)
         self.tally = ServedTally()
-        self._gpu_share = {s.name: gpu_share(s) for s in self.specs}
+        self._gpu_share = {s.name: s.best_point().replica_gpu_share for s in self.specs}
         #: what this process ran: ticks, the placements they planned (a tick record's
         #: placement rows) and the forecasts its refreshes stored (the store's counts fall once
         #: it is pruned)

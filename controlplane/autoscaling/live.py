@@ -30,12 +30,6 @@ from controlplane.domain.models import ModelSpec
 from controlplane.domain.placement import FleetPlacement
 
 
-def gpu_share(spec: ModelSpec) -> float:
-    """Fraction of one GPU a replica holds on its best slice (``ProfilePoint.replica_gpu_share``:
-    a MIG slice is g/7, an MPS process on a whole GPU 1/processes, else the whole GPU)."""
-    return spec.best_point().replica_gpu_share
-
-
 def live_models(specs: Sequence[ModelSpec], pools: Sequence[PoolSpec],
                 node_provision_p90_s: float, cached_start_p90_s: float
                 ) -> tuple[FleetModel, ...]:
@@ -47,7 +41,7 @@ def live_models(specs: Sequence[ModelSpec], pools: Sequence[PoolSpec],
     out = []
     for spec in specs:
         point = spec.best_point()
-        share = gpu_share(spec)
+        share = point.replica_gpu_share
         price = price_by_product.get(point.product, 0.0) * share
         shape = ReplicaShape(spec.name, spec.tenant, point.product, share, point.replica_rps)
         rungs = (RungSpec(Rung.HOT, 0.0, price),

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from controlplane.domain.cost import DEFAULT_COMPUTE_SLICES
+
 
 class Isolation(StrEnum):
     """Sharing allowed: STRICT -> MIG or exclusive, TRUSTED -> MPS, NONE -> time-slicing."""
@@ -24,10 +26,6 @@ class SharingMode(StrEnum):
     MIG = "mig"
     MPS = "mps"
     TIME_SLICING = "time_sliced"
-
-
-#: MIG compute slices of a whole GPU (A100, H100): a g-slice instance is g/7 of it
-GPU_COMPUTE_SLICES = 7
 
 
 def replicas_per_segment(compute_slices: int, mps_processes: int) -> int:
@@ -69,7 +67,7 @@ class ProfilePoint:
     def replica_gpu_share(self) -> float:
         """Fraction of one GPU a replica holds: a MIG instance of g slices is g/7, a whole GPU
         shared by MPS 1/processes (one process), a GPU alone all of it."""
-        segment = self.compute_slices / GPU_COMPUTE_SLICES if self.compute_slices else 1.0
+        segment = self.compute_slices / DEFAULT_COMPUTE_SLICES if self.compute_slices else 1.0
         return segment / self.replicas_per_segment
 
 
