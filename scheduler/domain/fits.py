@@ -45,17 +45,25 @@ def share_fits(cluster: Cluster, nodes: IntArray, shape: Shape) -> BoolArray:
     assert shape.mode is not None
     milli = shape.gpu_milli
     if shape.gpu_memory_mib > 0:  # stated memory: checked against the GPU's free memory
-        mode = cluster.mode[nodes]
-        ok = ((cluster.free[nodes] >= milli) & cluster.gmem_known[nodes]
-              & (cluster.gmem_free[nodes] >= shape.gpu_memory_mib)
-              & ((mode == 0) | (mode == MODE_CODE[shape.mode]))
-              & (cluster.clients[nodes] < MAX_CLIENTS_PER_GPU))
+        ok = (_share_room(cluster, nodes, shape) & cluster.gmem_known[nodes]
+              & (cluster.gmem_free[nodes] >= shape.gpu_memory_mib))
     else:  # compute share and its proportional memory (Cluster.share_cap)
         ok = cluster.share_cap[MODE_CODE[shape.mode]][nodes] >= milli
     if shape.gpu_products:
         ok &= cluster.product_mask(shape.gpu_products)[nodes]
     result: BoolArray = ok
     return result
+
+
+def _share_room(cluster: Cluster, nodes: IntArray, shape: Shape) -> BoolArray:
+    """GPUs of ``nodes`` whose free compute, sharing mode and clients take the share (its
+    memory aside)."""
+    assert shape.mode is not None
+    mode = cluster.mode[nodes]
+    room: BoolArray = ((cluster.free[nodes] >= shape.gpu_milli)
+                       & ((mode == 0) | (mode == MODE_CODE[shape.mode]))
+                       & (cluster.clients[nodes] < MAX_CLIENTS_PER_GPU))
+    return room
 
 
 def share_memory_charge(cluster: Cluster, node: int, col: int, spec: WorkloadSpec) -> int:
@@ -118,16 +126,13 @@ def _unknown_memory_in_the_way(cluster: Cluster, host: BoolArray, shape: Shape) 
     if shape.mode is None or shape.gpu_memory_mib <= 0:
         return 0
     rows = np.flatnonzero(host)
-    free = cluster.free[rows]
     known = cluster.gmem_known[rows]
     if shape.mode is SharingMode.EXCLUSIVE:
-        room = free == WHOLE_GPU_MILLI
+        room = cluster.free[rows] == WHOLE_GPU_MILLI
         enough = known & (cluster.gmem_total[rows] >= shape.gpu_memory_mib)
         count = shape.num_gpu
     else:
-        mode = cluster.mode[rows]
-        room = ((free >= shape.gpu_milli) & ((mode == 0) | (mode == MODE_CODE[shape.mode]))
-                & (cluster.clients[rows] < MAX_CLIENTS_PER_GPU))
+        room = _share_room(cluster, rows, shape)
         enough = known & (cluster.gmem_free[rows] >= shape.gpu_memory_mib)
         count = 1
     room &= cluster.product_mask(shape.gpu_products)[rows]
