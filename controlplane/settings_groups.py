@@ -15,7 +15,11 @@ from pydantic import (
     model_validator,
 )
 
-from controlplane.autoscaling.policies import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
+from controlplane.autoscaling.policies import (
+    MAX_FORECAST_AGE_S,
+    SHORT_MINUTE_COST_RATIO,
+    SHORTFALL_COST_RATIO,
+)
 from controlplane.autoscaling.profile_correction import CorrectionConfig
 from controlplane.yaml_numbers import NoBoolForANumber
 from scheduler.domain import catalog
@@ -109,8 +113,8 @@ class ReconcileSettings(Group):
     interval_s: float = Field(30.0, gt=0, description="seconds between reconcile ticks")
     max_staleness_s: float = Field(120.0, gt=0, description="skip a tick on an older snapshot")
     target_utilization: float = Field(0.8, gt=0, le=1, description="provision need / this")
-    max_forecast_age_s: float = Field(1800.0, gt=0, description="older forecasts count as stale "
-                                      "(at least forecast.interval_s)")
+    max_forecast_age_s: float = Field(MAX_FORECAST_AGE_S, gt=0, description="older forecasts "
+                                      "count as stale (at least forecast.interval_s)")
     stale_headroom: float = Field(1.3, ge=1, description="multiplier on observed load w/o forecast")
     node_configs: bool = Field(True, description="lay nodes out as the fleet plan needs: MIG "
                                "re-layouts and device-plugin sharing (false: replicas and pools "

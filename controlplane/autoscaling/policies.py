@@ -108,11 +108,16 @@ def ladder_rungs(replica_usd_per_h: float, idle_gpu_fraction: float, idle_wake_s
             RungSpec(Rung.COLD, cold_start_p90_s, 0.0))
 
 
+#: the predictive policy's default age past which a forecast counts as stale (the settings'
+#: ``reconcile.max_forecast_age_s`` default)
+MAX_FORECAST_AGE_S = 1800.0
+
+
 def predictive_policy(*, cold_wake_s: float = 300.0, keep_s: float = 240.0,
                       reaction_s: float = 60.0,
                       shortfall_cost_ratio: float = SHORTFALL_COST_RATIO,
                       idle_wake_s: float = 2.0, target_utilization: float = 1.0,
-                      max_forecast_age_s: float = 1800.0, stale_headroom: float = 1.3,
+                      max_forecast_age_s: float = MAX_FORECAST_AGE_S, stale_headroom: float = 1.3,
                       replica_stabilization_s: float = 60.0,
                       node_stabilization_s: float = 120.0, max_node_step: int = 16,
                       max_replica_step: int = 200, observed_lag_s: float = 0.0,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from controlplane.autoscaling.policies import (
+    MAX_FORECAST_AGE_S,
     POLICY_NAMES,
     SHORT_MINUTE_COST_RATIO,
     SHORTFALL_COST_RATIO,
@@ -99,8 +100,24 @@ def check_policies(names: Sequence[str], trace: Trace, config: SimConfig, knobs:
         raise ValueError(f"--policy given twice: {list(names)}")
     for name in names:
         build_policy(name, trace, config, knobs, options)
+    if "predictive" in names:
+        check_forecast_age(options, knobs)
     for name in names:
         check_demand_fits(trace, config, *policy_utilization(name, knobs))
+
+
+def check_forecast_age(options: SimOptions, knobs: PolicyKnobs) -> None:
+    """Refuse forecasts refreshed less often than the predictive policy's age limit allows
+    (ValueError), as ``serve`` refuses ``forecast.interval_s`` above
+    ``reconcile.max_forecast_age_s``: each forecast would count as stale before the next one
+    came, and the policy would run on its stale fallback for part of every interval."""
+    age_s = (MAX_FORECAST_AGE_S if knobs.max_forecast_age_s is None
+             else knobs.max_forecast_age_s)
+    if options.forecast_interval_s > age_s:
+        raise ValueError(
+            f"--forecast-interval-s must be <= reconcile.max_forecast_age_s ({age_s:g} s), got "
+            f"{options.forecast_interval_s:g}: forecasts refreshed that seldom would count as "
+            "stale before the next one is due")
 
 
 def policy_utilization(name: str, knobs: PolicyKnobs) -> tuple[float, str]:

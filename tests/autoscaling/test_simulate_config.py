@@ -231,3 +231,33 @@ def test_the_configs_profile_correction_runs_and_the_flag_turns_it_on(tmp_path: 
     assert "chat/large" in timelines["flag"][1]["profile_rps_in_use"]  # the correction ran
     assert timelines["config"] == timelines["flag"]  # the same defaults as the flag's
     assert timelines["flag_over_off"] == timelines["flag"]
+
+
+def test_a_forecast_interval_above_the_forecast_age_limit_is_refused_before_any_minute(
+        tmp_path: Path) -> None:
+    result, _ = _simulate(tmp_path, "seldom", None, "--forecast-interval-s", "3600")
+    assert result.exit_code == 2, result.output
+    line = " ".join(result.stderr.split())
+    assert ("--forecast-interval-s must be <= reconcile.max_forecast_age_s (1800 s), got 3600"
+            in line)
+    assert not (tmp_path / "seldom.csv").exists()
+
+
+def test_the_configs_forecast_age_limit_is_checked_against_the_command_lines_interval(
+        tmp_path: Path) -> None:
+    result, _ = _simulate(tmp_path, "young", "reconcile: {max_forecast_age_s: 600}\n",
+                          "--forecast-interval-s", "900")
+    assert result.exit_code == 2, result.output
+    assert ("--forecast-interval-s must be <= reconcile.max_forecast_age_s (600 s), got 900"
+            in " ".join(result.stderr.split()))
+    accepted, rows = _simulate(tmp_path, "ok", "reconcile: {max_forecast_age_s: 600}\n",
+                               "--forecast-interval-s", "600")
+    assert accepted.exit_code == 0, accepted.output
+    assert rows
+
+
+def test_a_reactive_run_takes_any_forecast_interval(tmp_path: Path) -> None:
+    result, rows = _simulate(tmp_path, "reactive", None, "--forecast-interval-s", "3600",
+                             policy="reactive")
+    assert result.exit_code == 0, result.output
+    assert rows
