@@ -300,6 +300,19 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         _YAML_FILE.reset(token)
 
 
+#: the settings file a child process loads as its parent did: ``headroom dashboard --config F``
+#: names F here for its Streamlit server, whose pages load settings with
+#: ``load_inherited_settings``. Not a setting (``load_settings`` itself never reads it).
+CONFIG_FILE_ENV = f"{ENV_PREFIX}CONFIG_FILE"
+
+
+def load_inherited_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Settings as the parent process loaded them: from the file ``CONFIG_FILE_ENV`` names
+    (none when unset), and the environment, through ``load_settings``."""
+    named = (os.environ if environ is None else environ).get(CONFIG_FILE_ENV)
+    return load_settings(Path(named) if named else None)
+
+
 def _db_url_origin(config_file: Path | None, overrides: Mapping[str, Any]) -> str:
     """Where ``db.url`` came from, by pydantic-settings' precedence: overrides (a command-line
     option such as ``demo --db``), the environment, the YAML file, the default."""

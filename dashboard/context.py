@@ -17,7 +17,7 @@ from sqlalchemy import Engine, inspect
 from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.domain.errors import error_line
-from controlplane.settings import ConfigError, load_settings
+from controlplane.settings import ConfigError, load_inherited_settings
 from controlplane.store.engine import StoreUnavailable, make_engine, redact, sqlite_file
 from dashboard.markdown import escape_markdown
 
@@ -49,7 +49,7 @@ def engine_for(url: str) -> Engine:
     the store: a hung server fails the page after that setting, not after a default. A read
     running past ``dashboard.query_timeout_s`` (PostgreSQL) fails the page, not hangs it; so
     does one the server never answers (a stalled network: ``page_response_timeout``)."""
-    settings = load_settings()
+    settings = load_inherited_settings()
     response_timeout_s, response_setting = page_response_timeout(
         settings.db.response_timeout_s, settings.dashboard.query_timeout_s)
     return make_engine(url, settings.db.connect_timeout_s, lock_timeout_s=LOCK_TIMEOUT_S,
@@ -60,7 +60,7 @@ def engine_for(url: str) -> Engine:
 def store_url() -> str:
     """The store URL, or stop the page with a one-line error naming the cause."""
     try:
-        url = load_settings().db.url
+        url = load_inherited_settings().db.url
         missing = sqlite_file(url)
         if missing is not None and not missing.exists():
             st.info(f"No store file at `{missing}` (from the store URL `{url}`). Start "
@@ -111,11 +111,11 @@ def _failure_hint(line: str) -> str:
                 "once it is done)")
     if _SLOW.search(line):
         return (" (a read of the store took longer than dashboard.query_timeout_s = "
-                f"{load_settings().dashboard.query_timeout_s:g} s)")
+                f"{load_inherited_settings().dashboard.query_timeout_s:g} s)")
     if _NO_CONNECTION.search(line):
         return (" (the database server answered no new connection within db.connect_timeout_s "
-                f"= {load_settings().db.connect_timeout_s:g} s: it is down, or the network to "
-                "it stalled)")
+                f"= {load_inherited_settings().db.connect_timeout_s:g} s: it is down, or the "
+                "network to it stalled)")
     return ""
 
 
@@ -128,5 +128,5 @@ def reads_store(page: Callable[P, None]) -> Callable[P, None]:
         try:
             page(*args, **kwargs)
         except SQLAlchemyError as error:
-            show_store_failure(redact(load_settings().db.url), error)
+            show_store_failure(redact(load_inherited_settings().db.url), error)
     return guarded

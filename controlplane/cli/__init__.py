@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -42,7 +43,7 @@ from controlplane.logsetup import setup_logging
 from controlplane.placement_api import check_security_files
 from controlplane.runtime import check_autoscaling_models
 from controlplane.serve import ServeError
-from controlplane.settings import ConfigError, Settings, load_settings
+from controlplane.settings import CONFIG_FILE_ENV, ConfigError, Settings, load_settings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import MigrationError, StoreUnavailable, downgrade, upgrade
 from controlplane.store.configured import open_store
@@ -344,8 +345,20 @@ def dashboard(config: ConfigOption = None,
         raise UsageError(f"{where} {address}: {error}") from None
     console.print(f"dashboard on http://{address}:{port} (store {redact(settings.db.url)})",
                   markup=False)
-    env = {**os.environ, "HEADROOM_DB__URL": settings.db.url}
+    env = dashboard_environment(os.environ, settings.db.url, config)
     raise typer.Exit(run_in_foreground(dashboard_command(address, port), env))
+
+
+def dashboard_environment(environ: Mapping[str, str], db_url: str,
+                          config: Path | None) -> dict[str, str]:
+    """The Streamlit child's environment: ``environ`` with the store URL the command checked,
+    and the settings file it loaded (its pages load the same one, so ``reconcile.interval_s``,
+    ``dashboard.query_timeout_s`` and the ``db`` timeouts are the file's), or none."""
+    env = {key: value for key, value in environ.items() if key != CONFIG_FILE_ENV}
+    env["HEADROOM_DB__URL"] = db_url
+    if config is not None:  # absolute: the child's working directory is not this one's concern
+        env[CONFIG_FILE_ENV] = str(config.absolute())
+    return env
 
 
 app.command("status")(reflowed(status_command))

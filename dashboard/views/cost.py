@@ -11,7 +11,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from controlplane.domain import cost_gaps
 from controlplane.domain.cost import cost_per_million, window_bounds
-from controlplane.settings import load_settings
+from controlplane.settings import load_inherited_settings
 from dashboard import costing, widgets
 from dashboard import queries as q
 from dashboard.context import store_url
@@ -44,7 +44,7 @@ def main() -> None:
     window = WINDOWS[c1.radio("Window", list(WINDOWS), index=1, horizontal=True)]
     step_min = STEPS_MIN[c2.radio("Sampling step", list(STEPS_MIN), index=2, horizontal=True)]
     since_at, until_at = window_bounds(tick.first_at, tick.started_at, window)
-    gap_limit_s = cost_gaps.gap_limit_s(load_settings().reconcile.interval_s)
+    gap_limit_s = cost_gaps.gap_limit_s(load_inherited_settings().reconcile.interval_s)
     window_cost = costing.cost_window(url, since_at, until_at, step_min * 60.0, gap_limit_s)
     rates, accruals, served = window_cost.rates, window_cost.accruals, window_cost.requests
     if since_at == until_at:

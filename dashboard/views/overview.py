@@ -11,7 +11,7 @@ import streamlit as st
 
 from controlplane.domain import cost_gaps
 from controlplane.domain.cost import cost_per_million
-from controlplane.settings import load_settings
+from controlplane.settings import load_inherited_settings
 from dashboard import costing, widgets
 from dashboard import queries as q
 from dashboard.context import TTL_S, reads_store, store_url
@@ -103,7 +103,7 @@ def overview() -> None:
     tick = widgets.require_tick(url, refreshes=True)  # a fragment with run_every
     lines = costing.cost_now(url)
     since_at = max(tick.first_at, tick.started_at - WINDOW)
-    gap_limit_s = cost_gaps.gap_limit_s(load_settings().reconcile.interval_s)
+    gap_limit_s = cost_gaps.gap_limit_s(load_inherited_settings().reconcile.interval_s)
     window_cost = costing.cost_window(url, since_at, tick.started_at, COST_STEP_S, gap_limit_s)
     accruals, served = window_cost.accruals, window_cost.requests
     slo = slo_table(url, tick)

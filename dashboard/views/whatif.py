@@ -14,7 +14,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.domain.cost import GpuPrice
 from controlplane.domain.errors import error_line
-from controlplane.settings import ConfigError, load_settings
+from controlplane.settings import ConfigError, load_inherited_settings
 from controlplane.store.engine import StoreUnavailable, redact, sqlite_file
 from dashboard import queries as q
 from dashboard import whatif, widgets
@@ -65,7 +65,7 @@ def store_prices() -> tuple[tuple[GpuPrice, ...], str]:
     """The store's configured prices, or none and why: the page works without a store (it
     reads timelines), and never creates a SQLite file or shows a traceback."""
     try:
-        url = load_settings().db.url
+        url = load_inherited_settings().db.url
     except ConfigError as error:
         return (), f"the settings cannot be read ({error})"
     missing = sqlite_file(url)

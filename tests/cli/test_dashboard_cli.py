@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 from clihelpers import HEADROOM, _env
 
+from controlplane.cli import dashboard_environment
+from controlplane.settings import CONFIG_FILE_ENV, load_inherited_settings, load_settings
+
 
 def _dashboard(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = _env(HEADROOM_DB__URL=f"sqlite:///{tmp_path / 'store.db'}", COLUMNS="400")
@@ -60,3 +63,34 @@ def test_dashboard_db_names_the_sqlite_store_as_status_db_does_beating_the_envir
     assert run.stderr.startswith("error: ")
     assert f"sqlite:///{not_a_store}" in run.stderr
     assert "dashboard on" not in run.stdout + run.stderr
+
+
+def test_the_dashboards_pages_load_the_settings_file_given_to_headroom_dashboard(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_text("reconcile: {interval_s: 120}\ndashboard: {query_timeout_s: 7}\n")
+    monkeypatch.chdir(tmp_path)
+    child = dashboard_environment({"PATH": "/bin"}, "sqlite:///store.db", Path("headroom.yaml"))
+    assert child["HEADROOM_DB__URL"] == "sqlite:///store.db"
+    assert child[CONFIG_FILE_ENV] == str(config)  # absolute
+    monkeypatch.chdir("/")
+    settings = load_inherited_settings(child)
+    assert settings.reconcile.interval_s == 120
+    assert settings.dashboard.query_timeout_s == 7
+    monkeypatch.setenv(CONFIG_FILE_ENV, child[CONFIG_FILE_ENV])  # as the Streamlit child runs
+    assert load_inherited_settings().reconcile.interval_s == 120  # the variable is no mistake
+
+
+def test_without_config_the_dashboard_child_loads_no_file_even_if_one_was_inherited() -> None:
+    child = dashboard_environment({CONFIG_FILE_ENV: "/elsewhere.yaml"}, "sqlite://", None)
+    assert CONFIG_FILE_ENV not in child
+    inherited = load_inherited_settings(child)
+    assert inherited.reconcile.interval_s == load_settings().reconcile.interval_s
+
+
+def test_no_dashboard_page_loads_settings_without_the_dashboards_settings_file() -> None:
+    pages = Path(__file__).resolve().parents[2] / "dashboard"
+    loading = sorted(str(p.relative_to(pages)) for p in pages.rglob("*.py")
+                     if "load_settings(" in p.read_text())
+    assert loading == []
+    assert "load_inherited_settings()" in (pages / "context.py").read_text()
