@@ -155,6 +155,7 @@ def _pod_of(kind: str, name: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("kind", "name"), [("Deployment", "headroom"),
+                                            ("Deployment", "headroom-dashboard"),
                                             ("CronJob", "headroom-forecast")])
 def test_headroom_s_own_pods_meet_the_restricted_pod_security_level_of_their_namespace(
         kind: str, name: str) -> None:
@@ -187,19 +188,57 @@ def test_the_placement_api_is_tls_with_a_token_from_mounted_secrets_and_probed_i
     assert "appProtocol" not in find("Service", "headroom-grpc")["spec"]["ports"][0]  # not h2c
 
 
+def _selects(selector: dict[str, str], deployment: dict[str, Any]) -> bool:
+    labels: dict[str, str] = deployment["spec"]["template"]["metadata"]["labels"]
+    return selector.items() <= labels.items()
+
+
 def test_two_replicas_and_services_that_reach_their_named_ports() -> None:
     deployment = find("Deployment", "headroom")
     assert deployment["spec"]["replicas"] == 2
     pod = deployment["spec"]["template"]
     ports = {p["name"]: p["containerPort"] for c in pod["spec"]["containers"] for p in c["ports"]}
-    assert ports == {"grpc": 50051, "grpc-health": 50052, "metrics": 9464, "dashboard": 8501}
+    assert ports == {"grpc": 50051, "grpc-health": 50052, "metrics": 9464}
     scrape = pod["metadata"]["annotations"]
     assert scrape["prometheus.io/scrape"] == "true" and scrape["prometheus.io/port"] == "9464"
     assert pod["spec"]["serviceAccountName"] == "headroom"
-    for name, port in (("headroom-grpc", "grpc"), ("headroom-dashboard", "dashboard")):
+    dashboard = find("Deployment", "headroom-dashboard")
+    dashboard_ports = {p["name"]: p["containerPort"] for c in
+                       dashboard["spec"]["template"]["spec"]["containers"] for p in c["ports"]}
+    assert dashboard_ports == {"dashboard": 8501}
+    for name, port, target in (("headroom-grpc", "grpc", deployment),
+                               ("headroom-dashboard", "dashboard", dashboard)):
         service = find("Service", name)
-        assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+        assert _selects(service["spec"]["selector"], target)
         assert service["spec"]["ports"][0]["targetPort"] == port
+
+
+def test_a_failing_dashboard_takes_no_placement_endpoints_away() -> None:
+    serve, dashboard = find("Deployment", "headroom"), find("Deployment", "headroom-dashboard")
+    containers = [c["name"] for c in serve["spec"]["template"]["spec"]["containers"]]
+    assert containers == ["headroom"]  # no dashboard container sharing the pod's readiness
+    assert not _selects(find("Service", "headroom-grpc")["spec"]["selector"], dashboard)
+    assert not _selects(find("Service", "headroom-dashboard")["spec"]["selector"], serve)
+    assert not _selects(serve["spec"]["selector"]["matchLabels"], dashboard)
+    assert not _selects(find("PodDisruptionBudget", "headroom")["spec"]["selector"][
+        "matchLabels"], dashboard)
+    container = dashboard["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][:3] == ["dashboard", "--config", "/etc/headroom/headroom.yaml"]
+    assert container["readinessProbe"]["httpGet"]["port"] == 8501
+    assert container["resources"]["limits"]["memory"] == "1Gi"
+
+
+def test_the_dashboard_runs_as_a_service_account_with_no_rbac_and_no_token() -> None:
+    pod = find("Deployment", "headroom-dashboard")["spec"]["template"]["spec"]
+    account = find("ServiceAccount", pod["serviceAccountName"])
+    assert account["metadata"]["name"] != "headroom"
+    assert account["automountServiceAccountToken"] is False
+    assert pod["automountServiceAccountToken"] is False
+    bound = [s["name"] for d in documents() if d["kind"] in ("RoleBinding", "ClusterRoleBinding")
+             for s in d["subjects"]]
+    assert account["metadata"]["name"] not in bound
+    env = {e["name"] for e in pod["containers"][0]["env"]}
+    assert env == {"HEADROOM_DB__URL"}  # the store is all it reads
 
 
 def test_the_gpu_operator_configmaps_parse() -> None:
