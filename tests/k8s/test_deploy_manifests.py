@@ -241,6 +241,25 @@ def test_the_dashboard_runs_as_a_service_account_with_no_rbac_and_no_token() -> 
     assert env == {"HEADROOM_DB__URL"}  # the store is all it reads
 
 
+def test_a_pod_monitor_scrapes_the_control_planes_metrics_port_under_the_prometheus_operator(
+        ) -> None:
+    monitor = yaml.safe_load((DEPLOY / "prometheus" / "headroom-podmonitor.yaml").read_text())
+    rule = yaml.safe_load((DEPLOY / "prometheus" / "headroom-prometheusrule.yaml").read_text())
+    # no schema for CRDs in kubernetes-validate: checked by hand, as the PrometheusRule is
+    assert (monitor["apiVersion"], monitor["kind"]) == ("monitoring.coreos.com/v1", "PodMonitor")
+    assert monitor["metadata"]["namespace"] == "headroom"
+    assert monitor["metadata"]["labels"]["release"] == rule["metadata"]["labels"]["release"]
+    serve = find("Deployment", "headroom")
+    assert _selects(monitor["spec"]["selector"]["matchLabels"], serve)
+    assert not _selects(monitor["spec"]["selector"]["matchLabels"],
+                        find("Deployment", "headroom-dashboard"))
+    ports = {p["name"]: p["containerPort"] for c in serve["spec"]["template"]["spec"][
+        "containers"] for p in c["ports"]}
+    endpoints = monitor["spec"]["podMetricsEndpoints"]
+    assert [e["port"] for e in endpoints] == ["metrics"] and ports["metrics"] == 9464
+    assert serve["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] == "9464"
+
+
 def test_the_gpu_operator_configmaps_parse() -> None:
     configs = mig_parted_configs(find("ConfigMap", "headroom-mig-parted-config")["data"][
         "config.yaml"])
