@@ -20,6 +20,7 @@ from k8s_harness import make_backend
 from pod_security import restricted_problems
 
 from controlplane.adapters.k8s.manifests import mig_parted_configs
+from controlplane.adapters.k8s.names import placeholder_name
 from controlplane.cli.forecast_run import EXIT_STATE_UNSAVED
 from controlplane.domain.mig_layout import layout_from_entries, layout_problems
 from controlplane.settings import load_settings
@@ -350,3 +351,20 @@ def test_rbac_grants_exactly_what_the_adapters_use(apiserver: ApiServer,
     unused = [(sorted(rule.resources), verb) for rule in rules for verb in sorted(rule.verbs)
               if not any(rule.allows(*p) for p in used if p[0] == verb)]
     assert unused == []
+
+
+def test_rbac_writes_only_the_placeholder_deployments_of_the_configured_pools(
+        tmp_path: Path) -> None:
+    config = tmp_path / "headroom.yaml"
+    config.write_text(find("ConfigMap", "headroom")["data"]["headroom.yaml"])
+    pools = load_settings(config).pools
+    deployment_writes = [rule for rule in granted_rules() if "deployments" in rule.resources
+                         and rule.verbs & {"create", "patch", "update"}]
+    assert deployment_writes != []
+    assert {rule.names for rule in deployment_writes} == {
+        frozenset(placeholder_name(pool.name) for pool in pools)}
+    for own in ("headroom", "headroom-dashboard"):  # it cannot rewrite its own Deployments
+        assert find("Deployment", own)["metadata"]["namespace"] == "headroom"
+        for verb in ("create", "patch", "update"):
+            assert not any(rule.allows(verb, "apps", "deployments", "headroom", own)
+                           for rule in granted_rules())
