@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from controlplane.domain.models import ColdStart, Engine, Isolation, ModelSpec, ProfilePoint
 from controlplane.models_file import load_model_specs
 from controlplane.models_yaml import ModelsFileError
+from controlplane.settings import load_settings
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "models.yaml"
 GOOD = EXAMPLE.read_text()
@@ -28,6 +30,19 @@ def test_the_shipped_example_models_file_reads_as_the_specs_serve_manages() -> N
         (ProfilePoint("A100-80GB", 3, 8, 1, 20.0, 800.0, 30000),
          ProfilePoint("L4", 0, 1, 1, 8.0, 850.0, 20000)), ColdStart(60.0, 180.0))
     assert resnet.tenant == "default" and resnet.isolation is Isolation.NONE
+
+
+def test_every_example_model_has_a_profile_on_a_product_of_the_example_configs_pools(
+        tmp_path: Path) -> None:
+    # the shipped pair (deploy/config.yaml, deploy/examples/models.yaml) can place every model
+    config_map = yaml.safe_load((EXAMPLE.parents[1] / "config.yaml").read_text())
+    config = tmp_path / "headroom.yaml"
+    config.write_text(config_map["data"]["headroom.yaml"])
+    products = {pool.product for pool in load_settings(config).pools}
+    assert products == {"A100-80GB", "L4"}
+    unplaceable = [spec.name for spec in load_model_specs(EXAMPLE)
+                   if not {point.product for point in spec.profile} & products]
+    assert unplaceable == []
 
 
 @pytest.mark.parametrize(("old", "new", "named"), [
