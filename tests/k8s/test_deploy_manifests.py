@@ -4,6 +4,9 @@ the full plan against the API test server, every request is allowed and every ru
 
 from __future__ import annotations
 
+import json
+import re
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -368,3 +371,59 @@ def test_rbac_writes_only_the_placeholder_deployments_of_the_configured_pools(
         for verb in ("create", "patch", "update"):
             assert not any(rule.allows(verb, "apps", "deployments", "headroom", own)
                            for rule in granted_rules())
+
+
+ROOT = DEPLOY.parent
+
+
+def _dockerfile() -> list[tuple[str, str]]:
+    """(instruction, arguments) of the repository's Dockerfile, continuations joined."""
+    text = re.sub(r"\\\n", " ", (ROOT / "Dockerfile").read_text())
+    lines = [line.strip() for line in text.splitlines()]
+    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in lines
+            if line and not line.startswith("#")]
+
+
+def _headroom_containers() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(pod spec, container) of every container of deploy/ that runs Headroom's image."""
+    found = []
+    for doc in documents():
+        if doc["kind"] not in ("Deployment", "CronJob"):
+            continue
+        pod = _pod_of(doc["kind"], doc["metadata"]["name"])
+        found += [(pod, c) for c in pod["containers"]
+                  if c["image"].startswith("ghcr.io/headroom-dev/headroom:")]
+    return found
+
+
+def test_the_dockerfile_builds_the_image_the_manifests_run_as_they_run_it() -> None:
+    # No Docker engine here: what can be checked without building it, statically.
+    instructions = _dockerfile()
+    assert instructions[0] == ("FROM", "python:3.11-slim")
+    containers = _headroom_containers()
+    assert len(containers) >= 3  # serve, dashboard, forecast run
+    images = {c["image"] for _, c in containers}
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert images == {f"ghcr.io/headroom-dev/headroom:{version}"}  # one tag, the project's
+    users = [args for op, args in instructions if op == "USER"]
+    uid = int(users[-1].split(":")[0])
+    for pod, container in containers:
+        run_as = container.get("securityContext", {}).get(
+            "runAsUser", pod["securityContext"]["runAsUser"])
+        assert run_as == uid, container["name"]
+    entrypoints = [json.loads(args) for op, args in instructions if op == "ENTRYPOINT"]
+    assert entrypoints[-1] == ["headroom"]
+    for _, container in containers:  # the manifests give the subcommand as args only
+        assert "command" not in container and container["args"][0] in {
+            "serve", "dashboard", "forecast"}, container["name"]
+    assert ("RUN", "pip install . && rm -rf /src") in instructions
+
+
+def test_the_docker_build_context_keeps_everything_the_dockerfile_copies() -> None:
+    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")}
+    copied = [args.split()[:-1] for op, args in _dockerfile() if op == "COPY"]
+    sources = [source for group in copied for source in group]
+    assert {"pyproject.toml", "controlplane", "dashboard"} <= set(sources)
+    for source in sources:
+        assert (ROOT / source).exists() and source not in ignored, source
