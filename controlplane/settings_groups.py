@@ -50,7 +50,9 @@ class DbSettings(Group):
         "for this long (a stalled network, a dead load balancer) fails the read or write "
         "waiting on it, naming the server, and its connection is dropped (also the TCP user "
         "timeout and keepalives); longer than any statement Headroom runs, a migration and a "
-        "replica's wait for another's migration included")
+        "replica's wait for another's migration included; a migration waits half of it at most "
+        "for a table lock another session holds (a backup, an open transaction), then fails "
+        "naming the lock, nothing applied")
     migration_lock_wait_s: float = Field(
         300.0, gt=0, description="PostgreSQL: a migration (`headroom db upgrade | downgrade`, "
         "the start of `serve` and `demo`) waits at most this long for another migration's lock "

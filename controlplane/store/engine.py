@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
 from sqlalchemy import URL, Engine, create_engine, event, make_url, text
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from controlplane.domain.errors import error_line
 from controlplane.store.migration_lock import DEFAULT_MIGRATION_LOCK_WAIT_S, MigrationLockHeld
@@ -271,6 +272,8 @@ def _migration_error(engine: Engine, verb: str, revision: str,
     """One line: an Alembic refusal, or the database's own error (e.g. a table that already
     exists in a store made without migrations: no alembic_version stamp)."""
     line = error_line(error)
+    if isinstance(error, DBAPIError) and _sqlstate(error) == LOCK_NOT_AVAILABLE:
+        line = _table_lock_held(error)
     if isinstance(error, CommandError) and line.startswith("Can't locate revision"):
         try:
             stamped = store_revision(engine)
@@ -281,6 +284,34 @@ def _migration_error(engine: Engine, verb: str, revision: str,
             line += (" (the store's own revision: a newer Headroom migrated it; run that "
                      f"version, or its `headroom db downgrade {head}` first)")
     return MigrationError(f"database {_shown(engine)}: cannot {verb} to {revision!r}: {line}")
+
+
+#: PostgreSQL's SQLSTATE of a lock not granted within lock_timeout (lock_not_available)
+LOCK_NOT_AVAILABLE = "55P03"
+
+#: the table a migration statement works on: ALTER/DROP TABLE t, CREATE INDEX ... ON t, ...
+_STATEMENT_TABLE = re.compile(
+    r"\b(?:TABLE(?:\s+IF\s+(?:NOT\s+)?EXISTS)?|ON|UPDATE|INTO|FROM)\s+(?:ONLY\s+)?"
+    r'"?([A-Za-z_][\w.]*)"?', re.IGNORECASE)
+
+
+def _sqlstate(error: DBAPIError) -> str | None:
+    sqlstate = getattr(error.orig, "sqlstate", None)
+    return sqlstate if isinstance(sqlstate, str) else None
+
+
+def _table_lock_held(error: DBAPIError) -> str:
+    """A migration statement that waited past its lock_timeout for a table lock (see
+    ``migration_lock.bound_table_lock_waits``), naming the table when the error or the
+    statement does; the migration's transaction rolled back, so nothing of it applied."""
+    diag = getattr(error.orig, "diag", None)
+    table = getattr(diag, "table_name", None)
+    if not table and error.statement:
+        found = _STATEMENT_TABLE.search(error.statement)
+        table = found.group(1) if found else None
+    on = f" on table {table!r}" if table else ""
+    return (f"a table lock{on} is held by another session (e.g. a backup or an open "
+            "transaction): retry when it ends; nothing was applied")
 
 
 def _shown(engine: Engine) -> str:

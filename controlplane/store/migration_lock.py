@@ -15,6 +15,8 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection
 
+from controlplane.store.pg_response import DEFAULT_RESPONSE_TIMEOUT_S
+
 MIGRATION_LOCK_KEY = 0x4845414452  # PostgreSQL advisory lock of Headroom's migrations ("HEADR")
 
 #: db.migration_lock_wait_s's default (DbSettings, which imports no database library, repeats
@@ -23,6 +25,11 @@ DEFAULT_MIGRATION_LOCK_WAIT_S = 300.0
 
 #: seconds between two tries for the lock
 LOCK_POLL_S = 0.25
+
+
+#: the share of db.response_timeout_s a migration waits for a table lock: the lock wait fails on
+#: the server (lock_timeout), the statement with it, before the client gives up on the answer
+TABLE_LOCK_WAIT_SHARE = 0.5
 
 
 class MigrationLockHeld(Exception):
@@ -47,3 +54,24 @@ def take_migration_lock(connection: Connection, wait_s: float,
         if remaining_s <= 0:
             raise MigrationLockHeld(wait_s)
         sleep(min(LOCK_POLL_S, remaining_s))
+
+
+def table_lock_wait_s(response_timeout_s: float) -> float:
+    """How long a migration's statement waits for a table lock another session holds."""
+    return response_timeout_s * TABLE_LOCK_WAIT_SHARE
+
+
+def bound_table_lock_waits(connection: Connection) -> None:
+    """Bound, for the rest of ``connection``'s transaction, each wait for a table lock
+    (PostgreSQL lock_timeout) to ``table_lock_wait_s`` of the connection's response timeout.
+
+    A migration's ALTER waits behind any session reading the table (a backup, a transaction
+    left open), and every later read or write of the table queues behind the ALTER: unbounded,
+    the store stops for as long as that session lasts. Past the bound the statement fails on
+    the server (SQLSTATE 55P03), the migration rolls back whole and its locks go at once; were
+    the bound the client's response timeout, the ALTER would be left queued on the server
+    after the client gave up."""
+    dbapi = connection.connection.dbapi_connection
+    response_timeout_s = getattr(dbapi, "response_timeout_s", DEFAULT_RESPONSE_TIMEOUT_S)
+    wait_ms = max(1, int(table_lock_wait_s(response_timeout_s) * 1000))
+    connection.exec_driver_sql(f"SET LOCAL lock_timeout = {wait_ms}")

@@ -4,16 +4,20 @@ A network that stalls after the connection is made (a partition, a dead load bal
 socket stays open, no byte and no reset comes back) would hang the statement waiting on it for
 ever: the server's statement_timeout cannot fire, since the server never hears the statement,
 and libpq has no read timeout. So every wait of a Headroom connection (a statement, its commit
-or rollback, the pool's pre-ping) is bounded by ``response_timeout_s``: past it the connection
-is closed (SQLAlchemy then drops it from the pool) and the wait fails with an error naming the
-server. The kernel bounds a real partition as well: TCP keepalives and ``tcp_user_timeout``
-(libpq >= 12) close a connection whose peer stopped acknowledging, idle in the pool included.
+or rollback, the pool's pre-ping) is bounded by ``response_timeout_s``: past it the statement
+is cancelled on the server (when the server still hears: a statement that was only waiting, e.g.
+for a lock, would otherwise stay queued there holding its own locks after the client gave up),
+the connection is closed (SQLAlchemy then drops it from the pool) and the wait fails with an
+error naming the server. The kernel bounds a real partition as well: TCP keepalives and
+``tcp_user_timeout`` (libpq >= 12) close a connection whose peer stopped acknowledging, idle in
+the pool included.
 A load balancer that still acknowledges but forwards nothing is caught by the first bound only.
 """
 
 from __future__ import annotations
 
 import math
+from contextlib import suppress
 from typing import Any
 
 import psycopg
@@ -23,6 +27,11 @@ from psycopg.errors import _WaitTimeout
 #: db.response_timeout_s's default, longer than any statement Headroom runs (DbSettings, which
 #: imports no database library, repeats it; a test checks the two agree)
 DEFAULT_RESPONSE_TIMEOUT_S = 120.0
+
+#: how long a wait that gave up tries to cancel its statement on the server (a new connection
+#: to it, answered at once by a server that hears: a stalled network fails this too, and the
+#: close that follows is all that is left)
+CANCEL_WAIT_S = 0.5
 
 
 class BoundedConnection(psycopg.Connection[Any]):
@@ -38,11 +47,20 @@ class BoundedConnection(psycopg.Connection[Any]):
             return super().wait(gen, interval, self.response_timeout_s)
         except _WaitTimeout:
             server = f"{self.info.host}:{self.info.port}"
+            self._cancel_on_server()
             self.close()  # mid-protocol: unusable (SQLAlchemy sees it closed: a disconnect)
             raise psycopg.OperationalError(
                 f"no answer from the database server at {server} within "
                 f"{self.response_timeout_s:g} s ({self.response_setting}): a stalled network "
                 "or load balancer?") from None
+
+    def _cancel_on_server(self) -> None:
+        """Ask the server to cancel the statement this connection waits on, so that it does not
+        run on (or wait on, holding its locks) after the client gave up: closing alone does not
+        end it, the server reads the close only once the statement is done. A cancel that
+        fails is left unsaid: the server did not hear it either (the stall the error names)."""
+        with suppress(psycopg.Error):
+            self.cancel_safe(timeout=min(CANCEL_WAIT_S, self.response_timeout_s))
 
 
 def keepalive_args(response_timeout_s: float) -> dict[str, int]:

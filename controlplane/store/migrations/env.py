@@ -10,7 +10,11 @@ from sqlmodel import SQLModel
 from controlplane.settings import ConfigError, load_settings
 from controlplane.store import tables  # noqa: F401  (registers the tables on the metadata)
 from controlplane.store.engine import make_engine
-from controlplane.store.migration_lock import DEFAULT_MIGRATION_LOCK_WAIT_S, take_migration_lock
+from controlplane.store.migration_lock import (
+    DEFAULT_MIGRATION_LOCK_WAIT_S,
+    bound_table_lock_waits,
+    take_migration_lock,
+)
 
 config = context.config
 target_metadata = SQLModel.metadata
@@ -21,10 +25,12 @@ def lock_for_migration(connection: Connection) -> None:
     migrate at once go one after the other (see ``migration_lock``). PostgreSQL: a
     transaction-scoped advisory lock, waited for ``db.migration_lock_wait_s`` at most; SQLite:
     BEGIN IMMEDIATE (the file's write lock, waited for its busy timeout; its DDL then commits or
-    rolls back whole, as on PostgreSQL)."""
+    rolls back whole, as on PostgreSQL). On PostgreSQL each table lock the migration then waits
+    for is bounded too (``bound_table_lock_waits``)."""
     if connection.dialect.name == "postgresql":
         take_migration_lock(connection, config.attributes.get(
             "migration_lock_wait_s", DEFAULT_MIGRATION_LOCK_WAIT_S))
+        bound_table_lock_waits(connection)
     elif connection.dialect.name == "sqlite":
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
