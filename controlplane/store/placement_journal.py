@@ -253,16 +253,32 @@ class SqlPlacementJournal:
         self.prune_every = prune_every
 
     def read(self, since_version: int) -> JournalChanges:
+        """The changes since ``since_version``, or a full snapshot when the release tombstones
+        after it are pruned. The head and the changes are separate statements, each seeing the
+        journal as committed when it runs (PostgreSQL READ COMMITTED; SQLite, whose reads take
+        no lock between statements, likewise), so a change committed in between may have pruned
+        tombstones the head said were kept: ``pruned_version`` is read again after the changes,
+        and a reader it overtook gets the full snapshot it would have got from that head."""
         try:
             with self.engine.connect() as connection:
-                row = connection.execute(select(*_head_columns()).where(
-                    _journal().c.id == JOURNAL_ROW)).first()
-                if row is None:
-                    raise Unavailable(MISSING_ROW)
-                return changes_since(connection, since_version, Head(*row))
+                changes = changes_since(connection, since_version, self._head(connection))
+                if changes.full or changes.version <= since_version:
+                    return changes  # a snapshot, or nothing since: no tombstone read
+                head = self._head(connection)
+                if since_version < head.pruned_version:  # pruned under the read: start over
+                    return changes_since(connection, since_version, head)
+                return changes
         except SQLAlchemyError as error:
             raise Unavailable(f"placement journal: cannot read it: {error_line(error)}"
                               ) from None
+
+    @staticmethod
+    def _head(connection: Connection) -> Head:
+        row = connection.execute(select(*_head_columns()).where(
+            _journal().c.id == JOURNAL_ROW)).first()
+        if row is None:
+            raise Unavailable(MISSING_ROW)
+        return Head(*row)
 
     @contextmanager
     def change(self, since_version: int) -> Iterator[SqlJournalChange]:

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 import pytest
-from sqlalchemy import inspect, text
+from sqlalchemy import event, inspect, text
 from tick_builders import T0
 
 from controlplane.placement_api import JournalFollower
 from controlplane.sim.clock import VirtualClock
 from controlplane.store import Store, downgrade, upgrade
-from controlplane.store.placement_journal import SqlPlacementJournal
+from controlplane.store.placement_journal import SqlJournalChange, SqlPlacementJournal
 from protos.headroom.v1 import placement_pb2 as pb
 from scheduler.domain.errors import AlreadyExists, Infeasible, Unavailable
+from scheduler.domain.model import Binding
 from scheduler.engine import PlacementEngine
 
 A100 = "A100-80GB"
@@ -216,6 +218,45 @@ def test_an_engine_behind_the_pruned_releases_reads_a_full_snapshot(store_url: s
             "SELECT count(*) FROM placement_bindings WHERE released_version IS NOT NULL"
         )).scalar_one()
     assert tombstones <= 2
+
+
+def test_a_reader_overtaken_by_a_prune_between_its_statements_reads_a_full_snapshot(
+        store_url: str) -> None:
+    """Another server's change commits, pruning the tombstone the reader needs, right after
+    the reader's first statement (the journal's head, which still said it was kept)."""
+    store = Store.open(store_url, migrate=True)
+    writer = SqlPlacementJournal(store.engine, "writer", VirtualClock(T0), keep_releases=2,
+                                 prune_every=5)
+    reader_store = Store.open(store_url)
+    reader = SqlPlacementJournal(reader_store.engine, "reader", VirtualClock(T0))
+
+    def bound(workload_id: str) -> Callable[[SqlJournalChange], None]:
+        return lambda change: change.bound(Binding(workload_id, "n0", (0,), None, "", 1000, "t"))
+
+    def write(step: Callable[[SqlJournalChange], None]) -> None:
+        with writer.change(0) as change:
+            step(change)
+
+    write(bound("w1"))  # v1
+    seen = reader.read(0)
+    write(lambda change: change.released(["w1"]))  # v2: w1's tombstone
+    write(bound("w2"))  # v3
+    write(bound("w4"))  # v4
+    pruned: list[int] = []
+
+    @event.listens_for(reader_store.engine, "after_cursor_execute")
+    def prune_after_the_head(*_: object) -> None:
+        if not pruned:
+            pruned.append(1)
+            write(bound("w5"))  # v5: a pruning change, tombstones at or below v3 go
+
+    try:
+        changes = reader.read(seen.version)
+    finally:
+        reader_store.engine.dispose()
+    assert pruned == [1]
+    assert changes.full
+    assert sorted(b.workload_id for b in changes.bound) == ["w2", "w4", "w5"]  # w1 not bound
 
 
 def test_a_store_that_fails_a_write_leaves_the_engine_as_it_was(store_url: str) -> None:
