@@ -125,15 +125,20 @@ class Store:
         """Insert rows or update the ones whose ``key`` is there, in one statement: two
         processes starting at once (the demo's or a simulated serve's models and prices) both
         land, where a read-then-insert (``session.merge``) lets one fail on the key."""
+        with self.session() as session:
+            self._upsert_in(session, table, key, rows)
+            session.commit()
+
+    def _upsert_in(self, session: Session, table: str, key: str,
+                   rows: list[dict[str, Any]]) -> None:
+        """``_upsert`` in ``session``'s transaction, committed with the rest of it."""
         if not rows:
             return
         dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
         insert = dialect.insert(SQLModel.metadata.tables[table]).values(rows)
-        with self.session() as session:
-            session.exec(insert.on_conflict_do_update(
-                index_elements=[key],
-                set_={name: insert.excluded[name] for name in rows[0] if name != key}))
-            session.commit()
+        session.exec(insert.on_conflict_do_update(
+            index_elements=[key],
+            set_={name: insert.excluded[name] for name in rows[0] if name != key}))
 
     def upsert_models(self, specs: Iterable[ModelSpec]) -> None:
         rows = {spec.name: dict(
@@ -179,17 +184,19 @@ class Store:
         clock: its newest tick; none yet: since always), so past days keep the price they had.
 
         Prices are per product (settings allow one pool per product): pools of one product at
-        different prices raise ``PriceError`` naming them, and nothing is written."""
+        different prices raise ``PriceError`` naming them, and nothing is written. The prices
+        and their history are one transaction: a failed write leaves both as they were, never a
+        new price without the history row dated at its change."""
         pools = list(pools)
         check_one_price_per_product(pools)
         labelled = {pool.product: (pool.price_per_gpu_hour, price_label(pool, at))
                     for pool in pools}
-        self._upsert(GpuPriceRecord.__tablename__, "product", [
-            dict(product=product, price_per_gpu_hour=price, **label)
-            for product, (price, label) in labelled.items()])
         when = effective_at or at or self.last_tick_at()
         history = GpuPriceHistoryRecord
         with self.session() as session:
+            self._upsert_in(session, GpuPriceRecord.__tablename__, "product", [
+                dict(product=product, price_per_gpu_hour=price, **label)
+                for product, (price, label) in labelled.items()])
             for product, (price, label) in labelled.items():
                 last = session.exec(select(history.price_per_gpu_hour)
                                     .where(history.product == product)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 from tick_builders import T0, sample_tick_report
 
 from controlplane import cost_export, cost_reader
@@ -52,6 +52,32 @@ def test_restarting_with_the_same_price_records_no_change(store_url: str) -> Non
     with store.engine.connect() as connection:
         rows = list(connection.execute(select(history.c.product, history.c.effective_at)))
     assert [product for product, _ in rows] == ["L4"]
+
+
+class HistoryWriteFailed(Exception):
+    """The failure injected into the price history's insert."""
+
+
+def test_a_price_change_whose_history_write_fails_leaves_the_price_and_its_history_as_they_were(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    store.upsert_prices(_l4(0.75), T0)
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def fail_the_history_insert(_connection: object, _cursor: object, statement: str,
+                                *_: object) -> None:
+        if statement.startswith("INSERT INTO gpu_price_history"):
+            raise HistoryWriteFailed(statement)
+
+    with pytest.raises(HistoryWriteFailed):
+        store.upsert_prices(_l4(1.50), T0 + DAY)
+    event.remove(store.engine, "before_cursor_execute", fail_the_history_insert)
+    history = cost_reader.table("gpu_price_history")
+    with store.engine.connect() as connection:
+        rows = list(connection.execute(select(history.c.price_per_gpu_hour)))
+    assert [price for (price,) in rows] == [0.75]
+    assert [(p.product, p.usd_per_gpu_hour) for p in cost_reader.configured_prices(
+        store.engine)] == [("L4", 0.75)]
 
 
 def test_the_upgrade_keeps_the_price_in_force_for_the_past_and_a_later_change_splits_it(
