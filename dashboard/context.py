@@ -18,7 +18,13 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.domain.errors import error_line
 from controlplane.settings import ConfigError, load_inherited_settings
-from controlplane.store.engine import StoreUnavailable, make_engine, redact, sqlite_file
+from controlplane.store.engine import (
+    StoreUnavailable,
+    make_engine,
+    missing_schema,
+    redact,
+    sqlite_file,
+)
 from dashboard.markdown import escape_markdown
 
 TTL_S = 10  # seconds a query result is reused before the store is asked again
@@ -93,8 +99,6 @@ def show_store_failure(url: str, error: SQLAlchemyError) -> None:
     st.error(f"Cannot read the store at `{url}`: {escape_markdown(line)}{_failure_hint(line)}")
 
 
-#: what SQLite and PostgreSQL say of a table or column an older schema lacks
-_MISSING_SCHEMA = re.compile(r"no such (table|column)|(relation|column) \S+ does not exist")
 #: what they say when another session holds a lock the read waited on too long
 _LOCKED = re.compile(r"lock timeout|database is locked")
 #: what PostgreSQL says of a read that ran past its statement_timeout
@@ -104,7 +108,7 @@ _NO_CONNECTION = re.compile(r"connection timeout expired")
 
 
 def _failure_hint(line: str) -> str:
-    if _MISSING_SCHEMA.search(line):
+    if missing_schema(line):
         return " (if the schema is older than this Headroom, run `headroom db upgrade`)"
     if _LOCKED.search(line):
         return (" (another session holds a lock on the store, e.g. a migration; reload the page "

@@ -38,7 +38,7 @@ from controlplane.settings import ConfigError, Settings, load_settings
 from controlplane.settings_cluster import PrometheusSettings
 from controlplane.store import Store, StoreUnavailable
 from controlplane.store.configured import open_existing_store
-from controlplane.store.engine import redact
+from controlplane.store.engine import missing_schema, redact
 from forecaster.errors import ForecasterError, InputError
 from forecaster.prepare import parse_duration_s
 from forecaster.registry import METHODS
@@ -118,6 +118,12 @@ def run(
     state, fits every model (no fit budget: none would ever hold state), stores the forecasts
     and exits 3 as above. A path that cannot be a directory (it, or a parent, is a file; too
     long; a symlink loop) is refused before anything is fetched (exit 2).
+
+    A store that cannot be opened, or fails while the run reads or writes it (unreachable, its
+    connection dropped, a server failing over), is one error line naming the store and the
+    database's error (exit 2, as deploy/forecast-cronjob.yaml expects of a store it cannot
+    use: the next run tries again); only a table or column missing from it adds the hint to
+    run `headroom db upgrade`.
     """
     try:
         settings = load_settings(config)
@@ -165,9 +171,12 @@ def run(
                               state_error=unwritable)
     except (ForecasterError, ConfigError, StoreUnavailable, ValueError) as exc:
         raise usage_error(str(exc)) from exc
-    except SQLAlchemyError as exc:
-        raise usage_error(f"store {redact(store_url or settings.db.url)}: {error_line(exc)} "
-                          "(is the schema created? run `headroom db upgrade`)") from exc
+    except SQLAlchemyError as exc:  # the store failed mid-run: exit 2, as one not opened
+        line = error_line(exc)
+        hint = " (is the schema created? run `headroom db upgrade`)" if missing_schema(
+            line) else ""
+        raise usage_error(f"store {redact(store_url or settings.db.url)}: {line}{hint}"
+                          ) from exc
     doc = job_doc(report_, stored=not no_store)
     if json_out:
         sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")

@@ -29,6 +29,16 @@ from controlplane.store.pg_response import (
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 
+#: what SQLite and PostgreSQL say of a table or column an older schema lacks
+MISSING_SCHEMA = re.compile(r"no such (table|column)|(relation|column) \S+ does not exist")
+
+
+def missing_schema(line: str) -> bool:
+    """Whether a store error's ``line`` says a table or column is missing: the schema is older
+    than this Headroom (or was never created), which `headroom db upgrade` mends."""
+    return MISSING_SCHEMA.search(line) is not None
+
+
 class StoreUnavailable(Exception):
     """The database URL cannot be reached or opened; the message names the URL."""
 
