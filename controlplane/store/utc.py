@@ -4,7 +4,6 @@ and ``as_utc`` for the values read back."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from sqlalchemy import DateTime, Dialect
 from sqlalchemy.types import TypeDecorator
@@ -24,8 +23,8 @@ class UtcDateTime(TypeDecorator[datetime]):
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
-    def process_literal_param(self, value: Any, dialect: Dialect) -> str:
-        return str(self.process_bind_param(value, dialect))
+    # no process_literal_param: SQLAlchemy then renders a literal (literal_binds) from
+    # process_bind_param's UTC datetime with the DateTime type's own literal processor
 
     @property
     def python_type(self) -> type[datetime]:
