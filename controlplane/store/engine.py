@@ -6,6 +6,7 @@ import math
 import re
 import sqlite3
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -79,6 +80,10 @@ def in_memory(url: str) -> bool:
         return False
     return parsed.get_backend_name() == "sqlite" and (
         parsed.database in (None, "", ":memory:") or parsed.query.get("mode") == "memory")
+
+
+#: the URL each engine ``make_engine`` / ``read_only_engine`` opened was given as
+_GIVEN_URLS: weakref.WeakKeyDictionary[Engine, str] = weakref.WeakKeyDictionary()
 
 
 def _normalize(url: str) -> str:
@@ -174,6 +179,7 @@ def make_engine(url: str, connect_timeout_s: float = 5.0, lock_timeout_s: float 
                                    "Headroom store, or damaged: move the file aside and a new "
                                    "store is made in its place)") from None
         raise StoreUnavailable(f"cannot reach database {redact(given)}: {line}") from None
+    _GIVEN_URLS[engine] = given
     return engine
 
 
@@ -199,6 +205,7 @@ def read_only_engine(url: str, connect_timeout_s: float = 5.0,
     except (SQLAlchemyError, OSError, ValueError) as error:
         raise StoreUnavailable(f"cannot read database {redact(url)}: {error_line(error)}"
                                ) from None
+    _GIVEN_URLS[engine] = url
     return engine
 
 
@@ -325,4 +332,8 @@ def _table_lock_held(error: DBAPIError) -> str:
 
 
 def _shown(engine: Engine) -> str:
-    return redact(engine.url.render_as_string(hide_password=False))
+    """The store's URL as the operator gave it (``postgresql://``, not the driver's form
+    ``make_engine`` opens), as every other store message names it; redacted."""
+    given = _GIVEN_URLS.get(engine)
+    return redact(given if given is not None else engine.url.render_as_string(
+        hide_password=False))

@@ -111,6 +111,18 @@ def test_serve_dry_run_records_plans_without_applying(tmp_path: Path) -> None:
     assert observed is not None and observed.gpus_ready() == 0  # nothing was applied
 
 
+@pytest.mark.postgres
+def test_db_upgrade_errors_name_the_postgresql_url_as_the_operator_wrote_it(
+        postgres_url: str) -> None:
+    plain = postgres_url.replace("postgresql+psycopg://", "postgresql://")
+    run = subprocess.run([*HEADROOM, "db", "upgrade", "nosuchrev"],
+                         env=_env(HEADROOM_DB__URL=plain), capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 2
+    assert run.stderr.startswith(f"error: database {plain}: cannot upgrade to 'nosuchrev': ")
+    assert "+psycopg" not in run.stderr
+
+
 def test_db_upgrade_to_an_unknown_revision_is_one_line_naming_it_and_creates_no_store(
         tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
