@@ -44,7 +44,7 @@ def add(
     model: Annotated[str, typer.Argument(metavar="MODEL",
                                          help="a model of the store's models table")],
     rps: Annotated[float, float_option("--rps", help="requests/s the model will see at least",
-                                       min=0.0, max=MAX_HINT_RPS)],
+                                       min=0.0, min_open=True, max=MAX_HINT_RPS)],
     end: Annotated[str, typer.Option("--end", help="end of the window (ISO-8601; UTC unless "
                                                    "it names a zone)")],
     start: Annotated[str | None, typer.Option("--start", help=escape(

@@ -58,10 +58,11 @@ def new_hint(model: str, rate_rps: float, start_at: datetime, end_at: datetime, 
              known_models: Collection[str], now: datetime,
              listed_models: Collection[str] | None = None) -> DemandHint:
     """A hint to store from what a user gave (``headroom hint add``, the DemandHints gRPC
-    service): a model the store lists, an end after ``now``, a reason of at most 500
-    characters and no NUL, and a valid hint (``DemandHint``); HintError names what is not.
-    An unknown model's error lists ``listed_models`` (default: every known one; a caller
-    scoped to tenants is shown only theirs)."""
+    service): a model the store lists, a rate above 0 (a hint of 0 floors nothing; it is also
+    what an AddHint that omits rate_rps sends) and at most MAX_HINT_RPS, an end after ``now``,
+    a reason of at most 500 characters and no NUL, and a valid hint (``DemandHint``);
+    HintError names what is not. An unknown model's error lists ``listed_models`` (default:
+    every known one; a caller scoped to tenants is shown only theirs)."""
     if not model.strip():  # a store's model imported before models import refused it
         raise HintError("model", f"model {model!r} is empty or only whitespace")
     if model not in known_models:
@@ -73,8 +74,8 @@ def new_hint(model: str, rate_rps: float, start_at: datetime, end_at: datetime, 
     if "\x00" in reason:  # PostgreSQL's text cannot hold it: the insert failed, unnamed
         raise HintError("reason", f"holds a NUL character at {reason.index(chr(0))}; the "
                                   "store's text cannot hold it")
-    if not (math.isfinite(rate_rps) and 0 <= rate_rps <= MAX_HINT_RPS):
-        raise HintError("rate_rps", f"must be a number in [0, {MAX_HINT_RPS:g}], got {rate_rps}")
+    if not (math.isfinite(rate_rps) and 0 < rate_rps <= MAX_HINT_RPS):  # 0: proto3's omitted
+        raise HintError("rate_rps", f"must be a number in (0, {MAX_HINT_RPS:g}], got {rate_rps}")
     if end_at <= now:
         raise HintError("end", f"already past (now {now:%Y-%m-%d %H:%M:%S} UTC)")
     try:

@@ -39,8 +39,8 @@ def _rate(text: str, where: str) -> float:
         rate = float(text)
     except ValueError:
         raise HintsFileError(f"{where}: {text!r} is not a number") from None
-    if not (math.isfinite(rate) and 0 <= rate <= MAX_HINT_RPS):
-        raise HintsFileError(f"{where}: {text} is not a rate in [0, {MAX_HINT_RPS:g}] rps")
+    if not (math.isfinite(rate) and 0 < rate <= MAX_HINT_RPS):  # a hint of 0 floors nothing
+        raise HintsFileError(f"{where}: {text} is not a rate in (0, {MAX_HINT_RPS:g}] rps")
     return rate
 
 

@@ -80,11 +80,13 @@ def test_an_announced_campaign_is_served_from_its_first_minute_only_with_the_hin
     (f"model,start,end,rate_rps\n{LARGE},2025-01-01T04:00Z,9999-12-31T23:00:00-05:00,10\n",
      "line 2 column end: '9999-12-31T23:00:00-05:00' is out of range in UTC (years 1 to 9999)"),
     (f"model,start,end,rate_rps\n{LARGE},2025-01-01T04:00Z,2025-01-01T05:00Z,-3\n",
-     "line 2 column rate_rps: -3 is not a rate in [0, 1e+07] rps"),
+     "line 2 column rate_rps: -3 is not a rate in (0, 1e+07] rps"),
+    (f"model,start,end,rate_rps\n{LARGE},2025-01-01T04:00Z,2025-01-01T05:00Z,0\n",
+     "line 2 column rate_rps: 0 is not a rate in (0, 1e+07] rps"),
     (f"model,start,end,rate_rps\n{LARGE},2025-01-01T05:00Z,2025-01-01T04:00Z,10\n",
      "line 2: demand hint for chat/large: end_at 2025-01-01T04:00:00+00:00 is not after"),
 ], ids=["a missing column", "an unknown model", "not a time", "an end past year 9999 in UTC",
-        "a negative rate",
+        "a negative rate", "a rate of zero",
         "an end before the start"])
 def test_a_bad_hints_file_is_refused_naming_file_line_and_column(
         tmp_path: Path, text: str, message: str) -> None:

@@ -73,6 +73,8 @@ def test_headroom_demo_speed_nan_says_nan_is_not_a_finite_number_in_the_speed_ra
     (["demo", "--speed", "20000"], "'--speed': 20000.0 is not in the range 0.1<=x<=10000.0"),
     (["demo", "--minutes", "-1"], "'--minutes': -1.0 is not in the range x>=0.0"),
     (["cost", "export", "--out", "x.csv", "--days", "fast"], "'--days': 'fast' is not a number"),
+    (["hint", "add", "m", "--end", "2099-01-01", "--rps", "0"],
+     "'--rps': 0.0 is not in the range 0.0<x<=10000000.0"),
 ])
 def test_a_float_option_out_of_its_range_or_not_a_number_is_refused_naming_both(
         args: list[str], message: str) -> None:

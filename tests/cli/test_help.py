@@ -147,5 +147,6 @@ def test_hint_add_help_shows_the_accepted_rps_range_and_a_zoneless_start_as_utc(
                                 terminal_width=200)
     assert result.exit_code == 0
     text = " ".join(result.output.split())
-    assert "[0.0<=x<=10000000.0]" in text  # before: [x>=0.0], while above 1e7 was refused
+    # before: [x>=0.0], while above 1e7 was refused; then [0.0<=x<=...], while 0 floors nothing
+    assert "requests/s the model will see at least [0.0<x<=10000000.0]" in text
     assert "start of the window (ISO-8601; UTC unless it names a zone) [default: now]" in text

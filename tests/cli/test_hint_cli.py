@@ -106,6 +106,13 @@ def test_bad_input_is_one_line_naming_it_and_writes_nothing(db: Path, args: list
     assert SqlDemandHints(Store.open(f"sqlite:///{db}").engine).hints() == ()
 
 
+def test_a_rate_of_zero_is_refused_naming_rps_and_writes_nothing(db: Path) -> None:
+    run = _hint(db, "add", CHAT, "--rps", "0", "--end", "2099-01-01T00:00:00Z")
+    assert run.returncode == 2  # before: "hint 1: ... >= 0 rps", a hint that floors nothing
+    assert ("Invalid value for '--rps': 0.0 is not in the range 0.0<x<=10000000.0"
+            in " ".join(run.stderr.replace("│", " ").split()))
+    assert SqlDemandHints(Store.open(f"sqlite:///{db}").engine).hints() == ()
+
 
 def test_a_hint_for_a_model_named_only_whitespace_blames_the_model_not_the_window(
         db: Path) -> None:

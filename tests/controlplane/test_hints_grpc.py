@@ -72,7 +72,9 @@ def test_a_hint_is_announced_listed_and_withdrawn_over_grpc(api: Api) -> None:
     (pb.AddHintRequest(model="nope", rate_rps=5, end_unix_s=_s(60)),
      "model: model 'nope' is not in the store's models table (known: bert-embed, "),
     (pb.AddHintRequest(model=CHAT, rate_rps=-5, end_unix_s=_s(60)),
-     "rate_rps: must be a number in [0, 1e+07], got -5.0"),
+     "rate_rps: must be a number in (0, 1e+07], got -5.0"),
+    (pb.AddHintRequest(model=CHAT, end_unix_s=_s(60)),
+     "rate_rps: must be a number in (0, 1e+07], got 0.0"),
     (pb.AddHintRequest(model=CHAT, rate_rps=float("nan"), end_unix_s=_s(60)),
      "rate_rps: must be a number"),
     (pb.AddHintRequest(model=CHAT, rate_rps=5, end_unix_s=_s(-1)), "end_unix_s: already past"),
@@ -88,7 +90,8 @@ def test_a_hint_is_announced_listed_and_withdrawn_over_grpc(api: Api) -> None:
     (pb.AddHintRequest(model="m" * 20_000, rate_rps=5, end_unix_s=_s(60)), "model: model 'mmm"),
     (pb.AddHintRequest(model=CHAT, rate_rps=5, end_unix_s=_s(60), reason="launch\x00"),
      "reason: holds a NUL character at 6; the store's text cannot hold it"),
-], ids=["unknown model", "negative rate", "nan rate", "past end", "no end", "end before start",
+], ids=["unknown model", "negative rate", "rate omitted (0)", "nan rate", "past end", "no end",
+        "end before start",
         "negative start", "infinite end", "reason too long", "unknown 20000-character model",
         "NUL in reason"])
 def test_a_refused_hint_names_the_proto_field_and_stores_nothing(
