@@ -65,16 +65,6 @@ class ModelRequest:
         return shape.gpu_share * (self.hot + self.idle * shape.idle_gpu_fraction + self.cached)
 
 
-def _trim(request: ModelRequest, shape: ReplicaShape, rungs: Sequence[str]
-          ) -> ModelRequest | None:
-    """One unit less of the first of ``rungs`` that holds a GPU share (None: none does)."""
-    for rung in rungs:
-        costs = shape.idle_gpu_fraction > 0 if rung == "idle" else True
-        if costs and getattr(request, rung) > 0:
-            return replace(request, **{rung: getattr(request, rung) - 1})
-    return None
-
-
 def placed_gpus(requests: Sequence[ModelRequest], shapes: Mapping[str, ReplicaShape]) -> int:
     """Whole GPUs ``fleet_placement`` gives ``requests``: the hot replicas packed per product
     (``pack_gpus``: a slice that does not fit beside another takes a GPU of its own) plus the
@@ -96,25 +86,113 @@ def _nodes_hold(requests: Sequence[ModelRequest], shapes: Mapping[str, ReplicaSh
     return [t.value for t in clamped.pools] == [t.value for t in desired.pools]
 
 
+_Counts = tuple[int, int, int]  # (hot, idle, cached) of one model
+
+
+def _units(counts: _Counts, shape: ReplicaShape, rungs: Sequence[str]) -> int:
+    """Units ``_trim`` can take from ``counts`` in ``rungs`` (an idle unit only if it costs)."""
+    hot, idle, cached = counts
+    return sum({"hot": hot, "cached": cached,
+                "idle": idle if shape.idle_gpu_fraction > 0 else 0}[rung] for rung in rungs)
+
+
+def _trimmed(counts: _Counts, shape: ReplicaShape, rungs: Sequence[str], units: int) -> _Counts:
+    """``counts`` after ``units`` calls of ``_trim`` with ``rungs`` (each its first rung left)."""
+    left = {"hot": counts[0], "idle": counts[1], "cached": counts[2]}
+    for rung in rungs:
+        if rung == "idle" and shape.idle_gpu_fraction <= 0:
+            continue
+        taken = min(units, left[rung])
+        left[rung] -= taken
+        units -= taken
+    return left["hot"], left["idle"], left["cached"]
+
+
+def _share(counts: _Counts, shape: ReplicaShape) -> float:
+    """``ModelRequest.gpus`` of ``counts`` (the same arithmetic, so the same float)."""
+    return shape.gpu_share * (counts[0] + counts[1] * shape.idle_gpu_fraction + counts[2])
+
+
+def _trim_runs(counts: dict[str, _Counts], shapes: Mapping[str, ReplicaShape],
+               members: Sequence[str], rungs: Sequence[str]) -> list[tuple[str, int]]:
+    """The units ``_trim`` would take one by one, each from the member holding the most GPU
+    share (ties: the greater name), until none is left, as runs (member, units in a row): a
+    member keeps the turn while it still holds more than the next (its share only falls), so a
+    run is found by bisection, not unit by unit."""
+    now = {m: counts[m] for m in members}
+    runs: list[tuple[str, int]] = []
+    while True:
+        ranked = sorted(((_share(now[m], shapes[m]), m) for m in members
+                         if _units(now[m], shapes[m], rungs) > 0), reverse=True)
+        if not ranked:
+            return runs
+        top, shape = ranked[0][1], shapes[ranked[0][1]]
+        units = _units(now[top], shape, rungs)
+        if len(ranked) > 1:  # the last j with top still ahead after j units: it takes j + 1
+            low, high = 0, units - 1
+            while low < high:
+                mid = (low + high + 1) // 2
+                if (_share(_trimmed(now[top], shape, rungs, mid), shape), top) > ranked[1]:
+                    low = mid
+                else:
+                    high = mid - 1
+            units = low + 1
+        now[top] = _trimmed(now[top], shape, rungs, units)
+        runs.append((top, units))
+
+
+def _after(counts: Mapping[str, _Counts], shapes: Mapping[str, ReplicaShape],
+           rungs: Sequence[str], runs: Sequence[tuple[str, int]], units: int
+           ) -> dict[str, _Counts]:
+    """``counts`` after the first ``units`` units of ``runs``."""
+    state = dict(counts)
+    for member, run in runs:
+        if units == 0:
+            break
+        taken = min(run, units)
+        state[member] = _trimmed(state[member], shapes[member], rungs, taken)
+        units -= taken
+    return state
+
+
 def _clamp(requests: dict[str, ModelRequest], shapes: Mapping[str, ReplicaShape],
            members: Sequence[str], budget_gpus: float, reason: str,
            pools: Sequence[PoolSpec] = ()) -> None:
     """Warm rungs (cached, then idle) of every member before any serving replica, each unit
     from the member holding the most GPU share, until the members' placed GPUs fit (and with
-    ``pools``, the whole nodes they need)."""
-    def fits() -> bool:
-        mine = [requests[m] for m in members]
+    ``pools``, the whole nodes they need).
+
+    The order the units go in does not depend on the budget (``_trim_runs``), and fewer
+    replicas never take more GPUs or nodes, so the first count of units after which the members
+    fit is found by bisection: a few packings (``pack_gpus``) per rung, however many replicas a
+    demand asks for, not one per unit."""
+    counts = {m: (requests[m].hot, requests[m].idle, requests[m].cached) for m in members}
+
+    def fits(state: Mapping[str, _Counts]) -> bool:
+        mine = [replace(requests[m], hot=state[m][0], idle=state[m][1], cached=state[m][2])
+                for m in members]
         return placed_gpus(mine, shapes) <= budget_gpus + _EPS and (
             not pools or _nodes_hold(mine, shapes, pools, math.floor(budget_gpus + _EPS)))
 
     for rungs in (("cached", "idle"), ("hot",)):
-        while not fits():
-            trimmable = {m: t for m in members
-                         if (t := _trim(requests[m], shapes[m], rungs)) is not None}
-            if not trimmable:
-                break
-            largest = max(trimmable, key=lambda m: (requests[m].gpus(shapes[m]), m))
-            requests[largest] = replace(trimmable[largest], reason=reason)
+        if fits(counts):
+            break
+        runs = _trim_runs(counts, shapes, members, rungs)
+        total = sum(run for _, run in runs)
+        if fits(_after(counts, shapes, rungs, runs, total)):
+            low, high = 0, total  # the first count that fits: above low, at most high
+            while high - low > 1:
+                mid = (low + high) // 2
+                if fits(_after(counts, shapes, rungs, runs, mid)):
+                    high = mid
+                else:
+                    low = mid
+            total = high
+        counts = _after(counts, shapes, rungs, runs, total)
+    for m in members:
+        if counts[m] != (requests[m].hot, requests[m].idle, requests[m].cached):
+            requests[m] = replace(requests[m], hot=counts[m][0], idle=counts[m][1],
+                                  cached=counts[m][2], reason=reason)
 
 
 def apply_gpu_budgets(
