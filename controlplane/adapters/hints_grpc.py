@@ -2,7 +2,8 @@
 gateways announce demand ahead, as ``headroom hint`` does from a terminal, into the same store
 table the reconcile tick reads. A refused hint is INVALID_ARGUMENT naming the proto field and
 stores nothing; an unknown id is NOT_FOUND; a store that fails UNAVAILABLE, naming what could not
-be done.
+be done. AddHint is idempotent: a request equal to a stored hint not yet ended returns that hint
+(``SqlDemandHints.add_hint``), so a retry after a lost reply adds nothing.
 
 A caller scoped to tenants (a token or client certificate, ``scheduler.tenancy``) announces,
 lists and withdraws the hints of its tenants' models only (the models table names each model's
@@ -34,7 +35,8 @@ T = TypeVar("T")
 
 
 class HintStore(Protocol):
-    def add_hint(self, hint: DemandHint, now: datetime) -> DemandHint: ...
+    def add_hint(self, hint: DemandHint, now: datetime,
+                 starts_now: bool = False) -> DemandHint: ...
 
     def hints(self, ending_after_at: datetime | None = None) -> tuple[DemandHint, ...]: ...
 
@@ -99,7 +101,8 @@ class DemandHintsServicer(pb_grpc.DemandHintsServicer):
             _abort(context, grpc.StatusCode.PERMISSION_DENIED,
                    f"model: {hint.model} is not a model of the caller's tenants ({scope})")
         return to_pb(_stored(context, "add the demand hint",
-                             lambda: self.store.add_hint(hint, now)))
+                             lambda: self.store.add_hint(
+                                 hint, now, starts_now=not request.start_unix_s)))
 
     def ListHints(self, request: pb.ListHintsRequest,
                   context: grpc.ServicerContext) -> pb.ListHintsResponse:

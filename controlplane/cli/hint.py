@@ -53,7 +53,9 @@ def add(
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:
-    """Announce that MODEL will see at least --rps from --start until --end."""
+    """Announce that MODEL will see at least --rps from --start until --end. Adding a hint
+    that is already stored and not ended (same model, --rps, window and --reason; without
+    --start, one that has started) prints that hint, not a second copy."""
     now = WallClock().now()
 
     def work(store: Store) -> DemandHint:
@@ -66,7 +68,7 @@ def add(
             named = {"end": f"--end {end}: ", "reason": "--reason: ", "rate_rps": "--rps: ",
                      "window": "--start/--end: "}.get(error.field, "")
             raise InputError(f"{named}{error}") from None
-        return SqlDemandHints(store.engine).add_hint(hint_, now)
+        return SqlDemandHints(store.engine).add_hint(hint_, now, starts_now=start is None)
 
     added = with_existing_store(config, db, work)
     out.print(_line(added), markup=False, highlight=False, soft_wrap=True)

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Column, Connection, Engine, Row
+from sqlalchemy import insert as sa_insert
 from sqlalchemy import select as sa_select
 from sqlmodel import Field, Session, SQLModel
 
@@ -71,15 +72,39 @@ class SqlDemandHints:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def add_hint(self, hint: DemandHint, now: datetime) -> DemandHint:
-        """Store ``hint``; it comes back with its id."""
-        row = DemandHintRecord(model=hint.model, rate_rps=hint.rate_rps, start_at=hint.start_at,
-                               end_at=hint.end_at, reason=hint.reason, created_at=now)
-        with Session(self.engine, expire_on_commit=False) as session:
-            session.add(row)
-            session.commit()
-            session.refresh(row)
-        return _hint(row)
+    def add_hint(self, hint: DemandHint, now: datetime, starts_now: bool = False) -> DemandHint:
+        """Store ``hint``; it comes back with its id. A hint not ended by ``now`` with the same
+        model, rate, window and reason comes back instead of a second copy (a retried add whose
+        first reply was lost: removing the id it returns withdraws the hint); ``starts_now``
+        (the caller gave no start, so ``hint.start_at`` is ``now``): one that has started by
+        ``now`` is the same. The check and the insert hold the table's write lock (SQLite:
+        BEGIN IMMEDIATE; PostgreSQL: a SHARE ROW EXCLUSIVE lock, which readers pass), so two
+        identical adds at once store one hint."""
+        table = SQLModel.metadata.tables[str(DemandHintRecord.__tablename__)]
+        with self.engine.connect() as connection:
+            if connection.dialect.name == "sqlite":
+                connection.exec_driver_sql("BEGIN IMMEDIATE")
+            elif connection.dialect.name == "postgresql":
+                connection.exec_driver_sql(
+                    "LOCK TABLE demand_hints IN SHARE ROW EXCLUSIVE MODE")
+            same_start = (table.c.start_at <= now) if starts_now else (
+                table.c.start_at == hint.start_at)
+            existing = connection.execute(
+                sa_select(table).where(table.c.model == hint.model,
+                                       table.c.rate_rps == hint.rate_rps, same_start,
+                                       table.c.end_at == hint.end_at,
+                                       table.c.reason == hint.reason, table.c.end_at > now)
+                .order_by(table.c.id).limit(1)).first()
+            if existing is not None:
+                connection.rollback()
+                return _hint(existing)
+            hint_id = connection.execute(sa_insert(table).values(
+                model=hint.model, rate_rps=hint.rate_rps, start_at=hint.start_at,
+                end_at=hint.end_at, reason=hint.reason, created_at=now
+            ).returning(table.c.id)).scalar_one()
+            connection.commit()
+        return DemandHint(hint.model, hint.rate_rps, hint.start_at, hint.end_at, hint.reason,
+                          hint_id)
 
     def hints(self, ending_after_at: datetime | None = None) -> tuple[DemandHint, ...]:
         """The stored hints by start, those ending after ``ending_after_at`` (None: all)."""

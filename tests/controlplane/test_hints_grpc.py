@@ -68,6 +68,30 @@ def test_a_hint_is_announced_listed_and_withdrawn_over_grpc(api: Api) -> None:
     assert [h.model for h in SqlDemandHints(store.engine).hints()] == ["bert-embed"]
 
 
+
+def test_a_retried_add_returns_the_hint_it_added_so_removing_that_id_withdraws_it(
+        api: Api) -> None:
+    stub, store, clock = api
+    request_ = pb.AddHintRequest(model=VISION, rate_rps=300.0, start_unix_s=_s(10),
+                                 end_unix_s=_s(120), reason="campaign-42")
+    first = stub.AddHint(request_)
+    clock.advance(60)  # the reply was lost; the gateway retries a minute later
+    retry = stub.AddHint(request_)
+    assert retry == first  # before: a second hint, and removing it left the first in force
+    started = stub.AddHint(pb.AddHintRequest(model=CHAT, rate_rps=50.0, end_unix_s=_s(60)))
+    clock.advance(5)
+    assert stub.AddHint(pb.AddHintRequest(model=CHAT, rate_rps=50.0, end_unix_s=_s(60))
+                        ) == started  # no start: "now", which the stored one already covers
+    other = stub.AddHint(pb.AddHintRequest(model=VISION, rate_rps=300.0, start_unix_s=_s(10),
+                                           end_unix_s=_s(120), reason="campaign-43"))
+    assert other.id not in (first.id, started.id)  # another reason: another hint
+    stub.RemoveHint(pb.RemoveHintRequest(id=retry.id))
+    assert [h.hint_id for h in SqlDemandHints(store.engine).hints()] == [started.id, other.id]
+    clock.advance(2 * 3600)  # once the hint has ended, the same request adds a new one
+    assert stub.AddHint(pb.AddHintRequest(model=VISION, rate_rps=300.0, start_unix_s=_s(125),
+                                          end_unix_s=_s(240))).id > other.id
+
+
 @pytest.mark.parametrize(("request_", "message"), [
     (pb.AddHintRequest(model="nope", rate_rps=5, end_unix_s=_s(60)),
      "model: model 'nope' is not in the store's models table (known: bert-embed, "),

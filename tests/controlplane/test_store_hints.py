@@ -4,6 +4,9 @@ by the tick while they have not ended, removed by id; migration 0007 adds and dr
 from __future__ import annotations
 
 import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -35,6 +38,34 @@ def test_hints_come_back_with_ids_by_start_and_the_tick_reads_those_not_ended(
     assert hints.active_hints(T0) == (embed, late)  # early ended 30 minutes ago
     assert hints.active_hints(T0 - timedelta(minutes=30)) == (embed, late)  # end is excluded
     assert hints.active_hints(T0 - timedelta(minutes=31)) == (early, embed, late)
+
+
+def test_adding_a_hint_already_stored_and_not_ended_returns_it_even_from_two_adds_at_once(
+        store_url: str) -> None:
+    hints = SqlDemandHints(Store.open(store_url, migrate=True).engine)
+    first = hints.add_hint(_at(10), T0)
+    assert hints.add_hint(_at(10), T0 + timedelta(minutes=1)) == first
+    assert hints.add_hint(replace(_at(10), rate_rps=601.0), T0).hint_id != first.hint_id
+    assert hints.add_hint(_at(10), T0 + timedelta(minutes=40)).hint_id != first.hint_id  # ended
+    # a hint without a start (starts_now) is the one stored that has started, same end
+    ongoing = hints.add_hint(DemandHint(EMBED, 90.0, T0, T0 + timedelta(hours=1)), T0,
+                             starts_now=True)
+    later = T0 + timedelta(minutes=5)
+    assert hints.add_hint(DemandHint(EMBED, 90.0, later, T0 + timedelta(hours=1)), later,
+                          starts_now=True) == ongoing
+    assert hints.add_hint(DemandHint(EMBED, 90.0, later, T0 + timedelta(hours=1)), later
+                          ).hint_id != ongoing.hint_id  # a start given: that start
+    stored = len(hints.hints())
+    barrier = threading.Barrier(8)
+
+    def add(_: int) -> DemandHint:
+        barrier.wait()
+        return hints.add_hint(_at(20), T0)
+
+    with ThreadPoolExecutor(8) as pool:
+        added = list(pool.map(add, range(8)))
+    assert len({a.hint_id for a in added}) == 1
+    assert len(hints.hints()) == stored + 1
 
 
 def test_a_removed_hint_is_gone_and_removing_it_again_finds_nothing(store_url: str) -> None:
