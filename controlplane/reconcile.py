@@ -12,6 +12,7 @@ it twice is harmless and a crash at any point is repaired by the next tick.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass, replace
@@ -19,7 +20,7 @@ from datetime import datetime, timedelta
 
 from controlplane.actuation import Actuators, apply_actions
 from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, settle, size
-from controlplane.autoscaling.hints import hinted_demands, with_hints
+from controlplane.autoscaling.hints import hint_floors, hinted_demands, with_hints
 from controlplane.autoscaling.issued import accuracy
 from controlplane.autoscaling.live import placement_demands, with_ladder_warm
 from controlplane.autoscaling.policies import ScalingPolicy
@@ -30,6 +31,7 @@ from controlplane.autoscaling.profile_correction import (
     offline,
 )
 from controlplane.domain.actions import ActionOutcome
+from controlplane.domain.demand import PREDICTIVE
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.errors import PermanentError, TransientError
 from controlplane.domain.forecast_accuracy import ACCURACY_WINDOW_S
@@ -200,6 +202,15 @@ def _profiles(deps: ReconcileDeps, config: ReconcileConfig, memory: GuardMemory,
     return models, profiles
 
 
+@functools.cache
+def _warn_hints_unread(mode: str) -> None:
+    """Log once per process (and policy mode) that the stored hints shape nothing: only the
+    predictive policy reads them."""
+    log.warning("hints.unread", extra={
+        "policy": mode, "error": f"demand hints are stored but the {mode} policy never reads "
+                                 "them: they only shape the predictive policy's demand"})
+
+
 def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState,
            now: datetime) -> TickDecision:
     """Calibrated forecasts floored by the demand hints, each model's profile corrected from
@@ -207,14 +218,19 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
     the guards."""
     calibrated = calibrated_latest(deps.forecasts.latest_forecasts(), deps.ledger, deps.history,
                                    config.calibration, now)
-    forecasts = calibrated if deps.hints is None else with_hints(
-        calibrated, deps.hints.active_hints(now), now, config.hint_lead_s)
+    hints = () if deps.hints is None else deps.hints.active_hints(now)
+    demand_policy = config.policy.demand
+    if hints and demand_policy.mode != PREDICTIVE:
+        _warn_hints_unread(demand_policy.mode)
+    forecasts = with_hints(calibrated, hints, now, config.hint_lead_s) if hints else calibrated
+    floors = hint_floors(hints, now, demand_policy.lookahead_s, config.hint_lead_s)
     memory = deps.decisions.last_guard_memory()
     models, profiles = _profiles(deps, config, memory, now)
-    sizing = size(observed, forecasts, models, config.policy, config.budgets, now, config.pools)
-    if forecasts is not calibrated:
+    sizing = size(observed, forecasts, models, config.policy, config.budgets, now, config.pools,
+                  floors)
+    if hints:
         sizing = replace(sizing, demands=hinted_demands(
-            sizing.demands, calibrated, forecasts, now, config.policy.demand.lookahead_s))
+            sizing.demands, calibrated, forecasts, floors, demand_policy, now))
     deps.placement.sync_inventory(observed)
     placed = deps.placement.plan_fleet(placement_demands(sizing, models),
                                        tuple(m.spec for m in models), config.pools)

@@ -123,11 +123,14 @@ def size(
     budgets: Budgets,
     now: datetime,
     pools: Sequence[PoolSpec] = (),
+    hint_rps: Mapping[str, float] | None = None,
 ) -> Sizing:
     """Demand -> hot replicas -> warm-pool ladder (predictive only) -> GPU budgets (counted in
-    the whole GPUs, and with ``pools`` the whole nodes, the replicas would take)."""
+    the whole GPUs, and with ``pools`` the whole nodes, the replicas would take). ``hint_rps``:
+    by model, the demand hints in force over the lookahead (``hint_floors``), for a model the
+    predictive policy cannot size from a forecast."""
     specs = [m.spec for m in models]
-    demands = demand_from(specs, forecasts, observed, policy.demand, now)
+    demands = demand_from(specs, forecasts, observed, policy.demand, now, hint_rps)
     ladders: list[ModelLadder] = []
     requests: list[ModelRequest] = []
     sized: list[Demand] = []
@@ -199,9 +202,10 @@ def decide(
     budgets: Budgets,
     memory: GuardMemory,
     now: datetime,
+    hint_rps: Mapping[str, float] | None = None,
 ) -> TickDecision:
     """One decision with the placement sized from per-replica profiles (``headroom simulate``).
     The reconcile loop runs ``size`` and ``settle`` around the scheduler's PlanFleet instead."""
-    sizing = size(observed, forecasts, models, policy, budgets, now, pools)
+    sizing = size(observed, forecasts, models, policy, budgets, now, pools, hint_rps)
     placement = _placement(sizing.requests, tuple(m.shape for m in models))
     return settle(observed, sizing, placement, pools, policy, budgets, memory, now)

@@ -6,8 +6,10 @@ opened ``lead_s`` early, meets gets p50 and p90 of at least the hint's rate (the
 hints that meet it). The calibrated upper tail, kept as ratios to p50 in the diagnostics, then
 applies to the floored p50 too: a hint is taken as the expected level, and the forecast's own
 errors say how far above it demand may run. Steps the hints do not meet, and models without
-hints, are returned as they are; a model without a forecast has nothing to floor (the core
-sizes it from its observed load) until its first forecast.
+hints, are returned as they are. A model the predictive policy cannot size from a forecast
+(none yet, stale, from the future) is sized from its observed load x ``stale_headroom`` or,
+when above, the rate of its hints in force over the lookahead (``hint_floors``). Only the
+predictive policy reads hints: the reactive and static ones never read a forecast.
 
 The lead is the time the fleet needs to be ready (a GPU node's provisioning and the replica's
 cold start: ``autoscaling.hint_lead_s``): the loop's own ladder scales ahead of a rise only by
@@ -23,7 +25,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from controlplane.domain.demand import Demand
+from controlplane.domain.demand import (
+    FORECAST_P90,
+    FORECAST_QUANTILE,
+    FUTURE_FORECAST,
+    HOT_HEADROOM,
+    NO_FORECAST,
+    PREDICTIVE,
+    STALE_FORECAST,
+    Demand,
+    DemandPolicy,
+)
 from controlplane.domain.hints import DemandHint
 from forecaster.types import Forecast
 
@@ -71,15 +83,43 @@ def with_hints(forecasts: Mapping[str, Forecast], hints: Sequence[DemandHint], n
 HINTED = "+demand_hint"
 
 
-def hinted_demands(demands: Sequence[Demand], forecasts: Mapping[str, Forecast],
-                   floored: Mapping[str, Forecast], now: datetime,
-                   lookahead_s: float) -> tuple[Demand, ...]:
-    """``demands`` with ``+demand_hint`` on the reason of each model whose forecast a hint
-    raised in a step meeting [now, now + lookahead_s] (``floored`` against ``forecasts``): the
-    plan's replica targets and actions then say the announced demand sized them."""
+def hint_floors(hints: Sequence[DemandHint], now: datetime, lookahead_s: float,
+                lead_s: float = 0.0) -> dict[str, float]:
+    """By model, the highest rate of its hints in force over [now, now + lookahead_s] (each
+    opened ``lead_s`` early): what the predictive policy sizes a model without a usable
+    forecast from, when above its observed load x ``stale_headroom``; models without such a
+    hint are left out."""
     until_at = now + timedelta(seconds=lookahead_s)
+    floors: dict[str, float] = {}
+    for model in {h.model for h in hints}:
+        floor = floor_rps([h for h in hints if h.model == model and h.end_at > now], now,
+                          until_at, lead_s)
+        if floor > 0:
+            floors[model] = floor
+    return floors
 
-    def raised(model: str) -> bool:
+
+#: demand reasons read off a forecast (a hint's floor on it shows)
+_FROM_FORECAST = frozenset({FORECAST_P90, FORECAST_QUANTILE, HOT_HEADROOM})
+#: demand reasons of a predictive demand without a usable forecast (``hint_floors`` counts)
+_WITHOUT_FORECAST = frozenset({NO_FORECAST, STALE_FORECAST, FUTURE_FORECAST})
+
+
+def hinted_demands(demands: Sequence[Demand], forecasts: Mapping[str, Forecast],
+                   floored: Mapping[str, Forecast], floors: Mapping[str, float],
+                   policy: DemandPolicy, now: datetime) -> tuple[Demand, ...]:
+    """``demands`` with ``+demand_hint`` on the reason of each model a hint raised: the plan's
+    replica targets and actions then say the announced demand sized them. Only the predictive
+    policy reads hints. A demand read off the forecast is raised when a hint raised the
+    forecast (``floored`` against ``forecasts``) in a step meeting [now, now + lookahead]; one
+    without a usable forecast when its hint rate (``floors``) is above the observed load x
+    ``stale_headroom`` (``_predictive``). The fast path (``observed_above_forecast``) and an
+    unmeasured model's held capacity are not raised by a hint."""
+    if policy.mode != PREDICTIVE:
+        return tuple(demands)
+    until_at = now + timedelta(seconds=policy.lookahead_s)
+
+    def raised_forecast(model: str) -> bool:
         before, after = forecasts.get(model), floored.get(model)
         if before is None or after is None or before is after:
             return False
@@ -89,5 +129,11 @@ def hinted_demands(demands: Sequence[Demand], forecasts: Mapping[str, Forecast],
                    and (after.p50[i], after.p90[i]) != (before.p50[i], before.p90[i])
                    for i in range(len(after.p50)))
 
-    return tuple(replace(d, reason=d.reason + HINTED) if raised(d.model) else d for d in demands)
+    def raised(demand: Demand) -> bool:
+        if demand.reason in _FROM_FORECAST:
+            return raised_forecast(demand.model)
+        return demand.reason in _WITHOUT_FORECAST and floors.get(demand.model, 0.0) > (
+            demand.observed_rps * policy.stale_headroom)
+
+    return tuple(replace(d, reason=d.reason + HINTED) if raised(d) else d for d in demands)
 

@@ -23,6 +23,7 @@ from controlplane.autoscaling.profile_correction import CorrectionConfig
 from controlplane.cli.numbers import float_option
 from controlplane.cli.paths import check_output_path
 from controlplane.cli.streams import print_warning, usage_error
+from controlplane.domain.demand import PREDICTIVE
 from controlplane.settings import ConfigError, load_settings
 from controlplane.simulation.config import (
     ModelsFileError,
@@ -246,6 +247,9 @@ def simulate_command(
         raise usage_error(str(error)) from None
     for warning in config.warnings:
         print_warning(warning)
+    if hints is not None and PREDICTIVE not in names:
+        print_warning(f"--hints {hints}: demand hints only shape the predictive policy; "
+                      f"{', '.join(names)} never read them (add --policy predictive to compare)")
     if chosen is not None and chosen.ignored:
         print_warning(f"simulate ignores the settings {', '.join(chosen.ignored)} ({config_file} "
                       "and HEADROOM_* variables): they set up the live control plane; the models "

@@ -115,7 +115,9 @@ class Demand:
 
     @property
     def is_fresh(self) -> bool:
-        return self.reason not in STALE_REASONS
+        """Whether the inputs were fresh; a suffix on the reason (``+demand_hint``: a hint set
+        the need) does not make a stale one fresh."""
+        return self.reason.partition("+")[0] not in STALE_REASONS
 
 
 def upper_quantile(p50: float, p90: float, quantile: float) -> float:
@@ -207,13 +209,16 @@ def refused_forecast(forecast: Forecast, policy: DemandPolicy, now: datetime) ->
 
 
 def _predictive(forecast: Forecast | None, observed_rps: float, policy: DemandPolicy,
-                now: datetime) -> tuple[float, float, float, str]:
-    """(need, p90, upper, reason) of the predictive policy."""
+                now: datetime, hint_rps: float = 0.0) -> tuple[float, float, float, str]:
+    """(need, p90, upper, reason) of the predictive policy. Without a usable forecast (none,
+    stale, from the future) the need is the observed load x ``stale_headroom`` or, when above,
+    ``hint_rps`` (the demand hints in force over the lookahead, which a usable forecast
+    carries as its floor instead)."""
     if forecast is None:
-        return observed_rps * policy.stale_headroom, 0.0, 0.0, NO_FORECAST
+        return max(observed_rps * policy.stale_headroom, hint_rps), 0.0, 0.0, NO_FORECAST
     refused = refused_forecast(forecast, policy, now)
     if refused is not None:
-        return observed_rps * policy.stale_headroom, 0.0, 0.0, refused
+        return max(observed_rps * policy.stale_headroom, hint_rps), 0.0, 0.0, refused
     p90 = _window_p90(forecast, now, policy.lookahead_s)
     if policy.upper_quantile == 0.9:
         upper, reason = p90, FORECAST_P90
@@ -245,8 +250,11 @@ def demand_for(
     observed_rps: float,
     policy: DemandPolicy,
     now: datetime,
+    hint_rps: float = 0.0,
 ) -> Demand:
-    """Capacity a model needs under the policy's mode (see the module docstring)."""
+    """Capacity a model needs under the policy's mode (see the module docstring); ``hint_rps``,
+    the demand hints in force over the lookahead, counts for the predictive policy without a
+    usable forecast (``_predictive``)."""
     p90 = upper = 0.0
     if policy.mode == REACTIVE:
         need, reason = observed_rps, OBSERVED_LOAD
@@ -255,7 +263,7 @@ def demand_for(
         need, reason = (observed_rps * policy.stale_headroom, NO_STATIC_PEAK) if peak is None \
             else (max(peak, observed_rps), STATIC_PEAK)
     else:
-        need, p90, upper, reason = _predictive(forecast, observed_rps, policy, now)
+        need, p90, upper, reason = _predictive(forecast, observed_rps, policy, now, hint_rps)
     return Demand(
         model=spec.name,
         rate_rps=need / policy.target_utilization,
@@ -272,7 +280,11 @@ def demand_from(
     observed: ObservedState,
     policy: DemandPolicy,
     now: datetime,
+    hint_rps: Mapping[str, float] | None = None,
 ) -> tuple[Demand, ...]:
+    """Each model's ``demand_for`` (``hint_rps``: by model, the hints in force over the
+    lookahead)."""
+    hints = hint_rps or {}
     out = []
     for spec in specs:
         seen = observed.model(spec.name)
@@ -280,7 +292,7 @@ def demand_from(
             out.append(unmeasured_demand(spec, forecasts.get(spec.name), seen, policy, now))
             continue
         out.append(demand_for(spec, forecasts.get(spec.name), seen.demand_rps if seen else 0.0,
-                              policy, now))
+                              policy, now, hints.get(spec.name, 0.0)))
     return tuple(out)
 
 

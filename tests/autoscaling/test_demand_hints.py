@@ -11,9 +11,27 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controlplane.autoscaling.hints import HINTED, hinted_demands, with_hints
-from controlplane.domain.demand import FORECAST_P90, Demand, ratio_key, step_quantile
+from controlplane.autoscaling.hints import HINTED, hint_floors, hinted_demands, with_hints
+from controlplane.domain.demand import (
+    FORECAST_P90,
+    NO_FORECAST,
+    OBSERVED_ABOVE_FORECAST,
+    OBSERVED_LOAD,
+    PREDICTIVE,
+    REACTIVE,
+    STALE_FORECAST,
+    STATIC,
+    STATIC_PEAK,
+    Demand,
+    DemandPolicy,
+    demand_from,
+    ratio_key,
+    step_quantile,
+)
 from controlplane.domain.hints import DemandHint
+from controlplane.domain.models import ModelSpec
+from controlplane.domain.observed import ObservedModel, ObservedState
+from controlplane.sim.catalog import DEMO_MODELS
 from forecaster.types import Forecast
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -118,6 +136,54 @@ def test_a_demand_is_tagged_only_when_a_hint_raised_the_window_it_reads() -> Non
              _hint("low", 50.0, 0, 30)]  # below the forecast: raises nothing
     floored = with_hints(forecasts, hints, T0)
     demands = tuple(Demand(m, 125.0, 90.0, 120.0, FORECAST_P90) for m in forecasts)
-    tagged = {d.model: d.reason for d in hinted_demands(demands, forecasts, floored, T0,
-                                                        lookahead_s=600)}
+    tagged = {d.model: d.reason for d in hinted_demands(
+        demands, forecasts, floored, hint_floors(hints, T0, 600), _policy(), T0)}
     assert tagged == {"soon": FORECAST_P90 + HINTED, "later": FORECAST_P90, "low": FORECAST_P90}
+
+
+def _policy(mode: str = PREDICTIVE) -> DemandPolicy:
+    return DemandPolicy(target_utilization=1.0, lookahead_s=600, max_forecast_age_s=900,
+                        stale_headroom=1.5, mode=mode)
+
+
+def _spec(name: str) -> ModelSpec:
+    return replace(DEMO_MODELS[0], name=name)
+
+
+def test_a_stale_or_missing_forecast_sizes_from_the_hint_in_force_when_above_the_load() -> None:
+    stale = replace(_forecast("stale", (100.0, 100.0, 100.0, 100.0)),
+                    origin_at=T0 - timedelta(hours=2))
+    forecasts = {"stale": stale}
+    hints = [_hint("stale", 400.0, 5, 30), _hint("missing", 400.0, 5, 30),
+             _hint("quiet", 100.0, 0, 30), _hint("after", 900.0, 11, 30)]
+    policy = _policy()
+    floors = hint_floors(hints, T0, policy.lookahead_s)
+    assert floors == {"stale": 400.0, "missing": 400.0, "quiet": 100.0}  # "after": past 10 min
+    floored = with_hints(forecasts, hints, T0)
+    observed = ObservedState(T0, (), (), tuple(
+        ObservedModel(m, 2, 0, 2, 80.0, 200.0) for m in ("stale", "missing", "quiet", "after")))
+    demands = demand_from([_spec(m) for m in ("stale", "missing", "quiet", "after")], floored,
+                          observed, policy, T0, floors)
+    # before: the stale forecast was dropped with its floor, 80 x 1.5 = 120 sized it
+    assert [(d.rate_rps, d.reason) for d in demands] == [
+        (400.0, STALE_FORECAST), (400.0, NO_FORECAST), (120.0, NO_FORECAST),
+        (120.0, NO_FORECAST)]
+    tagged = hinted_demands(demands, forecasts, floored, floors, policy, T0)
+    assert [d.reason for d in tagged] == [STALE_FORECAST + HINTED, NO_FORECAST + HINTED,
+                                          NO_FORECAST, NO_FORECAST]
+    assert not any(d.is_fresh for d in tagged)  # still stale inputs: no scale-down on them
+
+
+def test_a_hint_the_fast_path_outran_or_a_policy_that_reads_no_forecast_is_not_tagged() -> None:
+    forecasts = {"chat": _forecast("chat", (100.0, 100.0, 100.0, 100.0))}
+    hints = [_hint("chat", 300.0, 0, 30)]
+    floored = with_hints(forecasts, hints, T0)
+    floors = hint_floors(hints, T0, 600)
+    # the load runs above the floored forecast: the fast path sized it, not the hint
+    burst = Demand("chat", 750.0, 500.0, 300.0, OBSERVED_ABOVE_FORECAST)
+    assert hinted_demands((burst,), forecasts, floored, floors, _policy(), T0) == (burst,)
+    for mode, reason in ((REACTIVE, OBSERVED_LOAD), (STATIC, STATIC_PEAK)):
+        demand = Demand("chat", 100.0, 100.0, 0.0, reason)
+        # before: tagged +demand_hint though these policies never read a forecast
+        assert hinted_demands((demand,), forecasts, floored, floors, _policy(mode), T0) == (
+            demand,)

@@ -70,6 +70,28 @@ def test_an_announced_campaign_is_served_from_its_first_minute_only_with_the_hin
     assert any(r.endswith("+demand_hint") for r in reasons), reasons
 
 
+def test_hints_with_no_predictive_policy_warn_that_they_shape_nothing_and_are_not_tagged(
+        tmp_path: Path) -> None:
+    trace = _campaign_trace(tmp_path / "trace.csv")
+    models = write_models(tmp_path / "models.yaml")
+    start, end = _window()
+    hints = _hints(tmp_path / "hints.csv", [f"{LARGE},{start},{end},900,launch"])
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), "--hints", str(hints), "--policy", "reactive",
+                     "--policy", "static", "--json", *FAST)
+    assert code == 0, out
+    assert (f"warning: --hints {hints}: demand hints only shape the predictive policy; "
+            "reactive, static never read them") in " ".join(out.split())
+    document = json.loads(out[out.index("{"):])
+    reasons = [r for p in document["policies"].values() for r in p["demand_reasons"]]
+    assert reasons and not any(r.endswith("+demand_hint") for r in reasons), reasons
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "U.csv"), "--hints", str(hints), "--policy", "reactive",
+                     "--policy", "predictive", *FAST)
+    assert code == 0, out
+    assert "warning:" not in out
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("model,start,rate_rps\n", "missing column(s) end"),
     (f"model,start,end,rate_rps\n{LARGE},2025-01-01T04:00Z,2025-01-01T05:00Z,10\n"

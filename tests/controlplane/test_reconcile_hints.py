@@ -5,8 +5,12 @@ provisioning and cold starts, in-process placement, SQLite."""
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
+from controlplane import reconcile
 from controlplane.domain.actions import SetReplicas
 from controlplane.domain.hints import DemandHint
 from controlplane.runtime import SimRuntime
@@ -61,3 +65,25 @@ def test_without_the_hint_the_same_fleet_is_sized_for_its_forecast(sqlite_url: s
                                                                      announce=False)
     assert demand_rps <= capacity_rps < ANNOUNCED_RPS / 2
     assert not any("demand_hint" in a.reason for a in actions)
+
+
+def test_a_reactive_loop_with_hints_stored_warns_once_that_it_never_reads_them(
+        sqlite_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    reconcile._warn_hints_unread.cache_clear()  # once per process: this test's process
+    settings = load_settings(db={"url": sqlite_url}, autoscaling={"policy": "reactive"},
+                             sim={"history_s": 3600, "start_warm": True,
+                                  "true_throughput_factor": {}})
+    store = Store.open(sqlite_url, migrate=True)
+    SqlDemandHints(store.engine).add_hint(DemandHint(
+        CHAT, ANNOUNCED_RPS, T0, T0 + timedelta(hours=1), "launch"), T0)
+    runtime = SimRuntime.open(settings, store, T0)
+    reasons: list[str] = []
+    runtime.on_tick = lambda report, _saved: reasons.extend(
+        a.reason for a in (report.plan.actions if report.plan else ())
+        if isinstance(a, SetReplicas))
+    with caplog.at_level(logging.WARNING, logger="headroom"):
+        runtime.advance(5 * 60)
+    unread = [r for r in caplog.records if r.getMessage() == "hints.unread"]
+    assert len(unread) == 1  # before: nothing said the hint shaped nothing
+    assert "only shape the predictive policy" in unread[0].__dict__["error"]
+    assert not any("demand_hint" in r for r in reasons)
