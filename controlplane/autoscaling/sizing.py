@@ -9,8 +9,10 @@ the scheduler's PlanFleet returns, so ``desired_state`` and the planner treat bo
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import accumulate
 
 from controlplane.autoscaling.nodepools import clamp_nodes_to_budget
 from controlplane.domain.desired import PoolSpec, desired_state
@@ -129,30 +131,50 @@ def _trim_runs(counts: dict[str, _Counts], shapes: Mapping[str, ReplicaShape],
         top, shape = ranked[0][1], shapes[ranked[0][1]]
         units = _units(now[top], shape, rungs)
         if len(ranked) > 1:  # the last j with top still ahead after j units: it takes j + 1
-            low, high = 0, units - 1
+            def ahead(j: int, top: str = top, shape: ReplicaShape = shape,
+                      second: tuple[float, str] = ranked[1]) -> bool:
+                return (_share(_trimmed(now[top], shape, rungs, j), shape), top) > second
+
+            low, step = 0, 1  # galloping: a run of one (models taking turns) costs one check
+            while low + step < units and ahead(low + step):
+                low, step = low + step, step * 2
+            high = min(low + step, units) - 1
             while low < high:
                 mid = (low + high + 1) // 2
-                if (_share(_trimmed(now[top], shape, rungs, mid), shape), top) > ranked[1]:
-                    low = mid
-                else:
-                    high = mid - 1
+                low, high = (mid, high) if ahead(mid) else (low, mid - 1)
             units = low + 1
         now[top] = _trimmed(now[top], shape, rungs, units)
         runs.append((top, units))
 
 
-def _after(counts: Mapping[str, _Counts], shapes: Mapping[str, ReplicaShape],
-           rungs: Sequence[str], runs: Sequence[tuple[str, int]], units: int
-           ) -> dict[str, _Counts]:
-    """``counts`` after the first ``units`` units of ``runs``."""
-    state = dict(counts)
-    for member, run in runs:
-        if units == 0:
-            break
-        taken = min(run, units)
-        state[member] = _trimmed(state[member], shapes[member], rungs, taken)
-        units -= taken
-    return state
+class _Runs:
+    """``_trim_runs`` indexed so the state after any number of units is found in a few
+    bisections (trims of one member compose: ``_trimmed`` of a then b units is of a + b)."""
+
+    def __init__(self, runs: Sequence[tuple[str, int]]) -> None:
+        self.members = [m for m, _ in runs]
+        self.ends = list(accumulate(units for _, units in runs))  # units done after each run
+        self.total = self.ends[-1] if self.ends else 0
+        self.mine: dict[str, tuple[list[int], list[int]]] = {}  # member: run indexes, its units
+        for i, (member, units) in enumerate(runs):
+            indexes, done = self.mine.setdefault(member, ([], []))
+            indexes.append(i)
+            done.append((done[-1] if done else 0) + units)
+
+    def after(self, counts: Mapping[str, _Counts], shapes: Mapping[str, ReplicaShape],
+              rungs: Sequence[str], units: int) -> dict[str, _Counts]:
+        """``counts`` after the first ``units`` units of the runs."""
+        state = dict(counts)
+        if units <= 0:
+            return state
+        cut = bisect_left(self.ends, units)  # the run the units end in
+        for member, (indexes, done) in self.mine.items():
+            before = bisect_left(indexes, cut)  # this member's runs wholly before the cut
+            taken = done[before - 1] if before else 0
+            if self.members[cut] == member:
+                taken += units - (self.ends[cut - 1] if cut else 0)
+            state[member] = _trimmed(counts[member], shapes[member], rungs, taken)
+        return state
 
 
 def _clamp(requests: dict[str, ModelRequest], shapes: Mapping[str, ReplicaShape],
@@ -177,18 +199,18 @@ def _clamp(requests: dict[str, ModelRequest], shapes: Mapping[str, ReplicaShape]
     for rungs in (("cached", "idle"), ("hot",)):
         if fits(counts):
             break
-        runs = _trim_runs(counts, shapes, members, rungs)
-        total = sum(run for _, run in runs)
-        if fits(_after(counts, shapes, rungs, runs, total)):
+        runs = _Runs(_trim_runs(counts, shapes, members, rungs))
+        total = runs.total
+        if fits(runs.after(counts, shapes, rungs, total)):
             low, high = 0, total  # the first count that fits: above low, at most high
             while high - low > 1:
                 mid = (low + high) // 2
-                if fits(_after(counts, shapes, rungs, runs, mid)):
+                if fits(runs.after(counts, shapes, rungs, mid)):
                     high = mid
                 else:
                     low = mid
             total = high
-        counts = _after(counts, shapes, rungs, runs, total)
+        counts = runs.after(counts, shapes, rungs, total)
     for m in members:
         if counts[m] != (requests[m].hot, requests[m].idle, requests[m].cached):
             requests[m] = replace(requests[m], hot=counts[m][0], idle=counts[m][1],

@@ -118,3 +118,26 @@ def test_a_demand_of_1e7_rps_clamps_to_its_pool_in_a_bounded_number_of_packings(
     assert trimmed[0].reason == CLUSTER_BUDGET
     assert trimmed[1].reason == "forecast_p90"
     assert 0 < len(calls) <= most_calls
+
+
+def test_two_models_of_1e7_rps_taking_turns_clamp_in_a_bounded_number_of_trim_steps(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    shapes = {m: ReplicaShape(m, "acme", "L4", 1.0, 40.0) for m in ("a", "b")}
+    hot = math.ceil(MAX_HINT_RPS / 40.0)
+    # the two take turns one unit at a time once level: each turn is one check, and the state
+    # after any count of units is found per member, not by replaying every turn
+    most_steps = 3 * 2 * hot
+    steps: list[int] = []
+    real_trimmed = sizing._trimmed
+
+    def counted(counts: tuple[int, int, int], shape: ReplicaShape, rungs: Sequence[str],
+                units: int) -> tuple[int, int, int]:
+        steps.append(units)
+        assert len(steps) <= most_steps  # fail at once
+        return real_trimmed(counts, shape, rungs, units)
+
+    monkeypatch.setattr(sizing, "_trimmed", counted)
+    trimmed = apply_gpu_budgets([ModelRequest("a", hot), ModelRequest("b", hot)], shapes, {},
+                                16.0)
+    assert [(r.model, r.hot, r.reason) for r in trimmed] == [
+        ("a", 8, CLUSTER_BUDGET), ("b", 8, CLUSTER_BUDGET)]
