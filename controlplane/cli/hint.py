@@ -53,9 +53,10 @@ def add(
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:
-    """Announce that MODEL will see at least --rps from --start until --end. Adding a hint
-    that is already stored and not ended (same model, --rps, window and --reason; without
-    --start, one that has started) prints that hint, not a second copy."""
+    """Announce that MODEL will see at least --rps from --start until --end.
+
+    Adding a hint that is already stored and not ended (same model, --rps, window and \
+--reason; without --start, one that has started) prints that hint, not a second copy."""
     now = WallClock().now()
 
     def work(store: Store) -> DemandHint:
