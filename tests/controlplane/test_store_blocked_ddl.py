@@ -53,6 +53,17 @@ def backends_waiting_on_a_lock(url: str) -> list[str]:
         engine.dispose()
 
 
+@contextmanager
+def store_before_0020(url: str) -> Iterator[Store]:
+    """A store at 0019 (0020 alters ``plans``), its waits bounded by ``RESPONSE_TIMEOUT_S``."""
+    store = Store.open(url, response_timeout_s=RESPONSE_TIMEOUT_S)
+    try:
+        upgrade(store.engine, "0019")
+        yield store
+    finally:
+        store.engine.dispose()
+
+
 def read_within_a_second(url: str, table: str) -> int:
     engine = create_engine(url)
     try:
@@ -66,10 +77,8 @@ def read_within_a_second(url: str, table: str) -> int:
 @pytest.mark.postgres
 def test_a_migration_blocked_by_a_table_lock_fails_naming_it_and_leaves_nothing_queued(
         postgres_url: str) -> None:
-    store = Store.open(postgres_url, response_timeout_s=RESPONSE_TIMEOUT_S)
-    try:
-        upgrade(store.engine, "0019")
-        with table_read_open(postgres_url, "plans"):  # 0020 alters plans
+    with store_before_0020(postgres_url) as store:
+        with table_read_open(postgres_url, "plans"):
             started_at = time.monotonic()
             with pytest.raises(MigrationError) as raised:
                 upgrade(store.engine)
@@ -77,8 +86,6 @@ def test_a_migration_blocked_by_a_table_lock_fails_naming_it_and_leaves_nothing_
             assert backends_waiting_on_a_lock(postgres_url) == []
             assert read_within_a_second(postgres_url, "plans") == 0
         assert store_revision(store.engine) == "0019"  # nothing applied
-    finally:
-        store.engine.dispose()
     message = str(raised.value)
     assert "cannot upgrade to 'head': a table lock on table 'plans' is held by another " \
            "session (e.g. a backup or an open transaction): retry when it ends; nothing was " \
@@ -90,15 +97,11 @@ def test_a_migration_blocked_by_a_table_lock_fails_naming_it_and_leaves_nothing_
 @pytest.mark.postgres
 def test_the_migration_goes_ahead_once_the_session_holding_the_table_lock_ends(
         postgres_url: str) -> None:
-    store = Store.open(postgres_url, response_timeout_s=RESPONSE_TIMEOUT_S)
-    try:
-        upgrade(store.engine, "0019")
+    with store_before_0020(postgres_url) as store:
         with table_read_open(postgres_url, "plans"), pytest.raises(MigrationError):
             upgrade(store.engine)
         upgrade(store.engine)
         assert store_revision(store.engine) == scripts().get_current_head()
-    finally:
-        store.engine.dispose()
 
 
 @pytest.mark.postgres
