@@ -29,6 +29,7 @@ from controlplane.domain.demand import (
     FORECAST_P90,
     FORECAST_QUANTILE,
     FUTURE_FORECAST,
+    HINTED,
     HOT_HEADROOM,
     NO_FORECAST,
     PREDICTIVE,
@@ -79,10 +80,6 @@ def with_hints(forecasts: Mapping[str, Forecast], hints: Sequence[DemandHint], n
     return out
 
 
-#: suffix of a demand reason whose forecast a hint raised inside the window the demand reads
-HINTED = "+demand_hint"
-
-
 def hint_floors(hints: Sequence[DemandHint], now: datetime, lookahead_s: float,
                 lead_s: float = 0.0) -> dict[str, float]:
     """By model, the highest rate of its hints in force over [now, now + lookahead_s] (each
@@ -113,8 +110,8 @@ def hinted_demands(demands: Sequence[Demand], forecasts: Mapping[str, Forecast],
     policy reads hints. A demand read off the forecast is raised when a hint raised the
     forecast (``floored`` against ``forecasts``) in a step meeting [now, now + lookahead]; one
     without a usable forecast when its hint rate (``floors``) is above the observed load x
-    ``stale_headroom`` (``_predictive``). The fast path (``observed_above_forecast``) and an
-    unmeasured model's held capacity are not raised by a hint."""
+    ``stale_headroom`` (``_predictive``). The fast path (``observed_above_forecast``) is not
+    raised by a hint; an unmeasured model a hint sized comes tagged (``unmeasured_demand``)."""
     if policy.mode != PREDICTIVE:
         return tuple(demands)
     until_at = now + timedelta(seconds=policy.lookahead_s)

@@ -46,6 +46,8 @@ REACTIVE = "reactive"
 STATIC = "static"
 MODES = (PREDICTIVE, REACTIVE, STATIC)
 #: Demand reasons whose inputs were not fresh: a scale-down should not act on them.
+#: the suffix of a demand reason a demand hint raised (``controlplane.autoscaling.hints``)
+HINTED = "+demand_hint"
 STALE_REASONS = frozenset({STALE_FORECAST, FUTURE_FORECAST, NO_FORECAST, NO_STATIC_PEAK,
                            DEMAND_UNMEASURED})
 #: Clock skew tolerated between the forecast job's host and this one. A forecast's origin is the
@@ -289,7 +291,8 @@ def demand_from(
     for spec in specs:
         seen = observed.model(spec.name)
         if seen is not None and not seen.demand_measured:
-            out.append(unmeasured_demand(spec, forecasts.get(spec.name), seen, policy, now))
+            out.append(unmeasured_demand(spec, forecasts.get(spec.name), seen, policy, now,
+                                         hints.get(spec.name, 0.0)))
             continue
         out.append(demand_for(spec, forecasts.get(spec.name), seen.demand_rps if seen else 0.0,
                               policy, now, hints.get(spec.name, 0.0)))
@@ -297,15 +300,22 @@ def demand_from(
 
 
 def unmeasured_demand(spec: ModelSpec, forecast: Forecast | None, seen: ObservedModel,
-                      policy: DemandPolicy, now: datetime) -> Demand:
+                      policy: DemandPolicy, now: datetime, hint_rps: float = 0.0) -> Demand:
     """Demand of a model whose load is unknown this tick: the fresh forecast's upper quantile
     over the lookahead (no fast path: there is no load to compare) or the static peak; else
-    the capacity its ready replicas have, held for a stale reason."""
-    planned = demand_for(spec, forecast, 0.0, policy, now)
+    the capacity its ready replicas have, held for a stale reason, or (predictive) the demand
+    hints in force over the lookahead (``hint_rps``) when they ask for more: an operator's
+    announced floor holds when the load source fails too (reason ``demand_unmeasured`` +
+    ``HINTED``)."""
+    planned = demand_for(spec, forecast, 0.0, policy, now, hint_rps)
     covered = planned.reason in (FORECAST_P90, FORECAST_QUANTILE) and forecast is not None \
         and window_quantile(forecast, now, policy.lookahead_s, policy.upper_quantile) is not None
     if covered or planned.reason == STATIC_PEAK:
         return planned
+    hinted_rps = hint_rps / policy.target_utilization if policy.mode == PREDICTIVE else 0.0
+    if hinted_rps > seen.capacity_rps:
+        return Demand(model=spec.name, rate_rps=hinted_rps, observed_rps=0.0,
+                      forecast_p90_rps=0.0, reason=DEMAND_UNMEASURED + HINTED)
     return Demand(model=spec.name, rate_rps=seen.capacity_rps, observed_rps=0.0,
                   forecast_p90_rps=0.0, reason=DEMAND_UNMEASURED)
 

@@ -11,9 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controlplane.autoscaling.hints import HINTED, hint_floors, hinted_demands, with_hints
+from controlplane.autoscaling.hints import hint_floors, hinted_demands, with_hints
 from controlplane.domain.demand import (
+    DEMAND_UNMEASURED,
     FORECAST_P90,
+    HINTED,
     NO_FORECAST,
     OBSERVED_ABOVE_FORECAST,
     OBSERVED_LOAD,
@@ -187,3 +189,24 @@ def test_a_hint_the_fast_path_outran_or_a_policy_that_reads_no_forecast_is_not_t
         # before: tagged +demand_hint though these policies never read a forecast
         assert hinted_demands((demand,), forecasts, floored, floors, _policy(mode), T0) == (
             demand,)
+
+
+def test_a_model_whose_load_is_unmeasured_holds_the_hint_in_force_when_it_asks_for_more(
+        ) -> None:
+    hints = [_hint("launch", 400.0, 0, 30), _hint("small", 50.0, 0, 30)]
+    policy = _policy()
+    floors = hint_floors(hints, T0, policy.lookahead_s)
+    # the load source could not say (a scaled-to-zero model has no metrics; a failed scrape)
+    observed = ObservedState(T0, (), (), tuple(
+        ObservedModel(m, 2, 0, 2, 0.0, 200.0, demand_measured=False)
+        for m in ("launch", "small", "plain")))
+    specs = [_spec(m) for m in ("launch", "small", "plain")]
+    demands = demand_from(specs, {}, observed, policy, T0, floors)
+    # before: every one held its 200 rps of capacity, the 400-rps launch ignored
+    assert [(d.rate_rps, d.reason) for d in demands] == [
+        (400.0 / policy.target_utilization, DEMAND_UNMEASURED + HINTED),
+        (200.0, DEMAND_UNMEASURED), (200.0, DEMAND_UNMEASURED)]
+    assert hinted_demands(demands, {}, {}, floors, policy, T0) == demands  # tagged once
+    assert not any(d.is_fresh for d in demands)  # no scale-down on an unmeasured load
+    reactive = demand_from(specs, {}, observed, _policy(REACTIVE), T0, floors)
+    assert [(d.rate_rps, d.reason) for d in reactive] == [(200.0, DEMAND_UNMEASURED)] * 3
