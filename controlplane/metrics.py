@@ -24,6 +24,11 @@ from controlplane.domain.tick import TickReport
 
 #: A tick is a few milliseconds on the simulator, seconds against a large cluster.
 TICK_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+#: ``headroom_model_rps`` kinds read from the observed fleet, and from each tick's demands
+OBSERVED_KINDS = ("observed", "capacity")
+DEMAND_KINDS = ("provisioned", "forecast_p90", "forecast_upper")
+PROFILE_SOURCES = ("offline", "corrected")
+POOL_STATES = ("ready", "pending", "target")
 
 
 class ControlPlaneMetrics:
@@ -68,6 +73,10 @@ class ControlPlaneMetrics:
                                  "the latency SLO as of the last deciding tick: the offline "
                                  "profile and the one corrected from observed metrics (what "
                                  "the loop sized with).", ["model", "source"], registry=registry)
+        #: the models / pools each group of gauges has a sample for (what a tick that no
+        #: longer sees one removes, rather than leave its last value standing)
+        self._seen: dict[str, set[str]] = {"observed": set(), "demand": set(),
+                                           "profile": set(), "accuracy": set(), "pool": set()}
         self.leader = Gauge("headroom_leader", "1 while this replica leads the reconcile loop "
                             "(its per-model and per-pool gauges are the fleet's), 0 while it "
                             "follows (it exports none of them).", registry=registry)
@@ -91,6 +100,8 @@ class ControlPlaneMetrics:
                 self.failures.labels(str(outcome.retryable).lower()).inc()
         if not report.observed.synced:
             return
+        observed = {model.name for model in report.observed.models}
+        self._forget("observed", observed, self.model_rps, OBSERVED_KINDS)
         for model in report.observed.models:
             if model.demand_measured:
                 self.model_rps.labels(model.name, "observed").set(model.demand_rps)
@@ -98,18 +109,37 @@ class ControlPlaneMetrics:
                 with suppress(KeyError):
                     self.model_rps.remove(model.name, "observed")
             self.model_rps.labels(model.name, "capacity").set(model.capacity_rps)
+        if report.plan is not None:  # a deciding tick: the models it sized are all there are
+            self._forget("demand", {d.model for d in report.demands}, self.model_rps,
+                         DEMAND_KINDS)
+            self._forget("profile", {p.model for p in report.profiles}, self.profile_rps,
+                         PROFILE_SOURCES)
         for demand in report.demands:
+            self._seen["demand"].add(demand.model)
             self.model_rps.labels(demand.model, "provisioned").set(demand.rate_rps)
             self.demand_ticks.labels(demand.model, demand.reason).inc()
             self._forecast_rps(demand)
         self._accuracy(report)
         for profile in report.profiles:
+            self._seen["profile"].add(profile.model)
             self.profile_rps.labels(profile.model, "offline").set(profile.offline_rps)
             self.profile_rps.labels(profile.model, "corrected").set(profile.corrected_rps)
+        self._forget("pool", {pool.name for pool in report.observed.pools}, self.pool_nodes,
+                     POOL_STATES)
         for pool in report.observed.pools:
-            for state, nodes in (("ready", pool.nodes_ready), ("pending", pool.nodes_pending),
-                                 ("target", pool.target_nodes)):
+            for state, nodes in zip(POOL_STATES, (pool.nodes_ready, pool.nodes_pending,
+                                                  pool.target_nodes), strict=True):
                 self.pool_nodes.labels(pool.name, state).set(nodes)
+
+    def _forget(self, group: str, now: set[str], gauge: Gauge, kinds: tuple[str, ...]) -> None:
+        """Remove ``gauge``'s samples (one per kind) of the models / pools of ``group`` that a
+        tick no longer sees (a model whose workloads are gone, a pool no longer configured):
+        no sample, rather than its last value frozen forever; ``now`` is what it sees."""
+        for name in self._seen[group] - now:
+            for kind in kinds:
+                with suppress(KeyError):
+                    gauge.remove(name, kind)
+        self._seen[group] = now
 
     def forget_fleet(self) -> None:
         """A replica that does not lead (it lost the Lease, or hands it back): no per-model or
@@ -120,6 +150,8 @@ class ControlPlaneMetrics:
         for gauge in (self.model_rps, self.forecast_wape, self.forecast_coverage,
                       self.pool_nodes, self.profile_rps):
             gauge.clear()
+        for seen in self._seen.values():
+            seen.clear()
 
     def _forecast_rps(self, demand: Demand) -> None:
         """The forecast the tick sized from (its p90 and the upper quantile it covered over the
@@ -136,7 +168,9 @@ class ControlPlaneMetrics:
         """Each model's recent forecast accuracy; no sample for a model with none scored (or,
         for WAPE, nothing observed), rather than an old value."""
         found = {a.model: a for a in report.accuracy}
-        for model in {d.model for d in report.demands} | set(found):
+        deciding = report.plan is not None  # scored every model there is: the others go
+        scored = {d.model for d in report.demands} | set(found)
+        for model in (scored | self._seen["accuracy"]) if deciding else scored:
             seen = found.get(model)
             for gauge, value in ((self.forecast_wape, seen.wape if seen else None),
                                  (self.forecast_coverage, seen.p90_coverage if seen else None)):
@@ -145,6 +179,7 @@ class ControlPlaneMetrics:
                         gauge.remove(model)
                 else:
                     gauge.labels(model).set(value)
+        self._seen["accuracy"] = set(found) if deciding else self._seen["accuracy"] | set(found)
 
 
 def tick_seconds(report: TickReport) -> float:

@@ -10,6 +10,7 @@ from tick_builders import sample_tick_report
 from controlplane.domain.actions import ActionOutcome, SkippedAction
 from controlplane.domain.demand import Demand
 from controlplane.domain.forecast_accuracy import ForecastAccuracy
+from controlplane.domain.observed import ObservedModel, ObservedPool
 from controlplane.domain.profile import ProfileCorrection
 from controlplane.domain.tick import TickStatus
 from controlplane.metrics import ControlPlaneMetrics
@@ -158,3 +159,39 @@ def test_a_replica_that_stops_leading_exports_no_fleet_gauges_and_leader_zero() 
     assert fleet_samples() == set()
     assert registry.get_sample_value("headroom_leader") == 0.0
     assert registry.get_sample_value("headroom_reconcile_ticks_total", {"status": "applied"}) == 1
+
+
+def test_a_model_or_pool_a_tick_no_longer_sees_has_no_samples_not_its_last_values() -> None:
+    registry = CollectorRegistry()
+    metrics = ControlPlaneMetrics(registry)
+    report = sample_tick_report()
+    gone = ObservedModel("llama-8b", 1, 0, 1, 40.0, 90.0)
+    assert report.plan is not None
+    metrics.record(replace(
+        report, observed=replace(report.observed, models=(*report.observed.models, gone),
+                                 pools=(*report.observed.pools,
+                                        ObservedPool("a100", "A100", 8, 2, 0, 2))),
+        demands=(*report.demands, Demand("llama-8b", 90.0, 40.0, 60.0, "forecast_p90")),
+        profiles=(ProfileCorrection("llama-8b", 50.0, 45.0, 0.9, 14, ""),),
+        accuracy=(ForecastAccuracy("llama-8b", 12, 0.7, 0.5),)))
+
+    def llama_and_a100() -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+        return {(s.name, tuple(sorted(s.labels.items()))) for family in registry.collect()
+                for s in family.samples if family.type == "gauge"
+                and (s.labels.get("model") == "llama-8b" or s.labels.get("pool") == "a100")}
+
+    assert len(llama_and_a100()) == 11  # 4 model_rps, 2 profile, 2 accuracy, 3 pool_nodes
+    # a tick that cannot see the fleet keeps them (nothing known to replace them)
+    unsynced = replace(report.observed, synced=False, models=(), pools=())
+    metrics.record(replace(report, status=TickStatus.SKIPPED, observed=unsynced, plan=None,
+                           demands=()))
+    assert len(llama_and_a100()) == 11
+    # llama-8b's workloads are gone, the a100 pool too: the next tick sees only bert-embed, l4
+    metrics.record(report)
+    assert llama_and_a100() == set()
+    assert registry.get_sample_value("headroom_model_rps",
+                                     {"model": "bert-embed", "kind": "capacity"}) == 600
+    assert registry.get_sample_value("headroom_pool_nodes", {"pool": "l4", "state": "ready"}) == 1
+    # its demand counter stays: a counter is never removed (it stops moving)
+    assert registry.get_sample_value("headroom_model_demand_total",
+                                     {"model": "llama-8b", "reason": "forecast_p90"}) == 1
