@@ -1,6 +1,7 @@
 """Prometheus metrics of the placement API (prometheus-client), on a registry of their own.
 
-What an operator watches on the placement server: calls per method and gRPC status code, the
+What an operator watches on the placement server: calls per method and gRPC status code (every
+unary method, GetPlan too; WatchPlan calls refused before their stream opened), the
 engine's time per call (server side, without the transport), Place refusals by their reason code
 (the ``Infeasible`` reasons: ``no_idle_gpus``, ``no_gpu_share_fits``, ...), bindings this server
 released because their lease ran out (a serving layer that stopped renewing), and, read from the

@@ -180,7 +180,8 @@ class PlacementServicer(pb_grpc.PlacementServicer):
         return call_engine(context, plan, pb.FleetPlan(), self.metrics, "PlanFleet")
 
     def GetPlan(self, request: pb.GetPlanRequest, context: grpc.ServicerContext) -> pb.FleetPlan:
-        return self.engine.get_plan()
+        return call_engine(context, self.engine.get_plan, pb.FleetPlan(), self.metrics,
+                           "GetPlan")
 
     def ListBindings(self, request: pb.ListBindingsRequest,
                      context: grpc.ServicerContext) -> pb.ListBindingsResponse:
@@ -205,8 +206,10 @@ class PlacementServicer(pb_grpc.PlacementServicer):
         if after < 0:
             context.set_code(grpc.StatusCode.INVALID_ARGUMENT)
             context.set_details(f"after_revision: must be >= 0, got {after}")
+            self._count_stream("INVALID_ARGUMENT")
             return
         if not self._take_watch_stream(context):
+            self._count_stream("RESOURCE_EXHAUSTED")
             return
         if after > self.engine.plan_revision:
             after = 0
@@ -217,6 +220,11 @@ class PlacementServicer(pb_grpc.PlacementServicer):
             after = plan.revision
             yield plan
 
+    def _count_stream(self, code: str) -> None:
+        """A WatchPlan call refused with ``code`` before its stream opened, counted (no engine
+        time: an open stream waits for plans as long as its client stays, and is not)."""
+        if self.metrics is not None:
+            self.metrics.requests.labels("WatchPlan", code).inc()
 
     def _take_watch_stream(self, context: grpc.ServicerContext) -> bool:
         """Count this stream until its call ends; False (RESOURCE_EXHAUSTED set, with the

@@ -165,3 +165,18 @@ def test_a_real_prometheus_scrapes_the_placement_metrics(
         assert found and float(found[0]["value"][1]) == 2  # type: ignore[index]
         bound = prom.custom_query("headroom_placement_bindings")
         assert float(bound[0]["value"][1]) == 2
+
+
+def test_get_plan_calls_and_refused_watch_streams_are_counted_too(
+        served: tuple[pb_grpc.PlacementStub, int]) -> None:
+    stub, metrics_port = served
+    stub.GetPlan(pb.GetPlanRequest(), timeout=5)
+    stub.GetPlan(pb.GetPlanRequest(), timeout=5)
+    with pytest.raises(grpc.RpcError) as refused:
+        next(iter(stub.WatchPlan(pb.WatchPlanRequest(after_revision=-1), timeout=5)))
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    seen = _scrape(metrics_port)
+    assert seen[("headroom_placement_requests_total", (("code", "OK"), ("method", "GetPlan")))] == 2
+    assert seen[("headroom_placement_request_seconds_count", (("method", "GetPlan"),))] == 2
+    assert seen[("headroom_placement_requests_total",
+                 (("code", "INVALID_ARGUMENT"), ("method", "WatchPlan")))] == 1
