@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -103,8 +104,7 @@ class SqlDemandHints:
                 end_at=hint.end_at, reason=hint.reason, created_at=now
             ).returning(table.c.id)).scalar_one()
             connection.commit()
-        return DemandHint(hint.model, hint.rate_rps, hint.start_at, hint.end_at, hint.reason,
-                          hint_id)
+        return replace(hint, hint_id=hint_id)
 
     def hints(self, ending_after_at: datetime | None = None) -> tuple[DemandHint, ...]:
         """The stored hints by start, those ending after ``ending_after_at`` (None: all)."""

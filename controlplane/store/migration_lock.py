@@ -56,14 +56,9 @@ def take_migration_lock(connection: Connection, wait_s: float,
         sleep(min(LOCK_POLL_S, remaining_s))
 
 
-def table_lock_wait_s(response_timeout_s: float) -> float:
-    """How long a migration's statement waits for a table lock another session holds."""
-    return response_timeout_s * TABLE_LOCK_WAIT_SHARE
-
-
 def bound_table_lock_waits(connection: Connection) -> None:
     """Bound, for the rest of ``connection``'s transaction, each wait for a table lock
-    (PostgreSQL lock_timeout) to ``table_lock_wait_s`` of the connection's response timeout.
+    (PostgreSQL lock_timeout) to ``TABLE_LOCK_WAIT_SHARE`` of the connection's response timeout.
 
     A migration's ALTER waits behind any session reading the table (a backup, a transaction
     left open), and every later read or write of the table queues behind the ALTER: unbounded,
@@ -73,5 +68,5 @@ def bound_table_lock_waits(connection: Connection) -> None:
     after the client gave up."""
     dbapi = connection.connection.dbapi_connection
     response_timeout_s = getattr(dbapi, "response_timeout_s", DEFAULT_RESPONSE_TIMEOUT_S)
-    wait_ms = max(1, int(table_lock_wait_s(response_timeout_s) * 1000))
+    wait_ms = max(1, int(response_timeout_s * TABLE_LOCK_WAIT_SHARE * 1000))
     connection.exec_driver_sql(f"SET LOCAL lock_timeout = {wait_ms}")
