@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 
 from controlplane.actuation import Actuators, apply_actions
 from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, settle, size
-from controlplane.autoscaling.hints import hint_floors, hinted_demands, with_hints
+from controlplane.autoscaling.hints import hinted_inputs
 from controlplane.autoscaling.issued import accuracy
 from controlplane.autoscaling.live import placement_demands, with_ladder_warm
 from controlplane.autoscaling.policies import ScalingPolicy
@@ -222,15 +222,12 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
     demand_policy = config.policy.demand
     if hints and demand_policy.mode != PREDICTIVE:
         _warn_hints_unread(demand_policy.mode)
-    forecasts = with_hints(calibrated, hints, now, config.hint_lead_s) if hints else calibrated
-    floors = hint_floors(hints, now, demand_policy.lookahead_s, config.hint_lead_s)
+    hinted = hinted_inputs(calibrated, hints, now, config.hint_lead_s, demand_policy.lookahead_s)
     memory = deps.decisions.last_guard_memory()
     models, profiles = _profiles(deps, config, memory, now)
-    sizing = size(observed, forecasts, models, config.policy, config.budgets, now, config.pools,
-                  floors)
-    if hints:
-        sizing = replace(sizing, demands=hinted_demands(
-            sizing.demands, calibrated, forecasts, floors, demand_policy, now))
+    sizing = size(observed, hinted.forecasts, models, config.policy, config.budgets, now,
+                  config.pools, hinted.floors)
+    sizing = replace(sizing, demands=hinted.tagged(sizing.demands, demand_policy))
     deps.placement.sync_inventory(observed)
     placed = deps.placement.plan_fleet(placement_demands(sizing, models),
                                        tuple(m.spec for m in models), config.pools)

@@ -22,7 +22,7 @@ forecast ledger scores what the forecaster issued, not the operator's floor.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from controlplane.domain.demand import (
@@ -134,3 +134,30 @@ def hinted_demands(demands: Sequence[Demand], forecasts: Mapping[str, Forecast],
 
     return tuple(replace(d, reason=d.reason + HINTED) if raised(d) else d for d in demands)
 
+
+
+@dataclass(frozen=True, slots=True)
+class HintedInputs:
+    """What the demand hints in force make of a tick's inputs, for the reconcile loop and the
+    simulation alike: ``forecasts`` floored by them (``with_hints``), ``floors`` by model for a
+    model without a usable forecast (``hint_floors``), and ``tagged`` to say which of the
+    sized demands a hint raised (``hinted_demands``)."""
+
+    calibrated: Mapping[str, Forecast]
+    forecasts: Mapping[str, Forecast]
+    floors: dict[str, float]
+    now: datetime
+
+    def tagged(self, demands: Sequence[Demand], policy: DemandPolicy) -> tuple[Demand, ...]:
+        return hinted_demands(demands, self.calibrated, self.forecasts, self.floors, policy,
+                              self.now)
+
+
+def hinted_inputs(forecasts: Mapping[str, Forecast], hints: Sequence[DemandHint],
+                  now: datetime, lead_s: float, lookahead_s: float) -> HintedInputs:
+    """``forecasts`` and ``hints`` (each opened ``lead_s`` early) as the predictive policy
+    reads them at ``now`` over ``lookahead_s``."""
+    if not hints:
+        return HintedInputs(forecasts, forecasts, {}, now)
+    return HintedInputs(forecasts, with_hints(forecasts, hints, now, lead_s),
+                        hint_floors(hints, now, lookahead_s, lead_s), now)

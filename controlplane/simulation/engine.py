@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 
 from controlplane.autoscaling.calibration import ForecastErrors, calibrated, recent_volatility
 from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, decide
-from controlplane.autoscaling.hints import hint_floors, hinted_demands, with_hints
+from controlplane.autoscaling.hints import hinted_inputs
 from controlplane.autoscaling.policies import ScalingPolicy, ladder_rungs
 from controlplane.autoscaling.profile_correction import CorrectionConfig, corrected_models, in_use
 from controlplane.domain.actions import ScaleNodePool, SetReplicas
@@ -268,15 +268,12 @@ class _Run:
                                                 dict(self.memory.profile_rps), self.at(t_s),
                                                 self.correction)
         now = self.at(t_s)
-        hints = self.options.hints
-        forecasts = (with_hints(self.forecasts, hints, now, self.options.hint_lead_s)
-                     if hints else self.forecasts)
-        floors = hint_floors(hints, now, self.policy.demand.lookahead_s, self.options.hint_lead_s)
-        decision = decide(self.fleet.snapshot(), forecasts, models, self.pools, self.policy,
-                          self.budgets, self.memory, now, floors)
-        if hints:  # the reasons say which demands a hint raised
-            decision = replace(decision, demands=hinted_demands(
-                decision.demands, self.forecasts, forecasts, floors, self.policy.demand, now))
+        hinted = hinted_inputs(self.forecasts, self.options.hints, now,
+                               self.options.hint_lead_s, self.policy.demand.lookahead_s)
+        decision = decide(self.fleet.snapshot(), hinted.forecasts, models, self.pools,
+                          self.policy, self.budgets, self.memory, now, hinted.floors)
+        # the reasons say which demands a hint raised
+        decision = replace(decision, demands=hinted.tagged(decision.demands, self.policy.demand))
         self.memory = decision.memory
         if self.correction is not None:
             self.memory = replace(self.memory, profile_rps=in_use(profiles))
