@@ -20,8 +20,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from scheduler.domain.cluster import product_key
-from scheduler.domain.fleet_greedy import pack_greedy
-from scheduler.domain.fleet_layout import Packing, PriorGpu, holdings, lay_out, prior_gpus
+from scheduler.domain.fleet_greedy import KEEP_MIN_FILLS, pack_greedy
+from scheduler.domain.fleet_layout import (
+    Packing,
+    PriorGpu,
+    churn,
+    holdings,
+    lay_out,
+    prior_gpus,
+)
 from scheduler.domain.fleet_options import (
     WHOLE,
     PoolInfo,
@@ -82,7 +89,7 @@ def plan_fleet(request: FleetRequest, revision: int, previous: FleetPlan | None 
     if used != "milp":
         # a solver cut short may hold a feasible but poor incumbent (at worst: every model
         # unplaced); the greedy packing is cheap, so the better of the two is kept
-        greedy = pack_greedy(pools, options, rates)
+        greedy = _best_greedy(pools, options, rates, priors, planned)
         if packing is None or (_rank(greedy, planned, pools, priors)
                                < _rank(packing, planned, pools, priors)):
             packing, used = greedy, "greedy"
@@ -102,6 +109,17 @@ def plan_fleet(request: FleetRequest, revision: int, previous: FleetPlan | None 
         price.get(w.product, 0.0) * w.gpus for w in warm)
     plan = FleetPlan(revision, tuple(gpus), tuple(warm), round(cost, 6), tuple(unplaced))
     return PlanOutcome(plan, used, relaid, moved)
+
+
+def _best_greedy(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption]],
+                 rates: dict[str, float], priors: Sequence[PriorGpu],
+                 planned: dict[str, float]) -> Packing:
+    """The greedy packing, tried with each fill of ``KEEP_MIN_FILLS``: the one that leaves
+    the fewest models short, then the cheapest, then the one that re-lays out (or drains) the
+    fewest previous GPUs."""
+    fills = KEEP_MIN_FILLS if priors else (None,)
+    tried = [pack_greedy(pools, options, rates, priors, fill) for fill in fills]
+    return min(tried, key=lambda p: (*_rank(p, planned, pools, priors), churn(p, priors)))
 
 
 def _rank(packing: Packing, rates: dict[str, float], pools: Sequence[PoolInfo],

@@ -1,17 +1,56 @@
 """Greedy fallback of PlanFleet: best throughput per compute slice per model, then
-first-fit-decreasing into GPUs with a valid layout. Used when no solver answers in time."""
+first-fit-decreasing into GPUs with a valid layout. Used when no solver answers in time.
+
+Like the solver, it stays close to the previous plan: with ``keep_min_fill`` given, a previous
+GPU whose segments still serve what the models want (the same pool, model, size and shape) is
+kept with its layout when those segments fill at least that share of its compute slices (the
+fullest first); its other instances take segments of their size before any new GPU is opened.
+PlanFleet packs with several fills and keeps the cheapest packing, then the one that re-lays
+out the fewest GPUs.
+"""
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 
-from scheduler.domain.fleet_layout import Packing
+from scheduler.domain.fleet_layout import Packing, PriorGpu, holdings
 from scheduler.domain.fleet_options import WHOLE, PoolInfo, SegmentOption
+
+#: The fills PlanFleet tries (None: ignore the previous plan, pack from scratch).
+KEEP_MIN_FILLS: tuple[float | None, ...] = (None, 1.0, 0.85, 0.7, 0.5, 0.3, 0.0)
 
 
 def pack_greedy(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption]],
-                rates: dict[str, float]) -> Packing:
+                rates: dict[str, float], priors: Sequence[PriorGpu] = (),
+                keep_min_fill: float | None = None) -> Packing:
+    chosen = _choose(pools, options, rates)
+    need = {model: count for model, (_, count) in chosen.items()}
+    kept: list[int] = []
+    free: Counter[tuple[int, int]] = Counter()  # (pool, size) -> empty instances of kept GPUs
+    if keep_min_fill is not None:
+        kept, free = _keep(pools, priors, chosen, need, keep_min_fill)
+    bins = _Bins(pools, Counter(priors[k].pool for k in kept), free)
+    unplaced: set[str] = set()
+    order = sorted(chosen, key=lambda m: (-pools[chosen[m][0].pool].slices(chosen[m][0].size)
+                                          * chosen[m][1], m))
+    for model in order:
+        if not bins.place_all(chosen[model][0], need[model]):
+            unplaced.add(model)
+    layouts: dict[tuple[int, tuple[int, ...]], int] = {}
+    for pool, sizes in zip(bins.pool_of, bins.sizes, strict=True):
+        key = (pool, tuple(sorted(sizes, reverse=True)))
+        layouts[key] = layouts.get(key, 0) + 1
+    return Packing(tuple((p, lay, c) for (p, lay), c in sorted(layouts.items())),
+                   tuple(priors[k].gpu_id for k in sorted(kept)),
+                   tuple(chosen[m] for m in sorted(chosen) if m not in unplaced),
+                   frozenset(unplaced))
+
+
+def _choose(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption]],
+            rates: dict[str, float]) -> dict[str, tuple[SegmentOption, int]]:
+    """Per model: the option with the best throughput per compute slice, and how many."""
     chosen: dict[str, tuple[SegmentOption, int]] = {}
     for model in sorted(options):
         def value(o: SegmentOption) -> tuple[float, float, int, int]:
@@ -22,38 +61,105 @@ def pack_greedy(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption
 
         best = min(options[model], key=value)
         chosen[model] = (best, max(1, math.ceil(rates[model] / best.point.throughput_rps - 1e-9)))
-    bins: list[tuple[int, list[int]]] = []  # (pool, sizes)
-    unplaced: set[str] = set()
-    order = sorted(chosen, key=lambda m: (-pools[chosen[m][0].pool].slices(chosen[m][0].size)
-                                          * chosen[m][1], m))
-    for model in order:
-        opt, count = chosen[model]
-        trial = [(p, list(sizes)) for p, sizes in bins]
-        if _place_all(pools, trial, opt, count):
-            bins = trial
-        else:
-            unplaced.add(model)
-    layouts: dict[tuple[int, tuple[int, ...]], int] = {}
-    for pool, sizes in bins:
-        key = (pool, tuple(sorted(sizes, reverse=True)))
-        layouts[key] = layouts.get(key, 0) + 1
-    return Packing(tuple((p, lay, c) for (p, lay), c in sorted(layouts.items())), (),
-                   tuple(chosen[m] for m in sorted(chosen) if m not in unplaced),
-                   frozenset(unplaced))
+    return chosen
 
 
-def _place_all(pools: Sequence[PoolInfo], bins: list[tuple[int, list[int]]],
-               opt: SegmentOption, count: int) -> bool:
-    info = pools[opt.pool]
-    for _ in range(count):
-        for pool, sizes in bins:
-            if pool == opt.pool and opt.size != WHOLE and WHOLE not in sizes:
-                candidate = tuple(sorted([*sizes, opt.size], reverse=True))
-                if candidate in info.layouts:
-                    sizes.append(opt.size)
-                    break
-        else:
-            if sum(1 for p, _ in bins if p == opt.pool) >= info.pool.max_gpus:
+def _keep(pools: Sequence[PoolInfo], priors: Sequence[PriorGpu],
+          chosen: dict[str, tuple[SegmentOption, int]], need: dict[str, int],
+          min_fill: float) -> tuple[list[int], Counter[tuple[int, int]]]:
+    """The previous GPUs to keep (indexes into ``priors``) and their empty instances; takes
+    the segments they keep off ``need``."""
+    models = sorted(chosen)
+    options = [chosen[m][0] for m in models]
+    serving: dict[int, list[tuple[SegmentOption, int]]] = {}
+    for opt, counts in zip(options, holdings(priors, options), strict=True):
+        for k, count in counts.items():
+            serving.setdefault(k, []).append((opt, count))
+
+    def fill(k: int) -> float:
+        info = pools[priors[k].pool]
+        used = sum(info.slices(o.size) * min(c, need[o.model]) for o, c in serving[k])
+        return used / sum(info.slices(size) for size in priors[k].sizes)
+
+    kept: list[int] = []
+    free: Counter[tuple[int, int]] = Counter()
+    held: Counter[int] = Counter()
+    for k in sorted(serving, key=lambda k: (-fill(k), priors[k].gpu_id)):
+        prior = priors[k]
+        share = fill(k)
+        if share <= 0 or share < min_fill or held[prior.pool] >= pools[prior.pool].pool.max_gpus:
+            continue
+        kept.append(k)
+        held[prior.pool] += 1
+        empty = Counter(prior.sizes)
+        for opt, count in serving[k]:
+            taken = min(count, need[opt.model])
+            need[opt.model] -= taken
+            empty[opt.size] -= taken
+        for size, count in empty.items():
+            free[(prior.pool, size)] += count
+    return kept, free
+
+
+class _Bins:
+    """The new GPUs of a greedy packing (first fit, in the order they were opened) and the
+    empty instances of the kept ones; a model's segments go in all together or not at all."""
+
+    def __init__(self, pools: Sequence[PoolInfo], kept: Counter[int],
+                 free: Counter[tuple[int, int]]) -> None:
+        self.pools = pools
+        self.kept = kept  # previous GPUs kept, per pool
+        self.free = free
+        self.pool_of: list[int] = []
+        self.sizes: list[list[int]] = []
+        self._opened: Counter[int] = Counter()  # new GPUs per pool
+        self._open: dict[int, list[int]] = {}  # per pool: bins that may take an instance
+
+    def place_all(self, opt: SegmentOption, count: int) -> bool:
+        opened, free = len(self.sizes), Counter(self.free)
+        grown: list[int] = []
+        for _ in range(count):
+            where = self._place(opt)
+            if where is None:
+                self._undo(opt.pool, opened, grown, free)
                 return False
-            bins.append((opt.pool, [opt.size]))
-    return True
+            if where >= 0:
+                grown.append(where)
+        return True
+
+    def _place(self, opt: SegmentOption) -> int | None:
+        """Place one segment: -1 on a kept GPU, else the bin; None when the pool is full."""
+        info = self.pools[opt.pool]
+        if self.free[(opt.pool, opt.size)] > 0:
+            self.free[(opt.pool, opt.size)] -= 1
+            return -1
+        open_bins = self._open.setdefault(opt.pool, [])
+        if opt.size != WHOLE:
+            for i in open_bins:
+                candidate = tuple(sorted([*self.sizes[i], opt.size], reverse=True))
+                if candidate in info.layouts:
+                    self.sizes[i].append(opt.size)
+                    if sum(self.sizes[i]) >= info.slices(WHOLE):
+                        open_bins.remove(i)
+                    return i
+        if self.kept[opt.pool] + self._opened[opt.pool] >= info.pool.max_gpus:
+            return None
+        self._opened[opt.pool] += 1
+        self.pool_of.append(opt.pool)
+        self.sizes.append([opt.size])
+        if opt.size != WHOLE and opt.size < info.slices(WHOLE):
+            open_bins.append(len(self.sizes) - 1)
+        return len(self.sizes) - 1
+
+    def _undo(self, pool: int, opened: int, grown: list[int],
+              free: Counter[tuple[int, int]]) -> None:
+        for i in reversed(grown):
+            if i < opened:
+                self.sizes[i].pop()
+        del self.pool_of[opened:], self.sizes[opened:]
+        self._opened = Counter(self.pool_of)
+        self.free = free
+        full = self.pools[pool].slices(WHOLE)
+        self._open[pool] = [i for i, (p, sizes) in enumerate(zip(self.pool_of, self.sizes,
+                                                                  strict=True))
+                            if p == pool and WHOLE not in sizes and sum(sizes) < full]

@@ -3,6 +3,7 @@ concrete GPUs with MIG starts and segments, reusing the previous plan where it c
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -121,29 +122,63 @@ def lay_out(pools: Sequence[PoolInfo], packing: Packing, priors: Sequence[PriorG
         gpus = [_Gpu(g.gpu_id, [(s, st) for s, st, _ in g.instances],
                      {(s, st): m for s, st, m in g.instances}, []) for g in kept]
         fresh = 0
-        for pool, layout, count in packing.layouts:
-            if pool != k:
-                continue
-            starts = _starts(info, layout)
-            for _ in range(count):
-                if reusable:
-                    old = reusable.pop(0)
-                    relaid += 1
-                    before = {(s, st): m for s, st, m in old.instances}
-                    gpu_id = old.gpu_id
-                else:
-                    before = {}
-                    while f"{info.name}/{fresh}" in taken_ids:
-                        fresh += 1
-                    gpu_id = f"{info.name}/{fresh}"
-                    taken_ids.add(gpu_id)
-                gpus.append(_Gpu(gpu_id, list(zip(layout, starts, strict=True)), before, []))
+        wanted = {(o.model, o.size) for o, _ in packing.segments if o.pool == k}
+        for layout, old in _reuse(packing, k, reusable, wanted):
+            if old is not None and old.sizes == layout:  # the same layout: nothing to redo
+                instances = [(s, st) for s, st, _ in old.instances]
+            else:
+                relaid += old is not None
+                instances = list(zip(layout, _starts(info, layout), strict=True))
+            if old is not None:
+                before = {(s, st): m for s, st, m in old.instances}
+                gpu_id = old.gpu_id
+            else:
+                before = {}
+                while f"{info.name}/{fresh}" in taken_ids:
+                    fresh += 1
+                gpu_id = f"{info.name}/{fresh}"
+                taken_ids.add(gpu_id)
+            gpus.append(_Gpu(gpu_id, instances, before, []))
         _fill(info, gpus, [(o, c) for o, c in packing.segments if o.pool == k], isolation)
         moved += sum(_moved(prior, gpu.segments) for prior, gpu
                      in zip(kept, gpus[:len(kept)], strict=True))
         out.extend(GpuAssignment(g.gpu_id, info.name, tuple(g.segments))
                    for g in gpus if g.segments)
     return out, relaid, moved
+
+
+def _reuse(packing: Packing, pool: int, reusable: Sequence[PriorGpu],
+           wanted: set[tuple[str, int]]
+           ) -> list[tuple[tuple[int, ...], PriorGpu | None]]:
+    """The new GPUs of ``pool`` in ``packing``, each with the previous GPU it takes over
+    (None: a GPU the previous plan did not have). A previous GPU with the same layout is
+    taken first (the one whose instances hold the most models still wanted at their size),
+    then any other, in order."""
+    layouts = [layout for p, layout, count in packing.layouts if p == pool
+               for _ in range(count)]
+    left = list(reusable)
+    paired: list[PriorGpu | None] = [None] * len(layouts)
+    for i, layout in enumerate(layouts):
+        same = [g for g in left if g.sizes == layout]
+        if same:
+            best = max(same, key=lambda g: sum((m, s) in wanted for s, _, m in g.instances))
+            paired[i] = best
+            left.remove(best)
+    for i in range(len(layouts)):
+        if paired[i] is None and left:
+            paired[i] = left.pop(0)
+    return list(zip(layouts, paired, strict=True))
+
+
+def churn(packing: Packing, priors: Sequence[PriorGpu]) -> int:
+    """Previous GPUs ``packing`` neither keeps nor gives the same layout again (each is
+    re-laid out or drained)."""
+    out = 0
+    for pool in {g.pool for g in priors}:
+        left = Counter(g.sizes for g in priors if g.pool == pool and g.gpu_id not in packing.kept)
+        new = Counter({layout: count for p, layout, count in packing.layouts if p == pool})
+        out += left.total() - (left & new).total()
+    return out
 
 
 def _moved(prior: PriorGpu, segments: Sequence[Segment]) -> int:

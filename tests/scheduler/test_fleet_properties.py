@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fleet_builders import check_plan
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -74,3 +76,18 @@ def test_replanning_the_same_request_relays_out_nothing(req: FleetRequest) -> No
     second = plan_fleet(req, 2, previous=first.plan, solver=SOLVER)
     assert second.relaid_out == 0
     assert len(second.plan.gpus) == len(first.plan.gpus)
+
+
+@FAST
+@given(fleet_request(), st.lists(st.floats(0.5, 1.5), min_size=6, max_size=6))
+def test_greedy_replanning_from_a_previous_plan_keeps_the_contract_at_no_extra_cost(
+        req: FleetRequest, factors: list[float]) -> None:
+    first = plan_fleet(req, 1, solver=None)
+    changed = FleetRequest(tuple(replace(m, rate_rps=m.rate_rps * f)
+                                 for m, f in zip(req.models, factors, strict=False)), req.pools)
+    again = plan_fleet(changed, 2, previous=first.plan, solver=None)
+    check_plan(again.plan, changed)
+    from_scratch = plan_fleet(changed, 2, solver=None)
+    assert len(again.plan.unplaced) <= len(from_scratch.plan.unplaced)
+    if len(again.plan.unplaced) == len(from_scratch.plan.unplaced):
+        assert again.plan.cost_per_hour <= from_scratch.plan.cost_per_hour + 1e-6
