@@ -15,7 +15,14 @@ import ipaddress
 import socket
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    start_http_server,
+)
 
 #: the gRPC service whose calls ``headroom_placement_requests_total`` counts
 PLACEMENT_SERVICE = "headroom.v1.Placement"
@@ -78,8 +85,10 @@ class PlacementMetrics:
 def serve_metrics(metrics: PlacementMetrics, listen: str) -> tuple[Callable[[], None], int]:
     """Serve ``/metrics`` on ``listen`` (HOST:PORT; port 0 picks a free one) in a daemon
     thread; returns what stops it (and frees the port) and the bound port. ValueError for a
-    malformed address, OSError when it cannot bind."""
+    malformed address, OSError when it cannot bind. Counters and histograms are served without
+    their ``_created`` series (one more series per label set that no rule or panel reads)."""
     host, port = host_and_port(listen)
+    disable_created_metrics()  # read at each scrape, process-wide
     server, _ = start_http_server(port, addr=host, registry=metrics.registry)
 
     def stop() -> None:

@@ -73,6 +73,17 @@ def test_scraped_metrics_count_calls_by_code_refusals_by_reason_and_read_the_eng
     assert seen[("headroom_fleet_plan_revision", ())] == 0
 
 
+def test_counters_and_histograms_are_served_without_created_series(
+        served: tuple[pb_grpc.PlacementStub, int]) -> None:
+    stub, metrics_port = served
+    stub.SyncInventory(pb.SyncInventoryRequest(nodes=[make_node("n0")]), timeout=5)
+    stub.Place(make_place("w1"), timeout=5)
+    names = {name for name, _ in _scrape(metrics_port)}
+    assert ("headroom_placement_requests_total" in names
+            and "headroom_placement_request_seconds_count" in names)
+    assert not [name for name in names if name.endswith("_created")]
+
+
 def test_bindings_whose_lease_ran_out_are_counted_when_the_server_releases_them() -> None:
     now_s = [1_800_000_000.0]
     metrics = PlacementMetrics()
