@@ -88,7 +88,7 @@ def serve_metrics(metrics: PlacementMetrics, listen: str) -> tuple[Callable[[], 
     malformed address, OSError when it cannot bind. Counters and histograms are served without
     their ``_created`` series (one more series per label set that no rule or panel reads)."""
     host, port = host_and_port(listen)
-    disable_created_metrics()  # read at each scrape, process-wide
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # read at each scrape
     server, _ = start_http_server(port, addr=host, registry=metrics.registry)
 
     def stop() -> None:
