@@ -50,6 +50,11 @@ class History:
     @classmethod
     def from_array(cls, series_id: str, values: FloatArray, step_s: int,
                    start_ns: int) -> History:
+        """``values`` as ``forecaster.prepare`` cleans a source's samples: a non-finite value
+        (``inf`` too, not only NaN) is missing and a negative one is 0, so a ``TrafficSeries``
+        built by hand reaches every method under the same rules (a finite, non-negative value
+        is kept as it is)."""
+        values = np.where(np.isfinite(values), np.maximum(values, 0.0), np.nan)
         valid = np.isfinite(values)
         pos = np.where(valid, np.arange(values.size), -1)
         last_pos = np.maximum.accumulate(pos) if values.size else pos
