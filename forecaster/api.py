@@ -5,6 +5,11 @@
 the method actually used, why it fell back (``fallback_reason``, empty when it did not) and the
 method's recent held-out WAPE in percent (``backtest_wape``). It never returns a silent zero: a
 series without observations gets zeros *with* ``fallback_reason="no_observations"``.
+
+Values reach the methods as ``forecaster.prepare`` cleans a source's samples (``History.of``):
+``inf`` is missing like NaN, a negative value is 0. A series with numbers but none usable
+(``unusable_problem``: none positive but some negative) raises ``SeriesError`` naming it, as the
+sources do: bad data, not zero traffic. A ``horizon_s`` of 0 s or less raises ``ValueError``.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ import math
 
 import numpy as np
 
-from forecaster.errors import UnknownMethodError
+from forecaster.errors import SeriesError, UnknownMethodError
 from forecaster.features import History
 from forecaster.models import Predictions
+from forecaster.prepare import NO_NUMBERS, unusable_problem, values_array
 from forecaster.registry import get_forecaster
 from forecaster.settings import DEFAULT_SETTINGS, ForecasterSettings
 from forecaster.types import Forecast, TrafficSeries
@@ -25,7 +31,9 @@ log = logging.getLogger("headroom.forecaster")
 
 
 def n_targets(horizon_s: int, step_s: int) -> int:
-    """Steps per forecast: enough to reach ``horizon_s`` after the last observation."""
+    """Steps per forecast: enough to reach ``horizon_s`` (> 0) after the last observation."""
+    if not horizon_s > 0:
+        raise ValueError(f"forecast horizon must be > 0 s, got {horizon_s}")
     return max(1, math.ceil(horizon_s / step_s))
 
 
@@ -34,6 +42,12 @@ def forecast(series: TrafficSeries, horizon_s: int, method: str = "auto",
              history: History | None = None) -> Forecast:
     """Forecast ``series`` from its end for ``horizon_s`` (see the module docstring).
     ``history`` is ``History.of(series)`` when the caller already built it."""
+    if not horizon_s > 0:
+        raise ValueError(f"series {series.series_id!r}: forecast horizon must be > 0 s, "
+                         f"got {horizon_s}")
+    problem = unusable_problem(values_array(series))
+    if problem is not None and problem != NO_NUMBERS:  # no numbers: the no_observations zeros
+        raise SeriesError(series.series_id, problem)
     steps = n_targets(horizon_s, series.step_s)
     h = history if history is not None else History.of(series)
     origin = np.array([h.size], dtype=np.int64)

@@ -34,6 +34,8 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*(ms|s|sec|m|min|h|d)?\s*$", re.IG
 _UNIT_S = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 #: the longest horizon, step or history: a year (a longer one overflows dates or memory)
 MAX_DURATION_S = 366 * 86400
+#: ``unusable_problem`` of values without a finite one
+NO_NUMBERS = "no numeric values"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +83,7 @@ def unusable_problem(values: FloatArray) -> str | None:
     """
     finite = values[np.isfinite(values)]
     if finite.size == 0:
-        return "no numeric values"
+        return NO_NUMBERS
     negatives = int(np.sum(finite < 0))
     if negatives == 0 or bool(np.any(finite > 0)):
         return None

@@ -1,18 +1,28 @@
 """``forecaster.api.forecast`` on a ``TrafficSeries`` built by hand (the store's history, a caller's
 own numbers), which no source cleaned: the values reach every method as ``forecaster.prepare``
-cleans a source's samples. Never a fit failure from an ``inf``, nor a negative forecast."""
+cleans a source's samples, a series with nothing usable is refused naming it, and a horizon of
+0 s or less is refused. Never a fit failure from an ``inf``, nor a negative or zero forecast made
+up from bad data."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
 
+from controlplane.forecast_job import JobConfig, run_job
+from controlplane.sim.catalog import DEMO_MODELS
+from controlplane.store import Store
 from forecaster.api import forecast
+from forecaster.backtest import backtest_series
+from forecaster.errors import SeriesError
 from forecaster.features import History
 from forecaster.models import Predictions
 from forecaster.registry import register
-from tests.forecasting.builders import diurnal, series
+from tests.forecasting.builders import diurnal, history, series
 
+NOW = datetime(2025, 3, 6, 12, 0, tzinfo=UTC)
 METHODS = ("persistence", "hour_mean", "seasonal_naive", "level", "auto")
 
 
@@ -61,3 +71,45 @@ def test_a_failed_fit_after_a_negative_last_value_falls_back_to_zero_not_a_negat
     made = forecast(series(values, 60, "neg-last"), 600, method="broken-bad-values")
     assert made.fallback_reason == "fit_failed:RuntimeError"
     assert made.p50 == made.p90 == (0.0,) * 10
+
+
+@pytest.mark.parametrize(("values", "problem"), [
+    (np.full(50, -2.0), "all 50 numeric value(s) are negative: bad data"),
+    (np.array([0.0, -1.0, np.nan, 0.0]), "no positive value (1 negative, 2 zero)"),
+])
+def test_a_series_with_numbers_but_none_positive_is_refused_naming_it(
+        values: np.ndarray, problem: str) -> None:
+    for method in METHODS:
+        with pytest.raises(SeriesError, match=r"^series 'bad-sign': ") as caught:
+            forecast(series(values, 60, "bad-sign"), 1200, method)
+        assert problem in str(caught.value)
+
+
+@pytest.mark.parametrize("horizon_s", [0, -60])
+def test_a_horizon_of_zero_or_less_is_refused_naming_the_series(horizon_s: int) -> None:
+    s = series(diurnal(1, 60), 60, "short-sighted")
+    refused = f"series 'short-sighted': forecast horizon must be > 0 s, got {horizon_s}"
+    with pytest.raises(ValueError, match=refused):
+        forecast(s, horizon_s)
+    with pytest.raises(ValueError, match=f"forecast horizon must be > 0 s, got {horizon_s}"):
+        backtest_series(history(diurnal(1, 60), 60), horizon_s, 0.3, "persistence")
+
+
+def test_a_horizon_under_one_step_is_one_step_ahead() -> None:
+    s = series(diurnal(1, 3600), 3600, "hourly")
+    made = forecast(s, 60, "persistence")
+    assert len(made.p50) == 1 and made.origin_at == s.start_at + timedelta(hours=24)
+
+
+def test_the_forecast_job_lists_a_store_model_with_only_negative_demand_and_stores_no_zero(
+        sqlite_url: str) -> None:
+    store = Store.open(sqlite_url, migrate=True)
+    good, bad = DEMO_MODELS[0].name, DEMO_MODELS[1].name
+    store.upsert_models(DEMO_MODELS[:2])
+    start = NOW - timedelta(hours=6)
+    store.save_observations([(name, start + timedelta(minutes=i), rate)
+                             for i in range(360) for name, rate in ((good, 20.0), (bad, -1.0))])
+    report = run_job(store, store, NOW, JobConfig(method="persistence", history_s=21_600))
+    assert set(report.failed) == {bad}
+    assert "all 360 numeric value(s) are negative: bad data" in report.failed[bad]
+    assert list(store.latest_forecasts()) == [good]
