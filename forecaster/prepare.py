@@ -114,8 +114,12 @@ def infer_step_s(series_id: str, times_ns: IntArray) -> int:
     vals, counts = np.unique(diffs, return_counts=True)
     step_ns = int(vals[np.flatnonzero(counts == counts.max())[0]])
     if step_ns % NS_PER_S:
+        whole_s = round(step_ns / NS_PER_S)
+        jitter = (f": the {whole_s}-s step with sub-second jitter? round the timestamps to "
+                  "whole seconds" if whole_s and abs(step_ns - whole_s * NS_PER_S)
+                  < 0.01 * whole_s * NS_PER_S else "")
         raise SeriesError(series_id, f"sampling step {step_ns / NS_PER_S:g}s is not a whole "
-                                     "number of seconds")
+                                     f"number of seconds{jitter}")
     return step_ns // NS_PER_S
 
 

@@ -267,7 +267,10 @@ class CsvSource:
 
 
 def _coarser(times_ns: IntArray, step_s: int) -> tuple[str, ...]:
-    """The warning for rows spaced wider than the step (their most common spacing), or ()."""
+    """The warning for rows spaced wider than the step (their most common spacing), or ().
+    Rows a step apart but for sub-second jitter (``12:00:59.98``, ``12:02:00.03``) are not
+    coarser: a row just before a step's end lands in that step and leaves the next without
+    one, and the warning says so (a coarser step would not help; whole seconds would)."""
     spacings = np.diff(np.unique(times_ns))
     if not spacings.size:
         return ()
@@ -275,6 +278,10 @@ def _coarser(times_ns: IntArray, step_s: int) -> tuple[str, ...]:
     spacing_ns = int(values[int(np.argmax(counts))])
     if spacing_ns <= step_s * 10**9:
         return ()
+    if round(spacing_ns / 10**9) == step_s:
+        return (f"rows every {spacing_ns / 10**9:g} s: the {step_s}-s step with sub-second "
+                "jitter, so a row just before a step's end lands in that step and leaves the "
+                "next without one; round the timestamps to whole seconds",)
     return (f"rows every {spacing_ns / 10**9:g} s, coarser than the step of {step_s} s: most "
             "steps have no row (missing data, not zeros); give --step "
             f"{-(-spacing_ns // 10**9)}s or coarser",)

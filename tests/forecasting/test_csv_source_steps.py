@@ -5,13 +5,14 @@ are missing data, never zeros, and each model's warnings say how many and why.""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
 from typer.testing import CliRunner, Result
 
 from controlplane.cli.forecast import app
-from tests.forecasting.builders import diurnal, long_csv
+from tests.forecasting.builders import START, diurnal, long_csv
 
 
 def run_csv(path: Path, tmp_path: Path, step: str) -> Result:
@@ -61,3 +62,17 @@ def test_one_minute_rows_read_at_a_ten_minute_step_carry_no_warning(tmp_path: Pa
     result = run_csv(trace, tmp_path, "10m")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["per_model"]["x"]["warnings"] == []
+
+
+
+def test_rows_a_step_apart_with_sub_second_jitter_are_told_to_round_not_to_coarsen_the_step(
+        tmp_path: Path) -> None:
+    jitter_ms = np.random.default_rng(3).integers(-50, 51, 720)
+    trace = tmp_path / "t.csv"
+    trace.write_text("ts,model,rate_rps\n" + "".join(
+        f"{(START + timedelta(minutes=i, milliseconds=int(j))).isoformat()},x,100\n"
+        for i, j in enumerate(jitter_ms)))
+    warnings = json.loads(run_csv(trace, tmp_path, "60s").stdout)["per_model"]["x"]["warnings"]
+    assert any("the 60-s step with sub-second jitter" in w
+               and w.endswith("round the timestamps to whole seconds") for w in warnings), warnings
+    assert not any("--step" in w for w in warnings), warnings

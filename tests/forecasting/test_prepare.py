@@ -73,6 +73,17 @@ def test_step_is_the_most_common_spacing() -> None:
     assert infer_step_s("m", times) == 300
 
 
+def test_a_step_with_sub_second_jitter_is_refused_saying_to_round_the_timestamps() -> None:
+    times = np.array([0, 60_007, 120_014, 180_021, 240_000], dtype=np.int64) * 1_000_000
+    with pytest.raises(SeriesError, match=r"sampling step 60.007s is not a whole number of "
+                                          r"seconds: the 60-s step with sub-second jitter\? "
+                                          r"round the timestamps to whole seconds$"):
+        infer_step_s("m", times)
+    with pytest.raises(SeriesError, match=r"sampling step 0.5s is not a whole number of "
+                                          r"seconds$"):
+        infer_step_s("m", np.arange(5, dtype=np.int64) * 500_000_000)
+
+
 def test_a_single_timestamp_has_no_step() -> None:
     with pytest.raises(SeriesError, match="fewer than two distinct timestamps"):
         infer_step_s("m", np.array([5], dtype=np.int64))
