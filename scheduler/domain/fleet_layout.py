@@ -156,17 +156,23 @@ def _reuse(packing: Packing, pool: int, reusable: Sequence[PriorGpu],
     then any other, in order."""
     layouts = [layout for p, layout, count in packing.layouts if p == pool
                for _ in range(count)]
-    left = list(reusable)
+    by_sizes: dict[tuple[int, ...], list[PriorGpu]] = {}
+    for g in reusable:
+        by_sizes.setdefault(g.sizes, []).append(g)
+    for group in by_sizes.values():  # most wanted instances first, then in order (stable)
+        group.sort(key=lambda g: -sum((m, s) in wanted for s, _, m in g.instances))
     paired: list[PriorGpu | None] = [None] * len(layouts)
+    taken: set[str] = set()
     for i, layout in enumerate(layouts):
-        same = [g for g in left if g.sizes == layout]
+        same = by_sizes.get(layout)
         if same:
-            best = max(same, key=lambda g: sum((m, s) in wanted for s, _, m in g.instances))
-            paired[i] = best
-            left.remove(best)
+            prior = same.pop(0)
+            paired[i] = prior
+            taken.add(prior.gpu_id)
+    left = iter([g for g in reusable if g.gpu_id not in taken])
     for i in range(len(layouts)):
-        if paired[i] is None and left:
-            paired[i] = left.pop(0)
+        if paired[i] is None:
+            paired[i] = next(left, None)
     return list(zip(layouts, paired, strict=True))
 
 
