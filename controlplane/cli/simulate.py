@@ -116,8 +116,14 @@ def _options_and_knobs(values: dict[str, Any], named: dict[str, str],
     return options, knobs
 
 
-def _table(summaries: list[dict[str, Any]]) -> Table:
-    table = Table(title="headroom simulate", title_justify="left")
+#: said on stderr and in the table's title whenever ``--oracle-forecast`` is on
+ORACLE_LABEL = ("ORACLE forecasts (--oracle-forecast, benchmark only): the predictive policy "
+                "reads the trace's own future, so its numbers are a floor, not a result")
+
+
+def _table(summaries: list[dict[str, Any]], oracle_forecast: bool) -> Table:
+    title = "headroom simulate" + (f" - {ORACLE_LABEL}" if oracle_forecast else "")
+    table = Table(title=title, title_justify="left")
     for column in ("policy", "model-min", "short", "short %", "min any short", "shortfall %",
                    "GPU-h", "GPU-h / LB", "cost $"):
         table.add_column(column, justify="left" if column == "policy" else "right")
@@ -247,6 +253,8 @@ def simulate_command(
         raise usage_error(str(error)) from None
     for warning in config.warnings:
         print_warning(warning)
+    if oracle_forecast:
+        print_warning(ORACLE_LABEL)
     if hints is not None and PREDICTIVE not in names:
         print_warning(f"--hints {hints}: demand hints only shape the predictive policy; "
                       f"{', '.join(names)} never read them (add --policy predictive to compare)")
@@ -269,11 +277,12 @@ def simulate_command(
             "ok": True, "trace": str(trace), "models": str(models),
             "minutes": replayed.minutes, "trace_step_s": replayed.step_s,
             "filled_gap_minutes": dict(replayed.filled), "seed": seed,
+            "oracle_forecast": oracle_forecast,
             "hints": str(hints) if hints is not None else None,
             **({"config": str(config_file)} if config_file is not None else {}),
             "timelines": {k: str(v) for k, v in result.timelines.items()},
             "policies": {s["policy"]: s for s in result.summaries}}, indent=2, allow_nan=False))
         return
-    Console(width=max(130, Console().width)).print(_table(list(result.summaries)))
+    Console(width=max(130, Console().width)).print(_table(list(result.summaries), oracle_forecast))
     for name, path in result.timelines.items():
         typer.echo(f"timeline {name}: {path}")

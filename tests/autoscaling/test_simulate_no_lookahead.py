@@ -20,8 +20,9 @@ import pytest
 from simulate_support import START, cli_app, write_models
 from typer.testing import CliRunner
 
+from controlplane.cli.simulate import ORACLE_LABEL
 from controlplane.simulation.config import load_models_file
-from controlplane.simulation.engine import ForecastCache, SimOptions, run_policy
+from controlplane.simulation.engine import ORACLE, ForecastCache, SimOptions, run_policy
 from controlplane.simulation.replay import DemandReplay
 from controlplane.simulation.runner import PolicyKnobs, build_policy
 from controlplane.simulation.trace import load_trace
@@ -204,3 +205,29 @@ def test_static_sizes_for_the_whole_traces_peak_so_a_higher_future_peak_changes_
     first_minute = [(r["ready_replicas"], r["gpus_billed"]) for r in recorded[:len(MODELS)]]
     assert [(r["ready_replicas"], r["gpus_billed"]) for r in changed[:len(MODELS)]] != first_minute
     assert {r["gpus_billed"] for r in changed} == {changed[0]["gpus_billed"]}  # all the time
+
+
+def test_oracle_forecasts_are_hidden_from_help_and_labelled_wherever_a_run_reports(
+        tmp_path: Path) -> None:
+    """``--oracle-forecast`` (perfect foresight, benchmark only) is never a default, is not in
+    ``--help``, and a run that uses it says so on stderr, in the table and in the JSON."""
+    assert "oracle" not in CliRunner().invoke(cli_app(), ["--help"]).output.lower()
+    trace = _write_trace(tmp_path / "trace.csv", 10, None)
+    models = write_models(tmp_path / "models.yaml")
+    common = ["--trace", str(trace), "--models", str(models), "--forecast-method", "persistence"]
+    table = CliRunner().invoke(cli_app(), [*common, "--timeline-out", str(tmp_path / "T.csv"),
+                                           "--oracle-forecast"])
+    assert table.exit_code == 0, table.output
+    said = " ".join(table.output.split())
+    assert f"warning: {ORACLE_LABEL}" in said
+    assert said.count("ORACLE forecasts (--oracle-forecast, benchmark only)") == 2  # + title
+    for oracle in (True, False):
+        result = CliRunner().invoke(cli_app(), [
+            *common, "--timeline-out", str(tmp_path / f"{oracle}.csv"), "--json",
+            *(["--oracle-forecast"] if oracle else [])])
+        assert result.exit_code == 0, result.output
+        document = json.loads(result.output[result.output.index("{"):])
+        assert document["oracle_forecast"] is oracle
+        methods = set(document["policies"]["predictive"]["forecast_methods"])
+        assert (methods == {ORACLE}) is oracle, methods
+        assert ("ORACLE" in result.output) is oracle
