@@ -17,7 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from simulate_support import START, cli_app, write_models
+from simulate_support import START, cli_app, write_models, write_trace
 from typer.testing import CliRunner
 
 from controlplane.cli.simulate import ORACLE_LABEL
@@ -212,7 +212,7 @@ def test_oracle_forecasts_are_hidden_from_help_and_labelled_wherever_a_run_repor
     """``--oracle-forecast`` (perfect foresight, benchmark only) is never a default, is not in
     ``--help``, and a run that uses it says so on stderr, in the table and in the JSON."""
     assert "oracle" not in CliRunner().invoke(cli_app(), ["--help"]).output.lower()
-    trace = _write_trace(tmp_path / "trace.csv", 10, None)
+    trace = write_trace(tmp_path / "trace.csv", steps=6)  # one hour
     models = write_models(tmp_path / "models.yaml")
     common = ["--trace", str(trace), "--models", str(models), "--forecast-method", "persistence"]
     table = CliRunner().invoke(cli_app(), [*common, "--timeline-out", str(tmp_path / "T.csv"),
