@@ -324,7 +324,7 @@ def dashboard(config: ConfigOption = None,
               db: DbOption = None,
               ) -> None:
     """The Streamlit dashboard over the configured store (read-only)."""
-    from controlplane.demo import dashboard_command
+    from controlplane.demo import dashboard_command, port_or_free
 
     settings = settings_with_db(config, db)
     store_file = sqlite_file(settings.db.url)
@@ -336,6 +336,7 @@ def dashboard(config: ConfigOption = None,
         finally:
             engine.dispose()
     address = address or settings.dashboard.address
+    port_named = "--port" if port is not None else f"{config or 'configuration'}: dashboard.port"
     port = port if port is not None else settings.dashboard.port
     try:
         check_bindable(f"{address}:{port}")
@@ -343,6 +344,12 @@ def dashboard(config: ConfigOption = None,
         where = "--address" if address != settings.dashboard.address else (
             f"{config or 'configuration'}: dashboard.address")
         raise UsageError(f"{where} {address}: {error}") from None
+    if port == 0:  # a free one now, so that the line below names the port Streamlit serves on
+        port = port_or_free(address, 0)
+    try:  # else Streamlit exits on its own line after ours named a URL another server may hold
+        check_bindable(f"{address}:{port}", port_free=True)
+    except ValueError as error:
+        raise UsageError(f"{port_named} {port}: {error}") from None
     console.print(f"dashboard on http://{address}:{port} (store {redact(settings.db.url)})",
                   markup=False)
     env = dashboard_environment(os.environ, settings.db.url, config)

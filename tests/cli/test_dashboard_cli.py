@@ -3,6 +3,7 @@ file is left for the pages to explain, not created."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from pathlib import Path
 
@@ -44,6 +45,41 @@ def test_a_dashboard_address_from_the_config_file_is_named_by_its_setting(
     run = _dashboard(tmp_path, "--config", str(config))
     assert run.returncode == 2
     assert run.stderr.startswith(f"error: {config}: dashboard.address 256.0.0.1: ")
+
+
+def test_a_taken_dashboard_port_is_one_line_naming_the_option_before_any_url(
+        tmp_path: Path) -> None:
+    # before: "dashboard on http://127.0.0.1:P" (another server's URL), then Streamlit's own
+    # "Port P is not available" and exit 1
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        run = _dashboard(tmp_path, "--port", str(port))
+        config = tmp_path / "headroom.yaml"
+        config.write_text(f"dashboard:\n  port: {port}\n")
+        from_file = _dashboard(tmp_path, "--config", str(config))
+    assert run.returncode == 2
+    assert run.stderr.startswith(f"error: --port {port}: '127.0.0.1:{port}': port {port} is "
+                                 "taken (")
+    assert run.stderr.count("\n") == 1 and "dashboard on" not in run.stdout + run.stderr
+    assert from_file.returncode == 2
+    assert from_file.stderr.startswith(f"error: {config}: dashboard.port {port}: ")
+
+
+def test_dashboard_port_0_names_the_free_port_it_serves_on(tmp_path: Path) -> None:
+    env = _env(HEADROOM_DB__URL=f"sqlite:///{tmp_path / 'store.db'}", COLUMNS="400")
+    child = subprocess.Popen([*HEADROOM, "dashboard", "--port", "0"], env=env, cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert child.stdout is not None
+        first = child.stdout.readline()  # printed before Streamlit starts
+    finally:
+        child.terminate()
+        child.wait(timeout=30)
+    assert first.startswith("dashboard on http://127.0.0.1:"), first
+    port = int(first.split("http://127.0.0.1:")[1].split()[0])
+    assert port > 0, first  # before: "http://127.0.0.1:0"
 
 
 def test_the_dashboard_command_does_not_create_a_missing_store_file(tmp_path: Path) -> None:
