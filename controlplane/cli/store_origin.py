@@ -47,10 +47,13 @@ def db_url_named(settings: Settings) -> Iterator[None]:
 def store_error_line(url: str, error: BaseException) -> str:
     """A database error of a command's store work in one line; most often the schema is older
     than this Headroom, unless the connection was lost (a server gone, a stalled network)."""
+    line = error_line(error)
     if isinstance(error, DBAPIError) and error.connection_invalidated:
-        return f"store {redact(url)}: {error_line(error)}"
-    return (f"store {redact(url)}: {error_line(error)} (is the schema current? run `headroom db "
-            "upgrade`)")
+        return f"store {redact(url)}: {line}"
+    if url.startswith("sqlite") and ("not a database" in line or "malformed" in line):
+        # no upgrade mends it: `headroom db upgrade` refuses such a file as well
+        return f"store {redact(url)}: {line} (not a Headroom store, or damaged)"
+    return f"store {redact(url)}: {line} (is the schema current? run `headroom db upgrade`)"
 
 
 

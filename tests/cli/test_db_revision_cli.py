@@ -156,3 +156,16 @@ def test_a_db_path_with_url_characters_opens_the_file_named_in_every_db_command(
     assert current.stdout.splitlines()[-1] == "current"
     made = {p.name.removesuffix("-wal").removesuffix("-shm") for p in tmp_path.iterdir()}
     assert made == {name}  # before: 'q', 'pctA.db' or 'h' too
+
+
+@pytest.mark.parametrize("command", [["db", "current"], ["db", "history"], ["status"]])
+def test_a_file_that_is_no_sqlite_database_is_named_so_not_sent_to_db_upgrade(
+        tmp_path: Path, command: list[str]) -> None:
+    # before: "(is the schema current? run `headroom db upgrade`)", which refuses the file too
+    junk = tmp_path / "demo.db"
+    junk.write_text("not a database\n" * 100)
+    run = subprocess.run([*HEADROOM, *command, "--db", str(junk)], env=_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert run.stderr == (f"error: store sqlite:///{junk}: file is not a database (not a "
+                          "Headroom store, or damaged)\n")
