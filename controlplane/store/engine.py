@@ -176,8 +176,9 @@ def make_engine(url: str, connect_timeout_s: float = 5.0, lock_timeout_s: float 
         line = error_line(error)
         if url.startswith("sqlite") and ("not a database" in line or "malformed" in line):
             raise StoreUnavailable(f"cannot open database {redact(given)}: {line} (not a "
-                                   "Headroom store, or damaged: move the file aside and a new "
-                                   "store is made in its place)") from None
+                                   "Headroom store, or damaged: move the file aside, and "
+                                   "`headroom db upgrade`, `demo` or `serve` makes a new store "
+                                   "in its place)") from None
         raise StoreUnavailable(f"cannot reach database {redact(given)}: {line}") from None
     _GIVEN_URLS[engine] = given
     return engine

@@ -278,8 +278,9 @@ def test_a_corrupt_default_store_is_refused_in_one_line_that_does_not_blame_the_
                           cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.replace("\n", "").endswith(
-        "file is not a database (not a Headroom store, or damaged: move the file aside and a new "
-        "store is made in its place) (db.url from the demo's default)")
+        "file is not a database (not a Headroom store, or damaged: move the file aside, and "
+        "`headroom db upgrade`, `demo` or `serve` makes a new store in its place) (db.url from "
+        "the demo's default)")
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert store.read_bytes() == b"not a database, just some garbage\n" * 200  # left as it was
 

@@ -274,7 +274,8 @@ def test_a_file_that_is_no_database_is_refused_as_not_a_store_and_left_as_it_was
         Store.open(f"sqlite:///{path}", migrate=True)
     assert str(caught.value) == (
         f"cannot open database sqlite:///{path}: file is not a database (not a Headroom store, "
-        "or damaged: move the file aside and a new store is made in its place)")
+        "or damaged: move the file aside, and `headroom db upgrade`, `demo` or `serve` makes a new "
+        "store in its place)")
     assert path.read_bytes() == b"not a database, just some garbage\n" * 200
 
 
