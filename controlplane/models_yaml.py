@@ -4,6 +4,7 @@ name) and the field at fault."""
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -58,7 +59,22 @@ def first_problem(path: Path, raw: dict[str, Any], error: ValidationError) -> Mo
     if (first["type"] != "value_error" and "got" not in msg
             and isinstance(first.get("input"), int | float)):
         msg += f", got {first['input']}"
+    if first["type"] == "missing":
+        msg += _misspelled(tuple(first["loc"]), error)
     return ModelsFileError(f"{path}: {where(raw, tuple(first['loc']))}: {msg}")
+
+
+def _misspelled(loc: tuple[int | str, ...], error: ValidationError) -> str:
+    """For a missing key: the unknown keys beside it (`engne:` for `engine:`), which pydantic
+    reports as later errors, so that the line says what to rename."""
+    unknown = [str(e["loc"][-1]) for e in error.errors()
+               if e["type"] == "extra_forbidden" and tuple(e["loc"][:-1]) == loc[:-1]]
+    if not unknown:
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), unknown, n=1)
+    if close:
+        return f" (the entry has an unknown key {close[0]!r}: misspelled?)"
+    return f" (the entry has unknown key(s) {', '.join(repr(k) for k in unknown)})"
 
 
 def validated(path: Path, schema: type[Schema], expected: str) -> Schema:

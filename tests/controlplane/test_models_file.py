@@ -58,7 +58,11 @@ def test_every_example_model_has_a_profile_on_a_product_of_the_example_configs_p
      "models[1] (resnet50): profile.0.throughput_rps: Input should be greater than 0"),
     ("isolation: none", "isolation: secure", "models[1] (resnet50): isolation: Input should be"),
     ("latency_slo_ms: 100", "latency_slo: 100",
-     "models[1] (resnet50): latency_slo_ms: Field required"),
+     "models[1] (resnet50): latency_slo_ms: Field required (the entry has an unknown key "
+     "'latency_slo': misspelled?)"),
+    ("engine: triton", "engne: triton",
+     "models[1] (resnet50): engine: Field required (the entry has an unknown key 'engne': "
+     "misspelled?)"),
     ("{p50_s: 5, p90_s: 12}", "{p50_s: 12, p90_s: 5}",
      "models[1] (resnet50): cold_start: p90_s (5) < p50_s (12)"),
     ("latency_slo_ms: 100", "latency_slo_ms: 20",
