@@ -38,11 +38,12 @@ from controlplane.reconcile import ReconcileConfig, ReconcileDeps, reconcile_onc
 from controlplane.recorded_tick import run_tick
 from controlplane.settings import AutoscalingSettings, ConfigError, Settings, pool_specs
 from controlplane.sim import traffic
-from controlplane.sim.catalog import DEMO_MODELS, DEMO_TRAFFIC
+from controlplane.sim.catalog import DEMO_MODELS, DEMO_TRAFFIC, not_demo_models
 from controlplane.sim.clock import VirtualClock
 from controlplane.sim.cluster import SimCluster
-from controlplane.store import Store
+from controlplane.store import Store, StoreUnavailable
 from controlplane.store import retention as store_retention
+from controlplane.store.engine import shown_url
 from controlplane.store.hints import SqlDemandHints
 from controlplane.store.ledger import SqlForecastLedger
 from controlplane.store.retention import Pruned, retention_cutoff
@@ -280,6 +281,14 @@ class SimRuntime:
         """Start on a new store (backfilling synthetic history) or resume where it stopped;
         its ticks are recorded as written by ``writer`` (the store lease holder's identity),
         fenced by its lease's ``term`` (``store/tick_fence.py``)."""
+        foreign = not_demo_models(spec.name for spec in store.model_specs())
+        if foreign:  # before anything is written: a real fleet's store stays as it was
+            raise StoreUnavailable(
+                f"store {shown_url(store.engine)} lists models the simulated fleet does not run "
+                f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}): a real "
+                "fleet's store (`headroom models import`). `headroom demo` and `serve` with "
+                "`backend: sim` write the demo's models, traffic and ticks into their store: "
+                "give them one of their own (--db, or db.url)")
         store.upsert_models(DEMO_MODELS)
         last_at = store.last_tick_at()
         # a changed price bills from the store's (simulated) clock on, where the ticks go on

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from controlplane.domain.models import ColdStart, Engine, Isolation, ModelSpec, ProfilePoint
 from controlplane.sim.traffic import TrafficShape
 
@@ -35,3 +37,10 @@ DEMO_TRAFFIC: tuple[TrafficShape, ...] = (
     TrafficShape("llama-3-70b", 28.0, 16.0, 0.5, 0.6, 1.0, 1.5, 0.05),
     TrafficShape("whisper-asr", 24.0, 20.0, 0.4, 0.8, 1.5, 2.0, 0.07),
 )
+
+
+def not_demo_models(names: Iterable[str]) -> list[str]:
+    """The names among ``names`` that are no demo model (sorted): a store listing one belongs
+    to a real fleet (``headroom models import``), not to the simulated one."""
+    demo = {spec.name for spec in DEMO_MODELS}
+    return sorted(set(names) - demo)

@@ -243,7 +243,7 @@ def upgrade(engine: Engine, revision: str = "head",
     except (CommandError, SQLAlchemyError, MigrationLockHeld) as error:
         raise _migration_error(engine, "upgrade", revision, error) from None
     if reached != (wanted.revision if wanted is not None else None):  # None: base
-        raise MigrationError(f"database {_shown(engine)}: cannot upgrade to {revision!r}: it is "
+        raise MigrationError(f"database {shown_url(engine)}: cannot upgrade to {revision!r}: it is "
                              f"at revision {reached!r}, past it; `headroom db downgrade "
                              f"{revision}` goes back")
 
@@ -301,7 +301,7 @@ def _migration_error(engine: Engine, verb: str, revision: str,
             head = scripts().get_current_head()
             line += (" (the store's own revision: a newer Headroom migrated it; run that "
                      f"version, or its `headroom db downgrade {head}` first)")
-    return MigrationError(f"database {_shown(engine)}: cannot {verb} to {revision!r}: {line}")
+    return MigrationError(f"database {shown_url(engine)}: cannot {verb} to {revision!r}: {line}")
 
 
 #: PostgreSQL's SQLSTATE of a lock not granted within lock_timeout (lock_not_available)
@@ -332,7 +332,7 @@ def _table_lock_held(error: DBAPIError) -> str:
             "transaction): retry when it ends; nothing was applied")
 
 
-def _shown(engine: Engine) -> str:
+def shown_url(engine: Engine) -> str:
     """The store's URL as the operator gave it (``postgresql://``, not the driver's form
     ``make_engine`` opens), as every other store message names it; redacted."""
     given = _GIVEN_URLS.get(engine)

@@ -11,6 +11,7 @@ import socket
 import sqlite3
 import subprocess
 import urllib.request
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import grpc
 import pytest
 from clihelpers import HEADROOM, _env, _free_port, _wait_for
 
+from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
 from protos.externalscaler import externalscaler_pb2 as es
 from protos.externalscaler import externalscaler_pb2_grpc as es_grpc
@@ -364,3 +366,28 @@ def test_a_store_path_that_looks_like_rich_markup_is_named_as_written(tmp_path: 
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert f"Headroom demo store sqlite:///{db}\n" in done.stderr  # before: ".../d.db"
+
+
+def test_a_store_that_lists_a_real_fleets_models_is_refused_and_left_as_it_was(
+        tmp_path: Path) -> None:
+    db = tmp_path / "fleet.db"
+    store = Store.open(f"sqlite:///{db}", migrate=True)
+    imported = replace(DEMO_MODELS[0], name="team/gpt-prod")
+    store.upsert_models([imported, replace(DEMO_MODELS[0], latency_slo_ms=2000.0)])
+    store.engine.dispose()
+    done = subprocess.run([*HEADROOM, "demo", "--db", str(db), "--minutes", "1",
+                           "--no-dashboard", "--json"],
+                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    line = done.stderr.replace("\n", "")
+    assert "lists models the simulated fleet does not run (team/gpt-prod): a real fleet's store" \
+        in line and "give them one of their own (--db, or db.url)" in line, done.stderr
+    assert "Traceback" not in done.stderr
+    after = Store.open(f"sqlite:///{db}")
+    try:  # nothing written: the imported models as they were, no tick, no observation
+        assert sorted((s.name, s.latency_slo_ms) for s in after.model_specs()) == [
+            ("llama-3-8b-chat", 2000.0), ("team/gpt-prod", 400.0)]
+        assert after.last_tick_at() is None
+        assert after.last_observed_at("llama-3-8b-chat") is None
+    finally:
+        after.engine.dispose()

@@ -305,8 +305,8 @@ def test_a_stored_forecast_holding_nan_or_infinity_is_null_in_the_json_not_inval
 def test_a_model_name_wider_than_the_terminal_folds_and_leaves_every_rows_numbers_shown(
         sqlite_url: str) -> None:
     long_name = "org-team/" + "very-long-model-name-" * 8 + "v1"
-    Store.open(sqlite_url, migrate=True).upsert_models([replace(DEMO_MODELS[0], name=long_name)])
-    _recent(sqlite_url)
+    _recent(sqlite_url)  # the demo's fleet (which refuses a store listing other models), then
+    Store.open(sqlite_url).upsert_models([replace(DEMO_MODELS[0], name=long_name)])
     text = _status(sqlite_url, "--max-tick-age-s", "600", env_columns="80").stdout
     chat = next(line for line in text.splitlines()  # its row of the Models table
                 if line.startswith("llama-3-8b-chat "))
