@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 HEADROOM = [sys.executable, "-c", "from controlplane.cli import main; main()"]
+
+
+@contextlib.contextmanager
+def taken_port() -> Iterator[int]:
+    """A port of 127.0.0.1 that a listening socket holds for the block."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield int(holder.getsockname()[1])
 
 
 def _free_port() -> int:

@@ -3,12 +3,11 @@ file is left for the pages to explain, not created."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
-from clihelpers import HEADROOM, _env
+from clihelpers import HEADROOM, _env, taken_port
 
 from controlplane.cli import dashboard_environment
 from controlplane.settings import CONFIG_FILE_ENV, load_inherited_settings, load_settings
@@ -51,10 +50,7 @@ def test_a_taken_dashboard_port_is_one_line_naming_the_option_before_any_url(
         tmp_path: Path) -> None:
     # before: "dashboard on http://127.0.0.1:P" (another server's URL), then Streamlit's own
     # "Port P is not available" and exit 1
-    with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        port = holder.getsockname()[1]
+    with taken_port() as port:
         run = _dashboard(tmp_path, "--port", str(port))
         config = tmp_path / "headroom.yaml"
         config.write_text(f"dashboard:\n  port: {port}\n")

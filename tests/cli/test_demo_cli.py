@@ -7,7 +7,6 @@ import json
 import os
 import re
 import signal
-import socket
 import sqlite3
 import subprocess
 import urllib.request
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from clihelpers import HEADROOM, _env, _free_port, _wait_for
+from clihelpers import HEADROOM, _env, _free_port, _wait_for, taken_port
 
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
@@ -233,10 +232,7 @@ def test_the_demo_store_is_the_explicit_db_then_the_environment_then_the_config_
 
 
 def test_a_taken_dashboard_port_gives_the_demo_dashboard_another_port(tmp_path: Path) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
+    with taken_port() as port:
         env = _env(HEADROOM_DASHBOARD__PORT=str(port))
         done = subprocess.run([*HEADROOM, "demo", "--minutes", "1", "--speed", "60", "--json"],
                               cwd=tmp_path, env=env, capture_output=True, text=True,
@@ -289,10 +285,7 @@ def test_a_corrupt_default_store_is_refused_in_one_line_that_does_not_blame_the_
 
 def test_a_taken_placement_port_gives_the_demo_another_port_without_a_grpc_error_line(
         tmp_path: Path) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
+    with taken_port() as port:
         env = _env(HEADROOM_PLACEMENT__LISTEN=f"127.0.0.1:{port}")
         done = subprocess.run([*HEADROOM, "demo", "--minutes", "1", "--no-dashboard", "--json"],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
