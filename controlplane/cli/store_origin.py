@@ -21,7 +21,7 @@ from controlplane.domain.errors import error_line
 from controlplane.settings import ConfigError, Settings
 from controlplane.store import MigrationError, Store, StoreUnavailable
 from controlplane.store.configured import open_existing_store
-from controlplane.store.engine import redact
+from controlplane.store.engine import not_a_sqlite_store, redact
 from forecaster.errors import InputError
 from scheduler.domain.errors import Unavailable
 
@@ -50,7 +50,7 @@ def store_error_line(url: str, error: BaseException) -> str:
     line = error_line(error)
     if isinstance(error, DBAPIError) and error.connection_invalidated:
         return f"store {redact(url)}: {line}"
-    if url.startswith("sqlite") and ("not a database" in line or "malformed" in line):
+    if not_a_sqlite_store(url, line):
         # no upgrade mends it: `headroom db upgrade` refuses such a file as well
         return f"store {redact(url)}: {line} (not a Headroom store, or damaged)"
     return f"store {redact(url)}: {line} (is the schema current? run `headroom db upgrade`)"

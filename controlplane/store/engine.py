@@ -72,6 +72,12 @@ def sqlite_file(url: str) -> Path | None:
     return Path(parsed.database).expanduser().resolve()
 
 
+def not_a_sqlite_store(url: str, line: str) -> bool:
+    """Whether the error ``line`` says the SQLite file of ``url`` is no database (or a damaged
+    one), which no schema upgrade mends."""
+    return url.startswith("sqlite") and ("not a database" in line or "malformed" in line)
+
+
 def in_memory(url: str) -> bool:
     """A SQLite URL whose database lives only as long as the process (``sqlite://``)."""
     try:
@@ -174,7 +180,7 @@ def make_engine(url: str, connect_timeout_s: float = 5.0, lock_timeout_s: float 
                                "postgresql+psycopg://user@host:5432/db") from None
     except (SQLAlchemyError, OSError, ValueError) as error:
         line = error_line(error)
-        if url.startswith("sqlite") and ("not a database" in line or "malformed" in line):
+        if not_a_sqlite_store(url, line):
             raise StoreUnavailable(f"cannot open database {redact(given)}: {line} (not a "
                                    "Headroom store, or damaged: move the file aside, and "
                                    "`headroom db upgrade`, `demo` or `serve` makes a new store "
