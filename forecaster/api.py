@@ -42,13 +42,13 @@ def forecast(series: TrafficSeries, horizon_s: int, method: str = "auto",
              history: History | None = None) -> Forecast:
     """Forecast ``series`` from its end for ``horizon_s`` (see the module docstring).
     ``history`` is ``History.of(series)`` when the caller already built it."""
-    if not horizon_s > 0:
-        raise ValueError(f"series {series.series_id!r}: forecast horizon must be > 0 s, "
-                         f"got {horizon_s}")
+    try:
+        steps = n_targets(horizon_s, series.step_s)
+    except ValueError as error:  # a horizon of 0 s or less
+        raise ValueError(f"series {series.series_id!r}: {error}") from None
     problem = unusable_problem(values_array(series))
     if problem is not None and problem != NO_NUMBERS:  # no numbers: the no_observations zeros
         raise SeriesError(series.series_id, problem)
-    steps = n_targets(horizon_s, series.step_s)
     h = history if history is not None else History.of(series)
     origin = np.array([h.size], dtype=np.int64)
     last = float(h.last_before(origin)[0]) if h.size else math.nan
