@@ -79,10 +79,22 @@ class FakeMigManager:
                     self.applied.append((name, f"{config}:{outcome}"))
 
     def _user_gpu_pods(self, node: str) -> list[str]:
-        return [p["metadata"]["name"] for p in self.server.list("v1", "Pod")
-                if p["spec"].get("nodeName") == node and not any(
-                    ref["kind"] == "DaemonSet" for ref in p["metadata"].get("ownerReferences")
-                    or [])]
+        """The pods it would reconfigure under: every pod a drain should have removed, and a
+        DaemonSet pod that requests GPUs unless it is one of the GPU Operator's (which it stops
+        itself); finished pods hold nothing."""
+        busy = []
+        for pod in self.server.list("v1", "Pod"):
+            if pod["spec"].get("nodeName") != node or pod.get("status", {}).get("phase") in (
+                    "Succeeded", "Failed"):
+                continue
+            daemon = any(ref["kind"] == "DaemonSet"
+                         for ref in pod["metadata"].get("ownerReferences") or [])
+            operand = daemon and pod["metadata"].get("namespace") == GPU_OPERATOR_NS
+            gpus = any(r == "nvidia.com/gpu" or r.startswith("nvidia.com/mig-")
+                       for r in _requests(pod))
+            if not daemon or (gpus and not operand):
+                busy.append(pod["metadata"]["name"])
+        return busy
 
     def _label(self, node: str, state: str) -> None:
         self.server.update("v1", "Node", node, {"metadata": {"labels": {MIG_STATE: state}}},
