@@ -29,6 +29,15 @@ it (``unmanaged_pods: ...`` / ``do_not_disrupt: ...``) until someone deletes, mo
 re-annotates it; past the drain deadline it ends aborted, its own cordon undone, with an alert
 naming it. Such pods do not count towards the surge: Headroom does not move them.
 
+Pods a drain leaves that hold GPUs (``RelayoutView.undrained_gpu_pods``, decided by
+``relayout_gpu_pods.gpu_pods_in_the_way``): a DaemonSet's or static pod that requests GPUs and
+is not the GPU Operator's, which the MIG manager does not stop and must not reconfigure under.
+A relayout is not started on a node that runs one (``gpu_daemon_pods_refusal``, before any surge
+or cordon: no capacity is cordoned away for a relayout that cannot finish); one that arrives
+later (a DaemonSet's pod tolerates the cordon) holds the drain, evicting none, and the MIG label
+(``gpu_daemon_pods: ...``) until it is gone; past the phase's deadline the relayout ends
+aborted, its own cordon undone (``drain_timeout`` / ``relabel_timeout``), naming it.
+
 Config propagation: the MIG manager reads its config file from a mounted ConfigMap volume, which
 kubelet updates a minute or more after the ConfigMap changes, and it acts only when the node's
 ``nvidia.com/mig.config`` label changes, failing a config its file does not hold yet. So the
@@ -61,6 +70,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from controlplane.domain.mig_layout import NodeMigLayout
+from controlplane.domain.relayout_gpu_pods import gpu_daemon_pods
 
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -161,6 +171,8 @@ class RelayoutView:
     config_present: bool = False  # the MIG ConfigMap holds the target config as it is wanted
     config_written_at: datetime | None = None  # when Headroom last changed that config (None:
     # not recorded, e.g. an operator's or an older Headroom's: counts as long present)
+    undrained_gpu_pods: tuple[str, ...] = ()  # pods a drain leaves that hold GPUs the MIG
+    # manager does not free (relayout_gpu_pods.gpu_pods_in_the_way): namespace/name
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,12 +413,13 @@ def _give_back(r: MigRelayout, view: RelayoutView, phase: RelayoutPhase, now: da
 def _drain(r: MigRelayout, view: RelayoutView, now: datetime,
            policy: RelayoutPolicy) -> RelayoutStep:
     """Evict the node's pods; while one must not be evicted (``held_pods``: unmanaged, or
-    do-not-disrupt) evict none (an abort would have moved the others for nothing) and wait
-    naming it."""
-    if not view.pods:
+    do-not-disrupt) or a pod the drain leaves holds GPUs (``gpu_daemon_pods``) evict none (an
+    abort would have moved the others for nothing) and wait naming it."""
+    if not view.pods and not view.undrained_gpu_pods:
         return RelayoutStep(_enter(r, RelayoutPhase.RELABEL, now, policy))
-    left = ", ".join(p.key for p in view.pods)
-    held = held_pods(view.pods)
+    left = ", ".join((*(p.key for p in view.pods), *view.undrained_gpu_pods))
+    held = "; ".join(why for why in (held_pods(view.pods),
+                                     gpu_daemon_pods(view.undrained_gpu_pods)) if why)
     if _expired(r, now):
         also = f"; {held}" if held else ""
         return _give_back(r, view, RelayoutPhase.ABORTED, now, policy,
@@ -419,24 +432,29 @@ def _drain(r: MigRelayout, view: RelayoutView, now: datetime,
 
 def _relabel(r: MigRelayout, view: RelayoutView, now: datetime,
              policy: RelayoutPolicy) -> RelayoutStep:
-    """Label the node once its config has propagated; until then wait, (re)writing the config
-    when the ConfigMap lacks it. A node already labelled (a crash after the label) goes on."""
+    """Label the node once its config has propagated and no pod the drain left holds GPUs
+    (``gpu_daemon_pods``: one that arrived after the drain); until then wait, (re)writing the
+    config when the ConfigMap lacks it. A node already labelled (a crash after the label) goes
+    on."""
     if view.mig_config == r.to_config:
         return RelayoutStep(_enter(r, RelayoutPhase.AWAIT_MIG, now, policy),
                             (WriteMigConfig(r.to_config, r.to_layout),))
     settled_at = config_settled_at(view, policy)
-    if settled_at is not None and now >= settled_at:
+    in_the_way = gpu_daemon_pods(view.undrained_gpu_pods)
+    if settled_at is not None and now >= settled_at and not in_the_way:
         return RelayoutStep(_enter(r, RelayoutPhase.AWAIT_MIG, now, policy),
                             (LabelMigConfig(r.node, r.to_config),))
-    if settled_at is None or view.config_written_at is None:
+    if in_the_way:
+        why = in_the_way
+    elif settled_at is None or view.config_written_at is None:
         why = f"config_propagating: {r.to_config} not yet in the ConfigMap as wanted"
     else:
         why = (f"config_propagating: {r.to_config} written at "
                f"{view.config_written_at:%H:%M:%S}, labelled after {settled_at:%H:%M:%S}")
     if _expired(r, now):
-        return _give_back(r, view, RelayoutPhase.ABORTED, now, policy,
-                          alert=why.replace("config_propagating", "config_propagation_timeout",
-                                            1))
+        alert = (f"relabel_timeout: {why}" if in_the_way else
+                 why.replace("config_propagating", "config_propagation_timeout", 1))
+        return _give_back(r, view, RelayoutPhase.ABORTED, now, policy, alert=alert)
     return RelayoutStep(_wait(r, now, why), _write_config(r, view))
 
 
