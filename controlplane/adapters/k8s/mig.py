@@ -43,6 +43,11 @@ from controlplane.domain.mig_relayout import (
     with_blocked_evictions,
 )
 from controlplane.domain.models import SharingMode
+from controlplane.domain.relayout_gpu_pods import (
+    UndrainedPod,
+    gpu_daemon_pods_refusal,
+    gpu_pods_in_the_way,
+)
 from controlplane.domain.sharing_config import layout_from_config_name
 from controlplane.ports import Clock, RelayoutStore
 from controlplane.settings import KubernetesSettings
@@ -57,6 +62,12 @@ def pods_to_drain(inventory: Inventory, node: str) -> tuple[PodOnNode, ...]:
         PodOnNode(p.namespace, p.name, tuple(sorted(p.gpu_requests.items())), p.managed,
                   p.do_not_disrupt)
         for p in inventory.pods_on(node) if not p.daemon and not p.mirror)
+
+
+def pods_drain_leaves(inventory: Inventory, node: str) -> tuple[UndrainedPod, ...]:
+    """The pods on ``node`` a drain leaves: DaemonSet and static (mirror) pods."""
+    return tuple(UndrainedPod(p.namespace, p.name, p.phase, tuple(sorted(p.gpu_requests.items())))
+                 for p in inventory.pods_on(node) if p.daemon or p.mirror)
 
 
 def relayout_view(inventory: Inventory, relayout: MigRelayout, pool: PoolSpec,
@@ -151,6 +162,10 @@ class K8sMigRelayoutActuator:
         held = held_pods_refusal(node, pods_to_drain(inventory, node))
         if held:  # its drain would delete a pod nothing recreates, or disrupt one that asks
             return failed(node, held, retryable=True)  # not to be: someone must act first
+        in_the_way = gpu_daemon_pods_refusal(node, gpu_pods_in_the_way(
+            pods_drain_leaves(inventory, node), self.settings.gpu_operator_namespace))
+        if in_the_way:  # no drain removes it and the MIG manager does not stop it: refused
+            return failed(node, in_the_way, retryable=True)  # before the cordon, not after
         backoff = retry_refusal(self.store.relayouts_of(node), target, self.clock.now(),
                                 self.policy)
         if backoff:
@@ -226,7 +241,10 @@ class K8sMigRelayoutActuator:
         present, written = mig_config_presence(
             self.api, self.settings.mig_config_map, self.settings.gpu_operator_namespace,
             relayout.to_config, relayout.to_layout)
-        return replace(view, config_present=present, config_written_at=written)
+        undrained = gpu_pods_in_the_way(pods_drain_leaves(inventory, relayout.node),
+                                        self.settings.gpu_operator_namespace)
+        return replace(view, config_present=present, config_written_at=written,
+                       undrained_gpu_pods=undrained)
 
     def _waiting(self, relayout: MigRelayout, reason: str) -> MigRelayout:
         """The relayout stays in its phase; the next advance retries the step. A replica whose
