@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from controlplane.autoscaling.core import Budgets
+from controlplane.autoscaling.hint_capacity import KnownCapacity
 from controlplane.autoscaling.policies import (
     ScaleDownGuards,
     ScalingPolicy,
@@ -11,7 +13,7 @@ from controlplane.autoscaling.policies import (
     reactive_policy,
     static_policy,
 )
-from controlplane.settings import Settings
+from controlplane.settings import Settings, pool_specs
 
 
 def policy_from_settings(settings: Settings, cold_wake_s: float,
@@ -47,3 +49,17 @@ def policy_from_settings(settings: Settings, cold_wake_s: float,
                              max_node_step=safety.max_node_step,
                              max_replica_step=safety.max_replica_step,
                              scale_down=scale_down)
+
+
+def budgets_from_settings(settings: Settings) -> Budgets:
+    """The tenant GPU budgets (``autoscaling.tenant_gpu_budgets``) and the cluster's
+    (``safety.cluster_gpu_budget``)."""
+    return Budgets(tuple(sorted(settings.autoscaling.tenant_gpu_budgets.items())),
+                   settings.safety.cluster_gpu_budget)
+
+
+def known_capacity(settings: Settings) -> KnownCapacity:
+    """What the loop of ``settings`` can ever scale a model to: its node pools, GPU budgets and
+    the utilization it sizes for (a demand hint is checked against it as it is added)."""
+    return KnownCapacity(pool_specs(settings), budgets_from_settings(settings),
+                         settings.reconcile.target_utilization)

@@ -40,15 +40,21 @@ def live_models(specs: Sequence[ModelSpec], pools: Sequence[PoolSpec],
     price_by_product = {p.product: p.price_per_gpu_hour for p in pools}
     out = []
     for spec in specs:
-        point = spec.best_point()
-        share = point.replica_gpu_share
-        price = price_by_product.get(point.product, 0.0) * share
-        shape = ReplicaShape(spec.name, spec.tenant, point.product, share, point.replica_rps)
+        shape = replica_shape(spec)
+        price = price_by_product.get(shape.product, 0.0) * shape.gpu_share
         rungs = (RungSpec(Rung.HOT, 0.0, price),
                  RungSpec(Rung.CACHED, cached_start_p90_s, price),
                  RungSpec(Rung.COLD, node_provision_p90_s + spec.cold_start.p90_s, 0.0))
         out.append(FleetModel(spec, shape, rungs, price))
     return tuple(out)
+
+
+def replica_shape(spec: ModelSpec) -> ReplicaShape:
+    """One replica of ``spec`` as the live loop sizes it: its best profile point's product,
+    GPU share and per-replica throughput (the offline profile)."""
+    point = spec.best_point()
+    return ReplicaShape(spec.name, spec.tenant, point.product, point.replica_gpu_share,
+                        point.replica_rps)
 
 
 def cold_wake_s(specs: Sequence[ModelSpec], node_provision_p90_s: float) -> float:
