@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 
 from controlplane.actuation import Actuators, apply_actions
 from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, settle, size
+from controlplane.autoscaling.hint_capacity import capped_hints, with_capped_reasons
 from controlplane.autoscaling.hints import hinted_inputs
 from controlplane.autoscaling.issued import accuracy
 from controlplane.autoscaling.live import placement_demands, with_ladder_warm
@@ -228,6 +229,11 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
     sizing = size(observed, hinted.forecasts, models, config.policy, config.budgets, now,
                   config.pools, hinted.floors)
     sizing = replace(sizing, demands=hinted.tagged(sizing.demands, demand_policy))
+    capped = capped_hints(sizing.demands, sizing.requests, sizing.budget_cuts, hinted.floors,
+                          {m.spec.name: m.shape.per_replica_rps for m in models},
+                          demand_policy.target_utilization)
+    if capped:  # the replica targets say the hint was capped, served of announced
+        sizing = replace(sizing, budget_cuts=with_capped_reasons(sizing.budget_cuts, capped))
     deps.placement.sync_inventory(observed)
     placed = deps.placement.plan_fleet(placement_demands(sizing, models),
                                        tuple(m.spec for m in models), config.pools)
@@ -242,7 +248,8 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
     since_at = now - timedelta(seconds=ACCURACY_WINDOW_S)
     return replace(decision, profiles=profiles,
                    memory=replace(decision.memory, profile_rps=in_use(profiles)),
-                   accuracy=accuracy(deps.ledger.issued_since(since_at), since_at))
+                   accuracy=accuracy(deps.ledger.issued_since(since_at), since_at),
+                   notes=tuple(c.note() for c in capped))
 
 
 def _decide_and_apply(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState,
@@ -252,6 +259,8 @@ def _decide_and_apply(deps: ReconcileDeps, config: ReconcileConfig, observed: Ob
     plan = decision.plan
     log.info("plan.created", extra={"actions": len(plan.actions), "skipped": len(plan.skipped)})
     observed = noting_workload_slices(observed, decision.placement, config.mig_strategy)
+    if decision.notes:  # e.g. a demand hint the pools or GPU budgets capped
+        observed = replace(observed, notes=(*observed.notes, *decision.notes))
     outcomes: tuple[ActionOutcome, ...] = ()
     status = TickStatus.DRY_RUN
     if not config.dry_run:

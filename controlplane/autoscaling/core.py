@@ -80,6 +80,7 @@ class TickDecision:
     memory: GuardMemory
     profiles: tuple[ProfileCorrection, ...] = ()  # each model's profile it sized with
     accuracy: tuple[ForecastAccuracy, ...] = ()  # how each model's forecasts did lately
+    notes: tuple[str, ...] = ()  # for the tick's record (e.g. a demand hint capacity capped)
 
     def idle_targets(self) -> dict[str, int]:
         return {r.model: r.idle for r in self.requests}

@@ -173,3 +173,25 @@ def test_status_before_the_first_tick_shows_the_hints_already_stored(tmp_path: P
     text = subprocess.run([*HEADROOM, "status", "--db", str(store_file)],
                           env=_env(COLUMNS="200"), capture_output=True, text=True, timeout=120)
     assert "Demand hints" in text.stdout and "launch" in text.stdout
+
+
+def test_status_says_a_hint_the_pool_cannot_hold_was_capped_served_of_announced(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    now = WallClock().now()
+    settings = load_settings(db={"url": url}, sim={"history_s": 3600})
+    store = Store.open(url, migrate=True)
+    SqlDemandHints(store.engine).add_hint(DemandHint(CHAT, 20000.0, now, now + timedelta(hours=1),
+                                                     "launch"), now)
+    SimRuntime.open(settings, store, now).advance(60)
+    run = subprocess.run([*HEADROOM, "status", "--json", "--db", str(tmp_path / "store.db")],
+                         env=_env(), capture_output=True, text=True, timeout=120)
+    doc = json.loads(run.stdout)
+    capped = [n for n in doc["last_tick"]["notes"] if n.startswith(f"demand hint on {CHAT}:")]
+    assert len(capped) == 1
+    assert capped[0].startswith(f"demand hint on {CHAT}: 20000 rps announced, ")
+    assert capped[0].endswith(" rps: capped by pool_max_nodes:a100-80gb")
+    assert [h["rate_rps"] for h in doc["hints"]] == [20000.0]
+    text = subprocess.run([*HEADROOM, "status", "--db", str(tmp_path / "store.db")],
+                          env=_env(COLUMNS="250"), capture_output=True, text=True, timeout=120)
+    assert capped[0] in text.stdout

@@ -6,6 +6,7 @@ provisioning and cold starts, in-process placement, SQLite."""
 from __future__ import annotations
 
 import logging
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from controlplane import reconcile
 from controlplane.domain.actions import SetReplicas
 from controlplane.domain.hints import DemandHint
+from controlplane.domain.tick import TickReport
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store
@@ -87,3 +89,40 @@ def test_a_reactive_loop_with_hints_stored_warns_once_that_it_never_reads_them(
     assert len(unread) == 1  # before: nothing said the hint shaped nothing
     assert "only shape the predictive policy" in unread[0].__dict__["error"]
     assert not any("demand_hint" in r for r in reasons)
+
+
+def test_a_hint_beyond_what_the_pool_can_hold_is_capped_and_the_plan_says_served_of_announced(
+        sqlite_url: str) -> None:
+    """20000 rps on the chat model would take 625 replicas; the A100 pool holds 128 at
+    max_nodes, shared with two other models: the loop scales as far as it can, and its replica
+    target's reason and the tick's record say the hint was capped, served of announced."""
+    settings = load_settings(db={"url": sqlite_url},
+                             sim={"history_s": 3600, "start_warm": True,
+                                  "true_throughput_factor": {}})
+    store = Store.open(sqlite_url, migrate=True)
+    SqlDemandHints(store.engine).add_hint(DemandHint(
+        CHAT, 20000.0, T0, T0 + timedelta(hours=1), "launch"), T0)
+    runtime = SimRuntime.open(settings, store, T0)
+    actions: list[SetReplicas] = []
+    notes: list[str] = []
+
+    def on_tick(report: object, _saved: object) -> None:
+        assert isinstance(report, TickReport)
+        actions.extend(a for a in (report.plan.actions if report.plan else ())
+                       if isinstance(a, SetReplicas) and a.model == CHAT)
+        notes[:] = report.observed.notes
+
+    runtime.on_tick = on_tick
+    runtime.advance(5 * 60)
+    scale_up = max(actions, key=lambda a: a.to_replicas)
+    # the target the cap left (the guards step towards it) is sized for 40 rps x 0.8 a replica
+    reason = re.fullmatch(r"pool_max_nodes:a100-80gb\+demand_hint_capped:(\d+)/20000rps",
+                          scale_up.reason)
+    assert reason is not None, scale_up
+    served_rps = int(reason[1])
+    assert served_rps % 32 == 0 and scale_up.to_replicas * 32 <= served_rps <= 128 * 32
+    # the last tick's record notes it (headroom status shows the notes of the last tick)
+    capped = [re.fullmatch(rf"demand hint on {CHAT}: 20000 rps announced, (\d+) replicas sized "
+                           r"for (\d+) rps: capped by pool_max_nodes:a100-80gb", n) for n in notes]
+    found = [m for m in capped if m is not None]
+    assert len(found) == 1 and int(found[0][2]) == int(found[0][1]) * 32  # 40 rps x 0.8
