@@ -22,6 +22,7 @@ import grpc
 
 from controlplane.adapters.clock import WallClock
 from controlplane.adapters.keda import keda_registrar
+from controlplane.autoscaling.from_settings import known_capacity
 from controlplane.domain.wording import counted
 from controlplane.fleet_lease import hold_fleet_lease
 from controlplane.jobs import build_scheduler
@@ -115,7 +116,8 @@ class Demo:
         """Placement API plus KEDA's external scaler on the demo's forecasts (and, with
         ``placement.metrics_listen``, the placement API's and the loop's Prometheus metrics)."""
         host = self.settings.placement.listen.rpartition(":")[0]
-        extra = [keda_registrar(self.keda), hints_api(self.store, self.runtime.clock)]
+        extra = [keda_registrar(self.keda), hints_api(self.store, self.runtime.clock,
+                                                      known_capacity(self.settings))]
         served = served_metrics(self.settings)
         self._stop_metrics, self.metrics_url = served.stop, served.url
         self.runtime.on_tick = served.loop.record if served.loop is not None else None

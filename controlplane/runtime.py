@@ -19,13 +19,14 @@ from controlplane.adapters.hints_grpc import DemandHintsServicer, hints_registra
 from controlplane.adapters.keda import KedaScalerServicer
 from controlplane.adapters.keda_targets import CorrectedTargets
 from controlplane.adapters.placement import LocalPlacementClient
-from controlplane.autoscaling.core import Budgets
-from controlplane.autoscaling.from_settings import policy_from_settings
-from controlplane.autoscaling.live import cold_wake_s, live_models
+from controlplane.autoscaling.from_settings import budgets_from_settings, policy_from_settings
+from controlplane.autoscaling.hint_capacity import HintCapacity, KnownCapacity
+from controlplane.autoscaling.live import cold_wake_s, live_models, replica_shape
 from controlplane.autoscaling.profile_correction import CorrectionConfig
 from controlplane.decision_retry import RetryingDecisionStore
 from controlplane.domain.actions import RelayoutMig
 from controlplane.domain.guards import GuardMemory
+from controlplane.domain.hints import DemandHint
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.node_plan import NodeConfigLimits, node_config_plan
 from controlplane.domain.observed import ObservedState
@@ -73,11 +74,25 @@ def keda_servicer(settings: Settings, store: Store, clock: Clock,
                               observations=store, recent_load=store)
 
 
-def hints_api(store: Store, clock: Clock) -> Callable[[grpc.Server], str]:
+def hints_api(store: Store, clock: Clock,
+              known: KnownCapacity | None = None) -> Callable[[grpc.Server], str]:
     """The DemandHints gRPC service on the store's hints and models, for the placement server's
-    ``extra_servicers`` (``headroom serve``, ``headroom demo`` and ``placement serve --db``)."""
-    return hints_registrar(DemandHintsServicer(SqlDemandHints(store.engine), store.model_tenants,
-                                               clock))
+    ``extra_servicers`` (``headroom serve``, ``headroom demo`` and ``placement serve --db``);
+    with ``known`` (the settings' pools and budgets) AddHint says whether they hold the hint."""
+    return hints_registrar(DemandHintsServicer(
+        SqlDemandHints(store.engine), store.model_tenants, clock,
+        None if known is None else hint_checker(store, known)))
+
+
+def hint_checker(store: Store, known: KnownCapacity
+                 ) -> Callable[[DemandHint], HintCapacity | None]:
+    """A hint against ``known`` capacity, its model's profile read from the store per call
+    (None: the model is no longer listed)."""
+    def check(hint: DemandHint) -> HintCapacity | None:
+        spec = next((s for s in store.model_specs() if s.name == hint.model), None)
+        return None if spec is None else known.check(hint.model, hint.rate_rps,
+                                                     replica_shape(spec))
+    return check
 
 
 def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> ReconcileConfig:
@@ -91,8 +106,7 @@ def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> Reconc
         policy=policy_from_settings(settings, cold_wake_s(specs, auto.node_provision_p90_s),
                                     peak_rps=auto.static_peak_rps,
                                     next_wake_s=auto.cached_start_p90_s),
-        budgets=Budgets(tuple(sorted(auto.tenant_gpu_budgets.items())),
-                        settings.safety.cluster_gpu_budget),
+        budgets=budgets_from_settings(settings),
         max_staleness_s=settings.reconcile.max_staleness_s,
         dry_run=settings.safety.dry_run,
         calibration=calibration_config(settings),

@@ -14,6 +14,7 @@ from rich.console import Console
 
 from controlplane.adapters.clock import WallClock
 from controlplane.adapters.keda import keda_registrar
+from controlplane.autoscaling.from_settings import known_capacity
 from controlplane.fleet_lease import FleetLease, FleetLeaseHeld, hold_fleet_lease
 from controlplane.forecast_refresh import forecast_jobs
 from controlplane.identity import holder_identity
@@ -100,7 +101,9 @@ def _run_sim(settings: Settings, store: Store, engine: PlacementEngine, console:
     runtime.leads = lease.leads
     keda = keda_servicer(settings, store, runtime.clock, runtime.specs)
     stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda),
-                                                               hints_api(store, runtime.clock)],
+                                                               hints_api(
+                                                                   store, runtime.clock,
+                                                                   known_capacity(settings))],
                                            console,
                                            stream_workers=keda.max_streams)
     runtime.on_tick = metrics.record if metrics is not None else None

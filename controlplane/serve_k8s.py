@@ -23,6 +23,7 @@ from controlplane.adapters.prometheus import (
     per_replica_rps,
     prometheus_source,
 )
+from controlplane.autoscaling.from_settings import known_capacity
 from controlplane.decision_retry import RetryingDecisionStore
 from controlplane.domain.errors import Fenced, PermanentError, TransientError, error_line
 from controlplane.forecast_refresh import forecast_jobs, refresh_forecasts
@@ -222,9 +223,9 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                 metrics.forget_fleet()
 
     keda = keda_servicer(settings, store, clock, specs)
-    stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda),
-                                                               hints_api(store, clock)], console,
-                                           stream_workers=keda.max_streams)
+    hints = hints_api(store, clock, known_capacity(settings))
+    stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda), hints],
+                                           console, stream_workers=keda.max_streams)
     keep_lease()
     # every job runs at once, then on its interval: the leader forecasts from Prometheus'
     # history at start rather than one forecast.interval_s later

@@ -9,16 +9,23 @@ A caller scoped to tenants (a token or client certificate, ``scheduler.tenancy``
 lists and withdraws the hints of its tenants' models only (the models table names each model's
 tenant, read per call): a hint for another tenant's model is PERMISSION_DENIED naming the model,
 another tenant's hint is not listed, and withdrawing it is NOT_FOUND as for an unknown id. A hint
-moves its model's capacity within its tenant's GPU budget (``autoscaling.tenant_gpu_budgets``)."""
+moves its model's capacity within its tenant's GPU budget (``autoscaling.tenant_gpu_budgets``).
+
+A hint over what the server's known capacity can ever hold for its model (its settings' node
+pools at max_nodes and GPU budgets: ``controlplane.autoscaling.hint_capacity``) is stored all the
+same (it is true demand; the loop scales as far as it can) and AddHint's reply says so in
+``capacity_warning``, beside ``capacity_rps``; a server that knows no pools leaves both unset."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import NoReturn, Protocol, TypeVar
 
 import grpc
 
+from controlplane.autoscaling.hint_capacity import HintCapacity
 from controlplane.domain.errors import error_line
 from controlplane.domain.hints import DemandHint, HintError, new_hint
 from controlplane.ports import Clock
@@ -30,6 +37,7 @@ from scheduler.service import bounded_details
 #: the proto field each HintError field is about
 _FIELD = {"model": "model", "rate_rps": "rate_rps", "end": "end_unix_s",
           "window": "start_unix_s/end_unix_s", "reason": "reason"}
+log = logging.getLogger("headroom.hints")
 MAX_UNIX_S = 253402300799.0  # 9999-12-31T23:59:59Z
 T = TypeVar("T")
 
@@ -79,10 +87,12 @@ def _in_scope(model: str, tenants: Mapping[str, str]) -> bool:
 
 class DemandHintsServicer(pb_grpc.DemandHintsServicer):
     def __init__(self, store: HintStore, model_tenants: Callable[[], Mapping[str, str]],
-                 clock: Clock) -> None:
+                 clock: Clock,
+                 capacity: Callable[[DemandHint], HintCapacity | None] | None = None) -> None:
         self.store = store
         self.model_tenants = model_tenants  # the store's models and their tenants, per call
         self.clock = clock
+        self.capacity = capacity  # the known capacity against a hint; None: no pools known
 
     def AddHint(self, request: pb.AddHintRequest,
                 context: grpc.ServicerContext) -> pb.DemandHint:
@@ -100,9 +110,19 @@ class DemandHintsServicer(pb_grpc.DemandHintsServicer):
             scope = ", ".join(sorted(caller_scope() or ())) or "none"
             _abort(context, grpc.StatusCode.PERMISSION_DENIED,
                    f"model: {hint.model} is not a model of the caller's tenants ({scope})")
-        return to_pb(_stored(context, "add the demand hint",
-                             lambda: self.store.add_hint(
-                                 hint, now, starts_now=not request.start_unix_s)))
+        check = self.capacity
+        capacity = None if check is None else _stored(
+            context, "read the model's profile", lambda: check(hint))
+        added = to_pb(_stored(context, "add the demand hint",
+                              lambda: self.store.add_hint(
+                                  hint, now, starts_now=not request.start_unix_s)))
+        if capacity is not None:
+            added.capacity_rps = capacity.capacity_rps
+            added.capacity_warning = capacity.warning()
+            if added.capacity_warning:
+                log.warning("hint.over_capacity", extra={
+                    "hint_id": added.id, "model": hint.model, "error": added.capacity_warning})
+        return added
 
     def ListHints(self, request: pb.ListHintsRequest,
                   context: grpc.ServicerContext) -> pb.ListHintsResponse:

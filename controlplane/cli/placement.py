@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from controlplane.adapters.clock import WallClock
+from controlplane.autoscaling.from_settings import known_capacity
 from controlplane.cli.bindings import list_bindings, release
 from controlplane.cli.demo_store import settings_with_db
 from controlplane.cli.numbers import float_option
@@ -102,7 +103,7 @@ def serve(
     if cpus is not None:
         _pin(cpus)
     engine, extra, stop_store, kept_note = (
-        _kept_in_store(settings) if settings is not None
+        _kept_in_store(settings, checks_hints=config is not None) if settings is not None
         else (PlacementEngine(), (), lambda: None, ""))
     metrics, stop_metrics, metrics_url = _metrics(metrics_listen)
     try:
@@ -152,12 +153,13 @@ def _settings(config: Path | None, db: Path | None) -> Settings:
         raise usage_error(str(error)) from None
 
 
-def _kept_in_store(settings: Settings) -> tuple[
+def _kept_in_store(settings: Settings, checks_hints: bool = False) -> tuple[
         PlacementEngine, Sequence[Registrar], Callable[[], None], str]:
     """``--db`` / ``--config``: an engine following the store's placement journal (its schema
-    migrated first, as ``headroom serve`` does), the DemandHints service on the same store,
-    what closes the store and a line saying what was restored; one-line errors naming the
-    store."""
+    migrated first, as ``headroom serve`` does), the DemandHints service on the same store
+    (``checks_hints``, with --config: AddHint checks a hint against its pools and budgets;
+    ``--db`` alone knows no fleet's pools), what closes the store and a line saying what was
+    restored; one-line errors naming the store."""
     url, clock = settings.db.url, WallClock()
     with store_errors(url), db_url_named(settings):
         store = open_store(settings.db, migrate=True)
@@ -165,7 +167,8 @@ def _kept_in_store(settings: Settings) -> tuple[
         # `headroom serve` replica goes by its Lease identity), else hostname-pid
         engine = journaled_engine(store, clock, settings.k8s.identity or None)
     bindings, _, revision = engine.counts()
-    return engine, (hints_api(store, clock),), store.engine.dispose, (
+    known = known_capacity(settings) if checks_hints else None
+    return engine, (hints_api(store, clock, known),), store.engine.dispose, (
         f"placement state kept in {redact(url)}: {bindings} binding(s) and plan revision "
         f"{revision} restored")
 

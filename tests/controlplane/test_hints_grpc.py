@@ -15,7 +15,12 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from sqlalchemy import create_engine, text
 
 from controlplane.adapters.keda import KedaScalerServicer, keda_registrar
+from controlplane.autoscaling.core import Budgets
+from controlplane.autoscaling.hint_capacity import KnownCapacity
+from controlplane.cli.placement import _kept_in_store
+from controlplane.domain.desired import PoolSpec
 from controlplane.runtime import hints_api
+from controlplane.settings import load_settings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.sim.clock import VirtualClock
 from controlplane.store import Store
@@ -239,3 +244,72 @@ def test_reflection_lists_and_health_reports_the_hints_and_keda_services_beside_
         channel.close()
         stop(server, 0)
         store.engine.dispose()
+
+
+#: two nodes of 8 A100s: the chat model's 2 replicas of 40 rps to a GPU hold 1024 rps at 0.8
+TWO_A100_NODES = KnownCapacity((PoolSpec("a100-80gb", "A100-80GB", 8, 0, 2, 5.12),), Budgets(),
+                               0.8)
+
+
+@pytest.fixture
+def checked(store_url: str) -> Iterator[Api]:
+    """The service of a server that knows its fleet's pools (serve, demo, placement serve
+    --config)."""
+    store = Store.open(store_url, migrate=True)
+    store.upsert_models(DEMO_MODELS)
+    clock = VirtualClock(T0)
+    server, port = create_server("127.0.0.1:0",
+                                 extra_servicers=[hints_api(store, clock, TWO_A100_NODES)])
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        yield pb_grpc.DemandHintsStub(channel), store, clock
+    finally:
+        channel.close()
+        stop(server, 0)
+        store.engine.dispose()
+
+
+def test_an_add_over_the_known_capacity_is_stored_and_its_reply_says_what_it_needs_and_the_limit(
+        checked: Api) -> None:
+    stub, store, _ = checked
+    over = stub.AddHint(pb.AddHintRequest(model=CHAT, rate_rps=2000.0, end_unix_s=_s(60)))
+    assert over.id > 0 and over.HasField("capacity_rps") and over.capacity_rps == 1024.0
+    assert over.capacity_warning == (
+        f"{CHAT} at 2000 rps needs 63 replicas on 32 A100-80GB GPUs, but "
+        "pool_max_nodes:a100-80gb holds at most 32 replicas on 16 GPUs (1024 rps); the hint is "
+        "stored and the loop will scale the model as far as that allows")
+    held = stub.AddHint(pb.AddHintRequest(model=CHAT, rate_rps=1000.0, end_unix_s=_s(60)))
+    assert (held.capacity_rps, held.capacity_warning) == (1024.0, "")
+    assert [(h.rate_rps, h.hint_id) for h in SqlDemandHints(store.engine).hints()] == [
+        (2000.0, over.id), (1000.0, held.id)]
+    listed = stub.ListHints(pb.ListHintsRequest()).hints  # AddHint's reply only
+    assert [h.HasField("capacity_rps") or h.capacity_warning != "" for h in listed] == [
+        False, False]
+
+
+def test_a_server_that_knows_no_pools_leaves_the_capacity_fields_unset(api: Api) -> None:
+    stub, _, _ = api
+    added = stub.AddHint(pb.AddHintRequest(model=CHAT, rate_rps=9e6, end_unix_s=_s(60)))
+    assert added.id > 0
+    assert not added.HasField("capacity_rps") and added.capacity_warning == ""
+
+
+@pytest.mark.parametrize("with_config", [True, False], ids=["--config", "--db alone"])
+def test_placement_serve_checks_hints_against_its_configs_pools_only(
+        tmp_path: Path, with_config: bool) -> None:
+    settings = load_settings(db={"url": f"sqlite:///{tmp_path / 'store.db'}"}, pools=[{
+        "name": "a100-80gb", "product": "A100-80GB", "gpus_per_node": 8, "max_nodes": 2,
+        "price_per_gpu_hour": 5.12}])
+    _, extra, close, _ = _kept_in_store(settings, checks_hints=with_config)
+    Store.open(settings.db.url).upsert_models(DEMO_MODELS)
+    server, port = create_server("127.0.0.1:0", extra_servicers=extra)
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        added = pb_grpc.DemandHintsStub(channel).AddHint(pb.AddHintRequest(
+            model=CHAT, rate_rps=2000.0, end_unix_s=datetime.now(UTC).timestamp() + 3600))
+    finally:
+        channel.close()
+        stop(server, 0)
+        close()
+    assert added.HasField("capacity_rps") is with_config
+    assert ("pool_max_nodes:a100-80gb" in added.capacity_warning) is with_config

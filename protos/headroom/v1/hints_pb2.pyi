@@ -35,12 +35,25 @@ class DemandHint(_message.Message):
     START_UNIX_S_FIELD_NUMBER: _builtins.int
     END_UNIX_S_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    CAPACITY_RPS_FIELD_NUMBER: _builtins.int
+    CAPACITY_WARNING_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     model: _builtins.str
     rate_rps: _builtins.float
     start_unix_s: _builtins.float
     end_unix_s: _builtins.float
     reason: _builtins.str
+    capacity_rps: _builtins.float
+    """AddHint's reply only (unset in ListHints' and RemoveHint's): whether the capacity the server
+    knows (its settings' node pools at max_nodes and GPU budgets; `headroom serve`, `headroom
+    demo`, `placement serve --config`) holds the hint, for its model alone. capacity_rps: the
+    rate the most replicas it holds are sized for at reconcile.target_utilization (unset: the
+    server knows no pools, e.g. `placement serve --db` without --config); capacity_warning: ""
+    when it holds the hint, else one line naming the model, the rate, the replicas and GPUs
+    needed and the binding limit (pool_max_nodes:<pool>, tenant_gpu_budget:<tenant>,
+    cluster_gpu_budget). The hint is stored either way: the loop scales as far as it can.
+    """
+    capacity_warning: _builtins.str
     def __init__(
         self,
         *,
@@ -50,12 +63,16 @@ class DemandHint(_message.Message):
         start_unix_s: _builtins.float = ...,
         end_unix_s: _builtins.float = ...,
         reason: _builtins.str = ...,
+        capacity_rps: _builtins.float | None = ...,
+        capacity_warning: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_capacity_rps", b"_capacity_rps", "capacity_rps", b"capacity_rps"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["end_unix_s", b"end_unix_s", "id", b"id", "model", b"model", "rate_rps", b"rate_rps", "reason", b"reason", "start_unix_s", b"start_unix_s"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_capacity_rps", b"_capacity_rps", "capacity_rps", b"capacity_rps", "capacity_warning", b"capacity_warning", "end_unix_s", b"end_unix_s", "id", b"id", "model", b"model", "rate_rps", b"rate_rps", "reason", b"reason", "start_unix_s", b"start_unix_s"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__capacity_rps: _TypeAlias = _typing.Literal["capacity_rps"]  # noqa: Y015
+    _WhichOneofArgType__capacity_rps: _TypeAlias = _typing.Literal["_capacity_rps", b"_capacity_rps"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__capacity_rps) -> _WhichOneofReturnType__capacity_rps | None: ...
 
 Global___DemandHint: _TypeAlias = DemandHint  # noqa: Y015
 
