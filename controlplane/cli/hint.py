@@ -14,9 +14,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from controlplane.adapters.clock import WallClock
+from controlplane.autoscaling.from_settings import known_capacity
+from controlplane.autoscaling.hint_capacity import HintCapacity
+from controlplane.autoscaling.live import replica_shape
+from controlplane.cli.demo_store import settings_with_db
 from controlplane.cli.numbers import float_option
 from controlplane.cli.status_view import HINT_COLUMNS, hint_cells
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
+from controlplane.cli.streams import print_warning
 from controlplane.cli.times import parse_utc
 from controlplane.domain.hints import MAX_HINT_RPS, DemandHint, HintError, new_hint
 from controlplane.store import Store
@@ -56,23 +61,32 @@ def add(
     """Announce that MODEL will see at least --rps from --start until --end.
 
     Adding a hint that is already stored and not ended (same model, --rps, window and \
---reason; without --start, one that has started) prints that hint, not a second copy."""
+--reason; without --start, one that has started) prints that hint, not a second copy. \
+With --config, a hint over what its pools and GPU budgets can ever hold for MODEL is \
+stored all the same, with a warning: line naming the limit."""
     now = WallClock().now()
 
-    def work(store: Store) -> DemandHint:
+    def work(store: Store) -> tuple[DemandHint, HintCapacity | None]:
         start_at = parse_utc(start, "--start") if start is not None else now
         end_at = parse_utc(end, "--end")
-        known = {s.name for s in store.model_specs()}
+        specs = {s.name: s for s in store.model_specs()}
         try:
-            hint_ = new_hint(model, rps, start_at, end_at, reason, known, now)
+            hint_ = new_hint(model, rps, start_at, end_at, reason, set(specs), now)
         except HintError as error:
             named = {"end": f"--end {end}: ", "reason": "--reason: ", "rate_rps": "--rps: ",
                      "window": "--start/--end: "}.get(error.field, "")
             raise InputError(f"{named}{error}") from None
-        return SqlDemandHints(store.engine).add_hint(hint_, now, starts_now=start is None)
+        added_ = SqlDemandHints(store.engine).add_hint(hint_, now, starts_now=start is None)
+        # only --config names the fleet's pools and budgets (serve's settings); without it
+        # the settings' pools are the defaults, no fleet's: nothing is checked or said
+        capacity = None if config is None else known_capacity(
+            settings_with_db(config, db)).check(model, rps, replica_shape(specs[model]))
+        return added_, capacity
 
-    added = with_existing_store(config, db, work)
+    added, capacity = with_existing_store(config, db, work)
     out.print(_line(added), markup=False, highlight=False, soft_wrap=True)
+    if capacity is not None and not capacity.fits:
+        print_warning(f"hint {added.hint_id}: {capacity.warning()}")
 
 
 @app.command("list")

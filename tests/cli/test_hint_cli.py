@@ -175,6 +175,41 @@ def test_status_before_the_first_tick_shows_the_hints_already_stored(tmp_path: P
     assert "Demand hints" in text.stdout and "launch" in text.stdout
 
 
+def _config(tmp_path: Path, max_nodes: int) -> Path:
+    """serve's settings with one A100 pool of ``max_nodes`` nodes of 8 GPUs (the demo's chat
+    model runs 2 replicas of 40 rps to a GPU, sized at the default target utilization 0.8)."""
+    path = tmp_path / "headroom.yaml"
+    path.write_text("pools:\n"
+                    f"  - {{name: a100-80gb, product: A100-80GB, gpus_per_node: 8, "
+                    f"max_nodes: {max_nodes}, price_per_gpu_hour: 5.12}}\n")
+    return path
+
+
+def test_a_hint_over_what_the_configured_pool_can_ever_hold_is_stored_with_one_warning_line(
+        db: Path, tmp_path: Path) -> None:
+    added = _hint(db, "add", CHAT, "--rps", "2000", "--end", _later(2), "--reason", "launch",
+                  "--config", str(_config(tmp_path, max_nodes=2)))
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.startswith(f"hint 1: {CHAT} >= 2000 rps from ")
+    assert added.stderr == (
+        f"warning: hint 1: {CHAT} at 2000 rps needs 63 replicas on 32 A100-80GB GPUs, but "
+        "pool_max_nodes:a100-80gb holds at most 32 replicas on 16 GPUs (1024 rps); the hint is "
+        "stored and the loop will scale the model as far as that allows\n")
+    stored = SqlDemandHints(Store.open(f"sqlite:///{db}").engine).hints()
+    assert [(h.model, h.rate_rps) for h in stored] == [(CHAT, 2000.0)]
+
+
+def test_a_hint_the_configured_pool_holds_or_one_added_without_config_says_nothing_more(
+        db: Path, tmp_path: Path) -> None:
+    held = _hint(db, "add", CHAT, "--rps", "1000", "--end", _later(2),
+                 "--config", str(_config(tmp_path, max_nodes=2)))
+    assert (held.returncode, held.stderr) == (0, "")  # 1000 / 0.8 / 40 = 31.25: 32 replicas
+    # without --config the CLI knows no fleet's pools (its defaults are nobody's): unchecked
+    unchecked = _hint(db, "add", CHAT, "--rps", "9999999", "--end", _later(2))
+    assert (unchecked.returncode, unchecked.stderr) == (0, "")
+    assert len(SqlDemandHints(Store.open(f"sqlite:///{db}").engine).hints()) == 2
+
+
 def test_status_says_a_hint_the_pool_cannot_hold_was_capped_served_of_announced(
         tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
