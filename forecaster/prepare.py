@@ -2,7 +2,9 @@
 
 Rules (documented fallbacks, never silent zeros):
 
-* the step is the most common spacing of the timestamps (ties: the smaller), unless given;
+* the step is the timestamps' spacing in whole seconds, scrape jitter allowed (within
+  ``GRID_TOLERANCE``: rows 59.7 s, 60.3 s, 59 s or 61 s apart are a 60-s step), unless given;
+  the grid starts at the first timestamp and each sample counts at its nearest grid time;
 * timestamps out of order are sorted (reported as ``unsorted``); exact duplicates are an error
   naming the series and the timestamp;
 * several samples in one step are averaged; a step with no sample is a gap (NaN), never zero;
@@ -36,6 +38,9 @@ _UNIT_S = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.
 MAX_DURATION_S = 366 * 86400
 #: ``unusable_problem`` of values without a finite one
 NO_NUMBERS = "no numeric values"
+#: of a step: how far off its grid a row may be and still count as on it (scrape jitter); the
+#: same rule for ``headroom simulate``'s traces and the forecaster's CSV rows
+GRID_TOLERANCE = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,20 +112,37 @@ def parse_duration_s(text: str, what: str = "duration") -> int:
 
 
 def infer_step_s(series_id: str, times_ns: IntArray) -> int:
-    """The most common positive spacing of the timestamps, in whole seconds."""
+    """The step of the timestamps in whole seconds: the spacing with the most spacings within
+    ``GRID_TOLERANCE`` of it (ties: the most common exactly, then the smaller), taken as the
+    median of those spacings rounded to whole seconds when it is within ``GRID_TOLERANCE`` of
+    them. Rows 60 s apart but for scrape jitter (59.7 s, 60.3 s; or 59 s and 61 s) are a 60-s
+    step; regular rows (one spacing, and gaps that are multiples of it) give that spacing."""
     diffs = np.diff(np.unique(times_ns))
     if diffs.size == 0:
         raise SeriesError(series_id, "fewer than two distinct timestamps; cannot infer its step")
     vals, counts = np.unique(diffs, return_counts=True)
-    step_ns = int(vals[np.flatnonzero(counts == counts.max())[0]])
-    if step_ns % NS_PER_S:
-        whole_s = round(step_ns / NS_PER_S)
-        jitter = (f": the {whole_s}-s step with sub-second jitter? round the timestamps to "
-                  "whole seconds" if whole_s and abs(step_ns - whole_s * NS_PER_S)
-                  < 0.01 * whole_s * NS_PER_S else "")
-        raise SeriesError(series_id, f"sampling step {step_ns / NS_PER_S:g}s is not a whole "
-                                     f"number of seconds{jitter}")
-    return step_ns // NS_PER_S
+    below = np.concatenate([[0], np.cumsum(counts)])
+    lo = np.searchsorted(vals, vals * (1 - GRID_TOLERANCE), side="left")
+    hi = np.searchsorted(vals, vals * (1 + GRID_TOLERANCE), side="right")
+    near_count = below[hi] - below[lo]
+    best = int(np.lexsort((vals, -counts, -near_count))[0])
+    near = diffs[np.abs(diffs - vals[best]) <= GRID_TOLERANCE * vals[best]]
+    typical_ns = float(np.median(near))
+    whole_s = round(typical_ns / NS_PER_S)
+    if whole_s < 1 or abs(typical_ns - whole_s * NS_PER_S) > GRID_TOLERANCE * whole_s * NS_PER_S:
+        raise SeriesError(series_id, f"sampling step {typical_ns / NS_PER_S:g}s is not a whole "
+                                     "number of seconds")
+    return int(whole_s)
+
+
+def grid_index(offsets_ns: IntArray, step_ns: int, tolerance_ns: float) -> IntArray:
+    """The step of a grid (``offsets_ns`` from its start) each row counts in: the nearest grid
+    time when the row is within ``tolerance_ns`` of it (scrape jitter: 10:00:59.7 is the 10:01
+    row), else the step it falls in, [t, t + step). A row is never put in a step that starts
+    after it by more than ``tolerance_ns``, nor in one before the step it falls in."""
+    nearest = (offsets_ns + step_ns // 2) // step_ns
+    on_grid = np.abs(offsets_ns - nearest * step_ns) <= tolerance_ns
+    return np.asarray(np.where(on_grid, nearest, offsets_ns // step_ns), dtype=np.int64)
 
 
 def duplicate_timestamps(series_id: str, sorted_ns: IntArray) -> SeriesError | None:
@@ -135,7 +157,8 @@ def duplicate_timestamps(series_id: str, sorted_ns: IntArray) -> SeriesError | N
 
 def regularize(series_id: str, times_ns: IntArray, values: FloatArray,
                step_s: int | None = None) -> Prepared:
-    """Samples (any order) -> a regular series starting at the first timestamp."""
+    """Samples (any order) -> a regular series starting at the first timestamp, each sample at
+    its nearest step (samples at one step are averaged and counted as ``merged``)."""
     if times_ns.size != values.size:
         raise SeriesError(series_id, "timestamps and values differ in length")
     if times_ns.size == 0:

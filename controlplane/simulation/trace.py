@@ -23,11 +23,11 @@ import numpy as np
 import pandas as pd
 
 from controlplane.simulation.cells import shown
+from forecaster.prepare import GRID_TOLERANCE
 from forecaster.sources.replay import repeated_column
 
 VALUE_UNITS = {"rps": 1.0, "rpm": 1 / 60}  # plus "per-step": a count per trace step
 FILL_GAPS = ("none", "hold", "zero")
-GRID_TOLERANCE = 0.05  # of a step: how far off its grid a row may be (scrape jitter)
 TIME_UNITS = {"s": 1, "ms": 1e-3, "min": 60, "h": 3600}
 _MAX_SECONDS = 9.2e9  # pandas timestamps (datetime64[ns]) end in 2262
 #: epoch seconds of 2000-01-01 and 2100-01-01 UTC: a numeric time column whose values all land

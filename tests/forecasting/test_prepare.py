@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from forecaster.errors import InputError, SeriesError
-from forecaster.prepare import infer_step_s, parse_duration_s, regularize, unusable_problem
+from forecaster.prepare import (
+    grid_index,
+    infer_step_s,
+    parse_duration_s,
+    regularize,
+    unusable_problem,
+)
 
 S = 10**9
 
@@ -73,15 +79,42 @@ def test_step_is_the_most_common_spacing() -> None:
     assert infer_step_s("m", times) == 300
 
 
-def test_a_step_with_sub_second_jitter_is_refused_saying_to_round_the_timestamps() -> None:
+def test_a_step_with_sub_second_jitter_is_the_whole_seconds_it_is_within_five_percent_of(
+) -> None:
     times = np.array([0, 60_007, 120_014, 180_021, 240_000], dtype=np.int64) * 1_000_000
-    with pytest.raises(SeriesError, match=r"sampling step 60.007s is not a whole number of "
-                                          r"seconds: the 60-s step with sub-second jitter\? "
-                                          r"round the timestamps to whole seconds$"):
-        infer_step_s("m", times)
+    assert infer_step_s("m", times) == 60
+    jittered_ms = np.array([400, 59_700, 120_300, 179_800, 240_000, 300_200, 359_600])
+    assert infer_step_s("m", jittered_ms.astype(np.int64) * 1_000_000) == 60
+
+
+def test_rows_a_minute_apart_with_whole_second_jitter_are_a_sixty_second_step_not_fifty_nine(
+) -> None:
+    offsets_s = [0, 59, 120, 181, 240, 299, 360, 421, 480, 539, 600, 659, 720]  # 59 s: most common
+    assert infer_step_s("m", np.array(offsets_s, dtype=np.int64) * S) == 60
+
+
+def test_a_spacing_off_every_whole_second_by_more_than_five_percent_is_refused() -> None:
     with pytest.raises(SeriesError, match=r"sampling step 0.5s is not a whole number of "
                                           r"seconds$"):
         infer_step_s("m", np.arange(5, dtype=np.int64) * 500_000_000)
+    with pytest.raises(SeriesError, match=r"sampling step 1.5s is not a whole number of "
+                                          r"seconds$"):
+        infer_step_s("m", np.arange(5, dtype=np.int64) * 1_500_000_000)
+
+
+def test_jittered_rows_a_step_apart_give_one_value_per_step() -> None:
+    offsets_ms = np.array([400, 59_700, 120_300, 179_800, 240_000, 300_200, 359_600, 420_100])
+    prepared = regularize("m", offsets_ms.astype(np.int64) * 1_000_000, np.arange(8.0))
+    assert prepared.series.step_s == 60
+    assert prepared.series.values == tuple(np.arange(8.0))
+    assert (prepared.report.merged, prepared.report.gaps) == (0, 0)
+
+
+def test_a_row_within_five_percent_of_a_grid_time_counts_at_it_and_one_further_off_in_its_step(
+) -> None:
+    offsets_s = np.array([0.0, 59.7, 60.3, 57.1, 62.9, 56.9, 63.1, 90.0, 119.9])
+    index = grid_index(np.rint(offsets_s * S).astype(np.int64), 60 * S, 0.05 * 60 * S)
+    assert index.tolist() == [0, 1, 1, 1, 1, 0, 1, 1, 2]
 
 
 def test_a_single_timestamp_has_no_step() -> None:
