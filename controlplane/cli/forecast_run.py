@@ -247,7 +247,8 @@ def _source(prometheus_url: str | None, settings: Settings, metric: str | None,
             value_col: str, series_col: str | None, time_unit: str | None, store_url: str,
             at: str | None, step_s: int) -> tuple[HistorySource, Any]:
     """The history source and the forecast origin ('now'; for a CSV: one step after its last
-    row, so the last row is part of the history). Neither --csv nor --prometheus-url: the
+    row, or after the grid time a row a little early counts at, so the last row is part of the
+    history: ``CsvSource.end_ns``). Neither --csv nor --prometheus-url: the
     store's models (``--models``: each must be one of them), with the history ``serve`` reads
     for them (``backend: kubernetes``: Prometheus at ``prometheus.url``; else the store's
     observations). A name given twice in ``--models`` is forecast once."""
@@ -262,7 +263,7 @@ def _source(prometheus_url: str | None, settings: Settings, metric: str | None,
     if csv is not None:
         trace = read_trace(csv, time_col, value_col, series_col, time_unit, wanted)
         source = CsvSource(trace)
-        end = pd.Timestamp(source.last_ns() + step_s * 10**9, tz="UTC").to_pydatetime()
+        end = pd.Timestamp(source.end_ns(step_s), tz="UTC").to_pydatetime()
         return source, now or end
     if prometheus_url:
         from controlplane.adapters.prometheus import prometheus_source

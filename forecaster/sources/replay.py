@@ -20,9 +20,12 @@ import pandas as pd
 
 from forecaster.errors import InputError, SeriesError
 from forecaster.prepare import (
+    GRID_TOLERANCE,
+    NS_PER_S,
     CleaningReport,
     Prepared,
     duplicate_timestamps,
+    grid_index,
     regularize,
     unusable_problem,
 )
@@ -215,6 +218,13 @@ class CsvSource:
     values are unusable (``unusable_problem``: none numeric, or none positive but some
     negative), is a ``SeriesError`` naming the problem as the backtest does, never a zero
     series.
+
+    A row counts in the step it falls in, [t, t + step), unless it is within the tolerance of
+    a grid time (``GRID_TOLERANCE`` of the step, or of the rows' own spacing when they are
+    finer): then it counts at that time (scrape jitter), so rows a step apart give one value
+    per step (10:00:00.4, 10:00:59.7, 10:02:00.3 are the 10:00, 10:01 and 10:02 steps). Rows
+    that still share a step (two genuinely in it) are averaged. The window is the rows' steps:
+    a row 0.3 s before ``until_at`` is the step at ``until_at``, not history.
     """
 
     def __init__(self, trace: Trace) -> None:
@@ -232,6 +242,17 @@ class CsvSource:
         """Time of the newest row of the trace."""
         return max(int(s.times_ns.max()) for s in self.trace.series)
 
+    def end_ns(self, step_s: int) -> int:
+        """The forecast origin of a run at ``step_s`` on the UTC epoch grid (``forecast run
+        --csv``): one step after the newest row, or after the grid time that row counts at when
+        it came within the tolerance before it (10:19:59.7 is the 10:20 step's row, so the
+        origin is 10:21 and that row is history, not dropped as the origin's own step)."""
+        newest = max(self.trace.series, key=lambda s: int(s.times_ns.max()))
+        last_ns, step_ns = int(newest.times_ns.max()), step_s * NS_PER_S
+        at = int(grid_index(np.array([last_ns], np.int64), step_ns,
+                            _tolerance_ns(newest.times_ns, step_ns))[0]) * step_ns
+        return max(last_ns, at) + step_ns
+
     def rate_history(self, model: str, since_at: datetime, until_at: datetime,
                      step_s: int) -> TrafficSeries:
         return self.read_history(model, since_at, until_at, step_s).series
@@ -243,15 +264,19 @@ class CsvSource:
         if raw is None:
             raise SeriesError(model, f"not in {self.trace.path}")
         lo, hi = _ns(since_at), _ns(until_at)
-        steps = max(0, -(-(hi - lo) // (step_s * 10**9)))
-        window = (raw.times_ns >= lo) & (raw.times_ns < hi)
-        times, values = raw.times_ns[window], raw.values[window]
+        step_ns = step_s * NS_PER_S
+        steps = max(0, -(-(hi - lo) // step_ns))
+        near = (raw.times_ns >= lo - GRID_TOLERANCE * step_ns) & (raw.times_ns < hi)
+        step_of = grid_index(raw.times_ns[near] - lo, step_ns,
+                             _tolerance_ns(raw.times_ns[near], step_ns))
+        window = (step_of >= 0) & (step_of < steps)
+        times, values = raw.times_ns[near][window], raw.values[near][window]
+        all_idx = step_of[window]
         finite = np.isfinite(values)
         problem = unusable_problem(values) if times.size else "no rows"
         if problem is not None:
             raise SeriesError(model, f"{problem} (in {self.trace.path} between "
                                      f"{since_at.isoformat()} and {until_at.isoformat()})")
-        all_idx = (times - lo) // (step_s * 10**9)
         occupied = np.bincount(all_idx, minlength=steps)[int(all_idx.min()):int(all_idx.max()) + 1]
         cleaning = CleaningReport(
             series_id=model, samples=int(times.size), unsorted=bool(np.any(np.diff(times) < 0)),
@@ -266,22 +291,28 @@ class CsvSource:
         return SourcedSeries(series, tuple(cleaning.warnings()) + _coarser(times, step_s))
 
 
+def _tolerance_ns(times_ns: IntArray, step_ns: int) -> float:
+    """How far off a grid time a row may be and still count at it: ``GRID_TOLERANCE`` of the
+    step, or of the rows' median spacing when they are finer than the step by more than that
+    (rows 10 s apart read at a 10-min step: 0.5 s, so a 10:09:50 row stays in the 10:00 step it
+    falls in, and only a 10:09:59.7 row, the 10:10:00 scrape, counts at 10:10)."""
+    spacings = np.diff(np.unique(times_ns))
+    spacing_ns = float(np.median(spacings)) if spacings.size else float(step_ns)
+    finer = spacing_ns < (1 - GRID_TOLERANCE) * step_ns
+    return GRID_TOLERANCE * (spacing_ns if finer else float(step_ns))
+
+
 def _coarser(times_ns: IntArray, step_s: int) -> tuple[str, ...]:
     """The warning for rows spaced wider than the step (their most common spacing), or ().
-    Rows a step apart but for sub-second jitter (``12:00:59.98``, ``12:02:00.03``) are not
-    coarser: a row just before a step's end lands in that step and leaves the next without
-    one, and the warning says so (a coarser step would not help; whole seconds would)."""
+    Rows a step apart but for scrape jitter (``12:00:59.98``, ``12:02:00.03``) are not coarser:
+    each counts at its nearest grid time."""
     spacings = np.diff(np.unique(times_ns))
     if not spacings.size:
         return ()
     values, counts = np.unique(spacings, return_counts=True)
     spacing_ns = int(values[int(np.argmax(counts))])
-    if spacing_ns <= step_s * 10**9:
+    if spacing_ns <= (1 + GRID_TOLERANCE) * step_s * NS_PER_S:
         return ()
-    if round(spacing_ns / 10**9) == step_s:
-        return (f"rows every {spacing_ns / 10**9:g} s: the {step_s}-s step with sub-second "
-                "jitter, so a row just before a step's end lands in that step and leaves the "
-                "next without one; round the timestamps to whole seconds",)
     return (f"rows every {spacing_ns / 10**9:g} s, coarser than the step of {step_s} s: most "
             "steps have no row (missing data, not zeros); give --step "
             f"{-(-spacing_ns // 10**9)}s or coarser",)

@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import threading
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from typer.testing import CliRunner
 
 from controlplane.cli.forecast import app
 from controlplane.cli.paths import write_atomically
-from tests.forecasting.builders import diurnal, long_csv, write_csv
+from tests.forecasting.builders import START, diurnal, long_csv, write_csv
 
 runner = CliRunner()
 
@@ -334,3 +335,53 @@ def test_a_series_of_zeros_is_forecast_zero_with_the_reason_said_beside_the_tabl
             f"fallbacks: no_traffic_before_anchor x{origins}")
     assert idle["notes"] == [note]
     assert f"series 'idle': {note}" in " ".join(stderr.split())
+
+
+def jittered_trace(path: Path, values: np.ndarray, jitter_ms: np.ndarray) -> Path:
+    """One row a minute from START, each off its minute by ``jitter_ms`` (scrape jitter)."""
+    path.write_text("ts,model,rate_rps\n" + "".join(
+        f"{(START + timedelta(minutes=i, milliseconds=int(j))).isoformat()},x,{v:.4f}\n"
+        for i, (v, j) in enumerate(zip(values, jitter_ms, strict=True))))
+    return path
+
+
+def test_a_csv_with_scrape_jitter_is_backtested_on_its_step_with_one_value_per_step(
+        tmp_path: Path) -> None:
+    jitter_ms = np.random.default_rng(5).integers(-2900, 2901, 1440)
+    trace = jittered_trace(tmp_path / "j.csv", diurnal(1, 60), jitter_ms)
+    out = tmp_path / "p.csv"
+    code, stdout, stderr = backtest("--csv", str(trace), "--time-col", "ts", "--value-col",
+                                    "rate_rps", "--series-col", "model", "--predictions-out",
+                                    str(out), "--method", "persistence", "--json")
+    assert code == 0, stderr
+    series = json.loads(stdout)["series"]["x"]
+    assert (series["step_s"], series["origins"]) == (60, 432)
+    assert "warning" not in stderr  # no step without a sample, no samples averaged
+    origins = pd.to_datetime(pd.read_csv(out)["origin"]).drop_duplicates()
+    assert (origins.diff().dropna() == pd.Timedelta("60s")).all()
+
+
+def test_rows_at_or_after_an_origin_change_no_forecast_made_at_it_despite_jitter(
+        tmp_path: Path) -> None:
+    values = diurnal(1, 60, seed=4)
+    jitter_ms = np.random.default_rng(6).integers(-2900, 2901, values.size)
+    jitter_ms[0] = 2900  # the grid starts late: rows a little early sit just before its times
+    base = ["--time-col", "ts", "--value-col", "rate_rps", "--series-col", "model",
+            "--method", "persistence", "--test-fraction", "0.05"]
+    clean = jittered_trace(tmp_path / "clean.csv", values, jitter_ms)
+    code, _, stderr = backtest("--csv", str(clean), *base, "--predictions-out",
+                               str(tmp_path / "a.csv"))
+    assert code == 0, stderr
+    first = pd.read_csv(tmp_path / "a.csv")
+    origin = pd.Timestamp(first["origin"].iloc[0], tz="UTC")
+    row_at = pd.to_datetime([START + timedelta(minutes=i, milliseconds=int(j))
+                             for i, j in enumerate(jitter_ms)], utc=True)
+    changed = np.where(row_at >= origin, values * 10 + 1000, values)
+    dirty = jittered_trace(tmp_path / "dirty.csv", changed, jitter_ms)
+    code, _, stderr = backtest("--csv", str(dirty), *base, "--predictions-out",
+                               str(tmp_path / "b.csv"))
+    assert code == 0, stderr
+    second = pd.read_csv(tmp_path / "b.csv")
+    at = first["origin"] == first["origin"].iloc[0]
+    pd.testing.assert_frame_equal(first[at], second[second["origin"] == first["origin"].iloc[0]])
+    assert not first["yhat"].equals(second["yhat"])  # later origins did see the changed rows

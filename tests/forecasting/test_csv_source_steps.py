@@ -12,6 +12,8 @@ import numpy as np
 from typer.testing import CliRunner, Result
 
 from controlplane.cli.forecast import app
+from forecaster.sources.replay import CsvSource, read_trace
+from forecaster.types import SourcedSeries
 from tests.forecasting.builders import START, diurnal, long_csv
 
 
@@ -65,14 +67,67 @@ def test_one_minute_rows_read_at_a_ten_minute_step_carry_no_warning(tmp_path: Pa
 
 
 
-def test_rows_a_step_apart_with_sub_second_jitter_are_told_to_round_not_to_coarsen_the_step(
+def test_rows_a_step_apart_with_sub_second_jitter_fill_every_step_without_a_warning(
         tmp_path: Path) -> None:
     jitter_ms = np.random.default_rng(3).integers(-50, 51, 720)
     trace = tmp_path / "t.csv"
     trace.write_text("ts,model,rate_rps\n" + "".join(
         f"{(START + timedelta(minutes=i, milliseconds=int(j))).isoformat()},x,100\n"
         for i, j in enumerate(jitter_ms)))
-    warnings = json.loads(run_csv(trace, tmp_path, "60s").stdout)["per_model"]["x"]["warnings"]
-    assert any("the 60-s step with sub-second jitter" in w
-               and w.endswith("round the timestamps to whole seconds") for w in warnings), warnings
-    assert not any("--step" in w for w in warnings), warnings
+    result = run_csv(trace, tmp_path, "60s")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["per_model"]["x"]["warnings"] == []
+
+
+def jittered_csv(path: Path, offsets_s: list[float]) -> Path:
+    """Model ``x`` with rows ``offsets_s`` after START, valued 10, 11, 12, ..."""
+    path.write_text("ts,model,rate_rps\n" + "".join(
+        f"{(START + timedelta(seconds=o)).isoformat()},x,{10 + i}\n"
+        for i, o in enumerate(offsets_s)))
+    return path
+
+
+def read(path: Path, minutes: int, step_s: int = 60) -> SourcedSeries:
+    return CsvSource(read_trace(path, "ts", "rate_rps", "model")).read_history(
+        "x", START, START + timedelta(minutes=minutes), step_s)
+
+
+def test_jittered_rows_a_step_apart_give_one_value_per_step_none_missing(tmp_path: Path) -> None:
+    got = read(jittered_csv(tmp_path / "t.csv", [0.4, 59.7, 120.3, 179.8, 240.0, 300.2, 359.6,
+                                                 420.1, 480.0, 539.9]), 10)
+    assert got.series.values == tuple(float(v) for v in range(10, 20))
+    assert got.warnings == ()
+
+
+def test_a_row_further_than_five_percent_off_its_grid_time_stays_in_the_step_it_falls_in(
+        tmp_path: Path) -> None:
+    got = read(jittered_csv(tmp_path / "t.csv", [0.0, 56.9, 120.0, 177.1]), 4)  # 3.1 s, 2.9 s
+    values = got.series.values
+    assert (values[0], values[2], values[3]) == (10.5, 12.0, 13.0)  # 10 and 11 averaged
+    assert np.isnan(values[1])
+    assert got.warnings[0].startswith("1 step(s) without a sample: missing data, not zeros")
+
+
+def test_a_row_just_before_the_window_counts_in_its_first_step_and_one_just_before_its_end_not(
+        tmp_path: Path) -> None:
+    got = read(jittered_csv(tmp_path / "t.csv", [-0.3, 60.0, 120.0, 179.7]), 3)
+    assert got.series.values == (10.0, 11.0, 12.0)
+
+
+def test_rows_finer_than_the_step_are_averaged_over_the_step_they_fall_in(tmp_path: Path) -> None:
+    got = read(jittered_csv(tmp_path / "t.csv", [10.0 * i for i in range(120)]), 20, 600)
+    assert got.series.values == (float(np.mean(np.arange(10, 70))),
+                                 float(np.mean(np.arange(70, 130))))
+
+
+def test_a_newest_row_a_little_early_is_the_last_observation_of_the_run(tmp_path: Path) -> None:
+    trace = jittered_csv(tmp_path / "t.csv", [60.0 * i for i in range(119)] + [60 * 119 - 0.3])
+    result = CliRunner().invoke(app, [
+        "run", "--csv", str(trace), "--no-store", "--step", "60s", "--history", "1h",
+        "--method", "persistence", "--workers", "1", "--state-dir", str(tmp_path / "s"),
+        "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["computed_at"] == (START + timedelta(minutes=120)).isoformat()
+    assert doc["per_model"]["x"]["p50_last"] == 10 + 119
+    assert doc["per_model"]["x"]["warnings"] == []
