@@ -30,9 +30,11 @@ full, read-only file system, quota) keeps its forecast, but is counted in
 by the fit budget would never get state.
 
 Warnings are per model too (``JobReport.warnings``): what the source cleaned (a source with
-``read_history`` reports e.g. ``3 negative value(s) clipped to 0``), and ``stale_history`` when
+``read_history`` reports e.g. ``3 negative value(s) clipped to 0``), ``stale_history`` when
 the newest observation is more than ``stale_after_s(step)`` = max(1 h, 3 steps) older than the
-forecast time -- the same limit behind the forecaster's ``stale_observations`` fallback.
+forecast time -- the same limit behind the forecaster's ``stale_observations`` fallback -- and
+the forecast's own ``notes`` (negative values of a history no source cleaned, the store's
+observations, clipped to 0 by the forecaster, naming the last observation when it was one).
 
 At the end of a run the state dir is pruned (``controlplane.forecast_state``): this shard's temp
 files of killed runs (older than an hour), and the state files of its models that are no longer
@@ -202,6 +204,9 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
     batches.flush()
     compute_s = time.perf_counter() - compute - batches.store_s
     forecasts = tuple(r.forecast for r in results)
+    for made in forecasts:  # what the forecaster cleaned that the source did not
+        if made.notes:
+            warnings[made.series_id] = warnings.get(made.series_id, ()) + made.notes
     store_s = batches.store_s
     pruned = 0
     if config.state_dir is not None:  # a source that lists no model may be down: keep state

@@ -7,7 +7,9 @@ method's recent held-out WAPE in percent (``backtest_wape``). It never returns a
 series without observations gets zeros *with* ``fallback_reason="no_observations"``.
 
 Values reach the methods as ``forecaster.prepare`` cleans a source's samples (``History.of``):
-``inf`` is missing like NaN, a negative value is 0. A series with numbers but none usable
+``inf`` is missing like NaN, a negative value is 0, and the forecast's ``notes`` say how many were
+clipped and whether the last observation, the one it starts from, was one of them (the numbers are
+those of the clipped series). A series with numbers but none usable
 (``unusable_problem``: none positive but some negative) raises ``SeriesError`` naming it, as the
 sources do: bad data, not zero traffic. A ``horizon_s`` of 0 s or less raises ``ValueError``.
 """
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import replace
+from datetime import timedelta
 
 import numpy as np
 
@@ -54,6 +58,7 @@ def forecast(series: TrafficSeries, horizon_s: int, method: str = "auto",
     last = float(h.last_before(origin)[0]) if h.size else math.nan
     if not math.isfinite(last):
         return _constant(series, steps, 0.0, "no_observations")
+    notes = clipped_notes(series)
     forecaster = get_forecaster(method, settings)  # unknown names raise UnknownMethodError
     try:
         pred = forecaster.predict(h, origin, steps)
@@ -63,8 +68,8 @@ def forecast(series: TrafficSeries, horizon_s: int, method: str = "auto",
     except Exception as exc:  # a fit failure falls back per model, with the reason recorded
         log.warning("series %r: %s failed (%s: %s); using persistence", series.series_id,
                     method, type(exc).__name__, exc)
-        return _constant(series, steps, last,
-                         _staleness(h, series.step_s) or f"fit_failed:{type(exc).__name__}")
+        return replace(_constant(series, steps, last, _staleness(h, series.step_s)
+                                 or f"fit_failed:{type(exc).__name__}"), notes=notes)
     # stale data outranks the method's own fallback: consumers (KEDA) refuse only a stale one
     reason = _staleness(h, series.step_s) or pred.reason[0]
     wape = float(pred.backtest_wape[0])
@@ -74,7 +79,25 @@ def forecast(series: TrafficSeries, horizon_s: int, method: str = "auto",
                     method=pred.method[0], fallback_reason=reason,
                     backtest_wape=wape if math.isfinite(wape) else None,
                     diagnostics={"observed_points": float(h.ccount[-1]),
-                                 "last_observed_age_s": _age_s(h, series.step_s)})
+                                 "last_observed_age_s": _age_s(h, series.step_s)},
+                    notes=notes)
+
+
+def clipped_notes(series: TrafficSeries) -> tuple[str, ...]:
+    """The note on the negative values ``History.of`` clipped to 0, naming the last observation
+    when it was one of them (every method anchors on it, as 0), or () when there were none."""
+    values = values_array(series)
+    finite = np.flatnonzero(np.isfinite(values))
+    negatives = int(np.sum(values[finite] < 0))
+    if not negatives:
+        return ()
+    last = int(finite[-1])
+    if values[last] >= 0:
+        return (f"{negatives} negative value(s) clipped to 0",)
+    at = series.start_at + timedelta(seconds=series.step_s * last)
+    return (f"{negatives} negative value(s) clipped to 0, the last observation among them "
+            f"({values[last]:g} at {at.isoformat()}): the forecast starts from a last "
+            "observation of 0",)
 
 
 def _constant(series: TrafficSeries, steps: int, level: float, reason: str) -> Forecast:

@@ -57,6 +57,9 @@ class Forecast:
     ``method`` is the method actually used (a baseline when the model was replaced),
     ``fallback_reason`` says why (empty when it was not), ``backtest_wape`` is that method's
     WAPE in percent on the most recent held-out pairs (None when there were too few).
+    ``notes`` say what was done to the input on the way, one line each, without a fallback
+    (e.g. ``2 negative value(s) clipped to 0, the last observation among them (-4 at ...): the
+    forecast starts from a last observation of 0``); empty when nothing was.
     """
 
     series_id: str
@@ -68,6 +71,7 @@ class Forecast:
     fallback_reason: str = ""
     backtest_wape: float | None = None
     diagnostics: dict[str, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.p50) != len(self.p90):

@@ -6,11 +6,15 @@ up from bad data."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
+from controlplane.cli.forecast import app as forecast_cli
 from controlplane.forecast_job import JobConfig, run_job
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
@@ -113,3 +117,78 @@ def test_the_forecast_job_lists_a_store_model_with_only_negative_demand_and_stor
     assert set(report.failed) == {bad}
     assert "all 360 numeric value(s) are negative: bad data" in report.failed[bad]
     assert list(store.latest_forecasts()) == [good]
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_negative_last_value_is_forecast_from_zero_with_a_note_naming_it_and_the_count(
+        method: str) -> None:
+    values = diurnal(3, 300, seed=3)
+    dirty, clean = values.copy(), values.copy()
+    dirty[[7, 100, -1]], clean[[7, 100, -1]] = -4.5, 0.0
+    s = series(dirty, 300, "neg-last")
+    made = forecast(s, 1200, method)
+    expected = forecast(series(clean, 300, "neg-last"), 1200, method)
+    assert (made.p50, made.p90, made.method, made.fallback_reason) == (
+        expected.p50, expected.p90, expected.method, expected.fallback_reason)
+    last_at = (s.end_at - timedelta(seconds=300)).isoformat()
+    assert made.notes == (f"3 negative value(s) clipped to 0, the last observation among them "
+                          f"(-4.5 at {last_at}): the forecast starts from a last observation "
+                          "of 0",)
+    assert expected.notes == ()
+
+
+def test_negatives_before_the_last_observation_are_counted_and_the_last_is_not_named() -> None:
+    values = diurnal(1, 60)
+    values[[3, 9]] = -1.0
+    values[-2:] = [np.nan, np.inf]  # the last observation is the one before these
+    assert forecast(series(values, 60, "neg"), 600, "persistence").notes == (
+        "2 negative value(s) clipped to 0",)
+
+
+def test_a_failed_fit_after_a_negative_last_value_keeps_the_note() -> None:
+    register("broken-bad-values", lambda s: _Broken(), "always fails (test)")
+    values = diurnal(1, 60)
+    values[-1] = -3.0
+    made = forecast(series(values, 60, "neg-last"), 600, method="broken-bad-values")
+    assert made.fallback_reason == "fit_failed:RuntimeError"
+    assert len(made.notes) == 1 and made.notes[0].startswith(
+        "1 negative value(s) clipped to 0, the last observation among them (-3 at ")
+
+
+def store_with_a_negative_last_demand(url: str) -> tuple[Store, str]:
+    """A store whose first demo model had 20 rps a minute for 6 hours, then -2 in the last."""
+    store = Store.open(url, migrate=True)
+    name = DEMO_MODELS[0].name
+    store.upsert_models(DEMO_MODELS[:1])
+    start = NOW - timedelta(hours=6)
+    store.save_observations([(name, start + timedelta(minutes=i), -2.0 if i == 359 else 20.0)
+                             for i in range(360)])
+    return store, name
+
+
+NEGATIVE_LAST_NOTE = (
+    "1 negative value(s) clipped to 0, the last observation among them (-2 at "
+    f"{(NOW - timedelta(minutes=1)).isoformat()}): the forecast starts from a last "
+    "observation of 0")
+
+
+def test_the_forecast_job_warns_when_a_store_model_s_last_demand_was_negative(
+        sqlite_url: str) -> None:
+    store, name = store_with_a_negative_last_demand(sqlite_url)
+    report = run_job(store, store, NOW, JobConfig(method="persistence", history_s=21_600))
+    assert report.failed == {}
+    assert report.warnings[name] == (NEGATIVE_LAST_NOTE,)
+    assert store.latest_forecasts()[name].fallback_reason == ""  # a note, not a fallback
+
+
+def test_forecast_run_shows_the_note_beside_the_model_s_other_warnings(
+        sqlite_url: str, tmp_path: Path) -> None:
+    _, name = store_with_a_negative_last_demand(sqlite_url)
+    result = CliRunner().invoke(forecast_cli, [
+        "run", "--store", sqlite_url, "--no-store", "--history", "6h", "--method",
+        "persistence", "--at", NOW.isoformat(), "--state-dir", str(tmp_path / "s"), "--json"])
+    assert result.exit_code == 0, result.output
+    model = json.loads(result.stdout)["per_model"][name]
+    assert (model["warnings"], model["fallback_reason"], model["p50_last"]) == (
+        [NEGATIVE_LAST_NOTE], "", 0.0)
+    assert f"warning: model {name!r}: {NEGATIVE_LAST_NOTE}" in " ".join(result.stderr.split())
