@@ -41,6 +41,10 @@ NO_NUMBERS = "no numeric values"
 #: of a step: how far off its grid a row may be and still count as on it (scrape jitter); the
 #: same rule for ``headroom simulate``'s traces and the forecaster's CSV rows
 GRID_TOLERANCE = 0.05
+#: of a step: how far the rows' typical (median) spacing may be from whole seconds. Jitter
+#: around a whole-second schedule leaves the median near it; rows regularly 30.5 s apart would
+#: drift off any whole-second grid, a row more every 60, so they are refused
+STEP_DRIFT = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +118,7 @@ def parse_duration_s(text: str, what: str = "duration") -> int:
 def infer_step_s(series_id: str, times_ns: IntArray) -> int:
     """The step of the timestamps in whole seconds: the spacing with the most spacings within
     ``GRID_TOLERANCE`` of it (ties: the most common exactly, then the smaller), taken as the
-    median of those spacings rounded to whole seconds when it is within ``GRID_TOLERANCE`` of
+    median of those spacings rounded to whole seconds when it is within ``STEP_DRIFT`` of
     them. Rows 60 s apart but for scrape jitter (59.7 s, 60.3 s; or 59 s and 61 s) are a 60-s
     step; regular rows (one spacing, and gaps that are multiples of it) give that spacing."""
     diffs = np.diff(np.unique(times_ns))
@@ -129,7 +133,7 @@ def infer_step_s(series_id: str, times_ns: IntArray) -> int:
     near = diffs[np.abs(diffs - vals[best]) <= GRID_TOLERANCE * vals[best]]
     typical_ns = float(np.median(near))
     whole_s = round(typical_ns / NS_PER_S)
-    if whole_s < 1 or abs(typical_ns - whole_s * NS_PER_S) > GRID_TOLERANCE * whole_s * NS_PER_S:
+    if whole_s < 1 or abs(typical_ns - whole_s * NS_PER_S) > STEP_DRIFT * whole_s * NS_PER_S:
         raise SeriesError(series_id, f"sampling step {typical_ns / NS_PER_S:g}s is not a whole "
                                      "number of seconds")
     return int(whole_s)

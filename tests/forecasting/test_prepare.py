@@ -93,7 +93,10 @@ def test_rows_a_minute_apart_with_whole_second_jitter_are_a_sixty_second_step_no
     assert infer_step_s("m", np.array(offsets_s, dtype=np.int64) * S) == 60
 
 
-def test_a_spacing_off_every_whole_second_by_more_than_five_percent_is_refused() -> None:
+def test_a_typical_spacing_off_whole_seconds_by_more_than_one_percent_is_refused() -> None:
+    with pytest.raises(SeriesError, match=r"sampling step 30.5s is not a whole number of "
+                                          r"seconds$"):  # it would drift off a 30-s grid
+        infer_step_s("m", np.arange(200, dtype=np.int64) * 30_500_000_000)
     with pytest.raises(SeriesError, match=r"sampling step 0.5s is not a whole number of "
                                           r"seconds$"):
         infer_step_s("m", np.arange(5, dtype=np.int64) * 500_000_000)
