@@ -412,13 +412,23 @@ class PlacementEngine:
         with self._lock:
             return convert.fleet_plan_to_pb(self._plan)
 
-    def wait_for_plan(self, after_revision: int, timeout_s: float | None = None
-                      ) -> pb.FleetPlan | None:
-        """The current plan once its revision is > ``after_revision``; None on timeout."""
+    def wait_for_plan(self, after_revision: int, timeout_s: float | None = None,
+                      ended: Callable[[], bool] | None = None) -> pb.FleetPlan | None:
+        """The current plan once its revision is > ``after_revision``; None on timeout, or
+        as soon as ``ended`` returns True after ``wake_plan_waiters`` (the waiter's call ended)."""
+        def newer() -> bool:
+            return self._plan.revision > after_revision
+
         with self._plan_changed:
-            ready = self._plan_changed.wait_for(lambda: self._plan.revision > after_revision,
-                                                timeout=timeout_s)
-            return convert.fleet_plan_to_pb(self._plan) if ready else None
+            self._plan_changed.wait_for(
+                newer if ended is None else lambda: newer() or ended(), timeout=timeout_s)
+            return convert.fleet_plan_to_pb(self._plan) if newer() else None
+
+    def wake_plan_waiters(self) -> None:
+        """Wake every ``wait_for_plan`` to check its ``ended`` (e.g. a WatchPlan call ended),
+        so that its thread goes back to the pool now, not at its timeout."""
+        with self._plan_changed:
+            self._plan_changed.notify_all()
 
     @property
     def plan_revision(self) -> int:

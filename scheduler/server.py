@@ -137,6 +137,7 @@ def stop(server: grpc.Server, grace_s: float = 5.0) -> None:
     if found is not None:
         found.health.enter_graceful_shutdown()
         found.servicer.stopping.set()
+        found.servicer.engine.wake_plan_waiters()  # WatchPlan streams end now
     server.stop(grace_s).wait()
     if found is not None:
         if found.health_server is not None:

@@ -211,14 +211,28 @@ class PlacementServicer(pb_grpc.PlacementServicer):
         if not self._take_watch_stream(context):
             self._count_stream("RESOURCE_EXHAUSTED")
             return
-        if after > self.engine.plan_revision:
-            after = 0
-        while context.is_active() and not self.stopping.is_set():
-            plan = self.engine.wait_for_plan(after, timeout_s=WATCH_POLL_S)
-            if plan is None:
-                continue
-            after = plan.revision
-            yield plan
+        call_ended = threading.Event()
+
+        def end_call() -> None:
+            call_ended.set()
+            self.engine.wake_plan_waiters()
+
+        def ended() -> bool:
+            return call_ended.is_set() or self.stopping.is_set()
+
+        try:  # counted until this thread leaves: a cancelled stream frees its thread at once
+            if not context.add_callback(end_call):  # the call has already ended
+                return
+            if after > self.engine.plan_revision:
+                after = 0
+            while not ended() and context.is_active():
+                plan = self.engine.wait_for_plan(after, timeout_s=WATCH_POLL_S, ended=ended)
+                if plan is None:
+                    continue
+                after = plan.revision
+                yield plan
+        finally:
+            self._drop_watch_stream()
 
     def _count_stream(self, code: str) -> None:
         """A WatchPlan call refused with ``code`` before its stream opened, counted (no engine
@@ -227,14 +241,13 @@ class PlacementServicer(pb_grpc.PlacementServicer):
             self.metrics.requests.labels("WatchPlan", code).inc()
 
     def _take_watch_stream(self, context: grpc.ServicerContext) -> bool:
-        """Count this stream until its call ends; False (RESOURCE_EXHAUSTED set, with the
-        reason) when ``max_watch_streams`` are already open, so that streams never take the
-        threads PlanFleet, ListBindings and health checks need."""
+        """Count this stream (the caller drops it when its thread leaves the stream); False
+        (RESOURCE_EXHAUSTED set, with the reason) when ``max_watch_streams`` are already open,
+        so that streams never take the threads PlanFleet, ListBindings and health checks
+        need."""
         cap = self.max_watch_streams
-        if cap is None:
-            return True
         with self._watch_lock:
-            full = self._watch_streams >= cap
+            full = cap is not None and self._watch_streams >= cap
             if not full:
                 self._watch_streams += 1
         if full:
@@ -242,8 +255,6 @@ class PlacementServicer(pb_grpc.PlacementServicer):
             context.set_details(f"watch_streams_full: all {cap} WatchPlan streams of this "
                                 "server are open; retry later or poll GetPlan")
             return False
-        if not context.add_callback(self._drop_watch_stream):  # the call has already ended
-            self._drop_watch_stream()
         return True
 
     def _drop_watch_stream(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import grpc
@@ -250,6 +251,31 @@ def test_watch_streams_beyond_the_cap_are_refused_so_list_bindings_and_health_st
     finally:
         for stream in streams:
             stream.cancel()
+        channel.close()
+        stop(server, grace_s=1.0)
+
+
+def test_cancelled_watch_streams_free_their_threads_at_once_so_churn_never_holds_up_calls(
+        ) -> None:
+    # found by tests/scheduler/test_grpc_fuzz.py: a WatchPlan stream waiting for a newer plan
+    # kept its worker thread up to WATCH_POLL_S after its client cancelled, while the stream cap
+    # had already let its slot go, so clients that reopen streams filled the pool and the next
+    # streams, ListBindings, PlanFleet and health checks waited behind them
+    server, port = create_server("127.0.0.1:0", max_workers=6)  # 2 streams, 4 threads kept
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    stub = pb_grpc.PlacementStub(channel)
+    try:
+        stub.PlanFleet(_plan_request(), timeout=30)
+        started = time.monotonic()
+        for _ in range(12):  # 24 streams, 2 at a time, each seen open before it is cancelled
+            streams = [stub.WatchPlan(pb.WatchPlanRequest(), timeout=30) for _ in range(2)]
+            assert [next(stream).revision for stream in streams] == [1, 1]
+            for stream in streams:
+                stream.cancel()
+        assert stub.ListBindings(pb.ListBindingsRequest(), timeout=5).bindings == []
+        # before: each cancelled stream held its thread up to 0.5 s, so this took over 1 s
+        assert time.monotonic() - started < 0.5
+    finally:
         channel.close()
         stop(server, grace_s=1.0)
 
