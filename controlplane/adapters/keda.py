@@ -58,6 +58,7 @@ import logging
 import math
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -119,6 +120,8 @@ INT64_MAX = 2**63 - 1
 #: Streams (StreamIsActive + StreamMetricSpec) served at once by default: KEDA opens both for
 #: each ``external-push`` ScaledObject, so 128 serve 64 of them (``autoscaling.keda_max_streams``).
 MAX_STREAMS = 128
+#: How soon a stream waiting for its next poll sees ``stopping`` (its call's end: at once).
+STOP_CHECK_S = 0.25
 #: Trigger metadata keys of Headroom's scaler; each may also come as ``<key>FromEnv`` (KEDA
 #: forwards that under its own name with the value it resolved from the container's env).
 METADATA_KEYS = ("model", "targetRps", "activationTargetRps", "lookaheadSeconds", "quantile")
@@ -371,16 +374,18 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
             metricName=request.metricName or query.metric_name,
             metricValue=min(math.ceil(value), INT64_MAX), metricValueFloat=value)])
 
-    def _poll(self, context: grpc.ServicerContext, read: Callable[[], object]) -> Iterator[object]:
-        """The current answer at once, then each change, until the call or server ends. Once it
-        has answered, a retryable error (``RETRYABLE``: the store down, the forecast stale for a
-        while) skips the update, logged once per run of them, and the stream stays open: ended,
-        KEDA would reopen it after a backoff that doubles each time (2 s to 1 min). Any other
-        error (bad metadata, no forecast), or one before the first answer, ends it."""
+    def _poll(self, context: grpc.ServicerContext, read: Callable[[], object],
+              ended: threading.Event) -> Iterator[object]:
+        """The current answer at once, then each change, until the call (``ended``) or server
+        ends. Once it has answered, a retryable error (``RETRYABLE``: the store down, the
+        forecast stale for a while) skips the update, logged once per run of them, and the
+        stream stays open: ended, KEDA would reopen it after a backoff that doubles each time
+        (2 s to 1 min). Any other error (bad metadata, no forecast), or one before the first
+        answer, ends it."""
         last: object = None
         first = True
         skipping = False
-        while context.is_active() and not self.stopping.is_set():
+        while context.is_active() and not ended.is_set() and not self.stopping.is_set():
             try:
                 current = read()
             except ScalerError as error:
@@ -396,22 +401,34 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
                 if first or current != last:
                     yield current
                     first, last = False, current
-            self.stopping.wait(self._poll_s)
+            self._pause(ended)
 
-    def _take_stream(self, context: grpc.ServicerContext, refused: grpc.StatusCode,
-                     hint: str) -> None:
-        """Count this stream until its call ends, or abort with ``refused`` when
+    def _pause(self, ended: threading.Event) -> None:
+        """Wait ``poll_s``, or less: until the call ends (its thread goes back to the pool at
+        once, not up to ``poll_s`` later) or the server stops (seen within STOP_CHECK_S)."""
+        until = time.monotonic() + self._poll_s
+        while not self.stopping.is_set():
+            left = until - time.monotonic()
+            if left <= 0 or ended.wait(min(left, STOP_CHECK_S)):
+                return
+
+    def _stream(self, context: grpc.ServicerContext, refused: grpc.StatusCode, hint: str,
+                read: Callable[[], object]) -> Iterator[object]:
+        """``_poll`` of ``read``, counted among ``max_streams`` until its thread leaves it (so
+        the cap bounds the threads streams hold), or aborted with ``refused`` when
         ``max_streams`` are already open."""
         with self._streams_lock:
-            if self._streams >= self.max_streams:
-                full = True
-            else:
-                full = False
+            full = self._streams >= self.max_streams
+            if not full:
                 self._streams += 1
         if full:
             context.abort(refused, f"all {self.max_streams} streams of this scaler are open; "
                                    f"{hint}")
-        if not context.add_callback(self._drop_stream):  # the call has already ended
+        ended = threading.Event()
+        try:
+            if context.add_callback(ended.set):  # False: the call has already ended
+                yield from self._poll(context, read, ended)
+        finally:
             self._drop_stream()
 
     def open_streams(self) -> int:
@@ -425,18 +442,19 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
     def StreamIsActive(self, request: pb.ScaledObjectRef,
                        context: grpc.ServicerContext) -> Iterator[pb.IsActiveResponse]:
         self._call(context, lambda: self.query(request))  # bad metadata: refused before a slot
-        self._take_stream(context, grpc.StatusCode.RESOURCE_EXHAUSTED,
-                          "poll IsActive instead (trigger type external)")
-        for active in self._poll(context, lambda: self.is_active(self.query(request))):
+        for active in self._stream(context, grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                   "poll IsActive instead (trigger type external)",
+                                   lambda: self.is_active(self.query(request))):
             yield pb.IsActiveResponse(result=bool(active))
 
     def StreamMetricSpec(self, request: pb.ScaledObjectRef,
                          context: grpc.ServicerContext) -> Iterator[pb.GetMetricSpecResponse]:
         self._call(context, lambda: self.query(request))
-        self._take_stream(context, grpc.StatusCode.UNIMPLEMENTED, "poll GetMetricSpec instead")
         # the query is read again at every poll: the default target follows the profile the
         # reconcile loop corrects, as GetMetricSpec's does (REFERENCE.md 7.2: they must agree)
-        for spec in self._poll(context, lambda: self._spec(self.query(request))):
+        for spec in self._stream(context, grpc.StatusCode.UNIMPLEMENTED,
+                                 "poll GetMetricSpec instead",
+                                 lambda: self._spec(self.query(request))):
             assert isinstance(spec, pb.GetMetricSpecResponse)
             yield spec
 

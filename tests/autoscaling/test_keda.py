@@ -377,6 +377,40 @@ def test_keda_streams_beyond_max_streams_are_refused_and_never_starve_the_server
         stop_api()
 
 
+def test_cancelled_keda_streams_free_their_threads_at_once_so_reopening_never_starves_calls(
+        ) -> None:
+    # found by gRPC fuzzing: a stream between polls held its worker thread for up to poll_s
+    # (keda_poll_s, 5 s by default) after KEDA cancelled it, while max_streams had already let
+    # its place go, so KEDA reopening its streams filled the pool and every other call of the
+    # server (IsActive, health, ListBindings) waited seconds behind them
+    forecasts = MemoryForecasts()
+    forecasts.by_model["llama"] = _forecast("llama", (5.0, 5.0))
+    servicer = KedaScalerServicer(forecasts, VirtualClock(T0), target_rps={"llama": 40.0},
+                                  poll_s=5.0, max_streams=2)
+    out = io.StringIO()
+    stop_api, _ = start_placement_api(load_settings(None, placement={"listen": "127.0.0.1:0"}),
+                                      PlacementEngine(), [keda_registrar(servicer)],
+                                      Console(file=out), stream_workers=servicer.max_streams)
+    port = re.search(r"127\.0\.0\.1:(\d+)", out.getvalue())
+    assert port is not None
+    channel = grpc.insecure_channel(f"127.0.0.1:{port[1]}")
+    stub = pb_grpc.ExternalScalerStub(channel)
+    try:
+        started = time.monotonic()
+        for _ in range(DEFAULT_WORKERS):  # 2 streams at a time, each answered, then cancelled
+            streams = [stub.StreamIsActive(_ref(model="llama"), timeout=20) for _ in range(2)]
+            assert [next(stream).result for stream in streams] == [True, True]
+            for stream in streams:
+                stream.cancel()
+        assert stub.IsActive(_ref(model="llama"), timeout=20).result is True
+        # before: the pool filled after 9 rounds and each further round waited ~5 s
+        assert time.monotonic() - started < 2.0
+    finally:
+        servicer.stopping.set()
+        channel.close()
+        stop_api()
+
+
 def _wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
     until = time.monotonic() + timeout_s
     while not condition():
