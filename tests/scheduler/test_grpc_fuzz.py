@@ -15,8 +15,9 @@ from typing import Any
 
 import grpc
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 from placement_builders import make_node, make_place
 
 from protos.headroom.v1 import placement_pb2 as pb
@@ -37,6 +38,23 @@ PRODUCTS = ("A100-80GB", "A100-40GB", "a100-80gb", "T4", "L4", "H100-80GB", "A30
 MIG_PROFILES = ("1g.10gb", "3g.40gb", "7g.80gb", "2g.24gb", "9g.99gb", "", "1g.10gb\x00")
 NAMES = ("n0", "n1", "w", "", " ", "\x00", "a\x00b", "ü🚀", "x" * 10_000, "../etc", "n0 ",
          "\u202e", "m")
+
+
+def note(text: str) -> None:
+    """Count ``text`` in hypothesis's statistics (--hypothesis-show-statistics)."""
+    if currently_in_test_context():
+        event(text)
+
+
+def mixed(valid: dict[str, st.SearchStrategy[Any]], hostile: dict[str, st.SearchStrategy[Any]]
+          ) -> st.SearchStrategy[dict[str, Any]]:
+    """Fields of a valid request with up to two of them (any of ``hostile``) made hostile, so
+    that valid requests and each hostile value alone are both common."""
+    @st.composite
+    def build(draw: st.DrawFn) -> dict[str, Any]:
+        bad = draw(st.sets(st.sampled_from(sorted(hostile)), max_size=2))
+        return {k: draw(hostile[k] if k in bad else v) for k, v in valid.items()}
+    return build()
 
 
 def hostile_text(*good: str) -> st.SearchStrategy[str]:
@@ -79,15 +97,18 @@ def call(method: Callable[..., Any], request: Any, allowed: set[grpc.StatusCode]
     """``method(request)``; its reply or its error, which must be one of ``allowed`` (never
     DEADLINE_EXCEEDED: every unary call answers in time), with details for a refusal."""
     try:
-        return method(request, timeout=timeout), None
+        reply = method(request, timeout=timeout)
     except grpc.RpcError as err:
         code = err.code()
+        note(f"{type(request).__name__}: {code.name}")
         assert code in allowed, (code, err.details(), request_summary(request))
         assert err.details(), (code, request_summary(request))
         if code == Code.INVALID_ARGUMENT:
             field = (err.details() or "").split(":")[0]
             assert field.strip(), err.details()
         return None, err
+    note(f"{type(request).__name__}: OK")
+    return reply, None
 
 
 def request_summary(request: Any) -> str:
@@ -125,14 +146,19 @@ def good_nodes() -> st.SearchStrategy[list[pb.Node]]:
 
 
 def place_requests() -> st.SearchStrategy[pb.PlaceRequest]:
-    return st.builds(pb.PlaceRequest, workload_id=hostile_text("w0", "w1", "w2"),
-                     model=hostile_text("m"), tenant=hostile_text("t"),
-                     cpu_milli=int64s(1000), memory_mib=int64s(1024),
-                     num_gpu=st.one_of(st.integers(0, 3), int32s()),
-                     gpu_milli=st.one_of(st.sampled_from((1000, 500, 250)), int32s()),
-                     gpu_memory_mib=int64s(4096),
-                     gpu_products=st.lists(st.sampled_from(PRODUCTS), max_size=3),
-                     isolation=enums(3), lease_s=st.one_of(st.just(0.0), doubles(30.0)))
+    valid = {"workload_id": st.sampled_from(("w0", "w1", "w2")), "model": st.just("m"),
+             "tenant": st.just("t"), "cpu_milli": st.sampled_from((0, 1000)),
+             "memory_mib": st.sampled_from((0, 1024)), "num_gpu": st.integers(0, 2),
+             "gpu_milli": st.sampled_from((1000, 500, 250)),
+             "gpu_memory_mib": st.sampled_from((0, 4096)),
+             "gpu_products": st.lists(st.sampled_from(("T4", "L4", "A100-80GB")), max_size=2),
+             "isolation": st.integers(0, 3), "lease_s": st.sampled_from((0.0, 30.0))}
+    hostile = {"workload_id": hostile_text(), "model": hostile_text(),
+               "tenant": hostile_text(), "cpu_milli": int64s(), "memory_mib": int64s(),
+               "num_gpu": int32s(), "gpu_milli": int32s(), "gpu_memory_mib": int64s(),
+               "gpu_products": st.lists(st.sampled_from(PRODUCTS), max_size=3),
+               "isolation": enums(3), "lease_s": doubles()}
+    return mixed(valid, hostile).map(lambda fields: pb.PlaceRequest(**fields))
 
 
 def bound_ids(stub: pb_grpc.PlacementStub) -> set[str]:
@@ -189,28 +215,41 @@ def test_release_is_idempotent_for_any_id(stub: pb_grpc.PlacementStub, workload_
 
 
 def profile_points() -> st.SearchStrategy[pb.ProfilePoint]:
-    return st.builds(pb.ProfilePoint, product=st.sampled_from(PRODUCTS),
-                     compute_slices=st.one_of(st.sampled_from((0, 1, 2, 3, 4, 7)), int32s()),
-                     batch_size=st.one_of(st.integers(1, 16), int32s()),
-                     mps_processes=st.one_of(st.integers(1, 4), int32s()),
-                     throughput_rps=doubles(100.0), latency_ms=doubles(10.0),
-                     memory_mib=int64s(8192))
+    valid = {"product": st.sampled_from(("A100-80GB", "L4", "T4")),
+             "compute_slices": st.sampled_from((0, 7)), "batch_size": st.integers(1, 16),
+             "mps_processes": st.integers(1, 4),
+             "throughput_rps": st.floats(1.0, 1000.0), "latency_ms": st.floats(1.0, 40.0),
+             "memory_mib": st.sampled_from((0, 8192))}
+    hostile = {"product": st.sampled_from(PRODUCTS),
+               "compute_slices": st.one_of(st.sampled_from((1, 2, 3, 4, 5)), int32s()),
+               "batch_size": int32s(), "mps_processes": int32s(), "throughput_rps": doubles(),
+               "latency_ms": doubles(), "memory_mib": int64s()}
+    return mixed(valid, hostile).map(lambda fields: pb.ProfilePoint(**fields))
 
 
 def model_demands() -> st.SearchStrategy[pb.ModelDemand]:
-    return st.builds(pb.ModelDemand, model=hostile_text("m", "m2"), tenant=hostile_text("t"),
-                     isolation=enums(3), rate_rps=doubles(50.0), latency_slo_ms=doubles(100.0),
-                     profile=st.lists(profile_points(), max_size=3), cold_start_s=doubles(30.0))
+    valid = {"model": st.sampled_from(("m", "m2", "m3")), "tenant": st.just("t"),
+             "isolation": st.integers(1, 3), "rate_rps": st.floats(0.0, 500.0),
+             "latency_slo_ms": st.sampled_from((100.0, 500.0)),
+             "profile": st.lists(profile_points(), min_size=1, max_size=3),
+             "cold_start_s": st.sampled_from((0.0, 30.0))}
+    hostile = {"model": hostile_text(), "tenant": hostile_text(), "isolation": enums(3),
+               "rate_rps": doubles(), "latency_slo_ms": doubles(),
+               "profile": st.lists(profile_points(), max_size=3), "cold_start_s": doubles()}
+    return mixed(valid, hostile).map(lambda fields: pb.ModelDemand(**fields))
 
 
 def gpu_pools() -> st.SearchStrategy[pb.GpuPool]:
-    return st.builds(pb.GpuPool, product=st.sampled_from(PRODUCTS),
-                     max_gpus=st.one_of(st.integers(0, 8), int32s()),
-                     price_per_gpu_hour=doubles(4.0))
+    valid = {"product": st.sampled_from(("A100-80GB", "L4", "T4")),
+             "max_gpus": st.integers(0, 8), "price_per_gpu_hour": st.sampled_from((0.0, 4.0))}
+    hostile = {"product": st.sampled_from(PRODUCTS), "max_gpus": int32s(),
+               "price_per_gpu_hour": doubles()}
+    return mixed(valid, hostile).map(lambda fields: pb.GpuPool(**fields))
 
 
 @FUZZ
-@given(models=st.lists(model_demands(), max_size=3), pools=st.lists(gpu_pools(), max_size=3))
+@given(models=st.lists(model_demands(), max_size=3),
+       pools=st.lists(gpu_pools(), max_size=3, unique_by=lambda p: p.product))
 def test_plan_fleet_answers_ok_or_invalid_argument_in_time(
         stub: pb_grpc.PlacementStub, models: list[pb.ModelDemand],
         pools: list[pb.GpuPool]) -> None:
