@@ -141,7 +141,9 @@ def good_nodes() -> st.SearchStrategy[list[pb.Node]]:
     """Valid inventories (so Place has somewhere to go), of known products."""
     return st.lists(st.builds(make_node, name=st.sampled_from(("n0", "n1", "n2")),
                               gpus=st.integers(1, 4),
-                              product=st.sampled_from(("T4", "L4", "A100-80GB"))),
+                              product=st.sampled_from(("T4", "L4", "A100-80GB")),
+                              gpu_memory_mib=st.sampled_from((15_360, 81_920, 0)),
+                              mig_capable=st.booleans()),
                     min_size=1, max_size=3, unique_by=lambda n: n.name)
 
 
@@ -164,6 +166,16 @@ def place_requests() -> st.SearchStrategy[pb.PlaceRequest]:
 def bound_ids(stub: pb_grpc.PlacementStub) -> set[str]:
     reply = stub.ListBindings(pb.ListBindingsRequest(), timeout=DEADLINE_S)
     return {b.workload_id for b in reply.bindings}
+
+
+def assert_no_gpu_oversubscribed(stub: pb_grpc.PlacementStub) -> None:
+    """No GPU's shares (gpu_milli of its MPS / time-sliced / exclusive bindings) pass 1000."""
+    used: dict[tuple[str, int], int] = {}
+    for b in stub.ListBindings(pb.ListBindingsRequest(), timeout=DEADLINE_S).bindings:
+        if b.mode != pb.MIG:
+            for index in b.gpu_indices:
+                used[b.node, index] = used.get((b.node, index), 0) + b.gpu_milli
+    assert all(0 <= milli <= 1000 for milli in used.values()), used
 
 
 SYNC_CODES = {Code.INVALID_ARGUMENT}
@@ -195,6 +207,7 @@ def test_place_answers_a_documented_code_and_a_refusal_binds_nothing(
             binding = reply.binding
             assert binding.workload_id == request.workload_id
             assert binding.node in names
+            assert_no_gpu_oversubscribed(stub)
             assert after - before <= {request.workload_id}
             if request.lease_s == 0 or request.lease_s >= 60:  # a tiny lease may have run out
                 assert request.workload_id in after
@@ -343,6 +356,23 @@ def test_watch_plan_sends_the_current_plan_or_waits_or_refuses(
         stream.cancel()
     assert after >= 0
     assert first.revision == current and (after < current or after > current)
+
+
+def test_huge_repeated_fields_answer_within_the_deadline(stub: pb_grpc.PlacementStub) -> None:
+    nodes = [make_node(f"big-{i}", gpus=8) for i in range(2000)]
+    synced = stub.SyncInventory(pb.SyncInventoryRequest(nodes=nodes), timeout=DEADLINE_S)
+    assert (synced.nodes, synced.gpus) == (2000, 16_000)
+    renewed = stub.RenewLeases(pb.RenewLeasesRequest(
+        workload_ids=[f"none-{i}" for i in range(100_000)]), timeout=DEADLINE_S)
+    assert len(renewed.unknown) == 100_000
+    ranked = stub.RankReplicas(pb.RankReplicasRequest(replicas=[
+        pb.ReplicaLoad(workload_id=f"none-{i}") for i in range(10_000)]), timeout=DEADLINE_S)
+    assert len(ranked.unknown) == 10_000
+    _, err = call(stub.SyncInventory, pb.SyncInventoryRequest(
+        nodes=[*nodes, make_node("big-0")]), {Code.INVALID_ARGUMENT})
+    assert err is not None and (err.details() or "").startswith("nodes[2000].name")
+    many = pb.ListBindingsRequest(workload_prefix="w" * 100_000)
+    assert not stub.ListBindings(many, timeout=DEADLINE_S).bindings
 
 
 def test_a_place_released_twice_and_then_renewed_is_unknown(stub: pb_grpc.PlacementStub) -> None:
