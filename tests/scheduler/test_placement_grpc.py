@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import grpc
 import pytest
@@ -13,6 +14,7 @@ from placement_builders import make_node, make_place
 
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
+from scheduler import service
 from scheduler.server import DEFAULT_WORKERS, create_server, stop, watch_stream_cap
 
 
@@ -256,11 +258,13 @@ def test_watch_streams_beyond_the_cap_are_refused_so_list_bindings_and_health_st
 
 
 def test_cancelled_watch_streams_free_their_threads_at_once_so_churn_never_holds_up_calls(
-        ) -> None:
+        monkeypatch: pytest.MonkeyPatch) -> None:
     # found by tests/scheduler/test_grpc_fuzz.py: a WatchPlan stream waiting for a newer plan
     # kept its worker thread up to WATCH_POLL_S after its client cancelled, while the stream cap
     # had already let its slot go, so clients that reopen streams filled the pool and the next
     # streams, ListBindings, PlanFleet and health checks waited behind them
+    # a waiting stream's poll made long: a thread kept after its call ends would be kept 20 s
+    monkeypatch.setattr(service, "WATCH_POLL_S", 20.0)
     server, port = create_server("127.0.0.1:0", max_workers=6)  # 2 streams, 4 threads kept
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     stub = pb_grpc.PlacementStub(channel)
@@ -268,16 +272,32 @@ def test_cancelled_watch_streams_free_their_threads_at_once_so_churn_never_holds
         stub.PlanFleet(_plan_request(), timeout=30)
         started = time.monotonic()
         for _ in range(12):  # 24 streams, 2 at a time, each seen open before it is cancelled
-            streams = [stub.WatchPlan(pb.WatchPlanRequest(), timeout=30) for _ in range(2)]
-            assert [next(stream).revision for stream in streams] == [1, 1]
-            for stream in streams:
+            streams = [_watch_once_a_slot_is_free(stub) for _ in range(2)]
+            assert [revision for _, revision in streams] == [1, 1]
+            for stream, _ in streams:
                 stream.cancel()
         assert stub.ListBindings(pb.ListBindingsRequest(), timeout=5).bindings == []
-        # before: each cancelled stream held its thread up to 0.5 s, so this took over 1 s
-        assert time.monotonic() - started < 0.5
+        # before: each cancelled stream held its thread for the poll, so after three rounds
+        # the pool was full and the next streams waited ~20 s for a thread
+        assert time.monotonic() - started < 10.0
     finally:
         channel.close()
         stop(server, grace_s=1.0)
+
+
+def _watch_once_a_slot_is_free(stub: pb_grpc.PlacementStub) -> tuple[Any, int]:
+    """A WatchPlan stream and its first plan's revision; RESOURCE_EXHAUSTED (a cancelled
+    stream's thread not yet out, a few ms) is retried for up to 5 s."""
+    until = time.monotonic() + 5.0
+    while True:
+        stream = stub.WatchPlan(pb.WatchPlanRequest(), timeout=30)
+        try:
+            return stream, next(stream).revision
+        except grpc.RpcError as error:
+            if (error.code() != grpc.StatusCode.RESOURCE_EXHAUSTED
+                    or time.monotonic() > until):
+                raise
+            time.sleep(0.01)
 
 
 def test_a_watcher_ahead_of_the_server_gets_its_current_plan_instead_of_waiting(
