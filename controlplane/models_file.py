@@ -10,6 +10,8 @@ models:
     engine: vllm                   # triton | vllm
     latency_slo_ms: 2000
     cold_start: {p50_s: 60, p90_s: 180}
+    min_replicas: 1                # optional: hot replicas never fewer (a GPU budget or pool
+    max_replicas: 40               # max_nodes still wins); hot + idle never more
     profile:
       - {product: A100-80GB, compute_slices: 3, batch_size: 8, throughput_rps: 20,
          latency_ms: 800, memory_mib: 30000}
@@ -27,7 +29,8 @@ processes under its own MPS daemon) that serves all of ``throughput_rps``
 
 The whole file is checked before anything is written: an impossible profile (a product not in
 the catalog, a MIG size the product does not offer, more memory than the slice holds, a
-throughput of 0) is an error naming the file, the model and the field (``ModelsFileError``)."""
+throughput of 0, a ``max_replicas`` below ``min_replicas``) is an error naming the file, the model
+and the field (``ModelsFileError``)."""
 
 from __future__ import annotations
 
@@ -114,6 +117,16 @@ class _Model(_Strict):
     latency_slo_ms: Positive
     cold_start: _ColdStart
     profile: list[_Point] = Field(min_length=1)
+    min_replicas: int | None = Field(None, ge=0, description="hot replicas never fewer")
+    max_replicas: int | None = Field(None, ge=1, description="hot + idle replicas never more")
+
+    @model_validator(mode="after")
+    def _bounds_ordered(self) -> _Model:
+        if (self.min_replicas is not None and self.max_replicas is not None
+                and self.max_replicas < self.min_replicas):
+            raise ValueError(f"max_replicas: {self.max_replicas} is below min_replicas "
+                             f"{self.min_replicas}")
+        return self
 
     @field_validator("name", "tenant")
     @classmethod
@@ -165,7 +178,8 @@ def _spec(model: _Model) -> ModelSpec:
         profile=tuple(ProfilePoint(p.product, p.compute_slices, p.batch_size, p.mps_processes,
                                    p.throughput_rps, p.latency_ms, p.memory_mib)
                       for p in model.profile),
-        cold_start=ColdStart(model.cold_start.p50_s, model.cold_start.p90_s))
+        cold_start=ColdStart(model.cold_start.p50_s, model.cold_start.p90_s),
+        min_replicas=model.min_replicas, max_replicas=model.max_replicas)
 
 
 def load_model_specs(path: Path) -> list[ModelSpec]:

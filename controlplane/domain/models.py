@@ -88,10 +88,18 @@ class ModelSpec:
     latency_slo_ms: float
     profile: tuple[ProfilePoint, ...]
     cold_start: ColdStart
+    #: replica bounds of its hot target (KEDA's minReplicaCount / maxReplicaCount); None: none
+    min_replicas: int | None = None
+    max_replicas: int | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ValueError("model name must not be empty")
+        if self.min_replicas is not None and self.min_replicas < 0:
+            raise ValueError(f"model {self.name!r}: min_replicas must be >= 0")
+        if self.max_replicas is not None and self.max_replicas < max(1, self.min_replicas or 0):
+            raise ValueError(f"model {self.name!r}: max_replicas must be >= 1 and >= "
+                             "min_replicas")
         if self.latency_slo_ms <= 0:
             raise ValueError(f"model {self.name!r}: latency_slo_ms must be > 0")
         if not self.profile:

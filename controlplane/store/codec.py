@@ -104,10 +104,13 @@ def profile_to_json(profile: tuple[ProfilePoint, ...]) -> str:
 
 
 def spec_from_columns(name: str, tenant: str, isolation: str, engine: str, latency_slo_ms: float,
-                      cold_p50_s: float, cold_p90_s: float, profile_json: str) -> ModelSpec:
+                      cold_p50_s: float, cold_p90_s: float, profile_json: str,
+                      min_replicas: int | None = None,
+                      max_replicas: int | None = None) -> ModelSpec:
     return ModelSpec(
         name=name, tenant=tenant, isolation=Isolation(isolation), engine=Engine(engine),
         latency_slo_ms=latency_slo_ms,
         profile=tuple(ProfilePoint(**p) for p in json.loads(profile_json)),
         cold_start=ColdStart(cold_p50_s, cold_p90_s),
+        min_replicas=min_replicas, max_replicas=max_replicas,
     )

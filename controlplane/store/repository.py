@@ -145,14 +145,16 @@ class Store:
             name=spec.name, tenant=spec.tenant, isolation=spec.isolation.value,
             engine=spec.engine.value, latency_slo_ms=spec.latency_slo_ms,
             cold_start_p50_s=spec.cold_start.p50_s, cold_start_p90_s=spec.cold_start.p90_s,
-            profile_json=codec.profile_to_json(spec.profile)) for spec in specs}
+            profile_json=codec.profile_to_json(spec.profile), min_replicas=spec.min_replicas,
+            max_replicas=spec.max_replicas) for spec in specs}  # a pause stays as it is
         self._upsert(ModelRecord.__tablename__, "name", list(rows.values()))
 
     def model_specs(self) -> list[ModelSpec]:
         with self.session() as session:
             rows = session.exec(select(ModelRecord).order_by(col(ModelRecord.name))).all()
         return [codec.spec_from_columns(r.name, r.tenant, r.isolation, r.engine, r.latency_slo_ms,
-                                        r.cold_start_p50_s, r.cold_start_p90_s, r.profile_json)
+                                        r.cold_start_p50_s, r.cold_start_p90_s, r.profile_json,
+                                        r.min_replicas, r.max_replicas)
                 for r in rows]
 
     def remove_model(self, name: str) -> bool:

@@ -30,6 +30,15 @@ class ModelRecord(SQLModel, table=True):
     cold_start_p50_s: float
     cold_start_p90_s: float
     profile_json: str = Field(sa_column=Column(Text, nullable=False))
+    # the models file's replica bounds (0022); None: no bound
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+    # `headroom models pause` (0022): paused while paused_at is set, its replicas held at
+    # paused_replicas (None: at those observed each tick) until `headroom models resume`
+    paused_replicas: int | None = None
+    paused_at: datetime | None = Field(default=None, sa_column=Column(UtcDateTime(),
+                                                                      nullable=True))
+    paused_by: str | None = Field(default=None, max_length=100)
 
 
 class NodeRecord(SQLModel, table=True):

@@ -210,7 +210,7 @@ def test_db_upgrade_to_a_revision_the_store_is_past_is_refused_naming_the_way_ba
                          text=True, timeout=120)
     assert run.returncode == 2  # it said "upgraded to 0003" (or base) and left the store at head
     assert run.stderr == (f"error: database {sqlite_url}: cannot upgrade to '{revision}': it "
-                          f"is at revision '0021', past it; `headroom db downgrade {revision}` "
+                          f"is at revision '0022', past it; `headroom db downgrade {revision}` "
                           "goes back\n")
     assert inspect(create_engine(sqlite_url)).has_table("placement_bindings")  # as it was
 

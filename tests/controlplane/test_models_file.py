@@ -110,3 +110,33 @@ def test_a_file_that_is_not_a_models_file_says_so(tmp_path: Path, text: str, nam
     with pytest.raises(ModelsFileError) as err:
         load_model_specs(path)
     assert str(err.value).startswith(f"{path}:") and named in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize(("bounds", "named"), [
+    ("min_replicas: -1", "models[1] (resnet50): min_replicas: Input should be greater than or "
+                         "equal to 0"),
+    ("max_replicas: 0", "models[1] (resnet50): max_replicas: Input should be greater than or "
+                        "equal to 1"),
+    ("min_replicas: 2.5", "models[1] (resnet50): min_replicas: Input should be a valid integer"),
+    ("min_replicas: true", "models[1] (resnet50): min_replicas: expected a number, got true"),
+    ("{min_replicas: 5, max_replicas: 3}",
+     "models[1] (resnet50): max_replicas: 3 is below min_replicas 5"),
+])
+def test_a_bad_replica_bound_is_named_by_file_model_and_field(
+        tmp_path: Path, bounds: str, named: str) -> None:
+    lines = "".join(f"    {b.strip()}\n" for b in bounds.strip("{}").split(","))
+    path = _file(tmp_path, GOOD.replace("    latency_slo_ms: 100\n",
+                                        f"    latency_slo_ms: 100\n{lines}", 1))
+    with pytest.raises(ModelsFileError) as err:
+        load_model_specs(path)
+    assert str(err.value).startswith(f"{path}: {named}"), str(err.value)
+
+
+def test_replica_bounds_are_read_into_the_spec_and_absent_ones_are_no_bound(
+        tmp_path: Path) -> None:
+    path = _file(tmp_path, GOOD.replace("    latency_slo_ms: 100\n",
+                                        "    latency_slo_ms: 100\n    min_replicas: 0\n"
+                                        "    max_replicas: 40\n", 1))
+    llama, resnet = load_model_specs(path)
+    assert (llama.min_replicas, llama.max_replicas) == (None, None)
+    assert (resnet.min_replicas, resnet.max_replicas) == (0, 40)
