@@ -1,7 +1,8 @@
 """One autoscaling decision, pure: observed state + forecasts -> plan and ladder targets.
 
 The steps, through the same domain functions: ``size`` (``demand_from``: policy mode, forecast
-quantile, fast path -> replicas per model -> warm-pool ladder (predictive only) -> GPU budgets),
+quantile, fast path -> replicas per model -> replica bounds, paused models held (``bounds``) ->
+warm-pool ladder (predictive only) -> GPU budgets),
 a ``FleetPlacement`` of the hot replicas plus the ladder's warm GPUs, then ``settle``
 (``desired_state`` + cluster budget -> ``planner.plan`` through the guards). ``decide`` sizes the
 placement from per-replica profiles (``headroom simulate``); the reconcile loop (demo, serve)
@@ -16,6 +17,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import lru_cache
 
+from controlplane.autoscaling.bounds import (
+    bound_tag,
+    bounded_hot,
+    bounded_idle,
+    replica_reasons,
+)
 from controlplane.autoscaling.headroom import next_step_headroom
 from controlplane.autoscaling.ladder import ModelLadder, Rung, RungSpec, size_ladder
 from controlplane.autoscaling.nodepools import node_pool_targets
@@ -37,7 +44,7 @@ from controlplane.domain.demand import (
     refused_forecast,
     replicas_for,
 )
-from controlplane.domain.desired import DesiredState, PoolSpec
+from controlplane.domain.desired import DesiredState, DesiredTarget, PoolSpec
 from controlplane.domain.forecast_accuracy import ForecastAccuracy
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.models import ModelSpec
@@ -114,6 +121,10 @@ class Sizing:
     shapes: tuple[ReplicaShape, ...] = ()
     #: (model, budget reason) of each model whose serving replicas a GPU budget cut
     budget_cuts: tuple[tuple[str, str], ...] = ()
+    #: (model, ``min_replicas:N`` | ``max_replicas:N``) of each model a replica bound set
+    bounds: tuple[tuple[str, str], ...] = ()
+    #: (model, replicas held, reason) of each paused model
+    held: tuple[tuple[str, int, str], ...] = ()
 
 
 def size(
@@ -125,36 +136,51 @@ def size(
     now: datetime,
     pools: Sequence[PoolSpec] = (),
     hint_rps: Mapping[str, float] | None = None,
+    held: Mapping[str, tuple[int, str]] | None = None,
 ) -> Sizing:
-    """Demand -> hot replicas -> warm-pool ladder (predictive only) -> GPU budgets (counted in
-    the whole GPUs, and with ``pools`` the whole nodes, the replicas would take). ``hint_rps``:
-    by model, the demand hints in force over the lookahead (``hint_floors``), for a model the
-    predictive policy cannot size from a forecast."""
+    """Demand -> hot replicas -> replica bounds -> warm-pool ladder (predictive only) -> GPU
+    budgets (counted in the whole GPUs, and with ``pools`` the whole nodes, the replicas would
+    take; ``controlplane.autoscaling.bounds`` says the order). ``hint_rps``: by model, the
+    demand hints in force over the lookahead (``hint_floors``), for a model the predictive
+    policy cannot size from a forecast. ``held``: model -> (replicas, reason) of each paused
+    model (``domain.pause.held``), kept at those replicas, no ladder, never trimmed."""
+    held = held or {}
     specs = [m.spec for m in models]
     demands = demand_from(specs, forecasts, observed, policy.demand, now, hint_rps)
     ladders: list[ModelLadder] = []
     requests: list[ModelRequest] = []
     sized: list[Demand] = []
+    asked: dict[str, int] = {}
     for model, demand in zip(models, demands, strict=True):
-        forecast = forecasts.get(model.spec.name)
+        name = model.spec.name
+        forecast = forecasts.get(name)
         demand = _with_headroom(demand, model, policy, forecast, now)
-        hot = replicas_for(demand.rate_rps, model.shape.per_replica_rps)
+        sized.append(demand)
+        if name in held:
+            requests.append(ModelRequest(name, held[name][0]))
+            continue
+        asked[name] = replicas_for(demand.rate_rps, model.shape.per_replica_rps)
+        hot = bounded_hot(asked[name], model.spec)
         # the ladder warms replicas for the forecast only where the demand could size from it
         usable = None if forecast is None or refused_forecast(forecast, policy.demand, now) \
             else forecast
         ladder = _ladder(model, policy, usable, demand.observed_rps, hot, now)
         if ladder is not None:
             ladders.append(ladder)
-        sized.append(demand)
         requests.append(ModelRequest(
-            model.spec.name, hot,
-            idle=ladder.replicas(Rung.IDLE) if ladder else 0,
+            name, hot,
+            idle=bounded_idle(hot, ladder.replicas(Rung.IDLE), model.spec) if ladder else 0,
             cached=ladder.replicas(Rung.CACHED) if ladder else 0))
     shapes = {m.shape.model: m.shape for m in models}
     trimmed = apply_gpu_budgets(requests, shapes, dict(budgets.tenant_gpus), budgets.cluster_gpus,
-                                pools)
+                                pools, frozenset(held))
+    by_spec = {m.spec.name: m.spec for m in models}
+    bounds = tuple((r.model, tag) for r, b in zip(trimmed, requests, strict=True)
+                   if r.model in asked
+                   and (tag := bound_tag(asked[r.model], b.hot, r.hot, by_spec[r.model])))
     return Sizing(tuple(sized), tuple(ladders), trimmed, tuple(shapes.values()),
-                  budget_cuts(requests, trimmed))
+                  budget_cuts(requests, trimmed), bounds,
+                  tuple((name, count, reason) for name, (count, reason) in held.items()))
 
 
 def _with_headroom(demand: Demand, model: FleetModel, policy: ScalingPolicy,
@@ -187,11 +213,25 @@ def settle(
     the cluster budget (a model a GPU budget cut says so in its replica target's reason) -> a
     plan through the policy's guards."""
     desired = node_pool_targets(placement, pools, sizing.demands, budgets.cluster_gpus,
-                                sizing.shapes, dict(sizing.budget_cuts))
+                                sizing.shapes,
+                                replica_reasons(sizing.demands, sizing.budget_cuts,
+                                                sizing.bounds))
+    desired = _holding(desired, sizing.held)
     made, memory = make_plan(observed, desired, memory, policy.pool_limits,
                              policy.replica_limits, now)
     return TickDecision(sizing.demands, sizing.ladders, sizing.requests, placement, desired,
                         made, memory)
+
+
+def _holding(desired: DesiredState, held: Sequence[tuple[str, int, str]]) -> DesiredState:
+    """``desired`` with each paused model's replica target at the replicas its pause holds,
+    the pause as its reason (the planner's guards still pace the way to them)."""
+    if not held:
+        return desired
+    by_model = {model: (count, reason) for model, count, reason in held}
+    return replace(desired, replicas=tuple(
+        DesiredTarget(t.target, *by_model[t.target]) if t.target in by_model else t
+        for t in desired.replicas))
 
 
 def decide(
@@ -204,9 +244,10 @@ def decide(
     memory: GuardMemory,
     now: datetime,
     hint_rps: Mapping[str, float] | None = None,
+    held: Mapping[str, tuple[int, str]] | None = None,
 ) -> TickDecision:
     """One decision with the placement sized from per-replica profiles (``headroom simulate``).
     The reconcile loop runs ``size`` and ``settle`` around the scheduler's PlanFleet instead."""
-    sizing = size(observed, forecasts, models, policy, budgets, now, pools, hint_rps)
+    sizing = size(observed, forecasts, models, policy, budgets, now, pools, hint_rps, held)
     placement = _placement(sizing.requests, tuple(m.shape for m in models))
     return settle(observed, sizing, placement, pools, policy, budgets, memory, now)

@@ -24,7 +24,7 @@ from dataclasses import replace
 from controlplane.autoscaling.core import FleetModel, Sizing
 from controlplane.autoscaling.ladder import Rung, RungSpec
 from controlplane.autoscaling.sizing import ReplicaShape, warm_gpus
-from controlplane.domain.demand import Demand
+from controlplane.domain.demand import Demand, replicas_for
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.placement import FleetPlacement
@@ -64,11 +64,17 @@ def cold_wake_s(specs: Sequence[ModelSpec], node_provision_p90_s: float) -> floa
 
 def placement_demands(sizing: Sizing, models: Sequence[FleetModel]) -> tuple[Demand, ...]:
     """The demands to ask PlanFleet for: each model's policy demand, capped at the hot replicas
-    the core kept (a GPU budget may have trimmed them)."""
+    the core kept (a GPU budget or ``max_replicas`` may have trimmed them), raised to them where
+    the core kept more than the demand asks (``min_replicas``, a paused model held)."""
     rps = {m.spec.name: m.shape.per_replica_rps for m in models}
     hot = {r.model: r.hot for r in sizing.requests}
-    return tuple(replace(d, rate_rps=min(d.rate_rps, hot[d.model] * rps[d.model]))
-                 for d in sizing.demands)
+
+    def rate(d: Demand) -> float:
+        kept_rps = hot[d.model] * rps[d.model]
+        return kept_rps if hot[d.model] > replicas_for(d.rate_rps, rps[d.model]) else min(
+            d.rate_rps, kept_rps)
+
+    return tuple(replace(d, rate_rps=rate(d)) for d in sizing.demands)
 
 
 def with_ladder_warm(placement: FleetPlacement, sizing: Sizing,

@@ -179,10 +179,11 @@ class _Runs:
 
 def _clamp(requests: dict[str, ModelRequest], shapes: Mapping[str, ReplicaShape],
            members: Sequence[str], budget_gpus: float, reason: str,
-           pools: Sequence[PoolSpec] = ()) -> None:
+           pools: Sequence[PoolSpec] = (), fixed: Sequence[ModelRequest] = ()) -> None:
     """Warm rungs (cached, then idle) of every member before any serving replica, each unit
     from the member holding the most GPU share, until the members' placed GPUs fit (and with
-    ``pools``, the whole nodes they need).
+    ``pools``, the whole nodes they need). ``fixed`` requests (paused models) count toward the
+    fit and are never trimmed.
 
     The order the units go in does not depend on the budget (``_trim_runs``), and fewer
     replicas never take more GPUs or nodes, so the first count of units after which the members
@@ -192,7 +193,7 @@ def _clamp(requests: dict[str, ModelRequest], shapes: Mapping[str, ReplicaShape]
 
     def fits(state: Mapping[str, _Counts]) -> bool:
         mine = [replace(requests[m], hot=state[m][0], idle=state[m][1], cached=state[m][2])
-                for m in members]
+                for m in members] + list(fixed)
         return placed_gpus(mine, shapes) <= budget_gpus + _EPS and (
             not pools or _nodes_hold(mine, shapes, pools, math.floor(budget_gpus + _EPS)))
 
@@ -223,6 +224,7 @@ def apply_gpu_budgets(
     tenant_budgets: Mapping[str, float],
     cluster_budget_gpus: float | None,
     pools: Sequence[PoolSpec] = (),
+    held: frozenset[str] = frozenset(),
 ) -> tuple[ModelRequest, ...]:
     """Trim requests to each tenant's GPU budget, then to the cluster's, counted in the whole
     GPUs the placement would take (``placed_gpus``; a tenant's models packed on their own): warm
@@ -234,16 +236,24 @@ def apply_gpu_budgets(
     can ever hold keeps what they hold instead (e.g. after an operator lowered ``max_nodes``);
     and the cluster budget keeps the whole nodes the placement needs (a budget that is not
     whole nodes would otherwise take a node away from replicas it let through). Without budgets
-    or pools the requests come back as they are."""
+    or pools the requests come back as they are. The ``held`` models (paused) count in every
+    budget and pool but are never trimmed: the others are, for them."""
     by_model = {r.model: r for r in requests}
+    fixed = [by_model[m] for m in by_model if m in held]
+
+    def clamp(group: Sequence[str], budget: float, reason: str,
+              with_pools: Sequence[PoolSpec] = ()) -> None:
+        _clamp(by_model, shapes, [m for m in group if m not in held], budget, reason,
+               with_pools, [r for r in fixed if r.model in group])
+
     for tenant, budget in sorted(tenant_budgets.items()):
-        members = [m for m in by_model if shapes[m].tenant == tenant]
-        _clamp(by_model, shapes, members, budget, f"{TENANT_BUDGET}:{tenant}")
+        clamp([m for m in by_model if shapes[m].tenant == tenant], budget,
+              f"{TENANT_BUDGET}:{tenant}")
     for product, (names, max_gpus) in sorted(_pool_capacity(pools).items()):
-        members = [m for m in by_model if shapes[m].product == product]
-        _clamp(by_model, shapes, members, max_gpus, f"{POOL_MAX_NODES}:{'+'.join(names)}")
+        clamp([m for m in by_model if shapes[m].product == product], max_gpus,
+              f"{POOL_MAX_NODES}:{'+'.join(names)}")
     if cluster_budget_gpus is not None:
-        _clamp(by_model, shapes, list(by_model), cluster_budget_gpus, CLUSTER_BUDGET, pools)
+        clamp(list(by_model), cluster_budget_gpus, CLUSTER_BUDGET, pools)
     return tuple(by_model[r.model] for r in requests)
 
 

@@ -1,0 +1,43 @@
+"""A paused model (``headroom models pause``, KEDA's ``autoscaling.keda.sh/paused-replicas``):
+its replicas are held, the autoscaler plans no change for it but reaching the held count (pure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from controlplane.domain.observed import ObservedState
+
+PAUSED = "paused"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPause:
+    model: str
+    replicas: int | None  # held at this many; None: at the replicas observed each tick
+    paused_at: datetime
+    paused_by: str = ""
+
+    def __post_init__(self) -> None:
+        if self.replicas is not None and self.replicas < 0:
+            raise ValueError(f"model {self.model!r}: paused replicas must be >= 0")
+
+    def held_replicas(self, observed: ObservedState) -> int:
+        """The replicas the pause holds: its own count, else the workload's replica target as
+        observed (0 when no workload serves the model)."""
+        if self.replicas is not None:
+            return self.replicas
+        seen = observed.model(self.model)
+        return seen.replicas_target if seen is not None else 0
+
+    def reason(self) -> str:
+        """The replica target's reason: ``paused since <UTC time> by <who>``."""
+        since = self.paused_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return f"{PAUSED} since {since}" + (f" by {self.paused_by}" if self.paused_by else "")
+
+
+def held(pauses: Sequence[ModelPause], observed: ObservedState) -> dict[str, tuple[int, str]]:
+    """Model -> (replicas held, the replica target's reason) of each paused model."""
+    return {p.model: (p.held_replicas(observed), p.reason()) for p in pauses}
