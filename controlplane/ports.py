@@ -18,6 +18,7 @@ from controlplane.domain.mig_layout import NodeMigLayout
 from controlplane.domain.mig_relayout import MigRelayout
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ModelLoad, ObservedState
+from controlplane.domain.pause import ModelPause
 from controlplane.domain.placement import FleetPlacement
 from controlplane.domain.profile import ProfileCorrection, ProfileSample
 from controlplane.domain.sharing_config import SharingLayout
@@ -100,6 +101,12 @@ class ProfileSamples(Protocol):
 class DemandHints(Protocol):
     def active_hints(self, now: datetime) -> Sequence[DemandHint]:
         """The demand hints that have not ended by ``now``."""
+        ...
+
+
+class ModelPauses(Protocol):
+    def paused_models(self) -> Sequence[ModelPause]:
+        """The models ``headroom models pause`` paused (and no resume has resumed)."""
         ...
 
 

@@ -40,6 +40,7 @@ from controlplane.domain.guards import GuardMemory
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.node_plan import NodeConfigLimits, node_config_plan
 from controlplane.domain.observed import ObservedState
+from controlplane.domain.pause import held
 from controlplane.domain.placement import FleetPlacement
 from controlplane.domain.plan import Plan
 from controlplane.domain.planner import made
@@ -55,6 +56,7 @@ from controlplane.ports import (
     ForecastLedger,
     ForecastReader,
     MigRelayoutActuator,
+    ModelPauses,
     NodePoolActuator,
     PlacementClient,
     ProfileSamples,
@@ -105,6 +107,7 @@ class ReconcileDeps:
     mig: MigRelayoutActuator | None = None  # out as the fleet plan needs
     samples: ProfileSamples | None = None  # observed load and latency: profile correction
     hints: DemandHints | None = None  # demand announced ahead: floors on the forecasts
+    pauses: ModelPauses | None = None  # `headroom models pause`: replicas held, read each tick
 
 
 def _skipped(deps: ReconcileDeps, observed: ObservedState, reason: str) -> TickReport:
@@ -215,8 +218,8 @@ def _warn_hints_unread(mode: str) -> None:
 def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState,
            now: datetime) -> TickDecision:
     """Calibrated forecasts floored by the demand hints, each model's profile corrected from
-    observed metrics, the core's sizing, PlanFleet for the hot replicas, the ladder's warm GPUs,
-    the guards."""
+    observed metrics, the core's sizing (replica bounds, paused models held), PlanFleet for the
+    hot replicas, the ladder's warm GPUs, the guards."""
     calibrated = calibrated_latest(deps.forecasts.latest_forecasts(), deps.ledger, deps.history,
                                    config.calibration, now)
     hints = () if deps.hints is None else deps.hints.active_hints(now)
@@ -226,8 +229,9 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
     hinted = hinted_inputs(calibrated, hints, now, config.hint_lead_s, demand_policy.lookahead_s)
     memory = deps.decisions.last_guard_memory()
     models, profiles = _profiles(deps, config, memory, now)
+    pauses = () if deps.pauses is None else deps.pauses.paused_models()
     sizing = size(observed, hinted.forecasts, models, config.policy, config.budgets, now,
-                  config.pools, hinted.floors)
+                  config.pools, hinted.floors, held(pauses, observed))
     sizing = replace(sizing, demands=hinted.tagged(sizing.demands, demand_policy))
     capped = capped_hints(sizing.demands, sizing.requests, sizing.budget_cuts, hinted.floors,
                           {m.spec.name: m.shape.per_replica_rps for m in models},

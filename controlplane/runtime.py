@@ -47,6 +47,7 @@ from controlplane.store import retention as store_retention
 from controlplane.store.engine import shown_url
 from controlplane.store.hints import SqlDemandHints
 from controlplane.store.ledger import SqlForecastLedger
+from controlplane.store.pauses import SqlModelPauses
 from controlplane.store.retention import Pruned, retention_cutoff
 from forecaster.types import Forecast
 from scheduler.engine import PlacementEngine
@@ -267,7 +268,8 @@ class SimRuntime:
                                   history=store,
                                   ledger=SqlForecastLedger(store.engine),
                                   sharing=self.cluster, mig=self.cluster, samples=store,
-                                  hints=SqlDemandHints(store.engine))
+                                  hints=SqlDemandHints(store.engine),
+                                  pauses=SqlModelPauses(store.engine))
         self.config = reconcile_config(settings, self.specs)
         self.tally = ServedTally()
         self._gpu_share = {s.name: s.best_point().replica_gpu_share for s in self.specs}

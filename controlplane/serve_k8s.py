@@ -42,6 +42,7 @@ from controlplane.store.engine import redact, sqlite_file
 from controlplane.store.hints import SqlDemandHints
 from controlplane.store.ledger import SqlForecastLedger
 from controlplane.store.outage import STORE_DOWN
+from controlplane.store.pauses import SqlModelPauses
 from controlplane.store.relayout import SqlRelayoutStore
 from scheduler.engine import PlacementEngine
 
@@ -176,7 +177,8 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                          history=store,
                          ledger=SqlForecastLedger(store.engine),
                          sharing=backend.sharing, mig=backend.mig, samples=store,
-                         hints=SqlDemandHints(store.engine))
+                         hints=SqlDemandHints(store.engine),
+                         pauses=SqlModelPauses(store.engine))
     config = reconcile_config(settings, specs)
 
     stepping_down = threading.Event()  # SIGTERM: lead no more, hand the Lease back

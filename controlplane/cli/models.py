@@ -1,6 +1,6 @@
 """``headroom models``: the models ``headroom serve`` manages, in the store's models table, from
 a models file (``controlplane.models_file``): import (checked whole, written in one statement),
-list, remove."""
+list, remove, pause and resume (``controlplane.cli.models_pause``)."""
 
 from __future__ import annotations
 
@@ -14,22 +14,29 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from controlplane.cli.models_pause import pause, resume
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
 from controlplane.cli.streams import usage_error
 from controlplane.domain.models import ModelSpec
+from controlplane.domain.pause import ModelPause
 from controlplane.models_file import load_model_specs
 from controlplane.models_yaml import ModelsFileError
 from controlplane.store import Store
+from controlplane.store.pauses import SqlModelPauses
 from forecaster.errors import InputError
 
-app = typer.Typer(help="The models serve manages: import a models file, list, remove.",
-                  no_args_is_help=True)
+app = typer.Typer(help="The models serve manages: import a models file, list, remove, pause, "
+                       "resume.", no_args_is_help=True)
 out = Console()
 
 
 @app.callback()
 def models() -> None:
-    """The models serve manages: import a models file, list, remove."""
+    """The models serve manages: import a models file, list, remove, pause, resume."""
+
+
+app.command("pause")(pause)
+app.command("resume")(resume)
 
 
 def changes(listed: list[ModelSpec], given: list[ModelSpec]) -> dict[str, list[str]]:
@@ -78,25 +85,49 @@ def list_models(
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:
-    """The store's models: tenant, isolation, engine, SLO, cold start, profile points."""
-    specs = with_existing_store(config, db, lambda store: store.model_specs())
+    """The store's models: tenant, isolation, engine, SLO, cold start, replica bounds, pause,
+    profile points."""
+    def read(store: Store) -> tuple[list[ModelSpec], dict[str, ModelPause]]:
+        pauses = SqlModelPauses(store.engine).paused_models()
+        return store.model_specs(), {p.model: p for p in pauses}
+
+    specs, paused = with_existing_store(config, db, read)
     if json_out:
-        print(json.dumps([asdict(s) for s in specs], indent=1, default=str))
+        print(json.dumps([{**asdict(s), "paused": _paused_json(paused.get(s.name))}
+                          for s in specs], indent=1, default=str))
         return
     if not specs:
         out.print("no models listed (headroom models import FILE)")
         return
     table = Table()
     for column in ("model", "tenant", "isolation", "engine", "SLO ms", "cold start p50/p90 s",
-                   "profile (product/g: rps)"):
+                   "replicas min/max", "paused", "profile (product/g: rps)"):
         table.add_column(column, overflow="fold")
     for s in specs:
         points = ", ".join(f"{p.product}/{p.compute_slices or 'whole'}: {p.throughput_rps:g}"
                            for p in s.profile)
+        pause = paused.get(s.name)
         table.add_row(escape(s.name), escape(s.tenant), s.isolation.value, s.engine.value,
                       f"{s.latency_slo_ms:g}", f"{s.cold_start.p50_s:g}/{s.cold_start.p90_s:g}",
-                      escape(points))
+                      f"{_bound(s.min_replicas)}/{_bound(s.max_replicas)}",
+                      "-" if pause is None else escape(_paused_cell(pause)), escape(points))
     out.print(table)
+
+
+def _bound(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _paused_cell(pause: ModelPause) -> str:
+    held = "current" if pause.replicas is None else str(pause.replicas)
+    return f"at {held} ({pause.reason()})"
+
+
+def _paused_json(pause: ModelPause | None) -> dict[str, object] | None:
+    if pause is None:
+        return None
+    return {"replicas": pause.replicas, "paused_at": pause.paused_at.isoformat(),
+            "paused_by": pause.paused_by}
 
 
 @app.command("remove")

@@ -24,6 +24,7 @@ from controlplane.domain.fleet_status import (
 )
 from controlplane.domain.forecast_accuracy import ACCURACY_WINDOW_S, ForecastAccuracy
 from controlplane.domain.hints import DemandHint
+from controlplane.domain.pause import ModelPause
 from controlplane.domain.tick_writers import UNKNOWN_WRITER, LeadershipChange
 
 #: the columns of a demand hint's row (``headroom status`` and ``headroom hint list``)
@@ -115,7 +116,10 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "replicas_ready": m.replicas_ready, "replicas_pending": m.replicas_pending,
             "replicas_target": m.replicas_target, "capacity_rps": m.capacity_rps,
             "forecast": _forecast(m.forecast),
-            "forecast_accuracy": _accuracy(accuracy.get(m.name))} for m in status.models],
+            "forecast_accuracy": _accuracy(accuracy.get(m.name)),
+            "paused": None if m.pause is None else {
+                "replicas": m.pause.replicas, "paused_at": _at(m.pause.paused_at),
+                "paused_by": m.pause.paused_by or None}} for m in status.models],
         "pools": [{
             "name": p.pool.name, "product": p.pool.product,
             "gpus_per_node": p.pool.gpus_per_node, "nodes_ready": p.pool.nodes_ready,
@@ -165,6 +169,13 @@ def _ago(seconds: float | None) -> str:
     if seconds < 0:  # a simulated store's clock runs ahead of the wall clock
         return f"{-seconds:,.0f} s ahead of the wall clock"
     return f"{seconds:,.0f} s ago"
+
+
+def paused_line(pause: ModelPause) -> str:
+    held = ("its current replicas" if pause.replicas is None
+            else f"{pause.replicas} replica(s)")
+    return (f"model {pause.model} is {pause.reason()}: held at {held} "
+            f"(headroom models resume {pause.model})")
 
 
 def lease_line(lease: LeaseStatus, now: datetime) -> str:
@@ -275,6 +286,9 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
                        _num(None if f is None else f.p90_rps),
                        "-" if f is None else escape(f.method))
     console.print(_fitted(models))
+    for m in status.models:
+        if m.pause is not None:
+            console.print(paused_line(m.pause), markup=False, highlight=False, soft_wrap=True)
     if status.accuracy:
         scored = _table("Forecasts over the last hour (each first step against the load then "
                         "seen)", "model", "steps", "WAPE", "p90 coverage")

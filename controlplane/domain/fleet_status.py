@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from controlplane.domain.forecast_accuracy import ForecastAccuracy
 from controlplane.domain.hints import DemandHint
 from controlplane.domain.observed import ObservedPool
+from controlplane.domain.pause import ModelPause
 from controlplane.domain.profile import ProfileCorrection
 from controlplane.domain.tick_writers import LeadershipChange
 
@@ -61,6 +62,7 @@ class ModelStatus:
     replicas_target: int | None
     capacity_rps: float | None
     forecast: ForecastPoint | None
+    pause: ModelPause | None = None  # `headroom models pause`: its replicas held
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ MIG re-layouts) are read when the store has them."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 
 from sqlalchemy import (
@@ -50,6 +51,7 @@ from controlplane.store import codec, tick_fence
 from controlplane.store.guard_intent import unrecorded_tick
 from controlplane.store.hints import hints_ending_after
 from controlplane.store.ledger import recent_accuracy
+from controlplane.store.pauses import paused_models
 from controlplane.store.placement_journal import placement_status
 from controlplane.store.profiles import newest_profiles
 from controlplane.store.relayout import MigRelayoutRecord
@@ -73,6 +75,7 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatu
     """Everything ``headroom status`` shows; ``store`` is the redacted URL to name it by."""
     tables = set(inspect(engine).get_table_names())
     tick_columns = {c["name"] for c in inspect(engine).get_columns("ticks")}
+    has_pauses = "paused_at" in {c["name"] for c in inspect(engine).get_columns("models")}
     with engine.connect() as connection:
         if engine.dialect.name == "postgresql":
             connection = connection.execution_options(isolation_level="REPEATABLE READ",
@@ -86,7 +89,8 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatu
                 fleet_tick_id=None if seen is None else seen[0],
                 fleet_at=None if observed is None else as_utc(observed.synced_at),
                 lease=_lease(connection, lease_name) if "leases" in tables else None,
-                models=_models(connection, observed), pools=_pools(connection, observed),
+                models=_models(connection, observed, has_pauses),
+                pools=_pools(connection, observed),
                 plan=None if tick is None else _plan(connection, tick.tick_id),
                 relayouts=_relayouts(connection) if "mig_relayouts" in tables else (),
                 profiles=newest_profiles(connection) if "profiles_json" in tick_columns else (),
@@ -170,8 +174,10 @@ def fleet_seen(connection: Connection, tick_id: int) -> tuple[int, ObservedState
     return None if row is None else (int(row.id), codec.observed_from_json(row.observed_json))
 
 
-def _models(connection: Connection, observed: ObservedState | None) -> tuple[ModelStatus, ...]:
-    """Every model the store lists, then any other the fleet's tick saw, by name."""
+def _models(connection: Connection, observed: ObservedState | None,
+            has_pauses: bool) -> tuple[ModelStatus, ...]:
+    """Every model the store lists, then any other the fleet's tick saw, by name; with the
+    pause of each paused model (when the store has the columns: migration 0022)."""
     m, f = _table(ModelRecord).c, _table(ForecastRecord).c
     tenants = {str(r.name): str(r.tenant) for r in connection.execute(select(m.name, m.tenant))}
     newest = select(func.max(f.id).label("id")).group_by(f.model).subquery()
@@ -183,8 +189,9 @@ def _models(connection: Connection, observed: ObservedState | None) -> tuple[Mod
                                     .join(newest, newest.c.id == f.id))}
     seen = {o.name: o for o in (observed.models if observed is not None else ())}
     names = sorted(set(tenants) | set(seen))
-    return tuple(_model(name, tenants.get(name, ""), seen.get(name), forecasts.get(name))
-                 for name in names)
+    pauses = {p.model: p for p in paused_models(connection)} if has_pauses else {}
+    return tuple(replace(_model(name, tenants.get(name, ""), seen.get(name), forecasts.get(name)),
+                         pause=pauses.get(name)) for name in names)
 
 
 def _model(name: str, tenant: str, seen: ObservedModel | None,

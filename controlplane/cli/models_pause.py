@@ -1,0 +1,67 @@
+"""``headroom models pause`` / ``resume``: hold a model's replicas (KEDA's
+``autoscaling.keda.sh/paused-replicas``) in the store's models table; every reconcile tick reads
+the pauses (no restart of serve)."""
+
+from __future__ import annotations
+
+import getpass
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from controlplane.adapters.clock import WallClock
+from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
+from controlplane.domain.pause import ModelPause
+from controlplane.store import Store
+from controlplane.store.pauses import SqlModelPauses
+from forecaster.errors import InputError
+
+out = Console()
+NameArgument = Annotated[str, typer.Argument(metavar="NAME",
+                                             help="a model of `headroom models list`")]
+
+
+def _who() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name (a container's uid without a passwd entry)
+        return ""
+
+
+def _not_listed(name: str) -> InputError:
+    return InputError(f"model {name!r} is not listed (see `headroom models list`)")
+
+
+def pause(
+    name: NameArgument,
+    replicas: Annotated[int | None, typer.Option(
+        "--replicas", min=0, metavar="N",
+        help="hold NAME at N replicas (scaled to N, then left there); default: at the "
+             "replicas it has each tick")] = None,
+    config: ConfigOption = None,
+    db: DbOption = None,
+) -> None:
+    """Hold NAME's replicas: no scale action is planned for it but reaching N; its GPUs still
+    count in the node pools and budgets. Serve reads it at its next tick."""
+    def work(store: Store) -> None:
+        if not SqlModelPauses(store.engine).pause(name, replicas, WallClock().now(), _who()):
+            raise _not_listed(name)
+
+    with_existing_store(config, db, work)
+    held = "its current replicas" if replicas is None else f"{replicas} replica(s)"
+    out.print(f"paused model {name} at {held}; `headroom models resume {name}` lets it scale "
+              "again", markup=False, highlight=False, soft_wrap=True)
+
+
+def resume(name: NameArgument, config: ConfigOption = None, db: DbOption = None) -> None:
+    """Let NAME scale again (a model not paused stays as it is)."""
+    def work(store: Store) -> ModelPause | None:
+        if name not in store.model_names():
+            raise _not_listed(name)
+        return SqlModelPauses(store.engine).resume(name)
+
+    was = with_existing_store(config, db, work)
+    out.print(f"model {name} was not paused" if was is None else
+              f"resumed model {name} ({was.reason()})", markup=False, highlight=False,
+              soft_wrap=True)

@@ -1,0 +1,68 @@
+"""Paused models in the store (the models table's ``paused_*`` columns, Alembic revision 0022):
+set and cleared by ``headroom models pause`` / ``resume``, read by every reconcile tick
+(``ModelPauses`` port) and by ``headroom status``."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, Row, select, update
+from sqlmodel import SQLModel
+
+from controlplane.domain.pause import ModelPause
+from controlplane.store.tables import ModelRecord
+from controlplane.store.utc import as_utc
+
+#: the ``paused_by`` column's width
+PAUSED_BY_CHARS = 100
+
+
+def _models() -> Any:
+    return SQLModel.metadata.tables[str(ModelRecord.__tablename__)].c
+
+
+def _pause(row: Row[Any]) -> ModelPause:
+    return ModelPause(str(row.name), None if row.paused_replicas is None
+                      else int(row.paused_replicas), as_utc(row.paused_at),
+                      str(row.paused_by or ""))
+
+
+def paused_models(connection: Connection) -> tuple[ModelPause, ...]:
+    """Every paused model of the models table, by name."""
+    m = _models()
+    rows = connection.execute(select(m.name, m.paused_replicas, m.paused_at, m.paused_by)
+                              .where(m.paused_at.is_not(None)).order_by(m.name)).all()
+    return tuple(_pause(r) for r in rows)
+
+
+class SqlModelPauses:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def pause(self, model: str, replicas: int | None, now: datetime, by: str) -> bool:
+        """Pause ``model`` (held at ``replicas``; None: at its observed ones) as of ``now``;
+        False, nothing written, when the models table does not list it. Pausing a paused
+        model again replaces its pause."""
+        m = _models()
+        with self.engine.begin() as connection:
+            done = connection.execute(update(m.name.table).where(m.name == model).values(
+                paused_replicas=replicas, paused_at=now, paused_by=by[:PAUSED_BY_CHARS]))
+        return bool(done.rowcount)
+
+    def resume(self, model: str) -> ModelPause | None:
+        """Clear ``model``'s pause; the pause it had (None: listed and not paused, or not
+        listed: ``listed`` tells which)."""
+        m = _models()
+        with self.engine.begin() as connection:
+            row = connection.execute(select(m.name, m.paused_replicas, m.paused_at, m.paused_by)
+                                     .where(m.name == model)).first()
+            if row is None or row.paused_at is None:
+                return None
+            connection.execute(update(m.name.table).where(m.name == model).values(
+                paused_replicas=None, paused_at=None, paused_by=None))
+        return _pause(row)
+
+    def paused_models(self) -> tuple[ModelPause, ...]:
+        with self.engine.connect() as connection:
+            return paused_models(connection)

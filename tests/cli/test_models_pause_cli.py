@@ -1,0 +1,90 @@
+"""`headroom models pause | resume` (SQLite and PostgreSQL): a pause is stored with when and by
+whom, `models list` and `status` show it and the models file's replica bounds, resume clears
+it; pausing a model the store does not list is a usage error naming it, and writes nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from clihelpers import HEADROOM, _env
+
+from controlplane.store import Store
+from controlplane.store.pauses import SqlModelPauses
+
+GOOD = (Path(__file__).resolve().parents[2] / "deploy" / "examples" / "models.yaml").read_text()
+BOUNDED = GOOD.replace("    latency_slo_ms: 100\n",
+                       "    latency_slo_ms: 100\n    min_replicas: 2\n    max_replicas: 40\n", 1)
+
+
+def _headroom(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*HEADROOM, *args], env=_env(HEADROOM_DB__URL=url, COLUMNS="250",
+                                                       USER="alice", LOGNAME="alice"),
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def imported_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A migrated store with the example models imported, resnet50 bounded to [2, 40]."""
+    url = (f"sqlite:///{tmp_path / 'store.db'}" if request.param == "sqlite"
+           else str(request.getfixturevalue("postgres_url")))
+    Store.open(url, migrate=True).engine.dispose()
+    models = tmp_path / "models.yaml"
+    models.write_text(BOUNDED)
+    assert _headroom(url, "models", "import", str(models)).returncode == 0
+    return url
+
+
+def test_a_model_is_paused_listed_and_shown_paused_then_resumed(imported_url: str) -> None:
+    paused = _headroom(imported_url, "models", "pause", "resnet50", "--replicas", "3")
+    assert paused.returncode == 0, paused.stderr
+    assert paused.stdout.startswith("paused model resnet50 at 3 replica(s)")
+
+    listed = {m["name"]: m for m in json.loads(
+        _headroom(imported_url, "models", "list", "--json").stdout)}
+    assert (listed["resnet50"]["min_replicas"], listed["resnet50"]["max_replicas"]) == (2, 40)
+    assert listed["resnet50"]["paused"]["replicas"] == 3
+    assert listed["resnet50"]["paused"]["paused_by"] == "alice"
+    assert listed["llama-3-8b-chat"]["paused"] is None
+    assert listed["llama-3-8b-chat"]["min_replicas"] is None
+    text = _headroom(imported_url, "models", "list").stdout
+    assert "2/40" in text and "at 3 (paused since" in text and "by alice" in text
+
+    status = _headroom(imported_url, "status")
+    assert "model resnet50 is paused since" in status.stdout, status.stdout + status.stderr
+    assert "held at 3 replica(s)" in status.stdout
+    doc = json.loads(_headroom(imported_url, "status", "--json").stdout)
+    shown = {m["name"]: m["paused"] for m in doc["models"]}
+    assert shown["resnet50"]["replicas"] == 3 and shown["llama-3-8b-chat"] is None
+
+    resumed = _headroom(imported_url, "models", "resume", "resnet50")
+    assert resumed.returncode == 0 and resumed.stdout.startswith("resumed model resnet50 (paused")
+    assert SqlModelPauses(Store.open(imported_url).engine).paused_models() == ()
+    again = _headroom(imported_url, "models", "resume", "resnet50")
+    assert again.returncode == 0 and again.stdout.startswith("model resnet50 was not paused")
+
+
+def test_pausing_or_resuming_a_model_not_listed_is_a_usage_error_naming_it(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    Store.open(url, migrate=True).engine.dispose()
+    for command in (["pause", "gpt-5", "--replicas", "1"], ["resume", "gpt-5"]):
+        run = _headroom(url, "models", *command)
+        assert run.returncode == 2
+        assert run.stderr == ("error: model 'gpt-5' is not listed (see `headroom models "
+                              "list`)\n")
+    assert SqlModelPauses(Store.open(url).engine).paused_models() == ()
+    assert Store.open(url).model_names() == []
+
+
+def test_a_negative_replica_count_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store.open(url, migrate=True)
+    models = tmp_path / "models.yaml"
+    models.write_text(GOOD)
+    assert _headroom(url, "models", "import", str(models)).returncode == 0
+    run = _headroom(url, "models", "pause", "resnet50", "--replicas", "-1")
+    assert run.returncode == 2 and "--replicas" in run.stderr
+    assert SqlModelPauses(store.engine).paused_models() == ()

@@ -1,0 +1,68 @@
+"""The models table's replica bounds and pause (SQLite and PostgreSQL): the bounds round-trip
+through an import, a re-import keeps a pause, pause and resume touch only the model named, and
+migration 0022 adds the columns (a model stored before has no bound and is not paused) and its
+downgrade drops them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sqlalchemy import inspect
+from tick_builders import T0
+
+from controlplane.domain.pause import ModelPause
+from controlplane.sim.catalog import DEMO_MODELS
+from controlplane.store import Store, downgrade, upgrade
+from controlplane.store.pauses import SqlModelPauses
+
+CHAT, SUPPORT = DEMO_MODELS[0], DEMO_MODELS[1]
+COLUMNS = {"min_replicas", "max_replicas", "paused_replicas", "paused_at", "paused_by"}
+
+
+def _columns(store: Store) -> set[str]:
+    return {c["name"] for c in inspect(store.engine).get_columns("models")}
+
+
+def test_migration_0022_adds_the_bound_and_pause_columns_and_its_downgrade_drops_them(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    assert _columns(store) >= COLUMNS
+    downgrade(store.engine, "0021")
+    assert not COLUMNS & _columns(store)
+    with store.engine.begin() as connection:  # a model imported at 0021
+        connection.exec_driver_sql(
+            "INSERT INTO models (name, tenant, isolation, engine, latency_slo_ms, "
+            "cold_start_p50_s, cold_start_p90_s, profile_json) VALUES "
+            "('old', 'acme', 'none', 'vllm', 100, 1, 2, '[{\"product\": \"L4\", "
+            "\"compute_slices\": 0, \"batch_size\": 1, \"mps_processes\": 1, "
+            "\"throughput_rps\": 5.0, \"latency_ms\": 10.0, \"memory_mib\": 100}]')")
+    upgrade(store.engine)
+    old, = Store.open(store_url).model_specs()
+    assert (old.name, old.min_replicas, old.max_replicas) == ("old", None, None)
+    assert SqlModelPauses(store.engine).paused_models() == ()
+
+
+def test_replica_bounds_round_trip_and_a_re_import_keeps_a_pause(store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    bounded = replace(CHAT, min_replicas=2, max_replicas=40)
+    store.upsert_models([bounded, SUPPORT])
+    assert store.model_specs() == sorted([bounded, SUPPORT], key=lambda s: s.name)
+    pauses = SqlModelPauses(store.engine)
+    assert pauses.pause(CHAT.name, 3, T0, "alice")
+    store.upsert_models([replace(bounded, max_replicas=None)])  # re-imported: still paused
+    assert pauses.paused_models() == (ModelPause(CHAT.name, 3, T0, "alice"),)
+    assert next(s for s in store.model_specs() if s.name == CHAT.name).max_replicas is None
+
+
+def test_pause_and_resume_touch_only_the_model_named_and_an_unknown_one_writes_nothing(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    store.upsert_models([CHAT, SUPPORT])
+    pauses = SqlModelPauses(store.engine)
+    assert not pauses.pause("no-such-model", 1, T0, "alice")
+    assert pauses.paused_models() == ()
+    assert pauses.pause(SUPPORT.name, None, T0, "bob")
+    assert pauses.paused_models() == (ModelPause(SUPPORT.name, None, T0, "bob"),)
+    assert pauses.resume(CHAT.name) is None  # not paused: nothing to resume
+    assert pauses.resume(SUPPORT.name) == ModelPause(SUPPORT.name, None, T0, "bob")
+    assert pauses.paused_models() == ()
