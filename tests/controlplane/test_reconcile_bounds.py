@@ -1,0 +1,77 @@
+"""Replica bounds and a pause through the whole loop: a min_replicas bound raises a model its
+demand sizes lower, a paused model is held (no action but reaching the count it is held at,
+its reason saying so; over its max_replicas too), a pause made while the loop runs takes
+effect at the next tick, and a resumed model scales again, to its max_replicas. Real core,
+simulated fleet, in-process placement, SQLite."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from controlplane.domain.actions import SetReplicas
+from controlplane.runtime import SimRuntime
+from controlplane.settings import load_settings
+from controlplane.store import Store
+from controlplane.store.pauses import SqlModelPauses
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+WHISPER = "whisper-asr"  # about 4 replicas from its demand at this hour
+LLAMA_70B = "llama-3-70b"  # about 10
+RESNET = "resnet50-vision"  # about 7
+
+
+def _runtime(url: str) -> tuple[SimRuntime, list[SetReplicas]]:
+    settings = load_settings(db={"url": url}, sim={"history_s": 3600, "start_warm": True,
+                                                   "true_throughput_factor": {}})
+    runtime = SimRuntime.open(settings, Store.open(url, migrate=True), T0)
+    actions: list[SetReplicas] = []
+    runtime.on_tick = lambda report, _saved: actions.extend(
+        a for a in (report.plan.actions if report.plan else ()) if isinstance(a, SetReplicas))
+    return runtime, actions
+
+
+def _replicas(runtime: SimRuntime) -> dict[str, int]:
+    return {m.name: m.replicas_target for m in runtime.cluster.snapshot().models}
+
+
+def test_a_min_bound_raises_a_model_and_a_paused_one_is_held_until_resumed(
+        sqlite_url: str) -> None:
+    runtime, actions = _runtime(sqlite_url)
+    runtime.advance(2 * 60)  # the fleet taken over, as sized without bounds
+    before = _replicas(runtime)
+    assert before[WHISPER] < 7 and before[LLAMA_70B] > 5
+    actions.clear()
+    bounds = {WHISPER: {"min_replicas": 7}, LLAMA_70B: {"max_replicas": 5}}
+    runtime.config = replace(runtime.config, models=tuple(
+        replace(m, spec=replace(m.spec, **bounds.get(m.spec.name, {})))
+        for m in runtime.config.models))
+    pauses = SqlModelPauses(runtime.store.engine)
+    assert pauses.pause(LLAMA_70B, None, T0, "alice")  # held at the replicas it has
+    runtime.advance(5 * 60)
+
+    replicas = _replicas(runtime)
+    assert replicas[WHISPER] == 7
+    raised = [a for a in actions if a.model == WHISPER]
+    assert raised and all(a.reason.endswith("+min_replicas:7") for a in raised), raised
+    assert replicas[LLAMA_70B] == before[LLAMA_70B]  # a pause wins over max_replicas
+    assert not [a for a in actions if a.model == LLAMA_70B]
+
+    # paused while the loop runs, at a count: the next tick scales to it and no further
+    seen_resnet = replicas[RESNET]
+    pauses.pause(RESNET, seen_resnet - 2, T0, "bob")
+    actions.clear()
+    runtime.advance(5 * 60)
+    assert _replicas(runtime)[RESNET] == seen_resnet - 2
+    moved = [a for a in actions if a.model == RESNET]
+    assert [a.to_replicas for a in moved] == [seen_resnet - 2]
+    assert moved[0].reason == "paused since 2026-01-05T09:00:00Z by bob"
+    pools = {p.name: p.target_nodes for p in runtime.cluster.snapshot().pools}
+    assert sum(pools.values()) > 0  # the pools still hold the held replicas' GPUs
+
+    assert pauses.resume(LLAMA_70B) is not None
+    actions.clear()
+    runtime.advance(3 * 60)
+    resumed = [a for a in actions if a.model == LLAMA_70B]
+    assert resumed and resumed[0].reason.endswith("+max_replicas:5"), resumed
+    assert _replicas(runtime)[LLAMA_70B] == 5
