@@ -86,6 +86,8 @@ class _Model(_Loose):
     true_per_replica_rps: float | None = None
     latency_slo_ms: float = DEFAULT_LATENCY_SLO_MS
     latency_ms: float = DEFAULT_UNLOADED_LATENCY_MS  # mean latency of an unloaded replica
+    min_replicas: int | None = Field(None, ge=0)  # as `headroom models import`'s
+    max_replicas: int | None = Field(None, ge=1)
 
     @field_validator("per_replica_rps", "true_per_replica_rps", "latency_slo_ms", "latency_ms")
     @classmethod
@@ -154,6 +156,8 @@ class SimModel:
     true_rps: float | None = None
     latency_slo_ms: float = DEFAULT_LATENCY_SLO_MS
     latency_ms: float = DEFAULT_UNLOADED_LATENCY_MS
+    min_replicas: int | None = None  # the hot target's bounds (``autoscaling.bounds``)
+    max_replicas: int | None = None
 
     @property
     def true_per_replica_rps(self) -> float:
@@ -292,8 +296,13 @@ def _sim_model(index: int, model: _Model, fleet: _Fleet, base_dir: Path, cached:
         raise ModelsFileError(f"{origin}: latency_ms: the unloaded latency must be below "
                               f"latency_slo_ms ({model.latency_slo_ms:g}), got "
                               f"{model.latency_ms:g}")
+    if (model.min_replicas is not None and model.max_replicas is not None
+            and model.max_replicas < model.min_replicas):
+        raise ModelsFileError(f"{origin}: max_replicas: {model.max_replicas} is below "
+                              f"min_replicas {model.min_replicas}")
     return SimModel(shape, Isolation(model.isolation.lower()), cold_start,
-                    model.true_per_replica_rps, model.latency_slo_ms, model.latency_ms)
+                    model.true_per_replica_rps, model.latency_slo_ms, model.latency_ms,
+                    model.min_replicas, model.max_replicas)
 
 
 def load_models_file(path: Path, cold_start_override: _ColdStart | None = None) -> SimConfig:

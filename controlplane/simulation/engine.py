@@ -153,7 +153,8 @@ def _spec(model: SimModel) -> ModelSpec:
     cold = model.cold_start.uncached
     return ModelSpec(shape.model, shape.tenant, model.isolation, Engine.VLLM,
                      model.latency_slo_ms, (point,),
-                     ColdStart(cold.quantile(0.5), cold.quantile(0.9)))
+                     ColdStart(cold.quantile(0.5), cold.quantile(0.9)),
+                     model.min_replicas, model.max_replicas)
 
 
 class ForecastCache:
