@@ -42,10 +42,11 @@ def test_a_min_bound_raises_a_model_and_a_paused_one_is_held_until_resumed(
     before = _replicas(runtime)
     assert before[WHISPER] < 7 and before[LLAMA_70B] > 5
     actions.clear()
-    bounds = {WHISPER: {"min_replicas": 7}, LLAMA_70B: {"max_replicas": 5}}
+    bounds = {WHISPER: (7, None), LLAMA_70B: (None, 5)}  # (min_replicas, max_replicas)
     runtime.config = replace(runtime.config, models=tuple(
-        replace(m, spec=replace(m.spec, **bounds.get(m.spec.name, {})))
-        for m in runtime.config.models))
+        replace(m, spec=replace(m.spec, min_replicas=bounds[m.spec.name][0],
+                                max_replicas=bounds[m.spec.name][1]))
+        if m.spec.name in bounds else m for m in runtime.config.models))
     pauses = SqlModelPauses(runtime.store.engine)
     assert pauses.pause(LLAMA_70B, None, T0, "alice")  # held at the replicas it has
     runtime.advance(5 * 60)
