@@ -22,7 +22,8 @@ T1 = T0 + timedelta(minutes=5)
 ROWS: dict[str, list[dict[str, Any]]] = {
     "models": [dict(name="bert-embed", tenant="search", isolation="trusted", engine="triton",
                     latency_slo_ms=50.0, cold_start_p50_s=20.0, cold_start_p90_s=45.0,
-                    profile_json='{"L4": {"exclusive": 410.0}}')],
+                    profile_json='{"L4": {"exclusive": 410.0}}', min_replicas=1,
+                    max_replicas=40, paused_replicas=3, paused_at=T0, paused_by="alice")],
     "nodes": [dict(name="l4-0", pool="l4", product="L4", ready=True, cordoned=False,
                    cpu_milli=8000, memory_mib=32768, updated_at=T0)],
     "gpus": [dict(node="l4-0", index=0, product="L4", memory_mib=23034, mig_capable=False,
@@ -80,7 +81,12 @@ ADDED = {("placement_bindings", "lease_s"): 0.0,  # 0009: no lease, never expire
          ("ticks", "writer"): None,  # 0016: not known
          ("plans", "warm_gpus_json"): None,  # 0020: only the total (warm_gpus) known
          ("placement_bindings", "gpu_products"): "[]",  # 0021: any product, no memory stated
-         ("placement_bindings", "gpu_memory_request_mib"): 0}
+         ("placement_bindings", "gpu_memory_request_mib"): 0,
+         ("models", "min_replicas"): None,  # 0022: no bound, not paused
+         ("models", "max_replicas"): None,
+         ("models", "paused_replicas"): None,
+         ("models", "paused_at"): None,
+         ("models", "paused_by"): None}
 RENAMED_BY_0006 = {("observations", "latency_ms"): "mean_latency_ms"}  # 0005 named it so
 
 
