@@ -85,8 +85,7 @@ def list_models(
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:
-    """The store's models: tenant, isolation, engine, SLO, cold start, replica bounds, pause,
-    profile points."""
+    """The store's models: tenant, isolation, engine, SLO, cold start, bounds, pause, profile."""
     def read(store: Store) -> tuple[list[ModelSpec], dict[str, ModelPause]]:
         pauses = SqlModelPauses(store.engine).paused_models()
         return store.model_specs(), {p.model: p for p in pauses}

@@ -42,8 +42,9 @@ def pause(
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:
-    """Hold NAME's replicas: no scale action is planned for it but reaching N; its GPUs still
-    count in the node pools and budgets. Serve reads it at its next tick."""
+    """Hold NAME's replicas: no scale action but reaching N (serve reads it at its next tick).
+
+    Its GPUs still count in the node pools and the GPU budgets."""
     def work(store: Store) -> None:
         if not SqlModelPauses(store.engine).pause(name, replicas, WallClock().now(), _who()):
             raise _not_listed(name)
