@@ -51,8 +51,8 @@ class SqlModelPauses:
         return bool(done.rowcount)
 
     def resume(self, model: str) -> ModelPause | None:
-        """Clear ``model``'s pause; the pause it had (None: listed and not paused, or not
-        listed: ``listed`` tells which)."""
+        """Clear ``model``'s pause; the pause it had (None: not paused, or not in the models
+        table: the CLI checks the name first)."""
         m = _models()
         with self.engine.begin() as connection:
             row = connection.execute(select(m.name, m.paused_replicas, m.paused_at, m.paused_by)
