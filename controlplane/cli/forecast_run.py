@@ -246,9 +246,9 @@ def _source(prometheus_url: str | None, settings: Settings, metric: str | None,
             query: str | None, models: str | None, csv: Path | None, time_col: str,
             value_col: str, series_col: str | None, time_unit: str | None, store_url: str,
             at: str | None, step_s: int) -> tuple[HistorySource, Any]:
-    """The history source and the forecast origin ('now'; for a CSV: one step after its last
-    row, or after the grid time a row a little early counts at, so the last row is part of the
-    history: ``CsvSource.end_ns``). Neither --csv nor --prometheus-url: the
+    """The history source and the forecast origin ('now'; for a CSV: one step after the grid
+    step its last row counts in, so the last row is part of the history and the origin is on
+    the grid: ``CsvSource.end_ns``). Neither --csv nor --prometheus-url: the
     store's models (``--models``: each must be one of them), with the history ``serve`` reads
     for them (``backend: kubernetes``: Prometheus at ``prometheus.url``; else the store's
     observations). A name given twice in ``--models`` is forecast once."""

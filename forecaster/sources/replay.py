@@ -244,14 +244,15 @@ class CsvSource:
 
     def end_ns(self, step_s: int) -> int:
         """The forecast origin of a run at ``step_s`` on the UTC epoch grid (``forecast run
-        --csv``): one step after the newest row, or after the grid time that row counts at when
-        it came within the tolerance before it (10:19:59.7 is the 10:20 step's row, so the
-        origin is 10:21 and that row is history, not dropped as the origin's own step)."""
+        --csv``): one step after the grid time the newest row counts at (10:19:59.7 is the 10:20
+        step's row, so the origin is 10:21 and that row is history, not dropped as the origin's
+        own step; 10:20:00.4 and 10:20:30 are the 10:20 step's too: the origin stays on the
+        grid, never 10:21:00.4)."""
         newest = max(self.trace.series, key=lambda s: int(s.times_ns.max()))
         last_ns, step_ns = int(newest.times_ns.max()), step_s * NS_PER_S
         at = int(grid_index(np.array([last_ns], np.int64), step_ns,
                             _tolerance_ns(newest.times_ns, step_ns))[0]) * step_ns
-        return max(last_ns, at) + step_ns
+        return at + step_ns
 
     def rate_history(self, model: str, since_at: datetime, until_at: datetime,
                      step_s: int) -> TrafficSeries:

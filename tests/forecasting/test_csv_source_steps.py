@@ -131,3 +131,15 @@ def test_a_newest_row_a_little_early_is_the_last_observation_of_the_run(tmp_path
     assert doc["computed_at"] == (START + timedelta(minutes=120)).isoformat()
     assert doc["per_model"]["x"]["p50_last"] == 10 + 119
     assert doc["per_model"]["x"]["warnings"] == []
+
+
+def test_a_newest_row_a_little_late_leaves_the_origin_on_the_step_grid(tmp_path: Path) -> None:
+    trace = jittered_csv(tmp_path / "t.csv", [60.0 * i for i in range(119)] + [60 * 119 + 0.4])
+    result = CliRunner().invoke(app, [
+        "run", "--csv", str(trace), "--no-store", "--step", "60s", "--history", "1h",
+        "--method", "persistence", "--workers", "1", "--state-dir", str(tmp_path / "s"),
+        "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["computed_at"] == (START + timedelta(minutes=120)).isoformat()
+    assert doc["per_model"]["x"]["p50_last"] == 10 + 119
