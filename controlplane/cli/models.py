@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from controlplane.cli.models_pause import pause, resume
+from controlplane.cli.status_view import pause_json
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
 from controlplane.cli.streams import usage_error
 from controlplane.domain.models import ModelSpec
@@ -92,7 +93,7 @@ def list_models(
 
     specs, paused = with_existing_store(config, db, read)
     if json_out:
-        print(json.dumps([{**asdict(s), "paused": _paused_json(paused.get(s.name))}
+        print(json.dumps([{**asdict(s), "paused": pause_json(paused.get(s.name))}
                           for s in specs], indent=1, default=str))
         return
     if not specs:
@@ -120,13 +121,6 @@ def _bound(value: int | None) -> str:
 def _paused_cell(pause: ModelPause) -> str:
     held = "current" if pause.replicas is None else str(pause.replicas)
     return f"at {held} ({pause.reason()})"
-
-
-def _paused_json(pause: ModelPause | None) -> dict[str, object] | None:
-    if pause is None:
-        return None
-    return {"replicas": pause.replicas, "paused_at": pause.paused_at.isoformat(),
-            "paused_by": pause.paused_by}
 
 
 @app.command("remove")

@@ -41,6 +41,15 @@ def _at(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat().replace("+00:00", "Z")
 
 
+def pause_json(pause: ModelPause | None) -> dict[str, Any] | None:
+    """A model's pause in ``status --json`` and ``models list --json`` alike: its time in UTC
+    with a Z, ``paused_by`` null when no login name was known."""
+    if pause is None:
+        return None
+    return {"replicas": pause.replicas, "paused_at": _at(pause.paused_at),
+            "paused_by": pause.paused_by or None}
+
+
 def _forecast(point: ForecastPoint | None) -> dict[str, Any] | None:
     if point is None:
         return None
@@ -117,9 +126,7 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "replicas_target": m.replicas_target, "capacity_rps": m.capacity_rps,
             "forecast": _forecast(m.forecast),
             "forecast_accuracy": _accuracy(accuracy.get(m.name)),
-            "paused": None if m.pause is None else {
-                "replicas": m.pause.replicas, "paused_at": _at(m.pause.paused_at),
-                "paused_by": m.pause.paused_by or None}} for m in status.models],
+            "paused": pause_json(m.pause)} for m in status.models],
         "pools": [{
             "name": p.pool.name, "product": p.pool.product,
             "gpus_per_node": p.pool.gpus_per_node, "nodes_ready": p.pool.nodes_ready,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,19 @@ def test_a_negative_replica_count_is_refused_and_writes_nothing(tmp_path: Path) 
     run = _headroom(url, "models", "pause", "resnet50", "--replicas", "-1")
     assert run.returncode == 2 and "--replicas" in run.stderr
     assert SqlModelPauses(store.engine).paused_models() == ()
+
+
+def test_models_list_and_status_write_a_pause_alike_in_json(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store.open(url, migrate=True)
+    models = tmp_path / "models.yaml"
+    models.write_text(GOOD)
+    assert _headroom(url, "models", "import", str(models)).returncode == 0
+    at = datetime(2026, 1, 5, 9, 0, 0, 250_000, tzinfo=UTC)
+    assert SqlModelPauses(store.engine).pause("resnet50", 3, at, "")  # no login name known
+    listed = {m["name"]: m["paused"] for m in json.loads(
+        _headroom(url, "models", "list", "--json").stdout)}
+    shown = {m["name"]: m["paused"] for m in json.loads(
+        _headroom(url, "status", "--json").stdout)["models"]}
+    assert listed["resnet50"] == shown["resnet50"] == {
+        "replicas": 3, "paused_at": "2026-01-05T09:00:00.250000Z", "paused_by": None}
