@@ -4,6 +4,7 @@ restarts), with the store's DemandHints service beside it."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from collections.abc import Callable, Sequence
@@ -30,6 +31,7 @@ from controlplane.cli.placement_security import (
 )
 from controlplane.cli.store_origin import db_url_named, store_errors
 from controlplane.cli.streams import usage_error
+from controlplane.logsetup import setup_logging
 from controlplane.placement_api import JournalFollower, journaled_engine
 from controlplane.runtime import hints_api
 from controlplane.settings import ConfigError, Settings
@@ -102,6 +104,9 @@ def serve(
         client_identities=client_identities)
     if cpus is not None:
         _pin(cpus)
+    # warnings (an unreadable journal, a hint over the pools) as serve's JSON events with their
+    # fields, not Python's bare event name; below WARNING stays silent, as before
+    setup_logging(logging.WARNING)
     engine, extra, stop_store, kept_note = (
         _kept_in_store(settings, checks_hints=config is not None) if settings is not None
         else (PlacementEngine(), (), lambda: None, ""))

@@ -5,6 +5,7 @@ other's plans; the store's DemandHints service is served beside Placement."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
@@ -177,3 +178,34 @@ def test_the_journal_names_the_server_by_its_k8s_identity_when_one_is_set(
         placement = placement_status(connection)
     store.engine.dispose()
     assert placement is not None and placement.changed_by == "placement-7c9d-0"
+
+
+def test_a_hint_over_its_pools_is_logged_with_its_model_and_warning_not_a_bare_event_name(
+        tmp_path: Path) -> None:
+    db = tmp_path / "placement.db"
+    Store.open(f"sqlite:///{db}", migrate=True).upsert_models(DEMO_MODELS)
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f"db: {{url: 'sqlite:///{db}'}}\npools:\n"
+                      "  - {name: a100-80gb, product: A100-80GB, gpus_per_node: 8, max_nodes: 1,"
+                      " price_per_gpu_hour: 5.12}\n")
+    proc = subprocess.Popen([*HEADROOM, "placement", "serve", "--listen", "127.0.0.1:0",
+                             "--config", str(config)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env())
+    try:
+        assert proc.stdout is not None
+        listening = proc.stdout.readline().strip()
+        with grpc.insecure_channel(listening.rsplit(" ", 1)[-1]) as channel:
+            added = hints_pb2_grpc.DemandHintsStub(channel).AddHint(hints_pb2.AddHintRequest(
+                model="llama-3-8b-chat", rate_rps=20_000.0, end_unix_s=4_102_444_800.0),
+                timeout=10)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert added.capacity_warning
+    events = [json.loads(line) for line in err.splitlines() if "hint.over_capacity" in line]
+    assert len(events) == 1, err
+    assert events[0]["level"] == "warning" and events[0]["model"] == "llama-3-8b-chat"
+    assert events[0]["hint_id"] == added.id and events[0]["error"] == added.capacity_warning
