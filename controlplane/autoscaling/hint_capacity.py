@@ -32,6 +32,7 @@ from controlplane.autoscaling.sizing import (
 )
 from controlplane.domain.demand import HINTED, Demand, replicas_for
 from controlplane.domain.desired import PoolSpec
+from controlplane.domain.hints import rps_text
 
 #: the limit named when no pool runs the model's GPU product (``no_pool:<product>``)
 NO_POOL = "no_pool"
@@ -66,11 +67,11 @@ class HintCapacity:
         """One line for an operator (no ``warning:`` prefix); '' when the capacity holds it."""
         if self.fits:
             return ""
-        return (f"{self.model} at {self.rate_rps:g} rps needs {self.replicas_needed} replicas "
-                f"on {self.gpus_needed} {self.product} GPUs, but {self.limit} holds at most "
-                f"{self.capacity_replicas} replicas on {self.capacity_gpus} GPUs "
-                f"({self.capacity_rps:g} rps); the hint is stored and the loop will scale the "
-                "model as far as that allows")
+        return (f"{self.model} at {rps_text(self.rate_rps)} rps needs {self.replicas_needed} "
+                f"replicas on {self.gpus_needed} {self.product} GPUs, but {self.limit} holds at "
+                f"most {self.capacity_replicas} replicas on {self.capacity_gpus} GPUs "
+                f"({rps_text(self.capacity_rps)} rps); the hint is stored and the loop will scale "
+                "the model as far as that allows")
 
 
 def gpus_for(shape: ReplicaShape, replicas: int) -> int:
@@ -151,7 +152,7 @@ class CappedHint:
 
     def note(self) -> str:
         """The tick record's note (``headroom status`` shows it under the last tick)."""
-        return (f"demand hint on {self.model}: {self.announced_rps:g} rps announced, "
+        return (f"demand hint on {self.model}: {rps_text(self.announced_rps)} rps announced, "
                 f"{self.replicas} replicas sized for {self.served_rps:.0f} rps: capped by "
                 f"{self.limit}")
 

@@ -23,7 +23,7 @@ from controlplane.cli.status_view import HINT_COLUMNS, hint_cells
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
 from controlplane.cli.streams import print_warning
 from controlplane.cli.times import parse_utc
-from controlplane.domain.hints import MAX_HINT_RPS, DemandHint, HintError, new_hint
+from controlplane.domain.hints import MAX_HINT_RPS, DemandHint, HintError, new_hint, rps_text
 from controlplane.store import Store
 from controlplane.store.hints import SqlDemandHints
 from forecaster.errors import InputError
@@ -40,7 +40,7 @@ def hint() -> None:
 
 def _line(h: DemandHint) -> str:
     why = f" ({h.reason})" if h.reason else ""
-    return (f"hint {h.hint_id}: {h.model} >= {h.rate_rps:g} rps from "
+    return (f"hint {h.hint_id}: {h.model} >= {rps_text(h.rate_rps)} rps from "
             f"{h.start_at:%Y-%m-%d %H:%M:%S} until {h.end_at:%Y-%m-%d %H:%M:%S} UTC{why}")
 
 

@@ -23,7 +23,7 @@ from controlplane.domain.fleet_status import (
     age_s,
 )
 from controlplane.domain.forecast_accuracy import ACCURACY_WINDOW_S, ForecastAccuracy
-from controlplane.domain.hints import DemandHint
+from controlplane.domain.hints import DemandHint, rps_text
 from controlplane.domain.pause import ModelPause
 from controlplane.domain.tick_writers import UNKNOWN_WRITER, LeadershipChange
 
@@ -33,7 +33,7 @@ HINT_COLUMNS = ("id", "model", "rps", "start (UTC)", "end (UTC)", "reason")
 
 def hint_cells(h: DemandHint) -> tuple[str, ...]:
     """One hint as the cells of a Rich table row (names and reasons escaped)."""
-    return (str(h.hint_id), escape(h.model), f"{h.rate_rps:g}", f"{h.start_at:%Y-%m-%d %H:%M}",
+    return (str(h.hint_id), escape(h.model), rps_text(h.rate_rps), f"{h.start_at:%Y-%m-%d %H:%M}",
             f"{h.end_at:%Y-%m-%d %H:%M}", escape(h.reason))
 
 

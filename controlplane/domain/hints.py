@@ -8,8 +8,16 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 MAX_HINT_RPS = 1e7
+
+
+def rps_text(rate: float) -> str:
+    """A rate as an operator writes it, in digits (1234567, 0.5, 4096), never ``:g``'s exponent
+    (1.23457e+06, which also dropped digits); ten significant digits hide float noise."""
+    text = format(Decimal(f"{rate:.10g}"), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 @dataclass(frozen=True, slots=True)

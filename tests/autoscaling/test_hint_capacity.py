@@ -110,3 +110,8 @@ def test_a_cut_that_still_holds_the_announced_rate_or_a_demand_no_hint_raised_is
     uncut = capped_hints((_demand("chat", "forecast_p90+demand_hint"),),
                          (ModelRequest("chat", 3),), (), {"chat": 900.0}, {"chat": 40.0}, 0.75)
     assert uncut == ()
+
+
+def test_a_warning_writes_a_rate_of_a_million_in_digits_not_an_exponent() -> None:
+    found = hint_capacity("chat", 1_000_000.0, CHAT, 0.8, (A100, L4), Budgets())
+    assert found.warning().startswith("chat at 1000000 rps needs 31250 replicas on 15625 ")

@@ -230,3 +230,11 @@ def test_status_says_a_hint_the_pool_cannot_hold_was_capped_served_of_announced(
     text = subprocess.run([*HEADROOM, "status", "--db", str(tmp_path / "store.db")],
                           env=_env(COLUMNS="250"), capture_output=True, text=True, timeout=120)
     assert capped[0] in text.stdout
+
+
+def test_a_rate_of_a_million_or_more_reads_in_digits_not_an_exponent(db: Path) -> None:
+    added = _hint(db, "add", CHAT, "--rps", "1234567", "--end", _later(2))
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.startswith(f"hint 1: {CHAT} >= 1234567 rps from ")
+    listed = _hint(db, "list")
+    assert "1234567" in listed.stdout and "e+06" not in listed.stdout
