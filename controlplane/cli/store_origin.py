@@ -22,6 +22,7 @@ from controlplane.settings import ConfigError, Settings
 from controlplane.store import MigrationError, Store, StoreUnavailable
 from controlplane.store.configured import open_existing_store
 from controlplane.store.engine import not_a_sqlite_store, redact
+from controlplane.store.revisions import Standing, store_standing
 from forecaster.errors import InputError
 from scheduler.domain.errors import Unavailable
 
@@ -44,16 +45,29 @@ def db_url_named(settings: Settings) -> Iterator[None]:
         raise StoreUnavailable(f"{error} (db.url from {settings.db_url_from})") from None
 
 
-def store_error_line(url: str, error: BaseException) -> str:
+def store_error_line(url: str, error: BaseException, standing: Standing | None = None) -> str:
     """A database error of a command's store work in one line; most often the schema is older
-    than this Headroom, unless the connection was lost (a server gone, a stalled network)."""
+    than this Headroom, unless the connection was lost (a server gone, a stalled network).
+    ``standing``, when read, turns the question into the store's revision and the command."""
     line = error_line(error)
     if isinstance(error, DBAPIError) and error.connection_invalidated:
         return f"store {redact(url)}: {line}"
     if not_a_sqlite_store(url, line):
         # no upgrade mends it: `headroom db upgrade` refuses such a file as well
         return f"store {redact(url)}: {line} (not a Headroom store, or damaged)"
+    if standing is not None and standing.stamped is not None and standing.behind:
+        return (f"store {redact(url)}: {line}: the store is at revision {standing.stamped}, "
+                f"{standing.verdict}")
     return f"store {redact(url)}: {line} (is the schema current? run `headroom db upgrade`)"
+
+
+def _standing(store: Store) -> Standing | None:
+    """Where the store stands against this Headroom's migrations; None when that is unreadable
+    too (the connection lost)."""
+    try:
+        return store_standing(store.engine)
+    except SQLAlchemyError:
+        return None
 
 
 
@@ -85,5 +99,7 @@ def with_existing_store(config: Path | None, db: Path | None, work: Callable[[St
             raise StoreUnavailable(f"{error}{demo_store_hint(settings)}") from None
         try:
             return work(store)
+        except SQLAlchemyError as error:  # a store behind this Headroom: name its revision
+            raise usage_error(store_error_line(url, error, _standing(store))) from None
         finally:
             store.engine.dispose()

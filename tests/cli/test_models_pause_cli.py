@@ -5,6 +5,7 @@ it; pausing a model the store does not list is a usage error naming it, and writ
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
@@ -105,3 +106,19 @@ def test_models_list_and_status_write_a_pause_alike_in_json(tmp_path: Path) -> N
         _headroom(url, "status", "--json").stdout)["models"]}
     assert listed["resnet50"] == shown["resnet50"] == {
         "replicas": 3, "paused_at": "2026-01-05T09:00:00.250000Z", "paused_by": None}
+
+
+def test_pausing_on_a_store_a_migration_behind_names_its_revision_and_the_upgrade(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    Store.open(url, migrate=True).engine.dispose()
+    models = tmp_path / "models.yaml"
+    models.write_text(GOOD)
+    assert _headroom(url, "models", "import", str(models)).returncode == 0
+    assert _headroom(url, "db", "downgrade", "0021").returncode == 0
+    for command in (["pause", "resnet50"], ["resume", "resnet50"], ["list"]):
+        run = _headroom(url, "models", *command)
+        assert run.returncode == 2, run.stderr
+        assert len(run.stderr.splitlines()) == 1, run.stderr
+        assert re.search(r": the store is at revision 0021, behind by \d+ migrations?; "
+                         r"`headroom db upgrade` applies (it|them)\n$", run.stderr), run.stderr
