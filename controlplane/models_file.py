@@ -39,7 +39,14 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from controlplane.domain.models import ColdStart, Engine, Isolation, ModelSpec, ProfilePoint
+from controlplane.domain.models import (
+    MAX_REPLICAS,
+    ColdStart,
+    Engine,
+    Isolation,
+    ModelSpec,
+    ProfilePoint,
+)
 from controlplane.models_yaml import unique_names, validated
 from controlplane.yaml_numbers import NoBoolForANumber
 from scheduler.domain import catalog
@@ -117,8 +124,10 @@ class _Model(_Strict):
     latency_slo_ms: Positive
     cold_start: _ColdStart
     profile: list[_Point] = Field(min_length=1)
-    min_replicas: int | None = Field(None, ge=0, description="hot replicas never fewer")
-    max_replicas: int | None = Field(None, ge=1, description="hot + idle replicas never more")
+    min_replicas: int | None = Field(None, ge=0, le=MAX_REPLICAS,
+                                     description="hot replicas never fewer")
+    max_replicas: int | None = Field(None, ge=1, le=MAX_REPLICAS,
+                                     description="hot + idle replicas never more")
 
     @model_validator(mode="after")
     def _bounds_ordered(self) -> _Model:

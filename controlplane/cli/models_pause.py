@@ -12,6 +12,7 @@ from rich.console import Console
 
 from controlplane.adapters.clock import WallClock
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
+from controlplane.domain.models import MAX_REPLICAS
 from controlplane.domain.pause import ModelPause
 from controlplane.store import Store
 from controlplane.store.pauses import SqlModelPauses
@@ -36,7 +37,7 @@ def _not_listed(name: str) -> InputError:
 def pause(
     name: NameArgument,
     replicas: Annotated[int | None, typer.Option(
-        "--replicas", min=0, metavar="N",
+        "--replicas", min=0, max=MAX_REPLICAS, metavar="N",
         help="hold NAME at N replicas (scaled to N, then left there); default: at the "
              "replicas it has each tick")] = None,
     config: ConfigOption = None,

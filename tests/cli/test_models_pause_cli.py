@@ -122,3 +122,20 @@ def test_pausing_on_a_store_a_migration_behind_names_its_revision_and_the_upgrad
         assert len(run.stderr.splitlines()) == 1, run.stderr
         assert re.search(r": the store is at revision 0021, behind by \d+ migrations?; "
                          r"`headroom db upgrade` applies (it|them)\n$", run.stderr), run.stderr
+
+
+def test_a_replica_count_past_the_stores_integers_is_refused_naming_the_option_or_field(
+        imported_url: str, tmp_path: Path) -> None:
+    run = _headroom(imported_url, "models", "pause", "resnet50", "--replicas", "99999999999")
+    assert run.returncode == 2 and "--replicas" in run.stderr, run.stderr
+    assert "integer out of range" not in run.stderr
+    assert SqlModelPauses(Store.open(imported_url).engine).paused_models() == ()
+    models = tmp_path / "big.yaml"
+    models.write_text(BOUNDED.replace("max_replicas: 40", "max_replicas: 99999999999"))
+    imported = _headroom(imported_url, "models", "import", str(models))
+    assert imported.returncode == 2
+    assert imported.stderr == (f"error: {models}: models[1] (resnet50): max_replicas: Input "
+                               "should be less than or equal to 1000000, got 99999999999\n")
+    listed = {m["name"]: m for m in json.loads(
+        _headroom(imported_url, "models", "list", "--json").stdout)}
+    assert listed["resnet50"]["max_replicas"] == 40
