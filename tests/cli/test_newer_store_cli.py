@@ -12,8 +12,10 @@ from sqlalchemy import create_engine, text
 
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
+from controlplane.store.engine import scripts
 
 FUTURE = "0099_future"
+HEAD = scripts().get_current_head()  # this Headroom's newest migration
 
 
 def newer_store(url: str) -> None:
@@ -49,6 +51,7 @@ def test_a_command_on_a_store_migrated_by_a_newer_headroom_names_its_revision_an
     assert run.returncode == 2, run.stdout + run.stderr
     assert run.stderr.endswith(
         f"is at revision '{FUTURE}', which this Headroom does not know: a newer Headroom "
-        "migrated it; run that version, or its `headroom db downgrade 0021` first\n"), run.stderr
+        f"migrated it; run that version, or its `headroom db downgrade {HEAD}` first\n"), \
+        run.stderr
     assert run.stderr.count("\n") == 1
     assert stored(store_url) == (FUTURE, 0)
