@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 import streamlit as st
-from sqlalchemy import Select, and_, func, inspect, select
+from sqlalchemy import Select, and_, func, inspect, null, select
 
 from controlplane import cost_reader
 from controlplane.cost_reader import as_utc, table
@@ -176,12 +176,51 @@ def inventory(url: str) -> pd.DataFrame:
     return _frame(url, query, cols)
 
 
+#: a model's replica bounds (the models file's min_replicas / max_replicas) and its pause
+#: (``headroom models pause``): the models table's columns of migration 0022
+CONTROL_COLUMNS = ["min_replicas", "max_replicas", "paused_replicas", "paused_at", "paused_by"]
+
+
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def models(url: str) -> pd.DataFrame:
+    """Every listed model, with its replica bounds and pause (None: unset, not paused; a
+    paused model has ``paused_at``, its ``paused_replicas`` None when held at the replicas
+    observed each tick). A store older than migration 0022 has neither: all None. One query."""
     m = table("models")
     cols = ["name", "tenant", "isolation", "engine", "latency_slo_ms", "cold_start_p50_s",
             "cold_start_p90_s"]
-    return _frame(url, select(*(m.c[c] for c in cols)).order_by(m.c.name), cols)
+    engine = engine_for(url)
+    has = {c["name"] for c in inspect(engine).get_columns("models")}
+    controls = [m.c[c] if c in has else null().label(c) for c in CONTROL_COLUMNS]
+    frame = _frame(url, select(*(m.c[c] for c in cols), *controls).order_by(m.c.name),
+                   cols + CONTROL_COLUMNS)
+    return _utc(frame, "paused_at")
+
+
+#: the columns of ``replica_changes``
+REPLICA_CHANGE_COLUMNS = ["model", "replicas_from", "replicas_to", "replica_reason",
+                          "changed_at", "dry_run", "ok"]
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def replica_changes(url: str, since_at: datetime) -> pd.DataFrame:
+    """Each model's newest replica change (a ``set_replicas`` action, applied or a dry run's)
+    of the plans made since ``since_at``: from and to, the replica target's reason (it names
+    a bound, a pause, a GPU budget or pool cutting the demand or a demand hint) and when. A
+    model with none has no row. One query for all models, over the plans in the window."""
+    a, p, o = table("actions"), table("plans"), table("outcomes")
+    first_plan = select(func.min(p.c.id)).where(p.c.created_at >= since_at).scalar_subquery()
+    newest = (select(func.max(a.c.id).label("id"))
+              .where(a.c.plan_id >= first_plan, a.c.kind == "set_replicas",
+                     a.c.skipped.is_(False))
+              .group_by(a.c.target).subquery())
+    query = (select(a.c.target, a.c.from_value, a.c.to_value, a.c.reason, p.c.created_at,
+                    p.c.dry_run, o.c.ok)
+             .select_from(a.join(newest, newest.c.id == a.c.id)
+                          .join(p, p.c.id == a.c.plan_id)
+                          .join(o, o.c.action_id == a.c.id, isouter=True))
+             .order_by(a.c.target))
+    return _utc(_frame(url, query, REPLICA_CHANGE_COLUMNS), "changed_at")
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)

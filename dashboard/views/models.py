@@ -1,15 +1,17 @@
 """Models: forecast p50/p90 band vs actual demand, ready capacity, replicas, warm pool, recent
 forecast error and the throughput per replica the loop sizes with (offline profile vs corrected
-from observed metrics, with the reason), per model; and every model at a glance."""
+from observed metrics, with the reason), the replica bounds, pause and newest replica change with
+its reason, per model; and every model at a glance."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import altair as alt
 import pandas as pd
 import streamlit as st
 
+from controlplane.domain.pause import ModelPause
 from dashboard import queries as q
 from dashboard import widgets
 from dashboard.context import store_url
@@ -18,6 +20,25 @@ from dashboard.markdown import escape_markdown
 WINDOWS = {"6 h": timedelta(hours=6), "24 h": timedelta(hours=24), "7 d": timedelta(days=7)}
 LEADS_MIN = (1, 5, 10, 15, 20)
 FRESH_MIN = 10  # an observation older than this before the newest tick is not "now"
+#: how far back before the newest tick a model's newest replica change is looked for
+CHANGES_WINDOW = timedelta(hours=24)
+
+#: the All models table's columns that say what bounds or holds a model's replicas
+CONTROL_HELP = {
+    "min_replicas": st.column_config.TextColumn(
+        "min replicas", help="the models file's min_replicas: hot replicas never fewer (a GPU "
+                             "budget or pool max_nodes still wins); blank: unset"),
+    "max_replicas": st.column_config.TextColumn(
+        "max replicas", help="the models file's max_replicas: hot plus idle replicas never "
+                             "more; blank: unset"),
+    "paused": st.column_config.TextColumn(
+        "paused", help="headroom models pause: the replicas held, since when and by whom; "
+                       "blank: not paused"),
+    "replica_reason": st.column_config.TextColumn(
+        "replica reason", help="the reason of the model's newest replica change in the 24 h "
+                               "before the newest tick (it names a bound, a pause, a GPU "
+                               "budget or pool cap); blank: no change"),
+}
 
 
 def well_formed(forecasts: pd.DataFrame) -> tuple[pd.DataFrame, int]:
@@ -83,9 +104,35 @@ def demand_chart(actual: pd.DataFrame, band: pd.DataFrame, path: pd.DataFrame) -
     return chart
 
 
+def bound_text(value: float | None) -> str:
+    """A replica bound as the table shows it: blank when unset (a float column when any model
+    has none)."""
+    return "" if value is None or pd.isna(value) else str(round(value))
+
+
+def pause_of(models: pd.DataFrame, model: str) -> ModelPause | None:
+    """The pause of ``model`` in the models table (``q.models``); None: not paused, or not
+    listed."""
+    row = models[models["name"] == model]
+    if row.empty or pd.isna(row.iloc[0]["paused_at"]):
+        return None
+    r = row.iloc[0]
+    paused_at: datetime = r["paused_at"].to_pydatetime()
+    return ModelPause(model, None if pd.isna(r["paused_replicas"]) else int(r["paused_replicas"]),
+                      paused_at, "" if pd.isna(r["paused_by"]) else str(r["paused_by"]))
+
+
+def held_text(pause: ModelPause) -> str:
+    held = ("its current replicas" if pause.replicas is None
+            else f"{pause.replicas} replica(s)")
+    by = f" by {pause.paused_by}" if pause.paused_by else ""
+    return f"held at {held} since {pause.paused_at:%Y-%m-%d %H:%M:%S} UTC{by}"
+
+
 def overview_table(url: str, tick: q.LastTick) -> pd.DataFrame:
     """Every listed model, and any other observed recently (removed from the models table but
-    still served until serve restarts), as ``headroom status`` lists them."""
+    still served until serve restarts), as ``headroom status`` lists them; with its replica
+    bounds, its pause and the reason of its newest replica change."""
     models = q.models(url)
     latest = q.latest_observations(url, tick.started_at)
     unlisted = sorted(set(latest["model"]) - set(models["name"]))
@@ -93,12 +140,50 @@ def overview_table(url: str, tick: q.LastTick) -> pd.DataFrame:
                        ignore_index=True) if unlisted else models
     meta = q.latest_forecast_meta(url)
     profiles = q.latest_profiles(url)
+    changes = q.replica_changes(url, tick.started_at - CHANGES_WINDOW)
     frame = models.merge(latest, left_on="name", right_on="model", how="left").merge(
         meta, left_on="name", right_on="model", how="left", suffixes=("", "_f")).merge(
-        profiles, left_on="name", right_on="model", how="left", suffixes=("", "_p"))
-    return frame[["name", "tenant", "isolation", "demand_rps", "capacity_rps", "replicas_ready",
+        profiles, left_on="name", right_on="model", how="left", suffixes=("", "_p")).merge(
+        changes[["model", "replica_reason"]], left_on="name", right_on="model", how="left",
+        suffixes=("", "_r"))
+    for bound in ("min_replicas", "max_replicas"):
+        frame[bound] = [bound_text(v) for v in frame[bound]]
+    frame["paused"] = [("" if (p := pause_of(models, name)) is None else held_text(p))
+                       for name in frame["name"]]
+    frame["replica_reason"] = frame["replica_reason"].fillna("")
+    return frame[["name", "tenant", "isolation", "min_replicas", "max_replicas", "paused",
+                  "demand_rps", "capacity_rps", "replicas_ready", "replica_reason",
                   "offline_rps", "corrected_rps", "factor", "profile_reason",
                   "method", "fallback_reason", "backtest_wape"]].round(2)
+
+
+def replica_lines(url: str, tick: q.LastTick, model: str) -> tuple[str | None, list[str]]:
+    """What holds or bounds ``model``'s replicas, for the page: a warning when it is paused,
+    and captions of its bounds and its newest replica change with the reason."""
+    models = q.models(url)
+    pause = pause_of(models, model)
+    warning = None if pause is None else (
+        f"{model} is paused (headroom models pause): {held_text(pause)}; the loop plans no "
+        f"change for it until headroom models resume {model}")
+    captions = []
+    row = models[models["name"] == model]
+    if not row.empty:
+        low, high = (bound_text(row.iloc[0][b]) for b in ("min_replicas", "max_replicas"))
+        if low or high:
+            captions.append(f"Replica bounds (models file): min {low or 'unset'}, max "
+                            f"{high or 'unset'}; a GPU budget or pool max_nodes still wins "
+                            "over the min")
+    changes = q.replica_changes(url, tick.started_at - CHANGES_WINDOW)
+    change = changes[changes["model"] == model]
+    if not change.empty:
+        c = change.iloc[0]
+        done = ("dry run, not applied" if c["dry_run"] else "no outcome recorded"
+                if pd.isna(c["ok"]) else "applied" if c["ok"] else "failed")
+        captions.append(f"Newest replica change: {int(c['replicas_from'])} → "
+                        f"{int(c['replicas_to'])} replicas at "
+                        f"{c['changed_at']:%Y-%m-%d %H:%M:%S} UTC ({done}), reason "
+                        f"{c['replica_reason']}")
+    return warning, captions
 
 
 def profile_line(table: pd.DataFrame, model: str) -> str | None:
@@ -156,6 +241,11 @@ def main() -> None:
     cols[4].metric("p90 coverage", f"{error['coverage_pct']:.0f}%" if error else "n/a",
                    f"{error['pairs']:.0f} pairs" if error else None, **widgets.INFO_DELTA)
 
+    held, captions = replica_lines(url, tick, model)
+    if held is not None:
+        st.warning(escape_markdown(held))
+    for caption in captions:
+        st.caption(escape_markdown(caption))
     line = profile_line(table, model)
     if line is not None:
         st.caption(line)
@@ -184,7 +274,8 @@ def main() -> None:
             y=alt.Y("warm_gpus:Q", title="warm GPUs", axis=alt.Axis(format="d")))
             .properties(height=180), width="stretch")
     st.subheader("All models")
-    st.dataframe(table, hide_index=True, width="stretch", height=320)
+    st.dataframe(table, hide_index=True, width="stretch", height=320,
+                 column_config=CONTROL_HELP)
 
 
 started = widgets.page_timer()
