@@ -7,10 +7,12 @@ from datetime import datetime
 from typing import Literal, TypedDict
 
 import altair as alt
+import pandas as pd
 import streamlit as st
 
 from controlplane.adapters.clock import WallClock
 from controlplane.domain.cost import PriceTable
+from controlplane.domain.pause import ModelPause
 from controlplane.domain.tick_writers import UNKNOWN_WRITER
 from controlplane.store.status_reader import SYNCED_LOOKBACK_TICKS
 from dashboard import queries as q
@@ -73,6 +75,44 @@ def tick_notes(tick: q.LastTick) -> None:
     if count > NOTES_SHOWN:
         with st.expander(f"All {count} notes of the last tick"):
             st.markdown("\n".join(f"- {escape_markdown(n)}" for n in tick.notes))
+
+
+def bound_text(value: float | None) -> str:
+    """A replica bound as the table shows it: blank when unset (a float column when any model
+    has none)."""
+    return "" if value is None or pd.isna(value) else str(round(value))
+
+
+def pause_of(models: pd.DataFrame, model: str) -> ModelPause | None:
+    """The pause of ``model`` in the models table (``q.models``: ``headroom models pause``);
+    None: not paused, or not listed."""
+    row = models[models["name"] == model]
+    if row.empty or pd.isna(row.iloc[0]["paused_at"]):
+        return None
+    r = row.iloc[0]
+    paused_at: datetime = r["paused_at"].to_pydatetime()
+    return ModelPause(model, None if pd.isna(r["paused_replicas"]) else int(r["paused_replicas"]),
+                      paused_at, "" if pd.isna(r["paused_by"]) else str(r["paused_by"]))
+
+
+def held_text(pause: ModelPause) -> str:
+    """What a pause holds, since when and by whom: ``held at 3 replica(s) since ... by ...``."""
+    held = ("its current replicas" if pause.replicas is None
+            else f"{pause.replicas} replica(s)")
+    by = f" by {pause.paused_by}" if pause.paused_by else ""
+    return f"held at {held} since {pause.paused_at:%Y-%m-%d %H:%M:%S} UTC{by}"
+
+
+def paused_models(url: str) -> None:
+    """A caption naming every paused model (``headroom models pause``), as ``headroom status``
+    lists them: the replicas held, since when and by whom; nothing when none is paused."""
+    models = q.models(url)
+    paused = [(name, pause) for name in models["name"]
+              if (pause := pause_of(models, str(name))) is not None]
+    if paused:
+        st.caption(escape_markdown(
+            f"Paused models (headroom models pause, until headroom models resume NAME): "
+            + "; ".join(f"{name} {held_text(pause)}" for name, pause in paused)))
 
 
 def fleet_unread(tick: q.LastTick) -> None:

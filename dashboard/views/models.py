@@ -5,13 +5,12 @@ its reason, per model; and every model at a glance."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 import altair as alt
 import pandas as pd
 import streamlit as st
 
-from controlplane.domain.pause import ModelPause
 from dashboard import queries as q
 from dashboard import widgets
 from dashboard.context import store_url
@@ -104,31 +103,6 @@ def demand_chart(actual: pd.DataFrame, band: pd.DataFrame, path: pd.DataFrame) -
     return chart
 
 
-def bound_text(value: float | None) -> str:
-    """A replica bound as the table shows it: blank when unset (a float column when any model
-    has none)."""
-    return "" if value is None or pd.isna(value) else str(round(value))
-
-
-def pause_of(models: pd.DataFrame, model: str) -> ModelPause | None:
-    """The pause of ``model`` in the models table (``q.models``); None: not paused, or not
-    listed."""
-    row = models[models["name"] == model]
-    if row.empty or pd.isna(row.iloc[0]["paused_at"]):
-        return None
-    r = row.iloc[0]
-    paused_at: datetime = r["paused_at"].to_pydatetime()
-    return ModelPause(model, None if pd.isna(r["paused_replicas"]) else int(r["paused_replicas"]),
-                      paused_at, "" if pd.isna(r["paused_by"]) else str(r["paused_by"]))
-
-
-def held_text(pause: ModelPause) -> str:
-    held = ("its current replicas" if pause.replicas is None
-            else f"{pause.replicas} replica(s)")
-    by = f" by {pause.paused_by}" if pause.paused_by else ""
-    return f"held at {held} since {pause.paused_at:%Y-%m-%d %H:%M:%S} UTC{by}"
-
-
 def overview_table(url: str, tick: q.LastTick) -> pd.DataFrame:
     """Every listed model, and any other observed recently (removed from the models table but
     still served until serve restarts), as ``headroom status`` lists them; with its replica
@@ -147,9 +121,9 @@ def overview_table(url: str, tick: q.LastTick) -> pd.DataFrame:
         changes[["model", "replica_reason"]], left_on="name", right_on="model", how="left",
         suffixes=("", "_r"))
     for bound in ("min_replicas", "max_replicas"):
-        frame[bound] = [bound_text(v) for v in frame[bound]]
-    frame["paused"] = [("" if (p := pause_of(models, name)) is None else held_text(p))
-                       for name in frame["name"]]
+        frame[bound] = [widgets.bound_text(v) for v in frame[bound]]
+    frame["paused"] = [("" if (p := widgets.pause_of(models, name)) is None
+                        else widgets.held_text(p)) for name in frame["name"]]
     frame["replica_reason"] = frame["replica_reason"].fillna("")
     return frame[["name", "tenant", "isolation", "min_replicas", "max_replicas", "paused",
                   "demand_rps", "capacity_rps", "replicas_ready", "replica_reason",
@@ -161,14 +135,15 @@ def replica_lines(url: str, tick: q.LastTick, model: str) -> tuple[str | None, l
     """What holds or bounds ``model``'s replicas, for the page: a warning when it is paused,
     and captions of its bounds and its newest replica change with the reason."""
     models = q.models(url)
-    pause = pause_of(models, model)
+    pause = widgets.pause_of(models, model)
     warning = None if pause is None else (
-        f"{model} is paused (headroom models pause): {held_text(pause)}; the loop plans no "
+        f"{model} is paused (headroom models pause): {widgets.held_text(pause)}; the loop plans no "
         f"change for it until headroom models resume {model}")
     captions = []
     row = models[models["name"] == model]
     if not row.empty:
-        low, high = (bound_text(row.iloc[0][b]) for b in ("min_replicas", "max_replicas"))
+        low, high = (widgets.bound_text(row.iloc[0][b])
+                     for b in ("min_replicas", "max_replicas"))
         if low or high:
             captions.append(f"Replica bounds (models file): min {low or 'unset'}, max "
                             f"{high or 'unset'}; a GPU budget or pool max_nodes still wins "

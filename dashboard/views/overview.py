@@ -1,4 +1,5 @@
-"""Overview: fleet GPU utilization, $/h now, cost per 1M requests, SLO status, last tick."""
+"""Overview: fleet GPU utilization, $/h now, cost per 1M requests, SLO status, last tick (its
+notes, its writer), the paused models."""
 
 from __future__ import annotations
 
@@ -143,6 +144,7 @@ def overview() -> None:
     widgets.fleet_unread(tick)
     widgets.tick_writers(url, tick)
     widgets.tick_notes(tick)
+    widgets.paused_models(url)
 
     left, right = st.columns([5, 4])
     with left:

@@ -122,3 +122,18 @@ def test_a_store_older_than_the_bounds_and_pauses_shows_the_models_page_with_non
     table = _all_models(url, monkeypatch)
     assert len(table) == 6
     assert set(table["min_replicas"]) == set(table["max_replicas"]) == set(table["paused"]) == {""}
+
+
+def test_the_overview_names_each_paused_model_with_its_held_replicas_since_when_and_by_whom(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(_with_bounds_and_a_pause(seeded, tmp_path), "views/overview.py", monkeypatch)
+    (paused,) = [as_shown(c.value) for c in at.caption if c.value.startswith("Paused models")]
+    assert paused == ("Paused models (headroom models pause, until headroom models resume "
+                      f"NAME): {PAUSED} held at 3 replica(s) since 2026-03-03 00:10:00 UTC by "
+                      "alice")
+
+
+def test_the_overview_names_no_paused_model_when_none_is(
+        seeded: Seeded, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = open_page(seeded.url, "views/overview.py", monkeypatch)
+    assert not [c for c in at.caption if c.value.startswith("Paused models")]
