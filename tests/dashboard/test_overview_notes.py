@@ -12,6 +12,8 @@ import pytest
 from dashboard_support import Seeded
 from streamlit.testing.v1 import AppTest
 
+from controlplane.autoscaling.hint_capacity import CappedHint
+
 APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
 
 
@@ -66,3 +68,14 @@ def test_overview_shows_no_notes_warning_for_a_tick_without_notes(
     at = AppTest.from_file(APP, default_timeout=120).run()
     assert not at.exception, [e.value for e in at.exception]
     assert not [w for w in at.warning if "last tick noted" in w.value]
+
+
+def test_overview_warns_when_a_pool_capped_a_demand_hint_as_the_tick_noted_it(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    capped = CappedHint("llama-3-70b", 120.0, 60.0, 4, "pool_max_nodes:h100").note()
+    monkeypatch.setenv("HEADROOM_DB__URL", _with_last_tick_notes(seeded, tmp_path, [capped]))
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    assert not at.exception, [e.value for e in at.exception]
+    (warning,) = [w.value for w in at.warning if "last tick noted" in w.value]
+    assert ("demand hint on llama-3-70b: 120 rps announced, 4 replicas sized for 60 rps: "
+            "capped by pool\\_max\\_nodes:h100") in warning
