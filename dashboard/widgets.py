@@ -111,7 +111,7 @@ def paused_models(url: str) -> None:
               if (pause := pause_of(models, str(name))) is not None]
     if paused:
         st.caption(escape_markdown(
-            f"Paused models (headroom models pause, until headroom models resume NAME): "
+            "Paused models (headroom models pause, until headroom models resume NAME): "
             + "; ".join(f"{name} {held_text(pause)}" for name, pause in paused)))
 
 
