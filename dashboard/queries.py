@@ -24,6 +24,7 @@ from controlplane.store.guard_intent import unrecorded_tick
 from controlplane.store.hints import hints_ending_after
 from controlplane.store.placement_journal import PlacementBindingRecord, live_bindings
 from controlplane.store.profiles import newest_profiles
+from controlplane.store.relayout import MigRelayoutRecord
 from controlplane.store.status_reader import fleet_seen, read_the_fleet, tick_leadership
 from dashboard.context import TTL_S, engine_for
 
@@ -268,6 +269,29 @@ def placement_bindings(url: str) -> pd.DataFrame:
           b.mode.value if b.mode is not None else "cpu only", b.gpu_milli, b.mig_profile, at,
           datetime.fromtimestamp(b.lease_expires_at_s, UTC) if b.leased else None)
          for b, at in bound], columns=BINDING_COLUMNS)
+
+
+#: the columns of the Fleet page's table of MIG re-layouts in flight
+RELAYOUT_COLUMNS = ["node", "pool", "product", "from", "to", "phase", "started at", "deadline",
+                    "waiting on"]
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def relayouts_in_flight(url: str) -> pd.DataFrame:
+    """The MIG re-layouts in flight (``headroom status``'s), oldest first, with what each waits
+    on: its alert, else its wait reason ("": none; e.g. ``gpu_daemon_pods: ...``, a user's GPU
+    DaemonSet pod holding the node); none on a store migrated before they were stored."""
+    with engine_for(url).connect() as connection:
+        if not inspect(connection).has_table(MigRelayoutRecord.__tablename__):
+            return pd.DataFrame(columns=RELAYOUT_COLUMNS)
+        r = table(MigRelayoutRecord.__tablename__)
+        rows = connection.execute(
+            select(r.c.node, r.c.pool, r.c.product, r.c.from_config, r.c.to_config, r.c.phase,
+                   r.c.started_at, r.c.deadline_at, r.c.alert, r.c.wait_reason)
+            .where(r.c.active.is_(True)).order_by(r.c.started_at)).all()
+    return pd.DataFrame(
+        [(*row[:6], as_utc(row[6]), None if row[7] is None else as_utc(row[7]),
+          str(row[8] or row[9])) for row in rows], columns=RELAYOUT_COLUMNS)
 
 
 def hints_in_force(url: str, at: datetime) -> tuple[DemandHint, ...]:

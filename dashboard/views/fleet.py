@@ -1,5 +1,6 @@
 """Fleet: every GPU with its product and layout; MIG slices drawn to scale, coloured by model,
-MPS and time-slice shares split evenly; the workloads bound through the placement API."""
+MPS and time-slice shares split evenly; the MIG re-layouts in flight and what they wait on; the
+workloads bound through the placement API."""
 
 from __future__ import annotations
 
@@ -99,6 +100,16 @@ def main() -> None:
                         width="stretch")
     if plan is not None and plan.unplaced:
         st.warning("Unplaced: " + "; ".join(map(escape_markdown, plan.unplaced)))
+
+    st.subheader("MIG re-layouts in flight")
+    relayouts = q.relayouts_in_flight(url)
+    if relayouts.empty:
+        st.caption("No MIG re-layout in flight.")
+    else:
+        st.dataframe(relayouts, hide_index=True, width="stretch")
+        for r in relayouts[relayouts["waiting on"] != ""].itertuples(index=False):
+            st.warning(escape_markdown(f"Re-layout of node {r.node} ({r[3]} → {r[4]}, "
+                                       f"{r.phase}) waits: {r[8]}"))
 
     st.subheader("Placement API bindings")
     bindings = q.placement_bindings(url)
