@@ -336,12 +336,19 @@ def test_the_servers_scaler_rereads_its_streams_every_keda_poll_s_of_the_setting
         store.engine.dispose()
 
 
-def test_keda_streams_beyond_max_streams_are_refused_and_never_starve_the_servers_other_calls(
-        ) -> None:
+def _llama_scaler(poll_s: float, max_streams: int) -> KedaScalerServicer:
+    """A scaler whose only model, llama, is forecast at 5 rps (active) for a 40-rps target."""
     forecasts = MemoryForecasts()
     forecasts.by_model["llama"] = _forecast("llama", (5.0, 5.0))
-    servicer = KedaScalerServicer(forecasts, VirtualClock(T0), target_rps={"llama": 40.0},
-                                  poll_s=0.05, max_streams=3)
+    return KedaScalerServicer(forecasts, VirtualClock(T0), target_rps={"llama": 40.0},
+                              poll_s=poll_s, max_streams=max_streams)
+
+
+@contextmanager
+def _scaler_api(servicer: KedaScalerServicer
+                ) -> Iterator[tuple[pb_grpc.ExternalScalerStub, grpc.Channel]]:
+    """``servicer`` on the placement API's server on 127.0.0.1 (its stream workers as
+    ``headroom serve`` sizes them): a stub and its channel, the server stopped afterwards."""
     out = io.StringIO()
     stop_api, _ = start_placement_api(load_settings(None, placement={"listen": "127.0.0.1:0"}),
                                       PlacementEngine(), [keda_registrar(servicer)],
@@ -349,8 +356,19 @@ def test_keda_streams_beyond_max_streams_are_refused_and_never_starve_the_server
     port = re.search(r"127\.0\.0\.1:(\d+)", out.getvalue())
     assert port is not None
     channel = grpc.insecure_channel(f"127.0.0.1:{port[1]}")
-    stub = pb_grpc.ExternalScalerStub(channel)
-    try:  # more streams than the server has threads (headroom serve, external-push triggers)
+    try:
+        yield pb_grpc.ExternalScalerStub(channel), channel
+    finally:
+        servicer.stopping.set()
+        channel.close()
+        stop_api()
+
+
+def test_keda_streams_beyond_max_streams_are_refused_and_never_starve_the_servers_other_calls(
+        ) -> None:
+    servicer = _llama_scaler(poll_s=0.05, max_streams=3)
+    with _scaler_api(servicer) as (stub, channel):
+        # more streams than the server has threads (headroom serve, external-push triggers)
         streams = [stub.StreamIsActive(_ref(model="llama"), timeout=20)
                    for _ in range(DEFAULT_WORKERS + 6)]
         answers: list[bool | grpc.StatusCode] = []
@@ -372,10 +390,6 @@ def test_keda_streams_beyond_max_streams_are_refused_and_never_starve_the_server
             stream.cancel()
         _wait_for(lambda: servicer.open_streams() == 0)  # a cancelled stream frees its place
         assert next(stub.StreamMetricSpec(_ref(model="llama"), timeout=5)).metricSpecs
-    finally:
-        servicer.stopping.set()
-        channel.close()
-        stop_api()
 
 
 def test_cancelled_keda_streams_free_their_threads_at_once_so_reopening_never_starves_calls(
@@ -384,19 +398,7 @@ def test_cancelled_keda_streams_free_their_threads_at_once_so_reopening_never_st
     # (keda_poll_s, 5 s by default) after KEDA cancelled it, while max_streams had already let
     # its place go, so KEDA reopening its streams filled the pool and every other call of the
     # server (IsActive, health, ListBindings) waited seconds behind them
-    forecasts = MemoryForecasts()
-    forecasts.by_model["llama"] = _forecast("llama", (5.0, 5.0))
-    servicer = KedaScalerServicer(forecasts, VirtualClock(T0), target_rps={"llama": 40.0},
-                                  poll_s=60.0, max_streams=2)
-    out = io.StringIO()
-    stop_api, _ = start_placement_api(load_settings(None, placement={"listen": "127.0.0.1:0"}),
-                                      PlacementEngine(), [keda_registrar(servicer)],
-                                      Console(file=out), stream_workers=servicer.max_streams)
-    port = re.search(r"127\.0\.0\.1:(\d+)", out.getvalue())
-    assert port is not None
-    channel = grpc.insecure_channel(f"127.0.0.1:{port[1]}")
-    stub = pb_grpc.ExternalScalerStub(channel)
-    try:
+    with _scaler_api(_llama_scaler(poll_s=60.0, max_streams=2)) as (stub, _channel):
         started = time.monotonic()
         for _ in range(DEFAULT_WORKERS):  # 2 streams at a time, each answered, then cancelled
             streams = [_stream_once_a_slot_is_free(stub) for _ in range(2)]
@@ -407,10 +409,6 @@ def test_cancelled_keda_streams_free_their_threads_at_once_so_reopening_never_st
         # before: a cancelled stream kept its thread for the poll (60 s here), so the pool
         # filled after a few rounds and the next streams waited for a thread past their deadline
         assert time.monotonic() - started < 10.0
-    finally:
-        servicer.stopping.set()
-        channel.close()
-        stop_api()
 
 
 def _stream_once_a_slot_is_free(stub: pb_grpc.ExternalScalerStub) -> tuple[Any, bool]:

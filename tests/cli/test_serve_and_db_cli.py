@@ -17,8 +17,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, inspect, text
 
 from controlplane.store import Store
+from controlplane.store.engine import scripts
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
+
+HEAD = scripts().get_current_head()  # this Headroom's newest migration
 
 
 def test_db_upgrade_then_downgrade_on_postgresql(tmp_path: Path, postgres_url: str) -> None:
@@ -196,7 +199,7 @@ def test_serve_and_demo_on_a_store_migrated_by_a_newer_headroom_say_so_and_what_
     assert run.stderr.endswith(
         "cannot upgrade to 'head': Can't locate revision identified by '0099_future' (the "
         "store's own revision: a newer Headroom migrated it; run that version, or its "
-        "`headroom db downgrade 0021` first)\n"), run.stderr
+        f"`headroom db downgrade {HEAD}` first)\n"), run.stderr
     assert run.stderr.count("\n") == 1
 
 
@@ -210,7 +213,7 @@ def test_db_upgrade_to_a_revision_the_store_is_past_is_refused_naming_the_way_ba
                          text=True, timeout=120)
     assert run.returncode == 2  # it said "upgraded to 0003" (or base) and left the store at head
     assert run.stderr == (f"error: database {sqlite_url}: cannot upgrade to '{revision}': it "
-                          f"is at revision '0022', past it; `headroom db downgrade {revision}` "
+                          f"is at revision '{HEAD}', past it; `headroom db downgrade {revision}` "
                           "goes back\n")
     assert inspect(create_engine(sqlite_url)).has_table("placement_bindings")  # as it was
 
