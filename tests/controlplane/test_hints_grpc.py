@@ -5,6 +5,7 @@ proto field and stores nothing; an unknown id is NOT_FOUND."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -36,12 +37,15 @@ VISION = "resnet50-vision"  # tenant globex
 Api = tuple[pb_grpc.DemandHintsStub, Store, VirtualClock]
 
 
-@pytest.fixture
-def api(store_url: str) -> Iterator[Api]:
+@contextmanager
+def _served(store_url: str, known: KnownCapacity | None = None) -> Iterator[Api]:
+    """The DemandHints service of a placement server on the store (the demo's models), its
+    clock at T0; with ``known``, a server that knows its fleet's pools."""
     store = Store.open(store_url, migrate=True)
     store.upsert_models(DEMO_MODELS)
     clock = VirtualClock(T0)
-    server, port = create_server("127.0.0.1:0", extra_servicers=[hints_api(store, clock)])
+    server, port = create_server("127.0.0.1:0",
+                                 extra_servicers=[hints_api(store, clock, known)])
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     try:
         yield pb_grpc.DemandHintsStub(channel), store, clock
@@ -49,6 +53,12 @@ def api(store_url: str) -> Iterator[Api]:
         channel.close()
         stop(server, 0)
         store.engine.dispose()
+
+
+@pytest.fixture
+def api(store_url: str) -> Iterator[Api]:
+    with _served(store_url) as served:
+        yield served
 
 
 def _s(minutes: float) -> float:
@@ -255,18 +265,8 @@ TWO_A100_NODES = KnownCapacity((PoolSpec("a100-80gb", "A100-80GB", 8, 0, 2, 5.12
 def checked(store_url: str) -> Iterator[Api]:
     """The service of a server that knows its fleet's pools (serve, demo, placement serve
     --config)."""
-    store = Store.open(store_url, migrate=True)
-    store.upsert_models(DEMO_MODELS)
-    clock = VirtualClock(T0)
-    server, port = create_server("127.0.0.1:0",
-                                 extra_servicers=[hints_api(store, clock, TWO_A100_NODES)])
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    try:
-        yield pb_grpc.DemandHintsStub(channel), store, clock
-    finally:
-        channel.close()
-        stop(server, 0)
-        store.engine.dispose()
+    with _served(store_url, TWO_A100_NODES) as served:
+        yield served
 
 
 def test_an_add_over_the_known_capacity_is_stored_and_its_reply_says_what_it_needs_and_the_limit(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from typer.testing import CliRunner, Result
@@ -120,14 +121,19 @@ def test_rows_finer_than_the_step_are_averaged_over_the_step_they_fall_in(tmp_pa
                                  float(np.mean(np.arange(70, 130))))
 
 
-def test_a_newest_row_a_little_early_is_the_last_observation_of_the_run(tmp_path: Path) -> None:
-    trace = jittered_csv(tmp_path / "t.csv", [60.0 * i for i in range(119)] + [60 * 119 - 0.3])
+def _run_json(trace: Path, state_dir: Path) -> Any:
+    """``forecast run --csv`` of ``trace`` at 60-s steps over its last hour (persistence, no
+    store): its JSON document."""
     result = CliRunner().invoke(app, [
         "run", "--csv", str(trace), "--no-store", "--step", "60s", "--history", "1h",
-        "--method", "persistence", "--workers", "1", "--state-dir", str(tmp_path / "s"),
-        "--json"])
+        "--method", "persistence", "--workers", "1", "--state-dir", str(state_dir), "--json"])
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
+    return json.loads(result.stdout)
+
+
+def test_a_newest_row_a_little_early_is_the_last_observation_of_the_run(tmp_path: Path) -> None:
+    trace = jittered_csv(tmp_path / "t.csv", [60.0 * i for i in range(119)] + [60 * 119 - 0.3])
+    doc = _run_json(trace, tmp_path / "s")
     assert doc["computed_at"] == (START + timedelta(minutes=120)).isoformat()
     assert doc["per_model"]["x"]["p50_last"] == 10 + 119
     assert doc["per_model"]["x"]["warnings"] == []
@@ -135,11 +141,6 @@ def test_a_newest_row_a_little_early_is_the_last_observation_of_the_run(tmp_path
 
 def test_a_newest_row_a_little_late_leaves_the_origin_on_the_step_grid(tmp_path: Path) -> None:
     trace = jittered_csv(tmp_path / "t.csv", [60.0 * i for i in range(119)] + [60 * 119 + 0.4])
-    result = CliRunner().invoke(app, [
-        "run", "--csv", str(trace), "--no-store", "--step", "60s", "--history", "1h",
-        "--method", "persistence", "--workers", "1", "--state-dir", str(tmp_path / "s"),
-        "--json"])
-    assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
+    doc = _run_json(trace, tmp_path / "s")
     assert doc["computed_at"] == (START + timedelta(minutes=120)).isoformat()
     assert doc["per_model"]["x"]["p50_last"] == 10 + 119
