@@ -81,23 +81,26 @@ def test_pausing_or_resuming_a_model_not_listed_is_a_usage_error_naming_it(
     assert Store.open(url).model_names() == []
 
 
-def test_a_negative_replica_count_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+def _imported(tmp_path: Path) -> tuple[str, Store]:
+    """A new SQLite store in ``tmp_path`` with GOOD's models imported by the CLI: its URL and
+    the store."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
     store = Store.open(url, migrate=True)
     models = tmp_path / "models.yaml"
     models.write_text(GOOD)
     assert _headroom(url, "models", "import", str(models)).returncode == 0
+    return url, store
+
+
+def test_a_negative_replica_count_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    url, store = _imported(tmp_path)
     run = _headroom(url, "models", "pause", "resnet50", "--replicas", "-1")
     assert run.returncode == 2 and "--replicas" in run.stderr
     assert SqlModelPauses(store.engine).paused_models() == ()
 
 
 def test_models_list_and_status_write_a_pause_alike_in_json(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    store = Store.open(url, migrate=True)
-    models = tmp_path / "models.yaml"
-    models.write_text(GOOD)
-    assert _headroom(url, "models", "import", str(models)).returncode == 0
+    url, store = _imported(tmp_path)
     at = datetime(2026, 1, 5, 9, 0, 0, 250_000, tzinfo=UTC)
     assert SqlModelPauses(store.engine).pause("resnet50", 3, at, "")  # no login name known
     listed = {m["name"]: m["paused"] for m in json.loads(
@@ -110,11 +113,8 @@ def test_models_list_and_status_write_a_pause_alike_in_json(tmp_path: Path) -> N
 
 def test_pausing_on_a_store_a_migration_behind_names_its_revision_and_the_upgrade(
         tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    Store.open(url, migrate=True).engine.dispose()
-    models = tmp_path / "models.yaml"
-    models.write_text(GOOD)
-    assert _headroom(url, "models", "import", str(models)).returncode == 0
+    url, store = _imported(tmp_path)
+    store.engine.dispose()
     assert _headroom(url, "db", "downgrade", "0021").returncode == 0
     for command in (["pause", "resnet50"], ["resume", "resnet50"], ["list"]):
         run = _headroom(url, "models", *command)
