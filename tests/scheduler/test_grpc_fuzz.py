@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 from placement_builders import make_node, make_place
+from scheduler_fixtures import served_stub
 
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
-from scheduler.server import create_server, stop
 
 DEADLINE_S = 5.0
 Code = grpc.StatusCode
@@ -83,13 +83,7 @@ def enums(values: int) -> st.SearchStrategy[int]:
 
 @pytest.fixture(scope="module")
 def stub() -> Iterator[pb_grpc.PlacementStub]:
-    server, port = create_server("127.0.0.1:0")
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    try:
-        yield pb_grpc.PlacementStub(channel)
-    finally:
-        channel.close()
-        stop(server, grace_s=1.0)
+    yield from served_stub()  # one server for the module's fuzzing
 
 
 def call(method: Callable[..., Any], request: Any, allowed: set[grpc.StatusCode],
