@@ -97,10 +97,8 @@ def pause_of(models: pd.DataFrame, model: str) -> ModelPause | None:
 
 def held_text(pause: ModelPause) -> str:
     """What a pause holds, since when and by whom: ``held at 3 replica(s) since ... by ...``."""
-    held = ("its current replicas" if pause.replicas is None
-            else f"{pause.replicas} replica(s)")
     by = f" by {pause.paused_by}" if pause.paused_by else ""
-    return f"held at {held} since {pause.paused_at:%Y-%m-%d %H:%M:%S} UTC{by}"
+    return f"held at {pause.held_text()} since {pause.paused_at:%Y-%m-%d %H:%M:%S} UTC{by}"
 
 
 def paused_models(url: str) -> None:

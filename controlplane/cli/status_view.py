@@ -179,9 +179,7 @@ def _ago(seconds: float | None) -> str:
 
 
 def paused_line(pause: ModelPause) -> str:
-    held = ("its current replicas" if pause.replicas is None
-            else f"{pause.replicas} replica(s)")
-    return (f"model {pause.model} is {pause.reason()}: held at {held} "
+    return (f"model {pause.model} is {pause.reason()}: held at {pause.held_text()} "
             f"(headroom models resume {pause.model})")
 
 

@@ -32,6 +32,11 @@ class ModelPause:
         seen = observed.model(self.model)
         return seen.replicas_target if seen is not None else 0
 
+    def held_text(self) -> str:
+        """What the pause holds, for a line: ``3 replica(s)`` or ``its current replicas``."""
+        return ("its current replicas" if self.replicas is None
+                else f"{self.replicas} replica(s)")
+
     def reason(self) -> str:
         """The replica target's reason: ``paused since <UTC time> by <who>``."""
         since = self.paused_at.strftime("%Y-%m-%dT%H:%M:%SZ")
