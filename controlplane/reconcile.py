@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 
 from controlplane.actuation import Actuators, apply_actions
 from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, settle, size
-from controlplane.autoscaling.hint_capacity import capped_hints, with_capped_reasons
+from controlplane.autoscaling.hint_capacity import hints_capped
 from controlplane.autoscaling.hints import hinted_inputs
 from controlplane.autoscaling.issued import accuracy
 from controlplane.autoscaling.live import placement_demands, with_ladder_warm
@@ -232,12 +232,8 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
     pauses = () if deps.pauses is None else deps.pauses.paused_models()
     sizing = size(observed, hinted.forecasts, models, config.policy, config.budgets, now,
                   config.pools, hinted.floors, held(pauses, observed))
-    sizing = replace(sizing, demands=hinted.tagged(sizing.demands, demand_policy))
-    capped = capped_hints(sizing.demands, sizing.requests, sizing.budget_cuts, hinted.floors,
-                          {m.spec.name: m.shape.per_replica_rps for m in models},
-                          demand_policy.target_utilization)
-    if capped:  # the replica targets say the hint was capped, served of announced
-        sizing = replace(sizing, budget_cuts=with_capped_reasons(sizing.budget_cuts, capped))
+    # the replica targets say which demands a hint raised, and a hint capped: served of announced
+    sizing, capped = hints_capped(sizing, hinted, models, demand_policy)
     deps.placement.sync_inventory(observed)
     placed = deps.placement.plan_fleet(placement_demands(sizing, models),
                                        tuple(m.spec for m in models), config.pools)

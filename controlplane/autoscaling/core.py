@@ -249,5 +249,12 @@ def decide(
     """One decision with the placement sized from per-replica profiles (``headroom simulate``).
     The reconcile loop runs ``size`` and ``settle`` around the scheduler's PlanFleet instead."""
     sizing = size(observed, forecasts, models, policy, budgets, now, pools, hint_rps, held)
+    return decide_sized(observed, sizing, models, pools, policy, budgets, memory, now)
+
+
+def decide_sized(observed: ObservedState, sizing: Sizing, models: Sequence[FleetModel],
+                 pools: Sequence[PoolSpec], policy: ScalingPolicy, budgets: Budgets,
+                 memory: GuardMemory, now: datetime) -> TickDecision:
+    """``decide`` from a ``sizing`` already made (and amended, e.g. by ``hints_capped``)."""
     placement = _placement(sizing.requests, tuple(m.shape for m in models))
     return settle(observed, sizing, placement, pools, policy, budgets, memory, now)

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from controlplane.autoscaling.core import Budgets
+from controlplane.autoscaling.core import Budgets, FleetModel, Sizing
+from controlplane.autoscaling.hints import HintedInputs
 from controlplane.autoscaling.sizing import (
     CLUSTER_BUDGET,
     POOL_MAX_NODES,
@@ -30,7 +31,7 @@ from controlplane.autoscaling.sizing import (
     ModelRequest,
     ReplicaShape,
 )
-from controlplane.domain.demand import HINTED, Demand, replicas_for
+from controlplane.domain.demand import HINTED, Demand, DemandPolicy, replicas_for
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.hints import rps_text
 
@@ -157,6 +158,28 @@ class CappedHint:
                 f"{self.limit}")
 
 
+@dataclass(frozen=True, slots=True)
+class CappedTicks:
+    """The ticks of a run (``headroom simulate``) at which a model's hint was capped, and the
+    worst of them: the lowest share of the announced rate served."""
+
+    ticks: int = 0
+    worst: CappedHint | None = None
+
+    def add(self, capped: CappedHint) -> CappedTicks:
+        worse = self.worst is None or (capped.served_rps / capped.announced_rps
+                                       < self.worst.served_rps / self.worst.announced_rps)
+        return CappedTicks(self.ticks + 1, capped if worse else self.worst)
+
+    def summary(self) -> dict[str, object]:
+        """The simulate summary's entry: ticks, and the worst tick's rates and limit."""
+        worst = self.worst
+        return {"ticks": self.ticks} | ({} if worst is None else {
+            "announced_rps": round(worst.announced_rps, 3),
+            "served_rps": round(worst.served_rps, 3), "replicas": worst.replicas,
+            "limit": worst.limit})
+
+
 def capped_hints(demands: Sequence[Demand], requests: Sequence[ModelRequest],
                  budget_cuts: Sequence[tuple[str, str]], hint_rps: Mapping[str, float],
                  per_replica_rps: Mapping[str, float], target_utilization: float
@@ -184,6 +207,20 @@ def with_capped_reasons(budget_cuts: Sequence[tuple[str, str]],
     """``budget_cuts`` (model, reason) with a capped hint's reason for its model."""
     by_model = {c.model: c.reason() for c in capped}
     return tuple((model, by_model.get(model, reason)) for model, reason in budget_cuts)
+
+
+def hints_capped(sizing: Sizing, hinted: HintedInputs, models: Sequence[FleetModel],
+                 policy: DemandPolicy) -> tuple[Sizing, tuple[CappedHint, ...]]:
+    """``sizing`` with its demands tagged where a hint raised them and, for each model a GPU
+    budget or pool kept below its hint, the cut's reason naming the hint (``CappedHint.reason``);
+    and those capped hints. The reconcile loop and ``headroom simulate`` both run it."""
+    sizing = replace(sizing, demands=hinted.tagged(sizing.demands, policy))
+    capped = capped_hints(sizing.demands, sizing.requests, sizing.budget_cuts, hinted.floors,
+                          {m.spec.name: m.shape.per_replica_rps for m in models},
+                          policy.target_utilization)
+    if not capped:
+        return sizing, ()
+    return replace(sizing, budget_cuts=with_capped_reasons(sizing.budget_cuts, capped)), capped
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from controlplane.cli.numbers import float_option
 from controlplane.cli.paths import check_output_path
 from controlplane.cli.streams import print_warning, usage_error
 from controlplane.domain.demand import PREDICTIVE
+from controlplane.domain.hints import rps_text
 from controlplane.settings import ConfigError, load_settings
 from controlplane.simulation.config import (
     ModelsFileError,
@@ -119,6 +120,15 @@ def _options_and_knobs(values: dict[str, Any], named: dict[str, str],
 #: said on stderr and in the table's title whenever ``--oracle-forecast`` is on
 ORACLE_LABEL = ("ORACLE forecasts (--oracle-forecast, benchmark only): the predictive policy "
                 "reads the trace's own future, so its numbers are a floor, not a result")
+
+
+def capped_hint_lines(summary: dict[str, Any]) -> list[str]:
+    """One line per model whose demand hint the fleet's capacity capped in a policy's run."""
+    return [f"{summary['policy']}: the demand hint on {model} was capped in {capped['ticks']} "
+            f"tick(s); at worst {capped['replicas']} replicas sized for "
+            f"{capped['served_rps']:.0f} of {rps_text(capped['announced_rps'])} rps announced "
+            f"({capped['limit']})"
+            for model, capped in summary.get("hints_capped", {}).items()]
 
 
 def _table(summaries: list[dict[str, Any]], oracle_forecast: bool) -> Table:
@@ -272,6 +282,9 @@ def simulate_command(
                               lambda n, m: progress.update(tasks[n], completed=m + 1))
     except OSError as error:
         raise usage_error(f"{error.filename or timeline_out}: {error.strerror}") from None
+    for summary in result.summaries:
+        for line in capped_hint_lines(summary):
+            print_warning(line)
     if json_out:
         typer.echo(json.dumps({
             "ok": True, "trace": str(trace), "models": str(models),

@@ -17,13 +17,14 @@ profile, the predictive one corrected online with ``SimOptions.profile_correctio
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from controlplane.autoscaling.calibration import ForecastErrors, calibrated, recent_volatility
-from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, decide
+from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, decide_sized, size
+from controlplane.autoscaling.hint_capacity import CappedTicks, hints_capped
 from controlplane.autoscaling.hints import hinted_inputs
 from controlplane.autoscaling.policies import ScalingPolicy, ladder_rungs
 from controlplane.autoscaling.profile_correction import CorrectionConfig, corrected_models, in_use
@@ -109,6 +110,10 @@ class RunStats:
     #: how many ticks it was sized with a value other than its offline profile
     profile_rps_range: dict[str, tuple[float, float]] = field(default_factory=dict)
     profile_corrected_ticks: Counter[str] = field(default_factory=Counter)
+    #: the predictive policy's ticks at which a GPU budget or the pool kept a model below the
+    #: demand hint in force, by model
+    hints_capped: defaultdict[str, CappedTicks] = field(
+        default_factory=lambda: defaultdict(CappedTicks))
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,10 +276,15 @@ class _Run:
         now = self.at(t_s)
         hinted = hinted_inputs(self.forecasts, self.options.hints, now,
                                self.options.hint_lead_s, self.policy.demand.lookahead_s)
-        decision = decide(self.fleet.snapshot(), hinted.forecasts, models, self.pools,
-                          self.policy, self.budgets, self.memory, now, hinted.floors)
-        # the reasons say which demands a hint raised
-        decision = replace(decision, demands=hinted.tagged(decision.demands, self.policy.demand))
+        observed = self.fleet.snapshot()
+        sizing = size(observed, hinted.forecasts, models, self.policy, self.budgets, now,
+                      self.pools, hinted.floors)
+        # the reasons say which demands a hint raised, and a hint the fleet's capacity capped
+        sizing, capped = hints_capped(sizing, hinted, models, self.policy.demand)
+        decision = decide_sized(observed, sizing, models, self.pools, self.policy, self.budgets,
+                                self.memory, now)
+        for cap in capped:
+            self.stats.hints_capped[cap.model] = self.stats.hints_capped[cap.model].add(cap)
         self.memory = decision.memory
         if self.correction is not None:
             self.memory = replace(self.memory, profile_rps=in_use(profiles))

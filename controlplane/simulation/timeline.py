@@ -118,7 +118,9 @@ def summarize(run: PolicyRun, config: SimConfig) -> dict[str, Any]:
                                 for m, (low, high) in run.stats.profile_rps_range.items()},
           "profile_corrected_ticks": {m: run.stats.profile_corrected_ticks[m]
                                       for m in run.stats.profile_rps}}
-         if run.stats.profile_rps else {})
+         if run.stats.profile_rps else {}) | (
+        {"hints_capped": {m: t.summary() for m, t in sorted(run.stats.hints_capped.items())}}
+        if run.stats.hints_capped else {})
 
 
 def _ratio(gpu_hours: float, lower: float) -> float | None:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from simulate_support import START, cli_app, rate, write_models, write_trace
+from simulate_support import MODELS_YAML, START, cli_app, rate, write_models, write_trace
 from typer.testing import CliRunner
 
 LARGE = "chat/large"
@@ -147,3 +147,34 @@ def test_a_hints_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> No
                          str(tmp_path / f"T.{hints.stem}.csv"), "--hints", str(hints), *FAST)
         assert code == 0, out
     assert (tmp_path / "T.marked.csv").read_text() == (tmp_path / "T.plain.csv").read_text()
+
+
+def test_a_hint_beyond_the_pools_capacity_is_reported_capped_naming_the_limit(
+        tmp_path: Path) -> None:
+    trace = _campaign_trace(tmp_path / "trace.csv")
+    models = write_models(tmp_path / "models.yaml", MODELS_YAML + "  max_nodes: 40\n")
+    start, end = _window()
+    hints = _hints(tmp_path / "hints.csv", [f"{LARGE},{start},{end},5000,launch"])
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), "--hints", str(hints), "--json", *FAST)
+    assert code == 0, out
+    capped = json.loads(out[out.index("{"):])["policies"]["predictive"]["hints_capped"]
+    assert list(capped) == [LARGE]
+    assert capped[LARGE]["ticks"] > 0 and capped[LARGE]["limit"] == "pool_max_nodes:a100-80gb"
+    # 40 nodes of 8 GPUs, chat/small keeps some: fewer than 320 whole-GPU replicas of 2 rps
+    assert capped[LARGE]["replicas"] < 320 and capped[LARGE]["announced_rps"] == 5000
+    assert capped[LARGE]["served_rps"] < 5000 * 0.2
+    assert (f"predictive: the demand hint on {LARGE} was capped in {capped[LARGE]['ticks']} "
+            "tick(s)") in " ".join(out.split())
+
+
+def test_a_hint_the_fleet_can_hold_is_not_reported_capped(tmp_path: Path) -> None:
+    trace = _campaign_trace(tmp_path / "trace.csv")
+    models = write_models(tmp_path / "models.yaml", MODELS_YAML + "  max_nodes: 40\n")
+    start, end = _window()
+    hints = _hints(tmp_path / "hints.csv", [f"{LARGE},{start},{end},250,launch"])
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), "--hints", str(hints), "--json", *FAST)
+    assert code == 0, out
+    assert "hints_capped" not in json.loads(out[out.index("{"):])["policies"]["predictive"]
+    assert "capped" not in out
