@@ -19,15 +19,8 @@ is not relabelled, a config written again over itself changes nothing). Eviction
 through the Eviction API: a disruption budget that says "not now" makes the relayout wait with a
 recorded reason, never forces it.
 
-Pods a drain never evicts (``held_pods``): a pod no controller would recreate
-(``PodOnNode.managed``: an owner reference with ``controller: true``), since evicting a bare pod
-would delete it for good, so ``kubectl drain`` refuses one without ``--force``; and a pod
-annotated ``karpenter.sh/do-not-disrupt: "true"``, which asks every voluntary disruption to
-leave it. A relayout is not started on a node that runs one (``held_pods_refusal``), and a drain
-that finds one (a pod bound by ``nodeName`` ignores the cordon) evicts nothing and waits naming
-it (``unmanaged_pods: ...`` / ``do_not_disrupt: ...``) until someone deletes, moves or
-re-annotates it; past the drain deadline it ends aborted, its own cordon undone, with an alert
-naming it. Such pods do not count towards the surge: Headroom does not move them.
+What the drain moves, the surge that makes room for it, and the pods it never evicts
+(unmanaged, or ``karpenter.sh/do-not-disrupt``): ``relayout_drain``.
 
 Pods a drain leaves that hold GPUs (``RelayoutView.undrained_gpu_pods``, decided by
 ``relayout_gpu_pods.gpu_pods_in_the_way``): a DaemonSet's or static pod that requests GPUs and
@@ -62,18 +55,29 @@ the node is already labelled with but not at (``same_config_refusal``).
 
 from __future__ import annotations
 
-import math
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from controlplane.domain.mig_layout import NodeMigLayout
+from controlplane.domain.relayout_drain import (
+    NodeCapacity,
+    PodOnNode,
+    capacity_shortfall,
+    format_shortfall,
+    held_pods,
+    surge_nodes,
+)
+from controlplane.domain.relayout_effects import (
+    Effect,
+    Evict,
+    LabelMigConfig,
+    ScalePool,
+    SetUnschedulable,
+    WriteMigConfig,
+)
 from controlplane.domain.relayout_gpu_pods import gpu_daemon_pods
-
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
-GPU_RESOURCE = "nvidia.com/gpu"
 
 
 class RelayoutPhase(StrEnum):
@@ -137,27 +141,6 @@ class MigRelayout:
 
 
 @dataclass(frozen=True, slots=True)
-class PodOnNode:
-    namespace: str
-    name: str
-    requests: tuple[tuple[str, int], ...] = ()  # GPU-like extended resources only
-    managed: bool = False  # a controller would recreate it (an owner reference with
-    # controller: true); a pod not known to have one is never evicted
-    do_not_disrupt: bool = False  # annotated karpenter.sh/do-not-disrupt: "true": never evicted
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-@dataclass(frozen=True, slots=True)
-class NodeCapacity:
-    name: str
-    schedulable: bool  # ready and not cordoned
-    free: tuple[tuple[str, int], ...]  # allocatable minus requested, per GPU-like resource
-
-
-@dataclass(frozen=True, slots=True)
 class RelayoutView:
     node_exists: bool
     cordoned: bool
@@ -173,44 +156,6 @@ class RelayoutView:
     # not recorded, e.g. an operator's or an older Headroom's: counts as long present)
     undrained_gpu_pods: tuple[str, ...] = ()  # pods a drain leaves that hold GPUs the MIG
     # manager does not free (relayout_gpu_pods.gpu_pods_in_the_way): namespace/name
-
-
-@dataclass(frozen=True, slots=True)
-class ScalePool:
-    pool: str
-    nodes: int
-
-
-@dataclass(frozen=True, slots=True)
-class SetUnschedulable:
-    """Cordon the node with the relayout's marker, or uncordon it and remove the marker."""
-
-    node: str
-    unschedulable: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Evict:
-    namespace: str
-    name: str
-
-
-@dataclass(frozen=True, slots=True)
-class WriteMigConfig:
-    name: str
-    layout: NodeMigLayout
-
-
-@dataclass(frozen=True, slots=True)
-class LabelMigConfig:
-    """Set ``nvidia.com/mig.config`` and clear ``nvidia.com/mig.config.state`` so that only the
-    MIG manager's next report counts."""
-
-    node: str
-    config: str
-
-
-Effect = ScalePool | SetUnschedulable | Evict | WriteMigConfig | LabelMigConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,36 +203,6 @@ def same_config_refusal(node: str, mig_config: str, mig_state: str, to_config: s
             "another config")
 
 
-def _listed(keys: Sequence[str]) -> tuple[str, str]:
-    return ", ".join(keys), "it" if len(keys) == 1 else "them"
-
-
-def held_pods(pods: Sequence[PodOnNode]) -> str:
-    """Why a drain may evict none of ``pods`` now ("" when it may evict them all): a pod no
-    controller would recreate (evicting it would delete it for good), or one that asks not to be
-    disrupted (``karpenter.sh/do-not-disrupt: "true"``, which a voluntary drain honours)."""
-    reasons = []
-    bare = [p.key for p in pods if not p.managed]
-    if bare:
-        listed, it = _listed(bare)
-        reasons.append(f"unmanaged_pods: {listed} (no controller would recreate {it}; delete or "
-                       f"move {it}, then the drain goes on)")
-    kept = [p.key for p in pods if p.managed and p.do_not_disrupt]
-    if kept:
-        listed, it = _listed(kept)
-        reasons.append(f"do_not_disrupt: {listed} (karpenter.sh/do-not-disrupt=true; remove "
-                       f"the annotation or move {it}, then the drain goes on)")
-    return "; ".join(reasons)
-
-
-def held_pods_refusal(node: str, pods: Sequence[PodOnNode]) -> str:
-    """Why a relayout of ``node`` must not start ("" when it may): a pod the drain would have
-    to evict must not be evicted (``held_pods``). Refused before any surge or cordon, rather
-    than cordoning the node and waiting out the drain."""
-    held = held_pods(pods)
-    return f"node {node}: {held}" if held else ""
-
-
 def config_settled_at(view: RelayoutView, policy: RelayoutPolicy) -> datetime | None:
     """When the node may be labelled with the target config: once the ConfigMap has held it,
     unchanged, for ``config_propagation_s`` (None: it does not hold it as wanted; ``datetime.min``
@@ -324,31 +239,6 @@ def _expired(r: MigRelayout, now: datetime) -> bool:
     return r.deadline_at is not None and now >= r.deadline_at
 
 
-def gpu_equivalent(resource: str, quantity: int) -> float:
-    """GPUs a request occupies: whole GPUs, or compute slices / 7 for a MIG instance."""
-    if resource.startswith(MIG_RESOURCE_PREFIX):
-        size = resource[len(MIG_RESOURCE_PREFIX):].split("g.", 1)[0]
-        return quantity * (int(size) / 7 if size.isdigit() else 1.0)
-    return float(quantity)
-
-
-def capacity_shortfall(view: RelayoutView) -> dict[str, int]:
-    """GPU-like resources the node's pods need that the pool's other nodes cannot take now
-    (managed pods only: an unmanaged pod is not evicted, so it needs no room elsewhere)."""
-    need: Counter[str] = Counter()
-    for pod in view.pods:
-        if not pod.managed or pod.do_not_disrupt:
-            continue
-        for resource, quantity in pod.requests:
-            need[resource] += quantity
-    spare: Counter[str] = Counter()
-    for other in view.others:
-        if other.schedulable:
-            for resource, quantity in other.free:
-                spare[resource] += max(0, quantity)
-    return {r: n - spare[r] for r, n in sorted(need.items()) if n > spare[r]}
-
-
 def step_relayout(r: MigRelayout, view: RelayoutView, now: datetime,
                   policy: RelayoutPolicy) -> RelayoutStep:
     if not r.is_active:
@@ -361,22 +251,18 @@ def step_relayout(r: MigRelayout, view: RelayoutView, now: datetime,
 
 def _surge(r: MigRelayout, view: RelayoutView, now: datetime,
            policy: RelayoutPolicy) -> RelayoutStep:
-    short = capacity_shortfall(view)
+    short = capacity_shortfall(view.pods, view.others)
     if not short:
         return RelayoutStep(_enter(r, RelayoutPhase.CORDON, now, policy))
     if _expired(r, now):
         return RelayoutStep(_enter(r, RelayoutPhase.ABORTED, now, policy,
-                                   alert="surge_timeout: " + _format(short)))
-    surge_nodes = r.surge_nodes
-    if surge_nodes == 0:
-        gpus = sum(gpu_equivalent(res, n) for res, n in short.items())
-        surge_nodes = view.pool_target_nodes + max(1, math.ceil(
-            gpus / max(1, view.gpus_per_node) - 1e-9))
+                                   alert="surge_timeout: " + format_shortfall(short)))
+    surge = r.surge_nodes or surge_nodes(short, view.pool_target_nodes, view.gpus_per_node)
     effects: tuple[Effect, ...] = ()
-    if view.pool_target_nodes < surge_nodes:
-        effects = (ScalePool(r.pool, surge_nodes),)
-    waiting = replace(_wait(r, now, "surge_pending: short " + _format(short)),
-                      surge_nodes=surge_nodes)
+    if view.pool_target_nodes < surge:
+        effects = (ScalePool(r.pool, surge),)
+    waiting = replace(_wait(r, now, "surge_pending: short " + format_shortfall(short)),
+                      surge_nodes=surge)
     return RelayoutStep(waiting, effects)
 
 
@@ -501,6 +387,3 @@ def with_blocked_evictions(r: MigRelayout, blocked: tuple[str, ...]) -> MigRelay
         return r
     return replace(r, wait_reason="eviction_blocked_by_pdb: " + ", ".join(blocked))
 
-
-def _format(short: dict[str, int]) -> str:
-    return ", ".join(f"{r}={n}" for r, n in short.items())

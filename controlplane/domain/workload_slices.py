@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from controlplane.domain.mig_relayout import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from controlplane.domain.observed import ObservedModel, ServingWorkload
 from controlplane.domain.placement import FleetPlacement, PlannedSlice
+from controlplane.domain.relayout_drain import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from controlplane.domain.sharing_config import shared_resource
 from controlplane.domain.wording import counted
 

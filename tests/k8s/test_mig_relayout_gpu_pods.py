@@ -9,13 +9,8 @@ from datetime import timedelta
 
 from test_mig_relayout_machine import POD, POLICY, T0, TO, draining_until, fresh, view
 
-from controlplane.domain.mig_relayout import (
-    Evict,
-    LabelMigConfig,
-    RelayoutPhase,
-    SetUnschedulable,
-    step_relayout,
-)
+from controlplane.domain.mig_relayout import RelayoutPhase, step_relayout
+from controlplane.domain.relayout_effects import Evict, LabelMigConfig, SetUnschedulable
 from controlplane.domain.relayout_gpu_pods import (
     UndrainedPod,
     gpu_daemon_pods,

@@ -7,24 +7,28 @@ from datetime import UTC, datetime, timedelta
 
 from controlplane.domain.mig_layout import uniform
 from controlplane.domain.mig_relayout import (
-    Evict,
-    LabelMigConfig,
     MigRelayout,
-    NodeCapacity,
-    PodOnNode,
     RelayoutPhase,
     RelayoutPolicy,
     RelayoutView,
-    ScalePool,
-    SetUnschedulable,
-    WriteMigConfig,
-    capacity_shortfall,
-    gpu_equivalent,
-    held_pods_refusal,
     same_config_refusal,
     start_relayout,
     step_relayout,
     with_blocked_evictions,
+)
+from controlplane.domain.relayout_drain import (
+    NodeCapacity,
+    PodOnNode,
+    capacity_shortfall,
+    gpu_equivalent,
+    held_pods_refusal,
+)
+from controlplane.domain.relayout_effects import (
+    Evict,
+    LabelMigConfig,
+    ScalePool,
+    SetUnschedulable,
+    WriteMigConfig,
 )
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -34,6 +38,10 @@ TO = "headroom-1x3g.40gb-1x2g.20gb-2x1g.10gb"
 SLICE = "nvidia.com/mig-1g.10gb"
 POD = PodOnNode("models", "m-0", ((SLICE, 1),), managed=True)
 
+
+
+def shortfall(v: RelayoutView) -> dict[str, int]:
+    return capacity_shortfall(v.pods, v.others)
 
 def view(*, cordoned: bool = False, config: str = "all-1g.10gb", state: str = "success",
          pods: tuple[PodOnNode, ...] = (POD,), spare: int = 3, target: int = 2,
@@ -139,7 +147,7 @@ def test_relabel_is_entered_with_a_deadline_of_the_propagation_window_and_the_mi
 
 def test_missing_capacity_asks_for_surge_nodes_before_any_disruption() -> None:
     short = view(pods=(POD, replace(POD, name="m-1")), spare=1, target=2)
-    assert capacity_shortfall(short) == {SLICE: 1}
+    assert capacity_shortfall(short.pods, short.others) == {SLICE: 1}
     step = step_relayout(fresh(), short, T0, POLICY)
     assert step.relayout.phase is RelayoutPhase.SURGE
     assert step.effects == (ScalePool("a100-80gb", 3),)
@@ -325,8 +333,8 @@ def test_a_relayout_of_a_node_running_an_unmanaged_pod_is_refused_naming_every_s
 
 
 def test_an_unmanaged_pod_asks_for_no_surge_since_it_is_never_moved() -> None:
-    assert capacity_shortfall(view(pods=(POD, BARE, replace(BARE, name="b")), spare=1)) == {}
-    assert capacity_shortfall(view(pods=(POD, replace(POD, name="m-1")), spare=1)) == {SLICE: 1}
+    assert shortfall(view(pods=(POD, BARE, replace(BARE, name="b")), spare=1)) == {}
+    assert shortfall(view(pods=(POD, replace(POD, name="m-1")), spare=1)) == {SLICE: 1}
 
 
 KEPT = replace(POD, name="m-1", do_not_disrupt=True)  # karpenter.sh/do-not-disrupt: "true"
@@ -342,4 +350,4 @@ def test_a_drain_never_evicts_a_pod_that_asks_not_to_be_disrupted_and_waits_nami
     both = step_relayout(draining, view(cordoned=True, pods=(BARE, KEPT)), T0, POLICY)
     assert both.relayout.wait_reason == f"{BARE_WHY}; {KEPT_WHY}"
     assert held_pods_refusal("a100-1", (POD, KEPT)) == f"node a100-1: {KEPT_WHY}"
-    assert capacity_shortfall(view(pods=(KEPT,), spare=0)) == {}  # it is not moved
+    assert shortfall(view(pods=(KEPT,), spare=0)) == {}  # it is not moved

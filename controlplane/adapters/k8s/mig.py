@@ -23,18 +23,9 @@ from controlplane.domain.desired import PoolSpec
 from controlplane.domain.errors import PermanentError, TransientError
 from controlplane.domain.mig_layout import NodeMigLayout, config_name, layout_problems
 from controlplane.domain.mig_relayout import (
-    Effect,
-    Evict,
-    LabelMigConfig,
     MigRelayout,
-    NodeCapacity,
-    PodOnNode,
     RelayoutPolicy,
     RelayoutView,
-    ScalePool,
-    SetUnschedulable,
-    WriteMigConfig,
-    held_pods_refusal,
     orphaned,
     retry_refusal,
     same_config_refusal,
@@ -43,6 +34,15 @@ from controlplane.domain.mig_relayout import (
     with_blocked_evictions,
 )
 from controlplane.domain.models import SharingMode
+from controlplane.domain.relayout_drain import NodeCapacity, PodOnNode, held_pods_refusal
+from controlplane.domain.relayout_effects import (
+    Effect,
+    Evict,
+    LabelMigConfig,
+    ScalePool,
+    SetUnschedulable,
+    WriteMigConfig,
+)
 from controlplane.domain.relayout_gpu_pods import (
     UndrainedPod,
     gpu_daemon_pods_refusal,
