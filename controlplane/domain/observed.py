@@ -40,6 +40,10 @@ class ObservedNode:
     # ``nvidia.com/gpu`` units they request (an upper bound where the device plugin shares a GPU
     # among several units), capped at the node's GPUs with MIG off
     whole_gpus_in_use: int = 0
+    # pods a drain leaves here (DaemonSet, static pods) that hold GPUs the GPU Operator's MIG
+    # manager does not stop (relayout_gpu_pods.gpu_pods_in_the_way), as namespace/name: while
+    # one runs, the node cannot be re-laid out and the planner passes it over
+    undrained_gpu_pods: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,8 @@ def observed_from_json(text: str) -> ObservedState:
 
     nodes = tuple(
         ObservedNode(**{**n, "gpus": tuple(gpu(g) for g in n["gpus"]),
-                        "labels": tuple(tuple(kv) for kv in n.get("labels", ()))})
+                        "labels": tuple(tuple(kv) for kv in n.get("labels", ())),
+                        "undrained_gpu_pods": tuple(n.get("undrained_gpu_pods", ()))})
         for n in raw["nodes"]
     )
     return ObservedState(

@@ -17,7 +17,12 @@ from controlplane.adapters.k8s.inventory import Inventory, free_gpu_resources
 from controlplane.adapters.k8s.node_pools import K8sNodePoolActuator
 from controlplane.adapters.k8s.nodepool_pins import pin_problem
 from controlplane.adapters.k8s.outcomes import failed
-from controlplane.adapters.k8s.reader import K8sClusterReader, target_nodes, target_record
+from controlplane.adapters.k8s.reader import (
+    K8sClusterReader,
+    pods_drain_leaves,
+    target_nodes,
+    target_record,
+)
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.errors import PermanentError, TransientError
@@ -43,11 +48,7 @@ from controlplane.domain.relayout_effects import (
     SetUnschedulable,
     WriteMigConfig,
 )
-from controlplane.domain.relayout_gpu_pods import (
-    UndrainedPod,
-    gpu_daemon_pods_refusal,
-    gpu_pods_in_the_way,
-)
+from controlplane.domain.relayout_gpu_pods import gpu_daemon_pods_refusal, gpu_pods_in_the_way
 from controlplane.domain.sharing_config import layout_from_config_name
 from controlplane.ports import Clock, RelayoutStore
 from controlplane.settings import KubernetesSettings
@@ -62,12 +63,6 @@ def pods_to_drain(inventory: Inventory, node: str) -> tuple[PodOnNode, ...]:
         PodOnNode(p.namespace, p.name, tuple(sorted(p.gpu_requests.items())), p.managed,
                   p.do_not_disrupt)
         for p in inventory.pods_on(node) if not p.daemon and not p.mirror)
-
-
-def pods_drain_leaves(inventory: Inventory, node: str) -> tuple[UndrainedPod, ...]:
-    """The pods on ``node`` a drain leaves: DaemonSet and static (mirror) pods."""
-    return tuple(UndrainedPod(p.namespace, p.name, p.phase, tuple(sorted(p.gpu_requests.items())))
-                 for p in inventory.pods_on(node) if p.daemon or p.mirror)
 
 
 def relayout_view(inventory: Inventory, relayout: MigRelayout, pool: PoolSpec,

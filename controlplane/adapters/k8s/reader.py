@@ -33,6 +33,7 @@ from controlplane.domain.observed import (
     ObservedState,
     ServingWorkload,
 )
+from controlplane.domain.relayout_gpu_pods import UndrainedPod, gpu_pods_in_the_way
 from controlplane.domain.sharing_config import layout_from_config_name, mode_from_strategy
 from controlplane.ports import Clock, LoadSource
 from controlplane.settings import KubernetesSettings
@@ -45,7 +46,16 @@ def holds_gpus(pod: PodInfo) -> bool:
             and n.WARM_POOL_LABEL not in pod.labels and pod.phase not in ("Succeeded", "Failed"))
 
 
-def observed_node(node: NodeInfo, inventory: Inventory) -> ObservedNode:
+def pods_drain_leaves(inventory: Inventory, node: str) -> tuple[UndrainedPod, ...]:
+    """The pods on ``node`` a drain leaves: DaemonSet and static (mirror) pods."""
+    return tuple(UndrainedPod(p.namespace, p.name, p.phase, tuple(sorted(p.gpu_requests.items())))
+                 for p in inventory.pods_on(node) if p.daemon or p.mirror)
+
+
+def observed_node(node: NodeInfo, inventory: Inventory, operator_namespace: str) -> ObservedNode:
+    """The node as the planner sees it; ``operator_namespace`` (``k8s.gpu_operator_namespace``)
+    holds the GPU Operator's pods, the only GPU pods a drain leaves that a re-layout may run
+    under."""
     layout = inventory.layout_of(node)
     # Headroom's device-plugin config names the mode and clients per GPU (the plugin applies it
     # live); a node on another config: the plugin's own labels
@@ -77,7 +87,9 @@ def observed_node(node: NodeInfo, inventory: Inventory) -> ObservedNode:
     return ObservedNode(node.name, node.pool, node.product, node.ready,
                         cpu_milli(node.allocatable.get("cpu", 0)),
                         memory_mib(node.allocatable.get("memory", 0)), tuple(gpus),
-                        node.unschedulable, kept, len(holding), min(units, whole))
+                        node.unschedulable, kept, len(holding), min(units, whole),
+                        gpu_pods_in_the_way(pods_drain_leaves(inventory, node.name),
+                                            operator_namespace))
 
 
 def _annotated_target(nodepool: dict[str, object]) -> int | None:
@@ -188,7 +200,7 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
         if not node.pool:
             notes.append(f"node {node.name}: no configured pool for GPU product {node.product}")
             continue
-        nodes.append(observed_node(node, inventory))
+        nodes.append(observed_node(node, inventory, settings.gpu_operator_namespace))
         lost = inventory.lost_sharing_config(node)
         if lost:
             notes.append(f"node {node.name}: selects {n.DEVICE_PLUGIN_CONFIG}={lost}, which "
