@@ -29,7 +29,13 @@ returns ``RelayoutMig`` and ``ApplySharing`` actions for the nodes that must cha
    get no action; device-plugin sharing changes once the node's MIG layout is the target: at
    once to more clients per GPU, but on a node that runs GPU workloads to fewer clients only
    after the plan has asked for it for ``settle_s`` (it shrinks what the device plugin
-   advertises under running pods, and a plan that flips back restarts nothing).
+   advertises under running pods, and a plan that flips back restarts nothing);
+5. a node whose GPUs pods a drain leaves hold (``ObservedNode.undrained_gpu_pods``: a user's
+   DaemonSet or static pod requesting GPUs, which the MIG manager does not stop) cannot be
+   re-laid out: the GPUs the plan would have laid out there go to the pool's other nodes, or
+   none, and the re-layout passed over is skipped with
+   ``relayout_skipped:<node>:gpu_daemon_pods:<namespace>/<pod>,...``. (The Kubernetes MIG
+   re-layout still refuses such a node, for a pod that arrives after the observation.)
 """
 
 from __future__ import annotations

@@ -32,6 +32,10 @@ RELAYOUT_BUDGET = "relayout_budget"  # as many re-layouts run as the drain budge
 # the node's pool has a re-layout in flight (or started by this plan): one per pool at a time,
 # as the MIG re-layout adapters run them; the reason names it: pool_relayout_in_flight:<pool>/<node>
 POOL_RELAYOUT_IN_FLIGHT = "pool_relayout_in_flight"
+# a node the plan would re-lay out but pods a drain leaves hold its GPUs (ObservedNode.
+# undrained_gpu_pods): passed over for another node, or none; the reason names it and them:
+# relayout_skipped:<node>:gpu_daemon_pods:<namespace>/<pod>,...
+RELAYOUT_SKIPPED = "relayout_skipped"
 # a busy node's sharing down to fewer clients per GPU: the plan has not asked long enough
 SHARING_SETTLING = "sharing_settling"
 MEMORY_PREFIX = "node-config/"
@@ -78,6 +82,7 @@ class _Node:
     assigned: list[GpuConfig | None] = field(default_factory=list)
     target_kind: NodeKind | None = None
     changing: bool = False
+    pinned: bool = False  # its MIG layout may not change (pods a drain leaves hold its GPUs)
 
     @property
     def busy(self) -> bool:
@@ -92,11 +97,12 @@ class _Node:
         self.changing = self.changing or config != self.current[index]
 
 
-def _slots(node: ObservedNode, in_flight: Mapping[str, NodeMigLayout]) -> _Node:
+def _slots(node: ObservedNode, in_flight: Mapping[str, NodeMigLayout], pinned: bool) -> _Node:
     empty: list[GpuConfig | None] = [None] * len(node.gpus)
     target = in_flight.get(node.name)
     if target is None:
-        return _Node(node, node_kind(node), [gpu_config(g) for g in node.gpus], False, empty)
+        return _Node(node, node_kind(node), [gpu_config(g) for g in node.gpus], False, empty,
+                     pinned=pinned)
     if target.is_mig_enabled():
         return _Node(node, NodeKind(True), [GpuConfig(tuple(sorted(target.profiles_of(
             g.index))), mig_on=target.mig_enabled_on(g.index)) for g in node.gpus], True, empty)
@@ -109,7 +115,8 @@ def _leftover_slot(nodes: Sequence[_Node], kind: NodeKind) -> tuple[_Node, int] 
     free GPU of an empty node of its kind, an empty node of another kind, a busy node of its
     kind, a busy node of another kind."""
     def ok(n: _Node) -> bool:
-        return not n.locked and bool(n.free()) and n.target_kind in (None, kind)
+        return (not n.locked and bool(n.free()) and n.target_kind in (None, kind)
+                and not (n.pinned and (kind.mig or n.kind.mig)))  # a whole GPU's sharing
     tiers: tuple[Callable[[_Node], bool], ...] = (
         lambda n: n.target_kind == kind and n.changing,
         lambda n: n.kind == kind and not n.busy,
@@ -239,6 +246,26 @@ def _re_laying_out(observed: ObservedState, in_flight: Mapping[str, NodeMigLayou
     return active
 
 
+def _pool_changes(nodes: Sequence[ObservedNode], in_flight: Mapping[str, NodeMigLayout],
+                  planned: Sequence[GpuConfig]) -> tuple[list[_NodeChange], list[RelayoutMig]]:
+    """The changes that lay out one pool's ``nodes`` for its ``planned`` GPUs, and the
+    re-layouts passed over: a node whose GPUs pods a drain leaves hold keeps its MIG layout and
+    the GPUs it would have taken go to the pool's other nodes, or none."""
+    pinned: set[str] = set()
+    passed: list[RelayoutMig] = []
+    while True:
+        slots = [_slots(n, in_flight, n.name in pinned) for n in nodes]
+        assign(planned, slots)
+        changes = [_node_change(n, _mix(planned)) for n in slots
+                   if n.target_kind is not None and not n.locked]
+        held = [c.relayout for c in changes if c.relayout is not None
+                and c.node.node.undrained_gpu_pods and not c.node.pinned]
+        if not held:
+            return changes, passed
+        passed.extend(held)
+        pinned.update(r.node for r in held)
+
+
 def node_config_plan(placement: FleetPlacement, observed: ObservedState,
                      pools: Sequence[PoolSpec], in_flight: Mapping[str, NodeMigLayout],
                      memory: GuardMemory, limits: NodeConfigLimits,
@@ -247,14 +274,15 @@ def node_config_plan(placement: FleetPlacement, observed: ObservedState,
     re-layout needs first, the re-layouts the drain budget allows, then sharing changes."""
     configs = planned_configs(placement)
     changes: list[_NodeChange] = []
+    skipped: list[SkippedAction] = []
+    held_by = {n.name: n.undrained_gpu_pods for n in observed.nodes}
     for pool in pools:
-        nodes = [_slots(n, in_flight) for n in sorted(observed.nodes, key=lambda n: n.name)
+        nodes = [n for n in sorted(observed.nodes, key=lambda n: n.name)
                  if n.pool == pool.name and n.gpus
                  and (n.name in in_flight or (n.ready and not n.cordoned))]
-        planned = configs.get(pool.product, [])
-        assign(planned, nodes)
-        changes.extend(_node_change(n, _mix(planned)) for n in nodes if n.target_kind is not None
-                       and not n.locked)
+        pool_changes, passed = _pool_changes(nodes, in_flight, configs.get(pool.product, []))
+        changes.extend(pool_changes)
+        skipped.extend(_skip(r, _held_reason(r.node, held_by[r.node])) for r in passed)
     seen = {k: h[-1] for k, h in memory.history if k.startswith(MEMORY_PREFIX) and h}
     kept: dict[str, Recommendation] = {}
 
@@ -272,7 +300,6 @@ def node_config_plan(placement: FleetPlacement, observed: ObservedState,
     before: list[NodeAction] = []
     relayouts: list[NodeAction] = []
     after: list[NodeAction] = []
-    skipped: list[SkippedAction] = []
     for change in sorted(changes, key=lambda c: c.node.busy):  # an empty node's goes first
         for sharing in change.after:  # fewer clients per GPU under running pods: settle first
             if (change.node.busy and sharing.to_value < sharing.from_value
@@ -281,7 +308,7 @@ def node_config_plan(placement: FleetPlacement, observed: ObservedState,
             else:
                 after.append(sharing)
         relayout, busy, pool_name = change.relayout, change.node.busy, change.node.node.pool
-        if relayout is None:
+        if relayout is None or change.node.pinned:  # a pinned node's is skipped above
             continue
         holder = active.get(pool_name) if limits.one_per_pool else None
         if busy and settling(MEMORY_PREFIX + relayout.node, layout_digest(relayout.to_layout)):
@@ -299,6 +326,10 @@ def node_config_plan(placement: FleetPlacement, observed: ObservedState,
     history += tuple((k, (r,)) for k, r in sorted(kept.items()))
     return NodeConfigPlan((*before, *relayouts, *after), tuple(skipped),
                           replace(memory, history=history))
+
+
+def _held_reason(node: str, pods: Sequence[str]) -> str:
+    return f"{RELAYOUT_SKIPPED}:{node}:gpu_daemon_pods:{','.join(pods)}"
 
 
 def _skip(action: RelayoutMig | ApplySharing, reason: str) -> SkippedAction:
