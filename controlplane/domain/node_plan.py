@@ -115,8 +115,10 @@ def _leftover_slot(nodes: Sequence[_Node], kind: NodeKind) -> tuple[_Node, int] 
     free GPU of an empty node of its kind, an empty node of another kind, a busy node of its
     kind, a busy node of another kind."""
     def ok(n: _Node) -> bool:
+        # a pinned node takes only a whole GPU on a node with MIG off: a sharing change drains
+        # nothing, a MIG change would
         return (not n.locked and bool(n.free()) and n.target_kind in (None, kind)
-                and not (n.pinned and (kind.mig or n.kind.mig)))  # a whole GPU's sharing
+                and not (n.pinned and (kind.mig or n.kind.mig)))
     tiers: tuple[Callable[[_Node], bool], ...] = (
         lambda n: n.target_kind == kind and n.changing,
         lambda n: n.kind == kind and not n.busy,
