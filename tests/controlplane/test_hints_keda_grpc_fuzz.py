@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
-from controlplane.adapters.keda import KEDA_KEYS, METADATA_KEYS, keda_registrar
+from controlplane.adapters.keda import keda_registrar
+from controlplane.adapters.keda_query import KEDA_KEYS, METADATA_KEYS
 from controlplane.runtime import hints_api, keda_servicer
 from controlplane.settings import load_settings
 from controlplane.sim.catalog import DEMO_MODELS

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from controlplane.adapters.keda import KedaScalerServicer, ScalerQuery
+from controlplane.adapters.keda import KedaScalerServicer
+from controlplane.adapters.keda_query import ScalerQuery
 from controlplane.autoscaling.calibration import MIN_ERRORS
 from controlplane.autoscaling.core import TickDecision
 from controlplane.autoscaling.issued import errors_from
