@@ -110,6 +110,19 @@ class ModelPauses(Protocol):
         ...
 
 
+class ReplicaBounds(Protocol):
+    def replica_bounds(self, model: str) -> tuple[int | None, int | None]:
+        """The model's ``min_replicas`` and ``max_replicas`` as the models table holds them now
+        (None: unset; a model not listed has neither)."""
+        ...
+
+
+class LastObservedState(Protocol):
+    def last_observed(self) -> ObservedState | None:
+        """The observed state the newest recorded tick saw; None before any tick."""
+        ...
+
+
 class LastObservations(Protocol):
     def last_observed_at(self, model: str) -> datetime | None:
         """When the newest stored observation of the model's load was made; None if never."""

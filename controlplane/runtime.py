@@ -17,6 +17,7 @@ import grpc
 
 from controlplane.adapters.hints_grpc import DemandHintsServicer, hints_registrar
 from controlplane.adapters.keda import KedaScalerServicer
+from controlplane.adapters.keda_limits import StoredLimits
 from controlplane.adapters.keda_targets import CorrectedTargets
 from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.autoscaling.from_settings import budgets_from_settings, policy_from_settings
@@ -61,7 +62,11 @@ def keda_servicer(settings: Settings, store: Store, clock: Clock,
     calibrated from its own errors and the demand hints' floors it sizes with (without the
     loop's hint lead: GetMetrics' own lookahead, ``keda_lookahead_s``, is KEDA's lead); the
     target is one replica's share, of the profile the loop sized the model with (corrected
-    online where it was)."""
+    online where it was). It honours each model's replica bounds and pause as stored now; a
+    pause without a count holds the replicas the newest tick observed, while that tick is at
+    most a reconcile interval plus ``reconcile.max_staleness_s`` old."""
+    pauses = SqlModelPauses(store.engine)
+    observed_age_s = settings.reconcile.interval_s + settings.reconcile.max_staleness_s
     offline_rps = {s.name: s.best_point().replica_rps for s in specs}
     targets = CorrectedTargets(offline_rps, settings.reconcile.target_utilization, store, clock,
                                refresh_s=settings.reconcile.interval_s)
@@ -72,7 +77,9 @@ def keda_servicer(settings: Settings, store: Store, clock: Clock,
                               max_forecast_age_s=settings.reconcile.max_forecast_age_s,
                               target_rps=targets, poll_s=settings.autoscaling.keda_poll_s,
                               max_streams=settings.autoscaling.keda_max_streams,
-                              observations=store, recent_load=store)
+                              observations=store, recent_load=store,
+                              limits=StoredLimits(pauses, pauses, store, clock,
+                                                  max_observed_age_s=observed_age_s))
 
 
 def hints_api(store: Store, clock: Clock,

@@ -36,6 +36,17 @@ the store, when given). A model without observations that a demand hint floors i
 (a launch announced for a model not serving yet; hints come in through ``HintedForecasts``) is
 served that hinted demand, and IsActive is true (the hint floors its p50 too), so its
 deployment scales up ahead of the launch.
+
+Replica bounds and pauses (``StoredLimits``, read from the store at each call and stream poll,
+so no restart is needed; the pure decision is ``controlplane.domain.scaler_limits``): a model
+paused with ``headroom models pause NAME --replicas N`` is served N x the target (exactly N
+replicas as KEDA counts, in thousandths) whatever its forecast, which is not even read, and is
+active iff N > 0; a pause without a count holds the replicas its workload was last observed at
+(``keda_limits``: FAILED_PRECONDITION when no fresh tick observed them). Otherwise the forecast
+is clamped so that ``ceil(metric / target)`` lies within the models file's ``min_replicas`` /
+``max_replicas``, and ``min_replicas`` > 0 makes the model active. The ScaledObject's own
+``minReplicaCount`` / ``maxReplicaCount`` still apply on top (and the HPA's 10 % tolerance: it
+keeps its replicas while the metric asks for within 10 % of them).
 """
 
 from __future__ import annotations
@@ -49,7 +60,14 @@ from datetime import datetime, timedelta
 
 import grpc
 
-from controlplane.adapters.keda_query import ScalerError, ScalerQuery, TargetRates, scaler_query
+from controlplane.adapters.keda_limits import StoredLimits
+from controlplane.adapters.keda_query import (
+    ScalerError,
+    ScalerQuery,
+    TargetRates,
+    scaler_query,
+    store_down,
+)
 from controlplane.autoscaling.hints import HINT_RPS
 from controlplane.domain.activity import expected_rps, is_active
 from controlplane.domain.demand import (
@@ -59,7 +77,7 @@ from controlplane.domain.demand import (
     step_quantile,
     window_quantile,
 )
-from controlplane.domain.errors import error_line
+from controlplane.domain.scaler_limits import ReplicaLimits, fixed_activity, scaler_metric
 from controlplane.ports import Clock, ForecastReader, LastObservations, RecentLoad
 from forecaster.types import Forecast
 from protos.externalscaler import externalscaler_pb2 as pb
@@ -85,15 +103,6 @@ STOP_CHECK_S = 0.25
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION})
 
 
-def _store_down(event: str, what: str, model: str, error: Exception) -> ScalerError:
-    """The store could not be read (logged as ``event``): UNAVAILABLE, an error KEDA counts
-    towards its ``fallback``, naming ``what`` was to be read for ``model`` and why."""
-    reason = error_line(error)
-    log.warning(event, extra={"model": model, "error": reason})
-    return ScalerError(grpc.StatusCode.UNAVAILABLE,
-                       f"{what} cannot be read for model {model!r}: {reason}")
-
-
 def _no_observations(query: ScalerQuery) -> ScalerError:
     return ScalerError(grpc.StatusCode.FAILED_PRECONDITION,
                        f"forecast for model {query.model!r} was made without any observation "
@@ -109,12 +118,14 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
                  poll_s: float = 5.0,
                  stopping: threading.Event | None = None, max_streams: int = MAX_STREAMS,
                  observations: LastObservations | None = None,
-                 recent_load: RecentLoad | None = None) -> None:
+                 recent_load: RecentLoad | None = None,
+                 limits: StoredLimits | None = None) -> None:
         if max_streams <= 0:
             raise ValueError(f"max_streams must be > 0, got {max_streams}")
         self._forecasts = forecasts
         self._observations = observations
         self._recent_load = recent_load
+        self._limits = limits
         self._clock = clock
         self._lookahead_s = lookahead_s
         self._max_age_s = max_forecast_age_s
@@ -137,10 +148,27 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
         """The highest forecast quantile over [now, now + lookahead] for the model."""
         return self._forecast(query)[2]
 
+    def metric(self, query: ScalerQuery) -> float:
+        """GetMetrics' value: the forecast (not read for a paused model) within the model's
+        replica bounds, or the replicas a pause holds (``domain.scaler_limits``)."""
+        limits = self.limits(query.model)
+        found = None if limits.held is not None else self.forecast_rps(query)
+        # beyond MAX_METRIC_VALUE KEDA's thousandths wrap negative
+        return min(scaler_metric(found, query.target_rps, limits), MAX_METRIC_VALUE)
+
+    def limits(self, model: str) -> ReplicaLimits:
+        """The model's replica bounds and the replicas its pause holds, read now (none: no
+        ``limits`` given)."""
+        return ReplicaLimits() if self._limits is None else self._limits.limits(model)
+
     def is_active(self, query: ScalerQuery) -> bool:
-        """Whether the model needs a replica: its expected (p50) rate over the lookahead or its
-        highest observed rate over the last lookahead is above ``activation_rps``; the errors
-        are GetMetrics' (a forecast that cannot be served says nothing about activity either)."""
+        """Whether the model needs a replica: as its pause or ``min_replicas`` fix it, else while
+        its expected (p50) rate over the lookahead or its highest observed rate over the last
+        lookahead is above ``activation_rps``; the errors are GetMetrics' (a forecast that
+        cannot be served says nothing about activity either)."""
+        fixed = fixed_activity(self.limits(query.model))
+        if fixed is not None:
+            return fixed
         made, now, _ = self._forecast(query)
         return is_active(expected_rps(made, now, query.lookahead_s),
                          self._observed_peak(query, now), query.activation_rps)
@@ -152,7 +180,7 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
             return self._recent_load.peak_rps_since(
                 query.model, now - timedelta(seconds=query.lookahead_s))
         except Exception as error:  # the store is down: as for the forecasts
-            raise _store_down("keda.observations_unread", "observed load", query.model,
+            raise store_down("keda.observations_unread", "observed load", query.model,
                               error) from None
 
     def _forecast(self, query: ScalerQuery) -> tuple[Forecast, datetime, float]:
@@ -161,7 +189,7 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
         try:
             made = self._forecasts.latest_forecasts().get(query.model)
         except Exception as error:  # the store is down: an error KEDA counts to its fallback
-            raise _store_down("keda.forecasts_unread", "forecasts", query.model, error) from None
+            raise store_down("keda.forecasts_unread", "forecasts", query.model, error) from None
         if made is None or not made.p90:
             raise ScalerError(grpc.StatusCode.NOT_FOUND, f"no forecast for model {query.model!r}")
         bad = next(((i, v) for i, pair in enumerate(zip(made.p50, made.p90, strict=True))
@@ -240,9 +268,8 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
                    context: grpc.ServicerContext) -> pb.GetMetricsResponse:
         query = self._call(context, lambda: self.query(request.scaledObjectRef))
         assert isinstance(query, ScalerQuery)
-        found = self._call(context, lambda: self.forecast_rps(query))
-        assert isinstance(found, float)
-        value = min(found, MAX_METRIC_VALUE)  # beyond it KEDA's thousandths wrap negative
+        value = self._call(context, lambda: self.metric(query))
+        assert isinstance(value, float)
         return pb.GetMetricsResponse(metricValues=[pb.MetricValue(
             metricName=request.metricName or query.metric_name,
             metricValue=min(math.ceil(value), INT64_MAX), metricValueFloat=value)])

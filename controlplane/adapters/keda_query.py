@@ -1,5 +1,6 @@
 """What a ScaledObject asks KEDA's external scaler (``controlplane.adapters.keda``): its trigger
-metadata, checked and resolved into a ``ScalerQuery``.
+metadata, checked and resolved into a ``ScalerQuery``; and the scaler's errors (``ScalerError``:
+a gRPC status and its details).
 
 Trigger metadata (KEDA forwards all of it as ``scalerMetadata``):
 
@@ -21,6 +22,7 @@ KEDA's own (``scalerAddress``, ``enableTLS``, ``unsafeSsl``, ``caCert``, ``tlsCe
 from __future__ import annotations
 
 import difflib
+import logging
 import math
 import re
 from collections.abc import Mapping
@@ -30,12 +32,24 @@ from typing import Protocol
 import grpc
 
 from controlplane.domain.activity import default_activation_rps
+from controlplane.domain.errors import error_line
+
+log = logging.getLogger("headroom.keda")
 
 
 class ScalerError(Exception):
     def __init__(self, code: grpc.StatusCode, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def store_down(event: str, what: str, model: str, error: Exception) -> ScalerError:
+    """The store could not be read (logged as ``event``): UNAVAILABLE, an error KEDA counts
+    towards its ``fallback``, naming ``what`` was to be read for ``model`` and why."""
+    reason = error_line(error)
+    log.warning(event, extra={"model": model, "error": reason})
+    return ScalerError(grpc.StatusCode.UNAVAILABLE,
+                       f"{what} cannot be read for model {model!r}: {reason}")
 
 
 @dataclass(frozen=True, slots=True)

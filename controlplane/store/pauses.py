@@ -1,6 +1,8 @@
 """Paused models in the store (the models table's ``paused_*`` columns, Alembic revision 0022):
 set and cleared by ``headroom models pause`` / ``resume``, read by every reconcile tick
-(``ModelPauses`` port) and by ``headroom status``."""
+(``ModelPauses`` port), by ``headroom status`` and, with each model's replica bounds (the
+``min_replicas`` / ``max_replicas`` columns: ``ReplicaBounds`` port), by KEDA's scaler at each
+call."""
 
 from __future__ import annotations
 
@@ -66,3 +68,15 @@ class SqlModelPauses:
     def paused_models(self) -> tuple[ModelPause, ...]:
         with self.engine.connect() as connection:
             return paused_models(connection)
+
+    def replica_bounds(self, model: str) -> tuple[int | None, int | None]:
+        if "\x00" in model:  # no model's name (PostgreSQL text cannot hold NUL): not asked
+            return None, None
+        m = _models()
+        with self.engine.connect() as connection:
+            row = connection.execute(select(m.min_replicas, m.max_replicas)
+                                     .where(m.name == model)).first()
+        if row is None:
+            return None, None
+        return (None if row.min_replicas is None else int(row.min_replicas),
+                None if row.max_replicas is None else int(row.max_replicas))
