@@ -1,4 +1,5 @@
-"""Wiring of one process: settings -> store, clock, cluster, placement engine, reconcile deps.
+"""Wiring of one process: settings -> store, clock, cluster, placement engine, reconcile deps
+(and the reconcile loop's config, ``controlplane.reconcile_config``).
 
 ``SimRuntime`` runs the real core against the simulated fleet on a virtual clock. It is what
 ``headroom demo`` drives (as fast as possible, or paced by APScheduler jobs).
@@ -6,7 +7,6 @@
 
 from __future__ import annotations
 
-import difflib
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -20,25 +20,24 @@ from controlplane.adapters.keda import KedaScalerServicer
 from controlplane.adapters.keda_limits import StoredLimits
 from controlplane.adapters.keda_targets import CorrectedTargets
 from controlplane.adapters.placement import LocalPlacementClient
-from controlplane.autoscaling.from_settings import budgets_from_settings, policy_from_settings
 from controlplane.autoscaling.hint_capacity import HintCapacity, KnownCapacity
-from controlplane.autoscaling.live import cold_wake_s, live_models, replica_shape
-from controlplane.autoscaling.profile_correction import CorrectionConfig
+from controlplane.autoscaling.live import replica_shape
 from controlplane.decision_retry import RetryingDecisionStore
 from controlplane.domain.actions import RelayoutMig
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.hints import DemandHint
 from controlplane.domain.models import ModelSpec
-from controlplane.domain.node_plan import NodeConfigLimits, node_config_plan
+from controlplane.domain.node_plan import node_config_plan
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.tick import TickReport
-from controlplane.forecast_calibration import CalibratedForecasts, CalibrationConfig
-from controlplane.forecast_refresh import check_state_dir, refresh_forecasts
+from controlplane.forecast_calibration import CalibratedForecasts
+from controlplane.forecast_refresh import refresh_forecasts
 from controlplane.hinted_forecasts import HintedForecasts
 from controlplane.ports import Clock
-from controlplane.reconcile import ReconcileConfig, ReconcileDeps, reconcile_once
+from controlplane.reconcile import ReconcileDeps, reconcile_once
+from controlplane.reconcile_config import calibration_config, reconcile_config
 from controlplane.recorded_tick import run_tick
-from controlplane.settings import AutoscalingSettings, ConfigError, Settings, pool_specs
+from controlplane.settings import ConfigError, Settings, pool_specs
 from controlplane.sim import traffic
 from controlplane.sim.catalog import DEMO_MODELS, DEMO_TRAFFIC, not_demo_models
 from controlplane.sim.clock import VirtualClock
@@ -103,80 +102,6 @@ def hint_checker(store: Store, known: KnownCapacity
     return check
 
 
-def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> ReconcileConfig:
-    """The reconcile loop runs the autoscaling core with the policy of ``settings.autoscaling``."""
-    auto, pools = settings.autoscaling, pool_specs(settings)
-    check_autoscaling_models(auto, specs)
-    check_state_dir(settings.forecast.state_dir)
-    return ReconcileConfig(
-        models=live_models(specs, pools, auto.node_provision_p90_s, auto.cached_start_p90_s),
-        pools=pools,
-        policy=policy_from_settings(settings, cold_wake_s(specs, auto.node_provision_p90_s),
-                                    peak_rps=auto.static_peak_rps,
-                                    next_wake_s=auto.cached_start_p90_s),
-        budgets=budgets_from_settings(settings),
-        max_staleness_s=settings.reconcile.max_staleness_s,
-        dry_run=settings.safety.dry_run,
-        calibration=calibration_config(settings),
-        node_configs=node_config_limits(settings),
-        profile_correction=correction_config(settings),
-        hint_lead_s=auto.hint_lead_s,
-        mig_strategy=settings.k8s.mig_strategy,
-    )
-
-
-def correction_config(settings: Settings) -> CorrectionConfig | None:
-    """The online profile correction of ``autoscaling.profile_correction``; None when off."""
-    pc = settings.autoscaling.profile_correction
-    if not pc.enabled:
-        return None
-    return CorrectionConfig(window_s=pc.window_s, min_samples=pc.min_samples,
-                            min_load_share=pc.min_load_share, safety=pc.safety,
-                            min_factor=pc.min_factor, max_factor=pc.max_factor)
-
-
-def node_config_limits(settings: Settings) -> NodeConfigLimits | None:
-    rec = settings.reconcile
-    return (NodeConfigLimits(rec.relayouts_in_flight, rec.relayout_settle_s)
-            if rec.node_configs else None)
-
-
-def check_budget_tenants(budgets: Mapping[str, float], specs: tuple[ModelSpec, ...]) -> None:
-    """A budget for a tenant no model belongs to would never bind: most likely a misspelt name,
-    which would leave the real tenant without a limit."""
-    tenants = sorted({s.tenant for s in specs})
-    unknown = sorted(set(budgets) - set(tenants))
-    if unknown:
-        raise ConfigError(f"autoscaling.tenant_gpu_budgets: no model belongs to tenant(s) "
-                          f"{', '.join(map(repr, unknown))}; the models' tenants are "
-                          f"{', '.join(map(repr, tenants))}")
-
-
-def check_autoscaling_models(auto: AutoscalingSettings, specs: tuple[ModelSpec, ...]) -> None:
-    """The tenants and models ``autoscaling`` names are those of ``specs``: its GPU budgets'
-    tenants and its static peaks' models (``check_budget_tenants``, ``check_static_peaks``)."""
-    check_budget_tenants(auto.tenant_gpu_budgets, specs)
-    check_static_peaks(auto, specs)
-
-
-def check_static_peaks(auto: AutoscalingSettings, specs: tuple[ModelSpec, ...]) -> None:
-    """A peak for a model that does not exist would never apply: most likely a misspelt name,
-    which would leave the real model sized without its peak (``no_static_peak``, observed load
-    x stale_headroom). The static policy needs every model's peak."""
-    models = sorted(s.name for s in specs)
-    unknown = sorted(set(auto.static_peak_rps) - set(models))
-    if unknown:
-        near = {n: difflib.get_close_matches(n, models, n=1) for n in unknown}
-        named = ", ".join(f"{n!r} (did you mean {near[n][0]!r}?)" if near[n] else repr(n)
-                          for n in unknown)
-        raise ConfigError(f"autoscaling.static_peak_rps: no model named {named}; the models are "
-                          f"{', '.join(map(repr, models))}")
-    missing = sorted(set(models) - set(auto.static_peak_rps))
-    if auto.policy == "static" and missing:
-        raise ConfigError(f"autoscaling.static_peak_rps: policy static needs the peak rps of "
-                          f"every model; none for {', '.join(map(repr, missing))}")
-
-
 def check_sim_models(factors: Mapping[str, float], specs: tuple[ModelSpec, ...]) -> None:
     """A true throughput factor for a model the simulated fleet does not run would never
     apply: most likely a misspelt name."""
@@ -184,11 +109,6 @@ def check_sim_models(factors: Mapping[str, float], specs: tuple[ModelSpec, ...])
     if unknown:
         raise ConfigError(f"sim.true_throughput_factor: no model {', '.join(map(repr, unknown))} "
                           f"in the simulated fleet ({', '.join(s.name for s in specs)})")
-
-
-def calibration_config(settings: Settings) -> CalibrationConfig:
-    auto = settings.autoscaling
-    return CalibrationConfig(auto.calibration_window_s, auto.calibration_errors)
 
 
 def prune_store(store: Store, now: datetime, settings: Settings) -> Pruned | None:

@@ -32,8 +32,9 @@ from controlplane.metrics import ControlPlaneMetrics
 from controlplane.placement_api import FOLLOW_EVERY_S, JournalFollower, start_placement_api
 from controlplane.ports import ClusterReader, MigRelayoutActuator, PlacementClient
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps
+from controlplane.reconcile_config import reconcile_config
 from controlplane.recorded_tick import TickRun, run_tick
-from controlplane.runtime import hints_api, keda_servicer, prune_store, reconcile_config
+from controlplane.runtime import hints_api, keda_servicer, prune_store
 from controlplane.settings import ConfigError, Settings, pool_specs
 from controlplane.settings_env import ENV_PREFIX
 from controlplane.store import Store

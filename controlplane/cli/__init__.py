@@ -41,7 +41,7 @@ from controlplane.forecast_refresh import check_state_dir
 from controlplane.jobs import stop_on_sigterm
 from controlplane.logsetup import setup_logging
 from controlplane.placement_api import check_security_files
-from controlplane.runtime import check_autoscaling_models
+from controlplane.reconcile_config import check_autoscaling_models
 from controlplane.serve import ServeError
 from controlplane.settings import CONFIG_FILE_ENV, ConfigError, Settings, load_settings
 from controlplane.sim.catalog import DEMO_MODELS

@@ -12,7 +12,7 @@ from controlplane.domain.actions import RelayoutMig
 from controlplane.domain.mig_layout import uniform
 from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.reconcile import ReconcileDeps, reconcile_once
-from controlplane.runtime import reconcile_config
+from controlplane.reconcile_config import reconcile_config
 from controlplane.settings import SimSettings, load_settings, pool_specs
 from controlplane.sim.clock import VirtualClock
 from controlplane.sim.cluster import SimCluster

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.runtime import check_static_peaks
+from controlplane.reconcile_config import check_static_peaks
 from controlplane.settings import AutoscalingSettings, ConfigError
 from controlplane.sim.catalog import DEMO_MODELS
 

@@ -13,7 +13,7 @@ from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.domain.observed import ModelLoad
 from controlplane.domain.tick import TickReport
 from controlplane.reconcile import ReconcileDeps
-from controlplane.runtime import reconcile_config
+from controlplane.reconcile_config import reconcile_config
 from controlplane.serve_k8s import leader_tick
 from controlplane.settings import Settings
 from controlplane.sim.catalog import DEMO_MODELS

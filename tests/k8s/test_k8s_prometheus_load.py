@@ -22,7 +22,7 @@ from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.adapters.prometheus import PrometheusLoad, per_replica_rps, prometheus_source
 from controlplane.domain.demand import DEMAND_UNMEASURED
 from controlplane.reconcile import ReconcileDeps, reconcile_once
-from controlplane.runtime import reconcile_config
+from controlplane.reconcile_config import reconcile_config
 from controlplane.settings_cluster import PrometheusSettings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.sim.clock import VirtualClock

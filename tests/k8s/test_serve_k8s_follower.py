@@ -23,7 +23,7 @@ from controlplane.domain.observed import ModelLoad, ObservedState
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.placement_api import journaled_engine
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps
-from controlplane.runtime import reconcile_config
+from controlplane.reconcile_config import reconcile_config
 from controlplane.serve_k8s import follow, follower_tick, leader_tick
 from controlplane.sim.clock import VirtualClock
 from controlplane.store import Store

@@ -24,7 +24,7 @@ from controlplane.domain.tick import TickStatus
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.placement_api import journaled_engine
 from controlplane.reconcile import ReconcileDeps
-from controlplane.runtime import reconcile_config
+from controlplane.reconcile_config import reconcile_config
 from controlplane.serve_k8s import follow, leader_tick
 from controlplane.sim.clock import VirtualClock
 from controlplane.store import Store

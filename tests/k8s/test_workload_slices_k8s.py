@@ -19,7 +19,7 @@ from controlplane.domain.actions import SetReplicas
 from controlplane.domain.observed import ModelLoad, ObservedModel, ObservedState, ServingWorkload
 from controlplane.domain.tick import TickReport
 from controlplane.reconcile import ReconcileDeps, reconcile_once
-from controlplane.runtime import reconcile_config
+from controlplane.reconcile_config import reconcile_config
 from controlplane.settings import Settings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.sim.clock import VirtualClock
