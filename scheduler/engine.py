@@ -9,9 +9,8 @@ in-process with the same messages the gRPC API uses. Errors are the typed domain
 from __future__ import annotations
 
 import logging
-import math
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -23,13 +22,13 @@ from scheduler.domain.fleet_prior import prior_from_inventory
 from scheduler.domain.fleet_types import FleetPlan
 from scheduler.domain.milp import MilpSolver
 from scheduler.domain.model import Binding, WorkloadSpec
-from scheduler.domain.placer import OnlinePlacer
 from scheduler.domain.routing import rank_replicas
 from scheduler.domain.scoring import ScoreWeights
 from scheduler.domain.validate import validate_fleet_request, validate_nodes
+from scheduler.held_bindings import HeldBindings
 from scheduler.highs import HighsSolver
 from scheduler.journal import JournalChange, JournalChanges, PlacementJournal
-from scheduler.tenancy import Scope, check_release, may_act_for
+from scheduler.tenancy import Scope, check_release
 from scheduler.wallclock import unix_now_s
 
 #: Share of the caller's remaining deadline the fleet solver may use.
@@ -38,7 +37,8 @@ log = logging.getLogger("headroom.placement")
 
 
 class PlacementEngine:
-    """Inventory, bindings and the current fleet plan (with its revision), under one lock.
+    """Inventory, bindings (``scheduler.held_bindings``) and the current fleet plan (with its
+    revision), under one lock.
 
     With a ``journal`` the engine starts from what it holds and runs every change through it
     (``scheduler.journal``): bindings on nodes this engine's inventory does not have (yet: all
@@ -57,15 +57,13 @@ class PlacementEngine:
                  now_s: Callable[[], float] = unix_now_s) -> None:
         self._lock = threading.Lock()
         self._plan_changed = threading.Condition(self._lock)
-        self._placer = OnlinePlacer((), weights)
+        self._held = HeldBindings(weights)  # its placer, and the bindings waiting for a node
         self._plan = FleetPlan(0, (), (), 0.0, ())
         self._solver: MilpSolver = solver or HighsSolver()
         self._plan_time_limit_s = plan_time_limit_s
         self._journal = journal
-        self._waiting: dict[str, Binding] = {}  # journal bindings on nodes not in the inventory
         self._seen_version = 0  # the journal version this engine has applied
         self._now_s = now_s
-        self._lease_check_at_s = math.inf  # no lease runs out before this (a lower bound)
         #: called with how many bindings a sweep released (the server's metrics)
         self.on_leases_expired: Callable[[int], None] | None = None
         if journal is not None:
@@ -75,26 +73,7 @@ class PlacementEngine:
     # ---------------------------------------------------------------- the journal
     def _apply(self, changes: JournalChanges) -> None:
         """Bring the engine to ``changes.version`` (caller holds the lock, or is __init__)."""
-        placer = self._placer
-        if changes.full:
-            placer = OnlinePlacer(placer.cluster.nodes, placer.weights, placer.demand)
-            self._waiting = {}
-        for workload_id in changes.released:
-            placer.release(workload_id)
-            self._waiting.pop(workload_id, None)
-        for binding in changes.bound:
-            self._watch_lease(binding)
-            current = placer.cluster.bindings.get(binding.workload_id)
-            if current == binding:
-                continue
-            if current is not None and _same_but_lease(current, binding):  # renewed elsewhere
-                placer.leased(binding.workload_id, binding.lease_s, binding.lease_expires_at_s)
-                continue
-            placer.release(binding.workload_id)  # bound again since, elsewhere
-            self._waiting.pop(binding.workload_id, None)
-            if not placer.adopt(binding):
-                self._waiting[binding.workload_id] = binding
-        self._placer = placer
+        self._held.follow(changes)
         if changes.plan is not None and changes.plan.revision != self._plan.revision:
             self._plan = changes.plan
             self._plan_changed.notify_all()
@@ -122,35 +101,18 @@ class PlacementEngine:
                 self._apply(changes)
 
     # ---------------------------------------------------------------- leases
-    def _watch_lease(self, binding: Binding) -> None:
-        if binding.leased:
-            self._lease_check_at_s = min(self._lease_check_at_s, binding.lease_expires_at_s)
-
-    def _held(self) -> list[Binding]:
-        return [*self._placer.cluster.bindings.values(), *self._waiting.values()]
-
     def _expire(self, now_s: float) -> None:
         """Release the bindings whose lease ran out by ``now_s`` (caller holds the lock)."""
-        if now_s < self._lease_check_at_s:
+        if now_s < self._held.lease_check_at_s:
             return
-        expired = [b.workload_id for b in self._expired(now_s)]
+        expired = [b.workload_id for b in self._held.expired(now_s)]
         if expired and self._journal is not None:
             with self._journaled() as change:  # another engine may have renewed one since
-                expired = [b.workload_id for b in self._expired(now_s)]
+                expired = [b.workload_id for b in self._held.expired(now_s)]
                 if expired:
                     change.released(expired)
-        self._forget(expired)
+        self._held.forget(expired)
         self._report(expired)
-
-    def _expired(self, now_s: float) -> list[Binding]:
-        return [b for b in self._held() if b.expired(now_s)]
-
-    def _forget(self, expired: list[str]) -> None:
-        for workload_id in expired:
-            self._placer.release(workload_id)
-            self._waiting.pop(workload_id, None)
-        self._lease_check_at_s = min((b.lease_expires_at_s for b in self._held()
-                                      if b.leased), default=math.inf)
 
     def _report(self, expired: list[str]) -> None:
         if expired:
@@ -176,36 +138,17 @@ class PlacementEngine:
             now_s = self._now_s()
             self._expire(now_s)
             if self._journal is None:
-                renewed = self._renewed(request.workload_ids, now_s, scope)
+                renewed = self._held.renewed(request.workload_ids, now_s, scope)
             else:
                 with self._journaled() as change:
-                    renewed = self._renewed(request.workload_ids, now_s, scope)
+                    renewed = self._held.renewed(request.workload_ids, now_s, scope)
                     leased = [b for b in renewed.values() if b is not None and b.leased]
                     if leased:
                         change.renewed(leased)
-            for workload_id, binding in renewed.items():
-                if binding is None or not binding.leased:
-                    continue
-                if workload_id in self._waiting:
-                    self._waiting[workload_id] = binding
-                else:
-                    self._placer.leased(workload_id, binding.lease_s, binding.lease_expires_at_s)
+            self._held.renew(renewed)
         return pb.RenewLeasesResponse(
             renewed=[convert.binding_to_pb(b) for b in renewed.values() if b is not None],
             unknown=[w for w, b in renewed.items() if b is None])
-
-    def _renewed(self, workload_ids: Iterable[str], now_s: float,
-                 scope: Scope) -> dict[str, Binding | None]:
-        """Each id's binding with its lease extended from ``now_s`` (None: not bound, or bound
-        for a tenant outside ``scope``)."""
-        out: dict[str, Binding | None] = {}
-        for workload_id in workload_ids:
-            held = (self._held_binding(workload_id) if self._may_act_on(scope, workload_id)
-                    else None)
-            if held is not None and held.leased:
-                held = replace(held, lease_expires_at_s=now_s + held.lease_s)
-            out[workload_id] = held
-        return out
 
     # ---------------------------------------------------------------- online placement
     def sync_inventory(self, request: pb.SyncInventoryRequest) -> pb.SyncInventoryResponse:
@@ -219,15 +162,16 @@ class PlacementEngine:
         validate_nodes(nodes)
         with self._lock:
             self._expire(self._now_s())
+            held = self._held
             if self._journal is None:
-                self._placer, released = self._placer.resynced(nodes)
+                held.placer, released = held.placer.resynced(nodes)
             else:
                 with self._journaled() as change:
-                    fresh, released = self._placer.resynced(nodes, tuple(self._waiting.values()))
+                    fresh, released = held.placer.resynced(nodes, tuple(held.waiting.values()))
                     if released:
                         change.released([r.binding.workload_id for r in released])
-                self._placer, self._waiting = fresh, {}
-            cluster = self._placer.cluster
+                held.placer, held.waiting = fresh, {}
+            cluster = held.placer.cluster
             over = cluster.overcommitted()
         if released:
             log.warning("placement.inventory_released_bindings", extra={
@@ -253,7 +197,7 @@ class PlacementEngine:
             now_s = self._now_s()
             self._expire(now_s)
             if self._journal is None:
-                binding = self._leased(self._placer.place(spec), spec.lease_s, now_s)
+                binding = self._held.leased(self._held.placer.place(spec), spec.lease_s, now_s)
             else:
                 binding = self._place_journaled(spec, now_s)
         return pb.PlaceResponse(binding=convert.binding_to_pb(binding))
@@ -263,38 +207,29 @@ class PlacementEngine:
         engine learns of only there (bound elsewhere since its last read) and finds run out is
         released in that change first, so its id and GPUs can be bound again at once; when the
         change does not commit, the engine keeps it, as the store does."""
-        placed = False
+        held, placed = self._held, False
         gone: list[Binding] = []
         try:
             with self._journaled() as change:
-                gone = self._expired(now_s) if now_s >= self._lease_check_at_s else []
+                gone = held.expired(now_s) if now_s >= held.lease_check_at_s else []
                 if gone:
                     change.released([b.workload_id for b in gone])
-                    self._forget([b.workload_id for b in gone])
-                if spec.workload_id in self._waiting:
+                    held.forget([b.workload_id for b in gone])
+                if spec.workload_id in held.waiting:
                     raise AlreadyExists(spec.workload_id)
-                binding = self._placer.place(spec)
+                binding = held.placer.place(spec)
                 placed = True
-                binding = self._leased(binding, spec.lease_s, now_s)
+                binding = held.leased(binding, spec.lease_s, now_s)
                 change.bound(binding)
         except BaseException:
             if placed:
-                self._placer.release(spec.workload_id)
+                held.placer.release(spec.workload_id)
             for kept in gone:
-                if not self._placer.adopt(kept):
-                    self._waiting[kept.workload_id] = kept
-                self._watch_lease(kept)
+                held.keep(kept)
+                held.watch_lease(kept)
             raise
         self._report([b.workload_id for b in gone])
         return binding
-
-    def _leased(self, binding: Binding, lease_s: float, now_s: float) -> Binding:
-        if lease_s <= 0:
-            return binding
-        leased = self._placer.leased(binding.workload_id, lease_s, now_s + lease_s)
-        assert leased is not None  # just placed
-        self._watch_lease(leased)
-        return leased
 
     def release(self, request: pb.ReleaseRequest, scope: Scope = None) -> pb.ReleaseResponse:
         """Free a workload's resources; unknown ids are fine (idempotent). A caller scoped to
@@ -306,33 +241,20 @@ class PlacementEngine:
         with self._lock:
             if self._journal is not None:
                 with self._journaled() as change:
-                    held = self._held_binding(workload_id)
+                    held = self._held.get(workload_id)
                     check_release(scope, workload_id, held.tenant if held else None)
                     if held is not None:
                         change.released([workload_id])
             else:
-                held = self._held_binding(workload_id)
+                held = self._held.get(workload_id)
                 check_release(scope, workload_id, held.tenant if held else None)
-            self._placer.release(workload_id)
-            self._waiting.pop(workload_id, None)
+            self._held.release(workload_id)
         return pb.ReleaseResponse()
-
-    def _held_binding(self, workload_id: str) -> Binding | None:
-        """The binding of ``workload_id`` held now, its lease run out or not (caller holds the
-        lock)."""
-        return self._placer.cluster.bindings.get(workload_id) or self._waiting.get(workload_id)
-
-    def _may_act_on(self, scope: Scope, workload_id: str) -> bool:
-        """Whether a caller of ``scope`` may act on the binding of ``workload_id`` held now
-        (an id bound to nobody: yes; caller holds the lock)."""
-        held = self._held_binding(workload_id)
-        return held is None or may_act_for(scope, held.tenant)
 
     def binding(self, workload_id: str) -> pb.Binding | None:
         """The current binding of a workload, or None."""
         with self._lock:
-            found = (self._placer.cluster.bindings.get(workload_id)
-                     or self._waiting.get(workload_id))
+            found = self._held.get(workload_id)
         if found is None or found.expired(self._now_s()):
             return None
         return convert.binding_to_pb(found)
@@ -344,7 +266,7 @@ class PlacementEngine:
         self.refresh()
         with self._lock:
             self._expire(self._now_s())
-            held = self._held()
+            held = self._held.all()
         chosen = sorted((b for b in held if (not request.node or b.node == request.node)
                          and (not request.model or b.model == request.model)
                          and b.workload_id.startswith(request.workload_prefix)),
@@ -360,9 +282,9 @@ class PlacementEngine:
         self.refresh()
         with self._lock:
             self._expire(self._now_s())
-            sites = self._placer.cluster.replica_sites([x.workload_id for x in loads],
-                                                        self._waiting)
-            sites = [site if site is None or self._may_act_on(scope, load.workload_id)
+            sites = self._held.placer.cluster.replica_sites([x.workload_id for x in loads],
+                                                             self._held.waiting)
+            sites = [site if site is None or self._held.may_act_on(scope, load.workload_id)
                      else None for load, site in zip(loads, sites, strict=True)]
         pairs = list(zip(loads, sites, strict=True))
         ranked = rank_replicas([(x, s) for x, s in pairs if s is not None],
@@ -389,7 +311,7 @@ class PlacementEngine:
             elif self._plan.gpus:
                 prior = self._plan
             else:  # no plan yet (e.g. a restart): keep what the fleet's GPUs hold
-                prior = prior_from_inventory(self._placer.cluster.nodes)
+                prior = prior_from_inventory(self._held.placer.cluster.nodes)
         limit = self._plan_time_limit_s
         if time_limit_s is not None:
             limit = max(0.05, min(limit, DEADLINE_SHARE * time_limit_s))
@@ -440,15 +362,5 @@ class PlacementEngine:
         binding whose lease ran out is not bound, swept or not (e.g. one that ran out while no
         server ran, counted by a restarted server before its first sweep)."""
         with self._lock:
-            cluster = self._placer.cluster
-            now_s = self._now_s()
-            bound = (len(cluster.bindings) + len(self._waiting)
-                     if now_s < self._lease_check_at_s
-                     else sum(1 for b in self._held() if not b.expired(now_s)))
-            return bound, cluster.gpu_count, self._plan.revision
-
-
-def _same_but_lease(current: Binding, other: Binding) -> bool:
-    """The same resources, only the lease differs (a renewal)."""
-    return replace(current, lease_s=other.lease_s,
-                   lease_expires_at_s=other.lease_expires_at_s) == other
+            bound = self._held.bound_count(self._now_s())
+            return bound, self._held.placer.cluster.gpu_count, self._plan.revision
