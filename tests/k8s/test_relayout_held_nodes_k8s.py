@@ -27,7 +27,7 @@ from controlplane.domain.mig_layout import config_name, uniform
 from controlplane.domain.observed import ModelLoad
 from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.reconcile import ReconcileDeps
-from controlplane.runtime import reconcile_config
+from controlplane.reconcile_config import reconcile_config
 from controlplane.serve_k8s import leader_tick
 from controlplane.sim.clock import VirtualClock
 from controlplane.store import Store
