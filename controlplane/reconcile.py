@@ -37,6 +37,7 @@ from controlplane.domain.desired import PoolSpec
 from controlplane.domain.errors import PermanentError, TransientError
 from controlplane.domain.forecast_accuracy import ACCURACY_WINDOW_S
 from controlplane.domain.guards import GuardMemory
+from controlplane.domain.model_replicas import model_replicas
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.node_plan import NodeConfigLimits, node_config_plan
 from controlplane.domain.observed import ObservedState
@@ -249,7 +250,9 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
     return replace(decision, profiles=profiles,
                    memory=replace(decision.memory, profile_rps=in_use(profiles)),
                    accuracy=accuracy(deps.ledger.issued_since(since_at), since_at),
-                   notes=tuple(c.note() for c in capped))
+                   notes=tuple(c.note() for c in capped),
+                   replicas=model_replicas(decision.desired, decision.warm_replicas(),
+                                           config.specs, pauses))
 
 
 def _decide_and_apply(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState,
@@ -273,4 +276,4 @@ def _decide_and_apply(deps: ReconcileDeps, config: ReconcileConfig, observed: Ob
     # preview), and remember every recommendation (what was wanted, made or not)
     return TickReport(now, deps.clock.now(), status, "", observed, decision.demands,
                       decision.placement, plan, outcomes, made(decision.memory, plan, outcomes),
-                      decision.profiles, decision.accuracy)
+                      decision.profiles, decision.accuracy, replicas=decision.replicas)

@@ -47,6 +47,7 @@ from controlplane.domain.demand import (
 from controlplane.domain.desired import DesiredState, DesiredTarget, PoolSpec
 from controlplane.domain.forecast_accuracy import ForecastAccuracy
 from controlplane.domain.guards import GuardMemory
+from controlplane.domain.model_replicas import ModelReplicas
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.placement import FleetPlacement
@@ -88,9 +89,14 @@ class TickDecision:
     profiles: tuple[ProfileCorrection, ...] = ()  # each model's profile it sized with
     accuracy: tuple[ForecastAccuracy, ...] = ()  # how each model's forecasts did lately
     notes: tuple[str, ...] = ()  # for the tick's record (e.g. a demand hint capacity capped)
+    replicas: tuple[ModelReplicas, ...] = ()  # each model's target, warm, pause, bounds
 
     def idle_targets(self) -> dict[str, int]:
         return {r.model: r.idle for r in self.requests}
+
+    def warm_replicas(self) -> dict[str, int]:
+        """Model -> replicas its ladder keeps warm beyond the hot ones (idle + cached)."""
+        return {r.model: r.idle + r.cached for r in self.requests}
 
 
 @lru_cache(maxsize=512)

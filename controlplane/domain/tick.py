@@ -10,6 +10,7 @@ from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.demand import Demand
 from controlplane.domain.forecast_accuracy import ForecastAccuracy
 from controlplane.domain.guards import GuardMemory
+from controlplane.domain.model_replicas import ModelReplicas
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.placement import FleetPlacement
 from controlplane.domain.plan import Plan
@@ -37,6 +38,9 @@ class TickReport:
     guard_memory: GuardMemory
     profiles: tuple[ProfileCorrection, ...] = ()  # each model's profile the tick sized with
     accuracy: tuple[ForecastAccuracy, ...] = ()  # each model's recent forecast accuracy
+    # each sized model's replica target, warm replicas, pause and bounds (deciding ticks only;
+    # exported as metrics, not stored)
+    replicas: tuple[ModelReplicas, ...] = ()
     # the process that records it (the leading replica's Lease holder identity), stamped by the
     # loop that saves it (decision_retry.RetryingDecisionStore); None: not said
     writer: str | None = None

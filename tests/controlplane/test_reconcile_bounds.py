@@ -10,6 +10,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from controlplane.domain.actions import SetReplicas
+from controlplane.domain.tick import TickReport
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store
@@ -76,3 +77,27 @@ def test_a_min_bound_raises_a_model_and_a_paused_one_is_held_until_resumed(
     resumed = [a for a in actions if a.model == LLAMA_70B]
     assert resumed and resumed[0].reason.endswith("+max_replicas:5"), resumed
     assert _replicas(runtime)[LLAMA_70B] == 5
+
+
+def test_each_deciding_ticks_report_carries_every_models_target_warm_pause_and_bounds(
+        sqlite_url: str) -> None:
+    runtime, _ = _runtime(sqlite_url)
+    reports: list[TickReport] = []
+    runtime.on_tick = lambda report, _saved: reports.append(report)
+    runtime.config = replace(runtime.config, models=tuple(
+        replace(m, spec=replace(m.spec, min_replicas=7, max_replicas=12))
+        if m.spec.name == WHISPER else m for m in runtime.config.models))
+    assert SqlModelPauses(runtime.store.engine).pause(LLAMA_70B, 3, T0, "alice")
+    runtime.advance(2 * 60)
+
+    last = reports[-1]
+    assert last.plan is not None
+    by_model = {r.model: r for r in last.replicas}
+    assert set(by_model) == {m.spec.name for m in runtime.config.models}
+    assert (by_model[WHISPER].target, by_model[WHISPER].min_replicas,
+            by_model[WHISPER].max_replicas) == (7, 7, 12)
+    assert (by_model[LLAMA_70B].target, by_model[LLAMA_70B].paused_at,
+            by_model[LLAMA_70B].warm) == (3, T0, 0)  # held: no ladder warms it
+    assert by_model[RESNET].paused_at is None and by_model[RESNET].min_replicas is None
+    # the targets are the replicas the tick wanted: once reached, the workloads' own
+    assert {m: r.target for m, r in by_model.items()} == _replicas(runtime)
