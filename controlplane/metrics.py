@@ -8,18 +8,27 @@ the last tick that observed the fleet, each model's load, capacity and provision
 forecast it was sized from and where each model's demand came from (a counter by reason: the
 forecast, the fast path above it, or a stale / missing forecast), how its forecasts did over
 the last hour (WAPE of p50, p90 coverage: what to alert on), its profile's throughput
-(offline and corrected) and each pool's nodes (ready, pending, target). Those per-model and
-per-pool gauges are the leader's only: a replica that follows exports none (``forget_fleet``)
-and ``headroom_leader`` says which replica leads (1) and which follow (0).
+(offline and corrected), each model's replicas (ready as observed; the replica target the
+last deciding tick wanted and the replicas its warm-pool ladder keeps warm beside them), whether
+a pause holds it and since when, its replica bounds where its spec sets them, and each pool's
+nodes (ready, pending, target) and what its billed nodes cost per hour at the configured GPU
+price. Those per-model and per-pool gauges are the leader's only: a replica that follows exports
+none (``forget_fleet``), a model or pool a tick no longer sees loses its samples, and
+``headroom_leader`` says which replica leads (1) and which follow (0).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import suppress
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from controlplane.domain.cost import FleetSnapshot, GpuPrice, PriceTable, billed_rate
 from controlplane.domain.demand import Demand
+from controlplane.domain.desired import PoolSpec
+from controlplane.domain.model_replicas import ModelReplicas
+from controlplane.domain.observed import ObservedPool
 from controlplane.domain.tick import TickReport
 
 #: A tick is a few milliseconds on the simulator, seconds against a large cluster.
@@ -29,12 +38,17 @@ OBSERVED_KINDS = ("observed", "capacity")
 DEMAND_KINDS = ("provisioned", "forecast_p90", "forecast_upper")
 PROFILE_SOURCES = ("offline", "corrected")
 POOL_STATES = ("ready", "pending", "target")
+#: ``headroom_model_replicas`` kinds read from the observed fleet, and from each deciding tick
+OBSERVED_REPLICAS = ("ready",)
+DECIDED_REPLICAS = ("target", "warm")
+BOUNDS = ("min", "max")
 
 
 class ControlPlaneMetrics:
-    """Reconcile-loop metrics on ``registry``; ``record`` takes one tick's report."""
+    """Reconcile-loop metrics on ``registry``; ``record`` takes one tick's report. ``pools``:
+    the configured node pools, whose GPU prices cost the billed nodes (none: no cost gauge)."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, pools: Sequence[PoolSpec] = ()) -> None:
         self.ticks = Counter("headroom_reconcile_ticks", "Reconcile ticks by status.",
                              ["status"], registry=registry)
         self.tick_seconds = Histogram("headroom_reconcile_tick_seconds",
@@ -73,9 +87,33 @@ class ControlPlaneMetrics:
                                  "the latency SLO as of the last deciding tick: the offline "
                                  "profile and the one corrected from observed metrics (what "
                                  "the loop sized with).", ["model", "source"], registry=registry)
+        self.model_replicas = Gauge("headroom_model_replicas", "Replicas per model: ready as "
+                                    "of the last observing tick; the replica target the last "
+                                    "deciding tick wanted (before the guards pace the way "
+                                    "there) and the replicas its warm-pool ladder keeps warm "
+                                    "beyond it (idle and cached rungs).", ["model", "kind"],
+                                    registry=registry)
+        self.model_paused = Gauge("headroom_model_paused", "1 while a pause holds the model's "
+                                  "replicas (headroom models pause), else 0, as of the last "
+                                  "deciding tick.", ["model"], registry=registry)
+        self.model_paused_since = Gauge("headroom_model_paused_since_timestamp_seconds",
+                                        "When the pause that holds the model began (Unix "
+                                        "seconds); no sample while it is not paused.",
+                                        ["model"], registry=registry)
+        self.replica_bounds = Gauge("headroom_model_replica_bounds", "The model's min_replicas "
+                                    "/ max_replicas (bound min / max) where its spec sets them.",
+                                    ["model", "bound"], registry=registry)
+        self.pool_cost = Gauge("headroom_fleet_cost_usd_per_hour", "Per pool as of the last "
+                               "observing tick: its billed nodes (ready and provisioning) x "
+                               "GPUs per node x its configured price per GPU-hour.", ["pool"],
+                               registry=registry)
+        self._pools = {p.name: p for p in pools}
+        self._prices = PriceTable(tuple(GpuPrice(p.product, p.price_per_gpu_hour,
+                                                 f"settings pools[{p.name}]", "")
+                                        for p in pools))
         #: the models / pools each group of gauges has a sample for (what a tick that no
         #: longer sees one removes, rather than leave its last value standing)
-        self._seen: dict[str, set[str]] = {"observed": set(), "demand": set(),
+        self._seen: dict[str, set[str]] = {"observed": set(), "demand": set(), "replicas": set(),
                                            "profile": set(), "accuracy": set(), "pool": set()}
         self.leader = Gauge("headroom_leader", "1 while this replica leads the reconcile loop "
                             "(its per-model and per-pool gauges are the fleet's), 0 while it "
@@ -101,8 +139,10 @@ class ControlPlaneMetrics:
         if not report.observed.synced:
             return
         observed = {model.name for model in report.observed.models}
-        self._forget("observed", observed, self.model_rps, OBSERVED_KINDS)
+        self._forget("observed", observed, (self.model_rps, OBSERVED_KINDS),
+                     (self.model_replicas, OBSERVED_REPLICAS))
         for model in report.observed.models:
+            self.model_replicas.labels(model.name, "ready").set(model.replicas_ready)
             if model.demand_measured:
                 self.model_rps.labels(model.name, "observed").set(model.demand_rps)
             else:  # unknown this tick: no sample, rather than a 0 or the last value
@@ -110,10 +150,15 @@ class ControlPlaneMetrics:
                     self.model_rps.remove(model.name, "observed")
             self.model_rps.labels(model.name, "capacity").set(model.capacity_rps)
         if report.plan is not None:  # a deciding tick: the models it sized are all there are
-            self._forget("demand", {d.model for d in report.demands}, self.model_rps,
-                         DEMAND_KINDS)
-            self._forget("profile", {p.model for p in report.profiles}, self.profile_rps,
-                         PROFILE_SOURCES)
+            self._forget("demand", {d.model for d in report.demands},
+                         (self.model_rps, DEMAND_KINDS))
+            self._forget("profile", {p.model for p in report.profiles},
+                         (self.profile_rps, PROFILE_SOURCES))
+            self._forget("replicas", {r.model for r in report.replicas},
+                         (self.model_replicas, DECIDED_REPLICAS), (self.model_paused, ()),
+                         (self.model_paused_since, ()), (self.replica_bounds, BOUNDS))
+        for replicas in report.replicas:
+            self._replicas(replicas)
         for demand in report.demands:
             self._seen["demand"].add(demand.model)
             self.model_rps.labels(demand.model, "provisioned").set(demand.rate_rps)
@@ -124,22 +169,58 @@ class ControlPlaneMetrics:
             self._seen["profile"].add(profile.model)
             self.profile_rps.labels(profile.model, "offline").set(profile.offline_rps)
             self.profile_rps.labels(profile.model, "corrected").set(profile.corrected_rps)
-        self._forget("pool", {pool.name for pool in report.observed.pools}, self.pool_nodes,
-                     POOL_STATES)
+        self._forget("pool", {pool.name for pool in report.observed.pools},
+                     (self.pool_nodes, POOL_STATES), (self.pool_cost, ()))
         for pool in report.observed.pools:
             for state, nodes in zip(POOL_STATES, (pool.nodes_ready, pool.nodes_pending,
                                                   pool.target_nodes), strict=True):
                 self.pool_nodes.labels(pool.name, state).set(nodes)
+            self._cost(pool, report)
 
-    def _forget(self, group: str, now: set[str], gauge: Gauge, kinds: tuple[str, ...]) -> None:
-        """Remove ``gauge``'s samples (one per kind) of the models / pools of ``group`` that a
-        tick no longer sees (a model whose workloads are gone, a pool no longer configured):
-        no sample, rather than its last value frozen forever; ``now`` is what it sees."""
+    def _forget(self, group: str, now: set[str], *gauges: tuple[Gauge, tuple[str, ...]]
+                ) -> None:
+        """Remove each gauge's samples (one per kind; kinds ``()``: its one sample per name) of
+        the models / pools of ``group`` that a tick no longer sees (a model whose workloads are
+        gone, a pool no longer configured): no sample, rather than its last value frozen
+        forever; ``now`` is what it sees."""
         for name in self._seen[group] - now:
-            for kind in kinds:
-                with suppress(KeyError):
-                    gauge.remove(name, kind)
+            for gauge, kinds in gauges:
+                for labels in [(name, kind) for kind in kinds] if kinds else [(name,)]:
+                    with suppress(KeyError):
+                        gauge.remove(*labels)
         self._seen[group] = now
+
+    def _replicas(self, replicas: ModelReplicas) -> None:
+        """A sized model's replica target and warm replicas, its pause (1 and since when, or 0
+        and no start) and the bounds its spec sets (an unset one: no sample)."""
+        model = replicas.model
+        self.model_replicas.labels(model, "target").set(replicas.target)
+        self.model_replicas.labels(model, "warm").set(replicas.warm)
+        self.model_paused.labels(model).set(1 if replicas.paused_at is not None else 0)
+        if replicas.paused_at is not None:
+            self.model_paused_since.labels(model).set(replicas.paused_at.timestamp())
+        else:
+            with suppress(KeyError):
+                self.model_paused_since.remove(model)
+        for bound, value in zip(BOUNDS, (replicas.min_replicas, replicas.max_replicas),
+                                strict=True):
+            if value is None:
+                with suppress(KeyError):
+                    self.replica_bounds.remove(model, bound)
+            else:
+                self.replica_bounds.labels(model, bound).set(value)
+
+    def _cost(self, pool: ObservedPool, report: TickReport) -> None:
+        """What the pool's billed GPUs cost per hour at its configured price (the Cost page's
+        billed rate); no sample for a pool that is not configured here."""
+        spec = self._pools.get(pool.name)
+        if spec is None:
+            with suppress(KeyError):
+                self.pool_cost.remove(pool.name)
+            return
+        billed = FleetSnapshot(report.observed.synced_at, {spec.product: pool.gpus_billed}, {},
+                               ())
+        self.pool_cost.labels(pool.name).set(billed_rate(billed, self._prices))
 
     def forget_fleet(self) -> None:
         """A replica that does not lead (it lost the Lease, or hands it back): no per-model or
@@ -148,7 +229,8 @@ class ControlPlaneMetrics:
         counters stay: they do not move while it follows."""
         self.leader.set(0)
         for gauge in (self.model_rps, self.forecast_wape, self.forecast_coverage,
-                      self.pool_nodes, self.profile_rps):
+                      self.pool_nodes, self.profile_rps, self.model_replicas, self.model_paused,
+                      self.model_paused_since, self.replica_bounds, self.pool_cost):
             gauge.clear()
         for seen in self._seen.values():
             seen.clear()

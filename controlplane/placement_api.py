@@ -14,7 +14,7 @@ from rich.console import Console
 from controlplane.identity import holder_identity
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.ports import Clock
-from controlplane.settings import ConfigError, Settings
+from controlplane.settings import ConfigError, Settings, pool_specs
 from controlplane.settings_groups import PlacementSettings
 from controlplane.store import Store
 from controlplane.store.placement_journal import SqlPlacementJournal
@@ -115,7 +115,8 @@ def served_metrics(settings: Settings) -> ServedMetrics:
     except OSError as error:  # taken since the startup check (headroom serve, demo)
         raise ConfigError(f"placement.metrics_listen {listen}: cannot serve metrics there: "
                           f"{error.strerror or error}") from None
-    return ServedMetrics(metrics, ControlPlaneMetrics(metrics.registry), stop_metrics, url)
+    return ServedMetrics(metrics, ControlPlaneMetrics(metrics.registry, pool_specs(settings)),
+                         stop_metrics, url)
 
 
 def start_placement_api(settings: Settings, engine: PlacementEngine,

@@ -65,6 +65,12 @@ class ObservedPool:
     def gpus_ready(self) -> int:
         return self.nodes_ready * self.gpus_per_node
 
+    @property
+    def gpus_billed(self) -> int:
+        """The GPUs it pays for: its ready nodes' and those still provisioning (as the cost
+        pages count them, ``cost_reader.TickFacts``)."""
+        return (self.nodes_ready + self.nodes_pending) * self.gpus_per_node
+
 
 @dataclass(frozen=True, slots=True)
 class ServingWorkload:

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 
+import pytest
 from prometheus_client import CollectorRegistry
 from tick_builders import sample_tick_report
 
 from controlplane.domain.actions import ActionOutcome, SkippedAction
 from controlplane.domain.demand import Demand
+from controlplane.domain.desired import PoolSpec
 from controlplane.domain.forecast_accuracy import ForecastAccuracy
+from controlplane.domain.model_replicas import ModelReplicas
 from controlplane.domain.observed import ObservedModel, ObservedPool
 from controlplane.domain.profile import ProfileCorrection
 from controlplane.domain.tick import TickStatus
 from controlplane.metrics import ControlPlaneMetrics
+from controlplane.placement_api import served_metrics
+from controlplane.settings import load_settings
 
 
 def test_a_tick_is_counted_with_its_actions_held_changes_and_the_fleet_it_observed() -> None:
@@ -137,17 +143,87 @@ def test_each_models_recent_forecast_accuracy_is_a_gauge_gone_once_nothing_was_s
     assert value("headroom_forecast_p90_coverage_ratio") is None
 
 
+PAUSED_AT = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
+L4_POOL = PoolSpec("l4", "L4", 4, 0, 8, 0.80)
+
+
+def test_each_models_replicas_are_gauges_ready_as_observed_target_and_warm_as_decided() -> None:
+    registry = CollectorRegistry()
+    metrics = ControlPlaneMetrics(registry)
+    report = replace(sample_tick_report(), replicas=(ModelReplicas("bert-embed", 3, 2),))
+    metrics.record(report)
+
+    def value(kind: str) -> float | None:
+        return registry.get_sample_value("headroom_model_replicas",
+                                         {"model": "bert-embed", "kind": kind})
+
+    assert (value("ready"), value("target"), value("warm")) == (2, 3, 2)
+    # a tick that observed but did not decide refreshes what it saw, keeps the last decision
+    seen = replace(report.observed.models[0], replicas_ready=3)
+    metrics.record(replace(report, status=TickStatus.SKIPPED, plan=None, demands=(), replicas=(),
+                           observed=replace(report.observed, models=(seen,))))
+    assert (value("ready"), value("target"), value("warm")) == (3, 3, 2)
+
+
+def test_a_paused_model_is_one_with_its_start_and_zero_once_resumed() -> None:
+    registry = CollectorRegistry()
+    metrics = ControlPlaneMetrics(registry)
+    report = sample_tick_report()
+    metrics.record(replace(report, replicas=(ModelReplicas("bert-embed", 2, 0, PAUSED_AT),)))
+    labels = {"model": "bert-embed"}
+    assert registry.get_sample_value("headroom_model_paused", labels) == 1
+    assert registry.get_sample_value("headroom_model_paused_since_timestamp_seconds",
+                                     labels) == PAUSED_AT.timestamp()
+    metrics.record(replace(report, replicas=(ModelReplicas("bert-embed", 3),)))
+    assert registry.get_sample_value("headroom_model_paused", labels) == 0
+    assert registry.get_sample_value("headroom_model_paused_since_timestamp_seconds",
+                                     labels) is None
+
+
+def test_a_models_replica_bounds_are_gauges_where_its_spec_sets_them() -> None:
+    registry = CollectorRegistry()
+    metrics = ControlPlaneMetrics(registry)
+    report = sample_tick_report()
+
+    def bound(name: str) -> float | None:
+        return registry.get_sample_value("headroom_model_replica_bounds",
+                                         {"model": "bert-embed", "bound": name})
+
+    metrics.record(replace(report, replicas=(ModelReplicas("bert-embed", 3, 0, None, 2, 8),)))
+    assert (bound("min"), bound("max")) == (2, 8)
+    metrics.record(replace(report, replicas=(ModelReplicas("bert-embed", 3, 0, None, None, 8),)))
+    assert (bound("min"), bound("max")) == (None, 8)  # min_replicas unset since
+
+
+def test_each_pools_cost_is_its_billed_nodes_gpus_at_its_configured_price() -> None:
+    registry = CollectorRegistry()
+    metrics = ControlPlaneMetrics(registry, (L4_POOL,))
+    report = sample_tick_report()  # l4: 1 node ready, 1 provisioning, 4 GPUs each
+    metrics.record(report)
+    assert registry.get_sample_value("headroom_fleet_cost_usd_per_hour",
+                                     {"pool": "l4"}) == pytest.approx(2 * 4 * 0.80)
+    # a pool not configured here has no price: no sample rather than a guessed one
+    unpriced = CollectorRegistry()
+    ControlPlaneMetrics(unpriced).record(report)
+    assert unpriced.get_sample_value("headroom_fleet_cost_usd_per_hour", {"pool": "l4"}) is None
+    assert unpriced.get_sample_value("headroom_pool_nodes", {"pool": "l4", "state": "ready"}) == 1
+
+
 FLEET_GAUGES = ("headroom_model_rps", "headroom_pool_nodes", "headroom_forecast_wape_ratio",
-                "headroom_forecast_p90_coverage_ratio", "headroom_profile_throughput_rps")
+                "headroom_forecast_p90_coverage_ratio", "headroom_profile_throughput_rps",
+                "headroom_model_replicas", "headroom_model_paused",
+                "headroom_model_paused_since_timestamp_seconds", "headroom_model_replica_bounds",
+                "headroom_fleet_cost_usd_per_hour")
 
 
 def test_a_replica_that_stops_leading_exports_no_fleet_gauges_and_leader_zero() -> None:
     registry = CollectorRegistry()
-    metrics = ControlPlaneMetrics(registry)
+    metrics = ControlPlaneMetrics(registry, (L4_POOL,))
     assert registry.get_sample_value("headroom_leader") == 0.0  # not led yet
     metrics.record(replace(sample_tick_report(),
                            profiles=(ProfileCorrection("bert-embed", 300.0, 240.0, 0.8, 14, ""),),
-                           accuracy=(ForecastAccuracy("bert-embed", 12, 0.08, 0.92),)))
+                           accuracy=(ForecastAccuracy("bert-embed", 12, 0.08, 0.92),),
+                           replicas=(ModelReplicas("bert-embed", 3, 1, PAUSED_AT, 1, 4),)))
 
     def fleet_samples() -> set[str]:
         return {s.name for family in registry.collect() for s in family.samples
@@ -163,7 +239,7 @@ def test_a_replica_that_stops_leading_exports_no_fleet_gauges_and_leader_zero() 
 
 def test_a_model_or_pool_a_tick_no_longer_sees_has_no_samples_not_its_last_values() -> None:
     registry = CollectorRegistry()
-    metrics = ControlPlaneMetrics(registry)
+    metrics = ControlPlaneMetrics(registry, (L4_POOL, PoolSpec("a100", "A100", 8, 0, 4, 4.1)))
     report = sample_tick_report()
     gone = ObservedModel("llama-8b", 1, 0, 1, 40.0, 90.0)
     assert report.plan is not None
@@ -173,25 +249,44 @@ def test_a_model_or_pool_a_tick_no_longer_sees_has_no_samples_not_its_last_value
                                         ObservedPool("a100", "A100", 8, 2, 0, 2))),
         demands=(*report.demands, Demand("llama-8b", 90.0, 40.0, 60.0, "forecast_p90")),
         profiles=(ProfileCorrection("llama-8b", 50.0, 45.0, 0.9, 14, ""),),
-        accuracy=(ForecastAccuracy("llama-8b", 12, 0.7, 0.5),)))
+        accuracy=(ForecastAccuracy("llama-8b", 12, 0.7, 0.5),),
+        replicas=(ModelReplicas("bert-embed", 3),
+                  ModelReplicas("llama-8b", 1, 1, PAUSED_AT, 1, 2))))
 
     def llama_and_a100() -> set[tuple[str, tuple[tuple[str, str], ...]]]:
         return {(s.name, tuple(sorted(s.labels.items()))) for family in registry.collect()
                 for s in family.samples if family.type == "gauge"
                 and (s.labels.get("model") == "llama-8b" or s.labels.get("pool") == "a100")}
 
-    assert len(llama_and_a100()) == 11  # 4 model_rps, 2 profile, 2 accuracy, 3 pool_nodes
+    # 4 model_rps, 2 profile, 2 accuracy, 3 replicas, paused and since, 2 bounds; 3 pool_nodes,
+    # 1 cost
+    assert len(llama_and_a100()) == 19
     # a tick that cannot see the fleet keeps them (nothing known to replace them)
     unsynced = replace(report.observed, synced=False, models=(), pools=())
     metrics.record(replace(report, status=TickStatus.SKIPPED, observed=unsynced, plan=None,
                            demands=()))
-    assert len(llama_and_a100()) == 11
+    assert len(llama_and_a100()) == 19
     # llama-8b's workloads are gone, the a100 pool too: the next tick sees only bert-embed, l4
-    metrics.record(report)
+    metrics.record(replace(report, replicas=(ModelReplicas("bert-embed", 3),)))
     assert llama_and_a100() == set()
+    assert registry.get_sample_value("headroom_model_replicas",
+                                     {"model": "bert-embed", "kind": "target"}) == 3
+    assert registry.get_sample_value("headroom_fleet_cost_usd_per_hour",
+                                     {"pool": "l4"}) == pytest.approx(6.4)
     assert registry.get_sample_value("headroom_model_rps",
                                      {"model": "bert-embed", "kind": "capacity"}) == 600
     assert registry.get_sample_value("headroom_pool_nodes", {"pool": "l4", "state": "ready"}) == 1
     # its demand counter stays: a counter is never removed (it stops moving)
     assert registry.get_sample_value("headroom_model_demand_total",
                                      {"model": "llama-8b", "reason": "forecast_p90"}) == 1
+
+
+def test_the_served_loop_metrics_price_the_configured_pools() -> None:
+    served = served_metrics(load_settings(placement={"metrics_listen": "127.0.0.1:0"}))
+    try:
+        assert served.loop is not None and served.placement is not None
+        served.loop.record(sample_tick_report())  # pool l4 (0.80 $/GPU-h): 2 nodes of 4 GPUs
+        assert served.placement.registry.get_sample_value(
+            "headroom_fleet_cost_usd_per_hour", {"pool": "l4"}) == pytest.approx(6.4)
+    finally:
+        served.stop()
