@@ -144,7 +144,9 @@ class ProfileReader(Protocol):
 
 
 class ForecastLedger(Protocol):
-    """The first step of every forecast the reconcile loop acted on, and its outcome."""
+    """The first step of every forecast the reconcile loop acted on, and its outcome. A
+    leader's ledger may be fenced by its term: each write then raises ``Fenced`` (nothing
+    written) once another term claimed the store."""
 
     def record_issued(self, issued: Sequence[IssuedForecast]) -> None:
         """Store each record whose (model, target_at) is not stored yet; a stored one is kept

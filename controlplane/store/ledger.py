@@ -2,13 +2,18 @@
 
 A record is keyed by (model, target_at): recording it again, or scoring it again, changes
 nothing, so a tick that runs twice (or two processes that race) count each error once.
+
+The first write of a key wins, so a deposed leader's late write could beat the new leader's:
+under ``headroom serve`` each write (record, score, prune) is fenced by the leader's term, as its
+tick records are (``store/tick_fence.py``), and refused (``Fenced``, nothing written) once
+another term claimed the store.
 """
 
 from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +24,7 @@ from sqlmodel import Session, SQLModel, col, delete
 
 from controlplane.autoscaling.issued import IssuedForecast, accuracy
 from controlplane.domain.forecast_accuracy import ForecastAccuracy
+from controlplane.store import tick_fence
 from controlplane.store.tables import IssuedForecastRecord
 from controlplane.store.utc import as_utc
 
@@ -49,8 +55,13 @@ def _key(record: IssuedForecast) -> tuple[datetime, str]:
 class SqlForecastLedger:
     """ForecastLedger over the SQL store's engine (SQLite or PostgreSQL)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, fence: Callable[[], int | None] | None = None) -> None:
+        """``fence``: the fencing token of the leadership term this process holds (the tick
+        records', ``RetryingDecisionStore.fence_token``); each write is refused (``Fenced``)
+        once another term claimed a newer one. None, or a token of None: unfenced (reads
+        only, the demo's take-over, tests)."""
         self.engine = engine
+        self.fence = fence
         self._mark: tuple[Any, ...] = ()
         self._records: list[IssuedForecast] = []  # by (target_at, model), as _keys
         self._keys: list[tuple[datetime, str]] = []
@@ -67,11 +78,15 @@ class SqlForecastLedger:
             return
         rows = [{name: getattr(r, name) for name in _COLUMNS} for r in issued]
         with Session(self.engine) as session:
+            self._check(session)
             session.exec(self._insert().values(rows))
             session.commit()
 
     def record_scored(self, scored: Sequence[IssuedForecast]) -> None:
+        if not scored:
+            return
         with Session(self.engine) as session:
+            self._check(session)
             for r in scored:
                 session.exec(update(IssuedForecastRecord)
                              .where(col(IssuedForecastRecord.model) == r.model)
@@ -79,6 +94,12 @@ class SqlForecastLedger:
                              .where(col(IssuedForecastRecord.scored_at).is_(None))
                              .values(observed_rps=r.observed_rps, scored_at=r.scored_at))
             session.commit()
+
+    def _check(self, session: Session) -> None:
+        """Raise ``Fenced`` unless this term's token is the newest, in ``session``'s
+        transaction (which the write then commits)."""
+        token = None if self.fence is None else self.fence()  # may claim it: before connecting
+        tick_fence.check(session.connection(), token)
 
     def issued_since(self, since_at: datetime) -> tuple[IssuedForecast, ...]:
         """Served from a copy of the table, brought up to date whenever its mark (rows, newest
@@ -135,6 +156,7 @@ class SqlForecastLedger:
 
     def prune_issued(self, before_at: datetime) -> int:
         with Session(self.engine) as session:
+            self._check(session)
             result = session.exec(delete(IssuedForecastRecord)
                                   .where(col(IssuedForecastRecord.target_at) < before_at))
             session.commit()

@@ -10,6 +10,7 @@ from sqlalchemy import inspect
 
 import controlplane.store.ledger as ledger_module
 from controlplane.autoscaling.issued import IssuedForecast
+from controlplane.domain.errors import Fenced
 from controlplane.store import Store, downgrade, upgrade
 from controlplane.store.ledger import SqlForecastLedger
 
@@ -109,3 +110,40 @@ def test_a_tick_reads_only_the_records_recorded_or_scored_since_the_last_read(
     expected[expected.index(_record("a", 49))] = scored
     assert got == tuple(expected)
     assert got == SqlForecastLedger(engine).issued_since(T0)  # as a fresh read sees it
+
+
+def test_a_ledger_write_under_an_older_token_after_a_newer_claim_is_refused_and_writes_nothing(
+        store_url: str) -> None:
+    # the first write of a (model, target_at) wins: a deposed leader's late record or score
+    # would otherwise stand against the new leader's
+    store = Store.open(store_url, migrate=True)
+    old, new = store.claim_fence("replica-a", T0), store.claim_fence("replica-b", T0)
+    stale = SqlForecastLedger(store.engine, fence=lambda: old)
+    leader = SqlForecastLedger(store.engine, fence=lambda: new)
+    leader.record_issued([_record("a", 0), _record("a", 1)])
+    with pytest.raises(Fenced) as refused:
+        stale.record_issued([_record("a", 1, p50=99.0), _record("a", 2)])
+    assert (refused.value.token, refused.value.newest) == (1, 2)
+    with pytest.raises(Fenced):
+        stale.record_scored([_record("a", 0).scored(50.0, T0 + timedelta(minutes=2))])
+    with pytest.raises(Fenced):
+        stale.prune_issued(T0 + timedelta(minutes=1))
+    assert leader.issued_since(T0) == (_record("a", 0), _record("a", 1))  # as the leader left it
+    store.engine.dispose()
+
+
+def test_a_ledger_write_under_the_newest_token_or_unfenced_is_kept(store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    store.claim_fence("replica-a", T0)
+    newest = store.claim_fence("replica-b", T0)
+    leader = SqlForecastLedger(store.engine, fence=lambda: newest)
+    leader.record_issued([_record("a", 0), _record("a", 1), _record("a", 2)])
+    scored = _record("a", 1).scored(12.0, T0 + timedelta(minutes=2))
+    leader.record_scored([scored])
+    assert leader.prune_issued(T0 + timedelta(minutes=1)) == 1
+    unfenced = SqlForecastLedger(store.engine)  # a writer that contends with no one
+    unfenced.record_issued([_record("a", 3)])
+    untokened = SqlForecastLedger(store.engine, fence=lambda: None)  # a dry run's: no term
+    untokened.record_issued([_record("a", 4)])
+    assert leader.issued_since(T0) == (scored, _record("a", 2), _record("a", 3), _record("a", 4))
+    store.engine.dispose()
