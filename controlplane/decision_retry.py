@@ -57,8 +57,10 @@ class RetryingDecisionStore:
         """The newest report whose save failed and has not been saved since, if any."""
         return self._unsaved
 
-    def save_observed(self, observed: ObservedState) -> None:
-        self._store.save_observed(observed)
+    def save_observed(self, observed: ObservedState, fence: int | None = None) -> None:
+        """Raises ``Fenced`` (the tick must not act) when another term claimed the store."""
+        fence = self.fence_token(observed.synced_at) if fence is None else fence
+        self._store.save_observed(observed, fence=fence)
 
     def claim_fence(self, holder: str, now: datetime) -> int:
         return self._store.claim_fence(holder, now)

@@ -167,8 +167,9 @@ class ForecastLedger(Protocol):
 
 
 class DecisionStore(Protocol):
-    def save_observed(self, observed: ObservedState) -> None:
-        """Persist the inventory and one load observation per model (forecast history)."""
+    def save_observed(self, observed: ObservedState, fence: int | None = None) -> None:
+        """Persist the inventory and one load observation per model (forecast history).
+        Fenced as ``save_tick``."""
         ...
 
     def save_tick(self, report: TickReport, fence: int | None = None) -> int:

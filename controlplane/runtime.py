@@ -126,7 +126,7 @@ class PreHistory:
     """A DecisionStore that keeps nothing: the simulated fleet's life before Headroom's first
     recorded tick (no guard memory, no observations, no tick)."""
 
-    def save_observed(self, observed: ObservedState) -> None:
+    def save_observed(self, observed: ObservedState, fence: int | None = None) -> None:
         pass
 
     def save_tick(self, report: TickReport, fence: int | None = None) -> int:

@@ -210,10 +210,12 @@ class Store:
             session.commit()
 
     # -- observations and inventory ------------------------------------------------------
-    def save_observed(self, observed: ObservedState) -> None:
+    def save_observed(self, observed: ObservedState, fence: int | None = None) -> None:
         """Inventory snapshot (replaces nodes and GPUs) plus one observation row per model
         whose demand was measured (a model the load source could not measure gets none: its
-        history has a gap there, not a 0).
+        history has a gap there, not a 0). ``fence``: saved only while it is the newest fencing
+        token (``Fenced`` otherwise, nothing saved), as the leader's tick records are; None:
+        unfenced.
 
         Two processes saving at once (two replicas ticking, or a dry run beside the live loop)
         replace the inventory one after the other: on PostgreSQL each takes the inventory
@@ -221,6 +223,7 @@ class Store:
         miss the other's new rows and its inserts collide with them (or deadlock); SQLite
         serializes writers on its own."""
         with self.session() as session:
+            tick_fence.check(session.connection(), fence)
             if self.engine.dialect.name == "postgresql":
                 session.connection().exec_driver_sql(
                     "LOCK TABLE nodes, gpus IN SHARE ROW EXCLUSIVE MODE")
@@ -245,9 +248,12 @@ class Store:
                                               latency_ms=model.latency_ms))
             session.commit()
 
-    def save_observations(self, rows: Sequence[tuple[str, datetime, float]]) -> None:
-        """Bulk history rows (model, at, demand_rps), e.g. a backfilled synthetic day."""
+    def save_observations(self, rows: Sequence[tuple[str, datetime, float]],
+                          fence: int | None = None) -> None:
+        """Bulk history rows (model, at, demand_rps), e.g. a backfilled synthetic day;
+        ``fence`` as ``save_observed``'s (None: unfenced)."""
         with self.session() as session:
+            tick_fence.check(session.connection(), fence)
             session.add_all([ObservationRecord(model=m, at=at, demand_rps=rps, capacity_rps=0.0,
                                                replicas_ready=0) for m, at, rps in rows])
             session.commit()

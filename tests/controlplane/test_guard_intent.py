@@ -36,8 +36,8 @@ class KilledBeforeSave:
     def __init__(self, store: DecisionStore) -> None:
         self.store = store
 
-    def save_observed(self, observed: ObservedState) -> None:
-        self.store.save_observed(observed)
+    def save_observed(self, observed: ObservedState, fence: int | None = None) -> None:
+        self.store.save_observed(observed, fence)
 
     def save_intent(self, started_at: datetime, memory: GuardMemory,
                     writer: str | None = None, fence: int | None = None) -> None:

@@ -40,8 +40,8 @@ class FailingSaves:
         self.store = store
         self.failures = failures
 
-    def save_observed(self, observed: ObservedState) -> None:
-        self.store.save_observed(observed)
+    def save_observed(self, observed: ObservedState, fence: int | None = None) -> None:
+        self.store.save_observed(observed, fence)
 
     def save_tick(self, report: TickReport, fence: int | None = None) -> int:
         if self.failures > 0:
