@@ -16,8 +16,9 @@ the error's type and message) is counted (``headroom_reconcile_ticks_total{statu
 what ``HeadroomReconcileFailing`` alerts on) and not saved (its guard memory is empty; the intent
 an applying tick saved before acting holds what it may have changed), and the next tick
 recomputes from the fleet. A save the store fences off (another leadership term claimed it:
-``store/tick_fence.py``) is not retried: a refused intent fails the tick before it acts (reason
-``fenced``), a refused record returns the report unsaved and drops it.
+``store/tick_fence.py``) is not retried: a refused observation, forecast-calibration ledger
+write or intent fails the tick before it acts (reason ``fenced``), a refused record returns the
+report unsaved and drops it.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def run_tick(deps: ReconcileDeps, config: ReconcileConfig) -> TickRun:
         return TickRun(reconcile_once(deps, config), saved=True)
     except RecordFenced as fenced:  # acted (or skipped), then found another term leads
         return TickRun(fenced.report, saved=False)
-    except Fenced as fenced:  # the intent was refused: nothing applied
+    except Fenced as fenced:  # the observation, a ledger write or the intent: nothing applied
         return TickRun(timed(not_leading(started_at, deps.clock.now(), fenced), began_s),
                        saved=True)
     except Exception as error:
@@ -77,8 +78,9 @@ def run_tick(deps: ReconcileDeps, config: ReconcileConfig) -> TickRun:
 
 
 def not_leading(started_at: datetime, now: datetime, fenced: Fenced) -> TickReport:
-    """The report of a tick whose intent the store fenced off before it acted (another term
-    claimed the store since this process took its lease), logged on one line; never saved."""
+    """The report of a tick whose observation, forecast-calibration ledger write or intent the
+    store fenced off before it acted (another term claimed the store since this process took
+    its lease), logged on one line; never saved."""
     return _failed(started_at, now, FENCED, fenced,
                    "nothing applied; this process no longer leads")
 

@@ -185,7 +185,8 @@ class SimRuntime:
                                   lambda m, at: traffic.rate_rps(shapes[m], seed, at),
                                   settings.sim, start_at,
                                   mig_binding=settings.reconcile.node_configs)
-        #: the tick records' store, and the term's fencing token the forecasts are stored by
+        #: the tick records' store, and the term's fencing token the forecasts, observations
+        #: and forecast-calibration ledger are stored by
         self.decisions = RetryingDecisionStore(store, writer, term)
         self.deps = ReconcileDeps(clock=self.clock, reader=self.cluster, node_pools=self.cluster,
                                   replicas=self.cluster,
@@ -193,7 +194,8 @@ class SimRuntime:
                                   forecasts=store,
                                   decisions=self.decisions,
                                   history=store,
-                                  ledger=SqlForecastLedger(store.engine),
+                                  ledger=SqlForecastLedger(store.engine, fence=lambda: (
+                                      self.decisions.fence_token(self.clock.now()))),
                                   sharing=self.cluster, mig=self.cluster, samples=store,
                                   hints=SqlDemandHints(store.engine),
                                   pauses=SqlModelPauses(store.engine))

@@ -176,7 +176,9 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                          # dry run, while none does): written by its Lease holder identity
                          decisions=decisions,
                          history=store,
-                         ledger=SqlForecastLedger(store.engine),
+                         # its writes are fenced by the term of the tick records', too
+                         ledger=SqlForecastLedger(
+                             store.engine, fence=lambda: decisions.fence_token(clock.now())),
                          sharing=backend.sharing, mig=backend.mig, samples=store,
                          hints=SqlDemandHints(store.engine),
                          pauses=SqlModelPauses(store.engine))

@@ -1,5 +1,5 @@
-"""Fencing tokens for the store writes a leader makes: tick records, guard intents, MIG
-re-layout steps and forecast refreshes.
+"""Fencing tokens for the store writes a leader makes: tick records, guard intents, the tick's
+observations, its forecast-calibration ledger, MIG re-layout steps and forecast refreshes.
 
 The Kubernetes Lease (or the store's fleet lease) decides who leads, and the leader's cluster
 writes end by its renew deadline (``adapters/k8s/fence.py``). Its store writes need their own
@@ -10,8 +10,8 @@ leadership term claims the next token of one row (``claim``: an atomic increment
 record or intent is saved in the same transaction as a check that its token is still the
 newest (``check``: ``UPDATE ... WHERE token = <mine>``, which on PostgreSQL also locks the row
 until the save commits, so a claim waits for a save in flight and a save after a claim fails).
-A refused save raises ``Fenced``: the tick does not act (an intent), its record is dropped, a
-re-layout step is not moved on, a refresh stores no forecast.
+A refused save raises ``Fenced``: the tick does not act (an intent, an observation, a ledger
+write), its record is dropped, a re-layout step is not moved on, a refresh stores no forecast.
 """
 
 from __future__ import annotations

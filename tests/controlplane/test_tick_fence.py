@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -22,11 +23,15 @@ from test_reconcile_save_failure import (
 )
 from tick_builders import T0
 
+from controlplane.autoscaling.issued import IssuedForecast
 from controlplane.decision_retry import RecordFenced, RetryingDecisionStore
 from controlplane.domain.errors import Fenced
 from controlplane.domain.tick import TickStatus
+from controlplane.ports import ForecastLedger
 from controlplane.recorded_tick import FENCED
+from controlplane.runtime import SimRuntime
 from controlplane.store import Store, downgrade, tick_fence, upgrade
+from controlplane.store.ledger import SqlForecastLedger
 
 
 class Term:
@@ -145,6 +150,85 @@ def test_a_tick_whose_intent_is_fenced_off_fails_before_it_acts_and_saves_nothin
     assert _ticks(runtime.store) == ticks_before
     failed = [r for r in caplog.records if r.getMessage() == "tick.failed"]
     assert [r.__dict__["reason"] for r in failed] == [FENCED]
+
+
+def _leading(runtime: SimRuntime, writer: str) -> RetryingDecisionStore:
+    """``runtime``'s loop as serve wires it for a replica that leads (term 1): its tick records,
+    observations and forecast-calibration ledger all saved under the term's token."""
+    decisions = RetryingDecisionStore(runtime.store, writer=writer, term=Term(1))
+    runtime.deps = replace(runtime.deps, decisions=decisions, ledger=SqlForecastLedger(
+        runtime.store.engine, fence=lambda: decisions.fence_token(runtime.clock.now())))
+    return decisions
+
+
+def _stored(runtime: SimRuntime) -> tuple[int, int, tuple[IssuedForecast, ...]]:
+    """Ticks, observation rows, and every ledger record (as a fresh process reads it)."""
+    with runtime.store.engine.connect() as connection:
+        observations = connection.execute(text("SELECT count(*) FROM observations")).scalar_one()
+    ledger = SqlForecastLedger(runtime.store.engine)
+    return (_ticks(runtime.store), observations,
+            ledger.issued_since(runtime.clock.now() - timedelta(days=30)))
+
+
+def test_a_deposed_leaders_tick_saves_neither_observations_nor_ledger_rows(
+        sqlite_url: str) -> None:
+    runtime, _ = _settled_runtime(sqlite_url, failures=0)
+    _leading(runtime, "replica-a")
+    runtime.advance(30, run_jobs=False)
+    assert runtime.tick().status is TickStatus.APPLIED  # this replica's term claims token 1
+    assert runtime.store.claim_fence("replica-b", runtime.clock.now()) == 2  # a take-over
+    before = _stored(runtime)
+    runtime.advance(30, run_jobs=False)
+    level = _level_rps(runtime)  # a new forecast: a leader records its first step
+    runtime.deps = replace(runtime.deps, forecasts=Flat(runtime.clock.now(), level, factor=3.0))
+    report = runtime.tick()
+    assert (report.status, report.reason) == (TickStatus.FAILED, FENCED)
+    assert _stored(runtime) == before
+
+
+def _keys(records: Sequence[IssuedForecast]) -> set[tuple[str, datetime]]:
+    return {(r.model, r.target_at) for r in records}
+
+
+class DeposedWhileRecording:
+    """A ledger whose leader stalls before recording the tick's new forecasts, while another
+    replica takes the store over (claims the next token)."""
+
+    def __init__(self, ledger: ForecastLedger, store: Store, at: datetime) -> None:
+        self.ledger, self.store, self.at = ledger, store, at
+
+    def record_issued(self, issued: Sequence[IssuedForecast]) -> None:
+        self.store.claim_fence("replica-b", self.at)
+        self.ledger.record_issued(issued)
+
+    def record_scored(self, scored: Sequence[IssuedForecast]) -> None:
+        self.ledger.record_scored(scored)
+
+    def issued_since(self, since_at: datetime) -> tuple[IssuedForecast, ...]:
+        return self.ledger.issued_since(since_at)
+
+    def prune_issued(self, before_at: datetime) -> int:
+        return self.ledger.prune_issued(before_at)
+
+
+def test_a_leader_deposed_before_it_records_its_forecasts_records_none_and_does_not_act(
+        sqlite_url: str) -> None:
+    runtime, _ = _settled_runtime(sqlite_url, failures=0)
+    _leading(runtime, "replica-a")
+    runtime.advance(30, run_jobs=False)
+    assert runtime.tick().status is TickStatus.APPLIED  # claims token 1
+    runtime.advance(30, run_jobs=False)
+    level, replicas = _level_rps(runtime), _replicas_target(runtime)
+    runtime.deps = replace(runtime.deps, forecasts=Flat(runtime.clock.now(), level, factor=3.0),
+                           ledger=DeposedWhileRecording(runtime.deps.ledger, runtime.store,
+                                                        runtime.clock.now()))
+    ticks, _, records = _stored(runtime)
+    report = runtime.tick()
+    assert (report.status, report.reason) == (TickStatus.FAILED, FENCED)
+    # its observation and scores went in before the claim; its new records did not
+    ticks_after, _, records_after = _stored(runtime)
+    assert ticks_after == ticks and _keys(records_after) == _keys(records)
+    assert _replicas_target(runtime) == replicas  # the rise it wanted was not applied
 
 
 @pytest.mark.postgres
