@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
@@ -98,6 +99,17 @@ def profiles_to_json(profiles: tuple[ProfileCorrection, ...]) -> str:
 def profiles_from_json(text: str | None) -> tuple[ProfileCorrection, ...]:
     """None (a tick stored before migration 0005): no profiles recorded."""
     return tuple(ProfileCorrection(**p) for p in json.loads(text)) if text else ()
+
+
+def notes_to_json(notes: Sequence[str]) -> str | None:
+    """A forecast's notes as stored (``forecasts.notes_json``): None when there are none, as on
+    the forecasts stored before migration 0023."""
+    return json.dumps(list(notes)) if notes else None
+
+
+def notes_from_json(text: str | None) -> tuple[str, ...]:
+    """None (no notes, or a forecast stored before migration 0023): ()."""
+    return tuple(str(note) for note in json.loads(text)) if text else ()
 
 
 def profile_to_json(profile: tuple[ProfilePoint, ...]) -> str:

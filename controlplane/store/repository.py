@@ -334,6 +334,7 @@ class Store:
                 model=f.series_id, computed_at=computed_at, origin_at=f.origin_at, step_s=f.step_s,
                 p50_json=json.dumps(list(f.p50)), p90_json=json.dumps(list(f.p90)),
                 method=f.method, fallback_reason=f.fallback_reason, backtest_wape=f.backtest_wape,
+                notes_json=codec.notes_to_json(f.notes),
             ) for f in forecasts])
             session.commit()
 
@@ -347,6 +348,7 @@ class Store:
             series_id=r.model, origin_at=as_utc(r.origin_at), step_s=r.step_s,
             p50=tuple(json.loads(r.p50_json)), p90=tuple(json.loads(r.p90_json)),
             method=r.method, fallback_reason=r.fallback_reason, backtest_wape=r.backtest_wape,
+            notes=codec.notes_from_json(r.notes_json),
         ) for r in rows}
 
     # -- decisions ------------------------------------------------------------------------

@@ -96,6 +96,8 @@ class ForecastRecord(SQLModel, table=True):
     method: str = Field(max_length=64)
     fallback_reason: str = Field(default="", max_length=200)
     backtest_wape: float | None = None
+    # what was done to the model's history on the way (0023): a JSON list of lines; None: nothing
+    notes_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
 
 
 class IssuedForecastRecord(SQLModel, table=True):

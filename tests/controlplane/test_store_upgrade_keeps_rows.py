@@ -32,7 +32,8 @@ ROWS: dict[str, list[dict[str, Any]]] = {
                           replicas_ready=1, latency_ms=42.0)],
     "forecasts": [dict(id=1, model="bert-embed", computed_at=T0, origin_at=T1, step_s=300,
                        p50_json="[12.0, 13.5]", p90_json="[15.0, 17.25]", method="ets",
-                       fallback_reason="", backtest_wape=0.125)],
+                       fallback_reason="", backtest_wape=0.125,
+                       notes_json='["2 negative value(s) clipped to 0"]')],
     "ticks": [dict(id=1, started_at=T0, finished_at=T1, status="applied", reason="",
                    gpus_ready=1, demand_rps=12.5, capacity_rps=40.0,
                    observed_json='{"at": "2026-03-02T12:00:00+00:00", "nodes": []}',
@@ -86,7 +87,8 @@ ADDED = {("placement_bindings", "lease_s"): 0.0,  # 0009: no lease, never expire
          ("models", "max_replicas"): None,
          ("models", "paused_replicas"): None,
          ("models", "paused_at"): None,
-         ("models", "paused_by"): None}
+         ("models", "paused_by"): None,
+         ("forecasts", "notes_json"): None}  # 0023: nothing noted
 RENAMED_BY_0006 = {("observations", "latency_ms"): "mean_latency_ms"}  # 0005 named it so
 
 
