@@ -35,6 +35,9 @@ the newest observation is more than ``stale_after_s(step)`` = max(1 h, 3 steps) 
 forecast time -- the same limit behind the forecaster's ``stale_observations`` fallback -- and
 the forecast's own ``notes`` (negative values of a history no source cleaned, the store's
 observations, clipped to 0 by the forecaster, naming the last observation when it was one).
+What the source cleaned is stored with the forecast too, before its own notes
+(``with_source_notes``), so that ``headroom status`` and the dashboard show later that a forecast
+was made from cleaned input; ``stale_history`` is not (the forecast's fallback reason says so).
 
 At the end of a run the state dir is pruned (``controlplane.forecast_state``): this shard's temp
 files of killed runs (older than an hour), and the state files of its models that are no longer
@@ -47,7 +50,7 @@ import tempfile
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -177,6 +180,7 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
     tasks: list[ModelTask] = []
     failed: dict[str, str] = {}
     warnings: dict[str, tuple[str, ...]] = {}
+    cleaned: dict[str, tuple[str, ...]] = {}  # model -> what its source cleaned in its history
     fetch = time.perf_counter()
     down: SourceUnreachable | None = None
     for i, model in enumerate(models):
@@ -188,6 +192,8 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
                 tasks.append(ModelTask(got.series, config.horizon_s, config.method,
                                        config.settings, config.state_dir))
                 stale = stale_history(got.series, now)
+                if got.warnings:
+                    cleaned[model] = got.warnings
                 if got.warnings or stale:
                     warnings[model] = got.warnings + ((stale,) if stale else ())
             except (ForecasterError, OSError, ValueError) as exc:
@@ -197,16 +203,17 @@ def run_job(source: HistorySource, sink: ForecastSink | None, now: datetime, con
             on_progress("fetch", i + 1, len(models))
     fetch_s = time.perf_counter() - fetch
     compute = time.perf_counter()
-    batches = _Batches(sink, now)
+    batches = _Batches(sink, now, cleaned)
     results, broken = compute_all(tasks, config.workers, config.fit_budget_s, on_progress,
                                   budget_from_s=wall, on_result=batches.add)
     failed.update(broken)
     batches.flush()
     compute_s = time.perf_counter() - compute - batches.store_s
-    forecasts = tuple(r.forecast for r in results)
-    for made in forecasts:  # what the forecaster cleaned that the source did not
-        if made.notes:
-            warnings[made.series_id] = warnings.get(made.series_id, ()) + made.notes
+    for r in results:  # what the forecaster cleaned that the source did not
+        if r.forecast.notes:
+            warnings[r.forecast.series_id] = (warnings.get(r.forecast.series_id, ())
+                                              + r.forecast.notes)
+    forecasts = tuple(with_source_notes(r.forecast, cleaned) for r in results)
     store_s = batches.store_s
     pruned = 0
     if config.state_dir is not None:  # a source that lists no model may be down: keep state
@@ -236,14 +243,15 @@ STORE_EVERY_S = 5.0
 class _Batches:
     """The run's forecasts on their way to ``sink`` (None: not stored), each saved once."""
 
-    def __init__(self, sink: ForecastSink | None, computed_at: datetime) -> None:
-        self.sink, self.computed_at = sink, computed_at
+    def __init__(self, sink: ForecastSink | None, computed_at: datetime,
+                 cleaned: Mapping[str, tuple[str, ...]]) -> None:
+        self.sink, self.computed_at, self.cleaned = sink, computed_at, cleaned
         self.pending: list[Forecast] = []
         self.saved_at_s = time.perf_counter()
         self.store_s = 0.0  # spent saving
 
     def add(self, result: ModelResult) -> None:
-        self.pending.append(result.forecast)
+        self.pending.append(with_source_notes(result.forecast, self.cleaned))
         if (len(self.pending) >= STORE_BATCH
                 or time.perf_counter() - self.saved_at_s >= STORE_EVERY_S):
             self.flush()
@@ -255,6 +263,13 @@ class _Batches:
         self.pending = []
         self.saved_at_s = time.perf_counter()
         self.store_s += self.saved_at_s - started_s
+
+
+def with_source_notes(made: Forecast, cleaned: Mapping[str, tuple[str, ...]]) -> Forecast:
+    """``made`` with what the source cleaned in its model's history (``cleaned``: model ->
+    lines) before its own notes, as it is stored and reported."""
+    before = cleaned.get(made.series_id, ())
+    return replace(made, notes=before + made.notes) if before else made
 
 
 def _fetch(source: HistorySource, model: str, since_at: datetime, until_at: datetime,

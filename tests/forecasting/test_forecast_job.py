@@ -516,3 +516,37 @@ def test_a_store_model_whose_data_stopped_days_ago_is_flagged_stale(sqlite_url: 
                for w in report.warnings.values())
     fresh = run_job(store, None, NOW, JobConfig(method="persistence", history_s=43_200))
     assert fresh.warnings == {}
+
+
+def test_what_a_csv_source_cleaned_is_stored_as_the_notes_of_its_models_forecast(
+        sqlite_url: str, tmp_path: Path) -> None:
+    Store.open(sqlite_url, migrate=True)
+    result = CliRunner().invoke(app, [
+        "run", "--csv", str(_dirty_csv(tmp_path / "t.csv")), "--store", sqlite_url,
+        "--step", "10m", "--history", "3d", "--method", "persistence", "--workers", "1",
+        "--state-dir", str(tmp_path / "s")])
+    assert result.exit_code == 0, result.output
+    stored = Store.open(sqlite_url).latest_forecasts()
+    assert stored["x"].notes == ()
+    assert stored["y"].notes == ("timestamps were out of order (sorted)",
+                                 "2 non-numeric/NaN value(s) treated as missing",
+                                 "1 negative value(s) clipped to 0")
+
+
+def test_negative_store_observations_the_forecaster_clipped_are_stored_as_forecast_notes(
+        sqlite_url: str) -> None:
+    store = filled_store(sqlite_url, days=0.5)
+    store.save_observations([(MODELS[0], NOW - timedelta(minutes=30.5), -1000.0)])
+    report = run_job(store, store, NOW, JobConfig(method="persistence", history_s=43_200))
+    stored = store.latest_forecasts()
+    assert stored[MODELS[0]].notes == ("1 negative value(s) clipped to 0",)
+    assert all(stored[m].notes == () for m in MODELS[1:])
+    assert report.warnings == {MODELS[0]: ("1 negative value(s) clipped to 0",)}  # not twice
+
+
+def test_stale_history_is_a_run_warning_but_not_a_stored_forecast_note(sqlite_url: str) -> None:
+    store = filled_store(sqlite_url, days=0.5)
+    report = run_job(store, store, NOW + timedelta(days=3),
+                     JobConfig(method="persistence", history_s=5 * 86_400))
+    assert sorted(report.warnings) == sorted(MODELS)
+    assert all(made.notes == () for made in store.latest_forecasts().values())
