@@ -56,7 +56,7 @@ def _forecast(point: ForecastPoint | None) -> dict[str, Any] | None:
     return {"method": point.method, "fallback_reason": point.fallback_reason,
             "computed_at": _at(point.computed_at), "origin_at": _at(point.origin_at),
             "target_at": _at(point.target_at), "ahead_s": point.ahead_s,
-            "p50_rps": point.p50_rps, "p90_rps": point.p90_rps}
+            "p50_rps": point.p50_rps, "p90_rps": point.p90_rps, "notes": list(point.notes)}
 
 
 def _accuracy(found: ForecastAccuracy | None) -> dict[str, Any] | None:
@@ -183,6 +183,11 @@ def paused_line(pause: ModelPause) -> str:
             f"(headroom models resume {pause.model})")
 
 
+def forecast_notes_line(model: str, point: ForecastPoint) -> str:
+    """What was done to ``model``'s history before its newest forecast, in one line."""
+    return f"forecast of {model} made from cleaned input: {'; '.join(point.notes)}"
+
+
 def lease_line(lease: LeaseStatus, now: datetime) -> str:
     """Who holds the lease and since when. A released lease (a holder that stopped cleanly writes
     no holder and a 1 s duration, as client-go does) is free: its duration is not the config's."""
@@ -294,6 +299,9 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
     for m in status.models:
         if m.pause is not None:
             console.print(paused_line(m.pause), markup=False, highlight=False, soft_wrap=True)
+        if m.forecast is not None and m.forecast.notes:
+            console.print(forecast_notes_line(m.name, m.forecast), markup=False,
+                          highlight=False, soft_wrap=True)
     if status.accuracy:
         scored = _table("Forecasts over the last hour (each first step against the load then "
                         "seen)", "model", "steps", "WAPE", "p90 coverage")

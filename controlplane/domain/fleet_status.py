@@ -48,6 +48,8 @@ class ForecastPoint:
     ahead_s: int  # from the origin to the end of the step shown
     p50_rps: float
     p90_rps: float
+    #: what was done to the model's history on the way (``Forecast.notes``), one line each
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +247,8 @@ def judge_health(status: FleetStatus, now: datetime, max_tick_age_s: float) -> H
 
 
 def forecast_point(method: str, fallback_reason: str, computed_at: datetime, origin_at: datetime,
-                   step_s: int, p50: list[float], p90: list[float]) -> ForecastPoint | None:
+                   step_s: int, p50: list[float], p90: list[float],
+                   notes: tuple[str, ...] = ()) -> ForecastPoint | None:
     """The step ending ``FORECAST_AHEAD_S`` after the origin (the last step of a shorter
     forecast); None for an empty forecast."""
     if not p50 or not p90 or step_s <= 0:
@@ -253,4 +256,4 @@ def forecast_point(method: str, fallback_reason: str, computed_at: datetime, ori
     index = min(max(FORECAST_AHEAD_S // step_s - 1, 0), len(p50) - 1, len(p90) - 1)
     return ForecastPoint(method, fallback_reason, computed_at, origin_at,
                          origin_at + timedelta(seconds=index * step_s), (index + 1) * step_s,
-                         float(p50[index]), float(p90[index]))
+                         float(p50[index]), float(p90[index]), notes)

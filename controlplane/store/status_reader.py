@@ -76,6 +76,7 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatu
     tables = set(inspect(engine).get_table_names())
     tick_columns = {c["name"] for c in inspect(engine).get_columns("ticks")}
     has_pauses = "paused_at" in {c["name"] for c in inspect(engine).get_columns("models")}
+    has_notes = "notes_json" in {c["name"] for c in inspect(engine).get_columns("forecasts")}
     with engine.connect() as connection:
         if engine.dialect.name == "postgresql":
             connection = connection.execution_options(isolation_level="REPEATABLE READ",
@@ -89,7 +90,7 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatu
                 fleet_tick_id=None if seen is None else seen[0],
                 fleet_at=None if observed is None else as_utc(observed.synced_at),
                 lease=_lease(connection, lease_name) if "leases" in tables else None,
-                models=_models(connection, observed, has_pauses),
+                models=_models(connection, observed, has_pauses, has_notes),
                 pools=_pools(connection, observed),
                 plan=None if tick is None else _plan(connection, tick.tick_id),
                 relayouts=_relayouts(connection) if "mig_relayouts" in tables else (),
@@ -175,17 +176,20 @@ def fleet_seen(connection: Connection, tick_id: int) -> tuple[int, ObservedState
 
 
 def _models(connection: Connection, observed: ObservedState | None,
-            has_pauses: bool) -> tuple[ModelStatus, ...]:
+            has_pauses: bool, has_notes: bool) -> tuple[ModelStatus, ...]:
     """Every model the store lists, then any other the fleet's tick saw, by name; with the
-    pause of each paused model (when the store has the columns: migration 0022)."""
+    pause of each paused model (when the store has the columns: migration 0022) and the notes
+    of its newest forecast (migration 0023)."""
     m, f = _table(ModelRecord).c, _table(ForecastRecord).c
     tenants = {str(r.name): str(r.tenant) for r in connection.execute(select(m.name, m.tenant))}
     newest = select(func.max(f.id).label("id")).group_by(f.model).subquery()
+    notes = f.notes_json if has_notes else null().label("notes_json")
     forecasts = {str(r.model): forecast_point(
         str(r.method), str(r.fallback_reason), as_utc(r.computed_at), as_utc(r.origin_at),
-        int(r.step_s), json.loads(r.p50_json), json.loads(r.p90_json))
+        int(r.step_s), json.loads(r.p50_json), json.loads(r.p90_json),
+        codec.notes_from_json(r.notes_json))
         for r in connection.execute(select(f.model, f.method, f.fallback_reason, f.computed_at,
-                                           f.origin_at, f.step_s, f.p50_json, f.p90_json)
+                                           f.origin_at, f.step_s, f.p50_json, f.p90_json, notes)
                                     .join(newest, newest.c.id == f.id))}
     seen = {o.name: o for o in (observed.models if observed is not None else ())}
     names = sorted(set(tenants) | set(seen))
