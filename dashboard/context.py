@@ -12,8 +12,9 @@ import re
 from collections.abc import Callable
 from typing import ParamSpec
 
+import pandas as pd
 import streamlit as st
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine, Select, inspect
 from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.domain.errors import error_line
@@ -61,6 +62,20 @@ def engine_for(url: str) -> Engine:
     return make_engine(url, settings.db.connect_timeout_s, lock_timeout_s=LOCK_TIMEOUT_S,
                        statement_timeout_s=settings.dashboard.query_timeout_s,
                        response_timeout_s=response_timeout_s, response_setting=response_setting)
+
+
+def read_frame(url: str, query: Select[tuple[object, ...]], columns: list[str]) -> pd.DataFrame:
+    """The rows ``query`` reads from the store at ``url``, as a frame of ``columns``."""
+    with engine_for(url).connect() as connection:
+        rows = [tuple(r) for r in connection.execute(query)]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def utc_columns(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """``frame`` with each of ``columns`` as UTC timestamps."""
+    for column in columns:
+        frame[column] = pd.to_datetime(frame[column], utc=True)
+    return frame
 
 
 def store_url() -> str:

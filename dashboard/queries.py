@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 import streamlit as st
-from sqlalchemy import Select, and_, func, inspect, null, select
+from sqlalchemy import and_, func, inspect, null, select
 
 from controlplane import cost_reader
 from controlplane.cost_reader import as_utc, table
@@ -26,19 +26,7 @@ from controlplane.store.placement_journal import PlacementBindingRecord, live_bi
 from controlplane.store.profiles import newest_profiles
 from controlplane.store.relayout import MigRelayoutRecord
 from controlplane.store.status_reader import fleet_seen, read_the_fleet, tick_leadership
-from dashboard.context import TTL_S, engine_for
-
-
-def _frame(url: str, query: Select[tuple[object, ...]], columns: list[str]) -> pd.DataFrame:
-    with engine_for(url).connect() as connection:
-        rows = [tuple(r) for r in connection.execute(query)]
-    return pd.DataFrame(rows, columns=columns)
-
-
-def _utc(frame: pd.DataFrame, *columns: str) -> pd.DataFrame:
-    for column in columns:
-        frame[column] = pd.to_datetime(frame[column], utc=True)
-    return frame
+from dashboard.context import TTL_S, engine_for, read_frame, utc_columns
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +148,7 @@ def plan_placements(url: str, plan_id: int) -> pd.DataFrame:
     p = table("placements")
     cols = ["model", "gpu_id", "product", "mode", "mig_profile", "mig_start", "compute_slices",
             "throughput_rps"]
-    return _frame(url, select(*(p.c[c] for c in cols)).where(p.c.plan_id == plan_id)
+    return read_frame(url, select(*(p.c[c] for c in cols)).where(p.c.plan_id == plan_id)
                   .order_by(p.c.gpu_id, p.c.mig_start), cols)
 
 
@@ -174,7 +162,7 @@ def inventory(url: str) -> pd.DataFrame:
                     nodes.c.ready, nodes.c.cordoned)
              .select_from(gpus.join(nodes, nodes.c.name == gpus.c.node, isouter=True))
              .order_by(gpus.c.node, gpus.c.index))
-    return _frame(url, query, cols)
+    return read_frame(url, query, cols)
 
 
 #: a model's replica bounds (the models file's min_replicas / max_replicas) and its pause
@@ -193,9 +181,9 @@ def models(url: str) -> pd.DataFrame:
     engine = engine_for(url)
     has = {c["name"] for c in inspect(engine).get_columns("models")}
     controls = [m.c[c] if c in has else null().label(c) for c in CONTROL_COLUMNS]
-    frame = _frame(url, select(*(m.c[c] for c in cols), *controls).order_by(m.c.name),
+    frame = read_frame(url, select(*(m.c[c] for c in cols), *controls).order_by(m.c.name),
                    cols + CONTROL_COLUMNS)
-    return _utc(frame, "paused_at")
+    return utc_columns(frame, "paused_at")
 
 
 #: the columns of ``replica_changes``
@@ -221,7 +209,7 @@ def replica_changes(url: str, since_at: datetime) -> pd.DataFrame:
                           .join(p, p.c.id == a.c.plan_id)
                           .join(o, o.c.action_id == a.c.id, isouter=True))
              .order_by(a.c.target))
-    return _utc(_frame(url, query, REPLICA_CHANGE_COLUMNS), "changed_at")
+    return utc_columns(read_frame(url, query, REPLICA_CHANGE_COLUMNS), "changed_at")
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -231,9 +219,9 @@ def latest_observations(url: str, at: datetime) -> pd.DataFrame:
     ``headroom status`` lists it too)."""
     o = table("observations")
     cols = ["model", "at", "demand_rps", "capacity_rps", "replicas_ready"]
-    frame = _frame(url, select(*(o.c[c] for c in cols)).where(and_(
+    frame = read_frame(url, select(*(o.c[c] for c in cols)).where(and_(
         o.c.at >= at - timedelta(minutes=10), o.c.at <= at)), cols)
-    frame = _utc(frame, "at").sort_values("at")
+    frame = utc_columns(frame, "at").sort_values("at")
     return frame.groupby("model", as_index=False).last()
 
 
@@ -303,43 +291,6 @@ def hints_in_force(url: str, at: datetime) -> tuple[DemandHint, ...]:
         return hints_ending_after(connection, at)
 
 
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def model_history(url: str, model: str, since_at: datetime, until_at: datetime) -> pd.DataFrame:
-    o = table("observations")
-    cols = ["at", "demand_rps", "capacity_rps", "replicas_ready"]
-    query = (select(*(o.c[c] for c in cols))
-             .where(and_(o.c.model == model, o.c.at >= since_at, o.c.at <= until_at))
-             .order_by(o.c.at))
-    return _utc(_frame(url, query, cols), "at")
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def forecast_history(url: str, model: str, since_at: datetime, until_at: datetime
-                     ) -> pd.DataFrame:
-    """Forecasts of one model computed in the window (p50/p90 as lists per row)."""
-    f = table("forecasts")
-    cols = ["computed_at", "origin_at", "step_s", "p50_json", "p90_json", "method",
-            "fallback_reason", "backtest_wape"]
-    query = (select(*(f.c[c] for c in cols))
-             .where(and_(f.c.model == model, f.c.computed_at >= since_at,
-                         f.c.computed_at <= until_at))
-             .order_by(f.c.computed_at))
-    frame = _utc(_frame(url, query, cols), "computed_at", "origin_at")
-    frame["p50"] = [json.loads(v) for v in frame.pop("p50_json")]
-    frame["p90"] = [json.loads(v) for v in frame.pop("p90_json")]
-    return frame
-
-
-@st.cache_data(ttl=TTL_S, show_spinner=False)
-def latest_forecast_meta(url: str) -> pd.DataFrame:
-    """Method, fallback reason and backtest WAPE of each model's newest forecast."""
-    f = table("forecasts")
-    newest = select(func.max(f.c.id).label("id")).group_by(f.c.model).subquery()
-    cols = ["model", "computed_at", "method", "fallback_reason", "backtest_wape"]
-    query = select(*(f.c[c] for c in cols)).join(newest, newest.c.id == f.c.id)
-    return _utc(_frame(url, query, cols), "computed_at")
-
-
 #: the fleet totals of a tick, missing (NaN: a chart's line breaks) when it could not read it
 FLEET_TOTALS = ["gpus_ready", "demand_rps", "capacity_rps"]
 
@@ -357,7 +308,7 @@ def fleet_timeline(url: str, since_at: datetime, until_at: datetime) -> pd.DataF
              .select_from(t.join(p, p.c.tick_id == t.c.id, isouter=True))
              .where(and_(t.c.started_at >= since_at, t.c.started_at <= until_at))
              .order_by(t.c.started_at))
-    frame = _utc(_frame(url, query, cols), "at")
+    frame = utc_columns(read_frame(url, query, cols), "at")
     frame["read_the_fleet"] = frame["read_the_fleet"].astype(bool)
     frame[FLEET_TOTALS] = frame[FLEET_TOTALS].astype(float)
     frame.loc[~frame["read_the_fleet"], FLEET_TOTALS] = math.nan
@@ -403,7 +354,8 @@ def recent_plans(url: str, limit: int, with_actions_only: bool, dry_run_only: bo
         query = query.where(p.c.dry_run.is_(True))
     cols = ["plan_id", "created_at", "revision", "dry_run", "gpus_placed", "warm_gpus",
             "unplaced_json", "rendered", "status", "reason"]
-    return _utc(_frame(url, query.order_by(p.c.id.desc()).limit(limit), cols), "created_at")
+    return utc_columns(read_frame(url, query.order_by(p.c.id.desc()).limit(limit), cols),
+                       "created_at")
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -416,7 +368,7 @@ def plan_actions(url: str, plan_ids: tuple[int, ...]) -> pd.DataFrame:
              .where(a.c.plan_id.in_(list(plan_ids))).order_by(a.c.plan_id, a.c.ordinal))
     cols = ["plan_id", "ordinal", "kind", "target", "from_value", "to_value", "reason", "skipped",
             "ok", "retryable", "message"]
-    return _frame(url, query, cols)
+    return read_frame(url, query, cols)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -426,4 +378,4 @@ def tick_outcomes(url: str, since_at: datetime, until_at: datetime) -> pd.DataFr
     query = (select(t.c.status, t.c.reason, func.count())
              .where(and_(t.c.started_at >= since_at, t.c.started_at <= until_at))
              .group_by(t.c.status, t.c.reason))
-    return _frame(url, query, ["status", "reason", "ticks"])
+    return read_frame(url, query, ["status", "reason", "ticks"])

@@ -1,7 +1,8 @@
 """Models: forecast p50/p90 band vs actual demand, ready capacity, replicas, warm pool, recent
 forecast error and the throughput per replica the loop sizes with (offline profile vs corrected
 from observed metrics, with the reason), the replica bounds, pause and newest replica change with
-its reason, per model; and every model at a glance."""
+its reason, and what was done to its history before its newest forecast (the forecast's notes),
+per model; and every model at a glance."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from dashboard import model_queries as mq
 from dashboard import queries as q
 from dashboard import widgets
 from dashboard.context import store_url
@@ -38,6 +40,10 @@ CONTROL_HELP = {
                                "before the newest tick (it names a bound, a pause, a GPU "
                                "budget or pool cap); blank: no change"),
 }
+#: and those of the All models table's forecast columns
+COLUMN_HELP = {**CONTROL_HELP, "forecast_notes": st.column_config.TextColumn(
+    "forecast notes", help="what was done to the model's history before its newest forecast "
+                           "(e.g. negative values clipped to 0); blank: nothing")}
 
 
 def well_formed(forecasts: pd.DataFrame) -> tuple[pd.DataFrame, int]:
@@ -112,7 +118,7 @@ def overview_table(url: str, tick: q.LastTick) -> pd.DataFrame:
     unlisted = sorted(set(latest["model"]) - set(models["name"]))
     models = pd.concat([models, pd.DataFrame({"name": unlisted, "tenant": ""})],
                        ignore_index=True) if unlisted else models
-    meta = q.latest_forecast_meta(url)
+    meta = mq.latest_forecast_meta(url)
     profiles = q.latest_profiles(url)
     changes = q.replica_changes(url, tick.started_at - CHANGES_WINDOW)
     frame = models.merge(latest, left_on="name", right_on="model", how="left").merge(
@@ -125,10 +131,11 @@ def overview_table(url: str, tick: q.LastTick) -> pd.DataFrame:
     frame["paused"] = [("" if (p := widgets.pause_of(models, name)) is None
                         else widgets.held_text(p)) for name in frame["name"]]
     frame["replica_reason"] = frame["replica_reason"].fillna("")
+    frame["forecast_notes"] = [notes_text(n) for n in frame["notes"]]
     return frame[["name", "tenant", "isolation", "min_replicas", "max_replicas", "paused",
                   "demand_rps", "capacity_rps", "replicas_ready", "replica_reason",
                   "offline_rps", "corrected_rps", "factor", "profile_reason",
-                  "method", "fallback_reason", "backtest_wape"]].round(2)
+                  "method", "fallback_reason", "forecast_notes", "backtest_wape"]].round(2)
 
 
 def replica_lines(url: str, tick: q.LastTick, model: str) -> tuple[str | None, list[str]]:
@@ -161,6 +168,20 @@ def replica_lines(url: str, tick: q.LastTick, model: str) -> tuple[str | None, l
     return warning, captions
 
 
+def notes_text(notes: object) -> str:
+    """A forecast's notes in one cell, '' when it has none (or the model has no forecast)."""
+    return "; ".join(notes) if isinstance(notes, tuple) else ""
+
+
+def notes_line(table: pd.DataFrame, model: str) -> str | None:
+    """What was done to ``model``'s history before its newest forecast, for the page; None
+    when nothing was."""
+    row = table[table["name"] == model]
+    if row.empty or not row.iloc[0]["forecast_notes"]:
+        return None
+    return f"Newest forecast made from cleaned input: {row.iloc[0]['forecast_notes']}"
+
+
 def profile_line(table: pd.DataFrame, model: str) -> str | None:
     """The throughput per replica the loop sizes ``model`` with, offline vs corrected."""
     row = table[table["name"] == model]
@@ -189,9 +210,9 @@ def main() -> None:
     lead_min = c3.selectbox("Forecast lead (min)", LEADS_MIN, index=len(LEADS_MIN) - 1)
     until_at = tick.started_at
     since_at = max(tick.first_at, until_at - window)
-    actual = q.model_history(url, model, since_at, until_at)
+    actual = mq.model_history(url, model, since_at, until_at)
     forecasts, malformed = well_formed(
-        q.forecast_history(url, model, since_at - timedelta(hours=1), until_at))
+        mq.forecast_history(url, model, since_at - timedelta(hours=1), until_at))
     if malformed:
         st.warning(f"{malformed} stored forecast(s) of {escape_markdown(model)} left "
                    "out: a step of 0 s or p90 values not matching the p50 values.")
@@ -224,6 +245,9 @@ def main() -> None:
     line = profile_line(table, model)
     if line is not None:
         st.caption(line)
+    noted = notes_line(table, model)
+    if noted is not None:
+        st.caption(escape_markdown(noted))
     for h in q.hints_in_force(url, until_at):
         if h.model == model:
             why = f" ({escape_markdown(h.reason)})" if h.reason else ""
@@ -250,7 +274,7 @@ def main() -> None:
             .properties(height=180), width="stretch")
     st.subheader("All models")
     st.dataframe(table, hide_index=True, width="stretch", height=320,
-                 column_config=CONTROL_HELP)
+                 column_config=COLUMN_HELP)
 
 
 started = widgets.page_timer()
