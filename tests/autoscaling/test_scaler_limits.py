@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from controlplane.domain.scaler_limits import (
@@ -39,12 +39,15 @@ def test_a_held_count_is_exactly_the_replicas_keda_asks_for(held: int, target: f
 
 
 @given(replicas, written_targets)
+@example(2, 2097.151)  # found by hypothesis: a target whose thousandths a float truncates
 def test_a_held_count_of_a_written_target_is_ceil_of_metric_over_target_and_n_times_it(
         held: int, target: float) -> None:
     metric = replicas_metric(held, target)
     if held < int(target * 1000):  # the target's thousandths can tell the counts apart
         assert math.ceil(metric / target) == held
-        assert metric == pytest.approx(held * target, rel=1e-12)
+        # N x the target as KEDA reads it: its thousandths truncated as a float (2097.151 is
+        # 2097150 thousandths), so at most a thousandth per replica under N x the written value
+        assert metric == pytest.approx(held * target, abs=held / 1000)
 
 
 def test_three_replicas_of_a_tenth_are_three_not_four_as_float_rounding_would_ask() -> None:
