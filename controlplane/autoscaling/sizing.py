@@ -237,7 +237,9 @@ def apply_gpu_budgets(
     and the cluster budget keeps the whole nodes the placement needs (a budget that is not
     whole nodes would otherwise take a node away from replicas it let through). Without budgets
     or pools the requests come back as they are. The ``held`` models (paused) count in every
-    budget and pool but are never trimmed: the others are, for them."""
+    budget and pool but are never trimmed: the others are, for them; only held models that
+    alone are over what their pools can ever hold are trimmed to it, as PlanFleet would
+    otherwise leave them unplaced and scale them to zero (their replica target stays held)."""
     by_model = {r.model: r for r in requests}
     fixed = [by_model[m] for m in by_model if m in held]
 
@@ -250,8 +252,11 @@ def apply_gpu_budgets(
         clamp([m for m in by_model if shapes[m].tenant == tenant], budget,
               f"{TENANT_BUDGET}:{tenant}")
     for product, (names, max_gpus) in sorted(_pool_capacity(pools).items()):
-        clamp([m for m in by_model if shapes[m].product == product], max_gpus,
-              f"{POOL_MAX_NODES}:{'+'.join(names)}")
+        group = [m for m in by_model if shapes[m].product == product]
+        clamp(group, max_gpus, f"{POOL_MAX_NODES}:{'+'.join(names)}")
+        _clamp(by_model, shapes, [m for m in group if m in held], max_gpus,
+               f"{POOL_MAX_NODES}:{'+'.join(names)}", (),
+               [by_model[m] for m in group if m not in held])
     if cluster_budget_gpus is not None:
         clamp(list(by_model), cluster_budget_gpus, CLUSTER_BUDGET, pools)
     return tuple(by_model[r.model] for r in requests)

@@ -126,6 +126,19 @@ def test_a_paused_model_is_held_and_never_trimmed_while_its_gpus_still_count() -
     assert [ladder.model for ladder in decision.ladders] == [SUPPORT.name]
 
 
+def test_a_paused_model_alone_over_its_pools_is_placed_on_all_they_hold_not_left_unplaced(
+        ) -> None:
+    chat, support = _model(CHAT), _model(SUPPORT)
+    observed = _observed(chat, support)
+    sizing = size(observed, _forecasts(60.0, chat, support), [chat, support],
+                  predictive_policy(short_minute_cost_ratio=0.0), Budgets(), T0, POOLS,
+                  held=held((ModelPause(CHAT.name, 100, T0, "alice"),), observed))
+    hot = {r.model: r.hot for r in sizing.requests}
+    # 40 one-GPU nodes of half-GPU replicas: 80 of the 100 held, none left for the other
+    assert hot == {CHAT.name: 80, SUPPORT.name: 0}
+    assert sizing.held == ((CHAT.name, 100, "paused since 2026-01-05T12:00:00Z by alice"),)
+
+
 def test_a_model_paused_without_a_count_is_held_at_its_observed_replicas_with_no_action(
         ) -> None:
     chat = _model(CHAT)

@@ -101,3 +101,19 @@ def test_each_deciding_ticks_report_carries_every_models_target_warm_pause_and_b
     assert by_model[RESNET].paused_at is None and by_model[RESNET].min_replicas is None
     # the targets are the replicas the tick wanted: once reached, the workloads' own
     assert {m: r.target for m, r in by_model.items()} == _replicas(runtime)
+
+
+def test_a_model_paused_at_more_replicas_than_its_pools_hold_keeps_serving_on_all_they_hold(
+        sqlite_url: str) -> None:
+    runtime, _ = _runtime(sqlite_url)
+    runtime.advance(2 * 60)
+    h100 = next(p for p in runtime.settings.pools if p.product == "H100-80GB")
+    most = h100.max_nodes * h100.gpus_per_node  # llama-3-70b takes a whole H100 a replica
+    assert SqlModelPauses(runtime.store.engine).pause(LLAMA_70B, most + 10, T0, "alice")
+    runtime.advance(10 * 60)
+
+    seen = runtime.cluster.snapshot()
+    llama = next(m for m in seen.models if m.name == LLAMA_70B)
+    assert llama.replicas_target == most + 10  # the workload is held at the pause's count
+    assert llama.replicas_ready == most  # and serves on every GPU its pool can hold
+    assert next(p for p in seen.pools if p.name == h100.name).target_nodes == h100.max_nodes
