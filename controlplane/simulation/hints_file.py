@@ -65,11 +65,14 @@ def load_hints_file(path: Path, models: Collection[str]) -> tuple[DemandHint, ..
         if model not in models:
             raise HintsFileError(f"{at} column model: {model!r} is not in the models file "
                                  f"({', '.join(sorted(models))})")
+        start_at = _time(row["start"] or "", f"{at} column start")
+        end_at = _time(row["end"] or "", f"{at} column end")
+        if end_at <= start_at:
+            raise HintsFileError(f"{at} column end: {(row['end'] or '').strip()} is not after "
+                                 f"start {(row['start'] or '').strip()}")
         try:
             hints.append(DemandHint(model, _rate(row["rate_rps"] or "", f"{at} column rate_rps"),
-                                    _time(row["start"] or "", f"{at} column start"),
-                                    _time(row["end"] or "", f"{at} column end"),
-                                    (row.get("reason") or "").strip()))
+                                    start_at, end_at, (row.get("reason") or "").strip()))
         except HintsFileError:
             raise
         except ValueError as error:

@@ -106,10 +106,12 @@ def test_hints_with_no_predictive_policy_warn_that_they_shape_nothing_and_are_no
     (f"model,start,end,rate_rps\n{LARGE},2025-01-01T04:00Z,2025-01-01T05:00Z,0\n",
      "line 2 column rate_rps: 0 is not a rate in (0, 1e+07] rps"),
     (f"model,start,end,rate_rps\n{LARGE},2025-01-01T05:00Z,2025-01-01T04:00Z,10\n",
-     "line 2: demand hint for chat/large: end_at 2025-01-01T04:00:00+00:00 is not after"),
+     "line 2 column end: 2025-01-01T04:00Z is not after start 2025-01-01T05:00Z"),
+    (f"model,start,end,rate_rps\n{LARGE},2025-01-01T05:00Z,2025-01-01T06:00+01:00,10\n",
+     "line 2 column end: 2025-01-01T06:00+01:00 is not after start 2025-01-01T05:00Z"),
 ], ids=["a missing column", "an unknown model", "not a time", "an end past year 9999 in UTC",
         "a negative rate", "a rate of zero",
-        "an end before the start"])
+        "an end before the start", "an end at the start in another zone"])
 def test_a_bad_hints_file_is_refused_naming_file_line_and_column(
         tmp_path: Path, text: str, message: str) -> None:
     hints = tmp_path / "hints.csv"
