@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,7 +34,7 @@ from controlplane.simulation.config import (
     parse_cold_start_option,
 )
 from controlplane.simulation.engine import SimOptions
-from controlplane.simulation.hints_file import load_hints_file
+from controlplane.simulation.hints_file import hints_outside, load_hints_file
 from controlplane.simulation.operator_settings import (
     SimulateSettings,
     simulate_settings,
@@ -115,6 +116,10 @@ def _options_and_knobs(values: dict[str, Any], named: dict[str, str],
     if chosen is not None and chosen.scale_down is not None:
         knobs = replace(knobs, scale_down=chosen.scale_down)
     return options, knobs
+
+
+def _utc(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 #: said on stderr and in the table's title whenever ``--oracle-forecast`` is on
@@ -268,6 +273,12 @@ def simulate_command(
     if hints is not None and PREDICTIVE not in names:
         print_warning(f"--hints {hints}: demand hints only shape the predictive policy; "
                       f"{', '.join(names)} never read them (add --policy predictive to compare)")
+    for hint in hints_outside(options.hints, replayed.start_at,
+                              replayed.minute_at(replayed.minutes), options.hint_lead_s):
+        print_warning(f"--hints {hints}: the hint on {hint.model} from {_utc(hint.start_at)} "
+                      f"until {_utc(hint.end_at)} is outside the trace ("
+                      f"{_utc(replayed.start_at)} to "
+                      f"{_utc(replayed.minute_at(replayed.minutes))}) and shapes nothing")
     if chosen is not None and chosen.ignored:
         print_warning(f"simulate ignores the settings {', '.join(chosen.ignored)} ({config_file} "
                       "and HEADROOM_* variables): they set up the live control plane; the models "

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Collection
-from datetime import UTC, datetime
+from collections.abc import Collection, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from controlplane.domain.hints import MAX_HINT_RPS, DemandHint
@@ -78,3 +78,10 @@ def load_hints_file(path: Path, models: Collection[str]) -> tuple[DemandHint, ..
         except ValueError as error:
             raise HintsFileError(f"{at}: {error}") from None
     return tuple(hints)
+
+
+def hints_outside(hints: Sequence[DemandHint], since_at: datetime, until_at: datetime,
+                  lead_s: float) -> list[DemandHint]:
+    """The hints whose window, opened ``lead_s`` early, does not meet [since_at, until_at):
+    the trace's minutes; such a hint floors no forecast of the replay (a wrong year, say)."""
+    return [h for h in hints if not h.overlaps(since_at, until_at + timedelta(seconds=lead_s))]

@@ -180,3 +180,20 @@ def test_a_hint_the_fleet_can_hold_is_not_reported_capped(tmp_path: Path) -> Non
     assert code == 0, out
     assert "hints_capped" not in json.loads(out[out.index("{"):])["policies"]["predictive"]
     assert "capped" not in out
+
+
+def test_a_hint_outside_the_traces_minutes_is_a_warning_naming_it_and_the_traces_span(
+        tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "trace.csv", steps=6)  # 2025-01-01 00:00 to 01:00
+    hints = _hints(tmp_path / "hints.csv", [
+        f"{LARGE},2026-01-01T00:20:00Z,2026-01-01T00:40:00Z,900,wrong year",
+        f"{LARGE},2025-01-01T01:05:00Z,2025-01-01T02:00:00Z,900,its lead meets the end"])
+    code, out = _run("--trace", str(trace), "--models", str(write_models(
+        tmp_path / "models.yaml")), "--timeline-out", str(tmp_path / "T.csv"),
+        "--hints", str(hints), *FAST)
+    assert code == 0, out
+    said = " ".join(out.split())
+    assert (f"warning: --hints {hints}: the hint on {LARGE} from 2026-01-01T00:20:00Z until "
+            "2026-01-01T00:40:00Z is outside the trace (2025-01-01T00:00:00Z to "
+            "2025-01-01T01:00:00Z) and shapes nothing") in said
+    assert said.count("is outside the trace") == 1
