@@ -53,7 +53,8 @@ def import_models(
     file: Annotated[Path, typer.Argument(
         metavar="FILE", dir_okay=False,
         help="models YAML: a `models:` list of name, tenant, isolation, engine, latency_slo_ms, "
-             "cold_start and profile points; deploy/examples/models.yaml is one, commented")],
+             "cold_start, profile points and optional min_replicas / max_replicas; "
+             "deploy/examples/models.yaml is one, commented")],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="check the file and say what "
                                           "would change; write nothing")] = False,
     config: ConfigOption = None,
