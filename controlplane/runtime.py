@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -56,18 +56,25 @@ log = logging.getLogger("headroom.runtime")
 
 
 def keda_servicer(settings: Settings, store: Store, clock: Clock,
-                  specs: tuple[ModelSpec, ...]) -> KedaScalerServicer:
+                  specs: Sequence[ModelSpec] | Callable[[], Sequence[ModelSpec]]
+                  ) -> KedaScalerServicer:
     """KEDA's external scaler on the stored forecasts, with the upper tails the reconcile loop
     calibrated from its own errors and the demand hints' floors it sizes with (without the
     loop's hint lead: GetMetrics' own lookahead, ``keda_lookahead_s``, is KEDA's lead); the
     target is one replica's share, of the profile the loop sized the model with (corrected
     online where it was). It honours each model's replica bounds and pause as stored now; a
     pause without a count holds the replicas the newest tick observed, while that tick is at
-    most a reconcile interval plus ``reconcile.max_staleness_s`` old."""
+    most a reconcile interval plus ``reconcile.max_staleness_s`` old. ``specs``: the models, or
+    what gives the current ones at each call (``serve``'s models in use)."""
     pauses = SqlModelPauses(store.engine)
     observed_age_s = settings.reconcile.interval_s + settings.reconcile.max_staleness_s
-    offline_rps = {s.name: s.best_point().replica_rps for s in specs}
-    targets = CorrectedTargets(offline_rps, settings.reconcile.target_utilization, store, clock,
+
+    def offline_rps(given: Sequence[ModelSpec]) -> dict[str, float]:
+        return {s.name: s.best_point().replica_rps for s in given}
+
+    targets = CorrectedTargets((lambda: offline_rps(specs())) if callable(specs)
+                               else offline_rps(specs),
+                               settings.reconcile.target_utilization, store, clock,
                                refresh_s=settings.reconcile.interval_s)
     forecasts = HintedForecasts(CalibratedForecasts(store, SqlForecastLedger(store.engine), clock,
                                                     calibration_config(settings)),

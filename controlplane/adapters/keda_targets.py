@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping
 from datetime import datetime
 
+from controlplane.domain.models import RpsByModel, live_rps
 from controlplane.ports import Clock, ProfileReader
 
 log = logging.getLogger("headroom.keda")
@@ -22,26 +23,27 @@ log = logging.getLogger("headroom.keda")
 class CorrectedTargets:
     """Per-replica target rates by model, from the loop's newest recorded profiles."""
 
-    def __init__(self, offline_rps: Mapping[str, float], utilization: float,
-                 profiles: ProfileReader, clock: Clock, refresh_s: float = 30.0) -> None:
-        self._offline = dict(offline_rps)
+    def __init__(self, offline_rps: RpsByModel, utilization: float, profiles: ProfileReader,
+                 clock: Clock, refresh_s: float = 30.0) -> None:
+        """``offline_rps``: each model's offline per-replica throughput, or what gives the
+        current models' at each call (``serve``'s models in use: a model imported or removed
+        since start is targeted, or not, at once)."""
+        self._offline = live_rps(offline_rps)
         self._utilization = utilization
         self._profiles = profiles
         self._clock = clock
         self._refresh_s = refresh_s
         self._read_at: datetime | None = None
-        self._targets = {m: rps * utilization for m, rps in self._offline.items()}
+        self._recorded: dict[str, float] = {}
 
     def targets(self) -> Mapping[str, float]:
         now = self._clock.now()
-        if self._read_at is not None and (now - self._read_at).total_seconds() < self._refresh_s:
-            return self._targets
-        self._read_at = now
-        try:
-            recorded = {p.model: p.corrected_rps for p in self._profiles.last_profiles()}
-        except Exception as error:  # the store is down: the last targets stand
-            log.warning("keda.targets_unread", extra={"error": str(error)})
-            return self._targets
-        self._targets = {m: recorded.get(m, rps) * self._utilization
-                         for m, rps in self._offline.items()}
-        return self._targets
+        if self._read_at is None or (now - self._read_at).total_seconds() >= self._refresh_s:
+            self._read_at = now
+            try:
+                self._recorded = {p.model: p.corrected_rps
+                                  for p in self._profiles.last_profiles()}
+            except Exception as error:  # the store is down: the last profiles read stand
+                log.warning("keda.targets_unread", extra={"error": str(error)})
+        return {m: self._recorded.get(m, rps) * self._utilization
+                for m, rps in self._offline().items()}

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from controlplane.domain.models import ModelSpec
+from controlplane.domain.models import ModelSpec, RpsByModel, live_rps
 from controlplane.domain.observed import ModelLoad
 from controlplane.settings import ConfigError
 from controlplane.settings_cluster import PrometheusSettings
@@ -91,11 +91,14 @@ class PrometheusLoad:
     model Prometheus could not measure is unknown, not 0; a latency it could not read is None
     (logged) and never fails the load reading."""
 
-    def __init__(self, source: PrometheusSource, replica_rps: Mapping[str, float],
+    def __init__(self, source: PrometheusSource,
+                 replica_rps: RpsByModel,
                  latency_preset: str = "triton", latency_query: str | None = None,
                  latency_quantile: float | None = None) -> None:
+        """``replica_rps``: each model's per-replica throughput, or what gives the current
+        one at each reading (``serve``'s models in use, reloaded without a restart)."""
         self.source = source
-        self.replica_rps = dict(replica_rps)
+        self._replica_rps = live_rps(replica_rps)
         self.latency_preset = latency_preset
         self.latency_query = latency_query
         self.latency_quantile = latency_quantile
@@ -113,13 +116,18 @@ class PrometheusLoad:
                                                   "error": next(iter(rates.unknown.values()))})
         latencies = self._latencies_ms(models, at)
         sampled_at = {m: datetime.fromtimestamp(t, UTC) for m, t in rates.sampled_at.items()}
+        replica_rps = self.replica_rps
         return {model: ModelLoad(rates.rates.get(model),
-                                 ready * self.replica_rps.get(model, 0.0),
+                                 ready * replica_rps.get(model, 0.0),
                                  rates.unknown.get(model, ""),
                                  latency_ms=latencies.get(model),
                                  sampled_at=sampled_at.get(model),
                                  undated_why=self.undated_why)
                 for model, ready in ready_replicas.items()}
+
+    @property
+    def replica_rps(self) -> Mapping[str, float]:
+        return self._replica_rps()
 
     def _latencies_ms(self, models: list[str], at: datetime) -> dict[str, float]:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -128,3 +129,16 @@ class ModelSpec:
         eligible = [p for p in allowed if p.latency_ms <= 0.45 * self.latency_slo_ms]
         candidates = eligible or list(allowed)
         return max(candidates, key=lambda p: (p.throughput_rps, -p.compute_slices))
+
+
+#: each model's requests per second per replica, or what gives the current ones at each call
+#: (``serve``'s models in use, reloaded without a restart)
+RpsByModel = Mapping[str, float] | Callable[[], Mapping[str, float]]
+
+
+def live_rps(given: RpsByModel) -> Callable[[], Mapping[str, float]]:
+    """``given`` as what gives it at each call: itself when callable, else a copy, fixed."""
+    if callable(given):
+        return given
+    fixed = dict(given)
+    return lambda: fixed

@@ -81,3 +81,13 @@ def test_targets_are_read_at_most_every_refresh_and_a_failed_read_keeps_the_last
     profiles.down = True
     clock.advance(timedelta(minutes=5).total_seconds())
     assert targets.targets() == {MISTRAL: 5.4, BERT: 150.0} and profiles.reads == 3
+
+
+def test_targets_follow_the_models_in_use_at_each_call_between_profile_reads() -> None:
+    clock, profiles = VirtualClock(T0), Profiles()
+    profiles.profiles = CORRECTED
+    in_use = {MISTRAL: 18.0}
+    targets = CorrectedTargets(lambda: in_use, 0.5, profiles, clock, refresh_s=30)
+    assert targets.targets() == {MISTRAL: 5.4} and profiles.reads == 1
+    in_use = {BERT: 300.0}  # `headroom models import` of bert, `models remove` of mistral
+    assert targets.targets() == {BERT: 150.0} and profiles.reads == 1  # at once, not read again
