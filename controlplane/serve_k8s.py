@@ -1,5 +1,7 @@
 """``headroom serve`` with ``backend: kubernetes``: every replica serves the placement API and
 keeps the inventory; only the Lease holder reconciles, forecasts and moves MIG re-layouts on.
+The models are the store's at each tick (``ModelsInUse``): ``headroom models import`` / ``models
+remove`` take effect at the next tick, without a restart.
 
 Each model's request rate comes from Prometheus (``prometheus.url``, required): every tick reads
 the current rate (a model it cannot measure is unknown that tick, not 0), and every forecast
@@ -20,7 +22,6 @@ from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.adapters.prometheus import (
     PrometheusHistory,
     PrometheusLoad,
-    per_replica_rps,
     prometheus_source,
 )
 from controlplane.autoscaling.from_settings import known_capacity
@@ -29,10 +30,10 @@ from controlplane.domain.errors import Fenced, PermanentError, TransientError, e
 from controlplane.forecast_refresh import forecast_jobs, refresh_forecasts
 from controlplane.jobs import build_scheduler, run_until_stopped
 from controlplane.metrics import ControlPlaneMetrics
+from controlplane.models_in_use import ModelsInUse
 from controlplane.placement_api import FOLLOW_EVERY_S, JournalFollower, start_placement_api
 from controlplane.ports import ClusterReader, MigRelayoutActuator, PlacementClient
 from controlplane.reconcile import ReconcileConfig, ReconcileDeps
-from controlplane.reconcile_config import reconcile_config
 from controlplane.recorded_tick import TickRun, run_tick
 from controlplane.runtime import hints_api, keda_servicer, prune_store
 from controlplane.settings import ConfigError, Settings, pool_specs
@@ -42,9 +43,11 @@ from controlplane.store.configured import DbGroup, listed_model_count
 from controlplane.store.engine import redact, sqlite_file
 from controlplane.store.hints import SqlDemandHints
 from controlplane.store.ledger import SqlForecastLedger
+from controlplane.store.model_digest import model_specs_digested
 from controlplane.store.outage import STORE_DOWN
 from controlplane.store.pauses import SqlModelPauses
 from controlplane.store.relayout import SqlRelayoutStore
+from forecaster.sources.prometheus import PrometheusSource
 from scheduler.engine import PlacementEngine
 
 log = logging.getLogger("headroom.serve")
@@ -125,6 +128,20 @@ def leader_tick(deps: ReconcileDeps, config: ReconcileConfig, mig: MigRelayoutAc
     return run
 
 
+def leader_tick_on_current_models(deps: ReconcileDeps, models: ModelsInUse,
+                                  mig: MigRelayoutActuator,
+                                  metrics: ControlPlaneMetrics | None) -> TickRun:
+    """``leader_tick`` with the models table's current set (``ModelsInUse.reload_if_changed``):
+    a model imported, changed or removed since the last tick is sized as it now is."""
+    models.reload_if_changed()
+    return leader_tick(deps, models.config, mig, metrics)
+
+
+def forecast_history(source: PrometheusSource, models: ModelsInUse) -> PrometheusHistory:
+    """The forecast refresh's history: Prometheus', of the models in use at each refresh."""
+    return PrometheusHistory(source, models.names)
+
+
 def _advance(mig: MigRelayoutActuator) -> None:
     try:
         mig.advance()
@@ -152,9 +169,12 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                   identity: str | None = None) -> None:
     """``identity``: the replica's Lease holder identity (``serve.serve_identity``), the name
     its ``engine`` changes the placement journal by; None: ``k8s.identity`` or hostname-pid."""
-    specs = tuple(store.model_specs())
+    digest, specs = model_specs_digested(store.engine)
     if not specs:  # check_models_listed ran before the store was migrated; models went since
         raise _no_models(settings.db.url, "add them with `headroom models import FILE`")
+    # the models every consumer uses, reloaded each tick when `headroom models import` /
+    # `models remove` changed them (no restart)
+    models = ModelsInUse(settings, store.engine, digest, specs)
     clock = WallClock()
     store.upsert_prices(pool_specs(settings), clock.now())  # the Cost page's prices
     source = prometheus_source(settings.prometheus)
@@ -162,11 +182,11 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     relayouts = SqlRelayoutStore(store.engine, fence=lambda: decisions.fence_token(clock.now()))
     backend = build_k8s_backend(settings, clock, relayouts,
                                 identity=identity,
-                                load=PrometheusLoad(source, per_replica_rps(specs),
+                                load=PrometheusLoad(source, models.replica_rps,
                                                    settings.prometheus.metric,
                                                    settings.prometheus.latency_query,
                                                    settings.prometheus.latency_quantile))
-    history = PrometheusHistory(source, store.model_names)
+    history = forecast_history(source, models)
     placement = LocalPlacementClient(engine)
     inventory_reader = backend.reader.without_load()  # a follower's: no Prometheus queries
     decisions = RetryingDecisionStore(store, writer=backend.identity, term=backend.elector.term)
@@ -182,7 +202,6 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                          sharing=backend.sharing, mig=backend.mig, samples=store,
                          hints=SqlDemandHints(store.engine),
                          pauses=SqlModelPauses(store.engine))
-    config = reconcile_config(settings, specs)
 
     stepping_down = threading.Event()  # SIGTERM: lead no more, hand the Lease back
     ticking = threading.Lock()  # held by a tick, so the Lease goes only once none is in flight
@@ -202,12 +221,15 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     def tick() -> None:
         with ticking:
             if not leads():
+                models.reload_if_changed()  # a follower's KEDA targets follow the models, too
                 follower_tick(inventory_reader, placement, metrics)
                 return
-            leader_tick(deps, config, backend.mig, metrics)  # metrics: set below, before it runs
+            # metrics: set below, before it runs
+            leader_tick_on_current_models(deps, models, backend.mig, metrics)
 
     def forecast() -> None:
         if leads():  # stored under this term's token: none when another replica led since
+            models.reload_if_changed()  # forecast the models in use, as a takeover's, too
             now = clock.now()
             refresh_forecasts(history, store, now, settings, fence=decisions.fence_token(now))
 
@@ -227,7 +249,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
             if metrics is not None:  # scraped until it stops: as a follower's
                 metrics.forget_fleet()
 
-    keda = keda_servicer(settings, store, clock, specs)
+    keda = keda_servicer(settings, store, clock, lambda: models.specs)
     hints = hints_api(store, clock, known_capacity(settings))
     stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda), hints],
                                            console, stream_workers=keda.max_streams)

@@ -60,7 +60,7 @@ def import_models(
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:
-    """Add or update every model of FILE (others stay listed); serve reads them at start."""
+    """Add or update every model of FILE (others stay listed); serve uses them next tick."""
     try:
         given = load_model_specs(file)
     except ModelsFileError as error:
@@ -77,8 +77,8 @@ def import_models(
     parts = [f"{kind} {', '.join(names)}" for kind, names in found.items() if names]
     out.print(f"{verb} {len(given)} model(s) from {file}: {'; '.join(parts)}"
               + ("" if dry_run or not (found["new"] or found["updated"]) else
-                 "; restart serve to manage them"), markup=False, highlight=False,
-              soft_wrap=True)
+                 "; a running serve --backend kubernetes uses them from its next tick"),
+              markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("list")
@@ -131,11 +131,11 @@ def remove(
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:
-    """Stop managing NAME (its history, plans and costs stay); takes effect at serve's restart."""
+    """Stop managing NAME (its history, plans and costs stay); serve stops at its next tick."""
     def work(store: Store) -> None:
         if not store.remove_model(name):
             raise InputError(f"model {name!r} is not listed (see `headroom models list`)")
 
     with_existing_store(config, db, work)
-    out.print(f"removed model {name}; restart serve to stop managing it", markup=False,
-              highlight=False, soft_wrap=True)
+    out.print(f"removed model {name}; a running serve --backend kubernetes stops managing it "
+              "at its next tick", markup=False, highlight=False, soft_wrap=True)

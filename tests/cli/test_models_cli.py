@@ -40,7 +40,8 @@ def test_a_models_file_is_imported_listed_re_imported_and_a_model_removed(
     imported = _models(store_url, "import", str(models))
     assert imported.returncode == 0, imported.stderr
     assert imported.stdout.startswith(f"imported 2 model(s) from {models}: new llama-3-8b-chat, "
-                                      "resnet50; restart serve")
+                                      "resnet50; a running serve --backend kubernetes "
+                                      "uses them from its next tick")
     store = Store.open(store_url)
     assert store.model_specs() == load_model_specs(models)  # the specs, whole
     check_models_listed(DbSettings(url=store_url))  # serve's start check (kubernetes) passes

@@ -1,5 +1,5 @@
 """A model the fleet still serves but the models table no longer lists (`headroom models remove`
-takes effect at serve's restart; a Deployment found in the cluster): the pages show it as
+of a model whose Deployment stays in the cluster): the pages show it as
 `headroom status` does, rendered by Streamlit's AppTest over a copy of a store the real core
 filled."""
 
