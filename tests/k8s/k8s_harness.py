@@ -12,15 +12,25 @@ from pathlib import Path
 import jsonschema
 import kubernetes_validate
 from apiserver import KUBERNETES_VERSION, ApiServer
+from fake_controllers import FakeMigManager
 from k8s_builders import k8s_settings
 from kubernetes import client
 
 from controlplane.adapters.k8s.api import KubeApi
 from controlplane.adapters.k8s.backend import K8sBackend, build_k8s_backend
+from controlplane.adapters.placement import LocalPlacementClient
+from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ModelLoad, ObservedState
+from controlplane.domain.tick import TickReport
 from controlplane.ports import LoadSource, RelayoutStore
+from controlplane.reconcile import ReconcileDeps
+from controlplane.reconcile_config import reconcile_config
+from controlplane.serve_k8s import leader_tick
 from controlplane.sim.clock import VirtualClock
+from controlplane.store import Store
+from controlplane.store.ledger import SqlForecastLedger
 from controlplane.store.relayout import MemoryRelayoutStore
+from scheduler.engine import PlacementEngine
 
 START_AT = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -80,3 +90,26 @@ def assert_pool_drift_noted(observed: ObservedState, pool: str, noted: str, targ
         "writing the target again"]
     seen = observed.pool(pool)
     assert seen is not None and seen.target_nodes == target and not seen.target_intact
+
+
+def leader_ticks(backend: K8sBackend, clock: VirtualClock, url: str, model: ModelSpec,
+                 mig: FakeMigManager, *, ticks: int = 6, tick_s: float = 30.0
+                 ) -> list[TickReport]:
+    """``ticks`` leader ticks, ``tick_s`` apart, of a control plane managing ``model`` on
+    ``backend`` (its store at ``url``), with the local placement engine; the fake MIG manager
+    acts between ticks."""
+    store = Store.open(url, migrate=True)
+    store.upsert_models((model,))
+    deps = ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
+                         replicas=backend.replicas,
+                         placement=LocalPlacementClient(PlacementEngine()), forecasts=store,
+                         decisions=store, history=store, ledger=SqlForecastLedger(store.engine),
+                         sharing=backend.sharing, mig=backend.mig)
+    config = reconcile_config(k8s_settings(), (model,))
+    reports = []
+    for _ in range(ticks):
+        assert backend.elector.try_acquire_or_renew(clock.now())
+        reports.append(leader_tick(deps, config, backend.mig, None).report)
+        mig.react()
+        clock.advance(tick_s)
+    return reports

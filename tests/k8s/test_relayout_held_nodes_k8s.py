@@ -17,23 +17,16 @@ from k8s_builders import (
     model_deployment,
     nodepool,
 )
-from k8s_harness import FixedLoads, assert_schema_valid, make_backend
+from k8s_harness import FixedLoads, assert_schema_valid, leader_ticks, make_backend
 
 from controlplane.adapters.k8s.manifests import config_map, mig_parted_document, with_mig_configs
 from controlplane.adapters.k8s.names import MIG_PARTED_KEY
-from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.domain.actions import RelayoutMig
 from controlplane.domain.mig_layout import config_name, uniform
 from controlplane.domain.observed import ModelLoad
 from controlplane.domain.tick import TickReport, TickStatus
-from controlplane.reconcile import ReconcileDeps
-from controlplane.reconcile_config import reconcile_config
-from controlplane.serve_k8s import leader_tick
 from controlplane.sim.clock import VirtualClock
-from controlplane.store import Store
 from controlplane.store.codec import observed_from_json, observed_to_json
-from controlplane.store.ledger import SqlForecastLedger
-from scheduler.engine import PlacementEngine
 from tests.restart_scenario import A100, CHAT, RATE_RPS
 
 SLICE = "nvidia.com/mig-1g.10gb"
@@ -83,21 +76,7 @@ def _ticks(server: ApiServer, clock: VirtualClock, url: str, mig: FakeMigManager
     """Six leader ticks, 30 s apart, of a control plane on the seeded fleet seeing the model's
     RATE_RPS; the fake MIG manager acts between ticks."""
     backend = make_backend(server, clock, load=FixedLoads({CHAT.name: ModelLoad(RATE_RPS, 0.0)}))
-    store = Store.open(url, migrate=True)
-    store.upsert_models((CHAT,))
-    deps = ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
-                         replicas=backend.replicas,
-                         placement=LocalPlacementClient(PlacementEngine()), forecasts=store,
-                         decisions=store, history=store, ledger=SqlForecastLedger(store.engine),
-                         sharing=backend.sharing, mig=backend.mig)
-    config = reconcile_config(k8s_settings(), (CHAT,))
-    reports = []
-    for _ in range(6):
-        assert backend.elector.try_acquire_or_renew(clock.now())
-        reports.append(leader_tick(deps, config, backend.mig, None).report)
-        mig.react()
-        clock.advance(30)
-    return reports
+    return leader_ticks(backend, clock, url, CHAT, mig)
 
 
 def test_the_loop_re_lays_out_the_pools_other_node_and_says_why_it_passed_the_held_one_over(

@@ -18,23 +18,16 @@ from k8s_builders import (
     model_deployment,
     nodepool,
 )
-from k8s_harness import FixedLoads, assert_schema_valid, make_backend
+from k8s_harness import FixedLoads, assert_schema_valid, leader_ticks, make_backend
 
 from controlplane.adapters.k8s.backend import K8sBackend
 from controlplane.adapters.k8s.manifests import config_map, mig_parted_document, with_mig_configs
 from controlplane.adapters.k8s.names import MIG_PARTED_KEY
-from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.domain.actions import RelayoutMig
 from controlplane.domain.mig_layout import config_name, uniform
 from controlplane.domain.observed import ModelLoad
 from controlplane.domain.tick import TickReport, TickStatus
-from controlplane.reconcile import ReconcileDeps
-from controlplane.reconcile_config import reconcile_config
-from controlplane.serve_k8s import leader_tick
 from controlplane.sim.clock import VirtualClock
-from controlplane.store import Store
-from controlplane.store.ledger import SqlForecastLedger
-from scheduler.engine import PlacementEngine
 from tests.restart_scenario import A100, CHAT, RATE_RPS, relayouts_asked
 
 NODE = "a100-1"
@@ -67,21 +60,7 @@ def _restarted_loop(server: ApiServer, clock: VirtualClock, url: str, running: i
     on the seeded fleet, seeing the model's RATE_RPS; the fake MIG manager acts between ticks."""
     backend = make_backend(server, clock, load=FixedLoads(
         {CHAT.name: ModelLoad(RATE_RPS, running * CHAT.profile[0].throughput_rps)}))
-    store = Store.open(url, migrate=True)
-    store.upsert_models((CHAT,))
-    deps = ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
-                         replicas=backend.replicas,
-                         placement=LocalPlacementClient(PlacementEngine()), forecasts=store,
-                         decisions=store, history=store, ledger=SqlForecastLedger(store.engine),
-                         sharing=backend.sharing, mig=backend.mig)
-    config = reconcile_config(k8s_settings(), (CHAT,))
-    reports = []
-    for _ in range(6):
-        assert backend.elector.try_acquire_or_renew(clock.now())
-        reports.append(leader_tick(deps, config, backend.mig, None).report)
-        mig.react()
-        clock.advance(TICK_S)
-    return reports, backend
+    return leader_ticks(backend, clock, url, CHAT, mig, tick_s=TICK_S), backend
 
 
 def _evictions(server: ApiServer) -> list[str]:
