@@ -100,11 +100,7 @@ def leader_ticks(backend: K8sBackend, clock: VirtualClock, url: str, model: Mode
     acts between ticks."""
     store = Store.open(url, migrate=True)
     store.upsert_models((model,))
-    deps = ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
-                         replicas=backend.replicas,
-                         placement=LocalPlacementClient(PlacementEngine()), forecasts=store,
-                         decisions=store, history=store, ledger=SqlForecastLedger(store.engine),
-                         sharing=backend.sharing, mig=backend.mig)
+    deps = leader_deps(backend, store, clock)
     config = reconcile_config(k8s_settings(), (model,))
     reports = []
     for _ in range(ticks):
@@ -113,3 +109,13 @@ def leader_ticks(backend: K8sBackend, clock: VirtualClock, url: str, model: Mode
         mig.react()
         clock.advance(tick_s)
     return reports
+
+
+def leader_deps(backend: K8sBackend, store: Store, clock: VirtualClock) -> ReconcileDeps:
+    """The reconcile loop of ``serve``'s leader on ``backend`` and ``store``: placing in process,
+    laying nodes out (device-plugin sharing, MIG re-layouts) through the backend."""
+    return ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
+                         replicas=backend.replicas,
+                         placement=LocalPlacementClient(PlacementEngine()), forecasts=store,
+                         decisions=store, history=store, ledger=SqlForecastLedger(store.engine),
+                         sharing=backend.sharing, mig=backend.mig)

@@ -6,22 +6,18 @@ from __future__ import annotations
 
 from apiserver import ApiServer
 from k8s_builders import gpu_node, k8s_settings, model_deployment, nodepool
-from k8s_harness import FixedLoads, client_for
+from k8s_harness import FixedLoads, client_for, leader_deps
 
 from controlplane.adapters.k8s.backend import K8sBackend, build_k8s_backend
-from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.domain.observed import ModelLoad
 from controlplane.domain.tick import TickReport
-from controlplane.reconcile import ReconcileDeps
 from controlplane.reconcile_config import reconcile_config
 from controlplane.serve_k8s import leader_tick
 from controlplane.settings import Settings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.sim.clock import VirtualClock
 from controlplane.store import Store
-from controlplane.store.ledger import SqlForecastLedger
 from controlplane.store.relayout import SqlRelayoutStore
-from scheduler.engine import PlacementEngine
 
 LLAMA, RESNET = "llama-3-8b-chat", "resnet50-vision"
 SPECS = tuple(s for s in DEMO_MODELS if s.name in (LLAMA, RESNET))
@@ -54,13 +50,7 @@ class Leader:
             settings, clock, SqlRelayoutStore(store.engine), api_client=client_for(server),
             identity="headroom-0", load=FixedLoads(loads or LOADS))
         store.upsert_models(SPECS)
-        b = self.backend
-        self.deps = ReconcileDeps(clock=clock, reader=b.reader, node_pools=b.node_pools,
-                                  replicas=b.replicas,
-                                  placement=LocalPlacementClient(PlacementEngine()),
-                                  forecasts=store, decisions=store, history=store,
-                                  ledger=SqlForecastLedger(store.engine), sharing=b.sharing,
-                                  mig=b.mig)
+        self.deps = leader_deps(self.backend, store, clock)
         self.config = reconcile_config(settings, SPECS)
 
     def tick(self) -> TickReport:

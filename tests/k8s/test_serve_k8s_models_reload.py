@@ -10,27 +10,23 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from apiserver import ApiServer
-from k8s_harness import FixedLoads, client_for
+from k8s_harness import FixedLoads, client_for, leader_deps
 from operator_scenario import LLAMA, LOADS, RESNET, SPECS, operator_settings, seed_operator_fleet
 from typer.testing import CliRunner
 
 from controlplane.adapters.k8s.backend import build_k8s_backend
-from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.adapters.prometheus import prometheus_source
 from controlplane.cli import app
 from controlplane.domain.actions import SetReplicas
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.tick import TickReport
 from controlplane.models_in_use import ModelsInUse
-from controlplane.reconcile import ReconcileDeps
 from controlplane.serve_k8s import forecast_history, leader_tick_on_current_models
 from controlplane.settings_cluster import PrometheusSettings
 from controlplane.sim.clock import VirtualClock
 from controlplane.store import Store
-from controlplane.store.ledger import SqlForecastLedger
 from controlplane.store.model_digest import model_specs_digested
 from controlplane.store.relayout import SqlRelayoutStore
-from scheduler.engine import PlacementEngine
 
 
 def _models_file(path: Path, specs: tuple[ModelSpec, ...]) -> Path:
@@ -60,13 +56,7 @@ class Serving:
         self.backend = build_k8s_backend(
             settings, clock, SqlRelayoutStore(store.engine), api_client=client_for(server),
             identity="headroom-0", load=FixedLoads(LOADS))
-        b = self.backend
-        self.deps = ReconcileDeps(clock=clock, reader=b.reader, node_pools=b.node_pools,
-                                  replicas=b.replicas,
-                                  placement=LocalPlacementClient(PlacementEngine()),
-                                  forecasts=store, decisions=store, history=store,
-                                  ledger=SqlForecastLedger(store.engine), sharing=b.sharing,
-                                  mig=b.mig)
+        self.deps = leader_deps(self.backend, store, clock)
         digest, specs = model_specs_digested(store.engine)  # as run_serve_k8s starts
         self.models = ModelsInUse(settings, store.engine, digest, specs)
 
