@@ -40,12 +40,11 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import requests
-from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
-from urllib3.util.retry import Retry
 
 from forecaster.errors import SourceError, SourceUnreachable
 from forecaster.prepare import unusable_problem
+from forecaster.sources.prometheus_connection import auth_hint, prometheus_client, unreachable
 from forecaster.sources.prometheus_replies import (
     matrix_samples,
     not_api,
@@ -60,9 +59,6 @@ from forecaster.types import SourcedSeries, TrafficSeries
 MAX_POINTS = 10_000
 DEFAULT_RATE_WINDOW_S = 120
 HISTORY_RETRIES = 3  # of a range query answered 429 or 5xx (Prometheus overloaded, restarting)
-RETRY_BACKOFF_S = 1.0  # urllib3's backoff factor between those retries
-RETRY_ON_STATUS = (408, 429, 500, 502, 503, 504)
-_AUTH_REFUSED = (401, 403)
 log = logging.getLogger("headroom.forecaster")
 
 
@@ -165,7 +161,7 @@ class PrometheusSource:
                               f"{endpoint} ({self._hide(not_api(exc))})") from exc
         except (requests.RequestException, PrometheusApiClientException) as exc:
             raise SourceError(f"Prometheus at {self.shown} is unreachable or refused the "
-                              f"label query: {self._hide(short(exc))}{_auth_hint(exc)}") from exc
+                              f"label query: {self._hide(short(exc))}{auth_hint(exc)}") from exc
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise SourceError(f"Prometheus at {self.shown}: unexpected response to the label query "
                               f"{endpoint} (expected a list of names, got {shape(names)})")
@@ -335,10 +331,10 @@ class PrometheusSource:
             raise SourceError(f"Prometheus at {self.shown}: unexpected response to the instant "
                               f"query ({self._hide(not_api(exc))}): {query}") from exc
         except requests.RequestException as exc:
-            raise self._unreachable(exc, "") from exc
+            raise unreachable(exc, self.shown, self.timeout_s, "", self._hide) from exc
         except PrometheusApiClientException as exc:
             raise SourceError(f"Prometheus at {self.shown} rejected the query {query} "
-                              f"({self._hide(short(exc))}){_auth_hint(exc)}") from exc
+                              f"({self._hide(short(exc))}){auth_hint(exc)}") from exc
         try:
             samples = vector_samples(result, label)
         except ValueError as exc:
@@ -348,15 +344,6 @@ class PrometheusSource:
         for key, value in samples:
             out[key] = out.get(key, 0.0) + value
         return out
-
-    def _unreachable(self, exc: requests.RequestException, then: str) -> SourceUnreachable:
-        """A request that failed without an answer: Prometheus did not answer within
-        ``timeout_s`` (a timeout is not retried), or could not be reached."""
-        if isinstance(exc, requests.Timeout):
-            return SourceUnreachable(f"Prometheus at {self.shown} did not answer within "
-                                     f"{self.timeout_s:g} s (prometheus.timeout_s){then}")
-        return SourceUnreachable(f"Prometheus at {self.shown} is unreachable "
-                                 f"({self._hide(short(exc))}){then}{_auth_hint(exc)}")
 
     def _range(self, model: str, query: str, start: datetime, end: datetime,
                step_s: int) -> list[tuple[float, float]]:
@@ -369,48 +356,17 @@ class PrometheusSource:
                               f"query for model {model!r} ({self._hide(not_api(exc))}): "
                               f"{query}") from exc
         except requests.RequestException as exc:
-            raise self._unreachable(exc, f"; no history for model {model!r}") from exc
+            raise unreachable(exc, self.shown, self.timeout_s, f"; no history for model {model!r}",
+                              self._hide) from exc
         except PrometheusApiClientException as exc:
             raise SourceError(f"Prometheus at {self.shown} rejected the query for model "
                               f"{model!r}: {query} ({self._hide(short(exc))})"
-                              f"{_auth_hint(exc)}") from exc
+                              f"{auth_hint(exc)}") from exc
         try:
             return matrix_samples(result)
         except ValueError as exc:
             raise SourceError(f"Prometheus at {self.shown}: unexpected response to the range "
                               f"query for model {model!r} ({exc}): {query}") from exc
-
-
-def prometheus_client(url: str, timeout_s: float, *, username: str | None = None,
-                      password: str | None = None, bearer_token: str | None = None,
-                      retries: int = 0, verify: bool | str = True) -> PrometheusConnect:
-    """The one way Headroom builds a Prometheus client: basic auth in the URL or as
-    ``username``/``password``, or a bearer token. ``retries``: of a request answered with one of
-    ``RETRY_ON_STATUS``, with backoff; a request that failed to connect or timed out is never
-    retried (each try would wait the whole ``timeout_s`` again, and resend an expensive query
-    to a Prometheus already too slow for it), and its timeout surfaces as
-    ``requests.Timeout``. ``verify``: an https server's certificate is checked against the
-    system's CAs (True), a CA bundle file (its path), or not at all (False: credentials and the
-    load Headroom scales on could then come from anyone on the path)."""
-    if bearer_token and (username or password or urlsplit(url).password):
-        raise SourceError(f"Prometheus at {shown_url(url)}: give basic auth or a bearer token, "
-                          "not both")
-    if (username is None) != (password is None):
-        raise SourceError(f"Prometheus at {shown_url(url)}: basic auth needs both a username "
-                          "and a password")
-    if username is not None and urlsplit(url).password is not None:
-        raise SourceError(f"Prometheus at {shown_url(url)}: credentials both in the URL and "
-                          "as username/password; give them once")
-    headers = {"Authorization": f"Bearer {bearer_token}"} if bearer_token else None
-    auth = (username, password) if username is not None else None
-    # read=False re-raises a read timeout as it is; read=0 would wrap it as a connection error
-    retry = Retry(total=retries, connect=0, read=False, status=retries,
-                  backoff_factor=RETRY_BACKOFF_S,
-                  status_forcelist=RETRY_ON_STATUS if retries else None)
-    session = requests.Session()
-    session.verify = verify
-    return PrometheusConnect(url=url, headers=headers, auth=auth, session=session,
-                             timeout=timeout_s, retry=retry)
 
 
 def rates_or_why(model: str, value: float | None, query: str, shown: str,
@@ -424,13 +380,3 @@ def rates_or_why(model: str, value: float | None, query: str, shown: str,
                          f"(query {query})"
     else:
         rates[model] = max(0.0, value)
-
-
-def _auth_hint(exc: BaseException) -> str:
-    if isinstance(exc, requests.exceptions.SSLError):
-        return ("; its TLS certificate is not trusted here: give the CA file that signed it "
-                "(prometheus.ca_file)")
-    text = str(exc)
-    if any(f"HTTP Status Code {code}" in text for code in _AUTH_REFUSED):
-        return "; the credentials were refused (check the username and password or the token)"
-    return ""
