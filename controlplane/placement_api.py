@@ -15,7 +15,7 @@ from controlplane.identity import holder_identity
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.ports import Clock
 from controlplane.settings import ConfigError, Settings, pool_specs
-from controlplane.settings_groups import PlacementSettings
+from controlplane.settings_placement import PlacementSettings
 from controlplane.store import Store
 from controlplane.store.placement_journal import SqlPlacementJournal
 from scheduler.domain.errors import Unavailable

@@ -39,13 +39,13 @@ from controlplane.settings_groups import (
     DashboardSettings,
     DbSettings,
     ForecastSettings,
-    PlacementSettings,
     PoolSettings,
     ReconcileSettings,
     SafetySettings,
     SimSettings,
     default_pools,
 )
+from controlplane.settings_placement import PlacementSettings
 from controlplane.yaml_keys import UniqueKeyLoader
 from scheduler.domain import catalog
 

@@ -24,7 +24,6 @@ from controlplane.autoscaling.profile_correction import CorrectionConfig
 from controlplane.yaml_numbers import NoBoolForANumber
 from scheduler.domain import catalog
 from scheduler.domain.validate import MAX_GPUS_PER_NODE, MAX_PRICE_PER_GPU_HOUR
-from scheduler.metrics import host_and_port, is_loopback
 
 
 class Group(NoBoolForANumber):
@@ -352,77 +351,6 @@ class AutoscalingSettings(Group):
             raise ValueError("autoscaling.static_peak_rps: policy static needs the peak rps of "
                              "every model")
         return self
-
-
-class PlacementSettings(Group):
-    listen: str = Field("127.0.0.1:50051", description="host:port of the gRPC placement API")
-    metrics_listen: str | None = Field(
-        None, description="host:port of Prometheus /metrics (placement API and reconcile loop) "
-        "for headroom serve and demo; None = off")
-    health_listen: str | None = Field(
-        None, description="host:port of the gRPC health service alone, in plaintext, for "
-        "kubelet's gRPC probe (it speaks neither TLS nor tokens); None = off")
-    tls_cert_file: Path | None = Field(None, description="PEM certificate chain of the "
-                                       "placement API (with tls_key_file): TLS; re-read when "
-                                       "it changes (a rotated Secret needs no restart)")
-    tls_key_file: Path | None = Field(None, description="PEM private key of tls_cert_file")
-    tls_client_ca_file: Path | None = Field(None, description="PEM CA: every client must "
-                                            "present a certificate it signed (mutual TLS; "
-                                            "how KEDA's scaler calls authenticate)")
-    token_file: Path | None = Field(None, description="bearer tokens, one per line (two while "
-                                    "clients move to a new one): every call but health and "
-                                    "KEDA's scaler must send 'authorization: Bearer <token>'; "
-                                    "re-read when it changes; never logged. '<token>' alone is "
-                                    "unscoped; '<token> tenant=A[,B...]' may only Place for "
-                                    "those tenants and Release, RenewLeases, RankReplicas and "
-                                    "ListBindings their bindings, and never SyncInventory or "
-                                    "PlanFleet (PERMISSION_DENIED)")
-    client_identities_file: Path | None = Field(
-        None, description="mutual TLS client certificate identities mapped to tenants, one per "
-        "line: 'cn:<common name>', 'dns:<SAN DNS name>' or 'uri:<SAN URI>' (a SPIFFE id), alone "
-        "(unscoped) or with ' tenant=A[,B...]' (scoped as a token line); a certificate matching "
-        "no line is UNAUTHENTICATED, several: the union of their scopes; with a token too, what "
-        "both allow; re-read when it changes; needs tls_client_ca_file")
-    allow_insecure: bool = Field(False, description="serve a listen address beyond loopback "
-                                 "without TLS and authentication (only behind a service mesh "
-                                 "that provides both)")
-
-    @field_validator("listen", "metrics_listen", "health_listen")
-    @classmethod
-    def _host_and_port(cls, value: str | None) -> str | None:
-        if value is not None:
-            host_and_port(value)
-        return value
-
-    @model_validator(mode="after")
-    def _tls_files_together(self) -> PlacementSettings:
-        if (self.tls_cert_file is None) != (self.tls_key_file is None):
-            raise ValueError("placement.tls_cert_file and placement.tls_key_file go together")
-        if self.tls_client_ca_file is not None and self.tls_cert_file is None:
-            raise ValueError("placement.tls_client_ca_file (mutual TLS) needs "
-                             "placement.tls_cert_file and placement.tls_key_file")
-        return self
-
-    @model_validator(mode="after")
-    def _identities_need_client_ca(self) -> PlacementSettings:
-        if self.client_identities_file is not None and self.tls_client_ca_file is None:
-            raise ValueError("placement.client_identities_file maps client certificates to "
-                             "tenants: it needs placement.tls_client_ca_file (mutual TLS)")
-        return self
-
-    def exposure_problem(self) -> str | None:
-        """Why serving ``listen`` so is unsafe, or None: an address beyond loopback needs TLS
-        and authentication (a token and/or client CA) unless ``allow_insecure``. Checked where
-        the API is served (serve, demo), after the address itself."""
-        authenticated = self.token_file is not None or self.tls_client_ca_file is not None
-        host = host_and_port(self.listen)[0]
-        if (is_loopback(host) or self.allow_insecure
-                or (self.tls_cert_file is not None and authenticated)):
-            return None
-        return (f"placement.listen {self.listen} is reachable beyond this machine, so the "
-                "placement API needs TLS (placement.tls_cert_file, placement.tls_key_file) and "
-                "authentication (placement.token_file and/or placement.tls_client_ca_file); "
-                "or set placement.allow_insecure: true behind a service mesh that provides both")
 
 
 class DashboardSettings(Group):

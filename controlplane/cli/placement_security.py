@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from controlplane.cli.streams import usage_error
-from controlplane.settings_groups import PlacementSettings
+from controlplane.settings_placement import PlacementSettings
 from scheduler.metrics import check_bindable, host_and_port, is_loopback
 from scheduler.security import SecurityFileError, TransportSecurity, check_files
 

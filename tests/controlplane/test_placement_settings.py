@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from controlplane.settings_groups import PlacementSettings
+from controlplane.settings_placement import PlacementSettings
 from scheduler.metrics import is_loopback
 
 PEM = {"tls_cert_file": Path("/tls/tls.crt"), "tls_key_file": Path("/tls/tls.key")}

@@ -16,7 +16,7 @@ from placement_builders import make_node, make_place
 from pydantic import ValidationError
 from x509_builders import Leaf, TestCA
 
-from controlplane.settings_groups import PlacementSettings
+from controlplane.settings_placement import PlacementSettings
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 from scheduler.client_identities import parse_identity_file, peer_identities, scope_of
