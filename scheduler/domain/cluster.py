@@ -16,13 +16,14 @@ import numpy.typing as npt
 from scheduler.domain import catalog
 from scheduler.domain.catalog import GpuProduct
 from scheduler.domain.errors import AlreadyExists
-from scheduler.domain.mig import MigInstance, is_valid_layout
+from scheduler.domain.mig import MigInstance
 from scheduler.domain.model import (
     WHOLE_GPU_MILLI,
     Binding,
     NodeSpec,
     SharingMode,
 )
+from scheduler.domain.readoption import GPU_GONE, NODE_GONE, gpu_release_reason
 from scheduler.domain.routing import ReplicaSite
 from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU
 
@@ -41,18 +42,6 @@ MAX_CHANGE_LOG = 1 << 16
 MAX_STATE_IDS = 1 << 20
 #: product masks cached per inventory (a mask is one bool per GPU slot)
 MAX_PRODUCT_MASKS = 64
-
-#: Why a new inventory snapshot released a binding (``Cluster.readopt``): its node or one of its
-#: GPUs is not in the snapshot, the GPU is of a product its Place did not allow, has less memory
-#: than it stated, cannot hold its MIG instance, or is held by bindings it cannot share it with.
-NODE_GONE = "node_gone"
-GPU_GONE = "gpu_gone"
-GPU_PRODUCT = "gpu_product_not_allowed"
-GPU_MEMORY = "insufficient_gpu_memory"
-MIG_PROFILE = "mig_profile_unavailable"
-CONFLICT = "gpu_held_by_other_bindings"
-RELEASE_REASONS = (NODE_GONE, GPU_GONE, GPU_PRODUCT, GPU_MEMORY, MIG_PROFILE, CONFLICT)
-
 
 def product_key(product: str) -> str:
     """Canonical product key: the catalog name when known, else the stripped, lowercased text."""
@@ -338,7 +327,8 @@ class Cluster:
 
     def readopt(self, binding: Binding) -> tuple[str, str] | None:
         """Re-apply a binding from an earlier inventory (or another engine): None when kept,
-        else (reason, detail) of why it cannot be, the reason one of ``RELEASE_REASONS``.
+        else (reason, detail) of why it cannot be, the reason one of ``RELEASE_REASONS``
+        (``readoption``).
 
         Kept when its node and GPU indices exist and each GPU still meets the binding's own
         request (an allowed product, the per-GPU memory it stated, its MIG profile), even when
@@ -357,29 +347,9 @@ class Cluster:
             return GPU_GONE, (f"GPU(s) {list(binding.gpu_indices)} of node {binding.node} are "
                               "not all in the inventory")
         code = MODE_CODE[binding.mode] if binding.mode is not None else 0
-        for g, index in zip(cols, binding.gpu_indices, strict=True):
-            where = f"GPU {index} of node {binding.node}"
-            pid = self.product_id.item(node, g)
-            if binding.gpu_products and self.products[pid] not in binding.gpu_products:
-                known = self.known[pid]
-                return GPU_PRODUCT, (f"{where} is now a "
-                                     f"{known.name if known else self.products[pid]}, not one "
-                                     f"of {', '.join(binding.gpu_products)} that the binding "
-                                     "allowed")
-            asked = binding.gpu_memory_request_mib
-            if asked > 0 and not (self.gmem_known.item(node, g)
-                                  and self.gmem_total.item(node, g) >= asked):
-                has = (f"{self.gmem_total.item(node, g)} MiB" if self.gmem_known.item(node, g)
-                       else "memory not known")
-                return GPU_MEMORY, f"{where} has {has}, the binding asked for {asked} MiB"
-            if binding.mode is SharingMode.MIG and not self._mig_profile_on(node, g, binding):
-                return MIG_PROFILE, (f"{where} cannot hold a {binding.mig_profile} MIG "
-                                     "instance now")
-            if (self.free.item(node, g) < binding.gpu_milli
-                    or self.mode.item(node, g) not in (0, code)
-                    or self.clients.item(node, g) >= MAX_CLIENTS_PER_GPU
-                    or (binding.mode is SharingMode.MIG and not self._mig_fits(node, g, binding))):
-                return CONFLICT, f"{where} is held by other bindings it cannot share it with"
+        why = gpu_release_reason(self, binding, node, cols, code)
+        if why is not None:
+            return why
         self.apply(binding.workload_id, binding.cpu_milli, binding.memory_mib,
                    Choice(node, cols, binding.mode, binding.gpu_milli, binding.gpu_memory_mib,
                           binding.mig_profile, binding.mig_start, binding.reason))
@@ -392,22 +362,6 @@ class Cluster:
         over = ((self.cpu_free < 0) | (self.mem_free < 0)
                 | (self.exists & (self.gmem_free < 0)).any(axis=1))
         return [self.nodes[i].name for i in np.flatnonzero(over).tolist()]
-
-    def _mig_profile_on(self, node: int, gpu: int, binding: Binding) -> bool:
-        """Whether the GPU (MIG-capable) is of a product that has the binding's MIG profile."""
-        product = self.product_of(node, gpu)
-        return (product is not None and self.mig_capable.item(node, gpu)
-                and product.profile(binding.mig_profile) is not None)
-
-    def _mig_fits(self, node: int, gpu: int, binding: Binding) -> bool:
-        """Whether the GPU (MIG-capable, its product having the binding's profile) can hold the
-        binding's MIG instance beside the instances it already holds."""
-        product = self.product_of(node, gpu)
-        prof = product.profile(binding.mig_profile) if product is not None else None
-        if product is None or prof is None or not self.mig_capable.item(node, gpu):
-            return False
-        return is_valid_layout(product, [*self.mig_layout(node, gpu),
-                                         MigInstance(prof, binding.mig_start)])
 
 
 def _charged_mib(binding: Binding) -> int:

@@ -131,7 +131,7 @@ class Binding:
 @dataclass(frozen=True, slots=True)
 class ReleasedBinding:
     """A binding a new inventory snapshot released, with why: ``reason`` is one of
-    ``RELEASE_REASONS`` (``cluster``), ``detail`` says it in a sentence."""
+    ``RELEASE_REASONS`` (``readoption``), ``detail`` says it in a sentence."""
 
     binding: Binding
     reason: str

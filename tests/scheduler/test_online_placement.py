@@ -6,16 +6,11 @@ from typing import Any
 
 import pytest
 
-from scheduler.domain.cluster import (
-    GPU_MEMORY,
-    GPU_PRODUCT,
-    MAX_PRODUCT_MASKS,
-    NODE_GONE,
-    product_key,
-)
+from scheduler.domain.cluster import MAX_PRODUCT_MASKS, product_key
 from scheduler.domain.errors import AlreadyExists, Infeasible
 from scheduler.domain.model import GpuSpec, Isolation, NodeSpec, SharingMode, WorkloadSpec
 from scheduler.domain.placer import OnlinePlacer
+from scheduler.domain.readoption import GPU_MEMORY, GPU_PRODUCT, NODE_GONE
 
 
 def node(name: str, gpus: int = 2, product: str = "T4", cpu: int = 32_000,
