@@ -52,12 +52,19 @@ def open_page(url: str, path: str, monkeypatch: pytest.MonkeyPatch) -> AppTest:
     return at
 
 
-def with_a_renamed_model(url: str, copy: Path, name: str) -> str:
-    """The URL of a copy (at ``copy``) of the store at ``url`` where bert-embed is named ``name``
-    and the newest plan left one of its replicas unplaced."""
+def copy_store(url: str, copy: Path) -> str:
+    """The URL of a copy, at ``copy``, of the SQLite store at ``url`` (for a test to change)."""
     with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as source, \
             closing(sqlite3.connect(copy)) as target:
         source.backup(target)
+    return f"sqlite:///{copy}"
+
+
+def with_a_renamed_model(url: str, copy: Path, name: str) -> str:
+    """The URL of a copy (at ``copy``) of the store at ``url`` where bert-embed is named ``name``
+    and the newest plan left one of its replicas unplaced."""
+    copied = copy_store(url, copy)
+    with closing(sqlite3.connect(copy)) as target:
         for table, column in (("models", "name"), ("observations", "model"),
                               ("forecasts", "model"), ("placements", "model")):
             target.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = 'bert-embed'",
@@ -65,7 +72,7 @@ def with_a_renamed_model(url: str, copy: Path, name: str) -> str:
         target.execute("UPDATE plans SET unplaced_json = ? WHERE id = (SELECT max(id) FROM plans)",
                        (json.dumps([f"{name}: 1 replica found no GPU"]),))
         target.commit()
-    return f"sqlite:///{copy}"
+    return copied
 
 
 @dataclass(frozen=True)

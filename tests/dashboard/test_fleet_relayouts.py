@@ -4,13 +4,11 @@ by Streamlit's AppTest over a copy of a store the real core filled."""
 
 from __future__ import annotations
 
-import sqlite3
-from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from dashboard_support import Seeded, as_shown, open_page
+from dashboard_support import Seeded, as_shown, copy_store, open_page
 from sqlalchemy import insert
 
 from controlplane.cost_reader import table
@@ -21,11 +19,7 @@ HELD = gpu_daemon_pods(["monitoring/dcgm-exporter-x7k2p"])
 
 
 def _with_a_relayout_waiting(seeded: Seeded, tmp_path: Path) -> str:
-    copy = tmp_path / "relayout.db"
-    with closing(sqlite3.connect(seeded.url.removeprefix("sqlite:///"))) as source, \
-            closing(sqlite3.connect(copy)) as target:
-        source.backup(target)
-    url = f"sqlite:///{copy}"
+    url = copy_store(seeded.url, tmp_path / "relayout.db")
     started_at = datetime(2026, 3, 3, 0, 20, tzinfo=UTC)
     engine = make_engine(url)
     with engine.begin() as connection:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from dashboard_support import Seeded, as_shown, open_page
+from dashboard_support import Seeded, as_shown, copy_store, open_page
 
 from controlplane.store import downgrade
 from controlplane.store.engine import make_engine
@@ -24,11 +24,7 @@ SHOWN = "3 negative value(s) clipped to 0; timestamps were out of order (sorted)
 
 
 def _copy(seeded: Seeded, tmp_path: Path) -> str:
-    copy = tmp_path / "notes.db"
-    with closing(sqlite3.connect(seeded.url.removeprefix("sqlite:///"))) as source, \
-            closing(sqlite3.connect(copy)) as target:
-        source.backup(target)
-    return f"sqlite:///{copy}"
+    return copy_store(seeded.url, tmp_path / "notes.db")
 
 
 def _with_notes(seeded: Seeded, tmp_path: Path) -> str:

@@ -5,12 +5,10 @@ filled."""
 
 from __future__ import annotations
 
-import sqlite3
-from contextlib import closing
 from pathlib import Path
 
 import pytest
-from dashboard_support import Seeded, open_page
+from dashboard_support import Seeded, copy_store, open_page
 
 from controlplane.store import Store
 from controlplane.store.engine import make_engine
@@ -20,11 +18,7 @@ REMOVED = "llama-3-70b"
 
 
 def _with_a_model_removed(seeded: Seeded, tmp_path: Path) -> str:
-    copy = tmp_path / "removed.db"
-    with closing(sqlite3.connect(seeded.url.removeprefix("sqlite:///"))) as source, \
-            closing(sqlite3.connect(copy)) as target:
-        source.backup(target)
-    url = f"sqlite:///{copy}"
+    url = copy_store(seeded.url, tmp_path / "removed.db")
     assert Store.open(url).remove_model(REMOVED)
     return url
 

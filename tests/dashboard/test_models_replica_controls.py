@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from dashboard_support import Seeded, as_shown, open_page
+from dashboard_support import Seeded, as_shown, copy_store, open_page
 
 from controlplane.store import downgrade
 from controlplane.store.engine import make_engine
@@ -29,11 +29,7 @@ CAPPED_REASON = "pool_max_nodes:t4+demand_hint_capped:60/120rps"
 
 
 def _copy(seeded: Seeded, tmp_path: Path) -> str:
-    copy = tmp_path / "controls.db"
-    with closing(sqlite3.connect(seeded.url.removeprefix("sqlite:///"))) as source, \
-            closing(sqlite3.connect(copy)) as target:
-        source.backup(target)
-    return f"sqlite:///{copy}"
+    return copy_store(seeded.url, tmp_path / "controls.db")
 
 
 def _newest_replica_change_says(url: str, model: str, reason: str) -> None:

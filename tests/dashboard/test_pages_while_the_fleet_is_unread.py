@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-from dashboard_support import Seeded, as_shown, open_page
+from dashboard_support import Seeded, as_shown, copy_store, open_page
 
 from controlplane.domain.errors import TransientError
 from controlplane.domain.observed import ObservedState
@@ -43,10 +43,7 @@ class Outage:
 
 
 def _copy(seeded: Seeded, path: Path) -> str:
-    with closing(sqlite3.connect(seeded.url.removeprefix("sqlite:///"))) as source, \
-            closing(sqlite3.connect(path)) as target:
-        source.backup(target)
-    return f"sqlite:///{path}"
+    return copy_store(seeded.url, path)
 
 
 def _with_an_outage(seeded: Seeded, tmp_path: Path) -> Outage:
