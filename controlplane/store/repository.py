@@ -37,6 +37,7 @@ from controlplane.store.engine import (
     upgrade,
 )
 from controlplane.store.migration_lock import DEFAULT_MIGRATION_LOCK_WAIT_S
+from controlplane.store.model_digest import model_specs_digested
 from controlplane.store.pg_response import DEFAULT_RESPONSE_TIMEOUT_S
 from controlplane.store.profiles import newest_profiles
 from controlplane.store.tables import (
@@ -150,12 +151,7 @@ class Store:
         self._upsert(ModelRecord.__tablename__, "name", list(rows.values()))
 
     def model_specs(self) -> list[ModelSpec]:
-        with self.session() as session:
-            rows = session.exec(select(ModelRecord).order_by(col(ModelRecord.name))).all()
-        return [codec.spec_from_columns(r.name, r.tenant, r.isolation, r.engine, r.latency_slo_ms,
-                                        r.cold_start_p50_s, r.cold_start_p90_s, r.profile_json,
-                                        r.min_replicas, r.max_replicas)
-                for r in rows]
+        return list(model_specs_digested(self.engine)[1])
 
     def remove_model(self, name: str) -> bool:
         """Take ``name`` out of the models table (its history, plans and costs stay); False
