@@ -252,8 +252,10 @@ def decide(
     hint_rps: Mapping[str, float] | None = None,
     held: Mapping[str, tuple[int, str]] | None = None,
 ) -> TickDecision:
-    """One decision with the placement sized from per-replica profiles (``headroom simulate``).
-    The reconcile loop runs ``size`` and ``settle`` around the scheduler's PlanFleet instead."""
+    """One decision with the placement sized from per-replica profiles: ``size`` then
+    ``decide_sized``. ``headroom simulate`` runs the two with ``hint_capacity.hints_capped``
+    between them; the reconcile loop runs ``size`` and ``settle`` around the scheduler's
+    PlanFleet instead."""
     sizing = size(observed, forecasts, models, policy, budgets, now, pools, hint_rps, held)
     return decide_sized(observed, sizing, models, pools, policy, budgets, memory, now)
 
