@@ -22,6 +22,13 @@ from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.adapters.clock import WallClock
+from controlplane.cli.forecast_csv import (
+    CsvCoverage,
+    coverage_warnings,
+    csv_coverage,
+    only_series,
+    trace_in_rps,
+)
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.numbers import float_option
 from controlplane.cli.store_origin import db_url_named
@@ -36,6 +43,7 @@ from controlplane.forecast_job import (
 )
 from controlplane.settings import ConfigError, Settings, load_settings
 from controlplane.settings_cluster import PrometheusSettings
+from controlplane.simulation.trace import check_value_unit
 from controlplane.store import Store, StoreUnavailable
 from controlplane.store.configured import open_existing_store
 from controlplane.store.engine import missing_schema, redact
@@ -74,6 +82,9 @@ def run(
         "--series-col", help="--csv: column naming the model ('' for one series)")] = "model",
     time_unit: Annotated[str | None, typer.Option(
         "--time-unit", help="--csv: unit of a numeric time column: s, ms, min, h")] = None,
+    value_unit: Annotated[str, typer.Option(
+        "--value-unit", help="--csv: unit of the rate column: rps | rpm | per-step (a count per "
+        "trace step); converted to requests/s, as `headroom simulate` reads a trace")] = "rps",
     shard: Annotated[str, typer.Option(help="INDEX/COUNT of a sharded fleet, e.g. "
                                        "$(JOB_COMPLETION_INDEX)/8")] = "0/1",
     workers: Annotated[int | None, typer.Option(min=1, help="worker processes (default: "
@@ -102,6 +113,13 @@ def run(
     serve reads for them (backend kubernetes: Prometheus at prometheus.url; otherwise the
     store's observations), so scheduled runs can do serve's refreshes (set
     forecast.refresh_in_serve false; deploy/forecast-cronjob.yaml runs one shard per pod).
+
+    A --csv trace's rates are converted to requests/s from --value-unit (rpm, or per-step: a
+    count per trace step) as `headroom simulate` converts them. Stored, only the series the
+    store's models table lists are forecast: each other series is named in a warning
+    (not_in_models with --json), as is each model of the table without rows in the CSV
+    (models_without_rows); a run with no series left stores nothing and says so (exit 0, as a
+    run over no model). An empty models table stores every series, with a warning.
 
     Bad input is reported per model, never a silent zero: a CSV with a repeated timestamp is
     refused (exit 2); NaN/text, negative and out-of-order rows, negative Prometheus values, and
@@ -140,11 +158,16 @@ def run(
         if job.method not in METHODS:
             raise InputError(f"--method {job.method!r}: choose one of {', '.join(METHODS)}")
         source, now = _source(prometheus_url, settings, metric, query, models, csv,
-                              time_col, value_col, series_col, time_unit,
+                              time_col, value_col, series_col, (time_unit, value_unit),
                               store_url or settings.db.url, at, job.step_s)
         # checked before any fit, not after every model was fitted
         with db_url_named(settings) if store_url is None else nullcontext():
             sink = None if no_store else open_existing_store(settings.db, store_url)
+        coverage = None
+        if isinstance(source, CsvSource) and sink is not None:  # only the table's models
+            coverage = csv_coverage(source.model_names(), sink.model_names(),
+                                    _wanted(models), job.shard)
+            source = CsvSource(only_series(source.trace, coverage.stored))
         state_name = "--state-dir" if state_dir is not None else "forecast.state_dir"
         unwritable = _unwritable_state_dir(job.state_dir, state_name)
         if unwritable:  # no state read or saved: every model fits, none is deferred
@@ -177,7 +200,7 @@ def run(
             line) else ""
         raise usage_error(f"store {redact(store_url or settings.db.url)}: {line}{hint}"
                           ) from exc
-    doc = job_doc(report_, stored=not no_store)
+    doc = job_doc(report_, stored=not no_store, coverage=coverage)
     if json_out:
         sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
     else:
@@ -193,6 +216,8 @@ def run(
             print_warning(f"model {model!r}: {note}")
     for model, why in report_.failed.items():
         print_warning(f"model {model!r}: {why}")
+    for line in coverage_warnings(coverage, str(csv)) if coverage else ():
+        print_warning(line)
     if report_.state_unsaved:
         print_error(state_unsaved_line(report_, state_path, state_name, stored=not no_store))
     if report_.failed:
@@ -244,24 +269,30 @@ def state_unsaved_line(r: JobReport, state_dir: Path | None, name: str, stored: 
 
 def _source(prometheus_url: str | None, settings: Settings, metric: str | None,
             query: str | None, models: str | None, csv: Path | None, time_col: str,
-            value_col: str, series_col: str | None, time_unit: str | None, store_url: str,
-            at: str | None, step_s: int) -> tuple[HistorySource, Any]:
+            value_col: str, series_col: str | None, units: tuple[str | None, str],
+            store_url: str, at: str | None, step_s: int) -> tuple[HistorySource, Any]:
     """The history source and the forecast origin ('now'; for a CSV: one step after the grid
     step its last row counts in, so the last row is part of the history and the origin is on
     the grid: ``CsvSource.end_ns``). Neither --csv nor --prometheus-url: the
     store's models (``--models``: each must be one of them), with the history ``serve`` reads
     for them (``backend: kubernetes``: Prometheus at ``prometheus.url``; else the store's
-    observations). A name given twice in ``--models`` is forecast once."""
-    wanted = (list(dict.fromkeys(m.strip() for m in models.split(",") if m.strip()))  # once each
-              if models is not None else None)
+    observations). A name given twice in ``--models`` is forecast once. ``units``: the CSV's
+    time unit and value unit (its values are read in requests/s)."""
+    time_unit, value_unit = units
+    wanted = _wanted(models)
     if wanted == []:
         raise InputError(f"--models {models!r}: no model name; give comma-separated names or "
                          "leave it out for every model")
     if prometheus_url and csv:
         raise InputError("give either --prometheus-url or --csv, not both")
+    check_value_unit(value_unit)
+    if value_unit != "rps" and csv is None:
+        raise InputError(f"--value-unit {value_unit}: only a --csv trace has a value unit "
+                         "(Prometheus and the store give requests/s)")
     now = _parse_at(at) if at else None
     if csv is not None:
-        trace = read_trace(csv, time_col, value_col, series_col, time_unit, wanted)
+        trace = trace_in_rps(read_trace(csv, time_col, value_col, series_col, time_unit,
+                                        wanted), value_unit)
         source = CsvSource(trace)
         end = pd.Timestamp(source.end_ns(step_s), tz="UTC").to_pydatetime()
         return source, now or end
@@ -281,6 +312,13 @@ def _source(prometheus_url: str | None, settings: Settings, metric: str | None,
     if settings.backend == "kubernetes":
         return _serves_history(settings.prometheus, metric, query, listed), now or WallClock().now()
     return listed, now or WallClock().now()
+
+
+def _wanted(models: str | None) -> list[str] | None:
+    """``--models``' names, once each in their order (None: every model)."""
+    if models is None:
+        return None
+    return list(dict.fromkeys(m.strip() for m in models.split(",") if m.strip()))
 
 
 def _serves_history(prometheus: PrometheusSettings, metric: str | None, query: str | None,
@@ -323,7 +361,9 @@ def _parse_at(text: str) -> Any:
         .to_pydatetime()
 
 
-def job_doc(r: JobReport, stored: bool) -> dict[str, Any]:
+def job_doc(r: JobReport, stored: bool, coverage: CsvCoverage | None = None) -> dict[str, Any]:
+    """The run's JSON document; ``coverage``: a --csv run's series against the models table
+    (without it, e.g. Prometheus or --no-store, its keys are empty)."""
     return {
         "ok": not (r.failed or r.state_unsaved), "computed_at": r.computed_at.isoformat(),
         "shard": f"{r.shard.index}/{r.shard.count}", "models": r.models,
@@ -332,6 +372,8 @@ def job_doc(r: JobReport, stored: bool) -> dict[str, Any]:
         "deferred": r.deferred, "seasonal_fits": r.seasonal_fits,
         "state_unsaved": r.state_unsaved, "state_error": r.state_error or None,
         "pruned_state_files": r.pruned,
+        **(coverage.as_doc() if coverage else
+           {"not_in_models": [], "models_without_rows": [], "models_table_empty": None}),
         "methods": r.methods, "fallbacks": r.fallbacks,
         "timing_s": {"fetch": round(r.fetch_s, 3), "compute": round(r.compute_s, 3),
                      "store": round(r.store_s, 3), "wall": round(r.wall_s, 3)},

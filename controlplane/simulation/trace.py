@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -26,6 +27,7 @@ from controlplane.simulation.cells import shown
 from forecaster.prepare import GRID_TOLERANCE
 from forecaster.sources.replay import repeated_column
 
+RatesT = TypeVar("RatesT", pd.Series, np.ndarray)
 VALUE_UNITS = {"rps": 1.0, "rpm": 1 / 60}  # plus "per-step": a count per trace step
 FILL_GAPS = ("none", "hold", "zero")
 TIME_UNITS = {"s": 1, "ms": 1e-3, "min": 60, "h": 3600}
@@ -171,7 +173,7 @@ def _gaps_s(times: pd.Series, series: pd.Series) -> dict[str, np.ndarray]:
 _MINUTE_DIVISORS_S = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30)
 
 
-def _step_s(gaps_s: Mapping[str, np.ndarray]) -> int:
+def trace_step_s(gaps_s: Mapping[str, np.ndarray]) -> int:
     """The most common spacing, taken as the whole minutes or the divisor of a minute it is
     within ``GRID_TOLERANCE`` of (scrape jitter: gaps of 58-62 s are a 60 s step)."""
     diffs = [round(d) for d in np.concatenate([np.zeros(0), *gaps_s.values()])]
@@ -218,8 +220,7 @@ def load_trace(path: Path, *, time_col: str = "ts", series_col: str | None = "mo
     """Read a trace. ``models`` (from the models file) must match the trace's models exactly."""
     if fill_gaps not in FILL_GAPS:
         raise TraceError(f"--fill-gaps must be one of {', '.join(FILL_GAPS)}, got {fill_gaps!r}")
-    if value_unit not in (*VALUE_UNITS, "per-step"):
-        raise TraceError(f"--value-unit must be rps, rpm or per-step, got {value_unit!r}")
+    check_value_unit(value_unit)
     if time_unit is not None and time_unit not in TIME_UNITS:
         raise TraceError(f"--time-unit must be one of {', '.join(TIME_UNITS)}, got {time_unit!r}")
     frame = _read(path, time_col, series_col, value_col)
@@ -241,15 +242,29 @@ def load_trace(path: Path, *, time_col: str = "ts", series_col: str | None = "mo
         for name in sorted(known - set(series)):
             raise TraceError(f"{path}: model {name!r} of the models file has no rows in the trace")
     gaps_s = _gaps_s(times, series)
-    step_s = _step_s(gaps_s)
+    step_s = trace_step_s(gaps_s)
     _check_spacing(path, time_col, time_unit, gaps_s, step_s)
     if step_s < 60 and 60 % step_s:
         raise TraceError(f"{path}: step of {step_s}s does not divide a minute")
     if step_s >= 60 and step_s % 60:
         raise TraceError(f"{path}: step of {step_s}s is not a whole number of minutes")
-    rates = rates / step_s if value_unit == "per-step" else rates * VALUE_UNITS[value_unit]
+    rates = to_rps(rates, value_unit, step_s)
     return _to_minutes(path, times, series, rates, step_s, fill_gaps,
                        tuple(models) or tuple(sorted(set(series))))
+
+
+def check_value_unit(value_unit: str) -> None:
+    """Refuse a ``--value-unit`` that is none of rps, rpm, per-step."""
+    if value_unit not in (*VALUE_UNITS, "per-step"):
+        raise TraceError(f"--value-unit must be rps, rpm or per-step, got {value_unit!r}")
+
+
+def to_rps(rates: RatesT, value_unit: str, step_s: float) -> RatesT:
+    """A trace's values in ``value_unit`` (rps, rpm, or per-step: a count per trace step of
+    ``step_s``) as requests per second: the one conversion of ``simulate``'s and ``forecast run
+    --csv``'s traces."""
+    check_value_unit(value_unit)
+    return rates / step_s if value_unit == "per-step" else rates * VALUE_UNITS[value_unit]
 
 
 def grid_offsets_s(path: Path, times: pd.Series, step_s: int) -> np.ndarray:
