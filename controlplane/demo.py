@@ -23,6 +23,7 @@ import grpc
 from controlplane.adapters.clock import WallClock
 from controlplane.adapters.keda import keda_registrar
 from controlplane.autoscaling.from_settings import known_capacity
+from controlplane.domain.timestamps import utc_text
 from controlplane.domain.wording import counted
 from controlplane.fleet_lease import hold_fleet_lease
 from controlplane.jobs import build_scheduler
@@ -257,7 +258,7 @@ class Demo:
         return DemoSummary(
             ticks=self.runtime.ticks,
             sim_minutes=round(self.sim_minutes(), 2),
-            sim_start_at=self.sim_start_at.isoformat(),
+            sim_start_at=utc_text(self.sim_start_at),
             models=len(self.runtime.specs),
             gpus=snapshot.gpus_ready(),
             gpus_peak=self.gpus_peak,

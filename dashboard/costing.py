@@ -4,7 +4,7 @@ read from the store, as DataFrames. Cached with the same TTL as the queries."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pandas as pd
 import streamlit as st
@@ -25,6 +25,7 @@ from controlplane.domain.cost_gaps import (
     unrecorded_spans,
 )
 from controlplane.domain.price_history import fleet_cost_rates
+from controlplane.domain.timestamps import utc_text
 from dashboard import queries as q
 from dashboard.context import TTL_S, engine_for
 
@@ -82,7 +83,7 @@ def export_args(until_at: datetime, window: timedelta, step_s: float) -> tuple[s
     """The options of ``headroom cost export`` that export the page's window (``window`` long,
     ending at ``until_at``, both clipped to the store's ticks by ``window_bounds`` alike) at the
     page's sampling step, so it reproduces the page's figures."""
-    until = until_at.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z"
+    until = utc_text(until_at)
     return ("--until", until, "--days", _exact(window / timedelta(days=1)),
             "--step-s", _exact(step_s))
 

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from controlplane.adapters.clock import WallClock
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
+from controlplane.domain.timestamps import utc_text
 from controlplane.placement_api import journaled_engine
 from controlplane.store import Store
 from controlplane.store.placement_journal import live_bindings
@@ -47,7 +48,7 @@ def _lease(binding: Binding, now: datetime) -> str:
 def _expires_at(binding: Binding) -> str | None:
     if not binding.leased:
         return None
-    return datetime.fromtimestamp(binding.lease_expires_at_s, UTC).isoformat()
+    return utc_text(datetime.fromtimestamp(binding.lease_expires_at_s, UTC))
 
 
 def list_bindings(
@@ -73,7 +74,7 @@ def list_bindings(
                            "gpu_indices": list(b.gpu_indices),
                            "mode": b.mode.value if b.mode is not None else None,
                            "mig_profile": b.mig_profile or None, "gpu_milli": b.gpu_milli,
-                           "bound_at": at.isoformat(), "lease_s": b.lease_s or None,
+                           "bound_at": utc_text(at), "lease_s": b.lease_s or None,
                            "lease_expires_at": _expires_at(b)} for b, at in bound], indent=1))
         return
     if not bound:

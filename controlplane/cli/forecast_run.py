@@ -34,6 +34,7 @@ from controlplane.cli.numbers import float_option
 from controlplane.cli.store_origin import db_url_named
 from controlplane.cli.streams import print_error, print_warning, usage_error
 from controlplane.domain.errors import error_line
+from controlplane.domain.timestamps import utc_text
 from controlplane.forecast_job import (
     HistorySource,
     JobConfig,
@@ -365,7 +366,7 @@ def job_doc(r: JobReport, stored: bool, coverage: CsvCoverage | None = None) -> 
     """The run's JSON document; ``coverage``: a --csv run's series against the models table
     (without it, e.g. Prometheus or --no-store, its keys are empty)."""
     return {
-        "ok": not (r.failed or r.state_unsaved), "computed_at": r.computed_at.isoformat(),
+        "ok": not (r.failed or r.state_unsaved), "computed_at": utc_text(r.computed_at),
         "shard": f"{r.shard.index}/{r.shard.count}", "models": r.models,
         "forecasts": len(r.forecasts), "stored": stored and bool(r.forecasts),
         "failed": r.failed, "refits": r.refits, "reused_state": r.reused,
@@ -388,7 +389,7 @@ def job_doc(r: JobReport, stored: bool, coverage: CsvCoverage | None = None) -> 
 
 def job_table(r: JobReport) -> Table:
     """The run's forecasts; model names are shown as written (not read as Rich markup)."""
-    t = Table(title=f"forecasts at {r.computed_at.isoformat()} (shard {r.shard.index}/"
+    t = Table(title=f"forecasts at {utc_text(r.computed_at)} (shard {r.shard.index}/"
                     f"{r.shard.count})")
     for col in ("model", "method", "fallback", "p50 @ horizon", "p90 max", "recent WAPE %",
                 "warnings"):

@@ -24,6 +24,7 @@ from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_
 from controlplane.cli.streams import print_warning
 from controlplane.cli.times import parse_utc
 from controlplane.domain.hints import MAX_HINT_RPS, DemandHint, HintError, new_hint, rps_text
+from controlplane.domain.timestamps import utc_text
 from controlplane.store import Store
 from controlplane.store.hints import SqlDemandHints
 from forecaster.errors import InputError
@@ -102,7 +103,7 @@ def list_hints(
         None if all_ else now))
     if json_out:
         print(json.dumps([{"id": h.hint_id, "model": h.model, "rate_rps": h.rate_rps,
-                           "start_at": h.start_at.isoformat(), "end_at": h.end_at.isoformat(),
+                           "start_at": utc_text(h.start_at), "end_at": utc_text(h.end_at),
                            "reason": h.reason} for h in hints], indent=1))
         return
     if not hints:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,6 +25,7 @@ from controlplane.cli.paths import check_output_path
 from controlplane.cli.streams import print_warning, usage_error
 from controlplane.domain.demand import PREDICTIVE
 from controlplane.domain.hints import rps_text
+from controlplane.domain.timestamps import utc_text
 from controlplane.settings import ConfigError, load_settings
 from controlplane.simulation.config import (
     ModelsFileError,
@@ -116,10 +116,6 @@ def _options_and_knobs(values: dict[str, Any], named: dict[str, str],
     if chosen is not None and chosen.scale_down is not None:
         knobs = replace(knobs, scale_down=chosen.scale_down)
     return options, knobs
-
-
-def _utc(at: datetime) -> str:
-    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 #: said on stderr and in the table's title whenever ``--oracle-forecast`` is on
@@ -275,10 +271,10 @@ def simulate_command(
                       f"{', '.join(names)} never read them (add --policy predictive to compare)")
     for hint in hints_outside(options.hints, replayed.start_at,
                               replayed.minute_at(replayed.minutes), options.hint_lead_s):
-        print_warning(f"--hints {hints}: the hint on {hint.model} from {_utc(hint.start_at)} "
-                      f"until {_utc(hint.end_at)} is outside the trace ("
-                      f"{_utc(replayed.start_at)} to "
-                      f"{_utc(replayed.minute_at(replayed.minutes))}) and shapes nothing")
+        print_warning(f"--hints {hints}: the hint on {hint.model} from {utc_text(hint.start_at)} "
+                      f"until {utc_text(hint.end_at)} is outside the trace ("
+                      f"{utc_text(replayed.start_at)} to "
+                      f"{utc_text(replayed.minute_at(replayed.minutes))}) and shapes nothing")
     if chosen is not None and chosen.ignored:
         print_warning(f"simulate ignores the settings {', '.join(chosen.ignored)} ({config_file} "
                       "and HEADROOM_* variables): they set up the live control plane; the models "

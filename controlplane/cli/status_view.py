@@ -26,6 +26,7 @@ from controlplane.domain.forecast_accuracy import ACCURACY_WINDOW_S, ForecastAcc
 from controlplane.domain.hints import DemandHint, rps_text
 from controlplane.domain.pause import ModelPause
 from controlplane.domain.tick_writers import UNKNOWN_WRITER, LeadershipChange
+from controlplane.domain.timestamps import utc_text
 
 #: the columns of a demand hint's row (``headroom status`` and ``headroom hint list``)
 HINT_COLUMNS = ("id", "model", "rps", "start (UTC)", "end (UTC)", "reason")
@@ -38,7 +39,7 @@ def hint_cells(h: DemandHint) -> tuple[str, ...]:
 
 
 def _at(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat().replace("+00:00", "Z")
+    return None if value is None else utc_text(value)
 
 
 def pause_json(pause: ModelPause | None) -> dict[str, Any] | None:

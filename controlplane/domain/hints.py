@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from controlplane.domain.timestamps import utc_text
+
 MAX_HINT_RPS = 1e7
 
 
@@ -42,8 +44,8 @@ class DemandHint:
             raise ValueError(f"demand hint for {self.model}: start_at and end_at need a "
                              "time zone")
         if self.end_at <= self.start_at:
-            raise ValueError(f"demand hint for {self.model}: end_at {self.end_at.isoformat()} "
-                             f"is not after start_at {self.start_at.isoformat()}")
+            raise ValueError(f"demand hint for {self.model}: end_at {utc_text(self.end_at)} "
+                             f"is not after start_at {utc_text(self.start_at)}")
 
     def overlaps(self, since_at: datetime, until_at: datetime) -> bool:
         """Whether the hint's window meets [since_at, until_at)."""

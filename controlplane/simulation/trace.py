@@ -23,6 +23,7 @@ from typing import TypeVar
 import numpy as np
 import pandas as pd
 
+from controlplane.domain.timestamps import utc_text
 from controlplane.simulation.cells import shown
 from forecaster.prepare import GRID_TOLERANCE
 from forecaster.sources.replay import repeated_column
@@ -282,9 +283,9 @@ def grid_offsets_s(path: Path, times: pd.Series, step_s: int) -> np.ndarray:
     off = np.abs(offsets_s - snapped_s) > GRID_TOLERANCE * step_s
     if off.any():
         row = int(np.flatnonzero(off)[0])
-        raise TraceError(f"{path}: line {row + 2}: time {times.iloc[row]} is "
+        raise TraceError(f"{path}: line {row + 2}: time {utc_text(times.iloc[row])} is "
                          f"{offsets_s[row] - snapped_s[row]:+g}s off the trace's {step_s}s grid, "
-                         f"which starts at its first time {first}")
+                         f"which starts at its first time {utc_text(first)}")
     return np.asarray(snapped_s, dtype=float)
 
 
@@ -309,10 +310,10 @@ def _to_minutes(path: Path, times: pd.Series, series: pd.Series, rates: pd.Serie
         if gaps.any():
             first = int(np.flatnonzero(gaps)[0])
             if fill_gaps == "none":
+                first_at = (start + pd.Timedelta(minutes=first)).to_pydatetime()
                 raise TraceError(
                     f"{path}: model {name!r}: no data for {int(gaps.sum())} minute(s), first at "
-                    f"{(start + pd.Timedelta(minutes=first)).isoformat()}; pass --fill-gaps "
-                    "hold or zero to replay anyway")
+                    f"{utc_text(first_at)}; pass --fill-gaps hold or zero to replay anyway")
             filled[name] = int(gaps.sum())
             if fill_gaps == "zero":
                 values[gaps] = 0.0

@@ -35,7 +35,7 @@ def test_scripted_demo_prints_one_json_summary_with_ticks_and_placements(tmp_pat
     assert summary["ticks"] > 0 and summary["placements"] > 0
     assert summary["models"] == 6 and summary["gpus"] > 0
     assert summary["sim_minutes"] == 120
-    assert summary["sim_start_at"] == "2026-12-03T08:00:00+00:00"
+    assert summary["sim_start_at"] == "2026-12-03T08:00:00Z"
     assert 0.9 < summary["served_share"] <= 1.0
     assert summary["grpc_address"].startswith("127.0.0.1:")
     # a fleet taken over starts laid out: re-layouts only follow a plan that outgrows it (the

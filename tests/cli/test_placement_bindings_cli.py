@@ -162,6 +162,8 @@ def test_a_leased_binding_shows_its_time_left_and_one_that_ran_out_is_released_a
     assert doc["fresh"]["lease_s"] == 7200.0
     assert doc["fresh"]["lease_expires_at"].startswith(
         datetime.fromtimestamp(hour_ago_s + 7200, UTC).isoformat()[:16])
+    assert doc["fresh"]["lease_expires_at"].endswith("Z")  # before: ...+00:00
+    assert doc["fresh"]["bound_at"].endswith("Z")
     lines = _cli(db, "bindings").stdout.splitlines()
     table = {w: next(line for line in lines if f" {w} " in line) for w in ("stale", "fresh")}
     assert "ran out" in table["stale"]

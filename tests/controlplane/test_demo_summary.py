@@ -7,7 +7,7 @@ from dataclasses import replace
 from controlplane.demo import DemoSummary
 
 ONE_OF_EACH = DemoSummary(
-    ticks=1, sim_minutes=1.0, sim_start_at="2026-12-03T08:00:00+00:00", models=1, gpus=1,
+    ticks=1, sim_minutes=1.0, sim_start_at="2026-12-03T08:00:00Z", models=1, gpus=1,
     gpus_peak=1, placements=1, forecasts=1, served_share=1.0, short_model_minutes_pct=0.0,
     gpu_hours=0.02, cost_usd=0.05, mig_relayouts=1, wall_s=1.0, grpc_address="127.0.0.1:1",
     dashboard_url=None, db_url="sqlite:///demo.db")
