@@ -53,11 +53,12 @@ def status_command(
     Shows the last tick (its age from the wall clock, status and reason), the process that
     wrote it (the leading replica's Lease identity) and when leadership last changed, the fleet
     lease, the placement journal (bindings, plan revision, last change), per model the observed
-    load, the newest forecast 20 minutes ahead and the replicas, the forecast accuracy over the
-    last hour, per pool the nodes and the GPU price, the profiles corrected online, the last
-    plan's actions, the changes guards held back, MIG re-layouts in flight and the demand hints
-    not ended. Exit code 0 when healthy; 1 when there is no tick yet, the last tick failed or is
-    older than --max-tick-age-s; 2 when the store cannot be read."""
+    load, the newest forecast 20 minutes ahead and the replicas (ready, pending, the target the
+    fleet reported and the one the tick wanted), the forecast accuracy over the last hour, per
+    pool the nodes and the GPU price, the profiles corrected online, the last plan's actions,
+    the changes guards held back, MIG re-layouts in flight and the demand hints not ended.
+    Exit code 0 when healthy; 1 when there is no tick yet, the last tick failed or is older
+    than --max-tick-age-s; 2 when the store cannot be read."""
     try:
         settings = settings_with_db(config, db)
         url = settings.db.url

@@ -18,6 +18,7 @@ from controlplane.domain.fleet_status import (
     ForecastPoint,
     Health,
     LeaseStatus,
+    ModelStatus,
     PlacementStatus,
     UnrecordedTick,
     age_s,
@@ -124,7 +125,8 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "name": m.name, "tenant": m.tenant, "observed": m.observed,
             "demand_measured": m.demand_measured, "observed_rps": m.observed_rps,
             "replicas_ready": m.replicas_ready, "replicas_pending": m.replicas_pending,
-            "replicas_target": m.replicas_target, "capacity_rps": m.capacity_rps,
+            "replicas_target": m.replicas_target, "replicas_desired": m.replicas_desired,
+            "capacity_rps": m.capacity_rps,
             "forecast": _forecast(m.forecast),
             "forecast_accuracy": _accuracy(accuracy.get(m.name)),
             "paused": pause_json(m.pause)} for m in status.models],
@@ -229,6 +231,23 @@ def placement_line(placement: PlacementStatus, now: datetime) -> str:
             f"{placement.plan_revision}; journal version {placement.version}, {changed}")
 
 
+#: between the replica target a model's workload reports and the one the tick wanted
+WANTED_ARROW = "->"
+
+
+def replicas_cell(model: ModelStatus) -> str:
+    """``ready/pending/observed target`` (the target the fleet reported, which the newest tick
+    read), then ``->`` the desired target that tick wanted when it wanted another (the guards
+    pace the way there; the value ``headroom_model_replicas{kind="target"}`` exports): 13/1/14
+    or 13/1/14->16; ``-`` for a model the fleet did not report."""
+    if not model.observed:
+        return "-"
+    cell = f"{model.replicas_ready}/{model.replicas_pending}/{model.replicas_target}"
+    wanted = model.replicas_desired
+    return cell if wanted is None or wanted == model.replicas_target else (
+        f"{cell}{WANTED_ARROW}{wanted}")
+
+
 #: a row name (the first column) up to this long is never broken
 FIRST_COLUMN_CHARS = 24
 
@@ -285,14 +304,13 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
             f"by tick #{status.fleet_tick_id} at {_at(status.fleet_at)} (the last tick could not "
             "read the fleet)"))
     console.print(_fitted(head))
-    models = _table("Models (replicas ready/pending/target; forecast 20 min ahead; tenants in "
-                    "--json)", "model", "rps", "replicas", "capacity", "p50", "p90", "method")
+    models = _table(f"Models (replicas ready/pending/observed target{WANTED_ARROW}desired target "
+                    "where the tick wanted another; forecast 20 min ahead; tenants in --json)",
+                    "model", "rps", "replicas", "capacity", "p50", "p90", "method")
     for m in status.models:
         f = m.forecast
         observed = _num(m.observed_rps) if m.demand_measured or not m.observed else "unknown"
-        replicas = "-" if not m.observed else (
-            f"{m.replicas_ready}/{m.replicas_pending}/{m.replicas_target}")
-        models.add_row(escape(m.name), observed, replicas,
+        models.add_row(escape(m.name), observed, replicas_cell(m),
                        _num(m.capacity_rps), _num(None if f is None else f.p50_rps),
                        _num(None if f is None else f.p90_rps),
                        "-" if f is None else escape(f.method))

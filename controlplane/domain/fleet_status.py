@@ -61,10 +61,14 @@ class ModelStatus:
     observed_rps: float | None  # None: not seen, or its load could not be measured
     replicas_ready: int | None
     replicas_pending: int | None
-    replicas_target: int | None
+    replicas_target: int | None  # the target the fleet reported (e.g. a Deployment's replicas)
     capacity_rps: float | None
     forecast: ForecastPoint | None
     pause: ModelPause | None = None  # `headroom models pause`: its replicas held
+    # the replica target that tick wanted (what headroom_model_replicas{kind="target"} says),
+    # before the guards pace the way there; None: not recorded (the tick decided nothing or
+    # did not size the model)
+    replicas_desired: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

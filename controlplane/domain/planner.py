@@ -32,13 +32,23 @@ REPLICAS_SCALING_DOWN = "replicas_scaling_down"
 # a pool grown over its target: replicas the guards keep over their target take GPUs the target
 # counted for other replicas, which would otherwise wait for a GPU until the kept ones go
 REPLICAS_KEPT_NEED_ROOM = "replicas_kept_need_room"
+MODEL_KEY = "model/"  # the guard memory's key of a model's replicas: model/<name>
+
+
+def wanted_replicas(memory: GuardMemory, tick_at: datetime) -> dict[str, int]:
+    """Model -> the replica target the tick that started at ``tick_at`` wanted (its desired
+    target, before the guards pace the way there), from the guard memory it left: the
+    recommendation it made at ``tick_at``. A tick that sized no model (skipped, its fleet
+    unread) made none, and a model it did not size has none."""
+    return {key.removeprefix(MODEL_KEY): r.value for key, history in memory.history
+            if key.startswith(MODEL_KEY) for r in history if r.at == tick_at}
 
 
 def guard_key(action: Action) -> str | None:
     """The guard memory's key of the target a planned action changes (None: node actions,
     which the guards do not count)."""
     if isinstance(action, SetReplicas):
-        return f"model/{action.model}"
+        return f"{MODEL_KEY}{action.model}"
     if isinstance(action, ScaleNodePool):
         return f"pool/{action.pool}"
     return None
@@ -148,7 +158,7 @@ def plan(
     for target in desired.replicas:
         seen_model = observed.model(target.target)
         current = seen_model.replicas_target if seen_model else 0
-        decision, memory, skip = _guarded(f"model/{target.target}", current, target, memory,
+        decision, memory, skip = _guarded(f"{MODEL_KEY}{target.target}", current, target, memory,
                                           replica_limits, now, desired.is_fresh(target.target))
         if skip:
             skipped.append(skip)

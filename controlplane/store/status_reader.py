@@ -41,6 +41,7 @@ from controlplane.domain.fleet_status import (
 )
 from controlplane.domain.forecast_accuracy import ACCURACY_WINDOW_S
 from controlplane.domain.observed import ObservedModel, ObservedState
+from controlplane.domain.planner import wanted_replicas
 from controlplane.domain.tick_writers import (
     WRITER_LOOKBACK_TICKS,
     LeadershipChange,
@@ -90,7 +91,8 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatu
                 fleet_tick_id=None if seen is None else seen[0],
                 fleet_at=None if observed is None else as_utc(observed.synced_at),
                 lease=_lease(connection, lease_name) if "leases" in tables else None,
-                models=_models(connection, observed, has_pauses, has_notes),
+                models=_models(connection, observed, has_pauses, has_notes,
+                               {} if seen is None else _wanted(connection, seen[0])),
                 pools=_pools(connection, observed),
                 plan=None if tick is None else _plan(connection, tick.tick_id),
                 relayouts=_relayouts(connection) if "mig_relayouts" in tables else (),
@@ -175,11 +177,24 @@ def fleet_seen(connection: Connection, tick_id: int) -> tuple[int, ObservedState
     return None if row is None else (int(row.id), codec.observed_from_json(row.observed_json))
 
 
+def _wanted(connection: Connection, tick_id: int) -> dict[str, int]:
+    """Model -> the replica target tick ``tick_id`` wanted, from the guard memory it stored
+    (``planner.wanted_replicas``)."""
+    t = _table(TickRecord).c
+    row = connection.execute(select(t.started_at, t.guard_memory_json)
+                             .where(t.id == tick_id)).first()
+    if row is None:
+        return {}
+    return wanted_replicas(codec.guard_memory_from_json(row.guard_memory_json),
+                           as_utc(row.started_at))
+
+
 def _models(connection: Connection, observed: ObservedState | None,
-            has_pauses: bool, has_notes: bool) -> tuple[ModelStatus, ...]:
+            has_pauses: bool, has_notes: bool, wanted: dict[str, int]) -> tuple[ModelStatus, ...]:
     """Every model the store lists, then any other the fleet's tick saw, by name; with the
-    pause of each paused model (when the store has the columns: migration 0022) and the notes
-    of its newest forecast (migration 0023)."""
+    pause of each paused model (when the store has the columns: migration 0022), the notes
+    of its newest forecast (migration 0023) and the replica target the fleet's tick wanted
+    (``wanted``: model -> replicas) of each model it sized."""
     m, f = _table(ModelRecord).c, _table(ForecastRecord).c
     tenants = {str(r.name): str(r.tenant) for r in connection.execute(select(m.name, m.tenant))}
     newest = select(func.max(f.id).label("id")).group_by(f.model).subquery()
@@ -195,7 +210,9 @@ def _models(connection: Connection, observed: ObservedState | None,
     names = sorted(set(tenants) | set(seen))
     pauses = {p.model: p for p in paused_models(connection)} if has_pauses else {}
     return tuple(replace(_model(name, tenants.get(name, ""), seen.get(name), forecasts.get(name)),
-                         pause=pauses.get(name)) for name in names)
+                         pause=pauses.get(name),
+                         replicas_desired=wanted.get(name))
+                 for name in names)
 
 
 def _model(name: str, tenant: str, seen: ObservedModel | None,
