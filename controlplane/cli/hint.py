@@ -74,6 +74,9 @@ stored all the same, with a warning: line naming the limit."""
         try:
             hint_ = new_hint(model, rps, start_at, end_at, reason, set(specs), now)
         except HintError as error:
+            if error.field == "window" and end_at <= start_at:  # the domain's words: end_at
+                raise InputError(f"--end {end}: not after --start "  # and start_at, not options
+                                 f"{start if start is not None else 'now'}") from None
             named = {"end": f"--end {end}: ", "reason": "--reason: ", "rate_rps": "--rps: ",
                      "window": "--start/--end: "}.get(error.field, "")
             raise InputError(f"{named}{error}") from None

@@ -92,7 +92,8 @@ def test_a_hint_starts_now_unless_told_and_ended_ones_show_only_with_all(db: Pat
     (["add", CHAT, "--rps", "5", "--end", "9999-12-31T23:00:00-05:00"],
      "--end '9999-12-31T23:00:00-05:00': out of range in UTC (years 1 to 9999)"),
     (["add", CHAT, "--rps", "5", "--start", "2099-01-02T00:00:00Z", "--end",
-      "2099-01-01T00:00:00Z"], "end_at 2099-01-01T00:00:00Z is not after start_at"),
+      "2099-01-01T00:00:00Z"],
+     "--end 2099-01-01T00:00:00Z: not after --start 2099-01-02T00:00:00Z"),
     (["add", CHAT, "--rps", "5", "--end", "2099-01-01T00:00:00Z", "--reason", "x" * 501],
      "--reason: 501 characters, at most 500"),
     (["remove", "7"], "no demand hint with id 7 (see `headroom hint list --all`)"),
@@ -105,6 +106,15 @@ def test_bad_input_is_one_line_naming_it_and_writes_nothing(db: Path, args: list
     assert run.returncode == 2
     assert message in run.stderr and run.stderr.count("\n") == 1
     assert SqlDemandHints(Store.open(f"sqlite:///{db}").engine).hints() == ()
+
+
+def test_a_window_that_ends_before_it_starts_names_the_options_and_times_as_typed(
+        db: Path) -> None:
+    run = _hint(db, "add", CHAT, "--rps", "5", "--start", "2099-01-02T09:00+09:00", "--end",
+                "2099-01-01T23:00")
+    assert (run.returncode, run.stderr) == (  # before: "--start/--end: demand hint for ...:
+        # end_at 2099-01-01T23:00:00Z is not after start_at 2099-01-02T00:00:00Z"
+        2, "error: --end 2099-01-01T23:00: not after --start 2099-01-02T09:00+09:00\n")
 
 
 def test_a_rate_of_zero_is_refused_naming_rps_and_writes_nothing(db: Path) -> None:
