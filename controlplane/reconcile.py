@@ -238,7 +238,8 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
     deps.placement.sync_inventory(observed)
     placed = deps.placement.plan_fleet(placement_demands(sizing, models),
                                        tuple(m.spec for m in models), config.pools)
-    placement = with_ladder_warm(placed, sizing, {m.spec.name: m.shape for m in models})
+    placement = with_ladder_warm(placed, sizing, {m.spec.name: m.shape for m in models},
+                                 config.pools)
     decision = settle(observed, sizing, placement, config.pools, config.policy, config.budgets,
                       memory, now)
     if config.node_configs is not None and deps.mig is not None and deps.sharing is not None:

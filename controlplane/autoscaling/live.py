@@ -3,8 +3,9 @@
 The live loop places replicas with the scheduler's PlanFleet (MIG geometry, MPS, time-slicing),
 so it runs the core in two halves around it: ``core.size`` decides the hot replicas and the
 warm-pool ladder, PlanFleet places exactly the hot replicas (``placement_demands``), and the
-warm GPUs come from the ladder (``with_ladder_warm``), not from the scheduler's own heuristic,
-before ``core.settle`` turns them into node targets and a guarded plan.
+warm GPUs come from the ladder (``with_ladder_warm``, which prices the plan again: PlanFleet's
+cost counted its own warm GPUs), not from the scheduler's own heuristic, before ``core.settle``
+turns them into node targets and a guarded plan.
 
 The live backends have no actuator for loaded-but-idle replicas, so a live model's ladder has
 three rungs: hot, cached (warm GPU share on a node that is up; a start there is the fast mode of
@@ -27,7 +28,7 @@ from controlplane.autoscaling.sizing import ReplicaShape, warm_gpus
 from controlplane.domain.demand import Demand, replicas_for
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.models import ModelSpec
-from controlplane.domain.placement import FleetPlacement
+from controlplane.domain.placement import FleetPlacement, priced
 
 
 def live_models(specs: Sequence[ModelSpec], pools: Sequence[PoolSpec],
@@ -78,6 +79,10 @@ def placement_demands(sizing: Sizing, models: Sequence[FleetModel]) -> tuple[Dem
 
 
 def with_ladder_warm(placement: FleetPlacement, sizing: Sizing,
-                     shapes: Mapping[str, ReplicaShape]) -> FleetPlacement:
-    """``placement`` with its warm GPUs replaced by the ladder's (idle and cached rungs)."""
-    return replace(placement, warm_pools=warm_gpus(sizing.requests, shapes))
+                     shapes: Mapping[str, ReplicaShape], pools: Sequence[PoolSpec]
+                     ) -> FleetPlacement:
+    """``placement`` with its warm GPUs replaced by the ladder's (idle and cached rungs), and its
+    cost that of its placed GPUs plus those warm GPUs at the pools' prices (PlanFleet's cost
+    also paid for the scheduler's own warm GPUs, dropped here)."""
+    prices = {p.product: p.price_per_gpu_hour for p in pools}
+    return priced(replace(placement, warm_pools=warm_gpus(sizing.requests, shapes)), prices)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 from controlplane.domain.models import replicas_per_segment
 
@@ -53,6 +54,9 @@ class WarmGpus:
 
 @dataclass(frozen=True, slots=True)
 class FleetPlacement:
+    """GPUs holding the placed segments (``gpu_ids_by_product``) and whole warm GPUs;
+    ``cost_per_hour`` prices exactly those two (``priced``)."""
+
     revision: int
     segments: tuple[PlacedSegment, ...]
     gpu_ids_by_product: tuple[tuple[str, tuple[str, ...]], ...]
@@ -82,3 +86,16 @@ class FleetPlacement:
         """What the model's segments serve together (a segment's throughput is all of its
         replicas')."""
         return sum(s.throughput_rps for s in self.segments if s.model == model)
+
+
+def priced(placement: FleetPlacement, usd_per_gpu_hour: Mapping[str, float]) -> FleetPlacement:
+    """``placement`` with ``cost_per_hour`` the price of exactly the GPUs it counts: those in
+    ``gpu_ids_by_product`` plus its warm GPUs (a product with no price costs 0, as in the
+    scheduler's PlanFleet)."""
+    gpus: Counter[str] = Counter()
+    for product, ids in placement.gpu_ids_by_product:
+        gpus[product] += len(ids)
+    for warm in placement.warm_pools:
+        gpus[warm.product] += warm.gpus
+    cost = sum(usd_per_gpu_hour.get(product, 0.0) * n for product, n in gpus.items())
+    return replace(placement, cost_per_hour=round(cost, 6))
