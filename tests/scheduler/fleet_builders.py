@@ -63,6 +63,12 @@ def check_plan(plan: FleetPlan, req: FleetRequest) -> dict[str, float]:
             if demand.isolation is Isolation.STRICT:  # MIG or a whole GPU, never MPS
                 assert s.mps_processes <= 1 and s.mode.value in ("exclusive", "mig"), s
             capacity[s.model] += s.throughput_rps
+    # the plan's cost is exactly its GPUs' (each holds a segment) and its warm GPUs' prices
+    assert all(gpu.segments for gpu in plan.gpus), "a GPU of the plan holds no segment"
+    price = {p.product: p.price_per_gpu_hour for p in req.pools}
+    counted = sum(price[g.product] for g in plan.gpus) + sum(
+        price[w.product] * w.gpus for w in plan.warm_pools)
+    assert abs(plan.cost_per_hour - counted) <= 1e-6, (plan.cost_per_hour, counted)
     placed = {u.split(":", 1)[0] for u in plan.unplaced}
     for m in req.models:
         if m.model not in placed and m.rate_rps > 0:
