@@ -14,6 +14,7 @@ from rich.table import Table
 
 from controlplane.domain.fleet_status import (
     FenceStatus,
+    FleetBill,
     FleetStatus,
     ForecastPoint,
     Health,
@@ -22,6 +23,7 @@ from controlplane.domain.fleet_status import (
     PlacementStatus,
     UnrecordedTick,
     age_s,
+    fleet_bill,
 )
 from controlplane.domain.forecast_accuracy import ACCURACY_WINDOW_S, ForecastAccuracy
 from controlplane.domain.hints import DemandHint, rps_text
@@ -136,6 +138,7 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "nodes_pending": p.pool.nodes_pending, "target_nodes": p.pool.target_nodes,
             "price_per_gpu_hour": p.price_per_gpu_hour,
             "price_source": p.price_source} for p in status.pools],
+        "billed": None if not status.pools else _bill_json(fleet_bill(status.pools)),
         "plan": None if plan is None else {
             "id": plan.plan_id, "tick_id": plan.tick_id, "created_at": _at(plan.created_at),
             "revision": plan.revision, "dry_run": plan.dry_run,
@@ -328,7 +331,8 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
             scored.add_row(escape(a.model), str(a.scored),
                            "-" if a.wape is None else f"{a.wape:.1%}", f"{a.p90_coverage:.0%}")
         console.print(_fitted(scored))
-    pools = _table("Pools", "pool", "product", "ready", "pending", "target", "$/GPU-h")
+    title = "Pools" if not status.pools else f"Pools ({bill_text(fleet_bill(status.pools))})"
+    pools = _table(title, "pool", "product", "ready", "pending", "target", "$/GPU-h")
     for p in status.pools:
         pools.add_row(escape(p.pool.name), escape(p.pool.product), str(p.pool.nodes_ready),
                       str(p.pool.nodes_pending), str(p.pool.target_nodes),
@@ -352,22 +356,33 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
     _render_verdict(console, health)
 
 
+def bill_text(bill: FleetBill) -> str:
+    """What the pools bill: ``billed: 24 GPUs, $102.40/h`` (and the pools with no price)."""
+    unpriced = f"; no price for pool(s) {', '.join(bill.unpriced)}" if bill.unpriced else ""
+    return f"billed: {bill.gpus} GPUs, ${bill.usd_per_hour:,.2f}/h{unpriced}"
+
+
+def _bill_json(bill: FleetBill) -> dict[str, Any]:
+    return {"gpus": bill.gpus, "cost_per_hour": bill.usd_per_hour,
+            "unpriced_pools": list(bill.unpriced)}
+
+
 def _render_plan(console: Console, status: FleetStatus, now: datetime) -> None:
     plan = status.plan
     if plan is None:
         console.print("no plan recorded")
     else:
         kind = "dry run" if plan.dry_run else "applied"
-        actions = _table(f"Plan #{plan.plan_id} of tick #{plan.tick_id} ({kind}, revision "
-                         f"{plan.revision}, {plan.gpus_placed} GPUs placed, {plan.warm_gpus} warm,"
-                         f" ${plan.cost_per_hour:,.2f}/h)", "action", "target", "from", "to",
-                         "reason", "outcome")
+        summary = (f"{kind}, revision {plan.revision}: {plan.gpus_placed} GPUs placed + "
+                   f"{plan.warm_gpus} warm = ${plan.cost_per_hour:,.2f}/h")
+        actions = _table(f"Plan #{plan.plan_id} of tick #{plan.tick_id} ({summary})", "action",
+                         "target", "from", "to", "reason", "outcome")
         for a in plan.actions:
             outcome = "-" if a.ok is None else ("ok" if a.ok else f"failed: {a.message}")
             actions.add_row(escape(a.kind), escape(a.target), str(a.from_value), str(a.to_value),
                             escape(a.reason), escape(outcome))
         console.print(_fitted(actions) if plan.actions else f"plan #{plan.plan_id} of tick "
-                      f"#{plan.tick_id}: no actions ({kind})")
+                      f"#{plan.tick_id}: no actions ({summary})")
         if plan.held:
             held = _table("Held back by guards", "target", "kept", "wanted", "reason")
             for h in plan.held:

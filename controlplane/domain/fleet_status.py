@@ -8,6 +8,7 @@ the MIG re-layouts in flight. ``controlplane.store.status_reader`` reads them.""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -76,6 +77,25 @@ class PoolStatus:
     pool: ObservedPool  # as the tick saw it: nodes ready, pending and its target
     price_per_gpu_hour: float | None  # None: the store has no price of its product
     price_source: str
+
+
+@dataclass(frozen=True, slots=True)
+class FleetBill:
+    """What the pools bill as the tick saw them: GPUs of their ready and provisioning nodes, at
+    their products' prices (the ``headroom_fleet_cost_usd_per_hour`` gauges' sum, the
+    dashboard's "$ / h now"); a plan's $/h is only the GPUs it places and keeps warm."""
+
+    gpus: int
+    usd_per_hour: float  # of the priced pools
+    unpriced: tuple[str, ...]  # pools billing GPUs whose product the store has no price of
+
+
+def fleet_bill(pools: Sequence[PoolStatus]) -> FleetBill:
+    priced = [p for p in pools if p.price_per_gpu_hour is not None]
+    return FleetBill(
+        sum(p.pool.gpus_billed for p in pools),
+        round(sum(p.pool.gpus_billed * (p.price_per_gpu_hour or 0.0) for p in priced), 6),
+        tuple(p.pool.name for p in pools if p.price_per_gpu_hour is None and p.pool.gpus_billed))
 
 
 @dataclass(frozen=True, slots=True)

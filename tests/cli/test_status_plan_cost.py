@@ -1,0 +1,72 @@
+"""``headroom status`` shows a plan's $/h as the price of exactly the GPUs it counts (placed and
+warm), and beside the pools what the fleet bills (ready and provisioning nodes' GPUs)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from clihelpers import HEADROOM, _env
+from sqlmodel import Session, col, select
+
+from controlplane.adapters.clock import WallClock
+from controlplane.cli.status_view import bill_text
+from controlplane.domain.fleet_status import PoolStatus, fleet_bill
+from controlplane.domain.observed import ObservedPool
+from controlplane.runtime import SimRuntime
+from controlplane.settings import load_settings
+from controlplane.store import Store
+from controlplane.store.tables import PlacementRecord, PlanRecord
+
+
+def _status(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*HEADROOM, "status", *args],
+                          env=_env(HEADROOM_DB__URL=url, COLUMNS="200"),
+                          capture_output=True, text=True, timeout=120)
+
+
+def _json_status(url: str) -> dict[str, Any]:
+    run = _status(url, "--json")
+    assert "Traceback" not in run.stderr, run.stderr
+    doc: dict[str, Any] = json.loads(run.stdout)
+    return doc
+
+
+def test_the_plans_cost_is_its_placed_and_warm_gpus_and_the_pools_show_the_fleets_bill(
+        sqlite_url: str) -> None:
+    store = Store.open(sqlite_url, migrate=True)
+    settings = load_settings(db={"url": sqlite_url}, sim={"history_s": 6 * 3600})
+    SimRuntime.open(settings, store, WallClock().now() - timedelta(minutes=3)).advance(3 * 60)
+    doc = _json_status(sqlite_url)
+    plan = doc["plan"]
+    price = {p["product"]: p["price_per_gpu_hour"] for p in doc["pools"]}
+    with Session(store.engine) as session:
+        gpus = set(session.exec(select(PlacementRecord.gpu_id, PlacementRecord.product)
+                                .where(col(PlacementRecord.plan_id) == plan["id"])).all())
+        warm_json = session.exec(select(PlanRecord.warm_gpus_json)
+                                 .where(col(PlanRecord.id) == plan["id"])).one()
+    warm: dict[str, int] = json.loads(warm_json or "{}")
+    assert len(gpus) == plan["gpus_placed"] and sum(warm.values()) == plan["warm_gpus"]
+    counted = sum(price[product] for _, product in gpus) + sum(
+        price[product] * n for product, n in warm.items())
+    assert plan["cost_per_hour"] == pytest.approx(counted, abs=1e-6)
+    billed = [(p["nodes_ready"] + p["nodes_pending"]) * p["gpus_per_node"] for p in doc["pools"]]
+    bill = sum(n * p["price_per_gpu_hour"] for n, p in zip(billed, doc["pools"], strict=True))
+    assert doc["billed"] == {"gpus": sum(billed), "cost_per_hour": pytest.approx(bill),
+                             "unpriced_pools": []}
+    table = _status(sqlite_url).stdout
+    assert (f"{plan['gpus_placed']} GPUs placed + {plan['warm_gpus']} warm = "
+            f"${plan['cost_per_hour']:,.2f}/h") in table
+    assert f"Pools (billed: {sum(billed)} GPUs, ${bill:,.2f}/h)" in table
+
+
+def test_the_fleets_bill_names_the_pools_billing_gpus_without_a_price() -> None:
+    pools = (PoolStatus(ObservedPool("a100", "A100-80GB", 8, 1, 1, 2), 5.12, "configured"),
+             PoolStatus(ObservedPool("l4", "L4", 4, 2, 0, 2), None, ""),
+             PoolStatus(ObservedPool("h100", "H100-80GB", 8, 0, 0, 0), None, ""))
+    bill = fleet_bill(pools)
+    assert (bill.gpus, bill.usd_per_hour, bill.unpriced) == (24, 81.92, ("l4",))
+    assert bill_text(bill) == "billed: 24 GPUs, $81.92/h; no price for pool(s) l4"
