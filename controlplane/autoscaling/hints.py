@@ -37,6 +37,7 @@ from controlplane.domain.demand import (
     Demand,
     DemandPolicy,
 )
+from controlplane.domain.fleet_status import FleetStatus
 from controlplane.domain.hints import DemandHint
 from forecaster.types import Forecast
 
@@ -78,6 +79,26 @@ def with_hints(forecasts: Mapping[str, Forecast], hints: Sequence[DemandHint], n
             p90=tuple(max(p, f) for p, f in zip(forecast.p90, floors, strict=True)),
             diagnostics={**forecast.diagnostics, HINT_RPS: max(floors)})
     return out
+
+
+def status_floors(status: FleetStatus, lead_s: float) -> FleetStatus:
+    """``status`` with each model's ``hint_floor_rps``: the highest rate of its hints (those not
+    ended at the last tick, each from ``lead_s`` before its start) over the forecast step the
+    status shows, when above that step's p50 or p90, as ``with_hints`` floors it for the loop.
+    So ``headroom status`` shows what sizes a hinted model, not only what the forecaster said."""
+    now = status.last_tick.started_at if status.last_tick is not None else None
+    models = []
+    for m in status.models:
+        point = m.forecast
+        mine = [h for h in status.hints if h.model == m.name and (now is None or h.end_at > now)]
+        if point is None or not mine:
+            models.append(m)
+            continue
+        until_at = point.origin_at + timedelta(seconds=point.ahead_s)
+        floor = floor_rps(mine, point.target_at, until_at, lead_s)
+        raised = floor > min(point.p50_rps, point.p90_rps)
+        models.append(replace(m, hint_floor_rps=floor if raised else None))
+    return replace(status, models=tuple(models))
 
 
 def hint_floors(hints: Sequence[DemandHint], now: datetime, lookahead_s: float,

@@ -18,6 +18,7 @@ from sqlalchemy import inspect
 from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.adapters.clock import WallClock
+from controlplane.autoscaling.hints import status_floors
 from controlplane.cli.demo_store import demo_store_hint, settings_with_db
 from controlplane.cli.numbers import float_option
 from controlplane.cli.status_view import render, status_document
@@ -73,7 +74,8 @@ def status_command(
             raise usage_error(f"store {redact(url)} has no Headroom schema; run `headroom db "
                               "upgrade` (or start `headroom demo`)")
         check_known_revision(engine, url)
-        status = read_fleet_status(engine, redact(url), FLEET_LEASE)
+        status = status_floors(read_fleet_status(engine, redact(url), FLEET_LEASE),
+                               settings.autoscaling.hint_lead_s)
     except MigrationError as error:
         raise usage_error(str(error)) from None
     except SQLAlchemyError as error:

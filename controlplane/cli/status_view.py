@@ -129,7 +129,7 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "replicas_ready": m.replicas_ready, "replicas_pending": m.replicas_pending,
             "replicas_target": m.replicas_target, "replicas_desired": m.replicas_desired,
             "capacity_rps": m.capacity_rps,
-            "forecast": _forecast(m.forecast),
+            "forecast": _forecast(m.forecast), "hint_floor_rps": m.hint_floor_rps,
             "forecast_accuracy": _accuracy(accuracy.get(m.name)),
             "paused": pause_json(m.pause)} for m in status.models],
         "pools": [{
@@ -251,6 +251,31 @@ def replicas_cell(model: ModelStatus) -> str:
         f"{cell}{WANTED_ARROW}{wanted}")
 
 
+#: marks a forecast cell a demand hint raised (``hint_floor_line`` says by how much)
+HINTED_MARK = "*"
+
+
+def _forecast_cells(point: ForecastPoint | None, floor_rps: float | None) -> tuple[str, str]:
+    """The p50 and p90 cells as the loop sizes from them: a hint's floor above a value shows
+    in its place, marked ``*``."""
+    if point is None:
+        return "-", "-"
+    if floor_rps is None:
+        return _num(point.p50_rps), _num(point.p90_rps)
+
+    def cell(value: float) -> str:
+        return f"{_num(floor_rps)}{HINTED_MARK}" if floor_rps > value else _num(value)
+
+    return cell(point.p50_rps), cell(point.p90_rps)
+
+
+def hint_floor_line(model: str, point: ForecastPoint, floor_rps: float) -> str:
+    """Under the models table: a hint raised the model's forecast, and what the forecaster said."""
+    return (f"{model}: {HINTED_MARK} a demand hint floors the forecast at {rps_text(floor_rps)} "
+            f"rps (the forecaster's p50 {_num(point.p50_rps)}, p90 {_num(point.p90_rps)}); the "
+            "loop sizes from the floor (headroom hint list)")
+
+
 #: a row name (the first column) up to this long is never broken
 FIRST_COLUMN_CHARS = 24
 
@@ -313,14 +338,16 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
     for m in status.models:
         f = m.forecast
         observed = _num(m.observed_rps) if m.demand_measured or not m.observed else "unknown"
-        models.add_row(escape(m.name), observed, replicas_cell(m),
-                       _num(m.capacity_rps), _num(None if f is None else f.p50_rps),
-                       _num(None if f is None else f.p90_rps),
+        models.add_row(escape(m.name), observed, replicas_cell(m), _num(m.capacity_rps),
+                       *_forecast_cells(f, m.hint_floor_rps),
                        "-" if f is None else escape(f.method))
     console.print(_fitted(models))
     for m in status.models:
         if m.pause is not None:
             console.print(paused_line(m.pause), markup=False, highlight=False, soft_wrap=True)
+        if m.forecast is not None and m.hint_floor_rps is not None:
+            console.print(hint_floor_line(m.name, m.forecast, m.hint_floor_rps), markup=False,
+                          highlight=False, soft_wrap=True)
         if m.forecast is not None and m.forecast.notes:
             console.print(forecast_notes_line(m.name, m.forecast), markup=False,
                           highlight=False, soft_wrap=True)

@@ -70,6 +70,9 @@ class ModelStatus:
     # before the guards pace the way there; None: not recorded (the tick decided nothing or
     # did not size the model)
     replicas_desired: int | None = None
+    # the demand hints' floor on the forecast step shown (``autoscaling.hints.status_floors``)
+    # when above its p50 or p90: the loop sizes from the floor; None: no hint raises it
+    hint_floor_rps: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
