@@ -1,0 +1,93 @@
+"""`headroom status` shows what sizes a hinted model: a demand hint above the forecast step shown
+puts its floor in the p50/p90 cells, marked ``*``, with a line naming the forecaster's own values;
+the JSON keeps the forecaster's p50/p90 and adds ``hint_floor_rps`` (null without a raise)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import UTC, datetime, timedelta
+
+from clihelpers import HEADROOM, _env
+
+from controlplane.autoscaling.hints import status_floors
+from controlplane.domain.fleet_status import FleetStatus, ForecastPoint, ModelStatus, TickSummary
+from controlplane.domain.hints import DemandHint
+from controlplane.fleet_lease import FLEET_LEASE
+from controlplane.runtime import SimRuntime
+from controlplane.settings import load_settings
+from controlplane.store import Store
+from controlplane.store.hints import SqlDemandHints
+from controlplane.store.status_reader import read_fleet_status
+
+AT = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
+MINUTE = timedelta(minutes=1)
+# the step shown: [AT + 15 min, AT + 20 min), of a forecast issued at AT
+POINT = ForecastPoint("hybrid", "", AT, AT, AT + 15 * MINUTE, 1200, 140.0, 150.0)
+
+
+def _status(*hints: DemandHint, point: ForecastPoint | None = POINT) -> FleetStatus:
+    tick = TickSummary(7, AT, AT, "applied", "", 8, 140.0, 160.0, True, (), 7)
+    model = ModelStatus("chat", "", True, True, 140.0, 4, 0, 4, 160.0, point)
+    other = ModelStatus("embed", "", True, True, 10.0, 1, 0, 1, 20.0, point)
+    return FleetStatus("store", tick, 7, AT, None, (model, other), (), None, (), hints=hints)
+
+
+def _hint(rate_rps: float, start_at: datetime, end_at: datetime, model: str = "chat"
+          ) -> DemandHint:
+    return DemandHint(model, rate_rps, start_at, end_at, "launch")
+
+
+def _floors(status: FleetStatus, lead_s: float = 0.0) -> dict[str, float | None]:
+    return {m.name: m.hint_floor_rps for m in status_floors(status, lead_s).models}
+
+
+def test_a_hint_over_the_step_shown_and_above_its_forecast_is_the_models_floor() -> None:
+    hint = _hint(600.0, AT + 10 * MINUTE, AT + 3 * 60 * MINUTE)
+    assert _floors(_status(hint)) == {"chat": 600.0, "embed": None}
+
+
+def test_a_hint_between_the_forecasts_p50_and_p90_raises_it_and_one_below_both_does_not() -> None:
+    window = (AT, AT + 60 * MINUTE)
+    assert _floors(_status(_hint(145.0, *window)))["chat"] == 145.0  # above p50 140
+    assert _floors(_status(_hint(100.0, *window)))["chat"] is None
+
+
+def test_a_hint_that_starts_after_the_step_counts_only_within_the_lead() -> None:
+    hint = _hint(600.0, AT + 25 * MINUTE, AT + 60 * MINUTE)  # 5 min after the step shown
+    assert _floors(_status(hint), lead_s=0.0)["chat"] is None
+    assert _floors(_status(hint), lead_s=600.0)["chat"] == 600.0
+
+
+def test_a_hint_ended_by_the_last_tick_or_a_model_without_a_forecast_has_no_floor() -> None:
+    ended = _hint(600.0, AT - 60 * MINUTE, AT)
+    assert _floors(_status(ended))["chat"] is None
+    assert _floors(_status(_hint(600.0, AT, AT + 60 * MINUTE), point=None))["chat"] is None
+
+
+def test_status_shows_the_hints_floor_in_the_forecast_cells_and_the_forecasters_values_beside(
+        sqlite_url: str) -> None:
+    runtime = SimRuntime.open(load_settings(db={"url": sqlite_url}, sim={"history_s": 3600}),
+                              Store.open(sqlite_url, migrate=True), AT)
+    runtime.advance(600)
+    status = read_fleet_status(runtime.store.engine, "store", FLEET_LEASE)
+    model = next(m for m in status.models if m.forecast is not None)
+    assert model.forecast is not None
+    rate_rps = round(10 * max(model.forecast.p50_rps, model.forecast.p90_rps) + 100.0, 1)
+    tick_at = status.last_tick.started_at if status.last_tick is not None else AT
+    SqlDemandHints(runtime.store.engine).add_hint(
+        _hint(rate_rps, tick_at, tick_at + 6 * 60 * MINUTE, model.name),
+        tick_at)
+    env = _env(HEADROOM_DB__URL=sqlite_url, COLUMNS="200")
+    doc = json.loads(subprocess.run([*HEADROOM, "status", "--json"], env=env,
+                                    capture_output=True, text=True, timeout=120).stdout)
+    shown = {m["name"]: m for m in doc["models"]}
+    assert shown[model.name]["hint_floor_rps"] == rate_rps
+    assert shown[model.name]["forecast"]["p90_rps"] == model.forecast.p90_rps  # as forecast
+    assert all(m["hint_floor_rps"] is None for name, m in shown.items() if name != model.name)
+    words = subprocess.run([*HEADROOM, "status"], env=env, capture_output=True, text=True,
+                           timeout=120).stdout
+    row = next(line for line in words.splitlines() if line.split("│")[0].strip() == model.name)
+    assert row.count(f"{rate_rps:,.1f}*") == 2  # p50 and p90 both raised to the floor
+    assert (f"{model.name}: * a demand hint floors the forecast at {rate_rps:g} rps"
+            in " ".join(words.split()))
