@@ -280,7 +280,7 @@ def seed_day(connection: Connection, models: list[Model], demand: np.ndarray,
                                   "step_s": 60, "p50_json": json.dumps(p50),
                                   "p90_json": json.dumps([round(v * 1.15, 3) for v in p50]),
                                   "method": "hybrid", "fallback_reason": "",
-                                  "backtest_wape": 0.11})
+                                  "backtest_wape": 11.0})  # a percent
     for name, batch in (("ticks", ticks), ("plans", plans), ("actions", actions),
                         ("outcomes", outcomes), ("forecasts", forecasts)):
         if batch:

@@ -379,7 +379,7 @@ def job_doc(r: JobReport, stored: bool, coverage: CsvCoverage | None = None) -> 
         "timing_s": {"fetch": round(r.fetch_s, 3), "compute": round(r.compute_s, 3),
                      "store": round(r.store_s, 3), "wall": round(r.wall_s, 3)},
         "per_model": {f.series_id: {"method": f.method, "fallback_reason": f.fallback_reason,
-                                    "backtest_wape": f.backtest_wape,
+                                    "backtest_wape_pct": f.backtest_wape,
                                     "p50_last": f.p50[-1] if f.p50 else None,
                                     "p90_max": f.p90_max(),
                                     "warnings": list(r.warnings.get(f.series_id, ()))}

@@ -65,7 +65,7 @@ def _forecast(point: ForecastPoint | None) -> dict[str, Any] | None:
 
 def _accuracy(found: ForecastAccuracy | None) -> dict[str, Any] | None:
     return None if found is None else {"window_s": ACCURACY_WINDOW_S, "scored": found.scored,
-                                       "wape": found.wape, "p90_coverage": found.p90_coverage}
+                                       "wape_ratio": found.wape, "p90_coverage": found.p90_coverage}
 
 
 def finite_numbers(value: Any) -> Any:

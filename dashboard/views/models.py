@@ -135,7 +135,8 @@ def overview_table(url: str, tick: q.LastTick) -> pd.DataFrame:
     return frame[["name", "tenant", "isolation", "min_replicas", "max_replicas", "paused",
                   "demand_rps", "capacity_rps", "replicas_ready", "replica_reason",
                   "offline_rps", "corrected_rps", "factor", "profile_reason",
-                  "method", "fallback_reason", "forecast_notes", "backtest_wape"]].round(2)
+                  "method", "fallback_reason", "forecast_notes", "backtest_wape"]].round(2).rename(
+        columns={"backtest_wape": "backtest WAPE %"})
 
 
 def replica_lines(url: str, tick: q.LastTick, model: str) -> tuple[str | None, list[str]]:

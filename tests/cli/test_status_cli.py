@@ -155,7 +155,7 @@ def test_status_shows_how_each_models_forecasts_did_over_the_hour_before_the_las
         want = expected[shown["name"]]
         assert want.scored >= 6
         assert shown["forecast_accuracy"] == {"window_s": 3600.0, "scored": want.scored,
-                                              "wape": want.wape,
+                                              "wape_ratio": want.wape,
                                               "p90_coverage": want.p90_coverage}
     table = _status(sqlite_url).stdout
     assert "Forecasts over the last hour" in table
