@@ -53,6 +53,23 @@ def test_a_one_minute_trace_with_scrape_jitter_replays_every_minute_in_order(
     assert list(trace.rates_rps["chat/large"]) == [rate("chat/large", s) for s in range(8)]
 
 
+@pytest.mark.parametrize(("value_unit", "per_rps"), [("rps", 1.0), ("rpm", 60.0),
+                                                   ("per-step", 600.0)])
+def test_a_trace_in_requests_per_minute_or_per_step_replays_as_requests_per_second(
+        tmp_path: Path, value_unit: str, per_rps: float) -> None:
+    path = _trace(tmp_path / "t.csv", [0.0] * 3)  # 10-minute steps
+    trace = load_trace(path, models=["chat/large"], value_unit=value_unit)
+    assert [trace.rates_rps["chat/large"][10 * step] for step in range(3)] == pytest.approx(
+        [rate("chat/large", step) / per_rps for step in range(3)])
+
+
+def test_a_value_unit_that_is_none_of_rps_rpm_per_step_is_refused_naming_the_option(
+        tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match="--value-unit must be rps, rpm or per-step, got 'rph'"):
+        load_trace(_trace(tmp_path / "t.csv", [0.0] * 3), models=["chat/large"],
+                   value_unit="rph")
+
+
 def test_a_row_far_off_the_grid_its_first_time_starts_is_refused_naming_its_line(
         tmp_path: Path) -> None:
     path = _trace(tmp_path / "off.csv", [53.0, 53.0, 53.0 + 240, 53.0, 53.0, 53.0, 53.0])
