@@ -36,6 +36,7 @@ from controlplane.placement_api import (
 )
 from controlplane.runtime import SimRuntime, hints_api, keda_servicer
 from controlplane.settings import Settings
+from controlplane.sim_start import check_sim_store
 from controlplane.store.configured import open_store
 from controlplane.store.lease import SqlLeaseStore
 from scheduler.metrics import check_bindable
@@ -88,6 +89,7 @@ class Demo:
         ``stopping``: the flag ``request_stop`` sets (a signal handler's, set perhaps
         before the demo has started: it then stops as soon as it has)."""
         self.settings = settings
+        check_sim_store(settings)  # reads only: a refused start writes no lease, row or schema
         self.store = open_store(settings.db, migrate=True)
         self.lease = hold_fleet_lease(settings.db.url, SqlLeaseStore(self.store.engine),
                                       settings.db.lease_duration_s, WallClock())  # first

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -37,12 +37,13 @@ from controlplane.ports import Clock
 from controlplane.reconcile import ReconcileDeps, reconcile_once
 from controlplane.reconcile_config import calibration_config, reconcile_config
 from controlplane.recorded_tick import run_tick
-from controlplane.settings import ConfigError, Settings, pool_specs
+from controlplane.settings import Settings, pool_specs
 from controlplane.sim import traffic
-from controlplane.sim.catalog import DEMO_MODELS, DEMO_TRAFFIC, not_demo_models
+from controlplane.sim.catalog import DEMO_MODELS, DEMO_TRAFFIC
 from controlplane.sim.clock import VirtualClock
 from controlplane.sim.cluster import SimCluster
-from controlplane.store import Store, StoreUnavailable
+from controlplane.sim_start import check_not_a_real_fleet, check_sim_models
+from controlplane.store import Store
 from controlplane.store import retention as store_retention
 from controlplane.store.engine import shown_url
 from controlplane.store.hints import SqlDemandHints
@@ -107,15 +108,6 @@ def hint_checker(store: Store, known: KnownCapacity
         return None if spec is None else known.check(hint.model, hint.rate_rps,
                                                      replica_shape(spec))
     return check
-
-
-def check_sim_models(factors: Mapping[str, float], specs: tuple[ModelSpec, ...]) -> None:
-    """A true throughput factor for a model the simulated fleet does not run would never
-    apply: most likely a misspelt name."""
-    unknown = sorted(set(factors) - {s.name for s in specs})
-    if unknown:
-        raise ConfigError(f"sim.true_throughput_factor: no model {', '.join(map(repr, unknown))} "
-                          f"in the simulated fleet ({', '.join(s.name for s in specs)})")
 
 
 def prune_store(store: Store, now: datetime, settings: Settings) -> Pruned | None:
@@ -233,14 +225,10 @@ class SimRuntime:
         """Start on a new store (backfilling synthetic history) or resume where it stopped;
         its ticks are recorded as written by ``writer`` (the store lease holder's identity),
         fenced by its lease's ``term`` (``store/tick_fence.py``)."""
-        foreign = not_demo_models(spec.name for spec in store.model_specs())
-        if foreign:  # before anything is written: a real fleet's store stays as it was
-            raise StoreUnavailable(
-                f"store {shown_url(store.engine)} lists models the simulated fleet does not run "
-                f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}): a real "
-                "fleet's store (`headroom models import`). `headroom demo` and `serve` with "
-                "`backend: sim` write the demo's models, traffic and ticks into their store: "
-                "give them one of their own (--db, or db.url)")
+        # before anything is written (``controlplane.sim_start``; the callers checked both
+        # before they took the store's lease): a real fleet's store stays as it was
+        check_sim_models(settings.sim.true_throughput_factor, DEMO_MODELS)
+        check_not_a_real_fleet(shown_url(store.engine), store.model_names())
         store.upsert_models(DEMO_MODELS)
         last_at = store.last_tick_at()
         # a changed price bills from the store's (simulated) clock on, where the ticks go on

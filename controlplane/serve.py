@@ -28,6 +28,7 @@ from controlplane.placement_api import (
 from controlplane.ports import Clock
 from controlplane.runtime import SimRuntime, hints_api, keda_servicer
 from controlplane.settings import Settings
+from controlplane.sim_start import check_sim_store
 from controlplane.store import Store
 from controlplane.store.configured import open_store
 from controlplane.store.lease import SqlLeaseStore
@@ -41,10 +42,12 @@ class ServeError(Exception):
 
 def check_models(settings: Settings) -> None:
     """With ``backend: kubernetes`` Prometheus must be configured (each model's request rate)
-    and the store must list the models to manage (the sim backend brings its own). Reads only:
-    the caller runs it before anything is written (the store, its schema, the forecaster state
-    directory), so a refused start leaves no trace."""
+    and the store must list the models to manage; the sim backend brings its own, and refuses
+    a store that lists others (a real fleet's: ``controlplane.sim_start``). Reads only: the
+    caller runs it before anything is written (the store, its schema, its lease, the
+    forecaster state directory), so a refused start leaves no trace."""
     if settings.backend != "kubernetes":
+        check_sim_store(settings)
         return
     from controlplane.serve_k8s import NoModelsError, check_models_listed, check_prometheus
 

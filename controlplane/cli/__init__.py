@@ -45,6 +45,7 @@ from controlplane.reconcile_config import check_autoscaling_models
 from controlplane.serve import ServeError
 from controlplane.settings import CONFIG_FILE_ENV, ConfigError, Settings, load_settings
 from controlplane.sim.catalog import DEMO_MODELS
+from controlplane.sim_start import check_sim_store
 from controlplane.store import MigrationError, StoreUnavailable, downgrade, upgrade
 from controlplane.store.configured import open_store
 from controlplane.store.engine import check_known_revision, in_memory, redact, sqlite_file
@@ -211,6 +212,8 @@ def demo(
     _check_forecast_method(settings, config)
     _check_listen_addresses(settings, config)
     check_autoscaling_models(settings.autoscaling, DEMO_MODELS)  # no store yet
+    with db_url_named(settings):  # reads only: a real fleet's store is refused as it was
+        check_sim_store(settings)
     check_state_dir(settings.forecast.state_dir)  # makes it: after the checks that make nothing
     setup_logging(logging.INFO, log_file=Path(".headroom/demo.log"))
     with stdout_to_stderr(enabled=json_out), db_url_named(settings):

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, inspect, select
+from sqlmodel import col
 
-from controlplane.store.engine import read_only_engine
+from controlplane.store.engine import in_memory, read_only_engine, sqlite_file
 from controlplane.store.repository import Store
+from controlplane.store.tables import ModelRecord
 
 
 class DbGroup(Protocol):
@@ -53,3 +55,21 @@ def open_read_only(db: DbGroup) -> Engine:
 def listed_model_count(db: DbGroup) -> int:
     """``Store.listed_model_count`` of ``db.url`` with the group's bounds."""
     return Store.listed_model_count(db.url, db.connect_timeout_s, db.response_timeout_s)
+
+
+def listed_model_names(db: DbGroup) -> list[str]:
+    """The names the store at ``db.url`` lists in its models table (sorted), read without
+    writing anything (``read_only_engine``): none for a SQLite file that does not exist yet, an
+    in-memory database or a database without Headroom's models table. For the checks a start
+    makes before it writes (``headroom demo``, ``serve --backend sim``)."""
+    store_file = sqlite_file(db.url)
+    if in_memory(db.url) or (store_file is not None and not store_file.is_file()):
+        return []
+    engine = read_only_engine(db.url, db.connect_timeout_s, db.response_timeout_s)
+    try:
+        if not inspect(engine).has_table(ModelRecord.__tablename__):
+            return []
+        with engine.connect() as connection:
+            return sorted(connection.execute(select(col(ModelRecord.name))).scalars())
+    finally:
+        engine.dispose()
