@@ -19,11 +19,11 @@ from controlplane.autoscaling.hint_capacity import HintCapacity
 from controlplane.autoscaling.live import replica_shape
 from controlplane.cli.demo_store import settings_with_db
 from controlplane.cli.numbers import float_option
-from controlplane.cli.status_view import HINT_COLUMNS, hint_cells
+from controlplane.cli.status_view import HINT_COLUMNS, hint_cells, hint_line
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
 from controlplane.cli.streams import print_warning
 from controlplane.cli.times import parse_utc
-from controlplane.domain.hints import MAX_HINT_RPS, DemandHint, HintError, new_hint, rps_text
+from controlplane.domain.hints import MAX_HINT_RPS, DemandHint, HintError, new_hint
 from controlplane.domain.timestamps import utc_text
 from controlplane.store import Store
 from controlplane.store.hints import SqlDemandHints
@@ -37,12 +37,6 @@ out = Console()
 @app.callback()
 def hint() -> None:
     """Demand announced ahead: floors on a model's forecast over a window."""
-
-
-def _line(h: DemandHint) -> str:
-    why = f" ({h.reason})" if h.reason else ""
-    return (f"hint {h.hint_id}: {h.model} >= {rps_text(h.rate_rps)} rps from "
-            f"{h.start_at:%Y-%m-%d %H:%M:%S} until {h.end_at:%Y-%m-%d %H:%M:%S} UTC{why}")
 
 
 @app.command("add")
@@ -88,7 +82,7 @@ stored all the same, with a warning: line naming the limit."""
         return added_, capacity
 
     added, capacity = with_existing_store(config, db, work)
-    out.print(_line(added), markup=False, highlight=False, soft_wrap=True)
+    out.print(hint_line(added), markup=False, highlight=False, soft_wrap=True)
     if capacity is not None and not capacity.fits:
         print_warning(f"hint {added.hint_id}: {capacity.warning()}")
 
@@ -100,14 +94,19 @@ def list_hints(
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:
-    """The hints that have not ended (all with --all), by start."""
+    """The hints that have not ended (all with --all), by start; a hint whose model the models
+    table does not list (`models remove --keep-hints`) is marked "model not listed"."""
     now = WallClock().now()
-    hints = with_existing_store(config, db, lambda store: SqlDemandHints(store.engine).hints(
-        None if all_ else now))
+
+    def read(store: Store) -> tuple[tuple[DemandHint, ...], set[str]]:
+        return SqlDemandHints(store.engine).hints(None if all_ else now), set(store.model_names())
+
+    hints, listed = with_existing_store(config, db, read)
     if json_out:
-        print(json.dumps([{"id": h.hint_id, "model": h.model, "rate_rps": h.rate_rps,
-                           "start_at": utc_text(h.start_at), "end_at": utc_text(h.end_at),
-                           "reason": h.reason} for h in hints], indent=1))
+        print(json.dumps([{"id": h.hint_id, "model": h.model, "model_listed": h.model in listed,
+                           "rate_rps": h.rate_rps, "start_at": utc_text(h.start_at),
+                           "end_at": utc_text(h.end_at), "reason": h.reason} for h in hints],
+                         indent=1))
         return
     if not hints:
         out.print("no demand hints" + ("" if all_ else " in force or ahead (--all: ended too)"))
@@ -116,8 +115,14 @@ def list_hints(
     for column in HINT_COLUMNS:
         table.add_column(column, overflow="fold")  # whole model names, not "org-team/very-lon…"
     for h in hints:
-        table.add_row(*hint_cells(h))
+        table.add_row(*hint_cells(h, h.model in listed))
     out.print(table)
+    unlisted = sorted({h.model for h in hints} - listed)
+    if unlisted:
+        out.print(f"model not listed: {', '.join(unlisted)} (the models table does not list "
+                  "it; its hints apply again once `headroom models import` lists it; `headroom "
+                  "hint remove ID` withdraws one)", markup=False, highlight=False,
+                  soft_wrap=True)
 
 
 @app.command("remove")
@@ -134,4 +139,4 @@ def remove(
         return removed
 
     removed = with_existing_store(config, db, work)
-    out.print(f"removed {_line(removed)}", markup=False, highlight=False, soft_wrap=True)
+    out.print(f"removed {hint_line(removed)}", markup=False, highlight=False, soft_wrap=True)

@@ -1,6 +1,7 @@
 """``headroom models``: the models ``headroom serve`` manages, in the store's models table, from
 a models file (``controlplane.models_file``): import (checked whole, written in one statement),
-list, remove, pause and resume (``controlplane.cli.models_pause``)."""
+list, remove (withdrawing the model's demand hints with it, unless told to keep them), pause and
+resume (``controlplane.cli.models_pause``)."""
 
 from __future__ import annotations
 
@@ -14,15 +15,18 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from controlplane.adapters.clock import WallClock
 from controlplane.cli.models_pause import pause, resume
-from controlplane.cli.status_view import pause_json
+from controlplane.cli.status_view import hint_line, pause_json
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
 from controlplane.cli.streams import usage_error
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.pause import ModelPause
+from controlplane.domain.wording import counted
 from controlplane.models_file import load_model_specs
 from controlplane.models_yaml import ModelsFileError
 from controlplane.store import Store
+from controlplane.store.hints import ModelRemoval, remove_model_and_hints
 from controlplane.store.pauses import SqlModelPauses
 from forecaster.errors import InputError
 
@@ -128,14 +132,39 @@ def _paused_cell(pause: ModelPause) -> str:
 def remove(
     name: Annotated[str, typer.Argument(metavar="NAME",
                                         help="a model of `headroom models list`")],
+    keep_hints: Annotated[bool, typer.Option(
+        "--keep-hints", help="keep NAME's demand hints (they apply again if NAME is "
+                             "imported again); by default they are withdrawn with it")] = False,
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:
-    """Stop managing NAME (its history, plans and costs stay); serve stops at its next tick."""
-    def work(store: Store) -> None:
-        if not store.remove_model(name):
-            raise InputError(f"model {name!r} is not listed (see `headroom models list`)")
+    """Stop managing NAME (its history, plans and costs stay); serve stops at its next tick.
 
-    with_existing_store(config, db, work)
+    NAME's demand hints not ended yet are withdrawn with it, in the same transaction (unless \
+--keep-hints); the output lists them either way."""
+    now = WallClock().now()
+
+    def work(store: Store) -> ModelRemoval:
+        removal = remove_model_and_hints(store.engine, name, now, keep_hints=keep_hints)
+        if removal is None:
+            raise InputError(f"model {name!r} is not listed (see `headroom models list`)")
+        return removal
+
+    removal = with_existing_store(config, db, work)
     out.print(f"removed model {name}; a running serve --backend kubernetes stops managing it "
               "at its next tick", markup=False, highlight=False, soft_wrap=True)
+    for line in removal_lines(removal):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def removal_lines(removal: ModelRemoval) -> list[str]:
+    """What ``models remove`` says of the model's hints not ended: none, withdrawn or kept."""
+    if not removal.hints:
+        return [f"{removal.model} had no demand hint in force or ahead"]
+    counted_hints = counted(len(removal.hints), "demand hint")
+    if removal.hints_withdrawn:
+        head = (f"withdrew its {counted_hints} in force or ahead (--keep-hints keeps them):")
+    else:
+        head = (f"kept its {counted_hints} in force or ahead (--keep-hints): they apply again "
+                f"if {removal.model} is imported again; `headroom hint remove ID` withdraws one:")
+    return [head, *(f"  {hint_line(h)}" for h in removal.hints)]

@@ -35,10 +35,29 @@ from controlplane.domain.timestamps import utc_text
 HINT_COLUMNS = ("id", "model", "rps", "start (UTC)", "end (UTC)", "reason")
 
 
-def hint_cells(h: DemandHint) -> tuple[str, ...]:
-    """One hint as the cells of a Rich table row (names and reasons escaped)."""
-    return (str(h.hint_id), escape(h.model), rps_text(h.rate_rps), f"{h.start_at:%Y-%m-%d %H:%M}",
-            f"{h.end_at:%Y-%m-%d %H:%M}", escape(h.reason))
+#: what a hint's model cell adds when the models table does not list its model (``headroom
+#: models remove --keep-hints``): the hint applies again once the model is imported again
+NOT_LISTED = " (model not listed)"
+
+
+def hint_cells(h: DemandHint, listed: bool = True) -> tuple[str, ...]:
+    """One hint as the cells of a Rich table row (names and reasons escaped); ``listed``:
+    whether the models table lists its model."""
+    return (str(h.hint_id), escape(h.model) + ("" if listed else NOT_LISTED),
+            rps_text(h.rate_rps), f"{h.start_at:%Y-%m-%d %H:%M}", f"{h.end_at:%Y-%m-%d %H:%M}",
+            escape(h.reason))
+
+
+def hint_line(h: DemandHint) -> str:
+    """One hint in a line of plain text (``headroom hint add | remove``, ``models remove``)."""
+    why = f" ({h.reason})" if h.reason else ""
+    return (f"hint {h.hint_id}: {h.model} >= {rps_text(h.rate_rps)} rps from "
+            f"{h.start_at:%Y-%m-%d %H:%M:%S} until {h.end_at:%Y-%m-%d %H:%M:%S} UTC{why}")
+
+
+def listed_models(status: FleetStatus) -> frozenset[str]:
+    """The models the store's models table lists (a hint of another is marked not listed)."""
+    return frozenset(m.name for m in status.models if m.listed)
 
 
 def _at(value: datetime | None) -> str | None:
@@ -91,6 +110,7 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
     accuracy = {a.model: a for a in status.accuracy}
     tick, lease, plan = status.last_tick, status.lease, status.plan
     change = status.leadership
+    listed = listed_models(status)
     return {
         "store": status.store,
         "checked_at": _at(now),
@@ -160,9 +180,9 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "changed_by": status.placement.changed_by or None,
             "changed_at": _at(status.placement.changed_at)},
         "hints": [{
-            "id": h.hint_id, "model": h.model, "rate_rps": h.rate_rps,
-            "start_at": _at(h.start_at), "end_at": _at(h.end_at), "reason": h.reason}
-            for h in status.hints],
+            "id": h.hint_id, "model": h.model, "model_listed": h.model in listed,
+            "rate_rps": h.rate_rps, "start_at": _at(h.start_at), "end_at": _at(h.end_at),
+            "reason": h.reason} for h in status.hints],
         "relayouts": [{
             "id": r.relayout_id, "node": r.node, "pool": r.pool, "product": r.product,
             "from_config": r.from_config, "to_config": r.to_config, "phase": r.phase,
@@ -376,8 +396,9 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
         console.print(_fitted(profiles))
     if status.hints:
         hints = _table("Demand hints (floors on the forecast; headroom hint)", *HINT_COLUMNS)
+        listed = listed_models(status)
         for h in status.hints:
-            hints.add_row(*hint_cells(h))
+            hints.add_row(*hint_cells(h, h.model in listed))
         console.print(_fitted(hints))
     _render_plan(console, status, now)
     _render_verdict(console, health)

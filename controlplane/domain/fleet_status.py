@@ -73,6 +73,7 @@ class ModelStatus:
     # the demand hints' floor on the forecast step shown (``autoscaling.hints.status_floors``)
     # when above its p50 or p90: the loop sizes from the floor; None: no hint raises it
     hint_floor_rps: float | None = None
+    listed: bool = True  # False: not in the models table, only seen in the fleet's tick
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,19 +1,22 @@
 """Demand hints in the store (table ``demand_hints``, Alembic revision 0007): added and removed by
-``headroom hint``, read by every reconcile tick (``DemandHints`` port)."""
+``headroom hint``, read by every reconcile tick (``DemandHints`` port); withdrawn with their
+model by ``headroom models remove`` (``remove_model_and_hints``)."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Column, Connection, Engine, Row
+from sqlalchemy import delete as sa_delete
 from sqlalchemy import insert as sa_insert
 from sqlalchemy import select as sa_select
 from sqlmodel import Field, Session, SQLModel
 
 from controlplane.domain.hints import DemandHint
+from controlplane.store.tables import ModelRecord
 from controlplane.store.utc import UtcDateTime, as_utc
 
 log = logging.getLogger("headroom.store")
@@ -69,6 +72,49 @@ def hints_ending_after(connection: Connection,
     return _valid_hints(list(rows))
 
 
+def _lock_hints(connection: Connection) -> None:
+    """Begin ``connection``'s transaction holding the hints' write lock (SQLite: BEGIN
+    IMMEDIATE; PostgreSQL: a SHARE ROW EXCLUSIVE lock on the table, which readers pass)."""
+    if connection.dialect.name == "sqlite":
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+    elif connection.dialect.name == "postgresql":
+        connection.exec_driver_sql("LOCK TABLE demand_hints IN SHARE ROW EXCLUSIVE MODE")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRemoval:
+    """What ``remove_model_and_hints`` did besides taking the model out of the models table."""
+
+    model: str
+    hints: tuple[DemandHint, ...]  # the model's hints not ended then, by start
+    hints_withdrawn: bool  # False: kept (``keep_hints``), or there were none
+
+
+def remove_model_and_hints(engine: Engine, name: str, now: datetime,
+                           keep_hints: bool = False) -> ModelRemoval | None:
+    """Take ``name`` out of the models table (its history, plans and costs stay) and, unless
+    ``keep_hints``, withdraw its demand hints not ended by ``now`` (a hint left behind would
+    floor the model again the moment it is imported again); its ended hints stay, as history
+    (``db.retention_s`` prunes them). One transaction, holding the hints' write lock: the
+    model and its hints go together or not at all. None when ``name`` was not listed."""
+    hints = SQLModel.metadata.tables[str(DemandHintRecord.__tablename__)]
+    models = SQLModel.metadata.tables[str(ModelRecord.__tablename__)]
+    with engine.connect() as connection:
+        _lock_hints(connection)
+        if connection.execute(sa_delete(models).where(models.c.name == name)).rowcount == 0:
+            connection.rollback()
+            return None
+        rows = connection.execute(
+            sa_select(hints).where(hints.c.model == name, hints.c.end_at > now)
+            .order_by(hints.c.start_at, hints.c.id)).all()
+        found = _valid_hints(list(rows))
+        if found and not keep_hints:
+            connection.execute(sa_delete(hints).where(
+                hints.c.id.in_([h.hint_id for h in found])))
+        connection.commit()
+    return ModelRemoval(name, found, bool(found) and not keep_hints)
+
+
 class SqlDemandHints:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -83,11 +129,7 @@ class SqlDemandHints:
         identical adds at once store one hint."""
         table = SQLModel.metadata.tables[str(DemandHintRecord.__tablename__)]
         with self.engine.connect() as connection:
-            if connection.dialect.name == "sqlite":
-                connection.exec_driver_sql("BEGIN IMMEDIATE")
-            elif connection.dialect.name == "postgresql":
-                connection.exec_driver_sql(
-                    "LOCK TABLE demand_hints IN SHARE ROW EXCLUSIVE MODE")
+            _lock_hints(connection)
             same_start = (table.c.start_at <= now) if starts_now else (
                 table.c.start_at == hint.start_at)
             existing = connection.execute(

@@ -210,7 +210,7 @@ def _models(connection: Connection, observed: ObservedState | None,
     names = sorted(set(tenants) | set(seen))
     pauses = {p.model: p for p in paused_models(connection)} if has_pauses else {}
     return tuple(replace(_model(name, tenants.get(name, ""), seen.get(name), forecasts.get(name)),
-                         pause=pauses.get(name),
+                         pause=pauses.get(name), listed=name in tenants,
                          replicas_desired=wanted.get(name))
                  for name in names)
 

@@ -158,7 +158,7 @@ def test_status_shows_the_hints_not_ended_at_the_last_tick(tmp_path: Path) -> No
     run = subprocess.run([*HEADROOM, "status", "--json", "--db", str(tmp_path / "store.db")],
                          env=_env(), capture_output=True, text=True, timeout=120)
     assert json.loads(run.stdout)["hints"] == [{
-        "id": ahead.hint_id, "model": CHAT, "rate_rps": 600.0,
+        "id": ahead.hint_id, "model": CHAT, "model_listed": True, "rate_rps": 600.0,
         "start_at": ahead.start_at.isoformat().replace("+00:00", "Z"),
         "end_at": ahead.end_at.isoformat().replace("+00:00", "Z"), "reason": "launch"}]
     text = subprocess.run([*HEADROOM, "status", "--db", str(tmp_path / "store.db")],
