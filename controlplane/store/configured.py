@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Protocol
 
 from sqlalchemy import Engine, inspect, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import col
 
-from controlplane.store.engine import in_memory, read_only_engine, sqlite_file
+from controlplane.store.engine import in_memory, read_only_engine, sqlite_file, unopenable
 from controlplane.store.repository import Store
 from controlplane.store.tables import ModelRecord
 
@@ -71,5 +72,7 @@ def listed_model_names(db: DbGroup) -> list[str]:
             return []
         with engine.connect() as connection:
             return sorted(connection.execute(select(col(ModelRecord.name))).scalars())
+    except SQLAlchemyError as error:  # e.g. a file that is no database: as opening it says
+        raise unopenable(db.url, error) from None
     finally:
         engine.dispose()

@@ -179,15 +179,21 @@ def make_engine(url: str, connect_timeout_s: float = 5.0, lock_timeout_s: float 
                                f"installed ({error}); Headroom stores are sqlite:///FILE or "
                                "postgresql+psycopg://user@host:5432/db") from None
     except (SQLAlchemyError, OSError, ValueError) as error:
-        line = error_line(error)
-        if not_a_sqlite_store(url, line):
-            raise StoreUnavailable(f"cannot open database {redact(given)}: {line} (not a "
-                                   "Headroom store, or damaged: move the file aside, and "
-                                   "`headroom db upgrade`, `demo` or `serve` makes a new store "
-                                   "in its place)") from None
-        raise StoreUnavailable(f"cannot reach database {redact(given)}: {line}") from None
+        raise unopenable(given, error) from None
     _GIVEN_URLS[engine] = given
     return engine
+
+
+def unopenable(url: str, error: BaseException) -> StoreUnavailable:
+    """The one-line error of a store at ``url`` that could not be opened or read: a SQLite file
+    that is no database (or a damaged one) says so and what to do, else it could not be
+    reached."""
+    line = error_line(error)
+    if not_a_sqlite_store(url, line):
+        return StoreUnavailable(f"cannot open database {redact(url)}: {line} (not a Headroom "
+                                "store, or damaged: move the file aside, and `headroom db "
+                                "upgrade`, `demo` or `serve` makes a new store in its place)")
+    return StoreUnavailable(f"cannot reach database {redact(url)}: {line}")
 
 
 def read_only_engine(url: str, connect_timeout_s: float = 5.0,
