@@ -119,9 +119,10 @@ def list_hints(
     out.print(table)
     unlisted = sorted({h.model for h in hints} - listed)
     if unlisted:
+        it = "it" if len(unlisted) == 1 else "them"
         out.print(f"model not listed: {', '.join(unlisted)} (the models table does not list "
-                  "it; its hints apply again once `headroom models import` lists it; `headroom "
-                  "hint remove ID` withdraws one)", markup=False, highlight=False,
+                  f"{it}; the hints apply again once `headroom models import` lists {it}; "
+                  "`headroom hint remove ID` withdraws one)", markup=False, highlight=False,
                   soft_wrap=True)
 
 
