@@ -94,8 +94,10 @@ def list_hints(
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:
-    """The hints that have not ended (all with --all), by start; a hint whose model the models
-    table does not list (`models remove --keep-hints`) is marked "model not listed"."""
+    """The hints that have not ended (all with --all), by start.
+
+    A hint whose model the models table does not list (`models remove --keep-hints`) is \
+marked "model not listed"."""
     now = WallClock().now()
 
     def read(store: Store) -> tuple[tuple[DemandHint, ...], set[str]]:
