@@ -24,6 +24,7 @@ from controlplane.cli.child import run_in_foreground
 from controlplane.cli.cost import app as cost_app
 from controlplane.cli.db_revision import db_current, db_history
 from controlplane.cli.demo_store import DEMO_DB, demo_settings, settings_with_db
+from controlplane.cli.downgrade import db_downgrade
 from controlplane.cli.forecast import app as forecast_app
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.hint import app as hint_app
@@ -46,7 +47,7 @@ from controlplane.serve import ServeError
 from controlplane.settings import CONFIG_FILE_ENV, ConfigError, Settings, load_settings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.sim_start import check_sim_store
-from controlplane.store import MigrationError, StoreUnavailable, downgrade, upgrade
+from controlplane.store import MigrationError, StoreUnavailable, upgrade
 from controlplane.store.configured import open_store
 from controlplane.store.engine import check_known_revision, in_memory, redact, sqlite_file
 from forecaster.errors import InputError
@@ -146,22 +147,7 @@ def db_upgrade(config: ConfigOption = None,
                   markup=False, highlight=False)  # the URL whole: copied as it is shown
 
 
-@db_app.command("downgrade")
-def db_downgrade(revision: Annotated[str, typer.Argument(
-                     metavar="REVISION", help="target revision, e.g. base")],
-                 config: ConfigOption = None, db: DbOption = None) -> None:
-    """Revert Alembic migrations down to REVISION."""
-    settings = settings_with_db(config, db)
-    _refuse_in_memory(settings.db.url)
-    store_file = sqlite_file(settings.db.url)
-    if store_file is not None and not store_file.exists():  # opening it would create it
-        raise ConfigError(f"db.url {redact(settings.db.url)}: no store at {store_file}, so "
-                          "nothing to downgrade; check the path")
-    with db_url_named(settings):
-        store = open_store(settings.db)
-    downgrade(store.engine, revision, settings.db.migration_lock_wait_s)
-    console.print(f"database {redact(settings.db.url)} downgraded to {revision}", soft_wrap=True,
-                  markup=False, highlight=False)  # the URL whole: copied as it is shown
+db_app.command("downgrade")(reflowed(db_downgrade))
 
 
 def _refuse_in_memory(url: str) -> None:

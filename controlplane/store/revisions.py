@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from alembic.script import ScriptDirectory
+from alembic.script import Script, ScriptDirectory
 from sqlalchemy import Engine
 
 from controlplane.domain.wording import counted
@@ -51,6 +51,12 @@ def store_standing(engine: Engine) -> Standing:
     return standing_of(scripts(), store_revision(engine))
 
 
+def summary_of(script: Script) -> str:
+    """The first line of a migration's docstring (empty without one)."""
+    lines = (script.doc or "").strip().splitlines()
+    return lines[0] if lines else ""
+
+
 def history_lines(known: ScriptDirectory, stamped: str | None) -> list[str]:
     """One line per migration, newest first: ``REV  summary``, the store's marked ``<- store``
     (and a line of its own first when this Headroom does not know it)."""
@@ -59,7 +65,7 @@ def history_lines(known: ScriptDirectory, stamped: str | None) -> list[str]:
         lines.append(f"{stamped}  (unknown to this Headroom: a newer one migrated the store)"
                      "  <- store")
     for script in known.walk_revisions():
-        summary = (script.doc or "").strip().splitlines()[0] if script.doc else ""
+        summary = summary_of(script)
         mark = "  <- store" if script.revision == stamped else ""
         lines.append(f"{script.revision}  {summary}{mark}")
     if stamped is None:

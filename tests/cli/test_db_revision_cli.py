@@ -136,7 +136,7 @@ def test_db_commands_take_the_sqlite_file_db_names_as_status_does(tmp_path: Path
     assert history.returncode == 0
     assert history.stdout.splitlines()[1].startswith(HEAD) and "<- store" in history.stdout
     previous = f"{int(HEAD) - 1:04d}"
-    downgraded = _run("downgrade", previous, "--db", str(store), url=url, COLUMNS="40")
+    downgraded = _run("downgrade", previous, "--yes", "--db", str(store), url=url, COLUMNS="40")
     assert downgraded.returncode == 0, downgraded.stderr
     assert f"database sqlite:///{store} downgraded to {previous}\n" in downgraded.stderr
     behind = _run("current", "--db", str(store), url=url)

@@ -115,7 +115,7 @@ def test_pausing_on_a_store_a_migration_behind_names_its_revision_and_the_upgrad
         tmp_path: Path) -> None:
     url, store = _imported(tmp_path)
     store.engine.dispose()
-    assert _headroom(url, "db", "downgrade", "0021").returncode == 0
+    assert _headroom(url, "db", "downgrade", "0021", "--yes").returncode == 0
     for command in (["pause", "resnet50"], ["resume", "resnet50"], ["list"]):
         run = _headroom(url, "models", *command)
         assert run.returncode == 2, run.stderr

@@ -31,8 +31,8 @@ def test_db_upgrade_then_downgrade_on_postgresql(tmp_path: Path, postgres_url: s
     assert up.returncode == 0, up.stderr
     engine = create_engine(postgres_url)
     assert {"ticks", "plans", "forecasts"} <= set(inspect(engine).get_table_names())
-    down = subprocess.run([*HEADROOM, "db", "downgrade", "base"], env=env, capture_output=True,
-                          text=True, timeout=120)
+    down = subprocess.run([*HEADROOM, "db", "downgrade", "base", "--yes"], env=env,
+                          capture_output=True, text=True, timeout=120)
     assert down.returncode == 0, down.stderr
     assert "ticks" not in set(inspect(engine).get_table_names())
     engine.dispose()
@@ -157,8 +157,8 @@ def test_db_downgrade_of_a_store_migrated_by_a_newer_headroom_names_its_revision
     engine = create_engine(sqlite_url)
     with engine.begin() as connection:
         connection.execute(text("UPDATE alembic_version SET version_num = '0099_future'"))
-    run = subprocess.run([*HEADROOM, "db", "downgrade", "base"], env=env, capture_output=True,
-                         text=True, timeout=120)
+    run = subprocess.run([*HEADROOM, "db", "downgrade", "base", "--yes"], env=env,
+                         capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert "cannot downgrade to 'base': Can't locate revision identified by '0099_future'" in (
         run.stderr)
