@@ -15,7 +15,7 @@ from rich.console import Console
 from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane import cost_export, cost_reader
-from controlplane.cli.demo_store import demo_store_hint, settings_with_db
+from controlplane.cli.demo_store import settings_with_db, with_demo_hint
 from controlplane.cli.numbers import float_option
 from controlplane.cli.paths import check_output_path, write_atomically
 from controlplane.cli.store_origin import DbOption, db_url_named, store_error_line
@@ -98,7 +98,7 @@ def export(
             with db_url_named(settings):
                 engine = open_existing_store(settings.db).engine
         except StoreUnavailable as error:
-            raise StoreUnavailable(f"{error}{demo_store_hint(settings)}") from None
+            raise with_demo_hint(error, settings) from None
         span = cost_reader.time_span(engine)
         if span is None:
             console.print(f"store {redact(url)} has no reconcile ticks yet; nothing to export",

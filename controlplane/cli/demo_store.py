@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from controlplane.settings import ConfigError, Settings, load_settings
+from controlplane.store import StoreUnavailable
 
 #: the demo's store when neither --db nor db.url (environment, --config) names one
 DEMO_DB = Path(".headroom/demo.db")
@@ -51,3 +52,10 @@ def demo_store_hint(settings: Settings) -> str:
     if "url" in settings.db.model_fields_set or not DEMO_DB.is_file():
         return ""
     return f"; `headroom demo` keeps its store in {DEMO_DB}: pass --db {DEMO_DB}"
+
+
+def with_demo_hint(error: StoreUnavailable, settings: Settings) -> StoreUnavailable:
+    """``error`` of a missing store, its advice in place of the demo store's when one is there
+    to read instead (``demo_store_hint``)."""
+    hint = demo_store_hint(settings)
+    return StoreUnavailable(f"{error.detail}{hint}") if hint else error

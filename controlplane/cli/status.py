@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.adapters.clock import WallClock
 from controlplane.autoscaling.hints import status_floors
-from controlplane.cli.demo_store import demo_store_hint, settings_with_db
+from controlplane.cli.demo_store import settings_with_db, with_demo_hint
 from controlplane.cli.numbers import float_option
 from controlplane.cli.status_view import render, status_document
 from controlplane.cli.store_origin import db_url_named, store_error_line
@@ -29,7 +29,7 @@ from controlplane.fleet_lease import FLEET_LEASE
 from controlplane.settings import ConfigError
 from controlplane.store import MigrationError, StoreUnavailable
 from controlplane.store.configured import open_read_only
-from controlplane.store.engine import check_known_revision, redact
+from controlplane.store.engine import NO_SCHEMA_ADVICE, check_known_revision, redact
 from controlplane.store.status_reader import read_fleet_status
 
 #: the default --max-tick-age-s in reconcile intervals
@@ -66,13 +66,12 @@ def status_command(
         with db_url_named(settings):
             engine = open_read_only(settings.db)
     except StoreUnavailable as error:
-        raise usage_error(f"{error}{demo_store_hint(settings)}") from None
+        raise usage_error(str(with_demo_hint(error, settings))) from None
     except ConfigError as error:
         raise usage_error(str(error)) from None
     try:
         if not inspect(engine).has_table("ticks"):
-            raise usage_error(f"store {redact(url)} has no Headroom schema; run `headroom db "
-                              "upgrade` (or start `headroom demo`)")
+            raise usage_error(f"store {redact(url)} has no Headroom schema; {NO_SCHEMA_ADVICE}")
         check_known_revision(engine, url)
         status = status_floors(read_fleet_status(engine, redact(url), FLEET_LEASE),
                                settings.autoscaling.hint_lead_s)

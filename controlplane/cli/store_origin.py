@@ -15,7 +15,7 @@ from typing import Annotated, TypeVar
 import typer
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from controlplane.cli.demo_store import demo_store_hint, settings_with_db
+from controlplane.cli.demo_store import settings_with_db, with_demo_hint
 from controlplane.cli.streams import usage_error
 from controlplane.domain.errors import error_line
 from controlplane.settings import ConfigError, Settings
@@ -42,7 +42,7 @@ def db_url_named(settings: Settings) -> Iterator[None]:
     try:
         yield
     except StoreUnavailable as error:
-        raise StoreUnavailable(f"{error} (db.url from {settings.db_url_from})") from None
+        raise error.amended(f" (db.url from {settings.db_url_from})") from None
 
 
 def store_error_line(url: str, error: BaseException, standing: Standing | None = None) -> str:
@@ -96,7 +96,7 @@ def with_existing_store(config: Path | None, db: Path | None, work: Callable[[St
             with db_url_named(settings):
                 store = open_existing_store(settings.db)
         except StoreUnavailable as error:
-            raise StoreUnavailable(f"{error}{demo_store_hint(settings)}") from None
+            raise with_demo_hint(error, settings) from None
         try:
             return work(store)
         except SQLAlchemyError as error:  # a store behind this Headroom: name its revision

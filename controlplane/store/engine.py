@@ -41,7 +41,28 @@ def missing_schema(line: str) -> bool:
 
 
 class StoreUnavailable(Exception):
-    """The database URL cannot be reached or opened; the message names the URL."""
+    """The database URL cannot be reached or opened; the message names the URL. ``advice``,
+    when there is some (the command that mends it), ends the message: a caller adding to the
+    message (where db.url came from) adds to ``detail``, before it."""
+
+    def __init__(self, detail: str, advice: str | None = None) -> None:
+        super().__init__(f"{detail}; {advice}" if advice else detail)
+        self.detail, self.advice = detail, advice
+
+    def amended(self, addition: str) -> StoreUnavailable:
+        """The same error with ``addition`` after its detail, its advice still last."""
+        return StoreUnavailable(f"{self.detail}{addition}", self.advice)
+
+
+#: what mends a store without Headroom's schema, as the error of a store behind on its
+#: migrations says: `headroom db upgrade`
+NO_SCHEMA_ADVICE = "run `headroom db upgrade` (or start `headroom demo`)"
+NO_FILE_ADVICE = "run `headroom db upgrade` to create it (or start `headroom demo`)"
+
+
+def no_store_file(url: str) -> StoreUnavailable:
+    """A SQLite store file that does not exist: nothing to read yet."""
+    return StoreUnavailable(f"store {redact(url)}: no such database file", NO_FILE_ADVICE)
 
 
 class MigrationError(Exception):
@@ -206,7 +227,7 @@ def read_only_engine(url: str, connect_timeout_s: float = 5.0,
     if store_file is None:
         return make_engine(url, connect_timeout_s, response_timeout_s=response_timeout_s)
     if not store_file.is_file():
-        raise StoreUnavailable(f"store {redact(url)}: no such database file")
+        raise no_store_file(url)
     try:
         # a URL object: the path is not parsed again, so SQLite's URI decodes what quote() did
         opened = URL.create("sqlite", database=f"file:{quote(str(store_file))}",

@@ -27,10 +27,12 @@ from controlplane.domain.profile import ProfileCorrection, ProfileSample
 from controlplane.domain.tick import TickReport
 from controlplane.store import codec, guard_intent, tick_fence, tick_records
 from controlplane.store.engine import (
+    NO_SCHEMA_ADVICE,
     MigrationError,
     StoreUnavailable,
     check_known_revision,
     make_engine,
+    no_store_file,
     read_only_engine,
     redact,
     sqlite_file,
@@ -95,11 +97,10 @@ class Store:
         Headroom migrated (MigrationError naming its revision)."""
         store_file = sqlite_file(url)
         if store_file is not None and not store_file.is_file():
-            raise StoreUnavailable(f"store {redact(url)}: no such database file")
+            raise no_store_file(url)
         store = cls.open(url, connect_timeout_s, response_timeout_s=response_timeout_s)
         if not inspect(store.engine).has_table("ticks"):
-            raise StoreUnavailable(f"store {redact(url)} has no Headroom schema; run `headroom db "
-                                   "upgrade` (or start `headroom demo`)")
+            raise StoreUnavailable(f"store {redact(url)} has no Headroom schema", NO_SCHEMA_ADVICE)
         check_known_revision(store.engine, url)
         return store
 

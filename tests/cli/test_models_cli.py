@@ -5,6 +5,7 @@ writes nothing."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -96,6 +97,23 @@ def test_import_into_a_store_that_was_never_migrated_says_to_upgrade_first(
     run = _models(f"sqlite:///{tmp_path / 'missing.db'}", "import", str(models))
     assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
     assert not (tmp_path / "missing.db").exists()
+
+
+@pytest.mark.parametrize("store", ["no file", "an empty database"])
+def test_listing_a_store_without_a_schema_ends_with_the_upgrade_that_makes_one(
+        tmp_path: Path, store: str) -> None:
+    path = tmp_path / "new.db"
+    if store == "an empty database":
+        sqlite3.connect(path).close()
+    url = f"sqlite:///{path}"
+    run = _models(url, "list")
+    assert run.returncode == 2 and run.stdout == ""
+    what = ": no such database file" if store == "no file" else " has no Headroom schema"
+    advice = "to create it " if store == "no file" else ""
+    assert run.stderr == (f"error: store {url}{what} (db.url from environment "
+                          f"HEADROOM_DB__URL); run `headroom db upgrade` {advice}(or start "
+                          "`headroom demo`)\n")
+    assert path.exists() == (store == "an empty database")  # none made
 
 
 def test_names_that_look_like_rich_markup_are_listed_as_written(tmp_path: Path) -> None:

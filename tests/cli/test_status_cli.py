@@ -335,7 +335,8 @@ def test_a_missing_sqlite_file_exits_2_in_one_line_and_creates_nothing(tmp_path:
     run = _status(f"sqlite:///{store_file}")
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr == (f"error: store sqlite:///{store_file}: no such database file "
-                          "(db.url from environment HEADROOM_DB__URL)\n")
+                          "(db.url from environment HEADROOM_DB__URL); run `headroom db "
+                          "upgrade` to create it (or start `headroom demo`)\n")
     assert not store_file.parent.exists()
 
 

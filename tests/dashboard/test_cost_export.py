@@ -225,7 +225,8 @@ def test_cost_export_of_a_store_without_schema_says_to_run_db_upgrade(
     out = tmp_path / "x.csv"
     code, output = _export("--out", str(out))
     assert code == 2
-    assert "has no Headroom schema; run `headroom db upgrade`" in output
+    assert "has no Headroom schema (db.url from environment HEADROOM_DB__URL); run `headroom db " \
+        "upgrade`" in output
     assert not out.exists()
 
 

@@ -293,7 +293,8 @@ def test_forecast_run_on_a_missing_store_file_creates_neither_file_nor_directory
     url = f"sqlite:///{tmp_path / 'no-dir' / 'x.db'}"
     result = CliRunner().invoke(app, ["run", "--store", url, "--no-store"])
     assert result.exit_code == 2
-    assert result.stderr == f"error: store {url}: no such database file\n"
+    assert result.stderr == (f"error: store {url}: no such database file; run `headroom db "
+                             "upgrade` to create it (or start `headroom demo`)\n")
     assert not (tmp_path / "no-dir").exists()
 
 
