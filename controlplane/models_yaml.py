@@ -1,16 +1,19 @@
 """Reading a models file (``headroom simulate --models``, ``headroom models import``): YAML with
-unique keys, read as UTF-8, and pydantic's first error put as the file, the model (index and
+unique keys, read as UTF-8, and each of pydantic's errors put as the file, the model (index and
 name) and the field at fault."""
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
+from controlplane.domain.errors import listed_problems
 from controlplane.yaml_keys import UniqueKeyLoader
 
 Schema = TypeVar("Schema", bound=BaseModel)
@@ -52,39 +55,51 @@ def where(raw: dict[str, Any], loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc) or "(root)"
 
 
-def first_problem(path: Path, raw: dict[str, Any], error: ValidationError) -> ModelsFileError:
-    """pydantic's first error as one line naming the file, the model and the field."""
-    first = error.errors()[0]
-    msg = str(first["msg"]).removeprefix("Value error, ")
-    if (first["type"] != "value_error" and "got" not in msg
-            and isinstance(first.get("input"), int | float)):
-        msg += f", got {first['input']}"
-    if first["type"] == "missing":
-        msg += _misspelled(tuple(first["loc"]), error)
-    return ModelsFileError(f"{path}: {where(raw, tuple(first['loc']))}: {msg}")
+def problems(path: Path, raw: dict[str, Any], error: ValidationError) -> ModelsFileError:
+    """Every error pydantic found, one line each naming the file, the model and the field
+    (``listed_problems``); an unknown key a missing one's line names as misspelled is not
+    listed again."""
+    errors = error.errors()
+    lines: list[str] = []
+    explained: set[tuple[int | str, ...]] = set()
+    for problem in errors:
+        loc = tuple(problem["loc"])
+        if problem["type"] == "extra_forbidden" and loc in explained:
+            continue
+        msg = str(problem["msg"]).removeprefix("Value error, ")
+        if (problem["type"] != "value_error" and "got" not in msg
+                and isinstance(problem.get("input"), int | float)):
+            msg += f", got {problem['input']}"
+        if problem["type"] == "missing":
+            hint, named = _misspelled(loc, errors)
+            msg += hint
+            explained.update((*loc[:-1], key) for key in named)
+        lines.append(f"{path}: {where(raw, loc)}: {msg}")
+    return ModelsFileError(listed_problems(lines))
 
 
-def _misspelled(loc: tuple[int | str, ...], error: ValidationError) -> str:
+def _misspelled(loc: tuple[int | str, ...],
+                errors: Sequence[ErrorDetails]) -> tuple[str, list[str]]:
     """For a missing key: the unknown keys beside it (`engne:` for `engine:`), which pydantic
-    reports as later errors, so that the line says what to rename."""
-    unknown = [str(e["loc"][-1]) for e in error.errors()
+    reports as errors of their own, so that the line says what to rename; and the keys named."""
+    unknown = [str(e["loc"][-1]) for e in errors
                if e["type"] == "extra_forbidden" and tuple(e["loc"][:-1]) == loc[:-1]]
     if not unknown:
-        return ""
+        return "", []
     close = difflib.get_close_matches(str(loc[-1]), unknown, n=1)
     if close:
-        return f" (the entry has an unknown key {close[0]!r}: misspelled?)"
-    return f" (the entry has unknown key(s) {', '.join(repr(k) for k in unknown)})"
+        return f" (the entry has an unknown key {close[0]!r}: misspelled?)", close
+    return f" (the entry has unknown key(s) {', '.join(repr(k) for k in unknown)})", unknown
 
 
 def validated(path: Path, schema: type[Schema], expected: str) -> Schema:
-    """The file read (``read_mapping``) and validated against ``schema``: its first problem as
-    one line naming the file, the model and the field."""
+    """The file read (``read_mapping``) and validated against ``schema``: its problems, each
+    as one line naming the file, the model and the field."""
     raw = read_mapping(path, expected)
     try:
         return schema.model_validate(raw)
     except ValidationError as error:
-        raise first_problem(path, raw, error) from None
+        raise problems(path, raw, error) from None
 
 
 def unique_names(path: Path, names: list[str]) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -26,6 +27,7 @@ from pydantic_settings import (
 
 from controlplane.autoscaling.calibration import MIN_ERRORS
 from controlplane.domain.desired import PoolSpec
+from controlplane.domain.errors import listed_problems
 from controlplane.settings_cluster import KubernetesSettings, PrometheusSettings
 from controlplane.settings_env import (
     ENV_PREFIX,
@@ -187,26 +189,30 @@ _BOUNDS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_th
 
 
 def _describe(error: ValidationError, origin: str) -> str:
-    first = error.errors()[0]
-    field = ".".join(str(part) for part in first["loc"])
-    message = first["msg"]
-    if first["type"] in _BOUNDS:  # the value as given (e.g. a negative price)
-        message += f", got {first['input']}"
-    named = env_variable_of(first["loc"], os.environ)
-    more = f" (+{error.error_count() - 1} more)" if error.error_count() > 1 else ""
-    if first["type"] == "value_error" and _is_model(_annotation_at(first["loc"])):
+    """Every error of the settings, one line each naming the file or environment variable and
+    the key (``listed_problems``)."""
+    return listed_problems([_described(problem, origin) for problem in error.errors()])
+
+
+def _described(problem: ErrorDetails, origin: str) -> str:
+    field = ".".join(str(part) for part in problem["loc"])
+    message = problem["msg"]
+    if problem["type"] in _BOUNDS:  # the value as given (e.g. a negative price)
+        message += f", got {problem['input']}"
+    named = env_variable_of(problem["loc"], os.environ)
+    if problem["type"] == "value_error" and _is_model(_annotation_at(problem["loc"])):
         # a check across fields of the settings (loc ()), a group or a pool: its message names
         # them, without pydantic's "(root): Value error, " or "placement: Value error, "
-        return f"{named or origin}: {message.removeprefix('Value error, ')}{more}"
-    if first["type"] == "extra_forbidden":
-        near = _close_match(first["loc"])
-        variable = ENV_PREFIX + "__".join(str(part) for part in first["loc"]).upper()
+        return f"{named or origin}: {message.removeprefix('Value error, ')}"
+    if problem["type"] == "extra_forbidden":
+        near = _close_match(problem["loc"])
+        variable = ENV_PREFIX + "__".join(str(part) for part in problem["loc"]).upper()
         if near and named is not None and named.upper().endswith(variable):
             near = ENV_PREFIX + near.replace(".", "__").upper()  # its own variable, misspelt
         message = f"unknown key; did you mean {near}?" if near else "unknown key"
         if field in RETIRED_KEYS:
             message = f"unknown key (retired: {RETIRED_KEYS[field]})"
-    return f"{named or origin}: {field or '(root)'}: {message}{more}"
+    return f"{named or origin}: {field or '(root)'}: {message}"
 
 
 def _annotation_at(loc: tuple[int | str, ...]) -> Any:

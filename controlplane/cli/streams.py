@@ -20,8 +20,10 @@ _stderr = Console(stderr=True)
 
 
 def print_error(message: str) -> None:
-    """Print ``error: message`` on stderr, on one line."""
-    _stderr.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    """Print ``error: message`` on stderr, on one line; a message listing several problems
+    (``domain.errors.listed_problems``), one ``error:`` line each."""
+    for line in message.splitlines() or [""]:
+        _stderr.print(f"[red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
 
 
 def print_warning(message: str) -> None:

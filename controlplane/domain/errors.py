@@ -1,5 +1,12 @@
 """Error taxonomy at the boundaries (STYLE.md 3.7 #8)."""
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+#: the problems of one input file an error lists, before it says how many more there are
+SHOWN_PROBLEMS = 20
+
 
 class TransientError(Exception):
     """Retry on the next tick (network blip, API unavailable)."""
@@ -29,3 +36,11 @@ def error_line(error: BaseException) -> str:
     ``orig``), for one-line reports; the error's type when it has no text."""
     text = str(getattr(error, "orig", None) or error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def listed_problems(lines: Sequence[str], shown: int = SHOWN_PROBLEMS) -> str:
+    """Every problem found in one input, one a line, so that a file with three mistakes is
+    mended in one edit, not three: ``shown`` lines at most, then ``... and N more``."""
+    if len(lines) <= shown:
+        return "\n".join(lines)
+    return "\n".join([*lines[:shown], f"... and {len(lines) - shown} more"])

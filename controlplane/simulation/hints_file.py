@@ -2,8 +2,8 @@
 ``headroom hint add`` (floors on the predictive policy's forecasts).
 
 Columns ``model,start,end,rate_rps`` and optionally ``reason``; times ISO 8601 (UTC unless they
-name a zone), the end excluded. Every problem names the file, the line and the column, and
-nothing of a bad file is used."""
+name a zone), the end excluded. Every problem names the file, the line and the column; each bad
+line's is listed, and nothing of a bad file is used."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from collections.abc import Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from controlplane.domain.errors import listed_problems
 from controlplane.domain.hints import MAX_HINT_RPS, DemandHint
 
 COLUMNS = ("model", "start", "end", "rate_rps")
@@ -44,8 +45,27 @@ def _rate(text: str, where: str) -> float:
     return rate
 
 
+def _hint(row: dict[str, str | None], at: str, models: Collection[str]) -> DemandHint:
+    """The hint of one line; HintsFileError naming ``at`` (file and line) and the column."""
+    model = (row["model"] or "").strip()
+    if model not in models:
+        raise HintsFileError(f"{at} column model: {model!r} is not in the models file "
+                             f"({', '.join(sorted(models))})")
+    start_at = _time(row["start"] or "", f"{at} column start")
+    end_at = _time(row["end"] or "", f"{at} column end")
+    if end_at <= start_at:
+        raise HintsFileError(f"{at} column end: {(row['end'] or '').strip()} is not after "
+                             f"start {(row['start'] or '').strip()}")
+    rate = _rate(row["rate_rps"] or "", f"{at} column rate_rps")
+    try:
+        return DemandHint(model, rate, start_at, end_at, (row.get("reason") or "").strip())
+    except ValueError as error:
+        raise HintsFileError(f"{at}: {error}") from None
+
+
 def load_hints_file(path: Path, models: Collection[str]) -> tuple[DemandHint, ...]:
-    """The hints of ``path`` for the models file's ``models``, in file order."""
+    """The hints of ``path`` for the models file's ``models``, in file order; HintsFileError
+    listing the first problem of each bad line (``listed_problems``)."""
     try:
         text = path.read_text(encoding="utf-8-sig")  # a spreadsheet's BOM is not a column name
     except UnicodeDecodeError as error:
@@ -58,25 +78,14 @@ def load_hints_file(path: Path, models: Collection[str]) -> tuple[DemandHint, ..
     if missing:
         raise HintsFileError(f"--hints {path}: missing column(s) {', '.join(missing)} (columns: "
                              f"{','.join(COLUMNS)}[,reason])")
-    hints = []
+    hints, problems = [], []
     for line, row in enumerate(reader, start=2):
-        at = f"--hints {path} line {line}"
-        model = (row["model"] or "").strip()
-        if model not in models:
-            raise HintsFileError(f"{at} column model: {model!r} is not in the models file "
-                                 f"({', '.join(sorted(models))})")
-        start_at = _time(row["start"] or "", f"{at} column start")
-        end_at = _time(row["end"] or "", f"{at} column end")
-        if end_at <= start_at:
-            raise HintsFileError(f"{at} column end: {(row['end'] or '').strip()} is not after "
-                                 f"start {(row['start'] or '').strip()}")
         try:
-            hints.append(DemandHint(model, _rate(row["rate_rps"] or "", f"{at} column rate_rps"),
-                                    start_at, end_at, (row.get("reason") or "").strip()))
-        except HintsFileError:
-            raise
-        except ValueError as error:
-            raise HintsFileError(f"{at}: {error}") from None
+            hints.append(_hint(row, f"--hints {path} line {line}", models))
+        except HintsFileError as error:  # the next lines too: every mistake in one run
+            problems.append(str(error))
+    if problems:
+        raise HintsFileError(listed_problems(problems))
     return tuple(hints)
 
 

@@ -125,6 +125,26 @@ def test_a_bad_hints_file_is_refused_naming_file_line_and_column(
     assert not out_path.exists()
 
 
+def test_every_bad_line_of_a_hints_file_is_named_in_one_run(tmp_path: Path) -> None:
+    hints = _hints(tmp_path / "hints.csv", [
+        f"{LARGE},2025-01-01T04:00Z,2025-01-01T05:00Z,10,fine",
+        "chat/nope,2025-01-01T04:00Z,2025-01-01T05:00Z,10,",
+        f"{LARGE},soon,2025-01-01T05:00Z,10,",
+        f"{LARGE},2025-01-01T04:00Z,2025-01-01T05:00Z,-3,"])
+    out_path = tmp_path / "T.csv"
+    code, out = _run("--trace", str(write_trace(tmp_path / "trace.csv", steps=6)), "--models",
+                     str(write_models(tmp_path / "models.yaml")), "--timeline-out",
+                     str(out_path), "--hints", str(hints), *FAST)
+    assert code == 2
+    lines = [" ".join(line.split()) for line in " ".join(out.split()).split("error: ")[1:]]
+    assert [line.split(" column ")[0] for line in lines] == [
+        f"--hints {hints} line {n}" for n in (3, 4, 5)]
+    assert "column model: 'chat/nope' is not in the models file" in lines[0]
+    assert "column start: 'soon' is not an ISO-8601 time" in lines[1]
+    assert "column rate_rps: -3 is not a rate" in lines[2]
+    assert not out_path.exists()
+
+
 def test_a_hints_file_that_is_not_utf8_is_refused_naming_the_file(tmp_path: Path) -> None:
     hints = tmp_path / "hints.csv"
     hints.write_bytes(f"model,start,end,rate_rps,reason\n{LARGE},2025-01-01T04:00Z,"

@@ -90,6 +90,40 @@ def test_a_file_with_one_impossible_model_is_one_line_and_writes_none_of_them(
     assert Store.open(url).model_names() == []  # the first, good model was not written either
 
 
+def test_every_mistake_of_a_models_file_is_its_own_line_and_none_of_it_is_imported(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    Store.open(url, migrate=True).engine.dispose()
+    models = tmp_path / "models.yaml"
+    models.write_text(GOOD.replace("memory_mib: 20000}", "memory_gb: 20}")
+                      .replace("engine: triton", "engne: triton")
+                      .replace("latency_slo_ms: 2000", "latency_slo_ms: -5"))
+    run = _models(url, "import", str(models))
+    assert run.returncode == 2
+    assert run.stderr.splitlines() == [
+        f"error: {models}: models[0] (llama-3-8b-chat): latency_slo_ms: Input should be "
+        "greater than 0, got -5",
+        f"error: {models}: models[0] (llama-3-8b-chat): profile.1.memory_mib: Field required "
+        "(the entry has an unknown key 'memory_gb': misspelled?)",
+        f"error: {models}: models[1] (resnet50): engine: Field required (the entry has an "
+        "unknown key 'engne': misspelled?)"]
+    assert Store.open(url).model_names() == []
+
+
+def test_a_models_file_with_many_mistakes_lists_twenty_and_counts_the_rest(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    Store.open(url, migrate=True).engine.dispose()
+    models = tmp_path / "models.yaml"
+    models.write_text("models:\n" + "".join(f"  - {{name: m{i}}}\n" for i in range(6)))
+    run = _models(url, "import", str(models))
+    assert run.returncode == 2
+    lines = run.stderr.splitlines()
+    assert len(lines) == 21 and lines[-1].startswith("error: ... and ")
+    assert all(line.startswith(f"error: {models}: models[") for line in lines[:20])
+    assert Store.open(url).model_names() == []
+
+
 def test_import_into_a_store_that_was_never_migrated_says_to_upgrade_first(
         tmp_path: Path) -> None:
     models = tmp_path / "models.yaml"

@@ -107,6 +107,22 @@ def test_bad_configuration_is_one_line_naming_the_field(tmp_path: Path, yaml_tex
     assert "\n" not in message
 
 
+def test_every_mistake_of_a_settings_file_is_its_own_line_naming_the_key(
+        tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("reconcile:\n  intervl_s: 30\n  target_utilization: 7\n"
+                      "forecast:\n  step_s: -60\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    lines = str(caught.value).splitlines()
+    assert len(lines) == 3, lines
+    assert all(line.startswith(f"{config}: ") for line in lines)
+    assert any("reconcile.intervl_s: unknown key; did you mean reconcile.interval_s?" in line
+               for line in lines)
+    assert any("reconcile.target_utilization: " in line for line in lines)
+    assert any("forecast.step_s: " in line and "got -60" in line for line in lines)
+
+
 @pytest.mark.parametrize(("yaml_text", "expected"), [
     ("forecast:\n  horizon_s: 30\n  step_s: 60\n",
      "forecast.horizon_s must be >= forecast.step_s"),
