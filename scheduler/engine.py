@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from protos.headroom.v1 import placement_pb2 as pb
 from scheduler import convert
-from scheduler.domain.errors import AlreadyExists, CallerGone, InvalidArgument
+from scheduler.domain.errors import AlreadyExists, CallerGone, Infeasible, InvalidArgument, NotReady
 from scheduler.domain.fleet import DEFAULT_TIME_LIMIT_S, plan_fleet
 from scheduler.domain.fleet_prior import prior_from_inventory
 from scheduler.domain.fleet_types import FleetPlan
@@ -63,6 +63,9 @@ class PlacementEngine:
         self._plan_time_limit_s = plan_time_limit_s
         self._journal = journal
         self._seen_version = 0  # the journal version this engine has applied
+        #: whether a SyncInventory succeeded since this engine started (the inventory is not
+        #: journaled: a restarted engine knows no node until its first SyncInventory)
+        self._synced = False
         self._now_s = now_s
         #: called with how many bindings a sweep released (the server's metrics)
         self.on_leases_expired: Callable[[int], None] | None = None
@@ -171,6 +174,7 @@ class PlacementEngine:
                     if released:
                         change.released([r.binding.workload_id for r in released])
                 held.placer, held.waiting = fresh, {}
+            self._synced = True
             cluster = held.placer.cluster
             over = cluster.overcommitted()
         if released:
@@ -185,10 +189,12 @@ class PlacementEngine:
 
     def place(self, request: pb.PlaceRequest,
               still_wanted: Callable[[], bool] | None = None) -> pb.PlaceResponse:
-        """Bind one workload; raises InvalidArgument, AlreadyExists or Infeasible. When
-        ``still_wanted`` returns False once the engine is free to bind (the caller's deadline
-        passed while the call waited), nothing is bound and CallerGone is raised, so a retry
-        of the same id is placed instead of refused as ALREADY_EXISTS."""
+        """Bind one workload; raises InvalidArgument, AlreadyExists or Infeasible, and NotReady
+        (``no_inventory``) when no SyncInventory succeeded since this engine started: knowing
+        no node is not a full fleet (a synced inventory without nodes is Infeasible
+        ``no_inventory``). When ``still_wanted`` returns False once the engine is free to bind
+        (the caller's deadline passed while the call waited), nothing is bound and CallerGone
+        is raised, so a retry of the same id is placed instead of refused as ALREADY_EXISTS."""
         spec = convert.workload_from_pb(request)
         with self._lock:
             if still_wanted is not None and not still_wanted():
@@ -196,10 +202,16 @@ class PlacementEngine:
                                  "it was bound; nothing was bound")
             now_s = self._now_s()
             self._expire(now_s)
-            if self._journal is None:
-                binding = self._held.leased(self._held.placer.place(spec), spec.lease_s, now_s)
-            else:
-                binding = self._place_journaled(spec, now_s)
+            try:
+                if self._journal is None:
+                    binding = self._held.leased(self._held.placer.place(spec), spec.lease_s,
+                                                now_s)
+                else:
+                    binding = self._place_journaled(spec, now_s)
+            except Infeasible as exc:
+                if exc.reason == "no_inventory" and not self._synced:
+                    raise NotReady(exc.reason, exc.detail) from None
+                raise
         return pb.PlaceResponse(binding=convert.binding_to_pb(binding))
 
     def _place_journaled(self, spec: WorkloadSpec, now_s: float) -> Binding:

@@ -3,7 +3,8 @@
 What an operator watches on the placement server: calls per method and gRPC status code (every
 unary method, GetPlan too; WatchPlan calls refused before their stream opened), the
 engine's time per call (server side, without the transport), Place refusals by their reason code
-(the ``Infeasible`` reasons: ``no_idle_gpus``, ``no_gpu_share_fits``, ...), bindings this server
+(the ``Infeasible`` reasons: ``no_idle_gpus``, ``no_gpu_share_fits``, ...; and ``no_inventory``,
+FAILED_PRECONDITION, before the first SyncInventory), bindings this server
 released because their lease ran out (a serving layer that stopped renewing), and, read from the
 engine at scrape time (nothing on the hot path), the workloads bound, the GPUs in the inventory
 and the fleet plan's revision. ``serve_metrics`` exposes the registry on ``/metrics`` over HTTP.
@@ -43,7 +44,8 @@ class PlacementMetrics:
                                  "placement API call (server side, without the transport).",
                                  ["method"], buckets=LATENCY_BUCKETS_S, registry=self.registry)
         self.rejections = Counter("headroom_placement_rejections", "Place calls refused "
-                                  "RESOURCE_EXHAUSTED, by reason code.", ["reason"],
+                                  "RESOURCE_EXHAUSTED (or FAILED_PRECONDITION no_inventory: no "
+                                  "SyncInventory yet), by reason code.", ["reason"],
                                   registry=self.registry)
         self.leases_expired = Counter("headroom_placement_leases_expired", "Bindings this server "
                                       "released because their lease ran out.",

@@ -23,6 +23,7 @@ from scheduler.domain.errors import (
     CallerGone,
     Infeasible,
     InvalidArgument,
+    NotReady,
     Unavailable,
 )
 from scheduler.engine import PlacementEngine
@@ -76,6 +77,8 @@ def call_engine(context: grpc.ServicerContext, fn: Callable[[], T], empty: T,
         code, details = grpc.StatusCode.ALREADY_EXISTS, str(exc)
     except Infeasible as exc:
         code, details, reason = grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc), exc.reason
+    except NotReady as exc:
+        code, details, reason = grpc.StatusCode.FAILED_PRECONDITION, str(exc), exc.reason
     except CallerGone as exc:
         code, details = grpc.StatusCode.CANCELLED, str(exc)
     except Unavailable as exc:

@@ -1,8 +1,8 @@
 """Typed domain errors of the placement engine.
 
 The gRPC servicer maps them to status codes: ``InvalidArgument`` -> INVALID_ARGUMENT,
-``Infeasible`` -> RESOURCE_EXHAUSTED, ``AlreadyExists`` -> ALREADY_EXISTS, ``CallerGone`` ->
-CANCELLED, ``Unavailable`` -> UNAVAILABLE. The message always
+``Infeasible`` -> RESOURCE_EXHAUSTED, ``NotReady`` -> FAILED_PRECONDITION, ``AlreadyExists`` ->
+ALREADY_EXISTS, ``CallerGone`` -> CANCELLED, ``Unavailable`` -> UNAVAILABLE. The message always
 carries the field or reason so a caller can act on it.
 """
 
@@ -30,6 +30,17 @@ class Infeasible(PlacementError):
 
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class NotReady(PlacementError):
+    """A well-formed request the server cannot answer yet, whatever the fleet holds: a Place
+    before any SyncInventory since the server started (reason ``no_inventory``) knows no fleet,
+    which is not a full one. ``reason`` and ``detail`` as for ``Infeasible``."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
 

@@ -122,7 +122,8 @@ def test_serve_takes_the_lease_records_plans_and_releases_on_sigterm(
 
 
 def _placed(stub: pb_grpc.PlacementStub, workload_id: str) -> pb.Binding:
-    """Place one whole GPU, retried while the replica has no inventory yet (its first tick)."""
+    """Place one whole GPU, retried while the replica has had no inventory yet (before its
+    first tick: FAILED_PRECONDITION no_inventory)."""
     request = pb.PlaceRequest(workload_id=workload_id, model="llama", tenant="t", cpu_milli=100,
                               memory_mib=256, num_gpu=1, gpu_milli=1000)
     deadline = time.monotonic() + 60
@@ -130,7 +131,7 @@ def _placed(stub: pb_grpc.PlacementStub, workload_id: str) -> pb.Binding:
         try:
             return stub.Place(request, timeout=10).binding
         except grpc.RpcError as error:
-            if error.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or (
+            if error.code() != grpc.StatusCode.FAILED_PRECONDITION or (
                     time.monotonic() > deadline):
                 raise
             time.sleep(0.5)

@@ -8,7 +8,13 @@ import pytest
 from placement_builders import make_node, make_place, two_node_engine
 
 from protos.headroom.v1 import placement_pb2 as pb
-from scheduler.domain.errors import AlreadyExists, CallerGone, Infeasible, InvalidArgument
+from scheduler.domain.errors import (
+    AlreadyExists,
+    CallerGone,
+    Infeasible,
+    InvalidArgument,
+    NotReady,
+)
 from scheduler.engine import PlacementEngine
 
 
@@ -57,8 +63,18 @@ def test_a_place_asking_more_gpu_memory_than_any_gpu_has_says_so() -> None:
         assert "1000000 MiB" in str(err.value)
 
 
-def test_a_place_before_any_inventory_is_infeasible_with_the_reason() -> None:
+def test_a_place_before_any_inventory_is_not_ready_rather_than_infeasible() -> None:
     eng = PlacementEngine()
+    for spec in (make_place("gpu"), make_place("cpu", num_gpu=0, gpu_milli=0)):
+        with pytest.raises(NotReady) as err:
+            eng.place(spec)
+        assert err.value.reason == "no_inventory"
+        assert str(err.value) == "no_inventory: the inventory has no node (SyncInventory first)"
+
+
+def test_a_place_on_a_synced_inventory_without_nodes_is_infeasible_with_the_reason() -> None:
+    eng = PlacementEngine()
+    eng.sync_inventory(pb.SyncInventoryRequest(nodes=[]))
     for spec in (make_place("gpu"), make_place("cpu", num_gpu=0, gpu_milli=0)):
         with pytest.raises(Infeasible) as err:
             eng.place(spec)

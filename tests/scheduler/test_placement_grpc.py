@@ -47,6 +47,20 @@ def test_infeasible_place_is_resource_exhausted_with_reason(stub: pb_grpc.Placem
     assert "no_idle_gpus" in (err.value.details() or "")
 
 
+def test_a_place_before_any_sync_inventory_is_failed_precondition_not_a_full_fleet(
+        stub: pb_grpc.PlacementStub) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Place(make_place("w1"), timeout=5)
+    assert (err.value.code(), err.value.details()) == (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "no_inventory: the inventory has no node (SyncInventory first)")
+    stub.SyncInventory(pb.SyncInventoryRequest(nodes=[]), timeout=5)
+    with pytest.raises(grpc.RpcError) as err:  # synced, and no node: that fleet is full
+        stub.Place(make_place("w1"), timeout=5)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert (err.value.details() or "").startswith("no_inventory: ")
+
+
 def test_a_stated_gpu_memory_on_gpus_of_unknown_memory_is_refused_naming_that(
         stub: pb_grpc.PlacementStub) -> None:
     stub.SyncInventory(pb.SyncInventoryRequest(
