@@ -158,13 +158,20 @@ def _settings(config: Path | None, db: Path | None) -> Settings:
         raise usage_error(str(error)) from None
 
 
+#: what a server started on a store cannot do yet: the store keeps bindings and plans, not the
+#: inventory (Place is FAILED_PRECONDITION no_inventory, RankReplicas scores every replica 0)
+WAITS_FOR_INVENTORY = ("placing and ranking wait for the first SyncInventory (the inventory is "
+                       "not kept)")
+
+
 def _kept_in_store(settings: Settings, checks_hints: bool = False) -> tuple[
         PlacementEngine, Sequence[Registrar], Callable[[], None], str]:
     """``--db`` / ``--config``: an engine following the store's placement journal (its schema
     migrated first, as ``headroom serve`` does), the DemandHints service on the same store
     (``checks_hints``, with --config: AddHint checks a hint against its pools and budgets;
     ``--db`` alone knows no fleet's pools), what closes the store and a line saying what was
-    restored; one-line errors naming the store."""
+    restored and that placing and ranking wait for the first SyncInventory; one-line errors
+    naming the store."""
     url, clock = settings.db.url, WallClock()
     with store_errors(url), db_url_named(settings):
         store = open_store(settings.db, migrate=True)
@@ -175,7 +182,7 @@ def _kept_in_store(settings: Settings, checks_hints: bool = False) -> tuple[
     known = known_capacity(settings) if checks_hints else None
     return engine, (hints_api(store, clock, known),), store.engine.dispose, (
         f"placement state kept in {redact(url)}: {bindings} binding(s) and plan revision "
-        f"{revision} restored")
+        f"{revision} restored; {WAITS_FOR_INVENTORY}")
 
 
 def _pin(cpus: str) -> None:

@@ -36,6 +36,10 @@ PLAN = pb.PlanFleetRequest(
                                throughput_rps=100.0 * g, latency_ms=10.0) for g in (1, 2, 7)])],
     pools=[pb.GpuPool(product=A100, max_gpus=4, price_per_gpu_hour=4.0)])
 
+#: how the line saying what a server restored ends: the store does not keep the inventory
+WAITS = (" restored; placing and ranking wait for the first SyncInventory (the inventory is "
+         "not kept)")
+
 
 def _whole(workload_id: str) -> pb.PlaceRequest:
     return pb.PlaceRequest(workload_id=workload_id, model="llama", tenant="t", cpu_milli=1000,
@@ -72,7 +76,7 @@ def test_a_restarted_server_keeps_its_bindings_and_plan_revisions(tmp_path: Path
     db = tmp_path / "placement.db"
     with _server(db) as (proc, channel, restored):
         assert restored == (f"placement state kept in sqlite:///{db}: 0 binding(s) and plan "
-                            "revision 0 restored")
+                            f"revision 0{WAITS}")
         stub = pb_grpc.PlacementStub(channel)
         stub.SyncInventory(INVENTORY, timeout=10)
         first = stub.Place(_whole("llama-0"), timeout=10).binding
@@ -81,7 +85,7 @@ def test_a_restarted_server_keeps_its_bindings_and_plan_revisions(tmp_path: Path
         _stop(proc)
 
     with _server(db) as (proc, channel, restored):
-        assert restored.endswith(": 1 binding(s) and plan revision 1 restored")
+        assert restored.endswith(f": 1 binding(s) and plan revision 1{WAITS}")
         stub = pb_grpc.PlacementStub(channel)
         assert stub.GetPlan(pb.GetPlanRequest(), timeout=10) == planned
         with pytest.raises(grpc.RpcError) as err:
@@ -100,6 +104,36 @@ def test_a_restarted_server_keeps_its_bindings_and_plan_revisions(tmp_path: Path
         _stop(proc)
 
 
+def test_a_restarted_server_says_placing_and_ranking_wait_for_its_first_inventory_and_they_do(
+        tmp_path: Path) -> None:
+    db = tmp_path / "placement.db"
+    with _server(db) as (proc, channel, _):
+        stub = pb_grpc.PlacementStub(channel)
+        stub.SyncInventory(INVENTORY, timeout=10)
+        stub.Place(_whole("llama-0"), timeout=10)
+        _stop(proc)
+
+    with _server(db) as (proc, channel, restored):
+        assert restored.endswith(": 1 binding(s) and plan revision 0 restored; placing and "
+                                 "ranking wait for the first SyncInventory (the inventory is "
+                                 "not kept)"), restored
+        stub = pb_grpc.PlacementStub(channel)
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Place(_whole("llama-1"), timeout=10)
+        assert (err.value.code(), err.value.details()) == (
+            grpc.StatusCode.FAILED_PRECONDITION,
+            "no_inventory: the inventory has no node (SyncInventory first)")
+        ask = pb.RankReplicasRequest(replicas=[pb.ReplicaLoad(workload_id="llama-0")])
+        waiting = stub.RankReplicas(ask, timeout=10).ranked[0]
+        assert not waiting.can_serve
+        assert waiting.reason.startswith("node_unavailable: gpu-node-0 is not in the inventory "
+                                         "(no SyncInventory since this server started)")
+        stub.SyncInventory(INVENTORY, timeout=10)
+        assert stub.RankReplicas(ask, timeout=10).ranked[0].can_serve
+        assert stub.Place(_whole("llama-1"), timeout=10).binding.node == "gpu-node-0"
+        _stop(proc)
+
+
 def test_a_server_restarted_after_a_lease_ran_out_neither_restores_nor_ranks_that_binding(
         tmp_path: Path) -> None:
     db = tmp_path / "placement.db"
@@ -114,7 +148,7 @@ def test_a_server_restarted_after_a_lease_ran_out_neither_restores_nor_ranks_tha
     time.sleep(1.2)  # the router died too: nobody renewed it
 
     with _server(db) as (proc, channel, restored):
-        assert restored.endswith(": 1 binding(s) and plan revision 0 restored")
+        assert restored.endswith(f": 1 binding(s) and plan revision 0{WAITS}")
         stub = pb_grpc.PlacementStub(channel)
         stub.SyncInventory(INVENTORY, timeout=10)
         answer = stub.RankReplicas(pb.RankReplicasRequest(replicas=[
