@@ -100,22 +100,32 @@ def why_not(cluster: Cluster, spec: WorkloadSpec, shape: Shape) -> Infeasible:
             return Infeasible("insufficient_gpu_memory",
                               f"no GPU of the allowed products has {spec.gpu_memory_mib} MiB "
                               "of memory")
-    where = f"on a node with {spec.cpu_milli} CPU milli and {spec.memory_mib} MiB memory free"
+    where = _host_clause(spec)
     unknown = _unknown_memory_in_the_way(cluster, host, shape)
     if unknown:
         return Infeasible("gpu_memory_unknown",
-                          f"{unknown} GPU(s) of the allowed products have room for it {where} "
+                          f"{unknown} GPU(s) of the allowed products have room for it{where} "
                           "but report memory_mib 0 (not known) in the inventory snapshot, so "
                           f"gpu_memory_mib {spec.gpu_memory_mib} cannot be checked against "
                           "them; sync their memory_mib, or state gpu_memory_mib 0")
     if shape.mode is SharingMode.EXCLUSIVE:
         count = spec.num_gpu if spec.is_whole else 1
         return Infeasible("no_idle_gpus",
-                          f"no {count} idle GPU(s) of the allowed products {where}")
+                          f"no {count} idle GPU(s) of the allowed products{where}")
     assert shape.mode is not None
     return Infeasible("no_gpu_share_fits",
                       f"no GPU of the allowed products has {spec.gpu_milli} milli free in "
-                      f"{shape.mode.value} mode {where}")
+                      f"{shape.mode.value} mode{where}")
+
+
+def _host_clause(spec: WorkloadSpec) -> str:
+    """What the request needs of the node besides its GPUs, as the tail of a reason's detail:
+    " on a node with at least X CPU milli and Y MiB memory free", "" when it needs neither (the
+    numbers are the request's, not any node's)."""
+    if spec.cpu_milli == 0 and spec.memory_mib == 0:
+        return ""
+    return (f" on a node with at least {spec.cpu_milli} CPU milli and {spec.memory_mib} MiB "
+            "memory free")
 
 
 def _unknown_memory_in_the_way(cluster: Cluster, host: BoolArray, shape: Shape) -> int:

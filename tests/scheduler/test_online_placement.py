@@ -96,6 +96,23 @@ def test_a_share_without_stated_memory_is_charged_its_share_of_gpu_memory() -> N
     assert placer.place(work("small", milli=200)).gpu_milli == 200
 
 
+def test_a_refused_share_names_what_it_needs_of_a_node_not_what_a_node_has_free() -> None:
+    placer = OnlinePlacer([node("n", gpus=1)])
+    placer.place(work("batch", milli=700, isolation=Isolation.NONE))
+    with pytest.raises(Infeasible) as err:
+        placer.place(work("trusted", milli=400, cpu=2000, mem=4096, isolation=Isolation.TRUSTED))
+    assert str(err.value) == (
+        "no_gpu_share_fits: no GPU of the allowed products has 400 milli free in mps mode on a "
+        "node with at least 2000 CPU milli and 4096 MiB memory free")
+    with pytest.raises(Infeasible) as err:  # needing no CPU and no memory: no node clause
+        placer.place(work("bare", milli=400, cpu=0, mem=0, isolation=Isolation.TRUSTED))
+    assert str(err.value) == ("no_gpu_share_fits: no GPU of the allowed products has 400 milli "
+                              "free in mps mode")
+    with pytest.raises(Infeasible) as err:
+        placer.place(work("whole", cpu=0, mem=0))
+    assert str(err.value) == "no_idle_gpus: no 1 idle GPU(s) of the allowed products"
+
+
 def test_stated_memory_needs_a_gpu_whose_memory_is_known() -> None:
     placer = OnlinePlacer([node("g2", gpus=1, product="G2")])
     with pytest.raises(Infeasible):
@@ -103,7 +120,8 @@ def test_stated_memory_needs_a_gpu_whose_memory_is_known() -> None:
 
 
 UNKNOWN_MEMORY = ("gpu_memory_unknown: {n} GPU(s) of the allowed products have room for it on a "
-                  "node with 1000 CPU milli and 1024 MiB memory free but report memory_mib 0 "
+                  "node with at least 1000 CPU milli and 1024 MiB memory free but report "
+                  "memory_mib 0 "
                   "(not known) in the inventory snapshot, so gpu_memory_mib 1000 cannot be "
                   "checked against them; sync their memory_mib, or state gpu_memory_mib 0")
 

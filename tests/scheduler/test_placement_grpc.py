@@ -61,6 +61,22 @@ def test_a_place_before_any_sync_inventory_is_failed_precondition_not_a_full_fle
     assert (err.value.details() or "").startswith("no_inventory: ")
 
 
+def test_a_share_that_fits_nowhere_is_refused_with_what_it_needs_not_invented_free_numbers(
+        stub: pb_grpc.PlacementStub) -> None:
+    stub.SyncInventory(pb.SyncInventoryRequest(nodes=[make_node("n0", gpus=1)]), timeout=5)
+    stub.Place(make_place("batch", gpu_milli=700, isolation=pb.NONE), timeout=5)
+    refusals = {}
+    for cpu_milli, memory_mib in ((0, 0), (500, 0)):
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Place(make_place(f"w{cpu_milli}", gpu_milli=400, cpu_milli=cpu_milli,
+                                  memory_mib=memory_mib, isolation=pb.TRUSTED), timeout=5)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        refusals[cpu_milli] = err.value.details()
+    share = "no_gpu_share_fits: no GPU of the allowed products has 400 milli free in mps mode"
+    assert refusals == {0: share,
+                        500: f"{share} on a node with at least 500 CPU milli and 0 MiB memory free"}
+
+
 def test_a_stated_gpu_memory_on_gpus_of_unknown_memory_is_refused_naming_that(
         stub: pb_grpc.PlacementStub) -> None:
     stub.SyncInventory(pb.SyncInventoryRequest(
