@@ -14,6 +14,9 @@ from scheduler.domain.model import WHOLE_GPU_MILLI, GpuSpec, NodeSpec, WorkloadS
 from scheduler.domain.routing import ReplicaLoad
 
 MAX_GPUS_PER_NODE = 64
+#: The longest lease a Place may ask (30 days): a lease is a dead client's leak bound, and one
+#: beyond any deployment's life (1e300 s) is a unit mistake, not a lease.
+MAX_LEASE_S = 30 * 24 * 3600
 #: LoRA adapters one RankReplicas replica may list (vLLM's --max-loras is far below this)
 MAX_ADAPTERS = 1000
 #: A PlanFleet pool may offer at most this many GPUs (the plan is built GPU by GPU).
@@ -87,6 +90,9 @@ def validate_workload(spec: WorkloadSpec, raw_gpu_milli: int) -> None:
         raise InvalidArgument("gpu_milli", f"must be in [0, 1000], got {raw_gpu_milli}")
     if not (math.isfinite(spec.lease_s) and spec.lease_s >= 0):
         raise InvalidArgument("lease_s", f"must be a finite number >= 0, got {spec.lease_s}")
+    if spec.lease_s > MAX_LEASE_S:
+        raise InvalidArgument("lease_s", f"must be <= {MAX_LEASE_S} (30 days), got "
+                              f"{spec.lease_s:g}")
     if spec.num_gpu == 0 and raw_gpu_milli > 0:
         raise InvalidArgument("gpu_milli", "must be 0 when num_gpu is 0")
     if spec.gpu_memory_mib < 0:

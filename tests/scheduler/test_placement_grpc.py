@@ -109,8 +109,10 @@ def test_an_unserved_product_is_named_as_the_caller_spelled_it(
     (make_place("w", num_gpu=-1), "num_gpu"),
     (make_place("w", products=[""]), "gpu_products[0]"),
     (pb.PlaceRequest(workload_id="w", num_gpu=1, lease_s=-5), "lease_s"),
+    (pb.PlaceRequest(workload_id="w", num_gpu=1, lease_s=1e300), "lease_s"),
+    (pb.PlaceRequest(workload_id="w", num_gpu=1, lease_s=2_592_000.5), "lease_s"),
 ], ids=["empty-id", "milli-over-1000", "negative-cpu", "negative-gpus", "empty-product",
-        "negative-lease"])
+        "negative-lease", "lease-of-1e300-s", "lease-past-30-days"])
 def test_malformed_place_is_invalid_argument_naming_the_field(
         stub: pb_grpc.PlacementStub, request_: pb.PlaceRequest, field: str) -> None:
     _sync(stub)
@@ -118,6 +120,22 @@ def test_malformed_place_is_invalid_argument_naming_the_field(
         stub.Place(request_, timeout=5)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert (err.value.details() or "").startswith(field)
+
+
+def test_a_lease_is_bounded_at_30_days_and_the_refusal_says_so(
+        stub: pb_grpc.PlacementStub) -> None:
+    _sync(stub)
+    longest = make_place("longest")
+    longest.lease_s = 2_592_000
+    assert stub.Place(longest, timeout=5).binding.lease_s == 2_592_000
+    absurd = make_place("absurd")
+    absurd.lease_s = 1e300
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Place(absurd, timeout=5)
+    assert (err.value.code(), err.value.details()) == (
+        grpc.StatusCode.INVALID_ARGUMENT, "lease_s: must be <= 2592000 (30 days), got 1e+300")
+    assert [b.workload_id for b in stub.ListBindings(pb.ListBindingsRequest(),
+                                                     timeout=5).bindings] == ["longest"]
 
 
 LONG_ID = "w" * 20_000

@@ -318,7 +318,7 @@ class PlaceRequest(_message.Message):
     lease_s: _builtins.float
     """0: bound until Release. > 0: the binding expires lease_s seconds after this Place or its
     latest RenewLeases and its resources are freed, so a serving layer that dies without
-    calling Release leaks nothing. Finite and >= 0.
+    calling Release leaks nothing. Finite, >= 0 and at most 2592000 (30 days).
     """
     @_builtins.property
     def gpu_products(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
