@@ -110,6 +110,12 @@ class ModelPauses(Protocol):
         ...
 
 
+class ModelNames(Protocol):
+    def model_names(self) -> Sequence[str]:
+        """The names the models table lists now."""
+        ...
+
+
 class ReplicaBounds(Protocol):
     def replica_bounds(self, model: str) -> tuple[int | None, int | None]:
         """The model's ``min_replicas`` and ``max_replicas`` as the models table holds them now

@@ -86,7 +86,8 @@ def keda_servicer(settings: Settings, store: Store, clock: Clock,
                               max_streams=settings.autoscaling.keda_max_streams,
                               observations=store, recent_load=store,
                               limits=StoredLimits(pauses, pauses, store, clock,
-                                                  max_observed_age_s=observed_age_s))
+                                                  max_observed_age_s=observed_age_s),
+                              models=store)
 
 
 def hints_api(store: Store, clock: Clock,

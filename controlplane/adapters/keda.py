@@ -19,7 +19,11 @@ ScaledObject) are served at
 once (the server is given that many threads more than its own): beyond that StreamMetricSpec is
 UNIMPLEMENTED (KEDA then polls GetMetricSpec) and StreamIsActive RESOURCE_EXHAUSTED, rather than
 the streams taking every thread and leaving Place, health checks and GetMetrics unanswered.
-A missing forecast is NOT_FOUND, a stale one FAILED_PRECONDITION (KEDA then applies its fallback),
+A model the scaler does not know (not in the store's models table, ``models``, when given;
+without a per-replica target and without a forecast) is NOT_FOUND naming it, before any other
+key of the metadata is checked, ``targetRps`` given or not; a known model without a per-replica
+target needs ``targetRps`` (INVALID_ARGUMENT naming it). A missing forecast is NOT_FOUND, a stale
+one FAILED_PRECONDITION (KEDA then applies its fallback),
 as is one whose origin lies over a step plus ``MAX_CLOCK_SKEW_S`` (60 s) after now (a skewed
 clock or a bad row: its age is negative, under any limit),
 bad metadata INVALID_ARGUMENT naming the key, a forecast store that cannot be read UNAVAILABLE
@@ -78,7 +82,7 @@ from controlplane.domain.demand import (
     window_quantile,
 )
 from controlplane.domain.scaler_limits import ReplicaLimits, fixed_activity, scaler_metric
-from controlplane.ports import Clock, ForecastReader, LastObservations, RecentLoad
+from controlplane.ports import Clock, ForecastReader, LastObservations, ModelNames, RecentLoad
 from forecaster.types import Forecast
 from protos.externalscaler import externalscaler_pb2 as pb
 from protos.externalscaler import externalscaler_pb2_grpc as pb_grpc
@@ -119,13 +123,15 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
                  stopping: threading.Event | None = None, max_streams: int = MAX_STREAMS,
                  observations: LastObservations | None = None,
                  recent_load: RecentLoad | None = None,
-                 limits: StoredLimits | None = None) -> None:
+                 limits: StoredLimits | None = None,
+                 models: ModelNames | None = None) -> None:
         if max_streams <= 0:
             raise ValueError(f"max_streams must be > 0, got {max_streams}")
         self._forecasts = forecasts
         self._observations = observations
         self._recent_load = recent_load
         self._limits = limits
+        self._models = models
         self._clock = clock
         self._lookahead_s = lookahead_s
         self._max_age_s = max_forecast_age_s
@@ -142,7 +148,18 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
     def query(self, ref: pb.ScaledObjectRef) -> ScalerQuery:
         targets = (self._targets if isinstance(self._targets, Mapping)
                    else self._targets.targets())
-        return scaler_query(ref.scalerMetadata, targets, self._lookahead_s)
+        return scaler_query(ref.scalerMetadata, targets, self._lookahead_s, self._known)
+
+    def _known(self, model: str) -> bool:
+        """Whether ``model`` is in the models table (when given) or has a forecast."""
+        try:
+            if self._models is not None and model in self._models.model_names():
+                return True
+            made = self._forecasts.latest_forecasts().get(model)
+        except Exception as error:  # the store is down: as for the forecasts
+            raise store_down("keda.models_unread", "models and forecasts", model,
+                             error) from None
+        return made is not None and bool(made.p90)
 
     def forecast_rps(self, query: ScalerQuery) -> float:
         """The highest forecast quantile over [now, now + lookahead] for the model."""

@@ -4,7 +4,9 @@ a gRPC status and its details).
 
 Trigger metadata (KEDA forwards all of it as ``scalerMetadata``):
 
-* ``model`` (required): the model whose forecast drives the ScaledObject;
+* ``model`` (required): the model whose forecast drives the ScaledObject; one the scaler does
+  not know (not in the store's models table, without a per-replica rate and without a
+  forecast) is NOT_FOUND naming it, before any other key is checked;
 * ``targetRps``: requests/s one replica should take; default from the model's profile
   (per-replica throughput x target utilization), when the servicer was given one;
 * ``lookaheadSeconds`` (default: the servicer's, e.g. provisioning + cold start): window of the
@@ -25,7 +27,7 @@ import difflib
 import logging
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -86,20 +88,27 @@ KEDA_KEYS = frozenset({"scalerAddress", "enableTLS", "unsafeSsl", "caCert", "tls
 FROM_ENV = "FromEnv"
 
 
-def scaler_query(metadata: Mapping[str, str],
-                 targets: Mapping[str, float], lookahead_s: float) -> ScalerQuery:
+def scaler_query(metadata: Mapping[str, str], targets: Mapping[str, float], lookahead_s: float,
+                 known: Callable[[str], bool] | None = None) -> ScalerQuery:
     """The query of a ScaledObject's ``scalerMetadata``: ``targets`` give each model's default
     per-replica rate, ``lookahead_s`` the default lookahead; bad metadata INVALID_ARGUMENT
-    naming the key."""
+    naming the key. ``known`` says whether a model without a target is one of the store's
+    models or has a forecast: one that is neither is NOT_FOUND naming it, whether or not
+    ``targetRps`` is given (asked before the other keys are checked)."""
     metadata = resolve_metadata(metadata)
     model = metadata.get("model", "").strip()
     if not model:
         raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT, "scalerMetadata.model is required")
+    if model not in targets and known is not None and not known(model):
+        raise ScalerError(grpc.StatusCode.NOT_FOUND,
+                          f"model {model!r} is not a model of this store (headroom models "
+                          "list) and has no forecast; is scalerMetadata.model spelled as in "
+                          "Headroom's models?")
     if not metadata.get("targetRps") and model not in targets:
-        known = ", ".join(sorted(targets)) or "none"
+        with_rate = ", ".join(sorted(targets)) or "none"
         raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
                           f"scalerMetadata.targetRps is required: model {model!r} has no "
-                          f"per-replica rate here (models with one: {known}); is "
+                          f"per-replica rate here (models with one: {with_rate}); is "
                           "scalerMetadata.model spelled as in Headroom's models?")
     target = _number(metadata, "targetRps", targets.get(model), MAX_TARGET_RPS)
     if target < MIN_TARGET_RPS:

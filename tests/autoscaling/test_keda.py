@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -130,9 +131,13 @@ def test_a_model_is_active_only_while_its_forecast_is_above_zero(scaler: Scaler)
     ({}, grpc.StatusCode.INVALID_ARGUMENT, "scalerMetadata.model"),
     ({"model": "llama", "targetRps": "fast"}, grpc.StatusCode.INVALID_ARGUMENT,
      "scalerMetadata.targetRps"),
-    ({"model": "mistral"}, grpc.StatusCode.INVALID_ARGUMENT,
-     "model 'mistral' has no per-replica rate here (models with one: llama)"),
-    ({"model": "mistral", "targetRps": "5"}, grpc.StatusCode.NOT_FOUND, "no forecast"),
+    ({"model": "old"}, grpc.StatusCode.INVALID_ARGUMENT,
+     "scalerMetadata.targetRps is required: model 'old' has no per-replica rate here (models "
+     "with one: llama)"),
+    ({"model": "mistral"}, grpc.StatusCode.NOT_FOUND,
+     "model 'mistral' is not a model of this store (headroom models list) and has no forecast"),
+    ({"model": "mistral", "targetRps": "5"}, grpc.StatusCode.NOT_FOUND,
+     "model 'mistral' is not a model of this store (headroom models list) and has no forecast"),
     ({"model": "old", "targetRps": "5"}, grpc.StatusCode.FAILED_PRECONDITION, "old"),
     ({"model": "llama", "targetRps": "1e30"}, grpc.StatusCode.INVALID_ARGUMENT,
      "scalerMetadata.targetRps must be at most"),
@@ -141,7 +146,8 @@ def test_a_model_is_active_only_while_its_forecast_is_above_zero(scaler: Scaler)
     ({"model": "llama", "targetRps": "0.0004"}, grpc.StatusCode.INVALID_ARGUMENT,
      "scalerMetadata.targetRps must be at least 0.001 (KEDA counts it in thousandths: less is "
      "a target of 0), got '0.0004'"),
-], ids=["no model", "bad target", "no target known", "no forecast", "stale forecast",
+], ids=["no model", "bad target", "no target known", "unknown model",
+        "unknown model with a target", "stale forecast",
         "target beyond int64", "lookahead beyond timedelta", "target under a thousandth"])
 def test_bad_metadata_and_missing_or_stale_forecasts_are_named_errors(
         scaler: Scaler, metadata: dict[str, str], code: grpc.StatusCode, text: str) -> None:
@@ -333,6 +339,43 @@ def test_the_servers_scaler_rereads_its_streams_every_keda_poll_s_of_the_setting
         servicer.stopping.set()
         channel.close()
         stop(server, 0)
+        store.engine.dispose()
+
+
+def test_an_unknown_model_is_not_found_naming_it_whether_or_not_target_rps_is_given(
+        tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'keda.db'}", migrate=True)
+    served, listed = DEMO_MODELS[0], DEMO_MODELS[1]
+    store.upsert_models([served, listed])  # ``listed`` is in the table but not in use here
+    servicer = keda_servicer(load_settings(None), store, VirtualClock(T0), [served])
+    unknown = "model 'no-such-model' is not a model of this store (headroom models list)"
+    try:
+        with _served(servicer) as stub:
+            for metadata in ({"model": "no-such-model"},
+                             {"model": "no-such-model", "targetRps": "5"},
+                             {"model": "no-such-model", "targetRps": "fast"}):
+                ref = _ref(**metadata)
+                calls: list[Callable[[], object]] = [
+                    partial(stub.GetMetricSpec, ref), partial(stub.IsActive, ref),
+                    partial(stub.GetMetrics, pb.GetMetricsRequest(scaledObjectRef=ref))]
+                for call in calls:
+                    with pytest.raises(grpc.RpcError) as caught:
+                        call()
+                    assert caught.value.code() == grpc.StatusCode.NOT_FOUND, metadata
+                    assert (caught.value.details() or "").startswith(unknown), metadata
+            with pytest.raises(grpc.RpcError) as no_target:
+                stub.GetMetricSpec(_ref(model=listed.name))
+            assert no_target.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert (no_target.value.details() or "").startswith(
+                f"scalerMetadata.targetRps is required: model {listed.name!r}")
+            spec = stub.GetMetricSpec(_ref(model=listed.name, targetRps="5")).metricSpecs[0]
+            assert spec.targetSizeFloat == 5.0
+            with pytest.raises(grpc.RpcError) as no_forecast:
+                stub.GetMetrics(pb.GetMetricsRequest(
+                    scaledObjectRef=_ref(model=listed.name, targetRps="5")))
+            assert no_forecast.value.code() == grpc.StatusCode.NOT_FOUND
+            assert no_forecast.value.details() == f"no forecast for model {listed.name!r}"
+    finally:
         store.engine.dispose()
 
 
