@@ -146,15 +146,18 @@ def start_placement_api(settings: Settings, engine: PlacementEngine,
         metrics.stop()
         raise
     host = settings.placement.listen.rpartition(":")[0]
-    console.print(f"placement API (gRPC) on {host}:{port} "
-                  f"({transport_security(settings.placement).describe()}"
-                  f"); backend {settings.backend}; dry_run={settings.safety.dry_run}")
+
+    def whole(line: str) -> None:  # a console that is not a terminal is 80 columns wide
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+
+    whole(f"placement API (gRPC) on {host}:{port} "
+          f"({transport_security(settings.placement).describe()}"
+          f"); backend {settings.backend}; dry_run={settings.safety.dry_run}")
     if metrics.url:
-        console.print(f"placement API metrics on {metrics.url}")
+        whole(f"placement API metrics on {metrics.url}")
     if settings.placement.health_listen is not None:
-        console.print(f"placement API health checks (plaintext) on "
-                      f"{settings.placement.health_listen.rpartition(':')[0]}:"
-                      f"{health_port(server)}")
+        whole(f"placement API health checks (plaintext) on "
+              f"{settings.placement.health_listen.rpartition(':')[0]}:{health_port(server)}")
 
     def stop_all() -> None:
         stop(server, grace_s=2.0)

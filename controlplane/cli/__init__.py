@@ -32,6 +32,7 @@ from controlplane.cli.models import app as models_app
 from controlplane.cli.numbers import float_option
 from controlplane.cli.placement import app as placement_app
 from controlplane.cli.simulate import simulate_command
+from controlplane.cli.startup_lines import print_demo_start, print_line
 from controlplane.cli.status import status_command
 from controlplane.cli.store_origin import DbOption, db_url_named
 from controlplane.cli.streams import print_error, stdout_to_stderr
@@ -208,7 +209,7 @@ def demo(
     if json_out:
         typer.echo(json.dumps(summary.as_dict()))
     else:
-        console.print(summary.line())
+        print_line(console, summary.line())
 
 
 def demo_start(value: str) -> datetime:
@@ -237,17 +238,14 @@ def _run_demo(settings: Settings, start_at: datetime, minutes: float | None, spe
     try:
         grpc_address = runner.start_grpc()
         if not json_out:
-            console.print(f"[bold]Headroom demo[/] store {escape(redact(settings.db.url))}")
-            console.print(f"placement API (gRPC) on {grpc_address}")
-            if runner.metrics_url:
-                console.print(f"metrics on {runner.metrics_url}")
+            print_demo_start(console, redact(settings.db.url), grpc_address, runner.metrics_url)
         if no_dashboard and minutes is not None:
             _run_fast(runner, minutes, quiet=json_out)
         else:
             if not no_dashboard:
                 url = runner.start_dashboard()
                 if not json_out:
-                    console.print(f"dashboard on {url}")
+                    print_line(console, f"dashboard on {url}")
             if not json_out:
                 console.print("Ctrl-C stops the demo cleanly.")
             _run_live(runner, speed, minutes, quiet=json_out)
@@ -339,8 +337,7 @@ def dashboard(config: ConfigOption = None,
         check_bindable(f"{address}:{port}", port_free=True)
     except ValueError as error:
         raise UsageError(f"{port_named} {port}: {error}") from None
-    console.print(f"dashboard on http://{address}:{port} (store {redact(settings.db.url)})",
-                  markup=False)
+    print_line(console, f"dashboard on http://{address}:{port} (store {redact(settings.db.url)})")
     env = dashboard_environment(os.environ, settings.db.url, config)
     raise typer.Exit(run_in_foreground(dashboard_command(address, port), env))
 
