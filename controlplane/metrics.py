@@ -5,16 +5,17 @@ already serves the placement API's metrics (``placement.metrics_listen``), so on
 shows both: ticks by status and their wall time, ticks whose record could not be saved, the
 actions planned by kind and those held back by a guard, applied actions that failed, and, as of
 the last tick that observed the fleet, each model's load, capacity and provisioned demand, the
-forecast it was sized from and where each model's demand came from (a counter by reason: the
-forecast, the fast path above it, or a stale / missing forecast), how its forecasts did over
-the last hour (WAPE of p50, p90 coverage: what to alert on), its profile's throughput
-(offline and corrected), each model's replicas (ready as observed; the replica target the
-last deciding tick wanted and the replicas its warm-pool ladder keeps warm beside them), whether
-a pause holds it and since when, its replica bounds where its spec sets them, and each pool's
-nodes (ready, pending, target) and what its billed nodes cost per hour at the configured GPU
-price. Those per-model and per-pool gauges are the leader's only: a replica that follows exports
-none (``forget_fleet``), a model or pool a tick no longer sees loses its samples, and
-``headroom_leader`` says which replica leads (1) and which follow (0).
+forecast it was sized from (over the loop's lookahead: ``MODEL_RPS_HELP``) and where each
+model's demand came from (a counter by reason: the forecast, the fast path above it, or a stale
+/ missing forecast), how its forecasts did over the last hour (WAPE of p50, p90 coverage: what
+to alert on), its profile's throughput (offline and corrected), each model's replicas (ready as
+observed; the replica target the last deciding tick wanted and the replicas its warm-pool
+ladder keeps warm beside them), whether a pause holds it and since when, its replica bounds
+where its spec sets them, and each pool's nodes (ready, pending, target) and what its billed
+nodes cost per hour at the configured GPU price. Those per-model and per-pool gauges are the
+leader's only: a replica that follows exports none (``forget_fleet``), a model or pool a tick
+no longer sees loses its samples, and ``headroom_leader`` says which replica leads (1) and
+which follow (0).
 """
 
 from __future__ import annotations
@@ -36,6 +37,18 @@ TICK_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 #: ``headroom_model_rps`` kinds read from the observed fleet, and from each tick's demands
 OBSERVED_KINDS = ("observed", "capacity")
 DEMAND_KINDS = ("provisioned", "forecast_p90", "forecast_upper")
+#: What each kind of ``headroom_model_rps`` is, and over which horizon its forecast kinds are
+#: read: the loop's lookahead (what sizing reads), not ``headroom status``'s step 20 min ahead.
+MODEL_RPS_HELP = (
+    "Requests/s per model by kind: observed = the load the last observing tick saw; capacity = "
+    "what its ready replicas serve; provisioned = the capacity the last deciding tick sized for "
+    "(demand / target utilization); forecast_p90 = the highest p90 of the forecast that tick "
+    "sized from (calibrated, demand hints' floors applied) over the steps from the tick to the "
+    "loop's lookahead ahead (autoscaling.reaction_s + autoscaling.cached_start_p90_s), not the "
+    "p90 of the step 20 minutes ahead that headroom status shows; forecast_upper = the upper "
+    "quantile that tick covered over the same lookahead (the next forecast step's when "
+    "hot_headroom raised it). The forecast kinds only under the predictive policy, while the "
+    "forecast is fresh.")
 PROFILE_SOURCES = ("offline", "corrected")
 POOL_STATES = ("ready", "pending", "target")
 #: ``headroom_model_replicas`` kinds read from the observed fleet, and from each deciding tick
@@ -60,10 +73,8 @@ class ControlPlaneMetrics:
                             ["reason"], registry=registry)
         self.failures = Counter("headroom_action_failures", "Applied actions that failed, by "
                                 "whether a retry may help.", ["retryable"], registry=registry)
-        self.model_rps = Gauge("headroom_model_rps", "Per model as of the last observing tick: "
-                               "observed load, ready capacity, the capacity provisioned for "
-                               "and the forecast it was sized from (p90, upper quantile).",
-                               ["model", "kind"], registry=registry)
+        self.model_rps = Gauge("headroom_model_rps", MODEL_RPS_HELP, ["model", "kind"],
+                               registry=registry)
         self.unsaved = Counter("headroom_reconcile_unsaved_ticks", "Ticks that acted but whose "
                                "record could not be saved (kept in process, saved again before "
                                "the next one).", registry=registry)

@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 from tick_builders import sample_tick_report
 
 from controlplane.domain.actions import ActionOutcome, SkippedAction
@@ -95,6 +95,21 @@ def test_each_models_offline_and_corrected_profile_is_a_gauge() -> None:
                                      {"model": "bert-embed", "source": "offline"}) == 300.0
     assert registry.get_sample_value("headroom_profile_throughput_rps",
                                      {"model": "bert-embed", "source": "corrected"}) == 240.0
+
+
+def test_the_model_rps_help_says_which_horizon_each_forecast_kind_covers() -> None:
+    registry = CollectorRegistry()
+    ControlPlaneMetrics(registry)
+    help_line = next(line for line in generate_latest(registry).decode().splitlines()
+                     if line.startswith("# HELP headroom_model_rps "))
+    for kind in ("observed", "capacity", "provisioned", "forecast_p90", "forecast_upper"):
+        assert f"{kind} = " in help_line
+    assert ("over the steps from the tick to the loop's lookahead ahead "
+            "(autoscaling.reaction_s + autoscaling.cached_start_p90_s), not the p90 of the step "
+            "20 minutes ahead that headroom status shows") in help_line
+    assert "upper quantile that tick covered over the same lookahead" in help_line
+    autoscaling = load_settings(None).autoscaling  # the settings it names are the loop's
+    assert autoscaling.reaction_s > 0 and autoscaling.cached_start_p90_s >= 0
 
 
 def test_each_models_demand_is_counted_by_its_reason_with_the_forecast_it_was_sized_from() -> None:
