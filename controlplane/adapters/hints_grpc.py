@@ -14,7 +14,11 @@ moves its model's capacity within its tenant's GPU budget (``autoscaling.tenant_
 A hint over what the server's known capacity can ever hold for its model (its settings' node
 pools at max_nodes and GPU budgets: ``controlplane.autoscaling.hint_capacity``) is stored all the
 same (it is true demand; the loop scales as far as it can) and AddHint's reply says so in
-``capacity_warning``, beside ``capacity_rps``; a server that knows no pools leaves both unset."""
+``capacity_warning``, beside ``capacity_rps``; a server that knows no pools leaves both unset.
+
+Every reply's hint says in ``model_listed`` whether the models table lists its model (read per
+call): a hint kept by ``headroom models remove --keep-hints`` is listed with it false, as
+``headroom hint list`` marks it "model not listed"."""
 
 from __future__ import annotations
 
@@ -55,6 +59,14 @@ def to_pb(hint: DemandHint) -> pb.DemandHint:
     return pb.DemandHint(id=hint.hint_id or 0, model=hint.model, rate_rps=hint.rate_rps,
                          start_unix_s=hint.start_at.timestamp(),
                          end_unix_s=hint.end_at.timestamp(), reason=hint.reason)
+
+
+def _listed(hint: DemandHint, tenants: Mapping[str, str]) -> pb.DemandHint:
+    """``hint`` in the proto, ``model_listed`` from the models table (``tenants``): a model
+    removed with ``models remove --keep-hints`` is not listed, and its hints floor nothing."""
+    message = to_pb(hint)
+    message.model_listed = hint.model in tenants
+    return message
 
 
 def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
@@ -113,9 +125,9 @@ class DemandHintsServicer(pb_grpc.DemandHintsServicer):
         check = self.capacity
         capacity = None if check is None else _stored(
             context, "read the model's profile", lambda: check(hint))
-        added = to_pb(_stored(context, "add the demand hint",
-                              lambda: self.store.add_hint(
-                                  hint, now, starts_now=not request.start_unix_s)))
+        added = _listed(_stored(context, "add the demand hint",
+                                lambda: self.store.add_hint(
+                                    hint, now, starts_now=not request.start_unix_s)), tenants)
         if capacity is not None:
             added.capacity_rps = capacity.capacity_rps
             added.capacity_warning = capacity.warning()
@@ -130,13 +142,13 @@ class DemandHintsServicer(pb_grpc.DemandHintsServicer):
         hints = _stored(context, "read the demand hints", lambda: self.store.hints(ending_after_at))
         tenants = _stored(context, "read the models", self.model_tenants)
         return pb.ListHintsResponse(hints=[
-            to_pb(h) for h in hints
+            _listed(h, tenants) for h in hints
             if (not request.model or h.model == request.model) and _in_scope(h.model, tenants)])
 
     def RemoveHint(self, request: pb.RemoveHintRequest,
                    context: grpc.ServicerContext) -> pb.DemandHint:
+        tenants = _stored(context, "read the models", self.model_tenants)
         if caller_scope() is not None:  # another tenant's hint is answered as an unknown id
-            tenants = _stored(context, "read the models", self.model_tenants)
             listed = _stored(context, "read the demand hints", lambda: self.store.hints(None))
             if not any(h.hint_id == request.id and _in_scope(h.model, tenants) for h in listed):
                 _abort(context, grpc.StatusCode.NOT_FOUND,
@@ -145,7 +157,7 @@ class DemandHintsServicer(pb_grpc.DemandHintsServicer):
                           lambda: self.store.remove_hint(request.id))
         if removed is None:
             _abort(context, grpc.StatusCode.NOT_FOUND, f"id: no demand hint with id {request.id}")
-        return to_pb(removed)
+        return _listed(removed, tenants)
 
 
 def hints_registrar(servicer: DemandHintsServicer) -> Callable[[grpc.Server], str]:

@@ -84,6 +84,22 @@ def test_a_hint_is_announced_listed_and_withdrawn_over_grpc(api: Api) -> None:
 
 
 
+def test_a_hint_whose_model_the_models_table_no_longer_lists_is_listed_with_model_listed_false(
+        api: Api) -> None:
+    stub, store, _ = api
+    kept = stub.AddHint(pb.AddHintRequest(model=CHAT, rate_rps=600.0, end_unix_s=_s(60)))
+    other = stub.AddHint(pb.AddHintRequest(model=VISION, rate_rps=300.0, start_unix_s=_s(5),
+                                           end_unix_s=_s(60)))
+    assert kept.HasField("model_listed") and kept.model_listed  # AddHint: always listed
+    assert store.remove_model(CHAT)  # `headroom models remove --keep-hints`: the hint stays
+    listed = stub.ListHints(pb.ListHintsRequest()).hints
+    assert [(h.id, h.HasField("model_listed"), h.model_listed) for h in listed] == [
+        (kept.id, True, False), (other.id, True, True)]
+    removed = stub.RemoveHint(pb.RemoveHintRequest(id=kept.id))
+    assert (removed.id, removed.model_listed) == (kept.id, False)
+    assert stub.RemoveHint(pb.RemoveHintRequest(id=other.id)) == other
+
+
 def test_a_retried_add_returns_the_hint_it_added_so_removing_that_id_withdraws_it(
         api: Api) -> None:
     stub, store, clock = api
@@ -171,7 +187,7 @@ def test_a_store_that_goes_down_is_unavailable_in_one_line_naming_what_failed(
                 (lambda: stub.AddHint(pb.AddHintRequest(model=CHAT, rate_rps=5, end_unix_s=_s(60))),
                  "read the models"),
                 (lambda: stub.ListHints(pb.ListHintsRequest()), "read the demand hints"),
-                (lambda: stub.RemoveHint(pb.RemoveHintRequest(id=1)), "remove the demand hint")]
+                (lambda: stub.RemoveHint(pb.RemoveHintRequest(id=1)), "read the models")]
         for call, what in calls:
             with pytest.raises(grpc.RpcError) as caught:
                 call()

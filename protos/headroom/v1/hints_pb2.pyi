@@ -37,6 +37,7 @@ class DemandHint(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     CAPACITY_RPS_FIELD_NUMBER: _builtins.int
     CAPACITY_WARNING_FIELD_NUMBER: _builtins.int
+    MODEL_LISTED_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     model: _builtins.str
     rate_rps: _builtins.float
@@ -54,6 +55,12 @@ class DemandHint(_message.Message):
     cluster_gpu_budget). The hint is stored either way: the loop scales as far as it can.
     """
     capacity_warning: _builtins.str
+    model_listed: _builtins.bool
+    """Whether the store's models table lists the hint's model (set in every reply; AddHint's is
+    true, it refuses a model not listed). false: the model was removed with its hints kept
+    (`headroom models remove --keep-hints`); the hint floors nothing until `headroom models
+    import` lists the model again, or RemoveHint withdraws it. Unset: a server older than it.
+    """
     def __init__(
         self,
         *,
@@ -65,14 +72,20 @@ class DemandHint(_message.Message):
         reason: _builtins.str = ...,
         capacity_rps: _builtins.float | None = ...,
         capacity_warning: _builtins.str = ...,
+        model_listed: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_capacity_rps", b"_capacity_rps", "capacity_rps", b"capacity_rps"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_capacity_rps", b"_capacity_rps", "_model_listed", b"_model_listed", "capacity_rps", b"capacity_rps", "model_listed", b"model_listed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_capacity_rps", b"_capacity_rps", "capacity_rps", b"capacity_rps", "capacity_warning", b"capacity_warning", "end_unix_s", b"end_unix_s", "id", b"id", "model", b"model", "rate_rps", b"rate_rps", "reason", b"reason", "start_unix_s", b"start_unix_s"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_capacity_rps", b"_capacity_rps", "_model_listed", b"_model_listed", "capacity_rps", b"capacity_rps", "capacity_warning", b"capacity_warning", "end_unix_s", b"end_unix_s", "id", b"id", "model", b"model", "model_listed", b"model_listed", "rate_rps", b"rate_rps", "reason", b"reason", "start_unix_s", b"start_unix_s"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__capacity_rps: _TypeAlias = _typing.Literal["capacity_rps"]  # noqa: Y015
     _WhichOneofArgType__capacity_rps: _TypeAlias = _typing.Literal["_capacity_rps", b"_capacity_rps"]  # noqa: Y015
+    _WhichOneofReturnType__model_listed: _TypeAlias = _typing.Literal["model_listed"]  # noqa: Y015
+    _WhichOneofArgType__model_listed: _TypeAlias = _typing.Literal["_model_listed", b"_model_listed"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__capacity_rps) -> _WhichOneofReturnType__capacity_rps | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__model_listed) -> _WhichOneofReturnType__model_listed | None: ...
 
 Global___DemandHint: _TypeAlias = DemandHint  # noqa: Y015
 
