@@ -26,18 +26,13 @@ from controlplane.domain.fleet_status import (
     fleet_bill,
 )
 from controlplane.domain.forecast_accuracy import ACCURACY_WINDOW_S, ForecastAccuracy
-from controlplane.domain.hints import DemandHint, rps_text
+from controlplane.domain.hints import NOT_LISTED, DemandHint, rps_text
 from controlplane.domain.pause import ModelPause
 from controlplane.domain.tick_writers import UNKNOWN_WRITER, LeadershipChange
 from controlplane.domain.timestamps import utc_text
 
 #: the columns of a demand hint's row (``headroom status`` and ``headroom hint list``)
 HINT_COLUMNS = ("id", "model", "rps", "start (UTC)", "end (UTC)", "reason")
-
-
-#: what a hint's model cell adds when the models table does not list its model (``headroom
-#: models remove --keep-hints``): the hint applies again once the model is imported again
-NOT_LISTED = " (model not listed)"
 
 
 def hint_cells(h: DemandHint, listed: bool = True) -> tuple[str, ...]:

@@ -13,6 +13,10 @@ from decimal import Decimal
 from controlplane.domain.timestamps import utc_text
 
 MAX_HINT_RPS = 1e7
+#: what a hint's model adds when the models table does not list it (``headroom models remove
+#: --keep-hints``), in ``headroom hint list``, ``headroom status`` and the dashboard: the hint
+#: applies again once the model is imported again
+NOT_LISTED = " (model not listed)"
 
 
 def rps_text(rate: float) -> str:

@@ -12,6 +12,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from controlplane.domain.hints import NOT_LISTED, DemandHint
 from dashboard import model_queries as mq
 from dashboard import queries as q
 from dashboard import widgets
@@ -194,6 +195,20 @@ def profile_line(table: pd.DataFrame, model: str) -> str | None:
             f"{escape_markdown(str(r.profile_reason))}")
 
 
+def hint_caption(h: DemandHint, listed: bool) -> str:
+    """A demand hint in force or ahead, as the Models page's caption (markdown, its reason
+    escaped); ``listed``: whether the models table lists its model. One it does not (``headroom
+    models remove --keep-hints``) is marked " (model not listed)", as ``headroom hint list``
+    marks it: it floors nothing until ``headroom models import`` lists the model again."""
+    why = f" ({escape_markdown(h.reason)})" if h.reason else ""
+    effect = ("the loop sizes from the forecast floored by it" if listed else
+              "it floors nothing until headroom models import lists the model again (headroom "
+              f"hint remove {h.hint_id} withdraws it)")
+    return (f"Demand hint {h.hint_id}{'' if listed else NOT_LISTED}: at least {h.rate_rps:,g} "
+            f"rps from {h.start_at:%Y-%m-%d %H:%M} until {h.end_at:%Y-%m-%d %H:%M} UTC{why}; "
+            f"{effect}")
+
+
 def main() -> None:
     url = store_url()
     tick = widgets.require_tick(url)
@@ -249,12 +264,10 @@ def main() -> None:
     noted = notes_line(table, model)
     if noted is not None:
         st.caption(escape_markdown(noted))
+    listed = model in set(q.models(url)["name"])
     for h in q.hints_in_force(url, until_at):
         if h.model == model:
-            why = f" ({escape_markdown(h.reason)})" if h.reason else ""
-            st.caption(f"Demand hint {h.hint_id}: at least {h.rate_rps:,g} rps from "
-                       f"{h.start_at:%Y-%m-%d %H:%M} until {h.end_at:%Y-%m-%d %H:%M} UTC{why}; "
-                       "the loop sizes from the forecast floored by it")
+            st.caption(hint_caption(h, listed))
     st.subheader(f"{escape_markdown(model)}: demand, capacity and the {lead_min}-minute-"
                  "ahead forecast band")
     st.altair_chart(demand_chart(actual, band, latest_path(forecasts)), width="stretch")

@@ -1,20 +1,24 @@
 """A model the fleet still serves but the models table no longer lists (`headroom models remove`
-of a model whose Deployment stays in the cluster): the pages show it as
-`headroom status` does, rendered by Streamlit's AppTest over a copy of a store the real core
-filled."""
+of a model whose Deployment stays in the cluster): the pages show it, and a demand hint kept
+with it (`--keep-hints`), as `headroom status` does, rendered by Streamlit's AppTest over a copy
+of a store the real core filled."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from dashboard_support import Seeded, copy_store, open_page
 
+from controlplane.domain.hints import DemandHint
 from controlplane.store import Store
 from controlplane.store.engine import make_engine
+from controlplane.store.hints import SqlDemandHints
 from controlplane.store.status_reader import read_fleet_status
 
 REMOVED = "llama-3-70b"
+LISTED = "bert-embed"
 
 
 def _with_a_model_removed(seeded: Seeded, tmp_path: Path) -> str:
@@ -49,3 +53,26 @@ def test_a_model_removed_but_still_served_can_be_chosen_on_the_models_page(
     assert not at.exception, [e.value for e in at.exception]
     assert {m.label: m.value for m in at.metric}["Ready replicas"] == str(
         int(table.loc[REMOVED, "replicas_ready"]))
+
+
+def test_a_hint_kept_when_its_model_was_removed_is_marked_model_not_listed_on_the_models_page(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = copy_store(seeded.url, tmp_path / "kept.db")
+    hints = SqlDemandHints(make_engine(url))
+    window = (seeded.end_at - timedelta(hours=1), seeded.end_at + timedelta(hours=1))
+    kept = hints.add_hint(DemandHint(REMOVED, 900.0, *window, "launch"), seeded.end_at)
+    other = hints.add_hint(DemandHint(LISTED, 50.0, *window), seeded.end_at)
+    assert Store.open(url).remove_model(REMOVED)  # `models remove --keep-hints`
+    at = open_page(url, "views/models.py", monkeypatch)
+    shown = {}
+    for model in (REMOVED, LISTED):
+        at.selectbox[0].set_value(model).run()
+        assert not at.exception, [e.value for e in at.exception]
+        (shown[model],) = [c.value for c in at.caption if c.value.startswith("Demand hint")]
+    assert shown[REMOVED].startswith(f"Demand hint {kept.hint_id} (model not listed): at least "
+                                     "900 rps from ")
+    assert shown[REMOVED].endswith(
+        "; it floors nothing until headroom models import lists the model again (headroom hint "
+        f"remove {kept.hint_id} withdraws it)")
+    assert shown[LISTED].startswith(f"Demand hint {other.hint_id}: at least 50 rps from ")
+    assert shown[LISTED].endswith("; the loop sizes from the forecast floored by it")
