@@ -26,6 +26,16 @@ def _models(url: str, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)
 
 
+def _sqlite_store_with(tmp_path: Path, models_text: str) -> tuple[str, Path]:
+    """A new migrated SQLite store (`headroom db upgrade`) and a models file holding
+    ``models_text``, both in ``tmp_path``: the store's URL and the file."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    Store.open(url, migrate=True).engine.dispose()
+    models = tmp_path / "models.yaml"
+    models.write_text(models_text)
+    return url, models
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     url = (f"sqlite:///{tmp_path / 'store.db'}" if request.param == "sqlite"
@@ -66,10 +76,7 @@ def test_a_models_file_is_imported_listed_re_imported_and_a_model_removed(
 
 
 def test_a_dry_run_says_what_would_change_and_writes_nothing(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    Store.open(url, migrate=True).engine.dispose()
-    models = tmp_path / "models.yaml"
-    models.write_text(GOOD)
+    url, models = _sqlite_store_with(tmp_path, GOOD)
     run = _models(url, "import", str(models), "--dry-run")
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith(f"would import 2 model(s) from {models}: new llama-3-8b-chat")
@@ -78,11 +85,9 @@ def test_a_dry_run_says_what_would_change_and_writes_nothing(tmp_path: Path) -> 
 
 def test_a_file_with_one_impossible_model_is_one_line_and_writes_none_of_them(
         tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    Store.open(url, migrate=True).engine.dispose()
-    models = tmp_path / "models.yaml"
-    models.write_text(GOOD.replace("{product: T4, throughput_rps: 250",
-                                   "{product: T4, compute_slices: 2, throughput_rps: 250"))
+    url, models = _sqlite_store_with(tmp_path, (
+        GOOD.replace("{product: T4, throughput_rps: 250",
+                     "{product: T4, compute_slices: 2, throughput_rps: 250")))
     run = _models(url, "import", str(models))
     assert run.returncode == 2
     assert run.stderr == (f"error: {models}: models[1] (resnet50): profile.0: compute_slices: "
@@ -92,12 +97,10 @@ def test_a_file_with_one_impossible_model_is_one_line_and_writes_none_of_them(
 
 def test_every_mistake_of_a_models_file_is_its_own_line_and_none_of_it_is_imported(
         tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    Store.open(url, migrate=True).engine.dispose()
-    models = tmp_path / "models.yaml"
-    models.write_text(GOOD.replace("memory_mib: 20000}", "memory_gb: 20}")
-                      .replace("engine: triton", "engne: triton")
-                      .replace("latency_slo_ms: 2000", "latency_slo_ms: -5"))
+    url, models = _sqlite_store_with(tmp_path, (
+        GOOD.replace("memory_mib: 20000}", "memory_gb: 20}")
+        .replace("engine: triton", "engne: triton")
+        .replace("latency_slo_ms: 2000", "latency_slo_ms: -5")))
     run = _models(url, "import", str(models))
     assert run.returncode == 2
     assert run.stderr.splitlines() == [
@@ -112,10 +115,8 @@ def test_every_mistake_of_a_models_file_is_its_own_line_and_none_of_it_is_import
 
 def test_a_models_file_with_many_mistakes_lists_twenty_and_counts_the_rest(
         tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    Store.open(url, migrate=True).engine.dispose()
-    models = tmp_path / "models.yaml"
-    models.write_text("models:\n" + "".join(f"  - {{name: m{i}}}\n" for i in range(6)))
+    url, models = _sqlite_store_with(tmp_path, (
+        "models:\n" + "".join(f"  - {{name: m{i}}}\n" for i in range(6))))
     run = _models(url, "import", str(models))
     assert run.returncode == 2
     lines = run.stderr.splitlines()
@@ -151,12 +152,10 @@ def test_listing_a_store_without_a_schema_ends_with_the_upgrade_that_makes_one(
 
 
 def test_names_that_look_like_rich_markup_are_listed_as_written(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    Store.open(url, migrate=True).engine.dispose()
-    models = tmp_path / "models.yaml"
-    models.write_text(GOOD.replace("name: llama-3-8b-chat", "name: 'a[/]b'")
-                      .replace("tenant: acme", "tenant: '[bold]acme[/bold]'")
-                      .replace("name: resnet50", "name: '[red]redname[/red]'"))
+    url, models = _sqlite_store_with(tmp_path, (
+        GOOD.replace("name: llama-3-8b-chat", "name: 'a[/]b'")
+        .replace("tenant: acme", "tenant: '[bold]acme[/bold]'")
+        .replace("name: resnet50", "name: '[red]redname[/red]'")))
     assert _models(url, "import", str(models)).returncode == 0
     listed = _models(url, "list")
     assert listed.returncode == 0, listed.stderr  # before: MarkupError, a traceback
@@ -177,11 +176,9 @@ def _import_with(tmp_path: Path, field: str, written: str
                  ) -> tuple[subprocess.CompletedProcess[str], Path, str]:
     """Import the example file with its first model's ``field`` (name or tenant) written as
     ``written`` into a new store: the run, the file and the store's URL."""
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    Store.open(url, migrate=True).engine.dispose()
-    models = tmp_path / "models.yaml"
-    models.write_text(GOOD.replace("name: llama-3-8b-chat" if field == "name" else "tenant: acme",
-                                   f"{field}: {written}"))
+    url, models = _sqlite_store_with(tmp_path, (
+        GOOD.replace("name: llama-3-8b-chat" if field == "name" else "tenant: acme",
+                     f"{field}: {written}")))
     return _models(url, "import", str(models)), models, url
 
 
