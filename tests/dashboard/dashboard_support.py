@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from sqlalchemy import func, select, update
 from sqlmodel import SQLModel
@@ -24,7 +25,7 @@ from controlplane.domain.plan import Plan
 from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
-from controlplane.store import Store
+from controlplane.store import Store, downgrade
 from controlplane.store.engine import make_engine
 from dashboard.markdown import WORD_JOINER
 
@@ -58,6 +59,20 @@ def copy_store(url: str, copy: Path) -> str:
             closing(sqlite3.connect(copy)) as target:
         source.backup(target)
     return f"sqlite:///{copy}"
+
+
+def copy_store_at(url: str, copy: Path, revision: str) -> str:
+    """``copy_store``, the copy then downgraded to ``revision`` (a store older than a feature)."""
+    engine = make_engine(copy_store(url, copy))
+    downgrade(engine, revision)
+    engine.dispose()
+    return f"sqlite:///{copy}"
+
+
+def all_models_table(url: str, monkeypatch: pytest.MonkeyPatch) -> pd.DataFrame:
+    """The Models page's table of every model, by name."""
+    at = open_page(url, "views/models.py", monkeypatch)
+    return at.dataframe[-1].value.set_index("name")
 
 
 def with_a_renamed_model(url: str, copy: Path, name: str) -> str:

@@ -11,12 +11,15 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from dashboard_support import Seeded, as_shown, copy_store, open_page
-
-from controlplane.store import downgrade
-from controlplane.store.engine import make_engine
+from dashboard_support import (
+    Seeded,
+    all_models_table,
+    as_shown,
+    copy_store,
+    copy_store_at,
+    open_page,
+)
 
 NOTED = "llama-3-70b"
 NOTES = ["3 negative value(s) clipped to 0", "timestamps were out of order (sorted)"]
@@ -38,11 +41,6 @@ def _with_notes(seeded: Seeded, tmp_path: Path) -> str:
     return url
 
 
-def _all_models(url: str, monkeypatch: pytest.MonkeyPatch) -> pd.DataFrame:
-    at = open_page(url, "views/models.py", monkeypatch)
-    return at.dataframe[-1].value.set_index("name")
-
-
 def _notes_captions(url: str, model: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     at = open_page(url, "views/models.py", monkeypatch)
     at.selectbox[0].set_value(model).run()
@@ -52,7 +50,7 @@ def _notes_captions(url: str, model: str, monkeypatch: pytest.MonkeyPatch) -> li
 
 def test_the_all_models_table_shows_the_notes_of_each_models_newest_forecast_blank_when_none(
         seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    table = _all_models(_with_notes(seeded, tmp_path), monkeypatch)
+    table = all_models_table(_with_notes(seeded, tmp_path), monkeypatch)
     assert table.loc[NOTED, "forecast_notes"] == SHOWN
     assert set(table.drop(index=NOTED)["forecast_notes"]) == {""}
 
@@ -72,10 +70,7 @@ def test_a_model_chosen_whose_newest_forecast_has_no_notes_shows_no_such_caption
 
 def test_a_store_older_than_the_forecast_notes_shows_the_models_page_with_none(
         seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    url = _copy(seeded, tmp_path)
-    engine = make_engine(url)
-    downgrade(engine, "0022")
-    engine.dispose()
-    table = _all_models(url, monkeypatch)
+    table = all_models_table(copy_store_at(seeded.url, tmp_path / "notes.db", "0022"),
+                             monkeypatch)
     assert len(table) == 6
     assert set(table["forecast_notes"]) == {""}

@@ -11,11 +11,16 @@ from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from dashboard_support import Seeded, as_shown, copy_store, open_page
+from dashboard_support import (
+    Seeded,
+    all_models_table,
+    as_shown,
+    copy_store,
+    copy_store_at,
+    open_page,
+)
 
-from controlplane.store import downgrade
 from controlplane.store.engine import make_engine
 from controlplane.store.pauses import SqlModelPauses
 
@@ -55,14 +60,9 @@ def _with_bounds_and_a_pause(seeded: Seeded, tmp_path: Path) -> str:
     return url
 
 
-def _all_models(url: str, monkeypatch: pytest.MonkeyPatch) -> pd.DataFrame:
-    at = open_page(url, "views/models.py", monkeypatch)
-    return at.dataframe[-1].value.set_index("name")
-
-
 def test_the_all_models_table_shows_each_models_replica_bounds_blank_when_unset(
         seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    table = _all_models(_with_bounds_and_a_pause(seeded, tmp_path), monkeypatch)
+    table = all_models_table(_with_bounds_and_a_pause(seeded, tmp_path), monkeypatch)
     assert (table.loc[BOUNDED, "min_replicas"], table.loc[BOUNDED, "max_replicas"]) == ("2", "4")
     others = table.drop(index=BOUNDED)
     assert set(others["min_replicas"]) == {""} and set(others["max_replicas"]) == {""}
@@ -70,7 +70,7 @@ def test_the_all_models_table_shows_each_models_replica_bounds_blank_when_unset(
 
 def test_the_all_models_table_says_which_model_is_paused_at_how_many_since_when_by_whom(
         seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    table = _all_models(_with_bounds_and_a_pause(seeded, tmp_path), monkeypatch)
+    table = all_models_table(_with_bounds_and_a_pause(seeded, tmp_path), monkeypatch)
     assert table.loc[PAUSED, "paused"] == (
         "held at 3 replica(s) since 2026-03-03 00:10:00 UTC by alice")
     assert set(table.drop(index=PAUSED)["paused"]) == {""}
@@ -80,7 +80,7 @@ def test_the_all_models_table_shows_the_reason_of_each_models_newest_replica_cha
         seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url = _with_bounds_and_a_pause(seeded, tmp_path)
     _newest_replica_change_says(url, PAUSED, CAPPED_REASON)
-    table = _all_models(url, monkeypatch)
+    table = all_models_table(url, monkeypatch)
     assert table.loc[BOUNDED, "replica_reason"] == BOUND_REASON
     assert table.loc[PAUSED, "replica_reason"] == CAPPED_REASON
 
@@ -111,11 +111,8 @@ def test_a_bounded_model_chosen_shows_its_bounds_and_its_newest_replica_change_w
 
 def test_a_store_older_than_the_bounds_and_pauses_shows_the_models_page_with_none_of_either(
         seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    url = _copy(seeded, tmp_path)
-    engine = make_engine(url)
-    downgrade(engine, "0021")
-    engine.dispose()
-    table = _all_models(url, monkeypatch)
+    table = all_models_table(copy_store_at(seeded.url, tmp_path / "controls.db", "0021"),
+                             monkeypatch)
     assert len(table) == 6
     assert set(table["min_replicas"]) == set(table["max_replicas"]) == set(table["paused"]) == {""}
 
