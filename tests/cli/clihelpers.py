@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 HEADROOM = [sys.executable, "-c", "from controlplane.cli import main; main()"]
 
@@ -51,3 +54,18 @@ def _wait_for(predicate: Callable[[], object], timeout_s: float) -> None:
     raise AssertionError(f"condition not met within {timeout_s} s")
 
 
+
+
+def headroom_status(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`headroom status ARGS` on the store at ``url``, 200 columns wide."""
+    return subprocess.run([*HEADROOM, "status", *args],
+                          env=_env(HEADROOM_DB__URL=url, COLUMNS="200"),
+                          capture_output=True, text=True, timeout=120)
+
+
+def status_json(url: str) -> dict[str, Any]:
+    """`headroom status --json` on the store at ``url``, parsed (it must not crash)."""
+    run = headroom_status(url, "--json")
+    assert "Traceback" not in run.stderr, run.stderr
+    doc: dict[str, Any] = json.loads(run.stdout)
+    return doc

@@ -4,11 +4,9 @@ the JSON keeps the forecaster's p50/p90 and adds ``hint_floor_rps`` (null withou
 
 from __future__ import annotations
 
-import json
-import subprocess
 from datetime import UTC, datetime, timedelta
 
-from clihelpers import HEADROOM, _env
+from clihelpers import headroom_status, status_json
 
 from controlplane.autoscaling.hints import status_floors
 from controlplane.domain.fleet_status import FleetStatus, ForecastPoint, ModelStatus, TickSummary
@@ -78,15 +76,12 @@ def test_status_shows_the_hints_floor_in_the_forecast_cells_and_the_forecasters_
     SqlDemandHints(runtime.store.engine).add_hint(
         _hint(rate_rps, tick_at, tick_at + 6 * 60 * MINUTE, model.name),
         tick_at)
-    env = _env(HEADROOM_DB__URL=sqlite_url, COLUMNS="200")
-    doc = json.loads(subprocess.run([*HEADROOM, "status", "--json"], env=env,
-                                    capture_output=True, text=True, timeout=120).stdout)
+    doc = status_json(sqlite_url)
     shown = {m["name"]: m for m in doc["models"]}
     assert shown[model.name]["hint_floor_rps"] == rate_rps
     assert shown[model.name]["forecast"]["p90_rps"] == model.forecast.p90_rps  # as forecast
     assert all(m["hint_floor_rps"] is None for name, m in shown.items() if name != model.name)
-    words = subprocess.run([*HEADROOM, "status"], env=env, capture_output=True, text=True,
-                           timeout=120).stdout
+    words = headroom_status(sqlite_url).stdout
     row = next(line for line in words.splitlines() if line.split("│")[0].strip() == model.name)
     assert row.count(f"{rate_rps:,.1f}*") == 2  # p50 and p90 both raised to the floor
     assert (f"{model.name}: * a demand hint floors the forecast at {rate_rps:g} rps"

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from datetime import datetime, timedelta
 from typing import Any
 
-from clihelpers import HEADROOM, _env
+from clihelpers import headroom_status
 
 from controlplane.adapters.clock import WallClock
 from controlplane.domain.guards import GuardMemory
@@ -37,14 +36,8 @@ def _filled(url: str, writers: list[str | None]) -> list[datetime]:
     return starts
 
 
-def _status(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*HEADROOM, "status", *args],
-                          env=_env(HEADROOM_DB__URL=url, COLUMNS="200"),
-                          capture_output=True, text=True, timeout=120)
-
-
 def _document(url: str) -> dict[str, Any]:
-    run = _status(url, "--json")
+    run = headroom_status(url, "--json")
     assert run.returncode == 0, run.stdout + run.stderr
     document: dict[str, Any] = json.loads(run.stdout)
     return document
@@ -62,7 +55,7 @@ def test_status_names_the_newest_ticks_writer_and_when_leadership_last_changed(
     assert doc["leadership_change"] == {
         "from": "headroom-a", "to": "headroom-b", "at": _iso(starts[2]), "first_tick_id": 3,
         "previous_tick_at": _iso(starts[1])}
-    text = _status(store_url).stdout
+    text = headroom_status(store_url).stdout
     assert re.search(r"\nwritten by +│ headroom-b *\n", text), text
     changed = (re.escape(f"changed at {_iso(starts[2])} (tick #3, ") + r"\d+ s ago" + re.escape(
         f"): headroom-a -> headroom-b; headroom-a's last tick was at {_iso(starts[1])}"))
@@ -74,7 +67,7 @@ def test_one_writer_throughout_shows_no_leadership_change(sqlite_url: str) -> No
     doc = _document(sqlite_url)
     assert doc["last_tick"]["written_by"] == "host-1-42"
     assert doc["leadership_change"] is None
-    text = _status(sqlite_url).stdout
+    text = headroom_status(sqlite_url).stdout
     assert re.search(r"\nwritten by +│ host-1-42 *\n", text) and "leadership" not in text, text
 
 
@@ -84,7 +77,7 @@ def test_ticks_recorded_before_writers_were_read_as_unknown_and_are_no_leadershi
     doc = _document(sqlite_url)
     assert doc["last_tick"]["written_by"] is None and doc["leadership_change"] is None
     assert re.search(r"\nwritten by +│ unknown \(recorded before Headroom named writers\) *\n",
-                     _status(sqlite_url).stdout)
+                     headroom_status(sqlite_url).stdout)
     _filled(sqlite_url, ["host-1-42"])  # the first tick after the upgrade
     doc = _document(sqlite_url)
     assert doc["last_tick"]["written_by"] == "host-1-42" and doc["leadership_change"] is None

@@ -4,12 +4,10 @@ warm), and beside the pools what the fleet bills (ready and provisioning nodes' 
 from __future__ import annotations
 
 import json
-import subprocess
 from datetime import timedelta
-from typing import Any
 
 import pytest
-from clihelpers import HEADROOM, _env
+from clihelpers import headroom_status, status_json
 from sqlmodel import Session, col, select
 
 from controlplane.adapters.clock import WallClock
@@ -22,25 +20,12 @@ from controlplane.store import Store
 from controlplane.store.tables import PlacementRecord, PlanRecord
 
 
-def _status(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*HEADROOM, "status", *args],
-                          env=_env(HEADROOM_DB__URL=url, COLUMNS="200"),
-                          capture_output=True, text=True, timeout=120)
-
-
-def _json_status(url: str) -> dict[str, Any]:
-    run = _status(url, "--json")
-    assert "Traceback" not in run.stderr, run.stderr
-    doc: dict[str, Any] = json.loads(run.stdout)
-    return doc
-
-
 def test_the_plans_cost_is_its_placed_and_warm_gpus_and_the_pools_show_the_fleets_bill(
         sqlite_url: str) -> None:
     store = Store.open(sqlite_url, migrate=True)
     settings = load_settings(db={"url": sqlite_url}, sim={"history_s": 6 * 3600})
     SimRuntime.open(settings, store, WallClock().now() - timedelta(minutes=3)).advance(3 * 60)
-    doc = _json_status(sqlite_url)
+    doc = status_json(sqlite_url)
     plan = doc["plan"]
     price = {p["product"]: p["price_per_gpu_hour"] for p in doc["pools"]}
     with Session(store.engine) as session:
@@ -57,7 +42,7 @@ def test_the_plans_cost_is_its_placed_and_warm_gpus_and_the_pools_show_the_fleet
     bill = sum(n * p["price_per_gpu_hour"] for n, p in zip(billed, doc["pools"], strict=True))
     assert doc["billed"] == {"gpus": sum(billed), "cost_per_hour": pytest.approx(bill),
                              "unpriced_pools": []}
-    table = " ".join(_status(sqlite_url).stdout.split())  # a title wraps at its table's width
+    table = " ".join(headroom_status(sqlite_url).stdout.split())  # a title wraps at its width
     assert (f"{plan['gpus_placed']} GPUs placed + {plan['warm_gpus']} warm = "
             f"${plan['cost_per_hour']:,.2f}/h") in table
     assert f"Pools (billed: {sum(billed)} GPUs, ${bill:,.2f}/h)" in table

@@ -4,11 +4,9 @@ while the guards pace the way there."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 from datetime import UTC, datetime, timedelta
 
-from clihelpers import HEADROOM, _env
+from clihelpers import headroom_status, status_json
 
 from controlplane.adapters.clock import WallClock
 from controlplane.cli.status_view import replicas_cell
@@ -61,16 +59,12 @@ def test_status_shows_the_observed_target_as_observed_and_the_desired_one_beside
         ("model/llama-3-70b", (Recommendation(at - timedelta(seconds=30), 2),))))
     store.save_tick(TickReport(at, at, TickStatus.APPLIED, "", observed, (), None, None, (),
                                memory))
-    run = subprocess.run([*HEADROOM, "status", "--json"], env=_env(HEADROOM_DB__URL=sqlite_url),
-                         capture_output=True, text=True, timeout=120)
-    models = {m["name"]: m for m in json.loads(run.stdout)["models"]}
+    models = {m["name"]: m for m in status_json(sqlite_url)["models"]}
     assert (models["bert-embed"]["replicas_target"], models["bert-embed"]["replicas_desired"]) \
         == (3, 6)  # replicas_target keeps its meaning (observed) for scripts
     assert (models["llama-3-70b"]["replicas_target"],
             models["llama-3-70b"]["replicas_desired"]) == (1, None)  # this tick sized it not
-    words = subprocess.run([*HEADROOM, "status"],
-                           env=_env(HEADROOM_DB__URL=sqlite_url, COLUMNS="200"),
-                           capture_output=True, text=True, timeout=120).stdout
+    words = headroom_status(sqlite_url).stdout
     assert "Models (replicas ready/pending/observed target->desired target where the tick " \
         "wanted another;" in " ".join(words.split())  # the title, however it wraps
     rows = {line.split()[0]: line for line in words.splitlines() if "│" in line}

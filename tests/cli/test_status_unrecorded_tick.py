@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from test_status_leadership_cli import _document, _filled, _iso, _status, _tick
+from clihelpers import headroom_status
+from test_status_leadership_cli import _document, _filled, _iso, _tick
 
 from controlplane.adapters.clock import WallClock
 from controlplane.domain.guards import GuardMemory
@@ -23,7 +24,7 @@ def test_status_names_a_tick_that_saved_its_intent_and_no_record(store_url: str)
     assert doc["unrecorded_tick"]["written_by"] == "headroom-b"
     assert doc["unrecorded_tick"]["age_s"] > 0
     assert doc["healthy"] is True  # informational: the loop's health is the last record's
-    run = _status(store_url)
+    run = headroom_status(store_url)
     assert run.returncode == 0, run.stdout + run.stderr
     line = next(x for x in run.stdout.splitlines() if "unrecorded tick" in x)
     assert f"started at {_iso(killed_at)}" in line and "by headroom-b" in line, run.stdout
@@ -40,4 +41,4 @@ def test_status_shows_no_unrecorded_tick_once_a_newer_record_is_saved(store_url:
     store.engine.dispose()
     doc = _document(store_url)
     assert doc["unrecorded_tick"] is None
-    assert "unrecorded tick" not in _status(store_url).stdout
+    assert "unrecorded tick" not in headroom_status(store_url).stdout

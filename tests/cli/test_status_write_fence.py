@@ -7,7 +7,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from test_status_leadership_cli import _document, _filled, _iso, _status
+from clihelpers import headroom_status
+from test_status_leadership_cli import _document, _filled, _iso
 
 from controlplane.adapters.clock import WallClock
 from controlplane.domain.errors import Fenced
@@ -32,7 +33,7 @@ def test_status_shows_the_newest_fencing_token_and_the_replica_that_claimed_it(
     assert doc["fence"]["claimed_at"] == _iso(taken_at)
     assert 30 <= doc["fence"]["claimed_age_s"] < 120
     assert doc["healthy"] is True  # informational
-    run = _status(store_url)
+    run = headroom_status(store_url)
     assert run.returncode == 0, run.stdout + run.stderr
     line = next(x for x in run.stdout.splitlines() if x.startswith("write fence"))
     assert f"token 2, claimed by headroom-b at {_iso(taken_at)}" in line, run.stdout
