@@ -16,6 +16,7 @@ from controlplane.metrics import ControlPlaneMetrics
 from controlplane.ports import Clock
 from controlplane.settings import ConfigError, Settings, pool_specs
 from controlplane.settings_placement import PlacementSettings
+from controlplane.startup_lines import print_line
 from controlplane.store import Store
 from controlplane.store.placement_journal import SqlPlacementJournal
 from scheduler.domain.errors import Unavailable
@@ -147,16 +148,13 @@ def start_placement_api(settings: Settings, engine: PlacementEngine,
         raise
     host = settings.placement.listen.rpartition(":")[0]
 
-    def whole(line: str) -> None:  # a console that is not a terminal is 80 columns wide
-        console.print(line, soft_wrap=True, markup=False, highlight=False)
-
-    whole(f"placement API (gRPC) on {host}:{port} "
+    print_line(console, f"placement API (gRPC) on {host}:{port} "
           f"({transport_security(settings.placement).describe()}"
           f"); backend {settings.backend}; dry_run={settings.safety.dry_run}")
     if metrics.url:
-        whole(f"placement API metrics on {metrics.url}")
+        print_line(console, f"placement API metrics on {metrics.url}")
     if settings.placement.health_listen is not None:
-        whole(f"placement API health checks (plaintext) on "
+        print_line(console, f"placement API health checks (plaintext) on "
               f"{settings.placement.health_listen.rpartition(':')[0]}:{health_port(server)}")
 
     def stop_all() -> None:

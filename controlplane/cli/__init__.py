@@ -32,7 +32,6 @@ from controlplane.cli.models import app as models_app
 from controlplane.cli.numbers import float_option
 from controlplane.cli.placement import app as placement_app
 from controlplane.cli.simulate import simulate_command
-from controlplane.cli.startup_lines import print_demo_start, print_line
 from controlplane.cli.status import status_command
 from controlplane.cli.store_origin import DbOption, db_url_named
 from controlplane.cli.streams import print_error, stdout_to_stderr
@@ -48,6 +47,7 @@ from controlplane.serve import ServeError
 from controlplane.settings import CONFIG_FILE_ENV, ConfigError, Settings, load_settings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.sim_start import check_sim_store
+from controlplane.startup_lines import print_demo_start, print_line
 from controlplane.store import MigrationError, StoreUnavailable, upgrade
 from controlplane.store.configured import open_store
 from controlplane.store.engine import check_known_revision, in_memory, redact, sqlite_file

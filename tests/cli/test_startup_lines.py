@@ -9,9 +9,9 @@ import re
 
 from rich.console import Console
 
-from controlplane.cli.startup_lines import print_demo_start, print_line
 from controlplane.placement_api import start_placement_api
 from controlplane.settings import load_settings
+from controlplane.startup_lines import print_demo_start, print_line
 from scheduler.engine import PlacementEngine
 
 

@@ -1,7 +1,7 @@
-"""The lines ``headroom demo`` and ``headroom dashboard`` start and end with, each printed whole:
-a console that is not a terminal (a pipe, a log file, a supervisor) is 80 columns wide for Rich,
-and a wrapped address line (``... backend sim;`` then ``dry_run=False``) is two lines to a reader
-that greps or parses it."""
+"""The lines ``headroom serve``, ``headroom demo`` and ``headroom dashboard`` start and end with,
+each printed whole: a console that is not a terminal (a pipe, a log file, a supervisor) is 80
+columns wide for Rich, and a wrapped address line (``... backend sim;`` then ``dry_run=False``)
+is two lines to a reader that greps or parses it."""
 
 from __future__ import annotations
 
