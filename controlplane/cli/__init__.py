@@ -33,7 +33,7 @@ from controlplane.cli.numbers import float_option
 from controlplane.cli.placement import app as placement_app
 from controlplane.cli.simulate import simulate_command
 from controlplane.cli.status import status_command
-from controlplane.cli.store_origin import DbOption, db_url_named
+from controlplane.cli.store_origin import DbOption, db_url_named, refuse_in_memory
 from controlplane.cli.streams import print_error, stdout_to_stderr
 from controlplane.cli.times import parse_utc
 from controlplane.demo import Demo
@@ -132,7 +132,7 @@ def db_upgrade(config: ConfigOption = None,
                db: DbOption = None) -> None:
     """Apply Alembic migrations up to REVISION (default: head)."""
     settings = settings_with_db(config, db)
-    _refuse_in_memory(settings.db.url)
+    refuse_in_memory(settings.db.url)
     store_file = sqlite_file(settings.db.url)
     new_file = store_file is not None and not store_file.exists()
     with db_url_named(settings):
@@ -149,12 +149,6 @@ def db_upgrade(config: ConfigOption = None,
 
 
 db_app.command("downgrade")(reflowed(db_downgrade))
-
-
-def _refuse_in_memory(url: str) -> None:
-    if in_memory(url):
-        raise ConfigError(f"db.url {url}: an in-memory database ends with this command, so a "
-                          "migration would keep nothing; use sqlite:///FILE or a server URL")
 
 
 #: the fastest live demo: a 0.05 s sim step (controlplane.demo) is then 500 simulated s, some

@@ -8,22 +8,19 @@ lists. The reversal itself is one transaction (``migrations/env.py``): all of it
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from controlplane.cli.demo_store import settings_with_db
-from controlplane.cli.store_origin import DbOption, db_url_named
+from controlplane.cli.store_origin import ConfigOption, DbOption, db_url_named, refuse_in_memory
 from controlplane.domain.wording import counted
 from controlplane.settings import ConfigError
 from controlplane.store import MigrationError, downgrade
 from controlplane.store.configured import open_store
-from controlplane.store.engine import in_memory, redact, sqlite_file, store_revision
+from controlplane.store.engine import redact, sqlite_file, store_revision
 from controlplane.store.reversal import DowngradePlan, Dropped, downgrade_plan
-
-ConfigOption = Annotated[Path | None, typer.Option("--config", "-c", help="YAML settings file")]
 
 _out = Console(soft_wrap=True, markup=False, highlight=False)
 _err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
@@ -79,9 +76,7 @@ def db_downgrade(revision: Annotated[str, typer.Argument(
     neither (a script, CI) refuses with exit code 2, the store unchanged."""
     settings = settings_with_db(config, db)
     url = settings.db.url
-    if in_memory(url):
-        raise ConfigError(f"db.url {url}: an in-memory database ends with this command, so a "
-                          "migration would keep nothing; use sqlite:///FILE or a server URL")
+    refuse_in_memory(url)
     store_file = sqlite_file(url)
     if store_file is not None and not store_file.exists():  # opening it would create it
         raise ConfigError(f"db.url {redact(url)}: no store at {store_file}, so "

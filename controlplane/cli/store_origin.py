@@ -21,7 +21,7 @@ from controlplane.domain.errors import error_line
 from controlplane.settings import ConfigError, Settings
 from controlplane.store import MigrationError, Store, StoreUnavailable
 from controlplane.store.configured import open_existing_store
-from controlplane.store.engine import not_a_sqlite_store, redact
+from controlplane.store.engine import in_memory, not_a_sqlite_store, redact
 from controlplane.store.revisions import Standing, store_standing
 from forecaster.errors import InputError
 from scheduler.domain.errors import Unavailable
@@ -34,6 +34,14 @@ DbOption = Annotated[Path | None, typer.Option(
     metavar="<path>", dir_okay=False,
     help="SQLite store file (e.g. the demo's .headroom/demo.db); beats HEADROOM_DB__URL and "
          "db.url of --config")]
+
+
+def refuse_in_memory(url: str) -> None:
+    """ConfigError for a migration command (``db upgrade``, ``db downgrade``) on an in-memory
+    database, which would keep nothing."""
+    if in_memory(url):
+        raise ConfigError(f"db.url {url}: an in-memory database ends with this command, so a "
+                          "migration would keep nothing; use sqlite:///FILE or a server URL")
 
 
 @contextmanager
