@@ -154,17 +154,6 @@ class Store:
     def model_specs(self) -> list[ModelSpec]:
         return list(model_specs_digested(self.engine)[1])
 
-    def remove_model(self, name: str) -> bool:
-        """Take ``name`` out of the models table (its history, plans and costs stay); False
-        when it was not listed."""
-        with self.session() as session:
-            row = session.get(ModelRecord, name)
-            if row is None:
-                return False
-            session.delete(row)
-            session.commit()
-        return True
-
     def model_names(self) -> list[str]:
         with self.session() as session:
             return list(session.exec(select(ModelRecord.name).order_by(col(ModelRecord.name))))

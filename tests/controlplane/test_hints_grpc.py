@@ -25,7 +25,7 @@ from controlplane.settings import load_settings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.sim.clock import VirtualClock
 from controlplane.store import Store
-from controlplane.store.hints import SqlDemandHints
+from controlplane.store.hints import SqlDemandHints, remove_model_and_hints
 from protos.headroom.v1 import hints_pb2 as pb
 from protos.headroom.v1 import hints_pb2_grpc as pb_grpc
 from scheduler.security import TransportSecurity
@@ -91,7 +91,8 @@ def test_a_hint_whose_model_the_models_table_no_longer_lists_is_listed_with_mode
     other = stub.AddHint(pb.AddHintRequest(model=VISION, rate_rps=300.0, start_unix_s=_s(5),
                                            end_unix_s=_s(60)))
     assert kept.HasField("model_listed") and kept.model_listed  # AddHint: always listed
-    assert store.remove_model(CHAT)  # `headroom models remove --keep-hints`: the hint stays
+    # `headroom models remove --keep-hints`: the hint stays
+    assert remove_model_and_hints(store.engine, CHAT, datetime.now(UTC), keep_hints=True)
     listed = stub.ListHints(pb.ListHintsRequest()).hints
     assert [(h.id, h.HasField("model_listed"), h.model_listed) for h in listed] == [
         (kept.id, True, False), (other.id, True, True)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from controlplane.reconcile_config import reconcile_config
 from controlplane.settings import Settings, load_settings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
+from controlplane.store.hints import remove_model_and_hints
 from controlplane.store.model_digest import model_specs_digested
 
 LLAMA, MISTRAL, RESNET, BERT, LLAMA_70B, WHISPER = DEMO_MODELS
@@ -106,8 +108,8 @@ def test_a_refused_removal_logs_one_error_keeps_the_old_set_and_is_tried_at_the_
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     store, models = _held(tmp_path, _budgeted(WHISPER.tenant))
     config = models.config
-    store.remove_model(LLAMA_70B.name)
-    store.remove_model(WHISPER.name)
+    for name in (LLAMA_70B.name, WHISPER.name):
+        remove_model_and_hints(store.engine, name, datetime.now(UTC), keep_hints=True)
     with caplog.at_level(logging.INFO, logger="headroom.models"):
         assert models.reload_if_changed() is not None
         assert models.reload_if_changed() is None  # the same table: not tried again

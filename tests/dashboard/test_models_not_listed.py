@@ -5,16 +5,15 @@ of a store the real core filled."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from dashboard_support import Seeded, copy_store, open_page
 
 from controlplane.domain.hints import DemandHint
-from controlplane.store import Store
 from controlplane.store.engine import make_engine
-from controlplane.store.hints import SqlDemandHints
+from controlplane.store.hints import SqlDemandHints, remove_model_and_hints
 from controlplane.store.status_reader import read_fleet_status
 
 REMOVED = "llama-3-70b"
@@ -23,7 +22,7 @@ LISTED = "bert-embed"
 
 def _with_a_model_removed(seeded: Seeded, tmp_path: Path) -> str:
     url = copy_store(seeded.url, tmp_path / "removed.db")
-    assert Store.open(url).remove_model(REMOVED)
+    assert remove_model_and_hints(make_engine(url), REMOVED, datetime.now(UTC), keep_hints=True)
     return url
 
 
@@ -62,7 +61,8 @@ def test_a_hint_kept_when_its_model_was_removed_is_marked_model_not_listed_on_th
     window = (seeded.end_at - timedelta(hours=1), seeded.end_at + timedelta(hours=1))
     kept = hints.add_hint(DemandHint(REMOVED, 900.0, *window, "launch"), seeded.end_at)
     other = hints.add_hint(DemandHint(LISTED, 50.0, *window), seeded.end_at)
-    assert Store.open(url).remove_model(REMOVED)  # `models remove --keep-hints`
+    # `models remove --keep-hints`
+    assert remove_model_and_hints(make_engine(url), REMOVED, datetime.now(UTC), keep_hints=True)
     at = open_page(url, "views/models.py", monkeypatch)
     shown = {}
     for model in (REMOVED, LISTED):
