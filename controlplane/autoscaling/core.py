@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from controlplane.autoscaling.bounds import (
     bound_tag,
@@ -33,6 +33,7 @@ from controlplane.autoscaling.sizing import (
     apply_gpu_budgets,
     budget_cuts,
     fleet_placement,
+    tenant_budget_holds,
 )
 from controlplane.domain.demand import (
     FORECAST_P90,
@@ -217,14 +218,20 @@ def settle(
 ) -> TickDecision:
     """Placement (hot replicas placed, ladder warm GPUs) -> desired nodes and replicas within
     the cluster budget (a model a GPU budget cut says so in its replica target's reason) -> a
-    plan through the policy's guards."""
+    plan through the policy's guards, then the tenants' GPU budgets again: a scale-up that the
+    replicas the guards keep (a scale-down held back) leave no room for is held back too
+    (``tenant_budget_holds``, skipped as ``tenant_gpu_budget:<tenant>``)."""
     desired = node_pool_targets(placement, pools, sizing.demands, budgets.cluster_gpus,
                                 sizing.shapes,
                                 replica_reasons(sizing.demands, sizing.budget_cuts,
                                                 sizing.bounds))
     desired = _holding(desired, sizing.held)
+    # the replicas the guards keep are GPUs too: no scale-up takes a tenant over its budget
+    holds = partial(tenant_budget_holds, sizing.requests, {s.model: s for s in sizing.shapes},
+                    dict(budgets.tenant_gpus), held=frozenset(m for m, _, _ in sizing.held))
     made, memory = make_plan(observed, desired, memory, policy.pool_limits,
-                             policy.replica_limits, now)
+                             policy.replica_limits, now,
+                             holds if budgets.tenant_gpus else None)
     return TickDecision(sizing.demands, sizing.ladders, sizing.requests, placement, desired,
                         made, memory)
 

@@ -73,9 +73,12 @@ def placed_gpus(requests: Sequence[ModelRequest], shapes: Mapping[str, ReplicaSh
     warm GPUs. A budget counts these, not the sum of GPU shares: three replicas of 0.6 are 1.8
     GPU shares but take 3 GPUs."""
     total = sum(w.gpus for w in warm_gpus(requests, shapes))
-    for product in {shapes[r.model].product for r in requests}:
-        mine = [r for r in requests if shapes[r.model].product == product]
-        total += len(pack_gpus([shapes[r.model] for r in mine], [r.hot for r in mine]))
+    hot: dict[str, int] = {}  # a model's requests count together (``tenant_budget_holds``)
+    for r in requests:
+        hot[r.model] = hot.get(r.model, 0) + r.hot
+    for product in {shapes[m].product for m in hot}:
+        mine = [m for m in hot if shapes[m].product == product]
+        total += len(pack_gpus([shapes[m] for m in mine], [hot[m] for m in mine]))
     return total
 
 
@@ -260,6 +263,36 @@ def apply_gpu_budgets(
     if cluster_budget_gpus is not None:
         clamp(list(by_model), cluster_budget_gpus, CLUSTER_BUDGET, pools)
     return tuple(by_model[r.model] for r in requests)
+
+
+def tenant_budget_holds(
+    requests: Sequence[ModelRequest],
+    shapes: Mapping[str, ReplicaShape],
+    tenant_budgets: Mapping[str, float],
+    replicas: Mapping[str, tuple[int, int]],
+    held: frozenset[str] = frozenset(),
+) -> dict[str, tuple[int, str]]:
+    """Model -> (replicas, ``tenant_gpu_budget:<tenant>``) of each model whose scale-up the
+    guards allow would take its tenant over its GPU budget, counting the replicas the guards
+    keep: ``replicas`` gives each model's (replicas it has, replicas the guards allow), e.g. a
+    scale-down the disruption budget holds back. Only what the scale-ups add is trimmed (each
+    unit from the model adding the most GPU share, as ``apply_gpu_budgets`` trims), never a
+    model's replicas nor its warm rungs (``requests``, counted as they are), nor a paused
+    (``held``) model's; a tenant over its budget without its scale-ups gets none of them."""
+    by_model = {r.model: r for r in requests if r.model in replicas}
+    found: dict[str, tuple[int, str]] = {}
+    for tenant, budget in sorted(tenant_budgets.items()):
+        mine = [m for m in by_model if shapes[m].tenant == tenant]
+        ups = {m: ModelRequest(m, replicas[m][1] - replicas[m][0]) for m in mine
+               if m not in held and replicas[m][1] > replicas[m][0]}
+        if not ups:
+            continue
+        kept = [replace(by_model[m], hot=replicas[m][0] if m in ups else replicas[m][1])
+                for m in mine]
+        reason = f"{TENANT_BUDGET}:{tenant}"
+        _clamp(ups, shapes, list(ups), budget, reason, (), kept)
+        found |= {m: (replicas[m][0] + r.hot, reason) for m, r in ups.items() if r.reason}
+    return found
 
 
 def _pool_capacity(pools: Sequence[PoolSpec]) -> dict[str, tuple[list[str], int]]:

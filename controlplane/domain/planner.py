@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from controlplane.domain.actions import (
@@ -33,6 +33,11 @@ REPLICAS_SCALING_DOWN = "replicas_scaling_down"
 # counted for other replicas, which would otherwise wait for a GPU until the kept ones go
 REPLICAS_KEPT_NEED_ROOM = "replicas_kept_need_room"
 MODEL_KEY = "model/"  # the guard memory's key of a model's replicas: model/<name>
+
+#: A limit across models the guards cannot see (a tenant's GPU budget): given each model's
+#: (replicas it has, replicas the guards allow), the models it holds back, each with the most
+#: replicas it may have and the limit's reason.
+ReplicaLimit = Callable[[Mapping[str, tuple[int, int]]], Mapping[str, tuple[int, str]]]
 
 
 def wanted_replicas(memory: GuardMemory, tick_at: datetime) -> dict[str, int]:
@@ -130,6 +135,23 @@ def _made_instead(memory: GuardMemory, key: str, now: datetime, delta: int) -> G
     return with_changes(memory, key, (*others, *((Change(now, delta),) if delta else ())))
 
 
+def _limited(decided: dict[str, tuple[DesiredTarget, int, int]],
+             held: dict[str, SkippedAction], memory: GuardMemory, limit: ReplicaLimit,
+             now: datetime) -> GuardMemory:
+    """``decided`` (model -> target, replicas it has, replicas allowed) and ``held`` (amended
+    in place) with the scale-ups ``limit`` holds back, and the memory counting the change made
+    instead of the guards'."""
+    found = limit({model: (current, value) for model, (_, current, value) in decided.items()})
+    for model, (most, reason) in found.items():
+        target, current, value = decided[model]
+        fewer = max(current, most)
+        if fewer < value:
+            decided[model] = (target, current, fewer)
+            held[model] = SkippedAction(model, target.value, fewer, reason)
+            memory = _made_instead(memory, f"{MODEL_KEY}{model}", now, fewer - current)
+    return memory
+
+
 def plan(
     observed: ObservedState,
     desired: DesiredState,
@@ -137,6 +159,7 @@ def plan(
     pool_limits: GuardLimits,
     replica_limits: GuardLimits,
     now: datetime,
+    limit: ReplicaLimit | None = None,
 ) -> tuple[Plan, GuardMemory]:
     """Pool scale-ups first, then replica changes, then pool scale-downs; absolute targets only.
     A pool whose target is no longer held intact is written again at the size allowed (with the
@@ -149,23 +172,33 @@ def plan(
     all while a kept model has no footprint (skipped, ``replicas_scaling_down``); when those
     are more nodes than it has, it grows to them (reason ``replicas_kept_need_room``, within
     the target's ``max_value`` and the pool guard's ``max_step``), else the target's own new
-    replicas would wait for GPUs until the kept ones go."""
+    replicas would wait for GPUs until the kept ones go.
+
+    ``limit`` (e.g. the tenants' GPU budgets) sees the replicas the guards allow every model,
+    the ones they keep included, and may hold a scale-up back (never below the replicas the
+    model has): skipped with the limit's reason, counted as the change made."""
     ups: list[Action] = []
     downs: list[Action] = []
     replicas: list[Action] = []
-    skipped: list[SkippedAction] = []
-    kept: dict[str, int] = {}  # model -> replicas kept over its target
+    held: dict[str, SkippedAction] = {}  # model -> the change a guard (or ``limit``) held back
+    decided: dict[str, tuple[DesiredTarget, int, int]] = {}  # model -> (target, has, allowed)
     for target in desired.replicas:
         seen_model = observed.model(target.target)
         current = seen_model.replicas_target if seen_model else 0
         decision, memory, skip = _guarded(f"{MODEL_KEY}{target.target}", current, target, memory,
                                           replica_limits, now, desired.is_fresh(target.target))
         if skip:
-            skipped.append(skip)
-        if decision.allowed != current:
-            replicas.append(SetReplicas(target.target, current, decision.allowed, target.reason))
-        if decision.allowed > target.value:
-            kept[target.target] = decision.allowed - target.value
+            held[target.target] = skip
+        decided[target.target] = (target, current, decision.allowed)
+    if limit is not None:
+        memory = _limited(decided, held, memory, limit, now)
+    kept: dict[str, int] = {}  # model -> replicas kept over its target
+    for target, current, value in decided.values():
+        if value != current:
+            replicas.append(SetReplicas(target.target, current, value, target.reason))
+        if value > target.value:
+            kept[target.target] = value - target.value
+    skipped = list(held.values())
     kept_gpus, unknown = _kept_gpus(desired, kept)
     pool_skipped: list[SkippedAction] = []
     for target in desired.pools:

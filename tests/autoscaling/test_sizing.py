@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -29,6 +30,7 @@ from controlplane.autoscaling.sizing import (
     budget_cuts,
     fleet_placement,
     pack_gpus,
+    tenant_budget_holds,
 )
 from controlplane.domain.actions import SetReplicas
 from controlplane.domain.desired import (
@@ -216,10 +218,12 @@ def test_without_budgets_the_requests_are_returned_as_they_are() -> None:
 @given(rungs=st.lists(st.tuples(st.integers(0, 8), st.integers(0, 4), st.integers(0, 4)),
                       min_size=6, max_size=6),
        tenant_budget=st.one_of(st.none(), st.floats(0, 12)),
-       cluster_budget=st.one_of(st.none(), st.integers(0, 24)))
-def test_a_trimmed_plan_fits_its_budgets_in_placed_gpus_and_every_cut_says_why(
+       cluster_budget=st.one_of(st.none(), st.integers(0, 24)),
+       has=st.lists(st.integers(0, 8), min_size=6, max_size=6),
+       disruption_budget=st.integers(0, 3))
+def test_a_trimmed_plan_fits_its_budgets_in_placed_gpus_under_the_guards_and_every_cut_says_why(
         rungs: list[tuple[int, int, int]], tenant_budget: float | None,
-        cluster_budget: int | None) -> None:
+        cluster_budget: int | None, has: list[int], disruption_budget: int) -> None:
     requests = [ModelRequest(n, hot, idle, cached) for n, (hot, idle, cached) in zip(
         PACKING, rungs, strict=True)]
     tenants = {} if tenant_budget is None else {"acme": tenant_budget}
@@ -231,6 +235,24 @@ def test_a_trimmed_plan_fits_its_budgets_in_placed_gpus_and_every_cut_says_why(
         assert _placed_gpus(acme, PACKING) <= tenant_budget + 1e-9
     for before, after in zip(requests, trimmed, strict=True):
         assert (after.reason != "") == (after != before)
+    # from the replicas each model ``has``, through a disruption budget that keeps some of a
+    # scale-down: a tenant's model scales up only while the tenant, kept replicas counted, fits
+    observed = ObservedState(T0, (), (), tuple(
+        ObservedModel(r.model, n, 0, n, 1.0, 1.0) for r, n in zip(trimmed, has, strict=True)))
+    desired = DesiredState((), tuple(DesiredTarget(r.model, r.hot, r.reason) for r in trimmed))
+    limits = GuardLimits(max_step=100, stabilization_s=0, disruption_budget=disruption_budget)
+    made, _ = plan(observed, desired, GuardMemory(), limits, limits, T0,
+                   partial(tenant_budget_holds, trimmed, PACKING, tenants))
+    planned = dict(zip(PACKING, has, strict=True)) | {
+        a.model: a.to_replicas for a in made.actions if isinstance(a, SetReplicas)}
+    acme_planned = [replace(r, hot=planned[r.model]) for r in trimmed
+                    if PACKING[r.model].tenant == "acme"]
+    if tenant_budget is not None and any(
+            planned[r.model] > n for r, n in zip(trimmed, has, strict=True)
+            if PACKING[r.model].tenant == "acme"):
+        assert _placed_gpus(acme_planned, PACKING) <= tenant_budget + 1e-9
+    for r, n in zip(trimmed, has, strict=True):  # a hold never takes a replica a model has
+        assert min(n, r.hot) <= planned[r.model] <= max(n, r.hot)
 
 
 T0 = datetime(2026, 1, 5, 12, tzinfo=UTC)
