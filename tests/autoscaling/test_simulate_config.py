@@ -10,7 +10,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from simulate_support import ONE_MODEL_YAML, START, cli_app, write_models, write_trace
+from simulate_support import (
+    MODELS_YAML,
+    ONE_MODEL_YAML,
+    START,
+    cli_app,
+    write_models,
+    write_trace,
+)
 from typer.testing import CliRunner, Result
 
 FAST = ["--forecast-method", "persistence"]
@@ -121,6 +128,42 @@ def test_a_cluster_gpu_budget_caps_the_gpus_billed(tmp_path: Path) -> None:
 def test_the_configs_tenant_budget_replaces_the_models_files(tmp_path: Path) -> None:
     _, capped = _simulate(tmp_path, "capped", "autoscaling:\n  tenant_gpu_budgets: {acme: 6}\n")
     assert max(_ready(capped)) <= 6
+
+
+def _swapping_trace(path: Path) -> Path:
+    """chat/large and chat/small at 40 rps for 30 minutes, then chat/large at 4 rps while
+    chat/small rises to 800 rps (the reactive policy at 80 %: large 25 replicas, then 3; small
+    2, then 25, half a GPU each)."""
+    lines = ["ts,model,rate_rps"]
+    for step in range(12):
+        at = (START + timedelta(minutes=10 * step)).strftime("%Y-%m-%d %H:%M:%S")
+        lines += [f"{at},chat/large,{40.0 if step < 3 else 4.0}",
+                  f"{at},chat/small,{40.0 if step < 3 else 800.0}"]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_tenant_budget_holds_while_the_disruption_budget_keeps_another_models_replicas(
+        tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("safety:\n  replica_disruption_budget: 2\n"
+                      "autoscaling:\n  tenant_gpu_budgets: {acme: 30}\n")
+    result = _invoke("--trace", str(_swapping_trace(tmp_path / "swap.csv")), "--models",
+                     str(write_models(tmp_path / "models.yaml", MODELS_YAML)), "--timeline-out",
+                     str(tmp_path / "out.csv"), "--policy", "reactive", "--json",
+                     "--config", str(config))
+    assert result.exit_code == 0, result.output
+    with (tmp_path / "out.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    ready = {(r["minute"], r["model"]): int(r["ready_replicas"]) for r in rows}
+    minutes = sorted({r["minute"] for r in rows})
+    # acme's GPUs: large takes a whole GPU a replica, two of small share one; large's replicas
+    # go 2 per 600 s, and small grows only into the GPUs they leave (without the hold: 38)
+    gpus = [ready[m, "chat/large"] + -(-ready[m, "chat/small"] // 2) for m in minutes]
+    assert max(gpus) == 30
+    assert ready[minutes[-1], "chat/small"] == 25  # all it wants, once large has gone
+    held = json.loads(result.stdout)["policies"]["reactive"]["held_by_guards"]
+    assert held["tenant_gpu_budget:acme"] > 0 and held["disruption_budget"] > 0
 
 
 def test_explicit_options_override_the_configs_values(tmp_path: Path) -> None:
