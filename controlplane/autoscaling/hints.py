@@ -3,7 +3,10 @@
 
 A forecast step ``[origin + i x step, origin + (i + 1) x step)`` that a model's hint window,
 opened ``lead_s`` early, meets gets p50 and p90 of at least the hint's rate (the highest of the
-hints that meet it). The calibrated upper tail, kept as ratios to p50 in the diagnostics, then
+hints that meet it). A first step whose origin lies after now (a replay's forecast of the next
+step on a coarse grid, a clock a little ahead) counts from now: the policy reads it for the
+time before its origin too (``overlapping_steps``), so a hint ending in that time holds until
+its end. The calibrated upper tail, kept as ratios to p50 in the diagnostics, then
 applies to the floored p50 too: a hint is taken as the expected level, and the forecast's own
 errors say how far above it demand may run. Steps the hints do not meet, and models without
 hints, are returned as they are. A model the predictive policy cannot size from a forecast
@@ -54,6 +57,13 @@ def floor_rps(hints: Sequence[DemandHint], since_at: datetime, until_at: datetim
                default=0.0)
 
 
+def _read_since(step_at: datetime, origin_at: datetime, now: datetime | None) -> datetime:
+    """From when the loop reads the forecast step starting at ``step_at``: the first step (at
+    ``origin_at``) from ``now`` when its origin lies after now, as ``overlapping_steps`` reads it;
+    every other step, and any step without a ``now``, from its start."""
+    return min(step_at, now) if step_at == origin_at and now is not None else step_at
+
+
 def with_hints(forecasts: Mapping[str, Forecast], hints: Sequence[DemandHint], now: datetime,
                lead_s: float = 0.0) -> dict[str, Forecast]:
     """Every forecast with its steps floored by its model's hints that have not ended by
@@ -68,7 +78,8 @@ def with_hints(forecasts: Mapping[str, Forecast], hints: Sequence[DemandHint], n
         if not mine:
             continue
         step, origin_at = timedelta(seconds=forecast.step_s), forecast.origin_at
-        floors = [floor_rps(mine, origin_at + i * step, origin_at + (i + 1) * step, lead_s)
+        floors = [floor_rps(mine, _read_since(origin_at + i * step, origin_at, now),
+                            origin_at + (i + 1) * step, lead_s)
                   for i in range(len(forecast.p50))]
         if not any(f > min(p50, p90) for f, p50, p90 in zip(floors, forecast.p50, forecast.p90,
                                                              strict=True)):
@@ -95,7 +106,8 @@ def status_floors(status: FleetStatus, lead_s: float) -> FleetStatus:
             models.append(m)
             continue
         until_at = point.origin_at + timedelta(seconds=point.ahead_s)
-        floor = floor_rps(mine, point.target_at, until_at, lead_s)
+        floor = floor_rps(mine, _read_since(point.target_at, point.origin_at, now), until_at,
+                          lead_s)
         raised = floor > min(point.p50_rps, point.p90_rps)
         models.append(replace(m, hint_floor_rps=floor if raised else None))
     return replace(status, models=tuple(models))

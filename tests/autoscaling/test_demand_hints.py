@@ -100,6 +100,30 @@ def test_ended_hints_other_models_and_overlapping_hints() -> None:
     assert set(got) == {"chat", "embed"}
 
 
+def test_a_hint_ending_before_a_first_step_that_starts_after_now_holds_until_its_end() -> None:
+    """A replay's forecast on a 10-minute grid starts at the next step: the policy reads its
+    first step for the minutes from now to its origin too, so a hint ending in them floors it
+    until its end (before: only from its origin on, and the hint was dropped minutes early)."""
+    forecast = Forecast("chat", T0 + timedelta(minutes=10), 600, (100.0, 100.0), (120.0, 120.0),
+                        "hybrid")
+    hints = [_hint("chat", 400.0, -60, 10)]  # ends at the forecast's origin
+    policy = _policy()
+    for minute in (2, 9):
+        now = T0 + timedelta(minutes=minute)
+        floored = with_hints({"chat": forecast}, hints, now)
+        assert floored["chat"].p50 == (400.0, 100.0) and floored["chat"].p90 == (400.0, 120.0)
+        observed = ObservedState(now, (), (), (ObservedModel("chat", 2, 0, 2, 100.0, 200.0),))
+        demand, = demand_from([_spec("chat")], floored, observed, policy, now)
+        assert demand.rate_rps == 400.0
+        tagged, = hinted_demands((demand,), {"chat": forecast}, floored, {}, policy, now)
+        assert tagged.reason == FORECAST_P90 + HINTED
+    # at its end the hint floors nothing, and a first step at or before now is read from its
+    # start as before
+    assert with_hints({"chat": forecast}, hints, T0 + timedelta(minutes=10))["chat"] == forecast
+    assert with_hints({"chat": _forecast("chat", (100.0,))}, [_hint("chat", 400.0, -60, -1)],
+                      T0 + timedelta(minutes=2))["chat"].p50 == (100.0,)
+
+
 @given(p50=st.lists(st.floats(0, 1e4), min_size=1, max_size=8),
        rps=st.floats(0, 1e4), start_min=st.floats(-30, 60), length_min=st.floats(0.01, 90))
 def test_hints_never_lower_a_forecast_and_touch_only_steps_their_window_meets(

@@ -10,7 +10,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from simulate_support import MODELS_YAML, START, cli_app, rate, write_models, write_trace
+from simulate_support import (
+    MODELS_YAML,
+    ONE_MODEL_YAML,
+    START,
+    cli_app,
+    rate,
+    write_models,
+    write_trace,
+)
 from typer.testing import CliRunner
 
 LARGE = "chat/large"
@@ -68,6 +76,28 @@ def test_an_announced_campaign_is_served_from_its_first_minute_only_with_the_hin
     assert _short_in_campaign(hinted) == 0
     reasons = json.loads(out)["policies"]["predictive"]["demand_reasons"]
     assert any(r.endswith("+demand_hint") for r in reasons), reasons
+
+
+def test_a_hint_holds_until_its_end_on_a_ten_minute_trace(tmp_path: Path) -> None:
+    """The trace's 10-minute grid puts each forecast's origin at the next step: the minutes
+    before it read its first step, which a hint ending at that origin floors until its end
+    (before: the fleet fell back to the trace's level 8 minutes before the hint ended)."""
+    trace = write_trace(tmp_path / "trace.csv", models=(LARGE,))
+    models = write_models(tmp_path / "models.yaml", ONE_MODEL_YAML)
+    start, end = START + timedelta(hours=2), START + timedelta(hours=3)
+    hints = _hints(tmp_path / "hints.csv", [f"{LARGE},{start.isoformat()},{end.isoformat()},"
+                                            "400,campaign"])
+    timeline = tmp_path / "T.csv"
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(timeline), "--hints", str(hints), *FAST)
+    assert code == 0, out
+    with timeline.open() as handle:
+        capacity_rps = {datetime.fromisoformat(r["minute"]).replace(tzinfo=UTC):
+                        int(r["ready_replicas"]) * float(r["per_replica_rps"])
+                        for r in csv.DictReader(handle)}
+    held = [at for at, rps in capacity_rps.items() if start <= at < end and rps >= 400]
+    assert len(held) == 60, sorted(set(capacity_rps) - set(held))[:3]
+    assert capacity_rps[end + timedelta(minutes=10)] < 400  # and not beyond it
 
 
 def test_hints_with_no_predictive_policy_warn_that_they_shape_nothing_and_are_not_tagged(

@@ -63,6 +63,14 @@ def test_a_hint_ended_by_the_last_tick_or_a_model_without_a_forecast_has_no_floo
     assert _floors(_status(_hint(600.0, AT, AT + 60 * MINUTE), point=None))["chat"] is None
 
 
+def test_a_first_step_shown_that_starts_after_the_tick_counts_a_hint_ending_before_it() -> None:
+    # a 30-minute step issued 5 minutes ahead of the tick: the loop reads it from the tick on
+    ahead = ForecastPoint("hybrid", "", AT, AT + 5 * MINUTE, AT + 5 * MINUTE, 1800, 140.0, 150.0)
+    hint = _hint(600.0, AT - 60 * MINUTE, AT + 5 * MINUTE)
+    assert _floors(_status(hint, point=ahead))["chat"] == 600.0  # before: None
+    assert _floors(_status(hint))["chat"] is None  # a step shown later: not met
+
+
 def test_status_shows_the_hints_floor_in_the_forecast_cells_and_the_forecasters_values_beside(
         sqlite_url: str) -> None:
     runtime = SimRuntime.open(load_settings(db={"url": sqlite_url}, sim={"history_s": 3600}),
