@@ -5,7 +5,7 @@ name) and the field at fault."""
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -92,12 +92,14 @@ def _misspelled(loc: tuple[int | str, ...],
     return f" (the entry has unknown key(s) {', '.join(repr(k) for k in unknown)})", unknown
 
 
-def validated(path: Path, schema: type[Schema], expected: str) -> Schema:
+def validated(path: Path, schema: type[Schema], expected: str,
+              context: Callable[[dict[str, Any]], object] | None = None) -> Schema:
     """The file read (``read_mapping``) and validated against ``schema``: its problems, each
-    as one line naming the file, the model and the field."""
+    as one line naming the file, the model and the field. ``context`` makes pydantic's
+    validation context of the file's mapping (what a model's checks read beyond the model)."""
     raw = read_mapping(path, expected)
     try:
-        return schema.model_validate(raw)
+        return schema.model_validate(raw, context=None if context is None else context(raw))
     except ValidationError as error:
         raise problems(path, raw, error) from None
 

@@ -1,24 +1,35 @@
 """The models file of ``headroom simulate`` (YAML, DESIGN.md; extra keys allowed) -> typed config.
 
 Errors name the file, the model and the field: ``M.yaml: models[1] (language/m-small):
-per_replica_rps: must be > 0, got -3``. A models file never loads half: it is valid or refused.
+per_replica_rps: must be > 0, got -3``. A models file never loads half: it is valid or refused,
+with every problem of its values listed in one run (``domain.errors.listed_problems``); those
+that need the values valid (a duplicate name, a budget's tenant, a cold-start samples file) are
+listed together once they are.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from controlplane.autoscaling.distribution import Durations
 from controlplane.autoscaling.sizing import ReplicaShape
 from controlplane.domain.cost import DEFAULT_PRICES as LIST_PRICES
+from controlplane.domain.errors import listed_problems
 from controlplane.domain.models import Isolation
 from controlplane.models_yaml import ModelsFileError as ModelsFileError
 from controlplane.models_yaml import unique_names, validated
@@ -64,6 +75,12 @@ class _Quantiles(_Loose):
     p50: _Seconds
     p90: _Seconds
 
+    @model_validator(mode="after")
+    def _ordered(self) -> _Quantiles:
+        if self.p90 < self.p50:
+            raise ValueError(f"p90 ({self.p90}) < p50 ({self.p50})")
+        return self
+
 
 class _ColdStart(_Loose):
     samples_ms_csv: str | None = None
@@ -72,13 +89,23 @@ class _ColdStart(_Loose):
     cached_max_s: float = Field(10.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
                                 description="loads up to this are the cached mode")
 
+    @model_validator(mode="after")
+    def _complete(self, info: ValidationInfo) -> _ColdStart:
+        if self.samples_ms_csv or _checks(info).cold_start_overridden:
+            return self
+        if self.p50_s is None or self.p90_s is None:
+            raise ValueError("give samples_ms_csv or both p50_s and p90_s")
+        if self.p90_s < self.p50_s:
+            raise ValueError(f"p90_s ({self.p90_s}) < p50_s ({self.p50_s})")
+        return self
+
 
 class _Model(_Loose):
     name: str = Field(min_length=1)
     gpu_product: str = Field(min_length=1)
     per_replica_rps: float
+    isolation: str = "TRUSTED"  # before gpu_per_replica, whose checks read it
     gpu_per_replica: float
-    isolation: str = "TRUSTED"
     tenant: str = Field("default", min_length=1)
     cold_start: _ColdStart
     idle_gpu_fraction: float = Field(1.0, ge=0, le=1)
@@ -104,13 +131,32 @@ class _Model(_Loose):
                              f"got {value:g}")
         return value
 
+    @field_validator("gpu_product")
+    @classmethod
+    def _priced(cls, value: str, info: ValidationInfo) -> str:
+        fleet = _checks(info).fleet
+        if fleet is not None and value not in {**DEFAULT_PRICES, **fleet.prices}:
+            raise ValueError(f"no price for {value!r}; set fleet.prices")
+        return value
+
     @field_validator("gpu_per_replica")
     @classmethod
-    def _possible_share(cls, value: float) -> float:
+    def _possible_share(cls, value: float, info: ValidationInfo) -> float:
         if not math.isfinite(value) or value <= 0:
             raise ValueError(f"must be > 0, got {value}")
         if value > 1 and abs(value - round(value)) > 1e-9:
             raise ValueError(f"above 1 must be a whole number of GPUs, got {value}")
+        isolation, product = info.data.get("isolation"), info.data.get("gpu_product")
+        if isolation == "STRICT" and product is not None:
+            _check_strict_share(value, product)
+        if value < 1 / MAX_CLIENTS_PER_GPU - 1e-4:  # 0.0208 is 1/48 written short
+            raise ValueError(f"at most {MAX_CLIENTS_PER_GPU} replicas share a GPU (MPS clients; "
+                             f"time-slices alike), so a share is >= 1/{MAX_CLIENTS_PER_GPU}, "
+                             f"got {value}")
+        fleet = _checks(info).fleet
+        if fleet is not None and value > fleet.gpus_per_node:
+            raise ValueError(f"{value} GPUs do not fit a node of "
+                             f"fleet.gpus_per_node={fleet.gpus_per_node}")
         return value
 
     @field_validator("isolation")
@@ -119,6 +165,23 @@ class _Model(_Loose):
         if value.upper() not in ("STRICT", "TRUSTED", "NONE"):
             raise ValueError(f"must be STRICT, TRUSTED or NONE, got {value!r}")
         return value.upper()
+
+    @field_validator("latency_ms")
+    @classmethod
+    def _below_the_slo(cls, value: float, info: ValidationInfo) -> float:
+        slo_ms = info.data.get("latency_slo_ms")
+        if slo_ms is not None and value >= slo_ms:
+            raise ValueError(f"the unloaded latency must be below latency_slo_ms ({slo_ms:g}), "
+                             f"got {value:g}")
+        return value
+
+    @field_validator("max_replicas")
+    @classmethod
+    def _not_below_the_min(cls, value: int | None, info: ValidationInfo) -> int | None:
+        low = info.data.get("min_replicas")
+        if value is not None and low is not None and value < low:
+            raise ValueError(f"{value} is below min_replicas {low}")
+        return value
 
 
 class _Fleet(_Loose):
@@ -135,6 +198,30 @@ class _Fleet(_Loose):
 class _File(_Loose):
     models: list[_Model] = Field(min_length=1)
     fleet: _Fleet = _Fleet()
+
+
+@dataclass(frozen=True, slots=True)
+class _Checks:
+    """What a model's checks read beyond the model (pydantic's validation context): the file's
+    fleet, None when it is not valid itself (its problems are listed, and the checks of the
+    models against it wait for it), and whether ``--cold-start`` replaces every model's own."""
+
+    fleet: _Fleet | None = None
+    cold_start_overridden: bool = False
+
+
+def _checks(info: ValidationInfo) -> _Checks:
+    return info.context if isinstance(info.context, _Checks) else _Checks()
+
+
+def _checks_of(cold_start_override: _ColdStart | None) -> Callable[[dict[str, Any]], _Checks]:
+    def checks(raw: dict[str, Any]) -> _Checks:
+        try:
+            fleet: _Fleet | None = _Fleet.model_validate(raw.get("fleet", {}))
+        except ValidationError:  # listed with the file's other problems
+            fleet = None
+        return _Checks(fleet, cold_start_overridden=cold_start_override is not None)
+    return checks
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,10 +320,8 @@ def cold_start_from(spec: _ColdStart, base_dir: Path, cached_default: Durations,
         samples = _read_samples(path, where if where == OPTION else f"{where}.samples_ms_csv")
         fast, slow = samples.split(spec.cached_max_s)
         return ColdStartModel(fast or cached_default, slow or samples, str(path), path)
-    if spec.p50_s is None or spec.p90_s is None:
+    if spec.p50_s is None or spec.p90_s is None:  # checked when read (_ColdStart._complete)
         raise ModelsFileError(f"{where}: give samples_ms_csv or both p50_s and p90_s")
-    if spec.p90_s < spec.p50_s:
-        raise ModelsFileError(f"{where}: p90_s ({spec.p90_s}) < p50_s ({spec.p50_s})")
     return ColdStartModel(cached_default, Durations.lognormal(spec.p50_s, spec.p90_s),
                           f"lognormal p50={spec.p50_s}s p90={spec.p90_s}s")
 
@@ -256,73 +341,56 @@ def mig_shares(gpu_product: str) -> tuple[tuple[int, int], ...]:
     return tuple((k, product.compute_slices) for k in slices)
 
 
-def _check_strict_share(model: _Model, origin: str) -> None:
-    """STRICT isolation is a whole GPU or a MIG instance: a share must be one of the product's."""
-    share = model.gpu_per_replica
-    if model.isolation != "STRICT" or share >= 1:
+def _check_strict_share(share: float, gpu_product: str) -> None:
+    """A STRICT replica is a whole GPU or a MIG instance: a share must be one of the product's."""
+    if share >= 1:
         return
-    shares = mig_shares(model.gpu_product)
+    shares = mig_shares(gpu_product)
     if any(abs(share - k / n) <= _MIG_SHARE_TOLERANCE for k, n in shares):
         return
     if not shares:
-        raise ModelsFileError(f"{origin}: gpu_per_replica: a STRICT replica is whole GPUs (1, 2, "
-                              f"...) as {model.gpu_product} has no MIG instances, got {share}")
+        raise ValueError(f"a STRICT replica is whole GPUs (1, 2, ...) as {gpu_product} has no "
+                         f"MIG instances, got {share}")
     valid = ", ".join(f"{k}/{n} ({k / n:.3f})" for k, n in shares)
-    raise ModelsFileError(f"{origin}: gpu_per_replica: a STRICT replica is whole GPUs (1, 2, ...) "
-                          f"or a MIG instance of {model.gpu_product}: {valid} of a GPU, "
-                          f"got {share}")
+    raise ValueError(f"a STRICT replica is whole GPUs (1, 2, ...) or a MIG instance of "
+                     f"{gpu_product}: {valid} of a GPU, got {share}")
 
 
-def _sim_model(index: int, model: _Model, fleet: _Fleet, base_dir: Path, cached: Durations,
-               source: str, cold_start_override: _ColdStart | None) -> SimModel:
-    origin = f"{source}: models[{index}] ({model.name})"
-    _check_strict_share(model, origin)
-    if model.gpu_per_replica < 1 / MAX_CLIENTS_PER_GPU - 1e-4:  # 0.0208 is 1/48 written short
-        raise ModelsFileError(f"{origin}: gpu_per_replica: at most {MAX_CLIENTS_PER_GPU} replicas "
-                              f"share a GPU (MPS clients; time-slices alike), so a share is >= "
-                              f"1/{MAX_CLIENTS_PER_GPU}, got {model.gpu_per_replica}")
-    if model.gpu_per_replica > fleet.gpus_per_node:
-        raise ModelsFileError(f"{origin}: gpu_per_replica: {model.gpu_per_replica} GPUs do not fit "
-                              f"a node of fleet.gpus_per_node={fleet.gpus_per_node}")
-    if model.gpu_product not in {**DEFAULT_PRICES, **fleet.prices}:
-        raise ModelsFileError(f"{origin}: gpu_product: no price for {model.gpu_product!r}; set "
-                              "fleet.prices")
+def _sim_model(model: _Model, cold_start: ColdStartModel) -> SimModel:
     shape = ReplicaShape(model.name, model.tenant, model.gpu_product, model.gpu_per_replica,
                          model.per_replica_rps, model.idle_gpu_fraction)
-    cold_start = (cold_start_from(model.cold_start, base_dir, cached, f"{origin}: cold_start")
-                  if cold_start_override is None else
-                  cold_start_from(cold_start_override, base_dir, cached, OPTION))
-    if model.latency_ms >= model.latency_slo_ms:
-        raise ModelsFileError(f"{origin}: latency_ms: the unloaded latency must be below "
-                              f"latency_slo_ms ({model.latency_slo_ms:g}), got "
-                              f"{model.latency_ms:g}")
-    if (model.min_replicas is not None and model.max_replicas is not None
-            and model.max_replicas < model.min_replicas):
-        raise ModelsFileError(f"{origin}: max_replicas: {model.max_replicas} is below "
-                              f"min_replicas {model.min_replicas}")
     return SimModel(shape, Isolation(model.isolation.lower()), cold_start,
                     model.true_per_replica_rps, model.latency_slo_ms, model.latency_ms,
                     model.min_replicas, model.max_replicas)
 
 
 def load_models_file(path: Path, cold_start_override: _ColdStart | None = None) -> SimConfig:
-    """Parse and check a models file; ``cold_start_override`` replaces every model's cold start."""
-    parsed = validated(path, _File, "'models' and 'fleet'")
-    unique_names(path, [m.name for m in parsed.models])
+    """Parse and check a models file; ``cold_start_override`` replaces every model's cold start.
+    Every problem is listed (see the module docstring), one line each."""
+    parsed = validated(path, _File, "'models' and 'fleet'", _checks_of(cold_start_override))
     fleet = parsed.fleet
-    tenants = sorted({m.tenant for m in parsed.models})
-    for tenant in sorted(set(fleet.tenant_gpu_budgets) - set(tenants)):
-        raise ModelsFileError(f"{path}: fleet.tenant_gpu_budgets.{tenant}: no model belongs to "
-                              f"tenant {tenant!r}; the models' tenants are "
-                              f"{', '.join(map(repr, tenants))}")
-    for name, quantiles in (("node_provision_s", fleet.node_provision_s),
-                            ("cached_start_s", fleet.cached_start_s)):
-        if quantiles.p90 < quantiles.p50:
-            raise ModelsFileError(f"{path}: fleet.{name}: p90 ({quantiles.p90}) < p50 "
-                                  f"({quantiles.p50})")
     cached = Durations.lognormal(fleet.cached_start_s.p50, fleet.cached_start_s.p90)
-    models = tuple(_sim_model(i, m, fleet, path.parent, cached, str(path), cold_start_override)
-                   for i, m in enumerate(parsed.models))
+    override = (None if cold_start_override is None  # the option's problem: not the file's
+                else cold_start_from(cold_start_override, path.parent, cached, OPTION))
+    found: list[str] = []
+    try:
+        unique_names(path, [m.name for m in parsed.models])
+    except ModelsFileError as error:
+        found.append(str(error))
+    tenants = sorted({m.tenant for m in parsed.models})
+    found += [f"{path}: fleet.tenant_gpu_budgets.{tenant}: no model belongs to tenant "
+              f"{tenant!r}; the models' tenants are {', '.join(map(repr, tenants))}"
+              for tenant in sorted(set(fleet.tenant_gpu_budgets) - set(tenants))]
+    cold_starts: list[ColdStartModel] = []
+    for i, m in enumerate(parsed.models):
+        try:
+            cold_starts.append(override if override is not None else cold_start_from(
+                m.cold_start, path.parent, cached, f"{path}: models[{i}] ({m.name}): cold_start"))
+        except ModelsFileError as error:
+            found.append(str(error))
+    if found:
+        raise ModelsFileError(listed_problems(found))
+    models = tuple(_sim_model(m, c) for m, c in zip(parsed.models, cold_starts, strict=True))
     return SimConfig(models, FleetConfig(
         node_provision=Durations.lognormal(fleet.node_provision_s.p50, fleet.node_provision_s.p90),
         gpus_per_node=fleet.gpus_per_node, max_nodes=fleet.max_nodes,

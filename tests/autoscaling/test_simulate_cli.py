@@ -140,6 +140,78 @@ def test_bad_input_is_refused_naming_the_model_and_field(
     assert not (tmp_path / "T.csv").exists()
 
 
+_LARGE = {"name": "chat/large", "gpu_product": "A100-80GB", "per_replica_rps": "2.0",
+          "gpu_per_replica": "1.0", "isolation": "STRICT", "cold_start": "{p50_s: 22, p90_s: 39}"}
+_SMALL = {**_LARGE, "name": "chat/small", "per_replica_rps": "40.0", "gpu_per_replica": "0.5",
+          "isolation": "TRUSTED"}
+
+
+def _two_models(large: dict[str, str], small: dict[str, str], fleet: str = "") -> str:
+    """A models file of chat/large and chat/small with ``large`` and ``small`` over their keys,
+    and ``fleet`` under the fleet's."""
+    entries = ["  - " + "\n    ".join(f"{k}: {v}" for k, v in {**base, **over}.items())
+               for base, over in ((_LARGE, large), (_SMALL, small))]
+    return "models:\n" + "\n".join(entries) + "\nfleet:\n  gpus_per_node: 8\n" + fleet
+
+
+def _refusal_lines(tmp_path: Path, text: str) -> list[str]:
+    """What a run on the models file ``text`` refused, one ``error:`` line each naming the
+    file (exit 2, nothing written): the lines without that prefix."""
+    models = write_models(tmp_path / "models.yaml", text)
+    code, out = _run("--trace", str(write_trace(tmp_path / "trace.csv", steps=6)), "--models",
+                     str(models), "--timeline-out", str(tmp_path / "T.csv"), *FAST)
+    assert code == 2, out
+    assert not (tmp_path / "T.csv").exists()
+    lines = [" ".join(line.split()) for line in out.strip().splitlines()]
+    assert all(line.startswith(f"error: {models}: ") for line in lines), lines
+    return sorted(line.removeprefix(f"error: {models}: ") for line in lines)
+
+
+@pytest.mark.parametrize(("large", "small", "fleet", "expected"), [
+    ({"cold_start": "{p50_s: 90, p90_s: 60}"}, {"cold_start": "{p50_s: -5, p90_s: 60}"}, "",
+     ["models[0] (chat/large): cold_start: p90_s (60.0) < p50_s (90.0)",
+      "models[1] (chat/small): cold_start.p50_s: Input should be greater than 0, got -5"]),
+    ({"min_replicas": "50", "max_replicas": "10"}, {"max_replicas": "0"}, "",
+     ["models[0] (chat/large): max_replicas: 10 is below min_replicas 50",
+      "models[1] (chat/small): max_replicas: Input should be greater than or equal to 1, got 0"]),
+    ({"latency_ms": "1200", "min_replicas": "5", "max_replicas": "3", "gpu_per_replica": "0.5"},
+     {"per_replica_rps": "0"}, "  cached_start_s: {p50: 5, p90: 3}\n",
+     ["fleet.cached_start_s: p90 (3.0) < p50 (5.0)",
+      "models[0] (chat/large): gpu_per_replica: a STRICT replica is whole GPUs (1, 2, ...) or "
+      "a MIG instance of A100-80GB: 1/7 (0.143), 2/7 (0.286), 3/7 (0.429), 4/7 (0.571) of a "
+      "GPU, got 0.5",
+      "models[0] (chat/large): latency_ms: the unloaded latency must be below latency_slo_ms "
+      "(1000), got 1200",
+      "models[0] (chat/large): max_replicas: 3 is below min_replicas 5",
+      "models[1] (chat/small): per_replica_rps: must be > 0, got 0.0"]),
+    ({"gpu_per_replica": "16"}, {"gpu_product": "B300"}, "",
+     ["models[0] (chat/large): gpu_per_replica: 16.0 GPUs do not fit a node of "
+      "fleet.gpus_per_node=8",
+      "models[1] (chat/small): gpu_product: no price for 'B300'; set fleet.prices"]),
+], ids=["cold starts", "replica bounds", "a share, latency, bounds, a rate and the fleet",
+        "a node too small and a product without a price"])
+def test_every_problem_of_a_models_files_values_is_named_in_one_run(
+        tmp_path: Path, large: dict[str, str], small: dict[str, str], fleet: str,
+        expected: list[str]) -> None:
+    """Before, each model's own checks ran once the whole file's fields were valid, and stopped
+    at the first: chat/large's cold start waited for chat/small's ``p50_s: -5`` to be mended."""
+    assert _refusal_lines(tmp_path, _two_models(large, small, fleet)) == expected
+
+
+def test_a_duplicate_name_a_budgets_tenant_and_samples_files_are_named_together(
+        tmp_path: Path) -> None:
+    """The checks that need the values valid list every problem too."""
+    missing = tmp_path / "missing.csv"
+    text = _two_models({"cold_start": f"{{samples_ms_csv: {missing}}}"},
+                       {"name": "chat/large"}, "  tenant_gpu_budgets: {acme: 3, amce: 2}\n")
+    assert _refusal_lines(tmp_path, text) == [
+        "fleet.tenant_gpu_budgets.acme: no model belongs to tenant 'acme'; the models' tenants "
+        "are 'default'",
+        "fleet.tenant_gpu_budgets.amce: no model belongs to tenant 'amce'; the models' tenants "
+        "are 'default'",
+        "models: duplicate name(s) ['chat/large']",
+        f"models[0] (chat/large): cold_start.samples_ms_csv: no such file {missing}"]
+
 def test_a_models_file_that_is_not_utf8_is_refused_naming_the_file(tmp_path: Path) -> None:
     trace = write_trace(tmp_path / "trace.csv", steps=6)
     models = tmp_path / "models.yaml"
@@ -426,7 +498,8 @@ def test_a_strict_share_that_is_no_mig_instance_of_its_product_is_refused(
         tmp_path: Path, share: str, product: str, message: str) -> None:
     assert _strict_small(share, product) != MODELS_YAML
     trace = write_trace(tmp_path / "trace.csv", steps=6)
-    models = write_models(tmp_path / "models.yaml", _strict_small(share, product))
+    priced = _strict_small(share, product) + "  prices: {A30: 2.5}\n"  # no list price
+    models = write_models(tmp_path / "models.yaml", priced)
     code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
                      str(tmp_path / "T.csv"), *FAST)
     assert message in _one_line_refusal(code, out)
