@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from controlplane.autoscaling.calibration import MIN_ERRORS
 from controlplane.autoscaling.policies import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
 from controlplane.autoscaling.profile_correction import CorrectionConfig
 from controlplane.cli.numbers import float_option
@@ -130,6 +131,20 @@ def capped_hint_lines(summary: dict[str, Any]) -> list[str]:
             f"{capped['served_rps']:.0f} of {rps_text(capped['announced_rps'])} rps announced "
             f"({capped['limit']})"
             for model, capped in summary.get("hints_capped", {}).items()]
+
+
+def forecast_line(summary: dict[str, Any]) -> str | None:
+    """One line on the forecasts the predictive policy sized from that fell back or had no
+    calibrated upper tail yet (a model's first hours), or None when none did."""
+    fallbacks, uncalibrated = summary["forecast_fallbacks"], summary["uncalibrated_forecasts"]
+    if summary["policy"] != PREDICTIVE or not (fallbacks or uncalibrated):
+        return None
+    reasons = ", ".join(f"{reason} {count:,}" for reason, count in sorted(fallbacks.items()))
+    fell = f"{sum(fallbacks.values()):,} fell back ({reasons})" if fallbacks else "none fell back"
+    return (f"{summary['policy']} forecasts: {summary['forecasts']:,} issued, {fell}, "
+            f"{uncalibrated:,} "
+            f"before the upper tail was calibrated ({MIN_ERRORS} errors scored): until then a "
+            "model is sized from the forecast's own p90 (twice its p50 on a short history)")
 
 
 def _table(summaries: list[dict[str, Any]], oracle_forecast: bool) -> Table:
@@ -304,5 +319,7 @@ def simulate_command(
             "policies": {s["policy"]: s for s in result.summaries}}, indent=2, allow_nan=False))
         return
     Console(width=max(130, Console().width)).print(_table(list(result.summaries), oracle_forecast))
+    for line in filter(None, map(forecast_line, result.summaries)):
+        typer.echo(line)
     for name, path in result.timelines.items():
         typer.echo(f"timeline {name}: {path}")

@@ -29,7 +29,12 @@ from controlplane.autoscaling.hints import hinted_inputs
 from controlplane.autoscaling.policies import ScalingPolicy, ladder_rungs
 from controlplane.autoscaling.profile_correction import CorrectionConfig, corrected_models, in_use
 from controlplane.domain.actions import ScaleNodePool, SetReplicas
-from controlplane.domain.demand import PREDICTIVE, one_request_rps
+from controlplane.domain.demand import (
+    CALIBRATION_GRID,
+    PREDICTIVE,
+    calibrated_ratio,
+    one_request_rps,
+)
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.hints import DemandHint
@@ -101,6 +106,11 @@ class RunStats:
     actions: int = 0
     forecasts: int = 0
     forecast_methods: Counter[str] = field(default_factory=Counter)
+    #: forecasts by the forecaster's fallback reason (``short_history``, ...), those that fell back
+    forecast_fallbacks: Counter[str] = field(default_factory=Counter)
+    #: forecasts issued without a calibrated upper tail (fewer than ``MIN_ERRORS`` errors scored,
+    #: or an unmeasured volatility): their high quantiles come from the forecast's own p90 shape
+    uncalibrated_forecasts: int = 0
     demand_reasons: Counter[str] = field(default_factory=Counter)
     skipped_reasons: Counter[str] = field(default_factory=Counter)
     gpu_hours_by_product: dict[str, float] = field(default_factory=dict)
@@ -214,8 +224,7 @@ class _Run:
             known = self.cache.get(name, minute)
             if known is not None:
                 self.forecasts[name] = known
-                self.stats.forecasts += 1
-                self.stats.forecast_methods[known.method] += 1
+                self.count(known)
                 continue
             self.score_pending(name, minute)
             series = self.replay.history(name, minute, self.forecast_step_s,
@@ -231,8 +240,16 @@ class _Run:
             first = round((made.origin_at - self.start_at).total_seconds() / 60)
             if made.p50:
                 self.pending[name].append((first, first + made.step_s // 60, made.p50[0], sigma))
-            self.stats.forecasts += 1
-            self.stats.forecast_methods[made.method] += 1
+            self.count(self.forecasts[name])
+
+    def count(self, issued: Forecast) -> None:
+        """One forecast issued: its method, its fallback reason, whether its tail is calibrated."""
+        self.stats.forecasts += 1
+        self.stats.forecast_methods[issued.method] += 1
+        if issued.fallback_reason:
+            self.stats.forecast_fallbacks[issued.fallback_reason] += 1
+        if calibrated_ratio(issued.diagnostics, CALIBRATION_GRID[-1]) is None:
+            self.stats.uncalibrated_forecasts += 1
 
     def oracle(self, name: str, minute: int) -> Forecast:
         """Benchmark only: the true rate of each minute of the horizon (perfect foresight)."""

@@ -111,6 +111,8 @@ def summarize(run: PolicyRun, config: SimConfig) -> dict[str, Any]:
         "ticks": run.stats.ticks, "actions": run.stats.actions,
         "forecasts": run.stats.forecasts,
         "forecast_methods": dict(run.stats.forecast_methods),
+        "forecast_fallbacks": dict(run.stats.forecast_fallbacks),
+        "uncalibrated_forecasts": run.stats.uncalibrated_forecasts,
         "demand_reasons": dict(run.stats.demand_reasons),
         "held_by_guards": dict(run.stats.skipped_reasons),
     } | ({"profile_rps_in_use": {m: round(v, 4) for m, v in run.stats.profile_rps.items()},
