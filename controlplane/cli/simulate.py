@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,7 +24,7 @@ from controlplane.autoscaling.policies import SHORT_MINUTE_COST_RATIO, SHORTFALL
 from controlplane.autoscaling.profile_correction import CorrectionConfig
 from controlplane.cli.numbers import float_option
 from controlplane.cli.paths import check_output_path
-from controlplane.cli.streams import print_warning, usage_error
+from controlplane.cli.streams import print_note, print_warning, usage_error
 from controlplane.domain.demand import PREDICTIVE
 from controlplane.domain.hints import rps_text
 from controlplane.domain.timestamps import utc_text
@@ -34,9 +35,16 @@ from controlplane.simulation.config import (
     load_models_file,
     parse_cold_start_option,
 )
+from controlplane.simulation.effective_settings import (
+    effective_settings,
+    sources,
+    unlike_serve,
+    unlike_serve_note,
+)
 from controlplane.simulation.engine import SimOptions
 from controlplane.simulation.hints_file import hints_outside, load_hints_file
 from controlplane.simulation.operator_settings import (
+    OPTION_SETTINGS,
     SimulateSettings,
     simulate_settings,
     with_budgets,
@@ -67,6 +75,13 @@ _FLAGS = {"tick_s": "--tick-s", "forecast_interval_s": "--forecast-interval-s",
           "short_minute_cost_ratio": "--short-minute-cost-ratio"}
 
 
+def _given(ctx: typer.Context, names: Iterable[str]) -> list[str]:
+    """The options of ``names`` (parameter names) given on the command line."""
+    return [name for name in names
+            if (source := ctx.get_parameter_source(name)) is not None
+            and source.name != "DEFAULT"]  # typer's own click: compared by name
+
+
 def _from_settings(ctx: typer.Context, chosen: SimulateSettings | None,
                    values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """The options' values: given on the command line, else the settings', else the default;
@@ -74,9 +89,9 @@ def _from_settings(ctx: typer.Context, chosen: SimulateSettings | None,
     if chosen is None:
         return values, {}
     out, named = dict(values), {}
+    given = set(_given(ctx, chosen.options))
     for name, value in chosen.options.items():
-        source = ctx.get_parameter_source(name)  # typer's own click: compared by name
-        if source is None or source.name == "DEFAULT":
+        if name not in given:
             out[name] = [value] if name == "policy" else value
             if name in _FLAGS:
                 named[_FLAGS[name]] = chosen.where(name)
@@ -233,7 +248,12 @@ def simulate_command(
         "(--policy, --tick-s, --forecast-interval-s, --forecast-method, --shortfall-cost-ratio, "
         "--short-minute-cost-ratio, --reactive-target, --hint-lead-s, --profile-correction) > "
         "the settings > the models file's GPU budgets > the defaults; keys not set keep "
-        "simulate's defaults")] = None,
+        "simulate's defaults, which differ from serve's for autoscaling.profile_correction "
+        "(off; serve on), reconcile.target_utilization (1; serve 0.8), "
+        "safety.max_replica_step (200; serve 8), safety.max_node_step (predictive 16, "
+        "reactive 10; serve 4): set them here to simulate serve's (--json's "
+        "effective_settings gives, per policy, every key's value, serve's default and where "
+        "it came from)")] = None,
     *, ctx: typer.Context,
 ) -> None:
     """Replay per-model demand through the real core and a simulated fleet.
@@ -307,6 +327,8 @@ def simulate_command(
     for summary in result.summaries:
         for line in capped_hint_lines(summary):
             print_warning(line)
+    came_from = sources(chosen, _given(ctx, [*OPTION_SETTINGS, "profile_correction"]), config)
+    used = {p.name: effective_settings(p, options, config, came_from) for p in result.policies}
     if json_out:
         typer.echo(json.dumps({
             "ok": True, "trace": str(trace), "models": str(models),
@@ -316,8 +338,12 @@ def simulate_command(
             "hints": str(hints) if hints is not None else None,
             **({"config": str(config_file)} if config_file is not None else {}),
             "timelines": {k: str(v) for k, v in result.timelines.items()},
-            "policies": {s["policy"]: s for s in result.summaries}}, indent=2, allow_nan=False))
+            "policies": {s["policy"]: s for s in result.summaries},
+            "effective_settings": used}, indent=2, allow_nan=False))
         return
+    note = unlike_serve_note(unlike_serve(used))
+    if note is not None:
+        print_note(note)
     Console(width=max(130, Console().width)).print(_table(list(result.summaries), oracle_forecast))
     for line in filter(None, map(forecast_line, result.summaries)):
         typer.echo(line)

@@ -1,5 +1,6 @@
 """Keep stdout for the one JSON document: native libraries (e.g. HiGHS's banner) write to fd 1;
-and the one-line ``error:`` of a command's bad input (and ``warning:`` lines), on stderr.
+and the one-line ``error:`` of a command's bad input (and ``warning:`` and ``note:`` lines), on
+stderr.
 
 Messages are plain text: a path, pattern or series name with ``[...]`` in it is printed as
 written, not read as Rich markup (which would drop ``[a-z0-9]`` or ``[tenant-a]``)."""
@@ -29,6 +30,11 @@ def print_error(message: str) -> None:
 def print_warning(message: str) -> None:
     """Print ``warning: message`` on stderr, on one line."""
     _stderr.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def print_note(message: str) -> None:
+    """Print ``note: message`` on stderr, on one line: nothing wrong, only worth knowing."""
+    _stderr.print(f"note: {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def usage_error(message: str) -> typer.Exit:

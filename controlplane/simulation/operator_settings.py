@@ -93,6 +93,7 @@ class SimulateSettings:
     #: (on,) with autoscaling.profile_correction set: its correction, or off
     profile_correction: tuple[CorrectionConfig | None] | None = None
     ignored: tuple[str, ...] = ()
+    taken: tuple[str, ...] = ()  # the honoured keys the file (or the environment) sets
 
     def where(self, option: str) -> str:
         """``FILE: group.key`` of the setting an option's value came from."""
@@ -124,7 +125,8 @@ def simulate_settings(settings: Settings, source: str) -> SimulateSettings:
         tenant_gpu_budgets=dict(settings.autoscaling.tenant_gpu_budgets)
         if "autoscaling.tenant_gpu_budgets" in chosen else None,
         profile_correction=(correction,) if _CORRECTION in chosen else None,
-        ignored=tuple(k for k in given if k not in HONOURED))
+        ignored=tuple(k for k in given if k not in HONOURED),
+        taken=tuple(k for k in given if k in HONOURED))
 
 
 def with_budgets(config: SimConfig, chosen: SimulateSettings) -> SimConfig:

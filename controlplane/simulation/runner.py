@@ -154,6 +154,7 @@ def check_demand_fits(trace: Trace, config: SimConfig, target_utilization: float
 
 @dataclass(frozen=True, slots=True)
 class SimulationResult:
+    policies: tuple[ScalingPolicy, ...]  # as built, one per run
     runs: tuple[PolicyRun, ...]
     summaries: tuple[dict[str, Any], ...]
     timelines: dict[str, Path]
@@ -179,4 +180,4 @@ def simulate(trace: Trace, config: SimConfig, policies: Sequence[str], timeline_
     # every timeline or none: a failed run or write leaves no file of this simulation behind
     write_all_atomically({paths[policy.name]: partial(write_timeline, run=run)
                           for policy, run in zip(built, runs, strict=True)})
-    return SimulationResult(tuple(runs), tuple(summaries), paths)
+    return SimulationResult(tuple(built), tuple(runs), tuple(summaries), paths)
