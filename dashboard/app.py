@@ -38,9 +38,18 @@ PAGES = (
 def main() -> None:
     st.set_page_config(page_title="Headroom", page_icon=":material/memory:", layout="wide")
     here = Path(__file__).resolve().parent
-    pages = [st.Page(str(here / path), title=title, url_path=slug, icon=icon,
-                     default=(slug == "overview"))
+    # Streamlit serves the default page at / only, yet reserves its url_path: the Overview
+    # reserves "index", and /overview (a bookmark, a typed name) is a hidden page that goes to /
+    pages = [st.Page(str(here / path), title=title, icon=icon, default=(slug == "overview"),
+                     url_path="index" if slug == "overview" else slug)
              for path, title, slug, icon in PAGES]
+    overview = pages[0]
+
+    def overview_by_name() -> None:
+        st.switch_page(overview)
+
+    pages.append(st.Page(overview_by_name, title="Overview", url_path="overview",
+                         visibility="hidden"))
     # after the page's first check a store can still fail (a table gone, the server)
     reads_store(st.navigation(pages).run)()
 

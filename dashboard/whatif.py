@@ -25,6 +25,8 @@ REQUIRED = ("minute", "model", "demand_rps", "ready_replicas", "per_replica_rps"
 NUMERIC = REQUIRED[2:]
 #: optional: the model's GPU product and the GPUs that product billed in the minute
 PRODUCT_COLUMNS = ("gpu_product", "product_gpus_billed")
+#: added to a timeline whose minutes were timestamps: the minute as a UTC time
+MINUTE_AT = "minute_at"
 EPS = 1e-9
 
 
@@ -71,7 +73,9 @@ def read_timelines(data: bytes, name: str) -> dict[str, pd.DataFrame]:
                     | (frame["gpu_product"].astype(str).str.strip() == "")).to_numpy()
         if unpriced.any():
             raise TimelineError(f"{name}: line {_bad_line(unpriced)}: empty gpu_product")
-    frame["minute"] = _minutes(frame["minute"], name)
+    frame["minute"], timed = _minutes(frame["minute"], name)
+    if timed:  # the chart's axis shows the times the file gave, not minutes since 1970
+        frame[MINUTE_AT] = pd.to_datetime(frame["minute"] * 60, unit="s", utc=True)
     label = Path(name).stem
     if "policy" in frame.columns:
         unlabelled = (frame["policy"].isna()
@@ -83,20 +87,22 @@ def read_timelines(data: bytes, name: str) -> dict[str, pd.DataFrame]:
     return {label: _checked(frame, name)}
 
 
-def _minutes(column: pd.Series, name: str) -> pd.Series:
+def _minutes(column: pd.Series, name: str) -> tuple[pd.Series, bool]:
+    """Whole minutes of the ``minute`` column (timestamps as minutes since the epoch), and
+    whether they were timestamps."""
     numeric = pd.to_numeric(column, errors="coerce")
     if numeric.notna().all():
         fractional = (numeric != numeric.round()).to_numpy()
         if fractional.any():
             raise TimelineError(f"{name}: line {_bad_line(fractional)}: minute "
                                 f"{column.iloc[_bad_line(fractional) - 2]!r} is not whole")
-        return numeric.astype(np.int64)
+        return numeric.astype(np.int64), False
     try:
         stamps = pd.to_datetime(column, utc=True, format="mixed")
     except (ValueError, TypeError):
         raise TimelineError(f"{name}: column minute is neither whole numbers nor "
                             "timestamps") from None
-    return (stamps - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(minutes=1)
+    return (stamps - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(minutes=1), True
 
 
 def _checked(frame: pd.DataFrame, name: str) -> pd.DataFrame:
@@ -208,11 +214,15 @@ def summarize(label: str, frame: pd.DataFrame, usd_per_gpu_hour: float,
 
 
 def minute_series(label: str, frame: pd.DataFrame) -> pd.DataFrame:
-    """Per minute: GPUs billed and models short, for the policy comparison chart."""
+    """Per minute: GPUs billed and models short, for the policy comparison chart (with
+    ``MINUTE_AT`` when the timeline's minutes were timestamps)."""
     billed, _ = billed_per_minute(frame)
     shorts = short_rows(frame).groupby(frame["minute"]).sum()
-    return pd.DataFrame({"policy": label, "minute": billed.index, "gpus_billed": billed.values,
-                         "models_short": shorts.reindex(billed.index).values})
+    series = pd.DataFrame({"policy": label, "minute": billed.index, "gpus_billed": billed.values,
+                           "models_short": shorts.reindex(billed.index).values})
+    if MINUTE_AT in frame.columns:
+        series[MINUTE_AT] = pd.to_datetime(series["minute"] * 60, unit="s", utc=True)
+    return series
 
 
 @dataclass(frozen=True, slots=True)

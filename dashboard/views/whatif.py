@@ -206,13 +206,17 @@ def main() -> None:
         table = comparison(outcomes, costs)
         st.subheader("Dollars against short minutes")
         st.altair_chart(alt.Chart(table).mark_circle(size=160).encode(
-            x=alt.X("short minutes:Q"), y=alt.Y("$:Q"), color="policy:N",
+            x=alt.X("short minutes:Q", axis=alt.Axis(format="d", tickMinStep=1)),
+            y=alt.Y("$:Q", axis=alt.Axis(format="$,.2f")), color="policy:N",
             tooltip=list(table.columns)).properties(height=280), width="stretch")
         st.dataframe(table, hide_index=True, width="stretch")
         minutes = pd.concat(series, ignore_index=True)
+        timed = whatif.MINUTE_AT in minutes.columns and minutes[whatif.MINUTE_AT].notna().all()
         st.subheader("GPUs billed per minute")
         st.altair_chart(alt.Chart(minutes).mark_line(interpolate="step-after").encode(
-            x=alt.X("minute:Q"), y=alt.Y("gpus_billed:Q", title="GPUs billed"), color="policy:N")
+            x=alt.X(f"{whatif.MINUTE_AT}:T", title="minute (UTC)") if timed
+            else alt.X("minute:Q"), y=alt.Y("gpus_billed:Q", title="GPUs billed"),
+            color="policy:N")
             .properties(height=220), width="stretch")
     for name, document in reported.items():
         with st.expander(f"Reported summary: {escape_markdown(name)} (as the product "

@@ -27,8 +27,9 @@ from dashboard_support import REPO_ROOT, free_port, with_a_renamed_model
 pytestmark = pytest.mark.browser
 
 HEADROOM = [sys.executable, "-c", "from controlplane.cli import main; main()"]
-PAGES = [("", "Overview"), ("fleet", "Fleet"), ("models", "Models"), ("cost", "Cost"),
-         ("decisions", "Decisions"), ("what-if", "What-if")]
+#: every page by its path; /overview is the Overview by name (Streamlit serves it at /)
+PAGES = [("", "Overview"), ("overview", "Overview"), ("fleet", "Fleet"), ("models", "Models"),
+         ("cost", "Cost"), ("decisions", "Decisions"), ("what-if", "What-if")]
 def child_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
@@ -85,11 +86,11 @@ def test_every_page_of_headroom_dashboard_renders_without_an_exception(
             assert browser.wait_for(RENDERED % title, timeout_s=60), f"{title} never rendered"
             assert browser.wait_for(CHARTS_DRAWN, timeout_s=20), f"{title}: charts not drawn"
             problems = browser.evaluate(PROBLEMS)
-            browser.screenshot(shots / f"{slug or 'overview'}.png")
+            browser.screenshot(shots / f"{slug or 'root'}.png")
             assert problems == {"exceptions": 0, "deployButton": False, "traceback": False,
                                 "notFound": False, "errors": []}, f"{title}: {problems}"
     saved = sorted(p.name for p in shots.glob("*.png"))
-    assert saved == sorted(f"{slug or 'overview'}.png" for slug, _ in PAGES)
+    assert saved == sorted(f"{slug or 'root'}.png" for slug, _ in PAGES)
     assert all((shots / name).stat().st_size > 10_000 for name in saved)
     print(f"screenshots in {shots}")
 

@@ -68,6 +68,23 @@ def test_timestamps_in_the_minute_column_are_read_as_minutes() -> None:
     assert list(frame["minute"].diff().dropna()) == [1]
 
 
+def test_the_per_minute_chart_of_a_timestamped_timeline_is_dated_at_its_own_times() -> None:
+    text = ("minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed\n"
+            "2026-12-01 00:00:00,a,1,1,1,3\n2026-12-01 00:01:00,a,1,1,1,4\n")
+    series = whatif.minute_series("t", whatif.read_timelines(text.encode(), "t.csv")["t"])
+    assert [str(t) for t in series[whatif.MINUTE_AT]] == [
+        "2026-12-01 00:00:00+00:00", "2026-12-01 00:01:00+00:00"]
+    assert list(series["gpus_billed"]) == [3, 4]
+
+
+def test_a_timeline_numbered_in_minutes_keeps_its_numbers_on_the_chart() -> None:
+    text = ("minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed\n"
+            "0,a,1,1,1,3\n1,a,1,1,1,4\n")
+    series = whatif.minute_series("t", whatif.read_timelines(text.encode(), "t.csv")["t"])
+    assert whatif.MINUTE_AT not in series.columns
+    assert list(series["minute"]) == [0, 1]
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("minute,model,demand_rps\n0,a,1\n", r"bad\.csv: missing column\(s\) ready_replicas"),
     ("minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed\n0,a,1,1,1,1\n"
