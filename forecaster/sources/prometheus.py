@@ -12,7 +12,14 @@ mean rate, not a 2-minute sample at its start; the range query runs from ``since
 each sample maps back one step. A custom
 query without ``{window}`` (a gauge, a recording rule) is sampled at ``t`` itself. Long ranges
 are split into chunks below Prometheus' 11,000-points-per-series limit. Samples land on the query
-grid; a step without a sample is a gap (NaN), never zero.
+grid; a step without a sample is a gap (NaN), never zero. So is a step whose rate window the
+model's samples reach at one end only (before its first sample, at the edge of a scrape gap,
+past its newest sample: scrapes that stopped a few minutes ago): Prometheus extrapolates a rate
+at most half a scrape interval past the samples, so it reads a fraction of the real rate there,
+and the newest such step would be the forecast's level. It is found from the newest sample time
+of the series dating the rate (a preset's counter, a custom query's ``sample_series``; without
+one, a custom query's steps are taken as read) at every window's start and end, within 1.1
+scrape intervals (Prometheus' own threshold; the interval from the samples per window).
 
 Credentials: basic auth in the URL or as ``username``/``password``, or a ``bearer_token``; every
 message shows them as ``***``. Failures raise ``SourceError`` naming the URL, model and query:
@@ -35,7 +42,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -53,7 +60,13 @@ from forecaster.sources.prometheus_replies import (
     shown_url,
     vector_samples,
 )
-from forecaster.sources.promql import PRESETS, escape, latency_query, newest_sample
+from forecaster.sources.promql import (
+    PRESETS,
+    escape,
+    latency_query,
+    newest_sample,
+    sample_count,
+)
 from forecaster.types import SourcedSeries, TrafficSeries
 
 MAX_POINTS = 10_000
@@ -181,35 +194,33 @@ class PrometheusSource:
         """Values on the grid since_at, since_at + step, ... (< until_at), each the step's mean
         rate (see the module docstring), and what was cleaned: the samples of one step are
         summed (several series), NaN/Inf samples are missing and a negative step value is
-        clipped to 0, both counted in the warnings. An unusable range (``unusable_problem``)
-        raises ``SourceError``, never a zero series."""
+        clipped to 0, both counted in the warnings. A step whose rate window the model's
+        samples cover only in part (``partly_scraped``: after its newest sample, before its
+        first, at a scrape gap's edge) is missing too, counted in the warnings: Prometheus'
+        rate of such a window is a fraction of the real one. An unusable range
+        (``unusable_problem``) raises ``SourceError``, never a zero series."""
         steps = max(0, math.ceil((until_at - since_at).total_seconds() / step_s))
-        sums = [math.nan] * steps
-        query = self.query_for(model, max(step_s, self.rate_window_s))
+        window_s = max(step_s, self.rate_window_s)
+        query = self.query_for(model, window_s)
         shift_s = step_s if self.step_end_aligned else 0
         first_at = since_at + timedelta(seconds=shift_s)
-        nonfinite = 0
-        for lo in range(0, steps, MAX_POINTS):
-            hi = min(steps, lo + MAX_POINTS)
-            start = first_at + timedelta(seconds=lo * step_s)
-            end = first_at + timedelta(seconds=(hi - 1) * step_s)
-            for ts, value in self._range(model, query, start, end, step_s):
-                i = round((ts - first_at.timestamp()) / step_s)
-                if not 0 <= i < steps:
-                    continue
-                if not math.isfinite(value):
-                    nonfinite += 1
-                    continue
-                sums[i] = value if math.isnan(sums[i]) else sums[i] + value
+        sums, nonfinite = self._on_grid(model, query, first_at, steps, step_s)
         clipped = sum(1 for v in sums if v < 0)
-        values = tuple(max(0.0, v) if not math.isnan(v) else v for v in sums)
         problems = [f"{n} {what}" for n, what in ((clipped, "negative value(s) clipped to 0"),
                                                  (nonfinite, "NaN/Inf sample(s) treated as "
                                                              "missing")) if n]
+        selector = self._sample_selector(model) if self.step_end_aligned else None
+        if selector is not None and any(not math.isnan(v) for v in sums):
+            partial = self._partly_scraped(model, selector, sums, first_at, step_s, window_s)
+            if partial.dropped:
+                sums = [math.nan if i in partial.steps else v for i, v in enumerate(sums)]
+                problems.append(partial.describe(window_s))
+        values = tuple(max(0.0, v) if not math.isnan(v) else v for v in sums)
         window = f"between {since_at.isoformat()} and {until_at.isoformat()}"
         if all(math.isnan(v) for v in sums) and not nonfinite:
+            dropped = f"; {problems[-1]}" if problems else ""
             raise SourceError(f"Prometheus at {self.shown} returned no data for model {model!r} "
-                              f"{window} (query {query})")
+                              f"{window} (query {query}){dropped}")
         problem = unusable_problem(np.asarray(sums, dtype=np.float64))
         if problem is not None:
             missing = f" ({nonfinite} NaN/Inf sample(s) treated as missing)" if nonfinite else ""
@@ -218,6 +229,51 @@ class PrometheusSource:
         series = TrafficSeries(series_id=model, step_s=step_s, start_at=since_at, values=values)
         return SourcedSeries(series, tuple(problems))
 
+    def _on_grid(self, model: str, query: str, first_at: datetime, points: int,
+                 step_s: int) -> tuple[list[float], int]:
+        """``query`` at first_at, first_at + step, ... (``points`` of them, in range queries
+        below Prometheus' points limit): the sum of its series' samples at each (NaN: none),
+        and how many NaN/Inf samples were left out."""
+        sums = [math.nan] * points
+        nonfinite = 0
+        for lo in range(0, points, MAX_POINTS):
+            hi = min(points, lo + MAX_POINTS)
+            start = first_at + timedelta(seconds=lo * step_s)
+            end = first_at + timedelta(seconds=(hi - 1) * step_s)
+            for ts, value in self._range(model, query, start, end, step_s):
+                i = round((ts - first_at.timestamp()) / step_s)
+                if not 0 <= i < points:
+                    continue
+                if not math.isfinite(value):
+                    nonfinite += 1
+                    continue
+                sums[i] = value if math.isnan(sums[i]) else sums[i] + value
+        return sums, nonfinite
+
+    def _sample_selector(self, model: str) -> str | None:
+        """The series whose samples a model's rate rests on: a preset's served-requests
+        counter, a custom query's ``sample_series`` (None without one: not knowable)."""
+        if self.query_template is None:
+            assert self.preset is not None
+            return self.preset.selector(model)
+        if self.sample_series is None:
+            return None
+        return self.sample_series.replace("{model}", escape(model))
+
+    def _partly_scraped(self, model: str, selector: str, values: Sequence[float],
+                        first_at: datetime, step_s: int, window_s: int) -> PartlyScraped:
+        """The steps with a value (``values[i]``, read at first_at + i * step over the
+        ``window_s`` before) whose window the samples of ``selector`` do not reach at both
+        ends, by two more range queries: the samples per window (the scrape interval) and the
+        newest sample time at every window's start and end."""
+        steps = len(values)
+        counts, _ = self._on_grid(model, sample_count(selector, window_s), first_at, steps,
+                                  step_s)
+        grid_s = math.gcd(step_s, window_s)
+        points = ((steps - 1) * step_s + window_s) // grid_s + 1
+        newest, _ = self._on_grid(model, newest_sample(selector, window_s),
+                                  first_at - timedelta(seconds=window_s), points, grid_s)
+        return partly_scraped(values, counts, newest, first_at.timestamp(), step_s, window_s)
     def current_rates(self, models: Sequence[str], at: datetime) -> CurrentRates:
         """Each model's request rate over the last ``rate_window_s`` before ``at``: one grouped
         query for a preset, one query per model for custom PromQL (after a failure to reach
@@ -380,3 +436,61 @@ def rates_or_why(model: str, value: float | None, query: str, shown: str,
                          f"(query {query})"
     else:
         rates[model] = max(0.0, value)
+
+
+#: a window edge farther than this many scrape intervals from a sample is not covered: past it
+#: Prometheus' rate extrapolates only half an interval (its own threshold)
+EXTRAPOLATION_INTERVALS = 1.1
+
+
+@dataclass(frozen=True, slots=True)
+class PartlyScraped:
+    """The steps whose rate window the samples covered only in part, by where they lie."""
+
+    steps: frozenset[int] = frozenset()
+    leading: int = 0  # before the first step with a covered window
+    trailing: int = 0  # after the last one
+    newest_at_s: float = math.nan  # unix time of the newest sample seen
+
+    @property
+    def dropped(self) -> int:
+        return len(self.steps)
+
+    def describe(self, window_s: int) -> str:
+        where = [f"{n} {what}" for n, what in (
+            (self.leading, "starting before the first sample"),
+            (self.dropped - self.leading - self.trailing, "at the edge of a scrape gap"),
+            (self.trailing, "running past the newest sample"
+                            + (f" at {datetime.fromtimestamp(self.newest_at_s, UTC).isoformat()}"
+                               if math.isfinite(self.newest_at_s) else ""))) if n]
+        return (f"{self.dropped} step(s) treated as missing, their {window_s} s rate window only "
+                f"partly scraped ({', '.join(where)}): Prometheus' rate of it reads low")
+
+
+def partly_scraped(values: Sequence[float], counts: Sequence[float], newest: Sequence[float],
+                   first_at_s: float, step_s: int, window_s: int) -> PartlyScraped:
+    """The steps with a value (``values[i]``, read at ``first_at_s + i * step_s`` over the
+    ``window_s`` before) whose window has no sample within ``EXTRAPOLATION_INTERVALS`` scrape
+    intervals of its start or of its end. ``counts[i]``: the samples in step i's window (the
+    scrape interval is the window over their median); ``newest[k]``: the newest sample time at
+    ``first_at_s - window_s + k * gcd(step_s, window_s)`` (NaN: none)."""
+    per_window = [c for c in counts if math.isfinite(c) and c >= 2]
+    if not per_window:
+        return PartlyScraped()
+    tolerance_s = EXTRAPOLATION_INTERVALS * window_s / float(np.median(per_window))
+    grid_s = math.gcd(step_s, window_s)
+
+    def scraped(k: int) -> bool:
+        at_s = first_at_s - window_s + k * grid_s
+        return 0 <= k < len(newest) and at_s - newest[k] <= tolerance_s
+
+    valued = [i for i, v in enumerate(values) if not math.isnan(v)]
+    partial = [i for i in valued if not (scraped(i * step_s // grid_s)
+                                         and scraped((i * step_s + window_s) // grid_s))]
+    kept = sorted(set(valued) - set(partial))
+    newest_at_s = max((t for t in newest if math.isfinite(t)), default=math.nan)
+    return PartlyScraped(
+        steps=frozenset(partial),
+        leading=sum(1 for i in partial if i < kept[0]) if kept else 0,
+        trailing=sum(1 for i in partial if not kept or i > kept[-1]),
+        newest_at_s=newest_at_s)

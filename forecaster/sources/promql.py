@@ -30,6 +30,10 @@ class Preset:
     def query(self, model: str, window_s: int) -> str:
         return self._arrivals(f'{{{self.label}="{escape(model)}"}}', window_s, "")
 
+    def selector(self, model: str) -> str:
+        """The model's series of ``metric``: those that date its rate."""
+        return f'{self.metric}{{{self.label}="{escape(model)}"}}'
+
     def grouped(self, window_s: int) -> str:
         """Every model's rate in one query, one series per label value."""
         return self._arrivals("", window_s, f" by ({self.label})")
@@ -65,6 +69,11 @@ def newest_sample(selector: str, window_s: int, by: str = "") -> str:
     step_s = min(window_s, SAMPLE_RESOLUTION_S)
     return (f"max{by} (timestamp({selector})) or "
             f"max{by} (max_over_time(timestamp({selector})[{window_s}s:{step_s}s]))")
+
+
+def sample_count(selector: str, window_s: int) -> str:
+    """The samples in the last ``window_s`` of the series ``selector`` picks that has most."""
+    return f"max(count_over_time({selector}[{window_s}s]))"
 
 
 PRESETS = {

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from typer.testing import CliRunner
@@ -26,7 +27,9 @@ SINCE = UNTIL - timedelta(hours=1)
 
 class FakePrometheus:
     """Answers every label query with ``labels`` and every range query with ``matrix``
-    (raw bytes, or anything JSON-serialisable), always with status 200."""
+    (raw bytes, or anything JSON-serialisable), always with status 200; but the queries of a
+    history's sample times (``timestamp(``) and counts (``count_over_time(``) as a series
+    scraped every 15 s up to each step's end."""
 
     def __init__(self) -> None:
         self.labels: Any = {"status": "success", "data": ["m1"]}
@@ -39,15 +42,18 @@ class FakePrometheus:
                 return
 
             def do_GET(self) -> None:
-                self.reply()
+                self.reply(parse_qs(urlsplit(self.path).query))
 
             def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                self.reply()
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.reply(parse_qs(body.decode()))
 
-            def reply(self) -> None:
+            def reply(self, params: dict[str, list[str]]) -> None:
                 fake.authorizations.append(self.headers.get("Authorization"))
+                query = params.get("query", [""])[0]
                 payload = fake.labels if "/api/v1/label/" in self.path else fake.matrix
+                if "timestamp(" in query or "count_over_time(" in query:
+                    payload = scraped_throughout(params, "count_over_time(" in query)
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 send_json(self, 200, data)
 
@@ -61,6 +67,17 @@ class FakePrometheus:
         self.matrix = {"status": "success",
                        "data": {"resultType": "matrix", "result": [{"metric": {},
                                                                     "values": values}]}}
+
+
+def scraped_throughout(params: dict[str, list[str]], count: bool) -> object:
+    """A range query's reply of a series scraped every 15 s: at each time of its grid, the
+    samples in a 120 s window (``count``) or the newest sample time (that time)."""
+    start, end = (float(params[key][0]) for key in ("start", "end"))
+    step_s = float(params["step"][0].rstrip("s"))
+    times = [start + i * step_s for i in range(round((end - start) / step_s) + 1)]
+    values = [[t, "8" if count else str(t)] for t in times]
+    return {"status": "success",
+            "data": {"resultType": "matrix", "result": [{"metric": {}, "values": values}]}}
 
 
 @pytest.fixture
