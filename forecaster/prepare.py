@@ -6,8 +6,11 @@ Rules (documented fallbacks, never silent zeros):
   ``GRID_TOLERANCE``: rows 59.7 s, 60.3 s, 59 s or 61 s apart are a 60-s step), unless given;
   the grid starts at the first timestamp and each sample counts at its nearest grid time;
 * timestamps out of order are sorted (reported as ``unsorted``); exact duplicates are an error
-  naming the series and the timestamp;
-* several samples in one step are averaged; a step with no sample is a gap (NaN), never zero;
+  naming the series and the timestamp (as ``headroom simulate`` refuses a second row of a model
+  at one time): two rows at one instant are a repeated export or two series under one name,
+  whose rates should be summed, and averaging them would halve the sum without a word;
+* several samples in one step are averaged (counted as ``merged``, ``step_means``); a step with
+  no sample is a gap (NaN), never zero;
 * non-finite values become gaps; negative rates are clipped to zero (counted);
 * a series with no positive value but a negative one is unusable (``unusable_problem``): bad
   data, not zero traffic, so no source or command turns it into a zero forecast.
@@ -156,7 +159,31 @@ def duplicate_timestamps(series_id: str, sorted_ns: IntArray) -> SeriesError | N
         return None
     at = datetime.fromtimestamp(int(sorted_ns[dup[0]]) / NS_PER_S, tz=UTC)
     return SeriesError(series_id, f"duplicate timestamp {at.isoformat()} "
-                                  f"({dup.size} duplicate(s))")
+                                  f"({dup.size} duplicate(s)): rows of one series at one time "
+                                  "cannot be told apart (a repeated export, or two series "
+                                  "under one name?); keep one")
+
+
+def step_means(series_id: str, times_ns: IntArray, values: FloatArray, step_of: IntArray,
+               steps: int) -> tuple[FloatArray, CleaningReport]:
+    """Rows (in file order; ``step_of[i]`` the step, 0 <= it < ``steps``, row i counts in) ->
+    the mean of each step's rows (NaN: none), and what that cleaned: rows out of order,
+    non-finite values (missing), negative values (clipped to 0), rows averaged into a step that
+    already had one, steps without a row between the first row's and the last's. The backtest
+    (``regularize``) and the forecast job's CSV source clean rows with it alike."""
+    finite = np.isfinite(values)
+    idx = step_of[finite]
+    sums = np.bincount(idx, weights=np.maximum(values[finite], 0.0), minlength=steps)
+    counts = np.bincount(idx, minlength=steps)
+    means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)[:steps]
+    occupied = np.bincount(step_of, minlength=steps)[int(step_of.min()):int(step_of.max()) + 1]
+    report = CleaningReport(series_id=series_id, samples=int(times_ns.size),
+                            unsorted=bool(np.any(np.diff(times_ns) < 0)),
+                            nonfinite=int(np.sum(~finite)),
+                            negatives_clipped=int(np.sum(finite & (values < 0))),
+                            merged=int(np.sum(np.maximum(occupied - 1, 0))),
+                            gaps=int(np.sum(occupied == 0)))
+    return means, report
 
 
 def regularize(series_id: str, times_ns: IntArray, values: FloatArray,
@@ -167,35 +194,20 @@ def regularize(series_id: str, times_ns: IntArray, values: FloatArray,
         raise SeriesError(series_id, "timestamps and values differ in length")
     if times_ns.size == 0:
         raise SeriesError(series_id, "no rows")
-    order = np.argsort(times_ns, kind="stable")
-    unsorted = bool(np.any(order != np.arange(order.size)))
-    t, v = times_ns[order], np.asarray(values, dtype=np.float64)[order]
+    t = np.sort(times_ns)
     duplicate = duplicate_timestamps(series_id, t)
     if duplicate is not None:
         raise duplicate
     step = step_s if step_s is not None else (infer_step_s(series_id, t) if t.size > 1 else 60)
     if step <= 0:
         raise SeriesError(series_id, f"step must be > 0 s, got {step}")
-    finite = np.isfinite(v)
-    negatives = int(np.sum(finite & (v < 0)))
-    v = np.where(finite, np.maximum(v, 0.0), np.nan)
     start_ns = int(t[0])
-    idx = np.rint((t - start_ns) / (step * NS_PER_S)).astype(np.int64)
-    n = int(idx[-1]) + 1
-    sums = np.zeros(n)
-    counts = np.zeros(n, dtype=np.int64)
-    ok = np.isfinite(v)
-    np.add.at(sums, idx[ok], v[ok])
-    np.add.at(counts, idx[ok], 1)
-    occupied = np.bincount(idx, minlength=n)
-    out = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    step_of = np.rint((times_ns - start_ns) / (step * NS_PER_S)).astype(np.int64)
+    means, report = step_means(series_id, times_ns, np.asarray(values, dtype=np.float64),
+                               step_of, int(step_of.max()) + 1)
     start_at = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=start_ns // 1000)
     series = TrafficSeries(series_id=series_id, step_s=step, start_at=start_at,
-                           values=tuple(out.tolist()))
-    report = CleaningReport(series_id=series_id, samples=int(t.size), unsorted=unsorted,
-                            nonfinite=int(np.sum(~finite)), negatives_clipped=negatives,
-                            merged=int(np.sum(np.maximum(occupied - 1, 0))),
-                            gaps=int(np.sum(occupied == 0)))
+                           values=tuple(means.tolist()))
     return Prepared(series=series, report=report)
 
 

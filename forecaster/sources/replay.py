@@ -10,7 +10,7 @@ missing data (counted), never zeros.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -22,11 +22,11 @@ from forecaster.errors import InputError, SeriesError
 from forecaster.prepare import (
     GRID_TOLERANCE,
     NS_PER_S,
-    CleaningReport,
     Prepared,
     duplicate_timestamps,
     grid_index,
     regularize,
+    step_means,
     unusable_problem,
 )
 from forecaster.types import SourcedSeries, TrafficSeries
@@ -223,7 +223,9 @@ class CsvSource:
     a grid time (``GRID_TOLERANCE`` of the step, or of the rows' own spacing when they are
     finer): then it counts at that time (scrape jitter), so rows a step apart give one value
     per step (10:00:00.4, 10:00:59.7, 10:02:00.3 are the 10:00, 10:01 and 10:02 steps). Rows
-    that still share a step (two genuinely in it) are averaged. The window is the rows' steps:
+    that still share a step (two genuinely in it) are averaged, counted in the warnings as the
+    backtest counts them (``step_means``), unless the rows are finer than the step: then
+    averaging them is the resampling asked for. The window is the rows' steps:
     a row 0.3 s before ``until_at`` is the step at ``until_at``, not history.
     """
 
@@ -272,21 +274,13 @@ class CsvSource:
                              _tolerance_ns(raw.times_ns[near], step_ns))
         window = (step_of >= 0) & (step_of < steps)
         times, values = raw.times_ns[near][window], raw.values[near][window]
-        all_idx = step_of[window]
-        finite = np.isfinite(values)
         problem = unusable_problem(values) if times.size else "no rows"
         if problem is not None:
             raise SeriesError(model, f"{problem} (in {self.trace.path} between "
                                      f"{since_at.isoformat()} and {until_at.isoformat()})")
-        occupied = np.bincount(all_idx, minlength=steps)[int(all_idx.min()):int(all_idx.max()) + 1]
-        cleaning = CleaningReport(
-            series_id=model, samples=int(times.size), unsorted=bool(np.any(np.diff(times) < 0)),
-            nonfinite=int(np.sum(~finite)), negatives_clipped=int(np.sum(finite & (values < 0))),
-            merged=0, gaps=int(np.sum(occupied == 0)))
-        idx = all_idx[finite]
-        sums = np.bincount(idx, weights=np.maximum(values[finite], 0.0), minlength=steps)
-        counts = np.bincount(idx, minlength=steps)
-        means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)[:steps]
+        means, cleaning = step_means(model, times, values, step_of[window], steps)
+        if _spacing_ns(times, step_ns) < (1 - GRID_TOLERANCE) * step_ns:
+            cleaning = replace(cleaning, merged=0)  # rows finer than the step: the averaging asked
         series = TrafficSeries(series_id=model, step_s=step_s, start_at=since_at,
                                values=tuple(means.tolist()))
         return SourcedSeries(series, tuple(cleaning.warnings()) + _coarser(times, step_s))
@@ -297,10 +291,15 @@ def _tolerance_ns(times_ns: IntArray, step_ns: int) -> float:
     step, or of the rows' median spacing when they are finer than the step by more than that
     (rows 10 s apart read at a 10-min step: 0.5 s, so a 10:09:50 row stays in the 10:00 step it
     falls in, and only a 10:09:59.7 row, the 10:10:00 scrape, counts at 10:10)."""
-    spacings = np.diff(np.unique(times_ns))
-    spacing_ns = float(np.median(spacings)) if spacings.size else float(step_ns)
+    spacing_ns = _spacing_ns(times_ns, step_ns)
     finer = spacing_ns < (1 - GRID_TOLERANCE) * step_ns
     return GRID_TOLERANCE * (spacing_ns if finer else float(step_ns))
+
+
+def _spacing_ns(times_ns: IntArray, step_ns: int) -> float:
+    """The rows' median spacing (the step when there are fewer than two times)."""
+    spacings = np.diff(np.unique(times_ns))
+    return float(np.median(spacings)) if spacings.size else float(step_ns)
 
 
 def _coarser(times_ns: IntArray, step_s: int) -> tuple[str, ...]:

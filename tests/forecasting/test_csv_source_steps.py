@@ -106,7 +106,8 @@ def test_a_row_further_than_five_percent_off_its_grid_time_stays_in_the_step_it_
     values = got.series.values
     assert (values[0], values[2], values[3]) == (10.5, 12.0, 13.0)  # 10 and 11 averaged
     assert np.isnan(values[1])
-    assert got.warnings[0].startswith("1 step(s) without a sample: missing data, not zeros")
+    assert got.warnings[0] == "1 sample(s) averaged into an occupied step"
+    assert got.warnings[1].startswith("1 step(s) without a sample: missing data, not zeros")
 
 
 def test_a_row_just_before_the_window_counts_in_its_first_step_and_one_just_before_its_end_not(
@@ -144,3 +145,22 @@ def test_a_newest_row_a_little_late_leaves_the_origin_on_the_step_grid(tmp_path:
     doc = _run_json(trace, tmp_path / "s")
     assert doc["computed_at"] == "2025-03-03T02:00:00Z"  # START + 120 min
     assert doc["per_model"]["x"]["p50_last"] == 10 + 119
+
+
+def test_a_stray_row_in_an_occupied_step_is_averaged_with_the_warning_backtest_gives(
+        tmp_path: Path) -> None:
+    trace = long_csv(tmp_path / "t.csv", {"x": diurnal(0.5, 60)}, 60)
+    stray = (START + timedelta(minutes=100, seconds=2)).strftime("%Y-%m-%d %H:%M:%S")
+    trace.write_text(trace.read_text() + f"{stray},x,9999\n")
+    result = run_csv(trace, tmp_path, "60s")
+    assert result.exit_code == 0, result.output
+    warnings = ["timestamps were out of order (sorted)",
+                "1 sample(s) averaged into an occupied step"]
+    assert json.loads(result.stdout)["per_model"]["x"]["warnings"] == warnings
+    backtest = CliRunner().invoke(app, [
+        "backtest", "--csv", str(trace), "--time-col", "ts", "--value-col", "rate_rps",
+        "--series-col", "model", "--predictions-out", str(tmp_path / "p.csv"),
+        "--method", "persistence", "--workers", "1"])
+    assert backtest.exit_code == 0, backtest.output
+    assert [f"warning: {trace}: series 'x': {w}" for w in warnings] == [
+        line for line in backtest.stderr.splitlines() if line.startswith("warning:")]
