@@ -274,6 +274,7 @@ class PrometheusSource:
         newest, _ = self._on_grid(model, newest_sample(selector, window_s),
                                   first_at - timedelta(seconds=window_s), points, grid_s)
         return partly_scraped(values, counts, newest, first_at.timestamp(), step_s, window_s)
+
     def current_rates(self, models: Sequence[str], at: datetime) -> CurrentRates:
         """Each model's request rate over the last ``rate_window_s`` before ``at``: one grouped
         query for a preset, one query per model for custom PromQL (after a failure to reach
