@@ -148,7 +148,10 @@ def db_upgrade(config: ConfigOption = None,
                   markup=False, highlight=False)  # the URL whole: copied as it is shown
 
 
-db_app.command("downgrade")(reflowed(db_downgrade))
+# a relative target such as -1 is a REVISION, not an option (unknown options reach it too and
+# are refused there as unknown revisions)
+db_app.command("downgrade", context_settings={"ignore_unknown_options": True})(
+    reflowed(db_downgrade))
 
 
 #: the fastest live demo: a 0.05 s sim step (controlplane.demo) is then 500 simulated s, some

@@ -102,4 +102,6 @@ def db_downgrade(revision: Annotated[str, typer.Argument(
                              f"revision {plan.stamped} while the listing was made; rerun")
     downgrade(store.engine, revision if not plan.reversals else plan.target or "base",
               settings.db.migration_lock_wait_s)
-    _err.print(f"database {redact(url)} downgraded to {revision}")  # the URL whole: copied
+    reached = plan.target or "base" if plan.reversals else revision
+    asked = f" ({revision})" if reached != revision else ""
+    _err.print(f"database {redact(url)} downgraded to {reached}{asked}")  # the URL whole: copied

@@ -52,9 +52,10 @@ def store_standing(engine: Engine) -> Standing:
 
 
 def summary_of(script: Script) -> str:
-    """The first line of a migration's docstring (empty without one)."""
-    lines = (script.doc or "").strip().splitlines()
-    return lines[0] if lines else ""
+    """The first paragraph of a migration's docstring on one line (empty without one): its
+    first line alone stopped mid-sentence."""
+    paragraph = (script.doc or "").strip().split("\n\n", 1)[0]
+    return " ".join(line.strip() for line in paragraph.splitlines())
 
 
 def history_lines(known: ScriptDirectory, stamped: str | None) -> list[str]:

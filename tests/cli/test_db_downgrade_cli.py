@@ -119,3 +119,25 @@ def test_a_downgrade_listing_follows_a_renamed_column_to_its_name_in_the_store(
     assert "drops" not in section[0]  # a rename drops nothing
     assert "drops column observations.latency_ms: no data" in section[1]
     assert "drops column ticks.profiles_json: no data" in section[1]
+
+
+def test_a_relative_target_of_minus_one_reverses_one_migration_and_names_the_revision_reached(
+        tmp_path: Path) -> None:
+    path = _paused_store(tmp_path)
+    run = _downgrade(path, "-1", "--yes")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith(f"database sqlite:///{path}: downgrading from {HEAD} to 0022 "
+                                 "reverses 1 migration:")
+    assert f"database sqlite:///{path} downgraded to 0022 (-1)\n" in run.stderr
+    assert _state(path) == ("0022", -1)
+
+
+def test_the_listing_gives_each_migration_its_whole_first_paragraph_not_its_first_line(
+        tmp_path: Path) -> None:
+    path = _paused_store(tmp_path)
+    run = _downgrade(path, "0022", "--dry-run")
+    assert run.returncode == 0, run.stderr
+    assert ("  0023  Forecasts keep their notes (``notes_json``: a JSON list of lines saying what "
+            "was done to the model's history on the way, e.g. negative values clipped to 0). "
+            "NULL on forecasts saved before, and on those without notes: nothing noted\n"
+            in run.stdout)
