@@ -144,8 +144,7 @@ def showback(engine: Engine, prices: PriceTable | PriceHistory, since_at: dateti
     plan recorded."""
     history = prices if isinstance(prices, PriceHistory) else PriceHistory.fixed(prices)
     ticks = cost_reader.planned_ticks(engine, since_at, until_at)
-    samples = cost_reader.sample_ticks(ticks, since_at, until_at - timedelta(microseconds=1),
-                                       step_s)
+    samples = cost_reader.window_sample_ticks(ticks, since_at, until_at, step_s)
     tenant_of = cost_reader.tenants(engine)
     snaps = cost_reader.snapshots(engine, samples, tenant_of)
     accruals = accrue(fleet_cost_rates(snaps, history, until_at), until_at)

@@ -103,7 +103,7 @@ def cost_window(url: str, since_at: datetime, until_at: datetime, step_s: float,
     engine = engine_for(url)
     step_s = sampling_step_s(since_at, until_at, step_s)
     ticks = cost_reader.planned_ticks(engine, since_at, until_at)
-    picks = cost_reader.sample_ticks(ticks, since_at, until_at, step_s)
+    picks = cost_reader.window_sample_ticks(ticks, since_at, until_at, step_s)
     samples = cost_reader.samples_at(engine, picks, cost_reader.tenants(engine))
     # a past sample at the prices then in force, re-priced from each price change it holds over
     rated = fleet_cost_rates([s.snapshot for s in samples], q.price_history(url), until_at)

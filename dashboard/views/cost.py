@@ -42,7 +42,8 @@ def main() -> None:
     widgets.store_clock(tick)
     c1, c2 = st.columns(2)
     window = WINDOWS[c1.radio("Window", list(WINDOWS), index=1, horizontal=True)]
-    step_min = STEPS_MIN[c2.radio("Sampling step", list(STEPS_MIN), index=2, horizontal=True)]
+    step_chosen = c2.radio("Sampling step", list(STEPS_MIN), index=2, horizontal=True)
+    step_min = STEPS_MIN[step_chosen]
     since_at, until_at = window_bounds(tick.first_at, tick.started_at, window)
     gap_limit_s = cost_gaps.gap_limit_s(load_inherited_settings().reconcile.interval_s)
     window_cost = costing.cost_window(url, since_at, until_at, step_min * 60.0, gap_limit_s)
@@ -73,8 +74,12 @@ def main() -> None:
                    f"{100 * value / total:.1f}%" if total else None, **widgets.INFO_DELTA)
     cols[4].metric("$ per 1M requests", widgets.usd(cost_per_million(
         total, float(served["served_requests"].sum()))), help="all dollars / requests served")
+    finer = (f", finer than the {step_chosen} chosen: a window this "
+             f"short is sampled at least {costing.MIN_SAMPLES} times"
+             if window_cost.step_s < step_min * 60.0 else "")
     st.caption(f"{costing.CONVENTION} The plan in force and each model's load are sampled "
-               f"every {widgets.span_text(window_cost.step_s)} ({window_cost.samples} samples) "
+               f"every {widgets.span_text(window_cost.step_s)} ({window_cost.samples} samples"
+               f"{finer}) "
                "and held until the next sample (a price change bills from its exact time); "
                "the CSV counts requests exactly. `headroom cost export --out showback.csv "
                f"{' '.join(costing.export_args(until_at, window, window_cost.step_s))}` (with "

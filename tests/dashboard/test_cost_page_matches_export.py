@@ -89,6 +89,8 @@ def test_the_cost_page_and_the_export_bill_a_price_change_between_samples_exactl
     at_one_minute = cost_export.showback(engine, history, SINCE_AT, UNTIL_AT, 60.0)
     engine.dispose()
     assert round(page_usd, 2) == round(sum(a.usd for a in at_page_step.accruals), 2)
+    # 22:00, 22:20, ..., 01:40: the instant at the window's end accrues nothing, counted by neither
+    assert window.samples == at_page_step.samples == 12
     # the fleet changes only where both steps sample: only the price is between samples
     assert round(page_usd, 2) == round(sum(a.usd for a in at_one_minute.accruals), 2)
     assert page_usd == pytest.approx(EXACT_USD, rel=1e-12)
@@ -133,6 +135,8 @@ def test_the_cost_page_names_the_export_command_that_reproduces_its_total(
     named = re.search(r"`headroom cost export --out showback\.csv ([^`]*)`", captions)
     assert named is not None, captions
     assert named.group(1) == "--until 2026-03-03T02:00:00Z --days 7 --step-s 1200"
+    assert "(12 samples, finer than the 120 min chosen: a window this short is sampled at least " \
+        "12 times)" in captions
     page_total = next(str(m.value) for m in at.metric if m.label == "Total")
     export_usd, _ = _export(tmp_path, "named.csv", *named.group(1).split())
     assert f"${export_usd:,.2f}" == page_total
