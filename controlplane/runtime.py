@@ -49,6 +49,7 @@ from controlplane.store.engine import shown_url
 from controlplane.store.hints import SqlDemandHints
 from controlplane.store.ledger import SqlForecastLedger
 from controlplane.store.pauses import SqlModelPauses
+from controlplane.store.relayout import SqlRelayoutStore
 from controlplane.store.retention import Pruned, retention_cutoff
 from forecaster.types import Forecast
 from scheduler.engine import PlacementEngine
@@ -181,13 +182,16 @@ class SimRuntime:
         self.engine = engine or PlacementEngine()
         shapes = {t.model: t for t in DEMO_TRAFFIC}
         seed = settings.sim.seed
+        #: the tick records' store, and the term's fencing token the forecasts, observations,
+        #: forecast-calibration ledger and MIG re-layouts are stored by
+        self.decisions = RetryingDecisionStore(store, writer, term)
+        relayouts = SqlRelayoutStore(store.engine, fence=lambda: (
+            self.decisions.fence_token(self.clock.now())))
         self.cluster = SimCluster(pool_specs(settings), self.specs,
                                   lambda m, at: traffic.rate_rps(shapes[m], seed, at),
                                   settings.sim, start_at,
-                                  mig_binding=settings.reconcile.node_configs)
-        #: the tick records' store, and the term's fencing token the forecasts, observations
-        #: and forecast-calibration ledger are stored by
-        self.decisions = RetryingDecisionStore(store, writer, term)
+                                  mig_binding=settings.reconcile.node_configs,
+                                  relayouts=relayouts)
         self.deps = ReconcileDeps(clock=self.clock, reader=self.cluster, node_pools=self.cluster,
                                   replicas=self.cluster,
                                   placement=LocalPlacementClient(self.engine),

@@ -55,7 +55,7 @@ the node is already labelled with but not at (``same_config_refusal``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -170,6 +170,15 @@ def start_relayout(node: str, pool: str, from_config: str, to_config: str,
     first = MigRelayout(f"{node}@{now:%Y%m%dT%H%M%S}", node, pool, from_config, to_config,
                         to_layout, RelayoutPhase.SURGE, now, now, reason=reason)
     return _enter(first, RelayoutPhase.SURGE, now, policy)
+
+
+def active_surge_floors(relayouts: Iterable[MigRelayout]) -> Mapping[str, int]:
+    """Pool size floors held by the active ``relayouts`` (their surge capacity), by pool."""
+    floors: dict[str, int] = {}
+    for r in relayouts:
+        if r.is_active and r.surge_nodes:
+            floors[r.pool] = max(floors.get(r.pool, 0), r.surge_nodes)
+    return floors
 
 
 def retry_refusal(previous: Sequence[MigRelayout], to_config: str, now: datetime,

@@ -7,13 +7,17 @@ model, weight load, warm-up; a few seconds on a node that already has image and 
 node is billed
 from the moment it is requested. Time only moves through ``step(now)``.
 
-Node layouts: a node comes up with MIG off and exclusive GPUs. A MIG re-layout cordons the node,
-evicts its replicas (they restart wherever a GPU share is free; a busy node's waits for a surge
-node of the target layout, which holds the pool one larger) and ends after a sampled
-``mig_relayout_s``; a sharing change applies at once, as the device plugin
-does. Replicas bind by GPU share; with ``mig_binding`` (the demo, whose loop lays nodes out) a
-replica on a MIG slice also needs a free instance of its compute size on the node and a whole-GPU
-replica a node with MIG off, so MIG models are served only where the loop has laid nodes out.
+Node layouts: a node comes up with MIG off and exclusive GPUs. A MIG re-layout of a busy node
+first surges a node of the target layout (the pool held one larger), then cordons the node and
+moves its replicas: each starts a successor wherever a GPU share is free and leaves the node
+once that is ready (one with nowhere to go is evicted, and waits like any pending replica), so
+the move costs no serving capacity; a drained (or empty) node is laid out after a sampled
+``mig_relayout_s``. Each step is saved to the re-layout store (``RelayoutStore``, as the
+Kubernetes relayout's), which ``headroom status`` and the Fleet page read. A sharing change
+applies at once, as the device plugin does. Replicas bind by GPU share; with ``mig_binding``
+(the demo, whose loop lays nodes out) a replica on a MIG slice also needs a free instance of its
+compute size on the node and a whole-GPU replica a node with MIG off, so MIG models are served
+only where the loop has laid nodes out.
 """
 
 from __future__ import annotations
@@ -21,13 +25,25 @@ from __future__ import annotations
 import math
 import random
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.desired import PoolSpec
-from controlplane.domain.mig_layout import NodeMigLayout, layout_problems
-from controlplane.domain.mig_relayout import MigRelayout
+from controlplane.domain.mig_layout import (
+    ALL_DISABLED,
+    NodeMigLayout,
+    config_name,
+    layout_problems,
+)
+from controlplane.domain.mig_relayout import (
+    MigRelayout,
+    RelayoutPhase,
+    RelayoutPolicy,
+    active_surge_floors,
+    start_relayout,
+)
 from controlplane.domain.models import ModelSpec, SharingMode
 from controlplane.domain.node_configs import mig_layout_of, node_kind
 from controlplane.domain.observed import (
@@ -38,6 +54,7 @@ from controlplane.domain.observed import (
     ObservedState,
 )
 from controlplane.domain.sharing_config import SharingLayout
+from controlplane.ports import RelayoutStore
 from controlplane.settings import SimSettings
 from controlplane.sim.latency import mean_latency_ms, true_capacity_rps
 from controlplane.sim.nodes import (
@@ -48,12 +65,14 @@ from controlplane.sim.nodes import (
     instance_free_for,
     replica_share,
 )
+from controlplane.store.relayout import MemoryRelayoutStore
 
 
 class SimCluster:
     def __init__(self, pools: Sequence[PoolSpec], specs: Sequence[ModelSpec],
                  demand_rps: Callable[[str, datetime], float], settings: SimSettings,
-                 now: datetime, mig_binding: bool = False) -> None:
+                 now: datetime, mig_binding: bool = False,
+                 relayouts: RelayoutStore | None = None) -> None:
         self._pools = {p.name: p for p in pools}
         self._specs = {s.name: s for s in specs}
         self._demand_rps = demand_rps
@@ -69,6 +88,7 @@ class SimCluster:
         self._mig_binding = mig_binding
         self._true_factor = dict(settings.true_throughput_factor)  # by model; missing: 1.0
         self.relayouts_started = 0  # MIG re-layouts begun through ``start_relayout``
+        self._relayouts = relayouts if relayouts is not None else MemoryRelayoutStore()
         for pool in pools:
             self._resize(pool.name, pool.min_nodes, ready=True)
 
@@ -98,8 +118,13 @@ class SimCluster:
         return next((p.name for p in self._pools.values() if p.product == product), None)
 
     def _on(self, node: str) -> list[tuple[str, SimReplica]]:
-        """(model, replica) of every replica bound to ``node``."""
-        return [(m, r) for m, rs in self._replicas.items() for r in rs if r.node == node]
+        """(model, replica) of every replica bound to ``node``, or whose successor is."""
+        return [(m, r) for m, rs in self._replicas.items() for r in rs
+                if node in (r.node, r.next_node)]
+
+    def _serving_on(self, node: str) -> list[SimReplica]:
+        """The replicas bound to ``node`` itself (not their successors elsewhere)."""
+        return [r for rs in self._replicas.values() for r in rs if r.node == node]
 
     def _free_share(self, node: SimNode) -> float:
         used = sum(replica_share(self._specs[m]) for m, _ in self._on(node.name))
@@ -107,23 +132,26 @@ class SimCluster:
 
     def _bind_pending(self) -> None:
         for model, replicas in self._replicas.items():
-            spec = self._specs[model]
-            share = replica_share(spec)
-            pool = self._pool_of_product(spec.best_point().product)
             for replica in replicas:
-                if replica.node is not None or pool is None:
+                if replica.node is not None:
                     continue
-                ready_nodes = [n for n in self._nodes if n.pool == pool and n.ready_at <= self._now
-                               and not (n.relayout and n.relayout.cordoned)
-                               and self._can_hold(n, spec)]
-                # Prefer nodes that already ran this model (image and weights cached).
-                ready_nodes.sort(key=lambda n: (model not in n.warm_models, n.name))
-                node = next((n for n in ready_nodes if self._free_share(n) >= share - 1e-9), None)
+                node = self._room_for(model)
                 if node is None:
                     break
                 replica.node = node.name
                 replica.ready_at = self._now + timedelta(seconds=self._start_s(node, model))
                 node.warm_models.add(model)
+
+    def _room_for(self, model: str) -> SimNode | None:
+        """A ready, uncordoned node with room for a replica of ``model`` (one that already ran
+        it first: image and weights cached); None: none."""
+        spec = self._specs[model]
+        share = replica_share(spec)
+        pool = self._pool_of_product(spec.best_point().product)
+        ready_nodes = [n for n in self._nodes if n.pool == pool and n.ready_at <= self._now
+                       and not (n.relayout and n.relayout.cordoned) and self._can_hold(n, spec)]
+        ready_nodes.sort(key=lambda n: (model not in n.warm_models, n.name))
+        return next((n for n in ready_nodes if self._free_share(n) >= share - 1e-9), None)
 
     def _can_hold(self, node: SimNode, spec: ModelSpec) -> bool:
         """With ``mig_binding`` a replica on a MIG slice needs a free MIG instance of its
@@ -157,26 +185,74 @@ class SimCluster:
             self._bind_pending()
 
     def _move_relayouts(self, now: datetime) -> None:
-        """A re-layout whose surge node is ready (or gone) cordons and drains its node; one
-        whose time is up lays the node out and uncordons it."""
+        """A re-layout whose surge node is ready (or gone) cordons its node and moves its
+        replicas (``_drain``); a drained node is laid out after ``mig_relayout_s``, and then
+        uncordoned."""
         ready = {n.name for n in self._nodes if n.ready_at <= now}
         names = {n.name for n in self._nodes}
         for node in self._nodes:
             relayout = node.relayout
             if relayout is None:
                 continue
-            if relayout.done_at is None and (relayout.surge_node in ready
-                                             or relayout.surge_node not in names):
-                self._evict(node.name)
-                relayout.done_at = now + timedelta(
-                    seconds=self._sample(self._settings.mig_relayout_s))
+            if not relayout.cordoned and (relayout.surge_node in ready
+                                          or relayout.surge_node not in names):
+                relayout.draining = True
+            if relayout.draining:
+                self._drain(node, relayout, now)
             elif relayout.done_at is not None and relayout.done_at <= now:
                 node.mig = relayout.target if relayout.target.is_mig_enabled() else None
                 node.relayout = None
+                self._record(relayout, RelayoutPhase.DONE, "")
+
+    def _drain(self, node: SimNode, relayout: Relayout, now: datetime) -> None:
+        """Make before break: each replica on ``node`` starts a successor where there is room
+        and leaves once it is ready; one with no room anywhere is evicted (it waits as a
+        pending replica). Drained, the node's layout changes (``done_at``)."""
+        for replica in self._serving_on(node.name):
+            if replica.next_node is None:
+                room = self._room_for(replica.model)
+                if room is None:
+                    replica.node, replica.ready_at = None, None
+                    continue
+                replica.next_node = room.name
+                replica.next_ready_at = now + timedelta(
+                    seconds=self._start_s(room, replica.model))
+                room.warm_models.add(replica.model)
+            if replica.next_ready_at is not None and replica.next_ready_at <= now:
+                self._promote(replica)
+        moving = self._serving_on(node.name)
+        if moving:
+            self._record(relayout, RelayoutPhase.DRAIN, f"draining: {len(moving)} replicas "
+                         f"moving, each once its successor is ready")
+            return
+        relayout.draining = False
+        relayout.done_at = now + timedelta(seconds=self._sample(self._settings.mig_relayout_s))
+        self._record(relayout, RelayoutPhase.AWAIT_MIG,
+                     f"awaiting_mig_manager: laid out at {relayout.done_at:%H:%M:%S}")
+
+    @staticmethod
+    def _promote(replica: SimReplica) -> None:
+        replica.node, replica.ready_at = replica.next_node, replica.next_ready_at
+        replica.next_node, replica.next_ready_at = None, None
+
+    def _record(self, relayout: Relayout, phase: RelayoutPhase, wait_reason: str) -> None:
+        """Save the re-layout's step when its phase or wait reason changed."""
+        if (relayout.record.phase, relayout.record.wait_reason) == (phase, wait_reason):
+            return
+        relayout.record = replace(relayout.record, phase=phase, updated_at=self._now,
+                                  deadline_at=None, wait_reason=wait_reason)
+        self._relayouts.save_relayout(relayout.record)
 
     def _evict(self, node: str) -> None:
+        """``node`` is gone: its replicas unbind (a moving one's successor takes its place),
+        and successors starting there are dropped."""
         for _, replica in self._on(node):
-            replica.node, replica.ready_at = None, None
+            if replica.next_node == node:
+                replica.next_node, replica.next_ready_at = None, None
+            elif replica.next_node is not None:
+                self._promote(replica)
+            else:
+                replica.node, replica.ready_at = None, None
 
     # -- ports: ClusterReader, NodePoolActuator, ReplicaActuator ----------------------------
     def snapshot(self) -> ObservedState:
@@ -235,9 +311,11 @@ class SimCluster:
                 return ActionOutcome(pool, False, f"unknown pool {pool}")
             if nodes < 0:
                 return ActionOutcome(pool, False, f"negative size {nodes}")
-            nodes = max(nodes, self._surge_floor(pool))  # as surge_floors hold a NodePool
+            floor = self.surge_floors().get(pool, 0)  # as surge_floors hold a NodePool
+            held = f" (held at the relayout surge floor {floor})" if floor > nodes else ""
+            nodes = max(nodes, floor)
             self._resize(pool, nodes)
-            return ActionOutcome(pool, True, f"pool {pool} target {nodes} nodes")
+            return ActionOutcome(pool, True, f"pool {pool} target {nodes} nodes{held}")
 
     def set_replicas(self, model: str, replicas: int) -> ActionOutcome:
         with self._lock:
@@ -299,8 +377,13 @@ class SimCluster:
                 surge.mig = layout if layout.is_mig_enabled() else None
                 surge.sharing = found.sharing
             # only a surge holds the pool (as surge_floors: an empty node's asks none)
-            found.relayout = Relayout(layout, surge.name if surge else None,
-                                      self._targets[found.pool] if surge else 0)
+            record = replace(start_relayout(
+                node, found.pool, config_name(found.mig) if found.mig else ALL_DISABLED,
+                config_name(layout), layout, self._now, RelayoutPolicy(), reason),
+                deadline_at=None, surge_nodes=self._targets[found.pool] if surge else 0,
+                wait_reason=f"surge_pending: {surge.name} provisioning" if surge else "")
+            self._relayouts.save_relayout(record)
+            found.relayout = Relayout(layout, surge.name if surge else None, record)
             self.relayouts_started += 1
             self._move_relayouts(self._now)
             self._bind_pending()
@@ -312,8 +395,14 @@ class SimCluster:
             return {n.name: n.relayout.target for n in self._nodes if n.relayout is not None}
 
     def advance(self) -> tuple[MigRelayout, ...]:
-        """Re-layouts move on with ``step``; nothing to drive here."""
-        return ()
+        """Re-layouts move on with ``step``; the active ones as last saved."""
+        with self._lock:
+            return tuple(n.relayout.record for n in self._nodes if n.relayout is not None)
+
+    def surge_floors(self) -> Mapping[str, int]:
+        with self._lock:
+            return active_surge_floors(n.relayout.record for n in self._nodes
+                                       if n.relayout is not None)
 
     def lay_out_now(self, node: str, layout: NodeMigLayout) -> None:
         """``node`` has ``layout`` already (a fleet taken over was laid out before): no drain,
@@ -328,7 +417,7 @@ class SimCluster:
     def _unbind_unheld(self, node: SimNode) -> None:
         """Replicas bound to ``node`` that its layout cannot hold lose their place (they bind
         again wherever one is free); the others stay as they are."""
-        bound = self._on(node.name)
+        bound = [(m, r) for m, r in self._on(node.name) if r.node == node.name]
         for _, replica in bound:
             replica.node = None
         for model, replica in bound:
@@ -338,10 +427,6 @@ class SimCluster:
                 replica.node = node.name
             else:
                 replica.ready_at = None
-
-    def _surge_floor(self, pool: str) -> int:
-        return max((n.relayout.surge_floor for n in self._nodes
-                    if n.pool == pool and n.relayout is not None), default=0)
 
     # -- accounting and resume --------------------------------------------------------------
     @property
@@ -355,6 +440,7 @@ class SimCluster:
     def restore(self, observed: ObservedState) -> None:
         """Resume from a stored snapshot: pools at their targets (ready), replicas warm."""
         with self._lock:
+            self._end_stored_relayouts()
             for pool in observed.pools:
                 if pool.name in self._pools:
                     self._resize(pool.name, pool.target_nodes)
@@ -364,6 +450,15 @@ class SimCluster:
                     self._replicas[model.name] = [SimReplica(model.name)
                                                   for _ in range(model.replicas_target)]
             self.adopt()
+
+    def _end_stored_relayouts(self) -> None:
+        """The re-layouts the stopped run left active end aborted: the resumed fleet's nodes
+        are new, with the layouts the stored snapshot shows."""
+        for r in self._relayouts.active_relayouts():
+            self._relayouts.save_relayout(replace(
+                r, phase=RelayoutPhase.ABORTED, updated_at=self._now, deadline_at=None,
+                wait_reason="", alert=f"node_gone: the simulated fleet resumed without {r.node} "
+                                      f"(its nodes are new, laid out as last observed)"))
 
     def _restore_layouts(self, observed: ObservedState) -> None:
         """The stored nodes' layouts, pool by pool in name order (the names are new)."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from controlplane.domain.mig_layout import NodeMigLayout
+from controlplane.domain.mig_relayout import MigRelayout
 from controlplane.domain.models import ModelSpec, ProfilePoint
 from controlplane.domain.node_configs import EXCLUSIVE
 from controlplane.domain.sharing_config import SharingLayout
@@ -23,16 +24,19 @@ GPU_FACTS: dict[str, tuple[int, bool]] = {  # product -> (memory MiB, MIG-capabl
 
 @dataclass(slots=True)
 class Relayout:
-    """A node's re-layout: waiting for its surge node, then cordoned until ``done_at``."""
+    """A node's re-layout: waiting for its surge node, then cordoned while its replicas move
+    (``draining``), then laid out until ``done_at``. ``record`` is what the re-layout store
+    holds of it (its phase, surge floor and wait reason), as the Kubernetes relayout's."""
 
     target: NodeMigLayout
     surge_node: str | None  # replacement capacity asked first (a busy node's)
-    surge_floor: int  # the pool's size while the re-layout runs (0: no surge, no floor)
-    done_at: datetime | None = None  # set when the node is cordoned and drained
+    record: MigRelayout
+    draining: bool = False  # cordoned: its replicas move, each once its successor is ready
+    done_at: datetime | None = None  # set when the node is drained
 
     @property
     def cordoned(self) -> bool:
-        return self.done_at is not None
+        return self.draining or self.done_at is not None
 
 
 @dataclass(slots=True)
@@ -60,6 +64,10 @@ class SimReplica:
     model: str
     node: str | None = None
     ready_at: datetime | None = None
+    # its successor while a re-layout drains ``node``: it starts on ``next_node`` and takes the
+    # replica's place once ready (the replica serves on ``node`` until then)
+    next_node: str | None = None
+    next_ready_at: datetime | None = None
 
 
 def slices_of(profile: str) -> int:

@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from controlplane.domain.actions import ActionOutcome, ApplySharing, RelayoutMig
+from controlplane.domain.mig_relayout import RelayoutPhase
 from controlplane.domain.models import SharingMode
 from controlplane.domain.sharing_config import SharingLayout
 from controlplane.domain.tick import TickReport, TickStatus
@@ -14,6 +15,7 @@ from controlplane.reconcile import reconcile_once
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store
+from controlplane.store.relayout import SqlRelayoutStore
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 MIG_MODELS = ("llama-3-8b-chat", "mistral-7b-support", "resnet50-vision")  # A100 MIG slices
@@ -61,6 +63,21 @@ def test_new_a100_nodes_are_laid_out_by_the_loop_and_then_serve_the_mig_models(
         assert seen is not None and seen.replicas_ready > 0, model
     assert not any(isinstance(a, ApplySharing) for r in reports if r.plan
                    for a in r.plan.actions)  # the demo's whole GPUs stay exclusive
+
+
+def test_the_loops_re_layouts_are_recorded_in_the_stores_relayout_table_as_on_kubernetes(
+        sqlite_url: str) -> None:
+    # headroom status and the dashboard's Fleet page read that table
+    runtime, reports = _runtime(sqlite_url)
+    runtime.advance(15 * 60)
+    reasons = {a.node: a.reason for a, o in _relayouts(reports) if o is not None and o.ok}
+    assert reasons
+    stored = SqlRelayoutStore(runtime.store.engine)
+    for node, reason in reasons.items():
+        (relayout,) = stored.relayouts_of(node)
+        assert relayout.reason == reason
+        assert relayout.phase is RelayoutPhase.DONE or relayout.is_active
+    assert {r.node for r in stored.active_relayouts()} == set(runtime.cluster.in_flight())
 
 
 def test_a_fleet_taken_over_is_already_laid_out_and_needs_no_relayout(sqlite_url: str) -> None:

@@ -7,13 +7,16 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from controlplane.domain.desired import PoolSpec
-from controlplane.domain.mig_layout import builtin_layout, uniform
+from controlplane.domain.mig_layout import builtin_layout, config_name, uniform
+from controlplane.domain.mig_relayout import RelayoutPhase
 from controlplane.domain.models import SharingMode
 from controlplane.domain.sharing_config import SharingLayout
+from controlplane.ports import RelayoutStore
 from controlplane.settings import SimSettings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.sim.cluster import SimCluster
 from controlplane.sim.nodes import instance_free_for
+from controlplane.store.relayout import MemoryRelayoutStore
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
 A100 = "A100-80GB"
@@ -24,8 +27,9 @@ SIM = SimSettings(node_provision_s=(60, 60), image_pull_s=(30, 30), weight_load_
 ONE_G = uniform(A100, ("1g.10gb",))  # one 1g instance per GPU: 2 on a node
 
 
-def _cluster(mig_binding: bool = True) -> SimCluster:
-    cluster = SimCluster(POOLS, (RESNET,), lambda _m, _at: 10.0, SIM, T0, mig_binding)
+def _cluster(mig_binding: bool = True, relayouts: RelayoutStore | None = None) -> SimCluster:
+    cluster = SimCluster(POOLS, (RESNET,), lambda _m, _at: 10.0, SIM, T0, mig_binding,
+                         relayouts)
     cluster.set_size("a100", 1)
     cluster.step(T0 + timedelta(seconds=60))
     return cluster
@@ -68,8 +72,10 @@ def test_without_mig_binding_replicas_bind_by_gpu_share_whatever_the_layout() ->
     assert _node(cluster).gpu_pods == 3
 
 
-def test_a_busy_node_keeps_serving_until_its_surge_node_is_ready_then_drains() -> None:
-    cluster = _cluster()
+def test_a_busy_node_serves_until_its_replicas_are_ready_on_the_surge_node_then_lays_out(
+) -> None:
+    relayouts = MemoryRelayoutStore()
+    cluster = _cluster(relayouts=relayouts)
     cluster.lay_out_now("a100-0001", ONE_G)
     cluster.set_replicas(RESNET.name, 2)
     cluster.step(_at(200))
@@ -79,19 +85,47 @@ def test_a_busy_node_keeps_serving_until_its_surge_node_is_ready_then_drains() -
     pool = cluster.snapshot().pool("a100")
     assert pool is not None and pool.target_nodes == 2 and pool.nodes_pending == 1
     assert not _node(cluster).cordoned
-    assert cluster.set_size("a100", 1).ok  # the surge floor holds the pool
+    assert cluster.set_size("a100", 1).message == (  # the surge floor holds the pool
+        "pool a100 target 2 nodes (held at the relayout surge floor 2)")
     assert cluster.snapshot().pool("a100").target_nodes == 2  # type: ignore[union-attr]
-    cluster.step(_at(259))
-    model = cluster.snapshot().model(RESNET.name)
-    assert model is not None and model.replicas_ready == 2  # still serving on the old node
-    cluster.step(_at(260))  # the surge node (laid out as the target) is ready: drain
-    assert _node(cluster).cordoned and _node(cluster).gpu_pods == 0
-    assert _node(cluster, "a100-0002").gpu_pods == 2
-    cluster.step(_at(350))
+    cluster.step(_at(260))  # the surge node (laid out as the target) is ready: cordon, move
+    assert _node(cluster).cordoned and _node(cluster).gpu_pods == 2
+    assert _node(cluster, "a100-0002").gpu_pods == 2  # the successors start there
+    for seconds in range(260, 320, 10):  # their cold start: 50 s
+        cluster.step(_at(seconds))
+        model = cluster.snapshot().model(RESNET.name)
+        assert model is not None and model.replicas_ready == 2, seconds  # no capacity gap
+    assert _node(cluster).gpu_pods == 0 and _node(cluster, "a100-0002").gpu_pods == 2
+    assert _node(cluster).cordoned  # laid out 90 s after the drain ended (at 310)
+    cluster.step(_at(400))
     assert not _node(cluster).cordoned
     assert _node(cluster).gpus[0].mig_layout == ("1g.10gb",) * 7
     assert cluster.set_size("a100", 1).ok  # the floor is gone with the re-layout
     assert cluster.snapshot().pool("a100").target_nodes == 1  # type: ignore[union-attr]
+    stored = relayouts.relayouts_of("a100-0001")
+    assert [(r.phase, r.surge_nodes) for r in stored] == [(RelayoutPhase.DONE, 2)]
+
+
+def test_a_re_layout_is_saved_to_the_relayout_store_at_each_step_as_on_kubernetes() -> None:
+    relayouts = MemoryRelayoutStore()
+    cluster = _cluster(relayouts=relayouts)
+    cluster.lay_out_now("a100-0001", ONE_G)
+    cluster.set_replicas(RESNET.name, 2)
+    cluster.step(_at(200))
+    seven = builtin_layout(A100, "all-1g.10gb")
+    assert seven is not None
+    assert cluster.start_relayout("a100-0001", seven, "plan_needs_mig_instances").ok
+    phases = []
+    for seconds in (200, 260, 310, 400):
+        cluster.step(_at(seconds))
+        active = relayouts.active_relayouts()
+        phases.append(active[0].phase.value if active else "")
+        assert cluster.advance() == active and cluster.surge_floors() == (
+            {"a100": 2} if active else {})
+    assert phases == ["surge", "drain", "await_mig", ""]
+    (done,) = relayouts.relayouts_of("a100-0001")
+    assert (done.phase, done.pool, done.reason, done.to_config) == (
+        RelayoutPhase.DONE, "a100", "plan_needs_mig_instances", config_name(seven))
 
 
 def test_re_laying_out_to_the_same_target_is_a_no_op_and_to_another_waits() -> None:

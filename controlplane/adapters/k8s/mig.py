@@ -31,6 +31,7 @@ from controlplane.domain.mig_relayout import (
     MigRelayout,
     RelayoutPolicy,
     RelayoutView,
+    active_surge_floors,
     orphaned,
     retry_refusal,
     same_config_refusal,
@@ -87,11 +88,7 @@ def relayout_view(inventory: Inventory, relayout: MigRelayout, pool: PoolSpec,
 
 def surge_floors(store: RelayoutStore) -> Mapping[str, int]:
     """Pool size floors held by active relayouts (their surge capacity)."""
-    floors: dict[str, int] = {}
-    for r in store.active_relayouts():
-        if r.surge_nodes:
-            floors[r.pool] = max(floors.get(r.pool, 0), r.surge_nodes)
-    return floors
+    return active_surge_floors(store.active_relayouts())
 
 
 class K8sMigRelayoutActuator:
