@@ -222,6 +222,11 @@ class MigRelayoutActuator(Protocol):
         """The target layout of every relayout started and not ended, by node (read-only)."""
         ...
 
+    def surge_floors(self) -> Mapping[str, int]:
+        """The size each pool is held at by its active relayouts' surge nodes, by pool (none:
+        no floor); the node-pool actuator applies no smaller size (read-only)."""
+        ...
+
 
 class RelayoutStore(Protocol):
     def save_relayout(self, relayout: MigRelayout) -> None:

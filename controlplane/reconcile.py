@@ -44,7 +44,7 @@ from controlplane.domain.observed import ObservedState
 from controlplane.domain.pause import held
 from controlplane.domain.placement import FleetPlacement
 from controlplane.domain.plan import Plan
-from controlplane.domain.planner import made
+from controlplane.domain.planner import held_for_surges, made
 from controlplane.domain.profile import ProfileCorrection
 from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.domain.workload_slices import workload_slice_findings
@@ -247,6 +247,9 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
                                  deps.mig.in_flight(), decision.memory, config.node_configs, now)
         decision = replace(decision, memory=nodes.memory,
                            plan=decision.plan.with_node_actions(nodes.actions, nodes.skipped))
+    if deps.mig is not None:  # a pool keeps its running re-layout's surge nodes
+        plan, memory = held_for_surges(decision.plan, decision.memory, deps.mig.surge_floors())
+        decision = replace(decision, plan=plan, memory=memory)
     since_at = now - timedelta(seconds=ACCURACY_WINDOW_S)
     return replace(decision, profiles=profiles,
                    memory=replace(decision.memory, profile_rps=in_use(profiles)),

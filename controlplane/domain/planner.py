@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from controlplane.domain.actions import (
@@ -32,6 +33,9 @@ REPLICAS_SCALING_DOWN = "replicas_scaling_down"
 # a pool grown over its target: replicas the guards keep over their target take GPUs the target
 # counted for other replicas, which would otherwise wait for a GPU until the kept ones go
 REPLICAS_KEPT_NEED_ROOM = "replicas_kept_need_room"
+# a pool scale-down held (in full or in part) at the size a running MIG re-layout's surge holds:
+# the replicas it drains move to its surge nodes (the node-pool actuators hold it there anyway)
+RELAYOUT_SURGE = "relayout_surge"
 MODEL_KEY = "model/"  # the guard memory's key of a model's replicas: model/<name>
 
 #: A limit across models the guards cannot see (a tenant's GPU budget): given each model's
@@ -227,3 +231,27 @@ def plan(
         elif seen is not None and not seen.target_intact:
             ups.append(ScaleNodePool(target.target, current, current, POOL_OBJECTS_CHANGED))
     return Plan(now, (*ups, *replicas, *downs), (*pool_skipped, *skipped)), memory
+
+
+def held_for_surges(planned: Plan, memory: GuardMemory, floors: Mapping[str, int]
+                    ) -> tuple[Plan, GuardMemory]:
+    """``planned`` with each pool scale-down below its ``floors`` size (the surge nodes of its
+    running MIG re-layout, ``MigRelayoutActuator.surge_floors``) held at that size, skipped
+    with reason ``relayout_surge``, and ``memory`` counting the change made instead: the plan
+    says what is applied, not a removal the actuator would refuse."""
+    actions: list[Action] = []
+    skipped: list[SkippedAction] = []
+    for action in planned.actions:
+        floor = floors.get(action.pool, 0) if isinstance(action, ScaleNodePool) else 0
+        if not isinstance(action, ScaleNodePool) or action.to_nodes >= min(
+                floor, action.from_nodes):
+            actions.append(action)
+            continue
+        kept = min(floor, action.from_nodes)
+        skipped.append(SkippedAction(action.pool, action.to_nodes, kept, RELAYOUT_SURGE))
+        memory = _made_instead(memory, f"pool/{action.pool}", planned.created_at,
+                               kept - action.from_nodes)
+        if kept != action.from_nodes:
+            actions.append(replace(action, to_nodes=kept))
+    held = Plan(planned.created_at, tuple(actions), (*planned.skipped, *skipped))
+    return held, memory

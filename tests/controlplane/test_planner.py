@@ -18,7 +18,13 @@ from controlplane.domain.guards import COOLDOWN, GuardLimits, GuardMemory
 from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
 from controlplane.domain.placement import FleetPlacement, PlacedSegment, WarmGpus
 from controlplane.domain.plan import Plan
-from controlplane.domain.planner import POOL_OBJECTS_CHANGED, REPLICAS_KEPT_NEED_ROOM, plan
+from controlplane.domain.planner import (
+    POOL_OBJECTS_CHANGED,
+    RELAYOUT_SURGE,
+    REPLICAS_KEPT_NEED_ROOM,
+    held_for_surges,
+    plan,
+)
 from controlplane.domain.planner import made as changes_made
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
@@ -297,3 +303,20 @@ def test_desired_pools_may_grow_to_their_max_nodes() -> None:
     desired = desired_state(placement, POOLS, ())
     assert [(t.target, t.value, t.max_value) for t in desired.pools] == [("a100", 2, 4),
                                                                          ("l4", 1, 8)]
+
+
+def test_a_pool_scale_down_below_a_relayout_surge_is_held_at_it_and_skipped_with_its_reason(
+        ) -> None:
+    stable = GuardLimits(max_step=4, stabilization_s=0)
+    desired = DesiredState((DesiredTarget("a100", 1, "r"), DesiredTarget("l4", 1, "r")), ())
+    planned, memory = plan(_observed(3, 1, 0), desired, GuardMemory(), stable, stable, T0)
+    assert planned.actions == (ScaleNodePool("a100", 3, 1, "r"),)
+    held, held_memory = held_for_surges(planned, memory, {"a100": 2, "l4": 4})
+    assert held.actions == (ScaleNodePool("a100", 3, 2, "r"),)
+    assert [(s.target, s.wanted, s.kept, s.reason) for s in held.skipped] == [
+        ("a100", 1, 2, RELAYOUT_SURGE)]
+    assert [c.delta for c in held_memory.changes_for("pool/a100")] == [-1]  # made, not -2
+    whole, whole_memory = held_for_surges(planned, memory, {"a100": 3})
+    assert whole.is_noop and [s.kept for s in whole.skipped] == [3]
+    assert whole_memory.changes_for("pool/a100") == ()
+    assert held_for_surges(planned, memory, {}) == (planned, memory)

@@ -189,6 +189,9 @@ class CountingRelayouts:
     def in_flight(self) -> dict[str, NodeMigLayout]:
         return self.inner.in_flight()
 
+    def surge_floors(self) -> Mapping[str, int]:
+        return self.inner.surge_floors()
+
     def start_relayout(self, node: str, layout: NodeMigLayout, reason: str) -> ActionOutcome:
         return self.inner.start_relayout(node, layout, reason)
 

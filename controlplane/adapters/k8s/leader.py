@@ -11,7 +11,7 @@ call that starts just before the deadline cannot write after it (retryable ``not
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -258,3 +258,6 @@ class LeaderGated:
 
     def in_flight(self) -> dict[str, NodeMigLayout]:
         return self._mig.in_flight()  # a read: followers may ask too
+
+    def surge_floors(self) -> Mapping[str, int]:
+        return self._mig.surge_floors()  # a read: followers may ask too
