@@ -457,8 +457,9 @@ class SimCluster:
         for r in self._relayouts.active_relayouts():
             self._relayouts.save_relayout(replace(
                 r, phase=RelayoutPhase.ABORTED, updated_at=self._now, deadline_at=None,
-                wait_reason="", alert=f"node_gone: the simulated fleet resumed without {r.node} "
-                                      f"(its nodes are new, laid out as last observed)"))
+                wait_reason="", alert=f"node_gone: the simulated fleet resumed on new nodes, laid "
+                                      f"out as last observed; the re-layout of {r.node} did "
+                                      "not carry over"))
 
     def _restore_layouts(self, observed: ObservedState) -> None:
         """The stored nodes' layouts, pool by pool in name order (the names are new)."""

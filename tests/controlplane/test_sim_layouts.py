@@ -243,3 +243,18 @@ def test_replicas_needing_more_memory_take_the_larger_instances_first() -> None:
     assert instance_free_for(A100, held, [large], small)
     assert not instance_free_for(A100, held, [large], large)
     assert not instance_free_for(A100, ("2g.20gb",), [], small)  # another compute size
+
+
+def test_a_resumed_fleet_ends_the_re_layouts_its_stopped_run_left_active_aborted() -> None:
+    relayouts = MemoryRelayoutStore()
+    stopped = _cluster(relayouts=relayouts)
+    stopped.lay_out_now("a100-0001", ONE_G)
+    stopped.set_replicas(RESNET.name, 2)
+    seven = builtin_layout(A100, "all-1g.10gb")
+    assert seven is not None and stopped.start_relayout("a100-0001", seven, "test").ok
+    observed = stopped.snapshot()
+    resumed = SimCluster(POOLS, (RESNET,), lambda _m, _at: 10.0, SIM, _at(600), True, relayouts)
+    resumed.restore(observed)
+    assert relayouts.active_relayouts() == () and resumed.in_flight() == {}
+    (ended,) = relayouts.relayouts_of("a100-0001")
+    assert ended.phase is RelayoutPhase.ABORTED and ended.alert.startswith("node_gone: ")
