@@ -180,12 +180,14 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     source = prometheus_source(settings.prometheus)
     # the re-layouts' records are fenced by the term of the tick records' (``decisions``)
     relayouts = SqlRelayoutStore(store.engine, fence=lambda: decisions.fence_token(clock.now()))
+    # a workload labelled with a model the table does not list is not observed as one
     backend = build_k8s_backend(settings, clock, relayouts,
                                 identity=identity,
                                 load=PrometheusLoad(source, models.replica_rps,
                                                    settings.prometheus.metric,
                                                    settings.prometheus.latency_query,
-                                                   settings.prometheus.latency_quantile))
+                                                   settings.prometheus.latency_quantile),
+                                models=models.names)
     history = forecast_history(source, models)
     placement = LocalPlacementClient(engine)
     inventory_reader = backend.reader.without_load()  # a follower's: no Prometheus queries

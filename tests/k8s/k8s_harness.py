@@ -5,7 +5,7 @@ schema check of every object a test leaves on the server."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -42,14 +42,16 @@ def client_for(server: ApiServer) -> client.ApiClient:
 def make_backend(server: ApiServer, clock: VirtualClock, *, dry_run: bool = False,
                  identity: str = "headroom-0", relayouts: RelayoutStore | None = None,
                  api: KubeApi | None = None, load: LoadSource | None = None,
+                 models: Callable[[], Collection[str]] | None = None,
                  **k8s: object) -> K8sBackend:
+    """``models``: the models the models table lists (None: every labelled model)."""
     settings = k8s_settings(**k8s)
     if dry_run:
         settings = settings.model_copy(update={"safety": settings.safety.model_copy(
             update={"dry_run": True})})
     return build_k8s_backend(settings, clock, relayouts or MemoryRelayoutStore(),
                              api_client=client_for(server), identity=identity, api=api,
-                             load=load)
+                             load=load, models=models)
 
 
 class FixedLoads:

@@ -242,6 +242,41 @@ def test_a_followers_reader_reads_the_fleet_without_asking_the_load_source(
     assert [m.name for m in follower_view.models] == [m.name for m in leader_view.models]
 
 
+def test_a_workload_labelled_with_a_model_the_models_table_does_not_list_is_named_not_observed(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed_fleet(apiserver)
+    apiserver.seed(model_deployment("bert-t4"))
+    asked: list[Mapping[str, int]] = []
+
+    class Recording(FixedLoads):
+        def measure(self, ready_replicas: Mapping[str, int], at: datetime
+                    ) -> dict[str, ModelLoad]:
+            asked.append(ready_replicas)
+            return super().measure(ready_replicas, at)
+
+    listed = ["language/m-large"]  # the models table, as serve's models in use read it
+    reader = make_backend(apiserver, clock, models=lambda: listed, load=Recording({
+        "language/m-large": ModelLoad(30.0, 40.0), "vision/resnet": ModelLoad(900.0, 0.0),
+        "bert-t4": ModelLoad(5.0, 0.0)})).reader
+    observed = reader.snapshot()
+    # no capacity-0 model for the two the table does not list, and their load is not read
+    assert [m.name for m in observed.models] == ["language/m-large"]
+    assert observed.measured_load_rps() == (30.0, 40.0)
+    assert asked == [{"language/m-large": 2}]
+    assert [note for note in observed.notes if "unmanaged" in note] == [
+        "unmanaged: bert-t4 (Deployment models/bert-t4), vision/resnet (StatefulSet "
+        "models/vision-resnet): labelled headroom.dev/model, not in the models table; Headroom "
+        "neither measures, sizes nor scales them (`headroom models import` to manage one, or "
+        "remove the label)"]
+    listed.append("vision/resnet")  # imported: a model from the next snapshot on
+    again = reader.snapshot()
+    assert [m.name for m in again.models] == ["language/m-large", "vision/resnet"]
+    assert [note for note in again.notes if note.startswith("unmanaged: ")] == [
+        "unmanaged: bert-t4 (Deployment models/bert-t4): labelled headroom.dev/model, not in "
+        "the models table; Headroom neither measures, sizes nor scales them (`headroom models "
+        "import` to manage one, or remove the label)"]
+
+
 def _refuse(constant: str) -> None:
     raise AssertionError(f"{constant} in the stored JSON")
 

@@ -280,6 +280,40 @@ def test_serve_forecasts_at_start_from_history_that_only_prometheus_holds_and_ti
     assert model.capacity_rps == 2 * DEMO_MODELS[0].best_point().throughput_rps
 
 
+def test_serve_observes_only_the_listed_models_and_names_a_labelled_workload_it_does_not_manage(
+        tmp_path: Path, apiserver: ApiServer, prom_url: str) -> None:
+    listed, unlisted = DEMO_MODELS[0], DEMO_MODELS[1]  # Prometheus measures both
+    db_url = f"sqlite:///{tmp_path / 'unlisted.db'}"
+    store = Store.open(db_url, migrate=True)
+    store.upsert_models((listed,))
+    for model in (listed, unlisted):
+        apiserver.seed(model_deployment(model.name, replicas=2, ready=2))
+    metrics_port = _free_port()
+    proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(_config(
+        tmp_path, apiserver, db_url, prom_url, metrics_port, refresh_in_serve=False))],
+        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and store.counts()["ticks"] < 2:
+            time.sleep(0.5)
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                    timeout=10) as response:
+            scraped = response.read().decode()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    observed = store.last_observed()
+    assert observed is not None and [m.name for m in observed.models] == [listed.name], stderr
+    assert [n for n in observed.notes if n.startswith("unmanaged: ")] == [
+        f"unmanaged: {unlisted.name} (Deployment models/{unlisted.name}): labelled "
+        "headroom.dev/model, not in the models table; Headroom neither measures, sizes nor "
+        "scales them (`headroom models import` to manage one, or remove the label)"]
+    # a gauge for the listed model only: no capacity-0 one for HeadroomModelShortOfCapacity
+    assert f'headroom_model_rps{{kind="capacity",model="{listed.name}"}}' in scraped
+    assert f'model="{unlisted.name}"' not in scraped
+
+
 def test_serve_leaves_the_forecasts_to_scheduled_jobs_when_told_and_says_so_once(
         tmp_path: Path, apiserver: ApiServer, prom_url: str) -> None:
     db_url = f"sqlite:///{tmp_path / 'external.db'}"

@@ -18,7 +18,7 @@ instead of sent, and the replica neither takes nor contends for the Lease.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import yaml
@@ -105,8 +105,11 @@ def build_k8s_backend(settings: Settings, clock: Clock, relayouts: RelayoutStore
                       api_client: client.ApiClient | None = None, identity: str | None = None,
                       load: LoadSource | None = None,
                       pools: Sequence[PoolSpec] | None = None,
-                      api: KubeApi | None = None) -> K8sBackend:
-    """``api`` (or ``api_client``) overrides the client built from ``settings.k8s``."""
+                      api: KubeApi | None = None,
+                      models: Callable[[], Collection[str]] | None = None) -> K8sBackend:
+    """``api`` (or ``api_client``) overrides the client built from ``settings.k8s``;
+    ``models``: the models the models table lists, read at each snapshot (a workload labelled
+    with another is left out of it: ``K8sClusterReader``); None: every labelled model."""
     k8s = settings.k8s
     dry_run = settings.safety.dry_run
     if api is None:
@@ -114,7 +117,7 @@ def build_k8s_backend(settings: Settings, clock: Clock, relayouts: RelayoutStore
                       k8s.request_timeout_s, dry_run=dry_run)
     pool_list = tuple(pools) if pools is not None else pool_specs(settings)
     reader = K8sClusterReader(api, k8s, pool_list, clock, load,
-                              settings.reconcile.max_staleness_s)
+                              settings.reconcile.max_staleness_s, models=models)
     node_pools = K8sNodePoolActuator(api, k8s, pool_list, lambda: surge_floors(relayouts))
     policy = RelayoutPolicy(k8s.surge_timeout_s, k8s.drain_timeout_s, k8s.mig_timeout_s,
                             k8s.relayout_retry_after_s, k8s.config_propagation_s)

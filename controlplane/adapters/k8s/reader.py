@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -185,9 +185,25 @@ def _orphaned_placeholders(inventory: Inventory, configured: set[str]) -> list[s
     return notes
 
 
+def unmanaged_note(workloads: Sequence[WorkloadInfo], model_label: str) -> str:
+    """One line naming the workloads labelled with a model the models table does not list
+    (removed from it, or never imported), by model."""
+    by_model: dict[str, list[str]] = {}
+    for w in workloads:
+        by_model.setdefault(w.model, []).append(f"{w.kind} {w.namespace}/{w.name}")
+    named = ", ".join(f"{model} ({', '.join(sorted(served))})"
+                      for model, served in sorted(by_model.items()))
+    return (f"unmanaged: {named}: labelled {model_label}, not in the models table; Headroom "
+            "neither measures, sizes nor scales them (`headroom models import` to manage one, "
+            "or remove the label)")
+
+
 def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: KubernetesSettings,
                   load: LoadSource | None, now: datetime,
-                  max_sample_age_s: float | None = None) -> ObservedState:
+                  max_sample_age_s: float | None = None,
+                  managed: Collection[str] | None = None) -> ObservedState:
+    """``managed``: the models the models table lists; a workload labelled with another is
+    left out (its load is not read) and named in one note. None: every labelled model."""
     notes = list(inventory.notes)
     nodes = []
     for node in inventory.nodes:
@@ -231,8 +247,12 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
     notes.extend(_orphaned_placeholders(inventory, {pool.name for pool in pools}))
     by_model: dict[str, list[int]] = {}
     served_by: dict[str, list[WorkloadInfo]] = {}
-    for workload in inventory.workloads:
-        if workload.model:
+    labelled = [w for w in inventory.workloads if w.model]
+    unmanaged = [w for w in labelled if managed is not None and w.model not in managed]
+    if unmanaged:
+        notes.append(unmanaged_note(unmanaged, settings.model_label))
+    for workload in labelled:
+        if managed is None or workload.model in managed:
             totals = by_model.setdefault(workload.model, [0, 0])
             totals[0] += workload.replicas
             totals[1] += workload.ready
@@ -303,17 +323,21 @@ def _with_workloads(model: ObservedModel, workloads: list[WorkloadInfo]) -> Obse
 class K8sClusterReader:
     """The fleet listed from the API server, each model's load from ``load``; a rate whose
     newest sample is over ``max_sample_age_s`` old (``reconcile.max_staleness_s``) is not
-    measured this tick."""
+    measured this tick. ``models`` gives the models the models table lists at each snapshot
+    (``serve``'s models in use, reloaded without a restart): a workload labelled with another
+    is not one of the snapshot's models (``observed_from``); None: every labelled model."""
 
     def __init__(self, api: KubeApi, settings: KubernetesSettings, pools: Sequence[PoolSpec],
                  clock: Clock, load: LoadSource | None = None,
-                 max_sample_age_s: float | None = None) -> None:
+                 max_sample_age_s: float | None = None, *,
+                 models: Callable[[], Collection[str]] | None = None) -> None:
         self.api = api
         self.settings = settings
         self.pools = tuple(pools)
         self.clock = clock
         self.load = load
         self.max_sample_age_s = max_sample_age_s
+        self.models = models
 
     def inventory(self) -> Inventory:
         return fetch_inventory(self.api, self.settings, self.pools)
@@ -321,10 +345,12 @@ class K8sClusterReader:
     def without_load(self) -> K8sClusterReader:
         """This reader with no load source: a follower keeps the placement inventory fresh
         and needs no request rates, so it does not query Prometheus every tick."""
-        return K8sClusterReader(self.api, self.settings, self.pools, self.clock)
+        return K8sClusterReader(self.api, self.settings, self.pools, self.clock,
+                                models=self.models)
 
     def snapshot(self) -> ObservedState:
         """Raises TransientError when the API server cannot be reached, PermanentError when it
         refuses a read (e.g. 403: the service account lacks RBAC)."""
+        managed = None if self.models is None else frozenset(self.models())
         return observed_from(self.inventory(), self.pools, self.settings, self.load,
-                             self.clock.now(), self.max_sample_age_s)
+                             self.clock.now(), self.max_sample_age_s, managed)
