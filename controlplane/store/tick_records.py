@@ -23,12 +23,13 @@ from controlplane.store.tables import (
 
 def add_tick(session: Session, report: TickReport) -> int:
     """Add ``report``'s rows to ``session`` (flushed, not committed); the tick's id."""
+    # both totals over the same models, those whose load was measured (ObservedState)
+    demand_rps, capacity_rps = report.observed.measured_load_rps()
     tick = TickRecord(
         started_at=report.started_at, finished_at=report.finished_at,
         status=report.status.value, reason=report.reason,
-        gpus_ready=report.observed.gpus_ready(),
-        demand_rps=report.observed.measured_load_rps()[0],
-        capacity_rps=sum(m.capacity_rps for m in report.observed.models),
+        gpus_ready=report.observed.gpus_ready(), demand_rps=demand_rps,
+        capacity_rps=capacity_rps,
         observed_json=codec.observed_to_json(report.observed),
         guard_memory_json=codec.guard_memory_to_json(report.guard_memory),
         profiles_json=codec.profiles_to_json(report.profiles) if report.profiles

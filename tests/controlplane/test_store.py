@@ -20,6 +20,7 @@ from controlplane.domain.observed import ObservedGpu, ObservedNode
 from controlplane.domain.sharing_config import SharingLayout
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store, StoreUnavailable, downgrade, upgrade
+from controlplane.store.status_reader import read_fleet_status
 from controlplane.store.tables import ActionRecord, ObservationRecord, OutcomeRecord
 from forecaster.types import Forecast
 
@@ -314,3 +315,18 @@ def test_a_snapshot_keeps_the_age_of_its_rates_across_a_restart(store_url: str) 
     seen = Store.open(store_url).last_observed()
     assert seen is not None and seen.data_at == dated.data_at
     assert seen.oldest_at == dated.data_at
+
+
+def test_a_ticks_demand_and_capacity_totals_count_the_same_measured_models(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    report = sample_tick_report()
+    (bert,) = report.observed.models
+    unknown = replace(bert, name="llama", demand_rps=0.0, capacity_rps=300.0,
+                      demand_measured=False)
+    store.save_tick(replace(report, observed=replace(report.observed, models=(bert, unknown))))
+    status = read_fleet_status(store.engine, "test", "headroom-leader")
+    assert status.last_tick is not None
+    # llama's capacity against none of its demand would make the fleet look less loaded
+    assert (status.last_tick.demand_rps, status.last_tick.capacity_rps) == (
+        bert.demand_rps, bert.capacity_rps)
