@@ -253,7 +253,9 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
     since_at = now - timedelta(seconds=ACCURACY_WINDOW_S)
     return replace(decision, profiles=profiles,
                    memory=replace(decision.memory, profile_rps=in_use(profiles)),
-                   accuracy=accuracy(deps.ledger.issued_since(since_at), since_at),
+                   # the models managed now: a removed model's records stay, as history
+                   accuracy=tuple(a for a in accuracy(deps.ledger.issued_since(since_at), since_at)
+                                  if a.model in {m.name for m in config.specs}),
                    notes=tuple(c.note() for c in capped),
                    replicas=model_replicas(decision.desired, decision.warm_replicas(),
                                            config.specs, pauses))

@@ -215,8 +215,9 @@ def replica_changes(url: str, since_at: datetime) -> pd.DataFrame:
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def latest_observations(url: str, at: datetime) -> pd.DataFrame:
     """The newest observation per model within 10 minutes before ``at``: every model observed,
-    listed or not (one removed from the models table is served until serve restarts, and
-    ``headroom status`` lists it too)."""
+    listed or not (one removed from the models table keeps its last observations for those
+    10 minutes: the loop stops observing it at its next tick, and ``headroom status`` lists
+    it too until then)."""
     o = table("observations")
     cols = ["model", "at", "demand_rps", "capacity_rps", "replicas_ready"]
     frame = read_frame(url, select(*(o.c[c] for c in cols)).where(and_(

@@ -111,8 +111,8 @@ def demand_chart(actual: pd.DataFrame, band: pd.DataFrame, path: pd.DataFrame) -
 
 
 def overview_table(url: str, tick: q.LastTick) -> pd.DataFrame:
-    """Every listed model, and any other observed recently (removed from the models table but
-    still served until serve restarts), as ``headroom status`` lists them; with its replica
+    """Every listed model, and any other observed recently (removed from the models table in
+    the last 10 minutes), as ``headroom status`` lists them; with its replica
     bounds, its pause and the reason of its newest replica change."""
     models = q.models(url)
     latest = q.latest_observations(url, tick.started_at)

@@ -123,6 +123,30 @@ def test_each_tick_reports_how_each_models_forecasts_did_over_the_last_hour(
     assert good.p90_coverage > 0.5
 
 
+class _WithARemovedModel:
+    """The store's records, and each again as a model the models table no longer lists."""
+
+    def __init__(self, ledger: SqlForecastLedger) -> None:
+        self.ledger = ledger
+
+    def issued_since(self, since_at: datetime) -> list[Any]:
+        records = list(self.ledger.issued_since(since_at))
+        return [*records, *(replace(r, model="removed-model") for r in records)]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.ledger, name)
+
+
+def test_a_model_no_longer_listed_gets_no_forecast_accuracy_though_its_records_stay(
+        tmp_path: Path) -> None:
+    runtime = _undershot(_runtime(f"sqlite:///{tmp_path / 'a.db'}"))
+    decision = _next_decision(runtime, _WithARemovedModel(SqlForecastLedger(
+        runtime.store.engine)))  # type: ignore[arg-type]
+    listed = {m.name for m in runtime.config.specs}
+    assert MODEL in {a.model for a in decision.accuracy}
+    assert {a.model for a in decision.accuracy} <= listed
+
+
 def test_calibration_survives_a_restart_rebuilt_from_the_store(store_url: str,
                                                                tmp_path: Path) -> None:
     stopped = _undershot(_runtime(store_url))
