@@ -108,7 +108,7 @@ def hint_checker(store: Store, known: KnownCapacity
     def check(hint: DemandHint) -> HintCapacity | None:
         spec = next((s for s in store.model_specs() if s.name == hint.model), None)
         return None if spec is None else known.check(hint.model, hint.rate_rps,
-                                                     replica_shape(spec))
+                                                     replica_shape(spec, known.pools))
     return check
 
 

@@ -34,14 +34,14 @@ from controlplane.domain.placement import FleetPlacement, priced
 def live_models(specs: Sequence[ModelSpec], pools: Sequence[PoolSpec],
                 node_provision_p90_s: float, cached_start_p90_s: float
                 ) -> tuple[FleetModel, ...]:
-    """One ``FleetModel`` per spec: its best profile point as the replica shape (what one
-    replica serves, ``replica_rps``: on a whole GPU shared by MPS one process's part of the
-    segment's throughput, as PlanFleet's segment runs one replica per process), the price of
-    its GPU share on its product's pool, and the three live rungs."""
+    """One ``FleetModel`` per spec: its best profile point on a product the ``pools`` offer as
+    the replica shape (what one replica serves, ``replica_rps``: on a whole GPU shared by MPS
+    one process's part of the segment's throughput, as PlanFleet's segment runs one replica per
+    process), the price of its GPU share on its product's pool, and the three live rungs."""
     price_by_product = {p.product: p.price_per_gpu_hour for p in pools}
     out = []
     for spec in specs:
-        shape = replica_shape(spec)
+        shape = replica_shape(spec, pools)
         price = price_by_product.get(shape.product, 0.0) * shape.gpu_share
         rungs = (RungSpec(Rung.HOT, 0.0, price),
                  RungSpec(Rung.CACHED, cached_start_p90_s, price),
@@ -50,10 +50,14 @@ def live_models(specs: Sequence[ModelSpec], pools: Sequence[PoolSpec],
     return tuple(out)
 
 
-def replica_shape(spec: ModelSpec) -> ReplicaShape:
-    """One replica of ``spec`` as the live loop sizes it: its best profile point's product,
-    GPU share and per-replica throughput (the offline profile)."""
-    point = spec.best_point()
+def replica_shape(spec: ModelSpec, pools: Sequence[PoolSpec]) -> ReplicaShape:
+    """One replica of ``spec`` as the live loop sizes it: the product, GPU share and
+    per-replica throughput (the offline profile) of its best profile point on a product the
+    ``pools`` offer (``ModelSpec.best_point``; of its best point when they offer none). The GPU
+    budgets and pools' ``max_nodes`` then trim it to what those pools hold: sized on a product
+    no pool offers, nothing would be trimmed, and PlanFleet, which cannot place the whole rate
+    on the pools that can run it, would leave the model unplaced."""
+    point = spec.best_point([p.product for p in pools])
     return ReplicaShape(spec.name, spec.tenant, point.product, point.replica_gpu_share,
                         point.replica_rps)
 

@@ -77,8 +77,9 @@ stored all the same, with a warning: line naming the limit."""
         added_ = SqlDemandHints(store.engine).add_hint(hint_, now, starts_now=start is None)
         # only --config names the fleet's pools and budgets (serve's settings); without it
         # the settings' pools are the defaults, no fleet's: nothing is checked or said
-        capacity = None if config is None else known_capacity(
-            settings_with_db(config, db)).check(model, rps, replica_shape(specs[model]))
+        known = None if config is None else known_capacity(settings_with_db(config, db))
+        capacity = None if known is None else known.check(
+            model, rps, replica_shape(specs[model], known.pools))
         return added_, capacity
 
     added, capacity = with_existing_store(config, db, work)

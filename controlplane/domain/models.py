@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
 from controlplane.domain.cost import DEFAULT_COMPUTE_SLICES
+from scheduler.domain.cluster import product_key
 
 
 class Isolation(StrEnum):
@@ -121,14 +122,26 @@ class ModelSpec:
             return self.profile
         return tuple(p for p in self.profile if p.mps_processes <= 1)
 
-    def best_point(self) -> ProfilePoint:
+    def best_point(self, products: Collection[str] | None = None) -> ProfilePoint:
         """The profile point with the highest throughput that meets 0.45 x the latency SLO
         among the points its isolation may run (a STRICT model with nothing but MPS points,
-        which PlanFleet leaves unplaced, is sized by those)."""
+        which PlanFleet leaves unplaced, is sized by those). With ``products`` (the GPU
+        products the node pools offer), among the points on one of them when there are any:
+        a point no pool offers is never placed, so sizing by it would size for GPUs the
+        fleet cannot have (and trim nothing to the pools that can serve the model)."""
         allowed = self.allowed_points() or self.profile
+        if products is not None:
+            offered = {product_key(p) for p in products}
+            allowed = tuple(p for p in allowed if product_key(p.product) in offered) or allowed
         eligible = [p for p in allowed if p.latency_ms <= 0.45 * self.latency_slo_ms]
         candidates = eligible or list(allowed)
         return max(candidates, key=lambda p: (p.throughput_rps, -p.compute_slices))
+
+    def profiled_on(self, products: Collection[str]) -> bool:
+        """Whether any point of its profile is on one of ``products`` (a pool's GPU product):
+        else no pool can run it, and PlanFleet leaves it unplaced (``no_pool_for_profile``)."""
+        offered = {product_key(p) for p in products}
+        return any(product_key(p.product) in offered for p in self.profile)
 
 
 #: each model's requests per second per replica, or what gives the current ones at each call
