@@ -47,6 +47,7 @@ from controlplane.domain.plan import Plan
 from controlplane.domain.planner import held_for_surges, made
 from controlplane.domain.profile import ProfileCorrection
 from controlplane.domain.tick import TickReport, TickStatus
+from controlplane.domain.unplaced import no_pool_notes, unplaced_notes
 from controlplane.domain.workload_slices import workload_slice_findings
 from controlplane.forecast_calibration import CalibrationConfig, calibrated_latest
 from controlplane.ports import (
@@ -251,12 +252,16 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
         plan, memory = held_for_surges(decision.plan, decision.memory, deps.mig.surge_floors())
         decision = replace(decision, plan=plan, memory=memory)
     since_at = now - timedelta(seconds=ACCURACY_WINDOW_S)
+    unplaced = (*unplaced_notes(decision.desired, decision.placement),
+                *no_pool_notes(config.specs, config.pools, decision.placement))
+    for line in unplaced:
+        log.warning("model.unplaced", extra={"finding": line})
     return replace(decision, profiles=profiles,
                    memory=replace(decision.memory, profile_rps=in_use(profiles)),
                    # the models managed now: a removed model's records stay, as history
                    accuracy=tuple(a for a in accuracy(deps.ledger.issued_since(since_at), since_at)
                                   if a.model in {m.name for m in config.specs}),
-                   notes=tuple(c.note() for c in capped),
+                   notes=(*(c.note() for c in capped), *unplaced),
                    replicas=model_replicas(decision.desired, decision.warm_replicas(),
                                            config.specs, pauses))
 

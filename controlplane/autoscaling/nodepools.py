@@ -56,13 +56,14 @@ def clamp_nodes_to_budget(desired: DesiredState, pools: Sequence[PoolSpec],
 def replica_footprints(shapes: Sequence[ReplicaShape], pools: Sequence[PoolSpec]
                        ) -> tuple[ReplicaFootprint, ...]:
     """Each model's pool (the first of its GPU product) and the GPUs its replicas take there;
-    a model no pool holds has none."""
+    a model of a product no pool offers runs on none of them (pool ""): the replicas the guards
+    keep of it hold no pool's nodes (the live loop sizes a model on a product a pool offers
+    whenever its profile has one: ``live.replica_shape``)."""
     found = []
     for shape in shapes:
         pool = next((p for p in pools if p.product == shape.product), None)
-        if pool is not None:
-            found.append(ReplicaFootprint(shape.model, pool.name, shape.per_gpu,
-                                          shape.whole_gpus))
+        found.append(ReplicaFootprint(shape.model, pool.name if pool else "", shape.per_gpu,
+                                      shape.whole_gpus))
     return tuple(found)
 
 

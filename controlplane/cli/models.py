@@ -16,15 +16,18 @@ from rich.markup import escape
 from rich.table import Table
 
 from controlplane.adapters.clock import WallClock
+from controlplane.cli.demo_store import settings_with_db
 from controlplane.cli.models_pause import pause, resume
 from controlplane.cli.status_view import hint_line, pause_json
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
-from controlplane.cli.streams import usage_error
+from controlplane.cli.streams import print_warning, usage_error
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.pause import ModelPause
+from controlplane.domain.unplaced import no_pool_for
 from controlplane.domain.wording import counted
 from controlplane.models_file import load_model_specs
 from controlplane.models_yaml import ModelsFileError
+from controlplane.settings import pool_specs
 from controlplane.store import Store
 from controlplane.store.hints import ModelRemoval, remove_model_and_hints
 from controlplane.store.pauses import SqlModelPauses
@@ -83,6 +86,13 @@ def import_models(
               + ("" if dry_run or not (found["new"] or found["updated"]) else
                  "; a running serve --backend kubernetes uses them from its next tick"),
               markup=False, highlight=False, soft_wrap=True)
+    # only --config names the fleet's pools (serve's settings), as for `hint add`: without it
+    # the settings' pools are the defaults, no fleet's, and a warning from them would mislead
+    if config is not None:
+        pools = pool_specs(settings_with_db(config, db))
+        for spec in given:
+            if line := no_pool_for(spec, pools):
+                print_warning(f"{file}: {line}")
 
 
 @app.command("list")

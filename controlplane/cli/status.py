@@ -1,10 +1,11 @@
 """``headroom status``: the fleet's state and the loop's health from the store, read-only.
 
-Exit codes for probes: 0 healthy; 1 when there is no tick yet, the last one failed or it is
-older than ``--max-tick-age-s`` (the output says which); 2 for bad input (settings, a store that
-cannot be reached, has no schema or was migrated by a newer Headroom); a reader that closes
-stdout early (``headroom status | head -1``) changes none of them. It never writes: a SQLite
-store is opened ``mode=ro`` (``read_only_engine``), a PostgreSQL one in read-only transactions."""
+Exit codes for probes: 0 healthy; 1 when there is no tick yet, the last one failed, the newest
+plan leaves a model unplaced or it is older than ``--max-tick-age-s`` (the output says which); 2
+for bad input (settings, a store that cannot be reached, has no schema or was migrated by a
+newer Headroom); a reader that closes stdout early (``headroom status | head -1``) changes none
+of them. It never writes: a SQLite store is opened ``mode=ro`` (``read_only_engine``), a
+PostgreSQL one in read-only transactions."""
 
 from __future__ import annotations
 
@@ -58,8 +59,9 @@ def status_command(
     fleet reported and the one the tick wanted), the forecast accuracy over the last hour, per
     pool the nodes and the GPU price, the profiles corrected online, the last plan's actions,
     the changes guards held back, MIG re-layouts in flight and the demand hints not ended.
-    Exit code 0 when healthy; 1 when there is no tick yet, the last tick failed or is older
-    than --max-tick-age-s; 2 when the store cannot be read."""
+    Exit code 0 when healthy; 1 when there is no tick yet, the last tick failed, the newest
+    plan leaves a model unplaced or the last tick is older than --max-tick-age-s; 2 when the
+    store cannot be read."""
     try:
         settings = settings_with_db(config, db)
         url = settings.db.url

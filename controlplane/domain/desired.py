@@ -37,8 +37,9 @@ class DesiredTarget:
 
 @dataclass(frozen=True, slots=True)
 class ReplicaFootprint:
-    """The pool a model's replicas run in and the GPUs they take there: ``per_gpu`` replicas
-    share one GPU (1 for whole-GPU replicas); a replica of several GPUs takes ``whole_gpus``."""
+    """The pool a model's replicas run in ("" for none of the configured pools: no pool offers
+    its product) and the GPUs they take there: ``per_gpu`` replicas share one GPU (1 for
+    whole-GPU replicas); a replica of several GPUs takes ``whole_gpus``."""
 
     model: str
     pool: str
@@ -62,12 +63,26 @@ class DesiredState:
     # where each model's replicas run: the planner keeps the nodes of replicas that the guards
     # keep over their target; a model without one holds every pool while it is kept
     footprints: tuple[ReplicaFootprint, ...] = ()
+    # models held at the replicas they have though the placement counts none of them (left
+    # unplaced while they serve: ``controlplane.domain.unplaced``): the planner keeps their
+    # nodes as it keeps the nodes of replicas the guards keep over their target
+    held_unplaced: tuple[str, ...] = ()
 
     def footprint(self, model: str) -> ReplicaFootprint | None:
         return next((f for f in self.footprints if f.model == model), None)
 
     def is_fresh(self, target: str) -> bool:
         return target not in self.stale
+
+
+UNPLACED = "unplaced"  # :<reason code>, a replica target PlanFleet left unplaced
+
+
+def unplaced_reason(why: str) -> str:
+    """A replica target's reason for a model unplaced because ``why`` (its unplaced entry
+    without the model: ``pool_max_gpus (not enough GPUs ...)`` -> ``unplaced:pool_max_gpus``)."""
+    code = why.split(" (", 1)[0].strip()
+    return f"{UNPLACED}:{code}" if code else UNPLACED
 
 
 def desired_state(
@@ -79,8 +94,9 @@ def desired_state(
     config, so MIG GPUs and whole GPUs of a pool do not share a node); one replica per placed
     segment.
 
-    A replica target's reason is its demand's, or ``unplaced``, or, for a model in
-    ``budget_cuts`` (model -> reason: a GPU budget cut its serving replicas), the budget's.
+    A replica target's reason is its demand's, or ``unplaced:<reason code>`` (PlanFleet's,
+    e.g. ``unplaced:no_pool_for_profile``), or, for a model in ``budget_cuts`` (model ->
+    reason: a GPU budget cut its serving replicas), the budget's.
 
     A model whose demand came from stale inputs is marked stale, and so is every pool that holds
     one of its segments: the planner will not scale those down.
@@ -99,11 +115,10 @@ def desired_state(
         gpus = min(placed + warm, nodes * pool.gpus_per_node) if len(kinds) <= 1 else None
         pool_targets.append(DesiredTarget(pool.name, nodes, reason, gpus,
                                           max(nodes, pool.max_nodes)))
-    # entries read "model: reason_code (detail)"; a model's name may hold a colon itself
     cuts = budget_cuts or {}
     replica_targets = [
         DesiredTarget(d.model, placement.replicas_for(d.model),
-                      "unplaced" if any(u.startswith(f"{d.model}: ") for u in placement.unplaced)
+                      unplaced_reason(why) if (why := placement.unplaced_why(d.model))
                       else cuts.get(d.model, d.reason))
         for d in demands
     ]

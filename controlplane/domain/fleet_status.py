@@ -227,7 +227,7 @@ class UnrecordedTick:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    code: str  # no_tick | stale_tick | future_tick | failed_tick
+    code: str  # no_tick | stale_tick | future_tick | failed_tick | unplaced_models
     message: str
 
 
@@ -248,7 +248,8 @@ def age_s(at: datetime | None, now: datetime) -> float | None:
 
 
 def judge_health(status: FleetStatus, now: datetime, max_tick_age_s: float) -> Health:
-    """Unhealthy when there is no tick, the last one failed, or it started more than
+    """Unhealthy when there is no tick, the last one failed, the newest plan leaves a model
+    unplaced (it serves none of its demand, or is held where it was), or it started more than
     ``max_tick_age_s`` before ``now`` -- or more than that after it, unless a simulated fleet
     (the ``sim-fleet`` lease of ``demo`` / ``serve --backend sim``) drives the store: a real
     loop's tick from the future says a clock is wrong, and it would keep a stopped loop
@@ -271,6 +272,11 @@ def judge_health(status: FleetStatus, now: datetime, max_tick_age_s: float) -> H
     if tick.status == "failed":
         problems.append(Problem("failed_tick", f"the last tick (#{tick.tick_id}) failed: "
                                 f"{tick.reason or 'no reason recorded'}"))
+    plan = status.plan
+    if plan is not None and plan.unplaced:
+        problems.append(Problem("unplaced_models", f"the newest plan (#{plan.plan_id}) leaves "
+                                f"{len(plan.unplaced)} model(s) unplaced: "
+                                f"{'; '.join(plan.unplaced)}"))
     return Health(now, max_tick_age_s, tick_age_s, tuple(problems))
 
 

@@ -70,6 +70,13 @@ class FleetPlacement:
     def warm_gpus_for(self, product: str) -> int:
         return sum(w.gpus for w in self.warm_pools if w.product == product)
 
+    def unplaced_why(self, model: str) -> str:
+        """Why the model is unplaced, as its entry says it (``pool_max_gpus (not enough ...)``:
+        the entries read "model: reason_code (detail)", and a model's name may hold a colon
+        itself); "" when it is not."""
+        return next((u.removeprefix(f"{model}: ") for u in self.unplaced
+                     if u.startswith(f"{model}: ")), "")
+
     def replicas_for(self, model: str) -> int:
         """The model's replicas: one per segment, one per MPS process of an MPS-shared GPU."""
         return sum(s.replicas for s in self.segments if s.model == model)

@@ -176,7 +176,8 @@ def plan(
     all while a kept model has no footprint (skipped, ``replicas_scaling_down``); when those
     are more nodes than it has, it grows to them (reason ``replicas_kept_need_room``, within
     the target's ``max_value`` and the pool guard's ``max_step``), else the target's own new
-    replicas would wait for GPUs until the kept ones go.
+    replicas would wait for GPUs until the kept ones go. The replicas of a model held while
+    unplaced (``DesiredState.held_unplaced``) are all kept so.
 
     ``limit`` (e.g. the tenants' GPU budgets) sees the replicas the guards allow every model,
     the ones they keep included, and may hold a scale-up back (never below the replicas the
@@ -200,8 +201,10 @@ def plan(
     for target, current, value in decided.values():
         if value != current:
             replicas.append(SetReplicas(target.target, current, value, target.reason))
-        if value > target.value:
-            kept[target.target] = value - target.value
+        # a model held while unplaced: the placement counts none of its replicas
+        placed = 0 if target.target in desired.held_unplaced else target.value
+        if value > placed:
+            kept[target.target] = value - placed
     skipped = list(held.values())
     kept_gpus, unknown = _kept_gpus(desired, kept)
     pool_skipped: list[SkippedAction] = []

@@ -153,7 +153,8 @@ def test_each_models_replicas_run_in_the_pool_of_its_gpu_product() -> None:
     pools = (PoolSpec("a100", "A100-80GB", 8, 0, 10, 5.0), PoolSpec("l4", "L4", 4, 0, 10, 0.8))
     assert replica_footprints((LARGE, HALF, THIRD, PAIR), pools) == (
         ReplicaFootprint("large", "a100", 1, 1), ReplicaFootprint("half", "a100", 2, 1),
-        ReplicaFootprint("third", "a100", 2, 1))  # no pool holds H100s: pair has none
+        ReplicaFootprint("third", "a100", 2, 1),
+        ReplicaFootprint("pair", "", 1, 2))  # no pool holds H100s: pair runs on none of them
 
 
 def test_warm_rungs_of_every_model_go_before_any_serving_replica() -> None:

@@ -201,3 +201,30 @@ def test_a_name_or_tenant_with_surrounding_whitespace_is_refused_naming_the_fiel
     assert run.returncode == 2
     assert run.stderr.endswith(f"{field}: {value} begins or ends with whitespace\n"), run.stderr
     assert Store.open(url).model_names() == []
+
+
+T4_ONLY = """models:
+  - {name: bert-t4, isolation: none, engine: triton, latency_slo_ms: 100,
+     cold_start: {p50_s: 5, p90_s: 12},
+     profile: [{product: T4, throughput_rps: 250, latency_ms: 30, memory_mib: 2000}]}
+"""
+
+
+def test_import_with_the_config_warns_of_a_model_no_pool_offers_a_product_of(
+        tmp_path: Path) -> None:
+    url, models = _sqlite_store_with(tmp_path, T4_ONLY)
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f'db: {{url: "{url}"}}\npools:\n'
+                      "  - {name: a100-80gb, product: A100-80GB, gpus_per_node: 8, max_nodes: 4,"
+                      " price_per_gpu_hour: 5.12}\n"
+                      "  - {name: l4, product: L4, gpus_per_node: 4, max_nodes: 4,"
+                      " price_per_gpu_hour: 0.8}\n")
+    warned = _models(url, "import", str(models), "--config", str(config))
+    assert warned.returncode == 0, warned.stderr
+    assert warned.stderr.split() == (
+        f"warning: {models}: model bert-t4: no pool offers a product of its profile (T4; the "
+        "pools offer a100-80gb: A100-80GB, l4: L4): the loop cannot place it "
+        "(no_pool_for_profile)").split()
+    # without --config the pools are the defaults, no fleet's: nothing is said
+    quiet = _models(url, "import", str(models))
+    assert quiet.returncode == 0 and quiet.stderr == ""

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from controlplane.domain.fleet_status import (
     FleetStatus,
     LeaseStatus,
+    PlanStatus,
     TickSummary,
     forecast_point,
     judge_health,
@@ -58,6 +59,18 @@ def test_a_skipped_tick_is_healthy_and_no_tick_is_not() -> None:
     health = judge_health(_status(None), T0, 90.0)
     assert health.tick_age_s is None
     assert [p.code for p in health.problems] == ["no_tick"]
+
+
+def test_a_plan_that_leaves_a_model_unplaced_is_unhealthy_and_names_it() -> None:
+    unplaced = ("bert-t4: no_pool_for_profile (no pool offers a product the model was "
+                "profiled on)",)
+    status = replace(_status(T0), plan=PlanStatus(7, 4, T0, 7, False, 0.0, 0, 0, unplaced, (),
+                                                  ()))
+    health = judge_health(status, T0, 90.0)
+    assert [(p.code, p.message) for p in health.problems] == [
+        ("unplaced_models", "the newest plan (#7) leaves 1 model(s) unplaced: bert-t4: "
+                            "no_pool_for_profile (no pool offers a product the model was "
+                            "profiled on)")]
 
 
 def test_the_forecast_point_is_the_step_ending_twenty_minutes_after_the_origin() -> None:

@@ -107,7 +107,7 @@ def test_a_model_whose_name_holds_a_colon_is_still_marked_unplaced() -> None:
     desired = desired_state(placement, POOLS, (Demand("llama3:8b", 9, 9, 9, "forecast_p90"),
                                                Demand("llama3", 9, 9, 9, "forecast_p90")))
     assert [(t.target, t.reason) for t in desired.replicas] == [
-        ("llama3:8b", "unplaced"), ("llama3", "forecast_p90")]
+        ("llama3:8b", "unplaced:pool_max_gpus"), ("llama3", "forecast_p90")]
 
 
 def test_a_pool_does_not_shrink_while_replicas_still_wait_to_scale_down() -> None:
@@ -140,6 +140,18 @@ def _nodes_after(planned: Plan, pool: str, current: int) -> int:
 
 
 WHOLE_GPU_ON_L4 = (ReplicaFootprint("m", "l4"),)
+
+
+def test_the_replicas_of_a_model_held_while_unplaced_keep_the_nodes_they_run_on() -> None:
+    # 8 whole-GPU replicas on 2 nodes; the placement counts none of them (unplaced, held)
+    desired = DesiredState((DesiredTarget("l4", 0, "placement_0_gpus_warm_0", gpus=0,
+                                          max_value=8),),
+                           (DesiredTarget("m", 8, "unplaced_held:pool_max_gpus"),),
+                           footprints=WHOLE_GPU_ON_L4, held_unplaced=("m",))
+    made, _ = plan(_l4_fleet(2, {"m": 8}), desired, GuardMemory(), LIMITS, LIMITS, T0)
+    assert made.actions == ()
+    assert [(s.target, s.kept, s.reason) for s in made.skipped] == [
+        ("l4", 2, "replicas_scaling_down")]
 
 
 def test_replicas_kept_within_tolerance_keep_the_nodes_they_run_on() -> None:
