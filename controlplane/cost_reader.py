@@ -1,9 +1,9 @@
 """Read the store into cost-model values: fleet snapshots sampled at a fixed step, and requests
 served per model. Read-only; used by the dashboard and by ``headroom cost export``.
 
-A snapshot pairs a reconcile tick's observed pools (GPUs billed = ready + provisioning nodes x GPUs
-per node) with that tick's plan (placed segments, warm-pool GPUs). Plans are immutable once
-written, so callers may cache per plan.
+A snapshot pairs a reconcile tick's observed pools (GPUs billed: of the ready and provisioning
+nodes, as the nodes report them, else GPUs per node) with that tick's plan (placed segments,
+warm-pool GPUs). Plans are immutable once written, so callers may cache per plan.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from controlplane.domain.cost import (
     SliceUse,
     attribute_warm,
 )
+from controlplane.domain.observed import ObservedPool
 from controlplane.domain.price_history import PriceChange, PriceHistory
 
 
@@ -125,10 +126,11 @@ def tenants(engine: Engine) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class TickFacts:
-    """From one tick's observed snapshot: GPUs billed per product (ready + provisioning nodes x
-    GPUs per node) and each model's demand and ready capacity (requests/s). A model whose load
-    the tick could not measure (a missed scrape: ``demand_measured`` false, its stored demand a
-    placeholder 0) has demand None: unknown, not zero."""
+    """From one tick's observed snapshot: GPUs billed per product (``ObservedPool.gpus_billed``:
+    of the ready and provisioning nodes, as they report them) and each model's demand and ready
+    capacity (requests/s). A model whose load the tick could not measure (a missed scrape:
+    ``demand_measured`` false, its stored demand a placeholder 0) has demand None: unknown, not
+    zero."""
 
     billed_gpus: dict[str, int]
     demand_rps: dict[str, float | None]
@@ -171,8 +173,11 @@ def _listed(text_or_document: str | None, key: str) -> list[dict[str, Any]]:
 def facts_from_parts(pools_json: str | None, models_json: str | None) -> TickFacts:
     billed: dict[str, int] = defaultdict(int)
     for pool in _listed(pools_json, "pools"):
-        nodes = int(pool.get("nodes_ready", 0)) + int(pool.get("nodes_pending", 0))
-        billed[str(pool["product"])] += nodes * int(pool.get("gpus_per_node", 0))
+        billed[str(pool["product"])] += ObservedPool(
+            str(pool.get("name", "")), str(pool["product"]), int(pool.get("gpus_per_node", 0)),
+            int(pool.get("nodes_ready", 0)), int(pool.get("nodes_pending", 0)), 0,
+            gpus_ready_reported=pool.get("gpus_ready_reported"),
+            gpus_pending_reported=pool.get("gpus_pending_reported")).gpus_billed
     models = _listed(models_json, "models")
     return TickFacts(dict(billed),
                      {str(m["name"]): float(m["demand_rps"]) if m.get("demand_measured", True)

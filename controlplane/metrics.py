@@ -115,8 +115,9 @@ class ControlPlaneMetrics:
                                     "/ max_replicas (bound min / max) where its spec sets them.",
                                     ["model", "bound"], registry=registry)
         self.pool_cost = Gauge("headroom_fleet_cost_usd_per_hour", "Per pool as of the last "
-                               "observing tick: its billed nodes (ready and provisioning) x "
-                               "GPUs per node x its configured price per GPU-hour.", ["pool"],
+                               "observing tick: the GPUs its billed nodes (ready and "
+                               "provisioning) report x its configured price per GPU-hour.",
+                               ["pool"],
                                registry=registry)
         self._pools = {p.name: p for p in pools}
         self._prices = PriceTable(tuple(GpuPrice(p.product, p.price_per_gpu_hour,

@@ -17,6 +17,7 @@ from rich.console import Console
 
 from controlplane.adapters.clock import WallClock
 from controlplane.adapters.k8s.backend import build_k8s_backend
+from controlplane.adapters.k8s.reader import K8sClusterReader, pools_node_mismatches
 from controlplane.adapters.keda import keda_registrar
 from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.adapters.prometheus import (
@@ -38,6 +39,7 @@ from controlplane.recorded_tick import TickRun, run_tick
 from controlplane.runtime import hints_api, keda_servicer, prune_store
 from controlplane.settings import ConfigError, Settings, pool_specs
 from controlplane.settings_env import ENV_PREFIX
+from controlplane.startup_lines import print_line
 from controlplane.store import Store
 from controlplane.store.configured import DbGroup, listed_model_count
 from controlplane.store.engine import redact, sqlite_file
@@ -153,6 +155,20 @@ def _advance(mig: MigRelayoutActuator) -> None:
                                              "next": "this process no longer leads"})
 
 
+def warn_pool_mismatches(reader: K8sClusterReader, console: Console) -> None:
+    """At start, a ``warning:`` line for each pool whose registered nodes report another GPU
+    product or count than its settings (``reader.pool_node_mismatches``; every tick's record
+    notes them too, as ``headroom status`` shows). An API that cannot be read now is left to
+    the first tick, which says so."""
+    try:
+        lines = pools_node_mismatches(reader.inventory(), reader.pools)
+    except (TransientError, PermanentError) as error:
+        log.debug("pools.unchecked", extra={"error": error_line(error)})
+        return
+    for line in lines:
+        print_line(console, f"warning: {line}")
+
+
 def claim_term(decisions: RetryingDecisionStore, now: datetime) -> None:
     """A replica that leads claims its term's fencing token at once (a no-op once claimed),
     not at its first save: from then on a deposed leader's late save is refused, also in the
@@ -188,6 +204,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                                                    settings.prometheus.latency_query,
                                                    settings.prometheus.latency_quantile),
                                 models=models.names)
+    warn_pool_mismatches(backend.reader, console)
     history = forecast_history(source, models)
     placement = LocalPlacementClient(engine)
     inventory_reader = backend.reader.without_load()  # a follower's: no Prometheus queries

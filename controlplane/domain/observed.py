@@ -60,16 +60,28 @@ class ObservedPool:
     # NodePool's node limit) no longer match it, e.g. deleted or edited by someone else; the
     # planner writes the target again even when it wants no other size
     target_intact: bool = True
+    # the GPUs its ready nodes and its nodes not ready yet report (on Kubernetes GPU Feature
+    # Discovery's nvidia.com/gpu.count), what the cloud bills even where ``gpus_per_node``
+    # says otherwise; None where nodes are not read one by one (the simulator, ticks stored
+    # before they were kept): ``gpus_per_node`` per node
+    gpus_ready_reported: int | None = None
+    gpus_pending_reported: int | None = None
 
     @property
     def gpus_ready(self) -> int:
+        """Its ready nodes' GPUs: as they report them, else ``gpus_per_node`` each."""
+        if self.gpus_ready_reported is not None:
+            return self.gpus_ready_reported
         return self.nodes_ready * self.gpus_per_node
 
     @property
     def gpus_billed(self) -> int:
-        """The GPUs it pays for: its ready nodes' and those still provisioning (as the cost
-        pages count them, ``cost_reader.TickFacts``)."""
-        return (self.nodes_ready + self.nodes_pending) * self.gpus_per_node
+        """The GPUs it pays for: its ready nodes' and those still provisioning, as they report
+        them (else ``gpus_per_node`` each). Status, the metrics, the cost pages and the cost
+        export all count these (``cost_reader.TickFacts`` reads them from the tick's record)."""
+        pending = (self.gpus_pending_reported if self.gpus_pending_reported is not None
+                   else self.nodes_pending * self.gpus_per_node)
+        return self.gpus_ready + pending
 
 
 @dataclass(frozen=True, slots=True)

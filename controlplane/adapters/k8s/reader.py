@@ -37,6 +37,7 @@ from controlplane.domain.relayout_gpu_pods import UndrainedPod, gpu_pods_in_the_
 from controlplane.domain.sharing_config import layout_from_config_name, mode_from_strategy
 from controlplane.ports import Clock, LoadSource
 from controlplane.settings import KubernetesSettings
+from scheduler.domain.cluster import product_key
 
 
 def holds_gpus(pod: PodInfo) -> bool:
@@ -198,6 +199,49 @@ def unmanaged_note(workloads: Sequence[WorkloadInfo], model_label: str) -> str:
             "or remove the label)")
 
 
+def _named(nodes: Sequence[NodeInfo]) -> str:
+    """``node(s) a, b`` (the first three, then how many more)."""
+    names = sorted(node.name for node in nodes)
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return f"node(s) {', '.join(names[:3])}{more}"
+
+
+def pool_node_mismatches(pool: PoolSpec, nodes: Sequence[NodeInfo]) -> list[str]:
+    """What the pool's registered GPU ``nodes`` report (GPU Feature Discovery's labels) against
+    its settings, one line each: another GPU product than its ``product`` (the plan lays out,
+    sizes and prices GPUs of the configured product, and places on them models profiled there)
+    and another GPU count than its ``gpus_per_node`` (the plan sizes the pool in steps of it;
+    the pool bills what the nodes report: ``ObservedPool.gpus_billed``)."""
+    found = []
+    by_label: dict[tuple[str, str], list[NodeInfo]] = {}
+    for node in nodes:
+        if node.product and product_key(node.product) != product_key(pool.product):
+            by_label.setdefault((node.labels.get(n.GPU_PRODUCT, ""), node.product),
+                                []).append(node)
+    for (label, product), mine in sorted(by_label.items()):
+        found.append(f"pool {pool.name}: configured with product {pool.product}, but its "
+                     f"{_named(mine)} report {n.GPU_PRODUCT}={label} ({product}): the plan "
+                     f"places, lays out and prices {pool.product} GPUs there; set the pool's "
+                     "product to its nodes' (or fix the pool's node selection)")
+    by_count: dict[int, list[NodeInfo]] = {}
+    for node in nodes:
+        if node.product and node.gpu_count != pool.gpus_per_node:
+            by_count.setdefault(node.gpu_count, []).append(node)
+    for gpus, mine in sorted(by_count.items()):
+        found.append(f"pool {pool.name}: configured with gpus_per_node {pool.gpus_per_node}, "
+                     f"but its {_named(mine)} report {n.GPU_COUNT}={gpus}: the plan sizes the "
+                     f"pool in steps of {pool.gpus_per_node} GPUs, while the cloud bills the "
+                     f"{gpus} GPUs of each such node (as Headroom's cost figures count them); "
+                     "set gpus_per_node to its nodes' (or pin the NodePool's GPU count)")
+    return found
+
+
+def pools_node_mismatches(inventory: Inventory, pools: Sequence[PoolSpec]) -> list[str]:
+    """``pool_node_mismatches`` of every pool, from its registered nodes in ``inventory``."""
+    return [line for pool in pools for line in pool_node_mismatches(
+        pool, [node for node in inventory.nodes if node.pool == pool.name])]
+
+
 def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: KubernetesSettings,
                   load: LoadSource | None, now: datetime,
                   max_sample_age_s: float | None = None,
@@ -227,6 +271,7 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
         if node.mig_config and node.mig_state not in ("", "success"):
             notes.append(f"node {node.name}: mig.config={node.mig_config} "
                          f"state={node.mig_state}")
+    notes.extend(pools_node_mismatches(inventory, pools))
     observed_pools = []
     for pool in pools:
         mine = [node for node in nodes if node.pool == pool.name]
@@ -243,7 +288,12 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
                                            len(mine) - ready,
                                            target_nodes(pool, target_record(
                                                inventory, settings, pool), len(mine)),
-                                           target_intact=not drift))
+                                           target_intact=not drift,
+                                           gpus_ready_reported=sum(
+                                               len(node.gpus) for node in mine if node.ready),
+                                           gpus_pending_reported=sum(
+                                               len(node.gpus) for node in mine
+                                               if not node.ready)))
     notes.extend(_orphaned_placeholders(inventory, {pool.name for pool in pools}))
     by_model: dict[str, list[int]] = {}
     served_by: dict[str, list[WorkloadInfo]] = {}
