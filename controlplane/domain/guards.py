@@ -2,7 +2,10 @@
 
 Scale-up is immediate but limited to ``max_step`` per tick; scale-down takes the highest
 recommendation seen during the stabilization window (Kubernetes HPA's scale-down behaviour) and is
-limited to ``max_step`` too. Budgets clamp the result. Optional guards, all off by default:
+limited to ``max_step`` too. A scale-down also needs recommendations covering the whole window: a
+target whose memory starts inside it (a new process or store, a new target) holds its scale-downs
+until the window has passed, so the lower target has held for the window, not only since the
+first tick. Budgets clamp the result. Optional guards, all off by default:
 
 * hysteresis (``tolerance``): a change within ``tolerance`` x current is ignored (HPA's 10 %);
 * fresh data: a scale-down computed from stale inputs is held (``fresh=False``);
@@ -115,14 +118,26 @@ def stabilize(
     return decision, history
 
 
+def _since(memory: tuple[Recommendation, ...], horizon: datetime
+           ) -> tuple[Recommendation, ...]:
+    """The recommendations made since ``horizon``, after the newest one made before it (the one
+    in force when the window starts, which shows the memory covers the window), if any."""
+    before = max((r for r in memory if r.at < horizon), key=lambda r: r.at, default=None)
+    return (*(() if before is None else (before,)), *(r for r in memory if r.at >= horizon))
+
+
 def _held_down(wanted: int, current: int, kept: tuple[Recommendation, ...],
                changes: tuple[Change, ...], limits: GuardLimits, now: datetime,
                fresh: bool) -> tuple[int, str]:
-    """The scale-down guards: stabilization window, fresh data, cooldown."""
+    """The scale-down guards: stabilization window (``kept`` from the recommendation in force at
+    its start, when one was made), fresh data, cooldown."""
     allowed, reason = wanted, ""
-    floor = max(r.value for r in kept)
+    horizon = now - timedelta(seconds=limits.stabilization_s)
+    floor = max(r.value for r in kept if r.at >= horizon)
     if floor > wanted:
         allowed, reason = min(current, floor), STABILIZATION_WINDOW
+    if min(r.at for r in kept) > horizon:  # no memory of the window's start: not held so long
+        allowed, reason = current, STABILIZATION_WINDOW
     if allowed < current and not fresh:
         allowed, reason = current, STALE_DATA
     last_up = max((c.at for c in changes if c.delta > 0), default=None)
@@ -143,8 +158,8 @@ def guard(
     fresh: bool = True,
 ) -> tuple[GuardDecision, tuple[Recommendation, ...], tuple[Change, ...]]:
     """All guards for one target: (decision, new recommendation memory, new change memory)."""
-    horizon = now - timedelta(seconds=limits.stabilization_s)
-    kept = (*(r for r in memory if r.at >= horizon), Recommendation(now, wanted))
+    kept = (*_since(memory, now - timedelta(seconds=limits.stabilization_s)),
+            Recommendation(now, wanted))
     # A change made at ``now`` itself is this tick's, planned before (a retry from the same
     # snapshot): it is replaced, not counted against the disruption budget a second time.
     changes = tuple(c for c in changes if c.at != now)

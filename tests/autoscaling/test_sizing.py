@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 
 from hypothesis import given
@@ -40,7 +40,7 @@ from controlplane.domain.desired import (
     ReplicaFootprint,
     desired_state,
 )
-from controlplane.domain.guards import GuardLimits, GuardMemory
+from controlplane.domain.guards import GuardLimits, GuardMemory, Recommendation
 from controlplane.domain.models import ColdStart, Engine, Isolation, ModelSpec, ProfilePoint
 from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
 from controlplane.domain.planner import plan
@@ -261,10 +261,11 @@ CHAT = DEMO_MODELS[0]
 
 
 def _decide(gpus_per_node: int, cluster_gpus: int | None, share: float = 0.6,
-            forecast_rps: float = 30.0, tenant_gpus: float | None = None) -> TickDecision:
+            forecast_rps: float = 30.0, tenant_gpus: float | None = None,
+            memory: GuardMemory | None = None) -> TickDecision:
     """One decision for a model of ``share`` GPU and 10 rps per replica, forecast at
     ``forecast_rps``, on a pool of ``gpus_per_node``-GPU nodes under a cluster GPU budget (and
-    its tenant's, ``tenant_gpus``)."""
+    its tenant's, ``tenant_gpus``), from the guard ``memory`` of the ticks before."""
     tenants = () if tenant_gpus is None else ((CHAT.tenant, tenant_gpus),)
     shape = ReplicaShape(CHAT.name, CHAT.tenant, "A100-80GB", share, 10.0)
     model = FleetModel(CHAT, shape, ladder_rungs(2.0, 1.0, 2.0, 10.0, 300.0), 2.0)
@@ -273,7 +274,7 @@ def _decide(gpus_per_node: int, cluster_gpus: int | None, share: float = 0.6,
     pools = (PoolSpec("a100", "A100-80GB", gpus_per_node, 0, 10, 5.0),)
     return decide(observed, {CHAT.name: forecast}, [model], pools,
                   predictive_policy(short_minute_cost_ratio=0.0), Budgets(tenants, cluster_gpus),
-                  GuardMemory(), T0)
+                  memory or GuardMemory(), T0)
 
 
 def test_a_decision_under_a_two_gpu_budget_keeps_only_the_replicas_its_nodes_hold() -> None:
@@ -292,7 +293,10 @@ def test_a_budget_that_is_not_whole_nodes_keeps_only_the_replicas_its_whole_node
 
 
 def test_a_model_the_cluster_budget_trims_says_so_in_its_replica_target_and_action() -> None:
-    decision = _decide(gpus_per_node=1, cluster_gpus=2)  # its demand asks for three replicas
+    trimmed_for_a_minute = GuardMemory(((f"model/{CHAT.name}", (
+        Recommendation(T0 - timedelta(seconds=60), 2),)),))  # the replica window held
+    decision = _decide(gpus_per_node=1, cluster_gpus=2,  # its demand asks for three replicas
+                       memory=trimmed_for_a_minute)
     assert [(t.value, t.reason) for t in decision.desired.replicas] == [(2, CLUSTER_BUDGET)]
     assert [(a.to_replicas, a.reason) for a in decision.plan.actions
             if isinstance(a, SetReplicas)] == [(2, CLUSTER_BUDGET)]

@@ -45,16 +45,61 @@ def test_budget_clamps_growth() -> None:
     assert decision.allowed == 4
 
 
+def _ticks(every_s: int, from_s: int, to_s: int, value: int) -> tuple[Recommendation, ...]:
+    return tuple(Recommendation(T0 + timedelta(seconds=s), value)
+                 for s in range(from_s, to_s + 1, every_s))
+
+
+def test_a_scale_down_on_a_new_memory_waits_the_whole_window_out() -> None:
+    memory: tuple[Recommendation, ...] = ()
+    for at_s in range(0, 300, 10):  # a new process: the lower target from its first tick on
+        held, memory = stabilize("pool/a", 6, 3, memory, LIMITS, T0 + timedelta(seconds=at_s))
+        assert held.allowed == 6 and held.reason == STABILIZATION_WINDOW
+    after, _ = stabilize("pool/a", 6, 3, memory, LIMITS, T0 + timedelta(seconds=300))
+    assert after.allowed == 3 and after.reason == ""
+
+
+def test_a_memory_carried_over_that_covers_the_window_scales_down_at_once() -> None:
+    carried = _ticks(10, -400, -10, 3)  # a restarted process, its last tick's memory
+    decision, memory = stabilize("pool/a", 6, 3, carried, LIMITS, T0)
+    assert decision.allowed == 3 and decision.reason == ""
+    assert memory[0] == Recommendation(T0 - timedelta(seconds=310), 3)  # in force at its start
+    assert memory[1:] == (*_ticks(10, -300, -10, 3), Recommendation(T0, 3))
+
+
 @given(current=st.integers(0, 50), wanted=st.integers(0, 50),
        history=st.lists(st.tuples(st.integers(0, 600), st.integers(0, 50)), max_size=6))
 def test_guards_never_move_more_than_max_step(current: int, wanted: int,
                                               history: list[tuple[int, int]]) -> None:
-    memory = tuple(Recommendation(T0 - timedelta(seconds=s), v) for s, v in sorted(history))
+    memory = tuple(Recommendation(T0 - timedelta(seconds=s), v)
+                   for s, v in sorted(history, reverse=True))
     decision, new_memory = stabilize("x", current, wanted, memory, LIMITS, T0)
     assert abs(decision.allowed - current) <= LIMITS.max_step
     assert min(current, wanted) <= decision.allowed <= max(current, wanted)
     assert new_memory[-1] == Recommendation(T0, wanted)
-    assert all(r.at >= T0 - timedelta(seconds=LIMITS.stabilization_s) for r in new_memory)
+    horizon = T0 - timedelta(seconds=LIMITS.stabilization_s)
+    assert len([r for r in new_memory if r.at < horizon]) <= 1  # the one in force at its start
+
+
+@given(current=st.integers(1, 50), drop=st.integers(1, 50),
+       made_s=st.lists(st.integers(0, 299), max_size=8))
+def test_no_scale_down_before_the_memory_covers_the_window(
+        current: int, drop: int, made_s: list[int]) -> None:
+    """Recommendations made only within the window, however low, never allow a scale-down."""
+    memory = tuple(Recommendation(T0 - timedelta(seconds=s), 0)
+                   for s in sorted(made_s, reverse=True))
+    decision, _ = stabilize("x", current, max(0, current - drop), memory, LIMITS, T0)
+    assert decision.allowed == current and decision.reason == STABILIZATION_WINDOW
+
+
+@given(current=st.integers(1, 50), drop=st.integers(1, 50), start_s=st.integers(300, 900),
+       every_s=st.integers(1, 60))
+def test_a_lower_target_held_over_the_whole_window_scales_down(
+        current: int, drop: int, start_s: int, every_s: int) -> None:
+    wanted = max(0, current - drop)
+    memory = _ticks(every_s, -start_s, -1, wanted)
+    decision, _ = stabilize("x", current, wanted, memory, LIMITS, T0)
+    assert decision.allowed == max(wanted, current - LIMITS.max_step)
 
 
 def _memory_at(*ats: datetime) -> GuardMemory:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from controlplane.domain.actions import ActionOutcome, SetReplicas
-from controlplane.domain.guards import DISRUPTION_BUDGET
+from controlplane.domain.guards import DISRUPTION_BUDGET, STABILIZATION_WINDOW
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.reconcile import reconcile_once
@@ -43,14 +43,15 @@ class ConflictingReplicas:
 
 
 def _runtime(url: str, dry_run: bool) -> SimRuntime:
-    """A runtime on a new store whose replica scale-downs have a disruption budget, seeing its
-    first model over-replicated."""
+    """A runtime on a new store whose replica scale-downs have a disruption budget and no
+    stabilization window (its first tick may scale down), seeing its first model
+    over-replicated."""
     settings = load_settings(db={"url": url}, safety={"dry_run": dry_run},
                              sim={"history_s": 6 * 3600, "true_throughput_factor": {}})
     runtime = SimRuntime.open(settings, Store.open(url, migrate=True), T0)
     policy = runtime.config.policy
     runtime.config = replace(runtime.config, policy=replace(policy, replica_limits=replace(
-        policy.replica_limits, disruption_budget=BUDGET)))
+        policy.replica_limits, disruption_budget=BUDGET, stabilization_s=0.0)))
     model = runtime.config.specs[0].name
     runtime.deps = replace(runtime.deps, reader=OverReplicated(runtime.cluster, model))
     runtime.refresh_forecasts()
@@ -112,15 +113,20 @@ def test_a_configured_replica_disruption_budget_holds_a_scale_down_in_the_live_l
         tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'live.db'}"
     settings = load_settings(db={"url": url}, safety={"replica_disruption_budget": BUDGET,
-                                                      "disruption_window_s": 60},
+                                                      "disruption_window_s": 45},
                              sim={"history_s": 6 * 3600, "true_throughput_factor": {}})
     runtime = SimRuntime.open(settings, Store.open(url, migrate=True), T0)
     model = runtime.config.specs[0].name
     runtime.deps = replace(runtime.deps, reader=OverReplicated(runtime.cluster, model))
     runtime.refresh_forecasts()
-    first, held, next_window = _tick_at(runtime, 0), _tick_at(runtime, 30), _tick_at(runtime, 90)
-    for report in (first, held, next_window):
+    new = _tick_at(runtime, 0)  # a new store: the replica stabilization window (60 s) first
+    first, held, next_window = _tick_at(runtime, 60), _tick_at(runtime, 90), _tick_at(runtime, 110)
+    for report in (new, first, held, next_window):
         assert report.status is TickStatus.APPLIED and report.plan is not None
+    assert _replicas_of(new, model) == []
+    assert new.plan is not None
+    assert [(s.kept, s.reason) for s in new.plan.skipped if s.target == model] == [
+        (SEEN_REPLICAS, STABILIZATION_WINDOW)]
     assert [a.to_replicas for a in _replicas_of(first, model)] == [SEEN_REPLICAS - BUDGET]
     assert _replicas_of(held, model) == []  # this window's budget is spent
     assert held.plan is not None

@@ -33,7 +33,8 @@ def test_a_model_the_lowered_pool_cannot_hold_in_full_keeps_what_it_can_hold(
         apiserver.seed(gpu_node(f"a100-{i}"))  # five nodes run; max_nodes goes down to 3
     leader = Leader(apiserver, clock, Store.open(sqlite_url, migrate=True), lowered_to(3),
                     OVER_THREE_NODES)
-    reports = [leader.tick() for _ in range(20)]  # 10 minutes: past every stabilization window
+    # 10 minutes and a tick: the reactive node stabilization window (600 s) held on a new store
+    reports = [leader.tick() for _ in range(21)]
     for report in reports:
         assert report.status.value == "applied", report.reason
         assert report.plan is not None
