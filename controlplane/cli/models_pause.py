@@ -13,7 +13,7 @@ from rich.console import Console
 from controlplane.adapters.clock import WallClock
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
 from controlplane.domain.models import MAX_REPLICAS
-from controlplane.domain.pause import ModelPause
+from controlplane.domain.pause import ModelPause, PauseSet
 from controlplane.store import Store
 from controlplane.store.pauses import SqlModelPauses
 from forecaster.errors import InputError
@@ -45,15 +45,16 @@ def pause(
 ) -> None:
     """Hold NAME's replicas: no scale action but reaching N (serve reads it at its next tick).
 
-    Its GPUs still count in the node pools and the GPU budgets."""
-    def work(store: Store) -> None:
-        if not SqlModelPauses(store.engine).pause(name, replicas, WallClock().now(), _who()):
+    Its GPUs still count in the node pools and the GPU budgets. A paused model stays paused
+    since when it was first paused; --replicas changes the count it holds."""
+    def work(store: Store) -> PauseSet:
+        done = SqlModelPauses(store.engine).pause(name, replicas, WallClock().now(), _who())
+        if done is None:
             raise _not_listed(name)
+        return done
 
-    with_existing_store(config, db, work)
-    held = "its current replicas" if replicas is None else f"{replicas} replica(s)"
-    out.print(f"paused model {name} at {held}; `headroom models resume {name}` lets it scale "
-              "again", markup=False, highlight=False, soft_wrap=True)
+    out.print(with_existing_store(config, db, work).line(), markup=False, highlight=False,
+              soft_wrap=True)
 
 
 def resume(name: NameArgument, config: ConfigOption = None, db: DbOption = None) -> None:

@@ -43,6 +43,27 @@ class ModelPause:
         return f"{PAUSED} since {since}" + (f" by {self.paused_by}" if self.paused_by else "")
 
 
+@dataclass(frozen=True, slots=True)
+class PauseSet:
+    """What ``headroom models pause`` left: the pause in force, and the one the model already
+    had (None: it was not paused). A repeated pause keeps its start and who paused it; a count
+    given again replaces the one held."""
+
+    pause: ModelPause
+    earlier: ModelPause | None = None
+
+    def line(self) -> str:
+        """What the CLI says it did."""
+        name, now, was = self.pause.model, self.pause, self.earlier
+        if was is None:
+            return (f"paused model {name} at {now.held_text()}; `headroom models resume {name}` "
+                    "lets it scale again")
+        if was.replicas == now.replicas:
+            return f"model {name} was already {was.reason()}, at {was.held_text()}: unchanged"
+        return (f"model {name} was already {was.reason()}: now held at {now.held_text()} "
+                f"instead of {was.held_text()}, still paused since then")
+
+
 def held(pauses: Sequence[ModelPause], observed: ObservedState) -> dict[str, tuple[int, str]]:
     """Model -> (replicas held, the replica target's reason) of each paused model."""
     return {p.model: (p.held_replicas(observed), p.reason()) for p in pauses}

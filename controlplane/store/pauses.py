@@ -6,13 +6,14 @@ call."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, Row, select, update
 from sqlmodel import SQLModel
 
-from controlplane.domain.pause import ModelPause
+from controlplane.domain.pause import ModelPause, PauseSet
 from controlplane.store.tables import ModelRecord
 from controlplane.store.utc import as_utc
 
@@ -42,15 +43,27 @@ class SqlModelPauses:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
-    def pause(self, model: str, replicas: int | None, now: datetime, by: str) -> bool:
-        """Pause ``model`` (held at ``replicas``; None: at its observed ones) as of ``now``;
-        False, nothing written, when the models table does not list it. Pausing a paused
-        model again replaces its pause."""
+    def pause(self, model: str, replicas: int | None, now: datetime, by: str) -> PauseSet | None:
+        """Pause ``model`` (held at ``replicas``; None: at its observed ones) as of ``now`` by
+        ``by``; None, nothing written, when the models table does not list it. A paused model
+        keeps its pause (when and by whom): only a ``replicas`` given replaces its count."""
         m = _models()
         with self.engine.begin() as connection:
-            done = connection.execute(update(m.name.table).where(m.name == model).values(
+            started = connection.execute(update(m.name.table).where(
+                m.name == model, m.paused_at.is_(None)).values(
                 paused_replicas=replicas, paused_at=now, paused_by=by[:PAUSED_BY_CHARS]))
-        return bool(done.rowcount)
+            if started.rowcount:
+                return PauseSet(ModelPause(model, replicas, now, by[:PAUSED_BY_CHARS]))
+            row = connection.execute(select(m.name, m.paused_replicas, m.paused_at, m.paused_by)
+                                     .where(m.name == model)).first()
+            if row is None:
+                return None
+            earlier = _pause(row)
+            if replicas is None or replicas == earlier.replicas:
+                return PauseSet(earlier, earlier)
+            connection.execute(update(m.name.table).where(m.name == model).values(
+                paused_replicas=replicas))
+        return PauseSet(replace(earlier, replicas=replicas), earlier)
 
     def resume(self, model: str) -> ModelPause | None:
         """Clear ``model``'s pause; the pause it had (None: not paused, or not in the models

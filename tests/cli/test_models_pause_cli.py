@@ -68,6 +68,26 @@ def test_a_model_is_paused_listed_and_shown_paused_then_resumed(imported_url: st
     assert again.returncode == 0 and again.stdout.startswith("model resnet50 was not paused")
 
 
+def test_pausing_a_paused_model_again_says_since_when_and_keeps_its_start(
+        tmp_path: Path) -> None:
+    url, store = _imported(tmp_path)
+    at = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    assert SqlModelPauses(store.engine).pause("resnet50", None, at, "bob")
+    again = _headroom(url, "models", "pause", "resnet50")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == ("model resnet50 was already paused since 2026-01-05T09:00:00Z by "
+                            "bob, at its current replicas: unchanged\n")
+    recounted = _headroom(url, "models", "pause", "resnet50", "--replicas", "3")
+    assert recounted.returncode == 0, recounted.stderr
+    assert recounted.stdout == ("model resnet50 was already paused since 2026-01-05T09:00:00Z "
+                                "by bob: now held at 3 replica(s) instead of its current "
+                                "replicas, still paused since then\n")
+    shown = {m["name"]: m["paused"] for m in json.loads(
+        _headroom(url, "status", "--json").stdout)["models"]}
+    assert shown["resnet50"] == {"replicas": 3, "paused_at": "2026-01-05T09:00:00Z",
+                                 "paused_by": "bob"}
+
+
 def test_pausing_or_resuming_a_model_not_listed_is_a_usage_error_naming_it(
         tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"

@@ -1,16 +1,17 @@
 """The models table's replica bounds and pause (SQLite and PostgreSQL): the bounds round-trip
 through an import, a re-import keeps a pause, pause and resume touch only the model named, and
 migration 0022 adds the columns (a model stored before has no bound and is not paused) and its
-downgrade drops them."""
+downgrade drops them; pausing a paused model keeps when and by whom it was first paused."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 
 from sqlalchemy import inspect
 from tick_builders import T0
 
-from controlplane.domain.pause import ModelPause
+from controlplane.domain.pause import ModelPause, PauseSet
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store, downgrade, upgrade
 from controlplane.store.pauses import SqlModelPauses
@@ -66,3 +67,20 @@ def test_pause_and_resume_touch_only_the_model_named_and_an_unknown_one_writes_n
     assert pauses.resume(CHAT.name) is None  # not paused: nothing to resume
     assert pauses.resume(SUPPORT.name) == ModelPause(SUPPORT.name, None, T0, "bob")
     assert pauses.paused_models() == ()
+
+
+def test_pausing_a_paused_model_keeps_its_start_and_changes_only_a_count_given(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    store.upsert_models([CHAT])
+    pauses = SqlModelPauses(store.engine)
+    first = ModelPause(CHAT.name, None, T0, "alice")
+    assert pauses.pause(CHAT.name, None, T0, "alice") == PauseSet(first)
+    later = T0 + timedelta(seconds=34)
+    assert pauses.pause(CHAT.name, None, later, "bob") == PauseSet(first, first)
+    assert pauses.paused_models() == (first,)
+    recounted = replace(first, replicas=5)
+    assert pauses.pause(CHAT.name, 5, later, "bob") == PauseSet(recounted, first)
+    assert pauses.paused_models() == (recounted,)
+    assert pauses.pause(CHAT.name, 5, later, "bob") == PauseSet(recounted, recounted)
+    assert pauses.pause(CHAT.name, None, later, "bob") == PauseSet(recounted, recounted)
