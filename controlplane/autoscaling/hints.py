@@ -3,16 +3,19 @@
 
 A forecast step ``[origin + i x step, origin + (i + 1) x step)`` that a model's hint window,
 opened ``lead_s`` early, meets gets p50 and p90 of at least the hint's rate (the highest of the
-hints that meet it). A first step whose origin lies after now (a replay's forecast of the next
-step on a coarse grid, a clock a little ahead) counts from now: the policy reads it for the
-time before its origin too (``overlapping_steps``), so a hint ending in that time holds until
-its end. The calibrated upper tail, kept as ratios to p50 in the diagnostics, then
-applies to the floored p50 too: a hint is taken as the expected level, and the forecast's own
-errors say how far above it demand may run. Steps the hints do not meet, and models without
-hints, are returned as they are. A model the predictive policy cannot size from a forecast
-(none yet, stale, from the future) is sized from its observed load x ``stale_headroom`` or,
-when above, the rate of its hints in force over the lookahead (``hint_floors``). Only the
-predictive policy reads hints: the reactive and static ones never read a forecast.
+hints that meet it), its p90 raised with its p50 by the same factor (``floored_step``). A
+first step whose origin lies after now (a replay's forecast of the next step on a coarse grid,
+a clock a little ahead) counts from now: the policy reads it for the time before its origin
+too (``overlapping_steps``), so a hint ending in that time holds until its end. The
+calibrated upper tail, kept as ratios to p50 in the diagnostics, then applies to the floored
+p50 too, and without one the lognormal through p50 and p90 keeps the forecast's spread: a hint
+is taken as the expected level, and the forecast's own errors say how far above it demand may
+run, so no quantile the sizing reads falls below the forecaster's own. Steps the hints do not
+meet, and models without hints, are returned as they are. A model the predictive policy
+cannot size from a forecast (none yet, stale, from the future) is sized from its observed load
+x ``stale_headroom`` or, when above, the rate of its hints in force over the lookahead
+(``hint_floors``). Only the predictive policy reads hints: the reactive and static ones never
+read a forecast.
 
 The lead is the time the fleet needs to be ready (a GPU node's provisioning and the replica's
 cold start: ``autoscaling.hint_lead_s``): the loop's own ladder scales ahead of a rise only by
@@ -39,6 +42,7 @@ from controlplane.domain.demand import (
     STALE_FORECAST,
     Demand,
     DemandPolicy,
+    one_request_rps,
 )
 from controlplane.domain.fleet_status import FleetStatus
 from controlplane.domain.hints import DemandHint
@@ -84,12 +88,32 @@ def with_hints(forecasts: Mapping[str, Forecast], hints: Sequence[DemandHint], n
         if not any(f > min(p50, p90) for f, p50, p90 in zip(floors, forecast.p50, forecast.p90,
                                                              strict=True)):
             continue
-        out[model] = replace(
-            forecast,
-            p50=tuple(max(p, f) for p, f in zip(forecast.p50, floors, strict=True)),
-            p90=tuple(max(p, f) for p, f in zip(forecast.p90, floors, strict=True)),
-            diagnostics={**forecast.diagnostics, HINT_RPS: max(floors)})
+        steps = [floored_step(p50, p90, f, forecast.step_s)
+                 for p50, p90, f in zip(forecast.p50, forecast.p90, floors, strict=True)]
+        out[model] = replace(forecast, p50=tuple(p50 for p50, _ in steps),
+                             p90=tuple(p90 for _, p90 in steps),
+                             diagnostics={**forecast.diagnostics, HINT_RPS: max(floors)})
     return out
+
+
+def floored_step(p50_rps: float, p90_rps: float, floor_rps: float,
+                 step_s: float) -> tuple[float, float]:
+    """(p50, p90) of one forecast step floored at ``floor_rps``, its upper tail on top: a p50
+    of at least one request per step (``one_request_rps``) raised to the floor takes its p90
+    up by the same factor, so the lognormal through them (and a calibrated ratio to p50) keeps
+    the forecast's spread above the hint; raising p50 alone towards p90 narrowed it, and the
+    upper quantiles the sizing reads above p90 fell below the forecaster's own. A sparse p50
+    (fewer requests per step) is no level to take a ratio to: the floor becomes p50 and the
+    forecaster's p90 stands on top of it. A p90 below the floor is raised to it; a step the
+    floor does not reach is returned as it is."""
+    if floor_rps <= min(p50_rps, p90_rps):
+        return p50_rps, p90_rps
+    if p50_rps >= one_request_rps(step_s):
+        factor = max(1.0, floor_rps / p50_rps)
+        return max(p50_rps, floor_rps), max(p90_rps * factor, floor_rps)
+    if floor_rps <= p50_rps:
+        return p50_rps, floor_rps
+    return floor_rps, max(0.0, p90_rps) + floor_rps
 
 
 def status_floors(status: FleetStatus, lead_s: float) -> FleetStatus:

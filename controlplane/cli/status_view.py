@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from controlplane.autoscaling.hints import floored_step
 from controlplane.domain.fleet_status import (
     FenceStatus,
     FleetBill,
@@ -271,17 +272,19 @@ HINTED_MARK = "*"
 
 
 def _forecast_cells(point: ForecastPoint | None, floor_rps: float | None) -> tuple[str, str]:
-    """The p50 and p90 cells as the loop sizes from them: a hint's floor above a value shows
-    in its place, marked ``*``."""
+    """The p50 and p90 cells as the loop sizes from them: a value a hint's floor raised
+    (``floored_step``: p50 to the floor, p90 with it) shows raised, marked ``*``."""
     if point is None:
         return "-", "-"
     if floor_rps is None:
         return _num(point.p50_rps), _num(point.p90_rps)
+    step_s = point.ahead_s - (point.target_at - point.origin_at).total_seconds()
+    floored = floored_step(point.p50_rps, point.p90_rps, floor_rps, step_s)
 
-    def cell(value: float) -> str:
-        return f"{_num(floor_rps)}{HINTED_MARK}" if floor_rps > value else _num(value)
+    def cell(value: float, raised: float) -> str:
+        return f"{_num(raised)}{HINTED_MARK}" if raised > value else _num(value)
 
-    return cell(point.p50_rps), cell(point.p90_rps)
+    return cell(point.p50_rps, floored[0]), cell(point.p90_rps, floored[1])
 
 
 def hint_floor_line(model: str, point: ForecastPoint, floor_rps: float) -> str:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from controlplane.autoscaling.headroom import next_step_headroom
 from controlplane.autoscaling.hints import hint_floors, hinted_demands, with_hints
 from controlplane.domain.demand import (
     DEMAND_UNMEASURED,
@@ -56,7 +57,7 @@ def test_steps_the_window_meets_get_at_least_the_hint_and_the_others_stay() -> N
     got = with_hints({"chat": _forecast("chat", (100.0, 100.0, 100.0, 100.0))},
                      [_hint("chat", 400.0, 7, 12)], T0)["chat"]
     assert got.p50 == (100.0, 400.0, 400.0, 100.0)
-    assert got.p90 == (120.0, 400.0, 400.0, 120.0)
+    assert got.p90 == (120.0, 480.0, 480.0, 120.0)  # the forecast's spread on top of the floor
     assert got.diagnostics["hint_rps"] == 400.0
 
 
@@ -83,10 +84,11 @@ def test_a_hint_below_the_forecast_changes_nothing() -> None:
     assert "hint_rps" not in got["chat"].diagnostics
 
 
-def test_a_hint_between_p50_and_p90_lifts_the_p50_only() -> None:
+def test_a_hint_between_p50_and_p90_lifts_the_p90_with_the_p50() -> None:
     got = with_hints({"chat": _forecast("chat", (100.0,), (150.0,))},
                      [_hint("chat", 130.0, 0, 5)], T0)["chat"]
-    assert (got.p50, got.p90) == ((130.0,), (150.0,))
+    assert got.p50 == (130.0,)
+    assert got.p90[0] == pytest.approx(195.0)
 
 
 def test_ended_hints_other_models_and_overlapping_hints() -> None:
@@ -111,10 +113,10 @@ def test_a_hint_ending_before_a_first_step_that_starts_after_now_holds_until_its
     for minute in (2, 9):
         now = T0 + timedelta(minutes=minute)
         floored = with_hints({"chat": forecast}, hints, now)
-        assert floored["chat"].p50 == (400.0, 100.0) and floored["chat"].p90 == (400.0, 120.0)
+        assert floored["chat"].p50 == (400.0, 100.0) and floored["chat"].p90 == (480.0, 120.0)
         observed = ObservedState(now, (), (), (ObservedModel("chat", 2, 0, 2, 100.0, 200.0),))
         demand, = demand_from([_spec("chat")], floored, observed, policy, now)
-        assert demand.rate_rps == 400.0
+        assert demand.rate_rps == 480.0  # the forecast's p90 spread on top of the hint
         tagged, = hinted_demands((demand,), {"chat": forecast}, floored, {}, policy, now)
         assert tagged.reason == FORECAST_P90 + HINTED
     # at its end the hint floors nothing, and a first step at or before now is read from its
@@ -139,6 +141,57 @@ def test_hints_never_lower_a_forecast_and_touch_only_steps_their_window_meets(
             assert min(after, high_after) >= rps
         else:
             assert (after, high_after) == (before, high_before)
+
+
+def test_a_hint_above_an_uncalibrated_forecast_raises_every_quantile_the_sizing_reads() -> None:
+    """No calibrated tail yet (a fresh store): the quantiles come from the lognormal through p50
+    and p90. A hint of 80 rps on p50 50 / p90 97.7 raised p50 alone, the lognormal narrowed, and
+    the 99th percentile and the hot headroom fell below the forecaster's own (before: 80 rps
+    provisioned 149.6 rps where no hint provisioned 240.4)."""
+    forecast = _forecast("chat", (50.0, 50.0), (97.7, 97.7))
+    got = with_hints({"chat": forecast}, [_hint("chat", 80.0, 0, 60)], T0)["chat"]
+    assert (got.p50[0], got.p90[0]) == pytest.approx((80.0, 97.7 * 1.6))
+    for q in (0.5, 0.8, 0.9, 0.99, 0.995):
+        assert step_quantile(got, 0, q) == pytest.approx(1.6 * step_quantile(forecast, 0, q))
+    before = next_step_headroom(forecast, T0, 10.0, 1.0)
+    after = next_step_headroom(got, T0, 10.0, 1.0)
+    assert before is not None and after is not None and after.rps >= before.rps
+
+
+def test_a_hint_on_a_sparse_step_stands_the_forecasters_p90_on_top_of_it() -> None:
+    # under one request per step (1/300 rps) p50 is no level to take a ratio to
+    got = with_hints({"chat": _forecast("chat", (0.001,), (2.0,))},
+                     [_hint("chat", 80.0, 0, 5)], T0)["chat"]
+    assert (got.p50, got.p90) == ((80.0,), (82.0,))
+
+
+_QUANTILES = (0.5, 0.6, 0.8, 0.9, 0.95, 0.975, 0.99, 0.995, 0.999)
+
+
+@given(p50=st.lists(st.floats(0, 1e4), min_size=1, max_size=8),
+       spread=st.lists(st.floats(0, 20), min_size=8, max_size=8),
+       ratios=st.one_of(st.none(), st.lists(st.floats(0.05, 50), min_size=2, max_size=7)),
+       rps=st.floats(0, 1e4), start_min=st.floats(-30, 60), length_min=st.floats(0.01, 90))
+def test_a_hint_never_lowers_a_quantile_the_sizing_reads_calibrated_or_not(
+        p50: list[float], spread: list[float], ratios: list[float] | None, rps: float,
+        start_min: float, length_min: float) -> None:
+    """Every quantile ``step_quantile`` (so ``window_quantile``) reads is at least the
+    forecaster's own once a hint floors the forecast. A calibrated forecast's steps here count
+    one request at least: a sparse step's quantiles ignore the calibration, and a floor above
+    one request per step brings it back (the forecast's errors on top of the hint)."""
+    counted = ratios is not None
+    medians = tuple(v + 1.0 if counted else v for v in p50)
+    forecast = Forecast("chat", T0, STEP_S, medians,
+                        tuple(v * s for v, s in zip(medians, spread, strict=False)), "hybrid")
+    if ratios is not None:
+        grid = (0.5, 0.8, 0.9, 0.95, 0.975, 0.99, 0.995)
+        forecast = replace(forecast, diagnostics={
+            ratio_key(q): r for q, r in zip(grid, sorted(ratios), strict=False)})
+    hint = _hint("chat", rps, start_min, start_min + length_min)
+    got = with_hints({"chat": forecast}, [hint], T0)["chat"]
+    for i in range(len(medians)):
+        for q in _QUANTILES:
+            assert step_quantile(got, i, q) >= step_quantile(forecast, i, q) * (1 - 1e-9)
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

@@ -91,6 +91,8 @@ def test_status_shows_the_hints_floor_in_the_forecast_cells_and_the_forecasters_
     assert all(m["hint_floor_rps"] is None for name, m in shown.items() if name != model.name)
     words = headroom_status(sqlite_url).stdout
     row = next(line for line in words.splitlines() if line.split("│")[0].strip() == model.name)
-    assert row.count(f"{rate_rps:,.1f}*") == 2  # p50 and p90 both raised to the floor
+    raised_p90 = max(model.forecast.p90_rps * rate_rps / model.forecast.p50_rps, rate_rps)
+    assert row.count(f"{rate_rps:,.1f}*") == 1  # p50 raised to the floor
+    assert f"{raised_p90:,.1f}*" in row  # p90 with it: the forecast's spread on top
     assert (f"{model.name}: * a demand hint floors the forecast at {rate_rps:g} rps"
             in " ".join(words.split()))
