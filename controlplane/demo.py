@@ -120,7 +120,8 @@ class Demo:
         ``placement.metrics_listen``, the placement API's and the loop's Prometheus metrics)."""
         host = self.settings.placement.listen.rpartition(":")[0]
         extra = [keda_registrar(self.keda), hints_api(self.store, self.runtime.clock,
-                                                      known_capacity(self.settings))]
+                                                      known_capacity(self.settings),
+                                                      simulated=True)]
         served = served_metrics(self.settings)
         self._stop_metrics, self.metrics_url = served.stop, served.url
         self.runtime.on_tick = served.loop.record if served.loop is not None else None

@@ -29,7 +29,9 @@ from controlplane.domain.hints import DemandHint
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.node_plan import node_config_plan
 from controlplane.domain.observed import ObservedState
+from controlplane.domain.store_clock import StoreNow
 from controlplane.domain.tick import TickReport
+from controlplane.fleet_lease import FLEET_LEASE
 from controlplane.forecast_calibration import CalibratedForecasts
 from controlplane.forecast_refresh import refresh_forecasts
 from controlplane.hinted_forecasts import HintedForecasts
@@ -51,6 +53,7 @@ from controlplane.store.ledger import SqlForecastLedger
 from controlplane.store.pauses import SqlModelPauses
 from controlplane.store.relayout import SqlRelayoutStore
 from controlplane.store.retention import Pruned, retention_cutoff
+from controlplane.store.store_clock import read_store_now
 from forecaster.types import Forecast
 from scheduler.engine import PlacementEngine
 
@@ -91,13 +94,20 @@ def keda_servicer(settings: Settings, store: Store, clock: Clock,
                               models=store)
 
 
-def hints_api(store: Store, clock: Clock,
-              known: KnownCapacity | None = None) -> Callable[[grpc.Server], str]:
+def hints_api(store: Store, clock: Clock, known: KnownCapacity | None = None,
+              simulated: bool | None = False) -> Callable[[grpc.Server], str]:
     """The DemandHints gRPC service on the store's hints and models, for the placement server's
     ``extra_servicers`` (``headroom serve``, ``headroom demo`` and ``placement serve --db``);
-    with ``known`` (the settings' pools and budgets) AddHint says whether they hold the hint."""
+    with ``known`` (the settings' pools and budgets) AddHint says whether they hold the hint.
+    Its now is ``clock``'s, the loop's own (``simulated``: a simulated fleet's clock), or with
+    ``simulated`` None, a server beside no loop, the store's (``read_store_now``, per call)."""
+    def now() -> StoreNow:
+        if simulated is None:
+            return read_store_now(store.engine, FLEET_LEASE, clock.now())
+        return StoreNow(clock.now(), simulated)
+
     return hints_registrar(DemandHintsServicer(
-        SqlDemandHints(store.engine), store.model_tenants, clock,
+        SqlDemandHints(store.engine), store.model_tenants, now,
         None if known is None else hint_checker(store, known)))
 
 

@@ -106,7 +106,8 @@ def _run_sim(settings: Settings, store: Store, engine: PlacementEngine, console:
     stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda),
                                                                hints_api(
                                                                    store, runtime.clock,
-                                                                   known_capacity(settings))],
+                                                                   known_capacity(settings),
+                                                                   simulated=True)],
                                            console,
                                            stream_workers=keda.max_streams)
     runtime.on_tick = metrics.record if metrics is not None else None

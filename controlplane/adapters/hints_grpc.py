@@ -32,7 +32,7 @@ import grpc
 from controlplane.autoscaling.hint_capacity import HintCapacity
 from controlplane.domain.errors import error_line
 from controlplane.domain.hints import DemandHint, HintError, new_hint
-from controlplane.ports import Clock
+from controlplane.domain.store_clock import StoreNow
 from protos.headroom.v1 import hints_pb2 as pb
 from protos.headroom.v1 import hints_pb2_grpc as pb_grpc
 from scheduler.callers import caller_scope
@@ -99,18 +99,18 @@ def _in_scope(model: str, tenants: Mapping[str, str]) -> bool:
 
 class DemandHintsServicer(pb_grpc.DemandHintsServicer):
     def __init__(self, store: HintStore, model_tenants: Callable[[], Mapping[str, str]],
-                 clock: Clock,
+                 now: Callable[[], StoreNow],
                  capacity: Callable[[DemandHint], HintCapacity | None] | None = None) -> None:
         self.store = store
         self.model_tenants = model_tenants  # the store's models and their tenants, per call
-        self.clock = clock
+        self.now = now  # by the clock the store's loop runs on (start 0, an end already past)
         self.capacity = capacity  # the known capacity against a hint; None: no pools known
 
     def AddHint(self, request: pb.AddHintRequest,
                 context: grpc.ServicerContext) -> pb.DemandHint:
-        now = self.clock.now()
+        now = _stored(context, "read the store's clock", self.now)
         start_at = (_at(context, "start_unix_s", request.start_unix_s)
-                    if request.start_unix_s else now)
+                    if request.start_unix_s else now.at)
         end_at = _at(context, "end_unix_s", request.end_unix_s)
         tenants = _stored(context, "read the models", self.model_tenants)
         try:
@@ -127,7 +127,7 @@ class DemandHintsServicer(pb_grpc.DemandHintsServicer):
             context, "read the model's profile", lambda: check(hint))
         added = _listed(_stored(context, "add the demand hint",
                                 lambda: self.store.add_hint(
-                                    hint, now, starts_now=not request.start_unix_s)), tenants)
+                                    hint, now.at, starts_now=not request.start_unix_s)), tenants)
         if capacity is not None:
             added.capacity_rps = capacity.capacity_rps
             added.capacity_warning = capacity.warning()
@@ -138,7 +138,8 @@ class DemandHintsServicer(pb_grpc.DemandHintsServicer):
 
     def ListHints(self, request: pb.ListHintsRequest,
                   context: grpc.ServicerContext) -> pb.ListHintsResponse:
-        ending_after_at = None if request.include_ended else self.clock.now()
+        ending_after_at = None if request.include_ended else _stored(
+            context, "read the store's clock", self.now).at
         hints = _stored(context, "read the demand hints", lambda: self.store.hints(ending_after_at))
         tenants = _stored(context, "read the models", self.model_tenants)
         return pb.ListHintsResponse(hints=[

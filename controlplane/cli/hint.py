@@ -24,9 +24,12 @@ from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_
 from controlplane.cli.streams import print_warning
 from controlplane.cli.times import parse_utc
 from controlplane.domain.hints import MAX_HINT_RPS, DemandHint, HintError, new_hint
+from controlplane.domain.store_clock import StoreNow
 from controlplane.domain.timestamps import utc_text
+from controlplane.fleet_lease import FLEET_LEASE
 from controlplane.store import Store
 from controlplane.store.hints import SqlDemandHints
+from controlplane.store.store_clock import read_store_now
 from forecaster.errors import InputError
 
 app = typer.Typer(help="Demand announced ahead: floors on a model's forecast over a window.",
@@ -59,10 +62,9 @@ def add(
 --reason; without --start, one that has started) prints that hint, not a second copy. \
 With --config, a hint over what its pools and GPU budgets can ever hold for MODEL is \
 stored all the same, with a warning: line naming the limit."""
-    now = WallClock().now()
-
     def work(store: Store) -> tuple[DemandHint, HintCapacity | None]:
-        start_at = parse_utc(start, "--start") if start is not None else now
+        now = read_store_now(store.engine, FLEET_LEASE, WallClock().now())
+        start_at = parse_utc(start, "--start") if start is not None else now.at
         end_at = parse_utc(end, "--end")
         specs = {s.name: s for s in store.model_specs()}
         try:
@@ -74,7 +76,7 @@ stored all the same, with a warning: line naming the limit."""
             named = {"end": f"--end {end}: ", "reason": "--reason: ", "rate_rps": "--rps: ",
                      "window": "--start/--end: "}.get(error.field, "")
             raise InputError(f"{named}{error}") from None
-        added_ = SqlDemandHints(store.engine).add_hint(hint_, now, starts_now=start is None)
+        added_ = SqlDemandHints(store.engine).add_hint(hint_, now.at, starts_now=start is None)
         # only --config names the fleet's pools and budgets (serve's settings); without it
         # the settings' pools are the defaults, no fleet's: nothing is checked or said
         known = None if config is None else known_capacity(settings_with_db(config, db))
@@ -99,12 +101,12 @@ def list_hints(
 
     A hint whose model the models table does not list (`models remove --keep-hints`) is \
 marked "model not listed"."""
-    now = WallClock().now()
+    def read(store: Store) -> tuple[tuple[DemandHint, ...], set[str], StoreNow]:
+        now = read_store_now(store.engine, FLEET_LEASE, WallClock().now())
+        return (SqlDemandHints(store.engine).hints(None if all_ else now.at),
+                set(store.model_names()), now)
 
-    def read(store: Store) -> tuple[tuple[DemandHint, ...], set[str]]:
-        return SqlDemandHints(store.engine).hints(None if all_ else now), set(store.model_names())
-
-    hints, listed = with_existing_store(config, db, read)
+    hints, listed, now = with_existing_store(config, db, read)
     if json_out:
         print(json.dumps([{"id": h.hint_id, "model": h.model, "model_listed": h.model in listed,
                            "rate_rps": h.rate_rps, "start_at": utc_text(h.start_at),
@@ -112,9 +114,11 @@ marked "model not listed"."""
                          indent=1))
         return
     if not hints:
-        out.print("no demand hints" + ("" if all_ else " in force or ahead (--all: ended too)"))
+        out.print("no demand hints" + ("" if all_ else f" in force or ahead at {now.text()} "
+                                                       "(--all: ended too)"))
         return
-    table = Table()
+    table = Table(title=None if all_ else f"in force or ahead at {now.text()}",
+                  title_justify="left")
     for column in HINT_COLUMNS:
         table.add_column(column, overflow="fold")  # whole model names, not "org-team/very-lon…"
     for h in hints:

@@ -180,7 +180,7 @@ def _kept_in_store(settings: Settings, checks_hints: bool = False) -> tuple[
         engine = journaled_engine(store, clock, settings.k8s.identity or None)
     bindings, _, revision = engine.counts()
     known = known_capacity(settings) if checks_hints else None
-    return engine, (hints_api(store, clock, known),), store.engine.dispose, (
+    return engine, (hints_api(store, clock, known, simulated=None),), store.engine.dispose, (
         f"placement state kept in {redact(url)}: {bindings} binding(s) and plan revision "
         f"{revision} restored; {WAITS_FOR_INVENTORY}")
 

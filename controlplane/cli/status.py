@@ -75,7 +75,8 @@ def status_command(
         if not inspect(engine).has_table("ticks"):
             raise usage_error(f"store {redact(url)} has no Headroom schema; {NO_SCHEMA_ADVICE}")
         check_known_revision(engine, url)
-        status = status_floors(read_fleet_status(engine, redact(url), FLEET_LEASE),
+        wall_now = WallClock().now()
+        status = status_floors(read_fleet_status(engine, redact(url), FLEET_LEASE, wall_now),
                                settings.autoscaling.hint_lead_s)
     except MigrationError as error:
         raise usage_error(str(error)) from None
@@ -85,7 +86,7 @@ def status_command(
         engine.dispose()
     limit_s = (max_tick_age_s if max_tick_age_s is not None
                else STALE_AFTER_INTERVALS * settings.reconcile.interval_s)
-    health = judge_health(status, WallClock().now(), limit_s)
+    health = judge_health(status, wall_now, limit_s)
     code = 0 if health.healthy else 1
     with exit_when_stdout_closes(code):
         if json_out:

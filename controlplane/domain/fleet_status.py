@@ -190,7 +190,8 @@ class FleetStatus:
     # each model's throughput per replica the newest deciding tick sized it with: offline, or
     # corrected online from observed latency (autoscaling.profile_correction)
     profiles: tuple[ProfileCorrection, ...] = ()
-    # demand announced ahead (headroom hint) not ended at the last tick: floors on forecasts
+    # demand announced ahead (headroom hint) not ended at the store's now (``store_clock``):
+    # floors on forecasts
     hints: tuple[DemandHint, ...] = ()
     # the placement journal (None: a store older than migration 0008)
     placement: PlacementStatus | None = None

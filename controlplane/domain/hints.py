@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from controlplane.domain.store_clock import StoreNow
 from controlplane.domain.timestamps import utc_text
 
 MAX_HINT_RPS = 1e7
@@ -69,11 +70,12 @@ class HintError(ValueError):
 
 
 def new_hint(model: str, rate_rps: float, start_at: datetime, end_at: datetime, reason: str,
-             known_models: Collection[str], now: datetime,
+             known_models: Collection[str], now: StoreNow,
              listed_models: Collection[str] | None = None) -> DemandHint:
     """A hint to store from what a user gave (``headroom hint add``, the DemandHints gRPC
     service): a model the store lists, a rate above 0 (a hint of 0 floors nothing; it is also
-    what an AddHint that omits rate_rps sends) and at most MAX_HINT_RPS, an end after ``now``,
+    what an AddHint that omits rate_rps sends) and at most MAX_HINT_RPS, an end after ``now``
+    (by the clock the store's loop runs on, which the error names),
     a reason of at most 500 characters and no NUL, and a valid hint (``DemandHint``);
     HintError names what is not. An unknown model's error lists ``listed_models`` (default:
     every known one; a caller scoped to tenants is shown only theirs)."""
@@ -90,8 +92,8 @@ def new_hint(model: str, rate_rps: float, start_at: datetime, end_at: datetime, 
                                   "store's text cannot hold it")
     if not (math.isfinite(rate_rps) and 0 < rate_rps <= MAX_HINT_RPS):  # 0: proto3's omitted
         raise HintError("rate_rps", f"must be a number in (0, {MAX_HINT_RPS:g}], got {rate_rps}")
-    if end_at <= now:
-        raise HintError("end", f"already past (now {now:%Y-%m-%d %H:%M:%S} UTC)")
+    if end_at <= now.at:
+        raise HintError("end", f"already past (now {now.text()})")
     try:
         return DemandHint(model, rate_rps, start_at, end_at, reason)
     except ValueError as error:

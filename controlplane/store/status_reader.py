@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import (
     JSON,
@@ -56,6 +56,7 @@ from controlplane.store.pauses import paused_models
 from controlplane.store.placement_journal import placement_status
 from controlplane.store.profiles import newest_profiles
 from controlplane.store.relayout import MigRelayoutRecord
+from controlplane.store.store_clock import store_now_in
 from controlplane.store.tables import (
     ActionRecord,
     ForecastRecord,
@@ -72,8 +73,11 @@ from controlplane.store.utc import as_utc
 SYNCED_LOOKBACK_TICKS = 240
 
 
-def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatus:
-    """Everything ``headroom status`` shows; ``store`` is the redacted URL to name it by."""
+def read_fleet_status(engine: Engine, store: str, lease_name: str,
+                      wall_now: datetime | None = None) -> FleetStatus:
+    """Everything ``headroom status`` shows; ``store`` is the redacted URL to name it by. The
+    demand hints are those not ended at the store's now (``store_now_in``: a simulated fleet's
+    last tick, else ``wall_now``; without it, the last tick)."""
     tables = set(inspect(engine).get_table_names())
     tick_columns = {c["name"] for c in inspect(engine).get_columns("ticks")}
     has_pauses = "paused_at" in {c["name"] for c in inspect(engine).get_columns("models")}
@@ -97,9 +101,8 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatu
                 plan=None if tick is None else _plan(connection, tick.tick_id),
                 relayouts=_relayouts(connection) if "mig_relayouts" in tables else (),
                 profiles=newest_profiles(connection) if "profiles_json" in tick_columns else (),
-                # before the first tick every stored hint (an operator announces a launch
-                # before the loop starts), after it those not ended at the last tick
-                hints=(hints_ending_after(connection, None if tick is None else tick.started_at)
+                hints=(hints_ending_after(connection, _hints_now(connection, tick, lease_name,
+                                                                 wall_now))
                        if "demand_hints" in tables else ()),
                 placement=(placement_status(connection) if "placement_journal" in tables
                            else None),
@@ -115,6 +118,16 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str) -> FleetStatu
 
 def _table(record: type[SQLModel]) -> Table:
     return SQLModel.metadata.tables[str(record.__tablename__)]
+
+
+def _hints_now(connection: Connection, tick: TickSummary | None, lease_name: str,
+               wall_now: datetime | None) -> datetime | None:
+    """When the hints status lists must not have ended: the store's now (``wall_now`` given),
+    else the last tick; None (every stored hint: one announced before the loop starts) when
+    there is neither."""
+    if wall_now is not None:
+        return store_now_in(connection, lease_name, wall_now).at
+    return None if tick is None else tick.started_at
 
 
 def _last_tick(connection: Connection, has_writer: bool) -> TickSummary | None:

@@ -11,11 +11,13 @@ from clihelpers import headroom_status, status_json
 from controlplane.autoscaling.hints import status_floors
 from controlplane.domain.fleet_status import FleetStatus, ForecastPoint, ModelStatus, TickSummary
 from controlplane.domain.hints import DemandHint
+from controlplane.domain.lease import LeaseRecord
 from controlplane.fleet_lease import FLEET_LEASE
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store
 from controlplane.store.hints import SqlDemandHints
+from controlplane.store.lease import SqlLeaseStore
 from controlplane.store.status_reader import read_fleet_status
 
 AT = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
@@ -76,6 +78,9 @@ def test_status_shows_the_hints_floor_in_the_forecast_cells_and_the_forecasters_
     runtime = SimRuntime.open(load_settings(db={"url": sqlite_url}, sim={"history_s": 3600}),
                               Store.open(sqlite_url, migrate=True), AT)
     runtime.advance(600)
+    # a demo's store (its lease): status reads the hints by its simulated clock, not the wall's
+    SqlLeaseStore(runtime.store.engine).create_lease(
+        FLEET_LEASE, LeaseRecord("demo", 15, AT, AT, 0, "1"))
     status = read_fleet_status(runtime.store.engine, "store", FLEET_LEASE)
     model = next(m for m in status.models if m.forecast is not None)
     assert model.forecast is not None

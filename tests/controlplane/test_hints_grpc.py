@@ -20,12 +20,16 @@ from controlplane.autoscaling.core import Budgets
 from controlplane.autoscaling.hint_capacity import KnownCapacity
 from controlplane.cli.placement import _kept_in_store
 from controlplane.domain.desired import PoolSpec
-from controlplane.runtime import hints_api
+from controlplane.domain.lease import LeaseRecord
+from controlplane.domain.timestamps import utc_text
+from controlplane.fleet_lease import FLEET_LEASE
+from controlplane.runtime import SimRuntime, hints_api
 from controlplane.settings import load_settings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.sim.clock import VirtualClock
 from controlplane.store import Store
 from controlplane.store.hints import SqlDemandHints, remove_model_and_hints
+from controlplane.store.lease import SqlLeaseStore
 from protos.headroom.v1 import hints_pb2 as pb
 from protos.headroom.v1 import hints_pb2_grpc as pb_grpc
 from scheduler.security import TransportSecurity
@@ -330,3 +334,40 @@ def test_placement_serve_checks_hints_against_its_configs_pools_only(
         close()
     assert added.HasField("capacity_rps") is with_config
     assert ("pool_max_nodes:a100-80gb" in added.capacity_warning) is with_config
+
+
+def test_placement_serve_on_a_simulated_store_judges_hints_by_its_simulated_clock(
+        tmp_path: Path) -> None:
+    """``placement serve --db`` beside a demo whose simulated clock ticked two days before the
+    wall clock: start 0 is that tick, an end after it is taken, one before it is past by the
+    store's simulated clock (before: the wall clock refused the first and started hints days
+    after the loop's now)."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    sim_at = datetime.now(UTC).replace(microsecond=0) - timedelta(days=2)
+    settings = load_settings(db={"url": url}, sim={"history_s": 3600})
+    runtime = SimRuntime.open(settings, Store.open(url, migrate=True), sim_at)
+    runtime.advance(60)
+    SqlLeaseStore(runtime.store.engine).create_lease(
+        FLEET_LEASE, LeaseRecord("demo", 15, sim_at, sim_at, 0, "1"))
+    tick_at = runtime.store.last_tick_at()
+    assert tick_at is not None
+    _, extra, close, _ = _kept_in_store(settings)
+    server, port = create_server("127.0.0.1:0", extra_servicers=extra)
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        stub = pb_grpc.DemandHintsStub(channel)
+        added = stub.AddHint(pb.AddHintRequest(
+            model=CHAT, rate_rps=600.0, end_unix_s=(tick_at + timedelta(hours=1)).timestamp()))
+        listed = stub.ListHints(pb.ListHintsRequest())
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.AddHint(pb.AddHintRequest(model=CHAT, rate_rps=600.0,
+                                           end_unix_s=(tick_at - timedelta(minutes=1)).timestamp()))
+    finally:
+        channel.close()
+        stop(server, 0)
+        close()
+    assert added.start_unix_s == tick_at.timestamp()
+    assert [h.id for h in listed.hints] == [added.id]
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (f"already past (now {utc_text(tick_at)} by the store's simulated clock)"
+            in str(refused.value.details()))
