@@ -17,6 +17,7 @@ from rich.table import Table
 
 from controlplane.adapters.clock import WallClock
 from controlplane.cli.demo_store import settings_with_db
+from controlplane.cli.helptext import reflowed
 from controlplane.cli.models_pause import pause, resume
 from controlplane.cli.status_view import hint_line, pause_json
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
@@ -43,8 +44,8 @@ def models() -> None:
     """The models serve manages: import a models file, list, remove, pause, resume."""
 
 
-app.command("pause")(pause)
-app.command("resume")(resume)
+app.command("pause")(reflowed(pause))
+app.command("resume")(reflowed(resume))
 
 
 def changes(listed: list[ModelSpec], given: list[ModelSpec]) -> dict[str, list[str]]:
