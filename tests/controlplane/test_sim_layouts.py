@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from controlplane.domain.desired import PoolSpec
-from controlplane.domain.mig_layout import builtin_layout, config_name, uniform
+from controlplane.domain.mig_layout import NodeMigLayout, builtin_layout, config_name, uniform
 from controlplane.domain.mig_relayout import RelayoutPhase
 from controlplane.domain.models import SharingMode
 from controlplane.domain.sharing_config import SharingLayout
@@ -72,8 +72,9 @@ def test_without_mig_binding_replicas_bind_by_gpu_share_whatever_the_layout() ->
     assert _node(cluster).gpu_pods == 3
 
 
-def test_a_busy_node_serves_until_its_replicas_are_ready_on_the_surge_node_then_lays_out(
-) -> None:
+def _busy_node_to_relayout() -> tuple[SimCluster, MemoryRelayoutStore, NodeMigLayout]:
+    """A cluster whose a100-0001 (one 1g.10gb instance) serves 2 resnet replicas at 200 s, its
+    re-layout store, and the all-1g.10gb layout to re-lay it out to."""
     relayouts = MemoryRelayoutStore()
     cluster = _cluster(relayouts=relayouts)
     cluster.lay_out_now("a100-0001", ONE_G)
@@ -81,6 +82,12 @@ def test_a_busy_node_serves_until_its_replicas_are_ready_on_the_surge_node_then_
     cluster.step(_at(200))
     seven = builtin_layout(A100, "all-1g.10gb")
     assert seven is not None
+    return cluster, relayouts, seven
+
+
+def test_a_busy_node_serves_until_its_replicas_are_ready_on_the_surge_node_then_lays_out(
+) -> None:
+    cluster, relayouts, seven = _busy_node_to_relayout()
     assert cluster.start_relayout("a100-0001", seven, "test").ok
     pool = cluster.snapshot().pool("a100")
     assert pool is not None and pool.target_nodes == 2 and pool.nodes_pending == 1
@@ -107,13 +114,7 @@ def test_a_busy_node_serves_until_its_replicas_are_ready_on_the_surge_node_then_
 
 
 def test_a_re_layout_is_saved_to_the_relayout_store_at_each_step_as_on_kubernetes() -> None:
-    relayouts = MemoryRelayoutStore()
-    cluster = _cluster(relayouts=relayouts)
-    cluster.lay_out_now("a100-0001", ONE_G)
-    cluster.set_replicas(RESNET.name, 2)
-    cluster.step(_at(200))
-    seven = builtin_layout(A100, "all-1g.10gb")
-    assert seven is not None
+    cluster, relayouts, seven = _busy_node_to_relayout()
     assert cluster.start_relayout("a100-0001", seven, "plan_needs_mig_instances").ok
     phases = []
     for seconds in (200, 260, 310, 400):

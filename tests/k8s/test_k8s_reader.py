@@ -224,18 +224,24 @@ def test_a_load_source_that_gives_nan_demand_is_unmeasured_and_inf_capacity_zero
     json.loads(observed_to_json(observed), parse_constant=_refuse)
 
 
+class Recording(FixedLoads):
+    """Fixed loads that record every ``ready_replicas`` they were asked to measure."""
+
+    def __init__(self, loads: dict[str, ModelLoad]) -> None:
+        super().__init__(loads)
+        self.asked: list[Mapping[str, int]] = []
+
+    def measure(self, ready_replicas: Mapping[str, int], at: datetime) -> dict[str, ModelLoad]:
+        self.asked.append(ready_replicas)
+        return super().measure(ready_replicas, at)
+
+
 def test_a_followers_reader_reads_the_fleet_without_asking_the_load_source(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     seed_fleet(apiserver)
-    asked: list[Mapping[str, int]] = []
-
-    class Recording(FixedLoads):
-        def measure(self, ready_replicas: Mapping[str, int], at: datetime
-                    ) -> dict[str, ModelLoad]:
-            asked.append(ready_replicas)
-            return super().measure(ready_replicas, at)
-
-    reader = make_backend(apiserver, clock, load=Recording({})).reader
+    recording = Recording({})
+    asked = recording.asked
+    reader = make_backend(apiserver, clock, load=recording).reader
     leader_view, follower_view = reader.snapshot(), reader.without_load().snapshot()
     assert len(asked) == 1  # the leader's snapshot only
     assert follower_view.nodes == leader_view.nodes
@@ -246,18 +252,12 @@ def test_a_workload_labelled_with_a_model_the_models_table_does_not_list_is_name
         apiserver: ApiServer, clock: VirtualClock) -> None:
     seed_fleet(apiserver)
     apiserver.seed(model_deployment("bert-t4"))
-    asked: list[Mapping[str, int]] = []
-
-    class Recording(FixedLoads):
-        def measure(self, ready_replicas: Mapping[str, int], at: datetime
-                    ) -> dict[str, ModelLoad]:
-            asked.append(ready_replicas)
-            return super().measure(ready_replicas, at)
-
-    listed = ["language/m-large"]  # the models table, as serve's models in use read it
-    reader = make_backend(apiserver, clock, models=lambda: listed, load=Recording({
+    recording = Recording({
         "language/m-large": ModelLoad(30.0, 40.0), "vision/resnet": ModelLoad(900.0, 0.0),
-        "bert-t4": ModelLoad(5.0, 0.0)})).reader
+        "bert-t4": ModelLoad(5.0, 0.0)})
+    asked = recording.asked
+    listed = ["language/m-large"]  # the models table, as serve's models in use read it
+    reader = make_backend(apiserver, clock, models=lambda: listed, load=recording).reader
     observed = reader.snapshot()
     # no capacity-0 model for the two the table does not list, and their load is not read
     assert [m.name for m in observed.models] == ["language/m-large"]
