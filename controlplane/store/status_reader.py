@@ -42,6 +42,7 @@ from controlplane.domain.fleet_status import (
 from controlplane.domain.forecast_accuracy import ACCURACY_WINDOW_S
 from controlplane.domain.observed import ObservedModel, ObservedState
 from controlplane.domain.planner import wanted_replicas
+from controlplane.domain.store_clock import store_now
 from controlplane.domain.tick_writers import (
     WRITER_LOOKBACK_TICKS,
     LeadershipChange,
@@ -56,7 +57,6 @@ from controlplane.store.pauses import paused_models
 from controlplane.store.placement_journal import placement_status
 from controlplane.store.profiles import newest_profiles
 from controlplane.store.relayout import MigRelayoutRecord
-from controlplane.store.store_clock import store_now_in
 from controlplane.store.tables import (
     ActionRecord,
     ForecastRecord,
@@ -76,7 +76,7 @@ SYNCED_LOOKBACK_TICKS = 240
 def read_fleet_status(engine: Engine, store: str, lease_name: str,
                       wall_now: datetime | None = None) -> FleetStatus:
     """Everything ``headroom status`` shows; ``store`` is the redacted URL to name it by. The
-    demand hints are those not ended at the store's now (``store_now_in``: a simulated fleet's
+    demand hints are those not ended at the store's now (``store_now``: a simulated fleet's
     last tick, else ``wall_now``; without it, the last tick)."""
     tables = set(inspect(engine).get_table_names())
     tick_columns = {c["name"] for c in inspect(engine).get_columns("ticks")}
@@ -90,19 +90,19 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str,
             tick = _last_tick(connection, "writer" in tick_columns)
             seen = None if tick is None else fleet_seen(connection, tick.tick_id)
             observed = None if seen is None else seen[1]
+            lease = _lease(connection, lease_name) if "leases" in tables else None
             return FleetStatus(
                 store=store, last_tick=tick,
                 fleet_tick_id=None if seen is None else seen[0],
                 fleet_at=None if observed is None else as_utc(observed.synced_at),
-                lease=_lease(connection, lease_name) if "leases" in tables else None,
+                lease=lease,
                 models=_models(connection, observed, has_pauses, has_notes,
                                {} if seen is None else _wanted(connection, seen[0])),
                 pools=_pools(connection, observed),
                 plan=None if tick is None else _plan(connection, tick.tick_id),
                 relayouts=_relayouts(connection) if "mig_relayouts" in tables else (),
                 profiles=newest_profiles(connection) if "profiles_json" in tick_columns else (),
-                hints=(hints_ending_after(connection, _hints_now(connection, tick, lease_name,
-                                                                 wall_now))
+                hints=(hints_ending_after(connection, _hints_now(tick, lease, wall_now))
                        if "demand_hints" in tables else ()),
                 placement=(placement_status(connection) if "placement_journal" in tables
                            else None),
@@ -120,14 +120,15 @@ def _table(record: type[SQLModel]) -> Table:
     return SQLModel.metadata.tables[str(record.__tablename__)]
 
 
-def _hints_now(connection: Connection, tick: TickSummary | None, lease_name: str,
+def _hints_now(tick: TickSummary | None, lease: LeaseStatus | None,
                wall_now: datetime | None) -> datetime | None:
-    """When the hints status lists must not have ended: the store's now (``wall_now`` given),
-    else the last tick; None (every stored hint: one announced before the loop starts) when
-    there is neither."""
+    """When the hints status lists must not have ended: the store's now (``wall_now`` given;
+    a simulated fleet's, its lease in the store, is its last tick), else the last tick; None
+    (every stored hint: one announced before the loop starts) when there is neither."""
+    last_at = None if tick is None else tick.started_at
     if wall_now is not None:
-        return store_now_in(connection, lease_name, wall_now).at
-    return None if tick is None else tick.started_at
+        return store_now(lease is not None, last_at, wall_now).at
+    return last_at
 
 
 def _last_tick(connection: Connection, has_writer: bool) -> TickSummary | None:
