@@ -19,7 +19,7 @@ from controlplane.domain.mig_relayout import MigRelayout
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ModelLoad, ObservedState
 from controlplane.domain.pause import ModelPause
-from controlplane.domain.placement import FleetPlacement
+from controlplane.domain.placement import FleetPlacement, WarmGpus
 from controlplane.domain.profile import ProfileCorrection, ProfileSample
 from controlplane.domain.sharing_config import SharingLayout
 from controlplane.domain.tick import TickReport
@@ -70,9 +70,13 @@ class PlacementClient(Protocol):
         ...
 
     def plan_fleet(
-        self, demands: Sequence[Demand], specs: Sequence[ModelSpec], pools: Sequence[PoolSpec]
+        self, demands: Sequence[Demand], specs: Sequence[ModelSpec], pools: Sequence[PoolSpec],
+        warm: Sequence[WarmGpus] | None = None,
     ) -> FleetPlacement:
-        """Pack the models' demand onto GPUs; infeasible models come back in ``unplaced``."""
+        """Pack the models' demand onto GPUs; infeasible models come back in ``unplaced``.
+        ``warm``: the warm GPUs the caller decided, which the plan keeps and prices (the plan
+        the engine stores and serves is then the one the caller records); None: the engine
+        sizes its own."""
         ...
 
 

@@ -23,7 +23,7 @@ from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, set
 from controlplane.autoscaling.hint_capacity import hints_capped
 from controlplane.autoscaling.hints import hinted_inputs
 from controlplane.autoscaling.issued import accuracy
-from controlplane.autoscaling.live import placement_demands, with_ladder_warm
+from controlplane.autoscaling.live import ladder_warm, placement_demands
 from controlplane.autoscaling.policies import ScalingPolicy
 from controlplane.autoscaling.profile_correction import (
     CorrectionConfig,
@@ -237,10 +237,11 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
     # the replica targets say which demands a hint raised, and a hint capped: served of announced
     sizing, capped = hints_capped(sizing, hinted, models, demand_policy)
     deps.placement.sync_inventory(observed)
-    placed = deps.placement.plan_fleet(placement_demands(sizing, models),
-                                       tuple(m.spec for m in models), config.pools)
-    placement = with_ladder_warm(placed, sizing, {m.spec.name: m.shape for m in models},
-                                 config.pools)
+    # the ladder's warm GPUs go with the request: the plan PlanFleet stores and serves under
+    # its revision is the one this tick records and bills
+    placement = deps.placement.plan_fleet(placement_demands(sizing, models),
+                                          tuple(m.spec for m in models), config.pools,
+                                          ladder_warm(sizing, models))
     decision = settle(observed, sizing, placement, config.pools, config.policy, config.budgets,
                       memory, now)
     if config.node_configs is not None and deps.mig is not None and deps.sharing is not None:

@@ -11,6 +11,7 @@ from scheduler.domain.fleet_types import (
     GpuPool,
     ModelDemand,
     ProfilePoint,
+    WarmPool,
 )
 from scheduler.domain.model import (
     WHOLE_GPU_MILLI,
@@ -139,7 +140,9 @@ def fleet_request_from_pb(request: pb.PlanFleetRequest) -> FleetRequest:
         for i, m in enumerate(request.models)
     )
     pools = tuple(GpuPool(p.product, p.max_gpus, p.price_per_gpu_hour) for p in request.pools)
-    return FleetRequest(models, pools)
+    warm = tuple(WarmPool(w.product, w.gpus, w.reason) for w in request.warm.pools) \
+        if request.HasField("warm") else None
+    return FleetRequest(models, pools, warm)
 
 
 def fleet_plan_to_pb(plan: FleetPlan) -> pb.FleetPlan:
@@ -159,7 +162,7 @@ def fleet_plan_to_pb(plan: FleetPlan) -> pb.FleetPlan:
 
 
 def fleet_plan_from_pb(plan: pb.FleetPlan) -> FleetPlan:
-    from scheduler.domain.fleet_types import GpuAssignment, Segment, WarmPool
+    from scheduler.domain.fleet_types import GpuAssignment, Segment
 
     modes = {v: k for k, v in _MODE_TO_PB.items()}
     return FleetPlan(

@@ -57,7 +57,10 @@ def _gpus(node: ObservedNode) -> list[pb.Gpu]:
 
 
 def plan_request(demands: Sequence[Demand], specs: Sequence[ModelSpec],
-                 pools: Sequence[PoolSpec]) -> pb.PlanFleetRequest:
+                 pools: Sequence[PoolSpec],
+                 warm: Sequence[WarmGpus] | None = None) -> pb.PlanFleetRequest:
+    """The PlanFleet request; with ``warm`` (even none) the plan keeps exactly those warm GPUs
+    and sizes none of its own."""
     by_name = {s.name: s for s in specs}
     models = []
     for demand in demands:
@@ -70,9 +73,14 @@ def plan_request(demands: Sequence[Demand], specs: Sequence[ModelSpec],
                                      batch_size=p.batch_size, mps_processes=p.mps_processes,
                                      throughput_rps=p.throughput_rps, latency_ms=p.latency_ms,
                                      memory_mib=p.memory_mib) for p in spec.profile]))
-    return pb.PlanFleetRequest(models=models, pools=[
+    request = pb.PlanFleetRequest(models=models, pools=[
         pb.GpuPool(product=p.product, max_gpus=min(p.max_nodes * p.gpus_per_node, MAX_POOL_GPUS),
                    price_per_gpu_hour=p.price_per_gpu_hour) for p in pools])
+    if warm is not None:
+        request.warm.SetInParent()  # set, also with no pools: "keep none warm"
+        request.warm.pools.extend(pb.WarmPool(product=w.product, gpus=w.gpus, reason=w.reason)
+                                  for w in warm)
+    return request
 
 
 def placement_from(plan: pb.FleetPlan) -> FleetPlacement:
@@ -103,5 +111,7 @@ class LocalPlacementClient:
         self._planner.sync_inventory(inventory_request(observed))
 
     def plan_fleet(self, demands: Sequence[Demand], specs: Sequence[ModelSpec],
-                   pools: Sequence[PoolSpec]) -> FleetPlacement:
-        return placement_from(self._planner.plan_fleet(plan_request(demands, specs, pools)))
+                   pools: Sequence[PoolSpec],
+                   warm: Sequence[WarmGpus] | None = None) -> FleetPlacement:
+        return placement_from(self._planner.plan_fleet(plan_request(demands, specs, pools,
+                                                                    warm)))

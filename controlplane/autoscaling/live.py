@@ -2,10 +2,10 @@
 
 The live loop places replicas with the scheduler's PlanFleet (MIG geometry, MPS, time-slicing),
 so it runs the core in two halves around it: ``core.size`` decides the hot replicas and the
-warm-pool ladder, PlanFleet places exactly the hot replicas (``placement_demands``), and the
-warm GPUs come from the ladder (``with_ladder_warm``, which prices the plan again: PlanFleet's
-cost counted its own warm GPUs), not from the scheduler's own heuristic, before ``core.settle``
-turns them into node targets and a guarded plan.
+warm-pool ladder, PlanFleet places exactly the hot replicas (``placement_demands``) and keeps the
+ladder's warm GPUs (``ladder_warm``, sent with the request), not its own heuristic's, in the plan
+it prices, stores and serves (GetPlan / WatchPlan), before ``core.settle`` turns them into node
+targets and a guarded plan: the plan served under a revision is the one the loop records.
 
 The live backends have no actuator for loaded-but-idle replicas, so a live model's ladder has
 three rungs: hot, cached (warm GPU share on a node that is up; a start there is the fast mode of
@@ -19,7 +19,7 @@ standby gives part of its share back (``idle_gpu_fraction`` < 1 in ``headroom si
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from controlplane.autoscaling.core import FleetModel, Sizing
@@ -28,7 +28,7 @@ from controlplane.autoscaling.sizing import ReplicaShape, warm_gpus
 from controlplane.domain.demand import Demand, replicas_for
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.models import ModelSpec
-from controlplane.domain.placement import FleetPlacement, priced
+from controlplane.domain.placement import WarmGpus
 
 
 def live_models(specs: Sequence[ModelSpec], pools: Sequence[PoolSpec],
@@ -82,11 +82,7 @@ def placement_demands(sizing: Sizing, models: Sequence[FleetModel]) -> tuple[Dem
     return tuple(replace(d, rate_rps=rate(d)) for d in sizing.demands)
 
 
-def with_ladder_warm(placement: FleetPlacement, sizing: Sizing,
-                     shapes: Mapping[str, ReplicaShape], pools: Sequence[PoolSpec]
-                     ) -> FleetPlacement:
-    """``placement`` with its warm GPUs replaced by the ladder's (idle and cached rungs), and its
-    cost that of its placed GPUs plus those warm GPUs at the pools' prices (PlanFleet's cost
-    also paid for the scheduler's own warm GPUs, dropped here)."""
-    prices = {p.product: p.price_per_gpu_hour for p in pools}
-    return priced(replace(placement, warm_pools=warm_gpus(sizing.requests, shapes)), prices)
+def ladder_warm(sizing: Sizing, models: Sequence[FleetModel]) -> tuple[WarmGpus, ...]:
+    """The whole warm GPUs per product the ladder keeps (idle and cached rungs), for PlanFleet
+    to keep in its plan instead of sizing its own."""
+    return warm_gpus(sizing.requests, {m.spec.name: m.shape for m in models})

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from controlplane.domain.models import replicas_per_segment
 
@@ -55,7 +54,8 @@ class WarmGpus:
 @dataclass(frozen=True, slots=True)
 class FleetPlacement:
     """GPUs holding the placed segments (``gpu_ids_by_product``) and whole warm GPUs;
-    ``cost_per_hour`` prices exactly those two (``priced``)."""
+    ``cost_per_hour`` prices exactly those two (PlanFleet's price of the plan it stored, the
+    live loop's warm GPUs included: ``controlplane.autoscaling.live``)."""
 
     revision: int
     segments: tuple[PlacedSegment, ...]
@@ -94,15 +94,3 @@ class FleetPlacement:
         replicas')."""
         return sum(s.throughput_rps for s in self.segments if s.model == model)
 
-
-def priced(placement: FleetPlacement, usd_per_gpu_hour: Mapping[str, float]) -> FleetPlacement:
-    """``placement`` with ``cost_per_hour`` the price of exactly the GPUs it counts: those in
-    ``gpu_ids_by_product`` plus its warm GPUs (a product with no price costs 0, as in the
-    scheduler's PlanFleet)."""
-    gpus: Counter[str] = Counter()
-    for product, ids in placement.gpu_ids_by_product:
-        gpus[product] += len(ids)
-    for warm in placement.warm_pools:
-        gpus[warm.product] += warm.gpus
-    cost = sum(usd_per_gpu_hour.get(product, 0.0) * n for product, n in gpus.items())
-    return replace(placement, cost_per_hour=round(cost, 6))

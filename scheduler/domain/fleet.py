@@ -60,7 +60,9 @@ class PlanOutcome:
 def plan_fleet(request: FleetRequest, revision: int, previous: FleetPlan | None = None,
                solver: MilpSolver | None = None,
                time_limit_s: float = DEFAULT_TIME_LIMIT_S) -> PlanOutcome:
-    """A fleet plan for ``request`` (pure; the solver is the only collaborator)."""
+    """A fleet plan for ``request`` (pure; the solver is the only collaborator). Its warm
+    pools are the request's own when it decided them (the control plane's ladder: the plan
+    served and journaled is then the one the loop records and bills), else sized here."""
     pools = pool_infos(request.pools)
     options: dict[str, list[SegmentOption]] = {}
     unplaced: list[str] = []
@@ -103,7 +105,7 @@ def plan_fleet(request: FleetRequest, revision: int, previous: FleetPlan | None 
     for info in pools:
         in_use = sum(1 for g in gpus if g.product == info.name)
         room[info.name] = room.get(info.name, 0) + info.pool.max_gpus - in_use
-    warm = size_warm_pools(served, room)
+    warm = size_warm_pools(served, room) if request.warm is None else list(request.warm)
     price = {info.name: info.pool.price_per_gpu_hour for info in pools}
     cost = sum(price.get(g.product, 0.0) for g in gpus) + sum(
         price.get(w.product, 0.0) * w.gpus for w in warm)

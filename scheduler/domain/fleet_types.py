@@ -45,6 +45,9 @@ class GpuPool:
 class FleetRequest:
     models: tuple[ModelDemand, ...]
     pools: tuple[GpuPool, ...]
+    #: the warm GPUs the caller decided (the control plane's ladder), kept as they are; None:
+    #: PlanFleet sizes its own (``warm_pool.size_warm_pools``)
+    warm: tuple[WarmPool, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

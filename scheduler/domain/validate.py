@@ -165,6 +165,12 @@ def validate_fleet_request(request: FleetRequest) -> None:
             raise InvalidArgument(f"{where}.price_per_gpu_hour",
                                   f"must be a finite number in [0, {MAX_PRICE_PER_GPU_HOUR:g}], "
                                   f"got {price}")
+    for i, warm in enumerate(request.warm or ()):
+        if not warm.product.strip():
+            raise InvalidArgument(f"warm.pools[{i}].product", "must not be empty")
+        if not 0 <= warm.gpus <= MAX_POOL_GPUS:
+            raise InvalidArgument(f"warm.pools[{i}].gpus",
+                                  f"must be in [0, {MAX_POOL_GPUS}], got {warm.gpus}")
 
 
 def slices_problem(product: str, slices: int) -> str | None:

@@ -18,7 +18,7 @@ from controlplane.domain.demand import Demand
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ObservedState
-from controlplane.domain.placement import FleetPlacement
+from controlplane.domain.placement import FleetPlacement, WarmGpus
 from controlplane.domain.tick import TickStatus
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.ports import PlacementClient
@@ -43,12 +43,13 @@ class CrashingPlacement:
         self.inner.sync_inventory(observed)
 
     def plan_fleet(self, demands: Sequence[Demand], specs: Sequence[ModelSpec],
-                   pools: Sequence[PoolSpec]) -> FleetPlacement:
+                   pools: Sequence[PoolSpec],
+                   warm: Sequence[WarmGpus] | None = None) -> FleetPlacement:
         time.sleep(self.sleep_s)
         if self.crashes > 0:
             self.crashes -= 1
             raise RuntimeError("solver crashed")
-        return self.inner.plan_fleet(demands, specs, pools)
+        return self.inner.plan_fleet(demands, specs, pools, warm)
 
 
 def _metered_runtime(url: str) -> tuple[SimRuntime, CollectorRegistry]:

@@ -9,7 +9,14 @@ from fleet_builders import check_plan, demand, request
 from parvagpu_slo2 import slo2_request
 
 from scheduler.domain.fleet import POOL_TOO_SMALL, plan_fleet
-from scheduler.domain.fleet_types import FleetPlan, GpuPool, ModelDemand, ProfilePoint, Segment
+from scheduler.domain.fleet_types import (
+    FleetPlan,
+    GpuPool,
+    ModelDemand,
+    ProfilePoint,
+    Segment,
+    WarmPool,
+)
 from scheduler.domain.milp import Milp, MilpResult
 from scheduler.domain.model import Isolation
 from scheduler.highs import HighsSolver
@@ -195,6 +202,15 @@ def test_warm_pools_cover_the_rise_during_a_cold_start() -> None:
     assert warm.product == "A100-80GB" and warm.gpus >= 1
     assert warm.reason.startswith("p90_demand_rise_during_cold_start")
     assert out.plan.cost_per_hour == 4.0 * (len(out.plan.gpus) + warm.gpus)
+
+
+@pytest.mark.parametrize("decided", [(), (WarmPool("A100-80GB", 2, "ladder"),)])
+def test_warm_pools_the_caller_decided_are_kept_and_priced_instead_of_sized(
+        decided: tuple[WarmPool, ...]) -> None:
+    req = replace(request(demand("a", 1000, 100, cold_start_s=120.0)), warm=decided)
+    out = plan_fleet(req, 1, solver=SOLVER)
+    assert out.plan.warm_pools == decided  # none sized of its own, not even for the cold start
+    assert out.plan.cost_per_hour == 4.0 * (len(out.plan.gpus) + sum(w.gpus for w in decided))
 
 
 def test_strict_models_get_mig_instances_not_mps() -> None:

@@ -566,24 +566,55 @@ class GpuPool(_message.Message):
 Global___GpuPool: _TypeAlias = GpuPool  # noqa: Y015
 
 @_typing.final
+class WarmDecision(_message.Message):
+    """The warm GPUs a caller decided itself (the control plane's warm-pool ladder)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POOLS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def pools(self) -> _containers.RepeatedCompositeFieldContainer[Global___WarmPool]: ...
+    def __init__(
+        self,
+        *,
+        pools: _abc.Iterable[Global___WarmPool] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pools", b"pools"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WarmDecision: _TypeAlias = WarmDecision  # noqa: Y015
+
+@_typing.final
 class PlanFleetRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     MODELS_FIELD_NUMBER: _builtins.int
     POOLS_FIELD_NUMBER: _builtins.int
+    WARM_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def models(self) -> _containers.RepeatedCompositeFieldContainer[Global___ModelDemand]: ...
     @_builtins.property
     def pools(self) -> _containers.RepeatedCompositeFieldContainer[Global___GpuPool]: ...
+    @_builtins.property
+    def warm(self) -> Global___WarmDecision:
+        """set (also with no pools): the plan keeps exactly these warm GPUs,
+        priced into its cost_per_hour, and sizes none of its own; unset:
+        PlanFleet sizes warm pools from each model's cold_start_s
+        """
+
     def __init__(
         self,
         *,
         models: _abc.Iterable[Global___ModelDemand] | None = ...,
         pools: _abc.Iterable[Global___GpuPool] | None = ...,
+        warm: Global___WarmDecision | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["warm", b"warm"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["models", b"models", "pools", b"pools"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["models", b"models", "pools", b"pools", "warm", b"warm"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
