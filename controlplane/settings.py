@@ -1,7 +1,9 @@
 """Settings: one typed root per process (pydantic-settings), env prefix ``HEADROOM_``, nested groups
 with ``__`` as delimiter (``HEADROOM_RECONCILE__INTERVAL_S=15``), and an optional YAML file.
 
-Precedence: explicit overrides > environment > YAML file > defaults. Unknown keys are errors.
+Precedence: explicit overrides > environment > YAML file > defaults; a higher source's value of a
+setting replaces the lower one's (a mapping such as ``autoscaling.tenant_gpu_budgets`` too), and
+groups combine field by field (``settings_precedence``). Unknown keys are errors.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from controlplane.settings_groups import (
     default_pools,
 )
 from controlplane.settings_placement import PlacementSettings
+from controlplane.settings_precedence import WholeMappings
 from controlplane.yaml_keys import UniqueKeyLoader
 from scheduler.domain import catalog
 
@@ -171,7 +174,12 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         yaml_file = _YAML_FILE.get()
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        # a higher source's mapping replaces the lower one's; groups combine field by field.
+        # The lowest (the file) stays as read: keys of a mapping the environment names one by
+        # one merge into its dicts
+        sources: list[PydanticBaseSettingsSource] = [
+            WholeMappings(settings_cls, init_settings),
+            WholeMappings(settings_cls, env_settings, environment=True)]
         if yaml_file is not None:
             # UTF-8 as its checks read it, not the locale's encoding (ASCII under LC_ALL=C
             # refused a comment with an accent)

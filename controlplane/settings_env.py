@@ -71,7 +71,7 @@ def _below_a_value(root: type[BaseModel], name: str) -> str | None:
     parts = name[len(ENV_PREFIX):].lower().split("__")
     annotation: Any = root
     for depth, part in enumerate(parts):
-        annotation = _unwrap_optional(annotation)
+        annotation = unwrap_optional(annotation)
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             field = annotation.model_fields.get(part)
             if field is None and depth < len(parts) - 1:  # keys below an unknown key
@@ -96,7 +96,7 @@ def _below_a_value(root: type[BaseModel], name: str) -> str | None:
     return None
 
 
-def _unwrap_optional(annotation: Any) -> Any:
+def unwrap_optional(annotation: Any) -> Any:
     """``X`` of ``X | None`` (pydantic's annotation of an optional field); others as they are."""
     if get_origin(annotation) in (Union, UnionType):
         args = [a for a in get_args(annotation) if a is not type(None)]
