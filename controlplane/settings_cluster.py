@@ -4,13 +4,34 @@ re-layout)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from controlplane.domain.labels import is_label_key, is_label_value
 from controlplane.settings_groups import Group
+
+
+def http_url_problem(url: str) -> str | None:
+    """Why ``url`` is no http(s) URL of a host (a password in it shown as ``***``), or None.
+    Checked where it is given: ``127.0.0.1:9090`` would otherwise load and fail only when
+    Prometheus is first asked, as "unreachable (No host specified.)"."""
+    shown = re.sub(r":[^:@/]*@", ":***@", url)
+    parts = urlsplit(url)
+    if "://" not in url:
+        return f"{shown!r} is not a URL: give the scheme, e.g. http://{shown}"
+    if parts.scheme not in ("http", "https"):
+        return f"{shown!r}: the scheme must be http or https, not {parts.scheme!r}"
+    if not parts.hostname:
+        return f"{shown!r} names no host, e.g. http://127.0.0.1:9090"
+    try:
+        parts.port  # noqa: B018 - urllib checks the port when it is read
+    except ValueError as error:
+        return f"{shown!r}: {error}"
+    return None
 
 
 class PrometheusSettings(Group):
@@ -56,6 +77,14 @@ class PrometheusSettings(Group):
     insecure_skip_verify: bool = Field(False, description="do not verify an https "
                                        "Prometheus's certificate (test setups only: the "
                                        "credentials sent and the load read could be anyone's)")
+
+    @field_validator("url")
+    @classmethod
+    def _an_http_url(cls, url: str | None) -> str | None:
+        problem = None if url is None else http_url_problem(url)
+        if problem is not None:
+            raise ValueError(problem)
+        return url
 
     @field_validator("query", "latency_query", "query_sample_series")
     @classmethod

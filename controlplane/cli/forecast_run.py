@@ -43,7 +43,7 @@ from controlplane.forecast_job import (
     run_job,
 )
 from controlplane.settings import ConfigError, Settings, load_settings
-from controlplane.settings_cluster import PrometheusSettings
+from controlplane.settings_cluster import PrometheusSettings, http_url_problem
 from controlplane.simulation.trace import check_value_unit
 from controlplane.store import Store, StoreUnavailable
 from controlplane.store.configured import open_existing_store
@@ -286,6 +286,9 @@ def _source(prometheus_url: str | None, settings: Settings, metric: str | None,
                          "leave it out for every model")
     if prometheus_url and csv:
         raise InputError("give either --prometheus-url or --csv, not both")
+    url_problem = http_url_problem(prometheus_url) if prometheus_url else None
+    if url_problem is not None:
+        raise InputError(f"--prometheus-url: {url_problem}")
     check_value_unit(value_unit)
     if value_unit != "rps" and csv is None:
         raise InputError(f"--value-unit {value_unit}: only a --csv trace has a value unit "
