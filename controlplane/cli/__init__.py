@@ -26,6 +26,7 @@ from controlplane.cli.db_revision import db_current, db_history
 from controlplane.cli.demo_store import DEMO_DB, demo_settings, settings_with_db
 from controlplane.cli.downgrade import db_downgrade
 from controlplane.cli.forecast import app as forecast_app
+from controlplane.cli.forecast_method import check_forecast_method
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.hint import app as hint_app
 from controlplane.cli.models import app as models_app
@@ -52,7 +53,6 @@ from controlplane.store import MigrationError, StoreUnavailable, upgrade
 from controlplane.store.configured import open_store
 from controlplane.store.engine import check_known_revision, in_memory, redact, sqlite_file
 from forecaster.errors import InputError
-from forecaster.registry import METHODS
 from scheduler.metrics import check_bindable, host_and_port
 
 app = typer.Typer(help="Headroom: forecast, pack and actuate GPU inference fleets.",
@@ -83,15 +83,6 @@ def _wall_now() -> datetime:
 
 def _settings(config: Path | None, **overrides: object) -> Settings:
     return load_settings(config, **{k: v for k, v in overrides.items() if v is not None})
-
-
-def _check_forecast_method(settings: Settings, config: Path | None) -> None:
-    """Fail before starting anything when ``forecast.method`` names no registered forecaster
-    (the forecast job would otherwise die on its first refresh)."""
-    method = settings.forecast.method
-    if method not in METHODS:
-        raise ConfigError(f"{config or 'configuration'}: forecast.method: unknown forecast "
-                          f"method {method!r}; choose one of {', '.join(METHODS)}")
 
 
 def _check_listen_addresses(settings: Settings, config: Path | None,
@@ -193,7 +184,7 @@ def demo(
         raise ConfigError(f"db.url {settings.db.url}: the dashboard runs in its own process and "
                           "cannot see an in-memory database; use sqlite:///FILE (or --db), or "
                           "--no-dashboard")
-    _check_forecast_method(settings, config)
+    check_forecast_method(settings, config)
     _check_listen_addresses(settings, config)
     check_autoscaling_models(settings.autoscaling, DEMO_MODELS)  # no store yet
     with db_url_named(settings):  # reads only: a real fleet's store is refused as it was
@@ -282,7 +273,7 @@ def serve(
     from controlplane.serve import check_models, run_serve
 
     settings = _settings(config)
-    _check_forecast_method(settings, config)
+    check_forecast_method(settings, config)
     _check_listen_addresses(settings, config, ports_free=True)
     with db_url_named(settings):
         check_models(settings)  # reads only: before the state dir and the store are made

@@ -29,6 +29,7 @@ from controlplane.cli.forecast_csv import (
     only_series,
     trace_in_rps,
 )
+from controlplane.cli.forecast_method import check_forecast_method
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.numbers import float_option
 from controlplane.cli.store_origin import db_url_named
@@ -146,6 +147,8 @@ def run(
     """
     try:
         settings = load_settings(config)
+        if method is None:  # the setting's: named with the file or variable that set it
+            check_forecast_method(settings, config)
         fs = settings.forecast
         job = JobConfig(
             horizon_s=parse_duration_s(horizon, "--horizon") if horizon else fs.horizon_s,
