@@ -1,7 +1,8 @@
 """Starting the gRPC placement API of ``headroom serve`` (both backends), with its Prometheus
 metrics and the reconcile loop's when ``placement.metrics_listen`` is set (``served_metrics``,
 also used by ``headroom demo``), and the placement engine that follows the store's placement
-journal (``journaled_engine``, ``JournalFollower``: ``serve`` and ``placement serve --db``)."""
+journal (``journaled_engine``, ``JournalFollower``: ``serve`` and ``placement serve --db``) and
+checks Place against the store's models table (``listed_tenant``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rich.console import Console
+from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import col
 
+from controlplane.domain.errors import error_line
 from controlplane.identity import holder_identity
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.ports import Clock
@@ -19,6 +24,7 @@ from controlplane.settings_placement import PlacementSettings
 from controlplane.startup_lines import print_line
 from controlplane.store import Store
 from controlplane.store.placement_journal import SqlPlacementJournal
+from controlplane.store.tables import ModelRecord
 from scheduler.domain.errors import Unavailable
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics, exposed_metrics
@@ -67,7 +73,23 @@ def journaled_engine(store: Store, clock: Clock, identity: str | None = None
     "changed ... by"): the name it leads by (``serve_identity``); hostname-pid by default."""
     holder = identity if identity is not None else holder_identity()
     return PlacementEngine(journal=SqlPlacementJournal(store.engine, holder, clock),
-                           now_s=lambda: clock.now().timestamp())
+                           now_s=lambda: clock.now().timestamp(),
+                           model_tenant=listed_tenant(store))
+
+
+def listed_tenant(store: Store) -> Callable[[str], str | None]:
+    """The tenant the store's models table lists a model under, read per call (None: not
+    listed), for Place's tenancy checks as DemandHints reads it per call; a store that cannot
+    be read raises Unavailable (UNAVAILABLE, nothing bound)."""
+    def tenant_of(model: str) -> str | None:
+        try:
+            with store.engine.connect() as connection:
+                return connection.execute(select(col(ModelRecord.tenant)).where(
+                    col(ModelRecord.name) == model)).scalar_one_or_none()
+        except SQLAlchemyError as error:
+            raise Unavailable(f"models table: cannot read the tenant of model {model!r}: "
+                              f"{error_line(error)}") from None
+    return tenant_of
 
 
 class JournalFollower:

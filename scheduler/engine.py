@@ -54,7 +54,8 @@ class PlacementEngine:
                  solver: MilpSolver | None = None,
                  plan_time_limit_s: float = DEFAULT_TIME_LIMIT_S,
                  journal: PlacementJournal | None = None,
-                 now_s: Callable[[], float] = unix_now_s) -> None:
+                 now_s: Callable[[], float] = unix_now_s,
+                 model_tenant: Callable[[str], str | None] | None = None) -> None:
         self._lock = threading.Lock()
         self._plan_changed = threading.Condition(self._lock)
         self._held = HeldBindings(weights)  # its placer, and the bindings waiting for a node
@@ -67,6 +68,8 @@ class PlacementEngine:
         #: journaled: a restarted engine knows no node until its first SyncInventory)
         self._synced = False
         self._now_s = now_s
+        #: the tenant the store's models table lists a model under (None: not listed)
+        self._model_tenant = model_tenant
         #: called with how many bindings a sweep released (the server's metrics)
         self.on_leases_expired: Callable[[int], None] | None = None
         if journal is not None:
@@ -154,6 +157,15 @@ class PlacementEngine:
             unknown=[w for w, b in renewed.items() if b is None])
 
     # ---------------------------------------------------------------- online placement
+    def listed_tenant(self, model: str) -> str | None:
+        """The tenant the store's models table lists ``model`` under, read now (None: no
+        model, a model it does not list, or an engine beside no models table), for the
+        tenancy checks of Place (``scheduler.tenancy.check_model``); raises Unavailable when
+        the table cannot be read."""
+        if not model or self._model_tenant is None:
+            return None
+        return self._model_tenant(model)
+
     def sync_inventory(self, request: pb.SyncInventoryRequest) -> pb.SyncInventoryResponse:
         """Replace the inventory with a full snapshot (idempotent). A binding whose node and
         GPU indices are in it and whose GPUs still meet its request (allowed product, stated

@@ -1,6 +1,7 @@
 """Thin gRPC servicer: proto in, engine call, proto out; domain errors -> status codes. The
-caller's tenant scope (``scheduler.callers.caller_scope``) is checked here for Place, the
-fleet-wide calls and ListBindings, and passed to the engine, which checks it under its lock where
+caller's tenant scope (``scheduler.callers.caller_scope``) is checked here for Place (its tenant,
+and its model's tenant where the models table lists the model), the fleet-wide calls and
+ListBindings, and passed to the engine, which checks it under its lock where
 it releases, renews or ranks a binding (``scheduler.tenancy``'s decisions)."""
 
 from __future__ import annotations
@@ -148,6 +149,8 @@ class PlacementServicer(pb_grpc.PlacementServicer):
 
         def place() -> pb.PlaceResponse:
             tenancy.check_place(scope, request.tenant)
+            tenancy.check_model(scope, request.tenant, request.model,
+                                self.engine.listed_tenant(request.model))
             return self.engine.place(request, still_wanted=still_wanted)
 
         return call_engine(context, place, _EMPTY_PLACE, self.metrics, "Place")

@@ -5,7 +5,8 @@ of each scope may do. Client certificates get scopes the same way
 A token file line ``<token>`` alone is an unscoped (operator) token: every call, every binding.
 ``<token> tenant=<t1>[,<t2>...]`` scopes the token to those tenants:
 
-- Place only for one of them (an empty ``tenant`` is refused);
+- Place only for one of them (an empty ``tenant`` is refused), and only a model the models table
+  lists under one of them, or lists not at all (``check_model``);
 - Release only their bindings (another tenant's: PERMISSION_DENIED; an id bound to nobody is
   released as ever: nothing to do);
 - RenewLeases and RankReplicas treat another tenant's ids as ``unknown`` (not bound), so a
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Protocol, TypeVar
+
+from scheduler.domain.errors import InvalidArgument
 
 #: A caller's scope: None = unscoped (every tenant, the whole fleet), else its tenants.
 Scope = frozenset[str] | None
@@ -148,6 +151,24 @@ def check_place(scope: Scope, tenant: str) -> None:
     wanted = f"tenant {tenant!r}" if tenant else "an empty tenant"
     raise PermissionDenied(f"tenant: this caller may not place for {wanted}; it is scoped to "
                            f"tenants {_tenants(scope)}")
+
+
+def check_model(scope: Scope, tenant: str, model: str, listed_tenant: str | None) -> None:
+    """PermissionDenied when the models table lists ``model`` under a tenant outside ``scope``
+    (as DemandHints' AddHint refuses a hint for it), else InvalidArgument naming ``tenant`` when
+    the Place names another tenant than the listed one: its binding would be visible to, and
+    releasable by, the wrong tenant's callers. ``listed_tenant`` None (a model the table does
+    not list, free text, or a server without a models table) and an empty ``tenant`` from an
+    unscoped caller pass: the binding keeps what the Place named."""
+    if listed_tenant is None:
+        return
+    if not may_act_for(scope, listed_tenant):
+        assert scope is not None
+        raise PermissionDenied(f"model: {model} is not a model of the caller's tenants "
+                               f"({_tenants(scope)})")
+    if tenant and tenant != listed_tenant:
+        raise InvalidArgument("tenant", f"{tenant!r} is not the tenant of model {model!r}: "
+                                        f"the models table lists it under {listed_tenant!r}")
 
 
 def check_release(scope: Scope, workload_id: str, tenant: str | None) -> None:
