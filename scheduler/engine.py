@@ -205,13 +205,15 @@ class PlacementEngine:
         (``no_inventory``) when no SyncInventory succeeded since this engine started: knowing
         no node is not a full fleet (a synced inventory without nodes is Infeasible
         ``no_inventory``). When ``still_wanted`` returns False once the engine is free to bind
-        (the caller's deadline passed while the call waited), nothing is bound and CallerGone
-        is raised, so a retry of the same id is placed instead of refused as ALREADY_EXISTS."""
+        (the caller's deadline passed while the call waited), or, with a journal, once the
+        binding is written and about to commit (the wait for the journal's lock and its writes
+        outlasted the deadline), nothing is bound and CallerGone is raised, so a retry of the
+        same id is placed instead of refused as ALREADY_EXISTS. The commit itself can still
+        outlast the deadline: a caller that timed out must reconcile (README). AlreadyExists
+        carries the binding held under the id."""
         spec = convert.workload_from_pb(request)
         with self._lock:
-            if still_wanted is not None and not still_wanted():
-                raise CallerGone(f"workload_id {spec.workload_id!r}: the caller was gone before "
-                                 "it was bound; nothing was bound")
+            self._check_wanted(spec, still_wanted)
             now_s = self._now_s()
             self._expire(now_s)
             try:
@@ -219,18 +221,29 @@ class PlacementEngine:
                     binding = self._held.leased(self._held.placer.place(spec), spec.lease_s,
                                                 now_s)
                 else:
-                    binding = self._place_journaled(spec, now_s)
+                    binding = self._place_journaled(spec, now_s, still_wanted)
             except Infeasible as exc:
                 if exc.reason == "no_inventory" and not self._synced:
                     raise NotReady(exc.reason, exc.detail) from None
                 raise
+            except AlreadyExists as exc:
+                exc.binding = self._held.get(spec.workload_id)
+                raise
         return pb.PlaceResponse(binding=convert.binding_to_pb(binding))
 
-    def _place_journaled(self, spec: WorkloadSpec, now_s: float) -> Binding:
+    @staticmethod
+    def _check_wanted(spec: WorkloadSpec, still_wanted: Callable[[], bool] | None) -> None:
+        if still_wanted is not None and not still_wanted():
+            raise CallerGone(f"workload_id {spec.workload_id!r}: the caller was gone before "
+                             "it was bound; nothing was bound")
+
+    def _place_journaled(self, spec: WorkloadSpec, now_s: float,
+                         still_wanted: Callable[[], bool] | None = None) -> Binding:
         """Place inside one journal change (caller holds the lock). A leased binding that this
         engine learns of only there (bound elsewhere since its last read) and finds run out is
         released in that change first, so its id and GPUs can be bound again at once; when the
-        change does not commit, the engine keeps it, as the store does."""
+        change does not commit, the engine keeps it, as the store does. ``still_wanted`` is
+        asked last before the commit: False rolls the change back (CallerGone)."""
         held, placed = self._held, False
         gone: list[Binding] = []
         try:
@@ -245,6 +258,7 @@ class PlacementEngine:
                 placed = True
                 binding = held.leased(binding, spec.lease_s, now_s)
                 change.bound(binding)
+                self._check_wanted(spec, still_wanted)  # gone: the change rolls back
         except BaseException:
             if placed:
                 held.placer.release(spec.workload_id)

@@ -17,7 +17,7 @@ import grpc
 
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
-from scheduler import tenancy
+from scheduler import convert, tenancy
 from scheduler.callers import caller_scope
 from scheduler.domain.errors import (
     AlreadyExists,
@@ -37,6 +37,12 @@ log = logging.getLogger(__name__)
 #: How often a WatchPlan stream re-checks that its client and the server are still there.
 WATCH_POLL_S = 0.5
 _EMPTY_PLACE = pb.PlaceResponse()
+#: Trailing metadata of a Place refused ALREADY_EXISTS: the Binding held under its id,
+#: serialized (the proto's PlaceResponse is not sent with an error status).
+BINDING_TRAILER = "headroom-binding-bin"
+#: A binding larger than this (ids or node names of thousands of characters) is not sent: the
+#: trailer travels base64-encoded beside the details, within the client's 16 KiB of headers.
+MAX_TRAILER_BYTES = 6 * 1024
 #: Status details travel as a header, percent-encoded (up to 3 bytes per UTF-8 byte), and a
 #: client drops a call whose headers pass 16 KiB (RESOURCE_EXHAUSTED "Stream removed"): details
 #: echoing a long client value (an id, a node or product name) are cut to this many UTF-8 bytes.
@@ -99,6 +105,19 @@ def call_engine(context: grpc.ServicerContext, fn: Callable[[], T], empty: T,
 FAST_METHODS = ("SyncInventory", "Place", "Release", "GetPlan", "RenewLeases", "RankReplicas")
 
 
+def _send_existing(context: grpc.ServicerContext, scope: tenancy.Scope,
+                   exc: AlreadyExists) -> None:
+    """An ALREADY_EXISTS Place's binding, held under its id, in the trailing metadata
+    BINDING_TRAILER (a caller whose Place timed out retries and learns where it bound); left
+    out for a caller whose scope may not see that binding's tenant, and when too large."""
+    held = exc.binding
+    if held is None or not tenancy.may_act_for(scope, held.tenant):
+        return
+    blob = convert.binding_to_pb(held).SerializeToString()
+    if len(blob) <= MAX_TRAILER_BYTES:
+        context.set_trailing_metadata(((BINDING_TRAILER, blob),))
+
+
 def _before_deadline(context: grpc.ServicerContext) -> Callable[[], bool] | None:
     """Whether the call's deadline has not passed (None: no deadline), read from the clock:
     ``context.is_active`` under the engine lock cost ~5 % of Place/Release pairs under load."""
@@ -151,7 +170,11 @@ class PlacementServicer(pb_grpc.PlacementServicer):
             tenancy.check_place(scope, request.tenant)
             tenancy.check_model(scope, request.tenant, request.model,
                                 self.engine.listed_tenant(request.model))
-            return self.engine.place(request, still_wanted=still_wanted)
+            try:
+                return self.engine.place(request, still_wanted=still_wanted)
+            except AlreadyExists as exc:
+                _send_existing(context, scope, exc)
+                raise
 
         return call_engine(context, place, _EMPTY_PLACE, self.metrics, "Place")
 

@@ -8,6 +8,11 @@ carries the field or reason so a caller can act on it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scheduler.domain.model import Binding
+
 
 class PlacementError(Exception):
     """Base class of every error the placement domain raises on purpose."""
@@ -46,11 +51,14 @@ class NotReady(PlacementError):
 
 
 class AlreadyExists(PlacementError):
-    """A workload with this id is already bound; Place is not applied twice."""
+    """A workload with this id is already bound; Place is not applied twice. ``binding``: the
+    binding held under the id, where the engine knows it (a retry after a timeout learns
+    where its first Place bound)."""
 
     def __init__(self, workload_id: str) -> None:
         super().__init__(f"workload_id {workload_id!r} is already bound")
         self.workload_id = workload_id
+        self.binding: Binding | None = None
 
 
 class CallerGone(PlacementError):

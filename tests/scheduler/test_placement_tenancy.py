@@ -173,6 +173,19 @@ def test_an_unscoped_token_places_for_any_tenant_and_for_none(served: Served) ->
     assert {"o1", "o2", "o3"} <= served.bindings().keys()
 
 
+def test_an_already_exists_place_shows_the_binding_held_only_to_a_caller_of_its_tenant(
+        served: Served) -> None:
+    from scheduler.service import BINDING_TRAILER
+
+    for token, tenant, shown in (("beta-token", "beta", False), ("alpha-token", "alpha", True),
+                                 ("ops-token", "", True)):
+        refused = served.refused("Place", make_place("a1", tenant=tenant), token)
+        assert refused.code() is grpc.StatusCode.ALREADY_EXISTS
+        keys = [m.key for m in refused.trailing_metadata() or ()]
+        assert (BINDING_TRAILER in keys) is shown
+    assert served.bindings()["a1"].tenant == "alpha"
+
+
 # ------------------------------------------------------------------ Release
 
 
