@@ -11,9 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rich.console import Console
-from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import col
 
 from controlplane.domain.errors import error_line
 from controlplane.identity import holder_identity
@@ -24,7 +22,6 @@ from controlplane.settings_placement import PlacementSettings
 from controlplane.startup_lines import print_line
 from controlplane.store import Store
 from controlplane.store.placement_journal import SqlPlacementJournal
-from controlplane.store.tables import ModelRecord
 from scheduler.domain.errors import Unavailable
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics, exposed_metrics
@@ -83,9 +80,7 @@ def listed_tenant(store: Store) -> Callable[[str], str | None]:
     be read raises Unavailable (UNAVAILABLE, nothing bound)."""
     def tenant_of(model: str) -> str | None:
         try:
-            with store.engine.connect() as connection:
-                return connection.execute(select(col(ModelRecord.tenant)).where(
-                    col(ModelRecord.name) == model)).scalar_one_or_none()
+            return store.model_tenants().get(model)
         except SQLAlchemyError as error:
             raise Unavailable(f"models table: cannot read the tenant of model {model!r}: "
                               f"{error_line(error)}") from None
