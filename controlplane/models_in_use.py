@@ -55,8 +55,9 @@ class ModelsChange:
 
 def models_change(settings: Settings, old: InUse, new_specs: tuple[ModelSpec, ...]
                   ) -> ModelsChange:
-    """``new_specs`` against ``old``: rebuilt with ``reconcile_config`` (a budget or static peak
-    naming a tenant or model the new set lacks refuses it), or ``old`` kept whole with why."""
+    """``new_specs`` against ``old``: rebuilt with ``reconcile_config`` (``check_models_table``:
+    no model, or a budget or static peak naming a tenant or model the new set lacks, refuses
+    it), or ``old`` kept whole with why."""
     before = {s.name: s for s in old.specs}
     after = {s.name: s for s in new_specs}
     added = tuple(sorted(set(after) - set(before)))
@@ -65,9 +66,7 @@ def models_change(settings: Settings, old: InUse, new_specs: tuple[ModelSpec, ..
     if not (added or removed or changed):
         return ModelsChange(old)
     try:
-        if not new_specs:
-            raise ConfigError("the store lists no models")
-        config = reconcile_config(settings, new_specs)
+        config = reconcile_config(settings, new_specs)  # check_models_table first
     except (ConfigError, ValueError) as error:
         return ModelsChange(old, added, removed, changed, refused=str(error))
     return ModelsChange(InUse(new_specs, config), added, removed, changed)

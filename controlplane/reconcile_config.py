@@ -22,7 +22,7 @@ from controlplane.settings import AutoscalingSettings, ConfigError, Settings, po
 def reconcile_config(settings: Settings, specs: tuple[ModelSpec, ...]) -> ReconcileConfig:
     """The reconcile loop runs the autoscaling core with the policy of ``settings.autoscaling``."""
     auto, pools = settings.autoscaling, pool_specs(settings)
-    check_autoscaling_models(auto, specs)
+    check_models_table(settings, specs)
     check_state_dir(settings.forecast.state_dir)
     return ReconcileConfig(
         models=live_models(specs, pools, auto.node_provision_p90_s, auto.cached_start_p90_s),
@@ -66,6 +66,17 @@ def check_budget_tenants(budgets: Mapping[str, float], specs: tuple[ModelSpec, .
         raise ConfigError(f"autoscaling.tenant_gpu_budgets: no model belongs to tenant(s) "
                           f"{', '.join(map(repr, unknown))}; the models' tenants are "
                           f"{', '.join(map(repr, tenants))}")
+
+
+def check_models_table(settings: Settings, specs: tuple[ModelSpec, ...]) -> None:
+    """ConfigError when serve of ``settings`` refuses ``specs`` as the models table's set: at
+    start, at each reload (``models_in_use.models_change``: the models in use stay) and, before
+    they write, ``models import`` / ``models remove`` with ``--config`` (so that what they
+    write is what a running serve uses). No model at all, or a tenant or model ``autoscaling``
+    names that the set lacks (``check_autoscaling_models``)."""
+    if not specs:
+        raise ConfigError("the store lists no models")
+    check_autoscaling_models(settings.autoscaling, specs)
 
 
 def check_autoscaling_models(auto: AutoscalingSettings, specs: tuple[ModelSpec, ...]) -> None:

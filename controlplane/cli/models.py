@@ -1,7 +1,8 @@
 """``headroom models``: the models ``headroom serve`` manages, in the store's models table, from
 a models file (``controlplane.models_file``): import (checked whole, written in one statement),
 list, remove (withdrawing the model's demand hints with it, unless told to keep them), pause and
-resume (``controlplane.cli.models_pause``)."""
+resume (``controlplane.cli.models_pause``). With ``--config`` (serve's settings) import and remove
+refuse a models table that serve would refuse (``check_models_table``), writing nothing."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ from controlplane.domain.unplaced import no_pool_for
 from controlplane.domain.wording import counted
 from controlplane.models_file import load_model_specs
 from controlplane.models_yaml import ModelsFileError
-from controlplane.settings import pool_specs
+from controlplane.reconcile_config import check_models_table
+from controlplane.settings import ConfigError, pool_specs
 from controlplane.store import Store
 from controlplane.store.hints import ModelRemoval, remove_model_and_hints
 from controlplane.store.pauses import SqlModelPauses
@@ -56,6 +58,26 @@ def changes(listed: list[ModelSpec], given: list[ModelSpec]) -> dict[str, list[s
             "unchanged": [s.name for s in given if before.get(s.name) == s]}
 
 
+#: what import and remove say of a running serve when no --config names its settings, which
+#: may refuse the new table (a budget's tenant or a static peak's model gone): unknown here
+_UNCHECKED = " unless its settings refuse the new table (--config checks that first)"
+
+
+def check_as_serve(config: Path | None, db: Path | None, table: list[ModelSpec], change: str,
+                   nothing: str) -> None:
+    """With ``--config``, ConfigError when serve of those settings refuses ``table``, the
+    models table after ``change`` (``check_models_table``, as at its start and reload): a
+    running serve would keep the old models (``models.reload_refused``) and a restarted one
+    exit 2, so the command writes ``nothing``. Without it serve's settings are unknown."""
+    if config is None:
+        return
+    try:
+        check_models_table(settings_with_db(config, db), tuple(table))
+    except ConfigError as error:
+        raise ConfigError(f"{config}: serve would refuse the models table {change}: {error}; "
+                          f"{nothing}") from None
+
+
 @app.command("import")
 def import_models(
     file: Annotated[Path, typer.Argument(
@@ -75,9 +97,14 @@ def import_models(
         raise usage_error(str(error)) from None
 
     def work(store: Store) -> dict[str, list[str]]:
-        found = changes(store.model_specs(), given)
-        if not dry_run and (found["new"] or found["updated"]):
-            store.upsert_models(given)
+        listed = store.model_specs()
+        found = changes(listed, given)
+        if found["new"] or found["updated"]:
+            table = {s.name: s for s in listed} | {s.name: s for s in given}
+            check_as_serve(config, db, list(table.values()), f"with {file} imported",
+                           "nothing imported")
+            if not dry_run:
+                store.upsert_models(given)
         return found
 
     found = with_existing_store(config, db, work)
@@ -85,7 +112,8 @@ def import_models(
     parts = [f"{kind} {', '.join(names)}" for kind, names in found.items() if names]
     out.print(f"{verb} {len(given)} model(s) from {file}: {'; '.join(parts)}"
               + ("" if dry_run or not (found["new"] or found["updated"]) else
-                 "; a running serve --backend kubernetes uses them from its next tick"),
+                 "; a running serve --backend kubernetes uses them from its next tick"
+                 + ("" if config is not None else _UNCHECKED)),
               markup=False, highlight=False, soft_wrap=True)
     # only --config names the fleet's pools (serve's settings), as for `hint add`: without it
     # the settings' pools are the defaults, no fleet's, and a warning from them would mislead
@@ -156,6 +184,10 @@ def remove(
     now = WallClock().now()
 
     def work(store: Store) -> ModelRemoval:
+        listed = store.model_specs()
+        if any(s.name == name for s in listed):
+            check_as_serve(config, db, [s for s in listed if s.name != name],
+                           f"without {name!r}", "nothing removed")
         removal = remove_model_and_hints(store.engine, name, now, keep_hints=keep_hints)
         if removal is None:
             raise InputError(f"model {name!r} is not listed (see `headroom models list`)")
@@ -163,7 +195,8 @@ def remove(
 
     removal = with_existing_store(config, db, work)
     out.print(f"removed model {name}; a running serve --backend kubernetes stops managing it "
-              "at its next tick", markup=False, highlight=False, soft_wrap=True)
+              "at its next tick" + ("" if config is not None else _UNCHECKED),
+              markup=False, highlight=False, soft_wrap=True)
     for line in removal_lines(removal):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
 

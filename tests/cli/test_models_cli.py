@@ -228,3 +228,54 @@ def test_import_with_the_config_warns_of_a_model_no_pool_offers_a_product_of(
     # without --config the pools are the defaults, no fleet's: nothing is said
     quiet = _models(url, "import", str(models))
     assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def _config(tmp_path: Path, autoscaling: str) -> Path:
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f"backend: kubernetes\nautoscaling:\n{autoscaling}")
+    return config
+
+
+def test_import_with_the_config_refuses_a_table_serve_would_refuse_and_writes_nothing(
+        tmp_path: Path) -> None:
+    url, models = _sqlite_store_with(tmp_path, GOOD)
+    config = _config(tmp_path, "  policy: static\n  static_peak_rps: {llama-3-8b-chat: 100}\n")
+    refused = (f"error: {config}: serve would refuse the models table with {models} imported: "
+               "autoscaling.static_peak_rps: policy static needs the peak rps of every model; "
+               "none for 'resnet50'; nothing imported\n")
+    for dry_run in ([], ["--dry-run"]):
+        run = _models(url, "import", str(models), "-c", str(config), *dry_run)
+        # before: exit 0, "serve uses them from its next tick"; serve refused the table
+        assert (run.returncode, run.stdout, run.stderr) == (2, "", refused)
+        assert Store.open(url).model_names() == []
+
+
+def test_remove_with_the_config_refuses_leaving_a_table_serve_would_refuse(
+        tmp_path: Path) -> None:
+    url, models = _sqlite_store_with(tmp_path, GOOD)
+    config = _config(tmp_path, "  tenant_gpu_budgets: {acme: 8}\n")
+    assert _models(url, "import", str(models), "-c", str(config)).returncode == 0
+    run = _models(url, "remove", "llama-3-8b-chat", "-c", str(config))
+    assert (run.returncode, run.stderr) == (2, (
+        f"error: {config}: serve would refuse the models table without 'llama-3-8b-chat': "
+        "autoscaling.tenant_gpu_budgets: no model belongs to tenant(s) 'acme'; the models' "
+        "tenants are 'default'; nothing removed\n"))
+    assert Store.open(url).model_names() == ["llama-3-8b-chat", "resnet50"]
+    kept = _models(url, "remove", "resnet50", "-c", str(config))  # acme's model stays: served
+    assert kept.returncode == 0, kept.stderr
+    assert kept.stdout.startswith("removed model resnet50; a running serve --backend "
+                                  "kubernetes stops managing it at its next tick\n")
+    last = _models(url, "remove", "llama-3-8b-chat", "-c", str(config))
+    assert last.returncode == 2 and "the store lists no models; nothing removed" in last.stderr
+
+
+def test_without_the_config_import_and_remove_do_not_promise_serve_uses_the_table(
+        tmp_path: Path) -> None:
+    url, models = _sqlite_store_with(tmp_path, GOOD)
+    unchecked = " unless its settings refuse the new table (--config checks that first)\n"
+    imported = _models(url, "import", str(models))
+    assert imported.returncode == 0 and imported.stdout.endswith(unchecked), imported.stdout
+    removed = _models(url, "remove", "resnet50")
+    assert removed.returncode == 0 and removed.stdout.splitlines()[0] + "\n" == (
+        "removed model resnet50; a running serve --backend kubernetes stops managing it at "
+        "its next tick" + unchecked)
