@@ -37,7 +37,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from controlplane.domain.models import (
     MAX_REPLICAS,
@@ -47,7 +47,7 @@ from controlplane.domain.models import (
     ModelSpec,
     ProfilePoint,
 )
-from controlplane.models_yaml import unique_names, validated
+from controlplane.models_yaml import duplicate_names, validated, written_names
 from controlplane.yaml_numbers import NoBoolForANumber
 from scheduler.domain import catalog
 from scheduler.domain.fleet_types import SLO_LATENCY_FRACTION
@@ -88,21 +88,32 @@ class _Point(_Strict):
                              f"limit per GPU), got {processes}")
         return processes
 
-    @model_validator(mode="after")
-    def _fits_the_slice(self) -> _Point:
-        problem = slices_problem(self.product, self.compute_slices)
-        if problem is not None:
-            raise ValueError(f"compute_slices: {problem}")
-        known = catalog.lookup(self.product)
+    # the checks across fields are field validators reading the fields before them
+    # (``info.data`` holds those that are valid), so that each runs whenever what it reads is
+    # valid, not only when the whole point is: one run lists every problem of the file
+
+    @field_validator("compute_slices")
+    @classmethod
+    def _offered_slices(cls, slices: int, info: ValidationInfo) -> int:
+        if "product" in info.data and (
+                problem := slices_problem(info.data["product"], slices)) is not None:
+            raise ValueError(problem)
+        return slices
+
+    @field_validator("memory_mib")
+    @classmethod
+    def _fits_the_slice(cls, memory_mib: int, info: ValidationInfo) -> int:
+        if "product" not in info.data or "compute_slices" not in info.data:
+            return memory_mib
+        known, slices = catalog.lookup(info.data["product"]), info.data["compute_slices"]
         if known is None or not known.memory_mib:
-            return self
-        mig = known.standard_profile(self.compute_slices) if self.compute_slices else None
+            return memory_mib
+        mig = known.standard_profile(slices) if slices else None
         holds_mib, shape = ((mig.memory_mib, f"a {mig.name} instance") if mig is not None
                             else (known.memory_mib, f"a whole {known.name}"))
-        if self.memory_mib > holds_mib:
-            raise ValueError(f"memory_mib: {self.memory_mib} MiB does not fit {shape} "
-                             f"({holds_mib} MiB)")
-        return self
+        if memory_mib > holds_mib:
+            raise ValueError(f"{memory_mib} MiB does not fit {shape} ({holds_mib} MiB)")
+        return memory_mib
 
 
 class _ColdStart(_Strict):
@@ -129,13 +140,17 @@ class _Model(_Strict):
     max_replicas: int | None = Field(None, ge=1, le=MAX_REPLICAS,
                                      description="hot + idle replicas never more")
 
-    @model_validator(mode="after")
-    def _bounds_ordered(self) -> _Model:
-        if (self.min_replicas is not None and self.max_replicas is not None
-                and self.max_replicas < self.min_replicas):
-            raise ValueError(f"max_replicas: {self.max_replicas} is below min_replicas "
-                             f"{self.min_replicas}")
-        return self
+    # the checks across fields are field validators reading the fields declared before them
+    # (``info.data`` holds those that are valid): each runs whenever what it reads is valid,
+    # however the model's other fields are, so one run lists every problem of the file
+
+    @field_validator("max_replicas")
+    @classmethod
+    def _bounds_ordered(cls, max_replicas: int | None, info: ValidationInfo) -> int | None:
+        min_replicas = info.data.get("min_replicas")
+        if min_replicas is not None and max_replicas is not None and max_replicas < min_replicas:
+            raise ValueError(f"{max_replicas} is below min_replicas {min_replicas}")
+        return max_replicas
 
     @field_validator("name", "tenant")
     @classmethod
@@ -151,29 +166,29 @@ class _Model(_Strict):
     def _any_case(cls, value: object) -> object:  # DESIGN.md writes STRICT | TRUSTED | NONE
         return value.lower() if isinstance(value, str) else value
 
-    @model_validator(mode="after")
-    def _one_point_meets_the_slo(self) -> _Model:
+    @field_validator("profile")
+    @classmethod
+    def _one_point_meets_the_slo(cls, profile: list[_Point], info: ValidationInfo
+                                 ) -> list[_Point]:
         # the fleet plan serves a model only on a shape this fast (DESIGN.md: batching headroom)
-        limit_ms = SLO_LATENCY_FRACTION * self.latency_slo_ms
-        if all(p.latency_ms > limit_ms for p in self.profile):
-            fastest = min(p.latency_ms for p in self.profile)
-            raise ValueError(f"profile: no point's latency_ms is within {SLO_LATENCY_FRACTION:g} "
-                             f"x latency_slo_ms {self.latency_slo_ms:g} = {limit_ms:g} ms (the "
-                             f"fastest is {fastest:g} ms): the fleet plan would never place it")
-        return self
-
-    @model_validator(mode="after")
-    def _strict_has_a_point_without_mps(self) -> _Model:
+        if "latency_slo_ms" not in info.data:
+            return profile
+        slo_ms = info.data["latency_slo_ms"]
+        limit_ms = SLO_LATENCY_FRACTION * slo_ms
+        if all(p.latency_ms > limit_ms for p in profile):
+            fastest = min(p.latency_ms for p in profile)
+            raise ValueError(f"no point's latency_ms is within {SLO_LATENCY_FRACTION:g} x "
+                             f"latency_slo_ms {slo_ms:g} = {limit_ms:g} ms (the fastest is "
+                             f"{fastest:g} ms): the fleet plan would never place it")
         # STRICT runs on a MIG instance or a whole GPU alone, so the fleet plan serves it only
         # on points without MPS processes (DESIGN.md: sharing mode choice)
-        limit_ms = SLO_LATENCY_FRACTION * self.latency_slo_ms
-        if self.isolation is Isolation.STRICT and not any(
-                p.mps_processes <= 1 and p.latency_ms <= limit_ms for p in self.profile):
-            raise ValueError(f"profile: isolation strict runs without MPS, and no point with "
+        if info.data.get("isolation") is Isolation.STRICT and not any(
+                p.mps_processes <= 1 and p.latency_ms <= limit_ms for p in profile):
+            raise ValueError(f"isolation strict runs without MPS, and no point with "
                              f"mps_processes 1 has latency_ms within {SLO_LATENCY_FRACTION:g} "
-                             f"x latency_slo_ms {self.latency_slo_ms:g} = {limit_ms:g} ms: "
-                             "the fleet plan would never place it")
-        return self
+                             f"x latency_slo_ms {slo_ms:g} = {limit_ms:g} ms: the fleet plan "
+                             "would never place it")
+        return profile
 
 
 class _File(_Strict):
@@ -192,7 +207,8 @@ def _spec(model: _Model) -> ModelSpec:
 
 
 def load_model_specs(path: Path) -> list[ModelSpec]:
-    """Every model of the file, checked; ``ModelsFileError`` naming file, model and field."""
-    parsed = validated(path, _File, "'models'")
-    unique_names(path, [m.name for m in parsed.models])
+    """Every model of the file, checked; ``ModelsFileError`` naming file, model and field, every
+    problem of the file in one run (a name two models give with the models' own)."""
+    parsed = validated(path, _File, "'models'", file_problems=lambda raw: duplicate_names(
+        path, written_names(raw)))
     return [_spec(m) for m in parsed.models]

@@ -55,10 +55,11 @@ def where(raw: dict[str, Any], loc: tuple[int | str, ...]) -> str:
     return ".".join(str(p) for p in loc) or "(root)"
 
 
-def problems(path: Path, raw: dict[str, Any], error: ValidationError) -> ModelsFileError:
-    """Every error pydantic found, one line each naming the file, the model and the field
-    (``listed_problems``); an unknown key a missing one's line names as misspelled is not
-    listed again."""
+def problems(path: Path, raw: dict[str, Any], error: ValidationError,
+             more: Sequence[str] = ()) -> ModelsFileError:
+    """Every error pydantic found, one line each naming the file, the model and the field, then
+    the lines ``more`` (``listed_problems``); an unknown key a missing one's line names as
+    misspelled is not listed again."""
     errors = error.errors()
     lines: list[str] = []
     explained: set[tuple[int | str, ...]] = set()
@@ -75,7 +76,7 @@ def problems(path: Path, raw: dict[str, Any], error: ValidationError) -> ModelsF
             msg += hint
             explained.update((*loc[:-1], key) for key in named)
         lines.append(f"{path}: {where(raw, loc)}: {msg}")
-    return ModelsFileError(listed_problems(lines))
+    return ModelsFileError(listed_problems([*lines, *more]))
 
 
 def _misspelled(loc: tuple[int | str, ...],
@@ -93,19 +94,40 @@ def _misspelled(loc: tuple[int | str, ...],
 
 
 def validated(path: Path, schema: type[Schema], expected: str,
-              context: Callable[[dict[str, Any]], object] | None = None) -> Schema:
+              context: Callable[[dict[str, Any]], object] | None = None,
+              file_problems: Callable[[dict[str, Any]], list[str]] | None = None) -> Schema:
     """The file read (``read_mapping``) and validated against ``schema``: its problems, each
     as one line naming the file, the model and the field. ``context`` makes pydantic's
-    validation context of the file's mapping (what a model's checks read beyond the model)."""
+    validation context of the file's mapping (what a model's checks read beyond the model).
+    ``file_problems`` finds those of the whole file in its mapping (``duplicate_names``),
+    listed with pydantic's in the same run rather than once the models are valid."""
     raw = read_mapping(path, expected)
+    more = [] if file_problems is None else file_problems(raw)
     try:
-        return schema.model_validate(raw, context=None if context is None else context(raw))
+        parsed = schema.model_validate(raw, context=None if context is None else context(raw))
     except ValidationError as error:
-        raise problems(path, raw, error) from None
+        raise problems(path, raw, error, more) from None
+    if more:
+        raise ModelsFileError(listed_problems(more))
+    return parsed
+
+
+def duplicate_names(path: Path, names: Sequence[str]) -> list[str]:
+    """The line naming every name given to two models of the file; none when they are unique."""
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    return [f"{path}: models: duplicate name(s) {dupes}"] if dupes else []
 
 
 def unique_names(path: Path, names: list[str]) -> None:
     """A name given to two models of the file is an error naming them."""
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ModelsFileError(f"{path}: models: duplicate name(s) {dupes}")
+    if lines := duplicate_names(path, names):
+        raise ModelsFileError(lines[0])
+
+
+def written_names(raw: dict[str, Any]) -> list[str]:
+    """The names the file's models give, as written (whether or not the rest of the model is
+    valid): a name two of them give is a problem however their other fields are mended."""
+    models = raw.get("models")
+    if not isinstance(models, list):
+        return []
+    return [m["name"] for m in models if isinstance(m, dict) and isinstance(m.get("name"), str)]

@@ -90,7 +90,7 @@ def test_a_file_with_one_impossible_model_is_one_line_and_writes_none_of_them(
                      "{product: T4, compute_slices: 2, throughput_rps: 250")))
     run = _models(url, "import", str(models))
     assert run.returncode == 2
-    assert run.stderr == (f"error: {models}: models[1] (resnet50): profile.0: compute_slices: "
+    assert run.stderr == (f"error: {models}: models[1] (resnet50): profile.0.compute_slices: "
                           "T4 has no MIG: must be 0 (a whole GPU), got 2\n")
     assert Store.open(url).model_names() == []  # the first, good model was not written either
 

@@ -47,13 +47,13 @@ def test_every_example_model_has_a_profile_on_a_product_of_the_example_configs_p
 
 @pytest.mark.parametrize(("old", "new", "named"), [
     ("compute_slices: 3,", "compute_slices: 5,",
-     "models[0] (llama-3-8b-chat): profile.0: compute_slices: A100-80GB has no MIG instance of "
+     "models[0] (llama-3-8b-chat): profile.0.compute_slices: A100-80GB has no MIG instance of "
      "5 compute slices"),
     ("memory_mib: 30000}", "memory_mib: 50000}",
-     "models[0] (llama-3-8b-chat): profile.0: memory_mib: 50000 MiB does not fit a 3g.40gb "
+     "models[0] (llama-3-8b-chat): profile.0.memory_mib: 50000 MiB does not fit a 3g.40gb "
      "instance"),
     ("{product: T4, throughput_rps: 250", "{product: T4, compute_slices: 1, throughput_rps: 250",
-     "models[1] (resnet50): profile.0: compute_slices: T4 has no MIG"),
+     "models[1] (resnet50): profile.0.compute_slices: T4 has no MIG"),
     ("throughput_rps: 250", "throughput_rps: 0",
      "models[1] (resnet50): profile.0.throughput_rps: Input should be greater than 0"),
     ("isolation: none", "isolation: secure", "models[1] (resnet50): isolation: Input should be"),
@@ -140,3 +140,49 @@ def test_replica_bounds_are_read_into_the_spec_and_absent_ones_are_no_bound(
     llama, resnet = load_model_specs(path)
     assert (llama.min_replicas, llama.max_replicas) == (None, None)
     assert (resnet.min_replicas, resnet.max_replicas) == (0, 40)
+
+
+BAD_TWICE = """models:
+  - name: m3
+    isolation: none
+    engine: triton
+    latency_slo_ms: 100
+    cold_start: {p50_s: 5, p90_s: 12}
+    min_replicas: 5
+    max_replicas: 2
+    profile:
+      - {product: L4, throughput_rps: 0, latency_ms: 20, memory_mib: 200000}
+      - {product: T4, compute_slices: 1, throughput_rps: 60, latency_ms: 20, memory_mib: 2000}
+  - name: m5
+    isolation: nonee
+    engine: triton
+    latency_slo_ms: 10
+    cold_start: {p50_s: 5, p90_s: 12}
+    profile:
+      - {product: L4, throughput_rps: 600, latency_ms: 20, memory_mib: 2000}
+  - name: m3
+    isolation: none
+"""
+
+
+def test_every_problem_of_a_models_file_is_listed_in_one_run_whatever_else_is_wrong(
+        tmp_path: Path) -> None:
+    """A cross-field check runs whenever the fields it reads are valid, and a name two models
+    give is named with the models' own problems: one edit mends the file."""
+    path = _file(tmp_path, BAD_TWICE)
+    with pytest.raises(ModelsFileError) as err:
+        load_model_specs(path)
+    lines = [line.removeprefix(f"{path}: ") for line in str(err.value).splitlines()]
+    assert lines[:5] == [  # before: the slice, bound, SLO and duplicate lines were missing
+        "models[0] (m3): profile.0.throughput_rps: Input should be greater than 0, got 0",
+        "models[0] (m3): profile.0.memory_mib: 200000 MiB does not fit a whole L4 (24576 MiB)",
+        "models[0] (m3): profile.1.compute_slices: T4 has no MIG: must be 0 (a whole GPU), "
+        "got 1",
+        "models[0] (m3): max_replicas: 2 is below min_replicas 5",
+        "models[1] (m5): isolation: Input should be 'strict', 'trusted' or 'none'"]
+    assert lines[5].startswith("models[1] (m5): profile: no point's latency_ms is within 0.45 x "
+                               "latency_slo_ms 10 = 4.5 ms")
+    assert lines[-1] == "models: duplicate name(s) ['m3']"
+    assert [line for line in lines if line.startswith("models[2]")] == [
+        "models[2] (m3): engine: Field required", "models[2] (m3): latency_slo_ms: Field required",
+        "models[2] (m3): cold_start: Field required", "models[2] (m3): profile: Field required"]
