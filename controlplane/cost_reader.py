@@ -30,6 +30,8 @@ from sqlalchemy import (
     case,
     cast,
     func,
+    inspect,
+    null,
     select,
     true,
     type_coerce,
@@ -41,12 +43,15 @@ from controlplane.domain.cost import (
     FleetSnapshot,
     GpuPrice,
     GpuUsage,
+    KeptUse,
     PriceTable,
     SliceUse,
     attribute_warm,
 )
 from controlplane.domain.observed import ObservedPool
+from controlplane.domain.plan import KeptReplicas
 from controlplane.domain.price_history import PriceChange, PriceHistory
+from controlplane.store import codec
 
 
 def table(name: str) -> Table:
@@ -69,6 +74,9 @@ class PlannedTick:
     dry_run: bool
     warm_gpus: int  # the fleet total
     warm_gpus_by_product: dict[str, int] | None  # None: a plan saved before they were (0020)
+    # replicas running beyond the placement, each with its stored tenant (None: not listed);
+    # none on a plan saved before they were recorded (0024)
+    kept: tuple[tuple[KeptReplicas, str | None], ...] = ()
 
 
 def warm_by_product(warm_gpus_json: str | None) -> dict[str, int] | None:
@@ -76,13 +84,24 @@ def warm_by_product(warm_gpus_json: str | None) -> dict[str, int] | None:
         str(p): int(n) for p, n in json.loads(warm_gpus_json).items()}
 
 
+def _has_column(engine: Engine, table_name: str, column: str) -> bool:
+    """Whether the store's ``table_name`` has ``column`` (a missing table: no; the query then
+    fails naming the table, as the pages and the export say it)."""
+    schema = inspect(engine)
+    return schema.has_table(table_name) and column in {
+        c["name"] for c in schema.get_columns(table_name)}
+
+
 def planned_ticks(engine: Engine, since_at: datetime, until_at: datetime) -> list[PlannedTick]:
     """Ticks that produced a plan in [since_at, until_at], plus the last one before since_at."""
     ticks, plans = table("ticks"), table("plans")
+    # a store not upgraded to 0024 yet reads as one whose plans recorded no kept replicas
+    kept = plans.c.kept_json if _has_column(engine, "plans", "kept_json") else null().label(
+        "kept_json")
     # type_coerce: SQLite hands back the stored text, parsed below much faster than by the
     # DateTime result processor; other drivers hand back datetimes.
     cols = (ticks.c.id, plans.c.id, type_coerce(ticks.c.started_at, String), plans.c.dry_run,
-            plans.c.warm_gpus, plans.c.warm_gpus_json)
+            plans.c.warm_gpus, plans.c.warm_gpus_json, kept)
     joined = ticks.join(plans, plans.c.tick_id == ticks.c.id)
     inside = (select(*cols).select_from(joined)
               .where(and_(ticks.c.started_at >= since_at, ticks.c.started_at <= until_at))
@@ -92,7 +111,7 @@ def planned_ticks(engine: Engine, since_at: datetime, until_at: datetime) -> lis
     with engine.connect() as connection:
         rows = list(connection.execute(before)) + list(connection.execute(inside))
     return [PlannedTick(int(r[0]), int(r[1]), parse_at(r[2]), bool(r[3]), int(r[4]),
-                        warm_by_product(r[5])) for r in rows]
+                        warm_by_product(r[5]), codec.kept_from_json(r[6])) for r in rows]
 
 
 def sample_ticks(ticks: Sequence[PlannedTick], since_at: datetime, until_at: datetime,
@@ -274,8 +293,9 @@ class Sample:
 
 def samples_at(engine: Engine, picks: Sequence[tuple[datetime, PlannedTick]],
                tenant_of: Mapping[str, str]) -> list[Sample]:
-    """Fleet snapshots (billed GPUs, warm pool, placed layouts) and per-model load at the
-    sampled instants."""
+    """Fleet snapshots (billed GPUs, warm pool, placed layouts, replicas kept beyond them) and
+    per-model load at the sampled instants. A kept replica's tenant is the one stored with
+    the plan, as for placements (``placed_usage``)."""
     facts = tick_facts(engine, (t.tick_id for _, t in picks))
     placed = placed_usage(engine, (t.plan_id for _, t in picks), tenant_of)
     out = []
@@ -287,8 +307,10 @@ def samples_at(engine: Engine, picks: Sequence[tuple[datetime, PlannedTick]],
             placed_count[u.product] += u.gpus
         unplaced = {p: max(0, n - placed_count[p]) for p, n in fact.billed_gpus.items()}
         warm = tick.warm_gpus_by_product
+        kept = tuple(KeptUse(k.model, tenant_of.get(k.model, "unknown") if tenant is None
+                             else tenant, k.product, k.gpus) for k, tenant in tick.kept)
         snapshot = FleetSnapshot(at, fact.billed_gpus, attribute_warm(tick.warm_gpus, unplaced)
-                                 if warm is None else warm, usage)
+                                 if warm is None else warm, usage, kept)
         out.append(Sample(snapshot, fact.served_rps(), fact.demand_rps))
     return out
 

@@ -32,8 +32,10 @@ from dashboard.context import TTL_S, engine_for
 MIN_SAMPLES = 12  # a window shorter than 12 chosen steps is sampled finer (see sampling_step_s)
 
 CONVENTION = ("A MIG slice costs compute slices / 7 of its GPU (g/4 on 4-slice parts); MPS and "
-              "time-sliced replicas split the rest of a GPU evenly; unheld parts of billed GPUs "
-              "are idle unless the plan keeps them as warm pool.")
+              "time-sliced replicas split the rest of a GPU evenly; replicas a guard keeps over "
+              "their target (a scale-down held back) are billed to their model out of what "
+              "would be idle; unheld parts of billed GPUs are idle unless the plan keeps them "
+              "as warm pool.")
 
 
 def lines_frame(lines: tuple[CostLine, ...]) -> pd.DataFrame:

@@ -63,7 +63,7 @@ def replica_footprints(shapes: Sequence[ReplicaShape], pools: Sequence[PoolSpec]
     for shape in shapes:
         pool = next((p for p in pools if p.product == shape.product), None)
         found.append(ReplicaFootprint(shape.model, pool.name if pool else "", shape.per_gpu,
-                                      shape.whole_gpus))
+                                      shape.whole_gpus, shape.product, shape.gpu_share))
     return tuple(found)
 
 

@@ -160,6 +160,8 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "revision": plan.revision, "dry_run": plan.dry_run,
             "cost_per_hour": plan.cost_per_hour, "gpus_placed": plan.gpus_placed,
             "warm_gpus": plan.warm_gpus, "unplaced": list(plan.unplaced),
+            "kept": [{"model": k.model, "replicas": k.replicas, "product": k.product,
+                      "gpus": k.gpus} for k in plan.kept],
             "actions": [{"kind": a.kind, "target": a.target, "from": a.from_value,
                          "to": a.to_value, "reason": a.reason, "ok": a.ok,
                          "message": a.message} for a in plan.actions],
@@ -419,8 +421,9 @@ def _render_plan(console: Console, status: FleetStatus, now: datetime) -> None:
         console.print("no plan recorded")
     else:
         kind = "dry run" if plan.dry_run else "applied"
+        kept = f" + {plan.kept_gpus:,.4g} kept beyond the placement" if plan.kept else ""
         summary = (f"{kind}, revision {plan.revision}: {plan.gpus_placed} GPUs placed + "
-                   f"{plan.warm_gpus} warm = ${plan.cost_per_hour:,.2f}/h")
+                   f"{plan.warm_gpus} warm{kept} = ${plan.cost_per_hour:,.2f}/h")
         actions = _table(f"Plan #{plan.plan_id} of tick #{plan.tick_id} ({summary})", "action",
                          "target", "from", "to", "reason", "outcome")
         for a in plan.actions:

@@ -133,13 +133,27 @@ class CostLine:
 
 
 @dataclass(frozen=True, slots=True)
+class KeptUse:
+    """GPU-equivalents of ``product`` that a model's replicas take beyond the plan's placement:
+    the replicas the guards keep over its target (a scale-down held back) or all of a model
+    held while unplaced. They run, so they are the model's, not idle."""
+
+    model: str
+    tenant: str
+    product: str
+    gpus: float
+
+
+@dataclass(frozen=True, slots=True)
 class FleetSnapshot:
-    """The fleet at one instant: GPUs billed and warm per product, and what the plan placed."""
+    """The fleet at one instant: GPUs billed and warm per product, what the plan placed, and
+    the replicas it kept beyond the placement (none on plans stored before they were)."""
 
     at: datetime
     billed_gpus: Mapping[str, int]
     warm_gpus: Mapping[str, int]
     placed: tuple[GpuUsage, ...]
+    kept: tuple[KeptUse, ...] = ()
 
 
 _LineKey = tuple[CostCategory, str, str, str]
@@ -186,7 +200,10 @@ def fleet_cost_rate(snapshot: FleetSnapshot, prices: PriceTable) -> tuple[CostLi
     Lines always sum to the bill (billed GPUs x price). The plan describes the desired fleet,
     so during a scale-up it may place more GPUs of a product than are billed yet: the billed
     GPUs are then split in the plan's proportions. Warm GPUs come out of the billed GPUs the plan
-    leaves unplaced; whatever is neither placed nor warm is idle."""
+    leaves unplaced; whatever is neither placed nor warm is idle. Replicas kept beyond the
+    placement (``snapshot.kept``) run on GPUs the plan does not count: they are billed to their
+    model out of the product's idle GPUs (whole GPUs left unplaced and the free part of placed
+    ones), then out of its warm GPUs, never more than those (``kept_from_idle``)."""
     placed_count: dict[str, int] = defaultdict(int)
     for usage in snapshot.placed:
         placed_count[usage.product] += usage.gpus
@@ -207,7 +224,39 @@ def fleet_cost_rate(snapshot: FleetSnapshot, prices: PriceTable) -> tuple[CostLi
             totals[(CostCategory.IDLE, product, IDLE_MODEL, IDLE_MODEL)] = idle
     for usage in snapshot.placed:
         _add(totals, usage, prices.price_of(usage.product), factor[usage.product])
+    kept_from_idle(totals, snapshot.kept, prices)
     return _merged(totals)
+
+
+def kept_from_idle(totals: dict[_LineKey, list[float]], kept: Sequence[KeptUse],
+                   prices: PriceTable) -> None:
+    """Move the GPUs of ``kept`` replicas from their product's idle line, then its warm line,
+    to serving lines of their models (in place): in proportion to each model's GPUs when the
+    product has fewer idle and warm GPUs than they take, so the lines still sum to the bill."""
+    wanted: dict[str, float] = defaultdict(float)
+    for use in kept:
+        wanted[use.product] += max(0.0, use.gpus)
+    for product, want in sorted(wanted.items()):
+        rate = prices.price_of(product).usd_per_gpu_hour
+        sources = [key for key in ((CostCategory.IDLE, product, IDLE_MODEL, IDLE_MODEL),
+                                   (CostCategory.WARM, product, WARM_MODEL, WARM_MODEL))
+                   if key in totals]
+        left = take = min(want, sum(totals[key][0] for key in sources))
+        for key in sources:
+            moved = min(left, totals[key][0])
+            left -= moved
+            remaining = totals[key][0] - moved
+            if remaining > 1e-9:
+                totals[key] = [remaining, remaining * rate]
+            else:
+                del totals[key]
+        for use in kept:
+            if use.product == product and use.gpus > 0 and take > 0:
+                gpus = use.gpus * take / want
+                acc = totals.setdefault((CostCategory.SERVING, product, use.tenant, use.model),
+                                        [0.0, 0.0])
+                acc[0] += gpus
+                acc[1] += gpus * rate
 
 
 def attribute_warm(total_warm: int, unplaced: Mapping[str, int]) -> dict[str, int]:

@@ -39,16 +39,23 @@ class DesiredTarget:
 class ReplicaFootprint:
     """The pool a model's replicas run in ("" for none of the configured pools: no pool offers
     its product) and the GPUs they take there: ``per_gpu`` replicas share one GPU (1 for
-    whole-GPU replicas); a replica of several GPUs takes ``whole_gpus``."""
+    whole-GPU replicas); a replica of several GPUs takes ``whole_gpus``. ``product`` and
+    ``gpu_share`` (of one GPU per replica, as showback splits a GPU) let the plan say what the
+    replicas the guards keep take, so showback bills them to the model, not as idle ("": not
+    known, nothing said)."""
 
     model: str
     pool: str
     per_gpu: int = 1
     whole_gpus: int = 1
+    product: str = ""
+    gpu_share: float = 0.0
 
     def __post_init__(self) -> None:
         if self.per_gpu < 1 or self.whole_gpus < 1:
             raise ValueError(f"model {self.model!r}: per_gpu and whole_gpus must be >= 1")
+        if not self.gpu_share >= 0:
+            raise ValueError(f"model {self.model!r}: gpu_share must be >= 0")
 
     def gpus_for(self, replicas: int) -> int:
         """Whole GPUs ``replicas`` of the model take (a shared GPU counts whole)."""

@@ -16,6 +16,7 @@ from controlplane.domain.forecast_accuracy import ForecastAccuracy
 from controlplane.domain.hints import DemandHint
 from controlplane.domain.observed import ObservedPool
 from controlplane.domain.pause import ModelPause
+from controlplane.domain.plan import KeptReplicas
 from controlplane.domain.profile import ProfileCorrection
 from controlplane.domain.tick_writers import LeadershipChange
 
@@ -128,12 +129,20 @@ class PlanStatus:
     created_at: datetime
     revision: int
     dry_run: bool
+    # the price of the GPUs the plan counts: placed, warm and those of ``kept``
     cost_per_hour: float
     gpus_placed: int
     warm_gpus: int
     unplaced: tuple[str, ...]
     actions: tuple[PlannedAction, ...]
     held: tuple[HeldChange, ...]
+    # replicas running beyond the placement (kept by a guard over the target, or held while
+    # unplaced); none on a plan stored before migration 0024
+    kept: tuple[KeptReplicas, ...] = ()
+
+    @property
+    def kept_gpus(self) -> float:
+        return sum(k.gpus for k in self.kept)
 
 
 @dataclass(frozen=True, slots=True)

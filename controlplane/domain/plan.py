@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from controlplane.domain.actions import Action, NodeAction, ScaleNodePool, SkippedAction
+
+
+@dataclass(frozen=True, slots=True)
+class KeptReplicas:
+    """Replicas of a model that run though the placement counts none of them: those the guards
+    keep over its target (a scale-down held back), or all of a model held while unplaced. The
+    planner keeps their nodes; the plan records them so showback bills their GPUs
+    (``replicas`` x ``gpu_share`` of ``product``) to the model rather than as idle."""
+
+    model: str
+    replicas: int
+    product: str
+    gpu_share: float  # of one GPU per replica; whole numbers > 1: GPUs per replica
+
+    @property
+    def gpus(self) -> float:
+        return self.replicas * self.gpu_share
 
 
 @dataclass(frozen=True, slots=True)
@@ -13,6 +30,7 @@ class Plan:
     created_at: datetime
     actions: tuple[Action, ...]
     skipped: tuple[SkippedAction, ...]
+    kept: tuple[KeptReplicas, ...] = ()  # replicas running beyond the placement's
 
     def with_node_actions(self, actions: tuple[NodeAction, ...],
                           skipped: tuple[SkippedAction, ...]) -> Plan:
@@ -21,7 +39,8 @@ class Plan:
         downs = tuple(a for a in self.actions
                       if isinstance(a, ScaleNodePool) and a.to_nodes < a.from_nodes)
         rest = tuple(a for a in self.actions if a not in downs)
-        return Plan(self.created_at, (*rest, *actions, *downs), (*self.skipped, *skipped))
+        return replace(self, actions=(*rest, *actions, *downs),
+                       skipped=(*self.skipped, *skipped))
 
     @property
     def is_noop(self) -> bool:

@@ -24,7 +24,7 @@ from controlplane.domain.guards import (
     with_history,
 )
 from controlplane.domain.observed import ObservedState
-from controlplane.domain.plan import Plan
+from controlplane.domain.plan import KeptReplicas, Plan
 
 POOL_OBJECTS_CHANGED = "pool_objects_changed"  # written again at the same size
 # a pool scale-down held (in full or in part) while replicas the guards keep over their target
@@ -177,7 +177,9 @@ def plan(
     are more nodes than it has, it grows to them (reason ``replicas_kept_need_room``, within
     the target's ``max_value`` and the pool guard's ``max_step``), else the target's own new
     replicas would wait for GPUs until the kept ones go. The replicas of a model held while
-    unplaced (``DesiredState.held_unplaced``) are all kept so.
+    unplaced (``DesiredState.held_unplaced``) are all kept so. The plan lists the kept replicas
+    (``Plan.kept``, on the product and at the GPU share of their footprint) so showback bills
+    their GPUs to the model, not as idle.
 
     ``limit`` (e.g. the tenants' GPU budgets) sees the replicas the guards allow every model,
     the ones they keep included, and may hold a scale-up back (never below the replicas the
@@ -233,7 +235,19 @@ def plan(
             (ups if allowed > current else downs).append(action)
         elif seen is not None and not seen.target_intact:
             ups.append(ScaleNodePool(target.target, current, current, POOL_OBJECTS_CHANGED))
-    return Plan(now, (*ups, *replicas, *downs), (*pool_skipped, *skipped)), memory
+    return Plan(now, (*ups, *replicas, *downs), (*pool_skipped, *skipped),
+                _kept_replicas(desired, kept)), memory
+
+
+def _kept_replicas(desired: DesiredState, kept: Mapping[str, int]) -> tuple[KeptReplicas, ...]:
+    """The replicas kept over their targets, on the product and at the GPU share their
+    footprint says (a model whose footprint names no product: left out, nothing known)."""
+    out = []
+    for model, replicas in sorted(kept.items()):
+        footprint = desired.footprint(model)
+        if footprint is not None and footprint.product and footprint.gpu_share > 0:
+            out.append(KeptReplicas(model, replicas, footprint.product, footprint.gpu_share))
+    return tuple(out)
 
 
 def held_for_surges(planned: Plan, memory: GuardMemory, floors: Mapping[str, int]
@@ -256,5 +270,5 @@ def held_for_surges(planned: Plan, memory: GuardMemory, floors: Mapping[str, int
                                kept - action.from_nodes)
         if kept != action.from_nodes:
             actions.append(replace(action, to_nodes=kept))
-    held = Plan(planned.created_at, tuple(actions), (*planned.skipped, *skipped))
+    held = replace(planned, actions=tuple(actions), skipped=(*planned.skipped, *skipped))
     return held, memory

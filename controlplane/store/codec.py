@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
@@ -18,6 +18,7 @@ from controlplane.domain.observed import (
     ObservedState,
     ServingWorkload,
 )
+from controlplane.domain.plan import KeptReplicas
 from controlplane.domain.profile import ProfileCorrection
 
 
@@ -110,6 +111,23 @@ def notes_to_json(notes: Sequence[str]) -> str | None:
 def notes_from_json(text: str | None) -> tuple[str, ...]:
     """None (no notes, or a forecast stored before migration 0023): ()."""
     return tuple(str(note) for note in json.loads(text)) if text else ()
+
+
+def kept_to_json(kept: Sequence[KeptReplicas], tenant_of: Mapping[str, str]) -> str:
+    """A plan's replicas running beyond its placement as stored (``plans.kept_json``), each with
+    its model's tenant of now (None: not listed), as placements keep theirs."""
+    return json.dumps([{"model": k.model, "tenant": tenant_of.get(k.model),
+                        "product": k.product, "replicas": k.replicas,
+                        "gpu_share": k.gpu_share} for k in kept])
+
+
+def kept_from_json(text: str | None) -> tuple[tuple[KeptReplicas, str | None], ...]:
+    """Each kept-replicas entry with its stored tenant; None (a plan stored before migration
+    0024): none known."""
+    return tuple((KeptReplicas(str(k["model"]), int(k["replicas"]), str(k["product"]),
+                               float(k["gpu_share"])),
+                  None if k.get("tenant") is None else str(k["tenant"]))
+                 for k in json.loads(text)) if text else ()
 
 
 def profile_to_json(profile: tuple[ProfilePoint, ...]) -> str:

@@ -82,6 +82,7 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str,
     tick_columns = {c["name"] for c in inspect(engine).get_columns("ticks")}
     has_pauses = "paused_at" in {c["name"] for c in inspect(engine).get_columns("models")}
     has_notes = "notes_json" in {c["name"] for c in inspect(engine).get_columns("forecasts")}
+    has_kept = "kept_json" in {c["name"] for c in inspect(engine).get_columns("plans")}
     with engine.connect() as connection:
         if engine.dialect.name == "postgresql":
             connection = connection.execution_options(isolation_level="REPEATABLE READ",
@@ -99,7 +100,7 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str,
                 models=_models(connection, observed, has_pauses, has_notes,
                                {} if seen is None else _wanted(connection, seen[0])),
                 pools=_pools(connection, observed),
-                plan=None if tick is None else _plan(connection, tick.tick_id),
+                plan=None if tick is None else _plan(connection, tick.tick_id, has_kept),
                 relayouts=_relayouts(connection) if "mig_relayouts" in tables else (),
                 profiles=newest_profiles(connection) if "profiles_json" in tick_columns else (),
                 hints=(hints_ending_after(connection, _hints_now(tick, lease, wall_now))
@@ -247,11 +248,15 @@ def _pools(connection: Connection, observed: ObservedState | None) -> tuple[Pool
     return tuple(PoolStatus(p, *prices.get(p.product, (None, ""))) for p in observed.pools)
 
 
-def _plan(connection: Connection, last_tick_id: int) -> PlanStatus | None:
-    """The newest plan of a tick up to the last one read (a skipped or failed tick has none)."""
+def _plan(connection: Connection, last_tick_id: int, has_kept: bool) -> PlanStatus | None:
+    """The newest plan of a tick up to the last one read (a skipped or failed tick has none).
+    Its $/h adds the replicas it keeps beyond its placement (migration 0024) at the store's
+    prices, as the placement priced its own GPUs (a product without one: 0)."""
     p, a, o = _table(PlanRecord).c, _table(ActionRecord).c, _table(OutcomeRecord).c
+    kept_json = p.kept_json if has_kept else null().label("kept_json")
     row = connection.execute(select(p.id, p.tick_id, p.created_at, p.revision, p.dry_run,
-                                    p.cost_per_hour, p.gpus_placed, p.warm_gpus, p.unplaced_json)
+                                    p.cost_per_hour, p.gpus_placed, p.warm_gpus, p.unplaced_json,
+                                    kept_json)
                              .where(p.tick_id <= last_tick_id)
                              .order_by(p.id.desc()).limit(1)).first()
     if row is None:
@@ -265,10 +270,15 @@ def _plan(connection: Connection, last_tick_id: int) -> PlanStatus | None:
                                   str(r.message or "")) for r in rows if not r.skipped)
     held = tuple(HeldChange(str(r.target), int(r.from_value), int(r.to_value), str(r.reason))
                  for r in rows if r.skipped)
+    kept = tuple(k for k, _ in codec.kept_from_json(row.kept_json))
+    g = _table(GpuPriceRecord).c
+    prices = {str(r.product): float(r.price_per_gpu_hour) for r in connection.execute(
+        select(g.product, g.price_per_gpu_hour))} if kept else {}
+    kept_usd = sum(k.gpus * prices.get(k.product, 0.0) for k in kept)
     return PlanStatus(int(row.id), int(row.tick_id), as_utc(row.created_at), int(row.revision),
-                      bool(row.dry_run), float(row.cost_per_hour), int(row.gpus_placed),
-                      int(row.warm_gpus), tuple(str(u) for u in json.loads(row.unplaced_json)),
-                      actions, held)
+                      bool(row.dry_run), float(row.cost_per_hour) + kept_usd,
+                      int(row.gpus_placed), int(row.warm_gpus),
+                      tuple(str(u) for u in json.loads(row.unplaced_json)), actions, held, kept)
 
 
 def _lease(connection: Connection, name: str) -> LeaseStatus | None:

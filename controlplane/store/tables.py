@@ -151,6 +151,10 @@ class PlanRecord(SQLModel, table=True):
     # product -> warm GPUs (0020); None on plans saved before: only the total is known
     warm_gpus_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     rendered: str = Field(sa_column=Column(Text, nullable=False))
+    # the replicas running beyond the placement (0024: a JSON list of {model, tenant, product,
+    # replicas, gpu_share}: kept by a guard over the target, or held while unplaced); None on
+    # plans saved before: not known, showback bills their GPUs as idle as it did then
+    kept_json: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
 
 
 class ActionRecord(SQLModel, table=True):

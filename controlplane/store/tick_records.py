@@ -45,6 +45,12 @@ def add_tick(session: Session, report: TickReport) -> int:
 def _add_plan(session: Session, tick_id: int, report: TickReport) -> None:
     assert report.plan is not None and report.placement is not None
     placement = report.placement
+    # each segment's and kept replica's tenant as the models table has it now: showback of
+    # this plan keeps it when the model is later renamed, removed or moved to another tenant
+    names = sorted({s.model for s in placement.segments} | {k.model for k in report.plan.kept})
+    tenant_of = dict(session.exec(
+        select(ModelRecord.name, ModelRecord.tenant)
+        .where(col(ModelRecord.name).in_(names))).all()) if names else {}
     plan_row = PlanRecord(
         tick_id=tick_id, created_at=report.plan.created_at, revision=placement.revision,
         dry_run=report.status is TickStatus.DRY_RUN, cost_per_hour=placement.cost_per_hour,
@@ -52,7 +58,8 @@ def _add_plan(session: Session, tick_id: int, report: TickReport) -> None:
         warm_gpus=sum(w.gpus for w in placement.warm_pools),
         warm_gpus_json=json.dumps({p: placement.warm_gpus_for(p) for p in sorted(
             {w.product for w in placement.warm_pools})}),
-        unplaced_json=json.dumps(list(placement.unplaced)), rendered=report.plan.render())
+        unplaced_json=json.dumps(list(placement.unplaced)), rendered=report.plan.render(),
+        kept_json=codec.kept_to_json(report.plan.kept, tenant_of))
     session.add(plan_row)
     session.flush()
     assert plan_row.id is not None
@@ -77,12 +84,6 @@ def _add_plan(session: Session, tick_id: int, report: TickReport) -> None:
         session.add(ActionRecord(plan_id=plan_row.id, ordinal=ordinal, kind="skipped",
                                  target=skip.target, from_value=skip.kept,
                                  to_value=skip.wanted, reason=skip.reason, skipped=True))
-    # each segment's tenant as the models table has it now: showback of this plan keeps it
-    # when the model is later renamed, removed or moved to another tenant
-    names = sorted({s.model for s in placement.segments})
-    tenant_of = dict(session.exec(
-        select(ModelRecord.name, ModelRecord.tenant)
-        .where(col(ModelRecord.name).in_(names))).all()) if names else {}
     session.add_all([PlacementRecord(
         plan_id=plan_row.id, model=s.model, gpu_id=s.gpu_id, product=s.product, mode=s.mode,
         mig_profile=s.mig_profile, mig_start=s.mig_start, compute_slices=s.compute_slices,

@@ -149,12 +149,14 @@ def test_under_a_cluster_budget_no_pool_grows_over_its_target_for_kept_replicas(
     assert [(t.value, t.max_value) for t in budgeted.pools] == [(3, 3)]
 
 
-def test_each_models_replicas_run_in_the_pool_of_its_gpu_product() -> None:
+def test_each_models_replicas_run_in_the_pool_of_its_gpu_product_at_its_gpu_share() -> None:
     pools = (PoolSpec("a100", "A100-80GB", 8, 0, 10, 5.0), PoolSpec("l4", "L4", 4, 0, 10, 0.8))
     assert replica_footprints((LARGE, HALF, THIRD, PAIR), pools) == (
-        ReplicaFootprint("large", "a100", 1, 1), ReplicaFootprint("half", "a100", 2, 1),
-        ReplicaFootprint("third", "a100", 2, 1),
-        ReplicaFootprint("pair", "", 1, 2))  # no pool holds H100s: pair runs on none of them
+        ReplicaFootprint("large", "a100", 1, 1, "A100-80GB", 1.0),
+        ReplicaFootprint("half", "a100", 2, 1, "A100-80GB", 0.5),
+        ReplicaFootprint("third", "a100", 2, 1, "A100-80GB", 3 / 7),
+        # no pool holds H100s: pair runs on none of them
+        ReplicaFootprint("pair", "", 1, 2, "H100-80GB", 2.0))
 
 
 def test_warm_rungs_of_every_model_go_before_any_serving_replica() -> None:

@@ -1,5 +1,6 @@
-"""``headroom status`` shows a plan's $/h as the price of exactly the GPUs it counts (placed and
-warm), and beside the pools what the fleet bills (ready and provisioning nodes' GPUs)."""
+"""``headroom status`` shows a plan's $/h as the price of exactly the GPUs it counts (placed,
+warm and those of the replicas it keeps beyond its placement), and beside the pools what the
+fleet bills (ready and provisioning nodes' GPUs)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,13 @@ from sqlmodel import Session, col, select
 
 from controlplane.adapters.clock import WallClock
 from controlplane.cli.status_view import bill_text
+from controlplane.domain.desired import PoolSpec
 from controlplane.domain.fleet_status import PoolStatus, fleet_bill
-from controlplane.domain.observed import ObservedPool
+from controlplane.domain.guards import GuardMemory
+from controlplane.domain.observed import ObservedPool, ObservedState
+from controlplane.domain.placement import FleetPlacement, PlacedSegment
+from controlplane.domain.plan import KeptReplicas, Plan
+from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store
@@ -55,3 +61,25 @@ def test_the_fleets_bill_names_the_pools_billing_gpus_without_a_price() -> None:
     bill = fleet_bill(pools)
     assert (bill.gpus, bill.usd_per_hour, bill.unpriced) == (24, 81.92, ("l4",))
     assert bill_text(bill) == "billed: 24 GPUs, $81.92/h; no price for pool(s) l4"
+
+
+def test_the_plans_cost_counts_the_replicas_a_guard_keeps_beyond_its_placement(
+        sqlite_url: str) -> None:
+    at = WallClock().now()
+    store = Store.open(sqlite_url, migrate=True)
+    store.upsert_prices([PoolSpec("h100", "H100-80GB", 1, 0, 3, 6.0)], at)
+    placement = FleetPlacement(
+        revision=1, segments=(PlacedSegment("llama", "h100-0/0", "H100-80GB", "exclusive", "",
+                                            0, 0, 10.0),),
+        gpu_ids_by_product=(("H100-80GB", ("h100-0/0",)),), warm_pools=(), cost_per_hour=6.0,
+        unplaced=())
+    observed = ObservedState(at, (ObservedPool("h100", "H100-80GB", 1, 3, 0, 3),), (), ())
+    store.save_tick(TickReport(at, at, TickStatus.APPLIED, "", observed, (), placement,
+                               Plan(at, (), (), (KeptReplicas("llama", 2, "H100-80GB", 1.0),)),
+                               (), GuardMemory(())))
+    plan = status_json(sqlite_url)["plan"]
+    assert plan["cost_per_hour"] == pytest.approx(18.0)  # 1 placed + 2 kept H100s at $6
+    assert plan["kept"] == [{"model": "llama", "replicas": 2, "product": "H100-80GB",
+                             "gpus": 2.0}]
+    table = " ".join(headroom_status(sqlite_url).stdout.split())
+    assert "1 GPUs placed + 0 warm + 2 kept beyond the placement = $18.00/h" in table

@@ -17,7 +17,7 @@ from controlplane.domain.desired import (
 from controlplane.domain.guards import COOLDOWN, GuardLimits, GuardMemory
 from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
 from controlplane.domain.placement import FleetPlacement, PlacedSegment, WarmGpus
-from controlplane.domain.plan import Plan
+from controlplane.domain.plan import KeptReplicas, Plan
 from controlplane.domain.planner import (
     POOL_OBJECTS_CHANGED,
     RELAYOUT_SURGE,
@@ -183,6 +183,33 @@ def test_replicas_kept_by_the_stabilization_window_keep_the_nodes_they_run_on() 
     made, _ = plan(_l4_fleet(10, {"m": 40}), after, memory, pools, replicas,
                    T0 + timedelta(seconds=360))
     assert made.actions == (SetReplicas("m", 40, 36, "r"), ScaleNodePool("l4", 10, 9, "r"))
+
+
+def test_the_plan_records_the_replicas_a_guard_keeps_so_showback_can_bill_them() -> None:
+    replicas = GuardLimits(max_step=1, stabilization_s=300)
+    pools = GuardLimits(max_step=100, stabilization_s=0)
+    before = DesiredState((DesiredTarget("l4", 1, "r"),), (DesiredTarget("m", 3, "r"),),
+                          footprints=(ReplicaFootprint("m", "l4", product="L4", gpu_share=1.0),))
+    after = replace(before, replicas=(DesiredTarget("m", 1, "r"),))
+    _, memory = plan(_l4_fleet(1, {"m": 3}), before, GuardMemory(), pools, replicas, T0)
+    held, memory = plan(_l4_fleet(1, {"m": 3}), after, memory, pools, replicas,
+                        T0 + timedelta(seconds=60))  # the window holds all 3
+    assert held.kept == (KeptReplicas("m", 2, "L4", 1.0),)
+    stepped, _ = plan(_l4_fleet(1, {"m": 3}), after, memory, pools, replicas,
+                      T0 + timedelta(seconds=360))  # max_step: 3 -> 2, one kept over 1
+    assert stepped.kept == (KeptReplicas("m", 1, "L4", 1.0),)
+    assert held.kept[0].gpus == 2.0
+
+
+def test_the_plan_records_every_replica_of_a_model_held_while_unplaced() -> None:
+    desired = DesiredState((DesiredTarget("l4", 0, "placement_0_gpus_warm_0", gpus=0,
+                                          max_value=8),),
+                           (DesiredTarget("m", 8, "unplaced_held:pool_max_gpus"),),
+                           footprints=(ReplicaFootprint("m", "l4", 2, product="L4",
+                                                        gpu_share=0.5),),
+                           held_unplaced=("m",))
+    made, _ = plan(_l4_fleet(2, {"m": 8}), desired, GuardMemory(), LIMITS, LIMITS, T0)
+    assert made.kept == (KeptReplicas("m", 8, "L4", 0.5),)
 
 
 def test_a_pool_sheds_the_nodes_its_kept_replicas_do_not_need() -> None:

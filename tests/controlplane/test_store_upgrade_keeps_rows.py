@@ -40,7 +40,9 @@ ROWS: dict[str, list[dict[str, Any]]] = {
                    guard_memory_json='{"held": {}}', profiles_json=None, writer="host-1234")],
     "plans": [dict(id=1, tick_id=1, created_at=T1, revision=3, dry_run=False, cost_per_hour=0.75,
                    gpus_placed=1, warm_gpus=1, unplaced_json="[]", rendered="l4-0: bert-embed",
-                   warm_gpus_json='{"L4": 1}')],
+                   warm_gpus_json='{"L4": 1}',
+                   kept_json='[{"model": "bert-embed", "tenant": "search", "product": "L4", '
+                             '"replicas": 1, "gpu_share": 1.0}]')],
     "actions": [dict(id=1, plan_id=1, ordinal=0, kind="set_replicas", target="bert-embed",
                      from_value=1, to_value=2, reason="hot_headroom", skipped=False)],
     "outcomes": [dict(id=1, action_id=1, ok=True, retryable=False, message="scaled",
@@ -88,7 +90,8 @@ ADDED = {("placement_bindings", "lease_s"): 0.0,  # 0009: no lease, never expire
          ("models", "paused_replicas"): None,
          ("models", "paused_at"): None,
          ("models", "paused_by"): None,
-         ("forecasts", "notes_json"): None}  # 0023: nothing noted
+         ("forecasts", "notes_json"): None,  # 0023: nothing noted
+         ("plans", "kept_json"): None}  # 0024: no kept replicas known
 RENAMED_BY_0006 = {("observations", "latency_ms"): "mean_latency_ms"}  # 0005 named it so
 
 
