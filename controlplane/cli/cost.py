@@ -23,7 +23,8 @@ from controlplane.cli.streams import usage_error
 from controlplane.cli.times import parse_utc
 from controlplane.domain import cost_gaps
 from controlplane.domain.cost import window_bounds
-from controlplane.settings import ConfigError
+from controlplane.domain.price_history import unapplied_price_notes
+from controlplane.settings import ConfigError, pool_specs
 from controlplane.store import StoreUnavailable
 from controlplane.store.configured import open_existing_store
 from controlplane.store.engine import redact, sqlite_file
@@ -110,9 +111,11 @@ def export(
                           "from one tick to the next: nothing to export yet",
                           markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(1)
-        result = cost_export.showback(engine, cost_reader.price_history(engine), since_at,
-                                      until_at, step_s,
+        history = cost_reader.price_history(engine)
+        result = cost_export.showback(engine, history, since_at, until_at, step_s,
                                       cost_gaps.gap_limit_s(settings.reconcile.interval_s))
+        notes = (unapplied_price_notes(pool_specs(settings), history.at(until_at))
+                 if config is not None and "pools" in settings.model_fields_set else ())
     except (ConfigError, StoreUnavailable, InputError) as error:
         raise usage_error(str(error)) from None
     except SQLAlchemyError as error:
@@ -128,6 +131,8 @@ def export(
     console.print(f"wrote {len(rows)} rows to {out}: {since_at:%Y-%m-%d %H:%M} .. "
                   f"{until_at:%Y-%m-%d %H:%M} UTC, {result.samples} samples, ${total:,.2f}",
                   markup=False, highlight=False, soft_wrap=True)  # the path whole, as given
+    for note in notes:
+        console.print(note, markup=False, highlight=False, soft_wrap=True)
     if result.unrecorded:
         console.print(f"note: no plan recorded {cost_gaps.spans_text(result.unrecorded)}; the "
                       "cost there holds the plan in force before (column UnrecordedHours)")

@@ -18,6 +18,7 @@ from rich.markup import escape
 from sqlalchemy import inspect
 from sqlalchemy.exc import SQLAlchemyError
 
+from controlplane import cost_reader
 from controlplane.adapters.clock import WallClock
 from controlplane.autoscaling.hints import status_floors
 from controlplane.cli.demo_store import settings_with_db, with_demo_hint
@@ -26,8 +27,9 @@ from controlplane.cli.status_view import render, status_document
 from controlplane.cli.store_origin import db_url_named, store_error_line
 from controlplane.cli.streams import PipeConsole, exit_when_stdout_closes, usage_error
 from controlplane.domain.fleet_status import judge_health
+from controlplane.domain.price_history import unapplied_price_notes
 from controlplane.fleet_lease import FLEET_LEASE
-from controlplane.settings import ConfigError
+from controlplane.settings import ConfigError, pool_specs
 from controlplane.store import MigrationError, StoreUnavailable
 from controlplane.store.configured import open_read_only
 from controlplane.store.engine import NO_SCHEMA_ADVICE, check_known_revision, redact
@@ -78,6 +80,8 @@ def status_command(
         wall_now = WallClock().now()
         status = status_floors(read_fleet_status(engine, redact(url), FLEET_LEASE, wall_now),
                                settings.autoscaling.hint_lead_s)
+        notes = (unapplied_price_notes(pool_specs(settings), cost_reader.price_table(engine))
+                 if config is not None and "pools" in settings.model_fields_set else ())
     except MigrationError as error:
         raise usage_error(str(error)) from None
     except SQLAlchemyError as error:
@@ -86,6 +90,8 @@ def status_command(
         engine.dispose()
     limit_s = (max_tick_age_s if max_tick_age_s is not None
                else STALE_AFTER_INTERVALS * settings.reconcile.interval_s)
+    for note in notes:
+        typer.echo(note, err=True)
     health = judge_health(status, wall_now, limit_s)
     code = 0 if health.healthy else 1
     with exit_when_stdout_closes(code):

@@ -100,3 +100,20 @@ def check_one_price_per_product(pools: Sequence[PoolSpec]) -> None:
                 f"pools[{pool.name}].price_per_gpu_hour ({pool.price_per_gpu_hour:g}) differ, "
                 f"but both pools are {pool.product}: GPU-hours are priced per product, one "
                 f"pool per product")
+
+
+def unapplied_price_notes(pools: Sequence[PoolSpec], in_force: PriceTable) -> tuple[str, ...]:
+    """One ``note:`` line per configured pool whose price differs from its product's price in
+    force in the store: a reader given ``--config`` (``cost export``, ``status``) bills at the
+    store's, as a price takes effect only once ``serve`` or ``demo`` applies it, and says so
+    rather than leave the configured price silently unused."""
+    notes = []
+    for pool in pools:
+        stored = in_force.price_of(pool.product)
+        if abs(stored.usd_per_gpu_hour - pool.price_per_gpu_hour) > 1e-9:
+            notes.append(
+                f"note: --config prices pool {pool.name} ({pool.product}) at "
+                f"${pool.price_per_gpu_hour:g}/GPU-h, the store's price in force is "
+                f"${stored.usd_per_gpu_hour:g} ({stored.source}): the store's is used; a price "
+                "takes effect once `headroom serve` or `headroom demo` applies it")
+    return tuple(notes)

@@ -166,10 +166,11 @@ class Store:
     def upsert_prices(self, pools: Iterable[PoolSpec], at: datetime | None = None,
                       effective_at: datetime | None = None) -> None:
         """One row per product, labelled as the list price only when it is the list price; a
-        price the operator configured is labelled as the pool's setting, dated ``at`` (when it
-        was applied). A price that differs from the product's last recorded one is appended to
-        the price history, in force from ``effective_at`` (default ``at``, else the store's
-        clock: its newest tick; none yet: since always), so past days keep the price they had.
+        price the operator configured is labelled as the pool's setting, dated when it takes
+        effect (``effective_at``, store time, else ``at``). A price that differs from the
+        product's last recorded one is appended to the price history, in force from
+        ``effective_at`` (default ``at``, else the store's clock: its newest tick; none yet:
+        since always), so past days keep the price they had.
 
         Prices are per product (settings allow one pool per product): pools of one product at
         different prices raise ``PriceError`` naming them, and nothing is written. The prices
@@ -177,9 +178,10 @@ class Store:
         new price without the history row dated at its change."""
         pools = list(pools)
         check_one_price_per_product(pools)
-        labelled = {pool.product: (pool.price_per_gpu_hour, price_label(pool, at))
-                    for pool in pools}
         when = effective_at or at or self.last_tick_at()
+        # dated when it takes effect (store time: a simulated fleet's clock), not the wall clock
+        labelled = {pool.product: (pool.price_per_gpu_hour, price_label(pool, effective_at or at))
+                    for pool in pools}
         history = GpuPriceHistoryRecord
         with self.session() as session:
             self._upsert_in(session, GpuPriceRecord.__tablename__, "product", [

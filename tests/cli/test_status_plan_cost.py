@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from clihelpers import headroom_status, status_json
@@ -83,3 +84,17 @@ def test_the_plans_cost_counts_the_replicas_a_guard_keeps_beyond_its_placement(
                              "gpus": 2.0}]
     table = " ".join(headroom_status(sqlite_url).stdout.split())
     assert "1 GPUs placed + 0 warm + 2 kept beyond the placement = $18.00/h" in table
+
+
+def test_status_with_a_config_pricing_a_pool_otherwise_notes_the_store_price_is_used(
+        sqlite_url: str, tmp_path: Path) -> None:
+    store = Store.open(sqlite_url, migrate=True)
+    store.upsert_prices([PoolSpec("h100", "H100-80GB", 1, 0, 3, 6.0)], WallClock().now())
+    config = tmp_path / "headroom.yaml"
+    config.write_text("pools:\n  - {name: h100, product: H100-80GB, gpus_per_node: 1, "
+                      "max_nodes: 3, price_per_gpu_hour: 7.5}\n", encoding="utf-8")
+    run = headroom_status(sqlite_url, "--config", str(config), "--json")
+    assert ("note: --config prices pool h100 (H100-80GB) at $7.5/GPU-h, the store's price in "
+            "force is $6 (settings pools[h100].price_per_gpu_hour): the store's is used") \
+        in run.stderr
+    assert "note: --config" not in headroom_status(sqlite_url, "--json").stderr

@@ -307,6 +307,18 @@ def test_a_configured_price_is_labelled_as_the_pools_setting_and_a_list_price_as
     assert listed.source.startswith("REFERENCE.md §10.1") and listed.as_of == "2025-06"
 
 
+def test_a_configured_price_is_dated_when_it_takes_effect_in_store_time_not_the_wall_clock(
+        store_url: str) -> None:
+    from controlplane.cost_reader import configured_prices
+    from controlplane.domain.desired import PoolSpec
+
+    store = Store.open(store_url, migrate=True)
+    wall_at = T0 + timedelta(days=2)  # a simulated fleet resumed two days of wall time later
+    store.upsert_prices([PoolSpec("a100", "A100-80GB", 8, 0, 4, 3.40)], wall_at, T0)
+    (price,) = configured_prices(store.engine)
+    assert price.as_of == T0.date().isoformat()
+
+
 def test_a_snapshot_keeps_the_age_of_its_rates_across_a_restart(store_url: str) -> None:
     store = Store.open(store_url, migrate=True)
     report = sample_tick_report()

@@ -322,3 +322,22 @@ def test_cost_export_of_a_missing_default_store_beside_a_demo_store_says_to_pass
     assert ("`headroom demo` keeps its store in .headroom/demo.db: pass --db .headroom/demo.db"
             in " ".join(output.split()))
     assert not (tmp_path / "headroom.db").exists() and not (tmp_path / "x.csv").exists()
+
+
+def test_cost_export_with_a_config_pricing_a_pool_otherwise_notes_the_store_price_is_used(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEADROOM_DB__URL", seeded.url)
+    stored = cost_reader.price_table(make_engine(seeded.url)).price_of("L4").usd_per_gpu_hour
+    pools = "pools:\n  - {name: l4, product: L4, gpus_per_node: 4, max_nodes: 8, "
+    other, same = tmp_path / "other.yaml", tmp_path / "same.yaml"
+    other.write_text(f"{pools}price_per_gpu_hour: {stored + 1}}}\n", encoding="utf-8")
+    same.write_text(f"{pools}price_per_gpu_hour: {stored}}}\n", encoding="utf-8")
+    code, output = _export("--out", str(tmp_path / "x.csv"), "--config", str(other))
+    assert code == 0, output
+    assert (f"note: --config prices pool l4 (L4) at ${stored + 1:g}/GPU-h, the store's price "
+            f"in force is ${stored:g}") in output
+    assert "the store's is used; a price takes effect once `headroom serve` or `headroom demo` "\
+           "applies it" in output
+    code, output = _export("--out", str(tmp_path / "y.csv"), "--config", str(same))
+    assert code == 0, output
+    assert "note: --config prices" not in output
