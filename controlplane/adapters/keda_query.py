@@ -16,9 +16,11 @@ Trigger metadata (KEDA forwards all of it as ``scalerMetadata``):
   built-in scalers name theirs: ``activation`` + the target's key).
 
 Each key may come as ``<key>FromEnv`` instead (KEDA forwards it under that name with the value
-resolved from the workload's env); both forms at once, or a key that is neither Headroom's nor
-KEDA's own (``scalerAddress``, ``enableTLS``, ``unsafeSsl``, ``caCert``, ``tlsCertFile``,
-``tlsClientCert``, ``tlsClientKey``), is INVALID_ARGUMENT naming it and the nearest valid key.
+resolved from the workload's env, pkg/scalers/external_scaler.go); a bad value is named by the
+key as the ScaledObject wrote it (``scalerMetadata.targetRpsFromEnv``), both forms at once, or a
+key that is neither Headroom's nor KEDA's own (``scalerAddress``, ``enableTLS``, ``unsafeSsl``,
+``caCert``, ``tlsCertFile``, ``tlsClientCert``, ``tlsClientKey``), is INVALID_ARGUMENT naming it
+and the nearest valid key.
 """
 
 from __future__ import annotations
@@ -92,11 +94,11 @@ def scaler_query(metadata: Mapping[str, str], targets: Mapping[str, float], look
                  known: Callable[[str], bool] | None = None) -> ScalerQuery:
     """The query of a ScaledObject's ``scalerMetadata``: ``targets`` give each model's default
     per-replica rate, ``lookahead_s`` the default lookahead; bad metadata INVALID_ARGUMENT
-    naming the key. ``known`` says whether a model without a target is one of the store's
-    models or has a forecast: one that is neither is NOT_FOUND naming it, whether or not
-    ``targetRps`` is given (asked before the other keys are checked)."""
-    metadata = resolve_metadata(metadata)
-    model = metadata.get("model", "").strip()
+    naming the key as it was written. ``known`` says whether a model without a target is one of
+    the store's models or has a forecast: one that is neither is NOT_FOUND naming it, whether or
+    not ``targetRps`` is given (asked before the other keys are checked)."""
+    given = resolve_metadata(metadata)
+    model = given.values.get("model", "").strip()
     if not model:
         raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT, "scalerMetadata.model is required")
     if model not in targets and known is not None and not known(model):
@@ -104,45 +106,56 @@ def scaler_query(metadata: Mapping[str, str], targets: Mapping[str, float], look
                           f"model {model!r} is not a model of this store (headroom models "
                           "list) and has no forecast; is scalerMetadata.model spelled as in "
                           "Headroom's models?")
-    if not metadata.get("targetRps") and model not in targets:
+    if not given.values.get("targetRps") and model not in targets:
         with_rate = ", ".join(sorted(targets)) or "none"
         raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
                           f"scalerMetadata.targetRps is required: model {model!r} has no "
                           f"per-replica rate here (models with one: {with_rate}); is "
                           "scalerMetadata.model spelled as in Headroom's models?")
-    target = _number(metadata, "targetRps", targets.get(model), MAX_TARGET_RPS)
+    target = _number(given, "targetRps", targets.get(model), MAX_TARGET_RPS)
     if target < MIN_TARGET_RPS:
         raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"scalerMetadata.targetRps must be at least {MIN_TARGET_RPS:g} "
+                          f"{given.name('targetRps')} must be at least {MIN_TARGET_RPS:g} "
                           f"(KEDA counts it in thousandths: less is a target of 0), got "
-                          f"{metadata.get('targetRps') or target!r}")
-    lookahead = _number(metadata, "lookaheadSeconds", lookahead_s, MAX_LOOKAHEAD_S)
-    quantile = _number(metadata, "quantile", 0.9)
-    if not 0.5 <= quantile < 1:
-        raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"scalerMetadata.quantile must be in [0.5, 1), got {quantile}")
-    activation = _number(metadata, "activationTargetRps", default_activation_rps(lookahead),
+                          f"{given.values.get('targetRps') or target!r}")
+    lookahead = _number(given, "lookaheadSeconds", lookahead_s, MAX_LOOKAHEAD_S)
+    quantile = _quantile(given)
+    activation = _number(given, "activationTargetRps", default_activation_rps(lookahead),
                          MAX_TARGET_RPS, zero=True)
     name = "headroom-" + re.sub(r"[^a-z0-9-]+", "-", model.lower()).strip("-")
     return ScalerQuery(model, target, lookahead, quantile, name, activation)
 
 
-def resolve_metadata(metadata: Mapping[str, str]) -> dict[str, str]:
+@dataclass(frozen=True, slots=True)
+class GivenMetadata:
+    """Headroom's keys of ``scalerMetadata``: each one's value, and the key it came under
+    (``targetRps`` or ``targetRpsFromEnv``), which its errors name."""
+
+    values: Mapping[str, str]
+    written: Mapping[str, str]
+
+    def name(self, key: str) -> str:
+        """``key`` as the ScaledObject wrote it, for an error: ``scalerMetadata.<key>``."""
+        return f"scalerMetadata.{self.written.get(key, key)}"
+
+
+def resolve_metadata(metadata: Mapping[str, str]) -> GivenMetadata:
     """Headroom's keys of ``scalerMetadata``, each from itself or its ``<key>FromEnv``; KEDA's
     own keys dropped; any other key, or a key given both ways, INVALID_ARGUMENT naming it."""
-    out: dict[str, str] = {}
+    values: dict[str, str] = {}
+    written: dict[str, str] = {}
     for key, value in sorted(metadata.items()):
         base = key.removesuffix(FROM_ENV)
         if base in KEDA_KEYS:
             continue
         if base not in METADATA_KEYS:
             raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT, _unknown_key(key))
-        if base in out:
+        if base in values:
             raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
                               f"scalerMetadata.{base} and scalerMetadata.{base}{FROM_ENV} are "
                               "both given; give one")
-        out[base] = value
-    return out
+        values[base], written[base] = value, key
+    return GivenMetadata(values, written)
 
 
 def _unknown_key(key: str) -> str:
@@ -153,24 +166,46 @@ def _unknown_key(key: str) -> str:
             f"{', '.join(METADATA_KEYS)}, each also as <key>{FROM_ENV})")
 
 
-def _number(metadata: Mapping[str, str], key: str, default: float | None,
-            most: float = math.inf, zero: bool = False) -> float:
-    """The value of ``key``: finite, above 0 (at least 0 when ``zero``), at most ``most``."""
-    raw = metadata.get(key)
+def _parsed(given: GivenMetadata, key: str) -> float | None:
+    """The value of ``key`` as a float (None: not given, or empty); INVALID_ARGUMENT naming the
+    key when it is not a number."""
+    raw = given.values.get(key)
     if raw is None or raw == "":
-        if default is None:
-            raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
-                              f"scalerMetadata.{key} is required")
-        return default
+        return None
     try:
-        value = float(raw)
+        return float(raw)
     except ValueError:
         raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"scalerMetadata.{key}: {raw!r} is not a number") from None
+                          f"{given.name(key)}: {raw!r} is not a number") from None
+
+
+def _quantile(given: GivenMetadata) -> float:
+    """``quantile`` (default 0.9), in [0.5, 1): a lower one would size below the median. Every
+    value out of that range (0, a negative, NaN) is refused stating the range."""
+    value = _parsed(given, "quantile")
+    if value is None:
+        return 0.9
+    if not 0.5 <= value < 1:  # also NaN
+        raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"{given.name('quantile')} must be in [0.5, 1), got "
+                          f"{given.values['quantile']!r}")
+    return value
+
+
+def _number(given: GivenMetadata, key: str, default: float | None,
+            most: float = math.inf, zero: bool = False) -> float:
+    """The value of ``key``: finite, above 0 (at least 0 when ``zero``), at most ``most``."""
+    value = _parsed(given, key)
+    if value is None:
+        if default is None:
+            raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"{given.name(key)} is required")
+        return default
+    raw = given.values[key]
     if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
         raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"scalerMetadata.{key} must be {'>=' if zero else '>'} 0, got {raw!r}")
+                          f"{given.name(key)} must be {'>=' if zero else '>'} 0, got {raw!r}")
     if value > most:
         raise ScalerError(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"scalerMetadata.{key} must be at most {most:g}, got {raw!r}")
+                          f"{given.name(key)} must be at most {most:g}, got {raw!r}")
     return value

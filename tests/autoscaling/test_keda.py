@@ -628,6 +628,38 @@ def test_kedas_own_trigger_keys_are_accepted_and_from_env_keys_stand_for_their_k
                                       "scalerMetadata.targetRpsFromEnv are both given; give one")
 
 
+@pytest.mark.parametrize(("metadata", "message"), [
+    ({"targetRpsFromEnv": "FOO"}, "scalerMetadata.targetRpsFromEnv: 'FOO' is not a number"),
+    ({"targetRpsFromEnv": "0.0004"}, "scalerMetadata.targetRpsFromEnv must be at least 0.001"),
+    ({"lookaheadSecondsFromEnv": "-5"}, "scalerMetadata.lookaheadSecondsFromEnv must be > 0, "
+                                        "got '-5'"),
+    ({"quantileFromEnv": "0.3"}, "scalerMetadata.quantileFromEnv must be in [0.5, 1), got '0.3'"),
+    ({"activationTargetRpsFromEnv": "soon"},
+     "scalerMetadata.activationTargetRpsFromEnv: 'soon' is not a number"),
+], ids=["target not a number", "target under a thousandth", "negative lookahead",
+        "quantile below the median", "activation not a number"])
+def test_a_bad_from_env_value_is_named_by_the_key_the_scaled_object_wrote(
+        scaler: Scaler, metadata: dict[str, str], message: str) -> None:
+    """KEDA forwards ``<key>FromEnv`` under that very key (its value resolved from the env):
+    the operator must find the key they wrote in the error, not the one it stands for."""
+    stub, _, _ = scaler
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.GetMetricSpec(_ref(model="llama", **metadata))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (caught.value.details() or "").startswith(message)
+
+
+@pytest.mark.parametrize("quantile", ["0", "-0.2", "0.3", "1", "nan"])
+def test_a_quantile_out_of_range_is_refused_stating_the_range_whatever_the_value(
+        scaler: Scaler, quantile: str) -> None:
+    stub, _, _ = scaler
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.GetMetricSpec(_ref(model="llama", quantile=quantile))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.details() == (f"scalerMetadata.quantile must be in [0.5, 1), got "
+                                      f"{quantile!r}")
+
+
 # -- streams -------------------------------------------------------------------------------
 
 def test_keda_max_streams_of_the_settings_serve_both_streams_of_twenty_scaled_objects(
