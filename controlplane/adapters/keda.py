@@ -258,8 +258,12 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
         return f"its load was last observed at {last_at.isoformat()}, {age_s:.0f}s ago"
 
     def _spec(self, query: ScalerQuery) -> pb.GetMetricSpecResponse:
+        """The per-replica target; KEDA reads ``targetSizeFloat`` (always > 0 here). The
+        deprecated int64 ``targetSize``, for a KEDA that reads only it, is rounded down (at
+        least 1): the HPA asks for ``ceil(metric / target)``, so a target rounded up would ask
+        for fewer replicas than the forecast needs (as ``metricValue`` is rounded up)."""
         return pb.GetMetricSpecResponse(metricSpecs=[pb.MetricSpec(
-            metricName=query.metric_name, targetSize=max(1, round(query.target_rps)),
+            metricName=query.metric_name, targetSize=max(1, math.floor(query.target_rps)),
             targetSizeFloat=query.target_rps)])
 
     # -- RPCs ---------------------------------------------------------------------------------

@@ -119,6 +119,16 @@ def test_the_spec_is_the_per_replica_target_from_metadata_or_the_profile(scaler:
     assert from_metadata.targetSizeFloat == 12.5 and from_metadata.targetSize == 12
 
 
+@pytest.mark.parametrize(("target_rps", "target_size"), [("9.6", 9), ("12.5", 12), ("0.4", 1)])
+def test_the_deprecated_integer_target_is_rounded_down_so_a_keda_reading_it_never_under_sizes(
+        scaler: Scaler, target_rps: str, target_size: int) -> None:
+    """The HPA asks for ceil(metric / target): a larger target means fewer replicas, so the
+    int64 targetSize (read by a KEDA that ignores targetSizeFloat) must not round up."""
+    stub, _, _ = scaler
+    (spec,) = stub.GetMetricSpec(_ref(model="llama", targetRps=target_rps)).metricSpecs
+    assert spec.targetSize == target_size and spec.targetSizeFloat == float(target_rps)
+
+
 def test_a_model_is_active_only_while_its_forecast_is_above_zero(scaler: Scaler) -> None:
     stub, forecasts, _ = scaler
     forecasts.by_model["llama"] = _forecast("llama", (0.0, 0.0, 0.0))
