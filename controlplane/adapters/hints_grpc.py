@@ -111,6 +111,10 @@ class DemandHintsServicer(pb_grpc.DemandHintsServicer):
         now = _stored(context, "read the store's clock", self.now)
         start_at = (_at(context, "start_unix_s", request.start_unix_s)
                     if request.start_unix_s else now.at)
+        if not request.end_unix_s:  # proto3's omitted double: no end given, not 1970
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT,
+                   "end_unix_s: required (seconds since 1970 when the hint ends; 0 is the "
+                   "field omitted)")
         end_at = _at(context, "end_unix_s", request.end_unix_s)
         tenants = _stored(context, "read the models", self.model_tenants)
         try:

@@ -138,7 +138,8 @@ def test_a_retried_add_returns_the_hint_it_added_so_removing_that_id_withdraws_i
     (pb.AddHintRequest(model=CHAT, rate_rps=float("nan"), end_unix_s=_s(60)),
      "rate_rps: must be a number"),
     (pb.AddHintRequest(model=CHAT, rate_rps=5, end_unix_s=_s(-1)), "end_unix_s: already past"),
-    (pb.AddHintRequest(model=CHAT, rate_rps=5), "end_unix_s: already past"),
+    (pb.AddHintRequest(model=CHAT, rate_rps=5), "end_unix_s: required (seconds since 1970 "
+                                                "when the hint ends; 0 is the field omitted)"),
     (pb.AddHintRequest(model=CHAT, rate_rps=5, start_unix_s=_s(90), end_unix_s=_s(60)),
      "start_unix_s/end_unix_s: demand hint for llama-3-8b-chat: end_at"),
     (pb.AddHintRequest(model=CHAT, rate_rps=5, start_unix_s=-1, end_unix_s=_s(60)),

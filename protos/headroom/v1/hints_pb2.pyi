@@ -92,10 +92,11 @@ Global___DemandHint: _TypeAlias = DemandHint  # noqa: Y015
 @_typing.final
 class AddHintRequest(_message.Message):
     """start_unix_s 0: now. The model must be one the control plane serves; rate_rps above 0 (0,
-    the field omitted, is INVALID_ARGUMENT); the end in the future. Idempotent: a request equal to
-    a hint that has not ended (model, rate_rps, start, end, reason; with start_unix_s 0, one that
-    has started) returns that hint, same id, instead of adding a second (a retry after a lost
-    reply; RemoveHint of the id returned withdraws it).
+    the field omitted, is INVALID_ARGUMENT); end_unix_s required (0, the field omitted, is
+    INVALID_ARGUMENT) and in the future. Idempotent: a request equal to a hint that has not ended
+    (model, rate_rps, start, end, reason; with start_unix_s 0, one that has started) returns that
+    hint, same id, instead of adding a second (a retry after a lost reply; RemoveHint of the id
+    returned withdraws it).
     """
 
     DESCRIPTOR: _descriptor.Descriptor
