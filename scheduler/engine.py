@@ -33,6 +33,9 @@ from scheduler.wallclock import unix_now_s
 
 #: Share of the caller's remaining deadline the fleet solver may use.
 DEADLINE_SHARE = 0.8
+#: ``no_inventory``'s detail once a SyncInventory succeeded: "SyncInventory first" would send
+#: a caller that just synced an empty fleet looking for a call it already made.
+SYNCED_EMPTY = "the last SyncInventory listed no node"
 log = logging.getLogger("headroom.placement")
 
 
@@ -204,13 +207,13 @@ class PlacementEngine:
         """Bind one workload; raises InvalidArgument, AlreadyExists or Infeasible, and NotReady
         (``no_inventory``) when no SyncInventory succeeded since this engine started: knowing
         no node is not a full fleet (a synced inventory without nodes is Infeasible
-        ``no_inventory``). When ``still_wanted`` returns False once the engine is free to bind
-        (the caller's deadline passed while the call waited), or, with a journal, once the
-        binding is written and about to commit (the wait for the journal's lock and its writes
-        outlasted the deadline), nothing is bound and CallerGone is raised, so a retry of the
-        same id is placed instead of refused as ALREADY_EXISTS. The commit itself can still
-        outlast the deadline: a caller that timed out must reconcile (README). AlreadyExists
-        carries the binding held under the id."""
+        ``no_inventory``, saying the last SyncInventory listed no node). When ``still_wanted``
+        returns False once the engine is free to bind (the caller's deadline passed while the
+        call waited), or, with a journal, once the binding is written and about to commit (the
+        wait for the journal's lock and its writes outlasted the deadline), nothing is bound and
+        CallerGone is raised, so a retry of the same id is placed instead of refused as
+        ALREADY_EXISTS. The commit itself can still outlast the deadline: a caller that timed out
+        must reconcile (README). AlreadyExists carries the binding held under the id."""
         spec = convert.workload_from_pb(request)
         with self._lock:
             self._check_wanted(spec, still_wanted)
@@ -223,9 +226,11 @@ class PlacementEngine:
                 else:
                     binding = self._place_journaled(spec, now_s, still_wanted)
             except Infeasible as exc:
-                if exc.reason == "no_inventory" and not self._synced:
+                if exc.reason != "no_inventory":
+                    raise
+                if not self._synced:
                     raise NotReady(exc.reason, exc.detail) from None
-                raise
+                raise Infeasible(exc.reason, SYNCED_EMPTY) from None
             except AlreadyExists as exc:
                 exc.binding = self._held.get(spec.workload_id)
                 raise

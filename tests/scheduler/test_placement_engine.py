@@ -79,6 +79,7 @@ def test_a_place_on_a_synced_inventory_without_nodes_is_infeasible_with_the_reas
         with pytest.raises(Infeasible) as err:
             eng.place(spec)
         assert err.value.reason == "no_inventory"
+        assert str(err.value) == "no_inventory: the last SyncInventory listed no node"
 
 
 def test_malformed_request_names_the_field() -> None:
