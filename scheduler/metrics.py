@@ -1,7 +1,8 @@
 """Prometheus metrics of the placement API (prometheus-client), on a registry of their own.
 
 What an operator watches on the placement server: calls per method and gRPC status code (every
-unary method, GetPlan too; WatchPlan calls refused before their stream opened), the
+unary method, GetPlan too; WatchPlan streams when they end, or are refused before they open:
+OK when the server stopped them, CANCELLED or DEADLINE_EXCEEDED when their client did), the
 engine's time per call (server side, without the transport), Place refusals by their reason code
 (the ``Infeasible`` reasons: ``no_idle_gpus``, ``no_gpu_share_fits``, ...; and ``no_inventory``,
 FAILED_PRECONDITION, before the first SyncInventory), bindings this server

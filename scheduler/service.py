@@ -249,6 +249,7 @@ class PlacementServicer(pb_grpc.PlacementServicer):
         def ended() -> bool:
             return call_ended.is_set() or self.stopping.is_set()
 
+        failed = False
         try:  # counted until this thread leaves: a cancelled stream frees its thread at once
             if not context.add_callback(end_call):  # the call has already ended
                 return
@@ -260,12 +261,17 @@ class PlacementServicer(pb_grpc.PlacementServicer):
                     continue
                 after = plan.revision
                 yield plan
+        except Exception:
+            failed = True
+            raise
         finally:
             self._drop_watch_stream()
+            self._count_stream("UNKNOWN" if failed else _stream_end_code(context, call_ended))
 
     def _count_stream(self, code: str) -> None:
-        """A WatchPlan call refused with ``code`` before its stream opened, counted (no engine
-        time: an open stream waits for plans as long as its client stays, and is not)."""
+        """A WatchPlan call counted by its final code: refused before its stream opened, or its
+        stream ended (no engine time: an open stream waits for plans as long as its client
+        stays, and is not)."""
         if self.metrics is not None:
             self.metrics.requests.labels("WatchPlan", code).inc()
 
@@ -293,6 +299,16 @@ class PlacementServicer(pb_grpc.PlacementServicer):
     def open_watch_streams(self) -> int:
         with self._watch_lock:
             return self._watch_streams
+
+
+def _stream_end_code(context: grpc.ServicerContext, call_ended: threading.Event) -> str:
+    """How a WatchPlan stream that raised nothing ended: DEADLINE_EXCEEDED or CANCELLED when
+    its client's call ended first (its deadline passed, or it cancelled or went away), else OK
+    (the server stopping ends it cleanly)."""
+    if not (call_ended.is_set() or not context.is_active()):
+        return "OK"
+    remaining_s = context.time_remaining()
+    return "DEADLINE_EXCEEDED" if remaining_s is not None and remaining_s <= 0 else "CANCELLED"
 
 
 def _on_pool(method: Callable[..., Any], pool: futures.ThreadPoolExecutor) -> Callable[..., Any]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from parvagpu_slo2 import slo2_pb_request
 from placement_builders import make_node, make_place
 from prometheus_api_client import PrometheusConnect
 from prometheus_client.parser import text_string_to_metric_families
@@ -191,3 +192,41 @@ def test_get_plan_calls_and_refused_watch_streams_are_counted_too(
     assert seen[("headroom_placement_request_seconds_count", (("method", "GetPlan"),))] == 2
     assert seen[("headroom_placement_requests_total",
                  (("code", "INVALID_ARGUMENT"), ("method", "WatchPlan")))] == 1
+
+
+def _watch_plan_calls(metrics: PlacementMetrics, code: str, at_least: float) -> float:
+    """``headroom_placement_requests_total{method="WatchPlan",code=...}`` once it reaches
+    ``at_least`` (a stream is counted as its server thread leaves it, just after the client
+    saw it end), or its value after 10 s."""
+    until = time.monotonic() + 10
+    while True:
+        value = metrics.registry.get_sample_value(
+            "headroom_placement_requests_total", {"method": "WatchPlan", "code": code}) or 0.0
+        if value >= at_least or time.monotonic() > until:
+            return value
+        time.sleep(0.02)
+
+
+def test_watch_plan_streams_are_counted_by_the_code_they_end_with() -> None:
+    metrics = PlacementMetrics()
+    server, port = create_server("127.0.0.1:0", metrics=metrics)
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        stub = pb_grpc.PlacementStub(channel)
+        stub.PlanFleet(slo2_pb_request(), timeout=60)
+        cancelled = stub.WatchPlan(pb.WatchPlanRequest(), timeout=30)
+        assert next(cancelled).revision == 1
+        cancelled.cancel()
+        assert _watch_plan_calls(metrics, "CANCELLED", 1) == 1
+        with pytest.raises(grpc.RpcError) as late:
+            next(stub.WatchPlan(pb.WatchPlanRequest(after_revision=1), timeout=0.5))
+        assert late.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert _watch_plan_calls(metrics, "DEADLINE_EXCEEDED", 1) == 1
+        served = stub.WatchPlan(pb.WatchPlanRequest(), timeout=30)
+        assert next(served).revision == 1
+        stop(server, grace_s=1.0)  # ends the open stream cleanly
+        assert list(served) == []  # it ended OK, with no more plans
+        assert _watch_plan_calls(metrics, "OK", 1) == 1
+    finally:
+        stop(server, grace_s=0)
+        channel.close()
