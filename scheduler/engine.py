@@ -139,7 +139,8 @@ class PlacementEngine:
                      scope: Scope = None) -> pb.RenewLeasesResponse:
         """Extend each named binding's lease by its own ``lease_s`` from now; ids not bound
         (or whose lease ran out), and to a caller scoped to tenants (``scope``) those bound for
-        another tenant, come back as unknown. Raises InvalidArgument, Unavailable."""
+        another tenant, come back as unknown; each id is answered in the order asked, as often
+        as asked. Raises InvalidArgument, Unavailable."""
         for k, workload_id in enumerate(request.workload_ids):
             if not workload_id:
                 raise InvalidArgument(f"workload_ids[{k}]", "must not be empty")
@@ -155,9 +156,13 @@ class PlacementEngine:
                     if leased:
                         change.renewed(leased)
             self._held.renew(renewed)
+        # every id answered as often and in the order asked (an id asked twice, e.g. batches
+        # merged by a serving layer, is renewed once and answered twice; refusing the call
+        # would let every lease in it run out)
+        answers = {w: convert.binding_to_pb(b) for w, b in renewed.items() if b is not None}
         return pb.RenewLeasesResponse(
-            renewed=[convert.binding_to_pb(b) for b in renewed.values() if b is not None],
-            unknown=[w for w, b in renewed.items() if b is None])
+            renewed=[answers[w] for w in request.workload_ids if w in answers],
+            unknown=[w for w in request.workload_ids if w not in answers])
 
     # ---------------------------------------------------------------- online placement
     def listed_tenant(self, model: str) -> str | None:

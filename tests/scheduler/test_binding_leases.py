@@ -91,6 +91,20 @@ def test_renewal_names_ids_not_bound_and_returns_unleased_bindings_unchanged() -
     assert list(answer.unknown) == ["gone", "ghost"]
 
 
+def test_an_id_asked_twice_is_renewed_once_and_answered_as_often_and_in_the_order_asked() -> None:
+    clock = FakeClock()
+    engine = PlacementEngine(now_s=clock)
+    engine.sync_inventory(pb.SyncInventoryRequest(nodes=[make_node("n0", gpus=2)]))
+    engine.place(_leased("a", 30))
+    engine.place(_leased("b", 30))
+    clock.now_s = T0_S + 20
+    answer = engine.renew_leases(pb.RenewLeasesRequest(
+        workload_ids=["b", "ghost", "a", "b", "ghost"]))
+    assert [(b.workload_id, b.lease_expires_at_s) for b in answer.renewed] == [
+        ("b", T0_S + 50), ("a", T0_S + 50), ("b", T0_S + 50)]
+    assert list(answer.unknown) == ["ghost", "ghost"]
+
+
 def test_a_binding_without_a_lease_is_never_expired() -> None:
     clock = FakeClock()
     engine = _one_gpu_engine(clock)

@@ -849,6 +849,10 @@ Global___RenewLeasesRequest: _TypeAlias = RenewLeasesRequest  # noqa: Y015
 
 @_typing.final
 class RenewLeasesResponse(_message.Message):
+    """Each id asked is answered once in `renewed` or `unknown`, in the order asked and as often as
+    asked (an id asked twice is renewed once and answered twice).
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     RENEWED_FIELD_NUMBER: _builtins.int
