@@ -99,6 +99,8 @@ def validate_workload(spec: WorkloadSpec, raw_gpu_milli: int) -> None:
         raise InvalidArgument("gpu_memory_mib", f"must be >= 0, got {spec.gpu_memory_mib}")
     if spec.num_gpu == 0 and spec.gpu_memory_mib > 0:
         raise InvalidArgument("gpu_memory_mib", "must be 0 when num_gpu is 0")
+    if spec.num_gpu == 0 and spec.gpu_products:  # as gpu_milli and gpu_memory_mib: no GPU
+        raise InvalidArgument("gpu_products", "must be empty when num_gpu is 0")
 
 
 def _finite(value: float) -> bool:

@@ -89,6 +89,29 @@ def test_malformed_request_names_the_field() -> None:
     assert err.value.field == "gpu_milli"
 
 
+@pytest.mark.parametrize(("request_", "message"), [
+    (make_place("cpu", num_gpu=0, gpu_milli=500), "gpu_milli: must be 0 when num_gpu is 0"),
+    (make_place("cpu", num_gpu=0, gpu_milli=0, gpu_memory_mib=4096),
+     "gpu_memory_mib: must be 0 when num_gpu is 0"),
+    (make_place("cpu", num_gpu=0, gpu_milli=0, products=["T4"]),
+     "gpu_products: must be empty when num_gpu is 0"),
+], ids=["a share", "gpu memory", "gpu products"])
+def test_a_cpu_only_place_stating_anything_about_gpus_is_refused_naming_that_field(
+        request_: pb.PlaceRequest, message: str) -> None:
+    eng = two_node_engine()
+    with pytest.raises(InvalidArgument) as err:
+        eng.place(request_)
+    assert str(err.value) == message
+    assert eng.list_bindings(pb.ListBindingsRequest()).bindings == []
+
+
+def test_a_multi_gpu_place_takes_each_gpu_whole_whatever_share_it_states() -> None:
+    """A share is of one GPU: num_gpu 2 with gpu_milli 500 binds two whole GPUs, as the openb
+    replay (../shared/bench) counts such pods, and the binding says 1000."""
+    binding = two_node_engine().place(make_place("two", num_gpu=2, gpu_milli=500)).binding
+    assert (len(binding.gpu_indices), binding.gpu_milli) == (2, 1000)
+
+
 def test_release_then_place_restores_capacity() -> None:
     eng = two_node_engine()
     for k in range(4):

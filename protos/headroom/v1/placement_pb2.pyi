@@ -315,6 +315,10 @@ class PlaceRequest(_message.Message):
     gpu_memory_mib: _builtins.int
     """per-GPU memory needed; 0 = not stated"""
     isolation: Global___Isolation.ValueType
+    """num_gpu 0 (CPU only): gpu_milli, gpu_memory_mib and gpu_products must be 0 / empty
+    (INVALID_ARGUMENT naming the field). num_gpu > 1 takes each GPU whole, whatever gpu_milli
+    (a share is of one GPU; the bound gpu_milli says 1000), as the openb replay counts them.
+    """
     lease_s: _builtins.float
     """0: bound until Release. > 0: the binding expires lease_s seconds after this Place or its
     latest RenewLeases and its resources are freed, so a serving layer that dies without
