@@ -43,6 +43,8 @@ from scheduler.metrics import PlacementMetrics, check_bindable, exposed_metrics
 from scheduler.security import SecurityFileError, TransportSecurity
 from scheduler.server import Registrar, create_server, health_port, stop
 
+#: where the server listens without --listen and without placement.listen in the settings
+DEFAULT_LISTEN = "127.0.0.1:50051"
 app = typer.Typer(help="Placement API: online placement and fleet plans over gRPC.",
                   no_args_is_help=True)
 
@@ -58,8 +60,10 @@ app.command("release")(release)
 
 @app.command()
 def serve(
-    listen: str = typer.Option("127.0.0.1:50051", "--listen",
-                               help="HOST:PORT to bind; port 0 picks a free port."),
+    listen: str | None = typer.Option(
+        None, "--listen", metavar="HOST:PORT", show_default=False,
+        help=f"HOST:PORT to bind; port 0 picks a free port. Default: placement.listen of "
+             f"--config, else {DEFAULT_LISTEN}."),
     workers: int = typer.Option(16, "--workers", min=1,
                                 help="Threads for PlanFleet, WatchPlan streams and other calls."),
     fast_workers: int = typer.Option(2, "--fast-workers", min=1,
@@ -72,7 +76,8 @@ def serve(
              "engine's working set in its caches: faster Place with one call in flight."),
     metrics_listen: str | None = typer.Option(
         None, "--metrics-listen", metavar="HOST:PORT",
-        help="Serve Prometheus metrics on http://HOST:PORT/metrics (port 0: a free port)."),
+        help="Serve Prometheus metrics on http://HOST:PORT/metrics (port 0: a free port). "
+             "Default: placement.metrics_listen of --config, else none."),
     config: Annotated[Path | None, typer.Option(
         "--config", "-c",
         help="YAML settings: keep the placement state in its store (db.url), as with "
@@ -93,15 +98,19 @@ def serve(
 ) -> None:
     """Serve the placement gRPC API until SIGINT/SIGTERM: in memory, or on a store."""
     settings = _settings(config, db) if config is not None or db is not None else None
+    listen, listen_named = _address(listen, "--listen", "listen", settings, config)
+    listen = listen or DEFAULT_LISTEN
+    metrics_listen, metrics_named = _address(metrics_listen, "--metrics-listen",
+                                             "metrics_listen", settings, config)
     try:  # after the settings: a bad --config is named whether or not the port is free
         check_bindable(listen, port_free=True)
     except ValueError as exc:
-        raise usage_error(f"--listen {exc}") from None
+        raise usage_error(f"{listen_named} {exc}") from None
     secured = served_security(
         listen, settings.placement if settings is not None else None, tls_cert=tls_cert,
         tls_key=tls_key, tls_client_ca=tls_client_ca, token_file=token_file,
         health_listen=health_listen, allow_insecure=allow_insecure,
-        client_identities=client_identities)
+        client_identities=client_identities, listen_named=listen_named)
     if cpus is not None:
         _pin(cpus)
     # warnings (an unreadable journal, a hint over the pools) as serve's JSON events with their
@@ -110,7 +119,7 @@ def serve(
     engine, extra, stop_store, kept_note = (
         _kept_in_store(settings, checks_hints=config is not None) if settings is not None
         else (PlacementEngine(), (), lambda: None, ""))
-    metrics, stop_metrics, metrics_url = _metrics(metrics_listen)
+    metrics, stop_metrics, metrics_url = _metrics(metrics_listen, metrics_named)
     try:
         server, port = create_server(listen, engine, extra, max_workers=workers,
                                      fast_workers=fast_workers, metrics=metrics,
@@ -149,6 +158,18 @@ def serve(
         stop_metrics()
         stop_store()
         typer.echo("placement API stopped")
+
+
+def _address(option: str | None, flag: str, field: str, settings: Settings | None,
+             config: Path | None) -> tuple[str | None, str]:
+    """An address to serve on and how its errors name it: the option when given (options beat
+    --config's), else the ``placement.<field>`` setting when the settings set it (--config, or
+    HEADROOM_PLACEMENT__*), named as that setting in its file, else None, named by the option."""
+    if option is not None:
+        return option, flag
+    if settings is not None and field in settings.placement.model_fields_set:
+        return getattr(settings.placement, field), f"{config or 'configuration'}: placement.{field}"
+    return None, flag
 
 
 def _settings(config: Path | None, db: Path | None) -> Settings:
@@ -194,13 +215,17 @@ def _pin(cpus: str) -> None:
     typer.echo(f"placement API pinned to CPU(s) {','.join(map(str, sorted(pinned)))}", err=True)
 
 
-def _metrics(listen: str | None) -> tuple[PlacementMetrics | None, Callable[[], None], str]:
-    """``--metrics-listen``: (metrics, what stops their HTTP server, their URL); nothing
-    without the option. Refused naming the option when the address cannot be served."""
+def _metrics(listen: str | None, named: str = "--metrics-listen"
+             ) -> tuple[PlacementMetrics | None, Callable[[], None], str]:
+    """``--metrics-listen`` or ``placement.metrics_listen`` (``named``): (metrics, what stops
+    their HTTP server, their URL); nothing without either. Refused naming the option or the
+    setting when the address cannot be served."""
     if listen is None:
         return None, lambda: None, ""
     try:
         return exposed_metrics(listen)
     except (OSError, ValueError) as exc:
-        raise typer.BadParameter(f"cannot serve metrics on {listen}: {exc}",
-                                 param_hint="--metrics-listen") from exc
+        if named.startswith("--"):
+            raise typer.BadParameter(f"cannot serve metrics on {listen}: {exc}",
+                                     param_hint=named) from exc
+        raise usage_error(f"{named} {listen}: cannot serve metrics there: {exc}") from None

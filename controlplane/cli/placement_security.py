@@ -54,10 +54,11 @@ class ServedSecurity:
 def served_security(listen: str, configured: PlacementSettings | None, *,
                     tls_cert: Path | None, tls_key: Path | None, tls_client_ca: Path | None,
                     token_file: Path | None, health_listen: str | None,
-                    allow_insecure: bool, client_identities: Path | None = None
-                    ) -> ServedSecurity:
+                    allow_insecure: bool, client_identities: Path | None = None,
+                    listen_named: str = "--listen") -> ServedSecurity:
     """The options, each falling back to --config's ``placement`` setting; every file read and
-    checked; an exit (code 2) naming the option otherwise."""
+    checked; an exit (code 2) naming the option otherwise (``listen`` as ``listen_named``:
+    ``--listen``, or the setting it came from)."""
     base = configured or PlacementSettings()
     security = TransportSecurity(tls_cert or base.tls_cert_file, tls_key or base.tls_key_file,
                                  tls_client_ca or base.tls_client_ca_file,
@@ -74,9 +75,9 @@ def served_security(listen: str, configured: PlacementSettings | None, *,
     authenticated = security.token_file is not None or security.tls_client_ca_file is not None
     if not (is_loopback(host_and_port(listen)[0]) or allow_insecure or base.allow_insecure
             or (security.tls and authenticated)):
-        raise usage_error(f"--listen {listen} is reachable beyond this machine: give --tls-cert "
-                          "and --tls-key with --token-file and/or --tls-client-ca, or "
-                          "--allow-insecure behind a service mesh that provides both")
+        raise usage_error(f"{listen_named} {listen} is reachable beyond this machine: give "
+                          "--tls-cert and --tls-key with --token-file and/or --tls-client-ca, "
+                          "or --allow-insecure behind a service mesh that provides both")
     if health is not None:
         try:
             check_bindable(health, port_free=True)

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from errno import EADDRINUSE
 from pathlib import Path
 
 import grpc
@@ -243,3 +246,58 @@ def test_a_hint_over_its_pools_is_logged_with_its_model_and_warning_not_a_bare_e
     assert len(events) == 1, err
     assert events[0]["level"] == "warning" and events[0]["model"] == "llama-3-8b-chat"
     assert events[0]["hint_id"] == added.id and events[0]["error"] == added.capacity_warning
+
+
+def _config_env() -> dict[str, str]:
+    """The test environment without the placement address ``_env`` sets: the config's rules."""
+    env = _env()
+    env.pop("HEADROOM_PLACEMENT__LISTEN")
+    return env
+
+
+def test_placement_serve_listens_and_serves_metrics_where_its_config_says_options_beating_it(
+        tmp_path: Path) -> None:
+    config = tmp_path / "ps.yaml"
+    config.write_text(f"db: {{url: 'sqlite:///{tmp_path / 'ps.db'}'}}\n"
+                      "placement: {listen: '127.0.0.1:0', metrics_listen: '127.0.0.1:0'}\n")
+    for options in ([], ["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"]):
+        proc = subprocess.Popen([*HEADROOM, "placement", "serve", "--config", str(config),
+                                 *options], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=_config_env())
+        try:
+            assert proc.stdout is not None
+            listening = proc.stdout.readline().strip()
+            assert listening.startswith("placement API listening on 127.0.0.1:"), listening
+            assert not listening.endswith(":50051")
+            assert proc.stdout.readline().startswith("placement state kept in ")
+            metrics = proc.stdout.readline().strip()
+            assert metrics.startswith("metrics on http://127.0.0.1:"), metrics
+            with urllib.request.urlopen(metrics.rsplit(" ", 1)[-1], timeout=10) as response:
+                assert "headroom_placement_bindings 0.0" in response.read().decode()
+            _stop(proc)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("listen", "placement.listen '127.0.0.1:{port}': port {port} is taken (Address already in "
+               "use)"),
+    ("metrics_listen", "placement.metrics_listen 127.0.0.1:{port}: cannot serve metrics there: "
+                       "[Errno {errno}] Address already in use"),
+], ids=["listen", "metrics_listen"])
+def test_a_taken_port_of_the_config_is_named_as_the_setting_in_its_file(
+        tmp_path: Path, setting: str, message: str) -> None:
+    config = tmp_path / "ps.yaml"
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        addresses = {"listen": "127.0.0.1:0", setting: f"127.0.0.1:{port}"}
+        config.write_text(f"db: {{url: 'sqlite:///{tmp_path / 'ps.db'}'}}\nplacement: "
+                          f"{json.dumps(addresses)}\n")
+        run = subprocess.run([*HEADROOM, "placement", "serve", "--config", str(config)],
+                             capture_output=True, text=True, timeout=120, env=_config_env())
+    assert run.returncode == 2, run.stdout
+    assert run.stderr == f"error: {config}: {message.format(port=port, errno=EADDRINUSE)}\n"
