@@ -102,6 +102,9 @@ def db_downgrade(revision: Annotated[str, typer.Argument(
                              f"revision {plan.stamped} while the listing was made; rerun")
     downgrade(store.engine, revision if not plan.reversals else plan.target or "base",
               settings.db.migration_lock_wait_s)
-    reached = plan.target or "base" if plan.reversals else revision
+    if not plan.reversals:  # already there (the listing said so): nothing was downgraded
+        _err.print(f"database {redact(url)}: nothing changed")
+        return
+    reached = plan.target or "base"
     asked = f" ({revision})" if reached != revision else ""
     _err.print(f"database {redact(url)} downgraded to {reached}{asked}")  # the URL whole: copied

@@ -96,6 +96,18 @@ def test_a_downgrade_with_yes_reverses_the_migrations_listed(tmp_path: Path) -> 
     assert _state(path) == ("0020", -1)
 
 
+@pytest.mark.parametrize("target", ["head", HEAD])
+def test_a_downgrade_to_where_the_store_already_is_says_nothing_changed_not_downgraded(
+        tmp_path: Path, target: str) -> None:
+    path = _paused_store(tmp_path)
+    run = _downgrade(path, target, "--yes")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == (f"database sqlite:///{path}: nothing to downgrade to {target} (store "
+                          f"at {HEAD})\n")
+    assert run.stderr == f"database sqlite:///{path}: nothing changed\n"
+    assert _state(path) == (HEAD, 1)
+
+
 @pytest.mark.parametrize(("answer", "revision"), [("n\n", HEAD), ("y\n", "0021")])
 def test_at_a_terminal_the_downgrade_asks_and_a_no_changes_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: str, revision: str) -> None:
