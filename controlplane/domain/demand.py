@@ -230,7 +230,7 @@ def _predictive(forecast: Forecast | None, observed_rps: float, policy: DemandPo
         # the best estimate of the next moments.
         upper = observed_rps if found is None else found
         reason = FORECAST_QUANTILE
-    if upper >= observed_rps or _forecast_saw(forecast, observed_rps, policy, now):
+    if covers(upper, observed_rps) or _forecast_saw(forecast, observed_rps, policy, now):
         return upper, p90, upper, reason
     return observed_rps * policy.stale_headroom, p90, upper, OBSERVED_ABOVE_FORECAST
 
@@ -243,7 +243,19 @@ def _forecast_saw(forecast: Forecast, observed_rps: float, policy: DemandPolicy,
         return False
     seen = window_quantile(forecast, now - timedelta(seconds=policy.observed_lag_s),
                            policy.observed_lag_s, policy.upper_quantile)
-    return seen is not None and seen >= observed_rps
+    return seen is not None and covers(seen, observed_rps)
+
+
+#: how far (relative) the observed load may sit above a forecast that still covers it: float
+#: rounding, not traffic (a flat series' forecast stored as 99.99999999999999 rps and
+#: Prometheus' rate() reading 100.0 on one scrape and 99.99999999999999 on the next flapped the
+#: fast path, a replica up and down every minute)
+COVER_REL_TOLERANCE = 1e-9
+
+
+def covers(forecast_rps: float, observed_rps: float) -> bool:
+    """Whether a forecast of ``forecast_rps`` covers the load seen, up to float rounding."""
+    return observed_rps <= forecast_rps * (1 + COVER_REL_TOLERANCE)
 
 
 def demand_for(

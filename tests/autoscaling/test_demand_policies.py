@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from controlplane.autoscaling.calibration import ForecastErrors, calibrated
 from controlplane.domain.demand import (
+    FORECAST_P90,
     FORECAST_QUANTILE,
     NO_STATIC_PEAK,
     OBSERVED_ABOVE_FORECAST,
@@ -88,6 +89,19 @@ def test_the_fast_path_takes_over_when_load_runs_above_the_forecast() -> None:
     demand = demand_for(SPEC, _forecast((10,) * 3, (12,) * 3), 40.0,
                         _policy(upper_quantile=0.95), T0)
     assert demand.reason == OBSERVED_ABOVE_FORECAST and demand.rate_rps == 60.0
+
+
+def test_a_load_above_the_forecast_only_by_float_rounding_does_not_trigger_the_fast_path(
+) -> None:
+    # a flat series' persistence forecast as stored, and the two readings rate() alternates
+    # between: both are the forecast's load, so the demand must not flap between them
+    flat = _forecast((99.99999999999999,) * 3, (99.99999999999999,) * 3)
+    policy = _policy(observed_lag_s=120)
+    demands = [demand_for(SPEC, flat, seen, policy, T0) for seen in (99.99999999999999, 100.0)]
+    assert [d.reason for d in demands] == [FORECAST_P90, FORECAST_P90]
+    assert demands[0].rate_rps == demands[1].rate_rps
+    above = demand_for(SPEC, flat, 100.001, policy, T0)
+    assert above.reason == OBSERVED_ABOVE_FORECAST
 
 
 def test_a_fall_the_forecast_predicted_does_not_trigger_the_fast_path() -> None:
