@@ -19,7 +19,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from controlplane.actuation import Actuators, apply_actions
-from controlplane.autoscaling.core import Budgets, FleetModel, TickDecision, settle, size
+from controlplane.autoscaling.core import (
+    Budgets,
+    FleetModel,
+    TickDecision,
+    budget_holds,
+    settle,
+    size,
+)
 from controlplane.autoscaling.hint_capacity import hints_capped
 from controlplane.autoscaling.hints import hinted_inputs
 from controlplane.autoscaling.issued import accuracy
@@ -262,7 +269,8 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
                    # the models managed now: a removed model's records stay, as history
                    accuracy=tuple(a for a in accuracy(deps.ledger.issued_since(since_at), since_at)
                                   if a.model in {m.name for m in config.specs}),
-                   notes=(*(c.note() for c in capped), *unplaced),
+                   notes=(*(c.note() for c in capped), *(h.note() for h in budget_holds(
+                       sizing, config.budgets, frozenset(c.model for c in capped))), *unplaced),
                    replicas=model_replicas(decision.desired, decision.warm_replicas(),
                                            config.specs, pauses))
 

@@ -28,6 +28,8 @@ from controlplane.autoscaling.ladder import ModelLadder, Rung, RungSpec, size_la
 from controlplane.autoscaling.nodepools import node_pool_targets
 from controlplane.autoscaling.policies import ScalingPolicy
 from controlplane.autoscaling.sizing import (
+    CLUSTER_BUDGET,
+    TENANT_BUDGET,
     ModelRequest,
     ReplicaShape,
     apply_gpu_budgets,
@@ -35,6 +37,7 @@ from controlplane.autoscaling.sizing import (
     fleet_placement,
     tenant_budget_holds,
 )
+from controlplane.domain.budget_hold import FOR_DEMAND, FOR_PAUSE, BudgetHold
 from controlplane.domain.demand import (
     FORECAST_P90,
     FORECAST_QUANTILE,
@@ -129,6 +132,8 @@ class Sizing:
     shapes: tuple[ReplicaShape, ...] = ()
     #: (model, budget reason) of each model whose serving replicas a GPU budget cut
     budget_cuts: tuple[tuple[str, str], ...] = ()
+    #: (model, hot replicas before the cut) of each of those: what demand and bounds sized
+    cut_from: tuple[tuple[str, int], ...] = ()
     #: (model, ``min_replicas:N`` | ``max_replicas:N``) of each model a replica bound set
     bounds: tuple[tuple[str, str], ...] = ()
     #: (model, replicas held, reason) of each paused model
@@ -187,8 +192,31 @@ def size(
                    if r.model in asked
                    and (tag := bound_tag(asked[r.model], b.hot, r.hot, by_spec[r.model])))
     return Sizing(tuple(sized), tuple(ladders), trimmed, tuple(shapes.values()),
-                  budget_cuts(requests, trimmed), bounds,
+                  budget_cuts(requests, trimmed),
+                  tuple((b.model, b.hot) for b, r in zip(requests, trimmed, strict=True)
+                        if r.hot < b.hot), bounds,
                   tuple((name, count, reason) for name, (count, reason) in held.items()))
+
+
+def budget_holds(sizing: Sizing, budgets: Budgets,
+                 said: frozenset[str] = frozenset()) -> tuple[BudgetHold, ...]:
+    """Each model a GPU budget or pool cut below what it was sized for (``budget_cuts``), as
+    the tick's note says it: every tick the cut binds, not only one that changes replicas.
+    ``said``: models another note already names the cut for (a capped demand hint)."""
+    sized, held = dict(sizing.cut_from), {r.model: r.hot for r in sizing.requests}
+    paused = {m for m, _, _ in sizing.held}
+    tenant_of = {s.model: s.tenant for s in sizing.shapes}
+    tenant_gpus = dict(budgets.tenant_gpus)
+
+    def gpus(model: str, limit: str) -> float | None:
+        if limit.startswith(f"{TENANT_BUDGET}:"):
+            return tenant_gpus.get(tenant_of.get(model, ""))
+        return float(budgets.cluster_gpus) if limit == CLUSTER_BUDGET and \
+            budgets.cluster_gpus is not None else None
+
+    return tuple(BudgetHold(model, sized[model], held.get(model, 0), limit, gpus(model, limit),
+                            FOR_PAUSE if model in paused else FOR_DEMAND)
+                 for model, limit in sizing.budget_cuts if model in sized and model not in said)
 
 
 def _with_headroom(demand: Demand, model: FleetModel, policy: ScalingPolicy,

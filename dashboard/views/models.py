@@ -12,6 +12,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from controlplane.domain.budget_hold import holds_noted
 from controlplane.domain.hints import NOT_LISTED, DemandHint
 from dashboard import model_queries as mq
 from dashboard import queries as q
@@ -37,9 +38,11 @@ CONTROL_HELP = {
         "paused", help="headroom models pause: the replicas held, since when and by whom; "
                        "blank: not paused"),
     "replica_reason": st.column_config.TextColumn(
-        "replica reason", help="the reason of the model's newest replica change in the 24 h "
-                               "before the newest tick (it names a bound, a pause, a GPU "
-                               "budget or pool cap); blank: no change"),
+        "replica reason", help="the GPU budget or pool max_nodes that holds the model below "
+                               "the replicas it was sized for at the newest tick (held of "
+                               "sized), else the reason of its newest replica change in the "
+                               "24 h before the newest tick (it names a bound, a pause, a GPU "
+                               "budget or pool cap); blank: neither"),
 }
 #: and those of the All models table's forecast columns
 COLUMN_HELP = {**CONTROL_HELP, "forecast_notes": st.column_config.TextColumn(
@@ -113,7 +116,8 @@ def demand_chart(actual: pd.DataFrame, band: pd.DataFrame, path: pd.DataFrame) -
 def overview_table(url: str, tick: q.LastTick) -> pd.DataFrame:
     """Every listed model, and any other observed recently (removed from the models table in
     the last 10 minutes), as ``headroom status`` lists them; with its replica
-    bounds, its pause and the reason of its newest replica change."""
+    bounds, its pause and the budget holding it short, else the reason of its newest replica
+    change."""
     models = q.models(url)
     latest = q.latest_observations(url, tick.started_at)
     unlisted = sorted(set(latest["model"]) - set(models["name"]))
@@ -131,7 +135,13 @@ def overview_table(url: str, tick: q.LastTick) -> pd.DataFrame:
         frame[bound] = [widgets.bound_text(v) for v in frame[bound]]
     frame["paused"] = [("" if (p := widgets.pause_of(models, name)) is None
                         else widgets.held_text(p)) for name in frame["name"]]
-    frame["replica_reason"] = frame["replica_reason"].fillna("")
+    # a budget holding the model short at the newest tick says so whether or not it changed
+    # its replicas (a fleet started at the budget never does)
+    holds = holds_noted(tick.notes)
+    frame["replica_reason"] = [holds[name].reason() if name in holds else reason
+                               for name, reason in zip(frame["name"],
+                                                       frame["replica_reason"].fillna(""),
+                                                       strict=True)]
     frame["forecast_notes"] = [notes_text(n) for n in frame["notes"]]
     return frame[["name", "tenant", "isolation", "min_replicas", "max_replicas", "paused",
                   "demand_rps", "capacity_rps", "replicas_ready", "replica_reason",
@@ -142,7 +152,8 @@ def overview_table(url: str, tick: q.LastTick) -> pd.DataFrame:
 
 def replica_lines(url: str, tick: q.LastTick, model: str) -> tuple[str | None, list[str]]:
     """What holds or bounds ``model``'s replicas, for the page: a warning when it is paused,
-    and captions of its bounds and its newest replica change with the reason."""
+    and captions of its bounds, the budget holding it short at the newest tick and its newest
+    replica change with the reason."""
     models = q.models(url)
     pause = widgets.pause_of(models, model)
     warning = None if pause is None else (
@@ -157,6 +168,9 @@ def replica_lines(url: str, tick: q.LastTick, model: str) -> tuple[str | None, l
             captions.append(f"Replica bounds (models file): min {low or 'unset'}, max "
                             f"{high or 'unset'}; a GPU budget or pool max_nodes still wins "
                             "over the min")
+    hold = holds_noted(tick.notes).get(model)
+    if hold is not None:
+        captions.append(f"Held short at the newest tick: {hold.note()}")
     changes = q.replica_changes(url, tick.started_at - CHANGES_WINDOW)
     change = changes[changes["model"] == model]
     if not change.empty:

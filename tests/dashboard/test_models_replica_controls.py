@@ -6,6 +6,7 @@ store the real core filled."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from contextlib import closing
 from datetime import UTC, datetime
@@ -21,6 +22,9 @@ from dashboard_support import (
     open_page,
 )
 
+from controlplane.runtime import SimRuntime
+from controlplane.settings import load_settings
+from controlplane.store import Store
 from controlplane.store.engine import make_engine
 from controlplane.store.pauses import SqlModelPauses
 
@@ -130,3 +134,34 @@ def test_the_overview_names_no_paused_model_when_none_is(
         seeded: Seeded, monkeypatch: pytest.MonkeyPatch) -> None:
     at = open_page(seeded.url, "views/overview.py", monkeypatch)
     assert not [c for c in at.caption if c.value.startswith("Paused models")]
+
+
+def _budgeted_store(tmp_path: Path) -> str:
+    """A store the real core filled over six simulated minutes of the demo's fleet, started
+    warm, with tenant acme's GPU budget at 1: both its models held short every tick, their
+    replicas never changed."""
+    url = f"sqlite:///{tmp_path / 'budget.db'}"
+    settings = load_settings(db={"url": url}, sim={"history_s": 3600},
+                             autoscaling={"tenant_gpu_budgets": {"acme": 1}})
+    SimRuntime.open(settings, Store.open(url, migrate=True),
+                    datetime(2026, 12, 3, 8, 0, tzinfo=UTC)).advance(6 * 60)
+    return url
+
+
+def test_a_model_a_tenant_budget_holds_short_shows_it_as_its_replica_reason_and_caption(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = _budgeted_store(tmp_path)
+    table = all_models_table(url, monkeypatch)
+    held = r"tenant_gpu_budget:acme: \d+ of \d+ replicas held"
+    for model in ("llama-3-8b-chat", "mistral-7b-support"):  # before: blank, no change made
+        assert re.fullmatch(held, table.loc[model, "replica_reason"]), table.loc[model]
+    assert not table.drop(index=["llama-3-8b-chat", "mistral-7b-support"])[
+        "replica_reason"].str.startswith("tenant_gpu_budget").any()
+    at = open_page(url, "views/models.py", monkeypatch)
+    at.selectbox[0].set_value("mistral-7b-support").run()
+    assert not at.exception, [e.value for e in at.exception]
+    (caption,) = [as_shown(c.value) for c in at.caption
+                  if c.value.startswith("Held short at the newest tick: ")]
+    assert re.fullmatch(r"Held short at the newest tick: model mistral-7b-support: \d+ replicas "
+                        r"sized for its demand, \d+ held: capped by tenant_gpu_budget:acme "
+                        r"\(1 GPU\)", caption)
