@@ -31,6 +31,7 @@ from controlplane.domain.cost import (
     IDLE_MODEL,
     CostAccrual,
     CostCategory,
+    CostLine,
     PriceTable,
     accrue,
     cost_per_million,
@@ -130,24 +131,35 @@ def csv_text(rows: Iterable[Mapping[str, str]]) -> str:
 class Showback:
     accruals: tuple[CostAccrual, ...]
     requests: dict[tuple[str, str], float]  # (day, model) -> requests served
-    samples: int
+    samples: int  # plans held (one a tick), or instants sampled at a fixed step
     unrecorded: tuple[Span, ...]  # stretches with no plan recorded (cost_gaps)
+    step_s: float | None = None  # the sampling step; None: every plan held until the next
+    # the cost lines ($/h) from each instant on, held until the next (the last: the window's end)
+    rates: tuple[tuple[datetime, tuple[CostLine, ...]], ...] = ()
 
 
 def showback(engine: Engine, prices: PriceTable | PriceHistory, since_at: datetime,
-             until_at: datetime, step_s: float = 60.0,
-             gap_limit_s: float = UNRECORDED_AFTER_S) -> Showback:
-    """Accrued cost per day and line over [since_at, until_at), sampling the plan in force every
-    ``step_s`` seconds, priced as in force from each instant (a price change from its exact time,
-    ``fleet_cost_rates``; a ``PriceTable``: those at every instant),
+             until_at: datetime, step_s: float | None = None,
+             gap_limit_s: float = UNRECORDED_AFTER_S,
+             placed_budget: int | None = None) -> Showback:
+    """Accrued cost per day and line over [since_at, until_at): each recorded plan held from its
+    tick until the next (exact; ``cost_reader.held_ticks``), or with ``step_s`` the plan in force
+    sampled every ``step_s`` seconds, priced as in force from each instant (a price change from
+    its exact time, ``fleet_cost_rates``; a ``PriceTable``: those at every instant),
     requests served per day and model, and the stretches longer than ``gap_limit_s`` with no
-    plan recorded."""
+    plan recorded. ``placed_budget`` (no ``step_s``): sample instead when holding every plan
+    would read more placed GPUs (``cost_reader.bounded_step_s``). The dashboard's Cost page
+    shows this, so it and the export agree."""
     history = prices if isinstance(prices, PriceHistory) else PriceHistory.fixed(prices)
     ticks = cost_reader.planned_ticks(engine, since_at, until_at)
-    samples = cost_reader.window_sample_ticks(ticks, since_at, until_at, step_s)
+    if step_s is None and placed_budget is not None:
+        step_s = cost_reader.bounded_step_s(ticks, since_at, until_at, placed_budget)
+    picks = (cost_reader.held_ticks(ticks, since_at, until_at) if step_s is None
+             else cost_reader.window_sample_ticks(ticks, since_at, until_at, step_s))
     tenant_of = cost_reader.tenants(engine)
-    snaps = cost_reader.snapshots(engine, samples, tenant_of)
-    accruals = accrue(fleet_cost_rates(snaps, history, until_at), until_at)
+    snaps = cost_reader.snapshots(engine, picks, tenant_of)
+    rates = fleet_cost_rates(snaps, history, until_at)
+    accruals = accrue(rates, until_at)
     requests: dict[tuple[str, str], float] = defaultdict(float)
     # the models billed in the window too: one since removed from the models table still served
     models = sorted(set(tenant_of) | {a.model for a in accruals
@@ -157,7 +169,7 @@ def showback(engine: Engine, prices: PriceTable | PriceHistory, since_at: dateti
                                                          day_end).items():
             requests[(day, model)] += served.served_requests
     unrecorded = unrecorded_spans((t.at for t in ticks), since_at, until_at, gap_limit_s)
-    return Showback(accruals, dict(requests), len(samples), unrecorded)
+    return Showback(accruals, dict(requests), len(picks), unrecorded, step_s, tuple(rates))
 
 
 def day_spans(days: Iterable[str], since_at: datetime, until_at: datetime

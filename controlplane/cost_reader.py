@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import Any
 
-import numpy as np
-import pandas as pd
 from sqlalchemy import (
     JSON,
     ColumnElement,
     Engine,
-    Select,
     String,
     Table,
     Text,
@@ -39,13 +38,13 @@ from sqlalchemy import (
 from sqlmodel import SQLModel
 
 import controlplane.store.tables  # noqa: F401  (registers the tables in the metadata)
+from controlplane.cost_layouts import chunks
+from controlplane.cost_layouts import placed_usage as placed_usage  # re-exported
 from controlplane.domain.cost import (
     FleetSnapshot,
     GpuPrice,
-    GpuUsage,
     KeptUse,
     PriceTable,
-    SliceUse,
     attribute_warm,
 )
 from controlplane.domain.observed import ObservedPool
@@ -77,6 +76,7 @@ class PlannedTick:
     # replicas running beyond the placement, each with its stored tenant (None: not listed);
     # none on a plan saved before they were recorded (0024)
     kept: tuple[tuple[KeptReplicas, str | None], ...] = ()
+    gpus_placed: int = 0  # GPUs the plan places on: about the placement rows a read of it takes
 
 
 def warm_by_product(warm_gpus_json: str | None) -> dict[str, int] | None:
@@ -101,7 +101,7 @@ def planned_ticks(engine: Engine, since_at: datetime, until_at: datetime) -> lis
     # type_coerce: SQLite hands back the stored text, parsed below much faster than by the
     # DateTime result processor; other drivers hand back datetimes.
     cols = (ticks.c.id, plans.c.id, type_coerce(ticks.c.started_at, String), plans.c.dry_run,
-            plans.c.warm_gpus, plans.c.warm_gpus_json, kept)
+            plans.c.warm_gpus, plans.c.warm_gpus_json, kept, plans.c.gpus_placed)
     joined = ticks.join(plans, plans.c.tick_id == ticks.c.id)
     inside = (select(*cols).select_from(joined)
               .where(and_(ticks.c.started_at >= since_at, ticks.c.started_at <= until_at))
@@ -110,8 +110,10 @@ def planned_ticks(engine: Engine, since_at: datetime, until_at: datetime) -> lis
               .order_by(ticks.c.started_at.desc()).limit(1))
     with engine.connect() as connection:
         rows = list(connection.execute(before)) + list(connection.execute(inside))
+    # parsed once per distinct text: a fleet kept tick after tick stores the same one each time
+    warm_of, kept_of = cache(warm_by_product), cache(codec.kept_from_json)
     return [PlannedTick(int(r[0]), int(r[1]), parse_at(r[2]), bool(r[3]), int(r[4]),
-                        warm_by_product(r[5]), codec.kept_from_json(r[6])) for r in rows]
+                        warm_of(r[5]), kept_of(r[6]), int(r[7])) for r in rows]
 
 
 def sample_ticks(ticks: Sequence[PlannedTick], since_at: datetime, until_at: datetime,
@@ -134,6 +136,38 @@ def window_sample_ticks(ticks: Sequence[PlannedTick], since_at: datetime, until_
     """``sample_ticks`` over the window [since_at, until_at): an instant at until_at would
     accrue nothing, and counting it made the dashboard's samples one more than the export's."""
     return sample_ticks(ticks, since_at, until_at - timedelta(microseconds=1), step_s)
+
+
+def held_ticks(ticks: Sequence[PlannedTick], since_at: datetime,
+               until_at: datetime) -> list[tuple[datetime, PlannedTick]]:
+    """Every plan in force in [since_at, until_at), from its tick's time (the one in force at
+    since_at from since_at): each held until the next tick is the exact integral of the
+    recorded plans, what ``sample_ticks`` tends to as its step shrinks, and it misses no plan,
+    however short-lived, that a coarser step can fall either side of."""
+    out: list[tuple[datetime, PlannedTick]] = []
+    for tick in ticks:  # in time order (planned_ticks)
+        at = max(tick.at, since_at)
+        if at >= until_at:
+            break
+        if out and out[-1][0] == at:  # a newer tick at the same instant supersedes it
+            out[-1] = (at, tick)
+        else:
+            out.append((at, tick))
+    return out
+
+
+def bounded_step_s(ticks: Sequence[PlannedTick], since_at: datetime, until_at: datetime,
+                   placed_budget: int) -> float | None:
+    """None (hold every plan: ``held_ticks``) when the plans in force in [since_at, until_at)
+    place at most ``placed_budget`` GPUs in all, else the step, in whole seconds, that samples
+    about that many: a read of placements takes time in proportion to them, and a large fleet
+    ticking for days holds millions. Sampled, a plan between two samples is missed."""
+    held = held_ticks(ticks, since_at, until_at)
+    placed = sum(t.gpus_placed for _, t in held)
+    if placed <= placed_budget:
+        return None
+    span_s = (until_at - since_at).total_seconds()
+    return float(max(1, math.ceil(span_s * placed / (len(held) * placed_budget))))
 
 
 def tenants(engine: Engine) -> dict[str, str]:
@@ -160,9 +194,11 @@ class TickFacts:
                 for m, d in self.demand_rps.items()}
 
 
-def tick_facts(engine: Engine, tick_ids: Iterable[int]) -> dict[int, TickFacts]:
-    """Facts of the given ticks. Only the pools and models parts of the (large) observed
-    document are extracted, in the database where it can (SQLite json_extract, PostgreSQL ->)."""
+def tick_facts(engine: Engine, tick_ids: Iterable[int],
+               loads: bool = True) -> dict[int, TickFacts]:
+    """Facts of the given ticks (without ``loads``: the GPUs billed only, no model's demand or
+    capacity). Only the pools and models parts of the (large) observed document are extracted,
+    in the database where it can (SQLite json_extract, PostgreSQL ->)."""
     ticks = table("ticks")
     document = ticks.c.observed_json
     dialect = engine.dialect.name
@@ -173,11 +209,13 @@ def tick_facts(engine: Engine, tick_ids: Iterable[int]) -> dict[int, TickFacts]:
         as_json = cast(document, JSON)
         parts = (cast(as_json["pools"], Text), cast(as_json["models"], Text))
     out: dict[int, TickFacts] = {}
+    parsed = cache(facts_from_parts)  # the pools of a fleet kept tick after tick read alike
     with engine.connect() as connection:
-        for chunk in _chunks(sorted(set(tick_ids)), 500):
-            query = select(ticks.c.id, *parts).where(ticks.c.id.in_(chunk))
-            for tick_id, pools_json, models_json in connection.execute(query):
-                out[int(tick_id)] = facts_from_parts(pools_json, models_json)
+        for chunk in chunks(sorted(set(tick_ids)), 500):
+            query = select(ticks.c.id, *(parts if loads else parts[:1])).where(
+                ticks.c.id.in_(chunk))
+            for row in connection.execute(query):
+                out[int(row[0])] = parsed(row[1], row[2] if loads else None)
     return out
 
 
@@ -208,116 +246,27 @@ def facts_from_observed(observed_json: str) -> TickFacts:
     return facts_from_parts(observed_json, observed_json)
 
 
-def _fetch_int_keyed(engine: Engine, query: Select[Any]) -> list[tuple[Any, ...]]:
-    """Rows of a query whose only parameters are integers, through the driver's own cursor
-    (skips per-row result processing; literal integers are safe to inline)."""
-    sql = str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
-    connection = engine.raw_connection()
-    try:
-        cursor = connection.cursor()
-        cursor.execute(sql)
-        return [tuple(row) for row in cursor.fetchall()]
-    finally:
-        connection.close()
-
-
-_HASH_SEED = 0x5EED
-
-
-def placed_usage(engine: Engine, plan_ids: Iterable[int],
-                 tenant_of: Mapping[str, str]) -> dict[int, tuple[GpuUsage, ...]]:
-    """Each plan's GPUs, grouped into identical layouts (product + segments) with counts.
-
-    A segment's tenant is the one stored with the placement (the model's tenant when the plan
-    was written); placements stored before tenants were (NULL) take ``tenant_of`` (the models
-    table of today), "unknown" for a model no longer listed.
-
-    Vectorised: a GPU's layout is the multiset of its (model, tenant, compute slices) segments,
-    keyed by two independent 64-bit sums of random codes per segment (order-free; a collision
-    needs both to agree); segments are read back for one GPU per distinct layout only."""
-    placements = table("placements")
-    columns = (placements.c.plan_id, placements.c.gpu_id, placements.c.product,
-               placements.c.model, placements.c.compute_slices, placements.c.tenant)
-    rows: list[tuple[Any, ...]] = []
-    for chunk in _chunks(sorted(set(plan_ids)), 500):
-        rows.extend(_fetch_int_keyed(engine, select(*columns)
-                                     .where(placements.c.plan_id.in_(chunk))
-                                     .order_by(placements.c.plan_id, placements.c.gpu_id)))
-    if not rows:
-        return {}
-    plan_col, gpu_col, product_col, model_col, slices_col, tenant_col = zip(*rows, strict=True)
-    plan = np.asarray(plan_col, dtype=np.int64)
-    gpu = np.asarray(gpu_col, dtype=object)
-    slices = np.clip(np.asarray(slices_col, dtype=np.int64), 0, 63)
-    model_code, models = pd.factorize(np.asarray(model_col, dtype=object))
-    product_code, products = pd.factorize(np.asarray(product_col, dtype=object))
-    today = np.asarray([tenant_of.get(str(m), "unknown") for m in models], dtype=object)
-    stored = np.asarray(tenant_col, dtype=object)
-    tenant_code, tenant_names = pd.factorize(
-        np.where(pd.isna(stored), today[model_code], stored))
-    starts = np.flatnonzero(np.r_[True, (plan[1:] != plan[:-1]) | (gpu[1:] != gpu[:-1])])
-    ends = np.r_[starts[1:], len(plan)]
-    pair_code, _ = pd.factorize(model_code.astype(np.int64) * len(tenant_names) + tenant_code)
-    segment = pair_code.astype(np.int64) * 64 + slices
-    codes = np.random.default_rng(_HASH_SEED).integers(
-        0, 2**63, size=(2, int(segment.max()) + 1), dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        keys = [np.add.reduceat(codes[i][segment], starts).view(np.int64) for i in (0, 1)]
-    per_gpu = np.stack([plan[starts], product_code[starts], keys[0], keys[1]], axis=1)
-    layouts, first, counts = np.unique(per_gpu, axis=0, return_index=True, return_counts=True)
-    shapes: dict[tuple[int, int, int], tuple[SliceUse, ...]] = {}
-    out: dict[int, list[GpuUsage]] = defaultdict(list)
-    for (plan_id, product, k0, k1), gpu_at, count in zip(
-            layouts.tolist(), first.tolist(), counts.tolist(), strict=True):
-        shape = shapes.get((product, k0, k1))
-        if shape is None:
-            lo, hi = int(starts[gpu_at]), int(ends[gpu_at])
-            shape = tuple(sorted(
-                (SliceUse(str(m), str(t), int(s)) for m, t, s in zip(
-                    models[model_code[lo:hi]], tenant_names[tenant_code[lo:hi]], slices[lo:hi],
-                    strict=True)),
-                key=lambda u: (u.model, u.tenant, u.compute_slices)))
-            shapes[(product, k0, k1)] = shape
-        out[plan_id].append(GpuUsage(str(products[product]), shape, count))
-    return {plan_id: tuple(usages) for plan_id, usages in out.items()}
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """The fleet at one sampled instant, and the load each model saw then."""
-
-    snapshot: FleetSnapshot
-    served_rps: dict[str, float | None]  # None: not measured at this sample
-    demand_rps: dict[str, float | None]
-
-
-def samples_at(engine: Engine, picks: Sequence[tuple[datetime, PlannedTick]],
-               tenant_of: Mapping[str, str]) -> list[Sample]:
-    """Fleet snapshots (billed GPUs, warm pool, placed layouts, replicas kept beyond them) and
-    per-model load at the sampled instants. A kept replica's tenant is the one stored with
-    the plan, as for placements (``placed_usage``)."""
-    facts = tick_facts(engine, (t.tick_id for _, t in picks))
+def snapshots(engine: Engine, picks: Sequence[tuple[datetime, PlannedTick]],
+              tenant_of: Mapping[str, str]) -> list[FleetSnapshot]:
+    """Fleet snapshots (billed GPUs, warm pool, placed layouts, replicas kept beyond them) at
+    the picked instants. A kept replica's tenant is the one stored with the plan, as for
+    placements (``placed_usage``)."""
+    facts = tick_facts(engine, (t.tick_id for _, t in picks), loads=False)
     placed = placed_usage(engine, (t.plan_id for _, t in picks), tenant_of)
     out = []
     for at, tick in picks:
         usage = placed.get(tick.plan_id, ())
-        fact = facts.get(tick.tick_id, TickFacts({}, {}, {}))
+        billed = facts.get(tick.tick_id, TickFacts({}, {}, {})).billed_gpus
         placed_count: dict[str, int] = defaultdict(int)
         for u in usage:
             placed_count[u.product] += u.gpus
-        unplaced = {p: max(0, n - placed_count[p]) for p, n in fact.billed_gpus.items()}
+        unplaced = {p: max(0, n - placed_count[p]) for p, n in billed.items()}
         warm = tick.warm_gpus_by_product
         kept = tuple(KeptUse(k.model, tenant_of.get(k.model, "unknown") if tenant is None
                              else tenant, k.product, k.gpus) for k, tenant in tick.kept)
-        snapshot = FleetSnapshot(at, fact.billed_gpus, attribute_warm(tick.warm_gpus, unplaced)
-                                 if warm is None else warm, usage, kept)
-        out.append(Sample(snapshot, fact.served_rps(), fact.demand_rps))
+        out.append(FleetSnapshot(at, billed, attribute_warm(tick.warm_gpus, unplaced)
+                                 if warm is None else warm, usage, kept))
     return out
-
-
-def snapshots(engine: Engine, picks: Sequence[tuple[datetime, PlannedTick]],
-              tenant_of: Mapping[str, str]) -> list[FleetSnapshot]:
-    return [s.snapshot for s in samples_at(engine, picks, tenant_of)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,11 +310,6 @@ def served_requests(engine: Engine, models: Sequence[str] | None, since_at: date
         out[str(model)] = ServedRequests(str(model), float(demand) * covered_s,
                                          float(served_rps) * covered_s, n, int(shorts or 0))
     return out
-
-
-def _chunks(values: Sequence[int], size: int) -> Iterable[Sequence[int]]:
-    for i in range(0, len(values), size):
-        yield values[i:i + size]
 
 
 def configured_prices(engine: Engine) -> tuple[GpuPrice, ...]:

@@ -3,6 +3,8 @@ read from the store, as DataFrames. Cached with the same TTL as the queries."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -14,22 +16,17 @@ from controlplane.domain.cost import (
     CostAccrual,
     CostCategory,
     CostLine,
-    accrue,
-    accrue_requests,
     fleet_cost_rate,
 )
-from controlplane.domain.cost_gaps import (
-    UNRECORDED_AFTER_S,
-    Span,
-    hours_per_day,
-    unrecorded_spans,
-)
-from controlplane.domain.price_history import fleet_cost_rates
+from controlplane.domain.cost_gaps import UNRECORDED_AFTER_S, Span, hours_per_day
 from controlplane.domain.timestamps import utc_text
 from dashboard import queries as q
 from dashboard.context import TTL_S, engine_for
 
-MIN_SAMPLES = 12  # a window shorter than 12 chosen steps is sampled finer (see sampling_step_s)
+#: the GPUs placed, summed over the plans a window holds, that the page reads plan by plan; past
+#: it the plan in force is sampled (``cost_reader.bounded_step_s``): e.g. a day and more of 30-s
+#: ticks of the demo's 24 GPUs, a quarter of an hour of a fleet of 800
+PLACED_GPUS_READ = 100_000
 
 CONVENTION = ("A MIG slice costs compute slices / 7 of its GPU (g/4 on 4-slice parts); MPS and "
               "time-sliced replicas split the rest of a GPU evenly; replicas a guard keeps over "
@@ -64,30 +61,20 @@ def cost_now(url: str) -> pd.DataFrame:
 
 @dataclass(frozen=True, slots=True)
 class CostWindow:
-    rates: pd.DataFrame  # at, category, usd_per_hour (held until the next sample)
+    rates: pd.DataFrame  # at, category, usd_per_hour (held until the next instant)
     accruals: pd.DataFrame  # per day and cost line: gpu_hours, usd
-    requests: pd.DataFrame  # per model: served_requests, demand_requests (same sampling)
-    samples: int
-    step_s: float  # the sampling step actually used (see sampling_step_s)
+    requests: pd.DataFrame  # per model: served_requests (the CSV's, summed over its days)
+    samples: int  # plans held, one a tick, or instants sampled
     unrecorded: tuple[Span, ...]  # stretches with no plan recorded (cost_gaps)
+    step_s: float | None  # the sampling step of a window past PLACED_GPUS_READ; None: every plan
 
 
-def sampling_step_s(since_at: datetime, until_at: datetime, step_s: float) -> float:
-    """The chosen step, or a finer one when the window holds fewer than MIN_SAMPLES of them.
-
-    Each sample's rate is held until the next, so a young store sampled once would be priced
-    for its whole life at its first tick, when nothing may be billed yet (a $0.00 bill)."""
-    span_s = (until_at - since_at).total_seconds()
-    return max(1.0, min(step_s, span_s / MIN_SAMPLES))
-
-
-def export_args(until_at: datetime, window: timedelta, step_s: float) -> tuple[str, ...]:
+def export_args(until_at: datetime, window: timedelta, step_s: float | None) -> tuple[str, ...]:
     """The options of ``headroom cost export`` that export the page's window (``window`` long,
-    ending at ``until_at``, both clipped to the store's ticks by ``window_bounds`` alike) at the
-    page's sampling step, so it reproduces the page's figures."""
-    until = utc_text(until_at)
-    return ("--until", until, "--days", _exact(window / timedelta(days=1)),
-            "--step-s", _exact(step_s))
+    ending at ``until_at``, both clipped to the store's ticks by ``window_bounds`` alike) as the
+    page did (every plan, or sampled every ``step_s``), so it reproduces the page's figures."""
+    step = () if step_s is None else ("--step-s", _exact(step_s))
+    return ("--until", utc_text(until_at), "--days", _exact(window / timedelta(days=1)), *step)
 
 
 def _exact(value: float) -> str:
@@ -97,30 +84,40 @@ def _exact(value: float) -> str:
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
-def cost_window(url: str, since_at: datetime, until_at: datetime, step_s: float,
+def cost_window(url: str, since_at: datetime, until_at: datetime, *,
                 gap_limit_s: float = UNRECORDED_AFTER_S) -> CostWindow:
-    """Cost and requests over the window, sampling the plan in force every step_s seconds (finer
-    in a short window); dollars and requests are held the same way, so $ per 1M requests
-    compares like with like. Stretches longer than ``gap_limit_s`` without a plan are named."""
-    engine = engine_for(url)
-    step_s = sampling_step_s(since_at, until_at, step_s)
-    ticks = cost_reader.planned_ticks(engine, since_at, until_at)
-    picks = cost_reader.window_sample_ticks(ticks, since_at, until_at, step_s)
-    samples = cost_reader.samples_at(engine, picks, cost_reader.tenants(engine))
-    # a past sample at the prices then in force, re-priced from each price change it holds over
-    rated = fleet_cost_rates([s.snapshot for s in samples], q.price_history(url), until_at)
-    held = [*rated, (until_at, rated[-1][1])] if rated and rated[-1][0] < until_at else rated
-    rates = pd.DataFrame(
-        [(at, line.category.value, line.usd_per_hour) for at, lines in held for line in lines],
-        columns=["at", "category", "usd_per_hour"])
-    rates = rates.groupby(["at", "category"], as_index=False)["usd_per_hour"].sum()
-    served = accrue_requests([(s.snapshot.at, s.served_rps) for s in samples], until_at)
-    demand = accrue_requests([(s.snapshot.at, s.demand_rps) for s in samples], until_at)
-    requests = pd.DataFrame([(m, served.get(m, 0.0), demand[m]) for m in sorted(demand)],
-                            columns=["model", "served_requests", "demand_requests"])
-    unrecorded = unrecorded_spans((t.at for t in ticks), since_at, until_at, gap_limit_s)
-    return CostWindow(rates, accruals_frame(accrue(rated, until_at)), requests, len(samples),
-                      step_s, unrecorded)
+    """Cost and requests over the window as ``headroom cost export`` counts them
+    (``cost_export.showback``): each recorded plan held from its tick until the next (sampled in
+    a window whose plans place more than PLACED_GPUS_READ GPUs in all), requests from the load
+    observations. Stretches longer than ``gap_limit_s`` without a plan are named."""
+    result = cost_export.showback(engine_for(url), q.price_history(url), since_at, until_at,
+                                  gap_limit_s=gap_limit_s, placed_budget=PLACED_GPUS_READ)
+    served: dict[str, float] = defaultdict(float)
+    for (_, model), requests in result.requests.items():
+        served[model] += requests
+    return CostWindow(rates_frame(result.rates, until_at), accruals_frame(result.accruals),
+                      pd.DataFrame(sorted(served.items()), columns=["model", "served_requests"]),
+                      result.samples, result.unrecorded, result.step_s)
+
+
+def rates_frame(rates: Sequence[tuple[datetime, Sequence[CostLine]]],
+                until_at: datetime) -> pd.DataFrame:
+    """$/h per category at each instant the fleet's cost changed, each held until the next row,
+    the last one again at ``until_at`` so that a step chart reaches the window's end. An instant
+    like the one before is left out: a plan a tick is thousands of rows a week, mostly alike."""
+    columns = ["at", "category", "usd_per_hour"]
+    frame = pd.DataFrame([(at, line.category.value, line.usd_per_hour)
+                          for at, lines in rates for line in lines], columns=columns)
+    if frame.empty:  # nothing billed at any instant
+        return frame
+    wide = frame.pivot_table(index="at", columns="category", values="usd_per_hour",
+                             aggfunc="sum", fill_value=0.0).reindex(
+        sorted({at for at, _ in rates}), fill_value=0.0)
+    wide = wide[wide.ne(wide.shift()).any(axis=1)]
+    if wide.index[-1] < until_at:
+        wide.loc[until_at] = wide.iloc[-1]
+    wide.index.name, wide.columns.name = "at", None
+    return wide.reset_index().melt(id_vars="at", var_name="category", value_name="usd_per_hour")
 
 
 def accruals_frame(accruals: tuple[CostAccrual, ...]) -> pd.DataFrame:

@@ -80,8 +80,10 @@ def export(
         help="end (ISO-8601, UTC); default and latest: the last tick")] = None,
     days: Annotated[float, float_option(help="length of the window in days", min=0.001,
                                         max=3650.0)] = 7.0,
-    step_s: Annotated[float, float_option(help="sampling step of the plan in force", min=1.0,
-                                          max=86400.0)] = 60.0,
+    step_s: Annotated[float | None, float_option(
+        help="sample the plan in force every STEP_S seconds instead (approximate: a plan between "
+             "two samples is missed); default: every recorded plan, each held until the next "
+             "tick, as the dashboard's Cost page", min=1.0, max=86400.0)] = None,
     warm_namespace: Annotated[str, typer.Option(help="namespace of warm-pool placeholders")]
     = "headroom",
     db: DbOption = None,
@@ -129,7 +131,8 @@ def export(
         raise usage_error(f"--out {out}: cannot write: {error.strerror or error}") from None
     total = sum(a.usd for a in result.accruals)
     console.print(f"wrote {len(rows)} rows to {out}: {since_at:%Y-%m-%d %H:%M} .. "
-                  f"{until_at:%Y-%m-%d %H:%M} UTC, {result.samples} samples, ${total:,.2f}",
+                  f"{until_at:%Y-%m-%d %H:%M} UTC, {result.samples} "
+                  f"{'plans held' if step_s is None else 'samples'}, ${total:,.2f}",
                   markup=False, highlight=False, soft_wrap=True)  # the path whole, as given
     for note in notes:
         console.print(note, markup=False, highlight=False, soft_wrap=True)

@@ -81,11 +81,23 @@ def fleet_cost_rates(snapshots: Sequence[FleetSnapshot], history: PriceHistory,
     step; only the fleet's own changes between samples are approximated."""
     ordered = sorted(snapshots, key=lambda s: s.at)
     rates: list[tuple[datetime, tuple[CostLine, ...]]] = []
+    last: tuple[FleetSnapshot, PriceTable, tuple[CostLine, ...]] | None = None
     for i, snapshot in enumerate(ordered):
         held_until = ordered[i + 1].at if i + 1 < len(ordered) else until_at
         for at in (snapshot.at, *history.changes_between(snapshot.at, held_until)):
-            rates.append((at, fleet_cost_rate(snapshot, history.at(at))))
+            prices = history.at(at)
+            # a fleet kept from one tick to the next (most ticks) costs what it did
+            lines = (last[2] if last is not None and last[1] is prices
+                     and _alike(last[0], snapshot) else fleet_cost_rate(snapshot, prices))
+            last = (snapshot, prices, lines)
+            rates.append((at, lines))
     return rates
+
+
+def _alike(a: FleetSnapshot, b: FleetSnapshot) -> bool:
+    """The same fleet, at whatever instants."""
+    return (a.placed == b.placed and a.billed_gpus == b.billed_gpus
+            and a.warm_gpus == b.warm_gpus and a.kept == b.kept)
 
 
 def check_one_price_per_product(pools: Sequence[PoolSpec]) -> None:

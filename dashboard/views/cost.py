@@ -17,7 +17,6 @@ from dashboard import queries as q
 from dashboard.context import store_url
 
 WINDOWS = {"24 h": timedelta(hours=24), "7 d": timedelta(days=7)}
-STEPS_MIN = {"15 min": 15, "60 min": 60, "120 min": 120}
 CATEGORY_COLOURS = alt.Scale(domain=["serving", "warm", "idle"],
                              range=["#54a24b", "#f58518", "#bab0ac"])
 
@@ -40,13 +39,10 @@ def main() -> None:
     url = store_url()
     tick = widgets.require_tick(url)
     widgets.store_clock(tick)
-    c1, c2 = st.columns(2)
-    window = WINDOWS[c1.radio("Window", list(WINDOWS), index=1, horizontal=True)]
-    step_chosen = c2.radio("Sampling step", list(STEPS_MIN), index=2, horizontal=True)
-    step_min = STEPS_MIN[step_chosen]
+    window = WINDOWS[st.radio("Window", list(WINDOWS), index=1, horizontal=True)]
     since_at, until_at = window_bounds(tick.first_at, tick.started_at, window)
     gap_limit_s = cost_gaps.gap_limit_s(load_inherited_settings().reconcile.interval_s)
-    window_cost = costing.cost_window(url, since_at, until_at, step_min * 60.0, gap_limit_s)
+    window_cost = costing.cost_window(url, since_at, until_at, gap_limit_s=gap_limit_s)
     rates, accruals, served = window_cost.rates, window_cost.accruals, window_cost.requests
     if since_at == until_at:
         st.info("Only one reconcile tick so far: cost accrues from one tick to the next, so it "
@@ -74,16 +70,17 @@ def main() -> None:
                    f"{100 * value / total:.1f}%" if total else None, **widgets.INFO_DELTA)
     cols[4].metric("$ per 1M requests", widgets.usd(cost_per_million(
         total, float(served["served_requests"].sum()))), help="all dollars / requests served")
-    finer = (f", finer than the {step_chosen} chosen: a window this "
-             f"short is sampled at least {costing.MIN_SAMPLES} times"
-             if window_cost.step_s < step_min * 60.0 else "")
-    st.caption(f"{costing.CONVENTION} The plan in force and each model's load are sampled "
-               f"every {widgets.span_text(window_cost.step_s)} ({window_cost.samples} samples"
-               f"{finer}) "
-               "and held until the next sample (a price change bills from its exact time); "
-               "the CSV counts requests exactly. `headroom cost export --out showback.csv "
+    held = (f"Each plan recorded ({window_cost.samples:,} in this window) is held from its "
+            "tick until the next" if window_cost.step_s is None else
+            f"The plan in force is sampled every {widgets.span_text(window_cost.step_s)} "
+            f"({window_cost.samples:,} samples: this window's plans place more GPUs than the "
+            "page reads plan by plan) and held until the next sample, so a plan between two "
+            "samples is missed; the export without --step-s holds every plan")
+    st.caption(f"{costing.CONVENTION} {held}, priced as in force at each instant (a price "
+               "change bills from its exact time); requests are counted from the load "
+               "observations, per UTC day. `headroom cost export --out showback.csv "
                f"{' '.join(costing.export_args(until_at, window, window_cost.step_s))}` (with "
-               "this dashboard's --db or --config) exports this window at this step.")
+               "this dashboard's --db or --config) exports this window with the same figures.")
 
     left, right = st.columns(2)
     if accruals.empty:  # no chart of nothing (Altair cannot type an empty column)

@@ -19,7 +19,6 @@ from dashboard.context import TTL_S, reads_store, store_url
 from dashboard.markdown import escape_markdown
 
 WINDOW = timedelta(hours=24)
-COST_STEP_S = 3600.0
 
 
 def gpus_by_product(tick: q.LastTick, lines: pd.DataFrame) -> pd.DataFrame:
@@ -105,7 +104,8 @@ def overview() -> None:
     lines = costing.cost_now(url)
     since_at = max(tick.first_at, tick.started_at - WINDOW)
     gap_limit_s = cost_gaps.gap_limit_s(load_inherited_settings().reconcile.interval_s)
-    window_cost = costing.cost_window(url, since_at, tick.started_at, COST_STEP_S, gap_limit_s)
+    window_cost = costing.cost_window(url, since_at, tick.started_at,
+                                     gap_limit_s=gap_limit_s)
     accruals, served = window_cost.accruals, window_cost.requests
     slo = slo_table(url, tick)
 

@@ -1,11 +1,11 @@
-"""The dashboard's Cost page and `headroom cost export` bill the same window alike: a price
-change bills from its exact time whatever the sampling step, both take the same default window
-(ending at the last tick), and the page names the export command that reproduces its figures.
+"""The dashboard's Cost page and `headroom cost export` bill the same window alike and exactly:
+each recorded plan held from its tick until the next, a price change from its exact time, a
+plan however short-lived counted; both take the same default window (ending at the last tick),
+and the page names the export command that reproduces its figures.
 
 The store: 4 h of ticks every 5 min from 22:00 UTC (across midnight), an L4 pool of 2, 3, 1 and
-2 nodes x 4 GPUs in the four hours (changing on the hour, where every step samples), bert-embed
-serving 500 rps on one of its GPUs, and the L4 price changed from $0.80 to $1.60 at 23:37:30,
-between samples at every step."""
+2 nodes x 4 GPUs in the four hours, bert-embed serving 500 rps on one of its GPUs, and the L4
+price changed from $0.80 to $1.60 at 23:37:30, between two ticks."""
 
 from __future__ import annotations
 
@@ -38,7 +38,6 @@ NODES_BY_HOUR = (2, 3, 1, 2, 2)  # the last entry: the last tick's, held for no 
 PRICE_CHANGED_AT = SINCE_AT + timedelta(hours=1, minutes=37, seconds=30)
 EXACT_USD = (8 * 0.80 * 1 + 12 * 0.80 * (37.5 / 60) + 12 * 1.60 * (22.5 / 60)
              + 4 * 1.60 * 1 + 8 * 1.60 * 1)
-PAGE_STEP_S = 120 * 60.0  # the page's default step (sampled finer in a window this short)
 
 
 def _l4(usd_per_gpu_hour: float) -> list[PoolSpec]:
@@ -77,22 +76,17 @@ def _export(tmp_path: Path, name: str, *args: str) -> tuple[float, float]:
     return _csv_sums(out.read_text())
 
 
-def test_the_cost_page_and_the_export_bill_a_price_change_between_samples_exactly(
+def test_the_cost_page_and_the_export_bill_a_price_change_between_ticks_exactly(
         store_url: str) -> None:
     _seed(store_url)
-    window = costing.cost_window(store_url, SINCE_AT, UNTIL_AT, PAGE_STEP_S)
-    assert window.step_s == 1200.0  # 4 h / 12 samples: the price changes between two
+    window = costing.cost_window(store_url, SINCE_AT, UNTIL_AT)
     page_usd = float(window.accruals["usd"].sum())
     engine = make_engine(store_url)
-    history = cost_reader.price_history(engine)
-    at_page_step = cost_export.showback(engine, history, SINCE_AT, UNTIL_AT, window.step_s)
-    at_one_minute = cost_export.showback(engine, history, SINCE_AT, UNTIL_AT, 60.0)
+    exact = cost_export.showback(engine, cost_reader.price_history(engine), SINCE_AT, UNTIL_AT)
     engine.dispose()
-    assert round(page_usd, 2) == round(sum(a.usd for a in at_page_step.accruals), 2)
-    # 22:00, 22:20, ..., 01:40: the instant at the window's end accrues nothing, counted by neither
-    assert window.samples == at_page_step.samples == 12
-    # the fleet changes only where both steps sample: only the price is between samples
-    assert round(page_usd, 2) == round(sum(a.usd for a in at_one_minute.accruals), 2)
+    # 22:00, 22:05, ..., 01:55: the tick at the window's end accrues nothing, counted by neither
+    assert window.samples == exact.samples == 48
+    assert page_usd == pytest.approx(sum(a.usd for a in exact.accruals), rel=1e-12)
     assert page_usd == pytest.approx(EXACT_USD, rel=1e-12)
 
 
@@ -101,7 +95,7 @@ def test_the_exports_default_window_is_the_cost_pages_and_counts_the_same_reques
     _seed(store_url)
     monkeypatch.setenv("HEADROOM_DB__URL", store_url)
     # the page's default window: 7 days ending at the last tick, from the first tick here
-    window = costing.cost_window(store_url, SINCE_AT, UNTIL_AT, PAGE_STEP_S)
+    window = costing.cost_window(store_url, SINCE_AT, UNTIL_AT)
     page_usd, page_requests = _csv_sums(costing.export_csv(
         store_url, window.accruals, SINCE_AT, UNTIL_AT, window.unrecorded))
     export_usd, export_requests = _export(tmp_path, "default.csv")
@@ -134,9 +128,47 @@ def test_the_cost_page_names_the_export_command_that_reproduces_its_total(
     captions = " ".join(c.value for c in at.caption)
     named = re.search(r"`headroom cost export --out showback\.csv ([^`]*)`", captions)
     assert named is not None, captions
-    assert named.group(1) == "--until 2026-03-03T02:00:00Z --days 7 --step-s 1200"
-    assert "(12 samples, finer than the 120 min chosen: a window this short is sampled at least " \
-        "12 times)" in captions
+    assert named.group(1) == "--until 2026-03-03T02:00:00Z --days 7"
+    assert "Each plan recorded (48 in this window) is held from its tick until the next" in captions
     page_total = next(str(m.value) for m in at.metric if m.label == "Total")
     export_usd, _ = _export(tmp_path, "named.csv", *named.group(1).split())
     assert f"${export_usd:,.2f}" == page_total
+
+
+BURST_AT = SINCE_AT + timedelta(hours=1, minutes=5)  # 6 nodes, not 2, for two ticks: 10 minutes
+BURST_USD = 8 * 0.80 * 4 + 16 * 0.80 * (10 / 60)
+
+
+def _seed_burst(url: str) -> None:
+    """bert-embed on an L4 pool of 2 nodes, 6 in a burst from 23:05 to 23:15: shorter than the
+    20 minutes the page sampled a 4-hour window at, and between two of its samples."""
+    store = Store.open(url, migrate=True)
+    store.upsert_models([BERT])
+    store.upsert_prices(_l4(0.80), SINCE_AT - timedelta(hours=1))
+    at = SINCE_AT
+    while at <= UNTIL_AT:
+        burst = BURST_AT <= at < BURST_AT + timedelta(minutes=10)
+        report = _tick(at, 6 if burst else 2)
+        store.save_tick(report)
+        store.save_observed(report.observed)
+        at += timedelta(seconds=TICK_S)
+    store.engine.dispose()
+
+
+def test_the_cost_page_bills_a_burst_shorter_than_its_old_sampling_step_as_the_export_does(
+        store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _seed_burst(store_url)
+    monkeypatch.setenv("HEADROOM_DB__URL", store_url)
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page("views/cost.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert next(str(m.value) for m in at.metric if m.label == "Total") == f"${BURST_USD:,.2f}"
+    export_usd, _ = _export(tmp_path, "burst.csv")
+    assert export_usd == pytest.approx(BURST_USD, abs=1e-4)
+    # bert-embed's $ per 1M requests: the page's and its CSV's (all its rows, both days) alike
+    rows = [r for r in csv.DictReader(io.StringIO((tmp_path / "burst.csv").read_text()))
+            if r["ControllerName"] == "bert-embed"]
+    csv_per_million = (sum(float(r["TotalCost"]) for r in rows)
+                       / sum(float(r["Requests"]) for r in rows) * 1e6)
+    models = at.dataframe[1].value.set_index("model")
+    assert models.loc["bert-embed", "$ per 1M requests"] == round(csv_per_million, 3)

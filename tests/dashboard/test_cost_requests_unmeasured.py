@@ -1,7 +1,7 @@
 """$ per 1M requests over a tick whose load could not be measured (Prometheus missed a scrape:
-the tick stores no observation and a placeholder 0 in its snapshot): that tick falling on a
-sampled instant does not count the model as serving nothing until the next sample; the model's
-nearest measured rate stands in."""
+the tick stores no observation and a placeholder 0 in its snapshot): the Cost page counts
+requests from the observations, as the CSV does, so that tick does not count the model as
+serving nothing until the next one."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ SINCE_AT = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)  # the window crosses midnigh
 UNTIL_AT = SINCE_AT + timedelta(hours=4)
 TICK_S = 300
 SERVED_RPS = 500.0  # demand 500 rps, capacity 600: all served
-BLIP_AT = SINCE_AT + timedelta(hours=1)  # a sampled instant (the window is sampled every 20 min)
+BLIP_AT = SINCE_AT + timedelta(hours=1)
 
 
 def _tick(at: datetime, measured: bool) -> TickReport:
@@ -43,17 +43,17 @@ def _store(url: str, unmeasured_at: datetime | None) -> None:
 
 
 def _per_million(url: str) -> float:
-    window = costing.cost_window(url, SINCE_AT, UNTIL_AT, 3600.0)
+    window = costing.cost_window(url, SINCE_AT, UNTIL_AT)
     per_million = cost_per_million(float(window.accruals["usd"].sum()),
                                    float(window.requests["served_requests"].sum()))
     assert per_million is not None
     return per_million
 
 
-def test_an_unmeasured_tick_at_a_sampled_instant_leaves_cost_per_million_requests_as_it_was(
+def test_an_unmeasured_tick_leaves_cost_per_million_requests_as_it_was(
         store_url: str) -> None:
     _store(store_url, unmeasured_at=BLIP_AT)
     billed_usd = 8 * 0.80 * 4  # 8 L4 GPUs at the default $0.80/h for 4 h
     exact = billed_usd / (SERVED_RPS * 4 * 3600) * 1e6
-    # the sample at the unmeasured tick holds the rate measured before it
+    # the unmeasured tick has no observation: the measured ones stand in for it
     assert _per_million(store_url) == pytest.approx(exact, rel=0.002)

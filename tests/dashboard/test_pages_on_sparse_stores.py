@@ -4,7 +4,7 @@ hour old, a single tick, a store with no recent load observations."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -12,7 +12,6 @@ from dashboard_support import open_page, seed_store
 from streamlit.testing.v1 import AppTest
 
 from controlplane.store.engine import make_engine
-from dashboard.costing import MIN_SAMPLES, sampling_step_s
 
 
 def metrics(at: AppTest) -> dict[str, str]:
@@ -21,14 +20,6 @@ def metrics(at: AppTest) -> dict[str, str]:
 
 def usd(text: str) -> float:
     return float(text.replace("$", "").replace(",", ""))
-
-
-def test_a_window_shorter_than_the_chosen_steps_is_sampled_finer() -> None:
-    since_at = datetime(2026, 3, 2, 21, 0, tzinfo=UTC)
-    assert sampling_step_s(since_at, since_at + timedelta(days=7), 7200.0) == 7200.0
-    assert sampling_step_s(since_at, since_at + timedelta(minutes=15), 7200.0) == pytest.approx(
-        15 * 60 / MIN_SAMPLES)
-    assert sampling_step_s(since_at, since_at, 7200.0) == 1.0
 
 
 def test_a_store_a_quarter_of_an_hour_old_is_billed_for_its_gpus_not_zero(
