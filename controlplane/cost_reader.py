@@ -189,10 +189,6 @@ class TickFacts:
     demand_rps: dict[str, float | None]
     capacity_rps: dict[str, float]
 
-    def served_rps(self) -> dict[str, float | None]:
-        return {m: None if d is None else min(d, self.capacity_rps.get(m, 0.0))
-                for m, d in self.demand_rps.items()}
-
 
 def tick_facts(engine: Engine, tick_ids: Iterable[int],
                loads: bool = True) -> dict[int, TickFacts]:

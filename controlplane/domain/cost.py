@@ -341,46 +341,6 @@ def accrue(samples: Sequence[tuple[datetime, Sequence[CostLine]]],
                  for (day, category, product, tenant, model), acc in sorted(totals.items()))
 
 
-def accrue_requests(samples: Sequence[tuple[datetime, Mapping[str, float | None]]],
-                    until_at: datetime) -> dict[str, float]:
-    """Requests per model from sampled rates (requests/s), each held until the next sample (the
-    last one until ``until_at``), the same way ``accrue`` holds dollars. A rate of None (the
-    model's load was not measured at that sample: a missed scrape) is unknown, not zero: the
-    model's nearest measured rate stands in, the one before it or, at the start of the window,
-    the one after (a model never measured in the window counts no requests)."""
-    ordered = sorted(samples, key=lambda s: s[0])
-    known = _rates_filled(ordered)
-    totals: dict[str, float] = defaultdict(float)
-    for i, ((at, _), rates) in enumerate(zip(ordered, known, strict=True)):
-        end_at = ordered[i + 1][0] if i + 1 < len(ordered) else until_at
-        held_s = max(0.0, (end_at - at).total_seconds())
-        for model, rps in rates.items():
-            totals[model] += max(0.0, rps) * held_s
-    return dict(totals)
-
-
-def _rates_filled(ordered: Sequence[tuple[datetime, Mapping[str, float | None]]]
-                  ) -> list[dict[str, float]]:
-    """Each sample's rates with every None replaced by the model's previous measured rate, or,
-    before its first one, by that first one (absent when it has none)."""
-    first_rps: dict[str, float] = {}
-    for _, rates in ordered:
-        for model, rps in rates.items():
-            if rps is not None:
-                first_rps.setdefault(model, rps)
-    last_rps = dict(first_rps)
-    filled: list[dict[str, float]] = []
-    for _, rates in ordered:
-        out: dict[str, float] = {}
-        for model, rps in rates.items():
-            if rps is not None:
-                last_rps[model] = rps
-            if model in last_rps:
-                out[model] = last_rps[model]
-        filled.append(out)
-    return filled
-
-
 def cost_per_million(usd: float, requests: float) -> float | None:
     """Dollars per 1M requests, or None when nothing was served."""
     return usd / requests * 1e6 if requests > 0 else None

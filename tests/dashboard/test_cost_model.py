@@ -20,7 +20,6 @@ from controlplane.domain.cost import (
     PriceTable,
     SliceUse,
     accrue,
-    accrue_requests,
     attribute_warm,
     billed_rate,
     cost_per_million,
@@ -120,25 +119,6 @@ def test_accrual_holds_each_rate_until_the_next_sample_and_splits_at_midnight() 
     assert by_day == pytest.approx({"2026-03-02": 21.0, "2026-03-03": 28.0})
     assert {a.day: a.gpu_hours for a in accruals} == pytest.approx(
         {"2026-03-02": 3.0, "2026-03-03": 4.0})
-
-
-def test_requests_are_held_between_samples_like_dollars() -> None:
-    samples = [(T0, {"a": 10.0}), (T0 + timedelta(minutes=30), {"a": 20.0, "b": 1.0})]
-    requests = accrue_requests(samples, T0 + timedelta(hours=1))
-    assert requests == pytest.approx({"a": 10 * 1800 + 20 * 1800, "b": 1800.0})
-
-
-def test_an_unmeasured_rate_is_held_from_the_models_nearest_measured_sample_not_zero() -> None:
-    half_h = timedelta(minutes=30)
-    samples: list[tuple[datetime, dict[str, float | None]]] = [
-        (T0, {"a": None, "b": 4.0}), (T0 + half_h, {"a": 10.0, "b": None}),
-        (T0 + 2 * half_h, {"a": None, "b": 2.0}), (T0 + 3 * half_h, {"a": 30.0, "c": None})]
-    requests = accrue_requests(samples, T0 + 4 * half_h)
-    # a: its first measured 10 stands in before it, then 10 is held over the unmeasured sample;
-    # b: 4 is held over its unmeasured sample, then 2 (absent from the last sample: nothing);
-    # c: never measured, no requests
-    assert requests == pytest.approx({"a": (10 + 10 + 10 + 30) * 1800.0,
-                                      "b": (4 + 4 + 2) * 1800.0})
 
 
 def test_cost_per_million_requests_is_none_without_requests() -> None:
