@@ -103,7 +103,8 @@ class Demo:
             raise
         self.runtime.leads = self.lease.leads
         self.sim_start_at = self.runtime.clock.now()
-        self.keda = keda_servicer(settings, self.store, self.runtime.clock, self.runtime.specs)
+        self.keda = keda_servicer(settings, self.store, self.runtime.clock,
+                                  lambda: self.runtime.specs)
         self.gpus_peak = 0
         self.server: grpc.Server | None = None
         self.grpc_address = ""

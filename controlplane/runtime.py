@@ -35,13 +35,14 @@ from controlplane.fleet_lease import FLEET_LEASE
 from controlplane.forecast_calibration import CalibratedForecasts
 from controlplane.forecast_refresh import refresh_forecasts
 from controlplane.hinted_forecasts import HintedForecasts
+from controlplane.models_in_use import ModelsInUse
 from controlplane.ports import Clock
 from controlplane.reconcile import ReconcileDeps, reconcile_once
-from controlplane.reconcile_config import calibration_config, reconcile_config
+from controlplane.reconcile_config import calibration_config
 from controlplane.recorded_tick import run_tick
 from controlplane.settings import Settings, pool_specs
 from controlplane.sim import traffic
-from controlplane.sim.catalog import DEMO_MODELS, DEMO_TRAFFIC
+from controlplane.sim.catalog import DEMO_MODELS, DEMO_TRAFFIC, demo_rate_rps
 from controlplane.sim.clock import VirtualClock
 from controlplane.sim.cluster import SimCluster
 from controlplane.sim_start import check_not_a_real_fleet, check_sim_models
@@ -50,6 +51,7 @@ from controlplane.store import retention as store_retention
 from controlplane.store.engine import shown_url
 from controlplane.store.hints import SqlDemandHints
 from controlplane.store.ledger import SqlForecastLedger
+from controlplane.store.model_digest import model_specs_digested
 from controlplane.store.pauses import SqlModelPauses
 from controlplane.store.relayout import SqlRelayoutStore
 from controlplane.store.retention import Pruned, retention_cutoff
@@ -183,23 +185,24 @@ class ServedTally:
 class SimRuntime:
     def __init__(self, settings: Settings, store: Store, start_at: datetime,
                  engine: PlacementEngine | None = None, writer: str | None = None,
-                 term: Callable[[], int | None] | None = None) -> None:
+                 term: Callable[[], int | None] | None = None,
+                 models: ModelsInUse | None = None) -> None:
+        """``models``: the models table's set in use (None: read from ``store`` now); each tick
+        picks up the table's changes as ``serve --backend kubernetes`` does."""
         self.settings = settings
         self.store = store
         self.clock = VirtualClock(start_at)
-        self.specs = DEMO_MODELS
-        check_sim_models(settings.sim.true_throughput_factor, self.specs)
+        check_sim_models(settings.sim.true_throughput_factor, DEMO_MODELS)
+        self.models = models if models is not None else ModelsInUse(
+            settings, store.engine, *model_specs_digested(store.engine))
         self.engine = engine or PlacementEngine()
-        shapes = {t.model: t for t in DEMO_TRAFFIC}
-        seed = settings.sim.seed
         #: the tick records' store, and the term's fencing token the forecasts, observations,
         #: forecast-calibration ledger and MIG re-layouts are stored by
         self.decisions = RetryingDecisionStore(store, writer, term)
         relayouts = SqlRelayoutStore(store.engine, fence=lambda: (
             self.decisions.fence_token(self.clock.now())))
         self.cluster = SimCluster(pool_specs(settings), self.specs,
-                                  lambda m, at: traffic.rate_rps(shapes[m], seed, at),
-                                  settings.sim, start_at,
+                                  demo_rate_rps(settings.sim.seed), settings.sim, start_at,
                                   mig_binding=settings.reconcile.node_configs,
                                   relayouts=relayouts)
         self.deps = ReconcileDeps(clock=self.clock, reader=self.cluster, node_pools=self.cluster,
@@ -213,9 +216,8 @@ class SimRuntime:
                                   sharing=self.cluster, mig=self.cluster, samples=store,
                                   hints=SqlDemandHints(store.engine),
                                   pauses=SqlModelPauses(store.engine))
-        self.config = reconcile_config(settings, self.specs)
+        self.config = self.models.config
         self.tally = ServedTally()
-        self._gpu_share = {s.name: s.best_point().replica_gpu_share for s in self.specs}
         #: what this process ran: ticks, the placements they planned (a tick record's
         #: placement rows) and the forecasts its refreshes stored (the store's counts fall once
         #: it is pruned)
@@ -239,12 +241,20 @@ class SimRuntime:
              term: Callable[[], int | None] | None = None) -> SimRuntime:
         """Start on a new store (backfilling synthetic history) or resume where it stopped;
         its ticks are recorded as written by ``writer`` (the store lease holder's identity),
-        fenced by its lease's ``term`` (``store/tick_fence.py``)."""
+        fenced by its lease's ``term`` (``store/tick_fence.py``).
+
+        The models are the store's models table: a new store's (an empty table) gets the six
+        demo models; a resumed store's is kept as it is, with the operator's ``models import`` /
+        ``models remove`` (ConfigError when ``serve``'s checks refuse it, before anything else
+        is written)."""
         # before anything is written (``controlplane.sim_start``; the callers checked both
         # before they took the store's lease): a real fleet's store stays as it was
         check_sim_models(settings.sim.true_throughput_factor, DEMO_MODELS)
-        check_not_a_real_fleet(shown_url(store.engine), store.model_names())
-        store.upsert_models(DEMO_MODELS)
+        listed = store.model_names()
+        check_not_a_real_fleet(shown_url(store.engine), listed)
+        if not listed:
+            store.upsert_models(DEMO_MODELS)
+        models = ModelsInUse(settings, store.engine, *model_specs_digested(store.engine))
         last_at = store.last_tick_at()
         # a changed price bills from the store's (simulated) clock on, where the ticks go on
         resume_at = None if last_at is None else \
@@ -253,15 +263,16 @@ class SimRuntime:
         if last_at is None:
             start_at = wall_now.replace(second=0, microsecond=0)
             # a run stopped before its first tick stored its history: not twice
-            stored = {shape.model: store.last_observed_at(shape.model) for shape in DEMO_TRAFFIC}
-            rows = traffic.history(list(DEMO_TRAFFIC), settings.sim.seed, start_at,
+            shapes = [shape for shape in DEMO_TRAFFIC if shape.model in models.names()]
+            stored = {shape.model: store.last_observed_at(shape.model) for shape in shapes}
+            rows = traffic.history(shapes, settings.sim.seed, start_at,
                                    settings.sim.history_s, settings.forecast.step_s, stored)
             store.save_observations(rows)
-            runtime = cls(settings, store, start_at, engine, writer, term)
+            runtime = cls(settings, store, start_at, engine, writer, term, models)
             runtime._take_over = settings.sim.start_warm
             return runtime
         runtime = cls(settings, store, last_at + timedelta(seconds=settings.reconcile.interval_s),
-                      engine, writer, term)
+                      engine, writer, term, models)
         observed = store.last_observed()
         if observed is not None:
             runtime.cluster.restore(observed)
@@ -309,10 +320,27 @@ class SimRuntime:
                 self.cluster.apply_sharing(action.node, action.to_layout)
         self.cluster.adopt()  # the replicas those layouts hold were serving too
 
-    def tick(self) -> TickReport:
-        """One recorded tick; a tick whose record could not be saved still counts (see
-        ``controlplane.recorded_tick``)."""
+    @property
+    def specs(self) -> tuple[ModelSpec, ...]:
+        """The models in use: the models table's, as the last tick read it."""
+        return self.models.specs
+
+    def reload_models(self) -> None:
+        """The models table's changes since the last tick, through ``serve``'s reload (a set
+        its checks refuse is logged and the models in use stay): the loop sizes, and the
+        simulated fleet runs, the models the table lists now."""
         with self.lock:
+            change = self.models.reload_if_changed()
+            if change is None or change.refused or not change.any:
+                return
+            self.config = change.in_use.config
+            self.cluster.set_models(change.in_use.specs)
+
+    def tick(self) -> TickReport:
+        """One recorded tick, on the models table as it is now; a tick whose record could not
+        be saved still counts (see ``controlplane.recorded_tick``)."""
+        with self.lock:
+            self.reload_models()
             run = run_tick(self.deps, self.config)
             self.ticks += 1
             if run.report.plan is not None and run.report.placement is not None:
@@ -374,6 +402,7 @@ class SimRuntime:
             self._next_prune_at = now + timedelta(seconds=self.settings.db.prune_interval_s)
 
     def _account(self, dt_s: float) -> None:
+        gpu_share = {s.name: s.best_point().replica_gpu_share for s in self.specs}
         for model in self.cluster.snapshot().models:
             self.tally.demand_rs += model.demand_rps * dt_s
             self.tally.served_rs += min(model.demand_rps, model.capacity_rps) * dt_s
@@ -381,7 +410,7 @@ class SimRuntime:
             mine = self.tally.models.setdefault(model.name, ModelTally())
             mine.model_s += dt_s
             mine.gpu_s += (model.replicas_ready + model.replicas_pending) * dt_s * \
-                self._gpu_share[model.name]
+                gpu_share[model.name]
             if model.capacity_rps < model.demand_rps:
                 self.tally.short_model_s += dt_s
                 mine.short_s += dt_s

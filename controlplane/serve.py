@@ -102,7 +102,7 @@ def _run_sim(settings: Settings, store: Store, engine: PlacementEngine, console:
                               term=lease.elector.term)
     runtime.follow_wall(clock.now())  # a resumed store: from now, not from its last tick
     runtime.leads = lease.leads
-    keda = keda_servicer(settings, store, runtime.clock, runtime.specs)
+    keda = keda_servicer(settings, store, runtime.clock, lambda: runtime.specs)
     stop_api, metrics = start_placement_api(settings, engine, [keda_registrar(keda),
                                                                hints_api(
                                                                    store, runtime.clock,

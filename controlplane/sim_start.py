@@ -1,7 +1,7 @@
 """What ``headroom demo`` and ``serve --backend sim`` refuse before they write anything.
 
-A simulated fleet writes its models, prices, synthetic history, ticks and the store's
-``sim-fleet`` lease into its store. A start it would refuse is refused before the first of
+A simulated fleet writes its models (a new store's), prices, synthetic history, ticks and the
+store's ``sim-fleet`` lease into its store. A start it would refuse is refused before the first of
 those writes (the lease included): from the settings alone (``check_sim_models``) or from what
 the store lists, read without writing (``check_sim_store``); a real fleet's store stays as it
 was, row for row. ``SimRuntime.open`` checks the store again (a models import meanwhile)."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from datetime import datetime
 
 from controlplane.domain.models import ColdStart, Engine, Isolation, ModelSpec, ProfilePoint
+from controlplane.sim import traffic
 from controlplane.sim.traffic import TrafficShape
 
 
@@ -44,3 +46,14 @@ def not_demo_models(names: Iterable[str]) -> list[str]:
     to a real fleet (``headroom models import``), not to the simulated one."""
     demo = {spec.name for spec in DEMO_MODELS}
     return sorted(set(names) - demo)
+
+
+def demo_rate_rps(seed: int) -> Callable[[str, datetime], float]:
+    """Each model's simulated load: the demo's traffic shape of its name; a model the demo has
+    no traffic for (imported into a demo store) gets none, 0 rps."""
+    shapes = {t.model: t for t in DEMO_TRAFFIC}
+
+    def rate_rps(model: str, at: datetime) -> float:
+        shape = shapes.get(model)
+        return 0.0 if shape is None else traffic.rate_rps(shape, seed, at)
+    return rate_rps

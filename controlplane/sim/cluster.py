@@ -254,6 +254,15 @@ class SimCluster:
             else:
                 replica.node, replica.ready_at = None, None
 
+    def set_models(self, specs: Sequence[ModelSpec]) -> None:
+        """The models the fleet runs from now on (the models table changed): a new model starts
+        with no replica, a changed one keeps its replicas, a removed one's replicas stop (its
+        workload goes with it, so nothing of it is observed, placed or billed any more)."""
+        with self._lock:
+            self._specs = {s.name: s for s in specs}
+            self._replicas = {s.name: self._replicas.get(s.name, []) for s in specs}
+            self._bind_pending()
+
     # -- ports: ClusterReader, NodePoolActuator, ReplicaActuator ----------------------------
     def snapshot(self) -> ObservedState:
         with self._lock:
