@@ -54,6 +54,7 @@ from controlplane.store.ledger import SqlForecastLedger
 from controlplane.store.model_digest import model_specs_digested
 from controlplane.store.pauses import SqlModelPauses
 from controlplane.store.relayout import SqlRelayoutStore
+from controlplane.store.resumed_state import last_tick_state
 from controlplane.store.retention import Pruned, retention_cutoff
 from controlplane.store.store_clock import read_store_now
 from forecaster.types import Forecast
@@ -273,7 +274,7 @@ class SimRuntime:
             return runtime
         runtime = cls(settings, store, last_at + timedelta(seconds=settings.reconcile.interval_s),
                       engine, writer, term, models)
-        observed = store.last_observed()
+        observed = last_tick_state(store.engine)  # with what that tick applied
         if observed is not None:
             runtime.cluster.restore(observed)
         log.info("demo.resumed", extra={"at": last_at.isoformat()})
