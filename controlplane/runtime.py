@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from datetime import datetime, timedelta
 
 import grpc
@@ -45,6 +45,7 @@ from controlplane.sim import traffic
 from controlplane.sim.catalog import DEMO_MODELS, DEMO_TRAFFIC, demo_rate_rps
 from controlplane.sim.clock import VirtualClock
 from controlplane.sim.cluster import SimCluster
+from controlplane.sim.tally import ModelTally, ServedTally
 from controlplane.sim_start import check_not_a_real_fleet, check_sim_models
 from controlplane.store import Store
 from controlplane.store import retention as store_retention
@@ -155,32 +156,6 @@ class PreHistory:
 
     def last_guard_memory(self) -> GuardMemory:
         return GuardMemory()
-
-
-@dataclass(slots=True)
-class ModelTally:
-    """One model's seconds, those short of its (true) capacity, and the GPU-seconds its
-    replicas held (ready or starting, by the GPU share of their slice)."""
-
-    model_s: float = 0.0
-    short_s: float = 0.0
-    gpu_s: float = 0.0
-
-
-@dataclass(slots=True)
-class ServedTally:
-    """Demand and served request-seconds, and model-seconds short of capacity (in all and per
-    model). Capacity is what the simulated replicas really serve within the SLO."""
-
-    demand_rs: float = 0.0
-    served_rs: float = 0.0
-    model_s: float = 0.0
-    short_model_s: float = 0.0
-    models: dict[str, ModelTally] = field(default_factory=dict)
-
-    @property
-    def served_share(self) -> float:
-        return self.served_rs / self.demand_rs if self.demand_rs else 1.0
 
 
 class SimRuntime:
