@@ -20,12 +20,10 @@ from controlplane.adapters.keda import KedaScalerServicer
 from controlplane.adapters.keda_limits import StoredLimits
 from controlplane.adapters.keda_targets import CorrectedTargets
 from controlplane.adapters.placement import LocalPlacementClient
-from controlplane.autoscaling.hint_capacity import HintCapacity, KnownCapacity
-from controlplane.autoscaling.live import replica_shape
+from controlplane.autoscaling.hint_capacity import KnownCapacity
 from controlplane.decision_retry import RetryingDecisionStore
 from controlplane.domain.actions import RelayoutMig
 from controlplane.domain.guards import GuardMemory
-from controlplane.domain.hints import DemandHint
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.node_plan import node_config_plan
 from controlplane.domain.observed import ObservedState
@@ -34,6 +32,7 @@ from controlplane.domain.tick import TickReport
 from controlplane.fleet_lease import FLEET_LEASE
 from controlplane.forecast_calibration import CalibratedForecasts
 from controlplane.forecast_refresh import refresh_forecasts
+from controlplane.hint_checks import hint_checker
 from controlplane.hinted_forecasts import HintedForecasts
 from controlplane.models_in_use import ModelsInUse
 from controlplane.ports import Clock
@@ -102,7 +101,8 @@ def hints_api(store: Store, clock: Clock, known: KnownCapacity | None = None,
               simulated: bool | None = False) -> Callable[[grpc.Server], str]:
     """The DemandHints gRPC service on the store's hints and models, for the placement server's
     ``extra_servicers`` (``headroom serve``, ``headroom demo`` and ``placement serve --db``);
-    with ``known`` (the settings' pools and budgets) AddHint says whether they hold the hint.
+    with ``known`` (the settings' pools and budgets) AddHint says whether they hold the hint,
+    and always whether the model is paused (``hint_checks``).
     Its now is ``clock``'s, the loop's own (``simulated``: a simulated fleet's clock), or with
     ``simulated`` None, a server beside no loop, the store's (``read_store_now``, per call)."""
     def now() -> StoreNow:
@@ -111,19 +111,7 @@ def hints_api(store: Store, clock: Clock, known: KnownCapacity | None = None,
         return StoreNow(clock.now(), simulated)
 
     return hints_registrar(DemandHintsServicer(
-        SqlDemandHints(store.engine), store.model_tenants, now,
-        None if known is None else hint_checker(store, known)))
-
-
-def hint_checker(store: Store, known: KnownCapacity
-                 ) -> Callable[[DemandHint], HintCapacity | None]:
-    """A hint against ``known`` capacity, its model's profile read from the store per call
-    (None: the model is no longer listed)."""
-    def check(hint: DemandHint) -> HintCapacity | None:
-        spec = next((s for s in store.model_specs() if s.name == hint.model), None)
-        return None if spec is None else known.check(hint.model, hint.rate_rps,
-                                                     replica_shape(spec, known.pools))
-    return check
+        SqlDemandHints(store.engine), store.model_tenants, now, hint_checker(store, known)))
 
 
 def prune_store(store: Store, now: datetime, settings: Settings) -> Pruned | None:

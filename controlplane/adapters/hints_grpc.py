@@ -15,6 +15,10 @@ A hint over what the server's known capacity can ever hold for its model (its se
 pools at max_nodes and GPU budgets: ``controlplane.autoscaling.hint_capacity``) is stored all the
 same (it is true demand; the loop scales as far as it can) and AddHint's reply says so in
 ``capacity_warning``, beside ``capacity_rps``; a server that knows no pools leaves both unset.
+The capacity is counted on the per-replica rate the loop sizes with (the profile the last tick
+corrected, when the settings correct profiles). A hint on a paused model is stored too, and the
+reply's ``pause_warning`` says the pause holds the model until it is resumed
+(``controlplane.hint_checks``, as ``headroom hint add`` says it).
 
 Every reply's hint says in ``model_listed`` whether the models table lists its model (read per
 call): a hint kept by ``headroom models remove --keep-hints`` is listed with it false, as
@@ -29,7 +33,7 @@ from typing import NoReturn, Protocol, TypeVar
 
 import grpc
 
-from controlplane.autoscaling.hint_capacity import HintCapacity
+from controlplane.autoscaling.hint_capacity import HintCheck
 from controlplane.domain.errors import error_line
 from controlplane.domain.hints import DemandHint, HintError, new_hint
 from controlplane.domain.store_clock import StoreNow
@@ -100,11 +104,11 @@ def _in_scope(model: str, tenants: Mapping[str, str]) -> bool:
 class DemandHintsServicer(pb_grpc.DemandHintsServicer):
     def __init__(self, store: HintStore, model_tenants: Callable[[], Mapping[str, str]],
                  now: Callable[[], StoreNow],
-                 capacity: Callable[[DemandHint], HintCapacity | None] | None = None) -> None:
+                 check: Callable[[DemandHint], HintCheck] | None = None) -> None:
         self.store = store
         self.model_tenants = model_tenants  # the store's models and their tenants, per call
         self.now = now  # by the clock the store's loop runs on (start 0, an end already past)
-        self.capacity = capacity  # the known capacity against a hint; None: no pools known
+        self.check = check  # what is said of a hint (capacity, pause); None: nothing
 
     def AddHint(self, request: pb.AddHintRequest,
                 context: grpc.ServicerContext) -> pb.DemandHint:
@@ -126,18 +130,23 @@ class DemandHintsServicer(pb_grpc.DemandHintsServicer):
             scope = ", ".join(sorted(caller_scope() or ())) or "none"
             _abort(context, grpc.StatusCode.PERMISSION_DENIED,
                    f"model: {hint.model} is not a model of the caller's tenants ({scope})")
-        check = self.capacity
-        capacity = None if check is None else _stored(
-            context, "read the model's profile", lambda: check(hint))
+        check = self.check
+        found = HintCheck() if check is None else _stored(
+            context, "read the model's profile and pause", lambda: check(hint))
         added = _listed(_stored(context, "add the demand hint",
                                 lambda: self.store.add_hint(
                                     hint, now.at, starts_now=not request.start_unix_s)), tenants)
+        capacity = found.capacity
         if capacity is not None:
             added.capacity_rps = capacity.capacity_rps
             added.capacity_warning = capacity.warning()
             if added.capacity_warning:
                 log.warning("hint.over_capacity", extra={
                     "hint_id": added.id, "model": hint.model, "error": added.capacity_warning})
+        if found.pause is not None:
+            added.pause_warning = found.pause.hint_warning()
+            log.warning("hint.model_paused", extra={
+                "hint_id": added.id, "model": hint.model, "error": added.pause_warning})
         return added
 
     def ListHints(self, request: pb.ListHintsRequest,

@@ -59,7 +59,9 @@ def budgets_from_settings(settings: Settings) -> Budgets:
 
 
 def known_capacity(settings: Settings) -> KnownCapacity:
-    """What the loop of ``settings`` can ever scale a model to: its node pools, GPU budgets and
-    the utilization it sizes for (a demand hint is checked against it as it is added)."""
+    """What the loop of ``settings`` can ever scale a model to: its node pools, GPU budgets,
+    the utilization it sizes for and whether it sizes on corrected profiles (a demand hint is
+    checked against it as it is added)."""
     return KnownCapacity(pool_specs(settings), budgets_from_settings(settings),
-                         settings.reconcile.target_utilization)
+                         settings.reconcile.target_utilization,
+                         settings.autoscaling.profile_correction.enabled)

@@ -13,7 +13,15 @@ can leave it less at a given tick; the tick says so then. The rate is in the hin
 loop sizes a model for its demand over ``reconcile.target_utilization``, so a hint of R rps
 needs ``ceil(R / target_utilization / per_replica_rps)`` replicas (the forecast's calibrated
 upper tail, applied on top of a floored step, can ask for more), and the capacity is given as
-the rate its replicas are sized for at that utilization.
+the rate its replicas are sized for at that utilization. ``per_replica_rps`` is the one the loop
+sizes with (``sizing_profile``): with ``autoscaling.profile_correction`` on, the profile the last
+tick corrected online (each tick starts from it), else the offline one; counted on the offline
+profile alone, a model the loop had corrected to 0.6x was said to hold 129.6 rps where the loop
+sized it for 78, and a hint it capped was added without a word.
+
+A hint on a paused model is stored too, but the pause holds the model's replicas until
+``headroom models resume``: ``HintCheck`` carries the pause beside the capacity, so
+``headroom hint add`` and AddHint say so as the hint is added.
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ from controlplane.autoscaling.sizing import (
 from controlplane.domain.demand import HINTED, Demand, DemandPolicy, replicas_for
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.hints import rps_text
+from controlplane.domain.pause import ModelPause
+from controlplane.domain.profile import ProfileCorrection
 
 #: the limit named when no pool runs the model's GPU product (``no_pool:<product>``)
 NO_POOL = "no_pool"
@@ -59,6 +69,7 @@ class HintCapacity:
     capacity_gpus: int
     capacity_rps: float
     limit: str
+    profile: str = ""  # the per-replica rate counted on and its source (``sizing_profile``)
 
     @property
     def fits(self) -> bool:
@@ -68,11 +79,32 @@ class HintCapacity:
         """One line for an operator (no ``warning:`` prefix); '' when the capacity holds it."""
         if self.fits:
             return ""
+        counted = f" at {self.profile}" if self.profile else ""
         return (f"{self.model} at {rps_text(self.rate_rps)} rps needs {self.replicas_needed} "
                 f"replicas on {self.gpus_needed} {self.product} GPUs, but {self.limit} holds at "
                 f"most {self.capacity_replicas} replicas on {self.capacity_gpus} GPUs "
-                f"({rps_text(self.capacity_rps)} rps); the hint is stored and the loop will scale "
-                "the model as far as that allows")
+                f"({rps_text(round(self.capacity_rps, 1))} rps{counted}); the hint is stored "
+                "and the loop will scale the model as far as that allows")
+
+
+def sizing_profile(shape: ReplicaShape, recorded: ProfileCorrection | None,
+                   corrects: bool) -> tuple[ReplicaShape, str]:
+    """``shape`` with the per-replica rate the loop sizes it with, and the words saying which:
+    with correction on (``corrects``), the profile the last tick corrected (``recorded``, the
+    model's correction of the newest tick with profiles: each tick starts from it), as a
+    factor of the offline one (the shape's own, for the pools counted); else the offline one."""
+    offline_rps = shape.per_replica_rps
+    offline = rps_text(round(offline_rps, 2))
+    if not corrects:
+        return shape, (f"{offline} rps per replica: the offline profile, "
+                       "autoscaling.profile_correction is off")
+    if recorded is None or not recorded.is_corrected:
+        return shape, (f"{offline} rps per replica: the offline profile, no tick has recorded "
+                       "a correction of it")
+    corrected_rps = offline_rps * recorded.factor
+    return replace(shape, per_replica_rps=corrected_rps), (
+        f"{rps_text(round(corrected_rps, 2))} rps per replica: the profile the last tick "
+        f"corrected online, {recorded.factor:.3g}x the offline {offline}")
 
 
 def gpus_for(shape: ReplicaShape, replicas: int) -> int:
@@ -133,6 +165,22 @@ def hint_capacity(model: str, rate_rps: float, shape: ReplicaShape, target_utili
     return HintCapacity(model, rate_rps, shape.product, needed, gpus_for(shape, needed),
                         replicas, gpus_for(shape, replicas),
                         replicas * shape.per_replica_rps * target_utilization, limit)
+
+
+@dataclass(frozen=True, slots=True)
+class HintCheck:
+    """What is said of a hint as it is added (``headroom hint add``, AddHint): whether the known
+    capacity holds it (None: no pools known, or the model no longer listed) and its model's
+    pause (None: not paused), which holds the replicas whatever the hint asks."""
+
+    capacity: HintCapacity | None = None
+    pause: ModelPause | None = None
+
+    def warnings(self) -> tuple[str, ...]:
+        """One line each (no ``warning:`` prefix): the capacity's, the pause's."""
+        return tuple(w for w in (None if self.capacity is None else self.capacity.warning(),
+                                 None if self.pause is None else self.pause.hint_warning())
+                     if w)
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +279,13 @@ class KnownCapacity:
     pools: tuple[PoolSpec, ...]
     budgets: Budgets
     target_utilization: float
+    corrects_profiles: bool = True  # autoscaling.profile_correction.enabled
 
-    def check(self, model: str, rate_rps: float, shape: ReplicaShape) -> HintCapacity:
-        return hint_capacity(model, rate_rps, shape, self.target_utilization, self.pools,
-                             self.budgets)
+    def check(self, model: str, rate_rps: float, shape: ReplicaShape,
+              recorded: ProfileCorrection | None = None) -> HintCapacity:
+        """``shape`` (its offline profile) as the loop sizes it (``sizing_profile``: with
+        ``recorded``, the model's profile the last tick recorded) against the pools and
+        budgets."""
+        sized, profile = sizing_profile(shape, recorded, self.corrects_profiles)
+        return replace(hint_capacity(model, rate_rps, sized, self.target_utilization,
+                                     self.pools, self.budgets), profile=profile)

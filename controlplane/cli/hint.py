@@ -15,8 +15,7 @@ from rich.table import Table
 
 from controlplane.adapters.clock import WallClock
 from controlplane.autoscaling.from_settings import known_capacity
-from controlplane.autoscaling.hint_capacity import HintCapacity
-from controlplane.autoscaling.live import replica_shape
+from controlplane.autoscaling.hint_capacity import HintCheck
 from controlplane.cli.demo_store import settings_with_db
 from controlplane.cli.numbers import float_option
 from controlplane.cli.status_view import HINT_COLUMNS, hint_cells, hint_line
@@ -27,6 +26,7 @@ from controlplane.domain.hints import MAX_HINT_RPS, DemandHint, HintError, new_h
 from controlplane.domain.store_clock import StoreNow
 from controlplane.domain.timestamps import utc_text
 from controlplane.fleet_lease import FLEET_LEASE
+from controlplane.hint_checks import hint_checker
 from controlplane.store import Store
 from controlplane.store.hints import SqlDemandHints
 from controlplane.store.store_clock import read_store_now
@@ -61,8 +61,11 @@ def add(
     Adding a hint that is already stored and not ended (same model, --rps, window and \
 --reason; without --start, one that has started) prints that hint, not a second copy. \
 With --config, a hint over what its pools and GPU budgets can ever hold for MODEL is \
-stored all the same, with a warning: line naming the limit."""
-    def work(store: Store) -> tuple[DemandHint, HintCapacity | None]:
+stored all the same, with a warning: line naming the limit, counted on the throughput per \
+replica the loop sizes with (the profile the last tick corrected, with \
+autoscaling.profile_correction on). A hint on a paused model is stored with a warning: line \
+saying the pause holds until `headroom models resume`."""
+    def work(store: Store) -> tuple[DemandHint, HintCheck]:
         now = read_store_now(store.engine, FLEET_LEASE, WallClock().now())
         start_at = parse_utc(start, "--start") if start is not None else now.at
         end_at = parse_utc(end, "--end")
@@ -78,16 +81,15 @@ stored all the same, with a warning: line naming the limit."""
             raise InputError(f"{named}{error}") from None
         added_ = SqlDemandHints(store.engine).add_hint(hint_, now.at, starts_now=start is None)
         # only --config names the fleet's pools and budgets (serve's settings); without it
-        # the settings' pools are the defaults, no fleet's: nothing is checked or said
+        # the settings' pools are the defaults, no fleet's: no capacity is checked or said
+        # (a pause is the store's: said either way)
         known = None if config is None else known_capacity(settings_with_db(config, db))
-        capacity = None if known is None else known.check(
-            model, rps, replica_shape(specs[model], known.pools))
-        return added_, capacity
+        return added_, hint_checker(store, known)(hint_)
 
-    added, capacity = with_existing_store(config, db, work)
+    added, check = with_existing_store(config, db, work)
     out.print(hint_line(added), markup=False, highlight=False, soft_wrap=True)
-    if capacity is not None and not capacity.fits:
-        print_warning(f"hint {added.hint_id}: {capacity.warning()}")
+    for warning in check.warnings():
+        print_warning(f"hint {added.hint_id}: {warning}")
 
 
 @app.command("list")

@@ -37,6 +37,13 @@ class ModelPause:
         return ("its current replicas" if self.replicas is None
                 else f"{self.replicas} replica(s)")
 
+    def hint_warning(self) -> str:
+        """A demand hint added on the paused model, for an operator (no ``warning:`` prefix):
+        the hint is stored, but the pause wins until the model is resumed."""
+        return (f"{self.model} is {self.reason()}, held at {self.held_text()}: the pause holds "
+                f"until `headroom models resume {self.model}`; the loop sizes the model for the "
+                "hint only then")
+
     def reason(self) -> str:
         """The replica target's reason: ``paused since <UTC time> by <who>``."""
         since = self.paused_at.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -5,10 +5,15 @@ announced rate."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime
+
 import pytest
 
 from controlplane.autoscaling.core import Budgets
 from controlplane.autoscaling.hint_capacity import (
+    HintCheck,
+    KnownCapacity,
     capped_hints,
     hint_capacity,
     with_capped_reasons,
@@ -16,6 +21,8 @@ from controlplane.autoscaling.hint_capacity import (
 from controlplane.autoscaling.sizing import ModelRequest, ReplicaShape
 from controlplane.domain.demand import Demand
 from controlplane.domain.desired import PoolSpec
+from controlplane.domain.pause import ModelPause
+from controlplane.domain.profile import ProfileCorrection
 
 CHAT = ReplicaShape("chat", "acme", "A100-80GB", 3 / 7, 40.0)  # 2 replicas to a GPU
 A100 = PoolSpec("a100-80gb", "A100-80GB", 8, 0, 8, 5.12)  # 64 GPUs at max_nodes
@@ -77,6 +84,53 @@ def test_a_model_whose_product_no_pool_runs_can_hold_nothing() -> None:
 def test_a_target_utilization_out_of_range_is_refused() -> None:
     with pytest.raises(ValueError, match="target_utilization"):
         hint_capacity("chat", 10.0, CHAT, 0.0, (A100,), Budgets())
+
+
+#: ten A100s of acme's budget: 20 chat replicas (40 rps offline, 2 to a GPU)
+ACME_10 = KnownCapacity((A100,), Budgets(tenant_gpus=(("acme", 10.0),)), 0.8)
+#: what the last tick recorded for chat: corrected to 0.6 x its offline 40 rps
+CHAT_AT_24 = ProfileCorrection("chat", 40.0, 24.0, 0.6, 31, "over_slo: 31 of 120 samples")
+
+
+def test_a_hint_is_counted_on_the_profile_the_last_tick_corrected_and_the_warning_says_so(
+        ) -> None:
+    found = ACME_10.check("chat", 600.0, CHAT, CHAT_AT_24)
+    # 600 / 0.8 / 24 = 31.25: 32 replicas; offline, 600 / 0.8 / 40 = 18.75: 19, which fit
+    assert (found.fits, found.replicas_needed, found.capacity_replicas) == (False, 32, 20)
+    assert found.capacity_rps == 20 * 24.0 * 0.8  # 384 rps, not the offline 640
+    assert found.warning() == (
+        "chat at 600 rps needs 32 replicas on 16 A100-80GB GPUs, but tenant_gpu_budget:acme "
+        "holds at most 20 replicas on 10 GPUs (384 rps at 24 rps per replica: the profile the "
+        "last tick corrected online, 0.6x the offline 40); the hint is stored and the loop "
+        "will scale the model as far as that allows")
+
+
+def test_a_hint_is_counted_offline_when_no_correction_is_recorded_or_correction_is_off(
+        ) -> None:
+    for known, recorded, why in (
+            (ACME_10, None, "no tick has recorded a correction of it"),
+            (ACME_10, ProfileCorrection("chat", 40.0, 40.0, 1.0, 0, "too_few_samples"),
+             "no tick has recorded a correction of it"),
+            (replace(ACME_10, corrects_profiles=False), CHAT_AT_24,
+             "autoscaling.profile_correction is off")):
+        found = known.check("chat", 700.0, CHAT, recorded)
+        assert (found.replicas_needed, found.capacity_rps) == (22, 640.0)  # 700 / 0.8 / 40
+        assert found.profile == f"40 rps per replica: the offline profile, {why}"
+        assert found.warning().endswith(f"(640 rps at 40 rps per replica: the offline profile, "
+                                        f"{why}); the hint is stored and the loop will scale "
+                                        "the model as far as that allows")
+
+
+def test_a_hint_on_a_paused_model_warns_that_the_pause_holds_whatever_the_capacity() -> None:
+    pause = ModelPause("chat", 3, datetime(2026, 12, 3, 9, tzinfo=UTC), "ops")
+    held = ACME_10.check("chat", 100.0, CHAT)
+    assert HintCheck(held).warnings() == ()
+    assert HintCheck(held, pause).warnings() == (
+        "chat is paused since 2026-12-03T09:00:00Z by ops, held at 3 replica(s): the pause "
+        "holds until `headroom models resume chat`; the loop sizes the model for the hint only "
+        "then",)
+    assert HintCheck(None, replace(pause, replicas=None)).warnings()[0].startswith(
+        "chat is paused since 2026-12-03T09:00:00Z by ops, held at its current replicas: ")
 
 
 def _demand(model: str, reason: str) -> Demand:

@@ -16,6 +16,8 @@ from clihelpers import HEADROOM, _env
 from controlplane.adapters.clock import WallClock
 from controlplane.domain.hints import DemandHint
 from controlplane.domain.lease import LeaseRecord
+from controlplane.domain.profile import ProfileCorrection
+from controlplane.domain.tick import TickReport
 from controlplane.domain.timestamps import utc_text
 from controlplane.fleet_lease import FLEET_LEASE
 from controlplane.runtime import SimRuntime
@@ -24,6 +26,7 @@ from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store, downgrade
 from controlplane.store.hints import SqlDemandHints
 from controlplane.store.lease import SqlLeaseStore
+from controlplane.store.pauses import SqlModelPauses
 
 CHAT = "llama-3-8b-chat"
 
@@ -208,7 +211,8 @@ def test_a_hint_over_what_the_configured_pool_can_ever_hold_is_stored_with_one_w
     assert added.stdout.startswith(f"hint 1: {CHAT} >= 2000 rps from ")
     assert added.stderr == (
         f"warning: hint 1: {CHAT} at 2000 rps needs 63 replicas on 32 A100-80GB GPUs, but "
-        "pool_max_nodes:a100-80gb holds at most 32 replicas on 16 GPUs (1024 rps); the hint is "
+        "pool_max_nodes:a100-80gb holds at most 32 replicas on 16 GPUs (1024 rps at 40 rps per "
+        "replica: the offline profile, no tick has recorded a correction of it); the hint is "
         "stored and the loop will scale the model as far as that allows\n")
     stored = SqlDemandHints(Store.open(f"sqlite:///{db}").engine).hints()
     assert [(h.model, h.rate_rps) for h in stored] == [(CHAT, 2000.0)]
@@ -223,6 +227,49 @@ def test_a_hint_the_configured_pool_holds_or_one_added_without_config_says_nothi
     unchecked = _hint(db, "add", CHAT, "--rps", "9999999", "--end", _later(2))
     assert (unchecked.returncode, unchecked.stderr) == (0, "")
     assert len(SqlDemandHints(Store.open(f"sqlite:///{db}").engine).hints()) == 2
+
+
+def test_a_hint_is_checked_on_the_profile_the_last_tick_corrected_as_the_loop_sizes_with(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    now = WallClock().now()
+    runtime = SimRuntime.open(load_settings(db={"url": url}, sim={"history_s": 3600}),
+                              Store.open(url, migrate=True), now)
+    reports: list[TickReport] = []
+    runtime.on_tick = lambda report, _saved: reports.append(report)
+    runtime.advance(30)
+    halved = ProfileCorrection(CHAT, 40.0, 20.0, 0.5, 31, "over_slo: 31 of 120 samples")
+    runtime.store.save_tick(replace(reports[-1], profiles=(halved,)))  # the newest tick's
+    config = _config(tmp_path, max_nodes=2)
+    # offline, 1000 rps fit: 1000 / 0.8 / 40 = 31.25, 32 replicas (before: no warning); the
+    # loop sizes 20 rps per replica: 63 needed
+    added = _hint(tmp_path / "store.db", "add", CHAT, "--rps", "1000", "--end", _later(2),
+                  "--config", str(config))
+    assert added.returncode == 0, added.stderr
+    assert added.stderr == (
+        f"warning: hint 1: {CHAT} at 1000 rps needs 63 replicas on 32 A100-80GB GPUs, but "
+        "pool_max_nodes:a100-80gb holds at most 32 replicas on 16 GPUs (512 rps at 20 rps per "
+        "replica: the profile the last tick corrected online, 0.5x the offline 40); the hint is "
+        "stored and the loop will scale the model as far as that allows\n")
+    off = tmp_path / "off.yaml"
+    off.write_text(config.read_text() + "autoscaling: {profile_correction: {enabled: false}}\n")
+    offline = _hint(tmp_path / "store.db", "add", CHAT, "--rps", "1000", "--end", _later(3),
+                    "--config", str(off))
+    assert (offline.returncode, offline.stderr) == (0, "")  # the loop would size it offline
+
+
+def test_a_hint_on_a_paused_model_is_stored_with_a_warning_that_the_pause_holds(
+        db: Path) -> None:
+    now = WallClock().now()
+    assert SqlModelPauses(Store.open(f"sqlite:///{db}").engine).pause(CHAT, 3, now, "ops")
+    added = _hint(db, "add", CHAT, "--rps", "600", "--end", _later(2))  # no --config: said
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.startswith(f"hint 1: {CHAT} >= 600 rps from ")
+    assert added.stderr == (
+        f"warning: hint 1: {CHAT} is paused since {now:%Y-%m-%dT%H:%M:%SZ} by ops, held at 3 "
+        f"replica(s): the pause holds until `headroom models resume {CHAT}`; the loop sizes "
+        "the model for the hint only then\n")
+    assert len(SqlDemandHints(Store.open(f"sqlite:///{db}").engine).hints()) == 1
 
 
 def test_status_says_a_hint_the_pool_cannot_hold_was_capped_served_of_announced(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from sqlalchemy import create_engine, text
+from tick_builders import sample_tick_report
 
 from controlplane.adapters.keda import KedaScalerServicer, keda_registrar
 from controlplane.autoscaling.core import Budgets
@@ -21,6 +23,7 @@ from controlplane.autoscaling.hint_capacity import KnownCapacity
 from controlplane.cli.placement import _kept_in_store
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.lease import LeaseRecord
+from controlplane.domain.profile import ProfileCorrection
 from controlplane.domain.timestamps import utc_text
 from controlplane.fleet_lease import FLEET_LEASE
 from controlplane.runtime import SimRuntime, hints_api
@@ -30,6 +33,7 @@ from controlplane.sim.clock import VirtualClock
 from controlplane.store import Store
 from controlplane.store.hints import SqlDemandHints, remove_model_and_hints
 from controlplane.store.lease import SqlLeaseStore
+from controlplane.store.pauses import SqlModelPauses
 from protos.headroom.v1 import hints_pb2 as pb
 from protos.headroom.v1 import hints_pb2_grpc as pb_grpc
 from scheduler.security import TransportSecurity
@@ -298,7 +302,8 @@ def test_an_add_over_the_known_capacity_is_stored_and_its_reply_says_what_it_nee
     assert over.id > 0 and over.HasField("capacity_rps") and over.capacity_rps == 1024.0
     assert over.capacity_warning == (
         f"{CHAT} at 2000 rps needs 63 replicas on 32 A100-80GB GPUs, but "
-        "pool_max_nodes:a100-80gb holds at most 32 replicas on 16 GPUs (1024 rps); the hint is "
+        "pool_max_nodes:a100-80gb holds at most 32 replicas on 16 GPUs (1024 rps at 40 rps per "
+        "replica: the offline profile, no tick has recorded a correction of it); the hint is "
         "stored and the loop will scale the model as far as that allows")
     held = stub.AddHint(pb.AddHintRequest(model=CHAT, rate_rps=1000.0, end_unix_s=_s(60)))
     assert (held.capacity_rps, held.capacity_warning) == (1024.0, "")
@@ -307,6 +312,37 @@ def test_an_add_over_the_known_capacity_is_stored_and_its_reply_says_what_it_nee
     listed = stub.ListHints(pb.ListHintsRequest()).hints  # AddHint's reply only
     assert [h.HasField("capacity_rps") or h.capacity_warning != "" for h in listed] == [
         False, False]
+
+
+def test_an_add_is_counted_on_the_profile_the_last_tick_corrected_as_the_loop_sizes_with(
+        checked: Api) -> None:
+    stub, store, _ = checked
+    halved = ProfileCorrection(CHAT, 40.0, 20.0, 0.5, 31, "over_slo: 31 of 120 samples")
+    store.save_tick(replace(sample_tick_report(), profiles=(halved,)))
+    added = stub.AddHint(pb.AddHintRequest(model=CHAT, rate_rps=1000.0, end_unix_s=_s(60)))
+    # the offline 40 rps per replica hold it (32 replicas, 1024 rps: before, no warning); the
+    # loop sizes 20 rps per replica: 63 replicas needed, 32 held for 512 rps
+    assert added.capacity_rps == 512.0
+    assert added.capacity_warning == (
+        f"{CHAT} at 1000 rps needs 63 replicas on 32 A100-80GB GPUs, but "
+        "pool_max_nodes:a100-80gb holds at most 32 replicas on 16 GPUs (512 rps at 20 rps per "
+        "replica: the profile the last tick corrected online, 0.5x the offline 40); the hint is "
+        "stored and the loop will scale the model as far as that allows")
+
+
+def test_an_add_on_a_paused_model_is_stored_and_its_reply_says_the_pause_holds_until_resumed(
+        api: Api) -> None:
+    stub, store, _ = api  # a server that knows no pools: the pause is the store's
+    assert SqlModelPauses(store.engine).pause(CHAT, 3, T0, "ops")
+    paused = stub.AddHint(pb.AddHintRequest(model=CHAT, rate_rps=600.0, end_unix_s=_s(60)))
+    assert paused.id > 0 and paused.pause_warning == (
+        f"{CHAT} is paused since 2026-01-05T12:00:00Z by ops, held at 3 replica(s): the pause "
+        f"holds until `headroom models resume {CHAT}`; the loop sizes the model for the hint "
+        "only then")
+    assert not paused.HasField("capacity_rps") and paused.capacity_warning == ""
+    other = stub.AddHint(pb.AddHintRequest(model=VISION, rate_rps=300.0, end_unix_s=_s(60)))
+    assert other.pause_warning == ""
+    assert [h.pause_warning for h in stub.ListHints(pb.ListHintsRequest()).hints] == ["", ""]
 
 
 def test_a_server_that_knows_no_pools_leaves_the_capacity_fields_unset(api: Api) -> None:

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eprotos/headroom/v1/hints.proto\x12\x0bheadroom.v1\"\xe5\x01\n\nDemandHint\x12\n\n\x02id\x18\x01 \x01(\x03\x12\r\n\x05model\x18\x02 \x01(\t\x12\x10\n\x08rate_rps\x18\x03 \x01(\x01\x12\x14\n\x0cstart_unix_s\x18\x04 \x01(\x01\x12\x12\n\nend_unix_s\x18\x05 \x01(\x01\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x19\n\x0c\x63\x61pacity_rps\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12\x18\n\x10\x63\x61pacity_warning\x18\x08 \x01(\t\x12\x19\n\x0cmodel_listed\x18\t \x01(\x08H\x01\x88\x01\x01\x42\x0f\n\r_capacity_rpsB\x0f\n\r_model_listed\"k\n\x0e\x41\x64\x64HintRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x10\n\x08rate_rps\x18\x02 \x01(\x01\x12\x14\n\x0cstart_unix_s\x18\x03 \x01(\x01\x12\x12\n\nend_unix_s\x18\x04 \x01(\x01\x12\x0e\n\x06reason\x18\x05 \x01(\t\"8\n\x10ListHintsRequest\x12\x15\n\rinclude_ended\x18\x01 \x01(\x08\x12\r\n\x05model\x18\x02 \x01(\t\";\n\x11ListHintsResponse\x12&\n\x05hints\x18\x01 \x03(\x0b\x32\x17.headroom.v1.DemandHint\"\x1f\n\x11RemoveHintRequest\x12\n\n\x02id\x18\x01 \x01(\x03\x32\xe1\x01\n\x0b\x44\x65mandHints\x12?\n\x07\x41\x64\x64Hint\x12\x1b.headroom.v1.AddHintRequest\x1a\x17.headroom.v1.DemandHint\x12J\n\tListHints\x12\x1d.headroom.v1.ListHintsRequest\x1a\x1e.headroom.v1.ListHintsResponse\x12\x45\n\nRemoveHint\x12\x1e.headroom.v1.RemoveHintRequest\x1a\x17.headroom.v1.DemandHintb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eprotos/headroom/v1/hints.proto\x12\x0bheadroom.v1\"\xfc\x01\n\nDemandHint\x12\n\n\x02id\x18\x01 \x01(\x03\x12\r\n\x05model\x18\x02 \x01(\t\x12\x10\n\x08rate_rps\x18\x03 \x01(\x01\x12\x14\n\x0cstart_unix_s\x18\x04 \x01(\x01\x12\x12\n\nend_unix_s\x18\x05 \x01(\x01\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x19\n\x0c\x63\x61pacity_rps\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12\x18\n\x10\x63\x61pacity_warning\x18\x08 \x01(\t\x12\x19\n\x0cmodel_listed\x18\t \x01(\x08H\x01\x88\x01\x01\x12\x15\n\rpause_warning\x18\n \x01(\tB\x0f\n\r_capacity_rpsB\x0f\n\r_model_listed\"k\n\x0e\x41\x64\x64HintRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x10\n\x08rate_rps\x18\x02 \x01(\x01\x12\x14\n\x0cstart_unix_s\x18\x03 \x01(\x01\x12\x12\n\nend_unix_s\x18\x04 \x01(\x01\x12\x0e\n\x06reason\x18\x05 \x01(\t\"8\n\x10ListHintsRequest\x12\x15\n\rinclude_ended\x18\x01 \x01(\x08\x12\r\n\x05model\x18\x02 \x01(\t\";\n\x11ListHintsResponse\x12&\n\x05hints\x18\x01 \x03(\x0b\x32\x17.headroom.v1.DemandHint\"\x1f\n\x11RemoveHintRequest\x12\n\n\x02id\x18\x01 \x01(\x03\x32\xe1\x01\n\x0b\x44\x65mandHints\x12?\n\x07\x41\x64\x64Hint\x12\x1b.headroom.v1.AddHintRequest\x1a\x17.headroom.v1.DemandHint\x12J\n\tListHints\x12\x1d.headroom.v1.ListHintsRequest\x1a\x1e.headroom.v1.ListHintsResponse\x12\x45\n\nRemoveHint\x12\x1e.headroom.v1.RemoveHintRequest\x1a\x17.headroom.v1.DemandHintb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,15 +32,15 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'protos.headroom.v1.hints_pb
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_DEMANDHINT']._serialized_start=48
-  _globals['_DEMANDHINT']._serialized_end=277
-  _globals['_ADDHINTREQUEST']._serialized_start=279
-  _globals['_ADDHINTREQUEST']._serialized_end=386
-  _globals['_LISTHINTSREQUEST']._serialized_start=388
-  _globals['_LISTHINTSREQUEST']._serialized_end=444
-  _globals['_LISTHINTSRESPONSE']._serialized_start=446
-  _globals['_LISTHINTSRESPONSE']._serialized_end=505
-  _globals['_REMOVEHINTREQUEST']._serialized_start=507
-  _globals['_REMOVEHINTREQUEST']._serialized_end=538
-  _globals['_DEMANDHINTS']._serialized_start=541
-  _globals['_DEMANDHINTS']._serialized_end=766
+  _globals['_DEMANDHINT']._serialized_end=300
+  _globals['_ADDHINTREQUEST']._serialized_start=302
+  _globals['_ADDHINTREQUEST']._serialized_end=409
+  _globals['_LISTHINTSREQUEST']._serialized_start=411
+  _globals['_LISTHINTSREQUEST']._serialized_end=467
+  _globals['_LISTHINTSRESPONSE']._serialized_start=469
+  _globals['_LISTHINTSRESPONSE']._serialized_end=528
+  _globals['_REMOVEHINTREQUEST']._serialized_start=530
+  _globals['_REMOVEHINTREQUEST']._serialized_end=561
+  _globals['_DEMANDHINTS']._serialized_start=564
+  _globals['_DEMANDHINTS']._serialized_end=789
 # @@protoc_insertion_point(module_scope)

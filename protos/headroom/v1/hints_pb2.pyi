@@ -38,6 +38,7 @@ class DemandHint(_message.Message):
     CAPACITY_RPS_FIELD_NUMBER: _builtins.int
     CAPACITY_WARNING_FIELD_NUMBER: _builtins.int
     MODEL_LISTED_FIELD_NUMBER: _builtins.int
+    PAUSE_WARNING_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     model: _builtins.str
     rate_rps: _builtins.float
@@ -49,10 +50,13 @@ class DemandHint(_message.Message):
     knows (its settings' node pools at max_nodes and GPU budgets; `headroom serve`, `headroom
     demo`, `placement serve --config`) holds the hint, for its model alone. capacity_rps: the
     rate the most replicas it holds are sized for at reconcile.target_utilization (unset: the
-    server knows no pools, e.g. `placement serve --db` without --config); capacity_warning: ""
-    when it holds the hint, else one line naming the model, the rate, the replicas and GPUs
-    needed and the binding limit (pool_max_nodes:<pool>, tenant_gpu_budget:<tenant>,
-    cluster_gpu_budget). The hint is stored either way: the loop scales as far as it can.
+    server knows no pools, e.g. `placement serve --db` without --config), on the throughput per
+    replica the loop sizes with: with autoscaling.profile_correction on, the profile the newest
+    tick recorded, corrected online; else the offline one. capacity_warning: "" when it holds
+    the hint, else one line naming the model, the rate, the replicas and GPUs needed, the
+    binding limit (pool_max_nodes:<pool>, tenant_gpu_budget:<tenant>, cluster_gpu_budget) and
+    the throughput per replica counted on and its source. The hint is stored either way: the
+    loop scales as far as it can.
     """
     capacity_warning: _builtins.str
     model_listed: _builtins.bool
@@ -60,6 +64,12 @@ class DemandHint(_message.Message):
     true, it refuses a model not listed). false: the model was removed with its hints kept
     (`headroom models remove --keep-hints`); the hint floors nothing until `headroom models
     import` lists the model again, or RemoveHint withdraws it. Unset: a server older than it.
+    """
+    pause_warning: _builtins.str
+    """AddHint's reply only: "" unless the hint's model is paused (`headroom models pause`), else
+    one line naming the replicas the pause holds and who paused it when. The hint is stored, but
+    the pause holds the model until `headroom models resume`; the loop sizes it for the hint
+    only then. Set by every server, whether it knows pools or not.
     """
     def __init__(
         self,
@@ -73,10 +83,11 @@ class DemandHint(_message.Message):
         capacity_rps: _builtins.float | None = ...,
         capacity_warning: _builtins.str = ...,
         model_listed: _builtins.bool | None = ...,
+        pause_warning: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_capacity_rps", b"_capacity_rps", "_model_listed", b"_model_listed", "capacity_rps", b"capacity_rps", "model_listed", b"model_listed"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_capacity_rps", b"_capacity_rps", "_model_listed", b"_model_listed", "capacity_rps", b"capacity_rps", "capacity_warning", b"capacity_warning", "end_unix_s", b"end_unix_s", "id", b"id", "model", b"model", "model_listed", b"model_listed", "rate_rps", b"rate_rps", "reason", b"reason", "start_unix_s", b"start_unix_s"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_capacity_rps", b"_capacity_rps", "_model_listed", b"_model_listed", "capacity_rps", b"capacity_rps", "capacity_warning", b"capacity_warning", "end_unix_s", b"end_unix_s", "id", b"id", "model", b"model", "model_listed", b"model_listed", "pause_warning", b"pause_warning", "rate_rps", b"rate_rps", "reason", b"reason", "start_unix_s", b"start_unix_s"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__capacity_rps: _TypeAlias = _typing.Literal["capacity_rps"]  # noqa: Y015
     _WhichOneofArgType__capacity_rps: _TypeAlias = _typing.Literal["_capacity_rps", b"_capacity_rps"]  # noqa: Y015
