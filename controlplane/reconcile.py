@@ -48,7 +48,7 @@ from controlplane.domain.model_replicas import model_replicas
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.node_plan import NodeConfigLimits, node_config_plan
 from controlplane.domain.observed import ObservedState
-from controlplane.domain.pause import held
+from controlplane.domain.pause import held, paused_hint_notes
 from controlplane.domain.placement import FleetPlacement
 from controlplane.domain.plan import Plan
 from controlplane.domain.planner import held_for_surges, made
@@ -270,7 +270,8 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
                    accuracy=tuple(a for a in accuracy(deps.ledger.issued_since(since_at), since_at)
                                   if a.model in {m.name for m in config.specs}),
                    notes=(*(c.note() for c in capped), *(h.note() for h in budget_holds(
-                       sizing, config.budgets, frozenset(c.model for c in capped))), *unplaced),
+                       sizing, config.budgets, frozenset(c.model for c in capped))),
+                       *paused_hint_notes(pauses, observed, hinted.floors), *unplaced),
                    replicas=model_replicas(decision.desired, decision.warm_replicas(),
                                            config.specs, pauses))
 

@@ -289,11 +289,16 @@ def _forecast_cells(point: ForecastPoint | None, floor_rps: float | None) -> tup
     return cell(point.p50_rps, floored[0]), cell(point.p90_rps, floored[1])
 
 
-def hint_floor_line(model: str, point: ForecastPoint, floor_rps: float) -> str:
-    """Under the models table: a hint raised the model's forecast, and what the forecaster said."""
+def hint_floor_line(model: str, point: ForecastPoint, floor_rps: float,
+                    pause: ModelPause | None = None) -> str:
+    """Under the models table: a hint raised the model's forecast, what the forecaster said,
+    and whether the loop sizes from the floor or a pause holds the model whatever it says."""
+    sized = ("the loop sizes from the floor" if pause is None else
+             f"the pause overrides it: the model stays at {pause.held_text()} until "
+             f"`headroom models resume {model}`")
     return (f"{model}: {HINTED_MARK} a demand hint floors the forecast at {rps_text(floor_rps)} "
-            f"rps (the forecaster's p50 {_num(point.p50_rps)}, p90 {_num(point.p90_rps)}); the "
-            "loop sizes from the floor (headroom hint list)")
+            f"rps (the forecaster's p50 {_num(point.p50_rps)}, p90 {_num(point.p90_rps)}); "
+            f"{sized} (headroom hint list)")
 
 
 #: a row name (the first column) up to this long is never broken
@@ -366,8 +371,8 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
         if m.pause is not None:
             console.print(paused_line(m.pause), markup=False, highlight=False, soft_wrap=True)
         if m.forecast is not None and m.hint_floor_rps is not None:
-            console.print(hint_floor_line(m.name, m.forecast, m.hint_floor_rps), markup=False,
-                          highlight=False, soft_wrap=True)
+            console.print(hint_floor_line(m.name, m.forecast, m.hint_floor_rps, m.pause),
+                          markup=False, highlight=False, soft_wrap=True)
         if m.forecast is not None and m.forecast.notes:
             console.print(forecast_notes_line(m.name, m.forecast), markup=False,
                           highlight=False, soft_wrap=True)

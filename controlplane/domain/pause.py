@@ -4,10 +4,11 @@ its replicas are held, the autoscaler plans no change for it but reaching the he
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from controlplane.domain.hints import rps_text
 from controlplane.domain.observed import ObservedState
 
 PAUSED = "paused"
@@ -74,3 +75,13 @@ class PauseSet:
 def held(pauses: Sequence[ModelPause], observed: ObservedState) -> dict[str, tuple[int, str]]:
     """Model -> (replicas held, the replica target's reason) of each paused model."""
     return {p.model: (p.held_replicas(observed), p.reason()) for p in pauses}
+
+
+def paused_hint_notes(pauses: Sequence[ModelPause], observed: ObservedState,
+                      hint_rps: Mapping[str, float]) -> tuple[str, ...]:
+    """A tick's notes for the paused models a demand hint is in force on (``hint_rps``, by
+    model): the tick holds them at their pause whatever the hint announces."""
+    return tuple(f"demand hint on {p.model}: {rps_text(hint_rps[p.model])} rps announced, but "
+                 f"the model is {p.reason()}, held at {p.held_replicas(observed)} replica(s) "
+                 f"until `headroom models resume {p.model}`"
+                 for p in pauses if hint_rps.get(p.model, 0.0) > 0)

@@ -209,15 +209,17 @@ def profile_line(table: pd.DataFrame, model: str) -> str | None:
             f"{escape_markdown(str(r.profile_reason))}")
 
 
-def hint_caption(h: DemandHint, listed: bool) -> str:
+def hint_caption(h: DemandHint, listed: bool, paused: bool = False) -> str:
     """A demand hint in force or ahead, as the Models page's caption (markdown, its reason
     escaped); ``listed``: whether the models table lists its model. One it does not (``headroom
     models remove --keep-hints``) is marked " (model not listed)", as ``headroom hint list``
-    marks it: it floors nothing until ``headroom models import`` lists the model again."""
+    marks it: it floors nothing until ``headroom models import`` lists the model again. On a
+    ``paused`` model the pause overrides it, as ``headroom status`` says."""
     why = f" ({escape_markdown(h.reason)})" if h.reason else ""
-    effect = ("the loop sizes from the forecast floored by it" if listed else
-              "it floors nothing until headroom models import lists the model again (headroom "
-              f"hint remove {h.hint_id} withdraws it)")
+    effect = ("it floors nothing until headroom models import lists the model again (headroom "
+              f"hint remove {h.hint_id} withdraws it)" if not listed else
+              f"the pause overrides it until headroom models resume {escape_markdown(h.model)}"
+              if paused else "the loop sizes from the forecast floored by it")
     return (f"Demand hint {h.hint_id}{'' if listed else NOT_LISTED}: at least {h.rate_rps:,g} "
             f"rps from {h.start_at:%Y-%m-%d %H:%M} until {h.end_at:%Y-%m-%d %H:%M} UTC{why}; "
             f"{effect}")
@@ -281,7 +283,7 @@ def main() -> None:
     listed = model in set(q.models(url)["name"])
     for h in q.hints_in_force(url, until_at):
         if h.model == model:
-            st.caption(hint_caption(h, listed))
+            st.caption(hint_caption(h, listed, paused=held is not None))
     st.subheader(f"{escape_markdown(model)}: demand, capacity and the {lead_min}-minute-"
                  "ahead forecast band")
     st.altair_chart(demand_chart(actual, band, latest_path(forecasts)), width="stretch")

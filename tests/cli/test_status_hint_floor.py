@@ -9,15 +9,18 @@ from datetime import UTC, datetime, timedelta
 from clihelpers import headroom_status, status_json
 
 from controlplane.autoscaling.hints import status_floors
+from controlplane.cli.status_view import hint_floor_line
 from controlplane.domain.fleet_status import FleetStatus, ForecastPoint, ModelStatus, TickSummary
 from controlplane.domain.hints import DemandHint
 from controlplane.domain.lease import LeaseRecord
+from controlplane.domain.pause import ModelPause
 from controlplane.fleet_lease import FLEET_LEASE
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store
 from controlplane.store.hints import SqlDemandHints
 from controlplane.store.lease import SqlLeaseStore
+from controlplane.store.pauses import SqlModelPauses
 from controlplane.store.status_reader import read_fleet_status
 
 AT = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
@@ -101,3 +104,34 @@ def test_status_shows_the_hints_floor_in_the_forecast_cells_and_the_forecasters_
     assert f"{raised_p90:,.1f}*" in row  # p90 with it: the forecast's spread on top
     assert (f"{model.name}: * a demand hint floors the forecast at {rate_rps:g} rps"
             in " ".join(words.split()))
+
+
+def test_the_hint_line_of_a_paused_model_says_the_pause_overrides_the_floor() -> None:
+    pause = ModelPause("chat", 3, AT, "ops")
+    assert hint_floor_line("chat", POINT, 600.0).endswith(
+        "; the loop sizes from the floor (headroom hint list)")
+    assert hint_floor_line("chat", POINT, 600.0, pause) == (
+        "chat: * a demand hint floors the forecast at 600 rps (the forecaster's p50 140.0, p90 "
+        "150.0); the pause overrides it: the model stays at 3 replica(s) until `headroom models "
+        "resume chat` (headroom hint list)")
+
+
+def test_status_says_a_paused_models_pause_overrides_its_hints_floor(sqlite_url: str) -> None:
+    runtime = SimRuntime.open(load_settings(db={"url": sqlite_url}, sim={"history_s": 3600}),
+                              Store.open(sqlite_url, migrate=True), AT)
+    runtime.advance(120)
+    SqlLeaseStore(runtime.store.engine).create_lease(
+        FLEET_LEASE, LeaseRecord("demo", 15, AT, AT, 0, "1"))
+    status = read_fleet_status(runtime.store.engine, "store", FLEET_LEASE)
+    model = next(m for m in status.models if m.forecast is not None)
+    assert model.forecast is not None and status.last_tick is not None
+    tick_at = status.last_tick.started_at
+    rate_rps = round(10 * max(model.forecast.p50_rps, model.forecast.p90_rps) + 100.0, 1)
+    SqlDemandHints(runtime.store.engine).add_hint(
+        _hint(rate_rps, tick_at, tick_at + 6 * 60 * MINUTE, model.name), tick_at)
+    assert SqlModelPauses(runtime.store.engine).pause(model.name, 2, tick_at, "ops")
+    words = " ".join(headroom_status(sqlite_url).stdout.split())
+    assert (f"{model.name}: * a demand hint floors the forecast at {rate_rps:g} rps" in words)
+    assert (f"; the pause overrides it: the model stays at 2 replica(s) until `headroom models "
+            f"resume {model.name}` (headroom hint list)") in words  # before: "the loop sizes
+    # from the floor", under the line saying the model is held

@@ -19,6 +19,7 @@ from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store
 from controlplane.store.hints import SqlDemandHints
+from controlplane.store.pauses import SqlModelPauses
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 CHAT = "llama-3-8b-chat"
@@ -126,3 +127,25 @@ def test_a_hint_beyond_what_the_pool_can_hold_is_capped_and_the_plan_says_served
                            r"for (\d+) rps: capped by pool_max_nodes:a100-80gb", n) for n in notes]
     found = [m for m in capped if m is not None]
     assert len(found) == 1 and int(found[0][2]) == int(found[0][1]) * 32  # 40 rps x 0.8
+
+
+def test_a_hint_on_a_paused_model_leaves_it_held_and_each_tick_notes_that_the_pause_wins(
+        sqlite_url: str) -> None:
+    """The hint floors the forecast, but the pause holds the model at its count; the tick's
+    record says so (before: nothing did, and status said the loop sized from the floor)."""
+    settings = load_settings(db={"url": sqlite_url},
+                             sim={"history_s": 3600, "start_warm": True,
+                                  "true_throughput_factor": {}})
+    store = Store.open(sqlite_url, migrate=True)
+    SqlDemandHints(store.engine).add_hint(DemandHint(
+        CHAT, ANNOUNCED_RPS, T0, T0 + timedelta(hours=1), "launch"), T0)
+    runtime = SimRuntime.open(settings, store, T0)  # lists the demo's models
+    assert SqlModelPauses(store.engine).pause(CHAT, 3, T0, "ops")
+    notes: list[str] = []
+    runtime.on_tick = lambda report, _saved: notes.__setitem__(slice(None),
+                                                               report.observed.notes)
+    runtime.advance(3 * 60)
+    assert runtime.cluster.snapshot().model(CHAT).replicas_target == 3  # type: ignore[union-attr]
+    assert (f"demand hint on {CHAT}: 600 rps announced, but the model is paused since "
+            f"2026-01-05T09:00:00Z by ops, held at 3 replica(s) until `headroom models resume "
+            f"{CHAT}`") in notes

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from contextlib import closing
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -22,10 +22,12 @@ from dashboard_support import (
     open_page,
 )
 
+from controlplane.domain.hints import DemandHint
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store
 from controlplane.store.engine import make_engine
+from controlplane.store.hints import SqlDemandHints
 from controlplane.store.pauses import SqlModelPauses
 
 BOUNDED = "llama-3-70b"
@@ -165,3 +167,22 @@ def test_a_model_a_tenant_budget_holds_short_shows_it_as_its_replica_reason_and_
     assert re.fullmatch(r"Held short at the newest tick: model mistral-7b-support: \d+ replicas "
                         r"sized for its demand, \d+ held: capped by tenant_gpu_budget:acme "
                         r"\(1 GPU\)", caption)
+
+
+def test_a_paused_models_demand_hint_says_the_pause_overrides_it_as_headroom_status_does(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = _with_bounds_and_a_pause(seeded, tmp_path)
+    hints = SqlDemandHints(make_engine(url))
+    window = (seeded.end_at - timedelta(hours=1), seeded.end_at + timedelta(hours=1))
+    for model in (PAUSED, BOUNDED):
+        hints.add_hint(DemandHint(model, 90.0, *window), seeded.end_at)
+    at = open_page(url, "views/models.py", monkeypatch)
+    shown = {}
+    for model in (PAUSED, BOUNDED):
+        at.selectbox[0].set_value(model).run()
+        assert not at.exception, [e.value for e in at.exception]
+        (shown[model],) = [as_shown(c.value) for c in at.caption
+                           if c.value.startswith("Demand hint")]
+    assert shown[PAUSED].endswith(  # before: "the loop sizes from the forecast floored by it"
+        f"; the pause overrides it until headroom models resume {PAUSED}")
+    assert shown[BOUNDED].endswith("; the loop sizes from the forecast floored by it")
