@@ -80,8 +80,16 @@ class Browser:
             self._stop_process()
             raise
         self._id = 0
+        self.width, self.height = width, height
         self.call("Page.enable")
         self.call("Runtime.enable")
+        self.reset_viewport()
+
+    def reset_viewport(self) -> None:
+        """Back to the window size the browser was started with (a screenshot stretches it)."""
+        self._set_viewport(self.width, self.height)
+
+    def _set_viewport(self, width: int, height: int) -> None:
         self.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
                   deviceScaleFactor=1, mobile=False)
 
@@ -131,8 +139,7 @@ class Browser:
         main = self.evaluate("(() => { const m = document.querySelector("
                              "'[data-testid=\"stMain\"]'); return m ? m.scrollHeight : 0; })()")
         height = max(height, int(main or 0), 800)
-        self.call("Emulation.setDeviceMetricsOverride", width=1440, height=min(height, 6000),
-                  deviceScaleFactor=1, mobile=False)
+        self._set_viewport(1440, min(height, 6000))
         time.sleep(0.5)
         shot = self.call("Page.captureScreenshot", format="png")
         path.write_bytes(base64.b64decode(shot["data"]))

@@ -67,28 +67,46 @@ def running_dashboard(store_url: str, cwd: Path) -> Iterator[str]:
         stop_group(process)
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Browser]:
-    chromium = Browser(tmp_path / "chromium-profile")
+@pytest.fixture(scope="module")
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    """One Chromium for the module (starting one takes about a second)."""
+    started = Browser(tmp_path_factory.mktemp("chromium") / "chromium-profile")
     try:
-        yield chromium
+        yield started
     finally:
-        chromium.close()
+        started.close()
+
+
+@pytest.fixture
+def browser(chromium: Browser) -> Browser:
+    """The module's Chromium as a fresh one would be: its window size as started (a screenshot
+    stretches it); every ``Browser.open`` starts from a blank page, so no page of an earlier
+    test lingers."""
+    chromium.reset_viewport()
+    return chromium
+
+
+@pytest.fixture(scope="module")
+def seeded_dashboard(seeded_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One `headroom dashboard` over the shared seeded store for the tests that only read it
+    (a Streamlit start takes seconds); each browser visit is a new Streamlit session."""
+    with running_dashboard(seeded_url, tmp_path_factory.mktemp("seeded-dashboard")) as url:
+        yield url
 
 
 def test_every_page_of_headroom_dashboard_renders_without_an_exception(
-        seeded_url: str, tmp_path: Path, browser: Browser) -> None:
+        seeded_dashboard: str, tmp_path: Path, browser: Browser) -> None:
     shots = tmp_path / "screenshots"
     shots.mkdir()
-    with running_dashboard(seeded_url, tmp_path) as url:
-        for slug, title in PAGES:
-            browser.open(f"{url}/{slug}")
-            assert browser.wait_for(RENDERED % title, timeout_s=60), f"{title} never rendered"
-            assert browser.wait_for(CHARTS_DRAWN, timeout_s=20), f"{title}: charts not drawn"
-            problems = browser.evaluate(PROBLEMS)
-            browser.screenshot(shots / f"{slug or 'root'}.png")
-            assert problems == {"exceptions": 0, "deployButton": False, "traceback": False,
-                                "notFound": False, "errors": []}, f"{title}: {problems}"
+    url = seeded_dashboard
+    for slug, title in PAGES:
+        browser.open(f"{url}/{slug}")
+        assert browser.wait_for(RENDERED % title, timeout_s=60), f"{title} never rendered"
+        assert browser.wait_for(CHARTS_DRAWN, timeout_s=20), f"{title}: charts not drawn"
+        problems = browser.evaluate(PROBLEMS)
+        browser.screenshot(shots / f"{slug or 'root'}.png")
+        assert problems == {"exceptions": 0, "deployButton": False, "traceback": False,
+                            "notFound": False, "errors": []}, f"{title}: {problems}"
     saved = sorted(p.name for p in shots.glob("*.png"))
     assert saved == sorted(f"{slug or 'root'}.png" for slug, _ in PAGES)
     assert all((shots / name).stat().st_size > 10_000 for name in saved)
@@ -96,15 +114,14 @@ def test_every_page_of_headroom_dashboard_renders_without_an_exception(
 
 
 def test_the_overview_tables_fit_their_column_of_a_1440_pixel_page(
-        seeded_url: str, tmp_path: Path, browser: Browser) -> None:
+        seeded_dashboard: str, tmp_path: Path, browser: Browser) -> None:
     """GPUs by product and SLO status sit in the right column beside the charts: an operator reads
     every column without scrolling sideways (short headers, units in each header's help)."""
-    with running_dashboard(seeded_url, tmp_path) as url:
-        browser.open(url)
-        assert browser.wait_for(RENDERED % "Overview", timeout_s=60), "Overview never rendered"
-        assert browser.wait_for(f"{SIDEWAYS}.length === 2", timeout_s=20), "no two tables drawn"
-        widths = browser.evaluate(SIDEWAYS)
-        browser.screenshot(tmp_path / "overview.png")
+    browser.open(seeded_dashboard)
+    assert browser.wait_for(RENDERED % "Overview", timeout_s=60), "Overview never rendered"
+    assert browser.wait_for(f"{SIDEWAYS}.length === 2", timeout_s=20), "no two tables drawn"
+    widths = browser.evaluate(SIDEWAYS)
+    browser.screenshot(tmp_path / "overview.png")
     assert len(widths) == 2, widths
     assert all(scrolled <= shown for scrolled, shown in widths), widths
 
