@@ -5,7 +5,9 @@ recommendation seen during the stabilization window (Kubernetes HPA's scale-down
 limited to ``max_step`` too. A scale-down also needs recommendations covering the whole window: a
 target whose memory starts inside it (a new process or store, a new target) holds its scale-downs
 until the window has passed, so the lower target has held for the window, not only since the
-first tick. Budgets clamp the result. Optional guards, all off by default:
+first tick. A recommendation dated after ``now`` (the clock stepped back) counts as made
+``now``: it holds scale-downs one window, not for as long as the step. Budgets clamp the
+result. Optional guards, all off by default:
 
 * hysteresis (``tolerance``): a change within ``tolerance`` x current is ignored (HPA's 10 %);
 * fresh data: a scale-down computed from stale inputs is held (``fresh=False``);
@@ -126,6 +128,19 @@ def _since(memory: tuple[Recommendation, ...], horizon: datetime
     return (*(() if before is None else (before,)), *(r for r in memory if r.at >= horizon))
 
 
+def _not_after(memory: tuple[Recommendation, ...], now: datetime
+               ) -> tuple[Recommendation, ...]:
+    """``memory`` with each recommendation dated after ``now`` dated ``now``. Only a clock that
+    stepped back dates one so (a leader that ran ahead, or a new leader whose clock is behind):
+    left as it is, it would stay in every window until ``now`` passed it, holding scale-downs
+    for as long as the step. Dated ``now`` it holds them for one whole window from now, never
+    less, since it may have been made just now; dropped, a scale-down could follow at once.
+    Kept so, it ages out of the window as any other."""
+    if all(r.at <= now for r in memory):
+        return memory
+    return tuple(r if r.at <= now else Recommendation(now, r.value) for r in memory)
+
+
 def _held_down(wanted: int, current: int, kept: tuple[Recommendation, ...],
                changes: tuple[Change, ...], limits: GuardLimits, now: datetime,
                fresh: bool) -> tuple[int, str]:
@@ -158,7 +173,7 @@ def guard(
     fresh: bool = True,
 ) -> tuple[GuardDecision, tuple[Recommendation, ...], tuple[Change, ...]]:
     """All guards for one target: (decision, new recommendation memory, new change memory)."""
-    kept = (*_since(memory, now - timedelta(seconds=limits.stabilization_s)),
+    kept = (*_since(_not_after(memory, now), now - timedelta(seconds=limits.stabilization_s)),
             Recommendation(now, wanted))
     # A change made at ``now`` itself is this tick's, planned before (a retry from the same
     # snapshot): it is replaced, not counted against the disruption budget a second time.

@@ -102,6 +102,37 @@ def test_a_lower_target_held_over_the_whole_window_scales_down(
     assert decision.allowed == max(wanted, current - LIMITS.max_step)
 
 
+def test_a_recommendation_dated_after_a_clock_step_back_holds_one_window_not_the_step() -> None:
+    """The leader's clock ran an hour ahead, then stepped back: its high recommendation,
+    dated an hour from now, holds the scale-down one window from now, not an hour more."""
+    ahead = T0 + timedelta(seconds=3600)
+    memory = (*_ticks(10, -400, -10, 6), Recommendation(ahead, 6))
+    for at_s in range(0, 301, 10):
+        held, memory = stabilize("pool/a", 6, 3, memory, LIMITS, T0 + timedelta(seconds=at_s))
+        assert held.allowed == 6 and held.reason == STABILIZATION_WINDOW
+    assert all(r.at <= T0 + timedelta(seconds=300) for r in memory)
+    after, _ = stabilize("pool/a", 6, 3, memory, LIMITS, T0 + timedelta(seconds=310))
+    assert after.allowed == 3 and after.reason == ""
+
+
+@given(current=st.integers(1, 50), drop=st.integers(1, 50), ahead_s=st.integers(1, 7200),
+       every_s=st.integers(1, 60), waited_s=st.integers(0, 600))
+def test_a_future_dated_recommendation_holds_a_scale_down_exactly_one_window_from_now(
+        current: int, drop: int, ahead_s: int, every_s: int, waited_s: int) -> None:
+    """However far ahead the clock was, the guard holds no less than one window after the
+    step back (the future record may have been made just before it) and no more."""
+    wanted = max(0, current - drop)
+    memory = (*_ticks(every_s, -900, -1, wanted),
+              Recommendation(T0 + timedelta(seconds=ahead_s), current))
+    _, memory = stabilize("x", current, wanted, memory, LIMITS, T0)
+    decision, _ = stabilize("x", current, wanted, memory, LIMITS,
+                            T0 + timedelta(seconds=waited_s))
+    if waited_s <= LIMITS.stabilization_s:
+        assert decision.allowed == current and decision.reason == STABILIZATION_WINDOW
+    else:
+        assert decision.allowed == max(wanted, current - LIMITS.max_step)
+
+
 def _memory_at(*ats: datetime) -> GuardMemory:
     return GuardMemory((("pool/a", tuple(Recommendation(at, 1) for at in ats)),),
                        (("model/b", (Change(T0, 2),)),))
