@@ -56,8 +56,18 @@ def apply_action(action: Action, actuators: Actuators) -> ActionOutcome:
         outcome = ActionOutcome(action.target, False, str(error), retryable=True)
     except Fenced as error:  # its record refused: another term leads the store now
         outcome = ActionOutcome(action.target, False, f"not_leader: {error}")
-    log.info("action.applied" if outcome.ok else "action.failed", extra=action.to_log())
+    _log_outcome(action, outcome)
     return outcome
+
+
+def _log_outcome(action: Action, outcome: ActionOutcome) -> None:
+    """``action.applied`` at INFO; ``action.failed`` at WARNING with the error and whether a
+    retry may help, so a failure that repeats every tick is seen in the logs for what it is."""
+    if outcome.ok:
+        log.info("action.applied", extra=action.to_log())
+    else:
+        log.warning("action.failed", extra={**action.to_log(), "error": outcome.message,
+                                            "retryable": outcome.retryable})
 
 
 def apply_actions(actions: Iterable[Action], actuators: Actuators) -> tuple[ActionOutcome, ...]:
@@ -73,7 +83,7 @@ def apply_actions(actions: Iterable[Action], actuators: Actuators) -> tuple[Acti
         else:
             outcome = ActionOutcome(action.target, False, "not started: the sharing it needs "
                                     f"first is not applied ({first.message})", first.retryable)
-            log.info("action.failed", extra=action.to_log())
+            _log_outcome(action, outcome)
         if isinstance(action, ApplySharing) and not outcome.ok:
             failed[action.target] = outcome
         outcomes.append(outcome)

@@ -1,7 +1,8 @@
 """``headroom status``: the fleet's state and the loop's health from the store, read-only.
 
 Exit codes for probes: 0 healthy; 1 when there is no tick yet, the last one failed, the newest
-plan leaves a model unplaced or it is older than ``--max-tick-age-s`` (the output says which); 2
+plan leaves a model unplaced, an action has failed on every deciding tick for 5 minutes
+(``domain.failing_actions``) or it is older than ``--max-tick-age-s`` (the output says which); 2
 for bad input (settings, a store that cannot be reached, has no schema or was migrated by a
 newer Headroom); a reader that closes stdout early (``headroom status | head -1``) changes none
 of them. It never writes: a SQLite store is opened ``mode=ro`` (``read_only_engine``), a
@@ -62,8 +63,8 @@ def status_command(
     pool the nodes and the GPU price, the profiles corrected online, the last plan's actions,
     the changes guards held back, MIG re-layouts in flight and the demand hints not ended.
     Exit code 0 when healthy; 1 when there is no tick yet, the last tick failed, the newest
-    plan leaves a model unplaced or the last tick is older than --max-tick-age-s; 2 when the
-    store cannot be read."""
+    plan leaves a model unplaced, an action has failed on every deciding tick for 5 minutes
+    or the last tick is older than --max-tick-age-s; 2 when the store cannot be read."""
     try:
         settings = settings_with_db(config, db)
         url = settings.db.url

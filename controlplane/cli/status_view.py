@@ -167,6 +167,9 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
                          "message": a.message} for a in plan.actions],
             "held": [{"target": h.target, "kept": h.kept, "wanted": h.wanted,
                       "reason": h.reason} for h in plan.held]},
+        "failing_actions": [{
+            "kind": f.kind, "target": f.target, "ticks": f.ticks, "since": _at(f.since),
+            "since_tick_id": f.since_tick_id, "message": f.message} for f in status.failing],
         "profiles": [{
             "model": c.model, "offline_rps": c.offline_rps, "corrected_rps": c.corrected_rps,
             "factor": c.factor, "samples_used": c.samples_used, "reason": c.reason}

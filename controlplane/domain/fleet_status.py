@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from controlplane.domain.failing_actions import FailingAction
 from controlplane.domain.forecast_accuracy import ForecastAccuracy
 from controlplane.domain.hints import DemandHint
 from controlplane.domain.observed import ObservedPool
@@ -214,6 +215,9 @@ class FleetStatus:
     # the newest fencing token of the leader's store writes (None: none claimed, or a store
     # older than migration 0018)
     fence: FenceStatus | None = None
+    # the newest plan's actions that failed on every deciding tick for a while
+    # (``domain.failing_actions``)
+    failing: tuple[FailingAction, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +241,8 @@ class UnrecordedTick:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    code: str  # no_tick | stale_tick | future_tick | failed_tick | unplaced_models
+    # no_tick | stale_tick | future_tick | failed_tick | unplaced_models | failing_actions
+    code: str
     message: str
 
 
@@ -259,7 +264,9 @@ def age_s(at: datetime | None, now: datetime) -> float | None:
 
 def judge_health(status: FleetStatus, now: datetime, max_tick_age_s: float) -> Health:
     """Unhealthy when there is no tick, the last one failed, the newest plan leaves a model
-    unplaced (it serves none of its demand, or is held where it was), or it started more than
+    unplaced (it serves none of its demand, or is held where it was), an action has failed on
+    every deciding tick for a while (``failing_actions``: retried each tick and failing each
+    tick, while the ticks are ``applied``), or it started more than
     ``max_tick_age_s`` before ``now`` -- or more than that after it, unless a simulated fleet
     (the ``sim-fleet`` lease of ``demo`` / ``serve --backend sim``) drives the store: a real
     loop's tick from the future says a clock is wrong, and it would keep a stopped loop
@@ -287,6 +294,9 @@ def judge_health(status: FleetStatus, now: datetime, max_tick_age_s: float) -> H
         problems.append(Problem("unplaced_models", f"the newest plan (#{plan.plan_id}) leaves "
                                 f"{len(plan.unplaced)} model(s) unplaced: "
                                 f"{'; '.join(plan.unplaced)}"))
+    if plan is not None and status.failing:
+        problems.append(Problem("failing_actions", "; ".join(
+            f.describe(plan.created_at) for f in status.failing)))
     return Health(now, max_tick_age_s, tick_age_s, tuple(problems))
 
 

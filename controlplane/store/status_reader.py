@@ -50,6 +50,7 @@ from controlplane.domain.tick_writers import (
     leadership_change,
 )
 from controlplane.store import codec, tick_fence
+from controlplane.store.action_failures import failing_now
 from controlplane.store.guard_intent import unrecorded_tick
 from controlplane.store.hints import hints_ending_after
 from controlplane.store.ledger import recent_accuracy
@@ -114,7 +115,8 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str,
                             else tick_leadership(connection, tick.tick_id)),
                 unrecorded=(unrecorded_tick(connection) if "guard_intents" in tables
                             else None),
-                fence=tick_fence.newest(connection) if "tick_fences" in tables else None)
+                fence=tick_fence.newest(connection) if "tick_fences" in tables else None,
+                failing=() if tick is None else failing_now(connection, tick.tick_id))
 
 
 def _table(record: type[SQLModel]) -> Table:

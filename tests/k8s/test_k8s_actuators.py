@@ -3,6 +3,9 @@ schema-valid writes under one field manager; errors mapped onto retryable or not
 
 from __future__ import annotations
 
+import logging
+
+import pytest
 import yaml
 from apiserver import ApiServer, validate_object
 from gpu_operator_configs import device_plugin_config_problems
@@ -16,10 +19,11 @@ from k8s_builders import (
 )
 from k8s_harness import make_backend
 
+from controlplane.actuation import Actuators, apply_action
 from controlplane.adapters.k8s.backend import K8sBackend
 from controlplane.adapters.k8s.manifests import config_map, device_plugin_entry
 from controlplane.adapters.k8s.outcomes import outcome_of
-from controlplane.domain.actions import ActionOutcome
+from controlplane.domain.actions import ActionOutcome, SetReplicas
 from controlplane.domain.models import SharingMode
 from controlplane.domain.sharing_config import SharingLayout
 from controlplane.sim.clock import VirtualClock
@@ -119,6 +123,23 @@ def test_a_conflict_is_retryable_and_leaves_the_object_alone(apiserver: ApiServe
     assert not outcome.ok and outcome.retryable and outcome.message.startswith("conflict")
     assert apiserver.get("apps/v1", "Deployment", "m", MODELS_NS)["spec"]["replicas"] == 1
     assert backend.replicas.set_replicas("m", 3).ok  # the next tick succeeds
+
+
+def test_a_failed_action_is_logged_as_a_warning_with_its_error_and_whether_a_retry_may_help(
+        apiserver: ApiServer, clock: VirtualClock, caplog: pytest.LogCaptureFixture) -> None:
+    apiserver.seed(model_deployment("m", replicas=3))
+    backend = leading(apiserver, clock)
+    apiserver.inject_fault("PATCH", "/deployments/m/scale", 500)
+    with caplog.at_level(logging.INFO, logger="headroom.actuation"):
+        outcome = apply_action(SetReplicas("m", 3, 5, "paused"),
+                               Actuators(backend.node_pools, backend.replicas))
+    assert not outcome.ok and outcome.retryable
+    (record,) = [r for r in caplog.records if r.getMessage() == "action.failed"]
+    assert record.levelno == logging.WARNING
+    assert (record.__dict__["model"], record.__dict__["to"]) == ("m", 5)
+    assert record.__dict__["error"] == outcome.message
+    assert outcome.message.startswith("HTTP 500: injected fault 500")
+    assert record.__dict__["retryable"] is True
 
 
 def test_set_size_writes_nodepool_limits_and_placeholder_pods(apiserver: ApiServer,
