@@ -7,15 +7,15 @@ actions planned by kind and those held back by a guard, applied actions that fai
 the last tick that observed the fleet, each model's load, capacity and provisioned demand, the
 forecast it was sized from (over the loop's lookahead: ``MODEL_RPS_HELP``) and where each
 model's demand came from (a counter by reason: the forecast, the fast path above it, or a stale
-/ missing forecast), how its forecasts did over the last hour (WAPE of p50, p90 coverage: what
-to alert on), its profile's throughput (offline and corrected), each model's replicas (ready as
-observed; the replica target the last deciding tick wanted and the replicas its warm-pool
-ladder keeps warm beside them), whether a pause holds it and since when, its replica bounds
-where its spec sets them, and each pool's nodes (ready, pending, target) and what its billed
-nodes cost per hour at the configured GPU price. Those per-model and per-pool gauges are the
-leader's only: a replica that follows exports none (``forget_fleet``), a model or pool a tick
-no longer sees loses its samples, and ``headroom_leader`` says which replica leads (1) and
-which follow (0).
+/ missing forecast), whether its load could be measured, how its forecasts did over the last
+hour (WAPE of p50, p90 coverage: what to alert on), its profile's throughput (offline and
+corrected), each model's replicas (ready as observed; the replica target the last deciding tick
+wanted and the replicas its warm-pool ladder keeps warm beside them), whether a pause holds it
+and since when, its replica bounds where its spec sets them, and each pool's nodes (ready,
+pending, target) and what its billed nodes cost per hour at the configured GPU price. Those
+per-model and per-pool gauges are the leader's only: a replica that follows exports none
+(``forget_fleet``), a model or pool a tick no longer sees loses its samples, and
+``headroom_leader`` says which replica leads (1) and which follow (0).
 """
 
 from __future__ import annotations
@@ -92,6 +92,11 @@ class ControlPlaneMetrics:
                                        "share of those steps observed at or below p90 (~0.9 "
                                        "when the calibrated tail holds).", ["model"],
                                        registry=registry)
+        self.load_unmeasured = Gauge("headroom_model_load_unmeasured", "1 when the last "
+                                     "observing tick could not measure the model's load (its "
+                                     "metrics source failed or had no series: no observed "
+                                     "rps sample, sizing holds its capacity), else 0.",
+                                     ["model"], registry=registry)
         self.pool_nodes = Gauge("headroom_pool_nodes", "Nodes per pool as of the last observing "
                                 "tick.", ["pool", "state"], registry=registry)
         self.profile_rps = Gauge("headroom_profile_throughput_rps", "Throughput per replica at "
@@ -152,9 +157,10 @@ class ControlPlaneMetrics:
             return
         observed = {model.name for model in report.observed.models}
         self._forget("observed", observed, (self.model_rps, OBSERVED_KINDS),
-                     (self.model_replicas, OBSERVED_REPLICAS))
+                     (self.model_replicas, OBSERVED_REPLICAS), (self.load_unmeasured, ()))
         for model in report.observed.models:
             self.model_replicas.labels(model.name, "ready").set(model.replicas_ready)
+            self.load_unmeasured.labels(model.name).set(0 if model.demand_measured else 1)
             if model.demand_measured:
                 self.model_rps.labels(model.name, "observed").set(model.demand_rps)
             else:  # unknown this tick: no sample, rather than a 0 or the last value
@@ -240,7 +246,8 @@ class ControlPlaneMetrics:
         alerts on them, per replica, would fire on those), and ``headroom_leader`` 0. The
         counters stay: they do not move while it follows."""
         self.leader.set(0)
-        for gauge in (self.model_rps, self.forecast_wape, self.forecast_coverage,
+        for gauge in (self.model_rps, self.load_unmeasured, self.forecast_wape,
+                      self.forecast_coverage,
                       self.pool_nodes, self.profile_rps, self.model_replicas, self.model_paused,
                       self.model_paused_since, self.replica_bounds, self.pool_cost):
             gauge.clear()

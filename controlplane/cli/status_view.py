@@ -167,6 +167,7 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
                          "message": a.message} for a in plan.actions],
             "held": [{"target": h.target, "kept": h.kept, "wanted": h.wanted,
                       "reason": h.reason} for h in plan.held]},
+        "load_unmeasured": list(load_unmeasured(status)),
         "failing_actions": [{
             "kind": f.kind, "target": f.target, "ticks": f.ticks, "since": _at(f.since),
             "since_tick_id": f.since_tick_id, "message": f.message} for f in status.failing],
@@ -191,6 +192,23 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "deadline_at": _at(r.deadline_at), "wait_reason": r.wait_reason,
             "alert": r.alert} for r in status.relayouts],
     }
+
+
+def load_unmeasured(status: FleetStatus) -> tuple[str, ...]:
+    """The models the fleet's tick saw whose load it could not measure."""
+    return tuple(m.name for m in status.models if m.observed and not m.demand_measured)
+
+
+def load_unmeasured_line(status: FleetStatus) -> str | None:
+    """``load not measured for N of M models ...``: above the verdict, since a metrics source
+    down leaves every model's load unknown while the loop looks healthy; None when all were."""
+    names = load_unmeasured(status)
+    if not names:
+        return None
+    seen = sum(1 for m in status.models if m.observed)
+    return (f"load not measured for {len(names)} of {seen} model(s) by tick "
+            f"#{status.fleet_tick_id}: {', '.join(names)} (they keep the capacity they have "
+            "and nothing scales down on them; the tick's notes say why)")
 
 
 def _num(value: float | int | None, fmt: str = "{:,.1f}") -> str:
@@ -409,6 +427,9 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
             hints.add_row(*hint_cells(h, h.model in listed))
         console.print(_fitted(hints))
     _render_plan(console, status, now)
+    unmeasured = load_unmeasured_line(status)
+    if unmeasured is not None:
+        console.print(unmeasured, markup=False, highlight=False, soft_wrap=True)
     _render_verdict(console, health)
 
 

@@ -75,6 +75,23 @@ def test_a_model_whose_load_was_not_measured_has_no_observed_sample_not_a_zero()
                                      {"model": "bert-embed", "kind": "capacity"}) == 600
 
 
+def test_each_model_whose_load_the_last_observing_tick_could_not_measure_is_a_one() -> None:
+    """A Prometheus outage leaves no observed sample at all (nothing to compare with
+    capacity): this gauge is what says so, 1 per model not measured, 0 once it is again."""
+    registry = CollectorRegistry()
+    metrics = ControlPlaneMetrics(registry)
+    report = sample_tick_report()
+    labels = {"model": "bert-embed"}
+    metrics.record(report)
+    assert registry.get_sample_value("headroom_model_load_unmeasured", labels) == 0
+    unknown = tuple(replace(m, demand_rps=0.0, demand_measured=False)
+                    for m in report.observed.models)
+    metrics.record(replace(report, observed=replace(report.observed, models=unknown)))
+    assert registry.get_sample_value("headroom_model_load_unmeasured", labels) == 1
+    metrics.record(report)
+    assert registry.get_sample_value("headroom_model_load_unmeasured", labels) == 0
+
+
 def test_a_held_change_is_counted_by_its_reason_without_the_detail_it_names() -> None:
     registry = CollectorRegistry()
     report = sample_tick_report()
@@ -228,7 +245,7 @@ FLEET_GAUGES = ("headroom_model_rps", "headroom_pool_nodes", "headroom_forecast_
                 "headroom_forecast_p90_coverage_ratio", "headroom_profile_throughput_rps",
                 "headroom_model_replicas", "headroom_model_paused",
                 "headroom_model_paused_since_timestamp_seconds", "headroom_model_replica_bounds",
-                "headroom_fleet_cost_usd_per_hour")
+                "headroom_fleet_cost_usd_per_hour", "headroom_model_load_unmeasured")
 
 
 def test_a_replica_that_stops_leading_exports_no_fleet_gauges_and_leader_zero() -> None:
@@ -273,14 +290,14 @@ def test_a_model_or_pool_a_tick_no_longer_sees_has_no_samples_not_its_last_value
                 for s in family.samples if family.type == "gauge"
                 and (s.labels.get("model") == "llama-8b" or s.labels.get("pool") == "a100")}
 
-    # 4 model_rps, 2 profile, 2 accuracy, 3 replicas, paused and since, 2 bounds; 3 pool_nodes,
-    # 1 cost
-    assert len(llama_and_a100()) == 19
+    # 4 model_rps, 1 load_unmeasured, 2 profile, 2 accuracy, 3 replicas, paused and since, 2
+    # bounds; 3 pool_nodes, 1 cost
+    assert len(llama_and_a100()) == 20
     # a tick that cannot see the fleet keeps them (nothing known to replace them)
     unsynced = replace(report.observed, synced=False, models=(), pools=())
     metrics.record(replace(report, status=TickStatus.SKIPPED, observed=unsynced, plan=None,
                            demands=()))
-    assert len(llama_and_a100()) == 19
+    assert len(llama_and_a100()) == 20
     # llama-8b's workloads are gone, the a100 pool too: the next tick sees only bert-embed, l4
     metrics.record(replace(report, replicas=(ModelReplicas("bert-embed", 3),)))
     assert llama_and_a100() == set()
