@@ -42,8 +42,9 @@ def prometheus_client(url: str, timeout_s: float, *, username: str | None = None
                           "as username/password; give them once")
     headers = {"Authorization": f"Bearer {bearer_token}"} if bearer_token else None
     auth = (username, password) if username is not None else None
-    # read=False re-raises a read timeout as it is; read=0 would wrap it as a connection error
-    retry = Retry(total=retries, connect=0, read=False, status=retries,
+    # read=False re-raises a read timeout as it is; read=0 would wrap it as a connection error;
+    # other=0: a failed TLS handshake (an untrusted certificate) fails alike on every try
+    retry = Retry(total=retries, connect=0, read=False, other=0, status=retries,
                   backoff_factor=RETRY_BACKOFF_S,
                   status_forcelist=RETRY_ON_STATUS if retries else None)
     session = requests.Session()
