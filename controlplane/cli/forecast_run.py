@@ -33,6 +33,7 @@ from controlplane.cli.forecast_method import check_forecast_method
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.numbers import float_option
 from controlplane.cli.store_origin import db_url_named
+from controlplane.cli.store_time import now_of
 from controlplane.cli.streams import print_error, print_warning, usage_error
 from controlplane.domain.errors import error_line
 from controlplane.domain.timestamps import utc_text
@@ -104,8 +105,9 @@ def run(
     state_dir: Annotated[Path | None, typer.Option("--state-dir", help="fitted state kept "
                                                    "between runs (default: forecast.state_dir, "
                                                    ".headroom/forecaster-state)")] = None,
-    at: Annotated[str | None, typer.Option(help="forecast origin (ISO UTC; default: now, or "
-                                           "the end of --csv)")] = None,
+    at: Annotated[str | None, typer.Option(help="forecast origin (ISO UTC; default: now, the "
+                                           "store's for its observations (a simulated "
+                                           "fleet's last tick), or the end of --csv)")] = None,
     no_store: Annotated[bool, typer.Option("--no-store", help="do not save forecasts")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
 ) -> None:
@@ -318,7 +320,8 @@ def _source(prometheus_url: str | None, settings: Settings, metric: str | None,
     listed = _Only(store, wanted) if wanted else store
     if settings.backend == "kubernetes":
         return _serves_history(settings.prometheus, metric, query, listed), now or WallClock().now()
-    return listed, now or WallClock().now()
+    # the store's observations are on its loop's clock: a simulated fleet's days off the wall's
+    return listed, now or now_of(store).at
 
 
 def _wanted(models: str | None) -> list[str] | None:

@@ -13,23 +13,21 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from controlplane.adapters.clock import WallClock
 from controlplane.autoscaling.from_settings import known_capacity
 from controlplane.autoscaling.hint_capacity import HintCheck
 from controlplane.cli.demo_store import settings_with_db
 from controlplane.cli.numbers import float_option
 from controlplane.cli.status_view import HINT_COLUMNS, hint_cells, hint_line
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
+from controlplane.cli.store_time import now_of
 from controlplane.cli.streams import print_warning
 from controlplane.cli.times import parse_utc
 from controlplane.domain.hints import MAX_HINT_RPS, DemandHint, HintError, new_hint
 from controlplane.domain.store_clock import StoreNow
 from controlplane.domain.timestamps import utc_text
-from controlplane.fleet_lease import FLEET_LEASE
 from controlplane.hint_checks import hint_checker
 from controlplane.store import Store
 from controlplane.store.hints import SqlDemandHints
-from controlplane.store.store_clock import read_store_now
 from forecaster.errors import InputError
 
 app = typer.Typer(help="Demand announced ahead: floors on a model's forecast over a window.",
@@ -66,7 +64,7 @@ replica the loop sizes with (the profile the last tick corrected, with \
 autoscaling.profile_correction on). A hint on a paused model is stored with a warning: line \
 saying the pause holds until `headroom models resume`."""
     def work(store: Store) -> tuple[DemandHint, HintCheck]:
-        now = read_store_now(store.engine, FLEET_LEASE, WallClock().now())
+        now = now_of(store)
         start_at = parse_utc(start, "--start") if start is not None else now.at
         end_at = parse_utc(end, "--end")
         specs = {s.name: s for s in store.model_specs()}
@@ -104,7 +102,7 @@ def list_hints(
     A hint whose model the models table does not list (`models remove --keep-hints`) is \
 marked "model not listed"."""
     def read(store: Store) -> tuple[tuple[DemandHint, ...], set[str], StoreNow]:
-        now = read_store_now(store.engine, FLEET_LEASE, WallClock().now())
+        now = now_of(store)
         return (SqlDemandHints(store.engine).hints(None if all_ else now.at),
                 set(store.model_names()), now)
 

@@ -16,15 +16,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from controlplane.adapters.clock import WallClock
 from controlplane.cli.demo_store import settings_with_db
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.models_pause import pause, resume
 from controlplane.cli.status_view import hint_line, pause_json
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
+from controlplane.cli.store_time import now_of
 from controlplane.cli.streams import print_warning, usage_error
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.pause import ModelPause
+from controlplane.domain.store_clock import StoreNow
 from controlplane.domain.unplaced import no_pool_for
 from controlplane.domain.wording import counted
 from controlplane.models_file import load_model_specs
@@ -181,34 +182,35 @@ def remove(
 
     NAME's demand hints not ended yet are withdrawn with it, in the same transaction (unless \
 --keep-hints); the output lists them either way."""
-    now = WallClock().now()
-
-    def work(store: Store) -> ModelRemoval:
+    def work(store: Store) -> tuple[ModelRemoval, StoreNow]:
         listed = store.model_specs()
         if any(s.name == name for s in listed):
             check_as_serve(config, db, [s for s in listed if s.name != name],
                            f"without {name!r}", "nothing removed")
-        removal = remove_model_and_hints(store.engine, name, now, keep_hints=keep_hints)
+        now = now_of(store)  # the loop's: a hint it still applies is not ended
+        removal = remove_model_and_hints(store.engine, name, now.at, keep_hints=keep_hints)
         if removal is None:
             raise InputError(f"model {name!r} is not listed (see `headroom models list`)")
-        return removal
+        return removal, now
 
-    removal = with_existing_store(config, db, work)
+    removal, now = with_existing_store(config, db, work)
     out.print(f"removed model {name}; a running serve --backend kubernetes stops managing it "
               "at its next tick" + ("" if config is not None else _UNCHECKED),
               markup=False, highlight=False, soft_wrap=True)
-    for line in removal_lines(removal):
+    for line in removal_lines(removal, now):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def removal_lines(removal: ModelRemoval) -> list[str]:
-    """What ``models remove`` says of the model's hints not ended: none, withdrawn or kept."""
+def removal_lines(removal: ModelRemoval, now: StoreNow) -> list[str]:
+    """What ``models remove`` says of the model's hints not ended at ``now`` (named with its
+    clock, as ``hint list`` names it): none, withdrawn or kept."""
+    at = f"in force or ahead at {now.text()}"
     if not removal.hints:
-        return [f"{removal.model} had no demand hint in force or ahead"]
+        return [f"{removal.model} had no demand hint {at}"]
     counted_hints = counted(len(removal.hints), "demand hint")
     if removal.hints_withdrawn:
-        head = (f"withdrew its {counted_hints} in force or ahead (--keep-hints keeps them):")
+        head = f"withdrew its {counted_hints} {at} (--keep-hints keeps them):"
     else:
-        head = (f"kept its {counted_hints} in force or ahead (--keep-hints): they apply again "
+        head = (f"kept its {counted_hints} {at} (--keep-hints): they apply again "
                 f"if {removal.model} is imported again; `headroom hint remove ID` withdraws one:")
     return [head, *(f"  {hint_line(h)}" for h in removal.hints)]

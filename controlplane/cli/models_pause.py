@@ -10,8 +10,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from controlplane.adapters.clock import WallClock
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
+from controlplane.cli.store_time import now_of
 from controlplane.domain.models import MAX_REPLICAS
 from controlplane.domain.pause import ModelPause, PauseSet
 from controlplane.store import Store
@@ -48,7 +48,7 @@ def pause(
     Its GPUs still count in the node pools and the GPU budgets. A paused model stays paused
     since when it was first paused; --replicas changes the count it holds."""
     def work(store: Store) -> PauseSet:
-        done = SqlModelPauses(store.engine).pause(name, replicas, WallClock().now(), _who())
+        done = SqlModelPauses(store.engine).pause(name, replicas, now_of(store).at, _who())
         if done is None:
             raise _not_listed(name)
         return done

@@ -10,7 +10,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
 from typing import Any
+
+from controlplane.domain.lease import LeaseRecord
+from controlplane.fleet_lease import FLEET_LEASE
+from controlplane.runtime import SimRuntime
+from controlplane.settings import load_settings
+from controlplane.store import Store
+from controlplane.store.lease import SqlLeaseStore
 
 HEADROOM = [sys.executable, "-c", "from controlplane.cli import main; main()"]
 
@@ -52,6 +61,21 @@ def _wait_for(predicate: Callable[[], object], timeout_s: float) -> None:
             pass
         time.sleep(0.3)
     raise AssertionError(f"condition not met within {timeout_s} s")
+
+
+def simulated_store(tmp_path: Path, clock_at: datetime) -> tuple[Path, datetime]:
+    """A demo's store ``tmp_path/sim.db`` (its ``sim-fleet`` lease row, the demo's models)
+    whose simulated clock ticked at ``clock_at``, and that tick's time: the store's now."""
+    path = tmp_path / "sim.db"
+    settings = load_settings(db={"url": f"sqlite:///{path}"}, sim={"history_s": 3600})
+    runtime = SimRuntime.open(settings, Store.open(f"sqlite:///{path}", migrate=True), clock_at)
+    runtime.advance(60)
+    SqlLeaseStore(runtime.store.engine).create_lease(
+        FLEET_LEASE, LeaseRecord("demo", 15, clock_at, clock_at, 0, "1"))
+    tick_at = runtime.store.last_tick_at()
+    assert tick_at is not None
+    runtime.store.engine.dispose()
+    return path, tick_at
 
 
 

@@ -7,25 +7,22 @@ import json
 import re
 import subprocess
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from clihelpers import HEADROOM, _env
+from clihelpers import HEADROOM, _env, simulated_store
 
 from controlplane.adapters.clock import WallClock
 from controlplane.domain.hints import DemandHint
-from controlplane.domain.lease import LeaseRecord
 from controlplane.domain.profile import ProfileCorrection
 from controlplane.domain.tick import TickReport
 from controlplane.domain.timestamps import utc_text
-from controlplane.fleet_lease import FLEET_LEASE
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store, downgrade
 from controlplane.store.hints import SqlDemandHints
-from controlplane.store.lease import SqlLeaseStore
 from controlplane.store.pauses import SqlModelPauses
 
 CHAT = "llama-3-8b-chat"
@@ -302,27 +299,12 @@ def test_a_rate_of_a_million_or_more_reads_in_digits_not_an_exponent(db: Path) -
     assert "1234567" in listed.stdout and "e+06" not in listed.stdout
 
 
-def _simulated_store(tmp_path: Path, clock_at: datetime) -> tuple[Path, datetime]:
-    """A demo's store (its ``sim-fleet`` lease row) whose simulated clock ticked at
-    ``clock_at``, and that tick's time."""
-    path = tmp_path / "sim.db"
-    settings = load_settings(db={"url": f"sqlite:///{path}"}, sim={"history_s": 3600})
-    runtime = SimRuntime.open(settings, Store.open(f"sqlite:///{path}", migrate=True), clock_at)
-    runtime.advance(60)
-    SqlLeaseStore(runtime.store.engine).create_lease(
-        FLEET_LEASE, LeaseRecord("demo", 15, clock_at, clock_at, 0, "1"))
-    tick_at = runtime.store.last_tick_at()
-    assert tick_at is not None
-    runtime.store.engine.dispose()
-    return path, tick_at
-
-
 def test_on_a_simulated_store_ahead_of_the_wall_clock_an_end_before_its_clock_is_past(
         tmp_path: Path) -> None:
     """``demo --start`` days ahead: an end 12 hours after the wall clock's now was accepted and
     listed, yet the loop, days later by its own clock, never applied it (and status left it
     out). Now the store's simulated clock judges, and the error names it."""
-    db, tick_at = _simulated_store(tmp_path, WallClock().now() + timedelta(days=5))
+    db, tick_at = simulated_store(tmp_path, WallClock().now() + timedelta(days=5))
     refused = _hint(db, "add", CHAT, "--rps", "600", "--end", _later(12))
     assert refused.returncode == 2
     assert (f"already past (now {utc_text(tick_at)} by the store's simulated clock)"
@@ -344,7 +326,7 @@ def test_on_a_simulated_store_behind_the_wall_clock_a_hint_ahead_of_its_clock_is
     """A demo resumed two days after it stopped goes on from its last tick: a hint ending an
     hour after that tick is in force for it, though the wall clock has passed it (before:
     refused as already past by the wall clock)."""
-    db, tick_at = _simulated_store(tmp_path, WallClock().now() - timedelta(days=2))
+    db, tick_at = simulated_store(tmp_path, WallClock().now() - timedelta(days=2))
     end = utc_text(tick_at + timedelta(hours=1))
     added = _hint(db, "add", CHAT, "--rps", "600", "--end", end)
     assert added.returncode == 0, added.stderr

@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from clihelpers import HEADROOM, _env
+from clihelpers import HEADROOM, _env, simulated_store
 
+from controlplane.adapters.clock import WallClock
+from controlplane.domain.timestamps import utc_text
 from controlplane.store import Store
 from controlplane.store.pauses import SqlModelPauses
 
@@ -86,6 +88,21 @@ def test_pausing_a_paused_model_again_says_since_when_and_keeps_its_start(
         _headroom(url, "status", "--json").stdout)["models"]}
     assert shown["resnet50"] == {"replicas": 3, "paused_at": "2026-01-05T09:00:00Z",
                                  "paused_by": "bob"}
+
+
+@pytest.mark.parametrize("days", [-2, 5], ids=["store-behind-the-wall-clock", "store-ahead-of-it"])
+def test_on_a_simulated_store_a_pause_starts_at_its_clock_not_the_wall_clocks(
+        tmp_path: Path, days: int) -> None:
+    """A demo started days off the wall clock (``--start``): stamped by the wall clock, status,
+    the dashboard and headroom_model_paused_since_timestamp_seconds showed a pause days before
+    or after the store's last tick. It starts at the store's now, its simulated clock's."""
+    db, tick_at = simulated_store(tmp_path, WallClock().now() + timedelta(days=days))
+    url = f"sqlite:///{db}"
+    paused = _headroom(url, "models", "pause", "resnet50-vision")
+    assert paused.returncode == 0, paused.stderr
+    shown = {m["name"]: m["paused"] for m in json.loads(
+        _headroom(url, "status", "--json").stdout)["models"]}
+    assert shown["resnet50-vision"]["paused_at"] == utc_text(tick_at)
 
 
 def test_pausing_or_resuming_a_model_not_listed_is_a_usage_error_naming_it(

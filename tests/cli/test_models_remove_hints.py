@@ -5,16 +5,18 @@ into force; `hint list` and `status` mark a hint whose model the models table do
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from clihelpers import HEADROOM, _env
+from clihelpers import HEADROOM, _env, simulated_store
 from sqlalchemy import text
 
 from controlplane.adapters.clock import WallClock
 from controlplane.domain.hints import DemandHint
+from controlplane.domain.timestamps import utc_text
 from controlplane.store import Store
 from controlplane.store.hints import SqlDemandHints, remove_model_and_hints
 
@@ -64,7 +66,8 @@ def test_removing_a_model_names_and_withdraws_its_hints_so_a_re_import_brings_no
     assert removed.returncode == 0, removed.stderr
     lines = removed.stdout.splitlines()
     assert lines[0].startswith(f"removed model {CHAT}; ")
-    assert lines[1] == "withdrew its 2 demand hints in force or ahead (--keep-hints keeps them):"
+    assert lines[1].startswith("withdrew its 2 demand hints in force or ahead at ")
+    assert lines[1].endswith(" by the wall clock (--keep-hints keeps them):")
     assert lines[2].startswith(f"  hint {in_force.hint_id}: {CHAT} >= 20000 rps from ")
     assert f"until {in_force.end_at:%Y-%m-%d %H:%M:%S} UTC (launch)" in lines[2]
     assert lines[3].startswith(f"  hint {ahead.hint_id}: {CHAT} >= 500 rps from "
@@ -80,7 +83,9 @@ def test_removing_a_model_names_and_withdraws_its_hints_so_a_re_import_brings_no
 def test_a_model_without_hints_is_removed_saying_it_had_none(db: Path) -> None:
     removed = _run(db, "models", "remove", "resnet50")
     assert removed.returncode == 0, removed.stderr
-    assert removed.stdout.splitlines()[1:] == ["resnet50 had no demand hint in force or ahead"]
+    [line] = removed.stdout.splitlines()[1:]
+    assert re.fullmatch(r"resnet50 had no demand hint in force or ahead at \S+Z by the wall clock",
+                        line), line
 
 
 def test_keep_hints_keeps_them_says_so_and_hint_list_marks_their_model_not_listed(
@@ -90,9 +95,9 @@ def test_keep_hints_keeps_them_says_so_and_hint_list_marks_their_model_not_liste
     removed = _run(db, "models", "remove", CHAT, "--keep-hints")
     assert removed.returncode == 0, removed.stderr
     lines = removed.stdout.splitlines()
-    assert lines[1] == (f"kept its 1 demand hint in force or ahead (--keep-hints): they apply "
-                        f"again if {CHAT} is imported again; `headroom hint remove ID` "
-                        "withdraws one:")
+    assert lines[1].startswith("kept its 1 demand hint in force or ahead at ")
+    assert lines[1].endswith(f" by the wall clock (--keep-hints): they apply again if {CHAT} is "
+                             "imported again; `headroom hint remove ID` withdraws one:")
     assert lines[2].startswith(f"  hint {kept.hint_id}: {CHAT} >= 20000 rps from ")
     assert [(h["id"], h["model_listed"]) for h in _hints(db)] == [(kept.hint_id, False)]
     table = _run(db, "hint", "list").stdout
@@ -139,3 +144,37 @@ def test_removing_a_model_that_is_not_listed_touches_no_hint(db: Path) -> None:
     assert gone.returncode == 2
     assert gone.stderr == "error: model 'nope' is not listed (see `headroom models list`)\n"
     assert [h["id"] for h in _hints(db)] == [hint.hint_id]
+
+
+def test_on_a_simulated_store_behind_the_wall_clock_its_clock_judges_the_hints_withdrawn(
+        tmp_path: Path) -> None:
+    """A demo started days back (``--start``): a hint in force by its simulated clock had ended
+    by the wall clock's, so remove left it behind ("had no demand hint in force or ahead") and
+    a demo that listed the model again sized it from the stale hint. The loop's clock judges."""
+    db, tick_at = simulated_store(tmp_path, WallClock().now() - timedelta(days=2))
+    in_force = _add(db, CHAT, 600.0, tick_at, tick_at + timedelta(hours=2), tick_at)
+    ended = _add(db, CHAT, 900.0, tick_at - timedelta(hours=2), tick_at - timedelta(hours=1),
+                 tick_at - timedelta(hours=3))
+    removed = _run(db, "models", "remove", CHAT)
+    assert removed.returncode == 0, removed.stderr
+    lines = removed.stdout.splitlines()
+    assert lines[1] == (f"withdrew its 1 demand hint in force or ahead at {utc_text(tick_at)} "
+                        "by the store's simulated clock (--keep-hints keeps them):")
+    assert lines[2].startswith(f"  hint {in_force.hint_id}: {CHAT} >= 600 rps from ")
+    assert [h["id"] for h in _hints(db)] == [ended.hint_id]  # the ended one stays, as history
+
+
+def test_on_a_simulated_store_ahead_of_the_wall_clock_a_hint_ended_by_its_clock_is_history(
+        tmp_path: Path) -> None:
+    """``demo --start`` days ahead: a hint that ended an hour before the store's last tick is
+    history there (not withdrawn, not listed as in force), though the wall clock has not
+    reached its end."""
+    db, tick_at = simulated_store(tmp_path, WallClock().now() + timedelta(days=5))
+    ended = _add(db, CHAT, 900.0, tick_at - timedelta(hours=2), tick_at - timedelta(hours=1),
+                 tick_at - timedelta(hours=3))
+    removed = _run(db, "models", "remove", CHAT)
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout.splitlines()[1:] == [
+        f"{CHAT} had no demand hint in force or ahead at {utc_text(tick_at)} by the store's "
+        "simulated clock"]
+    assert [h["id"] for h in _hints(db)] == [ended.hint_id]
