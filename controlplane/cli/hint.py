@@ -6,6 +6,7 @@ the loop picks a hint up once its window is within the forecast's 20 minutes."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -33,6 +34,7 @@ from forecaster.errors import InputError
 app = typer.Typer(help="Demand announced ahead: floors on a model's forecast over a window.",
                   no_args_is_help=True)
 out = Console()
+EPOCH_AT = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @app.callback()
@@ -65,7 +67,7 @@ autoscaling.profile_correction on). A hint on a paused model is stored with a wa
 saying the pause holds until `headroom models resume`."""
     def work(store: Store) -> tuple[DemandHint, HintCheck]:
         now = now_of(store)
-        start_at = parse_utc(start, "--start") if start is not None else now.at
+        start_at = _start_at(start) if start is not None else now.at
         end_at = parse_utc(end, "--end")
         specs = {s.name: s for s in store.model_specs()}
         try:
@@ -88,6 +90,17 @@ saying the pause holds until `headroom models resume`."""
     out.print(hint_line(added), markup=False, highlight=False, soft_wrap=True)
     for warning in check.warnings():
         print_warning(f"hint {added.hint_id}: {warning}")
+
+
+def _start_at(start: str) -> datetime:
+    """--start as a time, refused before 1970 as the DemandHints API refuses its start_unix_s
+    (``0001-01-01`` was stored and listed as ``1-01-01 00:00``): a start already past means the
+    hint is in force from now on, and no fleet's history reaches back before 1970."""
+    start_at = parse_utc(start, "--start")
+    if start_at < EPOCH_AT:
+        raise InputError(f"--start {start}: before 1970-01-01T00:00:00Z (leave --start out "
+                         "for a hint in force from now)")
+    return start_at
 
 
 @app.command("list")

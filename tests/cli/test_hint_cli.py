@@ -98,11 +98,15 @@ def test_a_hint_starts_now_unless_told_and_ended_ones_show_only_with_all(db: Pat
     (["add", CHAT, "--rps", "5", "--start", "2099-01-02T00:00:00Z", "--end",
       "2099-01-01T00:00:00Z"],
      "--end 2099-01-01T00:00:00Z: not after --start 2099-01-02T00:00:00Z"),
+    (["add", CHAT, "--rps", "5", "--start", "0001-01-01T00:00Z", "--end",
+      "2099-01-01T00:00:00Z"],  # before: stored, and listed from "1-01-01 00:00"
+     "--start 0001-01-01T00:00Z: before 1970-01-01T00:00:00Z (leave --start out for a hint "
+     "in force from now)"),
     (["add", CHAT, "--rps", "5", "--end", "2099-01-01T00:00:00Z", "--reason", "x" * 501],
      "--reason: 501 characters, at most 500"),
     (["remove", "7"], "no demand hint with id 7 (see `headroom hint list --all`)"),
 ], ids=["unknown model", "a past end", "not a time", "an end past year 9999 in UTC",
-        "end before start", "a reason too long",
+        "end before start", "a start before 1970", "a reason too long",
         "an unknown id"])
 def test_bad_input_is_one_line_naming_it_and_writes_nothing(db: Path, args: list[str],
                                                             message: str) -> None:
