@@ -48,7 +48,7 @@ from controlplane.domain.models import (
     ProfilePoint,
 )
 from controlplane.models_yaml import duplicate_names, validated, written_names
-from controlplane.yaml_numbers import NoBoolForANumber
+from controlplane.yaml_numbers import NoTextForANumber
 from scheduler.domain import catalog
 from scheduler.domain.fleet_types import SLO_LATENCY_FRACTION
 from scheduler.domain.validate import slices_problem
@@ -58,7 +58,7 @@ MAX_COLD_START_S = 7 * 86_400.0
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
-class _Strict(NoBoolForANumber):
+class _Strict(NoTextForANumber):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

@@ -35,7 +35,7 @@ from controlplane.models_yaml import ModelsFileError as ModelsFileError
 from controlplane.models_yaml import unique_names, validated
 from controlplane.simulation.cells import shown
 from controlplane.simulation.misspelt_keys import misspelt_keys
-from controlplane.yaml_numbers import NoBoolForANumber
+from controlplane.yaml_numbers import NoTextForANumber
 from scheduler.domain.catalog import lookup
 from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU
 from scheduler.domain.validate import MAX_GPUS_PER_NODE
@@ -49,7 +49,7 @@ DEFAULT_PRICES: dict[str, float] = {p.product: p.usd_per_gpu_hour for p in LIST_
 OPTION = "--cold-start"  # where a cold-start override comes from (it replaces every model's)
 
 
-class _Loose(NoBoolForANumber):
+class _Loose(NoTextForANumber):
     model_config = ConfigDict(extra="allow", frozen=True)
 
 

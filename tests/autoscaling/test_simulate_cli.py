@@ -456,12 +456,14 @@ def test_valid_cold_start_samples_replay_from_the_models_file_or_the_option(
     ("  prices: {A100-80GB: true}\n",
      "models.yaml: fleet.prices: expected a number, got {'A100-80GB': true}"),
     ("  gpus_per_node: true\n", "models.yaml: fleet.gpus_per_node: expected a number, got true"),
+    ("  prices: {A100-80GB: '2.5'}\n", "models.yaml: fleet.prices: expected a number, got "
+     "{'A100-80GB': '2.5'} (quoted: text, not a number)"),
     ("  gpus_per_node: 100000000\n", "models.yaml: fleet.gpus_per_node: Input should be less "
      "than or equal to 64, got 100000000"),
 ], ids=["infinite provisioning p90", "provisioning p90 below p50", "cached start p90 below p50",
         "negative price", "negative tenant budget", "fractional gpus per node",
         "budget for a tenant no model has", "a yaml true for a price",
-        "a yaml true for gpus per node", "a hundred million gpus per node"])
+        "a yaml true for gpus per node", "a quoted price", "a hundred million gpus per node"])
 def test_impossible_fleet_settings_are_refused_naming_the_field_and_key(
         tmp_path: Path, fleet_lines: str, message: str) -> None:
     text = MODELS_YAML.replace("  node_provision_s: {p50: 120, p90: 240}\n", "").replace(

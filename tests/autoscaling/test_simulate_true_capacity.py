@@ -54,8 +54,12 @@ def _short(run: PolicyRun, model: str) -> int:
      "models[0] (chat/large): per_replica_rps: expected a number, got true"),
     (MODELS_YAML.replace("gpu_per_replica: 1.0", "gpu_per_replica: false"),
      "models[0] (chat/large): gpu_per_replica: expected a number, got false"),
+    (MODELS_YAML.replace("per_replica_rps: 2.0", "per_replica_rps: '2.0'"),
+     "models[0] (chat/large): per_replica_rps: expected a number, got '2.0' (quoted: text, not "
+     "a number)"),
 ], ids=["zero", "negative", "nan", "unloaded above the slo", "zero slo",
-        "a yaml true for the throughput", "a yaml false for the gpu share"])
+        "a yaml true for the throughput", "a yaml false for the gpu share",
+        "a quoted throughput"])
 def test_a_bad_true_throughput_or_latency_is_refused_naming_the_model_and_field(
         tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ModelsFileError) as error:

@@ -74,6 +74,9 @@ def test_every_example_model_has_a_profile_on_a_product_of_the_example_configs_p
      "18 ms"),
     ("batch_size: 8,", "batch_size: true,",
      "models[0] (llama-3-8b-chat): profile.0.batch_size: expected a number, got true"),
+    ("{p50_s: 5, p90_s: 12}", "{p50_s: 5, p90_s: \"12\"}",  # before: read as 12
+     "models[1] (resnet50): cold_start.p90_s: expected a number, got '12' (quoted: text, not a "
+     "number)"),
     ("name: resnet50", "name: llama-3-8b-chat",
      "models: duplicate name(s) ['llama-3-8b-chat']"),
     # strict runs on a MIG instance or a whole GPU alone: its MPS points never serve it
@@ -119,6 +122,8 @@ def test_a_file_that_is_not_a_models_file_says_so(tmp_path: Path, text: str, nam
                         "equal to 1"),
     ("min_replicas: 2.5", "models[1] (resnet50): min_replicas: Input should be a valid integer"),
     ("min_replicas: true", "models[1] (resnet50): min_replicas: expected a number, got true"),
+    ("min_replicas: '3'", "models[1] (resnet50): min_replicas: expected a number, got '3' "
+                          "(quoted: text, not a number)"),  # before: read as 3
     ("{min_replicas: 5, max_replicas: 3}",
      "models[1] (resnet50): max_replicas: 3 is below min_replicas 5"),
 ])
