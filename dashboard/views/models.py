@@ -121,7 +121,8 @@ def overview_table(url: str, tick: q.LastTick) -> pd.DataFrame:
     models = q.models(url)
     latest = q.latest_observations(url, tick.started_at)
     unlisted = sorted(set(latest["model"]) - set(models["name"]))
-    models = pd.concat([models, pd.DataFrame({"name": unlisted, "tenant": ""})],
+    # the models table's text columns blank for them, not NaN ("None" or "NaN" in the table)
+    models = pd.concat([models, pd.DataFrame({"name": unlisted, "tenant": "", "isolation": ""})],
                        ignore_index=True) if unlisted else models
     meta = mq.latest_forecast_meta(url)
     profiles = q.latest_profiles(url)

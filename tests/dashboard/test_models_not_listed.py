@@ -48,6 +48,8 @@ def test_a_model_removed_but_still_served_can_be_chosen_on_the_models_page(
     assert REMOVED in at.selectbox[0].options
     table = at.dataframe[-1].value.set_index("name")
     assert table.loc[REMOVED, "replicas_ready"] > 0
+    # the models table no longer says its tenant or isolation: blank (before: isolation NaN)
+    assert (table.loc[REMOVED, "tenant"], table.loc[REMOVED, "isolation"]) == ("", "")
     at.selectbox[0].set_value(REMOVED).run()
     assert not at.exception, [e.value for e in at.exception]
     assert {m.label: m.value for m in at.metric}["Ready replicas"] == str(
