@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 
 from controlplane.cli.demo_store import settings_with_db, with_demo_hint
 from controlplane.cli.streams import usage_error
@@ -21,7 +21,13 @@ from controlplane.domain.errors import error_line
 from controlplane.settings import ConfigError, Settings
 from controlplane.store import MigrationError, Store, StoreUnavailable
 from controlplane.store.configured import open_existing_store
-from controlplane.store.engine import in_memory, not_a_sqlite_store, redact
+from controlplane.store.engine import (
+    failed_in_use,
+    in_memory,
+    missing_schema,
+    not_a_sqlite_store,
+    redact,
+)
 from controlplane.store.revisions import Standing, store_standing
 from forecaster.errors import InputError
 from scheduler.domain.errors import Unavailable
@@ -46,11 +52,20 @@ def refuse_in_memory(url: str) -> None:
 
 @contextmanager
 def db_url_named(settings: Settings) -> Iterator[None]:
-    """A StoreUnavailable raised inside names the origin of ``settings.db.url``."""
+    """A StoreUnavailable raised inside names the origin of ``settings.db.url``; so does the
+    store failing inside once open (a write on a full disk, a server gone: SQLAlchemy's
+    operational and interface errors), as a StoreUnavailable (one line, exit 2), not a
+    traceback. A missing table or column is left to the caller, whose line says how to
+    upgrade the schema."""
     try:
         yield
     except StoreUnavailable as error:
         raise error.amended(f" (db.url from {settings.db_url_from})") from None
+    except (OperationalError, InterfaceError) as error:
+        if missing_schema(error_line(error)):
+            raise
+        raise failed_in_use(settings.db.url, error).amended(
+            f" (db.url from {settings.db_url_from})") from None
 
 
 def store_error_line(url: str, error: BaseException, standing: Standing | None = None) -> str:

@@ -41,7 +41,8 @@ def missing_schema(line: str) -> bool:
 
 
 class StoreUnavailable(Exception):
-    """The database URL cannot be reached or opened; the message names the URL. ``advice``,
+    """The database URL cannot be reached or opened, or the store failed a read or write once
+    open (``failed_in_use``: a full disk); the message names the URL. ``advice``,
     when there is some (the command that mends it), ends the message: a caller adding to the
     message (where db.url came from) adds to ``detail``, before it."""
 
@@ -215,6 +216,13 @@ def unopenable(url: str, error: BaseException) -> StoreUnavailable:
                                 "store, or damaged: move the file aside, and `headroom db "
                                 "upgrade`, `demo` or `serve` makes a new store in its place)")
     return StoreUnavailable(f"cannot reach database {redact(url)}: {line}")
+
+
+def failed_in_use(url: str, error: BaseException) -> StoreUnavailable:
+    """The one-line error of the store at ``url`` failing a read or write once open (a disk
+    full, a connection lost mid-run): a command stops on it as on a store it could not open,
+    in the database's own words, instead of a driver's traceback."""
+    return StoreUnavailable(f"store {redact(url)}: {error_line(error)}")
 
 
 def read_only_engine(url: str, connect_timeout_s: float = 5.0,
