@@ -118,8 +118,6 @@ def show_store_failure(url: str, error: SQLAlchemyError) -> None:
 _LOCKED = re.compile(r"lock timeout|database is locked")
 #: what PostgreSQL says of a read that ran past its statement_timeout
 _SLOW = re.compile(r"statement timeout")
-#: what psycopg says of a new connection the server did not answer in time
-_NO_CONNECTION = re.compile(r"connection timeout expired")
 
 
 def _failure_hint(line: str) -> str:
@@ -131,10 +129,6 @@ def _failure_hint(line: str) -> str:
     if _SLOW.search(line):
         return (" (a read of the store took longer than dashboard.query_timeout_s = "
                 f"{load_inherited_settings().dashboard.query_timeout_s:g} s)")
-    if _NO_CONNECTION.search(line):
-        return (" (the database server answered no new connection within db.connect_timeout_s "
-                f"= {load_inherited_settings().db.connect_timeout_s:g} s: it is down, or the "
-                "network to it stalled)")
     return ""
 
 

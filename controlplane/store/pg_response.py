@@ -22,11 +22,15 @@ from typing import Any
 
 import psycopg
 from psycopg.abc import PQGen
-from psycopg.errors import _WaitTimeout
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.errors import ConnectionTimeout, _WaitTimeout
 
 #: db.response_timeout_s's default, longer than any statement Headroom runs (DbSettings, which
 #: imports no database library, repeats it; a test checks the two agree)
 DEFAULT_RESPONSE_TIMEOUT_S = 120.0
+
+#: the setting a new connection's timeout comes from (libpq's ``connect_timeout``)
+CONNECT_SETTING = "db.connect_timeout_s"
 
 #: how long a wait that gave up tries to cancel its statement on the server (a new connection
 #: to it, answered at once by a server that hears: a stalled network fails this too, and the
@@ -75,10 +79,33 @@ def keepalive_args(response_timeout_s: float) -> dict[str, int]:
 
 
 def bounded_connect(response_timeout_s: float, response_setting: str) -> Any:
-    """A ``do_connect`` listener: the engine's connections are ``BoundedConnection``s."""
+    """A ``do_connect`` listener: the engine's connections are ``BoundedConnection``s, and one
+    the server does not answer within the connect timeout fails naming the server and the
+    setting (libpq says only "connection timeout expired", which every read or write of a
+    stalled store then logs)."""
     def connect(_dialect: Any, _record: Any, cargs: Any, cparams: Any) -> BoundedConnection:
-        connection = BoundedConnection.connect(*cargs, **cparams)
+        try:
+            connection = BoundedConnection.connect(*cargs, **cparams)
+        except ConnectionTimeout:
+            raise ConnectionTimeout(unanswered_connect(cargs, cparams)) from None
         connection.response_timeout_s = response_timeout_s
         connection.response_setting = response_setting
         return connection
     return connect
+
+
+#: the connect arguments that say which server a connection is to, and how long it waits
+_SERVER_KEYS = ("host", "hostaddr", "port", "connect_timeout")
+
+
+def unanswered_connect(cargs: Any, cparams: Any) -> str:
+    """The error of a connection the server at ``cargs`` / ``cparams`` (psycopg's connect
+    arguments) did not answer within their ``connect_timeout``: ``db.connect_timeout_s``, the
+    only setting ``make_engine`` sets it from."""
+    params = {**(conninfo_to_dict(cargs[0]) if cargs else {}),  # no psycopg option (context)
+              **{key: value for key, value in cparams.items() if key in _SERVER_KEYS}}
+    host = params.get("host") or params.get("hostaddr") or "localhost"
+    server = f"{host}:{params.get('port') or 5432}"
+    return (f"no connection to the database server at {server} within "
+            f"{params.get('connect_timeout', '?')} s ({CONNECT_SETTING}): it is down, or the "
+            "network to it stalled")

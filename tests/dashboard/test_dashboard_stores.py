@@ -196,7 +196,7 @@ def test_a_page_rerun_after_its_postgresql_network_stalled_fails_naming_both_tim
     (error,) = at.error
     shown = as_shown(error.value)
     assert shown == (
-        f"Cannot read the store at `{url}`: connection timeout expired (the database server "
-        "answered no new connection within db.connect_timeout_s = 2 s: it is down, or the "
-        "network to it stalled)")
+        f"Cannot read the store at `{url}`: no connection to the database server at "
+        f"127.0.0.1:{proxy.port} within 2 s (db.connect_timeout_s): it is down, or the "
+        "network to it stalled")
     assert failed_at - proxy.stalled_at < 2 + 2 + 1.5
