@@ -31,7 +31,7 @@ from controlplane.domain.wording import counted
 from controlplane.models_file import load_model_specs
 from controlplane.models_yaml import ModelsFileError
 from controlplane.reconcile_config import check_models_table
-from controlplane.settings import ConfigError, pool_specs
+from controlplane.settings import ConfigError, Settings, pool_specs
 from controlplane.store import Store
 from controlplane.store.hints import ModelRemoval, remove_model_and_hints
 from controlplane.store.pauses import SqlModelPauses
@@ -64,16 +64,27 @@ def changes(listed: list[ModelSpec], given: list[ModelSpec]) -> dict[str, list[s
 _UNCHECKED = " unless its settings refuse the new table (--config checks that first)"
 
 
-def check_as_serve(config: Path | None, db: Path | None, table: list[ModelSpec], change: str,
-                   nothing: str) -> None:
-    """With ``--config``, ConfigError when serve of those settings refuses ``table``, the
+def serve_settings(config: Path | None, db: Path | None) -> Settings | None:
+    """Serve's settings, which ``--config`` names (None without it: serve's are unknown), read
+    once per command for its checks and pools; bad settings are a usage error."""
+    if config is None:
+        return None
+    try:
+        return settings_with_db(config, db)
+    except ConfigError as error:
+        raise usage_error(str(error)) from None
+
+
+def check_as_serve(settings: Settings | None, config: Path | None, table: list[ModelSpec],
+                   change: str, nothing: str) -> None:
+    """With serve's ``settings`` (``--config``), ConfigError when serve refuses ``table``, the
     models table after ``change`` (``check_models_table``, as at its start and reload): a
     running serve would keep the old models (``models.reload_refused``) and a restarted one
-    exit 2, so the command writes ``nothing``. Without it serve's settings are unknown."""
-    if config is None:
+    exit 2, so the command writes ``nothing``. Without them serve's settings are unknown."""
+    if settings is None:
         return
     try:
-        check_models_table(settings_with_db(config, db), tuple(table))
+        check_models_table(settings, tuple(table))
     except ConfigError as error:
         raise ConfigError(f"{config}: serve would refuse the models table {change}: {error}; "
                           f"{nothing}") from None
@@ -96,13 +107,14 @@ def import_models(
         given = load_model_specs(file)
     except ModelsFileError as error:
         raise usage_error(str(error)) from None
+    serve = serve_settings(config, db)
 
     def work(store: Store) -> dict[str, list[str]]:
         listed = store.model_specs()
         found = changes(listed, given)
         if found["new"] or found["updated"]:
             table = {s.name: s for s in listed} | {s.name: s for s in given}
-            check_as_serve(config, db, list(table.values()), f"with {file} imported",
+            check_as_serve(serve, config, list(table.values()), f"with {file} imported",
                            "nothing imported")
             if not dry_run:
                 store.upsert_models(given)
@@ -118,8 +130,8 @@ def import_models(
               markup=False, highlight=False, soft_wrap=True)
     # only --config names the fleet's pools (serve's settings), as for `hint add`: without it
     # the settings' pools are the defaults, no fleet's, and a warning from them would mislead
-    if config is not None:
-        pools = pool_specs(settings_with_db(config, db))
+    if serve is not None:
+        pools = pool_specs(serve)
         for spec in given:
             if line := no_pool_for(spec, pools):
                 print_warning(f"{file}: {line}")
@@ -182,10 +194,12 @@ def remove(
 
     NAME's demand hints not ended yet are withdrawn with it, in the same transaction (unless \
 --keep-hints); the output lists them either way."""
+    serve = serve_settings(config, db)
+
     def work(store: Store) -> tuple[ModelRemoval, StoreNow]:
         listed = store.model_specs()
         if any(s.name == name for s in listed):
-            check_as_serve(config, db, [s for s in listed if s.name != name],
+            check_as_serve(serve, config, [s for s in listed if s.name != name],
                            f"without {name!r}", "nothing removed")
         now = now_of(store)  # the loop's: a hint it still applies is not ended
         removal = remove_model_and_hints(store.engine, name, now.at, keep_hints=keep_hints)
