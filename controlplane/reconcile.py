@@ -240,7 +240,7 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
     models, profiles = _profiles(deps, config, memory, now)
     pauses = () if deps.pauses is None else deps.pauses.paused_models()
     sizing = size(observed, hinted.forecasts, models, config.policy, config.budgets, now,
-                  config.pools, hinted.floors, held(pauses, observed))
+                  config.pools, hinted.floors, held(pauses, observed), hinted.calibrated)
     # the replica targets say which demands a hint raised, and a hint capped: served of announced
     sizing, capped = hints_capped(sizing, hinted, models, demand_policy)
     deps.placement.sync_inventory(observed)

@@ -43,6 +43,7 @@ from controlplane.domain.demand import (
     FORECAST_QUANTILE,
     HOT_HEADROOM,
     OBSERVED_ABOVE_FORECAST,
+    PREDICTIVE,
     Demand,
     demand_from,
     refused_forecast,
@@ -138,6 +139,9 @@ class Sizing:
     bounds: tuple[tuple[str, str], ...] = ()
     #: (model, replicas held, reason) of each paused model
     held: tuple[tuple[str, int, str], ...] = ()
+    #: models a hint did not raise: sized without their hints they asked for more (e.g. the
+    #: fast path on load above the forecaster's own forecast), and that sizing stands
+    hint_outsized: tuple[str, ...] = ()
 
 
 def size(
@@ -150,24 +154,35 @@ def size(
     pools: Sequence[PoolSpec] = (),
     hint_rps: Mapping[str, float] | None = None,
     held: Mapping[str, tuple[int, str]] | None = None,
+    unhinted: Mapping[str, Forecast] | None = None,
 ) -> Sizing:
     """Demand -> hot replicas -> replica bounds -> warm-pool ladder (predictive only) -> GPU
     budgets (counted in the whole GPUs, and with ``pools`` the whole nodes, the replicas would
     take; ``controlplane.autoscaling.bounds`` says the order). ``hint_rps``: by model, the
     demand hints in force over the lookahead (``hint_floors``), for a model the predictive
     policy cannot size from a forecast. ``held``: model -> (replicas, reason) of each paused
-    model (``domain.pause.held``), kept at those replicas, no ladder, never trimmed."""
+    model (``domain.pause.held``), kept at those replicas, no ladder, never trimmed.
+    ``unhinted``: the forecasts before the hints floored ``forecasts`` (``HintedInputs``); a
+    hinted model's demand is the higher of its sizing with and without its hints
+    (``_unhinted_demands``), so a hint never sizes fewer replicas than no hint."""
     held = held or {}
     specs = [m.spec for m in models]
     demands = demand_from(specs, forecasts, observed, policy.demand, now, hint_rps)
+    plain = _unhinted_demands(specs, forecasts, unhinted, observed, policy, now, hint_rps)
     ladders: list[ModelLadder] = []
     requests: list[ModelRequest] = []
     sized: list[Demand] = []
     asked: dict[str, int] = {}
+    outsized: list[str] = []
     for model, demand in zip(models, demands, strict=True):
         name = model.spec.name
         forecast = forecasts.get(name)
         demand = _with_headroom(demand, model, policy, forecast, now)
+        if name in plain:
+            alone = _with_headroom(plain[name], model, policy, (unhinted or {}).get(name), now)
+            if alone.rate_rps > demand.rate_rps:
+                demand = alone
+                outsized.append(name)
         sized.append(demand)
         if name in held:
             requests.append(ModelRequest(name, held[name][0]))
@@ -195,7 +210,26 @@ def size(
                   budget_cuts(requests, trimmed),
                   tuple((b.model, b.hot) for b, r in zip(requests, trimmed, strict=True)
                         if r.hot < b.hot), bounds,
-                  tuple((name, count, reason) for name, (count, reason) in held.items()))
+                  tuple((name, count, reason) for name, (count, reason) in held.items()),
+                  tuple(outsized))
+
+
+def _unhinted_demands(specs: Sequence[ModelSpec], forecasts: Mapping[str, Forecast],
+                      unhinted: Mapping[str, Forecast] | None, observed: ObservedState,
+                      policy: ScalingPolicy, now: datetime,
+                      hint_rps: Mapping[str, float] | None) -> dict[str, Demand]:
+    """By model, the predictive demand of each model its hints touch (a forecast they floored,
+    a rate in force), sized as if there were none: the forecaster's own forecast decides the
+    fast path. A hint raises a forecast, so the load can run above the unhinted forecast
+    (observed x ``stale_headroom``) yet below the floored one, which then sized less."""
+    if policy.demand.mode != PREDICTIVE:
+        return {}
+    before = forecasts if unhinted is None else unhinted
+    touched = [s for s in specs if (hint_rps or {}).get(s.name, 0.0) > 0
+               or before.get(s.name) is not forecasts.get(s.name)]
+    if not touched:
+        return {}
+    return {d.model: d for d in demand_from(touched, before, observed, policy.demand, now)}
 
 
 def budget_holds(sizing: Sizing, budgets: Budgets,

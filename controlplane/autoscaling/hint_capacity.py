@@ -262,7 +262,8 @@ def hints_capped(sizing: Sizing, hinted: HintedInputs, models: Sequence[FleetMod
     """``sizing`` with its demands tagged where a hint raised them and, for each model a GPU
     budget or pool kept below its hint, the cut's reason naming the hint (``CappedHint.reason``);
     and those capped hints. The reconcile loop and ``headroom simulate`` both run it."""
-    sizing = replace(sizing, demands=hinted.tagged(sizing.demands, policy))
+    sizing = replace(sizing, demands=hinted.tagged(sizing.demands, policy,
+                                                   sizing.hint_outsized))
     capped = capped_hints(sizing.demands, sizing.requests, sizing.budget_cuts, hinted.floors,
                           {m.spec.name: m.shape.per_replica_rps for m in models},
                           policy.target_utilization)

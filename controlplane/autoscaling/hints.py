@@ -15,7 +15,9 @@ meet, and models without hints, are returned as they are. A model the predictive
 cannot size from a forecast (none yet, stale, from the future) is sized from its observed load
 x ``stale_headroom`` or, when above, the rate of its hints in force over the lookahead
 (``hint_floors``). Only the predictive policy reads hints: the reactive and static ones never
-read a forecast.
+read a forecast. A hint never sizes fewer replicas than no hint: the core also sizes each
+hinted model from its unhinted forecast (the fast path decided against that) and keeps the
+higher (``core.size``'s ``unhinted``, ``Sizing.hint_outsized``).
 
 The lead is the time the fleet needs to be ready (a GPU node's provisioning and the replica's
 cold start: ``autoscaling.hint_lead_s``): the loop's own ladder scales ahead of a rise only by
@@ -161,14 +163,17 @@ _WITHOUT_FORECAST = frozenset({NO_FORECAST, STALE_FORECAST, FUTURE_FORECAST})
 
 def hinted_demands(demands: Sequence[Demand], forecasts: Mapping[str, Forecast],
                    floored: Mapping[str, Forecast], floors: Mapping[str, float],
-                   policy: DemandPolicy, now: datetime) -> tuple[Demand, ...]:
+                   policy: DemandPolicy, now: datetime,
+                   outsized: frozenset[str] = frozenset()) -> tuple[Demand, ...]:
     """``demands`` with ``+demand_hint`` on the reason of each model a hint raised: the plan's
     replica targets and actions then say the announced demand sized them. Only the predictive
     policy reads hints. A demand read off the forecast is raised when a hint raised the
     forecast (``floored`` against ``forecasts``) in a step meeting [now, now + lookahead]; one
     without a usable forecast when its hint rate (``floors``) is above the observed load x
     ``stale_headroom`` (``_predictive``). The fast path (``observed_above_forecast``) is not
-    raised by a hint; an unmeasured model a hint sized comes tagged (``unmeasured_demand``)."""
+    raised by a hint; an unmeasured model a hint sized comes tagged (``unmeasured_demand``).
+    Nor is a model in ``outsized`` (``Sizing.hint_outsized``): sized without its hints it asked
+    for more, and that sizing stands."""
     if policy.mode != PREDICTIVE:
         return tuple(demands)
     until_at = now + timedelta(seconds=policy.lookahead_s)
@@ -184,6 +189,8 @@ def hinted_demands(demands: Sequence[Demand], forecasts: Mapping[str, Forecast],
                    for i in range(len(after.p50)))
 
     def raised(demand: Demand) -> bool:
+        if demand.model in outsized:
+            return False
         if demand.reason in _FROM_FORECAST:
             return raised_forecast(demand.model)
         return demand.reason in _WITHOUT_FORECAST and floors.get(demand.model, 0.0) > (
@@ -205,9 +212,10 @@ class HintedInputs:
     floors: dict[str, float]
     now: datetime
 
-    def tagged(self, demands: Sequence[Demand], policy: DemandPolicy) -> tuple[Demand, ...]:
+    def tagged(self, demands: Sequence[Demand], policy: DemandPolicy,
+               outsized: Sequence[str] = ()) -> tuple[Demand, ...]:
         return hinted_demands(demands, self.calibrated, self.forecasts, self.floors, policy,
-                              self.now)
+                              self.now, frozenset(outsized))
 
 
 def hinted_inputs(forecasts: Mapping[str, Forecast], hints: Sequence[DemandHint],

@@ -295,7 +295,7 @@ class _Run:
                                self.options.hint_lead_s, self.policy.demand.lookahead_s)
         observed = self.fleet.snapshot()
         sizing = size(observed, hinted.forecasts, models, self.policy, self.budgets, now,
-                      self.pools, hinted.floors)
+                      self.pools, hinted.floors, unhinted=hinted.calibrated)
         # the reasons say which demands a hint raised, and a hint the fleet's capacity capped
         sizing, capped = hints_capped(sizing, hinted, models, self.policy.demand)
         decision = decide_sized(observed, sizing, models, self.pools, self.policy, self.budgets,
