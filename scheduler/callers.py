@@ -150,16 +150,17 @@ def _scoped(handler: grpc.RpcMethodHandler[Any, Any],
 
 def _refusal(handler: grpc.RpcMethodHandler[Any, Any], problem: str
              ) -> grpc.RpcMethodHandler[Any, Any]:
-    def deny(request: object, context: grpc.ServicerContext) -> Any:
+    """A handler that refuses the call UNAUTHENTICATED before its request is read: it takes
+    the requests as a stream (one unary request is the same message on the wire) and never
+    iterates them, as a unary-request handler would make gRPC receive and deserialize the
+    whole message (up to the server's receive limit) first. Its responses: as ``handler``'s."""
+
+    def deny(requests: object, context: grpc.ServicerContext) -> Any:
         context.abort(grpc.StatusCode.UNAUTHENTICATED, problem)
 
-    if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(deny)
-    if handler.request_streaming:
-        return grpc.stream_unary_rpc_method_handler(deny)
     if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(deny)
-    return grpc.unary_unary_rpc_method_handler(deny)
+        return grpc.stream_stream_rpc_method_handler(deny)
+    return grpc.stream_unary_rpc_method_handler(deny)
 
 
 def caller_interceptor(sec: TransportSecurity,
