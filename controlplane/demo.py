@@ -135,14 +135,17 @@ class Demo:
         except ValueError:
             listen = f"{host}:0"
         security = transport_security(self.settings.placement)
+        max_request_mib = self.settings.placement.max_request_mib
         try:
             self.server, bound = create_server(listen, self.engine, extra,
                                                max_workers=workers, metrics=metrics,
-                                               max_watch_streams=watch_cap, security=security)
+                                               max_watch_streams=watch_cap, security=security,
+                                               max_request_mib=max_request_mib)
         except (RuntimeError, OSError):  # taken since the check: a free one
             self.server, bound = create_server(f"{host}:0", self.engine, extra,
                                                max_workers=workers, metrics=metrics,
-                                               max_watch_streams=watch_cap, security=security)
+                                               max_watch_streams=watch_cap, security=security,
+                                               max_request_mib=max_request_mib)
         self.grpc_address = f"{host}:{bound}"
         return self.grpc_address
 

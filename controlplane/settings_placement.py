@@ -1,6 +1,7 @@
 """Settings group of the gRPC placement API that ``headroom serve`` and ``demo`` serve:
 ``placement`` (its listen, metrics and health addresses, TLS, bearer tokens and client
-certificate identities, and when an address beyond loopback may go without them)."""
+certificate identities, the largest request it receives, and when an address beyond loopback
+may go without them)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from pydantic import Field, field_validator, model_validator
 
 from controlplane.settings_groups import Group
+from scheduler.limits import DEFAULT_MAX_REQUEST_MIB, MAX_REQUEST_MIB_LIMIT
 from scheduler.metrics import host_and_port, is_loopback
 
 
@@ -41,6 +43,13 @@ class PlacementSettings(Group):
         "(unscoped) or with ' tenant=A[,B...]' (scoped as a token line); a certificate matching "
         "no line is UNAUTHENTICATED, several: the union of their scopes; with a token too, what "
         "both allow; re-read when it changes; needs tls_client_ca_file")
+    max_request_mib: int = Field(
+        DEFAULT_MAX_REQUEST_MIB, ge=1, le=MAX_REQUEST_MIB_LIMIT,
+        description="the largest request, in MiB, the placement API's gRPC server receives on "
+        "any of its services (health and KEDA's scaler too); a larger one is RESOURCE_EXHAUSTED "
+        "before it is read. It bounds the memory one call can make the server hold; the "
+        "default is three times a SyncInventory of 2,000 nodes x 8 GPUs x 7 MIG instances with 150 "
+        "labels per node (21 MiB)")
     allow_insecure: bool = Field(False, description="serve a listen address beyond loopback "
                                  "without TLS and authentication (only behind a service mesh "
                                  "that provides both)")

@@ -14,6 +14,7 @@ from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 from scheduler.callers import caller_interceptor
 from scheduler.engine import PlacementEngine
+from scheduler.limits import DEFAULT_MAX_REQUEST_MIB, MAX_RESPONSE_BYTES, mib_to_bytes
 from scheduler.metrics import PlacementMetrics
 from scheduler.security import TransportSecurity, server_credentials
 from scheduler.service import PlacementServicer
@@ -31,8 +32,6 @@ RESERVED_WORKERS = 4
 #: Worker threads for Place/Release/SyncInventory/GetPlan: few, so they do not fight over the
 #: GIL on a 2-core machine.
 FAST_WORKERS = 2
-MAX_MESSAGE_BYTES = 256 * 1024 * 1024
-
 
 
 @dataclass(slots=True)
@@ -62,7 +61,8 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
                   metrics: PlacementMetrics | None = None,
                   max_watch_streams: int | None = None,
                   security: TransportSecurity | None = None,
-                  health_listen: str | None = None) -> tuple[grpc.Server, int]:
+                  health_listen: str | None = None,
+                  max_request_mib: int = DEFAULT_MAX_REQUEST_MIB) -> tuple[grpc.Server, int]:
     """Build, bind and start the server; returns (server, bound port).
 
     ``extra_servicers`` are callables that register more services (e.g. KEDA's external
@@ -76,15 +76,17 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
     scaler, and client certificate identities mapped to tenants (``scheduler.security``);
     its files are checked before anything is bound (``SecurityFileError``). ``health_listen``:
     the health service alone, in plaintext, on another address, for kubelet's gRPC probe (it
-    speaks neither TLS nor tokens); its port: ``health_port(server)``.
+    speaks neither TLS nor tokens); its port: ``health_port(server)``. ``max_request_mib``: the
+    largest request any service of the server receives (larger: RESOURCE_EXHAUSTED, unread;
+    ``scheduler.limits``).
     """
     security = security or TransportSecurity()
     credentials = server_credentials(security) if security.tls else None  # files checked here
     callers = caller_interceptor(security, metrics.refused if metrics is not None else None)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="placement"),
-        options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        options=[("grpc.max_receive_message_length", mib_to_bytes(max_request_mib)),
+                 ("grpc.max_send_message_length", MAX_RESPONSE_BYTES),
                  ("grpc.so_reuseport", 0)],
         interceptors=[callers] if callers is not None else None,
     )

@@ -39,6 +39,7 @@ from controlplane.store.configured import open_store
 from controlplane.store.engine import redact
 from scheduler.affinity import parse_cpu_list, pin_process
 from scheduler.engine import PlacementEngine
+from scheduler.limits import DEFAULT_MAX_REQUEST_MIB, MAX_REQUEST_MIB_LIMIT
 from scheduler.metrics import PlacementMetrics, check_bindable, exposed_metrics
 from scheduler.security import SecurityFileError, TransportSecurity
 from scheduler.server import Registrar, create_server, health_port, stop
@@ -95,6 +96,11 @@ def serve(
     client_identities: ClientIdentitiesOption = None,
     health_listen: HealthListenOption = None,
     allow_insecure: AllowInsecureOption = False,
+    max_request_mib: int | None = typer.Option(
+        None, "--max-request-mib", min=1, max=MAX_REQUEST_MIB_LIMIT, metavar="MIB",
+        show_default=False,
+        help=f"The largest request received, in MiB (larger: RESOURCE_EXHAUSTED, unread). "
+             f"Default: placement.max_request_mib of --config, else {DEFAULT_MAX_REQUEST_MIB}."),
 ) -> None:
     """Serve the placement gRPC API until SIGINT/SIGTERM: in memory, or on a store."""
     settings = _settings(config, db) if config is not None or db is not None else None
@@ -124,7 +130,9 @@ def serve(
         server, port = create_server(listen, engine, extra, max_workers=workers,
                                      fast_workers=fast_workers, metrics=metrics,
                                      security=secured.security,
-                                     health_listen=secured.health_listen)
+                                     health_listen=secured.health_listen,
+                                     max_request_mib=_max_request_mib(max_request_mib,
+                                                                      settings))
     except (OSError, RuntimeError, SecurityFileError) as exc:
         stop_metrics()
         stop_store()
@@ -158,6 +166,13 @@ def serve(
         stop_metrics()
         stop_store()
         typer.echo("placement API stopped")
+
+
+def _max_request_mib(option: int | None, settings: Settings | None) -> int:
+    """--max-request-mib, else placement.max_request_mib of the settings, else the default."""
+    if option is not None:
+        return option
+    return settings.placement.max_request_mib if settings is not None else DEFAULT_MAX_REQUEST_MIB
 
 
 def _address(option: str | None, flag: str, field: str, settings: Settings | None,

@@ -57,3 +57,15 @@ def test_half_a_tls_configuration_is_refused_naming_what_is_missing(
     with pytest.raises(ValidationError) as err:
         PlacementSettings.model_validate(extra)
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (0, "greater than or equal to 1"), (2048, "less than or equal to 2047"),
+])
+def test_the_largest_request_is_64_mib_unless_set_and_between_1_and_2047_mib(
+        value: int, message: str) -> None:
+    assert PlacementSettings().max_request_mib == 64
+    assert PlacementSettings.model_validate({"max_request_mib": 2047}).max_request_mib == 2047
+    with pytest.raises(ValidationError) as err:
+        PlacementSettings.model_validate({"max_request_mib": value})
+    assert "max_request_mib" in str(err.value) and message in str(err.value)
