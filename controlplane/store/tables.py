@@ -71,8 +71,11 @@ class ObservationRecord(SQLModel, table=True):
     (``controlplane.autoscaling.profile_correction``)."""
 
     __tablename__ = "observations"
-    # by time alone: the profile samples every tick reads and the retention's delete (0013)
-    __table_args__ = (Index("ix_observations_model_at", "model", "at"),
+    # by model and time with the load, so the requests served per model and day are read from
+    # the index alone (0025); by time alone: the profile samples every tick reads and the
+    # retention's delete (0013)
+    __table_args__ = (Index("ix_observations_model_at_load", "model", "at", "demand_rps",
+                            "capacity_rps"),
                       Index("ix_observations_at", "at"))
     id: int | None = Field(default=None, primary_key=True)
     model: str = Field(max_length=200)
