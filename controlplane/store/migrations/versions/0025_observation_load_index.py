@@ -9,7 +9,7 @@ wider index serves every read the (model, at) one did (its leading columns), so 
 
 Revision ID: 0025
 Revises: 0024
-Create Date: 2026-12-08 09:00:00
+Create Date: 2026-12-06 01:00:00
 """
 
 from __future__ import annotations
