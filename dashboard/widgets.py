@@ -95,6 +95,14 @@ def pause_of(models: pd.DataFrame, model: str) -> ModelPause | None:
                       paused_at, "" if pd.isna(r["paused_by"]) else str(r["paused_by"]))
 
 
+def pauses_of(models: pd.DataFrame) -> dict[str, ModelPause]:
+    """By model, the pause of each paused model in the models table (``pause_of`` of each,
+    read in one pass rather than a scan of the table per model)."""
+    paused = models[models["paused_at"].notna()]
+    return {str(name): pause for name in paused["name"]
+            if (pause := pause_of(paused, str(name))) is not None}
+
+
 def held_text(pause: ModelPause) -> str:
     """What a pause holds, since when and by whom: ``held at 3 replica(s) since ... by ...``."""
     by = f" by {pause.paused_by}" if pause.paused_by else ""
@@ -104,9 +112,7 @@ def held_text(pause: ModelPause) -> str:
 def paused_models(url: str) -> None:
     """A caption naming every paused model (``headroom models pause``), as ``headroom status``
     lists them: the replicas held, since when and by whom; nothing when none is paused."""
-    models = q.models(url)
-    paused = [(name, pause) for name in models["name"]
-              if (pause := pause_of(models, str(name))) is not None]
+    paused = list(pauses_of(q.models(url)).items())
     if paused:
         st.caption(escape_markdown(
             "Paused models (headroom models pause, until headroom models resume NAME): "

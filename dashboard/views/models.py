@@ -134,8 +134,9 @@ def overview_table(url: str, tick: q.LastTick) -> pd.DataFrame:
         suffixes=("", "_r"))
     for bound in ("min_replicas", "max_replicas"):
         frame[bound] = [widgets.bound_text(v) for v in frame[bound]]
-    frame["paused"] = [("" if (p := widgets.pause_of(models, name)) is None
-                        else widgets.held_text(p)) for name in frame["name"]]
+    pauses = widgets.pauses_of(models)
+    frame["paused"] = [widgets.held_text(pauses[name]) if name in pauses else ""
+                       for name in frame["name"]]
     # a budget holding the model short at the newest tick says so whether or not it changed
     # its replicas (a fleet started at the budget never does)
     holds = holds_noted(tick.notes)
