@@ -29,6 +29,12 @@ from controlplane.cli.forecast import app as forecast_app
 from controlplane.cli.forecast_method import check_forecast_method
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.hint import app as hint_app
+from controlplane.cli.json_errors import (
+    JsonErrorsGroup,
+    json_option,
+    one_document_on_failure,
+    write_document,
+)
 from controlplane.cli.models import app as models_app
 from controlplane.cli.numbers import float_option
 from controlplane.cli.placement import app as placement_app
@@ -56,7 +62,8 @@ from forecaster.errors import InputError
 from scheduler.metrics import check_bindable, host_and_port
 
 app = typer.Typer(help="Headroom: forecast, pack and actuate GPU inference fleets.",
-                  no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+                  cls=JsonErrorsGroup, no_args_is_help=True, pretty_exceptions_enable=False,
+                  add_completion=False)
 db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 db_app.command("current")(reflowed(db_current))
@@ -164,7 +171,7 @@ def demo(
              "--no-dashboard)", min=0.1, max=MAX_DEMO_SPEED)] = 30.0,
     no_dashboard: Annotated[bool, typer.Option("--no-dashboard",
                                                help="do not start the dashboard")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="print one JSON summary")] = False,
+    json_out: Annotated[bool, json_option("print one JSON summary")] = False,
     db: Annotated[Path | None, typer.Option(
         help=escape("SQLite file of the demo store; beats HEADROOM_DB__URL and db.url of "
                     f"--config [default (with neither): {DEMO_DB}]"))] = None,
@@ -195,7 +202,7 @@ def demo(
         runner = _run_demo(settings, start_at, minutes, speed, no_dashboard, json_out)
     summary = runner.summary()
     if json_out:
-        typer.echo(json.dumps(summary.as_dict()))
+        write_document(json.dumps(summary.as_dict()))
     else:
         print_line(console, summary.line())
 
@@ -362,15 +369,17 @@ def main() -> None:
 
     An OSError about a file no command checked for (e.g. a name too long for the file system)
     is the file given on the command line or in a settings file: one line naming it; any other
-    OSError keeps its traceback."""
-    try:
-        app()
-    except (ConfigError, StoreUnavailable, MigrationError, UsageError, ServeError,
-            FleetLeaseHeld) as error:
-        print_error(str(error))
-        sys.exit(2)
-    except OSError as error:
-        if error.filename is None:
-            raise
-        print_error(_file_error_line(error))
-        sys.exit(2)
+    OSError keeps its traceback. With --json, a failure prints its one JSON document too
+    (``controlplane.cli.json_errors``)."""
+    with one_document_on_failure(sys.argv[1:]):
+        try:
+            app()
+        except (ConfigError, StoreUnavailable, MigrationError, UsageError, ServeError,
+                FleetLeaseHeld) as error:
+            print_error(str(error))
+            sys.exit(2)
+        except OSError as error:
+            if error.filename is None:
+                raise
+            print_error(_file_error_line(error))
+            sys.exit(2)

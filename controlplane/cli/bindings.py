@@ -17,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from controlplane.adapters.clock import WallClock
+from controlplane.cli.json_errors import JsonOption, write_document
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
 from controlplane.domain.timestamps import utc_text
 from controlplane.placement_api import journaled_engine
@@ -55,7 +56,7 @@ def list_bindings(
     node: NodeOption = None,
     model: Annotated[str | None, typer.Option(
         "--model", help="only the bindings of this model (as its Place named it)")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    json_out: JsonOption = False,
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:
@@ -69,13 +70,13 @@ def list_bindings(
     bound = with_existing_store(config, db, work)
     now = WallClock().now()
     if json_out:
-        print(json.dumps([{"workload_id": b.workload_id, "node": b.node,
-                           "model": b.model or None, "tenant": b.tenant or None,
-                           "gpu_indices": list(b.gpu_indices),
-                           "mode": b.mode.value if b.mode is not None else None,
-                           "mig_profile": b.mig_profile or None, "gpu_milli": b.gpu_milli,
-                           "bound_at": utc_text(at), "lease_s": b.lease_s or None,
-                           "lease_expires_at": _expires_at(b)} for b, at in bound], indent=1))
+        write_document(json.dumps([{
+            "workload_id": b.workload_id, "node": b.node, "model": b.model or None,
+            "tenant": b.tenant or None, "gpu_indices": list(b.gpu_indices),
+            "mode": b.mode.value if b.mode is not None else None,
+            "mig_profile": b.mig_profile or None, "gpu_milli": b.gpu_milli,
+            "bound_at": utc_text(at), "lease_s": b.lease_s or None,
+            "lease_expires_at": _expires_at(b)} for b, at in bound], indent=1))
         return
     if not bound:
         out.print("no workload" + (f" of model {model}" if model else "") + " is bound"

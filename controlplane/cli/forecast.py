@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -28,6 +27,7 @@ from rich.table import Table
 
 from controlplane.cli.backtest_notes import unscored_notes
 from controlplane.cli.forecast_run import cell, run
+from controlplane.cli.json_errors import JsonOption, write_document
 from controlplane.cli.numbers import float_option
 from controlplane.cli.paths import check_output_path, write_atomically
 from controlplane.cli.streams import print_warning, usage_error
@@ -68,7 +68,7 @@ def backtest(
                                                      help="only this series (repeatable)")] = None,
     workers: Annotated[int | None, typer.Option(min=1,
                                                 help="processes (default: CPU count)")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Rolling-origin backtest of every series in a CSV (DESIGN.md contract)."""
     started = time.perf_counter()
@@ -98,7 +98,7 @@ def backtest(
         for note in entry["notes"]:
             print_warning(f"{csv}: series {name!r}: {note}")
     if json_out:
-        sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
+        write_document(json.dumps(doc, indent=2, allow_nan=False))
     else:
         Console().print(table(doc))
 

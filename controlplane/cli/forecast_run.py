@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import json
-import sys
 import tempfile
 from contextlib import nullcontext
 from dataclasses import replace
@@ -31,6 +30,7 @@ from controlplane.cli.forecast_csv import (
 )
 from controlplane.cli.forecast_method import check_forecast_method
 from controlplane.cli.helptext import reflowed
+from controlplane.cli.json_errors import JsonOption, write_document
 from controlplane.cli.numbers import float_option
 from controlplane.cli.store_origin import db_url_named
 from controlplane.cli.store_time import now_of
@@ -109,7 +109,7 @@ def run(
                                            "store's for its observations (a simulated "
                                            "fleet's last tick), or the end of --csv)")] = None,
     no_store: Annotated[bool, typer.Option("--no-store", help="do not save forecasts")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    json_out: JsonOption = False,
 ) -> None:
     """Refresh forecasts for every model (or one shard) and store them.
 
@@ -208,7 +208,7 @@ def run(
                           ) from exc
     doc = job_doc(report_, stored=not no_store, coverage=coverage)
     if json_out:
-        sys.stdout.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
+        write_document(json.dumps(doc, indent=2, allow_nan=False))
     else:
         Console().print(job_table(report_))
         err.print(f"{len(report_.forecasts)} forecast(s) in {report_.wall_s:.1f} s "

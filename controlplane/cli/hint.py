@@ -17,6 +17,7 @@ from rich.table import Table
 from controlplane.autoscaling.from_settings import known_capacity
 from controlplane.autoscaling.hint_capacity import HintCheck
 from controlplane.cli.demo_store import settings_with_db
+from controlplane.cli.json_errors import JsonOption, write_document
 from controlplane.cli.numbers import float_option
 from controlplane.cli.status_view import HINT_COLUMNS, hint_cells, hint_line
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
@@ -106,7 +107,7 @@ def _start_at(start: str) -> datetime:
 @app.command("list")
 def list_hints(
     all_: Annotated[bool, typer.Option("--all", help="include hints that have ended")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    json_out: JsonOption = False,
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:
@@ -121,10 +122,10 @@ marked "model not listed"."""
 
     hints, listed, now = with_existing_store(config, db, read)
     if json_out:
-        print(json.dumps([{"id": h.hint_id, "model": h.model, "model_listed": h.model in listed,
-                           "rate_rps": h.rate_rps, "start_at": utc_text(h.start_at),
-                           "end_at": utc_text(h.end_at), "reason": h.reason} for h in hints],
-                         indent=1))
+        write_document(json.dumps([{
+            "id": h.hint_id, "model": h.model, "model_listed": h.model in listed,
+            "rate_rps": h.rate_rps, "start_at": utc_text(h.start_at),
+            "end_at": utc_text(h.end_at), "reason": h.reason} for h in hints], indent=1))
         return
     if not hints:
         out.print("no demand hints" + ("" if all_ else f" in force or ahead at {now.text()} "

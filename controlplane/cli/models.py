@@ -18,6 +18,7 @@ from rich.table import Table
 
 from controlplane.cli.demo_store import settings_with_db
 from controlplane.cli.helptext import reflowed
+from controlplane.cli.json_errors import JsonOption, write_document
 from controlplane.cli.models_pause import pause, resume
 from controlplane.cli.status_view import hint_line, pause_json
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
@@ -139,7 +140,7 @@ def import_models(
 
 @app.command("list")
 def list_models(
-    json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    json_out: JsonOption = False,
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:
@@ -150,8 +151,8 @@ def list_models(
 
     specs, paused = with_existing_store(config, db, read)
     if json_out:
-        print(json.dumps([{**asdict(s), "paused": pause_json(paused.get(s.name))}
-                          for s in specs], indent=1, default=str))
+        write_document(json.dumps([{**asdict(s), "paused": pause_json(paused.get(s.name))}
+                                   for s in specs], indent=1, default=str))
         return
     if not specs:
         out.print("no models listed (headroom models import FILE)")

@@ -22,6 +22,7 @@ from rich.table import Table
 from controlplane.autoscaling.calibration import MIN_ERRORS
 from controlplane.autoscaling.policies import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
 from controlplane.autoscaling.profile_correction import CorrectionConfig
+from controlplane.cli.json_errors import JsonOption, write_document
 from controlplane.cli.numbers import float_option
 from controlplane.cli.paths import check_output_path
 from controlplane.cli.streams import print_note, print_warning, usage_error
@@ -196,7 +197,7 @@ def simulate_command(
     cold_start: Annotated[str | None, typer.Option(
         "--cold-start", help="override every model's cold start: a CSV of load latencies "
         "(column value, ms) or p50=S,p90=S in seconds")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    json_out: JsonOption = False,
     seed: Annotated[int, typer.Option(help="seed of cold-start and provisioning draws")] = 1,
     value_unit: Annotated[str, typer.Option(
         "--value-unit", help="rps | rpm | per-step (a count per trace step)")] = "rps",
@@ -330,7 +331,7 @@ def simulate_command(
     came_from = sources(chosen, _given(ctx, [*OPTION_SETTINGS, "profile_correction"]), config)
     used = {p.name: effective_settings(p, options, config, came_from) for p in result.policies}
     if json_out:
-        typer.echo(json.dumps({
+        write_document(json.dumps({
             "ok": True, "trace": str(trace), "models": str(models),
             "minutes": replayed.minutes, "trace_step_s": replayed.step_s,
             "filled_gap_minutes": dict(replayed.filled), "seed": seed,

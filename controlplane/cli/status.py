@@ -23,6 +23,7 @@ from controlplane import cost_reader
 from controlplane.adapters.clock import WallClock
 from controlplane.autoscaling.hints import status_floors
 from controlplane.cli.demo_store import settings_with_db, with_demo_hint
+from controlplane.cli.json_errors import JsonOption, write_document
 from controlplane.cli.numbers import float_option
 from controlplane.cli.status_view import render, status_document
 from controlplane.cli.store_origin import db_url_named, store_error_line
@@ -47,7 +48,7 @@ def status_command(
         metavar="<path>", dir_okay=False,
         help="SQLite store file to read (e.g. the demo's .headroom/demo.db); beats "
              "HEADROOM_DB__URL and db.url of --config")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="print one JSON document")] = False,
+    json_out: JsonOption = False,
     max_tick_age_s: Annotated[float | None, float_option(
         "--max-tick-age-s", min=0.0,
         help=escape("a last tick older than this is unhealthy (exit 1) [default: 3 x "
@@ -97,7 +98,7 @@ def status_command(
     code = 0 if health.healthy else 1
     with exit_when_stdout_closes(code):
         if json_out:
-            typer.echo(json.dumps(status_document(status, health), allow_nan=False))
+            write_document(json.dumps(status_document(status, health), allow_nan=False))
         else:
             render(PipeConsole(), status, health)
     if code:

@@ -17,6 +17,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from controlplane.cli.json_errors import record_error
+
 _stderr = Console(stderr=True)
 
 
@@ -24,6 +26,7 @@ def print_error(message: str) -> None:
     """Print ``error: message`` on stderr, on one line; a message listing several problems
     (``domain.errors.listed_problems``), one ``error:`` line each."""
     for line in message.splitlines() or [""]:
+        record_error(line)  # for --json's document, should the command fail
         _stderr.print(f"[red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
 
 
