@@ -129,6 +129,7 @@ class Demo:
         metrics = served.placement
         workers = DEFAULT_WORKERS + self.keda.max_streams  # KEDA's streams hold a thread each
         watch_cap = watch_stream_cap(DEFAULT_WORKERS)
+        share = self.settings.placement.watch_caller_share
         listen = self.settings.placement.listen
         try:  # a port taken: a free one rather than a failed demo (and no gRPC C-core error line)
             check_bindable(listen, port_free=True)
@@ -140,12 +141,14 @@ class Demo:
             self.server, bound = create_server(listen, self.engine, extra,
                                                max_workers=workers, metrics=metrics,
                                                max_watch_streams=watch_cap, security=security,
-                                               max_request_mib=max_request_mib)
+                                               max_request_mib=max_request_mib,
+                                               watch_caller_share=share)
         except (RuntimeError, OSError):  # taken since the check: a free one
             self.server, bound = create_server(f"{host}:0", self.engine, extra,
                                                max_workers=workers, metrics=metrics,
                                                max_watch_streams=watch_cap, security=security,
-                                               max_request_mib=max_request_mib)
+                                               max_request_mib=max_request_mib,
+                                               watch_caller_share=share)
         self.grpc_address = f"{host}:{bound}"
         return self.grpc_address
 

@@ -153,7 +153,8 @@ def start_placement_api(settings: Settings, engine: PlacementEngine,
                                      max_watch_streams=watch_stream_cap(DEFAULT_WORKERS),
                                      security=transport_security(settings.placement),
                                      health_listen=settings.placement.health_listen,
-                                     max_request_mib=settings.placement.max_request_mib)
+                                     max_request_mib=settings.placement.max_request_mib,
+                                     watch_caller_share=settings.placement.watch_caller_share)
     except SecurityFileError as error:  # changed since the startup check
         metrics.stop()
         raise ConfigError(f"placement.{error}") from None

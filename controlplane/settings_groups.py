@@ -24,6 +24,7 @@ from controlplane.autoscaling.profile_correction import CorrectionConfig
 from controlplane.yaml_numbers import NoBoolForANumber
 from scheduler.domain import catalog
 from scheduler.domain.validate import MAX_GPUS_PER_NODE, MAX_PRICE_PER_GPU_HOUR
+from scheduler.stream_shares import DEFAULT_CALLER_SHARE
 
 
 class Group(NoBoolForANumber):
@@ -342,6 +343,12 @@ class AutoscalingSettings(Group):
         128, gt=0, description="KEDA scaler: streams served at once, each holding one "
         "more gRPC server thread; KEDA opens two (StreamIsActive, StreamMetricSpec) per "
         "external-push ScaledObject, so 128 serve 64 of them")
+    keda_caller_share: float = Field(
+        DEFAULT_CALLER_SHARE, gt=0, le=1, description="KEDA scaler: the share of "
+        "keda_max_streams one caller (its client certificate, else its address) may hold at "
+        "once, at least 1, so that a client without credentials cannot take every stream; one "
+        "KEDA opens two per external-push ScaledObject, so 0.25 of 128 serve 16 of them by "
+        "stream (the others are polled): raise it for more (mutual TLS keeps others out)")
     profile_correction: ProfileCorrectionSettings = Field(
         default_factory=ProfileCorrectionSettings, description="online profile correction")
 

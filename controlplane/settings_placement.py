@@ -12,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 from controlplane.settings_groups import Group
 from scheduler.limits import DEFAULT_MAX_REQUEST_MIB, MAX_REQUEST_MIB_LIMIT
 from scheduler.metrics import host_and_port, is_loopback
+from scheduler.stream_shares import DEFAULT_CALLER_SHARE
 
 
 class PlacementSettings(Group):
@@ -50,6 +51,11 @@ class PlacementSettings(Group):
         "before it is read. It bounds the memory one call can make the server hold; the "
         "default is three times a SyncInventory of 2,000 nodes x 8 GPUs x 7 MIG instances with 150 "
         "labels per node (21 MiB)")
+    watch_caller_share: float = Field(
+        DEFAULT_CALLER_SHARE, gt=0, le=1, description="the share of the server's WatchPlan "
+        "streams one caller (its token, else its client certificate, else its address) may "
+        "hold at once, at least 1, so that one caller cannot take them all and lock the others "
+        "out; beyond it RESOURCE_EXHAUSTED watch_streams_per_caller")
     allow_insecure: bool = Field(False, description="serve a listen address beyond loopback "
                                  "without TLS and authentication (only behind a service mesh "
                                  "that provides both)")

@@ -1,18 +1,21 @@
 """Who is calling the placement API: the interceptor that authenticates each call with the
 bearer tokens and client certificate identities of ``scheduler.security`` and runs it with its
 caller's tenant scope as ``caller_scope()``, which the servicer and engine enforce
-(``scheduler.tenancy``)."""
+(``scheduler.tenancy``), and ``caller_of(context)``, the name a stream pool counts a caller by
+(``scheduler.stream_shares``)."""
 
 from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
 import grpc
 
+from scheduler.client_identities import peer_identities
 from scheduler.security import BearerTokens, ClientIdentities, TransportSecurity, read_credentials
+from scheduler.stream_shares import caller_name, token_name
 from scheduler.tenancy import Scope, intersection
 
 log = logging.getLogger(__name__)
@@ -20,16 +23,32 @@ log = logging.getLogger(__name__)
 #: Services answered without a token (each only reads): health (kubelet's probe carries no
 #: metadata) and KEDA's external scaler (KEDA sends none; mutual TLS authenticates it).
 TOKEN_EXEMPT_SERVICES = frozenset({"grpc.health.v1.Health", "externalscaler.ExternalScaler"})
+#: Token-exempt services that, with a client identities file, still need a client certificate
+#: whose identity is listed, unscoped, as every other call needs a listed one: KEDA's scaler
+#: answers for every tenant's models (their forecast demand).
+UNSCOPED_CERTIFICATE_SERVICES = frozenset({"externalscaler.ExternalScaler"})
 #: The scope of the token and/or client certificate that authorized the call being handled
 #: (None: unscoped, also without a token or identities file); set by ``CallerInterceptor`` in
 #: the thread and context the handler runs in.
 _CALLER_SCOPE: contextvars.ContextVar[Scope] = contextvars.ContextVar("placement_caller_scope",
                                                                       default=None)
+#: The name (``stream_shares.token_name``) of the bearer token that authorized the streaming
+#: call being handled (None: no token file, or a unary call: only streams are counted by caller).
+_CALLER_TOKEN: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "placement_caller_token", default=None)
 
 
 def caller_scope() -> Scope:
     """The scope of the call being handled: None (unscoped) or its caller's tenants."""
     return _CALLER_SCOPE.get()
+
+
+def caller_of(context: grpc.ServicerContext) -> str:
+    """The name a stream pool counts the caller of ``context`` by: its accepted token, else its
+    client certificate's identities, else its address (``stream_shares.caller_name``)."""
+    # a list of values per key (grpc's docs; the grpc-stubs say bytes, with a FIXME)
+    auth = cast(Mapping[str, Sequence[bytes]], context.auth_context())
+    return caller_name(_CALLER_TOKEN.get(), peer_identities(auth), context.peer())
 
 
 def _service_of(method: str) -> str:
@@ -56,12 +75,17 @@ class CallerInterceptor(grpc.ServerInterceptor):
     def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], Any],
                           handler_call_details: grpc.HandlerCallDetails) -> Any:
         method = str(handler_call_details.method)
-        if _service_of(method) in TOKEN_EXEMPT_SERVICES:
-            return continuation(handler_call_details)
+        service = _service_of(method)
+        if service in TOKEN_EXEMPT_SERVICES:
+            if self.identities is None or service not in UNSCOPED_CERTIFICATE_SERVICES:
+                return continuation(handler_call_details)
+            handler = continuation(handler_call_details)
+            return None if handler is None else _scoped(handler, self._unscoped(method))
         handler = continuation(handler_call_details)
         if handler is None:
             return None
         token_scope: Scope = None
+        token: str | None = None
         if self.tokens is not None:
             header = next((value for key, value in handler_call_details.invocation_metadata
                            or () if key == "authorization"), None)
@@ -72,9 +96,13 @@ class CallerInterceptor(grpc.ServerInterceptor):
                 self._refused(method, problem)
                 return _refusal(handler, problem)
             token_scope = accepted.scope
+            if handler.response_streaming:  # streams are counted by caller (stream_shares)
+                token = token_name(_bearer(header))
         if self.identities is not None:
-            return _scoped(handler, self._certificate_scope(method, token_scope))
-        return handler if token_scope is None else _scoped(handler, lambda _: token_scope)
+            return _scoped(handler, self._certificate_scope(method, token_scope), token)
+        if token_scope is None and token is None:
+            return handler
+        return _scoped(handler, lambda _: token_scope, token)
 
     def _certificate_scope(self, method: str, token_scope: Scope
                            ) -> Callable[[grpc.ServicerContext], Scope]:
@@ -97,19 +125,43 @@ class CallerInterceptor(grpc.ServerInterceptor):
 
         return scope
 
+    def _unscoped(self, method: str) -> Callable[[grpc.ServicerContext], Scope]:
+        """``_certificate_scope`` without a token, and an abort (PERMISSION_DENIED) if the
+        certificate is scoped to tenants: for UNSCOPED_CERTIFICATE_SERVICES."""
+        listed = self._certificate_scope(method, None)
+
+        def scope(context: grpc.ServicerContext) -> Scope:
+            tenants = listed(context)
+            if tenants is None:
+                return None
+            problem = (f"client certificate scoped to tenants {', '.join(sorted(tenants))}: "
+                       f"{_service_of(method)} answers for every tenant's models, so only an "
+                       "unscoped identity may call it (list KEDA's certificate identity alone "
+                       "on its line of client_identities_file)")
+            log.warning("placement API refused %s: %s", method, problem)
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, problem)
+
+        return scope
+
     def _refused(self, method: str, problem: str) -> None:
         log.warning("placement API refused %s: %s", method, problem)
         if self.on_refused is not None:
             self.on_refused(_service_of(method), method.rpartition("/")[2])
 
 
+def _bearer(header: str | bytes | None) -> bytes:
+    """The token of an accepted ``authorization: Bearer <token>`` header."""
+    raw = header.encode() if isinstance(header, str) else header or b""
+    return raw.partition(b" ")[2].strip()
+
+
 def _scoped(handler: grpc.RpcMethodHandler[Any, Any],
-            scope_of_call: Callable[[grpc.ServicerContext], Scope]
-            ) -> grpc.RpcMethodHandler[Any, Any]:
+            scope_of_call: Callable[[grpc.ServicerContext], Scope],
+            token: str | None = None) -> grpc.RpcMethodHandler[Any, Any]:
     """``handler`` whose behaviour runs (and, streaming, is resumed) in a context of its own
-    where ``caller_scope()`` is ``scope_of_call(context)`` (which may abort the call), in the
-    thread gRPC runs it in; serializers and the per-method thread pool
-    (``experimental_thread_pool``) kept."""
+    where ``caller_scope()`` is ``scope_of_call(context)`` (which may abort the call) and the
+    caller's token name is ``token``, in the thread gRPC runs it in; serializers and the
+    per-method thread pool (``experimental_thread_pool``) kept."""
 
     def run(behaviour: Callable[..., Any] | None) -> Callable[..., Any]:
         assert behaviour is not None  # the handler's own kind
@@ -121,6 +173,7 @@ def _scoped(handler: grpc.RpcMethodHandler[Any, Any],
         def streaming(request: object, context: grpc.ServicerContext) -> Any:
             call = contextvars.copy_context()
             call.run(_CALLER_SCOPE.set, scope_of_call(context))
+            call.run(_CALLER_TOKEN.set, token)
             responses = iter(call.run(behaviour, request, context))
             done = object()
             try:

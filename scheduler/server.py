@@ -62,7 +62,8 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
                   max_watch_streams: int | None = None,
                   security: TransportSecurity | None = None,
                   health_listen: str | None = None,
-                  max_request_mib: int = DEFAULT_MAX_REQUEST_MIB) -> tuple[grpc.Server, int]:
+                  max_request_mib: int = DEFAULT_MAX_REQUEST_MIB,
+                  watch_caller_share: float | None = None) -> tuple[grpc.Server, int]:
     """Build, bind and start the server; returns (server, bound port).
 
     ``extra_servicers`` are callables that register more services (e.g. KEDA's external
@@ -71,7 +72,10 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
     every Place, Release, SyncInventory and PlanFleet call and reads its gauges from the
     engine. At most ``max_watch_streams`` WatchPlan streams are served at once (default:
     ``watch_stream_cap`` of ``max_workers``; pass the cap of the server's own threads when
-    ``max_workers`` includes threads for the streams of ``extra_servicers``). ``security``:
+    ``max_workers`` includes threads for the streams of ``extra_servicers``), of which one
+    caller (``scheduler.stream_shares``) holds at most ``watch_caller_share`` (at least 1;
+    None: no per-caller cap; ``headroom serve``, ``demo`` and ``placement serve`` give
+    ``placement.watch_caller_share``). ``security``:
     TLS (mutual with a client CA) and/or a bearer token on every call but health and KEDA's
     scaler, and client certificate identities mapped to tenants (``scheduler.security``);
     its files are checked before anything is bound (``SecurityFileError``). ``health_listen``:
@@ -98,7 +102,7 @@ def create_server(address: str = "127.0.0.1:0", engine: PlacementEngine | None =
         engine.on_leases_expired = metrics.leases_expired.inc
     servicer = PlacementServicer(engine, fast_pool, metrics,
                                  max_watch_streams if max_watch_streams is not None
-                                 else watch_stream_cap(max_workers))
+                                 else watch_stream_cap(max_workers), watch_caller_share)
     pb_grpc.add_PlacementServicer_to_server(servicer, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -18,7 +18,7 @@ import grpc
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 from scheduler import convert, tenancy
-from scheduler.callers import caller_scope
+from scheduler.callers import caller_of, caller_scope
 from scheduler.domain.errors import (
     AlreadyExists,
     CallerGone,
@@ -29,6 +29,7 @@ from scheduler.domain.errors import (
 )
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics
+from scheduler.stream_shares import POOL_FULL, StreamSlots, caller_cap
 from scheduler.tenancy import PermissionDenied
 
 T = TypeVar("T")
@@ -139,14 +140,18 @@ class PlacementServicer(pb_grpc.PlacementServicer):
     def __init__(self, engine: PlacementEngine,
                  fast_pool: futures.ThreadPoolExecutor | None = None,
                  metrics: PlacementMetrics | None = None,
-                 max_watch_streams: int | None = None) -> None:
+                 max_watch_streams: int | None = None,
+                 watch_caller_share: float | None = None) -> None:
         self.engine = engine
         self.metrics = metrics
         self.stopping = threading.Event()
         #: WatchPlan streams served at once (None: no cap); each holds a thread of the pool
         self.max_watch_streams = max_watch_streams
-        self._watch_streams = 0
-        self._watch_lock = threading.Lock()
+        #: the share of them one caller may hold (None: no per-caller cap)
+        self.watch_caller_share = watch_caller_share
+        per_caller = (None if watch_caller_share is None or max_watch_streams is None
+                      else caller_cap(max_watch_streams, watch_caller_share))
+        self._watch_streams = StreamSlots(max_watch_streams, per_caller)
         if fast_pool is not None:
             for name in FAST_METHODS:
                 setattr(self, name, _on_pool(getattr(self, name), fast_pool))
@@ -237,7 +242,8 @@ class PlacementServicer(pb_grpc.PlacementServicer):
             context.set_details(f"after_revision: must be >= 0, got {after}")
             self._count_stream("INVALID_ARGUMENT")
             return
-        if not self._take_watch_stream(context):
+        caller = caller_of(context)
+        if not self._take_watch_stream(context, caller):
             self._count_stream("RESOURCE_EXHAUSTED")
             return
         call_ended = threading.Event()
@@ -265,7 +271,7 @@ class PlacementServicer(pb_grpc.PlacementServicer):
             failed = True
             raise
         finally:
-            self._drop_watch_stream()
+            self._watch_streams.drop(caller)
             self._count_stream("UNKNOWN" if failed else _stream_end_code(context, call_ended))
 
     def _count_stream(self, code: str) -> None:
@@ -275,30 +281,31 @@ class PlacementServicer(pb_grpc.PlacementServicer):
         if self.metrics is not None:
             self.metrics.requests.labels("WatchPlan", code).inc()
 
-    def _take_watch_stream(self, context: grpc.ServicerContext) -> bool:
-        """Count this stream (the caller drops it when its thread leaves the stream); False
+    def _take_watch_stream(self, context: grpc.ServicerContext, caller: str) -> bool:
+        """Count this stream of ``caller`` (dropped when its thread leaves the stream); False
         (RESOURCE_EXHAUSTED set, with the reason) when ``max_watch_streams`` are already open,
         so that streams never take the threads PlanFleet, ListBindings and health checks
-        need."""
+        need, or when the caller holds its share of them, so that one caller (a tenant's
+        token) cannot lock the others (the operator) out."""
+        full = self._watch_streams.take(caller)
+        if full is None:
+            return True
         cap = self.max_watch_streams
-        with self._watch_lock:
-            full = cap is not None and self._watch_streams >= cap
-            if not full:
-                self._watch_streams += 1
-        if full:
-            context.set_code(grpc.StatusCode.RESOURCE_EXHAUSTED)
+        context.set_code(grpc.StatusCode.RESOURCE_EXHAUSTED)
+        if full == POOL_FULL:
             context.set_details(f"watch_streams_full: all {cap} WatchPlan streams of this "
                                 "server are open; retry later or poll GetPlan")
-            return False
-        return True
-
-    def _drop_watch_stream(self) -> None:
-        with self._watch_lock:
-            self._watch_streams -= 1
+        else:
+            context.set_details(bounded_details(
+                f"watch_streams_per_caller: {caller} already holds "
+                f"{self._watch_streams.per_caller} WatchPlan streams, the most one caller may "
+                f"hold (placement.watch_caller_share {self.watch_caller_share:g} of this "
+                f"server's {cap}), so that no caller takes them all; close one of its "
+                "streams (one stream sees every plan) or poll GetPlan"))
+        return False
 
     def open_watch_streams(self) -> int:
-        with self._watch_lock:
-            return self._watch_streams
+        return self._watch_streams.open()
 
 
 def _stream_end_code(context: grpc.ServicerContext, call_ended: threading.Event) -> str:

@@ -19,6 +19,10 @@ ScaledObject) are served at
 once (the server is given that many threads more than its own): beyond that StreamMetricSpec is
 UNIMPLEMENTED (KEDA then polls GetMetricSpec) and StreamIsActive RESOURCE_EXHAUSTED, rather than
 the streams taking every thread and leaving Place, health checks and GetMetrics unanswered.
+With ``caller_share`` (``autoscaling.keda_caller_share``, a quarter by default) one caller (its
+client certificate's identities, else its address: ``scheduler.stream_shares``) holds at most
+that share of them, refused the same way beyond it, so that a client without credentials (the
+service needs no token) cannot take every stream and leave KEDA's own refused.
 A model the scaler does not know (not in the store's models table, ``models``, when given;
 without a per-replica target and without a forecast) is NOT_FOUND naming it, before any other
 key of the metadata is checked, ``targetRps`` given or not; a known model without a per-replica
@@ -86,7 +90,9 @@ from controlplane.ports import Clock, ForecastReader, LastObservations, ModelNam
 from forecaster.types import Forecast
 from protos.externalscaler import externalscaler_pb2 as pb
 from protos.externalscaler import externalscaler_pb2_grpc as pb_grpc
+from scheduler.callers import caller_of
 from scheduler.service import bounded_details
+from scheduler.stream_shares import POOL_FULL, Refusal, StreamSlots, caller_cap
 
 log = logging.getLogger("headroom.keda")
 
@@ -124,9 +130,12 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
                  observations: LastObservations | None = None,
                  recent_load: RecentLoad | None = None,
                  limits: StoredLimits | None = None,
-                 models: ModelNames | None = None) -> None:
+                 models: ModelNames | None = None,
+                 caller_share: float | None = None) -> None:
         if max_streams <= 0:
             raise ValueError(f"max_streams must be > 0, got {max_streams}")
+        if caller_share is not None and not 0 < caller_share <= 1:
+            raise ValueError(f"caller_share must be in (0, 1], got {caller_share}")
         self._forecasts = forecasts
         self._observations = observations
         self._recent_load = recent_load
@@ -141,8 +150,10 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
         self.stopping = stopping or threading.Event()
         #: streams served at once; give the gRPC server this many worker threads more
         self.max_streams = max_streams
-        self._streams = 0
-        self._streams_lock = threading.Lock()
+        #: the share of them one caller may hold (None: no per-caller cap)
+        self.caller_share = caller_share
+        self._streams = StreamSlots(max_streams, None if caller_share is None
+                                    else caller_cap(max_streams, caller_share))
 
     # -- queries ------------------------------------------------------------------------------
     def query(self, ref: pb.ScaledObjectRef) -> ScalerQuery:
@@ -335,30 +346,33 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
 
     def _stream(self, context: grpc.ServicerContext, refused: grpc.StatusCode, hint: str,
                 read: Callable[[], object]) -> Iterator[object]:
-        """``_poll`` of ``read``, counted among ``max_streams`` until its thread leaves it (so
-        the cap bounds the threads streams hold), or aborted with ``refused`` when
-        ``max_streams`` are already open."""
-        with self._streams_lock:
-            full = self._streams >= self.max_streams
-            if not full:
-                self._streams += 1
-        if full:
-            context.abort(refused, f"all {self.max_streams} streams of this scaler are open; "
-                                   f"{hint}")
+        """``_poll`` of ``read``, counted among ``max_streams`` and its caller's share of them
+        (``caller_of``) until its thread leaves it (so the cap bounds the threads streams hold),
+        or aborted with ``refused`` when ``max_streams`` are already open or its caller holds
+        its share."""
+        caller = caller_of(context)
+        full = self._streams.take(caller)
+        if full is not None:
+            context.abort(refused, self._refusal(full, caller, hint))
         ended = threading.Event()
         try:
             if context.add_callback(ended.set):  # False: the call has already ended
                 yield from self._poll(context, read, ended)
         finally:
-            self._drop_stream()
+            self._streams.drop(caller)
+
+    def _refusal(self, full: Refusal, caller: str, hint: str) -> str:
+        if full == POOL_FULL:
+            return f"all {self.max_streams} streams of this scaler are open; {hint}"
+        return bounded_details(
+            f"{caller} already holds {self._streams.per_caller} streams of this scaler, the "
+            f"most one caller may hold (autoscaling.keda_caller_share {self.caller_share:g} of "
+            f"its {self.max_streams}), so that no caller takes them all; {hint}, close one of "
+            "its streams, or, for a KEDA with more external-push ScaledObjects (two streams "
+            "each), raise autoscaling.keda_caller_share")
 
     def open_streams(self) -> int:
-        with self._streams_lock:
-            return self._streams
-
-    def _drop_stream(self) -> None:
-        with self._streams_lock:
-            self._streams -= 1
+        return self._streams.open()
 
     def StreamIsActive(self, request: pb.ScaledObjectRef,
                        context: grpc.ServicerContext) -> Iterator[pb.IsActiveResponse]:

@@ -43,6 +43,7 @@ from scheduler.limits import DEFAULT_MAX_REQUEST_MIB, MAX_REQUEST_MIB_LIMIT
 from scheduler.metrics import PlacementMetrics, check_bindable, exposed_metrics
 from scheduler.security import SecurityFileError, TransportSecurity
 from scheduler.server import Registrar, create_server, health_port, stop
+from scheduler.stream_shares import DEFAULT_CALLER_SHARE
 
 #: where the server listens without --listen and without placement.listen in the settings
 DEFAULT_LISTEN = "127.0.0.1:50051"
@@ -132,7 +133,10 @@ def serve(
                                      security=secured.security,
                                      health_listen=secured.health_listen,
                                      max_request_mib=_max_request_mib(max_request_mib,
-                                                                      settings))
+                                                                      settings),
+                                     watch_caller_share=(
+                                         settings.placement.watch_caller_share
+                                         if settings is not None else DEFAULT_CALLER_SHARE))
     except (OSError, RuntimeError, SecurityFileError) as exc:
         stop_metrics()
         stop_store()

@@ -677,8 +677,11 @@ def test_keda_max_streams_of_the_settings_serve_both_streams_of_twenty_scaled_ob
     store = Store.open(f"sqlite:///{tmp_path / 'keda.db'}", migrate=True)
     model = DEMO_MODELS[0].name
     store.save_forecasts([_forecast(model, (5.0, 5.0))], computed_at=T0)
+    # one KEDA (one caller) holds them all: its share raised to the whole pool, as where KEDA
+    # alone reaches the scaler (mutual TLS); a quarter (the default) would serve 5 ScaledObjects
     settings = load_settings(None, placement={"listen": "127.0.0.1:0"},
-                             autoscaling={"keda_max_streams": 40, "keda_poll_s": 0.05})
+                             autoscaling={"keda_max_streams": 40, "keda_poll_s": 0.05,
+                                          "keda_caller_share": 1.0})
     servicer = keda_servicer(settings, store, VirtualClock(T0), DEMO_MODELS)
     out = io.StringIO()
     stop_api, _ = start_placement_api(settings, PlacementEngine(), [keda_registrar(servicer)],
@@ -710,6 +713,42 @@ def test_keda_max_streams_of_the_settings_serve_both_streams_of_twenty_scaled_ob
         servicer.stopping.set()
         channel.close()
         stop_api()
+        store.engine.dispose()
+
+
+def test_one_address_without_credentials_holds_a_quarter_of_the_streams_by_default(
+        tmp_path: Path) -> None:
+    # before: a client without credentials (the scaler needs no token) opened every stream,
+    # and KEDA's own StreamIsActive was refused RESOURCE_EXHAUSTED: no push from zero
+    store = Store.open(f"sqlite:///{tmp_path / 'keda.db'}", migrate=True)
+    model = DEMO_MODELS[0].name
+    store.save_forecasts([_forecast(model, (5.0, 5.0))], computed_at=T0)
+    settings = load_settings(None, placement={"listen": "127.0.0.1:0"},
+                             autoscaling={"keda_max_streams": 8, "keda_poll_s": 0.05})
+    servicer = keda_servicer(settings, store, VirtualClock(T0), DEMO_MODELS)
+    ref = pb.ScaledObjectRef(name="so", namespace="serving", scalerMetadata={"model": model})
+    opened: list[Any] = []
+    try:
+        with _scaler_api(servicer) as (stub, _channel):
+            answers: list[object] = []
+            for _ in range(3):  # one at a time: each answered before the next opens
+                opened.append(stub.StreamIsActive(ref, timeout=20))
+                try:
+                    answers.append(next(opened[-1]).result)
+                except grpc.RpcError as error:
+                    answers.append((error.code(), error.details()))
+            assert answers[:2] == [True, True]
+            assert answers[2] == (
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                "address ipv4:127.0.0.1 already holds 2 streams of this scaler, the most one "
+                "caller may hold (autoscaling.keda_caller_share 0.25 of its 8), so that no "
+                "caller takes them all; poll IsActive instead (trigger type external), close "
+                "one of its streams, or, for a KEDA with more external-push ScaledObjects (two "
+                "streams each), raise autoscaling.keda_caller_share")
+            assert servicer.open_streams() == 2
+            for stream in opened:
+                stream.cancel()
+    finally:
         store.engine.dispose()
 
 
