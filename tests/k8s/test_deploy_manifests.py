@@ -24,6 +24,7 @@ from pod_security import restricted_problems
 
 from controlplane.adapters.k8s.manifests import mig_parted_configs
 from controlplane.adapters.k8s.names import placeholder_name
+from controlplane.adapters.keda_query import scaler_query
 from controlplane.cli.forecast_run import EXIT_STATE_UNSAVED
 from controlplane.domain.mig_layout import layout_from_entries, layout_problems
 from controlplane.settings import load_settings
@@ -190,6 +191,44 @@ def test_the_placement_api_is_tls_with_a_token_from_mounted_secrets_and_probed_i
     for probe in ("readinessProbe", "livenessProbe"):  # kubelet's gRPC probe: no TLS, no token
         assert container[probe]["grpc"]["port"] == health
     assert "appProtocol" not in find("Service", "headroom-grpc")["spec"]["ports"][0]  # not h2c
+
+
+def test_every_client_keda_included_presents_a_certificate_of_the_mounted_ca(
+        tmp_path: Path) -> None:
+    # KEDA's scaler takes no token: without a client CA anyone reaching the port read every
+    # tenant's forecast demand through it
+    config = tmp_path / "headroom.yaml"
+    config.write_text(find("ConfigMap", "headroom")["data"]["headroom.yaml"])
+    settings = load_settings(config)
+    placement = settings.placement
+    assert placement.tls_client_ca_file is not None
+    assert placement.tls_cert_file is not None
+    assert PurePosixPath(placement.tls_client_ca_file) == (
+        PurePosixPath(placement.tls_cert_file).parent / "ca.crt")  # the Secret headroom-grpc-tls
+    assert placement.watch_caller_share == settings.autoscaling.keda_caller_share == 0.25
+
+
+def test_the_keda_example_authenticates_by_mutual_tls_to_the_grpc_service() -> None:
+    docs = {d["kind"]: d for d in yaml.safe_load_all(
+        (DEPLOY / "examples" / "keda-scaledobject.yaml").read_text())}
+    certificate, auth, scaled = (docs["Certificate"], docs["TriggerAuthentication"],
+                                 docs["ScaledObject"])
+    assert "client auth" in certificate["spec"]["usages"]
+    refs = {r["parameter"]: (r["name"], r["key"]) for r in auth["spec"]["secretTargetRef"]}
+    secret = certificate["spec"]["secretName"]
+    assert refs == {"caCert": (secret, "ca.crt"), "tlsClientCert": (secret, "tls.crt"),
+                    "tlsClientKey": (secret, "tls.key")}
+    assert (certificate["metadata"]["namespace"] == auth["metadata"]["namespace"]
+            == scaled["metadata"]["namespace"])
+    trigger = scaled["spec"]["triggers"][0]
+    assert trigger["type"] == "external-push"
+    assert trigger["authenticationRef"]["name"] == auth["metadata"]["name"]
+    service = find("Service", "headroom-grpc")
+    port = service["spec"]["ports"][0]["port"]
+    assert trigger["metadata"]["scalerAddress"] == (
+        f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc:{port}")
+    query = scaler_query(trigger["metadata"], {"llama-3-8b-chat": 20.0}, 600.0)
+    assert query.model == "llama-3-8b-chat"  # KEDA's own keys (enableTLS) are let through
 
 
 def _selects(selector: dict[str, str], deployment: dict[str, Any]) -> bool:
