@@ -345,10 +345,10 @@ class AutoscalingSettings(Group):
         "external-push ScaledObject, so 128 serve 64 of them")
     keda_caller_share: float = Field(
         DEFAULT_CALLER_SHARE, gt=0, le=1, description="KEDA scaler: the share of "
-        "keda_max_streams one caller (its client certificate, else its address) may hold at "
-        "once, at least 1, so that a client without credentials cannot take every stream; one "
-        "KEDA opens two per external-push ScaledObject, so 0.25 of 128 serve 16 of them by "
-        "stream (the others are polled): raise it for more (mutual TLS keeps others out)")
+        "keda_max_streams one caller without a client certificate (known by its address) may "
+        "hold at once, at least 1, so that a client without credentials cannot take every "
+        "stream; a caller with an unscoped client certificate (KEDA under mutual TLS) may use "
+        "them all")
     profile_correction: ProfileCorrectionSettings = Field(
         default_factory=ProfileCorrectionSettings, description="online profile correction")
 

@@ -53,9 +53,10 @@ class PlacementSettings(Group):
         "labels per node (21 MiB)")
     watch_caller_share: float = Field(
         DEFAULT_CALLER_SHARE, gt=0, le=1, description="the share of the server's WatchPlan "
-        "streams one caller (its token, else its client certificate, else its address) may "
-        "hold at once, at least 1, so that one caller cannot take them all and lock the others "
-        "out; beyond it RESOURCE_EXHAUSTED watch_streams_per_caller")
+        "streams one tenant-scoped caller, or one without credentials (known by its address), "
+        "may hold at once, at least 1, so that it cannot take them all and lock the others "
+        "out (an unscoped token or certificate, the operator's, may use them all); beyond it "
+        "RESOURCE_EXHAUSTED watch_streams_per_caller")
     allow_insecure: bool = Field(False, description="serve a listen address beyond loopback "
                                  "without TLS and authentication (only behind a service mesh "
                                  "that provides both)")

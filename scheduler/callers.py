@@ -51,6 +51,18 @@ def caller_of(context: grpc.ServicerContext) -> str:
     return caller_name(_CALLER_TOKEN.get(), peer_identities(auth), context.peer())
 
 
+def caller_shares(context: grpc.ServicerContext) -> bool:
+    """Whether the caller of ``context`` holds at most its share of a stream pool
+    (``stream_shares``): a tenant-scoped caller and one without credentials (known by its
+    address) do; one that authenticated without a tenant scope (an operator's token, a client
+    certificate listed unscoped, or, with no identities file, any the client CA signed: KEDA
+    under mutual TLS) does not, as it is trusted with every tenant's data."""
+    if caller_scope() is not None:
+        return True
+    auth = cast(Mapping[str, Sequence[bytes]], context.auth_context())
+    return _CALLER_TOKEN.get() is None and not peer_identities(auth)
+
+
 def _service_of(method: str) -> str:
     """``/pkg.Service/Method`` -> ``pkg.Service``."""
     return method.lstrip("/").partition("/")[0]

@@ -18,7 +18,7 @@ import grpc
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 from scheduler import convert, tenancy
-from scheduler.callers import caller_of, caller_scope
+from scheduler.callers import caller_of, caller_scope, caller_shares
 from scheduler.domain.errors import (
     AlreadyExists,
     CallerGone,
@@ -243,7 +243,7 @@ class PlacementServicer(pb_grpc.PlacementServicer):
             self._count_stream("INVALID_ARGUMENT")
             return
         caller = caller_of(context)
-        if not self._take_watch_stream(context, caller):
+        if not self._take_watch_stream(context, caller, caller_shares(context)):
             self._count_stream("RESOURCE_EXHAUSTED")
             return
         call_ended = threading.Event()
@@ -281,13 +281,14 @@ class PlacementServicer(pb_grpc.PlacementServicer):
         if self.metrics is not None:
             self.metrics.requests.labels("WatchPlan", code).inc()
 
-    def _take_watch_stream(self, context: grpc.ServicerContext, caller: str) -> bool:
+    def _take_watch_stream(self, context: grpc.ServicerContext, caller: str,
+                           shared: bool) -> bool:
         """Count this stream of ``caller`` (dropped when its thread leaves the stream); False
         (RESOURCE_EXHAUSTED set, with the reason) when ``max_watch_streams`` are already open,
         so that streams never take the threads PlanFleet, ListBindings and health checks
         need, or when the caller holds its share of them, so that one caller (a tenant's
         token) cannot lock the others (the operator) out."""
-        full = self._watch_streams.take(caller)
+        full = self._watch_streams.take(caller, shared)
         if full is None:
             return True
         cap = self.max_watch_streams

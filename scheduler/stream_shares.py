@@ -74,11 +74,13 @@ class StreamSlots:
         self._by_caller: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def take(self, caller: str) -> Refusal | None:
-        """Count one more stream of ``caller`` and return None, or return why not."""
+    def take(self, caller: str, shared: bool = True) -> Refusal | None:
+        """Count one more stream of ``caller`` and return None, or return why not; a caller not
+        ``shared`` (``callers.caller_shares``: an operator's credentials) has no per-caller cap."""
         with self._lock:
             held = self._by_caller.get(caller, 0)
-            refused = refusal(sum(self._by_caller.values()), held, self.pool, self.per_caller)
+            refused = refusal(sum(self._by_caller.values()), held, self.pool,
+                              self.per_caller if shared else None)
             if refused is None:
                 self._by_caller[caller] = held + 1
             return refused

@@ -19,10 +19,11 @@ ScaledObject) are served at
 once (the server is given that many threads more than its own): beyond that StreamMetricSpec is
 UNIMPLEMENTED (KEDA then polls GetMetricSpec) and StreamIsActive RESOURCE_EXHAUSTED, rather than
 the streams taking every thread and leaving Place, health checks and GetMetrics unanswered.
-With ``caller_share`` (``autoscaling.keda_caller_share``, a quarter by default) one caller (its
-client certificate's identities, else its address: ``scheduler.stream_shares``) holds at most
-that share of them, refused the same way beyond it, so that a client without credentials (the
-service needs no token) cannot take every stream and leave KEDA's own refused.
+With ``caller_share`` (``autoscaling.keda_caller_share``, a quarter by default) one caller without
+an unscoped client certificate (known by its address: ``scheduler.stream_shares``,
+``callers.caller_shares``) holds at most that share of them, refused the same way beyond it, so
+that a client without credentials (the service needs no token) cannot take every stream and
+leave KEDA's own refused; KEDA under mutual TLS may use them all.
 A model the scaler does not know (not in the store's models table, ``models``, when given;
 without a per-replica target and without a forecast) is NOT_FOUND naming it, before any other
 key of the metadata is checked, ``targetRps`` given or not; a known model without a per-replica
@@ -90,7 +91,7 @@ from controlplane.ports import Clock, ForecastReader, LastObservations, ModelNam
 from forecaster.types import Forecast
 from protos.externalscaler import externalscaler_pb2 as pb
 from protos.externalscaler import externalscaler_pb2_grpc as pb_grpc
-from scheduler.callers import caller_of
+from scheduler.callers import caller_of, caller_shares
 from scheduler.service import bounded_details
 from scheduler.stream_shares import POOL_FULL, Refusal, StreamSlots, caller_cap
 
@@ -351,7 +352,7 @@ class KedaScalerServicer(pb_grpc.ExternalScalerServicer):
         or aborted with ``refused`` when ``max_streams`` are already open or its caller holds
         its share."""
         caller = caller_of(context)
-        full = self._streams.take(caller)
+        full = self._streams.take(caller, caller_shares(context))
         if full is not None:
             context.abort(refused, self._refusal(full, caller, hint))
         ended = threading.Event()

@@ -1,7 +1,7 @@
 """KEDA's external scaler on the placement API under mutual TLS, over real gRPC with real
-certificates on 127.0.0.1: one client certificate holds at most its share of the scaler's
-streams, so KEDA's own are still served, and with a client identities file the scaler, exempt
-from tokens, still needs a listed, unscoped certificate identity."""
+certificates on 127.0.0.1: a client certificate the client CA signed is trusted with every stream
+of the scaler (no per-caller share), and with a client identities file the scaler, exempt from
+tokens, still needs a listed, unscoped certificate identity."""
 
 from __future__ import annotations
 
@@ -81,34 +81,22 @@ def _first(stream: Iterator[object]) -> object:
         return error.code(), error.details()
 
 
-def test_one_client_certificate_holds_its_share_of_the_scalers_streams_and_keda_is_served(
+def test_a_client_certificate_under_mutual_tls_is_trusted_with_every_stream_of_the_scaler(
         tmp_path: Path) -> None:
-    # before: any client opened all of them, and KEDA's own StreamIsActive was refused
+    # KEDA with more external-push ScaledObjects than a share: an authenticated, unscoped
+    # caller is not held to a share (only a tenant-scoped one or one known by its address is)
     with _mutual_tls(tmp_path) as (stub, servicer):
-        stranger = stub(STRANGER)
+        keda = stub(KEDA)
         opened: list[Iterator[object]] = []
         answers = []
-        for _ in range(3):  # one at a time: each answered before the next opens
-            opened.append(stranger.StreamIsActive(REF, timeout=20))
+        for _ in range(9):  # one at a time: each answered before the next opens
+            opened.append(keda.StreamIsActive(REF, timeout=20))
             answers.append(_first(opened[-1]))
-        assert answers[:2] == [pb.IsActiveResponse(result=True)] * 2
-        assert answers[2] == (
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
-            "certificate cn:someone already holds 2 streams of this scaler, the most one "
-            "caller may hold (autoscaling.keda_caller_share 0.25 of its 8), so that no caller "
-            "takes them all; poll IsActive instead (trigger type external), close one of its "
-            "streams, or, for a KEDA with more external-push ScaledObjects (two streams each), "
-            "raise autoscaling.keda_caller_share")
-        spec = stranger.StreamMetricSpec(REF, timeout=20)
-        opened.append(spec)
-        refused = _first(spec)
-        assert isinstance(refused, tuple)
-        assert refused[0] == grpc.StatusCode.UNIMPLEMENTED  # KEDA would poll GetMetricSpec
-        keda = stub(KEDA)
-        for call in (keda.StreamIsActive, keda.StreamMetricSpec):
-            opened.append(call(REF, timeout=20))
-            assert not isinstance(_first(opened[-1]), tuple)
-        assert servicer.open_streams() == 4
+        assert answers[:8] == [pb.IsActiveResponse(result=True)] * 8
+        assert answers[8] == (grpc.StatusCode.RESOURCE_EXHAUSTED,
+                              "all 8 streams of this scaler are open; poll IsActive instead "
+                              "(trigger type external)")
+        assert servicer.open_streams() == 8
         for stream in opened:
             stream.cancel()  # type: ignore[attr-defined]
 
