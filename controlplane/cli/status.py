@@ -65,7 +65,8 @@ def status_command(
     the changes guards held back, MIG re-layouts in flight and the demand hints not ended.
     Exit code 0 when healthy; 1 when there is no tick yet, the last tick failed, the newest
     plan leaves a model unplaced, an action has failed on every deciding tick for 5 minutes
-    or the last tick is older than --max-tick-age-s; 2 when the store cannot be read."""
+    or the last tick is older than --max-tick-age-s (while a simulated fleet runs, its ticks on
+    its own clock: its sim-fleet lease's renewal); 2 when the store cannot be read."""
     try:
         settings = settings_with_db(config, db)
         url = settings.db.url

@@ -113,6 +113,9 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
         "healthy": health.healthy,
         "problems": [{"code": p.code, "message": p.message} for p in health.problems],
         "max_tick_age_s": health.max_tick_age_s,
+        # what the loop's liveness was judged by: the last tick's age, or a running simulated
+        # fleet's lease renewal (its ticks are on its own clock)
+        "judged_by": "last_tick" if health.lease_age_s is None else "lease",
         "last_tick": None if tick is None else {
             "id": tick.tick_id, "started_at": _at(tick.started_at),
             "finished_at": _at(tick.finished_at), "age_s": health.tick_age_s,
@@ -221,6 +224,19 @@ def _ago(seconds: float | None) -> str:
     if seconds < 0:  # a simulated store's clock runs ahead of the wall clock
         return f"{-seconds:,.0f} s ahead of the wall clock"
     return f"{seconds:,.0f} s ago"
+
+
+def last_tick_line(status: FleetStatus, health: Health) -> str:
+    """The last tick, its age and what the loop's liveness was judged by: that age, or (a
+    simulated fleet running, its ticks on its own clock) its lease's renewal."""
+    tick = status.last_tick
+    if tick is None:
+        return "none recorded"
+    judged = "" if health.lease_age_s is None or status.lease is None else (
+        f"; on the simulated fleet's clock: judged by lease {status.lease.name}, renewed "
+        f"{_ago(max(0.0, health.lease_age_s))}")
+    return (f"#{tick.tick_id} at {_at(tick.started_at)} ({_ago(health.tick_age_s)}{judged}; "
+            f"max {health.max_tick_age_s:g} s)")
 
 
 def paused_line(pause: ModelPause) -> str:
@@ -354,8 +370,7 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
     if tick is None:
         head.add_row("last tick", "none recorded")
     else:
-        head.add_row("last tick", f"#{tick.tick_id} at {_at(tick.started_at)} "
-                     f"({_ago(health.tick_age_s)}; max {health.max_tick_age_s:g} s)")
+        head.add_row("last tick", escape(last_tick_line(status, health)))
         head.add_row("status", escape(tick.status + (f" ({tick.reason})" if tick.reason else "")))
         head.add_row("tick totals", f"{tick.gpus_ready} GPUs ready, demand "
                      f"{tick.demand_rps:,.1f} rps, capacity {tick.capacity_rps:,.1f} rps; "

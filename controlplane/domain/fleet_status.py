@@ -252,6 +252,9 @@ class Health:
     max_tick_age_s: float
     tick_age_s: float | None  # wall time since the last tick started (negative: in the future)
     problems: tuple[Problem, ...]
+    # the loop's liveness judged by the held ``sim-fleet`` lease (``running_fleet_age_s``):
+    # wall seconds since its renewal; None: judged by ``tick_age_s``
+    lease_age_s: float | None = None
 
     @property
     def healthy(self) -> bool:
@@ -262,6 +265,18 @@ def age_s(at: datetime | None, now: datetime) -> float | None:
     return None if at is None else (now - at).total_seconds()
 
 
+def running_fleet_age_s(lease: LeaseStatus | None, now: datetime) -> float | None:
+    """Wall seconds since a running simulated fleet renewed its ``sim-fleet`` lease (``lease``:
+    ``demo`` / ``serve --backend sim`` renew it by the wall clock, a few times per duration);
+    None when the store has none, it was released (a clean stop) or its renewal is more than
+    its duration away from ``now`` (expired: the holder stopped or crashed; or a clock is off
+    by more than that)."""
+    if lease is None or not lease.holder or lease.renewed_at is None:
+        return None
+    renewed_age_s = (now - lease.renewed_at).total_seconds()
+    return renewed_age_s if abs(renewed_age_s) <= lease.duration_s else None
+
+
 def judge_health(status: FleetStatus, now: datetime, max_tick_age_s: float) -> Health:
     """Unhealthy when there is no tick, the last one failed, the newest plan leaves a model
     unplaced (it serves none of its demand, or is held where it was), an action has failed on
@@ -270,14 +285,27 @@ def judge_health(status: FleetStatus, now: datetime, max_tick_age_s: float) -> H
     ``max_tick_age_s`` before ``now`` -- or more than that after it, unless a simulated fleet
     (the ``sim-fleet`` lease of ``demo`` / ``serve --backend sim``) drives the store: a real
     loop's tick from the future says a clock is wrong, and it would keep a stopped loop
-    looking alive until the wall clock passed it."""
+    looking alive until the wall clock passed it.
+
+    A simulated fleet's ticks are on its own clock (days behind the wall clock for a demo
+    started with ``--start`` in the past or resumed later): while it holds its lease
+    (``running_fleet_age_s``) the loop is alive when the lease was renewed within
+    ``max_tick_age_s``, whatever its ticks' times; once the lease is released or expired its
+    last tick is judged as any other."""
     tick = status.last_tick
     if tick is None:
         return Health(now, max_tick_age_s, None, (Problem(
             "no_tick", f"store {status.store} has no reconcile tick yet"),))
     tick_age_s = (now - tick.started_at).total_seconds()
+    lease_age_s = running_fleet_age_s(status.lease, now)
     problems: list[Problem] = []
-    if tick_age_s > max_tick_age_s:
+    if lease_age_s is not None and status.lease is not None:
+        if lease_age_s > max_tick_age_s:
+            problems.append(Problem("stale_tick", f"the simulated fleet's lease "
+                                    f"{status.lease.name} was renewed {lease_age_s:.0f} s ago, "
+                                    f"more than {max_tick_age_s:g} s (its ticks are on its own "
+                                    "clock)"))
+    elif tick_age_s > max_tick_age_s:
         problems.append(Problem("stale_tick", f"the last tick (#{tick.tick_id}) started "
                                 f"{tick_age_s:.0f} s ago, more than {max_tick_age_s:g} s"))
     if -tick_age_s > max_tick_age_s and status.lease is None:
@@ -297,7 +325,7 @@ def judge_health(status: FleetStatus, now: datetime, max_tick_age_s: float) -> H
     if plan is not None and status.failing:
         problems.append(Problem("failing_actions", "; ".join(
             f.describe(plan.created_at) for f in status.failing)))
-    return Health(now, max_tick_age_s, tick_age_s, tuple(problems))
+    return Health(now, max_tick_age_s, tick_age_s, tuple(problems), lease_age_s)
 
 
 def forecast_point(method: str, fallback_reason: str, computed_at: datetime, origin_at: datetime,

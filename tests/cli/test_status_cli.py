@@ -25,7 +25,7 @@ from controlplane.autoscaling.issued import accuracy
 from controlplane.domain.actions import ActionOutcome, ScaleNodePool, SetReplicas, SkippedAction
 from controlplane.domain.errors import PermanentError
 from controlplane.domain.guards import GuardMemory
-from controlplane.domain.lease import LeaseRecord
+from controlplane.domain.lease import LeaseRecord, released
 from controlplane.domain.mig_layout import layout_from_entries
 from controlplane.domain.mig_relayout import MigRelayout, RelayoutPhase
 from controlplane.domain.observed import ObservedModel, ObservedPool, ObservedState
@@ -243,6 +243,43 @@ def test_a_last_tick_from_the_future_exits_1_unless_a_simulated_fleet_drives_the
     store.engine.dispose()
     code, doc = _json_status(sqlite_url)
     assert code == 0 and doc["healthy"] is True
+
+
+def test_a_running_demo_days_behind_the_wall_clock_is_healthy_until_its_lease_is_released(
+        sqlite_url: str) -> None:
+    """A demo started with --start 3 days ago ticks on its simulated clock, days behind the
+    wall clock, and renews its sim-fleet lease by the wall clock: status called it dead. Once
+    it stops (its lease released) its old ticks are stale again."""
+    runtime = _filled(sqlite_url, WallClock().now() - timedelta(days=3), 3)
+    leases = SqlLeaseStore(runtime.store.engine)
+    now = WallClock().now()
+    assert leases.create_lease(FLEET_LEASE, LeaseRecord("demo-host-1", 15, now, now, 0))
+
+    def renewed() -> LeaseRecord:  # as the demo's lease job does every few seconds
+        held = leases.read_lease(FLEET_LEASE)
+        assert held is not None
+        assert leases.replace_lease(FLEET_LEASE, replace(held, renew_at=WallClock().now()))
+        again = leases.read_lease(FLEET_LEASE)
+        assert again is not None
+        return again
+
+    renewed()
+    code, doc = _json_status(sqlite_url)
+    assert code == 0 and doc["healthy"] is True, doc["problems"]
+    assert doc["judged_by"] == "lease" and doc["last_tick"]["age_s"] > 2 * 86400
+    held = renewed()
+    table = _status(sqlite_url, env_columns="200")
+    assert table.returncode == 0
+    assert re.search(r"last tick +│ #\d+ at \S+ \([\d,]+ s ago; on the simulated fleet's "
+                     r"clock: judged by lease sim-fleet, renewed \d+ s ago; max 90 s\)",
+                     table.stdout), table.stdout
+
+    assert leases.replace_lease(FLEET_LEASE, released(held, WallClock().now()))
+    runtime.store.engine.dispose()
+    code, doc = _json_status(sqlite_url)
+    assert code == 1 and doc["judged_by"] == "last_tick"
+    assert [p["code"] for p in doc["problems"]] == ["stale_tick"]
+    assert "s ago, more than 90 s" in doc["problems"][0]["message"]
 
 
 def test_a_failed_last_tick_exits_1_with_its_reason_and_the_fleet_last_seen(

@@ -37,6 +37,38 @@ def test_a_simulated_fleets_tick_ahead_of_the_wall_clock_is_not_stale() -> None:
     assert health.healthy and health.tick_age_s == -300.0
 
 
+def test_a_running_simulated_fleets_ticks_days_behind_the_wall_clock_are_not_stale() -> None:
+    """A demo started with --start days in the past (or resumed later) ticks on its own clock:
+    while it renews its lease by the wall clock, the loop is alive."""
+    running = replace(_status(T0 - timedelta(days=3)), lease=LeaseStatus(
+        "sim-fleet", "demo-1", T0 - timedelta(seconds=20), T0 - timedelta(seconds=3), 15, 1))
+    health = judge_health(running, T0, 90.0)
+    assert health.healthy
+    assert (health.tick_age_s, health.lease_age_s) == (3 * 86400.0, 3.0)
+
+
+def test_a_stopped_simulated_fleets_old_ticks_are_stale_its_lease_released_or_expired() -> None:
+    behind = _status(T0 - timedelta(days=3))
+    released = LeaseStatus("sim-fleet", "", T0 - timedelta(hours=1), T0 - timedelta(seconds=3),
+                           1, 1)
+    crashed = LeaseStatus("sim-fleet", "demo-1", T0 - timedelta(hours=1),
+                          T0 - timedelta(seconds=16), 15, 1)  # not renewed for its duration
+    for lease in (released, crashed):
+        health = judge_health(replace(behind, lease=lease), T0, 90.0)
+        assert health.lease_age_s is None
+        assert [(p.code, p.message) for p in health.problems] == [
+            ("stale_tick", "the last tick (#4) started 259200 s ago, more than 90 s")]
+
+
+def test_a_simulated_fleets_lease_renewed_longer_ago_than_the_limit_is_stale() -> None:
+    running = replace(_status(T0 - timedelta(days=3)), lease=LeaseStatus(
+        "sim-fleet", "demo-1", T0 - timedelta(seconds=20), T0 - timedelta(seconds=12), 15, 1))
+    health = judge_health(running, T0, 10.0)
+    assert [(p.code, p.message) for p in health.problems] == [
+        ("stale_tick", "the simulated fleet's lease sim-fleet was renewed 12 s ago, more than "
+                       "10 s (its ticks are on its own clock)")]
+
+
 def test_a_real_loops_tick_further_ahead_than_the_limit_is_a_wrong_clock() -> None:
     assert judge_health(_status(T0 + timedelta(seconds=90)), T0, 90.0).healthy
     health = judge_health(_status(T0 + timedelta(seconds=91)), T0, 90.0)
