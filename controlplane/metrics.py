@@ -25,12 +25,15 @@ from contextlib import suppress
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from controlplane.adapters.clock import WallClock
 from controlplane.domain.cost import FleetSnapshot, GpuPrice, PriceTable, billed_rate
 from controlplane.domain.demand import Demand
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.model_replicas import ModelReplicas
 from controlplane.domain.observed import ObservedPool
+from controlplane.domain.pause import paused_since_wall_s
 from controlplane.domain.tick import TickReport
+from controlplane.ports import Clock
 
 #: A tick is a few milliseconds on the simulator, seconds against a large cluster.
 TICK_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -59,9 +62,13 @@ BOUNDS = ("min", "max")
 
 class ControlPlaneMetrics:
     """Reconcile-loop metrics on ``registry``; ``record`` takes one tick's report. ``pools``:
-    the configured node pools, whose GPU prices cost the billed nodes (none: no cost gauge)."""
+    the configured node pools, whose GPU prices cost the billed nodes (none: no cost gauge).
+    ``wall_clock``: the clock the pauses' starts are exported on (the wall clock's, even where
+    the loop runs on a simulated one)."""
 
-    def __init__(self, registry: CollectorRegistry, pools: Sequence[PoolSpec] = ()) -> None:
+    def __init__(self, registry: CollectorRegistry, pools: Sequence[PoolSpec] = (),
+                 wall_clock: Clock | None = None) -> None:
+        self._wall_clock = wall_clock if wall_clock is not None else WallClock()
         self.ticks = Counter("headroom_reconcile_ticks", "Reconcile ticks by status.",
                              ["status"], registry=registry)
         self.tick_seconds = Histogram("headroom_reconcile_tick_seconds",
@@ -114,7 +121,10 @@ class ControlPlaneMetrics:
                                   "deciding tick.", ["model"], registry=registry)
         self.model_paused_since = Gauge("headroom_model_paused_since_timestamp_seconds",
                                         "When the pause that holds the model began (Unix "
-                                        "seconds); no sample while it is not paused.",
+                                        "seconds on this process's wall clock: now less the "
+                                        "pause's age on the store's clock, which a simulated "
+                                        "fleet runs on its own); no sample while it is not "
+                                        "paused.",
                                         ["model"], registry=registry)
         self.replica_bounds = Gauge("headroom_model_replica_bounds", "The model's min_replicas "
                                     "/ max_replicas (bound min / max) where its spec sets them.",
@@ -176,7 +186,7 @@ class ControlPlaneMetrics:
                          (self.model_replicas, DECIDED_REPLICAS), (self.model_paused, ()),
                          (self.model_paused_since, ()), (self.replica_bounds, BOUNDS))
         for replicas in report.replicas:
-            self._replicas(replicas)
+            self._replicas(replicas, report)
         for demand in report.demands:
             self._seen["demand"].add(demand.model)
             self.model_rps.labels(demand.model, "provisioned").set(demand.rate_rps)
@@ -208,15 +218,17 @@ class ControlPlaneMetrics:
                         gauge.remove(*labels)
         self._seen[group] = now
 
-    def _replicas(self, replicas: ModelReplicas) -> None:
-        """A sized model's replica target and warm replicas, its pause (1 and since when, or 0
-        and no start) and the bounds its spec sets (an unset one: no sample)."""
+    def _replicas(self, replicas: ModelReplicas, report: TickReport) -> None:
+        """A sized model's replica target and warm replicas, its pause (1 and since when, on
+        the wall clock's scale: ``paused_since_wall_s`` from the tick's end on the store's
+        clock; or 0 and no start) and the bounds its spec sets (an unset one: no sample)."""
         model = replicas.model
         self.model_replicas.labels(model, "target").set(replicas.target)
         self.model_replicas.labels(model, "warm").set(replicas.warm)
         self.model_paused.labels(model).set(1 if replicas.paused_at is not None else 0)
         if replicas.paused_at is not None:
-            self.model_paused_since.labels(model).set(replicas.paused_at.timestamp())
+            self.model_paused_since.labels(model).set(paused_since_wall_s(
+                replicas.paused_at, report.finished_at, self._wall_clock.now()))
         else:
             with suppress(KeyError):
                 self.model_paused_since.remove(model)

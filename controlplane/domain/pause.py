@@ -85,3 +85,12 @@ def paused_hint_notes(pauses: Sequence[ModelPause], observed: ObservedState,
                  f"the model is {p.reason()}, held at {p.held_replicas(observed)} replica(s) "
                  f"until `headroom models resume {p.model}`"
                  for p in pauses if hint_rps.get(p.model, 0.0) > 0)
+
+
+def paused_since_wall_s(paused_at: datetime, store_now: datetime, wall_now: datetime) -> float:
+    """When a pause began, in Unix seconds on the wall clock's scale: ``wall_now`` less its age
+    on the store's clock (``store_now`` - ``paused_at``; a simulated fleet's clock can be days
+    off the wall clock, so its ``paused_at`` is no wall time). On a store whose clock is the
+    wall clock it is ``paused_at``, give or take the moments between ``store_now`` and
+    ``wall_now``."""
+    return (wall_now - (store_now - paused_at)).timestamp()

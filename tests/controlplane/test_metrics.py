@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -20,6 +20,7 @@ from controlplane.domain.tick import TickStatus
 from controlplane.metrics import ControlPlaneMetrics
 from controlplane.placement_api import served_metrics
 from controlplane.settings import load_settings
+from controlplane.sim.clock import VirtualClock
 
 
 def test_a_tick_is_counted_with_its_actions_held_changes_and_the_fleet_it_observed() -> None:
@@ -199,8 +200,8 @@ def test_each_models_replicas_are_gauges_ready_as_observed_target_and_warm_as_de
 
 def test_a_paused_model_is_one_with_its_start_and_zero_once_resumed() -> None:
     registry = CollectorRegistry()
-    metrics = ControlPlaneMetrics(registry)
-    report = sample_tick_report()
+    report = sample_tick_report()  # its store's clock is the wall clock
+    metrics = ControlPlaneMetrics(registry, wall_clock=VirtualClock(report.finished_at))
     metrics.record(replace(report, replicas=(ModelReplicas("bert-embed", 2, 0, PAUSED_AT),)))
     labels = {"model": "bert-embed"}
     assert registry.get_sample_value("headroom_model_paused", labels) == 1
@@ -210,6 +211,22 @@ def test_a_paused_model_is_one_with_its_start_and_zero_once_resumed() -> None:
     assert registry.get_sample_value("headroom_model_paused", labels) == 0
     assert registry.get_sample_value("headroom_model_paused_since_timestamp_seconds",
                                      labels) is None
+
+
+@pytest.mark.parametrize("days", [-3, 2], ids=["store-clock-behind", "store-clock-ahead"])
+def test_a_pauses_start_is_exported_on_the_wall_clocks_scale_when_the_stores_clock_is_off(
+        days: int) -> None:
+    """A demo's simulated clock days off the wall clock: the pause's start on it put
+    HeadroomModelPaused (time() - the gauge > 1 day) firing at once, or never."""
+    wall_now = datetime(2026, 3, 4, 12, 0, tzinfo=UTC)
+    store_now = wall_now + timedelta(days=days)
+    report = replace(sample_tick_report(), started_at=store_now, finished_at=store_now,
+                     replicas=(ModelReplicas("bert-embed", 2, 0,
+                                             store_now - timedelta(seconds=30)),))
+    registry = CollectorRegistry()
+    ControlPlaneMetrics(registry, wall_clock=VirtualClock(wall_now)).record(report)
+    assert registry.get_sample_value("headroom_model_paused_since_timestamp_seconds",
+                                     {"model": "bert-embed"}) == wall_now.timestamp() - 30
 
 
 def test_a_models_replica_bounds_are_gauges_where_its_spec_sets_them() -> None:

@@ -6,11 +6,16 @@ simulated fleet, in-process placement, SQLite."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
+from prometheus_client import CollectorRegistry
+
+from controlplane.adapters.clock import WallClock
 from controlplane.domain.actions import SetReplicas
 from controlplane.domain.tick import TickReport
+from controlplane.metrics import ControlPlaneMetrics
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store
@@ -117,3 +122,23 @@ def test_a_model_paused_at_more_replicas_than_its_pools_hold_keeps_serving_on_al
     assert llama.replicas_target == most + 10  # the workload is held at the pause's count
     assert llama.replicas_ready == most  # and serves on every GPU its pool can hold
     assert next(p for p in seen.pools if p.name == h100.name).target_nodes == h100.max_nodes
+
+
+def test_a_pause_just_made_on_a_store_clock_days_behind_exports_a_start_seconds_before_now(
+        sqlite_url: str) -> None:
+    """A demo started 3 days in the past: headroom_model_paused_since_timestamp_seconds was the
+    pause's start on the simulated clock, and HeadroomModelPaused (time() - it > 1 day) fired
+    seconds after the pause. It is now less the pause's age on the store's clock."""
+    start_at = (WallClock().now() - timedelta(days=3)).replace(second=0, microsecond=0)
+    settings = load_settings(db={"url": sqlite_url}, sim={"history_s": 3600})
+    runtime = SimRuntime.open(settings, Store.open(sqlite_url, migrate=True), start_at)
+    registry = CollectorRegistry()
+    runtime.on_tick = ControlPlaneMetrics(registry).record
+    runtime.advance(60)
+    assert SqlModelPauses(runtime.store.engine).pause(WHISPER, 2, runtime.clock.now(), "alice")
+    runtime.advance(30)  # the next tick, at most 30 s on the store's clock after the pause
+
+    since_s = registry.get_sample_value("headroom_model_paused_since_timestamp_seconds",
+                                        {"model": WHISPER})
+    assert since_s is not None
+    assert 0 <= time.time() - since_s <= 30 + 5
