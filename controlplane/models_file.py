@@ -51,6 +51,7 @@ from controlplane.models_yaml import duplicate_names, validated, written_names
 from controlplane.yaml_numbers import NoTextForANumber
 from scheduler.domain import catalog
 from scheduler.domain.fleet_types import SLO_LATENCY_FRACTION
+from scheduler.domain.names import MAX_MODEL_CHARS, MAX_TENANT_CHARS, name_problem
 from scheduler.domain.validate import slices_problem
 
 #: a cold start over a week is a unit mistake (ms written as s)
@@ -128,8 +129,8 @@ class _ColdStart(_Strict):
 
 
 class _Model(_Strict):
-    name: str = Field(min_length=1, max_length=200)  # the store's column widths
-    tenant: str = Field("default", min_length=1, max_length=100)
+    name: str = Field(min_length=1)  # at most the store's column widths (_a_name)
+    tenant: str = Field("default", min_length=1)
     isolation: Isolation
     engine: Engine
     latency_slo_ms: Positive
@@ -154,7 +155,11 @@ class _Model(_Strict):
 
     @field_validator("name", "tenant")
     @classmethod
-    def _not_blank(cls, value: str) -> str:  # as a demand hint's model (domain.hints)
+    def _a_name(cls, value: str, info: ValidationInfo) -> str:  # as the placement API's
+        problem = name_problem(value, MAX_MODEL_CHARS if info.field_name == "name"
+                               else MAX_TENANT_CHARS)
+        if problem is not None:
+            raise ValueError(problem)
         if not value.strip():
             raise ValueError("must not be empty or only whitespace")
         if value != value.strip():  # " bert" and "bert" would be two models, one never matched

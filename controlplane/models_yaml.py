@@ -15,6 +15,7 @@ from pydantic_core import ErrorDetails
 
 from controlplane.domain.errors import listed_problems
 from controlplane.yaml_keys import UniqueKeyLoader
+from scheduler.domain.names import MAX_MODEL_CHARS, name_problem
 
 Schema = TypeVar("Schema", bound=BaseModel)
 
@@ -50,7 +51,9 @@ def where(raw: dict[str, Any], loc: tuple[int | str, ...]) -> str:
         name = models[loc[1]].get("name") if loc[1] < len(models) and isinstance(
             models[loc[1]], dict) else None
         rest = ".".join(str(p) for p in loc[2:])  # none: the model's own check names a field
-        shown = f" ({name})" if name and str(name).strip() else ""  # not "(   )"
+        # not "(   )", nor a name it refuses (a control character, a megabyte): the index names it
+        shown = f" ({name})" if name and str(name).strip() and name_problem(
+            str(name), MAX_MODEL_CHARS) is None else ""
         return f"models[{loc[1]}]" + shown + (f": {rest}" if rest else "")
     return ".".join(str(p) for p in loc) or "(root)"
 

@@ -23,6 +23,7 @@ from scheduler.domain.model import (
     SharingMode,
     WorkloadSpec,
 )
+from scheduler.domain.names import MAX_PRODUCT_CHARS, check_name
 from scheduler.domain.routing import DEFAULT_VERSION_MISMATCH_FACTOR, RankedReplica, ReplicaLoad
 from scheduler.domain.validate import validate_loads, validate_workload
 
@@ -73,6 +74,7 @@ def workload_from_pb(request: pb.PlaceRequest) -> WorkloadSpec:
     for k, product in enumerate(products):
         if not product.strip():
             raise InvalidArgument(f"gpu_products[{k}]", "must not be empty")
+        check_name(f"gpu_products[{k}]", product, MAX_PRODUCT_CHARS)
     num_gpu = request.num_gpu
     raw = request.gpu_milli
     if num_gpu > 1 or (num_gpu >= 1 and raw in (0, WHOLE_GPU_MILLI)):
@@ -114,7 +116,7 @@ def replica_loads_from_pb(request: pb.RankReplicasRequest) -> tuple[list[Replica
         r.model_version, r.sleeping, tuple(r.adapters)) for r in request.replicas]
     factor = (request.version_mismatch_factor if request.HasField("version_mismatch_factor")
               else DEFAULT_VERSION_MISMATCH_FACTOR)
-    validate_loads(loads, factor)
+    validate_loads(loads, factor, request.model_version)
     return loads, factor
 
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from protos.headroom.v1 import placement_pb2 as pb
 from scheduler import convert
-from scheduler.domain.errors import AlreadyExists, CallerGone, Infeasible, InvalidArgument, NotReady
+from scheduler.domain.errors import AlreadyExists, CallerGone, Infeasible, NotReady
 from scheduler.domain.fleet import DEFAULT_TIME_LIMIT_S, plan_fleet
 from scheduler.domain.fleet_prior import prior_from_inventory
 from scheduler.domain.fleet_types import FleetPlan
@@ -24,7 +24,12 @@ from scheduler.domain.milp import MilpSolver
 from scheduler.domain.model import Binding, WorkloadSpec
 from scheduler.domain.routing import rank_replicas
 from scheduler.domain.scoring import ScoreWeights
-from scheduler.domain.validate import validate_fleet_request, validate_nodes
+from scheduler.domain.validate import (
+    validate_fleet_request,
+    validate_listing,
+    validate_nodes,
+    validate_workload_id,
+)
 from scheduler.held_bindings import HeldBindings
 from scheduler.highs import HighsSolver
 from scheduler.journal import JournalChange, JournalChanges, PlacementJournal
@@ -142,8 +147,7 @@ class PlacementEngine:
         another tenant, come back as unknown; each id is answered in the order asked, as often
         as asked. Raises InvalidArgument, Unavailable."""
         for k, workload_id in enumerate(request.workload_ids):
-            if not workload_id:
-                raise InvalidArgument(f"workload_ids[{k}]", "must not be empty")
+            validate_workload_id(f"workload_ids[{k}]", workload_id)
         with self._lock:
             now_s = self._now_s()
             self._expire(now_s)
@@ -207,9 +211,10 @@ class PlacementEngine:
             released=[pb.ReleasedBinding(workload_id=r.binding.workload_id, node=r.binding.node,
                                          reason=r.reason, detail=r.detail) for r in released])
 
-    def place(self, request: pb.PlaceRequest,
+    def place(self, request: pb.PlaceRequest | WorkloadSpec,
               still_wanted: Callable[[], bool] | None = None) -> pb.PlaceResponse:
-        """Bind one workload; raises InvalidArgument, AlreadyExists or Infeasible, and NotReady
+        """Bind one workload (a PlaceRequest, or the WorkloadSpec ``convert.workload_from_pb``
+        made of one); raises InvalidArgument, AlreadyExists or Infeasible, and NotReady
         (``no_inventory``) when no SyncInventory succeeded since this engine started: knowing
         no node is not a full fleet (a synced inventory without nodes is Infeasible
         ``no_inventory``, saying the last SyncInventory listed no node). When ``still_wanted``
@@ -219,7 +224,8 @@ class PlacementEngine:
         CallerGone is raised, so a retry of the same id is placed instead of refused as
         ALREADY_EXISTS. The commit itself can still outlast the deadline: a caller that timed out
         must reconcile (README). AlreadyExists carries the binding held under the id."""
-        spec = convert.workload_from_pb(request)
+        spec = (request if isinstance(request, WorkloadSpec)
+                else convert.workload_from_pb(request))
         with self._lock:
             self._check_wanted(spec, still_wanted)
             now_s = self._now_s()
@@ -284,8 +290,7 @@ class PlacementEngine:
         tenants (``scope``) may free only their bindings: PermissionDenied, checked against the
         binding held when it is freed (with a journal: after catching up with it)."""
         workload_id = request.workload_id
-        if not workload_id:
-            raise InvalidArgument("workload_id", "must not be empty")
+        validate_workload_id("workload_id", workload_id)
         with self._lock:
             if self._journal is not None:
                 with self._journaled() as change:
@@ -310,7 +315,9 @@ class PlacementEngine:
     def list_bindings(self, request: pb.ListBindingsRequest) -> pb.ListBindingsResponse:
         """The bindings held now (after catching up with the journal), on ``request.node``, with
         ids starting with ``request.workload_prefix`` and of ``request.model`` when given (all
-        of them), by workload id; raises Unavailable when the journal cannot be read."""
+        of them), by workload id; raises InvalidArgument for a malformed filter, Unavailable
+        when the journal cannot be read."""
+        validate_listing(request.node, request.workload_prefix, request.model)
         self.refresh()
         with self._lock:
             self._expire(self._now_s())

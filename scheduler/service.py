@@ -172,11 +172,13 @@ class PlacementServicer(pb_grpc.PlacementServicer):
         still_wanted = _before_deadline(context)
 
         def place() -> pb.PlaceResponse:
-            tenancy.check_place(scope, request.tenant)
-            tenancy.check_model(scope, request.tenant, request.model,
-                                self.engine.listed_tenant(request.model))
+            # a malformed request is INVALID_ARGUMENT before the store is asked for its model
+            spec = convert.workload_from_pb(request)
+            tenancy.check_place(scope, spec.tenant)
+            tenancy.check_model(scope, spec.tenant, spec.model,
+                                self.engine.listed_tenant(spec.model))
             try:
-                return self.engine.place(request, still_wanted=still_wanted)
+                return self.engine.place(spec, still_wanted=still_wanted)
             except AlreadyExists as exc:
                 _send_existing(context, scope, exc)
                 raise

@@ -40,6 +40,7 @@ from controlplane.domain.store_clock import StoreNow
 from protos.headroom.v1 import hints_pb2 as pb
 from protos.headroom.v1 import hints_pb2_grpc as pb_grpc
 from scheduler.callers import caller_scope
+from scheduler.domain.names import MAX_MODEL_CHARS, name_problem
 from scheduler.service import bounded_details
 
 #: the proto field each HintError field is about
@@ -151,6 +152,9 @@ class DemandHintsServicer(pb_grpc.DemandHintsServicer):
 
     def ListHints(self, request: pb.ListHintsRequest,
                   context: grpc.ServicerContext) -> pb.ListHintsResponse:
+        problem = name_problem(request.model, MAX_MODEL_CHARS)
+        if problem is not None:  # as AddHint's model
+            _abort(context, grpc.StatusCode.INVALID_ARGUMENT, f"model: {problem}")
         ending_after_at = None if request.include_ended else _stored(
             context, "read the store's clock", self.now).at
         hints = _stored(context, "read the demand hints", lambda: self.store.hints(ending_after_at))

@@ -12,6 +12,7 @@ from decimal import Decimal
 
 from controlplane.domain.store_clock import StoreNow
 from controlplane.domain.timestamps import utc_text
+from scheduler.domain.names import MAX_MODEL_CHARS, name_problem
 
 MAX_HINT_RPS = 1e7
 #: what a hint's model adds when the models table does not list it (``headroom models remove
@@ -73,12 +74,16 @@ def new_hint(model: str, rate_rps: float, start_at: datetime, end_at: datetime, 
              known_models: Collection[str], now: StoreNow,
              listed_models: Collection[str] | None = None) -> DemandHint:
     """A hint to store from what a user gave (``headroom hint add``, the DemandHints gRPC
-    service): a model the store lists, a rate above 0 (a hint of 0 floors nothing; it is also
+    service): a model name as the placement API takes one (``scheduler.domain.names``) that
+    the store lists, a rate above 0 (a hint of 0 floors nothing; it is also
     what an AddHint that omits rate_rps sends) and at most MAX_HINT_RPS, an end after ``now``
     (by the clock the store's loop runs on, which the error names),
     a reason of at most 500 characters and no NUL, and a valid hint (``DemandHint``);
     HintError names what is not. An unknown model's error lists ``listed_models`` (default:
     every known one; a caller scoped to tenants is shown only theirs)."""
+    problem = name_problem(model, MAX_MODEL_CHARS)
+    if problem is not None:  # before it is echoed in a message
+        raise HintError("model", f"the model name {problem}")
     if not model.strip():  # a store's model imported before models import refused it
         raise HintError("model", f"model {model!r} is empty or only whitespace")
     if model not in known_models:

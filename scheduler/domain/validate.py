@@ -1,5 +1,5 @@
-"""Validation of inventory, Place, PlanFleet and RankReplicas requests: every error names its
-field."""
+"""Validation of inventory, Place, PlanFleet, RankReplicas, Release, RenewLeases and ListBindings
+requests: every error names its field."""
 
 from __future__ import annotations
 
@@ -11,6 +11,18 @@ from scheduler.domain.cluster import product_key
 from scheduler.domain.errors import InvalidArgument
 from scheduler.domain.fleet_types import FleetRequest, ProfilePoint
 from scheduler.domain.model import WHOLE_GPU_MILLI, GpuSpec, NodeSpec, WorkloadSpec
+from scheduler.domain.names import (
+    MAX_LABEL_KEY_CHARS,
+    MAX_LABEL_VALUE_CHARS,
+    MAX_MIG_PROFILE_CHARS,
+    MAX_MODEL_CHARS,
+    MAX_NAME_CHARS,
+    MAX_PRODUCT_CHARS,
+    MAX_TENANT_CHARS,
+    MAX_WORKLOAD_ID_CHARS,
+    check_name,
+    name_problem,
+)
 from scheduler.domain.routing import ReplicaLoad
 
 MAX_GPUS_PER_NODE = 64
@@ -35,9 +47,12 @@ def validate_nodes(nodes: Sequence[NodeSpec]) -> None:
         if node.name != node.name.strip():  # "a" and "a " would be two nodes
             raise InvalidArgument(f"{where}.name", f"{node.name!r} begins or ends with "
                                   "whitespace, which no Kubernetes node name has")
+        check_name(f"{where}.name", node.name, MAX_NAME_CHARS)
         if node.name in seen:
             raise InvalidArgument(f"{where}.name", f"duplicate node name {node.name!r}")
         seen.add(node.name)
+        check_name(f"{where}.pool", node.pool, MAX_NAME_CHARS)
+        _validate_labels(where, node.labels)
         if node.cpu_milli < 0:
             raise InvalidArgument(f"{where}.cpu_milli", f"must be >= 0, got {node.cpu_milli}")
         if node.memory_mib < 0:
@@ -54,9 +69,20 @@ def validate_nodes(nodes: Sequence[NodeSpec]) -> None:
             indices.add(gpu.index)
             if not gpu.product.strip():
                 raise InvalidArgument(f"{gwhere}.product", "must not be empty or blank")
+            check_name(f"{gwhere}.product", gpu.product, MAX_PRODUCT_CHARS)
             if gpu.memory_mib < 0:
                 raise InvalidArgument(f"{gwhere}.memory_mib", f"must be >= 0, got {gpu.memory_mib}")
             _validate_held(gwhere, gpu)
+
+
+def _validate_labels(where: str, labels: Sequence[tuple[str, str]]) -> None:
+    """Each label's key and value: a key's problem names the labels (not the key), a value's
+    its key."""
+    for key, value in labels:
+        problem = name_problem(key, MAX_LABEL_KEY_CHARS)
+        if problem is not None:
+            raise InvalidArgument(f"{where}.labels", f"a key of {problem}")
+        check_name(f"{where}.labels[{key}]", value, MAX_LABEL_VALUE_CHARS)
 
 
 def _validate_held(where: str, gpu: GpuSpec) -> None:
@@ -69,6 +95,8 @@ def _validate_held(where: str, gpu: GpuSpec) -> None:
         if not held.profile.strip():
             raise InvalidArgument(f"{where}.mig_instances[{k}].profile",
                                   "must not be empty or blank")
+        check_name(f"{where}.mig_instances[{k}].profile", held.profile, MAX_MIG_PROFILE_CHARS)
+        check_name(f"{where}.mig_instances[{k}].model", held.model, MAX_MODEL_CHARS)
         if held.start is not None and held.start < 0:
             raise InvalidArgument(f"{where}.mig_instances[{k}].start",
                                   f"must be >= 0, got {held.start}")
@@ -78,6 +106,9 @@ def validate_workload(spec: WorkloadSpec, raw_gpu_milli: int) -> None:
     """Raise InvalidArgument for a malformed Place request (``raw_gpu_milli`` as sent)."""
     if not spec.workload_id.strip():
         raise InvalidArgument("workload_id", "must not be empty or blank")
+    check_name("workload_id", spec.workload_id, MAX_WORKLOAD_ID_CHARS)
+    check_name("model", spec.model, MAX_MODEL_CHARS)
+    check_name("tenant", spec.tenant, MAX_TENANT_CHARS)
     if spec.cpu_milli < 0:
         raise InvalidArgument("cpu_milli", f"must be >= 0, got {spec.cpu_milli}")
     if spec.memory_mib < 0:
@@ -122,7 +153,9 @@ def validate_fleet_request(request: FleetRequest) -> None:
     seen: set[str] = set()
     for i, m in enumerate(request.models):
         where = f"models[{i}]"
+        check_name(f"{where}.model", m.model, MAX_MODEL_CHARS)
         check_new_name(f"{where}.model", m.model, seen, "model")
+        check_name(f"{where}.tenant", m.tenant, MAX_TENANT_CHARS)
         if not _finite(m.rate_rps) or m.rate_rps < 0:
             raise InvalidArgument(f"{where}.rate_rps", f"must be a finite number >= 0, got "
                                                        f"{m.rate_rps}")
@@ -136,6 +169,7 @@ def validate_fleet_request(request: FleetRequest) -> None:
             pw = f"{where}.profile[{j}]"
             if not p.product.strip():
                 raise InvalidArgument(f"{pw}.product", "must not be empty")
+            check_name(f"{pw}.product", p.product, MAX_PRODUCT_CHARS)
             _check_slices(p, f"{pw}.compute_slices")
             if p.batch_size < 1:
                 raise InvalidArgument(f"{pw}.batch_size", f"must be >= 1, got {p.batch_size}")
@@ -155,6 +189,7 @@ def validate_fleet_request(request: FleetRequest) -> None:
         where = f"pools[{i}]"
         if not pool.product.strip():
             raise InvalidArgument(f"{where}.product", "must not be empty")
+        check_name(f"{where}.product", pool.product, MAX_PRODUCT_CHARS)
         key = product_key(pool.product)
         if key in products:
             raise InvalidArgument(f"{where}.product", f"duplicate pool {pool.product!r}")
@@ -170,6 +205,7 @@ def validate_fleet_request(request: FleetRequest) -> None:
     for i, warm in enumerate(request.warm or ()):
         if not warm.product.strip():
             raise InvalidArgument(f"warm.pools[{i}].product", "must not be empty")
+        check_name(f"warm.pools[{i}].product", warm.product, MAX_PRODUCT_CHARS)
         if not 0 <= warm.gpus <= MAX_POOL_GPUS:
             raise InvalidArgument(f"warm.pools[{i}].gpus",
                                   f"must be in [0, {MAX_POOL_GPUS}], got {warm.gpus}")
@@ -201,8 +237,11 @@ def _check_slices(point: ProfilePoint, field: str) -> None:
 MAX_REPLICAS = 10_000
 
 
-def validate_loads(loads: Sequence[ReplicaLoad], version_mismatch_factor: float) -> None:
-    """Raise InvalidArgument naming the field of the first bad entry."""
+def validate_loads(loads: Sequence[ReplicaLoad], version_mismatch_factor: float,
+                   model_version: str = "") -> None:
+    """Raise InvalidArgument naming the field of the first bad entry (``model_version``: the
+    one wanted)."""
+    check_name("model_version", model_version, MAX_NAME_CHARS)
     if not loads:
         raise InvalidArgument("replicas", "must list at least one replica")
     if len(loads) > MAX_REPLICAS:
@@ -213,7 +252,9 @@ def validate_loads(loads: Sequence[ReplicaLoad], version_mismatch_factor: float)
     seen: set[str] = set()
     for k, load in enumerate(loads):
         where = f"replicas[{k}]"
+        check_name(f"{where}.workload_id", load.workload_id, MAX_WORKLOAD_ID_CHARS)
         check_new_name(f"{where}.workload_id", load.workload_id, seen, "replica")
+        check_name(f"{where}.model_version", load.model_version, MAX_NAME_CHARS)
         if load.queue_depth < 0:
             raise InvalidArgument(f"{where}.queue_depth", f"must be >= 0, got {load.queue_depth}")
         usage = load.kv_cache_usage
@@ -228,3 +269,19 @@ def validate_loads(loads: Sequence[ReplicaLoad], version_mismatch_factor: float)
         for j, adapter in enumerate(load.adapters):
             if not adapter:
                 raise InvalidArgument(f"{where}.adapters[{j}]", "must not be empty")
+            check_name(f"{where}.adapters[{j}]", adapter, MAX_NAME_CHARS)
+
+
+def validate_workload_id(field: str, workload_id: str) -> None:
+    """Raise InvalidArgument naming ``field`` for an empty or malformed workload id (a
+    Release's, each of a RenewLeases')."""
+    if not workload_id:
+        raise InvalidArgument(field, "must not be empty")
+    check_name(field, workload_id, MAX_WORKLOAD_ID_CHARS)
+
+
+def validate_listing(node: str, workload_prefix: str, model: str) -> None:
+    """Raise InvalidArgument for a malformed ListBindings filter ("" filters nothing)."""
+    check_name("node", node, MAX_NAME_CHARS)
+    check_name("workload_prefix", workload_prefix, MAX_WORKLOAD_ID_CHARS)
+    check_name("model", model, MAX_MODEL_CHARS)

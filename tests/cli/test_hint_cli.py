@@ -105,9 +105,12 @@ def test_a_hint_starts_now_unless_told_and_ended_ones_show_only_with_all(db: Pat
     (["add", CHAT, "--rps", "5", "--end", "2099-01-01T00:00:00Z", "--reason", "x" * 501],
      "--reason: 501 characters, at most 500"),
     (["remove", "7"], "no demand hint with id 7 (see `headroom hint list --all`)"),
+    (["add", "chat\u202e", "--rps", "5", "--end", "2099-01-01T00:00:00Z"],
+     "error: the model name holds the control character U+202E at 4 (control and "
+     "bidirectional characters are refused)"),
 ], ids=["unknown model", "a past end", "not a time", "an end past year 9999 in UTC",
         "end before start", "a start before 1970", "a reason too long",
-        "an unknown id"])
+        "an unknown id", "a model name with a bidirectional control"])
 def test_bad_input_is_one_line_naming_it_and_writes_nothing(db: Path, args: list[str],
                                                             message: str) -> None:
     run = _hint(db, *args)

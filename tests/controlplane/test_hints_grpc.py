@@ -152,13 +152,16 @@ def test_a_retried_add_returns_the_hint_it_added_so_removing_that_id_withdraws_i
      "end_unix_s: inf is not a time"),
     (pb.AddHintRequest(model=CHAT, rate_rps=5, end_unix_s=_s(60), reason="x" * 501),
      "reason: 501 characters, at most 500"),
-    (pb.AddHintRequest(model="m" * 20_000, rate_rps=5, end_unix_s=_s(60)), "model: model 'mmm"),
+    (pb.AddHintRequest(model="m" * 20_000, rate_rps=5, end_unix_s=_s(60)),
+     "model: the model name is 20000 characters long, at most 200"),
+    (pb.AddHintRequest(model="chat\u202e", rate_rps=5, end_unix_s=_s(60)),
+     "model: the model name holds the control character U+202E at 4"),
     (pb.AddHintRequest(model=CHAT, rate_rps=5, end_unix_s=_s(60), reason="launch\x00"),
      "reason: holds a NUL character at 6; the store's text cannot hold it"),
 ], ids=["unknown model", "negative rate", "rate omitted (0)", "nan rate", "past end", "no end",
         "end before start",
-        "negative start", "infinite end", "reason too long", "unknown 20000-character model",
-        "NUL in reason"])
+        "negative start", "infinite end", "reason too long", "20000-character model",
+        "bidi control in model", "NUL in reason"])
 def test_a_refused_hint_names_the_proto_field_and_stores_nothing(
         api: Api, request_: pb.AddHintRequest, message: str) -> None:
     stub, store, _ = api
@@ -167,6 +170,19 @@ def test_a_refused_hint_names_the_proto_field_and_stores_nothing(
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert (caught.value.details() or "").startswith(message)
     assert SqlDemandHints(store.engine).hints() == ()
+
+
+@pytest.mark.parametrize(("model", "message"), [
+    ("m" * 201, "model: is 201 characters long, at most 200"),
+    ("chat\x00", "model: holds the control character U+0000 at 4"),
+])
+def test_listing_hints_of_a_model_name_the_api_refuses_is_invalid_argument_naming_model(
+        api: Api, model: str, message: str) -> None:
+    stub, _, _ = api
+    with pytest.raises(grpc.RpcError) as caught:
+        stub.ListHints(pb.ListHintsRequest(model=model))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (caught.value.details() or "").startswith(message)
 
 
 @pytest.mark.parametrize("hint_id", [42, 0, -1, 2**31, 2**63 - 1])

@@ -93,6 +93,14 @@ def test_every_example_model_has_a_profile_on_a_product_of_the_example_configs_p
     ("{product: L4,", "{product: L40,",
      "models[0] (llama-3-8b-chat): profile.1.product: unknown GPU product 'L40'; known: "
      "A100-40GB, A100-80GB,"),
+    # names as the placement API takes them (scheduler.domain.names)
+    ("tenant: acme", 'tenant: "acme\\u202egpj.exe"',
+     "models[0] (llama-3-8b-chat): tenant: holds the control character U+202E at 4 (control "
+     "and bidirectional characters are refused)"),
+    ("name: resnet50", 'name: "resnet50\\x1b[2J"',
+     "models[1]: name: holds the control character U+001B at 8"),  # the name not echoed
+    ("tenant: acme", "tenant: " + "t" * 101,
+     "models[0] (llama-3-8b-chat): tenant: is 101 characters long, at most 100"),
 ])
 def test_an_impossible_model_is_named_by_file_model_and_field(
         tmp_path: Path, old: str, new: str, named: str) -> None:

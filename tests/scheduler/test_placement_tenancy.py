@@ -16,6 +16,7 @@ from placement_builders import make_node, make_place
 
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
+from scheduler.domain.model import WorkloadSpec
 from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics
 from scheduler.security import BearerTokens, SecurityFileError, TransportSecurity
@@ -354,7 +355,7 @@ class _NotingThreads(PlacementEngine):
         super().__init__()
         self.threads: list[str] = []
 
-    def place(self, request: pb.PlaceRequest,
+    def place(self, request: pb.PlaceRequest | WorkloadSpec,
               still_wanted: Callable[[], bool] | None = None) -> pb.PlaceResponse:
         self.threads.append(threading.current_thread().name)
         return super().place(request, still_wanted)
