@@ -24,6 +24,7 @@ from controlplane.adapters.clock import WallClock
 from controlplane.adapters.keda import keda_registrar
 from controlplane.autoscaling.from_settings import known_capacity
 from controlplane.domain.timestamps import utc_text
+from controlplane.domain.url_secrets import redact
 from controlplane.domain.wording import counted
 from controlplane.fleet_lease import hold_fleet_lease
 from controlplane.jobs import build_scheduler
@@ -283,7 +284,7 @@ class Demo:
             wall_s=round(time.monotonic() - self._wall_start_s, 2),
             grpc_address=self.grpc_address,
             dashboard_url=self.dashboard_url,
-            db_url=self.settings.db.url,
+            db_url=redact(self.settings.db.url),  # the --json summary: no password
         )
 
 

@@ -4,7 +4,6 @@ re-layout)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -12,6 +11,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from controlplane.domain.labels import is_label_key, is_label_value
+from controlplane.domain.url_secrets import masked
 from controlplane.settings_groups import Group
 
 
@@ -19,7 +19,7 @@ def http_url_problem(url: str) -> str | None:
     """Why ``url`` is no http(s) URL of a host (a password in it shown as ``***``), or None.
     Checked where it is given: ``127.0.0.1:9090`` would otherwise load and fail only when
     Prometheus is first asked, as "unreachable (No host specified.)"."""
-    shown = re.sub(r":[^:@/]*@", ":***@", url)
+    shown = masked(url)
     parts = urlsplit(url)
     if "://" not in url:
         return f"{shown!r} is not a URL: give the scheme, e.g. http://{shown}"

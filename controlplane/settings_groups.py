@@ -21,6 +21,7 @@ from controlplane.autoscaling.policies import (
     SHORTFALL_COST_RATIO,
 )
 from controlplane.autoscaling.profile_correction import CorrectionConfig
+from controlplane.domain.url_secrets import masked
 from controlplane.yaml_numbers import NoBoolForANumber
 from scheduler.domain import catalog
 from scheduler.domain.validate import MAX_GPUS_PER_NODE, MAX_PRICE_PER_GPU_HOUR
@@ -78,14 +79,14 @@ class DbSettings(Group):
         here: settings import no database library.)"""
         if _DB_URL.match(url) is None:
             hint = f"; a SQLite file is sqlite:///{url}" if "//" not in url else ""  # a path
-            shown = re.sub(r":[^:@/]*@", ":***@", url)  # never echo a password
+            shown = masked(url)  # never echo a password
             raise ValueError(f"{shown!r} is not a database URL (sqlite:///FILE or "
                              f"postgresql+psycopg://user@host:5432/db){hint}")
         scheme = url.split("://", 1)[0]
         if scheme not in DB_URL_SCHEMES:
             near = difflib.get_close_matches(scheme, DB_URL_SCHEMES, n=1)
             hint = f"; did you mean {near[0]}?" if near else ""
-            shown = re.sub(r":[^:@/]*@", ":***@", url)
+            shown = masked(url)
             raise ValueError(f"{shown!r}: Headroom cannot open a {scheme}:// store; supported "
                              f"schemes: {', '.join(DB_URL_SCHEMES)}{hint}")
         return url

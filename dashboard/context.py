@@ -97,11 +97,11 @@ def store_url() -> str:
     try:
         has_schema = inspect(engine).has_table("ticks")
     except SQLAlchemyError as error:  # the store went away after the engine was made
-        show_store_failure(engine.url.render_as_string(), error)
+        show_store_failure(redact(url), error)
         st.stop()
         raise
     if not has_schema:
-        st.info(f"The store at `{engine.url.render_as_string()}` has no Headroom schema yet. "
+        st.info(f"The store at `{redact(url)}` has no Headroom schema yet. "
                 "Run `headroom db upgrade` (or start `headroom demo`).")
         st.stop()
     return url

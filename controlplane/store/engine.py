@@ -20,6 +20,7 @@ from sqlalchemy import URL, Engine, create_engine, event, make_url, text
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 from controlplane.domain.errors import error_line
+from controlplane.domain.url_secrets import redact as redact  # re-exported: every store message
 from controlplane.store.migration_lock import DEFAULT_MIGRATION_LOCK_WAIT_S, MigrationLockHeld
 from controlplane.store.pg_response import (
     DEFAULT_RESPONSE_TIMEOUT_S,
@@ -69,16 +70,6 @@ def no_store_file(url: str) -> StoreUnavailable:
 class MigrationError(Exception):
     """A migration target Alembic cannot reach (unknown revision, a store migrated by a newer
     Headroom, a downgrade target above the current one); the message names URL and revision."""
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for messages."""
-    if "://" not in url or "@" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    creds, host = rest.rsplit("@", 1)
-    user = creds.split(":", 1)[0]
-    return f"{scheme}://{user}@{host}"
 
 
 def sqlite_file(url: str) -> Path | None:

@@ -417,6 +417,16 @@ def test_a_store_without_the_schema_says_how_to_create_it(
                for i in at.info)
 
 
+def test_a_store_is_named_without_the_password_its_url_gives_as_a_query_parameter(
+        postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HEADROOM_DB__URL", f"{postgres_url}?password=QuerySecret77")
+    at = AppTest.from_file(APP, default_timeout=60).run()  # a database without the schema
+    no_exception(at)
+    assert [i.value for i in at.info if "no Headroom schema yet" in i.value] == [
+        f"The store at `{postgres_url}?password=***` has no Headroom schema yet. Run "
+        "`headroom db upgrade` (or start `headroom demo`)."]
+
+
 def test_a_mistyped_sqlite_path_is_named_and_no_empty_store_is_created(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     missing = tmp_path / "typo" / "headroom.db"
