@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from scheduler.tenancy import TENANT_KEY, Scope, parse_scope, union
+from scheduler.tenancy import TENANT_KEY, Scope, parse_scope, skipped_line, union
 
 #: identity prefix -> the auth context key holding the certificate's values of that kind
 AUTH_CONTEXT_KEYS = {"cn": "x509_common_name", "dns": "peer_dns", "uri": "peer_uri"}
@@ -103,7 +103,7 @@ def parse_identity_file(text: bytes) -> dict[str, Scope]:
     listed twice must have the same scope both times."""
     first: dict[str, tuple[int, Scope]] = {}
     for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip() or line.lstrip().startswith(b"#"):
+        if skipped_line(line):
             continue
         identity, scope = parse_identity_line(line, line_no)
         seen_at, seen_scope = first.setdefault(identity, (line_no, scope))

@@ -16,9 +16,15 @@ A token file line ``<token>`` alone is an unscoped (operator) token: every call,
   fleet plan, read only) and reflection are allowed. The DemandHints service beside it refuses
   AddHint and RemoveHint (``controlplane.adapters.hints_grpc``) and allows ListHints.
 
-A binding whose tenant is "" (journaled before bindings recorded their tenant) belongs to
-unscoped tokens only. Refusals are PERMISSION_DENIED (``PermissionDenied``), never
-UNAUTHENTICATED, which says the token itself is not accepted.
+``#`` starts a comment line and blank lines are skipped, as in the client identities file
+(``skipped_line``), so no token begins with ``#``.
+
+Workload ids are one namespace for the whole fleet: a scoped caller cannot Place an id another
+tenant's binding holds (ALREADY_EXISTS, that binding left out of the reply), so it learns the id
+is taken; serving layers prefix their ids with their tenant. A binding whose tenant is ""
+(journaled before bindings recorded their tenant) belongs to unscoped tokens only. Refusals
+are PERMISSION_DENIED (``PermissionDenied``), never UNAUTHENTICATED, which says the token itself
+is not accepted.
 """
 
 from __future__ import annotations
@@ -78,6 +84,12 @@ def parse_scope(fields: list[bytes], what: str) -> Scope:
         raise ValueError("a tenant name that is not UTF-8") from None
 
 
+def skipped_line(line: bytes) -> bool:
+    """Whether a token file or client identities file line holds nothing: blank, or a comment
+    (``#`` first, after any spaces)."""
+    return not line.strip() or line.lstrip().startswith(b"#")
+
+
 def parse_token_line(line: bytes, line_no: int) -> tuple[bytes, Scope]:
     """(token, scope) of one non-blank line; TokenLineError naming ``line_no`` otherwise."""
     token, *rest = line.split()
@@ -93,11 +105,12 @@ def parse_token_line(line: bytes, line_no: int) -> tuple[bytes, Scope]:
 
 
 def parse_token_file(text: bytes) -> tuple[tuple[bytes, Scope], ...]:
-    """Every token of a token file with its scope, in file order; blank lines are skipped, a
-    token listed twice must have the same scope both times (it is kept once)."""
+    """Every token of a token file with its scope, in file order; blank and comment lines are
+    skipped (``skipped_line``), a token listed twice must have the same scope both times (it is
+    kept once)."""
     first: dict[bytes, tuple[int, Scope]] = {}
     for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+        if skipped_line(line):
             continue
         token, scope = parse_token_line(line, line_no)
         seen_at, seen_scope = first.setdefault(token, (line_no, scope))

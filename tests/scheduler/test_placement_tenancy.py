@@ -114,6 +114,32 @@ def test_a_malformed_token_line_is_named_by_its_line_number_without_its_text(
     assert "SECRET" not in message
 
 
+@pytest.mark.parametrize("comment", [
+    "# the operators' token, rotated monthly",  # before: "more than one field after the token"
+    "#revoked-2026",  # before: accepted as a token
+    "   # indented",
+])
+def test_a_hash_starts_a_comment_line_as_in_the_client_identities_file(
+        tmp_path: Path, comment: str) -> None:
+    text = f"{comment}\nops-token\n"
+    assert parse_token_file(text.encode()) == ((b"ops-token", None),)
+    token_file = tmp_path / "tokens"
+    token_file.write_text(text)
+    server, port = create_server("127.0.0.1:0", security=TransportSecurity(token_file=token_file))
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        stub = pb_grpc.PlacementStub(channel)
+        assert stub.GetPlan(pb.GetPlanRequest(), timeout=5,
+                            metadata=(("authorization", "Bearer ops-token"),)).revision == 0
+        with pytest.raises(grpc.RpcError) as err:
+            stub.GetPlan(pb.GetPlanRequest(), timeout=5,
+                         metadata=(("authorization", f"Bearer {comment.split()[0]}"),))
+        assert err.value.code() is grpc.StatusCode.UNAUTHENTICATED
+    finally:
+        channel.close()
+        stop(server, grace_s=0.5)
+
+
 def test_a_token_line_error_carries_its_line_number() -> None:
     with pytest.raises(TokenLineError) as err:
         parse_token_file(b"a\nb tenant=\n")
