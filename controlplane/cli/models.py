@@ -2,7 +2,8 @@
 a models file (``controlplane.models_file``): import (checked whole, written in one statement),
 list, remove (withdrawing the model's demand hints with it, unless told to keep them), pause and
 resume (``controlplane.cli.models_pause``). With ``--config`` (serve's settings) import and remove
-refuse a models table that serve would refuse (``check_models_table``), writing nothing."""
+refuse a models table that serve would refuse (``check_models_table``), writing nothing; import
+into a simulated fleet's store refuses a model it does not run (``check_import_into_sim_store``)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from controlplane.cli.json_errors import JsonOption, write_document
 from controlplane.cli.models_pause import pause, resume
 from controlplane.cli.status_view import hint_line, pause_json
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
-from controlplane.cli.store_time import now_of
+from controlplane.cli.store_time import now_of, runs_a_simulated_fleet
 from controlplane.cli.streams import print_warning, usage_error
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.pause import ModelPause
@@ -33,7 +34,9 @@ from controlplane.models_file import load_model_specs
 from controlplane.models_yaml import ModelsFileError
 from controlplane.reconcile_config import check_models_table
 from controlplane.settings import ConfigError, Settings, pool_specs
+from controlplane.sim_start import check_import_into_sim_store
 from controlplane.store import Store
+from controlplane.store.engine import shown_url
 from controlplane.store.hints import ModelRemoval, remove_model_and_hints
 from controlplane.store.pauses import SqlModelPauses
 from forecaster.errors import InputError
@@ -63,6 +66,14 @@ def changes(listed: list[ModelSpec], given: list[ModelSpec]) -> dict[str, list[s
 #: what import and remove say of a running serve when no --config names its settings, which
 #: may refuse the new table (a budget's tenant or a static peak's model gone): unknown here
 _UNCHECKED = " unless its settings refuse the new table (--config checks that first)"
+
+
+def running_fleet(simulated: bool) -> str:
+    """What import and remove name as the process that takes up the store's new models table:
+    on a simulated fleet's store (``runs_a_simulated_fleet``) the demo, else serve's loop."""
+    if simulated:
+        return "a running `headroom demo` or serve --backend sim on this store"
+    return "a running serve --backend kubernetes"
 
 
 def serve_settings(config: Path | None, db: Path | None) -> Settings | None:
@@ -110,23 +121,27 @@ def import_models(
         raise usage_error(str(error)) from None
     serve = serve_settings(config, db)
 
-    def work(store: Store) -> dict[str, list[str]]:
+    def work(store: Store) -> tuple[dict[str, list[str]], bool]:
         listed = store.model_specs()
         found = changes(listed, given)
+        simulated = runs_a_simulated_fleet(store)
+        if simulated:
+            check_import_into_sim_store(shown_url(store.engine), str(file),
+                                        [s.name for s in given])
         if found["new"] or found["updated"]:
             table = {s.name: s for s in listed} | {s.name: s for s in given}
             check_as_serve(serve, config, list(table.values()), f"with {file} imported",
                            "nothing imported")
             if not dry_run:
                 store.upsert_models(given)
-        return found
+        return found, simulated
 
-    found = with_existing_store(config, db, work)
+    found, simulated = with_existing_store(config, db, work)
     verb = "would import" if dry_run else "imported"
     parts = [f"{kind} {', '.join(names)}" for kind, names in found.items() if names]
     out.print(f"{verb} {len(given)} model(s) from {file}: {'; '.join(parts)}"
               + ("" if dry_run or not (found["new"] or found["updated"]) else
-                 "; a running serve --backend kubernetes uses them from its next tick"
+                 f"; {running_fleet(simulated)} uses them from its next tick"
                  + ("" if config is not None else _UNCHECKED)),
               markup=False, highlight=False, soft_wrap=True)
     # only --config names the fleet's pools (serve's settings), as for `hint add`: without it
@@ -197,7 +212,7 @@ def remove(
 --keep-hints); the output lists them either way."""
     serve = serve_settings(config, db)
 
-    def work(store: Store) -> tuple[ModelRemoval, StoreNow]:
+    def work(store: Store) -> tuple[ModelRemoval, StoreNow, bool]:
         listed = store.model_specs()
         if any(s.name == name for s in listed):
             check_as_serve(serve, config, [s for s in listed if s.name != name],
@@ -206,10 +221,10 @@ def remove(
         removal = remove_model_and_hints(store.engine, name, now.at, keep_hints=keep_hints)
         if removal is None:
             raise InputError(f"model {name!r} is not listed (see `headroom models list`)")
-        return removal, now
+        return removal, now, runs_a_simulated_fleet(store)
 
-    removal, now = with_existing_store(config, db, work)
-    out.print(f"removed model {name}; a running serve --backend kubernetes stops managing it "
+    removal, now, simulated = with_existing_store(config, db, work)
+    out.print(f"removed model {name}; {running_fleet(simulated)} stops managing it "
               "at its next tick" + ("" if config is not None else _UNCHECKED),
               markup=False, highlight=False, soft_wrap=True)
     for line in removal_lines(removal, now):

@@ -9,9 +9,15 @@ from controlplane.adapters.clock import WallClock
 from controlplane.domain.store_clock import StoreNow
 from controlplane.fleet_lease import FLEET_LEASE
 from controlplane.store import Store
-from controlplane.store.store_clock import read_store_now
+from controlplane.store.store_clock import read_store_now, simulated_store
 
 
 def now_of(store: Store) -> StoreNow:
     """Now for ``store``: its simulated fleet's last tick, else the wall clock."""
     return read_store_now(store.engine, FLEET_LEASE, WallClock().now())
+
+
+def runs_a_simulated_fleet(store: Store) -> bool:
+    """Whether ``store`` is a simulated fleet's (``headroom demo``, ``serve --backend sim``:
+    its ``sim-fleet`` lease, held or released), which runs only the demo's models."""
+    return simulated_store(store.engine, FLEET_LEASE)

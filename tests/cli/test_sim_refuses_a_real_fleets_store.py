@@ -4,12 +4,14 @@ they write anything: every row of every table, the `sim-fleet` lease's too, stay
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from clihelpers import HEADROOM, _env
+import yaml
+from clihelpers import HEADROOM, _env, simulated_store
 from sqlalchemy import inspect, select, table
 
 from controlplane.adapters.clock import WallClock
@@ -104,3 +106,63 @@ def test_a_true_throughput_factor_for_no_demo_model_is_refused_before_the_store_
     with pytest.raises(ConfigError, match=r"sim\.true_throughput_factor: no model 'resnet50'"):
         Demo(settings, WallClock().now())
     assert _rows(url) == before  # no demo models, prices, history or lease
+
+
+def _headroom(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*HEADROOM, *args], cwd=tmp_path, env=_env(COLUMNS="400"),
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_demo_refusing_a_store_an_other_model_was_imported_into_names_the_remove_that_mends_it(
+        tmp_path: Path) -> None:
+    path, _ = simulated_store(tmp_path, WallClock().now())  # a demo's store, its lease too
+    store = Store.open(f"sqlite:///{path}")
+    try:  # resnet50 imported into it, as `models import` did before it refused one
+        store.upsert_models([s for s in load_model_specs(MODELS) if s.name == "resnet50"])
+    finally:
+        store.engine.dispose()
+    refused = _headroom(tmp_path, "demo", "--db", str(path), "--minutes", "0", "--no-dashboard")
+    assert refused.returncode == 2, refused.stderr
+    line = refused.stderr.replace("\n", "")
+    named = f"`headroom models remove resnet50 --db {shlex.quote(str(path))}`"
+    assert named in line, line
+    removed = _headroom(tmp_path, *shlex.split(named.strip("`"))[1:])
+    assert removed.returncode == 0, removed.stderr
+    started = _headroom(tmp_path, "demo", "--db", str(path), "--minutes", "0", "--no-dashboard")
+    assert started.returncode == 0, started.stderr
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["import", "dry run"])
+def test_models_import_into_a_demos_store_refuses_a_model_the_demo_does_not_run_writing_nothing(
+        tmp_path: Path, dry_run: list[str]) -> None:
+    path, _ = simulated_store(tmp_path, WallClock().now())
+    before = _rows(f"sqlite:///{path}")
+    done = _headroom(tmp_path, "models", "import", str(MODELS), "--db", str(path), *dry_run)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith(
+        f"error: {MODELS} lists models the simulated fleet does not run (resnet50) and store "
+        f"sqlite:///{path} is a simulated fleet's (`headroom demo`, `serve --backend sim`), "
+        "whose next start would refuse a store listing them: nothing imported. Import them "
+        "into a real fleet's store (--db, or db.url)"), done.stderr
+    assert done.stderr.count("\n") == 1
+    assert _rows(f"sqlite:///{path}") == before  # llama-3-8b-chat's update not written either
+
+
+def test_models_import_and_remove_on_a_demos_store_name_the_demo_as_what_uses_the_table(
+        tmp_path: Path) -> None:
+    path, _ = simulated_store(tmp_path, WallClock().now())
+    example = yaml.safe_load(MODELS.read_text())
+    example["models"] = [m for m in example["models"] if m["name"] == "llama-3-8b-chat"]
+    demo_only = tmp_path / "llama.yaml"
+    demo_only.write_text(yaml.safe_dump(example))
+    imported = _headroom(tmp_path, "models", "import", str(demo_only), "--db", str(path))
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.startswith(
+        f"imported 1 model(s) from {demo_only}: updated llama-3-8b-chat; a running `headroom "
+        "demo` or serve --backend sim on this store uses them from its next tick"), \
+        imported.stdout
+    removed = _headroom(tmp_path, "models", "remove", "bert-embed", "--db", str(path))
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout.startswith(
+        "removed model bert-embed; a running `headroom demo` or serve --backend sim on this "
+        "store stops managing it at its next tick"), removed.stdout
