@@ -82,7 +82,7 @@ class Settings(BaseSettings):
     dashboard: DashboardSettings = DashboardSettings()
     prometheus: PrometheusSettings = PrometheusSettings()
     k8s: KubernetesSettings = KubernetesSettings()
-    _db_url_from: str = PrivateAttr(default="the default db.url")
+    _db_url_from: str = PrivateAttr(default="the default")
 
     @property
     def db_url_from(self) -> str:
@@ -344,7 +344,7 @@ def _db_url_origin(config_file: Path | None, overrides: Mapping[str, Any]) -> st
         if isinstance(loaded, dict) and isinstance(loaded.get("db"), dict) \
                 and "url" in loaded["db"]:
             return f"{config_file}: db.url"
-    return "the default db.url"
+    return "the default"
 
 
 def pool_specs(settings: Settings) -> tuple[PoolSpec, ...]:

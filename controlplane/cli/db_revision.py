@@ -12,7 +12,7 @@ import typer
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from controlplane.cli.demo_store import settings_with_db
+from controlplane.cli.demo_store import settings_with_db, with_demo_hint
 from controlplane.cli.store_origin import DbOption, db_url_named, store_error_line
 from controlplane.cli.streams import usage_error
 from controlplane.settings import ConfigError
@@ -45,7 +45,7 @@ def _on_store(config: Path | None, db: Path | None,
         with db_url_named(settings):
             engine = open_read_only(settings.db)
     except StoreUnavailable as error:
-        raise usage_error(str(error)) from None
+        raise usage_error(str(with_demo_hint(error, settings))) from None
     try:
         return redact(url), read(engine)
     except SQLAlchemyError as error:

@@ -55,7 +55,16 @@ def demo_store_hint(settings: Settings) -> str:
 
 
 def with_demo_hint(error: StoreUnavailable, settings: Settings) -> StoreUnavailable:
-    """``error`` of a missing store, its advice in place of the demo store's when one is there
-    to read instead (``demo_store_hint``)."""
+    """``error`` of a store that cannot be read, with the advice that fits where db.url came
+    from: under the default db.url, the demo store's in place of the error's when one is
+    there to read instead (``demo_store_hint``), the error's alone when not (the demo never
+    makes that store: it keeps its own); under a db.url given (--db, the environment,
+    --config), the error's advice, if any (a missing file or schema), with the demo, which
+    makes and migrates the store its db.url names."""
     hint = demo_store_hint(settings)
-    return StoreUnavailable(f"{error.detail}{hint}") if hint else error
+    if hint:
+        return StoreUnavailable(f"{error.detail}{hint}")
+    if error.advice is None or "url" not in settings.db.model_fields_set:
+        return error
+    return StoreUnavailable(error.detail,
+                            f"{error.advice} (or start `headroom demo` with the same db.url)")

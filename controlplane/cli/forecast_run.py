@@ -21,6 +21,7 @@ from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.adapters.clock import WallClock
+from controlplane.cli.demo_store import with_demo_hint
 from controlplane.cli.forecast_csv import (
     CsvCoverage,
     coverage_warnings,
@@ -198,7 +199,10 @@ def run(
         if unwritable:
             report_ = replace(report_, state_unsaved=len(report_.forecasts),
                               state_error=unwritable)
-    except (ForecasterError, ConfigError, StoreUnavailable, ValueError) as exc:
+    except StoreUnavailable as exc:  # --store's is named by URL: no demo store instead
+        raise usage_error(str(exc if store_url is not None else with_demo_hint(exc, settings))
+                          ) from exc
+    except (ForecasterError, ConfigError, ValueError) as exc:
         raise usage_error(str(exc)) from exc
     except SQLAlchemyError as exc:  # the store failed mid-run: exit 2, as one not opened
         line = error_line(exc)

@@ -78,7 +78,8 @@ def status_command(
         raise usage_error(str(error)) from None
     try:
         if not inspect(engine).has_table("ticks"):
-            raise usage_error(f"store {redact(url)} has no Headroom schema; {NO_SCHEMA_ADVICE}")
+            raise usage_error(str(with_demo_hint(StoreUnavailable(
+                f"store {redact(url)} has no Headroom schema", NO_SCHEMA_ADVICE), settings)))
         check_known_revision(engine, url)
         wall_now = WallClock().now()
         status = status_floors(read_fleet_status(engine, redact(url), FLEET_LEASE, wall_now),

@@ -57,9 +57,10 @@ class StoreUnavailable(Exception):
 
 
 #: what mends a store without Headroom's schema, as the error of a store behind on its
-#: migrations says: `headroom db upgrade`
-NO_SCHEMA_ADVICE = "run `headroom db upgrade` (or start `headroom demo`)"
-NO_FILE_ADVICE = "run `headroom db upgrade` to create it (or start `headroom demo`)"
+#: migrations says: `headroom db upgrade` (a command adds `headroom demo` where the demo would
+#: make the store: ``controlplane.cli.demo_store.with_demo_hint``)
+NO_SCHEMA_ADVICE = "run `headroom db upgrade`"
+NO_FILE_ADVICE = "run `headroom db upgrade` to create it"
 
 
 def no_store_file(url: str) -> StoreUnavailable:

@@ -147,7 +147,7 @@ def test_listing_a_store_without_a_schema_ends_with_the_upgrade_that_makes_one(
     advice = "to create it " if store == "no file" else ""
     assert run.stderr == (f"error: store {url}{what} (db.url from environment "
                           f"HEADROOM_DB__URL); run `headroom db upgrade` {advice}(or start "
-                          "`headroom demo`)\n")
+                          "`headroom demo` with the same db.url)\n")
     assert path.exists() == (store == "an empty database")  # none made
 
 

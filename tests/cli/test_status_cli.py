@@ -373,7 +373,8 @@ def test_a_missing_sqlite_file_exits_2_in_one_line_and_creates_nothing(tmp_path:
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr == (f"error: store sqlite:///{store_file}: no such database file "
                           "(db.url from environment HEADROOM_DB__URL); run `headroom db "
-                          "upgrade` to create it (or start `headroom demo`)\n")
+                          "upgrade` to create it (or start `headroom demo` with the same "
+                          "db.url)\n")
     assert not store_file.parent.exists()
 
 
@@ -383,7 +384,8 @@ def test_a_database_without_the_schema_exits_2_naming_the_url(tmp_path: Path) ->
     run = _status(f"sqlite:///{store_file}")
     assert run.returncode == 2
     assert run.stderr == (f"error: store sqlite:///{store_file} has no Headroom schema; run "
-                          "`headroom db upgrade` (or start `headroom demo`)\n")
+                          "`headroom db upgrade` (or start `headroom demo` with the same "
+                          "db.url)\n")
 
 
 def test_an_unreachable_postgresql_exits_2_in_one_line_naming_the_url() -> None:
@@ -434,7 +436,7 @@ def test_a_missing_default_store_beside_a_demo_store_says_to_pass_db(tmp_path: P
                          text=True, timeout=120)
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr == ("error: store sqlite:///headroom.db: no such database file (db.url "
-                          "from the default db.url); `headroom demo` keeps its store in "
+                          "from the default); `headroom demo` keeps its store in "
                           ".headroom/demo.db: pass --db .headroom/demo.db\n")
     assert not (tmp_path / "headroom.db").exists()
 

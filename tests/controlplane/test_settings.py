@@ -389,8 +389,8 @@ def test_where_db_url_came_from_follows_the_settings_precedence(
     bare = tmp_path / "bare.yaml"
     bare.write_text("backend: sim\n")
     monkeypatch.delenv("HEADROOM_DB__URL", raising=False)
-    assert load_settings().db_url_from == "the default db.url"
-    assert load_settings(bare).db_url_from == "the default db.url"
+    assert load_settings().db_url_from == "the default"
+    assert load_settings(bare).db_url_from == "the default"
     assert load_settings(config).db_url_from == f"{config}: db.url"
     monkeypatch.setenv("HEADROOM_DB__URL", "sqlite:///from-env.db")
     from_env = load_settings(config)

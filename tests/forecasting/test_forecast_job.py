@@ -273,7 +273,7 @@ def test_forecast_run_on_a_store_without_schema_says_how_to_fix_it(tmp_path: Pat
     result = CliRunner().invoke(app, ["run", "--store", sqlite_url, "--no-store"])
     assert result.exit_code == 2
     assert result.stderr == (f"error: store {sqlite_url} has no Headroom schema; run `headroom "
-                             "db upgrade` (or start `headroom demo`)\n")
+                             "db upgrade`\n")  # --store's: the demo would not make it
 
 
 def test_forecasts_for_a_store_without_schema_are_refused_before_any_fit(
@@ -294,7 +294,7 @@ def test_forecast_run_on_a_missing_store_file_creates_neither_file_nor_directory
     result = CliRunner().invoke(app, ["run", "--store", url, "--no-store"])
     assert result.exit_code == 2
     assert result.stderr == (f"error: store {url}: no such database file; run `headroom db "
-                             "upgrade` to create it (or start `headroom demo`)\n")
+                             "upgrade` to create it\n")
     assert not (tmp_path / "no-dir").exists()
 
 
