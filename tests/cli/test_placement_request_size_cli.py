@@ -157,5 +157,6 @@ def test_the_cap_comes_from_the_config_beaten_by_the_option_and_binds_health_too
     with _served(pems, "--config", str(config), "--max-request-mib", "16") as (_, port), \
             _channel(port, ca, TOKEN) as channel:
         read = _raw_call(channel, "/headroom.v1.Placement/Place", nine_mib)
-    assert read[0] == grpc.StatusCode.FAILED_PRECONDITION  # read, then judged
-    assert read[1].startswith("no_inventory: ")
+    # read, then judged: its 9 MiB id is past the workload id's length limit
+    assert read == (grpc.StatusCode.INVALID_ARGUMENT,
+                    f"workload_id: is {9 * MIB} characters long, at most 317")
