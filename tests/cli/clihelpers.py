@@ -93,3 +93,12 @@ def status_json(url: str) -> dict[str, Any]:
     assert "Traceback" not in run.stderr, run.stderr
     doc: dict[str, Any] = json.loads(run.stdout)
     return doc
+
+
+def only_failure_document(run: subprocess.CompletedProcess[str]) -> bool:
+    """Whether a failed ``--json`` run printed nothing on stdout but its failure document: its
+    exit code and the text of each of its ``error:`` lines (``controlplane.cli.json_errors``)."""
+    errors = [line.removeprefix("error: ") for line in run.stderr.splitlines()
+              if line.startswith("error: ")]
+    return bool(run.stdout) and json.loads(run.stdout) == {
+        "ok": False, "exit_code": run.returncode, "errors": errors}

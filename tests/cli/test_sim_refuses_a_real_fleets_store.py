@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from clihelpers import HEADROOM, _env, simulated_store
+from clihelpers import HEADROOM, _env, only_failure_document, simulated_store
 from sqlalchemy import inspect, select, table
 
 from controlplane.adapters.clock import WallClock
@@ -66,7 +66,7 @@ def test_a_demo_on_a_real_fleets_store_is_refused_before_it_takes_the_lease_or_w
     done = subprocess.run([*HEADROOM, "demo", "--minutes", "5", "--no-dashboard", "--json"],
                           cwd=tmp_path, env=_env(HEADROOM_DB__URL=url), capture_output=True,
                           text=True, timeout=120)
-    assert done.returncode == 2 and done.stdout == ""
+    assert done.returncode == 2 and only_failure_document(done)
     assert "lists models the simulated fleet does not run (resnet50)" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert _rows(url) == before  # no sim-fleet lease row, model, price or observation
