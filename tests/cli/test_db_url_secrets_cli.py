@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 from clihelpers import HEADROOM, _env
 
@@ -37,10 +38,10 @@ def test_an_unreachable_store_is_named_without_the_password_of_its_query(
 
 
 def test_the_demos_json_summary_names_its_store_without_the_password_of_its_query(
-        postgres_url: str) -> None:
+        postgres_url: str, tmp_path: Path) -> None:
     run = subprocess.run([*HEADROOM, "demo", "--minutes", "1", "--no-dashboard", "--json"],
                          env=_env(HEADROOM_DB__URL=f"{postgres_url}?password={SECRET}"),
-                         capture_output=True, text=True, timeout=300)
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert SECRET not in run.stdout + run.stderr
     assert json.loads(run.stdout)["db_url"] == f"{postgres_url}?password=***"
