@@ -102,3 +102,21 @@ def only_failure_document(run: subprocess.CompletedProcess[str]) -> bool:
               if line.startswith("error: ")]
     return bool(run.stdout) and json.loads(run.stdout) == {
         "ok": False, "exit_code": run.returncode, "errors": errors}
+
+
+#: `headroom placement serve` run from the source tree
+PLACEMENT_SERVE = [sys.executable, "-c", "from controlplane.cli.placement import app; app()",
+                   "serve"]
+
+
+def tls_files(tmp_path: Path, ca: Any, token: str) -> dict[str, Path]:
+    """A server certificate for 127.0.0.1 / localhost signed by ``ca`` (a ``trustme.CA``), its
+    key and a token file holding ``token``: the files `placement serve --tls-cert --tls-key
+    --token-file` read, as ``cert``, ``key`` and ``token``."""
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    files = {"cert": tmp_path / "tls.crt", "key": tmp_path / "tls.key",
+             "token": tmp_path / "token"}
+    files["cert"].write_bytes(b"".join(b.bytes() for b in cert.cert_chain_pems))
+    files["key"].write_bytes(cert.private_key_pem.bytes())
+    files["token"].write_text(token + "\n")
+    return files

@@ -5,22 +5,19 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import grpc
 import pytest
 import trustme
-from clihelpers import HEADROOM, _env, _free_port, _wait_for
+from clihelpers import HEADROOM, PLACEMENT_SERVE, _env, _free_port, _wait_for, tls_files
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 
 REPO = Path(__file__).resolve().parents[2]
-PLACEMENT_SERVE = [sys.executable, "-c", "from controlplane.cli.placement import app; app()",
-                   "serve"]
 TOKEN = "t0ken-for-tests"
 
 
@@ -31,13 +28,7 @@ def ca() -> trustme.CA:
 
 @pytest.fixture
 def pems(tmp_path: Path, ca: trustme.CA) -> dict[str, Path]:
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    files = {"cert": tmp_path / "tls.crt", "key": tmp_path / "tls.key",
-             "token": tmp_path / "token"}
-    files["cert"].write_bytes(b"".join(b.bytes() for b in cert.cert_chain_pems))
-    files["key"].write_bytes(cert.private_key_pem.bytes())
-    files["token"].write_text(TOKEN + "\n")
-    return files
+    return tls_files(tmp_path, ca, TOKEN)
 
 
 def _secure_stub(port: int, ca: trustme.CA, token: str | None) -> pb_grpc.PlacementStub:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,14 +14,12 @@ from pathlib import Path
 import grpc
 import pytest
 import trustme
-from clihelpers import _env
+from clihelpers import PLACEMENT_SERVE, _env, tls_files
 from grpc_health.v1.health_pb2 import HealthCheckRequest
 
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 
-PLACEMENT_SERVE = [sys.executable, "-c", "from controlplane.cli.placement import app; app()",
-                   "serve"]
 TOKEN = "t0ken-for-size-tests"
 MIB = 1 << 20
 NO_TOKEN = "no bearer token: send metadata 'authorization: Bearer <token>'"
@@ -35,13 +32,7 @@ def ca() -> trustme.CA:
 
 @pytest.fixture
 def pems(tmp_path: Path, ca: trustme.CA) -> dict[str, Path]:
-    cert = ca.issue_cert("127.0.0.1", "localhost")
-    files = {"cert": tmp_path / "tls.crt", "key": tmp_path / "tls.key",
-             "token": tmp_path / "token"}
-    files["cert"].write_bytes(b"".join(b.bytes() for b in cert.cert_chain_pems))
-    files["key"].write_bytes(cert.private_key_pem.bytes())
-    files["token"].write_text(TOKEN + "\n")
-    return files
+    return tls_files(tmp_path, ca, TOKEN)
 
 
 @contextmanager
