@@ -20,7 +20,8 @@ def write_atomically(path: Path, write: Writer) -> None:
 
 def write_all_atomically(writes: Mapping[Path, Writer]) -> None:
     """Write every file of ``writes`` to a temporary beside it and rename them only when all
-    are written: a failed write leaves every path as it was. Raises OSError."""
+    are written: a failed write leaves every path as it was. Raises OSError, naming the path
+    of ``writes`` (its ``filename``) when the failure was its temporary's."""
     temps: dict[Path, Path] = {}
     try:
         for path, write in writes.items():
@@ -32,8 +33,20 @@ def write_all_atomically(writes: Mapping[Path, Writer]) -> None:
             write(temps[path])
         for path, tmp in temps.items():
             tmp.replace(path)
-    except BaseException:
+    except BaseException as error:
         for tmp in temps.values():
             with contextlib.suppress(OSError):
                 tmp.unlink()
+        named = _of_destination(error, temps) if isinstance(error, OSError) else None
+        if named is not None:
+            raise named from error
         raise
+
+
+def _of_destination(error: OSError, temps: Mapping[Path, Path]) -> OSError | None:
+    """``error`` naming the path written instead of its temporary (the user never gave the
+    ``.x.csv.<pid>.<random>.tmp`` name), or None when it is not about a temporary."""
+    for path, tmp in temps.items():
+        if error.filename is not None and Path(error.filename) == tmp and error.errno:
+            return OSError(error.errno, error.strerror, str(path))
+    return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -15,8 +16,13 @@ __all__ = ["check_output_path", "write_atomically"]
 
 def check_output_path(out: Path, option: str, inputs: Mapping[str, Path]) -> None:
     """Refuse an output path that is one of the inputs (``inputs``: option name -> path) or
-    whose directory cannot be created or written, before any work is done. Creates nothing: the
-    write makes the missing directories, so a command refused later leaves none behind."""
+    whose directory cannot be created or written, before any work is done. Its directory (or,
+    when that is missing, the nearest parent that exists, where the write would create it) is
+    tried by creating and removing a temporary file there, as the write's own temporary will
+    be: permissions do not tell a read-only file system or ``/proc`` (which root may "write")
+    from a writable one. Leaves nothing behind: the write makes the missing directories, so a
+    command refused later leaves none. A device or pipe (``/dev/null``) is written directly
+    (``write_atomically``) and only needs to be writable itself."""
     target = out.expanduser().resolve()
     for name, path in inputs.items():
         if path.expanduser().resolve() == target:
@@ -28,11 +34,29 @@ def check_output_path(out: Path, option: str, inputs: Mapping[str, Path]) -> Non
     existing = _nearest_existing(parent)
     if not existing.is_dir():
         raise InputError(f"{option} {out}: a parent of it is a file, not a directory")
-    if not os.access(existing, os.W_OK | os.X_OK):
+    if target.exists() and not target.is_file():  # a device or pipe, written directly
+        if not os.access(target, os.W_OK):
+            raise InputError(f"{option} {out}: not writable")
+        return
+    why = _unwritable(existing, target.name)
+    if why is not None:
         if existing == parent:
-            raise InputError(f"{option} {out}: the directory {parent} is not writable")
-        raise InputError(f"{option} {out}: cannot create {parent}: the directory {existing} "
-                         "is not writable")
+            raise InputError(f"{option} {out}: cannot write in the directory {parent}: {why}")
+        raise InputError(f"{option} {out}: cannot create {parent}: cannot write in the "
+                         f"directory {existing}: {why}")
+
+
+def _unwritable(directory: Path, name: str) -> str | None:
+    """Why a file cannot be created in ``directory`` (the OS's reason), or None when it can:
+    a temporary named like the write's own (``.<name>.*.tmp``) is created and removed."""
+    try:
+        fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    except OSError as error:
+        return error.strerror or str(error)
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        Path(temp).unlink()
+    return None
 
 
 def _nearest_existing(directory: Path) -> Path:

@@ -129,7 +129,8 @@ def test_cost_export_refuses_the_stores_write_ahead_log_as_its_output(
 @pytest.mark.parametrize(("out", "expected"), [
     ("dir", "--out {tmp}/dir: is a directory"),
     ("file.txt/export.csv", "--out {tmp}/file.txt/export.csv: a parent of it is a file"),
-], ids=["a directory", "under a file"])
+    ("/proc/export.csv", "--out /proc/export.csv: cannot write in the directory /proc: "),
+], ids=["a directory", "under a file", "in /proc, which permissions let root write"])
 def test_cost_export_names_an_out_path_it_cannot_write_before_reading_the_store(
         seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, out: str,
         expected: str) -> None:
