@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -52,7 +53,7 @@ from controlplane.simulation.operator_settings import (
 )
 from controlplane.simulation.runner import PolicyKnobs, check_policies, simulate
 from controlplane.simulation.timeline import check_not_inputs, timeline_paths
-from controlplane.simulation.trace import TraceError, load_trace
+from controlplane.simulation.trace import Trace, TraceError, load_trace
 from forecaster.errors import UnknownMethodError
 from forecaster.registry import get_forecaster
 
@@ -133,6 +134,29 @@ def _options_and_knobs(values: dict[str, Any], named: dict[str, str],
     if chosen is not None and chosen.scale_down is not None:
         knobs = replace(knobs, scale_down=chosen.scale_down)
     return options, knobs
+
+
+def _inputs(models: Path, cold_start: str | None, read_trace: Callable[..., Trace]
+            ) -> tuple[SimConfig, Trace]:
+    """The models file (every cold start ``--cold-start``'s, when given) and the trace
+    (``read_trace``: ``load_trace`` with the options of the trace), both read even when one is
+    refused, so that a run names the problems of both (ValueError, one line each); a trace read
+    without the models file is not checked against its models."""
+    override = parse_cold_start_option(cold_start) if cold_start else None
+    problems: list[str] = []
+    config, replayed = None, None
+    try:
+        config = load_models_file(models, override)
+    except ModelsFileError as error:
+        problems.append(str(error))
+    try:
+        replayed = read_trace(models=[m.name for m in config.models] if config else (),
+                              single_series=config.models[0].name if config else "default")
+    except TraceError as error:
+        problems.insert(0, str(error))  # the options' order: --trace, then --models
+    if config is None or replayed is None:
+        raise ValueError("\n".join(problems))
+    return config, replayed
 
 
 #: said on stderr and in the table's title whenever ``--oracle-forecast`` is on
@@ -270,14 +294,11 @@ def simulate_command(
             "short_minute_cost_ratio": short_minute_cost_ratio,
             "reactive_target": reactive_target, "hint_lead_s": hint_lead_s})
         names = values["policy"] or ["predictive"]
-        override = parse_cold_start_option(cold_start) if cold_start else None
-        config = load_models_file(models, override)
+        config, replayed = _inputs(models, cold_start, partial(
+            load_trace, trace, time_col=time_col, series_col=series_col or None,
+            value_col=value_col, value_unit=value_unit, fill_gaps=fill_gaps, time_unit=time_unit))
         if chosen is not None:
             config = with_budgets(config, chosen)
-        replayed = load_trace(trace, time_col=time_col, series_col=series_col or None,
-                              value_col=value_col, models=[m.name for m in config.models],
-                              value_unit=value_unit, fill_gaps=fill_gaps, time_unit=time_unit,
-                              single_series=config.models[0].name)
         options, knobs = _options_and_knobs(values, named, chosen, seed, oracle_forecast,
                                             profile_correction, hints, config)
         try:
@@ -298,7 +319,7 @@ def simulate_command(
                              in named else str(error)) from None
     except (ConfigError, ModelsFileError, TraceError, UnknownMethodError, ValueError) as error:
         raise usage_error(str(error)) from None
-    for warning in config.warnings:
+    for warning in (*replayed.warnings, *config.warnings):
         print_warning(warning)
     if oracle_forecast:
         print_warning(ORACLE_LABEL)

@@ -3,7 +3,10 @@
 Steps coarser than a minute are held constant within the step; finer steps are averaged into
 minutes. Bad input is refused with the file, line, model and column at fault: unknown or missing
 models, gaps in a model's series (unless ``fill_gaps`` says how to fill them), negative or
-non-numeric rates, duplicate rows. No model is ever dropped silently.
+non-numeric rates, duplicate rows. No model is ever dropped silently. A line named is the
+file's own line, blank lines counted. Rows out of order are sorted, and ``--time-unit`` given
+for a column of timestamps is ignored (as ``forecast`` ignores it), each with a warning
+(``Trace.warnings``).
 
 A numeric time column read in the wrong ``--time-unit`` is refused, not squashed or stretched:
 when the unit puts the times outside 2000-2100 but another unit puts all of them inside (epoch
@@ -15,7 +18,7 @@ time in any unit (minutes since the trace's start) are read as given.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
@@ -24,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from controlplane.domain.timestamps import utc_text
-from controlplane.simulation.cells import shown
+from controlplane.simulation.cells import file_line, shown
 from forecaster.prepare import GRID_TOLERANCE
 from forecaster.sources.replay import repeated_column
 
@@ -49,6 +52,8 @@ class Trace:
     rates_rps: Mapping[str, np.ndarray]  # per model, one rate per minute from start_at
     source: str
     filled: Mapping[str, int]  # per model, minutes filled in a gap (fill_gaps != none)
+    #: what reading it took in its stride (rows out of order, an --time-unit of ISO times)
+    warnings: tuple[str, ...] = ()
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -84,9 +89,9 @@ def _numeric_times(raw: pd.Series, numeric: pd.Series, col: str, path: Path,
                    time_unit: str) -> pd.Series:
     bad = numeric.isna()
     if bad.any():
-        line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
-        raise TraceError(f"{path}: line {line}: column {col!r}: {shown(raw.iloc[line - 2])} is "
-                         f"not a number of {time_unit}")
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise TraceError(f"{path}: line {file_line(path, row)}: column {col!r}: "
+                         f"{shown(raw.iloc[row])} is not a number of {time_unit}")
     numbers = numeric.to_numpy(np.float64)
     instead = _epoch_unit_instead(numbers, time_unit)
     hint = "" if instead is None else (
@@ -96,9 +101,10 @@ def _numeric_times(raw: pd.Series, numeric: pd.Series, col: str, path: Path,
     seconds = numbers * TIME_UNITS[time_unit]
     outside = ~(np.abs(seconds) < _MAX_SECONDS)
     if outside.any():
-        line = int(np.flatnonzero(outside)[0]) + 2
-        raise TraceError(f"{path}: line {line}: column {col!r}: {shown(raw.iloc[line - 2])} "
-                         f"{time_unit} since 1970 is out of range (years 1678-2261)"
+        row = int(np.flatnonzero(outside)[0])
+        raise TraceError(f"{path}: line {file_line(path, row)}: column {col!r}: "
+                         f"{shown(raw.iloc[row])} {time_unit} since 1970 is out of range "
+                         "(years 1678-2261)"
                          f"{hint or '; is --time-unit right?'}")
     if instead is not None:
         raise TraceError(f"{path}: column {col!r}: with --time-unit {time_unit} the times run "
@@ -107,20 +113,39 @@ def _numeric_times(raw: pd.Series, numeric: pd.Series, col: str, path: Path,
     return pd.to_datetime(pd.Series(seconds, index=raw.index), unit="s", utc=True)
 
 
-def _times(frame: pd.DataFrame, col: str, path: Path, time_unit: str | None) -> pd.Series:
+def _times(frame: pd.DataFrame, col: str, path: Path, time_unit: str | None
+           ) -> tuple[pd.Series, list[str]]:
+    """The times of column ``col``: numbers in ``time_unit``, or timestamps when it is None or
+    no cell is a number (the unit is then ignored, as ``forecast`` ignores it, with a warning).
+    """
     raw = frame[col]
     numeric = pd.to_numeric(raw, errors="coerce")
-    if time_unit is not None:
-        return _numeric_times(raw, numeric, col, path, time_unit)
+    if time_unit is not None and not _timestamps_only(raw, numeric):
+        return _numeric_times(raw, numeric, col, path, time_unit), []
+    ignored = [] if time_unit is None else [
+        f"{path}: column {col!r} holds timestamps, not numbers: --time-unit {time_unit} is "
+        "ignored"]
     if numeric.notna().all():
         raise TraceError(f"{path}: column {col!r} is numeric: pass --time-unit s|ms|min|h")
     parsed = pd.to_datetime(raw, utc=True, errors="coerce", format="mixed")
     bad = parsed.isna()
     if bad.any():
-        line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
-        raise TraceError(f"{path}: line {line}: column {col!r}: {shown(raw.iloc[line - 2])} is not "
-                         "a timestamp")
-    return parsed
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise TraceError(f"{path}: line {file_line(path, row)}: column {col!r}: "
+                         f"{shown(raw.iloc[row])} is not a timestamp")
+    return parsed, ignored
+
+
+def _timestamps_only(raw: pd.Series, numeric: pd.Series) -> bool:
+    """No cell is a number and some are not empty: ISO text, whatever ``--time-unit`` says."""
+    return bool(numeric.isna().all() and raw.notna().any())
+
+
+def _unsorted(path: Path, times: pd.Series, series: pd.Series) -> list[str]:
+    """One warning per model whose rows are not in time order (the replay sorts them)."""
+    return [f"{path}: model {name!r}: timestamps were out of order (sorted)"
+            for name, model_times in times.groupby(series, sort=True)
+            if not model_times.is_monotonic_increasing]
 
 
 def _read(path: Path, time_col: str, series_col: str | None, value_col: str) -> pd.DataFrame:
@@ -149,7 +174,7 @@ def _series(frame: pd.DataFrame, col: str, path: Path) -> pd.Series:
     names = frame[col]
     empty = names.isna() | (names.astype(str).str.strip() == "")
     if empty.any():
-        line = int(np.flatnonzero(empty.to_numpy())[0]) + 2
+        line = file_line(path, int(np.flatnonzero(empty.to_numpy())[0]))
         raise TraceError(f"{path}: line {line}: column {col!r} is empty")
     return names.astype(str)
 
@@ -159,8 +184,9 @@ def _rates(frame: pd.DataFrame, value_col: str, series: pd.Series, path: Path) -
     bad = values.isna() | ~np.isfinite(values.fillna(0)) | (values < 0)
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
-        raise TraceError(f"{path}: line {row + 2}: model {series.iloc[row]!r}: {value_col} must "
-                         f"be a finite number >= 0, got {shown(frame[value_col].iloc[row])}")
+        raise TraceError(f"{path}: line {file_line(path, row)}: model {series.iloc[row]!r}: "
+                         f"{value_col} must be a finite number >= 0, got "
+                         f"{shown(frame[value_col].iloc[row])}")
     return values.astype(float)
 
 
@@ -227,17 +253,17 @@ def load_trace(path: Path, *, time_col: str = "ts", series_col: str | None = "mo
     frame = _read(path, time_col, series_col, value_col)
     series = (_series(frame, series_col, path) if series_col
               else pd.Series([single_series] * len(frame)))
-    times = _times(frame, time_col, path, time_unit)
+    times, warnings = _times(frame, time_col, path, time_unit)
     rates = _rates(frame, value_col, series, path)
     dup = pd.DataFrame({"t": times, "m": series}).duplicated()
     if dup.any():
         row = int(np.flatnonzero(dup.to_numpy())[0])
-        raise TraceError(f"{path}: line {row + 2}: second row for model {series.iloc[row]!r} at "
-                         f"{times.iloc[row]}")
+        raise TraceError(f"{path}: line {file_line(path, row)}: second row for model "
+                         f"{series.iloc[row]!r} at {times.iloc[row]}")
     known = set(models)
     if known:
         for name in sorted(set(series) - known):
-            line = int(np.flatnonzero((series == name).to_numpy())[0]) + 2
+            line = file_line(path, int(np.flatnonzero((series == name).to_numpy())[0]))
             raise TraceError(f"{path}: line {line}: model {name!r} is not in the models file "
                              f"(models: {sorted(known)})")
         for name in sorted(known - set(series)):
@@ -250,8 +276,9 @@ def load_trace(path: Path, *, time_col: str = "ts", series_col: str | None = "mo
     if step_s >= 60 and step_s % 60:
         raise TraceError(f"{path}: step of {step_s}s is not a whole number of minutes")
     rates = to_rps(rates, value_unit, step_s)
-    return _to_minutes(path, times, series, rates, step_s, fill_gaps,
-                       tuple(models) or tuple(sorted(set(series))))
+    trace = _to_minutes(path, times, series, rates, step_s, fill_gaps,
+                        tuple(models) or tuple(sorted(set(series))))
+    return replace(trace, warnings=(*warnings, *_unsorted(path, times, series)))
 
 
 def check_value_unit(value_unit: str) -> None:
@@ -283,9 +310,9 @@ def grid_offsets_s(path: Path, times: pd.Series, step_s: int) -> np.ndarray:
     off = np.abs(offsets_s - snapped_s) > GRID_TOLERANCE * step_s
     if off.any():
         row = int(np.flatnonzero(off)[0])
-        raise TraceError(f"{path}: line {row + 2}: time {utc_text(times.iloc[row])} is "
-                         f"{offsets_s[row] - snapped_s[row]:+g}s off the trace's {step_s}s grid, "
-                         f"which starts at its first time {utc_text(first)}")
+        raise TraceError(f"{path}: line {file_line(path, row)}: time {utc_text(times.iloc[row])} "
+                         f"is {offsets_s[row] - snapped_s[row]:+g}s off the trace's {step_s}s "
+                         f"grid, which starts at its first time {utc_text(first)}")
     return np.asarray(snapped_s, dtype=float)
 
 

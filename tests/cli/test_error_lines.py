@@ -33,7 +33,9 @@ def test_a_usage_error_keeps_a_bracketed_directory_in_the_path(tmp_path: Path) -
     result = _run("simulate", "--trace", "[tenant-a]/trace.csv", "--models",
                   "[tenant-a]/models.yaml", "--timeline-out", "timeline.csv", cwd=tmp_path)
     assert result.returncode == 2
-    assert result.stderr.strip() == "error: [tenant-a]/models.yaml: no such models file"
+    assert result.stderr.strip().splitlines() == [  # both inputs' problems, in one run
+        "error: [tenant-a]/trace.csv: no rows",
+        "error: [tenant-a]/models.yaml: no such models file"]
 
 
 def test_a_backtest_error_keeps_a_bracketed_directory_in_the_path(tmp_path: Path) -> None:
