@@ -107,7 +107,6 @@ def test_a_bad_trace_is_named_beside_the_models_files_problems(tmp_path: Path) -
     assert errors[1].startswith(f"error: {models}: ")
 
 
-@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
 @pytest.mark.parametrize(("out", "message"), [
     ("/proc/x.csv", "--timeline-out /proc/x.csv: cannot write in the directory /proc: "),
     ("/proc/sub/x.csv", "--timeline-out /proc/sub/x.csv: cannot create /proc/sub: cannot write "
