@@ -4,9 +4,9 @@ segments) grouped with counts (``placed_usage``), read in bulk for many plans at
 
 from __future__ import annotations
 
-from collections import defaultdict
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -17,20 +17,29 @@ import controlplane.store.tables  # noqa: F401  (registers the tables in the met
 from controlplane.domain.cost import GpuUsage, SliceUse
 
 
-def _fetch_int_keyed(engine: Engine, query: Select[Any]) -> list[tuple[Any, ...]]:
-    """Rows of a query whose only parameters are integers, through the driver's own cursor
-    (skips per-row result processing; literal integers are safe to inline)."""
+def _fetch_columns(engine: Engine, query: Select[Any], into: list[list[Any]]) -> None:
+    """Append the rows of a query whose only parameters are integers to ``into``, one list per
+    column, through the driver's own cursor (skips per-row result processing; literal integers
+    are safe to inline). Read a few hundred rows at a time: each row tuple is freed before the
+    garbage collector's youngest generation fills, so a read of many rows promotes none of them
+    to the old generations, whose full collections scan the whole (large) heap of the page's
+    process."""
     sql = str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
     connection = engine.raw_connection()
     try:
         cursor = connection.cursor()
         cursor.execute(sql)
-        return [tuple(row) for row in cursor.fetchall()]
+        while batch := cursor.fetchmany(_BATCH_ROWS):
+            for column, values in zip(into, zip(*batch, strict=True), strict=True):
+                column.extend(values)
     finally:
         connection.close()
 
 
+#: rows a batch of ``_fetch_columns``: under the collector's first threshold (700 allocations)
+_BATCH_ROWS = 500
 _HASH_SEED = 0x5EED
+_T = TypeVar("_T")
 
 
 def placed_usage(engine: Engine, plan_ids: Iterable[int],
@@ -47,14 +56,13 @@ def placed_usage(engine: Engine, plan_ids: Iterable[int],
     placements = SQLModel.metadata.tables["placements"]
     columns = (placements.c.plan_id, placements.c.gpu_id, placements.c.product,
                placements.c.model, placements.c.compute_slices, placements.c.tenant)
-    rows: list[tuple[Any, ...]] = []
+    into: list[list[Any]] = [[] for _ in columns]
+    plan_col, gpu_col, product_col, model_col, slices_col, tenant_col = into
     for chunk in chunks(sorted(set(plan_ids)), 500):
-        rows.extend(_fetch_int_keyed(engine, select(*columns)
-                                     .where(placements.c.plan_id.in_(chunk))
-                                     .order_by(placements.c.plan_id, placements.c.gpu_id)))
-    if not rows:
+        _fetch_columns(engine, select(*columns).where(placements.c.plan_id.in_(chunk))
+                       .order_by(placements.c.plan_id, placements.c.gpu_id), into)
+    if not plan_col:
         return {}
-    plan_col, gpu_col, product_col, model_col, slices_col, tenant_col = zip(*rows, strict=True)
     plan = np.asarray(plan_col, dtype=np.int64)
     gpu = np.asarray(gpu_col, dtype=object)
     slices = np.clip(np.asarray(slices_col, dtype=np.int64), 0, 63)
@@ -74,15 +82,14 @@ def placed_usage(engine: Engine, plan_ids: Iterable[int],
         keys = [np.add.reduceat(codes[i][segment], starts).view(np.int64) for i in (0, 1)]
     per_gpu = np.stack([plan[starts], product_code[starts], keys[0], keys[1]], axis=1)
     layouts, first, counts = np.unique(per_gpu, axis=0, return_index=True, return_counts=True)
+    # the (layout, count) pairs the plans hold: a few hundred distinct among tens of thousands
+    pairs = np.column_stack([layouts[:, 1:], counts])
+    distinct, pair_at, usage_of = np.unique(pairs, axis=0, return_index=True,
+                                            return_inverse=True)
     shapes: dict[tuple[int, int, int], tuple[SliceUse, ...]] = {}
-    usages: dict[tuple[int, int, int, int], GpuUsage] = {}
-    keyed: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
-    for (plan_id, product, k0, k1), gpu_at, count in zip(
-            layouts.tolist(), first.tolist(), counts.tolist(), strict=True):
-        key = (product, k0, k1, count)
-        keyed[plan_id].append(key)
-        if key in usages:
-            continue
+    usages = np.empty(len(distinct), dtype=object)
+    for i, ((product, k0, k1, count), gpu_at) in enumerate(zip(
+            distinct.tolist(), first[pair_at].tolist(), strict=True)):
         shape = shapes.get((product, k0, k1))
         if shape is None:
             lo, hi = int(starts[gpu_at]), int(ends[gpu_at])
@@ -92,19 +99,22 @@ def placed_usage(engine: Engine, plan_ids: Iterable[int],
                     strict=True)),
                 key=lambda u: (u.model, u.tenant, u.compute_slices)))
             shapes[(product, k0, k1)] = shape
-        usages[key] = GpuUsage(str(products[product]), shape, count)
+        usages[i] = GpuUsage(str(products[product]), shape, count)
     # plans laid out alike share one tuple: a fleet kept tick after tick compares in no time
-    alike: dict[tuple[tuple[int, int, int, int], ...], tuple[GpuUsage, ...]] = {}
+    usage_of = usage_of.ravel()
+    plan_of = layouts[:, 0]
+    bounds = np.flatnonzero(np.r_[True, plan_of[1:] != plan_of[:-1], True]).tolist()
+    alike: dict[bytes, tuple[GpuUsage, ...]] = {}
     out: dict[int, tuple[GpuUsage, ...]] = {}
-    for plan_id, plan_keys in keyed.items():
-        signature = tuple(plan_keys)
+    for lo, hi in itertools.pairwise(bounds):
+        signature = usage_of[lo:hi].tobytes()
         layout = alike.get(signature)
         if layout is None:
-            layout = alike[signature] = tuple(usages[k] for k in signature)
-        out[plan_id] = layout
+            layout = alike[signature] = tuple(usages[usage_of[lo:hi]])
+        out[int(plan_of[lo])] = layout
     return out
 
 
-def chunks(values: Sequence[int], size: int) -> Iterable[Sequence[int]]:
+def chunks(values: Sequence[_T], size: int) -> Iterable[Sequence[_T]]:
     for i in range(0, len(values), size):
         yield values[i:i + size]
