@@ -26,20 +26,22 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
-    case,
     cast,
     func,
     inspect,
     null,
     select,
-    true,
     type_coerce,
 )
+from sqlalchemy.pool import NullPool, QueuePool
 from sqlmodel import SQLModel
 
 import controlplane.store.tables  # noqa: F401  (registers the tables in the metadata)
 from controlplane.cost_layouts import chunks
 from controlplane.cost_layouts import placed_usage as placed_usage  # re-exported
+from controlplane.cost_requests import ServedRequests as ServedRequests  # re-exported
+from controlplane.cost_requests import requests_served as requests_served
+from controlplane.cost_requests import served_requests as served_requests
 from controlplane.domain.cost import (
     FleetSnapshot,
     GpuPrice,
@@ -170,6 +172,14 @@ def bounded_step_s(ticks: Sequence[PlannedTick], since_at: datetime, until_at: d
     return float(max(1, math.ceil(span_s * placed / (len(held) * placed_budget))))
 
 
+def readable_from_threads(engine: Engine) -> bool:
+    """Whether reads through ``engine`` may run in another thread at the same time: its pool
+    hands each thread a connection of its own to the same database. Not so for an in-memory
+    SQLite store (SingletonThreadPool: a new, empty database per thread) or a shared single
+    connection (StaticPool)."""
+    return isinstance(engine.pool, QueuePool | NullPool)
+
+
 def tenants(engine: Engine) -> dict[str, str]:
     models = table("models")
     with engine.connect() as connection:
@@ -262,49 +272,6 @@ def snapshots(engine: Engine, picks: Sequence[tuple[datetime, PlannedTick]],
                              else tenant, k.product, k.gpus) for k, tenant in tick.kept)
         out.append(FleetSnapshot(at, billed, attribute_warm(tick.warm_gpus, unplaced)
                                  if warm is None else warm, usage, kept))
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class ServedRequests:
-    """Requests of one model over a window, estimated from its load observations."""
-
-    model: str
-    demand_requests: float
-    served_requests: float
-    observations: int
-    short_observations: int
-
-
-def served_requests(engine: Engine, models: Sequence[str] | None, since_at: datetime,
-                    until_at: datetime) -> dict[str, ServedRequests]:
-    """Mean demand and served rate (min(demand, capacity)) x covered seconds per model (every
-    model observed in the window when ``models`` is None: listed in the models table or not).
-
-    Only observations at or after the first reconcile tick count: rows before it are backfilled
-    demand history with no capacity."""
-    obs, ticks = table("observations"), table("ticks")
-    with engine.connect() as connection:
-        first_tick = connection.execute(select(func.min(ticks.c.started_at))).scalar()
-        if first_tick is None or (models is not None and not models):
-            return {}
-        start_at = max(since_at, as_utc(first_tick))
-        served = case((obs.c.capacity_rps < obs.c.demand_rps, obs.c.capacity_rps),
-                      else_=obs.c.demand_rps)
-        short = case((obs.c.capacity_rps < obs.c.demand_rps, 1), else_=0)
-        query = (select(obs.c.model, func.avg(obs.c.demand_rps), func.avg(served), func.count(),
-                        func.sum(short), func.min(obs.c.at), func.max(obs.c.at))
-                 .where(and_(true() if models is None else obs.c.model.in_(list(models)),
-                             obs.c.at >= start_at, obs.c.at < until_at))
-                 .group_by(obs.c.model))
-        rows = list(connection.execute(query))
-    out = {}
-    for model, demand, served_rps, count, shorts, first_at, last_at in rows:
-        n = int(count)
-        span_s = (as_utc(last_at) - as_utc(first_at)).total_seconds()
-        covered_s = span_s * n / (n - 1) if n > 1 else 0.0
-        out[str(model)] = ServedRequests(str(model), float(demand) * covered_s,
-                                         float(served_rps) * covered_s, n, int(shorts or 0))
     return out
 
 

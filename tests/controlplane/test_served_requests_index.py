@@ -37,8 +37,10 @@ def _observed_store(url: str) -> Store:
     return store
 
 
-def _plan_of_served_requests(store: Store) -> str:
-    """SQLite's plan of the statement ``served_requests`` runs for the listed models."""
+def _plans_of_served_requests(store: Store) -> dict[str, tuple[str, str]]:
+    """The statements ``served_requests`` runs for the listed models and SQLite's plan of each:
+    the grouped read ("grouped") and the lookup of each model's first and last observation
+    ("ends")."""
     seen: list[tuple[str, Sequence[Any]]] = []
 
     def capture(conn: object, cursor: object, statement: str, parameters: Sequence[Any],
@@ -53,17 +55,31 @@ def _plan_of_served_requests(store: Store) -> str:
     finally:
         event.remove(store.engine, "before_cursor_execute", capture)
     assert set(served) == set(MODELS)
-    (statement, parameters), = seen
+    (grouped, grouped_parameters), = [s for s in seen if "GROUP BY" in s[0]]
+    (ends, ends_parameters), = [s for s in seen if "GROUP BY" not in s[0]]
     with store.engine.connect() as connection:
-        rows = connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters).all()
-    return "\n".join(str(row[-1]) for row in rows)
+        return {name: (statement, "\n".join(str(row[-1]) for row in connection.exec_driver_sql(
+                    f"EXPLAIN QUERY PLAN {statement}", parameters).all()))
+                for name, statement, parameters in (("grouped", grouped, grouped_parameters),
+                                                    ("ends", ends, ends_parameters))}
 
 
 def test_the_requests_served_per_model_are_read_from_the_index_alone_in_its_order(
         sqlite_url: str) -> None:
-    plan = _plan_of_served_requests(_observed_store(sqlite_url))
+    _, plan = _plans_of_served_requests(_observed_store(sqlite_url))["grouped"]
     assert "USING COVERING INDEX ix_observations_model_at_load" in plan, plan
     assert "TEMP B-TREE" not in plan, plan  # grouped by model in the index's order
+
+
+def test_a_models_first_and_last_observation_are_two_index_lookups_not_a_pass_over_its_rows(
+        sqlite_url: str) -> None:
+    plans = _plans_of_served_requests(_observed_store(sqlite_url))
+    grouped, _ = plans["grouped"]
+    assert "min(" not in grouped.lower() and "max(" not in grouped.lower(), grouped
+    _, ends = plans["ends"]
+    assert "SCAN observations" not in ends, ends
+    assert ("SEARCH observations USING COVERING INDEX ix_observations_model_at_load "
+            "(model=? AND at>? AND at<?)") in ends, ends
 
 
 def _indexes(store: Store) -> dict[str, list[str]]:

@@ -1,0 +1,131 @@
+"""Read the requests each model served over a window from its load observations: the mean
+served rate (min(demand, capacity)) x the seconds its observations cover. Part of
+``controlplane.cost_reader``, which re-exports it.
+
+Only observations at or after the first reconcile tick count: rows before it are backfilled
+demand history with no capacity. A model's rows are read from the observations' (model, at,
+demand, capacity) index alone (migration 0025), grouped in its order; its first and last
+observation by two lookups in that index, not by a min() and a max() over every row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Engine,
+    Select,
+    String,
+    and_,
+    case,
+    func,
+    literal,
+    select,
+    true,
+    union_all,
+)
+from sqlmodel import SQLModel
+
+import controlplane.store.tables  # noqa: F401  (registers the tables in the metadata)
+from controlplane.cost_layouts import chunks
+from controlplane.store.utc import as_utc
+
+
+@dataclass(frozen=True, slots=True)
+class ServedRequests:
+    """Requests of one model over a window, estimated from its load observations."""
+
+    model: str
+    demand_requests: float
+    served_requests: float
+    observations: int
+    short_observations: int
+
+
+def served_requests(engine: Engine, models: Sequence[str] | None, since_at: datetime,
+                    until_at: datetime) -> dict[str, ServedRequests]:
+    """Mean demand and served rate (min(demand, capacity)) x covered seconds per model (every
+    model observed in the window when ``models`` is None: listed in the models table or not),
+    with the model's observations and those short of capacity."""
+    obs = _observations()
+    short = case((obs.c.capacity_rps < obs.c.demand_rps, 1), else_=0)
+    rows, ends = _grouped(engine, models, since_at, until_at,
+                          (func.avg(obs.c.demand_rps), func.avg(_served_rps()), func.count(),
+                           func.sum(short)))
+    out = {}
+    for model, demand, served_rps, count, shorts in rows:
+        covered_s = _covered_s(ends[str(model)], int(count))
+        out[str(model)] = ServedRequests(str(model), float(demand) * covered_s,
+                                         float(served_rps) * covered_s, int(count),
+                                         int(shorts or 0))
+    return out
+
+
+def requests_served(engine: Engine, models: Sequence[str], since_at: datetime,
+                    until_at: datetime) -> dict[str, float]:
+    """Each model's ``served_requests`` alone, as showback bills them (one read a day of its
+    window): the same figure, without the demand and shortfall it does not use, whose sums
+    over every row of a week take a third of the read."""
+    rows, ends = _grouped(engine, models, since_at, until_at,
+                          (func.avg(_served_rps()), func.count()))
+    return {str(model): float(served_rps) * _covered_s(ends[str(model)], int(count))
+            for model, served_rps, count in rows}
+
+
+def _observations() -> Any:
+    return SQLModel.metadata.tables["observations"]
+
+
+def _served_rps() -> ColumnElement[Any]:
+    obs = _observations()
+    return case((obs.c.capacity_rps < obs.c.demand_rps, obs.c.capacity_rps),
+                else_=obs.c.demand_rps)
+
+
+def _covered_s(ends: tuple[datetime, datetime], observations: int) -> float:
+    """The seconds ``observations`` rows from ``ends[0]`` to ``ends[1]`` cover, one step each."""
+    span_s = (ends[1] - ends[0]).total_seconds()
+    return span_s * observations / (observations - 1) if observations > 1 else 0.0
+
+
+def _grouped(engine: Engine, models: Sequence[str] | None, since_at: datetime,
+             until_at: datetime, sums: Sequence[ColumnElement[Any]]
+             ) -> tuple[list[Any], dict[str, tuple[datetime, datetime]]]:
+    """Per model: ``sums`` over its observations in the window, and its first and last one."""
+    obs, ticks = _observations(), SQLModel.metadata.tables["ticks"]
+    with engine.connect() as connection:
+        first_tick = connection.execute(select(func.min(ticks.c.started_at))).scalar()
+        if first_tick is None or (models is not None and not models):
+            return [], {}
+        start_at = max(since_at, as_utc(first_tick))
+        query: Select[Any] = (
+            select(obs.c.model, *sums)
+            .where(and_(true() if models is None else obs.c.model.in_(list(models)),
+                        obs.c.at >= start_at, obs.c.at < until_at))
+            .group_by(obs.c.model))
+        rows = list(connection.execute(query))
+        ends = observed_ends(connection, [str(r[0]) for r in rows], start_at, until_at)
+    return rows, ends
+
+
+def observed_ends(connection: Connection, models: Sequence[str], since_at: datetime,
+                  until_at: datetime) -> dict[str, tuple[datetime, datetime]]:
+    """Each model's first and last observation in [since_at, until_at): two lookups a model in
+    the (model, at) index, where a min() and max() of a grouped read compare every row."""
+    obs = _observations()
+    out: dict[str, tuple[datetime, datetime]] = {}
+    for chunk in chunks(models, 400):  # SQLite: at most 500 terms a compound select
+        listed = union_all(*(select(literal(m, String).label("model")) for m in chunk)
+                           ).subquery("listed")
+        inside = and_(obs.c.model == listed.c.model, obs.c.at >= since_at, obs.c.at < until_at)
+        query = select(listed.c.model, select(func.min(obs.c.at)).where(inside).scalar_subquery(),
+                       select(func.max(obs.c.at)).where(inside).scalar_subquery())
+        for model, first_at, last_at in connection.execute(query):
+            if first_at is not None:
+                out[str(model)] = (as_utc(first_at), as_utc(last_at))
+    return out
