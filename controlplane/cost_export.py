@@ -21,8 +21,9 @@ import io
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 
 from sqlalchemy import Engine
 
@@ -157,19 +158,29 @@ def showback(engine: Engine, prices: PriceTable | PriceHistory, since_at: dateti
     picks = (cost_reader.held_ticks(ticks, since_at, until_at) if step_s is None
              else cost_reader.window_sample_ticks(ticks, since_at, until_at, step_s))
     tenant_of = cost_reader.tenants(engine)
-    snaps = cost_reader.snapshots(engine, picks, tenant_of)
-    rates = fleet_cost_rates(snaps, history, until_at)
-    accruals = accrue(rates, until_at)
-    requests: dict[tuple[str, str], float] = defaultdict(float)
-    # the models billed in the window too: one since removed from the models table still served
-    models = sorted(set(tenant_of) | {a.model for a in accruals
-                                      if a.category is CostCategory.SERVING})
-    for day, day_start, day_end in day_spans((a.day for a in accruals), since_at, until_at):
-        for model, served in cost_reader.served_requests(engine, models, day_start,
-                                                         day_end).items():
-            requests[(day, model)] += served.served_requests
+    listed = sorted(tenant_of)
+    window_days = day_spans(days_between(since_at, until_at), since_at, until_at)
+    with ThreadPoolExecutor(max_workers=1) as worker:
+        # the listed models' requests every day of the window, read beside the plans: each read
+        # is mostly the database's own work, done outside the interpreter's lock
+        counting = (worker.submit(requests_by_day, engine, listed, window_days)
+                    if cost_reader.readable_from_threads(engine) else None)
+        snaps = cost_reader.snapshots(engine, picks, tenant_of)
+        rates = fleet_cost_rates(snaps, history, until_at)
+        accruals = accrue(rates, until_at)
+        counted = (requests_by_day(engine, listed, window_days) if counting is None
+                   else counting.result())
+    # the days billed; the models billed too: one since removed from the models table served
+    billed_days = {a.day for a in accruals}
+    unlisted = sorted({a.model for a in accruals if a.category is CostCategory.SERVING}
+                      - set(tenant_of))
+    if unlisted:
+        counted |= requests_by_day(engine, unlisted, [s for s in window_days
+                                                      if s[0] in billed_days])
+    requests = {(day, model): served for (day, model), served in sorted(
+        counted.items(), key=lambda item: item[0][0]) if day in billed_days}
     unrecorded = unrecorded_spans((t.at for t in ticks), since_at, until_at, gap_limit_s)
-    return Showback(accruals, dict(requests), len(picks), unrecorded, step_s, tuple(rates))
+    return Showback(accruals, requests, len(picks), unrecorded, step_s, tuple(rates))
 
 
 def day_spans(days: Iterable[str], since_at: datetime, until_at: datetime
@@ -183,3 +194,21 @@ def day_spans(days: Iterable[str], since_at: datetime, until_at: datetime
                       + timedelta(days=1))
         spans.append((day, day_start, day_end))
     return spans
+
+
+def days_between(since_at: datetime, until_at: datetime) -> list[str]:
+    """The UTC days (ISO dates) [since_at, until_at) touches: every day a window can bill."""
+    days, day = [], since_at.date()
+    while datetime.combine(day, time(), since_at.tzinfo) < until_at:
+        days.append(day.isoformat())
+        day += timedelta(days=1)
+    return days
+
+
+def requests_by_day(engine: Engine, models: Sequence[str],
+                    spans: Iterable[tuple[str, datetime, datetime]]
+                    ) -> dict[tuple[str, str], float]:
+    """Requests served per (day, model) of ``models`` over each day's span (``day_spans``)."""
+    return {(day, model): served for day, day_start, day_end in spans
+            for model, served in cost_reader.requests_served(engine, models, day_start,
+                                                             day_end).items()}

@@ -23,7 +23,9 @@ import streamlit as st
 import dashboard.costing
 import dashboard.queries
 import dashboard.widgets  # noqa: F401
-from dashboard.context import reads_store
+from dashboard.context import freeze_imported_heap, reads_store
+
+freeze_imported_heap()
 
 PAGES = (
     ("views/overview.py", "Overview", "overview", ":material/dashboard:"),
