@@ -11,7 +11,9 @@ Rules (documented fallbacks, never silent zeros):
   whose rates should be summed, and averaging them would halve the sum without a word;
 * several samples in one step are averaged (counted as ``merged``, ``step_means``); a step with
   no sample is a gap (NaN), never zero;
-* non-finite values become gaps; negative rates are clipped to zero (counted);
+* non-finite values become gaps, as do values above ``MAX_VALUE`` (a source turns them into
+  infinite ones); negative rates are clipped to zero (counted; a source that knows the
+  forecast starts from a clipped step says so: ``last_clipped``);
 * a series with no positive value but a negative one is unusable (``unusable_problem``): bad
   data, not zero traffic, so no source or command turns it into a zero forecast.
 
@@ -39,6 +41,9 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*(ms|s|sec|m|min|h|d)?\s*$", re.IG
 _UNIT_S = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 #: the longest horizon, step or history: a year (a longer one overflows dates or memory)
 MAX_DURATION_S = 366 * 86400
+#: larger values are missing data, not forecast: no request rate or count comes near it, and
+#: the forecaster's sums and quantiles of values near the float maximum overflow to inf/NaN
+MAX_VALUE = 1e15
 #: ``unusable_problem`` of values without a finite one
 NO_NUMBERS = "no numeric values"
 #: of a step: how far off its grid a row may be and still count as on it (scrape jitter); the
@@ -61,15 +66,23 @@ class CleaningReport:
     negatives_clipped: int
     merged: int  # samples averaged into a step that already had one
     gaps: int  # steps with no sample
+    infinite: int = 0  # of ``nonfinite``: infinite or above MAX_VALUE (the rest NaN or text)
+    #: the last observation's clipped text when clipping changed it (``last_clipped``), or ''
+    last_clipped: str = ""
 
     def warnings(self) -> list[str]:
         out = []
         if self.unsorted:
             out.append("timestamps were out of order (sorted)")
-        if self.nonfinite:
-            out.append(f"{self.nonfinite} non-numeric/NaN value(s) treated as missing")
+        if self.nonfinite - self.infinite:
+            out.append(f"{self.nonfinite - self.infinite} non-numeric/NaN value(s) treated as "
+                       "missing")
+        if self.infinite:
+            out.append(f"{self.infinite} infinite value(s) or above {MAX_VALUE:g} treated as "
+                       "missing")
         if self.negatives_clipped:
-            out.append(f"{self.negatives_clipped} negative value(s) clipped to 0")
+            out.append(f"{self.negatives_clipped} negative value(s) clipped to 0"
+                       + (f", {self.last_clipped}" if self.last_clipped else ""))
         if self.merged:
             out.append(f"{self.merged} sample(s) averaged into an occupied step")
         if self.gaps:
@@ -180,10 +193,29 @@ def step_means(series_id: str, times_ns: IntArray, values: FloatArray, step_of: 
     report = CleaningReport(series_id=series_id, samples=int(times_ns.size),
                             unsorted=bool(np.any(np.diff(times_ns) < 0)),
                             nonfinite=int(np.sum(~finite)),
+                            infinite=int(np.sum(np.isinf(values))),
                             negatives_clipped=int(np.sum(finite & (values < 0))),
                             merged=int(np.sum(np.maximum(occupied - 1, 0))),
                             gaps=int(np.sum(occupied == 0)))
     return means, report
+
+
+def last_clipped(times_ns: IntArray, values: FloatArray, step_of: IntArray,
+                 means: FloatArray) -> str:
+    """When the last step with a finite value (the one a forecast starts from) had a negative
+    row clipped to 0: the text naming it and the value the forecast starts from, else ''."""
+    finite = np.isfinite(values)
+    if not np.any(finite):
+        return ""
+    last_step = int(step_of[finite].max())
+    in_last = np.flatnonzero(finite & (step_of == last_step))
+    negative = in_last[values[in_last] < 0]
+    if not negative.size:
+        return ""
+    row = int(negative[-1])
+    at = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(times_ns[row]) // 1000)
+    return (f"the last observation among them ({values[row]:g} at {at.isoformat()}): the "
+            f"forecast starts from a last observation of {float(means[last_step]):g}")
 
 
 def regularize(series_id: str, times_ns: IntArray, values: FloatArray,

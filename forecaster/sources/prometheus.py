@@ -194,7 +194,8 @@ class PrometheusSource:
         """Values on the grid since_at, since_at + step, ... (< until_at), each the step's mean
         rate (see the module docstring), and what was cleaned: the samples of one step are
         summed (several series), NaN/Inf samples are missing and a negative step value is
-        clipped to 0, both counted in the warnings. A step whose rate window the model's
+        clipped to 0, both counted in the warnings (naming the last observation when it was
+        clipped: the forecast then starts from 0). A step whose rate window the model's
         samples cover only in part (``partly_scraped``: after its newest sample, before its
         first, at a scrape gap's edge) is missing too, counted in the warnings: Prometheus'
         rate of such a window is a fraction of the real one. An unusable range
@@ -215,6 +216,11 @@ class PrometheusSource:
             if partial.dropped:
                 sums = [math.nan if i in partial.steps else v for i, v in enumerate(sums)]
                 problems.append(partial.describe(window_s))
+        last = next((i for i in reversed(range(len(sums))) if not math.isnan(sums[i])), None)
+        if clipped and last is not None and sums[last] < 0:  # the forecast starts from it
+            problems[0] += (f", the last observation among them ({sums[last]:g} at "
+                            f"{(since_at + timedelta(seconds=step_s * last)).isoformat()}): "
+                            "the forecast starts from a last observation of 0")
         values = tuple(max(0.0, v) if not math.isnan(v) else v for v in sums)
         window = f"between {since_at.isoformat()} and {until_at.isoformat()}"
         if all(math.isnan(v) for v in sums) and not nonfinite:

@@ -2,14 +2,17 @@
 
 A long CSV: one row per (time, series) with a value column; without a series column the whole
 file is one series named after the value column. Times are ISO text (naive = UTC) or numbers in
-``time_unit``. Bad input raises ``InputError``/``SeriesError`` naming the file, column, line or
-series (also: a used column twice in the header, an empty series name, a value above
-``MAX_VALUE``, a numeric time outside datetime64[ns] in its unit); non-numeric values are
-missing data (counted), never zeros.
+``time_unit``. Bad input raises ``InputError``/``SeriesError`` naming the file, column, the
+file's own line (blank lines counted) or series (also: a used column twice in the header, an
+empty series name, a numeric time outside datetime64[ns] in its unit); non-numeric, infinite
+and implausibly large values (above ``MAX_VALUE``) are missing data, counted per series in its
+cleaning warnings, never zeros, and never fail another series or the file.
 """
 
 from __future__ import annotations
 
+import csv
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,10 +24,13 @@ import pandas as pd
 from forecaster.errors import InputError, SeriesError
 from forecaster.prepare import (
     GRID_TOLERANCE,
+    MAX_VALUE,
+    NO_NUMBERS,
     NS_PER_S,
     Prepared,
     duplicate_timestamps,
     grid_index,
+    last_clipped,
     regularize,
     step_means,
     unusable_problem,
@@ -34,9 +40,6 @@ from forecaster.types import SourcedSeries, TrafficSeries
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 TIME_UNITS_NS = {"s": 10**9, "ms": 10**6, "min": 60 * 10**9, "h": 3600 * 10**9}
-#: larger values are refused, not forecast: no request rate or count comes near it, and the
-#: forecaster's sums and quantiles of values near the float maximum overflow to inf/NaN
-MAX_VALUE = 1e15
 #: numeric times map to datetime64[ns]: years 1678 to 2261
 _MAX_NS = float(np.iinfo(np.int64).max)
 
@@ -73,26 +76,25 @@ def read_trace(path: Path, time_col: str, value_col: str, series_col: str | None
     needed = [time_col, value_col] + ([series_col] if series_col else [])
     missing = [c for c in needed if c not in frame.columns]
     if missing:
-        raise InputError(f"{path}: no column {missing[0]!r} (found: {', '.join(frame.columns)})")
+        found = ", ".join(str(c) for c in frame.columns)
+        hint = ("; the header has ';' and no ',': is the file semicolon-delimited? Save it "
+                "comma-separated" if ";" in found and "," not in found else "")
+        raise InputError(f"{path}: no column {missing[0]!r} (found: {found}){hint}")
     if frame.empty:
         raise InputError(f"{path}: no data rows")
     repeated = repeated_column(path, needed)
     if repeated:
         raise InputError(f"{path}: {repeated}")
-    times, unit = _times_ns(frame[time_col], time_unit, f"{path}: column {time_col!r}")
-    values = pd.to_numeric(frame[value_col], errors="coerce").to_numpy(np.float64)
-    huge = np.flatnonzero(np.abs(values) > MAX_VALUE)
-    if huge.size:
-        row = int(huge[0])
-        why = (f"is too large for a rate or count (above {MAX_VALUE:g})"
-               if np.isfinite(values[row]) else "is infinite, not a rate or count")
-        raise InputError(f"{path}: column {value_col!r}: {frame[value_col].iloc[row]} at line "
-                         f"{row + 2} {why}")
+    times, unit = _times_ns(frame[time_col], time_unit, f"{path}: column {time_col!r}",
+                            lambda row: line_of_row(path, row))
+    values = pd.to_numeric(frame[value_col], errors="coerce").to_numpy(np.float64, copy=True)
+    # implausibly large: missing, as infinite values are (``CleaningReport.too_large``)
+    values[np.isfinite(values) & (np.abs(values) > MAX_VALUE)] = np.inf
     if series_col:
         empty = frame[series_col].isna() | (frame[series_col].astype(str).str.strip() == "")
         if empty.any():
             raise InputError(f"{path}: column {series_col!r}: empty series name at line "
-                             f"{int(empty.to_numpy().argmax()) + 2}")
+                             f"{line_of_row(path, int(empty.to_numpy().argmax()))}")
     names = (frame[series_col].astype(str).to_numpy() if series_col
              else np.full(len(frame), value_col, dtype=object))
     wanted = list(pd.unique(names)) if only is None else list(dict.fromkeys(only))  # once each
@@ -109,7 +111,7 @@ def prepare_all(trace: Trace) -> tuple[list[Prepared], list[SeriesError]]:
     bad: list[SeriesError] = []
     for raw in trace.series:
         try:
-            problem = unusable_problem(raw.values)
+            problem = series_problem(raw.values)
             if problem is not None:
                 raise SeriesError(raw.series_id, problem)
             if raw.times_ns.size < 2:
@@ -118,6 +120,34 @@ def prepare_all(trace: Trace) -> tuple[list[Prepared], list[SeriesError]]:
         except SeriesError as exc:
             bad.append(exc)
     return ok, bad
+
+
+def series_problem(values: FloatArray) -> str | None:
+    """``unusable_problem``, naming infinite and too-large values when they were all there
+    was (they are missing data, not numbers to forecast)."""
+    problem = unusable_problem(values)
+    dropped = int(np.sum(np.isinf(values)))
+    if problem == NO_NUMBERS and dropped:
+        return (f"no usable value ({dropped} infinite or above {MAX_VALUE:g}, treated as "
+                "missing)")
+    return problem
+
+
+def line_of_row(path: Path, row: int) -> int:
+    """The file's own line number of data row ``row`` (0: the first row after the header), as
+    pandas reads it: lines that are empty or only whitespace are skipped, a quoted field may
+    span lines (the row's first line is given). Read again only for an error message."""
+    with path.open(newline="", encoding="utf-8", errors="replace") as f:
+        reader = csv.reader(f)
+        end, seen = 0, -1  # seen: data rows so far, -1 before the header
+        for record in reader:
+            start, end = end + 1, reader.line_num
+            if not record or (len(record) == 1 and not record[0].strip()):
+                continue
+            if seen == row:
+                return start
+            seen += 1
+    return row + 2
 
 
 _UNIT_NAMES = {"minute": "min", "minutes": "min", "min": "min", "second": "s", "seconds": "s",
@@ -155,6 +185,8 @@ def infer_time_unit(name: str, col: pd.Series) -> str | None:
 def _read(path: Path, series_col: str | None) -> pd.DataFrame:
     """The CSV, its series column as text: model ``007`` stays ``007`` (not 7.0, nor one with
     model ``7``) and ``1e3`` stays ``1e3``."""
+    if path.is_dir():
+        raise InputError(f"{path}: a directory, not a CSV file")
     if not path.is_file():
         raise InputError(f"{path}: file not found")
     try:
@@ -179,8 +211,10 @@ def _not_utf8(path: Path) -> str:
     return "not UTF-8 text (save the file as UTF-8)"
 
 
-def _times_ns(col: pd.Series, unit: str | None, what: str) -> tuple[IntArray, str | None]:
-    """Unix-ns times and the unit of a numeric column (None for ISO text)."""
+def _times_ns(col: pd.Series, unit: str | None, what: str,
+              line: Callable[[int], int]) -> tuple[IntArray, str | None]:
+    """Unix-ns times and the unit of a numeric column (None for ISO text); ``line``: the
+    file's line of a row, for errors."""
     if unit is not None and unit not in TIME_UNITS_NS:
         raise InputError(f"time unit {unit!r}: choose one of {', '.join(TIME_UNITS_NS)}")
     if pd.api.types.is_numeric_dtype(col):
@@ -189,19 +223,21 @@ def _times_ns(col: pd.Series, unit: str | None, what: str) -> tuple[IntArray, st
             raise InputError(f"{what} is numeric; give its unit with --time-unit "
                              f"({', '.join(TIME_UNITS_NS)})")
         if col.isna().any():
-            raise InputError(f"{what}: empty timestamp at line {int(col.isna().argmax()) + 2}")
+            raise InputError(f"{what}: empty timestamp at line {line(int(col.isna().argmax()))}")
         scaled = col.to_numpy(np.float64) * TIME_UNITS_NS[unit]
         outside = np.flatnonzero(~(np.abs(scaled) < _MAX_NS))
         if outside.size:
             row = int(outside[0])
-            raise InputError(f"{what}: {col.iloc[row]} at line {row + 2} is out of range as "
+            raise InputError(f"{what}: {col.iloc[row]} at line {line(row)} is out of range as "
                              f"{unit} since 1970 (years 1678-2261); is the unit right?")
         return np.asarray(np.rint(scaled), np.int64), unit
     parsed = pd.to_datetime(col, utc=True, format="mixed", errors="coerce")
     if parsed.isna().any():
         row = int(parsed.isna().to_numpy().argmax())
-        raise InputError(f"{what}: empty or invalid timestamp at line {row + 2}: "
-                         f"{str(col.iloc[row])!r}")
+        cell = col.iloc[row]
+        if pd.isna(cell) or not str(cell).strip():
+            raise InputError(f"{what}: empty timestamp at line {line(row)}")
+        raise InputError(f"{what}: invalid timestamp at line {line(row)}: {str(cell)!r}")
     return np.asarray(parsed.dt.tz_convert(None).astype("datetime64[ns]").to_numpy()
                       .astype(np.int64)), None
 
@@ -274,11 +310,13 @@ class CsvSource:
                              _tolerance_ns(raw.times_ns[near], step_ns))
         window = (step_of >= 0) & (step_of < steps)
         times, values = raw.times_ns[near][window], raw.values[near][window]
-        problem = unusable_problem(values) if times.size else "no rows"
+        problem = series_problem(values) if times.size else "no rows"
         if problem is not None:
             raise SeriesError(model, f"{problem} (in {self.trace.path} between "
                                      f"{since_at.isoformat()} and {until_at.isoformat()})")
         means, cleaning = step_means(model, times, values, step_of[window], steps)
+        cleaning = replace(cleaning, last_clipped=last_clipped(times, values, step_of[window],
+                                                               means))
         if _spacing_ns(times, step_ns) < (1 - GRID_TOLERANCE) * step_ns:
             cleaning = replace(cleaning, merged=0)  # rows finer than the step: the averaging asked
         series = TrafficSeries(series_id=model, step_s=step_s, start_at=since_at,

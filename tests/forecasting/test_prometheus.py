@@ -174,10 +174,13 @@ def test_forecast_run_with_prometheus_down_exits_2_with_one_line(tmp_path: Path)
 GAUGE = 'headroom_test_rate{model="{model}"}'
 
 
-def test_negative_samples_are_clipped_with_a_warning_naming_how_many(prom_url: str) -> None:
+def test_negative_samples_are_clipped_with_a_warning_naming_how_many_and_the_last(
+        prom_url: str) -> None:
     src = PrometheusSource(prom_url, query=GAUGE, models=["dip"])
     got = src.read_history("dip", at(START), at(START + 3600), 60)
-    assert got.warnings == ("3 negative value(s) clipped to 0",)
+    assert got.warnings == ("3 negative value(s) clipped to 0, the last observation among them "
+                            f"(-1 at {at(START + 59 * 60).isoformat()}): the forecast starts "
+                            "from a last observation of 0",)
     assert got.series.values[57:] == (0.0, 0.0, 0.0)
     assert got.series.values[56] == pytest.approx(round(true_rate("m2", START + 56 * 60), 3))
 

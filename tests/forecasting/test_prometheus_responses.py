@@ -197,11 +197,22 @@ def test_only_negative_samples_are_no_usable_value_not_a_zero_forecast(
     assert "all 60 numeric value(s) are negative: bad data" in message
 
 
-def test_some_negative_samples_are_clipped_with_a_warning(fake: FakePrometheus) -> None:
+def test_some_negative_samples_are_clipped_with_a_warning_saying_the_forecast_starts_from_0(
+        fake: FakePrometheus) -> None:
     fake.serve_values(grid("5", 57) + [[SINCE.timestamp() + 60 * i, "-2"] for i in (58, 59, 60)])
     got = PrometheusSource(fake.url, models=["m1"]).read_history("m1", SINCE, UNTIL, 60)
-    assert got.warnings == ("3 negative value(s) clipped to 0",)
+    assert got.warnings == ("3 negative value(s) clipped to 0, the last observation among them "
+                            "(-2 at 2025-03-06T11:59:00+00:00): the forecast starts from a last "
+                            "observation of 0",)
     assert got.series.values == (5.0,) * 57 + (0.0,) * 3
+
+
+def test_negative_samples_before_the_last_observation_do_not_say_the_forecast_starts_from_0(
+        fake: FakePrometheus) -> None:
+    fake.serve_values(grid("5", 56) + [[SINCE.timestamp() + 60 * i, v]
+                                       for i, v in ((57, "-2"), (58, "-2"), (59, "4"))])
+    got = PrometheusSource(fake.url, models=["m1"]).read_history("m1", SINCE, UNTIL, 60)
+    assert got.warnings == ("2 negative value(s) clipped to 0",)
 
 
 def test_valid_samples_carry_no_warning(fake: FakePrometheus) -> None:
