@@ -34,9 +34,12 @@ from controlplane.cli.streams import print_warning, usage_error
 from forecaster.backtest import BacktestTask, SeriesBacktest, run_all
 from forecaster.errors import ForecasterError, InputError
 from forecaster.features import History
-from forecaster.prepare import parse_duration_s
+from forecaster.prepare import Prepared, parse_duration_s
 from forecaster.registry import METHODS
 from forecaster.sources.replay import Trace, prepare_all, read_trace
+
+#: ``backtest``'s horizon without ``--horizon``: rounded up to a step of a coarser series
+DEFAULT_HORIZON = "20m"
 
 app = typer.Typer(help="Traffic forecasts: backtests and the refresh job.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
@@ -57,7 +60,10 @@ def backtest(
                                                   help="write series,origin,target,yhat,p90")],
     series_col: Annotated[str | None, typer.Option("--series-col",
                                                    help="column naming the series")] = None,
-    horizon: Annotated[str, typer.Option(help="forecast horizon, e.g. 20m")] = "20m",
+    horizon: Annotated[str | None, typer.Option(
+        help="forecast horizon, e.g. 20m (default 20m; a number without a unit is seconds); "
+        "one given shorter than a series' step is refused, the default is rounded up to "
+        "a step")] = None,
     test_fraction: Annotated[float, float_option("--test-fraction",
                                                  help="last share of steps used as origins")] = 0.3,
     method: Annotated[str, typer.Option(help="forecaster: " + ", ".join(METHODS))] = "auto",
@@ -77,23 +83,26 @@ def backtest(
             raise InputError(f"--method {method!r}: choose one of {', '.join(METHODS)}")
         if not 0 < test_fraction < 1:
             raise InputError(f"--test-fraction {test_fraction}: must be in (0, 1)")
-        horizon_s = parse_duration_s(horizon, "--horizon")
+        horizon_s = parse_duration_s(horizon or DEFAULT_HORIZON, "--horizon")
         check_output_path(predictions_out, "--predictions-out", {"--csv": csv})
         trace = read_trace(csv, time_col, value_col, series_col, time_unit, series)
         prepared, bad = prepare_all(trace)
-        if bad:
-            raise InputError(f"{csv}: {bad[0]}")
+        problems = [f"{csv}: {b}" for b in bad] + (
+            short_horizon_lines(prepared, horizon, horizon_s) if horizon else [])
+        if problems:  # every bad series named, one line each; none is backtested
+            raise InputError("\n".join(problems))
     except ForecasterError as exc:
         raise usage_error(str(exc)) from exc
-    for p in prepared:
-        for warning in p.report.warnings():
-            print_warning(f"{csv}: series {p.series.series_id!r}: {warning}")
+    cleaning = {p.series.series_id: p.report.warnings() for p in prepared}
+    for name, warnings in cleaning.items():
+        for warning in warnings:
+            print_warning(f"{csv}: series {name!r}: {warning}")
     tasks = [BacktestTask(History.of(p.series), horizon_s, test_fraction, method)
              for p in prepared]
     results = _run_with_progress(tasks, workers or (os.cpu_count() or 1))
     rows = write_predictions(predictions_out, trace, results)
     doc = report(results, csv, method, horizon_s, test_fraction, predictions_out, rows,
-                 time.perf_counter() - started)
+                 time.perf_counter() - started, cleaning)
     for name, entry in doc["series"].items():
         for note in entry["notes"]:
             print_warning(f"{csv}: series {name!r}: {note}")
@@ -101,6 +110,14 @@ def backtest(
         write_document(json.dumps(doc, indent=2, allow_nan=False))
     else:
         Console().print(table(doc))
+
+
+def short_horizon_lines(prepared: list[Prepared], horizon: str, horizon_s: int) -> list[str]:
+    """One line per series whose step is longer than the horizon (no step to forecast)."""
+    return [f"--horizon {horizon} ({horizon_s} s) is shorter than one step of series "
+            f"{p.series.series_id!r} ({p.series.step_s} s): give at least --horizon "
+            f"{p.series.step_s}s (a number without a unit is seconds)"
+            for p in prepared if p.series.step_s > horizon_s]
 
 
 def _run_with_progress(tasks: list[BacktestTask], workers: int) -> list[SeriesBacktest]:
@@ -140,7 +157,10 @@ def write_predictions(path: Path, trace: Trace, results: list[SeriesBacktest]) -
 
 
 def report(results: list[SeriesBacktest], csv: Path, method: str, horizon_s: int,
-           test_fraction: float, out: Path, rows: int, elapsed_s: float) -> dict[str, Any]:
+           test_fraction: float, out: Path, rows: int, elapsed_s: float,
+           cleaning: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """The ``--json`` document; ``cleaning``: each series' data-cleaning warnings (``warnings``,
+    as ``forecast run``'s per_model), beside the ``notes`` on its scores."""
     per: dict[str, Any] = {}
     for r in results:
         scores = r.scores()
@@ -151,6 +171,7 @@ def report(results: list[SeriesBacktest], csv: Path, method: str, horizon_s: int
                  and wapes[best] > 0 else None)
         per[r.history.series_id] = {
             "notes": unscored_notes(r, horizon_s, product),
+            "warnings": list((cleaning or {}).get(r.history.series_id, [])),
             "step_s": r.history.step_s, "origins": int(r.origins.size),
             "targets_per_origin": r.n_targets, "headline_lead_s": r.n_targets * r.history.step_s,
             "product": product.as_dict(),
@@ -186,7 +207,20 @@ def table(doc: dict[str, Any]) -> Table:
                   f"{best} {cell(bw)}" if best else "-", cell(s["wape_ratio_vs_best_baseline"], 3),
                   cell(s["product"]["coverage"], 3),
                   ", ".join(f"{k}:{v}" for k, v in s["methods"].items()))
+    fallbacks = [fallback_line(name, s, doc["method"]) for name, s in doc["series"].items()
+                 if s["fallback_reasons"]]
+    if fallbacks:  # the methods column is narrow, and the reasons are not in it
+        t.caption, t.caption_justify = escape("\n".join(fallbacks)), "left"
     return t
+
+
+def fallback_line(name: str, s: dict[str, Any], method: str) -> str:
+    """The line under the table on a series whose forecasts fell back from ``--method``."""
+    fell = sum(s["fallback_reasons"].values())
+    reasons = ", ".join(f"{k} x{n}" for k, n in s["fallback_reasons"].items())
+    used = ", ".join(f"{k} x{n}" for k, n in s["methods"].items())
+    return (f"series {name!r}: --method {method} fell back at {fell} of {s['origins']} "
+            f"origin(s) ({reasons}); methods used: {used}")
 
 
 app.command("run")(run)

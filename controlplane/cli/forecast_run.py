@@ -29,7 +29,7 @@ from controlplane.cli.forecast_csv import (
     only_series,
     trace_in_rps,
 )
-from controlplane.cli.forecast_method import check_forecast_method
+from controlplane.cli.forecast_method import check_forecast_method, check_horizon
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.json_errors import JsonOption, write_document
 from controlplane.cli.numbers import float_option
@@ -127,7 +127,8 @@ def run(
     run over no model). An empty models table stores every series, with a warning.
 
     Bad input is reported per model, never a silent zero: a CSV with a repeated timestamp is
-    refused (exit 2); NaN/text, negative and out-of-order rows, negative Prometheus values, and
+    refused (exit 2); NaN/text, infinite (or above 1e15), negative and out-of-order rows,
+    negative Prometheus values (a negative last one: the forecast starts from 0), and
     a newest sample more than max(1 h, 3 steps) before the forecast time (stale_history) are
     warnings per model (stderr, and per_model.warnings with --json); a model with no usable
     sample (none numeric, or none positive but some negative) gets no forecast and is listed as
@@ -146,7 +147,8 @@ def run(
     connection dropped, a server failing over), is one error line naming the store and the
     database's error (exit 2, as deploy/forecast-cronjob.yaml expects of a store it cannot
     use: the next run tries again); only a table or column missing from it adds the hint to
-    run `headroom db upgrade`.
+    run `headroom db upgrade`. A --horizon shorter than the step is refused (exit 2; a number
+    without a unit is seconds).
     """
     try:
         settings = load_settings(config)
@@ -161,6 +163,7 @@ def run(
             state_dir=state_dir if state_dir is not None else fs.state_dir,
             fit_budget_s=fit_budget_s if fit_budget_s is not None else fs.fit_budget_s,
             state_retention_s=fs.state_retention_s)
+        check_horizon(job.horizon_s, job.step_s, horizon, step)
         state_path = job.state_dir
         if job.method not in METHODS:
             raise InputError(f"--method {job.method!r}: choose one of {', '.join(METHODS)}")

@@ -64,7 +64,13 @@ NO_FILE_ADVICE = "run `headroom db upgrade` to create it"
 
 
 def no_store_file(url: str) -> StoreUnavailable:
-    """A SQLite store file that does not exist: nothing to read yet."""
+    """A SQLite store file that does not exist: nothing to read yet (a directory at its path is
+    named as one: no upgrade creates a file there)."""
+    store_file = sqlite_file(url)
+    if store_file is not None and store_file.is_dir():
+        return StoreUnavailable(f"store {redact(url)}: {store_file} is a directory, not a "
+                                "database file (give the file's path, e.g. sqlite:///DIR/"
+                                "headroom.db)")
     return StoreUnavailable(f"store {redact(url)}: no such database file", NO_FILE_ADVICE)
 
 
@@ -203,6 +209,10 @@ def unopenable(url: str, error: BaseException) -> StoreUnavailable:
     that is no database (or a damaged one) says so and what to do, else it could not be
     reached."""
     line = error_line(error)
+    if isinstance(error, ArgumentError) and "parse" in line:  # no URL: nothing was reached
+        return StoreUnavailable(f"cannot open database {redact(url)}: not a database URL "
+                                f"({line}); Headroom stores are sqlite:///FILE or "
+                                "postgresql+psycopg://user@host:5432/db")
     if not_a_sqlite_store(url, line):
         return StoreUnavailable(f"cannot open database {redact(url)}: {line} (not a Headroom "
                                 "store, or damaged: move the file aside, and `headroom db "
