@@ -27,9 +27,9 @@ import numpy as np
 import pandas as pd
 
 from controlplane.domain.timestamps import utc_text
-from controlplane.simulation.cells import file_line, shown
+from controlplane.simulation.cells import shown
 from forecaster.prepare import GRID_TOLERANCE
-from forecaster.sources.replay import repeated_column
+from forecaster.sources.replay import line_of_row, repeated_column
 
 RatesT = TypeVar("RatesT", pd.Series, np.ndarray)
 VALUE_UNITS = {"rps": 1.0, "rpm": 1 / 60}  # plus "per-step": a count per trace step
@@ -90,7 +90,7 @@ def _numeric_times(raw: pd.Series, numeric: pd.Series, col: str, path: Path,
     bad = numeric.isna()
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
-        raise TraceError(f"{path}: line {file_line(path, row)}: column {col!r}: "
+        raise TraceError(f"{path}: line {line_of_row(path, row)}: column {col!r}: "
                          f"{shown(raw.iloc[row])} is not a number of {time_unit}")
     numbers = numeric.to_numpy(np.float64)
     instead = _epoch_unit_instead(numbers, time_unit)
@@ -102,7 +102,7 @@ def _numeric_times(raw: pd.Series, numeric: pd.Series, col: str, path: Path,
     outside = ~(np.abs(seconds) < _MAX_SECONDS)
     if outside.any():
         row = int(np.flatnonzero(outside)[0])
-        raise TraceError(f"{path}: line {file_line(path, row)}: column {col!r}: "
+        raise TraceError(f"{path}: line {line_of_row(path, row)}: column {col!r}: "
                          f"{shown(raw.iloc[row])} {time_unit} since 1970 is out of range "
                          "(years 1678-2261)"
                          f"{hint or '; is --time-unit right?'}")
@@ -131,7 +131,7 @@ def _times(frame: pd.DataFrame, col: str, path: Path, time_unit: str | None
     bad = parsed.isna()
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
-        raise TraceError(f"{path}: line {file_line(path, row)}: column {col!r}: "
+        raise TraceError(f"{path}: line {line_of_row(path, row)}: column {col!r}: "
                          f"{shown(raw.iloc[row])} is not a timestamp")
     return parsed, ignored
 
@@ -174,7 +174,7 @@ def _series(frame: pd.DataFrame, col: str, path: Path) -> pd.Series:
     names = frame[col]
     empty = names.isna() | (names.astype(str).str.strip() == "")
     if empty.any():
-        line = file_line(path, int(np.flatnonzero(empty.to_numpy())[0]))
+        line = line_of_row(path, int(np.flatnonzero(empty.to_numpy())[0]))
         raise TraceError(f"{path}: line {line}: column {col!r} is empty")
     return names.astype(str)
 
@@ -184,7 +184,7 @@ def _rates(frame: pd.DataFrame, value_col: str, series: pd.Series, path: Path) -
     bad = values.isna() | ~np.isfinite(values.fillna(0)) | (values < 0)
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
-        raise TraceError(f"{path}: line {file_line(path, row)}: model {series.iloc[row]!r}: "
+        raise TraceError(f"{path}: line {line_of_row(path, row)}: model {series.iloc[row]!r}: "
                          f"{value_col} must be a finite number >= 0, got "
                          f"{shown(frame[value_col].iloc[row])}")
     return values.astype(float)
@@ -258,12 +258,12 @@ def load_trace(path: Path, *, time_col: str = "ts", series_col: str | None = "mo
     dup = pd.DataFrame({"t": times, "m": series}).duplicated()
     if dup.any():
         row = int(np.flatnonzero(dup.to_numpy())[0])
-        raise TraceError(f"{path}: line {file_line(path, row)}: second row for model "
+        raise TraceError(f"{path}: line {line_of_row(path, row)}: second row for model "
                          f"{series.iloc[row]!r} at {times.iloc[row]}")
     known = set(models)
     if known:
         for name in sorted(set(series) - known):
-            line = file_line(path, int(np.flatnonzero((series == name).to_numpy())[0]))
+            line = line_of_row(path, int(np.flatnonzero((series == name).to_numpy())[0]))
             raise TraceError(f"{path}: line {line}: model {name!r} is not in the models file "
                              f"(models: {sorted(known)})")
         for name in sorted(known - set(series)):
@@ -310,7 +310,7 @@ def grid_offsets_s(path: Path, times: pd.Series, step_s: int) -> np.ndarray:
     off = np.abs(offsets_s - snapped_s) > GRID_TOLERANCE * step_s
     if off.any():
         row = int(np.flatnonzero(off)[0])
-        raise TraceError(f"{path}: line {file_line(path, row)}: time {utc_text(times.iloc[row])} "
+        raise TraceError(f"{path}: line {line_of_row(path, row)}: time {utc_text(times.iloc[row])} "
                          f"is {offsets_s[row] - snapped_s[row]:+g}s off the trace's {step_s}s "
                          f"grid, which starts at its first time {utc_text(first)}")
     return np.asarray(snapped_s, dtype=float)
