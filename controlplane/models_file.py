@@ -40,13 +40,13 @@ from typing import Annotated
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from controlplane.domain.models import (
-    MAX_REPLICAS,
     ColdStart,
     Engine,
     Isolation,
     ModelSpec,
     ProfilePoint,
 )
+from controlplane.domain.pause import MAX_REPLICAS
 from controlplane.models_yaml import duplicate_names, validated, written_names
 from controlplane.yaml_numbers import NoTextForANumber
 from scheduler.domain import catalog

@@ -15,11 +15,8 @@ from pydantic import (
     model_validator,
 )
 
-from controlplane.autoscaling.policies import (
-    MAX_FORECAST_AGE_S,
-    SHORT_MINUTE_COST_RATIO,
-    SHORTFALL_COST_RATIO,
-)
+from controlplane.autoscaling.cost_ratios import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
+from controlplane.autoscaling.policies import MAX_FORECAST_AGE_S
 from controlplane.autoscaling.profile_correction import CorrectionConfig
 from controlplane.domain.url_secrets import masked
 from controlplane.yaml_numbers import NoBoolForANumber

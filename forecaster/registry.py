@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from forecaster.errors import UnknownMethodError
+from forecaster.methods import METHODS
 from forecaster.models import BASELINE_FEATURES, BaselineForecaster, Forecaster
 from forecaster.seasonal_chain import SeasonalChain
 from forecaster.settings import DEFAULT_SETTINGS, ForecasterSettings
@@ -16,19 +17,7 @@ from forecaster.stacking import SeasonalBackend, StackingForecaster
 
 PROPHET_MODULE = "forecaster.prophet_backend"
 
-#: name -> one-line description (shown by ``headroom forecast backtest --help``)
-METHODS: dict[str, str] = {
-    "auto": "hybrid with the per-model guard: falls back to the best naive baseline when it "
-            "did worse recently or history is short (the default)",
-    "hybrid": "median regression stacking recent-level features and Prophet's daily/weekly "
-              "shape; on dense series of 10-minute steps or coarser, a boosted median model of "
-              "the log-ratio to the recent level instead (no guard)",
-    "level": "the same stacking without Prophet (level and same-time-yesterday features only)",
-    "prophet": "plain Prophet (trend + daily/weekly seasonality), for comparison",
-    "persistence": "next = last observation",
-    "hour_mean": "mean of the last hour",
-    "seasonal_naive": "value one day before the target (persistence when unknown)",
-}
+__all__ = ["METHODS", "get_forecaster", "register"]
 
 
 def _prophet() -> Any:

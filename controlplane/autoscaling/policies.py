@@ -24,15 +24,12 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from controlplane.autoscaling.cost_ratios import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
 from controlplane.autoscaling.ladder import LadderPolicy, Rung, RungSpec, critical_quantile
 from controlplane.domain.demand import PREDICTIVE, REACTIVE, STATIC, DemandPolicy
 from controlplane.domain.guards import GuardLimits
 
 POLICY_NAMES = (PREDICTIVE, REACTIVE, STATIC)
-#: Default price of one short model-minute, in replica-hours (hot headroom, ``headroom``).
-SHORT_MINUTE_COST_RATIO = 80.0
-#: Default price of a replica-hour of unserved demand, in replica-hours (the ladder's rungs).
-SHORTFALL_COST_RATIO = 1.5
 
 
 @dataclass(frozen=True, slots=True)

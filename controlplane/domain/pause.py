@@ -12,6 +12,9 @@ from controlplane.domain.hints import rps_text
 from controlplane.domain.observed import ObservedState
 
 PAUSED = "paused"
+#: the most replicas a bound or a pause may name: far above any fleet, and within the store's
+#: 32-bit integer columns (PostgreSQL refuses more as "integer out of range")
+MAX_REPLICAS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

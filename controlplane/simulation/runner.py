@@ -8,11 +8,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from controlplane.autoscaling.cost_ratios import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
 from controlplane.autoscaling.policies import (
     MAX_FORECAST_AGE_S,
     POLICY_NAMES,
-    SHORT_MINUTE_COST_RATIO,
-    SHORTFALL_COST_RATIO,
     ScaleDownGuards,
     ScalingPolicy,
     predictive_policy,
