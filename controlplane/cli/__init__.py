@@ -12,7 +12,7 @@ import threading
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -26,7 +26,6 @@ from controlplane.cli.db_revision import db_current, db_history
 from controlplane.cli.demo_store import DEMO_DB, demo_settings, settings_with_db
 from controlplane.cli.downgrade import db_downgrade
 from controlplane.cli.forecast import app as forecast_app
-from controlplane.cli.forecast_method import check_forecast_method
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.hint import app as hint_app
 from controlplane.cli.json_errors import (
@@ -43,27 +42,47 @@ from controlplane.cli.status import status_command
 from controlplane.cli.store_origin import DbOption, db_url_named, refuse_in_memory
 from controlplane.cli.streams import print_error, stdout_to_stderr
 from controlplane.cli.times import parse_utc
-from controlplane.demo import Demo
-from controlplane.fleet_lease import FleetLeaseHeld
-from controlplane.forecast_refresh import check_state_dir
-from controlplane.jobs import stop_on_sigterm
 from controlplane.logsetup import setup_logging
-from controlplane.placement_api import check_security_files
-from controlplane.reconcile_config import check_autoscaling_models
-from controlplane.serve import ServeError
-from controlplane.settings import CONFIG_FILE_ENV, ConfigError, Settings, load_settings
-from controlplane.sim.catalog import DEMO_MODELS
-from controlplane.sim_start import check_sim_store
 from controlplane.startup_lines import print_demo_start, print_line
-from controlplane.store import MigrationError, StoreUnavailable, upgrade
-from controlplane.store.configured import open_store
-from controlplane.store.engine import check_known_revision, in_memory, redact, sqlite_file
 from forecaster.errors import InputError
 from scheduler.metrics import check_bindable, host_and_port
+
+if TYPE_CHECKING:
+    from controlplane.demo import Demo
+    from controlplane.settings import Settings
+
+# Commands import what they run in their bodies: `headroom --help`, and each command, load only
+# what the command invoked needs (not pandas, SQLAlchemy, gRPC, ... for every command).
 
 app = typer.Typer(help="Headroom: forecast, pack and actuate GPU inference fleets.",
                   cls=JsonErrorsGroup, no_args_is_help=True, pretty_exceptions_enable=False,
                   add_completion=False)
+#: the distribution whose version ``headroom --version`` shows (pyproject.toml's project name)
+DISTRIBUTION = "headroom"
+
+
+def _show_version(shown: bool) -> None:
+    """``--version``: ``headroom <version>`` of the installed distribution, then exit 0."""
+    if not shown:
+        return
+    from importlib import metadata
+
+    try:
+        version = metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        raise UsageError(f"the {DISTRIBUTION} distribution is not installed (pip install -e .): "
+                         "no version to show") from None
+    typer.echo(f"headroom {version}")
+    raise typer.Exit
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_show_version,
+        help="Show the version and exit.")] = False) -> None:
+    pass
+
+
 db_app = typer.Typer(help="Database schema (Alembic migrations).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 db_app.command("current")(reflowed(db_current))
@@ -89,6 +108,8 @@ def _wall_now() -> datetime:
 
 
 def _settings(config: Path | None, **overrides: object) -> Settings:
+    from controlplane.settings import load_settings
+
     return load_settings(config, **{k: v for k, v in overrides.items() if v is not None})
 
 
@@ -97,6 +118,9 @@ def _check_listen_addresses(settings: Settings, config: Path | None,
     """Fail before a store or a log is touched when an address to serve on cannot be bound
     here (an unknown host, one of another machine, a port above 65535) or, with
     ``ports_free``, when its port is taken (the demo takes a free one instead)."""
+    from controlplane.placement_api import check_security_files
+    from controlplane.settings import ConfigError
+
     placement = settings.placement
     addresses = (("placement.listen", placement.listen),
                  ("placement.metrics_listen", placement.metrics_listen),
@@ -129,6 +153,10 @@ def db_upgrade(config: ConfigOption = None,
                    metavar="REVISION", help="target revision")] = "head",
                db: DbOption = None) -> None:
     """Apply Alembic migrations up to REVISION (default: head)."""
+    from controlplane.store import MigrationError, upgrade
+    from controlplane.store.configured import open_store
+    from controlplane.store.engine import redact, sqlite_file
+
     settings = settings_with_db(config, db)
     refuse_in_memory(settings.db.url)
     store_file = sqlite_file(settings.db.url)
@@ -185,6 +213,14 @@ def demo(
 
     Forecasts, the placement API, the reconcile jobs and the dashboard run on a simulated fleet
     over SQLite. With --minutes N --no-dashboard it runs N simulated minutes as fast as it can."""
+    from controlplane.cli.forecast_method import check_forecast_method
+    from controlplane.forecast_refresh import check_state_dir
+    from controlplane.reconcile_config import check_autoscaling_models
+    from controlplane.settings import ConfigError
+    from controlplane.sim.catalog import DEMO_MODELS
+    from controlplane.sim_start import check_sim_store
+    from controlplane.store.engine import in_memory
+
     settings = demo_settings(config, db)
     start_at = _wall_now() if start is None else demo_start(start)
     if in_memory(settings.db.url) and not no_dashboard:
@@ -222,6 +258,9 @@ def demo_start(value: str) -> datetime:
 
 def _run_demo(settings: Settings, start_at: datetime, minutes: float | None, speed: float,
               no_dashboard: bool, json_out: bool) -> Demo:
+    from controlplane.demo import Demo
+    from controlplane.store.engine import redact
+
     # Ctrl-C and SIGTERM stop the demo through the same flag, also when SIGINT came in ignored
     # (a process started in the background by a script, or by a parent that ignores it), and
     # from before it starts: a stop while it opens its store lets it finish starting, then stop
@@ -277,7 +316,12 @@ def serve(
                                           help="plan and record, never apply")] = False,
 ) -> None:
     """Production: reconcile jobs + gRPC placement API against the configured backend."""
+    from controlplane.cli.forecast_method import check_forecast_method
+    from controlplane.forecast_refresh import check_state_dir
+    from controlplane.jobs import stop_on_sigterm
+    from controlplane.reconcile_config import check_autoscaling_models
     from controlplane.serve import check_models, run_serve
+    from controlplane.sim.catalog import DEMO_MODELS
 
     settings = _settings(config)
     check_forecast_method(settings, config)
@@ -307,6 +351,8 @@ def dashboard(config: ConfigOption = None,
               ) -> None:
     """The Streamlit dashboard over the configured store (read-only)."""
     from controlplane.demo import dashboard_command, port_or_free
+    from controlplane.store.configured import open_store
+    from controlplane.store.engine import check_known_revision, redact, sqlite_file
 
     settings = settings_with_db(config, db)
     store_file = sqlite_file(settings.db.url)
@@ -342,6 +388,8 @@ def dashboard_environment(environ: Mapping[str, str], db_url: str,
     """The Streamlit child's environment: ``environ`` with the store URL the command checked,
     and the settings file it loaded (its pages load the same one, so ``reconcile.interval_s``,
     ``dashboard.query_timeout_s`` and the ``db`` timeouts are the file's), or none."""
+    from controlplane.settings import CONFIG_FILE_ENV
+
     env = {key: value for key, value in environ.items() if key != CONFIG_FILE_ENV}
     env["HEADROOM_DB__URL"] = db_url
     if config is not None:  # absolute: the child's working directory is not this one's concern
@@ -374,12 +422,27 @@ def main() -> None:
     with one_document_on_failure(sys.argv[1:]):
         try:
             app()
-        except (ConfigError, StoreUnavailable, MigrationError, UsageError, ServeError,
-                FleetLeaseHeld) as error:
-            print_error(str(error))
-            sys.exit(2)
-        except OSError as error:
-            if error.filename is None:
-                raise
-            print_error(_file_error_line(error))
-            sys.exit(2)
+        except Exception as error:
+            if isinstance(error, _one_line_errors()):
+                print_error(str(error))
+                sys.exit(2)
+            if isinstance(error, OSError) and error.filename is not None:
+                print_error(_file_error_line(error))
+                sys.exit(2)
+            raise
+
+
+#: the errors ``main`` prints as one line, by the module defining them; commands import their
+#: modules as they run (not at every start), and a module never imported raised none of them
+ONE_LINE_ERRORS = {"controlplane.settings": ("ConfigError",),
+                   "controlplane.store.engine": ("StoreUnavailable", "MigrationError"),
+                   "controlplane.serve": ("ServeError",),
+                   "controlplane.fleet_lease": ("FleetLeaseHeld",)}
+
+
+def _one_line_errors() -> tuple[type[Exception], ...]:
+    """UsageError and the errors of ``ONE_LINE_ERRORS`` whose modules are imported."""
+    imported = [sys.modules.get(name) for name in ONE_LINE_ERRORS]
+    return (UsageError, *(getattr(module, error) for module, errors in
+                          zip(imported, ONE_LINE_ERRORS.values(), strict=True)
+                          if module is not None for error in errors))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -20,12 +20,12 @@ from controlplane.adapters.clock import WallClock
 from controlplane.cli.json_errors import JsonOption, write_document
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
 from controlplane.domain.timestamps import utc_text
-from controlplane.placement_api import journaled_engine
-from controlplane.store import Store
-from controlplane.store.placement_journal import live_bindings
 from forecaster.errors import InputError
-from protos.headroom.v1 import placement_pb2 as pb
 from scheduler.domain.model import Binding
+
+if TYPE_CHECKING:  # imported where used: `headroom placement --help` loads no store or gRPC
+    from controlplane.store import Store
+    from protos.headroom.v1 import placement_pb2 as pb
 
 out = Console()
 NodeOption = Annotated[str | None, typer.Option("--node", help="only the bindings on this node")]
@@ -63,6 +63,8 @@ def list_bindings(
     """The workloads bound through the placement API, by node, with model and age."""
     # a lease that "ran out" is released by the next placement server on the store to sweep
     # (every 0.5 s while one runs)
+    from controlplane.store.placement_journal import live_bindings
+
     def work(store: Store) -> tuple[tuple[Binding, datetime], ...]:
         with store.engine.connect() as connection:
             return live_bindings(connection, node, model)
@@ -106,6 +108,9 @@ def release(
     wanted = list(workloads or [])
     if not wanted and node is None:
         raise typer.BadParameter("name workloads or --node", param_hint="WORKLOAD")
+    from controlplane.placement_api import journaled_engine
+    from controlplane.store.placement_journal import live_bindings
+    from protos.headroom.v1 import placement_pb2 as pb
 
     def work(store: Store) -> tuple[list[Binding], list[pb.Binding]]:
         now_s = WallClock().now().timestamp()

@@ -12,9 +12,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from sqlalchemy.exc import SQLAlchemyError
 
-from controlplane import cost_export, cost_reader
 from controlplane.cli.demo_store import settings_with_db, with_demo_hint
 from controlplane.cli.numbers import float_option
 from controlplane.cli.paths import check_output_path, write_atomically
@@ -23,11 +21,6 @@ from controlplane.cli.streams import usage_error
 from controlplane.cli.times import parse_utc
 from controlplane.domain import cost_gaps
 from controlplane.domain.cost import window_bounds
-from controlplane.domain.price_history import unapplied_price_notes
-from controlplane.settings import ConfigError, pool_specs
-from controlplane.store import StoreUnavailable
-from controlplane.store.configured import open_existing_store
-from controlplane.store.engine import redact, sqlite_file
 from forecaster.errors import InputError
 
 app = typer.Typer(help="Cost model: showback and OpenCost-compatible CSV export.",
@@ -51,6 +44,8 @@ def _check_namespace(value: str, option: str) -> None:
 
 def _store_files(url: str) -> dict[str, Path]:
     """A SQLite store's file and its journal files, by what they are (none for a server)."""
+    from controlplane.store.engine import sqlite_file
+
     store_file = sqlite_file(url)
     if store_file is None:
         return {}
@@ -89,6 +84,15 @@ def export(
     db: DbOption = None,
 ) -> None:
     """Write the cost of every GPU, split by slice share to models and tenants, per UTC day."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from controlplane import cost_export, cost_reader
+    from controlplane.domain.price_history import unapplied_price_notes
+    from controlplane.settings import ConfigError, pool_specs
+    from controlplane.store import StoreUnavailable
+    from controlplane.store.configured import open_existing_store
+    from controlplane.store.engine import redact
+
     try:
         _check_namespace(warm_namespace, "--warm-namespace")
         settings = settings_with_db(config, db)

@@ -6,20 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
-from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
 
 from controlplane.cli.demo_store import settings_with_db, with_demo_hint
 from controlplane.cli.store_origin import DbOption, db_url_named, store_error_line
 from controlplane.cli.streams import usage_error
-from controlplane.settings import ConfigError
-from controlplane.store import StoreUnavailable
-from controlplane.store.configured import open_read_only
-from controlplane.store.engine import in_memory, redact, scripts, store_revision
-from controlplane.store.revisions import history_lines, standing_of
+
+if TYPE_CHECKING:  # imported where used: `headroom db --help` loads no store
+    from sqlalchemy import Engine
 
 T = TypeVar("T")
 
@@ -33,6 +29,13 @@ def _on_store(config: Path | None, db: Path | None,
               read: Callable[[Engine], T]) -> tuple[str, T]:
     """``read`` on the configured store, opened read-only; settings and store errors are the
     one-line ``error:`` (exit 2) of the other db commands."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from controlplane.settings import ConfigError
+    from controlplane.store import StoreUnavailable
+    from controlplane.store.configured import open_read_only
+    from controlplane.store.engine import in_memory, redact
+
     try:
         settings = settings_with_db(config, db)
     except ConfigError as error:
@@ -61,6 +64,9 @@ def db_current(config: ConfigOption = None, db: DbOption = None) -> None:
     applies the rest), a database never migrated included; 2 when the store was migrated by a
     newer Headroom (a revision this one does not know), or for bad settings or a store that
     cannot be read."""
+    from controlplane.store.engine import scripts, store_revision
+    from controlplane.store.revisions import standing_of
+
     shown, stamped = _on_store(config, db, store_revision)
     standing = standing_of(scripts(), stamped)
     typer.echo(f"store {shown}: revision {stamped or 'none (never migrated)'}")
@@ -76,6 +82,9 @@ def db_history(config: ConfigOption = None, db: DbOption = None) -> None:
     """This Headroom's migrations, newest first; the store's revision marked `<- store`.
 
     Reads only. Exit code 0; 2 for bad settings or a store that cannot be read."""
+    from controlplane.store.engine import scripts, store_revision
+    from controlplane.store.revisions import history_lines
+
     shown, stamped = _on_store(config, db, store_revision)
     typer.echo(f"migrations of this Headroom, newest first (store {shown}):")
     for line in history_lines(scripts(), stamped):

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from controlplane.settings import ConfigError, Settings, load_settings
-from controlplane.store import StoreUnavailable
+if TYPE_CHECKING:  # imported where used: `headroom --help` loads neither
+    from controlplane.settings import Settings
+    from controlplane.store import StoreUnavailable
 
 #: the demo's store when neither --db nor db.url (environment, --config) names one
 DEMO_DB = Path(".headroom/demo.db")
@@ -17,6 +19,8 @@ _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:/")  # Path() folds a URL's '//' to 
 def sqlite_url(db: Path) -> str:
     """The SQLAlchemy URL of the SQLite file ``--db`` names (absolute: the dashboard's
     process may run elsewhere); a URL given instead is refused, naming the right setting."""
+    from controlplane.settings import ConfigError
+
     if _URL.match(str(db)):
         raise ConfigError(f"--db {db}: takes a SQLite file path, not a URL; for a database URL "
                           "set db.url (--config) or HEADROOM_DB__URL")
@@ -31,6 +35,8 @@ def url_escaped(path: str) -> str:
 
 def settings_with_db(config: Path | None, db: Path | None) -> Settings:
     """Settings from --config and the environment, with db.url from ``--db`` when given."""
+    from controlplane.settings import load_settings
+
     if db is None:
         return load_settings(config)
     return load_settings(config, db={"url": sqlite_url(db)})
@@ -38,6 +44,8 @@ def settings_with_db(config: Path | None, db: Path | None) -> Settings:
 
 def demo_settings(config: Path | None, db: Path | None) -> Settings:
     """The demo's store: --db, else db.url from the environment or --config, else DEMO_DB."""
+    from controlplane.settings import load_settings
+
     if db is None:
         settings = load_settings(config)
         if "url" in settings.db.model_fields_set:
@@ -61,6 +69,8 @@ def with_demo_hint(error: StoreUnavailable, settings: Settings) -> StoreUnavaila
     makes that store: it keeps its own); under a db.url given (--db, the environment,
     --config), the error's advice, if any (a missing file or schema), with the demo, which
     makes and migrates the store its db.url names."""
+    from controlplane.store import StoreUnavailable
+
     hint = demo_store_hint(settings)
     if hint:
         return StoreUnavailable(f"{error.detail}{hint}")

@@ -8,7 +8,7 @@ lists. The reversal itself is one transaction (``migrations/env.py``): all of it
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -16,11 +16,9 @@ from rich.console import Console
 from controlplane.cli.demo_store import settings_with_db
 from controlplane.cli.store_origin import ConfigOption, DbOption, db_url_named, refuse_in_memory
 from controlplane.domain.wording import counted
-from controlplane.settings import ConfigError
-from controlplane.store import MigrationError, downgrade
-from controlplane.store.configured import open_store
-from controlplane.store.engine import redact, sqlite_file, store_revision
-from controlplane.store.reversal import DowngradePlan, Dropped, downgrade_plan
+
+if TYPE_CHECKING:  # imported where used: `headroom db --help` loads no store
+    from controlplane.store.reversal import DowngradePlan, Dropped
 
 _out = Console(soft_wrap=True, markup=False, highlight=False)
 _err = Console(stderr=True, soft_wrap=True, markup=False, highlight=False)
@@ -74,6 +72,12 @@ def db_downgrade(revision: Annotated[str, typer.Argument(
     First lists the migrations it reverses and the tables and columns they drop, with the rows
     or values the store holds there. Then goes ahead with --yes, or asks on a terminal; with
     neither (a script, CI) refuses with exit code 2, the store unchanged."""
+    from controlplane.settings import ConfigError
+    from controlplane.store import MigrationError, downgrade
+    from controlplane.store.configured import open_store
+    from controlplane.store.engine import redact, sqlite_file, store_revision
+    from controlplane.store.reversal import downgrade_plan
+
     settings = settings_with_db(config, db)
     url = settings.db.url
     refuse_in_memory(url)

@@ -15,28 +15,26 @@ import os
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
-import pandas as pd
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from controlplane.cli.backtest_notes import unscored_notes
-from controlplane.cli.forecast_run import cell, run
+from controlplane.cli.forecast_run import run
 from controlplane.cli.json_errors import JsonOption, write_document
 from controlplane.cli.numbers import float_option
 from controlplane.cli.paths import check_output_path, write_atomically
 from controlplane.cli.streams import print_warning, usage_error
-from forecaster.backtest import BacktestTask, SeriesBacktest, run_all
 from forecaster.errors import ForecasterError, InputError
-from forecaster.features import History
-from forecaster.prepare import Prepared, parse_duration_s
-from forecaster.registry import METHODS
-from forecaster.sources.replay import Trace, prepare_all, read_trace
+from forecaster.methods import METHODS
+
+if TYPE_CHECKING:  # imported where used: `headroom forecast --help` loads no pandas
+    from forecaster.backtest import BacktestTask, SeriesBacktest
+    from forecaster.prepare import Prepared
+    from forecaster.sources.replay import Trace
 
 #: ``backtest``'s horizon without ``--horizon``: rounded up to a step of a coarser series
 DEFAULT_HORIZON = "20m"
@@ -77,6 +75,11 @@ def backtest(
     json_out: JsonOption = False,
 ) -> None:
     """Rolling-origin backtest of every series in a CSV (DESIGN.md contract)."""
+    from forecaster.backtest import BacktestTask
+    from forecaster.features import History
+    from forecaster.prepare import parse_duration_s
+    from forecaster.sources.replay import prepare_all, read_trace
+
     started = time.perf_counter()
     try:
         if method not in METHODS:
@@ -121,6 +124,8 @@ def short_horizon_lines(prepared: list[Prepared], horizon: str, horizon_s: int) 
 
 
 def _run_with_progress(tasks: list[BacktestTask], workers: int) -> list[SeriesBacktest]:
+    from forecaster.backtest import run_all
+
     columns = (TextColumn("backtest"), BarColumn(), MofNCompleteColumn(), TextColumn("series"),
                TimeElapsedColumn(), TextColumn("{task.description}"))
     with Progress(*columns, console=err, transient=False) as progress:
@@ -134,6 +139,9 @@ def _run_with_progress(tasks: list[BacktestTask], workers: int) -> list[SeriesBa
 
 def write_predictions(path: Path, trace: Trace, results: list[SeriesBacktest]) -> int:
     """The contract file: series,origin,target,yhat,p90 (times in the input's convention)."""
+    import numpy as np
+    import pandas as pd
+
     frames = []
     for r in results:
         h = r.history
@@ -161,6 +169,10 @@ def report(results: list[SeriesBacktest], csv: Path, method: str, horizon_s: int
            cleaning: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """The ``--json`` document; ``cleaning``: each series' data-cleaning warnings (``warnings``,
     as ``forecast run``'s per_model), beside the ``notes`` on its scores."""
+    import numpy as np
+
+    from controlplane.cli.backtest_notes import unscored_notes
+
     per: dict[str, Any] = {}
     for r in results:
         scores = r.scores()
@@ -196,6 +208,8 @@ def report(results: list[SeriesBacktest], csv: Path, method: str, horizon_s: int
 def table(doc: dict[str, Any]) -> Table:
     """The backtest's summary; the CSV path and series names are shown as written (a ``[...]``
     in them is not read as Rich markup)."""
+    from controlplane.cli.forecast_run import cell
+
     t = Table(title=escape(f"backtest {doc['csv']} ({doc['method']}, horizon "
                            f"{doc['horizon_s']} s; WAPE % at the headline lead)"))
     for col in ("series", "step", "origins", "WAPE", "best naive", "ratio", "p90 cov", "methods"):

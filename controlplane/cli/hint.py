@@ -7,30 +7,28 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from controlplane.autoscaling.from_settings import known_capacity
-from controlplane.autoscaling.hint_capacity import HintCheck
 from controlplane.cli.demo_store import settings_with_db
 from controlplane.cli.json_errors import JsonOption, write_document
 from controlplane.cli.numbers import float_option
-from controlplane.cli.status_view import HINT_COLUMNS, hint_cells, hint_line
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
 from controlplane.cli.store_time import now_of
 from controlplane.cli.streams import print_warning
 from controlplane.cli.times import parse_utc
 from controlplane.domain.hints import MAX_HINT_RPS, DemandHint, HintError, new_hint
-from controlplane.domain.store_clock import StoreNow
 from controlplane.domain.timestamps import utc_text
-from controlplane.hint_checks import hint_checker
-from controlplane.store import Store
-from controlplane.store.hints import SqlDemandHints
 from forecaster.errors import InputError
+
+if TYPE_CHECKING:  # imported where used: `headroom hint --help` loads no store or numpy
+    from controlplane.autoscaling.hint_capacity import HintCheck
+    from controlplane.domain.store_clock import StoreNow
+    from controlplane.store import Store
 
 app = typer.Typer(help="Demand announced ahead: floors on a model's forecast over a window.",
                   no_args_is_help=True)
@@ -66,6 +64,11 @@ stored all the same, with a warning: line naming the limit, counted on the throu
 replica the loop sizes with (the profile the last tick corrected, with \
 autoscaling.profile_correction on). A hint on a paused model is stored with a warning: line \
 saying the pause holds until `headroom models resume`."""
+    from controlplane.autoscaling.from_settings import known_capacity
+    from controlplane.cli.status_view import hint_line
+    from controlplane.hint_checks import hint_checker
+    from controlplane.store.hints import SqlDemandHints
+
     def work(store: Store) -> tuple[DemandHint, HintCheck]:
         now = now_of(store)
         start_at = _start_at(start) if start is not None else now.at
@@ -115,6 +118,9 @@ def list_hints(
 
     A hint whose model the models table does not list (`models remove --keep-hints`) is \
 marked "model not listed"."""
+    from controlplane.cli.status_view import HINT_COLUMNS, hint_cells
+    from controlplane.store.hints import SqlDemandHints
+
     def read(store: Store) -> tuple[tuple[DemandHint, ...], set[str], StoreNow]:
         now = now_of(store)
         return (SqlDemandHints(store.engine).hints(None if all_ else now.at),
@@ -154,6 +160,9 @@ def remove(
     db: DbOption = None,
 ) -> None:
     """Withdraw one hint; the next tick sizes the model from its forecast alone."""
+    from controlplane.cli.status_view import hint_line
+    from controlplane.store.hints import SqlDemandHints
+
     def work(store: Store) -> DemandHint:
         removed = SqlDemandHints(store.engine).remove_hint(hint_id)
         if removed is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -21,25 +21,19 @@ from controlplane.cli.demo_store import settings_with_db
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.json_errors import JsonOption, write_document
 from controlplane.cli.models_pause import pause, resume
-from controlplane.cli.status_view import hint_line, pause_json
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
 from controlplane.cli.store_time import now_of, runs_a_simulated_fleet
 from controlplane.cli.streams import print_warning, usage_error
-from controlplane.domain.models import ModelSpec
 from controlplane.domain.pause import ModelPause
-from controlplane.domain.store_clock import StoreNow
-from controlplane.domain.unplaced import no_pool_for
 from controlplane.domain.wording import counted
-from controlplane.models_file import load_model_specs
-from controlplane.models_yaml import ModelsFileError
-from controlplane.reconcile_config import check_models_table
-from controlplane.settings import ConfigError, Settings, pool_specs
-from controlplane.sim_start import check_import_into_sim_store
-from controlplane.store import Store
-from controlplane.store.engine import shown_url
-from controlplane.store.hints import ModelRemoval, remove_model_and_hints
-from controlplane.store.pauses import SqlModelPauses
 from forecaster.errors import InputError
+
+if TYPE_CHECKING:  # imported where used: `headroom models --help` loads no store or numpy
+    from controlplane.domain.models import ModelSpec
+    from controlplane.domain.store_clock import StoreNow
+    from controlplane.settings import Settings
+    from controlplane.store import Store
+    from controlplane.store.hints import ModelRemoval
 
 app = typer.Typer(help="The models serve manages: import a models file, list, remove, pause, "
                        "resume.", no_args_is_help=True)
@@ -79,6 +73,8 @@ def running_fleet(simulated: bool) -> str:
 def serve_settings(config: Path | None, db: Path | None) -> Settings | None:
     """Serve's settings, which ``--config`` names (None without it: serve's are unknown), read
     once per command for its checks and pools; bad settings are a usage error."""
+    from controlplane.settings import ConfigError
+
     if config is None:
         return None
     try:
@@ -93,6 +89,9 @@ def check_as_serve(settings: Settings | None, config: Path | None, table: list[M
     models table after ``change`` (``check_models_table``, as at its start and reload): a
     running serve would keep the old models (``models.reload_refused``) and a restarted one
     exit 2, so the command writes ``nothing``. Without them serve's settings are unknown."""
+    from controlplane.reconcile_config import check_models_table
+    from controlplane.settings import ConfigError
+
     if settings is None:
         return
     try:
@@ -115,6 +114,13 @@ def import_models(
     db: DbOption = None,
 ) -> None:
     """Add or update every model of FILE (others stay listed); serve uses them next tick."""
+    from controlplane.domain.unplaced import no_pool_for
+    from controlplane.models_file import load_model_specs
+    from controlplane.models_yaml import ModelsFileError
+    from controlplane.settings import pool_specs
+    from controlplane.sim_start import check_import_into_sim_store
+    from controlplane.store.engine import shown_url
+
     try:
         given = load_model_specs(file)
     except ModelsFileError as error:
@@ -160,6 +166,9 @@ def list_models(
     db: DbOption = None,
 ) -> None:
     """The store's models: tenant, isolation, engine, SLO, cold start, bounds, pause, profile."""
+    from controlplane.cli.status_view import pause_json
+    from controlplane.store.pauses import SqlModelPauses
+
     def read(store: Store) -> tuple[list[ModelSpec], dict[str, ModelPause]]:
         pauses = SqlModelPauses(store.engine).paused_models()
         return store.model_specs(), {p.model: p for p in pauses}
@@ -210,6 +219,8 @@ def remove(
 
     NAME's demand hints not ended yet are withdrawn with it, in the same transaction (unless \
 --keep-hints); the output lists them either way."""
+    from controlplane.store.hints import remove_model_and_hints
+
     serve = serve_settings(config, db)
 
     def work(store: Store) -> tuple[ModelRemoval, StoreNow, bool]:
@@ -234,6 +245,8 @@ def remove(
 def removal_lines(removal: ModelRemoval, now: StoreNow) -> list[str]:
     """What ``models remove`` says of the model's hints not ended at ``now`` (named with its
     clock, as ``hint list`` names it): none, withdrawn or kept."""
+    from controlplane.cli.status_view import hint_line
+
     at = f"in force or ahead at {now.text()}"
     if not removal.hints:
         return [f"{removal.model} had no demand hint {at}"]

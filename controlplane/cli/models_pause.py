@@ -5,18 +5,18 @@ the pauses (no restart of serve)."""
 from __future__ import annotations
 
 import getpass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
 from controlplane.cli.store_time import now_of
-from controlplane.domain.models import MAX_REPLICAS
-from controlplane.domain.pause import ModelPause, PauseSet
-from controlplane.store import Store
-from controlplane.store.pauses import SqlModelPauses
+from controlplane.domain.pause import MAX_REPLICAS, ModelPause, PauseSet
 from forecaster.errors import InputError
+
+if TYPE_CHECKING:  # imported where used: `headroom models --help` loads no store
+    from controlplane.store import Store
 
 out = Console()
 NameArgument = Annotated[str, typer.Argument(metavar="NAME",
@@ -47,6 +47,8 @@ def pause(
 
     Its GPUs still count in the node pools and the GPU budgets. A paused model stays paused
     since when it was first paused; --replicas changes the count it holds."""
+    from controlplane.store.pauses import SqlModelPauses
+
     def work(store: Store) -> PauseSet:
         done = SqlModelPauses(store.engine).pause(name, replicas, now_of(store).at, _who())
         if done is None:
@@ -59,6 +61,8 @@ def pause(
 
 def resume(name: NameArgument, config: ConfigOption = None, db: DbOption = None) -> None:
     """Let NAME scale again (a model not paused stays as it is)."""
+    from controlplane.store.pauses import SqlModelPauses
+
     def work(store: Store) -> ModelPause | None:
         if name not in store.model_names():
             raise _not_listed(name)

@@ -10,12 +10,11 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from controlplane.adapters.clock import WallClock
-from controlplane.autoscaling.from_settings import known_capacity
 from controlplane.cli.bindings import list_bindings, release
 from controlplane.cli.demo_store import settings_with_db
 from controlplane.cli.numbers import float_option
@@ -32,18 +31,15 @@ from controlplane.cli.placement_security import (
 from controlplane.cli.store_origin import db_url_named, store_errors
 from controlplane.cli.streams import usage_error
 from controlplane.logsetup import setup_logging
-from controlplane.placement_api import JournalFollower, journaled_engine
-from controlplane.runtime import hints_api
-from controlplane.settings import ConfigError, Settings
-from controlplane.store.configured import open_store
-from controlplane.store.engine import redact
 from scheduler.affinity import parse_cpu_list, pin_process
-from scheduler.engine import PlacementEngine
 from scheduler.limits import DEFAULT_MAX_REQUEST_MIB, MAX_REQUEST_MIB_LIMIT
 from scheduler.metrics import PlacementMetrics, check_bindable, exposed_metrics
-from scheduler.security import SecurityFileError, TransportSecurity
-from scheduler.server import Registrar, create_server, health_port, stop
 from scheduler.stream_shares import DEFAULT_CALLER_SHARE
+
+if TYPE_CHECKING:  # imported where used: `headroom placement --help` loads no store or gRPC
+    from controlplane.settings import Settings
+    from scheduler.engine import PlacementEngine
+    from scheduler.server import Registrar
 
 #: where the server listens without --listen and without placement.listen in the settings
 DEFAULT_LISTEN = "127.0.0.1:50051"
@@ -104,6 +100,11 @@ def serve(
              f"Default: placement.max_request_mib of --config, else {DEFAULT_MAX_REQUEST_MIB}."),
 ) -> None:
     """Serve the placement gRPC API until SIGINT/SIGTERM: in memory, or on a store."""
+    from controlplane.placement_api import JournalFollower
+    from scheduler.engine import PlacementEngine
+    from scheduler.security import SecurityFileError, TransportSecurity
+    from scheduler.server import create_server, health_port, stop
+
     settings = _settings(config, db) if config is not None or db is not None else None
     listen, listen_named = _address(listen, "--listen", "listen", settings, config)
     listen = listen or DEFAULT_LISTEN
@@ -192,6 +193,8 @@ def _address(option: str | None, flag: str, field: str, settings: Settings | Non
 
 
 def _settings(config: Path | None, db: Path | None) -> Settings:
+    from controlplane.settings import ConfigError
+
     try:
         return settings_with_db(config, db)
     except ConfigError as error:
@@ -212,6 +215,12 @@ def _kept_in_store(settings: Settings, checks_hints: bool = False) -> tuple[
     ``--db`` alone knows no fleet's pools), what closes the store and a line saying what was
     restored and that placing and ranking wait for the first SyncInventory; one-line errors
     naming the store."""
+    from controlplane.autoscaling.from_settings import known_capacity
+    from controlplane.placement_api import journaled_engine
+    from controlplane.runtime import hints_api
+    from controlplane.store.configured import open_store
+    from controlplane.store.engine import redact
+
     url, clock = settings.db.url, WallClock()
     with store_errors(url), db_url_named(settings):
         store = open_store(settings.db, migrate=True)

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from controlplane.cli.streams import usage_error
-from controlplane.settings_placement import PlacementSettings
 from scheduler.metrics import check_bindable, host_and_port, is_loopback
-from scheduler.security import SecurityFileError, TransportSecurity, check_files
+
+if TYPE_CHECKING:  # imported where used: `headroom placement --help` loads no gRPC
+    from controlplane.settings_placement import PlacementSettings
+    from scheduler.security import TransportSecurity
 
 TlsCertOption = Annotated[Path | None, typer.Option(
     "--tls-cert", metavar="PEM", dir_okay=False,
@@ -59,6 +61,9 @@ def served_security(listen: str, configured: PlacementSettings | None, *,
     """The options, each falling back to --config's ``placement`` setting; every file read and
     checked; an exit (code 2) naming the option otherwise (``listen`` as ``listen_named``:
     ``--listen``, or the setting it came from)."""
+    from controlplane.settings_placement import PlacementSettings
+    from scheduler.security import SecurityFileError, TransportSecurity, check_files
+
     base = configured or PlacementSettings()
     security = TransportSecurity(tls_cert or base.tls_cert_file, tls_key or base.tls_key_file,
                                  tls_client_ca or base.tls_client_ca_file,

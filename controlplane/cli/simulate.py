@@ -13,49 +13,29 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from controlplane.autoscaling.calibration import MIN_ERRORS
-from controlplane.autoscaling.policies import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
-from controlplane.autoscaling.profile_correction import CorrectionConfig
+from controlplane.autoscaling.cost_ratios import SHORT_MINUTE_COST_RATIO, SHORTFALL_COST_RATIO
 from controlplane.cli.json_errors import JsonOption, write_document
 from controlplane.cli.numbers import float_option
 from controlplane.cli.paths import check_output_path
 from controlplane.cli.streams import print_note, print_warning, usage_error
-from controlplane.domain.demand import PREDICTIVE
 from controlplane.domain.hints import rps_text
 from controlplane.domain.timestamps import utc_text
-from controlplane.settings import ConfigError, load_settings
-from controlplane.simulation.config import (
-    ModelsFileError,
-    SimConfig,
-    load_models_file,
-    parse_cold_start_option,
-)
-from controlplane.simulation.effective_settings import (
-    effective_settings,
-    sources,
-    unlike_serve,
-    unlike_serve_note,
-)
-from controlplane.simulation.engine import SimOptions
 from controlplane.simulation.hints_file import hints_outside, load_hints_file
-from controlplane.simulation.operator_settings import (
-    OPTION_SETTINGS,
-    SimulateSettings,
-    simulate_settings,
-    with_budgets,
-)
-from controlplane.simulation.runner import PolicyKnobs, check_policies, simulate
-from controlplane.simulation.timeline import check_not_inputs, timeline_paths
-from controlplane.simulation.trace import Trace, TraceError, load_trace
 from forecaster.errors import UnknownMethodError
-from forecaster.registry import get_forecaster
+
+if TYPE_CHECKING:  # imported where used: `headroom simulate --help` loads no pandas or numpy
+    from controlplane.simulation.config import SimConfig
+    from controlplane.simulation.engine import SimOptions
+    from controlplane.simulation.operator_settings import SimulateSettings
+    from controlplane.simulation.runner import PolicyKnobs
+    from controlplane.simulation.trace import Trace
 
 _err = Console(stderr=True)
 #: the policies' knobs by the option that sets them: their ValueErrors name the option
@@ -113,6 +93,10 @@ def _options_and_knobs(values: dict[str, Any], named: dict[str, str],
                        ) -> tuple[SimOptions, PolicyKnobs]:
     """The simulation's options and the policies' knobs of the resolved option values and the
     settings (ValueError naming the flag, or the settings file and key, of a bad value)."""
+    from controlplane.autoscaling.profile_correction import CorrectionConfig
+    from controlplane.simulation.engine import SimOptions
+    from controlplane.simulation.runner import PolicyKnobs
+
     correction = CorrectionConfig() if profile_correction else None
     if chosen is not None and chosen.profile_correction is not None:
         correction = chosen.profile_correction[0] or correction  # the flag turns it on
@@ -142,6 +126,13 @@ def _inputs(models: Path, cold_start: str | None, read_trace: Callable[..., Trac
     (``read_trace``: ``load_trace`` with the options of the trace), both read even when one is
     refused, so that a run names the problems of both (ValueError, one line each); a trace read
     without the models file is not checked against its models."""
+    from controlplane.simulation.config import (
+        ModelsFileError,
+        load_models_file,
+        parse_cold_start_option,
+    )
+    from controlplane.simulation.trace import TraceError
+
     override = parse_cold_start_option(cold_start) if cold_start else None
     problems: list[str] = []
     config, replayed = None, None
@@ -176,6 +167,9 @@ def capped_hint_lines(summary: dict[str, Any]) -> list[str]:
 def forecast_line(summary: dict[str, Any]) -> str | None:
     """One line on the forecasts the predictive policy sized from that fell back or had no
     calibrated upper tail yet (a model's first hours), or None when none did."""
+    from controlplane.autoscaling.calibration import MIN_ERRORS
+    from controlplane.domain.demand import PREDICTIVE
+
     fallbacks, uncalibrated = summary["forecast_fallbacks"], summary["uncalibrated_forecasts"]
     if summary["policy"] != PREDICTIVE or not (fallbacks or uncalibrated):
         return None
@@ -285,6 +279,25 @@ def simulate_command(
 
     Cold starts are sampled; the per-minute timeline is written, and short model-minutes,
     GPU-hours and cost are printed (a side-by-side table for several policies)."""
+    from controlplane.domain.demand import PREDICTIVE
+    from controlplane.settings import ConfigError, load_settings
+    from controlplane.simulation.config import ModelsFileError
+    from controlplane.simulation.effective_settings import (
+        effective_settings,
+        sources,
+        unlike_serve,
+        unlike_serve_note,
+    )
+    from controlplane.simulation.operator_settings import (
+        OPTION_SETTINGS,
+        simulate_settings,
+        with_budgets,
+    )
+    from controlplane.simulation.runner import check_policies, simulate
+    from controlplane.simulation.timeline import check_not_inputs, timeline_paths
+    from controlplane.simulation.trace import TraceError, load_trace
+    from forecaster.registry import get_forecaster
+
     try:  # everything the user gave is checked before the first simulated minute
         chosen = (simulate_settings(load_settings(config_file), str(config_file))
                   if config_file is not None else None)

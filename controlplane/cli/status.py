@@ -16,26 +16,13 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from sqlalchemy import inspect
-from sqlalchemy.exc import SQLAlchemyError
 
-from controlplane import cost_reader
 from controlplane.adapters.clock import WallClock
-from controlplane.autoscaling.hints import status_floors
 from controlplane.cli.demo_store import settings_with_db, with_demo_hint
 from controlplane.cli.json_errors import JsonOption, write_document
 from controlplane.cli.numbers import float_option
-from controlplane.cli.status_view import render, status_document
 from controlplane.cli.store_origin import db_url_named, store_error_line
 from controlplane.cli.streams import PipeConsole, exit_when_stdout_closes, usage_error
-from controlplane.domain.fleet_status import judge_health
-from controlplane.domain.price_history import unapplied_price_notes
-from controlplane.fleet_lease import FLEET_LEASE
-from controlplane.settings import ConfigError, pool_specs
-from controlplane.store import MigrationError, StoreUnavailable
-from controlplane.store.configured import open_read_only
-from controlplane.store.engine import NO_SCHEMA_ADVICE, check_known_revision, redact
-from controlplane.store.status_reader import read_fleet_status
 
 #: the default --max-tick-age-s in reconcile intervals
 STALE_AFTER_INTERVALS = 3
@@ -67,6 +54,21 @@ def status_command(
     plan leaves a model unplaced, an action has failed on every deciding tick for 5 minutes
     or the last tick is older than --max-tick-age-s (while a simulated fleet runs, its ticks on
     its own clock: its sim-fleet lease's renewal); 2 when the store cannot be read."""
+    from sqlalchemy import inspect
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from controlplane import cost_reader
+    from controlplane.autoscaling.hints import status_floors
+    from controlplane.cli.status_view import render, status_document
+    from controlplane.domain.fleet_status import judge_health
+    from controlplane.domain.price_history import unapplied_price_notes
+    from controlplane.fleet_lease import FLEET_LEASE
+    from controlplane.settings import ConfigError, pool_specs
+    from controlplane.store import MigrationError, StoreUnavailable
+    from controlplane.store.configured import open_read_only
+    from controlplane.store.engine import NO_SCHEMA_ADVICE, check_known_revision, redact
+    from controlplane.store.status_reader import read_fleet_status
+
     try:
         settings = settings_with_db(config, db)
         url = settings.db.url

@@ -10,27 +10,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 
 from controlplane.cli.demo_store import settings_with_db, with_demo_hint
 from controlplane.cli.streams import usage_error
 from controlplane.domain.errors import error_line
-from controlplane.settings import ConfigError, Settings
-from controlplane.store import MigrationError, Store, StoreUnavailable
-from controlplane.store.configured import open_existing_store
-from controlplane.store.engine import (
-    failed_in_use,
-    in_memory,
-    missing_schema,
-    not_a_sqlite_store,
-    redact,
-)
-from controlplane.store.revisions import Standing, store_standing
 from forecaster.errors import InputError
 from scheduler.domain.errors import Unavailable
+
+if TYPE_CHECKING:  # imported where used: `headroom --help` loads no store
+    from controlplane.settings import Settings
+    from controlplane.store import Store
+    from controlplane.store.revisions import Standing
 
 T = TypeVar("T")
 
@@ -45,6 +38,9 @@ DbOption = Annotated[Path | None, typer.Option(
 def refuse_in_memory(url: str) -> None:
     """ConfigError for a migration command (``db upgrade``, ``db downgrade``) on an in-memory
     database, which would keep nothing."""
+    from controlplane.settings import ConfigError
+    from controlplane.store.engine import in_memory
+
     if in_memory(url):
         raise ConfigError(f"db.url {url}: an in-memory database ends with this command, so a "
                           "migration would keep nothing; use sqlite:///FILE or a server URL")
@@ -57,6 +53,11 @@ def db_url_named(settings: Settings) -> Iterator[None]:
     operational and interface errors), as a StoreUnavailable (one line, exit 2), not a
     traceback. A missing table or column is left to the caller, whose line says how to
     upgrade the schema."""
+    from sqlalchemy.exc import InterfaceError, OperationalError
+
+    from controlplane.store import StoreUnavailable
+    from controlplane.store.engine import failed_in_use, missing_schema
+
     try:
         yield
     except StoreUnavailable as error:
@@ -72,6 +73,10 @@ def store_error_line(url: str, error: BaseException, standing: Standing | None =
     """A database error of a command's store work in one line; most often the schema is older
     than this Headroom, unless the connection was lost (a server gone, a stalled network).
     ``standing``, when read, turns the question into the store's revision and the command."""
+    from sqlalchemy.exc import DBAPIError
+
+    from controlplane.store.engine import not_a_sqlite_store, redact
+
     line = error_line(error)
     if isinstance(error, DBAPIError) and error.connection_invalidated:
         return f"store {redact(url)}: {line}"
@@ -87,6 +92,10 @@ def store_error_line(url: str, error: BaseException, standing: Standing | None =
 def _standing(store: Store) -> Standing | None:
     """Where the store stands against this Headroom's migrations; None when that is unreadable
     too (the connection lost)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from controlplane.store.revisions import store_standing
+
     try:
         return store_standing(store.engine)
     except SQLAlchemyError:
@@ -97,6 +106,11 @@ def _standing(store: Store) -> Standing | None:
 @contextmanager
 def store_errors(url: str) -> Iterator[None]:
     """A command's refusals and store errors as one-line usage errors (exit 2)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from controlplane.settings import ConfigError
+    from controlplane.store import MigrationError, StoreUnavailable
+
     try:
         yield
     except (ConfigError, InputError, StoreUnavailable, MigrationError, Unavailable) as error:
@@ -109,6 +123,12 @@ def with_existing_store(config: Path | None, db: Path | None, work: Callable[[St
     """``work`` on the store ``--db`` / ``--config`` / the environment name, which must exist
     with its schema (never created here); ``InputError`` raised by ``work`` and store errors
     are one-line usage errors."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from controlplane.settings import ConfigError
+    from controlplane.store import StoreUnavailable
+    from controlplane.store.configured import open_existing_store
+
     try:
         settings = settings_with_db(config, db)
     except ConfigError as error:

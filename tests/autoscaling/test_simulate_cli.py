@@ -360,7 +360,7 @@ def test_a_timeline_under_a_file_is_refused_before_the_simulation_runs(
     def no_work(*_: object, **__: object) -> None:
         raise AssertionError("the simulation ran")
 
-    monkeypatch.setattr("controlplane.cli.simulate.simulate", no_work)
+    monkeypatch.setattr("controlplane.simulation.runner.simulate", no_work)
     trace = write_trace(tmp_path / "trace.csv", steps=6)
     models = write_models(tmp_path / "models.yaml")
     code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",

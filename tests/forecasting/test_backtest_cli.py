@@ -255,7 +255,7 @@ def test_a_predictions_path_under_a_file_is_refused_before_any_work(
     def no_work(*_: object) -> None:
         raise AssertionError("the backtest ran")
 
-    monkeypatch.setattr("controlplane.cli.forecast.run_all", no_work)
+    monkeypatch.setattr("forecaster.backtest.run_all", no_work)
     code, _, stderr = backtest("--csv", str(two_models), "--time-col", "ts", "--value-col",
                                "rate_rps", "--series-col", "model", "--predictions-out",
                                str(two_models / "p.csv"))
