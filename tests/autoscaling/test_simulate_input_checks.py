@@ -119,7 +119,7 @@ def test_a_timeline_that_cannot_be_written_is_refused_before_the_simulation_runs
     def no_work(*_: object, **__: object) -> None:
         raise AssertionError("the simulation ran")
 
-    monkeypatch.setattr("controlplane.cli.simulate.simulate", no_work)
+    monkeypatch.setattr("controlplane.simulation.runner.simulate", no_work)
     trace = write_trace(tmp_path / "trace.csv", steps=6)
     errors = _errors(_run(trace, write_models(tmp_path / "models.yaml"), Path(out)))
     assert len(errors) == 1 and errors[0].startswith(f"error: {message}"), errors
