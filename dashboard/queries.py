@@ -304,7 +304,7 @@ def fleet_timeline(url: str, since_at: datetime, until_at: datetime) -> pd.DataF
     engine = engine_for(url)
     cols = ["at", "status", "read_the_fleet", *FLEET_TOTALS, "gpus_placed", "warm_gpus"]
     query = (select(t.c.started_at, t.c.status,
-                    read_the_fleet(t.c.observed_json, engine.dialect.name),
+                    read_the_fleet(engine),
                     *(t.c[c] for c in FLEET_TOTALS), p.c.gpus_placed, p.c.warm_gpus)
              .select_from(t.join(p, p.c.tick_id == t.c.id, isouter=True))
              .where(and_(t.c.started_at >= since_at, t.c.started_at <= until_at))

@@ -251,7 +251,7 @@ def seed_day(connection: Connection, models: list[Model], demand: np.ndarray,
                       "status": "applied", "reason": "", "gpus_ready": billed,
                       "demand_rps": float(demand[:, minute].sum()),
                       "capacity_rps": float(capacity.sum()), "observed_json": observed,
-                      "guard_memory_json": "[]"})
+                      "guard_memory_json": "[]", "synced": True})
         changed = [i for i in range(len(models))
                    if minute and needed[i, minute] != needed[i, minute - 1]]
         rendered = "\n".join(f"model {models[i].name} replicas {needed[i, minute - 1]}→"

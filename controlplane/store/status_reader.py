@@ -166,13 +166,24 @@ def tick_leadership(connection: Connection, last_tick_id: int) -> LeadershipChan
         for r in rows)
 
 
-def read_the_fleet(observed_json: ColumnElement[str], dialect: str) -> ColumnElement[bool]:
-    """Whether a tick read the fleet, as a condition on its stored snapshot (``observed_json``)
-    in the store's SQL ``dialect``: its ``synced`` flag, absent (a store older than the flag)
-    meaning read. A tick that could not read the fleet (the API unreachable or rejecting the
-    read, a snapshot not synced, a store that failed before the read) records it False, and its
-    totals (GPUs ready, demand, capacity) are then not the fleet's. ``headroom status`` and the
-    dashboard pick the fleet they show by it."""
+def read_the_fleet(bind: Connection | Engine) -> ColumnElement[bool]:
+    """Whether a tick read the fleet, as a condition on the ticks table in the store's SQL
+    dialect: its ``synced`` column (migration 0026), else (a store not upgraded to it, a tick
+    recorded by an older Headroom since) its stored snapshot's flag (``synced_in_snapshot``).
+    A tick that could not read the fleet (the API unreachable or rejecting the read, a snapshot
+    not synced, a store that failed before the read) records it False, and its totals (GPUs
+    ready, demand, capacity) are then not the fleet's. ``headroom status`` and the dashboard
+    pick the fleet they show by it."""
+    t = _table(TickRecord).c
+    flag = synced_in_snapshot(t.observed_json, bind.dialect.name)
+    if "synced" not in {c["name"] for c in inspect(bind).get_columns("ticks")}:
+        return flag
+    return func.coalesce(t.synced, flag)
+
+
+def synced_in_snapshot(observed_json: ColumnElement[str], dialect: str) -> ColumnElement[bool]:
+    """A tick's stored snapshot's (``observed_json``) ``synced`` flag in SQL ``dialect``, absent
+    (a store older than the flag) meaning read; migration 0026 fills the column by this rule."""
     if dialect == "postgresql":
         flag = cast(cast(observed_json, JSON)["synced"], Text)
         return func.coalesce(flag, "true") != "false"
@@ -189,7 +200,7 @@ def fleet_seen(connection: Connection, tick_id: int) -> tuple[int, ObservedState
     row = connection.execute(
         select(t.id, t.observed_json)
         .where(t.id.in_(searched.scalar_subquery()),
-               read_the_fleet(t.observed_json, connection.dialect.name))
+               read_the_fleet(connection))
         .order_by(t.id.desc()).limit(1)).first()
     return None if row is None else (int(row.id), codec.observed_from_json(row.observed_json))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Column, Index, Text, UniqueConstraint
+from sqlalchemy import Boolean, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from controlplane.store.utc import UtcDateTime
@@ -138,6 +138,9 @@ class TickRecord(SQLModel, table=True):
     # the process that wrote it: the Lease holder identity of the leading replica (0016;
     # None before, or when the writer did not say)
     writer: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    # whether it read the fleet: observed_json's flag, kept beside it so a read of many ticks
+    # does not extract it from each document (0026; None before: the document says)
+    synced: bool | None = Field(default=None, sa_column=Column(Boolean, nullable=True))
 
 
 class PlanRecord(SQLModel, table=True):

@@ -33,7 +33,7 @@ def add_tick(session: Session, report: TickReport) -> int:
         observed_json=codec.observed_to_json(report.observed),
         guard_memory_json=codec.guard_memory_to_json(report.guard_memory),
         profiles_json=codec.profiles_to_json(report.profiles) if report.profiles
-        else None, writer=report.writer)
+        else None, writer=report.writer, synced=report.observed.synced)
     session.add(tick)
     session.flush()
     assert tick.id is not None

@@ -39,7 +39,7 @@ def test_the_fleet_seen_is_the_newest_tick_that_read_it_when_later_ones_could_no
     t = SQLModel.metadata.tables[str(TickRecord.__tablename__)].c
     with store.engine.connect() as connection:
         read = {int(i): bool(r) for i, r in connection.execute(select(
-            t.id, read_the_fleet(t.observed_json, connection.dialect.name)))}
+            t.id, read_the_fleet(connection)))}
         seen_by_newest = fleet_seen(connection, read_tick_id + 3)
         seen_by_read = fleet_seen(connection, read_tick_id)
     store.engine.dispose()

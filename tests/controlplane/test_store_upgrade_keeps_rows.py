@@ -36,8 +36,10 @@ ROWS: dict[str, list[dict[str, Any]]] = {
                        notes_json='["2 negative value(s) clipped to 0"]')],
     "ticks": [dict(id=1, started_at=T0, finished_at=T1, status="applied", reason="",
                    gpus_ready=1, demand_rps=12.5, capacity_rps=40.0,
-                   observed_json='{"at": "2026-03-02T12:00:00+00:00", "nodes": []}',
-                   guard_memory_json='{"held": {}}', profiles_json=None, writer="host-1234")],
+                   observed_json='{"at": "2026-03-02T12:00:00+00:00", "nodes": [], '
+                                 '"synced": false}',
+                   guard_memory_json='{"held": {}}', profiles_json=None, writer="host-1234",
+                   synced=False)],
     "plans": [dict(id=1, tick_id=1, created_at=T1, revision=3, dry_run=False, cost_per_hour=0.75,
                    gpus_placed=1, warm_gpus=1, unplaced_json="[]", rendered="l4-0: bert-embed",
                    warm_gpus_json='{"L4": 1}',
@@ -91,7 +93,8 @@ ADDED = {("placement_bindings", "lease_s"): 0.0,  # 0009: no lease, never expire
          ("models", "paused_at"): None,
          ("models", "paused_by"): None,
          ("forecasts", "notes_json"): None,  # 0023: nothing noted
-         ("plans", "kept_json"): None}  # 0024: no kept replicas known
+         ("plans", "kept_json"): None,  # 0024: no kept replicas known
+         ("ticks", "synced"): False}  # 0026: its snapshot's flag
 RENAMED_BY_0006 = {("observations", "latency_ms"): "mean_latency_ms"}  # 0005 named it so
 
 
