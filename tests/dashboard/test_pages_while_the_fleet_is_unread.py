@@ -131,11 +131,12 @@ def test_fleet_timeline_leaves_the_unread_ticks_totals_missing_not_zero(
 
 def test_pages_of_a_fleet_never_read_say_so_and_bill_nothing(
         seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every tick the store holds could not read the fleet (here: each snapshot marked so)."""
+    """Every tick the store holds could not read the fleet (here: each snapshot and its
+    ``synced`` column, migration 0026, marked so)."""
     url = _copy(seeded, tmp_path / "never.db")
     with closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as db:
         rows = db.execute("SELECT id, observed_json FROM ticks").fetchall()
-        db.executemany("UPDATE ticks SET observed_json = ? WHERE id = ?",
+        db.executemany("UPDATE ticks SET observed_json = ?, synced = 0 WHERE id = ?",
                        [(json.dumps({**json.loads(o), "synced": False}), i) for i, o in rows])
         db.commit()
     at = open_page(url, "views/overview.py", monkeypatch)
