@@ -223,15 +223,8 @@ def fleet_cost_rate(snapshot: FleetSnapshot, prices: PriceTable) -> tuple[CostLi
             idle = [float(unplaced - warm), (unplaced - warm) * rate]
             totals[(CostCategory.IDLE, product, IDLE_MODEL, IDLE_MODEL)] = idle
     price_of = {p: prices.price_of(p) for p in {u.product for u in snapshot.placed}}
-    for usage in snapshot.placed:  # _add's sums, inlined: a fleet holds hundreds of layouts
-        price = price_of[usage.product]
-        gpus = usage.gpus * factor[usage.product]
-        for key, share in _one_gpu(usage.product, usage.segments, price):
-            acc = totals.get(key)
-            if acc is None:
-                acc = totals[key] = [0.0, 0.0]
-            acc[0] += share * gpus
-            acc[1] += share * gpus * price.usd_per_gpu_hour
+    for usage in snapshot.placed:
+        _add(totals, usage, price_of[usage.product], factor[usage.product])
     kept_from_idle(totals, snapshot.kept, prices)
     return _merged(totals)
 
