@@ -26,7 +26,12 @@ import numpy as np
 from forecaster.errors import SeriesError, UnknownMethodError
 from forecaster.features import History
 from forecaster.models import Predictions
-from forecaster.prepare import NO_NUMBERS, unusable_problem, values_array
+from forecaster.prepare import (
+    NO_NUMBERS,
+    last_observation_clipped,
+    unusable_problem,
+    values_array,
+)
 from forecaster.registry import get_forecaster
 from forecaster.settings import DEFAULT_SETTINGS, ForecasterSettings
 from forecaster.types import Forecast, TrafficSeries
@@ -95,9 +100,8 @@ def clipped_notes(series: TrafficSeries) -> tuple[str, ...]:
     if values[last] >= 0:
         return (f"{negatives} negative value(s) clipped to 0",)
     at = series.start_at + timedelta(seconds=series.step_s * last)
-    return (f"{negatives} negative value(s) clipped to 0, the last observation among them "
-            f"({values[last]:g} at {at.isoformat()}): the forecast starts from a last "
-            "observation of 0",)
+    return (f"{negatives} negative value(s) clipped to 0, "
+            f"{last_observation_clipped(float(values[last]), at)}",)
 
 
 def _constant(series: TrafficSeries, steps: int, level: float, reason: str) -> Forecast:

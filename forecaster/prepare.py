@@ -200,6 +200,13 @@ def step_means(series_id: str, times_ns: IntArray, values: FloatArray, step_of: 
     return means, report
 
 
+def last_observation_clipped(value: float, at: datetime, starts_from: float = 0.0) -> str:
+    """The words, after a count of negative values clipped to 0, that name the last observation
+    when it was one of them: the forecast starts from ``starts_from`` (the clipped step)."""
+    return (f"the last observation among them ({value:g} at {at.isoformat()}): the forecast "
+            f"starts from a last observation of {starts_from:g}")
+
+
 def last_clipped(times_ns: IntArray, values: FloatArray, step_of: IntArray,
                  means: FloatArray) -> str:
     """When the last step with a finite value (the one a forecast starts from) had a negative
@@ -214,8 +221,7 @@ def last_clipped(times_ns: IntArray, values: FloatArray, step_of: IntArray,
         return ""
     row = int(negative[-1])
     at = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(times_ns[row]) // 1000)
-    return (f"the last observation among them ({values[row]:g} at {at.isoformat()}): the "
-            f"forecast starts from a last observation of {float(means[last_step]):g}")
+    return last_observation_clipped(float(values[row]), at, float(means[last_step]))
 
 
 def regularize(series_id: str, times_ns: IntArray, values: FloatArray,

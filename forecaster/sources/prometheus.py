@@ -50,7 +50,7 @@ import requests
 from prometheus_api_client.exceptions import PrometheusApiClientException
 
 from forecaster.errors import SourceError, SourceUnreachable
-from forecaster.prepare import unusable_problem
+from forecaster.prepare import last_observation_clipped, unusable_problem
 from forecaster.sources.prometheus_connection import auth_hint, prometheus_client, unreachable
 from forecaster.sources.prometheus_replies import (
     matrix_samples,
@@ -218,9 +218,8 @@ class PrometheusSource:
                 problems.append(partial.describe(window_s))
         last = next((i for i in reversed(range(len(sums))) if not math.isnan(sums[i])), None)
         if clipped and last is not None and sums[last] < 0:  # the forecast starts from it
-            problems[0] += (f", the last observation among them ({sums[last]:g} at "
-                            f"{(since_at + timedelta(seconds=step_s * last)).isoformat()}): "
-                            "the forecast starts from a last observation of 0")
+            problems[0] += ", " + last_observation_clipped(
+                sums[last], since_at + timedelta(seconds=step_s * last))
         values = tuple(max(0.0, v) if not math.isnan(v) else v for v in sums)
         window = f"between {since_at.isoformat()} and {until_at.isoformat()}"
         if all(math.isnan(v) for v in sums) and not nonfinite:
