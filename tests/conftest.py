@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +37,40 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     print(f"\nerror: the tests created {made} (a fixture or test wrote the demo store or the "
           "forecaster state into the working directory, not its tmp_path)")
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warm_cli() -> Iterator[None]:
+    """One warm interpreter per pytest process that ``WARM_HEADROOM`` commands fork from
+    (tests/warm_cli.py). Its environment is the run's without HEADROOM_* settings and terminal
+    size, which each command brings in its own."""
+    from tests.warm_cli import SOCKET_VARIABLE
+    directory = tempfile.mkdtemp(prefix="warm-cli-")
+    path = str(Path(directory) / "socket")
+    root = str(Path(__file__).resolve().parents[1])
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("HEADROOM_") and k not in ("COLUMNS", "LINES")}
+    with (Path(directory) / "server.log").open("wb") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-c", f"import sys; sys.path.insert(0, {root!r}); "
+             f"from tests.warm_cli import serve; sys.path.remove({root!r}); serve({path!r})"],
+            stdin=subprocess.PIPE, stdout=log, stderr=log, env=env, cwd=directory)
+    os.environ[SOCKET_VARIABLE] = path
+    for _ in range(600):  # ready once it listens, after its imports: ~1-3 s
+        if Path(path).exists() or server.poll() is not None:
+            break
+        time.sleep(0.1)
+    try:
+        yield
+    finally:
+        del os.environ[SOCKET_VARIABLE]
+        assert server.stdin is not None
+        server.stdin.close()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -20,6 +20,7 @@ from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store
 from controlplane.store.lease import SqlLeaseStore
+from tests.warm_cli import WARM_HEADROOM as WARM_HEADROOM
 
 HEADROOM = [sys.executable, "-c", "from controlplane.cli import main; main()"]
 
@@ -82,7 +83,7 @@ def simulated_store(tmp_path: Path, clock_at: datetime) -> tuple[Path, datetime]
 
 def headroom_status(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     """`headroom status ARGS` on the store at ``url``, 200 columns wide."""
-    return subprocess.run([*HEADROOM, "status", *args],
+    return subprocess.run([*WARM_HEADROOM, "status", *args],
                           env=_env(HEADROOM_DB__URL=url, COLUMNS="200"),
                           capture_output=True, text=True, timeout=120)
 

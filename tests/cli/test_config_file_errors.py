@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from clihelpers import HEADROOM, _env
+from clihelpers import WARM_HEADROOM, _env
 
 COMMANDS = [["serve"], ["demo", "--minutes", "1", "--no-dashboard"], ["dashboard"], ["status"],
             ["forecast", "run"], ["cost", "export", "--out", "cost.csv"], ["db", "upgrade"],
@@ -31,7 +31,7 @@ def test_every_command_refuses_a_bad_config_with_the_same_line(
         path, expected = tmp_path / "headroom.yaml", "headroom.yaml: surprise: unknown key"
         path.write_text("surprise: 1\n")
     before = sorted(p.name for p in tmp_path.iterdir())
-    run = subprocess.run([*HEADROOM, *command, "--config", path.name], env=_env(),
+    run = subprocess.run([*WARM_HEADROOM, *command, "--config", path.name], env=_env(),
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert (run.returncode, run.stderr) == (2, f"error: {expected}\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no store, no log, no output
@@ -45,7 +45,7 @@ def test_a_budget_of_no_tenant_stops_serve_and_demo_before_the_state_dir_is_made
     config.write_text(f"db:\n  url: sqlite:///{tmp_path / 'store.db'}\n"
                       "autoscaling:\n  tenant_gpu_budgets: {serach: 4}\n")
     env = _env(HEADROOM_FORECAST__STATE_DIR=str(tmp_path / "state"))
-    run = subprocess.run([*HEADROOM, *command, "--config", str(config)], env=env,
+    run = subprocess.run([*WARM_HEADROOM, *command, "--config", str(config)], env=env,
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert run.stderr.startswith("error: autoscaling.tenant_gpu_budgets: no model belongs to "
@@ -59,7 +59,7 @@ def test_placement_serve_names_a_bad_config_even_when_its_port_is_taken(tmp_path
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        run = subprocess.run([*HEADROOM, "placement", "serve", "--listen", f"127.0.0.1:{port}",
+        run = subprocess.run([*WARM_HEADROOM, "placement", "serve", "--listen", f"127.0.0.1:{port}",
                               "--config", "conf.d"], env=_env(), cwd=tmp_path,
                              capture_output=True, text=True, timeout=120)
     assert (run.returncode, run.stderr) == (2, "error: conf.d: a directory, not a config file\n")

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from clihelpers import HEADROOM, _env, taken_port
+from clihelpers import HEADROOM, WARM_HEADROOM, _env, taken_port
 
 from controlplane.cli import dashboard_environment
 from controlplane.settings import CONFIG_FILE_ENV, load_inherited_settings, load_settings
@@ -15,7 +15,7 @@ from controlplane.settings import CONFIG_FILE_ENV, load_inherited_settings, load
 
 def _dashboard(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = _env(HEADROOM_DB__URL=f"sqlite:///{tmp_path / 'store.db'}", COLUMNS="400")
-    return subprocess.run([*HEADROOM, "dashboard", *args], env=env, cwd=tmp_path,
+    return subprocess.run([*WARM_HEADROOM, "dashboard", *args], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from clihelpers import HEADROOM, _env
+from clihelpers import WARM_HEADROOM, _env
 from typer.testing import CliRunner
 
 import controlplane.cli.downgrade as downgrade_cli
@@ -35,7 +35,7 @@ def _paused_store(tmp_path: Path) -> Path:
 
 
 def _downgrade(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*HEADROOM, "db", "downgrade", *args, "--db", str(path)], env=_env(),
+    return subprocess.run([*WARM_HEADROOM, "db", "downgrade", *args, "--db", str(path)], env=_env(),
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
 
 

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from clihelpers import HEADROOM, _env
+from clihelpers import WARM_HEADROOM, _env
 from sqlalchemy import create_engine, inspect, text
 
 from controlplane.store import Store, upgrade
@@ -18,7 +18,7 @@ HEAD = scripts().get_current_head()
 
 def _run(*args: str, url: str | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
     env = _env(HEADROOM_DB__URL=url, **extra) if url is not None else _env(**extra)
-    return subprocess.run([*HEADROOM, "db", *args], env=env, capture_output=True, text=True,
+    return subprocess.run([*WARM_HEADROOM, "db", *args], env=env, capture_output=True, text=True,
                           timeout=120)
 
 
@@ -164,7 +164,7 @@ def test_a_file_that_is_no_sqlite_database_is_named_so_not_sent_to_db_upgrade(
     # before: "(is the schema current? run `headroom db upgrade`)", which refuses the file too
     junk = tmp_path / "demo.db"
     junk.write_text("not a database\n" * 100)
-    run = subprocess.run([*HEADROOM, *command, "--db", str(junk)], env=_env(),
+    run = subprocess.run([*WARM_HEADROOM, *command, "--db", str(junk)], env=_env(),
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert run.stderr == (f"error: store sqlite:///{junk}: file is not a database (not a "

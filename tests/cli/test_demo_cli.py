@@ -16,7 +16,15 @@ from pathlib import Path
 
 import grpc
 import pytest
-from clihelpers import HEADROOM, _env, _free_port, _wait_for, only_failure_document, taken_port
+from clihelpers import (
+    HEADROOM,
+    WARM_HEADROOM,
+    _env,
+    _free_port,
+    _wait_for,
+    only_failure_document,
+    taken_port,
+)
 
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
@@ -27,7 +35,7 @@ from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 
 
 def test_scripted_demo_prints_one_json_summary_with_ticks_and_placements(tmp_path: Path) -> None:
-    done = subprocess.run([*HEADROOM, "demo", "--minutes", "120", "--no-dashboard", "--json",
+    done = subprocess.run([*WARM_HEADROOM, "demo", "--minutes", "120", "--no-dashboard", "--json",
                            "--start", "2026-12-03T08:00:00Z"],
                           cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -74,7 +82,7 @@ def test_two_scripted_demos_from_one_start_give_the_same_summary(tmp_path: Path)
 
 def test_a_demo_without_start_starts_at_the_wall_clock_minute(tmp_path: Path) -> None:
     before = datetime.now(UTC).replace(second=0, microsecond=0)
-    done = subprocess.run([*HEADROOM, "demo", "--minutes", "0", "--no-dashboard", "--json"],
+    done = subprocess.run([*WARM_HEADROOM, "demo", "--minutes", "0", "--no-dashboard", "--json"],
                           cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     start_at = datetime.fromisoformat(json.loads(done.stdout)["sim_start_at"])
@@ -135,9 +143,9 @@ def test_ctrl_c_stops_the_live_demo_even_when_it_was_started_with_sigint_ignored
 def test_bad_configuration_exits_2_with_one_line_and_no_traceback(
         tmp_path: Path, args: list[str], env_extra: dict[str, str], expected: str) -> None:
     (tmp_path / "bad.yaml").write_text("mystery: 1\n")
-    done = subprocess.run([*HEADROOM, "demo", "--minutes", "1", "--no-dashboard", "--json", *args],
-                          cwd=tmp_path, env=_env(**env_extra), capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run([*WARM_HEADROOM, "demo", "--minutes", "1", "--no-dashboard", "--json",
+                           *args], cwd=tmp_path, env=_env(**env_extra), capture_output=True,
+                          text=True, timeout=60)
     assert done.returncode == 2
     assert expected in done.stderr.replace("\n", "")
     assert "Traceback" not in done.stderr and only_failure_document(done)
@@ -159,7 +167,7 @@ def test_kill_9_then_restart_resumes_with_earlier_decisions_visible(tmp_path: Pa
     store = Store.open(f"sqlite:///{db}")
     before = store.counts()
     last_at = store.last_tick_at()
-    done = subprocess.run([*HEADROOM, "demo", "--minutes", "10", "--no-dashboard", "--json"],
+    done = subprocess.run([*WARM_HEADROOM, "demo", "--minutes", "10", "--no-dashboard", "--json"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     after = store.counts()
@@ -222,7 +230,7 @@ def test_the_demo_store_is_the_explicit_db_then_the_environment_then_the_config_
         tmp_path: Path, args: list[str], env_extra: dict[str, str], expected: str) -> None:
     (tmp_path / "store.yaml").write_text(f"db:\n  url: sqlite:///{tmp_path / 'config.db'}\n")
     env = _env(**{k: v.format(tmp=tmp_path) for k, v in env_extra.items()})
-    done = subprocess.run([*HEADROOM, "demo", "--minutes", "1", "--no-dashboard", "--json",
+    done = subprocess.run([*WARM_HEADROOM, "demo", "--minutes", "1", "--no-dashboard", "--json",
                            *args], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
@@ -234,7 +242,7 @@ def test_the_demo_store_is_the_explicit_db_then_the_environment_then_the_config_
 def test_a_taken_dashboard_port_gives_the_demo_dashboard_another_port(tmp_path: Path) -> None:
     with taken_port() as port:
         env = _env(HEADROOM_DASHBOARD__PORT=str(port))
-        done = subprocess.run([*HEADROOM, "demo", "--minutes", "1", "--speed", "60", "--json"],
+        done = subprocess.run([*WARM_HEADROOM, "demo", "--minutes", "1", "--speed", "60", "--json"],
                               cwd=tmp_path, env=env, capture_output=True, text=True,
                               timeout=120, start_new_session=True)
     assert done.returncode == 0, done.stderr
@@ -246,7 +254,7 @@ def test_a_taken_dashboard_port_gives_the_demo_dashboard_another_port(tmp_path: 
 @pytest.mark.parametrize("url", ["sqlite://", "sqlite:///"])
 def test_an_in_memory_store_with_the_dashboard_is_refused_naming_why(tmp_path: Path,
                                                                    url: str) -> None:
-    run = subprocess.run([*HEADROOM, "demo", "--minutes", "1"], cwd=tmp_path,
+    run = subprocess.run([*WARM_HEADROOM, "demo", "--minutes", "1"], cwd=tmp_path,
                          env=_env(HEADROOM_DB__URL=url), capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 2
@@ -259,8 +267,9 @@ def test_an_in_memory_store_with_the_dashboard_is_refused_naming_why(tmp_path: P
 @pytest.mark.parametrize("minutes", ["0.5", "1.5"])
 def test_a_run_of_a_fraction_of_a_minute_counts_its_last_gpus_in_the_peak(
         tmp_path: Path, minutes: str) -> None:
-    done = subprocess.run([*HEADROOM, "demo", "--minutes", minutes, "--no-dashboard", "--json"],
-                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    done = subprocess.run([*WARM_HEADROOM, "demo", "--minutes", minutes, "--no-dashboard",
+                           "--json"], cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["sim_minutes"] == float(minutes)
@@ -272,7 +281,7 @@ def test_a_corrupt_default_store_is_refused_in_one_line_that_does_not_blame_the_
     store = tmp_path / ".headroom" / "demo.db"
     store.parent.mkdir()
     store.write_bytes(b"not a database, just some garbage\n" * 200)
-    done = subprocess.run([*HEADROOM, "demo", "--minutes", "1", "--no-dashboard", "--json"],
+    done = subprocess.run([*WARM_HEADROOM, "demo", "--minutes", "1", "--no-dashboard", "--json"],
                           cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.replace("\n", "").endswith(
@@ -287,8 +296,9 @@ def test_a_taken_placement_port_gives_the_demo_another_port_without_a_grpc_error
         tmp_path: Path) -> None:
     with taken_port() as port:
         env = _env(HEADROOM_PLACEMENT__LISTEN=f"127.0.0.1:{port}")
-        done = subprocess.run([*HEADROOM, "demo", "--minutes", "1", "--no-dashboard", "--json"],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run([*WARM_HEADROOM, "demo", "--minutes", "1", "--no-dashboard",
+                               "--json"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=120)
     assert done.returncode == 0, done.stderr
     address = json.loads(done.stdout)["grpc_address"]
     assert address.startswith("127.0.0.1:") and address != f"127.0.0.1:{port}"
@@ -298,7 +308,7 @@ def test_a_taken_placement_port_gives_the_demo_another_port_without_a_grpc_error
 def test_a_demo_stopped_before_its_first_tick_leaves_a_store_the_next_run_backfills_once(
         tmp_path: Path) -> None:
     for minutes in ("0", "1"):  # --minutes 0 (or Ctrl-C while starting): a store, no tick
-        done = subprocess.run([*HEADROOM, "demo", "--minutes", minutes, "--no-dashboard",
+        done = subprocess.run([*WARM_HEADROOM, "demo", "--minutes", minutes, "--no-dashboard",
                                "--json"], cwd=tmp_path, env=_env(), capture_output=True,
                               text=True, timeout=120)
         assert done.returncode == 0, done.stderr
@@ -333,7 +343,7 @@ def test_ctrl_c_while_the_demo_starts_stops_it_cleanly_and_gives_the_fleet_lease
 def test_a_speed_past_what_the_live_demo_can_pace_is_refused_naming_the_option(
         tmp_path: Path, speed: str) -> None:
     # inf stood simulated time still; 1e12 ran the clock past year 9999 and never stopped
-    done = subprocess.run([*HEADROOM, "demo", "--no-dashboard", "--speed", speed],
+    done = subprocess.run([*WARM_HEADROOM, "demo", "--no-dashboard", "--speed", speed],
                           cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "--speed" in done.stderr and "10000" in done.stderr, done.stderr
@@ -342,7 +352,7 @@ def test_a_speed_past_what_the_live_demo_can_pace_is_refused_naming_the_option(
 
 def test_a_one_minute_demo_ends_with_a_line_that_counts_one_minute_in_the_singular(
         tmp_path: Path) -> None:
-    done = subprocess.run([*HEADROOM, "demo", "--minutes", "1", "--no-dashboard",
+    done = subprocess.run([*WARM_HEADROOM, "demo", "--minutes", "1", "--no-dashboard",
                            "--start", "2026-12-03T08:00:00Z"],
                           cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -354,7 +364,7 @@ def test_a_one_minute_demo_ends_with_a_line_that_counts_one_minute_in_the_singul
 
 def test_a_store_path_that_looks_like_rich_markup_is_named_as_written(tmp_path: Path) -> None:
     db = tmp_path / "[bold]d.db"
-    done = subprocess.run([*HEADROOM, "demo", "--minutes", "0", "--no-dashboard", "--db",
+    done = subprocess.run([*WARM_HEADROOM, "demo", "--minutes", "0", "--no-dashboard", "--db",
                            str(db)], cwd=tmp_path, env=_env(COLUMNS="400"), capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -368,7 +378,7 @@ def test_a_store_that_lists_a_real_fleets_models_is_refused_and_left_as_it_was(
     imported = replace(DEMO_MODELS[0], name="team/gpt-prod")
     store.upsert_models([imported, replace(DEMO_MODELS[0], latency_slo_ms=2000.0)])
     store.engine.dispose()
-    done = subprocess.run([*HEADROOM, "demo", "--db", str(db), "--minutes", "1",
+    done = subprocess.run([*WARM_HEADROOM, "demo", "--db", str(db), "--minutes", "1",
                            "--no-dashboard", "--json"],
                           cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and only_failure_document(done)

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from clihelpers import HEADROOM, _env
+from clihelpers import WARM_HEADROOM, _env
 
 from controlplane.demo import Demo
 from controlplane.settings import load_settings
@@ -39,7 +39,7 @@ def test_a_binding_made_through_the_demo_is_listed_on_its_store_and_kept_on_resu
             gpu_milli=100, cpu_milli=100, memory_mib=128)).binding
     finally:
         demo.shutdown()
-    listed = subprocess.run([*HEADROOM, "placement", "bindings", "--db", str(db), "--json"],
+    listed = subprocess.run([*WARM_HEADROOM, "placement", "bindings", "--db", str(db), "--json"],
                             env=_env(), capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0, listed.stderr
     assert [(d["workload_id"], d["node"], d["gpu_indices"]) for d in json.loads(listed.stdout)

@@ -7,13 +7,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from clihelpers import HEADROOM, _env
+from clihelpers import WARM_HEADROOM, _env
 
 from controlplane import cli
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*HEADROOM, *args], env=_env(COLUMNS="400"), cwd=cwd,
+    return subprocess.run([*WARM_HEADROOM, *args], env=_env(COLUMNS="400"), cwd=cwd,
                           capture_output=True, text=True, timeout=120)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from clihelpers import HEADROOM, _env, _free_port
+from clihelpers import HEADROOM, WARM_HEADROOM, _env, _free_port
 from sqlalchemy import func, inspect, select, table
 
 from controlplane.domain.lease import LeaseRecord
@@ -115,7 +115,7 @@ def test_a_second_serve_on_a_store_another_serve_runs_exits_2_and_writes_nothing
         _until(first, lambda: _holds(url, first) and _rows(url)["ticks"] >= 1, 90,
                tmp_path / "first.log")
         before = _rows(url)
-        second = subprocess.run([*HEADROOM, "serve", "--config", str(config)],
+        second = subprocess.run([*WARM_HEADROOM, "serve", "--config", str(config)],
                                 env=_env(HEADROOM_PLACEMENT__LISTEN=f"127.0.0.1:{_free_port()}"),
                                 capture_output=True, text=True, timeout=120)
         assert second.returncode == 2, second.stderr
@@ -138,7 +138,7 @@ def test_the_first_serve_keeps_ticking_and_once_it_stops_cleanly_the_next_starts
     try:
         _until(first, lambda: _holds(store_url, first) and _rows(store_url)["ticks"] >= 2, 90,
                tmp_path / "first.log")
-        refused = subprocess.run([*HEADROOM, "serve", "--config", str(config)],
+        refused = subprocess.run([*WARM_HEADROOM, "serve", "--config", str(config)],
                                  env=_env(HEADROOM_PLACEMENT__LISTEN=f"127.0.0.1:{_free_port()}"),
                                  capture_output=True, text=True, timeout=120)
         assert refused.returncode == 2, refused.stderr
@@ -189,7 +189,7 @@ def test_a_demo_on_the_store_a_serve_runs_is_refused_the_same_way(tmp_path: Path
         _until(serve, lambda: _holds(url, serve) and _rows(url)["ticks"] >= 1, 90,
                tmp_path / "serve.log")
         before = _rows(url)
-        demo = subprocess.run([*HEADROOM, "demo", "--minutes", "5", "--no-dashboard", "--db",
+        demo = subprocess.run([*WARM_HEADROOM, "demo", "--minutes", "5", "--no-dashboard", "--db",
                                str(db)], cwd=tmp_path, env=_env(), capture_output=True,
                               text=True, timeout=120)
         assert demo.returncode == 2, demo.stderr

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import typer
-from clihelpers import HEADROOM, _env
+from clihelpers import WARM_HEADROOM, _env
 from typer.testing import CliRunner
 
 from controlplane.cli import app
@@ -61,7 +61,7 @@ def test_a_float_option_given_nan_or_an_infinity_is_refused_naming_the_option(
 
 
 def test_headroom_demo_speed_nan_says_nan_is_not_a_finite_number_in_the_speed_range() -> None:
-    run = subprocess.run([*HEADROOM, "demo", "--speed", "nan", "--no-dashboard"],
+    run = subprocess.run([*WARM_HEADROOM, "demo", "--speed", "nan", "--no-dashboard"],
                          env=_env(COLUMNS="300"), capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert ("Invalid value for '--speed': nan is not a finite number in the range "

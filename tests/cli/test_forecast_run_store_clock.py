@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from clihelpers import HEADROOM, _env, simulated_store
+from clihelpers import WARM_HEADROOM, _env, simulated_store
 
 from controlplane.adapters.clock import WallClock
 from controlplane.domain.timestamps import utc_text
@@ -22,7 +22,7 @@ def test_on_a_simulated_store_the_forecast_origin_is_its_last_tick_not_the_wall_
     model's history was days stale (stale_history, a fallback forecast) or in the origin's
     future, and the forecasts were stored days away from the loop's."""
     db, tick_at = simulated_store(tmp_path, WallClock().now() + timedelta(days=days))
-    run = subprocess.run([*HEADROOM, "forecast", "run", "--store", f"sqlite:///{db}",
+    run = subprocess.run([*WARM_HEADROOM, "forecast", "run", "--store", f"sqlite:///{db}",
                           "--method", "seasonal_naive", "--state-dir", str(tmp_path / "state"),
                           "--json"], env=_env(), capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from clihelpers import HEADROOM, _env
+from clihelpers import WARM_HEADROOM, _env
 from sqlalchemy import create_engine
 
 from controlplane.store import Store
@@ -20,7 +20,7 @@ UPGRADE_HINT = "run `headroom db upgrade`"
 def _forecast_run(tmp_path: Path, url: str) -> subprocess.CompletedProcess[str]:
     trace = long_csv(tmp_path / "t.csv", {"m1": diurnal(2, 600)}, 600)
     return subprocess.run([
-        *HEADROOM, "forecast", "run", "--csv", str(trace), "--store", url, "--step", "10m",
+        *WARM_HEADROOM, "forecast", "run", "--csv", str(trace), "--store", url, "--step", "10m",
         "--history", "1d", "--method", "persistence", "--workers", "1",
         "--state-dir", str(tmp_path / "state")], env=_env(COLUMNS="400"), cwd=tmp_path,
         capture_output=True, text=True, timeout=300)

@@ -11,7 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from clihelpers import HEADROOM, _env, simulated_store
+from clihelpers import WARM_HEADROOM, _env, simulated_store
 
 from controlplane.adapters.clock import WallClock
 from controlplane.domain.hints import DemandHint
@@ -29,7 +29,7 @@ CHAT = "llama-3-8b-chat"
 
 
 def _hint(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*HEADROOM, "hint", *args, "--db", str(db)], env=_env(COLUMNS="200"),
+    return subprocess.run([*WARM_HEADROOM, "hint", *args, "--db", str(db)], env=_env(COLUMNS="200"),
                           capture_output=True, text=True, timeout=120)
 
 
@@ -68,8 +68,8 @@ def test_on_a_narrow_terminal_hint_list_folds_a_long_model_name_whole(tmp_path: 
     now = WallClock().now()
     SqlDemandHints(store.engine).add_hint(DemandHint(long_name, 5.0, now,
                                                      now + timedelta(hours=1)), now)
-    table = subprocess.run([*HEADROOM, "hint", "list", "--db", str(path)], env=_env(COLUMNS="80"),
-                           capture_output=True, text=True, timeout=120)
+    table = subprocess.run([*WARM_HEADROOM, "hint", "list", "--db", str(path)],
+                           env=_env(COLUMNS="80"), capture_output=True, text=True, timeout=120)
     rows = [line.split("│") for line in table.stdout.splitlines() if line.startswith("│")]
     assert "".join(r[2].strip() for r in rows) == long_name  # before: "org-team/very-lon…"
 
@@ -166,13 +166,13 @@ def test_status_shows_the_hints_not_ended_at_the_last_tick(tmp_path: Path) -> No
                               "last week's launch"), now)
     ahead = hints.add_hint(DemandHint(CHAT, 600.0, now + timedelta(hours=1),
                                       now + timedelta(hours=2), "launch"), now)
-    run = subprocess.run([*HEADROOM, "status", "--json", "--db", str(tmp_path / "store.db")],
+    run = subprocess.run([*WARM_HEADROOM, "status", "--json", "--db", str(tmp_path / "store.db")],
                          env=_env(), capture_output=True, text=True, timeout=120)
     assert json.loads(run.stdout)["hints"] == [{
         "id": ahead.hint_id, "model": CHAT, "model_listed": True, "rate_rps": 600.0,
         "start_at": ahead.start_at.isoformat().replace("+00:00", "Z"),
         "end_at": ahead.end_at.isoformat().replace("+00:00", "Z"), "reason": "launch"}]
-    text = subprocess.run([*HEADROOM, "status", "--db", str(tmp_path / "store.db")],
+    text = subprocess.run([*WARM_HEADROOM, "status", "--db", str(tmp_path / "store.db")],
                           env=_env(COLUMNS="200"), capture_output=True, text=True, timeout=120)
     assert "Demand hints" in text.stdout and "launch" in text.stdout
     assert "last week's launch" not in text.stdout
@@ -187,12 +187,12 @@ def test_status_before_the_first_tick_shows_the_hints_already_stored(tmp_path: P
     ahead = SqlDemandHints(Store.open(f"sqlite:///{store_file}").engine).add_hint(
         DemandHint(CHAT, 600.0, now + timedelta(hours=1), now + timedelta(hours=2), "launch"),
         now)
-    run = subprocess.run([*HEADROOM, "status", "--json", "--db", str(store_file)],
+    run = subprocess.run([*WARM_HEADROOM, "status", "--json", "--db", str(store_file)],
                          env=_env(), capture_output=True, text=True, timeout=120)
     doc = json.loads(run.stdout)
     assert run.returncode == 1 and [p["code"] for p in doc["problems"]] == ["no_tick"]
     assert [h["id"] for h in doc["hints"]] == [ahead.hint_id]
-    text = subprocess.run([*HEADROOM, "status", "--db", str(store_file)],
+    text = subprocess.run([*WARM_HEADROOM, "status", "--db", str(store_file)],
                           env=_env(COLUMNS="200"), capture_output=True, text=True, timeout=120)
     assert "Demand hints" in text.stdout and "launch" in text.stdout
 
@@ -285,7 +285,7 @@ def test_status_says_a_hint_the_pool_cannot_hold_was_capped_served_of_announced(
     SqlDemandHints(store.engine).add_hint(DemandHint(CHAT, 20000.0, now, now + timedelta(hours=1),
                                                      "launch"), now)
     SimRuntime.open(settings, store, now).advance(60)
-    run = subprocess.run([*HEADROOM, "status", "--json", "--db", str(tmp_path / "store.db")],
+    run = subprocess.run([*WARM_HEADROOM, "status", "--json", "--db", str(tmp_path / "store.db")],
                          env=_env(), capture_output=True, text=True, timeout=120)
     doc = json.loads(run.stdout)
     capped = [n for n in doc["last_tick"]["notes"] if n.startswith(f"demand hint on {CHAT}:")]
@@ -293,7 +293,7 @@ def test_status_says_a_hint_the_pool_cannot_hold_was_capped_served_of_announced(
     assert capped[0].startswith(f"demand hint on {CHAT}: 20000 rps announced, ")
     assert capped[0].endswith(" rps: capped by pool_max_nodes:a100-80gb")
     assert [h["rate_rps"] for h in doc["hints"]] == [20000.0]
-    text = subprocess.run([*HEADROOM, "status", "--db", str(tmp_path / "store.db")],
+    text = subprocess.run([*WARM_HEADROOM, "status", "--db", str(tmp_path / "store.db")],
                           env=_env(COLUMNS="250"), capture_output=True, text=True, timeout=120)
     assert capped[0] in text.stdout
 
@@ -323,7 +323,7 @@ def test_on_a_simulated_store_ahead_of_the_wall_clock_an_end_before_its_clock_is
     assert [h["end_at"] for h in json.loads(_hint(db, "list", "--json").stdout)] == [end]
     listed = _hint(db, "list").stdout
     assert f"in force or ahead at {utc_text(tick_at)} by the store's simulated clock" in listed
-    status = subprocess.run([*HEADROOM, "status", "--json", "--db", str(db)], env=_env(),
+    status = subprocess.run([*WARM_HEADROOM, "status", "--json", "--db", str(db)], env=_env(),
                             capture_output=True, text=True, timeout=120)
     assert [h["end_at"] for h in json.loads(status.stdout)["hints"]] == [end]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clihelpers import HEADROOM, _env
+from clihelpers import WARM_HEADROOM, _env
 
 from controlplane.store import Store
 
@@ -19,7 +19,7 @@ TRACE = "ts,model,rate_rps\n2025-01-01 00:00:00,m,1\n2025-01-01 00:01:00,m,2\n"
 
 
 def _run(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*HEADROOM, *args], env=_env(COLUMNS="400", **env), cwd=cwd,
+    return subprocess.run([*WARM_HEADROOM, *args], env=_env(COLUMNS="400", **env), cwd=cwd,
                           capture_output=True, text=True, timeout=120)
 
 

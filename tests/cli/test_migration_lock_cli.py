@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from clihelpers import HEADROOM, _env
+from clihelpers import HEADROOM, WARM_HEADROOM, _env
 from sqlalchemy import create_engine
 
 from controlplane.settings import ConfigError, load_settings
@@ -52,7 +52,7 @@ def test_db_upgrade_gives_up_on_a_held_migration_lock_after_the_bound_leaving_th
     env = _env(HEADROOM_DB__URL=postgres_url, HEADROOM_DB__MIGRATION_LOCK_WAIT_S=str(WAIT_S))
     with migration_lock_held(postgres_url):
         started_at = time.monotonic()
-        run = subprocess.run([*HEADROOM, "db", "upgrade"], env=env, capture_output=True,
+        run = subprocess.run([*WARM_HEADROOM, "db", "upgrade"], env=env, capture_output=True,
                              text=True, timeout=120)
         took_s = time.monotonic() - started_at
     assert run.returncode == 2, run.stderr

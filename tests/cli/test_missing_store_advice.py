@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from clihelpers import HEADROOM, _env
+from clihelpers import WARM_HEADROOM, _env
 
 #: the commands that read or add to an existing store, each as it opens one
 COMMANDS = [["db", "current"], ["db", "history"], ["status"], ["models", "list"],
@@ -19,7 +19,7 @@ COMMANDS = [["db", "current"], ["db", "history"], ["status"], ["models", "list"]
 
 
 def _headroom(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*HEADROOM, *args], cwd=cwd, env=_env(COLUMNS="400", **env),
+    return subprocess.run([*WARM_HEADROOM, *args], cwd=cwd, env=_env(COLUMNS="400", **env),
                           capture_output=True, text=True, timeout=120)
 
 

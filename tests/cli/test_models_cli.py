@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from clihelpers import HEADROOM, _env
+from clihelpers import WARM_HEADROOM, _env
 
 from controlplane.models_file import load_model_specs
 from controlplane.serve_k8s import check_models_listed
@@ -21,7 +21,7 @@ GOOD = (Path(__file__).resolve().parents[2] / "deploy" / "examples" / "models.ya
 
 
 def _models(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*HEADROOM, "models", *args], env=_env(HEADROOM_DB__URL=url,
+    return subprocess.run([*WARM_HEADROOM, "models", *args], env=_env(HEADROOM_DB__URL=url,
                                                                  COLUMNS="200"),
                           capture_output=True, text=True, timeout=120)
 

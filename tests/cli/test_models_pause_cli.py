@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from clihelpers import HEADROOM, _env, simulated_store
+from clihelpers import WARM_HEADROOM, _env, simulated_store
 
 from controlplane.adapters.clock import WallClock
 from controlplane.domain.timestamps import utc_text
@@ -24,7 +24,7 @@ BOUNDED = GOOD.replace("    latency_slo_ms: 100\n",
 
 
 def _headroom(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*HEADROOM, *args], env=_env(HEADROOM_DB__URL=url, COLUMNS="250",
+    return subprocess.run([*WARM_HEADROOM, *args], env=_env(HEADROOM_DB__URL=url, COLUMNS="250",
                                                        USER="alice", LOGNAME="alice"),
                           capture_output=True, text=True, timeout=120)
 

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from clihelpers import HEADROOM, _env, simulated_store
+from clihelpers import WARM_HEADROOM, _env, simulated_store
 from sqlalchemy import text
 
 from controlplane.adapters.clock import WallClock
@@ -25,7 +25,7 @@ CHAT = "llama-3-8b-chat"
 
 
 def _run(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*HEADROOM, *args, "--db", str(db)], env=_env(COLUMNS="250"),
+    return subprocess.run([*WARM_HEADROOM, *args, "--db", str(db)], env=_env(COLUMNS="250"),
                           capture_output=True, text=True, timeout=120)
 
 

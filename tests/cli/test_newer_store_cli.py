@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from clihelpers import HEADROOM, _env, _free_port
+from clihelpers import WARM_HEADROOM, _env, _free_port
 from sqlalchemy import create_engine, text
 
 from controlplane.sim.catalog import DEMO_MODELS
@@ -46,7 +46,7 @@ def stored(url: str) -> tuple[str, int]:
 def test_a_command_on_a_store_migrated_by_a_newer_headroom_names_its_revision_and_writes_nothing(
         tmp_path: Path, command: list[str], store_url: str) -> None:
     newer_store(store_url)
-    run = subprocess.run([*HEADROOM, *command], env=_env(HEADROOM_DB__URL=store_url),
+    run = subprocess.run([*WARM_HEADROOM, *command], env=_env(HEADROOM_DB__URL=store_url),
                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert run.returncode == 2, run.stdout + run.stderr
     assert run.stderr.endswith(

@@ -11,7 +11,15 @@ from pathlib import Path
 import grpc
 import pytest
 import trustme
-from clihelpers import HEADROOM, PLACEMENT_SERVE, _env, _free_port, _wait_for, tls_files
+from clihelpers import (
+    HEADROOM,
+    PLACEMENT_SERVE,
+    WARM_HEADROOM,
+    _env,
+    _free_port,
+    _wait_for,
+    tls_files,
+)
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from protos.headroom.v1 import placement_pb2 as pb
@@ -92,7 +100,7 @@ def test_serve_refuses_an_unsafe_or_unusable_placement_security_in_one_line(
     config.write_text(f"backend: sim\ndb:\n  url: sqlite:///{tmp_path / 'serve.db'}\n"
                       f"placement:\n  metrics_listen: null\n{placement.format(**values)}")
     env = _env(HEADROOM_PLACEMENT__LISTEN=f"{host}:{values['port']}")
-    run = subprocess.run([*HEADROOM, "serve", "--config", str(config)], env=env,
+    run = subprocess.run([*WARM_HEADROOM, "serve", "--config", str(config)], env=env,
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert named.format(**values) in run.stderr

@@ -10,7 +10,7 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
-from clihelpers import HEADROOM, _env
+from clihelpers import WARM_HEADROOM, _env
 
 from controlplane.adapters.clock import WallClock
 from controlplane.placement_api import journaled_engine
@@ -21,8 +21,8 @@ from scheduler.engine import PlacementEngine
 
 
 def _cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*HEADROOM, "placement", *args, "--db", str(db)], env=_env(COLUMNS="200"),
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run([*WARM_HEADROOM, "placement", *args, "--db", str(db)],
+                          env=_env(COLUMNS="200"), capture_output=True, text=True, timeout=120)
 
 
 def _bound(db: Path) -> PlacementEngine:
@@ -89,7 +89,7 @@ def test_on_a_narrow_terminal_the_table_folds_long_ids_whole_for_placement_relea
         gpus=[pb.Gpu(index=0, product="L4", memory_mib=23_034)])]))
     engine.place(pb.PlaceRequest(workload_id=workload, model="m", tenant="t", num_gpu=1,
                                  gpu_milli=1000, cpu_milli=100, memory_mib=128))
-    table = subprocess.run([*HEADROOM, "placement", "bindings", "--db", str(db)],
+    table = subprocess.run([*WARM_HEADROOM, "placement", "bindings", "--db", str(db)],
                            env=_env(COLUMNS="80"), capture_output=True, text=True, timeout=120)
     rows = [line.split("│") for line in table.stdout.splitlines() if line.startswith("│")]
     assert "".join(r[1].strip() for r in rows) == workload  # before: "serving…"

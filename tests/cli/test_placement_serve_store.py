@@ -18,7 +18,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from clihelpers import HEADROOM, _env
+from clihelpers import HEADROOM, WARM_HEADROOM, _env
 
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
@@ -297,7 +297,7 @@ def test_a_taken_port_of_the_config_is_named_as_the_setting_in_its_file(
         addresses = {"listen": "127.0.0.1:0", setting: f"127.0.0.1:{port}"}
         config.write_text(f"db: {{url: 'sqlite:///{tmp_path / 'ps.db'}'}}\nplacement: "
                           f"{json.dumps(addresses)}\n")
-        run = subprocess.run([*HEADROOM, "placement", "serve", "--config", str(config)],
+        run = subprocess.run([*WARM_HEADROOM, "placement", "serve", "--config", str(config)],
                              capture_output=True, text=True, timeout=120, env=_config_env())
     assert run.returncode == 2, run.stdout
     assert run.stderr == f"error: {config}: {message.format(port=port, errno=EADDRINUSE)}\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from clihelpers import HEADROOM, _env, _free_port, _wait_for
+from clihelpers import HEADROOM, WARM_HEADROOM, _env, _free_port, _wait_for
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, inspect, text
 
@@ -26,12 +26,12 @@ HEAD = scripts().get_current_head()  # this Headroom's newest migration
 
 def test_db_upgrade_then_downgrade_on_postgresql(tmp_path: Path, postgres_url: str) -> None:
     env = _env(HEADROOM_DB__URL=postgres_url)
-    up = subprocess.run([*HEADROOM, "db", "upgrade"], env=env, capture_output=True, text=True,
+    up = subprocess.run([*WARM_HEADROOM, "db", "upgrade"], env=env, capture_output=True, text=True,
                         timeout=120)
     assert up.returncode == 0, up.stderr
     engine = create_engine(postgres_url)
     assert {"ticks", "plans", "forecasts"} <= set(inspect(engine).get_table_names())
-    down = subprocess.run([*HEADROOM, "db", "downgrade", "base", "--yes"], env=env,
+    down = subprocess.run([*WARM_HEADROOM, "db", "downgrade", "base", "--yes"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert down.returncode == 0, down.stderr
     assert "ticks" not in set(inspect(engine).get_table_names())
@@ -40,7 +40,7 @@ def test_db_upgrade_then_downgrade_on_postgresql(tmp_path: Path, postgres_url: s
 
 def test_db_upgrade_does_not_print_the_database_password(postgres_url: str) -> None:
     with_password = postgres_url.replace("postgres@", "postgres:s3cret@")  # trust auth ignores it
-    up = subprocess.run([*HEADROOM, "db", "upgrade"], env=_env(HEADROOM_DB__URL=with_password),
+    up = subprocess.run([*WARM_HEADROOM, "db", "upgrade"], env=_env(HEADROOM_DB__URL=with_password),
                         capture_output=True, text=True, timeout=120)
     assert up.returncode == 0, up.stderr
     assert "upgraded to head" in up.stderr + up.stdout
@@ -49,7 +49,7 @@ def test_db_upgrade_does_not_print_the_database_password(postgres_url: str) -> N
 
 @pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:"])
 def test_db_upgrade_of_an_in_memory_database_is_refused_as_keeping_nothing(url: str) -> None:
-    run = subprocess.run([*HEADROOM, "db", "upgrade"], env=_env(HEADROOM_DB__URL=url),
+    run = subprocess.run([*WARM_HEADROOM, "db", "upgrade"], env=_env(HEADROOM_DB__URL=url),
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert run.stderr.startswith(f"error: db.url {url}: an in-memory database ends with this "
@@ -118,7 +118,7 @@ def test_serve_dry_run_records_plans_without_applying(tmp_path: Path) -> None:
 def test_db_upgrade_errors_name_the_postgresql_url_as_the_operator_wrote_it(
         postgres_url: str) -> None:
     plain = postgres_url.replace("postgresql+psycopg://", "postgresql://")
-    run = subprocess.run([*HEADROOM, "db", "upgrade", "nosuchrev"],
+    run = subprocess.run([*WARM_HEADROOM, "db", "upgrade", "nosuchrev"],
                          env=_env(HEADROOM_DB__URL=plain), capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 2
@@ -129,7 +129,7 @@ def test_db_upgrade_errors_name_the_postgresql_url_as_the_operator_wrote_it(
 def test_db_upgrade_to_an_unknown_revision_is_one_line_naming_it_and_creates_no_store(
         tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    run = subprocess.run([*HEADROOM, "db", "upgrade", "nosuchrev"],
+    run = subprocess.run([*WARM_HEADROOM, "db", "upgrade", "nosuchrev"],
                          env=_env(HEADROOM_DB__URL=url), capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 2
@@ -140,9 +140,9 @@ def test_db_upgrade_to_an_unknown_revision_is_one_line_naming_it_and_creates_no_
 
 def test_db_upgrade_to_an_unknown_revision_keeps_an_existing_store(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    subprocess.run([*HEADROOM, "db", "upgrade"], env=_env(HEADROOM_DB__URL=url), check=True,
+    subprocess.run([*WARM_HEADROOM, "db", "upgrade"], env=_env(HEADROOM_DB__URL=url), check=True,
                    capture_output=True, timeout=120)
-    run = subprocess.run([*HEADROOM, "db", "upgrade", "nosuchrev"],
+    run = subprocess.run([*WARM_HEADROOM, "db", "upgrade", "nosuchrev"],
                          env=_env(HEADROOM_DB__URL=url), capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 2
@@ -152,12 +152,12 @@ def test_db_upgrade_to_an_unknown_revision_keeps_an_existing_store(tmp_path: Pat
 def test_db_downgrade_of_a_store_migrated_by_a_newer_headroom_names_its_revision(
         sqlite_url: str) -> None:
     env = _env(HEADROOM_DB__URL=sqlite_url)
-    assert subprocess.run([*HEADROOM, "db", "upgrade"], env=env, capture_output=True,
+    assert subprocess.run([*WARM_HEADROOM, "db", "upgrade"], env=env, capture_output=True,
                           timeout=120).returncode == 0
     engine = create_engine(sqlite_url)
     with engine.begin() as connection:
         connection.execute(text("UPDATE alembic_version SET version_num = '0099_future'"))
-    run = subprocess.run([*HEADROOM, "db", "downgrade", "base", "--yes"], env=env,
+    run = subprocess.run([*WARM_HEADROOM, "db", "downgrade", "base", "--yes"], env=env,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert "cannot downgrade to 'base': Can't locate revision identified by '0099_future'" in (
@@ -173,7 +173,7 @@ def test_db_downgrade_of_a_store_file_that_does_not_exist_is_refused_and_creates
     """A mistyped path: opening it would create an empty store and report it downgraded."""
     missing = tmp_path / "typo" / "store.db"
     url = f"sqlite:///{missing}"
-    run = subprocess.run([*HEADROOM, "db", "downgrade", revision],
+    run = subprocess.run([*WARM_HEADROOM, "db", "downgrade", revision],
                          env=_env(HEADROOM_DB__URL=url), capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 2
@@ -193,7 +193,7 @@ def test_serve_and_demo_on_a_store_migrated_by_a_newer_headroom_say_so_and_what_
     engine.dispose()
     config = tmp_path / "headroom.yaml"
     config.write_text(f"db:\n  url: {url}\n")
-    run = subprocess.run([*HEADROOM, *command, "--config", str(config)], env=_env(),
+    run = subprocess.run([*WARM_HEADROOM, *command, "--config", str(config)], env=_env(),
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert run.stderr.endswith(
@@ -207,9 +207,9 @@ def test_serve_and_demo_on_a_store_migrated_by_a_newer_headroom_say_so_and_what_
 def test_db_upgrade_to_a_revision_the_store_is_past_is_refused_naming_the_way_back(
         sqlite_url: str, revision: str) -> None:
     env = _env(HEADROOM_DB__URL=sqlite_url)
-    assert subprocess.run([*HEADROOM, "db", "upgrade"], env=env, capture_output=True,
+    assert subprocess.run([*WARM_HEADROOM, "db", "upgrade"], env=env, capture_output=True,
                           timeout=120).returncode == 0
-    run = subprocess.run([*HEADROOM, "db", "upgrade", revision], env=env, capture_output=True,
+    run = subprocess.run([*WARM_HEADROOM, "db", "upgrade", revision], env=env, capture_output=True,
                          text=True, timeout=120)
     assert run.returncode == 2  # it said "upgraded to 0003" (or base) and left the store at head
     assert run.stderr == (f"error: database {sqlite_url}: cannot upgrade to '{revision}': it "
@@ -219,7 +219,7 @@ def test_db_upgrade_to_a_revision_the_store_is_past_is_refused_naming_the_way_ba
 
 
 def test_a_database_url_of_a_scheme_headroom_cannot_open_is_one_line_naming_db_url() -> None:
-    run = subprocess.run([*HEADROOM, "db", "upgrade"],
+    run = subprocess.run([*WARM_HEADROOM, "db", "upgrade"],
                          env=_env(HEADROOM_DB__URL="mssql+pymssql://headroom@127.0.0.1/hr"),
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
@@ -237,7 +237,7 @@ def test_an_unknown_forecast_method_stops_demo_and_serve_before_they_start(
     config = tmp_path / "headroom.yaml"
     config.write_text(f"db:\n  url: sqlite:///{tmp_path / 'store.db'}\n"
                       "forecast:\n  method: prophett\n")
-    run = subprocess.run([*HEADROOM, *command, "--config", str(config)], env=_env(),
+    run = subprocess.run([*WARM_HEADROOM, *command, "--config", str(config)], env=_env(),
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert run.stderr.startswith(f"error: {config}: forecast.method: unknown forecast method "
@@ -253,7 +253,7 @@ def test_an_address_that_cannot_be_bound_here_stops_demo_and_serve_before_they_s
     config = tmp_path / "headroom.yaml"
     config.write_text(f"db:\n  url: sqlite:///{tmp_path / 'store.db'}\n")
     env = _env(**{f"HEADROOM_PLACEMENT__{field.upper()}": "256.0.0.1:1"})
-    run = subprocess.run([*HEADROOM, *command, "--config", str(config)], env=env,
+    run = subprocess.run([*WARM_HEADROOM, *command, "--config", str(config)], env=env,
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert run.stderr.startswith(f"error: {config}: placement.{field}: '256.0.0.1:1': cannot "
@@ -268,7 +268,7 @@ def test_a_state_dir_that_cannot_be_written_stops_demo_and_serve_before_the_stor
     config = tmp_path / "headroom.yaml"
     config.write_text(f"db:\n  url: sqlite:///{tmp_path / 'store.db'}\n")
     env = _env(HEADROOM_FORECAST__STATE_DIR=str(config / "state"))
-    run = subprocess.run([*HEADROOM, *command, "--config", str(config)], env=env,
+    run = subprocess.run([*WARM_HEADROOM, *command, "--config", str(config)], env=env,
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert run.stderr == (f"error: forecast.state_dir {config / 'state'}: cannot write there "
@@ -292,7 +292,7 @@ def test_serve_with_the_kubernetes_backend_and_no_models_stops_before_anything_i
     config.write_text(f"backend: kubernetes\ndb:\n  url: {url}\n"
                       f"k8s:\n  kubeconfig: {tmp_path / 'no-kubeconfig'}\n"
                       "prometheus:\n  url: http://127.0.0.1:9\n")  # never asked: refused first
-    run = subprocess.run([*HEADROOM, "serve", "--config", str(config)], env=_env(),
+    run = subprocess.run([*WARM_HEADROOM, "serve", "--config", str(config)], env=_env(),
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert run.stderr.startswith(f"error: {url}: the store lists no models; "), run.stderr
@@ -318,7 +318,7 @@ def test_serve_on_a_port_another_process_holds_is_one_line_naming_the_setting(
         holder.listen()
         port = holder.getsockname()[1]
         env = _env(**{f"HEADROOM_PLACEMENT__{field.upper()}": f"127.0.0.1:{port}"})
-        run = subprocess.run([*HEADROOM, "serve", "--config", str(config)], env=env,
+        run = subprocess.run([*WARM_HEADROOM, "serve", "--config", str(config)], env=env,
                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert run.stderr == (f"error: {config}: placement.{field}: '127.0.0.1:{port}': port {port} "
@@ -335,7 +335,7 @@ def test_db_upgrade_of_tables_made_without_migrations_is_one_line_naming_the_cla
     engine = create_engine(sqlite_url)
     SQLModel.metadata.create_all(engine)  # tables, but no alembic_version stamp
     engine.dispose()
-    run = subprocess.run([*HEADROOM, "db", "upgrade"], env=_env(HEADROOM_DB__URL=sqlite_url),
+    run = subprocess.run([*WARM_HEADROOM, "db", "upgrade"], env=_env(HEADROOM_DB__URL=sqlite_url),
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert re.fullmatch(rf"error: database {re.escape(sqlite_url)}: cannot upgrade to 'head': "
@@ -349,7 +349,7 @@ def test_serve_with_metrics_on_the_placement_apis_own_port_is_one_line_naming_bo
     port = _free_port()
     env = _env(HEADROOM_PLACEMENT__LISTEN=f"127.0.0.1:{port}",
                HEADROOM_PLACEMENT__METRICS_LISTEN=f"0.0.0.0:{port}")
-    run = subprocess.run([*HEADROOM, "serve", "--config", str(config)], env=env,
+    run = subprocess.run([*WARM_HEADROOM, "serve", "--config", str(config)], env=env,
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2
     assert run.stderr == (f"error: {config}: placement.metrics_listen: '0.0.0.0:{port}' is the "
@@ -372,7 +372,7 @@ def test_sim_serve_leaves_the_forecasts_to_forecast_run_when_told(tmp_path: Path
         _wait_for(lambda: db.exists() and Store.open(f"sqlite:///{db}").counts()["ticks"] >= 2, 60)
         assert Store.open(f"sqlite:///{db}").counts()["forecasts"] == 0
         # the job that refreshes instead: the store's models, from the observations serve saves
-        run = subprocess.run([*HEADROOM, "forecast", "run", "--config", str(config)],
+        run = subprocess.run([*WARM_HEADROOM, "forecast", "run", "--config", str(config)],
                              env=_env(), capture_output=True, text=True, timeout=120)
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -409,7 +409,7 @@ def test_sim_serve_resumed_on_a_store_an_hour_old_ticks_at_the_wall_clock_and_st
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def status_healthy() -> bool:
-        status = subprocess.run([*HEADROOM, "status", "--config", str(config)], env=_env(),
+        status = subprocess.run([*WARM_HEADROOM, "status", "--config", str(config)], env=_env(),
                                 capture_output=True, text=True, timeout=60)
         return status.returncode == 0
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from clihelpers import HEADROOM, _env, only_failure_document, simulated_store
+from clihelpers import WARM_HEADROOM, _env, only_failure_document, simulated_store
 from sqlalchemy import inspect, select, table
 
 from controlplane.adapters.clock import WallClock
@@ -63,7 +63,7 @@ def test_a_demo_on_a_real_fleets_store_is_refused_before_it_takes_the_lease_or_w
     url = _real_fleets_store(tmp_path)
     before = _rows(url)
     assert before["models"] and before["demand_hints"] and not before["leases"]
-    done = subprocess.run([*HEADROOM, "demo", "--minutes", "5", "--no-dashboard", "--json"],
+    done = subprocess.run([*WARM_HEADROOM, "demo", "--minutes", "5", "--no-dashboard", "--json"],
                           cwd=tmp_path, env=_env(HEADROOM_DB__URL=url), capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 2 and only_failure_document(done)
@@ -77,7 +77,7 @@ def test_a_sim_serve_on_a_real_fleets_store_is_refused_before_it_takes_the_lease
         tmp_path: Path) -> None:
     url = _real_fleets_store(tmp_path)
     before = _rows(url)
-    done = subprocess.run([*HEADROOM, "serve", "--config", str(_serve_config(tmp_path, url))],
+    done = subprocess.run([*WARM_HEADROOM, "serve", "--config", str(_serve_config(tmp_path, url))],
                           cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("error: store ") and done.stderr.count("\n") == 1
@@ -109,7 +109,7 @@ def test_a_true_throughput_factor_for_no_demo_model_is_refused_before_the_store_
 
 
 def _headroom(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*HEADROOM, *args], cwd=tmp_path, env=_env(COLUMNS="400"),
+    return subprocess.run([*WARM_HEADROOM, *args], cwd=tmp_path, env=_env(COLUMNS="400"),
                           capture_output=True, text=True, timeout=120)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clihelpers import HEADROOM, _env
+from clihelpers import WARM_HEADROOM, _env
 from sqlmodel import Session, col, select
 
 from controlplane.adapters.clock import WallClock
@@ -56,7 +56,7 @@ class ForbiddenReader:
 
 
 def _status(url: str, *args: str, env_columns: str = "80") -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*HEADROOM, "status", *args],
+    return subprocess.run([*WARM_HEADROOM, "status", *args],
                           env=_env(HEADROOM_DB__URL=url, COLUMNS=env_columns),
                           capture_output=True, text=True, timeout=120)
 
@@ -313,7 +313,7 @@ def test_the_default_tick_age_limit_is_three_reconcile_intervals_of_the_config_f
     config = tmp_path / "headroom.yaml"
     config.write_text(f"db:\n  url: {url}\nreconcile:\n  interval_s: 600\n"
                       "  max_staleness_s: 600\n", encoding="utf-8")
-    run = subprocess.run([*HEADROOM, "status", "--json", "--config", str(config)], env=_env(),
+    run = subprocess.run([*WARM_HEADROOM, "status", "--json", "--config", str(config)], env=_env(),
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     assert json.loads(run.stdout)["max_tick_age_s"] == 1800.0
@@ -404,7 +404,7 @@ def test_a_postgresql_store_whose_network_stalls_exits_2_within_the_response_tim
     with closing(StallProxy(("127.0.0.1", 5432))) as proxy:
         url = postgres_url.replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
         proxy.stall_on(b"ticks")  # its first read, of the schema
-        run = subprocess.run([*HEADROOM, "status"], capture_output=True, text=True, timeout=60,
+        run = subprocess.run([*WARM_HEADROOM, "status"], capture_output=True, text=True, timeout=60,
                              env=_env(HEADROOM_DB__URL=url, HEADROOM_DB__RESPONSE_TIMEOUT_S="2"))
         exited_at = time.monotonic()
     # well before a stalled socket's own timeouts (minutes): 2 s plus the exit, slow on a loaded CI
@@ -432,7 +432,7 @@ def test_a_missing_default_store_beside_a_demo_store_says_to_pass_db(tmp_path: P
     demo_store = tmp_path / ".headroom" / "demo.db"
     demo_store.parent.mkdir()
     sqlite3.connect(demo_store).close()
-    run = subprocess.run([*HEADROOM, "status"], env=_env(), cwd=tmp_path, capture_output=True,
+    run = subprocess.run([*WARM_HEADROOM, "status"], env=_env(), cwd=tmp_path, capture_output=True,
                          text=True, timeout=120)
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr == ("error: store sqlite:///headroom.db: no such database file (db.url "

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from clihelpers import HEADROOM, _env
+from clihelpers import WARM_HEADROOM, _env
 
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store, downgrade
@@ -21,7 +21,7 @@ CLIPPED = "1 negative value(s) clipped to 0"
 
 
 def _headroom(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*HEADROOM, *args], env=_env(COLUMNS="200", **env),
+    return subprocess.run([*WARM_HEADROOM, *args], env=_env(COLUMNS="200", **env),
                           capture_output=True, text=True, timeout=300)
 
 

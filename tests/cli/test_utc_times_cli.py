@@ -9,7 +9,7 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from clihelpers import HEADROOM, _env
+from clihelpers import WARM_HEADROOM, _env
 
 from controlplane.domain.hints import DemandHint
 from controlplane.runtime import SimRuntime
@@ -23,7 +23,7 @@ ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d
 
 
 def _headroom(db: Path, *args: str) -> str:
-    run = subprocess.run([*HEADROOM, *args, "--db", str(db)], env=_env(COLUMNS="200"),
+    run = subprocess.run([*WARM_HEADROOM, *args, "--db", str(db)], env=_env(COLUMNS="200"),
                          capture_output=True, text=True, timeout=120)
     assert run.returncode in (0, 1), run.stderr  # status: 1 = the simulated tick is stale
     return run.stdout

@@ -27,6 +27,7 @@ from controlplane.store import Store
 from controlplane.store.tables import TickRecord
 from tests.forecasting.promserver import free_port
 from tests.httpstub import send_json, serve
+from tests.warm_cli import WARM_HEADROOM
 
 HEADROOM = [sys.executable, "-c", "from controlplane.cli import main; main()"]
 TICKS = SQLModel.metadata.tables[str(TickRecord.__tablename__)]
@@ -149,7 +150,7 @@ def test_ticks_and_the_placement_journal_name_the_lease_holder_and_status_shows_
         with store.engine.connect() as connection:
             assert connection.execute(text("SELECT token, holder FROM tick_fences")).one() == (
                 2, "headroom-b")
-        run = subprocess.run([*HEADROOM, "status", "--json", "--max-tick-age-s", "600"],
+        run = subprocess.run([*WARM_HEADROOM, "status", "--json", "--max-tick-age-s", "600"],
                              env={**_env(), "HEADROOM_DB__URL": db_url}, capture_output=True,
                              text=True, timeout=120)
         doc = json.loads(run.stdout)

@@ -33,6 +33,7 @@ from controlplane.store import Store
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 from tests.forecasting.promserver import Family, prometheus
+from tests.warm_cli import WARM_HEADROOM
 
 HEADROOM = [sys.executable, "-c", "from controlplane.cli import main; main()"]
 
@@ -176,7 +177,7 @@ def test_two_replicas_on_one_store_never_bind_a_gpu_twice(
 def test_serve_refuses_an_empty_model_list_with_one_line(tmp_path: Path, apiserver: ApiServer,
                                                         prom_url: str) -> None:
     db_url = f"sqlite:///{tmp_path / 'empty.db'}"
-    done = subprocess.run([*HEADROOM, "serve", "--config", str(_config(tmp_path, apiserver,
+    done = subprocess.run([*WARM_HEADROOM, "serve", "--config", str(_config(tmp_path, apiserver,
                                                                        db_url, prom_url))],
                           env=_env(), capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
@@ -227,7 +228,7 @@ def test_serve_reports_a_missing_kubeconfig_on_one_line(tmp_path: Path, apiserve
     missing = tmp_path / "no-such-kubeconfig"
     settings["k8s"]["kubeconfig"] = str(missing)
     config.write_text(yaml.safe_dump(settings))
-    done = subprocess.run([*HEADROOM, "serve", "--config", str(config)], env=_env(),
+    done = subprocess.run([*WARM_HEADROOM, "serve", "--config", str(config)], env=_env(),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
@@ -237,7 +238,7 @@ def test_serve_reports_a_missing_kubeconfig_on_one_line(tmp_path: Path, apiserve
 def test_serve_without_a_prometheus_url_refuses_on_one_line_before_writing_anything(
         tmp_path: Path, apiserver: ApiServer) -> None:
     db = tmp_path / "stores" / "serve.db"
-    done = subprocess.run([*HEADROOM, "serve", "--config", str(_config(
+    done = subprocess.run([*WARM_HEADROOM, "serve", "--config", str(_config(
         tmp_path, apiserver, f"sqlite:///{db}", None))], env=_env(), cwd=tmp_path,
         capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
@@ -358,7 +359,7 @@ def test_the_forecast_cronjobs_shards_forecast_every_listed_model_once_from_prom
     for index in range(job["completions"]):  # what the Job controller runs, pod by pod
         args = [str(config) if a == "/etc/headroom/headroom.yaml"
                 else a.replace("$(SHARD_INDEX)", str(index)) for a in container["args"]]
-        done = subprocess.run([*HEADROOM, *args, "--json"], env=env, capture_output=True,
+        done = subprocess.run([*WARM_HEADROOM, *args, "--json"], env=env, capture_output=True,
                               text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         shards.append(set(json.loads(done.stdout)["per_model"]))
@@ -374,7 +375,7 @@ def test_forecast_run_on_kubernetes_without_a_prometheus_url_says_which_setting_
         tmp_path: Path, apiserver: ApiServer) -> None:
     db_url = f"sqlite:///{tmp_path / 'noprom.db'}"
     Store.open(db_url, migrate=True).upsert_models(DEMO_MODELS)
-    done = subprocess.run([*HEADROOM, "forecast", "run", "--config", str(_config(
+    done = subprocess.run([*WARM_HEADROOM, "forecast", "run", "--config", str(_config(
         tmp_path, apiserver, db_url, None))], env=_env(), capture_output=True, text=True,
         timeout=60)
     assert done.returncode == 2 and "Traceback" not in done.stderr
