@@ -23,6 +23,7 @@ import struct
 import sys
 import time
 import traceback
+from pathlib import Path
 
 #: the environment variable naming the server's socket (not HEADROOM_*: ``_env`` keeps it)
 SOCKET_VARIABLE = "WARM_CLI_SOCKET"
@@ -70,7 +71,7 @@ def serve(path: str) -> None:
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(f"{path}.new")
     listener.listen(16)
-    os.rename(f"{path}.new", path)  # the socket appears at ``path`` once it listens
+    Path(f"{path}.new").rename(path)  # the socket appears at ``path`` once it listens
     while True:
         ready, _, _ = select.select([listener, sys.stdin], [], [], 1.0)
         _reap()
