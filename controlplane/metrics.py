@@ -32,7 +32,7 @@ from controlplane.domain.desired import PoolSpec
 from controlplane.domain.model_replicas import ModelReplicas
 from controlplane.domain.observed import ObservedPool
 from controlplane.domain.pause import paused_since_wall_s
-from controlplane.domain.tick import TickReport
+from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.ports import Clock
 
 #: A tick is a few milliseconds on the simulator, seconds against a large cluster.
@@ -86,10 +86,14 @@ class ControlPlaneMetrics:
                                "record could not be saved (kept in process, saved again before "
                                "the next one).", registry=registry)
         self.demand_ticks = Counter("headroom_model_demand", "Deciding ticks per model by where "
-                                    "its demand came from (the forecast; hot_headroom; "
-                                    "observed_above_forecast: the fast path; stale_forecast, "
-                                    "future_forecast, no_forecast, demand_unmeasured: not "
-                                    "fresh, so no scale-down).", ["model", "reason"],
+                                    "its demand came from (the forecast: forecast_p90, "
+                                    "forecast_upper_quantile; hot_headroom; "
+                                    "observed_above_forecast: the fast path; observed_load: "
+                                    "reactive; static_peak: static; stale_forecast, "
+                                    "future_forecast, no_forecast, no_static_peak, "
+                                    "demand_unmeasured: not fresh, so no scale-down; "
+                                    "+demand_hint: a demand hint raised it).",
+                                    ["model", "reason"],
                                     registry=registry)
         self.forecast_wape = Gauge("headroom_forecast_wape_ratio", "Per model, over the forecast "
                                    "steps scored in the last hour (each forecast's first step "
@@ -129,6 +133,12 @@ class ControlPlaneMetrics:
         self.replica_bounds = Gauge("headroom_model_replica_bounds", "The model's min_replicas "
                                     "/ max_replicas (bound min / max) where its spec sets them.",
                                     ["model", "bound"], registry=registry)
+        # every status and retryable value exists at 0 from the start: increase() over a series'
+        # first sample counts nothing, so a first failed action or tick would never alert
+        for status in TickStatus:
+            self.ticks.labels(status.value)
+        for retryable in ("true", "false"):
+            self.failures.labels(retryable)
         self.pool_cost = Gauge("headroom_fleet_cost_usd_per_hour", "Per pool as of the last "
                                "observing tick: the GPUs its billed nodes (ready and "
                                "provisioning) report x its configured price per GPU-hour.",

@@ -21,7 +21,10 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
+    GCCollector,
     Histogram,
+    PlatformCollector,
+    ProcessCollector,
     disable_created_metrics,
     start_http_server,
 )
@@ -102,8 +105,12 @@ def serve_metrics(metrics: PlacementMetrics, listen: str) -> tuple[Callable[[], 
 
 
 def exposed_metrics(listen: str) -> tuple[PlacementMetrics, Callable[[], None], str]:
-    """New metrics served on ``listen``: (metrics, what stops their server, their URL)."""
+    """New metrics served on ``listen``: (metrics, what stops their server, their URL), with
+    the process's own (``process_*``: memory, CPU, start time; ``python_*``: GC, version)."""
     metrics = PlacementMetrics()
+    ProcessCollector(registry=metrics.registry)
+    PlatformCollector(registry=metrics.registry)
+    GCCollector(registry=metrics.registry)
     stop, port = serve_metrics(metrics, listen)
     return metrics, stop, f"http://{host_and_port(listen)[0]}:{port}/metrics"
 

@@ -36,13 +36,25 @@ def test_a_tick_is_counted_with_its_actions_held_changes_and_the_fleet_it_observ
     assert value("headroom_plan_actions_total", kind="scale_node_pool") == 1
     assert value("headroom_plan_actions_total", kind="set_replicas") == 1
     assert value("headroom_plan_actions_held_total", reason="max_step") == 1
-    assert value("headroom_action_failures_total", retryable="false") is None
+    assert value("headroom_action_failures_total", retryable="false") == 0
     assert value("headroom_model_rps", model="bert-embed", kind="observed") == 500
     assert value("headroom_model_rps", model="bert-embed", kind="capacity") == 600
     assert value("headroom_model_rps", model="bert-embed", kind="provisioned") == 600
     assert value("headroom_pool_nodes", pool="l4", state="ready") == 1
     assert value("headroom_pool_nodes", pool="l4", state="pending") == 1
     assert value("headroom_pool_nodes", pool="l4", state="target") == 2
+
+
+def test_every_tick_status_and_failure_kind_is_a_zero_before_the_first_tick() -> None:
+    # an alert on increase() sees a first failure only if the series was there before it
+    registry = CollectorRegistry()
+    ControlPlaneMetrics(registry)
+    for status in ("applied", "dry_run", "skipped", "failed"):
+        assert registry.get_sample_value("headroom_reconcile_ticks_total",
+                                         {"status": status}) == 0
+    for retryable in ("true", "false"):
+        assert registry.get_sample_value("headroom_action_failures_total",
+                                         {"retryable": retryable}) == 0
 
 
 def test_a_skipped_tick_on_an_unsynced_snapshot_leaves_the_fleet_gauges_as_they_were() -> None:

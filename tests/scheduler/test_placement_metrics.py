@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 from scheduler.engine import PlacementEngine
-from scheduler.metrics import PlacementMetrics, serve_metrics
+from scheduler.metrics import PlacementMetrics, exposed_metrics, serve_metrics
 from scheduler.security import TransportSecurity
 from scheduler.server import create_server, stop
 from tests.forecasting.promserver import prometheus
@@ -230,3 +230,46 @@ def test_watch_plan_streams_are_counted_by_the_code_they_end_with() -> None:
     finally:
         stop(server, grace_s=0)
         channel.close()
+
+
+class _BrokenEngine(PlacementEngine):
+    """An engine whose Place fails on a bug (no domain error the API maps to a code)."""
+
+    def place(self, *args: object, **kwargs: object) -> pb.PlaceResponse:
+        raise RuntimeError("a bug")
+
+
+def test_a_call_that_fails_on_a_bug_is_answered_unknown_and_counted_unknown() -> None:
+    metrics = PlacementMetrics()
+    server, port = create_server("127.0.0.1:0", _BrokenEngine(), metrics=metrics)
+    stop_metrics, metrics_port = serve_metrics(metrics, "127.0.0.1:0")
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        stub = pb_grpc.PlacementStub(channel)
+        stub.SyncInventory(pb.SyncInventoryRequest(nodes=[make_node("n0")]), timeout=5)
+        with pytest.raises(grpc.RpcError) as failed:
+            stub.Place(make_place("w1"), timeout=5)
+        assert failed.value.code() is grpc.StatusCode.UNKNOWN
+        seen = _scrape(metrics_port)
+    finally:
+        channel.close()
+        stop_metrics()
+        stop(server, grace_s=1.0)
+    assert seen[("headroom_placement_requests_total",
+                 (("code", "UNKNOWN"), ("method", "Place")))] == 1
+    assert seen[("headroom_placement_request_seconds_count", (("method", "Place"),))] == 1
+
+
+def test_the_served_metrics_carry_the_process_memory_cpu_and_start_time() -> None:
+    _, stop_metrics, url = exposed_metrics("127.0.0.1:0")
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+    finally:
+        stop_metrics()
+    seen = {s.name: s.value for family in text_string_to_metric_families(text)
+            for s in family.samples}
+    assert seen["process_resident_memory_bytes"] > 0
+    assert seen["process_cpu_seconds_total"] > 0
+    assert seen["process_start_time_seconds"] < time.time()
+    assert "python_info" in seen and "python_gc_collections_total" in seen
