@@ -27,7 +27,9 @@ def _with_password(url: str) -> str:
     return url.replace("postgres@", "postgres:s3cret@")
 
 
-LONG_LEASE_S = 120
+#: longer than any start here takes (a few seconds), yet short enough that the refused start
+#: sees the holder renew soon (every lease_s * 2/9 s: a refusal waits for a renewal it watches)
+LONG_LEASE_S = 30
 
 
 def _config(tmp_path: Path, url: str, *, interval_s: float, lease_s: int) -> Path:
