@@ -17,10 +17,13 @@ from sqlalchemy import inspect, select, table
 from controlplane.adapters.clock import WallClock
 from controlplane.demo import Demo
 from controlplane.domain.hints import DemandHint
+from controlplane.domain.lease import released
+from controlplane.fleet_lease import FLEET_LEASE
 from controlplane.models_file import load_model_specs
 from controlplane.settings import ConfigError, load_settings
 from controlplane.store import Store, StoreUnavailable
 from controlplane.store.hints import SqlDemandHints
+from controlplane.store.lease import SqlLeaseStore
 
 MODELS = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "models.yaml"
 
@@ -119,6 +122,12 @@ def test_a_demo_refusing_a_store_an_other_model_was_imported_into_names_the_remo
     store = Store.open(f"sqlite:///{path}")
     try:  # resnet50 imported into it, as `models import` did before it refused one
         store.upsert_models([s for s in load_model_specs(MODELS) if s.name == "resnet50"])
+        # the demo that made it stopped cleanly (its lease released), so the demo started once
+        # the store is mended takes the lease at once instead of waiting out a live-looking one
+        leases = SqlLeaseStore(store.engine)
+        held = leases.read_lease(FLEET_LEASE)
+        assert held is not None and held.renew_at is not None
+        assert leases.replace_lease(FLEET_LEASE, released(held, held.renew_at))
     finally:
         store.engine.dispose()
     refused = _headroom(tmp_path, "demo", "--db", str(path), "--minutes", "0", "--no-dashboard")

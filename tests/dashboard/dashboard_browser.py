@@ -125,7 +125,7 @@ class Browser:
         result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
         return result.get("result", {}).get("value")
 
-    def wait_for(self, expression: str, timeout_s: float, poll_s: float = 0.25) -> bool:
+    def wait_for(self, expression: str, timeout_s: float, poll_s: float = 0.1) -> bool:
         """Poll a JavaScript expression until it is truthy; False on timeout."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
