@@ -183,7 +183,9 @@ def test_a_stored_fit_of_the_wrong_shape_is_named_refitted_and_replaced_not_serv
 def test_a_worker_killed_mid_run_from_outside_costs_no_model_its_models_are_retried(
         sqlite_url: str) -> None:
     store = Store.open(sqlite_url, migrate=True)
-    names = [f"model-{k:02d}" for k in range(24)]
+    # eight models: one in flight per worker when one dies, six still queued for the new pool
+    # (two days of minutes each, so every one fits the level model; storing 24 took 6 s)
+    names = [f"model-{k:02d}" for k in range(8)]
     rows = []
     for k, name in enumerate(names):
         values = diurnal(2.0, 60, seed=k, level=20 + k)
