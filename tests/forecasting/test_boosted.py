@@ -125,7 +125,13 @@ def test_boosted_model_learns_a_daily_swing_the_last_value_misses() -> None:
 def test_boosted_forecast_at_an_origin_ignores_everything_from_the_origin_on() -> None:
     values = diurnal(8, STEP, seed=7)
     origin = 1100
-    origins = np.arange(1050, origin + 1)
+    # the origins the origin's own fit serves (from its refit anchor on, 29 here): that fit was
+    # trained nearest to the changed values, the one anchor before it is further from them
+    h, cadence = history(values, STEP), auto()
+    at = cadence.anchor_for(h, origin)
+    origins = np.array([o for o in range(origin - 100, origin + 1)
+                        if cadence.anchor_for(h, o) == at])
+    assert origins[0] > origin - 100 and origins.size > 1
     full = auto().predict(history(values, STEP), origins, 2)
     changed = values.copy()
     changed[origin:] = 2 * changed[origin:] + 1
