@@ -202,7 +202,9 @@ def test_live_demo_serves_grpc_and_dashboard_on_loopback_and_stops_on_ctrl_c(
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
                                     timeout=10) as response:
             scraped = response.read().decode()
-        assert 'headroom_reconcile_ticks_total{status="applied"}' in scraped
+        applied = re.search(r'^headroom_reconcile_ticks_total{status="applied"} (\S+)$', scraped,
+                            re.MULTILINE)
+        assert applied is not None and float(applied.group(1)) >= 1  # the series is there at 0
         assert "headroom_fleet_plan_revision" in scraped
         assert 'headroom_model_demand_total{model="bert-embed",reason=' in scraped
         assert 'headroom_model_rps{kind="forecast_p90",model="bert-embed"}' in scraped

@@ -75,9 +75,14 @@ def test_serve_with_the_sim_backend_runs_ticks_serves_grpc_and_stops_on_sigterm(
         url = f"http://127.0.0.1:{metrics_port}/metrics"
 
         def scrape() -> dict[str, float]:
+            """Each sample name's value, summed over its label sets (ticks by status)."""
             with urllib.request.urlopen(url, timeout=10) as response:
-                return {s.name: s.value for family in text_string_to_metric_families(
-                    response.read().decode()) for s in family.samples}
+                text = response.read().decode()
+            summed: dict[str, float] = {}
+            for family in text_string_to_metric_families(text):
+                for sample in family.samples:
+                    summed[sample.name] = summed.get(sample.name, 0.0) + sample.value
+            return summed
 
         # the plan above can be the start's take-over plan, made just before the first tick
         _wait_for(lambda: scrape().get("headroom_reconcile_ticks_total", 0) >= 1, 60)
