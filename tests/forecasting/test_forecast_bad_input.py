@@ -50,18 +50,13 @@ def two_series(tmp_path: Path) -> Path:
 def test_infinite_and_huge_values_are_missing_data_counted_in_their_series_warnings(
         two_series: Path, tmp_path: Path) -> None:
     _with_values(two_series, "chat", {5: "inf", 9: "-Infinity", 40: "1e300"})
-    run = _run(two_series, tmp_path, "--json")
-    assert run.exit_code == 0, run.output
-    per_model = json.loads(run.stdout)["per_model"]
-    assert per_model["chat"]["warnings"] == ["3 infinite value(s) or above 1e+15 treated as "
-                                             "missing"]
-    assert per_model["embed"]["warnings"] == []
-    backtest = _backtest(two_series, tmp_path, "--json")
-    assert backtest.exit_code == 0, backtest.output
-    series = json.loads(backtest.stdout)["series"]
-    assert series["chat"]["warnings"] == ["3 infinite value(s) or above 1e+15 treated as "
-                                          "missing"]
-    assert series["embed"]["warnings"] == []
+    for command, key in ((_run, "per_model"), (_backtest, "series")):  # forecast run, backtest
+        done = command(two_series, tmp_path, "--json")
+        assert done.exit_code == 0, done.output
+        series = json.loads(done.stdout)[key]
+        assert series["chat"]["warnings"] == ["3 infinite value(s) or above 1e+15 treated as "
+                                              "missing"]
+        assert series["embed"]["warnings"] == []
 
 
 def test_an_infinite_value_of_another_series_does_not_fail_the_one_asked_for(
