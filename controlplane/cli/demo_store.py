@@ -78,3 +78,22 @@ def with_demo_hint(error: StoreUnavailable, settings: Settings) -> StoreUnavaila
         return error
     return StoreUnavailable(error.detail,
                             f"{error.advice} (or start `headroom demo` with the same db.url)")
+
+
+def with_upgrade_for(error: StoreUnavailable, url: str) -> StoreUnavailable:
+    """``error`` of the store an option named by ``url`` (`forecast run --store`), its advice
+    (`headroom db upgrade`, which alone would upgrade the default store) naming that store:
+    `--db FILE` for a SQLite file, HEADROOM_DB__URL for a server database."""
+    import shlex
+
+    from controlplane.store import StoreUnavailable
+    from controlplane.store.engine import sqlite_file
+
+    if error.advice is None:
+        return error
+    store_file = sqlite_file(url)
+    command = (f"`headroom db upgrade --db {shlex.quote(str(store_file))}`"
+               if store_file is not None
+               else "`headroom db upgrade` with HEADROOM_DB__URL set to this URL")
+    return StoreUnavailable(error.detail,
+                            error.advice.replace("`headroom db upgrade`", command))

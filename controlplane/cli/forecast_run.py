@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from controlplane.cli.demo_store import with_demo_hint
+from controlplane.cli.demo_store import with_demo_hint, with_upgrade_for
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.json_errors import JsonOption, write_document
 from controlplane.cli.numbers import float_option
@@ -193,8 +193,8 @@ def run(
             report_ = replace(report_, state_unsaved=len(report_.forecasts),
                               state_error=unwritable)
     except StoreUnavailable as exc:  # --store's is named by URL: no demo store instead
-        raise usage_error(str(exc if store_url is not None else with_demo_hint(exc, settings))
-                          ) from exc
+        raise usage_error(str(with_upgrade_for(exc, store_url) if store_url is not None
+                              else with_demo_hint(exc, settings))) from exc
     except (ForecasterError, ConfigError, ValueError) as exc:
         raise usage_error(str(exc)) from exc
     except SQLAlchemyError as exc:  # the store failed mid-run: exit 2, as one not opened

@@ -274,8 +274,24 @@ def test_forecast_run_on_a_store_without_schema_says_how_to_fix_it(tmp_path: Pat
     sqlite_url = _empty_store(tmp_path)
     result = CliRunner().invoke(app, ["run", "--store", sqlite_url, "--no-store"])
     assert result.exit_code == 2
+    # --store's, upgraded by naming its file (`db upgrade` alone upgrades the default store);
+    # the demo would not make it
     assert result.stderr == (f"error: store {sqlite_url} has no Headroom schema; run `headroom "
-                             "db upgrade`\n")  # --store's: the demo would not make it
+                             f"db upgrade --db {tmp_path / 'empty.db'}`\n")
+
+
+def test_a_server_store_without_schema_is_upgraded_with_its_url_in_the_environment() -> None:
+    from controlplane.cli.demo_store import with_upgrade_for
+    from controlplane.store import StoreUnavailable
+    from controlplane.store.engine import NO_SCHEMA_ADVICE
+
+    url = "postgresql://127.0.0.1:5432/fleet"
+    error = with_upgrade_for(StoreUnavailable(f"store {url} has no Headroom schema",
+                                              NO_SCHEMA_ADVICE), url)
+    assert str(error) == (f"store {url} has no Headroom schema; run `headroom db upgrade` with "
+                          "HEADROOM_DB__URL set to this URL")
+    unreachable = StoreUnavailable(f"cannot reach database {url}")
+    assert with_upgrade_for(unreachable, url) is unreachable  # no advice: none added
 
 
 def test_forecasts_for_a_store_without_schema_are_refused_before_any_fit(
@@ -296,7 +312,7 @@ def test_forecast_run_on_a_missing_store_file_creates_neither_file_nor_directory
     result = CliRunner().invoke(app, ["run", "--store", url, "--no-store"])
     assert result.exit_code == 2
     assert result.stderr == (f"error: store {url}: no such database file; run `headroom db "
-                             "upgrade` to create it\n")
+                             f"upgrade --db {tmp_path / 'no-dir' / 'x.db'}` to create it\n")
     assert not (tmp_path / "no-dir").exists()
 
 
