@@ -77,6 +77,24 @@ def check_models_table(settings: Settings, specs: tuple[ModelSpec, ...]) -> None
     if not specs:
         raise ConfigError("the store lists no models")
     check_autoscaling_models(settings.autoscaling, specs)
+    if settings.backend == "kubernetes" and not settings.k8s.device_plugin_mps:
+        check_no_device_plugin_mps(specs)
+
+
+def check_no_device_plugin_mps(specs: tuple[ModelSpec, ...]) -> None:
+    """A whole-GPU MPS point (``mps_processes`` > 1 on a whole GPU: one device-plugin MPS share
+    per replica) cannot run where the device plugin refuses MPS (``k8s.device_plugin_mps``
+    false); a plan from it would never be actuated. MPS inside a MIG instance runs under the
+    replica's own daemon and stays."""
+    found = [f"{spec.name!r} profile[{k}] ({point.product}, whole GPU, {point.mps_processes} "
+             "MPS processes)" for spec in specs for k, point in enumerate(spec.profile)
+             if point.compute_slices == 0 and point.mps_processes > 1]
+    if found:
+        raise ConfigError(
+            f"model {found[0]}{f' and {len(found) - 1} more point(s)' if len(found) > 1 else ''}"
+            ": whole-GPU MPS needs the device plugin's MPS, which it refuses under the GPU "
+            "Operator's mixed MIG strategy; remove the point(s), or set k8s.device_plugin_mps "
+            "true on a cluster whose ClusterPolicy mig.strategy is none")
 
 
 def check_autoscaling_models(auto: AutoscalingSettings, specs: tuple[ModelSpec, ...]) -> None:

@@ -169,6 +169,15 @@ class KubernetesSettings(Group):
                                            "mixed, as Headroom's layouts mix profiles on a GPU "
                                            "(single needs one profile everywhere and makes GFD "
                                            "count MIG devices in nvidia.com/gpu.count)")
+    device_plugin_mps: bool = Field(False, description="whether the device plugin may share "
+                                    "whole GPUs by MPS. It refuses MPS under the mixed MIG "
+                                    "strategy ('using --mig-strategy=mixed is not supported "
+                                    "with MPS'), which the GPU Operator sets on every node from "
+                                    "its ClusterPolicy's spec.mig.strategy and which Headroom's "
+                                    "MIG layouts need: true only on a cluster whose "
+                                    "ClusterPolicy strategy is none (no MIG). False: a model's "
+                                    "whole-GPU MPS profile points are refused (serve, models "
+                                    "import --config) and no MPS config is ever written")
     lease_name: str = Field("headroom-leader", description="coordination.k8s.io/v1 Lease")
     lease_duration_s: int = Field(15, ge=1, description="followers wait this long")
     renew_deadline_s: float = Field(10.0, gt=0, description="a leader stops acting this long "

@@ -17,7 +17,10 @@ def k8s_settings(**k8s: Any) -> Settings:
                           price_per_gpu_hour=5.12),
              PoolSettings(name="l4", product="L4", gpus_per_node=4, max_nodes=8,
                           price_per_gpu_hour=0.8)]
-    return load_settings(backend="kubernetes", pools=pools, k8s=k8s)
+    # the scenarios drive every actuator, the device plugin's MPS included, as on a cluster
+    # whose plugin runs MPS (k8s.device_plugin_mps; its default, false, is tested on its own)
+    return load_settings(backend="kubernetes", pools=pools,
+                         k8s={"device_plugin_mps": True, **k8s})
 
 
 def gpu_node(name: str, *, product: str = "NVIDIA-A100-SXM4-80GB", gpus: int = 8,

@@ -274,6 +274,24 @@ def test_mps_is_refused_on_a_mig_node(apiserver: ApiServer, clock: VirtualClock)
         "metadata"]["labels"]
 
 
+def test_mps_is_refused_where_the_device_plugin_refuses_mps_and_nothing_is_written(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    # k8s.device_plugin_mps false, the default: under the GPU Operator's mixed MIG strategy the
+    # plugin refuses an MPS config, and a node labelled with one would lose its GPUs
+    apiserver.seed(gpu_node("l4-1", product="NVIDIA-L4", gpus=4, nodepool="l4"))
+    backend = make_backend(apiserver, clock, device_plugin_mps=False)
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    outcome = backend.sharing.apply_sharing("l4-1", SharingLayout(SharingMode.MPS, 4))
+    assert not outcome.ok and not outcome.retryable
+    assert "reason mps_unavailable" in outcome.message
+    assert "k8s.device_plugin_mps is false" in outcome.message
+    assert plugin_config_label(apiserver, "l4-1") is None
+    with pytest.raises(Exception, match="not found"):  # no MPS config was written
+        apiserver.get("v1", "ConfigMap", "headroom-device-plugin-config", GPU_OPERATOR_NS)
+    slicing = backend.sharing.apply_sharing("l4-1", SharingLayout(SharingMode.TIME_SLICING, 4))
+    assert not slicing.ok and slicing.retryable  # time-slicing is written: propagating
+
+
 def test_dry_run_records_every_write_and_sends_none(apiserver: ApiServer,
                                                     clock: VirtualClock) -> None:
     apiserver.seed(nodepool("a100-80gb"))

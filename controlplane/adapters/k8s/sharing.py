@@ -35,6 +35,12 @@ class K8sSharingActuator:
             raise PermanentError(f"unknown node {node}")
         labels = obj["metadata"].get("labels") or {}
         mig_config = labels.get(n.MIG_CONFIG, "")
+        if layout.mode is SharingMode.MPS and not self.settings.device_plugin_mps:
+            # a label naming an MPS config would stop the node's device plugin (it refuses MPS
+            # under the mixed MIG strategy) and with it every GPU the node advertises
+            raise PermanentError(f"node {node}: MPS needs the device plugin's MPS, which it "
+                                 "refuses under the GPU Operator's mixed MIG strategy "
+                                 "(k8s.device_plugin_mps is false); reason mps_unavailable")
         if layout.mode is SharingMode.MPS and mig_config not in ("", ALL_DISABLED):
             raise PermanentError(f"node {node}: MPS runs on whole GPUs only, but MIG is laid "
                                  f"out ({n.MIG_CONFIG}={mig_config}); reason mps_not_on_mig")
