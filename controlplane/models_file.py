@@ -52,6 +52,7 @@ from controlplane.yaml_numbers import NoTextForANumber
 from scheduler.domain import catalog
 from scheduler.domain.fleet_types import SLO_LATENCY_FRACTION
 from scheduler.domain.names import MAX_MODEL_CHARS, MAX_TENANT_CHARS, name_problem
+from scheduler.domain.sharing import mps_client_limit
 from scheduler.domain.validate import slices_problem
 
 #: a cold start over a week is a unit mistake (ms written as s)
@@ -87,6 +88,23 @@ class _Point(_Strict):
         if processes > catalog.MAX_MPS_CLIENTS:
             raise ValueError(f"must be at most {catalog.MAX_MPS_CLIENTS} (CUDA MPS's client "
                              f"limit per GPU), got {processes}")
+        return processes
+
+    @field_validator("mps_processes")
+    @classmethod
+    def _within_the_slice_mps_limit(cls, processes: int, info: ValidationInfo) -> int:
+        # on a MIG instance "the 48-client limit shrinks in proportion to the CI size"
+        # (REFERENCE.md §1.1): PlanFleet never lays out a point beyond it
+        slices = info.data.get("compute_slices")
+        known = catalog.lookup(info.data.get("product", ""))
+        if not slices or known is None or known.compute_slices <= 0:
+            return processes
+        limit = mps_client_limit(known, slices)
+        if processes > limit:
+            raise ValueError(f"must be at most {limit} on a {slices}g MIG instance of "
+                             f"{known.name} (CUDA MPS's {catalog.MAX_MPS_CLIENTS}-client limit "
+                             f"shrinks with the instance: x {slices}/{known.compute_slices}), "
+                             f"got {processes}")
         return processes
 
     # the checks across fields are field validators reading the fields before them

@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from scheduler.domain import catalog
 from scheduler.domain.cluster import product_key
 from scheduler.domain.fleet_greedy import KEEP_MIN_FILLS, pack_greedy
 from scheduler.domain.fleet_layout import (
@@ -39,7 +40,7 @@ from scheduler.domain.fleet_options import (
 from scheduler.domain.fleet_types import FleetPlan, FleetRequest, GpuAssignment, ModelDemand
 from scheduler.domain.milp import Milp, MilpSolver
 from scheduler.domain.model import Isolation
-from scheduler.domain.sharing import allows_mps
+from scheduler.domain.sharing import allows_mps, mps_client_limit
 from scheduler.domain.warm_pool import ServedModel, size_warm_pools
 
 DEFAULT_TIME_LIMIT_S = 10.0
@@ -164,6 +165,13 @@ def _why_no_option(demand: ModelDemand, pools: Sequence[PoolInfo]) -> str:
     products = {product_key(p.name) for p in pools}
     if not any(product_key(getattr(pt, "product", "")) in products for pt in profile):
         return "no_pool_for_profile (no pool offers a product the model was profiled on)"
+    served = [p for p in profile
+              if p.throughput_rps > 0 and product_key(p.product) in products]
+    if served and all(p.mps_processes > mps_client_limit(catalog.lookup(p.product),
+                                                         p.compute_slices) for p in served):
+        return ("no_profile_within_mps_client_limit (a profiled shape runs more MPS processes "
+                "than its segment takes: 48 on a whole GPU, 48 x its compute slices / the "
+                "GPU's on a MIG instance)")
     if not allows_mps(demand.isolation) and options_for(
             replace(demand, isolation=Isolation.TRUSTED), pools):
         return (f"no_profile_for_isolation (isolation {demand.isolation.name} runs on a MIG "

@@ -10,7 +10,7 @@ from scheduler.domain.catalog import GpuProduct, MigProfile
 from scheduler.domain.cluster import product_key
 from scheduler.domain.fleet_types import SLO_LATENCY_FRACTION, GpuPool, ModelDemand, ProfilePoint
 from scheduler.domain.mig import valid_size_mixes
-from scheduler.domain.sharing import allows_mps
+from scheduler.domain.sharing import allows_mps, mps_client_limit
 
 #: Segment size 0 = a whole GPU without MIG.
 WHOLE = 0
@@ -64,9 +64,10 @@ def pool_infos(pools: Sequence[GpuPool]) -> list[PoolInfo]:
 
 def options_for(demand: ModelDemand, pools: Sequence[PoolInfo]) -> list[SegmentOption]:
     """Usable shapes of ``demand``: latency <= 0.45 x SLO, no MPS processes unless its
-    isolation allows MPS (STRICT does not), a pool of the point's product, a segment size the
-    product supports and enough memory; the best throughput per (pool, size) (ties: lower
-    latency, then smaller batch, then fewer processes)."""
+    isolation allows MPS (STRICT does not) and no more than the segment's MPS client limit
+    (``mps_client_limit``: it shrinks with a MIG instance), a pool of the point's product, a
+    segment size the product supports and enough memory; the best throughput per (pool, size)
+    (ties: lower latency, then smaller batch, then fewer processes)."""
     limit = SLO_LATENCY_FRACTION * demand.latency_slo_ms
     mps = allows_mps(demand.isolation)
     best: dict[tuple[int, int], SegmentOption] = {}
@@ -79,6 +80,8 @@ def options_for(demand: ModelDemand, pools: Sequence[PoolInfo]) -> list[SegmentO
         key = product_key(point.product)
         for k, info in enumerate(pools):
             if keys[k] != key or not _fits(info, point):
+                continue
+            if point.mps_processes > mps_client_limit(info.known, point.compute_slices):
                 continue
             opt = SegmentOption(demand.model, k, point.compute_slices, point)
             old = best.get((k, point.compute_slices))

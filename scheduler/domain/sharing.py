@@ -1,18 +1,29 @@
 """Sharing-mode choice per workload (DESIGN.md "Sharing mode choice").
 
 isolation STRICT -> a MIG instance (on a MIG-capable GPU) or a whole GPU (EXCLUSIVE);
-TRUSTED -> MPS on a whole GPU (or on a MIG slice in fleet plans); NONE -> time-slicing.
+TRUSTED -> MPS on a whole GPU (or on a MIG slice in fleet plans, under the replica's own MPS
+daemon, within ``mps_client_limit``); NONE -> time-slicing.
 UNSPECIFIED is treated as NONE for shares. Whole-GPU and multi-GPU workloads are EXCLUSIVE.
 GPU memory is never oversubscribed in any mode: the packer charges memory per GPU.
 """
 
 from __future__ import annotations
 
-from scheduler.domain.catalog import GpuProduct, MigProfile
+from scheduler.domain.catalog import MAX_MPS_CLIENTS, GpuProduct, MigProfile
 from scheduler.domain.model import Isolation, SharingMode, WorkloadSpec
 
 #: CUDA MPS serves at most 48 clients per GPU; we cap time-sliced replicas the same way.
 MAX_CLIENTS_PER_GPU = 48
+
+
+def mps_client_limit(product: GpuProduct | None, compute_slices: int) -> int:
+    """MPS clients a segment of ``compute_slices`` (0 = a whole GPU) of ``product`` can run:
+    48 on a whole GPU; on a MIG instance, where MPS runs under the replica's own daemon (the
+    device plugin runs MPS only on whole GPUs), "the 48-client limit shrinks in proportion to
+    the CI size" (REFERENCE.md §1.1): 48 x its compute slices / the GPU's, at least 1."""
+    if compute_slices <= 0 or product is None or product.compute_slices <= 0:
+        return MAX_MPS_CLIENTS
+    return max(1, MAX_MPS_CLIENTS * compute_slices // product.compute_slices)
 
 
 def share_mode(isolation: Isolation) -> SharingMode:

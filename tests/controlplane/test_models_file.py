@@ -90,6 +90,11 @@ def test_every_example_model_has_a_profile_on_a_product_of_the_example_configs_p
     ("batch_size: 8,", "batch_size: 8, mps_processes: 49,",
      "models[0] (llama-3-8b-chat): profile.0.mps_processes: must be at most 48 (CUDA MPS's "
      "client limit per GPU), got 49"),
+    # MPS on a MIG instance runs fewer clients: 48 x 3/7 on a 3g of an A100 (the 1g: 6)
+    ("batch_size: 8,", "batch_size: 8, mps_processes: 21,",
+     "models[0] (llama-3-8b-chat): profile.0.mps_processes: must be at most 20 on a 3g MIG "
+     "instance of A100-80GB (CUDA MPS's 48-client limit shrinks with the instance: x 3/7), "
+     "got 21"),
     ("{product: L4,", "{product: L40,",
      "models[0] (llama-3-8b-chat): profile.1.product: unknown GPU product 'L40'; known: "
      "A100-40GB, A100-80GB,"),

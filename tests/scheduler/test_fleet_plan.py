@@ -57,6 +57,21 @@ def test_the_latency_rule_excludes_slow_shapes() -> None:
     assert out.plan.gpus == () and out.plan.unplaced[0].startswith("slow: no_profile_meets_slo")
 
 
+def test_mps_on_a_mig_instance_stays_within_the_instances_share_of_the_client_limit() -> None:
+    # CUDA MPS's 48 clients shrink with the instance (REFERENCE.md §1.1): 6 on a 1g of 7
+    over = ModelDemand("a", "t", Isolation.TRUSTED, 500.0, 100.0,
+                       (ProfilePoint("A100-80GB", 1, 1, 48, 500.0, 10.0),), 0.0)
+    out = plan_fleet(request(over), 1, solver=SOLVER)
+    assert out.plan.gpus == ()
+    assert out.plan.unplaced[0].startswith("a: no_profile_within_mps_client_limit")
+    within = replace(over, profile=(ProfilePoint("A100-80GB", 1, 1, 6, 100.0, 10.0),
+                                    ProfilePoint("A100-80GB", 1, 1, 7, 500.0, 10.0)))
+    out = plan_fleet(request(within), 1, solver=SOLVER)
+    check_plan(out.plan, request(within))
+    segments = [s for g in out.plan.gpus for s in g.segments]
+    assert segments and {(s.mig_profile, s.mps_processes) for s in segments} == {("1g.10gb", 6)}
+
+
 def test_a_model_profiled_on_a_product_without_a_pool_is_unplaced_with_the_reason() -> None:
     req = request(demand("x", 10, 100, product="H100-80GB"))
     out = plan_fleet(req, 1, solver=SOLVER)
