@@ -4,8 +4,10 @@ PlanFleet places replicas on the scheduler's own GPU ids ("A100-80GB/3"), not on
 a plan to the cluster is each planned GPU's *config*: its MIG instances, or a whole GPU shared
 through the device plugin (MPS by n clients) or held exclusively. A node carries one mig-parted
 config and one device-plugin config, so a node is of one kind: MIG on (each GPU its own
-instances; the device plugin cannot share MIG devices, a replica's MPS processes on a slice run
-under its own daemon) or whole GPUs under one sharing layout (REFERENCE.md §1.7, §2).
+instances, under a device-plugin config that shares nothing: the plugin runs MPS on no
+MIG-enabled GPU, and Headroom does not ask it to time-slice the `nvidia.com/mig-*` devices,
+which it could under the mixed strategy, REFERENCE.md §2.1; a replica's MPS processes on a slice
+run under its own daemon) or whole GPUs under one sharing layout (REFERENCE.md §1.7, §2).
 
 ``node_plan.node_config_plan`` matches the planned GPUs to the observed nodes of each pool and
 returns ``RelayoutMig`` and ``ApplySharing`` actions for the nodes that must change:

@@ -44,7 +44,9 @@ SHARING_PREFIX = MEMORY_PREFIX + "sharing/"
 NEEDS_INSTANCES = "plan_needs_mig_instances"  # MIG instances no node holds
 NEEDS_MIG = "plan_needs_mig"  # a node with MIG off becomes a MIG node
 NEEDS_WHOLE_GPUS = "plan_needs_whole_gpus"  # a MIG node becomes whole GPUs
-EXCLUSIVE_FOR_MIG = "exclusive_before_mig"  # the device plugin cannot share MIG devices
+# a node's sharing set exclusive before MIG goes on: the device plugin runs MPS on no MIG-enabled
+# GPU, and Headroom does not time-slice MIG devices (the plugin could, mixed strategy: §2.1)
+EXCLUSIVE_FOR_MIG = "exclusive_before_mig"
 
 
 def _sharing_reason(layout: SharingLayout) -> str:
