@@ -53,6 +53,7 @@ from scheduler.domain import catalog
 from scheduler.domain.fleet_types import SLO_LATENCY_FRACTION
 from scheduler.domain.names import MAX_MODEL_CHARS, MAX_TENANT_CHARS, name_problem
 from scheduler.domain.sharing import mps_client_limit
+from scheduler.domain.usable_memory import segment_usable_mib
 from scheduler.domain.validate import slices_problem
 
 #: a cold start over a week is a unit mistake (ms written as s)
@@ -128,10 +129,10 @@ class _Point(_Strict):
         if known is None or not known.memory_mib:
             return memory_mib
         mig = known.standard_profile(slices) if slices else None
-        holds_mib, shape = ((mig.memory_mib, f"a {mig.name} instance") if mig is not None
-                            else (known.memory_mib, f"a whole {known.name}"))
-        if memory_mib > holds_mib:
-            raise ValueError(f"{memory_mib} MiB does not fit {shape} ({holds_mib} MiB)")
+        holds_mib = segment_usable_mib(known, slices if mig is not None else 0)
+        shape = f"a {mig.name} instance" if mig is not None else f"a whole {known.name}"
+        if holds_mib is not None and memory_mib > holds_mib:
+            raise ValueError(f"{memory_mib} MiB does not fit {shape} ({holds_mib} MiB usable)")
         return memory_mib
 
 

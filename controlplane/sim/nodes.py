@@ -14,6 +14,7 @@ from controlplane.domain.models import ModelSpec, ProfilePoint
 from controlplane.domain.node_configs import EXCLUSIVE
 from controlplane.domain.sharing_config import SharingLayout
 from scheduler.domain.catalog import lookup
+from scheduler.domain.usable_memory import profile_usable_mib
 
 GPU_FACTS: dict[str, tuple[int, bool]] = {  # product -> (memory MiB, MIG-capable)
     "A100-80GB": (81920, True), "A100-40GB": (40960, True), "H100-80GB": (81559, True),
@@ -87,7 +88,7 @@ def instance_free_for(product: str, held: Sequence[str], bound: Sequence[Profile
 
     def memory_of(profile: str) -> float:
         known = catalog.profile(profile) if catalog is not None else None
-        return known.memory_mib if known is not None else math.inf
+        return profile_usable_mib(catalog, known) if catalog and known else math.inf
 
     free = sorted(held, key=lambda p: (slices_of(p), memory_of(p)))
     for need in sorted([*bound, point], key=lambda p: -p.memory_mib):

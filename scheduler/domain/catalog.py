@@ -24,7 +24,7 @@ class MigProfile:
     memory_slices: int
     starts: tuple[int, ...]
     max_count: int
-    memory_mib: int
+    memory_mib: int  # the name's (GB x 1024): fits count usable_memory.profile_usable_mib
     media_extension: bool = False
 
 
@@ -33,7 +33,7 @@ class GpuProduct:
     """A GPU model: memory, MIG geometry and an indicative on-demand price."""
 
     name: str
-    memory_mib: int  # 0 = undisclosed
+    memory_mib: int  # the name's; 0 = undisclosed. Fits count usable_memory.whole_usable_mib
     compute_slices: int = 0  # 0 = not MIG-capable
     memory_slices: int = 0
     mig_profiles: tuple[MigProfile, ...] = ()

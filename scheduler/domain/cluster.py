@@ -26,6 +26,7 @@ from scheduler.domain.model import (
 from scheduler.domain.readoption import GPU_GONE, NODE_GONE, gpu_release_reason
 from scheduler.domain.routing import ReplicaSite
 from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU
+from scheduler.domain.usable_memory import reported_usable_mib
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -102,7 +103,8 @@ class Cluster:
                     self.products.append(key)
                     self.known.append(catalog.lookup(gpu.product))
                 known = self.known[ids[key]]
-                memory = gpu.memory_mib or (known.memory_mib if known is not None else 0)
+                # what CUDA can use: the node's report capped at the catalog's usable figure
+                memory = reported_usable_mib(known, gpu.memory_mib)
                 self.free[i, j] = WHOLE_GPU_MILLI
                 self.exists[i, j] = True
                 self.product_id[i, j] = ids[key]

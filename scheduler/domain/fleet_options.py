@@ -11,6 +11,7 @@ from scheduler.domain.cluster import product_key
 from scheduler.domain.fleet_types import SLO_LATENCY_FRACTION, GpuPool, ModelDemand, ProfilePoint
 from scheduler.domain.mig import valid_size_mixes
 from scheduler.domain.sharing import allows_mps, mps_client_limit
+from scheduler.domain.usable_memory import segment_usable_mib
 
 #: Segment size 0 = a whole GPU without MIG.
 WHOLE = 0
@@ -95,10 +96,11 @@ def _rank(point: ProfilePoint) -> tuple[float, float, int, int]:
 
 
 def _fits(info: PoolInfo, point: ProfilePoint) -> bool:
-    if point.compute_slices == WHOLE:
-        memory = info.known.memory_mib if info.known is not None else 0
-        return point.memory_mib <= 0 or memory <= 0 or point.memory_mib <= memory
-    prof = info.profile(point.compute_slices)
-    if prof is None:
+    """Whether the segment has the point's memory: what CUDA can use of it (``usable_memory``),
+    not its profile name's; a whole GPU of undisclosed memory takes any point."""
+    if info.known is None:
+        return point.compute_slices == WHOLE
+    usable = segment_usable_mib(info.known, point.compute_slices)
+    if usable is None:
         return False
-    return point.memory_mib <= 0 or point.memory_mib <= prof.memory_mib
+    return point.memory_mib <= 0 or usable <= 0 or point.memory_mib <= usable

@@ -43,7 +43,8 @@ def gpu_release_reason(cluster: Cluster, binding: Binding, node: int, cols: tupl
         asked = binding.gpu_memory_request_mib
         if asked > 0 and not (cluster.gmem_known.item(node, g)
                               and cluster.gmem_total.item(node, g) >= asked):
-            has = (f"{cluster.gmem_total.item(node, g)} MiB" if cluster.gmem_known.item(node, g)
+            has = (f"{cluster.gmem_total.item(node, g)} MiB usable"
+                   if cluster.gmem_known.item(node, g)
                    else "memory not known")
             return GPU_MEMORY, f"{where} has {has}, the binding asked for {asked} MiB"
         if binding.mode is SharingMode.MIG and not _mig_profile_on(cluster, node, g, binding):

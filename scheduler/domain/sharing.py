@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from scheduler.domain.catalog import MAX_MPS_CLIENTS, GpuProduct, MigProfile
 from scheduler.domain.model import Isolation, SharingMode, WorkloadSpec
+from scheduler.domain.usable_memory import profile_usable_mib
 
 #: CUDA MPS serves at most 48 clients per GPU; we cap time-sliced replicas the same way.
 MAX_CLIENTS_PER_GPU = 48
@@ -43,13 +44,14 @@ def allows_mps(isolation: Isolation) -> bool:
 
 
 def mig_memory_mib(product: GpuProduct, prof: MigProfile, gpu_total_mib: int = 0) -> int:
-    """Memory of an instance of ``prof``: its profile's, but never more than its memory slices'
-    share of ``gpu_total_mib``, the memory the GPU reports (0 = not known). Profile names
-    overstate memory (REFERENCE.md §1.3, §11.5: an H100 reports 81559 MiB, its 4g.40gb + 3g.40gb
-    name 81920 MiB), so charging the names would refuse layouts whose memory slices fit."""
+    """Memory of an instance of ``prof``: what CUDA can use of it (``usable_memory``, the figure
+    PlanFleet plans with), never more than its memory slices' share of ``gpu_total_mib``, the
+    memory Place counts on for the GPU (0 = not known). Profile names overstate memory
+    (REFERENCE.md §1.3, §11.5), so charging the names would place models that cannot fit."""
+    usable = profile_usable_mib(product, prof)
     if gpu_total_mib <= 0 or product.memory_slices <= 0:
-        return prof.memory_mib
-    return min(prof.memory_mib, gpu_total_mib * prof.memory_slices // product.memory_slices)
+        return usable
+    return min(usable, gpu_total_mib * prof.memory_slices // product.memory_slices)
 
 
 def mig_profile_for(product: GpuProduct, gpu_milli: int, gpu_memory_mib: int,

@@ -116,6 +116,24 @@ def test_an_impossible_model_is_named_by_file_model_and_field(
     assert str(err.value).startswith(f"{path}: {named}"), str(err.value)
 
 
+@pytest.mark.parametrize(("point", "named"), [
+    ("{product: H200-141GB, compute_slices: 1, memory_mib: 17500",
+     "17500 MiB does not fit a 1g.18gb instance (16384 MiB usable)"),
+    ("{product: A100-40GB, compute_slices: 1, memory_mib: 5100",
+     "5100 MiB does not fit a 1g.5gb instance (4864 MiB usable)"),
+    ("{product: H100-80GB, memory_mib: 81500",
+     "81500 MiB does not fit a whole H100-80GB (81152 MiB usable)")])
+def test_a_point_needing_more_memory_than_cuda_can_use_of_its_shape_is_refused(
+        tmp_path: Path, point: str, named: str) -> None:
+    # the profile's name overstates its memory (REFERENCE.md §1.3): a 1g.18gb holds 16.00 GiB
+    text = GOOD.replace("{product: T4, throughput_rps: 250, latency_ms: 30, memory_mib: 2000}",
+                        point + ", throughput_rps: 250, latency_ms: 30}", 1)
+    assert text != GOOD
+    with pytest.raises(ModelsFileError) as err:
+        load_model_specs(_file(tmp_path, text))
+    assert f"models[1] (resnet50): profile.0.memory_mib: {named}" in str(err.value)
+
+
 @pytest.mark.parametrize(("text", "named"), [
     ("models: []\n", "models: List should have at least 1 item"),
     ("- name: x\n", "expected a mapping with 'models'"),
@@ -193,7 +211,8 @@ def test_every_problem_of_a_models_file_is_listed_in_one_run_whatever_else_is_wr
     lines = [line.removeprefix(f"{path}: ") for line in str(err.value).splitlines()]
     assert lines[:5] == [  # before: the slice, bound, SLO and duplicate lines were missing
         "models[0] (m3): profile.0.throughput_rps: Input should be greater than 0, got 0",
-        "models[0] (m3): profile.0.memory_mib: 200000 MiB does not fit a whole L4 (24576 MiB)",
+        "models[0] (m3): profile.0.memory_mib: 200000 MiB does not fit a whole L4 "
+        "(24345 MiB usable)",
         "models[0] (m3): profile.1.compute_slices: T4 has no MIG: must be 0 (a whole GPU), "
         "got 1",
         "models[0] (m3): max_replicas: 2 is below min_replicas 5",
