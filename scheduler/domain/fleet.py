@@ -34,6 +34,7 @@ from scheduler.domain.fleet_options import (
     WHOLE,
     PoolInfo,
     SegmentOption,
+    memory_shortfall,
     options_for,
     pool_infos,
 )
@@ -172,6 +173,11 @@ def _why_no_option(demand: ModelDemand, pools: Sequence[PoolInfo]) -> str:
         return ("no_profile_within_mps_client_limit (a profiled shape runs more MPS processes "
                 "than its segment takes: 48 on a whole GPU, 48 x its compute slices / the "
                 "GPU's on a MIG instance)")
+    short = memory_shortfall(demand, pools)
+    if short is not None:
+        return ("no_profile_meets_slo (not enough GPU memory: every profiled shape with "
+                "latency <= 0.45 x latency_slo_ms on a pool product needs more memory than CUDA "
+                f"can use of it: {short})")
     if not allows_mps(demand.isolation) and options_for(
             replace(demand, isolation=Isolation.TRUSTED), pools):
         return (f"no_profile_for_isolation (isolation {demand.isolation.name} runs on a MIG "

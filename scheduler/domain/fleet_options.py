@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scheduler.domain import catalog
 from scheduler.domain.catalog import GpuProduct, MigProfile
@@ -104,3 +104,25 @@ def _fits(info: PoolInfo, point: ProfilePoint) -> bool:
     if usable is None:
         return False
     return point.memory_mib <= 0 or usable <= 0 or point.memory_mib <= usable
+
+
+def memory_shortfall(demand: ModelDemand, pools: Sequence[PoolInfo]) -> str | None:
+    """Why ``demand`` has no usable shape when memory is why: the shapes it would have
+    (``options_for`` with its points' memory not stated), each with what its point needs and
+    what CUDA can use of it; None when it would have none either."""
+    needs: dict[ProfilePoint, int] = {}
+    for point in demand.profile:
+        free = replace(point, memory_mib=0)
+        needs[free] = min(needs.get(free, point.memory_mib), point.memory_mib)
+    shapes = options_for(replace(demand, profile=tuple(needs)), pools)
+    if not shapes:
+        return None
+    parts = []
+    for opt in shapes[:3]:
+        info = pools[opt.pool]
+        prof = info.profile(opt.size)
+        usable = segment_usable_mib(info.known, opt.size) if info.known is not None else None
+        shape = f"a {prof.name} of {info.name}" if prof is not None else f"a whole {info.name}"
+        parts.append(f"{needs[opt.point]} MiB on {shape} ({usable} MiB usable)")
+    more = f"; {len(shapes) - 3} more" if len(shapes) > 3 else ""
+    return "; ".join(parts) + more

@@ -329,3 +329,20 @@ def test_a_model_whose_profile_serves_nothing_says_so() -> None:
     out = plan_fleet(request(ModelDemand("z", "t", Isolation.NONE, 5.0, 100.0, zero, 0.0)), 1,
                      solver=SOLVER)
     assert out.plan.unplaced == ("z: no_profile_serves (every profiled shape has throughput 0)",)
+
+
+def test_a_model_too_large_for_every_shape_is_unplaced_for_memory_not_latency() -> None:
+    points = (ProfilePoint("H100-80GB", 0, 1, 1, 100.0, 10.0, 200_000),
+              ProfilePoint("H100-80GB", 3, 1, 1, 100.0, 10.0, 200_000))
+    huge = ModelDemand("huge", "t", Isolation.STRICT, 10.0, 100.0, points, 0.0)
+    slow = replace(huge, model="slow", latency_slo_ms=20.0)  # 10 ms > 0.45 x 20 ms as well
+    out = plan_fleet(request(huge, slow, pools=(GpuPool("H100-80GB", 2, 6.9),)), 1,
+                     solver=SOLVER)
+    assert out.plan.gpus == ()
+    assert out.plan.unplaced[0] == (
+        "huge: no_profile_meets_slo (not enough GPU memory: every profiled shape with latency "
+        "<= 0.45 x latency_slo_ms on a pool product needs more memory than CUDA can use of it: "
+        "200000 MiB on a whole H100-80GB (81152 MiB usable); 200000 MiB on a 3g.40gb of "
+        "H100-80GB (37183 MiB usable))")
+    assert out.plan.unplaced[1].startswith("slow: no_profile_meets_slo (no profiled shape has "
+                                           "latency <= 0.45 x latency_slo_ms")
