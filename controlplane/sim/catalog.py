@@ -25,8 +25,11 @@ DEMO_MODELS: tuple[ModelSpec, ...] = (
           ProfilePoint("A100-80GB", 1, 32, 2, 250.0, 15.0, 4_000), ColdStart(4.0, 8.0)),
     _spec("bert-embed", "globex", Isolation.NONE, Engine.TRITON, 40.0,
           ProfilePoint("L4", 0, 64, 1, 300.0, 12.0, 6_000), ColdStart(5.0, 10.0)),
+    # An AWQ-int4 build: bf16 weights of 70B parameters are ~140 GB, int4 ~35 GB (REFERENCE.md
+    # §6.4), which leaves vLLM KV cache on one H100. vLLM takes --gpu-memory-utilization 0.9 of
+    # the 81,152 MiB CUDA can use of the GPU (§1.3, 79.25 GiB): 73,036 MiB, so 73,000.
     _spec("llama-3-70b", "initech", Isolation.STRICT, Engine.VLLM, 1500.0,
-          ProfilePoint("H100-80GB", 0, 8, 1, 12.0, 600.0, 76_000), ColdStart(45.0, 80.0)),
+          ProfilePoint("H100-80GB", 0, 8, 1, 12.0, 600.0, 73_000), ColdStart(45.0, 80.0)),
     _spec("whisper-asr", "initech", Isolation.NONE, Engine.TRITON, 800.0,
           ProfilePoint("L4", 0, 4, 1, 20.0, 300.0, 10_000), ColdStart(12.0, 25.0)),
 )

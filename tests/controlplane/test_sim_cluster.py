@@ -5,9 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from controlplane.domain.desired import PoolSpec
+from controlplane.domain.models import Engine
 from controlplane.settings import SimSettings
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.sim.cluster import SimCluster
+from scheduler.domain import catalog
+from scheduler.domain.usable_memory import whole_usable_mib
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
 POOLS = (PoolSpec("l4", "L4", 4, 0, 8, 0.8),)
@@ -75,3 +78,13 @@ def test_a_replica_added_after_adoption_starts_warm_on_the_adopted_node() -> Non
     cluster.step(T0 + timedelta(seconds=8))
     model = cluster.snapshot().model("bert-embed")
     assert model is not None and model.replicas_ready == 1
+
+
+def test_a_demo_vllm_model_on_a_whole_gpu_fits_vllms_default_share_of_its_usable_memory() -> None:
+    # vLLM takes --gpu-memory-utilization 0.9 of what CUDA can use (REFERENCE.md §6.4, §1.3):
+    # the 70B model is an AWQ-int4 build, not bf16 weights of ~140 GB
+    for spec in DEMO_MODELS:
+        for point in spec.profile:
+            product = catalog.lookup(point.product)
+            if spec.engine is Engine.VLLM and point.compute_slices == 0 and product is not None:
+                assert point.memory_mib <= 0.9 * whole_usable_mib(product), spec.name
