@@ -6,13 +6,17 @@ Profile names overstate usable memory (REFERENCE.md §1.3, §11.5: 1g.5gb ≈ 4.
 (GB x 1024), so no fit is ever decided on them directly.
 
 Measured facts (REFERENCE.md §1.3, -lgip / nvidia-smi output) are in ``MEASURED_MIB``. Every
-other figure is DERIVED: the profile's (or whole GPU's) name memory times the smallest
-usable/name ratio measured in its family (rounded down), because small instances lose the
-largest share to the driver (H200 1g.18gb keeps 0.908 of its name, 7g.141gb 0.993). Ampere
-(A100-40GB, A100-80GB, A30): 0.95 (A100-40GB 1g.5gb). Hopper (H100-80GB, H100-94GB, H200) and
-B200 (§1.3: assume Hopper geometry): 0.9078 (H200 1g.18gb). A GPU without MIG (L4, T4, ...),
-of no measured family and always used whole: the smallest ratio measured for a whole GPU,
-0.9906 (H100-80GB 7g.80gb; H100-94GB 7g.94gb).
+other figure is DERIVED: the profile's (or whole GPU's) name memory times a usable/name ratio
+measured in its family (rounded down). Small instances lose the largest share to the driver
+(H200 1g.18gb keeps 0.908 of its name, 2g.35gb 0.929, 7g.141gb 0.993; A100-40GB 1g.5gb 0.95,
+3g.20gb 0.981), so an instance holding a fraction f of the GPU's memory slices keeps at least
+the ratio measured at the largest fraction <= f (the smallest across the family's products at
+that fraction): a safe bound that does not charge a large instance a small one's loss. Ampere
+(A100-40GB, A100-80GB, A30): 0.95 up to half the slices, then 0.981 (a whole A100-80GB 80,384
+MiB). Hopper (H100-80GB, H100-94GB, H200) and B200 (§1.3: assume Hopper geometry): 0.9078 for
+1/8, 0.9286 from 1/4, 0.9906 whole. A GPU without MIG (L4, T4, ...), of no measured family and
+always used whole: the smallest ratio measured for a whole GPU, 0.9906 (H100-80GB 7g.80gb;
+H100-94GB 7g.94gb).
 
 A whole GPU counts on its full-memory profile's figure (7g.80gb = 79.25 GiB for an H100-80GB).
 A GPU of the inventory reports its total (GFD ``nvidia.com/gpu.memory``, e.g. 81559 MiB for an
@@ -45,27 +49,33 @@ FAMILY: dict[str, str] = {
 }
 
 
-def _ratios() -> dict[str, Fraction]:
-    """The smallest measured usable/name ratio per family, and of a whole GPU (a profile of
-    all memory slices) under key ``""``."""
+def _ratios() -> dict[tuple[str, Fraction], Fraction]:
+    """The smallest measured usable/name ratio per (family, fraction of the GPU's memory
+    slices), and of a whole GPU (any family) under family ``""``."""
     by_name = {p.name: p for p in PRODUCTS}
-    ratios: dict[str, Fraction] = {}
+    ratios: dict[tuple[str, Fraction], Fraction] = {}
     for (product, profile), usable in MEASURED_MIB.items():
         prof = by_name[product].profile(profile)
         assert prof is not None, (product, profile)
         ratio = Fraction(usable, prof.memory_mib)
-        whole = prof.memory_slices == by_name[product].memory_slices
-        for key in (FAMILY[product], *([""] if whole else [])):
-            ratios[key] = min(ratios.get(key, ratio), ratio)
+        fraction = Fraction(prof.memory_slices, by_name[product].memory_slices)
+        for family in (FAMILY[product], *([""] if fraction == 1 else [])):
+            ratios[family, fraction] = min(ratios.get((family, fraction), ratio), ratio)
     return ratios
 
 
 _RATIO = _ratios()
 
 
-def _derived(product: GpuProduct, name_mib: int) -> int:
-    ratio = _RATIO.get(FAMILY.get(product.name, ""), _RATIO[""])
-    return int(ratio * name_mib)  # Fraction -> int rounds toward 0: down
+def _derived(product: GpuProduct, name_mib: int, fraction: Fraction) -> int:
+    """``name_mib`` x the ratio measured at the largest fraction <= ``fraction`` in the
+    product's family (a product of no family is used whole: the whole-GPU ratio)."""
+    family = FAMILY.get(product.name)
+    if family is None:
+        return int(_RATIO["", Fraction(1)] * name_mib)  # Fraction -> int rounds down
+    measured = {f: r for (fam, f), r in _RATIO.items() if fam == family}
+    return int(measured[max((f for f in measured if f <= fraction), default=min(measured))]
+               * name_mib)
 
 
 def profile_usable_mib(product: GpuProduct, prof: MigProfile) -> int:
@@ -73,7 +83,10 @@ def profile_usable_mib(product: GpuProduct, prof: MigProfile) -> int:
     its base profile's memory)."""
     base = prof.name.removesuffix("+me")
     measured = MEASURED_MIB.get((product.name, base))
-    return measured if measured is not None else _derived(product, prof.memory_mib)
+    if measured is not None:
+        return measured
+    return _derived(product, prof.memory_mib,
+                    Fraction(prof.memory_slices, product.memory_slices or 1))
 
 
 def whole_usable_mib(product: GpuProduct) -> int:
@@ -83,7 +96,7 @@ def whole_usable_mib(product: GpuProduct) -> int:
     full = [p for p in product.mig_profiles if p.memory_slices == product.memory_slices]
     if full:
         return profile_usable_mib(product, full[0])
-    return _derived(product, product.memory_mib)
+    return _derived(product, product.memory_mib, Fraction(1))
 
 
 def reported_usable_mib(product: GpuProduct | None, reported_mib: int) -> int:

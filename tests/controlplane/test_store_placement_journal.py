@@ -159,8 +159,8 @@ def test_a_restarted_engine_ranks_replicas_as_before_once_it_has_an_inventory(
         pb.ReplicaLoad(workload_id="c-shared", gpu_memory_used_mib=10_240)])
     before = first.rank_replicas(request)
     assert [r.memory_headroom for r in before.ranked if r.workload_id == "b-shared"] == [
-        pytest.approx(1 - 20_480 / 77_824)]  # its neighbour's charge, not its own, of the
-    # 77,824 MiB CUDA can use of an A100-80GB (scheduler/domain/usable_memory.py)
+        pytest.approx(1 - 20_480 / 80_384)]  # its neighbour's charge, not its own, of the
+    # 80,384 MiB CUDA can use of an A100-80GB (scheduler/domain/usable_memory.py)
 
     second = _engine(store, "second")
     waiting = second.rank_replicas(request)  # no inventory yet: no node takes work

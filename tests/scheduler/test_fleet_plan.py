@@ -343,6 +343,6 @@ def test_a_model_too_large_for_every_shape_is_unplaced_for_memory_not_latency() 
         "huge: no_profile_meets_slo (not enough GPU memory: every profiled shape with latency "
         "<= 0.45 x latency_slo_ms on a pool product needs more memory than CUDA can use of it: "
         "200000 MiB on a whole H100-80GB (81152 MiB usable); 200000 MiB on a 3g.40gb of "
-        "H100-80GB (37183 MiB usable))")
+        "H100-80GB (37764 MiB usable))")
     assert out.plan.unplaced[1].startswith("slow: no_profile_meets_slo (no profiled shape has "
                                            "latency <= 0.45 x latency_slo_ms")

@@ -246,7 +246,7 @@ def test_a_resync_releases_a_binding_whose_gpu_is_now_another_product_or_too_sma
         GpuSpec(2, "L4", 24_576, False)))])
     assert [(r.binding, r.reason) for r in released] == [
         (big, GPU_MEMORY), (on_a100, GPU_PRODUCT)]
-    assert ("GPU 1 of node n has 38912 MiB usable, the binding asked for 60000 MiB"
+    assert ("GPU 1 of node n has 40192 MiB usable, the binding asked for 60000 MiB"
             in released[0].detail)
     assert fresh.cluster.bindings == {"small": small}
     assert fresh.place(work("whole")).gpu_indices == (0,)  # the released GPUs are free again

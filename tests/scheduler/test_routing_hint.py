@@ -192,7 +192,7 @@ def test_each_ranked_replica_says_its_sharing_mode_and_the_gpu_memory_it_may_use
                             isolation=pb.TRUSTED))
     ranked = _rank(engine, *(_load(w, kv_cache_usage=0.5) for w in ("whole", "mig", "mps")))
     assert {r.workload_id: (r.mode, r.memory_mib) for r in ranked.ranked} == {  # CUDA's usable
-        "whole": (pb.EXCLUSIVE, 77_824), "mig": (pb.MIG, 9_728), "mps": (pb.MPS, 6_000)}
+        "whole": (pb.EXCLUSIVE, 80_384), "mig": (pb.MIG, 9_728), "mps": (pb.MPS, 6_000)}
 
 def test_ids_that_are_not_bound_come_back_unknown_and_unranked() -> None:
     engine = _engine(make_node("n0"))

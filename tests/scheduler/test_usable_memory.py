@@ -116,3 +116,16 @@ def test_a_gpu_reporting_less_than_the_catalog_counts_its_report() -> None:
     assert reported_usable_mib(h100, 0) == 81_152  # not reported: the catalog's usable
     assert reported_usable_mib(None, 12_345) == 12_345  # unknown product: its report only
     assert reported_usable_mib(None, 0) == 0
+
+
+@pytest.mark.parametrize(("product", "profile", "usable_mib"), [
+    ("A100-80GB", "1g.10gb", 9_728),  # an eighth: A100-40GB 1g.5gb's 0.95
+    ("A100-80GB", "3g.40gb", 40_192),  # half: A100-40GB 3g.20gb's 0.981, not 1g's 0.95
+    ("A100-80GB", "7g.80gb", 80_384),  # whole: the largest Ampere share measured, half
+    ("H100-80GB", "1g.10gb", 9_295),  # an eighth: H200 1g.18gb's 0.908
+    ("H100-80GB", "3g.40gb", 37_764)])  # half: H200 2g.35gb's 0.929 (a quarter)
+def test_a_derived_figure_takes_the_ratio_measured_at_the_largest_share_no_larger_than_its_own(
+        product: str, profile: str, usable_mib: int) -> None:
+    prof = _product(product).profile(profile)
+    assert prof is not None and (product, profile) not in MEASURED_MIB
+    assert profile_usable_mib(_product(product), prof) == usable_mib
