@@ -125,8 +125,10 @@ PRODUCTS: tuple[GpuProduct, ...] = (
          ("0x233510DE", "0x233B10DE")),
     _mig("B200", 180, ("1g.23gb", "1g.45gb", "2g.45gb", "3g.90gb", "4g.90gb", "7g.180gb"),
          ("B200-180GB", "NVIDIA-B200"), 8.0, ("0x290110DE",)),
-    GpuProduct("L4", 24 * MIB_PER_GB, aliases=("NVIDIA-L4", "L4-24GB"), price_per_gpu_hour=0.8),
-    GpuProduct("L40S", 48 * MIB_PER_GB, aliases=("NVIDIA-L40S", "L40S-48GB"),
+    # L4, L40S, A10, T4: the total nvidia-smi reports (decimal GB: an L4's "24 GB" is 23,034
+    # MiB), not GB x 1024, which would count 1.5-2 GiB the GPU does not have
+    GpuProduct("L4", 23034, aliases=("NVIDIA-L4", "L4-24GB"), price_per_gpu_hour=0.8),
+    GpuProduct("L40S", 46068, aliases=("NVIDIA-L40S", "L40S-48GB"),
                price_per_gpu_hour=1.86),
     GpuProduct("A10", 23028, aliases=("NVIDIA-A10", "A10-24GB"), price_per_gpu_hour=1.0),
     GpuProduct("A10G", 23028, aliases=("NVIDIA-A10G", "A10G-24GB"), price_per_gpu_hour=1.006),

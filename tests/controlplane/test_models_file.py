@@ -212,7 +212,7 @@ def test_every_problem_of_a_models_file_is_listed_in_one_run_whatever_else_is_wr
     assert lines[:5] == [  # before: the slice, bound, SLO and duplicate lines were missing
         "models[0] (m3): profile.0.throughput_rps: Input should be greater than 0, got 0",
         "models[0] (m3): profile.0.memory_mib: 200000 MiB does not fit a whole L4 "
-        "(24345 MiB usable)",
+        "(22818 MiB usable)",
         "models[0] (m3): profile.1.compute_slices: T4 has no MIG: must be 0 (a whole GPU), "
         "got 1",
         "models[0] (m3): max_replicas: 2 is below min_replicas 5",

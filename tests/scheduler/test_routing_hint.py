@@ -137,8 +137,8 @@ def test_a_replica_sharing_its_gpu_with_another_ranks_below_one_alone_on_its_gpu
     ranked = _rank(engine, *(_load(w) for w in bindings)).ranked
     assert ranked[0].workload_id == lonely and ranked[0].memory_headroom == 1.0
     assert {r.workload_id for r in ranked[1:]} == set(shared)
-    # of the 24,345 MiB CUDA can use of an L4 (scheduler/domain/usable_memory.py), not 24,576
-    assert all(r.memory_headroom == pytest.approx(1 - 8_192 / 24_345) for r in ranked[1:])
+    # of the 22,818 MiB CUDA can use of an L4 (scheduler/domain/usable_memory.py), not 24,576
+    assert all(r.memory_headroom == pytest.approx(1 - 8_192 / 22_818) for r in ranked[1:])
     assert "shared GPU" in ranked[1].reason
 
 
@@ -153,7 +153,8 @@ def test_a_replica_alone_on_a_shared_gpu_loses_no_headroom_to_its_own_charge() -
     assert [(r.workload_id, r.memory_headroom) for r in ranked] == [("mps", 1.0), ("whole", 1.0)]
     engine.place(make_place("neighbour", gpu_milli=300, isolation=pb.TRUSTED))  # 30 % charged
     (alone_no_more,) = _rank(engine, _load("mps")).ranked
-    assert alone_no_more.memory_headroom == pytest.approx(1 - (23_034 * 300 // 1000) / 23_034)
+    usable = 22_818  # of the 23,034 MiB an L4 reports (scheduler/domain/usable_memory.py)
+    assert alone_no_more.memory_headroom == pytest.approx(1 - (usable * 300 // 1000) / usable)
 
 
 def test_a_replica_on_a_cordoned_node_ranks_last_with_the_reason() -> None:
