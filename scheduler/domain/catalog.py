@@ -33,7 +33,9 @@ class GpuProduct:
     """A GPU model: memory, MIG geometry and an indicative on-demand price."""
 
     name: str
-    memory_mib: int  # the name's; 0 = undisclosed. Fits count usable_memory.whole_usable_mib
+    # the name's (GB x 1024) for a MIG part, the total nvidia-smi reports for the others;
+    # 0 = undisclosed. Fits count usable_memory.whole_usable_mib
+    memory_mib: int
     compute_slices: int = 0  # 0 = not MIG-capable
     memory_slices: int = 0
     mig_profiles: tuple[MigProfile, ...] = ()

@@ -3,7 +3,8 @@
 The one source of truth for memory fits (PlanFleet, the online Place API, ``models import``).
 Profile names overstate usable memory (REFERENCE.md §1.3, §11.5: 1g.5gb ≈ 4.75 GiB, 7g.141gb
 = 140 GiB), and ``MigProfile.memory_mib`` / ``GpuProduct.memory_mib`` are the names' figures
-(GB x 1024), so no fit is ever decided on them directly.
+(GB x 1024; a GPU without MIG: the total nvidia-smi reports), so no fit is ever decided on them
+directly.
 
 Measured facts (REFERENCE.md §1.3, -lgip / nvidia-smi output) are in ``MEASURED_MIB``. Every
 other figure is DERIVED: the profile's (or whole GPU's) name memory times a usable/name ratio
