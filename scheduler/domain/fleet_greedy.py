@@ -50,18 +50,38 @@ def pack_greedy(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption
 
 def _choose(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption]],
             rates: dict[str, float]) -> dict[str, tuple[SegmentOption, int]]:
-    """Per model: the option with the best throughput per compute slice, and how many."""
+    """Per model: the option with the best throughput per compute slice, and how many; a
+    time-slice instead where its segments take fewer of a GPU's slices in all (it serves less
+    per slice, for the context switches, but a model needing a fraction of a GPU wastes less)."""
     chosen: dict[str, tuple[SegmentOption, int]] = {}
     for model in sorted(options):
-        def value(o: SegmentOption) -> tuple[float, float, int, int]:
-            info = pools[o.pool]
-            per_slice = o.point.throughput_rps / info.slices(o.size)
-            price = info.pool.price_per_gpu_hour * info.slices(o.size)
-            return (-per_slice, price, o.pool, o.size)
-
-        best = min(options[model], key=value)
-        chosen[model] = (best, max(1, math.ceil(rates[model] / best.point.throughput_rps - 1e-9)))
+        rate = rates[model]
+        whole = [o for o in options[model] if o.size >= WHOLE]
+        best = min(whole, key=lambda o: _value(pools, o), default=None)
+        sliced = min((o for o in options[model] if o.size < WHOLE),
+                     key=lambda o: _total(pools, o, rate), default=None)
+        if best is None or (sliced is not None
+                            and _total(pools, sliced, rate) < _total(pools, best, rate)):
+            best = sliced
+        assert best is not None
+        chosen[model] = (best, _count(best, rate))
     return chosen
+
+
+def _value(pools: Sequence[PoolInfo], o: SegmentOption) -> tuple[float, float, int, int]:
+    info = pools[o.pool]
+    per_slice = o.point.throughput_rps / info.slices(o.size)
+    price = info.pool.price_per_gpu_hour * info.slices(o.size)
+    return (-per_slice, price, o.pool, o.size)
+
+
+def _count(o: SegmentOption, rate: float) -> int:
+    return max(1, math.ceil(rate / o.point.throughput_rps - 1e-9))
+
+
+def _total(pools: Sequence[PoolInfo], o: SegmentOption, rate: float
+           ) -> tuple[float, tuple[float, float, int, int]]:
+    return pools[o.pool].slices(o.size) * _count(o, rate), _value(pools, o)
 
 
 def _keep(pools: Sequence[PoolInfo], priors: Sequence[PriorGpu],
@@ -121,7 +141,7 @@ class _Bins:
         for _ in range(count):
             where = self._place(opt)
             if where is None:
-                self._undo(opt.pool, opened, grown, free)
+                self._undo(opt.pool, opt.size, opened, grown, free)
                 return False
             if where >= 0:
                 grown.append(where)
@@ -134,32 +154,31 @@ class _Bins:
             self.free[(opt.pool, opt.size)] -= 1
             return -1
         open_bins = self._open.setdefault(opt.pool, [])
-        if opt.size != WHOLE:
-            for i in open_bins:
-                candidate = tuple(sorted([*self.sizes[i], opt.size], reverse=True))
-                if candidate in info.layouts:
-                    self.sizes[i].append(opt.size)
-                    if sum(self.sizes[i]) >= info.slices(WHOLE):
-                        open_bins.remove(i)
-                    return i
+        for i in open_bins:
+            if info.can_take(self.sizes[i], opt.size):
+                self.sizes[i].append(opt.size)
+                self.sizes[i].sort(reverse=True)
+                if info.is_full(self.sizes[i]):
+                    open_bins.remove(i)
+                return i
         if self.kept[opt.pool] + self._opened[opt.pool] >= info.pool.max_gpus:
             return None
         self._opened[opt.pool] += 1
         self.pool_of.append(opt.pool)
         self.sizes.append([opt.size])
-        if opt.size != WHOLE and opt.size < info.slices(WHOLE):
+        if not info.is_full(self.sizes[-1]):
             open_bins.append(len(self.sizes) - 1)
         return len(self.sizes) - 1
 
-    def _undo(self, pool: int, opened: int, grown: list[int],
+    def _undo(self, pool: int, size: int, opened: int, grown: list[int],
               free: Counter[tuple[int, int]]) -> None:
         for i in reversed(grown):
             if i < opened:
-                self.sizes[i].pop()
+                self.sizes[i].remove(size)
         del self.pool_of[opened:], self.sizes[opened:]
         self._opened = Counter(self.pool_of)
         self.free = free
-        full = self.pools[pool].slices(WHOLE)
+        info = self.pools[pool]
         self._open[pool] = [i for i, (p, sizes) in enumerate(zip(self.pool_of, self.sizes,
                                                                   strict=True))
-                            if p == pool and WHOLE not in sizes and sum(sizes) < full]
+                            if p == pool and not info.is_full(sizes)]

@@ -9,7 +9,13 @@ from dataclasses import dataclass
 
 from scheduler.domain.catalog import MigProfile
 from scheduler.domain.cluster import product_key
-from scheduler.domain.fleet_options import WHOLE, PoolInfo, SegmentOption
+from scheduler.domain.fleet_options import (
+    WHOLE,
+    PoolInfo,
+    SegmentOption,
+    time_sliced,
+    time_slices,
+)
 from scheduler.domain.fleet_types import FleetPlan, GpuAssignment, ProfilePoint, Segment
 from scheduler.domain.mig import MigInstance, is_valid_layout, solve_layout
 from scheduler.domain.model import Isolation, SharingMode
@@ -73,21 +79,37 @@ def prior_gpus(previous: FleetPlan | None, pools: Sequence[PoolInfo]) -> list[Pr
         if not gpu.segments or product_key(gpu.product) not in keys:
             continue
         k = keys.index(product_key(gpu.product))
-        inst = tuple(sorted((s.compute_slices, s.mig_start, s.model) for s in gpu.segments))
+        placed = _instances(gpu.segments)
+        inst = tuple(sorted((size, start, s.model) for size, start, s in placed))
         if not _valid(pools[k], [(size, start) for size, start, _ in inst]):
             continue
         sizes = tuple(sorted((size for size, _, _ in inst), reverse=True))
         if sizes not in pools[k].layouts:
             continue
-        segments = tuple(sorted((s.compute_slices, s.mig_start, s.model, s.batch_size,
-                                 s.mps_processes) for s in gpu.segments))
+        segments = tuple(sorted((size, start, s.model, s.batch_size, s.mps_processes)
+                                for size, start, s in placed))
         out.append(PriorGpu(gpu.gpu_id, k, sizes, inst, segments))
+    return out
+
+
+def _instances(segments: Sequence[Segment]) -> list[tuple[int, int, Segment]]:
+    """(size, start, segment) of a GPU's segments: a MIG instance's compute slices and
+    memory-slice start, a whole GPU's (0, 0); the n time-slices of a time-sliced GPU are of size
+    -n, numbered 0 .. n-1 in the order of their models."""
+    sliced = sorted((s for s in segments if s.mode is SharingMode.TIME_SLICING),
+                    key=lambda s: s.model)
+    out = [(s.compute_slices, s.mig_start, s) for s in segments
+           if s.mode is not SharingMode.TIME_SLICING]
+    out += [(-len(sliced), i, s) for i, s in enumerate(sliced)]
     return out
 
 
 def _valid(info: PoolInfo, instances: Sequence[tuple[int, int]]) -> bool:
     if any(size == WHOLE for size, _ in instances):
         return len(instances) == 1 and instances[0][1] == 0
+    if any(size < WHOLE for size, _ in instances):
+        n = len(instances)  # prior_gpus checks that n time-slices are a layout of the pool
+        return sorted(instances) == [(-n, i) for i in range(n)]
     if info.known is None:
         return False
     layout: list[MigInstance] = []
@@ -105,6 +127,11 @@ class _Gpu:
     instances: list[tuple[int, int]]  # (size, start)
     before: dict[tuple[int, int], str]  # (size, start) -> model in the previous plan
     segments: list[Segment]
+    was: tuple[int, ...] | None = None  # the previous GPU's layout it takes over, if any
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(sorted((size for size, _ in self.instances), reverse=True))
 
 
 def lay_out(pools: Sequence[PoolInfo], packing: Packing, priors: Sequence[PriorGpu],
@@ -127,7 +154,6 @@ def lay_out(pools: Sequence[PoolInfo], packing: Packing, priors: Sequence[PriorG
             if old is not None and old.sizes == layout:  # the same layout: nothing to redo
                 instances = [(s, st) for s, st, _ in old.instances]
             else:
-                relaid += old is not None
                 instances = list(zip(layout, _starts(info, layout), strict=True))
             if old is not None:
                 before = {(s, st): m for s, st, m in old.instances}
@@ -138,8 +164,13 @@ def lay_out(pools: Sequence[PoolInfo], packing: Packing, priors: Sequence[PriorG
                     fresh += 1
                 gpu_id = f"{info.name}/{fresh}"
                 taken_ids.add(gpu_id)
-            gpus.append(_Gpu(gpu_id, instances, before, []))
-        _fill(info, gpus, [(o, c) for o, c in packing.segments if o.pool == k], isolation)
+            gpus.append(_Gpu(gpu_id, instances, before, [],
+                             old.sizes if old is not None else None))
+        wanted_here = [(o, c) for o, c in packing.segments if o.pool == k]
+        _fill(info, gpus, wanted_here, isolation)
+        for gpu in gpus:
+            _fewer_time_slices(gpu, {(o.model, o.size): o for o, _ in wanted_here})
+        relaid += sum(1 for gpu in gpus if gpu.was is not None and gpu.was != gpu.sizes)
         moved += sum(_moved(prior, gpu.segments) for prior, gpu
                      in zip(kept, gpus[:len(kept)], strict=True))
         out.extend(GpuAssignment(g.gpu_id, info.name, tuple(g.segments))
@@ -189,13 +220,15 @@ def churn(packing: Packing, priors: Sequence[PriorGpu]) -> int:
 
 def _moved(prior: PriorGpu, segments: Sequence[Segment]) -> int:
     """Segments of ``prior`` that ``segments`` (the kept GPU's new ones) no longer hold."""
-    now = {(s.compute_slices, s.mig_start, s.model): s for s in segments}
+    now = {(size, start, s.model): s for size, start, s in _instances(segments)}
     return sum(1 for size, start, model, batch, mps in prior.segments
                if (seg := now.get((size, start, model))) is None
                or not _same_shape((batch, mps), seg))
 
 
 def _starts(info: PoolInfo, layout: tuple[int, ...]) -> list[int]:
+    if layout and layout[0] < WHOLE:  # time-slices: numbered
+        return list(range(len(layout)))
     if layout == (WHOLE,) or info.known is None:
         return [0] * len(layout)
     profiles: list[MigProfile] = []
@@ -230,12 +263,34 @@ def _fill(info: PoolInfo, gpus: list[_Gpu], wanted: Sequence[tuple[SegmentOption
             gpus[slot[0]].segments.append(_segment(info, option[key], slot[2], isolation))
 
 
+def _fewer_time_slices(gpu: _Gpu, options: dict[tuple[str, int], SegmentOption]) -> None:
+    """A time-sliced GPU whose layout has more slices than it fills is sliced only as many
+    ways as it has segments (the device plugin's ``replicas`` is set from them), so each gets
+    that larger share of its time; one segment alone has the whole GPU."""
+    sizes = [size for size, _ in gpu.instances if size < WHOLE]
+    filled = len(gpu.segments)
+    if not sizes or filled >= time_slices(sizes[0]):
+        return
+    redone: list[Segment] = []
+    for seg in gpu.segments:
+        measured = options[(seg.model, sizes[0])].measured
+        assert measured is not None, "a time-slice's option keeps its whole-GPU point"
+        point = measured if filled == 1 else time_sliced(measured, filled)
+        mode = SharingMode.EXCLUSIVE if filled == 1 else SharingMode.TIME_SLICING
+        redone.append(Segment(seg.model, mode, "", 0, WHOLE, point.batch_size,
+                              point.mps_processes, point.throughput_rps, point.latency_ms))
+    gpu.segments = redone
+    gpu.instances = [(WHOLE, 0)] if filled == 1 else [(-filled, i) for i in range(filled)]
+
+
 def _segment(info: PoolInfo, opt: SegmentOption, start: int,
              isolation: dict[str, Isolation]) -> Segment:
     point = opt.point
     prof = info.profile(opt.size)
     strict = isolation.get(opt.model) is Isolation.STRICT
-    if point.mps_processes > 1 and not strict:
+    if opt.size < WHOLE:
+        mode, start = SharingMode.TIME_SLICING, 0
+    elif point.mps_processes > 1 and not strict:
         mode = SharingMode.MPS
     else:
         mode = SharingMode.EXCLUSIVE if opt.size == WHOLE else SharingMode.MIG

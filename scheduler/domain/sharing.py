@@ -3,7 +3,9 @@
 isolation STRICT -> a MIG instance (on a MIG-capable GPU) or a whole GPU (EXCLUSIVE);
 TRUSTED -> MPS on a whole GPU (or on a MIG slice in fleet plans, under the replica's own MPS
 daemon, within ``mps_client_limit``); NONE -> time-slicing.
-UNSPECIFIED is treated as NONE for shares. Whole-GPU and multi-GPU workloads are EXCLUSIVE.
+UNSPECIFIED is treated as NONE for shares. PlanFleet time-slices a whole GPU among up to
+``MAX_TIME_SLICES`` replicas of NONE models (``fleet_options.time_sliced``). Whole-GPU and
+multi-GPU workloads are EXCLUSIVE.
 GPU memory is never oversubscribed in any mode: the packer charges memory per GPU.
 """
 
@@ -15,6 +17,11 @@ from scheduler.domain.usable_memory import profile_usable_mib
 
 #: CUDA MPS serves at most 48 clients per GPU; we cap time-sliced replicas the same way.
 MAX_CLIENTS_PER_GPU = 48
+#: Time-slices PlanFleet lays out on one GPU at most (the device plugin's ``replicas``): each
+#: slice gets 1/k of the GPU's time, so latency grows k-fold and the SLO bounds k long before.
+MAX_TIME_SLICES = 8
+#: The context-switch cost of time-slicing (DESIGN.md: 8-12 %), charged on throughput.
+TIME_SLICE_OVERHEAD = 0.10
 
 
 def mps_client_limit(product: GpuProduct | None, compute_slices: int) -> int:
@@ -41,6 +48,12 @@ def allows_mps(isolation: Isolation) -> bool:
     profile point with ``mps_processes`` > 1): STRICT runs alone on its MIG instance or GPU;
     TRUSTED may, and so may NONE and UNSPECIFIED, which ask less of their neighbours."""
     return isolation is not Isolation.STRICT
+
+
+def allows_time_slicing(isolation: Isolation) -> bool:
+    """Whether a workload of ``isolation`` may share a whole GPU with other models by
+    time-slicing (no memory or fault isolation): NONE (dev/batch), and UNSPECIFIED as NONE."""
+    return isolation in (Isolation.NONE, Isolation.UNSPECIFIED)
 
 
 def mig_memory_mib(product: GpuProduct, prof: MigProfile, gpu_total_mib: int = 0) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from scheduler.domain import catalog
+from scheduler.domain.fleet_options import time_sliced
 from scheduler.domain.fleet_types import (
     SLO_LATENCY_FRACTION,
     FleetPlan,
@@ -12,9 +13,12 @@ from scheduler.domain.fleet_types import (
     GpuPool,
     ModelDemand,
     ProfilePoint,
+    Segment,
 )
 from scheduler.domain.mig import MigInstance, layout_violations
-from scheduler.domain.model import Isolation
+from scheduler.domain.model import Isolation, SharingMode
+from scheduler.domain.sharing import MAX_TIME_SLICES
+from scheduler.domain.usable_memory import segment_usable_mib
 
 
 def points(product: str, per_slice_rps: float, latency_ms: float = 10.0,
@@ -44,7 +48,10 @@ def check_plan(plan: FleetPlan, req: FleetRequest) -> dict[str, float]:
     for gpu in plan.gpus:
         known = catalog.lookup(gpu.product)
         mig = [s for s in gpu.segments if s.compute_slices]
-        if len(mig) < len(gpu.segments):
+        sliced = [s for s in gpu.segments if s.mode is SharingMode.TIME_SLICING]
+        if sliced:
+            _check_time_slices(gpu.segments, known, by_model)
+        elif len(mig) < len(gpu.segments):
             assert len(gpu.segments) == 1, "a whole-GPU segment must be alone"
         if mig:
             assert known is not None
@@ -57,9 +64,12 @@ def check_plan(plan: FleetPlan, req: FleetRequest) -> dict[str, float]:
         for s in gpu.segments:
             demand = by_model[s.model]
             assert s.latency_ms <= SLO_LATENCY_FRACTION * demand.latency_slo_ms
+            measured = demand.profile if not sliced else tuple(
+                time_sliced(p, len(sliced)) for p in demand.profile)
             assert any(p.compute_slices == s.compute_slices and p.batch_size == s.batch_size
                        and p.mps_processes == s.mps_processes
-                       and p.throughput_rps == s.throughput_rps for p in demand.profile)
+                       and p.throughput_rps == s.throughput_rps
+                       and p.latency_ms == s.latency_ms for p in measured), s
             if demand.isolation is Isolation.STRICT:  # MIG or a whole GPU, never MPS
                 assert s.mps_processes <= 1 and s.mode.value in ("exclusive", "mig"), s
             capacity[s.model] += s.throughput_rps
@@ -74,3 +84,23 @@ def check_plan(plan: FleetPlan, req: FleetRequest) -> dict[str, float]:
         if m.model not in placed and m.rate_rps > 0:
             assert capacity[m.model] >= m.rate_rps - 1e-9, f"{m.model} under capacity"
     return dict(capacity)
+
+
+def _check_time_slices(segments: tuple[Segment, ...], known: catalog.GpuProduct | None,
+                       by_model: dict[str, ModelDemand]) -> None:
+    """A time-sliced GPU: only time-slices, 2..MAX_TIME_SLICES of them, of NONE (or
+    UNSPECIFIED) models only, each within 1/n of the GPU's usable memory, so that together
+    they never oversubscribe it."""
+    n = len(segments)
+    assert all(s.mode is SharingMode.TIME_SLICING for s in segments), segments
+    assert 2 <= n <= MAX_TIME_SLICES, n
+    assert known is not None, "time-slicing needs the GPU's memory known"
+    usable = segment_usable_mib(known, 0)
+    assert usable is not None
+    for s in segments:
+        assert s.compute_slices == 0 and not s.mig_profile and s.mps_processes <= 1, s
+        demand = by_model[s.model]
+        assert demand.isolation in (Isolation.NONE, Isolation.UNSPECIFIED), s
+        memory = max(p.memory_mib for p in demand.profile if p.batch_size == s.batch_size
+                     and p.compute_slices == 0 and p.mps_processes == s.mps_processes)
+        assert 0 < memory <= usable // n, (s, memory, usable)
