@@ -7,16 +7,29 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
+import pytest
+
 from controlplane.adapters.placement import LocalPlacementClient, inventory_request, plan_request
 from controlplane.domain.demand import Demand
 from controlplane.domain.desired import PoolSpec
-from controlplane.domain.models import ColdStart, Engine, Isolation, ModelSpec, ProfilePoint
+from controlplane.domain.models import (
+    ColdStart,
+    Engine,
+    Isolation,
+    ModelSpec,
+    ProfilePoint,
+    SharingMode,
+)
+from controlplane.domain.node_configs import GpuConfig, planned_configs
 from controlplane.domain.observed import ObservedGpu, ObservedNode, ObservedState
 from controlplane.domain.placement import PlannedSlice
+from controlplane.domain.sharing_config import SharingLayout, device_plugin_config
+from controlplane.domain.workload_slices import planned_request
 from scheduler.convert import fleet_request_from_pb, nodes_from_pb
 from scheduler.domain.model import HeldInstance
 from scheduler.domain.validate import MAX_POOL_GPUS, validate_fleet_request, validate_nodes
 from scheduler.engine import PlacementEngine
+from scheduler.highs import HighsSolver
 
 
 def test_a_pool_larger_than_the_api_accepts_is_offered_at_the_api_limit() -> None:
@@ -92,3 +105,26 @@ def test_a_mig_instance_shared_by_mps_runs_one_replica_serving_its_whole_through
         == [("mps", "1g.10gb", 2, 1)] * 2
     assert placement.replicas_for("m") == 2
     assert placement.capacity_rps_for("m") == 100.0
+
+
+def test_none_models_each_needing_a_fraction_of_a_gpu_are_time_sliced_onto_one_node_config(
+) -> None:
+    # three dev models of 4,000 MiB, 40 rps on a whole L4 at 20 ms: a 3-way slice serves 12
+    specs = tuple(ModelSpec(f"dev-{i}", "t", Isolation.NONE, Engine.TRITON, 500.0,
+                            (ProfilePoint("L4", 0, 4, 1, 40.0, 20.0, 4000),),
+                            ColdStart(10.0, 20.0)) for i in range(3))
+    placement = LocalPlacementClient(PlacementEngine(solver=HighsSolver())).plan_fleet(
+        tuple(Demand(s.name, 10.0, 10.0, 10.0, "forecast_p90") for s in specs), specs,
+        (PoolSpec("l4", "L4", 8, 0, 4, 0.8),))
+    assert placement.gpus_for("L4") == 1
+    assert [(s.model, s.mode, s.replicas) for s in placement.segments] == [
+        (f"dev-{i}", "time_sliced", 1) for i in range(3)]
+    assert placement.capacity_rps_for("dev-0") == pytest.approx(40.0 * 0.9 / 3)
+    assert placement.slices_for("dev-0") == (PlannedSlice("L4", "time_sliced", "", 1),)
+    # the node's device-plugin config time-slices each GPU three ways, one pod per slice
+    layout = SharingLayout(SharingMode.TIME_SLICING, 3)
+    assert planned_configs(placement) == {"L4": [GpuConfig((), layout)]}
+    assert device_plugin_config(layout, "mixed")["sharing"] == {"timeSlicing": {
+        "renameByDefault": False, "failRequestsGreaterThanOne": True,
+        "resources": [{"name": "nvidia.com/gpu", "replicas": 3}]}}
+    assert planned_request(placement.slices_for("dev-0")[0], "mixed") == {"nvidia.com/gpu": 1}
