@@ -7,7 +7,7 @@ fallback when no solver is given, it finds nothing in time, or its time-limited 
 leaves more models short (or costs more) than the greedy packing:
 
     minimise   sum price x GPUs + tiny x (new GPUs) + tinier x (segments of kept GPUs moved)
-               + big x (unplaced models)
+               + tiniest x (time-slices) + big x (unplaced models)
     subject to segments of size g on pool p   <= instances of size g the chosen layouts offer
                sum throughput of a model's segments >= its rate (unless it is left unplaced)
                GPUs of a pool <= its max_gpus
@@ -199,6 +199,9 @@ def _build_milp(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption
     # prefer keeping a kept GPU's segments (model, size, batch, MPS) where they are: below a
     # layout kept (a kept GPU's segments, at most 7, weigh less than one re-laid-out GPU)
     moved_eps = new_eps / 8
+    # prefer a MIG instance or a whole GPU to a time-slice where they cost the same GPUs: a
+    # slice serves less (context switches) and its latency depends on its neighbours
+    slice_eps = 1e-6 * unit
     big = 10.0 * sum((p.pool.price_per_gpu_hour + 1.0) * max(p.pool.max_gpus, 0)
                      for p in pools) + 1.0
     layout_vars: list[tuple[int, tuple[int, ...], int]] = []
@@ -213,7 +216,8 @@ def _build_milp(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption
     for model in sorted(options):
         for opt in options[model]:
             cap = max(1, math.ceil(rates[model] / opt.point.throughput_rps - 1e-9))
-            seg_vars.append((opt, m.var(f"n[{model},{opt.pool},{opt.size}]", 0.0, upper=cap)))
+            seg_vars.append((opt, m.var(f"n[{model},{opt.pool},{opt.size}]",
+                                        slice_eps if opt.size < WHOLE else 0.0, upper=cap)))
     skip_vars = {model: m.var(f"u[{model}]", big, upper=1) for model in sorted(options)}
     held = holdings(priors, [o for o, _ in seg_vars])
     for (opt, var), counts in zip(seg_vars, held, strict=True):

@@ -118,3 +118,15 @@ def test_replanning_the_same_demand_keeps_every_time_sliced_gpu_as_it_was(
     again = plan_fleet(req, 2, previous=first, solver=solver)
     assert again.plan.gpus == first.gpus
     assert (again.relaid_out, again.moved) == (0, 0)
+
+
+def test_the_solver_time_slices_a_model_only_where_that_saves_a_gpu() -> None:
+    # 500 rps at 300 rps per whole L4: two whole GPUs (600 rps), or two 2-way time-sliced GPUs
+    # (4 x 135 rps); at equal cost the whole GPUs serve more and their latency does not hang on
+    # neighbours. (The greedy fallback counts a slice's share of a GPU, which other models may
+    # fill, so it is not held to this.)
+    point = ProfilePoint("L4", 0, 64, 1, 300.0, 12.0, 6_000)
+    embed = ModelDemand("embed", "t", Isolation.NONE, 500.0, 60.0, (point,))
+    got, _ = plan(embed, solver=HighsSolver())
+    assert [(len(g.segments), g.segments[0].mode) for g in got.gpus] == [
+        (1, SharingMode.EXCLUSIVE)] * 2
