@@ -141,7 +141,8 @@ def fleet_request_from_pb(request: pb.PlanFleetRequest) -> FleetRequest:
         )
         for i, m in enumerate(request.models)
     )
-    pools = tuple(GpuPool(p.product, p.max_gpus, p.price_per_gpu_hour) for p in request.pools)
+    pools = tuple(GpuPool(p.product, p.max_gpus, p.price_per_gpu_hour, p.gpus_per_node)
+                  for p in request.pools)
     warm = tuple(WarmPool(w.product, w.gpus, w.reason) for w in request.warm.pools) \
         if request.HasField("warm") else None
     return FleetRequest(models, pools, warm)

@@ -75,8 +75,8 @@ def _models(count: int, seed: int) -> list[dict[str, Any]]:
     return out
 
 
-def _request(models: list[dict[str, Any]], isolation: pb.Isolation.ValueType
-             ) -> pb.PlanFleetRequest:
+def _request(models: list[dict[str, Any]], isolation: pb.Isolation.ValueType,
+             gpus_per_node: int) -> pb.PlanFleetRequest:
     return pb.PlanFleetRequest(
         models=[pb.ModelDemand(
             model=m["model"], tenant="dev", isolation=isolation, rate_rps=m["rate_rps"],
@@ -86,8 +86,8 @@ def _request(models: list[dict[str, Any]], isolation: pb.Isolation.ValueType
                                      latency_ms=m["latency_ms"] / SPEED[p] ** 0.5,
                                      memory_mib=m["memory_mib"]) for p, _ in POOLS])
             for m in models],
-        pools=[pb.GpuPool(product=p, max_gpus=500, price_per_gpu_hour=price)
-               for p, price in POOLS],
+        pools=[pb.GpuPool(product=p, max_gpus=500, price_per_gpu_hour=price,
+                          gpus_per_node=gpus_per_node) for p, price in POOLS],
         warm=pb.WarmDecision())
 
 
@@ -111,11 +111,30 @@ def _check(plan: pb.FleetPlan, models: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
+def _nodes(plan: pb.FleetPlan, gpus_per_node: int) -> int:
+    """Nodes of ``gpus_per_node`` GPUs the plan's GPUs take: a node carries one device-plugin
+    config, so each pool's k-way time-sliced GPUs and its other GPUs fill nodes of their own."""
+    kinds: dict[tuple[str, int], int] = {}
+    for gpu in plan.gpus:
+        sliced = sum(1 for s in gpu.segments if s.mode == pb.TIME_SLICING)
+        kinds[(gpu.product, sliced)] = kinds.get((gpu.product, sliced), 0) + 1
+    return sum(math.ceil(n / gpus_per_node) for n in kinds.values())
+
+
+def _node_cost(plan: pb.FleetPlan, gpus_per_node: int) -> float:
+    price = dict(POOLS)
+    kinds: dict[tuple[str, int], int] = {}
+    for gpu in plan.gpus:
+        sliced = sum(1 for s in gpu.segments if s.mode == pb.TIME_SLICING)
+        kinds[(gpu.product, sliced)] = kinds.get((gpu.product, sliced), 0) + 1
+    return sum(math.ceil(n / gpus_per_node) * gpus_per_node * price[product]
+               for (product, _), n in kinds.items())
+
+
 def _row(stub: pb_grpc.PlacementStub, models: list[dict[str, Any]],
-         isolation: pb.Isolation.ValueType
-         ) -> dict[str, Any]:
+         isolation: pb.Isolation.ValueType, gpus_per_node: int = 0) -> dict[str, Any]:
     started = time.perf_counter()
-    plan = stub.PlanFleet(_request(models, isolation), timeout=120)
+    plan = stub.PlanFleet(_request(models, isolation, gpus_per_node), timeout=120)
     wall_s = time.perf_counter() - started
     sliced = [g for g in plan.gpus if any(s.mode == pb.TIME_SLICING for s in g.segments)]
     return {"gpus": len(plan.gpus), "cost_per_hour": plan.cost_per_hour,
@@ -124,15 +143,18 @@ def _row(stub: pb_grpc.PlacementStub, models: list[dict[str, Any]],
             "most_ways": max((len(g.segments) for g in sliced), default=0),
             # a node carries one device-plugin config: each k-way kind needs nodes of its own
             "ways_in_use": sorted({len(g.segments) for g in sliced}),
-            "plan_wall_s": wall_s, "problems": _check(plan, models)}
+            "plan_wall_s": wall_s, "problems": _check(plan, models),
+            "nodes_of_8": _nodes(plan, 8), "node_cost_per_hour_of_8": _node_cost(plan, 8)}
 
 
 def _seed_row(stub: pb_grpc.PlacementStub, count: int, seed: int) -> dict[str, Any]:
     models = _models(count, seed)
     sliced, whole = _row(stub, models, pb.NONE), _row(stub, models, pb.STRICT)
+    on_8 = _row(stub, models, pb.NONE, gpus_per_node=8)  # PlanFleet told the node size
     return {"seed": seed, "time_sliced": sliced, "whole_gpus": whole,
+            "time_sliced_8_gpu_nodes": on_8,
             "cost_saved": 1 - sliced["cost_per_hour"] / whole["cost_per_hour"],
-            "problems": len(sliced["problems"]) + len(whole["problems"])}
+            "problems": len(sliced["problems"]) + len(whole["problems"]) + len(on_8["problems"])}
 
 
 def _cells(r: dict[str, Any]) -> list[Any]:
@@ -143,6 +165,13 @@ def _cells(r: dict[str, Any]) -> list[Any]:
             f"{sliced['time_sliced_gpus']} ({sliced['models_time_sliced']})",
             ",".join(str(k) for k in sliced["ways_in_use"]), f"{sliced['plan_wall_s']:.2f}",
             r["problems"]]
+
+
+def _node_cells(r: dict[str, Any]) -> list[Any]:
+    plans = (r["whole_gpus"], r["time_sliced"], r["time_sliced_8_gpu_nodes"])
+    return [r["seed"], *(p["nodes_of_8"] for p in plans),
+            " / ".join(f"{p['node_cost_per_hour_of_8']:.2f}" for p in plans),
+            r["time_sliced_8_gpu_nodes"]["gpus"]]
 
 
 def main() -> int:
@@ -159,6 +188,11 @@ def main() -> int:
                     ["seed", "GPUs: whole / time-sliced", "$/h: whole / time-sliced", "saved",
                      "time-sliced GPUs (models)", "k-way kinds", "plan s", "problems"],
                     [_cells(r) for r in rows])
+    run.print_table("The same on 8-GPU nodes: each k-way kind fills whole nodes of its own",
+                    ["seed", "nodes: whole", "nodes: sliced, node size not given",
+                     "nodes: sliced, PlanFleet told 8 per node", "$/h of those nodes (3 columns)",
+                     "GPUs planned (told)"],
+                    [_node_cells(r) for r in rows])
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"models": args.models, "rows": rows,
                                    "provenance": provenance(started)}, indent=2) + "\n")

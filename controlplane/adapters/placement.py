@@ -75,7 +75,8 @@ def plan_request(demands: Sequence[Demand], specs: Sequence[ModelSpec],
                                      memory_mib=p.memory_mib) for p in spec.profile]))
     request = pb.PlanFleetRequest(models=models, pools=[
         pb.GpuPool(product=p.product, max_gpus=min(p.max_nodes * p.gpus_per_node, MAX_POOL_GPUS),
-                   price_per_gpu_hour=p.price_per_gpu_hour) for p in pools])
+                   price_per_gpu_hour=p.price_per_gpu_hour, gpus_per_node=p.gpus_per_node)
+        for p in pools])
     if warm is not None:
         request.warm.SetInParent()  # set, also with no pools: "keep none warm"
         request.warm.pools.extend(pb.WarmPool(product=w.product, gpus=w.gpus, reason=w.reason)

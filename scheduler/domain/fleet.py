@@ -8,6 +8,8 @@ leaves more models short (or costs more) than the greedy packing:
 
     minimise   sum price x GPUs + tiny x (new GPUs) + tinier x (segments of kept GPUs moved)
                + tiniest x (time-slices) + big x (unplaced models)
+               (a pool of several GPUs per node that may time-slice: price x GPUs per node x
+               nodes, each k-way time-sliced kind and the rest on whole nodes of their own)
     subject to segments of size g on pool p   <= instances of size g the chosen layouts offer
                sum throughput of a model's segments >= its rate (unless it is left unplaced)
                GPUs of a pool <= its max_gpus
@@ -37,8 +39,15 @@ from scheduler.domain.fleet_options import (
     memory_shortfall,
     options_for,
     pool_infos,
+    time_slices,
 )
-from scheduler.domain.fleet_types import FleetPlan, FleetRequest, GpuAssignment, ModelDemand
+from scheduler.domain.fleet_types import (
+    FleetPlan,
+    FleetRequest,
+    GpuAssignment,
+    GpuPool,
+    ModelDemand,
+)
 from scheduler.domain.milp import Milp, MilpSolver
 from scheduler.domain.model import Isolation, SharingMode
 from scheduler.domain.sharing import allows_mps, mps_client_limit
@@ -204,14 +213,23 @@ def _build_milp(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption
     slice_eps = 1e-6 * unit
     big = 10.0 * sum((p.pool.price_per_gpu_hour + 1.0) * max(p.pool.max_gpus, 0)
                      for p in pools) + 1.0
+    by_node = _priced_by_node(pools, options)
+
+    def gpu_price(pool: int) -> float:
+        return 0.0 if pool in by_node else pools[pool].pool.price_per_gpu_hour
+
     layout_vars: list[tuple[int, tuple[int, ...], int]] = []
     for k, info in enumerate(pools):
         for layout in info.layouts:
-            var = m.var(f"x[{info.name},{layout}]", info.pool.price_per_gpu_hour + gpu_eps
-                        + new_eps, upper=max(info.pool.max_gpus, 0))
+            var = m.var(f"x[{info.name},{layout}]", gpu_price(k) + gpu_eps + new_eps,
+                        upper=max(info.pool.max_gpus, 0))
             layout_vars.append((k, layout, var))
-    keep_vars = [m.var(f"keep[{g.gpu_id}]", pools[g.pool].pool.price_per_gpu_hour + gpu_eps,
-                       upper=1) for g in priors]
+    keep_vars = [m.var(f"keep[{g.gpu_id}]", gpu_price(g.pool) + gpu_eps, upper=1)
+                 for g in priors]
+    for k in sorted(by_node):
+        gpus = [(layout, var) for kk, layout, var in layout_vars if kk == k]
+        gpus += [(g.sizes, var) for g, var in zip(priors, keep_vars, strict=True) if g.pool == k]
+        _node_rows(m, pools[k].pool, gpus)
     seg_vars: list[tuple[SegmentOption, int]] = []
     for model in sorted(options):
         for opt in options[model]:
@@ -260,6 +278,28 @@ def _build_milp(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption
         return Packing(tuple(layouts), kept, tuple(segments), frozenset(skipped))
 
     return m, decode
+
+
+def _priced_by_node(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption]]
+                    ) -> set[int]:
+    """The pools the integer program prices by node: those whose nodes hold several GPUs and
+    where some model may be time-sliced (elsewhere GPUs are priced one by one, as before)."""
+    return {o.pool for opts in options.values() for o in opts
+            if o.size < WHOLE and pools[o.pool].pool.gpus_per_node > 1}
+
+
+def _node_rows(m: Milp, pool: GpuPool, gpus: Sequence[tuple[tuple[int, ...], int]]) -> None:
+    """Price ``pool`` by node: a node carries one device-plugin config, so the GPUs of each
+    k-way time-sliced kind fill nodes of their own, and the rest (whole GPUs, MIG, MPS) theirs;
+    each kind pays for whole nodes (the loop's node targets count them so). ``gpus`` are the
+    pool's GPU variables with their layouts."""
+    kinds: dict[int, dict[int, float]] = {}
+    for layout, var in gpus:
+        kinds.setdefault(time_slices(layout[0]), {})[var] = -1.0
+    for kind, row in sorted(kinds.items()):
+        nodes = m.var(f"nodes[{pool.product},{kind}]",
+                      pool.price_per_gpu_hour * pool.gpus_per_node)
+        m.row({**row, nodes: float(pool.gpus_per_node)}, lower=0.0)
 
 
 def _served(request: FleetRequest, pools: Sequence[PoolInfo],

@@ -39,6 +39,7 @@ class GpuPool:
     product: str
     max_gpus: int
     price_per_gpu_hour: float
+    gpus_per_node: int = 1  # 0 = not given (1); > 1: time-sliced kinds priced by node
 
 
 @dataclass(frozen=True, slots=True)

@@ -197,6 +197,9 @@ def validate_fleet_request(request: FleetRequest) -> None:
         if not 0 <= pool.max_gpus <= MAX_POOL_GPUS:
             raise InvalidArgument(f"{where}.max_gpus",
                                   f"must be in [0, {MAX_POOL_GPUS}], got {pool.max_gpus}")
+        if not 0 <= pool.gpus_per_node <= MAX_GPUS_PER_NODE:
+            raise InvalidArgument(f"{where}.gpus_per_node", f"must be in [0, "
+                                  f"{MAX_GPUS_PER_NODE}], got {pool.gpus_per_node}")
         price = pool.price_per_gpu_hour
         if not _finite(price) or not 0 <= price <= MAX_PRICE_PER_GPU_HOUR:
             raise InvalidArgument(f"{where}.price_per_gpu_hour",

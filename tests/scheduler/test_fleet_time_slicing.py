@@ -130,3 +130,19 @@ def test_the_solver_time_slices_a_model_only_where_that_saves_a_gpu() -> None:
     got, _ = plan(embed, solver=HighsSolver())
     assert [(len(g.segments), g.segments[0].mode) for g in got.gpus] == [
         (1, SharingMode.EXCLUSIVE)] * 2
+
+
+@pytest.mark.parametrize(("gpus_per_node", "time_sliced"), [(1, True), (4, False)])
+def test_on_nodes_of_several_gpus_a_time_sliced_kind_must_pay_for_a_node_of_its_own(
+        gpus_per_node: int, time_sliced: bool) -> None:
+    # a STRICT model on two whole L4s and two small dev models: time-sliced, the dev models
+    # take one GPU (3 GPUs); but a node carries one device-plugin config, so on 4-GPU nodes that
+    # GPU needs a second node, where two more whole GPUs fit on the first one
+    busy = small("busy", Isolation.STRICT, rate_rps=60.0)
+    req = FleetRequest((busy, small("dev-0"), small("dev-1")),
+                       (GpuPool("L4", 20, 0.8, gpus_per_node),))
+    out = plan_fleet(req, 1, solver=HighsSolver())
+    check_plan(out.plan, req)
+    modes = {s.model: s.mode for g in out.plan.gpus for s in g.segments}
+    assert (modes["dev-0"] is SharingMode.TIME_SLICING) is time_sliced
+    assert len(out.plan.gpus) == (3 if time_sliced else 4)

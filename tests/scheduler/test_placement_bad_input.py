@@ -27,6 +27,11 @@ def _plan(*models: pb.ModelDemand, max_gpus: int = 8, price: float = 4.0,
         pb.GpuPool(product=p, max_gpus=max_gpus, price_per_gpu_hour=price) for p in pools])
 
 
+def _per_node(request: pb.PlanFleetRequest, gpus_per_node: int) -> pb.PlanFleetRequest:
+    request.pools[0].gpus_per_node = gpus_per_node
+    return request
+
+
 def _warm(request: pb.PlanFleetRequest, product: str, gpus: int) -> pb.PlanFleetRequest:
     """``request`` with one warm pool the caller decided."""
     request.warm.pools.append(pb.WarmPool(product=product, gpus=gpus, reason="ladder"))
@@ -46,6 +51,8 @@ def _refused(call: object, request: object) -> grpc.RpcError:
     (_plan(_model("m", 10.0), pools=("A100-80GB", "a100-80gb")), "pools[1].product"),
     (_plan(_model("m", 10.0), max_gpus=2_147_483_647), "pools[0].max_gpus"),
     (_plan(_model("m", 10.0), price=1e308), "pools[0].price_per_gpu_hour"),
+    (_per_node(_plan(_model("m", 10.0)), -1), "pools[0].gpus_per_node"),
+    (_per_node(_plan(_model("m", 10.0)), 65), "pools[0].gpus_per_node"),
     (_warm(_plan(_model("m", 10.0)), "A100-80GB", -1), "warm.pools[0].gpus"),
     (_warm(_plan(_model("m", 10.0)), " ", 1), "warm.pools[0].product"),
 ])

@@ -551,19 +551,26 @@ class GpuPool(_message.Message):
     PRODUCT_FIELD_NUMBER: _builtins.int
     MAX_GPUS_FIELD_NUMBER: _builtins.int
     PRICE_PER_GPU_HOUR_FIELD_NUMBER: _builtins.int
+    GPUS_PER_NODE_FIELD_NUMBER: _builtins.int
     product: _builtins.str
     max_gpus: _builtins.int
     price_per_gpu_hour: _builtins.float
+    gpus_per_node: _builtins.int
+    """GPUs per node, 0 = not given (1). Given, a pool PlanFleet may time-slice
+    is priced by node: a node carries one device-plugin config, so each
+    k-way time-sliced kind fills nodes of its own
+    """
     def __init__(
         self,
         *,
         product: _builtins.str = ...,
         max_gpus: _builtins.int = ...,
         price_per_gpu_hour: _builtins.float = ...,
+        gpus_per_node: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_gpus", b"max_gpus", "price_per_gpu_hour", b"price_per_gpu_hour", "product", b"product"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["gpus_per_node", b"gpus_per_node", "max_gpus", b"max_gpus", "price_per_gpu_hour", b"price_per_gpu_hour", "product", b"product"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
