@@ -211,8 +211,9 @@ def _build_milp(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption
     # prefer a MIG instance or a whole GPU to a time-slice where they cost the same GPUs: a
     # slice serves less (context switches) and its latency depends on its neighbours
     slice_eps = 1e-6 * unit
+    # above the price of every GPU the pools may hold, also on whole nodes of each kind
     big = 10.0 * sum((p.pool.price_per_gpu_hour + 1.0) * max(p.pool.max_gpus, 0)
-                     for p in pools) + 1.0
+                     * max(p.pool.gpus_per_node, 1) for p in pools) + 1.0
     by_node = _priced_by_node(pools, options)
 
     def gpu_price(pool: int) -> float:
@@ -296,10 +297,14 @@ def _node_rows(m: Milp, pool: GpuPool, gpus: Sequence[tuple[tuple[int, ...], int
     kinds: dict[int, dict[int, float]] = {}
     for layout, var in gpus:
         kinds.setdefault(time_slices(layout[0]), {})[var] = -1.0
+    all_nodes: dict[int, float] = {}
     for kind, row in sorted(kinds.items()):
         nodes = m.var(f"nodes[{pool.product},{kind}]",
                       pool.price_per_gpu_hour * pool.gpus_per_node)
         m.row({**row, nodes: float(pool.gpus_per_node)}, lower=0.0)
+        all_nodes[nodes] = 1.0
+    # the pool's nodes (max_gpus of the control plane's request: max_nodes x GPUs per node)
+    m.row(all_nodes, upper=float(math.ceil(max(pool.max_gpus, 0) / pool.gpus_per_node)))
 
 
 def _served(request: FleetRequest, pools: Sequence[PoolInfo],

@@ -269,7 +269,7 @@ def _fewer_time_slices(gpu: _Gpu, options: dict[tuple[str, int], SegmentOption])
     that larger share of its time; one segment alone has the whole GPU."""
     sizes = [size for size, _ in gpu.instances if size < WHOLE]
     filled = len(gpu.segments)
-    if not sizes or filled >= time_slices(sizes[0]):
+    if not sizes or not filled or filled >= time_slices(sizes[0]):
         return
     redone: list[Segment] = []
     for seg in gpu.segments:

@@ -146,3 +146,21 @@ def test_on_nodes_of_several_gpus_a_time_sliced_kind_must_pay_for_a_node_of_its_
     modes = {s.model: s.mode for g in out.plan.gpus for s in g.segments}
     assert (modes["dev-0"] is SharingMode.TIME_SLICING) is time_sliced
     assert len(out.plan.gpus) == (3 if time_sliced else 4)
+
+
+def test_time_sliced_kinds_never_need_more_nodes_than_the_pool_has() -> None:
+    # two nodes of 4 L4s: a STRICT model takes 5 whole GPUs, so five dev models could share one
+    # time-sliced GPU only on a third node, which the pool does not have; the plan stays within
+    # two nodes and leaves the fewest models unplaced (one: the STRICT model, whose 5 GPUs would
+    # leave no node for the others, or two dev models), saying so
+    busy = small("busy", Isolation.STRICT, rate_rps=180.0)
+    req = FleetRequest((busy, *(small(f"dev-{i}") for i in range(5))),
+                       (GpuPool("L4", 8, 0.8, 4),))
+    out = plan_fleet(req, 1, solver=HighsSolver())
+    check_plan(out.plan, req)
+    kinds: dict[int, int] = {}
+    for gpu in out.plan.gpus:
+        sliced = sum(s.mode is SharingMode.TIME_SLICING for s in gpu.segments)
+        kinds[sliced] = kinds.get(sliced, 0) + 1
+    assert sum(-(-n // 4) for n in kinds.values()) <= 2, kinds
+    assert len(out.plan.unplaced) == 1 and "pool_max_gpus" in out.plan.unplaced[0]
