@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib.util
 import json
 import subprocess
 import sys
@@ -36,6 +35,7 @@ sys.path.insert(0, str(REPO))  # for benchmarks.provenance
 
 from benchmarks.provenance import provenance  # noqa: E402
 from benchmarks.provenance import start as provenance_start  # noqa: E402
+from benchmarks.scripts import load_script  # noqa: E402
 
 SHARED = REPO.parent / "shared"
 TRACE = SHARED / "data" / "forecast" / "servegen_llm_10min.csv"
@@ -49,11 +49,7 @@ CAMPAIGNS = (("language/m-large", "2025-01-02 14:00", "2025-01-02 15:00", 3.0),
 
 
 def _simulate_cmd() -> list[str]:
-    spec = importlib.util.spec_from_file_location(
-        "autoscaling_run", REPO / "benchmarks" / "autoscaling" / "run.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(REPO / "benchmarks" / "autoscaling" / "run.py", "autoscaling_run")
     cmd: list[str] = module.simulate_cmd()
     return cmd
 

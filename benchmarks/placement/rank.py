@@ -17,7 +17,6 @@ Writes benchmarks/results/placement_rank.json.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import random
 import statistics
@@ -31,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import grpc
 
 from benchmarks.provenance import provenance, start
+from benchmarks.scripts import load_script
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 
@@ -39,13 +39,8 @@ NODES, GPUS_PER_NODE = 256, 8
 
 
 def _sibling_run() -> Any:
-    """``run.py`` beside this file (its Server and table), loaded by path."""
-    spec = importlib.util.spec_from_file_location("placement_run",
-                                                  Path(__file__).resolve().parent / "run.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """``run.py`` beside this file (its Server and table)."""
+    return load_script(Path(__file__).resolve().parent / "run.py", "placement_run")
 
 
 def _inventory() -> pb.SyncInventoryRequest:
