@@ -28,6 +28,7 @@ from scheduler.domain.fleet_layout import (
     Packing,
     PriorGpu,
     churn,
+    gpu_instances,
     holdings,
     lay_out,
     prior_gpus,
@@ -49,7 +50,7 @@ from scheduler.domain.fleet_types import (
     ModelDemand,
 )
 from scheduler.domain.milp import Milp, MilpSolver
-from scheduler.domain.model import Isolation, SharingMode
+from scheduler.domain.model import Isolation
 from scheduler.domain.sharing import allows_mps, mps_client_limit
 from scheduler.domain.warm_pool import ServedModel, size_warm_pools
 
@@ -314,11 +315,9 @@ def _served(request: FleetRequest, pools: Sequence[PoolInfo],
     slices: dict[tuple[str, str], float] = {}
     for gpu in gpus:
         info = next(p for p in pools if p.name == gpu.product)
-        sliced = sum(1 for seg in gpu.segments if seg.mode is SharingMode.TIME_SLICING)
-        for seg in gpu.segments:
+        for size, _, seg in gpu_instances(gpu.segments):
             key = (seg.model, gpu.product)
             capacity[key] = capacity.get(key, 0.0) + seg.throughput_rps
-            size = -sliced if seg.mode is SharingMode.TIME_SLICING else seg.compute_slices
             slices[key] = slices.get(key, 0) + info.slices(size)
     cold = {d.model: d.cold_start_s for d in request.models}
     rate = {d.model: d.rate_rps for d in request.models}

@@ -79,7 +79,7 @@ def prior_gpus(previous: FleetPlan | None, pools: Sequence[PoolInfo]) -> list[Pr
         if not gpu.segments or product_key(gpu.product) not in keys:
             continue
         k = keys.index(product_key(gpu.product))
-        placed = _instances(gpu.segments)
+        placed = gpu_instances(gpu.segments)
         inst = tuple(sorted((size, start, s.model) for size, start, s in placed))
         if not _valid(pools[k], [(size, start) for size, start, _ in inst]):
             continue
@@ -92,7 +92,7 @@ def prior_gpus(previous: FleetPlan | None, pools: Sequence[PoolInfo]) -> list[Pr
     return out
 
 
-def _instances(segments: Sequence[Segment]) -> list[tuple[int, int, Segment]]:
+def gpu_instances(segments: Sequence[Segment]) -> list[tuple[int, int, Segment]]:
     """(size, start, segment) of a GPU's segments: a MIG instance's compute slices and
     memory-slice start, a whole GPU's (0, 0); the n time-slices of a time-sliced GPU are of size
     -n, numbered 0 .. n-1 in the order of their models."""
@@ -220,7 +220,7 @@ def churn(packing: Packing, priors: Sequence[PriorGpu]) -> int:
 
 def _moved(prior: PriorGpu, segments: Sequence[Segment]) -> int:
     """Segments of ``prior`` that ``segments`` (the kept GPU's new ones) no longer hold."""
-    now = {(size, start, s.model): s for size, start, s in _instances(segments)}
+    now = {(size, start, s.model): s for size, start, s in gpu_instances(segments)}
     return sum(1 for size, start, model, batch, mps in prior.segments
                if (seg := now.get((size, start, model))) is None
                or not _same_shape((batch, mps), seg))

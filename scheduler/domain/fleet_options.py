@@ -141,7 +141,7 @@ def time_sliced(point: ProfilePoint, k: int) -> ProfilePoint:
     """What one of ``k`` time-slices of a whole GPU serves for a model measured at ``point``
     on the whole GPU: CUDA gives each context an equal turn (REFERENCE.md §2.1), so with all k
     busy a replica gets 1/k of the GPU's time less the context switches; its throughput
-    shrinks and its latency grows by that factor (an upper bound: idle neighbours give their
+    shrinks and its latency grows by that factor (the worst case: idle neighbours give their
     turns back)."""
     factor = k / (1.0 - TIME_SLICE_OVERHEAD)
     return replace(point, throughput_rps=point.throughput_rps / factor,
