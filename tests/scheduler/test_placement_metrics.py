@@ -3,6 +3,7 @@ of /metrics over HTTP, parsed with prometheus-client's own parser."""
 
 from __future__ import annotations
 
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from scheduler.engine import PlacementEngine
 from scheduler.metrics import PlacementMetrics, exposed_metrics, serve_metrics
 from scheduler.security import TransportSecurity
 from scheduler.server import create_server, stop
+from scheduler.service import _stream_end_code
 from tests.forecasting.promserver import prometheus
 
 
@@ -205,6 +207,31 @@ def _watch_plan_calls(metrics: PlacementMetrics, code: str, at_least: float) -> 
         if value >= at_least or time.monotonic() > until:
             return value
         time.sleep(0.02)
+
+
+class _EndedCall:
+    """What ``_stream_end_code`` reads of a servicer context whose client's call ended."""
+
+    def __init__(self, remaining_s: float) -> None:
+        self.remaining_s = remaining_s
+
+    def is_active(self) -> bool:
+        return False
+
+    def time_remaining(self) -> float:
+        return self.remaining_s
+
+
+@pytest.mark.parametrize(("remaining_s", "code"), [
+    (-0.01, "DEADLINE_EXCEEDED"),  # the server's own deadline passed
+    (0.3, "DEADLINE_EXCEEDED"),  # the client's passed first, by the request's transit time
+    (25.0, "CANCELLED"),  # the client cancelled long before its deadline
+])
+def test_a_stream_ended_by_its_clients_deadline_counts_as_deadline_exceeded(
+        remaining_s: float, code: str) -> None:
+    ended = threading.Event()
+    ended.set()
+    assert _stream_end_code(_EndedCall(remaining_s), ended) == code  # type: ignore[arg-type]
 
 
 def test_watch_plan_streams_are_counted_by_the_code_they_end_with() -> None:
