@@ -106,24 +106,24 @@ def _check(plan: pb.FleetPlan, models: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
-def _nodes(plan: pb.FleetPlan, gpus_per_node: int) -> int:
-    """Nodes of ``gpus_per_node`` GPUs the plan's GPUs take: a node carries one device-plugin
+def _kinds(plan: pb.FleetPlan) -> dict[tuple[str, int], int]:
+    """GPUs per (product, ways time-sliced; 0 = not): a node carries one device-plugin
     config, so each pool's k-way time-sliced GPUs and its other GPUs fill nodes of their own."""
     kinds: dict[tuple[str, int], int] = {}
     for gpu in plan.gpus:
         sliced = sum(1 for s in gpu.segments if s.mode == pb.TIME_SLICING)
         kinds[(gpu.product, sliced)] = kinds.get((gpu.product, sliced), 0) + 1
-    return sum(math.ceil(n / gpus_per_node) for n in kinds.values())
+    return kinds
+
+
+def _nodes(plan: pb.FleetPlan, gpus_per_node: int) -> int:
+    return sum(math.ceil(n / gpus_per_node) for n in _kinds(plan).values())
 
 
 def _node_cost(plan: pb.FleetPlan, gpus_per_node: int) -> float:
     price = dict(POOLS)
-    kinds: dict[tuple[str, int], int] = {}
-    for gpu in plan.gpus:
-        sliced = sum(1 for s in gpu.segments if s.mode == pb.TIME_SLICING)
-        kinds[(gpu.product, sliced)] = kinds.get((gpu.product, sliced), 0) + 1
     return sum(math.ceil(n / gpus_per_node) * gpus_per_node * price[product]
-               for (product, _), n in kinds.items())
+               for (product, _), n in _kinds(plan).items())
 
 
 def _row(stub: pb_grpc.PlacementStub, models: list[dict[str, Any]],
