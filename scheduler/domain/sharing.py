@@ -16,7 +16,7 @@ from scheduler.domain.model import Isolation, SharingMode, WorkloadSpec
 from scheduler.domain.usable_memory import profile_usable_mib
 
 #: CUDA MPS serves at most 48 clients per GPU; we cap time-sliced replicas the same way.
-MAX_CLIENTS_PER_GPU = 48
+MAX_CLIENTS_PER_GPU = MAX_MPS_CLIENTS
 #: Time-slices PlanFleet lays out on one GPU at most (the device plugin's ``replicas``): each
 #: slice gets 1/k of the GPU's time, so latency grows k-fold and the SLO bounds k long before.
 MAX_TIME_SLICES = 8
