@@ -8,6 +8,7 @@ thousandths of the GPU, rounded down, so that a full layout never sums above 100
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 MIB_PER_GB = 1024
 #: CUDA MPS serves at most this many client processes per GPU (Volta and later); a profile
@@ -153,9 +154,47 @@ for _p in PRODUCTS:
         _BY_KEY[_key.lower()] = _p
 
 
-def lookup(product: str) -> GpuProduct | None:
-    """The catalog entry for a product name or alias (case-insensitive), or None."""
-    return _BY_KEY.get(product.strip().lower())
+#: GPU families a GFD label names by a word of its own (``NVIDIA-A100-80GB-PCIe``: A100)
+_FAMILIES = ("A100", "H100", "H200", "B200", "L40S", "L4", "T4", "A10G", "A10", "A30", "V100",
+             "P100")
+
+
+def lookup(product: str, memory_mib: int = 0) -> GpuProduct | None:
+    """The catalog entry for a product name or alias (case-insensitive), or for a GPU Feature
+    Discovery ``nvidia.com/gpu.product`` label of one (``gfd_label_product``); None when it
+    names none. ``memory_mib``: what the GPU reports, for a label that states no size."""
+    found = _BY_KEY.get(product.strip().lower())
+    return found if found is not None else gfd_label_product(product.strip(), memory_mib)
+
+
+def gfd_label_base(label: str) -> str:
+    """A GFD product label without what GFD appends to it: ``-SHARED`` on a shared GPU (MPS or
+    time-slicing) and ``-MIG-<profile>`` under MIG strategy ``single`` (REFERENCE.md §3)."""
+    return label.removesuffix("-SHARED").split("-MIG-", 1)[0]
+
+
+@lru_cache(maxsize=256)
+def gfd_label_product(label: str, memory_mib: int = 0) -> GpuProduct | None:
+    """The catalog product a GFD label names (the NVML device name, spaces as dashes:
+    ``NVIDIA-A100-80GB-PCIe``, ``Tesla-V100-SXM2-16GB``, ``NVIDIA-L4-SHARED``): its base, with
+    or without the vendor word, as a name or alias; else its family word with the size it
+    states (``A100`` + ``80GB``). A stated size the catalog does not hold for the family names
+    another GPU (None); without one, the size of ``memory_mib`` (the node's report) or the
+    family's own entry."""
+    base = gfd_label_base(label)
+    for candidate in (base, base.removeprefix("NVIDIA-").removeprefix("Tesla-")):
+        found = _BY_KEY.get(candidate.lower())
+        if found is not None:
+            return found
+    words = base.upper().replace("_", "-").split("-")
+    family = next((f for f in _FAMILIES if f in words), None)
+    if family is None:
+        return None
+    stated = next((w for w in words if w.endswith("GB") and w[:-2].isdigit()), None)
+    if stated is not None:
+        return _BY_KEY.get(f"{family}-{stated}".lower())
+    reported = _BY_KEY.get(f"{family}-{round(memory_mib / MIB_PER_GB)}gb".lower())
+    return reported if memory_mib > 0 and reported is not None else _BY_KEY.get(family.lower())
 
 
 def known_product(product: str) -> str:

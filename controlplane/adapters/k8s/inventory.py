@@ -25,10 +25,9 @@ from controlplane.domain.mig_layout import (
 )
 from controlplane.domain.sharing_config import layout_from_config_name
 from controlplane.settings import KubernetesSettings
-from scheduler.domain.catalog import lookup
+from scheduler.domain.catalog import gfd_label_base, lookup
 
 JsonObject = dict[str, Any]
-_FAMILIES = ("A100", "H100", "H200", "B200", "L40S", "L4", "T4", "A10G", "A10", "A30", "V100")
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,24 +153,10 @@ def offered_layout(node: NodeInfo) -> NodeMigLayout | None:
 
 def normalize_product(raw: str, memory_mib: int) -> str:
     """GFD's ``nvidia.com/gpu.product`` (e.g. NVIDIA-A100-SXM4-80GB, Tesla-T4, or a MIG/SHARED
-    variant) -> the catalog's product name; the raw value when unknown."""
-    base = raw.removesuffix("-SHARED").split("-MIG-", 1)[0]
-    for candidate in (base, base.removeprefix("NVIDIA-").removeprefix("Tesla-")):
-        product = lookup(candidate)
-        if product is not None:
-            return product.name
-    tokens = base.upper().replace("_", "-").split("-")
-    family = next((f for f in _FAMILIES if f in tokens), None)
-    if family is None:
-        return base
-    sized = next((t for t in tokens if t.endswith("GB") and t[:-2].isdigit()), None)
-    if sized is None and memory_mib:
-        sized = f"{round(memory_mib / 1024)}GB"
-    for candidate in ([f"{family}-{sized}"] if sized else []) + [family]:
-        product = lookup(candidate)
-        if product is not None:
-            return product.name
-    return base
+    variant) -> the catalog's product name (``catalog.lookup``, given the GPU's reported
+    memory); the label without GFD's suffixes when the catalog does not know it."""
+    product = lookup(raw, memory_mib)
+    return product.name if product is not None else gfd_label_base(raw)
 
 
 def _is_ready(conditions: list[JsonObject]) -> bool:
