@@ -198,11 +198,13 @@ def gfd_label_product(label: str, memory_mib: int = 0) -> GpuProduct | None:
 
 
 def known_product(product: str) -> str:
-    """``product`` when the catalog knows it with its memory (so replicas can fit); else a
-    ValueError listing the products it knows (a settings or models-file validator's message)."""
+    """The catalog's name of ``product`` (an alias or a GFD label, ``lookup``) when the catalog
+    knows it with its memory (so replicas can fit), so that every pool and profile point of one
+    product spells it alike; else a ValueError listing the products it knows (a settings or
+    models-file validator's message)."""
     entry = lookup(product)
     if entry is None or entry.memory_mib <= 0:
         known = ", ".join(p.name for p in PRODUCTS if p.memory_mib > 0)
         raise ValueError(f"unknown GPU product {product!r}; known: {known} "
-                         "(or their aliases, scheduler/domain/catalog.py)")
-    return product
+                         "(or their aliases or GFD labels, scheduler/domain/catalog.py)")
+    return entry.name

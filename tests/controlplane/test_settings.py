@@ -283,10 +283,13 @@ def test_two_pools_of_one_name_are_refused_naming_the_name(tmp_path: Path) -> No
     assert "pools: names must be unique; 'a100' is the name of more than one" in str(caught.value)
 
 
-def test_a_pool_may_name_its_product_by_an_alias() -> None:
-    settings = load_settings(pools=[{"name": "x", "product": "NVIDIA-A100-SXM4-80GB",
-                                     "price_per_gpu_hour": 1}])
-    assert settings.pools[0].product == "NVIDIA-A100-SXM4-80GB"
+@pytest.mark.parametrize("product", ["NVIDIA-A100-SXM4-80GB", "a100-80gb", "NVIDIA-A100-80GB-PCIe",
+                                     "NVIDIA-A100-SXM4-80GB-SHARED"])
+def test_a_pool_may_name_its_product_by_an_alias_or_gfd_label_and_holds_the_catalog_name(
+        product: str) -> None:
+    # the models file's profile points hold it too, so a pool and a point of one product match
+    settings = load_settings(pools=[{"name": "x", "product": product, "price_per_gpu_hour": 1}])
+    assert settings.pools[0].product == "A100-80GB"
 
 
 @pytest.mark.parametrize("yaml_text", [
