@@ -14,6 +14,9 @@ MIB_PER_GB = 1024
 #: CUDA MPS serves at most this many client processes per GPU (Volta and later); a profile
 #: point's ``mps_processes`` and a node's device-plugin MPS replicas stay within it
 MAX_MPS_CLIENTS = 48
+#: ... and at most 16 on a GPU older than Volta (P100): the MPS guide's limits (pre-Volta MPS
+#: serves 16 client contexts per device, Volta MPS 48)
+PRE_VOLTA_MPS_CLIENTS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +47,8 @@ class GpuProduct:
     price_per_gpu_hour: float = 0.0
     #: PCI device ids as mig-parted's ``device-filter`` spells them (e.g. ``0x20B210DE``)
     pci_device_ids: tuple[str, ...] = ()
+    #: CUDA MPS clients a whole GPU of this product serves
+    mps_clients: int = MAX_MPS_CLIENTS
 
     @property
     def mig_capable(self) -> bool:
@@ -142,7 +147,7 @@ PRODUCTS: tuple[GpuProduct, ...] = (
                price_per_gpu_hour=3.06),
     # Products of the Alibaba openb trace (cluster-trace-gpu-v2023); G1-G3 are undisclosed.
     GpuProduct("P100", 16 * MIB_PER_GB, aliases=("Tesla-P100", "P100-16GB"),
-               price_per_gpu_hour=1.46),
+               price_per_gpu_hour=1.46, mps_clients=PRE_VOLTA_MPS_CLIENTS),
     GpuProduct("G1", 0),
     GpuProduct("G2", 0),
     GpuProduct("G3", 0),

@@ -83,6 +83,9 @@ class Cluster:
         self.exists: BoolArray = np.zeros((n, width), dtype=bool)
         self.mode: IntArray = np.zeros((n, width), dtype=np.int64)
         self.clients: IntArray = np.zeros((n, width), dtype=np.int64)
+        # MPS clients each GPU serves (48; 16 before Volta): MPS shares stop there, the other
+        # modes at MAX_CLIENTS_PER_GPU
+        self.mps_clients: IntArray = np.full((n, width), MAX_CLIENTS_PER_GPU, dtype=np.int64)
         self.gmem_total: IntArray = np.zeros((n, width), dtype=np.int64)
         self.gmem_free: IntArray = np.zeros((n, width), dtype=np.int64)
         self.gmem_known: BoolArray = np.zeros((n, width), dtype=bool)
@@ -114,6 +117,8 @@ class Cluster:
                 self.gmem_free[i, j] = self.gmem_total[i, j]
                 self.mig_capable[i, j] = bool(gpu.mig_capable and known is not None
                                               and known.mig_capable)
+                if known is not None:
+                    self.mps_clients[i, j] = known.mps_clients
         self.gpu_count = int(self.exists.sum())
         # A node's state id names its contents (free CPU, memory, GPU milli, GPU memory,
         # clients and modes): a node that comes back to contents it had before gets the id it
@@ -164,6 +169,8 @@ class Cluster:
         mode = self.mode.item(node, col)
         for code, arr in self.share_cap.items():
             arr[node, col] = cap if mode in (0, code) else -1
+        if self.clients.item(node, col) >= self.mps_clients.item(node, col):
+            self.share_cap[MODE_CODE[SharingMode.MPS]][node, col] = -1
 
     # ------------------------------------------------------------------ lookups
     def product_mask(self, products: frozenset[str]) -> BoolArray:

@@ -62,8 +62,13 @@ def _share_room(cluster: Cluster, nodes: IntArray, shape: Shape) -> BoolArray:
     mode = cluster.mode[nodes]
     room: BoolArray = ((cluster.free[nodes] >= shape.gpu_milli)
                        & ((mode == 0) | (mode == MODE_CODE[shape.mode]))
-                       & (cluster.clients[nodes] < MAX_CLIENTS_PER_GPU))
+                       & (cluster.clients[nodes] < _client_limit(cluster, nodes, shape.mode)))
     return room
+
+
+def _client_limit(cluster: Cluster, nodes: IntArray, mode: SharingMode) -> IntArray | int:
+    """Clients each GPU of ``nodes`` serves in ``mode``: its MPS clients under MPS."""
+    return cluster.mps_clients[nodes] if mode is SharingMode.MPS else MAX_CLIENTS_PER_GPU
 
 
 def share_memory_charge(cluster: Cluster, node: int, col: int, spec: WorkloadSpec) -> int:

@@ -26,12 +26,14 @@ TIME_SLICE_OVERHEAD = 0.10
 
 def mps_client_limit(product: GpuProduct | None, compute_slices: int) -> int:
     """MPS clients a segment of ``compute_slices`` (0 = a whole GPU) of ``product`` can run:
-    48 on a whole GPU; on a MIG instance, where MPS runs under the replica's own daemon (the
-    device plugin runs MPS only on whole GPUs), "the 48-client limit shrinks in proportion to
-    the CI size" (REFERENCE.md §1.1): 48 x its compute slices / the GPU's, at least 1."""
+    the product's ``mps_clients`` on a whole GPU (48; 16 before Volta); on a MIG instance, where
+    MPS runs under the replica's own daemon (the device plugin runs MPS only on whole GPUs),
+    "the 48-client limit shrinks in proportion to the CI size" (REFERENCE.md §1.1): 48 x its
+    compute slices / the GPU's, at least 1."""
+    clients = product.mps_clients if product is not None else MAX_MPS_CLIENTS
     if compute_slices <= 0 or product is None or product.compute_slices <= 0:
-        return MAX_MPS_CLIENTS
-    return max(1, MAX_MPS_CLIENTS * compute_slices // product.compute_slices)
+        return clients
+    return max(1, clients * compute_slices // product.compute_slices)
 
 
 def share_mode(isolation: Isolation) -> SharingMode:

@@ -95,6 +95,10 @@ def test_every_example_model_has_a_profile_on_a_product_of_the_example_configs_p
      "models[0] (llama-3-8b-chat): profile.0.mps_processes: must be at most 20 on a 3g MIG "
      "instance of A100-80GB (CUDA MPS's 48-client limit shrinks with the instance: x 3/7), "
      "got 21"),
+    # a GPU older than Volta serves 16 MPS clients, not 48
+    ("{product: T4, throughput_rps", "{product: P100, mps_processes: 17, throughput_rps",
+     "models[1] (resnet50): profile.0.mps_processes: must be at most 16 on a whole P100 (CUDA "
+     "MPS serves 16 clients on a GPU older than Volta), got 17"),
     ("{product: L4,", "{product: L40,",
      "models[0] (llama-3-8b-chat): profile.1.product: unknown GPU product 'L40'; known: "
      "A100-40GB, A100-80GB,"),

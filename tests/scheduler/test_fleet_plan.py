@@ -72,6 +72,20 @@ def test_mps_on_a_mig_instance_stays_within_the_instances_share_of_the_client_li
     assert segments and {(s.mig_profile, s.mps_processes) for s in segments} == {("1g.10gb", 6)}
 
 
+def test_mps_on_a_gpu_older_than_volta_stays_within_its_sixteen_clients() -> None:
+    # pre-Volta MPS serves 16 client contexts per GPU, Volta and later 48
+    pools = (GpuPool("P100", 10, 1.46),)
+    over = ModelDemand("a", "t", Isolation.TRUSTED, 100.0, 100.0,
+                       (ProfilePoint("P100", 0, 1, 24, 200.0, 10.0),), 0.0)
+    out = plan_fleet(request(over, pools=pools), 1, solver=SOLVER)
+    assert out.plan.gpus == ()
+    assert out.plan.unplaced[0].startswith("a: no_profile_within_mps_client_limit")
+    within = replace(over, profile=(*over.profile, ProfilePoint("P100", 0, 1, 16, 150.0, 10.0)))
+    out = plan_fleet(request(within, pools=pools), 1, solver=SOLVER)
+    check_plan(out.plan, request(within, pools=pools))
+    assert {s.mps_processes for g in out.plan.gpus for s in g.segments} == {16}
+
+
 def test_a_model_profiled_on_a_product_without_a_pool_is_unplaced_with_the_reason() -> None:
     req = request(demand("x", 10, 100, product="H100-80GB"))
     out = plan_fleet(req, 1, solver=SOLVER)

@@ -297,3 +297,19 @@ def test_mig_instances_on_a_gpu_never_add_up_to_more_memory_than_the_gpu_reports
     eng.release(pb.ReleaseRequest(workload_id="s1"))
     with pytest.raises(Infeasible):  # more than the 20,000 MiB the whole GPU reports
         eng.place(make_place("big", gpu_milli=100, gpu_memory_mib=20_001, isolation=pb.STRICT))
+
+
+@pytest.mark.parametrize(("product", "memory_mib", "clients"), [("P100", 16_384, 16),
+                                                                 ("T4", 15_360, 17)])
+def test_mps_shares_of_a_gpu_older_than_volta_stop_at_its_sixteen_clients(
+        product: str, memory_mib: int, clients: int) -> None:
+    # pre-Volta MPS serves 16 client contexts per GPU; a T4 (Turing) takes 48
+    eng = PlacementEngine()
+    eng.sync_inventory(pb.SyncInventoryRequest(
+        nodes=[make_node("n", gpus=1, product=product, gpu_memory_mib=memory_mib)]))
+    for k in range(clients):
+        binding = eng.place(make_place(f"w{k}", gpu_milli=50, isolation=pb.TRUSTED)).binding
+        assert binding.mode == pb.MPS
+    if product == "P100":
+        with pytest.raises(Infeasible):
+            eng.place(make_place("one-more", gpu_milli=50, isolation=pb.TRUSTED))
