@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +20,7 @@ from controlplane.domain.observed import (
 )
 from controlplane.domain.plan import KeptReplicas
 from controlplane.domain.profile import ProfileCorrection
+from scheduler.domain import catalog
 
 
 def _default(value: object) -> object:
@@ -141,7 +142,15 @@ def spec_from_columns(name: str, tenant: str, isolation: str, engine: str, laten
     return ModelSpec(
         name=name, tenant=tenant, isolation=Isolation(isolation), engine=Engine(engine),
         latency_slo_ms=latency_slo_ms,
-        profile=tuple(ProfilePoint(**p) for p in json.loads(profile_json)),
+        profile=tuple(_catalog_named(ProfilePoint(**p)) for p in json.loads(profile_json)),
         cold_start=ColdStart(cold_p50_s, cold_p90_s),
         min_replicas=min_replicas, max_replicas=max_replicas,
     )
+
+
+def _catalog_named(point: ProfilePoint) -> ProfilePoint:
+    """``point`` with its product's catalog name: an import before the models file held it
+    stored the alias or GFD label it was given (``NVIDIA-L4``), which no pool's product matches."""
+    known = catalog.lookup(point.product)
+    return point if known is None or known.name == point.product else replace(
+        point, product=known.name)

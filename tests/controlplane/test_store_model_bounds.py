@@ -84,3 +84,22 @@ def test_pausing_a_paused_model_keeps_its_start_and_changes_only_a_count_given(
     assert pauses.paused_models() == (recounted,)
     assert pauses.pause(CHAT.name, 5, later, "bob") == PauseSet(recounted, recounted)
     assert pauses.pause(CHAT.name, None, later, "bob") == PauseSet(recounted, recounted)
+
+
+def test_a_model_stored_under_a_gfd_label_reads_back_under_the_catalogs_product_name(
+        store_url: str) -> None:
+    # an import before the models file held the catalog's name kept the label it was given,
+    # which no pool's product (the catalog's name) matched
+    store = Store.open(store_url, migrate=True)
+    with store.engine.begin() as connection:
+        connection.exec_driver_sql(
+            "INSERT INTO models (name, tenant, isolation, engine, latency_slo_ms, "
+            "cold_start_p50_s, cold_start_p90_s, profile_json) VALUES "
+            "('old', 'acme', 'none', 'vllm', 100, 1, 2, '[{\"product\": \"NVIDIA-L4\", "
+            "\"compute_slices\": 0, \"batch_size\": 1, \"mps_processes\": 1, "
+            "\"throughput_rps\": 5.0, \"latency_ms\": 10.0, \"memory_mib\": 100}, "
+            "{\"product\": \"G9\", \"compute_slices\": 0, \"batch_size\": 1, "
+            "\"mps_processes\": 1, \"throughput_rps\": 5.0, \"latency_ms\": 10.0, "
+            "\"memory_mib\": 100}]')")
+    old, = store.model_specs()
+    assert [p.product for p in old.profile] == ["L4", "G9"]  # an unknown product as stored
