@@ -166,7 +166,7 @@ def list_models(
     db: DbOption = None,
 ) -> None:
     """The store's models: tenant, isolation, engine, SLO, cold start, bounds, pause, profile."""
-    from controlplane.cli.status_view import pause_json
+    from controlplane.cli.status_document import pause_json
     from controlplane.store.pauses import SqlModelPauses
 
     def read(store: Store) -> tuple[list[ModelSpec], dict[str, ModelPause]]:

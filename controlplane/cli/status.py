@@ -59,7 +59,8 @@ def status_command(
 
     from controlplane import cost_reader
     from controlplane.autoscaling.hints import status_floors
-    from controlplane.cli.status_view import render, status_document
+    from controlplane.cli.status_document import status_document
+    from controlplane.cli.status_view import render
     from controlplane.domain.fleet_status import judge_health
     from controlplane.domain.price_history import unapplied_price_notes
     from controlplane.fleet_lease import FLEET_LEASE

@@ -1,11 +1,10 @@
-"""``headroom status`` output: one JSON document (stable keys, ISO 8601 UTC times, numbers as
-numbers) and the same content as Rich tables. Pure functions of the status and its health."""
+"""``headroom status`` output as Rich tables, then one verdict line, and the one-line texts other
+commands print too (hints, leases, replicas). Pure functions of the status and its health; the
+JSON document of ``--json`` is ``status_document``'s."""
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
-from typing import Any
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -13,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from controlplane.autoscaling.hints import floored_step
+from controlplane.cli.status_document import _at, listed_models, load_unmeasured
 from controlplane.domain.fleet_status import (
     FenceStatus,
     FleetBill,
@@ -26,11 +26,9 @@ from controlplane.domain.fleet_status import (
     age_s,
     fleet_bill,
 )
-from controlplane.domain.forecast_accuracy import ACCURACY_WINDOW_S, ForecastAccuracy
 from controlplane.domain.hints import NOT_LISTED, DemandHint, rps_text
 from controlplane.domain.pause import ModelPause
 from controlplane.domain.tick_writers import UNKNOWN_WRITER, LeadershipChange
-from controlplane.domain.timestamps import utc_text
 
 #: the columns of a demand hint's row (``headroom status`` and ``headroom hint list``)
 HINT_COLUMNS = ("id", "model", "rps", "start (UTC)", "end (UTC)", "reason")
@@ -49,157 +47,6 @@ def hint_line(h: DemandHint) -> str:
     why = f" ({h.reason})" if h.reason else ""
     return (f"hint {h.hint_id}: {h.model} >= {rps_text(h.rate_rps)} rps from "
             f"{h.start_at:%Y-%m-%d %H:%M:%S} until {h.end_at:%Y-%m-%d %H:%M:%S} UTC{why}")
-
-
-def listed_models(status: FleetStatus) -> frozenset[str]:
-    """The models the store's models table lists (a hint of another is marked not listed)."""
-    return frozenset(m.name for m in status.models if m.listed)
-
-
-def _at(value: datetime | None) -> str | None:
-    return None if value is None else utc_text(value)
-
-
-def pause_json(pause: ModelPause | None) -> dict[str, Any] | None:
-    """A model's pause in ``status --json`` and ``models list --json`` alike: its time in UTC
-    with a Z, ``paused_by`` null when no login name was known."""
-    if pause is None:
-        return None
-    return {"replicas": pause.replicas, "paused_at": _at(pause.paused_at),
-            "paused_by": pause.paused_by or None}
-
-
-def _forecast(point: ForecastPoint | None) -> dict[str, Any] | None:
-    if point is None:
-        return None
-    return {"method": point.method, "fallback_reason": point.fallback_reason,
-            "computed_at": _at(point.computed_at), "origin_at": _at(point.origin_at),
-            "target_at": _at(point.target_at), "ahead_s": point.ahead_s,
-            "p50_rps": point.p50_rps, "p90_rps": point.p90_rps, "notes": list(point.notes)}
-
-
-def _accuracy(found: ForecastAccuracy | None) -> dict[str, Any] | None:
-    return None if found is None else {"window_s": ACCURACY_WINDOW_S, "scored": found.scored,
-                                       "wape_ratio": found.wape, "p90_coverage": found.p90_coverage}
-
-
-def finite_numbers(value: Any) -> Any:
-    """``value`` with each NaN or infinite float (a corrupt stored forecast, say) as None, so
-    the document is JSON (``json.dumps`` would write NaN / Infinity, which JSON has not)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: finite_numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [finite_numbers(v) for v in value]
-    return value
-
-
-def status_document(status: FleetStatus, health: Health) -> dict[str, Any]:
-    """The status as one JSON-ready document (non-finite numbers as None)."""
-    document: dict[str, Any] = finite_numbers(_document(status, health))
-    return document
-
-
-def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
-    now = health.checked_at
-    accuracy = {a.model: a for a in status.accuracy}
-    tick, lease, plan = status.last_tick, status.lease, status.plan
-    change = status.leadership
-    listed = listed_models(status)
-    return {
-        "store": status.store,
-        "checked_at": _at(now),
-        "healthy": health.healthy,
-        "problems": [{"code": p.code, "message": p.message} for p in health.problems],
-        "max_tick_age_s": health.max_tick_age_s,
-        # what the loop's liveness was judged by: the last tick's age, or a running simulated
-        # fleet's lease renewal (its ticks are on its own clock)
-        "judged_by": "last_tick" if health.lease_age_s is None else "lease",
-        "last_tick": None if tick is None else {
-            "id": tick.tick_id, "started_at": _at(tick.started_at),
-            "finished_at": _at(tick.finished_at), "age_s": health.tick_age_s,
-            "status": tick.status, "reason": tick.reason, "gpus_ready": tick.gpus_ready,
-            "demand_rps": tick.demand_rps, "capacity_rps": tick.capacity_rps,
-            "synced": tick.synced, "notes": list(tick.notes), "ticks_stored": tick.ticks,
-            "written_by": tick.writer},
-        "leadership_change": None if change is None else {
-            "from": change.previous_writer, "to": change.writer, "at": _at(change.changed_at),
-            "first_tick_id": change.first_tick_id,
-            "previous_tick_at": _at(change.previous_tick_at)},
-        "unrecorded_tick": None if status.unrecorded is None else {
-            "started_at": _at(status.unrecorded.started_at),
-            "age_s": age_s(status.unrecorded.started_at, now),
-            "written_by": status.unrecorded.writer},
-        "fence": None if status.fence is None else {
-            "token": status.fence.token, "holder": status.fence.holder or None,
-            "claimed_at": _at(status.fence.claimed_at),
-            "claimed_age_s": age_s(status.fence.claimed_at, now)},
-        "fleet": None if status.fleet_tick_id is None else {
-            "tick_id": status.fleet_tick_id, "observed_at": _at(status.fleet_at)},
-        "lease": None if lease is None else {
-            "name": lease.name, "holder": lease.holder or None,
-            "acquired_at": _at(lease.acquired_at), "renewed_at": _at(lease.renewed_at),
-            "renewed_age_s": age_s(lease.renewed_at, now), "duration_s": lease.duration_s,
-            "transitions": lease.transitions},
-        "models": [{
-            "name": m.name, "tenant": m.tenant, "observed": m.observed,
-            "demand_measured": m.demand_measured, "observed_rps": m.observed_rps,
-            "replicas_ready": m.replicas_ready, "replicas_pending": m.replicas_pending,
-            "replicas_target": m.replicas_target, "replicas_desired": m.replicas_desired,
-            "capacity_rps": m.capacity_rps,
-            "forecast": _forecast(m.forecast), "hint_floor_rps": m.hint_floor_rps,
-            "forecast_accuracy": _accuracy(accuracy.get(m.name)),
-            "paused": pause_json(m.pause)} for m in status.models],
-        "pools": [{
-            "name": p.pool.name, "product": p.pool.product,
-            "gpus_per_node": p.pool.gpus_per_node, "nodes_ready": p.pool.nodes_ready,
-            "nodes_pending": p.pool.nodes_pending, "target_nodes": p.pool.target_nodes,
-            "price_per_gpu_hour": p.price_per_gpu_hour,
-            "price_source": p.price_source} for p in status.pools],
-        "billed": None if not status.pools else _bill_json(fleet_bill(status.pools)),
-        "plan": None if plan is None else {
-            "id": plan.plan_id, "tick_id": plan.tick_id, "created_at": _at(plan.created_at),
-            "revision": plan.revision, "dry_run": plan.dry_run,
-            "cost_per_hour": plan.cost_per_hour, "gpus_placed": plan.gpus_placed,
-            "warm_gpus": plan.warm_gpus, "unplaced": list(plan.unplaced),
-            "kept": [{"model": k.model, "replicas": k.replicas, "product": k.product,
-                      "gpus": k.gpus} for k in plan.kept],
-            "actions": [{"kind": a.kind, "target": a.target, "from": a.from_value,
-                         "to": a.to_value, "reason": a.reason, "ok": a.ok,
-                         "message": a.message} for a in plan.actions],
-            "held": [{"target": h.target, "kept": h.kept, "wanted": h.wanted,
-                      "reason": h.reason} for h in plan.held]},
-        "load_unmeasured": list(load_unmeasured(status)),
-        "failing_actions": [{
-            "kind": f.kind, "target": f.target, "ticks": f.ticks, "since": _at(f.since),
-            "since_tick_id": f.since_tick_id, "message": f.message} for f in status.failing],
-        "profiles": [{
-            "model": c.model, "offline_rps": c.offline_rps, "corrected_rps": c.corrected_rps,
-            "factor": c.factor, "samples_used": c.samples_used, "reason": c.reason}
-            for c in status.profiles],
-        "placement": None if status.placement is None else {
-            "bindings": status.placement.bindings, "nodes": status.placement.nodes,
-            "journal_version": status.placement.version,
-            "plan_revision": status.placement.plan_revision,
-            "changed_by": status.placement.changed_by or None,
-            "changed_at": _at(status.placement.changed_at)},
-        "hints": [{
-            "id": h.hint_id, "model": h.model, "model_listed": h.model in listed,
-            "rate_rps": h.rate_rps, "start_at": _at(h.start_at), "end_at": _at(h.end_at),
-            "reason": h.reason} for h in status.hints],
-        "relayouts": [{
-            "id": r.relayout_id, "node": r.node, "pool": r.pool, "product": r.product,
-            "from_config": r.from_config, "to_config": r.to_config, "phase": r.phase,
-            "started_at": _at(r.started_at), "updated_at": _at(r.updated_at),
-            "deadline_at": _at(r.deadline_at), "wait_reason": r.wait_reason,
-            "alert": r.alert} for r in status.relayouts],
-    }
-
-
-def load_unmeasured(status: FleetStatus) -> tuple[str, ...]:
-    """The models the fleet's tick saw whose load it could not measure."""
-    return tuple(m.name for m in status.models if m.observed and not m.demand_measured)
 
 
 def load_unmeasured_line(status: FleetStatus) -> str | None:
@@ -452,11 +299,6 @@ def bill_text(bill: FleetBill) -> str:
     """What the pools bill: ``billed: 24 GPUs, $102.40/h`` (and the pools with no price)."""
     unpriced = f"; no price for pool(s) {', '.join(bill.unpriced)}" if bill.unpriced else ""
     return f"billed: {bill.gpus} GPUs, ${bill.usd_per_hour:,.2f}/h{unpriced}"
-
-
-def _bill_json(bill: FleetBill) -> dict[str, Any]:
-    return {"gpus": bill.gpus, "cost_per_hour": bill.usd_per_hour,
-            "unpriced_pools": list(bill.unpriced)}
 
 
 def _render_plan(console: Console, status: FleetStatus, now: datetime) -> None:
