@@ -26,7 +26,8 @@ def listed_models(status: FleetStatus) -> frozenset[str]:
     return frozenset(m.name for m in status.models if m.listed)
 
 
-def _at(value: datetime | None) -> str | None:
+def utc_or_none(value: datetime | None) -> str | None:
+    """``value`` in UTC with a Z (``utc_text``); None for None."""
     return None if value is None else utc_text(value)
 
 
@@ -35,7 +36,7 @@ def pause_json(pause: ModelPause | None) -> dict[str, Any] | None:
     with a Z, ``paused_by`` null when no login name was known."""
     if pause is None:
         return None
-    return {"replicas": pause.replicas, "paused_at": _at(pause.paused_at),
+    return {"replicas": pause.replicas, "paused_at": utc_or_none(pause.paused_at),
             "paused_by": pause.paused_by or None}
 
 
@@ -43,8 +44,9 @@ def _forecast(point: ForecastPoint | None) -> dict[str, Any] | None:
     if point is None:
         return None
     return {"method": point.method, "fallback_reason": point.fallback_reason,
-            "computed_at": _at(point.computed_at), "origin_at": _at(point.origin_at),
-            "target_at": _at(point.target_at), "ahead_s": point.ahead_s,
+            "computed_at": utc_or_none(point.computed_at),
+            "origin_at": utc_or_none(point.origin_at),
+            "target_at": utc_or_none(point.target_at), "ahead_s": point.ahead_s,
             "p50_rps": point.p50_rps, "p90_rps": point.p90_rps, "notes": list(point.notes)}
 
 
@@ -79,7 +81,7 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
     listed = listed_models(status)
     return {
         "store": status.store,
-        "checked_at": _at(now),
+        "checked_at": utc_or_none(now),
         "healthy": health.healthy,
         "problems": [{"code": p.code, "message": p.message} for p in health.problems],
         "max_tick_age_s": health.max_tick_age_s,
@@ -87,29 +89,31 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
         # fleet's lease renewal (its ticks are on its own clock)
         "judged_by": "last_tick" if health.lease_age_s is None else "lease",
         "last_tick": None if tick is None else {
-            "id": tick.tick_id, "started_at": _at(tick.started_at),
-            "finished_at": _at(tick.finished_at), "age_s": health.tick_age_s,
+            "id": tick.tick_id, "started_at": utc_or_none(tick.started_at),
+            "finished_at": utc_or_none(tick.finished_at), "age_s": health.tick_age_s,
             "status": tick.status, "reason": tick.reason, "gpus_ready": tick.gpus_ready,
             "demand_rps": tick.demand_rps, "capacity_rps": tick.capacity_rps,
             "synced": tick.synced, "notes": list(tick.notes), "ticks_stored": tick.ticks,
             "written_by": tick.writer},
         "leadership_change": None if change is None else {
-            "from": change.previous_writer, "to": change.writer, "at": _at(change.changed_at),
+            "from": change.previous_writer, "to": change.writer,
+            "at": utc_or_none(change.changed_at),
             "first_tick_id": change.first_tick_id,
-            "previous_tick_at": _at(change.previous_tick_at)},
+            "previous_tick_at": utc_or_none(change.previous_tick_at)},
         "unrecorded_tick": None if status.unrecorded is None else {
-            "started_at": _at(status.unrecorded.started_at),
+            "started_at": utc_or_none(status.unrecorded.started_at),
             "age_s": age_s(status.unrecorded.started_at, now),
             "written_by": status.unrecorded.writer},
         "fence": None if status.fence is None else {
             "token": status.fence.token, "holder": status.fence.holder or None,
-            "claimed_at": _at(status.fence.claimed_at),
+            "claimed_at": utc_or_none(status.fence.claimed_at),
             "claimed_age_s": age_s(status.fence.claimed_at, now)},
         "fleet": None if status.fleet_tick_id is None else {
-            "tick_id": status.fleet_tick_id, "observed_at": _at(status.fleet_at)},
+            "tick_id": status.fleet_tick_id, "observed_at": utc_or_none(status.fleet_at)},
         "lease": None if lease is None else {
             "name": lease.name, "holder": lease.holder or None,
-            "acquired_at": _at(lease.acquired_at), "renewed_at": _at(lease.renewed_at),
+            "acquired_at": utc_or_none(lease.acquired_at),
+            "renewed_at": utc_or_none(lease.renewed_at),
             "renewed_age_s": age_s(lease.renewed_at, now), "duration_s": lease.duration_s,
             "transitions": lease.transitions},
         "models": [{
@@ -129,7 +133,7 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "price_source": p.price_source} for p in status.pools],
         "billed": None if not status.pools else _bill_json(fleet_bill(status.pools)),
         "plan": None if plan is None else {
-            "id": plan.plan_id, "tick_id": plan.tick_id, "created_at": _at(plan.created_at),
+            "id": plan.plan_id, "tick_id": plan.tick_id, "created_at": utc_or_none(plan.created_at),
             "revision": plan.revision, "dry_run": plan.dry_run,
             "cost_per_hour": plan.cost_per_hour, "gpus_placed": plan.gpus_placed,
             "warm_gpus": plan.warm_gpus, "unplaced": list(plan.unplaced),
@@ -142,7 +146,7 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
                       "reason": h.reason} for h in plan.held]},
         "load_unmeasured": list(load_unmeasured(status)),
         "failing_actions": [{
-            "kind": f.kind, "target": f.target, "ticks": f.ticks, "since": _at(f.since),
+            "kind": f.kind, "target": f.target, "ticks": f.ticks, "since": utc_or_none(f.since),
             "since_tick_id": f.since_tick_id, "message": f.message} for f in status.failing],
         "profiles": [{
             "model": c.model, "offline_rps": c.offline_rps, "corrected_rps": c.corrected_rps,
@@ -153,16 +157,17 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "journal_version": status.placement.version,
             "plan_revision": status.placement.plan_revision,
             "changed_by": status.placement.changed_by or None,
-            "changed_at": _at(status.placement.changed_at)},
+            "changed_at": utc_or_none(status.placement.changed_at)},
         "hints": [{
             "id": h.hint_id, "model": h.model, "model_listed": h.model in listed,
-            "rate_rps": h.rate_rps, "start_at": _at(h.start_at), "end_at": _at(h.end_at),
+            "rate_rps": h.rate_rps, "start_at": utc_or_none(h.start_at),
+            "end_at": utc_or_none(h.end_at),
             "reason": h.reason} for h in status.hints],
         "relayouts": [{
             "id": r.relayout_id, "node": r.node, "pool": r.pool, "product": r.product,
             "from_config": r.from_config, "to_config": r.to_config, "phase": r.phase,
-            "started_at": _at(r.started_at), "updated_at": _at(r.updated_at),
-            "deadline_at": _at(r.deadline_at), "wait_reason": r.wait_reason,
+            "started_at": utc_or_none(r.started_at), "updated_at": utc_or_none(r.updated_at),
+            "deadline_at": utc_or_none(r.deadline_at), "wait_reason": r.wait_reason,
             "alert": r.alert} for r in status.relayouts],
     }
 

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from controlplane.autoscaling.hints import floored_step
-from controlplane.cli.status_document import _at, listed_models, load_unmeasured
+from controlplane.cli.status_document import listed_models, load_unmeasured, utc_or_none
 from controlplane.domain.fleet_status import (
     FenceStatus,
     FleetBill,
@@ -82,8 +82,8 @@ def last_tick_line(status: FleetStatus, health: Health) -> str:
     judged = "" if health.lease_age_s is None or status.lease is None else (
         f"; on the simulated fleet's clock: judged by lease {status.lease.name}, renewed "
         f"{_ago(max(0.0, health.lease_age_s))}")
-    return (f"#{tick.tick_id} at {_at(tick.started_at)} ({_ago(health.tick_age_s)}{judged}; "
-            f"max {health.max_tick_age_s:g} s)")
+    return (f"#{tick.tick_id} at {utc_or_none(tick.started_at)} "
+            f"({_ago(health.tick_age_s)}{judged}; max {health.max_tick_age_s:g} s)")
 
 
 def paused_line(pause: ModelPause) -> str:
@@ -109,12 +109,12 @@ def lease_line(lease: LeaseStatus, now: datetime) -> str:
 def fence_line(fence: FenceStatus, now: datetime) -> str:
     """The leadership term whose store writes are accepted now."""
     return (f"token {fence.token}, claimed by {fence.holder or UNKNOWN_WRITER} at "
-            f"{_at(fence.claimed_at)} ({_ago(age_s(fence.claimed_at, now))}); a replica's "
+            f"{utc_or_none(fence.claimed_at)} ({_ago(age_s(fence.claimed_at, now))}); a replica's "
             "saves under an older token are refused")
 
 
 def unrecorded_line(tick: UnrecordedTick, now: datetime) -> str:
-    return (f"started at {_at(tick.started_at)} ({_ago(age_s(tick.started_at, now))}) by "
+    return (f"started at {utc_or_none(tick.started_at)} ({_ago(age_s(tick.started_at, now))}) by "
             f"{tick.writer or UNKNOWN_WRITER}: no record saved yet (in progress, or killed "
             "after it may have acted; the next tick starts from the guard memory it saved "
             "before acting)")
@@ -122,10 +122,10 @@ def unrecorded_line(tick: UnrecordedTick, now: datetime) -> str:
 
 def leadership_line(change: LeadershipChange, now: datetime) -> str:
     """When the ticks' writer (the leading replica) last changed, from whom to whom."""
-    return (f"changed at {_at(change.changed_at)} (tick #{change.first_tick_id}, "
+    return (f"changed at {utc_or_none(change.changed_at)} (tick #{change.first_tick_id}, "
             f"{_ago(age_s(change.changed_at, now))}): {change.previous_writer} -> "
             f"{change.writer}; {change.previous_writer}'s last tick was at "
-            f"{_at(change.previous_tick_at)}")
+            f"{utc_or_none(change.previous_tick_at)}")
 
 
 def placement_line(placement: PlacementStatus, now: datetime) -> str:
@@ -237,8 +237,8 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
         head.add_row("placement", escape(placement_line(status.placement, now)))
     if tick is not None and status.fleet_tick_id != tick.tick_id:
         head.add_row("fleet seen", "never" if status.fleet_tick_id is None else (
-            f"by tick #{status.fleet_tick_id} at {_at(status.fleet_at)} (the last tick could not "
-            "read the fleet)"))
+            f"by tick #{status.fleet_tick_id} at {utc_or_none(status.fleet_at)} (the last tick "
+            "could not read the fleet)"))
     console.print(_fitted(head))
     models = _table(f"Models (replicas ready/pending/observed target{WANTED_ARROW}desired target "
                     "where the tick wanted another; forecast 20 min ahead; tenants in --json)",
