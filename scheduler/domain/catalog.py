@@ -128,6 +128,11 @@ PRODUCTS: tuple[GpuProduct, ...] = (
          ("0x233010DE", "0x233110DE", "0x232210DE", "0x232410DE")),
     _mig("H100-94GB", 94, ("1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"),
          ("H100-NVL", "H100-94GB-NVL", "NVIDIA-H100-NVL"), 7.5, ("0x232110DE", "0x233A10DE")),
+    # the H100 of a GH200 Grace Hopper Superchip with 96 GB of HBM3: NVML names it by the
+    # superchip's LPDDR5X ("NVIDIA GH200 480GB", also 120GB); the 144 GB HBM3e GH200 is another
+    # product, not in the catalog
+    _mig("H100-96GB", 96, ("1g.12gb", "1g.24gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb"),
+         ("GH200-96GB", "NVIDIA-GH200-480GB", "NVIDIA-GH200-120GB"), 0.0, ()),
     _mig("H200-141GB", 141, ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
          ("H200", "H200-SXM-141GB", "H200-NVL", "NVIDIA-H200"), 5.41,
          ("0x233510DE", "0x233B10DE")),

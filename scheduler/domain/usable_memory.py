@@ -46,7 +46,8 @@ MEASURED_MIB: dict[tuple[str, str], int] = {
 #: Product families whose measured ratios stand in for each other's unmeasured profiles.
 FAMILY: dict[str, str] = {
     "A100-40GB": "ampere", "A100-80GB": "ampere", "A30": "ampere",
-    "H100-80GB": "hopper", "H100-94GB": "hopper", "H200-141GB": "hopper", "B200": "hopper",
+    "H100-80GB": "hopper", "H100-94GB": "hopper", "H100-96GB": "hopper", "H200-141GB": "hopper",
+    "B200": "hopper",
 }
 
 

@@ -27,6 +27,8 @@ LABELS = [
     ("NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", "A100-80GB"),  # MIG strategy single
     ("NVIDIA-L4-SHARED", "L4"),  # a shared (time-sliced or MPS) GPU
     ("NVIDIA-H100-PCIe-SHARED", "H100-80GB"),
+    ("NVIDIA-GH200-480GB", "H100-96GB"),  # the superchip's H100 of 96 GB HBM3
+    ("NVIDIA-GH200-120GB", "H100-96GB"),
 ]
 
 
@@ -36,11 +38,12 @@ def test_a_gfd_label_names_its_catalog_product(label: str, product: str) -> None
     assert found is not None and found.name == product
 
 
-@pytest.mark.parametrize("label", ["NVIDIA-H20", "NVIDIA-L40", "NVIDIA-A40", "NVIDIA-GH200-480GB",
-                                   "NVIDIA-H100-96GB", "NVIDIA-A100-120GB", "Mystery-GPU", ""])
+@pytest.mark.parametrize("label", [
+    "NVIDIA-H20", "NVIDIA-L40", "NVIDIA-A40", "NVIDIA-GH200-144G-HBM3e", "NVIDIA-H100-64GB",
+    "NVIDIA-A100-120GB", "Mystery-GPU", ""])
 def test_a_label_of_a_gpu_the_catalog_does_not_hold_stays_unknown(label: str) -> None:
     # a family word is not enough when the label states a size the catalog does not know
-    # (an H100 of 96 GB is not the catalog's 80 GB one) or names another GPU (H20, L40)
+    # (an H100 of 64 GB is none of the catalog's) or names another GPU (H20, L40)
     assert catalog.lookup(label) is None
 
 
