@@ -81,3 +81,16 @@ def test_plan_fleet_lays_out_mig_on_a_pool_named_by_its_gfd_label() -> None:
     segments = [s for g in plan.gpus for s in g.segments]
     assert len(plan.gpus) == 1 and {s.mode for s in segments} == {pb.MIG}
     assert sum(s.throughput_rps for s in segments) >= 150.0
+
+
+def test_a_gh200_pool_is_laid_out_in_its_h100_96gb_mig_profiles() -> None:
+    points = [pb.ProfilePoint(product="H100-96GB", compute_slices=g, batch_size=8,
+                              mps_processes=1, throughput_rps=100.0 * g, latency_ms=10.0,
+                              memory_mib=10_000) for g in (1, 2, 3, 4, 7)]
+    plan = PlacementEngine().plan_fleet(pb.PlanFleetRequest(
+        models=[pb.ModelDemand(model="a", tenant="t", isolation=pb.STRICT, rate_rps=90.0,
+                               latency_slo_ms=100.0, profile=points)],
+        pools=[pb.GpuPool(product="NVIDIA-GH200-480GB", max_gpus=2, price_per_gpu_hour=3.0)]))
+    assert not plan.unplaced and len(plan.gpus) == 1
+    profiles = {s.mig_profile for g in plan.gpus for s in g.segments}
+    assert profiles and profiles <= {"1g.12gb", "2g.24gb", "3g.48gb", "4g.48gb", "7g.96gb"}
