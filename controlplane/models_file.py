@@ -93,21 +93,18 @@ class _Point(_Strict):
 
     @field_validator("mps_processes")
     @classmethod
-    def _within_the_slice_mps_limit(cls, processes: int, info: ValidationInfo) -> int:
+    def _within_the_segments_mps_limit(cls, processes: int, info: ValidationInfo) -> int:
         # on a MIG instance "the 48-client limit shrinks in proportion to the CI size"
         # (REFERENCE.md §1.1), and a GPU older than Volta serves 16: PlanFleet never lays out
-        # a point beyond its segment's limit
-        slices = info.data.get("compute_slices")
+        # a point beyond its segment's limit (``mps_client_limit``)
+        slices = info.data.get("compute_slices") or 0
         known = catalog.lookup(info.data.get("product", ""))
         if known is None:
             return processes
-        if not slices or known.compute_slices <= 0:
-            if processes > known.mps_clients:
-                raise ValueError(f"must be at most {known.mps_clients} on a whole {known.name} "
-                                 f"(CUDA MPS serves {known.mps_clients} clients on a GPU older "
-                                 f"than Volta), got {processes}")
-            return processes
         limit = mps_client_limit(known, slices)
+        if processes > limit and (not slices or known.compute_slices <= 0):
+            raise ValueError(f"must be at most {limit} on a whole {known.name} (CUDA MPS serves "
+                             f"{limit} clients on a GPU older than Volta), got {processes}")
         if processes > limit:
             raise ValueError(f"must be at most {limit} on a {slices}g MIG instance of "
                              f"{known.name} (CUDA MPS's {catalog.MAX_MPS_CLIENTS}-client limit "

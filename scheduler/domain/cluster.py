@@ -83,9 +83,10 @@ class Cluster:
         self.exists: BoolArray = np.zeros((n, width), dtype=bool)
         self.mode: IntArray = np.zeros((n, width), dtype=np.int64)
         self.clients: IntArray = np.zeros((n, width), dtype=np.int64)
-        # MPS clients each GPU serves (48; 16 before Volta): MPS shares stop there, the other
-        # modes at MAX_CLIENTS_PER_GPU
+        # clients each GPU serves: MPS shares stop at its product's MPS clients (48; 16 before
+        # Volta), the other modes at MAX_CLIENTS_PER_GPU (``client_limits``)
         self.mps_clients: IntArray = np.full((n, width), MAX_CLIENTS_PER_GPU, dtype=np.int64)
+        self._max_clients: IntArray = np.full((n, width), MAX_CLIENTS_PER_GPU, dtype=np.int64)
         self.gmem_total: IntArray = np.zeros((n, width), dtype=np.int64)
         self.gmem_free: IntArray = np.zeros((n, width), dtype=np.int64)
         self.gmem_known: BoolArray = np.zeros((n, width), dtype=bool)
@@ -173,6 +174,11 @@ class Cluster:
             self.share_cap[MODE_CODE[SharingMode.MPS]][node, col] = -1
 
     # ------------------------------------------------------------------ lookups
+    def client_limits(self, mode: SharingMode | None) -> IntArray:
+        """Clients each GPU slot serves in ``mode``: its MPS clients under MPS, else
+        MAX_CLIENTS_PER_GPU."""
+        return self.mps_clients if mode is SharingMode.MPS else self._max_clients
+
     def product_mask(self, products: frozenset[str]) -> BoolArray:
         """GPU slots whose product is one of ``products`` (all existing GPUs when empty).
 

@@ -12,7 +12,7 @@ from scheduler.domain.cluster import MODE_CODE, BoolArray, Choice, Cluster, IntA
 from scheduler.domain.errors import Infeasible
 from scheduler.domain.mig import free_start
 from scheduler.domain.model import WHOLE_GPU_MILLI, SharingMode, WorkloadSpec
-from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU, mig_memory_mib, mig_profile_for
+from scheduler.domain.sharing import mig_memory_mib, mig_profile_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,13 +62,8 @@ def _share_room(cluster: Cluster, nodes: IntArray, shape: Shape) -> BoolArray:
     mode = cluster.mode[nodes]
     room: BoolArray = ((cluster.free[nodes] >= shape.gpu_milli)
                        & ((mode == 0) | (mode == MODE_CODE[shape.mode]))
-                       & (cluster.clients[nodes] < _client_limit(cluster, nodes, shape.mode)))
+                       & (cluster.clients[nodes] < cluster.client_limits(shape.mode)[nodes]))
     return room
-
-
-def _client_limit(cluster: Cluster, nodes: IntArray, mode: SharingMode) -> IntArray | int:
-    """Clients each GPU of ``nodes`` serves in ``mode``: its MPS clients under MPS."""
-    return cluster.mps_clients[nodes] if mode is SharingMode.MPS else MAX_CLIENTS_PER_GPU
 
 
 def share_memory_charge(cluster: Cluster, node: int, col: int, spec: WorkloadSpec) -> int:

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 from scheduler.domain.mig import MigInstance, is_valid_layout
 from scheduler.domain.model import Binding, SharingMode
-from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU
 
 if TYPE_CHECKING:
     from scheduler.domain.cluster import Cluster
@@ -52,7 +51,8 @@ def gpu_release_reason(cluster: Cluster, binding: Binding, node: int, cols: tupl
                                  "instance now")
         if (cluster.free.item(node, g) < binding.gpu_milli
                 or cluster.mode.item(node, g) not in (0, mode_code)
-                or cluster.clients.item(node, g) >= _client_limit(cluster, node, g, binding)
+                or cluster.clients.item(node, g) >= cluster.client_limits(binding.mode).item(
+                    node, g)
                 or (binding.mode is SharingMode.MIG and not _mig_fits(cluster, node, g, binding))):
             return CONFLICT, f"{where} is held by other bindings it cannot share it with"
     return None
@@ -74,10 +74,3 @@ def _mig_fits(cluster: Cluster, node: int, gpu: int, binding: Binding) -> bool:
         return False
     return is_valid_layout(product, [*cluster.mig_layout(node, gpu),
                                      MigInstance(prof, binding.mig_start)])
-
-
-def _client_limit(cluster: Cluster, node: int, col: int, binding: Binding) -> int:
-    """Clients the GPU serves in the binding's mode: its MPS clients under MPS."""
-    if binding.mode is SharingMode.MPS:
-        return int(cluster.mps_clients.item(node, col))
-    return MAX_CLIENTS_PER_GPU
