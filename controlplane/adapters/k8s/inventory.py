@@ -26,6 +26,7 @@ from controlplane.domain.mig_layout import (
 from controlplane.domain.sharing_config import layout_from_config_name
 from controlplane.settings import KubernetesSettings
 from scheduler.domain.catalog import gfd_label_base, lookup
+from scheduler.domain.cluster import product_key
 
 JsonObject = dict[str, Any]
 
@@ -180,8 +181,8 @@ def parse_node(obj: JsonObject, pools: Sequence[PoolSpec], nodepools: dict[str, 
     catalog = lookup(product) if product else None
     pool = nodepools.get(labels.get(pool_label, ""), "") or labels.get(n.POOL_LABEL, "")
     if pool not in {p.name for p in pools}:
-        pool = next((p.name for p in pools if product and (
-            p.product == product or normalize_product(p.product, 0) == product)), "")
+        pool = next((p.name for p in pools
+                     if product and product_key(p.product) == product_key(product)), "")
     return NodeInfo(
         name=obj["metadata"]["name"], labels=labels,
         ready=_is_ready(status.get("conditions") or []),
