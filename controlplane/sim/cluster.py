@@ -22,7 +22,6 @@ only where the loop has laid nodes out.
 
 from __future__ import annotations
 
-import math
 import random
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -45,25 +44,24 @@ from controlplane.domain.mig_relayout import (
     start_relayout,
 )
 from controlplane.domain.models import ModelSpec, SharingMode
-from controlplane.domain.node_configs import mig_layout_of, node_kind
-from controlplane.domain.observed import (
-    ObservedGpu,
-    ObservedModel,
-    ObservedNode,
-    ObservedPool,
-    ObservedState,
-)
+from controlplane.domain.observed import ObservedState
 from controlplane.domain.sharing_config import SharingLayout
 from controlplane.ports import RelayoutStore
 from controlplane.settings import SimSettings
-from controlplane.sim.latency import mean_latency_ms, true_capacity_rps
 from controlplane.sim.nodes import (
-    GPU_FACTS,
     Relayout,
     SimNode,
     SimReplica,
+    bound_to,
     instance_free_for,
     replica_share,
+)
+from controlplane.sim.observed import (
+    end_stored_relayouts,
+    observed_models,
+    observed_nodes,
+    observed_pools,
+    restore_layouts,
 )
 from controlplane.store.relayout import MemoryRelayoutStore
 
@@ -118,9 +116,7 @@ class SimCluster:
         return next((p.name for p in self._pools.values() if p.product == product), None)
 
     def _on(self, node: str) -> list[tuple[str, SimReplica]]:
-        """(model, replica) of every replica bound to ``node``, or whose successor is."""
-        return [(m, r) for m, rs in self._replicas.items() for r in rs
-                if node in (r.node, r.next_node)]
+        return bound_to(self._replicas, node)
 
     def _serving_on(self, node: str) -> list[SimReplica]:
         """The replicas bound to ``node`` itself (not their successors elsewhere)."""
@@ -266,53 +262,13 @@ class SimCluster:
     # -- ports: ClusterReader, NodePoolActuator, ReplicaActuator ----------------------------
     def snapshot(self) -> ObservedState:
         with self._lock:
-            return ObservedState(synced_at=self._now, pools=self._observed_pools(),
-                                 nodes=self._observed_nodes(), models=self._observed_models())
-
-    def _observed_pools(self) -> tuple[ObservedPool, ...]:
-        out = []
-        for pool in self._pools.values():
-            mine = [n for n in self._nodes if n.pool == pool.name]
-            ready = sum(1 for n in mine if n.ready_at <= self._now)
-            out.append(ObservedPool(pool.name, pool.product, pool.gpus_per_node, ready,
-                                    len(mine) - ready, self._targets[pool.name]))
-        return tuple(out)
-
-    def _observed_nodes(self) -> tuple[ObservedNode, ...]:
-        out = []
-        for node in self._nodes:
-            pool = self._pools[node.pool]
-            memory_mib, mig = GPU_FACTS.get(pool.product, (0, False))
-            gpus = tuple(ObservedGpu(i, pool.product, memory_mib, mig, node.profiles(i),
-                                     "mig" if node.profiles(i) else node.sharing.mode.value,
-                                     node.sharing.replicas)
-                         for i in range(pool.gpus_per_node))
-            on = self._on(node.name)
-            # replicas off MIG fill whole GPUs by their shares (the simulator packs a node's
-            # GPUs as one pool of capacity)
-            share = sum(replica_share(self._specs[m]) for m, _ in on
-                        if not self._specs[m].best_point().compute_slices)
-            whole = sum(1 for g in gpus if not g.mig_enabled)
-            out.append(ObservedNode(node.name, node.pool, pool.product, node.ready_at <= self._now,
-                                    pool.gpus_per_node * 16_000, pool.gpus_per_node * 120_000,
-                                    gpus, cordoned=bool(node.relayout and node.relayout.cordoned),
-                                    gpu_pods=len(on),
-                                    whole_gpus_in_use=min(whole, math.ceil(share - 1e-9))))
-        return tuple(out)
-
-    def _observed_models(self) -> tuple[ObservedModel, ...]:
-        """Demand, the TRUE capacity of the ready replicas (what they serve within the SLO,
-        ``sim.true_throughput_factor`` x the profile) and their mean latency (``sim.latency``)."""
-        out = []
-        for model, replicas in self._replicas.items():
-            ready = sum(1 for r in replicas if r.ready_at is not None and r.ready_at <= self._now)
-            spec, factor = self._specs[model], self._true_factor.get(model, 1.0)
-            demand_rps = self._demand_rps(model, self._now)
-            out.append(ObservedModel(model, ready, len(replicas) - ready, len(replicas),
-                                     demand_rps, ready * true_capacity_rps(spec, factor),
-                                     latency_ms=mean_latency_ms(spec, factor, demand_rps,
-                                                                     ready)))
-        return tuple(out)
+            return ObservedState(
+                synced_at=self._now,
+                pools=observed_pools(self._pools, self._nodes, self._targets, self._now),
+                nodes=observed_nodes(self._pools, self._nodes, self._specs, self._replicas,
+                                     self._now),
+                models=observed_models(self._replicas, self._specs, self._true_factor,
+                                       self._demand_rps, self._now))
 
     def set_size(self, pool: str, nodes: int) -> ActionOutcome:
         with self._lock:
@@ -449,38 +405,16 @@ class SimCluster:
     def restore(self, observed: ObservedState) -> None:
         """Resume from a stored snapshot: pools at their targets (ready), replicas warm."""
         with self._lock:
-            self._end_stored_relayouts()
+            end_stored_relayouts(self._relayouts, self._now)
             for pool in observed.pools:
                 if pool.name in self._pools:
                     self._resize(pool.name, pool.target_nodes)
-            self._restore_layouts(observed)
+            restore_layouts(self._pools, self._nodes, observed)
             for model in observed.models:
                 if model.name in self._replicas:
                     self._replicas[model.name] = [SimReplica(model.name)
                                                   for _ in range(model.replicas_target)]
             self.adopt()
-
-    def _end_stored_relayouts(self) -> None:
-        """The re-layouts the stopped run left active end aborted: the resumed fleet's nodes
-        are new, with the layouts the stored snapshot shows."""
-        for r in self._relayouts.active_relayouts():
-            self._relayouts.save_relayout(replace(
-                r, phase=RelayoutPhase.ABORTED, updated_at=self._now, deadline_at=None,
-                wait_reason="", alert=f"node_gone: the simulated fleet resumed on new nodes, laid "
-                                      f"out as last observed; the re-layout of {r.node} did "
-                                      "not carry over"))
-
-    def _restore_layouts(self, observed: ObservedState) -> None:
-        """The stored nodes' layouts, pool by pool in name order (the names are new)."""
-        for pool in self._pools.values():
-            stored = sorted((n for n in observed.nodes if n.pool == pool.name),
-                            key=lambda n: n.name)
-            mine = [n for n in self._nodes if n.pool == pool.name]
-            for node, seen in zip(mine, stored, strict=False):
-                profiles = [tuple(g.mig_layout) for g in seen.gpus]
-                node.mig = (mig_layout_of(pool.product, profiles) if any(profiles) else None)
-                kind = node_kind(seen)
-                node.sharing = kind.sharing if not kind.mig else node.sharing
 
     def adopt(self) -> None:
         """The fleet at its current targets was already running: every node ready now, with

@@ -4,7 +4,7 @@ and what a replica holds of a GPU."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -104,3 +104,9 @@ def replica_share(spec: ModelSpec) -> float:
     """Fraction of one GPU a replica holds (``ProfilePoint.replica_gpu_share``): a MIG slice is
     g/7, an MPS process on a whole GPU 1/processes."""
     return spec.best_point().replica_gpu_share
+
+
+def bound_to(replicas: Mapping[str, Sequence[SimReplica]],
+             node: str) -> list[tuple[str, SimReplica]]:
+    """(model, replica) of every replica bound to ``node``, or whose successor is."""
+    return [(m, r) for m, rs in replicas.items() for r in rs if node in (r.node, r.next_node)]
