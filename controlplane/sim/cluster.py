@@ -4,8 +4,13 @@ re-layout actuators).
 Nodes take a sampled provisioning time before they are ready; a replica needs a GPU share on a
 ready node of its product, then a sampled cold start (image pull on a node that never ran the
 model, weight load, warm-up; a few seconds on a node that already has image and weights). Every
-node is billed
-from the moment it is requested. Time only moves through ``step(now)``.
+node is billed from the moment it is requested until it is deleted. Time only moves through
+``step(now)``.
+
+Scaling a pool down removes nodes still provisioning at once; a ready node leaves make-before-
+break, as Karpenter consolidates (and as ``headroom simulate``'s fleet drains): cordoned, each of
+its replicas starts a successor elsewhere and keeps serving until that one is ready, and the node
+is deleted once empty. Without room elsewhere a replica keeps serving and the node stays.
 
 Node layouts: a node comes up with MIG off and exclusive GPUs. A MIG re-layout of a busy node
 first surges a node of the target layout (the pool held one larger), then cordons the node and
@@ -55,6 +60,7 @@ from controlplane.sim.nodes import (
     bound_to,
     instance_free_for,
     replica_share,
+    stop_order,
 )
 from controlplane.sim.observed import (
     end_stored_relayouts,
@@ -95,21 +101,26 @@ class SimCluster:
         return self._rng.uniform(*bounds)
 
     def _resize(self, pool: str, nodes: int, ready: bool = False) -> None:
-        mine = [n for n in self._nodes if n.pool == pool]
+        """``nodes`` in ``pool``, not counting those leaving it. Shrinking removes nodes still
+        provisioning at once, then makes the ready ones with the fewest replicas (the least to
+        move) leave, newest first and a re-laying-out one last (``_move_leaving``)."""
+        mine = [n for n in self._nodes if n.pool == pool and not n.leaving]
         for _ in range(nodes - len(mine)):
             self._serial += 1
             delay_s = 0.0 if ready else self._sample(self._settings.node_provision_s)
             self._nodes.append(SimNode(f"{pool}-{self._serial:04d}", pool, self._now,
                                      self._now + timedelta(seconds=delay_s)))
         if nodes < len(mine):
-            # Remove nodes still provisioning first, then the ready ones with the fewest
-            # replicas (the least to restart), newest first.
-            victims = sorted(mine, key=lambda n: (n.ready_at <= self._now, len(self._on(n.name)),
+            victims = sorted(mine, key=lambda n: (n.ready_at <= self._now, n.relayout is not None,
+                                                  len(self._on(n.name)),
                                                   -n.created_at.timestamp()))[: len(mine) - nodes]
-            gone = {n.name for n in victims}
+            for node in victims:
+                node.leaving = True
+            gone = {n.name for n in victims if n.ready_at > self._now}
             self._nodes = [n for n in self._nodes if n.name not in gone]
             for name in gone:
                 self._evict(name)
+            self._move_leaving(self._now)
         self._targets[pool] = nodes
 
     def _pool_of_product(self, product: str) -> str | None:
@@ -145,7 +156,8 @@ class SimCluster:
         share = replica_share(spec)
         pool = self._pool_of_product(spec.best_point().product)
         ready_nodes = [n for n in self._nodes if n.pool == pool and n.ready_at <= self._now
-                       and not (n.relayout and n.relayout.cordoned) and self._can_hold(n, spec)]
+                       and not n.leaving and not (n.relayout and n.relayout.cordoned)
+                       and self._can_hold(n, spec)]
         ready_nodes.sort(key=lambda n: (model not in n.warm_models, n.name))
         return next((n for n in ready_nodes if self._free_share(n) >= share - 1e-9), None)
 
@@ -178,6 +190,7 @@ class SimCluster:
                 self._gpu_seconds_by_pool[node.pool] += dt_s * gpus
             self._now = now
             self._move_relayouts(now)
+            self._move_leaving(now)
             self._bind_pending()
 
     def _move_relayouts(self, now: datetime) -> None:
@@ -225,6 +238,29 @@ class SimCluster:
         relayout.done_at = now + timedelta(seconds=self._sample(self._settings.mig_relayout_s))
         self._record(relayout, RelayoutPhase.AWAIT_MIG,
                      f"awaiting_mig_manager: laid out at {relayout.done_at:%H:%M:%S}")
+
+    def _move_leaving(self, now: datetime) -> None:
+        """Make before break, as Karpenter consolidates a node: each ready replica on a leaving
+        node starts a successor where there is room and leaves once it is ready (without room
+        it keeps serving, and the node stays, billed); one still starting goes pending. An
+        empty leaving node is deleted."""
+        for node in [n for n in self._nodes if n.leaving]:
+            for replica in self._serving_on(node.name):
+                if replica.ready_at is None or replica.ready_at > now:
+                    replica.node, replica.ready_at = None, None
+                    continue
+                if replica.next_node is None:
+                    room = self._room_for(replica.model)
+                    if room is None:
+                        continue
+                    replica.next_node = room.name
+                    replica.next_ready_at = now + timedelta(
+                        seconds=self._start_s(room, replica.model))
+                    room.warm_models.add(replica.model)
+                if replica.next_ready_at is not None and replica.next_ready_at <= now:
+                    self._promote(replica)
+            if not self._on(node.name):
+                self._nodes.remove(node)
 
     @staticmethod
     def _promote(replica: SimReplica) -> None:
@@ -288,8 +324,8 @@ class SimCluster:
                 return ActionOutcome(model, False, f"unknown model {model}")
             current = self._replicas[model]
             if replicas < len(current):
-                # Scale down pending replicas first, then the newest ready ones.
-                current.sort(key=lambda r: (r.ready_at is not None, r.ready_at or self._now))
+                leaving = {n.name for n in self._nodes if n.leaving}
+                current.sort(key=lambda r: stop_order(r, self._now, leaving))
                 del current[: len(current) - replicas]
             current.extend(SimReplica(model) for _ in range(replicas - len(current)))
             self._bind_pending()

@@ -4,7 +4,7 @@ and what a replica holds of a GPU."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -50,6 +50,9 @@ class SimNode:
     mig: NodeMigLayout | None = None  # None: MIG off
     sharing: SharingLayout = EXCLUSIVE
     relayout: Relayout | None = None
+    # leaving the pool (it shrank): takes no new replicas, each of its replicas moves once a
+    # successor elsewhere is ready, and the node is deleted once empty
+    leaving: bool = False
 
     def profiles(self, index: int) -> tuple[str, ...]:
         return self.mig.profiles_of(index) if self.mig is not None else ()
@@ -110,3 +113,16 @@ def bound_to(replicas: Mapping[str, Sequence[SimReplica]],
              node: str) -> list[tuple[str, SimReplica]]:
     """(model, replica) of every replica bound to ``node``, or whose successor is."""
     return [(m, r) for m, rs in replicas.items() for r in rs if node in (r.node, r.next_node)]
+
+
+def stop_order(replica: SimReplica, now: datetime, leaving: Set[str]) -> tuple[int, float]:
+    """Sort key for the replicas a scale-down stops, as a ReplicaSet picks its pods: unbound
+    first, then still starting (newest first), then ready ones on a node leaving its pool,
+    then the newest ready ones."""
+    if replica.node is None or replica.ready_at is None:
+        return (0, 0.0)
+    if replica.ready_at > now:
+        return (1, -replica.ready_at.timestamp())
+    if replica.node in leaving:
+        return (2, 0.0)
+    return (3, -replica.ready_at.timestamp())

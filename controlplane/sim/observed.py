@@ -30,7 +30,7 @@ def observed_pools(pools: Mapping[str, PoolSpec], nodes: Sequence[SimNode],
                    targets: Mapping[str, int], now: datetime) -> tuple[ObservedPool, ...]:
     out = []
     for pool in pools.values():
-        mine = [n for n in nodes if n.pool == pool.name]
+        mine = [n for n in nodes if n.pool == pool.name and not n.leaving]
         ready = sum(1 for n in mine if n.ready_at <= now)
         out.append(ObservedPool(pool.name, pool.product, pool.gpus_per_node, ready,
                                 len(mine) - ready, targets[pool.name]))
@@ -57,7 +57,8 @@ def observed_nodes(pools: Mapping[str, PoolSpec], nodes: Sequence[SimNode],
         whole = sum(1 for g in gpus if not g.mig_enabled)
         out.append(ObservedNode(node.name, node.pool, pool.product, node.ready_at <= now,
                                 pool.gpus_per_node * 16_000, pool.gpus_per_node * 120_000,
-                                gpus, cordoned=bool(node.relayout and node.relayout.cordoned),
+                                gpus, cordoned=node.leaving or bool(node.relayout
+                                                                    and node.relayout.cordoned),
                                 gpu_pods=len(on),
                                 whole_gpus_in_use=min(whole, math.ceil(share - 1e-9))))
     return tuple(out)
