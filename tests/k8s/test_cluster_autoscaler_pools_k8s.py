@@ -16,7 +16,7 @@ from pod_security import restricted_problems
 from controlplane.adapters.k8s.backend import K8sBackend
 from controlplane.adapters.k8s.mig import relayout_view
 from controlplane.adapters.k8s.node_pools import K8sNodePoolActuator
-from controlplane.adapters.k8s.reader import target_record
+from controlplane.adapters.k8s.pool_targets import target_record
 from controlplane.domain.mig_layout import uniform
 from controlplane.domain.mig_relayout import RelayoutPolicy, start_relayout
 from controlplane.settings import pool_specs

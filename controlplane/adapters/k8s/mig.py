@@ -17,12 +17,8 @@ from controlplane.adapters.k8s.inventory import Inventory, free_gpu_resources
 from controlplane.adapters.k8s.node_pools import K8sNodePoolActuator
 from controlplane.adapters.k8s.nodepool_pins import pin_problem
 from controlplane.adapters.k8s.outcomes import failed
-from controlplane.adapters.k8s.reader import (
-    K8sClusterReader,
-    pods_drain_leaves,
-    target_nodes,
-    target_record,
-)
+from controlplane.adapters.k8s.pool_targets import target_nodes, target_record
+from controlplane.adapters.k8s.reader import K8sClusterReader, pods_drain_leaves
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.errors import PermanentError, TransientError
@@ -69,7 +65,7 @@ def pods_to_drain(inventory: Inventory, node: str) -> tuple[PodOnNode, ...]:
 def relayout_view(inventory: Inventory, relayout: MigRelayout, pool: PoolSpec,
                   record: dict[str, Any] | None) -> RelayoutView:
     """What the relayout's next step looks at; ``record`` is the object holding the pool's
-    committed size (reader.target_record: its NodePool, or its placeholders under Cluster
+    committed size (pool_targets.target_record: its NodePool, or its placeholders under Cluster
     Autoscaler)."""
     node = inventory.node(relayout.node)
     if node is None:

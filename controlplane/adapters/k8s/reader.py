@@ -6,11 +6,9 @@ import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
 from controlplane.adapters.k8s import names as n
 from controlplane.adapters.k8s.api import KubeApi
-from controlplane.adapters.k8s.drift import placeholder_drift
 from controlplane.adapters.k8s.inventory import (
     Inventory,
     NodeInfo,
@@ -19,9 +17,14 @@ from controlplane.adapters.k8s.inventory import (
     fetch_inventory,
     offered_mig,
 )
-from controlplane.adapters.k8s.node_pools import pool_placeholders
 from controlplane.adapters.k8s.nodepool_pins import pin_note
-from controlplane.adapters.k8s.quantity import count, cpu_milli, memory_mib
+from controlplane.adapters.k8s.pool_targets import (
+    orphaned_placeholders,
+    pool_drift,
+    target_nodes,
+    target_record,
+)
+from controlplane.adapters.k8s.quantity import cpu_milli, memory_mib
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.models import SharingMode
 from controlplane.domain.observed import (
@@ -91,99 +94,6 @@ def observed_node(node: NodeInfo, inventory: Inventory, operator_namespace: str)
                         node.unschedulable, kept, len(holding), min(units, whole),
                         gpu_pods_in_the_way(pods_drain_leaves(inventory, node.name),
                                             operator_namespace))
-
-
-def _annotated_target(nodepool: dict[str, object]) -> int | None:
-    """The size Headroom last committed to the NodePool (its target-nodes annotation)."""
-    meta = nodepool.get("metadata")
-    annotations = (meta.get("annotations") if isinstance(meta, dict) else None) or {}
-    target = annotations.get(n.TARGET_NODES_ANNOTATION, "")
-    return int(target) if isinstance(target, str) and target.isdigit() else None
-
-
-def _nodes_limit(nodepool: dict[str, object]) -> object:
-    """The NodePool's node-count limit (``spec.limits.nodes``), as written."""
-    spec = nodepool.get("spec")
-    limits = (spec.get("limits") if isinstance(spec, dict) else None) or {}
-    return limits.get(n.KARPENTER_NODES_LIMIT)
-
-
-def target_record(inventory: Inventory, settings: KubernetesSettings,
-                  pool: PoolSpec) -> dict[str, Any] | None:
-    """The object that records the size Headroom committed to ``pool``: its Karpenter
-    NodePool, or under Cluster Autoscaler its placeholder Deployment (node_pools.py)."""
-    if settings.uses_nodepools:
-        return inventory.nodepools.get(settings.nodepool_names.get(pool.name, pool.name))
-    return inventory.placeholders.get(pool.name)
-
-
-def target_nodes(pool: PoolSpec, nodepool: dict[str, object] | None, registered: int) -> int:
-    """The pool's target from ``nodepool``, the object ``target_record`` names (a placeholder
-    Deployment has no node limit to fall back on); ``registered`` where none records one."""
-    if not nodepool:
-        return registered
-    annotated = _annotated_target(nodepool)
-    if annotated is not None:
-        return annotated
-    limit = _nodes_limit(nodepool)
-    if limit is not None:
-        return count(limit)
-    return registered
-
-
-def _placeholder_changes(pool: PoolSpec, placeholders: dict[str, Any] | None, target: int,
-                         settings: KubernetesSettings) -> list[str]:
-    if placeholders is None:
-        return [f"placeholder Deployment {n.placeholder_name(pool.name)} missing"]
-    changed = []
-    replicas = (placeholders.get("spec") or {}).get("replicas", 1)
-    if replicas != target:
-        changed.append(f"placeholder Deployment holds {replicas} nodes")
-    changed.extend(placeholder_drift(pool_placeholders(pool, settings, target), placeholders))
-    return changed
-
-
-def pool_drift(pool: PoolSpec, nodepool: dict[str, object] | None,
-               placeholders: dict[str, Any] | None, settings: KubernetesSettings) -> str:
-    """What no longer holds the size Headroom committed to the pool (the placeholder
-    Deployment: its replicas, the GPUs its pods ask for and the nodes they may run on; under
-    Karpenter the NodePool's node limit), e.g. deleted or edited by someone else; "" when all
-    hold it, or Headroom has not sized the pool. Under Cluster Autoscaler the target is the
-    one annotated on the placeholder Deployment itself."""
-    record = nodepool if settings.uses_nodepools else placeholders
-    target = _annotated_target(record) if record else None
-    if record is None or target is None:
-        return ""
-    changed = _placeholder_changes(pool, placeholders, target, settings)
-    if nodepool is not None and settings.uses_nodepools:
-        limit = _nodes_limit(nodepool)
-        try:
-            limited = count(limit) if limit is not None else None
-        except ValueError:
-            limited = None
-        if limited != target:
-            changed.append(f"NodePool {n.KARPENTER_NODES_LIMIT} limit {limit or 'unset'}, "
-                           f"not {target}")
-    if not changed:
-        return ""
-    return (f"pool {pool.name}: {'; '.join(changed)} for its target of {target} nodes "
-            "(changed outside Headroom); writing the target again")
-
-
-def _orphaned_placeholders(inventory: Inventory, configured: set[str]) -> list[str]:
-    """Placeholder Deployments of pools no longer configured (removed or renamed): nothing
-    resizes them, so their pods would hold their nodes, and their cost, for good. Named, not
-    touched: the operator may be moving the pool."""
-    notes = []
-    for pool, deployment in sorted(inventory.placeholders.items()):
-        replicas = (deployment.get("spec") or {}).get("replicas", 1)
-        if pool in configured or not replicas:
-            continue
-        meta = deployment.get("metadata") or {}
-        notes.append(f"placeholder Deployment {meta.get('namespace')}/{meta.get('name')} holds "
-                     f"{replicas} nodes for pool {pool}, which is not configured: nothing "
-                     "resizes it now; scale it to 0 or delete it to let the nodes go")
-    return notes
 
 
 def unmanaged_note(workloads: Sequence[WorkloadInfo], model_label: str) -> str:
@@ -294,7 +204,7 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
                                            gpus_pending_reported=sum(
                                                len(node.gpus) for node in mine
                                                if not node.ready)))
-    notes.extend(_orphaned_placeholders(inventory, {pool.name for pool in pools}))
+    notes.extend(orphaned_placeholders(inventory, {pool.name for pool in pools}))
     by_model: dict[str, list[int]] = {}
     served_by: dict[str, list[WorkloadInfo]] = {}
     labelled = [w for w in inventory.workloads if w.model]
