@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from clihelpers import HEADROOM, WARM_HEADROOM, _env, taken_port
 
-from controlplane.cli import dashboard_environment
+from controlplane.cli.dashboard_command import dashboard_environment
 from controlplane.settings import CONFIG_FILE_ENV, load_inherited_settings, load_settings
 
 
