@@ -31,10 +31,10 @@ from controlplane.simulation.hints_file import hints_outside, load_hints_file
 from forecaster.errors import UnknownMethodError
 
 if TYPE_CHECKING:  # imported where used: `headroom simulate --help` loads no pandas or numpy
-    from controlplane.simulation.config import SimConfig
     from controlplane.simulation.engine import SimOptions
     from controlplane.simulation.operator_settings import SimulateSettings
     from controlplane.simulation.runner import PolicyKnobs
+    from controlplane.simulation.sim_config import SimConfig
     from controlplane.simulation.trace import Trace
 
 _err = Console(stderr=True)

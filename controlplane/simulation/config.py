@@ -10,8 +10,8 @@ listed together once they are.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -35,8 +35,16 @@ from controlplane.models_yaml import ModelsFileError as ModelsFileError
 from controlplane.models_yaml import unique_names, validated
 from controlplane.simulation.cells import shown
 from controlplane.simulation.misspelt_keys import misspelt_keys
+from controlplane.simulation.sim_config import (
+    DEFAULT_LATENCY_SLO_MS,
+    DEFAULT_UNLOADED_LATENCY_MS,
+    ColdStartModel,
+    FleetConfig,
+    SimConfig,
+    SimModel,
+)
+from controlplane.simulation.strict_shares import check_strict_share
 from controlplane.yaml_numbers import NoTextForANumber
-from scheduler.domain.catalog import lookup
 from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU
 from scheduler.domain.validate import MAX_GPUS_PER_NODE
 
@@ -63,12 +71,6 @@ _Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
 _NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 #: a price, USD per GPU-hour: list prices are a few dollars; near 1e308 the cost overflows to inf
 _Price = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
-
-
-#: a model's latency SLO and unloaded mean latency, ms, when the models file gives none (the
-#: simulated latency reaches the SLO exactly at the true per-replica throughput)
-DEFAULT_LATENCY_SLO_MS = 1000.0
-DEFAULT_UNLOADED_LATENCY_MS = 300.0
 
 
 class _Quantiles(_Loose):
@@ -148,7 +150,7 @@ class _Model(_Loose):
             raise ValueError(f"above 1 must be a whole number of GPUs, got {value}")
         isolation, product = info.data.get("isolation"), info.data.get("gpu_product")
         if isolation == "STRICT" and product is not None:
-            _check_strict_share(value, product)
+            check_strict_share(value, product)
         if value < 1 / MAX_CLIENTS_PER_GPU - 1e-4:  # 0.0208 is 1/48 written short
             raise ValueError(f"at most {MAX_CLIENTS_PER_GPU} replicas share a GPU (MPS clients; "
                              f"time-slices alike), so a share is >= 1/{MAX_CLIENTS_PER_GPU}, "
@@ -224,60 +226,6 @@ def _checks_of(cold_start_override: _ColdStart | None) -> Callable[[dict[str, An
     return checks
 
 
-@dataclass(frozen=True, slots=True)
-class ColdStartModel:
-    """Model load + warm-up on a node that is up: with image and weights cached, or not."""
-
-    cached: Durations
-    uncached: Durations
-    source: str
-    samples_csv: Path | None = None  # the file the samples came from, if any
-
-
-@dataclass(frozen=True, slots=True)
-class SimModel:
-    shape: ReplicaShape  # sized with: per_replica_rps is the offline profile
-    isolation: Isolation
-    cold_start: ColdStartModel
-    #: what a replica really serves within the SLO (None: the profile is right)
-    true_rps: float | None = None
-    latency_slo_ms: float = DEFAULT_LATENCY_SLO_MS
-    latency_ms: float = DEFAULT_UNLOADED_LATENCY_MS
-    min_replicas: int | None = None  # the hot target's bounds (``autoscaling.bounds``)
-    max_replicas: int | None = None
-
-    @property
-    def true_per_replica_rps(self) -> float:
-        return self.shape.per_replica_rps if self.true_rps is None else self.true_rps
-
-    @property
-    def name(self) -> str:
-        return self.shape.model
-
-
-@dataclass(frozen=True, slots=True)
-class FleetConfig:
-    node_provision: Durations
-    gpus_per_node: int
-    max_nodes: int
-    idle_wake_s: float
-    prices: Mapping[str, float]
-    cluster_gpu_budget: int | None = None
-    tenant_gpu_budgets: Mapping[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class SimConfig:
-    models: tuple[SimModel, ...]
-    fleet: FleetConfig
-    source: str
-    #: keys of the file close to a known one (a misspelling whose value is not used), one line each
-    warnings: tuple[str, ...] = ()
-
-    def model(self, name: str) -> SimModel:
-        return next(m for m in self.models if m.name == name)
-
-
 def _read_samples(path: Path, where: str) -> Durations:
     """Load latencies (column ``value``, ms) -> seconds; ``where`` names the field at fault."""
     if not path.is_file():
@@ -324,36 +272,6 @@ def cold_start_from(spec: _ColdStart, base_dir: Path, cached_default: Durations,
         raise ModelsFileError(f"{where}: give samples_ms_csv or both p50_s and p90_s")
     return ColdStartModel(cached_default, Durations.lognormal(spec.p50_s, spec.p90_s),
                           f"lognormal p50={spec.p50_s}s p90={spec.p90_s}s")
-
-
-#: how far a STRICT share may be from k/n of a GPU and still mean that MIG instance (0.14 = 1/7)
-_MIG_SHARE_TOLERANCE = 0.005
-
-
-def mig_shares(gpu_product: str) -> tuple[tuple[int, int], ...]:
-    """The fractional GPU shares ``(k, n)`` = k/n of a GPU that a MIG instance of the product
-    gives (A100: 1/7, 2/7, 3/7, 4/7); none for a product without MIG or not in the catalog."""
-    product = lookup(gpu_product)
-    if product is None or not product.mig_capable:
-        return ()
-    slices = sorted({p.compute_slices for p in product.mig_profiles
-                     if p.compute_slices < product.compute_slices})
-    return tuple((k, product.compute_slices) for k in slices)
-
-
-def _check_strict_share(share: float, gpu_product: str) -> None:
-    """A STRICT replica is a whole GPU or a MIG instance: a share must be one of the product's."""
-    if share >= 1:
-        return
-    shares = mig_shares(gpu_product)
-    if any(abs(share - k / n) <= _MIG_SHARE_TOLERANCE for k, n in shares):
-        return
-    if not shares:
-        raise ValueError(f"a STRICT replica is whole GPUs (1, 2, ...) as {gpu_product} has no "
-                         f"MIG instances, got {share}")
-    valid = ", ".join(f"{k}/{n} ({k / n:.3f})" for k, n in shares)
-    raise ValueError(f"a STRICT replica is whole GPUs (1, 2, ...) or a MIG instance of "
-                     f"{gpu_product}: {valid} of a GPU, got {share}")
 
 
 def _sim_model(model: _Model, cold_start: ColdStartModel) -> SimModel:

@@ -18,9 +18,9 @@ from controlplane.autoscaling.policies import ScalingPolicy
 from controlplane.autoscaling.profile_correction import CorrectionConfig
 from controlplane.domain.demand import PREDICTIVE, REACTIVE
 from controlplane.settings import Settings
-from controlplane.simulation.config import SimConfig
 from controlplane.simulation.engine import SimOptions
 from controlplane.simulation.operator_settings import OPTION_SETTINGS, SimulateSettings
+from controlplane.simulation.sim_config import SimConfig
 
 #: where a value came from
 SIMULATE_DEFAULT = "simulate_default"

@@ -41,9 +41,9 @@ from controlplane.domain.hints import DemandHint
 from controlplane.domain.models import ColdStart, Engine, ModelSpec, ProfilePoint
 from controlplane.domain.profile import ProfileSample
 from controlplane.sim.latency import queue_latency_ms
-from controlplane.simulation.config import SimConfig, SimModel
 from controlplane.simulation.fleet import SimFleet
 from controlplane.simulation.replay import DemandReplay
+from controlplane.simulation.sim_config import SimConfig, SimModel
 from forecaster.api import forecast
 from forecaster.types import Forecast
 

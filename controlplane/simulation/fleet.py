@@ -37,8 +37,8 @@ from controlplane.domain.observed import (
     ObservedPool,
     ObservedState,
 )
-from controlplane.simulation.config import SimConfig, SimModel
 from controlplane.simulation.nodes import EPS, SimNode, SimReplica, gpu_slots, removal_order
+from controlplane.simulation.sim_config import SimConfig, SimModel
 
 
 class SimFleet:

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from controlplane.autoscaling.policies import ScaleDownGuards
 from controlplane.autoscaling.profile_correction import CorrectionConfig
 from controlplane.settings import Settings
-from controlplane.simulation.config import SimConfig
+from controlplane.simulation.sim_config import SimConfig
 
 #: simulate's options (by parameter name) and the setting that gives each one's value when the
 #: option is not given on the command line

@@ -19,7 +19,6 @@ from controlplane.autoscaling.policies import (
     static_policy,
 )
 from controlplane.files import write_all_atomically
-from controlplane.simulation.config import SimConfig
 from controlplane.simulation.engine import (
     ForecastCache,
     PolicyRun,
@@ -28,6 +27,7 @@ from controlplane.simulation.engine import (
     run_policy,
 )
 from controlplane.simulation.replay import DemandReplay
+from controlplane.simulation.sim_config import SimConfig
 from controlplane.simulation.timeline import summarize, timeline_paths, write_timeline
 from controlplane.simulation.trace import Trace
 from scheduler.domain.validate import MAX_POOL_GPUS

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from controlplane.simulation.config import SimConfig
 from controlplane.simulation.engine import PolicyRun
+from controlplane.simulation.sim_config import SimConfig
 
 COLUMNS = ("minute", "model", "demand_rps", "ready_replicas", "per_replica_rps",
            "gpu_per_replica", "gpus_billed")

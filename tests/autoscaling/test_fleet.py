@@ -9,8 +9,8 @@ from controlplane.autoscaling.distribution import Durations
 from controlplane.autoscaling.sizing import ReplicaShape
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.models import Isolation
-from controlplane.simulation.config import ColdStartModel, FleetConfig, SimConfig, SimModel
 from controlplane.simulation.fleet import SimFleet
+from controlplane.simulation.sim_config import ColdStartModel, FleetConfig, SimConfig, SimModel
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
 POOL = PoolSpec("a100-80gb", "A100-80GB", 4, 0, 10, 5.0)
