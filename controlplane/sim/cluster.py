@@ -218,17 +218,8 @@ class SimCluster:
         and leaves once it is ready; one with no room anywhere is evicted (it waits as a
         pending replica). Drained, the node's layout changes (``done_at``)."""
         for replica in self._serving_on(node.name):
-            if replica.next_node is None:
-                room = self._room_for(replica.model)
-                if room is None:
-                    replica.node, replica.ready_at = None, None
-                    continue
-                replica.next_node = room.name
-                replica.next_ready_at = now + timedelta(
-                    seconds=self._start_s(room, replica.model))
-                room.warm_models.add(replica.model)
-            if replica.next_ready_at is not None and replica.next_ready_at <= now:
-                self._promote(replica)
+            if not self._move(replica, now):
+                replica.node, replica.ready_at = None, None
         moving = self._serving_on(node.name)
         if moving:
             self._record(relayout, RelayoutPhase.DRAIN, f"draining: {len(moving)} replicas "
@@ -248,19 +239,24 @@ class SimCluster:
             for replica in self._serving_on(node.name):
                 if replica.ready_at is None or replica.ready_at > now:
                     replica.node, replica.ready_at = None, None
-                    continue
-                if replica.next_node is None:
-                    room = self._room_for(replica.model)
-                    if room is None:
-                        continue
-                    replica.next_node = room.name
-                    replica.next_ready_at = now + timedelta(
-                        seconds=self._start_s(room, replica.model))
-                    room.warm_models.add(replica.model)
-                if replica.next_ready_at is not None and replica.next_ready_at <= now:
-                    self._promote(replica)
+                else:
+                    self._move(replica, now)
             if not self._on(node.name):
                 self._nodes.remove(node)
+
+    def _move(self, replica: SimReplica, now: datetime) -> bool:
+        """One step of moving ``replica`` make-before-break: a successor starts where there is
+        room, and takes the replica's place once ready. False: no room anywhere."""
+        if replica.next_node is None:
+            room = self._room_for(replica.model)
+            if room is None:
+                return False
+            replica.next_node = room.name
+            replica.next_ready_at = now + timedelta(seconds=self._start_s(room, replica.model))
+            room.warm_models.add(replica.model)
+        if replica.next_ready_at is not None and replica.next_ready_at <= now:
+            self._promote(replica)
+        return True
 
     @staticmethod
     def _promote(replica: SimReplica) -> None:
