@@ -91,7 +91,6 @@ from forecaster.types import Forecast
 from protos.externalscaler import externalscaler_pb2 as pb
 from protos.externalscaler import externalscaler_pb2_grpc as pb_grpc
 from scheduler.service import bounded_details
-from scheduler.stream_shares import StreamSlots, caller_cap
 
 #: ``Forecast.fallback_reason`` of a forecast made from no observation at all (forecaster.api)
 NO_OBSERVATIONS = "no_observations"
@@ -125,10 +124,7 @@ class KedaScalerServicer(KedaStreams, pb_grpc.ExternalScalerServicer):
                  limits: StoredLimits | None = None,
                  models: ModelNames | None = None,
                  caller_share: float | None = None) -> None:
-        if max_streams <= 0:
-            raise ValueError(f"max_streams must be > 0, got {max_streams}")
-        if caller_share is not None and not 0 < caller_share <= 1:
-            raise ValueError(f"caller_share must be in (0, 1], got {caller_share}")
+        super().__init__(poll_s, stopping, max_streams, caller_share)
         self._forecasts = forecasts
         self._observations = observations
         self._recent_load = recent_load
@@ -139,14 +135,6 @@ class KedaScalerServicer(KedaStreams, pb_grpc.ExternalScalerServicer):
         self._max_age_s = max_forecast_age_s
         self._targets: Mapping[str, float] | TargetRates = (
             target_rps if target_rps is not None else {})
-        self._poll_s = poll_s
-        self.stopping = stopping or threading.Event()
-        #: streams served at once; give the gRPC server this many worker threads more
-        self.max_streams = max_streams
-        #: the share of them one caller may hold (None: no per-caller cap)
-        self.caller_share = caller_share
-        self._streams = StreamSlots(max_streams, None if caller_share is None
-                                    else caller_cap(max_streams, caller_share))
 
     # -- queries ------------------------------------------------------------------------------
     def query(self, ref: pb.ScaledObjectRef) -> ScalerQuery:

@@ -18,7 +18,7 @@ import grpc
 from controlplane.adapters.keda_query import ScalerError
 from scheduler.callers import caller_of, caller_shares
 from scheduler.service import bounded_details
-from scheduler.stream_shares import POOL_FULL, Refusal, StreamSlots
+from scheduler.stream_shares import POOL_FULL, Refusal, StreamSlots, caller_cap
 
 log = logging.getLogger("headroom.keda")
 
@@ -29,14 +29,22 @@ RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECO
 
 
 class KedaStreams:
-    """The polling, counting and refusal of KedaScalerServicer's streams; the servicer's
-    ``__init__`` sets the state below."""
+    """The polling, counting and refusal of KedaScalerServicer's streams."""
 
-    stopping: threading.Event
-    max_streams: int
-    caller_share: float | None
-    _poll_s: float
-    _streams: StreamSlots
+    def __init__(self, poll_s: float, stopping: threading.Event | None, max_streams: int,
+                 caller_share: float | None) -> None:
+        if max_streams <= 0:
+            raise ValueError(f"max_streams must be > 0, got {max_streams}")
+        if caller_share is not None and not 0 < caller_share <= 1:
+            raise ValueError(f"caller_share must be in (0, 1], got {caller_share}")
+        self._poll_s = poll_s
+        self.stopping = stopping or threading.Event()
+        #: streams served at once; give the gRPC server this many worker threads more
+        self.max_streams = max_streams
+        #: the share of them one caller may hold (None: no per-caller cap)
+        self.caller_share = caller_share
+        self._streams = StreamSlots(max_streams, None if caller_share is None
+                                    else caller_cap(max_streams, caller_share))
 
     def _poll(self, context: grpc.ServicerContext, read: Callable[[], object],
               ended: threading.Event) -> Iterator[object]:
