@@ -1,5 +1,6 @@
-"""Controllers the API test server does not run, played by tests: NVIDIA's MIG manager and a
-ReplicaSet controller + scheduler that puts evicted replicas back on a node with room."""
+"""Controllers the API test server does not run, played by tests: NVIDIA's MIG manager, a
+ReplicaSet controller + scheduler that puts evicted replicas back on a node with room, and a
+ReplicaSet's scale-down, which picks the pods it deletes by Kubernetes' ranking."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from controlplane.sim.clock import VirtualClock
 
 MIG_CONFIG = "nvidia.com/mig.config"
 MIG_STATE = "nvidia.com/mig.config.state"
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
 
 class FakeMigManager:
@@ -133,6 +135,43 @@ class FakeReplicaController:
             self.server.seed(gpu_pod(f"{self.app}-{next(self._serial)}", node,
                                      namespace=self.namespace, labels={"app": self.app},
                                      owner_kind="Deployment", owner_name=self.app))
+
+
+class FakeReplicaSetScaleDown:
+    """A Deployment's ReplicaSet when its ``spec.replicas`` drops below its pods: deletes the
+    excess pods in kube-controller-manager's order (``ActivePodsWithRanks``): unscheduled,
+    then not ready, then the lower ``controller.kubernetes.io/pod-deletion-cost``, then those
+    doubled up with more of its pods on their node, then the newest (seeded later; pods seeded
+    in one second: the later name)."""
+
+    def __init__(self, server: ApiServer, deployment: str, namespace: str = "models") -> None:
+        self.server, self.deployment, self.namespace = server, deployment, namespace
+        self.deleted: list[str] = []
+
+    def _rank(self, pod: dict[str, Any], on_node: dict[str, int]) -> tuple[Any, ...]:
+        node = pod["spec"].get("nodeName", "")
+        cost = int((pod["metadata"].get("annotations") or {}).get(DELETION_COST, "0"))
+        ready = any(c["type"] == "Ready" and c["status"] == "True"
+                    for c in pod.get("status", {}).get("conditions") or [])
+        return (bool(node), ready, cost, -on_node.get(node, 0))
+
+    def react(self) -> None:
+        deployment = self.server.get("apps/v1", "Deployment", self.deployment, self.namespace)
+        selector = deployment["spec"]["selector"]["matchLabels"]
+        mine = [p for p in self.server.list("v1", "Pod", self.namespace)
+                if all((p["metadata"].get("labels") or {}).get(k) == v
+                       for k, v in selector.items())]
+        on_node: dict[str, int] = {}
+        for pod in mine:
+            node = pod["spec"].get("nodeName", "")
+            on_node[node] = on_node.get(node, 0) + 1
+        excess = len(mine) - int(deployment["spec"]["replicas"])
+        ranked = sorted(mine, key=lambda p: (p["metadata"]["creationTimestamp"],
+                                             p["metadata"]["name"]), reverse=True)  # newest
+        ranked.sort(key=lambda p: self._rank(p, on_node))  # stable: the newest first on ties
+        for pod in ranked[:max(0, excess)]:
+            self.server.delete("v1", "Pod", pod["metadata"]["name"], self.namespace)
+            self.deleted.append(pod["metadata"]["name"])
 
 
 def _requests(pod: dict[str, Any]) -> dict[str, Any]:

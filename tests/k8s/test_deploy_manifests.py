@@ -384,6 +384,8 @@ def test_rbac_grants_exactly_what_the_adapters_use(apiserver: ApiServer,
     backend = make_backend(apiserver, clock)
     outcomes = run_full_plan(apiserver, clock, backend, FakeMigManager(apiserver, clock=clock))
     assert all(o.ok for o in outcomes)
+    # a scale-down annotates the replicas' pod-deletion-cost first
+    assert backend.replicas.set_replicas("m", 2).ok
     backend.elector.release()
     used = [p for r in apiserver.requests[start:] if r.field_manager != "test-controller"
             for p in permissions(r)]

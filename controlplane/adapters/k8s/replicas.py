@@ -6,6 +6,7 @@ from controlplane.adapters.k8s.api import KubeApi, NotFoundError
 from controlplane.adapters.k8s.inventory import WorkloadInfo, parse_workload
 from controlplane.adapters.k8s.names import MODEL_NAME_ANNOTATION, label_value
 from controlplane.adapters.k8s.outcomes import failed, outcome_of
+from controlplane.adapters.k8s.scale_down import steer_scale_down
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.errors import PermanentError
 from controlplane.settings import KubernetesSettings
@@ -75,12 +76,15 @@ class K8sReplicaActuator:
                 f"scale to {replicas} replicas; Headroom leaves it to the HPA (scale it on "
                 "Headroom's forecasts through the KEDA external scaler); reason "
                 f"{HPA_OWNS_WORKLOAD}")
+        steered = steer_scale_down(self.api, workload, replicas)
         self.api.scale(workload.kind, workload.name, workload.namespace, replicas)
         return (f"model {model} target {replicas} replicas "
-                f"({workload.kind} {workload.namespace}/{workload.name})")
+                f"({workload.kind} {workload.namespace}/{workload.name}){steered}")
 
     def set_replicas(self, model: str, replicas: int) -> ActionOutcome:
-        """Absolute target through ``/scale`` (merge patch; idempotent). No workload labelled
+        """Absolute target through ``/scale`` (merge patch; idempotent); a Deployment scaling
+        down first has its pods ranked so the replicas on the emptiest nodes go
+        (``scale_down.steer_scale_down``). No workload labelled
         with the model, or more than one, or one a HorizontalPodAutoscaler scales (it would
         undo the scale, and the two would fight every tick), is a non-retryable failure."""
         if replicas < 0:
