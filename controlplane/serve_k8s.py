@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from datetime import datetime
 
 from rich.console import Console
@@ -155,6 +156,19 @@ def _advance(mig: MigRelayoutActuator) -> None:
                                              "next": "this process no longer leads"})
 
 
+def guard_loading(sync: Callable[[], tuple[str, ...]]) -> None:
+    """The leader's loading guard after its tick (``K8sLoadingGuard``): each pod it guarded or
+    released is logged; an API it cannot read or write now is left to the next tick."""
+    try:
+        changed = sync()
+    except (TransientError, PermanentError) as error:
+        log.warning("loading_guard.failed", extra={"error": error_line(error),
+                                                   "next": "the next tick tries again"})
+        return
+    for line in changed:
+        log.info("loading_guard.changed", extra={"change": line})
+
+
 def warn_pool_mismatches(reader: K8sClusterReader, console: Console) -> None:
     """At start, a ``warning:`` line for each pool whose registered nodes report another GPU
     product or count than its settings (``reader.pool_node_mismatches``; every tick's record
@@ -245,6 +259,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                 return
             # metrics: set below, before it runs
             leader_tick_on_current_models(deps, models, backend.mig, metrics)
+            guard_loading(backend.guard_loading)
 
     def forecast() -> None:
         if leads():  # stored under this term's token: none when another replica led since

@@ -194,6 +194,12 @@ class KubernetesSettings(Group):
     relayout_retry_after_s: float = Field(3600.0, ge=0, description="MIG relayout: a node's "
                                           "relayout that was aborted, rolled back or failed is "
                                           "not retried to the same config before this long")
+    loading_guard_max_s: float = Field(900.0, ge=0, description="a model's pod that is not "
+                                       "ready (loading its weights, after a start or a "
+                                       "restart) carries karpenter.sh/do-not-disrupt: true, "
+                                       "so consolidation does not move it halfway through its "
+                                       "load, until it is ready or for at most this long; 0 "
+                                       "turns the guard off")
     config_propagation_s: float = Field(120.0, ge=0, description="MIG layouts and GPU sharing: "
                                         "a config Headroom writes to the MIG manager's or the "
                                         "device plugin's ConfigMap selects a node (its label) "

@@ -386,6 +386,7 @@ def test_rbac_grants_exactly_what_the_adapters_use(apiserver: ApiServer,
     assert all(o.ok for o in outcomes)
     # a scale-down annotates the replicas' pod-deletion-cost first
     assert backend.replicas.set_replicas("m", 2).ok
+    backend.guard_loading()  # lists the models' workloads and pods
     backend.elector.release()
     used = [p for r in apiserver.requests[start:] if r.field_manager != "test-controller"
             for p in permissions(r)]

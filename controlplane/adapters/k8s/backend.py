@@ -8,6 +8,7 @@ leader Lease) and the elector. ``headroom serve`` with ``backend: kubernetes`` b
                                      node_pools=backend.node_pools,
                                      replicas=backend.replicas, ...), config)
         if leading: backend.mig.advance()        # moves MIG relayouts on
+        if leading: backend.guard_loading()      # do-not-disrupt on loading model pods
     on shutdown: backend.elector.release()
 
 Followers still read and serve; their gated actuators answer ``not_leader`` (retryable) and
@@ -27,6 +28,7 @@ from kubernetes import client, config
 from controlplane.actuation import Actuators
 from controlplane.adapters.k8s.api import KubeApi, PlannedWrite
 from controlplane.adapters.k8s.leader import DryRunElector, K8sLeaseElector, LeaderGated
+from controlplane.adapters.k8s.loading_guard import K8sLoadingGuard
 from controlplane.adapters.k8s.mig import K8sMigRelayoutActuator, surge_floors
 from controlplane.adapters.k8s.node_pools import K8sNodePoolActuator
 from controlplane.adapters.k8s.reader import K8sClusterReader
@@ -51,6 +53,8 @@ class K8sBackend:
     elector: LeaderElector
     relayouts: RelayoutStore
     identity: str  # this replica's Lease holder identity: the writer of the ticks it records
+    # the loading guard's sync, gated on the Lease: what it changed, () when not leading
+    guard_loading: Callable[[], tuple[str, ...]]
 
     @property
     def actuators(self) -> Actuators:
@@ -130,4 +134,6 @@ def build_k8s_backend(settings: Settings, clock: Clock, relayouts: RelayoutStore
                            LeaseTiming(k8s.lease_duration_s, k8s.renew_deadline_s))
     gated = LeaderGated(elector, clock, node_pools, K8sReplicaActuator(api, k8s),
                         K8sSharingActuator(api, k8s, clock), mig)
-    return K8sBackend(api, reader, gated, gated, gated, gated, elector, relayouts, identity)
+    guard = K8sLoadingGuard(api, k8s, clock, models)
+    return K8sBackend(api, reader, gated, gated, gated, gated, elector, relayouts, identity,
+                      lambda: gated.gated(guard.sync, ()))

@@ -16,6 +16,7 @@ from controlplane.adapters.k8s.manifests import mig_parted_configs
 from controlplane.adapters.k8s.quantity import count, parse_quantity
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.errors import PermanentError
+from controlplane.domain.loading_guard import LOADING_GUARD
 from controlplane.domain.mig_layout import (
     NodeMigLayout,
     builtin_layout,
@@ -67,7 +68,7 @@ class PodInfo:
     managed: bool = False  # an owner reference with controller: true (a ReplicaSet, Job, ...
     # would recreate it); a drain never evicts a pod without one: that would delete it for good
     do_not_disrupt: bool = False  # annotated karpenter.sh/do-not-disrupt: "true" (a drain
-    # honours it as Karpenter's own voluntary disruptions do)
+    # honours it as Karpenter's own voluntary disruptions do), not by Headroom's loading guard
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +209,9 @@ def parse_pod(obj: JsonObject) -> PodInfo:
         daemon=any(o.get("kind") == "DaemonSet" for o in owners),
         mirror="kubernetes.io/config.mirror" in (meta.get("annotations") or {}),
         managed=any(o.get("controller") is True for o in owners),
-        do_not_disrupt=(meta.get("annotations") or {}).get(n.DO_NOT_DISRUPT) == "true")
+        # Headroom's own guard of a loading pod (loading_guard.py) holds off only Karpenter
+        do_not_disrupt=(meta.get("annotations") or {}).get(n.DO_NOT_DISRUPT) == "true"
+        and LOADING_GUARD not in (meta.get("annotations") or {}))
 
 
 def parse_workload(obj: JsonObject, kind: str, model_label: str) -> WorkloadInfo:

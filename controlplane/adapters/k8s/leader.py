@@ -229,7 +229,7 @@ class LeaderGated:
         self._node_pools, self._replicas = node_pools, replicas
         self._sharing, self._mig = sharing, mig
 
-    def _gated(self, call: Callable[[], T], refused: T) -> T:
+    def gated(self, call: Callable[[], T], refused: T) -> T:
         """``call`` fenced to the leader's deadline; ``refused`` when this replica does not
         lead."""
         now = self.clock.now()
@@ -239,7 +239,7 @@ class LeaderGated:
             return call()
 
     def _gated_outcome(self, target: str, call: Callable[[], ActionOutcome]) -> ActionOutcome:
-        return self._gated(call, failed(target, NOT_LEADER, retryable=True))
+        return self.gated(call, failed(target, NOT_LEADER, retryable=True))
 
     def set_size(self, pool: str, nodes: int) -> ActionOutcome:
         return self._gated_outcome(pool, lambda: self._node_pools.set_size(pool, nodes))
@@ -254,7 +254,7 @@ class LeaderGated:
         return self._gated_outcome(node, lambda: self._mig.start_relayout(node, layout, reason))
 
     def advance(self) -> tuple[MigRelayout, ...]:
-        return self._gated(self._mig.advance, ())
+        return self.gated(self._mig.advance, ())
 
     def in_flight(self) -> dict[str, NodeMigLayout]:
         return self._mig.in_flight()  # a read: followers may ask too

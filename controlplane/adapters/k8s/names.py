@@ -29,6 +29,8 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 KARPENTER_NODEPOOL = "karpenter.sh/nodepool"
 # a pod annotation asking every voluntary disruption (Karpenter's, a drain) to leave the pod
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+# its Cluster Autoscaler counterpart: "false" keeps CA from removing the pod's node
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 # a NodePool's limit on its node count (spec.limits.nodes), beside its resource limits
 KARPENTER_NODES_LIMIT = "nodes"
 # Karpenter's (AWS provider) instance labels a NodePool's requirements pin a GPU shape with
