@@ -58,6 +58,7 @@ from controlplane.sim.nodes import (
     SimNode,
     SimReplica,
     bound_to,
+    deletion_costs_of,
     instance_free_for,
     replica_share,
     stop_order,
@@ -321,7 +322,8 @@ class SimCluster:
             current = self._replicas[model]
             if replicas < len(current):
                 leaving = {n.name for n in self._nodes if n.leaving}
-                current.sort(key=lambda r: stop_order(r, self._now, leaving))
+                costs = deletion_costs_of(self._replicas, model, leaving)
+                current.sort(key=lambda r: stop_order(r, self._now, leaving, costs[id(r)]))
                 del current[: len(current) - replicas]
             current.extend(SimReplica(model) for _ in range(replicas - len(current)))
             self._bind_pending()

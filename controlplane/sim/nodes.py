@@ -4,10 +4,12 @@ and what a replica holds of a GPU."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from controlplane.domain.deletion_cost import ReplicaPod, deletion_costs
 from controlplane.domain.mig_layout import NodeMigLayout
 from controlplane.domain.mig_relayout import MigRelayout
 from controlplane.domain.models import ModelSpec, ProfilePoint
@@ -115,14 +117,29 @@ def bound_to(replicas: Mapping[str, Sequence[SimReplica]],
     return [(m, r) for m, rs in replicas.items() for r in rs if node in (r.node, r.next_node)]
 
 
-def stop_order(replica: SimReplica, now: datetime, leaving: Set[str]) -> tuple[int, float]:
+def stop_order(replica: SimReplica, now: datetime, leaving: Set[str],
+               deletion_cost: int = 0) -> tuple[int, int, float]:
     """Sort key for the replicas a scale-down stops, as a ReplicaSet picks its pods: unbound
     first, then still starting (newest first), then ready ones on a node leaving its pool,
-    then the newest ready ones."""
+    then the ready ones by the pod-deletion-cost the Kubernetes backend annotates them with
+    (``deletion_costs``: the emptiest nodes first), the newest first on a tie."""
     if replica.node is None or replica.ready_at is None:
-        return (0, 0.0)
+        return (0, 0, 0.0)
     if replica.ready_at > now:
-        return (1, -replica.ready_at.timestamp())
+        return (1, 0, -replica.ready_at.timestamp())
     if replica.node in leaving:
-        return (2, 0.0)
-    return (3, -replica.ready_at.timestamp())
+        return (2, 0, 0.0)
+    return (3, deletion_cost, -replica.ready_at.timestamp())
+
+
+def deletion_costs_of(replicas: Mapping[str, Sequence[SimReplica]], model: str,
+                      leaving: Set[str]) -> dict[int, int]:
+    """id(replica) -> the pod-deletion-cost the Kubernetes backend gives each of ``model``'s
+    replicas before a scale-down (``domain.deletion_cost``); every replica or successor bound
+    to a node is a pod a drain of it would move."""
+    movable_on = Counter(node for rs in replicas.values() for r in rs
+                         for node in {r.node, r.next_node} if node is not None)
+    own = replicas[model]
+    costs = deletion_costs([ReplicaPod(str(i), r.node or "", None) for i, r in enumerate(own)],
+                           movable_on, leaving)
+    return {id(r): costs[str(i)] for i, r in enumerate(own)}

@@ -1,9 +1,11 @@
 """SimCluster scales down as a real fleet does: a shrinking pool's ready node leaves make-before-
 break (as Karpenter consolidates), and a shrinking model stops its starting replicas before its
-ready ones (as a ReplicaSet picks its pods)."""
+ready ones, and of those the ones on the emptiest nodes first (as a ReplicaSet picks its pods
+by the pod-deletion-cost the Kubernetes backend annotates them with)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,6 +18,7 @@ from controlplane.sim.cluster import SimCluster
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
 POOLS = (PoolSpec("l4", "L4", 4, 0, 8, 0.8),)
 BERT = next(s for s in DEMO_MODELS if s.name == "bert-embed")  # one whole L4 per replica
+OTHER = replace(BERT, name="other")
 SIM = SimSettings(node_provision_s=(60, 60), image_pull_s=(30, 30), weight_load_s=(10, 10),
                   warmup_s=(10, 10), warm_node_start_s=8)
 
@@ -38,8 +41,15 @@ def _ready(cluster: SimCluster) -> int:
 
 
 def test_a_leaving_nodes_replica_serves_until_its_successor_elsewhere_is_ready() -> None:
-    cluster, now = _serving(5)  # 4 on the first node, 1 on the second
-    cluster.set_replicas("bert-embed", 4)  # one of the first node's stops: room for a successor
+    cluster = SimCluster(POOLS, (BERT, OTHER), lambda _m, _at: 100.0, SIM, T0)
+    cluster.set_size("l4", 2)
+    cluster.step(T0 + timedelta(seconds=60))
+    cluster.set_replicas("other", 1)  # a GPU of the first node
+    cluster.set_replicas("bert-embed", 4)  # 3 beside it, 1 on the second node
+    now = T0 + timedelta(seconds=110)
+    cluster.step(now)
+    assert _ready(cluster) == 4
+    cluster.set_replicas("other", 0)  # room for a successor on the first node
     assert cluster.set_size("l4", 1).ok  # the second node, with the fewest replicas, leaves
 
     observed = cluster.snapshot()
@@ -87,3 +97,30 @@ def test_a_shrinking_model_stops_a_starting_replica_before_a_ready_one() -> None
     model = cluster.snapshot().model("bert-embed")
     assert model is not None and (model.replicas_ready, model.replicas_pending) == (1, 0)
 
+
+
+def test_a_shrinking_model_stops_the_older_replica_alone_on_its_node_so_the_node_leaves_empty(
+        ) -> None:
+    cluster = SimCluster(POOLS, (BERT, OTHER), lambda _m, _at: 100.0, SIM, T0)
+    cluster.set_size("l4", 2)
+    cluster.step(T0 + timedelta(seconds=60))
+    cluster.set_replicas("bert-embed", 1)  # the oldest replica
+    cluster.step(T0 + timedelta(seconds=110))
+    alone = _nodes_of(cluster, "bert-embed")
+    cluster.set_replicas("other", 3)  # fills the rest of its node
+    cluster.set_replicas("bert-embed", 5)  # 4 newer ones on the other node
+    now = T0 + timedelta(seconds=200)
+    cluster.step(now)
+    cluster.set_replicas("other", 0)
+    assert _ready(cluster) == 5 and len(alone) == 1
+    assert _nodes_of(cluster, "bert-embed").count(alone[0]) == 1
+    cluster.set_replicas("bert-embed", 4)  # not the newest: the one alone on its node
+    assert alone[0] not in _nodes_of(cluster, "bert-embed")
+    assert cluster.set_size("l4", 1).ok
+    assert [n.cordoned for n in cluster.snapshot().nodes] == [False]  # it left empty at once
+    cluster.step(now + timedelta(seconds=10))
+    assert _ready(cluster) == 4
+
+
+def _nodes_of(cluster: SimCluster, model: str) -> list[str]:
+    return sorted(str(r.node) for r in cluster._replicas[model])
