@@ -43,6 +43,7 @@ from controlplane.domain.demand import PREDICTIVE
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.errors import PermanentError, TransientError
 from controlplane.domain.forecast_accuracy import ACCURACY_WINDOW_S
+from controlplane.domain.graceful_stop import graceful_stop_findings
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.model_replicas import model_replicas
 from controlplane.domain.models import ModelSpec
@@ -168,6 +169,16 @@ def noting_workload_slices(observed: ObservedState, placement: FleetPlacement,
     return replace(observed, notes=(*observed.notes, *found)) if found else observed
 
 
+def noting_graceful_stops(observed: ObservedState, specs: tuple[ModelSpec, ...]) -> ObservedState:
+    """The snapshot with a note, each tick until it is fixed, for every model workload whose
+    pods may drop requests when a scale-down stops them (``domain.graceful_stop``); each
+    logged too."""
+    found = graceful_stop_findings(observed.models, {s.name: s for s in specs})
+    for finding in found:
+        log.warning("replicas.ungraceful_stop", extra={"finding": finding})
+    return replace(observed, notes=(*observed.notes, *found)) if found else observed
+
+
 def reconcile_once(deps: ReconcileDeps, config: ReconcileConfig) -> TickReport:
     """One tick, recorded; its report carries the wall seconds it took up to its record's
     save (``TickReport.duration_s``)."""
@@ -283,6 +294,7 @@ def _decide_and_apply(deps: ReconcileDeps, config: ReconcileConfig, observed: Ob
     plan = decision.plan
     log.info("plan.created", extra={"actions": len(plan.actions), "skipped": len(plan.skipped)})
     observed = noting_workload_slices(observed, decision.placement, config.mig_strategy)
+    observed = noting_graceful_stops(observed, config.specs)
     if decision.notes:  # e.g. a demand hint the pools or GPU budgets capped
         observed = replace(observed, notes=(*observed.notes, *decision.notes))
     outcomes: tuple[ActionOutcome, ...] = ()

@@ -86,12 +86,16 @@ class ObservedPool:
 
 @dataclass(frozen=True, slots=True)
 class ServingWorkload:
-    """A workload labelled with a model, as read: its kind and name (``Deployment models/chat``)
-    and the GPU resources each of its pods asks for (controlplane.domain.workload_slices checks
-    them against the plan)."""
+    """A workload labelled with a model, as read: its kind and name (``Deployment models/chat``),
+    the GPU resources each of its pods asks for (controlplane.domain.workload_slices checks
+    them against the plan) and how its pods stop."""
 
     name: str
     gpu_requests: tuple[tuple[str, int], ...] = ()
+    # how its pods stop (controlplane.domain.graceful_stop checks them against the model's SLO):
+    # terminationGracePeriodSeconds, and whether a container has a preStop hook; None: not read
+    stop_grace_s: float | None = None
+    pre_stop: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

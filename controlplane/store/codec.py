@@ -40,7 +40,8 @@ def _observed_model(raw: dict[str, Any]) -> ObservedModel:
     one, asked = fields.pop("workload", ""), fields.pop("gpu_requests", ())
     listed = fields.pop("workloads", [{"name": one, "gpu_requests": asked}] if one else [])
     return ObservedModel(**fields, workloads=tuple(
-        ServingWorkload(str(w["name"]), tuple((str(r), int(c)) for r, c in w["gpu_requests"]))
+        ServingWorkload(str(w["name"]), tuple((str(r), int(c)) for r, c in w["gpu_requests"]),
+                        w.get("stop_grace_s"), w.get("pre_stop"))
         for w in listed))
 
 

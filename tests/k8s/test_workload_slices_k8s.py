@@ -128,7 +128,7 @@ def test_workloads_asking_for_their_planned_slices_are_not_noted(
     assert _found(report) == []
     models = {m.name: m for m in report.observed.models}
     assert models[RESNET].workloads == (ServingWorkload(
-        f"Deployment {MODELS_NS}/{RESNET}", (("nvidia.com/mig-1g.10gb", 1),)),)
+        f"Deployment {MODELS_NS}/{RESNET}", (("nvidia.com/mig-1g.10gb", 1),), 30.0, False),)
 
 
 def test_each_of_a_models_several_workloads_is_checked_and_the_one_that_mismatches_named(
@@ -181,3 +181,35 @@ def test_a_snapshot_stored_with_the_one_workload_of_a_model_loads_it_as_its_work
     one, several = observed_from_json(json.dumps(raw)).models
     assert one.workloads == (ServingWorkload("Deployment models/m", (("nvidia.com/gpu", 1),)),)
     assert several.workloads == ()
+
+
+def _stop_notes(report: TickReport) -> list[str]:
+    return [n for n in report.observed.notes if "ungraceful_stop" in n]
+
+
+def test_a_workload_whose_pods_stop_ungracefully_is_noted_every_tick_until_fixed(
+        apiserver: ApiServer, clock: VirtualClock, sqlite_url: str) -> None:
+    _fleet(apiserver, {LLAMA_SLICE: "1"})
+    store = Store.open(sqlite_url, migrate=True)
+    (first,) = _ticks(apiserver, clock, store, _settings(), 1)
+    assert [n.split(" has no preStop hook")[0] for n in _stop_notes(first)] == [
+        f"model {LLAMA}: Deployment {MODELS_NS}/{LLAMA}",
+        f"model {RESNET}: Deployment {MODELS_NS}/{RESNET}"]  # the template sets none
+    shown = read_fleet_status(store.engine, sqlite_url, "headroom-leader").last_tick
+    assert shown is not None and set(_stop_notes(first)) <= set(shown.notes)
+    assert observed_from_json(observed_to_json(first.observed)) == first.observed
+
+    for model, grace_s in ((LLAMA, 60), (RESNET, 1)):  # resnet's 1 s is under 0.05 s + 5 s
+        template = apiserver.get("apps/v1", "Deployment", model, MODELS_NS)["spec"]["template"]
+        container = {**template["spec"]["containers"][0],
+                     "lifecycle": {"preStop": {"sleep": {"seconds": 5}}}}
+        apiserver.update("apps/v1", "Deployment", model, {"spec": {"template": {"spec": {
+            "terminationGracePeriodSeconds": grace_s, "containers": [container]}}}},
+            MODELS_NS)
+    (fixed,) = _ticks(apiserver, clock, store, _settings(), 1)
+    assert _stop_notes(fixed) == [
+        f"model {RESNET}: Deployment {MODELS_NS}/{RESNET} gives a stopping pod 1 s "
+        "(terminationGracePeriodSeconds), under the 5.05 s its requests may need (50 ms SLO + "
+        "5 s for its endpoints to drop it): a scale-down may drop requests in flight; reason "
+        "ungraceful_stop"]
+    assert assert_schema_valid(apiserver) >= 1

@@ -30,6 +30,7 @@ from scheduler.domain.catalog import gfd_label_base, lookup
 from scheduler.domain.cluster import product_key
 
 JsonObject = dict[str, Any]
+DEFAULT_GRACE_S = 30.0  # a pod's terminationGracePeriodSeconds when its spec sets none
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,8 @@ class WorkloadInfo:
     ready: int
     selector: dict[str, str]
     gpu_requests: tuple[tuple[str, int], ...] = ()  # per pod, sorted (pod_gpu_requests)
+    stop_grace_s: float = DEFAULT_GRACE_S  # its pods' terminationGracePeriodSeconds
+    pre_stop: bool = False  # a container of its pods has a lifecycle.preStop hook
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,10 +221,15 @@ def parse_workload(obj: JsonObject, kind: str, model_label: str) -> WorkloadInfo
     meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
     model = (meta.get("annotations") or {}).get(n.MODEL_NAME_ANNOTATION) or (
         meta.get("labels") or {}).get(model_label, "")
+    pod_spec = ((spec.get("template") or {}).get("spec")) or {}
+    grace = pod_spec.get("terminationGracePeriodSeconds")
     return WorkloadInfo(kind, meta.get("namespace", ""), meta["name"], model,
                         int(spec.get("replicas", 1)), int(status.get("readyReplicas") or 0),
                         dict((spec.get("selector") or {}).get("matchLabels") or {}),
-                        tuple(sorted(pod_gpu_requests(obj).items())))
+                        tuple(sorted(pod_gpu_requests(obj).items())),
+                        float(grace) if grace is not None else DEFAULT_GRACE_S,
+                        any((c.get("lifecycle") or {}).get("preStop")
+                            for c in pod_spec.get("containers") or []))
 
 
 def fetch_inventory(api: KubeApi, settings: KubernetesSettings,

@@ -276,7 +276,8 @@ def _with_workloads(model: ObservedModel, workloads: list[WorkloadInfo]) -> Obse
     (the replica actuator refuses to pick one of several and says so; their slices are still
     checked)."""
     return replace(model, workloads=tuple(sorted(
-        (ServingWorkload(f"{w.kind} {w.namespace}/{w.name}", w.gpu_requests) for w in workloads),
+        (ServingWorkload(f"{w.kind} {w.namespace}/{w.name}", w.gpu_requests, w.stop_grace_s,
+                         w.pre_stop) for w in workloads),
         key=lambda served: served.name)))
 
 
