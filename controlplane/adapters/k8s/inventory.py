@@ -31,6 +31,7 @@ from scheduler.domain.cluster import product_key
 
 JsonObject = dict[str, Any]
 DEFAULT_GRACE_S = 30.0  # a pod's terminationGracePeriodSeconds when its spec sets none
+LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # a field selector: not finished
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,15 @@ class WorkloadInfo:
     gpu_requests: tuple[tuple[str, int], ...] = ()  # per pod, sorted (pod_gpu_requests)
     stop_grace_s: float = DEFAULT_GRACE_S  # its pods' terminationGracePeriodSeconds
     pre_stop: bool = False  # a container of its pods has a lifecycle.preStop hook
+
+    def selects(self, pod: JsonObject) -> bool:
+        """Whether ``pod`` is one of its pods: in its namespace, with its selector's labels,
+        and not being deleted."""
+        meta = pod["metadata"]
+        labels = meta.get("labels") or {}
+        return (meta.get("namespace") == self.namespace and bool(self.selector)
+                and not meta.get("deletionTimestamp")
+                and all(labels.get(k) == v for k, v in self.selector.items()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +242,18 @@ def parse_workload(obj: JsonObject, kind: str, model_label: str) -> WorkloadInfo
                             for c in pod_spec.get("containers") or []))
 
 
+def list_workloads(api: KubeApi, settings: KubernetesSettings,
+                   selector: str = "") -> list[WorkloadInfo]:
+    """The Deployments and StatefulSets in ``k8s.workload_namespaces`` (all when empty) that
+    ``selector`` picks (default: those with the model label at all)."""
+    found: list[WorkloadInfo] = []
+    for namespace in settings.workload_namespaces or [""]:
+        for kind in ("Deployment", "StatefulSet"):
+            found.extend(parse_workload(obj, kind, settings.model_label) for obj in api.list(
+                "apps/v1", kind, namespace, label_selector=selector or settings.model_label))
+    return found
+
+
 def fetch_inventory(api: KubeApi, settings: KubernetesSettings,
                     pools: Sequence[PoolSpec]) -> Inventory:
     """Read everything a snapshot needs. Raises TransientError when the API is unreachable."""
@@ -248,15 +270,11 @@ def fetch_inventory(api: KubeApi, settings: KubernetesSettings,
     nodes = tuple(parse_node(o, pools, by_nodepool, pool_label) for o in api.list("v1", "Node"))
     try:
         pods = tuple(parse_pod(o) for o in api.list(
-            "v1", "Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed"))
+            "v1", "Pod", field_selector=LIVE_PODS))
     except ValueError as error:  # no API server serves one: not worth retrying every tick
         raise PermanentError(f"the API server listed a pod Headroom cannot read: {error}"
                              ) from error
-    workloads: list[WorkloadInfo] = []
-    for namespace in settings.workload_namespaces or [""]:
-        for kind in ("Deployment", "StatefulSet"):
-            workloads.extend(parse_workload(o, kind, settings.model_label) for o in api.list(
-                "apps/v1", kind, namespace, label_selector=settings.model_label))
+    workloads = list_workloads(api, settings)
     budgets = tuple(
         BudgetInfo(o["metadata"].get("namespace", ""), o["metadata"]["name"],
                    int((o.get("status") or {}).get("disruptionsAllowed") or 0))

@@ -15,13 +15,12 @@ from datetime import datetime
 
 from controlplane.adapters.k8s import names as n
 from controlplane.adapters.k8s.api import JsonObject, KubeApi, NotFoundError
-from controlplane.adapters.k8s.inventory import WorkloadInfo, parse_workload
+from controlplane.adapters.k8s.inventory import LIVE_PODS, WorkloadInfo, list_workloads
 from controlplane.domain.loading_guard import LOADING_GUARD, ModelPod, guard_changes
 from controlplane.domain.timestamps import utc_text
 from controlplane.ports import Clock
 from controlplane.settings import KubernetesSettings
 
-LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 LONG_AGO = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
 
 
@@ -50,13 +49,6 @@ def model_pod(obj: JsonObject, hold_key: str = n.DO_NOT_DISRUPT) -> ModelPod:
         do_not_disrupt=hold_key in annotations)
 
 
-def _selects(workload: WorkloadInfo, obj: JsonObject) -> bool:
-    meta = obj["metadata"]
-    labels = meta.get("labels") or {}
-    return (meta.get("namespace") == workload.namespace and bool(workload.selector)
-            and all(labels.get(k) == v for k, v in workload.selector.items()))
-
-
 class K8sLoadingGuard:
     def __init__(self, api: KubeApi, settings: KubernetesSettings, clock: Clock,
                  models: Callable[[], Collection[str]] | None = None) -> None:
@@ -67,13 +59,8 @@ class K8sLoadingGuard:
 
     def _workloads(self) -> list[WorkloadInfo]:
         managed = None if self.models is None else frozenset(self.models())
-        found: list[WorkloadInfo] = []
-        for namespace in self.settings.workload_namespaces or [""]:
-            for kind in ("Deployment", "StatefulSet"):
-                found.extend(parse_workload(obj, kind, self.settings.model_label)
-                             for obj in self.api.list("apps/v1", kind, namespace,
-                                                      label_selector=self.settings.model_label))
-        return [w for w in found if managed is None or w.model in managed]
+        return [w for w in list_workloads(self.api, self.settings)
+                if managed is None or w.model in managed]
 
     def pods(self) -> list[ModelPod]:
         """The pods of the models' workloads, not finished nor being deleted."""
@@ -81,8 +68,7 @@ class K8sLoadingGuard:
         live = [obj for namespace in {w.namespace for w in workloads}
                 for obj in self.api.list("v1", "Pod", namespace, field_selector=LIVE_PODS)]
         return [model_pod(obj, self.hold_key) for obj in live
-                if not obj["metadata"].get("deletionTimestamp")
-                and any(_selects(w, obj) for w in workloads)]
+                if any(w.selects(obj) for w in workloads)]
 
     def sync(self) -> tuple[str, ...]:
         """Guard the loading pods and release the others; what changed, one line each.

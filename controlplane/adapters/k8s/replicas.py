@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from controlplane.adapters.k8s.api import KubeApi, NotFoundError
-from controlplane.adapters.k8s.inventory import WorkloadInfo, parse_workload
+from controlplane.adapters.k8s.inventory import WorkloadInfo, list_workloads
 from controlplane.adapters.k8s.names import MODEL_NAME_ANNOTATION, label_value
 from controlplane.adapters.k8s.outcomes import failed, outcome_of
 from controlplane.adapters.k8s.scale_down import steer_scale_down
@@ -21,13 +21,8 @@ class K8sReplicaActuator:
 
     def labelled(self, model: str) -> list[WorkloadInfo]:
         """Deployments and StatefulSets labelled with the model's label-safe spelling."""
-        selector = f"{self.settings.model_label}={label_value(model)}"
-        found: list[WorkloadInfo] = []
-        for namespace in self.settings.workload_namespaces or [""]:
-            for kind in ("Deployment", "StatefulSet"):
-                found.extend(parse_workload(obj, kind, self.settings.model_label) for obj in
-                             self.api.list("apps/v1", kind, namespace, label_selector=selector))
-        return found
+        return list_workloads(self.api, self.settings,
+                              f"{self.settings.model_label}={label_value(model)}")
 
     def workloads_of(self, model: str) -> list[WorkloadInfo]:
         """Deployments and StatefulSets labelled with the model (its label-safe spelling) whose

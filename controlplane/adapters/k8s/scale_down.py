@@ -13,13 +13,11 @@ import logging
 from controlplane.adapters.k8s import names as n
 from controlplane.adapters.k8s.api import JsonObject, KubeApi, NotFoundError
 from controlplane.adapters.k8s.fence import LeadershipEnded
-from controlplane.adapters.k8s.inventory import PodInfo, WorkloadInfo, parse_pod
+from controlplane.adapters.k8s.inventory import LIVE_PODS, PodInfo, WorkloadInfo, parse_pod
 from controlplane.domain.deletion_cost import POD_DELETION_COST, ReplicaPod, changed_costs
 from controlplane.domain.errors import PermanentError, TransientError
 
 log = logging.getLogger("headroom.k8s.scale_down")
-
-LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
 
 def _movable(pod: PodInfo) -> bool:
@@ -28,17 +26,9 @@ def _movable(pod: PodInfo) -> bool:
 
 
 def _replicas(workload: WorkloadInfo, live: list[JsonObject]) -> list[ReplicaPod]:
-    """The workload's pods (its namespace, its selector's labels) that are not being deleted."""
-    found = []
-    for obj in live:
-        meta = obj["metadata"]
-        labels = meta.get("labels") or {}
-        if (meta.get("namespace") != workload.namespace or meta.get("deletionTimestamp")
-                or any(labels.get(k) != v for k, v in workload.selector.items())):
-            continue
-        found.append(ReplicaPod(meta["name"], (obj.get("spec") or {}).get("nodeName", ""),
-                                (meta.get("annotations") or {}).get(POD_DELETION_COST)))
-    return found
+    return [ReplicaPod(obj["metadata"]["name"], (obj.get("spec") or {}).get("nodeName", ""),
+                       (obj["metadata"].get("annotations") or {}).get(POD_DELETION_COST))
+            for obj in live if workload.selects(obj)]
 
 
 def _steer(api: KubeApi, workload: WorkloadInfo) -> int:
