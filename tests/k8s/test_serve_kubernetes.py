@@ -21,13 +21,14 @@ import grpc
 import pytest
 import yaml
 from apiserver import ApiServer
-from k8s_builders import gpu_node, model_deployment
+from k8s_builders import gpu_node, gpu_pod, model_deployment
 from kubernetes import client
 from serve_apiserver import kubeconfig
 
 from controlplane.adapters.k8s.leader import lease_object
 from controlplane.cost_reader import configured_prices
 from controlplane.domain.lease import LeaseRecord
+from controlplane.domain.timestamps import utc_text
 from controlplane.settings import Settings, pool_specs
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
@@ -95,6 +96,11 @@ def test_serve_takes_the_lease_records_plans_and_releases_on_sigterm(
     db_url = f"sqlite:///{tmp_path / 'serve.db'}"
     store = Store.open(db_url, migrate=True)
     store.upsert_models(DEMO_MODELS)
+    apiserver.seed(model_deployment("bert-embed", replicas=1))
+    loading = gpu_pod("bert-embed-0", "l4-1", labels={"app": "bert-embed"}, ready=False,
+                      owner_kind="ReplicaSet")
+    loading["status"]["conditions"][0]["lastTransitionTime"] = utc_text(datetime.now(UTC))
+    apiserver.seed(loading)
     metrics_port = _free_port()
     proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(_config(
         tmp_path, apiserver, db_url, prom_url, metrics_port))], env=_env(), stdout=subprocess.PIPE,
@@ -105,6 +111,10 @@ def test_serve_takes_the_lease_records_plans_and_releases_on_sigterm(
         while time.monotonic() < deadline and store.counts()["plans"] < 2:
             time.sleep(0.5)
         assert store.counts()["plans"] >= 2
+        # the leader's loading guard after its ticks: the pod still loading is held
+        annotations = apiserver.get("v1", "Pod", "bert-embed-0", "models")["metadata"].get(
+            "annotations") or {}
+        assert annotations.get("karpenter.sh/do-not-disrupt") == "true"
         # the pools' configured prices, for the Cost and What-if pages
         assert {p.product for p in configured_prices(store.engine)} == {
             pool.product for pool in pool_specs(Settings())}
