@@ -1,0 +1,231 @@
+"""A Prometheus source's reads of now: ``PrometheusCurrent``, the base of ``PrometheusSource``
+(``forecaster.sources.prometheus``), owns the connection and query settings and reads each
+model's current rate (``current_rates``) and latency (``current_latencies_ms``) by instant
+queries; its queries are not retried (the next tick asks again, within its own timeout).
+
+``current_rates`` never raises for one model: a model it could not measure is listed with the
+reason, so a caller can tell "unknown" from 0; when the preset's newest-sample-time query fails
+or misses a measured model, its rates stand without a sample time and a warning (logger
+``headroom.forecaster``) names the models and the error.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from urllib.parse import urlsplit
+
+import requests
+from prometheus_api_client.exceptions import PrometheusApiClientException
+
+from forecaster.errors import SourceError, SourceUnreachable
+from forecaster.sources.prometheus_connection import auth_hint, prometheus_client, unreachable
+from forecaster.sources.prometheus_replies import not_api, short, shown_url, vector_samples
+from forecaster.sources.promql import PRESETS, escape, latency_query, newest_sample
+
+log = logging.getLogger("headroom.forecaster")
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentRates:
+    """The request rate of each model measured now, and why the others are unknown."""
+
+    rates: dict[str, float]
+    unknown: dict[str, str]  # model -> the reason (credentials shown as ***)
+    # model -> unix time of the newest sample its rate rests on (a preset's rates; absent: the
+    # query cannot say, the rate is taken as of its evaluation)
+    sampled_at: dict[str, float] = field(default_factory=dict)
+
+
+class PrometheusCurrent:
+    """What every read of a Prometheus source rests on (the URL, the preset or custom query,
+    credentials hidden from messages), and the per-tick instant reads: ``current_rates`` and
+    ``current_latencies_ms``."""
+
+    def __init__(self, url: str, preset: str, query: str | None, rate_window_s: int,
+                 timeout_s: float, *, username: str | None, password: str | None,
+                 bearer_token: str | None, tls_verify: bool | str,
+                 sample_series: str | None) -> None:
+        if query is None and preset not in PRESETS:
+            raise SourceError(f"unknown metric preset {preset!r}; choose one of "
+                              f"{', '.join(PRESETS)} or give a PromQL query with {{model}}")
+        if query is not None and "{model}" not in query:
+            raise SourceError(f"PromQL {query!r} has no {{model}} placeholder")
+        if sample_series is not None and (query is None or "{model}" not in sample_series):
+            raise SourceError(f"sample series {sample_series!r}: dates a custom query's rates "
+                              "and needs one, and a {model} placeholder")
+        if rate_window_s < 1:
+            raise SourceError(f"rate window {rate_window_s} s: must be at least 1 s")
+        self.url = url.rstrip("/")
+        self.preset = PRESETS.get(preset)
+        self.query_template = query
+        #: series selector (with {model}) whose newest sample dates a custom query's rate
+        self.sample_series = sample_series
+        self.rate_window_s = rate_window_s
+        self.timeout_s = timeout_s
+        self.shown = shown_url(self.url)
+        self._secrets = tuple(s for s in (urlsplit(self.url).password, password, bearer_token)
+                              if s)
+        # a tick's query is not retried: the next tick asks again, within its own timeout
+        self.live_client = prometheus_client(self.url, timeout_s, username=username,
+                                             password=password, bearer_token=bearer_token,
+                                             retries=0, verify=tls_verify)
+        # Prometheus stops evaluating a query when the client has given up on it
+        self._timeout_param = {"timeout": f"{timeout_s:g}"}
+
+    def _hide(self, text: str) -> str:
+        """``text`` without a password or token (a requests error may quote the full URL)."""
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def query_for(self, model: str, window_s: int | None = None) -> str:
+        window = window_s if window_s is not None else self.rate_window_s
+        if self.query_template is not None:
+            return (self.query_template.replace("{model}", escape(model))
+                    .replace("{window}", f"{window}s"))
+        assert self.preset is not None
+        return self.preset.query(model, window)
+
+    def current_rates(self, models: Sequence[str], at: datetime) -> CurrentRates:
+        """Each model's request rate over the last ``rate_window_s`` before ``at``: one grouped
+        query for a preset, one query per model for custom PromQL (after a failure to reach
+        Prometheus the rest are not asked: each request waits up to ``timeout_s``). A model
+        with no series, or a non-finite value, is unknown, never 0. A preset's rates also say
+        when their newest sample was taken (a scrape that stopped leaves a rate over a long
+        window that is that old); a custom query's do only with ``sample_series`` (one more
+        query per model: PromQL cannot tell which series an arbitrary expression rests on, the
+        operator names them)."""
+        if self.preset is not None and self.query_template is None:
+            got = self._current_grouped(models, at, self.preset.grouped(self.rate_window_s),
+                                        self.preset.label)
+            try:
+                newest = self._instant(self.preset.newest_sample(self.rate_window_s), at,
+                                       self.preset.label) if got.rates else {}
+            except SourceError as exc:  # the rates stand; their age is not known
+                log.warning("Prometheus at %s: the newest-sample-time query failed; the rates "
+                            "of %d model(s) (%s) are taken as of %s: %s", self.shown,
+                            len(got.rates), ", ".join(sorted(got.rates)), at.isoformat(), exc)
+                return got
+            undated = sorted(set(got.rates) - set(newest))
+            if undated:
+                log.warning("Prometheus at %s: the newest-sample-time query named no sample "
+                            "for %d measured model(s) (%s); their rates are taken as of %s",
+                            self.shown, len(undated), ", ".join(undated), at.isoformat())
+            return replace(got, sampled_at={m: t for m, t in newest.items() if m in got.rates})
+        got = self._current_each(models, at, self.query_for)
+        return self._dated_each(got, at) if self.sample_series is not None else got
+
+    def _dated_each(self, got: CurrentRates, at: datetime) -> CurrentRates:
+        """``got`` with each rate's newest sample time from ``sample_series``; a model whose
+        series has no sample (or a failed query) keeps its rate undated, logged."""
+        assert self.sample_series is not None
+        newest: dict[str, float] = {}
+        for model in sorted(got.rates):
+            query = newest_sample(self.sample_series.replace("{model}", escape(model)),
+                                  self.rate_window_s)
+            try:
+                found = self._instant(query, at, None)
+            except SourceError as exc:  # the rates stand; their age is not known
+                log.warning("Prometheus at %s: the newest-sample-time query of %r failed; its "
+                            "rate is taken as of %s: %s", self.shown, model, at.isoformat(), exc)
+                if isinstance(exc, SourceUnreachable):
+                    break
+                continue
+            if "" in found and math.isfinite(found[""]):
+                newest[model] = found[""]
+            else:
+                log.warning("Prometheus at %s: prometheus.query_sample_series named no sample "
+                            "for model %r (query %s); its rate is taken as of %s", self.shown,
+                            model, query, at.isoformat())
+        return replace(got, sampled_at=newest)
+
+    def current_latencies_ms(self, models: Sequence[str], at: datetime, preset: str,
+                             template: str | None = None,
+                             quantile: float | None = None) -> CurrentRates:
+        """Each model's request latency (ms) over the last ``rate_window_s`` before ``at``, the
+        mean or the ``quantile``: one grouped query for the engine's ``preset``
+        (``latency_query``), or one query per model of ``template`` (PromQL with ``{model}``,
+        optionally ``{window}``; it decides the statistic). A model without requests in the
+        window (0 / 0, or a histogram with no observations: NaN), or with no series, is
+        unknown."""
+        if template is None:
+            if preset not in PRESETS:
+                raise SourceError(f"unknown metric preset {preset!r} for latency")
+            return self._current_grouped(models, at,
+                                         latency_query(preset, self.rate_window_s, quantile),
+                                         PRESETS[preset].label)
+        return self._current_each(models, at, lambda model: template.replace(
+            "{model}", escape(model)).replace("{window}", f"{self.rate_window_s}s"))
+
+    def _current_grouped(self, models: Sequence[str], at: datetime, query: str,
+                         label: str) -> CurrentRates:
+        rates: dict[str, float] = {}
+        unknown: dict[str, str] = {}
+        try:
+            by_label = self._instant(query, at, label)
+        except SourceError as exc:
+            return CurrentRates({}, {model: str(exc) for model in models})
+        for model in models:
+            rates_or_why(model, by_label.get(model), query, self.shown, rates, unknown)
+        return CurrentRates(rates, unknown)
+
+    def _current_each(self, models: Sequence[str], at: datetime,
+                      query_for: Callable[[str], str]) -> CurrentRates:
+        rates: dict[str, float] = {}
+        unknown: dict[str, str] = {}
+        down: SourceUnreachable | None = None
+        for model in models:
+            if down is not None:
+                unknown[model] = down.not_asked()
+                continue
+            query = query_for(model)
+            try:
+                found = self._instant(query, at, None)
+            except SourceError as exc:
+                unknown[model] = str(exc)
+                if isinstance(exc, SourceUnreachable):
+                    down = exc
+                continue
+            rates_or_why(model, found.get(""), query, self.shown, rates, unknown)
+        return CurrentRates(rates, unknown)
+
+    def _instant(self, query: str, at: datetime, label: str | None) -> dict[str, float]:
+        """label value -> the sum of its series' values at ``at`` (key "" when ``label`` is
+        None: every series summed)."""
+        try:
+            result: object = self.live_client.custom_query(
+                query, params={"time": at.timestamp(), **self._timeout_param})
+        except (requests.JSONDecodeError, KeyError, TypeError) as exc:
+            raise SourceError(f"Prometheus at {self.shown}: unexpected response to the instant "
+                              f"query ({self._hide(not_api(exc))}): {query}") from exc
+        except requests.RequestException as exc:
+            raise unreachable(exc, self.shown, self.timeout_s, "", self._hide) from exc
+        except PrometheusApiClientException as exc:
+            raise SourceError(f"Prometheus at {self.shown} rejected the query {query} "
+                              f"({self._hide(short(exc))}){auth_hint(exc)}") from exc
+        try:
+            samples = vector_samples(result, label)
+        except ValueError as exc:
+            raise SourceError(f"Prometheus at {self.shown}: unexpected response to the instant "
+                              f"query ({exc}): {query}") from exc
+        out: dict[str, float] = {}
+        for key, value in samples:
+            out[key] = out.get(key, 0.0) + value
+        return out
+
+
+def rates_or_why(model: str, value: float | None, query: str, shown: str,
+                 rates: dict[str, float], unknown: dict[str, str]) -> None:
+    """File ``model``'s measured ``value`` under ``rates``, or why it is unknown."""
+    if value is None:
+        unknown[model] = f"Prometheus at {shown} returned no series for model {model!r} " \
+                         f"(query {query})"
+    elif not math.isfinite(value):
+        unknown[model] = f"Prometheus at {shown} returned {value} for model {model!r} " \
+                         f"(query {query})"
+    else:
+        rates[model] = max(0.0, value)
