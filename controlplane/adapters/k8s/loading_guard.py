@@ -65,7 +65,7 @@ class K8sLoadingGuard:
     def pods(self) -> list[ModelPod]:
         """The pods of the models' workloads, not finished nor being deleted."""
         workloads = self._workloads()
-        live = [obj for namespace in {w.namespace for w in workloads}
+        live = [obj for namespace in sorted({w.namespace for w in workloads})
                 for obj in self.api.list("v1", "Pod", namespace, field_selector=LIVE_PODS)]
         return [model_pod(obj, self.hold_key) for obj in live
                 if any(w.selects(obj) for w in workloads)]

@@ -9,6 +9,7 @@ Deployment's ReplicaSet reads the annotation; a StatefulSet removes its highest 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 
 from controlplane.adapters.k8s import names as n
 from controlplane.adapters.k8s.api import JsonObject, KubeApi, NotFoundError
@@ -33,10 +34,7 @@ def _replicas(workload: WorkloadInfo, live: list[JsonObject]) -> list[ReplicaPod
 
 def _steer(api: KubeApi, workload: WorkloadInfo) -> int:
     live = api.list("v1", "Pod", field_selector=LIVE_PODS)
-    movable_on: dict[str, int] = {}
-    for pod in (parse_pod(obj) for obj in live):
-        if _movable(pod):
-            movable_on[pod.node] = movable_on.get(pod.node, 0) + 1
+    movable_on = Counter(pod.node for pod in map(parse_pod, live) if _movable(pod))
     leaving = {obj["metadata"]["name"] for obj in api.list("v1", "Node")
                if (obj.get("spec") or {}).get("unschedulable")}
     written = 0
