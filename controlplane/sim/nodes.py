@@ -118,7 +118,7 @@ def bound_to(replicas: Mapping[str, Sequence[SimReplica]],
 
 
 def stop_order(replica: SimReplica, now: datetime, leaving: Set[str],
-               deletion_cost: int = 0) -> tuple[int, int, float]:
+               deletion_cost: int) -> tuple[int, int, float]:
     """Sort key for the replicas a scale-down stops, as a ReplicaSet picks its pods: unbound
     first, then still starting (newest first), then ready ones on a node leaving its pool,
     then the ready ones by the pod-deletion-cost the Kubernetes backend annotates them with

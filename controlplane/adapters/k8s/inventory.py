@@ -209,6 +209,7 @@ def parse_node(obj: JsonObject, pools: Sequence[PoolSpec], nodepools: dict[str, 
 
 def parse_pod(obj: JsonObject) -> PodInfo:
     meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    annotations = meta.get("annotations") or {}
     requests = spec_gpu_requests(spec)
     unparsable = sorted(r for r, units in requests.items() if units == UNPARSABLE)
     if unparsable:  # the API server admits only quantities: a proxy or stub in between
@@ -220,11 +221,11 @@ def parse_pod(obj: JsonObject) -> PodInfo:
         phase=status.get("phase", "Pending"), ready=_is_ready(status.get("conditions") or []),
         labels=dict(meta.get("labels") or {}), gpu_requests=requests,
         daemon=any(o.get("kind") == "DaemonSet" for o in owners),
-        mirror="kubernetes.io/config.mirror" in (meta.get("annotations") or {}),
+        mirror="kubernetes.io/config.mirror" in annotations,
         managed=any(o.get("controller") is True for o in owners),
         # Headroom's own guard of a loading pod (loading_guard.py) holds off only Karpenter
-        do_not_disrupt=(meta.get("annotations") or {}).get(n.DO_NOT_DISRUPT) == "true"
-        and LOADING_GUARD not in (meta.get("annotations") or {}))
+        do_not_disrupt=annotations.get(n.DO_NOT_DISRUPT) == "true"
+        and LOADING_GUARD not in annotations)
 
 
 def parse_workload(obj: JsonObject, kind: str, model_label: str) -> WorkloadInfo:

@@ -11,22 +11,25 @@ annotations (``patch`` on pods in deploy/rbac.yaml); a pod deleted meanwhile is 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from datetime import datetime
+from datetime import UTC, datetime
 
 from controlplane.adapters.k8s import names as n
 from controlplane.adapters.k8s.api import JsonObject, KubeApi, NotFoundError
 from controlplane.adapters.k8s.inventory import LIVE_PODS, WorkloadInfo, list_workloads
+from controlplane.adapters.k8s.leader import parse_micro_time
 from controlplane.domain.loading_guard import LOADING_GUARD, ModelPod, guard_changes
 from controlplane.domain.timestamps import utc_text
 from controlplane.ports import Clock
 from controlplane.settings import KubernetesSettings
 
-LONG_AGO = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
+LONG_AGO = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _time(text: object) -> datetime | None:
+    """A Kubernetes time (RFC 3339, as ``parse_micro_time`` reads a Lease's); None when
+    missing or not a time."""
     try:
-        return datetime.fromisoformat(str(text).replace("Z", "+00:00")) if text else None
+        return parse_micro_time(str(text)) if text else None
     except ValueError:
         return None
 
