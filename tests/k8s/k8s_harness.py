@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import kubernetes_validate
@@ -53,6 +54,13 @@ def make_backend(server: ApiServer, clock: VirtualClock, *, dry_run: bool = Fals
                              api_client=client_for(server), identity=identity, api=api,
                              load=load, models=models)
 
+
+
+def leading(server: ApiServer, clock: VirtualClock, **k8s: Any) -> K8sBackend:
+    """``make_backend``'s backend, holding the Lease now (its actuators write)."""
+    backend = make_backend(server, clock, **k8s)
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    return backend
 
 class FixedLoads:
     """A load source answering the same loads every time."""

@@ -17,7 +17,7 @@ from k8s_builders import (
     model_deployment,
     nodepool,
 )
-from k8s_harness import make_backend
+from k8s_harness import leading, make_backend
 
 from controlplane.actuation import Actuators, apply_action
 from controlplane.adapters.k8s.backend import K8sBackend
@@ -27,12 +27,6 @@ from controlplane.domain.actions import ActionOutcome, SetReplicas
 from controlplane.domain.models import SharingMode
 from controlplane.domain.sharing_config import SharingLayout
 from controlplane.sim.clock import VirtualClock
-
-
-def leading(server: ApiServer, clock: VirtualClock) -> K8sBackend:
-    backend = make_backend(server, clock)
-    assert backend.elector.try_acquire_or_renew(clock.now())
-    return backend
 
 
 def test_set_replicas_scales_the_labelled_workload_absolutely_and_idempotently(

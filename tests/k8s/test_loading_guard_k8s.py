@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 from apiserver import ApiServer
 from k8s_builders import MODELS_NS, gpu_node, gpu_pod, model_deployment
-from k8s_harness import make_backend
+from k8s_harness import leading, make_backend
 
-from controlplane.adapters.k8s.backend import K8sBackend
 from controlplane.adapters.k8s.inventory import parse_pod
 from controlplane.domain.errors import TransientError
 from controlplane.domain.timestamps import utc_text
@@ -46,13 +45,6 @@ def seed(server: ApiServer, clock: VirtualClock) -> None:
     server.seed(model_pod("x-0", clock, app="x"))
     clock.advance(60)
 
-
-def leading(server: ApiServer, clock: VirtualClock, *, provisioner: str = "karpenter",
-            max_hold_s: float = 900.0) -> K8sBackend:
-    backend = make_backend(server, clock, node_provisioner=provisioner,
-                           loading_guard_max_s=max_hold_s)
-    assert backend.elector.try_acquire_or_renew(clock.now())
-    return backend
 
 
 def annotations_of(server: ApiServer, name: str) -> dict[str, str]:
@@ -94,7 +86,7 @@ def test_a_relayout_drain_still_evicts_a_pod_only_headroom_guards(
 def test_under_cluster_autoscaler_a_loading_pod_is_marked_not_safe_to_evict(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     seed(apiserver, clock)
-    backend = leading(apiserver, clock, provisioner="cluster-autoscaler")
+    backend = leading(apiserver, clock, node_provisioner="cluster-autoscaler")
     assert backend.guard_loading() != ()
     assert annotations_of(apiserver, "m-0") == {SAFE_TO_EVICT: "false",
                                               MARK: utc_text(clock.now())}
@@ -119,7 +111,7 @@ def test_a_follower_and_a_dry_run_write_no_guard(apiserver: ApiServer,
 def test_a_pod_that_never_gets_ready_is_released_after_the_longest_hold(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     seed(apiserver, clock)
-    backend = leading(apiserver, clock, max_hold_s=300.0)
+    backend = leading(apiserver, clock, loading_guard_max_s=300.0)
     backend.guard_loading()
     clock.advance(300)
     assert backend.elector.try_acquire_or_renew(clock.now())

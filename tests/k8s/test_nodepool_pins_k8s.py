@@ -12,10 +12,9 @@ from typing import Any
 
 from apiserver import ApiServer
 from k8s_builders import gpu_node, nodepool
-from k8s_harness import make_backend
+from k8s_harness import leading
 from relayout_scenario import FROM, SLICE, TARGET, relayout_actuator
 
-from controlplane.adapters.k8s.backend import K8sBackend
 from controlplane.domain.mig_layout import builtin_layout
 from controlplane.domain.models import SharingMode
 from controlplane.domain.sharing_config import SharingLayout
@@ -28,11 +27,6 @@ UNPINNED_NOTE = (
     "karpenter.k8s.aws/instance-gpu-memory In [81920] (or pin node.kubernetes.io/instance-type);"
     " MIG relayouts on this pool are refused (nodepool_not_pinned)")
 
-
-def leading(server: ApiServer, clock: VirtualClock) -> K8sBackend:
-    backend = make_backend(server, clock)
-    assert backend.elector.try_acquire_or_renew(clock.now())
-    return backend
 
 
 def _pinning(note: str) -> bool:

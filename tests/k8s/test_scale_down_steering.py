@@ -8,9 +8,8 @@ from __future__ import annotations
 from apiserver import ApiServer
 from fake_controllers import DELETION_COST, FakeReplicaSetScaleDown
 from k8s_builders import GPU_OPERATOR_NS, MODELS_NS, gpu_node, gpu_pod, model_deployment
-from k8s_harness import make_backend
+from k8s_harness import leading, make_backend
 
-from controlplane.adapters.k8s.backend import K8sBackend
 from controlplane.adapters.k8s.names import WARM_POOL_LABEL
 from controlplane.sim.clock import VirtualClock
 
@@ -33,11 +32,6 @@ def seed_two_nodes(server: ApiServer, *, crowded_cordoned: bool = False) -> None
                         requests={}, labels={WARM_POOL_LABEL: "a100-80gb"},
                         owner_kind="ReplicaSet"))
 
-
-def leading(server: ApiServer, clock: VirtualClock) -> K8sBackend:
-    backend = make_backend(server, clock)
-    assert backend.elector.try_acquire_or_renew(clock.now())
-    return backend
 
 
 def models_on(server: ApiServer, node: str) -> list[str]:

@@ -13,12 +13,11 @@ import pytest
 import yaml
 from apiserver import ApiServer
 from k8s_builders import HEADROOM_NS, gpu_node, gpu_pod, k8s_settings, nodepool
-from k8s_harness import assert_schema_valid, client_for, make_backend
+from k8s_harness import assert_schema_valid, client_for, leading
 from pod_security import restricted_problems
 from relayout_scenario import SLICE, TARGET, relayout_actuator, seed
 
 from controlplane.adapters.k8s.api import KubeApi
-from controlplane.adapters.k8s.backend import K8sBackend
 from controlplane.adapters.k8s.quantity import count
 from controlplane.adapters.k8s.reader import K8sClusterReader
 from controlplane.domain.mig_relayout import RelayoutPhase
@@ -32,11 +31,6 @@ HOSTNAME = "kubernetes.io/hostname"
 NAMESPACE_YAML = Path(__file__).resolve().parents[2] / "deploy" / "namespace.yaml"
 MIG_NODE = {"nvidia.com/mig-1g.10gb": "14", "nvidia.com/mig-3g.40gb": "4"}  # 2 GPUs, MIG on
 
-
-def leading(server: ApiServer, clock: VirtualClock) -> K8sBackend:
-    backend = make_backend(server, clock)
-    assert backend.elector.try_acquire_or_renew(clock.now())
-    return backend
 
 
 def placeholder(server: ApiServer, pool: str) -> dict[str, Any]:
