@@ -29,6 +29,7 @@ from controlplane.adapters.prometheus import (
 from controlplane.autoscaling.from_settings import known_capacity
 from controlplane.decision_retry import RetryingDecisionStore
 from controlplane.domain.errors import Fenced, PermanentError, TransientError, error_line
+from controlplane.domain.loading_guard import GuardSync
 from controlplane.forecast_refresh import forecast_jobs, refresh_forecasts
 from controlplane.jobs import build_scheduler, run_until_stopped
 from controlplane.metrics import ControlPlaneMetrics
@@ -156,17 +157,21 @@ def _advance(mig: MigRelayoutActuator) -> None:
                                              "next": "this process no longer leads"})
 
 
-def guard_loading(sync: Callable[[], tuple[str, ...]]) -> None:
+def guard_loading(sync: Callable[[], GuardSync],
+                  metrics: ControlPlaneMetrics | None = None) -> None:
     """The leader's loading guard after its tick (``K8sLoadingGuard``): each pod it guarded or
-    released is logged; an API it cannot read or write now is left to the next tick."""
+    released is logged and counted; an API it cannot read or write now is left to the next
+    tick."""
     try:
-        changed = sync()
+        synced = sync()
     except (TransientError, PermanentError) as error:
         log.warning("loading_guard.failed", extra={"error": error_line(error),
                                                    "next": "the next tick tries again"})
         return
-    for line in changed:
+    for line in synced.lines():
         log.info("loading_guard.changed", extra={"change": line})
+    if metrics is not None:
+        metrics.record_loading_guard(synced)
 
 
 def warn_pool_mismatches(reader: K8sClusterReader, console: Console) -> None:
@@ -259,7 +264,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                 return
             # metrics: set below, before it runs
             leader_tick_on_current_models(deps, models, backend.mig, metrics)
-            guard_loading(backend.guard_loading)
+            guard_loading(backend.guard_loading, metrics)
 
     def forecast() -> None:
         if leads():  # stored under this term's token: none when another replica led since

@@ -45,9 +45,37 @@ class GuardChange:
     guard: bool  # True: set do-not-disrupt and the mark; False: remove both
     reason: str
 
+    @property
+    def change(self) -> str:
+        return "guard" if self.guard else "release"
+
+    @property
+    def why(self) -> str:
+        """The reason without its detail: loading, ready or loading_too_long."""
+        return self.reason.partition(":")[0]
+
     def render(self) -> str:
-        verb = "guard" if self.guard else "release"
-        return f"{verb} {self.namespace}/{self.name}: {self.reason}"
+        return f"{self.change} {self.namespace}/{self.name}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class GuardSync:
+    """One sync of the guard: what it changed, and how many of the models' pods Headroom
+    guards after it (None: nothing was read, as on a replica that does not lead)."""
+
+    changes: tuple[GuardChange, ...] = ()
+    guarded_pods: int | None = None
+
+    def lines(self) -> tuple[str, ...]:
+        return tuple(change.render() for change in self.changes)
+
+
+def guarded_after(pods: Sequence[ModelPod], applied: Sequence[GuardChange]) -> int:
+    """The pods Headroom guards once ``applied`` (the changes written; a pod deleted before its
+    change was written is gone, so a release counts as applied either way) have been made."""
+    released = sum(1 for change in applied if not change.guard)
+    guarded = sum(1 for change in applied if change.guard)
+    return sum(1 for pod in pods if pod.guarded_at is not None) - released + guarded
 
 
 def guard_changes(pods: Sequence[ModelPod], now: datetime,

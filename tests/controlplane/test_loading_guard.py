@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from controlplane.domain.loading_guard import GuardChange, ModelPod, guard_changes
+from controlplane.domain.loading_guard import (
+    GuardChange,
+    GuardSync,
+    ModelPod,
+    guard_changes,
+    guarded_after,
+)
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 
@@ -52,3 +58,15 @@ def test_a_do_not_disrupt_someone_else_set_is_never_touched() -> None:
 def test_a_hold_of_zero_guards_nothing_and_releases_what_it_guarded() -> None:
     changes = guard_changes([pod("new"), pod("held", guarded_s=10.0)], NOW, 0.0)
     assert [(c.name, c.guard) for c in changes] == [("held", False)]
+
+
+def test_the_guarded_count_follows_the_changes_written() -> None:
+    pods = [pod("new"), pod("held", loading_s=60.0, guarded_s=60.0),
+            pod("done", ready=True, guarded_s=120.0), pod("other", do_not_disrupt=True)]
+    changes = guard_changes(pods, NOW, 900.0)
+    assert [(c.name, c.change, c.why) for c in changes] == [
+        ("new", "guard", "loading"), ("done", "release", "ready")]
+    assert guarded_after(pods, changes) == 2  # new and held; done let go; other not ours
+    assert guarded_after(pods, [c for c in changes if not c.guard]) == 1  # new's guard failed
+    assert GuardSync(tuple(changes), 2).lines() == (
+        "guard models/new: loading: not ready for 30 s", "release models/done: ready")

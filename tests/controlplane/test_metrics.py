@@ -13,6 +13,7 @@ from controlplane.domain.actions import ActionOutcome, SkippedAction
 from controlplane.domain.demand import Demand
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.forecast_accuracy import ForecastAccuracy
+from controlplane.domain.loading_guard import GuardChange, GuardSync
 from controlplane.domain.model_replicas import ModelReplicas
 from controlplane.domain.observed import ObservedModel, ObservedPool
 from controlplane.domain.profile import ProfileCorrection
@@ -275,6 +276,30 @@ FLEET_GAUGES = ("headroom_model_rps", "headroom_pool_nodes", "headroom_forecast_
                 "headroom_model_replicas", "headroom_model_paused",
                 "headroom_model_paused_since_timestamp_seconds", "headroom_model_replica_bounds",
                 "headroom_fleet_cost_usd_per_hour", "headroom_model_load_unmeasured")
+
+
+def test_the_loading_guards_changes_are_counted_by_reason_beside_the_pods_it_holds() -> None:
+    registry = CollectorRegistry()
+    metrics = ControlPlaneMetrics(registry)
+
+    def changes(change: str, reason: str) -> float | None:
+        return registry.get_sample_value("headroom_loading_guard_changes_total",
+                                         {"change": change, "reason": reason})
+
+    assert changes("release", "loading_too_long") == 0  # there before the first, for increase()
+    metrics.record_loading_guard(GuardSync((
+        GuardChange("models", "m-0", True, "loading: not ready for 60 s"),
+        GuardChange("models", "m-1", True, "loading: not ready for 5 s"),
+        GuardChange("models", "m-2", False, "loading_too_long: not ready 900 s after ..."),
+    ), 3))
+    assert (changes("guard", "loading"), changes("release", "loading_too_long")) == (2, 1)
+    assert changes("release", "ready") == 0
+    assert registry.get_sample_value("headroom_loading_guard_pods") == 3
+    metrics.record_loading_guard(GuardSync())  # read nothing: the count stands
+    assert registry.get_sample_value("headroom_loading_guard_pods") == 3
+    metrics.forget_fleet()  # a replica that does not lead holds none
+    assert registry.get_sample_value("headroom_loading_guard_pods") == 0
+    assert changes("guard", "loading") == 2
 
 
 def test_a_replica_that_stops_leading_exports_no_fleet_gauges_and_leader_zero() -> None:

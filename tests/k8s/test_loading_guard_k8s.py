@@ -13,6 +13,7 @@ from k8s_harness import leading, make_backend
 
 from controlplane.adapters.k8s.inventory import parse_pod
 from controlplane.domain.errors import TransientError
+from controlplane.domain.loading_guard import GuardChange, GuardSync
 from controlplane.domain.timestamps import utc_text
 from controlplane.serve_k8s import guard_loading
 from controlplane.sim.clock import VirtualClock
@@ -57,18 +58,22 @@ def test_a_loading_model_pod_is_guarded_until_it_is_ready_then_released(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     seed(apiserver, clock)
     backend = leading(apiserver, clock)
-    assert backend.guard_loading() == ("guard models/m-0: loading: not ready for 60 s",)
+    guarded = backend.guard_loading()
+    assert guarded.lines() == ("guard models/m-0: loading: not ready for 60 s",)
+    assert guarded.guarded_pods == 1
     assert annotations_of(apiserver, "m-0") == {HOLD: "true", MARK: utc_text(clock.now())}
     assert annotations_of(apiserver, "m-1") == {}
     assert annotations_of(apiserver, "m-2") == {HOLD: "false"}  # someone else's, left as it is
     assert annotations_of(apiserver, "x-0") == {}  # no model's workload selects it
     clock.advance(30)
     assert backend.elector.try_acquire_or_renew(clock.now())
-    assert backend.guard_loading() == ()  # still loading: nothing to change
+    assert backend.guard_loading() == GuardSync((), 1)  # still loading: nothing to change
     status = apiserver.get("v1", "Pod", "m-0", MODELS_NS)["status"]
     status["conditions"][0]["status"] = "True"
     apiserver.set_status("v1", "Pod", "m-0", status, MODELS_NS)
-    assert backend.guard_loading() == ("release models/m-0: ready",)
+    released = backend.guard_loading()
+    assert released.lines() == ("release models/m-0: ready",)
+    assert released.guarded_pods == 0
     assert annotations_of(apiserver, "m-0") == {}
 
 
@@ -87,7 +92,7 @@ def test_under_cluster_autoscaler_a_loading_pod_is_marked_not_safe_to_evict(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     seed(apiserver, clock)
     backend = leading(apiserver, clock, node_provisioner="cluster-autoscaler")
-    assert backend.guard_loading() != ()
+    assert backend.guard_loading().lines() != ()
     assert annotations_of(apiserver, "m-0") == {SAFE_TO_EVICT: "false",
                                               MARK: utc_text(clock.now())}
 
@@ -98,11 +103,11 @@ def test_a_follower_and_a_dry_run_write_no_guard(apiserver: ApiServer,
     leader = leading(apiserver, clock)
     follower = make_backend(apiserver, clock, identity="headroom-1")
     assert not follower.elector.try_acquire_or_renew(clock.now())
-    assert follower.guard_loading() == ()
+    assert follower.guard_loading() == GuardSync()
     dry = make_backend(apiserver, clock, dry_run=True, identity="headroom-2")
     leader.elector.release()
     assert dry.elector.try_acquire_or_renew(clock.now())
-    assert dry.guard_loading() == ("guard models/m-0: loading: not ready for 60 s",)
+    assert dry.guard_loading().lines() == ("guard models/m-0: loading: not ready for 60 s",)
     assert [(w.verb, w.name) for w in dry.planned_writes() if w.kind == "Pod"] == [
         ("merge_patch", "m-0")]
     assert annotations_of(apiserver, "m-0") == {}
@@ -115,23 +120,24 @@ def test_a_pod_that_never_gets_ready_is_released_after_the_longest_hold(
     backend.guard_loading()
     clock.advance(300)
     assert backend.elector.try_acquire_or_renew(clock.now())
-    assert backend.guard_loading() == (
+    assert backend.guard_loading().lines() == (
         "release models/m-0: loading_too_long: not ready 300 s after the guard began "
         "(k8s.loading_guard_max_s 300 s)",)
     clock.advance(30)
     assert backend.elector.try_acquire_or_renew(clock.now())
-    assert backend.guard_loading() == ()
+    assert backend.guard_loading().lines() == ()
     assert annotations_of(apiserver, "m-0") == {}
 
 
 def test_serve_logs_a_guard_that_cannot_reach_the_api_and_goes_on(
         caplog: pytest.LogCaptureFixture) -> None:
-    def unreachable() -> tuple[str, ...]:
+    def unreachable() -> GuardSync:
         raise TransientError("kubernetes API unreachable: connection refused")
 
+    guard = GuardChange(MODELS_NS, "m-0", True, "loading: not ready for 60 s")
     with caplog.at_level(logging.INFO, logger="headroom.serve"):
         guard_loading(unreachable)
-        guard_loading(lambda: ("guard models/m-0: loading: not ready for 60 s",))
+        guard_loading(lambda: GuardSync((guard,), 1))
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
         ("WARNING", "loading_guard.failed"), ("INFO", "loading_guard.changed")]
     assert caplog.records[0].__dict__["error"] == (

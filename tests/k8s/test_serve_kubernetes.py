@@ -127,6 +127,10 @@ def test_serve_takes_the_lease_records_plans_and_releases_on_sigterm(
         applied = re.search(r'^headroom_reconcile_ticks_total{status="applied"} (\S+)$', scraped,
                             re.MULTILINE)
         assert applied is not None and float(applied.group(1)) >= 1  # the series is there at 0
+        # and the loading guard's: the pod it holds, and the one guard it began
+        assert re.search(r"^headroom_loading_guard_pods 1\.0$", scraped, re.MULTILINE)
+        assert re.search(r'^headroom_loading_guard_changes_total{change="guard",'
+                         r'reason="loading"} 1\.0$', scraped, re.MULTILINE)
     finally:
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)

@@ -36,6 +36,7 @@ from controlplane.adapters.k8s.replicas import K8sReplicaActuator
 from controlplane.adapters.k8s.sharing import K8sSharingActuator
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.lease import LeaseTiming
+from controlplane.domain.loading_guard import GuardSync
 from controlplane.domain.mig_relayout import RelayoutPolicy
 from controlplane.identity import holder_identity
 from controlplane.ports import Clock, LeaderElector, LoadSource, RelayoutStore
@@ -53,8 +54,8 @@ class K8sBackend:
     elector: LeaderElector
     relayouts: RelayoutStore
     identity: str  # this replica's Lease holder identity: the writer of the ticks it records
-    # the loading guard's sync, gated on the Lease: what it changed, () when not leading
-    guard_loading: Callable[[], tuple[str, ...]]
+    # the loading guard's sync, gated on the Lease: an empty GuardSync when not leading
+    guard_loading: Callable[[], GuardSync]
 
     @property
     def actuators(self) -> Actuators:
@@ -136,4 +137,4 @@ def build_k8s_backend(settings: Settings, clock: Clock, relayouts: RelayoutStore
                         K8sSharingActuator(api, k8s, clock), mig)
     guard = K8sLoadingGuard(api, k8s, clock, models)
     return K8sBackend(api, reader, gated, gated, gated, gated, elector, relayouts, identity,
-                      lambda: gated.gated(guard.sync, ()))
+                      lambda: gated.gated(guard.sync, GuardSync()))

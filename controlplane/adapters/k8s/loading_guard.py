@@ -17,7 +17,14 @@ from controlplane.adapters.k8s import names as n
 from controlplane.adapters.k8s.api import JsonObject, KubeApi, NotFoundError
 from controlplane.adapters.k8s.inventory import LIVE_PODS, WorkloadInfo, list_workloads
 from controlplane.adapters.k8s.leader import parse_micro_time
-from controlplane.domain.loading_guard import LOADING_GUARD, ModelPod, guard_changes
+from controlplane.domain.loading_guard import (
+    LOADING_GUARD,
+    GuardChange,
+    GuardSync,
+    ModelPod,
+    guard_changes,
+    guarded_after,
+)
 from controlplane.domain.timestamps import utc_text
 from controlplane.ports import Clock
 from controlplane.settings import KubernetesSettings
@@ -73,18 +80,23 @@ class K8sLoadingGuard:
         return [model_pod(obj, self.hold_key) for obj in live
                 if any(w.selects(obj) for w in workloads)]
 
-    def sync(self) -> tuple[str, ...]:
-        """Guard the loading pods and release the others; what changed, one line each.
-        Raises TransientError / PermanentError when the API cannot be read or written."""
+    def sync(self) -> GuardSync:
+        """Guard the loading pods and release the others: what changed and how many pods are
+        guarded after it. Raises TransientError / PermanentError when the API cannot be read
+        or written."""
         now = self.clock.now()
-        done = []
-        for change in guard_changes(self.pods(), now, self.settings.loading_guard_max_s):
+        pods = self.pods()
+        done: list[GuardChange] = []
+        gone: list[GuardChange] = []  # releases of pods deleted meanwhile: not guarded either
+        for change in guard_changes(pods, now, self.settings.loading_guard_max_s):
             value = self.hold_value if change.guard else None
             mark = utc_text(now) if change.guard else None
             try:
                 self.api.merge_patch("v1", "Pod", change.name, {"metadata": {"annotations": {
                     self.hold_key: value, LOADING_GUARD: mark}}}, change.namespace)
             except NotFoundError:  # deleted since the list
+                if not change.guard:
+                    gone.append(change)
                 continue
-            done.append(change.render())
-        return tuple(done)
+            done.append(change)
+        return GuardSync(tuple(done), guarded_after(pods, done + gone))
