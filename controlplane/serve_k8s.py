@@ -157,6 +157,15 @@ def _advance(mig: MigRelayoutActuator) -> None:
                                              "next": "this process no longer leads"})
 
 
+def queue_preset(settings: Settings) -> str | None:
+    """The engine whose waiting-requests gauge the load source reads each tick: the metric
+    preset's, while ``reconcile.queue_drain_s`` counts the queue and no custom
+    ``prometheus.query`` replaces the preset; None otherwise."""
+    if settings.reconcile.queue_drain_s <= 0 or settings.prometheus.query is not None:
+        return None
+    return settings.prometheus.metric
+
+
 def guard_loading(sync: Callable[[], GuardSync],
                   metrics: ControlPlaneMetrics | None = None) -> None:
     """The leader's loading guard after its tick (``K8sLoadingGuard``): each pod it guarded or
@@ -221,7 +230,8 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                                 load=PrometheusLoad(source, models.replica_rps,
                                                    settings.prometheus.metric,
                                                    settings.prometheus.latency_query,
-                                                   settings.prometheus.latency_quantile),
+                                                   settings.prometheus.latency_quantile,
+                                                   queue_preset(settings)),
                                 models=models.names)
     warn_pool_mismatches(backend.reader, console)
     history = forecast_history(source, models)

@@ -86,22 +86,27 @@ def per_replica_rps(specs: Sequence[ModelSpec]) -> dict[str, float]:
 
 class PrometheusLoad:
     """``LoadSource``: demand = the model's measured request rate, capacity = ready replicas x
-    its per-replica throughput, and its request latency (``latency_preset``'s grouped query:
-    the mean, or ``latency_quantile`` of vLLM's histogram; or ``latency_query`` per model). A
-    model Prometheus could not measure is unknown, not 0; a latency it could not read is None
-    (logged) and never fails the load reading."""
+    its per-replica throughput, its request latency (``latency_preset``'s grouped query:
+    the mean, or ``latency_quantile`` of vLLM's histogram; or ``latency_query`` per model) and
+    the requests waiting in its replicas' queues (``queue_preset``). A model Prometheus could
+    not measure is unknown, not 0; a latency or queue it could not read is None (logged) and
+    never fails the load reading."""
 
     def __init__(self, source: PrometheusSource,
                  replica_rps: RpsByModel,
                  latency_preset: str = "triton", latency_query: str | None = None,
-                 latency_quantile: float | None = None) -> None:
+                 latency_quantile: float | None = None,
+                 queue_preset: str | None = None) -> None:
         """``replica_rps``: each model's per-replica throughput, or what gives the current
-        one at each reading (``serve``'s models in use, reloaded without a restart)."""
+        one at each reading (``serve``'s models in use, reloaded without a restart);
+        ``queue_preset``: the engine whose waiting-requests gauge is read each tick
+        (``QUEUE_GAUGES``), None: no queue read."""
         self.source = source
         self._replica_rps = live_rps(replica_rps)
         self.latency_preset = latency_preset
         self.latency_query = latency_query
         self.latency_quantile = latency_quantile
+        self.queue_preset = queue_preset
         self.undated_why = ""
         if source.query_template is not None and source.sample_series is None:
             self.undated_why = ("the custom prometheus.query carries no sample time (set "
@@ -115,12 +120,14 @@ class PrometheusLoad:
             log.warning("load.unmeasured", extra={"models": sorted(rates.unknown),
                                                   "error": next(iter(rates.unknown.values()))})
         latencies = self._latencies_ms(models, at)
+        queued = self._queued(models, at)
         sampled_at = {m: datetime.fromtimestamp(t, UTC) for m, t in rates.sampled_at.items()}
         replica_rps = self.replica_rps
         return {model: ModelLoad(rates.rates.get(model),
                                  ready * replica_rps.get(model, 0.0),
                                  rates.unknown.get(model, ""),
                                  latency_ms=latencies.get(model),
+                                 queued_requests=queued.get(model),
                                  sampled_at=sampled_at.get(model),
                                  undated_why=self.undated_why)
                 for model, ready in ready_replicas.items()}
@@ -139,6 +146,17 @@ class PrometheusLoad:
         if got.unknown:
             log.warning("latency.unmeasured", extra={"models": sorted(got.unknown),
                                                      "error": next(iter(got.unknown.values()))})
+        return got.rates
+
+    def _queued(self, models: list[str], at: datetime) -> dict[str, float]:
+        """The waiting requests of the models whose engine exports them; a queue it cannot
+        read is unknown (logged), never a 0, and never fails the load reading."""
+        if self.queue_preset is None or not models:
+            return {}
+        got = self.source.current_queued(models, at, self.queue_preset)
+        if got.unknown:
+            log.warning("queue.unmeasured", extra={"models": sorted(got.unknown),
+                                                   "error": next(iter(got.unknown.values()))})
         return got.rates
 
 

@@ -31,6 +31,7 @@ def policy_from_settings(settings: Settings, cold_wake_s: float,
                                replica_stabilization_s=safety.scale_down_stabilization_s,
                                max_node_step=safety.max_node_step,
                                max_replica_step=safety.max_replica_step,
+                               queue_drain_s=reconcile.queue_drain_s,
                                scale_down=scale_down)
     if auto.policy == "static":
         if not peak_rps:
@@ -45,6 +46,7 @@ def policy_from_settings(settings: Settings, cold_wake_s: float,
                              else next_wake_s,
                              max_forecast_age_s=reconcile.max_forecast_age_s,
                              stale_headroom=reconcile.stale_headroom,
+                             queue_drain_s=reconcile.queue_drain_s,
                              node_stabilization_s=auto.node_stabilization_s,
                              max_node_step=safety.max_node_step,
                              max_replica_step=safety.max_replica_step,

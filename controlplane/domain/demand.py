@@ -93,6 +93,8 @@ class DemandPolicy:
     upper_quantile: float = 0.9  # quantile of the forecast to provision for (predictive)
     static_rps: tuple[tuple[str, float], ...] = ()  # peak per model (static)
     observed_lag_s: float = 0.0  # the load metric's window: observed load is [now - this, now)
+    #: a model's queued requests count as load that drains within this (0: not counted)
+    queue_drain_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -101,6 +103,8 @@ class DemandPolicy:
             raise ValueError("target_utilization must be in (0, 1]")
         if not 0.5 <= self.upper_quantile < 1:
             raise ValueError("upper_quantile must be in [0.5, 1)")
+        if self.queue_drain_s < 0:
+            raise ValueError("queue_drain_s must be >= 0")
 
     def static_peak(self, model: str) -> float | None:
         return next((rps for name, rps in self.static_rps if name == model), None)
@@ -306,9 +310,20 @@ def demand_from(
             out.append(unmeasured_demand(spec, forecasts.get(spec.name), seen, policy, now,
                                          hints.get(spec.name, 0.0)))
             continue
-        out.append(demand_for(spec, forecasts.get(spec.name), seen.demand_rps if seen else 0.0,
+        out.append(demand_for(spec, forecasts.get(spec.name),
+                              observed_load_rps(seen, policy) if seen else 0.0,
                               policy, now, hints.get(spec.name, 0.0)))
     return tuple(out)
+
+
+def observed_load_rps(seen: ObservedModel, policy: DemandPolicy) -> float:
+    """The load a model is seen to have: its request rate, plus (``queue_drain_s`` > 0) the
+    rate that serves its queued requests within ``queue_drain_s``. The rate counts completed
+    requests, so a saturated model's shows no more than its capacity; its queue shows the rest
+    (LLM engines queue the requests their batch has no room for)."""
+    if policy.queue_drain_s <= 0 or not seen.queued_requests:
+        return seen.demand_rps
+    return seen.demand_rps + seen.queued_requests / policy.queue_drain_s
 
 
 def unmeasured_demand(spec: ModelSpec, forecast: Forecast | None, seen: ObservedModel,

@@ -115,6 +115,10 @@ class ObservedModel:
     capacity_rps: float
     demand_measured: bool = True
     latency_ms: float | None = None
+    #: requests waiting in its replicas' queues (vLLM's not yet batched, Triton's not yet
+    #: executing), None when not measured: load the completion rate ``demand_rps`` cannot show
+    #: once the replicas are saturated (``DemandPolicy.queue_drain_s``)
+    queued_requests: float | None = None
     # every workload labelled with it, by name, as read (none when not read, as in the
     # simulator)
     workloads: tuple[ServingWorkload, ...] = ()
@@ -134,6 +138,8 @@ class ModelLoad:
     #: why the source can never date this rate ("" when it can), e.g. a custom PromQL query
     #: with no sample series: its staleness is not checked, and the tick's notes say so
     undated_why: str = ""
+    #: requests waiting in its replicas' queues now (summed over them); None: not measured
+    queued_requests: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

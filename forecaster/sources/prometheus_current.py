@@ -24,7 +24,13 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from forecaster.errors import SourceError, SourceUnreachable
 from forecaster.sources.prometheus_connection import auth_hint, prometheus_client, unreachable
 from forecaster.sources.prometheus_replies import not_api, short, shown_url, vector_samples
-from forecaster.sources.promql import PRESETS, escape, latency_query, newest_sample
+from forecaster.sources.promql import (
+    PRESETS,
+    escape,
+    latency_query,
+    newest_sample,
+    queue_query,
+)
 
 log = logging.getLogger("headroom.forecaster")
 
@@ -42,8 +48,8 @@ class CurrentRates:
 
 class PrometheusCurrent:
     """What every read of a Prometheus source rests on (the URL, the preset or custom query,
-    credentials hidden from messages), and the per-tick instant reads: ``current_rates`` and
-    ``current_latencies_ms``."""
+    credentials hidden from messages), and the per-tick instant reads: ``current_rates``,
+    ``current_latencies_ms`` and ``current_queued``."""
 
     def __init__(self, url: str, preset: str, query: str | None, rate_window_s: int,
                  timeout_s: float, *, username: str | None, password: str | None,
@@ -160,6 +166,12 @@ class PrometheusCurrent:
                                          PRESETS[preset].label)
         return self._current_each(models, at, lambda model: template.replace(
             "{model}", escape(model)).replace("{window}", f"{self.rate_window_s}s"))
+
+    def current_queued(self, models: Sequence[str], at: datetime, preset: str) -> CurrentRates:
+        """Each model's requests waiting at ``at``, summed over its replicas: one grouped
+        query of the engine's ``preset`` gauge (``queue_query``). A model with no series (an
+        engine that does not export it) is unknown."""
+        return self._current_grouped(models, at, queue_query(preset), PRESETS[preset].label)
 
     def _current_grouped(self, models: Sequence[str], at: datetime, query: str,
                          label: str) -> CurrentRates:

@@ -104,6 +104,19 @@ def latency_query(preset: str, window_s: int, quantile: float | None = None) -> 
             f"(model_name) (rate(vllm:e2e_request_latency_seconds_count{w})) * 1000")
 
 
+#: each preset's gauge of the requests a model's replicas hold waiting now (summed over them):
+#: Triton's queued and not yet executing, vLLM's not yet in the running batch
+QUEUE_GAUGES = {"triton": "nv_inference_pending_request_count",
+                "vllm": "vllm:num_requests_waiting"}
+
+
+def queue_query(preset: str) -> str:
+    """Every model's waiting requests now, one series per model label (``QUEUE_GAUGES``)."""
+    if preset not in QUEUE_GAUGES:
+        raise SourceError(f"unknown metric preset {preset!r} for the request queue")
+    return f"sum by ({PRESETS[preset].label}) ({QUEUE_GAUGES[preset]})"
+
+
 def escape(value: str) -> str:
     """A PromQL double-quoted label value."""
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

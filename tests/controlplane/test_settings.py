@@ -81,6 +81,8 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
     ("prometheus:\n  metric: vllm\n  latency_quantile: 0.95\n"
      "  latency_query: my_p95_ms{model=\"{model}\"}\n",
      "a prometheus.latency_query decides its own statistic: give one of them"),
+    ("reconcile:\n  queue_drain_s: -5\n",
+     "reconcile.queue_drain_s: Input should be greater than or equal to 0"),
 ], ids=["negative interval", "misspelt key", "unknown top-level key", "pool bounds",
         "cross-field horizon", "broken yaml", "calibration window zero",
         "calibration window too short to calibrate", "metrics address without a host",
@@ -95,7 +97,7 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
         "a password without a username", "an unknown metric preset",
         "a MIG strategy that cannot hold mixed layouts", "a zero rate window",
         "a latency quantile of triton", "a latency quantile in per cent",
-        "a latency quantile and a latency query"])
+        "a latency quantile and a latency query", "a negative queue drain time"])
 def test_bad_configuration_is_one_line_naming_the_field(tmp_path: Path, yaml_text: str,
                                                         expected: str) -> None:
     config = tmp_path / "bad.yaml"

@@ -224,6 +224,24 @@ def test_a_load_source_that_gives_nan_demand_is_unmeasured_and_inf_capacity_zero
     json.loads(observed_to_json(observed), parse_constant=_refuse)
 
 
+def test_queued_requests_are_observed_and_a_negative_or_nan_queue_is_not_measured(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed_fleet(apiserver)
+    loads = FixedLoads({"language/m-large": ModelLoad(40.0, 40.0, queued_requests=-3.0),
+                        "vision/resnet": ModelLoad(12.0, 20.0, queued_requests=7.0)})
+    observed = make_backend(apiserver, clock, load=loads).reader.snapshot()
+    by_name = {m.name: m for m in observed.models}
+    assert by_name["vision/resnet"].queued_requests == 7.0
+    assert by_name["language/m-large"].queued_requests is None
+    assert by_name["language/m-large"].demand_rps == 40.0  # the load itself stays measured
+    assert "language/m-large: the load source gave queued_requests=-3.0; not measured" \
+        in observed.notes
+    loads = FixedLoads({"vision/resnet": ModelLoad(12.0, 20.0, queued_requests=math.nan)})
+    observed = make_backend(apiserver, clock, load=loads).reader.snapshot()
+    assert {m.name: m.queued_requests for m in observed.models}["vision/resnet"] is None
+    json.loads(observed_to_json(observed), parse_constant=_refuse)
+
+
 class Recording(FixedLoads):
     """Fixed loads that record every ``ready_replicas`` they were asked to measure."""
 

@@ -29,6 +29,11 @@ def counter(per_s: float) -> list[tuple[float, float]]:
     return [(float(t), per_s * (t - NOW + 3600)) for t in range(NOW - 3600, NOW + 3600, 15)]
 
 
+def gauge(value: float) -> list[tuple[float, float]]:
+    """``value`` from an hour before the test to an hour after it."""
+    return [(float(t), value) for t in range(NOW - 3600, NOW + 3600, 15)]
+
+
 def families() -> list[Family]:
     """Triton: llama at 30 rps and 120 ms, bert at 50 rps with no duration series, an idle
     model with 0 rps (0 / 0); vLLM: mistral at 12 rps and 640 ms."""
@@ -45,6 +50,11 @@ def families() -> list[Family]:
                                                         counter(12.0 * 0.64)}),
         Family("vllm:e2e_request_latency_seconds_count", {f'model_name="{MISTRAL}"':
                                                           counter(12.0)}),
+        # requests waiting now: llama's two Triton pods hold 3 and 5, mistral's vLLM 12
+        Family("nv_inference_pending_request_count", {
+            f'model="{LLAMA}",version="1",pod="llama-0"': gauge(3.0),
+            f'model="{LLAMA}",version="1",pod="llama-1"': gauge(5.0)}),
+        Family("vllm:num_requests_waiting", {f'model_name="{MISTRAL}"': gauge(12.0)}),
         # mistral's first tokens: 80 % within 0.1 s, all within 0.5 s
         Family("vllm:time_to_first_token_seconds_bucket", {
             f'model_name="{MISTRAL}",le="{le}"': counter(12.0 * share)
@@ -63,9 +73,10 @@ def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
-def _load(settings: PrometheusSettings) -> PrometheusLoad:
+def _load(settings: PrometheusSettings, queue: bool = False) -> PrometheusLoad:
     return PrometheusLoad(prometheus_source(settings), {LLAMA: 40.0, BERT: 300.0, MISTRAL: 18.0},
-                          settings.metric, settings.latency_query, settings.latency_quantile)
+                          settings.metric, settings.latency_query, settings.latency_quantile,
+                          settings.metric if queue else None)
 
 
 def _at() -> datetime:
@@ -139,7 +150,30 @@ def test_a_latency_setting_without_a_model_placeholder_is_refused_naming_it() ->
         PrometheusSettings(url="http://127.0.0.1:1", latency_query="sum(rate(x[1m]))")
 
 
-def test_with_prometheus_down_neither_load_nor_latency_is_measured_and_nothing_raises() -> None:
+def test_with_prometheus_down_no_load_latency_or_queue_is_measured_and_nothing_raises() -> None:
     down = PrometheusSettings(url=f"http://127.0.0.1:{free_port()}", timeout_s=2)
-    loads = _load(down).measure({LLAMA: 2}, _at())
+    loads = _load(down, queue=True).measure({LLAMA: 2}, _at())
     assert (loads[LLAMA].demand_rps, loads[LLAMA].latency_ms) == (None, None)
+    assert loads[LLAMA].queued_requests is None
+
+
+def test_the_queue_is_each_models_waiting_requests_summed_over_its_replicas(
+        prom_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="headroom.prometheus"):
+        loads = _load(PrometheusSettings(url=prom_url), queue=True).measure(
+            {LLAMA: 2, BERT: 1}, _at())
+    assert loads[LLAMA].queued_requests == pytest.approx(8.0)
+    # a model whose engine exports no queue series: unknown and logged, its load measured
+    assert loads[BERT].queued_requests is None
+    assert loads[BERT].demand_rps == pytest.approx(50.0)
+    queue_logs = [r for r in caplog.records if r.getMessage() == "queue.unmeasured"]
+    assert [r.__dict__["models"] for r in queue_logs] == [[BERT]]
+    vllm = _load(PrometheusSettings(url=prom_url, metric="vllm"), queue=True).measure(
+        {MISTRAL: 1}, _at())
+    assert vllm[MISTRAL].queued_requests == pytest.approx(12.0)
+
+
+def test_without_a_queue_preset_no_queue_is_read(prom_url: str) -> None:
+    loads = _load(PrometheusSettings(url=prom_url)).measure({LLAMA: 2}, _at())
+    assert loads[LLAMA].demand_rps == pytest.approx(30.0)
+    assert loads[LLAMA].queued_requests is None

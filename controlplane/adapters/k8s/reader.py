@@ -254,10 +254,15 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
             notes.append(f"{model}: the load source gave latency_ms={latency_ms}; not "
                          "measured")
             latency_ms = None
+        queued = got.queued_requests
+        if queued is not None and not (math.isfinite(queued) and queued >= 0):
+            notes.append(f"{model}: the load source gave queued_requests={queued}; not "
+                         "measured")
+            queued = None
         models.append(ObservedModel(model, ready, max(0, target - ready), target,
                                     demand_rps if demand_rps is not None and measured else 0.0,
                                     capacity_rps, demand_measured=measured,
-                                    latency_ms=latency_ms))
+                                    latency_ms=latency_ms, queued_requests=queued))
     models = [_with_workloads(m, served_by.get(m.name, [])) for m in models]
     notes += [f"{len(names)} model(s) ({', '.join(names)}): {why}: reconcile.max_staleness_s "
               "is not checked for their rates" for why, names in undated.items()]

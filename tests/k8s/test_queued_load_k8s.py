@@ -1,0 +1,63 @@
+"""A model at capacity completes no more requests than its replicas serve, so its request rate
+alone never asks for more; the requests waiting in its queues do (``reconcile.queue_drain_s``),
+through the whole leader tick against the API test server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from apiserver import ApiServer
+from operator_scenario import LLAMA, RESNET, Leader, operator_settings, seed_operator_fleet
+
+from controlplane.domain.observed import ModelLoad
+from controlplane.serve_k8s import queue_preset
+from controlplane.settings import Settings
+from controlplane.sim.clock import VirtualClock
+from controlplane.store import Store
+
+
+def _llama_target(apiserver: ApiServer, clock: VirtualClock, url: str, settings: Settings,
+                  queued: float | None) -> tuple[int, str]:
+    """llama completing 120 rps with ``queued`` requests waiting: the replica target a new
+    leader's first tick wants (before the guards pace the way there) and its demand's reason."""
+    loads = {LLAMA: ModelLoad(120.0, 120.0, queued_requests=queued),
+             RESNET: ModelLoad(900.0, 250.0)}
+    leader = Leader(apiserver, clock, Store.open(url, migrate=True), settings, loads)
+    report = leader.tick()
+    assert report.plan is not None, report.reason
+    (wanted,) = [r for r in report.replicas if r.model == LLAMA]
+    (demand,) = [d for d in report.demands if d.model == LLAMA]
+    return wanted.target, demand.reason
+
+
+def test_a_saturated_models_queue_scales_it_beyond_what_its_completions_ask_for(
+        apiserver: ApiServer, clock: VirtualClock, tmp_path: Path) -> None:
+    seed_operator_fleet(apiserver)
+    settings = operator_settings()
+    assert settings.reconcile.queue_drain_s == 60.0
+
+    def target(settings: Settings, queued: float | None, run: str) -> tuple[int, str]:
+        return _llama_target(apiserver, clock, f"sqlite:///{tmp_path / run}.db", settings,
+                             queued)
+
+    plain, reason = target(settings, None, "plain")
+    assert (plain, reason) == (4, "observed_load")  # 120 rps / (40 x 0.8), rounded up
+    # 7,200 requests waiting, to serve within 60 s: 120 rps more, twice the load
+    assert target(settings, 7200.0, "queued") == (8, "observed_load")
+    off = settings.model_copy(update={"reconcile": settings.reconcile.model_copy(
+        update={"queue_drain_s": 0.0})})
+    assert target(off, 7200.0, "off") == (4, "observed_load")
+
+
+def test_serve_reads_the_presets_queue_unless_a_custom_query_or_a_zero_drain_time() -> None:
+    settings = operator_settings()
+    assert queue_preset(settings) == "triton"
+    vllm = settings.model_copy(update={"prometheus": settings.prometheus.model_copy(
+        update={"metric": "vllm"})})
+    assert queue_preset(vllm) == "vllm"
+    custom = settings.model_copy(update={"prometheus": settings.prometheus.model_copy(
+        update={"query": 'sum(rate(my_requests_total{service="{model}"}[{window}]))'})})
+    assert queue_preset(custom) is None
+    off = settings.model_copy(update={"reconcile": settings.reconcile.model_copy(
+        update={"queue_drain_s": 0.0})})
+    assert queue_preset(off) is None
