@@ -76,6 +76,8 @@ class ModelStatus:
     # when above its p50 or p90: the loop sizes from the floor; None: no hint raises it
     hint_floor_rps: float | None = None
     listed: bool = True  # False: not in the models table, only seen in the fleet's tick
+    # requests waiting in its replicas' queues as that tick read them; None: not read
+    queued_requests: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -249,7 +249,8 @@ def _model(name: str, tenant: str, seen: ObservedModel | None,
         return ModelStatus(name, tenant, False, False, None, None, None, None, None, forecast)
     return ModelStatus(name, tenant, True, seen.demand_measured,
                        seen.demand_rps if seen.demand_measured else None, seen.replicas_ready,
-                       seen.replicas_pending, seen.replicas_target, seen.capacity_rps, forecast)
+                       seen.replicas_pending, seen.replicas_target, seen.capacity_rps, forecast,
+                       queued_requests=seen.queued_requests)
 
 
 def _pools(connection: Connection, observed: ObservedState | None) -> tuple[PoolStatus, ...]:
