@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import pandas as pd
@@ -53,6 +53,8 @@ class LastTick:
     fleet_tick_id: int | None
     fleet_at: datetime | None
     notes: tuple[str, ...] = ()  # what the tick noted (headroom status shows them too)
+    # requests waiting in each model's queues in the fleet seen (models whose queue was read)
+    queued: dict[str, float] = field(default_factory=dict)
 
     @property
     def read_the_fleet(self) -> bool:
@@ -83,7 +85,9 @@ def last_tick(url: str) -> LastTick | None:
         0 if fleet is None else int(fleet[0]), demand_rps, capacity_rps,
         {} if fleet is None else cost_reader.facts_from_observed(fleet[2]).billed_gpus,
         int(count), as_utc(first_at), None if seen is None else seen[0],
-        None if seen is None else as_utc(seen[1].synced_at), notes)
+        None if seen is None else as_utc(seen[1].synced_at), notes,
+        {} if seen is None else {m.name: m.queued_requests for m in seen[1].models
+                                 if m.queued_requests is not None})
 
 
 @dataclass(frozen=True, slots=True)

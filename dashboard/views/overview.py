@@ -51,17 +51,28 @@ SLO_HELP = {
     "capacity_rps": st.column_config.NumberColumn(
         "capacity", help="requests / s the ready replicas serve within their SLO"),
     "replicas_ready": st.column_config.NumberColumn("ready", help="replicas ready", width=50),
+    "queued": st.column_config.NumberColumn(
+        "queued", help="requests waiting in its queues as the last tick read them (blank: not "
+        "read); over 30 s of its capacity counts as short", width=50),
     "short % (1 h)": st.column_config.NumberColumn(
         "short %", help="share of the last hour's observations with capacity below demand"),
 }
 
 
-def slo_status(demand_rps: float, capacity_rps: float) -> str:
-    """A model's SLO status: short when ready capacity is below demand, ok when not, unknown
-    when either is not a number (a NaN in the store compares false both ways: it read as ok)."""
+#: a queue holding more than this many seconds of a model's ready capacity is short (the alert
+#: HeadroomModelQueueBacklog's threshold): a saturated model completes only what it serves, so
+#: its demand never shows above its capacity
+QUEUE_BACKLOG_S = 30.0
+
+
+def slo_status(demand_rps: float, capacity_rps: float, queued: float = math.nan) -> str:
+    """A model's SLO status: short when ready capacity is below demand or its queue holds over
+    ``QUEUE_BACKLOG_S`` of that capacity, ok when not, unknown when demand or capacity is not
+    a number (a NaN in the store compares false both ways: it read as ok)."""
     if not (math.isfinite(demand_rps) and math.isfinite(capacity_rps)):
         return "unknown"
-    return "short" if capacity_rps < demand_rps else "ok"
+    backlog = math.isfinite(queued) and queued > QUEUE_BACKLOG_S * capacity_rps
+    return "short" if capacity_rps < demand_rps or backlog else "ok"
 
 
 def slo_table(url: str, tick: q.LastTick) -> pd.DataFrame:
@@ -69,11 +80,15 @@ def slo_table(url: str, tick: q.LastTick) -> pd.DataFrame:
     last_hour = q.served(url, tick.started_at - timedelta(hours=1), tick.started_at)
     frame = latest.merge(last_hour, on="model", how="left").fillna({"short_observations": 0,
                                                                     "observations": 0})
-    frame["status"] = [slo_status(d, c)
-                       for d, c in zip(frame["demand_rps"], frame["capacity_rps"], strict=True)]
+    frame["queued"] = [tick.queued.get(str(model), math.nan) for model in frame["model"]]
+    frame["status"] = [slo_status(d, c, w) for d, c, w in zip(
+        frame["demand_rps"], frame["capacity_rps"], frame["queued"], strict=True)]
     frame["short % (1 h)"] = (100 * frame["short_observations"]
                               / frame["observations"].where(frame["observations"] > 0)).round(1)
-    return frame[["model", "status", "demand_rps", "capacity_rps", "replicas_ready",
+    # the queue column only where queues are read (Kubernetes with a metric preset), so the
+    # table keeps to its column of the page elsewhere
+    queues = ["queued"] if tick.queued else []
+    return frame[["model", "status", "demand_rps", "capacity_rps", "replicas_ready", *queues,
                   "short % (1 h)"]].round(1)
 
 
