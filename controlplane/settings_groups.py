@@ -116,12 +116,15 @@ class ReconcileSettings(Group):
     max_forecast_age_s: float = Field(MAX_FORECAST_AGE_S, gt=0, description="older forecasts "
                                       "count as stale (at least forecast.interval_s)")
     stale_headroom: float = Field(1.3, ge=1, description="multiplier on observed load w/o forecast")
-    queue_drain_s: float = Field(60.0, ge=0, description="a model's requests waiting in its "
-                                 "replicas' queues count as load served within this many "
-                                 "seconds (queued / this, added to its request rate, which "
-                                 "counts completed requests and so cannot show more than a "
-                                 "saturated model's capacity). Read each tick with the "
-                                 "Prometheus presets: Triton's "
+    queue_drain_s: float = Field(300.0, ge=0, description="a model's requests waiting in its "
+                                 "replicas' queues count as load: their growth over the rate "
+                                 "window (arrivals beyond completions) plus queued / this "
+                                 "(the backlog served within this many seconds), added to its "
+                                 "request rate, which counts completed requests and so cannot "
+                                 "show more than a saturated model's capacity. About the time "
+                                 "new replicas take to serve: the backlog term grows with the "
+                                 "queue, so a much shorter drain time overshoots while they "
+                                 "start. Read each tick with the Prometheus presets: Triton's "
                                  "nv_inference_pending_request_count, vLLM's "
                                  "vllm:num_requests_waiting, summed over the replicas; not "
                                  "with a custom prometheus.query. 0: not read, not counted")

@@ -121,6 +121,7 @@ class PrometheusLoad:
                                                   "error": next(iter(rates.unknown.values()))})
         latencies = self._latencies_ms(models, at)
         queued = self._queued(models, at)
+        growth = self._queued(sorted(queued), at, growth=True)  # of the queues read
         sampled_at = {m: datetime.fromtimestamp(t, UTC) for m, t in rates.sampled_at.items()}
         replica_rps = self.replica_rps
         return {model: ModelLoad(rates.rates.get(model),
@@ -128,6 +129,7 @@ class PrometheusLoad:
                                  rates.unknown.get(model, ""),
                                  latency_ms=latencies.get(model),
                                  queued_requests=queued.get(model),
+                                 queue_growth_rps=growth.get(model),
                                  sampled_at=sampled_at.get(model),
                                  undated_why=self.undated_why)
                 for model, ready in ready_replicas.items()}
@@ -148,14 +150,17 @@ class PrometheusLoad:
                                                      "error": next(iter(got.unknown.values()))})
         return got.rates
 
-    def _queued(self, models: list[str], at: datetime) -> dict[str, float]:
-        """The waiting requests of the models whose engine exports them; a queue it cannot
-        read is unknown (logged), never a 0, and never fails the load reading."""
+    def _queued(self, models: list[str], at: datetime, growth: bool = False
+                ) -> dict[str, float]:
+        """The waiting requests (``growth``: how fast they grew) of the models whose engine
+        exports them; a queue it cannot read is unknown (logged), never a 0, and never fails
+        the load reading."""
         if self.queue_preset is None or not models:
             return {}
-        got = self.source.current_queued(models, at, self.queue_preset)
+        got = self.source.current_queued(models, at, self.queue_preset, growth)
         if got.unknown:
             log.warning("queue.unmeasured", extra={"models": sorted(got.unknown),
+                                                   "growth": growth,
                                                    "error": next(iter(got.unknown.values()))})
         return got.rates
 

@@ -317,13 +317,17 @@ def demand_from(
 
 
 def observed_load_rps(seen: ObservedModel, policy: DemandPolicy) -> float:
-    """The load a model is seen to have: its request rate, plus (``queue_drain_s`` > 0) the
-    rate that serves its queued requests within ``queue_drain_s``. The rate counts completed
-    requests, so a saturated model's shows no more than its capacity; its queue shows the rest
-    (LLM engines queue the requests their batch has no room for)."""
-    if policy.queue_drain_s <= 0 or not seen.queued_requests:
+    """The load a model is seen to have: its request rate and, with ``queue_drain_s`` > 0, what
+    its queue shows beyond it. The rate counts completed requests, so a saturated model's shows
+    no more than its capacity (LLM engines queue the requests their batch has no room for).
+    Arrivals are completions plus the queue's growth; and the queued requests are served
+    within ``queue_drain_s`` at queued / ``queue_drain_s``. That backlog term grows while the
+    queue does: with a drain time near the time new replicas take to serve, it matches the
+    excess when they could arrive, rather than winding up to a multiple of it."""
+    if policy.queue_drain_s <= 0:
         return seen.demand_rps
-    return seen.demand_rps + seen.queued_requests / policy.queue_drain_s
+    growth_rps = max(0.0, seen.queue_growth_rps or 0.0)
+    return seen.demand_rps + growth_rps + (seen.queued_requests or 0.0) / policy.queue_drain_s
 
 
 def unmeasured_demand(spec: ModelSpec, forecast: Forecast | None, seen: ObservedModel,

@@ -119,6 +119,9 @@ class ObservedModel:
     #: executing), None when not measured: load the completion rate ``demand_rps`` cannot show
     #: once the replicas are saturated (``DemandPolicy.queue_drain_s``)
     queued_requests: float | None = None
+    #: how fast that queue grew over the rate window (requests/s, a fall read as 0): the rate
+    #: arrivals outran completions; None when not measured
+    queue_growth_rps: float | None = None
     # every workload labelled with it, by name, as read (none when not read, as in the
     # simulator)
     workloads: tuple[ServingWorkload, ...] = ()
@@ -140,6 +143,8 @@ class ModelLoad:
     undated_why: str = ""
     #: requests waiting in its replicas' queues now (summed over them); None: not measured
     queued_requests: float | None = None
+    #: how fast they grew over the rate window (requests/s, >= 0); None: not measured
+    queue_growth_rps: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -167,11 +167,14 @@ class PrometheusCurrent:
         return self._current_each(models, at, lambda model: template.replace(
             "{model}", escape(model)).replace("{window}", f"{self.rate_window_s}s"))
 
-    def current_queued(self, models: Sequence[str], at: datetime, preset: str) -> CurrentRates:
-        """Each model's requests waiting at ``at``, summed over its replicas: one grouped
-        query of the engine's ``preset`` gauge (``queue_query``). A model with no series (an
-        engine that does not export it) is unknown."""
-        return self._current_grouped(models, at, queue_query(preset), PRESETS[preset].label)
+    def current_queued(self, models: Sequence[str], at: datetime, preset: str,
+                       growth: bool = False) -> CurrentRates:
+        """Each model's requests waiting at ``at``, summed over its replicas, or (``growth``)
+        how fast they grew over the last ``rate_window_s`` (requests/s, a fall read as 0): one
+        grouped query of the engine's ``preset`` gauge (``queue_query``). A model with no
+        series (an engine that does not export it) is unknown."""
+        query = queue_query(preset, self.rate_window_s if growth else None)
+        return self._current_grouped(models, at, query, PRESETS[preset].label)
 
     def _current_grouped(self, models: Sequence[str], at: datetime, query: str,
                          label: str) -> CurrentRates:

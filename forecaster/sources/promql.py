@@ -110,11 +110,16 @@ QUEUE_GAUGES = {"triton": "nv_inference_pending_request_count",
                 "vllm": "vllm:num_requests_waiting"}
 
 
-def queue_query(preset: str) -> str:
-    """Every model's waiting requests now, one series per model label (``QUEUE_GAUGES``)."""
+def queue_query(preset: str, growth_window_s: int | None = None) -> str:
+    """Every model's waiting requests now, one series per model label (``QUEUE_GAUGES``); with
+    ``growth_window_s``, how fast they grew over that window (requests/s: ``deriv`` of each
+    replica's gauge, summed), the rate arrivals outran completions."""
     if preset not in QUEUE_GAUGES:
         raise SourceError(f"unknown metric preset {preset!r} for the request queue")
-    return f"sum by ({PRESETS[preset].label}) ({QUEUE_GAUGES[preset]})"
+    gauge = QUEUE_GAUGES[preset]
+    if growth_window_s is not None:
+        gauge = f"deriv({gauge}[{growth_window_s}s])"
+    return f"sum by ({PRESETS[preset].label}) ({gauge})"
 
 
 def escape(value: str) -> str:

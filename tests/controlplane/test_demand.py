@@ -103,27 +103,34 @@ def test_an_unmeasured_load_under_the_reactive_policy_holds_instead_of_scaling_t
     assert (zero.reason, zero.rate_rps) == (OBSERVED_LOAD, 0.0)  # what a stored 0 would do
 
 
-def _saturated(queued: float | None) -> ObservedState:
-    """Two replicas completing 20 rps, all they can, with ``queued`` requests waiting."""
+def _saturated(queued: float | None, growth_rps: float | None = None) -> ObservedState:
+    """Two replicas completing 20 rps, all they can, with ``queued`` requests waiting, the
+    queue growing by ``growth_rps``."""
     return ObservedState(T0, (), (), (ObservedModel(SPEC.name, 2, 0, 2, 20.0, 20.0,
-                                                    queued_requests=queued),))
+                                                    queued_requests=queued,
+                                                    queue_growth_rps=growth_rps),))
 
 
-def test_queued_requests_count_as_load_that_drains_within_the_queue_drain_time() -> None:
-    queueing = replace(POLICY, queue_drain_s=60.0)
+def test_a_queue_counts_as_its_growth_plus_its_backlog_served_within_the_drain_time() -> None:
+    queueing = replace(POLICY, queue_drain_s=300.0)
     forecast = {SPEC.name: _forecast(T0, (20.0,) * 5)}
     # completions alone match the forecast: it covers them, and nothing more is asked for
     (plain,) = demand_from([SPEC], forecast, _saturated(None), queueing, T0)
     assert (plain.reason, plain.observed_rps) == (FORECAST_P90, 20.0)
-    # 600 requests waiting, to be served within 60 s: 10 rps more than the completions show
-    (queued,) = demand_from([SPEC], forecast, _saturated(600.0), queueing, T0)
+    # arrivals outrun completions by 5 rps, and 1,500 waiting are served within 300 s: 5 more
+    (queued,) = demand_from([SPEC], forecast, _saturated(1500.0, 5.0), queueing, T0)
     assert (queued.reason, queued.observed_rps) == (OBSERVED_ABOVE_FORECAST, 30.0)
     assert queued.rate_rps == 30.0 * 1.5 / 0.5
-    (reactive,) = demand_from([SPEC], {}, _saturated(600.0), replace(queueing, mode=REACTIVE),
-                              T0)
+    (reactive,) = demand_from([SPEC], {}, _saturated(1500.0, 5.0),
+                              replace(queueing, mode=REACTIVE), T0)
     assert (reactive.reason, reactive.rate_rps) == (OBSERVED_LOAD, 30.0 / 0.5)
+    # a queue that drains (its growth read as 0) still counts its backlog, not less
+    (draining,) = demand_from([SPEC], {}, _saturated(1500.0, 0.0),
+                              replace(queueing, mode=REACTIVE), T0)
+    assert draining.observed_rps == 25.0
 
 
 def test_a_queue_drain_time_of_zero_leaves_the_queue_uncounted() -> None:
-    (demand,) = demand_from([SPEC], {}, _saturated(600.0), replace(POLICY, mode=REACTIVE), T0)
+    (demand,) = demand_from([SPEC], {}, _saturated(600.0, 5.0), replace(POLICY, mode=REACTIVE),
+                            T0)
     assert demand.observed_rps == 20.0

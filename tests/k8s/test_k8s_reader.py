@@ -227,12 +227,17 @@ def test_a_load_source_that_gives_nan_demand_is_unmeasured_and_inf_capacity_zero
 def test_queued_requests_are_observed_and_a_negative_or_nan_queue_is_not_measured(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     seed_fleet(apiserver)
-    loads = FixedLoads({"language/m-large": ModelLoad(40.0, 40.0, queued_requests=-3.0),
-                        "vision/resnet": ModelLoad(12.0, 20.0, queued_requests=7.0)})
+    loads = FixedLoads({"language/m-large": ModelLoad(40.0, 40.0, queued_requests=-3.0,
+                                                      queue_growth_rps=math.inf),
+                        "vision/resnet": ModelLoad(12.0, 20.0, queued_requests=7.0,
+                                                   queue_growth_rps=0.5)})
     observed = make_backend(apiserver, clock, load=loads).reader.snapshot()
     by_name = {m.name: m for m in observed.models}
-    assert by_name["vision/resnet"].queued_requests == 7.0
-    assert by_name["language/m-large"].queued_requests is None
+    resnet, large = by_name["vision/resnet"], by_name["language/m-large"]
+    assert (resnet.queued_requests, resnet.queue_growth_rps) == (7.0, 0.5)
+    assert (large.queued_requests, large.queue_growth_rps) == (None, None)
+    assert "language/m-large: the load source gave queue_growth_rps=inf; not measured" \
+        in observed.notes
     assert by_name["language/m-large"].demand_rps == 40.0  # the load itself stays measured
     assert "language/m-large: the load source gave queued_requests=-3.0; not measured" \
         in observed.notes

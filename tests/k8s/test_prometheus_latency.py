@@ -29,9 +29,10 @@ def counter(per_s: float) -> list[tuple[float, float]]:
     return [(float(t), per_s * (t - NOW + 3600)) for t in range(NOW - 3600, NOW + 3600, 15)]
 
 
-def gauge(value: float) -> list[tuple[float, float]]:
-    """``value`` from an hour before the test to an hour after it."""
-    return [(float(t), value) for t in range(NOW - 3600, NOW + 3600, 15)]
+def gauge(value: float, per_s: float = 0.0) -> list[tuple[float, float]]:
+    """``value`` at the test's now, changing by ``per_s`` a second, from an hour before the
+    test to an hour after it."""
+    return [(float(t), value + per_s * (t - NOW)) for t in range(NOW - 3600, NOW + 3600, 15)]
 
 
 def families() -> list[Family]:
@@ -50,10 +51,11 @@ def families() -> list[Family]:
                                                         counter(12.0 * 0.64)}),
         Family("vllm:e2e_request_latency_seconds_count", {f'model_name="{MISTRAL}"':
                                                           counter(12.0)}),
-        # requests waiting now: llama's two Triton pods hold 3 and 5, mistral's vLLM 12
+        # requests waiting now: llama's two Triton pods hold 3 and 5 (the second's queue
+        # growing by 0.5 a second), mistral's vLLM 12
         Family("nv_inference_pending_request_count", {
             f'model="{LLAMA}",version="1",pod="llama-0"': gauge(3.0),
-            f'model="{LLAMA}",version="1",pod="llama-1"': gauge(5.0)}),
+            f'model="{LLAMA}",version="1",pod="llama-1"': gauge(5.0, 0.5)}),
         Family("vllm:num_requests_waiting", {f'model_name="{MISTRAL}"': gauge(12.0)}),
         # mistral's first tokens: 80 % within 0.1 s, all within 0.5 s
         Family("vllm:time_to_first_token_seconds_bucket", {
@@ -155,6 +157,7 @@ def test_with_prometheus_down_no_load_latency_or_queue_is_measured_and_nothing_r
     loads = _load(down, queue=True).measure({LLAMA: 2}, _at())
     assert (loads[LLAMA].demand_rps, loads[LLAMA].latency_ms) == (None, None)
     assert loads[LLAMA].queued_requests is None
+    assert loads[LLAMA].queue_growth_rps is None
 
 
 def test_the_queue_is_each_models_waiting_requests_summed_over_its_replicas(
@@ -163,6 +166,7 @@ def test_the_queue_is_each_models_waiting_requests_summed_over_its_replicas(
         loads = _load(PrometheusSettings(url=prom_url), queue=True).measure(
             {LLAMA: 2, BERT: 1}, _at())
     assert loads[LLAMA].queued_requests == pytest.approx(8.0)
+    assert loads[LLAMA].queue_growth_rps == pytest.approx(0.5)  # over the rate window
     # a model whose engine exports no queue series: unknown and logged, its load measured
     assert loads[BERT].queued_requests is None
     assert loads[BERT].demand_rps == pytest.approx(50.0)
@@ -171,9 +175,11 @@ def test_the_queue_is_each_models_waiting_requests_summed_over_its_replicas(
     vllm = _load(PrometheusSettings(url=prom_url, metric="vllm"), queue=True).measure(
         {MISTRAL: 1}, _at())
     assert vllm[MISTRAL].queued_requests == pytest.approx(12.0)
+    assert vllm[MISTRAL].queue_growth_rps == pytest.approx(0.0, abs=1e-9)
 
 
 def test_without_a_queue_preset_no_queue_is_read(prom_url: str) -> None:
     loads = _load(PrometheusSettings(url=prom_url)).measure({LLAMA: 2}, _at())
     assert loads[LLAMA].demand_rps == pytest.approx(30.0)
     assert loads[LLAMA].queued_requests is None
+    assert loads[LLAMA].queue_growth_rps is None

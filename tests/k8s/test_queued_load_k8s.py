@@ -17,10 +17,12 @@ from controlplane.store import Store
 
 
 def _llama_target(apiserver: ApiServer, clock: VirtualClock, url: str, settings: Settings,
-                  queued: float | None) -> tuple[int, str]:
-    """llama completing 120 rps with ``queued`` requests waiting: the replica target a new
-    leader's first tick wants (before the guards pace the way there) and its demand's reason."""
-    loads = {LLAMA: ModelLoad(120.0, 120.0, queued_requests=queued),
+                  queued: float | None, growth_rps: float | None) -> tuple[int, str]:
+    """llama completing 120 rps with ``queued`` requests waiting, growing by ``growth_rps``:
+    the replica target a new leader's first tick wants (before the guards pace the way there)
+    and its demand's reason."""
+    loads = {LLAMA: ModelLoad(120.0, 120.0, queued_requests=queued,
+                              queue_growth_rps=growth_rps),
              RESNET: ModelLoad(900.0, 250.0)}
     leader = Leader(apiserver, clock, Store.open(url, migrate=True), settings, loads)
     report = leader.tick()
@@ -34,19 +36,21 @@ def test_a_saturated_models_queue_scales_it_beyond_what_its_completions_ask_for(
         apiserver: ApiServer, clock: VirtualClock, tmp_path: Path) -> None:
     seed_operator_fleet(apiserver)
     settings = operator_settings()
-    assert settings.reconcile.queue_drain_s == 60.0
+    assert settings.reconcile.queue_drain_s == 300.0
 
-    def target(settings: Settings, queued: float | None, run: str) -> tuple[int, str]:
+    def target(settings: Settings, queued: float | None, growth_rps: float | None,
+               run: str) -> tuple[int, str]:
         return _llama_target(apiserver, clock, f"sqlite:///{tmp_path / run}.db", settings,
-                             queued)
+                             queued, growth_rps)
 
-    plain, reason = target(settings, None, "plain")
+    plain, reason = target(settings, None, None, "plain")
     assert (plain, reason) == (4, "observed_load")  # 120 rps / (40 x 0.8), rounded up
-    # 7,200 requests waiting, to serve within 60 s: 120 rps more, twice the load
-    assert target(settings, 7200.0, "queued") == (8, "observed_load")
+    # arrivals outrun completions by 60 rps, and 18,000 waiting are served within 300 s: 60
+    # more; twice the load
+    assert target(settings, 18000.0, 60.0, "queued") == (8, "observed_load")
     off = settings.model_copy(update={"reconcile": settings.reconcile.model_copy(
         update={"queue_drain_s": 0.0})})
-    assert target(off, 7200.0, "off") == (4, "observed_load")
+    assert target(off, 18000.0, 60.0, "off") == (4, "observed_load")
 
 
 def test_serve_reads_the_presets_queue_unless_a_custom_query_or_a_zero_drain_time() -> None:

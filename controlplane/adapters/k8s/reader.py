@@ -152,6 +152,14 @@ def pools_node_mismatches(inventory: Inventory, pools: Sequence[PoolSpec]) -> li
         pool, [node for node in inventory.nodes if node.pool == pool.name])]
 
 
+def _queue_value(model: str, name: str, value: float | None, notes: list[str]) -> float | None:
+    """A queue reading of the load source, or None (noted) when it is negative or not finite."""
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        notes.append(f"{model}: the load source gave {name}={value}; not measured")
+        return None
+    return value
+
+
 def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: KubernetesSettings,
                   load: LoadSource | None, now: datetime,
                   max_sample_age_s: float | None = None,
@@ -254,15 +262,13 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
             notes.append(f"{model}: the load source gave latency_ms={latency_ms}; not "
                          "measured")
             latency_ms = None
-        queued = got.queued_requests
-        if queued is not None and not (math.isfinite(queued) and queued >= 0):
-            notes.append(f"{model}: the load source gave queued_requests={queued}; not "
-                         "measured")
-            queued = None
+        queued, growth = (_queue_value(model, name, value, notes) for name, value in (
+            ("queued_requests", got.queued_requests), ("queue_growth_rps", got.queue_growth_rps)))
         models.append(ObservedModel(model, ready, max(0, target - ready), target,
                                     demand_rps if demand_rps is not None and measured else 0.0,
                                     capacity_rps, demand_measured=measured,
-                                    latency_ms=latency_ms, queued_requests=queued))
+                                    latency_ms=latency_ms, queued_requests=queued,
+                                    queue_growth_rps=growth))
     models = [_with_workloads(m, served_by.get(m.name, [])) for m in models]
     notes += [f"{len(names)} model(s) ({', '.join(names)}): {why}: reconcile.max_staleness_s "
               "is not checked for their rates" for why, names in undated.items()]
