@@ -152,8 +152,9 @@ def pools_node_mismatches(inventory: Inventory, pools: Sequence[PoolSpec]) -> li
         pool, [node for node in inventory.nodes if node.pool == pool.name])]
 
 
-def _queue_value(model: str, name: str, value: float | None, notes: list[str]) -> float | None:
-    """A queue reading of the load source, or None (noted) when it is negative or not finite."""
+def _reading(model: str, name: str, value: float | None, notes: list[str]) -> float | None:
+    """A reading of the load source beside the rate (latency, queue), or None (noted) when it
+    is negative or not finite."""
     if value is not None and not (math.isfinite(value) and value >= 0):
         notes.append(f"{model}: the load source gave {name}={value}; not measured")
         return None
@@ -257,13 +258,9 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
         if not measured:
             # unknown, not 0: a 0 would be stored as history and size the model for no load
             notes.append(f"{model}: demand not measured this tick: {why}")
-        latency_ms = got.latency_ms
-        if latency_ms is not None and not (math.isfinite(latency_ms) and latency_ms >= 0):
-            notes.append(f"{model}: the load source gave latency_ms={latency_ms}; not "
-                         "measured")
-            latency_ms = None
-        queued, growth = (_queue_value(model, name, value, notes) for name, value in (
-            ("queued_requests", got.queued_requests), ("queue_growth_rps", got.queue_growth_rps)))
+        latency_ms, queued, growth = (_reading(model, name, value, notes) for name, value in (
+            ("latency_ms", got.latency_ms), ("queued_requests", got.queued_requests),
+            ("queue_growth_rps", got.queue_growth_rps)))
         models.append(ObservedModel(model, ready, max(0, target - ready), target,
                                     demand_rps if demand_rps is not None and measured else 0.0,
                                     capacity_rps, demand_measured=measured,
