@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from rich.console import Console
@@ -40,6 +40,7 @@ from controlplane.reconcile import ReconcileConfig, ReconcileDeps
 from controlplane.recorded_tick import TickRun, run_tick
 from controlplane.runtime import hints_api, keda_servicer, prune_store
 from controlplane.settings import ConfigError, Settings, pool_specs
+from controlplane.settings_cluster import PrometheusSettings
 from controlplane.settings_env import ENV_PREFIX
 from controlplane.startup_lines import print_line
 from controlplane.store import Store
@@ -183,6 +184,16 @@ def guard_loading(sync: Callable[[], GuardSync],
         metrics.record_loading_guard(synced)
 
 
+def warn_unknown_model_queries(settings: PrometheusSettings, models: Sequence[str],
+                               console: Console) -> None:
+    """At start, a ``warning:`` line naming each ``prometheus.model_queries`` entry of a model
+    the models file does not list (a misspelt name would leave that model on the preset's
+    requests, profiled in tokens); it applies once such a model is imported."""
+    for model in sorted(set(settings.model_queries) - set(models)):
+        print_line(console, f"warning: prometheus.model_queries.{model}: no model {model!r} in "
+                            "the models file; its query applies once one is imported")
+
+
 def warn_pool_mismatches(reader: K8sClusterReader, console: Console) -> None:
     """At start, a ``warning:`` line for each pool whose registered nodes report another GPU
     product or count than its settings (``reader.pool_node_mismatches``; every tick's record
@@ -234,6 +245,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                                                    queue_preset(settings)),
                                 models=models.names)
     warn_pool_mismatches(backend.reader, console)
+    warn_unknown_model_queries(settings.prometheus, models.names(), console)
     history = forecast_history(source, models)
     placement = LocalPlacementClient(engine)
     inventory_reader = backend.reader.without_load()  # a follower's: no Prometheus queries

@@ -34,6 +34,25 @@ def http_url_problem(url: str) -> str | None:
     return None
 
 
+class ModelQuerySettings(Group):
+    """One model's own PromQL of its load, in the unit its profile's ``throughput_rps`` is in
+    (e.g. an LLM's generated tokens per second beside other models' requests per second)."""
+
+    query: str = Field(description="PromQL of the model's rate, optionally with {model} and "
+                       "{window} (the rate window)")
+    sample_series: str | None = Field(None, description="series selector of the samples the "
+                                      "query rests on (optionally with {model}): its newest "
+                                      "sample dates the model's rate, as "
+                                      "prometheus.query_sample_series does for the shared query")
+
+    @field_validator("query", "sample_series")
+    @classmethod
+    def _not_blank(cls, text: str | None) -> str | None:
+        if text is not None and not text.strip():
+            raise ValueError("must not be empty")
+        return text
+
+
 class PrometheusSettings(Group):
     """Where the Kubernetes backend reads each model's request rate (every tick) and history
     (every forecast refresh), and ``headroom forecast run --prometheus-url`` its credentials."""
@@ -54,6 +73,10 @@ class PrometheusSettings(Group):
         "dates the model's rate, so reconcile.max_staleness_s holds a stale one as it does a "
         "preset's (one more query per model and tick); without it a custom query's rates are "
         "undated, staleness is not checked for them, and every tick's notes say so")
+    model_queries: dict[str, ModelQuerySettings] = Field(
+        default_factory=dict, description="model name -> its own query (and sample_series) in "
+        "place of the preset or the shared query, e.g. an LLM scaled on generated tokens in a "
+        "fleet whose other models scale on requests; such a model's request queue is not read")
     latency_query: str | None = Field(None, description="custom PromQL of a model's "
                                       "request latency in ms, with a {model} placeholder (and "
                                       "optionally {window}); default: the metric preset's mean "

@@ -17,6 +17,7 @@ from controlplane.settings import ConfigError
 from controlplane.settings_cluster import PrometheusSettings
 from forecaster.errors import SourceError
 from forecaster.sources.prometheus import PrometheusSource
+from forecaster.sources.promql import ModelQuery
 from forecaster.types import SourcedSeries, TrafficSeries
 
 log = logging.getLogger("headroom.prometheus")
@@ -72,9 +73,17 @@ def prometheus_source(settings: PrometheusSettings, url: str | None = None, *,
             password=settings.password.get_secret_value() if settings.password else None,
             bearer_token=token, tls_verify=tls_verify(settings),
             # the settings' series dates the settings' query, not one given in its place
-            sample_series=settings.query_sample_series if query is None else None)
+            sample_series=settings.query_sample_series if query is None else None,
+            model_queries=model_queries(settings))
     except SourceError as error:
         raise ConfigError(f"prometheus: {error}") from None
+
+
+def model_queries(settings: PrometheusSettings) -> dict[str, ModelQuery]:
+    """``prometheus.model_queries`` as the source reads them (kept also where a command gives
+    its own ``--metric``/``--query``: they name single models)."""
+    return {model: ModelQuery(own.query, own.sample_series)
+            for model, own in settings.model_queries.items()}
 
 
 def per_replica_rps(specs: Sequence[ModelSpec]) -> dict[str, float]:
@@ -82,6 +91,12 @@ def per_replica_rps(specs: Sequence[ModelSpec]) -> dict[str, float]:
     process's part of a segment shared by MPS), as the live sizing and the simulated fleet
     count capacity."""
     return {s.name: s.best_point().replica_rps for s in specs}
+
+
+SHARED_UNDATED = ("the custom prometheus.query carries no sample time (set "
+                  "prometheus.query_sample_series)")
+OWN_UNDATED = ("the model's own query in prometheus.model_queries carries no sample time (set "
+               "its sample_series)")
 
 
 class PrometheusLoad:
@@ -107,11 +122,22 @@ class PrometheusLoad:
         self.latency_query = latency_query
         self.latency_quantile = latency_quantile
         self.queue_preset = queue_preset
-        self.undated_why = ""
+        #: the models whose queue (growth: True) was last unmeasured: warned once, not each tick
+        self._queue_unmeasured: dict[bool, frozenset[str]] = {False: frozenset(),
+                                                              True: frozenset()}
         if source.query_template is not None and source.sample_series is None:
-            self.undated_why = ("the custom prometheus.query carries no sample time (set "
-                                "prometheus.query_sample_series)")
-            log.warning("load.undated", extra={"why": self.undated_why})
+            log.warning("load.undated", extra={"why": SHARED_UNDATED})
+        own_undated = sorted(m for m in source.model_queries if self.undated_why(m))
+        if own_undated:
+            log.warning("load.undated", extra={"models": own_undated, "why": OWN_UNDATED})
+
+    def undated_why(self, model: str) -> str:
+        """Why ``model``'s rate carries no sample time ("" when it does: a preset's, or a
+        custom query's with a sample series), so staleness cannot be checked for it."""
+        if self.source.template_for(model) is None or \
+                self.source.sample_series_for(model) is not None:
+            return ""
+        return OWN_UNDATED if model in self.source.model_queries else SHARED_UNDATED
 
     def measure(self, ready_replicas: Mapping[str, int], at: datetime) -> dict[str, ModelLoad]:
         models = sorted(ready_replicas)
@@ -120,7 +146,8 @@ class PrometheusLoad:
             log.warning("load.unmeasured", extra={"models": sorted(rates.unknown),
                                                   "error": next(iter(rates.unknown.values()))})
         latencies = self._latencies_ms(models, at)
-        queued = self._queued(models, at)
+        # a model read by its own query may count tokens, not requests: its queue is not read
+        queued = self._queued([m for m in models if m not in self.source.model_queries], at)
         growth = self._queued(sorted(queued), at, growth=True)  # of the queues read
         sampled_at = {m: datetime.fromtimestamp(t, UTC) for m, t in rates.sampled_at.items()}
         replica_rps = self.replica_rps
@@ -131,7 +158,7 @@ class PrometheusLoad:
                                  queued_requests=queued.get(model),
                                  queue_growth_rps=growth.get(model),
                                  sampled_at=sampled_at.get(model),
-                                 undated_why=self.undated_why)
+                                 undated_why=self.undated_why(model))
                 for model, ready in ready_replicas.items()}
 
     @property
@@ -153,15 +180,18 @@ class PrometheusLoad:
     def _queued(self, models: list[str], at: datetime, growth: bool = False
                 ) -> dict[str, float]:
         """The waiting requests (``growth``: how fast they grew) of the models whose engine
-        exports them; a queue it cannot read is unknown (logged), never a 0, and never fails
-        the load reading."""
+        exports them; a queue it cannot read is unknown, never a 0, and never fails the load
+        reading: logged as a warning when a model's queue becomes unmeasured, at debug level
+        while it stays so (an engine that exports no queue gauge would warn every tick)."""
         if self.queue_preset is None or not models:
             return {}
         got = self.source.current_queued(models, at, self.queue_preset, growth)
+        newly = set(got.unknown) - self._queue_unmeasured[growth]
+        self._queue_unmeasured[growth] = frozenset(got.unknown)
         if got.unknown:
-            log.warning("queue.unmeasured", extra={"models": sorted(got.unknown),
-                                                   "growth": growth,
-                                                   "error": next(iter(got.unknown.values()))})
+            log.log(logging.WARNING if newly else logging.DEBUG, "queue.unmeasured",
+                    extra={"models": sorted(got.unknown), "growth": growth,
+                           "error": next(iter(got.unknown.values()))})
         return got.rates
 
 

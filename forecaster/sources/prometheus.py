@@ -37,7 +37,7 @@ Negative step values are clipped to 0 and NaN/Inf samples are gaps, both counted
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -49,7 +49,7 @@ from forecaster.prepare import last_observation_clipped, unusable_problem
 from forecaster.sources.prometheus_connection import auth_hint, prometheus_client, unreachable
 from forecaster.sources.prometheus_current import PrometheusCurrent
 from forecaster.sources.prometheus_replies import matrix_samples, not_api, shape, short
-from forecaster.sources.promql import escape, newest_sample, sample_count
+from forecaster.sources.promql import ModelQuery, newest_sample, sample_count
 from forecaster.sources.scrape_coverage import PartlyScraped, partly_scraped
 from forecaster.types import SourcedSeries, TrafficSeries
 
@@ -67,20 +67,22 @@ class PrometheusSource(PrometheusCurrent):
                  rate_window_s: int = DEFAULT_RATE_WINDOW_S, timeout_s: float = 10.0, *,
                  username: str | None = None, password: str | None = None,
                  bearer_token: str | None = None, tls_verify: bool | str = True,
-                 sample_series: str | None = None) -> None:
+                 sample_series: str | None = None,
+                 model_queries: Mapping[str, ModelQuery] | None = None) -> None:
         super().__init__(url, preset, query, rate_window_s, timeout_s, username=username,
                          password=password, bearer_token=bearer_token, tls_verify=tls_verify,
-                         sample_series=sample_series)
+                         sample_series=sample_series, model_queries=model_queries)
         self.models = models
         self.client = prometheus_client(self.url, timeout_s, username=username,
                                         password=password, bearer_token=bearer_token,
                                         retries=HISTORY_RETRIES, verify=tls_verify)
 
-    @property
-    def step_end_aligned(self) -> bool:
-        """Whether the query is a rate over a window ending where it is evaluated (a preset, or
-        a custom query with ``{window}``): then a step's value is read at the step's end."""
-        return self.query_template is None or "{window}" in self.query_template
+    def step_end_aligned(self, model: str) -> bool:
+        """Whether ``model``'s query is a rate over a window ending where it is evaluated (a
+        preset, or a custom query with ``{window}``): then a step's value is read at the step's
+        end."""
+        template = self.template_for(model)
+        return template is None or "{window}" in template
 
     def model_names(self) -> list[str]:
         """The configured models, else the preset metric's label values (every value of the
@@ -91,9 +93,9 @@ class PrometheusSource(PrometheusCurrent):
                             until_at: datetime | None) -> list[str]:
         """The configured models, else the preset metric's label values of the series with
         samples between ``since_at`` and ``until_at`` (None: all it retains), so that a model
-        taken out of the fleet before the window is not listed for a forecast without data.
-        Prometheus answers per block of its storage (two hours and more), so a model gone
-        shortly before ``since_at`` may still be listed."""
+        taken out of the fleet before the window is not listed for a forecast without data,
+        and the models with their own query. Prometheus answers per block of its storage (two
+        hours and more), so a model gone shortly before ``since_at`` may still be listed."""
         if self.models is not None:
             return list(self.models)
         if self.preset is None:
@@ -113,12 +115,12 @@ class PrometheusSource(PrometheusCurrent):
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise SourceError(f"Prometheus at {self.shown}: unexpected response to the label query "
                               f"{endpoint} (expected a list of names, got {shape(names)})")
-        if not names:
+        if not names and not self.model_queries:
             window = (f" between {since_at.isoformat()} and {until_at.isoformat()}"
                       if since_at is not None and until_at is not None else "")
             raise SourceError(f"Prometheus at {self.shown} has no series of "
                               f"{self.preset.metric!r}{window}; nothing to forecast")
-        return sorted(names)
+        return sorted(set(names) | set(self.model_queries))
 
     def rate_history(self, model: str, since_at: datetime, until_at: datetime,
                      step_s: int) -> TrafficSeries:
@@ -138,14 +140,15 @@ class PrometheusSource(PrometheusCurrent):
         steps = max(0, math.ceil((until_at - since_at).total_seconds() / step_s))
         window_s = max(step_s, self.rate_window_s)
         query = self.query_for(model, window_s)
-        shift_s = step_s if self.step_end_aligned else 0
+        aligned = self.step_end_aligned(model)
+        shift_s = step_s if aligned else 0
         first_at = since_at + timedelta(seconds=shift_s)
         sums, nonfinite = self._on_grid(model, query, first_at, steps, step_s)
         clipped = sum(1 for v in sums if v < 0)
         problems = [f"{n} {what}" for n, what in ((clipped, "negative value(s) clipped to 0"),
                                                  (nonfinite, "NaN/Inf sample(s) treated as "
                                                              "missing")) if n]
-        selector = self._sample_selector(model) if self.step_end_aligned else None
+        selector = self._sample_selector(model) if aligned else None
         if selector is not None and any(not math.isnan(v) for v in sums):
             partial = self._partly_scraped(model, selector, sums, first_at, step_s, window_s)
             if partial.dropped:
@@ -192,13 +195,11 @@ class PrometheusSource(PrometheusCurrent):
 
     def _sample_selector(self, model: str) -> str | None:
         """The series whose samples a model's rate rests on: a preset's served-requests
-        counter, a custom query's ``sample_series`` (None without one: not knowable)."""
-        if self.query_template is None:
+        counter, a custom query's sample series (None without one: not knowable)."""
+        if self.template_for(model) is None:
             assert self.preset is not None
             return self.preset.selector(model)
-        if self.sample_series is None:
-            return None
-        return self.sample_series.replace("{model}", escape(model))
+        return self.sample_series_for(model)
 
     def _partly_scraped(self, model: str, selector: str, values: Sequence[float],
                         first_at: datetime, step_s: int, window_s: int) -> PartlyScraped:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from urllib.parse import urlsplit
@@ -26,6 +26,7 @@ from forecaster.sources.prometheus_connection import auth_hint, prometheus_clien
 from forecaster.sources.prometheus_replies import not_api, short, shown_url, vector_samples
 from forecaster.sources.promql import (
     PRESETS,
+    ModelQuery,
     escape,
     latency_query,
     newest_sample,
@@ -54,7 +55,8 @@ class PrometheusCurrent:
     def __init__(self, url: str, preset: str, query: str | None, rate_window_s: int,
                  timeout_s: float, *, username: str | None, password: str | None,
                  bearer_token: str | None, tls_verify: bool | str,
-                 sample_series: str | None) -> None:
+                 sample_series: str | None,
+                 model_queries: Mapping[str, ModelQuery] | None = None) -> None:
         if query is None and preset not in PRESETS:
             raise SourceError(f"unknown metric preset {preset!r}; choose one of "
                               f"{', '.join(PRESETS)} or give a PromQL query with {{model}}")
@@ -70,6 +72,8 @@ class PrometheusCurrent:
         self.query_template = query
         #: series selector (with {model}) whose newest sample dates a custom query's rate
         self.sample_series = sample_series
+        #: models read by their own query (``ModelQuery``), not the preset or the shared one
+        self.model_queries: dict[str, ModelQuery] = dict(model_queries or {})
         self.rate_window_s = rate_window_s
         self.timeout_s = timeout_s
         self.shown = shown_url(self.url)
@@ -88,11 +92,24 @@ class PrometheusCurrent:
             text = text.replace(secret, "***")
         return text
 
+    def template_for(self, model: str) -> str | None:
+        """The custom PromQL that reads ``model``'s rate: its own, else the shared custom query;
+        None: the preset's."""
+        own = self.model_queries.get(model)
+        return own.query if own is not None else self.query_template
+
+    def sample_series_for(self, model: str) -> str | None:
+        """The series selector (``{model}`` filled in) whose newest sample dates ``model``'s
+        custom-query rate; None: a preset's rate (dated by its own counter) or not knowable."""
+        own = self.model_queries.get(model)
+        series = own.sample_series if own is not None else self.sample_series
+        return None if series is None else series.replace("{model}", escape(model))
+
     def query_for(self, model: str, window_s: int | None = None) -> str:
         window = window_s if window_s is not None else self.rate_window_s
-        if self.query_template is not None:
-            return (self.query_template.replace("{model}", escape(model))
-                    .replace("{window}", f"{window}s"))
+        template = self.template_for(model)
+        if template is not None:
+            return template.replace("{model}", escape(model)).replace("{window}", f"{window}s")
         assert self.preset is not None
         return self.preset.query(model, window)
 
@@ -104,35 +121,48 @@ class PrometheusCurrent:
         when their newest sample was taken (a scrape that stopped leaves a rate over a long
         window that is that old); a custom query's do only with ``sample_series`` (one more
         query per model: PromQL cannot tell which series an arbitrary expression rests on, the
-        operator names them)."""
-        if self.preset is not None and self.query_template is None:
-            got = self._current_grouped(models, at, self.preset.grouped(self.rate_window_s),
-                                        self.preset.label)
-            try:
-                newest = self._instant(self.preset.newest_sample(self.rate_window_s), at,
-                                       self.preset.label) if got.rates else {}
-            except SourceError as exc:  # the rates stand; their age is not known
-                log.warning("Prometheus at %s: the newest-sample-time query failed; the rates "
-                            "of %d model(s) (%s) are taken as of %s: %s", self.shown,
-                            len(got.rates), ", ".join(sorted(got.rates)), at.isoformat(), exc)
-                return got
-            undated = sorted(set(got.rates) - set(newest))
-            if undated:
-                log.warning("Prometheus at %s: the newest-sample-time query named no sample "
-                            "for %d measured model(s) (%s); their rates are taken as of %s",
-                            self.shown, len(undated), ", ".join(undated), at.isoformat())
-            return replace(got, sampled_at={m: t for m, t in newest.items() if m in got.rates})
-        got = self._current_each(models, at, self.query_for)
-        return self._dated_each(got, at) if self.sample_series is not None else got
+        operator names them). A model with its own query (``model_queries``) is read by it,
+        one query per model, whatever the others are read by."""
+        own = [m for m in models if self.template_for(m) is not None]
+        grouped = [m for m in models if self.template_for(m) is None]
+        got = self._dated_each(self._current_each(own, at, self.query_for), at)
+        if not grouped:
+            return got
+        assert self.preset is not None
+        shared = self._current_grouped(grouped, at, self.preset.grouped(self.rate_window_s),
+                                       self.preset.label)
+        return CurrentRates(got.rates | shared.rates, got.unknown | shared.unknown,
+                            got.sampled_at | self._dated_grouped(shared, at))
+
+    def _dated_grouped(self, got: CurrentRates, at: datetime) -> dict[str, float]:
+        """The newest sample time behind each of a preset's rates ``got`` (by one grouped
+        query); the rates it cannot date stand undated, logged."""
+        assert self.preset is not None
+        try:
+            newest = self._instant(self.preset.newest_sample(self.rate_window_s), at,
+                                   self.preset.label) if got.rates else {}
+        except SourceError as exc:  # the rates stand; their age is not known
+            log.warning("Prometheus at %s: the newest-sample-time query failed; the rates "
+                        "of %d model(s) (%s) are taken as of %s: %s", self.shown,
+                        len(got.rates), ", ".join(sorted(got.rates)), at.isoformat(), exc)
+            return {}
+        undated = sorted(set(got.rates) - set(newest))
+        if undated:
+            log.warning("Prometheus at %s: the newest-sample-time query named no sample "
+                        "for %d measured model(s) (%s); their rates are taken as of %s",
+                        self.shown, len(undated), ", ".join(undated), at.isoformat())
+        return {m: t for m, t in newest.items() if m in got.rates}
 
     def _dated_each(self, got: CurrentRates, at: datetime) -> CurrentRates:
-        """``got`` with each rate's newest sample time from ``sample_series``; a model whose
-        series has no sample (or a failed query) keeps its rate undated, logged."""
-        assert self.sample_series is not None
+        """``got`` with the newest sample time of each rate whose custom query has a sample
+        series (``sample_series_for``); a model whose series has no sample (or a failed query)
+        keeps its rate undated, logged."""
         newest: dict[str, float] = {}
         for model in sorted(got.rates):
-            query = newest_sample(self.sample_series.replace("{model}", escape(model)),
-                                  self.rate_window_s)
+            series = self.sample_series_for(model)
+            if series is None:
+                continue
+            query = newest_sample(series, self.rate_window_s)
             try:
                 found = self._instant(query, at, None)
             except SourceError as exc:  # the rates stand; their age is not known
@@ -144,9 +174,11 @@ class PrometheusCurrent:
             if "" in found and math.isfinite(found[""]):
                 newest[model] = found[""]
             else:
-                log.warning("Prometheus at %s: prometheus.query_sample_series named no sample "
-                            "for model %r (query %s); its rate is taken as of %s", self.shown,
-                            model, query, at.isoformat())
+                setting = (f"prometheus.model_queries.{model}.sample_series"
+                           if model in self.model_queries else "prometheus.query_sample_series")
+                log.warning("Prometheus at %s: %s named no sample for model %r (query %s); "
+                            "its rate is taken as of %s", self.shown, setting, model, query,
+                            at.isoformat())
         return replace(got, sampled_at=newest)
 
     def current_latencies_ms(self, models: Sequence[str], at: datetime, preset: str,

@@ -22,6 +22,23 @@ SAMPLE_RESOLUTION_S = 15  # the step at which the newest sample time behind a ra
 
 
 @dataclass(frozen=True, slots=True)
+class ModelQuery:
+    """One model's own PromQL in place of the preset or the shared custom query (e.g. an LLM's
+    generated tokens beside other models' requests): ``query`` may hold ``{model}`` and
+    ``{window}``; ``sample_series`` (optional, ``{model}`` allowed) names the series whose
+    newest sample dates the model's rate."""
+
+    query: str
+    sample_series: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.query.strip():
+            raise SourceError("a model's own PromQL query must not be empty")
+        if self.sample_series is not None and not self.sample_series.strip():
+            raise SourceError("a model's sample series must not be empty")
+
+
+@dataclass(frozen=True, slots=True)
 class Preset:
     metric: str  # the counter of served requests; its series list the models and date a rate
     label: str

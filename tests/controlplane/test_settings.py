@@ -83,6 +83,10 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
      "a prometheus.latency_query decides its own statistic: give one of them"),
     ("reconcile:\n  queue_drain_s: -5\n",
      "reconcile.queue_drain_s: Input should be greater than or equal to 0"),
+    ("prometheus:\n  model_queries:\n    mistral-7b:\n      query: '  '\n",
+     "prometheus.model_queries.mistral-7b.query: Value error, must not be empty"),
+    ("prometheus:\n  model_queries:\n    mistral-7b:\n      query: x\n      sample: y\n",
+     "prometheus.model_queries.mistral-7b.sample: unknown key"),
 ], ids=["negative interval", "misspelt key", "unknown top-level key", "pool bounds",
         "cross-field horizon", "broken yaml", "calibration window zero",
         "calibration window too short to calibrate", "metrics address without a host",
@@ -97,7 +101,8 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
         "a password without a username", "an unknown metric preset",
         "a MIG strategy that cannot hold mixed layouts", "a zero rate window",
         "a latency quantile of triton", "a latency quantile in per cent",
-        "a latency quantile and a latency query", "a negative queue drain time"])
+        "a latency quantile and a latency query", "a negative queue drain time",
+        "a model's blank query", "a misspelt key of a model's query"])
 def test_bad_configuration_is_one_line_naming_the_field(tmp_path: Path, yaml_text: str,
                                                         expected: str) -> None:
     config = tmp_path / "bad.yaml"

@@ -162,9 +162,9 @@ def test_with_prometheus_down_no_load_latency_or_queue_is_measured_and_nothing_r
 
 def test_the_queue_is_each_models_waiting_requests_summed_over_its_replicas(
         prom_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    load = _load(PrometheusSettings(url=prom_url), queue=True)
     with caplog.at_level(logging.WARNING, logger="headroom.prometheus"):
-        loads = _load(PrometheusSettings(url=prom_url), queue=True).measure(
-            {LLAMA: 2, BERT: 1}, _at())
+        loads = load.measure({LLAMA: 2, BERT: 1}, _at())
     assert loads[LLAMA].queued_requests == pytest.approx(8.0)
     assert loads[LLAMA].queue_growth_rps == pytest.approx(0.5)  # over the rate window
     # a model whose engine exports no queue series: unknown and logged, its load measured
@@ -172,6 +172,13 @@ def test_the_queue_is_each_models_waiting_requests_summed_over_its_replicas(
     assert loads[BERT].demand_rps == pytest.approx(50.0)
     queue_logs = [r for r in caplog.records if r.getMessage() == "queue.unmeasured"]
     assert [r.__dict__["models"] for r in queue_logs] == [[BERT]]
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="headroom.prometheus"):
+        again = load.measure({LLAMA: 2, BERT: 1}, _at())
+    # still unmeasured on the next tick: logged at debug level, not warned every tick
+    assert again[BERT].queued_requests is None
+    assert [(r.levelno, r.__dict__["models"]) for r in caplog.records
+            if r.getMessage() == "queue.unmeasured"] == [(logging.DEBUG, [BERT])]
     vllm = _load(PrometheusSettings(url=prom_url, metric="vllm"), queue=True).measure(
         {MISTRAL: 1}, _at())
     assert vllm[MISTRAL].queued_requests == pytest.approx(12.0)

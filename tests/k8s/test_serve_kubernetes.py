@@ -50,24 +50,32 @@ NOW = int(time.time())
 MODEL_RPS = 12.0
 
 
-def _counter() -> list[tuple[float, float]]:
-    """MODEL_RPS from 26 hours before the test to an hour after it (Prometheus answers "now")."""
+TOKENS_PER_REQUEST = 150.0
+
+
+def _counter(per_request: float = 1.0) -> list[tuple[float, float]]:
+    """MODEL_RPS (x ``per_request``) from 26 hours before the test to an hour after it
+    (Prometheus answers "now")."""
     start = NOW - 26 * 3600
-    return [(float(t), MODEL_RPS * (t - start)) for t in range(start, NOW + 3600, 30)]
+    return [(float(t), per_request * MODEL_RPS * (t - start))
+            for t in range(start, NOW + 3600, 30)]
 
 
 @pytest.fixture(scope="module")
 def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Prometheus with a day of every demo model's request counter: their only history."""
     series = {f'model="{m.name}",version="1"': _counter() for m in DEMO_MODELS}
+    tokens = {f'model="{DEMO_MODELS[0].name}"': _counter(TOKENS_PER_REQUEST)}
     with prometheus(tmp_path_factory.mktemp("prom"),
-                    [Family("nv_inference_request_success", series)]) as url:
+                    [Family("nv_inference_request_success", series),
+                     Family("generated_tokens_total", tokens)]) as url:
         yield url
 
 
 def _config(tmp_path: Path, apiserver: ApiServer, db_url: str, prom_url: str | None,
             metrics_port: int = 0, identity: str = "serve-test", grpc_port: int = 0,
-            dry_run: bool = False, refresh_in_serve: bool = True) -> Path:
+            dry_run: bool = False, refresh_in_serve: bool = True,
+            model_queries: dict[str, dict[str, str]] | None = None) -> Path:
     kube = tmp_path / "kubeconfig"
     kube.write_text(yaml.safe_dump(kubeconfig(apiserver.url)))
     config = tmp_path / f"{identity}.yaml"
@@ -81,7 +89,8 @@ def _config(tmp_path: Path, apiserver: ApiServer, db_url: str, prom_url: str | N
                      "refresh_in_serve": refresh_in_serve},
         "k8s": {"kubeconfig": str(kube), "identity": identity},
         **({"safety": {"dry_run": True}} if dry_run else {}),
-        **({"prometheus": {"url": prom_url}} if prom_url is not None else {}),
+        **({"prometheus": {"url": prom_url, "model_queries": model_queries or {}}}
+           if prom_url is not None else {}),
     }))
     return config
 
@@ -296,6 +305,44 @@ def test_serve_forecasts_at_start_from_history_that_only_prometheus_holds_and_ti
     assert model is not None and model.demand_measured
     assert model.demand_rps == pytest.approx(MODEL_RPS)
     assert model.capacity_rps == 2 * DEMO_MODELS[0].best_point().throughput_rps
+
+
+def test_serve_reads_and_forecasts_a_model_with_its_own_query_in_its_own_unit(
+        tmp_path: Path, apiserver: ApiServer, prom_url: str) -> None:
+    """The first demo model scales on its generated tokens (``prometheus.model_queries``), the
+    others on the preset's requests; an entry naming no listed model is warned about."""
+    db_url = f"sqlite:///{tmp_path / 'tokens.db'}"
+    store = Store.open(db_url, migrate=True)
+    store.upsert_models(DEMO_MODELS)
+    tokens_model = DEMO_MODELS[0].name
+    apiserver.seed(model_deployment(tokens_model, replicas=2, ready=2))
+    own = {"query": 'sum(rate(generated_tokens_total{model="{model}"}[{window}]))',
+           "sample_series": 'generated_tokens_total{model="{model}"}'}
+    config = _config(tmp_path, apiserver, db_url, prom_url,
+                     model_queries={tokens_model: own, "no-such-model": own})
+    proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(config)], env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and (
+                len(store.latest_forecasts()) < len(DEMO_MODELS) or store.counts()["ticks"] < 1):
+            time.sleep(0.5)
+        forecasts = store.latest_forecasts()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    assert "warning: prometheus.model_queries.no-such-model: no model 'no-such-model'" in stderr
+    tokens_rps = TOKENS_PER_REQUEST * MODEL_RPS
+    assert forecasts[tokens_model].p50[0] == pytest.approx(tokens_rps, rel=0.05)
+    for model in DEMO_MODELS[1:]:
+        assert forecasts[model.name].p50[0] == pytest.approx(MODEL_RPS, rel=0.05)
+    observed = store.last_observed()
+    assert observed is not None
+    measured = observed.model(tokens_model)
+    assert measured is not None and measured.demand_measured
+    assert measured.demand_rps == pytest.approx(tokens_rps)
+    assert not any("no sample time" in note for note in observed.notes)  # its series dates it
 
 
 def test_serve_observes_only_the_listed_models_and_names_a_labelled_workload_it_does_not_manage(
