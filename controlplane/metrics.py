@@ -2,22 +2,22 @@
 
 ``headroom serve`` and ``headroom demo`` record every ``TickReport`` here, on the registry that
 already serves the placement API's metrics (``placement.metrics_listen``), so one ``/metrics``
-shows both: ticks by status and their wall time, ticks whose record could not be saved, the actions
-planned by kind and those held back by a guard, applied actions that failed, and, as of the last
-tick that observed the fleet, each model's load, capacity and provisioned demand, the forecast it
-was sized from (over the loop's lookahead: ``MODEL_RPS_HELP``) and where each model's demand came
-from (a counter by reason: the forecast, the fast path above it, or a stale / missing forecast),
-whether its load could be measured, the requests waiting in its queues, how its forecasts did over
-the last hour (WAPE of p50, p90 coverage: what to alert on), its profile's throughput (offline and
-corrected), each model's replicas (ready as observed; the replica target the last deciding tick
-wanted and the replicas its warm-pool ladder keeps warm beside them), whether a pause holds it and
-since when, its replica bounds where its spec sets them, and each pool's nodes (ready, pending,
-target) and what its billed nodes cost per hour at the configured GPU price. Those per-model and
-per-pool gauges are the leader's only: a replica that follows exports none (``forget_fleet``), a
-model or pool a tick no longer sees loses its samples, and ``headroom_leader`` says which replica
-leads (1) and which follow (0). Against Kubernetes, the leader's loading guard
-(``record_loading_guard``) adds the model pods it holds from voluntary disruption while they load,
-and what it guarded and released, by reason.
+shows both: ticks by status and their wall time, ticks whose record could not be saved, the
+actions planned by kind and those held back by a guard, applied actions that failed, and, as of
+the last tick that observed the fleet, each model's load, capacity and provisioned demand, the
+forecast it was sized from (over the loop's lookahead: ``MODEL_RPS_HELP``) and where each model's
+demand came from (a counter by reason: the forecast, the fast path above it, or a stale / missing
+forecast), whether its load could be measured, the requests waiting in its queues and its KV cache
+usage, how its forecasts did over the last hour (WAPE of p50, p90 coverage: what to alert on), its
+profile's throughput (offline and corrected), each model's replicas (ready as observed; the
+replica target the last deciding tick wanted and the replicas its warm-pool ladder keeps warm
+beside them), whether a pause holds it and since when, its replica bounds where its spec sets
+them, and each pool's nodes (ready, pending, target) and what its billed nodes cost per hour at
+the configured GPU price. Those per-model and per-pool gauges are the leader's only: a replica
+that follows exports none (``forget_fleet``), a model or pool a tick no longer sees loses its
+samples, and ``headroom_leader`` says which replica leads (1) and which follow (0). Against
+Kubernetes, the leader's loading guard (``record_loading_guard``) adds the model pods it holds
+from voluntary disruption while they load, and what it guarded and released, by reason.
 """
 
 from __future__ import annotations
@@ -117,6 +117,10 @@ class ControlPlaneMetrics:
                             "model's replicas' queues as of the last observing tick (Triton's "
                             "pending, vLLM's waiting; summed over its replicas); no sample "
                             "when not measured.", ["model"], registry=registry)
+        self.kv_cache = Gauge("headroom_model_kv_cache_usage", "KV cache usage (0-1) of the "
+                              "model's replicas as of the last observing tick (vLLM's "
+                              "kv_cache_usage_perc, their mean); no sample when not measured.",
+                              ["model"], registry=registry)
         self.pool_nodes = Gauge("headroom_pool_nodes", "Nodes per pool as of the last observing "
                                 "tick.", ["pool", "state"], registry=registry)
         self.profile_rps = Gauge("headroom_profile_throughput_rps", "Throughput per replica at "
@@ -201,7 +205,7 @@ class ControlPlaneMetrics:
         observed = {model.name for model in report.observed.models}
         self._forget("observed", observed, (self.model_rps, OBSERVED_KINDS),
                      (self.model_replicas, OBSERVED_REPLICAS), (self.load_unmeasured, ()),
-                     (self.queued, ()))
+                     (self.queued, ()), (self.kv_cache, ()))
         for model in report.observed.models:
             self.model_replicas.labels(model.name, "ready").set(model.replicas_ready)
             self.load_unmeasured.labels(model.name).set(0 if model.demand_measured else 1)
@@ -211,11 +215,13 @@ class ControlPlaneMetrics:
                 with suppress(KeyError):
                     self.model_rps.remove(model.name, "observed")
             self.model_rps.labels(model.name, "capacity").set(model.capacity_rps)
-            if model.queued_requests is not None:
-                self.queued.labels(model.name).set(model.queued_requests)
-            else:
-                with suppress(KeyError):
-                    self.queued.remove(model.name)
+            for gauge, value in ((self.queued, model.queued_requests),
+                                 (self.kv_cache, model.kv_cache_usage)):
+                if value is not None:
+                    gauge.labels(model.name).set(value)
+                else:
+                    with suppress(KeyError):
+                        gauge.remove(model.name)
         if report.plan is not None:  # a deciding tick: the models it sized are all there are
             self._forget("demand", {d.model for d in report.demands},
                          (self.model_rps, DEMAND_KINDS))
@@ -306,7 +312,8 @@ class ControlPlaneMetrics:
         counters stay: they do not move while it follows."""
         self.leader.set(0)
         self.guarded_pods.set(0)
-        for gauge in (self.model_rps, self.load_unmeasured, self.queued, self.forecast_wape,
+        for gauge in (self.model_rps, self.load_unmeasured, self.queued, self.kv_cache,
+                      self.forecast_wape,
                       self.forecast_coverage,
                       self.pool_nodes, self.profile_rps, self.model_replicas, self.model_paused,
                       self.model_paused_since, self.replica_bounds, self.pool_cost):

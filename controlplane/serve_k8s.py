@@ -167,6 +167,16 @@ def queue_preset(settings: Settings) -> str | None:
     return settings.prometheus.metric
 
 
+def kv_cache_preset(settings: Settings) -> str | None:
+    """The engine whose KV cache usage the load source reads each tick: vLLM's (the only one
+    that exports it), while ``reconcile.kv_cache_target`` counts it; None otherwise. The usage
+    is a fraction, so it is read beside a custom query too (``prometheus.metric`` still names
+    the engine)."""
+    if settings.reconcile.kv_cache_target <= 0 or settings.prometheus.metric != "vllm":
+        return None
+    return settings.prometheus.metric
+
+
 def guard_loading(sync: Callable[[], GuardSync],
                   metrics: ControlPlaneMetrics | None = None) -> None:
     """The leader's loading guard after its tick (``K8sLoadingGuard``): each pod it guarded or
@@ -242,7 +252,8 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                                                    settings.prometheus.metric,
                                                    settings.prometheus.latency_query,
                                                    settings.prometheus.latency_quantile,
-                                                   queue_preset(settings)),
+                                                   queue_preset(settings),
+                                                   kv_cache_preset(settings)),
                                 models=models.names)
     warn_pool_mismatches(backend.reader, console)
     warn_unknown_model_queries(settings.prometheus, models.names(), console)

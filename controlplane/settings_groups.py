@@ -128,6 +128,15 @@ class ReconcileSettings(Group):
                                  "nv_inference_pending_request_count, vLLM's "
                                  "vllm:num_requests_waiting, summed over the replicas; not "
                                  "with a custom prometheus.query. 0: not read, not counted")
+    kv_cache_target: float = Field(0.9, ge=0, le=1, description="the KV cache usage (0-1) a "
+                                   "vLLM model's ready replicas are sized to: its observed "
+                                   "load is at least what brings the mean usage of "
+                                   "vllm:kv_cache_usage_perc (or vllm:gpu_cache_usage_perc) "
+                                   "over its replicas to this (replicas x usage / this, as "
+                                   "HPA sizes to a utilization), so a model whose requests "
+                                   "are long scales before it preempts and queues. Read each "
+                                   "tick with prometheus.metric: vllm. 0: not read, not "
+                                   "counted")
     node_configs: bool = Field(True, description="lay nodes out as the fleet plan needs: MIG "
                                "re-layouts and device-plugin sharing (false: replicas and pools "
                                "only)")

@@ -17,6 +17,7 @@ from controlplane.settings import ConfigError
 from controlplane.settings_cluster import PrometheusSettings
 from forecaster.errors import SourceError
 from forecaster.sources.prometheus import PrometheusSource
+from forecaster.sources.prometheus_current import CurrentRates
 from forecaster.sources.promql import ModelQuery
 from forecaster.types import SourcedSeries, TrafficSeries
 
@@ -111,20 +112,23 @@ class PrometheusLoad:
                  replica_rps: RpsByModel,
                  latency_preset: str = "triton", latency_query: str | None = None,
                  latency_quantile: float | None = None,
-                 queue_preset: str | None = None) -> None:
+                 queue_preset: str | None = None,
+                 kv_cache_preset: str | None = None) -> None:
         """``replica_rps``: each model's per-replica throughput, or what gives the current
         one at each reading (``serve``'s models in use, reloaded without a restart);
         ``queue_preset``: the engine whose waiting-requests gauge is read each tick
-        (``QUEUE_GAUGES``), None: no queue read."""
+        (``QUEUE_GAUGES``), None: no queue read; ``kv_cache_preset``: the engine whose KV
+        cache usage is read each tick (``KV_CACHE_GAUGES``: vllm), None: not read."""
         self.source = source
         self._replica_rps = live_rps(replica_rps)
         self.latency_preset = latency_preset
         self.latency_query = latency_query
         self.latency_quantile = latency_quantile
         self.queue_preset = queue_preset
-        #: the models whose queue (growth: True) was last unmeasured: warned once, not each tick
-        self._queue_unmeasured: dict[bool, frozenset[str]] = {False: frozenset(),
-                                                              True: frozenset()}
+        self.kv_cache_preset = kv_cache_preset
+        #: by reading (queue, queue growth, KV cache), the models it was last unmeasured for:
+        #: warned when a model's becomes unmeasured, not every tick while it stays so
+        self._unmeasured: dict[str, frozenset[str]] = {}
         if source.query_template is not None and source.sample_series is None:
             log.warning("load.undated", extra={"why": SHARED_UNDATED})
         own_undated = sorted(m for m in source.model_queries if self.undated_why(m))
@@ -149,6 +153,7 @@ class PrometheusLoad:
         # a model read by its own query may count tokens, not requests: its queue is not read
         queued = self._queued([m for m in models if m not in self.source.model_queries], at)
         growth = self._queued(sorted(queued), at, growth=True)  # of the queues read
+        kv_cache = self._kv_cache_usage(models, at)
         sampled_at = {m: datetime.fromtimestamp(t, UTC) for m, t in rates.sampled_at.items()}
         replica_rps = self.replica_rps
         return {model: ModelLoad(rates.rates.get(model),
@@ -157,6 +162,7 @@ class PrometheusLoad:
                                  latency_ms=latencies.get(model),
                                  queued_requests=queued.get(model),
                                  queue_growth_rps=growth.get(model),
+                                 kv_cache_usage=kv_cache.get(model),
                                  sampled_at=sampled_at.get(model),
                                  undated_why=self.undated_why(model))
                 for model, ready in ready_replicas.items()}
@@ -186,11 +192,28 @@ class PrometheusLoad:
         if self.queue_preset is None or not models:
             return {}
         got = self.source.current_queued(models, at, self.queue_preset, growth)
-        newly = set(got.unknown) - self._queue_unmeasured[growth]
-        self._queue_unmeasured[growth] = frozenset(got.unknown)
+        return self._noted("queue_growth" if growth else "queue", got,
+                           {"growth": growth})
+
+    def _kv_cache_usage(self, models: list[str], at: datetime) -> dict[str, float]:
+        """The KV cache usage of the models whose engine exports it; unknown (never a 0)
+        otherwise, logged as the queue is, never failing the load reading."""
+        if self.kv_cache_preset is None or not models:
+            return {}
+        got = self.source.current_kv_cache_usage(models, at, self.kv_cache_preset)
+        return self._noted("kv_cache", got, {})
+
+    def _noted(self, reading: str, got: CurrentRates, extra: dict[str, object]
+               ) -> dict[str, float]:
+        """``got``'s values; its unknown models logged (``queue.unmeasured``,
+        ``kv_cache.unmeasured``): a warning when one becomes unmeasured, at debug level while
+        it stays so (an engine that exports no such gauge would warn every tick)."""
+        newly = set(got.unknown) - self._unmeasured.get(reading, frozenset())
+        self._unmeasured[reading] = frozenset(got.unknown)
         if got.unknown:
-            log.log(logging.WARNING if newly else logging.DEBUG, "queue.unmeasured",
-                    extra={"models": sorted(got.unknown), "growth": growth,
+            event = "kv_cache.unmeasured" if reading == "kv_cache" else "queue.unmeasured"
+            log.log(logging.WARNING if newly else logging.DEBUG, event,
+                    extra={"models": sorted(got.unknown), **extra,
                            "error": next(iter(got.unknown.values()))})
         return got.rates
 

@@ -32,6 +32,7 @@ def policy_from_settings(settings: Settings, cold_wake_s: float,
                                max_node_step=safety.max_node_step,
                                max_replica_step=safety.max_replica_step,
                                queue_drain_s=reconcile.queue_drain_s,
+                               kv_cache_target=reconcile.kv_cache_target,
                                scale_down=scale_down)
     if auto.policy == "static":
         if not peak_rps:
@@ -47,6 +48,7 @@ def policy_from_settings(settings: Settings, cold_wake_s: float,
                              max_forecast_age_s=reconcile.max_forecast_age_s,
                              stale_headroom=reconcile.stale_headroom,
                              queue_drain_s=reconcile.queue_drain_s,
+                             kv_cache_target=reconcile.kv_cache_target,
                              node_stabilization_s=auto.node_stabilization_s,
                              max_node_step=safety.max_node_step,
                              max_replica_step=safety.max_replica_step,

@@ -118,7 +118,7 @@ def predictive_policy(*, cold_wake_s: float = 300.0, keep_s: float = 240.0,
                       replica_stabilization_s: float = 60.0,
                       node_stabilization_s: float = 120.0, max_node_step: int = 16,
                       max_replica_step: int = 200, observed_lag_s: float = 0.0,
-                      queue_drain_s: float = 0.0,
+                      queue_drain_s: float = 0.0, kv_cache_target: float = 0.0,
                       short_minute_cost_ratio: float = SHORT_MINUTE_COST_RATIO,
                       scale_down: ScaleDownGuards = ScaleDownGuards()) -> ScalingPolicy:
     """Headroom: the ladder keeps idle and cached (warm GPU) capacity for the windows until the
@@ -128,7 +128,9 @@ def predictive_policy(*, cold_wake_s: float = 300.0, keep_s: float = 240.0,
     new node needs to serve (provisioning p90 + model load p90). Nodes scale down only after a
     stabilization window on fresh data. ``observed_lag_s``: the load metric's window; a load
     the forecast expected over it (a predicted fall) does not trigger the fast path.
-    ``queue_drain_s`` > 0: a model's queued requests count as observed load served within it.
+    ``queue_drain_s`` > 0: a model's queued requests count as observed load served within it;
+    ``kv_cache_target`` > 0: the observed load is at least what sizes the model's replicas to
+    that KV cache usage.
     ``short_minute_cost_ratio`` > 0: hot replicas also cover the next forecast step's quantile
     chosen per model at that price of a short model-minute (``headroom``)."""
     ladder = LadderSettings(reaction_s, shortfall_cost_ratio, idle_wake_s, keep_s,
@@ -137,7 +139,8 @@ def predictive_policy(*, cold_wake_s: float = 300.0, keep_s: float = 240.0,
                           lookahead_s=reaction_s + idle_wake_s,
                           max_forecast_age_s=max_forecast_age_s, stale_headroom=stale_headroom,
                           mode=PREDICTIVE, upper_quantile=ladder.warm_quantile(cold_wake_s),
-                          observed_lag_s=observed_lag_s, queue_drain_s=queue_drain_s)
+                          observed_lag_s=observed_lag_s, queue_drain_s=queue_drain_s,
+                          kv_cache_target=kv_cache_target)
     return ScalingPolicy(
         PREDICTIVE, demand,
         replica_limits=scale_down.replicas(max_replica_step, replica_stabilization_s),
@@ -148,15 +151,15 @@ def predictive_policy(*, cold_wake_s: float = 300.0, keep_s: float = 240.0,
 def reactive_policy(*, target_utilization: float = 0.8, tolerance: float = 0.1,
                     replica_stabilization_s: float = 300.0, node_stabilization_s: float = 600.0,
                     max_node_step: int = 10, max_replica_step: int = 200,
-                    queue_drain_s: float = 0.0,
+                    queue_drain_s: float = 0.0, kv_cache_target: float = 0.0,
                     scale_down: ScaleDownGuards = ScaleDownGuards()) -> ScalingPolicy:
     """KEDA/HPA: replicas = observed / (per-replica rps x target utilization) with a 10 %
     tolerance and a 5-minute scale-down window; node pools follow the replicas like Cluster
-    Autoscaler (no warm pool, a node leaves after 10 minutes unneeded). ``queue_drain_s`` as
-    for the predictive policy."""
+    Autoscaler (no warm pool, a node leaves after 10 minutes unneeded). ``queue_drain_s`` and
+    ``kv_cache_target`` as for the predictive policy."""
     demand = DemandPolicy(target_utilization=target_utilization, lookahead_s=0.0,
                           max_forecast_age_s=1.0, stale_headroom=1.0, mode=REACTIVE,
-                          queue_drain_s=queue_drain_s)
+                          queue_drain_s=queue_drain_s, kv_cache_target=kv_cache_target)
     return ScalingPolicy(
         REACTIVE, demand,
         replica_limits=scale_down.replicas(max_replica_step, replica_stabilization_s, tolerance),

@@ -122,6 +122,7 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "replicas_ready": m.replicas_ready, "replicas_pending": m.replicas_pending,
             "replicas_target": m.replicas_target, "replicas_desired": m.replicas_desired,
             "capacity_rps": m.capacity_rps, "queued_requests": m.queued_requests,
+            "kv_cache_usage": m.kv_cache_usage,
             "forecast": _forecast(m.forecast), "hint_floor_rps": m.hint_floor_rps,
             "forecast_accuracy": _accuracy(accuracy.get(m.name)),
             "paused": pause_json(m.pause)} for m in status.models],

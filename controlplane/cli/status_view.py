@@ -248,6 +248,8 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
         observed = _num(m.observed_rps) if m.demand_measured or not m.observed else "unknown"
         if m.queued_requests:
             observed += f" +{m.queued_requests:,.0f} queued"
+        if m.kv_cache_usage is not None:
+            observed += f" kv {m.kv_cache_usage:.0%}"
         models.add_row(escape(m.name), observed, replicas_cell(m), _num(m.capacity_rps),
                        *_forecast_cells(f, m.hint_floor_rps),
                        "-" if f is None else escape(f.method))

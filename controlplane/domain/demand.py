@@ -26,6 +26,7 @@ from statistics import NormalDist
 
 from controlplane.domain.models import ModelSpec, ProfilePoint
 from controlplane.domain.observed import ObservedModel, ObservedState
+from controlplane.domain.observed_load import observed_load_rps
 from forecaster.types import Forecast
 
 STALE_FORECAST = "stale_forecast"
@@ -95,6 +96,8 @@ class DemandPolicy:
     observed_lag_s: float = 0.0  # the load metric's window: observed load is [now - this, now)
     #: a model's queued requests count as load that drains within this (0: not counted)
     queue_drain_s: float = 0.0
+    #: the KV cache usage (0-1) a model's ready replicas are sized to (0: not counted)
+    kv_cache_target: float = 0.0
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -105,6 +108,8 @@ class DemandPolicy:
             raise ValueError("upper_quantile must be in [0.5, 1)")
         if self.queue_drain_s < 0:
             raise ValueError("queue_drain_s must be >= 0")
+        if not 0 <= self.kv_cache_target <= 1:
+            raise ValueError("kv_cache_target must be in [0, 1]")
 
     def static_peak(self, model: str) -> float | None:
         return next((rps for name, rps in self.static_rps if name == model), None)
@@ -314,20 +319,6 @@ def demand_from(
                               observed_load_rps(seen, policy) if seen else 0.0,
                               policy, now, hints.get(spec.name, 0.0)))
     return tuple(out)
-
-
-def observed_load_rps(seen: ObservedModel, policy: DemandPolicy) -> float:
-    """The load a model is seen to have: its request rate and, with ``queue_drain_s`` > 0, what
-    its queue shows beyond it. The rate counts completed requests, so a saturated model's shows
-    no more than its capacity (LLM engines queue the requests their batch has no room for).
-    Arrivals are completions plus the queue's growth; and the queued requests are served
-    within ``queue_drain_s`` at queued / ``queue_drain_s``. That backlog term grows while the
-    queue does: with a drain time near the time new replicas take to serve, it matches the
-    excess when they could arrive, rather than winding up to a multiple of it."""
-    if policy.queue_drain_s <= 0:
-        return seen.demand_rps
-    growth_rps = max(0.0, seen.queue_growth_rps or 0.0)
-    return seen.demand_rps + growth_rps + (seen.queued_requests or 0.0) / policy.queue_drain_s
 
 
 def unmeasured_demand(spec: ModelSpec, forecast: Forecast | None, seen: ObservedModel,

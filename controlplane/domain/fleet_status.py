@@ -78,6 +78,8 @@ class ModelStatus:
     listed: bool = True  # False: not in the models table, only seen in the fleet's tick
     # requests waiting in its replicas' queues as that tick read them; None: not read
     queued_requests: float | None = None
+    # the KV cache usage (0-1) of its replicas as that tick read it; None: not read
+    kv_cache_usage: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -250,7 +250,8 @@ def _model(name: str, tenant: str, seen: ObservedModel | None,
     return ModelStatus(name, tenant, True, seen.demand_measured,
                        seen.demand_rps if seen.demand_measured else None, seen.replicas_ready,
                        seen.replicas_pending, seen.replicas_target, seen.capacity_rps, forecast,
-                       queued_requests=seen.queued_requests)
+                       queued_requests=seen.queued_requests,
+                       kv_cache_usage=seen.kv_cache_usage)
 
 
 def _pools(connection: Connection, observed: ObservedState | None) -> tuple[PoolStatus, ...]:

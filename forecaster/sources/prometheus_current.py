@@ -28,6 +28,7 @@ from forecaster.sources.promql import (
     PRESETS,
     ModelQuery,
     escape,
+    kv_cache_query,
     latency_query,
     newest_sample,
     queue_query,
@@ -207,6 +208,12 @@ class PrometheusCurrent:
         series (an engine that does not export it) is unknown."""
         query = queue_query(preset, self.rate_window_s if growth else None)
         return self._current_grouped(models, at, query, PRESETS[preset].label)
+
+    def current_kv_cache_usage(self, models: Sequence[str], at: datetime,
+                               preset: str) -> CurrentRates:
+        """Each model's KV cache usage at ``at`` (0-1, the mean over its replicas): one grouped
+        query (``kv_cache_query``); a model with no series is unknown."""
+        return self._current_grouped(models, at, kv_cache_query(preset), PRESETS[preset].label)
 
     def _current_grouped(self, models: Sequence[str], at: datetime, query: str,
                          label: str) -> CurrentRates:

@@ -139,6 +139,20 @@ def queue_query(preset: str, growth_window_s: int | None = None) -> str:
     return f"sum by ({PRESETS[preset].label}) ({gauge})"
 
 
+#: vLLM's gauge of the KV cache its running requests hold (0-1, per replica), and the name it
+#: had before vLLM V1 (routers read both)
+KV_CACHE_GAUGES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+
+
+def kv_cache_query(preset: str) -> str:
+    """Every model's KV cache usage now (0-1), the mean over its replicas, one series per model
+    label; only vLLM exports it (the newer gauge where a replica exports both names)."""
+    if preset != "vllm":
+        raise SourceError(f"preset {preset!r} exports no KV cache usage; only vllm does")
+    label = PRESETS[preset].label
+    return " or ".join(f"avg by ({label}) ({gauge})" for gauge in KV_CACHE_GAUGES)
+
+
 def escape(value: str) -> str:
     """A PromQL double-quoted label value."""
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

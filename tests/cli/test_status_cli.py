@@ -207,6 +207,7 @@ def test_the_last_plan_shows_its_outcomes_the_changes_held_back_and_relayouts_in
     assert (model["observed_rps"], model["demand_measured"], model["capacity_rps"]) == (
         None, False, 600.0)
     assert model["queued_requests"] is None  # the queue was not read
+    assert model["kv_cache_usage"] is None  # nor the KV cache
     assert doc["last_tick"]["notes"] == ["bert-embed: no series"]
     assert doc["pools"] == [{"name": "l4", "product": "L4", "gpus_per_node": 4, "nodes_ready": 1,
                              "nodes_pending": 1, "target_nodes": 2, "price_per_gpu_hour": None,
@@ -520,3 +521,17 @@ def test_a_models_queued_requests_show_beside_its_rate(sqlite_url: str) -> None:
     (model,) = doc["models"]
     assert (model["observed_rps"], model["queued_requests"]) == (600.0, 7200.0)
     assert "600.0 +7,200 queued" in _status(sqlite_url, env_columns="200").stdout
+
+
+def test_a_models_kv_cache_usage_shows_beside_its_rate(sqlite_url: str) -> None:
+    store = Store.open(sqlite_url, migrate=True)
+    at = WallClock().now() - timedelta(seconds=20)
+    observed = ObservedState(at, (ObservedPool("l4", "L4", 4, 1, 0, 1),), (),
+                             (ObservedModel("bert-embed", 2, 0, 2, 600.0, 600.0,
+                                            kv_cache_usage=0.934),))
+    store.save_tick(TickReport(at, at, TickStatus.APPLIED, "", observed, (), None,
+                               Plan(at, (), ()), (), GuardMemory()))
+    _, doc = _json_status(sqlite_url)
+    (model,) = doc["models"]
+    assert (model["observed_rps"], model["kv_cache_usage"]) == (600.0, 0.934)
+    assert "600.0 kv 93%" in _status(sqlite_url, env_columns="200").stdout

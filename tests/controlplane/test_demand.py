@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from controlplane.domain.demand import (
     DEMAND_UNMEASURED,
     FORECAST_P90,
@@ -134,3 +136,47 @@ def test_a_queue_drain_time_of_zero_leaves_the_queue_uncounted() -> None:
     (demand,) = demand_from([SPEC], {}, _saturated(600.0, 5.0), replace(POLICY, mode=REACTIVE),
                             T0)
     assert demand.observed_rps == 20.0
+
+
+def _kv_bound(replicas: int, usage: float | None, queued: float | None = None) -> ObservedState:
+    """``replicas`` of 10 rps each serving 8 rps in all, their KV cache ``usage`` full (long
+    requests fill it before the request rate nears the profile's)."""
+    return ObservedState(T0, (), (), (ObservedModel(SPEC.name, replicas, 0, replicas, 8.0,
+                                                    10.0 * replicas, kv_cache_usage=usage,
+                                                    queued_requests=queued),))
+
+
+def test_a_full_kv_cache_sizes_the_replicas_to_the_target_usage_as_hpa_would() -> None:
+    reactive = replace(POLICY, mode=REACTIVE, kv_cache_target=0.6)
+    (full,) = demand_from([SPEC], {}, _kv_bound(2, 0.9), reactive, T0)
+    # 2 replicas at 90 % want 2 x 0.9 / 0.6 = 3: the load 3 replicas serve at utilization 0.5
+    assert (full.reason, full.observed_rps) == (OBSERVED_LOAD, 15.0)
+    assert full.rate_rps == 30.0  # 3 replicas of 10 rps
+    # the same requests spread over 4 replicas hold half as much of each: the same load, so
+    # adding replicas does not make the sizing swing back
+    (spread,) = demand_from([SPEC], {}, _kv_bound(4, 0.45), reactive, T0)
+    assert spread.observed_rps == 15.0
+    # a KV cache with room leaves the request rate in charge; an unread one is not a 0
+    (roomy,) = demand_from([SPEC], {}, _kv_bound(2, 0.3), reactive, T0)
+    (unread,) = demand_from([SPEC], {}, _kv_bound(2, None), reactive, T0)
+    assert roomy.observed_rps == unread.observed_rps == 8.0
+    # the predictive fast path reads it too, above a forecast of the request rate
+    forecast = {SPEC.name: _forecast(T0, (8.0,) * 5)}
+    (fast,) = demand_from([SPEC], forecast, _kv_bound(2, 0.9),
+                          replace(POLICY, kv_cache_target=0.6), T0)
+    assert (fast.reason, fast.observed_rps) == (OBSERVED_ABOVE_FORECAST, 15.0)
+
+
+def test_the_kv_cache_and_the_queue_each_ask_and_the_larger_load_counts() -> None:
+    both = replace(POLICY, mode=REACTIVE, kv_cache_target=0.6, queue_drain_s=300.0)
+    (kv_larger,) = demand_from([SPEC], {}, _kv_bound(2, 0.9, queued=600.0), both, T0)
+    assert kv_larger.observed_rps == 15.0  # not 8 + 600 / 300 = 10
+    (queue_larger,) = demand_from([SPEC], {}, _kv_bound(2, 0.9, queued=3000.0), both, T0)
+    assert queue_larger.observed_rps == 18.0  # 8 + 3,000 / 300
+    (off,) = demand_from([SPEC], {}, _kv_bound(2, 0.9), replace(POLICY, mode=REACTIVE), T0)
+    assert off.observed_rps == 8.0  # a target of 0 does not count the KV cache
+
+
+def test_a_kv_cache_target_outside_zero_to_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="kv_cache_target must be in"):
+        replace(POLICY, kv_cache_target=1.5)

@@ -103,6 +103,20 @@ def test_a_models_queued_requests_are_a_gauge_with_no_sample_once_not_measured()
     assert registry.get_sample_value("headroom_model_queued_requests", labels) is None
 
 
+def test_a_models_kv_cache_usage_is_a_gauge_with_no_sample_once_not_measured() -> None:
+    registry = CollectorRegistry()
+    metrics = ControlPlaneMetrics(registry)
+    report = sample_tick_report()
+    labels = {"model": "bert-embed"}
+    metrics.record(report)
+    assert registry.get_sample_value("headroom_model_kv_cache_usage", labels) is None
+    full = tuple(replace(m, kv_cache_usage=0.93) for m in report.observed.models)
+    metrics.record(replace(report, observed=replace(report.observed, models=full)))
+    assert registry.get_sample_value("headroom_model_kv_cache_usage", labels) == 0.93
+    metrics.record(report)
+    assert registry.get_sample_value("headroom_model_kv_cache_usage", labels) is None
+
+
 def test_each_model_whose_load_the_last_observing_tick_could_not_measure_is_a_one() -> None:
     """A Prometheus outage leaves no observed sample at all (nothing to compare with
     capacity): this gauge is what says so, 1 per model not measured, 0 once it is again."""

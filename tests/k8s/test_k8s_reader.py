@@ -247,6 +247,21 @@ def test_queued_requests_are_observed_and_a_negative_or_nan_queue_is_not_measure
     json.loads(observed_to_json(observed), parse_constant=_refuse)
 
 
+def test_a_kv_cache_usage_is_observed_and_one_outside_zero_to_one_is_not_measured(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed_fleet(apiserver)
+    loads = FixedLoads({"language/m-large": ModelLoad(40.0, 40.0, kv_cache_usage=87.0),
+                        "vision/resnet": ModelLoad(12.0, 20.0, kv_cache_usage=0.87)})
+    observed = make_backend(apiserver, clock, load=loads).reader.snapshot()
+    by_name = {m.name: m for m in observed.models}
+    assert by_name["vision/resnet"].kv_cache_usage == 0.87
+    # a percentage where a fraction belongs (a recording rule x 100, say) is no usage of 8,700 %
+    assert by_name["language/m-large"].kv_cache_usage is None
+    assert by_name["language/m-large"].demand_rps == 40.0
+    assert "language/m-large: the load source gave kv_cache_usage=87.0; not measured" \
+        in observed.notes
+
+
 class Recording(FixedLoads):
     """Fixed loads that record every ``ready_replicas`` they were asked to measure."""
 

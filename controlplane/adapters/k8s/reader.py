@@ -152,10 +152,11 @@ def pools_node_mismatches(inventory: Inventory, pools: Sequence[PoolSpec]) -> li
         pool, [node for node in inventory.nodes if node.pool == pool.name])]
 
 
-def _reading(model: str, name: str, value: float | None, notes: list[str]) -> float | None:
-    """A reading of the load source beside the rate (latency, queue), or None (noted) when it
-    is negative or not finite."""
-    if value is not None and not (math.isfinite(value) and value >= 0):
+def _reading(model: str, name: str, value: float | None, notes: list[str],
+             most: float = math.inf) -> float | None:
+    """A reading of the load source beside the rate (latency, queue, KV cache), or None (noted)
+    when it is negative, not finite or above ``most``."""
+    if value is not None and not (math.isfinite(value) and 0 <= value <= most):
         notes.append(f"{model}: the load source gave {name}={value}; not measured")
         return None
     return value
@@ -261,11 +262,12 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
         latency_ms, queued, growth = (_reading(model, name, value, notes) for name, value in (
             ("latency_ms", got.latency_ms), ("queued_requests", got.queued_requests),
             ("queue_growth_rps", got.queue_growth_rps)))
+        kv_cache = _reading(model, "kv_cache_usage", got.kv_cache_usage, notes, most=1.0)
         models.append(ObservedModel(model, ready, max(0, target - ready), target,
                                     demand_rps if demand_rps is not None and measured else 0.0,
                                     capacity_rps, demand_measured=measured,
                                     latency_ms=latency_ms, queued_requests=queued,
-                                    queue_growth_rps=growth))
+                                    queue_growth_rps=growth, kv_cache_usage=kv_cache))
     models = [_with_workloads(m, served_by.get(m.name, [])) for m in models]
     notes += [f"{len(names)} model(s) ({', '.join(names)}): {why}: reconcile.max_staleness_s "
               "is not checked for their rates" for why, names in undated.items()]

@@ -1,0 +1,51 @@
+"""A vLLM model whose requests are long fills its KV cache before its request rate nears what
+its profile says a replica serves; its replicas are then sized to ``reconcile.kv_cache_target``
+(replicas x usage / target, as HPA sizes to a utilization), through the whole leader tick
+against the API test server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from apiserver import ApiServer
+from operator_scenario import LLAMA, RESNET, Leader, operator_settings, seed_operator_fleet
+
+from controlplane.domain.observed import ModelLoad
+from controlplane.settings import Settings
+from controlplane.sim.clock import VirtualClock
+from controlplane.store import Store
+
+
+def _llama_target(apiserver: ApiServer, clock: VirtualClock, url: str, settings: Settings,
+                  kv_cache_usage: float | None) -> tuple[int, str]:
+    """llama's three ready replicas (40 rps each) serving 60 rps with ``kv_cache_usage`` of
+    their KV cache held: the replica target a new leader's first tick wants and its demand's
+    reason."""
+    loads = {LLAMA: ModelLoad(60.0, 120.0, kv_cache_usage=kv_cache_usage),
+             RESNET: ModelLoad(900.0, 250.0)}
+    leader = Leader(apiserver, clock, Store.open(url, migrate=True), settings, loads)
+    report = leader.tick()
+    assert report.plan is not None, report.reason
+    (wanted,) = [r for r in report.replicas if r.model == LLAMA]
+    (demand,) = [d for d in report.demands if d.model == LLAMA]
+    return wanted.target, demand.reason
+
+
+def test_a_model_whose_kv_cache_is_full_gets_replicas_its_request_rate_would_not_ask_for(
+        apiserver: ApiServer, clock: VirtualClock, tmp_path: Path) -> None:
+    seed_operator_fleet(apiserver)
+    settings = operator_settings()
+    assert settings.reconcile.kv_cache_target == 0.9
+
+    def target(settings: Settings, usage: float | None, run: str) -> tuple[int, str]:
+        return _llama_target(apiserver, clock, f"sqlite:///{tmp_path / run}.db", settings,
+                             usage)
+
+    # 60 rps / (40 x 0.8): 2 replicas, from the rate alone
+    assert target(settings, None, "unread") == (2, "observed_load")
+    assert target(settings, 0.5, "roomy") == (2, "observed_load")
+    # 3 replicas at 99 % of their KV cache want 3 x 0.99 / 0.9 = 3.3: 4
+    assert target(settings, 0.99, "full") == (4, "observed_load")
+    off = settings.model_copy(update={"reconcile": settings.reconcile.model_copy(
+        update={"kv_cache_target": 0.0})})
+    assert target(off, 0.99, "off") == (2, "observed_load")
