@@ -52,7 +52,7 @@ SLO_HELP = {
         "capacity", help="requests / s the ready replicas serve within their SLO"),
     "replicas_ready": st.column_config.NumberColumn("ready", help="replicas ready", width=50),
     "queued": st.column_config.NumberColumn(
-        "queued", help="requests waiting in its queues as the last tick read them (blank: not "
+        "queued", help="requests waiting in its queues as the last tick read them (None: not "
         "read); over 30 s of its capacity counts as short", width=50),
     "short % (1 h)": st.column_config.NumberColumn(
         "short %", help="share of the last hour's observations with capacity below demand"),
@@ -161,7 +161,9 @@ def overview() -> None:
     widgets.tick_notes(tick)
     widgets.paused_models(url)
 
-    left, right = st.columns([5, 4])
+    # the tables' column takes 4/9 of the page, half of it when the SLO table has a queue
+    # column (ticks that read queues: Kubernetes with a metric preset), so it fits a 1440-px page
+    left, right = st.columns([1, 1] if tick.queued else [5, 4])
     with left:
         st.subheader("Fleet over the last 24 h")
         timeline = q.fleet_timeline(url, since_at, tick.started_at)

@@ -7,7 +7,7 @@ import re
 import socket
 import sqlite3
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,27 @@ def copy_store(url: str, copy: Path) -> str:
             closing(sqlite3.connect(copy)) as target:
         source.backup(target)
     return f"sqlite:///{copy}"
+
+
+def with_queues_read(url: str, copy: Path) -> tuple[str, dict[str, float]]:
+    """The URL of a copy (at ``copy``) of the store at ``url`` with one more tick that read
+    queues, as ``serve`` with a Prometheus preset does, and those queues by model: of the two
+    first models that serve their demand, 31 s of its capacity waits at one (a backlog) and 29 s
+    at the other (a queue that drains); the others' queues were not read."""
+    copied = copy_store(url, copy)
+    store = Store.open(copied)
+    last = store.last_observed()
+    assert last is not None
+    served = sorted((m for m in last.models if 0 < m.demand_rps <= m.capacity_rps),
+                    key=lambda m: m.name)
+    queued = {served[0].name: 31 * served[0].capacity_rps,
+              served[1].name: 29 * served[1].capacity_rps}
+    at = last.synced_at + timedelta(seconds=30)
+    observed = replace(last, synced_at=at, models=tuple(
+        replace(m, queued_requests=queued.get(m.name)) for m in last.models))
+    store.save_tick(TickReport(at, at, TickStatus.APPLIED, "", observed, (), None,
+                               Plan(at, (), ()), (), GuardMemory()))
+    return copied, queued
 
 
 def copy_store_at(url: str, copy: Path, revision: str) -> str:

@@ -22,7 +22,7 @@ from dashboard_browser import (
     Browser,
     stop_group,
 )
-from dashboard_support import REPO_ROOT, free_port, with_a_renamed_model
+from dashboard_support import REPO_ROOT, free_port, with_a_renamed_model, with_queues_read
 
 pytestmark = pytest.mark.browser
 
@@ -122,6 +122,21 @@ def test_the_overview_tables_fit_their_column_of_a_1440_pixel_page(
     assert browser.wait_for(f"{SIDEWAYS}.length === 2", timeout_s=20), "no two tables drawn"
     widths = browser.evaluate(SIDEWAYS)
     browser.screenshot(tmp_path / "overview.png")
+    assert len(widths) == 2, widths
+    assert all(scrolled <= shown for scrolled, shown in widths), widths
+
+
+def test_the_overview_tables_still_fit_when_the_last_tick_read_queues(
+        seeded_url: str, tmp_path: Path, browser: Browser) -> None:
+    """Against Kubernetes with a Prometheus preset each tick reads the models' queues, and the
+    SLO table gains a column for them: it must fit the same right column."""
+    url, _ = with_queues_read(seeded_url, tmp_path / "queued.db")
+    with running_dashboard(url, tmp_path) as dashboard:
+        browser.open(dashboard)
+        assert browser.wait_for(RENDERED % "Overview", timeout_s=60), "Overview never rendered"
+        assert browser.wait_for(f"{SIDEWAYS}.length === 2", timeout_s=20), "no two tables drawn"
+        widths = browser.evaluate(SIDEWAYS)
+        browser.screenshot(tmp_path / "overview-queued.png")
     assert len(widths) == 2, widths
     assert all(scrolled <= shown for scrolled, shown in widths), widths
 
