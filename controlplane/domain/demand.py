@@ -26,7 +26,7 @@ from statistics import NormalDist
 
 from controlplane.domain.models import ModelSpec, ProfilePoint
 from controlplane.domain.observed import ObservedModel, ObservedState
-from controlplane.domain.observed_load import observed_load_rps
+from controlplane.domain.observed_load import kv_cache_load_rps, observed_load_rps
 from forecaster.types import Forecast
 
 STALE_FORECAST = "stale_forecast"
@@ -220,16 +220,21 @@ def refused_forecast(forecast: Forecast, policy: DemandPolicy, now: datetime) ->
 
 
 def _predictive(forecast: Forecast | None, observed_rps: float, policy: DemandPolicy,
-                now: datetime, hint_rps: float = 0.0) -> tuple[float, float, float, str]:
+                now: datetime, hint_rps: float = 0.0,
+                steady_rps: float = 0.0) -> tuple[float, float, float, str]:
     """(need, p90, upper, reason) of the predictive policy. Without a usable forecast (none,
     stale, from the future) the need is the observed load x ``stale_headroom`` or, when above,
     ``hint_rps`` (the demand hints in force over the lookahead, which a usable forecast
-    carries as its floor instead)."""
+    carries as its floor instead). ``steady_rps``: load seen that is no burst (the KV cache's,
+    ``observed_load.kv_cache_load_rps``): compared with the forecast as the observed load is,
+    but never multiplied by ``stale_headroom``."""
     if forecast is None:
-        return max(observed_rps * policy.stale_headroom, hint_rps), 0.0, 0.0, NO_FORECAST
+        return max(observed_rps * policy.stale_headroom, hint_rps, steady_rps), 0.0, 0.0, \
+            NO_FORECAST
     refused = refused_forecast(forecast, policy, now)
     if refused is not None:
-        return max(observed_rps * policy.stale_headroom, hint_rps), 0.0, 0.0, refused
+        return max(observed_rps * policy.stale_headroom, hint_rps, steady_rps), 0.0, 0.0, \
+            refused
     p90 = _window_p90(forecast, now, policy.lookahead_s)
     if policy.upper_quantile == 0.9:
         upper, reason = p90, FORECAST_P90
@@ -237,11 +242,13 @@ def _predictive(forecast: Forecast | None, observed_rps: float, policy: DemandPo
         found = window_quantile(forecast, now, policy.lookahead_s, policy.upper_quantile)
         # A forecast that starts after the window says nothing about it: the load seen now is
         # the best estimate of the next moments.
-        upper = observed_rps if found is None else found
+        upper = max(observed_rps, steady_rps) if found is None else found
         reason = FORECAST_QUANTILE
-    if covers(upper, observed_rps) or _forecast_saw(forecast, observed_rps, policy, now):
+    seen_rps = max(observed_rps, steady_rps)
+    if covers(upper, seen_rps) or _forecast_saw(forecast, seen_rps, policy, now):
         return upper, p90, upper, reason
-    return observed_rps * policy.stale_headroom, p90, upper, OBSERVED_ABOVE_FORECAST
+    return max(observed_rps * policy.stale_headroom, steady_rps), p90, upper, \
+        OBSERVED_ABOVE_FORECAST
 
 
 def _forecast_saw(forecast: Forecast, observed_rps: float, policy: DemandPolicy,
@@ -274,23 +281,26 @@ def demand_for(
     policy: DemandPolicy,
     now: datetime,
     hint_rps: float = 0.0,
+    steady_rps: float = 0.0,
 ) -> Demand:
     """Capacity a model needs under the policy's mode (see the module docstring); ``hint_rps``,
     the demand hints in force over the lookahead, counts for the predictive policy without a
-    usable forecast (``_predictive``)."""
+    usable forecast (``_predictive``); ``steady_rps``, load seen that is no burst (its KV
+    cache's), counts as observed load that the fast path does not multiply."""
     p90 = upper = 0.0
     if policy.mode == REACTIVE:
-        need, reason = observed_rps, OBSERVED_LOAD
+        need, reason = max(observed_rps, steady_rps), OBSERVED_LOAD
     elif policy.mode == STATIC:
         peak = policy.static_peak(spec.name)
-        need, reason = (observed_rps * policy.stale_headroom, NO_STATIC_PEAK) if peak is None \
-            else (max(peak, observed_rps), STATIC_PEAK)
+        need, reason = (max(observed_rps * policy.stale_headroom, steady_rps), NO_STATIC_PEAK) \
+            if peak is None else (max(peak, observed_rps, steady_rps), STATIC_PEAK)
     else:
-        need, p90, upper, reason = _predictive(forecast, observed_rps, policy, now, hint_rps)
+        need, p90, upper, reason = _predictive(forecast, observed_rps, policy, now, hint_rps,
+                                               steady_rps)
     return Demand(
         model=spec.name,
         rate_rps=need / policy.target_utilization,
-        observed_rps=observed_rps,
+        observed_rps=max(observed_rps, steady_rps),
         forecast_p90_rps=p90,
         reason=reason,
         forecast_upper_rps=upper,
@@ -317,7 +327,8 @@ def demand_from(
             continue
         out.append(demand_for(spec, forecasts.get(spec.name),
                               observed_load_rps(seen, policy) if seen else 0.0,
-                              policy, now, hints.get(spec.name, 0.0)))
+                              policy, now, hints.get(spec.name, 0.0),
+                              kv_cache_load_rps(seen, policy) if seen else 0.0))
     return tuple(out)
 
 

@@ -1,6 +1,6 @@
-"""The load a model is seen to have this tick (pure): its request rate, what its queue shows
+"""The load a model is seen to have this tick (pure): its request rate and what its queue shows
 beyond it, and what its KV cache usage asks for; the demand policies' fast path and the
-reactive sizing read it (``demand.demand_from``)."""
+reactive sizing read them (``demand.demand_from``)."""
 
 from __future__ import annotations
 
@@ -14,18 +14,12 @@ if TYPE_CHECKING:
 
 def observed_load_rps(seen: ObservedModel, policy: DemandPolicy) -> float:
     """The load a model is seen to have: its request rate and, with ``queue_drain_s`` > 0, what
-    its queue shows beyond it; at least, with ``kv_cache_target`` > 0, what its KV cache usage
-    asks for (``kv_cache_load_rps``). The rate counts completed requests, so a saturated
-    model's shows no more than its capacity (LLM engines queue the requests their batch has no
-    room for).
+    its queue shows beyond it. The rate counts completed requests, so a saturated model's shows
+    no more than its capacity (LLM engines queue the requests their batch has no room for).
     Arrivals are completions plus the queue's growth; and the queued requests are served
     within ``queue_drain_s`` at queued / ``queue_drain_s``. That backlog term grows while the
     queue does: with a drain time near the time new replicas take to serve, it matches the
     excess when they could arrive, rather than winding up to a multiple of it."""
-    return max(_queued_load_rps(seen, policy), kv_cache_load_rps(seen, policy))
-
-
-def _queued_load_rps(seen: ObservedModel, policy: DemandPolicy) -> float:
     if policy.queue_drain_s <= 0:
         return seen.demand_rps
     growth_rps = max(0.0, seen.queue_growth_rps or 0.0)
@@ -38,7 +32,8 @@ def kv_cache_load_rps(seen: ObservedModel, policy: DemandPolicy) -> float:
     load those replicas serve at ``target_utilization``); 0 when the usage is not measured or
     the target is off. A model whose requests are long fills its KV cache (and then preempts
     and queues) before its request rate reaches its profile's; the load stays the same however
-    many replicas share the cache, so adding them does not make it oscillate."""
+    many replicas share the cache, so adding them does not make it oscillate; and it is no
+    burst, so the fast path does not multiply it (``demand.demand_for``'s ``steady_rps``)."""
     if policy.kv_cache_target <= 0 or seen.kv_cache_usage is None:
         return 0.0
     return (seen.capacity_rps * policy.target_utilization * seen.kv_cache_usage

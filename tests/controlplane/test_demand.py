@@ -160,11 +160,20 @@ def test_a_full_kv_cache_sizes_the_replicas_to_the_target_usage_as_hpa_would() -
     (roomy,) = demand_from([SPEC], {}, _kv_bound(2, 0.3), reactive, T0)
     (unread,) = demand_from([SPEC], {}, _kv_bound(2, None), reactive, T0)
     assert roomy.observed_rps == unread.observed_rps == 8.0
-    # the predictive fast path reads it too, above a forecast of the request rate
+    # the predictive fast path reads it too, above a forecast of the request rate; a full KV
+    # cache is no burst, so it sizes to the target without the fast path's x 1.5 (which, as
+    # the forecast never sees it, would stay on and hold the usage at 0.6 / 1.5)
     forecast = {SPEC.name: _forecast(T0, (8.0,) * 5)}
-    (fast,) = demand_from([SPEC], forecast, _kv_bound(2, 0.9),
-                          replace(POLICY, kv_cache_target=0.6), T0)
+    predictive = replace(POLICY, kv_cache_target=0.6)
+    (fast,) = demand_from([SPEC], forecast, _kv_bound(2, 0.9), predictive, T0)
     assert (fast.reason, fast.observed_rps) == (OBSERVED_ABOVE_FORECAST, 15.0)
+    assert fast.rate_rps == 30.0
+    (blind,) = demand_from([SPEC], {}, _kv_bound(2, 0.9), predictive, T0)
+    assert (blind.reason, blind.rate_rps) == (NO_FORECAST, 30.0)  # not 8 x 1.5 / 0.5 = 24
+    # a forecast above it covers it, as it covers the request rate
+    (covered,) = demand_from([SPEC], {SPEC.name: _forecast(T0, (20.0,) * 5)},
+                             _kv_bound(2, 0.9), predictive, T0)
+    assert (covered.reason, covered.rate_rps) == (FORECAST_P90, 40.0)
 
 
 def test_the_kv_cache_and_the_queue_each_ask_and_the_larger_load_counts() -> None:
