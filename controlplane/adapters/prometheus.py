@@ -149,11 +149,14 @@ class PrometheusLoad:
         if rates.unknown:
             log.warning("load.unmeasured", extra={"models": sorted(rates.unknown),
                                                   "error": next(iter(rates.unknown.values()))})
-        latencies = self._latencies_ms(models, at)
+        # a Prometheus the rates could not reach is not asked again this tick: each read would
+        # wait out the timeout as well, and the tick with it
+        asked = [] if rates.unreachable is not None else models
+        latencies = self._latencies_ms(asked, at)
         # a model read by its own query may count tokens, not requests: its queue is not read
-        queued = self._queued([m for m in models if m not in self.source.model_queries], at)
+        queued = self._queued([m for m in asked if m not in self.source.model_queries], at)
         growth = self._queued(sorted(queued), at, growth=True)  # of the queues read
-        kv_cache = self._kv_cache_usage(models, at)
+        kv_cache = self._kv_cache_usage(asked, at)
         sampled_at = {m: datetime.fromtimestamp(t, UTC) for m, t in rates.sampled_at.items()}
         replica_rps = self.replica_rps
         return {model: ModelLoad(rates.rates.get(model),
@@ -172,6 +175,8 @@ class PrometheusLoad:
         return self._replica_rps()
 
     def _latencies_ms(self, models: list[str], at: datetime) -> dict[str, float]:
+        if not models:
+            return {}
         try:
             got = self.source.current_latencies_ms(models, at, self.latency_preset,
                                                    self.latency_query, self.latency_quantile)

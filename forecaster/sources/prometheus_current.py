@@ -46,6 +46,9 @@ class CurrentRates:
     # model -> unix time of the newest sample its rate rests on (a preset's rates; absent: the
     # query cannot say, the rate is taken as of its evaluation)
     sampled_at: dict[str, float] = field(default_factory=dict)
+    #: the source could not be reached (or did not answer in time) when it was asked: this
+    #: error, after which the same tick's other reads are not asked (each would wait as long)
+    unreachable: SourceUnreachable | None = None
 
 
 class PrometheusCurrent:
@@ -129,11 +132,15 @@ class PrometheusCurrent:
         got = self._dated_each(self._current_each(own, at, self.query_for), at)
         if not grouped:
             return got
+        if got.unreachable is not None:
+            return replace(got, unknown=got.unknown | {
+                m: got.unreachable.not_asked() for m in grouped})
         assert self.preset is not None
         shared = self._current_grouped(grouped, at, self.preset.grouped(self.rate_window_s),
                                        self.preset.label)
         return CurrentRates(got.rates | shared.rates, got.unknown | shared.unknown,
-                            got.sampled_at | self._dated_grouped(shared, at))
+                            got.sampled_at | self._dated_grouped(shared, at),
+                            shared.unreachable)
 
     def _dated_grouped(self, got: CurrentRates, at: datetime) -> dict[str, float]:
         """The newest sample time behind each of a preset's rates ``got`` (by one grouped
@@ -222,7 +229,8 @@ class PrometheusCurrent:
         try:
             by_label = self._instant(query, at, label)
         except SourceError as exc:
-            return CurrentRates({}, {model: str(exc) for model in models})
+            return CurrentRates({}, {model: str(exc) for model in models},
+                                unreachable=exc if isinstance(exc, SourceUnreachable) else None)
         for model in models:
             rates_or_why(model, by_label.get(model), query, self.shown, rates, unknown)
         return CurrentRates(rates, unknown)
@@ -245,7 +253,7 @@ class PrometheusCurrent:
                     down = exc
                 continue
             rates_or_why(model, found.get(""), query, self.shown, rates, unknown)
-        return CurrentRates(rates, unknown)
+        return CurrentRates(rates, unknown, unreachable=down)
 
     def _instant(self, query: str, at: datetime, label: str | None) -> dict[str, float]:
         """label value -> the sum of its series' values at ``at`` (key "" when ``label`` is

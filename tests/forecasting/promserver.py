@@ -7,11 +7,12 @@ import shutil
 import socket
 import ssl
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,3 +114,23 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60.0)
             pass
         time.sleep(0.2)
     raise RuntimeError(f"prometheus at {url} not ready within {timeout_s} s")
+
+
+class Silent:
+    """A Prometheus that accepts connections and never answers (one overloaded, or behind a
+    proxy that holds the request): each request waits out the client's timeout. Counts them."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with suppress(OSError):
+            while True:
+                self.held.append(self.listener.accept()[0])
+
+    def close(self) -> None:
+        for held in [*self.held, self.listener]:
+            held.close()

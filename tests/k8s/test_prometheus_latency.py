@@ -16,7 +16,7 @@ import pytest
 
 from controlplane.adapters.prometheus import PrometheusLoad, prometheus_source
 from controlplane.settings_cluster import PrometheusSettings
-from tests.forecasting.promserver import Family, free_port, prometheus
+from tests.forecasting.promserver import Family, Silent, free_port, prometheus
 
 pytestmark = pytest.mark.prometheus
 NOW = int(time.time())
@@ -158,6 +158,23 @@ def test_with_prometheus_down_no_load_latency_or_queue_is_measured_and_nothing_r
     assert (loads[LLAMA].demand_rps, loads[LLAMA].latency_ms) == (None, None)
     assert loads[LLAMA].queued_requests is None
     assert loads[LLAMA].queue_growth_rps is None
+
+
+def test_a_prometheus_that_does_not_answer_costs_a_tick_one_timeout_not_one_per_reading(
+        ) -> None:
+    silent = Silent()
+    try:
+        settings = PrometheusSettings(url=silent.url, metric="vllm", timeout_s=0.5)
+        load = PrometheusLoad(prometheus_source(settings), {MISTRAL: 18.0}, "vllm",
+                              queue_preset="vllm", kv_cache_preset="vllm")
+        (measured,) = load.measure({MISTRAL: 2}, _at()).values()
+        # the rate's request timed out; latency, queue and KV cache were not asked
+        assert len(silent.held) == 1
+        assert measured.demand_rps is None and "did not answer" in measured.why
+        assert (measured.latency_ms, measured.queued_requests, measured.kv_cache_usage) == (
+            None, None, None)
+    finally:
+        silent.close()
 
 
 def test_the_queue_is_each_models_waiting_requests_summed_over_its_replicas(

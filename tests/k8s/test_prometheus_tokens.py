@@ -19,7 +19,7 @@ from controlplane.adapters.prometheus import PrometheusLoad, prometheus_source
 from controlplane.serve_k8s import queue_preset
 from controlplane.settings import Settings
 from controlplane.settings_cluster import ModelQuerySettings, PrometheusSettings
-from tests.forecasting.promserver import Family, prometheus
+from tests.forecasting.promserver import Family, Silent, prometheus
 
 pytestmark = pytest.mark.prometheus
 NOW = int(time.time()) // 60 * 60
@@ -122,3 +122,21 @@ def test_a_models_own_query_without_a_sample_series_is_undated_and_said_so_at_st
     assert loads[MISTRAL].sampled_at is None
     assert "prometheus.model_queries" in loads[MISTRAL].undated_why
     assert loads[QWEN].sampled_at is not None and loads[QWEN].undated_why == ""
+
+
+def test_a_prometheus_that_does_not_answer_a_models_own_query_is_not_asked_for_the_others(
+        ) -> None:
+    silent = Silent()
+    try:
+        settings = Settings(prometheus=PrometheusSettings(
+            url=silent.url, metric="vllm", timeout_s=0.5,
+            model_queries={MISTRAL: ModelQuerySettings(query=TOKENS_QUERY)}))
+        load = PrometheusLoad(prometheus_source(settings.prometheus),
+                              {MISTRAL: 1000.0, QWEN: 4.0}, "vllm",
+                              queue_preset=queue_preset(settings))
+        loads = load.measure({MISTRAL: 1, QWEN: 1}, datetime.fromtimestamp(NOW, UTC))
+        assert len(silent.held) == 1  # mistral's own query; the preset's was not sent
+        assert loads[MISTRAL].demand_rps is None and loads[QWEN].demand_rps is None
+        assert loads[QWEN].why.startswith("not asked, an earlier request failed")
+    finally:
+        silent.close()
