@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -89,32 +90,26 @@ def test_a_model_whose_load_was_not_measured_has_no_observed_sample_not_a_zero()
                                      {"model": "bert-embed", "kind": "capacity"}) == 600
 
 
-def test_a_models_queued_requests_are_a_gauge_with_no_sample_once_not_measured() -> None:
+READINGS: dict[str, Callable[[ObservedModel, float], ObservedModel]] = {
+    "headroom_model_queued_requests": lambda m, v: replace(m, queued_requests=v),
+    "headroom_model_kv_cache_usage": lambda m, v: replace(m, kv_cache_usage=v)}
+
+
+@pytest.mark.parametrize(("gauge", "value"), [("headroom_model_queued_requests", 42.0),
+                                              ("headroom_model_kv_cache_usage", 0.93)])
+def test_a_models_queue_and_kv_cache_are_gauges_with_no_sample_once_not_measured(
+        gauge: str, value: float) -> None:
     registry = CollectorRegistry()
     metrics = ControlPlaneMetrics(registry)
     report = sample_tick_report()
     labels = {"model": "bert-embed"}
-    metrics.record(report)  # no queue read: no sample, not a 0
-    assert registry.get_sample_value("headroom_model_queued_requests", labels) is None
-    queued = tuple(replace(m, queued_requests=42.0) for m in report.observed.models)
-    metrics.record(replace(report, observed=replace(report.observed, models=queued)))
-    assert registry.get_sample_value("headroom_model_queued_requests", labels) == 42
+    metrics.record(report)  # not read: no sample, not a 0
+    assert registry.get_sample_value(gauge, labels) is None
+    read = tuple(READINGS[gauge](m, value) for m in report.observed.models)
+    metrics.record(replace(report, observed=replace(report.observed, models=read)))
+    assert registry.get_sample_value(gauge, labels) == value
     metrics.record(report)
-    assert registry.get_sample_value("headroom_model_queued_requests", labels) is None
-
-
-def test_a_models_kv_cache_usage_is_a_gauge_with_no_sample_once_not_measured() -> None:
-    registry = CollectorRegistry()
-    metrics = ControlPlaneMetrics(registry)
-    report = sample_tick_report()
-    labels = {"model": "bert-embed"}
-    metrics.record(report)
-    assert registry.get_sample_value("headroom_model_kv_cache_usage", labels) is None
-    full = tuple(replace(m, kv_cache_usage=0.93) for m in report.observed.models)
-    metrics.record(replace(report, observed=replace(report.observed, models=full)))
-    assert registry.get_sample_value("headroom_model_kv_cache_usage", labels) == 0.93
-    metrics.record(report)
-    assert registry.get_sample_value("headroom_model_kv_cache_usage", labels) is None
+    assert registry.get_sample_value(gauge, labels) is None
 
 
 def test_each_model_whose_load_the_last_observing_tick_could_not_measure_is_a_one() -> None:

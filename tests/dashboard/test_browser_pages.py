@@ -117,11 +117,17 @@ def test_the_overview_tables_fit_their_column_of_a_1440_pixel_page(
         seeded_dashboard: str, tmp_path: Path, browser: Browser) -> None:
     """GPUs by product and SLO status sit in the right column beside the charts: an operator reads
     every column without scrolling sideways (short headers, units in each header's help)."""
-    browser.open(seeded_dashboard)
+    _assert_the_overview_tables_fit(browser, seeded_dashboard, tmp_path / "overview.png")
+
+
+def _assert_the_overview_tables_fit(browser: Browser, url: str, screenshot: Path) -> None:
+    """The Overview at ``url`` draws its two tables, neither wider than its box (no sideways
+    scrolling); ``screenshot`` saved."""
+    browser.open(url)
     assert browser.wait_for(RENDERED % "Overview", timeout_s=60), "Overview never rendered"
     assert browser.wait_for(f"{SIDEWAYS}.length === 2", timeout_s=20), "no two tables drawn"
     widths = browser.evaluate(SIDEWAYS)
-    browser.screenshot(tmp_path / "overview.png")
+    browser.screenshot(screenshot)
     assert len(widths) == 2, widths
     assert all(scrolled <= shown for scrolled, shown in widths), widths
 
@@ -132,13 +138,7 @@ def test_the_overview_tables_still_fit_when_the_last_tick_read_queues(
     SLO table gains a column for them: it must fit the same right column."""
     url, _ = with_queues_read(seeded_url, tmp_path / "queued.db")
     with running_dashboard(url, tmp_path) as dashboard:
-        browser.open(dashboard)
-        assert browser.wait_for(RENDERED % "Overview", timeout_s=60), "Overview never rendered"
-        assert browser.wait_for(f"{SIDEWAYS}.length === 2", timeout_s=20), "no two tables drawn"
-        widths = browser.evaluate(SIDEWAYS)
-        browser.screenshot(tmp_path / "overview-queued.png")
-    assert len(widths) == 2, widths
-    assert all(scrolled <= shown for scrolled, shown in widths), widths
+        _assert_the_overview_tables_fit(browser, dashboard, tmp_path / "overview-queued.png")
 
 
 #: a model name in Streamlit's own markdown: shortcodes (emoji, Material icon, logo), a colour

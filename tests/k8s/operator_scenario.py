@@ -58,3 +58,15 @@ class Leader:
         report = leader_tick(self.deps, self.config, self.backend.mig, None).report
         self.clock.advance(30)
         return report
+
+
+def first_target(server: ApiServer, clock: VirtualClock, url: str, settings: Settings,
+                 loads: dict[str, ModelLoad], model: str) -> tuple[int, str]:
+    """The replica target a new leader's first tick (on a new store at ``url``, seeing
+    ``loads``) wants for ``model``, before the guards pace the way there, and its demand's
+    reason."""
+    report = Leader(server, clock, Store.open(url, migrate=True), settings, loads).tick()
+    assert report.plan is not None, report.reason
+    (wanted,) = [r for r in report.replicas if r.model == model]
+    (demand,) = [d for d in report.demands if d.model == model]
+    return wanted.target, demand.reason

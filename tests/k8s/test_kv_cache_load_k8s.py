@@ -1,34 +1,34 @@
 """A vLLM model whose requests are long fills its KV cache before its request rate nears what
 its profile says a replica serves; its replicas are then sized to ``reconcile.kv_cache_target``
 (replicas x usage / target, as HPA sizes to a utilization), through the whole leader tick
-against the API test server."""
+against the API test server (the reactive policy's; the predictive fast path's reading of it is
+tests/controlplane/test_demand.py's)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from apiserver import ApiServer
-from operator_scenario import LLAMA, RESNET, Leader, operator_settings, seed_operator_fleet
+from operator_scenario import (
+    LLAMA,
+    RESNET,
+    first_target,
+    operator_settings,
+    seed_operator_fleet,
+)
 
 from controlplane.domain.observed import ModelLoad
 from controlplane.settings import Settings
 from controlplane.sim.clock import VirtualClock
-from controlplane.store import Store
 
 
 def _llama_target(apiserver: ApiServer, clock: VirtualClock, url: str, settings: Settings,
                   kv_cache_usage: float | None) -> tuple[int, str]:
     """llama's three ready replicas (40 rps each) serving 60 rps with ``kv_cache_usage`` of
-    their KV cache held: the replica target a new leader's first tick wants and its demand's
-    reason."""
+    their KV cache held: its replica target and demand reason on a new leader's first tick."""
     loads = {LLAMA: ModelLoad(60.0, 120.0, kv_cache_usage=kv_cache_usage),
              RESNET: ModelLoad(900.0, 250.0)}
-    leader = Leader(apiserver, clock, Store.open(url, migrate=True), settings, loads)
-    report = leader.tick()
-    assert report.plan is not None, report.reason
-    (wanted,) = [r for r in report.replicas if r.model == LLAMA]
-    (demand,) = [d for d in report.demands if d.model == LLAMA]
-    return wanted.target, demand.reason
+    return first_target(apiserver, clock, url, settings, loads, LLAMA)
 
 
 def test_a_model_whose_kv_cache_is_full_gets_replicas_its_request_rate_would_not_ask_for(

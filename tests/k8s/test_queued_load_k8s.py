@@ -7,29 +7,28 @@ from __future__ import annotations
 from pathlib import Path
 
 from apiserver import ApiServer
-from operator_scenario import LLAMA, RESNET, Leader, operator_settings, seed_operator_fleet
+from operator_scenario import (
+    LLAMA,
+    RESNET,
+    first_target,
+    operator_settings,
+    seed_operator_fleet,
+)
 
 from controlplane.domain.observed import ModelLoad
 from controlplane.serve_k8s import queue_preset
 from controlplane.settings import Settings
 from controlplane.sim.clock import VirtualClock
-from controlplane.store import Store
 
 
 def _llama_target(apiserver: ApiServer, clock: VirtualClock, url: str, settings: Settings,
                   queued: float | None, growth_rps: float | None) -> tuple[int, str]:
     """llama completing 120 rps with ``queued`` requests waiting, growing by ``growth_rps``:
-    the replica target a new leader's first tick wants (before the guards pace the way there)
-    and its demand's reason."""
+    its replica target and demand reason on a new leader's first tick."""
     loads = {LLAMA: ModelLoad(120.0, 120.0, queued_requests=queued,
                               queue_growth_rps=growth_rps),
              RESNET: ModelLoad(900.0, 250.0)}
-    leader = Leader(apiserver, clock, Store.open(url, migrate=True), settings, loads)
-    report = leader.tick()
-    assert report.plan is not None, report.reason
-    (wanted,) = [r for r in report.replicas if r.model == LLAMA]
-    (demand,) = [d for d in report.demands if d.model == LLAMA]
-    return wanted.target, demand.reason
+    return first_target(apiserver, clock, url, settings, loads, LLAMA)
 
 
 def test_a_saturated_models_queue_scales_it_beyond_what_its_completions_ask_for(

@@ -32,6 +32,7 @@ from controlplane.domain.timestamps import utc_text
 from controlplane.settings import Settings, pool_specs
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
+from forecaster.types import Forecast
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
 from tests.forecasting.promserver import Family, prometheus
@@ -276,16 +277,13 @@ def test_serve_without_a_prometheus_url_refuses_on_one_line_before_writing_anyth
     assert apiserver.requests == []  # nor asked the cluster anything
 
 
-def test_serve_forecasts_at_start_from_history_that_only_prometheus_holds_and_ticks_its_load(
-        tmp_path: Path, apiserver: ApiServer, prom_url: str) -> None:
-    db_url = f"sqlite:///{tmp_path / 'fresh.db'}"
-    store = Store.open(db_url, migrate=True)
-    store.upsert_models(DEMO_MODELS)
-    apiserver.seed(model_deployment(DEMO_MODELS[0].name, replicas=2, ready=2))
-    assert store.counts()["forecasts"] == 0 and store.last_observed() is None
-    proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(_config(
-        tmp_path, apiserver, db_url, prom_url))], env=_env(), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+def _serve_until_forecast_and_ticked(config: Path, store: Store) -> tuple[
+        dict[str, Forecast], str]:
+    """``headroom serve`` on ``config`` until every demo model has a forecast in ``store`` and
+    a tick is recorded (90 s at most), stopped by SIGTERM and checked to exit 0: the forecasts
+    then, and what it wrote to stderr."""
+    proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(config)], env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and (
@@ -296,6 +294,18 @@ def test_serve_forecasts_at_start_from_history_that_only_prometheus_holds_and_ti
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
+    return forecasts, stderr
+
+
+def test_serve_forecasts_at_start_from_history_that_only_prometheus_holds_and_ticks_its_load(
+        tmp_path: Path, apiserver: ApiServer, prom_url: str) -> None:
+    db_url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    store = Store.open(db_url, migrate=True)
+    store.upsert_models(DEMO_MODELS)
+    apiserver.seed(model_deployment(DEMO_MODELS[0].name, replicas=2, ready=2))
+    assert store.counts()["forecasts"] == 0 and store.last_observed() is None
+    forecasts, stderr = _serve_until_forecast_and_ticked(
+        _config(tmp_path, apiserver, db_url, prom_url), store)
     assert sorted(forecasts) == sorted(m.name for m in DEMO_MODELS), stderr
     for forecast in forecasts.values():  # a day of 12 rps, none of it in the store
         assert forecast.p50[0] == pytest.approx(MODEL_RPS, rel=0.05)
@@ -320,18 +330,7 @@ def test_serve_reads_and_forecasts_a_model_with_its_own_query_in_its_own_unit(
            "sample_series": 'generated_tokens_total{model="{model}"}'}
     config = _config(tmp_path, apiserver, db_url, prom_url,
                      model_queries={tokens_model: own, "no-such-model": own})
-    proc = subprocess.Popen([*HEADROOM, "serve", "--config", str(config)], env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and (
-                len(store.latest_forecasts()) < len(DEMO_MODELS) or store.counts()["ticks"] < 1):
-            time.sleep(0.5)
-        forecasts = store.latest_forecasts()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 0, stderr
+    forecasts, stderr = _serve_until_forecast_and_ticked(config, store)
     assert "warning: prometheus.model_queries.no-such-model: no model 'no-such-model'" in stderr
     tokens_rps = TOKENS_PER_REQUEST * MODEL_RPS
     assert forecasts[tokens_model].p50[0] == pytest.approx(tokens_rps, rel=0.05)
