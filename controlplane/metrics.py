@@ -3,21 +3,22 @@
 ``headroom serve`` and ``headroom demo`` record every ``TickReport`` here, on the registry that
 already serves the placement API's metrics (``placement.metrics_listen``), so one ``/metrics``
 shows both: ticks by status and their wall time, ticks whose record could not be saved, the
-actions planned by kind and those held back by a guard, applied actions that failed, and, as of
-the last tick that observed the fleet, each model's load, capacity and provisioned demand, the
-forecast it was sized from (over the loop's lookahead: ``MODEL_RPS_HELP``) and where each model's
-demand came from (a counter by reason: the forecast, the fast path above it, or a stale / missing
-forecast), whether its load could be measured, the requests waiting in its queues and its KV cache
-usage, how its forecasts did over the last hour (WAPE of p50, p90 coverage: what to alert on), its
-profile's throughput (offline and corrected), each model's replicas (ready as observed; the
-replica target the last deciding tick wanted and the replicas its warm-pool ladder keeps warm
-beside them), whether a pause holds it and since when, its replica bounds where its spec sets
-them, and each pool's nodes (ready, pending, target) and what its billed nodes cost per hour at
-the configured GPU price. Those per-model and per-pool gauges are the leader's only: a replica
-that follows exports none (``forget_fleet``), a model or pool a tick no longer sees loses its
-samples, and ``headroom_leader`` says which replica leads (1) and which follow (0). Against
-Kubernetes, the leader's loading guard (``record_loading_guard``) adds the model pods it holds
-from voluntary disruption while they load, and what it guarded and released, by reason.
+actions planned by kind and those held back by a guard, applied actions that failed, Deployment
+scale-downs by how their replicas were chosen, and, as of the last tick that observed the fleet,
+each model's load, capacity and provisioned demand, the forecast it was sized from (over the
+loop's lookahead: ``MODEL_RPS_HELP``) and where each model's demand came from (a counter by
+reason: the forecast, the fast path above it, or a stale / missing forecast), whether its load
+could be measured, the requests waiting in its queues and its KV cache usage, how its forecasts
+did over the last hour (WAPE of p50, p90 coverage: what to alert on), its profile's throughput
+(offline and corrected), each model's replicas (ready as observed; the replica target the last
+deciding tick wanted and the replicas its warm-pool ladder keeps warm beside them), whether a
+pause holds it and since when, its replica bounds where its spec sets them, and each pool's nodes
+(ready, pending, target) and what its billed nodes cost per hour at the configured GPU price.
+Those per-model and per-pool gauges are the leader's only: a replica that follows exports none
+(``forget_fleet``), a model or pool a tick no longer sees loses its samples, and
+``headroom_leader`` says which replica leads (1) and which follow (0). Against Kubernetes, the
+leader's loading guard (``record_loading_guard``) adds the model pods it holds from voluntary
+disruption while they load, and what it guarded and released, by reason.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from contextlib import suppress
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from controlplane.adapters.clock import WallClock
+from controlplane.domain.actions import STEERING
 from controlplane.domain.cost import FleetSnapshot, GpuPrice, PriceTable, billed_rate
 from controlplane.domain.demand import Demand
 from controlplane.domain.desired import PoolSpec
@@ -85,6 +87,12 @@ class ControlPlaneMetrics:
                             ["reason"], registry=registry)
         self.failures = Counter("headroom_action_failures", "Applied actions that failed, by "
                                 "whether a retry may help.", ["retryable"], registry=registry)
+        self.steering = Counter("headroom_scale_down_steering", "Deployment scale-downs applied, "
+                                "by how their replicas were chosen: steered (pod-deletion-costs "
+                                "written so those on the emptiest nodes go), ranked (the costs "
+                                "already did), unsteered (the pods could not be read or "
+                                "annotated: the ReplicaSet chose).", ["result"],
+                                registry=registry)
         self.model_rps = Gauge("headroom_model_rps", MODEL_RPS_HELP, ["model", "kind"],
                                registry=registry)
         self.unsaved = Counter("headroom_reconcile_unsaved_ticks", "Ticks that acted but whose "
@@ -152,6 +160,8 @@ class ControlPlaneMetrics:
             self.ticks.labels(status.value)
         for retryable in ("true", "false"):
             self.failures.labels(retryable)
+        for result in STEERING:
+            self.steering.labels(result)
         self.pool_cost = Gauge("headroom_fleet_cost_usd_per_hour", "Per pool as of the last "
                                "observing tick: the GPUs its billed nodes (ready and "
                                "provisioning) report x its configured price per GPU-hour.",
@@ -200,6 +210,8 @@ class ControlPlaneMetrics:
         for outcome in report.outcomes:
             if not outcome.ok:
                 self.failures.labels(str(outcome.retryable).lower()).inc()
+            if outcome.steering:
+                self.steering.labels(outcome.steering).inc()
         if not report.observed.synced:
             return
         observed = {model.name for model in report.observed.models}

@@ -147,6 +147,12 @@ class SkippedAction:
         return f"skip {self.target} wanted {self.wanted}, kept {self.kept} ({self.reason})"
 
 
+#: how a Deployment's scale-down chose the replicas that go: ``steered`` (pod-deletion-costs
+#: written so those on the emptiest nodes go first), ``ranked`` (the costs already ranked them
+#: so), ``unsteered`` (the pods could not be read or annotated: the ReplicaSet chooses)
+STEERING = ("steered", "ranked", "unsteered")
+
+
 @dataclass(frozen=True, slots=True)
 class ActionOutcome:
     """What applying an action actually did (CA's actuation status)."""
@@ -155,3 +161,6 @@ class ActionOutcome:
     ok: bool
     message: str
     retryable: bool = False
+    #: a Deployment's scale-down: how its pods were ranked for removal (``STEERING``), "" for
+    #: any other action
+    steering: str = ""

@@ -90,6 +90,24 @@ def test_a_model_whose_load_was_not_measured_has_no_observed_sample_not_a_zero()
                                      {"model": "bert-embed", "kind": "capacity"}) == 600
 
 
+def test_deployment_scale_downs_are_counted_by_how_their_replicas_were_chosen() -> None:
+    registry = CollectorRegistry()
+    metrics = ControlPlaneMetrics(registry)
+    for result in ("steered", "ranked", "unsteered"):  # at 0 from the start, for increase()
+        assert registry.get_sample_value("headroom_scale_down_steering_total",
+                                         {"result": result}) == 0
+    report = sample_tick_report()
+    outcomes = (ActionOutcome("llama", True, "down", steering="steered"),
+                ActionOutcome("bert", True, "down", steering="unsteered"),
+                ActionOutcome("whisper", True, "up"),
+                ActionOutcome("mistral", True, "down", steering="steered"))
+    metrics.record(replace(report, outcomes=outcomes))
+    counted = {result: registry.get_sample_value("headroom_scale_down_steering_total",
+                                                 {"result": result})
+               for result in ("steered", "ranked", "unsteered")}
+    assert counted == {"steered": 2, "ranked": 0, "unsteered": 1}
+
+
 READINGS: dict[str, Callable[[ObservedModel, float], ObservedModel]] = {
     "headroom_model_queued_requests": lambda m, v: replace(m, queued_requests=v),
     "headroom_model_kv_cache_usage": lambda m, v: replace(m, kv_cache_usage=v)}

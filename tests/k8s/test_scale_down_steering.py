@@ -57,7 +57,7 @@ def test_a_scale_down_removes_the_replica_alone_on_its_node_so_the_node_empties(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     seed_two_nodes(apiserver)
     outcome = leading(apiserver, clock).replicas.set_replicas("m", 1)
-    assert outcome.ok
+    assert (outcome.ok, outcome.steering) == (True, "steered")
     assert outcome.message == (
         "model m target 1 replicas (Deployment models/m); controller.kubernetes.io/"
         "pod-deletion-cost on 2 pods: replicas on the emptiest nodes go first")
@@ -88,7 +88,7 @@ def test_a_scale_down_ranked_already_writes_no_annotation_again(
     apiserver.update("apps/v1", "Deployment", "m", {"spec": {"replicas": 2}}, MODELS_NS)
     before = len([r for r in apiserver.writes() if "/pods/" in r.path])
     again = backend.replicas.set_replicas("m", 1)
-    assert again.ok and again.message.endswith(
+    assert (again.ok, again.steering) == (True, "ranked") and again.message.endswith(
         "controller.kubernetes.io/pod-deletion-cost already ranks the emptiest nodes first")
     assert len([r for r in apiserver.writes() if "/pods/" in r.path]) == before
 
@@ -102,6 +102,7 @@ def test_a_scale_up_and_a_statefulset_scale_down_annotate_no_pod(
     down = backend.replicas.set_replicas("llm", 1)
     assert up.ok and down.ok
     assert "pod-deletion-cost" not in up.message + down.message
+    assert up.steering == down.steering == ""  # no Deployment scale-down, nothing counted
     assert [r for r in apiserver.writes() if "/pods/" in r.path] == []
 
 
@@ -110,7 +111,7 @@ def test_pods_that_cannot_be_annotated_leave_the_scale_down_to_go_ahead_unsteere
     seed_two_nodes(apiserver)
     apiserver.inject_fault("PATCH", "/pods/", 403)  # an RBAC without patch on pods
     outcome = leading(apiserver, clock).replicas.set_replicas("m", 1)
-    assert outcome.ok
+    assert (outcome.ok, outcome.steering) == (True, "unsteered")
     assert outcome.message.startswith(
         "model m target 1 replicas (Deployment models/m); not steered to the emptiest nodes "
         "(controller.kubernetes.io/pod-deletion-cost: ")

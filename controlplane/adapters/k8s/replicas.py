@@ -53,7 +53,7 @@ class K8sReplicaActuator:
                 return str(hpa["metadata"]["name"])
         return ""
 
-    def _scale(self, model: str, replicas: int) -> str:
+    def _scale(self, model: str, replicas: int) -> ActionOutcome:
         labelled = self.labelled(model)
         workloads = [w for w in labelled if w.model == model]
         if not workloads:
@@ -71,10 +71,11 @@ class K8sReplicaActuator:
                 f"scale to {replicas} replicas; Headroom leaves it to the HPA (scale it on "
                 "Headroom's forecasts through the KEDA external scaler); reason "
                 f"{HPA_OWNS_WORKLOAD}")
-        steered = steer_scale_down(self.api, workload, replicas)
+        steered, steering = steer_scale_down(self.api, workload, replicas)
         self.api.scale(workload.kind, workload.name, workload.namespace, replicas)
-        return (f"model {model} target {replicas} replicas "
-                f"({workload.kind} {workload.namespace}/{workload.name}){steered}")
+        return ActionOutcome(model, True, f"model {model} target {replicas} replicas "
+                             f"({workload.kind} {workload.namespace}/{workload.name}){steered}",
+                             steering=steering)
 
     def set_replicas(self, model: str, replicas: int) -> ActionOutcome:
         """Absolute target through ``/scale`` (merge patch; idempotent); a Deployment scaling

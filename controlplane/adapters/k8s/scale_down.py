@@ -49,12 +49,13 @@ def _steer(api: KubeApi, workload: WorkloadInfo) -> int:
     return written
 
 
-def steer_scale_down(api: KubeApi, workload: WorkloadInfo, replicas: int) -> str:
+def steer_scale_down(api: KubeApi, workload: WorkloadInfo, replicas: int) -> tuple[str, str]:
     """Annotate the pods of a Deployment scaling down to ``replicas`` so its ReplicaSet removes
-    those on the emptiest nodes; what was done, for the outcome ("" when not a scale-down of a
-    Deployment). Raises only when leadership ended (the scale would be refused too)."""
+    those on the emptiest nodes: what was done, for the outcome's message, and its ``STEERING``
+    result (both "" when not a scale-down of a Deployment). Raises only when leadership ended
+    (the scale would be refused too)."""
     if workload.kind != "Deployment" or replicas >= workload.replicas:
-        return ""
+        return "", ""
     try:
         written = _steer(api, workload)
     except LeadershipEnded:
@@ -62,6 +63,8 @@ def steer_scale_down(api: KubeApi, workload: WorkloadInfo, replicas: int) -> str
     except (TransientError, PermanentError, ValueError) as error:
         log.warning("scale_down.unsteered", extra={
             "workload": f"{workload.namespace}/{workload.name}", "error": str(error)})
-        return f"; not steered to the emptiest nodes ({POD_DELETION_COST}: {error})"
-    return (f"; {POD_DELETION_COST} on {written} pods: replicas on the emptiest nodes go first"
-            if written else f"; {POD_DELETION_COST} already ranks the emptiest nodes first")
+        return f"; not steered to the emptiest nodes ({POD_DELETION_COST}: {error})", "unsteered"
+    if written:
+        return (f"; {POD_DELETION_COST} on {written} pods: replicas on the emptiest nodes go "
+                "first"), "steered"
+    return f"; {POD_DELETION_COST} already ranks the emptiest nodes first", "ranked"
