@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
-from controlplane.adapters.prometheus import per_replica_rps
+from controlplane.adapters.prometheus import per_replica_rps, unmatched_model_queries
 from controlplane.domain.errors import error_line
 from controlplane.domain.models import ModelSpec
 from controlplane.reconcile import ReconcileConfig
@@ -116,16 +116,25 @@ class ModelsInUse:
             self._digest = digest  # a refused set is tried again at the next change only
             change = models_change(self._settings, self._in_use, specs)
             self._in_use = change.in_use
-        _log(change)
+        _log(change, unmatched_model_queries(self._settings.prometheus,
+                                             (s.name for s in change.in_use.specs)))
         return change
 
 
-def _log(change: ModelsChange) -> None:
+def _log(change: ModelsChange, unmatched: list[str]) -> None:
+    """One line for the change; and, when it took effect, one warning naming the
+    ``prometheus.model_queries`` entries the models in use do not list (``serve`` checks them
+    at start too)."""
     named = {"added": list(change.added), "removed": list(change.removed),
              "changed": list(change.changed)}
     if change.refused:
         log.error("models.reload_refused", extra={
             "error": change.refused, **named,
             "next": "the models in use stay; the models table's next change is tried"})
-    elif change.any:
+        return
+    if change.any:
         log.info("models.reloaded", extra={**named, "models": len(change.in_use.specs)})
+        if unmatched:
+            log.warning("models.query_unmatched", extra={
+                "models": unmatched, "setting": "prometheus.model_queries",
+                "next": "its query applies once a model of that name is imported"})

@@ -25,6 +25,7 @@ from controlplane.adapters.prometheus import (
     PrometheusHistory,
     PrometheusLoad,
     prometheus_source,
+    unmatched_model_queries,
 )
 from controlplane.autoscaling.from_settings import known_capacity
 from controlplane.decision_retry import RetryingDecisionStore
@@ -199,7 +200,7 @@ def warn_unknown_model_queries(settings: PrometheusSettings, models: Sequence[st
     """At start, a ``warning:`` line naming each ``prometheus.model_queries`` entry of a model
     the models file does not list (a misspelt name would leave that model on the preset's
     requests, profiled in tokens); it applies once such a model is imported."""
-    for model in sorted(set(settings.model_queries) - set(models)):
+    for model in unmatched_model_queries(settings, models):
         print_line(console, f"warning: prometheus.model_queries.{model}: no model {model!r} in "
                             "the models file; its query applies once one is imported")
 

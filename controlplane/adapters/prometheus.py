@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -85,6 +85,13 @@ def model_queries(settings: PrometheusSettings) -> dict[str, ModelQuery]:
     its own ``--metric``/``--query``: they name single models)."""
     return {model: ModelQuery(own.query, own.sample_series)
             for model, own in settings.model_queries.items()}
+
+
+def unmatched_model_queries(settings: PrometheusSettings, models: Iterable[str]) -> list[str]:
+    """The ``prometheus.model_queries`` entries of models not in ``models`` (the models file's),
+    sorted: a misspelt name leaves that model on the preset's requests while its profile is in
+    its own query's unit (tokens, say)."""
+    return sorted(set(settings.model_queries) - set(models))
 
 
 def per_replica_rps(specs: Sequence[ModelSpec]) -> dict[str, float]:

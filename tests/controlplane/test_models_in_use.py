@@ -122,3 +122,24 @@ def test_a_refused_removal_logs_one_error_keeps_the_old_set_and_is_tried_at_the_
     change = models.reload_if_changed()
     assert change is not None and change.refused == ""
     assert models.names() == sorted(s.name for s in FIRST if s is not LLAMA_70B)
+
+
+def test_a_reload_that_drops_a_model_with_its_own_query_warns_naming_the_entry(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    settings = load_settings(None, prometheus={"model_queries": {
+        MISTRAL.name: {"query": 'sum(rate(tokens_total{model="{model}"}[{window}]))'}}})
+    store, models = _held(tmp_path, settings)
+    remove_model_and_hints(store.engine, MISTRAL.name, datetime.now(UTC), keep_hints=True)
+    with caplog.at_level(logging.INFO, logger="headroom.models"):
+        change = models.reload_if_changed()
+    assert change is not None and change.removed == (MISTRAL.name,)
+    records = [(r.levelname, r.getMessage(), r.__dict__.get("models"))
+               for r in caplog.records if r.name == "headroom.models"]
+    assert records == [("INFO", "models.reloaded", 5),
+                       ("WARNING", "models.query_unmatched", [MISTRAL.name])]
+    store.upsert_models((MISTRAL,))  # back: its query applies again, nothing to warn
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="headroom.models"):
+        assert models.reload_if_changed() is not None
+    assert [r.getMessage() for r in caplog.records if r.name == "headroom.models"] == [
+        "models.reloaded"]
