@@ -133,7 +133,7 @@ class PrometheusLoad:
         self.latency_quantile = latency_quantile
         self.queue_preset = queue_preset
         self.kv_cache_preset = kv_cache_preset
-        #: by reading (queue, queue growth, KV cache), the models it was last unmeasured for:
+        #: by reading (queue, its growth, KV cache), the models it was last unmeasured for:
         #: warned when a model's becomes unmeasured, not every tick while it stays so
         self._unmeasured: dict[str, frozenset[str]] = {}
         if source.query_template is not None and source.sample_series is None:
@@ -199,31 +199,28 @@ class PrometheusLoad:
                 ) -> dict[str, float]:
         """The waiting requests (``growth``: how fast they grew) of the models whose engine
         exports them; a queue it cannot read is unknown, never a 0, and never fails the load
-        reading: logged as a warning when a model's queue becomes unmeasured, at debug level
-        while it stays so (an engine that exports no queue gauge would warn every tick)."""
+        reading (``_noted``)."""
         if self.queue_preset is None or not models:
             return {}
         got = self.source.current_queued(models, at, self.queue_preset, growth)
-        return self._noted("queue_growth" if growth else "queue", got,
-                           {"growth": growth})
+        return self._noted("queue.unmeasured", got, growth=growth)
 
     def _kv_cache_usage(self, models: list[str], at: datetime) -> dict[str, float]:
         """The KV cache usage of the models whose engine exports it; unknown (never a 0)
-        otherwise, logged as the queue is, never failing the load reading."""
+        otherwise, and never failing the load reading (``_noted``)."""
         if self.kv_cache_preset is None or not models:
             return {}
         got = self.source.current_kv_cache_usage(models, at, self.kv_cache_preset)
-        return self._noted("kv_cache", got, {})
+        return self._noted("kv_cache.unmeasured", got)
 
-    def _noted(self, reading: str, got: CurrentRates, extra: dict[str, object]
-               ) -> dict[str, float]:
-        """``got``'s values; its unknown models logged (``queue.unmeasured``,
-        ``kv_cache.unmeasured``): a warning when one becomes unmeasured, at debug level while
-        it stays so (an engine that exports no such gauge would warn every tick)."""
+    def _noted(self, event: str, got: CurrentRates, **extra: bool) -> dict[str, float]:
+        """``got``'s values; its unknown models logged as ``event`` (with ``extra``): a warning
+        when one becomes unmeasured, at debug level while it stays so (an engine that exports
+        no such gauge would warn every tick)."""
+        reading = f"{event}{sorted(extra.items())}"
         newly = set(got.unknown) - self._unmeasured.get(reading, frozenset())
         self._unmeasured[reading] = frozenset(got.unknown)
         if got.unknown:
-            event = "kv_cache.unmeasured" if reading == "kv_cache" else "queue.unmeasured"
             log.log(logging.WARNING if newly else logging.DEBUG, event,
                     extra={"models": sorted(got.unknown), **extra,
                            "error": next(iter(got.unknown.values()))})
