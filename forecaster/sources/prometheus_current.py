@@ -54,7 +54,7 @@ class CurrentRates:
 class PrometheusCurrent:
     """What every read of a Prometheus source rests on (the URL, the preset or custom query,
     credentials hidden from messages), and the per-tick instant reads: ``current_rates``,
-    ``current_latencies_ms`` and ``current_queued``."""
+    ``current_latencies_ms``, ``current_queued`` and ``current_kv_cache_usage``."""
 
     def __init__(self, url: str, preset: str, query: str | None, rate_window_s: int,
                  timeout_s: float, *, username: str | None, password: str | None,
