@@ -55,6 +55,8 @@ class LastTick:
     notes: tuple[str, ...] = ()  # what the tick noted (headroom status shows them too)
     # requests waiting in each model's queues in the fleet seen (models whose queue was read)
     queued: dict[str, float] = field(default_factory=dict)
+    # the share of each model's KV cache in use in the fleet seen (models whose usage was read)
+    kv_cache_usage: dict[str, float] = field(default_factory=dict)
 
     @property
     def read_the_fleet(self) -> bool:
@@ -87,7 +89,9 @@ def last_tick(url: str) -> LastTick | None:
         int(count), as_utc(first_at), None if seen is None else seen[0],
         None if seen is None else as_utc(seen[1].synced_at), notes,
         {} if seen is None else {m.name: m.queued_requests for m in seen[1].models
-                                 if m.queued_requests is not None})
+                                 if m.queued_requests is not None},
+        {} if seen is None else {m.name: m.kv_cache_usage for m in seen[1].models
+                                 if m.kv_cache_usage is not None})
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,9 @@ SLO_HELP = {
     "queued": st.column_config.NumberColumn(
         "queued", help="requests waiting in its queues as the last tick read them (None: not "
         "read); over 30 s of its capacity counts as short", width=50),
+    "kv_cache_pct": st.column_config.NumberColumn(
+        "kv %", help="% of its KV cache in use as the last tick read it (vLLM; None: not read); "
+        "over 95 % counts as short", width=50),
     "short % (1 h)": st.column_config.NumberColumn(
         "short %", help="share of the last hour's observations with capacity below demand"),
 }
@@ -63,16 +66,22 @@ SLO_HELP = {
 #: HeadroomModelQueueBacklog's threshold): a saturated model completes only what it serves, so
 #: its demand never shows above its capacity
 QUEUE_BACKLOG_S = 30.0
+#: a KV cache fuller than this is short (the alert HeadroomModelKvCacheFull's threshold): vLLM
+#: preempts running requests and queues new ones before the request rate nears capacity
+KV_CACHE_FULL = 0.95
 
 
-def slo_status(demand_rps: float, capacity_rps: float, queued: float = math.nan) -> str:
-    """A model's SLO status: short when ready capacity is below demand or its queue holds over
-    ``QUEUE_BACKLOG_S`` of that capacity, ok when not, unknown when demand or capacity is not
-    a number (a NaN in the store compares false both ways: it read as ok)."""
+def slo_status(demand_rps: float, capacity_rps: float, queued: float = math.nan,
+               kv_cache_usage: float = math.nan) -> str:
+    """A model's SLO status: short when ready capacity is below demand, its queue holds over
+    ``QUEUE_BACKLOG_S`` of that capacity or its KV cache is over ``KV_CACHE_FULL``, ok when
+    not, unknown when demand or capacity is not a number (a NaN in the store compares false
+    both ways: it read as ok)."""
     if not (math.isfinite(demand_rps) and math.isfinite(capacity_rps)):
         return "unknown"
     backlog = math.isfinite(queued) and queued > QUEUE_BACKLOG_S * capacity_rps
-    return "short" if capacity_rps < demand_rps or backlog else "ok"
+    full = math.isfinite(kv_cache_usage) and kv_cache_usage > KV_CACHE_FULL
+    return "short" if capacity_rps < demand_rps or backlog or full else "ok"
 
 
 def slo_table(url: str, tick: q.LastTick) -> pd.DataFrame:
@@ -81,14 +90,17 @@ def slo_table(url: str, tick: q.LastTick) -> pd.DataFrame:
     frame = latest.merge(last_hour, on="model", how="left").fillna({"short_observations": 0,
                                                                     "observations": 0})
     frame["queued"] = [tick.queued.get(str(model), math.nan) for model in frame["model"]]
-    frame["status"] = [slo_status(d, c, w) for d, c, w in zip(
-        frame["demand_rps"], frame["capacity_rps"], frame["queued"], strict=True)]
+    kv_cache = [tick.kv_cache_usage.get(str(model), math.nan) for model in frame["model"]]
+    frame["kv_cache_pct"] = [100 * usage for usage in kv_cache]
+    frame["status"] = [slo_status(d, c, w, kv) for d, c, w, kv in zip(
+        frame["demand_rps"], frame["capacity_rps"], frame["queued"], kv_cache, strict=True)]
     frame["short % (1 h)"] = (100 * frame["short_observations"]
                               / frame["observations"].where(frame["observations"] > 0)).round(1)
-    # the queue column only where queues are read (Kubernetes with a metric preset), so the
-    # table keeps to its column of the page elsewhere
-    queues = ["queued"] if tick.queued else []
-    return frame[["model", "status", "demand_rps", "capacity_rps", "replicas_ready", *queues,
+    # the queue and KV cache columns only where they are read (Kubernetes with a metric preset;
+    # KV cache: vLLM's), so the table keeps to its column of the page elsewhere
+    read = [c for c, by_model in (("queued", tick.queued), ("kv_cache_pct", tick.kv_cache_usage))
+            if by_model]
+    return frame[["model", "status", "demand_rps", "capacity_rps", "replicas_ready", *read,
                   "short % (1 h)"]].round(1)
 
 
@@ -161,9 +173,11 @@ def overview() -> None:
     widgets.tick_notes(tick)
     widgets.paused_models(url)
 
-    # the tables' column takes 4/9 of the page, half of it when the SLO table has a queue
-    # column (ticks that read queues: Kubernetes with a metric preset), so it fits a 1440-px page
-    left, right = st.columns([1, 1] if tick.queued else [5, 4])
+    # the tables' column takes 4/9 of the page, half of it when the SLO table has a queue or a
+    # KV cache column (ticks that read them: Kubernetes with a metric preset), 3/5 with both, so
+    # it fits a 1440-px page
+    read = bool(tick.queued) + bool(tick.kv_cache_usage)
+    left, right = st.columns(([5, 4], [1, 1], [2, 3])[read])
     with left:
         st.subheader("Fleet over the last 24 h")
         timeline = q.fleet_timeline(url, since_at, tick.started_at)

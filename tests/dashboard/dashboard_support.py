@@ -66,6 +66,20 @@ def with_queues_read(url: str, copy: Path) -> tuple[str, dict[str, float]]:
     queues, as ``serve`` with a Prometheus preset does, and those queues by model: of the two
     first models that serve their demand, 31 s of its capacity waits at one (a backlog) and 29 s
     at the other (a queue that drains); the others' queues were not read."""
+    copied, queued, _ = _with_engine_gauges_read(url, copy, kv_cache=False)
+    return copied, queued
+
+
+def with_kv_cache_read(url: str, copy: Path) -> tuple[str, dict[str, float], dict[str, float]]:
+    """``with_queues_read``'s copy whose tick also read KV cache usage, as ``serve`` with the
+    vLLM preset does, and the queues and usages by model: the model whose queue drains holds
+    90 % of its KV cache, the third that serves its demand 97 % (full); the others' was not
+    read."""
+    return _with_engine_gauges_read(url, copy, kv_cache=True)
+
+
+def _with_engine_gauges_read(url: str, copy: Path, kv_cache: bool
+                             ) -> tuple[str, dict[str, float], dict[str, float]]:
     copied = copy_store(url, copy)
     store = Store.open(copied)
     last = store.last_observed()
@@ -74,12 +88,14 @@ def with_queues_read(url: str, copy: Path) -> tuple[str, dict[str, float]]:
                     key=lambda m: m.name)
     queued = {served[0].name: 31 * served[0].capacity_rps,
               served[1].name: 29 * served[1].capacity_rps}
+    usage = {served[1].name: 0.9, served[2].name: 0.97} if kv_cache else {}
     at = last.synced_at + timedelta(seconds=30)
     observed = replace(last, synced_at=at, models=tuple(
-        replace(m, queued_requests=queued.get(m.name)) for m in last.models))
+        replace(m, queued_requests=queued.get(m.name), kv_cache_usage=usage.get(m.name))
+        for m in last.models))
     store.save_tick(TickReport(at, at, TickStatus.APPLIED, "", observed, (), None,
                                Plan(at, (), ()), (), GuardMemory()))
-    return copied, queued
+    return copied, queued, usage
 
 
 def copy_store_at(url: str, copy: Path, revision: str) -> str:

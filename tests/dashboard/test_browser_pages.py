@@ -22,7 +22,7 @@ from dashboard_browser import (
     Browser,
     stop_group,
 )
-from dashboard_support import REPO_ROOT, free_port, with_a_renamed_model, with_queues_read
+from dashboard_support import REPO_ROOT, free_port, with_a_renamed_model, with_kv_cache_read
 
 pytestmark = pytest.mark.browser
 
@@ -132,11 +132,11 @@ def _assert_the_overview_tables_fit(browser: Browser, url: str, screenshot: Path
     assert all(scrolled <= shown for scrolled, shown in widths), widths
 
 
-def test_the_overview_tables_still_fit_when_the_last_tick_read_queues(
+def test_the_overview_tables_still_fit_when_the_last_tick_read_queues_and_kv_caches(
         seeded_url: str, tmp_path: Path, browser: Browser) -> None:
-    """Against Kubernetes with a Prometheus preset each tick reads the models' queues, and the
-    SLO table gains a column for them: it must fit the same right column."""
-    url, _ = with_queues_read(seeded_url, tmp_path / "queued.db")
+    """Against Kubernetes with the vLLM preset each tick reads the models' queues and KV cache
+    usage, and the SLO table gains a column for each: it must fit the same right column."""
+    url, _, _ = with_kv_cache_read(seeded_url, tmp_path / "queued.db")
     with running_dashboard(url, tmp_path) as dashboard:
         _assert_the_overview_tables_fit(browser, dashboard, tmp_path / "overview-queued.png")
 
