@@ -187,13 +187,9 @@ class PrometheusLoad:
         try:
             got = self.source.current_latencies_ms(models, at, self.latency_preset,
                                                    self.latency_query, self.latency_quantile)
-        except SourceError as error:
-            log.warning("latency.unmeasured", extra={"models": models, "error": str(error)})
-            return {}
-        if got.unknown:
-            log.warning("latency.unmeasured", extra={"models": sorted(got.unknown),
-                                                     "error": next(iter(got.unknown.values()))})
-        return got.rates
+        except SourceError as error:  # a query Prometheus refuses: every model's is unknown
+            got = CurrentRates({}, dict.fromkeys(models, str(error)))
+        return self._noted("latency.unmeasured", got)
 
     def _queued(self, models: list[str], at: datetime, growth: bool = False
                 ) -> dict[str, float]:

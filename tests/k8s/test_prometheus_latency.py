@@ -140,11 +140,21 @@ def test_a_configured_latency_query_replaces_the_preset(prom_url: str) -> None:
 def test_a_latency_query_prometheus_rejects_leaves_the_load_measured_and_logs_it(
         prom_url: str, caplog: pytest.LogCaptureFixture) -> None:
     settings = PrometheusSettings(url=prom_url, latency_query='rate(bad{model="{model}"}[[')
+    load = _load(settings)
     with caplog.at_level(logging.WARNING, logger="headroom.prometheus"):
-        loads = _load(settings).measure({LLAMA: 2}, _at())
+        loads = load.measure({LLAMA: 2}, _at())
     assert loads[LLAMA].demand_rps == pytest.approx(30.0)
     assert loads[LLAMA].latency_ms is None
-    assert [r.getMessage() for r in caplog.records] == ["latency.unmeasured"]
+    assert [(r.getMessage(), r.__dict__["models"]) for r in caplog.records] == [
+        ("latency.unmeasured", [LLAMA])]
+    assert "bad" in caplog.records[0].__dict__["error"]
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="headroom.prometheus"):
+        again = load.measure({LLAMA: 2}, _at())
+    # the same query fails on every tick: warned once, then logged at debug level
+    assert again[LLAMA].latency_ms is None
+    assert [r.levelno for r in caplog.records
+            if r.getMessage() == "latency.unmeasured"] == [logging.DEBUG]
 
 
 def test_a_latency_setting_without_a_model_placeholder_is_refused_naming_it() -> None:
