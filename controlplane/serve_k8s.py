@@ -54,6 +54,7 @@ from controlplane.store.outage import STORE_DOWN
 from controlplane.store.pauses import SqlModelPauses
 from controlplane.store.relayout import SqlRelayoutStore
 from forecaster.sources.prometheus import PrometheusSource
+from forecaster.sources.promql import KV_CACHE_GAUGES
 from scheduler.engine import PlacementEngine
 
 log = logging.getLogger("headroom.serve")
@@ -169,11 +170,12 @@ def queue_preset(settings: Settings) -> str | None:
 
 
 def kv_cache_preset(settings: Settings) -> str | None:
-    """The engine whose KV cache usage the load source reads each tick: vLLM's (the only one
-    that exports it), while ``reconcile.kv_cache_target`` counts it; None otherwise. The usage
-    is a fraction, so it is read beside a custom query too (``prometheus.metric`` still names
-    the engine)."""
-    if settings.reconcile.kv_cache_target <= 0 or settings.prometheus.metric != "vllm":
+    """The engine whose KV cache usage the load source reads each tick: vLLM's or SGLang's
+    (Triton exports none), while ``reconcile.kv_cache_target`` counts it; None otherwise. The
+    usage is a fraction, so it is read beside a custom query too (``prometheus.metric`` still
+    names the engine)."""
+    if settings.reconcile.kv_cache_target <= 0 or \
+            settings.prometheus.metric not in KV_CACHE_GAUGES:
         return None
     return settings.prometheus.metric
 

@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from controlplane.domain.labels import is_label_key, is_label_value
 from controlplane.domain.url_secrets import masked
 from controlplane.settings_groups import Group
+from forecaster.sources.promql import LATENCY_HISTOGRAMS
 
 
 def http_url_problem(url: str) -> str | None:
@@ -60,11 +61,12 @@ class PrometheusSettings(Group):
     url: str | None = Field(None, description="base URL of Prometheus, e.g. http://127.0.0.1:9090"
                             "; required by serve with backend: kubernetes")
     timeout_s: float = Field(10.0, gt=0, description="timeout of one request")
-    metric: Literal["triton", "vllm"] = Field("triton", description="request-count preset: "
-                                              "triton (nv_inference_request_success + "
-                                              "nv_inference_request_failure: arrivals, label "
-                                              "model) or vllm (vllm:request_success_total, "
-                                              "label model_name)")
+    metric: Literal["triton", "vllm", "sglang"] = Field(
+        "triton", description="request-count preset: triton (nv_inference_request_success + "
+        "nv_inference_request_failure: arrivals, label model), vllm "
+        "(vllm:request_success_total, label model_name) or sglang (sglang:num_requests_total, "
+        "label model_name); it names the engine whose latency, queue and KV cache gauges are "
+        "read too")
     query: str | None = Field(None, description="custom PromQL with a {model} placeholder (and "
                               "optionally {window}, the rate window) instead of the preset")
     query_sample_series: str | None = Field(
@@ -80,14 +82,16 @@ class PrometheusSettings(Group):
     latency_query: str | None = Field(None, description="custom PromQL of a model's "
                                       "request latency in ms, with a {model} placeholder (and "
                                       "optionally {window}); default: the metric preset's mean "
-                                      "(Triton request duration / successes, vLLM e2e latency "
-                                      "histogram sum / count), one grouped query per tick")
+                                      "(Triton request duration / successes, vLLM's or "
+                                      "SGLang's e2e latency histogram sum / count), one "
+                                      "grouped query per tick")
     latency_quantile: float | None = Field(None, gt=0, lt=1, description="judge each model's "
                                            "latency_slo_ms at this quantile of its request "
                                            "latency (e.g. 0.95) instead of the mean: "
-                                           "histogram_quantile over vLLM's e2e latency buckets "
-                                           "(metric: vllm; Triton exports no request latency "
-                                           "histogram: give latency_query)")
+                                           "histogram_quantile over vLLM's or SGLang's e2e "
+                                           "latency buckets (metric: vllm or sglang; Triton "
+                                           "exports no request latency histogram: give "
+                                           "latency_query)")
     rate_window_s: int = Field(120, ge=1, description="shortest rate window: a tick reads "
                                "rate(...[this]); a history step of step_s reads "
                                "rate(...[max(step_s, this)]) at the step's end")
@@ -129,13 +133,13 @@ class PrometheusSettings(Group):
         if self.latency_quantile is None:
             return self
         if self.latency_query is not None:
-            raise ValueError("prometheus.latency_quantile applies to the vllm preset's "
-                             "histogram; a prometheus.latency_query decides its own statistic: "
-                             "give one of them")
-        if self.metric != "vllm":
+            raise ValueError("prometheus.latency_quantile applies to the vllm and sglang "
+                             "presets' histograms; a prometheus.latency_query decides its own "
+                             "statistic: give one of them")
+        if self.metric not in LATENCY_HISTOGRAMS:
             raise ValueError(f"prometheus.latency_quantile needs a request latency histogram; "
                              f"metric {self.metric} has none (Triton's only histogram is the "
-                             "opt-in first-response one): use metric vllm or give "
+                             "opt-in first-response one): use metric vllm or sglang, or give "
                              "prometheus.latency_query")
         return self
 

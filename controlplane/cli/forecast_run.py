@@ -50,7 +50,7 @@ def run(
     prometheus_url: Annotated[str | None, typer.Option(
         "--prometheus-url", help="read rates from Prometheus (credentials, rate window and "
         "timeout: settings prometheus)")] = None,
-    metric: Annotated[str | None, typer.Option(help="Prometheus preset: triton or vllm "
+    metric: Annotated[str | None, typer.Option(help="Prometheus preset: triton, vllm or sglang "
                                                "(default: settings prometheus.metric)")] = None,
     query: Annotated[str | None, typer.Option(help="PromQL with a {model} placeholder "
                                               "(default: settings prometheus.query)")] = None,

@@ -3,7 +3,8 @@ the current rate by one instant query.
 
 Presets: ``triton`` (``nv_inference_request_success`` plus ``nv_inference_request_failure``,
 label ``model``: every request that arrived, also those the queue rejected), ``vllm``
-(``vllm:request_success_total``, label ``model_name``), or any PromQL with a ``{model}``
+(``vllm:request_success_total``, label ``model_name``), ``sglang``
+(``sglang:num_requests_total``, label ``model_name``), or any PromQL with a ``{model}``
 placeholder (``forecaster.sources.promql`` says why). A history point ``t`` means the step
 ``[t, t + step)``, as ``TrafficSeries`` and the store's history do: for a preset (or a custom
 query with a ``{window}`` placeholder) it is ``rate(metric[W])`` evaluated at ``t + step`` with

@@ -1,7 +1,8 @@
 """The PromQL Headroom asks Prometheus: the presets' per-model request rates (``triton``:
 ``nv_inference_request_success`` plus ``nv_inference_request_failure``, label ``model``;
-``vllm``: ``vllm:request_success_total``, label ``model_name``), the newest sample time behind
-them, and the request latency.
+``vllm``: ``vllm:request_success_total``, label ``model_name``; ``sglang``:
+``sglang:num_requests_total``, label ``model_name``), the newest sample time behind them, the
+request latency, the queue and the KV cache usage.
 
 A rate is of the requests that arrived, not only of those served: Triton counts every request
 it received as a success or a failure (failures by ``reason``: REJECTED when the queue is full
@@ -10,7 +11,9 @@ preset adds all its failures; read from successes alone, an overloaded model's d
 at what it serves and the forecast would learn that limit. vLLM has no counter of arrivals: its
 ``vllm:request_success_total`` counts every finished request (each ``finished_reason``: stop,
 length, abort), and a request vLLM cannot serve yet waits (``vllm:num_requests_waiting``)
-rather than being rejected, so while that queue grows its completions understate demand."""
+rather than being rejected, so while that queue grows its completions understate demand. SGLang
+likewise counts finished requests (``sglang:num_requests_total``) and queues the rest
+(``sglang:num_queue_reqs``)."""
 
 from __future__ import annotations
 
@@ -96,35 +99,54 @@ def sample_count(selector: str, window_s: int) -> str:
 PRESETS = {
     "triton": Preset("nv_inference_request_success", "model", "nv_inference_request_failure"),
     "vllm": Preset("vllm:request_success_total", "model_name"),
+    "sglang": Preset("sglang:num_requests_total", "model_name"),
 }
+
+#: each preset's histogram of end-to-end request latency (s); Triton has none (its request
+#: duration is a counter, its only histogram the opt-in first-response one)
+LATENCY_HISTOGRAMS = {"vllm": "vllm:e2e_request_latency_seconds",
+                      "sglang": "sglang:e2e_request_latency_seconds"}
+
+#: a preset's label of the ranks whose gauges copy one replica's: SGLang's schedulers of one
+#: server report per tensor-parallel rank (rank 0 alone by default; every rank with
+#: --enable-metrics-for-all-schedulers), so a replica's gauge is the max over them
+RANK_LABELS = {"sglang": "tp_rank"}
+
+
+def _per_replica(preset: str, gauge: str) -> str:
+    """``gauge`` (PromQL of per-series values) with each replica's rank copies collapsed."""
+    rank = RANK_LABELS.get(preset)
+    return gauge if rank is None else f"max without ({rank}) ({gauge})"
 
 
 def latency_query(preset: str, window_s: int, quantile: float | None = None) -> str:
     """Every model's request latency in ms over the window, one series per model label: the
-    mean (Triton's cumulative request duration (us) over its successful requests, vLLM's
-    end-to-end latency histogram's sum (s) over its count), or with ``quantile`` that quantile
-    of vLLM's e2e latency histogram (``histogram_quantile`` over its buckets' rates; Triton has
-    no request latency histogram: SourceError)."""
+    mean (Triton's cumulative request duration (us) over its successful requests, vLLM's or
+    SGLang's end-to-end latency histogram's sum (s) over its count), or with ``quantile`` that
+    quantile of the e2e latency histogram (``histogram_quantile`` over its buckets' rates;
+    Triton has no request latency histogram: SourceError)."""
     w = f"[{window_s}s]"
+    histogram = LATENCY_HISTOGRAMS.get(preset)
     if quantile is not None:
         if not 0 < quantile < 1:
             raise SourceError(f"latency quantile must be in (0, 1), got {quantile}")
-        if preset != "vllm":
+        if histogram is None:
             raise SourceError(f"preset {preset!r} has no request latency histogram for the "
                               f"latency quantile {quantile}; give a latency query instead")
         return (f"histogram_quantile({quantile}, sum by (model_name, le) "
-                f"(rate(vllm:e2e_request_latency_seconds_bucket{w}))) * 1000")
-    if preset == "triton":
+                f"(rate({histogram}_bucket{w}))) * 1000")
+    if histogram is None:
         return (f"sum by (model) (rate(nv_inference_request_duration_us{w})) / sum by (model) "
                 f"(rate(nv_inference_request_success{w})) / 1000")
-    return (f"sum by (model_name) (rate(vllm:e2e_request_latency_seconds_sum{w})) / sum by "
-            f"(model_name) (rate(vllm:e2e_request_latency_seconds_count{w})) * 1000")
+    return (f"sum by (model_name) (rate({histogram}_sum{w})) / sum by "
+            f"(model_name) (rate({histogram}_count{w})) * 1000")
 
 
 #: each preset's gauge of the requests a model's replicas hold waiting now (summed over them):
-#: Triton's queued and not yet executing, vLLM's not yet in the running batch
+#: Triton's queued and not yet executing, vLLM's and SGLang's not yet in the running batch
 QUEUE_GAUGES = {"triton": "nv_inference_pending_request_count",
-                "vllm": "vllm:num_requests_waiting"}
+                "vllm": "vllm:num_requests_waiting",
+                "sglang": "sglang:num_queue_reqs"}
 
 
 def queue_query(preset: str, growth_window_s: int | None = None) -> str:
@@ -136,21 +158,26 @@ def queue_query(preset: str, growth_window_s: int | None = None) -> str:
     gauge = QUEUE_GAUGES[preset]
     if growth_window_s is not None:
         gauge = f"deriv({gauge}[{growth_window_s}s])"
-    return f"sum by ({PRESETS[preset].label}) ({gauge})"
+    return f"sum by ({PRESETS[preset].label}) ({_per_replica(preset, gauge)})"
 
 
-#: vLLM's gauge of the KV cache its running requests hold (0-1, per replica), and the name it
-#: had before vLLM V1 (routers read both)
-KV_CACHE_GAUGES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+#: each preset's gauges of the KV cache a replica's running requests hold (0-1), the first a
+#: replica exports read: vLLM's, and the name it had before vLLM V1 (routers read both);
+#: SGLang's token usage (of its KV cache pool's tokens)
+KV_CACHE_GAUGES = {"vllm": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+                   "sglang": ("sglang:token_usage",)}
 
 
 def kv_cache_query(preset: str) -> str:
     """Every model's KV cache usage now (0-1), the mean over its replicas, one series per model
-    label; only vLLM exports it (the newer gauge where a replica exports both names)."""
-    if preset != "vllm":
-        raise SourceError(f"preset {preset!r} exports no KV cache usage; only vllm does")
+    label (``KV_CACHE_GAUGES``: the newer gauge where a replica exports both names); Triton
+    exports none."""
+    if preset not in KV_CACHE_GAUGES:
+        raise SourceError(f"preset {preset!r} exports no KV cache usage; only "
+                          f"{' and '.join(KV_CACHE_GAUGES)} do")
     label = PRESETS[preset].label
-    return " or ".join(f"avg by ({label}) ({gauge})" for gauge in KV_CACHE_GAUGES)
+    return " or ".join(f"avg by ({label}) ({_per_replica(preset, gauge)})"
+                       for gauge in KV_CACHE_GAUGES[preset])
 
 
 def escape(value: str) -> str:
