@@ -127,7 +127,8 @@ class ControlPlaneMetrics:
                             "when not measured.", ["model"], registry=registry)
         self.kv_cache = Gauge("headroom_model_kv_cache_usage", "KV cache usage (0-1) of the "
                               "model's replicas as of the last observing tick (vLLM's "
-                              "kv_cache_usage_perc, their mean); no sample when not measured.",
+                              "kv_cache_usage_perc or SGLang's token_usage, their mean); no "
+                              "sample when not measured.",
                               ["model"], registry=registry)
         self.pool_nodes = Gauge("headroom_pool_nodes", "Nodes per pool as of the last observing "
                                 "tick.", ["pool", "state"], registry=registry)

@@ -68,7 +68,8 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
      "prometheus.query: Value error, PromQL 'sum(rate(x[5m]))' has no {model} placeholder"),
     ("prometheus:\n  password: s3cret\n",
      "prometheus.username and prometheus.password go together"),
-    ("prometheus:\n  metric: dcgm\n", "prometheus.metric: Input should be 'triton', 'vllm' or 'sglang'"),
+    ("prometheus:\n  metric: dcgm\n",
+     "prometheus.metric: Input should be 'triton', 'vllm' or 'sglang'"),
     # REFERENCE.md §1.6: Headroom's layouts mix profiles on a GPU, which needs the mixed
     # strategy; under single GFD counts MIG devices in nvidia.com/gpu.count
     ("k8s:\n  mig_strategy: single\n", "k8s.mig_strategy: Input should be 'mixed'"),
