@@ -7,7 +7,7 @@ models:
   - name: llama-3-8b-chat          # as the workload's headroom.dev/model-name and Prometheus say
     tenant: acme
     isolation: strict              # strict | trusted | none
-    engine: vllm                   # triton | vllm
+    engine: vllm                   # triton | vllm | sglang
     latency_slo_ms: 2000
     cold_start: {p50_s: 60, p90_s: 180}
     min_replicas: 1                # optional: hot replicas never fewer (a GPU budget or pool

@@ -21,6 +21,7 @@ class Isolation(StrEnum):
 class Engine(StrEnum):
     TRITON = "triton"
     VLLM = "vllm"
+    SGLANG = "sglang"
 
 
 class SharingMode(StrEnum):

@@ -25,7 +25,7 @@ class ModelRecord(SQLModel, table=True):
     name: str = Field(primary_key=True, max_length=200)
     tenant: str = Field(max_length=100, index=True)
     isolation: str = Field(max_length=16)  # strict | trusted | none
-    engine: str = Field(max_length=16)  # triton | vllm
+    engine: str = Field(max_length=16)  # triton | vllm | sglang
     latency_slo_ms: float
     cold_start_p50_s: float
     cold_start_p90_s: float

@@ -227,3 +227,13 @@ def test_every_problem_of_a_models_file_is_listed_in_one_run_whatever_else_is_wr
     assert [line for line in lines if line.startswith("models[2]")] == [
         "models[2] (m3): engine: Field required", "models[2] (m3): latency_slo_ms: Field required",
         "models[2] (m3): cold_start: Field required", "models[2] (m3): profile: Field required"]
+
+
+def test_an_sglang_model_reads_with_its_engine_and_an_unknown_engine_is_named(
+        tmp_path: Path) -> None:
+    sglang = GOOD.replace("engine: vllm", "engine: SGLang", 1)
+    llama, _ = load_model_specs(_file(tmp_path, sglang))
+    assert llama.engine is Engine.SGLANG
+    with pytest.raises(ModelsFileError, match=r"llama-3-8b-chat\): engine: Input should be "
+                       r"'triton', 'vllm' or 'sglang'"):
+        load_model_specs(_file(tmp_path, GOOD.replace("engine: vllm", "engine: tgi", 1)))
