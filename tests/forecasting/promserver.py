@@ -30,6 +30,20 @@ class Family:
     series: Mapping[str, Sequence[tuple[float, float]]]  # label text, e.g. 'model="m1"' -> samples
 
 
+def counter_samples(per_s: float, now_s: int, since_s: int = 3600
+                    ) -> list[tuple[float, float]]:
+    """A counter growing by ``per_s`` a second from ``since_s`` before ``now_s`` to an hour
+    after it, sampled every 15 s."""
+    return [(float(t), per_s * (t - now_s + since_s))
+            for t in range(now_s - since_s, now_s + 3600, 15)]
+
+
+def gauge_samples(value: float, now_s: int, per_s: float = 0.0) -> list[tuple[float, float]]:
+    """A gauge at ``value`` at ``now_s``, changing by ``per_s`` a second, from an hour before
+    it to an hour after it, sampled every 15 s."""
+    return [(float(t), value + per_s * (t - now_s)) for t in range(now_s - 3600, now_s + 3600, 15)]
+
+
 def openmetrics(families: Sequence[Family]) -> str:
     lines: list[str] = []
     for fam in families:

@@ -9,6 +9,7 @@ import logging
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from functools import partial
 
 import pytest
 
@@ -16,19 +17,15 @@ from controlplane.adapters.prometheus import PrometheusLoad, prometheus_source
 from controlplane.serve_k8s import kv_cache_preset
 from controlplane.settings import Settings
 from controlplane.settings_cluster import PrometheusSettings
-from tests.forecasting.promserver import Family, prometheus
+from tests.forecasting.promserver import Family, counter_samples, gauge_samples, prometheus
 
 pytestmark = pytest.mark.prometheus
 NOW = int(time.time())
 MISTRAL, QWEN, OLD = "mistral-7b-support", "qwen-2-7b-chat", "phi-3-mini"
 
 
-def counter(per_s: float) -> list[tuple[float, float]]:
-    return [(float(t), per_s * (t - NOW + 3600)) for t in range(NOW - 3600, NOW + 3600, 15)]
-
-
-def gauge(value: float) -> list[tuple[float, float]]:
-    return [(float(t), value) for t in range(NOW - 3600, NOW + 3600, 15)]
+counter = partial(counter_samples, now_s=NOW)  # an hour before the test to an hour after
+gauge = partial(gauge_samples, now_s=NOW)
 
 
 @pytest.fixture(scope="module")

@@ -10,13 +10,21 @@ import logging
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from controlplane.adapters.prometheus import PrometheusLoad, prometheus_source
 from controlplane.settings_cluster import PrometheusSettings
-from tests.forecasting.promserver import Family, Silent, free_port, prometheus
+from tests.forecasting.promserver import (
+    Family,
+    Silent,
+    counter_samples,
+    free_port,
+    gauge_samples,
+    prometheus,
+)
 
 pytestmark = pytest.mark.prometheus
 NOW = int(time.time())
@@ -24,15 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LLAMA, BERT, MISTRAL, SILENT = "llama-3-8b-chat", "bert-embed", "mistral-7b-support", "idle"
 
 
-def counter(per_s: float) -> list[tuple[float, float]]:
-    """Growing by ``per_s`` a second from an hour before the test to an hour after it."""
-    return [(float(t), per_s * (t - NOW + 3600)) for t in range(NOW - 3600, NOW + 3600, 15)]
-
-
-def gauge(value: float, per_s: float = 0.0) -> list[tuple[float, float]]:
-    """``value`` at the test's now, changing by ``per_s`` a second, from an hour before the
-    test to an hour after it."""
-    return [(float(t), value + per_s * (t - NOW)) for t in range(NOW - 3600, NOW + 3600, 15)]
+counter = partial(counter_samples, now_s=NOW)  # an hour before the test to an hour after
+gauge = partial(gauge_samples, now_s=NOW)
 
 
 def families() -> list[Family]:
@@ -55,7 +56,7 @@ def families() -> list[Family]:
         # growing by 0.5 a second), mistral's vLLM 12
         Family("nv_inference_pending_request_count", {
             f'model="{LLAMA}",version="1",pod="llama-0"': gauge(3.0),
-            f'model="{LLAMA}",version="1",pod="llama-1"': gauge(5.0, 0.5)}),
+            f'model="{LLAMA}",version="1",pod="llama-1"': gauge(5.0, per_s=0.5)}),
         Family("vllm:num_requests_waiting", {f'model_name="{MISTRAL}"': gauge(12.0)}),
         # mistral's first tokens: 80 % within 0.1 s, all within 0.5 s
         Family("vllm:time_to_first_token_seconds_bucket", {

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import pytest
 
@@ -16,20 +17,15 @@ from controlplane.adapters.prometheus import PrometheusLoad, prometheus_source
 from controlplane.serve_k8s import kv_cache_preset, queue_preset
 from controlplane.settings import Settings
 from controlplane.settings_cluster import PrometheusSettings
-from tests.forecasting.promserver import Family, prometheus
+from tests.forecasting.promserver import Family, counter_samples, gauge_samples, prometheus
 
 pytestmark = pytest.mark.prometheus
 NOW = int(time.time())
 LLAMA, QWEN = "llama-3-8b-chat", "qwen-2-7b-chat"
 
 
-def counter(per_s: float) -> list[tuple[float, float]]:
-    """Growing by ``per_s`` a second from an hour before the test to an hour after it."""
-    return [(float(t), per_s * (t - NOW + 3600)) for t in range(NOW - 3600, NOW + 3600, 15)]
-
-
-def gauge(value: float) -> list[tuple[float, float]]:
-    return [(float(t), value) for t in range(NOW - 3600, NOW + 3600, 15)]
+counter = partial(counter_samples, now_s=NOW)  # an hour before the test to an hour after
+gauge = partial(gauge_samples, now_s=NOW)
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from controlplane.adapters.prometheus import PrometheusLoad, prometheus_source
 from controlplane.serve_k8s import queue_preset
 from controlplane.settings import Settings
 from controlplane.settings_cluster import ModelQuerySettings, PrometheusSettings
-from tests.forecasting.promserver import Family, Silent, prometheus
+from tests.forecasting.promserver import Family, Silent, counter_samples, prometheus
 
 pytestmark = pytest.mark.prometheus
 NOW = int(time.time()) // 60 * 60
@@ -32,8 +32,7 @@ TOKENS_SERIES = 'vllm:generation_tokens_total{model_name="{model}"}'
 
 def counter(per_s: float) -> list[tuple[float, float]]:
     """Growing by ``per_s`` a second from three hours before the test to an hour after it."""
-    return [(float(t), per_s * (t - NOW + 3 * 3600))
-            for t in range(NOW - 3 * 3600, NOW + 3600, 15)]
+    return counter_samples(per_s, NOW, since_s=3 * 3600)
 
 
 @pytest.fixture(scope="module")
