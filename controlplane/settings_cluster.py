@@ -92,6 +92,12 @@ class PrometheusSettings(Group):
                                            "latency buckets (metric: vllm or sglang; Triton "
                                            "exports no request latency histogram: give "
                                            "latency_query)")
+    latency: Literal["e2e", "ttft"] = Field(
+        "e2e", description="what the preset's latency times: e2e, the whole request (Triton's "
+        "request duration, vLLM's or SGLang's e2e histogram), or ttft, the time to first token "
+        "(vLLM's or SGLang's time_to_first_token_seconds histogram: each model's "
+        "latency_slo_ms and profile latency_ms are then times to first token), the mean or "
+        "latency_quantile; one grouped query per tick")
     rate_window_s: int = Field(120, ge=1, description="shortest rate window: a tick reads "
                                "rate(...[this]); a history step of step_s reads "
                                "rate(...[max(step_s, this)]) at the step's end")
@@ -141,6 +147,20 @@ class PrometheusSettings(Group):
                              f"metric {self.metric} has none (Triton's only histogram is the "
                              "opt-in first-response one): use metric vllm or sglang, or give "
                              "prometheus.latency_query")
+        return self
+
+    @model_validator(mode="after")
+    def _ttft_has_a_histogram(self) -> PrometheusSettings:
+        if self.latency == "e2e":
+            return self
+        if self.latency_query is not None:
+            raise ValueError("prometheus.latency: ttft reads the preset's time-to-first-token "
+                             "histogram; a prometheus.latency_query decides what it times: give "
+                             "one of them")
+        if self.metric not in LATENCY_HISTOGRAMS:
+            raise ValueError(f"prometheus.latency: ttft needs a time-to-first-token histogram; "
+                             f"metric {self.metric} has none: use metric vllm or sglang, or "
+                             "give prometheus.latency_query")
         return self
 
     @model_validator(mode="after")

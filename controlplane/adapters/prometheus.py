@@ -110,7 +110,8 @@ OWN_UNDATED = ("the model's own query in prometheus.model_queries carries no sam
 class PrometheusLoad:
     """``LoadSource``: demand = the model's measured request rate, capacity = ready replicas x
     its per-replica throughput, its request latency (``latency_preset``'s grouped query:
-    the mean, or ``latency_quantile`` of vLLM's histogram; or ``latency_query`` per model) and
+    the mean, or ``latency_quantile`` of the engine's histogram of ``latency_timed``, e2e or
+    ttft; or ``latency_query`` per model) and
     the requests waiting in its replicas' queues (``queue_preset``). A model Prometheus could
     not measure is unknown, not 0; a latency or queue it could not read is None (logged) and
     never fails the load reading."""
@@ -120,7 +121,7 @@ class PrometheusLoad:
                  latency_preset: str = "triton", latency_query: str | None = None,
                  latency_quantile: float | None = None,
                  queue_preset: str | None = None,
-                 kv_cache_preset: str | None = None) -> None:
+                 kv_cache_preset: str | None = None, latency_timed: str = "e2e") -> None:
         """``replica_rps``: each model's per-replica throughput, or what gives the current
         one at each reading (``serve``'s models in use, reloaded without a restart);
         ``queue_preset``: the engine whose waiting-requests gauge is read each tick
@@ -131,6 +132,7 @@ class PrometheusLoad:
         self.latency_preset = latency_preset
         self.latency_query = latency_query
         self.latency_quantile = latency_quantile
+        self.latency_timed = latency_timed
         self.queue_preset = queue_preset
         self.kv_cache_preset = kv_cache_preset
         #: by reading (queue, its growth, KV cache), the models it was last unmeasured for:
@@ -186,7 +188,8 @@ class PrometheusLoad:
             return {}
         try:
             got = self.source.current_latencies_ms(models, at, self.latency_preset,
-                                                   self.latency_query, self.latency_quantile)
+                                                   self.latency_query, self.latency_quantile,
+                                                   self.latency_timed)
         except SourceError as error:  # a query Prometheus refuses: every model's is unknown
             got = CurrentRates({}, dict.fromkeys(models, str(error)))
         return self._noted("latency.unmeasured", got)

@@ -191,10 +191,11 @@ class PrometheusCurrent:
 
     def current_latencies_ms(self, models: Sequence[str], at: datetime, preset: str,
                              template: str | None = None,
-                             quantile: float | None = None) -> CurrentRates:
+                             quantile: float | None = None, timed: str = "e2e") -> CurrentRates:
         """Each model's request latency (ms) over the last ``rate_window_s`` before ``at``, the
-        mean or the ``quantile``: one grouped query for the engine's ``preset``
-        (``latency_query``), or one query per model of ``template`` (PromQL with ``{model}``,
+        mean or the ``quantile`` of what ``timed`` names (e2e, ttft): one grouped query for the
+        engine's ``preset`` (``latency_query``), or one query per model of ``template`` (PromQL
+        with ``{model}``,
         optionally ``{window}``; it decides the statistic). A model without requests in the
         window (0 / 0, or a histogram with no observations: NaN), or with no series, is
         unknown."""
@@ -202,7 +203,8 @@ class PrometheusCurrent:
             if preset not in PRESETS:
                 raise SourceError(f"unknown metric preset {preset!r} for latency")
             return self._current_grouped(models, at,
-                                         latency_query(preset, self.rate_window_s, quantile),
+                                         latency_query(preset, self.rate_window_s, quantile,
+                                                       timed),
                                          PRESETS[preset].label)
         return self._current_each(models, at, lambda model: template.replace(
             "{model}", escape(model)).replace("{window}", f"{self.rate_window_s}s"))

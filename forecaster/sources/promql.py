@@ -102,10 +102,16 @@ PRESETS = {
     "sglang": Preset("sglang:num_requests_total", "model_name"),
 }
 
-#: each preset's histogram of end-to-end request latency (s); Triton has none (its request
-#: duration is a counter, its only histogram the opt-in first-response one)
-LATENCY_HISTOGRAMS = {"vllm": "vllm:e2e_request_latency_seconds",
-                      "sglang": "sglang:e2e_request_latency_seconds"}
+#: each preset's latency histograms (s) by what they time: the end-to-end request latency
+#: (``e2e``) and the time to first token (``ttft``); Triton has none (its request duration is a
+#: counter, its only histogram the opt-in first-response one)
+LATENCY_HISTOGRAMS = {
+    "vllm": {"e2e": "vllm:e2e_request_latency_seconds",
+             "ttft": "vllm:time_to_first_token_seconds"},
+    "sglang": {"e2e": "sglang:e2e_request_latency_seconds",
+               "ttft": "sglang:time_to_first_token_seconds"},
+}
+LATENCY_TIMED = ("e2e", "ttft")
 
 #: a preset's label of the ranks whose gauges copy one replica's: SGLang's schedulers of one
 #: server report per tensor-parallel rank (rank 0 alone by default; every rank with
@@ -119,14 +125,21 @@ def _per_replica(preset: str, gauge: str) -> str:
     return gauge if rank is None else f"max without ({rank}) ({gauge})"
 
 
-def latency_query(preset: str, window_s: int, quantile: float | None = None) -> str:
+def latency_query(preset: str, window_s: int, quantile: float | None = None,
+                  timed: str = "e2e") -> str:
     """Every model's request latency in ms over the window, one series per model label: the
     mean (Triton's cumulative request duration (us) over its successful requests, vLLM's or
-    SGLang's end-to-end latency histogram's sum (s) over its count), or with ``quantile`` that
-    quantile of the e2e latency histogram (``histogram_quantile`` over its buckets' rates;
-    Triton has no request latency histogram: SourceError)."""
+    SGLang's histogram's sum (s) over its count: ``timed`` ``e2e``, the end-to-end latency, or
+    ``ttft``, the time to first token), or with ``quantile`` that quantile of the histogram
+    (``histogram_quantile`` over its buckets' rates; Triton has no request latency histogram:
+    SourceError)."""
     w = f"[{window_s}s]"
-    histogram = LATENCY_HISTOGRAMS.get(preset)
+    if timed not in LATENCY_TIMED:
+        raise SourceError(f"unknown latency {timed!r}; choose one of {', '.join(LATENCY_TIMED)}")
+    histogram = LATENCY_HISTOGRAMS.get(preset, {}).get(timed)
+    if histogram is None and timed != "e2e":
+        raise SourceError(f"preset {preset!r} has no {timed} histogram; give a latency query "
+                          "instead")
     if quantile is not None:
         if not 0 < quantile < 1:
             raise SourceError(f"latency quantile must be in (0, 1), got {quantile}")

@@ -88,6 +88,13 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
      "prometheus.model_queries.mistral-7b.query: Value error, must not be empty"),
     ("prometheus:\n  model_queries:\n    mistral-7b:\n      query: x\n      sample: y\n",
      "prometheus.model_queries.mistral-7b.sample: unknown key"),
+    ("prometheus:\n  latency: ttft\n",
+     "prometheus.latency: ttft needs a time-to-first-token histogram; metric triton has none"),
+    ("prometheus:\n  metric: sglang\n  latency: ttft\n"
+     "  latency_query: my_ttft_ms{model=\"{model}\"}\n",
+     "a prometheus.latency_query decides what it times: give one of them"),
+    ("prometheus:\n  metric: vllm\n  latency: tpot\n",
+     "prometheus.latency: Input should be 'e2e' or 'ttft'"),
 ], ids=["negative interval", "misspelt key", "unknown top-level key", "pool bounds",
         "cross-field horizon", "broken yaml", "calibration window zero",
         "calibration window too short to calibrate", "metrics address without a host",
@@ -103,7 +110,9 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
         "a MIG strategy that cannot hold mixed layouts", "a zero rate window",
         "a latency quantile of triton", "a latency quantile in per cent",
         "a latency quantile and a latency query", "a negative queue drain time",
-        "a model's blank query", "a misspelt key of a model's query"])
+        "a model's blank query", "a misspelt key of a model's query",
+        "a time to first token of triton", "a time to first token and a latency query",
+        "an unknown latency"])
 def test_bad_configuration_is_one_line_naming_the_field(tmp_path: Path, yaml_text: str,
                                                         expected: str) -> None:
     config = tmp_path / "bad.yaml"

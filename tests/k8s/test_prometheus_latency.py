@@ -129,6 +129,17 @@ def test_the_readmes_time_to_first_token_p95_query_reads_the_ttft_histogram(
     assert loads[MISTRAL].latency_ms == pytest.approx(100.0 + (0.95 - 0.8) / 0.2 * 400.0)
 
 
+def test_latency_ttft_reads_vllms_time_to_first_token_histogram_in_one_grouped_query(
+        prom_url: str) -> None:
+    """The README's TTFT p95 query, as a setting: the same value."""
+    settings = PrometheusSettings(url=prom_url, metric="vllm", latency="ttft",
+                                  latency_quantile=0.95)
+    load = PrometheusLoad(prometheus_source(settings), {MISTRAL: 18.0}, "vllm",
+                          latency_quantile=0.95, latency_timed=settings.latency)
+    loads = load.measure({MISTRAL: 1}, _at())
+    assert loads[MISTRAL].latency_ms == pytest.approx(100.0 + (0.95 - 0.8) / 0.2 * 400.0)
+
+
 def test_a_configured_latency_query_replaces_the_preset(prom_url: str) -> None:
     query = ('sum(rate(nv_inference_request_duration_us{{model="{model}"}}[{window}])) / '
              'sum(rate(nv_inference_request_success{{model="{model}"}}[{window}])) / 2000')

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from typing import Literal
 
 import pytest
 
@@ -33,7 +34,8 @@ def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """llama's two replicas: sglang-0 (TP 2, its schedulers reporting on both ranks) serves 6
     rps, holds 5 requests waiting and 90 % of its KV cache; sglang-1 (rank 0 alone) serves 4
     rps, holds 3 waiting and 50 %. llama's requests end in 0.8 s on average, half within 0.5
-    s and 90 % within 1 s. qwen: 2 rps, no queue or KV cache gauge."""
+    s and 90 % within 1 s; their first tokens come in 0.15 s on average, 60 % within 0.1 s
+    and 90 % within 0.2 s. qwen: 2 rps, no queue or KV cache gauge."""
     ranks = {"sglang-0": ("0", "1"), "sglang-1": ("0",)}
     waiting, usage = {"sglang-0": 5.0, "sglang-1": 3.0}, {"sglang-0": 0.9, "sglang-1": 0.5}
     rank_series = {f'model_name="{LLAMA}",pod="{pod}",tp_rank="{rank}"': pod
@@ -50,6 +52,13 @@ def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             Family("sglang:e2e_request_latency_seconds_bucket", {
                 f'model_name="{LLAMA}",le="{le}"': counter(10.0 * share)
                 for le, share in (("0.5", 0.5), ("1.0", 0.9), ("2.5", 1.0), ("+Inf", 1.0))}),
+            Family("sglang:time_to_first_token_seconds_sum", {
+                f'model_name="{LLAMA}"': counter(10.0 * 0.15)}),
+            Family("sglang:time_to_first_token_seconds_count", {
+                f'model_name="{LLAMA}"': counter(10.0)}),
+            Family("sglang:time_to_first_token_seconds_bucket", {
+                f'model_name="{LLAMA}",le="{le}"': counter(10.0 * share)
+                for le, share in (("0.1", 0.6), ("0.2", 0.9), ("0.4", 1.0), ("+Inf", 1.0))}),
             Family("sglang:num_queue_reqs", {
                 labels: gauge(waiting[pod]) for labels, pod in rank_series.items()}),
             Family("sglang:token_usage", {
@@ -57,9 +66,11 @@ def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
-def _settings(prom_url: str, latency_quantile: float | None = None) -> Settings:
+def _settings(prom_url: str, latency_quantile: float | None = None,
+              latency: Literal["e2e", "ttft"] = "e2e") -> Settings:
     return Settings(prometheus=PrometheusSettings(url=prom_url, metric="sglang",
-                                                  latency_quantile=latency_quantile))
+                                                  latency_quantile=latency_quantile,
+                                                  latency=latency))
 
 
 def _load(settings: Settings) -> PrometheusLoad:
@@ -67,7 +78,7 @@ def _load(settings: Settings) -> PrometheusLoad:
     return PrometheusLoad(prometheus_source(prom), {LLAMA: 4.0, QWEN: 4.0}, prom.metric,
                           latency_quantile=prom.latency_quantile,
                           queue_preset=queue_preset(settings),
-                          kv_cache_preset=kv_cache_preset(settings))
+                          kv_cache_preset=kv_cache_preset(settings), latency_timed=prom.latency)
 
 
 def test_the_sglang_preset_reads_each_models_finished_requests_dated_by_their_samples(
@@ -91,6 +102,14 @@ def test_the_latency_is_the_e2e_histograms_mean_or_its_quantile(prom_url: str) -
     assert mean[LLAMA].latency_ms == pytest.approx(800.0)
     p95 = _load(_settings(prom_url, latency_quantile=0.95)).measure({LLAMA: 2}, now)
     assert p95[LLAMA].latency_ms == pytest.approx(1000.0 + (0.95 - 0.9) / 0.1 * 1500.0)
+
+
+def test_latency_ttft_reads_the_time_to_first_token_histogram_instead(prom_url: str) -> None:
+    now = datetime.fromtimestamp(NOW, UTC)
+    mean = _load(_settings(prom_url, latency="ttft")).measure({LLAMA: 2}, now)
+    assert mean[LLAMA].latency_ms == pytest.approx(150.0)
+    p95 = _load(_settings(prom_url, 0.95, latency="ttft")).measure({LLAMA: 2}, now)
+    assert p95[LLAMA].latency_ms == pytest.approx(200.0 + (0.95 - 0.9) / 0.1 * 200.0)
 
 
 def test_a_replica_reporting_on_every_tensor_parallel_rank_counts_once_in_queue_and_kv_cache(
