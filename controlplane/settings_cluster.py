@@ -135,32 +135,23 @@ class PrometheusSettings(Group):
         return self
 
     @model_validator(mode="after")
-    def _latency_quantile_has_a_histogram(self) -> PrometheusSettings:
-        if self.latency_quantile is None:
-            return self
-        if self.latency_query is not None:
-            raise ValueError("prometheus.latency_quantile applies to the vllm and sglang "
-                             "presets' histograms; a prometheus.latency_query decides its own "
-                             "statistic: give one of them")
-        if self.metric not in LATENCY_HISTOGRAMS:
-            raise ValueError(f"prometheus.latency_quantile needs a request latency histogram; "
-                             f"metric {self.metric} has none (Triton's only histogram is the "
-                             "opt-in first-response one): use metric vllm or sglang, or give "
-                             "prometheus.latency_query")
-        return self
-
-    @model_validator(mode="after")
-    def _ttft_has_a_histogram(self) -> PrometheusSettings:
-        if self.latency == "e2e":
-            return self
-        if self.latency_query is not None:
-            raise ValueError("prometheus.latency: ttft reads the preset's time-to-first-token "
-                             "histogram; a prometheus.latency_query decides what it times: give "
-                             "one of them")
-        if self.metric not in LATENCY_HISTOGRAMS:
-            raise ValueError(f"prometheus.latency: ttft needs a time-to-first-token histogram; "
-                             f"metric {self.metric} has none: use metric vllm or sglang, or "
-                             "give prometheus.latency_query")
+    def _latency_has_a_histogram(self) -> PrometheusSettings:
+        """``latency_quantile`` and ``latency: ttft`` read the preset's histograms: a
+        ``latency_query`` decides its own statistic and what it times, and Triton has none."""
+        for setting, histogram, decides, asked in (
+                ("prometheus.latency_quantile", "a request latency histogram",
+                 "its own statistic", self.latency_quantile is not None),
+                ("prometheus.latency: ttft", "a time-to-first-token histogram", "what it times",
+                 self.latency == "ttft")):
+            if not asked:
+                continue
+            if self.latency_query is not None:
+                raise ValueError(f"{setting} reads the vllm and sglang presets' histograms; a "
+                                 f"prometheus.latency_query decides {decides}: give one of them")
+            if self.metric not in LATENCY_HISTOGRAMS:
+                raise ValueError(f"{setting} needs {histogram}; metric {self.metric} has none "
+                                 "(Triton's only histogram is the opt-in first-response one): "
+                                 "use metric vllm or sglang, or give prometheus.latency_query")
         return self
 
     @model_validator(mode="after")

@@ -7,7 +7,7 @@ whose schedulers report on every tensor-parallel rank counts once, not once per 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Literal
@@ -29,6 +29,16 @@ counter = partial(counter_samples, now_s=NOW)  # an hour before the test to an h
 gauge = partial(gauge_samples, now_s=NOW)
 
 
+def histogram(name: str, mean_s: float, shares: Sequence[tuple[str, float]]) -> list[Family]:
+    """llama's histogram ``name`` over its 10 requests a second: their mean ``mean_s`` and the
+    share of them within each bucket's ``le``."""
+    model = f'model_name="{LLAMA}"'
+    return [Family(f"{name}_sum", {model: counter(10.0 * mean_s)}),
+            Family(f"{name}_count", {model: counter(10.0)}),
+            Family(f"{name}_bucket", {f'{model},le="{le}"': counter(10.0 * share)
+                                      for le, share in shares})]
+
+
 @pytest.fixture(scope="module")
 def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """llama's two replicas: sglang-0 (TP 2, its schedulers reporting on both ranks) serves 6
@@ -45,20 +55,10 @@ def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 f'model_name="{LLAMA}",pod="sglang-0"': counter(6.0),
                 f'model_name="{LLAMA}",pod="sglang-1"': counter(4.0),
                 f'model_name="{QWEN}",pod="qwen-0"': counter(2.0)}),
-            Family("sglang:e2e_request_latency_seconds_sum", {
-                f'model_name="{LLAMA}"': counter(10.0 * 0.8)}),
-            Family("sglang:e2e_request_latency_seconds_count", {
-                f'model_name="{LLAMA}"': counter(10.0)}),
-            Family("sglang:e2e_request_latency_seconds_bucket", {
-                f'model_name="{LLAMA}",le="{le}"': counter(10.0 * share)
-                for le, share in (("0.5", 0.5), ("1.0", 0.9), ("2.5", 1.0), ("+Inf", 1.0))}),
-            Family("sglang:time_to_first_token_seconds_sum", {
-                f'model_name="{LLAMA}"': counter(10.0 * 0.15)}),
-            Family("sglang:time_to_first_token_seconds_count", {
-                f'model_name="{LLAMA}"': counter(10.0)}),
-            Family("sglang:time_to_first_token_seconds_bucket", {
-                f'model_name="{LLAMA}",le="{le}"': counter(10.0 * share)
-                for le, share in (("0.1", 0.6), ("0.2", 0.9), ("0.4", 1.0), ("+Inf", 1.0))}),
+            *histogram("sglang:e2e_request_latency_seconds", 0.8,
+                       (("0.5", 0.5), ("1.0", 0.9), ("2.5", 1.0), ("+Inf", 1.0))),
+            *histogram("sglang:time_to_first_token_seconds", 0.15,
+                       (("0.1", 0.6), ("0.2", 0.9), ("0.4", 1.0), ("+Inf", 1.0))),
             Family("sglang:num_queue_reqs", {
                 labels: gauge(waiting[pod]) for labels, pod in rank_series.items()}),
             Family("sglang:token_usage", {
