@@ -100,6 +100,10 @@ class ModelsInUse:
     def replica_rps(self) -> Mapping[str, float]:
         return per_replica_rps(self._in_use.specs)
 
+    def engines(self) -> Mapping[str, str]:
+        """Each model's engine (``prometheus.by_engine`` reads it by that engine's preset)."""
+        return {s.name: s.engine.value for s in self._in_use.specs}
+
     def reload_if_changed(self) -> ModelsChange | None:
         """Use the models table's set if it changed since the last read (None: it did not, or
         the store could not be read)."""

@@ -173,11 +173,13 @@ def kv_cache_preset(settings: Settings) -> str | None:
     """The engine whose KV cache usage the load source reads each tick: vLLM's or SGLang's
     (Triton exports none), while ``reconcile.kv_cache_target`` counts it; None otherwise. The
     usage is a fraction, so it is read beside a custom query too (``prometheus.metric`` still
-    names the engine)."""
+    names the engine). With ``prometheus.by_engine`` each model's engine decides (the metric
+    is the default of a model without one)."""
+    prometheus = settings.prometheus
     if settings.reconcile.kv_cache_target <= 0 or \
-            settings.prometheus.metric not in KV_CACHE_GAUGES:
+            not (prometheus.by_engine or prometheus.metric in KV_CACHE_GAUGES):
         return None
-    return settings.prometheus.metric
+    return prometheus.metric
 
 
 def guard_loading(sync: Callable[[], GuardSync],
@@ -245,7 +247,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
     models = ModelsInUse(settings, store.engine, digest, specs)
     clock = WallClock()
     store.upsert_prices(pool_specs(settings), clock.now())  # the Cost page's prices
-    source = prometheus_source(settings.prometheus)
+    source = prometheus_source(settings.prometheus, engines=models.engines)
     # the re-layouts' records are fenced by the term of the tick records' (``decisions``)
     relayouts = SqlRelayoutStore(store.engine, fence=lambda: decisions.fence_token(clock.now()))
     # a workload labelled with a model the table does not list is not observed as one

@@ -67,6 +67,12 @@ class PrometheusSettings(Group):
         "(vllm:request_success_total, label model_name) or sglang (sglang:num_requests_total, "
         "label model_name); it names the engine whose latency, queue and KV cache gauges are "
         "read too")
+    by_engine: bool = Field(False, description="read each model by the preset of its engine "
+                            "(the models file's engine: triton, vllm or sglang), so a fleet "
+                            "that mixes engines is read by one grouped query per engine; "
+                            "metric reads the models without one. Triton models keep their "
+                            "mean latency where latency_quantile or latency: ttft asks more "
+                            "of the others")
     query: str | None = Field(None, description="custom PromQL with a {model} placeholder (and "
                               "optionally {window}, the rate window) instead of the preset")
     query_sample_series: str | None = Field(
@@ -135,6 +141,14 @@ class PrometheusSettings(Group):
         return self
 
     @model_validator(mode="after")
+    def _by_engine_reads_presets(self) -> PrometheusSettings:
+        if self.by_engine and self.query is not None:
+            raise ValueError("prometheus.by_engine reads each model by its engine's preset; a "
+                             "prometheus.query replaces the presets: give one of them "
+                             "(prometheus.model_queries gives single models their own)")
+        return self
+
+    @model_validator(mode="after")
     def _latency_has_a_histogram(self) -> PrometheusSettings:
         """``latency_quantile`` and ``latency: ttft`` read the preset's histograms: a
         ``latency_query`` decides its own statistic and what it times, and Triton has none."""
@@ -148,7 +162,7 @@ class PrometheusSettings(Group):
             if self.latency_query is not None:
                 raise ValueError(f"{setting} reads the vllm and sglang presets' histograms; a "
                                  f"prometheus.latency_query decides {decides}: give one of them")
-            if self.metric not in LATENCY_HISTOGRAMS:
+            if self.metric not in LATENCY_HISTOGRAMS and not self.by_engine:
                 raise ValueError(f"{setting} needs {histogram}; metric {self.metric} has none "
                                  "(Triton's only histogram is the opt-in first-response one): "
                                  "use metric vllm or sglang, or give prometheus.latency_query")

@@ -18,7 +18,7 @@ from controlplane.settings_cluster import PrometheusSettings
 from forecaster.errors import SourceError
 from forecaster.sources.prometheus import PrometheusSource
 from forecaster.sources.prometheus_current import CurrentRates
-from forecaster.sources.promql import ModelQuery
+from forecaster.sources.promql import KV_CACHE_GAUGES, LATENCY_HISTOGRAMS, ModelQuery
 from forecaster.types import SourcedSeries, TrafficSeries
 
 log = logging.getLogger("headroom.prometheus")
@@ -58,10 +58,14 @@ def tls_verify(settings: PrometheusSettings) -> bool | str:
 
 def prometheus_source(settings: PrometheusSettings, url: str | None = None, *,
                       metric: str | None = None, query: str | None = None,
-                      models: list[str] | None = None) -> PrometheusSource:
+                      models: list[str] | None = None,
+                      engines: Callable[[], Mapping[str, str]] | None = None
+                      ) -> PrometheusSource:
     """A source on ``url`` (default ``prometheus.url``) with the settings' credentials, rate
-    window and timeout; ``metric``/``query`` override the settings' preset and PromQL. The
-    bearer token file is read here, once. Bad settings are a ConfigError naming them."""
+    window and timeout; ``metric``/``query`` override the settings' preset and PromQL. With
+    ``prometheus.by_engine``, ``engines`` gives each model's engine (the models file's), whose
+    preset reads it. The bearer token file is read here, once. Bad settings are a ConfigError
+    naming them."""
     target = url or settings.url
     if not target:
         raise ConfigError("prometheus.url is not set")
@@ -75,7 +79,8 @@ def prometheus_source(settings: PrometheusSettings, url: str | None = None, *,
             bearer_token=token, tls_verify=tls_verify(settings),
             # the settings' series dates the settings' query, not one given in its place
             sample_series=settings.query_sample_series if query is None else None,
-            model_queries=model_queries(settings))
+            model_queries=model_queries(settings),
+            engine_presets=engines if settings.by_engine and query is None else None)
     except SourceError as error:
         raise ConfigError(f"prometheus: {error}") from None
 
@@ -184,15 +189,43 @@ class PrometheusLoad:
         return self._replica_rps()
 
     def _latencies_ms(self, models: list[str], at: datetime) -> dict[str, float]:
+        """Each model's latency by one grouped query per preset (its engine's, or
+        ``latency_preset``), or ``latency_query``'s one per model; an engine without latency
+        histograms (Triton) is read at its mean where a quantile or the time to first token
+        is asked of the others."""
+        def read(preset: str, group: list[str]) -> CurrentRates:
+            histogram = preset in LATENCY_HISTOGRAMS
+            try:
+                return self.source.current_latencies_ms(
+                    group, at, preset, self.latency_query,
+                    self.latency_quantile if histogram else None,
+                    self.latency_timed if histogram else "e2e")
+            except SourceError as error:  # a query Prometheus refuses: each one's is unknown
+                return CurrentRates({}, dict.fromkeys(group, str(error)))
+
         if not models:
             return {}
-        try:
-            got = self.source.current_latencies_ms(models, at, self.latency_preset,
-                                                   self.latency_query, self.latency_quantile,
-                                                   self.latency_timed)
-        except SourceError as error:  # a query Prometheus refuses: every model's is unknown
-            got = CurrentRates({}, dict.fromkeys(models, str(error)))
+        got = read(self.latency_preset, models) if self.latency_query is not None else \
+            self._by_preset(models, self.latency_preset, read)
         return self._noted("latency.unmeasured", got)
+
+    def _by_preset(self, models: list[str], default: str,
+                   read: Callable[[str, list[str]], CurrentRates],
+                   exports: Callable[[str], bool] = lambda preset: True) -> CurrentRates:
+        """``read`` of ``models`` by the preset of each one's engine (``default`` for a model
+        without one), one read per preset that ``exports`` what is read, the results merged;
+        a model of another preset is neither read nor unmeasured."""
+        groups: dict[str, list[str]] = {}
+        for model in models:
+            groups.setdefault(self.source.engine_preset(model) or default, []).append(model)
+        rates: dict[str, float] = {}
+        unknown: dict[str, str] = {}
+        for preset, group in groups.items():
+            if exports(preset):
+                got = read(preset, group)
+                rates |= got.rates
+                unknown |= got.unknown
+        return CurrentRates(rates, unknown)
 
     def _queued(self, models: list[str], at: datetime, growth: bool = False
                 ) -> dict[str, float]:
@@ -201,7 +234,8 @@ class PrometheusLoad:
         reading (``_noted``)."""
         if self.queue_preset is None or not models:
             return {}
-        got = self.source.current_queued(models, at, self.queue_preset, growth)
+        got = self._by_preset(models, self.queue_preset, lambda preset, group:
+                              self.source.current_queued(group, at, preset, growth))
         return self._noted("queue.unmeasured", got, growth=growth)
 
     def _kv_cache_usage(self, models: list[str], at: datetime) -> dict[str, float]:
@@ -209,7 +243,9 @@ class PrometheusLoad:
         otherwise, and never failing the load reading (``_noted``)."""
         if self.kv_cache_preset is None or not models:
             return {}
-        got = self.source.current_kv_cache_usage(models, at, self.kv_cache_preset)
+        got = self._by_preset(models, self.kv_cache_preset, lambda preset, group:
+                              self.source.current_kv_cache_usage(group, at, preset),
+                              exports=KV_CACHE_GAUGES.__contains__)
         return self._noted("kv_cache.unmeasured", got)
 
     def _noted(self, event: str, got: CurrentRates, **extra: bool) -> dict[str, float]:

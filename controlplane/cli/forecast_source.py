@@ -67,7 +67,8 @@ def history_source(prometheus_url: str | None, settings: Settings, metric: str |
                              f"{redact(store_url)}")
     listed = _Only(store, wanted) if wanted else store
     if settings.backend == "kubernetes":
-        return _serves_history(settings.prometheus, metric, query, listed), now or WallClock().now()
+        return (_serves_history(settings.prometheus, metric, query, listed, store),
+                now or WallClock().now())
     # the store's observations are on its loop's clock: a simulated fleet's days off the wall's
     return listed, now or now_of(store).at
 
@@ -80,16 +81,18 @@ def wanted_models(models: str | None) -> list[str] | None:
 
 
 def _serves_history(prometheus: PrometheusSettings, metric: str | None, query: str | None,
-                    listed: HistorySource) -> HistorySource:
-    """What ``serve`` on Kubernetes refreshes from: Prometheus' history of the listed models."""
+                    listed: HistorySource, store: Store) -> HistorySource:
+    """What ``serve`` on Kubernetes refreshes from: Prometheus' history of the listed models
+    (with ``prometheus.by_engine``, each read by its engine's preset, as the store lists it)."""
     from controlplane.adapters.prometheus import PrometheusHistory, prometheus_source
 
     if not prometheus.url:
         raise ConfigError("backend: kubernetes: forecast run reads each model's history from "
                           "Prometheus, as serve does: set prometheus.url, or give "
                           "--prometheus-url or --csv")
-    return PrometheusHistory(prometheus_source(prometheus, metric=metric, query=query),
-                             listed.model_names)
+    engines = {s.name: s.engine.value for s in store.model_specs()}
+    return PrometheusHistory(prometheus_source(prometheus, metric=metric, query=query,
+                                               engines=lambda: engines), listed.model_names)
 
 
 class _Only:

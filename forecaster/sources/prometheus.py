@@ -38,7 +38,7 @@ Negative step values are clipped to 0 and NaN/Inf samples are gaps, both counted
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -69,10 +69,12 @@ class PrometheusSource(PrometheusCurrent):
                  username: str | None = None, password: str | None = None,
                  bearer_token: str | None = None, tls_verify: bool | str = True,
                  sample_series: str | None = None,
-                 model_queries: Mapping[str, ModelQuery] | None = None) -> None:
+                 model_queries: Mapping[str, ModelQuery] | None = None,
+                 engine_presets: Callable[[], Mapping[str, str]] | None = None) -> None:
         super().__init__(url, preset, query, rate_window_s, timeout_s, username=username,
                          password=password, bearer_token=bearer_token, tls_verify=tls_verify,
-                         sample_series=sample_series, model_queries=model_queries)
+                         sample_series=sample_series, model_queries=model_queries,
+                         engine_presets=engine_presets)
         self.models = models
         self.client = prometheus_client(self.url, timeout_s, username=username,
                                         password=password, bearer_token=bearer_token,
@@ -198,8 +200,7 @@ class PrometheusSource(PrometheusCurrent):
         """The series whose samples a model's rate rests on: a preset's served-requests
         counter, a custom query's sample series (None without one: not knowable)."""
         if self.template_for(model) is None:
-            assert self.preset is not None
-            return self.preset.selector(model)
+            return self.preset_for(model).selector(model)
         return self.sample_series_for(model)
 
     def _partly_scraped(self, model: str, selector: str, values: Sequence[float],

@@ -27,6 +27,7 @@ from forecaster.sources.prometheus_replies import not_api, short, shown_url, vec
 from forecaster.sources.promql import (
     PRESETS,
     ModelQuery,
+    Preset,
     escape,
     kv_cache_query,
     latency_query,
@@ -60,7 +61,10 @@ class PrometheusCurrent:
                  timeout_s: float, *, username: str | None, password: str | None,
                  bearer_token: str | None, tls_verify: bool | str,
                  sample_series: str | None,
-                 model_queries: Mapping[str, ModelQuery] | None = None) -> None:
+                 model_queries: Mapping[str, ModelQuery] | None = None,
+                 engine_presets: Callable[[], Mapping[str, str]] | None = None) -> None:
+        """``engine_presets``: what gives, at each read, the preset of each model that is read
+        by its engine's (the models file's ``engine``) rather than by ``preset``."""
         if query is None and preset not in PRESETS:
             raise SourceError(f"unknown metric preset {preset!r}; choose one of "
                               f"{', '.join(PRESETS)} or give a PromQL query with {{model}}")
@@ -73,6 +77,8 @@ class PrometheusCurrent:
             raise SourceError(f"rate window {rate_window_s} s: must be at least 1 s")
         self.url = url.rstrip("/")
         self.preset = PRESETS.get(preset)
+        self.preset_name = preset
+        self._engine_presets = engine_presets or dict
         self.query_template = query
         #: series selector (with {model}) whose newest sample dates a custom query's rate
         self.sample_series = sample_series
@@ -109,13 +115,24 @@ class PrometheusCurrent:
         series = own.sample_series if own is not None else self.sample_series
         return None if series is None else series.replace("{model}", escape(model))
 
+    def engine_preset(self, model: str) -> str | None:
+        """The preset of ``model``'s engine when the source reads models by their engines'
+        (an engine with a preset); None: the source's own."""
+        name = self._engine_presets().get(model)
+        return name if name in PRESETS else None
+
+    def preset_for(self, model: str) -> Preset:
+        """The preset that reads ``model``'s rate when no custom query does."""
+        preset = PRESETS.get(self.engine_preset(model) or "", self.preset)
+        assert preset is not None
+        return preset
+
     def query_for(self, model: str, window_s: int | None = None) -> str:
         window = window_s if window_s is not None else self.rate_window_s
         template = self.template_for(model)
         if template is not None:
             return template.replace("{model}", escape(model)).replace("{window}", f"{window}s")
-        assert self.preset is not None
-        return self.preset.query(model, window)
+        return self.preset_for(model).query(model, window)
 
     def current_rates(self, models: Sequence[str], at: datetime) -> CurrentRates:
         """Each model's request rate over the last ``rate_window_s`` before ``at``: one grouped
@@ -126,29 +143,36 @@ class PrometheusCurrent:
         window that is that old); a custom query's do only with ``sample_series`` (one more
         query per model: PromQL cannot tell which series an arbitrary expression rests on, the
         operator names them). A model with its own query (``model_queries``) is read by it,
-        one query per model, whatever the others are read by."""
+        one query per model, whatever the others are read by; the others by one grouped query
+        per preset (their engines', ``engine_presets``, or the source's)."""
         own = [m for m in models if self.template_for(m) is not None]
-        grouped = [m for m in models if self.template_for(m) is None]
         got = self._dated_each(self._current_each(own, at, self.query_for), at)
-        if not grouped:
-            return got
-        if got.unreachable is not None:
-            return replace(got, unknown=got.unknown | {
-                m: got.unreachable.not_asked() for m in grouped})
-        assert self.preset is not None
-        shared = self._current_grouped(grouped, at, self.preset.grouped(self.rate_window_s),
-                                       self.preset.label)
-        return CurrentRates(got.rates | shared.rates, got.unknown | shared.unknown,
-                            got.sampled_at | self._dated_grouped(shared, at),
-                            shared.unreachable)
+        for preset, grouped in self.by_preset([m for m in models if m not in own]).items():
+            if got.unreachable is not None:
+                got = replace(got, unknown=got.unknown | {
+                    m: got.unreachable.not_asked() for m in grouped})
+                continue
+            shared = self._current_grouped(grouped, at, preset.grouped(self.rate_window_s),
+                                           preset.label)
+            got = CurrentRates(got.rates | shared.rates, got.unknown | shared.unknown,
+                               got.sampled_at | self._dated_grouped(preset, shared, at),
+                               shared.unreachable)
+        return got
 
-    def _dated_grouped(self, got: CurrentRates, at: datetime) -> dict[str, float]:
-        """The newest sample time behind each of a preset's rates ``got`` (by one grouped
+    def by_preset(self, models: Sequence[str]) -> dict[Preset, list[str]]:
+        """``models`` grouped by the preset that reads them (``preset_for``), in order."""
+        groups: dict[Preset, list[str]] = {}
+        for model in models:
+            groups.setdefault(self.preset_for(model), []).append(model)
+        return groups
+
+    def _dated_grouped(self, preset: Preset, got: CurrentRates, at: datetime
+                       ) -> dict[str, float]:
+        """The newest sample time behind each of ``preset``'s rates ``got`` (by one grouped
         query); the rates it cannot date stand undated, logged."""
-        assert self.preset is not None
         try:
-            newest = self._instant(self.preset.newest_sample(self.rate_window_s), at,
-                                   self.preset.label) if got.rates else {}
+            newest = self._instant(preset.newest_sample(self.rate_window_s), at,
+                                   preset.label) if got.rates else {}
         except SourceError as exc:  # the rates stand; their age is not known
             log.warning("Prometheus at %s: the newest-sample-time query failed; the rates "
                         "of %d model(s) (%s) are taken as of %s: %s", self.shown,

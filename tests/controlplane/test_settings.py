@@ -95,6 +95,9 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
      "a prometheus.latency_query decides what it times: give one of them"),
     ("prometheus:\n  metric: vllm\n  latency: tpot\n",
      "prometheus.latency: Input should be 'e2e' or 'ttft'"),
+    ("prometheus:\n  by_engine: true\n  query: my_rps{model=\"{model}\"}\n",
+     "prometheus.by_engine reads each model by its engine's preset; a prometheus.query "
+     "replaces the presets"),
 ], ids=["negative interval", "misspelt key", "unknown top-level key", "pool bounds",
         "cross-field horizon", "broken yaml", "calibration window zero",
         "calibration window too short to calibrate", "metrics address without a host",
@@ -112,7 +115,7 @@ def test_yaml_values_are_overridden_by_the_environment(tmp_path: Path,
         "a latency quantile and a latency query", "a negative queue drain time",
         "a model's blank query", "a misspelt key of a model's query",
         "a time to first token of triton", "a time to first token and a latency query",
-        "an unknown latency"])
+        "an unknown latency", "engines' presets and a shared query"])
 def test_bad_configuration_is_one_line_naming_the_field(tmp_path: Path, yaml_text: str,
                                                         expected: str) -> None:
     config = tmp_path / "bad.yaml"

@@ -28,6 +28,7 @@ from serve_apiserver import kubeconfig
 from controlplane.adapters.k8s.leader import lease_object
 from controlplane.cost_reader import configured_prices
 from controlplane.domain.lease import LeaseRecord
+from controlplane.domain.models import Engine
 from controlplane.domain.timestamps import utc_text
 from controlplane.settings import Settings, pool_specs
 from controlplane.sim.catalog import DEMO_MODELS
@@ -52,6 +53,7 @@ MODEL_RPS = 12.0
 
 
 TOKENS_PER_REQUEST = 150.0
+VLLM_PER_REQUEST = 2.0
 
 
 def _counter(per_request: float = 1.0) -> list[tuple[float, float]]:
@@ -64,19 +66,25 @@ def _counter(per_request: float = 1.0) -> list[tuple[float, float]]:
 
 @pytest.fixture(scope="module")
 def prom_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Prometheus with a day of every demo model's request counter: their only history."""
+    """Prometheus with a day of every demo model's request counter: their only history. The
+    demo's vLLM models also export vLLM's counter, at VLLM_PER_REQUEST x the rate (what a fleet
+    read by its engines' presets sees of them)."""
     series = {f'model="{m.name}",version="1"': _counter() for m in DEMO_MODELS}
     tokens = {f'model="{DEMO_MODELS[0].name}"': _counter(TOKENS_PER_REQUEST)}
+    vllm = {f'model_name="{m.name}"': _counter(VLLM_PER_REQUEST) for m in DEMO_MODELS
+            if m.engine is Engine.VLLM}
     with prometheus(tmp_path_factory.mktemp("prom"),
                     [Family("nv_inference_request_success", series),
-                     Family("generated_tokens_total", tokens)]) as url:
+                     Family("generated_tokens_total", tokens),
+                     Family("vllm:request_success_total", vllm)]) as url:
         yield url
 
 
 def _config(tmp_path: Path, apiserver: ApiServer, db_url: str, prom_url: str | None,
             metrics_port: int = 0, identity: str = "serve-test", grpc_port: int = 0,
             dry_run: bool = False, refresh_in_serve: bool = True,
-            model_queries: dict[str, dict[str, str]] | None = None) -> Path:
+            model_queries: dict[str, dict[str, str]] | None = None,
+            by_engine: bool = False) -> Path:
     kube = tmp_path / "kubeconfig"
     kube.write_text(yaml.safe_dump(kubeconfig(apiserver.url)))
     config = tmp_path / f"{identity}.yaml"
@@ -90,7 +98,8 @@ def _config(tmp_path: Path, apiserver: ApiServer, db_url: str, prom_url: str | N
                      "refresh_in_serve": refresh_in_serve},
         "k8s": {"kubeconfig": str(kube), "identity": identity},
         **({"safety": {"dry_run": True}} if dry_run else {}),
-        **({"prometheus": {"url": prom_url, "model_queries": model_queries or {}}}
+        **({"prometheus": {"url": prom_url, "model_queries": model_queries or {},
+                           "by_engine": by_engine}}
            if prom_url is not None else {}),
     }))
     return config
@@ -342,6 +351,28 @@ def test_serve_reads_and_forecasts_a_model_with_its_own_query_in_its_own_unit(
     assert measured is not None and measured.demand_measured
     assert measured.demand_rps == pytest.approx(tokens_rps)
     assert not any("no sample time" in note for note in observed.notes)  # its series dates it
+
+
+def test_serve_by_engine_reads_and_forecasts_each_model_by_its_engines_preset(
+        tmp_path: Path, apiserver: ApiServer, prom_url: str) -> None:
+    """The demo mixes Triton and vLLM models: with ``prometheus.by_engine`` each is read, in
+    its ticks and its forecast's history, by its own engine's counter."""
+    db_url = f"sqlite:///{tmp_path / 'engines.db'}"
+    store = Store.open(db_url, migrate=True)
+    store.upsert_models(DEMO_MODELS)
+    vllm_model = next(m for m in DEMO_MODELS if m.engine is Engine.VLLM)
+    apiserver.seed(model_deployment(vllm_model.name, replicas=2, ready=2))
+    forecasts, stderr = _serve_until_forecast_and_ticked(
+        _config(tmp_path, apiserver, db_url, prom_url, by_engine=True), store)
+    assert {m.engine for m in DEMO_MODELS} == {Engine.VLLM, Engine.TRITON}
+    for model in DEMO_MODELS:
+        rps = MODEL_RPS * (VLLM_PER_REQUEST if model.engine is Engine.VLLM else 1.0)
+        assert forecasts[model.name].p50[0] == pytest.approx(rps, rel=0.05), stderr
+    observed = store.last_observed()
+    assert observed is not None
+    measured = observed.model(vllm_model.name)
+    assert measured is not None and measured.demand_measured
+    assert measured.demand_rps == pytest.approx(VLLM_PER_REQUEST * MODEL_RPS)
 
 
 def test_serve_observes_only_the_listed_models_and_names_a_labelled_workload_it_does_not_manage(
