@@ -215,9 +215,10 @@ class PrometheusLoad:
         """``read`` of ``models`` by the preset of each one's engine (``default`` for a model
         without one), one read per preset that ``exports`` what is read, the results merged;
         a model of another preset is neither read nor unmeasured."""
+        engines = self.source.engine_presets()
         groups: dict[str, list[str]] = {}
         for model in models:
-            groups.setdefault(self.source.engine_preset(model) or default, []).append(model)
+            groups.setdefault(engines.get(model, default), []).append(model)
         rates: dict[str, float] = {}
         unknown: dict[str, str] = {}
         for preset, group in groups.items():

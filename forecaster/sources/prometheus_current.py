@@ -115,15 +115,16 @@ class PrometheusCurrent:
         series = own.sample_series if own is not None else self.sample_series
         return None if series is None else series.replace("{model}", escape(model))
 
-    def engine_preset(self, model: str) -> str | None:
-        """The preset of ``model``'s engine when the source reads models by their engines'
-        (an engine with a preset); None: the source's own."""
-        name = self._engine_presets().get(model)
-        return name if name in PRESETS else None
+    def engine_presets(self) -> dict[str, str]:
+        """The models read by their engine's preset (the source reads models by their
+        engines', and the engine has one) and that preset's name; the others by the source's."""
+        return {m: name for m, name in self._engine_presets().items() if name in PRESETS}
 
-    def preset_for(self, model: str) -> Preset:
-        """The preset that reads ``model``'s rate when no custom query does."""
-        preset = PRESETS.get(self.engine_preset(model) or "", self.preset)
+    def preset_for(self, model: str, engines: Mapping[str, str] | None = None) -> Preset:
+        """The preset that reads ``model``'s rate when no custom query does (``engines``:
+        ``engine_presets()``, read once for many models)."""
+        name = (self.engine_presets() if engines is None else engines).get(model, "")
+        preset = PRESETS.get(name, self.preset)
         assert preset is not None
         return preset
 
@@ -161,9 +162,10 @@ class PrometheusCurrent:
 
     def by_preset(self, models: Sequence[str]) -> dict[Preset, list[str]]:
         """``models`` grouped by the preset that reads them (``preset_for``), in order."""
+        engines = self.engine_presets()
         groups: dict[Preset, list[str]] = {}
         for model in models:
-            groups.setdefault(self.preset_for(model), []).append(model)
+            groups.setdefault(self.preset_for(model, engines), []).append(model)
         return groups
 
     def _dated_grouped(self, preset: Preset, got: CurrentRates, at: datetime
