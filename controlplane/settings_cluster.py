@@ -133,15 +133,12 @@ class PrometheusSettings(Group):
         return query
 
     @model_validator(mode="after")
-    def _sample_series_dates_a_query(self) -> PrometheusSettings:
+    def _query_or_presets(self) -> PrometheusSettings:
+        """A sample series dates a custom query; engines' presets are no custom query."""
         if self.query_sample_series is not None and self.query is None:
             raise ValueError("prometheus.query_sample_series dates a custom prometheus.query; "
                              "the metric presets date their own rates: set query, or remove "
                              "query_sample_series")
-        return self
-
-    @model_validator(mode="after")
-    def _by_engine_reads_presets(self) -> PrometheusSettings:
         if self.by_engine and self.query is not None:
             raise ValueError("prometheus.by_engine reads each model by its engine's preset; a "
                              "prometheus.query replaces the presets: give one of them "
