@@ -259,7 +259,7 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                                                    settings.prometheus.latency_quantile,
                                                    queue_preset(settings),
                                                    kv_cache_preset(settings),
-                                                   settings.prometheus.latency),
+                                                   latency_timed=settings.prometheus.latency),
                                 models=models.names)
     warn_pool_mismatches(backend.reader, console)
     warn_unknown_model_queries(settings.prometheus, models.names(), console)

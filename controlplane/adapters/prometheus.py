@@ -114,12 +114,13 @@ OWN_UNDATED = ("the model's own query in prometheus.model_queries carries no sam
 
 class PrometheusLoad:
     """``LoadSource``: demand = the model's measured request rate, capacity = ready replicas x
-    its per-replica throughput, its request latency (``latency_preset``'s grouped query:
-    the mean, or ``latency_quantile`` of the engine's histogram of ``latency_timed``, e2e or
-    ttft; or ``latency_query`` per model) and
-    the requests waiting in its replicas' queues (``queue_preset``). A model Prometheus could
-    not measure is unknown, not 0; a latency or queue it could not read is None (logged) and
-    never fails the load reading."""
+    its per-replica throughput, its request latency (``latency_preset``'s grouped query: the
+    mean, or ``latency_quantile`` of the engine's histogram of ``latency_timed``, e2e or ttft;
+    or ``latency_query`` per model), the requests waiting in its replicas' queues
+    (``queue_preset``) and its KV cache usage (``kv_cache_preset``); with the source's engine
+    presets (``prometheus.by_engine``) each model's engine names the preset instead. A model
+    Prometheus could not measure is unknown, not 0; a latency, queue or KV cache it could not
+    read is None (logged) and never fails the load reading."""
 
     def __init__(self, source: PrometheusSource,
                  replica_rps: RpsByModel,

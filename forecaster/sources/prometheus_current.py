@@ -77,7 +77,6 @@ class PrometheusCurrent:
             raise SourceError(f"rate window {rate_window_s} s: must be at least 1 s")
         self.url = url.rstrip("/")
         self.preset = PRESETS.get(preset)
-        self.preset_name = preset
         self._engine_presets = engine_presets or dict
         self.query_template = query
         #: series selector (with {model}) whose newest sample dates a custom query's rate
@@ -148,7 +147,7 @@ class PrometheusCurrent:
         per preset (their engines', ``engine_presets``, or the source's)."""
         own = [m for m in models if self.template_for(m) is not None]
         got = self._dated_each(self._current_each(own, at, self.query_for), at)
-        for preset, grouped in self.by_preset([m for m in models if m not in own]).items():
+        for preset, grouped in self._by_preset([m for m in models if m not in own]).items():
             if got.unreachable is not None:
                 got = replace(got, unknown=got.unknown | {
                     m: got.unreachable.not_asked() for m in grouped})
@@ -160,7 +159,7 @@ class PrometheusCurrent:
                                shared.unreachable)
         return got
 
-    def by_preset(self, models: Sequence[str]) -> dict[Preset, list[str]]:
+    def _by_preset(self, models: Sequence[str]) -> dict[Preset, list[str]]:
         """``models`` grouped by the preset that reads them (``preset_for``), in order."""
         engines = self.engine_presets()
         groups: dict[Preset, list[str]] = {}
@@ -221,10 +220,9 @@ class PrometheusCurrent:
         """Each model's request latency (ms) over the last ``rate_window_s`` before ``at``, the
         mean or the ``quantile`` of what ``timed`` names (e2e, ttft): one grouped query for the
         engine's ``preset`` (``latency_query``), or one query per model of ``template`` (PromQL
-        with ``{model}``,
-        optionally ``{window}``; it decides the statistic). A model without requests in the
-        window (0 / 0, or a histogram with no observations: NaN), or with no series, is
-        unknown."""
+        with ``{model}``, optionally ``{window}``; it decides the statistic). A model without
+        requests in the window (0 / 0, or a histogram with no observations: NaN), or with no
+        series, is unknown."""
         if template is None:
             if preset not in PRESETS:
                 raise SourceError(f"unknown metric preset {preset!r} for latency")
