@@ -461,8 +461,12 @@ def test_the_forecast_cronjobs_shards_forecast_every_listed_model_once_from_prom
     assert set().union(*shards) == names and sum(map(len, shards)) == len(names)
     forecasts = store.latest_forecasts()
     assert set(forecasts) == names and store.counts()["forecasts"] == len(names)
-    for forecast in forecasts.values():  # a day of 12 rps that only Prometheus holds
-        assert forecast.p50[0] == pytest.approx(MODEL_RPS, rel=0.05)
+    # a day of 12 rps that only Prometheus holds, each model read by its engine's counter (the
+    # shipped config sets prometheus.by_engine): the vLLM models' counts twice that
+    assert config_map["data"]["headroom.yaml"].count("by_engine: true") == 1
+    for model in DEMO_MODELS:
+        rps = MODEL_RPS * (VLLM_PER_REQUEST if model.engine is Engine.VLLM else 1.0)
+        assert forecasts[model.name].p50[0] == pytest.approx(rps, rel=0.05), model.name
 
 
 def test_forecast_run_on_kubernetes_without_a_prometheus_url_says_which_setting_on_one_line(
