@@ -55,8 +55,8 @@ SLO_HELP = {
         "queued", help="requests waiting in its queues as the last tick read them (None: not "
         "read); over 30 s of its capacity counts as short", width=50),
     "kv_cache_pct": st.column_config.NumberColumn(
-        "kv %", help="% of its KV cache in use as the last tick read it (vLLM; None: not read); "
-        "over 95 % counts as short", width=50),
+        "kv %", help="% of its KV cache in use as the last tick read it (vLLM, SGLang; None: not "
+        "read); over 95 % counts as short", width=50),
     "short % (1 h)": st.column_config.NumberColumn(
         "short %", help="share of the last hour's observations with capacity below demand"),
 }
@@ -67,7 +67,8 @@ SLO_HELP = {
 #: its demand never shows above its capacity
 QUEUE_BACKLOG_S = 30.0
 #: a KV cache fuller than this is short (the alert HeadroomModelKvCacheFull's threshold): vLLM
-#: preempts running requests and queues new ones before the request rate nears capacity
+#: preempts (SGLang retracts) running requests and queues new ones before the request rate nears
+#: capacity
 KV_CACHE_FULL = 0.95
 
 
@@ -97,7 +98,7 @@ def slo_table(url: str, tick: q.LastTick) -> pd.DataFrame:
     frame["short % (1 h)"] = (100 * frame["short_observations"]
                               / frame["observations"].where(frame["observations"] > 0)).round(1)
     # the queue and KV cache columns only where they are read (Kubernetes with a metric preset;
-    # KV cache: vLLM's), so the table keeps to its column of the page elsewhere
+    # KV cache: vLLM's or SGLang's), so the table keeps to its column of the page elsewhere
     read = [c for c, by_model in (("queued", tick.queued), ("kv_cache_pct", tick.kv_cache_usage))
             if by_model]
     return frame[["model", "status", "demand_rps", "capacity_rps", "replicas_ready", *read,

@@ -129,7 +129,7 @@ def test_the_readmes_time_to_first_token_p95_query_reads_the_ttft_histogram(
     assert loads[MISTRAL].latency_ms == pytest.approx(100.0 + (0.95 - 0.8) / 0.2 * 400.0)
 
 
-def test_latency_ttft_reads_vllms_time_to_first_token_histogram_in_one_grouped_query(
+def test_latency_ttft_reads_vllms_time_to_first_token_histogram_as_the_readmes_query_does(
         prom_url: str) -> None:
     """The README's TTFT p95 query, as a setting: the same value."""
     settings = PrometheusSettings(url=prom_url, metric="vllm", latency="ttft",
