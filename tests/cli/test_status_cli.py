@@ -509,29 +509,30 @@ def test_status_shows_the_placement_journal_the_placement_servers_follow(
             "changed ") in text and f"s ago by {holder_identity()}" in text
 
 
-def test_a_models_queued_requests_show_beside_its_rate(sqlite_url: str) -> None:
+def _bert_read_at_600_rps(sqlite_url: str, queued_requests: float | None = None,
+                          kv_cache_usage: float | None = None) -> dict[str, Any]:
+    """The status JSON's model after one tick read bert-embed at 600 rps, with its queue and
+    its KV cache usage."""
     store = Store.open(sqlite_url, migrate=True)
     at = WallClock().now() - timedelta(seconds=20)
     observed = ObservedState(at, (ObservedPool("l4", "L4", 4, 1, 0, 1),), (),
                              (ObservedModel("bert-embed", 2, 0, 2, 600.0, 600.0,
-                                            queued_requests=7200.0),))
+                                            queued_requests=queued_requests,
+                                            kv_cache_usage=kv_cache_usage),))
     store.save_tick(TickReport(at, at, TickStatus.APPLIED, "", observed, (), None,
                                Plan(at, (), ()), (), GuardMemory()))
     _, doc = _json_status(sqlite_url)
     (model,) = doc["models"]
+    return dict(model)
+
+
+def test_a_models_queued_requests_show_beside_its_rate(sqlite_url: str) -> None:
+    model = _bert_read_at_600_rps(sqlite_url, queued_requests=7200.0)
     assert (model["observed_rps"], model["queued_requests"]) == (600.0, 7200.0)
     assert "600.0 +7,200 queued" in _status(sqlite_url, env_columns="200").stdout
 
 
 def test_a_models_kv_cache_usage_shows_beside_its_rate(sqlite_url: str) -> None:
-    store = Store.open(sqlite_url, migrate=True)
-    at = WallClock().now() - timedelta(seconds=20)
-    observed = ObservedState(at, (ObservedPool("l4", "L4", 4, 1, 0, 1),), (),
-                             (ObservedModel("bert-embed", 2, 0, 2, 600.0, 600.0,
-                                            kv_cache_usage=0.934),))
-    store.save_tick(TickReport(at, at, TickStatus.APPLIED, "", observed, (), None,
-                               Plan(at, (), ()), (), GuardMemory()))
-    _, doc = _json_status(sqlite_url)
-    (model,) = doc["models"]
+    model = _bert_read_at_600_rps(sqlite_url, kv_cache_usage=0.934)
     assert (model["observed_rps"], model["kv_cache_usage"]) == (600.0, 0.934)
     assert "600.0 kv 93%" in _status(sqlite_url, env_columns="200").stdout
