@@ -122,9 +122,9 @@ class ObservedModel:
     #: how fast that queue grew over the rate window (requests/s, a fall read as 0): the rate
     #: arrivals outran completions; None when not measured
     queue_growth_rps: float | None = None
-    #: the KV cache its replicas' running requests hold (0-1, their mean; vLLM), None when not
-    #: measured: a model whose requests are long fills it before its request rate reaches the
-    #: profile's (``DemandPolicy.kv_cache_target``)
+    #: the KV cache its replicas' running requests hold (0-1, their mean; vLLM, SGLang), None
+    #: when not measured: a model whose requests are long fills it before its request rate
+    #: reaches the profile's (``DemandPolicy.kv_cache_target``)
     kv_cache_usage: float | None = None
     # every workload labelled with it, by name, as read (none when not read, as in the
     # simulator)
