@@ -1,6 +1,7 @@
 """Read models of one model's series over the store, cached with a TTL (``st.cache_data``): its
-observed demand and its forecasts, and each model's newest forecast with its notes (what was
-done to its history on the way: migration 0023; a store older than it has none)."""
+observations (load, capacity, replicas, serving signals) and its forecasts, and each model's
+newest forecast with its notes (what was done to its history on the way: migration 0023; a store
+older than it has none)."""
 
 from __future__ import annotations
 
@@ -15,15 +16,23 @@ from controlplane.cost_reader import table
 from controlplane.store.codec import notes_from_json
 from dashboard.context import TTL_S, engine_for, read_frame, utc_columns
 
+#: the serving signals of ``model_history`` a store may be too old to hold (None there): the
+#: queue and KV cache came with migration 0027
+SIGNAL_COLUMNS = ["latency_ms", "queued_requests", "kv_cache_usage"]
+
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def model_history(url: str, model: str, since_at: datetime, until_at: datetime) -> pd.DataFrame:
+    """One model's observations in the window, oldest first: its load, ready capacity and
+    replicas, and the serving signals read then (None: not measured)."""
     o = table("observations")
     cols = ["at", "demand_rps", "capacity_rps", "replicas_ready"]
-    query = (select(*(o.c[c] for c in cols))
+    stored = {c["name"] for c in inspect(engine_for(url)).get_columns("observations")}
+    signals = [o.c[c] if c in stored else null().label(c) for c in SIGNAL_COLUMNS]
+    query = (select(*(o.c[c] for c in cols), *signals)
              .where(and_(o.c.model == model, o.c.at >= since_at, o.c.at <= until_at))
              .order_by(o.c.at))
-    return utc_columns(read_frame(url, query, cols), "at")
+    return utc_columns(read_frame(url, query, cols + SIGNAL_COLUMNS), "at")
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)

@@ -233,7 +233,9 @@ class Store:
                                               demand_rps=model.demand_rps,
                                               capacity_rps=model.capacity_rps,
                                               replicas_ready=model.replicas_ready,
-                                              latency_ms=model.latency_ms))
+                                              latency_ms=model.latency_ms,
+                                              queued_requests=model.queued_requests,
+                                              kv_cache_usage=model.kv_cache_usage))
             session.commit()
 
     def save_observations(self, rows: Sequence[tuple[str, datetime, float]],

@@ -68,7 +68,8 @@ class ObservationRecord(SQLModel, table=True):
     """Per-model load and capacity at one instant (the forecaster's history in the demo), and
     the latency measured then (mean or quantile, as configured; None: not measured): with the
     ready replicas, one sample of the model's throughput at its SLO
-    (``controlplane.autoscaling.profile_correction``)."""
+    (``controlplane.autoscaling.profile_correction``); and its queued requests and KV cache
+    usage then (0027; None: not measured), drawn on the dashboard's Models page."""
 
     __tablename__ = "observations"
     # by model and time with the load, so the requests served per model and day are read from
@@ -84,6 +85,8 @@ class ObservationRecord(SQLModel, table=True):
     capacity_rps: float
     replicas_ready: int
     latency_ms: float | None = None
+    queued_requests: float | None = None
+    kv_cache_usage: float | None = None  # 0-1
 
 
 class ForecastRecord(SQLModel, table=True):

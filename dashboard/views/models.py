@@ -1,4 +1,5 @@
-"""Models: forecast p50/p90 band vs actual demand, ready capacity, replicas, warm pool, recent
+"""Models: forecast p50/p90 band vs actual demand, ready capacity, replicas, warm pool, the
+serving signals over time (latency against the SLO, queued requests, KV cache usage), recent
 forecast error and the throughput per replica the loop sizes with (offline profile vs corrected
 from observed metrics, with the reason), the replica bounds, pause and newest replica change with
 its reason, and what was done to its history before its newest forecast (the forecast's notes),
@@ -16,6 +17,7 @@ from controlplane.domain.budget_hold import holds_noted
 from controlplane.domain.hints import NOT_LISTED, DemandHint
 from dashboard import model_queries as mq
 from dashboard import queries as q
+from dashboard import signals as sg
 from dashboard import widgets
 from dashboard.context import store_url
 from dashboard.markdown import escape_markdown
@@ -227,6 +229,25 @@ def hint_caption(h: DemandHint, listed: bool, paused: bool = False) -> str:
             f"{effect}")
 
 
+def signals_section(url: str, model: str, actual: pd.DataFrame) -> None:
+    """The model's latency, queue and KV cache over the window, those it measured side by
+    side, each against its limit."""
+    measured = sg.measured(actual)
+    if not measured:
+        st.caption(f"No latency, queue or KV cache reading of {escape_markdown(model)} is "
+                   "stored in this window (not measured, or a store older than them).")
+        return
+    listed = q.models(url)
+    slo = listed.loc[listed["name"] == model, "latency_slo_ms"]
+    slo_ms = float(slo.iloc[0]) if not slo.empty else None
+    st.subheader("Serving signals")
+    for column, signal in zip(st.columns(len(measured)), measured, strict=True):
+        frame = sg.signal_frame(actual, signal, slo_ms)
+        column.markdown(f"**{signal.title}**")
+        column.altair_chart(sg.signal_chart(frame, signal), width="stretch")
+        column.caption(sg.over_limit(frame, signal))
+
+
 def main() -> None:
     url = store_url()
     tick = widgets.require_tick(url)
@@ -304,6 +325,7 @@ def main() -> None:
             x=widgets.time_x(),
             y=alt.Y("warm_gpus:Q", title="warm GPUs", axis=alt.Axis(format="d")))
             .properties(height=180), width="stretch")
+    signals_section(url, model, actual)
     st.subheader("All models")
     st.dataframe(table, hide_index=True, width="stretch", height=320,
                  column_config=COLUMN_HELP)

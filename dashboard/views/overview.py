@@ -17,6 +17,7 @@ from dashboard import costing, widgets
 from dashboard import queries as q
 from dashboard.context import TTL_S, reads_store, store_url
 from dashboard.markdown import escape_markdown
+from dashboard.signals import KV_CACHE_FULL, QUEUE_BACKLOG_S
 
 WINDOW = timedelta(hours=24)
 
@@ -60,16 +61,6 @@ SLO_HELP = {
     "short % (1 h)": st.column_config.NumberColumn(
         "short %", help="share of the last hour's observations with capacity below demand"),
 }
-
-
-#: a queue holding more than this many seconds of a model's ready capacity is short (the alert
-#: HeadroomModelQueueBacklog's threshold): a saturated model completes only what it serves, so
-#: its demand never shows above its capacity
-QUEUE_BACKLOG_S = 30.0
-#: a KV cache fuller than this is short (the alert HeadroomModelKvCacheFull's threshold): vLLM
-#: preempts (SGLang retracts) running requests and queues new ones before the request rate nears
-#: capacity
-KV_CACHE_FULL = 0.95
 
 
 def slo_status(demand_rps: float, capacity_rps: float, queued: float = math.nan,

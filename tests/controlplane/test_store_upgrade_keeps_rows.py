@@ -29,7 +29,8 @@ ROWS: dict[str, list[dict[str, Any]]] = {
     "gpus": [dict(node="l4-0", index=0, product="L4", memory_mib=23034, mig_capable=False,
                   sharing="exclusive", mig_layout="")],
     "observations": [dict(id=1, model="bert-embed", at=T0, demand_rps=12.5, capacity_rps=40.0,
-                          replicas_ready=1, latency_ms=42.0)],
+                          replicas_ready=1, latency_ms=42.0, queued_requests=3.0,
+                          kv_cache_usage=0.625)],
     "forecasts": [dict(id=1, model="bert-embed", computed_at=T0, origin_at=T1, step_s=300,
                        p50_json="[12.0, 13.5]", p90_json="[15.0, 17.25]", method="ets",
                        fallback_reason="", backtest_wape=0.125,
@@ -94,7 +95,9 @@ ADDED = {("placement_bindings", "lease_s"): 0.0,  # 0009: no lease, never expire
          ("models", "paused_by"): None,
          ("forecasts", "notes_json"): None,  # 0023: nothing noted
          ("plans", "kept_json"): None,  # 0024: no kept replicas known
-         ("ticks", "synced"): False}  # 0026: its snapshot's flag
+         ("ticks", "synced"): False,  # 0026: its snapshot's flag
+         ("observations", "queued_requests"): None,  # 0027: not measured
+         ("observations", "kv_cache_usage"): None}
 RENAMED_BY_0006 = {("observations", "latency_ms"): "mean_latency_ms"}  # 0005 named it so
 
 

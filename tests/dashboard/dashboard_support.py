@@ -93,6 +93,7 @@ def _with_engine_gauges_read(url: str, copy: Path, kv_cache: bool
     observed = replace(last, synced_at=at, models=tuple(
         replace(m, queued_requests=queued.get(m.name), kv_cache_usage=usage.get(m.name))
         for m in last.models))
+    store.save_observed(observed)  # as the loop stores each tick's reading
     store.save_tick(TickReport(at, at, TickStatus.APPLIED, "", observed, (), None,
                                Plan(at, (), ()), (), GuardMemory()))
     return copied, queued, usage
