@@ -42,6 +42,7 @@ from controlplane.cost_layouts import placed_usage as placed_usage  # re-exporte
 from controlplane.cost_requests import ServedRequests as ServedRequests  # re-exported
 from controlplane.cost_requests import requests_served as requests_served
 from controlplane.cost_requests import served_requests as served_requests
+from controlplane.cost_requests import shortfalls as shortfalls
 from controlplane.domain.cost import (
     FleetSnapshot,
     GpuPrice,

@@ -1,6 +1,7 @@
 """Read the requests each model served over a window from its load observations: the mean
-served rate (min(demand, capacity)) x the seconds its observations cover. Part of
-``controlplane.cost_reader``, which re-exports it.
+served rate (min(demand, capacity)) x the seconds its observations cover; and those of its
+observations short of its SLO (``shortfalls``, the Overview's short %). Part of
+``controlplane.cost_reader``, which re-exports them.
 
 Only observations at or after the first reconcile tick count: rows before it are backfilled
 demand history with no capacity. A model's rows are read from the observations' (model, at,
@@ -24,7 +25,9 @@ from sqlalchemy import (
     and_,
     case,
     func,
+    inspect,
     literal,
+    or_,
     select,
     true,
     union_all,
@@ -44,6 +47,14 @@ class ServedRequests:
     demand_requests: float
     served_requests: float
     observations: int
+
+
+@dataclass(frozen=True, slots=True)
+class Shortfalls:
+    """One model's observations over a window and those short of its SLO."""
+
+    model: str
+    observations: int
     short_observations: int
 
 
@@ -51,19 +62,36 @@ def served_requests(engine: Engine, models: Sequence[str] | None, since_at: date
                     until_at: datetime) -> dict[str, ServedRequests]:
     """Mean demand and served rate (min(demand, capacity)) x covered seconds per model (every
     model observed in the window when ``models`` is None: listed in the models table or not),
-    with the model's observations and those short of capacity."""
+    with the model's observations."""
     obs = _observations()
-    short = case((obs.c.capacity_rps < obs.c.demand_rps, 1), else_=0)
     rows, ends = _grouped(engine, models, since_at, until_at,
-                          (func.avg(obs.c.demand_rps), func.avg(_served_rps()), func.count(),
-                           func.sum(short)))
+                          (func.avg(obs.c.demand_rps), func.avg(_served_rps()), func.count()))
     out = {}
-    for model, demand, served_rps, count, shorts in rows:
+    for model, demand, served_rps, count in rows:
         covered_s = _covered_s(ends[str(model)], int(count))
         out[str(model)] = ServedRequests(str(model), float(demand) * covered_s,
-                                         float(served_rps) * covered_s, int(count),
-                                         int(shorts or 0))
+                                         float(served_rps) * covered_s, int(count))
     return out
+
+
+def shortfalls(engine: Engine, since_at: datetime, through_at: datetime,
+               queue_backlog_s: float, kv_cache_full: float) -> dict[str, Shortfalls]:
+    """Each model observed from ``since_at`` through ``through_at`` (the newest reading
+    included): its observations and those short of its SLO, as a
+    status reads it: capacity below demand, more than ``queue_backlog_s`` of its capacity
+    queued, or its KV cache fuller than ``kv_cache_full`` (0-1). A queue or KV cache not
+    measured (NULL; a store older than migration 0027 has neither) is not short."""
+    obs = _observations()
+    stored = {c["name"] for c in inspect(engine).get_columns("observations")}
+    short = [obs.c.capacity_rps < obs.c.demand_rps]
+    if {"queued_requests", "kv_cache_usage"} <= stored:
+        short += [obs.c.queued_requests > queue_backlog_s * obs.c.capacity_rps,
+                  obs.c.kv_cache_usage > kv_cache_full]
+    with engine.connect() as connection:
+        rows, _ = _sums(connection, None, since_at, through_at,
+                        (func.count(), func.sum(case((or_(*short), 1), else_=0))), through=True)
+    return {str(model): Shortfalls(str(model), int(count), int(shorts or 0))
+            for model, count, shorts in rows}
 
 
 def requests_served(engine: Engine, models: Sequence[str], since_at: datetime,
@@ -97,20 +125,29 @@ def _grouped(engine: Engine, models: Sequence[str] | None, since_at: datetime,
              until_at: datetime, sums: Sequence[ColumnElement[Any]]
              ) -> tuple[list[Any], dict[str, tuple[datetime, datetime]]]:
     """Per model: ``sums`` over its observations in the window, and its first and last one."""
-    obs, ticks = _observations(), SQLModel.metadata.tables["ticks"]
     with engine.connect() as connection:
-        first_tick = connection.execute(select(func.min(ticks.c.started_at))).scalar()
-        if first_tick is None or (models is not None and not models):
-            return [], {}
-        start_at = max(since_at, as_utc(first_tick))
-        query: Select[Any] = (
-            select(obs.c.model, *sums)
-            .where(and_(true() if models is None else obs.c.model.in_(list(models)),
-                        obs.c.at >= start_at, obs.c.at < until_at))
-            .group_by(obs.c.model))
-        rows = list(connection.execute(query))
+        rows, start_at = _sums(connection, models, since_at, until_at, sums)
         ends = observed_ends(connection, [str(r[0]) for r in rows], start_at, until_at)
     return rows, ends
+
+
+def _sums(connection: Connection, models: Sequence[str] | None, since_at: datetime,
+          until_at: datetime, sums: Sequence[ColumnElement[Any]], through: bool = False
+          ) -> tuple[list[Any], datetime]:
+    """Per model: ``sums`` over its observations in the window from the first tick on (until
+    ``until_at``, or through it), and where that start is (none before the first tick)."""
+    obs, ticks = _observations(), SQLModel.metadata.tables["ticks"]
+    first_tick = connection.execute(select(func.min(ticks.c.started_at))).scalar()
+    if first_tick is None or (models is not None and not models):
+        return [], since_at
+    start_at = max(since_at, as_utc(first_tick))
+    query: Select[Any] = (
+        select(obs.c.model, *sums)
+        .where(and_(true() if models is None else obs.c.model.in_(list(models)),
+                    obs.c.at >= start_at,
+                    obs.c.at <= until_at if through else obs.c.at < until_at))
+        .group_by(obs.c.model))
+    return list(connection.execute(query)), start_at
 
 
 def observed_ends(connection: Connection, models: Sequence[str], since_at: datetime,

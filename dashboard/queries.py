@@ -27,6 +27,7 @@ from controlplane.store.profiles import newest_profiles
 from controlplane.store.relayout import MigRelayoutRecord
 from controlplane.store.status_reader import fleet_seen, read_the_fleet, tick_leadership
 from dashboard.context import TTL_S, engine_for, read_frame, utc_columns
+from dashboard.slo import KV_CACHE_FULL, QUEUE_BACKLOG_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,13 @@ class LastTick:
     @property
     def read_the_fleet(self) -> bool:
         return self.fleet_tick_id == self.tick_id
+
+    @property
+    def observed_through(self) -> datetime:
+        """The newest time an observation of the store can have at this tick: its start, or
+        when it read the fleet, later (on Kubernetes by the seconds the read took; the loop
+        dates its observations then)."""
+        return max(self.started_at, self.fleet_at or self.started_at)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -343,10 +351,21 @@ def price_history(url: str) -> PriceHistory:
 def served(url: str, since_at: datetime, until_at: datetime) -> pd.DataFrame:
     # every model observed, listed or not: one since removed from the models table served too
     result = cost_reader.served_requests(engine_for(url), None, since_at, until_at)
-    return pd.DataFrame([(s.model, s.demand_requests, s.served_requests, s.observations,
-                          s.short_observations) for s in result.values()],
-                        columns=["model", "demand_requests", "served_requests", "observations",
-                                 "short_observations"])
+    return pd.DataFrame([(s.model, s.demand_requests, s.served_requests, s.observations)
+                         for s in result.values()],
+                        columns=["model", "demand_requests", "served_requests", "observations"])
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def shortfalls(url: str, since_at: datetime, through_at: datetime) -> pd.DataFrame:
+    """Each model observed from ``since_at`` through ``through_at`` (listed or not): its
+    observations and those short of its SLO as the Overview's status reads it (capacity below
+    demand, a queue backlog, a full KV cache)."""
+    result = cost_reader.shortfalls(engine_for(url), since_at, through_at,
+                                    queue_backlog_s=QUEUE_BACKLOG_S, kv_cache_full=KV_CACHE_FULL)
+    return pd.DataFrame([(s.model, s.observations, s.short_observations)
+                         for s in result.values()],
+                        columns=["model", "observations", "short_observations"])
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)

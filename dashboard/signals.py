@@ -13,18 +13,11 @@ import altair as alt
 import pandas as pd
 
 from dashboard import widgets
-
-#: a queue holding more than this many seconds of a model's ready capacity is short (the alert
-#: HeadroomModelQueueBacklog's threshold): a saturated model completes only what it serves, so
-#: its demand never shows above its capacity
-QUEUE_BACKLOG_S = 30.0
-#: a KV cache fuller than this is short (the alert HeadroomModelKvCacheFull's threshold): vLLM
-#: preempts (SGLang retracts) running requests and queues new ones before the request rate nears
-#: capacity
-KV_CACHE_FULL = 0.95
+from dashboard.slo import KV_CACHE_FULL, QUEUE_BACKLOG_S
 
 #: as many readings or fewer are also drawn as points
 FEW_READINGS = 60
+READING, LIMIT = "#222222", "#e45756"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,16 +61,17 @@ def signal_chart(frame: pd.DataFrame, signal: Signal) -> alt.LayerChart:
     when there are few (one reading alone draws no line)."""
     x = widgets.time_x()
     few = len(frame) <= FEW_READINGS
-
-    def line(color: str, **dash: list[int]) -> alt.Chart:
-        point = alt.OverlayMarkDef(color=color) if few else False
-        return alt.Chart(frame).mark_line(color=color, point=point, **dash)
-
-    reading = line("#222222").encode(x=x, y=alt.Y("value:Q", title=signal.unit))
-    limit = line("#e45756", strokeDash=[6, 3]).transform_filter(
+    reading = alt.Chart(frame).mark_line(color=READING, point=_points(READING, few)).encode(
+        x=x, y=alt.Y("value:Q", title=signal.unit))
+    limit = alt.Chart(frame).mark_line(
+        color=LIMIT, strokeDash=[6, 3], point=_points(LIMIT, few)).transform_filter(
         "isValid(datum.limit)").encode(x=x, y="limit:Q")
     chart: alt.LayerChart = (reading + limit).properties(height=180)
     return chart
+
+
+def _points(color: str, few: bool) -> alt.OverlayMarkDef | bool:
+    return alt.OverlayMarkDef(color=color) if few else False
 
 
 def over_limit(frame: pd.DataFrame, signal: Signal) -> str:

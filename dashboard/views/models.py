@@ -121,7 +121,7 @@ def overview_table(url: str, tick: q.LastTick) -> pd.DataFrame:
     bounds, its pause and the budget holding it short, else the reason of its newest replica
     change."""
     models = q.models(url)
-    latest = q.latest_observations(url, tick.started_at)
+    latest = q.latest_observations(url, tick.observed_through)
     unlisted = sorted(set(latest["model"]) - set(models["name"]))
     # the models table's text columns blank for them, not NaN ("None" or "NaN" in the table)
     models = pd.concat([models, pd.DataFrame({"name": unlisted, "tenant": "", "isolation": ""})],
@@ -265,7 +265,7 @@ def main() -> None:
     lead_min = c3.selectbox("Forecast lead (min)", LEADS_MIN, index=len(LEADS_MIN) - 1)
     until_at = tick.started_at
     since_at = max(tick.first_at, until_at - window)
-    actual = mq.model_history(url, model, since_at, until_at)
+    actual = mq.model_history(url, model, since_at, tick.observed_through)
     forecasts, malformed = well_formed(
         mq.forecast_history(url, model, since_at - timedelta(hours=1), until_at))
     if malformed:

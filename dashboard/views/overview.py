@@ -17,7 +17,7 @@ from dashboard import costing, widgets
 from dashboard import queries as q
 from dashboard.context import TTL_S, reads_store, store_url
 from dashboard.markdown import escape_markdown
-from dashboard.signals import KV_CACHE_FULL, QUEUE_BACKLOG_S
+from dashboard.slo import slo_status
 
 WINDOW = timedelta(hours=24)
 
@@ -59,26 +59,16 @@ SLO_HELP = {
         "kv %", help="% of its KV cache in use as the last tick read it (vLLM, SGLang; None: not "
         "read); over 95 % counts as short", width=50),
     "short % (1 h)": st.column_config.NumberColumn(
-        "short %", help="share of the last hour's observations with capacity below demand"),
+        "short %", help="share of the last hour's observations that were short as the status "
+                        "reads it: capacity below demand, a queue over 30 s of capacity or a "
+                        "KV cache over 95 % full (those two where stored)"),
 }
 
 
-def slo_status(demand_rps: float, capacity_rps: float, queued: float = math.nan,
-               kv_cache_usage: float = math.nan) -> str:
-    """A model's SLO status: short when ready capacity is below demand, its queue holds over
-    ``QUEUE_BACKLOG_S`` of that capacity or its KV cache is over ``KV_CACHE_FULL``, ok when
-    not, unknown when demand or capacity is not a number (a NaN in the store compares false
-    both ways: it read as ok)."""
-    if not (math.isfinite(demand_rps) and math.isfinite(capacity_rps)):
-        return "unknown"
-    backlog = math.isfinite(queued) and queued > QUEUE_BACKLOG_S * capacity_rps
-    full = math.isfinite(kv_cache_usage) and kv_cache_usage > KV_CACHE_FULL
-    return "short" if capacity_rps < demand_rps or backlog or full else "ok"
-
-
 def slo_table(url: str, tick: q.LastTick) -> pd.DataFrame:
-    latest = q.latest_observations(url, tick.started_at)
-    last_hour = q.served(url, tick.started_at - timedelta(hours=1), tick.started_at)
+    read_at = tick.observed_through
+    latest = q.latest_observations(url, read_at)
+    last_hour = q.shortfalls(url, read_at - timedelta(hours=1), read_at)
     frame = latest.merge(last_hour, on="model", how="left").fillna({"short_observations": 0,
                                                                     "observations": 0})
     frame["queued"] = [tick.queued.get(str(model), math.nan) for model in frame["model"]]

@@ -107,6 +107,12 @@ def copy_store_at(url: str, copy: Path, revision: str) -> str:
     return f"sqlite:///{copy}"
 
 
+def slo_table(url: str, monkeypatch: pytest.MonkeyPatch) -> pd.DataFrame:
+    """The Overview's SLO table, by model."""
+    page = open_page(url, "views/overview.py", monkeypatch)
+    return next(d.value for d in page.dataframe if "status" in d.value.columns).set_index("model")
+
+
 def all_models_table(url: str, monkeypatch: pytest.MonkeyPatch) -> pd.DataFrame:
     """The Models page's table of every model, by name."""
     at = open_page(url, "views/models.py", monkeypatch)

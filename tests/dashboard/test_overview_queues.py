@@ -3,7 +3,8 @@ tick read them, and a model whose queue holds over 30 s of its ready capacity, o
 is over 95 % full, is short: a saturated model completes only what its replicas serve, so its
 demand alone never shows above its capacity. Rendered by Streamlit's AppTest over a copy of a
 store the real core filled, with one more tick that read queues (and KV caches); a store whose
-ticks read none (the simulator's) has neither column."""
+ticks read none (the simulator's) has neither column. The short % of the last hour counts its
+observations short by the same rule."""
 
 from __future__ import annotations
 
@@ -11,7 +12,16 @@ import math
 from pathlib import Path
 
 import pytest
-from dashboard_support import Seeded, open_page, with_kv_cache_read, with_queues_read
+from dashboard_support import (
+    Seeded,
+    open_page,
+    slo_table,
+    with_kv_cache_read,
+    with_queues_read,
+)
+from sqlalchemy import text
+
+from controlplane.store.engine import make_engine
 
 
 def test_a_model_whose_queue_holds_over_30_s_of_its_capacity_is_short(
@@ -38,8 +48,7 @@ def test_a_model_whose_kv_cache_is_over_95_percent_full_is_short(
     url, queued, usage = with_kv_cache_read(seeded.url, tmp_path / "kv.db")
     full = max(usage, key=usage.__getitem__)  # 97 %
     draining = min(usage, key=usage.__getitem__)  # 90 %, and 29 s of its capacity queued
-    page = open_page(url, "views/overview.py", monkeypatch)
-    slo = next(d.value for d in page.dataframe if "status" in d.value.columns).set_index("model")
+    slo = slo_table(url, monkeypatch)
     assert slo.loc[full, "status"] == "short"
     assert slo.loc[full, "kv_cache_pct"] == pytest.approx(97.0)
     assert math.isnan(slo.loc[full, "queued"])  # its queue was not read
@@ -49,3 +58,26 @@ def test_a_model_whose_kv_cache_is_over_95_percent_full_is_short(
     assert all(math.isnan(u) for u in others["kv_cache_pct"])  # not read: blank, not 0
     backlogged, _ = sorted(queued)
     assert others.loc[backlogged, "status"] == "short"  # the 31 s backlog, still
+
+
+def _hour_read(url: str) -> dict[str, tuple[int, int]]:
+    """Each model's observations in the hour through the newest one, and those with ready
+    capacity below demand."""
+    with make_engine(url).connect() as connection:
+        rows = connection.execute(text(
+            "SELECT model, count(*), sum(capacity_rps < demand_rps) FROM observations "
+            "WHERE at >= (SELECT datetime(max(at), '-1 hour') FROM observations) "
+            "GROUP BY model")).all()
+    return {m: (int(n), int(short)) for m, n, short in rows}
+
+
+def test_the_short_percent_counts_the_hours_queue_backlogs_and_full_kv_caches_as_the_status(
+        seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url, queued, usage = with_kv_cache_read(seeded.url, tmp_path / "kv.db")
+    backlogged, draining = sorted(queued)  # 31 s and 29 s of their capacity
+    full = max(usage, key=usage.__getitem__)  # 97 %
+    slo, hour = slo_table(url, monkeypatch), _hour_read(url)
+    for model, shorts_read in ((backlogged, 1), (full, 1), (draining, 0)):
+        observations, under_capacity = hour[model]
+        assert slo.loc[model, "short % (1 h)"] == pytest.approx(
+            round(100 * (under_capacity + shorts_read) / observations, 1)), model
