@@ -6,8 +6,9 @@ snapshot holds only the nodes it bills: 340-812 GPUs per tick (327-782 with repl
 store holds (default --models 200 --days 7 --seed 11).
 
 Every table gets the rows the real reconcile loop would write at one tick a minute: per-model
-observations, a tick with its observed snapshot (pools, nodes with their GPUs, models), a plan
-with one placement row per replica slice, set_replicas actions with outcomes when replica targets
+observations (with the latency, queue and KV cache a vLLM model's engine reports: ``signals``),
+a tick with its observed snapshot (pools, nodes with their GPUs, models), a plan with one
+placement row per replica slice, set_replicas actions with outcomes when replica targets
 change, and a forecast per model every 5 minutes. Rows go in with SQLAlchemy core bulk inserts
 (executemany), one transaction per simulated day.
 
@@ -67,6 +68,24 @@ class Model:
     mode: str
     profile: str
     rps: float
+
+    @property
+    def llm(self) -> bool:
+        return any(k in self.kind for k in ("llama", "mistral", "qwen"))
+
+
+def signals(model: Model, demand_rps: float, capacity_rps: float
+            ) -> tuple[float, float | None, float | None]:
+    """The latency, queued requests and KV cache usage the model's engine reports at this
+    load: latency rising with utilisation from the profile's 100 ms; for a vLLM model a minute
+    of the demand its capacity misses queued, and a KV cache filling with utilisation (none
+    for Triton)."""
+    utilisation = demand_rps / capacity_rps if capacity_rps > 0 else 1.5
+    latency_ms = round(100.0 * (1 + utilisation ** 2), 2)
+    if not model.llm:
+        return latency_ms, None, None
+    return (latency_ms, round(60.0 * max(0.0, demand_rps - capacity_rps), 1),
+            round(min(1.0, 0.85 * utilisation), 3))
 
 
 def make_models(count: int) -> list[Model]:
@@ -188,8 +207,7 @@ def seed_static(connection: Connection, models: list[Model]) -> None:
         "name": m.name, "tenant": m.tenant,
         "isolation": "strict" if m.mode == "mig" else "none" if m.mode == "time_sliced"
         else "trusted",
-        "engine": "vllm" if "llama" in m.kind or "mistral" in m.kind or "qwen" in m.kind
-        else "triton",
+        "engine": "vllm" if m.llm else "triton",
         "latency_slo_ms": 500.0, "cold_start_p50_s": 30.0, "cold_start_p90_s": 60.0,
         "profile_json": json.dumps([{"product": m.product, "compute_slices": m.slices,
                                      "batch_size": 8, "mps_processes": 2 if m.mode == "mps"
@@ -239,11 +257,15 @@ def seed_day(connection: Connection, models: list[Model], demand: np.ndarray,
                                "target_nodes": target})
             nodes_json.extend(fragments[name][:target])
             billed += target * gpn
+        read = [signals(m, float(demand[i, minute]), float(capacity[i]))
+                for i, m in enumerate(models)]
         models_json = [{"name": m.name, "replicas_ready": int(ready[i, minute]),
                         "replicas_pending": int(needed[i, minute] - ready[i, minute]),
                         "replicas_target": int(needed[i, minute]),
                         "demand_rps": round(float(demand[i, minute]), 3),
-                        "capacity_rps": float(capacity[i])} for i, m in enumerate(models)]
+                        "capacity_rps": float(capacity[i]), "latency_ms": read[i][0],
+                        "queued_requests": read[i][1], "kv_cache_usage": read[i][2]}
+                       for i, m in enumerate(models)]
         observed = (f'{{"synced_at":"{at.isoformat()}","pools":{json.dumps(pools_json)},'
                     f'"nodes":[{",".join(nodes_json)}],"models":{json.dumps(models_json)},'
                     f'"synced":true,"notes":[]}}')
@@ -271,7 +293,7 @@ def seed_day(connection: Connection, models: list[Model], demand: np.ndarray,
                              "applied_at": at + timedelta(seconds=1)})
         stamp = at.strftime(SQLITE_TIME)
         observations.extend((m.name, stamp, float(demand[i, minute]), float(capacity[i]),
-                             int(ready[i, minute])) for i, m in enumerate(models))
+                             int(ready[i, minute]), *read[i]) for i, m in enumerate(models))
         if minute % 5 == 0:
             horizon = demand[:, minute:minute + 20]
             for i, m in enumerate(models):
@@ -289,8 +311,9 @@ def seed_day(connection: Connection, models: list[Model], demand: np.ndarray,
     # The two big tables skip per-row parameter processing: plain tuples through the
     # connection's executemany (SQLite's qmark style; times in SQLAlchemy's SQLite format).
     connection.exec_driver_sql(
-        "INSERT INTO observations (model, at, demand_rps, capacity_rps, replicas_ready) "
-        "VALUES (?, ?, ?, ?, ?)", observations)
+        "INSERT INTO observations (model, at, demand_rps, capacity_rps, replicas_ready, "
+        "latency_ms, queued_requests, kv_cache_usage) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        observations)
     connection.exec_driver_sql(
         "INSERT INTO placements (plan_id, model, gpu_id, product, mode, mig_profile, mig_start, "
         "compute_slices, throughput_rps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", placements)
