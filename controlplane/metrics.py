@@ -130,6 +130,13 @@ class ControlPlaneMetrics:
                               "kv_cache_usage_perc or SGLang's token_usage, their mean); no "
                               "sample when not measured.",
                               ["model"], registry=registry)
+        self.latency = Gauge("headroom_model_latency_ms", "Request latency of the model as of "
+                             "the last observing tick (the mean, prometheus.latency_quantile's "
+                             "quantile, or time to first token with prometheus.latency: ttft); "
+                             "no sample when not measured.", ["model"], registry=registry)
+        self.latency_slo = Gauge("headroom_model_latency_slo_ms", "The model's latency SLO "
+                                 "(the models file's latency_slo_ms), as of the last deciding "
+                                 "tick.", ["model"], registry=registry)
         self.pool_nodes = Gauge("headroom_pool_nodes", "Nodes per pool as of the last observing "
                                 "tick.", ["pool", "state"], registry=registry)
         self.profile_rps = Gauge("headroom_profile_throughput_rps", "Throughput per replica at "
@@ -218,7 +225,7 @@ class ControlPlaneMetrics:
         observed = {model.name for model in report.observed.models}
         self._forget("observed", observed, (self.model_rps, OBSERVED_KINDS),
                      (self.model_replicas, OBSERVED_REPLICAS), (self.load_unmeasured, ()),
-                     (self.queued, ()), (self.kv_cache, ()))
+                     (self.queued, ()), (self.kv_cache, ()), (self.latency, ()))
         for model in report.observed.models:
             self.model_replicas.labels(model.name, "ready").set(model.replicas_ready)
             self.load_unmeasured.labels(model.name).set(0 if model.demand_measured else 1)
@@ -229,7 +236,8 @@ class ControlPlaneMetrics:
                     self.model_rps.remove(model.name, "observed")
             self.model_rps.labels(model.name, "capacity").set(model.capacity_rps)
             for gauge, value in ((self.queued, model.queued_requests),
-                                 (self.kv_cache, model.kv_cache_usage)):
+                                 (self.kv_cache, model.kv_cache_usage),
+                                 (self.latency, model.latency_ms)):
                 if value is not None:
                     gauge.labels(model.name).set(value)
                 else:
@@ -242,7 +250,8 @@ class ControlPlaneMetrics:
                          (self.profile_rps, PROFILE_SOURCES))
             self._forget("replicas", {r.model for r in report.replicas},
                          (self.model_replicas, DECIDED_REPLICAS), (self.model_paused, ()),
-                         (self.model_paused_since, ()), (self.replica_bounds, BOUNDS))
+                         (self.model_paused_since, ()), (self.replica_bounds, BOUNDS),
+                         (self.latency_slo, ()))
         for replicas in report.replicas:
             self._replicas(replicas, report)
         for demand in report.demands:
@@ -287,8 +296,14 @@ class ControlPlaneMetrics:
     def _replicas(self, replicas: ModelReplicas, report: TickReport) -> None:
         """A sized model's replica target and warm replicas, its pause (1 and since when, on
         the wall clock's scale: ``paused_since_wall_s`` from the tick's end on the store's
-        clock; or 0 and no start) and the bounds its spec sets (an unset one: no sample)."""
+        clock; or 0 and no start), the bounds its spec sets (an unset one: no sample) and its
+        latency SLO (no spec: no sample)."""
         model = replicas.model
+        if replicas.latency_slo_ms is not None:
+            self.latency_slo.labels(model).set(replicas.latency_slo_ms)
+        else:
+            with suppress(KeyError):
+                self.latency_slo.remove(model)
         self.model_replicas.labels(model, "target").set(replicas.target)
         self.model_replicas.labels(model, "warm").set(replicas.warm)
         self.model_paused.labels(model).set(1 if replicas.paused_at is not None else 0)
@@ -326,7 +341,7 @@ class ControlPlaneMetrics:
         self.leader.set(0)
         self.guarded_pods.set(0)
         for gauge in (self.model_rps, self.load_unmeasured, self.queued, self.kv_cache,
-                      self.forecast_wape,
+                      self.latency, self.latency_slo, self.forecast_wape,
                       self.forecast_coverage,
                       self.pool_nodes, self.profile_rps, self.model_replicas, self.model_paused,
                       self.model_paused_since, self.replica_bounds, self.pool_cost):

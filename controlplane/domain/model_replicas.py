@@ -25,6 +25,7 @@ class ModelReplicas:
     paused_at: datetime | None = None  # None: not paused
     min_replicas: int | None = None  # the spec's bounds; None: unset
     max_replicas: int | None = None
+    latency_slo_ms: float | None = None  # the spec's; None: no spec
 
     @property
     def paused(self) -> bool:
@@ -35,7 +36,8 @@ def model_replicas(desired: DesiredState, warm: Mapping[str, int], specs: Sequen
                    pauses: Sequence[ModelPause]) -> tuple[ModelReplicas, ...]:
     """One per model ``desired`` sets replicas for (every model the tick sized): its target,
     its ``warm`` replicas (model -> idle + cached rungs; none listed: 0), its pause (a pause of
-    a model the tick did not size is left out) and its bounds (a model with no spec: none)."""
+    a model the tick did not size is left out), its bounds and its latency SLO (a model with no
+    spec: none)."""
     spec_of = {s.name: s for s in specs}
     paused_at = {p.model: p.paused_at for p in pauses}
     out = []
@@ -44,5 +46,6 @@ def model_replicas(desired: DesiredState, warm: Mapping[str, int], specs: Sequen
         out.append(ModelReplicas(target.target, target.value, warm.get(target.target, 0),
                                  paused_at.get(target.target),
                                  spec.min_replicas if spec is not None else None,
-                                 spec.max_replicas if spec is not None else None))
+                                 spec.max_replicas if spec is not None else None,
+                                 spec.latency_slo_ms if spec is not None else None))
     return tuple(out)

@@ -110,12 +110,14 @@ def test_deployment_scale_downs_are_counted_by_how_their_replicas_were_chosen() 
 
 READINGS: dict[str, Callable[[ObservedModel, float], ObservedModel]] = {
     "headroom_model_queued_requests": lambda m, v: replace(m, queued_requests=v),
-    "headroom_model_kv_cache_usage": lambda m, v: replace(m, kv_cache_usage=v)}
+    "headroom_model_kv_cache_usage": lambda m, v: replace(m, kv_cache_usage=v),
+    "headroom_model_latency_ms": lambda m, v: replace(m, latency_ms=v)}
 
 
 @pytest.mark.parametrize(("gauge", "value"), [("headroom_model_queued_requests", 42.0),
-                                              ("headroom_model_kv_cache_usage", 0.93)])
-def test_a_models_queue_and_kv_cache_are_gauges_with_no_sample_once_not_measured(
+                                              ("headroom_model_kv_cache_usage", 0.93),
+                                              ("headroom_model_latency_ms", 180.0)])
+def test_a_models_queue_kv_cache_and_latency_are_gauges_with_no_sample_once_not_measured(
         gauge: str, value: float) -> None:
     registry = CollectorRegistry()
     metrics = ControlPlaneMetrics(registry)
@@ -298,6 +300,23 @@ def test_a_models_replica_bounds_are_gauges_where_its_spec_sets_them() -> None:
     assert (bound("min"), bound("max")) == (None, 8)  # min_replicas unset since
 
 
+def test_a_models_latency_slo_is_a_gauge_from_its_spec_and_none_without_one() -> None:
+    """Beside the latency read (``headroom_model_latency_ms``) for the alert
+    HeadroomModelOverLatencySlo to compare."""
+    registry = CollectorRegistry()
+    metrics = ControlPlaneMetrics(registry)
+    report = sample_tick_report()
+
+    def slo() -> float | None:
+        return registry.get_sample_value("headroom_model_latency_slo_ms", {"model": "bert-embed"})
+
+    metrics.record(replace(report, replicas=(
+        ModelReplicas("bert-embed", 3, 0, None, None, None, 50.0),)))
+    assert slo() == 50.0
+    metrics.record(replace(report, replicas=(ModelReplicas("bert-embed", 3),)))  # no spec
+    assert slo() is None
+
+
 def test_each_pools_cost_is_its_billed_nodes_gpus_at_its_configured_price() -> None:
     registry = CollectorRegistry()
     metrics = ControlPlaneMetrics(registry, (L4_POOL,))
@@ -316,7 +335,8 @@ FLEET_GAUGES = ("headroom_model_rps", "headroom_pool_nodes", "headroom_forecast_
                 "headroom_forecast_p90_coverage_ratio", "headroom_profile_throughput_rps",
                 "headroom_model_replicas", "headroom_model_paused",
                 "headroom_model_paused_since_timestamp_seconds", "headroom_model_replica_bounds",
-                "headroom_fleet_cost_usd_per_hour", "headroom_model_load_unmeasured")
+                "headroom_fleet_cost_usd_per_hour", "headroom_model_load_unmeasured",
+                "headroom_model_latency_ms", "headroom_model_latency_slo_ms")
 
 
 def test_the_loading_guards_changes_are_counted_by_reason_beside_the_pods_it_holds() -> None:
@@ -347,10 +367,13 @@ def test_a_replica_that_stops_leading_exports_no_fleet_gauges_and_leader_zero() 
     registry = CollectorRegistry()
     metrics = ControlPlaneMetrics(registry, (L4_POOL,))
     assert registry.get_sample_value("headroom_leader") == 0.0  # not led yet
-    metrics.record(replace(sample_tick_report(),
+    report = sample_tick_report()
+    metrics.record(replace(report,
                            profiles=(ProfileCorrection("bert-embed", 300.0, 240.0, 0.8, 14, ""),),
                            accuracy=(ForecastAccuracy("bert-embed", 12, 0.08, 0.92),),
-                           replicas=(ModelReplicas("bert-embed", 3, 1, PAUSED_AT, 1, 4),)))
+                           replicas=(ModelReplicas("bert-embed", 3, 1, PAUSED_AT, 1, 4, 50.0),),
+                           observed=replace(report.observed, models=tuple(
+                               replace(m, latency_ms=42.0) for m in report.observed.models))))
 
     def fleet_samples() -> set[str]:
         return {s.name for family in registry.collect() for s in family.samples
@@ -378,7 +401,7 @@ def test_a_model_or_pool_a_tick_no_longer_sees_has_no_samples_not_its_last_value
         profiles=(ProfileCorrection("llama-8b", 50.0, 45.0, 0.9, 14, ""),),
         accuracy=(ForecastAccuracy("llama-8b", 12, 0.7, 0.5),),
         replicas=(ModelReplicas("bert-embed", 3),
-                  ModelReplicas("llama-8b", 1, 1, PAUSED_AT, 1, 2))))
+                  ModelReplicas("llama-8b", 1, 1, PAUSED_AT, 1, 2, 800.0))))
 
     def llama_and_a100() -> set[tuple[str, tuple[tuple[str, str], ...]]]:
         return {(s.name, tuple(sorted(s.labels.items()))) for family in registry.collect()
@@ -386,13 +409,13 @@ def test_a_model_or_pool_a_tick_no_longer_sees_has_no_samples_not_its_last_value
                 and (s.labels.get("model") == "llama-8b" or s.labels.get("pool") == "a100")}
 
     # 4 model_rps, 1 load_unmeasured, 2 profile, 2 accuracy, 3 replicas, paused and since, 2
-    # bounds; 3 pool_nodes, 1 cost
-    assert len(llama_and_a100()) == 20
+    # bounds, latency SLO; 3 pool_nodes, 1 cost
+    assert len(llama_and_a100()) == 21
     # a tick that cannot see the fleet keeps them (nothing known to replace them)
     unsynced = replace(report.observed, synced=False, models=(), pools=())
     metrics.record(replace(report, status=TickStatus.SKIPPED, observed=unsynced, plan=None,
                            demands=()))
-    assert len(llama_and_a100()) == 20
+    assert len(llama_and_a100()) == 21
     # llama-8b's workloads are gone, the a100 pool too: the next tick sees only bert-embed, l4
     metrics.record(replace(report, replicas=(ModelReplicas("bert-embed", 3),)))
     assert llama_and_a100() == set()

@@ -1,5 +1,5 @@
 """Each model's replicas as a deciding tick set them (``domain.model_replicas``): its desired
-target, the replicas its ladder keeps warm, its pause and its spec's bounds."""
+target, the replicas its ladder keeps warm, its pause, its spec's bounds and latency SLO."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _spec(name: str, min_replicas: int | None = None,
                      ColdStart(10.0, 20.0), min_replicas, max_replicas)
 
 
-def test_each_model_the_tick_sized_has_its_target_warm_replicas_pause_and_bounds() -> None:
+def test_each_model_the_tick_sized_has_its_target_warm_replicas_pause_bounds_and_slo() -> None:
     desired = DesiredState((), (DesiredTarget("chat", 4, "forecast_p90+min_replicas:4"),
                                 DesiredTarget("embed", 2, "paused since ..."),
                                 DesiredTarget("asr", 1, "forecast_p90")))
@@ -29,7 +29,7 @@ def test_each_model_the_tick_sized_has_its_target_warm_replicas_pause_and_bounds
 
     found = model_replicas(desired, {"chat": 3}, specs, pauses)
 
-    assert found == (ModelReplicas("chat", 4, 3, None, 4, 10),
-                     ModelReplicas("embed", 2, 0, T0),
-                     ModelReplicas("asr", 1))  # no spec here: no bounds known
+    assert found == (ModelReplicas("chat", 4, 3, None, 4, 10, 1000.0),
+                     ModelReplicas("embed", 2, 0, T0, latency_slo_ms=1000.0),
+                     ModelReplicas("asr", 1))  # no spec here: no bounds or SLO known
     assert [r.paused for r in found] == [False, True, False]

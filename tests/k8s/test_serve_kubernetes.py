@@ -406,6 +406,9 @@ def test_serve_observes_only_the_listed_models_and_names_a_labelled_workload_it_
         "scales them (`headroom models import` to manage one, or remove the label)"]
     # a gauge for the listed model only: no capacity-0 one for HeadroomModelShortOfCapacity
     assert f'headroom_model_rps{{kind="capacity",model="{listed.name}"}}' in scraped
+    # its SLO beside its latency, for HeadroomModelOverLatencySlo
+    assert (f'headroom_model_latency_slo_ms{{model="{listed.name}"}} '
+            f'{float(listed.latency_slo_ms)!r}\n') in scraped
     assert f'model="{unlisted.name}"' not in scraped
 
 
