@@ -153,6 +153,18 @@ def replicas_cell(model: ModelStatus) -> str:
         f"{cell}{WANTED_ARROW}{wanted}")
 
 
+def latency_cell(model: ModelStatus) -> str:
+    """The latency the newest tick read against the model's SLO, ``42/50 ms`` (a ``!`` after
+    when above: ``650/500 ms!``), ``42 ms`` for a model not listed (no SLO), ``-`` when not
+    read."""
+    if model.latency_ms is None:
+        return "-"
+    if model.latency_slo_ms is None:
+        return f"{model.latency_ms:,.0f} ms"
+    over = "!" if model.latency_ms > model.latency_slo_ms else ""
+    return f"{model.latency_ms:,.0f}/{model.latency_slo_ms:,.0f} ms{over}"
+
+
 #: marks a forecast cell a demand hint raised (``hint_floor_line`` says by how much)
 HINTED_MARK = "*"
 
@@ -242,7 +254,8 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
     console.print(_fitted(head))
     models = _table(f"Models (replicas ready/pending/observed target{WANTED_ARROW}desired target "
                     "where the tick wanted another; forecast 20 min ahead; tenants in --json)",
-                    "model", "rps", "replicas", "capacity", "p50", "p90", "method")
+                    "model", "rps", "replicas", "capacity", "latency", "p50", "p90",
+                    "method")
     for m in status.models:
         f = m.forecast
         observed = _num(m.observed_rps) if m.demand_measured or not m.observed else "unknown"
@@ -251,7 +264,7 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
         if m.kv_cache_usage is not None:
             observed += f" kv {m.kv_cache_usage:.0%}"
         models.add_row(escape(m.name), observed, replicas_cell(m), _num(m.capacity_rps),
-                       *_forecast_cells(f, m.hint_floor_rps),
+                       latency_cell(m), *_forecast_cells(f, m.hint_floor_rps),
                        "-" if f is None else escape(f.method))
     console.print(_fitted(models))
     for m in status.models:

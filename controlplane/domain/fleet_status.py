@@ -80,6 +80,10 @@ class ModelStatus:
     queued_requests: float | None = None
     # the KV cache usage (0-1) of its replicas as that tick read it; None: not read
     kv_cache_usage: float | None = None
+    # its request latency as that tick read it (the mean, a quantile or time to first token, as
+    # configured); None: not read
+    latency_ms: float | None = None
+    latency_slo_ms: float | None = None  # the models table's; None: not listed
 
 
 @dataclass(frozen=True, slots=True)

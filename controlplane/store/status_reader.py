@@ -219,12 +219,13 @@ def _wanted(connection: Connection, tick_id: int) -> dict[str, int]:
 
 def _models(connection: Connection, observed: ObservedState | None,
             has_pauses: bool, has_notes: bool, wanted: dict[str, int]) -> tuple[ModelStatus, ...]:
-    """Every model the store lists, then any other the fleet's tick saw, by name; with the
-    pause of each paused model (when the store has the columns: migration 0022), the notes
-    of its newest forecast (migration 0023) and the replica target the fleet's tick wanted
-    (``wanted``: model -> replicas) of each model it sized."""
+    """Every model the store lists (with its latency SLO), then any other the fleet's tick saw,
+    by name; with the pause of each paused model (when the store has the columns: migration
+    0022), the notes of its newest forecast (migration 0023) and the replica target the fleet's
+    tick wanted (``wanted``: model -> replicas) of each model it sized."""
     m, f = _table(ModelRecord).c, _table(ForecastRecord).c
-    tenants = {str(r.name): str(r.tenant) for r in connection.execute(select(m.name, m.tenant))}
+    listed = {str(r.name): (str(r.tenant), float(r.latency_slo_ms))
+              for r in connection.execute(select(m.name, m.tenant, m.latency_slo_ms))}
     newest = select(func.max(f.id).label("id")).group_by(f.model).subquery()
     notes = f.notes_json if has_notes else null().label("notes_json")
     forecasts = {str(r.model): forecast_point(
@@ -235,12 +236,15 @@ def _models(connection: Connection, observed: ObservedState | None,
                                            f.origin_at, f.step_s, f.p50_json, f.p90_json, notes)
                                     .join(newest, newest.c.id == f.id))}
     seen = {o.name: o for o in (observed.models if observed is not None else ())}
-    names = sorted(set(tenants) | set(seen))
+    names = sorted(set(listed) | set(seen))
     pauses = {p.model: p for p in paused_models(connection)} if has_pauses else {}
-    return tuple(replace(_model(name, tenants.get(name, ""), seen.get(name), forecasts.get(name)),
-                         pause=pauses.get(name), listed=name in tenants,
-                         replicas_desired=wanted.get(name))
-                 for name in names)
+    out = []
+    for name in names:
+        tenant, slo_ms = listed.get(name, ("", None))
+        out.append(replace(_model(name, tenant, seen.get(name), forecasts.get(name)),
+                           pause=pauses.get(name), listed=name in listed,
+                           replicas_desired=wanted.get(name), latency_slo_ms=slo_ms))
+    return tuple(out)
 
 
 def _model(name: str, tenant: str, seen: ObservedModel | None,
@@ -251,7 +255,7 @@ def _model(name: str, tenant: str, seen: ObservedModel | None,
                        seen.demand_rps if seen.demand_measured else None, seen.replicas_ready,
                        seen.replicas_pending, seen.replicas_target, seen.capacity_rps, forecast,
                        queued_requests=seen.queued_requests,
-                       kv_cache_usage=seen.kv_cache_usage)
+                       kv_cache_usage=seen.kv_cache_usage, latency_ms=seen.latency_ms)
 
 
 def _pools(connection: Connection, observed: ObservedState | None) -> tuple[PoolStatus, ...]:

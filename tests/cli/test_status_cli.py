@@ -510,15 +510,17 @@ def test_status_shows_the_placement_journal_the_placement_servers_follow(
 
 
 def _bert_read_at_600_rps(sqlite_url: str, queued_requests: float | None = None,
-                          kv_cache_usage: float | None = None) -> dict[str, Any]:
-    """The status JSON's model after one tick read bert-embed at 600 rps, with its queue and
-    its KV cache usage."""
+                          kv_cache_usage: float | None = None,
+                          latency_ms: float | None = None) -> dict[str, Any]:
+    """The status JSON's model after one tick read bert-embed at 600 rps, with its queue, its
+    KV cache usage and its latency."""
     store = Store.open(sqlite_url, migrate=True)
     at = WallClock().now() - timedelta(seconds=20)
     observed = ObservedState(at, (ObservedPool("l4", "L4", 4, 1, 0, 1),), (),
                              (ObservedModel("bert-embed", 2, 0, 2, 600.0, 600.0,
                                             queued_requests=queued_requests,
-                                            kv_cache_usage=kv_cache_usage),))
+                                            kv_cache_usage=kv_cache_usage,
+                                            latency_ms=latency_ms),))
     store.save_tick(TickReport(at, at, TickStatus.APPLIED, "", observed, (), None,
                                Plan(at, (), ()), (), GuardMemory()))
     _, doc = _json_status(sqlite_url)
@@ -536,3 +538,17 @@ def test_a_models_kv_cache_usage_shows_beside_its_rate(sqlite_url: str) -> None:
     model = _bert_read_at_600_rps(sqlite_url, kv_cache_usage=0.934)
     assert (model["observed_rps"], model["kv_cache_usage"]) == (600.0, 0.934)
     assert "600.0 kv 93%" in _status(sqlite_url, env_columns="200").stdout
+
+
+def test_a_models_latency_shows_against_its_slo_marked_when_above_it(sqlite_url: str) -> None:
+    (bert,) = [m for m in DEMO_MODELS if m.name == "bert-embed"]  # SLO 40 ms
+    Store.open(sqlite_url, migrate=True).upsert_models([bert])
+    model = _bert_read_at_600_rps(sqlite_url, latency_ms=52.0)
+    assert (model["latency_ms"], model["latency_slo_ms"]) == (52.0, bert.latency_slo_ms)
+    assert "52/40 ms!" in _status(sqlite_url, env_columns="200").stdout
+
+
+def test_a_model_not_listed_shows_its_latency_without_an_slo(sqlite_url: str) -> None:
+    model = _bert_read_at_600_rps(sqlite_url, latency_ms=38.0)
+    assert (model["latency_ms"], model["latency_slo_ms"]) == (38.0, None)
+    assert "38 ms" in _status(sqlite_url, env_columns="200").stdout
