@@ -91,6 +91,17 @@ def paused_line(pause: ModelPause) -> str:
             f"(headroom models resume {pause.model})")
 
 
+def over_slo_line(model: ModelStatus) -> str | None:
+    """Under the models table: the model's latency as the newest tick read it, when above its
+    SLO (none when within it, not read, or the model is not listed)."""
+    if model.latency_ms is None or model.latency_slo_ms is None or (
+            model.latency_ms <= model.latency_slo_ms):
+        return None
+    return (f"{model.name}: latency {model.latency_ms:,.0f} ms, above its SLO of "
+            f"{model.latency_slo_ms:,.0f} ms (headroom_model_latency_ms; the loop corrects its "
+            "profile from it)")
+
+
 def forecast_notes_line(model: str, point: ForecastPoint) -> str:
     """What was done to ``model``'s history before its newest forecast, in one line."""
     return f"forecast of {model} made from cleaned input: {'; '.join(point.notes)}"
@@ -151,18 +162,6 @@ def replicas_cell(model: ModelStatus) -> str:
     wanted = model.replicas_desired
     return cell if wanted is None or wanted == model.replicas_target else (
         f"{cell}{WANTED_ARROW}{wanted}")
-
-
-def latency_cell(model: ModelStatus) -> str:
-    """The latency the newest tick read against the model's SLO, ``42/50 ms`` (a ``!`` after
-    when above: ``650/500 ms!``), ``42 ms`` for a model not listed (no SLO), ``-`` when not
-    read."""
-    if model.latency_ms is None:
-        return "-"
-    if model.latency_slo_ms is None:
-        return f"{model.latency_ms:,.0f} ms"
-    over = "!" if model.latency_ms > model.latency_slo_ms else ""
-    return f"{model.latency_ms:,.0f}/{model.latency_slo_ms:,.0f} ms{over}"
 
 
 #: marks a forecast cell a demand hint raised (``hint_floor_line`` says by how much)
@@ -254,8 +253,7 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
     console.print(_fitted(head))
     models = _table(f"Models (replicas ready/pending/observed target{WANTED_ARROW}desired target "
                     "where the tick wanted another; forecast 20 min ahead; tenants in --json)",
-                    "model", "rps", "replicas", "capacity", "latency", "p50", "p90",
-                    "method")
+                    "model", "rps", "replicas", "capacity", "p50", "p90", "method")
     for m in status.models:
         f = m.forecast
         observed = _num(m.observed_rps) if m.demand_measured or not m.observed else "unknown"
@@ -264,12 +262,14 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
         if m.kv_cache_usage is not None:
             observed += f" kv {m.kv_cache_usage:.0%}"
         models.add_row(escape(m.name), observed, replicas_cell(m), _num(m.capacity_rps),
-                       latency_cell(m), *_forecast_cells(f, m.hint_floor_rps),
+                       *_forecast_cells(f, m.hint_floor_rps),
                        "-" if f is None else escape(f.method))
     console.print(_fitted(models))
     for m in status.models:
         if m.pause is not None:
             console.print(paused_line(m.pause), markup=False, highlight=False, soft_wrap=True)
+        if (over := over_slo_line(m)) is not None:
+            console.print(over, markup=False, highlight=False, soft_wrap=True)
         if m.forecast is not None and m.hint_floor_rps is not None:
             console.print(hint_floor_line(m.name, m.forecast, m.hint_floor_rps, m.pause),
                           markup=False, highlight=False, soft_wrap=True)
