@@ -77,10 +77,10 @@ def served_requests(engine: Engine, models: Sequence[str] | None, since_at: date
 def shortfalls(engine: Engine, since_at: datetime, through_at: datetime,
                queue_backlog_s: float, kv_cache_full: float) -> dict[str, Shortfalls]:
     """Each model observed from ``since_at`` through ``through_at`` (the newest reading
-    included): its observations and those short of its SLO, as a
-    status reads it: capacity below demand, more than ``queue_backlog_s`` of its capacity
-    queued, or its KV cache fuller than ``kv_cache_full`` (0-1). A queue or KV cache not
-    measured (NULL; a store older than migration 0027 has neither) is not short."""
+    included): its observations and those short of its SLO as a status reads it: capacity
+    below demand, more than ``queue_backlog_s`` of its capacity queued, or its KV cache fuller
+    than ``kv_cache_full`` (0-1). A queue or KV cache not measured (NULL; a store older than
+    migration 0027 has neither) is not short."""
     obs = _observations()
     stored = {c["name"] for c in inspect(engine).get_columns("observations")}
     short = [obs.c.capacity_rps < obs.c.demand_rps]
