@@ -28,8 +28,6 @@ from sqlalchemy import (
     and_,
     cast,
     func,
-    inspect,
-    null,
     select,
     type_coerce,
 )
@@ -54,6 +52,7 @@ from controlplane.domain.observed import ObservedPool
 from controlplane.domain.plan import KeptReplicas
 from controlplane.domain.price_history import PriceChange, PriceHistory
 from controlplane.store import codec
+from controlplane.store.stored_columns import columns_or_null
 
 
 def table(name: str) -> Table:
@@ -87,20 +86,11 @@ def warm_by_product(warm_gpus_json: str | None) -> dict[str, int] | None:
         str(p): int(n) for p, n in json.loads(warm_gpus_json).items()}
 
 
-def _has_column(engine: Engine, table_name: str, column: str) -> bool:
-    """Whether the store's ``table_name`` has ``column`` (a missing table: no; the query then
-    fails naming the table, as the pages and the export say it)."""
-    schema = inspect(engine)
-    return schema.has_table(table_name) and column in {
-        c["name"] for c in schema.get_columns(table_name)}
-
-
 def planned_ticks(engine: Engine, since_at: datetime, until_at: datetime) -> list[PlannedTick]:
     """Ticks that produced a plan in [since_at, until_at], plus the last one before since_at."""
     ticks, plans = table("ticks"), table("plans")
     # a store not upgraded to 0024 yet reads as one whose plans recorded no kept replicas
-    kept = plans.c.kept_json if _has_column(engine, "plans", "kept_json") else null().label(
-        "kept_json")
+    (kept,) = columns_or_null(engine, plans, ["kept_json"])
     # type_coerce: SQLite hands back the stored text, parsed below much faster than by the
     # DateTime result processor; other drivers hand back datetimes.
     cols = (ticks.c.id, plans.c.id, type_coerce(ticks.c.started_at, String), plans.c.dry_run,

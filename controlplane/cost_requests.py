@@ -25,7 +25,6 @@ from sqlalchemy import (
     and_,
     case,
     func,
-    inspect,
     literal,
     or_,
     select,
@@ -36,6 +35,7 @@ from sqlmodel import SQLModel
 
 import controlplane.store.tables  # noqa: F401  (registers the tables in the metadata)
 from controlplane.cost_layouts import chunks
+from controlplane.store.stored_columns import stored_names
 from controlplane.store.utc import as_utc
 
 
@@ -82,9 +82,8 @@ def shortfalls(engine: Engine, since_at: datetime, through_at: datetime,
     than ``kv_cache_full`` (0-1). A queue or KV cache not measured (NULL; a store older than
     migration 0027 has neither) is not short."""
     obs = _observations()
-    stored = {c["name"] for c in inspect(engine).get_columns("observations")}
     short = [obs.c.capacity_rps < obs.c.demand_rps]
-    if {"queued_requests", "kv_cache_usage"} <= stored:
+    if {"queued_requests", "kv_cache_usage"} <= stored_names(engine, "observations"):
         short += [obs.c.queued_requests > queue_backlog_s * obs.c.capacity_rps,
                   obs.c.kv_cache_usage > kv_cache_full]
     with engine.connect() as connection:

@@ -10,10 +10,11 @@ from datetime import datetime
 
 import pandas as pd
 import streamlit as st
-from sqlalchemy import and_, func, inspect, null, select
+from sqlalchemy import and_, func, select
 
 from controlplane.cost_reader import table
 from controlplane.store.codec import notes_from_json
+from controlplane.store.stored_columns import columns_or_null
 from dashboard.context import TTL_S, engine_for, read_frame, utc_columns
 
 #: the serving signals of ``model_history`` a store may be too old to hold (None there): the
@@ -27,8 +28,7 @@ def model_history(url: str, model: str, since_at: datetime, until_at: datetime) 
     replicas, and the serving signals read then (None: not measured)."""
     o = table("observations")
     cols = ["at", "demand_rps", "capacity_rps", "replicas_ready"]
-    stored = {c["name"] for c in inspect(engine_for(url)).get_columns("observations")}
-    signals = [o.c[c] if c in stored else null().label(c) for c in SIGNAL_COLUMNS]
+    signals = columns_or_null(engine_for(url), o, SIGNAL_COLUMNS)
     query = (select(*(o.c[c] for c in cols), *signals)
              .where(and_(o.c.model == model, o.c.at >= since_at, o.c.at <= until_at))
              .order_by(o.c.at))
@@ -59,9 +59,8 @@ def latest_forecast_meta(url: str) -> pd.DataFrame:
     f = table("forecasts")
     newest = select(func.max(f.c.id).label("id")).group_by(f.c.model).subquery()
     cols = ["model", "computed_at", "method", "fallback_reason", "backtest_wape"]
-    stored = {c["name"] for c in inspect(engine_for(url)).get_columns("forecasts")}
-    notes = f.c.notes_json if "notes_json" in stored else null().label("notes_json")
-    query = select(*(f.c[c] for c in cols), notes).join(newest, newest.c.id == f.c.id)
+    notes = columns_or_null(engine_for(url), f, ["notes_json"])
+    query = select(*(f.c[c] for c in cols), *notes).join(newest, newest.c.id == f.c.id)
     frame = utc_columns(read_frame(url, query, [*cols, "notes_json"]), "computed_at")
     # NULL (nothing noted) reaches the frame as None or NaN
     frame["notes"] = [notes_from_json(v if isinstance(v, str) else None)

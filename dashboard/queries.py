@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 import streamlit as st
-from sqlalchemy import and_, func, inspect, null, select
+from sqlalchemy import and_, func, inspect, select
 
 from controlplane import cost_reader
 from controlplane.cost_reader import as_utc, table
@@ -26,6 +26,7 @@ from controlplane.store.placement_journal import PlacementBindingRecord, live_bi
 from controlplane.store.profiles import newest_profiles
 from controlplane.store.relayout import MigRelayoutRecord
 from controlplane.store.status_reader import fleet_seen, read_the_fleet, tick_leadership
+from controlplane.store.stored_columns import columns_or_null
 from dashboard.context import TTL_S, engine_for, read_frame, utc_columns
 from dashboard.slo import KV_CACHE_FULL, QUEUE_BACKLOG_S
 
@@ -194,9 +195,7 @@ def models(url: str) -> pd.DataFrame:
     m = table("models")
     cols = ["name", "tenant", "isolation", "engine", "latency_slo_ms", "cold_start_p50_s",
             "cold_start_p90_s"]
-    engine = engine_for(url)
-    has = {c["name"] for c in inspect(engine).get_columns("models")}
-    controls = [m.c[c] if c in has else null().label(c) for c in CONTROL_COLUMNS]
+    controls = columns_or_null(engine_for(url), m, CONTROL_COLUMNS)
     frame = read_frame(url, select(*(m.c[c] for c in cols), *controls).order_by(m.c.name),
                    cols + CONTROL_COLUMNS)
     return utc_columns(frame, "paused_at")
