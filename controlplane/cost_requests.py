@@ -78,11 +78,14 @@ def shortfalls(engine: Engine, since_at: datetime, through_at: datetime,
                queue_backlog_s: float, kv_cache_full: float) -> dict[str, Shortfalls]:
     """Each model observed from ``since_at`` through ``through_at`` (the newest reading
     included): its observations and those short of its SLO as a status reads it: capacity
-    below demand, more than ``queue_backlog_s`` of its capacity queued, or its KV cache fuller
-    than ``kv_cache_full`` (0-1). A queue or KV cache not measured (NULL; a store older than
-    migration 0027 has neither) is not short."""
-    obs = _observations()
-    short = [obs.c.capacity_rps < obs.c.demand_rps]
+    below demand, more than ``queue_backlog_s`` of its capacity queued, its KV cache fuller
+    than ``kv_cache_full`` (0-1), or its latency above the models table's SLO. A signal not
+    measured (NULL; a store older than migration 0027 has no queue or KV cache) is not short,
+    nor the latency of a model no longer listed (no SLO)."""
+    obs, models = _observations(), SQLModel.metadata.tables["models"]
+    slo_ms = select(models.c.latency_slo_ms).where(models.c.name == obs.c.model)
+    short = [obs.c.capacity_rps < obs.c.demand_rps,
+             obs.c.latency_ms > slo_ms.scalar_subquery()]
     if {"queued_requests", "kv_cache_usage"} <= stored_names(engine, "observations"):
         short += [obs.c.queued_requests > queue_backlog_s * obs.c.capacity_rps,
                   obs.c.kv_cache_usage > kv_cache_full]

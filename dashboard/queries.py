@@ -234,11 +234,13 @@ def latest_observations(url: str, at: datetime) -> pd.DataFrame:
     10 minutes: the loop stops observing it at its next tick, and ``headroom status`` lists
     it too until then)."""
     o = table("observations")
-    cols = ["model", "at", "demand_rps", "capacity_rps", "replicas_ready"]
+    cols = ["model", "at", "demand_rps", "capacity_rps", "replicas_ready", "latency_ms"]
     frame = read_frame(url, select(*(o.c[c] for c in cols)).where(and_(
         o.c.at >= at - timedelta(minutes=10), o.c.at <= at)), cols)
     frame = utc_columns(frame, "at").sort_values("at")
-    return frame.groupby("model", as_index=False).last()
+    # the newest row as a whole (a groupby's last() takes each column's newest non-null value:
+    # a latency the newest tick did not read would come from an older one)
+    return frame.drop_duplicates("model", keep="last").sort_values("model", ignore_index=True)
 
 
 PROFILE_COLUMNS = ["model", "offline_rps", "corrected_rps", "factor", "profile_reason"]
@@ -359,7 +361,7 @@ def served(url: str, since_at: datetime, until_at: datetime) -> pd.DataFrame:
 def shortfalls(url: str, since_at: datetime, through_at: datetime) -> pd.DataFrame:
     """Each model observed from ``since_at`` through ``through_at`` (listed or not): its
     observations and those short of its SLO as the Overview's status reads it (capacity below
-    demand, a queue backlog, a full KV cache)."""
+    demand, a queue backlog, a full KV cache, a latency above the models table's SLO)."""
     result = cost_reader.shortfalls(engine_for(url), since_at, through_at,
                                     queue_backlog_s=QUEUE_BACKLOG_S, kv_cache_full=KV_CACHE_FULL)
     return pd.DataFrame([(s.model, s.observations, s.short_observations)

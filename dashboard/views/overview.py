@@ -58,10 +58,14 @@ SLO_HELP = {
     "kv_cache_pct": st.column_config.NumberColumn(
         "kv %", help="% of its KV cache in use as the last tick read it (vLLM, SGLang; None: not "
         "read); over 95 % counts as short", width=50),
+    "latency_ms": st.column_config.NumberColumn(
+        "latency", help="ms as the last tick read it (the reconcile's latency statistic; None: "
+        "not read); above the models file's SLO counts as short", width=60),
     "short % (1 h)": st.column_config.NumberColumn(
         "short %", help="share of the last hour's observations that were short as the status "
-                        "reads it: capacity below demand, a queue over 30 s of capacity or a "
-                        "KV cache over 95 % full (those two where stored)"),
+                        "reads it: capacity below demand, a queue over 30 s of capacity, a "
+                        "KV cache over 95 % full (those two where stored) or a latency above "
+                        "the SLO"),
 }
 
 
@@ -74,16 +78,21 @@ def slo_table(url: str, tick: q.LastTick) -> pd.DataFrame:
     frame["queued"] = [tick.queued.get(str(model), math.nan) for model in frame["model"]]
     kv_cache = [tick.kv_cache_usage.get(str(model), math.nan) for model in frame["model"]]
     frame["kv_cache_pct"] = [100 * usage for usage in kv_cache]
-    frame["status"] = [slo_status(d, c, w, kv) for d, c, w, kv in zip(
-        frame["demand_rps"], frame["capacity_rps"], frame["queued"], kv_cache, strict=True)]
+    listed = q.models(url)
+    slo_ms = dict(zip(listed["name"], listed["latency_slo_ms"], strict=True))
+    frame["status"] = [slo_status(d, c, w, kv, lat, slo_ms.get(str(model), math.nan))
+                       for model, d, c, w, kv, lat in zip(
+        frame["model"], frame["demand_rps"], frame["capacity_rps"], frame["queued"], kv_cache,
+        frame["latency_ms"], strict=True)]
     frame["short % (1 h)"] = (100 * frame["short_observations"]
                               / frame["observations"].where(frame["observations"] > 0)).round(1)
     # the queue and KV cache columns only where they are read (Kubernetes with a metric preset;
     # KV cache: vLLM's or SGLang's), so the table keeps to its column of the page elsewhere
     read = [c for c, by_model in (("queued", tick.queued), ("kv_cache_pct", tick.kv_cache_usage))
             if by_model]
+    latency = ["latency_ms"] if frame["latency_ms"].notna().any() else []
     return frame[["model", "status", "demand_rps", "capacity_rps", "replicas_ready", *read,
-                  "short % (1 h)"]].round(1)
+                  *latency, "short % (1 h)"]].round(1)
 
 
 def load_on_capacity(demand_rps: float, capacity_rps: float) -> str:
@@ -145,7 +154,9 @@ def overview() -> None:
     cols[3].metric("$ per 1M requests", widgets.usd(per_million),
                    help=f"last {widgets.span_text((tick.started_at - since_at).total_seconds())}"
                         ": all GPU dollars (idle and warm included) / requests served")
-    cols[4].metric("SLO (capacity ≥ demand)", *slo_summary(slo), **widgets.INFO_DELTA)
+    cols[4].metric("SLO (capacity ≥ demand)", *slo_summary(slo), **widgets.INFO_DELTA,
+                   help="models short now: ready capacity below demand, a queue over 30 s of "
+                        "capacity, a KV cache over 95 % full or a latency above the SLO")
     # the zone in the label: "18:12:30 UTC" is cut to "18:12:3…" in a sixth of a 1440-px page
     cols[5].metric("Last tick (UTC)", f"{tick.started_at:%H:%M:%S}", f"{tick.status} {tick.reason}",
                    **widgets.INFO_DELTA, help=widgets.age_text(tick.started_at))

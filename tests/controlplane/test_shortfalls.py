@@ -1,8 +1,9 @@
 """The Overview's short % counts a model's observations short of its SLO as its status reads
-it: ready capacity below demand, more than 30 s of that capacity queued, or a KV cache over
-95 % full; a queue or KV cache not measured is not short, and neither counts in a store older
-than the columns that keep them (migration 0027). Backfilled history before the first tick
-(demand with no capacity) is not counted. On SQLite and PostgreSQL."""
+it: ready capacity below demand, more than 30 s of that capacity queued, a KV cache over 95 %
+full, or a latency above the models table's SLO; a signal not measured is not short, nor the
+latency of a model not listed (it has no SLO), and a queue or KV cache does not count in a store
+older than the columns that keep them (migration 0027). Backfilled history before the first
+tick (demand with no capacity) is not counted. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from sqlmodel import SQLModel
 from tick_builders import T0, sample_tick_report
 
 from controlplane.cost_reader import shortfalls
+from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store, downgrade
 
 OBSERVATIONS = SQLModel.metadata.tables["observations"]
 SHORT = dict(queue_backlog_s=30.0, kv_cache_full=0.95)
+LISTED = DEMO_MODELS[0]
 
 
 def _observe(store: Store, model: str, rows: list[dict[str, Any]]) -> None:
@@ -59,3 +62,15 @@ def test_a_store_older_than_the_queue_and_kv_cache_columns_counts_capacity_alone
     store.save_tick(sample_tick_report())
     _observe(store, "mistral-7b", [{}, {"demand_rps": 11.0}, {}])
     assert _counts(store) == {"mistral-7b": (3, 1)}
+
+
+def test_a_latency_above_the_listed_models_slo_is_short_and_an_unlisted_models_is_not(
+        store_url: str) -> None:
+    store = Store.open(store_url, migrate=True)
+    store.upsert_models([LISTED])
+    store.save_tick(sample_tick_report())
+    slo_ms = LISTED.latency_slo_ms
+    _observe(store, LISTED.name, [{"latency_ms": slo_ms + 0.5}, {"latency_ms": slo_ms},
+                                  {"latency_ms": None}, {"latency_ms": slo_ms - 1.0}])
+    _observe(store, "unlisted-model", [{"latency_ms": 10 * slo_ms}])
+    assert _counts(store) == {LISTED.name: (4, 1), "unlisted-model": (1, 0)}

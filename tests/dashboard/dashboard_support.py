@@ -6,6 +6,7 @@ import json
 import re
 import socket
 import sqlite3
+from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -14,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
 from sqlmodel import SQLModel
 from streamlit.testing.v1 import AppTest
 
@@ -81,22 +82,46 @@ def with_kv_cache_read(url: str, copy: Path) -> tuple[str, dict[str, float], dic
 def _with_engine_gauges_read(url: str, copy: Path, kv_cache: bool
                              ) -> tuple[str, dict[str, float], dict[str, float]]:
     copied = copy_store(url, copy)
-    store = Store.open(copied)
-    last = store.last_observed()
-    assert last is not None
-    served = sorted((m for m in last.models if 0 < m.demand_rps <= m.capacity_rps),
-                    key=lambda m: m.name)
+    served = _served_models(copied)
     queued = {served[0].name: 31 * served[0].capacity_rps,
               served[1].name: 29 * served[1].capacity_rps}
     usage = {served[1].name: 0.9, served[2].name: 0.97} if kv_cache else {}
+    _tick_reading(copied, lambda m: replace(m, queued_requests=queued.get(m.name),
+                                            kv_cache_usage=usage.get(m.name)))
+    return copied, queued, usage
+
+
+def with_latencies_read(url: str, copy: Path) -> tuple[str, str, str]:
+    """The URL of a copy (at ``copy``) of the store at ``url`` with one more tick whose reading
+    has, of the two first models that serve their demand, one 1 ms above its SLO (slow) and
+    the other at it (within; the others' latencies as the tick before read them); and those two
+    models."""
+    copied = copy_store(url, copy)
+    slow, at_slo = (m.name for m in _served_models(copied)[:2])
+    slo_ms = {s.name: s.latency_slo_ms for s in Store.open(copied).model_specs()}
+    latency_ms = {slow: slo_ms[slow] + 1.0, at_slo: slo_ms[at_slo]}
+    _tick_reading(copied, lambda m: replace(m, latency_ms=latency_ms.get(m.name, m.latency_ms)))
+    return copied, slow, at_slo
+
+
+def _served_models(url: str) -> list[ObservedModel]:
+    """The models of the newest reading that serve their demand, by name."""
+    last = Store.open(url).last_observed()
+    assert last is not None
+    return sorted((m for m in last.models if 0 < m.demand_rps <= m.capacity_rps),
+                  key=lambda m: m.name)
+
+
+def _tick_reading(url: str, read: Callable[[ObservedModel], ObservedModel]) -> None:
+    """One more tick, 30 s after the newest reading, that read each model as ``read`` has it."""
+    store = Store.open(url)
+    last = store.last_observed()
+    assert last is not None
     at = last.synced_at + timedelta(seconds=30)
-    observed = replace(last, synced_at=at, models=tuple(
-        replace(m, queued_requests=queued.get(m.name), kv_cache_usage=usage.get(m.name))
-        for m in last.models))
+    observed = replace(last, synced_at=at, models=tuple(read(m) for m in last.models))
     store.save_observed(observed)  # as the loop stores each tick's reading
     store.save_tick(TickReport(at, at, TickStatus.APPLIED, "", observed, (), None,
                                Plan(at, (), ()), (), GuardMemory()))
-    return copied, queued, usage
 
 
 def copy_store_at(url: str, copy: Path, revision: str) -> str:
@@ -105,6 +130,17 @@ def copy_store_at(url: str, copy: Path, revision: str) -> str:
     downgrade(engine, revision)
     engine.dispose()
     return f"sqlite:///{copy}"
+
+
+def hour_under_capacity(url: str) -> dict[str, tuple[int, int]]:
+    """Each model's observations in the hour through the newest one, and those with ready
+    capacity below demand."""
+    with make_engine(url).connect() as connection:
+        rows = connection.execute(text(
+            "SELECT model, count(*), sum(capacity_rps < demand_rps) FROM observations "
+            "WHERE at >= (SELECT datetime(max(at), '-1 hour') FROM observations) "
+            "GROUP BY model")).all()
+    return {m: (int(n), int(short)) for m, n, short in rows}
 
 
 def slo_table(url: str, monkeypatch: pytest.MonkeyPatch) -> pd.DataFrame:

@@ -14,14 +14,12 @@ from pathlib import Path
 import pytest
 from dashboard_support import (
     Seeded,
+    hour_under_capacity,
     open_page,
     slo_table,
     with_kv_cache_read,
     with_queues_read,
 )
-from sqlalchemy import text
-
-from controlplane.store.engine import make_engine
 
 
 def test_a_model_whose_queue_holds_over_30_s_of_its_capacity_is_short(
@@ -60,23 +58,12 @@ def test_a_model_whose_kv_cache_is_over_95_percent_full_is_short(
     assert others.loc[backlogged, "status"] == "short"  # the 31 s backlog, still
 
 
-def _hour_read(url: str) -> dict[str, tuple[int, int]]:
-    """Each model's observations in the hour through the newest one, and those with ready
-    capacity below demand."""
-    with make_engine(url).connect() as connection:
-        rows = connection.execute(text(
-            "SELECT model, count(*), sum(capacity_rps < demand_rps) FROM observations "
-            "WHERE at >= (SELECT datetime(max(at), '-1 hour') FROM observations) "
-            "GROUP BY model")).all()
-    return {m: (int(n), int(short)) for m, n, short in rows}
-
-
 def test_the_short_percent_counts_the_hours_queue_backlogs_and_full_kv_caches_as_the_status(
         seeded: Seeded, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url, queued, usage = with_kv_cache_read(seeded.url, tmp_path / "kv.db")
     backlogged, draining = sorted(queued)  # 31 s and 29 s of their capacity
     full = max(usage, key=usage.__getitem__)  # 97 %
-    slo, hour = slo_table(url, monkeypatch), _hour_read(url)
+    slo, hour = slo_table(url, monkeypatch), hour_under_capacity(url)
     for model, shorts_read in ((backlogged, 1), (full, 1), (draining, 0)):
         observations, under_capacity = hour[model]
         assert slo.loc[model, "short % (1 h)"] == pytest.approx(
