@@ -60,7 +60,7 @@ SLO_HELP = {
         "read); over 95 % counts as short", width=50),
     "latency_ms": st.column_config.NumberColumn(
         "latency", help="ms as the last tick read it (the reconcile's latency statistic; None: "
-        "not read); above the models file's SLO counts as short", width=60),
+        "not read); above the models file's SLO counts as short", width=50),
     "short % (1 h)": st.column_config.NumberColumn(
         "short %", help="share of the last hour's observations that were short as the status "
                         "reads it: capacity below demand, a queue over 30 s of capacity, a "
@@ -78,6 +78,7 @@ def slo_table(url: str, tick: q.LastTick) -> pd.DataFrame:
     frame["queued"] = [tick.queued.get(str(model), math.nan) for model in frame["model"]]
     kv_cache = [tick.kv_cache_usage.get(str(model), math.nan) for model in frame["model"]]
     frame["kv_cache_pct"] = [100 * usage for usage in kv_cache]
+    frame["latency_ms"] = frame["latency_ms"].astype(float)  # all None: not read, NaN
     listed = q.models(url)
     slo_ms = dict(zip(listed["name"], listed["latency_slo_ms"], strict=True))
     frame["status"] = [slo_status(d, c, w, kv, lat, slo_ms.get(str(model), math.nan))
@@ -166,11 +167,11 @@ def overview() -> None:
     widgets.tick_notes(tick)
     widgets.paused_models(url)
 
-    # the tables' column takes 4/9 of the page, half of it when the SLO table has a queue or a
-    # KV cache column (ticks that read them: Kubernetes with a metric preset), 3/5 with both, so
-    # it fits a 1440-px page
-    read = bool(tick.queued) + bool(tick.kv_cache_usage)
-    left, right = st.columns(([5, 4], [1, 1], [2, 3])[read])
+    # the tables' column takes 4/9 of the page, and more for each signal column the SLO table
+    # has (queue, KV cache: ticks that read them, Kubernetes with a metric preset; latency:
+    # the simulator's and any latency query's), so it fits a 1440-px page
+    read = len([c for c in ("queued", "kv_cache_pct", "latency_ms") if c in slo.columns])
+    left, right = st.columns(([5, 4], [1, 1], [2, 3], [1, 2])[read])
     with left:
         st.subheader("Fleet over the last 24 h")
         timeline = q.fleet_timeline(url, since_at, tick.started_at)
