@@ -35,7 +35,8 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 def documents() -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
-    for path in sorted(DEPLOY.glob("*.yaml")):
+    # the Grafana dashboard's ConfigMap too; not the Prometheus Operator's kinds (no schema)
+    for path in sorted([*DEPLOY.glob("*.yaml"), *DEPLOY.glob("grafana/*.yaml")]):
         docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
     return docs
 
