@@ -19,6 +19,7 @@ from controlplane.domain.cost import GpuPrice, PriceTable
 from controlplane.domain.fleet_status import UnrecordedTick
 from controlplane.domain.hints import DemandHint
 from controlplane.domain.price_history import PriceHistory
+from controlplane.domain.slo import KV_CACHE_FULL, QUEUE_BACKLOG_S
 from controlplane.domain.tick_writers import LeadershipChange
 from controlplane.store.guard_intent import unrecorded_tick
 from controlplane.store.hints import hints_ending_after
@@ -28,7 +29,6 @@ from controlplane.store.relayout import MigRelayoutRecord
 from controlplane.store.status_reader import fleet_seen, read_the_fleet, tick_leadership
 from controlplane.store.stored_columns import columns_or_null
 from dashboard.context import TTL_S, engine_for, read_frame, utc_columns
-from dashboard.slo import KV_CACHE_FULL, QUEUE_BACKLOG_S
 
 
 @dataclass(frozen=True, slots=True)

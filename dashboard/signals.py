@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import altair as alt
 import pandas as pd
 
+from controlplane.domain.slo import KV_CACHE_FULL, QUEUE_BACKLOG_S
 from dashboard import widgets
-from dashboard.slo import KV_CACHE_FULL, QUEUE_BACKLOG_S
 
 #: as many readings or fewer are also drawn as points
 FEW_READINGS = 60

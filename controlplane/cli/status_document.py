@@ -13,11 +13,13 @@ from controlplane.domain.fleet_status import (
     FleetStatus,
     ForecastPoint,
     Health,
+    ModelStatus,
     age_s,
     fleet_bill,
 )
 from controlplane.domain.forecast_accuracy import ACCURACY_WINDOW_S, ForecastAccuracy
 from controlplane.domain.pause import ModelPause
+from controlplane.domain.slo import slo_shortfalls, slo_status
 from controlplane.domain.timestamps import utc_text
 
 
@@ -48,6 +50,20 @@ def _forecast(point: ForecastPoint | None) -> dict[str, Any] | None:
             "origin_at": utc_or_none(point.origin_at),
             "target_at": utc_or_none(point.target_at), "ahead_s": point.ahead_s,
             "p50_rps": point.p50_rps, "p90_rps": point.p90_rps, "notes": list(point.notes)}
+
+
+def _slo(model: ModelStatus) -> dict[str, Any]:
+    """``slo_status`` (short; ok; unknown: not observed or its load not measured, and no
+    signal read short) and ``short_of_slo``, its reasons (capacity, queue, kv_cache, latency),
+    as the dashboard's Overview reads them."""
+    def number(value: float | None) -> float:
+        return math.nan if value is None else value
+
+    measured = model.observed and model.demand_measured
+    read = (number(model.observed_rps if measured else None), number(model.capacity_rps),
+            number(model.queued_requests), number(model.kv_cache_usage),
+            number(model.latency_ms), number(model.latency_slo_ms))
+    return {"slo_status": slo_status(*read), "short_of_slo": list(slo_shortfalls(*read))}
 
 
 def _accuracy(found: ForecastAccuracy | None) -> dict[str, Any] | None:
@@ -123,7 +139,7 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "replicas_target": m.replicas_target, "replicas_desired": m.replicas_desired,
             "capacity_rps": m.capacity_rps, "queued_requests": m.queued_requests,
             "kv_cache_usage": m.kv_cache_usage, "latency_ms": m.latency_ms,
-            "latency_slo_ms": m.latency_slo_ms,
+            "latency_slo_ms": m.latency_slo_ms, **_slo(m),
             "forecast": _forecast(m.forecast), "hint_floor_rps": m.hint_floor_rps,
             "forecast_accuracy": _accuracy(accuracy.get(m.name)),
             "paused": pause_json(m.pause)} for m in status.models],

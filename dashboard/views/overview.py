@@ -12,12 +12,12 @@ import streamlit as st
 
 from controlplane.domain import cost_gaps
 from controlplane.domain.cost import cost_per_million
+from controlplane.domain.slo import slo_status
 from controlplane.settings import load_inherited_settings
 from dashboard import costing, widgets
 from dashboard import queries as q
 from dashboard.context import TTL_S, reads_store, store_url
 from dashboard.markdown import escape_markdown
-from dashboard.slo import slo_status
 
 WINDOW = timedelta(hours=24)
 
@@ -155,7 +155,7 @@ def overview() -> None:
     cols[3].metric("$ per 1M requests", widgets.usd(per_million),
                    help=f"last {widgets.span_text((tick.started_at - since_at).total_seconds())}"
                         ": all GPU dollars (idle and warm included) / requests served")
-    cols[4].metric("SLO (capacity ≥ demand)", *slo_summary(slo), **widgets.INFO_DELTA,
+    cols[4].metric("SLO status", *slo_summary(slo), **widgets.INFO_DELTA,
                    help="models short now: ready capacity below demand, a queue over 30 s of "
                         "capacity, a KV cache over 95 % full or a latency above the SLO")
     # the zone in the label: "18:12:30 UTC" is cut to "18:12:3…" in a sixth of a 1440-px page

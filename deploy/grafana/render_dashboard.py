@@ -40,6 +40,16 @@ ROWS: list[tuple[str, list[tuple[str, str, str, list[tuple[str, str]]]]]] = [
          [("headroom_pool_nodes", "{{pool}} {{state}}")]),
     ]),
     ("Models", [
+        ("Models short of their SLO", "short", "as the dashboard's Overview reads them: load "
+         "above ready capacity, a queue over 30 s of it, a KV cache over 95 % or a latency "
+         "above the SLO (the alerts' rules, without their for:)",
+         [(f'count((headroom_model_rps{{{M}, kind="observed"}} > ignoring(kind) '
+           f'headroom_model_rps{{{M}, kind="capacity"}}) '
+           f"or on(model) (headroom_model_queued_requests{{{M}}} / ignoring(kind) "
+           f'headroom_model_rps{{{M}, kind="capacity"}} > 30) '
+           f"or on(model) (headroom_model_kv_cache_usage{{{M}}} > 0.95) "
+           f"or on(model) (headroom_model_latency_ms{{{M}}} > headroom_model_latency_slo_ms)) "
+           "or vector(0)", "short")]),
         ("Demand and capacity", "reqps",
          "observed load, the ready replicas' capacity within the SLO and the forecast's p90",
          [(f'headroom_model_rps{{{M}, kind=~"observed|capacity|forecast_p90"}}',

@@ -559,3 +559,16 @@ def test_a_model_not_listed_has_its_latency_in_the_json_without_an_slo(sqlite_ur
     model = _bert_read_at_600_rps(sqlite_url, latency_ms=380.0)
     assert (model["latency_ms"], model["latency_slo_ms"]) == (380.0, None)
     assert "SLO" not in _status(sqlite_url, env_columns="200").stdout
+
+
+@pytest.mark.parametrize(("signals", "status", "reasons"), [
+    ({}, "ok", []),  # 600 rps of demand on 600 rps of capacity: within it
+    ({"queued_requests": 600.0 * 30 + 1}, "short", ["queue"]),
+    ({"queued_requests": 600.0 * 30}, "ok", []),
+    ({"kv_cache_usage": 0.96, "latency_ms": 52.0}, "short", ["kv_cache", "latency"])])
+def test_the_json_says_whether_each_model_is_short_of_its_slo_and_why(
+        sqlite_url: str, signals: dict[str, float], status: str, reasons: list[str]) -> None:
+    (bert,) = [m for m in DEMO_MODELS if m.name == "bert-embed"]  # SLO 40 ms
+    Store.open(sqlite_url, migrate=True).upsert_models([bert])
+    model = _bert_read_at_600_rps(sqlite_url, **signals)
+    assert (model["slo_status"], model["short_of_slo"]) == (status, reasons)

@@ -12,10 +12,7 @@ import sys
 from pathlib import Path
 
 import yaml
-from prometheus_client import CollectorRegistry
-
-from controlplane.metrics import ControlPlaneMetrics
-from scheduler.metrics import PlacementMetrics
+from exposed_metrics import exposed_names
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 RULES = RULES_DIR / "headroom-alerts.yml"
@@ -41,14 +38,7 @@ def test_each_alert_fires_on_its_symptom_and_none_on_a_healthy_fleet() -> None:
 
 
 def test_every_metric_the_rules_name_is_one_headroom_exposes() -> None:
-    registry = CollectorRegistry()
-    ControlPlaneMetrics(registry)
-    PlacementMetrics(registry)
-    exposed = set()
-    for family in registry.collect():
-        exposed.add(family.name)
-        if family.type == "counter":
-            exposed.add(f"{family.name}_total")
+    exposed = exposed_names()
     rules = yaml.safe_load(RULES.read_text())["groups"][0]["rules"]
     named = {m for rule in rules for m in re.findall(r"\bheadroom_[a-z0-9_]+", rule["expr"])}
     assert len(named) >= 8

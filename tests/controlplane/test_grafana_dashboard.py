@@ -19,25 +19,25 @@ from typing import Any
 import grpc
 import pytest
 import yaml
+from exposed_metrics import exposed_names
 from prometheus_api_client import PrometheusConnect
-from prometheus_client import CollectorRegistry
 
 from controlplane.adapters.clock import WallClock
 from controlplane.domain.tick import TickReport
-from controlplane.metrics import ControlPlaneMetrics
 from controlplane.placement_api import journaled_engine, served_metrics
 from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
+from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
 from protos.headroom.v1 import placement_pb2 as pb
 from protos.headroom.v1 import placement_pb2_grpc as pb_grpc
-from scheduler.metrics import PlacementMetrics
 from scheduler.server import create_server, stop
 from tests.forecasting.promserver import prometheus
 
 GRAFANA = Path(__file__).resolve().parents[2] / "deploy" / "grafana"
 DASHBOARD = json.loads((GRAFANA / "headroom-dashboard.json").read_text())
 T0 = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
+SLOW = DEMO_MODELS[0].name
 
 
 def _charts() -> list[dict[str, Any]]:
@@ -74,12 +74,7 @@ def test_the_panels_tile_the_grid_without_overlap_and_each_has_a_unique_id() -> 
 
 
 def test_every_metric_the_panels_name_is_one_headroom_exposes() -> None:
-    registry = CollectorRegistry()
-    ControlPlaneMetrics(registry)
-    PlacementMetrics(registry)
-    exposed = set()
-    for family in registry.collect():
-        exposed |= {family.name, f"{family.name}_total", f"{family.name}_bucket"}
+    exposed = exposed_names()
     named = {m for _, expr in _queries() for m in re.findall(r"\bheadroom_[a-z0-9_]+", expr)}
     assert len(named) >= 25
     assert named <= exposed, named - exposed
@@ -90,7 +85,8 @@ def serving(tmp_path: Path) -> Iterator[tuple[int, SimRuntime, pb_grpc.Placement
     """The simulated fleet's loop and the placement API with metrics on one registry, as
     ``headroom serve`` runs them: the /metrics port, the runtime and a placement stub. Its
     ticks also read queues and KV caches (as Kubernetes with the vLLM preset does; the
-    simulator reads neither), so that those panels have series too."""
+    simulator reads neither), so that those panels have series too, and the first model's
+    latency is far above its SLO."""
     settings = load_settings(db={"url": f"sqlite:///{tmp_path / 'serve.db'}"},
                              placement={"metrics_listen": "127.0.0.1:0"})
     store = Store.open(settings.db.url, migrate=True)
@@ -101,9 +97,11 @@ def serving(tmp_path: Path) -> Iterator[tuple[int, SimRuntime, pb_grpc.Placement
 
     def record(report: TickReport, saved: bool) -> None:
         assert metrics.loop is not None
-        metrics.loop.record(replace(report, observed=replace(report.observed, models=tuple(
-            replace(m, queued_requests=2.0, kv_cache_usage=0.4) for m in report.observed.models
-        ))), saved)
+        models = tuple(replace(m, queued_requests=2.0, kv_cache_usage=0.4,
+                               latency_ms=m.latency_ms if m.name != SLOW else 1e6)
+                       for m in report.observed.models)
+        metrics.loop.record(replace(report, observed=replace(report.observed, models=models)),
+                            saved)
 
     runtime.on_tick = record
     server, port = create_server("127.0.0.1:0", engine, metrics=metrics.placement)
@@ -138,6 +136,8 @@ def test_every_panels_queries_return_series_from_a_prometheus_scraping_headroom_
                 break
             time.sleep(1.0)
         assert not empty, empty
+        short = next(q for title, q in _queries() if title == "Models short of their SLO")
+        assert float(prom.custom_query(short)[0]["value"][1]) >= 1  # SLOW, not vector(0)
         # a rate over series that grew between scrapes reads a number, not NaN
         ticks = prom.custom_query("histogram_quantile(0.99, sum by (le) "
                                   "(rate(headroom_reconcile_tick_seconds_bucket[1m])))")

@@ -65,7 +65,7 @@ def test_a_nan_load_in_a_postgresql_store_reads_unknown_and_n_a_not_ok_or_nan_pe
     at = _dashboard_on(postgres_url, monkeypatch, 120)
     shown = {m.label: m for m in at.metric}
     assert shown["Load on capacity"].value == "n/a"
-    assert (shown["SLO (capacity ≥ demand)"].value, shown["SLO (capacity ≥ demand)"].delta) == (
+    assert (shown["SLO status"].value, shown["SLO status"].delta) == (
         "1 unknown", "6 models with load in the last 10 min")
     slo = next(d.value for d in at.dataframe if "status" in d.value.columns).set_index("model")
     assert slo.loc["bert-embed", "status"] == "unknown"

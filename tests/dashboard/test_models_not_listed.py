@@ -37,7 +37,7 @@ def test_a_model_removed_but_still_served_is_in_the_slo_table_as_headroom_status
     slo = next(d.value for d in at.dataframe if "status" in d.value.columns).set_index("model")
     assert set(slo.index) == set(observed)
     assert slo.loc[REMOVED, "replicas_ready"] == observed[REMOVED].replicas_ready
-    note = {m.label: m.proto.delta for m in at.metric}["SLO (capacity ≥ demand)"]
+    note = {m.label: m.proto.delta for m in at.metric}["SLO status"]
     assert note == f"{len(observed)} models with load in the last 10 min"
 
 

@@ -37,7 +37,7 @@ def test_a_model_whose_queue_holds_over_30_s_of_its_capacity_is_short(
     assert slo.loc[backlogged, "queued"] == pytest.approx(queued[backlogged], abs=0.1)
     others = slo.drop(index=[backlogged, draining])
     assert all(math.isnan(q) for q in others["queued"])  # not read: blank, not 0
-    note = {m.label: m.value for m in page.metric}["SLO (capacity ≥ demand)"]
+    note = {m.label: m.value for m in page.metric}["SLO status"]
     assert note.endswith("short") and note != "0 short"
 
 

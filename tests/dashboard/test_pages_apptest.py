@@ -78,7 +78,7 @@ def test_overview_shows_dollars_per_hour_of_the_newest_plan(page: Page, seeded: 
     assert shown["$ / h now"] == f"${usd:,.2f}"
     assert shown["GPU allocation"].endswith("%")
     assert shown["$ per 1M requests"].startswith("$")
-    assert shown["SLO (capacity ≥ demand)"] in {"all ok"} | {f"{n} short" for n in range(1, 7)}
+    assert shown["SLO status"] in {"all ok"} | {f"{n} short" for n in range(1, 7)}
     assert [t.value for t in at.title] == ["Overview"]
     products = set(at.dataframe[0].value["product"])
     assert products == {"A100-80GB", "H100-80GB", "L4"}

@@ -52,7 +52,7 @@ def test_no_recent_load_observation_is_no_slo_verdict_rather_than_all_ok(
     with make_engine(url).begin() as connection:
         connection.exec_driver_sql("DELETE FROM observations")
     at = open_page(url, "views/overview.py", monkeypatch)
-    slo = next(m for m in at.metric if m.label == "SLO (capacity ≥ demand)")
+    slo = next(m for m in at.metric if m.label == "SLO status")
     assert (slo.value, slo.delta) == ("n/a", "no load observed in the last 10 min")
 
 
@@ -62,7 +62,7 @@ def test_demand_before_any_capacity_is_ready_reads_no_capacity_ready_not_n_a(
     seed_store(url, 0.005, start_warm=False)  # the first tick on empty pools: no replica ready
     shown = metrics(open_page(url, "views/overview.py", monkeypatch))
     assert shown["Load on capacity"] == "no capacity ready"
-    assert shown["SLO (capacity ≥ demand)"] == "6 short"
+    assert shown["SLO status"] == "6 short"
 
 
 def test_malformed_stored_forecasts_are_counted_and_left_out_not_a_traceback(
