@@ -81,19 +81,21 @@ def slo_table(url: str, tick: q.LastTick) -> pd.DataFrame:
     frame["latency_ms"] = frame["latency_ms"].astype(float)  # all None: not read, NaN
     listed = q.models(url)
     slo_ms = dict(zip(listed["name"], listed["latency_slo_ms"], strict=True))
-    frame["status"] = [slo_status(d, c, w, kv, lat, slo_ms.get(str(model), math.nan))
-                       for model, d, c, w, kv, lat in zip(
-        frame["model"], frame["demand_rps"], frame["capacity_rps"], frame["queued"], kv_cache,
-        frame["latency_ms"], strict=True)]
+    # a model not listed has no SLO: its latency is not short
+    frame["latency_slo_ms"] = [slo_ms.get(str(model), math.nan) for model in frame["model"]]
+    frame["status"] = [slo_status(*read) for read in zip(
+        frame["demand_rps"], frame["capacity_rps"], frame["queued"], kv_cache,
+        frame["latency_ms"], frame["latency_slo_ms"], strict=True)]
     frame["short % (1 h)"] = (100 * frame["short_observations"]
                               / frame["observations"].where(frame["observations"] > 0)).round(1)
-    # the queue and KV cache columns only where they are read (Kubernetes with a metric preset;
-    # KV cache: vLLM's or SGLang's), so the table keeps to its column of the page elsewhere
-    read = [c for c, by_model in (("queued", tick.queued), ("kv_cache_pct", tick.kv_cache_usage))
-            if by_model]
-    latency = ["latency_ms"] if frame["latency_ms"].notna().any() else []
-    return frame[["model", "status", "demand_rps", "capacity_rps", "replicas_ready", *read,
-                  *latency, "short % (1 h)"]].round(1)
+    # the signal columns only where they are read (queue: Kubernetes with a metric preset; KV
+    # cache: vLLM's or SGLang's; latency: the simulator's, a latency query's), so the table
+    # keeps to its column of the page elsewhere
+    signals = [c for c, read in (("queued", bool(tick.queued)),
+                                 ("kv_cache_pct", bool(tick.kv_cache_usage)),
+                                 ("latency_ms", frame["latency_ms"].notna().any())) if read]
+    return frame[["model", "status", "demand_rps", "capacity_rps", "replicas_ready", *signals,
+                  "short % (1 h)"]].round(1)
 
 
 def load_on_capacity(demand_rps: float, capacity_rps: float) -> str:
