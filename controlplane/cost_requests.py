@@ -35,6 +35,7 @@ from sqlmodel import SQLModel
 
 import controlplane.store.tables  # noqa: F401  (registers the tables in the metadata)
 from controlplane.cost_layouts import chunks
+from controlplane.domain.slo import KV_CACHE_FULL, QUEUE_BACKLOG_S
 from controlplane.store.stored_columns import stored_names
 from controlplane.store.utc import as_utc
 
@@ -74,12 +75,13 @@ def served_requests(engine: Engine, models: Sequence[str] | None, since_at: date
     return out
 
 
-def shortfalls(engine: Engine, since_at: datetime, through_at: datetime,
-               queue_backlog_s: float, kv_cache_full: float) -> dict[str, Shortfalls]:
+def shortfalls(engine: Engine, since_at: datetime, through_at: datetime
+               ) -> dict[str, Shortfalls]:
     """Each model observed from ``since_at`` through ``through_at`` (the newest reading
-    included): its observations and those short of its SLO as a status reads it: capacity
-    below demand, more than ``queue_backlog_s`` of its capacity queued, its KV cache fuller
-    than ``kv_cache_full`` (0-1), or its latency above the models table's SLO. A signal not
+    included): its observations and those short of its SLO as ``controlplane.domain.slo``
+    reads it, in SQL: capacity below demand, more than ``QUEUE_BACKLOG_S`` of its capacity
+    queued, its KV cache fuller than ``KV_CACHE_FULL``, or its latency above the models
+    table's SLO. A signal not
     measured (NULL; a store older than migration 0027 has no queue or KV cache) is not short,
     nor the latency of a model no longer listed (no SLO)."""
     obs, models = _observations(), SQLModel.metadata.tables["models"]
@@ -87,8 +89,8 @@ def shortfalls(engine: Engine, since_at: datetime, through_at: datetime,
     short = [obs.c.capacity_rps < obs.c.demand_rps,
              obs.c.latency_ms > slo_ms.scalar_subquery()]
     if {"queued_requests", "kv_cache_usage"} <= stored_names(engine, "observations"):
-        short += [obs.c.queued_requests > queue_backlog_s * obs.c.capacity_rps,
-                  obs.c.kv_cache_usage > kv_cache_full]
+        short += [obs.c.queued_requests > QUEUE_BACKLOG_S * obs.c.capacity_rps,
+                  obs.c.kv_cache_usage > KV_CACHE_FULL]
     with engine.connect() as connection:
         rows, _ = _sums(connection, None, since_at, through_at,
                         (func.count(), func.sum(case((or_(*short), 1), else_=0))), through=True)

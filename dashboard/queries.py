@@ -19,7 +19,6 @@ from controlplane.domain.cost import GpuPrice, PriceTable
 from controlplane.domain.fleet_status import UnrecordedTick
 from controlplane.domain.hints import DemandHint
 from controlplane.domain.price_history import PriceHistory
-from controlplane.domain.slo import KV_CACHE_FULL, QUEUE_BACKLOG_S
 from controlplane.domain.tick_writers import LeadershipChange
 from controlplane.store.guard_intent import unrecorded_tick
 from controlplane.store.hints import hints_ending_after
@@ -362,8 +361,7 @@ def shortfalls(url: str, since_at: datetime, through_at: datetime) -> pd.DataFra
     """Each model observed from ``since_at`` through ``through_at`` (listed or not): its
     observations and those short of its SLO as the Overview's status reads it (capacity below
     demand, a queue backlog, a full KV cache, a latency above the models table's SLO)."""
-    result = cost_reader.shortfalls(engine_for(url), since_at, through_at,
-                                    queue_backlog_s=QUEUE_BACKLOG_S, kv_cache_full=KV_CACHE_FULL)
+    result = cost_reader.shortfalls(engine_for(url), since_at, through_at)
     return pd.DataFrame([(s.model, s.observations, s.short_observations)
                          for s in result.values()],
                         columns=["model", "observations", "short_observations"])

@@ -52,17 +52,24 @@ def _forecast(point: ForecastPoint | None) -> dict[str, Any] | None:
             "p50_rps": point.p50_rps, "p90_rps": point.p90_rps, "notes": list(point.notes)}
 
 
-def _slo(model: ModelStatus) -> dict[str, Any]:
-    """``slo_status`` (short; ok; unknown: not observed or its load not measured, and no
-    signal read short) and ``short_of_slo``, its reasons (capacity, queue, kv_cache, latency),
-    as the dashboard's Overview reads them."""
+def slo_signals(model: ModelStatus) -> tuple[float, float, float, float, float, float]:
+    """What ``controlplane.domain.slo`` judges a model by, as the newest tick read it: demand
+    (NaN when not observed or not measured), capacity, queue, KV cache, latency and its SLO
+    (NaN where not read or not listed)."""
     def number(value: float | None) -> float:
         return math.nan if value is None else value
 
     measured = model.observed and model.demand_measured
-    read = (number(model.observed_rps if measured else None), number(model.capacity_rps),
+    return (number(model.observed_rps if measured else None), number(model.capacity_rps),
             number(model.queued_requests), number(model.kv_cache_usage),
             number(model.latency_ms), number(model.latency_slo_ms))
+
+
+def _slo(model: ModelStatus) -> dict[str, Any]:
+    """``slo_status`` (short; ok; unknown: not observed or its load not measured, and no
+    signal read short) and ``short_of_slo``, its reasons (capacity, queue, kv_cache, latency),
+    as the dashboard's Overview reads them."""
+    read = slo_signals(model)
     return {"slo_status": slo_status(*read), "short_of_slo": list(slo_shortfalls(*read))}
 
 

@@ -12,7 +12,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from controlplane.autoscaling.hints import floored_step
-from controlplane.cli.status_document import listed_models, load_unmeasured, utc_or_none
+from controlplane.cli.status_document import (
+    listed_models,
+    load_unmeasured,
+    slo_signals,
+    utc_or_none,
+)
 from controlplane.domain.fleet_status import (
     FenceStatus,
     FleetBill,
@@ -28,6 +33,7 @@ from controlplane.domain.fleet_status import (
 )
 from controlplane.domain.hints import NOT_LISTED, DemandHint, rps_text
 from controlplane.domain.pause import ModelPause
+from controlplane.domain.slo import slo_shortfalls
 from controlplane.domain.tick_writers import UNKNOWN_WRITER, LeadershipChange
 
 #: the columns of a demand hint's row (``headroom status`` and ``headroom hint list``)
@@ -94,8 +100,8 @@ def paused_line(pause: ModelPause) -> str:
 def over_slo_line(model: ModelStatus) -> str | None:
     """Under the models table: the model's latency as the newest tick read it, when above its
     SLO (none when within it, not read, or the model is not listed)."""
-    if model.latency_ms is None or model.latency_slo_ms is None or (
-            model.latency_ms <= model.latency_slo_ms):
+    if "latency" not in slo_shortfalls(*slo_signals(model)) or (
+            model.latency_ms is None or model.latency_slo_ms is None):
         return None
     return (f"{model.name}: latency {model.latency_ms:,.0f} ms, above its SLO of "
             f"{model.latency_slo_ms:,.0f} ms (headroom_model_latency_ms; the loop corrects its "

@@ -18,7 +18,6 @@ from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store, downgrade
 
 OBSERVATIONS = SQLModel.metadata.tables["observations"]
-SHORT = dict(queue_backlog_s=30.0, kv_cache_full=0.95)
 LISTED = DEMO_MODELS[0]
 
 
@@ -44,7 +43,7 @@ def _seeded(store: Store) -> None:
 
 
 def _counts(store: Store) -> dict[str, tuple[int, int]]:
-    read = shortfalls(store.engine, T0 - timedelta(hours=1), T0 + timedelta(minutes=6), **SHORT)
+    read = shortfalls(store.engine, T0 - timedelta(hours=1), T0 + timedelta(minutes=6))
     return {m: (s.observations, s.short_observations) for m, s in read.items()}
 
 
