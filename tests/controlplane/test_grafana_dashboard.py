@@ -126,19 +126,22 @@ def test_every_panels_queries_return_series_from_a_prometheus_scraping_headroom_
                                    gpu_milli=1000, cpu_milli=1000, memory_mib=1024), timeout=5)
     with prometheus(tmp_path / "prom", (), scrape=[f"127.0.0.1:{metrics_port}"]) as url:
         prom = PrometheusConnect(url=url, disable_ssl=True)
+        tick_p99 = ("histogram_quantile(0.99, sum by (le) "
+                    "(rate(headroom_reconcile_tick_seconds_bucket[1m])))")
         empty: list[str] = []
+        ticks: list[dict[str, Any]] = []
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             runtime.advance(interval_s)  # counters and histograms grow between scrapes
             stub.GetPlan(pb.GetPlanRequest(), timeout=5)
             empty = [f"{title}: {q}" for title, q in _queries() if not prom.custom_query(q)]
-            if not empty:
+            # a rate reads a number once a tick fell between two scrapes: NaN until then
+            ticks = prom.custom_query(tick_p99)
+            if not empty and ticks and float(ticks[0]["value"][1]) >= 0.0:
                 break
             time.sleep(1.0)
         assert not empty, empty
         short = next(q for title, q in _queries() if title == "Models short of their SLO")
         assert float(prom.custom_query(short)[0]["value"][1]) >= 1  # SLOW, not vector(0)
         # a rate over series that grew between scrapes reads a number, not NaN
-        ticks = prom.custom_query("histogram_quantile(0.99, sum by (le) "
-                                  "(rate(headroom_reconcile_tick_seconds_bucket[1m])))")
         assert float(ticks[0]["value"][1]) >= 0.0
