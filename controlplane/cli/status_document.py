@@ -65,10 +65,10 @@ def slo_signals(model: ModelStatus) -> tuple[float, float, float, float, float, 
             number(model.latency_ms), number(model.latency_slo_ms))
 
 
-def _slo(model: ModelStatus) -> dict[str, Any]:
+def slo_judgement(model: ModelStatus) -> dict[str, Any]:
     """``slo_status`` (short; ok; unknown: not observed or its load not measured, and no
     signal read short) and ``short_of_slo``, its reasons (capacity, queue, kv_cache, latency),
-    as the dashboard's Overview reads them."""
+    as the dashboard's Overview reads them (the status text's ``slo`` column too)."""
     read = slo_signals(model)
     return {"slo_status": slo_status(*read), "short_of_slo": list(slo_shortfalls(*read))}
 
@@ -146,7 +146,7 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "replicas_target": m.replicas_target, "replicas_desired": m.replicas_desired,
             "capacity_rps": m.capacity_rps, "queued_requests": m.queued_requests,
             "kv_cache_usage": m.kv_cache_usage, "latency_ms": m.latency_ms,
-            "latency_slo_ms": m.latency_slo_ms, **_slo(m),
+            "latency_slo_ms": m.latency_slo_ms, **slo_judgement(m),
             "forecast": _forecast(m.forecast), "hint_floor_rps": m.hint_floor_rps,
             "forecast_accuracy": _accuracy(accuracy.get(m.name)),
             "paused": pause_json(m.pause)} for m in status.models],

@@ -15,6 +15,7 @@ from controlplane.autoscaling.hints import floored_step
 from controlplane.cli.status_document import (
     listed_models,
     load_unmeasured,
+    slo_judgement,
     slo_signals,
     utc_or_none,
 )
@@ -106,6 +107,14 @@ def over_slo_line(model: ModelStatus) -> str | None:
     return (f"{model.name}: latency {model.latency_ms:,.0f} ms, above its SLO of "
             f"{model.latency_slo_ms:,.0f} ms (headroom_model_latency_ms; the loop corrects its "
             "profile from it)")
+
+
+def slo_cell(model: ModelStatus) -> str:
+    """The models table's ``slo`` cell: ``ok``, ``unknown`` or ``short: `` and its reasons
+    (capacity, queue, kv_cache, latency), as ``--json``'s ``slo_status`` and ``short_of_slo``."""
+    judged = slo_judgement(model)
+    reasons = ", ".join(judged["short_of_slo"])
+    return f"{judged['slo_status']}: {reasons}" if reasons else str(judged["slo_status"])
 
 
 def forecast_notes_line(model: str, point: ForecastPoint) -> str:
@@ -259,7 +268,7 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
     console.print(_fitted(head))
     models = _table(f"Models (replicas ready/pending/observed target{WANTED_ARROW}desired target "
                     "where the tick wanted another; forecast 20 min ahead; tenants in --json)",
-                    "model", "rps", "replicas", "capacity", "p50", "p90", "method")
+                    "model", "rps", "replicas", "capacity", "p50", "p90", "method", "slo")
     for m in status.models:
         f = m.forecast
         observed = _num(m.observed_rps) if m.demand_measured or not m.observed else "unknown"
@@ -269,7 +278,7 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
             observed += f" kv {m.kv_cache_usage:.0%}"
         models.add_row(escape(m.name), observed, replicas_cell(m), _num(m.capacity_rps),
                        *_forecast_cells(f, m.hint_floor_rps),
-                       "-" if f is None else escape(f.method))
+                       "-" if f is None else escape(f.method), slo_cell(m))
     console.print(_fitted(models))
     for m in status.models:
         if m.pause is not None:

@@ -511,16 +511,18 @@ def test_status_shows_the_placement_journal_the_placement_servers_follow(
 
 def _bert_read_at_600_rps(sqlite_url: str, queued_requests: float | None = None,
                           kv_cache_usage: float | None = None,
-                          latency_ms: float | None = None) -> dict[str, Any]:
-    """The status JSON's model after one tick read bert-embed at 600 rps, with its queue, its
-    KV cache usage and its latency."""
+                          latency_ms: float | None = None,
+                          demand_measured: bool = True) -> dict[str, Any]:
+    """The status JSON's model after one tick read bert-embed at 600 rps (or could not measure
+    its load), with its queue, its KV cache usage and its latency."""
     store = Store.open(sqlite_url, migrate=True)
     at = WallClock().now() - timedelta(seconds=20)
     observed = ObservedState(at, (ObservedPool("l4", "L4", 4, 1, 0, 1),), (),
                              (ObservedModel("bert-embed", 2, 0, 2, 600.0, 600.0,
                                             queued_requests=queued_requests,
                                             kv_cache_usage=kv_cache_usage,
-                                            latency_ms=latency_ms),))
+                                            latency_ms=latency_ms,
+                                            demand_measured=demand_measured),))
     store.save_tick(TickReport(at, at, TickStatus.APPLIED, "", observed, (), None,
                                Plan(at, (), ()), (), GuardMemory()))
     _, doc = _json_status(sqlite_url)
@@ -561,14 +563,40 @@ def test_a_model_not_listed_has_its_latency_in_the_json_without_an_slo(sqlite_ur
     assert "SLO" not in _status(sqlite_url, env_columns="200").stdout
 
 
-@pytest.mark.parametrize(("signals", "status", "reasons"), [
+SLO_CASES = [
     ({}, "ok", []),  # 600 rps of demand on 600 rps of capacity: within it
     ({"queued_requests": 600.0 * 30 + 1}, "short", ["queue"]),
     ({"queued_requests": 600.0 * 30}, "ok", []),
-    ({"kv_cache_usage": 0.96, "latency_ms": 52.0}, "short", ["kv_cache", "latency"])])
+    ({"kv_cache_usage": 0.96, "latency_ms": 52.0}, "short", ["kv_cache", "latency"])]
+
+
+@pytest.mark.parametrize(("signals", "status", "reasons"), SLO_CASES)
 def test_the_json_says_whether_each_model_is_short_of_its_slo_and_why(
-        sqlite_url: str, signals: dict[str, float], status: str, reasons: list[str]) -> None:
+        sqlite_url: str, signals: dict[str, Any], status: str, reasons: list[str]) -> None:
     (bert,) = [m for m in DEMO_MODELS if m.name == "bert-embed"]  # SLO 40 ms
     Store.open(sqlite_url, migrate=True).upsert_models([bert])
     model = _bert_read_at_600_rps(sqlite_url, **signals)
     assert (model["slo_status"], model["short_of_slo"]) == (status, reasons)
+
+
+@pytest.mark.parametrize(("signals", "status", "reasons"), SLO_CASES)
+def test_the_models_tables_slo_column_says_what_the_json_says(
+        sqlite_url: str, signals: dict[str, Any], status: str, reasons: list[str]) -> None:
+    (bert,) = [m for m in DEMO_MODELS if m.name == "bert-embed"]  # SLO 40 ms
+    Store.open(sqlite_url, migrate=True).upsert_models([bert])
+    _bert_read_at_600_rps(sqlite_url, **signals)
+    text = _status(sqlite_url, env_columns="200").stdout
+    header = next(line for line in text.splitlines() if line.startswith("model "))
+    row = next(line for line in text.splitlines() if line.startswith("bert-embed "))
+    assert [cell.strip() for cell in header.split("┃")][-1] == "slo"
+    said = status + (": " + ", ".join(reasons) if reasons else "")
+    assert [cell.strip() for cell in row.split("│")][-1] == said
+
+
+def test_a_model_whose_load_the_tick_did_not_measure_is_unknown_in_the_slo_column(
+        sqlite_url: str) -> None:
+    model = _bert_read_at_600_rps(sqlite_url, demand_measured=False)
+    assert (model["demand_measured"], model["slo_status"]) == (False, "unknown")
+    row = next(line for line in _status(sqlite_url, env_columns="200").stdout.splitlines()
+               if line.startswith("bert-embed "))
+    assert [cell.strip() for cell in row.split("│")][-1] == "unknown"
