@@ -35,112 +35,21 @@ and the field (``ModelsFileError``)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from controlplane.domain.models import (
-    ColdStart,
-    Engine,
-    Isolation,
-    ModelSpec,
-    ProfilePoint,
-)
+from controlplane.domain.models import ColdStart, Engine, Isolation, ModelSpec
 from controlplane.domain.pause import MAX_REPLICAS
 from controlplane.models_yaml import duplicate_names, validated, written_names
-from controlplane.yaml_numbers import NoTextForANumber
-from scheduler.domain import catalog
+from controlplane.profile_points import PointEntry, Positive, StrictEntry
 from scheduler.domain.fleet_types import SLO_LATENCY_FRACTION
 from scheduler.domain.names import MAX_MODEL_CHARS, MAX_TENANT_CHARS, name_problem
-from scheduler.domain.sharing import mps_client_limit
-from scheduler.domain.usable_memory import segment_usable_mib
-from scheduler.domain.validate import slices_problem
 
 #: a cold start over a week is a unit mistake (ms written as s)
 MAX_COLD_START_S = 7 * 86_400.0
-Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
-class _Strict(NoTextForANumber):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class _Point(_Strict):
-    product: str = Field(min_length=1)
-    compute_slices: int = Field(0, ge=0, description="MIG size in g; 0 = a whole GPU")
-    batch_size: int = Field(1, ge=1)
-    mps_processes: int = Field(1, ge=1)
-    throughput_rps: Positive
-    latency_ms: Positive
-    memory_mib: int = Field(ge=0)
-
-    @field_validator("product")
-    @classmethod
-    def _known_product(cls, product: str) -> str:
-        # the settings' pools take only catalog products, so a point for another (a typo: L40
-        # for L40S) could never be placed; it is named, as the settings' pools name it
-        return catalog.known_product(product)
-
-    @field_validator("mps_processes")
-    @classmethod
-    def _within_the_mps_limit(cls, processes: int) -> int:
-        # the device plugin refuses more MPS clients per GPU: a plan asking for them would fail
-        # on every node it lays out
-        if processes > catalog.MAX_MPS_CLIENTS:
-            raise ValueError(f"must be at most {catalog.MAX_MPS_CLIENTS} (CUDA MPS's client "
-                             f"limit per GPU), got {processes}")
-        return processes
-
-    @field_validator("mps_processes")
-    @classmethod
-    def _within_the_segments_mps_limit(cls, processes: int, info: ValidationInfo) -> int:
-        # on a MIG instance "the 48-client limit shrinks in proportion to the CI size"
-        # (REFERENCE.md §1.1), and a GPU older than Volta serves 16: PlanFleet never lays out
-        # a point beyond its segment's limit (``mps_client_limit``)
-        slices = info.data.get("compute_slices") or 0
-        known = catalog.lookup(info.data.get("product", ""))
-        if known is None:
-            return processes
-        limit = mps_client_limit(known, slices)
-        if processes > limit and (not slices or known.compute_slices <= 0):
-            raise ValueError(f"must be at most {limit} on a whole {known.name} (CUDA MPS serves "
-                             f"{limit} clients on a GPU older than Volta), got {processes}")
-        if processes > limit:
-            raise ValueError(f"must be at most {limit} on a {slices}g MIG instance of "
-                             f"{known.name} (CUDA MPS's {catalog.MAX_MPS_CLIENTS}-client limit "
-                             f"shrinks with the instance: x {slices}/{known.compute_slices}), "
-                             f"got {processes}")
-        return processes
-
-    # the checks across fields are field validators reading the fields before them
-    # (``info.data`` holds those that are valid), so that each runs whenever what it reads is
-    # valid, not only when the whole point is: one run lists every problem of the file
-
-    @field_validator("compute_slices")
-    @classmethod
-    def _offered_slices(cls, slices: int, info: ValidationInfo) -> int:
-        if "product" in info.data and (
-                problem := slices_problem(info.data["product"], slices)) is not None:
-            raise ValueError(problem)
-        return slices
-
-    @field_validator("memory_mib")
-    @classmethod
-    def _fits_the_slice(cls, memory_mib: int, info: ValidationInfo) -> int:
-        if "product" not in info.data or "compute_slices" not in info.data:
-            return memory_mib
-        known, slices = catalog.lookup(info.data["product"]), info.data["compute_slices"]
-        if known is None or not known.memory_mib:
-            return memory_mib
-        mig = known.standard_profile(slices) if slices else None
-        holds_mib = segment_usable_mib(known, slices if mig is not None else 0)
-        shape = f"a {mig.name} instance" if mig is not None else f"a whole {known.name}"
-        if holds_mib is not None and memory_mib > holds_mib:
-            raise ValueError(f"{memory_mib} MiB does not fit {shape} ({holds_mib} MiB usable)")
-        return memory_mib
-
-
-class _ColdStart(_Strict):
+class _ColdStart(StrictEntry):
     p50_s: float = Field(ge=0, le=MAX_COLD_START_S, allow_inf_nan=False)
     p90_s: float = Field(ge=0, le=MAX_COLD_START_S, allow_inf_nan=False)
 
@@ -151,14 +60,14 @@ class _ColdStart(_Strict):
         return self
 
 
-class _Model(_Strict):
+class _Model(StrictEntry):
     name: str = Field(min_length=1)  # at most the store's column widths (_a_name)
     tenant: str = Field("default", min_length=1)
     isolation: Isolation
     engine: Engine
     latency_slo_ms: Positive
     cold_start: _ColdStart
-    profile: list[_Point] = Field(min_length=1)
+    profile: list[PointEntry] = Field(min_length=1)
     min_replicas: int | None = Field(None, ge=0, le=MAX_REPLICAS,
                                      description="hot replicas never fewer")
     max_replicas: int | None = Field(None, ge=1, le=MAX_REPLICAS,
@@ -196,8 +105,8 @@ class _Model(_Strict):
 
     @field_validator("profile")
     @classmethod
-    def _one_point_meets_the_slo(cls, profile: list[_Point], info: ValidationInfo
-                                 ) -> list[_Point]:
+    def _one_point_meets_the_slo(cls, profile: list[PointEntry], info: ValidationInfo
+                                 ) -> list[PointEntry]:
         # the fleet plan serves a model only on a shape this fast (DESIGN.md: batching headroom)
         if "latency_slo_ms" not in info.data:
             return profile
@@ -219,7 +128,7 @@ class _Model(_Strict):
         return profile
 
 
-class _File(_Strict):
+class _File(StrictEntry):
     models: list[_Model] = Field(min_length=1)
 
 
@@ -227,9 +136,7 @@ def _spec(model: _Model) -> ModelSpec:
     return ModelSpec(
         name=model.name, tenant=model.tenant, isolation=model.isolation, engine=model.engine,
         latency_slo_ms=model.latency_slo_ms,
-        profile=tuple(ProfilePoint(p.product, p.compute_slices, p.batch_size, p.mps_processes,
-                                   p.throughput_rps, p.latency_ms, p.memory_mib)
-                      for p in model.profile),
+        profile=tuple(p.point() for p in model.profile),
         cold_start=ColdStart(model.cold_start.p50_s, model.cold_start.p90_s),
         min_replicas=model.min_replicas, max_replicas=model.max_replicas)
 

@@ -114,9 +114,7 @@ class ModelSpec:
     def allowed_points(self) -> tuple[ProfilePoint, ...]:
         """The profile points its isolation may run: STRICT runs on a MIG instance or a whole
         GPU alone, so not its MPS points (``mps_processes`` > 1), as PlanFleet holds."""
-        if self.isolation is not Isolation.STRICT:
-            return self.profile
-        return tuple(p for p in self.profile if p.mps_processes <= 1)
+        return allowed_points(self.profile, self.isolation)
 
     def best_point(self, products: Collection[str] | None = None) -> ProfilePoint:
         """The profile point with the highest throughput that meets 0.45 x the latency SLO
@@ -125,19 +123,34 @@ class ModelSpec:
         products the node pools offer), among the points on one of them when there are any:
         a point no pool offers is never placed, so sizing by it would size for GPUs the
         fleet cannot have (and trim nothing to the pools that can serve the model)."""
-        allowed = self.allowed_points() or self.profile
-        if products is not None:
-            offered = {product_key(p) for p in products}
-            allowed = tuple(p for p in allowed if product_key(p.product) in offered) or allowed
-        eligible = [p for p in allowed if p.latency_ms <= 0.45 * self.latency_slo_ms]
-        candidates = eligible or list(allowed)
-        return max(candidates, key=lambda p: (p.throughput_rps, -p.compute_slices))
+        return best_point(self.profile, self.isolation, self.latency_slo_ms, products)
 
     def profiled_on(self, products: Collection[str]) -> bool:
         """Whether any point of its profile is on one of ``products`` (a pool's GPU product):
         else no pool can run it, and PlanFleet leaves it unplaced (``no_pool_for_profile``)."""
         offered = {product_key(p) for p in products}
         return any(product_key(p.product) in offered for p in self.profile)
+
+
+def allowed_points(profile: tuple[ProfilePoint, ...], isolation: Isolation
+                   ) -> tuple[ProfilePoint, ...]:
+    """``ModelSpec.allowed_points`` of a model with this profile and isolation."""
+    if isolation is not Isolation.STRICT:
+        return profile
+    return tuple(p for p in profile if p.mps_processes <= 1)
+
+
+def best_point(profile: tuple[ProfilePoint, ...], isolation: Isolation, latency_slo_ms: float,
+               products: Collection[str] | None = None) -> ProfilePoint:
+    """``ModelSpec.best_point`` of a model with this profile, isolation and SLO (``headroom
+    simulate`` sizes a models file's profile by it, as the live loop does)."""
+    allowed = allowed_points(profile, isolation) or profile
+    if products is not None:
+        offered = {product_key(p) for p in products}
+        allowed = tuple(p for p in allowed if product_key(p.product) in offered) or allowed
+    eligible = [p for p in allowed if p.latency_ms <= 0.45 * latency_slo_ms]
+    candidates = eligible or list(allowed)
+    return max(candidates, key=lambda p: (p.throughput_rps, -p.compute_slices))
 
 
 #: each model's requests per second per replica, or what gives the current ones at each call
