@@ -33,8 +33,15 @@ from controlplane.domain.errors import listed_problems
 from controlplane.domain.models import Isolation
 from controlplane.models_yaml import ModelsFileError as ModelsFileError
 from controlplane.models_yaml import unique_names, validated
+from controlplane.profile_points import PointEntry
 from controlplane.simulation.cells import shown
 from controlplane.simulation.misspelt_keys import misspelt_keys
+from controlplane.simulation.profiled import (
+    LATENCY_FIELD,
+    SHAPE_FIELDS,
+    runnable_profile,
+    shape_value,
+)
 from controlplane.simulation.sim_config import (
     DEFAULT_LATENCY_SLO_MS,
     DEFAULT_UNLOADED_LATENCY_MS,
@@ -103,20 +110,39 @@ class _ColdStart(_Loose):
 
 
 class _Model(_Loose):
+    # the fields a shape field's checks (and a profile's best point) read come before it
     name: str = Field(min_length=1)
-    gpu_product: str = Field(min_length=1)
-    per_replica_rps: float
-    isolation: str = "TRUSTED"  # before gpu_per_replica, whose checks read it
-    gpu_per_replica: float
     tenant: str = Field("default", min_length=1)
+    isolation: str = "TRUSTED"
+    latency_slo_ms: float = DEFAULT_LATENCY_SLO_MS
+    #: ``headroom models import``'s profile, instead of the three fields below (``profiled``)
+    profile: list[PointEntry] | None = Field(None, min_length=1)
+    gpu_product: str | None = Field(None, min_length=1, validate_default=True)
+    per_replica_rps: float | None = Field(None, validate_default=True)
+    gpu_per_replica: float | None = Field(None, validate_default=True)
     cold_start: _ColdStart
     idle_gpu_fraction: float = Field(1.0, ge=0, le=1)
     #: what a replica really serves within the SLO (default: per_replica_rps, the profile is right)
     true_per_replica_rps: float | None = None
-    latency_slo_ms: float = DEFAULT_LATENCY_SLO_MS
-    latency_ms: float = DEFAULT_UNLOADED_LATENCY_MS  # mean latency of an unloaded replica
+    #: mean latency of an unloaded replica (default: the profile point's, else 300 ms)
+    latency_ms: float | None = Field(None, validate_default=True)
     min_replicas: int | None = Field(None, ge=0)  # as `headroom models import`'s
     max_replicas: int | None = Field(None, ge=1)
+
+    @field_validator("profile")
+    @classmethod
+    def _runnable(cls, value: list[PointEntry] | None, info: ValidationInfo
+                  ) -> list[PointEntry] | None:
+        return runnable_profile(value, info.data.get("isolation"))
+
+    @field_validator(*SHAPE_FIELDS, LATENCY_FIELD, mode="before")
+    @classmethod
+    def _given_or_profiled(cls, value: Any, info: ValidationInfo) -> Any:
+        fleet = _checks(info).fleet
+        products = {**DEFAULT_PRICES, **(fleet.prices if fleet is not None else {})}
+        return shape_value(info.field_name or "", value, info.data, products,
+                           DEFAULT_UNLOADED_LATENCY_MS if info.field_name == LATENCY_FIELD
+                           else None)
 
     @field_validator("per_replica_rps", "true_per_replica_rps", "latency_slo_ms", "latency_ms")
     @classmethod
@@ -135,15 +161,18 @@ class _Model(_Loose):
 
     @field_validator("gpu_product")
     @classmethod
-    def _priced(cls, value: str, info: ValidationInfo) -> str:
+    def _priced(cls, value: str | None, info: ValidationInfo) -> str | None:
         fleet = _checks(info).fleet
-        if fleet is not None and value not in {**DEFAULT_PRICES, **fleet.prices}:
+        priced = {**DEFAULT_PRICES, **fleet.prices} if fleet is not None else None
+        if priced is not None and value is not None and value not in priced:
             raise ValueError(f"no price for {value!r}; set fleet.prices")
         return value
 
     @field_validator("gpu_per_replica")
     @classmethod
-    def _possible_share(cls, value: float, info: ValidationInfo) -> float:
+    def _possible_share(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is None:  # a profile's problems are listed
+            return value
         if not math.isfinite(value) or value <= 0:
             raise ValueError(f"must be > 0, got {value}")
         if value > 1 and abs(value - round(value)) > 1e-9:
@@ -170,9 +199,9 @@ class _Model(_Loose):
 
     @field_validator("latency_ms")
     @classmethod
-    def _below_the_slo(cls, value: float, info: ValidationInfo) -> float:
+    def _below_the_slo(cls, value: float | None, info: ValidationInfo) -> float | None:
         slo_ms = info.data.get("latency_slo_ms")
-        if slo_ms is not None and value >= slo_ms:
+        if slo_ms is not None and value is not None and value >= slo_ms:
             raise ValueError(f"the unloaded latency must be below latency_slo_ms ({slo_ms:g}), "
                              f"got {value:g}")
         return value
@@ -275,10 +304,13 @@ def cold_start_from(spec: _ColdStart, base_dir: Path, cached_default: Durations,
 
 
 def _sim_model(model: _Model, cold_start: ColdStartModel) -> SimModel:
-    shape = ReplicaShape(model.name, model.tenant, model.gpu_product, model.gpu_per_replica,
-                         model.per_replica_rps, model.idle_gpu_fraction)
+    product, rps, share = model.gpu_product, model.per_replica_rps, model.gpu_per_replica
+    if product is None or rps is None or share is None:  # checked when read (shape_value)
+        raise ModelsFileError(f"model {model.name}: give {', '.join(SHAPE_FIELDS)} or a profile")
+    shape = ReplicaShape(model.name, model.tenant, product, share, rps, model.idle_gpu_fraction)
     return SimModel(shape, Isolation(model.isolation.lower()), cold_start,
-                    model.true_per_replica_rps, model.latency_slo_ms, model.latency_ms,
+                    model.true_per_replica_rps, model.latency_slo_ms,
+                    model.latency_ms or DEFAULT_UNLOADED_LATENCY_MS,
                     model.min_replicas, model.max_replicas)
 
 
