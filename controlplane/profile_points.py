@@ -22,13 +22,11 @@ Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 class StrictEntry(NoTextForANumber):
     """A mapping of a models file whose unknown keys are refused."""
 
-
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class PointEntry(StrictEntry):
     """One profile point as a models file writes it."""
-
 
     product: str = Field(min_length=1)
     compute_slices: int = Field(0, ge=0, description="MIG size in g; 0 = a whole GPU")
