@@ -34,7 +34,10 @@ and the field (``ModelsFileError``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -139,6 +142,21 @@ def _spec(model: _Model) -> ModelSpec:
         profile=tuple(p.point() for p in model.profile),
         cold_start=ColdStart(model.cold_start.p50_s, model.cold_start.p90_s),
         min_replicas=model.min_replicas, max_replicas=model.max_replicas)
+
+
+def as_models_file(specs: Sequence[ModelSpec]) -> dict[str, Any]:
+    """The models file that loads back as ``specs`` (``load_model_specs``): ``headroom models
+    list --yaml`` writes it, for ``models import`` on another store or ``headroom simulate
+    --models``. The optional fields are written where set, the points' every field always."""
+    def entry(spec: ModelSpec) -> dict[str, Any]:
+        bounds = {k: v for k, v in (("min_replicas", spec.min_replicas),
+                                    ("max_replicas", spec.max_replicas)) if v is not None}
+        return {"name": spec.name, "tenant": spec.tenant, "isolation": spec.isolation.value,
+                "engine": spec.engine.value, "latency_slo_ms": spec.latency_slo_ms,
+                "cold_start": {"p50_s": spec.cold_start.p50_s, "p90_s": spec.cold_start.p90_s},
+                **bounds, "profile": [asdict(point) for point in spec.profile]}
+
+    return {"models": [entry(spec) for spec in specs]}
 
 
 def load_model_specs(path: Path) -> list[ModelSpec]:

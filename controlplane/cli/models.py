@@ -162,6 +162,9 @@ def import_models(
 @app.command("list")
 def list_models(
     json_out: JsonOption = False,
+    yaml_out: Annotated[bool, typer.Option(
+        "--yaml", help="the models file that imports them back (models import's format, which "
+                       "headroom simulate --models reads too); pauses are not in it")] = False,
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:
@@ -169,11 +172,24 @@ def list_models(
     from controlplane.cli.status_document import pause_json
     from controlplane.store.pauses import SqlModelPauses
 
+    if json_out and yaml_out:
+        raise usage_error("--json and --yaml: give one")
+
     def read(store: Store) -> tuple[list[ModelSpec], dict[str, ModelPause]]:
         pauses = SqlModelPauses(store.engine).paused_models()
         return store.model_specs(), {p.model: p for p in pauses}
 
     specs, paused = with_existing_store(config, db, read)
+    if yaml_out:
+        import yaml
+
+        from controlplane.models_file import as_models_file
+
+        if not specs:  # a file of no model would not import
+            print_warning("no models listed: nothing written (headroom models import FILE)")
+            return
+        typer.echo(yaml.safe_dump(as_models_file(specs), sort_keys=False), nl=False)
+        return
     if json_out:
         write_document(json.dumps([{**asdict(s), "paused": pause_json(paused.get(s.name))}
                                    for s in specs], indent=1, default=str))
