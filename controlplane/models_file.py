@@ -44,8 +44,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from controlplane.domain.models import ColdStart, Engine, Isolation, ModelSpec
 from controlplane.domain.pause import MAX_REPLICAS
 from controlplane.models_yaml import duplicate_names, validated, written_names
-from controlplane.profile_points import PointEntry, Positive, StrictEntry
-from scheduler.domain.fleet_types import SLO_LATENCY_FRACTION
+from controlplane.profile_points import PointEntry, Positive, StrictEntry, placeable
 from scheduler.domain.names import MAX_MODEL_CHARS, MAX_TENANT_CHARS, name_problem
 
 #: a cold start over a week is a unit mistake (ms written as s)
@@ -110,24 +109,8 @@ class _Model(StrictEntry):
     @classmethod
     def _one_point_meets_the_slo(cls, profile: list[PointEntry], info: ValidationInfo
                                  ) -> list[PointEntry]:
-        # the fleet plan serves a model only on a shape this fast (DESIGN.md: batching headroom)
-        if "latency_slo_ms" not in info.data:
-            return profile
-        slo_ms = info.data["latency_slo_ms"]
-        limit_ms = SLO_LATENCY_FRACTION * slo_ms
-        if all(p.latency_ms > limit_ms for p in profile):
-            fastest = min(p.latency_ms for p in profile)
-            raise ValueError(f"no point's latency_ms is within {SLO_LATENCY_FRACTION:g} x "
-                             f"latency_slo_ms {slo_ms:g} = {limit_ms:g} ms (the fastest is "
-                             f"{fastest:g} ms): the fleet plan would never place it")
-        # STRICT runs on a MIG instance or a whole GPU alone, so the fleet plan serves it only
-        # on points without MPS processes (DESIGN.md: sharing mode choice)
-        if info.data.get("isolation") is Isolation.STRICT and not any(
-                p.mps_processes <= 1 and p.latency_ms <= limit_ms for p in profile):
-            raise ValueError(f"isolation strict runs without MPS, and no point with "
-                             f"mps_processes 1 has latency_ms within {SLO_LATENCY_FRACTION:g} "
-                             f"x latency_slo_ms {slo_ms:g} = {limit_ms:g} ms: the fleet plan "
-                             "would never place it")
+        if "latency_slo_ms" in info.data:
+            placeable(profile, info.data.get("isolation"), info.data["latency_slo_ms"])
         return profile
 
 

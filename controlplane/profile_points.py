@@ -9,9 +9,10 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
-from controlplane.domain.models import ProfilePoint
+from controlplane.domain.models import Isolation, ProfilePoint
 from controlplane.yaml_numbers import NoTextForANumber
 from scheduler.domain import catalog
+from scheduler.domain.fleet_types import SLO_LATENCY_FRACTION
 from scheduler.domain.sharing import mps_client_limit
 from scheduler.domain.usable_memory import segment_usable_mib
 from scheduler.domain.validate import slices_problem
@@ -105,3 +106,22 @@ class PointEntry(StrictEntry):
         return ProfilePoint(self.product, self.compute_slices, self.batch_size,
                             self.mps_processes, self.throughput_rps, self.latency_ms,
                             self.memory_mib)
+
+
+def placeable(profile: list[PointEntry], isolation: Isolation | None, slo_ms: float) -> None:
+    """Refuse (ValueError) a profile the fleet plan would never place: no point within
+    ``SLO_LATENCY_FRACTION`` x the latency SLO (DESIGN.md: batching headroom) or, for a STRICT
+    model (``isolation``; None while it is invalid), no such point without MPS processes (it
+    runs on a MIG instance or a whole GPU alone: DESIGN.md, sharing mode choice)."""
+    limit_ms = SLO_LATENCY_FRACTION * slo_ms
+    if all(p.latency_ms > limit_ms for p in profile):
+        fastest = min(p.latency_ms for p in profile)
+        raise ValueError(f"no point's latency_ms is within {SLO_LATENCY_FRACTION:g} x "
+                         f"latency_slo_ms {slo_ms:g} = {limit_ms:g} ms (the fastest is "
+                         f"{fastest:g} ms): the fleet plan would never place it")
+    if isolation is Isolation.STRICT and not any(
+            p.mps_processes <= 1 and p.latency_ms <= limit_ms for p in profile):
+        raise ValueError(f"isolation strict runs without MPS, and no point with "
+                         f"mps_processes 1 has latency_ms within {SLO_LATENCY_FRACTION:g} "
+                         f"x latency_slo_ms {slo_ms:g} = {limit_ms:g} ms: the fleet plan "
+                         "would never place it")

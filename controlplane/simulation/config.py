@@ -33,13 +33,12 @@ from controlplane.domain.errors import listed_problems
 from controlplane.domain.models import Isolation
 from controlplane.models_yaml import ModelsFileError as ModelsFileError
 from controlplane.models_yaml import unique_names, validated
-from controlplane.profile_points import PointEntry
+from controlplane.profile_points import PointEntry, placeable
 from controlplane.simulation.cells import shown
 from controlplane.simulation.misspelt_keys import misspelt_keys
 from controlplane.simulation.profiled import (
     LATENCY_FIELD,
     SHAPE_FIELDS,
-    runnable_profile,
     shape_value,
 )
 from controlplane.simulation.sim_config import (
@@ -131,16 +130,19 @@ class _Model(_Loose):
 
     @field_validator("profile")
     @classmethod
-    def _runnable(cls, value: list[PointEntry] | None, info: ValidationInfo
-                  ) -> list[PointEntry] | None:
-        return runnable_profile(value, info.data.get("isolation"))
+    def _placeable(cls, value: list[PointEntry] | None, info: ValidationInfo
+                   ) -> list[PointEntry] | None:
+        if value and "latency_slo_ms" in info.data:  # as `headroom models import` checks it
+            isolation = info.data.get("isolation")
+            placeable(value, None if isolation is None else Isolation(isolation.lower()),
+                      info.data["latency_slo_ms"])
+        return value
 
     @field_validator(*SHAPE_FIELDS, LATENCY_FIELD, mode="before")
     @classmethod
     def _given_or_profiled(cls, value: Any, info: ValidationInfo) -> Any:
-        fleet = _checks(info).fleet
-        products = {**DEFAULT_PRICES, **(fleet.prices if fleet is not None else {})}
-        return shape_value(info.field_name or "", value, info.data, products,
+        return shape_value(info.field_name or "", value, info.data,
+                           _fleet_prices(info) or DEFAULT_PRICES,
                            DEFAULT_UNLOADED_LATENCY_MS if info.field_name == LATENCY_FIELD
                            else None)
 
@@ -162,8 +164,7 @@ class _Model(_Loose):
     @field_validator("gpu_product")
     @classmethod
     def _priced(cls, value: str | None, info: ValidationInfo) -> str | None:
-        fleet = _checks(info).fleet
-        priced = {**DEFAULT_PRICES, **fleet.prices} if fleet is not None else None
+        priced = _fleet_prices(info)
         if priced is not None and value is not None and value not in priced:
             raise ValueError(f"no price for {value!r}; set fleet.prices")
         return value
@@ -243,6 +244,13 @@ class _Checks:
 
 def _checks(info: ValidationInfo) -> _Checks:
     return info.context if isinstance(info.context, _Checks) else _Checks()
+
+
+def _fleet_prices(info: ValidationInfo) -> dict[str, float] | None:
+    """USD per GPU-hour of each product the file's fleet prices (the list prices and its
+    ``fleet.prices``); None while the fleet is invalid."""
+    fleet = _checks(info).fleet
+    return None if fleet is None else {**DEFAULT_PRICES, **fleet.prices}
 
 
 def _checks_of(cold_start_override: _ColdStart | None) -> Callable[[dict[str, Any]], _Checks]:

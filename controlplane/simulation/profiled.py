@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from controlplane.domain.models import Isolation, ProfilePoint, allowed_points, best_point
+from controlplane.domain.models import Isolation, ProfilePoint, best_point
 from controlplane.profile_points import PointEntry
 
 #: the fields a profile gives, which the file then must not
@@ -29,17 +29,6 @@ def profiled_point(data: Mapping[str, Any], products: Collection[str]) -> Profil
     return best_point(tuple(entry.point() for entry in profile),
                       Isolation(str(data["isolation"]).lower()), float(data["latency_slo_ms"]),
                       products)
-
-
-def runnable_profile(profile: list[PointEntry] | None, isolation: str | None
-                     ) -> list[PointEntry] | None:
-    """``profile``, unless ``isolation`` (as valid) may run none of its points: a STRICT model
-    with MPS points only is refused (ValueError), as ``headroom models import`` refuses it."""
-    if profile and isolation is not None and not allowed_points(
-            tuple(entry.point() for entry in profile), Isolation(isolation.lower())):
-        raise ValueError("isolation STRICT runs on a MIG instance or a whole GPU alone, and "
-                         "every point of the profile has mps_processes > 1")
-    return profile
 
 
 def shape_value(field: str, given: Any, data: Mapping[str, Any], products: Collection[str],

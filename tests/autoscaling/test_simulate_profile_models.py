@@ -155,5 +155,14 @@ def test_an_impossible_profile_is_refused_as_models_import_refuses_it(tmp_path: 
     assert _refused(tmp_path, text) == [
         "models[0] (chat): profile.0.compute_slices: A100-80GB has no MIG instance of 5 "
         "compute slices (sizes: [1, 2, 3, 4, 7])",
-        "models[1] (embed): profile: isolation STRICT runs on a MIG instance or a whole GPU "
-        "alone, and every point of the profile has mps_processes > 1"]
+        "models[1] (embed): profile: isolation strict runs without MPS, and no point with "
+        "mps_processes 1 has latency_ms within 0.45 x latency_slo_ms 100 = 45 ms: the fleet "
+        "plan would never place it"]
+
+
+def test_a_profile_with_no_point_within_its_slo_is_refused_as_models_import_refuses_it(
+        tmp_path: Path) -> None:
+    text = PROFILED.replace("latency_slo_ms: 2000", "latency_slo_ms: 1000")
+    assert _refused(tmp_path, text) == [
+        "models[0] (chat): profile: no point's latency_ms is within 0.45 x latency_slo_ms 1000 "
+        "= 450 ms (the fastest is 800 ms): the fleet plan would never place it"]

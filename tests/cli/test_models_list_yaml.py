@@ -7,7 +7,6 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
 from clihelpers import WARM_HEADROOM, _env
 
 from controlplane.models_file import load_model_specs
@@ -22,17 +21,9 @@ def _models(url: str, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    url = (f"sqlite:///{tmp_path / 'store.db'}" if request.param == "sqlite"
-           else str(request.getfixturevalue("postgres_url")))
-    Store.open(url, migrate=True).engine.dispose()  # `headroom db upgrade`
-    return url
-
-
 def test_the_listed_yaml_imports_back_as_the_very_models_the_store_holds(
         store_url: str, tmp_path: Path) -> None:
-    store = Store.open(store_url)
+    store = Store.open(store_url, migrate=True)  # `headroom db upgrade`
     specs = load_model_specs(EXAMPLE)
     bounded = replace(specs[0], min_replicas=2, max_replicas=40)  # the optional fields too
     store.upsert_models([bounded, *specs[1:]])
@@ -48,6 +39,7 @@ def test_the_listed_yaml_imports_back_as_the_very_models_the_store_holds(
 
 
 def test_an_empty_models_table_lists_no_yaml_and_says_so(store_url: str) -> None:
+    Store.open(store_url, migrate=True).engine.dispose()
     listed = _models(store_url, "list", "--yaml")
     assert listed.returncode == 0 and listed.stdout == ""
     assert " ".join(listed.stderr.split()) == (
@@ -55,8 +47,6 @@ def test_an_empty_models_table_lists_no_yaml_and_says_so(store_url: str) -> None
 
 
 def test_json_and_yaml_together_are_a_usage_error(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    Store.open(url, migrate=True).engine.dispose()
-    listed = _models(url, "list", "--yaml", "--json")
+    listed = _models(f"sqlite:///{tmp_path / 'store.db'}", "list", "--yaml", "--json")
     assert listed.returncode == 2
     assert "--json and --yaml: give one" in listed.stderr
