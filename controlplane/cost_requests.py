@@ -81,9 +81,8 @@ def shortfalls(engine: Engine, since_at: datetime, through_at: datetime
     included): its observations and those short of its SLO as ``controlplane.domain.slo``
     reads it, in SQL: capacity below demand, more than ``QUEUE_BACKLOG_S`` of its capacity
     queued, its KV cache fuller than ``KV_CACHE_FULL``, or its latency above the models
-    table's SLO. A signal not
-    measured (NULL; a store older than migration 0027 has no queue or KV cache) is not short,
-    nor the latency of a model no longer listed (no SLO)."""
+    table's SLO. A signal not measured (NULL; a store older than migration 0027 has no queue or
+    KV cache) is not short, nor the latency of a model no longer listed (no SLO)."""
     obs, models = _observations(), SQLModel.metadata.tables["models"]
     slo_ms = select(models.c.latency_slo_ms).where(models.c.name == obs.c.model)
     short = [obs.c.capacity_rps < obs.c.demand_rps,

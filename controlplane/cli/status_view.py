@@ -16,7 +16,6 @@ from controlplane.cli.status_document import (
     listed_models,
     load_unmeasured,
     slo_judgement,
-    slo_signals,
     utc_or_none,
 )
 from controlplane.domain.fleet_status import (
@@ -34,7 +33,6 @@ from controlplane.domain.fleet_status import (
 )
 from controlplane.domain.hints import NOT_LISTED, DemandHint, rps_text
 from controlplane.domain.pause import ModelPause
-from controlplane.domain.slo import slo_shortfalls
 from controlplane.domain.tick_writers import UNKNOWN_WRITER, LeadershipChange
 
 #: the columns of a demand hint's row (``headroom status`` and ``headroom hint list``)
@@ -101,7 +99,7 @@ def paused_line(pause: ModelPause) -> str:
 def over_slo_line(model: ModelStatus) -> str | None:
     """Under the models table: the model's latency as the newest tick read it, when above its
     SLO (none when within it, not read, or the model is not listed)."""
-    if "latency" not in slo_shortfalls(*slo_signals(model)) or (
+    if "latency" not in slo_judgement(model)["short_of_slo"] or (
             model.latency_ms is None or model.latency_slo_ms is None):
         return None
     return (f"{model.name}: latency {model.latency_ms:,.0f} ms, above its SLO of "

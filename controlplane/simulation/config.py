@@ -36,11 +36,7 @@ from controlplane.models_yaml import unique_names, validated
 from controlplane.profile_points import PointEntry, placeable
 from controlplane.simulation.cells import shown
 from controlplane.simulation.misspelt_keys import misspelt_keys
-from controlplane.simulation.profiled import (
-    LATENCY_FIELD,
-    SHAPE_FIELDS,
-    shape_value,
-)
+from controlplane.simulation.profiled import LATENCY_FIELD, SHAPE_FIELDS, shape_value
 from controlplane.simulation.sim_config import (
     DEFAULT_LATENCY_SLO_MS,
     DEFAULT_UNLOADED_LATENCY_MS,
@@ -142,9 +138,7 @@ class _Model(_Loose):
     @classmethod
     def _given_or_profiled(cls, value: Any, info: ValidationInfo) -> Any:
         return shape_value(info.field_name or "", value, info.data,
-                           _fleet_prices(info) or DEFAULT_PRICES,
-                           DEFAULT_UNLOADED_LATENCY_MS if info.field_name == LATENCY_FIELD
-                           else None)
+                           _fleet_prices(info) or DEFAULT_PRICES)
 
     @field_validator("per_replica_rps", "true_per_replica_rps", "latency_slo_ms", "latency_ms")
     @classmethod

@@ -12,6 +12,7 @@ from typing import Any
 
 from controlplane.domain.models import Isolation, ProfilePoint, best_point
 from controlplane.profile_points import PointEntry
+from controlplane.simulation.sim_config import DEFAULT_UNLOADED_LATENCY_MS
 
 #: the fields a profile gives, which the file then must not
 SHAPE_FIELDS = ("gpu_product", "per_replica_rps", "gpu_per_replica")
@@ -31,10 +32,11 @@ def profiled_point(data: Mapping[str, Any], products: Collection[str]) -> Profil
                       products)
 
 
-def shape_value(field: str, given: Any, data: Mapping[str, Any], products: Collection[str],
-                default: Any = None) -> Any:
+def shape_value(field: str, given: Any, data: Mapping[str, Any], products: Collection[str]
+                ) -> Any:
     """``field``'s value: as given, or from the model's profile (``profiled_point``; None while
-    that is invalid); ``default`` when neither is given (a shape field is then required).
+    that is invalid); when neither is given, a shape field is required and the latency is
+    ``DEFAULT_UNLOADED_LATENCY_MS``.
     A shape field given beside a profile is refused (ValueError): one of the two would be
     ignored."""
     profiled = "profile" not in data or data["profile"] is not None  # given (perhaps invalid)
@@ -46,7 +48,7 @@ def shape_value(field: str, given: Any, data: Mapping[str, Any], products: Colle
         if field in SHAPE_FIELDS:
             raise ValueError("required, unless the model gives a profile (as `headroom models "
                              "import`'s models file writes it)")
-        return default
+        return DEFAULT_UNLOADED_LATENCY_MS
     point = profiled_point(data, products)
     if point is None:
         return None  # the profile's own problems are listed (or its isolation's, its SLO's)
