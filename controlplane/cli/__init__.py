@@ -25,6 +25,7 @@ from controlplane.cli.serve_command import serve
 from controlplane.cli.simulate import simulate_command
 from controlplane.cli.status import status_command
 from controlplane.cli.streams import print_error
+from controlplane.cli.trace import app as trace_app
 
 # Commands import what they run in their bodies: `headroom --help`, and each command, load only
 # what the command invoked needs (not pandas, SQLAlchemy, gRPC, ... for every command).
@@ -72,6 +73,7 @@ app.add_typer(forecast_app, name="forecast")
 app.add_typer(cost_app, name="cost")
 app.add_typer(hint_app, name="hint")
 app.add_typer(models_app, name="models")
+app.add_typer(trace_app, name="trace")
 app.command("simulate")(reflowed(simulate_command))
 app.command()(demo)
 app.command()(serve)

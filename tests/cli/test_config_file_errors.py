@@ -13,7 +13,7 @@ from clihelpers import WARM_HEADROOM, _env
 COMMANDS = [["serve"], ["demo", "--minutes", "1", "--no-dashboard"], ["dashboard"], ["status"],
             ["forecast", "run"], ["cost", "export", "--out", "cost.csv"], ["db", "upgrade"],
             ["db", "downgrade", "base"], ["placement", "serve"], ["hint", "list"],
-            ["placement", "bindings"]]
+            ["placement", "bindings"], ["trace", "export", "--out", "trace.csv"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
