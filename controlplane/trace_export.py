@@ -33,17 +33,23 @@ def on_grid(at: datetime, step_s: int) -> datetime:
 
 
 def export_window(first_at: datetime, last_at: datetime, step_s: int, days: float,
-                  until_at: datetime | None) -> tuple[datetime, datetime]:
+                  until_at: datetime | None, what: str, newest_step: bool = True
+                  ) -> tuple[datetime, datetime]:
     """[since, until) on the step grid: ``days`` long, ending with the step that holds the newest
-    observation (``last_at``), or at ``until_at`` floored to the grid (nothing at or after it is
-    read), and starting no earlier than the step of the oldest (``first_at``)."""
-    newest_end_at = on_grid(last_at, step_s) + timedelta(seconds=step_s)
+    record (``last_at``: an observation, a tick: ``what``; without ``newest_step`` before it, as
+    the newest tick's step has only begun: its GPUs bill from one tick to the next), or at
+    ``until_at`` floored to the grid (nothing at or after it is read), and starting no earlier
+    than the step of the oldest (``first_at``)."""
+    newest_end_at = on_grid(last_at, step_s) + timedelta(seconds=step_s if newest_step else 0)
     end_at = newest_end_at if until_at is None else min(newest_end_at, on_grid(until_at, step_s))
     start_at = max(on_grid(end_at - timedelta(days=days), step_s), on_grid(first_at, step_s))
-    if start_at >= end_at:
-        raise InputError(f"--until {utc_text(until_at or end_at)}: at or before the store's "
-                         f"first observation's step ({utc_text(start_at)}); nothing to export")
-    return start_at, end_at
+    if start_at < end_at:
+        return start_at, end_at
+    if until_at is None:
+        raise InputError(f"the store's {what}s span less than one step of {step_s} s so far; "
+                         "nothing to export yet")
+    raise InputError(f"--until {utc_text(until_at)}: at or before the store's first {what}'s "
+                     f"step ({utc_text(start_at)}); nothing to export")
 
 
 def observation_span(store: Store) -> tuple[datetime, datetime] | None:

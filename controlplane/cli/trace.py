@@ -1,9 +1,13 @@
 """``headroom trace export``: the demand the loop observed, as a ``headroom simulate --trace``
-(see ``controlplane.trace_export``). With ``headroom models list --yaml`` it replays the loop's
-own history under another policy or setting: ``headroom simulate --trace T --models M``."""
+(``controlplane.trace_export``); with ``headroom models list --yaml`` it replays the loop's own
+history under another policy or setting: ``headroom simulate --trace T --models M``. ``headroom
+trace timeline``: what the loop did over it, as simulate's timeline
+(``controlplane.recorded_timeline``), scored beside the simulated policies."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -18,8 +22,7 @@ from controlplane.cli.times import parse_utc
 from forecaster.errors import InputError
 
 if TYPE_CHECKING:  # imported where used: `headroom trace --help` loads no store
-    from datetime import datetime
-
+    from controlplane.simulation.engine import MinuteRow
     from controlplane.store import Store
     from forecaster.types import TrafficSeries
 
@@ -40,32 +43,21 @@ def _check_step(step_s: int) -> None:
                          "(1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30) or is whole minutes")
 
 
-@app.command("export")
-def export(
-    out: Annotated[Path, typer.Option("--out", "-o", help="trace CSV to write (ts,model,"
-                                                          "rate_rps: simulate's default "
-                                                          "columns)")],
-    models: Annotated[str | None, typer.Option(
-        help="comma-separated models of the store's models table [default: every one]")] = None,
-    until: Annotated[str | None, typer.Option(
-        help="end (ISO-8601, UTC); default and latest: the step of the newest observation")]
-    = None,
-    days: Annotated[float, float_option(help="length of the window in days", min=0.001,
-                                        max=3650.0)] = 7.0,
-    step_s: Annotated[int, typer.Option(help="seconds per row: the mean of the observations "
-                                             "in each step", min=1, max=3600)] = 60,
-    config: ConfigOption = None,
-    db: DbOption = None,
-) -> None:
-    """Write each model's observed demand (requests/s, the mean per step) as a trace CSV."""
-    from controlplane import trace_export
+ModelsOption = Annotated[str | None, typer.Option(
+    help="comma-separated models of the store's models table [default: every one]")]
+DaysOption = Annotated[float, float_option(help="length of the window in days", min=0.001,
+                                           max=3650.0)]
+
+
+def _checked(out: Path, until: str | None, config: Path | None, db: Path | None
+             ) -> tuple[str, datetime | None]:
+    """The store's URL and ``--until``; a bad option or an ``--out`` that is an input or cannot
+    be written refused (exit 2) before the store is read."""
     from controlplane.cli.demo_store import settings_with_db
-    from controlplane.cli.forecast_source import wanted_models
     from controlplane.settings import ConfigError
-    from controlplane.store.engine import redact, sqlite_file
+    from controlplane.store.engine import sqlite_file
 
     try:
-        _check_step(step_s)
         until_at = None if until is None else parse_utc(until, "--until")
         url = settings_with_db(config, db).db.url
         store_file = sqlite_file(url)
@@ -73,38 +65,127 @@ def export(
                                             else {}), **({"--config": config} if config else {})})
     except (InputError, ConfigError) as error:
         raise usage_error(str(error)) from None
+    return url, until_at
+
+
+def _models_of(store: Store, models: str | None) -> list[str]:
+    """``--models`` (each of the store's models table), or every model of the table."""
+    from controlplane.cli.forecast_source import wanted_models
+
+    known = store.model_names()
+    wanted = wanted_models(models)
+    if wanted == []:
+        raise InputError(f"--models {models!r}: no model name; give comma-separated names or "
+                         "leave it out for every model")
+    unknown = [m for m in wanted or () if m not in known]
+    if unknown:
+        raise InputError(f"--models: model {unknown[0]!r} is not in the store's models table "
+                         f"(models: {known})")
+    return wanted or known
+
+
+def _nothing(url: str, what: str) -> typer.Exit:
+    from controlplane.store.engine import redact
+
+    console.print(f"store {redact(url)} has no models or no {what} yet; nothing to export",
+                  markup=False, highlight=False, soft_wrap=True)
+    return typer.Exit(1)
+
+
+def _write(out: Path, write: Callable[[Path], object]) -> None:
+    try:
+        write_atomically(out, write)
+    except OSError as error:
+        raise usage_error(f"--out {out}: cannot write: {error.strerror or error}") from None
+
+
+@app.command("export")
+def export(
+    out: Annotated[Path, typer.Option("--out", "-o", help="trace CSV to write (ts,model,"
+                                                          "rate_rps: simulate's default "
+                                                          "columns)")],
+    models: ModelsOption = None,
+    until: Annotated[str | None, typer.Option(
+        help="end (ISO-8601, UTC); default and latest: the step of the newest observation")]
+    = None,
+    days: DaysOption = 7.0,
+    step_s: Annotated[int, typer.Option(help="seconds per row: the mean of the observations "
+                                             "in each step", min=1, max=3600)] = 60,
+    config: ConfigOption = None,
+    db: DbOption = None,
+) -> None:
+    """Write each model's observed demand (requests/s, the mean per step) as a trace CSV."""
+    from controlplane import trace_export
+
+    try:
+        _check_step(step_s)
+    except InputError as error:
+        raise usage_error(str(error)) from None
+    url, until_at = _checked(out, until, config, db)
 
     def read(store: Store) -> tuple[datetime, datetime, tuple[TrafficSeries, ...]] | None:
-        known = store.model_names()
-        wanted = wanted_models(models)
-        if wanted == []:
-            raise InputError(f"--models {models!r}: no model name; give comma-separated names "
-                             "or leave it out for every model")
-        unknown = [m for m in wanted or () if m not in known]
-        if unknown:
-            raise InputError(f"--models: model {unknown[0]!r} is not in the store's models "
-                             f"table (models: {known})")
+        wanted = _models_of(store, models)
         span = trace_export.observation_span(store)
-        if span is None or not known:
+        if span is None or not wanted:
             return None
-        since_at, end_at = trace_export.export_window(*span, step_s, days, until_at)
+        since_at, end_at = trace_export.export_window(*span, step_s, days, until_at,
+                                                      "observation")
         return (since_at, end_at,
-                trace_export.read_series(store, wanted or known, since_at, end_at, step_s))
+                trace_export.read_series(store, wanted, since_at, end_at, step_s))
 
     got = with_existing_store(config, db, read)
     if got is None:
-        console.print(f"store {redact(url)} has no models or no observed load yet; nothing to "
-                      "export", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(1)
+        raise _nothing(url, "observed load")
     since_at, end_at, series = got
     text, rows = trace_export.trace_csv(series)
     for line in trace_export.gap_warnings(series):
         print_warning(line)
-    try:
-        write_atomically(out, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-    except OSError as error:
-        raise usage_error(f"--out {out}: cannot write: {error.strerror or error}") from None
+    _write(out, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     written = sum(1 for s in series if s.observed_count())
     console.print(f"wrote {rows} rows of {written} model(s) to {out}: {since_at:%Y-%m-%d %H:%M} "
                   f".. {end_at:%Y-%m-%d %H:%M} UTC, a row per model and {step_s} s step",
+                  markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command("timeline")
+def timeline(
+    out: Annotated[Path, typer.Option("--out", "-o", help="timeline CSV to write (simulate's "
+                                                          "--timeline-out columns)")],
+    models: ModelsOption = None,
+    until: Annotated[str | None, typer.Option(
+        help="end (ISO-8601, UTC); default and latest: the start of the last tick's minute")]
+    = None,
+    days: DaysOption = 7.0,
+    config: ConfigOption = None,
+    db: DbOption = None,
+) -> None:
+    """Write what the loop did, per minute and model, as simulate's timeline, and score it."""
+    from controlplane import recorded_timeline, trace_export
+    from controlplane.cost_reader import time_span
+    from controlplane.simulation.timeline import headline, write_timeline
+
+    url, until_at = _checked(out, until, config, db)
+
+    def read(store: Store) -> tuple[datetime, datetime, tuple[MinuteRow, ...]] | None:
+        wanted = _models_of(store, models)
+        span = time_span(store.engine)
+        if span is None or not wanted:
+            return None
+        since_at, end_at = trace_export.export_window(*span, 60, days, until_at, "tick",
+                                                      newest_step=False)
+        return (since_at, end_at,
+                recorded_timeline.read_recorded(store, wanted, since_at, end_at))
+
+    got = with_existing_store(config, db, read)
+    if got is None:
+        raise _nothing(url, "reconcile ticks")
+    since_at, end_at, rows = got
+    _write(out, lambda tmp: write_timeline(tmp, rows))
+    score = headline(rows)
+    ratio = score["gpu_hours_over_lower_bound"]
+    console.print(f"wrote {len(rows)} rows ({score['minutes']} minutes) to {out}: "
+                  f"{since_at:%Y-%m-%d %H:%M} .. {end_at:%Y-%m-%d %H:%M} UTC; "
+                  f"{score['short_model_minutes']} short model-minutes "
+                  f"({score['short_model_minutes_pct']:g} %), {score['gpu_hours']:,.1f} GPU-hours"
+                  + ("" if ratio is None else f", {ratio:.3f} x the lower bound"),
                   markup=False, highlight=False, soft_wrap=True)

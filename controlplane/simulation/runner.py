@@ -177,6 +177,6 @@ def simulate(trace: Trace, config: SimConfig, policies: Sequence[str], timeline_
         runs.append(run)
         summaries.append(summarize(run, config))
     # every timeline or none: a failed run or write leaves no file of this simulation behind
-    write_all_atomically({paths[policy.name]: partial(write_timeline, run=run)
+    write_all_atomically({paths[policy.name]: partial(write_timeline, rows=run.rows)
                           for policy, run in zip(built, runs, strict=True)})
     return SimulationResult(tuple(built), tuple(runs), tuple(summaries), paths)

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from controlplane.simulation.engine import PolicyRun
+from controlplane.simulation.engine import MinuteRow, PolicyRun
 from controlplane.simulation.sim_config import SimConfig
 
 COLUMNS = ("minute", "model", "demand_rps", "ready_replicas", "per_replica_rps",
@@ -65,12 +65,12 @@ def exact_text(value: float) -> str:
     return text.removesuffix(".0")
 
 
-def write_timeline(path: Path, run: PolicyRun) -> None:
+def write_timeline(path: Path, rows: Sequence[MinuteRow]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(COLUMNS + PRODUCT_COLUMNS)
-        for row in run.rows:
+        for row in rows:
             writer.writerow((row.minute_at.strftime("%Y-%m-%d %H:%M:%S"), row.model,
                              exact_text(row.demand_rps), row.ready_replicas,
                              exact_text(row.per_replica_rps), exact_text(row.gpu_per_replica),
@@ -78,9 +78,10 @@ def write_timeline(path: Path, run: PolicyRun) -> None:
                              exact_text(row.product_gpus_billed)))
 
 
-def summarize(run: PolicyRun, config: SimConfig) -> dict[str, Any]:
-    """Short model-minutes, shortfall, GPU-hours against the lower bound, cost."""
-    rows = run.rows
+def headline(rows: Sequence[MinuteRow]) -> dict[str, Any]:
+    """The judge's headline numbers of a timeline's rows (``sim_score.py``): short
+    model-minutes (ready replicas x per-replica rps below the demand), the shortfall, GPU-hours
+    (each minute's fleet-wide ``gpus_billed`` once) against the lower bound."""
     short = [r for r in rows if r.ready_replicas * r.per_replica_rps < r.demand_rps * (1 - _EPS)
              - _EPS]
     short_minutes = {r.minute_at for r in short}
@@ -90,10 +91,7 @@ def summarize(run: PolicyRun, config: SimConfig) -> dict[str, Any]:
     billed: dict[Any, float] = {r.minute_at: r.gpus_billed for r in rows}
     gpu_hours = sum(billed.values()) / 60
     lower = sum(r.demand_rps / r.per_replica_rps * r.gpu_per_replica for r in rows) / 60
-    by_product = run.stats.gpu_hours_by_product
-    cost = sum(hours * config.fleet.prices[product] for product, hours in by_product.items())
     return {
-        "policy": run.policy, "seed": run.seed,
         "minutes": len(minutes), "model_minutes": len(rows),
         "short_model_minutes": len(short),
         "short_model_minutes_pct": round(100 * len(short) / len(rows), 4) if rows else 0.0,
@@ -103,6 +101,16 @@ def summarize(run: PolicyRun, config: SimConfig) -> dict[str, Any]:
         "gpu_hours": round(gpu_hours, 3),
         "gpu_hours_lower_bound": round(lower, 3),
         "gpu_hours_over_lower_bound": _ratio(gpu_hours, lower),
+    }
+
+
+def summarize(run: PolicyRun, config: SimConfig) -> dict[str, Any]:
+    """Short model-minutes, shortfall, GPU-hours against the lower bound, cost."""
+    rows = run.rows
+    by_product = run.stats.gpu_hours_by_product
+    cost = sum(hours * config.fleet.prices[product] for product, hours in by_product.items())
+    return {
+        "policy": run.policy, "seed": run.seed, **headline(rows),
         "cost_usd": round(cost, 2),
         "gpu_hours_by_product": {p: round(h, 3) for p, h in sorted(by_product.items())},
         "usd_per_gpu_hour_by_product": {p: config.fleet.prices[p] for p in sorted(by_product)},

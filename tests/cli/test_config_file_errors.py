@@ -13,7 +13,8 @@ from clihelpers import WARM_HEADROOM, _env
 COMMANDS = [["serve"], ["demo", "--minutes", "1", "--no-dashboard"], ["dashboard"], ["status"],
             ["forecast", "run"], ["cost", "export", "--out", "cost.csv"], ["db", "upgrade"],
             ["db", "downgrade", "base"], ["placement", "serve"], ["hint", "list"],
-            ["placement", "bindings"], ["trace", "export", "--out", "trace.csv"]]
+            ["placement", "bindings"], ["trace", "export", "--out", "trace.csv"],
+            ["trace", "timeline", "--out", "timeline.csv"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)

@@ -4,6 +4,7 @@ replays (SQLite and PostgreSQL), and the demo's own history replayed through it.
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -14,6 +15,7 @@ from clihelpers import WARM_HEADROOM, _env
 
 from controlplane.models_file import load_model_specs
 from controlplane.store import Store
+from dashboard import whatif
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "models.yaml"
 AT = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
@@ -141,28 +143,53 @@ def test_a_store_without_observations_exports_nothing_and_says_so(tmp_path: Path
     assert not out.exists()
 
 
-def test_the_demos_history_replays_in_simulate_minute_for_minute(tmp_path: Path) -> None:
-    db = tmp_path / "demo.db"
-    url = f"sqlite:///{db}"
-    ran = _headroom(url, "demo", "--minutes", "20", "--no-dashboard", "--db", str(db),
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).replace(tzinfo=UTC)
+
+
+def _rows(path: Path, time_col: str, value_col: str) -> dict[tuple[datetime, str], float]:
+    with path.open() as f:
+        return {(_at(r[time_col]), r["model"]): float(r[value_col]) for r in csv.DictReader(f)}
+
+
+def test_the_demos_history_replays_in_simulate_and_its_own_minutes_score_beside_it(
+        store_url: str, tmp_path: Path) -> None:
+    ran = _headroom(store_url, "demo", "--minutes", "20", "--no-dashboard", "--json",
                     "--start", "2026-12-03T08:00:00Z", cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
-    out, models = tmp_path / "trace.csv", tmp_path / "models.yaml"
-    done = _headroom(url, "trace", "export", "--db", str(db), "--out", str(out), "--days",
-                     str(30 / 1440))
+    demo = json.loads(ran.stdout)
+    trace, models = tmp_path / "trace.csv", tmp_path / "models.yaml"
+    done = _headroom(store_url, "trace", "export", "--out", str(trace), "--days", str(30 / 1440))
     assert done.returncode == 0, done.stderr
-    models.write_text(_headroom(url, "models", "list", "--yaml", "--db", str(db)).stdout)
-    timeline = tmp_path / "timeline.csv"
-    replayed = _headroom(url, "simulate", "--trace", str(out), "--models", str(models),
-                         "--timeline-out", str(timeline))
+    models.write_text(_headroom(store_url, "models", "list", "--yaml").stdout)
+    simulated = tmp_path / "simulated.csv"
+    replayed = _headroom(store_url, "simulate", "--trace", str(trace), "--models", str(models),
+                         "--timeline-out", str(simulated))
     assert replayed.returncode == 0, replayed.stderr
-    def at(text: str) -> datetime:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).replace(tzinfo=UTC)
-
-    with out.open() as f:
-        exported = {(at(r["ts"]), r["model"]): float(r["rate_rps"]) for r in csv.DictReader(f)}
-    with timeline.open() as f:
-        simulated = {(at(r["minute"]), r["model"]): float(r["demand_rps"])
-                     for r in csv.DictReader(f)}
+    exported = _rows(trace, "ts", "rate_rps")
     assert len({m for _, m in exported}) == 6 and len(exported) == 6 * 30
-    assert simulated == pytest.approx(exported)
+    assert _rows(simulated, "minute", "demand_rps") == pytest.approx(exported)
+
+    recorded = tmp_path / "recorded.csv"
+    scored = _headroom(store_url, "trace", "timeline", "--out", str(recorded))
+    assert scored.returncode == 0, scored.stderr
+    own = _rows(recorded, "minute", "demand_rps")
+    # the demo's 20 minutes, each model's demand the mean of the same observations as the trace's
+    assert sorted({at for at, _ in own}) == [_at("2026-12-03T08:00:00Z") + timedelta(minutes=i)
+                                             for i in range(20)]
+    assert own == pytest.approx({k: exported[k] for k in own}) and len(own) == 6 * 20
+    frames = whatif.read_timelines(recorded.read_bytes(), recorded.name)
+    outcome = whatif.summarize("recorded", next(iter(frames.values())), 1.0)
+    assert outcome.gpu_hours == pytest.approx(demo["gpu_hours"])  # what the demo billed
+    assert (f"wrote 120 rows (20 minutes) to {recorded}: 2026-12-03 08:00 .. 2026-12-03 08:20 "
+            f"UTC; {outcome.short_model_minutes} short model-minutes") in _flat(scored.stderr)
+
+
+def test_a_store_without_ticks_has_no_timeline_to_export(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    _store_with(url, TICKS)  # observations, but no reconcile tick
+    out = tmp_path / "recorded.csv"
+    done = _headroom(url, "trace", "timeline", "--out", str(out))
+    assert done.returncode == 1
+    assert "has no models or no reconcile ticks yet; nothing to export" in _flat(done.stderr)
+    assert not out.exists()

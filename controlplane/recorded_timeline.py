@@ -1,0 +1,98 @@
+"""``headroom trace timeline``: what the reconcile loop did, minute by minute, as the timeline
+``headroom simulate`` writes (its columns, which ``sim_score.py`` and the dashboard's What-if page
+read), so the loop that ran is scored as a simulated policy is, over the same demand
+(``headroom trace export``).
+
+Per minute and model, from the loop's own records:
+
+* ``demand_rps``: the mean of the minute's observations of the model (the ticks that measured
+  its load);
+* ``ready_replicas``: the fewest ready at any of them (those that served the whole minute, as
+  simulate counts them), and ``per_replica_rps`` what one of them was credited with then (the
+  observed capacity over the ready replicas; with none ready, the offline profile's);
+* ``gpu_per_replica`` and ``gpu_product``: the model's best profile point on the products the
+  node pools billed (the live loop's replica shape);
+* ``gpus_billed`` and ``product_gpus_billed``: the mean over the minute's ticks of the GPUs the
+  node pools billed (ready and provisioning nodes, as they reported them).
+
+A minute without a tick that read the fleet, or a model the minute did not measure, has no row:
+unknown, not zero.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from controlplane.domain.models import ProfilePoint
+from controlplane.simulation.engine import MinuteRow
+from controlplane.store import Store
+from controlplane.trace_export import on_grid
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One observation of a model: its load and ready capacity at one tick."""
+
+    model: str
+    at: datetime
+    demand_rps: float
+    capacity_rps: float
+    replicas_ready: int
+
+
+def minute_rows(seen: Sequence[Seen], billed: Sequence[tuple[datetime, Mapping[str, int]]],
+                shapes: Mapping[str, ProfilePoint]) -> tuple[MinuteRow, ...]:
+    """The timeline rows (by minute, then model) of the observations ``seen`` of the models
+    in ``shapes`` (their best points) and the GPUs billed per product at each tick."""
+    billed_by_minute: dict[datetime, list[Mapping[str, int]]] = defaultdict(list)
+    for at, by_product in billed:
+        billed_by_minute[on_grid(at, 60)].append(by_product)
+    seen_by_minute: dict[tuple[datetime, str], list[Seen]] = defaultdict(list)
+    for s in seen:
+        if s.model in shapes:
+            seen_by_minute[(on_grid(s.at, 60), s.model)].append(s)
+    rows = []
+    for (minute_at, model), observed in sorted(seen_by_minute.items()):
+        ticks = billed_by_minute.get(minute_at)
+        if not ticks:
+            continue
+        point = shapes[model]
+        fewest = min(observed, key=lambda s: s.replicas_ready)
+        credited_rps = (fewest.capacity_rps / fewest.replicas_ready
+                        if fewest.replicas_ready else 0.0)
+        rows.append(MinuteRow(
+            minute_at, model, sum(s.demand_rps for s in observed) / len(observed),
+            fewest.replicas_ready, 0, credited_rps if credited_rps > 0 else point.replica_rps,
+            point.replica_gpu_share, sum(sum(t.values()) for t in ticks) / len(ticks),
+            point.product, sum(t.get(point.product, 0) for t in ticks) / len(ticks)))
+    return tuple(rows)
+
+
+def read_recorded(store: Store, models: Sequence[str], since_at: datetime,
+                  until_at: datetime) -> tuple[MinuteRow, ...]:
+    """``minute_rows`` of the ``models``' observations and the ticks that read the fleet in
+    [since, until), each model shaped by its best point on the products billed then."""
+    from sqlalchemy import or_, select
+
+    from controlplane.cost_reader import as_utc, table, tick_facts
+
+    observations, ticks = table("observations"), table("ticks")
+    with store.engine.connect() as connection:
+        seen = [Seen(str(m), as_utc(at), float(d), float(c), int(r)) for m, at, d, c, r in
+                connection.execute(select(
+                    observations.c.model, observations.c.at, observations.c.demand_rps,
+                    observations.c.capacity_rps, observations.c.replicas_ready)
+                    .where(observations.c.at >= since_at, observations.c.at < until_at,
+                           observations.c.model.in_(list(models))))]
+        tick_times = dict(connection.execute(
+            select(ticks.c.id, ticks.c.started_at)
+            .where(ticks.c.started_at >= since_at, ticks.c.started_at < until_at,
+                   or_(ticks.c.synced.is_(None), ticks.c.synced.is_(True)))).tuples().all())
+    facts = tick_facts(store.engine, tick_times, loads=False)
+    billed = [(as_utc(tick_times[i]), f.billed_gpus) for i, f in facts.items()]
+    products = {p for _, by_product in billed for p in by_product}
+    shapes = {s.name: s.best_point(products) for s in store.model_specs() if s.name in models}
+    return minute_rows(seen, billed, shapes)
