@@ -22,14 +22,17 @@ unknown, not zero.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from controlplane.domain.models import ProfilePoint
 from controlplane.simulation.engine import MinuteRow
-from controlplane.store import Store
 from controlplane.trace_export import on_grid
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,28 +74,30 @@ def minute_rows(seen: Sequence[Seen], billed: Sequence[tuple[datetime, Mapping[s
     return tuple(rows)
 
 
-def read_recorded(store: Store, models: Sequence[str], since_at: datetime,
+def read_recorded(engine: Engine, models: Collection[str] | None, since_at: datetime,
                   until_at: datetime) -> tuple[MinuteRow, ...]:
-    """``minute_rows`` of the ``models``' observations and the ticks that read the fleet in
-    [since, until), each model shaped by its best point on the products billed then."""
+    """``minute_rows`` of the observations and the ticks that read the fleet in [since, until)
+    of the models table's ``models`` (None: all of them), each shaped by its best point on the
+    products billed then."""
     from sqlalchemy import or_, select
 
     from controlplane.cost_reader import as_utc, table, tick_facts
+    from controlplane.store.model_digest import model_specs_digested
 
+    specs = [s for s in model_specs_digested(engine)[1] if models is None or s.name in models]
     observations, ticks = table("observations"), table("ticks")
-    with store.engine.connect() as connection:
+    with engine.connect() as connection:
         seen = [Seen(str(m), as_utc(at), float(d), float(c), int(r)) for m, at, d, c, r in
                 connection.execute(select(
                     observations.c.model, observations.c.at, observations.c.demand_rps,
                     observations.c.capacity_rps, observations.c.replicas_ready)
                     .where(observations.c.at >= since_at, observations.c.at < until_at,
-                           observations.c.model.in_(list(models))))]
+                           observations.c.model.in_([s.name for s in specs])))]
         tick_times = dict(connection.execute(
             select(ticks.c.id, ticks.c.started_at)
             .where(ticks.c.started_at >= since_at, ticks.c.started_at < until_at,
                    or_(ticks.c.synced.is_(None), ticks.c.synced.is_(True)))).tuples().all())
-    facts = tick_facts(store.engine, tick_times, loads=False)
+    facts = tick_facts(engine, tick_times, loads=False)
     billed = [(as_utc(tick_times[i]), f.billed_gpus) for i, f in facts.items()]
     products = {p for _, by_product in billed for p in by_product}
-    shapes = {s.name: s.best_point(products) for s in store.model_specs() if s.name in models}
-    return minute_rows(seen, billed, shapes)
+    return minute_rows(seen, billed, {s.name: s.best_point(products) for s in specs})

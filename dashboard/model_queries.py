@@ -1,7 +1,7 @@
 """Read models of one model's series over the store, cached with a TTL (``st.cache_data``): its
 observations (load, capacity, replicas, serving signals) and its forecasts, and each model's
 newest forecast with its notes (what was done to its history on the way: migration 0023; a store
-older than it has none)."""
+older than it has none); and every model's minutes as the loop recorded them, as a timeline."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import streamlit as st
 from sqlalchemy import and_, func, select
 
 from controlplane.cost_reader import table
+from controlplane.recorded_timeline import read_recorded
+from controlplane.simulation.timeline import timeline_text
 from controlplane.store.codec import notes_from_json
 from controlplane.store.stored_columns import columns_or_null
 from dashboard.context import TTL_S, engine_for, read_frame, utc_columns
@@ -66,3 +68,11 @@ def latest_forecast_meta(url: str) -> pd.DataFrame:
     frame["notes"] = [notes_from_json(v if isinstance(v, str) else None)
                       for v in frame.pop("notes_json")]
     return frame
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def recorded_timeline(url: str, since_at: datetime, until_at: datetime) -> str:
+    """What the loop did over [since, until), as ``headroom trace timeline`` writes it ("": no
+    tick that read the fleet then)."""
+    rows = read_recorded(engine_for(url), None, since_at, until_at)
+    return timeline_text(rows) if rows else ""

@@ -14,6 +14,7 @@ import io
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -223,6 +224,16 @@ def minute_series(label: str, frame: pd.DataFrame) -> pd.DataFrame:
     if MINUTE_AT in frame.columns:
         series[MINUTE_AT] = pd.to_datetime(series["minute"] * 60, unit="s", utc=True)
     return series
+
+
+def timed_span(frames: Sequence[pd.DataFrame]) -> tuple[datetime, datetime] | None:
+    """[first, last + 1) minute of timelines whose minutes are all UTC times (None: none given,
+    or one with minutes that are no times)."""
+    if not frames or not all(MINUTE_AT in f.columns for f in frames):
+        return None
+    first = min(f[MINUTE_AT].min() for f in frames)
+    last = max(f[MINUTE_AT].max() for f in frames)
+    return first.to_pydatetime(), (last + pd.Timedelta(minutes=1)).to_pydatetime()
 
 
 @dataclass(frozen=True, slots=True)

@@ -174,7 +174,7 @@ def timeline(
         since_at, end_at = trace_export.export_window(*span, 60, days, until_at, "tick",
                                                       newest_step=False)
         return (since_at, end_at,
-                recorded_timeline.read_recorded(store, wanted, since_at, end_at))
+                recorded_timeline.read_recorded(store.engine, wanted, since_at, end_at))
 
     got = with_existing_store(config, db, read)
     if got is None:

@@ -14,6 +14,7 @@ rows.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -65,17 +66,24 @@ def exact_text(value: float) -> str:
     return text.removesuffix(".0")
 
 
+def timeline_text(rows: Sequence[MinuteRow]) -> str:
+    """The timeline CSV of ``rows``."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(COLUMNS + PRODUCT_COLUMNS)
+    for row in rows:
+        writer.writerow((row.minute_at.strftime("%Y-%m-%d %H:%M:%S"), row.model,
+                         exact_text(row.demand_rps), row.ready_replicas,
+                         exact_text(row.per_replica_rps), exact_text(row.gpu_per_replica),
+                         exact_text(row.gpus_billed), row.gpu_product,
+                         exact_text(row.product_gpus_billed)))
+    return out.getvalue()
+
+
 def write_timeline(path: Path, rows: Sequence[MinuteRow]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(COLUMNS + PRODUCT_COLUMNS)
-        for row in rows:
-            writer.writerow((row.minute_at.strftime("%Y-%m-%d %H:%M:%S"), row.model,
-                             exact_text(row.demand_rps), row.ready_replicas,
-                             exact_text(row.per_replica_rps), exact_text(row.gpu_per_replica),
-                             exact_text(row.gpus_billed), row.gpu_product,
-                             exact_text(row.product_gpus_billed)))
+        handle.write(timeline_text(rows))
 
 
 def headline(rows: Sequence[MinuteRow]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from controlplane.domain.cost import GpuPrice
 from controlplane.domain.errors import error_line
 from controlplane.settings import ConfigError, load_inherited_settings
 from controlplane.store.engine import StoreUnavailable, redact, sqlite_file
+from dashboard import model_queries as mq
 from dashboard import queries as q
 from dashboard import whatif, widgets
 from dashboard.markdown import escape_markdown
@@ -115,6 +116,28 @@ def product_prices(products: list[str], configured: tuple[GpuPrice, ...],
     return prices
 
 
+def recorded_source(read: list[tuple[str, dict[str, pd.DataFrame]]], no_store: str
+                    ) -> tuple[str, dict[str, pd.DataFrame]] | None:
+    """What the loop did over the timelines' minutes (this store's records, policy
+    ``recorded``), when asked for and there is a store."""
+    span = whatif.timed_span([frame for _, timelines in read for frame in timelines.values()])
+    if span is None or no_store:
+        return None
+    if not st.checkbox("Add what the loop did over these minutes: policy recorded, from this "
+                       "store's records, as `headroom trace timeline` writes them"):
+        return None
+    url = load_inherited_settings().db.url
+    try:
+        text = mq.recorded_timeline(url, *span)
+    except (StoreUnavailable, SQLAlchemyError) as error:
+        _error(f"the store at {redact(url)} cannot be read ({error_line(error)})")
+        return None
+    if not text:
+        st.info("The store recorded no reconcile tick over these minutes.")
+        return None
+    return "this store's records", whatif.read_timelines(text.encode(), "recorded.csv")
+
+
 def comparison(outcomes: list[whatif.PolicyOutcome],
                reported: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame([{
@@ -135,7 +158,6 @@ def main() -> None:
                                type=["csv", "json"], accept_multiple_files=True) or []
     paths_text = st.text_area("…or paths to files or folders (one per line)", height=70)
     sources = collect_sources(list(uploads), paths_text)
-    configured, no_store = store_prices()
     read: list[tuple[str, dict[str, pd.DataFrame]]] = []  # (file, its timelines by label)
     reported: dict[str, object] = {}
     for name, data in sources:
@@ -149,6 +171,10 @@ def main() -> None:
             read.append((name, whatif.read_timelines(data, name)))
         except whatif.TimelineError as error:
             _error(str(error))
+    configured, no_store = store_prices()
+    recorded = recorded_source(read, no_store)
+    if recorded is not None:
+        read.append(recorded)
     frames = [frame for _, timelines in read for frame in timelines.values()]
     products = whatif.products_of(frames)
     by_product = product_prices(products, configured, no_store) if products else {}

@@ -312,6 +312,46 @@ def test_what_if_compares_policies_dollars_against_short_minutes(
     assert table.loc["reactive", "GPU-hours"] == pytest.approx(2.0)
 
 
+def test_what_if_adds_what_the_loop_did_over_the_same_minutes_from_the_store(
+        page: Page, seeded: Seeded, tmp_path: Path) -> None:
+    from controlplane.recorded_timeline import read_recorded
+    from controlplane.simulation.timeline import headline
+
+    since_at = datetime(2026, 3, 2, 21, 30, tzinfo=UTC)  # inside the seeded store's 3.5 hours
+    lines = ["minute,model,demand_rps,ready_replicas,per_replica_rps,gpu_per_replica,gpus_billed"]
+    lines += [f"{since_at + timedelta(minutes=i):%Y-%m-%d %H:%M:%S},chat,10,1,20,1,4"
+              for i in range(30)]
+    (tmp_path / "static.csv").write_text("\n".join(lines) + "\n")
+    at = page("views/whatif.py")
+    at.text_area[0].set_value(str(tmp_path / "static.csv")).run()
+    no_exception(at)
+    assert list(at.dataframe[0].value["policy"]) == ["static"]  # not unless asked
+    at.checkbox[0].check().run()
+    no_exception(at)
+    table = at.dataframe[0].value.set_index("policy")
+    expected = headline(read_recorded(make_engine(seeded.url), None, since_at,
+                                      since_at + timedelta(minutes=30)))
+    assert expected["minutes"] == 30 and expected["gpu_hours"] > 0
+    assert table.loc["recorded", "minutes"] == 30
+    assert table.loc["recorded", "GPU-hours"] == pytest.approx(expected["gpu_hours"], abs=0.01)
+    assert (table.loc["recorded", "short model-minutes"]
+            == expected["short_model_minutes"])
+
+
+def test_what_if_says_when_the_store_recorded_nothing_over_the_timelines_minutes(
+        page: Page, tmp_path: Path) -> None:
+    (tmp_path / "static.csv").write_text(
+        "minute,model,demand_rps,ready_replicas,per_replica_rps,gpu_per_replica,gpus_billed\n"
+        "2025-01-01 00:00:00,chat,10,1,20,1,4\n")  # a year before the seeded store's ticks
+    at = page("views/whatif.py")
+    at.text_area[0].set_value(str(tmp_path / "static.csv")).run()
+    at.checkbox[0].check().run()
+    no_exception(at)
+    assert [i.value for i in at.info] == [
+        "The store recorded no reconcile tick over these minutes."]
+    assert list(at.dataframe[0].value["policy"]) == ["static"]
+
+
 def test_a_bad_timeline_is_reported_by_line_not_by_traceback(page: Page, tmp_path: Path) -> None:
     bad = tmp_path / "broken.csv"
     bad.write_text("minute,model,demand_rps,ready_replicas,per_replica_rps,gpus_billed\n"
