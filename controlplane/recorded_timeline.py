@@ -22,14 +22,13 @@ unknown, not zero.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from controlplane.domain.models import ProfilePoint
 from controlplane.simulation.engine import MinuteRow
-from controlplane.trace_export import on_grid
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -46,31 +45,61 @@ class Seen:
     replicas_ready: int
 
 
-def minute_rows(seen: Sequence[Seen], billed: Sequence[tuple[datetime, Mapping[str, int]]],
+def _minute(at: datetime) -> int:
+    """The minute of ``at``, counted from the epoch."""
+    return int(at.timestamp() // 60)
+
+
+@dataclass(slots=True)
+class _Minute:
+    """One model's observations in one minute, folded: their demand's sum and count, and the
+    one with the fewest replicas ready."""
+
+    demand_sum_rps: float
+    count: int
+    fewest: Seen
+
+
+def minute_rows(seen: Iterable[Seen], billed: Sequence[tuple[datetime, Mapping[str, int]]],
                 shapes: Mapping[str, ProfilePoint]) -> tuple[MinuteRow, ...]:
     """The timeline rows (by minute, then model) of the observations ``seen`` of the models
-    in ``shapes`` (their best points) and the GPUs billed per product at each tick."""
-    billed_by_minute: dict[datetime, list[Mapping[str, int]]] = defaultdict(list)
+    in ``shapes`` (their best points) and the GPUs billed per product at each tick. ``seen``
+    is read once, folded minute by minute (a week of a large fleet is millions of rows)."""
+    billed_by_minute: dict[int, list[Mapping[str, int]]] = defaultdict(list)
     for at, by_product in billed:
-        billed_by_minute[on_grid(at, 60)].append(by_product)
-    seen_by_minute: dict[tuple[datetime, str], list[Seen]] = defaultdict(list)
+        billed_by_minute[_minute(at)].append(by_product)
+    minutes: dict[tuple[int, str], _Minute] = {}
     for s in seen:
-        if s.model in shapes:
-            seen_by_minute[(on_grid(s.at, 60), s.model)].append(s)
-    rows = []
-    for (minute_at, model), observed in sorted(seen_by_minute.items()):
-        ticks = billed_by_minute.get(minute_at)
-        if not ticks:
+        if s.model not in shapes:
             continue
-        point = shapes[model]
-        fewest = min(observed, key=lambda s: s.replicas_ready)
+        key = (_minute(s.at), s.model)
+        folded = minutes.get(key)
+        if folded is None:
+            minutes[key] = _Minute(s.demand_rps, 1, s)
+            continue
+        folded.demand_sum_rps += s.demand_rps
+        folded.count += 1
+        if s.replicas_ready < folded.fewest.replicas_ready:
+            folded.fewest = s
+    mean_billed = {minute: (datetime.fromtimestamp(minute * 60, UTC),
+                            sum(sum(t.values()) for t in ticks) / len(ticks),
+                            {p: sum(t.get(p, 0) for t in ticks) / len(ticks)
+                             for p in {p for t in ticks for p in t}})
+                   for minute, ticks in billed_by_minute.items()}
+    shape = {m: (p.product, p.replica_gpu_share, p.replica_rps) for m, p in shapes.items()}
+    rows = []
+    for (minute, model), folded in sorted(minutes.items()):
+        if minute not in mean_billed:
+            continue
+        minute_at, gpus_billed, product_gpus = mean_billed[minute]
+        product, gpu_share, profile_rps = shape[model]
+        fewest = folded.fewest
         credited_rps = (fewest.capacity_rps / fewest.replicas_ready
                         if fewest.replicas_ready else 0.0)
         rows.append(MinuteRow(
-            minute_at, model, sum(s.demand_rps for s in observed) / len(observed),
-            fewest.replicas_ready, 0, credited_rps if credited_rps > 0 else point.replica_rps,
-            point.replica_gpu_share, sum(sum(t.values()) for t in ticks) / len(ticks),
-            point.product, sum(t.get(point.product, 0) for t in ticks) / len(ticks)))
+            minute_at, model, folded.demand_sum_rps / folded.count, fewest.replicas_ready, 0,
+            credited_rps if credited_rps > 0 else profile_rps, gpu_share, gpus_billed, product,
+            product_gpus.get(product, 0.0)))
     return tuple(rows)
 
 
@@ -87,12 +116,6 @@ def read_recorded(engine: Engine, models: Collection[str] | None, since_at: date
     specs = [s for s in model_specs_digested(engine)[1] if models is None or s.name in models]
     observations, ticks = table("observations"), table("ticks")
     with engine.connect() as connection:
-        seen = [Seen(str(m), as_utc(at), float(d), float(c), int(r)) for m, at, d, c, r in
-                connection.execute(select(
-                    observations.c.model, observations.c.at, observations.c.demand_rps,
-                    observations.c.capacity_rps, observations.c.replicas_ready)
-                    .where(observations.c.at >= since_at, observations.c.at < until_at,
-                           observations.c.model.in_([s.name for s in specs])))]
         tick_times = dict(connection.execute(
             select(ticks.c.id, ticks.c.started_at)
             .where(ticks.c.started_at >= since_at, ticks.c.started_at < until_at,
@@ -100,4 +123,12 @@ def read_recorded(engine: Engine, models: Collection[str] | None, since_at: date
     facts = tick_facts(engine, tick_times, loads=False)
     billed = [(as_utc(tick_times[i]), f.billed_gpus) for i, f in facts.items()]
     products = {p for _, by_product in billed for p in by_product}
-    return minute_rows(seen, billed, {s.name: s.best_point(products) for s in specs})
+    with engine.connect() as connection:
+        rows = connection.execution_options(stream_results=True, yield_per=10_000).execute(
+            select(observations.c.model, observations.c.at, observations.c.demand_rps,
+                   observations.c.capacity_rps, observations.c.replicas_ready)
+            .where(observations.c.at >= since_at, observations.c.at < until_at,
+                   observations.c.model.in_([s.name for s in specs])))
+        return minute_rows((Seen(str(m), as_utc(at), float(d), float(c), int(r))
+                            for m, at, d, c, r in rows),
+                           billed, {s.name: s.best_point(products) for s in specs})
