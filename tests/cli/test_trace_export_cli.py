@@ -103,6 +103,19 @@ def test_a_step_without_an_observation_is_a_gap_named_on_stderr_that_simulate_re
     assert filled.returncode == 0, filled.stderr
 
 
+def test_a_model_without_an_observation_in_the_window_is_named_and_left_out(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    _store_with(url, [("resnet50", 0, 100.0)])
+    out = tmp_path / "trace.csv"
+    done = _headroom(url, "trace", "export", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == "ts,model,rate_rps\n2026-12-03T08:00:00Z,resnet50,100.0\n"
+    assert ("warning: model 'llama-3-8b-chat': no observation in the window: not in the trace "
+            "(simulate refuses a models file that lists it)") in _flat(done.stderr)
+    assert "wrote 1 rows of 1 model(s)" in _flat(done.stderr)
+
+
 @pytest.mark.parametrize(("args", "expected"), [
     (["--models", "llama-3-8b-chat,gpt-9"], "--models: model 'gpt-9' is not in the store's "
                                              "models table"),
@@ -183,6 +196,11 @@ def test_the_demos_history_replays_in_simulate_and_its_own_minutes_score_beside_
     assert outcome.gpu_hours == pytest.approx(demo["gpu_hours"])  # what the demo billed
     assert (f"wrote 120 rows (20 minutes) to {recorded}: 2026-12-03 08:00 .. 2026-12-03 08:20 "
             f"UTC; {outcome.short_model_minutes} short model-minutes") in _flat(scored.stderr)
+    one = _headroom(store_url, "trace", "timeline", "--out", str(recorded), "--models",
+                    "bert-embed", "--until", "2026-12-03T08:10:30Z", "--days", str(6 / 1440))
+    assert one.returncode == 0, one.stderr
+    assert sorted(_rows(recorded, "minute", "demand_rps")) == [
+        (_at("2026-12-03T08:04:00Z") + timedelta(minutes=i), "bert-embed") for i in range(6)]
 
 
 def test_a_store_without_ticks_has_no_timeline_to_export(tmp_path: Path) -> None:
