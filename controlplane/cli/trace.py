@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from controlplane.cli.numbers import float_option
 from controlplane.cli.paths import check_output_path, write_atomically
@@ -43,8 +44,8 @@ def _check_step(step_s: int) -> None:
                          "(1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30) or is whole minutes")
 
 
-ModelsOption = Annotated[str | None, typer.Option(
-    help="comma-separated models of the store's models table [default: every one]")]
+ModelsOption = Annotated[str | None, typer.Option(help=escape(
+    "comma-separated models of the store's models table [default: every one]"))]
 DaysOption = Annotated[float, float_option(help="length of the window in days", min=0.001,
                                            max=3650.0)]
 
