@@ -28,9 +28,11 @@ from controlplane.sim.nodes import GPU_FACTS, SimNode, SimReplica, bound_to, rep
 
 def observed_pools(pools: Mapping[str, PoolSpec], nodes: Sequence[SimNode],
                    targets: Mapping[str, int], now: datetime) -> tuple[ObservedPool, ...]:
+    """Each pool's nodes as the Kubernetes reader counts them: every node of the pool until it
+    is deleted, one leaving it (drained before deletion, cordoned, still billed) included."""
     out = []
     for pool in pools.values():
-        mine = [n for n in nodes if n.pool == pool.name and not n.leaving]
+        mine = [n for n in nodes if n.pool == pool.name]
         ready = sum(1 for n in mine if n.ready_at <= now)
         out.append(ObservedPool(pool.name, pool.product, pool.gpus_per_node, ready,
                                 len(mine) - ready, targets[pool.name]))
