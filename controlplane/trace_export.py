@@ -4,8 +4,8 @@ simulate --trace`` replays (``ts,model,rate_rps``, simulate's default columns).
 Each model's observations (one per tick that measured its load) are averaged per step of a
 grid aligned to the epoch (``step_s`` 60: whole UTC minutes); a step without an observation
 (the loop was down, or could not measure the model) is no row: a gap, which ``simulate`` refuses
-unless ``--fill-gaps`` says how to fill it, never a zero. The window is pure arithmetic here; the
-store is read by ``read_series``.
+unless ``--fill-gaps`` says how to fill it, never a zero (``Store.rate_history`` gives each
+model's series, NaN where a step has none). The window is pure arithmetic here.
 """
 
 from __future__ import annotations
@@ -63,12 +63,6 @@ def observation_span(store: Store) -> tuple[datetime, datetime] | None:
         first_at, last_at = session.exec(select(func.min(ObservationRecord.at),
                                                 func.max(ObservationRecord.at))).one()
     return None if first_at is None else (as_utc(first_at), as_utc(last_at))
-
-
-def read_series(store: Store, models: Sequence[str], since_at: datetime, until_at: datetime,
-                step_s: int) -> tuple[TrafficSeries, ...]:
-    """Each model's observed demand over [since, until): the mean per step, NaN where none."""
-    return tuple(store.rate_history(m, since_at, until_at, step_s) for m in models)
 
 
 def trace_csv(series: Sequence[TrafficSeries]) -> tuple[str, int]:

@@ -131,8 +131,8 @@ def export(
             return None
         since_at, end_at = trace_export.export_window(*span, step_s, days, until_at,
                                                       "observation")
-        return (since_at, end_at,
-                trace_export.read_series(store, wanted, since_at, end_at, step_s))
+        return (since_at, end_at, tuple(store.rate_history(m, since_at, end_at, step_s)
+                                        for m in wanted))
 
     got = with_existing_store(config, db, read)
     if got is None:
