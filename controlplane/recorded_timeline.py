@@ -110,8 +110,9 @@ def read_recorded(engine: Engine, models: Collection[str] | None, since_at: date
     products billed then."""
     from sqlalchemy import or_, select
 
-    from controlplane.cost_reader import as_utc, table, tick_facts
+    from controlplane.cost_reader import table, tick_facts
     from controlplane.store.model_digest import model_specs_digested
+    from controlplane.store.utc import as_utc
 
     specs = [s for s in model_specs_digested(engine)[1] if models is None or s.name in models]
     observations, ticks = table("observations"), table("ticks")

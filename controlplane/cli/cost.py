@@ -15,7 +15,7 @@ from rich.console import Console
 
 from controlplane.cli.demo_store import settings_with_db, with_demo_hint
 from controlplane.cli.numbers import float_option
-from controlplane.cli.paths import check_output_path, write_atomically
+from controlplane.cli.paths import check_output_path, store_files, write_atomically
 from controlplane.cli.store_origin import DbOption, db_url_named, store_error_line
 from controlplane.cli.streams import usage_error
 from controlplane.cli.times import parse_utc
@@ -40,18 +40,6 @@ def _check_namespace(value: str, option: str) -> None:
     if not _NAMESPACE.match(value):
         raise InputError(f"{option} {value!r}: not a Kubernetes namespace name (lowercase "
                          "letters, digits and '-', at most 63)")
-
-
-def _store_files(url: str) -> dict[str, Path]:
-    """A SQLite store's file and its journal files, by what they are (none for a server)."""
-    from controlplane.store.engine import sqlite_file
-
-    store_file = sqlite_file(url)
-    if store_file is None:
-        return {}
-    return {"the store (db.url)": store_file,
-            **{f"the store's {suffix} file (db.url)": store_file.with_name(store_file.name + suffix)
-               for suffix in ("-wal", "-shm", "-journal")}}
 
 
 def _window(span: tuple[datetime, datetime], until: str | None,
@@ -97,7 +85,7 @@ def export(
         _check_namespace(warm_namespace, "--warm-namespace")
         settings = settings_with_db(config, db)
         url = settings.db.url
-        inputs = _store_files(url)
+        inputs = store_files(url)
         if config is not None:
             inputs["--config"] = config
         check_output_path(out, "--out", inputs)

@@ -11,7 +11,7 @@ from pathlib import Path
 from controlplane.files import write_atomically
 from forecaster.errors import InputError
 
-__all__ = ["check_output_path", "write_atomically"]
+__all__ = ["check_output_path", "store_files", "write_atomically"]
 
 
 def check_output_path(out: Path, option: str, inputs: Mapping[str, Path]) -> None:
@@ -67,3 +67,16 @@ def _nearest_existing(directory: Path) -> Path:
             if path.exists():
                 return path
     return Path(directory.anchor)
+
+
+def store_files(url: str) -> dict[str, Path]:
+    """A SQLite store's file and its journal files, by what they are (none for a server): the
+    inputs an ``--out`` must not be."""
+    from controlplane.store.engine import sqlite_file
+
+    store_file = sqlite_file(url)
+    if store_file is None:
+        return {}
+    return {"the store (db.url)": store_file,
+            **{f"the store's {suffix} file (db.url)": store_file.with_name(store_file.name + suffix)
+               for suffix in ("-wal", "-shm", "-journal")}}

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from controlplane.cli.numbers import float_option
-from controlplane.cli.paths import check_output_path, write_atomically
+from controlplane.cli.paths import check_output_path, store_files, write_atomically
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
 from controlplane.cli.streams import print_warning, usage_error
 from controlplane.cli.times import parse_utc
@@ -56,14 +56,12 @@ def _checked(out: Path, until: str | None, config: Path | None, db: Path | None
     be written refused (exit 2) before the store is read."""
     from controlplane.cli.demo_store import settings_with_db
     from controlplane.settings import ConfigError
-    from controlplane.store.engine import sqlite_file
 
     try:
         until_at = None if until is None else parse_utc(until, "--until")
         url = settings_with_db(config, db).db.url
-        store_file = sqlite_file(url)
-        check_output_path(out, "--out", {**({"the store (db.url)": store_file} if store_file
-                                            else {}), **({"--config": config} if config else {})})
+        check_output_path(out, "--out", {**store_files(url),
+                                         **({"--config": config} if config else {})})
     except (InputError, ConfigError) as error:
         raise usage_error(str(error)) from None
     return url, until_at

@@ -62,22 +62,23 @@ def collect_sources(uploads: list[Upload], paths_text: str) -> list[tuple[str, b
     return sources
 
 
-def store_prices() -> tuple[tuple[GpuPrice, ...], str]:
-    """The store's configured prices, or none and why: the page works without a store (it
-    reads timelines), and never creates a SQLite file or shows a traceback."""
+def store_prices() -> tuple[tuple[GpuPrice, ...], str, str]:
+    """The store's configured prices, or none and why, and the store's URL ("" when the
+    settings cannot be read): the page works without a store (it reads timelines), and never
+    creates a SQLite file or shows a traceback."""
     try:
         url = load_inherited_settings().db.url
     except ConfigError as error:
-        return (), f"the settings cannot be read ({error})"
+        return (), f"the settings cannot be read ({error})", ""
     missing = sqlite_file(url)
     if missing is not None and not missing.exists():
-        return (), f"there is no store file at {missing}"
+        return (), f"there is no store file at {missing}", url
     try:
-        return q.configured_prices(url), ""
+        return q.configured_prices(url), "", url
     except StoreUnavailable as error:
-        return (), f"the store cannot be opened ({error})"
+        return (), f"the store cannot be opened ({error})", url
     except SQLAlchemyError as error:
-        return (), f"the store at {redact(url)} cannot be read ({error_line(error)})"
+        return (), f"the store at {redact(url)} cannot be read ({error_line(error)})", url
 
 
 def price_input(configured: tuple[GpuPrice, ...], no_store: str) -> float:
@@ -116,17 +117,16 @@ def product_prices(products: list[str], configured: tuple[GpuPrice, ...],
     return prices
 
 
-def recorded_source(read: list[tuple[str, dict[str, pd.DataFrame]]], no_store: str
+def recorded_source(read: list[tuple[str, dict[str, pd.DataFrame]]], url: str, no_store: str
                     ) -> tuple[str, dict[str, pd.DataFrame]] | None:
-    """What the loop did over the timelines' minutes (this store's records, policy
-    ``recorded``), when asked for and there is a store."""
+    """What the loop did over the timelines' minutes (the store at ``url``'s records, policy
+    ``recorded``), when asked for and there is a store (``no_store`` empty)."""
     span = whatif.timed_span([frame for _, timelines in read for frame in timelines.values()])
     if span is None or no_store:
         return None
     if not st.checkbox("Add what the loop did over these minutes: policy recorded, from this "
                        "store's records, as `headroom trace timeline` writes them"):
         return None
-    url = load_inherited_settings().db.url
     try:
         text = mq.recorded_timeline(url, *span)
     except (StoreUnavailable, SQLAlchemyError) as error:
@@ -171,8 +171,8 @@ def main() -> None:
             read.append((name, whatif.read_timelines(data, name)))
         except whatif.TimelineError as error:
             _error(str(error))
-    configured, no_store = store_prices()
-    recorded = recorded_source(read, no_store)
+    configured, no_store, url = store_prices()
+    recorded = recorded_source(read, url, no_store)
     if recorded is not None:
         read.append(recorded)
     frames = [frame for _, timelines in read for frame in timelines.values()]
