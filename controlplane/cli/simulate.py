@@ -262,11 +262,13 @@ def simulate_command(
         "(policy, cost ratios, reaction_s, keep_s, node_stabilization_s, "
         "reactive_target_utilization, hint_lead_s, tenant_gpu_budgets, profile_correction), "
         "reconcile (interval_s, target_utilization, max_forecast_age_s, stale_headroom) and "
-        "forecast (interval_s, method, horizon_s, history_s) are simulated; the rest (store, "
-        "backend, pools, ...) is named on stderr and ignored. Precedence: an option given here "
+        "forecast (interval_s, method, horizon_s, history_s) are simulated; its pools replace "
+        "the models file's fleet (each model's GPU product on its pool's nodes, node bounds "
+        "and price); the rest (store, backend, ...) is named on stderr and ignored. "
+        "Precedence: an option given here "
         "(--policy, --tick-s, --forecast-interval-s, --forecast-method, --shortfall-cost-ratio, "
         "--short-minute-cost-ratio, --reactive-target, --hint-lead-s, --profile-correction) > "
-        "the settings > the models file's GPU budgets > the defaults; keys not set keep "
+        "the settings > the models file's GPU budgets and pools > the defaults; keys not set keep "
         "simulate's defaults, which differ from serve's for autoscaling.profile_correction "
         "(off; serve on), reconcile.target_utilization (1; serve 0.8), "
         "safety.max_replica_step (200; serve 8), safety.max_node_step (predictive 16, "
@@ -284,6 +286,7 @@ def simulate_command(
     from controlplane.simulation.config import ModelsFileError
     from controlplane.simulation.effective_settings import (
         effective_settings,
+        pools_used,
         sources,
         unlike_serve,
         unlike_serve_note,
@@ -292,6 +295,7 @@ def simulate_command(
         OPTION_SETTINGS,
         simulate_settings,
         with_budgets,
+        with_pools,
     )
     from controlplane.simulation.runner import check_policies, simulate
     from controlplane.simulation.timeline import check_not_inputs, timeline_paths
@@ -311,7 +315,7 @@ def simulate_command(
             load_trace, trace, time_col=time_col, series_col=series_col or None,
             value_col=value_col, value_unit=value_unit, fill_gaps=fill_gaps, time_unit=time_unit))
         if chosen is not None:
-            config = with_budgets(config, chosen)
+            config = with_pools(with_budgets(config, chosen), chosen)
         options, knobs = _options_and_knobs(values, named, chosen, seed, oracle_forecast,
                                             profile_correction, hints, config)
         try:
@@ -374,7 +378,8 @@ def simulate_command(
             **({"config": str(config_file)} if config_file is not None else {}),
             "timelines": {k: str(v) for k, v in result.timelines.items()},
             "policies": {s["policy"]: s for s in result.summaries},
-            "effective_settings": used}, indent=2, allow_nan=False))
+            "effective_settings": used, "pools": pools_used(config, chosen)},
+            indent=2, allow_nan=False))
         return
     note = unlike_serve_note(unlike_serve(used))
     if note is not None:

@@ -13,12 +13,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from pydantic import (
-    ConfigDict,
     Field,
     ValidationError,
     ValidationInfo,
@@ -35,6 +34,7 @@ from controlplane.models_yaml import ModelsFileError as ModelsFileError
 from controlplane.models_yaml import unique_names, validated
 from controlplane.profile_points import PointEntry, placeable
 from controlplane.simulation.cells import shown
+from controlplane.simulation.fleet_file import MAX_SECONDS, FleetSection, Loose, Seconds
 from controlplane.simulation.misspelt_keys import misspelt_keys
 from controlplane.simulation.profiled import LATENCY_FIELD, SHAPE_FIELDS, shape_value
 from controlplane.simulation.sim_config import (
@@ -46,9 +46,7 @@ from controlplane.simulation.sim_config import (
     SimModel,
 )
 from controlplane.simulation.strict_shares import check_strict_share
-from controlplane.yaml_numbers import NoTextForANumber
 from scheduler.domain.sharing import MAX_CLIENTS_PER_GPU
-from scheduler.domain.validate import MAX_GPUS_PER_NODE
 
 #: On-demand list prices, USD per GPU-hour: the cost model's (REFERENCE.md §10.1, with their
 #: sources), so ``simulate`` and the dashboard price a product alike. Override with
@@ -56,40 +54,14 @@ from scheduler.domain.validate import MAX_GPUS_PER_NODE
 DEFAULT_PRICES: dict[str, float] = {p.product: p.usd_per_gpu_hour for p in LIST_PRICES}
 
 
+MAX_REPLICA_RPS = 1e7  # requests/s one replica serves: the demand hints' bound too
 OPTION = "--cold-start"  # where a cold-start override comes from (it replaces every model's)
 
 
-class _Loose(NoTextForANumber):
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-
-#: the longest cold start, wake or provisioning time: a week (more is a unit mistake, ms written
-#: as s; near 1e300 s the lognormal's tail and the simulated clock overflow)
-MAX_SECONDS = 7 * 86_400.0
-MAX_REPLICA_RPS = 1e7  # requests/s one replica serves: the demand hints' bound too
-#: seconds, finite, > 0 and at most MAX_SECONDS (``.inf`` in YAML is refused, naming the field)
-_Seconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
-#: a price (USD per GPU-hour) or a GPU budget: finite and >= 0
-_NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-#: a price, USD per GPU-hour: list prices are a few dollars; near 1e308 the cost overflows to inf
-_Price = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
-
-
-class _Quantiles(_Loose):
-    p50: _Seconds
-    p90: _Seconds
-
-    @model_validator(mode="after")
-    def _ordered(self) -> _Quantiles:
-        if self.p90 < self.p50:
-            raise ValueError(f"p90 ({self.p90}) < p50 ({self.p50})")
-        return self
-
-
-class _ColdStart(_Loose):
+class _ColdStart(Loose):
     samples_ms_csv: str | None = None
-    p50_s: _Seconds | None = None
-    p90_s: _Seconds | None = None
+    p50_s: Seconds | None = None
+    p90_s: Seconds | None = None
     cached_max_s: float = Field(10.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False,
                                 description="loads up to this are the cached mode")
 
@@ -104,7 +76,7 @@ class _ColdStart(_Loose):
         return self
 
 
-class _Model(_Loose):
+class _Model(Loose):
     # the fields a shape field's checks (and a profile's best point) read come before it
     name: str = Field(min_length=1)
     tenant: str = Field("default", min_length=1)
@@ -180,9 +152,9 @@ class _Model(_Loose):
                              f"time-slices alike), so a share is >= 1/{MAX_CLIENTS_PER_GPU}, "
                              f"got {value}")
         fleet = _checks(info).fleet
-        if fleet is not None and value > fleet.gpus_per_node:
-            raise ValueError(f"{value} GPUs do not fit a node of "
-                             f"fleet.gpus_per_node={fleet.gpus_per_node}")
+        if fleet is not None and product is not None and value > fleet.node_gpus(product)[0]:
+            gpus, key = fleet.node_gpus(product)
+            raise ValueError(f"{value} GPUs do not fit a node of {key}={gpus}")
         return value
 
     @field_validator("isolation")
@@ -210,20 +182,9 @@ class _Model(_Loose):
         return value
 
 
-class _Fleet(_Loose):
-    node_provision_s: _Quantiles = _Quantiles(p50=120, p90=240)
-    gpus_per_node: int = Field(8, ge=1, le=MAX_GPUS_PER_NODE)  # settings' pools alike
-    max_nodes: int = Field(10_000, ge=1, description="per GPU product")
-    cached_start_s: _Quantiles = _Quantiles(p50=3, p90=5)
-    idle_wake_s: float = Field(2.0, ge=0, le=MAX_SECONDS, allow_inf_nan=False)
-    prices: dict[str, _Price] = Field(default_factory=dict)  # USD per GPU-hour
-    cluster_gpu_budget: int | None = Field(None, ge=0)
-    tenant_gpu_budgets: dict[str, _NonNegative] = Field(default_factory=dict)  # GPUs
-
-
-class _File(_Loose):
+class _File(Loose):
     models: list[_Model] = Field(min_length=1)
-    fleet: _Fleet = _Fleet()
+    fleet: FleetSection = FleetSection()
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +193,7 @@ class _Checks:
     fleet, None when it is not valid itself (its problems are listed, and the checks of the
     models against it wait for it), and whether ``--cold-start`` replaces every model's own."""
 
-    fleet: _Fleet | None = None
+    fleet: FleetSection | None = None
     cold_start_overridden: bool = False
 
 
@@ -250,7 +211,7 @@ def _fleet_prices(info: ValidationInfo) -> dict[str, float] | None:
 def _checks_of(cold_start_override: _ColdStart | None) -> Callable[[dict[str, Any]], _Checks]:
     def checks(raw: dict[str, Any]) -> _Checks:
         try:
-            fleet: _Fleet | None = _Fleet.model_validate(raw.get("fleet", {}))
+            fleet: FleetSection | None = FleetSection.model_validate(raw.get("fleet", {}))
         except ValidationError:  # listed with the file's other problems
             fleet = None
         return _Checks(fleet, cold_start_overridden=cold_start_override is not None)
@@ -333,6 +294,10 @@ def load_models_file(path: Path, cold_start_override: _ColdStart | None = None) 
     found += [f"{path}: fleet.tenant_gpu_budgets.{tenant}: no model belongs to tenant "
               f"{tenant!r}; the models' tenants are {', '.join(map(repr, tenants))}"
               for tenant in sorted(set(fleet.tenant_gpu_budgets) - set(tenants))]
+    products = sorted({m.gpu_product for m in parsed.models if m.gpu_product})
+    found += [f"{path}: fleet.pools.{product}: no model runs on {product!r}; the models' GPU "
+              f"products are {', '.join(map(repr, products))}"
+              for product in sorted(set(fleet.pools) - set(products))]
     cold_starts: list[ColdStartModel] = []
     for i, m in enumerate(parsed.models):
         try:
@@ -348,7 +313,8 @@ def load_models_file(path: Path, cold_start_override: _ColdStart | None = None) 
         gpus_per_node=fleet.gpus_per_node, max_nodes=fleet.max_nodes,
         idle_wake_s=fleet.idle_wake_s, prices={**DEFAULT_PRICES, **fleet.prices},
         cluster_gpu_budget=fleet.cluster_gpu_budget,
-        tenant_gpu_budgets=dict(fleet.tenant_gpu_budgets)), str(path),
+        tenant_gpu_budgets=dict(fleet.tenant_gpu_budgets), pools=fleet.node_shapes()),
+        str(path),
         misspelt_keys(str(path), parsed, list(parsed.models), [m.name for m in parsed.models]))
 
 

@@ -18,7 +18,7 @@ from controlplane.autoscaling.policies import ScalingPolicy
 from controlplane.autoscaling.profile_correction import CorrectionConfig
 from controlplane.domain.demand import PREDICTIVE, REACTIVE
 from controlplane.settings import Settings
-from controlplane.simulation.engine import SimOptions
+from controlplane.simulation.engine import SimOptions, pool_specs
 from controlplane.simulation.operator_settings import OPTION_SETTINGS, SimulateSettings
 from controlplane.simulation.sim_config import SimConfig
 
@@ -170,3 +170,15 @@ def unlike_serve_note(unlike: Mapping[str, Mapping[str, Any]]) -> str | None:
         parts.append(f"{key} ({used}; serve {_text(serve_default(key))})")
     return (f"simulate's defaults differ from serve's for {', '.join(parts)}; set them in a "
             "--config file to simulate serve's")
+
+
+def pools_used(config: SimConfig, chosen: SimulateSettings | None) -> list[dict[str, Any]]:
+    """The simulated fleet's pools, one per GPU product of the models, as ``--json`` gives
+    them: name, product, node size and bounds, price and where they came from (``config``: the
+    settings' ``pools``, else ``models_file``: its fleet, simulate's defaults where it is
+    silent)."""
+    came_from = CONFIG if chosen is not None and chosen.pools is not None else MODELS_FILE
+    return [{"name": pool.name, "product": pool.product, "gpus_per_node": pool.gpus_per_node,
+             "min_nodes": pool.min_nodes, "max_nodes": pool.max_nodes,
+             "usd_per_gpu_hour": pool.price_per_gpu_hour, "from": came_from}
+            for pool in pool_specs(config)]

@@ -136,9 +136,9 @@ class PolicyRun:
 
 def pool_specs(config: SimConfig) -> tuple[PoolSpec, ...]:
     products = sorted({m.shape.product for m in config.models})
-    fleet = config.fleet
-    return tuple(PoolSpec(p.lower(), p, fleet.gpus_per_node, 0, fleet.max_nodes,
-                          fleet.prices[p]) for p in products)
+    shapes = {p: config.fleet.pool(p) for p in products}
+    return tuple(PoolSpec(s.name, p, s.gpus_per_node, s.min_nodes, s.max_nodes,
+                          config.fleet.prices[p]) for p, s in shapes.items())
 
 
 def fleet_models(config: SimConfig) -> tuple[FleetModel, ...]:

@@ -26,8 +26,13 @@ def _walk(model: BaseModel, path: str) -> Iterator[tuple[str, str, str]]:
             yield path, key, near
     for name in type(model).model_fields:
         value = getattr(model, name)
+        where = f"{path}.{name}" if path else name
         if isinstance(value, BaseModel):
-            yield from _walk(value, f"{path}.{name}" if path else name)
+            yield from _walk(value, where)
+        elif isinstance(value, dict):  # a section by name (``fleet.pools.L4``)
+            for key, section in value.items():
+                if isinstance(section, BaseModel):
+                    yield from _walk(section, f"{where}.{key}")
 
 
 def misspelt_keys(source: str, root: BaseModel, models: list[BaseModel],

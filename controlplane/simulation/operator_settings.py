@@ -3,9 +3,9 @@
 The file is loaded as ``serve`` loads it (``load_settings``: the environment's ``HEADROOM_*``
 variables over the file, every value checked). Only the keys it sets are taken: a key it leaves
 out keeps simulate's own default, so an empty file simulates exactly what no file does.
-Precedence: an option given on the command line > the settings > the models file (GPU budgets)
-> simulate's defaults. The keys a simulation cannot honour (the store, the cluster backend,
-Prometheus, the pools, which the models file's fleet replaces, ...) are listed in ``ignored``.
+Precedence: an option given on the command line > the settings > the models file (GPU budgets,
+node pools) > simulate's defaults. The keys a simulation cannot honour (the store, the cluster
+backend, Prometheus, ...) are listed in ``ignored``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from pydantic import BaseModel
 
 from controlplane.autoscaling.policies import ScaleDownGuards
 from controlplane.autoscaling.profile_correction import CorrectionConfig
-from controlplane.settings import Settings
-from controlplane.simulation.sim_config import SimConfig
+from controlplane.domain.desired import PoolSpec
+from controlplane.settings import Settings, pool_specs
+from controlplane.simulation.sim_config import NodeShape, SimConfig
 
 #: simulate's options (by parameter name) and the setting that gives each one's value when the
 #: option is not given on the command line
@@ -54,6 +55,8 @@ _GUARDS = ("safety.scale_down_cooldown_s", "safety.replica_disruption_budget",
            "safety.node_disruption_budget", "safety.disruption_window_s")
 _BUDGETS = ("safety.cluster_gpu_budget", "autoscaling.tenant_gpu_budgets")
 _CORRECTION = "autoscaling.profile_correction"
+#: the settings' pools replace the models file's fleet (``with_pools``); not a policy's key
+POOLS = "pools"
 HONOURED = frozenset({*OPTION_SETTINGS.values(), *KNOB_SETTINGS.values(),
                       *SIM_OPTION_SETTINGS.values(), *_GUARDS, *_BUDGETS, _CORRECTION})
 
@@ -92,6 +95,7 @@ class SimulateSettings:
     tenant_gpu_budgets: Mapping[str, float] | None = None
     #: (on,) with autoscaling.profile_correction set: its correction, or off
     profile_correction: tuple[CorrectionConfig | None] | None = None
+    pools: tuple[PoolSpec, ...] | None = None  # None: the key is not set
     ignored: tuple[str, ...] = ()
     taken: tuple[str, ...] = ()  # the honoured keys the file (or the environment) sets
 
@@ -125,7 +129,8 @@ def simulate_settings(settings: Settings, source: str) -> SimulateSettings:
         tenant_gpu_budgets=dict(settings.autoscaling.tenant_gpu_budgets)
         if "autoscaling.tenant_gpu_budgets" in chosen else None,
         profile_correction=(correction,) if _CORRECTION in chosen else None,
-        ignored=tuple(k for k in given if k not in HONOURED),
+        pools=pool_specs(settings) if POOLS in chosen else None,
+        ignored=tuple(k for k in given if k not in HONOURED and k != POOLS),
         taken=tuple(k for k in given if k in HONOURED))
 
 
@@ -143,3 +148,30 @@ def with_budgets(config: SimConfig, chosen: SimulateSettings) -> SimConfig:
     if chosen.cluster_gpu_budget is not None:
         fleet = replace(fleet, cluster_gpu_budget=chosen.cluster_gpu_budget[0])
     return replace(config, fleet=fleet)
+
+
+def with_pools(config: SimConfig, chosen: SimulateSettings) -> SimConfig:
+    """``config`` with the settings' pools in place of the models file's fleet: each model's GPU
+    product runs on its pool's nodes (name, GPUs a node, ``min_nodes``, ``max_nodes``) at its
+    pool's price (the settings hold one pool per product). Refused (ValueError naming the file
+    and the pool): a model whose product no pool has, and a replica of more GPUs than its pool's
+    node."""
+    if chosen.pools is None:
+        return config
+    where = f"{chosen.source}: pools"
+    products = sorted({m.shape.product for m in config.models})
+    mine = {pool.product: pool for pool in chosen.pools}
+    for model in config.models:
+        runs_on = mine.get(model.shape.product)
+        if runs_on is None:
+            raise ValueError(f"{where}: no pool of {model.shape.product}, the GPU product of "
+                             f"model {model.name!r} in {config.source}; the pools' products are "
+                             f"{', '.join(sorted(mine)) or 'none'}")
+        if model.shape.gpu_share > runs_on.gpus_per_node:
+            raise ValueError(f"{where}: {runs_on.name}: a node of gpus_per_node="
+                             f"{runs_on.gpus_per_node} cannot hold a replica of model "
+                             f"{model.name!r}, {model.shape.gpu_share:g} GPUs ({config.source})")
+    shapes = {p: NodeShape(mine[p].name, mine[p].gpus_per_node, mine[p].min_nodes,
+                           mine[p].max_nodes) for p in products}
+    prices = {**config.fleet.prices, **{p: mine[p].price_per_gpu_hour for p in products}}
+    return replace(config, fleet=replace(config.fleet, pools=shapes, prices=prices))

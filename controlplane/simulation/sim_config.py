@@ -1,7 +1,8 @@
 """The typed config ``headroom simulate`` runs on, as ``simulation.config`` loads it from a
 models file: each model's replica shape, isolation, cold start (``ColdStartModel``), true
-capacity, latency and replica bounds (``SimModel``), and the fleet's provisioning, node size,
-prices and GPU budgets (``FleetConfig``), together a ``SimConfig``."""
+capacity, latency and replica bounds (``SimModel``), and the fleet's provisioning, node shapes
+(``NodeShape``: one pool per GPU product), prices and GPU budgets (``FleetConfig``), together a
+``SimConfig``."""
 
 from __future__ import annotations
 
@@ -51,14 +52,30 @@ class SimModel:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeShape:
+    """The simulated pool of one GPU product: its name, GPUs a node and node bounds."""
+
+    name: str
+    gpus_per_node: int
+    min_nodes: int
+    max_nodes: int
+
+
+@dataclass(frozen=True, slots=True)
 class FleetConfig:
     node_provision: Durations
-    gpus_per_node: int
-    max_nodes: int
+    gpus_per_node: int  # of a product without a pool of its own in ``pools``
+    max_nodes: int  # likewise
     idle_wake_s: float
     prices: Mapping[str, float]
     cluster_gpu_budget: int | None = None
     tenant_gpu_budgets: Mapping[str, float] = field(default_factory=dict)
+    pools: Mapping[str, NodeShape] = field(default_factory=dict)  # by GPU product
+
+    def pool(self, product: str) -> NodeShape:
+        """The pool of ``product``: its own, else the fleet's node size and bound."""
+        return self.pools.get(product) or NodeShape(product.lower(), self.gpus_per_node, 0,
+                                                     self.max_nodes)
 
 
 @dataclass(frozen=True, slots=True)
