@@ -7,11 +7,12 @@
    backfilled before its start (``sim.history_s``) on, so simulate's forecaster warms up on it as
    the live one did; ``headroom models list --yaml`` the store's models, to which this script
    adds each mis-profiled model's true throughput per replica (``sim.true_throughput_factor`` x
-   its best point: what the demo fleet's replicas really serve) and the demo fleet's prices and
+   its best point: what the demo fleet's replicas really serve) and the demo fleet's
    provisioning delay.
 3. ``headroom simulate --policy predictive --policy reactive`` replays that demand with serve's
    settings where simulate's defaults differ (``--config``: profile correction on, target
-   utilization 0.8, replica step 8, node step 4).
+   utilization 0.8, replica step 8, node step 4) and the demo's pools (node sizes, node limits
+   and prices).
 4. ``headroom trace timeline`` writes the loop's own minutes; ``../shared/bench/sim_score.py``
    scores them beside the simulated timelines' same minutes (from the demo's start on).
 
@@ -65,9 +66,9 @@ def _headroom(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def models_file(listed: Path) -> dict[str, Any]:
-    """The store's models file (``listed``) with the demo fleet: its prices, its provisioning
-    delay and each model's true throughput per replica where the demo's fleet serves less than
-    the profile (the best point the loop sizes it by, x ``sim.true_throughput_factor``)."""
+    """The store's models file (``listed``) with the demo fleet: its provisioning delay and each
+    model's true throughput per replica where the demo's fleet serves less than the profile (the
+    best point the loop sizes it by, x ``sim.true_throughput_factor``)."""
     from controlplane.models_file import load_model_specs
     from controlplane.settings import load_settings
 
@@ -79,10 +80,16 @@ def models_file(listed: Path) -> dict[str, Any]:
         if factor is not None:
             model["true_per_replica_rps"] = spec.best_point(products).replica_rps * factor
     low_s, high_s = settings.sim.node_provision_s  # uniform: p50 the middle, p90 9/10 of the way
-    doc["fleet"] = {"prices": {p.product: p.price_per_gpu_hour for p in settings.pools},
-                    "node_provision_s": {"p50": (low_s + high_s) / 2,
+    doc["fleet"] = {"node_provision_s": {"p50": (low_s + high_s) / 2,
                                          "p90": low_s + 0.9 * (high_s - low_s)}}
     return doc
+
+
+def serve_settings() -> dict[str, Any]:
+    """``SERVE_SETTINGS`` and the demo's pools, as serve's settings file gives them."""
+    from controlplane.settings import load_settings
+
+    return {**SERVE_SETTINGS, "pools": [p.model_dump() for p in load_settings().pools]}
 
 
 def since(timeline: Path, start_at: str, out: Path) -> Path:
@@ -121,7 +128,8 @@ def main() -> None:
         listed = out / "listed.yaml"
         listed.write_text(_headroom("models", "list", "--yaml", "--db", str(db), cwd=out).stdout)
         (out / "models.yaml").write_text(yaml.safe_dump(models_file(listed), sort_keys=False))
-        (out / "serve.yaml").write_text(yaml.safe_dump(SERVE_SETTINGS))
+        settings = serve_settings()
+        (out / "serve.yaml").write_text(yaml.safe_dump(settings))
         _headroom("trace", "timeline", "--db", str(db), "--out", str(out / "recorded.csv"),
                   "--until", until, "--days", f"{args.hours / 24:.6f}", cwd=out)
         simulated = json.loads(_headroom(
@@ -149,7 +157,7 @@ def main() -> None:
               f"{row['gpu_hours_over_lower_bound'] or float('nan'):>7.3f}")
     RESULTS.write_text(json.dumps({
         "benchmark": "replay", "hours": args.hours, "start_at": START_AT,
-        "history_days": history_days, "serve_settings": SERVE_SETTINGS, "table": table,
+        "history_days": history_days, "serve_settings": settings, "table": table,
         "comparable": judge.get("comparable"), "demo": demo, "simulated": simulated,
         "judge": judge, "provenance": provenance(started)}, indent=2) + "\n")
     print(f"wrote {RESULTS.relative_to(REPO)}")
