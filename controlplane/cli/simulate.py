@@ -120,9 +120,10 @@ def _options_and_knobs(values: dict[str, Any], named: dict[str, str],
     return options, knobs
 
 
-def _inputs(models: Path, cold_start: str | None, read_trace: Callable[..., Trace]
-            ) -> tuple[SimConfig, Trace]:
-    """The models file (every cold start ``--cold-start``'s, when given) and the trace
+def _inputs(models: Path, cold_start: str | None, read_trace: Callable[..., Trace],
+            chosen: SimulateSettings | None) -> tuple[SimConfig, Trace]:
+    """The models file (every cold start ``--cold-start``'s, when given; a profile sized on the
+    products of the settings' pools, when they give pools) and the trace
     (``read_trace``: ``load_trace`` with the options of the trace), both read even when one is
     refused, so that a run names the problems of both (ValueError, one line each); a trace read
     without the models file is not checked against its models."""
@@ -137,7 +138,9 @@ def _inputs(models: Path, cold_start: str | None, read_trace: Callable[..., Trac
     problems: list[str] = []
     config, replayed = None, None
     try:
-        config = load_models_file(models, override)
+        offered = (None if chosen is None or chosen.pools is None
+                   else tuple(p.product for p in chosen.pools))
+        config = load_models_file(models, override, offered)
     except ModelsFileError as error:
         problems.append(str(error))
     try:
@@ -313,7 +316,8 @@ def simulate_command(
         names = values["policy"] or ["predictive"]
         config, replayed = _inputs(models, cold_start, partial(
             load_trace, trace, time_col=time_col, series_col=series_col or None,
-            value_col=value_col, value_unit=value_unit, fill_gaps=fill_gaps, time_unit=time_unit))
+            value_col=value_col, value_unit=value_unit, fill_gaps=fill_gaps, time_unit=time_unit),
+            chosen)
         if chosen is not None:
             config = with_pools(with_budgets(config, chosen), chosen)
         options, knobs = _options_and_knobs(values, named, chosen, seed, oracle_forecast,

@@ -110,7 +110,7 @@ class _Model(Loose):
     @classmethod
     def _given_or_profiled(cls, value: Any, info: ValidationInfo) -> Any:
         return shape_value(info.field_name or "", value, info.data,
-                           _fleet_prices(info) or DEFAULT_PRICES)
+                           _checks(info).offered or _fleet_prices(info) or DEFAULT_PRICES)
 
     @field_validator("per_replica_rps", "true_per_replica_rps", "latency_slo_ms", "latency_ms")
     @classmethod
@@ -191,10 +191,13 @@ class _File(Loose):
 class _Checks:
     """What a model's checks read beyond the model (pydantic's validation context): the file's
     fleet, None when it is not valid itself (its problems are listed, and the checks of the
-    models against it wait for it), and whether ``--cold-start`` replaces every model's own."""
+    models against it wait for it), whether ``--cold-start`` replaces every model's own, and
+    the GPU products of ``--config``'s pools (None: the products the fleet prices), among
+    which a profile's best point is chosen, as the live loop chooses it."""
 
     fleet: FleetSection | None = None
     cold_start_overridden: bool = False
+    offered: tuple[str, ...] | None = None
 
 
 def _checks(info: ValidationInfo) -> _Checks:
@@ -208,13 +211,14 @@ def _fleet_prices(info: ValidationInfo) -> dict[str, float] | None:
     return None if fleet is None else {**DEFAULT_PRICES, **fleet.prices}
 
 
-def _checks_of(cold_start_override: _ColdStart | None) -> Callable[[dict[str, Any]], _Checks]:
+def _checks_of(cold_start_override: _ColdStart | None, offered: tuple[str, ...] | None
+               ) -> Callable[[dict[str, Any]], _Checks]:
     def checks(raw: dict[str, Any]) -> _Checks:
         try:
             fleet: FleetSection | None = FleetSection.model_validate(raw.get("fleet", {}))
         except ValidationError:  # listed with the file's other problems
             fleet = None
-        return _Checks(fleet, cold_start_overridden=cold_start_override is not None)
+        return _Checks(fleet, cold_start_override is not None, offered)
     return checks
 
 
@@ -277,10 +281,14 @@ def _sim_model(model: _Model, cold_start: ColdStartModel) -> SimModel:
                     model.min_replicas, model.max_replicas)
 
 
-def load_models_file(path: Path, cold_start_override: _ColdStart | None = None) -> SimConfig:
-    """Parse and check a models file; ``cold_start_override`` replaces every model's cold start.
-    Every problem is listed (see the module docstring), one line each."""
-    parsed = validated(path, _File, "'models' and 'fleet'", _checks_of(cold_start_override))
+def load_models_file(path: Path, cold_start_override: _ColdStart | None = None,
+                     offered: tuple[str, ...] | None = None) -> SimConfig:
+    """Parse and check a models file; ``cold_start_override`` replaces every model's cold start;
+    a profile is sized by its best point on one of the ``offered`` GPU products (``--config``'s
+    pools) where it has one. Every problem is listed (see the module docstring), one line
+    each."""
+    parsed = validated(path, _File, "'models' and 'fleet'",
+                       _checks_of(cold_start_override, offered))
     fleet = parsed.fleet
     cached = Durations.lognormal(fleet.cached_start_s.p50, fleet.cached_start_s.p90)
     override = (None if cold_start_override is None  # the option's problem: not the file's

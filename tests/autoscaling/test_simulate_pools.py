@@ -139,3 +139,30 @@ def test_config_pools_a_model_cannot_run_on_are_refused_naming_the_pool(tmp_path
         result = _run(tmp_path, models_text, trace, "--config", str(serve))
         assert result.exit_code == 2, result.output
         assert message in " ".join(result.output.split())
+
+
+PROFILED = """\
+models:
+  - name: chat/large
+    isolation: trusted
+    latency_slo_ms: 2000
+    cold_start: {p50_s: 60, p90_s: 180}
+    profile:
+      - {product: H100-80GB, throughput_rps: 30, latency_ms: 500, memory_mib: 30000}
+      - {product: A100-80GB, throughput_rps: 20, latency_ms: 800, memory_mib: 30000}
+"""
+
+
+def test_a_profile_is_sized_on_the_configs_pools_as_the_live_loop_sizes_it(tmp_path: Path
+                                                                           ) -> None:
+    trace = _flat_trace(tmp_path / "trace.csv", 40.0)
+    result = _run(tmp_path, PROFILED, trace, "--json")
+    assert result.exit_code == 0, result.output
+    assert [p["product"] for p in json.loads(result.stdout)["pools"]] == ["H100-80GB"]
+    (tmp_path / "serve.yaml").write_text(SERVE_POOLS)  # A100-80GB and L4: no H100
+    result = _run(tmp_path, PROFILED, trace, "--json", "--config", str(tmp_path / "serve.yaml"))
+    assert result.exit_code == 0, result.output
+    assert [p["name"] for p in json.loads(result.stdout)["pools"]] == ["a100-spot"]
+    with (tmp_path / "t.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert {(r["gpu_product"], r["per_replica_rps"]) for r in rows} == {("A100-80GB", "20")}
