@@ -26,6 +26,7 @@ from controlplane.cli.simulate import simulate_command
 from controlplane.cli.status import status_command
 from controlplane.cli.streams import print_error
 from controlplane.cli.trace import app as trace_app
+from controlplane.cli.trace_replay import replay as trace_replay
 
 # Commands import what they run in their bodies: `headroom --help`, and each command, load only
 # what the command invoked needs (not pandas, SQLAlchemy, gRPC, ... for every command).
@@ -74,6 +75,7 @@ app.add_typer(cost_app, name="cost")
 app.add_typer(hint_app, name="hint")
 app.add_typer(models_app, name="models")
 app.add_typer(trace_app, name="trace")
+trace_app.command("replay")(reflowed(trace_replay))
 app.command("simulate")(reflowed(simulate_command))
 app.command()(demo)
 app.command()(serve)

@@ -67,7 +67,7 @@ def _checked(out: Path, until: str | None, config: Path | None, db: Path | None
     return url, until_at
 
 
-def _models_of(store: Store, models: str | None) -> list[str]:
+def models_of(store: Store, models: str | None) -> list[str]:
     """``--models`` (each of the store's models table), or every model of the table."""
     from controlplane.cli.forecast_source import wanted_models
 
@@ -83,10 +83,10 @@ def _models_of(store: Store, models: str | None) -> list[str]:
     return wanted or known
 
 
-def _nothing(url: str, what: str) -> typer.Exit:
+def nothing(url: str, what: str, verb: str = "export") -> typer.Exit:
     from controlplane.store.engine import redact
 
-    console.print(f"store {redact(url)} has no models or no {what} yet; nothing to export",
+    console.print(f"store {redact(url)} has no models or no {what} yet; nothing to {verb}",
                   markup=False, highlight=False, soft_wrap=True)
     return typer.Exit(1)
 
@@ -123,7 +123,7 @@ def export(
     url, until_at = _checked(out, until, config, db)
 
     def read(store: Store) -> tuple[datetime, datetime, tuple[TrafficSeries, ...]] | None:
-        wanted = _models_of(store, models)
+        wanted = models_of(store, models)
         span = trace_export.observation_span(store)
         if span is None or not wanted:
             return None
@@ -134,7 +134,7 @@ def export(
 
     got = with_existing_store(config, db, read)
     if got is None:
-        raise _nothing(url, "observed load")
+        raise nothing(url, "observed load")
     since_at, end_at, series = got
     text, rows = trace_export.trace_csv(series)
     for line in trace_export.gap_warnings(series):
@@ -166,7 +166,7 @@ def timeline(
     url, until_at = _checked(out, until, config, db)
 
     def read(store: Store) -> tuple[datetime, datetime, tuple[MinuteRow, ...]] | None:
-        wanted = _models_of(store, models)
+        wanted = models_of(store, models)
         span = time_span(store.engine)
         if span is None or not wanted:
             return None
@@ -177,7 +177,7 @@ def timeline(
 
     got = with_existing_store(config, db, read)
     if got is None:
-        raise _nothing(url, "reconcile ticks")
+        raise nothing(url, "reconcile ticks")
     since_at, end_at, rows = got
     _write(out, lambda tmp: write_timeline(tmp, rows))
     score = headline(rows)

@@ -75,7 +75,8 @@ def set_keys(group: BaseModel, prefix: str = "") -> tuple[str, ...]:
     return tuple(keys)
 
 
-def _value(settings: Settings, dotted: str) -> Any:
+def setting_value(settings: Settings, dotted: str) -> Any:
+    """The value of a dotted settings key (``safety.max_node_step``)."""
     value: Any = settings
     for part in dotted.split("."):
         value = getattr(value, part)
@@ -110,7 +111,7 @@ def simulate_settings(settings: Settings, source: str) -> SimulateSettings:
     chosen = set(given)
 
     def taken(names: Mapping[str, str]) -> dict[str, Any]:
-        return {name: _value(settings, key) for name, key in names.items() if key in chosen}
+        return {name: setting_value(settings, key) for name, key in names.items() if key in chosen}
 
     safety = settings.safety
     scale_down = (ScaleDownGuards(safety.scale_down_cooldown_s, safety.replica_disruption_budget,

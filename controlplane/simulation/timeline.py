@@ -17,6 +17,7 @@ import csv
 import io
 import math
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,17 @@ def write_timeline(path: Path, rows: Sequence[MinuteRow]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as handle:
         handle.write(timeline_text(rows))
+
+
+def read_timeline(path: Path) -> tuple[MinuteRow, ...]:
+    """The rows of a timeline file ``write_timeline`` wrote (``idle_replicas`` is not in it:
+    0)."""
+    with path.open(newline="") as handle:
+        return tuple(MinuteRow(
+            datetime.strptime(r["minute"], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC), r["model"],
+            float(r["demand_rps"]), int(r["ready_replicas"]), 0, float(r["per_replica_rps"]),
+            float(r["gpu_per_replica"]), float(r["gpus_billed"]), r["gpu_product"],
+            float(r["product_gpus_billed"])) for r in csv.DictReader(handle))
 
 
 def headline(rows: Sequence[MinuteRow]) -> dict[str, Any]:

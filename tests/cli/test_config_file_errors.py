@@ -14,7 +14,7 @@ COMMANDS = [["serve"], ["demo", "--minutes", "1", "--no-dashboard"], ["dashboard
             ["forecast", "run"], ["cost", "export", "--out", "cost.csv"], ["db", "upgrade"],
             ["db", "downgrade", "base"], ["placement", "serve"], ["hint", "list"],
             ["placement", "bindings"], ["trace", "export", "--out", "trace.csv"],
-            ["trace", "timeline", "--out", "timeline.csv"]]
+            ["trace", "timeline", "--out", "timeline.csv"], ["trace", "replay", "--out-dir", "r"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)

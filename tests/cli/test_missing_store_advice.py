@@ -16,7 +16,8 @@ from clihelpers import WARM_HEADROOM, _env
 #: the commands that read or add to an existing store, each as it opens one
 COMMANDS = [["db", "current"], ["db", "history"], ["status"], ["models", "list"],
             ["hint", "list"], ["cost", "export", "--out", "x.csv"],
-            ["trace", "export", "--out", "x.csv"], ["trace", "timeline", "--out", "x.csv"]]
+            ["trace", "export", "--out", "x.csv"], ["trace", "timeline", "--out", "x.csv"],
+            ["trace", "replay", "--out-dir", "r"]]
 
 
 def _headroom(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

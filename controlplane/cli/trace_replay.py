@@ -1,0 +1,162 @@
+"""``headroom trace replay``: the loop's own demand replayed through ``headroom simulate`` with
+serve's settings and pools, scored beside what the loop did over the same model-minutes.
+
+It writes, into ``--out-dir``, the inputs an operator edits to ask "what would another setting
+have done with this traffic?" and re-runs ``headroom simulate`` on: ``trace.csv`` (``trace
+export``, from ``--warmup-days`` before the window so the forecaster warms up as the live one
+did), ``models.yaml`` (``models list --yaml``, each replica credited with what the fleet reported
+it to serve), ``settings.yaml`` (serve's values of every key simulate honours, and its pools),
+``recorded.csv`` (``trace timeline``) and simulate's timelines. Simulate runs as a child process
+(``python -m controlplane.cli simulate``), exactly as an operator would run it on those files.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from controlplane.cli.json_errors import JsonOption, write_document
+from controlplane.cli.numbers import float_option
+from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
+from controlplane.cli.streams import print_warning, usage_error
+from controlplane.cli.times import parse_utc
+from controlplane.cli.trace import DaysOption, ModelsOption, models_of, nothing
+from forecaster.errors import InputError
+
+if TYPE_CHECKING:  # imported where used: `headroom trace --help` loads no store
+    from controlplane.domain.models import ModelSpec
+    from controlplane.simulation.engine import MinuteRow
+    from controlplane.store import Store
+    from forecaster.types import TrafficSeries
+
+console = Console(stderr=True)
+
+
+def _read(store: Store, models: str | None, until_at: datetime | None, days: float,
+          warmup_days: float) -> tuple[datetime, datetime, tuple[TrafficSeries, ...],
+                                       tuple[MinuteRow, ...], list[ModelSpec]] | None:
+    """The window's recorded minutes (as ``trace timeline`` reads them), the demand from
+    ``warmup_days`` before it (as ``trace export`` reads it) and the models' specs."""
+    from controlplane import recorded_timeline, trace_export
+    from controlplane.cost_reader import time_span
+
+    wanted = models_of(store, models)
+    ticks, observed = time_span(store.engine), trace_export.observation_span(store)
+    if ticks is None or observed is None or not wanted:
+        return None
+    since_at, end_at = trace_export.export_window(*ticks, 60, days, until_at, "tick",
+                                                  newest_step=False)
+    first_at = max(trace_export.on_grid(observed[0], 60), since_at - timedelta(days=warmup_days))
+    series = tuple(store.rate_history(m, first_at, end_at, 60) for m in wanted)
+    rows = recorded_timeline.read_recorded(store.engine, wanted, since_at, end_at)
+    return since_at, end_at, series, rows, [s for s in store.model_specs() if s.name in wanted]
+
+
+def _simulate(out_dir: Path, policies: list[str], seed: int) -> dict[str, Any]:
+    """``headroom simulate`` on the written inputs; its own errors end the replay with its
+    exit code."""
+    done = subprocess.run(
+        [sys.executable, "-m", "controlplane.cli", "simulate",
+         "--trace", str(out_dir / "trace.csv"), "--models", str(out_dir / "models.yaml"),
+         "--config", str(out_dir / "settings.yaml"), "--fill-gaps", "hold", "--seed", str(seed),
+         "--timeline-out", str(out_dir / "simulated.csv"), "--json",
+         *(a for p in policies for a in ("--policy", p))],
+        stdout=subprocess.PIPE, text=True, check=False)
+    if done.returncode != 0:
+        raise typer.Exit(done.returncode)
+    doc: dict[str, Any] = json.loads(done.stdout)
+    return doc
+
+
+def _table(scores: dict[str, dict[str, Any]]) -> Table:
+    table = Table(title="the loop's minutes, recorded and replayed")
+    for column in ("timeline", "model-minutes", "short", "short %", "GPU-h", "GPU-h / LB"):
+        table.add_column(column, justify="left" if column == "timeline" else "right")
+    for label, score in scores.items():
+        ratio = score["gpu_hours_over_lower_bound"]
+        table.add_row(label, f"{score['model_minutes']:,}", f"{score['short_model_minutes']:,}",
+                      f"{score['short_model_minutes_pct']:.3f}", f"{score['gpu_hours']:,.1f}",
+                      "-" if ratio is None else f"{ratio:.3f}")
+    return table
+
+
+def replay(
+    out_dir: Annotated[Path, typer.Option(
+        "--out-dir", "-o", file_okay=False, help="directory for the trace, models file, "
+        "settings file and timelines (created; files of the same names are replaced)")],
+    models: ModelsOption = None,
+    until: Annotated[str | None, typer.Option(
+        help="end (ISO-8601, UTC); default and latest: the start of the last tick's minute")]
+    = None,
+    days: DaysOption = 1.0,
+    warmup_days: Annotated[float, float_option(
+        help="days of demand before the window that the simulation replays first, unscored, "
+             "so its forecaster warms up as the loop's did", min=0.0, max=60.0)] = 1.0,
+    policy: Annotated[list[str] | None, typer.Option(
+        "--policy", help=escape("predictive, reactive or static (repeatable) [default: "
+                                "serve's autoscaling.policy]"))] = None,
+    seed: Annotated[int, typer.Option(help="seed of simulate's cold-start and provisioning "
+                                           "draws")] = 1,
+    json_out: JsonOption = False,
+    config: ConfigOption = None,
+    db: DbOption = None,
+) -> None:
+    """Replay the loop's demand through headroom simulate, scored beside what the loop did."""
+    import yaml
+
+    from controlplane import trace_export
+    from controlplane.cli.demo_store import settings_with_db
+    from controlplane.replay_inputs import (
+        replay_models_file,
+        replay_settings,
+        reported_replica_rps,
+    )
+    from controlplane.settings import ConfigError
+    from controlplane.simulation.timeline import headline, read_timeline, write_timeline
+
+    try:
+        until_at = None if until is None else parse_utc(until, "--until")
+        settings = settings_with_db(config, db)
+    except (InputError, ConfigError) as error:
+        raise usage_error(str(error)) from None
+    got = with_existing_store(config, db, lambda store: _read(store, models, until_at, days,
+                                                              warmup_days))
+    if got is None:
+        raise nothing(settings.db.url, "reconcile ticks or observed load", "replay")
+    since_at, end_at, series, rows, specs = got
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise usage_error(f"--out-dir {out_dir}: {error.strerror or error}") from None
+    for line in trace_export.gap_warnings(series):
+        print_warning(line)
+    observed = {s.series_id for s in series if s.observed_count()}
+    specs = [s for s in specs if s.name in observed]
+    (out_dir / "trace.csv").write_text(trace_export.trace_csv(series)[0], encoding="utf-8")
+    (out_dir / "models.yaml").write_text(yaml.safe_dump(
+        replay_models_file(specs, reported_replica_rps(rows)), sort_keys=False))
+    (out_dir / "settings.yaml").write_text(yaml.safe_dump(replay_settings(settings),
+                                                          sort_keys=False))
+    write_timeline(out_dir / "recorded.csv", rows)
+    simulated = _simulate(out_dir, policy or [], seed)
+    scored = {(r.minute_at, r.model) for r in rows}
+    scores = {"recorded": headline(rows)} | {
+        name: headline([r for r in read_timeline(Path(path)) if (r.minute_at, r.model) in scored])
+        for name, path in simulated["timelines"].items()}
+    window = {"since": since_at.isoformat(), "until": end_at.isoformat()}
+    if json_out:
+        write_document(json.dumps({"ok": True, "window": window, "out_dir": str(out_dir),
+                                   "scores": scores, "simulate": simulated}, indent=2))
+        return
+    Console(width=max(100, Console().width)).print(_table(scores))
+    typer.echo(f"window {since_at:%Y-%m-%d %H:%M} .. {end_at:%Y-%m-%d %H:%M} UTC, the recorded "
+               f"model-minutes only; inputs and timelines in {out_dir}")

@@ -1,0 +1,57 @@
+"""``headroom trace replay``'s inputs from what the store holds (pure): the models file of the
+replayed models, each replica credited with what the loop's fleet reported it to serve, and the
+settings file of serve's values of every key simulate honours, with serve's pools."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from controlplane.domain.models import ModelSpec
+from controlplane.models_file import as_models_file
+from controlplane.settings import Settings
+from controlplane.simulation.engine import MinuteRow
+from controlplane.simulation.operator_settings import HONOURED, POOLS, setting_value
+
+
+def reported_replica_rps(rows: Sequence[MinuteRow]) -> dict[str, float]:
+    """Per model, the median requests/s a ready replica was credited with in the loop's minutes
+    (the fleet's observed capacity over its ready replicas; minutes without one left out)."""
+    seen: dict[str, list[float]] = {}
+    for row in rows:
+        if row.ready_replicas > 0:
+            seen.setdefault(row.model, []).append(row.per_replica_rps)
+    return {model: statistics.median(values) for model, values in seen.items()}
+
+
+def replay_models_file(specs: Sequence[ModelSpec], reported_rps: Mapping[str, float]
+                       ) -> dict[str, Any]:
+    """The models file of ``specs`` (``headroom models list --yaml``'s), each model's
+    ``true_per_replica_rps`` what its replicas were reported to serve, where they were: so a
+    simulated replica serves what the loop's did, and the recorded and the simulated minutes
+    are scored alike."""
+    doc = as_models_file(specs)
+    for entry in doc["models"]:
+        if entry["name"] in reported_rps:
+            entry["true_per_replica_rps"] = reported_rps[entry["name"]]
+    return doc
+
+
+def _plain(value: Any) -> Any:
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+
+
+def replay_settings(settings: Settings) -> dict[str, Any]:
+    """``settings``' value of every key ``headroom simulate --config`` honours, and its pools,
+    as a settings file: the replay runs with serve's values, not simulate's defaults."""
+    out: dict[str, Any] = {POOLS: [_plain(pool) for pool in settings.pools]}
+    for key in sorted(HONOURED):
+        group, *path, name = key.split(".")
+        node = out.setdefault(group, {})
+        for part in path:
+            node = node.setdefault(part, {})
+        node[name] = _plain(setting_value(settings, key))
+    return out

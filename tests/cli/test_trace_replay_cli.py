@@ -1,0 +1,94 @@
+"""`headroom trace replay`: the loop's own demand replayed through `headroom simulate` with
+serve's settings and pools, scored beside what the loop did over the same model-minutes
+(SQLite and PostgreSQL); the inputs it writes re-run in simulate to the same timeline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+from clihelpers import WARM_HEADROOM, _env
+
+from controlplane.models_file import load_model_specs
+from controlplane.settings import load_settings
+from controlplane.settings_groups import default_pools
+from controlplane.store import Store
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "models.yaml"
+
+
+def _headroom(url: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*WARM_HEADROOM, *args], env=_env(HEADROOM_DB__URL=url), cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_demos_minutes_replay_beside_the_recorded_ones_from_inputs_simulate_reruns(
+        store_url: str, tmp_path: Path) -> None:
+    ran = _headroom(store_url, "demo", "--minutes", "20", "--no-dashboard", "--json",
+                    "--start", "2026-12-03T08:00:00Z", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    demo = json.loads(ran.stdout)
+    out = tmp_path / "replay"
+    done = _headroom(store_url, "trace", "replay", "--out-dir", str(out), "--warmup-days", "0.1",
+                     "--policy", "predictive", "--policy", "reactive", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["window"] == {"since": "2026-12-03T08:00:00+00:00",
+                             "until": "2026-12-03T08:20:00+00:00"}
+    scores = doc["scores"]
+    assert list(scores) == ["recorded", "predictive", "reactive"]
+    assert {s["model_minutes"] for s in scores.values()} == {6 * 20}  # the same model-minutes
+    assert scores["recorded"]["gpu_hours"] == pytest.approx(demo["gpu_hours"], abs=1e-3)
+    trace = (out / "trace.csv").read_text().splitlines()
+    assert trace[1].startswith("2026-12-03T05:36:00Z,")  # 0.1 day of warm-up before 08:00
+    # mistral-7b-support's replicas serve 0.6 x its profile's 18 rps in the demo's fleet
+    credited = {m["name"]: m.get("true_per_replica_rps")
+                for m in yaml.safe_load((out / "models.yaml").read_text())["models"]}
+    assert credited["mistral-7b-support"] == pytest.approx(10.8)
+    assert len(credited) == 6
+    settings = load_settings(out / "settings.yaml")
+    assert settings.pools == default_pools()  # the demo's own pools, prices and limits
+    assert settings.reconcile.target_utilization == 0.8  # serve's, not simulate's 1
+    assert {p["from"] for p in doc["simulate"]["pools"]} == {"config"}
+    again = tmp_path / "again.csv"
+    rerun = _headroom(store_url, "simulate", "--trace", str(out / "trace.csv"), "--models",
+                      str(out / "models.yaml"), "--config", str(out / "settings.yaml"),
+                      "--fill-gaps", "hold", "--timeline-out", str(again))
+    assert rerun.returncode == 0, rerun.stderr
+    assert again.read_text() == (out / "simulated.predictive.csv").read_text()
+
+
+def test_a_store_without_ticks_has_nothing_to_replay_and_writes_nothing(tmp_path: Path
+                                                                       ) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store.open(url, migrate=True)
+    store.upsert_models(load_model_specs(EXAMPLE))
+    at = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
+    store.save_observations([("resnet50", at + timedelta(seconds=30 * i), 100.0)
+                             for i in range(4)])
+    store.engine.dispose()
+    out = tmp_path / "replay"
+    done = _headroom(url, "trace", "replay", "--out-dir", str(out))
+    assert done.returncode == 1
+    assert ("has no models or no reconcile ticks or observed load yet; nothing to replay"
+            in " ".join(done.stderr.split()))
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--until", "yesterday"], "--until"),
+    (["--warmup-days", "-1"], "--warmup-days"),
+    (["--days", "0"], "--days"),
+])
+def test_bad_options_are_refused_naming_the_option_before_the_store_is_read(
+        tmp_path: Path, args: list[str], message: str) -> None:
+    out = tmp_path / "replay"
+    done = _headroom(f"sqlite:///{tmp_path / 'missing.db'}", "trace", "replay", "--out-dir",
+                     str(out), *args)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert not out.exists() and not (tmp_path / "missing.db").exists()
