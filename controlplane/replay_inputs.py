@@ -27,16 +27,21 @@ def reported_replica_rps(rows: Sequence[MinuteRow]) -> dict[str, float]:
     return {model: statistics.median(values) for model, values in seen.items()}
 
 
-def replay_models_file(specs: Sequence[ModelSpec], reported_rps: Mapping[str, float]
-                       ) -> dict[str, Any]:
+def replay_models_file(specs: Sequence[ModelSpec], reported_rps: Mapping[str, float],
+                       settings: Settings, simulated_fleet: bool) -> dict[str, Any]:
     """The models file of ``specs`` (``headroom models list --yaml``'s), each model's
     ``true_per_replica_rps`` what its replicas were reported to serve, where they were: so a
     simulated replica serves what the loop's did, and the recorded and the simulated minutes
-    are scored alike."""
+    are scored alike. A simulated fleet's (the demo's) nodes take ``sim.node_provision_s``
+    (uniform: p50 its middle, p90 nine tenths of the way), a real fleet's simulate's default."""
     doc = as_models_file(specs)
     for entry in doc["models"]:
         if entry["name"] in reported_rps:
             entry["true_per_replica_rps"] = reported_rps[entry["name"]]
+    if simulated_fleet:
+        low_s, high_s = settings.sim.node_provision_s
+        doc["fleet"] = {"node_provision_s": {"p50": (low_s + high_s) / 2,
+                                             "p90": low_s + 0.9 * (high_s - low_s)}}
     return doc
 
 

@@ -13,6 +13,7 @@ it to serve), ``settings.yaml`` (serve's values of every key simulate honours, a
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import datetime, timedelta
@@ -43,10 +44,12 @@ console = Console(stderr=True)
 
 def _read(store: Store, models: str | None, until_at: datetime | None, days: float,
           warmup_days: float) -> tuple[datetime, datetime, tuple[TrafficSeries, ...],
-                                       tuple[MinuteRow, ...], list[ModelSpec]] | None:
+                                       tuple[MinuteRow, ...], list[ModelSpec], bool] | None:
     """The window's recorded minutes (as ``trace timeline`` reads them), the demand from
-    ``warmup_days`` before it (as ``trace export`` reads it) and the models' specs."""
+    ``warmup_days`` before it (as ``trace export`` reads it), the models' specs and whether
+    the store is a simulated fleet's."""
     from controlplane import recorded_timeline, trace_export
+    from controlplane.cli.store_time import runs_a_simulated_fleet
     from controlplane.cost_reader import time_span
 
     wanted = models_of(store, models)
@@ -58,19 +61,22 @@ def _read(store: Store, models: str | None, until_at: datetime | None, days: flo
     first_at = max(trace_export.on_grid(observed[0], 60), since_at - timedelta(days=warmup_days))
     series = tuple(store.rate_history(m, first_at, end_at, 60) for m in wanted)
     rows = recorded_timeline.read_recorded(store.engine, wanted, since_at, end_at)
-    return since_at, end_at, series, rows, [s for s in store.model_specs() if s.name in wanted]
+    specs = [s for s in store.model_specs() if s.name in wanted]
+    return since_at, end_at, series, rows, specs, runs_a_simulated_fleet(store)
 
 
 def _simulate(out_dir: Path, policies: list[str], seed: int) -> dict[str, Any]:
-    """``headroom simulate`` on the written inputs; its own errors end the replay with its
-    exit code."""
+    """``headroom simulate`` on the written inputs, without the ``HEADROOM_*`` variables (the
+    settings file holds their values already); its own errors end the replay with its exit
+    code."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_")}
     done = subprocess.run(
         [sys.executable, "-m", "controlplane.cli", "simulate",
          "--trace", str(out_dir / "trace.csv"), "--models", str(out_dir / "models.yaml"),
          "--config", str(out_dir / "settings.yaml"), "--fill-gaps", "hold", "--seed", str(seed),
          "--timeline-out", str(out_dir / "simulated.csv"), "--json",
          *(a for p in policies for a in ("--policy", p))],
-        stdout=subprocess.PIPE, text=True, check=False)
+        stdout=subprocess.PIPE, text=True, check=False, env=env)
     if done.returncode != 0:
         raise typer.Exit(done.returncode)
     doc: dict[str, Any] = json.loads(done.stdout)
@@ -132,7 +138,7 @@ def replay(
                                                               warmup_days))
     if got is None:
         raise nothing(settings.db.url, "reconcile ticks or observed load", "replay")
-    since_at, end_at, series, rows, specs = got
+    since_at, end_at, series, rows, specs, simulated_fleet = got
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -143,7 +149,8 @@ def replay(
     specs = [s for s in specs if s.name in observed]
     (out_dir / "trace.csv").write_text(trace_export.trace_csv(series)[0], encoding="utf-8")
     (out_dir / "models.yaml").write_text(yaml.safe_dump(
-        replay_models_file(specs, reported_replica_rps(rows)), sort_keys=False))
+        replay_models_file(specs, reported_replica_rps(rows), settings, simulated_fleet),
+        sort_keys=False))
     (out_dir / "settings.yaml").write_text(yaml.safe_dump(replay_settings(settings),
                                                           sort_keys=False))
     write_timeline(out_dir / "recorded.csv", rows)

@@ -36,6 +36,7 @@ def test_the_demos_minutes_replay_beside_the_recorded_ones_from_inputs_simulate_
     done = _headroom(store_url, "trace", "replay", "--out-dir", str(out), "--warmup-days", "0.1",
                      "--policy", "predictive", "--policy", "reactive", "--json")
     assert done.returncode == 0, done.stderr
+    assert "ignores the settings" not in done.stderr  # settings.yaml holds what it honours
     doc = json.loads(done.stdout)
     assert doc["window"] == {"since": "2026-12-03T08:00:00+00:00",
                              "until": "2026-12-03T08:20:00+00:00"}
@@ -46,10 +47,12 @@ def test_the_demos_minutes_replay_beside_the_recorded_ones_from_inputs_simulate_
     trace = (out / "trace.csv").read_text().splitlines()
     assert trace[1].startswith("2026-12-03T05:36:00Z,")  # 0.1 day of warm-up before 08:00
     # mistral-7b-support's replicas serve 0.6 x its profile's 18 rps in the demo's fleet
-    credited = {m["name"]: m.get("true_per_replica_rps")
-                for m in yaml.safe_load((out / "models.yaml").read_text())["models"]}
+    written = yaml.safe_load((out / "models.yaml").read_text())
+    credited = {m["name"]: m.get("true_per_replica_rps") for m in written["models"]}
     assert credited["mistral-7b-support"] == pytest.approx(10.8)
     assert len(credited) == 6
+    # the demo fleet's nodes: provisioned in 60-180 s (sim.node_provision_s), not 120 / 240 s
+    assert written["fleet"] == {"node_provision_s": {"p50": 120.0, "p90": 168.0}}
     settings = load_settings(out / "settings.yaml")
     assert settings.pools == default_pools()  # the demo's own pools, prices and limits
     assert settings.reconcile.target_utilization == 0.8  # serve's, not simulate's 1
