@@ -52,6 +52,13 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
+def headroom_on_store(url: str, *args: str, cwd: Path | None = None
+                      ) -> subprocess.CompletedProcess[str]:
+    """``headroom *args`` on the store at ``url`` (``HEADROOM_DB__URL``), output captured."""
+    return subprocess.run([*WARM_HEADROOM, *args], env=_env(HEADROOM_DB__URL=url), cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
 def _wait_for(predicate: Callable[[], object], timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

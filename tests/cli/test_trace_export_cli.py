@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from clihelpers import WARM_HEADROOM, _env
+from clihelpers import headroom_on_store as _headroom
 
 from controlplane.models_file import load_model_specs
 from controlplane.store import Store
@@ -19,11 +18,6 @@ from dashboard import whatif
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "models.yaml"
 AT = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
-
-
-def _headroom(url: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*WARM_HEADROOM, *args], env=_env(HEADROOM_DB__URL=url), cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
 
 
 def _store_with(url: str, rows: Sequence[tuple[str, float, float]]) -> None:

@@ -5,13 +5,12 @@ serve's settings and pools, scored beside what the loop did over the same model-
 from __future__ import annotations
 
 import json
-import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import yaml
-from clihelpers import WARM_HEADROOM, _env
+from clihelpers import headroom_on_store as _headroom
 
 from controlplane.models_file import load_model_specs
 from controlplane.settings import load_settings
@@ -19,11 +18,6 @@ from controlplane.settings_groups import default_pools
 from controlplane.store import Store
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "models.yaml"
-
-
-def _headroom(url: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*WARM_HEADROOM, *args], env=_env(HEADROOM_DB__URL=url), cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
 
 
 def test_the_demos_minutes_replay_beside_the_recorded_ones_from_inputs_simulate_reruns(
