@@ -138,9 +138,7 @@ def _inputs(models: Path, cold_start: str | None, read_trace: Callable[..., Trac
     problems: list[str] = []
     config, replayed = None, None
     try:
-        offered = (None if chosen is None or chosen.pools is None
-                   else tuple(p.product for p in chosen.pools))
-        config = load_models_file(models, override, offered)
+        config = load_models_file(models, override, chosen.offered if chosen else None)
     except ModelsFileError as error:
         problems.append(str(error))
     try:

@@ -152,9 +152,10 @@ class _Model(Loose):
                              f"time-slices alike), so a share is >= 1/{MAX_CLIENTS_PER_GPU}, "
                              f"got {value}")
         fleet = _checks(info).fleet
-        if fleet is not None and product is not None and value > fleet.node_gpus(product)[0]:
+        if fleet is not None and product is not None:
             gpus, key = fleet.node_gpus(product)
-            raise ValueError(f"{value} GPUs do not fit a node of {key}={gpus}")
+            if value > gpus:
+                raise ValueError(f"{value} GPUs do not fit a node of {key}={gpus}")
         return value
 
     @field_validator("isolation")

@@ -100,6 +100,11 @@ class SimulateSettings:
     ignored: tuple[str, ...] = ()
     taken: tuple[str, ...] = ()  # the honoured keys the file (or the environment) sets
 
+    @property
+    def offered(self) -> tuple[str, ...] | None:
+        """The GPU products of the settings' pools (None: the key is not set)."""
+        return None if self.pools is None else tuple(p.product for p in self.pools)
+
     def where(self, option: str) -> str:
         """``FILE: group.key`` of the setting an option's value came from."""
         return f"{self.source}: {OPTION_SETTINGS[option]}"
