@@ -48,6 +48,8 @@ ModelsOption = Annotated[str | None, typer.Option(help=escape(
     "comma-separated models of the store's models table [default: every one]"))]
 DaysOption = Annotated[float, float_option(help="length of the window in days", min=0.001,
                                            max=3650.0)]
+TickUntilOption = Annotated[str | None, typer.Option(
+    help="end (ISO-8601, UTC); default and latest: the start of the last tick's minute")]
 
 
 def _checked(out: Path, until: str | None, config: Path | None, db: Path | None
@@ -81,6 +83,22 @@ def models_of(store: Store, models: str | None) -> list[str]:
         raise InputError(f"--models: model {unknown[0]!r} is not in the store's models table "
                          f"(models: {known})")
     return wanted or known
+
+
+def recorded_minutes(store: Store, wanted: list[str], days: float, until_at: datetime | None
+                     ) -> tuple[datetime, datetime, tuple[MinuteRow, ...]] | None:
+    """The loop's minutes of ``wanted`` over ``days`` ending where the last tick's minute begins
+    (or at ``until_at``), and that window; None without a tick or a model."""
+    from controlplane import recorded_timeline, trace_export
+    from controlplane.cost_reader import time_span
+
+    span = time_span(store.engine)
+    if span is None or not wanted:
+        return None
+    since_at, end_at = trace_export.export_window(*span, 60, days, until_at, "tick",
+                                                  newest_step=False)
+    return since_at, end_at, recorded_timeline.read_recorded(store.engine, wanted, since_at,
+                                                             end_at)
 
 
 def nothing(url: str, what: str, verb: str = "export") -> typer.Exit:
@@ -151,31 +169,17 @@ def timeline(
     out: Annotated[Path, typer.Option("--out", "-o", help="timeline CSV to write (simulate's "
                                                           "--timeline-out columns)")],
     models: ModelsOption = None,
-    until: Annotated[str | None, typer.Option(
-        help="end (ISO-8601, UTC); default and latest: the start of the last tick's minute")]
-    = None,
+    until: TickUntilOption = None,
     days: DaysOption = 7.0,
     config: ConfigOption = None,
     db: DbOption = None,
 ) -> None:
     """Write what the loop did, per minute and model, as simulate's timeline, and score it."""
-    from controlplane import recorded_timeline, trace_export
-    from controlplane.cost_reader import time_span
     from controlplane.simulation.timeline import headline, write_timeline
 
     url, until_at = _checked(out, until, config, db)
-
-    def read(store: Store) -> tuple[datetime, datetime, tuple[MinuteRow, ...]] | None:
-        wanted = models_of(store, models)
-        span = time_span(store.engine)
-        if span is None or not wanted:
-            return None
-        since_at, end_at = trace_export.export_window(*span, 60, days, until_at, "tick",
-                                                      newest_step=False)
-        return (since_at, end_at,
-                recorded_timeline.read_recorded(store.engine, wanted, since_at, end_at))
-
-    got = with_existing_store(config, db, read)
+    got = with_existing_store(config, db, lambda store: recorded_minutes(
+        store, models_of(store, models), days, until_at))
     if got is None:
         raise nothing(url, "reconcile ticks")
     since_at, end_at, rows = got

@@ -30,7 +30,14 @@ from controlplane.cli.numbers import float_option
 from controlplane.cli.store_origin import ConfigOption, DbOption, with_existing_store
 from controlplane.cli.streams import print_warning, usage_error
 from controlplane.cli.times import parse_utc
-from controlplane.cli.trace import DaysOption, ModelsOption, models_of, nothing
+from controlplane.cli.trace import (
+    DaysOption,
+    ModelsOption,
+    TickUntilOption,
+    models_of,
+    nothing,
+    recorded_minutes,
+)
 from forecaster.errors import InputError
 
 if TYPE_CHECKING:  # imported where used: `headroom trace --help` loads no store
@@ -48,19 +55,17 @@ def _read(store: Store, models: str | None, until_at: datetime | None, days: flo
     """The window's recorded minutes (as ``trace timeline`` reads them), the demand from
     ``warmup_days`` before it (as ``trace export`` reads it), the models' specs and whether
     the store is a simulated fleet's."""
-    from controlplane import recorded_timeline, trace_export
+    from controlplane import trace_export
     from controlplane.cli.store_time import runs_a_simulated_fleet
-    from controlplane.cost_reader import time_span
 
     wanted = models_of(store, models)
-    ticks, observed = time_span(store.engine), trace_export.observation_span(store)
-    if ticks is None or observed is None or not wanted:
+    recorded, observed = (recorded_minutes(store, wanted, days, until_at),
+                          trace_export.observation_span(store))
+    if recorded is None or observed is None:
         return None
-    since_at, end_at = trace_export.export_window(*ticks, 60, days, until_at, "tick",
-                                                  newest_step=False)
+    since_at, end_at, rows = recorded
     first_at = max(trace_export.on_grid(observed[0], 60), since_at - timedelta(days=warmup_days))
     series = tuple(store.rate_history(m, first_at, end_at, 60) for m in wanted)
-    rows = recorded_timeline.read_recorded(store.engine, wanted, since_at, end_at)
     specs = [s for s in store.model_specs() if s.name in wanted]
     return since_at, end_at, series, rows, specs, runs_a_simulated_fleet(store)
 
@@ -100,9 +105,7 @@ def replay(
         "--out-dir", "-o", file_okay=False, help="directory for the trace, models file, "
         "settings file and timelines (created; files of the same names are replaced)")],
     models: ModelsOption = None,
-    until: Annotated[str | None, typer.Option(
-        help="end (ISO-8601, UTC); default and latest: the start of the last tick's minute")]
-    = None,
+    until: TickUntilOption = None,
     days: DaysOption = 1.0,
     warmup_days: Annotated[float, float_option(
         help="days of demand before the window that the simulation replays first, unscored, "
