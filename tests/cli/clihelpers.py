@@ -59,6 +59,16 @@ def headroom_on_store(url: str, *args: str, cwd: Path | None = None
                           capture_output=True, text=True, timeout=300)
 
 
+def demo_on_store(url: str, cwd: Path) -> dict[str, Any]:
+    """``headroom demo`` for 20 minutes from 2026-12-03 08:00 UTC on the store at ``url``: its
+    ``--json`` summary (the run must succeed)."""
+    ran = headroom_on_store(url, "demo", "--minutes", "20", "--no-dashboard", "--json",
+                            "--start", "2026-12-03T08:00:00Z", cwd=cwd)
+    assert ran.returncode == 0, ran.stderr
+    summary: dict[str, Any] = json.loads(ran.stdout)
+    return summary
+
+
 def _wait_for(predicate: Callable[[], object], timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

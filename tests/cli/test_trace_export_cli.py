@@ -4,12 +4,12 @@ replays (SQLite and PostgreSQL), and the demo's own history replayed through it.
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from clihelpers import demo_on_store
 from clihelpers import headroom_on_store as _headroom
 
 from controlplane.models_file import load_model_specs
@@ -161,10 +161,7 @@ def _rows(path: Path, time_col: str, value_col: str) -> dict[tuple[datetime, str
 
 def test_the_demos_history_replays_in_simulate_and_its_own_minutes_score_beside_it(
         store_url: str, tmp_path: Path) -> None:
-    ran = _headroom(store_url, "demo", "--minutes", "20", "--no-dashboard", "--json",
-                    "--start", "2026-12-03T08:00:00Z", cwd=tmp_path)
-    assert ran.returncode == 0, ran.stderr
-    demo = json.loads(ran.stdout)
+    demo = demo_on_store(store_url, tmp_path)
     trace, models = tmp_path / "trace.csv", tmp_path / "models.yaml"
     done = _headroom(store_url, "trace", "export", "--out", str(trace), "--days", str(30 / 1440))
     assert done.returncode == 0, done.stderr

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from clihelpers import demo_on_store
 from clihelpers import headroom_on_store as _headroom
 
 from controlplane.models_file import load_model_specs
@@ -22,10 +23,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "models.
 
 def test_the_demos_minutes_replay_beside_the_recorded_ones_from_inputs_simulate_reruns(
         store_url: str, tmp_path: Path) -> None:
-    ran = _headroom(store_url, "demo", "--minutes", "20", "--no-dashboard", "--json",
-                    "--start", "2026-12-03T08:00:00Z", cwd=tmp_path)
-    assert ran.returncode == 0, ran.stderr
-    demo = json.loads(ran.stdout)
+    demo = demo_on_store(store_url, tmp_path)
     out = tmp_path / "replay"
     done = _headroom(store_url, "trace", "replay", "--out-dir", str(out), "--warmup-days", "0.1",
                      "--policy", "predictive", "--policy", "reactive", "--json")
