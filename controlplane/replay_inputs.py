@@ -1,13 +1,17 @@
 """``headroom trace replay``'s inputs from what the store holds (pure): the models file of the
-replayed models, each replica credited with what the loop's fleet reported it to serve, and the
-settings file of serve's values of every key simulate honours, with serve's pools."""
+replayed models, each replica credited with what the loop's fleet reported it to serve, the
+settings file of serve's values of every key simulate honours, with serve's pools, and that file
+with the operator's ``--set`` changes."""
 
 from __future__ import annotations
 
+import copy
+import difflib
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import yaml
 from pydantic import BaseModel
 
 from controlplane.domain.models import ModelSpec
@@ -15,6 +19,10 @@ from controlplane.models_file import as_models_file
 from controlplane.settings import Settings
 from controlplane.simulation.engine import MinuteRow
 from controlplane.simulation.operator_settings import HONOURED, POOLS, setting_value
+from forecaster.errors import InputError
+
+#: the keys ``--set`` changes: the ones simulate honours, and the pools as a whole
+CHANGEABLE = frozenset({*HONOURED, POOLS})
 
 
 def reported_replica_rps(rows: Sequence[MinuteRow]) -> dict[str, float]:
@@ -54,9 +62,53 @@ def replay_settings(settings: Settings) -> dict[str, Any]:
     as a settings file: the replay runs with serve's values, not simulate's defaults."""
     out: dict[str, Any] = {POOLS: [_plain(pool) for pool in settings.pools]}
     for key in sorted(HONOURED):
-        group, *path, name = key.split(".")
-        node = out.setdefault(group, {})
-        for part in path:
-            node = node.setdefault(part, {})
-        node[name] = _plain(setting_value(settings, key))
+        _put(out, key, _plain(setting_value(settings, key)))
+    return out
+
+
+def _put(doc: dict[str, Any], dotted: str, value: Any) -> None:
+    *path, name = dotted.split(".")
+    node = doc
+    for part in path:
+        node = node.setdefault(part, {})
+    node[name] = value
+
+
+def parse_changes(given: Sequence[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` options as ``{KEY: VALUE}``: each KEY one simulate honours (or
+    ``pools``), given once; each VALUE read as YAML (``600``, ``true``, ``{team-a: 8}``)."""
+    changes: dict[str, Any] = {}
+    for text in given:
+        key, equals, raw = (part.strip() for part in text.partition("="))
+        if not equals or not key or not raw:
+            raise InputError(f"--set {text!r}: expected KEY=VALUE, e.g. "
+                             "--set autoscaling.keep_s=600")
+        if key not in CHANGEABLE:
+            near = difflib.get_close_matches(key, sorted(CHANGEABLE), n=1)
+            hint = (f"did you mean {near[0]}?" if near else
+                    f"the keys it takes: {', '.join(sorted(CHANGEABLE))}")
+            raise InputError(f"--set {key}: not a setting headroom simulate honours; {hint}")
+        if key in changes:
+            raise InputError(f"--set {key}: given twice")
+        try:
+            changes[key] = yaml.safe_load(raw)
+        except yaml.YAMLError as error:
+            raise InputError(f"--set {key}: {raw!r} is not a YAML value "
+                             f"({getattr(error, 'problem', None) or error})") from None
+    return changes
+
+
+def value_at(doc: Mapping[str, Any], dotted: str) -> Any:
+    """The value of a dotted key in a settings file ``doc``."""
+    node: Any = doc
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+def with_changes(doc: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of the settings file ``doc`` with ``changes`` (dotted keys) set."""
+    out = copy.deepcopy(dict(doc))
+    for key, value in changes.items():
+        _put(out, key, value)
     return out

@@ -8,6 +8,9 @@ did), ``models.yaml`` (``models list --yaml``, each replica credited with what t
 it to serve), ``settings.yaml`` (serve's values of every key simulate honours, and its pools),
 ``recorded.csv`` (``trace timeline``) and simulate's timelines. Simulate runs as a child process
 (``python -m controlplane.cli simulate``), exactly as an operator would run it on those files.
+With ``--set KEY=VALUE``, simulate runs again on ``settings.changed.yaml`` (serve's values with
+the changes), with the same seed, so the two replays draw the same cold starts and differ only
+by the change.
 """
 
 from __future__ import annotations
@@ -70,7 +73,8 @@ def _read(store: Store, models: str | None, until_at: datetime | None, days: flo
     return since_at, end_at, series, rows, specs, runs_a_simulated_fleet(store)
 
 
-def _simulate(out_dir: Path, policies: list[str], seed: int) -> dict[str, Any]:
+def _simulate(out_dir: Path, policies: list[str], seed: int, settings_name: str,
+              timeline_name: str) -> dict[str, Any]:
     """``headroom simulate`` on the written inputs, without the ``HEADROOM_*`` variables (the
     settings file holds their values already); its own errors end the replay with its exit
     code."""
@@ -78,8 +82,8 @@ def _simulate(out_dir: Path, policies: list[str], seed: int) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-m", "controlplane.cli", "simulate",
          "--trace", str(out_dir / "trace.csv"), "--models", str(out_dir / "models.yaml"),
-         "--config", str(out_dir / "settings.yaml"), "--fill-gaps", "hold", "--seed", str(seed),
-         "--timeline-out", str(out_dir / "simulated.csv"), "--json",
+         "--config", str(out_dir / settings_name), "--fill-gaps", "hold", "--seed", str(seed),
+         "--timeline-out", str(out_dir / timeline_name), "--json",
          *(a for p in policies for a in ("--policy", p))],
         stdout=subprocess.PIPE, text=True, check=False, env=env)
     if done.returncode != 0:
@@ -115,6 +119,9 @@ def replay(
                                 "serve's autoscaling.policy]"))] = None,
     seed: Annotated[int, typer.Option(help="seed of simulate's cold-start and provisioning "
                                            "draws")] = 1,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", metavar="KEY=VALUE", help="replay again with this setting changed (a key "
+        "simulate honours, or pools; the value in YAML; repeatable) and score both")] = None,
     json_out: JsonOption = False,
     config: ConfigOption = None,
     db: DbOption = None,
@@ -125,18 +132,28 @@ def replay(
     from controlplane import trace_export
     from controlplane.cli.demo_store import settings_with_db
     from controlplane.replay_inputs import (
+        parse_changes,
         replay_models_file,
         replay_settings,
         reported_replica_rps,
+        value_at,
+        with_changes,
     )
-    from controlplane.settings import ConfigError
+    from controlplane.settings import ConfigError, load_settings
     from controlplane.simulation.timeline import headline, read_timeline, write_timeline
 
     try:
         until_at = None if until is None else parse_utc(until, "--until")
+        changes = parse_changes(set_ or [])
         settings = settings_with_db(config, db)
     except (InputError, ConfigError) as error:
         raise usage_error(str(error)) from None
+    serve_doc = replay_settings(settings)
+    changed_doc = with_changes(serve_doc, changes)
+    try:
+        load_settings(None, **changed_doc)
+    except ConfigError as error:  # serve's own values were checked: the change is wrong
+        raise usage_error(f"--set: {str(error).removeprefix('configuration: ')}") from None
     got = with_existing_store(config, db, lambda store: _read(store, models, until_at, days,
                                                               warmup_days))
     if got is None:
@@ -154,19 +171,34 @@ def replay(
     (out_dir / "models.yaml").write_text(yaml.safe_dump(
         replay_models_file(specs, reported_replica_rps(rows), settings, simulated_fleet),
         sort_keys=False))
-    (out_dir / "settings.yaml").write_text(yaml.safe_dump(replay_settings(settings),
-                                                          sort_keys=False))
+    (out_dir / "settings.yaml").write_text(yaml.safe_dump(serve_doc, sort_keys=False))
     write_timeline(out_dir / "recorded.csv", rows)
-    simulated = _simulate(out_dir, policy or [], seed)
+    simulated = _simulate(out_dir, policy or [], seed, "settings.yaml", "simulated.csv")
     scored = {(r.minute_at, r.model) for r in rows}
-    scores = {"recorded": headline(rows)} | {
-        name: headline([r for r in read_timeline(Path(path)) if (r.minute_at, r.model) in scored])
-        for name, path in simulated["timelines"].items()}
+
+    def scores_of(doc: dict[str, Any], suffix: str) -> dict[str, dict[str, Any]]:
+        return {name + suffix: headline([r for r in read_timeline(Path(path))
+                                         if (r.minute_at, r.model) in scored])
+                for name, path in doc["timelines"].items()}
+
+    scores = {"recorded": headline(rows)} | scores_of(simulated, "")
+    document: dict[str, Any] = {"simulate": simulated}
+    if changes:
+        (out_dir / "settings.changed.yaml").write_text(yaml.safe_dump(changed_doc,
+                                                                      sort_keys=False))
+        changed = _simulate(out_dir, policy or [], seed, "settings.changed.yaml", "changed.csv")
+        scores |= scores_of(changed, " (--set)")
+        document |= {"changes": [{"key": key, "serve": value_at(serve_doc, key),
+                                  "replay": value} for key, value in changes.items()],
+                     "changed_simulate": changed}
     window = {"since": since_at.isoformat(), "until": end_at.isoformat()}
     if json_out:
         write_document(json.dumps({"ok": True, "window": window, "out_dir": str(out_dir),
-                                   "scores": scores, "simulate": simulated}, indent=2))
+                                   "scores": scores} | document, indent=2))
         return
     Console(width=max(100, Console().width)).print(_table(scores))
+    for change in document.get("changes", []):
+        typer.echo(f"(--set) {change['key']}: {json.dumps(change['replay'])} "
+                   f"(serve: {json.dumps(change['serve'])})")
     typer.echo(f"window {since_at:%Y-%m-%d %H:%M} .. {end_at:%Y-%m-%d %H:%M} UTC, the recorded "
                f"model-minutes only; inputs and timelines in {out_dir}")

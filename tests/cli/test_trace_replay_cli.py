@@ -57,6 +57,40 @@ def test_the_demos_minutes_replay_beside_the_recorded_ones_from_inputs_simulate_
     assert again.read_text() == (out / "simulated.predictive.csv").read_text()
 
 
+def test_a_set_change_replays_again_on_the_same_draws_scored_beside_serves_settings(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    demo_on_store(url, tmp_path)
+    out = tmp_path / "replay"
+    done = _headroom(url, "trace", "replay", "--out-dir", str(out), "--warmup-days", "0.1",
+                     "--set", "reconcile.target_utilization=0.95", "--set",
+                     "autoscaling.keep_s=0", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["changes"] == [
+        {"key": "reconcile.target_utilization", "serve": 0.8, "replay": 0.95},
+        {"key": "autoscaling.keep_s", "serve": 240.0, "replay": 0}]
+    scores = doc["scores"]
+    assert list(scores) == ["recorded", "predictive", "predictive (--set)"]
+    assert {s["model_minutes"] for s in scores.values()} == {6 * 20}
+    # replicas filled to 95 % and dropped at once take fewer GPUs than serve's 80 % and 240 s
+    assert scores["predictive (--set)"]["gpu_hours"] < scores["predictive"]["gpu_hours"]
+    serve, changed = (load_settings(out / name) for name in ("settings.yaml",
+                                                             "settings.changed.yaml"))
+    assert (serve.reconcile.target_utilization, changed.reconcile.target_utilization) == (0.8,
+                                                                                          0.95)
+    assert changed.autoscaling.keep_s == 0
+    assert changed.model_copy(update={"reconcile": serve.reconcile,
+                                      "autoscaling": serve.autoscaling}) == serve  # nothing else
+    assert doc["changed_simulate"]["timelines"] == {"predictive": str(out / "changed.csv")}
+    assert doc["changed_simulate"]["seed"] == doc["simulate"]["seed"] == 1
+    text = _headroom(url, "trace", "replay", "--out-dir", str(out), "--warmup-days", "0.1",
+                     "--set", "autoscaling.keep_s=0")
+    assert text.returncode == 0, text.stderr
+    assert "predictive (--set)" in text.stdout
+    assert "(--set) autoscaling.keep_s: 0 (serve: 240.0)" in text.stdout
+
+
 def test_a_store_without_ticks_has_nothing_to_replay_and_writes_nothing(tmp_path: Path
                                                                        ) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
@@ -78,6 +112,13 @@ def test_a_store_without_ticks_has_nothing_to_replay_and_writes_nothing(tmp_path
     (["--until", "yesterday"], "--until"),
     (["--warmup-days", "-1"], "--warmup-days"),
     (["--days", "0"], "--days"),
+    (["--set", "autoscaling.kep_s=0"], "--set autoscaling.kep_s: not a setting headroom "
+                                       "simulate honours; did you mean autoscaling.keep_s?"),
+    (["--set", "autoscaling.keep_s"], "expected KEY=VALUE"),
+    (["--set", "safety.max_node_step=2", "--set", "safety.max_node_step=3"],
+     "--set safety.max_node_step: given twice"),
+    (["--set", "reconcile.target_utilization=1.5"],
+     "--set: reconcile.target_utilization: Input should be less than or equal to 1"),
 ])
 def test_bad_options_are_refused_naming_the_option_before_the_store_is_read(
         tmp_path: Path, args: list[str], message: str) -> None:

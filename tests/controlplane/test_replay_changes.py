@@ -1,0 +1,45 @@
+"""``trace replay --set``: each change a key simulate honours with a YAML value, set into a
+copy of serve's settings file."""
+
+from __future__ import annotations
+
+import pytest
+
+from controlplane.replay_inputs import parse_changes, replay_settings, value_at, with_changes
+from controlplane.settings import load_settings
+from forecaster.errors import InputError
+
+
+def test_values_are_read_as_yaml_so_numbers_flags_and_mappings_keep_their_types() -> None:
+    changes = parse_changes(["autoscaling.keep_s = 600", "reconcile.stale_headroom=1.5",
+                             "autoscaling.tenant_gpu_budgets={acme: 8, globex: 4}",
+                             "autoscaling.profile_correction={enabled: true}"])
+    assert changes == {"autoscaling.keep_s": 600, "reconcile.stale_headroom": 1.5,
+                       "autoscaling.tenant_gpu_budgets": {"acme": 8, "globex": 4},
+                       "autoscaling.profile_correction": {"enabled": True}}
+
+
+def test_changes_land_in_a_copy_and_serves_file_keeps_its_values() -> None:
+    serve = replay_settings(load_settings())
+    changed = with_changes(serve, {"safety.max_node_step": 9,
+                                   "pools": [{"name": "l4", "product": "L4", "gpus_per_node": 4,
+                                              "max_nodes": 2, "price_per_gpu_hour": 0.8}]})
+    assert value_at(changed, "safety.max_node_step") == 9
+    assert value_at(serve, "safety.max_node_step") == load_settings().safety.max_node_step
+    assert value_at(changed, "pools")[0]["max_nodes"] == 2
+    assert len(serve["pools"]) == len(load_settings().pools) > 1
+    assert load_settings(None, **changed).safety.max_node_step == 9
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    (["db.url=sqlite://"], "--set db.url: not a setting headroom simulate honours; the keys "
+                           "it takes: autoscaling.hint_lead_s,"),
+    (["=3"], "expected KEY=VALUE"),
+    (["autoscaling.keep_s="], "expected KEY=VALUE"),
+    (["autoscaling.keep_s=[1"], "--set autoscaling.keep_s: '[1' is not a YAML value"),
+])
+def test_a_change_simulate_cannot_take_is_refused_naming_it(given: list[str],
+                                                            message: str) -> None:
+    with pytest.raises(InputError) as raised:
+        parse_changes(given)
+    assert message in str(raised.value)
