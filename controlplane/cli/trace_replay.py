@@ -149,9 +149,11 @@ def replay(
     except (InputError, ConfigError) as error:
         raise usage_error(str(error)) from None
     serve_doc = replay_settings(settings)
-    changed_doc = with_changes(serve_doc, changes)
     try:
+        changed_doc = with_changes(serve_doc, changes)
         load_settings(None, **changed_doc)
+    except InputError as error:
+        raise usage_error(str(error)) from None
     except ConfigError as error:  # serve's own values were checked: the change is wrong
         raise usage_error(f"--set: {str(error).removeprefix('configuration: ')}") from None
     got = with_existing_store(config, db, lambda store: _read(store, models, until_at, days,

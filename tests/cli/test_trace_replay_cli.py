@@ -115,6 +115,8 @@ def test_a_store_without_ticks_has_nothing_to_replay_and_writes_nothing(tmp_path
     (["--set", "autoscaling.kep_s=0"], "--set autoscaling.kep_s: not a setting headroom "
                                        "simulate honours; did you mean autoscaling.keep_s?"),
     (["--set", "autoscaling.keep_s"], "expected KEY=VALUE"),
+    (["--set", "pools.l5.max_nodes=1"], "--set pools.l5: no pool named 'l5'; the pools: "
+                                        "a100-80gb, h100-80gb, l4"),
     (["--set", "safety.max_node_step=2", "--set", "safety.max_node_step=3"],
      "--set safety.max_node_step: given twice"),
     (["--set", "reconcile.target_utilization=1.5"],

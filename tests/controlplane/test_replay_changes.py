@@ -31,7 +31,26 @@ def test_changes_land_in_a_copy_and_serves_file_keeps_its_values() -> None:
     assert load_settings(None, **changed).safety.max_node_step == 9
 
 
+def test_a_pools_own_field_changes_that_pool_alone() -> None:
+    serve = replay_settings(load_settings())
+    changes = parse_changes(["pools.l4.max_nodes=1", "pools.l4.price_per_gpu_hour=0.5"])
+    changed = with_changes(serve, changes)
+    assert (value_at(serve, "pools.l4.max_nodes"), value_at(changed, "pools.l4.max_nodes")) == (
+        load_settings().pools[-1].max_nodes, 1)
+    assert value_at(changed, "pools.l4.price_per_gpu_hour") == 0.5
+    assert [p for p in changed["pools"] if p["name"] != "l4"] == [
+        p for p in serve["pools"] if p["name"] != "l4"]
+    with pytest.raises(InputError) as raised:
+        with_changes(serve, parse_changes(["pools.l5.max_nodes=1"]))
+    assert str(raised.value) == ("--set pools.l5: no pool named 'l5'; the pools: a100-80gb, "
+                                 "h100-80gb, l4")
+
+
 @pytest.mark.parametrize(("given", "message"), [
+    (["pools.l4.max_node=1"], "--set pools.l4.max_node: not a field of a pool; did you mean "
+                              "max_nodes?"),
+    (["pools=[]", "pools.l4.max_nodes=1"], "--set pools.l4.max_nodes: pools is set as a whole"),
+    (["pools.l4.max_nodes=1", "pools=[]"], "--set pools: a pool's field is set too"),
     (["db.url=sqlite://"], "--set db.url: not a setting headroom simulate honours; the keys "
                            "it takes: autoscaling.hint_lead_s,"),
     (["=3"], "expected KEY=VALUE"),
