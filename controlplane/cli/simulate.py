@@ -224,7 +224,8 @@ def simulate_command(
         "--time-unit", help="s | ms | min | h, for a numeric time column")] = None,
     fill_gaps: Annotated[str, typer.Option(
         "--fill-gaps", help="none (refuse gaps) | hold (the last value; before a model's "
-        "first row, its first) | zero")] = "none",
+        "first row, its first) | zero | hold-after-first (hold; before a model's first row, "
+        "zero: a model added inside the trace)")] = "none",
     forecast_method: Annotated[str, typer.Option(
         "--forecast-method", help="forecaster method (forecaster registry)")] = "auto",
     forecast_interval_s: Annotated[float, float_option(
@@ -374,7 +375,7 @@ def simulate_command(
         write_document(json.dumps({
             "ok": True, "trace": str(trace), "models": str(models),
             "minutes": replayed.minutes, "trace_step_s": replayed.step_s,
-            "filled_gap_minutes": dict(replayed.filled), "seed": seed,
+            "fill_gaps": fill_gaps, "filled_gap_minutes": dict(replayed.filled), "seed": seed,
             "oracle_forecast": oracle_forecast,
             "hints": str(hints) if hints is not None else None,
             **({"config": str(config_file)} if config_file is not None else {}),

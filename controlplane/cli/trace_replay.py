@@ -82,7 +82,8 @@ def _simulate(out_dir: Path, policies: list[str], seed: int, settings_name: str,
     done = subprocess.run(
         [sys.executable, "-m", "controlplane.cli", "simulate",
          "--trace", str(out_dir / "trace.csv"), "--models", str(out_dir / "models.yaml"),
-         "--config", str(out_dir / settings_name), "--fill-gaps", "hold", "--seed", str(seed),
+         "--config", str(out_dir / settings_name), "--fill-gaps", "hold-after-first",
+         "--seed", str(seed),
          "--timeline-out", str(out_dir / timeline_name), "--json",
          *(a for p in policies for a in ("--policy", p))],
         stdout=subprocess.PIPE, text=True, check=False, env=env)

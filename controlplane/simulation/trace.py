@@ -33,7 +33,10 @@ from forecaster.sources.replay import line_of_row, repeated_column
 
 RatesT = TypeVar("RatesT", pd.Series, np.ndarray)
 VALUE_UNITS = {"rps": 1.0, "rpm": 1 / 60}  # plus "per-step": a count per trace step
-FILL_GAPS = ("none", "hold", "zero")
+#: how a gap in a model's series fills: none refuses it; hold takes the last value (before a
+#: model's first row, its first); zero; hold-after-first holds, but before a model's first row
+#: is zero (a model added inside the trace had no demand before it)
+FILL_GAPS = ("none", "hold", "zero", "hold-after-first")
 TIME_UNITS = {"s": 1, "ms": 1e-3, "min": 60, "h": 3600}
 _MAX_SECONDS = 9.2e9  # pandas timestamps (datetime64[ns]) end in 2262
 #: epoch seconds of 2000-01-01 and 2100-01-01 UTC: a numeric time column whose values all land
@@ -340,10 +343,13 @@ def _to_minutes(path: Path, times: pd.Series, series: pd.Series, rates: pd.Serie
                 first_at = (start + pd.Timedelta(minutes=first)).to_pydatetime()
                 raise TraceError(
                     f"{path}: model {name!r}: no data for {int(gaps.sum())} minute(s), first at "
-                    f"{utc_text(first_at)}; pass --fill-gaps hold or zero to replay anyway")
+                    f"{utc_text(first_at)}; pass --fill-gaps hold, zero or hold-after-first to "
+                    "replay anyway")
             filled[name] = int(gaps.sum())
             if fill_gaps == "zero":
                 values[gaps] = 0.0
+            elif fill_gaps == "hold-after-first":
+                values = pd.Series(values).ffill().fillna(0.0).to_numpy()
             else:
                 values = pd.Series(values).ffill().bfill().to_numpy()
         out[name] = values

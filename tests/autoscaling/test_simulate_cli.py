@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from simulate_support import MODELS_YAML, cli_app, write_models, write_trace
+from simulate_support import MODELS_YAML, cli_app, rate, write_models, write_trace
 from typer.testing import CliRunner
 
 COLUMNS = ["minute", "model", "demand_rps", "ready_replicas", "per_replica_rps",
@@ -232,6 +232,26 @@ def test_gaps_can_be_held_and_are_reported(tmp_path: Path) -> None:
     assert json.loads(out)["filled_gap_minutes"] == {"chat/small": 10}
     rows = [r for r in _rows(tmp_path / "T.csv") if r["model"] == "chat/small"]
     assert rows[35]["demand_rps"] == rows[25]["demand_rps"]  # step 3 holds step 2's rate
+
+
+def test_a_model_added_inside_the_trace_has_no_demand_before_its_first_row_when_held_after_it(
+        tmp_path: Path) -> None:
+    late = {("chat/small", step): "skip" for step in (0, 1, 2)} | {("chat/small", 4): "skip"}
+    trace = write_trace(tmp_path / "trace.csv", steps=6, tweak=late)
+    models = write_models(tmp_path / "models.yaml")
+    code, out = _run("--trace", str(trace), "--models", str(models), "--timeline-out",
+                     str(tmp_path / "T.csv"), "--fill-gaps", "hold-after-first", "--json",
+                     *FAST)
+    assert code == 0, out
+    assert json.loads(out)["filled_gap_minutes"] == {"chat/small": 40}
+    rows = [r for r in _rows(tmp_path / "T.csv") if r["model"] == "chat/small"]
+    assert {float(r["demand_rps"]) for r in rows[:30]} == {0.0}  # before it was added
+    assert float(rows[30]["demand_rps"]) == rate("chat/small", 3)
+    assert rows[45]["demand_rps"] == rows[35]["demand_rps"]  # step 4 holds step 3's rate
+    held = tmp_path / "held.csv"
+    assert _run("--trace", str(trace), "--models", str(models), "--timeline-out", str(held),
+                "--fill-gaps", "hold", *FAST)[0] == 0
+    assert float(_rows(held)[1]["demand_rps"]) == rate("chat/small", 3)  # hold: its first
 
 
 def _one_line_refusal(code: int, out: str) -> str:

@@ -49,10 +49,12 @@ def test_the_demos_minutes_replay_beside_the_recorded_ones_from_inputs_simulate_
     assert settings.pools == default_pools()  # the demo's own pools, prices and limits
     assert settings.reconcile.target_utilization == 0.8  # serve's, not simulate's 1
     assert {p["from"] for p in doc["simulate"]["pools"]} == {"config"}
+    # a model added inside the window had no demand before its first observation
+    assert doc["simulate"]["fill_gaps"] == "hold-after-first"
     again = tmp_path / "again.csv"
     rerun = _headroom(store_url, "simulate", "--trace", str(out / "trace.csv"), "--models",
                       str(out / "models.yaml"), "--config", str(out / "settings.yaml"),
-                      "--fill-gaps", "hold", "--timeline-out", str(again))
+                      "--fill-gaps", "hold-after-first", "--timeline-out", str(again))
     assert rerun.returncode == 0, rerun.stderr
     assert again.read_text() == (out / "simulated.predictive.csv").read_text()
 
