@@ -69,6 +69,11 @@ def replay_settings(settings: Settings) -> dict[str, Any]:
     return out
 
 
+def pool_prices(doc: Mapping[str, Any]) -> dict[str, float]:
+    """USD per GPU-hour by GPU product of a settings file's pools (one pool a product)."""
+    return {pool["product"]: pool["price_per_gpu_hour"] for pool in doc[POOLS]}
+
+
 def _put(doc: dict[str, Any], dotted: str, value: Any) -> None:
     *path, name = dotted.split(".")
     node = doc

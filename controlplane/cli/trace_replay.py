@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -95,13 +96,14 @@ def _simulate(out_dir: Path, policies: list[str], seed: int, settings_name: str,
 
 def _table(scores: dict[str, dict[str, Any]]) -> Table:
     table = Table(title="the loop's minutes, recorded and replayed")
-    for column in ("timeline", "model-minutes", "short", "short %", "GPU-h", "GPU-h / LB"):
+    for column in ("timeline", "model-minutes", "short", "short %", "GPU-h", "GPU-h / LB",
+                   "cost"):
         table.add_column(column, justify="left" if column == "timeline" else "right")
     for label, score in scores.items():
         ratio = score["gpu_hours_over_lower_bound"]
         table.add_row(label, f"{score['model_minutes']:,}", f"{score['short_model_minutes']:,}",
                       f"{score['short_model_minutes_pct']:.3f}", f"{score['gpu_hours']:,.1f}",
-                      "-" if ratio is None else f"{ratio:.3f}")
+                      "-" if ratio is None else f"{ratio:.3f}", f"${score['cost_usd']:,.2f}")
     return table
 
 
@@ -134,6 +136,7 @@ def replay(
     from controlplane.cli.demo_store import settings_with_db
     from controlplane.replay_inputs import (
         parse_changes,
+        pool_prices,
         replay_models_file,
         replay_settings,
         reported_replica_rps,
@@ -141,7 +144,12 @@ def replay(
         with_changes,
     )
     from controlplane.settings import ConfigError, load_settings
-    from controlplane.simulation.timeline import headline, read_timeline, write_timeline
+    from controlplane.simulation.timeline import (
+        billed_cost_usd,
+        headline,
+        read_timeline,
+        write_timeline,
+    )
 
     try:
         until_at = None if until is None else parse_utc(until, "--until")
@@ -179,18 +187,23 @@ def replay(
     simulated = _simulate(out_dir, policy or [], seed, "settings.yaml", "simulated.csv")
     scored = {(r.minute_at, r.model) for r in rows}
 
-    def scores_of(doc: dict[str, Any], suffix: str) -> dict[str, dict[str, Any]]:
-        return {name + suffix: headline([r for r in read_timeline(Path(path))
-                                         if (r.minute_at, r.model) in scored])
+    def score(minutes: Sequence[MinuteRow], prices: dict[str, float]) -> dict[str, Any]:
+        return headline(minutes) | {"cost_usd": billed_cost_usd(minutes, prices)}
+
+    def scores_of(doc: dict[str, Any], suffix: str, prices: dict[str, float]
+                  ) -> dict[str, dict[str, Any]]:
+        return {name + suffix: score([r for r in read_timeline(Path(path))
+                                      if (r.minute_at, r.model) in scored], prices)
                 for name, path in doc["timelines"].items()}
 
-    scores = {"recorded": headline(rows)} | scores_of(simulated, "")
+    serve_prices = pool_prices(serve_doc)
+    scores = {"recorded": score(rows, serve_prices)} | scores_of(simulated, "", serve_prices)
     document: dict[str, Any] = {"simulate": simulated}
     if changes:
         (out_dir / "settings.changed.yaml").write_text(yaml.safe_dump(changed_doc,
                                                                       sort_keys=False))
         changed = _simulate(out_dir, policy or [], seed, "settings.changed.yaml", "changed.csv")
-        scores |= scores_of(changed, " (--set)")
+        scores |= scores_of(changed, " (--set)", pool_prices(changed_doc))
         document |= {"changes": [{"key": key, "serve": value_at(serve_doc, key),
                                   "replay": value} for key, value in changes.items()],
                      "changed_simulate": changed}

@@ -124,6 +124,16 @@ def headline(rows: Sequence[MinuteRow]) -> dict[str, Any]:
     }
 
 
+def billed_cost_usd(rows: Sequence[MinuteRow], prices: Mapping[str, float]) -> float:
+    """What the minutes of ``rows`` cost: each minute's GPUs billed of each product
+    (``product_gpus_billed``, once a minute and product) at ``prices`` (USD per GPU-hour)."""
+    billed = {(r.minute_at, r.gpu_product): r.product_gpus_billed for r in rows}
+    unpriced = sorted({product for _, product in billed} - set(prices))
+    if unpriced:
+        raise ValueError(f"no price per GPU-hour of {', '.join(unpriced)}")
+    return round(sum(gpus * prices[product] for (_, product), gpus in billed.items()) / 60, 2)
+
+
 def summarize(run: PolicyRun, config: SimConfig) -> dict[str, Any]:
     """Short model-minutes, shortfall, GPU-hours against the lower bound, cost."""
     rows = run.rows

@@ -16,6 +16,7 @@ from clihelpers import headroom_on_store as _headroom
 from controlplane.models_file import load_model_specs
 from controlplane.settings import load_settings
 from controlplane.settings_groups import default_pools
+from controlplane.simulation.timeline import read_timeline
 from controlplane.store import Store
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "models.yaml"
@@ -36,6 +37,7 @@ def test_the_demos_minutes_replay_beside_the_recorded_ones_from_inputs_simulate_
     assert list(scores) == ["recorded", "predictive", "reactive"]
     assert {s["model_minutes"] for s in scores.values()} == {6 * 20}  # the same model-minutes
     assert scores["recorded"]["gpu_hours"] == pytest.approx(demo["gpu_hours"], abs=1e-3)
+    assert scores["recorded"]["cost_usd"] == pytest.approx(demo["cost_usd"], abs=0.01)
     trace = (out / "trace.csv").read_text().splitlines()
     assert trace[1].startswith("2026-12-03T05:36:00Z,")  # 0.1 day of warm-up before 08:00
     # mistral-7b-support's replicas serve 0.6 x its profile's 18 rps in the demo's fleet
@@ -66,12 +68,13 @@ def test_a_set_change_replays_again_on_the_same_draws_scored_beside_serves_setti
     out = tmp_path / "replay"
     done = _headroom(url, "trace", "replay", "--out-dir", str(out), "--warmup-days", "0.1",
                      "--set", "reconcile.target_utilization=0.95", "--set",
-                     "autoscaling.keep_s=0", "--json")
+                     "autoscaling.keep_s=0", "--set", "pools.l4.price_per_gpu_hour=0", "--json")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert doc["changes"] == [
         {"key": "reconcile.target_utilization", "serve": 0.8, "replay": 0.95},
-        {"key": "autoscaling.keep_s", "serve": 240.0, "replay": 0}]
+        {"key": "autoscaling.keep_s", "serve": 240.0, "replay": 0},
+        {"key": "pools.l4.price_per_gpu_hour", "serve": 0.8, "replay": 0}]
     scores = doc["scores"]
     assert list(scores) == ["recorded", "predictive", "predictive (--set)"]
     assert {s["model_minutes"] for s in scores.values()} == {6 * 20}
@@ -83,7 +86,14 @@ def test_a_set_change_replays_again_on_the_same_draws_scored_beside_serves_setti
                                                                                           0.95)
     assert changed.autoscaling.keep_s == 0
     assert changed.model_copy(update={"reconcile": serve.reconcile,
-                                      "autoscaling": serve.autoscaling}) == serve  # nothing else
+                                      "autoscaling": serve.autoscaling,
+                                      "pools": serve.pools}) == serve  # nothing else
+    # free L4s: the change's cost is its A100 and H100 GPUs' alone, at serve's prices
+    recorded = {r.minute_at for r in read_timeline(out / "recorded.csv")}
+    scored = [r for r in read_timeline(out / "changed.csv") if r.minute_at in recorded]
+    assert scores["predictive (--set)"]["cost_usd"] == pytest.approx(sum(
+        r.product_gpus_billed * {"A100-80GB": 5.12, "H100-80GB": 6.88}.get(r.gpu_product, 0.0)
+        for r in {(r.minute_at, r.gpu_product): r for r in scored}.values()) / 60, abs=0.01)
     assert doc["changed_simulate"]["timelines"] == {"predictive": str(out / "changed.csv")}
     assert doc["changed_simulate"]["seed"] == doc["simulate"]["seed"] == 1
     text = _headroom(url, "trace", "replay", "--out-dir", str(out), "--warmup-days", "0.1",
