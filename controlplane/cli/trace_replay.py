@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -74,20 +75,21 @@ def _read(store: Store, models: str | None, until_at: datetime | None, days: flo
     return since_at, end_at, series, rows, specs, runs_a_simulated_fleet(store)
 
 
-def _simulate(out_dir: Path, policies: list[str], seed: int, settings_name: str,
-              timeline_name: str) -> dict[str, Any]:
-    """``headroom simulate`` on the written inputs, without the ``HEADROOM_*`` variables (the
-    settings file holds their values already); its own errors end the replay with its exit
-    code."""
+def _simulate_args(out_dir: Path, policies: list[str], seed: int, settings_name: str,
+                   timeline_name: str) -> list[str]:
+    """``headroom simulate``'s arguments on the written inputs, as an operator re-runs them."""
+    return ["--trace", str(out_dir / "trace.csv"), "--models", str(out_dir / "models.yaml"),
+            "--config", str(out_dir / settings_name), "--fill-gaps", "hold-after-first",
+            "--seed", str(seed), "--timeline-out", str(out_dir / timeline_name),
+            *(a for p in policies for a in ("--policy", p))]
+
+
+def _simulate(args: list[str]) -> dict[str, Any]:
+    """``headroom simulate`` on ``args``, without the ``HEADROOM_*`` variables (the settings
+    file holds their values already); its own errors end the replay with its exit code."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HEADROOM_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "controlplane.cli", "simulate",
-         "--trace", str(out_dir / "trace.csv"), "--models", str(out_dir / "models.yaml"),
-         "--config", str(out_dir / settings_name), "--fill-gaps", "hold-after-first",
-         "--seed", str(seed),
-         "--timeline-out", str(out_dir / timeline_name), "--json",
-         *(a for p in policies for a in ("--policy", p))],
-        stdout=subprocess.PIPE, text=True, check=False, env=env)
+    done = subprocess.run([sys.executable, "-m", "controlplane.cli", "simulate", *args,
+                           "--json"], stdout=subprocess.PIPE, text=True, check=False, env=env)
     if done.returncode != 0:
         raise typer.Exit(done.returncode)
     doc: dict[str, Any] = json.loads(done.stdout)
@@ -184,7 +186,9 @@ def replay(
         sort_keys=False))
     (out_dir / "settings.yaml").write_text(yaml.safe_dump(serve_doc, sort_keys=False))
     write_timeline(out_dir / "recorded.csv", rows)
-    simulated = _simulate(out_dir, policy or [], seed, "settings.yaml", "simulated.csv")
+    runs = {"serve": _simulate_args(out_dir, policy or [], seed, "settings.yaml",
+                                    "simulated.csv")}
+    simulated = _simulate(runs["serve"])
     scored = {(r.minute_at, r.model) for r in rows}
 
     def score(minutes: Sequence[MinuteRow], prices: dict[str, float]) -> dict[str, Any]:
@@ -202,19 +206,24 @@ def replay(
     if changes:
         (out_dir / "settings.changed.yaml").write_text(yaml.safe_dump(changed_doc,
                                                                       sort_keys=False))
-        changed = _simulate(out_dir, policy or [], seed, "settings.changed.yaml", "changed.csv")
+        runs["changed"] = _simulate_args(out_dir, policy or [], seed, "settings.changed.yaml",
+                                        "changed.csv")
+        changed = _simulate(runs["changed"])
         scores |= scores_of(changed, " (--set)", pool_prices(changed_doc))
         document |= {"changes": [{"key": key, "serve": value_at(serve_doc, key),
                                   "replay": value} for key, value in changes.items()],
                      "changed_simulate": changed}
     window = {"since": since_at.isoformat(), "until": end_at.isoformat()}
+    rerun = {name: shlex.join(["headroom", "simulate", *args]) for name, args in runs.items()}
     if json_out:
         write_document(json.dumps({"ok": True, "window": window, "out_dir": str(out_dir),
-                                   "scores": scores} | document, indent=2))
+                                   "scores": scores, "rerun": rerun} | document, indent=2))
         return
     Console(width=max(100, Console().width)).print(_table(scores))
     for change in document.get("changes", []):
         typer.echo(f"(--set) {change['key']}: {json.dumps(change['replay'])} "
                    f"(serve: {json.dumps(change['serve'])})")
     typer.echo(f"window {since_at:%Y-%m-%d %H:%M} .. {end_at:%Y-%m-%d %H:%M} UTC, the recorded "
-               f"model-minutes only; inputs and timelines in {out_dir}")
+               f"model-minutes only; inputs and timelines in {out_dir}; edit them and re-run:")
+    for command in rerun.values():
+        typer.echo(f"  {command}")

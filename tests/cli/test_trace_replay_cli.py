@@ -5,6 +5,7 @@ serve's settings and pools, scored beside what the loop did over the same model-
 from __future__ import annotations
 
 import json
+import shlex
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -53,12 +54,12 @@ def test_the_demos_minutes_replay_beside_the_recorded_ones_from_inputs_simulate_
     assert {p["from"] for p in doc["simulate"]["pools"]} == {"config"}
     # a model added inside the window had no demand before its first observation
     assert doc["simulate"]["fill_gaps"] == "hold-after-first"
-    again = tmp_path / "again.csv"
-    rerun = _headroom(store_url, "simulate", "--trace", str(out / "trace.csv"), "--models",
-                      str(out / "models.yaml"), "--config", str(out / "settings.yaml"),
-                      "--fill-gaps", "hold-after-first", "--timeline-out", str(again))
+    replayed = {p: (out / f"simulated.{p}.csv").read_text() for p in ("predictive", "reactive")}
+    command = shlex.split(doc["rerun"]["serve"])  # the command it prints for an operator
+    assert command[:2] == ["headroom", "simulate"]
+    rerun = _headroom(store_url, *command[1:])
     assert rerun.returncode == 0, rerun.stderr
-    assert again.read_text() == (out / "simulated.predictive.csv").read_text()
+    assert {p: (out / f"simulated.{p}.csv").read_text() for p in replayed} == replayed
 
 
 def test_a_set_change_replays_again_on_the_same_draws_scored_beside_serves_settings(
@@ -101,6 +102,7 @@ def test_a_set_change_replays_again_on_the_same_draws_scored_beside_serves_setti
     assert text.returncode == 0, text.stderr
     assert "predictive (--set)" in text.stdout
     assert "(--set) autoscaling.keep_s: 0 (serve: 240.0)" in text.stdout
+    assert f"--config {out / 'settings.changed.yaml'}" in text.stdout  # how to re-run it
 
 
 def test_a_store_without_ticks_has_nothing_to_replay_and_writes_nothing(tmp_path: Path
