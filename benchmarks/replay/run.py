@@ -101,14 +101,17 @@ def main() -> None:
     table = {label: {**{k: p.get(k) for k in ("minutes", "model_minutes", "short_model_minutes",
                                               "short_model_minutes_pct", "gpu_hours")},
                      "gpu_hours_over_lower_bound":
-                         (p.get("lower_bound") or {}).get("gpu_hours_over_lower_bound")}
+                         (p.get("lower_bound") or {}).get("gpu_hours_over_lower_bound"),
+                     # the judge has no prices: trace replay's own, at the demo pools' prices
+                     "cost_usd": replayed["scores"][label]["cost_usd"]}
              for label, p in judge["policies"].items()}
     print(f"{'timeline':<11} {'minutes':>8} {'short':>6} {'short %':>8} {'GPU-h':>9} "
-          f"{'/ LB':>7}")
+          f"{'/ LB':>7} {'cost $':>9}")
     for label, row in table.items():
         print(f"{label:<11} {row['minutes']:>8} {row['short_model_minutes']:>6} "
               f"{row['short_model_minutes_pct']:>8.3f} {row['gpu_hours']:>9.1f} "
-              f"{row['gpu_hours_over_lower_bound'] or float('nan'):>7.3f}")
+              f"{row['gpu_hours_over_lower_bound'] or float('nan'):>7.3f} "
+              f"{row['cost_usd']:>9,.0f}")
     RESULTS.write_text(json.dumps({
         "benchmark": "replay", "hours": args.hours, "start_at": START_AT,
         "history_days": history_days, "table": table,
