@@ -328,8 +328,10 @@ def simulate_command(
         check_not_inputs(timeline_out, timeline_paths(timeline_out, names), {
             "--trace": trace, "--models": models, **({"--hints": hints} if hints else {}),
             **({"--config": config_file} if config_file else {}),
-            **{f"cold-start samples ({m.name})": m.cold_start.samples_csv
-               for m in config.models if m.cold_start.samples_csv is not None}})
+            **{f"{what} samples ({m.name})": cold.samples_csv for m in config.models
+               for what, cold in (("cold-start", m.cold_start),
+                                  ("true cold-start", m.true_cold_start))
+               if cold.samples_csv is not None}})
         for path in timeline_paths(timeline_out, names).values():
             check_output_path(path, "--timeline-out", {})
         try:

@@ -88,6 +88,9 @@ class _Model(Loose):
     per_replica_rps: float | None = Field(None, validate_default=True)
     gpu_per_replica: float | None = Field(None, validate_default=True)
     cold_start: _ColdStart
+    #: how long the fleet's replicas really take to start (default: cold_start, it is right);
+    #: the policies plan with cold_start, as the live loop plans with the model's spec
+    true_cold_start: _ColdStart | None = None
     idle_gpu_fraction: float = Field(1.0, ge=0, le=1)
     #: what a replica really serves within the SLO (default: per_replica_rps, the profile is right)
     true_per_replica_rps: float | None = None
@@ -271,7 +274,8 @@ def cold_start_from(spec: _ColdStart, base_dir: Path, cached_default: Durations,
                           f"lognormal p50={spec.p50_s}s p90={spec.p90_s}s")
 
 
-def _sim_model(model: _Model, cold_start: ColdStartModel) -> SimModel:
+def _sim_model(model: _Model, cold_start: ColdStartModel,
+               true_cold_start: ColdStartModel | None) -> SimModel:
     product, rps, share = model.gpu_product, model.per_replica_rps, model.gpu_per_replica
     if product is None or rps is None or share is None:  # checked when read (shape_value)
         raise ModelsFileError(f"model {model.name}: give {', '.join(SHAPE_FIELDS)} or a profile")
@@ -279,7 +283,7 @@ def _sim_model(model: _Model, cold_start: ColdStartModel) -> SimModel:
     return SimModel(shape, Isolation(model.isolation.lower()), cold_start,
                     model.true_per_replica_rps, model.latency_slo_ms,
                     model.latency_ms or DEFAULT_UNLOADED_LATENCY_MS,
-                    model.min_replicas, model.max_replicas)
+                    model.min_replicas, model.max_replicas, true_cold_start)
 
 
 def load_models_file(path: Path, cold_start_override: _ColdStart | None = None,
@@ -307,16 +311,19 @@ def load_models_file(path: Path, cold_start_override: _ColdStart | None = None,
     found += [f"{path}: fleet.pools.{product}: no model runs on {product!r}; the models' GPU "
               f"products are {', '.join(map(repr, products))}"
               for product in sorted(set(fleet.pools) - set(products))]
-    cold_starts: list[ColdStartModel] = []
+    cold_starts: list[tuple[ColdStartModel, ColdStartModel | None]] = []
     for i, m in enumerate(parsed.models):
-        try:
-            cold_starts.append(override if override is not None else cold_start_from(
-                m.cold_start, path.parent, cached, f"{path}: models[{i}] ({m.name}): cold_start"))
+        where = f"{path}: models[{i}] ({m.name})"
+        try:  # --cold-start replaces both: it says how every replica starts
+            cold_starts.append((override, None) if override is not None else (
+                cold_start_from(m.cold_start, path.parent, cached, f"{where}: cold_start"),
+                None if m.true_cold_start is None else cold_start_from(
+                    m.true_cold_start, path.parent, cached, f"{where}: true_cold_start")))
         except ModelsFileError as error:
             found.append(str(error))
     if found:
         raise ModelsFileError(listed_problems(found))
-    models = tuple(_sim_model(m, c) for m, c in zip(parsed.models, cold_starts, strict=True))
+    models = tuple(_sim_model(m, *c) for m, c in zip(parsed.models, cold_starts, strict=True))
     return SimConfig(models, FleetConfig(
         node_provision=Durations.lognormal(fleet.node_provision_s.p50, fleet.node_provision_s.p90),
         gpus_per_node=fleet.gpus_per_node, max_nodes=fleet.max_nodes,

@@ -93,7 +93,7 @@ class SimFleet:
     def _draw(self, model: SimModel, node: SimNode) -> float:
         cached_at = node.cached_s.get(model.name, float("inf"))
         wait_s = max(0.0, cached_at - self._now_s)
-        return wait_s + model.cold_start.cached.draw(self._rng.random())
+        return wait_s + model.true_cold_start.cached.draw(self._rng.random())
 
     def _bind(self, replica: SimReplica) -> bool:
         """First fit over the pool's ready nodes (oldest first), preferring nodes that already
@@ -212,7 +212,7 @@ class SimFleet:
                      [1.0] * spec.gpus_per_node)
         for model in self._models.values():
             if self._pool_of[model.name] == pool:
-                node.cached_s[model.name] = ready_s + model.cold_start.uncached.draw(
+                node.cached_s[model.name] = ready_s + model.true_cold_start.uncached.draw(
                     self._rng.random())
         return node
 

@@ -41,10 +41,17 @@ class SimModel:
     latency_ms: float = DEFAULT_UNLOADED_LATENCY_MS
     min_replicas: int | None = None  # the hot target's bounds (``autoscaling.bounds``)
     max_replicas: int | None = None
+    #: how long replicas really take to start (None: ``cold_start``, which the policies plan with)
+    true_cold: ColdStartModel | None = None
 
     @property
     def true_per_replica_rps(self) -> float:
         return self.shape.per_replica_rps if self.true_rps is None else self.true_rps
+
+    @property
+    def true_cold_start(self) -> ColdStartModel:
+        """The cold start the simulated fleet draws."""
+        return self.cold_start if self.true_cold is None else self.true_cold
 
     @property
     def name(self) -> str:
