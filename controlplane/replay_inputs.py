@@ -11,6 +11,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import yaml
 from pydantic import BaseModel
 
@@ -44,16 +45,41 @@ def replay_models_file(specs: Sequence[ModelSpec], reported_rps: Mapping[str, fl
     ``true_per_replica_rps`` what its replicas were reported to serve, where they were: so a
     simulated replica serves what the loop's did, and the recorded and the simulated minutes
     are scored alike. A simulated fleet's (the demo's) nodes take ``sim.node_provision_s``
-    (uniform: p50 its middle, p90 nine tenths of the way), a real fleet's simulate's default."""
+    (uniform: p50 its middle, p90 nine tenths of the way), a real fleet's simulate's default;
+    its replicas start as its own do (``true_cold_start``: an image pull, a weight load and a
+    warm-up, each uniform), while the policies plan with each model's spec, as the loop did."""
     doc = as_models_file(specs)
+    sim = settings.sim
+    true_start_s = uniform_sum_quantiles((sim.image_pull_s, sim.weight_load_s, sim.warmup_s),
+                                         (0.5, 0.9))
     for entry in doc["models"]:
         if entry["name"] in reported_rps:
             entry["true_per_replica_rps"] = reported_rps[entry["name"]]
+        if simulated_fleet:
+            entry["true_cold_start"] = {"p50_s": true_start_s[0], "p90_s": true_start_s[1]}
     if simulated_fleet:
-        low_s, high_s = settings.sim.node_provision_s
-        doc["fleet"] = {"node_provision_s": {"p50": (low_s + high_s) / 2,
-                                             "p90": low_s + 0.9 * (high_s - low_s)}}
+        doc["fleet"] = {"node_provision_s": dict(zip(
+            ("p50", "p90"), uniform_sum_quantiles((sim.node_provision_s,), (0.5, 0.9)),
+            strict=True))}
     return doc
+
+
+def uniform_sum_quantiles(ranges: Sequence[tuple[float, float]], quantiles: Sequence[float],
+                          step_s: float = 0.01) -> tuple[float, ...]:
+    """Quantiles of a sum of independent uniform durations (each ``(low_s, high_s)``), to
+    ``step_s``: the densities convolved on a grid of that step."""
+    density = np.ones(1)
+    for low_s, high_s in ranges:
+        cells = max(1, round((high_s - low_s) / step_s))
+        density = np.convolve(density, np.full(cells, 1.0 / cells))
+    cdf = np.cumsum(density)
+    start_s = sum(low_s for low_s, _ in ranges)
+    width_s = sum(high_s - low_s for low_s, high_s in ranges)
+    # cell i holds (i, i + 1] grid steps of the span; a quantile's cell, interpolated within it
+    cells_s = width_s / len(density) if width_s else 0.0
+    return tuple(round(start_s + cells_s * float(np.interp(q, np.concatenate(([0.0], cdf)),
+                                                           np.arange(len(cdf) + 1))), 2)
+                 for q in quantiles)
 
 
 def _plain(value: Any) -> Any:

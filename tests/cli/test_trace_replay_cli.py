@@ -48,6 +48,11 @@ def test_the_demos_minutes_replay_beside_the_recorded_ones_from_inputs_simulate_
     assert len(credited) == 6
     # the demo fleet's nodes: provisioned in 60-180 s (sim.node_provision_s), not 120 / 240 s
     assert written["fleet"] == {"node_provision_s": {"p50": 120.0, "p90": 168.0}}
+    # its replicas start in an image pull (30-120 s), a weight load (5-60 s) and a warm-up
+    # (10-30 s), where the policies plan with each model's own cold start, as the loop did
+    assert {m["name"]: m["true_cold_start"] for m in written["models"]} == {
+        name: {"p50_s": 127.5, "p90_s": 169.08} for name in credited}
+    assert {m["name"]: m["cold_start"]["p50_s"] for m in written["models"]}["bert-embed"] == 5.0
     settings = load_settings(out / "settings.yaml")
     assert settings.pools == default_pools()  # the demo's own pools, prices and limits
     assert settings.reconcile.target_utilization == 0.8  # serve's, not simulate's 1

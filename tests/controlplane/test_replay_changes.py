@@ -1,11 +1,19 @@
-"""``trace replay --set``: each change a key simulate honours with a YAML value, set into a
-copy of serve's settings file."""
+"""``trace replay``'s inputs: each ``--set`` change a key simulate honours with a YAML value,
+set into a copy of serve's settings file; the demo fleet's start times as quantiles."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from controlplane.replay_inputs import parse_changes, replay_settings, value_at, with_changes
+from controlplane.replay_inputs import (
+    parse_changes,
+    replay_settings,
+    uniform_sum_quantiles,
+    value_at,
+    with_changes,
+)
 from controlplane.settings import load_settings
 from forecaster.errors import InputError
 
@@ -62,3 +70,12 @@ def test_a_change_simulate_cannot_take_is_refused_naming_it(given: list[str],
     with pytest.raises(InputError) as raised:
         parse_changes(given)
     assert message in str(raised.value)
+
+
+def test_a_sum_of_uniform_durations_has_the_quantiles_of_its_closed_form() -> None:
+    assert uniform_sum_quantiles([(60.0, 180.0)], (0.5, 0.9)) == (120.0, 168.0)
+    # two of U(0, 10): a triangle on (0, 20), whose p90 is 20 - 10 sqrt(0.2)
+    median, p90 = uniform_sum_quantiles([(0.0, 10.0), (0.0, 10.0)], (0.5, 0.9))
+    assert median == pytest.approx(10.0, abs=0.01)
+    assert p90 == pytest.approx(20 - 10 * math.sqrt(0.2), abs=0.01)
+    assert uniform_sum_quantiles([(8.0, 8.0), (1.0, 3.0)], (0.5,)) == (10.0,)
