@@ -126,7 +126,8 @@ def replay(
                                            "draws")] = 1,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", metavar="KEY=VALUE", help="replay again with this setting changed (a key "
-        "simulate honours, or pools; the value in YAML; repeatable) and score both")] = None,
+        "simulate honours, pools or pools.NAME.FIELD; the value in YAML; repeatable) and "
+        "score both")] = None,
     json_out: JsonOption = False,
     config: ConfigOption = None,
     db: DbOption = None,
