@@ -7,10 +7,12 @@ import csv
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from simulate_support import MODELS_YAML, cli_app, rate, write_models, write_trace
 from typer.testing import CliRunner
 
-from controlplane.simulation.config import load_models_file
+from controlplane.models_yaml import ModelsFileError
+from controlplane.simulation.config import load_models_file, parse_cold_start_option
 from controlplane.simulation.engine import cold_wake_s, fleet_models
 
 PLANNED = "    cold_start: {p50_s: 22, p90_s: 39}\n"
@@ -53,3 +55,22 @@ def test_replicas_slower_to_start_than_planned_leave_their_model_short_for_longe
     planned = _short_minutes(tmp_path, MODELS_YAML, "planned")
     slow = _short_minutes(tmp_path, SLOW_LARGE, "slow")
     assert slow["chat/large"] >= planned["chat/large"] + 10
+
+
+def test_the_cold_start_option_replaces_the_planned_and_the_true_cold_start(
+        tmp_path: Path) -> None:
+    config = load_models_file(write_models(tmp_path / "m.yaml", SLOW_LARGE),
+                              parse_cold_start_option("p50=60,p90=90"))
+    large = config.models[0]
+    assert large.true_cold_start.uncached.quantile(0.5) == large.cold_start.uncached.quantile(
+        0.5) == 60.0
+
+
+def test_a_true_cold_start_without_its_p90_is_refused_naming_the_model_and_field(
+        tmp_path: Path) -> None:
+    broken = write_models(tmp_path / "m.yaml", MODELS_YAML.replace(
+        PLANNED, PLANNED + "    true_cold_start: {p50_s: 900}\n", 1))
+    with pytest.raises(ModelsFileError) as refused:
+        load_models_file(broken)
+    assert "models[0] (chat/large): true_cold_start" in str(refused.value)
+    assert "give samples_ms_csv or both p50_s and p90_s" in str(refused.value)
