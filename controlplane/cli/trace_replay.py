@@ -189,7 +189,13 @@ def replay(
     write_timeline(out_dir / "recorded.csv", rows)
     runs = {"serve": _simulate_args(out_dir, policy or [], seed, "settings.yaml",
                                     "simulated.csv")}
-    simulated = _simulate(runs["serve"])
+    if changes:
+        (out_dir / "settings.changed.yaml").write_text(yaml.safe_dump(changed_doc,
+                                                                      sort_keys=False))
+        runs["changed"] = _simulate_args(out_dir, policy or [], seed, "settings.changed.yaml",
+                                         "changed.csv")
+    # the changed settings first: a value only simulate checks (a forecast method) fails fast
+    simulated = {name: _simulate(runs[name]) for name in reversed(runs)}
     scored = {(r.minute_at, r.model) for r in rows}
 
     def score(minutes: Sequence[MinuteRow], prices: dict[str, float]) -> dict[str, Any]:
@@ -202,18 +208,14 @@ def replay(
                 for name, path in doc["timelines"].items()}
 
     serve_prices = pool_prices(serve_doc)
-    scores = {"recorded": score(rows, serve_prices)} | scores_of(simulated, "", serve_prices)
-    document: dict[str, Any] = {"simulate": simulated}
+    scores = {"recorded": score(rows, serve_prices)} | scores_of(simulated["serve"], "",
+                                                                 serve_prices)
+    document: dict[str, Any] = {"simulate": simulated["serve"]}
     if changes:
-        (out_dir / "settings.changed.yaml").write_text(yaml.safe_dump(changed_doc,
-                                                                      sort_keys=False))
-        runs["changed"] = _simulate_args(out_dir, policy or [], seed, "settings.changed.yaml",
-                                        "changed.csv")
-        changed = _simulate(runs["changed"])
-        scores |= scores_of(changed, " (--set)", pool_prices(changed_doc))
+        scores |= scores_of(simulated["changed"], " (--set)", pool_prices(changed_doc))
         document |= {"changes": [{"key": key, "serve": value_at(serve_doc, key),
                                   "replay": value} for key, value in changes.items()],
-                     "changed_simulate": changed}
+                     "changed_simulate": simulated["changed"]}
     window = {"since": since_at.isoformat(), "until": end_at.isoformat()}
     rerun = {name: shlex.join(["headroom", "simulate", *args]) for name, args in runs.items()}
     if json_out:

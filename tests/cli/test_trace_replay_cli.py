@@ -108,6 +108,14 @@ def test_a_set_change_replays_again_on_the_same_draws_scored_beside_serves_setti
     assert "predictive (--set)" in text.stdout
     assert "(--set) autoscaling.keep_s: 0 (serve: 240.0)" in text.stdout
     assert f"--config {out / 'settings.changed.yaml'}" in text.stdout  # how to re-run it
+    # a value only simulate checks fails in the changed replay, which runs first
+    bad = tmp_path / "bad"
+    refused = _headroom(url, "trace", "replay", "--out-dir", str(bad), "--warmup-days", "0.1",
+                        "--set", "forecast.method=bogus")
+    assert refused.returncode == 2
+    assert (f"{bad / 'settings.changed.yaml'}: forecast.method: unknown forecast method "
+            "'bogus'") in " ".join(refused.stderr.split())
+    assert not (bad / "simulated.csv").exists()
 
 
 def test_a_store_without_ticks_has_nothing_to_replay_and_writes_nothing(tmp_path: Path
