@@ -9,8 +9,8 @@ it to serve), ``settings.yaml`` (serve's values of every key simulate honours, a
 ``recorded.csv`` (``trace timeline``) and simulate's timelines. Simulate runs as a child process
 (``python -m controlplane.cli simulate``), exactly as an operator would run it on those files.
 With ``--set KEY=VALUE``, simulate runs again on ``settings.changed.yaml`` (serve's values with
-the changes), with the same seed, so the two replays draw the same cold starts and differ only
-by the change.
+the changes); with ``--sweep KEY=V1,V2``, once a value (``settings.sweep-N.yaml``). Every replay
+has the same seed, so they draw the same cold starts and differ only by the change.
 """
 
 from __future__ import annotations
@@ -128,6 +128,9 @@ def replay(
         "--set", metavar="KEY=VALUE", help="replay again with this setting changed (a key "
         "simulate honours, pools or pools.NAME.FIELD; the value in YAML; repeatable) and "
         "score both")] = None,
+    sweep: Annotated[str | None, typer.Option(
+        "--sweep", metavar="KEY=V1,V2,...", help="replay once a value of this setting (as "
+        "--set takes; with the --set changes) and score each beside serve's")] = None,
     json_out: JsonOption = False,
     config: ConfigOption = None,
     db: DbOption = None,
@@ -137,14 +140,18 @@ def replay(
 
     from controlplane import trace_export
     from controlplane.cli.demo_store import settings_with_db
-    from controlplane.replay_inputs import (
+    from controlplane.replay_changes import (
         parse_changes,
+        parse_sweep,
+        value_at,
+        variants,
+        with_changes,
+    )
+    from controlplane.replay_inputs import (
         pool_prices,
         replay_models_file,
         replay_settings,
         reported_replica_rps,
-        value_at,
-        with_changes,
     )
     from controlplane.settings import ConfigError, load_settings
     from controlplane.simulation.timeline import (
@@ -157,17 +164,22 @@ def replay(
     try:
         until_at = None if until is None else parse_utc(until, "--until")
         changes = parse_changes(set_ or [])
+        replays = variants(changes, None if sweep is None else parse_sweep(sweep, changes))
         settings = settings_with_db(config, db)
     except (InputError, ConfigError) as error:
         raise usage_error(str(error)) from None
     serve_doc = replay_settings(settings)
+    docs: dict[str, dict[str, Any]] = {}
     try:
-        changed_doc = with_changes(serve_doc, changes)
-        load_settings(None, **changed_doc)
+        with_changes(serve_doc, changes)  # --set's own problems first
+        for variant in replays:
+            docs[variant.label] = with_changes(serve_doc, variant.changes, variant.option)
+            load_settings(None, **docs[variant.label])
     except InputError as error:
         raise usage_error(str(error)) from None
     except ConfigError as error:  # serve's own values were checked: the change is wrong
-        raise usage_error(f"--set: {str(error).removeprefix('configuration: ')}") from None
+        raise usage_error(f"{variant.option}: {str(error).removeprefix('configuration: ')}"
+                          ) from None
     got = with_existing_store(config, db, lambda store: _read(store, models, until_at, days,
                                                               warmup_days))
     if got is None:
@@ -189,11 +201,11 @@ def replay(
     write_timeline(out_dir / "recorded.csv", rows)
     runs = {"serve": _simulate_args(out_dir, policy or [], seed, "settings.yaml",
                                     "simulated.csv")}
-    if changes:
-        (out_dir / "settings.changed.yaml").write_text(yaml.safe_dump(changed_doc,
-                                                                      sort_keys=False))
-        runs["changed"] = _simulate_args(out_dir, policy or [], seed, "settings.changed.yaml",
-                                         "changed.csv")
+    for variant in replays:
+        (out_dir / variant.settings_name).write_text(yaml.safe_dump(docs[variant.label],
+                                                                    sort_keys=False))
+        runs[variant.label] = _simulate_args(out_dir, policy or [], seed, variant.settings_name,
+                                             variant.timeline_name)
     # the changed settings first: a value only simulate checks (a forecast method) fails fast
     simulated = {name: _simulate(runs[name]) for name in reversed(runs)}
     scored = {(r.minute_at, r.model) for r in rows}
@@ -210,22 +222,26 @@ def replay(
     serve_prices = pool_prices(serve_doc)
     scores = {"recorded": score(rows, serve_prices)} | scores_of(simulated["serve"], "",
                                                                  serve_prices)
-    document: dict[str, Any] = {"simulate": simulated["serve"]}
-    if changes:
-        scores |= scores_of(simulated["changed"], " (--set)", pool_prices(changed_doc))
-        document |= {"changes": [{"key": key, "serve": value_at(serve_doc, key),
-                                  "replay": value} for key, value in changes.items()],
-                     "changed_simulate": simulated["changed"]}
+    for variant in replays:
+        scores |= scores_of(simulated[variant.label], f" ({variant.label})",
+                            pool_prices(docs[variant.label]))
+    document: dict[str, Any] = {"simulate": simulated["serve"], "variants": [
+        {"label": variant.label, "settings": str(out_dir / variant.settings_name),
+         "changes": [{"key": key, "serve": value_at(serve_doc, key), "replay": value}
+                     for key, value in variant.changes.items()],
+         "simulate": simulated[variant.label]} for variant in replays]}
     window = {"since": since_at.isoformat(), "until": end_at.isoformat()}
     rerun = {name: shlex.join(["headroom", "simulate", *args]) for name, args in runs.items()}
     if json_out:
         write_document(json.dumps({"ok": True, "window": window, "out_dir": str(out_dir),
                                    "scores": scores, "rerun": rerun} | document, indent=2))
         return
-    Console(width=max(100, Console().width)).print(_table(scores))
-    for change in document.get("changes", []):
-        typer.echo(f"(--set) {change['key']}: {json.dumps(change['replay'])} "
-                   f"(serve: {json.dumps(change['serve'])})")
+    # wide enough for a sweep's labels: a table's columns fold a long label otherwise
+    Console(width=max(100, Console().width, 80 + max(map(len, scores)))).print(_table(scores))
+    for variant in document["variants"]:
+        typer.echo(f"({variant['label']}) " + "; ".join(
+            f"{change['key']}: {json.dumps(change['replay'])} (serve: "
+            f"{json.dumps(change['serve'])})" for change in variant["changes"]))
     typer.echo(f"window {since_at:%Y-%m-%d %H:%M} .. {end_at:%Y-%m-%d %H:%M} UTC, the recorded "
                f"model-minutes only; inputs and timelines in {out_dir}; edit them and re-run:")
     for command in rerun.values():

@@ -77,7 +77,9 @@ def test_a_set_change_replays_again_on_the_same_draws_scored_beside_serves_setti
                      "autoscaling.keep_s=0", "--set", "pools.l4.price_per_gpu_hour=0", "--json")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
-    assert doc["changes"] == [
+    (changed_run,) = doc["variants"]
+    assert changed_run["label"] == "--set"
+    assert changed_run["changes"] == [
         {"key": "reconcile.target_utilization", "serve": 0.8, "replay": 0.95},
         {"key": "autoscaling.keep_s", "serve": 240.0, "replay": 0},
         {"key": "pools.l4.price_per_gpu_hour", "serve": 0.8, "replay": 0}]
@@ -100,8 +102,8 @@ def test_a_set_change_replays_again_on_the_same_draws_scored_beside_serves_setti
     assert scores["predictive (--set)"]["cost_usd"] == pytest.approx(sum(
         r.product_gpus_billed * {"A100-80GB": 5.12, "H100-80GB": 6.88}.get(r.gpu_product, 0.0)
         for r in {(r.minute_at, r.gpu_product): r for r in scored}.values()) / 60, abs=0.01)
-    assert doc["changed_simulate"]["timelines"] == {"predictive": str(out / "changed.csv")}
-    assert doc["changed_simulate"]["seed"] == doc["simulate"]["seed"] == 1
+    assert changed_run["simulate"]["timelines"] == {"predictive": str(out / "changed.csv")}
+    assert changed_run["simulate"]["seed"] == doc["simulate"]["seed"] == 1
     text = _headroom(url, "trace", "replay", "--out-dir", str(out), "--warmup-days", "0.1",
                      "--set", "autoscaling.keep_s=0")
     assert text.returncode == 0, text.stderr
@@ -116,6 +118,35 @@ def test_a_set_change_replays_again_on_the_same_draws_scored_beside_serves_setti
     assert (f"{bad / 'settings.changed.yaml'}: forecast.method: unknown forecast method "
             "'bogus'") in " ".join(refused.stderr.split())
     assert not (bad / "simulated.csv").exists()
+
+
+def test_a_sweep_replays_once_a_value_each_scored_beside_serves_settings(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    demo_on_store(url, tmp_path)
+    out = tmp_path / "replay"
+    done = _headroom(url, "trace", "replay", "--out-dir", str(out), "--warmup-days", "0.1",
+                     "--sweep", "reconcile.target_utilization=0.6,0.95", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    low, high = (f"predictive (reconcile.target_utilization={v})" for v in ("0.6", "0.95"))
+    assert list(doc["scores"]) == ["recorded", "predictive", low, high]
+    # replicas filled to 60 % take more GPUs than filled to 95 %
+    assert doc["scores"][low]["gpu_hours"] > doc["scores"][high]["gpu_hours"]
+    assert [(v["label"], v["changes"]) for v in doc["variants"]] == [
+        (f"reconcile.target_utilization={v}",
+         [{"key": "reconcile.target_utilization", "serve": 0.8, "replay": float(v)}])
+        for v in ("0.6", "0.95")]
+    assert [load_settings(out / f"settings.sweep-{i}.yaml").reconcile.target_utilization
+            for i in (1, 2)] == [0.6, 0.95]
+    assert list(doc["rerun"]) == ["serve", "reconcile.target_utilization=0.6",
+                                  "reconcile.target_utilization=0.95"]
+    assert f"--timeline-out {out / 'sweep-2.csv'}" in doc["rerun"][
+        "reconcile.target_utilization=0.95"]
+    text = _headroom(url, "trace", "replay", "--out-dir", str(out), "--warmup-days", "0.1",
+                     "--sweep", "reconcile.target_utilization=0.6,0.95")
+    assert text.returncode == 0, text.stderr
+    assert f"│ {high} │" in text.stdout  # the label whole, in a narrow terminal too
 
 
 def test_a_store_without_ticks_has_nothing_to_replay_and_writes_nothing(tmp_path: Path
@@ -148,6 +179,10 @@ def test_a_store_without_ticks_has_nothing_to_replay_and_writes_nothing(tmp_path
      "--set safety.max_node_step: given twice"),
     (["--set", "reconcile.target_utilization=1.5"],
      "--set: reconcile.target_utilization: Input should be less than or equal to 1"),
+    (["--sweep", "reconcile.target_utilization=0.7,1.5"],
+     "--sweep: reconcile.target_utilization: Input should be less than or equal to 1"),
+    (["--set", "autoscaling.keep_s=0", "--sweep", "autoscaling.keep_s=60,120"],
+     "--sweep autoscaling.keep_s: --set gives it too"),
 ])
 def test_bad_options_are_refused_naming_the_option_before_the_store_is_read(
         tmp_path: Path, args: list[str], message: str) -> None:

@@ -1,5 +1,6 @@
-"""``trace replay``'s inputs: each ``--set`` change a key simulate honours with a YAML value,
-set into a copy of serve's settings file; the demo fleet's start times as quantiles."""
+"""``trace replay``'s changes and inputs: each ``--set`` change a key simulate honours with a
+YAML value, set into a copy of serve's settings file; ``--sweep``'s replays, a value each; the
+demo fleet's start times as quantiles."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ import math
 
 import pytest
 
-from controlplane.replay_inputs import (
+from controlplane.replay_changes import (
     parse_changes,
-    replay_settings,
-    uniform_sum_quantiles,
+    parse_sweep,
     value_at,
+    variants,
     with_changes,
 )
+from controlplane.replay_inputs import replay_settings, uniform_sum_quantiles
 from controlplane.settings import load_settings
 from forecaster.errors import InputError
 
@@ -79,3 +81,46 @@ def test_a_sum_of_uniform_durations_has_the_quantiles_of_its_closed_form() -> No
     assert median == pytest.approx(10.0, abs=0.01)
     assert p90 == pytest.approx(20 - 10 * math.sqrt(0.2), abs=0.01)
     assert uniform_sum_quantiles([(8.0, 8.0), (1.0, 3.0)], (0.5,)) == (10.0,)
+
+
+def test_a_sweep_replays_once_a_value_each_with_the_set_changes_too() -> None:
+    changes = parse_changes(["autoscaling.keep_s=0"])
+    replays = variants(changes, parse_sweep("reconcile.target_utilization=0.7, 0.9", changes))
+    assert [(v.label, dict(v.changes), v.settings_name, v.timeline_name) for v in replays] == [
+        ("reconcile.target_utilization=0.7",
+         {"autoscaling.keep_s": 0, "reconcile.target_utilization": 0.7},
+         "settings.sweep-1.yaml", "sweep-1.csv"),
+        ("reconcile.target_utilization=0.9",
+         {"autoscaling.keep_s": 0, "reconcile.target_utilization": 0.9},
+         "settings.sweep-2.yaml", "sweep-2.csv")]
+    assert {v.option for v in replays} == {"--sweep"}
+    only_set = variants(changes, None)
+    assert [(v.label, v.settings_name, v.option) for v in only_set] == [
+        ("--set", "settings.changed.yaml", "--set")]
+    assert variants({}, None) == ()
+
+
+@pytest.mark.parametrize(("text", "changes", "message"), [
+    ("reconcile.target_utilization", {}, "expected KEY=V1,V2,..."),
+    ("reconcile.target_utilization=0.7,,0.9", {}, "expected KEY=V1,V2,..."),
+    ("reconcile.target_utilisation=0.7", {}, "--sweep reconcile.target_utilisation: not a "
+                                             "setting headroom simulate honours; did you mean "
+                                             "reconcile.target_utilization?"),
+    ("autoscaling.keep_s=0,60", {"autoscaling.keep_s": 0}, "--sweep autoscaling.keep_s: --set "
+                                                          "gives it too"),
+    ("autoscaling.keep_s=0,60,0", {}, "--sweep autoscaling.keep_s: 0 given twice"),
+])
+def test_a_sweep_simulate_cannot_take_is_refused_naming_it(text: str, changes: dict[str, float],
+                                                           message: str) -> None:
+    with pytest.raises(InputError) as raised:
+        parse_sweep(text, changes)
+    assert message in str(raised.value)
+
+
+def test_a_swept_pool_of_no_such_name_is_refused_naming_the_sweep() -> None:
+    serve = replay_settings(load_settings())
+    (replay,) = variants({}, parse_sweep("pools.l5.max_nodes=2", {}))
+    with pytest.raises(InputError) as raised:
+        with_changes(serve, replay.changes, replay.option)
+    assert str(raised.value) == ("--sweep pools.l5: no pool named 'l5'; the pools: a100-80gb, "
+                                 "h100-80gb, l4")
