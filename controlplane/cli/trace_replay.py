@@ -47,6 +47,7 @@ from forecaster.errors import InputError
 
 if TYPE_CHECKING:  # imported where used: `headroom trace --help` loads no store
     from controlplane.domain.models import ModelSpec
+    from controlplane.replay_changes import Variant
     from controlplane.simulation.engine import MinuteRow
     from controlplane.store import Store
     from forecaster.types import TrafficSeries
@@ -96,6 +97,39 @@ def _simulate(args: list[str]) -> dict[str, Any]:
     return doc
 
 
+def _changed_settings(serve_doc: dict[str, Any], changes: dict[str, Any],
+                      replays: tuple[Variant, ...]) -> dict[str, dict[str, Any]]:
+    """Each replay's settings file by its label, checked as serve checks its own: a change
+    that cannot be made or that serve would refuse ends the command before the store is
+    read."""
+    from controlplane.replay_changes import with_changes
+    from controlplane.settings import ConfigError, load_settings
+
+    docs: dict[str, dict[str, Any]] = {}
+    try:
+        with_changes(serve_doc, changes)  # --set's own problems first
+        for variant in replays:
+            docs[variant.label] = with_changes(serve_doc, variant.changes, variant.option)
+            try:
+                load_settings(None, **docs[variant.label])
+            except ConfigError as error:  # serve's own values were checked: the change is wrong
+                raise usage_error(f"{variant.option}: "
+                                  f"{str(error).removeprefix('configuration: ')}") from None
+    except InputError as error:
+        raise usage_error(str(error)) from None
+    return docs
+
+
+def _print(scores: dict[str, dict[str, Any]], replays: list[dict[str, Any]]) -> None:
+    """The scores' table and each replay's changes beside serve's values."""
+    # wide enough for a sweep's labels: a table's columns fold a long label otherwise
+    Console(width=max(100, Console().width, 80 + max(map(len, scores)))).print(_table(scores))
+    for variant in replays:
+        typer.echo(f"({variant['label']}) " + "; ".join(
+            f"{change['key']}: {json.dumps(change['replay'])} (serve: "
+            f"{json.dumps(change['serve'])})" for change in variant["changes"]))
+
+
 def _table(scores: dict[str, dict[str, Any]]) -> Table:
     table = Table(title="the loop's minutes, recorded and replayed")
     for column in ("timeline", "model-minutes", "short", "short %", "GPU-h", "GPU-h / LB",
@@ -140,20 +174,14 @@ def replay(
 
     from controlplane import trace_export
     from controlplane.cli.demo_store import settings_with_db
-    from controlplane.replay_changes import (
-        parse_changes,
-        parse_sweep,
-        value_at,
-        variants,
-        with_changes,
-    )
+    from controlplane.replay_changes import parse_changes, parse_sweep, value_at, variants
     from controlplane.replay_inputs import (
         pool_prices,
         replay_models_file,
         replay_settings,
         reported_replica_rps,
     )
-    from controlplane.settings import ConfigError, load_settings
+    from controlplane.settings import ConfigError
     from controlplane.simulation.timeline import (
         billed_cost_usd,
         headline,
@@ -169,17 +197,7 @@ def replay(
     except (InputError, ConfigError) as error:
         raise usage_error(str(error)) from None
     serve_doc = replay_settings(settings)
-    docs: dict[str, dict[str, Any]] = {}
-    try:
-        with_changes(serve_doc, changes)  # --set's own problems first
-        for variant in replays:
-            docs[variant.label] = with_changes(serve_doc, variant.changes, variant.option)
-            load_settings(None, **docs[variant.label])
-    except InputError as error:
-        raise usage_error(str(error)) from None
-    except ConfigError as error:  # serve's own values were checked: the change is wrong
-        raise usage_error(f"{variant.option}: {str(error).removeprefix('configuration: ')}"
-                          ) from None
+    docs = _changed_settings(serve_doc, changes, replays)
     got = with_existing_store(config, db, lambda store: _read(store, models, until_at, days,
                                                               warmup_days))
     if got is None:
@@ -219,9 +237,8 @@ def replay(
                                       if (r.minute_at, r.model) in scored], prices)
                 for name, path in doc["timelines"].items()}
 
-    serve_prices = pool_prices(serve_doc)
-    scores = {"recorded": score(rows, serve_prices)} | scores_of(simulated["serve"], "",
-                                                                 serve_prices)
+    scores = {"recorded": score(rows, pool_prices(serve_doc))} | scores_of(
+        simulated["serve"], "", pool_prices(serve_doc))
     for variant in replays:
         scores |= scores_of(simulated[variant.label], f" ({variant.label})",
                             pool_prices(docs[variant.label]))
@@ -236,12 +253,7 @@ def replay(
         write_document(json.dumps({"ok": True, "window": window, "out_dir": str(out_dir),
                                    "scores": scores, "rerun": rerun} | document, indent=2))
         return
-    # wide enough for a sweep's labels: a table's columns fold a long label otherwise
-    Console(width=max(100, Console().width, 80 + max(map(len, scores)))).print(_table(scores))
-    for variant in document["variants"]:
-        typer.echo(f"({variant['label']}) " + "; ".join(
-            f"{change['key']}: {json.dumps(change['replay'])} (serve: "
-            f"{json.dumps(change['serve'])})" for change in variant["changes"]))
+    _print(scores, document["variants"])
     typer.echo(f"window {since_at:%Y-%m-%d %H:%M} .. {end_at:%Y-%m-%d %H:%M} UTC, the recorded "
                f"model-minutes only; inputs and timelines in {out_dir}; edit them and re-run:")
     for command in rerun.values():
