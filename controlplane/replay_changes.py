@@ -123,18 +123,14 @@ def with_changes(doc: Mapping[str, Any], changes: Mapping[str, Any],
 
 @dataclass(frozen=True, slots=True)
 class Variant:
-    """One replay on changed settings: its label (the scores' suffix), its changes, and the
-    settings file and timeline it writes."""
+    """One replay on changed settings: its label (the scores' suffix), its changes, the
+    settings file and timeline it writes, and the option that asked for it (for errors)."""
 
     label: str  # "--set", or KEY=VALUE of a sweep
     changes: Mapping[str, Any]
     settings_name: str
     timeline_name: str
-
-    @property
-    def option(self) -> str:
-        """The option that asked for it, for errors."""
-        return "--set" if self.label == "--set" else "--sweep"
+    option: str  # --set | --sweep
 
 
 def variants(changes: Mapping[str, Any],
@@ -142,9 +138,9 @@ def variants(changes: Mapping[str, Any],
     """The replays besides serve's: none, the ``--set`` changes, or a replay a swept value
     (each with the ``--set`` changes too)."""
     if sweep is None:
-        return (Variant("--set", changes, "settings.changed.yaml", "changed.csv"),
+        return (Variant("--set", changes, "settings.changed.yaml", "changed.csv", "--set"),
                 ) if changes else ()
     key, values = sweep
     return tuple(Variant(f"{key}={written}", {**changes, key: value},
-                         f"settings.sweep-{i}.yaml", f"sweep-{i}.csv")
+                         f"settings.sweep-{i}.yaml", f"sweep-{i}.csv", "--sweep")
                  for i, (written, value) in enumerate(values, 1))

@@ -39,18 +39,17 @@ def replay_models_file(specs: Sequence[ModelSpec], reported_rps: Mapping[str, fl
     its replicas start as its own do (``true_cold_start``: an image pull, a weight load and a
     warm-up, each uniform), while the policies plan with each model's spec, as the loop did."""
     doc = as_models_file(specs)
-    sim = settings.sim
-    true_start_s = uniform_sum_quantiles((sim.image_pull_s, sim.weight_load_s, sim.warmup_s),
-                                         (0.5, 0.9))
     for entry in doc["models"]:
         if entry["name"] in reported_rps:
             entry["true_per_replica_rps"] = reported_rps[entry["name"]]
-        if simulated_fleet:
-            entry["true_cold_start"] = {"p50_s": true_start_s[0], "p90_s": true_start_s[1]}
     if simulated_fleet:
-        doc["fleet"] = {"node_provision_s": dict(zip(
-            ("p50", "p90"), uniform_sum_quantiles((sim.node_provision_s,), (0.5, 0.9)),
-            strict=True))}
+        sim = settings.sim
+        p50_s, p90_s = uniform_sum_quantiles(
+            (sim.image_pull_s, sim.weight_load_s, sim.warmup_s), (0.5, 0.9))
+        for entry in doc["models"]:
+            entry["true_cold_start"] = {"p50_s": p50_s, "p90_s": p90_s}
+        p50_s, p90_s = uniform_sum_quantiles((sim.node_provision_s,), (0.5, 0.9))
+        doc["fleet"] = {"node_provision_s": {"p50": p50_s, "p90": p90_s}}
     return doc
 
 
