@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -67,14 +68,26 @@ def test_the_demos_minutes_replay_beside_the_recorded_ones_from_inputs_simulate_
     assert {p: (out / f"simulated.{p}.csv").read_text() for p in replayed} == replayed
 
 
-def test_a_set_change_replays_again_on_the_same_draws_scored_beside_serves_settings(
-        tmp_path: Path) -> None:
+def _demo_store(tmp_path: Path) -> str:
+    """The URL of a 20-minute demo's SQLite store."""
     url = f"sqlite:///{tmp_path / 'demo.db'}"
     demo_on_store(url, tmp_path)
+    return url
+
+
+def _replay_demo(url: str, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``trace replay`` of a demo's store into ``out``, after a tenth of a day's warm-up."""
+    return _headroom(url, "trace", "replay", "--out-dir", str(out), "--warmup-days", "0.1",
+                     *args)
+
+
+def test_a_set_change_replays_again_on_the_same_draws_scored_beside_serves_settings(
+        tmp_path: Path) -> None:
+    url = _demo_store(tmp_path)
     out = tmp_path / "replay"
-    done = _headroom(url, "trace", "replay", "--out-dir", str(out), "--warmup-days", "0.1",
-                     "--set", "reconcile.target_utilization=0.95", "--set",
-                     "autoscaling.keep_s=0", "--set", "pools.l4.price_per_gpu_hour=0", "--json")
+    done = _replay_demo(url, out, "--set", "reconcile.target_utilization=0.95", "--set",
+                        "autoscaling.keep_s=0", "--set", "pools.l4.price_per_gpu_hour=0",
+                        "--json")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     (changed_run,) = doc["variants"]
@@ -104,16 +117,14 @@ def test_a_set_change_replays_again_on_the_same_draws_scored_beside_serves_setti
         for r in {(r.minute_at, r.gpu_product): r for r in scored}.values()) / 60, abs=0.01)
     assert changed_run["simulate"]["timelines"] == {"predictive": str(out / "changed.csv")}
     assert changed_run["simulate"]["seed"] == doc["simulate"]["seed"] == 1
-    text = _headroom(url, "trace", "replay", "--out-dir", str(out), "--warmup-days", "0.1",
-                     "--set", "autoscaling.keep_s=0")
+    text = _replay_demo(url, out, "--set", "autoscaling.keep_s=0")
     assert text.returncode == 0, text.stderr
     assert "predictive (--set)" in text.stdout
     assert "(--set) autoscaling.keep_s: 0 (serve: 240.0)" in text.stdout
     assert f"--config {out / 'settings.changed.yaml'}" in text.stdout  # how to re-run it
     # a value only simulate checks fails in the changed replay, which runs first
     bad = tmp_path / "bad"
-    refused = _headroom(url, "trace", "replay", "--out-dir", str(bad), "--warmup-days", "0.1",
-                        "--set", "forecast.method=bogus")
+    refused = _replay_demo(url, bad, "--set", "forecast.method=bogus")
     assert refused.returncode == 2
     assert (f"{bad / 'settings.changed.yaml'}: forecast.method: unknown forecast method "
             "'bogus'") in " ".join(refused.stderr.split())
@@ -122,11 +133,9 @@ def test_a_set_change_replays_again_on_the_same_draws_scored_beside_serves_setti
 
 def test_a_sweep_replays_once_a_value_each_scored_beside_serves_settings(
         tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'demo.db'}"
-    demo_on_store(url, tmp_path)
+    url = _demo_store(tmp_path)
     out = tmp_path / "replay"
-    done = _headroom(url, "trace", "replay", "--out-dir", str(out), "--warmup-days", "0.1",
-                     "--sweep", "reconcile.target_utilization=0.6,0.95", "--json")
+    done = _replay_demo(url, out, "--sweep", "reconcile.target_utilization=0.6,0.95", "--json")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     low, high = (f"predictive (reconcile.target_utilization={v})" for v in ("0.6", "0.95"))
@@ -143,8 +152,7 @@ def test_a_sweep_replays_once_a_value_each_scored_beside_serves_settings(
                                   "reconcile.target_utilization=0.95"]
     assert f"--timeline-out {out / 'sweep-2.csv'}" in doc["rerun"][
         "reconcile.target_utilization=0.95"]
-    text = _headroom(url, "trace", "replay", "--out-dir", str(out), "--warmup-days", "0.1",
-                     "--sweep", "reconcile.target_utilization=0.6,0.95")
+    text = _replay_demo(url, out, "--sweep", "reconcile.target_utilization=0.6,0.95")
     assert text.returncode == 0, text.stderr
     assert f"│ {high} │" in text.stdout  # the label whole, in a narrow terminal too
 
