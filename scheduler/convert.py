@@ -135,7 +135,8 @@ def fleet_request_from_pb(request: pb.PlanFleetRequest) -> FleetRequest:
             isolation=isolation_from_pb(m.isolation, f"models[{i}].isolation"),
             rate_rps=m.rate_rps, latency_slo_ms=m.latency_slo_ms,
             profile=tuple(ProfilePoint(p.product, p.compute_slices, p.batch_size, p.mps_processes,
-                                       p.throughput_rps, p.latency_ms, p.memory_mib)
+                                       p.throughput_rps, p.latency_ms, p.memory_mib,
+                                       p.gpus or 1)
                           for p in m.profile),
             cold_start_s=m.cold_start_s,
         )
@@ -157,7 +158,8 @@ def fleet_plan_to_pb(plan: FleetPlan) -> pb.FleetPlan:
                 model=s.model, mode=_MODE_TO_PB[s.mode], mig_profile=s.mig_profile,
                 mig_start=s.mig_start, compute_slices=s.compute_slices, batch_size=s.batch_size,
                 mps_processes=s.mps_processes, throughput_rps=s.throughput_rps,
-                latency_ms=s.latency_ms) for s in a.segments]) for a in plan.gpus],
+                latency_ms=s.latency_ms, gpus=s.gpus, gpu_index=s.gpu_index)
+                for s in a.segments]) for a in plan.gpus],
         warm_pools=[pb.WarmPool(product=w.product, gpus=w.gpus, reason=w.reason)
                     for w in plan.warm_pools],
         cost_per_hour=plan.cost_per_hour, unplaced=list(plan.unplaced),
@@ -173,7 +175,8 @@ def fleet_plan_from_pb(plan: pb.FleetPlan) -> FleetPlan:
         gpus=tuple(GpuAssignment(a.gpu_id, a.product, tuple(
             Segment(s.model, modes.get(s.mode, SharingMode.EXCLUSIVE), s.mig_profile,
                     s.mig_start, s.compute_slices, s.batch_size, s.mps_processes,
-                    s.throughput_rps, s.latency_ms) for s in a.segments)) for a in plan.gpus),
+                    s.throughput_rps, s.latency_ms, max(1, s.gpus), s.gpu_index)
+            for s in a.segments)) for a in plan.gpus),
         warm_pools=tuple(WarmPool(w.product, w.gpus, w.reason) for w in plan.warm_pools),
         cost_per_hour=plan.cost_per_hour, unplaced=tuple(plan.unplaced),
     )

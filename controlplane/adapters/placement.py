@@ -72,7 +72,8 @@ def plan_request(demands: Sequence[Demand], specs: Sequence[ModelSpec],
             profile=[pb.ProfilePoint(product=p.product, compute_slices=p.compute_slices,
                                      batch_size=p.batch_size, mps_processes=p.mps_processes,
                                      throughput_rps=p.throughput_rps, latency_ms=p.latency_ms,
-                                     memory_mib=p.memory_mib) for p in spec.profile]))
+                                     memory_mib=p.memory_mib, gpus=p.gpus)
+                     for p in spec.profile]))
     request = pb.PlanFleetRequest(models=models, pools=[
         pb.GpuPool(product=p.product, max_gpus=min(p.max_nodes * p.gpus_per_node, MAX_POOL_GPUS),
                    price_per_gpu_hour=p.price_per_gpu_hour, gpus_per_node=p.gpus_per_node)
@@ -93,7 +94,8 @@ def placement_from(plan: pb.FleetPlan) -> FleetPlacement:
         segments.extend(PlacedSegment(
             model=s.model, gpu_id=gpu.gpu_id, product=gpu.product, mode=_MODE.get(s.mode, "?"),
             mig_profile=s.mig_profile, mig_start=s.mig_start, compute_slices=s.compute_slices,
-            throughput_rps=s.throughput_rps, mps_processes=max(1, s.mps_processes))
+            throughput_rps=s.throughput_rps, mps_processes=max(1, s.mps_processes),
+            gpus=max(1, s.gpus), gpu_index=s.gpu_index)
             for s in gpu.segments)
     return FleetPlacement(
         revision=plan.revision, segments=tuple(segments),

@@ -53,9 +53,20 @@ class ProfilePoint:
     compute_slices: int  # MIG size in g; 0 = whole GPU
     batch_size: int
     mps_processes: int
-    throughput_rps: float  # of one segment: all its MPS processes together
+    throughput_rps: float  # of one segment: all its MPS processes (or GPUs) together
     latency_ms: float
-    memory_mib: int
+    memory_mib: int  # of each of its GPUs
+    #: GPUs one replica spans, all on one node (tensor parallel): whole GPUs without MPS
+    gpus: int = 1
+
+    def __post_init__(self) -> None:
+        if self.gpus < 1:
+            raise ValueError(f"profile point on {self.product}: gpus must be >= 1, "
+                             f"got {self.gpus}")
+        if self.gpus > 1 and (self.compute_slices or self.mps_processes > 1):
+            raise ValueError(f"profile point on {self.product}: a replica of {self.gpus} GPUs "
+                             "runs on whole GPUs without MPS (compute_slices 0, "
+                             "mps_processes 1)")
 
     @property
     def replicas_per_segment(self) -> int:
@@ -69,7 +80,10 @@ class ProfilePoint:
     @property
     def replica_gpu_share(self) -> float:
         """Fraction of one GPU a replica holds: a MIG instance of g slices is g/7, a whole GPU
-        shared by MPS 1/processes (one process), a GPU alone all of it."""
+        shared by MPS 1/processes (one process), a GPU alone all of it; a replica of several
+        GPUs their number (whole GPUs on one node)."""
+        if self.gpus > 1:
+            return float(self.gpus)
         segment = self.compute_slices / DEFAULT_COMPUTE_SLICES if self.compute_slices else 1.0
         return segment / self.replicas_per_segment
 
@@ -150,7 +164,10 @@ def best_point(profile: tuple[ProfilePoint, ...], isolation: Isolation, latency_
         allowed = tuple(p for p in allowed if product_key(p.product) in offered) or allowed
     eligible = [p for p in allowed if p.latency_ms <= 0.45 * latency_slo_ms]
     candidates = eligible or list(allowed)
-    return max(candidates, key=lambda p: (p.throughput_rps, -p.compute_slices))
+    # a replica of several GPUs by what each of its GPUs serves (fewer GPUs on a tie): by its
+    # whole throughput, the most GPUs a model was profiled on would always win
+    return max(candidates, key=lambda p: (p.throughput_rps / p.gpus, -p.compute_slices,
+                                          -p.gpus))
 
 
 #: each model's requests per second per replica, or what gives the current ones at each call

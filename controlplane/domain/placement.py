@@ -22,11 +22,18 @@ class PlacedSegment:
     compute_slices: int
     throughput_rps: float
     mps_processes: int = 1  # MPS processes of the segment (device-plugin MPS on a whole GPU)
+    #: a replica of several whole GPUs (tensor parallel) is a segment on each: ``gpus`` of
+    #: them, this one its ``gpu_index``-th, with 1/``gpus`` of the replica's throughput
+    gpus: int = 1
+    gpu_index: int = 0
 
     @property
     def replicas(self) -> int:
         """Replicas (pods) the segment runs: one per MPS process on a whole GPU shared by MPS
-        (each holds one device-plugin share), else one."""
+        (each holds one device-plugin share), none on a GPU of a replica of several but its
+        first, else one."""
+        if self.gpu_index:
+            return 0
         if self.mode != "mps":
             return 1
         return replicas_per_segment(self.compute_slices, self.mps_processes)

@@ -12,15 +12,17 @@ SLO_LATENCY_FRACTION = 0.45
 
 @dataclass(frozen=True, slots=True)
 class ProfilePoint:
-    """Measured behaviour of one segment shape: a MIG size (0 = whole GPU) x batch x MPS."""
+    """Measured behaviour of one segment shape: a MIG size (0 = whole GPU) x batch x MPS, or a
+    replica of ``gpus`` whole GPUs on one node (tensor parallel)."""
 
     product: str
     compute_slices: int
     batch_size: int
     mps_processes: int
-    throughput_rps: float  # what one segment of this shape serves
+    throughput_rps: float  # what one segment of this shape serves (all its GPUs together)
     latency_ms: float
-    memory_mib: int = 0  # 0 = not stated
+    memory_mib: int = 0  # of each of its GPUs; 0 = not stated
+    gpus: int = 1  # GPUs one replica spans on one node (whole GPUs, no MPS when > 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +55,9 @@ class FleetRequest:
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """One model replica on a GPU: a MIG instance (or the whole GPU) with its MPS processes."""
+    """One model replica on a GPU: a MIG instance (or the whole GPU) with its MPS processes; or
+    one GPU of a replica of ``gpus`` whole GPUs (its ``gpu_index``-th: the replica counts once,
+    on index 0, and each of its segments has 1/``gpus`` of its throughput)."""
 
     model: str
     mode: SharingMode
@@ -64,6 +68,8 @@ class Segment:
     mps_processes: int
     throughput_rps: float
     latency_ms: float
+    gpus: int = 1
+    gpu_index: int = 0
 
 
 @dataclass(frozen=True, slots=True)

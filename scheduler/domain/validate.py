@@ -184,6 +184,13 @@ def validate_fleet_request(request: FleetRequest) -> None:
                                                           f"{value}")
             if p.memory_mib < 0:
                 raise InvalidArgument(f"{pw}.memory_mib", f"must be >= 0, got {p.memory_mib}")
+            if not 1 <= p.gpus <= MAX_GPUS_PER_NODE:  # the message's 0 is the proto's "1"
+                raise InvalidArgument(f"{pw}.gpus", f"must be 0 to {MAX_GPUS_PER_NODE} (GPUs of "
+                                                    f"one node), got {p.gpus}")
+            if p.gpus > 1 and (p.compute_slices or p.mps_processes > 1):
+                raise InvalidArgument(f"{pw}.gpus",
+                                      f"a replica of {p.gpus} GPUs runs on whole GPUs without "
+                                      "MPS: compute_slices must be 0 and mps_processes 1")
     products: set[str] = set()
     for i, pool in enumerate(request.pools):
         where = f"pools[{i}]"

@@ -479,6 +479,7 @@ class ProfilePoint(_message.Message):
     THROUGHPUT_RPS_FIELD_NUMBER: _builtins.int
     LATENCY_MS_FIELD_NUMBER: _builtins.int
     MEMORY_MIB_FIELD_NUMBER: _builtins.int
+    GPUS_FIELD_NUMBER: _builtins.int
     product: _builtins.str
     compute_slices: _builtins.int
     """MIG size in g; 0 = whole GPU"""
@@ -487,6 +488,12 @@ class ProfilePoint(_message.Message):
     throughput_rps: _builtins.float
     latency_ms: _builtins.float
     memory_mib: _builtins.int
+    """of each GPU the point runs on"""
+    gpus: _builtins.int
+    """GPUs one replica spans, all on one node (tensor parallel); 0 = 1. A
+    point of several GPUs runs on whole GPUs (compute_slices 0), without
+    MPS (mps_processes 1); throughput_rps is the whole replica's
+    """
     def __init__(
         self,
         *,
@@ -497,10 +504,11 @@ class ProfilePoint(_message.Message):
         throughput_rps: _builtins.float = ...,
         latency_ms: _builtins.float = ...,
         memory_mib: _builtins.int = ...,
+        gpus: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_size", b"batch_size", "compute_slices", b"compute_slices", "latency_ms", b"latency_ms", "memory_mib", b"memory_mib", "mps_processes", b"mps_processes", "product", b"product", "throughput_rps", b"throughput_rps"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_size", b"batch_size", "compute_slices", b"compute_slices", "gpus", b"gpus", "latency_ms", b"latency_ms", "memory_mib", b"memory_mib", "mps_processes", b"mps_processes", "product", b"product", "throughput_rps", b"throughput_rps"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -644,6 +652,8 @@ class Segment(_message.Message):
     MPS_PROCESSES_FIELD_NUMBER: _builtins.int
     THROUGHPUT_RPS_FIELD_NUMBER: _builtins.int
     LATENCY_MS_FIELD_NUMBER: _builtins.int
+    GPUS_FIELD_NUMBER: _builtins.int
+    GPU_INDEX_FIELD_NUMBER: _builtins.int
     model: _builtins.str
     mode: Global___SharingMode.ValueType
     mig_profile: _builtins.str
@@ -653,6 +663,13 @@ class Segment(_message.Message):
     mps_processes: _builtins.int
     throughput_rps: _builtins.float
     latency_ms: _builtins.float
+    gpus: _builtins.int
+    """a replica of several whole GPUs on one node (tensor parallel) is a segment
+    on each of its GPUs: `gpus` of them (0 = 1), this one its `gpu_index`-th
+    (0 .. gpus - 1, on GPUs listed one after another); the replica counts once,
+    on index 0, and each of its segments has 1/gpus of its throughput_rps
+    """
+    gpu_index: _builtins.int
     def __init__(
         self,
         *,
@@ -665,10 +682,12 @@ class Segment(_message.Message):
         mps_processes: _builtins.int = ...,
         throughput_rps: _builtins.float = ...,
         latency_ms: _builtins.float = ...,
+        gpus: _builtins.int = ...,
+        gpu_index: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_size", b"batch_size", "compute_slices", b"compute_slices", "latency_ms", b"latency_ms", "mig_profile", b"mig_profile", "mig_start", b"mig_start", "mode", b"mode", "model", b"model", "mps_processes", b"mps_processes", "throughput_rps", b"throughput_rps"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch_size", b"batch_size", "compute_slices", b"compute_slices", "gpu_index", b"gpu_index", "gpus", b"gpus", "latency_ms", b"latency_ms", "mig_profile", b"mig_profile", "mig_start", b"mig_start", "mode", b"mode", "model", b"model", "mps_processes", b"mps_processes", "throughput_rps", b"throughput_rps"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
