@@ -153,6 +153,8 @@ def _pool_can_hold(info: PoolInfo, option: SegmentOption, rate_rps: float) -> bo
     also bounds the plan's size, whatever the rate and throughput)."""
     per_gpu = max(layout.count(option.size) for layout in info.layouts)
     needed = rate_rps / option.point.throughput_rps
+    if option.gpus > 1 and math.isfinite(needed):  # whole replicas of several GPUs
+        needed = option.whole_replicas(max(1, math.ceil(needed - 1e-9)))
     return math.isfinite(needed) and needed <= per_gpu * max(info.pool.max_gpus, 0)
 
 
@@ -176,6 +178,13 @@ def _why_no_option(demand: ModelDemand, pools: Sequence[PoolInfo]) -> str:
     products = {product_key(p.name) for p in pools}
     if not any(product_key(getattr(pt, "product", "")) in products for pt in profile):
         return "no_pool_for_profile (no pool offers a product the model was profiled on)"
+    any_node = [replace(i, pool=replace(i.pool, gpus_per_node=0)) for i in pools]
+    if any(p.gpus > 1 for p in profile) and options_for(demand, any_node):
+        sizes = ", ".join(sorted({f"{p.gpus} GPUs of {p.product}" for p in profile
+                                  if p.gpus > 1}))
+        return ("replica_larger_than_node (a replica of several GPUs runs on one node, and no "
+                f"pool of its product has nodes that hold a whole number of them: {sizes}; "
+                "the pool's gpus_per_node must be a multiple of its GPUs)")
     served = [p for p in profile
               if p.throughput_rps > 0 and product_key(p.product) in products]
     if served and all(p.mps_processes > mps_client_limit(catalog.lookup(p.product),
@@ -235,9 +244,14 @@ def _build_milp(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption
     seg_vars: list[tuple[SegmentOption, int]] = []
     for model in sorted(options):
         for opt in options[model]:
-            cap = max(1, math.ceil(rates[model] / opt.point.throughput_rps - 1e-9))
-            seg_vars.append((opt, m.var(f"n[{model},{opt.pool},{opt.size}]",
-                                        slice_eps if opt.size < WHOLE else 0.0, upper=cap)))
+            cap = opt.whole_replicas(max(1, math.ceil(rates[model] / opt.point.throughput_rps
+                                                      - 1e-9)))
+            var = m.var(f"n[{model},{opt.pool},{opt.size}]",
+                        slice_eps if opt.size < WHOLE else 0.0, upper=cap)
+            seg_vars.append((opt, var))
+            if opt.gpus > 1:  # the GPUs of whole replicas: n = gpus x replicas
+                replicas = m.var(f"r[{model},{opt.pool}]", 0.0, upper=cap // opt.gpus)
+                m.row({var: 1.0, replicas: -float(opt.gpus)}, lower=0.0, upper=0.0)
     skip_vars = {model: m.var(f"u[{model}]", big, upper=1) for model in sorted(options)}
     held = holdings(priors, [o for o, _ in seg_vars])
     for (opt, var), counts in zip(seg_vars, held, strict=True):

@@ -76,7 +76,7 @@ def _value(pools: Sequence[PoolInfo], o: SegmentOption) -> tuple[float, float, i
 
 
 def _count(o: SegmentOption, rate: float) -> int:
-    return max(1, math.ceil(rate / o.point.throughput_rps - 1e-9))
+    return o.whole_replicas(max(1, math.ceil(rate / o.point.throughput_rps - 1e-9)))
 
 
 def _total(pools: Sequence[PoolInfo], o: SegmentOption, rate: float

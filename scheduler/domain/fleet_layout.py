@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scheduler.domain.catalog import MigProfile
 from scheduler.domain.cluster import product_key
@@ -174,7 +174,7 @@ def lay_out(pools: Sequence[PoolInfo], packing: Packing, priors: Sequence[PriorG
         moved += sum(_moved(prior, gpu.segments) for prior, gpu
                      in zip(kept, gpus[:len(kept)], strict=True))
         out.extend(GpuAssignment(g.gpu_id, info.name, tuple(g.segments))
-                   for g in gpus if g.segments)
+                   for g in _tensor_replicas(gpus) if g.segments)
     return out, relaid, moved
 
 
@@ -296,4 +296,30 @@ def _segment(info: PoolInfo, opt: SegmentOption, start: int,
         mode = SharingMode.EXCLUSIVE if opt.size == WHOLE else SharingMode.MIG
     return Segment(opt.model, mode, prof.name if prof is not None else "", start,
                    point.compute_slices, point.batch_size, point.mps_processes,
-                   point.throughput_rps, point.latency_ms)
+                   point.throughput_rps, point.latency_ms, point.gpus)
+
+
+def _tensor_replicas(gpus: list[_Gpu]) -> list[_Gpu]:
+    """``gpus`` with each model's parts of replicas of several GPUs grouped into replicas:
+    ``gpus`` parts at a time in GPU order (the kept GPUs first), numbered 0 .. gpus - 1 and
+    listed one after another where the replica's first GPU is."""
+    parts: dict[str, list[int]] = {}  # model -> the GPUs holding its parts, in order
+    for i, gpu in enumerate(gpus):
+        if len(gpu.segments) == 1 and gpu.segments[0].gpus > 1:
+            parts.setdefault(gpu.segments[0].model, []).append(i)
+    replica_at: dict[int, list[int]] = {}  # a replica's first GPU -> its GPUs
+    for model, members in parts.items():
+        size = gpus[members[0]].segments[0].gpus
+        assert len(members) % size == 0, f"{model}: {len(members)} GPUs, not whole replicas"
+        for first in range(0, len(members), size):
+            replica = members[first:first + size]
+            replica_at[replica[0]] = replica
+            for index, i in enumerate(replica):
+                gpus[i].segments = [replace(gpus[i].segments[0], gpu_index=index)]
+    order: list[int] = []
+    listed: set[int] = set()
+    for i in range(len(gpus)):
+        if i not in listed:
+            order.extend(replica_at.get(i, [i]))
+            listed.update(replica_at.get(i, [i]))
+    return [gpus[i] for i in order]

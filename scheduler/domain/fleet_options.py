@@ -78,7 +78,10 @@ class PoolInfo:
 
 @dataclass(frozen=True, slots=True)
 class SegmentOption:
-    """The best profile point of a model for one (pool, segment size)."""
+    """The best profile point of a model for one (pool, segment size). A replica of several
+    GPUs (``point.gpus`` > 1, tensor parallel) is packed as that many whole-GPU segments, its
+    parts: ``point`` is then one part's (1/gpus of the replica's throughput), and a model's
+    parts of it come in whole replicas (``gpus`` at a time)."""
 
     model: str
     pool: int  # index into the pool list
@@ -86,6 +89,15 @@ class SegmentOption:
     point: ProfilePoint
     #: a time-slice's: the whole-GPU point ``point`` was derived from (``time_sliced``)
     measured: ProfilePoint | None = None
+
+    @property
+    def gpus(self) -> int:
+        """Segments (whole GPUs) one replica of this option takes: 1 but for tensor parallel."""
+        return self.point.gpus
+
+    def whole_replicas(self, segments: int) -> int:
+        """``segments`` rounded up to whole replicas' segments."""
+        return -(-segments // self.gpus) * self.gpus
 
 
 def pool_infos(pools: Sequence[GpuPool]) -> list[PoolInfo]:
@@ -119,11 +131,11 @@ def options_for(demand: ModelDemand, pools: Sequence[PoolInfo]) -> list[SegmentO
         if point.mps_processes > 1 and not mps:
             continue
         key = product_key(point.product)
-        shapes = [(point.compute_slices, point)]
+        shapes = [(point.compute_slices, tensor_part(point))]
         if allows_time_slicing(demand.isolation) and _time_sliceable(point):
             shapes += [(-n, time_sliced(point, n)) for n in range(2, MAX_TIME_SLICES + 1)]
         for k, info in enumerate(pools):
-            if keys[k] != key:
+            if keys[k] != key or not holds_replica(info.pool, point.gpus):
                 continue
             for size, shape in shapes:
                 if shape.latency_ms > limit or not _fits(info, size, shape):
@@ -135,6 +147,22 @@ def options_for(demand: ModelDemand, pools: Sequence[PoolInfo]) -> list[SegmentO
                     measured = point if size < WHOLE else None
                     best[(k, size)] = SegmentOption(demand.model, k, size, shape, measured)
     return [best[k] for k in sorted(best)]
+
+
+def tensor_part(point: ProfilePoint) -> ProfilePoint:
+    """One GPU's part of a replica of ``point.gpus`` GPUs: 1/gpus of its throughput (the same
+    latency and memory, which are per GPU); ``point`` itself for a replica of one."""
+    if point.gpus <= 1:
+        return point
+    return replace(point, throughput_rps=point.throughput_rps / point.gpus)
+
+
+def holds_replica(pool: GpuPool, gpus: int) -> bool:
+    """Whether ``pool``'s nodes hold replicas of ``gpus`` GPUs, each on one node, with no GPU
+    left over (``gpus`` divides its GPUs per node: a node of 4 GPUs holds two of 2 or one of
+    4, but one of 3 would strand a GPU no other replica of 3 can use); a pool that does not
+    say how many GPUs its nodes have holds any."""
+    return gpus <= 1 or pool.gpus_per_node <= 0 or pool.gpus_per_node % gpus == 0
 
 
 def time_sliced(point: ProfilePoint, k: int) -> ProfilePoint:
@@ -151,7 +179,8 @@ def time_sliced(point: ProfilePoint, k: int) -> ProfilePoint:
 def _time_sliceable(point: ProfilePoint) -> bool:
     """Whether ``point`` can be time-sliced: one process on a whole GPU whose memory is
     stated (time-slicing does not isolate memory, so it must be known to be kept apart)."""
-    return point.compute_slices == WHOLE and point.mps_processes <= 1 and point.memory_mib > 0
+    return (point.compute_slices == WHOLE and point.mps_processes <= 1 and point.gpus <= 1
+            and point.memory_mib > 0)
 
 
 def _rank(point: ProfilePoint) -> tuple[float, float, int, int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from scheduler.domain import catalog
-from scheduler.domain.fleet_options import time_sliced
+from scheduler.domain.fleet_options import tensor_part, time_sliced
 from scheduler.domain.fleet_types import (
     SLO_LATENCY_FRACTION,
     FleetPlan,
@@ -64,8 +64,8 @@ def check_plan(plan: FleetPlan, req: FleetRequest) -> dict[str, float]:
         for s in gpu.segments:
             demand = by_model[s.model]
             assert s.latency_ms <= SLO_LATENCY_FRACTION * demand.latency_slo_ms
-            measured = demand.profile if not sliced else tuple(
-                time_sliced(p, len(sliced)) for p in demand.profile)
+            measured = tuple(tensor_part(p) for p in demand.profile) if not sliced else tuple(
+                time_sliced(p, len(sliced)) for p in demand.profile if p.gpus == 1)
             assert any(p.compute_slices == s.compute_slices and p.batch_size == s.batch_size
                        and p.mps_processes == s.mps_processes
                        and p.throughput_rps == s.throughput_rps
@@ -73,6 +73,7 @@ def check_plan(plan: FleetPlan, req: FleetRequest) -> dict[str, float]:
             if demand.isolation is Isolation.STRICT:  # MIG or a whole GPU, never MPS
                 assert s.mps_processes <= 1 and s.mode.value in ("exclusive", "mig"), s
             capacity[s.model] += s.throughput_rps
+    _check_tensor_replicas(plan, by_model)
     # the plan's cost is exactly its GPUs' (each holds a segment) and its warm GPUs' prices
     assert all(gpu.segments for gpu in plan.gpus), "a GPU of the plan holds no segment"
     price = {p.product: p.price_per_gpu_hour for p in req.pools}
@@ -104,3 +105,27 @@ def _check_time_slices(segments: tuple[Segment, ...], known: catalog.GpuProduct 
         memory = max(p.memory_mib for p in demand.profile if p.batch_size == s.batch_size
                      and p.compute_slices == 0 and p.mps_processes == s.mps_processes)
         assert 0 < memory <= usable // n, (s, memory, usable)
+
+
+def _check_tensor_replicas(plan: FleetPlan, by_model: dict[str, ModelDemand]) -> None:
+    """A replica of n GPUs (tensor parallel): n whole GPUs of one product listed one after
+    another, each alone with a segment of the model numbered 0 .. n - 1, of a point of n GPUs
+    the model was profiled with."""
+    gpus = list(plan.gpus)
+    i = 0
+    while i < len(gpus):
+        first = gpus[i].segments[0] if len(gpus[i].segments) == 1 else None
+        if first is None or first.gpus <= 1:
+            assert all(s.gpus == 1 and s.gpu_index == 0 for s in gpus[i].segments), gpus[i]
+            i += 1
+            continue
+        n = first.gpus
+        assert any(p.gpus == n for p in by_model[first.model].profile), first
+        replica = gpus[i:i + n]
+        assert len(replica) == n, f"{first.model}: a replica of {n} GPUs lists {len(replica)}"
+        for index, gpu in enumerate(replica):
+            assert gpu.product == gpus[i].product and len(gpu.segments) == 1, gpu
+            seg = gpu.segments[0]
+            assert (seg.model, seg.gpus, seg.gpu_index) == (first.model, n, index), gpu
+            assert seg.mode is SharingMode.EXCLUSIVE and seg.compute_slices == 0, seg
+        i += n
