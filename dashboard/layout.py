@@ -42,6 +42,8 @@ class Placed:
     mig_profile: str
     mig_start: int
     compute_slices: int
+    gpus: int = 1  # a replica of several GPUs (tensor parallel): its GPUs, this one's index
+    gpu_index: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +77,11 @@ def gpu_rects(product: str, segments: list[Placed]) -> list[Rect]:
                               f"{profile} {_MODE_LABEL.get(seg.mode, seg.mode)}{share}"))
     for i, seg in enumerate(rest):
         span = (1.0 - mig_end) / len(rest)
-        label = ("whole GPU" if len(rest) == 1 and not slices
-                 else f"{_MODE_LABEL.get(seg.mode, seg.mode)} 1/{len(rest)}")
+        if seg.gpus > 1:
+            label = f"GPU {seg.gpu_index + 1} of {seg.gpus} of a replica"
+        elif len(rest) == 1 and not slices:
+            label = "whole GPU"
+        else:
+            label = f"{_MODE_LABEL.get(seg.mode, seg.mode)} 1/{len(rest)}"
         rects.append(Rect(seg.model, mig_end + span * i, mig_end + span * (i + 1), label))
     return rects

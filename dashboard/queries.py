@@ -163,7 +163,7 @@ def plan_placements(url: str, plan_id: int) -> pd.DataFrame:
     """Segments of one plan (plans never change once written, hence the long TTL)."""
     p = table("placements")
     cols = ["model", "gpu_id", "product", "mode", "mig_profile", "mig_start", "compute_slices",
-            "throughput_rps"]
+            "throughput_rps", "gpus", "gpu_index"]
     return read_frame(url, select(*(p.c[c] for c in cols)).where(p.c.plan_id == plan_id)
                   .order_by(p.c.gpu_id, p.c.mig_start), cols)
 

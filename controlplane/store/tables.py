@@ -206,6 +206,10 @@ class PlacementRecord(SQLModel, table=True):
     #: the model's tenant in the models table when the plan was stored (None: stored before
     #: 0011, the cost reader takes today's)
     tenant: str | None = Field(default=None, max_length=100)
+    #: a replica of several GPUs (tensor parallel): its GPUs and this one's index among them
+    #: (0028; a row written before: 1, 0)
+    gpus: int = Field(default=1, sa_column_kwargs={"server_default": "1"})
+    gpu_index: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
 
 
 class GpuPriceRecord(SQLModel, table=True):

@@ -87,5 +87,6 @@ def _add_plan(session: Session, tick_id: int, report: TickReport) -> None:
     session.add_all([PlacementRecord(
         plan_id=plan_row.id, model=s.model, gpu_id=s.gpu_id, product=s.product, mode=s.mode,
         mig_profile=s.mig_profile, mig_start=s.mig_start, compute_slices=s.compute_slices,
-        throughput_rps=s.throughput_rps, tenant=tenant_of.get(s.model))
+        throughput_rps=s.throughput_rps, tenant=tenant_of.get(s.model), gpus=s.gpus,
+        gpu_index=s.gpu_index)
         for s in placement.segments])

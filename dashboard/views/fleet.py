@@ -30,7 +30,8 @@ def layout_frame(placements: pd.DataFrame) -> pd.DataFrame:
     rows: list[dict[str, object]] = []
     for (gpu_id, product), group in placements.groupby(["gpu_id", "product"], sort=False):
         segments = [Placed(r.model, r.mode, r.mig_profile, int(r.mig_start),
-                           int(r.compute_slices)) for r in group.itertuples(index=False)]
+                           int(r.compute_slices), int(r.gpus), int(r.gpu_index))
+                    for r in group.itertuples(index=False)]
         rows.extend({"gpu": gpu_id, "product": product, "model": rect.model, "x0": rect.x0,
                      "x1": rect.x1, "slice": rect.label,
                      "share": f"{100 * (rect.x1 - rect.x0):.0f}% of the GPU"}

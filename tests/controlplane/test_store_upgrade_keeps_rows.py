@@ -52,7 +52,7 @@ ROWS: dict[str, list[dict[str, Any]]] = {
                       applied_at=T1)],
     "placements": [dict(id=1, plan_id=1, model="bert-embed", gpu_id="l4-0/0", product="L4",
                         mode="exclusive", mig_profile="", mig_start=0, compute_slices=0,
-                        throughput_rps=40.0, tenant="search")],
+                        throughput_rps=40.0, tenant="search", gpus=1, gpu_index=0)],
     "gpu_prices": [dict(product="L4", price_per_gpu_hour=0.75, source="settings",
                         as_of="2026-03-02")],
     "mig_relayouts": [dict(relayout_id="a100-0-0123456789abcdef", node="a100-0", pool="a100",
@@ -97,7 +97,9 @@ ADDED = {("placement_bindings", "lease_s"): 0.0,  # 0009: no lease, never expire
          ("plans", "kept_json"): None,  # 0024: no kept replicas known
          ("ticks", "synced"): False,  # 0026: its snapshot's flag
          ("observations", "queued_requests"): None,  # 0027: not measured
-         ("observations", "kv_cache_usage"): None}
+         ("observations", "kv_cache_usage"): None,
+         ("placements", "gpus"): 1,  # 0028: a replica of one GPU
+         ("placements", "gpu_index"): 0}
 RENAMED_BY_0006 = {("observations", "latency_ms"): "mean_latency_ms"}  # 0005 named it so
 
 

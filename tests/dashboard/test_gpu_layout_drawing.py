@@ -43,3 +43,10 @@ def test_time_sliced_replicas_split_a_whole_gpu_evenly() -> None:
 def test_an_exclusive_replica_is_drawn_as_the_whole_gpu() -> None:
     (rect,) = gpu_rects("H100-80GB", [Placed("llm", "exclusive", "7g.80gb", 0, 0)])
     assert (rect.x0, rect.x1, rect.label) == (0.0, 1.0, "whole GPU")
+
+
+def test_each_gpu_of_a_tensor_parallel_replica_is_drawn_whole_and_says_which_of_its_gpus() -> None:
+    rects = [gpu_rects("H100-80GB", [Placed("llama-70b", "exclusive", "", 0, 0, 4, i)])
+             for i in range(4)]
+    assert [(r.x0, r.x1, r.label) for (r,) in rects] == [
+        (0.0, 1.0, f"GPU {i} of 4 of a replica") for i in range(1, 5)]
