@@ -221,6 +221,28 @@ def test_plan_fleet_serves_a_strict_model_without_mps_and_a_trusted_one_with_it(
         ["s:", "no_profile_for_isolation"]]
 
 
+def test_plan_fleet_places_a_replica_of_four_gpus_on_four_gpus_numbered_and_refuses_mig_ones(
+        stub: pb_grpc.PlacementStub) -> None:
+    tp4 = pb.ProfilePoint(product="H100-80GB", batch_size=16, mps_processes=1,
+                          throughput_rps=8.0, latency_ms=300.0, memory_mib=70_000, gpus=4)
+    pools = [pb.GpuPool(product="H100-80GB", max_gpus=16, price_per_gpu_hour=3.0,
+                        gpus_per_node=8)]
+    plan = stub.PlanFleet(pb.PlanFleetRequest(models=[pb.ModelDemand(
+        model="llama-70b", tenant="t", isolation=pb.TRUSTED, rate_rps=12.0,
+        latency_slo_ms=2000.0, profile=[tp4])], pools=pools), timeout=30)
+    assert [(s.model, s.gpus, s.gpu_index, s.throughput_rps) for g in plan.gpus
+            for s in g.segments] == [("llama-70b", 4, i % 4, 2.0) for i in range(8)]
+    assert plan.cost_per_hour == 24.0 and not plan.unplaced
+    mig = pb.ProfilePoint(product="H100-80GB", compute_slices=3, batch_size=16,
+                          mps_processes=1, throughput_rps=8.0, latency_ms=300.0, gpus=2)
+    with pytest.raises(grpc.RpcError) as refused:
+        stub.PlanFleet(pb.PlanFleetRequest(models=[pb.ModelDemand(
+            model="m", tenant="t", isolation=pb.TRUSTED, rate_rps=1.0, latency_slo_ms=2000.0,
+            profile=[mig])], pools=pools), timeout=30)
+    assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert refused.value.details().startswith("models[0].profile[0].gpus: a replica of 2 GPUs")
+
+
 def test_the_same_plan_fleet_request_again_returns_the_same_segments_on_the_same_gpus(
         stub: pb_grpc.PlacementStub) -> None:
     def segments(plan: pb.FleetPlan) -> dict[str, list[bytes]]:
