@@ -25,12 +25,15 @@ pod holding one of the GPU's ``mps_processes`` device-plugin shares), so a repli
 ``throughput_rps / mps_processes`` on ``1 / mps_processes`` of the GPU: a point of 4 processes
 at 100 rps is sized as replicas of 25 rps, 4 to a GPU. A MIG instance runs one replica (its
 processes under its own MPS daemon) that serves all of ``throughput_rps``
-(``ProfilePoint.replica_rps``, ``replica_gpu_share``).
+(``ProfilePoint.replica_rps``, ``replica_gpu_share``). A point of ``gpus`` (default 1) > 1 is
+one replica of that many whole GPUs of one node (tensor parallel: ``compute_slices`` 0,
+``mps_processes`` 1) serving all of ``throughput_rps``, with ``memory_mib`` on each GPU.
 
 The whole file is checked before anything is written: an impossible profile (a product not in
 the catalog, a MIG size the product does not offer, more memory than the slice holds, a
-throughput of 0, a ``max_replicas`` below ``min_replicas``) is an error naming the file, the model
-and the field (``ModelsFileError``)."""
+throughput of 0, a point of several GPUs on a MIG instance, a ``max_replicas`` below
+``min_replicas``) is an error naming the file, the model and the field
+(``ModelsFileError``)."""
 
 from __future__ import annotations
 

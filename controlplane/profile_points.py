@@ -1,7 +1,9 @@
 """A profile point as a models file writes it (``headroom models import``'s, and
 ``headroom simulate``'s with a ``profile``): the throughput one segment of a slice shape serves
 within the latency SLO, checked against the scheduler's catalog (a product it lists, a MIG size
-the product offers, memory that fits the slice, MPS processes within CUDA's client limit)."""
+the product offers, memory that fits the slice, MPS processes within CUDA's client limit); or,
+with ``gpus`` > 1, what one replica of that many whole GPUs of a node serves (tensor parallel),
+``memory_mib`` each GPU's."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from scheduler.domain import catalog
 from scheduler.domain.fleet_types import SLO_LATENCY_FRACTION
 from scheduler.domain.sharing import mps_client_limit
 from scheduler.domain.usable_memory import segment_usable_mib
-from scheduler.domain.validate import slices_problem
+from scheduler.domain.validate import MAX_GPUS_PER_NODE, slices_problem
 
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
@@ -33,6 +35,8 @@ class PointEntry(StrictEntry):
     compute_slices: int = Field(0, ge=0, description="MIG size in g; 0 = a whole GPU")
     batch_size: int = Field(1, ge=1)
     mps_processes: int = Field(1, ge=1)
+    gpus: int = Field(1, ge=1, description="GPUs one replica spans on one node (tensor "
+                                           "parallel): whole GPUs without MPS")
     throughput_rps: Positive
     latency_ms: Positive
     memory_mib: int = Field(ge=0)
@@ -87,6 +91,22 @@ class PointEntry(StrictEntry):
             raise ValueError(problem)
         return slices
 
+    @field_validator("gpus")
+    @classmethod
+    def _whole_gpus_of_one_node(cls, gpus: int, info: ValidationInfo) -> int:
+        # the GPUs of one replica are whole GPUs of one node, its processes one per GPU: no MIG
+        # instance nor MPS share spans GPUs (``ProfilePoint`` refuses them as well)
+        if gpus > MAX_GPUS_PER_NODE:
+            raise ValueError(f"must be at most {MAX_GPUS_PER_NODE}, the most GPUs a node holds "
+                             f"(a replica's GPUs are all on one node), got {gpus}")
+        given = [f"{field} {info.data[field]}" for field, alone in (("compute_slices", 0),
+                                                                    ("mps_processes", 1))
+                 if info.data.get(field, alone) != alone]
+        if gpus > 1 and given:
+            raise ValueError(f"a replica of {gpus} GPUs runs on whole GPUs without MPS "
+                             f"(compute_slices 0, mps_processes 1), got {' and '.join(given)}")
+        return gpus
+
     @field_validator("memory_mib")
     @classmethod
     def _fits_the_slice(cls, memory_mib: int, info: ValidationInfo) -> int:
@@ -99,13 +119,16 @@ class PointEntry(StrictEntry):
         holds_mib = segment_usable_mib(known, slices if mig is not None else 0)
         shape = f"a {mig.name} instance" if mig is not None else f"a whole {known.name}"
         if holds_mib is not None and memory_mib > holds_mib:
-            raise ValueError(f"{memory_mib} MiB does not fit {shape} ({holds_mib} MiB usable)")
+            gpus = info.data.get("gpus", 1)  # a replica of several GPUs: each GPU's memory
+            each = f": a replica of {gpus} GPUs states each GPU's memory_mib" if gpus > 1 else ""
+            raise ValueError(f"{memory_mib} MiB does not fit {shape} ({holds_mib} MiB "
+                             f"usable){each}")
         return memory_mib
 
     def point(self) -> ProfilePoint:
         return ProfilePoint(self.product, self.compute_slices, self.batch_size,
                             self.mps_processes, self.throughput_rps, self.latency_ms,
-                            self.memory_mib)
+                            self.memory_mib, self.gpus)
 
 
 def placeable(profile: list[PointEntry], isolation: Isolation | None, slo_ms: float) -> None:

@@ -29,7 +29,7 @@ from controlplane.domain.wording import counted
 from forecaster.errors import InputError
 
 if TYPE_CHECKING:  # imported where used: `headroom models --help` loads no store or numpy
-    from controlplane.domain.models import ModelSpec
+    from controlplane.domain.models import ModelSpec, ProfilePoint
     from controlplane.domain.store_clock import StoreNow
     from controlplane.settings import Settings
     from controlplane.store import Store
@@ -199,17 +199,24 @@ def list_models(
         return
     table = Table()
     for column in ("model", "tenant", "isolation", "engine", "SLO ms", "cold start p50/p90 s",
-                   "replicas min/max", "paused", "profile (product/g: rps)"):
+                   "replicas min/max", "paused", "profile (product/g or GPUs: rps)"):
         table.add_column(column, overflow="fold")
     for s in specs:
-        points = ", ".join(f"{p.product}/{p.compute_slices or 'whole'}: {p.throughput_rps:g}"
-                           for p in s.profile)
+        points = ", ".join(point_cell(p) for p in s.profile)
         pause = paused.get(s.name)
         table.add_row(escape(s.name), escape(s.tenant), s.isolation.value, s.engine.value,
                       f"{s.latency_slo_ms:g}", f"{s.cold_start.p50_s:g}/{s.cold_start.p90_s:g}",
                       f"{_bound(s.min_replicas)}/{_bound(s.max_replicas)}",
                       "-" if pause is None else escape(_paused_cell(pause)), escape(points))
     out.print(table)
+
+
+def point_cell(point: ProfilePoint) -> str:
+    """A profile point as ``models list`` shows it: its product, its shape (a MIG instance's
+    g, a whole GPU, or a replica's GPUs) and its throughput (``A100-80GB/3: 20``,
+    ``L4/whole: 8``, ``H100-80GB/4 GPUs: 90``)."""
+    shape = f"{point.gpus} GPUs" if point.gpus > 1 else point.compute_slices or "whole"
+    return f"{point.product}/{shape}: {point.throughput_rps:g}"
 
 
 def _bound(value: int | None) -> str:

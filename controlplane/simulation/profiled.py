@@ -2,7 +2,8 @@
 writes it, instead of ``gpu_product``, ``per_replica_rps`` and ``gpu_per_replica``: the simulator
 sizes it by the point the live loop sizes it by (``domain.models.best_point``: the fastest point
 within 0.45 x the latency SLO that its isolation may run, on a product the fleet prices), one
-replica of which serves ``replica_rps`` on ``replica_gpu_share`` of a GPU at the point's
+replica of which serves ``replica_rps`` on ``replica_gpu_share`` of a GPU (a point of several
+``gpus``: that many whole GPUs serving all its ``throughput_rps``) at the point's
 ``latency_ms``. So an operator replays a trace against the very models file the loop manages."""
 
 from __future__ import annotations

@@ -166,3 +166,26 @@ def test_a_profile_with_no_point_within_its_slo_is_refused_as_models_import_refu
     assert _refused(tmp_path, text) == [
         "models[0] (chat): profile: no point's latency_ms is within 0.45 x latency_slo_ms 1000 "
         "= 450 ms (the fastest is 800 ms): the fleet plan would never place it"]
+
+
+# a STRICT model whose best point is one replica of 4 whole H100s: 90 rps a GPU, the A100's
+# 3g MIG instance 20 rps a replica
+TENSOR_PARALLEL = PROFILED.replace(
+    "      - {product: L4, throughput_rps: 8, latency_ms: 850, memory_mib: 20000}\n",
+    "      - {product: H100-80GB, gpus: 4, batch_size: 8, throughput_rps: 360, latency_ms: 600,\n"
+    "         memory_mib: 70000}\n", 1)
+
+
+def test_a_profile_point_of_several_gpus_is_a_replica_of_that_many_gpus(tmp_path: Path) -> None:
+    assert TENSOR_PARALLEL != PROFILED
+    config = load_models_file(write_models(tmp_path / "m.yaml", TENSOR_PARALLEL))
+    chat = next(m for m in config.models if m.name == "chat")
+    assert (chat.shape.product, chat.shape.per_replica_rps, chat.shape.gpu_share,
+            chat.latency_ms) == ("H100-80GB", 360.0, 4.0, 600.0)
+
+
+def test_a_profile_point_of_more_gpus_than_a_node_holds_is_refused_naming_the_node(
+        tmp_path: Path) -> None:
+    text = TENSOR_PARALLEL + "fleet:\n  gpus_per_node: 2\n"
+    assert _refused(tmp_path, text) == [
+        "models[0] (chat): gpu_per_replica: 4.0 GPUs do not fit a node of fleet.gpus_per_node=2"]

@@ -3,12 +3,14 @@ which `headroom simulate --models` replays too (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 from clihelpers import WARM_HEADROOM, _env
 
+from controlplane.domain.models import ProfilePoint
 from controlplane.models_file import load_model_specs
 from controlplane.simulation.config import load_models_file
 from controlplane.store import Store
@@ -17,7 +19,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "models.
 
 
 def _models(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*WARM_HEADROOM, "models", *args], env=_env(HEADROOM_DB__URL=url),
+    return subprocess.run([*WARM_HEADROOM, "models", *args],  # the table's rows unwrapped
+                          env=_env(HEADROOM_DB__URL=url, COLUMNS="300"),
                           capture_output=True, text=True, timeout=120)
 
 
@@ -50,3 +53,22 @@ def test_json_and_yaml_together_are_a_usage_error(tmp_path: Path) -> None:
     listed = _models(f"sqlite:///{tmp_path / 'store.db'}", "list", "--yaml", "--json")
     assert listed.returncode == 2
     assert "--json and --yaml: give one" in listed.stderr
+
+
+def test_a_point_of_several_gpus_is_listed_with_its_gpus_and_imports_back_from_the_yaml(
+        store_url: str, tmp_path: Path) -> None:
+    store = Store.open(store_url, migrate=True)
+    llama, resnet = load_model_specs(EXAMPLE)
+    # one replica of 4 whole H100s: the fastest per GPU of llama's points, which it is sized by
+    spanning = replace(llama, profile=(
+        *llama.profile, ProfilePoint("H100-80GB", 0, 8, 1, 240.0, 600.0, 70000, gpus=4)))
+    store.upsert_models([spanning, resnet])
+    listed = _models(store_url, "list", "--yaml")
+    exported = tmp_path / "exported.yaml"
+    exported.write_text(listed.stdout)
+    assert load_model_specs(exported) == [spanning, resnet]
+    assert [m.shape.gpu_share for m in load_models_file(exported).models] == [4.0, 1.0]
+    as_json = json.loads(_models(store_url, "list", "--json").stdout)
+    assert [p["gpus"] for p in as_json[0]["profile"]] == [1, 1, 4]
+    table = _models(store_url, "list").stdout
+    assert "H100-80GB/4 GPUs: 240" in table and "A100-80GB/3: 20" in table

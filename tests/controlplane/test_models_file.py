@@ -237,3 +237,57 @@ def test_an_sglang_model_reads_with_its_engine_and_an_unknown_engine_is_named(
     with pytest.raises(ModelsFileError, match=r"llama-3-8b-chat\): engine: Input should be "
                        r"'triton', 'vllm' or 'sglang'"):
         load_model_specs(_file(tmp_path, GOOD.replace("engine: vllm", "engine: tgi", 1)))
+
+
+# resnet50's first point, to be rewritten as a point of several GPUs
+T4_POINT = "{product: T4, throughput_rps: 250, latency_ms: 30, memory_mib: 2000}"
+
+
+def test_a_point_of_several_gpus_reads_with_its_gpus_and_a_point_without_them_is_one_gpu(
+        tmp_path: Path) -> None:
+    text = GOOD.replace(T4_POINT, "{product: H100-80GB, gpus: 4, throughput_rps: 900, "
+                                  "latency_ms: 30, memory_mib: 70000}", 1)
+    llama, resnet = load_model_specs(_file(tmp_path, text))
+    assert resnet.profile[0] == ProfilePoint("H100-80GB", 0, 1, 1, 900.0, 30.0, 70000, gpus=4)
+    assert resnet.profile[0].replica_gpu_share == 4.0
+    assert [p.gpus for p in (*llama.profile, resnet.profile[1])] == [1, 1, 1]
+
+
+@pytest.mark.parametrize(("point", "named"), [
+    ("{product: H100-80GB, gpus: 0,", "profile.0.gpus: Input should be greater than or equal to "
+                                      "1, got 0"),
+    ("{product: H100-80GB, gpus: 65,", "profile.0.gpus: must be at most 64, the most GPUs a node "
+                                       "holds (a replica's GPUs are all on one node), got 65"),
+    ("{product: H100-80GB, gpus: true,", "profile.0.gpus: expected a number, got true"),
+    ("{product: H100-80GB, compute_slices: 3, gpus: 4,",
+     "profile.0.gpus: a replica of 4 GPUs runs on whole GPUs without MPS (compute_slices 0, "
+     "mps_processes 1), got compute_slices 3"),
+    ("{product: H100-80GB, mps_processes: 2, gpus: 4,",
+     "profile.0.gpus: a replica of 4 GPUs runs on whole GPUs without MPS (compute_slices 0, "
+     "mps_processes 1), got mps_processes 2"),
+])
+def test_a_point_of_several_gpus_that_cannot_be_is_refused_naming_the_field(
+        tmp_path: Path, point: str, named: str) -> None:
+    text = GOOD.replace(T4_POINT, point + " throughput_rps: 900, latency_ms: 30, "
+                                          "memory_mib: 2000}", 1)
+    path = _file(tmp_path, text)
+    with pytest.raises(ModelsFileError) as err:
+        load_model_specs(path)
+    assert str(err.value) == f"{path}: models[1] (resnet50): {named}"
+
+
+def test_a_point_of_several_gpus_states_the_memory_of_each_gpu_which_one_gpu_must_hold(
+        tmp_path: Path) -> None:
+    # 4 x 70000 MiB, the replica's whole memory, would not be refused: each GPU holds its share
+    def point(memory_mib: int) -> str:
+        return (f"{{product: H100-80GB, gpus: 4, throughput_rps: 900, latency_ms: 30, "
+                f"memory_mib: {memory_mib}}}")
+
+    _, resnet = load_model_specs(_file(tmp_path, GOOD.replace(T4_POINT, point(81152), 1)))
+    assert (resnet.profile[0].gpus, resnet.profile[0].memory_mib) == (4, 81152)
+    path = _file(tmp_path, GOOD.replace(T4_POINT, point(4 * 70000), 1))
+    with pytest.raises(ModelsFileError) as err:
+        load_model_specs(path)
+    assert str(err.value) == (
+        f"{path}: models[1] (resnet50): profile.0.memory_mib: 280000 MiB does not fit a whole "
+        "H100-80GB (81152 MiB usable): a replica of 4 GPUs states each GPU's memory_mib")
