@@ -164,7 +164,8 @@ def _spec(model: SimModel) -> ModelSpec:
     shape = model.shape
     slices = round(shape.gpu_share * 7) if abs(shape.gpu_share * 7 - round(
         shape.gpu_share * 7)) < 1e-3 and shape.gpu_share < 1 else 0
-    point = ProfilePoint(shape.product, slices, 1, 1, shape.per_replica_rps, 0.0, 0)
+    point = ProfilePoint(shape.product, slices, 1, 1, shape.per_replica_rps, 0.0, 0,
+                         shape.whole_gpus)
     cold = model.cold_start.uncached
     return ModelSpec(shape.model, shape.tenant, model.isolation, Engine.VLLM,
                      model.latency_slo_ms, (point,),

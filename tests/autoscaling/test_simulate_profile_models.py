@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from controlplane.models_file import load_model_specs
 from controlplane.simulation.config import DEFAULT_PRICES, load_models_file
+from controlplane.simulation.engine import fleet_models
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_MODELS = REPO / "deploy" / "examples" / "models.yaml"
@@ -182,6 +183,9 @@ def test_a_profile_point_of_several_gpus_is_a_replica_of_that_many_gpus(tmp_path
     chat = next(m for m in config.models if m.name == "chat")
     assert (chat.shape.product, chat.shape.per_replica_rps, chat.shape.gpu_share,
             chat.latency_ms) == ("H100-80GB", 360.0, 4.0, 600.0)
+    # the policies' spec of it (as the live loop's) is a replica of the same 4 GPUs
+    (spec,) = [m.spec for m in fleet_models(config) if m.spec.name == "chat"]
+    assert spec.best_point().replica_gpu_share == 4.0
 
 
 def test_a_profile_point_of_more_gpus_than_a_node_holds_is_refused_naming_the_node(
