@@ -21,6 +21,8 @@ from controlplane.domain.desired import UNPLACED, DesiredState, DesiredTarget, P
 from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ObservedModel, ObservedState
 from controlplane.domain.placement import FleetPlacement
+from scheduler.domain.cluster import product_key
+from scheduler.domain.fleet_options import holds_replica
 
 UNPLACED_HELD = "unplaced_held"  # :<reason code>, a model held at its replicas while unplaced
 
@@ -71,14 +73,26 @@ def unplaced_notes(desired: DesiredState, placement: FleetPlacement) -> tuple[st
 
 
 def no_pool_for(spec: ModelSpec, pools: Sequence[PoolSpec]) -> str:
-    """Why no pool can run ``spec`` (no pool offers a product of its profile: PlanFleet's
-    ``no_pool_for_profile``), one line; "" when one can."""
-    if spec.profiled_on([p.product for p in pools]):
+    """Why no pool can run ``spec``, one line, as PlanFleet would leave it unplaced: no pool
+    offers a product of its profile (``no_pool_for_profile``), or every point on a product a
+    pool offers is a replica of more GPUs than those pools' nodes hold a whole number of
+    (``replica_larger_than_node``); "" when one can."""
+    if not spec.profiled_on([p.product for p in pools]):
+        offered = ", ".join(f"{p.name}: {p.product}" for p in pools) or "none"
+        return (f"model {spec.name}: no pool offers a product of its profile "
+                f"({', '.join(sorted({p.product for p in spec.profile}))}; the pools offer "
+                f"{offered}): the loop cannot place it (no_pool_for_profile)")
+    offering = {point: [p for p in pools if product_key(p.product) == product_key(point.product)]
+                for point in spec.profile}
+    if any(holds_replica(p.gpus_per_node, point.gpus)
+           for point, there in offering.items() for p in there):
         return ""
-    offered = ", ".join(f"{p.name}: {p.product}" for p in pools) or "none"
-    return (f"model {spec.name}: no pool offers a product of its profile "
-            f"({', '.join(sorted({p.product for p in spec.profile}))}; the pools offer "
-            f"{offered}): the loop cannot place it (no_pool_for_profile)")
+    held = sorted({f"{point.gpus} GPUs of {point.product}" for point, there in offering.items()
+                   if there})
+    nodes = sorted({f"{p.name}: {p.gpus_per_node}" for there in offering.values() for p in there})
+    return (f"model {spec.name}: no pool's nodes hold a whole number of its replicas "
+            f"({', '.join(held)}; GPUs per node of {', '.join(nodes)}): the loop cannot place "
+            "it (replica_larger_than_node)")
 
 
 def no_pool_notes(specs: Sequence[ModelSpec], pools: Sequence[PoolSpec],

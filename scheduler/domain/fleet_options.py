@@ -135,7 +135,7 @@ def options_for(demand: ModelDemand, pools: Sequence[PoolInfo]) -> list[SegmentO
         if allows_time_slicing(demand.isolation) and _time_sliceable(point):
             shapes += [(-n, time_sliced(point, n)) for n in range(2, MAX_TIME_SLICES + 1)]
         for k, info in enumerate(pools):
-            if keys[k] != key or not holds_replica(info.pool, point.gpus):
+            if keys[k] != key or not holds_replica(info.pool.gpus_per_node, point.gpus):
                 continue
             for size, shape in shapes:
                 if shape.latency_ms > limit or not _fits(info, size, shape):
@@ -157,12 +157,12 @@ def tensor_part(point: ProfilePoint) -> ProfilePoint:
     return replace(point, throughput_rps=point.throughput_rps / point.gpus)
 
 
-def holds_replica(pool: GpuPool, gpus: int) -> bool:
-    """Whether ``pool``'s nodes hold replicas of ``gpus`` GPUs, each on one node, with no GPU
-    left over (``gpus`` divides its GPUs per node: a node of 4 GPUs holds two of 2 or one of
+def holds_replica(gpus_per_node: int, gpus: int) -> bool:
+    """Whether nodes of ``gpus_per_node`` GPUs hold replicas of ``gpus`` GPUs, each on one
+    node, with no GPU left over (``gpus`` divides it: a node of 4 GPUs holds two of 2 or one of
     4, but one of 3 would strand a GPU no other replica of 3 can use); a pool that does not
-    say how many GPUs its nodes have holds any."""
-    return gpus <= 1 or pool.gpus_per_node <= 0 or pool.gpus_per_node % gpus == 0
+    say how many GPUs its nodes have (0) holds any."""
+    return gpus <= 1 or gpus_per_node <= 0 or gpus_per_node % gpus == 0
 
 
 def time_sliced(point: ProfilePoint, k: int) -> ProfilePoint:

@@ -230,6 +230,33 @@ def test_import_with_the_config_warns_of_a_model_no_pool_offers_a_product_of(
     assert quiet.returncode == 0 and quiet.stderr == ""
 
 
+LLAMA_70B_TP4 = """models:
+  - {name: llama-70b, isolation: trusted, engine: vllm, latency_slo_ms: 2000,
+     cold_start: {p50_s: 60, p90_s: 120},
+     profile: [{product: A100-80GB, gpus: 4, throughput_rps: 8, latency_ms: 300,
+                memory_mib: 70000}]}
+"""
+
+
+def test_import_with_the_config_warns_of_a_replica_of_more_gpus_than_the_pools_nodes_hold(
+        tmp_path: Path) -> None:
+    url, models = _sqlite_store_with(tmp_path, LLAMA_70B_TP4)
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f'db: {{url: "{url}"}}\npools:\n'
+                      "  - {name: a100-80gb, product: A100-80GB, gpus_per_node: 2, max_nodes: 4,"
+                      " price_per_gpu_hour: 5.12}\n")
+    warned = _models(url, "import", str(models), "--config", str(config))
+    assert warned.returncode == 0, warned.stderr
+    assert warned.stderr.split() == (
+        f"warning: {models}: model llama-70b: no pool's nodes hold a whole number of its "
+        "replicas (4 GPUs of A100-80GB; GPUs per node of a100-80gb: 2): the loop cannot place "
+        "it (replica_larger_than_node)").split()
+    nodes_of_8 = config.read_text().replace("gpus_per_node: 2", "gpus_per_node: 8")
+    config.write_text(nodes_of_8)
+    held = _models(url, "import", str(models), "--config", str(config))
+    assert held.returncode == 0 and held.stderr == "", held.stderr
+
+
 def _config(tmp_path: Path, autoscaling: str) -> Path:
     config = tmp_path / "headroom.yaml"
     config.write_text(f"backend: kubernetes\nautoscaling:\n{autoscaling}")

@@ -240,7 +240,7 @@ def test_plan_fleet_places_a_replica_of_four_gpus_on_four_gpus_numbered_and_refu
             model="m", tenant="t", isolation=pb.TRUSTED, rate_rps=1.0, latency_slo_ms=2000.0,
             profile=[mig])], pools=pools), timeout=30)
     assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-    assert refused.value.details().startswith("models[0].profile[0].gpus: a replica of 2 GPUs")
+    assert str(refused.value.details()).startswith("models[0].profile[0].gpus: a replica of 2 GPUs")
 
 
 def test_the_same_plan_fleet_request_again_returns_the_same_segments_on_the_same_gpus(
