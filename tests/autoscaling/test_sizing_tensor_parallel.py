@@ -4,9 +4,18 @@ the pool targets, and a cluster GPU budget's cut leaving no room named on the no
 
 from __future__ import annotations
 
-from controlplane.autoscaling.nodepools import clamp_nodes_to_budget, node_pool_targets
+from dataclasses import replace
+
+from controlplane.autoscaling.live import replica_shape
+from controlplane.autoscaling.nodepools import (
+    clamp_nodes_to_budget,
+    node_pool_targets,
+    replica_footprints,
+)
 from controlplane.autoscaling.sizing import ModelRequest, ReplicaShape, fleet_placement
-from controlplane.domain.desired import PoolSpec
+from controlplane.domain.desired import PoolSpec, ReplicaFootprint
+from controlplane.domain.models import ProfilePoint
+from controlplane.sim.catalog import DEMO_MODELS
 
 TRIPLE = ReplicaShape("llama", "acme", "A100-80GB", 3.0, 30.0)
 SINGLE = ReplicaShape("bert", "acme", "A100-80GB", 1.0, 10.0)
@@ -35,3 +44,12 @@ def test_a_pool_cut_by_the_cluster_budget_names_no_replica_room_on_its_nodes() -
                                 NODES_OF_4, ())
     clamped = clamp_nodes_to_budget(desired, NODES_OF_4, 12)
     assert [(t.value, t.gpus, t.groups) for t in clamped.pools] == [(3, 12, ())]
+
+
+def test_the_live_loops_footprint_of_a_replica_of_four_gpus_is_four_whole_gpus_in_its_pool(
+        ) -> None:
+    llama = replace(next(m for m in DEMO_MODELS if m.name == "llama-3-70b"), profile=(
+        ProfilePoint("A100-80GB", 0, 8, 1, 40.0, 600.0, 60_000, gpus=4),))
+    (footprint,) = replica_footprints((replica_shape(llama, NODES_OF_4),), NODES_OF_4)
+    assert footprint == ReplicaFootprint("llama-3-70b", "a100", 1, 4, "A100-80GB", 4.0)
+    assert footprint.gpus_for(2) == 8

@@ -149,3 +149,17 @@ def test_a_kept_single_gpu_replica_takes_the_room_replicas_of_several_gpus_leave
 def test_a_pool_grows_for_a_kept_replica_of_three_gpus_that_no_node_has_room_for() -> None:
     made = _plan(3, "llama", TP_3)
     assert made.actions == (ScaleNodePool("a100", 3, 4, REPLICAS_KEPT_NEED_ROOM),)
+
+
+def test_replicas_of_more_gpus_than_a_node_has_held_while_unplaced_keep_their_gpus_nodes(
+        ) -> None:
+    # PlanFleet leaves a model of 8 GPUs unplaced on nodes of 4; the 2 replicas it serves
+    # with (held) still hold the nodes their 16 GPUs fill, and nothing fails
+    wide = ReplicaFootprint("llama", "a100", 1, 8, A100, 8.0)
+    desired = DesiredState((DesiredTarget("a100", 0, "placement_0_gpus_warm_0", gpus=0,
+                                          max_value=20),),
+                           (DesiredTarget("llama", 2, "unplaced_held:no_pool_for_profile"),),
+                           footprints=(wide,), held_unplaced=("llama",))
+    made, _ = plan(_fleet(4, "llama", 2), desired, GuardMemory(), POOL_LIMITS, KEEPS_ONE, T0)
+    assert made.actions == ()
+    assert made.kept == (KeptReplicas("llama", 2, A100, 8.0),)
