@@ -28,7 +28,8 @@ CLUSTER_GPU_BUDGET_BELOW_FLOOR = "cluster_gpu_budget_below_min_nodes"
 def clamp_nodes_to_budget(desired: DesiredState, pools: Sequence[PoolSpec],
                           cluster_gpu_budget: int | None) -> DesiredState:
     """Remove whole nodes until the fleet's GPUs fit the budget (pools never below min_nodes);
-    a clamped pool's target holds no more GPUs than its nodes. When every pool is at
+    a clamped pool's target holds no more GPUs than its nodes, all of them full (no replica of
+    several GPUs named on them: ``DesiredTarget.groups``). When every pool is at
     min_nodes and the fleet is still over the budget, the pools holding nodes say so in their
     reason (``CLUSTER_GPU_BUDGET_BELOW_FLOOR``)."""
     if cluster_gpu_budget is None:
@@ -49,7 +50,9 @@ def clamp_nodes_to_budget(desired: DesiredState, pools: Sequence[PoolSpec],
         target, value = targets[name], targets[name].value - 1
         gpus = (None if target.gpus is None
                 else min(target.gpus, value * specs[name].gpus_per_node))
-        targets[name] = replace(target, value=value, reason=CLUSTER_GPU_BUDGET, gpus=gpus)
+        # its nodes are cut under what its replicas need: none is known to leave room
+        targets[name] = replace(target, value=value, reason=CLUSTER_GPU_BUDGET, gpus=gpus,
+                                groups=())
     return replace(desired, pools=tuple(targets[t.target] for t in desired.pools))
 
 

@@ -343,7 +343,10 @@ def pack_gpus(shapes: Sequence[ReplicaShape], counts: Sequence[int]) -> list[lis
 
 def fleet_placement(requests: Sequence[ModelRequest], shapes: Mapping[str, ReplicaShape],
                     revision: int = 0) -> FleetPlacement:
-    """Hot replicas as placed segments on numbered GPUs; idle and cached rungs as warm GPUs."""
+    """Hot replicas as placed segments on numbered GPUs; idle and cached rungs as warm GPUs. A
+    replica of k whole GPUs is placed as PlanFleet places one: a segment on each of its k GPUs
+    (one after another, ``pack_gpus``), ``gpu_index`` 0..k-1, each with 1/k of its throughput,
+    so ``desired_state`` holds its k GPUs on one node and the replica counts once."""
     segments: list[PlacedSegment] = []
     ids: list[tuple[str, tuple[str, ...]]] = []
     for product in sorted({shapes[r.model].product for r in requests}):
@@ -351,9 +354,13 @@ def fleet_placement(requests: Sequence[ModelRequest], shapes: Mapping[str, Repli
         mine_shapes = [shapes[r.model] for r in mine]
         gpus = pack_gpus(mine_shapes, [r.hot for r in mine])
         gpu_ids = tuple(f"{product}-{g}" for g in range(len(gpus)))
-        for gpu_id, members in zip(gpu_ids, gpus, strict=True):
-            segments.extend(PlacedSegment(mine_shapes[i].model, gpu_id, product, "sized", "", 0, 0,
-                                          mine_shapes[i].per_replica_rps) for i in members)
+        for first, members in enumerate(gpus):
+            for i in members:
+                shape = mine_shapes[i]
+                k = shape.whole_gpus
+                segments.extend(PlacedSegment(shape.model, gpu_ids[first + j], product, "sized",
+                                              "", 0, 0, shape.per_replica_rps / k, gpus=k,
+                                              gpu_index=j) for j in range(k))
         ids.append((product, gpu_ids))
     return FleetPlacement(revision, tuple(segments), tuple(ids), warm_gpus(requests, shapes),
                           0.0, ())

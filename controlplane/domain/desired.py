@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from controlplane.domain.demand import Demand
-from controlplane.domain.node_configs import planned_configs
+from controlplane.domain.node_configs import EXCLUSIVE_GPUS, NodeKind, planned_configs
+from controlplane.domain.node_fill import nodes_to_hold
 from controlplane.domain.placement import FleetPlacement
 
 
@@ -33,6 +34,9 @@ class DesiredTarget:
     # pools only: the most nodes the pool may grow to over its target for replicas the guards
     # keep over theirs (its max_nodes; its target under a cluster GPU budget); None: none
     max_value: int | None = None
+    # pools only: the GPUs of each replica of several GPUs among ``gpus``, each on one node:
+    # replicas kept over their targets fill only the room those leave whole on a node
+    groups: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,14 +96,34 @@ def unplaced_reason(why: str) -> str:
     return f"{UNPLACED}:{code}" if code else UNPLACED
 
 
+def tensor_parallel_groups(placement: FleetPlacement, product: str,
+                           mode: str | None = None) -> tuple[int, ...]:
+    """The GPUs of each replica of several GPUs of ``product`` (of ``mode`` only, when given),
+    each counted once (its first GPU's segment): they must share one node."""
+    return tuple(s.gpus for s in placement.segments if s.product == product and s.gpus > 1
+                 and s.gpu_index == 0 and mode in (None, s.mode))
+
+
+def _nodes_by_kind(kinds: Mapping[NodeKind, int], placement: FleetPlacement,
+                   pool: PoolSpec) -> int:
+    """Nodes for the planned GPUs of each node kind apart (a node carries one MIG / sharing
+    config): the replicas of several GPUs, on exclusive whole GPUs, each on one node of the
+    kind of exclusive GPUs."""
+    exclusive = tensor_parallel_groups(placement, pool.product, "exclusive")
+    return sum(nodes_to_hold(exclusive, gpus - sum(exclusive), pool.gpus_per_node)
+               if kind == EXCLUSIVE_GPUS else nodes_to_hold((), gpus, pool.gpus_per_node)
+               for kind, gpus in kinds.items())
+
+
 def desired_state(
     placement: FleetPlacement, pools: Sequence[PoolSpec], demands: Sequence[Demand],
     budget_cuts: Mapping[str, str] | None = None,
 ) -> DesiredState:
     """Nodes to hold the placed GPUs plus warm GPUs, and at least one node per started
     ``gpus_per_node`` GPUs of each node kind the placement needs (a node carries one MIG / sharing
-    config, so MIG GPUs and whole GPUs of a pool do not share a node); one replica per placed
-    segment.
+    config, so MIG GPUs and whole GPUs of a pool do not share a node); each replica of several
+    GPUs on one node (``node_fill``: a node of G GPUs holds floor(G / N) replicas of N); one
+    replica per placed segment (a replica of several GPUs once).
 
     A replica target's reason is its demand's, or ``unplaced:<reason code>`` (PlanFleet's,
     e.g. ``unplaced:no_pool_for_profile``), or, for a model in ``budget_cuts`` (model ->
@@ -114,14 +138,17 @@ def desired_state(
         placed = placement.gpus_for(pool.product)
         warm = placement.warm_gpus_for(pool.product)
         kinds = Counter(c.kind for c in configs.get(pool.product, []))
-        nodes = max(math.ceil((placed + warm) / pool.gpus_per_node),
-                    sum(math.ceil(n / pool.gpus_per_node) for n in kinds.values()))
-        nodes = min(pool.max_nodes, max(pool.min_nodes, nodes))
+        groups = tensor_parallel_groups(placement, pool.product)
+        needed = max(nodes_to_hold(groups, placed - sum(groups) + warm, pool.gpus_per_node),
+                     _nodes_by_kind(kinds, placement, pool))
+        nodes = min(pool.max_nodes, max(pool.min_nodes, needed))
         reason = f"placement_{placed}_gpus_warm_{warm}"
         # the free room of nodes of several kinds may not be of the kind a replica needs
         gpus = min(placed + warm, nodes * pool.gpus_per_node) if len(kinds) <= 1 else None
+        # a pool capped under what the placement needs has no room: its nodes count as full
+        held = groups if nodes >= needed and gpus is not None else ()
         pool_targets.append(DesiredTarget(pool.name, nodes, reason, gpus,
-                                          max(nodes, pool.max_nodes)))
+                                          max(nodes, pool.max_nodes), held))
     cuts = budget_cuts or {}
     replica_targets = [
         DesiredTarget(d.model, placement.replicas_for(d.model),

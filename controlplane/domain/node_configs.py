@@ -66,6 +66,11 @@ class NodeKind:
         return (not self.mig, self.sharing.describe())
 
 
+#: the kind of node whose GPUs are whole and held exclusively: the only kind a replica of
+#: several GPUs (tensor parallel) runs on
+EXCLUSIVE_GPUS = NodeKind(False)
+
+
 @dataclass(frozen=True, slots=True)
 class GpuConfig:
     profiles: tuple[str, ...] = ()  # MIG instances, sorted

@@ -43,12 +43,15 @@ class PlacedSegment:
 class PlannedSlice:
     """The slice ``replicas`` of a model's replicas are placed on: a MIG instance of
     ``mig_profile`` of a ``product`` GPU, else a whole ``product`` GPU shared as ``mode``
-    (exclusive, mps, time_sliced; "sized": the simulator's sizing, no slice named)."""
+    (exclusive, mps, time_sliced; "sized": the simulator's sizing, no slice named), or
+    ``gpus`` whole GPUs of one node per replica (tensor parallel): its pods ask for that many,
+    so replicas of 4 GPUs and of 1 GPU are different slices though both are exclusive."""
 
     product: str
     mode: str
     mig_profile: str
     replicas: int = 1
+    gpus: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,12 +92,14 @@ class FleetPlacement:
         return sum(s.replicas for s in self.segments if s.model == model)
 
     def slices_for(self, model: str) -> tuple[PlannedSlice, ...]:
-        """The slices the model's replicas are placed on, with how many on each (sorted)."""
-        placed: Counter[tuple[str, str, str]] = Counter()
+        """The slices the model's replicas are placed on, with how many on each (sorted); a
+        replica of several GPUs counts once (its first GPU's segment)."""
+        placed: Counter[tuple[str, str, str, int]] = Counter()
         for s in self.segments:
-            if s.model == model:
-                placed[(s.product, s.mode, s.mig_profile)] += s.replicas
-        return tuple(PlannedSlice(*key, replicas) for key, replicas in sorted(placed.items()))
+            if s.model == model and s.replicas:
+                placed[(s.product, s.mode, s.mig_profile, s.gpus)] += s.replicas
+        return tuple(PlannedSlice(product, mode, mig, replicas, gpus)
+                     for (product, mode, mig, gpus), replicas in sorted(placed.items()))
 
     def capacity_rps_for(self, model: str) -> float:
         """What the model's segments serve together (a segment's throughput is all of its

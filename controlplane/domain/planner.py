@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from controlplane.domain.actions import (
@@ -23,6 +23,7 @@ from controlplane.domain.guards import (
     with_changes,
     with_history,
 )
+from controlplane.domain.node_fill import nodes_to_hold
 from controlplane.domain.observed import ObservedState
 from controlplane.domain.plan import KeptReplicas, Plan
 
@@ -87,33 +88,49 @@ def _guarded(key: str, current: int, target: DesiredTarget, memory: GuardMemory,
     return decision, memory, skipped
 
 
-def _kept_gpus(desired: DesiredState, kept: dict[str, int]) -> tuple[dict[str, int], bool]:
+@dataclass(frozen=True, slots=True)
+class KeptGpus:
+    """What the replicas kept over their targets take in one pool: whole GPUs, and the GPUs of
+    each kept replica of several GPUs (on one node each)."""
+
+    single_gpus: int = 0
+    groups: tuple[int, ...] = ()
+
+
+def _kept_gpus(desired: DesiredState, kept: dict[str, int]) -> tuple[dict[str, KeptGpus], bool]:
     """GPUs per pool that the replicas kept over their targets take, and whether some kept
     model's pool is unknown (it has no footprint)."""
-    gpus: dict[str, int] = {}
+    gpus: dict[str, KeptGpus] = {}
     unknown = False
     for model, extra in kept.items():
         footprint = desired.footprint(model)
         if footprint is None:
             unknown = True
+            continue
+        known = gpus.get(footprint.pool, KeptGpus())
+        if footprint.whole_gpus > 1:
+            known = replace(known, groups=(*known.groups, *[footprint.whole_gpus] * extra))
         else:
-            gpus[footprint.pool] = gpus.get(footprint.pool, 0) + footprint.gpus_for(extra)
+            known = replace(known, single_gpus=known.single_gpus + footprint.gpus_for(extra))
+        gpus[footprint.pool] = known
     return gpus, unknown
 
 
-def _room(target: DesiredTarget, gpus_per_node: int, kept_gpus: dict[str, int]) -> int:
+def _room(target: DesiredTarget, gpus_per_node: int, kept_gpus: dict[str, KeptGpus]) -> int:
     """Nodes for the GPUs the target holds before rounding plus those of the replicas kept over
-    their targets in the pool (they fill the free room of the target's last node first; without
-    the target's GPUs, whole nodes over the target), never fewer than the target."""
-    extra = kept_gpus.get(target.target, 0)
-    per_node = max(1, gpus_per_node)
+    their targets in the pool (they fill the free room of the target's nodes first, a kept
+    replica of several GPUs only room on one node for all of it; without the target's GPUs,
+    whole nodes over the target), never fewer than the target."""
+    extra = kept_gpus.get(target.target, KeptGpus())
     if target.gpus is None:
-        return target.value + -(-extra // per_node)
-    return max(target.value, -(-(target.gpus + extra) // per_node))
+        return target.value + nodes_to_hold(extra.groups, extra.single_gpus, gpus_per_node)
+    groups = (*target.groups, *extra.groups)
+    singles = target.gpus - sum(target.groups) + extra.single_gpus
+    return max(target.value, nodes_to_hold(groups, singles, gpus_per_node))
 
 
 def _pool_floor(target: DesiredTarget, current: int, gpus_per_node: int,
-                kept_gpus: dict[str, int], unknown: bool) -> int:
+                kept_gpus: dict[str, KeptGpus], unknown: bool) -> int:
     """The fewest nodes the pool may keep: its ``_room``, never more than it has; all its nodes
     when a kept model's pool is unknown."""
     if unknown:
@@ -122,7 +139,7 @@ def _pool_floor(target: DesiredTarget, current: int, gpus_per_node: int,
 
 
 def _pool_raise(target: DesiredTarget, current: int, gpus_per_node: int,
-                kept_gpus: dict[str, int], unknown: bool, max_step: int) -> int:
+                kept_gpus: dict[str, KeptGpus], unknown: bool, max_step: int) -> int:
     """The nodes the pool grows to when its ``_room`` is more than it has (the target's own
     replicas would wait for GPUs the kept ones hold): within the target's ``max_value`` and
     one ``max_step``. No growth (``current``) when the target's GPUs, its ``max_value`` or a kept

@@ -25,13 +25,15 @@ def planned_request(planned: PlannedSlice, mig_strategy: str) -> dict[str, int] 
     """The GPU resource one replica on ``planned`` asks for, as the device plugin advertises
     the slice under Headroom's configs (REFERENCE.md §1.6, §2.1): a MIG instance as
     ``nvidia.com/mig-<profile>`` (``mixed`` strategy) or ``nvidia.com/gpu`` (``single``); a
-    whole GPU as ``nvidia.com/gpu``; an MPS or time-slicing share as the resource Headroom's
-    sharing configs advertise. None when the slice names no layout (the simulator's sizing)."""
+    whole GPU as ``nvidia.com/gpu``, a replica of N whole GPUs (tensor parallel) as N of them
+    in one pod (the scheduler then puts them on one node, as the plan does); an MPS or
+    time-slicing share as the resource Headroom's sharing configs advertise. None when the
+    slice names no layout (the simulator's sizing)."""
     if planned.mig_profile:
         single = mig_strategy == "single"
         return {GPU_RESOURCE if single else MIG_RESOURCE_PREFIX + planned.mig_profile: 1}
     if planned.mode == "exclusive":
-        return {GPU_RESOURCE: 1}
+        return {GPU_RESOURCE: planned.gpus}
     if planned.mode in ("mps", "time_sliced"):
         return {shared_resource(): 1}
     return None
@@ -50,6 +52,8 @@ def _slice(planned: PlannedSlice) -> str:
         return f"MPS shares of {planned.product} GPUs"
     if planned.mode == "time_sliced":
         return f"time-sliced {planned.product} GPUs"
+    if planned.gpus > 1:
+        return f"{planned.gpus} whole {planned.product} GPUs of one node per replica"
     return f"whole {planned.product} GPUs"
 
 

@@ -44,7 +44,6 @@ from controlplane.sim.nodes import (
     SimNode,
     SimReplica,
     deletion_costs_of,
-    replica_share,
     stop_order,
 )
 from controlplane.sim.observed import (
@@ -256,9 +255,7 @@ class SimCluster(SimWorld):
         for _, replica in bound:
             replica.node = None
         for model, replica in bound:
-            spec = self._specs[model]
-            if (self._can_hold(node, spec)
-                    and self._free_share(node) >= replica_share(spec) - 1e-9):
+            if self._has_room(node, self._specs[model]):
                 replica.node = node.name
             else:
                 replica.ready_at = None

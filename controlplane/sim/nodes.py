@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -107,8 +107,19 @@ def instance_free_for(product: str, held: Sequence[str], bound: Sequence[Profile
 
 def replica_share(spec: ModelSpec) -> float:
     """Fraction of one GPU a replica holds (``ProfilePoint.replica_gpu_share``): a MIG slice is
-    g/7, an MPS process on a whole GPU 1/processes."""
+    g/7, an MPS process on a whole GPU 1/processes; a replica of N GPUs N."""
     return spec.best_point().replica_gpu_share
+
+
+def whole_gpus_held(points: Iterable[ProfilePoint]) -> int:
+    """GPUs of one node that replicas of ``points`` hold, whole or in part: a replica of N GPUs
+    its N whole GPUs, the others their shares packed onto as few GPUs as the shares fill (the
+    simulator packs a node's shared GPUs as one pool of capacity). A replica of N GPUs binds
+    where N GPUs are left that none of them touches."""
+    held = list(points)
+    spanning = sum(p.gpus for p in held if p.gpus > 1)
+    shares = sum(p.replica_gpu_share for p in held if p.gpus == 1)
+    return spanning + math.ceil(shares - 1e-9)
 
 
 def bound_to(replicas: Mapping[str, Sequence[SimReplica]],

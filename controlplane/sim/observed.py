@@ -5,7 +5,6 @@ the re-layouts it left active."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -23,7 +22,7 @@ from controlplane.domain.observed import (
 )
 from controlplane.ports import RelayoutStore
 from controlplane.sim.latency import mean_latency_ms, true_capacity_rps
-from controlplane.sim.nodes import GPU_FACTS, SimNode, SimReplica, bound_to, replica_share
+from controlplane.sim.nodes import GPU_FACTS, SimNode, SimReplica, bound_to, whole_gpus_held
 
 
 def observed_pools(pools: Mapping[str, PoolSpec], nodes: Sequence[SimNode],
@@ -53,16 +52,16 @@ def observed_nodes(pools: Mapping[str, PoolSpec], nodes: Sequence[SimNode],
                      for i in range(pool.gpus_per_node))
         on = bound_to(replicas, node.name)
         # replicas off MIG fill whole GPUs by their shares (the simulator packs a node's
-        # GPUs as one pool of capacity)
-        share = sum(replica_share(specs[m]) for m, _ in on
-                    if not specs[m].best_point().compute_slices)
+        # GPUs as one pool of capacity), a replica of N GPUs N whole ones
+        points = [specs[m].best_point() for m, _ in on]
+        held = whole_gpus_held(p for p in points if not p.compute_slices)
         whole = sum(1 for g in gpus if not g.mig_enabled)
         out.append(ObservedNode(node.name, node.pool, pool.product, node.ready_at <= now,
                                 pool.gpus_per_node * 16_000, pool.gpus_per_node * 120_000,
                                 gpus, cordoned=node.leaving or bool(node.relayout
                                                                     and node.relayout.cordoned),
                                 gpu_pods=len(on),
-                                whole_gpus_in_use=min(whole, math.ceil(share - 1e-9))))
+                                whole_gpus_in_use=min(whole, held)))
     return tuple(out)
 
 

@@ -10,9 +10,11 @@ break, as Karpenter consolidates (and as ``headroom simulate``'s fleet drains): 
 its replicas starts a successor elsewhere and keeps serving until that one is ready, and the node
 is deleted once empty. Without room elsewhere a replica keeps serving and the node stays.
 
-Replicas bind by GPU share; with ``mig_binding`` (the demo, whose loop lays nodes out) a replica
-on a MIG slice also needs a free instance of its compute size on the node and a whole-GPU
-replica a node with MIG off, so MIG models are served only where the loop has laid nodes out.
+Replicas bind by GPU share, a replica of N GPUs on N GPUs of one node that no other replica
+touches (never split across nodes); with ``mig_binding`` (the demo, whose loop lays nodes out)
+a replica on a MIG slice also needs a free instance of its compute size on the node, a
+whole-GPU replica a node with MIG off and a replica of several GPUs one whose GPUs are not
+shared either, so MIG models are served only where the loop has laid nodes out.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from datetime import datetime, timedelta
 
 from controlplane.domain.desired import PoolSpec
 from controlplane.domain.models import ModelSpec
+from controlplane.domain.node_configs import EXCLUSIVE
 from controlplane.settings import SimSettings
 from controlplane.sim.nodes import (
     SimNode,
@@ -31,6 +34,7 @@ from controlplane.sim.nodes import (
     bound_to,
     instance_free_for,
     replica_share,
+    whole_gpus_held,
 )
 
 
@@ -91,6 +95,18 @@ class SimWorld:
         used = sum(replica_share(self._specs[m]) for m, _ in self._on(node.name))
         return self._pools[node.pool].gpus_per_node - used
 
+    def _has_room(self, node: SimNode, spec: ModelSpec) -> bool:
+        """Whether ``node`` can take a replica of ``spec`` now: its layout holds it
+        (``_can_hold``) and its GPUs have the replica's share free; a replica of N GPUs needs
+        N GPUs of this one node that no other replica touches."""
+        point = spec.best_point()
+        if not self._can_hold(node, spec):
+            return False
+        if point.gpus > 1:
+            held = whole_gpus_held(self._specs[m].best_point() for m, _ in self._on(node.name))
+            return self._pools[node.pool].gpus_per_node - held >= point.gpus
+        return self._free_share(node) >= point.replica_gpu_share - 1e-9
+
     def _bind_pending(self) -> None:
         for model, replicas in self._replicas.items():
             for replica in replicas:
@@ -107,20 +123,22 @@ class SimWorld:
         """A ready, uncordoned node with room for a replica of ``model`` (one that already ran
         it first: image and weights cached); None: none."""
         spec = self._specs[model]
-        share = replica_share(spec)
         pool = self._pool_of_product(spec.best_point().product)
         ready_nodes = [n for n in self._nodes if n.pool == pool and n.ready_at <= self._now
-                       and not n.leaving and not (n.relayout and n.relayout.cordoned)
-                       and self._can_hold(n, spec)]
+                       and not n.leaving and not (n.relayout and n.relayout.cordoned)]
         ready_nodes.sort(key=lambda n: (model not in n.warm_models, n.name))
-        return next((n for n in ready_nodes if self._free_share(n) >= share - 1e-9), None)
+        return next((n for n in ready_nodes if self._has_room(n, spec)), None)
 
     def _can_hold(self, node: SimNode, spec: ModelSpec) -> bool:
         """With ``mig_binding`` a replica on a MIG slice needs a free MIG instance of its
-        compute size and memory on the node, and a whole-GPU replica a node with MIG off."""
+        compute size and memory on the node, a whole-GPU replica a node with MIG off, and a
+        replica of several GPUs a node with MIG off whose GPUs the device plugin does not
+        share (it fails a pod asking for more than one shared GPU)."""
         if not self._mig_binding:
             return True
         point = spec.best_point()
+        if point.gpus > 1:  # its pod asks for N nvidia.com/gpu: no shared one (the plugin
+            return node.mig is None and node.sharing == EXCLUSIVE  # fails it), no MIG one
         if not point.compute_slices or node.mig is None:
             return not point.compute_slices and node.mig is None
         pool = self._pools[node.pool]

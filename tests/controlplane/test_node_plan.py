@@ -14,7 +14,13 @@ from controlplane.domain.mig_layout import (
     uniform,
 )
 from controlplane.domain.models import SharingMode
-from controlplane.domain.node_configs import EXCLUSIVE, GpuConfig, mig_layout_of, planned_configs
+from controlplane.domain.node_configs import (
+    EXCLUSIVE,
+    EXCLUSIVE_GPUS,
+    GpuConfig,
+    mig_layout_of,
+    planned_configs,
+)
 from controlplane.domain.node_plan import (
     POOL_RELAYOUT_IN_FLIGHT,
     RELAYOUT_BUDGET,
@@ -79,6 +85,15 @@ def test_planned_configs_group_segments_by_gpu_and_take_mps_clients_from_the_pro
         _whole("c", "l0", mps=4), _whole("d", "l1")))
     assert configs == {A100: [GpuConfig(("3g.40gb", "4g.40gb"))],
                        "L4": [GpuConfig((), MPS4), GpuConfig()]}
+
+
+def test_each_gpu_of_a_replica_of_several_gpus_is_planned_as_a_whole_exclusive_gpu() -> None:
+    # a replica of 4 GPUs is a segment on each: 4 whole GPUs, of the kind exclusive nodes have
+    tensor_parallel = tuple(PlacedSegment("llama", f"g{i}", A100, "exclusive", "", 0, 0, 5.0,
+                                          gpus=4, gpu_index=i) for i in range(4))
+    configs = planned_configs(_placement(*tensor_parallel))
+    assert configs == {A100: [GpuConfig()] * 4}
+    assert {c.kind for c in configs[A100]} == {EXCLUSIVE_GPUS}
 
 
 def test_a_sizing_placeholder_without_layouts_plans_no_node_change() -> None:

@@ -49,6 +49,47 @@ def test_a_placement_names_the_slices_of_each_model_with_how_many_replicas_on_ea
     assert placement.slices_for("gone") == ()
 
 
+def _tensor_parallel(model: str, first_gpu: int, gpus: int, throughput_rps: float
+                     ) -> tuple[PlacedSegment, ...]:
+    """One replica of ``gpus`` whole A100s as PlanFleet places it: a segment on each of GPUs
+    listed one after another, each with its share of the replica's throughput."""
+    return tuple(PlacedSegment(model, f"A100-80GB-{first_gpu + i}", A100, "exclusive", "", 0, 0,
+                               throughput_rps / gpus, gpus=gpus, gpu_index=i)
+                 for i in range(gpus))
+
+
+TP_4 = PlannedSlice(A100, "exclusive", "", 2, gpus=4)
+
+
+def test_a_replica_of_four_gpus_counts_once_on_a_slice_of_its_own_beside_single_gpu_ones() -> None:
+    segments = (*_tensor_parallel("m", 0, 4, 80.0), *_tensor_parallel("m", 4, 4, 80.0),
+                PlacedSegment("m", "A100-80GB-8", A100, "exclusive", "", 0, 0, 15))
+    placement = FleetPlacement(1, segments, (), (), 0.0, ())
+    assert placement.slices_for("m") == (PlannedSlice(A100, "exclusive", "", 1), TP_4)
+    assert placement.replicas_for("m") == 3
+
+
+def test_a_replica_of_four_gpus_asks_for_four_nvidia_gpus_in_one_pod() -> None:
+    assert planned_request(TP_4, "mixed") == planned_request(TP_4, "single") == {
+        "nvidia.com/gpu": 4}
+    assert slice_drift("chat", "Deployment", asks({"nvidia.com/gpu": "4"}), [TP_4],
+                       "mixed") == []
+
+
+def test_one_gpu_per_pod_where_the_plan_has_replicas_of_four_gpus_is_a_mismatch_naming_four(
+        ) -> None:
+    found = slice_drift("chat", "Deployment", asks({"nvidia.com/gpu": "1"}), [TP_4], "mixed")
+    assert found == [
+        "model chat: Deployment models/chat asks for nvidia.com/gpu: 1 per pod, but the plan "
+        "places its 2 replicas on 4 whole A100-80GB GPUs of one node per replica "
+        "(nvidia.com/gpu: 4 each): they stay Pending or run on other GPUs than the plan counts. "
+        "Headroom does not change the workload: give its pods the planned slice's GPU resource; "
+        f"reason {SLICE_MISMATCH}"]
+    # and a pod of 4 GPUs where the plan has single-GPU replicas is one too
+    assert "(nvidia.com/gpu: 1 each)" in slice_drift(
+        "chat", "Deployment", asks({"nvidia.com/gpu": "4"}), [WHOLE], "mixed")[0]
+
+
 def workload(*containers: dict[str, Any], kind: str = "Deployment",
              init: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
     """The model's workload (as the API server holds it) with ``containers`` as its pods'."""
