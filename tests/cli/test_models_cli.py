@@ -210,15 +210,21 @@ T4_ONLY = """models:
 """
 
 
+def _pools_config(tmp_path: Path, url: str, a100_gpus_per_node: int, more: str = "") -> Path:
+    """Settings of the store at ``url`` with an A100-80GB pool of nodes of
+    ``a100_gpus_per_node`` GPUs, and the pools ``more`` lists."""
+    config = tmp_path / "headroom.yaml"
+    config.write_text(f'db: {{url: "{url}"}}\npools:\n'
+                      f"  - {{name: a100-80gb, product: A100-80GB, gpus_per_node: "
+                      f"{a100_gpus_per_node}, max_nodes: 4, price_per_gpu_hour: 5.12}}\n{more}")
+    return config
+
+
 def test_import_with_the_config_warns_of_a_model_no_pool_offers_a_product_of(
         tmp_path: Path) -> None:
     url, models = _sqlite_store_with(tmp_path, T4_ONLY)
-    config = tmp_path / "headroom.yaml"
-    config.write_text(f'db: {{url: "{url}"}}\npools:\n'
-                      "  - {name: a100-80gb, product: A100-80GB, gpus_per_node: 8, max_nodes: 4,"
-                      " price_per_gpu_hour: 5.12}\n"
-                      "  - {name: l4, product: L4, gpus_per_node: 4, max_nodes: 4,"
-                      " price_per_gpu_hour: 0.8}\n")
+    config = _pools_config(tmp_path, url, 8, "  - {name: l4, product: L4, gpus_per_node: 4, "
+                           "max_nodes: 4, price_per_gpu_hour: 0.8}\n")
     warned = _models(url, "import", str(models), "--config", str(config))
     assert warned.returncode == 0, warned.stderr
     assert warned.stderr.split() == (
@@ -241,18 +247,14 @@ LLAMA_70B_TP4 = """models:
 def test_import_with_the_config_warns_of_a_replica_of_more_gpus_than_the_pools_nodes_hold(
         tmp_path: Path) -> None:
     url, models = _sqlite_store_with(tmp_path, LLAMA_70B_TP4)
-    config = tmp_path / "headroom.yaml"
-    config.write_text(f'db: {{url: "{url}"}}\npools:\n'
-                      "  - {name: a100-80gb, product: A100-80GB, gpus_per_node: 2, max_nodes: 4,"
-                      " price_per_gpu_hour: 5.12}\n")
+    config = _pools_config(tmp_path, url, 2)
     warned = _models(url, "import", str(models), "--config", str(config))
     assert warned.returncode == 0, warned.stderr
     assert warned.stderr.split() == (
         f"warning: {models}: model llama-70b: no pool's nodes hold a whole number of its "
         "replicas (4 GPUs of A100-80GB; GPUs per node of a100-80gb: 2): the loop cannot place "
         "it (replica_larger_than_node)").split()
-    nodes_of_8 = config.read_text().replace("gpus_per_node: 2", "gpus_per_node: 8")
-    config.write_text(nodes_of_8)
+    _pools_config(tmp_path, url, 8)
     held = _models(url, "import", str(models), "--config", str(config))
     assert held.returncode == 0 and held.stderr == "", held.stderr
 
