@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,7 +16,8 @@ from k8s_builders import MODELS_NS, gpu_node, k8s_settings, model_deployment, no
 from k8s_harness import START_AT, FixedLoads, assert_schema_valid, make_backend
 
 from controlplane.adapters.placement import LocalPlacementClient
-from controlplane.domain.actions import SetReplicas
+from controlplane.domain.actions import ScaleNodePool, SetReplicas
+from controlplane.domain.models import Isolation, ModelSpec, ProfilePoint
 from controlplane.domain.observed import ModelLoad, ObservedModel, ObservedState, ServingWorkload
 from controlplane.domain.tick import TickReport
 from controlplane.reconcile import ReconcileDeps, reconcile_once
@@ -50,17 +52,18 @@ def _settings(dry_run: bool = False) -> Settings:
 
 
 def _ticks(apiserver: ApiServer, clock: VirtualClock, store: Store, settings: Settings,
-           count: int) -> list[TickReport]:
-    backend = make_backend(apiserver, clock, load=FixedLoads(LOADS))
+           count: int, specs: tuple[ModelSpec, ...] = SPECS,
+           loads: dict[str, ModelLoad] = LOADS) -> list[TickReport]:
+    backend = make_backend(apiserver, clock, load=FixedLoads(loads))
     assert backend.elector.try_acquire_or_renew(clock.now())
-    store.upsert_models(SPECS)
+    store.upsert_models(specs)
     deps = ReconcileDeps(clock=clock, reader=backend.reader, node_pools=backend.node_pools,
                          replicas=backend.replicas,
                          placement=LocalPlacementClient(PlacementEngine()), forecasts=store,
                          decisions=store, history=store, ledger=SqlForecastLedger(store.engine))
     reports = []
     for _ in range(count):
-        reports.append(reconcile_once(deps, reconcile_config(settings, SPECS)))
+        reports.append(reconcile_once(deps, reconcile_config(settings, specs)))
         clock.advance(30)
     return reports
 
@@ -156,6 +159,40 @@ def test_each_of_a_models_several_workloads_is_checked_and_the_one_that_mismatch
                         "resources": {"limits": {LLAMA_SLICE: "1"}}}]}}}}, MODELS_NS)
     (fixed,) = _ticks(apiserver, clock, Store.open(sqlite_url, migrate=True), _settings(), 1)
     assert _found(fixed) == []
+
+
+#: llama-3-70b in bf16 on 2 whole A100s a replica (tensor parallel), 10 rps each, 35 rps asked
+TP2 = replace(next(s for s in DEMO_MODELS if s.name == "llama-3-70b"), isolation=Isolation.TRUSTED,
+              profile=(ProfilePoint("A100-80GB", 0, 16, 1, 10.0, 500.0, 70_000, gpus=2),))
+
+
+@pytest.mark.parametrize("asks", ["2", "1"])
+def test_a_model_of_two_gpus_a_replica_is_scaled_and_its_pods_must_ask_for_two_gpus(
+        apiserver: ApiServer, clock: VirtualClock, sqlite_url: str, asks: str) -> None:
+    apiserver.seed(nodepool("a100-80gb"))
+    apiserver.seed(gpu_node("a100-1"))
+    apiserver.seed(asking(TP2.name, {"nvidia.com/gpu": asks}))
+    (report,) = _ticks(apiserver, clock, Store.open(sqlite_url, migrate=True), _settings(), 1,
+                       (TP2,), {TP2.name: ModelLoad(35.0, 10.0)})
+    assert report.status.value == "applied", report.reason
+    assert report.placement is not None
+    # 35 rps at 10 a replica under the reactive policy's target utilization: 5 replicas
+    assert [(s.gpus, s.gpu_index) for s in report.placement.segments] == [(2, 0), (2, 1)] * 5
+    stored = apiserver.get("apps/v1", "Deployment", TP2.name, MODELS_NS)
+    assert stored["spec"]["replicas"] == report.placement.replicas_for(TP2.name) == 5
+    assert report.plan is not None  # 10 GPUs: a second node of 8 beside the one there is
+    assert [(a.pool, a.to_value) for a in report.plan.actions if isinstance(a, ScaleNodePool)
+            ] == [("a100-80gb", 2)]
+    found = _found(report)
+    if asks == "2":
+        assert found == []
+    else:
+        (finding,) = found
+        assert finding.startswith(f"model {TP2.name}: Deployment {MODELS_NS}/{TP2.name} asks "
+                                  "for nvidia.com/gpu: 1 per pod, but the plan places its 5 "
+                                  "replicas on 2 whole A100-80GB GPUs of one node per replica "
+                                  "(nvidia.com/gpu: 2 each)")
+    assert assert_schema_valid(apiserver) >= 1
 
 
 def test_a_snapshot_stored_before_workloads_were_read_still_loads() -> None:
