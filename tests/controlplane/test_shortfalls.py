@@ -57,8 +57,8 @@ def test_capacity_below_demand_a_queue_over_30_s_and_a_kv_cache_over_95_percent_
 def test_a_store_older_than_the_queue_and_kv_cache_columns_counts_capacity_alone(
         store_url: str) -> None:
     store = Store.open(store_url, migrate=True)
+    store.save_tick(sample_tick_report())  # written at head: a downgrade keeps the tick
     downgrade(store.engine, "0026")
-    store.save_tick(sample_tick_report())
     _observe(store, "mistral-7b", [{}, {"demand_rps": 11.0}, {}])
     assert _counts(store) == {"mistral-7b": (3, 1)}
 
