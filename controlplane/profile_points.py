@@ -17,7 +17,7 @@ from scheduler.domain import catalog
 from scheduler.domain.fleet_types import SLO_LATENCY_FRACTION
 from scheduler.domain.sharing import mps_client_limit
 from scheduler.domain.usable_memory import segment_usable_mib
-from scheduler.domain.validate import MAX_GPUS_PER_NODE, slices_problem
+from scheduler.domain.validate import slices_problem, tensor_parallel_problem
 
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
@@ -94,17 +94,10 @@ class PointEntry(StrictEntry):
     @field_validator("gpus")
     @classmethod
     def _whole_gpus_of_one_node(cls, gpus: int, info: ValidationInfo) -> int:
-        # the GPUs of one replica are whole GPUs of one node, its processes one per GPU: no MIG
-        # instance nor MPS share spans GPUs (``ProfilePoint`` refuses them as well)
-        if gpus > MAX_GPUS_PER_NODE:
-            raise ValueError(f"must be at most {MAX_GPUS_PER_NODE}, the most GPUs a node holds "
-                             f"(a replica's GPUs are all on one node), got {gpus}")
-        given = [f"{field} {info.data[field]}" for field, alone in (("compute_slices", 0),
-                                                                    ("mps_processes", 1))
-                 if info.data.get(field, alone) != alone]
-        if gpus > 1 and given:
-            raise ValueError(f"a replica of {gpus} GPUs runs on whole GPUs without MPS "
-                             f"(compute_slices 0, mps_processes 1), got {' and '.join(given)}")
+        problem = tensor_parallel_problem(gpus, info.data.get("compute_slices", 0),
+                                          info.data.get("mps_processes", 1))
+        if problem is not None:
+            raise ValueError(problem)
         return gpus
 
     @field_validator("memory_mib")

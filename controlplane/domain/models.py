@@ -8,6 +8,7 @@ from enum import StrEnum
 
 from controlplane.domain.cost import DEFAULT_COMPUTE_SLICES
 from scheduler.domain.cluster import product_key
+from scheduler.domain.validate import tensor_parallel_problem
 
 
 class Isolation(StrEnum):
@@ -60,13 +61,9 @@ class ProfilePoint:
     gpus: int = 1
 
     def __post_init__(self) -> None:
-        if self.gpus < 1:
-            raise ValueError(f"profile point on {self.product}: gpus must be >= 1, "
-                             f"got {self.gpus}")
-        if self.gpus > 1 and (self.compute_slices or self.mps_processes > 1):
-            raise ValueError(f"profile point on {self.product}: a replica of {self.gpus} GPUs "
-                             "runs on whole GPUs without MPS (compute_slices 0, "
-                             "mps_processes 1)")
+        problem = tensor_parallel_problem(self.gpus, self.compute_slices, self.mps_processes)
+        if problem is not None:
+            raise ValueError(f"profile point on {self.product}: gpus: {problem}")
 
     @property
     def replicas_per_segment(self) -> int:

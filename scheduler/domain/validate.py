@@ -184,13 +184,9 @@ def validate_fleet_request(request: FleetRequest) -> None:
                                                           f"{value}")
             if p.memory_mib < 0:
                 raise InvalidArgument(f"{pw}.memory_mib", f"must be >= 0, got {p.memory_mib}")
-            if not 1 <= p.gpus <= MAX_GPUS_PER_NODE:  # the message's 0 is the proto's "1"
-                raise InvalidArgument(f"{pw}.gpus", f"must be 0 to {MAX_GPUS_PER_NODE} (GPUs of "
-                                                    f"one node), got {p.gpus}")
-            if p.gpus > 1 and (p.compute_slices or p.mps_processes > 1):
-                raise InvalidArgument(f"{pw}.gpus",
-                                      f"a replica of {p.gpus} GPUs runs on whole GPUs without "
-                                      "MPS: compute_slices must be 0 and mps_processes 1")
+            if (problem := tensor_parallel_problem(p.gpus, p.compute_slices,
+                                                   p.mps_processes)) is not None:
+                raise InvalidArgument(f"{pw}.gpus", problem)  # the proto's 0 came as 1
     products: set[str] = set()
     for i, pool in enumerate(request.pools):
         where = f"pools[{i}]"
@@ -234,6 +230,24 @@ def slices_problem(product: str, slices: int) -> str | None:
     if known.standard_profile(slices) is None:
         sizes = sorted({q.compute_slices for q in known.mig_profiles})
         return f"{known.name} has no MIG instance of {slices} compute slices (sizes: {sizes})"
+    return None
+
+
+def tensor_parallel_problem(gpus: int, compute_slices: int, mps_processes: int) -> str | None:
+    """Why a profile point cannot be one replica of ``gpus`` GPUs, or None: at least 1, no more
+    than a node holds (its GPUs are all on one node), and, above 1, whole GPUs without MPS (no
+    MIG instance nor MPS share spans GPUs)."""
+    if gpus < 1:
+        return f"must be >= 1, got {gpus}"
+    if gpus > MAX_GPUS_PER_NODE:
+        return (f"must be at most {MAX_GPUS_PER_NODE}, the most GPUs a node holds (a replica's "
+                f"GPUs are all on one node), got {gpus}")
+    given = [f"{name} {value}" for name, value, alone in (
+        ("compute_slices", compute_slices, 0), ("mps_processes", mps_processes, 1))
+        if value != alone]
+    if gpus > 1 and given:
+        return (f"a replica of {gpus} GPUs runs on whole GPUs without MPS (compute_slices 0, "
+                f"mps_processes 1), got {' and '.join(given)}")
     return None
 
 
