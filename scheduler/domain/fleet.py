@@ -154,7 +154,7 @@ def _pool_can_hold(info: PoolInfo, option: SegmentOption, rate_rps: float) -> bo
     per_gpu = max(layout.count(option.size) for layout in info.layouts)
     needed = rate_rps / option.point.throughput_rps
     if option.gpus > 1 and math.isfinite(needed):  # whole replicas of several GPUs
-        needed = option.whole_replicas(max(1, math.ceil(needed - 1e-9)))
+        needed = option.segments_for(rate_rps)
     return math.isfinite(needed) and needed <= per_gpu * max(info.pool.max_gpus, 0)
 
 
@@ -244,8 +244,7 @@ def _build_milp(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption
     seg_vars: list[tuple[SegmentOption, int]] = []
     for model in sorted(options):
         for opt in options[model]:
-            cap = opt.whole_replicas(max(1, math.ceil(rates[model] / opt.point.throughput_rps
-                                                      - 1e-9)))
+            cap = opt.segments_for(rates[model])
             var = m.var(f"n[{model},{opt.pool},{opt.size}]",
                         slice_eps if opt.size < WHOLE else 0.0, upper=cap)
             seg_vars.append((opt, var))

@@ -11,7 +11,6 @@ out the fewest GPUs.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 
@@ -64,7 +63,7 @@ def _choose(pools: Sequence[PoolInfo], options: dict[str, list[SegmentOption]],
                             and _total(pools, sliced, rate) < _total(pools, best, rate)):
             best = sliced
         assert best is not None
-        chosen[model] = (best, _count(best, rate))
+        chosen[model] = (best, best.segments_for(rate))
     return chosen
 
 
@@ -75,13 +74,9 @@ def _value(pools: Sequence[PoolInfo], o: SegmentOption) -> tuple[float, float, i
     return (-per_slice, price, o.pool, o.size)
 
 
-def _count(o: SegmentOption, rate: float) -> int:
-    return o.whole_replicas(max(1, math.ceil(rate / o.point.throughput_rps - 1e-9)))
-
-
 def _total(pools: Sequence[PoolInfo], o: SegmentOption, rate: float
            ) -> tuple[float, tuple[float, float, int, int]]:
-    return pools[o.pool].slices(o.size) * _count(o, rate), _value(pools, o)
+    return pools[o.pool].slices(o.size) * o.segments_for(rate), _value(pools, o)
 
 
 def _keep(pools: Sequence[PoolInfo], priors: Sequence[PriorGpu],

@@ -8,6 +8,7 @@ replicas of NONE-isolation models, each of which must fit in 1/k of the GPU's us
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -95,8 +96,10 @@ class SegmentOption:
         """Segments (whole GPUs) one replica of this option takes: 1 but for tensor parallel."""
         return self.point.gpus
 
-    def whole_replicas(self, segments: int) -> int:
-        """``segments`` rounded up to whole replicas' segments."""
+    def segments_for(self, rate_rps: float) -> int:
+        """The segments of this option that serve ``rate_rps`` (at least one; in whole
+        replicas: a multiple of ``gpus``)."""
+        segments = max(1, math.ceil(rate_rps / self.point.throughput_rps - 1e-9))
         return -(-segments // self.gpus) * self.gpus
 
 
