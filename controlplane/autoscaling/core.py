@@ -59,6 +59,7 @@ from controlplane.domain.placement import FleetPlacement
 from controlplane.domain.plan import Plan
 from controlplane.domain.planner import plan as make_plan
 from controlplane.domain.profile import ProfileCorrection
+from controlplane.domain.stranded import relieve_stranded
 from controlplane.domain.unplaced import holding_unplaced
 from forecaster.types import Forecast
 
@@ -281,7 +282,8 @@ def settle(
 ) -> TickDecision:
     """Placement (hot replicas placed, ladder warm GPUs) -> desired nodes and replicas within
     the cluster budget (a model a GPU budget cut says so in its replica target's reason; an
-    unplaced model that serves holds its replicas: ``domain.unplaced``) -> a plan through the
+    unplaced model that serves holds its replicas: ``domain.unplaced``; a pool whose replicas
+    of several GPUs no node has room for grows for them: ``domain.stranded``) -> a plan through the
     policy's guards, then the tenants' GPU budgets again: a scale-up that the replicas the
     guards keep (a scale-down held back) leave no room for is held back too
     (``tenant_budget_holds``, skipped as ``tenant_gpu_budget:<tenant>``)."""
@@ -290,6 +292,8 @@ def settle(
                                 replica_reasons(sizing.demands, sizing.budget_cuts,
                                                 sizing.bounds))
     desired = _holding(holding_unplaced(desired, observed), sizing.held)
+    # replicas of several GPUs whose pods no node has room for: their pool grows to hold them
+    desired = relieve_stranded(desired, observed, pools, budgets.cluster_gpus)
     # the replicas the guards keep are GPUs too: no scale-up takes a tenant over its budget
     holds = partial(tenant_budget_holds, sizing.requests, {s.model: s for s in sizing.shapes},
                     dict(budgets.tenant_gpus), held=frozenset(m for m, _, _ in sizing.held))

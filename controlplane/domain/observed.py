@@ -129,6 +129,9 @@ class ObservedModel:
     # every workload labelled with it, by name, as read (none when not read, as in the
     # simulator)
     workloads: tuple[ServingWorkload, ...] = ()
+    #: its pods no node has bound yet (Pending, no nodeName: waiting for the scheduler or for
+    #: room), None when not read; a bound pod still starting is pending, not unscheduled
+    replicas_unscheduled: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

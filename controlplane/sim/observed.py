@@ -78,7 +78,8 @@ def observed_models(replicas: Mapping[str, Sequence[SimReplica]],
         rate_rps = demand_rps(model, now)
         out.append(ObservedModel(model, ready, len(mine) - ready, len(mine),
                                  rate_rps, ready * true_capacity_rps(spec, factor),
-                                 latency_ms=mean_latency_ms(spec, factor, rate_rps, ready)))
+                                 latency_ms=mean_latency_ms(spec, factor, rate_rps, ready),
+                                 replicas_unscheduled=sum(1 for r in mine if r.node is None)))
     return tuple(out)
 
 

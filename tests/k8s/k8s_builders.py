@@ -71,8 +71,9 @@ def gpu_pod(name: str, node: str, *, namespace: str = MODELS_NS,
             labels: dict[str, str] | None = None, requests: dict[str, str] | None = None,
             ready: bool = True, owner_kind: str | None = None, owner_name: str | None = None,
             phase: str = "Running") -> dict[str, Any]:
-    """A pod on ``node``; with ``owner_kind``, owned by that controller (its owner reference
-    says ``controller: true``, as a ReplicaSet's or DaemonSet's does); without, a bare pod."""
+    """A pod on ``node`` ("": one no node has bound yet, no ``nodeName``); with ``owner_kind``,
+    owned by that controller (its owner reference says ``controller: true``, as a ReplicaSet's
+    or DaemonSet's does); without, a bare pod."""
     wanted = requests if requests is not None else {"nvidia.com/mig-1g.10gb": "1"}
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels or {}}
     if owner_kind is not None:
@@ -81,7 +82,7 @@ def gpu_pod(name: str, node: str, *, namespace: str = MODELS_NS,
                                     "uid": f"uid-{owner_name or name}",
                                     "controller": True}]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": {"nodeName": node, "containers": [{
+            "spec": {**({"nodeName": node} if node else {}), "containers": [{
                 "name": "server", "image": "example.com/triton:1",
                 "resources": {"requests": wanted, "limits": wanted}}]},
             "status": {"phase": phase, "conditions": [

@@ -484,3 +484,22 @@ def test_a_listed_pod_whose_gpu_quantity_is_not_a_quantity_is_a_permanent_error_
     apiserver.seed(gpu_pod("odd", "a100-1", requests={"nvidia.com/gpu": "one"}))
     with pytest.raises(PermanentError, match=r"cannot read: pod models/odd: nvidia.com/gpu"):
         make_backend(apiserver, clock).reader.snapshot()
+
+
+def test_a_models_pods_no_node_has_bound_are_counted_unscheduled(apiserver: ApiServer,
+                                                                clock: VirtualClock) -> None:
+    seed_fleet(apiserver)
+    mine = {"app": "language-m-large"}  # its Deployment's selector
+    # bound and still starting: pending, not unscheduled
+    apiserver.seed(gpu_pod("m-large-1", "a100-1", labels=mine, ready=False, phase="Pending"))
+    apiserver.seed(gpu_pod("m-large-2", "", labels=mine, ready=False, phase="Pending"))
+    # no node for it either, but another workload's (and another namespace's) pod
+    apiserver.seed(gpu_pod("batch-0", "", labels={"app": "batch"}, ready=False,
+                           phase="Pending"))
+    apiserver.seed(gpu_pod("m-large-elsewhere", "", namespace="default", labels=mine,
+                           ready=False, phase="Pending"))
+    observed = make_backend(apiserver, clock).reader.snapshot()
+    large, resnet = observed.model("language/m-large"), observed.model("vision/resnet")
+    assert large is not None and resnet is not None
+    assert (large.replicas_pending, large.replicas_unscheduled) == (1, 1)
+    assert resnet.replicas_unscheduled == 0

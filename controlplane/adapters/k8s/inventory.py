@@ -5,7 +5,7 @@ place that parses Kubernetes objects."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +71,7 @@ class PodInfo:
     # would recreate it); a drain never evicts a pod without one: that would delete it for good
     do_not_disrupt: bool = False  # annotated karpenter.sh/do-not-disrupt: "true" (a drain
     # honours it as Karpenter's own voluntary disruptions do), not by Headroom's loading guard
+    deleting: bool = False  # it has a deletionTimestamp (terminating)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,9 +91,15 @@ class WorkloadInfo:
         """Whether ``pod`` is one of its pods: in its namespace, with its selector's labels,
         and not being deleted."""
         meta = pod["metadata"]
-        labels = meta.get("labels") or {}
-        return (meta.get("namespace") == self.namespace and bool(self.selector)
-                and not meta.get("deletionTimestamp")
+        return self._selects(meta.get("namespace", ""), meta.get("labels") or {},
+                             bool(meta.get("deletionTimestamp")))
+
+    def selects_info(self, pod: PodInfo) -> bool:
+        """``selects`` for a pod as the inventory lists it."""
+        return self._selects(pod.namespace, pod.labels, pod.deleting)
+
+    def _selects(self, namespace: str, labels: Mapping[str, str], deleting: bool) -> bool:
+        return (namespace == self.namespace and bool(self.selector) and not deleting
                 and all(labels.get(k) == v for k, v in self.selector.items()))
 
 
@@ -225,7 +232,8 @@ def parse_pod(obj: JsonObject) -> PodInfo:
         managed=any(o.get("controller") is True for o in owners),
         # Headroom's own guard of a loading pod (loading_guard.py) holds off only Karpenter
         do_not_disrupt=annotations.get(n.DO_NOT_DISRUPT) == "true"
-        and LOADING_GUARD not in annotations)
+        and LOADING_GUARD not in annotations,
+        deleting=bool(meta.get("deletionTimestamp")))
 
 
 def parse_workload(obj: JsonObject, kind: str, model_label: str) -> WorkloadInfo:

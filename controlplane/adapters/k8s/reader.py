@@ -268,7 +268,7 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
                                     capacity_rps, demand_measured=measured,
                                     latency_ms=latency_ms, queued_requests=queued,
                                     queue_growth_rps=growth, kv_cache_usage=kv_cache))
-    models = [_with_workloads(m, served_by.get(m.name, [])) for m in models]
+    models = [_with_workloads(m, served_by.get(m.name, []), inventory.pods) for m in models]
     notes += [f"{len(names)} model(s) ({', '.join(names)}): {why}: reconcile.max_staleness_s "
               "is not checked for their rates" for why, names in undated.items()]
     if load is None and models:
@@ -281,14 +281,17 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
                          data_at=data_at if data_at and data_at <= now else None)
 
 
-def _with_workloads(model: ObservedModel, workloads: list[WorkloadInfo]) -> ObservedModel:
+def _with_workloads(model: ObservedModel, workloads: list[WorkloadInfo],
+                    pods: Sequence[PodInfo]) -> ObservedModel:
     """The model with the workloads labelled with it and what each one's pods ask for, by name
     (the replica actuator refuses to pick one of several and says so; their slices are still
-    checked)."""
+    checked), and how many of their pods no node has bound."""
     return replace(model, workloads=tuple(sorted(
         (ServingWorkload(f"{w.kind} {w.namespace}/{w.name}", w.gpu_requests, w.stop_grace_s,
                          w.pre_stop) for w in workloads),
-        key=lambda served: served.name)))
+        key=lambda served: served.name)), replicas_unscheduled=sum(
+        1 for pod in pods if not pod.node and pod.phase == "Pending"
+        and any(w.selects_info(pod) for w in workloads)))
 
 
 class K8sClusterReader:

@@ -1,0 +1,130 @@
+"""Replicas of several GPUs that no node can take although the pool has the GPUs (pure).
+
+A replica of N GPUs (tensor parallel) needs N free whole GPUs on ONE node. The pool's node target
+counts nodes as if replicas were packed well (``node_fill``), but the Kubernetes scheduler places
+pods one by one, by default spreading them (LeastAllocated): single-GPU pods can leave one free
+GPU on every node, and the pod of a replica of 2 then waits, Pending, with GPUs free in the pool.
+Under Karpenter the NodePool's node limit is the target, so Karpenter cannot add a node for it
+either (Cluster Autoscaler could: there the target is a floor), and the replica would wait for
+good.
+
+So: a model whose replicas of N GPUs have pods no node has bound, while no ready, uncordoned node
+of its pool with whole, unshared GPUs has N of them free (GPUs that warm-pool placeholders hold
+count as free: the scheduler preempts those), has *stranded* replicas. Their pool's target is
+raised to its ready nodes plus the nodes the stranded replicas fill on their own
+(``node_fill.nodes_to_hold``), within its max_nodes and, under a cluster GPU budget, within the
+GPUs the budget leaves over the other pools' targets. The raise is absolute and recomputed every
+tick: while the new node provisions the replicas are still stranded and the target holds; once
+they are bound it falls back to what the placement needs, and a node their pods now hold is not
+removed by Karpenter's consolidation or Cluster Autoscaler, which move pods only where they fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from controlplane.domain.desired import DesiredState, PoolSpec
+from controlplane.domain.node_fill import nodes_to_hold
+from controlplane.domain.observed import ObservedNode, ObservedState
+
+STRANDED = "stranded"  # a pool target's reason: stranded:<model> <k>x<N> GPUs[, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StrandedReplicas:
+    """``replicas`` of ``model``, each of ``gpus`` GPUs of one node, that ``pool`` cannot bind:
+    the most GPUs any of its nodes has free is ``most_free_gpus`` (of ``free_gpus`` in all)."""
+
+    model: str
+    pool: str
+    gpus: int
+    replicas: int
+    most_free_gpus: int
+    free_gpus: int
+
+    def describe(self) -> str:
+        return f"{self.model} {self.replicas}x{self.gpus} GPUs"
+
+
+def free_whole_gpus(node: ObservedNode) -> int:
+    """Whole GPUs of ``node`` that a replica of several GPUs could take now: 0 on a node not
+    ready or cordoned, or with a GPU in MIG mode or shared (the device plugin fails a pod asking
+    for several shared GPUs); else its GPUs less those pods hold."""
+    if not node.ready or node.cordoned or any(
+            g.mig_enabled or g.sharing != "exclusive" for g in node.gpus):
+        return 0
+    return max(0, len(node.gpus) - node.whole_gpus_in_use)
+
+
+def stranded_replicas(observed: ObservedState, desired: DesiredState
+                      ) -> tuple[StrandedReplicas, ...]:
+    """The models with replicas of several GPUs (``desired.footprints``) whose unscheduled pods
+    no ready node of their pool has room for (``ObservedModel.replicas_unscheduled``; a model
+    whose pods were not read has none)."""
+    found = []
+    for footprint in desired.footprints:
+        seen = observed.model(footprint.model)
+        if footprint.whole_gpus < 2 or not footprint.pool or seen is None \
+                or not seen.replicas_unscheduled:
+            continue
+        free = [free_whole_gpus(n) for n in observed.nodes if n.pool == footprint.pool]
+        most = max(free, default=0)
+        if most < footprint.whole_gpus:
+            found.append(StrandedReplicas(footprint.model, footprint.pool,
+                                          footprint.whole_gpus, seen.replicas_unscheduled,
+                                          most, sum(free)))
+    return tuple(found)
+
+
+def relieve_stranded(desired: DesiredState, observed: ObservedState,
+                     pools: Sequence[PoolSpec], cluster_gpu_budget: int | None = None
+                     ) -> DesiredState:
+    """``desired`` with each pool that has stranded replicas raised to its ready nodes plus the
+    nodes those replicas fill, never past its max_nodes nor, with ``cluster_gpu_budget``, the
+    GPUs the budget leaves over the other targets; the reason names them (``stranded:<model>
+    <k>x<N> GPUs``). No stranded replica: ``desired``."""
+    stranded = stranded_replicas(observed, desired)
+    if not stranded:
+        return desired
+    specs = {p.name: p for p in pools}
+    spare_gpus = (None if cluster_gpu_budget is None else cluster_gpu_budget - sum(
+        t.value * specs[t.target].gpus_per_node for t in desired.pools if t.target in specs))
+    targets = []
+    for target in desired.pools:
+        mine = [s for s in stranded if s.pool == target.target]
+        seen, spec = observed.pool(target.target), specs.get(target.target)
+        if mine and seen is not None and spec is not None:
+            groups = [s.gpus for s in mine for _ in range(s.replicas)]
+            wanted = min(spec.max_nodes,
+                         seen.nodes_ready + nodes_to_hold(groups, 0, spec.gpus_per_node))
+            if spare_gpus is not None:
+                wanted = min(wanted, target.value + max(0, spare_gpus) // spec.gpus_per_node)
+            if wanted > target.value:
+                if spare_gpus is not None:
+                    spare_gpus -= (wanted - target.value) * spec.gpus_per_node
+                target = replace(
+                    target, value=wanted,
+                    reason=f"{STRANDED}:{', '.join(s.describe() for s in mine)}",
+                    max_value=None if target.max_value is None
+                    else max(target.max_value, wanted))
+        targets.append(target)
+    return replace(desired, pools=tuple(targets))
+
+
+def stranded_notes(observed: ObservedState, desired: DesiredState) -> tuple[str, ...]:
+    """One line per model with stranded replicas (``desired`` as ``relieve_stranded`` left it):
+    what waits, why no node takes it, and the pool's target for it."""
+    notes = []
+    for s in stranded_replicas(observed, desired):
+        target = next((t for t in desired.pools if t.target == s.pool), None)
+        then = ("" if target is None else
+                f"; pool {s.pool}'s target raised to {target.value} node(s) for them"
+                if target.reason.startswith(STRANDED) else
+                f"; pool {s.pool}'s target stays at {target.value} node(s) ({target.reason}): "
+                "its max_nodes or the cluster GPU budget leaves no room for more")
+        notes.append(f"model {s.model}: {s.replicas} replica(s) of {s.gpus} GPUs unscheduled: no "
+                     f"ready node of pool {s.pool} has {s.gpus} whole GPUs free ({s.free_gpus} "
+                     f"free in all, at most {s.most_free_gpus} on one node){then}; a scheduler "
+                     "that scores nodes MostAllocated on nvidia.com/gpu packs replicas whole")
+    return tuple(notes)

@@ -1,0 +1,106 @@
+"""A replica of two GPUs whose pod no node has room for, through the API test server: the two
+A100 nodes have 2 GPUs free between them, one on each, so the pod waits Pending, and the
+NodePool's node limit (the pool's target) would hold it there. The tick reads the unbound pod,
+raises the pool by a node for it and says why; once the pod is bound the target is what the
+placement needs again."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from apiserver import ApiServer
+from k8s_builders import MODELS_NS, gpu_node, gpu_pod, k8s_settings, model_deployment, nodepool
+from k8s_harness import FixedLoads, assert_schema_valid, leader_deps, make_backend
+
+from controlplane.domain.actions import ScaleNodePool
+from controlplane.domain.models import Isolation, ProfilePoint
+from controlplane.domain.observed import ModelLoad
+from controlplane.domain.tick import TickReport
+from controlplane.reconcile import reconcile_once
+from controlplane.reconcile_config import reconcile_config
+from controlplane.settings import Settings
+from controlplane.sim.catalog import DEMO_MODELS
+from controlplane.sim.clock import VirtualClock
+from controlplane.store import Store
+
+#: llama-3-70b in bf16 on 2 whole A100s a replica (tensor parallel), 10 rps each
+TP2 = replace(next(s for s in DEMO_MODELS if s.name == "llama-3-70b"), isolation=Isolation.TRUSTED,
+              profile=(ProfilePoint("A100-80GB", 0, 16, 1, 10.0, 500.0, 70_000, gpus=2),))
+TWO_GPUS = {"nvidia.com/gpu": "2"}
+APP = "llama-3-70b"
+
+
+def _settings() -> Settings:
+    base = k8s_settings()
+    return base.model_copy(update={
+        "autoscaling": base.autoscaling.model_copy(update={"policy": "reactive"})})
+
+
+def _replica_pod(name: str, node: str) -> dict[str, Any]:
+    return gpu_pod(name, node, labels={"app": APP}, requests=TWO_GPUS, ready=bool(node),
+                   owner_kind="ReplicaSet", owner_name=f"{APP}-rs",
+                   phase="Running" if node else "Pending")
+
+
+def _fragmented_fleet(apiserver: ApiServer) -> None:
+    """Two nodes of 8 A100s; four replicas of llama bound (three on a100-1, one on a100-2) and
+    other teams' pods on 1 and 5 GPUs: 7 GPUs in use on each node; the fifth replica's pod
+    unbound. An unbound pod of another workload is not llama's."""
+    apiserver.seed(nodepool("a100-80gb", limits={"nodes": "2"}))
+    for node in ("a100-1", "a100-2"):
+        apiserver.seed(gpu_node(node))
+    deployment = model_deployment(TP2.name, replicas=5, ready=4)
+    deployment["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": TWO_GPUS}
+    apiserver.seed(deployment)
+    for i, node in enumerate(("a100-1", "a100-1", "a100-1", "a100-2", "")):
+        apiserver.seed(_replica_pod(f"{APP}-{i}", node))
+    apiserver.seed(gpu_pod("batch-1", "a100-1", requests={"nvidia.com/gpu": "1"}))
+    apiserver.seed(gpu_pod("batch-5", "a100-2", requests={"nvidia.com/gpu": "5"}))
+    apiserver.seed(gpu_pod("batch-waiting", "", requests={"nvidia.com/gpu": "1"},
+                           ready=False, phase="Pending"))
+
+
+def _tick(apiserver: ApiServer, clock: VirtualClock, store: Store) -> TickReport:
+    backend = make_backend(apiserver, clock, load=FixedLoads({TP2.name: ModelLoad(35.0, 40.0)}))
+    assert backend.elector.try_acquire_or_renew(clock.now())
+    report = reconcile_once(leader_deps(backend, store, clock),
+                            reconcile_config(_settings(), (TP2,)))
+    clock.advance(30)
+    return report
+
+
+def test_a_replica_of_two_gpus_with_one_free_gpu_on_each_node_gets_a_node_of_its_own(
+        apiserver: ApiServer, clock: VirtualClock, sqlite_url: str) -> None:
+    _fragmented_fleet(apiserver)
+    store = Store.open(sqlite_url, migrate=True)
+    store.upsert_models((TP2,))
+    report = _tick(apiserver, clock, store)
+    assert report.status.value == "applied", report.reason
+    seen = report.observed.model(TP2.name)
+    assert seen is not None and seen.replicas_unscheduled == 1
+    # 35 rps at 10 a replica under the reactive policy: 5 replicas of 2 GPUs, 2 nodes of 8
+    # would hold them packed; the pod waiting for 2 GPUs on one node needs a third
+    assert report.plan is not None
+    assert [(a.from_nodes, a.to_nodes, a.reason) for a in report.plan.actions
+            if isinstance(a, ScaleNodePool)] == [(2, 3, "stranded:llama-3-70b 1x2 GPUs")]
+    (note,) = [n for n in report.observed.notes if "unscheduled" in n]
+    assert note.startswith("model llama-3-70b: 1 replica(s) of 2 GPUs unscheduled: no ready node "
+                           "of pool a100-80gb has 2 whole GPUs free (2 free in all, at most 1 "
+                           "on one node); pool a100-80gb's target raised to 3 node(s) for them")
+    stored = apiserver.get("karpenter.sh/v1", "NodePool", "a100-80gb")
+    assert stored["spec"]["limits"]["nodes"] == "3"
+    assert assert_schema_valid(apiserver) >= 1
+
+    # the node comes up and the scheduler binds the pod there: nothing is stranded, and the
+    # target is the placement's again (the guards pace any scale-down)
+    apiserver.seed(gpu_node("a100-3"))
+    apiserver.delete("v1", "Pod", f"{APP}-4", MODELS_NS)
+    apiserver.seed(_replica_pod(f"{APP}-4", "a100-3"))
+    later = _tick(apiserver, clock, store)
+    seen = later.observed.model(TP2.name)
+    assert seen is not None and seen.replicas_unscheduled == 0
+    assert not [n for n in later.observed.notes if "unscheduled" in n]
+    assert later.plan is not None
+    assert not [a for a in later.plan.actions if isinstance(a, ScaleNodePool)]
+    assert [(s.target, s.wanted, s.kept) for s in later.plan.skipped] == [("a100-80gb", 2, 3)]
