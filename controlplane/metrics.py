@@ -60,7 +60,7 @@ MODEL_RPS_HELP = (
 PROFILE_SOURCES = ("offline", "corrected")
 POOL_STATES = ("ready", "pending", "target")
 #: ``headroom_model_replicas`` kinds read from the observed fleet, and from each deciding tick
-OBSERVED_REPLICAS = ("ready",)
+OBSERVED_REPLICAS = ("ready", "unscheduled")
 DECIDED_REPLICAS = ("target", "warm")
 BOUNDS = ("min", "max")
 #: ``headroom_loading_guard_changes`` label pairs (change, reason), each exported from the start
@@ -143,7 +143,9 @@ class ControlPlaneMetrics:
                                  "the latency SLO as of the last deciding tick: the offline "
                                  "profile and the one corrected from observed metrics (what "
                                  "the loop sized with).", ["model", "source"], registry=registry)
-        self.model_replicas = Gauge("headroom_model_replicas", "Replicas per model: ready as "
+        self.model_replicas = Gauge("headroom_model_replicas", "Replicas per model: ready, and "
+                                    "unscheduled (pods no node has bound; where the fleet "
+                                    "reports them), as "
                                     "of the last observing tick; the replica target the last "
                                     "deciding tick wanted (before the guards pace the way "
                                     "there) and the replicas its warm-pool ladder keeps warm "
@@ -228,6 +230,12 @@ class ControlPlaneMetrics:
                      (self.queued, ()), (self.kv_cache, ()), (self.latency, ()))
         for model in report.observed.models:
             self.model_replicas.labels(model.name, "ready").set(model.replicas_ready)
+            if model.replicas_unscheduled is not None:
+                self.model_replicas.labels(model.name, "unscheduled").set(
+                    model.replicas_unscheduled)
+            else:  # not read: no sample, rather than a 0
+                with suppress(KeyError):
+                    self.model_replicas.remove(model.name, "unscheduled")
             self.load_unmeasured.labels(model.name).set(0 if model.demand_measured else 1)
             if model.demand_measured:
                 self.model_rps.labels(model.name, "observed").set(model.demand_rps)

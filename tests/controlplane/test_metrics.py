@@ -254,6 +254,25 @@ def test_each_models_replicas_are_gauges_ready_as_observed_target_and_warm_as_de
     assert (value("ready"), value("target"), value("warm")) == (3, 3, 2)
 
 
+def test_a_models_unscheduled_replicas_are_a_gauge_with_no_sample_where_not_read() -> None:
+    registry = CollectorRegistry()
+    metrics = ControlPlaneMetrics(registry)
+    report = sample_tick_report()
+    labels = {"model": "bert-embed", "kind": "unscheduled"}
+
+    def seeing(unscheduled: int | None) -> None:
+        models = tuple(replace(m, replicas_unscheduled=unscheduled)
+                       for m in report.observed.models)
+        metrics.record(replace(report, observed=replace(report.observed, models=models)))
+
+    seeing(2)
+    assert registry.get_sample_value("headroom_model_replicas", labels) == 2
+    seeing(0)
+    assert registry.get_sample_value("headroom_model_replicas", labels) == 0
+    seeing(None)  # a fleet that does not report its pods (the simulator's simulate)
+    assert registry.get_sample_value("headroom_model_replicas", labels) is None
+
+
 def test_a_paused_model_is_one_with_its_start_and_zero_once_resumed() -> None:
     registry = CollectorRegistry()
     report = sample_tick_report()  # its store's clock is the wall clock
