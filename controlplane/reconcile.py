@@ -276,7 +276,7 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
                 *no_pool_notes(config.specs, config.pools, decision.placement))
     for line in unplaced:
         log.warning("model.unplaced", extra={"finding": line})
-    stranded = stranded_notes(observed, decision.desired)
+    stranded = stranded_notes(observed, decision.desired, config.pools)
     for line in stranded:
         log.warning("model.stranded", extra={"finding": line})
     return replace(decision, profiles=profiles,

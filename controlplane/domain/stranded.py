@@ -8,15 +8,16 @@ Under Karpenter the NodePool's node limit is the target, so Karpenter cannot add
 either (Cluster Autoscaler could: there the target is a floor), and the replica would wait for
 good.
 
-So: a model whose replicas of N GPUs have pods no node has bound, while no ready, uncordoned node
-of its pool with whole, unshared GPUs has N of them free (GPUs that warm-pool placeholders hold
-count as free: the scheduler preempts those), has *stranded* replicas. Their pool's target is
-raised to its ready nodes plus the nodes the stranded replicas fill on their own
-(``node_fill.nodes_to_hold``), within its max_nodes and, under a cluster GPU budget, within the
-GPUs the budget leaves over the other pools' targets. The raise is absolute and recomputed every
-tick: while the new node provisions the replicas are still stranded and the target holds; once
-they are bound it falls back to what the placement needs, and a node their pods now hold is not
-removed by Karpenter's consolidation or Cluster Autoscaler, which move pods only where they fit.
+So: a model whose replicas of N GPUs have pods no node has bound, while no ready, uncordoned node of
+its pool with whole, unshared GPUs has N of them free though those nodes have N free in all (GPUs
+that warm-pool placeholders hold count as free: the scheduler preempts those), has *stranded*
+replicas (with fewer free in all, a replica waits for nodes, as any scale-up does). Their pool's
+target is raised to its ready nodes plus the nodes the stranded replicas fill on their own
+(``node_fill.nodes_to_hold``), within its max_nodes and, under a cluster GPU budget, within the GPUs
+the budget leaves over the other pools' targets. The raise is absolute and recomputed every tick:
+while the new node provisions the replicas are still stranded and the target holds; once they are
+bound it falls back to what the placement needs, and a node their pods now hold is not removed by
+Karpenter's consolidation or Cluster Autoscaler, which move pods only where they fit.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from controlplane.domain.desired import DesiredState, PoolSpec
+from controlplane.domain.desired import DesiredState, DesiredTarget, PoolSpec
 from controlplane.domain.node_fill import nodes_to_hold
 from controlplane.domain.observed import ObservedNode, ObservedState
 
@@ -60,8 +61,9 @@ def free_whole_gpus(node: ObservedNode) -> int:
 def stranded_replicas(observed: ObservedState, desired: DesiredState
                       ) -> tuple[StrandedReplicas, ...]:
     """The models with replicas of several GPUs (``desired.footprints``) whose unscheduled pods
-    no ready node of their pool has room for (``ObservedModel.replicas_unscheduled``; a model
-    whose pods were not read has none)."""
+    (``ObservedModel.replicas_unscheduled``; a model whose pods were not read has none) no ready
+    node of their pool has room for although the pool has as many GPUs free as one of them
+    takes, on several nodes."""
     found = []
     for footprint in desired.footprints:
         seen = observed.model(footprint.model)
@@ -70,11 +72,19 @@ def stranded_replicas(observed: ObservedState, desired: DesiredState
             continue
         free = [free_whole_gpus(n) for n in observed.nodes if n.pool == footprint.pool]
         most = max(free, default=0)
-        if most < footprint.whole_gpus:
+        # no node has room, yet the pool has the GPUs (with fewer free in all, the replica waits
+        # for nodes, as any scale-up does)
+        if most < footprint.whole_gpus <= sum(free):
             found.append(StrandedReplicas(footprint.model, footprint.pool,
                                           footprint.whole_gpus, seen.replicas_unscheduled,
                                           most, sum(free)))
     return tuple(found)
+
+
+def _nodes_wanted(stranded: Sequence[StrandedReplicas], nodes_ready: int, pool: PoolSpec) -> int:
+    """A pool's ready nodes and the nodes its stranded replicas fill on their own."""
+    groups = [s.gpus for s in stranded for _ in range(s.replicas)]
+    return nodes_ready + nodes_to_hold(groups, 0, pool.gpus_per_node)
 
 
 def relieve_stranded(desired: DesiredState, observed: ObservedState,
@@ -95,9 +105,7 @@ def relieve_stranded(desired: DesiredState, observed: ObservedState,
         mine = [s for s in stranded if s.pool == target.target]
         seen, spec = observed.pool(target.target), specs.get(target.target)
         if mine and seen is not None and spec is not None:
-            groups = [s.gpus for s in mine for _ in range(s.replicas)]
-            wanted = min(spec.max_nodes,
-                         seen.nodes_ready + nodes_to_hold(groups, 0, spec.gpus_per_node))
+            wanted = min(spec.max_nodes, _nodes_wanted(mine, seen.nodes_ready, spec))
             if spare_gpus is not None:
                 wanted = min(wanted, target.value + max(0, spare_gpus) // spec.gpus_per_node)
             if wanted > target.value:
@@ -112,19 +120,33 @@ def relieve_stranded(desired: DesiredState, observed: ObservedState,
     return replace(desired, pools=tuple(targets))
 
 
-def stranded_notes(observed: ObservedState, desired: DesiredState) -> tuple[str, ...]:
+def stranded_notes(observed: ObservedState, desired: DesiredState,
+                   pools: Sequence[PoolSpec]) -> tuple[str, ...]:
     """One line per model with stranded replicas (``desired`` as ``relieve_stranded`` left it):
-    what waits, why no node takes it, and the pool's target for it."""
+    what waits, why no node takes it, and what the pool's target does for it."""
     notes = []
-    for s in stranded_replicas(observed, desired):
-        target = next((t for t in desired.pools if t.target == s.pool), None)
-        then = ("" if target is None else
-                f"; pool {s.pool}'s target raised to {target.value} node(s) for them"
+    specs = {p.name: p for p in pools}
+    stranded = stranded_replicas(observed, desired)
+    for s in stranded:
+        target, seen = _pool_target(desired, s.pool), observed.pool(s.pool)
+        if target is None or seen is None or s.pool not in specs:
+            continue
+        wanted = _nodes_wanted([x for x in stranded if x.pool == s.pool], seen.nodes_ready,
+                               specs[s.pool])
+        then = (f"pool {s.pool}'s target raised to {target.value} node(s) for them"
                 if target.reason.startswith(STRANDED) else
-                f"; pool {s.pool}'s target stays at {target.value} node(s) ({target.reason}): "
-                "its max_nodes or the cluster GPU budget leaves no room for more")
+                f"pool {s.pool}'s target of {target.value} node(s) has room for them"
+                if target.value >= wanted else
+                f"pool {s.pool}'s target stays at {target.value} node(s) ({target.reason}), "
+                f"under the {wanted} they need: its max_nodes or the cluster GPU budget leaves "
+                "no room for more")
         notes.append(f"model {s.model}: {s.replicas} replica(s) of {s.gpus} GPUs unscheduled: no "
                      f"ready node of pool {s.pool} has {s.gpus} whole GPUs free ({s.free_gpus} "
-                     f"free in all, at most {s.most_free_gpus} on one node){then}; a scheduler "
-                     "that scores nodes MostAllocated on nvidia.com/gpu packs replicas whole")
+                     f"free in all, at most {s.most_free_gpus} on one node); {then}; a "
+                     "scheduler that scores nodes MostAllocated on nvidia.com/gpu packs replicas "
+                     "whole")
     return tuple(notes)
+
+
+def _pool_target(desired: DesiredState, pool: str) -> DesiredTarget | None:
+    return next((t for t in desired.pools if t.target == pool), None)

@@ -85,9 +85,16 @@ def test_gpus_a_node_cannot_give_a_replica_of_several_gpus_do_not_count_as_room(
                 _node("n2", 0, mig=("3g.40gb",)), _node("n3", 0, sharing="time-slicing"))
     assert [free_whole_gpus(n) for n in unusable] == [0, 0, 0, 0]
     assert free_whole_gpus(_node("n4", 1)) == 3
-    observed = _observed(*unusable, _node("n4", 3))
-    (found,) = stranded_replicas(observed, _desired(5))
-    assert (found.most_free_gpus, found.free_gpus) == (1, 1)
+    observed = _observed(*unusable, _node("n4", 3), _node("n5", 3))
+    (found,) = stranded_replicas(observed, _desired(6))
+    assert (found.most_free_gpus, found.free_gpus) == (1, 2)
+
+
+def test_a_replica_waiting_with_fewer_gpus_free_in_all_than_it_takes_waits_for_nodes() -> None:
+    # one GPU free in the whole pool: the replica waits for the nodes its scale-up asked for
+    observed = _observed(_node("n0", 4), _node("n1", 3), _node("n2", 4))
+    assert stranded_replicas(observed, _desired(4)) == ()
+    assert relieve_stranded(_desired(4), observed, (POOL,)) == _desired(4)
 
 
 def test_a_target_that_already_holds_the_stranded_replicas_is_left_alone() -> None:
@@ -123,13 +130,18 @@ def test_under_a_cluster_gpu_budget_the_raise_takes_only_the_gpus_left_over() ->
 def test_the_note_says_what_waits_why_and_what_the_pool_does_for_it() -> None:
     observed = _observed(*(_node(f"n{i}", 3) for i in range(4)), unscheduled=5)
     raised = relieve_stranded(_desired(4), observed, (POOL,))
-    (note,) = stranded_notes(observed, raised)
+    (note,) = stranded_notes(observed, raised, (POOL,))
     assert note == ("model llama-70b: 5 replica(s) of 2 GPUs unscheduled: no ready node of pool "
                     "a100 has 2 whole GPUs free (4 free in all, at most 1 on one node); pool "
                     "a100's target raised to 7 node(s) for them; a scheduler that scores nodes "
                     "MostAllocated on nvidia.com/gpu packs replicas whole")
     held = relieve_stranded(_desired(4, max_value=4), observed, (POOL,), cluster_gpu_budget=16)
-    (note,) = stranded_notes(observed, held)
-    assert "pool a100's target stays at 4 node(s) (placement_14_gpus_warm_0): its max_nodes " \
-           "or the cluster GPU budget leaves no room for more" in note
-    assert stranded_notes(_observed(_node("n0", 2)), _desired(1)) == ()
+    (note,) = stranded_notes(observed, held, (POOL,))
+    assert "pool a100's target stays at 4 node(s) (placement_14_gpus_warm_0), under the 7 they " \
+           "need: its max_nodes or the cluster GPU budget leaves no room for more" in note
+    # two nodes on the way already hold them: 4 ready + 1 node for one replica of 2 <= 6
+    one = _observed(*(_node(f"n{i}", 3) for i in range(4)))
+    (note,) = stranded_notes(one, relieve_stranded(_desired(6), one, (POOL,)), (POOL,))
+    assert "(4 free in all, at most 1 on one node); pool a100's target of 6 node(s) has room " \
+           "for them;" in note
+    assert stranded_notes(_observed(_node("n0", 2)), _desired(1), (POOL,)) == ()
