@@ -143,6 +143,7 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "name": m.name, "tenant": m.tenant, "observed": m.observed,
             "demand_measured": m.demand_measured, "observed_rps": m.observed_rps,
             "replicas_ready": m.replicas_ready, "replicas_pending": m.replicas_pending,
+            "replicas_unscheduled": m.replicas_unscheduled,
             "replicas_target": m.replicas_target, "replicas_desired": m.replicas_desired,
             "capacity_rps": m.capacity_rps, "queued_requests": m.queued_requests,
             "kv_cache_usage": m.kv_cache_usage, "latency_ms": m.latency_ms,

@@ -167,14 +167,17 @@ WANTED_ARROW = "->"
 def replicas_cell(model: ModelStatus) -> str:
     """``ready/pending/observed target`` (the target the fleet reported, which the newest tick
     read), then ``->`` the desired target that tick wanted when it wanted another (the guards
-    pace the way there; the value ``headroom_model_replicas{kind="target"}`` exports): 13/1/14
-    or 13/1/14->16; ``-`` for a model the fleet did not report."""
+    pace the way there; the value ``headroom_model_replicas{kind="target"}`` exports), then how
+    many of the pending no node has bound, if any: 13/1/14, 13/1/14->16 or 13/2/15 (1
+    unscheduled); ``-`` for a model the fleet did not report."""
     if not model.observed:
         return "-"
     cell = f"{model.replicas_ready}/{model.replicas_pending}/{model.replicas_target}"
     wanted = model.replicas_desired
-    return cell if wanted is None or wanted == model.replicas_target else (
-        f"{cell}{WANTED_ARROW}{wanted}")
+    if wanted is not None and wanted != model.replicas_target:
+        cell += f"{WANTED_ARROW}{wanted}"
+    unbound = model.replicas_unscheduled
+    return f"{cell} ({unbound} unscheduled)" if unbound else cell
 
 
 #: marks a forecast cell a demand hint raised (``hint_floor_line`` says by how much)

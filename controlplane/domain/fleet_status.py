@@ -84,6 +84,9 @@ class ModelStatus:
     # configured); None: not read
     latency_ms: float | None = None
     latency_slo_ms: float | None = None  # the models table's; None: not listed
+    # of its pending replicas, those whose pods no node has bound as the tick read them; None:
+    # not read (a fleet that does not report pods)
+    replicas_unscheduled: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

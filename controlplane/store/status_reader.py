@@ -255,7 +255,8 @@ def _model(name: str, tenant: str, seen: ObservedModel | None,
                        seen.demand_rps if seen.demand_measured else None, seen.replicas_ready,
                        seen.replicas_pending, seen.replicas_target, seen.capacity_rps, forecast,
                        queued_requests=seen.queued_requests,
-                       kv_cache_usage=seen.kv_cache_usage, latency_ms=seen.latency_ms)
+                       kv_cache_usage=seen.kv_cache_usage, latency_ms=seen.latency_ms,
+                       replicas_unscheduled=seen.replicas_unscheduled)
 
 
 def _pools(connection: Connection, observed: ObservedState | None) -> tuple[PoolStatus, ...]:

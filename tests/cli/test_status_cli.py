@@ -103,6 +103,9 @@ def test_status_of_a_running_fleet_is_healthy_and_shows_what_the_store_holds(
         assert seen is not None
         assert (shown["replicas_ready"], shown["replicas_pending"], shown["replicas_target"]) == (
             seen.replicas_ready, seen.replicas_pending, seen.replicas_target)
+        # the simulated fleet reports the pods no node has bound
+        assert seen.replicas_unscheduled is not None
+        assert shown["replicas_unscheduled"] == seen.replicas_unscheduled
         assert shown["observed_rps"] == seen.demand_rps
         assert shown["capacity_rps"] == seen.capacity_rps
         forecast = forecasts[shown["name"]]

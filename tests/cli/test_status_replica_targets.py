@@ -4,6 +4,7 @@ while the guards pace the way there."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from clihelpers import headroom_status, status_json
@@ -81,3 +82,9 @@ def test_the_desired_target_status_reads_is_the_one_the_tick_exports_as_a_metric
     status = read_fleet_status(runtime.store.engine, "store", FLEET_LEASE)
     exported = {r.model: r.target for r in reports[-1].replicas}  # ControlPlaneMetrics' source
     assert exported and {m.name: m.replicas_desired for m in status.models} == exported
+
+
+def test_the_replicas_cell_says_how_many_pending_replicas_no_node_has_bound() -> None:
+    assert replicas_cell(replace(_model(2, 2, 4, 6), replicas_unscheduled=1)) == (
+        "2/2/4->6 (1 unscheduled)")
+    assert replicas_cell(replace(_model(2, 1, 3, 3), replicas_unscheduled=0)) == "2/1/3"
