@@ -54,7 +54,6 @@ from controlplane.domain.placement import FleetPlacement
 from controlplane.domain.plan import Plan
 from controlplane.domain.planner import held_for_surges, made
 from controlplane.domain.profile import ProfileCorrection
-from controlplane.domain.stranded import stranded_notes
 from controlplane.domain.tick import TickReport, TickStatus
 from controlplane.domain.unplaced import no_pool_notes, unplaced_notes
 from controlplane.domain.workload_slices import workload_slice_findings
@@ -276,8 +275,7 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
                 *no_pool_notes(config.specs, config.pools, decision.placement))
     for line in unplaced:
         log.warning("model.unplaced", extra={"finding": line})
-    stranded = stranded_notes(observed, decision.desired, config.pools)
-    for line in stranded:
+    for line in decision.notes:  # settle's: replicas of several GPUs no node has room for
         log.warning("model.stranded", extra={"finding": line})
     return replace(decision, profiles=profiles,
                    memory=replace(decision.memory, profile_rps=in_use(profiles)),
@@ -287,7 +285,7 @@ def decide(deps: ReconcileDeps, config: ReconcileConfig, observed: ObservedState
                    notes=(*(c.note() for c in capped), *(h.note() for h in budget_holds(
                        sizing, config.budgets, frozenset(c.model for c in capped))),
                        *paused_hint_notes(pauses, observed, hinted.floors), *unplaced,
-                       *stranded),
+                       *decision.notes),
                    replicas=model_replicas(decision.desired, decision.warm_replicas(),
                                            config.specs, pauses))
 

@@ -277,6 +277,12 @@ class SimSettings(Group):
     start_warm: bool = Field(True, description="a new store's fleet is already running, sized by "
                              "the first plan (Headroom taking over a fleet); false starts from "
                              "empty pools and shows every cold start")
+    binding: Literal["pack", "spread"] = Field(
+        "pack", description="which ready node with room a replica binds to: pack, the first "
+        "(one that ran the model before first), as kube-scheduler scoring MostAllocated; "
+        "spread, the one with the most GPU capacity free, as its default LeastAllocated, where "
+        "single-GPU replicas spread over the nodes can leave no node room for a replica of "
+        "several GPUs (stranded: the loop raises its pool)")
 
     @model_validator(mode="after")
     def _ranges_ordered(self) -> SimSettings:
@@ -335,6 +341,9 @@ class AutoscalingSettings(Group):
                                "(vLLM sleep, Triton loaded but unrouted)")
     node_stabilization_s: float = Field(120.0, ge=0, description="predictive: node scale-down "
                                         "waits this long on fresh data")
+    stranded_grace_s: float = Field(120.0, ge=0, description="a pool whose replicas of several "
+                                    "GPUs no node has room for (their GPUs free but spread over "
+                                    "nodes) is raised for them once they have waited this long")
     node_provision_p90_s: float = Field(240.0, ge=0, description="reconcile loop: p90 time "
                                         "until a requested GPU node is ready (the cold rung)")
     cached_start_p90_s: float = Field(10.0, ge=0, description="reconcile loop: p90 start of a "

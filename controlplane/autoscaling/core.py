@@ -293,15 +293,17 @@ def settle(
                                                 sizing.bounds))
     desired = _holding(holding_unplaced(desired, observed), sizing.held)
     # replicas of several GPUs whose pods no node has room for: their pool grows to hold them
-    desired = relieve_stranded(desired, observed, pools, budgets.cluster_gpus)
+    relief = relieve_stranded(desired, observed, pools, memory, now, policy.stranded_grace_s,
+                              budgets.cluster_gpus)
+    desired = relief.desired
     # the replicas the guards keep are GPUs too: no scale-up takes a tenant over its budget
     holds = partial(tenant_budget_holds, sizing.requests, {s.model: s for s in sizing.shapes},
                     dict(budgets.tenant_gpus), held=frozenset(m for m, _, _ in sizing.held))
-    made, memory = make_plan(observed, desired, memory, policy.pool_limits,
+    made, memory = make_plan(observed, desired, relief.memory, policy.pool_limits,
                              policy.replica_limits, now,
                              holds if budgets.tenant_gpus else None)
     return TickDecision(sizing.demands, sizing.ladders, sizing.requests, placement, desired,
-                        made, memory)
+                        made, memory, notes=relief.notes)
 
 
 def _holding(desired: DesiredState, held: Sequence[tuple[str, int, str]]) -> DesiredState:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from controlplane.autoscaling.core import Budgets
 from controlplane.autoscaling.hint_capacity import KnownCapacity
@@ -23,6 +24,12 @@ def policy_from_settings(settings: Settings, cold_wake_s: float,
     ``peak_rps``: per model, for the static policy; ``next_wake_s``: wake time of the rung
     after hot (default ``autoscaling.idle_wake_s``; the reconcile loop, which keeps no idle
     replicas, passes the start on a warm node)."""
+    return replace(_policy(settings, cold_wake_s, peak_rps, next_wake_s),
+                   stranded_grace_s=settings.autoscaling.stranded_grace_s)
+
+
+def _policy(settings: Settings, cold_wake_s: float, peak_rps: Mapping[str, float] | None,
+            next_wake_s: float | None) -> ScalingPolicy:
     auto, reconcile, safety = settings.autoscaling, settings.reconcile, settings.safety
     scale_down = ScaleDownGuards(safety.scale_down_cooldown_s, safety.replica_disruption_budget,
                                  safety.node_disruption_budget, safety.disruption_window_s)

@@ -93,6 +93,9 @@ class ScalingPolicy:
     replica_limits: GuardLimits
     pool_limits: GuardLimits
     ladder: LadderSettings | None = None
+    #: a pool whose replicas of several GPUs no node has room for is raised for them once they
+    #: have waited this long (``domain.stranded``)
+    stranded_grace_s: float = 120.0
 
 
 def ladder_rungs(replica_usd_per_h: float, idle_gpu_fraction: float, idle_wake_s: float,

@@ -120,14 +120,18 @@ class SimWorld:
                 node.warm_models.add(model)
 
     def _room_for(self, model: str) -> SimNode | None:
-        """A ready, uncordoned node with room for a replica of ``model`` (one that already ran
-        it first: image and weights cached); None: none."""
+        """A ready, uncordoned node with room for a replica of ``model``: the first (one that
+        already ran it first: image and weights cached), or under ``sim.binding`` spread the
+        one with the most GPU capacity free; None: none."""
         spec = self._specs[model]
         pool = self._pool_of_product(spec.best_point().product)
         ready_nodes = [n for n in self._nodes if n.pool == pool and n.ready_at <= self._now
                        and not n.leaving and not (n.relayout and n.relayout.cordoned)]
         ready_nodes.sort(key=lambda n: (model not in n.warm_models, n.name))
-        return next((n for n in ready_nodes if self._has_room(n, spec)), None)
+        fits = [n for n in ready_nodes if self._has_room(n, spec)]
+        if self._settings.binding == "spread":  # the most free, the first of equals
+            return min(fits, key=lambda n: -self._free_share(n), default=None)
+        return fits[0] if fits else None
 
     def _can_hold(self, node: SimNode, spec: ModelSpec) -> bool:
         """With ``mig_binding`` a replica on a MIG slice needs a free MIG instance of its

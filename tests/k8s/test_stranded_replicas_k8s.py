@@ -1,8 +1,8 @@
 """A replica of two GPUs whose pod no node has room for, through the API test server: the two
 A100 nodes have 2 GPUs free between them, one on each, so the pod waits Pending, and the
-NodePool's node limit (the pool's target) would hold it there. The tick reads the unbound pod,
-raises the pool by a node for it and says why; once the pod is bound the target is what the
-placement needs again."""
+NodePool's node limit (the pool's target) would hold it there. The ticks read the unbound pod
+and, once it has waited autoscaling.stranded_grace_s, raise the pool by a node for it, saying
+why; once the pod is bound the target is what the placement needs again."""
 
 from __future__ import annotations
 
@@ -75,12 +75,20 @@ def test_a_replica_of_two_gpus_with_one_free_gpu_on_each_node_gets_a_node_of_its
     _fragmented_fleet(apiserver)
     store = Store.open(sqlite_url, migrate=True)
     store.upsert_models((TP2,))
-    report = _tick(apiserver, clock, store)
-    assert report.status.value == "applied", report.reason
-    seen = report.observed.model(TP2.name)
-    assert seen is not None and seen.replicas_unscheduled == 1
     # 35 rps at 10 a replica under the reactive policy: 5 replicas of 2 GPUs, 2 nodes of 8
-    # would hold them packed; the pod waiting for 2 GPUs on one node needs a third
+    # would hold them packed; the pod waiting for 2 GPUs on one node needs a third. It waits
+    # autoscaling.stranded_grace_s (120 s) first: ticks 30 s apart
+    waiting = [_tick(apiserver, clock, store) for _ in range(4)]
+    for i, report in enumerate(waiting):
+        assert report.status.value == "applied", report.reason
+        seen = report.observed.model(TP2.name)
+        assert seen is not None and seen.replicas_unscheduled == 1
+        assert report.plan is not None
+        assert not [a for a in report.plan.actions if isinstance(a, ScaleNodePool)]
+        (note,) = [n for n in report.observed.notes if "unscheduled" in n]
+        assert f"stranded for {30 * i} s: pool a100-80gb's target is raised for them after " \
+               "120 s" in note
+    report = _tick(apiserver, clock, store)
     assert report.plan is not None
     assert [(a.from_nodes, a.to_nodes, a.reason) for a in report.plan.actions
             if isinstance(a, ScaleNodePool)] == [(2, 3, "stranded:llama-3-70b 1x2 GPUs")]
