@@ -140,15 +140,15 @@ def relieve_stranded(desired: DesiredState, observed: ObservedState, pools: Sequ
             wanted_by_pool[target.target] = wanted = _nodes_wanted(mine, seen.nodes_ready, spec)
             room = spec.max_nodes if spare_gpus is None else min(
                 spec.max_nodes, target.value + max(0, spare_gpus) // spec.gpus_per_node)
-            waited_s = (now - since[target.target]).total_seconds()
-            if min(wanted, room) > target.value and waited_s >= grace_s:
+            raised = min(wanted, room)
+            if raised > target.value and (now - since[target.target]).total_seconds() >= grace_s:
                 if spare_gpus is not None:
-                    spare_gpus -= (min(wanted, room) - target.value) * spec.gpus_per_node
+                    spare_gpus -= (raised - target.value) * spec.gpus_per_node
                 target = replace(
-                    target, value=min(wanted, room),
+                    target, value=raised,
                     reason=f"{STRANDED}:{', '.join(s.describe() for s in mine)}",
                     max_value=None if target.max_value is None
-                    else max(target.max_value, min(wanted, room)))
+                    else max(target.max_value, raised))
         targets.append(target)
     desired = replace(desired, pools=tuple(targets))
     notes = tuple(_note(s, _pool_target(desired, s.pool), wanted_by_pool.get(s.pool),
