@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from controlplane.adapters.k8s.names import MODEL_NAME_ANNOTATION, label_value
+from controlplane.domain.models import Isolation, ProfilePoint
 from controlplane.settings import PoolSettings, Settings, load_settings
+from controlplane.sim.catalog import DEMO_MODELS
 
 MODELS_NS = "models"
+#: llama-3-70b in bf16 on 2 whole A100s a replica (tensor parallel), 10 rps each
+TP2_LLAMA = replace(next(s for s in DEMO_MODELS if s.name == "llama-3-70b"),
+                    isolation=Isolation.TRUSTED,
+                    profile=(ProfilePoint("A100-80GB", 0, 16, 1, 10.0, 500.0, 70_000, gpus=2),))
 HEADROOM_NS = "headroom"
 GPU_OPERATOR_NS = "gpu-operator"
 
@@ -48,7 +55,10 @@ def gpu_node(name: str, *, product: str = "NVIDIA-A100-SXM4-80GB", gpus: int = 8
 
 def model_deployment(model: str, *, name: str | None = None, namespace: str = MODELS_NS,
                      replicas: int = 1, ready: int | None = None, kind: str = "Deployment",
-                     engine: str = "triton") -> dict[str, Any]:
+                     engine: str = "triton", limits: dict[str, str] | None = None
+                     ) -> dict[str, Any]:
+    """A workload labelled with ``model`` whose pods' container asks for ``limits`` (default one
+    ``nvidia.com/mig-1g.10gb``)."""
     app = name or label_value(model).replace(".", "-").lower()
     obj: dict[str, Any] = {
         "apiVersion": "apps/v1", "kind": kind,
@@ -59,7 +69,8 @@ def model_deployment(model: str, *, name: str | None = None, namespace: str = MO
                  "template": {"metadata": {"labels": {"app": app}},
                               "spec": {"containers": [{
                                   "name": engine, "image": f"example.com/{engine}:1",
-                                  "resources": {"limits": {"nvidia.com/mig-1g.10gb": "1"}}}]}}},
+                                  "resources": {"limits": limits if limits is not None
+                                                else {"nvidia.com/mig-1g.10gb": "1"}}}]}}},
         "status": {"replicas": replicas, "readyReplicas": replicas if ready is None else ready},
     }
     if kind == "StatefulSet":

@@ -6,27 +6,22 @@ why; once the pod is bound the target is what the placement needs again."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from apiserver import ApiServer
 from k8s_builders import MODELS_NS, gpu_node, gpu_pod, k8s_settings, model_deployment, nodepool
+from k8s_builders import TP2_LLAMA as TP2  # 2 whole A100s a replica
 from k8s_harness import FixedLoads, assert_schema_valid, leader_deps, make_backend
 
 from controlplane.domain.actions import ScaleNodePool
-from controlplane.domain.models import Isolation, ProfilePoint
 from controlplane.domain.observed import ModelLoad
 from controlplane.domain.tick import TickReport
 from controlplane.reconcile import reconcile_once
 from controlplane.reconcile_config import reconcile_config
 from controlplane.settings import Settings
-from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.sim.clock import VirtualClock
 from controlplane.store import Store
 
-#: llama-3-70b in bf16 on 2 whole A100s a replica (tensor parallel), 10 rps each
-TP2 = replace(next(s for s in DEMO_MODELS if s.name == "llama-3-70b"), isolation=Isolation.TRUSTED,
-              profile=(ProfilePoint("A100-80GB", 0, 16, 1, 10.0, 500.0, 70_000, gpus=2),))
 TWO_GPUS = {"nvidia.com/gpu": "2"}
 APP = "llama-3-70b"
 
@@ -50,9 +45,7 @@ def _fragmented_fleet(apiserver: ApiServer) -> None:
     apiserver.seed(nodepool("a100-80gb", limits={"nodes": "2"}))
     for node in ("a100-1", "a100-2"):
         apiserver.seed(gpu_node(node))
-    deployment = model_deployment(TP2.name, replicas=5, ready=4)
-    deployment["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": TWO_GPUS}
-    apiserver.seed(deployment)
+    apiserver.seed(model_deployment(TP2.name, replicas=5, ready=4, limits=TWO_GPUS))
     for i, node in enumerate(("a100-1", "a100-1", "a100-1", "a100-2", "")):
         apiserver.seed(_replica_pod(f"{APP}-{i}", node))
     apiserver.seed(gpu_pod("batch-1", "a100-1", requests={"nvidia.com/gpu": "1"}))

@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import replace
 from typing import Any
 
 import pytest
 from apiserver import ApiServer
 from k8s_builders import MODELS_NS, gpu_node, k8s_settings, model_deployment, nodepool
+from k8s_builders import TP2_LLAMA as TP2  # 2 whole A100s a replica
 from k8s_harness import START_AT, FixedLoads, assert_schema_valid, make_backend
 
 from controlplane.adapters.placement import LocalPlacementClient
 from controlplane.domain.actions import ScaleNodePool, SetReplicas
-from controlplane.domain.models import Isolation, ModelSpec, ProfilePoint
+from controlplane.domain.models import ModelSpec
 from controlplane.domain.observed import ModelLoad, ObservedModel, ObservedState, ServingWorkload
 from controlplane.domain.tick import TickReport
 from controlplane.reconcile import ReconcileDeps, reconcile_once
@@ -39,9 +39,7 @@ LOADS = {LLAMA: ModelLoad(200.0, 40.0), RESNET: ModelLoad(900.0, 250.0)}
 
 def asking(model: str, resources: dict[str, str], replicas: int = 1,
            name: str | None = None) -> dict[str, Any]:
-    deployment = model_deployment(model, replicas=replicas, name=name)
-    deployment["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": resources}
-    return deployment
+    return model_deployment(model, replicas=replicas, name=name, limits=resources)
 
 
 def _settings(dry_run: bool = False) -> Settings:
@@ -159,11 +157,6 @@ def test_each_of_a_models_several_workloads_is_checked_and_the_one_that_mismatch
                         "resources": {"limits": {LLAMA_SLICE: "1"}}}]}}}}, MODELS_NS)
     (fixed,) = _ticks(apiserver, clock, Store.open(sqlite_url, migrate=True), _settings(), 1)
     assert _found(fixed) == []
-
-
-#: llama-3-70b in bf16 on 2 whole A100s a replica (tensor parallel), 10 rps each, 35 rps asked
-TP2 = replace(next(s for s in DEMO_MODELS if s.name == "llama-3-70b"), isolation=Isolation.TRUSTED,
-              profile=(ProfilePoint("A100-80GB", 0, 16, 1, 10.0, 500.0, 70_000, gpus=2),))
 
 
 @pytest.mark.parametrize("asks", ["2", "1"])
