@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+from old_model_rows import insert_old_model
 from sqlalchemy import inspect
 from tick_builders import T0
 
@@ -31,12 +32,7 @@ def test_migration_0022_adds_the_bound_and_pause_columns_and_its_downgrade_drops
     downgrade(store.engine, "0021")
     assert not COLUMNS & _columns(store)
     with store.engine.begin() as connection:  # a model imported at 0021
-        connection.exec_driver_sql(
-            "INSERT INTO models (name, tenant, isolation, engine, latency_slo_ms, "
-            "cold_start_p50_s, cold_start_p90_s, profile_json) VALUES "
-            "('old', 'acme', 'none', 'vllm', 100, 1, 2, '[{\"product\": \"L4\", "
-            "\"compute_slices\": 0, \"batch_size\": 1, \"mps_processes\": 1, "
-            "\"throughput_rps\": 5.0, \"latency_ms\": 10.0, \"memory_mib\": 100}]')")
+        insert_old_model(connection, "L4")
     upgrade(store.engine)
     old, = Store.open(store_url).model_specs()
     assert (old.name, old.min_replicas, old.max_replicas) == ("old", None, None)
@@ -92,14 +88,6 @@ def test_a_model_stored_under_a_gfd_label_reads_back_under_the_catalogs_product_
     # which no pool's product (the catalog's name) matched
     store = Store.open(store_url, migrate=True)
     with store.engine.begin() as connection:
-        connection.exec_driver_sql(
-            "INSERT INTO models (name, tenant, isolation, engine, latency_slo_ms, "
-            "cold_start_p50_s, cold_start_p90_s, profile_json) VALUES "
-            "('old', 'acme', 'none', 'vllm', 100, 1, 2, '[{\"product\": \"NVIDIA-L4\", "
-            "\"compute_slices\": 0, \"batch_size\": 1, \"mps_processes\": 1, "
-            "\"throughput_rps\": 5.0, \"latency_ms\": 10.0, \"memory_mib\": 100}, "
-            "{\"product\": \"G9\", \"compute_slices\": 0, \"batch_size\": 1, "
-            "\"mps_processes\": 1, \"throughput_rps\": 5.0, \"latency_ms\": 10.0, "
-            "\"memory_mib\": 100}]')")
+        insert_old_model(connection, "NVIDIA-L4", "G9")
     old, = store.model_specs()
     assert [p.product for p in old.profile] == ["L4", "G9"]  # an unknown product as stored

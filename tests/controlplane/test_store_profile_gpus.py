@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from old_model_rows import insert_old_model
+
 from controlplane.domain.models import ProfilePoint
 from controlplane.sim.catalog import DEMO_MODELS
 from controlplane.store import Store
@@ -28,12 +30,7 @@ def test_a_point_of_several_gpus_round_trips_through_the_store_with_its_gpus(
 def test_a_point_stored_before_points_had_gpus_reads_back_as_one_gpu(store_url: str) -> None:
     store = Store.open(store_url, migrate=True)
     with store.engine.begin() as connection:  # a model imported before: no "gpus" key
-        connection.exec_driver_sql(
-            "INSERT INTO models (name, tenant, isolation, engine, latency_slo_ms, "
-            "cold_start_p50_s, cold_start_p90_s, profile_json) VALUES "
-            "('old', 'acme', 'none', 'vllm', 100, 1, 2, '[{\"product\": \"L4\", "
-            "\"compute_slices\": 0, \"batch_size\": 1, \"mps_processes\": 1, "
-            "\"throughput_rps\": 5.0, \"latency_ms\": 10.0, \"memory_mib\": 100}]')")
+        insert_old_model(connection, "L4")
     old, = store.model_specs()
     assert old.profile == (ProfilePoint("L4", 0, 1, 1, 5.0, 10.0, 100, gpus=1),)
     assert old.profile[0].replica_gpu_share == 1.0
