@@ -119,8 +119,9 @@ class ObservedModel:
     #: executing), None when not measured: load the completion rate ``demand_rps`` cannot show
     #: once the replicas are saturated (``DemandPolicy.queue_drain_s``)
     queued_requests: float | None = None
-    #: how fast that queue grew over the rate window (requests/s, a fall read as 0): the rate
-    #: arrivals outran completions; None when not measured
+    #: how fast the requests its replicas hold (queued and, for vLLM and SGLang, running) grew
+    #: over the rate window (requests/s, a fall read as 0): the rate arrivals outran
+    #: completions; None when not measured
     queue_growth_rps: float | None = None
     #: the KV cache its replicas' running requests hold (0-1, their mean; vLLM, SGLang), None
     #: when not measured: a model whose requests are long fills it before its request rate
@@ -150,7 +151,8 @@ class ModelLoad:
     undated_why: str = ""
     #: requests waiting in its replicas' queues now (summed over them); None: not measured
     queued_requests: float | None = None
-    #: how fast they grew over the rate window (requests/s, >= 0); None: not measured
+    #: how fast the requests they hold (queued, running) grew over the rate window (requests/s,
+    #: >= 0); None: not measured
     queue_growth_rps: float | None = None
     #: the KV cache usage of its replicas now (0-1, their mean); None: not measured
     kv_cache_usage: float | None = None

@@ -236,9 +236,10 @@ class PrometheusCurrent:
     def current_queued(self, models: Sequence[str], at: datetime, preset: str,
                        growth: bool = False) -> CurrentRates:
         """Each model's requests waiting at ``at``, summed over its replicas, or (``growth``)
-        how fast they grew over the last ``rate_window_s`` (requests/s, a fall read as 0): one
-        grouped query of the engine's ``preset`` gauge (``queue_query``). A model with no
-        series (an engine that does not export it) is unknown."""
+        how fast the requests they hold (queued and running) grew over the last
+        ``rate_window_s`` (requests/s, a fall read as 0): one grouped query of the engine's
+        ``preset`` gauges (``queue_query``). A model with no series (an engine that does not
+        export them) is unknown."""
         query = queue_query(preset, self.rate_window_s if growth else None)
         return self._current_grouped(models, at, query, PRESETS[preset].label)
 

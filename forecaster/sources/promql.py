@@ -4,16 +4,23 @@
 ``sglang:num_requests_total``, label ``model_name``), the newest sample time behind them, the
 request latency, the queue and the KV cache usage.
 
-A rate is of the requests that arrived, not only of those served: Triton counts every request
+A rate is of the requests that arrived, not only of those served. Triton counts every request
 it received as a success or a failure (failures by ``reason``: REJECTED when the queue is full
 (``max_queue_size``) or a request timed out in it, CANCELED, BACKEND, OTHER), so the ``triton``
 preset adds all its failures; read from successes alone, an overloaded model's demand would stop
-at what it serves and the forecast would learn that limit. vLLM has no counter of arrivals: its
+at what it serves and the forecast would learn that limit. vLLM's
 ``vllm:request_success_total`` counts every finished request (each ``finished_reason``: stop,
-length, abort), and a request vLLM cannot serve yet waits (``vllm:num_requests_waiting``)
-rather than being rejected, so while that queue grows its completions understate demand. SGLang
-likewise counts finished requests (``sglang:num_requests_total``) and queues the rest
-(``sglang:num_queue_reqs``)."""
+length, abort), SGLang's ``sglang:num_requests_total`` likewise. But each engine counts a
+request when it finishes, and one it cannot serve yet waits in its queue rather than being
+rejected (vLLM's and SGLang's always, Triton's without ``max_queue_size``), so while the
+requests it holds grow, finished requests understate arrivals. A preset's history
+(``Preset.query``, what the forecast learns) therefore adds how fast the requests its replicas
+hold grew over the window (``HELD_GAUGES``: queued, and in vLLM's and SGLang's running batch):
+arrivals are what finished plus what is held beyond what was held. Over consecutive windows
+the held terms cancel, so a queue that drains again adds nothing in all, and while it drains
+the history reads the arrivals, not the backlog served. Each tick reads what finished
+(``Preset.grouped``) and the held requests' growth (``queue_query``) apart: the load adds the
+growth, and the profile correction keeps what finished."""
 
 from __future__ import annotations
 
@@ -46,28 +53,57 @@ class Preset:
     metric: str  # the counter of served requests; its series list the models and date a rate
     label: str
     failed: str | None = None  # the counter of failed requests (any labels beyond ``label``)
+    #: the gauges of the requests a replica holds unfinished (``HELD_GAUGES``)
+    held: tuple[str, ...] = ()
+    #: the label of the ranks whose gauges copy one replica's (``RANK_LABELS``)
+    rank: str | None = None
 
     def query(self, model: str, window_s: int) -> str:
-        return self._arrivals(f'{{{self.label}="{escape(model)}"}}', window_s, "")
+        """The model's history: the requests that arrived per second over the window, what
+        finished plus how fast the requests its replicas hold grew (``held``), not below 0; a
+        model that exports no held gauge (a Triton older than its pending-request gauge) is
+        read at what finished."""
+        matcher = f'{{{self.label}="{escape(model)}"}}'
+        finished = self._finished(matcher, window_s, "")
+        if not self.held:
+            return finished
+        return (f"clamp_min(({finished} + {self._held_growth(matcher, window_s, '')}) "
+                f"or {finished}, 0)")
 
     def selector(self, model: str) -> str:
         """The model's series of ``metric``: those that date its rate."""
         return f'{self.metric}{{{self.label}="{escape(model)}"}}'
 
     def grouped(self, window_s: int) -> str:
-        """Every model's rate in one query, one series per label value."""
-        return self._arrivals("", window_s, f" by ({self.label})")
+        """Every model's rate of finished requests in one query, one series per label value:
+        each tick's (it adds the held requests' growth, ``held_growth``, to the load only, and
+        keeps what finished for the profile correction, which must not count as served what
+        only queued)."""
+        return self._finished("", window_s, f" by ({self.label})")
 
-    def _arrivals(self, matcher: str, window_s: int, by: str) -> str:
+    def held_growth(self, window_s: int) -> str:
+        """How fast every model's requests held unfinished grew over the window (requests/s),
+        one series per label value; a model that exports no held gauge has none."""
+        return self._held_growth("", window_s, f" by ({self.label})")
+
+    def _held_growth(self, matcher: str, window_s: int, by: str) -> str:
+        """The ``delta`` over the window of each held gauge the model exports (a replica's rank
+        copies collapsed), summed, per second: over consecutive windows they add up to what is
+        held at the end less what was at the start."""
+        return _sum_present([
+            f"sum{by} ({self.per_replica(f'delta({gauge}{matcher}[{window_s}s])')}) / {window_s}"
+            for gauge in self.held])
+
+    def _finished(self, matcher: str, window_s: int, by: str) -> str:
         """The served requests' rate plus the failed ones' where the model has both series,
-        else whichever it has: ``a + b`` alone drops a model without failure series, and
-        ``sum(rate(a) or rate(b))`` drops a failure series with the success one's labels (a
-        Triton that exports no ``reason``)."""
-        served = _sum_rate(f"{self.metric}{matcher}", window_s, by)
-        if self.failed is None:
-            return served
-        failed = _sum_rate(f"{self.failed}{matcher}", window_s, by)
-        return f"({served} + {failed}) or {served} or {failed}"
+        else whichever it has (``_sum_present``: a Triton whose failure series carry no
+        ``reason`` has the success one's labels)."""
+        return _sum_present([_sum_rate(f"{counter}{matcher}", window_s, by)
+                             for counter in (self.metric, self.failed) if counter is not None])
+
+    def per_replica(self, gauge: str) -> str:
+        """``gauge`` (PromQL of per-series values) with each replica's rank copies collapsed."""
+        return gauge if self.rank is None else f"max without ({self.rank}) ({gauge})"
 
     def newest_sample(self, window_s: int) -> str:
         """Every model's newest sample time (unix s) behind its rate: exact for a series
@@ -76,6 +112,17 @@ class Preset:
         scrape that stopped: a subquery, whose steps are aligned, so it misses the samples
         after its last step and alone would date a live series up to a step too old)."""
         return newest_sample(self.metric, window_s, f" by ({self.label})")
+
+
+def _sum_present(terms: list[str]) -> str:
+    """The sum of the (one or two) ``terms`` where a model has both, else whichever it has:
+    ``a + b`` alone drops a model without one of them, and ``sum(a or b)`` drops ``b``'s series
+    that has ``a``'s labels."""
+    if len(terms) == 1:
+        return terms[0]
+    assert len(terms) == 2, terms
+    first, second = terms
+    return f"(({first} + {second}) or {first} or {second})"
 
 
 def _sum_rate(selector: str, window_s: int, by: str) -> str:
@@ -96,11 +143,30 @@ def sample_count(selector: str, window_s: int) -> str:
     return f"max(count_over_time({selector}[{window_s}s]))"
 
 
-PRESETS = {
-    "triton": Preset("nv_inference_request_success", "model", "nv_inference_request_failure"),
-    "vllm": Preset("vllm:request_success_total", "model_name"),
-    "sglang": Preset("sglang:num_requests_total", "model_name"),
-}
+#: a preset's label of the ranks whose gauges copy one replica's: SGLang's schedulers of one
+#: server report per tensor-parallel rank (rank 0 alone by default; every rank with
+#: --enable-metrics-for-all-schedulers), so a replica's gauge is the max over them
+RANK_LABELS = {"sglang": "tp_rank"}
+
+#: each preset's gauge of the requests a model's replicas hold waiting now (summed over them):
+#: Triton's queued and not yet executing, vLLM's and SGLang's not yet in the running batch
+QUEUE_GAUGES = {"triton": "nv_inference_pending_request_count",
+                "vllm": "vllm:num_requests_waiting",
+                "sglang": "sglang:num_queue_reqs"}
+
+#: each preset's gauges of the requests a replica holds and has not finished: the queue and,
+#: for vLLM and SGLang, the running batch (Triton exports no gauge of the requests it executes;
+#: its batches are short)
+HELD_GAUGES = {"triton": (QUEUE_GAUGES["triton"],),
+               "vllm": (QUEUE_GAUGES["vllm"], "vllm:num_requests_running"),
+               "sglang": (QUEUE_GAUGES["sglang"], "sglang:num_running_reqs")}
+
+PRESETS = {name: Preset(metric, label, failed, HELD_GAUGES[name], RANK_LABELS.get(name))
+           for name, metric, label, failed in (
+               ("triton", "nv_inference_request_success", "model",
+                "nv_inference_request_failure"),
+               ("vllm", "vllm:request_success_total", "model_name", None),
+               ("sglang", "sglang:num_requests_total", "model_name", None))}
 
 #: each preset's latency histograms (s) by what they time: the end-to-end request latency
 #: (``e2e``) and the time to first token (``ttft``); Triton has none (its request duration is a
@@ -112,18 +178,6 @@ LATENCY_HISTOGRAMS = {
                "ttft": "sglang:time_to_first_token_seconds"},
 }
 LATENCY_TIMED = ("e2e", "ttft")
-
-#: a preset's label of the ranks whose gauges copy one replica's: SGLang's schedulers of one
-#: server report per tensor-parallel rank (rank 0 alone by default; every rank with
-#: --enable-metrics-for-all-schedulers), so a replica's gauge is the max over them
-RANK_LABELS = {"sglang": "tp_rank"}
-
-
-def _per_replica(preset: str, gauge: str) -> str:
-    """``gauge`` (PromQL of per-series values) with each replica's rank copies collapsed."""
-    rank = RANK_LABELS.get(preset)
-    return gauge if rank is None else f"max without ({rank}) ({gauge})"
-
 
 def latency_query(preset: str, window_s: int, quantile: float | None = None,
                   timed: str = "e2e") -> str:
@@ -155,23 +209,16 @@ def latency_query(preset: str, window_s: int, quantile: float | None = None,
             f"(model_name) (rate({histogram}_count{w})) * 1000")
 
 
-#: each preset's gauge of the requests a model's replicas hold waiting now (summed over them):
-#: Triton's queued and not yet executing, vLLM's and SGLang's not yet in the running batch
-QUEUE_GAUGES = {"triton": "nv_inference_pending_request_count",
-                "vllm": "vllm:num_requests_waiting",
-                "sglang": "sglang:num_queue_reqs"}
-
-
 def queue_query(preset: str, growth_window_s: int | None = None) -> str:
     """Every model's waiting requests now, one series per model label (``QUEUE_GAUGES``); with
-    ``growth_window_s``, how fast they grew over that window (requests/s: ``deriv`` of each
-    replica's gauge, summed), the rate arrivals outran completions."""
+    ``growth_window_s``, how fast the requests its replicas hold (queued and running) grew over
+    that window (``Preset.held_growth``), the rate arrivals outran completions."""
     if preset not in QUEUE_GAUGES:
         raise SourceError(f"unknown metric preset {preset!r} for the request queue")
-    gauge = QUEUE_GAUGES[preset]
+    got = PRESETS[preset]
     if growth_window_s is not None:
-        gauge = f"deriv({gauge}[{growth_window_s}s])"
-    return f"sum by ({PRESETS[preset].label}) ({_per_replica(preset, gauge)})"
+        return got.held_growth(growth_window_s)
+    return f"sum by ({got.label}) ({got.per_replica(QUEUE_GAUGES[preset])})"
 
 
 #: each preset's gauges of the KV cache a replica's running requests hold (0-1), the first a
@@ -189,7 +236,7 @@ def kv_cache_query(preset: str) -> str:
         raise SourceError(f"preset {preset!r} exports no KV cache usage; only "
                           f"{' and '.join(KV_CACHE_GAUGES)} do")
     label = PRESETS[preset].label
-    return " or ".join(f"avg by ({label}) ({_per_replica(preset, gauge)})"
+    return " or ".join(f"avg by ({label}) ({PRESETS[preset].per_replica(gauge)})"
                        for gauge in KV_CACHE_GAUGES[preset])
 
 
