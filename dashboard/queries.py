@@ -58,6 +58,8 @@ class LastTick:
     queued: dict[str, float] = field(default_factory=dict)
     # the share of each model's KV cache in use in the fleet seen (models whose usage was read)
     kv_cache_usage: dict[str, float] = field(default_factory=dict)
+    # each model's pods no node has bound in the fleet seen (models whose pods were read)
+    unscheduled: dict[str, int] = field(default_factory=dict)
 
     @property
     def read_the_fleet(self) -> bool:
@@ -99,7 +101,9 @@ def last_tick(url: str) -> LastTick | None:
         {} if seen is None else {m.name: m.queued_requests for m in seen[1].models
                                  if m.queued_requests is not None},
         {} if seen is None else {m.name: m.kv_cache_usage for m in seen[1].models
-                                 if m.kv_cache_usage is not None})
+                                 if m.kv_cache_usage is not None},
+        {} if seen is None else {m.name: m.replicas_unscheduled for m in seen[1].models
+                                 if m.replicas_unscheduled is not None})
 
 
 @dataclass(frozen=True, slots=True)

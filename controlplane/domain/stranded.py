@@ -24,7 +24,8 @@ removed by Karpenter's consolidation or Cluster Autoscaler, which move pods only
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -34,6 +35,7 @@ from controlplane.domain.node_fill import nodes_to_hold
 from controlplane.domain.observed import ObservedNode, ObservedState
 
 STRANDED = "stranded"  # a pool target's reason: stranded:<model> <k>x<N> GPUs[, ...]
+_NOTE = re.compile(r"model (?P<model>.+?): \d+ replica\(s\) of \d+ GPUs unscheduled: .*")
 #: the guard memory's key of a pool with stranded replicas (stranded/<pool>): since when
 MEMORY_PREFIX = "stranded/"
 
@@ -176,6 +178,12 @@ def _note(s: StrandedReplicas, target: DesiredTarget | None, wanted: int | None,
             f"node of pool {s.pool} has {s.gpus} whole GPUs free ({s.free_gpus} free in all, at "
             f"most {s.most_free_gpus} on one node); {then}; a scheduler that scores nodes "
             "MostAllocated on nvidia.com/gpu packs replicas whole")
+
+
+def stranded_noted(notes: Iterable[str]) -> dict[str, str]:
+    """Model -> the note a tick's ``notes`` say of its stranded replicas (``_note``, read back
+    by the dashboard); models with none absent."""
+    return {found["model"]: note for note in notes if (found := _NOTE.fullmatch(note))}
 
 
 def _pool_target(desired: DesiredState, pool: str) -> DesiredTarget | None:

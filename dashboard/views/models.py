@@ -15,6 +15,8 @@ import streamlit as st
 
 from controlplane.domain.budget_hold import holds_noted
 from controlplane.domain.hints import NOT_LISTED, DemandHint
+from controlplane.domain.stranded import stranded_noted
+from controlplane.domain.wording import counted
 from dashboard import model_queries as mq
 from dashboard import queries as q
 from dashboard import signals as sg
@@ -156,8 +158,9 @@ def overview_table(url: str, tick: q.LastTick) -> pd.DataFrame:
 
 def replica_lines(url: str, tick: q.LastTick, model: str) -> tuple[str | None, list[str]]:
     """What holds or bounds ``model``'s replicas, for the page: a warning when it is paused,
-    and captions of its bounds, the budget holding it short at the newest tick and its newest
-    replica change with the reason."""
+    and captions of its bounds, the budget holding it short at the newest tick, its pods no
+    node had bound then (with why, when they are stranded replicas of several GPUs) and its
+    newest replica change with the reason."""
     models = q.models(url)
     pause = widgets.pause_of(models, model)
     warning = None if pause is None else (
@@ -175,6 +178,11 @@ def replica_lines(url: str, tick: q.LastTick, model: str) -> tuple[str | None, l
     hold = holds_noted(tick.notes).get(model)
     if hold is not None:
         captions.append(f"Held short at the newest tick: {hold.note()}")
+    unscheduled = tick.unscheduled.get(model, 0)
+    if unscheduled:
+        stranded = stranded_noted(tick.notes).get(model)
+        captions.append(f"Unscheduled at the newest tick: {counted(unscheduled, 'pod')} no node "
+                        "has bound (Pending)" + (f"; {stranded}" if stranded else ""))
     changes = q.replica_changes(url, tick.started_at - CHANGES_WINDOW)
     change = changes[changes["model"] == model]
     if not change.empty:

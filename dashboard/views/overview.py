@@ -52,6 +52,10 @@ SLO_HELP = {
     "capacity_rps": st.column_config.NumberColumn(
         "capacity", help="requests / s the ready replicas serve within their SLO"),
     "replicas_ready": st.column_config.NumberColumn("ready", help="replicas ready", width=50),
+    "unscheduled": st.column_config.NumberColumn(
+        "unscheduled", help="its pods no node has bound as the last tick read them (Pending: "
+        "waiting for room or for a node; None: not read); shown while some model has any",
+        width=50),
     "queued": st.column_config.NumberColumn(
         "queued", help="requests waiting in its queues as the last tick read them (None: not "
         "read); over 30 s of its capacity counts as short", width=50),
@@ -78,6 +82,7 @@ def slo_table(url: str, tick: q.LastTick) -> pd.DataFrame:
     frame["queued"] = [tick.queued.get(str(model), math.nan) for model in frame["model"]]
     kv_cache = [tick.kv_cache_usage.get(str(model), math.nan) for model in frame["model"]]
     frame["kv_cache_pct"] = [100 * usage for usage in kv_cache]
+    frame["unscheduled"] = [tick.unscheduled.get(str(model), math.nan) for model in frame["model"]]
     frame["latency_ms"] = frame["latency_ms"].astype(float)  # all None: not read, NaN
     listed = q.models(url)
     slo_ms = dict(zip(listed["name"], listed["latency_slo_ms"], strict=True))
@@ -89,9 +94,10 @@ def slo_table(url: str, tick: q.LastTick) -> pd.DataFrame:
     frame["short % (1 h)"] = (100 * frame["short_observations"]
                               / frame["observations"].where(frame["observations"] > 0)).round(1)
     # the signal columns only where they are read (queue: Kubernetes with a metric preset; KV
-    # cache: vLLM's or SGLang's; latency: the simulator's, a latency query's), so the table
-    # keeps to its column of the page elsewhere
-    signals = [c for c, read in (("queued", bool(tick.queued)),
+    # cache: vLLM's or SGLang's; latency: the simulator's, a latency query's; pods no node
+    # bound: while a model has any), so the table keeps to its column of the page elsewhere
+    signals = [c for c, read in (("unscheduled", any(tick.unscheduled.values())),
+                                 ("queued", bool(tick.queued)),
                                  ("kv_cache_pct", bool(tick.kv_cache_usage)),
                                  ("latency_ms", frame["latency_ms"].notna().any())) if read]
     return frame[["model", "status", "demand_rps", "capacity_rps", "replicas_ready", *signals,

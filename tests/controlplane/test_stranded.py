@@ -20,6 +20,7 @@ from controlplane.domain.stranded import (
     Relief,
     free_whole_gpus,
     relieve_stranded,
+    stranded_noted,
     stranded_replicas,
 )
 
@@ -175,3 +176,12 @@ def test_the_note_says_what_waits_why_and_what_the_pool_does_for_it() -> None:
                     "a100 has 2 whole GPUs free (4 free in all, at most 1 on one node); pool "
                     "a100's target raised to 7 node(s) for them; a scheduler that scores nodes "
                     "MostAllocated on nvidia.com/gpu packs replicas whole")
+
+
+def test_the_notes_of_stranded_replicas_read_back_by_model_and_no_other_note_does() -> None:
+    observed = _observed(*(_node(f"n{i}", 3) for i in range(4)), unscheduled=5)
+    (note,) = _relieve(_desired(4), observed).notes
+    budget = ("model bert: 6 replicas sized for its demand, 4 held: capped by "
+              "tenant_gpu_budget:acme (4 GPUs)")
+    assert stranded_noted((budget, note, "no load source: demand_rps and capacity_rps are 0")) \
+        == {"llama-70b": note}

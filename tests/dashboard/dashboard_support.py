@@ -112,13 +112,30 @@ def _served_models(url: str) -> list[ObservedModel]:
                   key=lambda m: m.name)
 
 
-def _tick_reading(url: str, read: Callable[[ObservedModel], ObservedModel]) -> None:
-    """One more tick, 30 s after the newest reading, that read each model as ``read`` has it."""
+def with_unscheduled_read(url: str, copy: Path, note: Callable[[str], str]
+                          ) -> tuple[str, str, str]:
+    """The URL of a copy (at ``copy``) of the store at ``url`` with one more tick that read, of
+    the two first models that serve their demand, 2 pods of the first that no node had bound
+    (with the tick's note ``note(model)`` of them, as stranded replicas get) and 1 of the
+    second, and none of the others; and those two models."""
+    copied = copy_store(url, copy)
+    stranded, waiting = (m.name for m in _served_models(copied)[:2])
+    unscheduled = {stranded: 2, waiting: 1}
+    _tick_reading(copied, lambda m: replace(m, replicas_unscheduled=unscheduled.get(m.name, 0)),
+                  (note(stranded),))
+    return copied, stranded, waiting
+
+
+def _tick_reading(url: str, read: Callable[[ObservedModel], ObservedModel],
+                  notes: tuple[str, ...] | None = None) -> None:
+    """One more tick, 30 s after the newest reading, that read each model as ``read`` has it
+    (and noted ``notes``; None: as the newest reading did)."""
     store = Store.open(url)
     last = store.last_observed()
     assert last is not None
     at = last.synced_at + timedelta(seconds=30)
-    observed = replace(last, synced_at=at, models=tuple(read(m) for m in last.models))
+    observed = replace(last, synced_at=at, models=tuple(read(m) for m in last.models),
+                       notes=last.notes if notes is None else notes)
     store.save_observed(observed)  # as the loop stores each tick's reading
     store.save_tick(TickReport(at, at, TickStatus.APPLIED, "", observed, (), None,
                                Plan(at, (), ()), (), GuardMemory()))
