@@ -161,6 +161,13 @@ class ControlPlaneMetrics:
                                         "fleet runs on its own); no sample while it is not "
                                         "paused.",
                                         ["model"], registry=registry)
+        self.fleet_paused_since = Gauge("headroom_fleet_paused_since_timestamp_seconds",
+                                        "When the fleet's pause (headroom fleet pause: ticks "
+                                        "plan a dry run and change nothing) began, Unix "
+                                        "seconds as the model pause's, by who paused it (\"\" "
+                                        "unknown); no sample while the last deciding tick "
+                                        "found the fleet not paused.", ["paused_by"],
+                                        registry=registry)
         self.replica_bounds = Gauge("headroom_model_replica_bounds", "The model's min_replicas "
                                     "/ max_replicas (bound min / max) where its spec sets them.",
                                     ["model", "bound"], registry=registry)
@@ -224,6 +231,8 @@ class ControlPlaneMetrics:
                 self.steering.labels(outcome.steering).inc()
         if not report.observed.synced:
             return
+        if report.plan is not None:  # a deciding tick: it read the fleet's pause
+            self._fleet_pause(report)
         observed = {model.name for model in report.observed.models}
         self._forget("observed", observed, (self.model_rps, OBSERVED_KINDS),
                      (self.model_replicas, OBSERVED_REPLICAS), (self.load_unmeasured, ()),
@@ -279,6 +288,13 @@ class ControlPlaneMetrics:
                                                   pool.target_nodes), strict=True):
                 self.pool_nodes.labels(pool.name, state).set(nodes)
             self._cost(pool, report)
+
+    def _fleet_pause(self, report: TickReport) -> None:
+        self.fleet_paused_since.clear()
+        pause = report.fleet_pause
+        if pause is not None:
+            self.fleet_paused_since.labels(pause.paused_by).set(paused_since_wall_s(
+                pause.paused_at, report.finished_at, self._wall_clock.now()))
 
     def record_loading_guard(self, synced: GuardSync) -> None:
         """Count one sync's changes by change and reason; the pods it guards after it (no
@@ -352,7 +368,8 @@ class ControlPlaneMetrics:
                       self.latency, self.latency_slo, self.forecast_wape,
                       self.forecast_coverage,
                       self.pool_nodes, self.profile_rps, self.model_replicas, self.model_paused,
-                      self.model_paused_since, self.replica_bounds, self.pool_cost):
+                      self.model_paused_since, self.fleet_paused_since, self.replica_bounds,
+                      self.pool_cost):
             gauge.clear()
         for seen in self._seen.values():
             seen.clear()

@@ -11,6 +11,7 @@ from controlplane.autoscaling.issued import IssuedForecast
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.demand import Demand
 from controlplane.domain.desired import PoolSpec
+from controlplane.domain.fleet_pause import FleetPause
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.hints import DemandHint
 from controlplane.domain.lease import LeaseRecord
@@ -111,6 +112,12 @@ class DemandHints(Protocol):
 class ModelPauses(Protocol):
     def paused_models(self) -> Sequence[ModelPause]:
         """The models ``headroom models pause`` paused (and no resume has resumed)."""
+        ...
+
+
+class FleetPauses(Protocol):
+    def fleet_pause(self) -> FleetPause | None:
+        """The fleet's pause (``headroom fleet pause``), None when it is not paused."""
         ...
 
 

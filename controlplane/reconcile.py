@@ -63,6 +63,7 @@ from controlplane.ports import (
     ClusterReader,
     DecisionStore,
     DemandHints,
+    FleetPauses,
     ForecastLedger,
     ForecastReader,
     MigRelayoutActuator,
@@ -118,6 +119,7 @@ class ReconcileDeps:
     samples: ProfileSamples | None = None  # observed load and latency: profile correction
     hints: DemandHints | None = None  # demand announced ahead: floors on the forecasts
     pauses: ModelPauses | None = None  # `headroom models pause`: replicas held, read each tick
+    fleet_pause: FleetPauses | None = None  # `headroom fleet pause`: no change made, read each tick
 
 
 def _skipped(deps: ReconcileDeps, observed: ObservedState, reason: str) -> TickReport:
@@ -302,7 +304,13 @@ def _decide_and_apply(deps: ReconcileDeps, config: ReconcileConfig, observed: Ob
         observed = replace(observed, notes=(*observed.notes, *decision.notes))
     outcomes: tuple[ActionOutcome, ...] = ()
     status = TickStatus.DRY_RUN
-    if not config.dry_run:
+    # read after deciding, as the last thing before acting: a pause set while the tick decided
+    # holds it
+    paused = None if deps.fleet_pause is None else deps.fleet_pause.fleet_pause()
+    if paused is not None:
+        log.warning("tick.fleet_paused", extra={"reason": paused.tick_reason(),
+                                                "actions": len(plan.actions)})
+    elif not config.dry_run:
         # saved before acting: a tick killed between acting and saving its record still holds
         # the cooldowns and disruption budget of every change it planned
         deps.decisions.save_intent(now, decision.memory)
@@ -310,6 +318,8 @@ def _decide_and_apply(deps: ReconcileDeps, config: ReconcileConfig, observed: Ob
         status = TickStatus.APPLIED
     # the next tick's guards count only the changes made (none in a dry run: a faithful
     # preview), and remember every recommendation (what was wanted, made or not)
-    return TickReport(now, deps.clock.now(), status, "", observed, decision.demands,
+    return TickReport(now, deps.clock.now(), status,
+                      "" if paused is None else paused.tick_reason(), observed, decision.demands,
                       decision.placement, plan, outcomes, made(decision.memory, plan, outcomes),
-                      decision.profiles, decision.accuracy, replicas=decision.replicas)
+                      decision.profiles, decision.accuracy, replicas=decision.replicas,
+                      fleet_pause=paused)

@@ -49,6 +49,7 @@ from controlplane.sim_start import check_not_a_real_fleet, check_sim_models
 from controlplane.store import Store
 from controlplane.store import retention as store_retention
 from controlplane.store.engine import shown_url
+from controlplane.store.fleet_pause import SqlFleetPause
 from controlplane.store.hints import SqlDemandHints
 from controlplane.store.ledger import SqlForecastLedger
 from controlplane.store.model_digest import model_specs_digested
@@ -180,7 +181,8 @@ class SimRuntime:
                                       self.decisions.fence_token(self.clock.now()))),
                                   sharing=self.cluster, mig=self.cluster, samples=store,
                                   hints=SqlDemandHints(store.engine),
-                                  pauses=SqlModelPauses(store.engine))
+                                  pauses=SqlModelPauses(store.engine),
+                                  fleet_pause=SqlFleetPause(store.engine))
         self.config = self.models.config
         self.tally = ServedTally()
         #: what this process ran: ticks, the placements they planned (a tick record's

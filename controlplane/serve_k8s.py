@@ -47,6 +47,7 @@ from controlplane.startup_lines import print_line
 from controlplane.store import Store
 from controlplane.store.configured import DbGroup, listed_model_count
 from controlplane.store.engine import redact, sqlite_file
+from controlplane.store.fleet_pause import SqlFleetPause
 from controlplane.store.hints import SqlDemandHints
 from controlplane.store.ledger import SqlForecastLedger
 from controlplane.store.model_digest import model_specs_digested
@@ -278,7 +279,8 @@ def run_serve_k8s(settings: Settings, store: Store, engine: PlacementEngine,
                              store.engine, fence=lambda: decisions.fence_token(clock.now())),
                          sharing=backend.sharing, mig=backend.mig, samples=store,
                          hints=SqlDemandHints(store.engine),
-                         pauses=SqlModelPauses(store.engine))
+                         pauses=SqlModelPauses(store.engine),
+                         fleet_pause=SqlFleetPause(store.engine))
 
     stepping_down = threading.Event()  # SIGTERM: lead no more, hand the Lease back
     ticking = threading.Lock()  # held by a tick, so the Lease goes only once none is in flight

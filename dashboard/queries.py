@@ -16,10 +16,12 @@ from sqlalchemy import and_, func, inspect, select
 from controlplane import cost_reader
 from controlplane.cost_reader import as_utc, table
 from controlplane.domain.cost import GpuPrice, PriceTable
+from controlplane.domain.fleet_pause import FleetPause
 from controlplane.domain.fleet_status import UnrecordedTick
 from controlplane.domain.hints import DemandHint
 from controlplane.domain.price_history import PriceHistory
 from controlplane.domain.tick_writers import LeadershipChange
+from controlplane.store.fleet_pause import fleet_pause as read_fleet_pause
 from controlplane.store.guard_intent import unrecorded_tick
 from controlplane.store.hints import hints_ending_after
 from controlplane.store.placement_journal import PlacementBindingRecord, live_bindings
@@ -310,6 +312,15 @@ def hints_in_force(url: str, at: datetime) -> tuple[DemandHint, ...]:
         if not inspect(connection).has_table("demand_hints"):
             return ()
         return hints_ending_after(connection, at)
+
+
+def fleet_pause(url: str) -> FleetPause | None:
+    """The fleet's pause (``headroom fleet pause``), None when it is not paused or the store
+    is older than it. Not cached: a pause just set shows at the next rerun."""
+    with engine_for(url).connect() as connection:
+        if not inspect(connection).has_table("fleet_pause"):
+            return None
+        return read_fleet_pause(connection)
 
 
 #: the fleet totals of a tick, missing (NaN: a chart's line breaks) when it could not read it

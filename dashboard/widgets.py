@@ -119,6 +119,15 @@ def paused_models(url: str) -> None:
             + "; ".join(f"{name} {held_text(pause)}" for name, pause in paused)))
 
 
+def fleet_paused(url: str) -> None:
+    """A warning while the fleet is paused (``headroom fleet pause``), as ``headroom status``
+    says it: since when, by whom, why, and what it does."""
+    pause = q.fleet_pause(url)
+    if pause is not None:
+        line = pause.line()
+        st.warning(escape_markdown(line[0].upper() + line[1:] + "."))
+
+
 def fleet_unread(tick: q.LastTick) -> None:
     """When the newest tick could not read the fleet (the API unreachable, ...): a warning
     naming it, why, and since when no tick has (``headroom status``'s "fleet seen"); the

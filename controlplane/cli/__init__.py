@@ -15,6 +15,7 @@ from controlplane.cli.db_upgrade import db_upgrade
 from controlplane.cli.demo_command import demo
 from controlplane.cli.downgrade import db_downgrade
 from controlplane.cli.error_lines import UsageError, file_error_line, one_line_errors
+from controlplane.cli.fleet import app as fleet_app
 from controlplane.cli.forecast import app as forecast_app
 from controlplane.cli.helptext import reflowed
 from controlplane.cli.hint import app as hint_app
@@ -74,6 +75,7 @@ app.add_typer(forecast_app, name="forecast")
 app.add_typer(cost_app, name="cost")
 app.add_typer(hint_app, name="hint")
 app.add_typer(models_app, name="models")
+app.add_typer(fleet_app, name="fleet")
 app.add_typer(trace_app, name="trace")
 trace_app.command("replay")(reflowed(trace_replay))
 app.command("simulate")(reflowed(simulate_command))

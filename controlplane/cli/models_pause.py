@@ -23,7 +23,8 @@ NameArgument = Annotated[str, typer.Argument(metavar="NAME",
                                              help="a model of `headroom models list`")]
 
 
-def _who() -> str:
+def operator_name() -> str:
+    """The CLI user's login name ("" when it has none): who paused, in the store."""
     try:
         return getpass.getuser()
     except (OSError, KeyError):  # no login name (a container's uid without a passwd entry)
@@ -50,7 +51,7 @@ def pause(
     from controlplane.store.pauses import SqlModelPauses
 
     def work(store: Store) -> PauseSet:
-        done = SqlModelPauses(store.engine).pause(name, replicas, now_of(store).at, _who())
+        done = SqlModelPauses(store.engine).pause(name, replicas, now_of(store).at, operator_name())
         if done is None:
             raise _not_listed(name)
         return done

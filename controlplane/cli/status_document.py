@@ -127,6 +127,10 @@ def _document(status: FleetStatus, health: Health) -> dict[str, Any]:
             "started_at": utc_or_none(status.unrecorded.started_at),
             "age_s": age_s(status.unrecorded.started_at, now),
             "written_by": status.unrecorded.writer},
+        "fleet_pause": None if status.fleet_pause is None else {
+            "paused_at": utc_or_none(status.fleet_pause.paused_at),
+            "paused_by": status.fleet_pause.paused_by or None,
+            "reason": status.fleet_pause.why or None},
         "fence": None if status.fence is None else {
             "token": status.fence.token, "holder": status.fence.holder or None,
             "claimed_at": utc_or_none(status.fence.claimed_at),

@@ -241,6 +241,8 @@ def render(console: Console, status: FleetStatus, health: Health) -> None:
     tick = status.last_tick
     head = _table("Loop", "field", "value", header=False)
     head.add_row("store", escape(status.store))
+    if status.fleet_pause is not None:
+        head.add_row("fleet paused", escape(status.fleet_pause.line()), style="bold yellow")
     if tick is None:
         head.add_row("last tick", "none recorded")
     else:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from controlplane.domain.failing_actions import FailingAction
+from controlplane.domain.fleet_pause import FleetPause
 from controlplane.domain.forecast_accuracy import ForecastAccuracy
 from controlplane.domain.hints import DemandHint
 from controlplane.domain.observed import ObservedPool
@@ -229,6 +230,9 @@ class FleetStatus:
     # the newest plan's actions that failed on every deciding tick for a while
     # (``domain.failing_actions``)
     failing: tuple[FailingAction, ...] = ()
+    # the fleet's pause (``headroom fleet pause``; None: not paused, or a store older than
+    # migration 0029)
+    fleet_pause: FleetPause | None = None
 
 
 @dataclass(frozen=True, slots=True)

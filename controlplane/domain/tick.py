@@ -8,6 +8,7 @@ from enum import StrEnum
 
 from controlplane.domain.actions import ActionOutcome
 from controlplane.domain.demand import Demand
+from controlplane.domain.fleet_pause import FleetPause
 from controlplane.domain.forecast_accuracy import ForecastAccuracy
 from controlplane.domain.guards import GuardMemory
 from controlplane.domain.model_replicas import ModelReplicas
@@ -48,3 +49,6 @@ class TickReport:
     # loop that ran it: the clock is business time, and a VirtualClock stands still while a
     # simulated tick runs); None: not measured
     duration_s: float | None = None
+    # the fleet's pause that made a deciding tick a dry run (``headroom fleet pause``; its
+    # reason says it too); None: not paused, or not read
+    fleet_pause: FleetPause | None = None

@@ -51,6 +51,7 @@ from controlplane.domain.tick_writers import (
 )
 from controlplane.store import codec, tick_fence
 from controlplane.store.action_failures import failing_now
+from controlplane.store.fleet_pause import fleet_pause
 from controlplane.store.guard_intent import unrecorded_tick
 from controlplane.store.hints import hints_ending_after
 from controlplane.store.ledger import recent_accuracy
@@ -116,7 +117,8 @@ def read_fleet_status(engine: Engine, store: str, lease_name: str,
                 unrecorded=(unrecorded_tick(connection) if "guard_intents" in tables
                             else None),
                 fence=tick_fence.newest(connection) if "tick_fences" in tables else None,
-                failing=() if tick is None else failing_now(connection, tick.tick_id))
+                failing=() if tick is None else failing_now(connection, tick.tick_id),
+                fleet_pause=fleet_pause(connection) if "fleet_pause" in tables else None)
 
 
 def _table(record: type[SQLModel]) -> Table:

@@ -169,6 +169,7 @@ def overview() -> None:
     # the zone in the label: "18:12:30 UTC" is cut to "18:12:3…" in a sixth of a 1440-px page
     cols[5].metric("Last tick (UTC)", f"{tick.started_at:%H:%M:%S}", f"{tick.status} {tick.reason}",
                    **widgets.INFO_DELTA, help=widgets.age_text(tick.started_at))
+    widgets.fleet_paused(url)
     widgets.store_clock(tick)
     widgets.fleet_unread(tick)
     widgets.tick_writers(url, tick)

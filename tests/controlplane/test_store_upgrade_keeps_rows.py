@@ -65,6 +65,7 @@ ROWS: dict[str, list[dict[str, Any]]] = {
                               p90_rps=15.0, sigma=0.2, observed_rps=None, scored_at=None)],
     "leases": [dict(name="fleet", holder="host-1234", acquired_at=T0, renewed_at=T1,
                     duration_s=30, transitions=1, version=4)],
+    "fleet_pause": [dict(id=1, paused_at=T1, paused_by="alice", why="incident 4711")],
     "demand_hints": [dict(id=1, model="bert-embed", rate_rps=100.0, start_at=T1,
                           end_at=T1 + timedelta(hours=2), reason="launch", created_at=T0)],
     "placement_journal": [dict(id=1, version=7, pruned_version=2, plan_version=3,

@@ -29,6 +29,7 @@ from controlplane.reconcile_config import reconcile_config
 from controlplane.serve_k8s import leader_tick
 from controlplane.sim.clock import VirtualClock
 from controlplane.store import Store
+from controlplane.store.fleet_pause import SqlFleetPause
 from controlplane.store.ledger import SqlForecastLedger
 from controlplane.store.relayout import MemoryRelayoutStore
 from scheduler.engine import PlacementEngine
@@ -128,4 +129,5 @@ def leader_deps(backend: K8sBackend, store: Store, clock: VirtualClock) -> Recon
                          replicas=backend.replicas,
                          placement=LocalPlacementClient(PlacementEngine()), forecasts=store,
                          decisions=store, history=store, ledger=SqlForecastLedger(store.engine),
-                         sharing=backend.sharing, mig=backend.mig)
+                         sharing=backend.sharing, mig=backend.mig,
+                         fleet_pause=SqlFleetPause(store.engine))

@@ -6,72 +6,26 @@ why; once the pod is bound the target is what the placement needs again."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from apiserver import ApiServer
-from k8s_builders import MODELS_NS, gpu_node, gpu_pod, k8s_settings, model_deployment, nodepool
+from k8s_builders import MODELS_NS, gpu_node
 from k8s_builders import TP2_LLAMA as TP2  # 2 whole A100s a replica
-from k8s_harness import FixedLoads, assert_schema_valid, leader_deps, make_backend
+from k8s_harness import assert_schema_valid
+from stranded_scenario import APP, fragmented_fleet, replica_pod, tick
 
 from controlplane.domain.actions import ScaleNodePool
-from controlplane.domain.observed import ModelLoad
-from controlplane.domain.tick import TickReport
-from controlplane.reconcile import reconcile_once
-from controlplane.reconcile_config import reconcile_config
-from controlplane.settings import Settings
 from controlplane.sim.clock import VirtualClock
 from controlplane.store import Store
-
-TWO_GPUS = {"nvidia.com/gpu": "2"}
-APP = "llama-3-70b"
-
-
-def _settings() -> Settings:
-    base = k8s_settings()
-    return base.model_copy(update={
-        "autoscaling": base.autoscaling.model_copy(update={"policy": "reactive"})})
-
-
-def _replica_pod(name: str, node: str) -> dict[str, Any]:
-    return gpu_pod(name, node, labels={"app": APP}, requests=TWO_GPUS, ready=bool(node),
-                   owner_kind="ReplicaSet", owner_name=f"{APP}-rs",
-                   phase="Running" if node else "Pending")
-
-
-def _fragmented_fleet(apiserver: ApiServer) -> None:
-    """Two nodes of 8 A100s; four replicas of llama bound (three on a100-1, one on a100-2) and
-    other teams' pods on 1 and 5 GPUs: 7 GPUs in use on each node; the fifth replica's pod
-    unbound. An unbound pod of another workload is not llama's."""
-    apiserver.seed(nodepool("a100-80gb", limits={"nodes": "2"}))
-    for node in ("a100-1", "a100-2"):
-        apiserver.seed(gpu_node(node))
-    apiserver.seed(model_deployment(TP2.name, replicas=5, ready=4, limits=TWO_GPUS))
-    for i, node in enumerate(("a100-1", "a100-1", "a100-1", "a100-2", "")):
-        apiserver.seed(_replica_pod(f"{APP}-{i}", node))
-    apiserver.seed(gpu_pod("batch-1", "a100-1", requests={"nvidia.com/gpu": "1"}))
-    apiserver.seed(gpu_pod("batch-5", "a100-2", requests={"nvidia.com/gpu": "5"}))
-    apiserver.seed(gpu_pod("batch-waiting", "", requests={"nvidia.com/gpu": "1"},
-                           ready=False, phase="Pending"))
-
-
-def _tick(apiserver: ApiServer, clock: VirtualClock, store: Store) -> TickReport:
-    backend = make_backend(apiserver, clock, load=FixedLoads({TP2.name: ModelLoad(35.0, 40.0)}))
-    assert backend.elector.try_acquire_or_renew(clock.now())
-    report = reconcile_once(leader_deps(backend, store, clock),
-                            reconcile_config(_settings(), (TP2,)))
-    clock.advance(30)
-    return report
 
 
 def test_a_replica_of_two_gpus_with_one_free_gpu_on_each_node_gets_a_node_of_its_own(
         apiserver: ApiServer, clock: VirtualClock, sqlite_url: str) -> None:
-    _fragmented_fleet(apiserver)
+    fragmented_fleet(apiserver)
     store = Store.open(sqlite_url, migrate=True)
     store.upsert_models((TP2,))
     # 35 rps at 10 a replica under the reactive policy: 5 replicas of 2 GPUs, 2 nodes of 8
     # would hold them packed; the pod waiting for 2 GPUs on one node needs a third. It waits
     # autoscaling.stranded_grace_s (120 s) first: ticks 30 s apart
-    waiting = [_tick(apiserver, clock, store) for _ in range(4)]
+    waiting = [tick(apiserver, clock, store) for _ in range(4)]
     for i, report in enumerate(waiting):
         assert report.status.value == "applied", report.reason
         seen = report.observed.model(TP2.name)
@@ -81,7 +35,7 @@ def test_a_replica_of_two_gpus_with_one_free_gpu_on_each_node_gets_a_node_of_its
         (note,) = [n for n in report.observed.notes if "unscheduled" in n]
         assert f"stranded for {30 * i} s: pool a100-80gb's target is raised for them after " \
                "120 s" in note
-    report = _tick(apiserver, clock, store)
+    report = tick(apiserver, clock, store)
     assert report.plan is not None
     assert [(a.from_nodes, a.to_nodes, a.reason) for a in report.plan.actions
             if isinstance(a, ScaleNodePool)] == [(2, 3, "stranded:llama-3-70b 1x2 GPUs")]
@@ -97,8 +51,8 @@ def test_a_replica_of_two_gpus_with_one_free_gpu_on_each_node_gets_a_node_of_its
     # target is the placement's again (the guards pace any scale-down)
     apiserver.seed(gpu_node("a100-3"))
     apiserver.delete("v1", "Pod", f"{APP}-4", MODELS_NS)
-    apiserver.seed(_replica_pod(f"{APP}-4", "a100-3"))
-    later = _tick(apiserver, clock, store)
+    apiserver.seed(replica_pod(f"{APP}-4", "a100-3"))
+    later = tick(apiserver, clock, store)
     seen = later.observed.model(TP2.name)
     assert seen is not None and seen.replicas_unscheduled == 0
     assert not [n for n in later.observed.notes if "unscheduled" in n]
