@@ -59,6 +59,14 @@ def headroom_on_store(url: str, *args: str, cwd: Path | None = None
                           capture_output=True, text=True, timeout=300)
 
 
+def headroom_as_alice(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``headroom *args`` on the store at ``url``, run by the login name alice (who a pause
+    says paused), its tables 250 columns wide; output captured."""
+    return subprocess.run([*WARM_HEADROOM, *args], env=_env(HEADROOM_DB__URL=url, COLUMNS="250",
+                                                       USER="alice", LOGNAME="alice"),
+                          capture_output=True, text=True, timeout=120)
+
+
 def demo_on_store(url: str, cwd: Path) -> dict[str, Any]:
     """``headroom demo`` for 20 minutes from 2026-12-03 08:00 UTC on the store at ``url``: its
     ``--json`` summary (the run must succeed)."""

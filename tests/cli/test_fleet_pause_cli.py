@@ -7,23 +7,16 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
-from clihelpers import WARM_HEADROOM, _env
+from clihelpers import headroom_as_alice
 
 from controlplane.store import Store
 from controlplane.store.fleet_pause import SqlFleetPause
 
 EFFECT = ("each tick plans and records a dry run and changes nothing until `headroom fleet "
           "resume`")
-
-
-def _headroom(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*WARM_HEADROOM, *args], env=_env(HEADROOM_DB__URL=url, COLUMNS="250",
-                                                       USER="alice", LOGNAME="alice"),
-                          capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -35,32 +28,32 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def test_the_fleet_is_paused_shown_by_status_and_resumed(url: str) -> None:
-    paused = _headroom(url, "fleet", "pause", "--reason", "incident 4711")
+    paused = headroom_as_alice(url, "fleet", "pause", "--reason", "incident 4711")
     assert paused.returncode == 0, paused.stderr
     assert paused.stdout == f"paused the fleet (incident 4711): {EFFECT}\n"
 
-    again = _headroom(url, "fleet", "pause")
+    again = headroom_as_alice(url, "fleet", "pause")
     assert again.returncode == 0, again.stderr
     assert re.fullmatch(r"the fleet was already paused since \S+Z by alice \(incident 4711\): "
                         + re.escape(EFFECT) + "\n", again.stdout), again.stdout
 
-    text = _headroom(url, "status").stdout
+    text = headroom_as_alice(url, "status").stdout
     assert "fleet paused" in text and "(incident 4711)" in text
-    document = json.loads(_headroom(url, "status", "--json").stdout)
+    document = json.loads(headroom_as_alice(url, "status", "--json").stdout)
     assert document["fleet_pause"]["paused_by"] == "alice"
     assert document["fleet_pause"]["reason"] == "incident 4711"
     assert document["fleet_pause"]["paused_at"].endswith("Z")
 
-    resumed = _headroom(url, "fleet", "resume")
+    resumed = headroom_as_alice(url, "fleet", "resume")
     assert resumed.returncode == 0, resumed.stderr
     assert re.fullmatch(r"resumed the fleet \(paused since \S+Z by alice\): the next tick "
                         r"changes it again\n", resumed.stdout), resumed.stdout
-    assert json.loads(_headroom(url, "status", "--json").stdout)["fleet_pause"] is None
-    assert _headroom(url, "fleet", "resume").stdout == "the fleet was not paused\n"
+    assert json.loads(headroom_as_alice(url, "status", "--json").stdout)["fleet_pause"] is None
+    assert headroom_as_alice(url, "fleet", "resume").stdout == "the fleet was not paused\n"
 
 
 def test_a_reason_too_long_is_a_usage_error_and_pauses_nothing(url: str) -> None:
-    run = _headroom(url, "fleet", "pause", "--reason", "x" * 501)
+    run = headroom_as_alice(url, "fleet", "pause", "--reason", "x" * 501)
     assert run.returncode == 2
     assert "--reason" in run.stderr and "at most 500 characters, got 501" in run.stderr
     assert SqlFleetPause(Store.open(url).engine).fleet_pause() is None
