@@ -132,7 +132,7 @@ class PrometheusCurrent:
         template = self.template_for(model)
         if template is not None:
             return template.replace("{model}", escape(model)).replace("{window}", f"{window}s")
-        return self.preset_for(model).query(model, window)
+        return self.preset_for(model).arrivals(model, window)
 
     def current_rates(self, models: Sequence[str], at: datetime) -> CurrentRates:
         """Each model's request rate over the last ``rate_window_s`` before ``at``: one grouped

@@ -14,11 +14,11 @@ length, abort), SGLang's ``sglang:num_requests_total`` likewise. But each engine
 request when it finishes, and one it cannot serve yet waits in its queue rather than being
 rejected (vLLM's and SGLang's always, Triton's without ``max_queue_size``), so while the
 requests it holds grow, finished requests understate arrivals. A preset's history
-(``Preset.query``, what the forecast learns) therefore adds how fast the requests its replicas
-hold grew over the window (``HELD_GAUGES``: queued, and in vLLM's and SGLang's running batch):
-arrivals are what finished plus what is held beyond what was held. Over consecutive windows
-the held terms cancel, so a queue that drains again adds nothing in all, and while it drains
-the history reads the arrivals, not the backlog served. Each tick reads what finished
+(``Preset.arrivals``, what the forecast learns) therefore adds how fast the requests its
+replicas hold grew over the window (``HELD_GAUGES``: queued, and in vLLM's and SGLang's running
+batch): arrivals are what finished plus what is held beyond what was held. Over consecutive
+windows the held terms cancel, so a queue that drains again adds nothing in all, and while it
+drains the history reads the arrivals, not the backlog served. Each tick reads what finished
 (``Preset.grouped``) and the held requests' growth (``queue_query``) apart: the load adds the
 growth, and the profile correction keeps what finished."""
 
@@ -58,7 +58,7 @@ class Preset:
     #: the label of the ranks whose gauges copy one replica's (``RANK_LABELS``)
     rank: str | None = None
 
-    def query(self, model: str, window_s: int) -> str:
+    def arrivals(self, model: str, window_s: int) -> str:
         """The model's history: the requests that arrived per second over the window, what
         finished plus how fast the requests its replicas hold grew (``held``), not below 0; a
         model that exports no held gauge (a Triton older than its pending-request gauge) is

@@ -139,7 +139,7 @@ def test_a_non_json_range_reply_is_an_unexpected_response_naming_the_query(
     message = str(read(fake))
     assert message.startswith(f"Prometheus at {fake.url}: unexpected response to the range "
                               "query for model 'm1' (not JSON")
-    assert message.endswith(PRESETS["triton"].query("m1", 120))
+    assert message.endswith(PRESETS["triton"].arrivals("m1", 120))
     assert "unreachable" not in message
 
 
