@@ -41,7 +41,7 @@ def test_root_help_shows_each_command_on_one_line_of_a_wide_terminal() -> None:
     rows = [line.strip("│ ").rstrip() for line in panel.splitlines() if line.startswith("│")]
     names = [row.split()[0] for row in rows]
     assert names == ["simulate", "demo", "serve", "dashboard", "status", "db", "placement",
-                     "forecast", "cost", "hint", "models", "trace"]
+                     "forecast", "cost", "hint", "models", "fleet", "trace"]
 
 
 def test_no_help_paragraph_keeps_the_source_line_breaks() -> None:
