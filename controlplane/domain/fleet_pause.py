@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from controlplane.domain.pause import since_by
+
 FLEET_PAUSED = "fleet_paused"  # a paused tick's reason starts with it
 #: the ``why`` an operator may give, at most (the store's column)
 WHY_CHARS = 500
@@ -23,9 +25,8 @@ class FleetPause:
     why: str = ""  # what the operator said (``--reason``)
 
     def since(self) -> str:
-        """``since <UTC time>[ by <who>]``."""
-        at = self.paused_at.strftime("%Y-%m-%dT%H:%M:%SZ")
-        return f"since {at}" + (f" by {self.paused_by}" if self.paused_by else "")
+        """``since <UTC time>[ by <who>]``, as a model's pause says it."""
+        return since_by(self.paused_at, self.paused_by)
 
     def tick_reason(self) -> str:
         """A paused tick's reason: ``fleet_paused since <time> by <who>[: <why>]``, cut to

@@ -50,8 +50,13 @@ class ModelPause:
 
     def reason(self) -> str:
         """The replica target's reason: ``paused since <UTC time> by <who>``."""
-        since = self.paused_at.strftime("%Y-%m-%dT%H:%M:%SZ")
-        return f"{PAUSED} since {since}" + (f" by {self.paused_by}" if self.paused_by else "")
+        return f"{PAUSED} {since_by(self.paused_at, self.paused_by)}"
+
+
+def since_by(paused_at: datetime, paused_by: str) -> str:
+    """A pause's ``since <UTC time, whole seconds>[ by <who>]`` (no ``by`` for no one)."""
+    at = paused_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return f"since {at}" + (f" by {paused_by}" if paused_by else "")
 
 
 @dataclass(frozen=True, slots=True)
