@@ -21,6 +21,7 @@ import streamlit as st
 # Import what the pages share once, when the server handles its first request, rather than on
 # the first visit of each page (pandas, altair, SQLAlchemy and the store tables take seconds).
 import dashboard.costing
+import dashboard.history
 import dashboard.queries
 import dashboard.widgets  # noqa: F401
 from dashboard.context import freeze_imported_heap, reads_store

@@ -20,6 +20,7 @@ from controlplane.domain.cost import (
 )
 from controlplane.domain.cost_gaps import UNRECORDED_AFTER_S, Span, hours_per_day
 from controlplane.domain.timestamps import utc_text
+from dashboard import history
 from dashboard import queries as q
 from dashboard.context import TTL_S, engine_for
 
@@ -56,7 +57,7 @@ def cost_now(url: str) -> pd.DataFrame:
     snaps = cost_reader.snapshots(engine, picks, cost_reader.tenants(engine))
     if not snaps:
         return lines_frame(())
-    return lines_frame(fleet_cost_rate(snaps[0], q.prices(url)))
+    return lines_frame(fleet_cost_rate(snaps[0], history.prices(url)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +91,7 @@ def cost_window(url: str, since_at: datetime, until_at: datetime, *,
     (``cost_export.showback``): each recorded plan held from its tick until the next (sampled in
     a window whose plans place more than PLACED_GPUS_READ GPUs in all), requests from the load
     observations. Stretches longer than ``gap_limit_s`` without a plan are named."""
-    result = cost_export.showback(engine_for(url), q.price_history(url), since_at, until_at,
+    result = cost_export.showback(engine_for(url), history.price_history(url), since_at, until_at,
                                   gap_limit_s=gap_limit_s, placed_budget=PLACED_GPUS_READ)
     served: dict[str, float] = defaultdict(float)
     for (_, model), requests in result.requests.items():
@@ -139,7 +140,7 @@ def export_csv(url: str, accruals: pd.DataFrame, since_at: datetime, until_at: d
     requests: dict[tuple[str, str], float] = {}
     for day, day_start, day_end in cost_export.day_spans((a.day for a in items), since_at,
                                                          until_at):
-        for row in q.served(url, day_start, day_end).itertuples(index=False):
+        for row in history.served(url, day_start, day_end).itertuples(index=False):
             requests[(day, row.model)] = row.served_requests
     return cost_export.csv_text(cost_export.opencost_rows(items, requests,
                                                           unrecorded_h=hours_per_day(unrecorded)))

@@ -167,6 +167,7 @@ def script_times(url: str) -> dict[str, float]:
     from streamlit.testing.v1 import AppTest
 
     import dashboard.costing
+    import dashboard.history
     import dashboard.queries
     import dashboard.widgets  # noqa: F401  (as app.py does: imports are not page work)
 

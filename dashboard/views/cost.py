@@ -12,8 +12,7 @@ from streamlit.delta_generator import DeltaGenerator
 from controlplane.domain import cost_gaps
 from controlplane.domain.cost import cost_per_million, window_bounds
 from controlplane.settings import load_inherited_settings
-from dashboard import costing, widgets
-from dashboard import queries as q
+from dashboard import costing, history, widgets
 from dashboard.context import store_url
 
 WINDOWS = {"24 h": timedelta(hours=24), "7 d": timedelta(days=7)}
@@ -106,7 +105,7 @@ def main() -> None:
         file_name=f"headroom-showback-{since_at:%Y%m%d}-{until_at:%Y%m%d}.csv",
         mime="text/csv")
     st.subheader("GPU prices")
-    widgets.price_sources(q.prices(url), sorted(set(accruals["product"])))
+    widgets.price_sources(history.prices(url), sorted(set(accruals["product"])))
 
 
 def _charts(left: DeltaGenerator, right: DeltaGenerator, rates: pd.DataFrame,

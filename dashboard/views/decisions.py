@@ -8,8 +8,7 @@ from datetime import timedelta
 import pandas as pd
 import streamlit as st
 
-from dashboard import queries as q
-from dashboard import widgets
+from dashboard import history, widgets
 from dashboard.context import TTL_S, reads_store, store_url
 from dashboard.markdown import escape_markdown
 
@@ -41,7 +40,7 @@ def decisions(limit: int, with_actions_only: bool, dry_run_only: bool) -> None:
     url = store_url()
     tick = widgets.require_tick(url, refreshes=True)  # a fragment with run_every
     widgets.store_clock(tick)
-    statuses = q.tick_outcomes(url, tick.started_at - timedelta(hours=24), tick.started_at)
+    statuses = history.tick_outcomes(url, tick.started_at - timedelta(hours=24), tick.started_at)
     cols = st.columns(4)
     for col, status in zip(cols, ("applied", "dry_run", "skipped", "failed"), strict=True):
         col.metric(f"Ticks {status.replace('_', '-')} (24 h)",
@@ -50,11 +49,11 @@ def decisions(limit: int, with_actions_only: bool, dry_run_only: bool) -> None:
     if not skipped.empty:
         st.dataframe(skipped, hide_index=True)
 
-    plans = q.recent_plans(url, limit, with_actions_only, dry_run_only)
+    plans = history.recent_plans(url, limit, with_actions_only, dry_run_only)
     if plans.empty:
         st.info("No plan matches these filters yet.")
         return
-    actions = q.plan_actions(url, tuple(int(p) for p in plans["plan_id"]))
+    actions = history.plan_actions(url, tuple(int(p) for p in plans["plan_id"]))
     st.subheader("Actions in these plans, newest first")
     flat = actions.merge(plans[["plan_id", "created_at"]], on="plan_id").sort_values(
         ["created_at", "ordinal"], ascending=[False, True])

@@ -17,10 +17,10 @@ from controlplane.domain.budget_hold import holds_noted
 from controlplane.domain.hints import NOT_LISTED, DemandHint
 from controlplane.domain.stranded import stranded_noted
 from controlplane.domain.wording import counted
+from dashboard import history, widgets
 from dashboard import model_queries as mq
 from dashboard import queries as q
 from dashboard import signals as sg
-from dashboard import widgets
 from dashboard.context import store_url
 from dashboard.markdown import escape_markdown
 
@@ -328,7 +328,7 @@ def main() -> None:
             .properties(height=180), width="stretch")
     with right:
         st.subheader("Warm pool (fleet, GPUs held by the plan)")
-        fleet = q.fleet_timeline(url, since_at, until_at)
+        fleet = history.fleet_timeline(url, since_at, until_at)
         st.altair_chart(alt.Chart(fleet).mark_line(interpolate="step-after").encode(
             x=widgets.time_x(),
             y=alt.Y("warm_gpus:Q", title="warm GPUs", axis=alt.Axis(format="d")))

@@ -14,7 +14,7 @@ from controlplane.domain import cost_gaps
 from controlplane.domain.cost import cost_per_million
 from controlplane.domain.slo import slo_status
 from controlplane.settings import load_inherited_settings
-from dashboard import costing, widgets
+from dashboard import costing, history, widgets
 from dashboard import queries as q
 from dashboard.context import TTL_S, reads_store, store_url
 from dashboard.markdown import escape_markdown
@@ -76,7 +76,7 @@ SLO_HELP = {
 def slo_table(url: str, tick: q.LastTick) -> pd.DataFrame:
     read_at = tick.observed_through
     latest = q.latest_observations(url, read_at)
-    last_hour = q.shortfalls(url, read_at - timedelta(hours=1), read_at)
+    last_hour = history.shortfalls(url, read_at - timedelta(hours=1), read_at)
     frame = latest.merge(last_hour, on="model", how="left").fillna({"short_observations": 0,
                                                                     "observations": 0})
     frame["queued"] = [tick.queued.get(str(model), math.nan) for model in frame["model"]]
@@ -183,7 +183,7 @@ def overview() -> None:
     left, right = st.columns(([5, 4], [1, 1], [2, 3], [1, 2])[read])
     with left:
         st.subheader("Fleet over the last 24 h")
-        timeline = q.fleet_timeline(url, since_at, tick.started_at)
+        timeline = history.fleet_timeline(url, since_at, tick.started_at)
         long = timeline.melt(id_vars="at", value_vars=["demand_rps", "capacity_rps"],
                              var_name="series", value_name="rps")
         st.altair_chart(alt.Chart(long).mark_line().encode(

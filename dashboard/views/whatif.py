@@ -16,9 +16,8 @@ from controlplane.domain.cost import GpuPrice
 from controlplane.domain.errors import error_line
 from controlplane.settings import ConfigError, load_inherited_settings
 from controlplane.store.engine import StoreUnavailable, redact, sqlite_file
+from dashboard import history, whatif, widgets
 from dashboard import model_queries as mq
-from dashboard import queries as q
-from dashboard import whatif, widgets
 from dashboard.markdown import escape_markdown
 
 
@@ -74,7 +73,7 @@ def store_prices() -> tuple[tuple[GpuPrice, ...], str, str]:
     if missing is not None and not missing.exists():
         return (), f"there is no store file at {missing}", url
     try:
-        return q.configured_prices(url), "", url
+        return history.configured_prices(url), "", url
     except StoreUnavailable as error:
         return (), f"the store cannot be opened ({error})", url
     except SQLAlchemyError as error:

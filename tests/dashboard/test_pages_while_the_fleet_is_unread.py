@@ -23,6 +23,7 @@ from controlplane.runtime import SimRuntime
 from controlplane.settings import load_settings
 from controlplane.store import Store
 from controlplane.store.codec import observed_from_json
+from dashboard import history
 from dashboard import queries as q
 
 UNREACHABLE_TICKS = 8
@@ -120,7 +121,7 @@ def test_fleet_timeline_leaves_the_unread_ticks_totals_missing_not_zero(
         outage: Outage, seeded: Seeded) -> None:
     tick = q.last_tick(outage.url)
     assert tick is not None
-    timeline = q.fleet_timeline(outage.url, seeded.end_at, tick.started_at)
+    timeline = history.fleet_timeline(outage.url, seeded.end_at, tick.started_at)
     unread = timeline[timeline["status"] == "skipped"]
     assert len(unread) == UNREACHABLE_TICKS and not unread["read_the_fleet"].any()
     for column in ("gpus_ready", "demand_rps", "capacity_rps"):
