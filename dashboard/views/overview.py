@@ -178,9 +178,11 @@ def overview() -> None:
 
     # the tables' column takes 4/9 of the page, and more for each signal column the SLO table
     # has (queue, KV cache: ticks that read them, Kubernetes with a metric preset; latency:
-    # the simulator's and any latency query's), so it fits a 1440-px page
-    read = len([c for c in ("queued", "kv_cache_pct", "latency_ms") if c in slo.columns])
-    left, right = st.columns(([5, 4], [1, 1], [2, 3], [1, 2])[read])
+    # the simulator's and any latency query's; unscheduled: while a model has pods unbound), so
+    # it fits a 1440-px page; past three it takes two thirds, as much as the chart can give
+    read = len([c for c in ("queued", "kv_cache_pct", "latency_ms", "unscheduled")
+                if c in slo.columns])
+    left, right = st.columns(([5, 4], [1, 1], [2, 3], [1, 2])[min(read, 3)])
     with left:
         st.subheader("Fleet over the last 24 h")
         timeline = history.fleet_timeline(url, since_at, tick.started_at)

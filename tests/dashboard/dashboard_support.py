@@ -112,6 +112,15 @@ def _served_models(url: str) -> list[ObservedModel]:
                   key=lambda m: m.name)
 
 
+def stranded_note(model: str) -> str:
+    """The note a tick writes of a model's stranded replicas (``controlplane.domain.stranded``),
+    as a Kubernetes fleet's tick would write it."""
+    return (f"model {model}: 2 replica(s) of 2 GPUs unscheduled: no ready node of pool a100 has "
+            "2 whole GPUs free (4 free in all, at most 1 on one node); pool a100's target "
+            "raised to 7 node(s) for them; a scheduler that scores nodes MostAllocated on "
+            "nvidia.com/gpu packs replicas whole")
+
+
 def with_unscheduled_read(url: str, copy: Path, note: Callable[[str], str]
                           ) -> tuple[str, str, str]:
     """The URL of a copy (at ``copy``) of the store at ``url`` with one more tick that read, of

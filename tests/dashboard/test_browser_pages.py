@@ -22,7 +22,14 @@ from dashboard_browser import (
     Browser,
     stop_group,
 )
-from dashboard_support import REPO_ROOT, free_port, with_a_renamed_model, with_kv_cache_read
+from dashboard_support import (
+    REPO_ROOT,
+    free_port,
+    stranded_note,
+    with_a_renamed_model,
+    with_kv_cache_read,
+    with_unscheduled_read,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -140,6 +147,15 @@ def test_the_overview_tables_still_fit_when_the_last_tick_read_queues_and_kv_cac
     with running_dashboard(url, tmp_path) as dashboard:
         _assert_the_overview_tables_fit(browser, dashboard, tmp_path / "overview-queued.png")
 
+
+
+def test_the_overview_tables_still_fit_when_the_last_tick_read_pods_no_node_has_bound(
+        seeded_url: str, tmp_path: Path, browser: Browser) -> None:
+    """Pods no node has bound give the SLO table its unscheduled column beside the simulator's
+    latency: the table's column widens for it, and still fits."""
+    url, _, _ = with_unscheduled_read(seeded_url, tmp_path / "unscheduled.db", stranded_note)
+    with running_dashboard(url, tmp_path) as dashboard:
+        _assert_the_overview_tables_fit(browser, dashboard, tmp_path / "overview-unbound.png")
 
 #: a model name in Streamlit's own markdown: shortcodes (emoji, Material icon, logo), a colour
 #: directive, and the typographic replacements (arrows, dash, >=, <=, ~=) between spaces

@@ -9,16 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from dashboard_support import Seeded, as_shown, open_page, slo_table, with_unscheduled_read
-
-
-def stranded_note(model: str) -> str:
-    """The note a tick writes of a model's stranded replicas (``controlplane.domain.stranded``),
-    as a Kubernetes fleet's tick would write it."""
-    return (f"model {model}: 2 replica(s) of 2 GPUs unscheduled: no ready node of pool a100 has "
-            "2 whole GPUs free (4 free in all, at most 1 on one node); pool a100's target "
-            "raised to 7 node(s) for them; a scheduler that scores nodes MostAllocated on "
-            "nvidia.com/gpu packs replicas whole")
+from dashboard_support import (
+    Seeded,
+    as_shown,
+    open_page,
+    slo_table,
+    stranded_note,
+    with_unscheduled_read,
+)
 
 
 def test_the_slo_table_shows_each_models_unscheduled_pods_only_while_some_model_has_any(
