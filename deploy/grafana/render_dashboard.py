@@ -108,6 +108,10 @@ ROWS: list[tuple[str, list[tuple[str, str, str, list[tuple[str, str]]]]]] = [
         ("Leader and plan revision", "short", "replicas leading the loop (1 expected); the "
          "fleet plan's revision the placement API serves",
          [("sum(headroom_leader)", "leaders"), ("max(headroom_fleet_plan_revision)", "revision")]),
+        ("Fleet paused for", "s", "how long headroom fleet pause has held every change (ticks "
+         "plan a dry run) by who paused it; no sample while the fleet is not paused; "
+         "HeadroomFleetPaused fires past an hour",
+         [("time() - headroom_fleet_paused_since_timestamp_seconds", "paused by {{paused_by}}")]),
     ]),
     ("Placement API", [
         ("Requests by method and code", "reqps", "placement API calls per second",

@@ -23,6 +23,7 @@ from exposed_metrics import exposed_names
 from prometheus_api_client import PrometheusConnect
 
 from controlplane.adapters.clock import WallClock
+from controlplane.domain.fleet_pause import FleetPause
 from controlplane.domain.tick import TickReport
 from controlplane.placement_api import journaled_engine, served_metrics
 from controlplane.runtime import SimRuntime
@@ -38,6 +39,7 @@ GRAFANA = Path(__file__).resolve().parents[2] / "deploy" / "grafana"
 DASHBOARD = json.loads((GRAFANA / "headroom-dashboard.json").read_text())
 T0 = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
 SLOW = DEMO_MODELS[0].name
+PAUSED = FleetPause(T0, "alice", "incident 4711")
 
 
 def _charts() -> list[dict[str, Any]]:
@@ -85,8 +87,8 @@ def serving(tmp_path: Path) -> Iterator[tuple[int, SimRuntime, pb_grpc.Placement
     """The simulated fleet's loop and the placement API with metrics on one registry, as
     ``headroom serve`` runs them: the /metrics port, the runtime and a placement stub. Its
     ticks also read queues and KV caches (as Kubernetes with the vLLM preset does; the
-    simulator reads neither), so that those panels have series too, and the first model's
-    latency is far above its SLO."""
+    simulator reads neither), so that those panels have series too, the first model's latency
+    is far above its SLO and the fleet is paused."""
     settings = load_settings(db={"url": f"sqlite:///{tmp_path / 'serve.db'}"},
                              placement={"metrics_listen": "127.0.0.1:0"})
     store = Store.open(settings.db.url, migrate=True)
@@ -100,8 +102,8 @@ def serving(tmp_path: Path) -> Iterator[tuple[int, SimRuntime, pb_grpc.Placement
         models = tuple(replace(m, queued_requests=2.0, kv_cache_usage=0.4,
                                latency_ms=m.latency_ms if m.name != SLOW else 1e6)
                        for m in report.observed.models)
-        metrics.loop.record(replace(report, observed=replace(report.observed, models=models)),
-                            saved)
+        metrics.loop.record(replace(report, observed=replace(report.observed, models=models),
+                                    fleet_pause=PAUSED), saved)
 
     runtime.on_tick = record
     server, port = create_server("127.0.0.1:0", engine, metrics=metrics.placement)
@@ -143,5 +145,9 @@ def test_every_panels_queries_return_series_from_a_prometheus_scraping_headroom_
         assert not empty, empty
         short = next(q for title, q in _queries() if title == "Models short of their SLO")
         assert float(prom.custom_query(short)[0]["value"][1]) >= 1  # SLOW, not vector(0)
+        paused = next(q for title, q in _queries() if title == "Fleet paused for")
+        [series] = prom.custom_query(paused)
+        assert series["metric"]["paused_by"] == "alice"
+        assert float(series["value"][1]) >= 0.0  # since T0 on the wall clock: before now
         # a rate over series that grew between scrapes reads a number, not NaN
         assert float(ticks[0]["value"][1]) >= 0.0
