@@ -120,8 +120,8 @@ class ObservedModel:
     #: once the replicas are saturated (``DemandPolicy.queue_drain_s``)
     queued_requests: float | None = None
     #: how fast the requests its replicas hold (queued and, for vLLM and SGLang, running) grew
-    #: over the rate window (requests/s, a fall read as 0): the rate arrivals outran
-    #: completions; None when not measured
+    #: over the rate window (requests/s, negative while they drain): the rate arrivals outran
+    #: completions (``arrivals_rps``); None when not measured
     queue_growth_rps: float | None = None
     #: the KV cache its replicas' running requests hold (0-1, their mean; vLLM, SGLang), None
     #: when not measured: a model whose requests are long fills it before its request rate
@@ -133,6 +133,16 @@ class ObservedModel:
     #: its pods no node has bound yet (Pending, no nodeName: waiting for the scheduler or for
     #: room), None when not read; a bound pod still starting is pending, not unscheduled
     replicas_unscheduled: int | None = None
+
+    @property
+    def arrivals_rps(self) -> float:
+        """The requests that arrived per second: those that finished (``demand_rps``) plus how
+        fast the requests its replicas hold grew, not below 0, as its Prometheus history counts
+        them (``forecaster.sources.promql``); what finished where the growth is not measured.
+        A saturated engine finishes only what its capacity serves and queues the rest: its
+        demand is what arrived, which is what its forecasts forecast, their calibration scores
+        and its history, the dashboard and ``headroom status`` show."""
+        return max(0.0, self.demand_rps + (self.queue_growth_rps or 0.0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +162,7 @@ class ModelLoad:
     #: requests waiting in its replicas' queues now (summed over them); None: not measured
     queued_requests: float | None = None
     #: how fast the requests they hold (queued, running) grew over the rate window (requests/s,
-    #: >= 0); None: not measured
+    #: negative while they drain); None: not measured
     queue_growth_rps: float | None = None
     #: the KV cache usage of its replicas now (0-1, their mean); None: not measured
     kv_cache_usage: float | None = None
@@ -185,8 +195,9 @@ class ObservedState:
         return sum(p.gpus_ready for p in self.pools)
 
     def measured_load_rps(self) -> tuple[float, float]:
-        """Demand and the ready capacity serving it, summed over the models whose load was
-        measured: a model whose load is unknown counts on neither side (its capacity against
-        no demand would make the fleet look less loaded than it is)."""
+        """Demand (the requests that arrived: ``ObservedModel.arrivals_rps``) and the ready
+        capacity serving it, summed over the models whose load was measured: a model whose
+        load is unknown counts on neither side (its capacity against no demand would make the
+        fleet look less loaded than it is)."""
         measured = [m for m in self.models if m.demand_measured]
-        return sum(m.demand_rps for m in measured), sum(m.capacity_rps for m in measured)
+        return sum(m.arrivals_rps for m in measured), sum(m.capacity_rps for m in measured)

@@ -237,11 +237,12 @@ class PrometheusCurrent:
                        growth: bool = False) -> CurrentRates:
         """Each model's requests waiting at ``at``, summed over its replicas, or (``growth``)
         how fast the requests they hold (queued and running) grew over the last
-        ``rate_window_s`` (requests/s, a fall read as 0): one grouped query of the engine's
-        ``preset`` gauges (``queue_query``). A model with no series (an engine that does not
-        export them) is unknown."""
+        ``rate_window_s`` (requests/s, negative while they drain): one grouped query of the
+        engine's ``preset`` gauges (``queue_query``). A model with no series (an engine that
+        does not export them) is unknown."""
         query = queue_query(preset, self.rate_window_s if growth else None)
-        return self._current_grouped(models, at, query, PRESETS[preset].label)
+        return self._current_grouped(models, at, query, PRESETS[preset].label,
+                                     least=-math.inf if growth else 0.0)
 
     def current_kv_cache_usage(self, models: Sequence[str], at: datetime,
                                preset: str) -> CurrentRates:
@@ -250,7 +251,7 @@ class PrometheusCurrent:
         return self._current_grouped(models, at, kv_cache_query(preset), PRESETS[preset].label)
 
     def _current_grouped(self, models: Sequence[str], at: datetime, query: str,
-                         label: str) -> CurrentRates:
+                         label: str, least: float = 0.0) -> CurrentRates:
         rates: dict[str, float] = {}
         unknown: dict[str, str] = {}
         try:
@@ -259,7 +260,7 @@ class PrometheusCurrent:
             return CurrentRates({}, {model: str(exc) for model in models},
                                 unreachable=exc if isinstance(exc, SourceUnreachable) else None)
         for model in models:
-            rates_or_why(model, by_label.get(model), query, self.shown, rates, unknown)
+            rates_or_why(model, by_label.get(model), query, self.shown, rates, unknown, least)
         return CurrentRates(rates, unknown)
 
     def _current_each(self, models: Sequence[str], at: datetime,
@@ -308,8 +309,9 @@ class PrometheusCurrent:
 
 
 def rates_or_why(model: str, value: float | None, query: str, shown: str,
-                 rates: dict[str, float], unknown: dict[str, str]) -> None:
-    """File ``model``'s measured ``value`` under ``rates``, or why it is unknown."""
+                 rates: dict[str, float], unknown: dict[str, str], least: float = 0.0) -> None:
+    """File ``model``'s measured ``value`` (at least ``least``) under ``rates``, or why it is
+    unknown."""
     if value is None:
         unknown[model] = f"Prometheus at {shown} returned no series for model {model!r} " \
                          f"(query {query})"
@@ -317,4 +319,4 @@ def rates_or_why(model: str, value: float | None, query: str, shown: str,
         unknown[model] = f"Prometheus at {shown} returned {value} for model {model!r} " \
                          f"(query {query})"
     else:
-        rates[model] = max(0.0, value)
+        rates[model] = max(least, value)

@@ -2,7 +2,7 @@
 package, backfilled): an LLM engine counts a request when it finishes and queues what it cannot
 serve yet, so what finished plus how fast the requests its replicas hold (queued and running)
 grew is the arrivals, while the queue grows and while it drains. Each tick reads what finished
-and that growth apart."""
+and that growth (negative while the queue drains) apart."""
 
 from __future__ import annotations
 
@@ -99,8 +99,12 @@ def test_each_tick_reads_what_finished_and_the_held_requests_growth_apart(
     src = PrometheusSource(prom_url, preset="vllm")
     growth = {x: src.current_queued([QUEUED], at(x), "vllm", growth=True).rates[QUEUED]
               for x in (600, 2400, 4800)}
-    # the batch filling (running, not queued), the queue growing, and draining (a fall read as
-    # 0: each tick counts what finished, the backlog served with it)
-    assert growth == {600: pytest.approx(0.05), 2400: pytest.approx(2.0), 4800: 0.0}
-    finished = src.current_rates([QUEUED], at(4800)).rates
-    assert finished == {QUEUED: pytest.approx(12.0)}
+    # the batch filling (running, not queued), the queue growing, and draining: a fall keeps
+    # its sign, so what finished plus it is what arrived at every tick
+    assert growth == {600: pytest.approx(0.05), 2400: pytest.approx(2.0),
+                      4800: pytest.approx(-2.0)}
+    finished = {x: src.current_rates([QUEUED], at(x)).rates[QUEUED] for x in growth}
+    assert finished == {600: pytest.approx(9.95), 2400: pytest.approx(8.0),
+                        4800: pytest.approx(12.0)}
+    assert {x: finished[x] + growth[x] for x in growth} == pytest.approx(
+        {x: ARRIVALS_RPS for x in growth})

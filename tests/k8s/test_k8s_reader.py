@@ -247,6 +247,17 @@ def test_queued_requests_are_observed_and_a_negative_or_nan_queue_is_not_measure
     json.loads(observed_to_json(observed), parse_constant=_refuse)
 
 
+def test_a_draining_queues_negative_growth_is_observed_and_what_arrived_is_net_of_it(
+        apiserver: ApiServer, clock: VirtualClock) -> None:
+    seed_fleet(apiserver)
+    loads = FixedLoads({"vision/resnet": ModelLoad(12.0, 20.0, queued_requests=40.0,
+                                                   queue_growth_rps=-2.0)})
+    observed = make_backend(apiserver, clock, load=loads).reader.snapshot()
+    resnet = {m.name: m for m in observed.models}["vision/resnet"]
+    assert (resnet.demand_rps, resnet.queue_growth_rps, resnet.arrivals_rps) == (12.0, -2.0, 10.0)
+    assert not [n for n in observed.notes if "queue_growth_rps" in n]
+
+
 def test_a_kv_cache_usage_is_observed_and_one_outside_zero_to_one_is_not_measured(
         apiserver: ApiServer, clock: VirtualClock) -> None:
     seed_fleet(apiserver)

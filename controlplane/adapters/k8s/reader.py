@@ -153,10 +153,10 @@ def pools_node_mismatches(inventory: Inventory, pools: Sequence[PoolSpec]) -> li
 
 
 def _reading(model: str, name: str, value: float | None, notes: list[str],
-             most: float = math.inf) -> float | None:
+             most: float = math.inf, least: float = 0.0) -> float | None:
     """A reading of the load source beside the rate (latency, queue, KV cache), or None (noted)
-    when it is negative, not finite or above ``most``."""
-    if value is not None and not (math.isfinite(value) and 0 <= value <= most):
+    when it is below ``least``, not finite or above ``most``."""
+    if value is not None and not (math.isfinite(value) and least <= value <= most):
         notes.append(f"{model}: the load source gave {name}={value}; not measured")
         return None
     return value
@@ -259,9 +259,11 @@ def observed_from(inventory: Inventory, pools: Sequence[PoolSpec], settings: Kub
         if not measured:
             # unknown, not 0: a 0 would be stored as history and size the model for no load
             notes.append(f"{model}: demand not measured this tick: {why}")
-        latency_ms, queued, growth = (_reading(model, name, value, notes) for name, value in (
-            ("latency_ms", got.latency_ms), ("queued_requests", got.queued_requests),
-            ("queue_growth_rps", got.queue_growth_rps)))
+        latency_ms, queued = (_reading(model, name, value, notes) for name, value in (
+            ("latency_ms", got.latency_ms), ("queued_requests", got.queued_requests)))
+        # negative while the queue drains
+        growth = _reading(model, "queue_growth_rps", got.queue_growth_rps, notes,
+                          least=-math.inf)
         kv_cache = _reading(model, "kv_cache_usage", got.kv_cache_usage, notes, most=1.0)
         models.append(ObservedModel(model, ready, max(0, target - ready), target,
                                     demand_rps if demand_rps is not None and measured else 0.0,
