@@ -1,12 +1,13 @@
-"""Read the requests each model served over a window from its load observations: the mean
-served rate (min(demand, capacity)) x the seconds its observations cover; and those of its
-observations short of its SLO (``shortfalls``, the Overview's short %). Part of
-``controlplane.cost_reader``, which re-exports them.
+"""Read the requests each model served over a window from its load observations: the mean served
+rate (min(finished, capacity)) x the seconds its observations cover, beside those that arrived;
+and those of its observations short of its SLO (``shortfalls``, the Overview's short %). Part
+of ``controlplane.cost_reader``, which re-exports them.
 
 Only observations at or after the first reconcile tick count: rows before it are backfilled
 demand history with no capacity. A model's rows are read from the observations' (model, at,
-demand, capacity) index alone (migration 0025), grouped in its order; its first and last
-observation by two lookups in that index, not by a min() and a max() over every row.
+finished, capacity, arrived) index alone (migrations 0025, 0030), grouped in its order; its
+first and last observation by two lookups in that index, not by a min() and a max() over every
+row.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from sqlmodel import SQLModel
 import controlplane.store.tables  # noqa: F401  (registers the tables in the metadata)
 from controlplane.cost_layouts import chunks
 from controlplane.domain.slo import KV_CACHE_FULL, QUEUE_BACKLOG_S
+from controlplane.store.arrivals import arrived_rps
 from controlplane.store.stored_columns import stored_names
 from controlplane.store.utc import as_utc
 
@@ -61,12 +63,14 @@ class Shortfalls:
 
 def served_requests(engine: Engine, models: Sequence[str] | None, since_at: datetime,
                     until_at: datetime) -> dict[str, ServedRequests]:
-    """Mean demand and served rate (min(demand, capacity)) x covered seconds per model (every
-    model observed in the window when ``models`` is None: listed in the models table or not),
-    with the model's observations."""
+    """Mean demand (the requests that arrived: ``store.arrivals``) and served rate
+    (min(finished, capacity)) x covered seconds per model (every model observed in the window
+    when ``models`` is None: listed in the models table or not), with the model's
+    observations."""
     obs = _observations()
+    arrived = arrived_rps(obs, stored_names(engine, obs.name))
     rows, ends = _grouped(engine, models, since_at, until_at,
-                          (func.avg(obs.c.demand_rps), func.avg(_served_rps()), func.count()))
+                          (func.avg(arrived), func.avg(_served_rps()), func.count()))
     out = {}
     for model, demand, served_rps, count in rows:
         covered_s = _covered_s(ends[str(model)], int(count))
@@ -77,17 +81,19 @@ def served_requests(engine: Engine, models: Sequence[str] | None, since_at: date
 
 def shortfalls(engine: Engine, since_at: datetime, through_at: datetime
                ) -> dict[str, Shortfalls]:
-    """Each model observed from ``since_at`` through ``through_at`` (the newest reading
-    included): its observations and those short of its SLO as ``controlplane.domain.slo``
-    reads it, in SQL: capacity below demand, more than ``QUEUE_BACKLOG_S`` of its capacity
-    queued, its KV cache fuller than ``KV_CACHE_FULL``, or its latency above the models
-    table's SLO. A signal not measured (NULL; a store older than migration 0027 has no queue or
-    KV cache) is not short, nor the latency of a model no longer listed (no SLO)."""
+    """Each model observed from ``since_at`` through ``through_at`` (the newest reading included):
+    its observations and those short of its SLO as ``controlplane.domain.slo`` reads it, in
+    SQL: capacity below demand (the requests that arrived), more than ``QUEUE_BACKLOG_S`` of
+    its capacity queued, its KV cache fuller than ``KV_CACHE_FULL``, or its latency above
+    the models table's SLO. A signal not measured (NULL; a store older than migration 0027
+    has no queue or KV cache) is not short, nor the latency of a model no longer listed (no
+    SLO)."""
     obs, models = _observations(), SQLModel.metadata.tables["models"]
     slo_ms = select(models.c.latency_slo_ms).where(models.c.name == obs.c.model)
-    short = [obs.c.capacity_rps < obs.c.demand_rps,
+    stored = stored_names(engine, "observations")
+    short = [obs.c.capacity_rps < arrived_rps(obs, stored),
              obs.c.latency_ms > slo_ms.scalar_subquery()]
-    if {"queued_requests", "kv_cache_usage"} <= stored_names(engine, "observations"):
+    if {"queued_requests", "kv_cache_usage"} <= stored:
         short += [obs.c.queued_requests > QUEUE_BACKLOG_S * obs.c.capacity_rps,
                   obs.c.kv_cache_usage > KV_CACHE_FULL]
     with engine.connect() as connection:

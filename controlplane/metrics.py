@@ -48,7 +48,8 @@ DEMAND_KINDS = ("provisioned", "forecast_p90", "forecast_upper")
 #: What each kind of ``headroom_model_rps`` is, and over which horizon its forecast kinds are
 #: read: the loop's lookahead (what sizing reads), not ``headroom status``'s step 20 min ahead.
 MODEL_RPS_HELP = (
-    "Requests/s per model by kind: observed = the load the last observing tick saw; capacity = "
+    "Requests/s per model by kind: observed = the load the last observing tick saw (the "
+    "requests that arrived: those that finished plus how fast those held grew); capacity = "
     "what its ready replicas serve; provisioned = the capacity the last deciding tick sized for "
     "(demand / target utilization); forecast_p90 = the highest p90 of the forecast that tick "
     "sized from (calibrated, demand hints' floors applied) over the steps from the tick to the "
@@ -247,7 +248,7 @@ class ControlPlaneMetrics:
                     self.model_replicas.remove(model.name, "unscheduled")
             self.load_unmeasured.labels(model.name).set(0 if model.demand_measured else 1)
             if model.demand_measured:
-                self.model_rps.labels(model.name, "observed").set(model.demand_rps)
+                self.model_rps.labels(model.name, "observed").set(model.arrivals_rps)
             else:  # unknown this tick: no sample, rather than a 0 or the last value
                 with suppress(KeyError):
                     self.model_rps.remove(model.name, "observed")

@@ -6,7 +6,8 @@ read), so the loop that ran is scored as a simulated policy is, over the same de
 Per minute and model, from the loop's own records:
 
 * ``demand_rps``: the mean of the minute's observations of the model (the ticks that measured
-  its load);
+  its load) of the requests that arrived (``store.arrivals``: a saturated engine's queue
+  counts, so the minute is short);
 * ``ready_replicas``: the fewest ready at any of them (those that served the whole minute, as
   simulate counts them), and ``per_replica_rps`` what one of them was credited with then (the
   observed capacity over the ready replicas; with none ready, the offline profile's);
@@ -111,7 +112,9 @@ def read_recorded(engine: Engine, models: Collection[str] | None, since_at: date
     from sqlalchemy import or_, select
 
     from controlplane.cost_reader import table, tick_facts
+    from controlplane.store.arrivals import arrived_rps
     from controlplane.store.model_digest import model_specs_digested
+    from controlplane.store.stored_columns import stored_names
     from controlplane.store.utc import as_utc
 
     specs = [s for s in model_specs_digested(engine)[1] if models is None or s.name in models]
@@ -126,7 +129,8 @@ def read_recorded(engine: Engine, models: Collection[str] | None, since_at: date
     products = {p for _, by_product in billed for p in by_product}
     with engine.connect() as connection:
         rows = connection.execution_options(stream_results=True, yield_per=10_000).execute(
-            select(observations.c.model, observations.c.at, observations.c.demand_rps,
+            select(observations.c.model, observations.c.at,
+                   arrived_rps(observations, stored_names(engine, observations.name)),
                    observations.c.capacity_rps, observations.c.replicas_ready)
             .where(observations.c.at >= since_at, observations.c.at < until_at,
                    observations.c.model.in_([s.name for s in specs])))

@@ -15,8 +15,9 @@ from sqlalchemy import and_, func, select
 from controlplane.cost_reader import table
 from controlplane.recorded_timeline import read_recorded
 from controlplane.simulation.timeline import timeline_text
+from controlplane.store.arrivals import arrived_rps
 from controlplane.store.codec import notes_from_json
-from controlplane.store.stored_columns import columns_or_null
+from controlplane.store.stored_columns import columns_or_null, stored_names
 from dashboard.context import TTL_S, engine_for, read_frame, utc_columns
 
 #: the serving signals of ``model_history`` a store may be too old to hold (None there): the
@@ -26,12 +27,15 @@ SIGNAL_COLUMNS = ["latency_ms", "queued_requests", "kv_cache_usage"]
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def model_history(url: str, model: str, since_at: datetime, until_at: datetime) -> pd.DataFrame:
-    """One model's observations in the window, oldest first: its load, ready capacity and
-    replicas, and the serving signals read then (None: not measured)."""
+    """One model's observations in the window, oldest first: its load (``demand_rps``: the
+    requests that arrived, ``store.arrivals``), ready capacity and replicas, and the serving
+    signals read then (None: not measured)."""
     o = table("observations")
     cols = ["at", "demand_rps", "capacity_rps", "replicas_ready"]
     signals = columns_or_null(engine_for(url), o, SIGNAL_COLUMNS)
-    query = (select(*(o.c[c] for c in cols), *signals)
+    load = (o.c.at, arrived_rps(o, stored_names(engine_for(url), o.name)), o.c.capacity_rps,
+            o.c.replicas_ready)
+    query = (select(*load, *signals)
              .where(and_(o.c.model == model, o.c.at >= since_at, o.c.at <= until_at))
              .order_by(o.c.at))
     return utc_columns(read_frame(url, query, cols + SIGNAL_COLUMNS), "at")

@@ -62,7 +62,9 @@ class ModelStatus:
     tenant: str
     observed: bool  # the last tick saw the model
     demand_measured: bool
-    observed_rps: float | None  # None: not seen, or its load could not be measured
+    # the requests that arrived per second (ObservedModel.arrivals_rps); None: not seen, or its
+    # load could not be measured
+    observed_rps: float | None
     replicas_ready: int | None
     replicas_pending: int | None
     replicas_target: int | None  # the target the fleet reported (e.g. a Deployment's replicas)

@@ -7,7 +7,6 @@ whole or not at all, so a crash never leaves half a decision behind.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,7 +24,8 @@ from controlplane.domain.observed import ObservedState
 from controlplane.domain.price_history import check_one_price_per_product
 from controlplane.domain.profile import ProfileCorrection, ProfileSample
 from controlplane.domain.tick import TickReport
-from controlplane.store import codec, guard_intent, tick_fence, tick_records
+from controlplane.store import arrivals, codec, guard_intent, tick_fence, tick_records
+from controlplane.store.arrivals import arrived
 from controlplane.store.engine import (
     NO_SCHEMA_ADVICE,
     MigrationError,
@@ -42,6 +42,7 @@ from controlplane.store.migration_lock import DEFAULT_MIGRATION_LOCK_WAIT_S
 from controlplane.store.model_digest import model_specs_digested
 from controlplane.store.pg_response import DEFAULT_RESPONSE_TIMEOUT_S
 from controlplane.store.profiles import newest_profiles
+from controlplane.store.stored_columns import stored_names
 from controlplane.store.tables import (
     ActionRecord,
     ForecastRecord,
@@ -73,6 +74,7 @@ def price_label(pool: PoolSpec, at: datetime | None) -> dict[str, str]:
 class Store:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._observed_columns: frozenset[str] | None = None
 
     @classmethod
     def open(cls, url: str, connect_timeout_s: float = 5.0, migrate: bool = False,
@@ -235,7 +237,8 @@ class Store:
                                               replicas_ready=model.replicas_ready,
                                               latency_ms=model.latency_ms,
                                               queued_requests=model.queued_requests,
-                                              kv_cache_usage=model.kv_cache_usage))
+                                              kv_cache_usage=model.kv_cache_usage,
+                                              arrivals_rps=arrived(model)))
             session.commit()
 
     def save_observations(self, rows: Sequence[tuple[str, datetime, float]],
@@ -250,24 +253,17 @@ class Store:
 
     def rate_history(self, model: str, since_at: datetime, until_at: datetime,
                      step_s: int) -> TrafficSeries:
-        """Observed demand of one model as a regular series: mean per step, NaN where no data."""
-        start_at = as_utc(since_at)
-        steps = max(0, math.ceil((as_utc(until_at) - start_at).total_seconds() / step_s))
-        sums = [0.0] * steps
-        counts = [0] * steps
-        with self.session() as session:
-            rows = session.exec(
-                select(ObservationRecord.at, ObservationRecord.demand_rps)
-                .where(ObservationRecord.model == model)
-                .where(col(ObservationRecord.at) >= since_at)
-                .where(col(ObservationRecord.at) < until_at)).all()
-        for at, rps in rows:
-            i = int((as_utc(at) - start_at).total_seconds() // step_s)
-            if 0 <= i < steps:
-                sums[i] += rps
-                counts[i] += 1
-        values = tuple(s / c if c else math.nan for s, c in zip(sums, counts, strict=True))
-        return TrafficSeries(series_id=model, step_s=step_s, start_at=start_at, values=values)
+        """The requests that arrived for one model as a regular series: mean per step, NaN
+        where no data (``arrivals.rate_history``)."""
+        return arrivals.rate_history(self.engine, self._observation_columns(), model, since_at,
+                                     until_at, step_s)
+
+    def _observation_columns(self) -> frozenset[str]:
+        """The observations' columns, read once: a store older than migration 0030 has no
+        ``arrivals_rps`` (``open_existing`` reads stores not yet upgraded)."""
+        if self._observed_columns is None:
+            self._observed_columns = stored_names(self.engine, "observations")
+        return self._observed_columns
 
     def profile_samples(self, since_at: datetime,
                         until_at: datetime) -> dict[str, tuple[ProfileSample, ...]]:
@@ -300,11 +296,7 @@ class Store:
         return as_utc(at) if at is not None else None
 
     def peak_rps_since(self, model: str, since_at: datetime) -> float | None:
-        with self.session() as session:
-            peak = session.exec(select(func.max(ObservationRecord.demand_rps))
-                                .where(ObservationRecord.model == model)
-                                .where(col(ObservationRecord.at) >= since_at)).first()
-        return float(peak) if peak is not None else None
+        return arrivals.peak_rps_since(self.engine, self._observation_columns(), model, since_at)
 
     def last_observed(self) -> ObservedState | None:
         with self.session() as session:

@@ -254,7 +254,7 @@ def _model(name: str, tenant: str, seen: ObservedModel | None,
     if seen is None:
         return ModelStatus(name, tenant, False, False, None, None, None, None, None, forecast)
     return ModelStatus(name, tenant, True, seen.demand_measured,
-                       seen.demand_rps if seen.demand_measured else None, seen.replicas_ready,
+                       seen.arrivals_rps if seen.demand_measured else None, seen.replicas_ready,
                        seen.replicas_pending, seen.replicas_target, seen.capacity_rps, forecast,
                        queued_requests=seen.queued_requests,
                        kv_cache_usage=seen.kv_cache_usage, latency_ms=seen.latency_ms,

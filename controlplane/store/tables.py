@@ -65,18 +65,20 @@ class GpuRecord(SQLModel, table=True):
 
 
 class ObservationRecord(SQLModel, table=True):
-    """Per-model load and capacity at one instant (the forecaster's history in the demo), and
-    the latency measured then (mean or quantile, as configured; None: not measured): with the
-    ready replicas, one sample of the model's throughput at its SLO
-    (``controlplane.autoscaling.profile_correction``); and its queued requests and KV cache
-    usage then (0027; None: not measured), drawn on the dashboard's Models page."""
+    """Per-model load and capacity at one instant: the requests that finished per second
+    (``demand_rps``) and those that arrived (``arrivals_rps``: the history forecasts are
+    scored against, and the demo's forecaster fits), and the latency measured then (mean or
+    quantile, as configured; None: not measured): with the ready replicas, one sample of the
+    model's throughput at its SLO (``controlplane.autoscaling.profile_correction``); and its
+    queued requests and KV cache usage then (0027; None: not measured), drawn on the
+    dashboard's Models page."""
 
     __tablename__ = "observations"
     # by model and time with the load, so the requests served per model and day are read from
     # the index alone (0025); by time alone: the profile samples every tick reads and the
     # retention's delete (0013)
     __table_args__ = (Index("ix_observations_model_at_load", "model", "at", "demand_rps",
-                            "capacity_rps"),
+                            "capacity_rps", "arrivals_rps"),
                       Index("ix_observations_at", "at"))
     id: int | None = Field(default=None, primary_key=True)
     model: str = Field(max_length=200)
@@ -87,6 +89,9 @@ class ObservationRecord(SQLModel, table=True):
     latency_ms: float | None = None
     queued_requests: float | None = None
     kv_cache_usage: float | None = None  # 0-1
+    # the requests that arrived (0030; None: as many as finished, ``demand_rps``: the growth of
+    # the requests held was not measured): ``controlplane.store.arrivals``
+    arrivals_rps: float | None = None
 
 
 class ForecastRecord(SQLModel, table=True):

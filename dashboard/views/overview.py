@@ -48,7 +48,9 @@ GPUS_BY_PRODUCT_HELP = {
 SLO_HELP = {
     "model": st.column_config.TextColumn("model", pinned=True),
     "status": st.column_config.TextColumn("status", width=50),
-    "demand_rps": st.column_config.NumberColumn("demand", help="requests / s observed"),
+    "demand_rps": st.column_config.NumberColumn(
+        "demand", help="requests / s that arrived: those that finished plus how fast those "
+        "its replicas hold (queued, running) grew, where the engine reports them"),
     "capacity_rps": st.column_config.NumberColumn(
         "capacity", help="requests / s the ready replicas serve within their SLO"),
     "replicas_ready": st.column_config.NumberColumn("ready", help="replicas ready", width=50),

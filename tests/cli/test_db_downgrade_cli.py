@@ -57,7 +57,7 @@ def test_a_downgrade_without_yes_and_without_a_terminal_is_refused_and_changes_n
     assert run.returncode == 2, run.stderr
     assert len(run.stderr.splitlines()) == 1
     assert run.stderr.startswith(f"error: database sqlite:///{path}: not downgraded to 0020: "
-                                 "it reverses 9 migrations and drops data: ")
+                                 "it reverses 10 migrations and drops data: ")
     assert "models.paused_replicas (1 value)" in run.stderr
     assert "Rerun with --yes to go ahead" in run.stderr
     assert _state(path) == (HEAD, 1)  # at its revision, the pause kept
@@ -70,9 +70,9 @@ def test_the_listing_names_each_migration_reversed_and_the_pause_column_with_its
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[0] == (f"database sqlite:///{path}: downgrading from {HEAD} to 0020 reverses "
-                        "9 migrations:")
+                        "10 migrations:")
     assert [line.split()[0] for line in lines[1:] if not line.startswith("        ")] == [
-        "0029", "0028", "0027", "0026", "0025", "0024", "0023", "0022", "0021"]
+        "0030", "0029", "0028", "0027", "0026", "0025", "0024", "0023", "0022", "0021"]
     assert "  0022  The models table holds each model's replica bounds" in run.stdout
     assert "        drops column models.paused_replicas: 1 value" in lines
     assert "        drops column models.min_replicas: no data" in lines
@@ -138,10 +138,10 @@ def test_a_relative_target_of_minus_one_reverses_one_migration_and_names_the_rev
     path = _paused_store(tmp_path)
     run = _downgrade(path, "-1", "--yes")
     assert run.returncode == 0, run.stderr
-    assert run.stdout.startswith(f"database sqlite:///{path}: downgrading from {HEAD} to 0028 "
+    assert run.stdout.startswith(f"database sqlite:///{path}: downgrading from {HEAD} to 0029 "
                                  "reverses 1 migration:")
-    assert f"database sqlite:///{path} downgraded to 0028 (-1)\n" in run.stderr
-    assert _state(path) == ("0028", -1)
+    assert f"database sqlite:///{path} downgraded to 0029 (-1)\n" in run.stderr
+    assert _state(path) == ("0029", -1)
 
 
 def test_the_listing_gives_each_migration_its_whole_first_paragraph_not_its_first_line(

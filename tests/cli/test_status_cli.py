@@ -515,9 +515,10 @@ def test_status_shows_the_placement_journal_the_placement_servers_follow(
 def _bert_read_at_600_rps(sqlite_url: str, queued_requests: float | None = None,
                           kv_cache_usage: float | None = None,
                           latency_ms: float | None = None,
-                          demand_measured: bool = True) -> dict[str, Any]:
-    """The status JSON's model after one tick read bert-embed at 600 rps (or could not measure
-    its load), with its queue, its KV cache usage and its latency."""
+                          demand_measured: bool = True,
+                          queue_growth_rps: float | None = None) -> dict[str, Any]:
+    """The status JSON's model after one tick read bert-embed finishing 600 rps (or could not
+    measure its load), with its queue, its growth, its KV cache usage and its latency."""
     store = Store.open(sqlite_url, migrate=True)
     at = WallClock().now() - timedelta(seconds=20)
     observed = ObservedState(at, (ObservedPool("l4", "L4", 4, 1, 0, 1),), (),
@@ -525,6 +526,7 @@ def _bert_read_at_600_rps(sqlite_url: str, queued_requests: float | None = None,
                                             queued_requests=queued_requests,
                                             kv_cache_usage=kv_cache_usage,
                                             latency_ms=latency_ms,
+                                            queue_growth_rps=queue_growth_rps,
                                             demand_measured=demand_measured),))
     store.save_tick(TickReport(at, at, TickStatus.APPLIED, "", observed, (), None,
                                Plan(at, (), ()), (), GuardMemory()))
@@ -537,6 +539,13 @@ def test_a_models_queued_requests_show_beside_its_rate(sqlite_url: str) -> None:
     model = _bert_read_at_600_rps(sqlite_url, queued_requests=7200.0)
     assert (model["observed_rps"], model["queued_requests"]) == (600.0, 7200.0)
     assert "600.0 +7,200 queued" in _status(sqlite_url, env_columns="200").stdout
+
+
+def test_a_saturated_models_rate_is_what_arrived_what_finished_plus_its_queues_growth(
+        sqlite_url: str) -> None:
+    model = _bert_read_at_600_rps(sqlite_url, queued_requests=7200.0, queue_growth_rps=40.0)
+    assert (model["observed_rps"], model["capacity_rps"]) == (640.0, 600.0)
+    assert "640.0 +7,200 queued" in _status(sqlite_url, env_columns="200").stdout
 
 
 def test_a_models_kv_cache_usage_shows_beside_its_rate(sqlite_url: str) -> None:

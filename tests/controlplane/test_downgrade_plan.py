@@ -34,6 +34,7 @@ def test_every_downgrade_of_the_real_migrations_drops_what_its_upgrade_added() -
     assert HEAD is not None
     changes = dict(zip([s.revision for s in scripts().walk_revisions()],
                        rehearsed_changes(HEAD, int(HEAD)), strict=True))
+    assert changes["0030"] == StepChange((), (("observations", "arrivals_rps"),), ())
     assert changes["0029"] == StepChange(("fleet_pause",), (), ())
     assert changes["0028"] == StepChange((), (("placements", "gpu_index"),
                                               ("placements", "gpus")), ())
@@ -58,16 +59,17 @@ def test_a_plan_counts_the_values_a_dropped_column_holds_and_changes_nothing(
     store.upsert_models(DEMO_MODELS[:2])
     assert SqlModelPauses(store.engine).pause(DEMO_MODELS[0].name, 2,
                                               datetime(2026, 12, 3, tzinfo=UTC), "")
-    plan = downgrade_plan(store.engine, "-8")
+    plan = downgrade_plan(store.engine, "-9")
     assert (plan.stamped, plan.target) == (HEAD, "0021")
-    assert [r.revision for r in plan.reversals] == ["0029", "0028", "0027", "0026", "0025",
-                                                        "0024", "0023", "0022"]
+    assert [r.revision for r in plan.reversals] == ["0030", "0029", "0028", "0027", "0026",
+                                                        "0025", "0024", "0023", "0022"]
     held = {d.name: d.held for r in plan.reversals for d in r.dropped}
     assert held["models.paused_replicas"] == held["models.paused_at"] == 1
     assert held["models.min_replicas"] == 0 and held["forecasts.notes_json"] == 0
     assert held["plans.kept_json"] == 0 and held["ticks.synced"] == 0
     assert held["observations.queued_requests"] == held["observations.kv_cache_usage"] == 0
     assert held["placements.gpus"] == held["placements.gpu_index"] == 0
+    assert held["observations.arrivals_rps"] == 0
     assert [d.name for d in plan.losses] == ["models.paused_at", "models.paused_by",
                                              "models.paused_replicas"]
     assert downgrade_plan(store.engine, "head").reversals == ()

@@ -90,6 +90,16 @@ def test_a_model_whose_load_was_not_measured_has_no_observed_sample_not_a_zero()
                                      {"model": "bert-embed", "kind": "capacity"}) == 600
 
 
+def test_a_saturated_models_observed_rate_is_what_arrived_not_what_it_finished() -> None:
+    registry = CollectorRegistry()
+    report = sample_tick_report()  # bert-embed finishing 500 rps
+    queued = tuple(replace(m, queue_growth_rps=150.0) for m in report.observed.models)
+    ControlPlaneMetrics(registry).record(
+        replace(report, observed=replace(report.observed, models=queued)))
+    assert registry.get_sample_value("headroom_model_rps",
+                                     {"model": "bert-embed", "kind": "observed"}) == 650
+
+
 def test_deployment_scale_downs_are_counted_by_how_their_replicas_were_chosen() -> None:
     registry = CollectorRegistry()
     metrics = ControlPlaneMetrics(registry)

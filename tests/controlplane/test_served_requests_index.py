@@ -1,7 +1,8 @@
 """Requests served per model and day (``cost_reader.served_requests``, read once a day of the
 window by the Cost page, the Overview and ``cost export``) come from the observations' index
-alone (migration 0025): through the (model, at) index each row was fetched from the table, where
-a model's rows lie one to a page among every other model's: 9 s for a week of 200 models."""
+alone (migration 0025; 0030 adds what arrived to it): through the (model, at) index each row was
+fetched from the table, where a model's rows lie one to a page among every other model's: 9 s
+for a week of 200 models."""
 
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def _served(store: Store, models: list[str] | None) -> dict[str, ServedRequests]
     return cost_reader.served_requests(store.engine, models, T0, T0 + timedelta(hours=1))
 
 
-def test_migration_0025_widens_the_model_time_index_and_its_downgrade_restores_it(
+def test_migrations_0025_and_0030_widen_the_model_time_index_and_their_downgrades_restore_it(
         store_url: str) -> None:
     store = _observed_store(store_url)
     # 10 observations a minute apart cover 10 minutes: bert-embed serves its 10 rps throughout
@@ -99,8 +100,12 @@ def test_migration_0025_widens_the_model_time_index_and_its_downgrade_restores_i
     assert widened["listed"]["bert-embed"].served_requests == pytest.approx(10.0 * 600)
     indexes = _indexes(store)
     assert indexes["ix_observations_model_at_load"] == ["model", "at", "demand_rps",
-                                                         "capacity_rps"]
+                                                         "capacity_rps", "arrivals_rps"]
     assert "ix_observations_model_at" not in indexes
+    downgrade(store.engine, "0029")  # 0030 added what arrived to it
+    assert _indexes(store)["ix_observations_model_at_load"] == ["model", "at", "demand_rps",
+                                                                "capacity_rps"]
+    assert {"listed": _served(store, list(MODELS)), "all": _served(store, None)} == widened
     downgrade(store.engine, "0024")
     indexes = _indexes(store)
     assert indexes["ix_observations_model_at"] == ["model", "at"]

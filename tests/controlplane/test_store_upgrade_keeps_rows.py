@@ -30,7 +30,7 @@ ROWS: dict[str, list[dict[str, Any]]] = {
                   sharing="exclusive", mig_layout="")],
     "observations": [dict(id=1, model="bert-embed", at=T0, demand_rps=12.5, capacity_rps=40.0,
                           replicas_ready=1, latency_ms=42.0, queued_requests=3.0,
-                          kv_cache_usage=0.625)],
+                          kv_cache_usage=0.625, arrivals_rps=14.0)],
     "forecasts": [dict(id=1, model="bert-embed", computed_at=T0, origin_at=T1, step_s=300,
                        p50_json="[12.0, 13.5]", p90_json="[15.0, 17.25]", method="ets",
                        fallback_reason="", backtest_wape=0.125,
@@ -100,7 +100,8 @@ ADDED = {("placement_bindings", "lease_s"): 0.0,  # 0009: no lease, never expire
          ("observations", "queued_requests"): None,  # 0027: not measured
          ("observations", "kv_cache_usage"): None,
          ("placements", "gpus"): 1,  # 0028: a replica of one GPU
-         ("placements", "gpu_index"): 0}
+         ("placements", "gpu_index"): 0,
+         ("observations", "arrivals_rps"): None}  # 0030: as many as finished
 RENAMED_BY_0006 = {("observations", "latency_ms"): "mean_latency_ms"}  # 0005 named it so
 
 

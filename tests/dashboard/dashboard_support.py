@@ -112,6 +112,17 @@ def _served_models(url: str) -> list[ObservedModel]:
                   key=lambda m: m.name)
 
 
+def with_a_saturated_model(url: str, copy: Path) -> tuple[str, str, float]:
+    """The URL of a copy (at ``copy``) of the store at ``url`` with one more tick that read the
+    first model that serves its demand finishing all its capacity serves while what its
+    replicas hold grows by a quarter of that (a saturated vLLM); that model and what arrived."""
+    copied = copy_store(url, copy)
+    model = _served_models(copied)[0]
+    _tick_reading(copied, lambda m: m if m.name != model.name else replace(
+        m, demand_rps=m.capacity_rps, queue_growth_rps=m.capacity_rps / 4))
+    return copied, model.name, 1.25 * model.capacity_rps
+
+
 def stranded_note(model: str) -> str:
     """The note a tick writes of a model's stranded replicas (``controlplane.domain.stranded``),
     as a Kubernetes fleet's tick would write it."""
