@@ -17,7 +17,7 @@ pause holds it and since when, its replica bounds where its spec sets them, and 
 Those per-model and per-pool gauges are the leader's only: a replica that follows exports none
 (``forget_fleet``), a model or pool a tick no longer sees loses its samples, and
 ``headroom_leader`` says which replica leads (1) and which follow (0). Against Kubernetes, the
-leader's loading guard (``record_loading_guard``) adds the model pods it holds from voluntary
+leader's loading guard (``metrics_loading_guard``) adds the model pods it holds from voluntary
 disruption while they load, and what it guarded and released, by reason.
 """
 
@@ -33,11 +33,11 @@ from controlplane.domain.actions import STEERING
 from controlplane.domain.cost import FleetSnapshot, GpuPrice, PriceTable, billed_rate
 from controlplane.domain.demand import Demand
 from controlplane.domain.desired import PoolSpec
-from controlplane.domain.loading_guard import GuardSync
 from controlplane.domain.model_replicas import ModelReplicas
 from controlplane.domain.observed import ObservedPool
 from controlplane.domain.pause import paused_since_wall_s
 from controlplane.domain.tick import TickReport, TickStatus
+from controlplane.metrics_loading_guard import LoadingGuardMetrics
 from controlplane.ports import Clock
 
 #: A tick is a few milliseconds on the simulator, seconds against a large cluster.
@@ -64,8 +64,6 @@ POOL_STATES = ("ready", "pending", "target")
 OBSERVED_REPLICAS = ("ready", "unscheduled")
 DECIDED_REPLICAS = ("target", "warm")
 BOUNDS = ("min", "max")
-#: ``headroom_loading_guard_changes`` label pairs (change, reason), each exported from the start
-GUARD_CHANGES = (("guard", "loading"), ("release", "ready"), ("release", "loading_too_long"))
 
 
 class ControlPlaneMetrics:
@@ -193,20 +191,7 @@ class ControlPlaneMetrics:
         #: longer sees one removes, rather than leave its last value standing)
         self._seen: dict[str, set[str]] = {"observed": set(), "demand": set(), "replicas": set(),
                                            "profile": set(), "accuracy": set(), "pool": set()}
-        self.guard_changes = Counter("headroom_loading_guard_changes", "Model pods the loading "
-                                     "guard (headroom serve --backend kubernetes) began to "
-                                     "hold from voluntary disruption (change guard, reason "
-                                     "loading) or let go (change release, reason ready; or "
-                                     "loading_too_long: not ready k8s.loading_guard_max_s "
-                                     "after the guard began).", ["change", "reason"],
-                                     registry=registry)
-        for change, reason in GUARD_CHANGES:
-            self.guard_changes.labels(change, reason)
-        self.guarded_pods = Gauge("headroom_loading_guard_pods", "Model pods the loading guard "
-                                  "holds from voluntary disruption while they load "
-                                  "(karpenter.sh/do-not-disrupt, or Cluster Autoscaler's "
-                                  "safe-to-evict false) as of its last sync; 0 on a replica "
-                                  "that does not lead.", registry=registry)
+        self.loading_guard = LoadingGuardMetrics(registry)
         self.leader = Gauge("headroom_leader", "1 while this replica leads the reconcile loop "
                             "(its per-model and per-pool gauges are the fleet's), 0 while it "
                             "follows (it exports none of them).", registry=registry)
@@ -297,14 +282,6 @@ class ControlPlaneMetrics:
             self.fleet_paused_since.labels(pause.paused_by).set(paused_since_wall_s(
                 pause.paused_at, report.finished_at, self._wall_clock.now()))
 
-    def record_loading_guard(self, synced: GuardSync) -> None:
-        """Count one sync's changes by change and reason; the pods it guards after it (no
-        change when it read nothing)."""
-        for change in synced.changes:
-            self.guard_changes.labels(change.change, change.why).inc()
-        if synced.guarded_pods is not None:
-            self.guarded_pods.set(synced.guarded_pods)
-
     def _forget(self, group: str, now: set[str], *gauges: tuple[Gauge, tuple[str, ...]]
                 ) -> None:
         """Remove each gauge's samples (one per kind; kinds ``()``: its one sample per name) of
@@ -364,7 +341,7 @@ class ControlPlaneMetrics:
         alerts on them, per replica, would fire on those), and ``headroom_leader`` 0. The
         counters stay: they do not move while it follows."""
         self.leader.set(0)
-        self.guarded_pods.set(0)
+        self.loading_guard.forget()
         for gauge in (self.model_rps, self.load_unmeasured, self.queued, self.kv_cache,
                       self.latency, self.latency_slo, self.forecast_wape,
                       self.forecast_coverage,

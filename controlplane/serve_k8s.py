@@ -197,7 +197,7 @@ def guard_loading(sync: Callable[[], GuardSync],
     for line in synced.lines():
         log.info("loading_guard.changed", extra={"change": line})
     if metrics is not None:
-        metrics.record_loading_guard(synced)
+        metrics.loading_guard.record(synced)
 
 
 def warn_unknown_model_queries(settings: PrometheusSettings, models: Sequence[str],

@@ -377,7 +377,7 @@ def test_the_loading_guards_changes_are_counted_by_reason_beside_the_pods_it_hol
                                          {"change": change, "reason": reason})
 
     assert changes("release", "loading_too_long") == 0  # there before the first, for increase()
-    metrics.record_loading_guard(GuardSync((
+    metrics.loading_guard.record(GuardSync((
         GuardChange("models", "m-0", True, "loading: not ready for 60 s"),
         GuardChange("models", "m-1", True, "loading: not ready for 5 s"),
         GuardChange("models", "m-2", False, "loading_too_long: not ready 900 s after ..."),
@@ -385,7 +385,7 @@ def test_the_loading_guards_changes_are_counted_by_reason_beside_the_pods_it_hol
     assert (changes("guard", "loading"), changes("release", "loading_too_long")) == (2, 1)
     assert changes("release", "ready") == 0
     assert registry.get_sample_value("headroom_loading_guard_pods") == 3
-    metrics.record_loading_guard(GuardSync())  # read nothing: the count stands
+    metrics.loading_guard.record(GuardSync())  # read nothing: the count stands
     assert registry.get_sample_value("headroom_loading_guard_pods") == 3
     metrics.forget_fleet()  # a replica that does not lead holds none
     assert registry.get_sample_value("headroom_loading_guard_pods") == 0
