@@ -43,13 +43,15 @@ from controlplane.ports import Clock
 #: A tick is a few milliseconds on the simulator, seconds against a large cluster.
 TICK_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 #: ``headroom_model_rps`` kinds read from the observed fleet, and from each tick's demands
-OBSERVED_KINDS = ("observed", "capacity")
+OBSERVED_KINDS = ("observed", "finished", "capacity")
 DEMAND_KINDS = ("provisioned", "forecast_p90", "forecast_upper")
 #: What each kind of ``headroom_model_rps`` is, and over which horizon its forecast kinds are
 #: read: the loop's lookahead (what sizing reads), not ``headroom status``'s step 20 min ahead.
 MODEL_RPS_HELP = (
     "Requests/s per model by kind: observed = the load the last observing tick saw (the "
-    "requests that arrived: those that finished plus how fast those held grew); capacity = "
+    "requests that arrived: those that finished plus how fast those its replicas hold grew); "
+    "finished = the requests its replicas finished then (below observed while a queue grows, "
+    "above it while one drains); capacity = "
     "what its ready replicas serve; provisioned = the capacity the last deciding tick sized for "
     "(demand / target utilization); forecast_p90 = the highest p90 of the forecast that tick "
     "sized from (calibrated, demand hints' floors applied) over the steps from the tick to the "
@@ -232,11 +234,12 @@ class ControlPlaneMetrics:
                 with suppress(KeyError):
                     self.model_replicas.remove(model.name, "unscheduled")
             self.load_unmeasured.labels(model.name).set(0 if model.demand_measured else 1)
-            if model.demand_measured:
-                self.model_rps.labels(model.name, "observed").set(model.arrivals_rps)
-            else:  # unknown this tick: no sample, rather than a 0 or the last value
-                with suppress(KeyError):
-                    self.model_rps.remove(model.name, "observed")
+            for kind, rps in (("observed", model.arrivals_rps), ("finished", model.demand_rps)):
+                if model.demand_measured:
+                    self.model_rps.labels(model.name, kind).set(rps)
+                else:  # unknown this tick: no sample, rather than a 0 or the last value
+                    with suppress(KeyError):
+                        self.model_rps.remove(model.name, kind)
             self.model_rps.labels(model.name, "capacity").set(model.capacity_rps)
             for gauge, value in ((self.queued, model.queued_requests),
                                  (self.kv_cache, model.kv_cache_usage),

@@ -84,13 +84,14 @@ def test_a_model_whose_load_was_not_measured_has_no_observed_sample_not_a_zero()
     unknown = tuple(replace(m, demand_rps=0.0, demand_measured=False)
                     for m in report.observed.models)
     metrics.record(replace(report, observed=replace(report.observed, models=unknown)))
-    labels = {"model": "bert-embed", "kind": "observed"}
-    assert registry.get_sample_value("headroom_model_rps", labels) is None
+    for kind in ("observed", "finished"):
+        labels = {"model": "bert-embed", "kind": kind}
+        assert registry.get_sample_value("headroom_model_rps", labels) is None
     assert registry.get_sample_value("headroom_model_rps",
                                      {"model": "bert-embed", "kind": "capacity"}) == 600
 
 
-def test_a_saturated_models_observed_rate_is_what_arrived_not_what_it_finished() -> None:
+def test_a_saturated_models_observed_rate_is_what_arrived_beside_what_it_finished() -> None:
     registry = CollectorRegistry()
     report = sample_tick_report()  # bert-embed finishing 500 rps
     queued = tuple(replace(m, queue_growth_rps=150.0) for m in report.observed.models)
@@ -98,6 +99,8 @@ def test_a_saturated_models_observed_rate_is_what_arrived_not_what_it_finished()
         replace(report, observed=replace(report.observed, models=queued)))
     assert registry.get_sample_value("headroom_model_rps",
                                      {"model": "bert-embed", "kind": "observed"}) == 650
+    assert registry.get_sample_value("headroom_model_rps",
+                                     {"model": "bert-embed", "kind": "finished"}) == 500
 
 
 def test_deployment_scale_downs_are_counted_by_how_their_replicas_were_chosen() -> None:
@@ -186,7 +189,7 @@ def test_the_model_rps_help_says_which_horizon_each_forecast_kind_covers() -> No
     ControlPlaneMetrics(registry)
     help_line = next(line for line in generate_latest(registry).decode().splitlines()
                      if line.startswith("# HELP headroom_model_rps "))
-    for kind in ("observed", "capacity", "provisioned", "forecast_p90", "forecast_upper"):
+    for kind in ("observed", "finished", "capacity", "provisioned", "forecast_p90", "forecast_upper"):
         assert f"{kind} = " in help_line
     assert ("over the steps from the tick to the loop's lookahead ahead "
             "(autoscaling.reaction_s + autoscaling.cached_start_p90_s), not the p90 of the step "
@@ -437,14 +440,14 @@ def test_a_model_or_pool_a_tick_no_longer_sees_has_no_samples_not_its_last_value
                 for s in family.samples if family.type == "gauge"
                 and (s.labels.get("model") == "llama-8b" or s.labels.get("pool") == "a100")}
 
-    # 4 model_rps, 1 load_unmeasured, 2 profile, 2 accuracy, 3 replicas, paused and since, 2
+    # 5 model_rps, 1 load_unmeasured, 2 profile, 2 accuracy, 3 replicas, paused and since, 2
     # bounds, latency SLO; 3 pool_nodes, 1 cost
-    assert len(llama_and_a100()) == 21
+    assert len(llama_and_a100()) == 22
     # a tick that cannot see the fleet keeps them (nothing known to replace them)
     unsynced = replace(report.observed, synced=False, models=(), pools=())
     metrics.record(replace(report, status=TickStatus.SKIPPED, observed=unsynced, plan=None,
                            demands=()))
-    assert len(llama_and_a100()) == 21
+    assert len(llama_and_a100()) == 22
     # llama-8b's workloads are gone, the a100 pool too: the next tick sees only bert-embed, l4
     metrics.record(replace(report, replicas=(ModelReplicas("bert-embed", 3),)))
     assert llama_and_a100() == set()
