@@ -189,7 +189,8 @@ def test_the_model_rps_help_says_which_horizon_each_forecast_kind_covers() -> No
     ControlPlaneMetrics(registry)
     help_line = next(line for line in generate_latest(registry).decode().splitlines()
                      if line.startswith("# HELP headroom_model_rps "))
-    for kind in ("observed", "finished", "capacity", "provisioned", "forecast_p90", "forecast_upper"):
+    for kind in ("observed", "finished", "capacity", "provisioned", "forecast_p90",
+                 "forecast_upper"):
         assert f"{kind} = " in help_line
     assert ("over the steps from the tick to the loop's lookahead ahead "
             "(autoscaling.reaction_s + autoscaling.cached_start_p90_s), not the p90 of the step "
