@@ -37,7 +37,7 @@ from sqlmodel import SQLModel
 import controlplane.store.tables  # noqa: F401  (registers the tables in the metadata)
 from controlplane.cost_layouts import chunks
 from controlplane.domain.slo import KV_CACHE_FULL, QUEUE_BACKLOG_S
-from controlplane.store.arrivals import arrived_rps
+from controlplane.store.arrivals import arrived_in, arrived_rps
 from controlplane.store.stored_columns import stored_names
 from controlplane.store.utc import as_utc
 
@@ -67,10 +67,9 @@ def served_requests(engine: Engine, models: Sequence[str] | None, since_at: date
     (min(finished, capacity)) x covered seconds per model (every model observed in the window
     when ``models`` is None: listed in the models table or not), with the model's
     observations."""
-    obs = _observations()
-    arrived = arrived_rps(obs, stored_names(engine, obs.name))
     rows, ends = _grouped(engine, models, since_at, until_at,
-                          (func.avg(arrived), func.avg(_served_rps()), func.count()))
+                          (func.avg(arrived_in(engine)), func.avg(_served_rps()),
+                           func.count()))
     out = {}
     for model, demand, served_rps, count in rows:
         covered_s = _covered_s(ends[str(model)], int(count))
@@ -91,7 +90,7 @@ def shortfalls(engine: Engine, since_at: datetime, through_at: datetime
     obs, models = _observations(), SQLModel.metadata.tables["models"]
     slo_ms = select(models.c.latency_slo_ms).where(models.c.name == obs.c.model)
     stored = stored_names(engine, "observations")
-    short = [obs.c.capacity_rps < arrived_rps(obs, stored),
+    short = [obs.c.capacity_rps < arrived_rps(stored),
              obs.c.latency_ms > slo_ms.scalar_subquery()]
     if {"queued_requests", "kv_cache_usage"} <= stored:
         short += [obs.c.queued_requests > QUEUE_BACKLOG_S * obs.c.capacity_rps,

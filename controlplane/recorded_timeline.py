@@ -112,9 +112,8 @@ def read_recorded(engine: Engine, models: Collection[str] | None, since_at: date
     from sqlalchemy import or_, select
 
     from controlplane.cost_reader import table, tick_facts
-    from controlplane.store.arrivals import arrived_rps
+    from controlplane.store.arrivals import arrived_in
     from controlplane.store.model_digest import model_specs_digested
-    from controlplane.store.stored_columns import stored_names
     from controlplane.store.utc import as_utc
 
     specs = [s for s in model_specs_digested(engine)[1] if models is None or s.name in models]
@@ -130,7 +129,7 @@ def read_recorded(engine: Engine, models: Collection[str] | None, since_at: date
     with engine.connect() as connection:
         rows = connection.execution_options(stream_results=True, yield_per=10_000).execute(
             select(observations.c.model, observations.c.at,
-                   arrived_rps(observations, stored_names(engine, observations.name)),
+                   arrived_in(engine),
                    observations.c.capacity_rps, observations.c.replicas_ready)
             .where(observations.c.at >= since_at, observations.c.at < until_at,
                    observations.c.model.in_([s.name for s in specs])))

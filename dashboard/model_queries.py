@@ -15,9 +15,9 @@ from sqlalchemy import and_, func, select
 from controlplane.cost_reader import table
 from controlplane.recorded_timeline import read_recorded
 from controlplane.simulation.timeline import timeline_text
-from controlplane.store.arrivals import arrived_rps
+from controlplane.store.arrivals import arrived_in
 from controlplane.store.codec import notes_from_json
-from controlplane.store.stored_columns import columns_or_null, stored_names
+from controlplane.store.stored_columns import columns_or_null
 from dashboard.context import TTL_S, engine_for, read_frame, utc_columns
 
 #: the serving signals of ``model_history`` a store may be too old to hold (None there): the
@@ -33,8 +33,7 @@ def model_history(url: str, model: str, since_at: datetime, until_at: datetime) 
     o = table("observations")
     cols = ["at", "demand_rps", "capacity_rps", "replicas_ready"]
     signals = columns_or_null(engine_for(url), o, SIGNAL_COLUMNS)
-    load = (o.c.at, arrived_rps(o, stored_names(engine_for(url), o.name)), o.c.capacity_rps,
-            o.c.replicas_ready)
+    load = (o.c.at, arrived_in(engine_for(url)), o.c.capacity_rps, o.c.replicas_ready)
     query = (select(*load, *signals)
              .where(and_(o.c.model == model, o.c.at >= since_at, o.c.at <= until_at))
              .order_by(o.c.at))

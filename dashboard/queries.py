@@ -19,7 +19,7 @@ from controlplane.domain.fleet_pause import FleetPause
 from controlplane.domain.fleet_status import UnrecordedTick
 from controlplane.domain.hints import DemandHint
 from controlplane.domain.tick_writers import LeadershipChange
-from controlplane.store.arrivals import arrived_rps
+from controlplane.store.arrivals import arrived_in
 from controlplane.store.fleet_pause import fleet_pause as read_fleet_pause
 from controlplane.store.guard_intent import unrecorded_tick
 from controlplane.store.hints import hints_ending_after
@@ -27,7 +27,7 @@ from controlplane.store.placement_journal import PlacementBindingRecord, live_bi
 from controlplane.store.profiles import newest_profiles
 from controlplane.store.relayout import MigRelayoutRecord
 from controlplane.store.status_reader import fleet_seen, tick_leadership
-from controlplane.store.stored_columns import columns_or_null, stored_names
+from controlplane.store.stored_columns import columns_or_null
 from dashboard.context import TTL_S, engine_for, read_frame, utc_columns
 
 
@@ -239,7 +239,7 @@ def latest_observations(url: str, at: datetime) -> pd.DataFrame:
     it too until then). Its ``demand_rps`` is the requests that arrived (``store.arrivals``)."""
     o = table("observations")
     cols = ["model", "at", "demand_rps", "capacity_rps", "replicas_ready", "latency_ms"]
-    arrived = arrived_rps(o, stored_names(engine_for(url), o.name))
+    arrived = arrived_in(engine_for(url))
     read = (arrived if c == "demand_rps" else o.c[c] for c in cols)
     frame = read_frame(url, select(*read).where(and_(
         o.c.at >= at - timedelta(minutes=10), o.c.at <= at)), cols)

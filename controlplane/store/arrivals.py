@@ -21,19 +21,25 @@ from sqlmodel import SQLModel
 
 import controlplane.store.tables  # noqa: F401  (registers the tables in the metadata)
 from controlplane.domain.observed import ObservedModel
+from controlplane.store.stored_columns import stored_names
 from controlplane.store.utc import as_utc
 from forecaster.types import TrafficSeries
 
 ARRIVALS = "arrivals_rps"
 
 
-def arrived_rps(observations: Table, stored: Collection[str] | None = None
-                ) -> ColumnElement[Any]:
-    """``observations``' requests that arrived per second: ``arrivals_rps``, else (NULL, or a
-    store whose ``stored`` columns lack it: older than 0030) ``demand_rps``."""
-    if stored is not None and ARRIVALS not in stored:
-        return observations.c.demand_rps
-    return func.coalesce(observations.c[ARRIVALS], observations.c.demand_rps)
+def arrived_rps(stored: Collection[str]) -> ColumnElement[Any]:
+    """An observation's requests that arrived per second: ``arrivals_rps``, else (NULL, or a
+    store whose ``stored`` observations columns lack it: older than 0030) ``demand_rps``."""
+    obs = _observations()
+    if ARRIVALS not in stored:
+        return obs.c.demand_rps
+    return func.coalesce(obs.c[ARRIVALS], obs.c.demand_rps)
+
+
+def arrived_in(engine: Engine) -> ColumnElement[Any]:
+    """``arrived_rps`` as the store behind ``engine`` holds observations."""
+    return arrived_rps(stored_names(engine, "observations"))
 
 
 def arrived(model: ObservedModel) -> float | None:
@@ -54,7 +60,7 @@ def rate_history(engine: Engine, stored: Collection[str], model: str, since_at: 
     obs = _observations()
     with engine.connect() as connection:
         rows = connection.execute(
-            select(obs.c.at, arrived_rps(obs, stored))
+            select(obs.c.at, arrived_rps(stored))
             .where(obs.c.model == model, obs.c.at >= since_at, obs.c.at < until_at)).all()
     for at, rps in rows:
         i = int((as_utc(at) - start_at).total_seconds() // step_s)
@@ -72,7 +78,7 @@ def peak_rps_since(engine: Engine, stored: Collection[str], model: str,
     obs = _observations()
     with engine.connect() as connection:
         peak = connection.execute(
-            select(func.max(arrived_rps(obs, stored)))
+            select(func.max(arrived_rps(stored)))
             .where(obs.c.model == model, obs.c.at >= since_at)).scalar()
     return float(peak) if peak is not None else None
 
