@@ -42,7 +42,7 @@ def arrived_in(engine: Engine) -> ColumnElement[Any]:
     return arrived_rps(stored_names(engine, "observations"))
 
 
-def arrived(model: ObservedModel) -> float | None:
+def recorded(model: ObservedModel) -> float | None:
     """What an observation of ``model`` records as arrived: None where the growth of the
     requests its replicas hold was not measured (as many as finished)."""
     return None if model.queue_growth_rps is None else model.arrivals_rps

@@ -25,7 +25,6 @@ from controlplane.domain.price_history import check_one_price_per_product
 from controlplane.domain.profile import ProfileCorrection, ProfileSample
 from controlplane.domain.tick import TickReport
 from controlplane.store import arrivals, codec, guard_intent, tick_fence, tick_records
-from controlplane.store.arrivals import arrived
 from controlplane.store.engine import (
     NO_SCHEMA_ADVICE,
     MigrationError,
@@ -238,7 +237,7 @@ class Store:
                                               latency_ms=model.latency_ms,
                                               queued_requests=model.queued_requests,
                                               kv_cache_usage=model.kv_cache_usage,
-                                              arrivals_rps=arrived(model)))
+                                              arrivals_rps=arrivals.recorded(model)))
             session.commit()
 
     def save_observations(self, rows: Sequence[tuple[str, datetime, float]],
